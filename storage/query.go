@@ -1,0 +1,139 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const deliveryColumns = `id, source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, remote_addr, content_type, headers, body`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanDelivery(s scanner) (Delivery, error) {
+	var d Delivery
+	var received int64
+	var outcome, headers string
+	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
+		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.RemoteAddr,
+		&d.ContentType, &headers, &d.Body)
+	if err != nil {
+		return Delivery{}, err
+	}
+	d.ReceivedAt = fromMillis(received)
+	d.Outcome = Outcome(outcome)
+	if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
+		return Delivery{}, fmt.Errorf("delivery %d: headers: %w", d.ID, err)
+	}
+	return d, nil
+}
+
+// Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
+func (db *DB) Delivery(ctx context.Context, id int64) (Delivery, error) {
+	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ?`, id)
+	d, err := scanDelivery(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delivery{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("delivery %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// KeyDeliveries returns every stored delivery of one source's key, oldest first.
+func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]Delivery, error) {
+	rows, err := db.read.QueryContext(ctx,
+		`SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, source, key)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Claim is the state of one source's key.
+type Claim struct {
+	ID            int64
+	Source        string
+	Key           string
+	State         string
+	FirstDelivery int64
+	PayloadHash   string
+	ClaimedAt     time.Time
+	ExpiresAt     time.Time
+	UpdatedAt     time.Time
+	Attempts      int
+	NextAttemptAt time.Time // zero when nothing is due
+	LastError     string
+}
+
+const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
+	updated_at, attempts, next_attempt_at, last_error`
+
+func scanClaim(s scanner) (Claim, error) {
+	var c Claim
+	var claimed, expires, updated int64
+	var next sql.NullInt64
+	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
+		&expires, &updated, &c.Attempts, &next, &c.LastError)
+	if err != nil {
+		return Claim{}, err
+	}
+	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
+	if next.Valid {
+		c.NextAttemptAt = fromMillis(next.Int64)
+	}
+	return c, nil
+}
+
+// Claim returns the claim row of one source's key, expired or not. Returns ErrNotFound
+// if the key was never claimed or its row was swept.
+func (db *DB) Claim(ctx context.Context, source, key string) (Claim, error) {
+	row := db.read.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, source, key)
+	c, err := scanClaim(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Claim{}, fmt.Errorf("key %s/%s: %w", source, key, ErrNotFound)
+	}
+	if err != nil {
+		return Claim{}, fmt.Errorf("key %s/%s: %w", source, key, err)
+	}
+	return c, nil
+}
+
+// Held reports whether the claim still holds its key: a new delivery of the key now
+// would be a duplicate.
+func (c Claim) Held(now time.Time) bool {
+	return c.State != StateReleased && c.ExpiresAt.After(now)
+}
+
+// Counts are the stored deliveries by outcome.
+type Counts struct {
+	Accepted, Duplicate, Rejected, Mismatch int64
+}
+
+// CountDeliveries counts one source's deliveries by outcome ("" counts every source).
+func (db *DB) CountDeliveries(ctx context.Context, source string) (Counts, error) {
+	var c Counts
+	err := db.read.QueryRowContext(ctx, `
+SELECT
+	coalesce(sum(outcome = 'accepted'), 0), coalesce(sum(outcome = 'duplicate'), 0),
+	coalesce(sum(outcome = 'rejected'), 0), coalesce(sum(mismatch), 0)
+FROM deliveries WHERE ? = '' OR source = ?`, source, source).Scan(&c.Accepted, &c.Duplicate, &c.Rejected, &c.Mismatch)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count deliveries: %w", err)
+	}
+	return c, nil
+}

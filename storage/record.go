@@ -1,0 +1,252 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Outcome is what became of a delivery.
+type Outcome string
+
+// The outcomes of a delivery.
+const (
+	Accepted  Outcome = "accepted"  // it won its key's claim
+	Duplicate Outcome = "duplicate" // its key was already claimed
+	Rejected  Outcome = "rejected"  // it failed a check before any claim
+)
+
+// Delivery is one HTTP delivery of a webhook, as received and as stored.
+type Delivery struct {
+	ID         int64
+	Source     string
+	ReceivedAt time.Time // set by Record from DB.Now when zero
+	Outcome    Outcome   // Rejected on input records a rejection; otherwise Record decides
+	Status     int       // the HTTP status answered
+	Error      string    // why it was rejected
+
+	Key          string
+	KeyMethod    string // "event_id" or "derived"
+	KeyFrom      string // the pointer or header an event id came from
+	KeyCanonical string // the canonical JSON a derived key hashes
+	PayloadHash  string
+
+	Mismatch      bool  // a duplicate whose payload differs from the first delivery's
+	FirstDelivery int64 // for a duplicate: the delivery that won the claim
+
+	RemoteAddr  string
+	ContentType string
+	Headers     http.Header
+	Body        []byte
+}
+
+// ClaimOptions says how a delivery's key is claimed.
+type ClaimOptions struct {
+	// TTL is the dedup window: the claim expires this long after it is made.
+	TTL time.Duration
+	// Dispatch marks the event for hand-off downstream (state processing); without it
+	// the key goes straight to processed.
+	Dispatch bool
+}
+
+// Key states.
+const (
+	StateProcessing = "processing"
+	StateProcessed  = "processed"
+	StateFailed     = "failed"
+	StateReleased   = "released"
+)
+
+type recordReq struct {
+	d       *Delivery
+	claim   ClaimOptions
+	headers string
+	done    chan error
+
+	// results, applied to d only once the transaction that holds them has committed
+	id, first int64
+	outcome   Outcome
+	mismatch  bool
+}
+
+// Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
+// when it wins the claim (no row, an expired row or a released row for its source and
+// key) and Duplicate otherwise. On success d.ID, d.Outcome, d.Status, d.FirstDelivery and
+// d.Mismatch are set, and the delivery and claim are committed. Concurrent calls share
+// one transaction and one fsync (group commit); each returns only after the commit that
+// holds its rows. An error means nothing of d was stored.
+func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error {
+	if d.Outcome != Rejected && d.Key == "" {
+		return errors.New("record delivery: empty key")
+	}
+	if d.ReceivedAt.IsZero() {
+		d.ReceivedAt = db.Now()
+	}
+	headers := "{}"
+	if len(d.Headers) > 0 {
+		b, err := json.Marshal(d.Headers)
+		if err != nil {
+			return fmt.Errorf("record delivery: headers: %w", err)
+		}
+		headers = string(b)
+	}
+	r := &recordReq{d: d, claim: claim, headers: headers, done: make(chan error, 1)}
+	select {
+	case db.reqs <- r:
+	case <-db.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write happens whatever the caller does; wait for its verdict so
+	// that the answer never claims more than what was committed.
+	if err := <-r.done; err != nil {
+		return err
+	}
+	d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
+	if d.Outcome != Rejected {
+		d.Status = http.StatusOK
+	}
+	return nil
+}
+
+// writer is the single goroutine that commits intake writes. It takes what is already
+// queued (up to maxBatch) without waiting for more: under load the queue fills while the
+// previous batch commits, and when idle a lone delivery commits at once.
+func (db *DB) writer() {
+	defer close(db.writerDone)
+	batch := make([]*recordReq, 0, db.maxBatch)
+	for {
+		var first *recordReq
+		select {
+		case first = <-db.reqs:
+		case <-db.closing:
+			// Commit what was queued before Close, then stop.
+			for {
+				select {
+				case r := <-db.reqs:
+					db.commit(append(batch[:0], r))
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < db.maxBatch {
+			select {
+			case r := <-db.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+// commit writes batch in one transaction. If that fails, each request is retried in a
+// transaction of its own, so that one bad request cannot fail the others.
+func (db *DB) commit(batch []*recordReq) {
+	err := db.commitTx(batch)
+	if err != nil && len(batch) > 1 {
+		for _, r := range batch {
+			r.done <- db.commitTx([]*recordReq{r})
+		}
+		return
+	}
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+func (db *DB) commitTx(batch []*recordReq) error {
+	ctx := context.Background()
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	for _, r := range batch {
+		if err := recordOne(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+const (
+	sqlClaim = `
+INSERT INTO claims (source, key, state, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5, ?7)
+ON CONFLICT (source, key) DO UPDATE SET
+	state = excluded.state, first_delivery = 0, payload_hash = excluded.payload_hash,
+	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
+	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+	attempts = 0, last_error = ''
+WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'
+RETURNING id`
+
+	sqlClaimHolder = `SELECT first_delivery, payload_hash FROM claims WHERE source = ? AND key = ?`
+
+	sqlSetFirst = `UPDATE claims SET first_delivery = ? WHERE id = ?`
+
+	sqlInsertDelivery = `
+INSERT INTO deliveries (source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, remote_addr, content_type, headers, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+func recordOne(ctx context.Context, tx *sql.Tx, r *recordReq) error {
+	d := r.d
+	r.outcome, r.first, r.mismatch = d.Outcome, 0, false
+	status := d.Status
+	var claimID int64
+	if d.Outcome != Rejected {
+		status = http.StatusOK
+		state, next := StateProcessed, sql.NullInt64{}
+		if r.claim.Dispatch {
+			state, next = StateProcessing, nullMillis(d.ReceivedAt)
+		}
+		at := millis(d.ReceivedAt)
+		err := tx.QueryRowContext(ctx, sqlClaim, d.Source, d.Key, state, d.PayloadHash,
+			at, at+r.claim.TTL.Milliseconds(), next).Scan(&claimID)
+		switch {
+		case err == nil:
+			r.outcome = Accepted
+		case errors.Is(err, sql.ErrNoRows):
+			// The upsert's WHERE refused: a live claim holds the key.
+			var hash string
+			if err := tx.QueryRowContext(ctx, sqlClaimHolder, d.Source, d.Key).Scan(&r.first, &hash); err != nil {
+				return fmt.Errorf("claim %s/%s: read holder: %w", d.Source, d.Key, err)
+			}
+			r.outcome = Duplicate
+			r.mismatch = hash != d.PayloadHash
+		default:
+			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, sqlInsertDelivery, d.Source, millis(d.ReceivedAt), string(r.outcome),
+		status, d.Error, d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch,
+		r.first, d.RemoteAddr, d.ContentType, r.headers, d.Body)
+	if err != nil {
+		return fmt.Errorf("insert delivery: %w", err)
+	}
+	if r.id, err = res.LastInsertId(); err != nil {
+		return fmt.Errorf("insert delivery: %w", err)
+	}
+	if r.outcome == Accepted {
+		r.first = r.id
+		if _, err := tx.ExecContext(ctx, sqlSetFirst, r.id, claimID); err != nil {
+			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrBusy means a key is being handed downstream right now and is not stuck yet:
+// releasing it could dispatch its event twice.
+var ErrBusy = errors.New("key is processing and not stuck")
+
+// Release asks for a key to be released.
+type Release struct {
+	Source, Key string
+	Actor       string // who asks, for the audit log
+	Reason      string // required
+	// Reprocess dispatches the stored payload again now and keeps the key claimed,
+	// instead of freeing the key for its next delivery.
+	Reprocess bool
+	// StuckBefore: a key processing since before this time is stuck and may be released.
+	StuckBefore time.Time
+}
+
+// Released says what a release did.
+type Released struct {
+	Previous string // the key's state before
+	Changed  bool   // false when the key was already free: nothing was written
+}
+
+// ReleaseKey releases (or reprocesses) one key and writes the audit row in the same
+// transaction. Returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
+// Releasing a key that is already free changes nothing and reports Changed false.
+func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
+	if r.Reason == "" {
+		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	defer tx.Rollback()
+	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, r.Source, r.Key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, ErrNotFound)
+	}
+	if err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	now := db.Now()
+	out := Released{Previous: c.State}
+	if !c.ExpiresAt.After(now) && c.State != StateProcessing {
+		out.Previous = "expired"
+	}
+	free := out.Previous == StateReleased || out.Previous == "expired"
+	if free && !r.Reprocess {
+		return out, nil
+	}
+	if c.State == StateProcessing && !c.UpdatedAt.Before(r.StuckBefore) {
+		return out, fmt.Errorf("release %s/%s: %w (processing since %s)", r.Source, r.Key, ErrBusy, c.UpdatedAt.Format(time.RFC3339))
+	}
+	action := "release"
+	if r.Reprocess {
+		action = "reprocess"
+		// Reprocessing claims the key again for as long as its first claim lasted.
+		expires := c.ExpiresAt
+		if !expires.After(now) {
+			expires = now.Add(c.ExpiresAt.Sub(c.ClaimedAt))
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
+			next_attempt_at = ?1, updated_at = ?1, expires_at = ?2 WHERE id = ?3`, millis(now), millis(expires), c.ID)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
+			WHERE id = ?`, millis(now), c.ID)
+	}
+	if err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, millis(now), r.Actor, action, r.Source, r.Key, r.Reason, out.Previous); err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: audit: %w", r.Source, r.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	out.Changed = true
+	return out, nil
+}
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	ID            int64
+	At            time.Time
+	Actor, Action string
+	Source, Key   string
+	Reason        string
+	PreviousState string
+}
+
+// AuditLog returns audit rows newest first, those with id below before (0 = from the newest).
+func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id, at, actor, action, source, key, reason, previous_state
+		FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		e.At = fromMillis(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,208 @@
+// Package storage keeps hookdedup's state in SQLite: claims, deliveries, users and
+// settings. It is the only package that writes SQL; its behaviour is pinned by tests that
+// speak of claims and deliveries, so that another engine can join behind the same methods.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Errors returned by the methods of DB.
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed means the DB was closed while a write waited for its commit.
+	ErrClosed = errors.New("database closed")
+)
+
+// Options tunes Open. The zero value is the production default.
+type Options struct {
+	// BusyTimeout is how long a write waits for a lock held by another process before it
+	// fails. Default 5s.
+	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting under WAL: "FULL" (default) keeps every
+	// committed transaction across a power cut; "NORMAL" may lose the last ones then (never
+	// on a process crash) and saves an fsync per commit.
+	Synchronous string
+	// MaxBatch bounds how many intake writes share one transaction. Default 256.
+	MaxBatch int
+}
+
+// DB is a hookdedup database. Its methods are safe for concurrent use.
+type DB struct {
+	// Now is the clock every method uses; tests replace it to move time.
+	Now func() time.Time
+
+	path  string
+	write *sql.DB // one connection: SQLite has one writer, and one pool queues our own writers without busy waits
+	read  *sql.DB // several connections: WAL readers never block the writer
+
+	reqs       chan *recordReq
+	maxBatch   int
+	closeOnce  sync.Once
+	closing    chan struct{}
+	writerDone chan struct{}
+}
+
+// Open opens (creating if needed) the database file at path and brings its schema up to
+// date. Writes through Record are group-committed by one background writer until Close.
+func Open(path string, opt Options) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open database: empty path")
+	}
+	if opt.BusyTimeout <= 0 {
+		opt.BusyTimeout = 5 * time.Second
+	}
+	switch strings.ToUpper(opt.Synchronous) {
+	case "":
+		opt.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		opt.Synchronous = strings.ToUpper(opt.Synchronous)
+	default:
+		return nil, fmt.Errorf("open database: synchronous must be FULL or NORMAL, not %q", opt.Synchronous)
+	}
+	if opt.MaxBatch <= 0 {
+		opt.MaxBatch = 256
+	}
+	// Pragmas go in the DSN: a PRAGMA sent through Exec reaches one pooled connection only.
+	params := url.Values{}
+	params.Set("_journal_mode", "WAL")
+	params.Set("_busy_timeout", fmt.Sprint(opt.BusyTimeout.Milliseconds()))
+	params.Set("_foreign_keys", "on")
+	params.Set("_synchronous", opt.Synchronous)
+	params.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+
+	write, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	db := &DB{
+		Now:        time.Now,
+		path:       path,
+		write:      write,
+		reqs:       make(chan *recordReq, 4*opt.MaxBatch),
+		maxBatch:   opt.MaxBatch,
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	if err := db.migrate(context.Background()); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	read, err := sql.Open("sqlite3", dsn+"&_query_only=1")
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	db.read = read
+	go db.writer()
+	return db, nil
+}
+
+// Path is the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// Close waits for queued writes to commit, then closes the database cleanly.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() { close(db.closing) })
+	<-db.writerDone
+	return errors.Join(db.read.Close(), db.write.Close())
+}
+
+// Ping reports whether the database can commit a write now (readiness).
+func (db *DB) Ping(ctx context.Context) error {
+	_, err := db.write.ExecContext(ctx,
+		`INSERT INTO settings(name, value) VALUES('readyz', ?)
+		 ON CONFLICT(name) DO UPDATE SET value = excluded.value`, db.now())
+	if err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) now() int64 { return db.Now().UnixMilli() }
+
+// migrate runs each embedded migration not yet recorded, each in its own transaction.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.write.ExecContext(ctx,
+		`CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.migrateOne(ctx, name); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateOne(ctx context.Context, name string) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	body, err := fs.ReadFile(migrations, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations(name, applied_at) VALUES(?, ?)`, name, db.now()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// nullMillis maps an absent time to SQL NULL.
+func nullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}

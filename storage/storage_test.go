@@ -1,0 +1,392 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// MustOpenDB opens a database file in a fresh temp dir, closed when the test ends.
+func MustOpenDB(tb testing.TB) *storage.DB {
+	tb.Helper()
+	return MustOpenPath(tb, filepath.Join(tb.TempDir(), "hookdedup.db"))
+}
+
+// MustOpenPath opens the database file at path, closed when the test ends.
+func MustOpenPath(tb testing.TB, path string) *storage.DB {
+	tb.Helper()
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return db
+}
+
+// clock is a settable time source for expiry tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+func newClock(db *storage.DB) *clock {
+	c := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	db.Now = c.Now
+	return c
+}
+
+func delivery(source, key, hash string) *storage.Delivery {
+	return &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
+}
+
+var day = storage.ClaimOptions{TTL: 24 * time.Hour}
+
+func mustRecord(tb testing.TB, db *storage.DB, d *storage.Delivery, c storage.ClaimOptions) *storage.Delivery {
+	tb.Helper()
+	if err := db.Record(context.Background(), d, c); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func TestDB_Record(t *testing.T) {
+	ctx := context.Background()
+	t.Run("FirstIsAcceptedNextIsDuplicate", func(t *testing.T) {
+		db := MustOpenDB(t)
+		first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		if first.Outcome != storage.Accepted || first.ID == 0 || first.FirstDelivery != first.ID || first.Status != 200 {
+			t.Fatalf("first = %+v, want accepted with an id", first)
+		}
+		dup := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		if dup.Outcome != storage.Duplicate || dup.FirstDelivery != first.ID || dup.Mismatch {
+			t.Fatalf("dup = outcome %s first %d mismatch %v, want duplicate of %d without mismatch",
+				dup.Outcome, dup.FirstDelivery, dup.Mismatch, first.ID)
+		}
+		got, err := db.Delivery(ctx, dup.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Outcome != storage.Duplicate || got.FirstDelivery != first.ID || string(got.Body) != `{"id":"evt_1"}` {
+			t.Fatalf("stored duplicate = %+v", got)
+		}
+	})
+	t.Run("DifferentPayloadIsMismatch", func(t *testing.T) {
+		db := MustOpenDB(t)
+		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		dup := mustRecord(t, db, delivery("ota", "evt_1", "h2"), day)
+		if dup.Outcome != storage.Duplicate || !dup.Mismatch {
+			t.Fatalf("dup = %s mismatch %v, want duplicate with mismatch", dup.Outcome, dup.Mismatch)
+		}
+		c, err := db.CountDeliveries(ctx, "ota")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != (storage.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
+			t.Fatalf("counts = %+v", c)
+		}
+	})
+	t.Run("KeysAreScopedBySource", func(t *testing.T) {
+		db := MustOpenDB(t)
+		a := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		b := mustRecord(t, db, delivery("payments", "evt_1", "h1"), day)
+		if a.Outcome != storage.Accepted || b.Outcome != storage.Accepted {
+			t.Fatalf("outcomes = %s, %s; want both accepted", a.Outcome, b.Outcome)
+		}
+	})
+	t.Run("RejectedIsStoredWithoutClaim", func(t *testing.T) {
+		db := MustOpenDB(t)
+		d := &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature does not match"}
+		mustRecord(t, db, d, day)
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Outcome != storage.Rejected || got.Status != 401 || got.Error != "signature does not match" {
+			t.Fatalf("stored = %+v", got)
+		}
+		if _, err := db.Claim(ctx, "ota", ""); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("claim of a rejection: err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("DispatchStateFollowsOptions", func(t *testing.T) {
+		db := MustOpenDB(t)
+		mustRecord(t, db, delivery("ota", "k1", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		mustRecord(t, db, delivery("ota", "k2", "h"), storage.ClaimOptions{TTL: time.Hour})
+		for key, want := range map[string]string{"k1": storage.StateProcessing, "k2": storage.StateProcessed} {
+			c, err := db.Claim(ctx, "ota", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.State != want {
+				t.Errorf("%s state = %s, want %s", key, c.State, want)
+			}
+		}
+	})
+}
+
+func TestDB_Record_Expired(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	clk := newClock(db)
+	ttl := storage.ClaimOptions{TTL: time.Hour}
+	first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), ttl)
+
+	clk.Add(59 * time.Minute)
+	if d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), ttl); d.Outcome != storage.Duplicate {
+		t.Fatalf("within the TTL: %s, want duplicate", d.Outcome)
+	}
+	// At expires_at exactly the row is expired: expires_at <= now. No sweep has run.
+	clk.Add(time.Minute)
+	again := mustRecord(t, db, delivery("ota", "evt_1", "h2"), ttl)
+	if again.Outcome != storage.Accepted || again.ID == first.ID || again.Mismatch {
+		t.Fatalf("after expiry: %+v, want a new accepted delivery", again)
+	}
+	c, err := db.Claim(ctx, "ota", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FirstDelivery != again.ID || c.PayloadHash != "h2" || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
+		t.Fatalf("claim after takeover = %+v", c)
+	}
+	if d := mustRecord(t, db, delivery("ota", "evt_1", "h2"), ttl); d.Outcome != storage.Duplicate || d.FirstDelivery != again.ID {
+		t.Fatalf("after takeover: %+v, want duplicate of %d", d, again.ID)
+	}
+}
+
+func TestDB_ReleaseKey(t *testing.T) {
+	ctx := context.Background()
+	t.Run("ReleasedKeyIsTakenOver", func(t *testing.T) {
+		db := MustOpenDB(t)
+		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "refund reissued"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Changed || res.Previous != storage.StateProcessed {
+			t.Fatalf("release = %+v", res)
+		}
+		d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		if d.Outcome != storage.Accepted {
+			t.Fatalf("after release: %s, want accepted", d.Outcome)
+		}
+		log, err := db.AuditLog(ctx, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(log) != 1 || log[0].Actor != "sam" || log[0].Action != "release" || log[0].Reason != "refund reissued" ||
+			log[0].PreviousState != storage.StateProcessed || log[0].Key != "evt_1" {
+			t.Fatalf("audit = %+v", log)
+		}
+	})
+	t.Run("FreeKeyChangesNothing", func(t *testing.T) {
+		db := MustOpenDB(t)
+		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r"}
+		if _, err := db.ReleaseKey(ctx, rel); err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.ReleaseKey(ctx, rel)
+		if err != nil || res.Changed {
+			t.Fatalf("second release = %+v, %v; want unchanged", res, err)
+		}
+		if log, _ := db.AuditLog(ctx, 0, 10); len(log) != 1 {
+			t.Fatalf("audit rows = %d, want 1", len(log))
+		}
+	})
+	t.Run("UnknownKey", func(t *testing.T) {
+		db := MustOpenDB(t)
+		_, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "nope", Actor: "sam", Reason: "r"})
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("InFlightKeyIsRefused", func(t *testing.T) {
+		db := MustOpenDB(t)
+		clk := newClock(db)
+		mustRecord(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", StuckBefore: clk.Now().Add(-10 * time.Minute)}
+		if _, err := db.ReleaseKey(ctx, rel); !errors.Is(err, storage.ErrBusy) {
+			t.Fatalf("err = %v, want ErrBusy", err)
+		}
+		clk.Add(11 * time.Minute)
+		rel.StuckBefore = clk.Now().Add(-10 * time.Minute)
+		res, err := db.ReleaseKey(ctx, rel)
+		if err != nil || !res.Changed {
+			t.Fatalf("stuck key release = %+v, %v", res, err)
+		}
+	})
+	t.Run("ReprocessKeepsTheClaim", func(t *testing.T) {
+		db := MustOpenDB(t)
+		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", Reprocess: true})
+		if err != nil || !res.Changed {
+			t.Fatalf("reprocess = %+v, %v", res, err)
+		}
+		c, err := db.Claim(ctx, "ota", "evt_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State != storage.StateProcessing || c.NextAttemptAt.IsZero() {
+			t.Fatalf("claim = %+v, want processing and due", c)
+		}
+		if d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day); d.Outcome != storage.Duplicate {
+			t.Fatalf("after reprocess: %s, want duplicate", d.Outcome)
+		}
+	})
+}
+
+// recordConcurrently sends n deliveries of one key through dbs in turn, all at once.
+func recordConcurrently(t *testing.T, n int, dbs ...*storage.DB) (accepted, duplicates int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var acc, dup atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d := delivery("ota", "evt_race", "h")
+			if err := dbs[i%len(dbs)].Record(context.Background(), d, day); err != nil {
+				t.Error(err)
+				return
+			}
+			switch d.Outcome {
+			case storage.Accepted:
+				acc.Add(1)
+			case storage.Duplicate:
+				dup.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return acc.Load(), dup.Load()
+}
+
+func TestDB_Record_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	t.Run("OneHandle", func(t *testing.T) {
+		db := MustOpenDB(t)
+		acc, dup := recordConcurrently(t, 200, db)
+		if acc != 1 || dup != 199 {
+			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
+		}
+		all, err := db.KeyDeliveries(ctx, "ota", "evt_race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 200 {
+			t.Fatalf("stored %d deliveries, want 200", len(all))
+		}
+	})
+	t.Run("TwoHandlesOneFile", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "shared.db")
+		a, b := MustOpenPath(t, path), MustOpenPath(t, path)
+		acc, dup := recordConcurrently(t, 200, a, b)
+		if acc != 1 || dup != 199 {
+			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
+		}
+		c, err := b.CountDeliveries(ctx, "ota")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Accepted != 1 || c.Duplicate != 199 {
+			t.Fatalf("stored counts = %+v", c)
+		}
+	})
+}
+
+func TestDB_Sweep(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	clk := newClock(db)
+	for i := range 25 {
+		mustRecord(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: time.Minute})
+	}
+	// One key still owed downstream: the sweep must keep it even once expired.
+	mustRecord(t, db, delivery("ota", "inflight", "h"), storage.ClaimOptions{TTL: time.Minute, Dispatch: true})
+	mustRecord(t, db, delivery("ota", "long", "h"), storage.ClaimOptions{TTL: time.Hour})
+	clk.Add(2 * time.Minute)
+
+	var total int64
+	for range 10 {
+		n, err := db.SweepExpired(ctx, clk.Now(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 10 {
+			t.Fatalf("swept %d in one batch of 10", n)
+		}
+		total += n
+		if n == 0 {
+			break
+		}
+	}
+	if total != 25 {
+		t.Fatalf("swept %d claims, want 25", total)
+	}
+	for _, key := range []string{"inflight", "long"} {
+		if _, err := db.Claim(ctx, "ota", key); err != nil {
+			t.Errorf("claim %s after sweep: %v", key, err)
+		}
+	}
+
+	n, err := db.SweepDeliveries(ctx, clk.Now().Add(-time.Minute), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 27 {
+		t.Fatalf("retention swept %d deliveries, want 27", n)
+	}
+}
+
+func TestDB_Users(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleOperator, PasswordHash: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleViewer, PasswordHash: "y"}); !errors.Is(err, storage.ErrExists) {
+		t.Fatalf("duplicate user: err = %v, want ErrExists", err)
+	}
+	if _, err := db.CreateUser(ctx, storage.User{Name: "bo", Role: "root", PasswordHash: "y"}); err == nil {
+		t.Fatal("unknown role accepted")
+	}
+	u, err := db.UserByName(ctx, "ana")
+	if err != nil || u.Role != storage.RoleOperator || u.PasswordHash != "x" {
+		t.Fatalf("user = %+v, %v", u, err)
+	}
+	if n, _ := db.CountUsers(ctx); n != 1 {
+		t.Fatalf("users = %d, want 1", n)
+	}
+}
+
+func TestDB_SettingOrInit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	db := MustOpenPath(t, path)
+	v, err := db.SettingOrInit(ctx, "secret", func() (string, error) { return "first", nil })
+	if err != nil || v != "first" {
+		t.Fatalf("init = %q, %v", v, err)
+	}
+	other := MustOpenPath(t, path)
+	v, err = other.SettingOrInit(ctx, "secret", func() (string, error) { return "second", nil })
+	if err != nil || v != "first" {
+		t.Fatalf("second init = %q, %v; want the stored value", v, err)
+	}
+}
