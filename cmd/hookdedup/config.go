@@ -1,0 +1,347 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/hookdedup/hookdedup/receiver"
+)
+
+// config is the whole configuration after defaults, the file, the environment and the
+// flags have been applied, in that order.
+type config struct {
+	File       string // the file it came from, "" when none
+	Addr       string
+	Database   string
+	Retention  time.Duration
+	StuckAfter time.Duration
+	MaxBody    int64
+	Sync       string
+	LogLevel   string
+	Sources    []sourceConfig
+}
+
+// sourceConfig is one [[source]] table as written in the file.
+type sourceConfig struct {
+	Name              string   `toml:"name"`
+	Signature         string   `toml:"signature"`
+	Secret            secrets  `toml:"secret"`
+	SecretEnv         string   `toml:"secret_env"`
+	SignatureHeader   string   `toml:"signature_header"`
+	SignatureEncoding string   `toml:"signature_encoding"`
+	SignaturePrefix   string   `toml:"signature_prefix"`
+	BasicUser         string   `toml:"basic_user"`
+	TokenHeader       string   `toml:"token_header"`
+	TokenQuery        string   `toml:"token_query"`
+	Tolerance         string   `toml:"tolerance"`
+	EventID           *string  `toml:"event_id"`
+	KeyFields         []string `toml:"key_fields"`
+	TTL               string   `toml:"ttl"`
+	ForwardURL        string   `toml:"forward_url"`
+	MaxAttempts       int      `toml:"max_attempts"`
+	AttemptTimeout    string   `toml:"attempt_timeout"`
+	MaxBackoff        string   `toml:"max_backoff"`
+	AmountField       string   `toml:"amount_field"`
+
+	// generated marks the zero-config source whose secret lives in the database.
+	generated bool
+}
+
+// fileConfig is the TOML file's shape.
+type fileConfig struct {
+	Addr       string         `toml:"addr"`
+	Database   string         `toml:"database"`
+	Retention  string         `toml:"retention"`
+	StuckAfter string         `toml:"stuck_after"`
+	MaxBody    int64          `toml:"max_body"`
+	Sync       string         `toml:"synchronous"`
+	LogLevel   string         `toml:"log_level"`
+	Sources    []sourceConfig `toml:"source"`
+}
+
+// parseDuration reads a Go duration string ("90s", "10m", "24h"); "" keeps def.
+func parseDuration(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (write it like \"90s\", \"10m\" or \"24h\")", s)
+	}
+	if v <= 0 {
+		return 0, fmt.Errorf("%q must be positive", s)
+	}
+	return v, nil
+}
+
+// secrets accepts a single string or an array of strings (rotation).
+type secrets []string
+
+func (s *secrets) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*s = secrets{v}
+	case []any:
+		out := make(secrets, 0, len(v))
+		for _, e := range v {
+			str, ok := e.(string)
+			if !ok {
+				return errors.New("must be a string or an array of strings")
+			}
+			out = append(out, str)
+		}
+		*s = out
+	default:
+		return errors.New("must be a string or an array of strings")
+	}
+	return nil
+}
+
+const (
+	defaultConfigFile = "hookdedup.toml"
+	defaultSourceName = "ota"
+)
+
+func defaultConfig() config {
+	return config{
+		Addr:       "127.0.0.1:8080",
+		Database:   "hookdedup.db",
+		Retention:  720 * time.Hour,
+		StuckAfter: 10 * time.Minute,
+		MaxBody:    1 << 20,
+		Sync:       "FULL",
+		LogLevel:   "info",
+	}
+}
+
+// defaultSource is the zero-config source: standard-webhooks signed with a secret
+// generated on first start and kept in the database.
+func defaultSource() sourceConfig {
+	id := "header:webhook-id"
+	return sourceConfig{
+		Name:        defaultSourceName,
+		Signature:   "standard-webhooks",
+		EventID:     &id,
+		KeyFields:   []string{"/property_id", "/booking_id", "/status", "/effective_date"},
+		AmountField: "/refund/amount",
+		generated:   true,
+	}
+}
+
+// loadConfig reads the file at path (when explicit is false a missing file means "run on
+// the defaults"), then applies the HOOKDEDUP_* variables. Flags are applied by the caller.
+func loadConfig(path string, explicit bool, getenv func(string) string) (config, error) {
+	cfg := defaultConfig()
+	var fc fileConfig
+	md, err := toml.DecodeFile(path, &fc)
+	switch {
+	case err == nil:
+		cfg.File = path
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			return config{}, fmt.Errorf("%s: unknown setting %q", path, undecoded[0].String())
+		}
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		// No file: the defaults, secure as they are.
+	default:
+		return config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if fc.Addr != "" {
+		cfg.Addr = fc.Addr
+	}
+	if fc.Database != "" {
+		cfg.Database = fc.Database
+	}
+	if cfg.Retention, err = parseDuration(fc.Retention, cfg.Retention); err != nil {
+		return config{}, fmt.Errorf("%s: retention: %w", path, err)
+	}
+	if cfg.StuckAfter, err = parseDuration(fc.StuckAfter, cfg.StuckAfter); err != nil {
+		return config{}, fmt.Errorf("%s: stuck_after: %w", path, err)
+	}
+	if fc.MaxBody != 0 {
+		cfg.MaxBody = fc.MaxBody
+	}
+	if fc.Sync != "" {
+		cfg.Sync = fc.Sync
+	}
+	if fc.LogLevel != "" {
+		cfg.LogLevel = fc.LogLevel
+	}
+	cfg.Sources = fc.Sources
+	if err := cfg.applyEnv(getenv); err != nil {
+		return config{}, err
+	}
+	if len(cfg.Sources) == 0 {
+		cfg.Sources = []sourceConfig{defaultSource()}
+	}
+	return cfg, nil
+}
+
+// applyEnv applies the HOOKDEDUP_<NAME> variables that are set.
+func (c *config) applyEnv(getenv func(string) string) error {
+	for _, s := range c.settings() {
+		if v := getenv("HOOKDEDUP_" + strings.ToUpper(s.name)); v != "" {
+			if err := s.set(v); err != nil {
+				return fmt.Errorf("HOOKDEDUP_%s: %w", strings.ToUpper(s.name), err)
+			}
+		}
+	}
+	return nil
+}
+
+// setting is one top-level setting that the environment and flags may override.
+type setting struct {
+	name, usage string
+	set         func(string) error
+}
+
+func (c *config) settings() []setting {
+	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+	dur := func(p *time.Duration) func(string) error {
+		return func(v string) error {
+			d, err := parseDuration(v, 0)
+			*p = d
+			return err
+		}
+	}
+	return []setting{
+		{"addr", "listen address (host:port)", str(&c.Addr)},
+		{"database", "path of the SQLite database file", str(&c.Database)},
+		{"retention", "how long deliveries stay browsable", dur(&c.Retention)},
+		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},
+		{"max_body", "largest accepted body in bytes", func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%q is not a positive number of bytes", v)
+			}
+			c.MaxBody = n
+			return nil
+		}},
+		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
+		{"log_level", "debug, info, warn or error", str(&c.LogLevel)},
+	}
+}
+
+// sources builds the receiver's sources, checking every field. secretOf supplies the
+// generated secret of the zero-config source.
+func (c *config) sources(getenv func(string) string, generatedSecret func(name string) (string, error)) ([]receiver.Source, error) {
+	where := c.File
+	if where == "" {
+		where = "defaults"
+	}
+	seen := map[string]bool{}
+	var out []receiver.Source
+	for i, sc := range c.Sources {
+		fail := func(field string, err error) error {
+			name := sc.Name
+			if name == "" {
+				name = fmt.Sprintf("#%d", i+1)
+			}
+			return fmt.Errorf("%s: source %q: %s: %w", where, name, field, err)
+		}
+		if sc.Name == "" {
+			return nil, fail("name", errors.New("is required"))
+		}
+		if url.PathEscape(sc.Name) != sc.Name || strings.Contains(sc.Name, "/") {
+			return nil, fail("name", errors.New("must be usable in a URL path (letters, digits, - _ .)"))
+		}
+		if seen[sc.Name] {
+			return nil, fail("name", errors.New("is used by another source"))
+		}
+		seen[sc.Name] = true
+
+		list := append([]string(nil), sc.Secret...)
+		if sc.SecretEnv != "" {
+			v := getenv(sc.SecretEnv)
+			if v == "" {
+				return nil, fail("secret_env", fmt.Errorf("environment variable %s is empty or unset", sc.SecretEnv))
+			}
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					list = append(list, s)
+				}
+			}
+		}
+		if sc.generated && len(list) == 0 {
+			s, err := generatedSecret(sc.Name)
+			if err != nil {
+				return nil, fail("secret", err)
+			}
+			list = []string{s}
+		}
+		if sc.Signature == "" {
+			return nil, fail("signature", fmt.Errorf("is required (one of %s)", strings.Join(receiver.Schemes, ", ")))
+		}
+		tolerance, err := parseDuration(sc.Tolerance, 0)
+		if err != nil {
+			return nil, fail("tolerance", err)
+		}
+		v, err := receiver.NewVerifier(receiver.SchemeConfig{
+			Scheme:      sc.Signature,
+			Secrets:     list,
+			Tolerance:   tolerance,
+			Header:      sc.SignatureHeader,
+			Encoding:    sc.SignatureEncoding,
+			Prefix:      sc.SignaturePrefix,
+			BasicUser:   sc.BasicUser,
+			TokenHeader: sc.TokenHeader,
+			TokenQuery:  sc.TokenQuery,
+		})
+		if err != nil {
+			return nil, fail("signature", err)
+		}
+		spec := receiver.KeySpec{KeyFields: sc.KeyFields}
+		if sc.EventID != nil {
+			spec.EventID = *sc.EventID
+		} else {
+			spec.EventID = v.DefaultEventID()
+		}
+		if err := spec.Validate(); err != nil {
+			return nil, fail("event_id/key_fields", err)
+		}
+		src := receiver.Source{
+			Name:           sc.Name,
+			Verifier:       v,
+			Keys:           spec,
+			TTL:            24 * time.Hour,
+			ForwardURL:     sc.ForwardURL,
+			MaxAttempts:    10,
+			AttemptTimeout: 10 * time.Second,
+			MaxBackoff:     10 * time.Minute,
+			AmountField:    sc.AmountField,
+		}
+		if src.TTL, err = parseDuration(sc.TTL, src.TTL); err != nil {
+			return nil, fail("ttl", err)
+		}
+		if src.AttemptTimeout, err = parseDuration(sc.AttemptTimeout, src.AttemptTimeout); err != nil {
+			return nil, fail("attempt_timeout", err)
+		}
+		if src.MaxBackoff, err = parseDuration(sc.MaxBackoff, src.MaxBackoff); err != nil {
+			return nil, fail("max_backoff", err)
+		}
+		if sc.MaxAttempts < 0 {
+			return nil, fail("max_attempts", errors.New("must be at least 1"))
+		} else if sc.MaxAttempts > 0 {
+			src.MaxAttempts = sc.MaxAttempts
+		}
+		if sc.ForwardURL != "" {
+			u, err := url.Parse(sc.ForwardURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, fail("forward_url", fmt.Errorf("%q is not an http(s) URL", sc.ForwardURL))
+			}
+		}
+		if sc.AmountField != "" {
+			if err := (receiver.KeySpec{KeyFields: []string{sc.AmountField}}).Validate(); err != nil {
+				return nil, fail("amount_field", err)
+			}
+		}
+		out = append(out, src)
+	}
+	return out, nil
+}

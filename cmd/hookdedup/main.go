@@ -1,0 +1,156 @@
+// Command hookdedup receives webhooks, deduplicates them by idempotency key in SQLite and
+// hands each event downstream once. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// version is set at build time: -ldflags "-X main.version=..."
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hookdedup:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: hookdedup <command> [flags]
+
+commands:
+  serve     receive webhooks and serve the console
+  user add  add a console user (password from stdin)
+  key       print the key a payload gets and how it was derived
+  release   release a key, or reprocess its event
+  keys      list keys (--stuck: the stuck ones)
+  demo      send realistic signed OTA traffic to a running server
+  version   print the version
+
+Every command takes --config and --database; run "hookdedup <command> -h" for its flags.
+`
+
+// env is what every command gets from main.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, rest, e)
+	case "user":
+		if len(rest) == 0 || rest[0] != "add" {
+			return errors.New(`usage: hookdedup user add NAME --role viewer|operator|admin`)
+		}
+		return runUserAdd(ctx, rest[1:], e)
+	case "key":
+		return runKey(ctx, rest, e)
+	case "release":
+		return runRelease(ctx, rest, e)
+	case "keys":
+		return runKeys(ctx, rest, e)
+	case "demo":
+		return runDemo(ctx, rest, e)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "hookdedup", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+// commonFlags are the flags every command takes: where the config and database are.
+type commonFlags struct {
+	fs             *flag.FlagSet
+	configPath     string
+	configExplicit bool
+	overrides      map[string]string // top-level settings given as flags
+}
+
+// newFlags returns a flag set with --config and one flag per top-level setting (each
+// defaulting to "unset", so that the file and the environment apply below it).
+func newFlags(name string, e env) *commonFlags {
+	c := &commonFlags{fs: flag.NewFlagSet("hookdedup "+name, flag.ContinueOnError), overrides: map[string]string{}}
+	c.fs.SetOutput(e.stderr)
+	c.configPath = defaultConfigFile
+	if v := e.getenv("HOOKDEDUP_CONFIG"); v != "" {
+		c.configPath, c.configExplicit = v, true
+	}
+	c.fs.Func("config", "configuration file (default hookdedup.toml, $HOOKDEDUP_CONFIG)", func(v string) error {
+		c.configPath, c.configExplicit = v, true
+		return nil
+	})
+	var cfg config
+	for _, s := range cfg.settings() {
+		name := s.name
+		c.fs.Func(strings.ReplaceAll(name, "_", "-"), s.usage+" ($HOOKDEDUP_"+strings.ToUpper(name)+")", func(v string) error {
+			c.overrides[name] = v
+			return nil
+		})
+	}
+	return c
+}
+
+// parse parses args, letting flags stand before or after the positional arguments, and
+// returns the positional ones.
+func (c *commonFlags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = c.fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// load reads the configuration: defaults, file, environment, then these flags.
+func (c *commonFlags) load(e env) (config, error) {
+	cfg, err := loadConfig(c.configPath, c.configExplicit, e.getenv)
+	if err != nil {
+		return config{}, err
+	}
+	for _, s := range cfg.settings() {
+		if v, ok := c.overrides[s.name]; ok {
+			if err := s.set(v); err != nil {
+				return config{}, fmt.Errorf("--%s: %w", strings.ReplaceAll(s.name, "_", "-"), err)
+			}
+		}
+	}
+	return cfg, nil
+}

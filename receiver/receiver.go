@@ -1,0 +1,265 @@
+// Package receiver is hookdedup's intake path: it verifies each webhook delivery, derives
+// its idempotency key, claims the key through storage and answers the provider only once
+// the delivery is committed. It also runs the background sweeps.
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// Source is one configured webhook provider: POST /webhooks/{Name}.
+type Source struct {
+	Name     string
+	Verifier Verifier
+	Keys     KeySpec
+	// TTL is the dedup window; it should outlast the provider's redelivery window.
+	TTL time.Duration
+	// ForwardURL is where accepted events go; "" records only.
+	ForwardURL     string
+	MaxAttempts    int
+	AttemptTimeout time.Duration
+	MaxBackoff     time.Duration
+	// AmountField points at the money a duplicate would have moved (console only).
+	AmountField string
+	// RedactHeaders names request headers that carry credentials for this source; they
+	// are stored as "[redacted]".
+	RedactHeaders []string
+}
+
+// Store is what the intake path needs of storage.
+type Store interface {
+	Record(ctx context.Context, d *storage.Delivery, claim storage.ClaimOptions) error
+	Ping(ctx context.Context) error
+}
+
+// Config wires a Receiver.
+type Config struct {
+	Sources []Source
+	Store   Store
+	// MaxBody is the largest body accepted, in bytes; default 1 MiB.
+	MaxBody int64
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Now is the clock for signature timestamps; default time.Now.
+	Now func() time.Time
+	// OnAccepted, if set, is called after an accepted delivery whose source forwards
+	// downstream has committed (a wake-up for the dispatcher; it must not block).
+	OnAccepted func()
+}
+
+// Receiver serves the intake endpoints.
+type Receiver struct {
+	sources map[string]*Source
+	store   Store
+	maxBody int64
+	log     *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	wake    func()
+	bufs    sync.Pool
+}
+
+// New returns a Receiver for cfg.
+func New(cfg Config) *Receiver {
+	rc := &Receiver{
+		sources: make(map[string]*Source, len(cfg.Sources)),
+		store:   cfg.Store,
+		maxBody: cfg.MaxBody,
+		log:     cfg.Logger,
+		metrics: cfg.Metrics,
+		now:     cfg.Now,
+		wake:    cfg.OnAccepted,
+	}
+	for i := range cfg.Sources {
+		rc.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
+	}
+	if rc.maxBody <= 0 {
+		rc.maxBody = 1 << 20
+	}
+	if rc.log == nil {
+		rc.log = slog.New(slog.DiscardHandler)
+	}
+	rc.log = rc.log.With("component", "receiver")
+	if rc.metrics == nil {
+		rc.metrics = NewMetrics(nil)
+	}
+	if rc.now == nil {
+		rc.now = time.Now
+	}
+	if rc.wake == nil {
+		rc.wake = func() {}
+	}
+	rc.bufs.New = func() any { return new(bytes.Buffer) }
+	return rc
+}
+
+// Register adds the receiver's routes to mux.
+func (rc *Receiver) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /webhooks/{source}", rc.handleWebhook)
+	mux.HandleFunc("GET /healthz", rc.handleHealth)
+	mux.HandleFunc("GET /readyz", rc.handleReady)
+	mux.Handle("GET /metrics", rc.metrics.Handler())
+}
+
+// answer is the JSON body of every intake response.
+type answer struct {
+	Status        string `json:"status,omitempty"`
+	Key           string `json:"key,omitempty"`
+	Delivery      string `json:"delivery,omitempty"`
+	FirstDelivery string `json:"first_delivery,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, a answer) {
+	b, _ := json.Marshal(a) // strings only: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// maxSourceName bounds what an unknown source's name costs us to record.
+const maxSourceName = 64
+
+func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	name := r.PathValue("source")
+	src, ok := rc.sources[name]
+	if !ok {
+		if len(name) > maxSourceName {
+			name = name[:maxSourceName]
+		}
+		rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
+		return
+	}
+
+	buf := rc.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer rc.bufs.Put(buf)
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, rc.maxBody)); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			rc.reject(w, r, src, nil, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("body is larger than the limit of %d bytes", rc.maxBody))
+			return
+		}
+		rc.reject(w, r, src, nil, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	body := buf.Bytes()
+
+	if err := src.Verifier.Verify(r.Header, r.URL.Query(), body, rc.now()); err != nil {
+		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
+		return
+	}
+	der, err := Derive(src.Keys, r.Header, body)
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrNoKey) {
+			code = http.StatusUnprocessableEntity
+		}
+		rc.reject(w, r, src, body, code, err.Error())
+		return
+	}
+
+	d := &storage.Delivery{
+		Source:       src.Name,
+		Key:          der.Key,
+		KeyMethod:    der.Method,
+		KeyFrom:      der.EventIDFrom,
+		KeyCanonical: der.Canonical,
+		PayloadHash:  der.PayloadHash,
+		RemoteAddr:   r.RemoteAddr,
+		ContentType:  r.Header.Get("Content-Type"),
+		Headers:      src.storedHeaders(r.Header),
+		Body:         body,
+	}
+	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
+	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		rc.log.Warn("delivery not stored", "source", src.Name, "key", der.Key, "err", err)
+		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Inc()
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the delivery could not be stored; retry later"})
+		return
+	}
+	rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
+	a := answer{Status: string(d.Outcome), Key: d.Key, Delivery: strconv.FormatInt(d.ID, 10)}
+	if d.Outcome == storage.Duplicate {
+		a.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)
+	} else if src.ForwardURL != "" {
+		rc.wake()
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// reject records a rejected delivery and answers code with reason. The body is kept only
+// once the source's check has passed: an unauthenticated sender must not be able to
+// store content of its choosing.
+func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason string) {
+	d := &storage.Delivery{
+		Source:      src.Name,
+		Outcome:     storage.Rejected,
+		Status:      code,
+		Error:       reason,
+		RemoteAddr:  r.RemoteAddr,
+		ContentType: r.Header.Get("Content-Type"),
+		Headers:     src.storedHeaders(r.Header),
+		Body:        body,
+	}
+	label := src.Name
+	if code == http.StatusNotFound {
+		label = "" // unknown names must not grow the metric's label set
+	}
+	if err := rc.store.Record(r.Context(), d, storage.ClaimOptions{}); err != nil {
+		// The answer stays the rejection: the provider must fix the delivery, not retry it.
+		rc.log.Warn("rejected delivery not stored", "source", src.Name, "status", code, "err", err)
+	}
+	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
+	rc.log.Info("delivery rejected", "source", src.Name, "status", code, "reason", reason, "remote", r.RemoteAddr)
+	writeJSON(w, code, answer{Error: reason})
+}
+
+// credentialHeaders never reach storage: they carry secrets, not evidence.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
+func (s *Source) storedHeaders(h http.Header) http.Header {
+	out := h.Clone()
+	for _, name := range credentialHeaders {
+		if _, ok := out[name]; ok {
+			out[name] = []string{"[redacted]"}
+		}
+	}
+	for _, name := range s.RedactHeaders {
+		if out.Get(name) != "" {
+			out.Set(name, "[redacted]")
+		}
+	}
+	return out
+}
+
+func (rc *Receiver) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, answer{Status: "ok"})
+}
+
+func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := rc.store.Ping(ctx); err != nil {
+		rc.log.Warn("not ready", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "database is not writable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, answer{Status: "ready"})
+}

@@ -1,0 +1,330 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// testEnv is a receiver on a real database behind a real HTTP server.
+type testEnv struct {
+	db  *storage.DB
+	srv *httptest.Server
+	src receiver.Source
+}
+
+func otaSource(t testing.TB) receiver.Source {
+	t.Helper()
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{testSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{
+		Name:     "ota",
+		Verifier: v,
+		Keys:     receiver.KeySpec{EventID: "header:webhook-id", KeyFields: []string{"/property_id", "/booking_id", "/status"}},
+		TTL:      24 * time.Hour,
+	}
+}
+
+func newEnv(t testing.TB, opt storage.Options, sources ...receiver.Source) *testEnv {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sources) == 0 {
+		sources = []receiver.Source{otaSource(t)}
+	}
+	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		db.Close()
+	})
+	return &testEnv{db: db, srv: srv, src: sources[0]}
+}
+
+type answer struct {
+	Status        string `json:"status"`
+	Key           string `json:"key"`
+	Delivery      string `json:"delivery"`
+	FirstDelivery string `json:"first_delivery"`
+	Error         string `json:"error"`
+}
+
+// post sends body to source, signed by src when id is not "" (the webhook-id).
+func (e *testEnv) post(t testing.TB, source, id string, body string, mutate func(*http.Request)) (int, answer, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/"+source, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if id != "" {
+		req.Header.Set("webhook-id", id)
+		if err := e.src.Verifier.Sign(req.Header, url.Values{}, []byte(body), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mutate != nil {
+		mutate(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var a answer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	return resp.StatusCode, a, resp.Header
+}
+
+const cancellation = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5}}`
+
+func TestHandler_Contract(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	ctx := context.Background()
+
+	code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil)
+	if code != 200 || a.Status != "accepted" || a.Key != "msg_1" || a.Delivery == "" || a.FirstDelivery != "" {
+		t.Fatalf("first: %d %+v", code, a)
+	}
+	// Same event, other spelling: still a duplicate, and not a mismatch.
+	respelled := `{ "status":"cancelled", "booking_id":"BK-1042","property_id":"HTL-LIS-01","refund":{"amount":182.50} }`
+	code, d, _ := e.post(t, "ota", "msg_1", respelled, nil)
+	if code != 200 || d.Status != "duplicate" || d.Key != "msg_1" || d.FirstDelivery != a.Delivery || d.Delivery == a.Delivery {
+		t.Fatalf("duplicate: %d %+v", code, d)
+	}
+	code, m, _ := e.post(t, "ota", "msg_1", strings.Replace(cancellation, "182.5", "192.5", 1), nil)
+	if code != 200 || m.Status != "duplicate" {
+		t.Fatalf("changed duplicate: %d %+v", code, m)
+	}
+	var id int64
+	fmt.Sscan(m.Delivery, &id)
+	stored, err := e.db.Delivery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Mismatch || stored.Outcome != storage.Duplicate || stored.Headers.Get("Webhook-Id") != "msg_1" {
+		t.Fatalf("stored changed duplicate = %+v, want a mismatch with its headers", stored)
+	}
+	fmt.Sscan(d.Delivery, &id)
+	if stored, _ := e.db.Delivery(ctx, id); stored.Mismatch {
+		t.Fatal("a respelled payload was flagged as a mismatch")
+	}
+
+	rejections := []struct {
+		name, source, id, body string
+		mutate                 func(*http.Request)
+		code                   int
+		errHas                 string
+	}{
+		{"UnknownSource", "nope", "", "{}", nil, 404, `unknown source "nope"`},
+		{"TooLarge", "ota", "msg_big", `{"pad":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "larger than the limit of 4096 bytes"},
+		{"Unsigned", "ota", "", cancellation, nil, 401, "webhook-id"},
+		{"TamperedBody", "ota", "msg_3", cancellation, func(r *http.Request) {
+			r.Body = io.NopCloser(strings.NewReader(strings.Replace(cancellation, "182.5", "1825", 1)))
+			r.ContentLength = -1
+		}, 401, "signature"},
+		{"StaleTimestamp", "ota", "msg_4", cancellation, func(r *http.Request) {
+			old := time.Now().Add(-10 * time.Minute)
+			r.Header.Del("webhook-signature")
+			otaSource(t).Verifier.Sign(r.Header, url.Values{}, []byte(cancellation), old)
+		}, 401, ""},
+		{"NotJSON", "ota", "msg_5", `booking=BK-1042`, nil, 400, "JSON"},
+	}
+	for _, tc := range rejections {
+		t.Run(tc.name, func(t *testing.T) {
+			before, _ := e.db.CountDeliveries(ctx, "")
+			code, a, _ := e.post(t, tc.source, tc.id, tc.body, tc.mutate)
+			if code != tc.code || a.Error == "" || !strings.Contains(a.Error, tc.errHas) || a.Status != "" {
+				t.Fatalf("got %d %+v, want %d with an error naming %q", code, a, tc.code, tc.errHas)
+			}
+			after, _ := e.db.CountDeliveries(ctx, "")
+			if after.Rejected != before.Rejected+1 || after.Accepted != before.Accepted {
+				t.Fatalf("counts %+v -> %+v, want one more rejected", before, after)
+			}
+		})
+	}
+}
+
+func TestHandler_NoKey(t *testing.T) {
+	// A source with no event id at all, keyed on fields: a body without them is 422.
+	src := otaSource(t)
+	src.Keys = receiver.KeySpec{KeyFields: []string{"/booking_id", "/status"}}
+	e := newEnv(t, storage.Options{}, src)
+	code, a, _ := e.post(t, "ota", "msg_1", `{"note":"nothing to key on"}`, nil)
+	if code != 422 || !strings.Contains(a.Error, "key") {
+		t.Fatalf("got %d %+v, want 422", code, a)
+	}
+	code, a, _ = e.post(t, "ota", "msg_1", `{"booking_id":"BK-1","status":"cancelled"}`, nil)
+	if code != 200 || !strings.HasPrefix(a.Key, "derived:") {
+		t.Fatalf("got %d %+v, want a derived key", code, a)
+	}
+	// The rejected delivery passed the signature check, so its body is kept for a look.
+	c, _ := e.db.CountDeliveries(context.Background(), "ota")
+	if c.Rejected != 1 {
+		t.Fatalf("rejected = %d, want 1", c.Rejected)
+	}
+	first, err := e.db.Delivery(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != 422 || string(first.Body) != `{"note":"nothing to key on"}` {
+		t.Fatalf("stored rejection = %+v", first)
+	}
+}
+
+func TestHandler_UnauthenticatedBodyNotKept(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	code, _, _ := e.post(t, "ota", "", `{"spam":"x"}`, nil)
+	if code != 401 {
+		t.Fatalf("code = %d", code)
+	}
+	d, err := e.db.Delivery(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Outcome != storage.Rejected || len(d.Body) != 0 {
+		t.Fatalf("stored = %+v, want a rejection without body", d)
+	}
+}
+
+func TestHandler_CredentialsRedacted(t *testing.T) {
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
+		RedactHeaders: []string{"X-Webhook-Token"}}
+	e := newEnv(t, storage.Options{}, src)
+	code, a, _ := e.post(t, "pms", "", `{"id":"e1"}`, func(r *http.Request) {
+		r.Header.Set("X-Webhook-Token", "s3cret-token")
+		r.Header.Set("Authorization", "Bearer other-secret")
+	})
+	if code != 200 {
+		t.Fatalf("got %d %+v", code, a)
+	}
+	d, err := e.db.Delivery(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(d.Headers)
+	if bytes.Contains(raw, []byte("s3cret")) || bytes.Contains(raw, []byte("other-secret")) {
+		t.Fatalf("stored headers carry a credential: %s", raw)
+	}
+}
+
+func TestHandler_Concurrent(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	const n = 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := map[string]int{}
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			code, a, _ := e.post(t, "ota", "msg_race", cancellation, nil)
+			mu.Lock()
+			got[fmt.Sprintf("%d %s", code, a.Status)]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got["200 accepted"] != 1 || got["200 duplicate"] != n-1 || len(got) != 2 {
+		t.Fatalf("answers = %v, want 1 accepted and %d duplicates, all 200", got, n-1)
+	}
+	all, err := e.db.KeyDeliveries(context.Background(), "ota", "msg_race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("stored %d deliveries, want %d", len(all), n)
+	}
+}
+
+// TestHandler_DatabaseLocked holds the database's write lock from another connection, as
+// another process would: intake must answer 503, never 200, and recover by itself.
+func TestHandler_DatabaseLocked(t *testing.T) {
+	e := newEnv(t, storage.Options{BusyTimeout: 200 * time.Millisecond})
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	code, a, h := e.post(t, "ota", "msg_locked", cancellation, nil)
+	if code != 503 || a.Status != "" || a.Error == "" || h.Get("Retry-After") == "" {
+		t.Fatalf("locked: %d %+v Retry-After %q; want 503 with Retry-After", code, a, h.Get("Retry-After"))
+	}
+	resp, err := http.Get(e.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("readyz while locked = %d, want 503", resp.StatusCode)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	code, a, _ = e.post(t, "ota", "msg_locked", cancellation, nil)
+	if code != 200 || a.Status != "accepted" {
+		t.Fatalf("after the lock: %d %+v, want accepted (nothing was stored before)", code, a)
+	}
+}
+
+func TestHandler_Probes(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	e.post(t, "ota", "msg_1", cancellation, nil)
+	e.post(t, "ota", "msg_1", cancellation, nil)
+	for path, want := range map[string]string{
+		"/healthz": `"ok"`,
+		"/readyz":  `"ready"`,
+		"/metrics": `hookdedup_deliveries_total{outcome="duplicate",source="ota"} 1`,
+	} {
+		resp, err := http.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("%s = %d %q, want %q", path, resp.StatusCode, body, want)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package receiver
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Sweeper is what the background sweeps need of storage.
+type Sweeper interface {
+	SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error)
+	SweepDeliveries(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+}
+
+// SweepConfig tunes RunSweeps.
+type SweepConfig struct {
+	Every     time.Duration // between sweeps; default 1m
+	Batch     int           // rows per DELETE; default 1000
+	Pause     time.Duration // between batches, so intake's writes get the lock; default 20ms
+	Retention time.Duration // deliveries older than this go; 0 keeps them
+	Now       func() time.Time
+}
+
+// RunSweeps deletes expired claims and deliveries past retention until ctx ends. Each
+// DELETE is bounded to one batch, and it pauses between batches, so intake never waits
+// behind a sweep for more than one batch.
+func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
+	if cfg.Every <= 0 {
+		cfg.Every = time.Minute
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1000
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = 20 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log = log.With("component", "sweep")
+	t := time.NewTicker(cfg.Every)
+	defer t.Stop()
+	for {
+		now := cfg.Now()
+		sweep(ctx, "claims", func() (int64, error) { return st.SweepExpired(ctx, now, cfg.Batch) }, cfg, m, log)
+		if cfg.Retention > 0 {
+			sweep(ctx, "deliveries", func() (int64, error) { return st.SweepDeliveries(ctx, now.Add(-cfg.Retention), cfg.Batch) }, cfg, m, log)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func sweep(ctx context.Context, table string, batch func() (int64, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
+	var total int64
+	for ctx.Err() == nil {
+		n, err := batch()
+		if err != nil {
+			log.Warn("sweep failed", "table", table, "err", err)
+			return
+		}
+		total += n
+		m.SweepDeleted.WithLabelValues(table).Add(float64(n))
+		if n < int64(cfg.Batch) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.Pause):
+		}
+	}
+	if total > 0 {
+		log.Info("swept", "table", table, "deleted", total)
+	}
+}
