@@ -243,6 +243,9 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 			if name == "" {
 				name = fmt.Sprintf("#%d", i+1)
 			}
+			if field == "" {
+				return fmt.Errorf("%s: source %q: %w", where, name, err)
+			}
 			return fmt.Errorf("%s: source %q: %s: %w", where, name, field, err)
 		}
 		if sc.Name == "" {
@@ -294,7 +297,7 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 			TokenQuery:  sc.TokenQuery,
 		})
 		if err != nil {
-			return nil, fail("signature", err)
+			return nil, fail("", err) // the verifier's errors name their field
 		}
 		spec := receiver.KeySpec{KeyFields: sc.KeyFields}
 		if sc.EventID != nil {

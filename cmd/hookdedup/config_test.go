@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runIn runs the command line in-process with a config file holding toml (none when
+// toml is ""), returning stdout, stderr and the error.
+func runIn(t *testing.T, toml string, env map[string]string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	full := append([]string{}, args...)
+	if toml != "" {
+		cfg := filepath.Join(dir, "hookdedup.toml")
+		if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		full = append(full, "--config", cfg)
+	}
+	full = append(full, "--database", filepath.Join(dir, "test.db"))
+	var out, errb bytes.Buffer
+	getenv := func(k string) string { return env[k] }
+	err := run(context.Background(), full, getenv, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestConfig_Errors(t *testing.T) {
+	tests := []struct {
+		name, toml string
+		env        map[string]string
+		want       []string // each must appear in the one error line
+	}{
+		{"UnknownScheme", `
+[[source]]
+name = "ota"
+signature = "hmac"
+secret = "x"
+event_id = "/id"`, nil, []string{"hookdedup.toml", `source "ota"`, "signature", `unknown signature scheme "hmac"`}},
+		{"BadPointer", `
+[[source]]
+name = "cm"
+signature = "github"
+secret = "x"
+event_id = "data/id"`, nil, []string{`source "cm"`, "event_id", "data/id"}},
+		{"DuplicateName", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+[[source]]
+name = "ota"
+signature = "github"
+secret = "y"`, nil, []string{`source "ota"`, "name", "another source"}},
+		{"BadDuration", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+ttl = "24hours"`, nil, []string{`source "ota"`, "ttl", `"24hours" is not a duration`}},
+		{"MissingSecret", `
+[[source]]
+name = "ota"
+signature = "stripe"`, nil, []string{`source "ota"`, "secret"}},
+		{"EmptySecretEnv", `
+[[source]]
+name = "cm"
+signature = "hmac-sha256"
+signature_header = "X-Signature"
+secret_env = "CM_SECRET"
+event_id = "header:X-Event-Id"`, nil, []string{`source "cm"`, "secret_env", "CM_SECRET"}},
+		{"UnknownSetting", `
+adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adress"`}},
+		{"BadTopLevelDuration", `retention = "a month"`, nil, []string{"retention", `"a month"`}},
+		{"BadEnv", ``, map[string]string{"HOOKDEDUP_RETENTION": "soon"}, []string{"HOOKDEDUP_RETENTION", `"soon"`}},
+		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			toml := tc.toml
+			if toml == "" {
+				toml = "# empty\n"
+			}
+			_, _, err := runIn(t, toml, tc.env, "", "key", "--source", "ota")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfig_SecretNeverInErrors(t *testing.T) {
+	_, _, err := runIn(t, `
+[[source]]
+name = "ota"
+signature = "standard-webhooks"
+secret = "whsec_not*base64*TOPSECRET"
+event_id = "/id"`, nil, "", "key", "--source", "ota")
+	if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
+		t.Fatalf("err = %v; want an error that does not show the secret", err)
+	}
+}
+
+func TestConfig_Precedence(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "h.toml")
+	os.WriteFile(path, []byte("addr = \"127.0.0.1:1111\"\ndatabase = \"file.db\"\n"), 0o600)
+	f := newFlags("serve", env{getenv: func(string) string { return "" }, stderr: &bytes.Buffer{}})
+	if _, err := f.parse([]string{"--config", path, "--database", "flag.db"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.load(env{getenv: func(k string) string {
+		return map[string]string{"HOOKDEDUP_ADDR": "127.0.0.1:2222", "HOOKDEDUP_DATABASE": "env.db"}[k]
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != "127.0.0.1:2222" || cfg.Database != "flag.db" {
+		t.Fatalf("addr %q database %q; want the env's addr and the flag's database", cfg.Addr, cfg.Database)
+	}
+	if len(cfg.Sources) != 1 || cfg.Sources[0].Name != "ota" || !cfg.Sources[0].generated {
+		t.Fatalf("sources = %+v, want the zero-config ota source", cfg.Sources)
+	}
+}
+
+func TestFlags_AfterPositionals(t *testing.T) {
+	f := newFlags("release", env{getenv: func(string) string { return "" }, stderr: &bytes.Buffer{}})
+	src := f.fs.String("source", "", "")
+	pos, err := f.parse([]string{"evt_1", "--source", "ota", "extra"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *src != "ota" || len(pos) != 2 || pos[0] != "evt_1" || pos[1] != "extra" {
+		t.Fatalf("source %q positionals %q", *src, pos)
+	}
+}
