@@ -10,7 +10,8 @@ import (
 )
 
 const deliveryColumns = `id, source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, remote_addr, content_type, headers, body`
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	remote_addr, content_type, headers, body`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -19,7 +20,8 @@ func scanDelivery(s scanner) (Delivery, error) {
 	var received int64
 	var outcome, headers string
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
-		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.RemoteAddr,
+		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
+		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr,
 		&d.ContentType, &headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err

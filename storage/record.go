@@ -38,6 +38,9 @@ type Delivery struct {
 	Mismatch      bool  // a duplicate whose payload differs from the first delivery's
 	FirstDelivery int64 // for a duplicate: the delivery that won the claim
 
+	// Business fields read from the body, for the console's filters and sums.
+	Property, Booking, EventStatus, Amount string
+
 	RemoteAddr  string
 	ContentType string
 	Headers     http.Header
@@ -200,8 +203,9 @@ RETURNING id`
 
 	sqlInsertDelivery = `
 INSERT INTO deliveries (source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, remote_addr, content_type, headers, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	remote_addr, content_type, headers, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 func recordOne(ctx context.Context, tx *sql.Tx, r *recordReq) error {
@@ -235,7 +239,7 @@ func recordOne(ctx context.Context, tx *sql.Tx, r *recordReq) error {
 	}
 	res, err := tx.ExecContext(ctx, sqlInsertDelivery, d.Source, millis(d.ReceivedAt), string(r.outcome),
 		status, d.Error, d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch,
-		r.first, d.RemoteAddr, d.ContentType, r.headers, d.Body)
+		r.first, d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
 	if err != nil {
 		return fmt.Errorf("insert delivery: %w", err)
 	}

@@ -9,7 +9,7 @@ CREATE TABLE claims (
     payload_hash    TEXT    NOT NULL,
     claimed_at      INTEGER NOT NULL,            -- unix milliseconds, as every time column
     expires_at      INTEGER NOT NULL,
-    updated_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,            -- when the key entered its state
     attempts        INTEGER NOT NULL DEFAULT 0,
     next_attempt_at INTEGER,
     last_error      TEXT    NOT NULL DEFAULT '',
@@ -19,6 +19,8 @@ CREATE TABLE claims (
 CREATE INDEX claims_expires_at ON claims (expires_at);
 -- The dispatcher's queue: only keys still to be handed downstream are in it.
 CREATE INDEX claims_due ON claims (next_attempt_at) WHERE state = 'processing';
+-- Stuck keys (failed, or processing too long) are found without scanning every claim.
+CREATE INDEX claims_unsettled ON claims (updated_at) WHERE state IN ('processing', 'failed');
 
 CREATE TABLE deliveries (
     id             INTEGER PRIMARY KEY,
@@ -34,6 +36,10 @@ CREATE TABLE deliveries (
     payload_hash   TEXT    NOT NULL DEFAULT '',
     mismatch       INTEGER NOT NULL DEFAULT 0,
     first_delivery INTEGER NOT NULL DEFAULT 0,   -- for duplicates: the delivery that won the claim
+    property       TEXT    NOT NULL DEFAULT '',  -- business fields, for the console's filters
+    booking        TEXT    NOT NULL DEFAULT '',
+    event_status   TEXT    NOT NULL DEFAULT '',
+    amount         TEXT    NOT NULL DEFAULT '',  -- the money a duplicate would have moved, as sent
     remote_addr    TEXT    NOT NULL DEFAULT '',
     content_type   TEXT    NOT NULL DEFAULT '',
     headers        TEXT    NOT NULL DEFAULT '{}',

@@ -1,0 +1,243 @@
+package storage
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Job is an accepted event due downstream, leased to one dispatcher.
+type Job struct {
+	ClaimID     int64
+	Source, Key string
+	Delivery    int64 // the delivery whose payload is sent
+	ContentType string
+	Body        []byte
+	Attempts    int       // attempts made before this one
+	Generation  time.Time // the claim's claimed_at: a re-claimed key is another job
+}
+
+// LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
+// now+lease: another dispatcher, in this process or another, skips them until then. A
+// dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
+// lease ends.
+func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Job, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `
+UPDATE claims SET next_attempt_at = ?1
+WHERE id IN (SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2
+	ORDER BY next_attempt_at, id LIMIT ?3)
+RETURNING id, source, key, first_delivery, attempts, claimed_at`, millis(now.Add(lease)), millis(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	var jobs []Job
+	for rows.Next() {
+		var j Job
+		var gen int64
+		if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &j.Attempts, &gen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("lease jobs: %w", err)
+		}
+		j.Generation = fromMillis(gen)
+		jobs = append(jobs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	for i := range jobs {
+		err := tx.QueryRowContext(ctx, `SELECT content_type, body FROM deliveries WHERE id = ?`, jobs[i].Delivery).
+			Scan(&jobs[i].ContentType, &jobs[i].Body)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("lease jobs: payload of delivery %d: %w", jobs[i].Delivery, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	// RETURNING gives rows in no promised order; hand them out oldest first.
+	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Compare(a.ClaimID, b.ClaimID) })
+	return jobs, nil
+}
+
+// NextDue returns when the earliest processing key falls due, or the zero time if none.
+func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
+	var next sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`).Scan(&next)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next due: %w", err)
+	}
+	if !next.Valid {
+		return time.Time{}, nil
+	}
+	return fromMillis(next.Int64), nil
+}
+
+// Attempt is one hand-off attempt downstream.
+type Attempt struct {
+	ID          int64
+	Source, Key string
+	Delivery    int64
+	StartedAt   time.Time
+	Duration    time.Duration
+	Status      int    // HTTP status; 0 when none came back
+	Error       string // what went wrong; "" on success
+	Response    string // a bounded excerpt of the answer
+}
+
+// AttemptResult says what follows an attempt.
+type AttemptResult struct {
+	Done      bool      // the downstream took it: processed
+	Failed    bool      // the last allowed attempt failed: failed
+	NextAt    time.Time // otherwise: when to try again
+	LastError string
+}
+
+// FinishAttempt records an attempt of job and moves its key on as res says, in one
+// transaction. A key that was released, reprocessed or claimed anew meanwhile is left
+// as it is (its attempt is still recorded). Reports whether the key moved.
+func (db *DB) FinishAttempt(ctx context.Context, job Job, a Attempt, res AttemptResult) (bool, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
+		a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
+		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
+	}
+	now := millis(db.Now())
+	var q string
+	var args []any
+	switch {
+	case res.Done:
+		q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
+			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ?`
+		args = []any{now, job.ClaimID, millis(job.Generation)}
+	case res.Failed:
+		q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
+			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ?`
+		args = []any{res.LastError, now, job.ClaimID, millis(job.Generation)}
+	default:
+		q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+			WHERE id = ? AND state = 'processing' AND claimed_at = ?`
+		args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation)}
+	}
+	r, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
+	}
+	n, _ := r.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
+	}
+	return n == 1, nil
+}
+
+// Attempts returns the attempts made for one source's key, oldest first.
+func (db *DB) Attempts(ctx context.Context, source, key string) ([]Attempt, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, source, key, delivery, started_at, duration_ms, status, error, response
+		FROM attempts WHERE source = ? AND key = ? ORDER BY id`, source, key)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s/%s: %w", source, key, err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var started, ms int64
+		if err := rows.Scan(&a.ID, &a.Source, &a.Key, &a.Delivery, &started, &ms, &a.Status, &a.Error, &a.Response); err != nil {
+			return nil, fmt.Errorf("attempts of %s/%s: %w", source, key, err)
+		}
+		a.StartedAt, a.Duration = fromMillis(started), time.Duration(ms)*time.Millisecond
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// KeyFilter selects keys for ListKeys.
+type KeyFilter struct {
+	Source string // "" = every source
+	State  string // "" = every state
+	// Stuck selects only stuck keys: failed, or processing since before StuckBefore.
+	Stuck       bool
+	StuckBefore time.Time
+	AfterID     int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
+	Limit       int   // default 100
+}
+
+// ListKeys returns claims matching f. Stuck keys come oldest first (the longest stuck
+// on top); other listings newest first.
+func (db *DB) ListKeys(ctx context.Context, f KeyFilter) ([]Claim, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	where := "1 = 1"
+	var args []any
+	if f.Source != "" {
+		where += " AND source = ?"
+		args = append(args, f.Source)
+	}
+	if f.State != "" {
+		where += " AND state = ?"
+		args = append(args, f.State)
+	}
+	order := "id DESC"
+	if f.Stuck {
+		where += " AND state IN ('processing', 'failed') AND (state = 'failed' OR updated_at < ?)"
+		args = append(args, millis(f.StuckBefore))
+		order = "updated_at, id"
+		if f.AfterID > 0 {
+			where += " AND id != ?" // stuck listings are short; the cursor only skips
+			args = append(args, f.AfterID)
+		}
+	} else if f.AfterID > 0 {
+		where += " AND id < ?"
+		args = append(args, f.AfterID)
+	}
+	args = append(args, f.Limit)
+	rows, err := db.read.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE `+where+` ORDER BY `+order+` LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	var out []Claim
+	for rows.Next() {
+		c, err := scanClaim(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// StuckCounts counts the stuck keys of each source that has any.
+func (db *DB) StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT source, count(*) FROM claims
+		WHERE state IN ('processing', 'failed') AND (state = 'failed' OR updated_at < ?) GROUP BY source`, millis(stuckBefore))
+	if err != nil {
+		return nil, fmt.Errorf("count stuck keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, fmt.Errorf("count stuck keys: %w", err)
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
