@@ -122,6 +122,9 @@ func runServe(ctx context.Context, args []string, e env) error {
 	})
 	mux := http.NewServeMux()
 	rc.Register(mux)
+	if err := mountConsole(ctx, mux, db, sources, cfg, log); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
