@@ -113,12 +113,20 @@ func runServe(ctx context.Context, args []string, e env) error {
 	}
 
 	metrics := receiver.NewMetrics(nil)
+	dispatcher := receiver.NewDispatcher(receiver.DispatchConfig{
+		Store:      db,
+		Sources:    sources,
+		StuckAfter: cfg.StuckAfter,
+		Logger:     log,
+		Metrics:    metrics,
+	})
 	rc := receiver.New(receiver.Config{
-		Sources: sources,
-		Store:   db,
-		MaxBody: cfg.MaxBody,
-		Logger:  log,
-		Metrics: metrics,
+		Sources:    sources,
+		Store:      db,
+		MaxBody:    cfg.MaxBody,
+		Logger:     log,
+		Metrics:    metrics,
+		OnAccepted: dispatcher.Wake,
 	})
 	mux := http.NewServeMux()
 	rc.Register(mux)
@@ -150,6 +158,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	wg.Go(func() {
 		receiver.RunSweeps(bg, db, receiver.SweepConfig{Retention: cfg.Retention}, metrics, log)
 	})
+	wg.Go(func() { dispatcher.Run(bg) })
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

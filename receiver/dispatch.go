@@ -1,0 +1,286 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// DispatchStore is what the dispatcher needs of storage: a durable queue of accepted
+// events, so that nothing waits in memory alone.
+type DispatchStore interface {
+	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error)
+	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
+	NextDue(ctx context.Context) (time.Time, error)
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+}
+
+// DispatchConfig wires a Dispatcher.
+type DispatchConfig struct {
+	Store   DispatchStore
+	Sources []Source
+	// Workers is how many attempts run at once; default 8.
+	Workers int
+	// StuckAfter is how long a key may stay processing before it counts as stuck.
+	StuckAfter time.Duration
+	// Poll is the longest the dispatcher sleeps without a wake-up, so that work queued
+	// by another process (the CLI's reprocess) is found; default 1s.
+	Poll time.Duration
+	// FirstBackoff is the wait after the first failed attempt; it doubles after each
+	// one. Default 1s.
+	FirstBackoff time.Duration
+	Client       *http.Client
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Now     func() time.Time
+}
+
+// Dispatcher hands accepted events to their source's forward_url, once each, retrying
+// with exponential backoff and jitter, and records every attempt.
+type Dispatcher struct {
+	cfg     DispatchConfig
+	sources map[string]*Source
+	lease   time.Duration
+	wake    chan struct{}
+	log     *slog.Logger
+}
+
+// responseExcerpt bounds how much of a downstream answer is kept per attempt.
+const responseExcerpt = 1024
+
+// NewDispatcher returns a Dispatcher for cfg.
+func NewDispatcher(cfg DispatchConfig) *Dispatcher {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 10 * time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.FirstBackoff <= 0 {
+		cfg.FirstBackoff = time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Dispatcher{
+		cfg:     cfg,
+		sources: make(map[string]*Source, len(cfg.Sources)),
+		wake:    make(chan struct{}, 1),
+		log:     cfg.Logger.With("component", "dispatch"),
+	}
+	// A lease outlasts the longest attempt, so no two dispatchers hold one job at once.
+	d.lease = 30 * time.Second
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		d.sources[s.Name] = s
+		if l := s.AttemptTimeout + 30*time.Second; l > d.lease {
+			d.lease = l
+		}
+	}
+	return d
+}
+
+// Wake tells the dispatcher that work may be due. It never blocks.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run dispatches until ctx ends, then waits for the attempts in flight (each bounded by
+// its source's attempt_timeout) so that their outcome is recorded.
+func (d *Dispatcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, d.cfg.Workers)
+	go d.reportStuck(ctx)
+	for ctx.Err() == nil {
+		// Lease only as many jobs as there are free workers: a leased job waiting for a
+		// worker would burn its lease.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		free := 1
+	fill:
+		for free < d.cfg.Workers {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break fill
+			}
+		}
+		jobs, err := d.cfg.Store.LeaseDue(ctx, d.cfg.Now(), d.lease, free)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("lease failed", "err", err)
+		}
+		for _, job := range jobs {
+			free--
+			wg.Go(func() {
+				defer func() { <-slots }()
+				d.attempt(context.WithoutCancel(ctx), job)
+			})
+		}
+		for range free {
+			<-slots
+		}
+		if len(jobs) > 0 && err == nil {
+			continue // there may be more due
+		}
+		d.sleep(ctx)
+	}
+}
+
+// sleep waits for a wake-up, the next due job, or the poll interval.
+func (d *Dispatcher) sleep(ctx context.Context) {
+	wait := d.cfg.Poll
+	if next, err := d.cfg.Store.NextDue(ctx); err == nil && !next.IsZero() {
+		if until := next.Sub(d.cfg.Now()); until < wait {
+			wait = max(until, 10*time.Millisecond)
+		}
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-d.wake:
+	case <-t.C:
+	}
+}
+
+// backoff is the wait before attempt n+1 after n failed ones: first, 2×first, 4×first …
+// capped at max, each ±20 % so that a recovering downstream is not hit by every retry at
+// once.
+func backoff(n int, first, max time.Duration) time.Duration {
+	b := first
+	for i := 1; i < n && b < max; i++ {
+		b *= 2
+	}
+	b = min(b, max)
+	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
+	src := d.sources[job.Source]
+	start := d.cfg.Now()
+	a := storage.Attempt{Source: job.Source, Key: job.Key, Delivery: job.Delivery, StartedAt: start}
+	res := storage.AttemptResult{}
+	if src == nil || src.ForwardURL == "" {
+		a.Error = fmt.Sprintf("source %q has no forward_url in the configuration now", job.Source)
+		res.Failed = true
+	} else {
+		a.Status, a.Response, a.Error = d.post(ctx, src, job)
+		a.Duration = d.cfg.Now().Sub(start)
+		n := job.Attempts + 1
+		switch {
+		case a.Error == "":
+			res.Done = true
+		case n >= src.MaxAttempts:
+			res.Failed = true
+		default:
+			res.NextAt = d.cfg.Now().Add(backoff(n, d.cfg.FirstBackoff, src.MaxBackoff))
+		}
+	}
+	res.LastError = a.Error
+	result := "success"
+	switch {
+	case res.Failed:
+		result = "failed"
+	case !res.Done:
+		result = "retry"
+	}
+	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
+	moved, err := d.cfg.Store.FinishAttempt(ctx, job, a, res)
+	switch {
+	case err != nil:
+		// The lease ends and the job is tried again: a second hand-off, with the same
+		// Idempotency-Key, rather than a lost one.
+		d.log.Error("recording attempt failed", "source", job.Source, "key", job.Key, "err", err)
+	case !moved:
+		d.log.Info("key changed during its attempt; left as it is", "source", job.Source, "key", job.Key)
+	case res.Failed:
+		d.log.Warn("dispatch failed for good", "source", job.Source, "key", job.Key, "attempts", job.Attempts+1, "err", a.Error)
+	case !res.Done:
+		d.log.Info("dispatch will retry", "source", job.Source, "key", job.Key, "attempt", job.Attempts+1, "next", res.NextAt, "err", a.Error)
+	}
+}
+
+// post makes one hand-off and returns the status, an excerpt of the answer and what
+// went wrong ("" on a 2xx).
+func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (int, string, string) {
+	ctx, cancel := context.WithTimeout(ctx, src.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.ForwardURL, bytes.NewReader(job.Body))
+	if err != nil {
+		return 0, "", err.Error()
+	}
+	ct := job.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Idempotency-Key", job.Source+":"+job.Key)
+	req.Header.Set("X-Hookdedup-Source", job.Source)
+	req.Header.Set("X-Hookdedup-Delivery", strconv.FormatInt(job.Delivery, 10))
+	req.Header.Set("User-Agent", "hookdedup")
+	resp, err := d.cfg.Client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, "", fmt.Sprintf("no answer within %s", src.AttemptTimeout)
+		}
+		return 0, "", err.Error()
+	}
+	defer resp.Body.Close()
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	text := strings.ToValidUTF8(string(excerpt), "\uFFFD")
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, text, "downstream answered " + resp.Status
+	}
+	return resp.StatusCode, text, ""
+}
+
+// reportStuck keeps the hookdedup_stuck_keys gauge current.
+func (d *Dispatcher) reportStuck(ctx context.Context) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		counts, err := d.cfg.Store.StuckCounts(ctx, d.cfg.Now().Add(-d.cfg.StuckAfter))
+		if err == nil {
+			for name := range d.sources {
+				d.cfg.Metrics.StuckKeys.WithLabelValues(name).Set(float64(counts[name]))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package receiver_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// downstream is a real HTTP server that misbehaves on purpose: it answers the first
+// failFirst requests with 503 and hangs for hang on the requests listed in hangOn.
+type downstream struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	failFirst int
+	hangOn    map[int]time.Duration
+	requests  int
+	got       map[string]int // Idempotency-Key -> times received with a 2xx answer
+	headers   []http.Header
+	bodies    []string
+}
+
+func newDownstream(t *testing.T, failFirst int, hangOn map[int]time.Duration) *downstream {
+	ds := &downstream{failFirst: failFirst, hangOn: hangOn, got: map[string]int{}}
+	ds.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ds.mu.Lock()
+		ds.requests++
+		n := ds.requests
+		hang := ds.hangOn[n]
+		ds.mu.Unlock()
+		if hang > 0 {
+			select {
+			case <-time.After(hang):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if n <= ds.failFirst {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		ds.mu.Lock()
+		ds.got[r.Header.Get("Idempotency-Key")]++
+		ds.headers = append(ds.headers, r.Header.Clone())
+		ds.bodies = append(ds.bodies, string(body))
+		ds.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(ds.srv.Close)
+	return ds
+}
+
+func (ds *downstream) received() map[string]int {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range ds.got {
+		out[k] = v
+	}
+	return out
+}
+
+// startDispatcher runs a dispatcher over db until the test ends.
+func startDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) *receiver.Dispatcher {
+	t.Helper()
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: sources, FirstBackoff: 40 * time.Millisecond,
+		Poll: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
+func forwardSource(t *testing.T, url string, maxAttempts int) receiver.Source {
+	src := otaSource(t)
+	src.ForwardURL, src.MaxAttempts, src.AttemptTimeout, src.MaxBackoff = url, maxAttempts, 300*time.Millisecond, time.Second
+	return src
+}
+
+func openDB(t *testing.T) *storage.DB {
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func accept(t *testing.T, db *storage.DB, key, body string) *storage.Delivery {
+	t.Helper()
+	d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: "h", ContentType: "application/json; charset=utf-8", Body: []byte(body)}
+	if err := db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// waitState polls until the key reaches state, for at most 10 s.
+func waitState(t *testing.T, db *storage.DB, key, state string) storage.Claim {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := db.Claim(context.Background(), "ota", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State == state {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key %s is %s after 10s (last error %q), want %s", key, c.State, c.LastError, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDispatch_RetriesWithGrowingBackoff(t *testing.T) {
+	db := openDB(t)
+	ds := newDownstream(t, 3, nil)
+	startDispatcher(t, db, forwardSource(t, ds.srv.URL, 10))
+	d := accept(t, db, "evt_1", `{"booking_id":"BK-1"}`)
+
+	c := waitState(t, db, "evt_1", storage.StateProcessed)
+	if c.Attempts != 4 {
+		t.Fatalf("attempts = %d, want 4", c.Attempts)
+	}
+	if got := ds.received(); got["ota:evt_1"] != 1 || len(got) != 1 {
+		t.Fatalf("downstream received %v, want ota:evt_1 once", got)
+	}
+	h := ds.headers[0]
+	if h.Get("Content-Type") != "application/json; charset=utf-8" || h.Get("X-Hookdedup-Source") != "ota" ||
+		h.Get("X-Hookdedup-Delivery") == "" || ds.bodies[0] != `{"booking_id":"BK-1"}` {
+		t.Fatalf("hand-off headers %v body %q", h, ds.bodies[0])
+	}
+	atts, err := db.Attempts(context.Background(), "ota", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) != 4 || atts[0].Status != 503 || atts[0].Error == "" || atts[0].Response == "" || atts[3].Status != 202 || atts[3].Error != "" {
+		t.Fatalf("attempts = %+v", atts)
+	}
+	if atts[0].Delivery != d.ID {
+		t.Fatalf("attempt delivery = %d, want %d", atts[0].Delivery, d.ID)
+	}
+	// 40 ms, 80 ms, 160 ms (±20 %): each wait longer than the one before.
+	gap := func(i int) time.Duration { return atts[i+1].StartedAt.Sub(atts[i].StartedAt) }
+	if !(gap(0) < gap(1) && gap(1) < gap(2)) || gap(0) < 30*time.Millisecond {
+		t.Fatalf("backoff gaps %v, %v, %v do not grow from ~40ms", gap(0), gap(1), gap(2))
+	}
+}
+
+func TestDispatch_TimeoutThenRecovery(t *testing.T) {
+	db := openDB(t)
+	ds := newDownstream(t, 0, map[int]time.Duration{1: 2 * time.Second})
+	startDispatcher(t, db, forwardSource(t, ds.srv.URL, 5))
+	accept(t, db, "evt_1", `{}`)
+	waitState(t, db, "evt_1", storage.StateProcessed)
+	atts, _ := db.Attempts(context.Background(), "ota", "evt_1")
+	if len(atts) != 2 || atts[0].Error != "no answer within 300ms" || atts[1].Status != 202 {
+		t.Fatalf("attempts = %+v, want a timeout then a success", atts)
+	}
+}
+
+func TestDispatch_RefusedUntilFailed(t *testing.T) {
+	db := openDB(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/events"
+	ln.Close()
+	startDispatcher(t, db, forwardSource(t, closed, 3))
+	accept(t, db, "evt_1", `{}`)
+	c := waitState(t, db, "evt_1", storage.StateFailed)
+	if c.Attempts != 3 || c.LastError == "" {
+		t.Fatalf("failed claim = %+v, want 3 attempts and the last error", c)
+	}
+	stuck, err := db.ListKeys(context.Background(), storage.KeyFilter{Stuck: true, StuckBefore: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stuck) != 1 || stuck[0].Key != "evt_1" {
+		t.Fatalf("stuck keys = %+v, want evt_1", stuck)
+	}
+}
+
+func TestDispatch_EveryEventOnce(t *testing.T) {
+	db := openDB(t)
+	ds := newDownstream(t, 5, nil)
+	d := startDispatcher(t, db, forwardSource(t, ds.srv.URL, 10))
+	const n = 60
+	for i := range n {
+		accept(t, db, "evt_"+string(rune('A'+i%26))+string(rune('a'+i/26)), `{}`)
+		d.Wake()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(ds.received()) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := ds.received()
+	if len(got) != n {
+		t.Fatalf("downstream got %d distinct events, want %d", len(got), n)
+	}
+	for k, times := range got {
+		if times != 1 {
+			t.Errorf("%s received %d times", k, times)
+		}
+	}
+}
+
+// TestDispatch_DuplicatesDuringDispatch: duplicates that arrive while the first delivery
+// is still with the downstream never cause a second hand-off.
+func TestDispatch_DuplicatesDuringDispatch(t *testing.T) {
+	ds := newDownstream(t, 0, map[int]time.Duration{1: 500 * time.Millisecond})
+	src := forwardSource(t, ds.srv.URL, 5)
+	src.AttemptTimeout = 5 * time.Second
+	e := newEnv(t, storage.Options{}, src)
+	startDispatcher(t, e.db, src)
+	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
+		t.Fatalf("first: %d %+v", code, a)
+	}
+	time.Sleep(100 * time.Millisecond) // the hand-off is under way
+	for range 20 {
+		if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "duplicate" {
+			t.Fatalf("duplicate: %d %+v", code, a)
+		}
+	}
+	waitState(t, e.db, "msg_1", storage.StateProcessed)
+	time.Sleep(200 * time.Millisecond)
+	if got := ds.received(); got["ota:msg_1"] != 1 {
+		t.Fatalf("downstream received %v, want ota:msg_1 once", got)
+	}
+}
+
+func TestDispatch_RecordOnlySource(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
+		t.Fatalf("first: %d %+v", code, a)
+	}
+	c, err := e.db.Claim(context.Background(), "ota", "msg_1")
+	if err != nil || c.State != storage.StateProcessed {
+		t.Fatalf("claim = %+v, %v; want processed at once", c, err)
+	}
+}

@@ -1,0 +1,391 @@
+package receiver
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Unexported names in this file and its signature_*.go siblings carry a
+// "sig" prefix (or a scheme name) because other files of package receiver
+// are written in parallel and must not collide with them.
+
+// Scheme names as they appear in the config's `signature` field.
+const (
+	sigStandardWebhooks = "standard-webhooks"
+	sigStripe           = "stripe"
+	sigGitHub           = "github"
+	sigShopify          = "shopify"
+	sigHMACSHA256       = "hmac-sha256"
+	sigBasicAuth        = "basic-auth"
+	sigToken            = "token"
+	sigNone             = "none"
+)
+
+// Schemes lists the scheme names, for error messages and docs.
+var Schemes = []string{
+	sigStandardWebhooks, sigStripe, sigGitHub, sigShopify,
+	sigHMACSHA256, sigBasicAuth, sigToken, sigNone,
+}
+
+// sigSchemeList is spelled out rather than joined from Schemes, which is a
+// mutable exported slice: a caller appending to it must not change what
+// NewVerifier accepts or says. A test keeps the two in step.
+const sigSchemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none"
+
+const (
+	// sigDefaultTolerance matches Stripe's and the Standard Webhooks
+	// libraries' default, so a provider's own documentation holds.
+	sigDefaultTolerance = 5 * time.Minute
+
+	// sigMaxHeader and sigMaxEntries bound the work an unauthenticated
+	// caller can make us do: every entry may cost an HMAC comparison.
+	sigMaxHeader  = 8 << 10
+	sigMaxEntries = 32
+
+	// sigMaxID bounds webhook-id, which is copied into a pooled buffer on
+	// every delivery; real ids are a few dozen bytes.
+	sigMaxID = 1 << 10
+)
+
+// SchemeConfig is one source's signature settings, as read from the TOML config.
+type SchemeConfig struct {
+	Scheme      string        // standard-webhooks | stripe | github | shopify | hmac-sha256 | basic-auth | token | none
+	Secrets     []string      // one or more (rotation: a delivery verifies if ANY secret matches)
+	Tolerance   time.Duration // for timestamped schemes; 0 means the default 5m
+	Header      string        // hmac-sha256: header carrying the signature (required for that scheme)
+	Encoding    string        // hmac-sha256: "hex" (default) or "base64"
+	Prefix      string        // hmac-sha256: optional prefix such as "sha256="
+	BasicUser   string        // basic-auth: required user name; the secret is the password
+	TokenHeader string        // token: header carrying the token, or
+	TokenQuery  string        // token: query parameter carrying the token (exactly one of the two)
+}
+
+// Verifier checks and produces one scheme's signatures.
+//
+// A Verifier is safe for concurrent use: the intake handler shares one per
+// source across all requests.
+type Verifier interface {
+	// Verify returns nil when the delivery is authentic; otherwise an error whose text says what was wrong
+	// (missing header X, malformed header, timestamp 7m12s in the past / future, outside tolerance 5m0s,
+	// signature does not match any secret) and NEVER contains a secret or an expected signature,
+	// because the text is sent back to the caller.
+	Verify(h http.Header, q url.Values, body []byte, now time.Time) error
+	// Sign sets on h (or q for token_query) what a provider would send for body at time now, using the FIRST secret.
+	// Used by the `demo` command and by tests. For standard-webhooks it needs a message id: it uses
+	// h.Get("webhook-id") if set, else generates a random "msg_..." id and sets it.
+	// It returns an error if the map it must write to is nil.
+	Sign(h http.Header, q url.Values, body []byte, now time.Time) error
+	// Scheme returns the scheme name.
+	Scheme() string
+	// Timestamped reports whether the scheme signs a timestamp (replay protection).
+	// true for standard-webhooks and stripe only.
+	Timestamped() bool
+	// Integrity reports whether the body is covered by the check (false for basic-auth, token, none).
+	Integrity() bool
+	// DefaultEventID is where the scheme's provider puts its event id, in the config syntax:
+	// standard-webhooks "header:webhook-id", stripe "/id", github "header:X-GitHub-Delivery",
+	// shopify "header:X-Shopify-Webhook-Id", others "".
+	DefaultEventID() string
+}
+
+// NewVerifier validates cfg and returns its Verifier. Errors name the config
+// field that is wrong and identify a bad secret by its position (#1, #2, …),
+// never by its value, because they end up in logs.
+// Scheme "none" needs no secret and ignores any given; every other scheme
+// needs at least one secret, and none of its secrets may be empty.
+// Fields that belong to another scheme are ignored.
+func NewVerifier(cfg SchemeConfig) (Verifier, error) {
+	if cfg.Tolerance < 0 {
+		return nil, errors.New("tolerance must not be negative")
+	}
+	tol := cfg.Tolerance
+	if tol == 0 {
+		tol = sigDefaultTolerance
+	}
+	switch cfg.Scheme {
+	case sigNone:
+		return sigNoneVerifier{}, nil
+	case "":
+		return nil, fmt.Errorf("signature scheme is required (want one of %s)", sigSchemeList)
+	case sigStandardWebhooks, sigStripe, sigGitHub, sigShopify, sigHMACSHA256, sigBasicAuth, sigToken:
+	default:
+		return nil, fmt.Errorf("unknown signature scheme %q (want one of %s)", cfg.Scheme, sigSchemeList)
+	}
+	if err := sigCheckSecrets(cfg.Secrets); err != nil {
+		return nil, err
+	}
+
+	switch cfg.Scheme {
+	case sigStandardWebhooks:
+		return newStandardWebhooksVerifier(cfg.Secrets, tol)
+	case sigStripe:
+		return newStripeVerifier(cfg.Secrets, tol)
+	case sigGitHub:
+		return newBodyHMACVerifier(bodyHMACConfig{
+			scheme: sigGitHub, header: "X-Hub-Signature-256", prefix: "sha256=",
+			eventID: "header:X-GitHub-Delivery",
+		}, cfg.Secrets)
+	case sigShopify:
+		return newBodyHMACVerifier(bodyHMACConfig{
+			scheme: sigShopify, header: "X-Shopify-Hmac-Sha256", base64: true,
+			eventID: "header:X-Shopify-Webhook-Id",
+		}, cfg.Secrets)
+	case sigHMACSHA256:
+		if cfg.Header == "" {
+			return nil, errors.New("signature_header is required for hmac-sha256")
+		}
+		if !sigValidHeaderName(cfg.Header) {
+			return nil, fmt.Errorf("signature_header %q is not a valid header name", cfg.Header)
+		}
+		var b64 bool
+		switch cfg.Encoding {
+		case "", "hex":
+		case "base64":
+			b64 = true
+		default:
+			return nil, fmt.Errorf("signature_encoding must be hex or base64, not %q", cfg.Encoding)
+		}
+		return newBodyHMACVerifier(bodyHMACConfig{
+			scheme: sigHMACSHA256, header: cfg.Header, prefix: cfg.Prefix,
+			base64: b64, base64URL: b64,
+		}, cfg.Secrets)
+	case sigBasicAuth:
+		return newBasicAuthVerifier(cfg.BasicUser, cfg.Secrets)
+	default: // sigToken
+		return newTokenVerifier(cfg.TokenHeader, cfg.TokenQuery, cfg.Secrets)
+	}
+}
+
+// sigCheckSecrets refuses empty secrets because an HMAC with an empty key,
+// or an empty token, is one anybody can produce. It also refuses edge
+// whitespace: a secret read from a file or environment with a trailing
+// newline would otherwise fail every delivery with a baffling mismatch.
+func sigCheckSecrets(secrets []string) error {
+	if len(secrets) == 0 || len(secrets) == 1 && secrets[0] == "" {
+		return errors.New("secret is required")
+	}
+	for i, s := range secrets {
+		if s == "" {
+			return fmt.Errorf("secret #%d is empty", i+1)
+		}
+		if strings.TrimSpace(s) != s {
+			return fmt.Errorf("secret #%d has leading or trailing whitespace", i+1)
+		}
+	}
+	return nil
+}
+
+// sigValidHeaderName reports whether s is an RFC 9110 field name, so that a
+// typo such as "X Signature" fails at start-up instead of on every delivery.
+func sigValidHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sigHeader returns the first value of the header whose canonical name is
+// key. Looking the map up directly with a name canonicalised once, at
+// construction, saves h.Get's per-call canonicalisation (which allocates for
+// lower-case names such as "webhook-id").
+func sigHeader(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// sigCanonical is textproto's canonical form, computed once per verifier.
+func sigCanonical(name string) string { return textproto.CanonicalMIMEHeaderKey(name) }
+
+// errSigMismatch is the one answer for a well-formed signature that no secret
+// produced; it names no secret, so it can be shared.
+var errSigMismatch = errors.New("signature does not match any secret")
+
+func sigMissingHeader(name string) error { return fmt.Errorf("missing header %s", name) }
+
+func sigMalformed(name, why string) error {
+	return fmt.Errorf("malformed header %s: %s", name, why)
+}
+
+// sigCheckTime refuses a signed timestamp too far from now in either
+// direction: old ones are replays, future ones would stay replayable for
+// longer than the tolerance once signed.
+func sigCheckTime(unix int64, now time.Time, tol time.Duration) error {
+	// Sub saturates instead of overflowing, so absurd timestamps still yield
+	// a sensible message.
+	age := now.Sub(time.Unix(unix, 0))
+	switch {
+	case age > tol:
+		return fmt.Errorf("timestamp %s in the past, outside tolerance %s", age.Truncate(time.Second), tol)
+	case age < -tol:
+		ahead := -age
+		if ahead < 0 { // -math.MinInt64 overflows
+			ahead = math.MaxInt64
+		}
+		return fmt.Errorf("timestamp %s in the future, outside tolerance %s", ahead.Truncate(time.Second), tol)
+	}
+	return nil
+}
+
+// sigParseUnix parses decimal unix seconds. It is stricter than
+// strconv.ParseInt (no sign, no underscores) because providers send plain
+// digits, and it does not allocate on bad input, which is what an attacker
+// sends.
+func sigParseUnix(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// sigDigest is one decoded HMAC-SHA256 signature.
+type sigDigest = [sha256.Size]byte
+
+// sigDecodeHex decodes exactly one SHA-256 digest written in hex of either
+// case. Comparing decoded bytes rather than strings is what makes "AB" and
+// "ab" the same signature.
+func sigDecodeHex(dst *sigDigest, s string) bool {
+	if len(s) != hex.EncodedLen(sha256.Size) {
+		return false
+	}
+	// Copying into a stack array avoids the allocation of []byte(s).
+	var src [2 * sha256.Size]byte
+	copy(src[:], s)
+	n, err := hex.Decode(dst[:], src[:])
+	return err == nil && n == sha256.Size
+}
+
+// sigDecodeBase64 decodes exactly one SHA-256 digest in standard base64,
+// padded or not; urlOK also admits the URL-safe alphabet, which some
+// generic providers use.
+func sigDecodeBase64(dst *sigDigest, s string, urlOK bool) bool {
+	const raw = (8*sha256.Size + 5) / 6 // 43 characters, then one '='
+	if len(s) == raw+1 && s[raw] == '=' {
+		s = s[:raw]
+	}
+	if len(s) != raw {
+		return false
+	}
+	var src [raw]byte
+	copy(src[:], s)
+	enc := base64.RawStdEncoding
+	if urlOK && strings.ContainsAny(s, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	n, err := enc.Decode(dst[:], src[:])
+	return err == nil && n == sha256.Size
+}
+
+// sigKeys holds a scheme's HMAC keys and a pool of keyed HMAC states.
+// hmac.New costs several allocations and two SHA-256 blocks per key; a
+// pooled state only needs Reset, which restores the keyed state saved on
+// first use. That is most of what keeps Verify allocation-free.
+type sigKeys struct {
+	keys [][]byte
+	pool sync.Pool
+}
+
+// sigState is per-call scratch space. Everything handed to hash.Hash
+// methods escapes (they are interface calls), so buffers live here rather
+// than on the stack.
+type sigState struct {
+	macs []hash.Hash // one per key, in the order of the secrets
+	sum  sigDigest
+	pre  []byte // what is signed before the body: "id.ts." or "ts."
+}
+
+// newSigKeys builds the first state eagerly so that a key hmac.New refuses
+// (it panics on keys shorter than 112 bits under GODEBUG=fips140=only) is a
+// start-up error, not a panic on the request path.
+func newSigKeys(keys [][]byte) (k *sigKeys, err error) {
+	k = &sigKeys{keys: keys}
+	k.pool.New = func() any {
+		st := &sigState{macs: make([]hash.Hash, len(keys)), pre: make([]byte, 0, 64)}
+		for i, key := range keys {
+			st.macs[i] = hmac.New(sha256.New, key)
+		}
+		return st
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			k, err = nil, fmt.Errorf("secret is unusable as an HMAC key: %v", r)
+		}
+	}()
+	k.pool.Put(k.pool.New())
+	return k, nil
+}
+
+func (k *sigKeys) get() *sigState   { return k.pool.Get().(*sigState) }
+func (k *sigKeys) put(st *sigState) { k.pool.Put(st) }
+
+// match reports whether HMAC(key, st.pre || body) equals one of sigs for
+// any key. Each comparison is constant-time; stopping at the first match
+// reveals only that a delivery was authentic, which its sender knows.
+func (k *sigKeys) match(st *sigState, body []byte, sigs []sigDigest) bool {
+	for _, mac := range st.macs {
+		mac.Reset()
+		if len(st.pre) > 0 {
+			mac.Write(st.pre)
+		}
+		mac.Write(body)
+		sum := mac.Sum(st.sum[:0])
+		for i := range sigs {
+			if hmac.Equal(sum, sigs[i][:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sign returns HMAC(first key, pre || body), as a provider would send it.
+func (k *sigKeys) sign(pre string, body []byte) []byte {
+	mac := hmac.New(sha256.New, k.keys[0])
+	mac.Write([]byte(pre))
+	mac.Write(body)
+	return mac.Sum(nil)
+}
+
+// errSigNilHeader is Sign's answer to a nil header map, which it cannot fill.
+var errSigNilHeader = errors.New("sign: nil http.Header")
+
+// sigNoneVerifier accepts everything, for sources whose config says so
+// explicitly.
+type sigNoneVerifier struct{}
+
+func (sigNoneVerifier) Verify(http.Header, url.Values, []byte, time.Time) error { return nil }
+func (sigNoneVerifier) Sign(http.Header, url.Values, []byte, time.Time) error   { return nil }
+func (sigNoneVerifier) Scheme() string                                          { return sigNone }
+func (sigNoneVerifier) Timestamped() bool                                       { return false }
+func (sigNoneVerifier) Integrity() bool                                         { return false }
+func (sigNoneVerifier) DefaultEventID() string                                  { return "" }

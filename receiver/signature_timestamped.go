@@ -1,0 +1,268 @@
+package receiver
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The two schemes that sign a timestamp along with the body, and so can
+// refuse a replay once the tolerance has passed.
+
+// Canonical header names, so lookups skip canonicalisation; messages use
+// the spelling of each provider's documentation.
+const (
+	swIDHeader        = "Webhook-Id"
+	swTimestampHeader = "Webhook-Timestamp"
+	swSignatureHeader = "Webhook-Signature"
+	stripeHeader      = "Stripe-Signature"
+)
+
+// standardWebhooksVerifier implements https://www.standardwebhooks.com
+// (the scheme Svix uses): HMAC-SHA256 over "id.timestamp.body".
+type standardWebhooksVerifier struct {
+	keys *sigKeys
+	tol  time.Duration
+}
+
+// newStandardWebhooksVerifier decodes the whsec_ secrets once, here, rather
+// than on every delivery.
+func newStandardWebhooksVerifier(secrets []string, tol time.Duration) (Verifier, error) {
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		b64, prefixed := strings.CutPrefix(s, "whsec_")
+		key, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil && !strings.Contains(b64, "=") {
+			// Some generators drop the padding; the key is the same.
+			key, err = base64.RawStdEncoding.DecodeString(b64)
+		}
+		switch {
+		case err != nil && prefixed:
+			return nil, fmt.Errorf("secret #%d is not valid base64 after whsec_", i+1)
+		case err != nil:
+			return nil, fmt.Errorf("secret #%d is not valid base64 (want whsec_ followed by base64)", i+1)
+		case len(key) == 0:
+			return nil, fmt.Errorf("secret #%d is empty after whsec_", i+1)
+		}
+		keys[i] = key
+	}
+	k, err := newSigKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	return &standardWebhooksVerifier{keys: k, tol: tol}, nil
+}
+
+func (v *standardWebhooksVerifier) Scheme() string         { return sigStandardWebhooks }
+func (v *standardWebhooksVerifier) Timestamped() bool      { return true }
+func (v *standardWebhooksVerifier) Integrity() bool        { return true }
+func (v *standardWebhooksVerifier) DefaultEventID() string { return "header:webhook-id" }
+
+func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	id := sigHeader(h, swIDHeader)
+	if id == "" {
+		return sigMissingHeader("webhook-id")
+	}
+	if len(id) > sigMaxID {
+		return sigMalformed("webhook-id", fmt.Sprintf("longer than %d bytes", sigMaxID))
+	}
+	ts := sigHeader(h, swTimestampHeader)
+	if ts == "" {
+		return sigMissingHeader("webhook-timestamp")
+	}
+	unix, ok := sigParseUnix(ts)
+	if !ok {
+		return sigMalformed("webhook-timestamp", "want unix seconds")
+	}
+	sh := sigHeader(h, swSignatureHeader)
+	if sh == "" {
+		return sigMissingHeader("webhook-signature")
+	}
+	if len(sh) > sigMaxHeader {
+		return sigMalformed("webhook-signature", fmt.Sprintf("longer than %d bytes", sigMaxHeader))
+	}
+
+	// "v1,<base64> v1,<base64> v1a,<...>": one entry per signing secret
+	// during a rotation, and other versions (v1a is Ed25519) to skip. An
+	// undecodable entry is skipped too, so that one bad entry does not
+	// hide a good one; it is reported only when nothing else is left.
+	var sigs [sigMaxEntries]sigDigest
+	n, entries, bad := 0, 0, ""
+	for rest := sh; rest != ""; {
+		var e string
+		e, rest, _ = strings.Cut(rest, " ")
+		if e == "" {
+			continue
+		}
+		if entries++; entries > sigMaxEntries {
+			return sigMalformed("webhook-signature", fmt.Sprintf("more than %d signatures", sigMaxEntries))
+		}
+		ver, sig, ok := strings.Cut(e, ",")
+		switch {
+		case !ok:
+			if bad == "" {
+				bad = "want v1,<base64 signature>"
+			}
+		case ver != "v1":
+		case !sigDecodeBase64(&sigs[n], sig, false):
+			if bad == "" {
+				bad = "v1 signature is not a base64 HMAC-SHA256"
+			}
+		default:
+			n++
+		}
+	}
+	if n == 0 {
+		if bad == "" {
+			bad = "no v1 signature"
+		}
+		return sigMalformed("webhook-signature", bad)
+	}
+	if err := sigCheckTime(unix, now, v.tol); err != nil {
+		return err
+	}
+
+	st := v.keys.get()
+	st.pre = append(st.pre[:0], id...)
+	st.pre = append(st.pre, '.')
+	st.pre = append(st.pre, ts...)
+	st.pre = append(st.pre, '.')
+	ok = v.keys.match(st, body, sigs[:n])
+	v.keys.put(st)
+	if !ok {
+		return errSigMismatch
+	}
+	return nil
+}
+
+func (v *standardWebhooksVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	if h == nil {
+		return errSigNilHeader
+	}
+	id := sigHeader(h, swIDHeader)
+	if id == "" {
+		id = "msg_" + rand.Text()
+		h.Set(swIDHeader, id)
+	}
+	if len(id) > sigMaxID {
+		return fmt.Errorf("sign: webhook-id longer than %d bytes", sigMaxID)
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	sig := v.keys.sign(id+"."+ts+".", body)
+	h.Set(swTimestampHeader, ts)
+	h.Set(swSignatureHeader, "v1,"+base64.StdEncoding.EncodeToString(sig))
+	return nil
+}
+
+// stripeVerifier implements Stripe's Stripe-Signature header
+// (https://docs.stripe.com/webhooks#verify-manually): HMAC-SHA256 over
+// "timestamp.body", keyed with the whsec_ secret's bytes as they are.
+type stripeVerifier struct {
+	keys *sigKeys
+	tol  time.Duration
+}
+
+func newStripeVerifier(secrets []string, tol time.Duration) (Verifier, error) {
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		keys[i] = []byte(s)
+	}
+	k, err := newSigKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	return &stripeVerifier{keys: k, tol: tol}, nil
+}
+
+func (v *stripeVerifier) Scheme() string         { return sigStripe }
+func (v *stripeVerifier) Timestamped() bool      { return true }
+func (v *stripeVerifier) Integrity() bool        { return true }
+func (v *stripeVerifier) DefaultEventID() string { return "/id" }
+
+func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	sh := sigHeader(h, stripeHeader)
+	if sh == "" {
+		return sigMissingHeader(stripeHeader)
+	}
+	if len(sh) > sigMaxHeader {
+		return sigMalformed(stripeHeader, fmt.Sprintf("longer than %d bytes", sigMaxHeader))
+	}
+
+	// "t=1492774577,v1=<hex>,v1=<hex>,v0=<hex>": several v1 during a
+	// rotation; v0 and unknown keys are skipped, as Stripe's libraries do.
+	var sigs [sigMaxEntries]sigDigest
+	n, entries, bad := 0, 0, ""
+	ts, haveTS := "", false
+	for rest := sh; rest != ""; {
+		var e string
+		e, rest, _ = strings.Cut(rest, ",")
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if entries++; entries > sigMaxEntries {
+			return sigMalformed(stripeHeader, fmt.Sprintf("more than %d entries", sigMaxEntries))
+		}
+		key, val, ok := strings.Cut(e, "=")
+		if !ok {
+			return sigMalformed(stripeHeader, "want t=<unix seconds>,v1=<hex signature>")
+		}
+		switch key {
+		case "t":
+			// Two timestamps would make which one was signed ambiguous.
+			if haveTS {
+				return sigMalformed(stripeHeader, "more than one timestamp t=")
+			}
+			ts, haveTS = val, true
+		case "v1":
+			if !sigDecodeHex(&sigs[n], val) {
+				if bad == "" {
+					bad = "v1 signature is not 64 hex digits"
+				}
+				continue
+			}
+			n++
+		}
+	}
+	if !haveTS {
+		return sigMalformed(stripeHeader, "no timestamp t=")
+	}
+	unix, ok := sigParseUnix(ts)
+	if !ok {
+		return sigMalformed(stripeHeader, "timestamp t= is not unix seconds")
+	}
+	if n == 0 {
+		if bad == "" {
+			bad = "no v1 signature"
+		}
+		return sigMalformed(stripeHeader, bad)
+	}
+	if err := sigCheckTime(unix, now, v.tol); err != nil {
+		return err
+	}
+
+	st := v.keys.get()
+	st.pre = append(st.pre[:0], ts...)
+	st.pre = append(st.pre, '.')
+	ok = v.keys.match(st, body, sigs[:n])
+	v.keys.put(st)
+	if !ok {
+		return errSigMismatch
+	}
+	return nil
+}
+
+func (v *stripeVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	if h == nil {
+		return errSigNilHeader
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	sig := v.keys.sign(ts+".", body)
+	h.Set(stripeHeader, "t="+ts+",v1="+hex.EncodeToString(sig))
+	return nil
+}
