@@ -41,9 +41,9 @@ type DispatchConfig struct {
 	// one. Default 1s.
 	FirstBackoff time.Duration
 	Client       *http.Client
-	Logger  *slog.Logger
-	Metrics *Metrics
-	Now     func() time.Time
+	Logger       *slog.Logger
+	Metrics      *Metrics
+	Now          func() time.Time
 }
 
 // Dispatcher hands accepted events to their source's forward_url, once each, retrying
