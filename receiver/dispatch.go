@@ -91,12 +91,15 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		wake:    make(chan struct{}, 1),
 		log:     cfg.Logger.With("component", "dispatch"),
 	}
-	// A lease outlasts the longest attempt, so no two dispatchers hold one job at once.
-	d.lease = 30 * time.Second
+	// A lease outlasts the longest attempt and the write that records it, so no two
+	// dispatchers hold one job at once; it is also how long a job leased by a process
+	// that died waits before another takes it.
+	const margin = 10 * time.Second
+	d.lease = margin
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
 		d.sources[s.Name] = s
-		if l := s.AttemptTimeout + 30*time.Second; l > d.lease {
+		if l := s.AttemptTimeout + margin; l > d.lease {
 			d.lease = l
 		}
 	}

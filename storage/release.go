@@ -122,3 +122,36 @@ func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEnt
 	}
 	return out, rows.Err()
 }
+
+// maxBulk bounds one bulk release; a larger set is released in several calls.
+const maxBulk = 10000
+
+// KeyOutcome is what a bulk release did to one key.
+type KeyOutcome struct {
+	Source, Key string
+	Released
+	Err error
+}
+
+// ReleaseKeys releases (or reprocesses) every key matching f, at most 10,000, each in its
+// own transaction with its own audit row, as ReleaseKey does. r's Source and Key are
+// ignored. It stops early only if ctx ends.
+func (db *DB) ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOutcome, error) {
+	f.Limit = maxBulk
+	f.AfterID = 0
+	keys, err := db.ListKeys(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyOutcome, 0, len(keys))
+	for _, c := range keys {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		one := r
+		one.Source, one.Key = c.Source, c.Key
+		res, err := db.ReleaseKey(ctx, one)
+		out = append(out, KeyOutcome{Source: c.Source, Key: c.Key, Released: res, Err: err})
+	}
+	return out, nil
+}

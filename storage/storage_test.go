@@ -390,3 +390,36 @@ func TestDB_SettingOrInit(t *testing.T) {
 		t.Fatalf("second init = %q, %v; want the stored value", v, err)
 	}
 }
+
+func TestDB_Tokens(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	if _, _, err := db.CreateToken(ctx, "nobody", "ci"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("token for an unknown user: %v", err)
+	}
+	db.CreateUser(ctx, storage.User{Name: "vic", Role: storage.RoleViewer, PasswordHash: "x"})
+	tok, meta, err := db.CreateToken(ctx, "vic", "dashboards")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.TokenUser(ctx, tok)
+	if err != nil || u.Name != "vic" || u.Role != storage.RoleViewer {
+		t.Fatalf("token user = %+v, %v", u, err)
+	}
+	if _, err := db.TokenUser(ctx, tok+"x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("altered token: %v", err)
+	}
+	if err := db.RevokeToken(ctx, meta.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.TokenUser(ctx, tok); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("revoked token still works: %v", err)
+	}
+	if err := db.RevokeToken(ctx, meta.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	list, _ := db.Tokens(ctx)
+	if len(list) != 1 || list[0].RevokedAt.IsZero() || list[0].UserName != "vic" {
+		t.Fatalf("tokens = %+v", list)
+	}
+}

@@ -7,7 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -280,5 +284,147 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 		if strings.Contains(string(log), secret) {
 			t.Errorf("the log shows a secret (%q)", secret)
 		}
+	}
+}
+
+// eventSink is the downstream: a real server on a fixed loopback port that the test
+// can take down and bring back.
+type eventSink struct {
+	addr string
+	mu   sync.Mutex
+	got  map[string]int // Idempotency-Key -> deliveries
+	srv  *http.Server
+}
+
+func newEventSink(t *testing.T) *eventSink {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // down until up() is called
+	return &eventSink{addr: addr, got: map[string]int{}}
+}
+
+func (s *eventSink) up(t *testing.T) {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		s.got[r.Header.Get("Idempotency-Key")]++
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})}
+	go s.srv.Serve(ln)
+	t.Cleanup(func() { s.srv.Close() })
+}
+
+func (s *eventSink) snapshot() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.got)
+}
+
+func TestEndToEnd_RestartLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	sink := newEventSink(t)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	cfg := fmt.Sprintf(`
+stuck_after = "1s"
+[[source]]
+name = "ota"
+signature = "standard-webhooks"
+secret = %q
+forward_url = "http://%s/events"
+max_attempts = 1000
+attempt_timeout = "1s"
+max_backoff = "1s"
+`, secret, sink.addr)
+	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(url, id string) string {
+		body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled"}`, id)
+		req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("webhook-id", id)
+		v.Sign(req.Header, nil, []byte(body), time.Now())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a map[string]string
+		json.NewDecoder(resp.Body).Decode(&a)
+		if resp.StatusCode != 200 {
+			t.Fatalf("delivery %s: %d %v", id, resp.StatusCode, a)
+		}
+		return a["status"]
+	}
+
+	s := startServe(t, dir, nil)
+	want := map[string]int{}
+	for i := range 20 {
+		id := fmt.Sprintf("evt_%02d", i)
+		if st := send(s.url, id); st != "accepted" {
+			t.Fatalf("%s: %s", id, st)
+		}
+		want["ota:"+id] = 1
+		if i%4 == 0 {
+			if st := send(s.url, id); st != "duplicate" {
+				t.Fatalf("%s again: %s", id, st)
+			}
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // attempts fail against the closed port
+	out, code := cli(t, dir, nil, "", "keys", "--stuck")
+	if code != 0 || !strings.Contains(out, "evt_00") || !strings.Contains(out, "connection refused") {
+		t.Fatalf("keys --stuck: %d\n%s", code, out)
+	}
+	s.cmd.Process.Kill() // no chance to clean up
+	<-s.exited
+
+	s = startServe(t, dir, nil)
+	for i := 20; i < 25; i++ {
+		id := fmt.Sprintf("evt_%02d", i)
+		send(s.url, id)
+		want["ota:"+id] = 1
+	}
+	sink.up(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(sink.snapshot()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := sink.snapshot(); !maps.Equal(got, want) {
+		t.Fatalf("downstream got %d keys %v, want each of %d once", len(got), got, len(want))
+	}
+
+	// Reprocess one through the CLI: it is handed off again, with the same key.
+	if out, code := cli(t, dir, nil, "", "release", "--source", "ota", "evt_03", "--reason", "PMS lost it", "--reprocess"); code != 0 {
+		t.Fatalf("reprocess: %d %s", code, out)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for sink.snapshot()["ota:evt_03"] < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := sink.snapshot()["ota:evt_03"]; n != 2 {
+		t.Fatalf("after reprocess evt_03 reached the downstream %d times, want 2", n)
+	}
+	s.stop(t)
+	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	audit, err := db.AuditLog(context.Background(), 0, 10)
+	if err != nil || len(audit) != 1 || audit[0].Action != "reprocess" || audit[0].Reason != "PMS lost it" || !strings.HasPrefix(audit[0].Actor, "cli") {
+		t.Fatalf("audit = %+v, %v", audit, err)
 	}
 }

@@ -38,6 +38,7 @@ commands:
   key       print the key a payload gets and how it was derived
   release   release a key, or reprocess its event
   keys      list keys (--stuck: the stuck ones)
+  token     add, list or revoke API bearer tokens
   demo      send realistic signed OTA traffic to a running server
   version   print the version
 
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runRelease(ctx, rest, e)
 	case "keys":
 		return runKeys(ctx, rest, e)
+	case "token":
+		return runToken(ctx, rest, e)
 	case "demo":
 		return runDemo(ctx, rest, e)
 	case "version", "--version", "-version":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/user"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -16,12 +17,16 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	source := flags.fs.String("source", "", "the key's source (required)")
 	reason := flags.fs.String("reason", "", "why, for the audit log (required)")
 	reprocess := flags.fs.Bool("reprocess", false, "dispatch the stored payload again now, keeping the key claimed")
+	state := flags.fs.String("state", "", "release every key of the source in this state (instead of one KEY)")
+	stuck := flags.fs.Bool("stuck", false, "release every stuck key of the source (instead of one KEY)")
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
 	}
-	if *source == "" || len(pos) != 1 || strings.TrimSpace(*reason) == "" {
-		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]")
+	bulk := *state != "" || *stuck
+	if *source == "" || strings.TrimSpace(*reason) == "" || (bulk && len(pos) != 0) || (!bulk && len(pos) != 1) {
+		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
+			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
 	cfg, err := flags.load(e)
 	if err != nil {
@@ -32,10 +37,31 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	res, err := db.ReleaseKey(ctx, storage.Release{
-		Source: *source, Key: pos[0], Actor: cliActor(), Reason: *reason, Reprocess: *reprocess,
-		StuckBefore: time.Now().Add(-cfg.StuckAfter),
-	})
+	r := storage.Release{Actor: cliActor(), Reason: *reason, Reprocess: *reprocess, StuckBefore: time.Now().Add(-cfg.StuckAfter)}
+	if bulk {
+		outcomes, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck, StuckBefore: r.StuckBefore}, r)
+		if err != nil {
+			return err
+		}
+		changed, failed := 0, 0
+		for _, o := range outcomes {
+			switch {
+			case o.Err != nil:
+				failed++
+				fmt.Fprintf(e.stdout, "%s/%s: %v\n", o.Source, o.Key, o.Err)
+			case o.Changed:
+				changed++
+				fmt.Fprintf(e.stdout, "%s/%s: %s -> %s\n", o.Source, o.Key, o.Previous, releasedTo(*reprocess))
+			}
+		}
+		fmt.Fprintf(e.stdout, "%d keys matched, %d changed, %d refused\n", len(outcomes), changed, failed)
+		if failed > 0 {
+			return fmt.Errorf("%d keys could not be released", failed)
+		}
+		return nil
+	}
+	r.Source, r.Key = *source, pos[0]
+	res, err := db.ReleaseKey(ctx, r)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return fmt.Errorf("no such key: %s/%s", *source, pos[0])
@@ -51,6 +77,13 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
+func releasedTo(reprocess bool) string {
+	if reprocess {
+		return "processing"
+	}
+	return "released"
+}
+
 // cliActor names who ran a CLI command, for the audit log.
 func cliActor() string {
 	if u, err := user.Current(); err == nil {
@@ -60,5 +93,38 @@ func cliActor() string {
 }
 
 func runKeys(ctx context.Context, args []string, e env) error {
-	return errors.New("keys: not implemented yet")
+	flags := newFlags("keys", e)
+	source := flags.fs.String("source", "", "only this source's keys")
+	state := flags.fs.String("state", "", "only keys in this state: processing, processed, failed, released")
+	stuck := flags.fs.Bool("stuck", false, "only stuck keys (failed, or processing longer than stuck_after), longest stuck first")
+	limit := flags.fs.Int("limit", 100, "at most this many keys")
+	if _, err := flags.parse(args); err != nil {
+		return err
+	}
+	cfg, err := flags.load(e)
+	if err != nil {
+		return err
+	}
+	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	now := time.Now()
+	keys, err := db.ListKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck,
+		StuckBefore: now.Add(-cfg.StuckAfter), Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		fmt.Fprintln(e.stdout, "no keys match")
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "SOURCE\tKEY\tSTATE\tSINCE\tATTEMPTS\tLAST ERROR\n")
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", k.Source, k.Key, k.State,
+			now.Sub(k.UpdatedAt).Round(time.Second), k.Attempts, k.LastError)
+	}
+	return w.Flush()
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+const tokenUsage = `usage: hookdedup token add USER --name NAME | token list | token revoke ID`
+
+// runToken manages API bearer tokens: each acts as its user, with the user's role.
+func runToken(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 {
+		return errors.New(tokenUsage)
+	}
+	sub, args := args[0], args[1:]
+	flags := newFlags("token "+sub, e)
+	name := flags.fs.String("name", "", "what the token is for (token add)")
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	cfg, err := flags.load(e)
+	if err != nil {
+		return err
+	}
+	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch {
+	case sub == "add" && len(pos) == 1:
+		if *name == "" {
+			*name = "api"
+		}
+		tok, meta, err := db.CreateToken(ctx, pos[0], *name)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("no user %q", pos[0])
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "token %d for %s (%s); shown once, store it now:\n", meta.ID, meta.UserName, meta.Role)
+		fmt.Fprintln(e.stdout, tok)
+		return nil
+	case sub == "list" && len(pos) == 0:
+		list, err := db.Tokens(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "ID\tUSER\tROLE\tNAME\tCREATED\tREVOKED\n")
+		for _, t := range list {
+			revoked := "-"
+			if !t.RevokedAt.IsZero() {
+				revoked = t.RevokedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.UserName, t.Role, t.Name, t.CreatedAt.Format(time.RFC3339), revoked)
+		}
+		return w.Flush()
+	case sub == "revoke" && len(pos) == 1:
+		id, err := strconv.ParseInt(pos[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("token revoke: %q is not a token id (see token list)", pos[0])
+		}
+		if err := db.RevokeToken(ctx, id); errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("no valid token %d", id)
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "revoked token %d\n", id)
+		return nil
+	}
+	return errors.New(tokenUsage)
+}

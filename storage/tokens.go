@@ -1,0 +1,114 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// tokenPrefix marks hookdedup API tokens, so that a leaked one is recognisable.
+const tokenPrefix = "hdk_"
+
+// Token is an API bearer token's metadata; the token itself is never stored.
+type Token struct {
+	ID        int64
+	UserID    int64
+	UserName  string
+	Role      string
+	Name      string
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while valid
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateToken makes a bearer token for the named user and returns it with its metadata.
+// The token is returned once: only its SHA-256 is kept. Returns ErrNotFound for an
+// unknown user.
+func (db *DB) CreateToken(ctx context.Context, userName, name string) (string, Token, error) {
+	u, err := db.UserByName(ctx, userName)
+	if err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", Token{}, err
+	}
+	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	t := Token{UserID: u.ID, UserName: u.Name, Role: u.Role, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
+	res, err := db.write.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
+		u.ID, name, hashToken(token), millis(t.CreatedAt))
+	if err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	t.ID, _ = res.LastInsertId()
+	return token, t, nil
+}
+
+// TokenUser returns the user a valid (unrevoked) token belongs to. Returns ErrNotFound
+// for an unknown or revoked token.
+func (db *DB) TokenUser(ctx context.Context, token string) (User, error) {
+	if !strings.HasPrefix(token, tokenPrefix) {
+		return User{}, fmt.Errorf("token: %w", ErrNotFound)
+	}
+	var u User
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, u.password_hash, u.created_at
+		FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL`, hashToken(token)).
+		Scan(&u.ID, &u.Name, &u.Role, &u.PasswordHash, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, fmt.Errorf("token: %w", ErrNotFound)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("token: %w", err)
+	}
+	u.CreatedAt = fromMillis(created)
+	return u, nil
+}
+
+// RevokeToken revokes a token by id. Returns ErrNotFound if there is no such valid token.
+func (db *DB) RevokeToken(ctx context.Context, id int64) error {
+	res, err := db.write.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, db.now(), id)
+	if err != nil {
+		return fmt.Errorf("revoke token %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("revoke token %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// Tokens lists every token, newest first.
+func (db *DB) Tokens(ctx context.Context) ([]Token, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT t.id, t.user_id, u.name, u.role, t.name, t.created_at, t.revoked_at
+		FROM tokens t JOIN users u ON u.id = t.user_id ORDER BY t.id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var created int64
+		var revoked sql.NullInt64
+		if err := rows.Scan(&t.ID, &t.UserID, &t.UserName, &t.Role, &t.Name, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("tokens: %w", err)
+		}
+		t.CreatedAt = fromMillis(created)
+		if revoked.Valid {
+			t.RevokedAt = fromMillis(revoked.Int64)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
