@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +85,7 @@ func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
 
 func runServe(ctx context.Context, args []string, e env) error {
 	flags := newFlags("serve", e)
+	open := flags.fs.Bool("open", false, "open the console in the default browser once the server listens")
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
@@ -152,6 +155,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "database", cfg.Database, "config", cfg.File, "sources", strings.Join(names, ","))
 	fmt.Fprintf(e.stdout, "hookdedup listening on http://%s\n", ln.Addr())
+	if *open {
+		if err := openBrowser("http://" + ln.Addr().String() + "/"); err != nil {
+			log.Warn("could not open a browser", "err", err)
+		}
+	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -179,5 +187,23 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// openBrowser asks the desktop to open url, without waiting for the browser.
+func openBrowser(url string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		cmd = exec.Command("xdg-open", url)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go cmd.Wait() // reap it
 	return nil
 }
