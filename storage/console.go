@@ -1,0 +1,459 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EventFilter selects deliveries for the console's events list. Empty fields match
+// everything.
+type EventFilter struct {
+	Source   string
+	Outcome  Outcome
+	Mismatch bool // only duplicates whose payload differs from the first delivery's
+	Property string
+	Booking  string
+	Status   string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
+	Key      string
+	// KeySources are the sources searched for Key when Source is empty (keys are scoped
+	// by source, and the index that finds a key starts with its source).
+	KeySources []string
+	From, To   time.Time // received at or after From, before To (zero = unbounded)
+
+	// Before is the keyset cursor: deliveries with a smaller id (0 = from the newest).
+	Before int64
+	// Limit is the page size; default 50.
+	Limit int
+}
+
+// EventPage is one page of the events list, newest first.
+type EventPage struct {
+	Events []Delivery // without Headers and Body
+	// Next is the cursor of the following page (EventFilter.Before), 0 when there is none.
+	Next int64
+	// Partial is true when the page was cut short to stay fast: the filters need a
+	// look at each row, and only ScanWindow rows were looked at. Next goes on from there.
+	Partial bool
+}
+
+// ScanWindow bounds how many rows one page of the events list examines when a filter
+// cannot be answered by an index alone: a page never costs more than this many row
+// reads, at any table size.
+const ScanWindow = 20000
+
+const eventColumns = `id, source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	remote_addr, content_type`
+
+func scanEvent(s scanner) (Delivery, error) {
+	var d Delivery
+	var received int64
+	var outcome string
+	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
+		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
+		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr, &d.ContentType)
+	d.ReceivedAt, d.Outcome = fromMillis(received), Outcome(outcome)
+	return d, err
+}
+
+// eventQuery is an events filter as SQL: the one condition an index answers ("drive"),
+// the conditions checked on each row found ("check", written so that SQLite does not
+// pick another index for them), and the id range every part shares.
+type eventQuery struct {
+	drive, check []string
+	driveArgs    []any
+	checkArgs    []any
+}
+
+// plan chooses, for f, the most selective filter that has an index, in this order:
+// key, booking, mismatch, property, source, outcome. The unary + on the others keeps
+// SQLite from choosing an index by guesswork (there are no statistics).
+func (f EventFilter) plan() eventQuery {
+	var q eventQuery
+	driven := false
+	// add adds one filter: as the driving condition when it has an index and none was
+	// chosen yet, otherwise as a check written so that SQLite cannot use an index for it.
+	add := func(indexed bool, drive, check string, args ...any) {
+		if indexed && !driven {
+			driven = true
+			q.drive = append(q.drive, drive)
+			q.driveArgs = append(q.driveArgs, args...)
+			return
+		}
+		q.check = append(q.check, check)
+		q.checkArgs = append(q.checkArgs, args...)
+	}
+	if f.Key != "" {
+		sources := f.KeySources
+		if f.Source != "" {
+			sources = []string{f.Source}
+		}
+		if len(sources) > 0 {
+			args := make([]any, 0, len(sources)+1)
+			for _, s := range sources {
+				args = append(args, s)
+			}
+			add(true, "source IN ("+placeholders(len(sources))+") AND key = ?", "", append(args, f.Key)...)
+		} else {
+			add(false, "", "+key = ?", f.Key)
+		}
+	}
+	// A partial index is used only when the query implies its WHERE: hence the != ''.
+	if f.Booking != "" {
+		add(true, "booking = ? AND booking != ''", "+booking = ?", f.Booking)
+	}
+	if f.Mismatch {
+		add(true, "mismatch", "+mismatch != 0")
+	}
+	if f.Property != "" {
+		add(true, "property = ? AND property != ''", "+property = ?", f.Property)
+	}
+	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
+		add(true, "source = ?", "+source = ?", f.Source)
+	}
+	if f.Outcome != "" {
+		add(true, "outcome = ?", "+outcome = ?", string(f.Outcome))
+	}
+	if f.Status != "" {
+		add(false, "", "+event_status = ?", f.Status)
+	}
+	return q
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// idBounds turns f's time range and cursor into an id range: receipt times grow with
+// ids, so one index look-up at each end replaces a time condition on every row.
+// Deliveries committed within the same instant may straddle a bound by a millisecond.
+func (db *DB) idBounds(ctx context.Context, f EventFilter) (lo, hi int64, err error) {
+	lo, hi = 1, 1<<63-1
+	if f.Before > 0 {
+		hi = f.Before - 1
+	}
+	if !f.From.IsZero() {
+		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
+			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.From)).Scan(&lo)
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if !f.To.IsZero() {
+		var first int64
+		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
+			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.To)).Scan(&first)
+		if err != nil {
+			return 0, 0, err
+		}
+		hi = min(hi, first-1)
+	}
+	return lo, hi, nil
+}
+
+// Events returns one page of the deliveries that match f, newest first. It stays fast
+// at millions of deliveries: each page is found through one index, and a page whose
+// filters need a look at each row examines at most ScanWindow rows (Partial then says
+// so, and Next goes on from where it stopped).
+func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	lo, hi, err := db.idBounds(ctx, f)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	var page EventPage
+	if lo > hi {
+		return page, nil
+	}
+	q := f.plan()
+	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+	driveArgs := append([]any{lo, hi}, q.driveArgs...)
+	var query string
+	var args []any
+	if len(q.check) == 0 {
+		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
+			` ORDER BY id DESC LIMIT ?`
+		args = append(driveArgs, f.Limit+1)
+	} else {
+		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE ` +
+			strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT ?) AND ` + strings.Join(q.check, " AND ") +
+			` ORDER BY id DESC LIMIT ?`
+		args = append(append(append(driveArgs, ScanWindow), q.checkArgs...), f.Limit+1)
+	}
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanEvent(rows)
+		if err != nil {
+			return EventPage{}, fmt.Errorf("events: %w", err)
+		}
+		page.Events = append(page.Events, d)
+	}
+	if err := rows.Err(); err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	if len(page.Events) > f.Limit {
+		page.Events = page.Events[:f.Limit]
+		page.Next = page.Events[f.Limit-1].ID
+		return page, nil
+	}
+	if len(q.check) > 0 {
+		// Fewer than a page: either the end, or the end of the window.
+		var n, last int64
+		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM (SELECT id FROM deliveries WHERE `+
+			strings.Join(drive, " AND ")+` ORDER BY id DESC LIMIT ?)`, append(driveArgs, ScanWindow)...).Scan(&n, &last)
+		if err != nil {
+			return EventPage{}, fmt.Errorf("events: %w", err)
+		}
+		if n == ScanWindow && last > lo {
+			page.Next, page.Partial = last, true
+		}
+	}
+	return page, nil
+}
+
+// EachEvent calls fn for every delivery that matches f (ignoring f.Limit), newest
+// first, a page at a time, and stops at fn's first error, which it returns.
+func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) error) error {
+	f.Limit = 500
+	for {
+		page, err := db.Events(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Events {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if page.Next == 0 {
+			return nil
+		}
+		f.Before = page.Next
+	}
+}
+
+// ExplainEvents returns SQLite's query plan for the page query of f, one line per
+// step, for tests that check no filter scans the table.
+func (db *DB) ExplainEvents(ctx context.Context, f EventFilter) (string, error) {
+	q := f.plan()
+	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+	args := append([]any{1, 1 << 62}, q.driveArgs...)
+	query := `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT 51`
+	if len(q.check) > 0 {
+		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE ` +
+			strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT 20000) AND ` + strings.Join(q.check, " AND ") +
+			` ORDER BY id DESC LIMIT 51`
+		args = append(args, q.checkArgs...)
+	}
+	return db.explain(ctx, query, args...)
+}
+
+// ExplainKeyDeliveries returns the query plan of KeyDeliveries.
+func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
+	return db.explain(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, "s", "k")
+}
+
+func (db *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
+	rows, err := db.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return "", err
+		}
+		b.WriteString(detail)
+		b.WriteByte('\n')
+	}
+	return b.String(), rows.Err()
+}
+
+// StatBucket is the deliveries of one source and outcome in one period.
+type StatBucket struct {
+	Source     string
+	Start      time.Time // the period's start
+	Outcome    Outcome
+	Deliveries int64
+	Mismatches int64
+	WithAmount int64   // deliveries that carried an amount
+	Amount     float64 // their amounts summed
+}
+
+// DeliveryStats returns the deliveries received in [from, to) per source, outcome and
+// period of step (a whole number of hours), oldest first. Periods start at from. It
+// reads hourly totals kept at intake, so its cost does not grow with the deliveries.
+func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]StatBucket, error) {
+	hours := int64(step / time.Hour)
+	if hours < 1 {
+		hours = 1
+	}
+	first := from.UnixMilli() / 3600000
+	rows, err := db.read.QueryContext(ctx, `
+SELECT source, (hour - ?1) / ?2, outcome, sum(deliveries), sum(mismatches), sum(with_amount), total(amount)
+FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
+GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, first, hours, (to.UnixMilli()+3599999)/3600000)
+	if err != nil {
+		return nil, fmt.Errorf("delivery stats: %w", err)
+	}
+	defer rows.Close()
+	var out []StatBucket
+	for rows.Next() {
+		var b StatBucket
+		var n int64
+		var outcome string
+		if err := rows.Scan(&b.Source, &n, &outcome, &b.Deliveries, &b.Mismatches, &b.WithAmount, &b.Amount); err != nil {
+			return nil, fmt.Errorf("delivery stats: %w", err)
+		}
+		b.Outcome = Outcome(outcome)
+		b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// RecentDuplicates returns up to limit duplicates that carried an amount, received at or
+// after since, newest first: the refunds and cancellations caught.
+func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]Delivery, error) {
+	lo, _, err := db.idBounds(ctx, EventFilter{From: since})
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM deliveries
+		WHERE id IN (SELECT id FROM deliveries WHERE outcome = 'duplicate' AND id >= ? ORDER BY id DESC LIMIT ?)
+		AND amount != '' ORDER BY id DESC LIMIT ?`, lo, ScanWindow, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("recent duplicates: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// LastAttempt returns the latest dispatch attempt of one source's key. Returns
+// ErrNotFound if none was made.
+func (db *DB) LastAttempt(ctx context.Context, source, key string) (Attempt, error) {
+	var a Attempt
+	var started, ms int64
+	err := db.read.QueryRowContext(ctx, `SELECT id, source, key, delivery, started_at, duration_ms, status, error, response
+		FROM attempts WHERE source = ? AND key = ? ORDER BY id DESC LIMIT 1`, source, key).
+		Scan(&a.ID, &a.Source, &a.Key, &a.Delivery, &started, &ms, &a.Status, &a.Error, &a.Response)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, ErrNotFound)
+	}
+	if err != nil {
+		return Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, err)
+	}
+	a.StartedAt, a.Duration = fromMillis(started), time.Duration(ms)*time.Millisecond
+	return a, nil
+}
+
+// Users returns every user, by name. PasswordHash is left empty.
+func (db *DB) Users(ctx context.Context) ([]User, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, role, created_at FROM users ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		var u User
+		var created int64
+		if err := rows.Scan(&u.ID, &u.Name, &u.Role, &created); err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		u.CreatedAt = fromMillis(created)
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// AppendAudit writes one audit row (its ID and, when zero, At are filled in).
+func (db *DB) AppendAudit(ctx context.Context, e AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = db.Now()
+	}
+	_, err := db.write.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, millis(e.At), e.Actor, e.Action, e.Source, e.Key, e.Reason, e.PreviousState)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+// Throttle is a sign-in throttling policy: after Max failures within Window, a scope
+// is refused until the window ends.
+type Throttle struct {
+	Max    int
+	Window time.Duration
+}
+
+// LoginBlocked reports, for each scope ("user:NAME", "addr:IP"), whether it has
+// reached its limit, and until when the earliest block lasts (zero when none).
+func (db *DB) LoginBlocked(ctx context.Context, now time.Time, scopes map[string]Throttle) (time.Time, error) {
+	var until time.Time
+	for scope, t := range scopes {
+		var failures, first int64
+		err := db.read.QueryRowContext(ctx, `SELECT failures, first_at FROM login_failures WHERE scope = ?`, scope).
+			Scan(&failures, &first)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("login throttle: %w", err)
+		}
+		end := fromMillis(first).Add(t.Window)
+		if failures >= int64(t.Max) && end.After(now) && end.After(until) {
+			until = end
+		}
+	}
+	return until, nil
+}
+
+// LoginFailed counts a failed sign-in against each scope; a scope whose window has
+// ended starts a new one.
+func (db *DB) LoginFailed(ctx context.Context, now time.Time, scopes map[string]Throttle) error {
+	for scope, t := range scopes {
+		_, err := db.write.ExecContext(ctx, `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES (?1, 1, ?2, ?2)
+			ON CONFLICT (scope) DO UPDATE SET
+				failures = CASE WHEN first_at <= ?2 - ?3 THEN 1 ELSE failures + 1 END,
+				first_at = CASE WHEN first_at <= ?2 - ?3 THEN ?2 ELSE first_at END,
+				last_at = ?2`, scope, millis(now), t.Window.Milliseconds())
+		if err != nil {
+			return fmt.Errorf("login throttle: %w", err)
+		}
+	}
+	// Old rows are of no use: keep the table to the scopes seen lately.
+	if _, err := db.write.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, millis(now.Add(-24*time.Hour))); err != nil {
+		return fmt.Errorf("login throttle: %w", err)
+	}
+	return nil
+}
+
+// LoginSucceeded forgets the failures of scope.
+func (db *DB) LoginSucceeded(ctx context.Context, scope string) error {
+	if _, err := db.write.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, scope); err != nil {
+		return fmt.Errorf("login throttle: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// MustRecordEvent records a delivery with business fields at the test clock's now.
+func MustRecordEvent(tb testing.TB, db *storage.DB, source, key, hash, property, booking, status, amount string) *storage.Delivery {
+	tb.Helper()
+	d := delivery(source, key, hash)
+	d.Property, d.Booking, d.EventStatus, d.Amount = property, booking, status, amount
+	return mustRecord(tb, db, d, day)
+}
+
+func ids(ds []storage.Delivery) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func TestDB_Events(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	start := c.Now()
+	var all []*storage.Delivery
+	for i := range 30 {
+		prop := []string{"HTL-A", "HTL-B", "HTL-C"}[i%3]
+		status := "confirmed"
+		amount := ""
+		if i%5 == 0 {
+			status, amount = "cancelled", fmt.Sprintf("%d.50", 100+i)
+		}
+		all = append(all, MustRecordEvent(t, db, "ota", fmt.Sprintf("evt_%d", i), "h", prop, fmt.Sprintf("BK-%d", i), status, amount))
+		c.Add(time.Minute)
+	}
+	// A duplicate of evt_5 with another payload, one of evt_0 with the same, a rejection
+	// and another source reusing a key.
+	dupMismatch := MustRecordEvent(t, db, "ota", "evt_5", "h2", "HTL-C", "BK-5", "cancelled", "120.50")
+	dupSame := MustRecordEvent(t, db, "ota", "evt_0", "h", "HTL-A", "BK-0", "cancelled", "100.50")
+	rejected := mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
+	other := MustRecordEvent(t, db, "cm", "evt_5", "x", "HTL-A", "BK-99", "confirmed", "")
+
+	page := func(f storage.EventFilter) storage.EventPage {
+		t.Helper()
+		p, err := db.Events(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("NewestFirstWithKeysetPages", func(t *testing.T) {
+		var got []int64
+		f := storage.EventFilter{Limit: 7}
+		for {
+			p := page(f)
+			got = append(got, ids(p.Events)...)
+			if p.Next == 0 {
+				break
+			}
+			f.Before = p.Next
+		}
+		if len(got) != 34 || got[0] != other.ID || got[33] != all[0].ID {
+			t.Fatalf("got %d ids %v, want all 34 newest first", len(got), got)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] >= got[i-1] {
+				t.Fatalf("not strictly descending at %d: %v", i, got)
+			}
+		}
+	})
+	t.Run("Filters", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			f    storage.EventFilter
+			want []int64
+		}{
+			{"Source", storage.EventFilter{Source: "cm"}, []int64{other.ID}},
+			{"Outcome", storage.EventFilter{Outcome: storage.Duplicate}, []int64{dupSame.ID, dupMismatch.ID}},
+			{"Rejected", storage.EventFilter{Outcome: storage.Rejected, Source: "ota"}, []int64{rejected.ID}},
+			{"Mismatch", storage.EventFilter{Mismatch: true}, []int64{dupMismatch.ID}},
+			{"Booking", storage.EventFilter{Booking: "BK-5"}, []int64{dupMismatch.ID, all[5].ID}},
+			{"BookingAndOutcome", storage.EventFilter{Booking: "BK-5", Outcome: storage.Duplicate}, []int64{dupMismatch.ID}},
+			{"KeyAnySource", storage.EventFilter{Key: "evt_5", KeySources: []string{"ota", "cm"}}, []int64{other.ID, dupMismatch.ID, all[5].ID}},
+			{"KeyOneSource", storage.EventFilter{Key: "evt_5", Source: "cm"}, []int64{other.ID}},
+			{"KeyNoSources", storage.EventFilter{Key: "evt_0"}, []int64{dupSame.ID, all[0].ID}},
+			{"PropertyStatus", storage.EventFilter{Property: "HTL-A", Status: "cancelled", Source: "ota"}, []int64{dupSame.ID, all[15].ID, all[0].ID}},
+			{"TimeRange", storage.EventFilter{From: start.Add(10 * time.Minute), To: start.Add(13 * time.Minute)}, []int64{all[12].ID, all[11].ID, all[10].ID}},
+			{"Nothing", storage.EventFilter{Booking: "BK-404"}, nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := ids(page(tc.f).Events)
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			})
+		}
+	})
+	t.Run("EachEvent", func(t *testing.T) {
+		n := 0
+		err := db.EachEvent(ctx, storage.EventFilter{Source: "ota", Status: "cancelled"}, func(d storage.Delivery) error {
+			if d.EventStatus != "cancelled" || d.Source != "ota" {
+				t.Errorf("unexpected %+v", d)
+			}
+			n++
+			return nil
+		})
+		if err != nil || n != 8 {
+			t.Fatalf("EachEvent: %d rows, err %v; want 8", n, err)
+		}
+	})
+}
+
+func TestDB_Events_ScanWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records many deliveries")
+	}
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	newClock(db)
+	// One match far below a window of non-matching rows: the first page stops at the
+	// window's end and says so; following Next finds the match.
+	match := MustRecordEvent(t, db, "ota", "old", "h", "P", "B", "no-show", "")
+	done := make(chan error, 64)
+	for w := range 64 {
+		go func() {
+			var err error
+			for i := range storage.ScanWindow/64 + 10 {
+				d := delivery("ota", fmt.Sprintf("k%d-%d", w, i), "h")
+				d.EventStatus = "confirmed"
+				if err = db.Record(ctx, d, day); err != nil {
+					break
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 64 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := storage.EventFilter{Status: "no-show"}
+	p, err := db.Events(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 0 || !p.Partial || p.Next == 0 {
+		t.Fatalf("first page: %d events, partial %v, next %d; want an empty partial page", len(p.Events), p.Partial, p.Next)
+	}
+	f.Before = p.Next
+	if p, err = db.Events(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 1 || p.Events[0].ID != match.ID || p.Next != 0 {
+		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Events), p.Next)
+	}
+}
+
+// TestDB_Events_Plans checks that each filter of the events list, and the deliveries of
+// one key, are answered through an index: no step of their plans scans the table.
+func TestDB_Events_Plans(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	for _, tc := range []struct {
+		name  string
+		f     storage.EventFilter
+		index string
+	}{
+		{"None", storage.EventFilter{}, "INTEGER PRIMARY KEY"},
+		{"Source", storage.EventFilter{Source: "ota"}, "deliveries_source_id"},
+		{"Outcome", storage.EventFilter{Outcome: storage.Duplicate}, "deliveries_outcome_id"},
+		{"SourceOutcome", storage.EventFilter{Source: "ota", Outcome: storage.Duplicate}, "deliveries_source_id"},
+		{"Mismatch", storage.EventFilter{Mismatch: true, Source: "ota"}, "deliveries_mismatch"},
+		{"Property", storage.EventFilter{Property: "HTL-A", Status: "cancelled"}, "deliveries_property"},
+		{"Booking", storage.EventFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
+		{"Key", storage.EventFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
+		{"Status", storage.EventFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := db.ExplainEvents(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, tc.index) {
+				t.Errorf("plan does not use %s:\n%s", tc.index, plan)
+			}
+			for line := range strings.SplitSeq(plan, "\n") {
+				if strings.HasPrefix(line, "SCAN deliveries") && !strings.Contains(line, "USING") {
+					t.Errorf("plan scans the table:\n%s", plan)
+				}
+			}
+			t.Logf("%s", plan)
+		})
+	}
+	plan, err := db.ExplainKeyDeliveries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "deliveries_key") {
+		t.Errorf("key deliveries plan:\n%s", plan)
+	}
+}
+
+func TestDB_DeliveryStats(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	from := c.Now().Truncate(time.Hour)
+	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	MustRecordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25") // duplicate, mismatch
+	c.Add(2 * time.Hour)
+	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
+	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
+	mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
+
+	got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, s := range got {
+		fmt.Fprintf(&b, "%s %s %s n=%d mm=%d amt=%d/%.2f\n", s.Start.Sub(from), s.Source, s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, s.Amount)
+	}
+	want := `0s ota accepted n=1 mm=0 amt=1/100.25
+0s ota duplicate n=1 mm=1 amt=1/110.25
+2h0m0s ota accepted n=1 mm=0 amt=1/50.00
+2h0m0s ota duplicate n=1 mm=0 amt=1/50.00
+2h0m0s ota rejected n=1 mm=0 amt=0/0.00
+`
+	if b.String() != want {
+		t.Fatalf("stats:\n%s\nwant:\n%s", b.String(), want)
+	}
+	dups, err := db.RecentDuplicates(ctx, from, 10)
+	if err != nil || len(dups) != 2 || dups[0].Amount != "50" {
+		t.Fatalf("recent duplicates = %v, %v", dups, err)
+	}
+}
+
+func TestDB_LoginThrottle(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	policy := map[string]storage.Throttle{"user:ana": {Max: 3, Window: 15 * time.Minute}, "addr:10.0.0.1": {Max: 10, Window: 15 * time.Minute}}
+	for i := range 3 {
+		until, err := db.LoginBlocked(ctx, c.Now(), policy)
+		if err != nil || !until.IsZero() {
+			t.Fatalf("blocked after %d failures: %v %v", i, until, err)
+		}
+		if err := db.LoginFailed(ctx, c.Now(), policy); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(time.Minute)
+	}
+	until, err := db.LoginBlocked(ctx, c.Now(), policy)
+	if err != nil || until.IsZero() {
+		t.Fatalf("not blocked after 3 failures: %v", err)
+	}
+	c.Add(15 * time.Minute)
+	if until, _ = db.LoginBlocked(ctx, c.Now(), policy); !until.IsZero() {
+		t.Fatalf("still blocked after the window: %v", until)
+	}
+	if err := db.LoginSucceeded(ctx, "user:ana"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDB_UsersAndAudit(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	for _, n := range []string{"zoe", "ana"} {
+		if _, err := db.CreateUser(ctx, storage.User{Name: n, Role: storage.RoleViewer, PasswordHash: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	us, err := db.Users(ctx)
+	if err != nil || len(us) != 2 || us[0].Name != "ana" || us[0].PasswordHash != "" {
+		t.Fatalf("users = %+v, %v", us, err)
+	}
+	if err := db.AppendAudit(ctx, storage.AuditEntry{Actor: "ana", Action: "reveal secret", Source: "ota"}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := db.AuditLog(ctx, 0, 10)
+	if err != nil || len(log) != 1 || log[0].Action != "reveal secret" {
+		t.Fatalf("audit = %+v, %v", log, err)
+	}
+}

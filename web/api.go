@@ -1,0 +1,5 @@
+package web
+
+import "net/http"
+
+func (s *Server) registerAPI(mux *http.ServeMux) {}
