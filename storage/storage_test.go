@@ -423,3 +423,17 @@ func TestDB_Tokens(t *testing.T) {
 		t.Fatalf("tokens = %+v", list)
 	}
 }
+
+func TestDelivery_KeyDerivation(t *testing.T) {
+	d := storage.Delivery{KeyMethod: "derived", KeyCanonical: `{"/booking_id":"B-1","/nested":{"a":[1,2]},"/status":null}`}
+	kd := d.KeyDerivation()
+	// sha256 of the canonical string above, computed independently (sha256sum).
+	const want = "366d36047c896d49e7cfe2fdcb12b8ef9084d388c6d425663d950175d11e90b8"
+	if len(kd.Fields) != 3 || kd.Fields[0] != (storage.KeyField{Pointer: "/booking_id", Value: `"B-1"`}) ||
+		kd.Fields[1].Value != `{"a":[1,2]}` || kd.Fields[2].Value != "null" || kd.Hash != want {
+		t.Fatalf("derivation = %+v", kd)
+	}
+	if e := (storage.Delivery{KeyMethod: "event_id", KeyFrom: "header:webhook-id"}).KeyDerivation(); e.Hash != "" || e.From != "header:webhook-id" {
+		t.Fatalf("event id derivation = %+v", e)
+	}
+}
