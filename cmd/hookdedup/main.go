@@ -40,6 +40,8 @@ commands:
   keys      list keys (--stuck: the stuck ones)
   token     add, list or revoke API bearer tokens
   demo      send realistic signed OTA traffic to a running server
+  backup    write a consistent copy of the live database to FILE
+  restore   replace the database with a backup FILE (serve stopped)
   version   print the version
 
 Every command takes --config and --database; run "hookdedup <command> -h" for its flags.
@@ -78,6 +80,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runToken(ctx, rest, e)
 	case "demo":
 		return runDemo(ctx, rest, e)
+	case "backup":
+		return runBackup(ctx, rest, e)
+	case "restore":
+		return runRestore(ctx, rest, e)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil
