@@ -2,14 +2,91 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // mountConsole adds the console's and the JSON API's routes to mux.
 func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger) error {
+	srv, err := newConsole(ctx, db, sources, cfg, log)
+	if err != nil {
+		return err
+	}
+	srv.Register(mux)
 	return nil
+}
+
+// newConsole builds the console's server, adapting the receiver's sources and key
+// derivation to what package web declares (web never imports receiver).
+func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger) (*web.Server, error) {
+	byName := map[string]receiver.Source{}
+	for _, s := range sources {
+		byName[s.Name] = s
+	}
+	return web.New(ctx, web.Config{
+		Store:      db,
+		Sources:    consoleSources(sources, cfg),
+		StuckAfter: cfg.StuckAfter,
+		Static:     static.FS,
+		Logger:     log,
+		Derive: func(name string, h http.Header, body []byte) (web.Derivation, error) {
+			src, ok := byName[name]
+			if !ok {
+				return web.Derivation{}, errors.New("unknown source")
+			}
+			d, err := receiver.Derive(src.Keys, h, body)
+			out := web.Derivation{Key: d.Key, Method: d.Method, EventIDFrom: d.EventIDFrom,
+				Canonical: d.Canonical, Hash: d.Hash, PayloadHash: d.PayloadHash}
+			for _, f := range d.Fields {
+				out.Fields = append(out.Fields, web.Field{Pointer: f.Pointer, Present: f.Present, Value: f.Value})
+			}
+			return out, err
+		},
+		RevealSecret: func(ctx context.Context, name string) (string, error) {
+			return db.Setting(ctx, generatedSecretSetting(name))
+		},
+	})
+}
+
+func generatedSecretSetting(source string) string { return "source." + source + ".secret" }
+
+// consoleSources describes the sources for the console, their secrets masked: the
+// console never holds a configured secret, only where it comes from.
+func consoleSources(sources []receiver.Source, cfg config) []web.Source {
+	configs := map[string]sourceConfig{}
+	for _, sc := range cfg.Sources {
+		configs[sc.Name] = sc
+	}
+	out := make([]web.Source, 0, len(sources))
+	for _, s := range sources {
+		ws := web.Source{
+			Name: s.Name, Scheme: s.Verifier.Scheme(), Timestamped: s.Verifier.Timestamped(), Integrity: s.Verifier.Integrity(),
+			EventID: s.Keys.EventID, KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
+			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField,
+		}
+		sc := configs[s.Name]
+		const mask = "••••••••••••"
+		for i := range sc.Secret {
+			origin := "in the configuration file"
+			if len(sc.Secret) > 1 {
+				origin += map[bool]string{true: " (signs; the others still verify)", false: " (still verifies: rotation)"}[i == 0]
+			}
+			ws.Secrets = append(ws.Secrets, web.Secret{Masked: mask, Origin: origin})
+		}
+		if sc.SecretEnv != "" {
+			ws.Secrets = append(ws.Secrets, web.Secret{Masked: mask, Origin: "from environment variable " + sc.SecretEnv})
+		}
+		if sc.generated && len(sc.Secret) == 0 && sc.SecretEnv == "" {
+			ws.Secrets = append(ws.Secrets, web.Secret{Masked: "whsec_" + mask,
+				Origin: "generated on first start, kept in the database", Revealable: true})
+		}
+		out = append(out, ws)
+	}
+	return out
 }

@@ -1,0 +1,329 @@
+// Package views renders the console's pages with templ. Each page takes a view model
+// shaped like the screen; views run no queries and make no HTTP calls. Elements that
+// tests select carry data-testid.
+package views
+
+// Page is what every page's frame needs.
+type Page struct {
+	Title string
+	Nav   string // the active menu item: dashboard, events, keys, lab, audit, users, sources
+	User  string // "" on the login page
+	Role  string
+	// IsOperator and IsAdmin say what the user may do (admin implies operator).
+	IsOperator, IsAdmin bool
+	CSRF                string // the token every POST form carries
+	CSS, JS, Icon       string // asset URLs
+	Flash               []Flash
+}
+
+// Flash is a one-time message shown on the next page.
+type Flash struct {
+	Kind string // ok, error, info
+	Text string
+}
+
+// Login is the sign-in form.
+type Login struct {
+	Page     Page
+	Username string
+	Next     string // where to go after signing in
+	Error    string
+}
+
+// ErrorPage says what went wrong, in words for people.
+type ErrorPage struct {
+	Page    Page
+	Code    int
+	Title   string
+	Message string
+}
+
+// Dashboard is the overview.
+type Dashboard struct {
+	Page    Page
+	Range   string // 24h, 7d, 30d
+	Ranges  []Link
+	Totals  Totals
+	Sources []SourceStats
+	Caught  []EventRow // recent duplicates that carried an amount
+	// Empty: no delivery at all in the range.
+	Empty bool
+}
+
+// Link is a labelled URL, Active when it is the current one.
+type Link struct {
+	Label, URL string
+	Active     bool
+}
+
+// Totals are counts over every source in the dashboard's range.
+type Totals struct {
+	Accepted, Duplicate, Rejected, Mismatch int64
+	DuplicateRate                           string // "12.5 %"
+	Money                                   string // summed amounts of duplicates
+	MoneyCount                              int64  // duplicates that carried an amount
+	Stuck                                   int
+	DuplicatesURL, MismatchURL, StuckURL    string
+	RejectedURL, MoneyURL                   string
+}
+
+// SourceStats is one source's row and chart on the dashboard.
+type SourceStats struct {
+	Name                                    string
+	Accepted, Duplicate, Rejected, Mismatch int64
+	DuplicateRate                           string
+	Money                                   string
+	MoneyCount                              int64
+	Stuck                                   int
+	EventsURL, DuplicatesURL, StuckURL      string
+	Chart                                   Chart
+}
+
+// EventRow is one delivery in a list.
+type EventRow struct {
+	ID          int64
+	URL         string
+	Time        string // local, short
+	TimeTitle   string // full, with zone
+	Source      string
+	Outcome     string
+	Mismatch    bool
+	HTTPStatus  int
+	EventStatus string
+	Booking     string
+	Property    string
+	Amount      string
+	Key         string
+	KeyShort    string
+	Error       string
+	PayloadHash string
+	This        bool   // on an event page: the delivery shown
+	CompareURL  string // on an event page: compare this delivery with the one shown
+}
+
+// EventFilter is the events list's filter form, as typed.
+type EventFilter struct {
+	Source, Outcome                string
+	Mismatch                       bool
+	Property, Booking, Status, Key string
+	From, To                       string // datetime-local values
+}
+
+// Events is the events list.
+type Events struct {
+	Page     Page
+	Filter   EventFilter
+	Filtered bool
+	Sources  []string
+	Rows     []EventRow
+	NextURL  string
+	FirstURL string // when not on the first page
+	Partial  bool   // the page stopped at the scan window; NextURL searches older
+	CSVURL   string
+	Error    string // a filter that could not be read
+}
+
+// Event is one delivery with everything known about it.
+type Event struct {
+	Page        Page
+	Row         EventRow
+	RemoteAddr  string
+	ContentType string
+	Derivation  Derivation
+	Headers     []Header
+	Body        string // pretty-printed when JSON
+	BodyIsJSON  bool
+	BodySize    int
+	Key         *KeyState // nil when the delivery has no key (rejected)
+	Deliveries  []EventRow
+	Compare     *Compare
+	Attempts    []AttemptRow
+	ForwardURL  string // "" when the source records only
+}
+
+// Header is one request header.
+type Header struct{ Name, Value string }
+
+// Derivation says how a key was made, step by step.
+type Derivation struct {
+	Method      string // event_id or derived
+	EventIDFrom string // "header:Webhook-Id" or "/event_id"
+	EventIDHow  string // where the source looks for its event id (its config)
+	KeyFields   []string
+	Fields      []Field
+	Canonical   string
+	Hash        string
+	HashOK      bool // the hash recomputed from Canonical is the key's
+	Key         string
+}
+
+// Field is one key field's value as it entered the key.
+type Field struct {
+	Pointer string
+	Value   string // canonical JSON, "null" when absent
+	Present bool
+}
+
+// KeyState is a key's claim, with what an operator may do about it.
+type KeyState struct {
+	Source, Key string
+	Value       string // "source/key", as the release form posts it
+	State       string
+	Stuck       bool
+	Held        bool // a new delivery now would be a duplicate
+	Since       string
+	Expires     string
+	Attempts    int
+	LastError   string
+	CanRelease  bool
+	Return      string // where the release form comes back to
+	Missing     bool   // no claim row: expired and swept
+}
+
+// Compare shows two deliveries of one key side by side, with a line diff.
+type Compare struct {
+	Left, Right Side
+	Same        bool // identical after normalisation
+	TooBig      bool
+	Lines       []DiffLine
+}
+
+// Side is one delivery in a comparison.
+type Side struct {
+	ID    int64
+	URL   string
+	Label string
+	Body  string
+}
+
+// DiffLine is one line of a diff: Op is "=", "-" (left only) or "+" (right only).
+type DiffLine struct {
+	Op      string
+	Text    string
+	LeftNo  int // 0 when absent on that side
+	RightNo int
+}
+
+// AttemptRow is one dispatch attempt.
+type AttemptRow struct {
+	Time     string
+	Status   int
+	OK       bool
+	Duration string
+	Error    string
+	Response string
+}
+
+// Keys lists claims by state.
+type Keys struct {
+	Page       Page
+	Tabs       []Link
+	Tab        string
+	Source     string
+	Sources    []string
+	Rows       []KeyRow
+	NextURL    string
+	CanRelease bool
+	Return     string
+	Empty      string // what to say when there are no rows
+}
+
+// KeyRow is one key in the list.
+type KeyRow struct {
+	Value       string // "source/key"
+	Source, Key string
+	KeyShort    string
+	State       string
+	Stuck       bool
+	Since       string
+	SinceTitle  string
+	Attempts    int
+	LastStatus  string
+	LastError   string
+	EventURL    string
+}
+
+// Lab is the key lab: a payload in, its key out.
+type Lab struct {
+	Page    Page
+	Sources []string
+	Source  string
+	Payload string
+	Headers string
+	Result  *LabResult
+}
+
+// LabResult is what the lab found.
+type LabResult struct {
+	Error       string
+	Derivation  Derivation
+	PayloadHash string
+	Claim       string // a sentence about the key's claim
+	ClaimState  string
+	Held        bool
+	EventsURL   string
+}
+
+// Audit is the audit log.
+type Audit struct {
+	Page    Page
+	Rows    []AuditRow
+	NextURL string
+}
+
+// AuditRow is one audit entry.
+type AuditRow struct {
+	Time, TimeTitle       string
+	Actor, Action         string
+	Source, Key, KeyShort string
+	Reason, Previous      string
+	EventsURL             string
+}
+
+// Users is the user list and the form to add one.
+type Users struct {
+	Page  Page
+	Rows  []UserRow
+	Roles []string
+	Form  UserForm
+}
+
+// UserRow is one user.
+type UserRow struct {
+	Name, Role, Created string
+	You                 bool
+}
+
+// UserForm is the add-user form as typed.
+type UserForm struct {
+	Name, Role, Error string
+}
+
+// Sources lists the configured sources.
+type Sources struct {
+	Page Page
+	Rows []SourceRow
+}
+
+// SourceRow is one source.
+type SourceRow struct {
+	Name, Path, Scheme     string
+	Timestamped, Integrity bool
+	EventID                string
+	KeyFields              []string
+	TTL                    string
+	ForwardURL             string
+	MaxAttempts            int
+	AmountField            string
+	Secrets                []SecretRow
+	EventsURL              string
+}
+
+// SecretRow is one secret, masked unless an admin asked to reveal it.
+type SecretRow struct {
+	Masked     string
+	Origin     string // where it comes from: generated, config file, environment variable
+	Revealable bool
+	Revealed   string // only in the answer to an admin's reveal request
+	RevealURL  string
+}

@@ -1,0 +1,180 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
+	var before int64
+	if b := r.URL.Query().Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return badRequest("That page address is not valid.")
+		}
+		before = n
+	}
+	const limit = 50
+	entries, err := s.store.AuditLog(r.Context(), before, limit)
+	if err != nil {
+		return err
+	}
+	v := views.Audit{Page: s.page(r, "Audit log", "audit")}
+	for _, e := range entries {
+		row := views.AuditRow{
+			Time: s.shortTime(e.At), TimeTitle: s.fullTime(e.At), Actor: e.Actor, Action: e.Action,
+			Source: e.Source, Key: e.Key, KeyShort: shortKey(e.Key), Reason: e.Reason, Previous: e.PreviousState,
+		}
+		if e.Key != "" {
+			row.EventsURL = keyEventsURL(e.Source, e.Key)
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if len(entries) == limit {
+		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
+	}
+	return s.render(w, r, http.StatusOK, views.AuditView(v))
+}
+
+var roles = []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin}
+
+func (s *Server) usersView(r *http.Request, form views.UserForm) (views.Users, error) {
+	users, err := s.store.Users(r.Context())
+	if err != nil {
+		return views.Users{}, err
+	}
+	me, _ := UserFrom(r.Context())
+	v := views.Users{Page: s.page(r, "Users", "users"), Roles: roles, Form: form}
+	for _, u := range users {
+		v.Rows = append(v.Rows, views.UserRow{Name: u.Name, Role: u.Role, Created: s.fullTime(u.CreatedAt), You: u.Name == me.Name})
+	}
+	return v, nil
+}
+
+func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.usersView(r, views.UserForm{Role: storage.RoleViewer})
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, http.StatusOK, views.UsersView(v))
+}
+
+var validUserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	me, _ := UserFrom(ctx)
+	form := views.UserForm{Name: strings.TrimSpace(r.PostFormValue("name")), Role: r.PostFormValue("role")}
+	password := r.PostFormValue("password")
+	switch {
+	case !validUserName.MatchString(form.Name):
+		form.Error = "A name is 1 to 64 letters, digits, dots, dashes, underscores or @, starting with a letter or digit."
+	case !storage.ValidRole(form.Role):
+		form.Error = "Choose a role: viewer, operator or admin."
+	case len(password) < 12:
+		form.Error = "The password needs at least 12 characters."
+	case len(password) > 72:
+		form.Error = "The password can have at most 72 bytes (bcrypt's limit)."
+	}
+	if form.Error == "" {
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+		if err != nil {
+			return err
+		}
+		_, err = s.store.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)})
+		switch {
+		case errors.Is(err, storage.ErrExists):
+			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
+		case err != nil:
+			return err
+		default:
+			if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "add user",
+				Reason: form.Name + " as " + form.Role}); err != nil {
+				return err
+			}
+			s.log.Info("user added", "by", me.Name, "user", form.Name, "role", form.Role)
+			flash(r, w, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
+			http.Redirect(w, r, "/users", http.StatusSeeOther)
+			return nil
+		}
+	}
+	v, err := s.usersView(r, form)
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, http.StatusUnprocessableEntity, views.UsersView(v))
+}
+
+func (s *Server) sourcesView(r *http.Request) views.Sources {
+	v := views.Sources{Page: s.page(r, "Sources", "sources")}
+	for _, src := range s.sources {
+		row := views.SourceRow{
+			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
+			Timestamped: src.Timestamped, Integrity: src.Integrity,
+			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
+			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
+			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
+		}
+		for _, sec := range src.Secrets {
+			row.Secrets = append(row.Secrets, views.SecretRow{
+				Masked: sec.Masked, Origin: sec.Origin, Revealable: sec.Revealable && s.reveal != nil,
+				RevealURL: "/sources/" + url.PathEscape(src.Name) + "/reveal",
+			})
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	return v
+}
+
+func (s *Server) handleSources(w http.ResponseWriter, r *http.Request) error {
+	return s.render(w, r, http.StatusOK, views.SourcesView(s.sourcesView(r)))
+}
+
+// handleReveal shows an admin the generated secret of a source, once, in the answer to
+// this POST (never in a page that a GET returns), and writes the reveal to the audit log.
+func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	me, _ := UserFrom(ctx)
+	name := r.PathValue("name")
+	src, ok := s.source(name)
+	if !ok || s.reveal == nil {
+		return errNotFound
+	}
+	i := -1
+	for j, sec := range src.Secrets {
+		if sec.Revealable {
+			i = j
+		}
+	}
+	if i < 0 {
+		return badRequest("This source's secrets come from the configuration; they are not shown here.")
+	}
+	secret, err := s.reveal(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "reveal secret", Source: name,
+		Reason: "shown in the console"}); err != nil {
+		return err
+	}
+	s.log.Info("secret revealed", "by", me.Name, "source", name)
+	v := s.sourcesView(r)
+	for k := range v.Rows {
+		if v.Rows[k].Name == name {
+			v.Rows[k].Secrets[i].Revealed = secret
+		}
+	}
+	v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info",
+		Text: "The secret of " + name + " is shown below, this once. Configure your provider with it; the reveal is in the audit log."})
+	return s.render(w, r, http.StatusOK, views.SourcesView(v))
+}

@@ -1,0 +1,342 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// The session cookie and the setting that keeps its keys. Deleting the setting (and
+// restarting) rotates the keys, which signs everyone out.
+const (
+	sessionCookie     = "hookdedup_session"
+	sessionKeySetting = "console.session_keys"
+)
+
+// Sign-in throttling: per user name, and per address.
+var (
+	throttleUser = storage.Throttle{Max: 5, Window: 15 * time.Minute}
+	throttleAddr = storage.Throttle{Max: 20, Window: 15 * time.Minute}
+)
+
+// User is who a request acts as.
+type User struct {
+	Name string
+	Role string // storage.RoleViewer, RoleOperator or RoleAdmin
+}
+
+type ctxState struct{}
+
+// requestState is what the auth middleware learnt about a request.
+type requestState struct {
+	user    User
+	csrf    string
+	flashes []views.Flash
+	session *sessions.Session
+}
+
+// UserFrom returns the user a request acts as, set by requireRole (or by WithUser for
+// other kinds of authentication, such as the API's bearer tokens).
+//
+// For the JSON API: wrap each handler in s.requireRole(role, h) to require a session
+// of at least that role (it answers 401/403 itself, and checks the CSRF token on
+// unsafe methods), then read the user with UserFrom(r.Context()). An API that
+// authenticates by bearer token instead puts its user in the context with WithUser and
+// checks Allowed(user.Role, role) itself.
+func UserFrom(ctx context.Context) (User, bool) {
+	if st, ok := ctx.Value(ctxState{}).(*requestState); ok && st.user.Name != "" {
+		return st.user, true
+	}
+	return User{}, false
+}
+
+// WithUser returns ctx acting as u (for authentication other than the session).
+func WithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, ctxState{}, &requestState{user: u})
+}
+
+// Allowed reports whether role may do what needs at least role need: viewer <
+// operator < admin.
+func Allowed(role, need string) bool {
+	rank := map[string]int{storage.RoleViewer: 1, storage.RoleOperator: 2, storage.RoleAdmin: 3}
+	return rank[role] > 0 && rank[role] >= rank[need]
+}
+
+// sessionStore reads the cookie keys from the settings, creating them on first start:
+// a 64-byte authentication key and a 32-byte encryption key.
+func (s *Server) sessionStore(ctx context.Context) (*sessions.CookieStore, error) {
+	v, err := s.store.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
+		b := make([]byte, 96)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		return base64.StdEncoding.EncodeToString(b), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: session keys: %w", err)
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) != 96 {
+		return nil, fmt.Errorf("console: setting %s is not 96 bytes of base64: delete it to make new keys", sessionKeySetting)
+	}
+	cs := sessions.NewCookieStore(b[:64], b[64:])
+	cs.Options = &sessions.Options{
+		Path:     "/",
+		MaxAge:   int(s.absolute.Seconds()),
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+	}
+	cs.MaxAge(cs.Options.MaxAge) // also bounds the signed timestamp inside the cookie
+	return cs, nil
+}
+
+// session returns the request's session (a new one when the cookie is missing or
+// invalid), with its cookie marked Secure when the request came over TLS.
+func (s *Server) session(r *http.Request) *sessions.Session {
+	sess, err := s.cookies.Get(r, sessionCookie)
+	if err != nil {
+		// Invalid or old cookie (rotated keys): start afresh.
+		sess, _ = s.cookies.New(r, sessionCookie)
+	}
+	opts := *s.cookies.Options
+	opts.Secure = r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	sess.Options = &opts
+	return sess
+}
+
+// sessionUser returns the signed-in user of sess, or why there is none.
+func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, string, error) {
+	name, _ := sess.Values["user"].(string)
+	if name == "" {
+		return User{}, "", nil
+	}
+	now := s.now().Unix()
+	created, _ := sess.Values["created"].(int64)
+	seen, _ := sess.Values["seen"].(int64)
+	if now-created > int64(s.absolute.Seconds()) {
+		return User{}, "Your session ended; please sign in again.", nil
+	}
+	if now-seen > int64(s.idle.Seconds()) {
+		return User{}, "You were signed out after a while without activity.", nil
+	}
+	// The role is read afresh: a changed or removed user takes effect at once.
+	u, err := s.store.UserByName(r.Context(), name)
+	if errors.Is(err, storage.ErrNotFound) {
+		return User{}, "Your user no longer exists.", nil
+	}
+	if err != nil {
+		return User{}, "", err
+	}
+	return User{Name: u.Name, Role: u.Role}, "", nil
+}
+
+// requireRole serves h to signed-in users of at least role. Without a session a GET is
+// redirected to /login (and comes back after) and anything else gets 401; a lower role
+// gets 403. Unsafe methods must carry the session's CSRF token (form field "csrf" or
+// header X-CSRF-Token), on top of the cross-origin protection every console route has.
+func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
+	return s.protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		sess := s.session(r)
+		u, why, err := s.sessionUser(r, sess)
+		if err != nil {
+			s.serve(func(http.ResponseWriter, *http.Request) error { return err }).ServeHTTP(w, r)
+			return
+		}
+		if u.Name == "" {
+			if why != "" {
+				sess.Values = map[any]any{}
+				sess.AddFlash(why)
+				_ = sess.Save(r, w)
+			}
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				target := "/login"
+				if r.URL.RequestURI() != "/" {
+					target += "?next=" + urlQueryEscape(r.URL.RequestURI())
+				}
+				http.Redirect(w, r, target, http.StatusSeeOther)
+				return
+			}
+			s.renderError(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to do this.")
+			return
+		}
+		st := &requestState{user: u, session: sess}
+		st.csrf, _ = sess.Values["csrf"].(string)
+		for _, f := range sess.Flashes() {
+			if text, ok := f.(string); ok {
+				kind, msg, ok := strings.Cut(text, "|")
+				if !ok {
+					kind, msg = "info", text
+				}
+				st.flashes = append(st.flashes, views.Flash{Kind: kind, Text: msg})
+			}
+		}
+		ctx := context.WithValue(r.Context(), ctxState{}, st)
+		r = r.WithContext(ctx)
+		if !Allowed(u.Role, role) {
+			s.serve(func(http.ResponseWriter, *http.Request) error { return errForbidden }).ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			token := r.Header.Get("X-CSRF-Token")
+			if token == "" {
+				token = r.PostFormValue("csrf")
+			}
+			if st.csrf == "" || subtle.ConstantTimeCompare([]byte(token), []byte(st.csrf)) != 1 {
+				s.renderError(w, r, http.StatusForbidden, "Request refused",
+					"This form has expired or did not come from the console. Reload the page and try again.")
+				return
+			}
+		}
+		// Keep the session alive (idle timeout), and consume shown flashes.
+		now := s.now().Unix()
+		if seen, _ := sess.Values["seen"].(int64); now-seen > 60 || len(st.flashes) > 0 {
+			sess.Values["seen"] = now
+			if err := sess.Save(r, w); err != nil {
+				s.log.Warn("saving session", "err", err)
+			}
+		}
+		s.serve(h).ServeHTTP(w, r)
+	}))
+}
+
+// public serves pages that need no session (sign-in, sign-out).
+func (s *Server) public(h handlerFunc) http.Handler {
+	return s.protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		s.serve(h).ServeHTTP(w, r)
+	}))
+}
+
+// flash queues a message for the next page the user sees (kind: ok, error, info).
+func flash(r *http.Request, w http.ResponseWriter, kind, text string) {
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if !ok || st.session == nil {
+		return
+	}
+	st.session.AddFlash(kind + "|" + text)
+	_ = st.session.Save(r, w)
+}
+
+func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
+	sess := s.session(r)
+	if u, _, err := s.sessionUser(r, sess); err == nil && u.Name != "" {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return nil
+	}
+	v := views.Login{Page: s.page(r, "Sign in", ""), Next: localPath(r.URL.Query().Get("next"), "/")}
+	for _, f := range sess.Flashes() {
+		if text, ok := f.(string); ok {
+			v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info", Text: text})
+		}
+	}
+	if r.URL.Query().Has("out") {
+		v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "ok", Text: "You are signed out."})
+	}
+	if len(v.Page.Flash) > 0 {
+		_ = sess.Save(r, w)
+	}
+	return s.render(w, r, http.StatusOK, views.LoginView(v))
+}
+
+// dummyHash is compared against when the user does not exist, so that a wrong name
+// costs the same time as a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	name := strings.TrimSpace(r.PostFormValue("username"))
+	password := r.PostFormValue("password")
+	next := localPath(r.PostFormValue("next"), "/")
+	fail := func(code int, msg string) error {
+		v := views.Login{Page: s.page(r, "Sign in", ""), Username: name, Next: next, Error: msg}
+		return s.render(w, r, code, views.LoginView(v))
+	}
+	if name == "" || password == "" || len(name) > 128 || len(password) > 512 {
+		return fail(http.StatusBadRequest, "Enter your username and password.")
+	}
+	addr := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	scopes := map[string]storage.Throttle{"user:" + name: throttleUser, "addr:" + addr: throttleAddr}
+	now := s.now()
+	until, err := s.store.LoginBlocked(r.Context(), now, scopes)
+	if err != nil {
+		return err
+	}
+	if !until.IsZero() {
+		mins := int(math.Ceil(until.Sub(now).Minutes()))
+		w.Header().Set("Retry-After", fmt.Sprint(int(until.Sub(now).Seconds())+1))
+		s.log.Warn("sign-in throttled", "user", name, "addr", addr)
+		return fail(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins. Try again in %d minute%s.", mins, plural(mins)))
+	}
+	u, err := s.store.UserByName(r.Context(), name)
+	hash := dummyHash
+	if err == nil {
+		hash = []byte(u.PasswordHash)
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
+		if err := s.store.LoginFailed(r.Context(), now, scopes); err != nil {
+			return err
+		}
+		s.log.Info("sign-in failed", "user", name, "addr", addr)
+		return fail(http.StatusUnauthorized, "Wrong username or password.")
+	}
+	if err := s.store.LoginSucceeded(r.Context(), "user:"+name); err != nil {
+		return err
+	}
+	sess := s.session(r)
+	sess.Values = map[any]any{
+		"user":    u.Name,
+		"created": now.Unix(),
+		"seen":    now.Unix(),
+		"csrf":    randomToken(),
+	}
+	if err := sess.Save(r, w); err != nil {
+		return fmt.Errorf("save session: %w", err)
+	}
+	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
+	sess := s.session(r)
+	sess.Values = map[any]any{}
+	sess.Options.MaxAge = -1
+	if err := sess.Save(r, w); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/login?out=1", http.StatusSeeOther)
+	return nil
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,176 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// dashRange is one of the dashboard's periods: n buckets of step.
+type dashRange struct {
+	name, label string
+	step        time.Duration
+	n           int
+	tick        int    // label every tick-th bucket
+	format      string // its label's layout
+}
+
+var dashRanges = []dashRange{
+	{"24h", "24 hours", time.Hour, 24, 3, "15:04"},
+	{"7d", "7 days", 6 * time.Hour, 28, 4, "Mon 2"},
+	{"30d", "30 days", 24 * time.Hour, 30, 5, "Jan 2"},
+}
+
+// otherSources labels deliveries to names no source has (rejected with 404).
+const otherSources = "(unknown sources)"
+
+func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	rg := dashRanges[1]
+	if name := r.URL.Query().Get("range"); name != "" {
+		i := slices.IndexFunc(dashRanges, func(d dashRange) bool { return d.name == name })
+		if i < 0 {
+			return badRequest("Unknown range: choose 24h, 7d or 30d.")
+		}
+		rg = dashRanges[i]
+	}
+	now := s.now().In(s.loc)
+	// Buckets end with the one that holds now, each starting on a whole step (local days).
+	var end time.Time
+	if rg.step == 24*time.Hour {
+		end = time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, s.loc)
+	} else {
+		end = now.Truncate(rg.step).Add(rg.step)
+	}
+	from := end.Add(-time.Duration(rg.n) * rg.step)
+	if rg.step == 24*time.Hour {
+		from = time.Date(now.Year(), now.Month(), now.Day()-rg.n+1, 0, 0, 0, 0, s.loc)
+	}
+	stats, err := s.store.DeliveryStats(ctx, from, end, rg.step)
+	if err != nil {
+		return err
+	}
+	stuck, err := s.store.StuckCounts(ctx, s.now().Add(-s.stuck))
+	if err != nil {
+		return err
+	}
+	caught, err := s.store.RecentDuplicates(ctx, from, 10)
+	if err != nil {
+		return err
+	}
+
+	type counts struct {
+		acc, dup, rej, mm, moneyN int64
+		money                     float64
+		buckets                   []views.ChartBucket
+	}
+	bySource := map[string]*counts{}
+	order := s.sourceNames()
+	get := func(name string) *counts {
+		c := bySource[name]
+		if c == nil {
+			c = &counts{buckets: make([]views.ChartBucket, rg.n)}
+			for i := range c.buckets {
+				start := from.Add(time.Duration(i) * rg.step)
+				if i%rg.tick == 0 {
+					c.buckets[i].Label = start.Format(rg.format)
+				}
+				c.buckets[i].Long = start.Format("Mon Jan 2 15:04") + " – " + start.Add(rg.step).Format("15:04")
+			}
+			bySource[name] = c
+		}
+		return c
+	}
+	for _, name := range order {
+		get(name)
+	}
+	var tot counts
+	for _, b := range stats {
+		name := b.Source
+		if _, ok := s.source(name); !ok {
+			name = otherSources
+		}
+		c := get(name)
+		i := int(b.Start.Sub(from) / rg.step)
+		if i < 0 || i >= rg.n {
+			continue
+		}
+		for _, x := range []*counts{c, &tot} {
+			switch b.Outcome {
+			case storage.Accepted:
+				x.acc += b.Deliveries
+			case storage.Duplicate:
+				x.dup += b.Deliveries
+				x.money += b.Amount
+				x.moneyN += b.WithAmount
+			case storage.Rejected:
+				x.rej += b.Deliveries
+			}
+			x.mm += b.Mismatches
+		}
+		switch b.Outcome {
+		case storage.Accepted:
+			c.buckets[i].Accepted += b.Deliveries
+		case storage.Duplicate:
+			c.buckets[i].Duplicate += b.Deliveries
+		case storage.Rejected:
+			c.buckets[i].Rejected += b.Deliveries
+		}
+	}
+	if _, ok := bySource[otherSources]; ok {
+		order = append(order, otherSources)
+	}
+
+	since := from.Format("2006-01-02T15:04")
+	events := func(q url.Values) string {
+		q.Set("from", since)
+		return "/events?" + q.Encode()
+	}
+	v := views.Dashboard{
+		Page:  s.page(r, "Dashboard", "dashboard"),
+		Range: rg.name,
+		Empty: tot.acc+tot.dup+tot.rej == 0,
+		Totals: views.Totals{
+			Accepted: tot.acc, Duplicate: tot.dup, Rejected: tot.rej, Mismatch: tot.mm,
+			DuplicateRate: views.Percent(tot.dup, tot.acc+tot.dup),
+			Money:         money(tot.money), MoneyCount: tot.moneyN,
+			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
+			MoneyURL:      events(url.Values{"outcome": {"duplicate"}, "status": {"cancelled"}}),
+			MismatchURL:   events(url.Values{"mismatch": {"1"}}),
+			RejectedURL:   events(url.Values{"outcome": {"rejected"}}),
+			StuckURL:      "/keys?state=stuck",
+		},
+	}
+	for _, d := range dashRanges {
+		v.Ranges = append(v.Ranges, views.Link{Label: d.label, URL: "/?range=" + d.name, Active: d.name == rg.name})
+	}
+	for _, n := range stuck {
+		v.Totals.Stuck += n
+	}
+	for i, name := range order {
+		c := bySource[name]
+		st := views.SourceStats{
+			Name: name, Accepted: c.acc, Duplicate: c.dup, Rejected: c.rej, Mismatch: c.mm,
+			DuplicateRate: views.Percent(c.dup, c.acc+c.dup),
+			Money:         money(c.money), MoneyCount: c.moneyN,
+			Stuck:         stuck[name],
+			EventsURL:     events(url.Values{"source": {name}}),
+			DuplicatesURL: events(url.Values{"source": {name}, "outcome": {"duplicate"}}),
+			StuckURL:      "/keys?" + url.Values{"state": {"stuck"}, "source": {name}}.Encode(),
+			Chart: views.NewChart("chart-"+string(rune('a'+i%26))+itoa(i),
+				"Deliveries of "+name+" per "+humanDuration(rg.step)+", last "+rg.label, c.buckets),
+		}
+		if name == otherSources {
+			st.EventsURL = events(url.Values{"outcome": {"rejected"}})
+		}
+		v.Sources = append(v.Sources, st)
+	}
+	for _, d := range caught {
+		v.Caught = append(v.Caught, s.eventRow(d))
+	}
+	return s.render(w, r, http.StatusOK, views.DashboardView(v))
+}

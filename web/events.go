@@ -1,0 +1,376 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+const dateTimeLocal = "2006-01-02T15:04"
+
+// eventFilter reads the events filter from a query string. The returned error is for
+// the user.
+func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilter, error) {
+	vf := views.EventFilter{
+		Source:   strings.TrimSpace(q.Get("source")),
+		Outcome:  q.Get("outcome"),
+		Mismatch: q.Get("mismatch") != "",
+		Property: strings.TrimSpace(q.Get("property")),
+		Booking:  strings.TrimSpace(q.Get("booking")),
+		Status:   strings.TrimSpace(q.Get("status")),
+		Key:      strings.TrimSpace(q.Get("key")),
+		From:     q.Get("from"),
+		To:       q.Get("to"),
+	}
+	f := storage.EventFilter{
+		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
+		Status: vf.Status, Key: vf.Key, KeySources: s.sourceNames(),
+	}
+	switch vf.Outcome {
+	case "", "accepted", "duplicate", "rejected":
+		f.Outcome = storage.Outcome(vf.Outcome)
+	default:
+		return vf, f, errors.New("Outcome must be accepted, duplicate or rejected.")
+	}
+	for _, t := range []struct {
+		in   string
+		out  *time.Time
+		name string
+	}{{vf.From, &f.From, "From"}, {vf.To, &f.To, "To"}} {
+		if t.in == "" {
+			continue
+		}
+		v, err := time.ParseInLocation(dateTimeLocal, t.in, s.loc)
+		if err != nil {
+			return vf, f, fmt.Errorf("%s must be a date and time like 2026-11-30T14:00.", t.name)
+		}
+		*t.out = v
+	}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return vf, f, errors.New("That page address is not valid.")
+		}
+		f.Before = n
+	}
+	return vf, f, nil
+}
+
+func filterQuery(vf views.EventFilter) url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("source", vf.Source)
+	set("outcome", vf.Outcome)
+	if vf.Mismatch {
+		q.Set("mismatch", "1")
+	}
+	set("property", vf.Property)
+	set("booking", vf.Booking)
+	set("status", vf.Status)
+	set("key", vf.Key)
+	set("from", vf.From)
+	set("to", vf.To)
+	return q
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+	vf, f, ferr := s.eventFilter(r.URL.Query())
+	q := filterQuery(vf)
+	v := views.Events{
+		Page:     s.page(r, "Events", "events"),
+		Filter:   vf,
+		Filtered: len(q) > 0,
+		Sources:  s.sourceNames(),
+		CSVURL:   "/events.csv?" + q.Encode(),
+	}
+	if ferr != nil {
+		v.Error = ferr.Error()
+		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
+	}
+	page, err := s.store.Events(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	for _, d := range page.Events {
+		v.Rows = append(v.Rows, s.eventRow(d))
+	}
+	if page.Next != 0 {
+		nq := filterQuery(vf)
+		nq.Set("before", strconv.FormatInt(page.Next, 10))
+		v.NextURL = "/events?" + nq.Encode()
+	}
+	if f.Before != 0 {
+		v.FirstURL = "/events?" + q.Encode()
+	}
+	v.Partial = page.Partial
+	return s.render(w, r, http.StatusOK, views.EventsView(v))
+}
+
+// csvCell keeps a spreadsheet from reading a value as a formula (a cell starting with
+// = + - @ or a control character), unless it is a plain number such as -12.50.
+func csvCell(v string) string {
+	if v == "" {
+		return v
+	}
+	if strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return "'" + v
+		}
+	}
+	return v
+}
+
+func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
+	_, f, err := s.eventFilter(r.URL.Query())
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	f.Before = 0
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-events-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
+		"property", "booking", "amount", "key", "key_method", "first_delivery", "payload_hash", "error"})
+	n := 0
+	err = s.store.EachEvent(r.Context(), f, func(d storage.Delivery) error {
+		cw.Write([]string{
+			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
+			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
+			csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Key), d.KeyMethod,
+			strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
+		})
+		if n++; n%500 == 0 {
+			cw.Flush()
+			return cw.Error()
+		}
+		return nil
+	})
+	cw.Flush()
+	if err != nil {
+		// Headers are gone: all that is left is to stop and log.
+		s.log.Error("csv export stopped", "err", err)
+		return nil
+	}
+	return cw.Error()
+}
+
+func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return errNotFound
+	}
+	d, err := s.store.Delivery(ctx, id)
+	if err != nil {
+		return err
+	}
+	src, known := s.source(d.Source)
+	row := s.eventRow(d)
+	v := views.Event{
+		Page:        s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events"),
+		Row:         row,
+		RemoteAddr:  d.RemoteAddr,
+		ContentType: d.ContentType,
+		BodySize:    len(d.Body),
+		ForwardURL:  src.ForwardURL,
+	}
+	v.Body, v.BodyIsJSON = prettyBody(d.Body, false)
+	names := make([]string, 0, len(d.Headers))
+	for k := range d.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, val := range d.Headers[k] {
+			v.Headers = append(v.Headers, views.Header{Name: k, Value: val})
+		}
+	}
+	if d.Key == "" {
+		return s.render(w, r, http.StatusOK, views.EventView(v))
+	}
+
+	v.Derivation = storedDerivation(d, src, known)
+	claim, err := s.store.Claim(ctx, d.Source, d.Key)
+	ks := &views.KeyState{
+		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
+	}
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		ks.Missing = true
+	case err != nil:
+		return err
+	default:
+		now := s.now()
+		ks.State = claim.State
+		ks.Stuck = claim.State == storage.StateFailed ||
+			(claim.State == storage.StateProcessing && claim.UpdatedAt.Before(now.Add(-s.stuck)))
+		ks.Held = claim.Held(now)
+		ks.Since = s.fullTime(claim.UpdatedAt) + " (" + s.ago(claim.UpdatedAt) + ")"
+		ks.Expires = s.fullTime(claim.ExpiresAt)
+		ks.Attempts = claim.Attempts
+		ks.LastError = claim.LastError
+		u, _ := UserFrom(ctx)
+		ks.CanRelease = Allowed(u.Role, storage.RoleOperator) && claim.State != storage.StateReleased
+	}
+	v.Key = ks
+
+	all, err := s.store.KeyDeliveries(ctx, d.Source, d.Key)
+	if err != nil {
+		return err
+	}
+	// The comparison: ?with=ID, else this delivery against the first of its key, else
+	// (for the first) against the first delivery whose payload differs.
+	var other *storage.Delivery
+	with, _ := strconv.ParseInt(r.URL.Query().Get("with"), 10, 64)
+	for i := range all {
+		if all[i].ID == with && with != d.ID {
+			other = &all[i]
+		}
+	}
+	if other == nil && len(all) > 1 {
+		if all[0].ID != d.ID {
+			other = &all[0]
+		} else {
+			for i := range all[1:] {
+				if all[i+1].PayloadHash != d.PayloadHash {
+					other = &all[i+1]
+					break
+				}
+			}
+			if other == nil {
+				other = &all[1]
+			}
+		}
+	}
+	for _, o := range all {
+		er := s.eventRow(o)
+		er.This = o.ID == d.ID
+		if !er.This && (other == nil || o.ID != other.ID) {
+			er.CompareURL = eventURL(d.ID) + "?with=" + strconv.FormatInt(o.ID, 10) + "#compare"
+		}
+		v.Deliveries = append(v.Deliveries, er)
+	}
+	if other != nil {
+		left, right := *other, d
+		if left.ID > right.ID {
+			left, right = right, left
+		}
+		v.Compare = compare(left, right)
+	}
+	attempts, err := s.store.Attempts(ctx, d.Source, d.Key)
+	if err != nil {
+		return err
+	}
+	for _, a := range attempts {
+		v.Attempts = append(v.Attempts, views.AttemptRow{
+			Time: s.fullTime(a.StartedAt), Status: a.Status, OK: a.Status >= 200 && a.Status < 300 && a.Error == "",
+			Duration: a.Duration.String(), Error: a.Error, Response: a.Response,
+		})
+	}
+	return s.render(w, r, http.StatusOK, views.EventView(v))
+}
+
+// storedDerivation retells, from what was stored with a delivery, how its key was made.
+func storedDerivation(d storage.Delivery, src Source, known bool) views.Derivation {
+	out := views.Derivation{Method: d.KeyMethod, EventIDFrom: d.KeyFrom, Key: d.Key}
+	if known {
+		out.EventIDHow = src.EventID
+		out.KeyFields = src.KeyFields
+	}
+	if d.KeyMethod != "derived" {
+		return out
+	}
+	out.Canonical = d.KeyCanonical
+	sum := sha256.Sum256([]byte(d.KeyCanonical))
+	out.Hash = hex.EncodeToString(sum[:])
+	out.HashOK = "derived:"+out.Hash == d.Key
+	// The canonical JSON is the object {pointer: value}: read the fields back from it,
+	// in the source's order where it is known.
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(d.KeyCanonical), &obj); err == nil {
+		order := out.KeyFields
+		if len(order) == 0 {
+			for k := range obj {
+				order = append(order, k)
+			}
+			slices.Sort(order)
+		}
+		for _, p := range order {
+			val, ok := obj[p]
+			if !ok {
+				continue
+			}
+			out.Fields = append(out.Fields, views.Field{Pointer: p, Value: string(val), Present: string(val) != "null"})
+		}
+	}
+	return out
+}
+
+// prettyBody indents a JSON body (or, with normalise, also sorts its members so that
+// two deliveries compare by content, not by spelling). Anything else is returned as text.
+func prettyBody(body []byte, normalise bool) (string, bool) {
+	if len(body) == 0 {
+		return "", false
+	}
+	if normalise {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil {
+			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+				return string(b), true
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, body, "", "  "); err == nil {
+		return buf.String(), true
+	}
+	return strings.ToValidUTF8(string(body), "\uFFFD"), false
+}
+
+// compare lays two deliveries side by side with a line diff of their normalised JSON.
+func compare(left, right storage.Delivery) *views.Compare {
+	lb, _ := prettyBody(left.Body, true)
+	rb, _ := prettyBody(right.Body, true)
+	c := &views.Compare{
+		Left:  views.Side{ID: left.ID, URL: eventURL(left.ID), Label: label(left), Body: lb},
+		Right: views.Side{ID: right.ID, URL: eventURL(right.ID), Label: label(right), Body: rb},
+	}
+	if lb == rb {
+		c.Same = true
+		return c
+	}
+	lines, ok := diffLines(strings.Split(lb, "\n"), strings.Split(rb, "\n"), 4000)
+	if !ok {
+		c.TooBig = true
+		return c
+	}
+	c.Lines = lines
+	return c
+}
+
+func label(d storage.Delivery) string {
+	l := "#" + strconv.FormatInt(d.ID, 10) + " " + string(d.Outcome)
+	if d.Mismatch {
+		l += ", mismatch"
+	}
+	return l
+}

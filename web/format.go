@@ -1,0 +1,139 @@
+package web
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// shortTime is a receipt time at a glance: the time of day today, the date otherwise.
+func (s *Server) shortTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.In(s.loc)
+	now := s.now().In(s.loc)
+	switch {
+	case t.Year() == now.Year() && t.YearDay() == now.YearDay():
+		return t.Format("15:04:05")
+	case t.Year() == now.Year():
+		return t.Format("Jan 2 15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// fullTime is a time in full, with its zone.
+func (s *Server) fullTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.In(s.loc).Format("2006-01-02 15:04:05 MST")
+}
+
+// ago says how long ago t was, roughly.
+func (s *Server) ago(t time.Time) string {
+	d := s.now().Sub(t)
+	switch {
+	case d < 0:
+		return "in " + roughDuration(-d)
+	case d < time.Minute:
+		return "just now"
+	}
+	return roughDuration(d) + " ago"
+}
+
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + " h"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + " days"
+}
+
+// humanDuration writes a configured duration the way people say it: 24h, 30m, 7d.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "–"
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " h"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	}
+	return d.String()
+}
+
+// money writes an amount with two decimals and thousands separators.
+func money(v float64) string {
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	s := strconv.FormatFloat(v, 'f', 2, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String() + "." + frac
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// shortKey keeps a key readable in a table: derived keys are long hashes.
+func shortKey(k string) string {
+	if h, ok := strings.CutPrefix(k, "derived:"); ok && len(h) > 12 {
+		return "derived:" + h[:12] + "…"
+	}
+	if len(k) > 40 {
+		return k[:40] + "…"
+	}
+	return k
+}
+
+func eventURL(id int64) string { return "/events/" + strconv.FormatInt(id, 10) }
+
+// keyEventsURL lists every delivery of one source's key.
+func keyEventsURL(source, key string) string {
+	return "/events?" + url.Values{"source": {source}, "key": {key}}.Encode()
+}
+
+func (s *Server) eventRow(d storage.Delivery) views.EventRow {
+	return views.EventRow{
+		ID:          d.ID,
+		URL:         eventURL(d.ID),
+		Time:        s.shortTime(d.ReceivedAt),
+		TimeTitle:   s.fullTime(d.ReceivedAt),
+		Source:      d.Source,
+		Outcome:     string(d.Outcome),
+		Mismatch:    d.Mismatch,
+		HTTPStatus:  d.Status,
+		EventStatus: d.EventStatus,
+		Booking:     d.Booking,
+		Property:    d.Property,
+		Amount:      d.Amount,
+		Key:         d.Key,
+		KeyShort:    shortKey(d.Key),
+		Error:       d.Error,
+		PayloadHash: d.PayloadHash,
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

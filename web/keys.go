@@ -1,0 +1,269 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// keyTabs are the keys page's listings, stuck first.
+var keyTabs = []struct{ name, label string }{
+	{"stuck", "Stuck"},
+	{storage.StateProcessing, "Processing"},
+	{storage.StateFailed, "Failed"},
+	{storage.StateProcessed, "Processed"},
+	{storage.StateReleased, "Released"},
+	{"all", "All"},
+}
+
+const maxBulk = 500
+
+func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	q := r.URL.Query()
+	tab := q.Get("state")
+	if tab == "" {
+		tab = "stuck"
+	}
+	source := q.Get("source")
+	now := s.now()
+	stuckBefore := now.Add(-s.stuck)
+	f := storage.KeyFilter{Source: source, StuckBefore: stuckBefore, Limit: 100}
+	switch tab {
+	case "stuck":
+		f.Stuck, f.Limit = true, maxBulk
+	case "all":
+	case storage.StateProcessing, storage.StateFailed, storage.StateProcessed, storage.StateReleased:
+		f.State = tab
+	default:
+		return badRequest("Unknown state: choose stuck, processing, failed, processed, released or all.")
+	}
+	if b := q.Get("after"); b != "" && !f.Stuck {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return badRequest("That page address is not valid.")
+		}
+		f.AfterID = n
+	}
+	claims, err := s.store.ListKeys(ctx, f)
+	if err != nil {
+		return err
+	}
+	counts, err := s.store.StuckCounts(ctx, stuckBefore)
+	if err != nil {
+		return err
+	}
+	stuck := 0
+	for name, n := range counts {
+		if source == "" || name == source {
+			stuck += n
+		}
+	}
+	u, _ := UserFrom(ctx)
+	v := views.Keys{
+		Page:       s.page(r, "Keys", "keys"),
+		Tab:        tab,
+		Source:     source,
+		Sources:    s.sourceNames(),
+		CanRelease: Allowed(u.Role, storage.RoleOperator),
+		Return:     r.URL.RequestURI(),
+	}
+	for _, t := range keyTabs {
+		tq := url.Values{"state": {t.name}}
+		if source != "" {
+			tq.Set("source", source)
+		}
+		label := t.label
+		if t.name == "stuck" {
+			label = fmt.Sprintf("%s (%d)", label, stuck)
+		}
+		v.Tabs = append(v.Tabs, views.Link{Label: label, URL: "/keys?" + tq.Encode(), Active: t.name == tab})
+	}
+	for _, c := range claims {
+		row := views.KeyRow{
+			Value: c.Source + "/" + c.Key, Source: c.Source, Key: c.Key, KeyShort: shortKey(c.Key),
+			State: c.State, Attempts: c.Attempts,
+			Stuck:      c.State == storage.StateFailed || (c.State == storage.StateProcessing && c.UpdatedAt.Before(stuckBefore)),
+			Since:      s.ago(c.UpdatedAt),
+			SinceTitle: s.fullTime(c.UpdatedAt),
+			LastError:  c.LastError,
+		}
+		if c.FirstDelivery != 0 {
+			row.EventURL = eventURL(c.FirstDelivery)
+		}
+		if c.Attempts > 0 {
+			a, err := s.store.LastAttempt(ctx, c.Source, c.Key)
+			switch {
+			case err == nil:
+				row.LastStatus = "HTTP " + strconv.Itoa(a.Status)
+				if a.Status == 0 {
+					row.LastStatus = "no answer"
+				}
+				if row.LastError == "" {
+					row.LastError = a.Error
+				}
+			case !errors.Is(err, storage.ErrNotFound):
+				return err
+			}
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if !f.Stuck && len(claims) == f.Limit {
+		nq := url.Values{"state": {tab}, "after": {strconv.FormatInt(claims[len(claims)-1].ID, 10)}}
+		if source != "" {
+			nq.Set("source", source)
+		}
+		v.NextURL = "/keys?" + nq.Encode()
+	}
+	switch tab {
+	case "stuck":
+		v.Empty = "No stuck keys"
+	case "all":
+		v.Empty = "No keys yet"
+	default:
+		v.Empty = "No " + tab + " keys"
+	}
+	return s.render(w, r, http.StatusOK, views.KeysView(v))
+}
+
+// handleRelease releases, or reprocesses, one or more keys ("k" = "source/key"), with a
+// required reason that goes to the audit log, then goes back where the form was.
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	u, _ := UserFrom(ctx)
+	back := localPath(r.PostFormValue("return"), "/keys")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	action := r.PostFormValue("action")
+	keys := r.PostForm["k"]
+	switch {
+	case action != "release" && action != "reprocess":
+		return badRequest("Choose release or reprocess.")
+	case len(keys) == 0:
+		flash(r, w, "error", "Select at least one key.")
+	case len(keys) > maxBulk:
+		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxBulk))
+	case reason == "":
+		flash(r, w, "error", "Give a reason: it goes to the audit log.")
+	case len(reason) > 500:
+		flash(r, w, "error", "Keep the reason under 500 characters.")
+	default:
+		var done, unchanged, busy, missing int
+		stuckBefore := s.now().Add(-s.stuck)
+		for _, k := range keys {
+			source, key, ok := strings.Cut(k, "/")
+			if !ok || source == "" || key == "" {
+				return badRequest("A key to release is malformed.")
+			}
+			res, err := s.store.ReleaseKey(ctx, storage.Release{
+				Source: source, Key: key, Actor: u.Name, Reason: reason,
+				Reprocess: action == "reprocess", StuckBefore: stuckBefore,
+			})
+			switch {
+			case errors.Is(err, storage.ErrNotFound):
+				missing++
+			case errors.Is(err, storage.ErrBusy):
+				busy++
+			case err != nil:
+				return err
+			case res.Changed:
+				done++
+				s.log.Info("key released", "user", u.Name, "source", source, "key", key, "action", action, "was", res.Previous)
+			default:
+				unchanged++
+			}
+		}
+		verb := "Released"
+		if action == "reprocess" {
+			verb = "Reprocessing"
+			if done > 0 {
+				s.wake()
+			}
+		}
+		msg := fmt.Sprintf("%s %d key%s.", verb, done, plural(done))
+		kind := "ok"
+		if unchanged > 0 {
+			msg += fmt.Sprintf(" %d already free: nothing changed.", unchanged)
+		}
+		if busy > 0 {
+			msg += fmt.Sprintf(" %d still being handed downstream and not stuck yet: left alone.", busy)
+			kind = "error"
+		}
+		if missing > 0 {
+			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", missing)
+			kind = "error"
+		}
+		flash(r, w, kind, msg)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+	return nil
+}
+
+// handleLab derives the key of a pasted payload for a chosen source (GET shows the form).
+func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
+	v := views.Lab{Page: s.page(r, "Key lab", "lab"), Sources: s.sourceNames()}
+	if len(v.Sources) > 0 {
+		v.Source = v.Sources[0]
+	}
+	if r.Method != http.MethodPost {
+		if src := r.URL.Query().Get("source"); src != "" {
+			v.Source = src
+		}
+		return s.render(w, r, http.StatusOK, views.LabView(v))
+	}
+	// The form was parsed (within net/http's 10 MB bound) by the CSRF check.
+	v.Source, v.Payload, v.Headers = r.PostFormValue("source"), r.PostFormValue("payload"), r.PostFormValue("headers")
+	if len(v.Payload) > 1<<20 {
+		return badRequest("The payload is too large for the lab (1 MiB at most).")
+	}
+	if _, ok := s.source(v.Source); !ok {
+		return badRequest("Pick one of the configured sources.")
+	}
+	h := http.Header{}
+	for line := range strings.SplitSeq(v.Headers, "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && strings.TrimSpace(name) != "" {
+			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)), strings.TrimSpace(value))
+		}
+	}
+	d, err := s.derive(v.Source, h, []byte(v.Payload))
+	res := &views.LabResult{PayloadHash: d.PayloadHash}
+	src, _ := s.source(v.Source)
+	res.Derivation = views.Derivation{
+		Method: d.Method, EventIDFrom: d.EventIDFrom, EventIDHow: src.EventID, KeyFields: src.KeyFields,
+		Canonical: d.Canonical, Hash: d.Hash, HashOK: true, Key: d.Key,
+	}
+	for _, f := range d.Fields {
+		res.Derivation.Fields = append(res.Derivation.Fields, views.Field{Pointer: f.Pointer, Value: f.Value, Present: f.Present})
+	}
+	if err != nil {
+		res.Error = err.Error()
+		res.Derivation.Key = ""
+	} else {
+		claim, err := s.store.Claim(r.Context(), v.Source, d.Key)
+		now := s.now()
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			res.Claim = "No delivery holds this key: one sent now would be accepted."
+		case err != nil:
+			return err
+		case claim.Held(now):
+			res.Held, res.ClaimState = true, claim.State
+			res.Claim = fmt.Sprintf("Claimed (%s) until %s: a delivery of this payload now would be a duplicate.", claim.State, s.fullTime(claim.ExpiresAt))
+			res.EventsURL = keyEventsURL(v.Source, d.Key)
+		default:
+			res.ClaimState = claim.State
+			res.Claim = "Claimed before, but " + map[bool]string{true: "released", false: "expired"}[claim.State == storage.StateReleased] +
+				": a delivery sent now would be accepted."
+			res.EventsURL = keyEventsURL(v.Source, d.Key)
+		}
+	}
+	v.Result = res
+	return s.render(w, r, http.StatusOK, views.LabView(v))
+}
