@@ -1,0 +1,238 @@
+package receiver
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// RFC 6901 JSON pointers, resolved against a document that is already known
+// to be one valid JSON text. Derive only looks up pointers after jcs has
+// accepted the body, so these functions skip over values instead of
+// validating them: that is what lets the body be parsed once. They still
+// stop at the end of doc rather than panic on input that breaks that
+// promise.
+
+// pointerProblem says why p is not an RFC 6901 pointer, or returns "" if it
+// is one. The empty pointer (the whole document) is valid RFC 6901; callers
+// that refuse it do so themselves, with their own reason.
+func pointerProblem(p string) string {
+	if p == "" {
+		return ""
+	}
+	if p[0] != '/' {
+		return `is not a JSON pointer (must start with "/")`
+	}
+	if !utf8.ValidString(p) {
+		// Pointer tokens are compared with object member names, which are
+		// valid UTF-8 once jcs has accepted the body; such a pointer could
+		// never match, and could not be written into the canonical JSON of
+		// the key fields either.
+		return "is not valid UTF-8"
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return `is not a JSON pointer ("~" must be followed by 0 or 1)`
+		}
+	}
+	return ""
+}
+
+// ptrLookup returns the JSON text of the value that pointer p names in doc,
+// and false if p names nothing there. The text is a slice of doc, so when doc
+// is canonical (RFC 8785) the value comes out canonical too: canonical form
+// is defined member by member, so a canonical document's sub-values are
+// canonical. A pointer only descends through objects and arrays; a token met
+// by a scalar names nothing.
+func ptrLookup(doc, p string) (string, bool) {
+	i := jsonSkipSpace(doc, 0)
+	for rest := p; rest != ""; {
+		rest = rest[1:] // the '/' that pointerProblem guaranteed
+		tok := rest
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			tok, rest = rest[:j], rest[j:]
+		} else {
+			rest = ""
+		}
+		if i >= len(doc) {
+			return "", false
+		}
+		var ok bool
+		switch doc[i] {
+		case '{':
+			i, ok = ptrMember(doc, i, ptrUnescape(tok))
+		case '[':
+			i, ok = ptrElement(doc, i, tok)
+		}
+		if !ok {
+			return "", false
+		}
+	}
+	if i >= len(doc) {
+		return "", false
+	}
+	return doc[i:jsonSkipValue(doc, i)], true
+}
+
+// ptrUnescape undoes RFC 6901's escapes in the order §4 prescribes ("~1"
+// first), so that "~01" means "~1" and not "/".
+func ptrUnescape(tok string) string {
+	if strings.IndexByte(tok, '~') < 0 {
+		return tok
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+}
+
+// member returns the offset of the value of the member called name in the
+// object that starts at doc[i]. Duplicate names cannot occur (jcs rejects
+// them), so the first match is the only one.
+func ptrMember(doc string, i int, name string) (int, bool) {
+	i++ // '{'
+	for {
+		i = jsonSkipSpace(doc, i)
+		if i >= len(doc) || doc[i] != '"' {
+			return 0, false // '}': no such member
+		}
+		end := jsonStringEnd(doc, i)
+		match := jsonStringValue(doc[i:end]) == name
+		i = jsonSkipSpace(doc, end)
+		if i >= len(doc) || doc[i] != ':' {
+			return 0, false
+		}
+		i = jsonSkipSpace(doc, i+1)
+		if match {
+			return i, true
+		}
+		i = jsonSkipSpace(doc, jsonSkipValue(doc, i))
+		if i >= len(doc) || doc[i] != ',' {
+			return 0, false
+		}
+		i++
+	}
+}
+
+// element returns the offset of the element that tok indexes in the array
+// that starts at doc[i]. RFC 6901's "-" (the element after the last one) and
+// any token that is not a canonical index ("01", "+1", "1e0") name nothing.
+func ptrElement(doc string, i int, tok string) (int, bool) {
+	n, ok := ptrIndex(tok)
+	if !ok {
+		return 0, false
+	}
+	i++ // '['
+	for k := 0; ; k++ {
+		i = jsonSkipSpace(doc, i)
+		if i >= len(doc) || doc[i] == ']' {
+			return 0, false
+		}
+		if k == n {
+			return i, true
+		}
+		i = jsonSkipSpace(doc, jsonSkipValue(doc, i))
+		if i >= len(doc) || doc[i] != ',' {
+			return 0, false
+		}
+		i++
+	}
+}
+
+// ptrIndex parses an RFC 6901 array index. Nine digits are plenty: no body
+// within the intake's size limit holds a billion elements, and the bound
+// keeps the arithmetic clear of overflow.
+func ptrIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 9 || (tok[0] == '0' && len(tok) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// jsonStringValue returns the value of the JSON string literal s (quotes
+// included). Canonical documents escape only quotes, backslashes and control
+// characters, so the common case is a plain slice; anything else goes
+// through encoding/json, which knows every escape, surrogate pairs included.
+func jsonStringValue(s string) string {
+	if len(s) < 2 {
+		return ""
+	}
+	inner := s[1 : len(s)-1]
+	if strings.IndexByte(inner, '\\') < 0 {
+		return inner
+	}
+	var v string
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return ""
+	}
+	return v
+}
+
+func jsonSkipSpace(doc string, i int) int {
+	for i < len(doc) {
+		switch doc[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// jsonStringEnd returns the offset just past the string literal that starts
+// at doc[i]. A plain loop: strings.IndexAny costs more than it saves on the
+// short strings that fill webhook bodies.
+func jsonStringEnd(doc string, i int) int {
+	for j := i + 1; j < len(doc); j++ {
+		switch doc[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++ // skip the escaped character
+		}
+	}
+	return len(doc)
+}
+
+// jsonSkipValue returns the offset just past the value that starts at doc[i].
+func jsonSkipValue(doc string, i int) int {
+	if i >= len(doc) {
+		return i
+	}
+	switch doc[i] {
+	case '"':
+		return jsonStringEnd(doc, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(doc); j++ {
+			switch doc[j] {
+			case '"':
+				j = jsonStringEnd(doc, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(doc)
+	default: // number, true, false, null
+		j := i
+		for j < len(doc) {
+			switch doc[j] {
+			case ',', ']', '}', ' ', '\t', '\n', '\r':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}

@@ -1,0 +1,520 @@
+package receiver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+const (
+	// eventIDHeaderPrefix marks an event id carried in a header rather than
+	// in the body.
+	eventIDHeaderPrefix = "header:"
+
+	// derivedKeyPrefix starts every derived key. Event ids that start with it
+	// are refused, so that a provider's id can never collide with a key
+	// derived from another delivery's fields, and a key alone says how it
+	// was made.
+	derivedKeyPrefix = "derived:"
+
+	// maxEventIDLen bounds an event id in bytes. Real ids (UUIDs, ULIDs,
+	// "evt_..." strings, 64-bit integers) are far shorter; a longer one is
+	// more likely a pointer aimed at the wrong field, and the key is stored,
+	// indexed, shown on the console and sent downstream in a header.
+	maxEventIDLen = 512
+
+	// maxJSONDepth bounds how deeply arrays and objects may nest in a body.
+	// Webhook payloads are a few levels deep; the bound stops a small body
+	// from costing deep recursion in the canonicaliser.
+	maxJSONDepth = 64
+
+	// maxSafeInteger is the largest integer n such that every integer up to
+	// n is exactly a float64 (2^53 − 1, JavaScript's Number.MAX_SAFE_INTEGER).
+	maxSafeInteger = 1<<53 - 1
+)
+
+const (
+	// MethodEventID is Derivation.Method when the provider's event id is
+	// the key.
+	MethodEventID = "event_id"
+	// MethodDerived is Derivation.Method when the key was hashed from the
+	// key fields.
+	MethodDerived = "derived"
+)
+
+var (
+	// ErrNotJSON means the body is not a JSON document that can be
+	// canonicalised (RFC 8785, so also I-JSON: no duplicate member names,
+	// numbers within float64 range). The intake answers 400. Errors wrap it
+	// with the reason.
+	ErrNotJSON = errors.New("body is not valid JSON")
+
+	// ErrNoKey means the delivery carries no usable event id and none of
+	// the key fields: a key of nothing would make every such event a
+	// duplicate of the first. The intake answers 422. Errors wrap it with
+	// what was looked for.
+	ErrNoKey = errors.New("no idempotency key")
+)
+
+// KeySpec says how a source's deliveries get their idempotency key.
+type KeySpec struct {
+	// EventID names the provider's event id: "" (none), an RFC 6901 JSON
+	// pointer such as "/event_id" or "/data/id", or "header:Webhook-Id".
+	EventID string
+	// KeyFields are JSON pointers of stable business fields, hashed into
+	// the key when there is no usable event id.
+	KeyFields []string
+}
+
+// Validate reports every bad pointer or header name in s, each naming the
+// setting it came from, joined with errors.Join. A spec with neither EventID
+// nor KeyFields is an error: no delivery could ever get a key.
+//
+// The empty pointer "" is valid RFC 6901 (the whole document), but Validate
+// refuses it in KeyFields: a hash of the whole body changes with any volatile
+// field, such as a send timestamp or an attempt counter, so redeliveries
+// would not be recognised. Name the stable fields instead.
+func (s KeySpec) Validate() error {
+	var errs []error
+	if s.EventID == "" && len(s.KeyFields) == 0 {
+		return errors.New("set event_id or key_fields")
+	}
+	if name, ok := strings.CutPrefix(s.EventID, eventIDHeaderPrefix); ok {
+		if name == "" {
+			errs = append(errs, fmt.Errorf("event_id %q names no header", s.EventID))
+		} else if !validEventIDHeader(name) {
+			errs = append(errs, fmt.Errorf("event_id %q: %q is not a valid header name", s.EventID, name))
+		}
+	} else if p := pointerProblem(s.EventID); p != "" {
+		errs = append(errs, fmt.Errorf("event_id %q %s", s.EventID, p))
+	}
+	for i, f := range s.KeyFields {
+		switch {
+		case f == "":
+			errs = append(errs, fmt.Errorf("key_fields[%d] %q is the whole body; name stable fields instead "+
+				"(a hash of the whole body changes with any volatile field)", i, f))
+		case strings.HasPrefix(f, eventIDHeaderPrefix):
+			errs = append(errs, fmt.Errorf("key_fields[%d] %q: only event_id may name a header", i, f))
+		default:
+			if p := pointerProblem(f); p != "" {
+				errs = append(errs, fmt.Errorf("key_fields[%d] %q %s", i, f, p))
+				continue
+			}
+			// A repeat would add nothing to the key and could not be a
+			// member name twice in the canonical JSON.
+			for j := range i {
+				if s.KeyFields[j] == f {
+					errs = append(errs, fmt.Errorf("key_fields[%d] %q repeats key_fields[%d]", i, f, j))
+					break
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validEventIDHeader reports whether name is an RFC 9110 token, which is
+// all a header field name may be.
+func validEventIDHeader(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// Field is one key field's value as it entered the derivation.
+type Field struct {
+	Pointer string
+	// Present is false when the pointer names nothing or names null: both
+	// enter the hash as null, so telling them apart for ErrNoKey would let a
+	// body of nulls claim the key of nothing.
+	Present bool
+	// Value is the canonical JSON of the value, "null" when absent.
+	Value string
+}
+
+// Derivation is a delivery's key and how it was obtained, kept for the
+// console and the `key` command.
+type Derivation struct {
+	// Key is the idempotency key: the event id, or "derived:" + Hash.
+	Key string
+	// Method is MethodEventID or MethodDerived.
+	Method string
+	// EventIDFrom is the pointer or "header:Name" the id came from (Method
+	// == MethodEventID).
+	EventIDFrom string
+	// Fields are the key fields in KeySpec order (Method == MethodDerived,
+	// and on ErrNoKey, to show what was looked for).
+	Fields []Field
+	// Canonical is the RFC 8785 canonical JSON of {pointer: value, ...}
+	// (Method == MethodDerived).
+	Canonical string
+	// Hash is the hex SHA-256 of Canonical (Method == MethodDerived).
+	Hash string
+	// PayloadHash is the hex SHA-256 of the canonical JSON of the whole
+	// body, so bodies that differ only in member order, whitespace or number
+	// spelling are not flagged as a mismatch between deliveries of one key.
+	PayloadHash string
+}
+
+// Derive parses body once and returns its idempotency key; h is the
+// delivery's headers, read for a "header:" event id. The key depends on the
+// spec, the headers and the body alone: never on the time of receipt, and
+// not on the source, which scopes keys where they are stored.
+//
+// The provider's event id is the key when the delivery carries a usable one.
+// A string id is used as it decodes. A number id is used when it is an
+// integer: as its RFC 8785 text up to 2^53 − 1 in magnitude (so 42, 42.0
+// and 4.2e1 all give "42"), and beyond that only when written as plain
+// digits, digit for digit, because a float64 would round distinct ids to
+// one (9007199254740993 and 9007199254740992 both read as ...992). Any
+// other id is treated as absent and the key falls back to the key fields:
+// null, an object, array or boolean, a fraction or an exponent-spelled big
+// number, an empty string, one longer than 512 bytes, one with control
+// characters (it travels downstream in the Idempotency-Key header) or one
+// that starts with "derived:". The fallback depends on the delivery alone,
+// so every redelivery of an event falls back the same way.
+//
+// Returns an error wrapping ErrNotJSON if the body is not JSON that RFC 8785
+// can canonicalise: empty, malformed or followed by more data, not UTF-8 or
+// starting with a byte-order mark, nested more than 64 arrays or objects
+// deep, holding a number outside float64 range, or an object with a
+// repeated member name (two parsers could disagree on which value counts).
+// This holds even when the id comes from a header. Returns an error wrapping
+// ErrNoKey, with PayloadHash and Fields still filled in, if there is no
+// usable event id and no key field is present. Returns a plain error if
+// spec fails Validate.
+func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
+	if err := spec.Validate(); err != nil {
+		return Derivation{}, fmt.Errorf("key spec: %w", err)
+	}
+	canon, err := canonicalBody(body)
+	if err != nil {
+		return Derivation{}, err
+	}
+	// One copy, so that field values and the event id can be slices of the
+	// canonical document instead of allocations of their own.
+	doc := string(canon)
+	d := Derivation{PayloadHash: keySHA256Hex(canon)}
+
+	id, why := findEventID(spec.EventID, h, doc, body)
+	if id != "" {
+		d.Key, d.Method, d.EventIDFrom = id, MethodEventID, spec.EventID
+		return d, nil
+	}
+
+	d.Fields = make([]Field, len(spec.KeyFields))
+	present := false
+	obj := make([]byte, 0, 128)
+	obj = append(obj, '{')
+	for i, p := range spec.KeyFields {
+		v, ok := ptrLookup(doc, p)
+		if !ok {
+			v = "null"
+		}
+		ok = ok && v != "null"
+		present = present || ok
+		d.Fields[i] = Field{Pointer: p, Present: ok, Value: v}
+		if i > 0 {
+			obj = append(obj, ',')
+		}
+		obj = appendPointerJSON(obj, p)
+		obj = append(obj, ':')
+		obj = append(obj, v...)
+	}
+	obj = append(obj, '}')
+	if !present {
+		return d, errNoKeyFor(why, spec.KeyFields)
+	}
+
+	// The members are already canonical; jcs orders them and normalises the
+	// pointers' spelling, which is all that is left of RFC 8785 here.
+	c, err := jcs.Transform(obj)
+	if err != nil {
+		return Derivation{}, fmt.Errorf("canonicalise key fields: %w", err)
+	}
+	d.Method = MethodDerived
+	d.Canonical = string(c)
+	d.Hash = keySHA256Hex(c)
+	d.Key = derivedKeyPrefix + d.Hash
+	return d, nil
+}
+
+// errNoKeyFor builds the ErrNoKey error, saying what was looked for, so
+// that the provider (who reads it in the 422) and the operator see why.
+func errNoKeyFor(why string, fields []string) error {
+	var b strings.Builder
+	b.WriteString(why)
+	if b.Len() > 0 {
+		b.WriteString(", and ")
+	}
+	if len(fields) == 0 {
+		b.WriteString("no key_fields are configured")
+	} else {
+		b.WriteString("none of the key fields ")
+		for i, f := range fields {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Quote(f))
+		}
+		b.WriteString(" is present")
+	}
+	return fmt.Errorf("%w: %s", ErrNoKey, b.String())
+}
+
+// findEventID returns the delivery's usable event id, or "" and why there is
+// none ("" too when the spec names no event id). doc is the canonical body;
+// raw is the body as received, read only for a big integer's digits.
+func findEventID(from string, h http.Header, doc string, raw []byte) (id, why string) {
+	if from == "" {
+		return "", ""
+	}
+	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+		v := eventIDHeaderValue(h, name)
+		if v == "" {
+			return "", fmt.Sprintf("header %s is absent", name)
+		}
+		if p := eventIDProblem(v); p != "" {
+			return "", fmt.Sprintf("header %s %s", name, p)
+		}
+		return v, ""
+	}
+
+	v, ok := ptrLookup(doc, from)
+	if !ok {
+		return "", fmt.Sprintf("event id %q is absent", from)
+	}
+	switch c := v[0]; {
+	case c == '"':
+		id = jsonStringValue(v)
+	case c == '-' || '0' <= c && c <= '9':
+		id, why = numberEventID(from, v, raw)
+		if why != "" {
+			return "", fmt.Sprintf("event id %q %s", from, why)
+		}
+	case c == 'n':
+		return "", fmt.Sprintf("event id %q is null", from)
+	case c == '{':
+		return "", fmt.Sprintf("event id %q is an object", from)
+	case c == '[':
+		return "", fmt.Sprintf("event id %q is an array", from)
+	default:
+		return "", fmt.Sprintf("event id %q is a boolean", from)
+	}
+	if p := eventIDProblem(id); p != "" {
+		return "", fmt.Sprintf("event id %q %s", from, p)
+	}
+	return id, ""
+}
+
+// numberEventID turns the canonical number text v into an id, or says why it
+// cannot be one.
+func numberEventID(from, v string, raw []byte) (id, why string) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f != math.Trunc(f) {
+		return "", fmt.Sprintf("is %s, not an integer", v)
+	}
+	if math.Abs(f) <= maxSafeInteger {
+		return v, "" // RFC 8785 writes these as plain digits
+	}
+	// Past 2^53 the canonical text is a rounded float64. Only the digits
+	// the provider wrote tell ids apart, and the raw body is valid JSON by
+	// now, so the pointer resolves there too.
+	lit, _ := ptrLookup(string(raw), from)
+	if !isPlainInteger(lit) {
+		return "", fmt.Sprintf("is %s, beyond 2^53 and not written as plain digits, so it cannot be read exactly", v)
+	}
+	return lit, ""
+}
+
+// isPlainInteger reports whether s is -?[1-9][0-9]* or 0, JSON's grammar for
+// an integer with no fraction or exponent.
+func isPlainInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// eventIDProblem says why a present id cannot be a key, or returns "".
+func eventIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "is an empty string"
+	case len(id) > maxEventIDLen:
+		return fmt.Sprintf("is %d bytes long (limit %d)", len(id), maxEventIDLen)
+	case strings.HasPrefix(id, derivedKeyPrefix):
+		return fmt.Sprintf("starts with %q, which only derived keys may", derivedKeyPrefix)
+	case !utf8.ValidString(id): // only a header can get here: the body is checked
+		return "is not valid UTF-8"
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] == 0x7f {
+			return "contains a control character"
+		}
+	}
+	return ""
+}
+
+// eventIDHeaderValue is h.Get(name), and also finds a name stored without
+// canonical case, as in a header map built by hand rather than by net/http.
+func eventIDHeaderValue(h http.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, name) {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+// appendPointerJSON appends s as a JSON string. jcs re-spells it
+// canonically afterwards, so this only has to be valid JSON, and pointers
+// are almost always printable ASCII that needs no escaping at all.
+func appendPointerJSON(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b, _ := json.Marshal(s) // s is valid UTF-8: Validate checked it
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+func keySHA256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
+}
+
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// canonicalBody returns the RFC 8785 canonical form of body, or an error
+// wrapping ErrNotJSON that says what is wrong.
+func canonicalBody(body []byte) ([]byte, error) {
+	if err := precheckBody(body); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotJSON, err)
+	}
+	canon, err := jcs.Transform(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotJSON, explainJCS(err))
+	}
+	return canon, nil
+}
+
+// precheckBody catches what jcs would report poorly or too late, with the byte
+// offset where it happens: an empty body, a byte-order mark, invalid UTF-8,
+// and nesting past maxJSONDepth before jcs recurses into it. It only scans; jcs
+// does the parsing.
+func precheckBody(body []byte) error {
+	if bytes.HasPrefix(body, utf8BOM) {
+		return errors.New("body starts with a UTF-8 byte-order mark")
+	}
+	if !utf8.Valid(body) {
+		return fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
+	}
+	depth, inString, empty := 0, false, true
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > maxJSONDepth {
+				return fmt.Errorf("nested deeper than %d levels at byte %d", maxJSONDepth, i)
+			}
+		case ']', '}':
+			depth--
+		}
+		empty = false
+	}
+	if empty {
+		return errors.New("empty body")
+	}
+	return nil
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// explainJCS rewords the errors of jcs v1.0.2, which are terse and not written
+// for whoever reads the 400 answer. Fragments of the body that jcs quotes
+// are kept: it already truncates them to 32 bytes and quotes them, so they
+// are safe to log. TestDerive_NotJSON pins each wording, so a jcs upgrade
+// that changes one fails loudly rather than silently degrading the message.
+func explainJCS(err error) string {
+	msg := err.Error()
+	for _, r := range jcsReasons {
+		if rest, ok := strings.CutPrefix(msg, r.prefix); ok {
+			return r.reason + rest
+		}
+	}
+	if strings.HasPrefix(msg, "strconv.ParseUint") {
+		return `invalid \u escape in a string`
+	}
+	return msg
+}
+
+var jcsReasons = []struct{ prefix, reason string }{
+	{"Duplicate key: ", "duplicate object member name "},
+	{"Improperly terminated JSON object", "more data after the JSON value"},
+	{"Number out of range: ", "number outside the float64 range: "},
+	{"Unexpected EOF reached", "unexpected end of body"},
+	{"Unterminated string literal", "control character in a string (must be escaped)"},
+	{"Missing argument", "missing value"},
+	{"Missing surrogate", `unpaired UTF-16 surrogate in a \u escape`},
+	{"Invalid high surrogate: ", "unpaired UTF-16 surrogate "},
+	{"Invalid low surrogate: ", "unpaired UTF-16 surrogate "},
+	{"Invalid literal or number: ", "invalid literal or number "},
+	{"Unexpected escape: ", "invalid escape in a string: "},
+	{"Unexpected non-ASCII character", "unexpected character outside a string"},
+	{"Expected ", "expected "},
+}

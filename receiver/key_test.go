@@ -1,0 +1,722 @@
+package receiver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// ktCancellation is a realistic OTA booking-cancellation delivery (about 600
+// bytes), the shape the benchmarks and several tests use.
+const ktCancellation = `{
+  "event_id": "evt_01HZX3K8Q2V7M5N9P4R6T8W0YB",
+  "event_type": "booking.cancelled",
+  "created_at": "2025-03-14T09:26:53Z",
+  "property_id": "P-10293",
+  "booking_id": "BK-7781-2291",
+  "status": "cancelled",
+  "effective_date": "2025-04-02",
+  "channel": {"code": "BDC", "reservation_ref": "4419283375"},
+  "guest": {"last_name": "Müller", "first_name": "Zoë", "country": "DE"},
+  "stay": {"check_in": "2025-04-02", "check_out": "2025-04-05", "nights": 3,
+    "rooms": [{"room_type": "DBL-SUP", "rate_plan": "FLEX-BB", "adults": 2}]},
+  "refund": {"amount": 412.50, "currency": "EUR", "policy": "free-48h"},
+  "cancelled_by": "guest"
+}`
+
+var ktOTAFields = []string{"/property_id", "/booking_id", "/status", "/effective_date"}
+
+func ktDerive(t *testing.T, spec KeySpec, h http.Header, body string) Derivation {
+	t.Helper()
+	d, err := Derive(spec, h, []byte(body))
+	if err != nil {
+		t.Fatalf("Derive(%q): %v", body, err)
+	}
+	return d
+}
+
+func ktSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestDerive_KnownAnswer pins canonicalisation and hashing to a literal, so a
+// change in either (a jcs upgrade, a different member order, another
+// spelling of the pointers) fails here instead of silently giving every
+// stored event a new key.
+func TestDerive_KnownAnswer(t *testing.T) {
+	const canonical = `{"/booking_id":"B-1","/property_id":"P-9"}`
+	const pinned = "derived:38cc8316878215eea2596361825637eebcebc87f9621da3d86c76ed57f950933"
+	spec := KeySpec{KeyFields: []string{"/property_id", "/booking_id"}}
+	d := ktDerive(t, spec, nil, `{ "property_id" : "P-9", "booking_id": "B-1", "amount": 1e2 }`)
+
+	if d.Canonical != canonical {
+		t.Errorf("Canonical = %s, want %s", d.Canonical, canonical)
+	}
+	if want := "derived:" + ktSHA256(canonical); d.Key != want {
+		t.Errorf("Key = %s, want %s", d.Key, want)
+	}
+	if d.Key != pinned {
+		t.Errorf("Key = %s, want the pinned %s", d.Key, pinned)
+	}
+	if want := ktSHA256(`{"amount":100,"booking_id":"B-1","property_id":"P-9"}`); d.PayloadHash != want {
+		t.Errorf("PayloadHash = %s, want %s", d.PayloadHash, want)
+	}
+	if d.Method != MethodDerived || d.Hash != strings.TrimPrefix(d.Key, "derived:") || d.EventIDFrom != "" {
+		t.Errorf("Derivation = %+v", d)
+	}
+	wantFields := []Field{
+		{Pointer: "/property_id", Present: true, Value: `"P-9"`},
+		{Pointer: "/booking_id", Present: true, Value: `"B-1"`},
+	}
+	if !reflect.DeepEqual(d.Fields, wantFields) {
+		t.Errorf("Fields = %+v, want %+v", d.Fields, wantFields)
+	}
+}
+
+// TestDerive_SameKey lists bodies that must share a key and a payload hash:
+// each group differs only in ways RFC 8785 erases.
+func TestDerive_SameKey(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/property_id", "/amount", "/stay", "/name"}}
+	groups := []struct {
+		name   string
+		bodies []string
+	}{
+		{"member order", []string{
+			`{"property_id":"P","amount":100,"stay":{"in":"2025-04-02","nights":3},"name":"x"}`,
+			`{"name":"x","stay":{"nights":3,"in":"2025-04-02"},"amount":100,"property_id":"P"}`,
+		}},
+		{"whitespace", []string{
+			`{"property_id":"P","amount":100,"stay":[1,2],"name":"x"}`,
+			"{\n\t\"property_id\" : \"P\",\r\n  \"amount\":100 ,\"stay\":[ 1 , 2 ],\"name\":\"x\"\n}\n",
+			` {"property_id":"P","amount":100,"stay":[1,2],"name":"x"} `,
+		}},
+		{"number spelling", []string{
+			`{"property_id":"P","amount":100,"stay":{"nights":1},"name":"x"}`,
+			`{"property_id":"P","amount":1e2,"stay":{"nights":1.0},"name":"x"}`,
+			`{"property_id":"P","amount":1E+2,"stay":{"nights":1e0},"name":"x"}`,
+			`{"property_id":"P","amount":100.000,"stay":{"nights":10e-1},"name":"x"}`,
+			`{"property_id":"P","amount":10000e-2,"stay":{"nights":0.1e1},"name":"x"}`,
+		}},
+		{"negative zero", []string{
+			`{"property_id":"P","amount":0}`,
+			`{"property_id":"P","amount":-0}`,
+			`{"property_id":"P","amount":-0.0e5}`,
+		}},
+		{"unicode escapes", []string{
+			`{"property_id":"Hôtel é","amount":1,"stay":"😀","name":"a/b"}`,
+			`{"property_id":"H\u00f4tel \u00e9","amount":1,"stay":"\ud83d\ude00","name":"a\/b"}`,
+			`{"property_id":"H\u00F4tel \u00E9","amount":1,"stay":"\uD83D\uDE00","name":"\u0061\u002f\u0062"}`,
+		}},
+		{"escaped member names", []string{
+			`{"property_id":"P","amount":1}`,
+			`{"\u0070roperty_id":"P","am\u006Funt":1}`,
+		}},
+		{"nested values", []string{
+			`{"property_id":"P","stay":{"rooms":[{"type":"DBL","adults":2},{"type":"SGL","adults":1}],"from":"2025-04-02"}}`,
+			`{"stay":{"from":"2025-04-02","rooms":[{"adults":2.0,"type":"DBL"},{"adults":1,"type":"\u0053GL"}]},"property_id":"P"}`,
+		}},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			first := ktDerive(t, spec, nil, g.bodies[0])
+			for _, b := range g.bodies[1:] {
+				d := ktDerive(t, spec, nil, b)
+				if d.Key != first.Key || d.Canonical != first.Canonical {
+					t.Errorf("key differs:\n%s\n  %s %s\n%s\n  %s %s", g.bodies[0], first.Key, first.Canonical, b, d.Key, d.Canonical)
+				}
+				if d.PayloadHash != first.PayloadHash {
+					t.Errorf("payload hash differs:\n%s\n%s", g.bodies[0], b)
+				}
+			}
+		})
+	}
+}
+
+// TestDerive_DifferentKey lists pairs that must not share a key, and one
+// that shares the key but not the payload hash.
+func TestDerive_DifferentKey(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/booking_id", "/stay"}}
+	pairs := []struct{ name, a, b string }{
+		{"value", `{"booking_id":"B-1"}`, `{"booking_id":"B-2"}`},
+		{"string vs number", `{"booking_id":"1"}`, `{"booking_id":1}`},
+		{"array order", `{"booking_id":"B","stay":[1,2]}`, `{"booking_id":"B","stay":[2,1]}`},
+		{"nested value", `{"booking_id":"B","stay":{"n":1}}`, `{"booking_id":"B","stay":{"n":2}}`},
+		{"field moved", `{"booking_id":"B","stay":"x"}`, `{"booking_id":"x","stay":"B"}`},
+		{"case", `{"booking_id":"b"}`, `{"booking_id":"B"}`},
+		// RFC 8785 does not normalise Unicode: precomposed é is not e + U+0301.
+		{"unicode normal form", `{"booking_id":"\u00e9"}`, `{"booking_id":"e\u0301"}`},
+		{"empty string vs absent", `{"booking_id":"B","stay":""}`, `{"booking_id":"B"}`},
+	}
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) {
+			a, b := ktDerive(t, spec, nil, p.a), ktDerive(t, spec, nil, p.b)
+			if a.Key == b.Key {
+				t.Errorf("same key %s for %s and %s", a.Key, p.a, p.b)
+			}
+		})
+	}
+
+	t.Run("non-key field", func(t *testing.T) {
+		a := ktDerive(t, spec, nil, `{"booking_id":"B","sent_at":"09:00"}`)
+		b := ktDerive(t, spec, nil, `{"booking_id":"B","sent_at":"09:05"}`)
+		if a.Key != b.Key {
+			t.Errorf("key changed with a field outside key_fields")
+		}
+		if a.PayloadHash == b.PayloadHash {
+			t.Errorf("payload hash did not change with the content")
+		}
+	})
+
+	// An explicit null and an absent field both enter the hash as null.
+	t.Run("null is absent", func(t *testing.T) {
+		a := ktDerive(t, spec, nil, `{"booking_id":"B","stay":null}`)
+		b := ktDerive(t, spec, nil, `{"booking_id":"B"}`)
+		if a.Key != b.Key {
+			t.Errorf("null and absent give different keys")
+		}
+		if a.Fields[1] != (Field{Pointer: "/stay", Present: false, Value: "null"}) {
+			t.Errorf("Fields[1] = %+v", a.Fields[1])
+		}
+	})
+}
+
+// TestDerive_PointerSpelling: pointers are member names of the canonical
+// object, so they are escaped and ordered as RFC 8785 says. U+1F600 sorts
+// before U+FB01 in UTF-16 code units (0xD83D < 0xFB01) but after it in
+// UTF-8 bytes, so this also shows that the order is RFC 8785's.
+func TestDerive_PointerSpelling(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/\ufb01", "/café", `/k"l`, "/a~1b", "/\U0001F600"}}
+	d := ktDerive(t, spec, nil, `{"café":1,"k\"l":2,"a/b":3,"\ufb01":4,"😀":5}`)
+	const want = `{"/a~1b":3,"/café":1,"/k\"l":2,"/😀":5,"/ﬁ":4}`
+	if d.Canonical != want {
+		t.Errorf("Canonical = %s, want %s", d.Canonical, want)
+	}
+}
+
+func TestDerive_MissingFields(t *testing.T) {
+	spec := KeySpec{KeyFields: ktOTAFields}
+	d := ktDerive(t, spec, nil, `{"booking_id":"BK-1","status":null,"extra":{"property_id":"P"}}`)
+	want := []Field{
+		{Pointer: "/property_id", Present: false, Value: "null"},
+		{Pointer: "/booking_id", Present: true, Value: `"BK-1"`},
+		{Pointer: "/status", Present: false, Value: "null"},
+		{Pointer: "/effective_date", Present: false, Value: "null"},
+	}
+	if !reflect.DeepEqual(d.Fields, want) {
+		t.Errorf("Fields = %+v\nwant %+v", d.Fields, want)
+	}
+	const canonical = `{"/booking_id":"BK-1","/effective_date":null,"/property_id":null,"/status":null}`
+	if d.Canonical != canonical || d.Key != "derived:"+ktSHA256(canonical) {
+		t.Errorf("Canonical = %s, Key = %s", d.Canonical, d.Key)
+	}
+}
+
+func TestDerive_NoKey(t *testing.T) {
+	tests := []struct {
+		name string
+		spec KeySpec
+		h    http.Header
+		body string
+		want string // in the message
+	}{
+		{"all fields absent", KeySpec{KeyFields: ktOTAFields}, nil, `{"other":1}`,
+			`none of the key fields "/property_id", "/booking_id", "/status", "/effective_date" is present`},
+		{"all fields null", KeySpec{KeyFields: []string{"/a", "/b"}}, nil, `{"a":null,"b":null}`, `"/a", "/b"`},
+		{"empty object", KeySpec{KeyFields: []string{"/a"}}, nil, `{}`, `"/a"`},
+		{"top-level scalar", KeySpec{KeyFields: []string{"/a"}}, nil, `"a"`, `"/a"`},
+		{"top-level array", KeySpec{KeyFields: []string{"/a"}}, nil, `[{"a":1}]`, `"/a"`},
+		{"id absent, no fields", KeySpec{EventID: "/id"}, nil, `{"a":1}`,
+			`event id "/id" is absent, and no key_fields are configured`},
+		{"id unusable, fields absent", KeySpec{EventID: "/id", KeyFields: []string{"/a"}}, nil, `{"id":true}`,
+			`event id "/id" is a boolean, and none of the key fields "/a" is present`},
+		{"header absent, no fields", KeySpec{EventID: "header:Webhook-Id"}, http.Header{}, `{}`,
+			`header Webhook-Id is absent`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Derive(tt.spec, tt.h, []byte(tt.body))
+			if !errors.Is(err, ErrNoKey) || errors.Is(err, ErrNotJSON) {
+				t.Fatalf("err = %v, want ErrNoKey", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %q, want it to contain %q", err, tt.want)
+			}
+			if d.Key != "" || d.Method != "" {
+				t.Errorf("Key = %q, Method = %q on ErrNoKey", d.Key, d.Method)
+			}
+			if want := ktSHA256(string(mustJCS(t, tt.body))); d.PayloadHash != want {
+				t.Errorf("PayloadHash = %q, want %q (kept for the rejected delivery)", d.PayloadHash, want)
+			}
+			if len(d.Fields) != len(tt.spec.KeyFields) {
+				t.Errorf("Fields = %+v, want one per key field", d.Fields)
+			}
+		})
+	}
+}
+
+func mustJCS(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := jcs.Transform([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDerive_EventID(t *testing.T) {
+	fields := []string{"/booking_id"}
+	byPointer := KeySpec{EventID: "/event_id", KeyFields: fields}
+	long := strings.Repeat("x", 512)
+	tests := []struct {
+		name string
+		spec KeySpec
+		h    http.Header
+		body string
+		want string // "" means: falls back to the key derived from fields
+	}{
+		{"string", byPointer, nil, `{"event_id":"evt_1","booking_id":"B"}`, "evt_1"},
+		{"string with escapes", byPointer, nil, `{"event_id":"\u0065vt_\u00e9\/1\"q"}`, `evt_é/1"q`},
+		{"nested pointer", KeySpec{EventID: "/data/id"}, nil, `{"data":{"id":"in_1"}}`, "in_1"},
+		{"array index", KeySpec{EventID: "/events/1/id"}, nil, `{"events":[{"id":"a"},{"id":"b"}]}`, "b"},
+		{"escaped pointer", KeySpec{EventID: "/a~1b/c~0d"}, nil, `{"a/b":{"c~d":"x"}}`, "x"},
+		{"integer", byPointer, nil, `{"event_id":42}`, "42"},
+		{"integer spelled 42.0", byPointer, nil, `{"event_id":42.0}`, "42"},
+		{"integer spelled 4.2e1", byPointer, nil, `{"event_id":4.2e1}`, "42"},
+		{"negative integer", byPointer, nil, `{"event_id":-7}`, "-7"},
+		{"largest safe integer", byPointer, nil, `{"event_id":9007199254740991}`, "9007199254740991"},
+		{"big integer kept digit for digit", byPointer, nil, `{"event_id":9007199254740993}`, "9007199254740993"},
+		{"big integer neighbour", byPointer, nil, `{"event_id": 9007199254740992}`, "9007199254740992"},
+		{"64-bit integer", byPointer, nil, `{"event_id":-12345678901234567891}`, "-12345678901234567891"},
+		{"512 bytes", byPointer, nil, `{"event_id":"` + long + `"}`, long},
+		{"header", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields},
+			http.Header{"Webhook-Id": {"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"}}, `{"event_id":"ignored"}`, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"},
+		{"header name in any case", KeySpec{EventID: "header:WEBHOOK-id"},
+			http.Header{"Webhook-Id": {"msg_1"}}, `{}`, "msg_1"},
+		{"header map not canonicalised", KeySpec{EventID: "header:Webhook-Id"},
+			http.Header{"webhook-id": {"msg_1"}}, `{}`, "msg_1"},
+		{"first of several header values", KeySpec{EventID: "header:X-Event-Id"},
+			http.Header{"X-Event-Id": {"a", "b"}}, `{}`, "a"},
+
+		// Each of these falls back to the key fields.
+		{"absent", byPointer, nil, `{"booking_id":"B"}`, ""},
+		{"null", byPointer, nil, `{"event_id":null,"booking_id":"B"}`, ""},
+		{"empty string", byPointer, nil, `{"event_id":"","booking_id":"B"}`, ""},
+		{"object", byPointer, nil, `{"event_id":{"id":1},"booking_id":"B"}`, ""},
+		{"array", byPointer, nil, `{"event_id":["e"],"booking_id":"B"}`, ""},
+		{"boolean", byPointer, nil, `{"event_id":true,"booking_id":"B"}`, ""},
+		{"fraction", byPointer, nil, `{"event_id":1.5,"booking_id":"B"}`, ""},
+		{"big integer in exponent form", byPointer, nil, `{"event_id":1e20,"booking_id":"B"}`, ""},
+		{"513 bytes", byPointer, nil, `{"event_id":"` + long + `x","booking_id":"B"}`, ""},
+		{"control character", byPointer, nil, `{"event_id":"a\nb","booking_id":"B"}`, ""},
+		{"derived: prefix", byPointer, nil, `{"event_id":"derived:abc","booking_id":"B"}`, ""},
+		{"pointer into a scalar", KeySpec{EventID: "/event_id/x", KeyFields: fields}, nil, `{"event_id":"e","booking_id":"B"}`, ""},
+		{"header absent", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Other": {"x"}}, `{"booking_id":"B"}`, ""},
+		{"header empty", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {""}}, `{"booking_id":"B"}`, ""},
+		{"nil headers", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, nil, `{"booking_id":"B"}`, ""},
+		{"header not UTF-8", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {"\xff"}}, `{"booking_id":"B"}`, ""},
+		{"header too long", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {long + "x"}}, `{"booking_id":"B"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := ktDerive(t, tt.spec, tt.h, tt.body)
+			if want := ktSHA256(string(mustJCS(t, tt.body))); d.PayloadHash != want {
+				t.Errorf("PayloadHash = %s, want %s", d.PayloadHash, want)
+			}
+			if tt.want == "" {
+				want := ktDerive(t, KeySpec{KeyFields: tt.spec.KeyFields}, nil, tt.body)
+				if d.Method != MethodDerived || d.Key != want.Key || d.EventIDFrom != "" {
+					t.Errorf("got %s key %q, want the derived key %q", d.Method, d.Key, want.Key)
+				}
+				return
+			}
+			if d.Method != MethodEventID || d.Key != tt.want || d.EventIDFrom != tt.spec.EventID {
+				t.Errorf("got %s key %q from %q, want event id %q from %q", d.Method, d.Key, d.EventIDFrom, tt.want, tt.spec.EventID)
+			}
+			if d.Fields != nil || d.Canonical != "" || d.Hash != "" {
+				t.Errorf("derivation fields set for an event id: %+v", d)
+			}
+		})
+	}
+}
+
+// TestDerive_NotJSON checks each way a body can fail, with the reason the
+// provider reads in the 400. It also pins the rewording of jcs's messages.
+func TestDerive_NotJSON(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	tests := []struct{ name, body, want string }{
+		{"empty", ``, "empty body"},
+		{"only whitespace", " \n\t", "empty body"},
+		{"not JSON", `booking cancelled`, `invalid literal or number "booking"`},
+		{"form encoded", `a=1&b=2`, `invalid literal or number`},
+		{"trailing garbage", `{"a":1} x`, "more data after the JSON value"},
+		{"two documents", `{"a":1}{"a":2}`, "more data after the JSON value"},
+		{"truncated", `{"a":`, "unexpected end of body"},
+		{"unclosed array", `[1,2`, "unexpected end of body"},
+		{"trailing comma", `[1,]`, "missing value"},
+		{"missing colon", `{"a" 1}`, `expected ':' but got '1'`},
+		{"single quotes", `{'a':1}`, `expected '"'`},
+		{"leading zero", `{"a":01}`, `invalid literal or number "01"`},
+		{"NaN", `{"a":NaN}`, `invalid literal or number "NaN"`},
+		{"invalid UTF-8 in a string", "{\"a\":\"caf\xe9\"}", "invalid UTF-8 at byte 9"},
+		{"invalid UTF-8 outside a string", "\xff", "invalid UTF-8 at byte 0"},
+		{"overlong UTF-8", "[\"\xc0\xaf\"]", "invalid UTF-8 at byte 2"},
+		{"UTF-8 surrogate", "[\"\xed\xa0\x80\"]", "invalid UTF-8 at byte 2"},
+		{"byte-order mark", "\xef\xbb\xbf{}", "byte-order mark"},
+		{"non-ASCII outside a string", "[1,\u00a0 2]", "unexpected character outside a string"},
+		{"control character in a string", "[\"a\tb\"]", "control character in a string"},
+		{"bad escape", `["\x41"]`, `invalid escape in a string: "\\x"`},
+		{"bad \\u escape", `["\u12zz"]`, `invalid \u escape`},
+		{"lone high surrogate", `["\ud800"]`, "unpaired UTF-16 surrogate"},
+		{"lone low surrogate", `["\udc00x"]`, "unpaired UTF-16 surrogate"},
+		{"reversed surrogates", `["\ude00\ud83d"]`, "unpaired UTF-16 surrogate"},
+		{"too deep", deep(65), "nested deeper than 64 levels at byte 64"},
+		{"too deep in objects", strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65), "nested deeper than 64 levels"},
+		{"number too large", `{"amount":1e400}`, `number outside the float64 range: "1e400"`},
+		{"number too small", `{"amount":-1.8e308}`, `number outside the float64 range: "-1.8e308"`},
+		{"duplicate member", `{"booking_id":"B-1","booking_id":"B-2"}`, `duplicate object member name "booking_id"`},
+		{"duplicate nested member", `{"a":{"status":1,"x":0,"status":1}}`, `duplicate object member name "status"`},
+		{"duplicate spelled differently", `{"id":1,"\u0069d":2}`, `duplicate object member name "id"`},
+	}
+	specs := []KeySpec{
+		{KeyFields: []string{"/a"}},
+		{EventID: "header:Webhook-Id"}, // the body is checked even when the id is not in it
+	}
+	h := http.Header{"Webhook-Id": {"msg_1"}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, spec := range specs {
+				d, err := Derive(spec, h, []byte(tt.body))
+				if !errors.Is(err, ErrNotJSON) || errors.Is(err, ErrNoKey) {
+					t.Fatalf("Derive(%q) err = %v, want ErrNotJSON", tt.body, err)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("err = %q, want it to contain %q", err, tt.want)
+				}
+				if !reflect.DeepEqual(d, Derivation{}) {
+					t.Errorf("Derivation = %+v, want zero", d)
+				}
+			}
+		})
+	}
+}
+
+// TestDerive_Accepts covers bodies near the edges of what is refused.
+func TestDerive_Accepts(t *testing.T) {
+	spec := KeySpec{EventID: "header:Webhook-Id"}
+	h := http.Header{"Webhook-Id": {"msg_1"}}
+	for name, body := range map[string]string{
+		"64 levels":                  strings.Repeat("[", 64) + strings.Repeat("]", 64),
+		"brackets inside strings":    `{"a":"` + strings.Repeat("[{", 100) + `\"` + strings.Repeat("[", 100) + `"}`,
+		"top-level string":           `"just a string"`,
+		"top-level number":           ` 42 `,
+		"top-level null":             `null`,
+		"largest float64":            `[1.7976931348623157e308, -1.7976931348623157e308]`,
+		"underflow rounds to zero":   `[1e-400]`,
+		"U+FFFD is valid UTF-8":      "[\"\xef\xbf\xbd\"]",
+		"control characters escaped": `["\u0000\u001f"]`,
+		"empty member name":          `{"":1}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Derive(spec, h, []byte(body)); err != nil {
+				t.Errorf("Derive(%.60q): %v", body, err)
+			}
+		})
+	}
+}
+
+// TestDerive_PureFunction: the key depends on the delivery alone. No clock
+// and no source go in (sources scope keys where they are stored), so two
+// receipts of one delivery, at any time and under any source, agree.
+func TestDerive_PureFunction(t *testing.T) {
+	for _, spec := range []KeySpec{
+		{KeyFields: ktOTAFields},
+		{EventID: "/event_id"},
+		{EventID: "header:Webhook-Id", KeyFields: ktOTAFields},
+	} {
+		h := http.Header{"Webhook-Id": {"msg_1"}}
+		a := ktDerive(t, spec, h, ktCancellation)
+		b := ktDerive(t, spec, h.Clone(), ktCancellation)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%+v: two derivations differ:\n%+v\n%+v", spec, a, b)
+		}
+	}
+}
+
+func TestDerive_InvalidSpec(t *testing.T) {
+	_, err := Derive(KeySpec{KeyFields: []string{"booking_id"}}, nil, []byte(`{"booking_id":1}`))
+	if err == nil || errors.Is(err, ErrNotJSON) || errors.Is(err, ErrNoKey) {
+		t.Fatalf("err = %v, want a spec error", err)
+	}
+	if !strings.Contains(err.Error(), `key_fields[0] "booking_id" is not a JSON pointer`) {
+		t.Errorf("err = %q", err)
+	}
+}
+
+func TestKeySpec_Validate(t *testing.T) {
+	tests := []struct {
+		name string
+		spec KeySpec
+		want []string // each in the message; none means valid
+	}{
+		{"event id pointer", KeySpec{EventID: "/event_id"}, nil},
+		{"nested pointer", KeySpec{EventID: "/data/id"}, nil},
+		{"header", KeySpec{EventID: "header:Webhook-Id"}, nil},
+		{"key fields", KeySpec{KeyFields: ktOTAFields}, nil},
+		{"both", KeySpec{EventID: "header:X-Event-Id", KeyFields: []string{"/a"}}, nil},
+		{"escapes", KeySpec{KeyFields: []string{"/a~1b", "/m~0n", "/~01"}}, nil},
+		{"member named empty", KeySpec{EventID: "/", KeyFields: []string{"//x"}}, nil},
+		{"non-ASCII", KeySpec{KeyFields: []string{"/café", `/"q"`}}, nil},
+
+		{"neither", KeySpec{}, []string{"set event_id or key_fields"}},
+		{"empty key_fields", KeySpec{KeyFields: []string{}}, []string{"set event_id or key_fields"}},
+		{"event id without slash", KeySpec{EventID: "data/id"},
+			[]string{`event_id "data/id" is not a JSON pointer (must start with "/")`}},
+		{"header without name", KeySpec{EventID: "header:"}, []string{`event_id "header:" names no header`}},
+		{"header with space", KeySpec{EventID: "header: Webhook-Id"},
+			[]string{`event_id "header: Webhook-Id": " Webhook-Id" is not a valid header name`}},
+		{"header with colon", KeySpec{EventID: "header:A:B"}, []string{`"A:B" is not a valid header name`}},
+		{"bad escape", KeySpec{KeyFields: []string{"/a", "/b", "/c~2d"}},
+			[]string{`key_fields[2] "/c~2d" is not a JSON pointer ("~" must be followed by 0 or 1)`}},
+		{"trailing tilde", KeySpec{EventID: "/a~"}, []string{`event_id "/a~" is not a JSON pointer ("~" must be followed by 0 or 1)`}},
+		{"whole body", KeySpec{KeyFields: []string{""}}, []string{`key_fields[0] "" is the whole body`}},
+		{"header as key field", KeySpec{KeyFields: []string{"header:X-Id"}},
+			[]string{`key_fields[0] "header:X-Id": only event_id may name a header`}},
+		{"repeat", KeySpec{KeyFields: []string{"/a", "/b", "/a"}}, []string{`key_fields[2] "/a" repeats key_fields[0]`}},
+		{"not UTF-8", KeySpec{KeyFields: []string{"/\xff"}}, []string{`key_fields[0] "/\xff" is not valid UTF-8`}},
+		{"every problem at once", KeySpec{EventID: "id", KeyFields: []string{"a", "/b", "/b"}}, []string{
+			`event_id "id" is not a JSON pointer`,
+			`key_fields[0] "a" is not a JSON pointer`,
+			`key_fields[2] "/b" repeats key_fields[1]`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.spec.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPointer checks RFC 6901's own examples (§5), against the document as
+// written (whitespace, escaped names) and in canonical form.
+func TestPointer(t *testing.T) {
+	const raw = `{
+      "foo": ["bar", "baz"],
+      "": 0,
+      "a/b": 1,
+      "c%d": 2,
+      "e^f": 3,
+      "g|h": 4,
+      "i\\j": 5,
+      "k\"l": 6,
+      " ": 7,
+      "m~n": 8,
+      "\u006e\/o": {"deep": [[], [null, {"x": "y"}]]}
+   }`
+	canonical := string(mustJCS(t, raw))
+	tests := []struct {
+		pointer    string
+		raw, canon string // "" means absent
+	}{
+		{"", raw, canonical},
+		{"/foo", `["bar", "baz"]`, `["bar","baz"]`},
+		{"/foo/0", `"bar"`, `"bar"`},
+		{"/foo/1", `"baz"`, `"baz"`},
+		{"/", "0", "0"},
+		{"/a~1b", "1", "1"},
+		{"/c%d", "2", "2"},
+		{"/e^f", "3", "3"},
+		{"/g|h", "4", "4"},
+		{`/i\j`, "5", "5"},
+		{`/k"l`, "6", "6"},
+		{"/ ", "7", "7"},
+		{"/m~0n", "8", "8"},
+		{"/n~1o/deep/1/1/x", `"y"`, `"y"`},
+		{"/n~1o/deep/1/0", "null", "null"},
+		{"/n~1o/deep/0", "[]", "[]"},
+		{"/n~1o", `{"deep": [[], [null, {"x": "y"}]]}`, `{"deep":[[],[null,{"x":"y"}]]}`},
+
+		{"/foo/2", "", ""},
+		{"/foo/-", "", ""},
+		{"/foo/01", "", ""},
+		{"/foo/+1", "", ""},
+		{"/foo/1e0", "", ""},
+		{"/foo/99999999999", "", ""},
+		{"/foo/0/x", "", ""},
+		{"/a/b", "", ""},
+		{"/nope", "", ""},
+		{"/n~1o/deep/0/0", "", ""},
+		{"//", "", ""},
+	}
+	for _, tt := range tests {
+		for _, c := range []struct{ doc, want string }{{raw, tt.raw}, {canonical, tt.canon}} {
+			got, ok := ptrLookup(c.doc, tt.pointer)
+			if ok != (c.want != "") || got != c.want {
+				t.Errorf("ptrLookup(%.20q…, %q) = %q, %v; want %q", c.doc, tt.pointer, got, ok, c.want)
+			}
+		}
+	}
+}
+
+// FuzzDerive checks that Derive never panics, never accepts a body that is
+// not JSON, and gives a body the same key and payload hash however it is
+// re-encoded: members reordered, whitespace changed, strings re-escaped.
+func FuzzDerive(f *testing.F) {
+	for _, s := range []string{
+		ktCancellation,
+		`{"id":"evt_1","a":1,"b":[1,2]}`,
+		`{"id":42.0,"a":{"y":1,"x":2}}`,
+		`{"id":9007199254740993,"a":null}`,
+		`{"a":"H\u00f4tel \ud83d\ude00","b":[1e2,-0,0.5]}`,
+		`{"c/d":{"":"x"},"a":true}`,
+		`[{"a":1}]`,
+		`"top"`,
+		`{"a":1,"a":2}`,
+	} {
+		f.Add([]byte(s), "msg_1")
+	}
+	specs := []KeySpec{
+		{EventID: "/id", KeyFields: []string{"/a", "/b/0", "/c~1d/"}},
+		{EventID: "header:Webhook-Id", KeyFields: []string{"/a"}},
+		{KeyFields: []string{"/a", "/b", "/0"}},
+	}
+	f.Fuzz(func(t *testing.T, body []byte, headerID string) {
+		h := http.Header{"Webhook-Id": {headerID}}
+		for _, spec := range specs {
+			d, err := Derive(spec, h, body)
+			if err != nil {
+				if !errors.Is(err, ErrNotJSON) && !errors.Is(err, ErrNoKey) {
+					t.Fatalf("Derive(%q): unexpected error %v", body, err)
+				}
+				continue
+			}
+			if !json.Valid(body) || !utf8.Valid(body) {
+				t.Fatalf("Derive accepted a body that is not JSON: %q", body)
+			}
+			ktCheckDerivation(t, spec, body, d)
+
+			for _, again := range ktReencode(t, body) {
+				d2, err := Derive(spec, h, again)
+				if err != nil {
+					t.Fatalf("re-encoded body refused: %v\n%q\n%q", err, body, again)
+				}
+				if d2.Key != d.Key || d2.PayloadHash != d.PayloadHash {
+					t.Fatalf("re-encoding changed the key or payload hash:\n%q -> %s %s\n%q -> %s %s",
+						body, d.Key, d.PayloadHash, again, d2.Key, d2.PayloadHash)
+				}
+			}
+		}
+	})
+}
+
+// ktCheckDerivation checks that a successful derivation is self-consistent.
+func ktCheckDerivation(t *testing.T, spec KeySpec, body []byte, d Derivation) {
+	t.Helper()
+	if d.Key == "" || len(d.PayloadHash) != 64 {
+		t.Fatalf("incomplete derivation %+v", d)
+	}
+	switch d.Method {
+	case MethodEventID:
+		if strings.HasPrefix(d.Key, "derived:") || len(d.Key) > 512 || d.EventIDFrom != spec.EventID {
+			t.Fatalf("bad event id derivation %+v", d)
+		}
+	case MethodDerived:
+		if d.Key != "derived:"+d.Hash || d.Hash != ktSHA256(d.Canonical) || len(d.Fields) != len(spec.KeyFields) {
+			t.Fatalf("bad derived key %+v", d)
+		}
+		c, err := jcs.Transform([]byte(d.Canonical))
+		if err != nil || string(c) != d.Canonical {
+			t.Fatalf("Canonical %q is not canonical JSON (%v)", d.Canonical, err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(d.Canonical), &m); err != nil || len(m) != len(spec.KeyFields) {
+			t.Fatalf("Canonical %q is not one member per key field (%v)", d.Canonical, err)
+		}
+	default:
+		t.Fatalf("Method = %q", d.Method)
+	}
+}
+
+// ktReencode returns body written out anew by encoding/json: compacted,
+// and decoded (numbers kept as written) then indented, which sorts members
+// and re-escapes strings.
+func ktReencode(t *testing.T, body []byte) [][]byte {
+	t.Helper()
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, body); err != nil {
+		t.Fatalf("json.Compact: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	indented, err := json.MarshalIndent(v, "\t", "   ")
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	return [][]byte{compact.Bytes(), indented}
+}
+
+func BenchmarkDerive(b *testing.B) {
+	body := []byte(ktCancellation)
+	h := http.Header{
+		"Content-Type":      {"application/json"},
+		"Webhook-Id":        {"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"},
+		"Webhook-Timestamp": {"1710408413"},
+		"Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="},
+	}
+	for _, bm := range []struct {
+		name string
+		spec KeySpec
+	}{
+		{"EventIDPointer", KeySpec{EventID: "/event_id", KeyFields: ktOTAFields}},
+		{"EventIDHeader", KeySpec{EventID: "header:Webhook-Id", KeyFields: ktOTAFields}},
+		{"Derived4Fields", KeySpec{KeyFields: ktOTAFields}},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := Derive(bm.spec, h, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	// The floor: canonicalising the body, which every delivery needs for
+	// its payload hash whatever its key.
+	b.Run("JCSTransformOnly", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := jcs.Transform(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
