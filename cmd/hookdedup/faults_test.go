@@ -1,0 +1,487 @@
+package main
+
+// Faults (issue 6): the disk full, the database file made read-only, the database locked
+// by another process, the downstream hanging, a slow-loris sender. Intake must answer
+// 503 (never 200 for something it did not store), recover by itself when the fault
+// clears, and never panic.
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	_ "github.com/mattn/go-sqlite3" // the other process's connection in the lock test
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// faultSend is one delivery and its answer.
+type faultSend struct {
+	id         string
+	code       int
+	answer     map[string]string
+	retryAfter string
+}
+
+// faultRig is a serve on a database at dbPath, and a sender that remembers every answer.
+type faultRig struct {
+	t      *testing.T
+	dir    string
+	dbPath string
+	s      *server
+	v      receiver.Verifier
+	client *http.Client
+	n      int
+	sends  []faultSend
+}
+
+// newFaultRig starts serve with one source, "ota"; top is added to the top-level
+// settings and src to the source's.
+func newFaultRig(t *testing.T, dbPath, top, src string) *faultRig {
+	t.Helper()
+	dir := t.TempDir()
+	if dbPath == "" {
+		dbPath = filepath.Join(dir, "hookdedup.db")
+	}
+	cfg := fmt.Sprintf("database = %q\n%s\n[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n%s\n",
+		dbPath, top, crashSecret, src)
+	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &faultRig{t: t, dir: dir, dbPath: dbPath, v: v, client: &http.Client{Timeout: 2 * time.Minute}}
+	r.s = startLogged(t, dir, "serve.log", nil)
+	return r
+}
+
+// deliver sends the event id (padded with pad bytes) and records the answer.
+func (r *faultRig) deliver(id string, pad int) faultSend {
+	r.t.Helper()
+	body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled","pad":%q}`, id, strings.Repeat("x", pad))
+	req, _ := http.NewRequest("POST", r.s.url+"/webhooks/ota", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", id)
+	r.v.Sign(req.Header, nil, []byte(body), time.Now())
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.t.Fatalf("delivery %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	s := faultSend{id: id, code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &s.answer); err != nil {
+		r.t.Fatalf("delivery %s: %d %q is not JSON", id, resp.StatusCode, raw)
+	}
+	r.sends = append(r.sends, s)
+	return s
+}
+
+func (r *faultRig) next(pad int) faultSend {
+	r.n++
+	return r.deliver(fmt.Sprintf("evt_%04d", r.n), pad)
+}
+
+func (r *faultRig) ready() int {
+	resp, err := r.client.Get(r.s.url + "/readyz")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// storageFault runs one storage fault through its course: healthy traffic, the fault,
+// traffic until intake refuses, the fault cleared, recovery without a restart, and a
+// reckoning of every answer against the database.
+func (r *faultRig) storageFault(inject, clear func(), pad int) {
+	t := r.t
+	for range 5 {
+		if s := r.next(pad); s.code != 200 || s.answer["status"] != "accepted" {
+			t.Fatalf("healthy: %+v", s)
+		}
+	}
+	inject()
+	refused := 0
+	var refusedIDs []string
+	for i := 0; i < 300 && refused < 2; i++ {
+		s := r.next(pad)
+		switch {
+		case s.code == 503 && s.retryAfter != "" && s.answer["error"] != "" && s.answer["status"] == "":
+			refused++
+			refusedIDs = append(refusedIDs, s.id)
+		case s.code == 200:
+			refused = 0 // it found room (a WAL already that long): stored, as the reckoning checks
+		default:
+			t.Fatalf("during the fault: %+v, want 200 or 503 with Retry-After", s)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the fault never made intake refuse")
+	}
+	if code := r.ready(); code != 503 {
+		t.Errorf("/readyz during the fault = %d, want 503", code)
+	}
+	clear()
+
+	// Recovery, by itself: no restart.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		s := r.next(pad)
+		if s.code == 200 {
+			break
+		}
+		if s.code != 503 || time.Now().After(deadline) {
+			t.Fatalf("after the fault cleared: %+v", s)
+		}
+		refusedIDs = append(refusedIDs, s.id)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := r.ready(); code != 200 {
+		t.Errorf("/readyz after the fault = %d, want 200", code)
+	}
+	// What was refused was not stored: delivered again, it is accepted, not a duplicate.
+	for _, id := range refusedIDs {
+		if s := r.deliver(id, pad); s.code != 200 || s.answer["status"] != "accepted" {
+			t.Errorf("%s, refused during the fault, delivered again: %+v, want accepted", id, s)
+		}
+	}
+	r.s.stop(t)
+	r.reckon()
+	t.Logf("%d deliveries, %d refused with 503 during the fault, recovered without a restart", len(r.sends), len(refusedIDs))
+}
+
+// reckon checks the database against every answer: each 200 is stored as answered, and
+// nothing else is.
+func (r *faultRig) reckon() {
+	t := r.t
+	checkLogs(t, r.dir)
+	db, err := storage.Open(r.dbPath, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := db.IntegrityCheck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, s := range r.sends {
+		if s.code != 200 {
+			continue
+		}
+		ok++
+		id, _ := strconv.ParseInt(s.answer["delivery"], 10, 64)
+		d, err := db.Delivery(ctx, id)
+		if err != nil || d.Key != s.id || string(d.Outcome) != s.answer["status"] {
+			t.Errorf("answered %+v, stored %+v %v", s, d, err)
+		}
+	}
+	c, err := db.CountDeliveries(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(c.Accepted+c.Duplicate) != ok || c.Rejected != 0 {
+		t.Errorf("stored %+v, but %d deliveries were answered 200", c, ok)
+	}
+}
+
+// TestFault_DiskFull puts the database on a 4 MiB tmpfs and fills it.
+func TestFault_DiskFull(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(mnt, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v: %s); TestFault_FileSizeLimit covers a full disk", err, out)
+	}
+	t.Cleanup(func() {
+		if err := exec.Command("umount", mnt).Run(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	r := newFaultRig(t, filepath.Join(mnt, "hookdedup.db"), "", "")
+	ballast := filepath.Join(mnt, "ballast")
+	r.storageFault(func() {
+		f, err := os.Create(ballast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		buf := make([]byte, 64<<10)
+		for i := 0; i < 1000; i++ { // 4 MiB fills long before 64 MiB
+			if _, err := f.Write(buf); err != nil {
+				break // ENOSPC: full
+			}
+		}
+	}, func() {
+		if err := os.Remove(ballast); err != nil {
+			t.Fatal(err)
+		}
+	}, 16<<10)
+}
+
+// setFileSizeLimit sets the soft RLIMIT_FSIZE of the running process pid (prlimit(2));
+// 0 lifts it. A Go program ignores SIGXFSZ unless it asks for it, so writes past the
+// limit fail with EFBIG instead of killing the process. The hard limit stays as it is,
+// so lifting needs no privilege.
+func setFileSizeLimit(pid int, limit uint64) error {
+	var old syscall.Rlimit
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(syscall.RLIMIT_FSIZE),
+		0, uintptr(unsafe.Pointer(&old)), 0, 0); errno != 0 {
+		return errno
+	}
+	lim := syscall.Rlimit{Cur: limit, Max: old.Max}
+	if limit == 0 {
+		lim.Cur = old.Max
+	}
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(syscall.RLIMIT_FSIZE),
+		uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// TestFault_FileSizeLimit makes the disk "full" for the serve process alone, through
+// RLIMIT_FSIZE: the other way to a full disk, where mounting is not allowed.
+func TestFault_FileSizeLimit(t *testing.T) {
+	r := newFaultRig(t, "", "", "")
+	pid := r.s.cmd.Process.Pid
+	r.storageFault(func() {
+		var limit int64
+		for _, suffix := range []string{"", "-wal"} {
+			if st, err := os.Stat(r.dbPath + suffix); err == nil {
+				limit = max(limit, st.Size())
+			}
+		}
+		if err := setFileSizeLimit(pid, uint64(limit)); err != nil {
+			t.Skipf("cannot set RLIMIT_FSIZE of the serve process: %v", err)
+		}
+	}, func() {
+		if err := setFileSizeLimit(pid, 0); err != nil {
+			t.Fatal(err)
+		}
+	}, 16<<10)
+}
+
+// TestFault_ReadOnly makes the database file and its WAL immutable (chattr +i), which
+// stops even root, and also already-open descriptors, from writing them.
+func TestFault_ReadOnly(t *testing.T) {
+	r := newFaultRig(t, "", "", "")
+	files := []string{r.dbPath, r.dbPath + "-wal"}
+	t.Cleanup(func() { exec.Command("chattr", append([]string{"-i"}, files...)...).Run() })
+	r.storageFault(func() {
+		if out, err := exec.Command("chattr", append([]string{"+i"}, files...)...).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i is not available here (%v: %s)", err, out)
+		}
+	}, func() {
+		if out, err := exec.Command("chattr", append([]string{"-i"}, files...)...).CombinedOutput(); err != nil {
+			t.Fatalf("chattr -i: %v: %s", err, out)
+		}
+	}, 0)
+}
+
+// TestFault_Locked holds the database's write lock from another process (this test's),
+// longer than serve's busy timeout (5s).
+func TestFault_Locked(t *testing.T) {
+	t.Parallel()
+	r := newFaultRig(t, "", "", "")
+	other, err := sql.Open("sqlite3", "file:"+r.dbPath+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var conn *sql.Conn
+	r.storageFault(func() {
+		if conn, err = other.Conn(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+			t.Fatal(err)
+		}
+	}, func() {
+		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}, 0)
+}
+
+// hangingSink is a downstream that, while hanging, holds each hand-off without an answer
+// until the sender gives up (and then has not acted on it).
+type hangingSink struct {
+	mu      sync.Mutex
+	hanging bool
+	held    int
+	got     map[string]int
+}
+
+func (h *hangingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	h.mu.Lock()
+	hanging := h.hanging
+	if hanging {
+		h.held++
+	}
+	h.mu.Unlock()
+	if hanging {
+		<-r.Context().Done()
+		return
+	}
+	h.mu.Lock()
+	h.got[r.Header.Get("Idempotency-Key")]++
+	h.mu.Unlock()
+}
+
+// TestFault_DownstreamHangs: intake keeps answering 200 (it never waits for the
+// downstream), attempts time out and are retried, the keys show as stuck, and when the
+// downstream answers again every event reaches it once.
+func TestFault_DownstreamHangs(t *testing.T) {
+	sink := &hangingSink{hanging: true, got: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: sink}
+	go srv.Serve(ln)
+	defer srv.Close()
+	r := newFaultRig(t, "", `stuck_after = "1s"`, fmt.Sprintf(
+		"forward_url = \"http://%s/events\"\nmax_attempts = 1000\nattempt_timeout = \"1s\"\nmax_backoff = \"1s\"", ln.Addr()))
+
+	const events = 20
+	for range events {
+		if s := r.next(0); s.code != 200 || s.answer["status"] != "accepted" {
+			t.Fatalf("while the downstream hangs: %+v", s)
+		}
+	}
+	// Attempts time out; the keys become stuck with the reason.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, code := cli(t, r.dir, nil, "", "keys", "--stuck")
+		sink.mu.Lock()
+		held := sink.held
+		sink.mu.Unlock()
+		if code == 0 && strings.Contains(out, "no answer within 1s") && held >= events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stuck keys after 60s (held %d hand-offs):\n%s", held, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := r.ready(); code != 200 {
+		t.Errorf("/readyz with a hanging downstream = %d, want 200 (the database is fine)", code)
+	}
+	sink.mu.Lock()
+	sink.hanging = false
+	sink.mu.Unlock()
+
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		out, code := cli(t, r.dir, nil, "", "keys", "--state", "processing")
+		sink.mu.Lock()
+		n := len(sink.got)
+		sink.mu.Unlock()
+		if code == 0 && n == events && !strings.Contains(out, "evt_") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the downstream has %d of %d events 90s after it recovered:\n%s", n, events, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.s.stop(t)
+	sink.mu.Lock()
+	for k, n := range sink.got {
+		if n != 1 {
+			t.Errorf("%s reached the downstream %d times", k, n)
+		}
+	}
+	t.Logf("%d hand-offs held without an answer, then each of %d events handed off once", sink.held, events)
+	sink.mu.Unlock()
+	r.reckon()
+}
+
+// TestFault_SlowLoris: a sender that trickles its headers or its body cannot hold a
+// connection for long, nor stop others from being served meanwhile.
+func TestFault_SlowLoris(t *testing.T) {
+	t.Parallel()
+	r := newFaultRig(t, "", "", "")
+	addr := strings.TrimPrefix(r.s.url, "http://")
+
+	// Headers never finished; body promised and never sent.
+	slowHeaders, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowHeaders.Close()
+	fmt.Fprintf(slowHeaders, "POST /webhooks/ota HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n", addr)
+	slowBody, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowBody.Close()
+	body := `{"booking_id":"loris","status":"cancelled"}`
+	h := http.Header{"Webhook-Id": {"evt_loris"}}
+	r.v.Sign(h, nil, []byte(body), time.Now())
+	fmt.Fprintf(slowBody, "POST /webhooks/ota HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", addr, len(body))
+	h.Write(slowBody)
+	fmt.Fprintf(slowBody, "\r\n%s", body[:10])
+
+	// Others are served meanwhile.
+	for range 3 {
+		if s := r.next(0); s.code != 200 {
+			t.Fatalf("while two connections trickle: %+v", s)
+		}
+	}
+	// The server ends both (ReadHeaderTimeout 10s, ReadTimeout 30s); the bound here is
+	// generous, the point is that it ends.
+	for name, c := range map[string]net.Conn{"slow headers": slowHeaders, "slow body": slowBody} {
+		c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err == nil:
+			defer resp.Body.Close()
+			if resp.StatusCode == 200 {
+				t.Errorf("%s: answered 200", name)
+			}
+			msg, _ := io.ReadAll(resp.Body)
+			t.Logf("%s: the server answered %s %s", name, resp.Status, msg)
+		case strings.Contains(err.Error(), "timeout"):
+			t.Errorf("%s: the connection was still open after 2 minutes", name)
+		default:
+			t.Logf("%s: the server closed the connection (%v)", name, err)
+		}
+	}
+	if s := r.next(0); s.code != 200 {
+		t.Fatalf("after the slow senders: %+v", s)
+	}
+	r.s.stop(t)
+	checkLogs(t, r.dir)
+	// The trickled delivery was not accepted.
+	db, err := storage.Open(r.dbPath, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if c, err := db.Claim(context.Background(), "ota", "evt_loris"); err == nil {
+		t.Errorf("the trickled delivery was claimed: %+v", c)
+	}
+}
