@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -76,6 +77,9 @@ type recordReq struct {
 	mismatch  bool
 }
 
+// recordReqs recycles requests and their channels: intake makes one per delivery.
+var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan error, 1)} }}
+
 // Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
 // when it wins the claim (no row, an expired row or a released row for its source and
 // key) and Duplicate otherwise. On success d.ID, d.Outcome, d.Status, d.FirstDelivery and
@@ -97,24 +101,32 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 		}
 		headers = string(b)
 	}
-	r := &recordReq{d: d, claim: claim, headers: headers, done: make(chan error, 1)}
+	r := recordReqs.Get().(*recordReq)
+	r.d, r.claim, r.headers = d, claim, headers
 	select {
 	case db.reqs <- r:
 	case <-db.closing:
+		r.d = nil
+		recordReqs.Put(r)
 		return ErrClosed
 	case <-ctx.Done():
+		r.d = nil
+		recordReqs.Put(r)
 		return ctx.Err()
 	}
 	// Once queued, the write happens whatever the caller does; wait for its verdict so
 	// that the answer never claims more than what was committed.
-	if err := <-r.done; err != nil {
-		return err
+	err := <-r.done
+	if err == nil {
+		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
+		if d.Outcome != Rejected {
+			d.Status = http.StatusOK
+		}
 	}
-	d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
-	if d.Outcome != Rejected {
-		d.Status = http.StatusOK
-	}
-	return nil
+	// The writer let go of r when it answered on r.done.
+	*r = recordReq{done: r.done}
+	recordReqs.Put(r)
+	return err
 }
 
 // writer is the single goroutine that commits intake writes. It takes what is already
@@ -122,6 +134,8 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 // previous batch commits, and when idle a lone delivery commits at once.
 func (db *DB) writer() {
 	defer close(db.writerDone)
+	w := &batchWriter{db: db}
+	defer w.close()
 	batch := make([]*recordReq, 0, db.maxBatch)
 	for {
 		var first *recordReq
@@ -132,7 +146,7 @@ func (db *DB) writer() {
 			for {
 				select {
 				case r := <-db.reqs:
-					db.commit(append(batch[:0], r))
+					w.commit(append(batch[:0], r))
 				default:
 					return
 				}
@@ -148,17 +162,80 @@ func (db *DB) writer() {
 				break fill
 			}
 		}
-		db.commit(batch)
+		w.commit(batch)
+		clear(batch) // drop the requests: their callers recycle them
+	}
+}
+
+const (
+	// The last delivery id. Inside the batch's IMMEDIATE transaction no other writer
+	// can insert, so the batch numbers its deliveries itself from here: the claim can
+	// name its first delivery as it is made, instead of a third statement setting it.
+	sqlLastDelivery = `SELECT coalesce(max(id), 0) FROM deliveries`
+
+	// The claim: a new row, or a takeover of an expired or released one. It changes no
+	// row when a live claim holds the key.
+	sqlClaim = `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8)
+ON CONFLICT (source, key) DO UPDATE SET
+	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
+	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
+	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+	attempts = 0, last_error = ''
+WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'`
+
+	sqlClaimHolder = `SELECT first_delivery, payload_hash FROM claims WHERE source = ? AND key = ?`
+
+	sqlInsertDelivery = `
+INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	remote_addr, content_type, headers, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// batchWriter is the writer goroutine's state: its statements, prepared once on the
+// write connection and bound to each batch's transaction, so that intake never pays
+// SQLite's parse and plan (the insert's trigger included) per delivery.
+type batchWriter struct {
+	db                           *DB
+	last, claim, holder, deliver *sql.Stmt
+}
+
+func (w *batchWriter) prepare(ctx context.Context) error {
+	if w.deliver != nil {
+		return nil
+	}
+	for _, s := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{{&w.last, sqlLastDelivery}, {&w.claim, sqlClaim}, {&w.holder, sqlClaimHolder}, {&w.deliver, sqlInsertDelivery}} {
+		stmt, err := w.db.write.PrepareContext(ctx, s.query)
+		if err != nil {
+			w.close()
+			return fmt.Errorf("prepare: %w", err)
+		}
+		*s.dst = stmt
+	}
+	return nil
+}
+
+func (w *batchWriter) close() {
+	for _, s := range []**sql.Stmt{&w.last, &w.claim, &w.holder, &w.deliver} {
+		if *s != nil {
+			(*s).Close()
+			*s = nil
+		}
 	}
 }
 
 // commit writes batch in one transaction. If that fails, each request is retried in a
 // transaction of its own, so that one bad request cannot fail the others.
-func (db *DB) commit(batch []*recordReq) {
-	err := db.commitTx(batch)
+func (w *batchWriter) commit(batch []*recordReq) {
+	err := w.commitTx(batch)
 	if err != nil && len(batch) > 1 {
 		for _, r := range batch {
-			r.done <- db.commitTx([]*recordReq{r})
+			r.done <- w.commitTx([]*recordReq{r})
 		}
 		return
 	}
@@ -167,15 +244,27 @@ func (db *DB) commit(batch []*recordReq) {
 	}
 }
 
-func (db *DB) commitTx(batch []*recordReq) error {
+func (w *batchWriter) commitTx(batch []*recordReq) error {
 	ctx := context.Background()
-	tx, err := db.write.BeginTx(ctx, nil)
+	if err := w.prepare(ctx); err != nil {
+		return err
+	}
+	tx, err := w.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	for _, r := range batch {
-		if err := recordOne(ctx, tx, r); err != nil {
+	ts := txStmts{
+		claim:   tx.StmtContext(ctx, w.claim),
+		holder:  tx.StmtContext(ctx, w.holder),
+		deliver: tx.StmtContext(ctx, w.deliver),
+	}
+	var last int64
+	if err := tx.StmtContext(ctx, w.last).QueryRowContext(ctx).Scan(&last); err != nil {
+		return fmt.Errorf("last delivery: %w", err)
+	}
+	for i, r := range batch {
+		if err := ts.recordOne(ctx, r, last+int64(i)+1); err != nil {
 			return err
 		}
 	}
@@ -185,34 +274,14 @@ func (db *DB) commitTx(batch []*recordReq) error {
 	return nil
 }
 
-const (
-	sqlClaim = `
-INSERT INTO claims (source, key, state, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5, ?7)
-ON CONFLICT (source, key) DO UPDATE SET
-	state = excluded.state, first_delivery = 0, payload_hash = excluded.payload_hash,
-	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
-	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
-	attempts = 0, last_error = ''
-WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'
-RETURNING id`
+// txStmts are the writer's statements bound to one transaction.
+type txStmts struct{ claim, holder, deliver *sql.Stmt }
 
-	sqlClaimHolder = `SELECT first_delivery, payload_hash FROM claims WHERE source = ? AND key = ?`
-
-	sqlSetFirst = `UPDATE claims SET first_delivery = ? WHERE id = ?`
-
-	sqlInsertDelivery = `
-INSERT INTO deliveries (source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type, headers, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-)
-
-func recordOne(ctx context.Context, tx *sql.Tx, r *recordReq) error {
+// recordOne claims r's key (unless r is a rejection) and stores r's delivery as id.
+func (ts txStmts) recordOne(ctx context.Context, r *recordReq, id int64) error {
 	d := r.d
-	r.outcome, r.first, r.mismatch = d.Outcome, 0, false
+	r.id, r.outcome, r.first, r.mismatch = id, d.Outcome, 0, false
 	status := d.Status
-	var claimID int64
 	if d.Outcome != Rejected {
 		status = http.StatusOK
 		state, next := StateProcessed, sql.NullInt64{}
@@ -220,37 +289,32 @@ func recordOne(ctx context.Context, tx *sql.Tx, r *recordReq) error {
 			state, next = StateProcessing, nullMillis(d.ReceivedAt)
 		}
 		at := millis(d.ReceivedAt)
-		err := tx.QueryRowContext(ctx, sqlClaim, d.Source, d.Key, state, d.PayloadHash,
-			at, at+r.claim.TTL.Milliseconds(), next).Scan(&claimID)
-		switch {
-		case err == nil:
-			r.outcome = Accepted
-		case errors.Is(err, sql.ErrNoRows):
+		res, err := ts.claim.ExecContext(ctx, d.Source, d.Key, state, id, d.PayloadHash,
+			at, at+r.claim.TTL.Milliseconds(), next)
+		if err != nil {
+			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
+		}
+		won, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
+		}
+		if won == 1 {
+			r.outcome, r.first = Accepted, id
+		} else {
 			// The upsert's WHERE refused: a live claim holds the key.
 			var hash string
-			if err := tx.QueryRowContext(ctx, sqlClaimHolder, d.Source, d.Key).Scan(&r.first, &hash); err != nil {
+			if err := ts.holder.QueryRowContext(ctx, d.Source, d.Key).Scan(&r.first, &hash); err != nil {
 				return fmt.Errorf("claim %s/%s: read holder: %w", d.Source, d.Key, err)
 			}
 			r.outcome = Duplicate
 			r.mismatch = hash != d.PayloadHash
-		default:
-			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, sqlInsertDelivery, d.Source, millis(d.ReceivedAt), string(r.outcome),
+	_, err := ts.deliver.ExecContext(ctx, id, d.Source, millis(d.ReceivedAt), string(r.outcome),
 		status, d.Error, d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch,
 		r.first, d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
 	if err != nil {
 		return fmt.Errorf("insert delivery: %w", err)
-	}
-	if r.id, err = res.LastInsertId(); err != nil {
-		return fmt.Errorf("insert delivery: %w", err)
-	}
-	if r.outcome == Accepted {
-		r.first = r.id
-		if _, err := tx.ExecContext(ctx, sqlSetFirst, r.id, claimID); err != nil {
-			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
-		}
 	}
 	return nil
 }
