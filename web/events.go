@@ -21,9 +21,9 @@ import (
 
 const dateTimeLocal = "2006-01-02T15:04"
 
-// eventFilter reads the events filter from a query string. The returned error is for
-// the user.
-func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilter, error) {
+// eventFilter reads the events filter from a query string. A problem is said in words
+// for the user ("" when there is none).
+func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilter, string) {
 	vf := views.EventFilter{
 		Source:   strings.TrimSpace(q.Get("source")),
 		Outcome:  q.Get("outcome"),
@@ -43,7 +43,7 @@ func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilt
 	case "", "accepted", "duplicate", "rejected":
 		f.Outcome = storage.Outcome(vf.Outcome)
 	default:
-		return vf, f, errors.New("Outcome must be accepted, duplicate or rejected.")
+		return vf, f, "Outcome must be accepted, duplicate or rejected."
 	}
 	for _, t := range []struct {
 		in   string
@@ -55,18 +55,18 @@ func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilt
 		}
 		v, err := time.ParseInLocation(dateTimeLocal, t.in, s.loc)
 		if err != nil {
-			return vf, f, fmt.Errorf("%s must be a date and time like 2026-11-30T14:00.", t.name)
+			return vf, f, t.name + " must be a date and time like 2026-11-30T14:00."
 		}
 		*t.out = v
 	}
 	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n <= 0 {
-			return vf, f, errors.New("That page address is not valid.")
+			return vf, f, "That page address is not valid."
 		}
 		f.Before = n
 	}
-	return vf, f, nil
+	return vf, f, ""
 }
 
 func filterQuery(vf views.EventFilter) url.Values {
@@ -91,7 +91,7 @@ func filterQuery(vf views.EventFilter) url.Values {
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
-	vf, f, ferr := s.eventFilter(r.URL.Query())
+	vf, f, problem := s.eventFilter(r.URL.Query())
 	q := filterQuery(vf)
 	v := views.Events{
 		Page:     s.page(r, "Events", "events"),
@@ -100,8 +100,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		Sources:  s.sourceNames(),
 		CSVURL:   "/events.csv?" + q.Encode(),
 	}
-	if ferr != nil {
-		v.Error = ferr.Error()
+	if problem != "" {
+		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
 	page, err := s.store.Events(r.Context(), f)
@@ -138,9 +138,9 @@ func csvCell(v string) string {
 }
 
 func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
-	_, f, err := s.eventFilter(r.URL.Query())
-	if err != nil {
-		return badRequest(err.Error())
+	_, f, problem := s.eventFilter(r.URL.Query())
+	if problem != "" {
+		return badRequest(problem)
 	}
 	f.Before = 0
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
@@ -149,7 +149,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
 		"property", "booking", "amount", "key", "key_method", "first_delivery", "payload_hash", "error"})
 	n := 0
-	err = s.store.EachEvent(r.Context(), f, func(d storage.Delivery) error {
+	err := s.store.EachEvent(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
 			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),

@@ -1,0 +1,442 @@
+//go:build e2e
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mxschmitt/playwright-go"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// The browser tests drive Debian's Chromium through Playwright's driver, both installed
+// by `make deps` (see BROWSER-TESTS.md); `make e2e` runs them. They start the server
+// in-process, feed it signed deliveries and use the console as a person would.
+
+const (
+	e2eOTASecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	e2ePMSSecret = "pms-shared-secret-for-the-browser-test"
+	e2eBooking   = "BK-E2E-0042"
+)
+
+// screenshotDir is testoutput/screenshots at the repository's root.
+func screenshotDir(t *testing.T) string {
+	dir, err := filepath.Abs(filepath.Join("..", "..", "testoutput", "screenshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// consoleServer is `hookdedup serve` running in this process.
+type consoleServer struct {
+	url, password, config, database string
+}
+
+// startConsole writes a config with two sources — ota (standard-webhooks, keys derived
+// from business fields when there is no event id, refunds summed) and pms (forwarding to
+// a closed port, one attempt, so its keys fail) — and serves it on 127.0.0.1:0.
+func startConsole(t *testing.T) *consoleServer {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String() // nothing listens there once closed
+	ln.Close()
+	cs := &consoleServer{config: filepath.Join(dir, "hookdedup.toml"), database: filepath.Join(dir, "hookdedup.db")}
+	cfg := fmt.Sprintf(`
+[[source]]
+name         = "ota"
+signature    = "standard-webhooks"
+secret       = %q
+event_id     = "/event_id"
+key_fields   = ["/property_id", "/booking_id", "/status", "/effective_date"]
+amount_field = "/refund/amount"
+
+[[source]]
+name             = "pms"
+signature        = "hmac-sha256"
+signature_header = "X-Signature"
+secret           = %q
+event_id         = "/event_id"
+forward_url      = "http://%s/events"
+max_attempts     = 1
+attempt_timeout  = "2s"
+`, e2eOTASecret, e2ePMSSecret, closed)
+	if err := os.WriteFile(cs.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", cs.config, "--addr", "127.0.0.1:0", "--database", cs.database},
+			func(string) string { return "" }, strings.NewReader(""), pw, &syncWriter{w: &logs})
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("serve did not stop")
+		}
+		if t.Failed() {
+			t.Logf("serve log:\n%s", logs.String())
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(20 * time.Second)
+	for cs.url == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("serve stopped before listening: %v", <-done)
+			}
+			if p, ok := strings.CutPrefix(line, "created user admin with one-time password: "); ok {
+				cs.password = p
+			}
+			if u, ok := strings.CutPrefix(line, "hookdedup listening on "); ok {
+				cs.url = u
+			}
+		case <-timeout:
+			t.Fatal("serve did not listen within 20s")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	if cs.password == "" {
+		t.Fatal("no one-time admin password printed")
+	}
+	return cs
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// send signs body as the source's provider would and posts it; it returns the answer.
+func (cs *consoleServer) send(t *testing.T, source string, sc receiver.SchemeConfig, body map[string]any, msgID string) map[string]string {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := receiver.NewVerifier(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if msgID != "" {
+		h.Set("Webhook-Id", msgID)
+	}
+	if err := v.Sign(h, url.Values{}, b, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, cs.url+"/webhooks/"+source, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /webhooks/%s: %s %v %v", source, resp.Status, a, err)
+	}
+	return a
+}
+
+func cancellation(refund string) map[string]any {
+	return map[string]any{
+		"type": "booking.cancelled", "property_id": "HTL-LIS-01", "booking_id": e2eBooking,
+		"status": "cancelled", "effective_date": "2026-12-24", "channel": "booking.com",
+		"guest":  map[string]any{"name": "Ana Costa <script>window.pwned=1</script>", "country": "PT"},
+		"refund": map[string]any{"amount": json.Number(refund), "currency": "EUR"},
+	}
+}
+
+// seed fills the server: realistic demo traffic, a cancellation of e2eBooking delivered
+// twice with a different refund (a mismatch: no event id, so its key is derived from the
+// business fields), and a pms event that the dispatcher fails to hand downstream.
+func (cs *consoleServer) seed(t *testing.T) (stuckKey string) {
+	t.Helper()
+	var out bytes.Buffer
+	err := runDemo(context.Background(), []string{"--url", cs.url, "--config", cs.config, "--database", cs.database, "--events", "40"},
+		env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	ota := receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{e2eOTASecret}}
+	first := cs.send(t, "ota", ota, cancellation("180.00"), "msg_e2e_first")
+	dup := cs.send(t, "ota", ota, cancellation("190.00"), "msg_e2e_again")
+	if first["status"] != "accepted" || dup["status"] != "duplicate" || first["key"] != dup["key"] {
+		t.Fatalf("cancellation answers: %v then %v", first, dup)
+	}
+	pms := receiver.SchemeConfig{Scheme: "hmac-sha256", Secrets: []string{e2ePMSSecret}, Header: "X-Signature"}
+	a := cs.send(t, "pms", pms, map[string]any{"event_id": "pms-evt-7", "booking_id": "BK-PMS-7", "status": "confirmed"}, "")
+	stuckKey = a["key"]
+
+	// The dispatcher fails the one allowed attempt against the closed port.
+	db, err := storage.Open(cs.database, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := db.Claim(context.Background(), "pms", stuckKey)
+		if err == nil && c.State == storage.StateFailed {
+			return stuckKey
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pms key not failed after 20s: %+v %v", c, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestBrowser(t *testing.T) {
+	driver := os.Getenv("PLAYWRIGHT_DRIVER_PATH")
+	if driver == "" {
+		t.Fatal("PLAYWRIGHT_DRIVER_PATH is unset: run `make deps e2e` (see BROWSER-TESTS.md)")
+	}
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	opts := &playwright.RunOptions{DriverDirectory: driver, SkipInstallBrowsers: true, Verbose: false}
+	// Install only applies playwright-go's patch to the driver already there: offline.
+	if err := playwright.Install(opts); err != nil {
+		t.Fatalf("playwright driver: %v", err)
+	}
+	pw, err := playwright.Run(opts)
+	if err != nil {
+		t.Fatalf("playwright: %v", err)
+	}
+	t.Cleanup(func() { pw.Stop() })
+	browser, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
+		ExecutablePath: playwright.String(chromium),
+		Headless:       playwright.Bool(true),
+		Args: []string{"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--disable-background-networking", "--disable-component-update",
+			"--disable-sync", "--no-first-run"},
+	})
+	if err != nil {
+		t.Fatalf("launch %s: %v", chromium, err)
+	}
+	t.Cleanup(func() { browser.Close() })
+
+	cs := startConsole(t)
+	stuckKey := cs.seed(t)
+	shots := screenshotDir(t)
+
+	bctx, err := browser.NewContext(playwright.BrowserNewContextOptions{
+		BaseURL:  playwright.String(cs.url),
+		Viewport: &playwright.Size{Width: 1366, Height: 900},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := bctx.NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.SetDefaultTimeout(10000)
+	page.OnDialog(func(d playwright.Dialog) { d.Accept() }) // confirm() before releases
+	var pageErrors []string
+	page.OnPageError(func(err error) { pageErrors = append(pageErrors, err.Error()) })
+	expect := playwright.NewPlaywrightAssertions(10000)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		_, err := page.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(filepath.Join(shots, name+".png")), FullPage: playwright.Bool(true)})
+		must(err)
+	}
+	goTo := func(path string) {
+		t.Helper()
+		_, err := page.Goto(path)
+		must(err)
+	}
+	byTest := func(id string) playwright.Locator { return page.GetByTestId(id) }
+
+	{ // SignIn
+		t.Log("step: SignIn")
+		goTo("/")
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/login`)))
+		shot("01-login")
+		must(page.GetByLabel("Username").Fill("admin"))
+		must(page.GetByLabel("Password").Fill("wrong password"))
+		must(byTest("login-submit").Click())
+		must(expect.Locator(byTest("login-error")).ToContainText("Wrong username or password"))
+		must(page.GetByLabel("Password").Fill(cs.password))
+		must(byTest("login-submit").Click())
+		must(expect.Locator(byTest("whoami")).ToContainText("admin"))
+		if err := expect.Locator(byTest("card-money")).ToContainText("190.00"); err != nil {
+			t.Error(err)
+		}
+		must(expect.Locator(byTest("card-stuck")).ToContainText("1"))
+		must(expect.Locator(byTest("chart").First()).ToBeVisible())
+		shot("02-dashboard")
+	}
+
+	var dupURL string
+	{ // FindDuplicateCancellation
+		t.Log("step: FindDuplicateCancellation")
+		goTo("/events")
+		must(byTest("filter-booking").Fill(e2eBooking))
+		_, err := page.GetByLabel("Outcome").SelectOption(playwright.SelectOptionValues{Values: &[]string{"duplicate"}})
+		must(err)
+		must(byTest("filter-submit").Click())
+		rows := byTest("event-row")
+		must(expect.Locator(rows).ToHaveCount(1))
+		must(expect.Locator(rows).ToContainText("mismatch"))
+		must(expect.Locator(rows).ToContainText("190.00"))
+		shot("03-events-filtered")
+		must(rows.GetByTestId("event-link").Click())
+		must(expect.Locator(page.Locator("h1")).ToContainText("Delivery"))
+		dupURL = page.URL()
+	}
+
+	{ // ReadDerivationAndDiff
+		t.Log("step: ReadDerivationAndDiff")
+		fields := byTest("key-fields")
+		must(expect.Locator(fields).ToContainText("/booking_id"))
+		must(expect.Locator(fields).ToContainText(`"` + e2eBooking + `"`))
+		must(expect.Locator(byTest("canonical")).ToContainText(`"/booking_id":"` + e2eBooking + `"`))
+		hash, err := byTest("hash").TextContent()
+		must(err)
+		must(expect.Locator(byTest("derived-key")).ToHaveText("derived:" + strings.TrimSpace(hash)))
+		diff := byTest("diff")
+		must(expect.Locator(diff.Locator(".diff-line.del")).ToContainText("180"))
+		must(expect.Locator(diff.Locator(".diff-line.add")).ToContainText("190"))
+		// The guest name carries a <script>: shown as text, never run.
+		must(expect.Locator(byTest("body")).ToContainText("<script>window.pwned=1</script>"))
+		pwned, err := page.Evaluate("() => window.pwned === undefined")
+		must(err)
+		if pwned != true {
+			t.Error("the payload's script ran")
+		}
+		shot("04-event-mismatch")
+	}
+
+	{ // ReleaseStuckKey
+		t.Log("step: ReleaseStuckKey")
+		goTo("/keys")
+		row := byTest("key-row").Filter(playwright.LocatorFilterOptions{HasText: "pms"})
+		must(expect.Locator(row).ToHaveCount(1))
+		must(expect.Locator(row).ToContainText("failed"))
+		must(expect.Locator(row).ToContainText("no answer"))
+		shot("05-keys-stuck")
+		must(row.GetByTestId("key-check").Check())
+		must(byTest("bulk-reason").Fill("downstream PMS was down; retried by hand (e2e)"))
+		must(byTest("bulk-release").Click())
+		must(expect.Locator(byTest("flash")).ToContainText("Released 1 key"))
+		must(expect.Locator(byTest("empty")).ToContainText("No stuck keys"))
+		goTo("/audit")
+		entry := byTest("audit-row").First()
+		must(expect.Locator(entry).ToContainText("release"))
+		must(expect.Locator(entry).ToContainText("downstream PMS was down"))
+		must(expect.Locator(entry).ToContainText("failed"))
+		title, err := entry.Locator("td.key").GetAttribute("title")
+		must(err)
+		if title != stuckKey {
+			t.Errorf("audit key = %q, want %q", title, stuckKey)
+		}
+		shot("06-audit")
+	}
+
+	{ // OtherPages
+		t.Log("step: OtherPages")
+		goTo("/lab")
+		must(byTest("lab-payload").Fill(`{"property_id":"HTL-LIS-01","booking_id":"` + e2eBooking + `","status":"cancelled","effective_date":"2026-12-24"}`))
+		must(byTest("lab-submit").Click())
+		must(expect.Locator(byTest("lab-claim")).ToContainText("duplicate"))
+		must(expect.Locator(byTest("derived-key")).ToContainText("derived:"))
+		shot("07-key-lab")
+		goTo("/sources")
+		must(expect.Locator(byTest("source")).ToHaveCount(2))
+		body, err := page.Locator("body").TextContent()
+		must(err)
+		if strings.Contains(body, e2eOTASecret) || strings.Contains(body, e2ePMSSecret) {
+			t.Error("a secret is on the sources page")
+		}
+		shot("08-sources")
+		goTo("/users")
+		must(expect.Locator(byTest("users")).ToContainText("admin"))
+		shot("09-users")
+		goTo("/events")
+		must(expect.Locator(byTest("event-row").First()).ToBeVisible())
+		shot("10-events")
+		must(page.SetViewportSize(390, 844))
+		goTo("/")
+		shot("11-dashboard-narrow")
+		goTo(dupURL)
+		shot("12-event-narrow")
+		must(page.SetViewportSize(1366, 900))
+	}
+
+	{ // SignOut
+		t.Log("step: SignOut")
+		goTo("/")
+		must(byTest("logout").Click())
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/login`)))
+		must(expect.Locator(byTest("flash")).ToContainText("signed out"))
+		goTo("/events")
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/login\?next=`)))
+		shot("13-signed-out")
+	}
+	if len(pageErrors) > 0 {
+		t.Errorf("script errors on the pages: %v", pageErrors)
+	}
+}

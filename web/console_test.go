@@ -1,0 +1,612 @@
+package web_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/static"
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
+)
+
+const (
+	consoleSecret   = "whsec_THIS-SECRET-MUST-NEVER-BE-RENDERED"
+	consolePassword = "correct horse battery"
+)
+
+// consoleClock is the console's settable clock.
+type consoleClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *consoleClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *consoleClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// consoleEnv is the console on a real database, with one user per role and data that
+// covers every page: a mismatched duplicate cancellation, a payload with a <script>, a
+// failed key with an attempt.
+type consoleEnv struct {
+	db    *storage.DB
+	srv   *httptest.Server
+	clock *consoleClock
+	// what was recorded
+	first, dup, rejected *storage.Delivery
+	failedKey            string
+}
+
+func newConsoleEnv(t *testing.T) *consoleEnv {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clock := &consoleClock{now: time.Now().UTC()}
+	db.Now = clock.Now
+	hash, err := bcrypt.GenerateFromPassword([]byte(consolePassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin} {
+		if _, err := db.CreateUser(ctx, storage.User{Name: role, Role: role, PasswordHash: string(hash)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := web.New(ctx, web.Config{
+		Store:  db,
+		Static: static.FS,
+		Now:    clock.Now,
+		Sources: []web.Source{
+			{Name: "ota", Scheme: "standard-webhooks", Timestamped: true, Integrity: true, EventID: "/event_id",
+				KeyFields: []string{"/property_id", "/booking_id", "/status"}, TTL: 24 * time.Hour, AmountField: "/refund/amount",
+				Secrets: []web.Secret{{Masked: "whsec_••••", Origin: "generated", Revealable: true}}},
+			{Name: "pms", Scheme: "token", EventID: "/event_id", TTL: time.Hour, ForwardURL: "http://127.0.0.1:9/events", MaxAttempts: 1,
+				Secrets: []web.Secret{{Masked: "••••", Origin: "from environment variable PMS_TOKEN"}}},
+		},
+		Derive: func(source string, h http.Header, body []byte) (web.Derivation, error) {
+			return web.Derivation{Key: "derived:abc", Method: "derived", Canonical: `{"/booking_id":"BK-1"}`, Hash: "abc",
+				Fields: []web.Field{{Pointer: "/booking_id", Present: true, Value: `"BK-1"`}}}, nil
+		},
+		RevealSecret: func(ctx context.Context, source string) (string, error) { return consoleSecret, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	e := &consoleEnv{db: db, srv: srv, clock: clock}
+
+	canonical := `{"/booking_id":"BK-42","/property_id":"HTL-1","/status":"cancelled"}`
+	body := func(refund string) string {
+		return `{"booking_id":"BK-42","property_id":"HTL-1","status":"cancelled","guest":"<script>alert('pwned')</script>","refund":{"amount":` + refund + `}}`
+	}
+	rec := func(d *storage.Delivery, dispatch bool) *storage.Delivery {
+		t.Helper()
+		if err := db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: dispatch}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	cancel := func(refund, hash string) *storage.Delivery {
+		return &storage.Delivery{Source: "ota", Key: "derived:9f2c", KeyMethod: "derived", KeyCanonical: canonical,
+			PayloadHash: hash, Property: "HTL-1", Booking: "BK-42", EventStatus: "cancelled", Amount: refund,
+			ContentType: "application/json", Body: []byte(body(refund)),
+			Headers: http.Header{"Content-Type": {"application/json"}, "Webhook-Signature": {"v1,sig"}}}
+	}
+	e.first = rec(cancel("180.00", "h1"), false)
+	e.dup = rec(cancel("190.00", "h2"), false)
+	e.rejected = rec(&storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no match"}, false)
+	rec(&storage.Delivery{Source: "pms", Key: "=cmd|evil", KeyMethod: "event_id", KeyFrom: "/event_id", PayloadHash: "p",
+		Booking: "=HYPERLINK(1)", Body: []byte(`{"event_id":"=cmd|evil"}`)}, true)
+	e.failedKey = "=cmd|evil"
+	jobs, err := db.LeaseDue(ctx, clock.Now(), time.Minute, 10)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("lease: %v %v", jobs, err)
+	}
+	if _, err := db.FinishAttempt(ctx, jobs[0], storage.Attempt{StartedAt: clock.Now(), Duration: time.Millisecond, Error: "connection refused"},
+		storage.AttemptResult{Failed: true, LastError: "connection refused"}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// client is a browser-like session: cookies, and the CSRF token of the last page.
+type client struct {
+	t    *testing.T
+	e    *consoleEnv
+	http *http.Client
+	csrf string
+}
+
+func (e *consoleEnv) client(t *testing.T) *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: t, e: e, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]*)"`)
+
+// do sends a request and returns the status and body; same-origin headers as a browser.
+func (c *client) do(method, path string, form url.Values, hdr ...string) (int, string, http.Header) {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.e.srv.URL+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", c.e.srv.URL)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if m := csrfField.FindSubmatch(b); m != nil && string(m[1]) != "" {
+		c.csrf = string(m[1])
+	}
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func (c *client) get(path string) (int, string) {
+	c.t.Helper()
+	code, body, _ := c.do(http.MethodGet, path, nil)
+	return code, body
+}
+
+// post sends a form with the session's CSRF token.
+func (c *client) post(path string, form url.Values) (int, string, http.Header) {
+	c.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("csrf", c.csrf)
+	return c.do(http.MethodPost, path, form)
+}
+
+func (c *client) login(name string) *client {
+	c.t.Helper()
+	code, _, h := c.do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {consolePassword}})
+	if code != http.StatusSeeOther || h.Get("Location") != "/" {
+		c.t.Fatalf("login %s: %d %s", name, code, h.Get("Location"))
+	}
+	if code, _ := c.get("/"); code != http.StatusOK {
+		c.t.Fatalf("dashboard after login: %d", code)
+	}
+	return c
+}
+
+func (e *consoleEnv) as(t *testing.T, role string) *client { return e.client(t).login(role) }
+
+func mustContain(t *testing.T, body string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(body, w) {
+			t.Errorf("page lacks %q", w)
+		}
+	}
+}
+
+func TestConsole_SignIn(t *testing.T) {
+	e := newConsoleEnv(t)
+	t.Run("RootRedirectsToLogin", func(t *testing.T) {
+		c := e.client(t)
+		code, _, h := c.do(http.MethodGet, "/", nil)
+		if code != http.StatusSeeOther || h.Get("Location") != "/login" {
+			t.Fatalf("GET / = %d %q, want 303 /login", code, h.Get("Location"))
+		}
+		code, _, h = c.do(http.MethodGet, "/events?booking=BK-1", nil)
+		if code != http.StatusSeeOther || h.Get("Location") != "/login?next=%2Fevents%3Fbooking%3DBK-1" {
+			t.Fatalf("GET /events = %d %q", code, h.Get("Location"))
+		}
+		code, body := c.get("/login")
+		if code != 200 || !strings.Contains(body, `name="username"`) || !strings.Contains(body, `name="password"`) {
+			t.Fatalf("login form: %d", code)
+		}
+	})
+	t.Run("CookieFlags", func(t *testing.T) {
+		c := e.client(t)
+		_, _, h := c.do(http.MethodPost, "/login", url.Values{"username": {"viewer"}, "password": {consolePassword}})
+		ck := h.Get("Set-Cookie")
+		for _, want := range []string{"hookdedup_session=", "HttpOnly", "SameSite=Lax", "Max-Age="} {
+			if !strings.Contains(ck, want) {
+				t.Errorf("cookie %q lacks %s", ck, want)
+			}
+		}
+		if strings.Contains(ck, "Secure") {
+			t.Errorf("cookie %q is Secure over plain HTTP", ck)
+		}
+		_, _, h = e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"viewer"}, "password": {consolePassword}},
+			"X-Forwarded-Proto", "https")
+		if !strings.Contains(h.Get("Set-Cookie"), "Secure") {
+			t.Errorf("cookie under TLS is not Secure: %q", h.Get("Set-Cookie"))
+		}
+	})
+	t.Run("WrongPassword", func(t *testing.T) {
+		code, body, _ := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"admin"}, "password": {"nope"}})
+		if code != http.StatusUnauthorized || !strings.Contains(body, "Wrong username or password") {
+			t.Fatalf("wrong password: %d", code)
+		}
+		code, body, _ = e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"ghost"}, "password": {"nope"}})
+		if code != http.StatusUnauthorized || !strings.Contains(body, "Wrong username or password") {
+			t.Fatalf("unknown user: %d", code)
+		}
+	})
+	t.Run("ThrottledPerUser", func(t *testing.T) {
+		for range 5 {
+			e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"operator"}, "password": {"guess"}})
+		}
+		code, body, h := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"operator"}, "password": {consolePassword}})
+		if code != http.StatusTooManyRequests || !strings.Contains(body, "Too many failed sign-ins") || h.Get("Retry-After") == "" {
+			t.Fatalf("6th sign-in = %d, want 429", code)
+		}
+		e.clock.Add(16 * time.Minute)
+		e.as(t, "operator") // the window has passed
+	})
+	t.Run("ThrottledPerAddress", func(t *testing.T) {
+		e.clock.Add(time.Hour)
+		for i := range 20 {
+			e.client(t).do(http.MethodPost, "/login", url.Values{"username": {fmt.Sprintf("nobody%d", i)}, "password": {"guess"}})
+		}
+		code, _, _ := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"admin"}, "password": {consolePassword}})
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("sign-in from a noisy address = %d, want 429", code)
+		}
+		e.clock.Add(16 * time.Minute)
+	})
+	t.Run("IdleAndAbsoluteTimeouts", func(t *testing.T) {
+		c := e.as(t, "viewer")
+		e.clock.Add(90 * time.Minute)
+		if code, _ := c.get("/"); code != 200 {
+			t.Fatalf("after 90 min: %d", code)
+		}
+		e.clock.Add(2*time.Hour + time.Minute)
+		code, _, h := c.do(http.MethodGet, "/", nil)
+		if code != http.StatusSeeOther || h.Get("Location") != "/login" {
+			t.Fatalf("after 2 h idle: %d %q, want a redirect to /login", code, h.Get("Location"))
+		}
+		_, body := c.get("/login")
+		mustContain(t, body, "without activity")
+
+		c = e.as(t, "viewer")
+		for range 13 {
+			e.clock.Add(time.Hour)
+			c.get("/")
+		}
+		if code, _, _ := c.do(http.MethodGet, "/", nil); code != http.StatusSeeOther {
+			t.Fatalf("after 13 h: %d, want the session ended", code)
+		}
+	})
+	t.Run("Logout", func(t *testing.T) {
+		c := e.as(t, "viewer")
+		code, _, h := c.post("/logout", nil)
+		if code != http.StatusSeeOther || !strings.Contains(h.Get("Set-Cookie"), "Max-Age=0") {
+			t.Fatalf("logout: %d %q", code, h.Get("Set-Cookie"))
+		}
+		if code, _, _ := c.do(http.MethodGet, "/", nil); code != http.StatusSeeOther {
+			t.Fatalf("after logout GET / = %d", code)
+		}
+	})
+}
+
+func TestConsole_Pages(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "admin")
+	dupURL := fmt.Sprintf("/events/%d", e.dup.ID)
+	for _, tc := range []struct {
+		path  string
+		wants []string
+	}{
+		{"/", []string{`data-testid="card-money"`, "190.00", `role="img"`, "<title id=", "Stuck keys", "ota", "pms"}},
+		{"/?range=24h", []string{`data-testid="chart"`}},
+		{"/?range=30d", []string{`data-testid="chart"`}},
+		{"/events", []string{`data-testid="events"`, "BK-42", "badge-mismatch", "badge-rejected"}},
+		{"/events?booking=BK-42&outcome=duplicate", []string{fmt.Sprintf(`href="/events/%d"`, e.dup.ID), "190.00"}},
+		{"/events?mismatch=1&source=ota", []string{"BK-42"}},
+		{"/events?status=nothing-like-this", []string{"No delivery matches this filter"}},
+		{dupURL, []string{`data-testid="derivation"`, "/booking_id", `&#34;BK-42&#34;`, `data-testid="canonical"`,
+			`data-testid="diff"`, "diff-line del", "180.00", "diff-line add", "190.00", `data-testid="key-deliveries"`,
+			"Webhook-Signature", `data-testid="body"`}},
+		{fmt.Sprintf("/events/%d", e.rejected.ID), []string{"signature: no match", "No body kept"}},
+		{"/keys", []string{`data-testid="keys"`, "pms", "failed", "stuck", "connection refused", `data-testid="bulk-release"`}},
+		{"/keys?state=processed", []string{"derived:9f2c"}},
+		{"/keys?state=all", []string{"derived:9f2c", "=cmd|evil"}},
+		{"/lab", []string{`data-testid="lab-form"`}},
+		{"/audit", []string{"Nothing in the audit log yet"}},
+		{"/users", []string{`data-testid="users"`, "operator", "viewer"}},
+		{"/sources", []string{"ota", "pms", "whsec_••••", "from environment variable PMS_TOKEN", "not covered", "signed timestamp"}},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			code, body := c.get(tc.path)
+			if code != http.StatusOK {
+				t.Fatalf("GET %s = %d", tc.path, code)
+			}
+			mustContain(t, body, tc.wants...)
+		})
+	}
+	t.Run("Lab", func(t *testing.T) {
+		c.get("/lab")
+		code, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{"booking_id":"BK-1"}`}})
+		if code != 200 {
+			t.Fatalf("POST /lab = %d", code)
+		}
+		mustContain(t, body, `data-testid="lab-result"`, "derived:abc", "would be accepted")
+	})
+	t.Run("NotFound", func(t *testing.T) {
+		for _, p := range []string{"/events/999999", "/events/x", "/nothing-here"} {
+			if code, _ := c.get(p); code != http.StatusNotFound {
+				t.Errorf("GET %s = %d, want 404", p, code)
+			}
+		}
+	})
+	t.Run("Static", func(t *testing.T) {
+		_, body := c.get("/")
+		m := regexp.MustCompile(`href="(/static/style\.css\?v=[0-9a-f]+)"`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatal("no stylesheet link")
+		}
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+m[1], nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Cache-Control"), "immutable") {
+			t.Fatalf("stylesheet: %d %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
+		}
+	})
+}
+
+func TestConsole_CSV(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	code, body, h := c.do(http.MethodGet, "/events.csv?source=pms", nil)
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/csv") || !strings.Contains(h.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("csv: %d %v", code, h)
+	}
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || len(rows) != 2 || rows[0][0] != "id" {
+		t.Fatalf("csv rows = %v, %v", rows, err)
+	}
+	// Spreadsheet formulas in payload fields stay text.
+	if !strings.Contains(body, "'=HYPERLINK(1)") || !strings.Contains(body, "'=cmd|evil") {
+		t.Errorf("formula cells not neutralised:\n%s", body)
+	}
+	_, body, _ = c.do(http.MethodGet, "/events.csv?booking=BK-42", nil)
+	if rows, _ := csv.NewReader(strings.NewReader(body)).ReadAll(); len(rows) != 3 {
+		t.Errorf("booking filter: %d rows, want header and 2", len(rows))
+	}
+}
+
+// TestConsole_Roles checks what each role may do, on the server: viewers browse,
+// operators also release and reprocess, admins also manage users and see sources.
+func TestConsole_Roles(t *testing.T) {
+	e := newConsoleEnv(t)
+	browse := []string{"/", "/events", "/events.csv", fmt.Sprintf("/events/%d", e.dup.ID), "/keys", "/lab", "/audit"}
+	admin := []string{"/users", "/sources"}
+	for _, tc := range []struct {
+		role                string
+		release, adminPages bool
+	}{
+		{storage.RoleViewer, false, false},
+		{storage.RoleOperator, true, false},
+		{storage.RoleAdmin, true, true},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			c := e.as(t, tc.role)
+			for _, p := range browse {
+				if code, _ := c.get(p); code != 200 {
+					t.Errorf("GET %s = %d, want 200", p, code)
+				}
+			}
+			for _, p := range admin {
+				code, _ := c.get(p)
+				if want := map[bool]int{true: 200, false: 403}[tc.adminPages]; code != want {
+					t.Errorf("GET %s = %d, want %d", p, code, want)
+				}
+			}
+			_, body := c.get("/")
+			if strings.Contains(body, `href="/users"`) != tc.adminPages {
+				t.Errorf("users link shown = %v", !tc.adminPages)
+			}
+			_, body = c.get("/keys")
+			if strings.Contains(body, `data-testid="bulk-release"`) != tc.release {
+				t.Errorf("release button shown = %v", !tc.release)
+			}
+
+			code, _, _ := c.post("/users", url.Values{"name": {"new-" + tc.role}, "role": {"admin"}, "password": {"a long enough password"}})
+			if want := map[bool]int{true: 303, false: 403}[tc.adminPages]; code != want {
+				t.Errorf("POST /users = %d, want %d", code, want)
+			}
+			code, _, _ = c.post("/sources/ota/reveal", nil)
+			if want := map[bool]int{true: 200, false: 403}[tc.adminPages]; code != want {
+				t.Errorf("POST reveal = %d, want %d", code, want)
+			}
+			code, _, _ = c.post("/keys/release", url.Values{"k": {"ota/derived:9f2c"}, "reason": {"test"}, "action": {"release"}})
+			if want := map[bool]int{true: 303, false: 403}[tc.release]; code != want {
+				t.Errorf("POST /keys/release = %d, want %d", code, want)
+			}
+		})
+	}
+	log, err := e.db.AuditLog(context.Background(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actors := map[string]bool{}
+	for _, a := range log {
+		actors[a.Actor] = true
+	}
+	if actors["viewer"] || !actors["operator"] || !actors["admin"] {
+		t.Errorf("audit actors = %v", actors)
+	}
+}
+
+func TestConsole_Release(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	c := e.as(t, "operator")
+	c.get("/keys")
+	t.Run("ReasonRequired", func(t *testing.T) {
+		code, _, h := c.post("/keys/release", url.Values{"k": {"pms/" + e.failedKey}, "action": {"release"}, "return": {"/keys"}})
+		if code != 303 || h.Get("Location") != "/keys" {
+			t.Fatalf("release without reason: %d %q", code, h.Get("Location"))
+		}
+		_, body := c.get("/keys")
+		mustContain(t, body, "Give a reason")
+		if cl, _ := e.db.Claim(ctx, "pms", e.failedKey); cl.State != storage.StateFailed {
+			t.Fatalf("released without a reason: %s", cl.State)
+		}
+	})
+	t.Run("Bulk", func(t *testing.T) {
+		code, _, h := c.post("/keys/release", url.Values{"k": {"pms/" + e.failedKey, "ota/derived:9f2c", "ota/no-such-key"},
+			"reason": {"downstream fixed"}, "action": {"reprocess"}, "return": {"https://evil.example/"}})
+		if code != 303 || h.Get("Location") != "/keys" {
+			t.Fatalf("bulk: %d %q (an outside return address must not be followed)", code, h.Get("Location"))
+		}
+		_, body := c.get("/keys")
+		mustContain(t, body, "Reprocessing 2 keys.", "1 no longer exist")
+		if cl, _ := e.db.Claim(ctx, "pms", e.failedKey); cl.State != storage.StateProcessing {
+			t.Fatalf("state after reprocess: %s", cl.State)
+		}
+		_, body = c.get("/audit")
+		mustContain(t, body, "reprocess", "downstream fixed", "operator")
+	})
+}
+
+// TestConsole_CrossOrigin checks that a state-changing request from another site is
+// refused, with or without a token, and that a same-site one without the token is too.
+func TestConsole_CrossOrigin(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	c := e.as(t, "admin")
+	c.get("/keys")
+	form := url.Values{"k": {"pms/" + e.failedKey}, "reason": {"csrf"}, "action": {"release"}, "csrf": {c.csrf}}
+	for _, hdr := range [][]string{
+		{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"},
+		{"Origin", "http://evil.example", "Sec-Fetch-Site", ""}, // a browser without Fetch metadata
+		{"Sec-Fetch-Site", "cross-site"},
+	} {
+		code, _, _ := c.do(http.MethodPost, "/keys/release", form, hdr...)
+		if code != http.StatusForbidden {
+			t.Errorf("cross-origin POST with %v = %d, want 403", hdr, code)
+		}
+	}
+	noToken := url.Values{"k": form["k"], "reason": form["reason"], "action": form["action"]}
+	if code, _, _ := c.do(http.MethodPost, "/keys/release", noToken); code != http.StatusForbidden {
+		t.Errorf("POST without the CSRF token = %d, want 403", code)
+	}
+	if code, _, _ := c.do(http.MethodPost, "/users", url.Values{"name": {"mallory"}, "role": {"admin"}, "password": {"a long enough password"}, "csrf": {"forged"}}); code != http.StatusForbidden {
+		t.Errorf("POST with a forged token = %d, want 403", code)
+	}
+	if code, _, _ := c.do(http.MethodPost, "/login", url.Values{"username": {"admin"}, "password": {consolePassword}},
+		"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"); code != http.StatusForbidden {
+		t.Errorf("cross-site sign-in = %d, want 403", code)
+	}
+	if cl, _ := e.db.Claim(ctx, "pms", e.failedKey); cl.State != storage.StateFailed {
+		t.Fatalf("a refused request changed the key: %s", cl.State)
+	}
+	if _, err := e.db.UserByName(ctx, "mallory"); err == nil {
+		t.Fatal("a refused request added a user")
+	}
+}
+
+// TestConsole_PayloadEscaped checks that a payload's <script> is shown as text.
+func TestConsole_PayloadEscaped(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	for _, p := range []string{fmt.Sprintf("/events/%d", e.dup.ID), fmt.Sprintf("/events/%d", e.first.ID)} {
+		_, body := c.get(p)
+		if strings.Contains(body, "<script>alert") {
+			t.Errorf("%s renders the payload's script as markup", p)
+		}
+		mustContain(t, body, "&lt;script&gt;alert(")
+	}
+	c.get("/lab")
+	_, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{"x":"</textarea><script>alert(1)</script>"}`}})
+	if strings.Contains(body, "<script>alert(1)") {
+		t.Error("the lab echoes the pasted payload as markup")
+	}
+	_, _, h := c.do(http.MethodGet, "/", nil)
+	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("no script policy: %q", csp)
+	}
+}
+
+// TestConsole_NoSecret checks that no page shows a secret, and that the admin-only
+// reveal shows it in its own answer and writes the audit log.
+func TestConsole_NoSecret(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "admin")
+	for _, p := range []string{"/", "/events", fmt.Sprintf("/events/%d", e.dup.ID), "/events.csv", "/keys", "/keys?state=all",
+		"/lab", "/audit", "/users", "/sources", "/login"} {
+		if _, body := c.get(p); strings.Contains(body, consoleSecret) || strings.Contains(body, "THIS-SECRET") {
+			t.Errorf("%s shows a secret", p)
+		}
+	}
+	code, body, h := c.post("/sources/ota/reveal", nil)
+	if code != 200 || !strings.Contains(body, consoleSecret) || !strings.Contains(h.Get("Cache-Control"), "no-store") {
+		t.Fatalf("reveal: %d", code)
+	}
+	if code, _, _ := c.post("/sources/pms/reveal", nil); code != http.StatusBadRequest {
+		t.Errorf("reveal of a configured secret = %d, want 400", code)
+	}
+	if _, body := c.get("/sources"); strings.Contains(body, consoleSecret) {
+		t.Error("the revealed secret stays on the page")
+	}
+	_, body = c.get("/audit")
+	mustContain(t, body, "reveal secret")
+}
+
+func TestConsole_AddUser(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "admin")
+	c.get("/users")
+	code, body, _ := c.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {"short"}})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "at least 12 characters") {
+		t.Fatalf("short password: %d", code)
+	}
+	code, _, _ = c.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {"a long enough password"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("add user: %d", code)
+	}
+	_, body = c.get("/users")
+	mustContain(t, body, "Added ana as operator.", "ana")
+	code, body, _ = c.post("/users", url.Values{"name": {"ana"}, "role": {"viewer"}, "password": {"a long enough password"}})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "already a user") {
+		t.Fatalf("duplicate user: %d", code)
+	}
+	ana := e.client(t)
+	if code, _, _ := ana.do(http.MethodPost, "/login", url.Values{"username": {"ana"}, "password": {"a long enough password"}}); code != http.StatusSeeOther {
+		t.Fatalf("the new user cannot sign in: %d", code)
+	}
+}
