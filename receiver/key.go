@@ -171,6 +171,31 @@ type Derivation struct {
 	// body, so bodies that differ only in member order, whitespace or number
 	// spelling are not flagged as a mismatch between deliveries of one key.
 	PayloadHash string
+
+	doc string // the canonical body, for Text
+}
+
+// maxText bounds what Text returns: it labels a delivery, it does not copy it.
+const maxText = 200
+
+// Text returns the value that pointer names in the body, for labelling a delivery in the
+// console: a string's text, a number's canonical spelling, other values as canonical
+// JSON (cut at 200 bytes); "" when the pointer is empty or names nothing or null.
+func (d Derivation) Text(pointer string) string {
+	if pointer == "" || d.doc == "" || pointerProblem(pointer) != "" {
+		return ""
+	}
+	v, ok := ptrLookup(d.doc, pointer)
+	if !ok || v == "null" {
+		return ""
+	}
+	if v[0] == '"' {
+		v = jsonStringValue(v)
+	}
+	if len(v) > maxText {
+		v = strings.ToValidUTF8(v[:maxText], "")
+	}
+	return v
 }
 
 // Derive parses body once and returns its idempotency key; h is the
@@ -211,7 +236,7 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 	// One copy, so that field values and the event id can be slices of the
 	// canonical document instead of allocations of their own.
 	doc := string(canon)
-	d := Derivation{PayloadHash: keySHA256Hex(canon)}
+	d := Derivation{PayloadHash: keySHA256Hex(canon), doc: doc}
 
 	id, why := findEventID(spec.EventID, h, doc, body)
 	if id != "" {

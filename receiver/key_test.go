@@ -720,3 +720,25 @@ func BenchmarkDerive(b *testing.B) {
 		}
 	})
 }
+
+func TestDerivation_Text(t *testing.T) {
+	body := `{"property_id":"HTL-1","booking_id":12345,"status":"cancelled","refund":{"amount":182.50},"guest":{"name":"Ana"},"nil":null}`
+	d, err := Derive(KeySpec{KeyFields: []string{"/booking_id"}}, nil, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ptr, want := range map[string]string{
+		"/property_id":   "HTL-1",
+		"/booking_id":    "12345",
+		"/refund/amount": "182.5",
+		"/guest":         `{"name":"Ana"}`,
+		"/nil":           "",
+		"/missing":       "",
+		"":               "",
+		"not-a-pointer":  "",
+	} {
+		if got := d.Text(ptr); got != want {
+			t.Errorf("Text(%q) = %q, want %q", ptr, got, want)
+		}
+	}
+}

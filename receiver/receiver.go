@@ -30,8 +30,10 @@ type Source struct {
 	MaxAttempts    int
 	AttemptTimeout time.Duration
 	MaxBackoff     time.Duration
-	// AmountField points at the money a duplicate would have moved (console only).
-	AmountField string
+	// Pointers to the business fields that label a delivery in the console: the
+	// property, the booking, the event's status and the money a duplicate would have
+	// moved. "" leaves a label empty.
+	PropertyField, BookingField, StatusField, AmountField string
 	// RedactHeaders names request headers that carry credentials for this source; they
 	// are stored as "[redacted]".
 	RedactHeaders []string
@@ -180,6 +182,10 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		KeyFrom:      der.EventIDFrom,
 		KeyCanonical: der.Canonical,
 		PayloadHash:  der.PayloadHash,
+		Property:     der.Text(src.PropertyField),
+		Booking:      der.Text(src.BookingField),
+		EventStatus:  der.Text(src.StatusField),
+		Amount:       der.Text(src.AmountField),
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Headers:      src.storedHeaders(r.Header),

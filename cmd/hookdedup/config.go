@@ -49,6 +49,9 @@ type sourceConfig struct {
 	AttemptTimeout    string   `toml:"attempt_timeout"`
 	MaxBackoff        string   `toml:"max_backoff"`
 	AmountField       string   `toml:"amount_field"`
+	PropertyField     *string  `toml:"property_field"`
+	BookingField      *string  `toml:"booking_field"`
+	StatusField       *string  `toml:"status_field"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -317,7 +320,6 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 			MaxAttempts:    10,
 			AttemptTimeout: 10 * time.Second,
 			MaxBackoff:     10 * time.Minute,
-			AmountField:    sc.AmountField,
 		}
 		if src.TTL, err = parseDuration(sc.TTL, src.TTL); err != nil {
 			return nil, fail("ttl", err)
@@ -339,10 +341,28 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 				return nil, fail("forward_url", fmt.Errorf("%q is not an http(s) URL", sc.ForwardURL))
 			}
 		}
-		if sc.AmountField != "" {
-			if err := (receiver.KeySpec{KeyFields: []string{sc.AmountField}}).Validate(); err != nil {
-				return nil, fail("amount_field", err)
+		labels := []struct {
+			field string
+			set   *string
+			def   string
+			dst   *string
+		}{
+			{"property_field", sc.PropertyField, "/property_id", &src.PropertyField},
+			{"booking_field", sc.BookingField, "/booking_id", &src.BookingField},
+			{"status_field", sc.StatusField, "/status", &src.StatusField},
+			{"amount_field", &sc.AmountField, "", &src.AmountField},
+		}
+		for _, l := range labels {
+			*l.dst = l.def
+			if l.set != nil {
+				*l.dst = *l.set
 			}
+			if *l.dst != "" && !strings.HasPrefix(*l.dst, "/") {
+				return nil, fail(l.field, fmt.Errorf("%q is not a JSON pointer (it must start with \"/\")", *l.dst))
+			}
+		}
+		if sc.TokenHeader != "" {
+			src.RedactHeaders = []string{sc.TokenHeader}
 		}
 		out = append(out, src)
 	}
