@@ -40,6 +40,8 @@ func otaSource(t testing.TB) receiver.Source {
 		Verifier: v,
 		Keys:     receiver.KeySpec{EventID: "header:webhook-id", KeyFields: []string{"/property_id", "/booking_id", "/status"}},
 		TTL:      24 * time.Hour,
+
+		PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status", AmountField: "/refund/amount",
 	}
 }
 
@@ -132,6 +134,9 @@ func TestHandler_Contract(t *testing.T) {
 	}
 	if !stored.Mismatch || stored.Outcome != storage.Duplicate || stored.Headers.Get("Webhook-Id") != "msg_1" {
 		t.Fatalf("stored changed duplicate = %+v, want a mismatch with its headers", stored)
+	}
+	if stored.Property != "HTL-LIS-01" || stored.Booking != "BK-1042" || stored.EventStatus != "cancelled" || stored.Amount != "192.5" {
+		t.Fatalf("labels = %q %q %q %q", stored.Property, stored.Booking, stored.EventStatus, stored.Amount)
 	}
 	fmt.Sscan(d.Delivery, &id)
 	if stored, _ := e.db.Delivery(ctx, id); stored.Mismatch {
