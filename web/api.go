@@ -1,5 +1,479 @@
 package web
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
-func (s *Server) registerAPI(mux *http.ServeMux) {}
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// apiStore is what the JSON API needs beyond the console's Store.
+type apiStore interface {
+	// TokenUser returns ErrNotFound for an unknown or revoked token.
+	TokenUser(ctx context.Context, token string) (storage.User, error)
+	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
+}
+
+// registerAPI adds the JSON API under /api/v1/. It authenticates by bearer token only
+// (hookdedup token add USER), never by the console's cookie, so cross-site requests
+// carry no credentials and need no CSRF token.
+func (s *Server) registerAPI(mux *http.ServeMux) {
+	st, ok := s.store.(apiStore)
+	if !ok {
+		s.log.Warn("the store cannot authenticate API tokens: /api/v1 is off")
+		return
+	}
+	api := &api{Server: s, tokens: st}
+	mux.Handle("GET /api/v1/deliveries", api.auth(storage.RoleViewer, api.listDeliveries))
+	mux.Handle("GET /api/v1/deliveries/{id}", api.auth(storage.RoleViewer, api.getDelivery))
+	mux.Handle("GET /api/v1/keys", api.auth(storage.RoleViewer, api.listKeys))
+	mux.Handle("GET /api/v1/key", api.auth(storage.RoleViewer, api.getKey))
+	mux.Handle("POST /api/v1/release", api.auth(storage.RoleOperator, api.release))
+	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		return apiErr(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	}))
+}
+
+type api struct {
+	*Server
+	tokens apiStore
+}
+
+// apiError is an error with the status and the message an API client sees.
+type apiError struct {
+	code int
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func apiErr(code int, format string, args ...any) error {
+	return &apiError{code, fmt.Sprintf(format, args...)}
+}
+
+func writeAPI(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// auth checks the bearer token and the role, then runs h, mapping its error to a JSON
+// answer: an apiError to its code, storage.ErrNotFound to 404, the rest to 500.
+func (a *api) auth(role string, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, err := a.authorize(r, role)
+		if err == nil {
+			err = h(w, r.WithContext(WithUser(r.Context(), u)))
+		}
+		if err == nil {
+			return
+		}
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+			if ae.code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="hookdedup"`)
+			}
+			writeAPI(w, ae.code, map[string]string{"error": ae.msg})
+		case errors.Is(err, storage.ErrNotFound):
+			writeAPI(w, http.StatusNotFound, map[string]string{"error": "not found"})
+		default:
+			a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			writeAPI(w, http.StatusInternalServerError, map[string]string{"error": "internal error; it has been logged"})
+		}
+	})
+}
+
+// authorize returns the user of the request's bearer token if its role is at least
+// role, or says why not.
+func (a *api) authorize(r *http.Request, role string) (User, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return User{}, apiErr(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
+	}
+	u, err := a.tokens.TokenUser(r.Context(), strings.TrimSpace(token))
+	if errors.Is(err, storage.ErrNotFound) {
+		return User{}, apiErr(http.StatusUnauthorized, "invalid or revoked token")
+	}
+	if err != nil {
+		return User{}, err
+	}
+	if !Allowed(u.Role, role) {
+		return User{}, apiErr(http.StatusForbidden, "role %s may not do this (needs %s)", u.Role, role)
+	}
+	return User{Name: u.Name, Role: u.Role}, nil
+}
+
+// apiDelivery is a delivery as the API shows it.
+type apiDelivery struct {
+	ID            string          `json:"id"`
+	Source        string          `json:"source"`
+	ReceivedAt    time.Time       `json:"received_at"`
+	Outcome       string          `json:"outcome"`
+	Status        int             `json:"status"`
+	Error         string          `json:"error,omitempty"`
+	Key           string          `json:"key,omitempty"`
+	Mismatch      bool            `json:"mismatch"`
+	FirstDelivery string          `json:"first_delivery,omitempty"`
+	PayloadHash   string          `json:"payload_hash,omitempty"`
+	Property      string          `json:"property,omitempty"`
+	Booking       string          `json:"booking,omitempty"`
+	EventStatus   string          `json:"event_status,omitempty"`
+	Amount        string          `json:"amount,omitempty"`
+	ContentType   string          `json:"content_type,omitempty"`
+	Headers       http.Header     `json:"headers,omitempty"`
+	Body          json.RawMessage `json:"body,omitempty"`      // the payload when it is JSON
+	BodyText      string          `json:"body_text,omitempty"` // otherwise, as text
+}
+
+func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
+	out := apiDelivery{
+		ID: strconv.FormatInt(d.ID, 10), Source: d.Source, ReceivedAt: d.ReceivedAt, Outcome: string(d.Outcome),
+		Status: d.Status, Error: d.Error, Key: d.Key, Mismatch: d.Mismatch, PayloadHash: d.PayloadHash,
+		Property: d.Property, Booking: d.Booking, EventStatus: d.EventStatus, Amount: d.Amount, ContentType: d.ContentType,
+	}
+	if d.FirstDelivery != 0 && d.FirstDelivery != d.ID {
+		out.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)
+	}
+	if full {
+		out.Headers = d.Headers
+		if json.Valid(d.Body) {
+			out.Body = d.Body
+		} else {
+			out.BodyText = strings.ToValidUTF8(string(d.Body), "\uFFFD")
+		}
+	}
+	return out
+}
+
+func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := storage.EventFilter{
+		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")), Mismatch: q.Get("mismatch") == "true",
+		Property: q.Get("property"), Booking: q.Get("booking"), Status: q.Get("status"), Key: q.Get("key"),
+	}
+	switch f.Outcome {
+	case "", storage.Accepted, storage.Duplicate, storage.Rejected:
+	default:
+		return apiErr(http.StatusBadRequest, "outcome %q: want accepted, duplicate or rejected", f.Outcome)
+	}
+	if f.Key != "" && f.Source == "" {
+		for _, src := range a.sources {
+			f.KeySources = append(f.KeySources, src.Name)
+		}
+	}
+	var err error
+	if f.From, err = apiTime(q, "from"); err != nil {
+		return err
+	}
+	if f.To, err = apiTime(q, "to"); err != nil {
+		return err
+	}
+	if f.Before, err = apiInt(q, "before", 0); err != nil {
+		return err
+	}
+	limit, err := apiInt(q, "limit", 50)
+	if err != nil {
+		return err
+	}
+	f.Limit = int(min(max(limit, 1), 500))
+	page, err := a.store.Events(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Deliveries []apiDelivery `json:"deliveries"`
+		Next       string        `json:"next,omitempty"` // pass as before= for the next page
+	}{Deliveries: []apiDelivery{}}
+	for _, d := range page.Events {
+		out.Deliveries = append(out.Deliveries, toAPIDelivery(d, false))
+	}
+	if page.Next != 0 {
+		out.Next = strconv.FormatInt(page.Next, 10)
+	}
+	writeAPI(w, http.StatusOK, out)
+	return nil
+}
+
+func apiTime(q map[string][]string, name string) (time.Time, error) {
+	v := ""
+	if vs := q[name]; len(vs) > 0 {
+		v = vs[0]
+	}
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, apiErr(http.StatusBadRequest, "%s=%q: want an RFC 3339 time such as 2026-11-30T08:00:00Z", name, v)
+	}
+	return t, nil
+}
+
+func apiInt(q map[string][]string, name string, def int64) (int64, error) {
+	v := ""
+	if vs := q[name]; len(vs) > 0 {
+		v = vs[0]
+	}
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apiErr(http.StatusBadRequest, "%s=%q: want a non-negative whole number", name, v)
+	}
+	return n, nil
+}
+
+type apiDerivation struct {
+	Method    string             `json:"method"`
+	From      string             `json:"from,omitempty"`
+	Fields    []storage.KeyField `json:"fields,omitempty"`
+	Canonical string             `json:"canonical,omitempty"`
+	SHA256    string             `json:"sha256,omitempty"`
+}
+
+type apiAttempt struct {
+	At         time.Time `json:"at"`
+	DurationMS int64     `json:"duration_ms"`
+	Status     int       `json:"status,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Response   string    `json:"response,omitempty"`
+}
+
+type apiClaim struct {
+	Source        string    `json:"source"`
+	Key           string    `json:"key"`
+	State         string    `json:"state"`
+	Stuck         bool      `json:"stuck"`
+	Held          bool      `json:"held"` // a delivery now would be a duplicate
+	FirstDelivery string    `json:"first_delivery"`
+	Since         time.Time `json:"since"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"last_error,omitempty"`
+}
+
+func (a *api) toAPIClaim(c storage.Claim) apiClaim {
+	now := a.now()
+	stuck := c.State == storage.StateFailed || (c.State == storage.StateProcessing && c.UpdatedAt.Before(now.Add(-a.stuck)))
+	return apiClaim{Source: c.Source, Key: c.Key, State: c.State, Stuck: stuck, Held: c.Held(now),
+		FirstDelivery: strconv.FormatInt(c.FirstDelivery, 10), Since: c.UpdatedAt, ExpiresAt: c.ExpiresAt,
+		Attempts: c.Attempts, LastError: c.LastError}
+}
+
+func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return apiErr(http.StatusBadRequest, "delivery id %q is not a number", r.PathValue("id"))
+	}
+	d, err := a.store.Delivery(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	kd := d.KeyDerivation()
+	out := struct {
+		Delivery   apiDelivery    `json:"delivery"`
+		Derivation *apiDerivation `json:"derivation,omitempty"`
+		Claim      *apiClaim      `json:"claim,omitempty"`
+		SameKey    []apiDelivery  `json:"same_key,omitempty"` // every delivery of the key, oldest first
+		Attempts   []apiAttempt   `json:"attempts,omitempty"`
+	}{Delivery: toAPIDelivery(d, true)}
+	if kd.Method != "" {
+		out.Derivation = &apiDerivation{Method: kd.Method, From: kd.From, Fields: kd.Fields, Canonical: kd.Canonical, SHA256: kd.Hash}
+	}
+	if d.Key != "" {
+		if out.Claim, out.SameKey, out.Attempts, err = a.keyDetail(r.Context(), d.Source, d.Key); err != nil {
+			return err
+		}
+	}
+	writeAPI(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *api) keyDetail(ctx context.Context, source, key string) (*apiClaim, []apiDelivery, []apiAttempt, error) {
+	var claim *apiClaim
+	c, err := a.store.Claim(ctx, source, key)
+	switch {
+	case err == nil:
+		ac := a.toAPIClaim(c)
+		claim = &ac
+	case !errors.Is(err, storage.ErrNotFound):
+		return nil, nil, nil, err
+	}
+	all, err := a.store.KeyDeliveries(ctx, source, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	same := make([]apiDelivery, 0, len(all))
+	for _, d := range all {
+		same = append(same, toAPIDelivery(d, false))
+	}
+	atts, err := a.store.Attempts(ctx, source, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	attempts := make([]apiAttempt, 0, len(atts))
+	for _, at := range atts {
+		attempts = append(attempts, apiAttempt{At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
+	}
+	return claim, same, attempts, nil
+}
+
+func (a *api) getKey(w http.ResponseWriter, r *http.Request) error {
+	source, key := r.URL.Query().Get("source"), r.URL.Query().Get("key")
+	if source == "" || key == "" {
+		return apiErr(http.StatusBadRequest, "source and key are required: /api/v1/key?source=S&key=K")
+	}
+	claim, same, attempts, err := a.keyDetail(r.Context(), source, key)
+	if err != nil {
+		return err
+	}
+	if claim == nil && len(same) == 0 {
+		return apiErr(http.StatusNotFound, "no such key: %s/%s", source, key)
+	}
+	writeAPI(w, http.StatusOK, struct {
+		Claim      *apiClaim     `json:"claim"`
+		Deliveries []apiDelivery `json:"deliveries"`
+		Attempts   []apiAttempt  `json:"attempts"`
+	}{claim, same, attempts})
+	return nil
+}
+
+func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: q.Get("stuck") == "true",
+		StuckBefore: a.now().Add(-a.stuck)}
+	switch f.State {
+	case "", storage.StateProcessing, storage.StateProcessed, storage.StateFailed, storage.StateReleased:
+	default:
+		return apiErr(http.StatusBadRequest, "state %q: want processing, processed, failed or released", f.State)
+	}
+	after, err := apiInt(q, "before", 0)
+	if err != nil {
+		return err
+	}
+	limit, err := apiInt(q, "limit", 100)
+	if err != nil {
+		return err
+	}
+	f.AfterID, f.Limit = after, int(min(max(limit, 1), 1000))
+	keys, err := a.store.ListKeys(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Keys []apiClaim `json:"keys"`
+		Next string     `json:"next,omitempty"`
+	}{Keys: []apiClaim{}}
+	for _, c := range keys {
+		out.Keys = append(out.Keys, a.toAPIClaim(c))
+	}
+	if len(keys) == f.Limit && !f.Stuck {
+		out.Next = strconv.FormatInt(keys[len(keys)-1].ID, 10)
+	}
+	writeAPI(w, http.StatusOK, out)
+	return nil
+}
+
+// releaseRequest is the body of POST /api/v1/release: one key (source and key), or every
+// key of a source in a state or stuck.
+type releaseRequest struct {
+	Source    string `json:"source"`
+	Key       string `json:"key"`
+	State     string `json:"state"`
+	Stuck     bool   `json:"stuck"`
+	Reason    string `json:"reason"`
+	Reprocess bool   `json:"reprocess"`
+}
+
+type releaseResult struct {
+	Source   string `json:"source"`
+	Key      string `json:"key"`
+	Previous string `json:"previous,omitempty"`
+	Changed  bool   `json:"changed"`
+	State    string `json:"state,omitempty"` // the key's state now
+	Error    string `json:"error,omitempty"`
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request) error {
+	var req releaseRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return apiErr(http.StatusBadRequest, "body: %v (want {\"source\":…,\"key\":…,\"reason\":…,\"reprocess\":false})", err)
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	switch {
+	case req.Source == "":
+		return apiErr(http.StatusBadRequest, "source is required")
+	case req.Reason == "":
+		return apiErr(http.StatusBadRequest, "reason is required: it goes to the audit log")
+	case req.Key == "" && req.State == "" && !req.Stuck:
+		return apiErr(http.StatusBadRequest, "name a key, or a state or stuck=true for every matching key")
+	case req.Key != "" && (req.State != "" || req.Stuck):
+		return apiErr(http.StatusBadRequest, "name a key or a set (state, stuck), not both")
+	}
+	u, _ := UserFrom(r.Context())
+	rel := storage.Release{Source: req.Source, Key: req.Key, Actor: u.Name, Reason: req.Reason, Reprocess: req.Reprocess,
+		StuckBefore: a.now().Add(-a.stuck)}
+	to := storage.StateReleased
+	if req.Reprocess {
+		to = storage.StateProcessing
+	}
+	if req.Key != "" {
+		res, err := a.store.ReleaseKey(r.Context(), rel)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return apiErr(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
+		case errors.Is(err, storage.ErrBusy):
+			return apiErr(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
+		case err != nil:
+			return err
+		}
+		out := releaseResult{Source: req.Source, Key: req.Key, Previous: res.Previous, Changed: res.Changed}
+		if res.Changed {
+			out.State = to
+			if req.Reprocess {
+				a.wake()
+			}
+		}
+		writeAPI(w, http.StatusOK, out)
+		return nil
+	}
+	outcomes, err := a.tokens.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
+		StuckBefore: rel.StuckBefore}, rel)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Matched int             `json:"matched"`
+		Changed int             `json:"changed"`
+		Results []releaseResult `json:"results"`
+	}{Matched: len(outcomes), Results: []releaseResult{}}
+	for _, o := range outcomes {
+		rr := releaseResult{Source: o.Source, Key: o.Key, Previous: o.Previous, Changed: o.Changed}
+		if o.Err != nil {
+			rr.Error = strings.TrimPrefix(o.Err.Error(), "release "+o.Source+"/"+o.Key+": ")
+		}
+		if o.Changed {
+			out.Changed++
+			rr.State = to
+		}
+		out.Results = append(out.Results, rr)
+	}
+	if req.Reprocess && out.Changed > 0 {
+		a.wake()
+	}
+	writeAPI(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,224 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/static"
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
+)
+
+// apiEnv is the console's server on a real database, with one token per role.
+type apiEnv struct {
+	db     *storage.DB
+	srv    *httptest.Server
+	tokens map[string]string // role -> bearer token
+}
+
+func newAPIEnv(t *testing.T) *apiEnv {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := web.New(ctx, web.Config{Store: db, Static: static.FS, Sources: []web.Source{{Name: "ota", Scheme: "standard-webhooks"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	e := &apiEnv{db: db, srv: srv, tokens: map[string]string{}}
+	for _, role := range []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin} {
+		if _, err := db.CreateUser(ctx, storage.User{Name: role + "-user", Role: role, PasswordHash: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		tok, _, err := db.CreateToken(ctx, role+"-user", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.tokens[role] = tok
+	}
+	return e
+}
+
+func (e *apiEnv) record(t *testing.T, key, body string, dispatch bool) *storage.Delivery {
+	t.Helper()
+	d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "derived", PayloadHash: body,
+		KeyCanonical: `{"/booking_id":"BK-1","/status":"cancelled"}`, ContentType: "application/json",
+		Booking: "BK-1", EventStatus: "cancelled", Body: []byte(body)}
+	if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour, Dispatch: dispatch}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// call makes an API request as role ("" = no token) and decodes the JSON answer.
+func (e *apiEnv) call(t *testing.T, role, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if role != "" {
+		req.Header.Set("Authorization", "Bearer "+e.tokens[role])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d %q is not JSON", method, path, resp.StatusCode, raw)
+	}
+	if resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%s %s: Content-Type %q", method, path, resp.Header.Get("Content-Type"))
+	}
+	return resp.StatusCode, out
+}
+
+func TestAPI_Auth(t *testing.T) {
+	e := newAPIEnv(t)
+	code, out := e.call(t, "", "GET", "/api/v1/deliveries", "")
+	if code != 401 || !strings.Contains(out["error"].(string), "bearer token") {
+		t.Fatalf("no token: %d %v", code, out)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/keys", nil)
+	req.Header.Set("Authorization", "Bearer hdk_forged")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("forged token: %d %v", resp.StatusCode, resp.Header)
+	}
+	// The console's session cookie is no way into the API.
+	req, _ = http.NewRequest("GET", e.srv.URL+"/api/v1/keys", nil)
+	req.AddCookie(&http.Cookie{Name: "hookdedup", Value: "x"})
+	resp, _ = http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("cookie only: %d", resp.StatusCode)
+	}
+	if code, _ := e.call(t, storage.RoleViewer, "GET", "/api/v1/nothing", ""); code != 404 {
+		t.Fatalf("unknown endpoint: %d", code)
+	}
+}
+
+func TestAPI_DeliveriesAndKeys(t *testing.T) {
+	e := newAPIEnv(t)
+	first := e.record(t, "k1", `{"booking_id":"BK-1","refund":{"amount":10}}`, false)
+	dup := e.record(t, "k1", `{"booking_id":"BK-1","refund":{"amount":20}}`, false)
+	e.record(t, "k2", `{"booking_id":"BK-2"}`, false)
+
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?outcome=duplicate", "")
+	list, _ := out["deliveries"].([]any)
+	if code != 200 || len(list) != 1 {
+		t.Fatalf("duplicates: %d %v", code, out)
+	}
+	d0 := list[0].(map[string]any)
+	if d0["mismatch"] != true || d0["first_delivery"] != idStr(first.ID) || d0["key"] != "k1" {
+		t.Fatalf("duplicate = %v", d0)
+	}
+	if code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?outcome=maybe", ""); code != 400 || !strings.Contains(out["error"].(string), "outcome") {
+		t.Fatalf("bad outcome: %d %v", code, out)
+	}
+	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries/"+idStr(dup.ID), "")
+	if code != 200 {
+		t.Fatalf("one delivery: %d %v", code, out)
+	}
+	der := out["derivation"].(map[string]any)
+	if der["method"] != "derived" || der["canonical"] != `{"/booking_id":"BK-1","/status":"cancelled"}` || len(der["sha256"].(string)) != 64 {
+		t.Fatalf("derivation = %v", der)
+	}
+	if same := out["same_key"].([]any); len(same) != 2 {
+		t.Fatalf("same key deliveries = %v", same)
+	}
+	body := out["delivery"].(map[string]any)["body"].(map[string]any)
+	if body["refund"].(map[string]any)["amount"] != float64(20) {
+		t.Fatalf("body = %v", body)
+	}
+	if code, _ := e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries/99999", ""); code != 404 {
+		t.Fatalf("unknown delivery: %d", code)
+	}
+	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/keys?state=processed", "")
+	if keys := out["keys"].([]any); code != 200 || len(keys) != 2 {
+		t.Fatalf("keys: %d %v", code, out)
+	}
+	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/key?source=ota&key=k1", "")
+	if code != 200 || out["claim"].(map[string]any)["state"] != "processed" || len(out["deliveries"].([]any)) != 2 {
+		t.Fatalf("key: %d %v", code, out)
+	}
+}
+
+func TestAPI_Release(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "k1", `{}`, false)
+	req := `{"source":"ota","key":"k1","reason":"refund reissued by hand"}`
+	if code, out := e.call(t, storage.RoleViewer, "POST", "/api/v1/release", req); code != 403 || !strings.Contains(out["error"].(string), "viewer") {
+		t.Fatalf("viewer release: %d %v", code, out)
+	}
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"k1"}`); code != 400 || !strings.Contains(out["error"].(string), "reason") {
+		t.Fatalf("no reason: %d %v", code, out)
+	}
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"nope","reason":"r"}`); code != 404 || !strings.Contains(out["error"].(string), "no such key") {
+		t.Fatalf("unknown key: %d %v", code, out)
+	}
+	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", req)
+	if code != 200 || out["changed"] != true || out["previous"] != "processed" || out["state"] != "released" {
+		t.Fatalf("release: %d %v", code, out)
+	}
+	code, out = e.call(t, storage.RoleOperator, "POST", "/api/v1/release", req)
+	if code != 200 || out["changed"] != false {
+		t.Fatalf("second release: %d %v", code, out)
+	}
+	audit, err := e.db.AuditLog(context.Background(), 0, 10)
+	if err != nil || len(audit) != 1 || audit[0].Actor != "operator-user" || audit[0].Reason != "refund reissued by hand" {
+		t.Fatalf("audit = %+v, %v", audit, err)
+	}
+
+	// Bulk: every failed key of the source, reprocessed.
+	for _, k := range []string{"f1", "f2"} {
+		e.record(t, k, `{}`, true)
+		e.db.FinishAttempt(context.Background(), leased(t, e.db, k), storage.Attempt{Source: "ota", Key: k, StartedAt: time.Now()},
+			storage.AttemptResult{Failed: true, LastError: "downstream answered 500"})
+	}
+	code, out = e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","state":"failed","reason":"downstream fixed","reprocess":true}`)
+	if code != 200 || out["matched"] != float64(2) || out["changed"] != float64(2) {
+		t.Fatalf("bulk: %d %v", code, out)
+	}
+	c, _ := e.db.Claim(context.Background(), "ota", "f1")
+	if c.State != storage.StateProcessing {
+		t.Fatalf("f1 after bulk reprocess = %s", c.State)
+	}
+}
+
+// leased leases key's job as a dispatcher would.
+func leased(t *testing.T, db *storage.DB, key string) storage.Job {
+	t.Helper()
+	jobs, err := db.LeaseDue(context.Background(), time.Now().Add(time.Second), time.Minute, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Key == key {
+			return j
+		}
+	}
+	t.Fatalf("no job for %s", key)
+	return storage.Job{}
+}
+
+func idStr(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
