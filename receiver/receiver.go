@@ -228,7 +228,8 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	if code == http.StatusNotFound {
 		label = "" // unknown names must not grow the metric's label set
 	}
-	if err := rc.store.Record(r.Context(), d, storage.ClaimOptions{}); err != nil {
+	// WithoutCancel: a sender that hung up (a timed-out body) is still recorded.
+	if err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{}); err != nil {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
 		rc.log.Warn("rejected delivery not stored", "source", src.Name, "status", code, "err", err)
 	}
