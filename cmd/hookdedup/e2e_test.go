@@ -428,3 +428,63 @@ max_backoff = "1s"
 		t.Fatalf("audit = %+v, %v", audit, err)
 	}
 }
+
+// TestEndToEnd_TwoProcessesOneFile: two serve processes on one database file, the same
+// delivery sent to both at once: exactly one is accepted.
+func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", secret)
+	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, b := startServe(t, dir, nil), startServe(t, dir, nil)
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"booking_id":"BK-7","status":"cancelled"}`)
+	h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_both"}}
+	v.Sign(h, nil, body, time.Now())
+
+	const n = 100
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]int{}
+	for i := range n {
+		wg.Go(func() {
+			url := a.url
+			if i%2 == 1 {
+				url = b.url
+			}
+			req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(string(body)))
+			req.Header = h.Clone()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			var ans map[string]string
+			json.NewDecoder(resp.Body).Decode(&ans)
+			mu.Lock()
+			answers[fmt.Sprintf("%d %s", resp.StatusCode, ans["status"])]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if answers["200 accepted"] != 1 || answers["200 duplicate"] != n-1 {
+		t.Fatalf("answers = %v, want 1 accepted and %d duplicates", answers, n-1)
+	}
+	a.stop(t)
+	b.stop(t)
+	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	all, err := db.KeyDeliveries(context.Background(), "ota", "msg_both")
+	if err != nil || len(all) != n {
+		t.Fatalf("stored %d deliveries (%v), want %d", len(all), err, n)
+	}
+}
