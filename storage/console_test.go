@@ -2,7 +2,10 @@ package storage_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +295,90 @@ func TestDB_UsersAndAudit(t *testing.T) {
 	if err != nil || len(log) != 1 || log[0].Action != "reveal secret" {
 		t.Fatalf("audit = %+v, %v", log, err)
 	}
+}
+
+// TestDB_Events_AtScale times the events list's filters on a large table. It runs only
+// when HOOKDEDUP_SCALE names a row count (e.g. 5000000) and HOOKDEDUP_SCALE_DB a file
+// to fill (kept between runs: filling takes minutes).
+func TestDB_Events_AtScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("HOOKDEDUP_SCALE"))
+	path := os.Getenv("HOOKDEDUP_SCALE_DB")
+	if n == 0 || path == "" {
+		t.Skip("set HOOKDEDUP_SCALE and HOOKDEDUP_SCALE_DB to run")
+	}
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	db := MustOpenPath(t, path)
+	var have int
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := raw.QueryRow(`SELECT count(*) FROM deliveries`).Scan(&have); err != nil {
+		t.Fatal(err)
+	}
+	if have < n {
+		t0 := time.Now()
+		// Deliveries every 500 ms; one in seven a duplicate, one in fifty rejected, one in
+		// 211 a mismatch; five properties; two deliveries per booking; 400-byte bodies.
+		_, err := raw.Exec(`
+INSERT INTO deliveries (source, received_at, outcome, status, key, key_method, payload_hash, mismatch,
+	property, booking, event_status, amount, headers, body)
+WITH RECURSIVE s(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+SELECT CASE i % 10 WHEN 0 THEN 'pms' ELSE 'ota' END, ? + i * 500,
+	CASE WHEN i % 50 = 0 THEN 'rejected' WHEN i % 7 = 0 THEN 'duplicate' ELSE 'accepted' END, 200,
+	'evt_' || (i / 2), 'event_id', 'h', i % 211 = 0, 'HTL-' || (i % 5), 'BK-' || (i / 2),
+	CASE i % 3 WHEN 0 THEN 'cancelled' ELSE 'confirmed' END, CASE WHEN i % 3 = 0 THEN '120.50' ELSE '' END,
+	'{}', randomblob(400)
+FROM s`, have+1, n, start.UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("filled %d deliveries in %s", n-have, time.Since(t0))
+	}
+	var maxID int64
+	raw.QueryRow(`SELECT max(id) FROM deliveries`).Scan(&maxID)
+	mid := start.Add(time.Duration(n/2) * 500 * time.Millisecond)
+	sources := []string{"ota", "pms"}
+	for _, tc := range []struct {
+		name string
+		f    storage.EventFilter
+	}{
+		{"None", storage.EventFilter{}},
+		{"NoneDeep", storage.EventFilter{Before: maxID / 2}},
+		{"Source", storage.EventFilter{Source: "pms"}},
+		{"Outcome", storage.EventFilter{Outcome: storage.Rejected}},
+		{"SourceOutcome", storage.EventFilter{Source: "pms", Outcome: storage.Duplicate}},
+		{"Mismatch", storage.EventFilter{Mismatch: true}},
+		{"Property", storage.EventFilter{Property: "HTL-3"}},
+		{"PropertyRare", storage.EventFilter{Property: "HTL-404"}},
+		{"Booking", storage.EventFilter{Booking: fmt.Sprint("BK-", n/3)}},
+		{"BookingMissing", storage.EventFilter{Booking: "BK-none"}},
+		{"Status", storage.EventFilter{Status: "cancelled"}},
+		{"StatusRare", storage.EventFilter{Status: "no-show"}},
+		{"Key", storage.EventFilter{Key: fmt.Sprint("evt_", n/4), KeySources: sources}},
+		{"TimeRange", storage.EventFilter{From: mid, To: mid.Add(time.Hour)}},
+		{"TimeRangeStatus", storage.EventFilter{From: mid, To: mid.Add(time.Hour), Status: "cancelled", Outcome: storage.Duplicate}},
+	} {
+		t0 := time.Now()
+		p, err := db.Events(ctx, tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(t0)
+		t.Logf("%-16s %3d rows next=%-8d partial=%-5v %s", tc.name, len(p.Events), p.Next, p.Partial, took)
+		if took > 100*time.Millisecond {
+			t.Errorf("%s took %s", tc.name, took)
+		}
+	}
+	t0 := time.Now()
+	ds, err := db.KeyDeliveries(ctx, "ota", fmt.Sprint("evt_", n/4+1))
+	t.Logf("KeyDeliveries    %3d rows %s (%v)", len(ds), time.Since(t0), err)
+	t0 = time.Now()
+	stats, err := db.DeliveryStats(ctx, start, start.Add(30*24*time.Hour), 24*time.Hour)
+	t.Logf("DeliveryStats    %3d rows %s (%v)", len(stats), time.Since(t0), err)
+	t0 = time.Now()
+	dups, err := db.RecentDuplicates(ctx, start.Add(25*24*time.Hour), 10)
+	t.Logf("RecentDuplicates %3d rows %s (%v)", len(dups), time.Since(t0), err)
 }

@@ -1,6 +1,10 @@
 package web
 
-import "github.com/hookdedup/hookdedup/views"
+import (
+	"fmt"
+
+	"github.com/hookdedup/hookdedup/views"
+)
 
 // diffLines is a line diff of a and b by longest common subsequence: lines of a only
 // are "-", of b only "+", common "=". It gives up (false) when len(a)*len(b) exceeds
@@ -56,4 +60,37 @@ func diffLines(a, b []string, limit int) ([]views.DiffLine, bool) {
 		same(len(a)-tail+k, len(b)-tail+k)
 	}
 	return out, true
+}
+
+// collapse replaces each run of unchanged lines longer than 2*context+1 by its first and
+// last context lines around one line that says how many were left out (Op "…").
+func collapse(lines []views.DiffLine, context int) []views.DiffLine {
+	var out []views.DiffLine
+	for i := 0; i < len(lines); {
+		if lines[i].Op != "=" {
+			out = append(out, lines[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(lines) && lines[j].Op == "=" {
+			j++
+		}
+		head, tail := context, context
+		if i == 0 {
+			head = 0
+		}
+		if j == len(lines) {
+			tail = 0
+		}
+		if j-i > head+tail+1 {
+			out = append(out, lines[i:i+head]...)
+			out = append(out, views.DiffLine{Op: "…", Text: fmt.Sprintf("%d unchanged lines", j-i-head-tail)})
+			out = append(out, lines[j-tail:j]...)
+		} else {
+			out = append(out, lines[i:j]...)
+		}
+		i = j
+	}
+	return out
 }

@@ -334,8 +334,12 @@ func prettyBody(body []byte, normalise bool) (string, bool) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err == nil {
-			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
-				return string(b), true
+			var out bytes.Buffer
+			enc := json.NewEncoder(&out)
+			enc.SetEscapeHTML(false) // shown as text, escaped by templ: keep it as sent
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(v); err == nil {
+				return strings.TrimSuffix(out.String(), "\n"), true
 			}
 		}
 	}
@@ -363,7 +367,7 @@ func compare(left, right storage.Delivery) *views.Compare {
 		c.TooBig = true
 		return c
 	}
-	c.Lines = lines
+	c.Lines = collapse(lines, 3)
 	return c
 }
 

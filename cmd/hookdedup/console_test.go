@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// consoleSite is the receiver and the console on one mux, as serve wires them, on the
+// zero-config source whose secret is generated into the database.
+func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *storage.DB, []receiver.Source) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cfg := defaultConfig()
+	cfg.Sources = append([]sourceConfig{defaultSource()}, fileSources...)
+	getenv := func(name string) string {
+		if name == "PMS_TOKEN" {
+			return "env-token-never-shown"
+		}
+		return ""
+	}
+	sources, err := cfg.sources(getenv, func(name string) (string, error) {
+		return db.SettingOrInit(ctx, generatedSecretSetting(name), newSecret)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	receiver.New(receiver.Config{Sources: sources, Store: db}).Register(mux)
+	if err := mountConsole(ctx, mux, db, sources, cfg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("admin password"), bcrypt.MinCost)
+	if _, err := db.CreateUser(ctx, storage.User{Name: "root", Role: storage.RoleAdmin, PasswordHash: string(hash)}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, db, sources
+}
+
+type consoleBrowser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+	csrf string
+}
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (b *consoleBrowser) do(method, path string, form url.Values) (int, string) {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		if b.csrf != "" {
+			form.Set("csrf", b.csrf)
+		}
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, b.base+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.base)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if m := csrfInput.FindSubmatch(out); m != nil {
+		b.csrf = string(m[1])
+	}
+	return resp.StatusCode, string(out)
+}
+
+func signIn(t *testing.T, base string) *consoleBrowser {
+	jar, _ := cookiejar.New(nil)
+	b := &consoleBrowser{t: t, base: base, c: &http.Client{Jar: jar}}
+	if code, body := b.do(http.MethodPost, "/login", url.Values{"username": {"root"}, "password": {"admin password"}}); code != 200 || !strings.Contains(body, "Dashboard") {
+		t.Fatalf("sign in: %d", code)
+	}
+	return b
+}
+
+// TestConsole_Mounted checks the adapters in mountConsole: deliveries taken by the real
+// receiver show in the console, the key lab derives with the receiver's Derive, the
+// sources page describes each scheme, and no secret reaches a page except through the
+// admin's reveal of the generated one.
+func TestConsole_Mounted(t *testing.T) {
+	pms := sourceConfig{Name: "pms", Signature: "token", TokenHeader: "X-Token", SecretEnv: "PMS_TOKEN",
+		Secret: secrets{"file-token-never-shown"}, KeyFields: []string{"/booking_id"}}
+	srv, db, sources := consoleSite(t, pms)
+	ctx := context.Background()
+	generated, err := db.Setting(ctx, generatedSecretSetting("ota"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ota := sources[0]
+	body := []byte(`{"property_id":"HTL-1","booking_id":"BK-7","status":"cancelled","effective_date":"2026-12-01","refund":{"amount":99.5}}`)
+	for range 2 {
+		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_1"}}
+		if err := ota.Verifier.Sign(h, url.Values{}, body, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/ota", bytes.NewReader(body))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("webhook: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+
+	b := signIn(t, srv.URL)
+	pages := map[string][]string{
+		"/":                    {"ota", "pms"},
+		"/events?booking=BK-7": {"duplicate", "BK-7", "msg_1"},
+		"/events/1":            {"The provider's event id", "header:webhook-id", "msg_1", "Every delivery of this key"},
+		"/keys?state=all":      {"msg_1"},
+		"/sources":             {"standard-webhooks", "signed timestamp", "not covered", "from environment variable PMS_TOKEN", "generated on first start", "Reveal"},
+		"/audit":               {"Nothing in the audit log yet"},
+		"/users":               {"root"},
+		"/lab":                 {"lab-form"},
+	}
+	for path, wants := range pages {
+		code, page := b.do(http.MethodGet, path, nil)
+		if code != 200 {
+			t.Errorf("GET %s = %d", path, code)
+		}
+		for _, w := range wants {
+			if !strings.Contains(page, w) {
+				t.Errorf("GET %s lacks %q", path, w)
+			}
+		}
+		for _, secret := range []string{generated, "env-token-never-shown", "file-token-never-shown"} {
+			if strings.Contains(page, secret) {
+				t.Errorf("GET %s shows a secret", path)
+			}
+		}
+	}
+
+	// The key lab runs the receiver's derivation: no event id header, so the key is
+	// derived from the business fields, and no delivery holds it.
+	code, page := b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {string(body)}})
+	if code != 200 || !strings.Contains(page, "derived:") || !strings.Contains(page, "/booking_id") || !strings.Contains(page, "would be accepted") {
+		t.Errorf("lab: %d", code)
+	}
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {string(body)}, "headers": {"webhook-id: msg_1"}})
+	if code != 200 || !strings.Contains(page, "would be a duplicate") {
+		t.Errorf("lab with the event id header: %d", code)
+	}
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {"not json"}})
+	if code != 200 || !strings.Contains(page, "not valid JSON") {
+		t.Errorf("lab with a bad payload: %d", code)
+	}
+
+	code, page = b.do(http.MethodPost, "/sources/ota/reveal", url.Values{})
+	if code != 200 || !strings.Contains(page, generated) {
+		t.Fatalf("reveal: %d", code)
+	}
+	if code, _ := b.do(http.MethodPost, "/sources/pms/reveal", url.Values{}); code != http.StatusBadRequest {
+		t.Errorf("reveal of a configured secret = %d, want 400", code)
+	}
+}
+
+func TestConsoleSources_Masked(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Sources = []sourceConfig{
+		defaultSource(),
+		{Name: "gh", Signature: "github", Secret: secrets{"new-secret-value", "old-secret-value"}},
+	}
+	sources, err := cfg.sources(func(string) string { return "" }, func(string) (string, error) { return "whsec_Z2VuZXJhdGVkLXNlY3JldC12YWx1ZQ==", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := consoleSources(sources, cfg)
+	if len(got) != 2 || len(got[0].Secrets) != 1 || !got[0].Secrets[0].Revealable || len(got[1].Secrets) != 2 || got[1].Secrets[0].Revealable {
+		t.Fatalf("sources = %+v", got)
+	}
+	if !got[0].Timestamped || !got[0].Integrity || got[1].Timestamped || !got[1].Integrity {
+		t.Errorf("scheme properties wrong: %+v", got)
+	}
+	for _, s := range got {
+		for _, sec := range s.Secrets {
+			if strings.Contains(sec.Masked+sec.Origin, "secret-value") || strings.Contains(sec.Masked+sec.Origin, "Z2VuZXJhdGVk") {
+				t.Errorf("%s: a secret leaks into %+v", s.Name, sec)
+			}
+		}
+	}
+}
