@@ -1,0 +1,90 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// BenchFill says what BulkLoadForBench writes: Keys claims of one source, each with the
+// accepted delivery that won it, as intake would have stored them.
+type BenchFill struct {
+	Source string
+	Keys   int
+	// Key is key i. Keys ascending in i load several times faster (appends to the
+	// indexes instead of random inserts); spread them over the key space that the
+	// benchmark's own traffic uses, so that its claims land among them.
+	Key func(i int) string
+	// ClaimedAt is when the claims were made and their deliveries received; they expire
+	// TTL later, so ClaimedAt more than TTL ago makes expired claims for a sweep.
+	ClaimedAt time.Time
+	TTL       time.Duration
+	// Headers (JSON, as stored) and Body(i) are each delivery's.
+	Headers string
+	Body    func(i int) []byte
+	// Batch is how many keys one transaction writes; default 50,000.
+	Batch int
+}
+
+// BulkLoadForBench fills the database with f's claims and deliveries, in big
+// transactions, for benchmarks that need millions of keys already stored. progress, if
+// not nil, is called after each transaction with the number of keys written so far. It
+// is not for production use: the rows bypass the group commit and its checks. A key that
+// is already claimed fails the load.
+func (db *DB) BulkLoadForBench(ctx context.Context, f BenchFill, progress func(done int)) error {
+	if f.Batch <= 0 {
+		f.Batch = 50_000
+	}
+	for done := 0; done < f.Keys; {
+		n := min(f.Batch, f.Keys-done)
+		if err := db.bulkLoad(ctx, f, done, n); err != nil {
+			return fmt.Errorf("bulk load at key %d: %w", done, err)
+		}
+		done += n
+		if progress != nil {
+			progress(done)
+		}
+	}
+	return nil
+}
+
+func (db *DB) bulkLoad(ctx context.Context, f BenchFill, from, n int) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var last int64
+	if err := tx.QueryRowContext(ctx, sqlLastDelivery).Scan(&last); err != nil {
+		return err
+	}
+	claim, err := tx.PrepareContext(ctx, `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+VALUES (?1, ?2, 'processed', ?3, ?4, ?5, ?6, ?5)`)
+	if err != nil {
+		return err
+	}
+	defer claim.Close()
+	deliver, err := tx.PrepareContext(ctx, sqlInsertDelivery)
+	if err != nil {
+		return err
+	}
+	defer deliver.Close()
+	at := millis(f.ClaimedAt)
+	expires := at + f.TTL.Milliseconds()
+	for i := from; i < from+n; i++ {
+		id := last + int64(i-from) + 1
+		key := f.Key(i)
+		hash := fmt.Sprintf("%064x", i)
+		if _, err := claim.ExecContext(ctx, f.Source, key, id, hash, at, expires); err != nil {
+			return fmt.Errorf("claim %s: %w", key, err)
+		}
+		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(Accepted), 200, "", key,
+			"event_id", "header:webhook-id", "", hash, false, id, fmt.Sprintf("PROP-%06d", i%400),
+			fmt.Sprintf("BK-%d", i), "cancelled", "412.50", "127.0.0.1:40000", "application/json",
+			f.Headers, f.Body(i)); err != nil {
+			return fmt.Errorf("delivery of %s: %w", key, err)
+		}
+	}
+	return tx.Commit()
+}
