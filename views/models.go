@@ -315,6 +315,7 @@ type SourceRow struct {
 	ForwardURL             string
 	MaxAttempts            int
 	AmountField            string
+	Labels                 []Header // business fields read for the console: name and pointer
 	Secrets                []SecretRow
 	EventsURL              string
 }

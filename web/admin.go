@@ -125,6 +125,12 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
 		}
+		for _, l := range []views.Header{{Name: "property", Value: src.PropertyField}, {Name: "booking", Value: src.BookingField},
+			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}} {
+			if l.Value != "" {
+				row.Labels = append(row.Labels, l)
+			}
+		}
 		for _, sec := range src.Secrets {
 			row.Secrets = append(row.Secrets, views.SecretRow{
 				Masked: sec.Masked, Origin: sec.Origin, Revealable: sec.Revealable && s.reveal != nil,

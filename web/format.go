@@ -65,6 +65,8 @@ func humanDuration(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "–"
+	case d == 24*time.Hour:
+		return "1 day"
 	case d%(24*time.Hour) == 0:
 		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
 	case d%time.Hour == 0:

@@ -70,7 +70,9 @@ type Source struct {
 	ForwardURL  string
 	MaxAttempts int
 	AmountField string
-	Secrets     []Secret
+	// Where the console's labels come from: JSON pointers, "" when not read.
+	PropertyField, BookingField, StatusField string
+	Secrets                                  []Secret
 }
 
 // Secret describes one secret of a source without its value.

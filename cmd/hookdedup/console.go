@@ -69,6 +69,7 @@ func consoleSources(sources []receiver.Source, cfg config) []web.Source {
 			Name: s.Name, Scheme: s.Verifier.Scheme(), Timestamped: s.Verifier.Timestamped(), Integrity: s.Verifier.Integrity(),
 			EventID: s.Keys.EventID, KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
 			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField,
+			PropertyField: s.PropertyField, BookingField: s.BookingField, StatusField: s.StatusField,
 		}
 		sc := configs[s.Name]
 		const mask = "••••••••••••"
