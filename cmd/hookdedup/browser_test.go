@@ -424,6 +424,12 @@ func TestBrowser(t *testing.T) {
 		goTo("/")
 		shot("11-dashboard-narrow")
 		goTo(dupURL)
+		// Nothing sticks out sideways on a phone: wide tables scroll inside their frame.
+		width, err := page.Evaluate(`() => document.documentElement.scrollWidth`)
+		must(err)
+		if w, ok := width.(int); !ok || w > 390 {
+			t.Errorf("the event page is %v px wide on a 390 px screen", width)
+		}
 		shot("12-event-narrow")
 		must(page.SetViewportSize(1366, 900))
 	}
