@@ -63,7 +63,7 @@ e2e:
 unit:
 	go test -race -count=1 ./...
 
-test: deps check-generated lint unit e2e
+test: deps check-generated lint unit fuzz e2e
 
 # `make bench`: the Go benchmarks of the hot path (derive, verify, the whole handler in
 # process, the group-committed claim), then the load run (cmd/hookdedup/load_test.go):
@@ -89,6 +89,26 @@ bench: bench-deps
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
 		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi
+
+# `make crash-test`: the long crash test. SIGKILLs serve CRASH_KILLS times at random
+# moments under concurrent signed traffic with duplicates, restarts it each time, then
+# checks every answer against the database and the downstream and prints the figures.
+# `make test` runs a short form (4 kills) through `go test`.
+CRASH_KILLS ?= 25
+crash-test:
+	HOOKDEDUP_CRASH_KILLS=$(CRASH_KILLS) go test -count=1 -run '^TestCrash_' -v -timeout 30m ./cmd/hookdedup/ | grep -v '^=== RUN'; \
+		exit $${PIPESTATUS[0]}
+
+# `make fuzz`: every fuzz target briefly (FUZZ_TIME each), from its committed seed corpus
+# (testdata/fuzz/). A failure leaves the input that broke it in testdata/fuzz/.
+FUZZ_TIME ?= 4s
+.PHONY: fuzz
+fuzz:
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$dir $$target"; \
+			go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime 1s $$dir || exit 1; \
+		done; done
 
 clean:
 	rm -rf bin testoutput

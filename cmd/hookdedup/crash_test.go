@@ -601,7 +601,4 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 		len(byKey), handoffs,
 		explained, longestGap.Round(time.Millisecond), unexplained)
 	t.Log("\n" + report)
-	if long {
-		fmt.Println(report)
-	}
 }
