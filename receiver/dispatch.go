@@ -243,6 +243,10 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	if err != nil {
 		return 0, "", err.Error()
 	}
+	// net/http silently resends a request that carries an Idempotency-Key when its
+	// connection breaks before the answer; without GetBody it cannot. Every hand-off is
+	// then one recorded attempt, and retries follow our backoff, not the transport's.
+	req.GetBody = nil
 	ct := job.ContentType
 	if ct == "" {
 		ct = "application/json"
