@@ -87,7 +87,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		form.Error = "The password can have at most 72 bytes (bcrypt's limit)."
 	}
 	if form.Error == "" {
-		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 		if err != nil {
 			return err
 		}

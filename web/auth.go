@@ -253,10 +253,6 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.LoginView(v))
 }
 
-// dummyHash is compared against when the user does not exist, so that a wrong name
-// costs the same time as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
-
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	name := strings.TrimSpace(r.PostFormValue("username"))
@@ -286,7 +282,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins. Try again in %d minute%s.", mins, plural(mins)))
 	}
 	u, err := s.store.UserByName(r.Context(), name)
-	hash := dummyHash
+	hash := s.dummyHash
 	if err == nil {
 		hash = []byte(u.PasswordHash)
 	} else if !errors.Is(err, storage.ErrNotFound) {

@@ -69,9 +69,10 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 		}
 	}
 	s, err := web.New(ctx, web.Config{
-		Store:  db,
-		Static: static.FS,
-		Now:    clock.Now,
+		Store:      db,
+		Static:     static.FS,
+		Now:        clock.Now,
+		BcryptCost: bcrypt.MinCost,
 		Sources: []web.Source{
 			{Name: "ota", Scheme: "standard-webhooks", Timestamped: true, Integrity: true, EventID: "/event_id",
 				KeyFields: []string{"/property_id", "/booking_id", "/status"}, TTL: 24 * time.Hour, AmountField: "/refund/amount",

@@ -21,6 +21,7 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gorilla/sessions"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
@@ -121,6 +122,9 @@ type Config struct {
 	// IdleTimeout and AbsoluteTimeout end a session after that long without a request,
 	// or that long after signing in. Defaults 2h and 12h.
 	IdleTimeout, AbsoluteTimeout time.Duration
+	// BcryptCost hashes the passwords of users added in the console; default
+	// bcrypt.DefaultCost. Tests lower it.
+	BcryptCost int
 }
 
 // Server serves the console.
@@ -140,6 +144,10 @@ type Server struct {
 	absolute time.Duration
 	cookies  *sessions.CookieStore
 	cop      *http.CrossOriginProtection
+	cost     int
+	// dummyHash is compared against when a user does not exist, so that a wrong name
+	// costs the same time as a wrong password.
+	dummyHash []byte
 }
 
 // New returns a Server for cfg. It reads (creating on first start) the session keys
@@ -148,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		store: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
-		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{},
+		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
 	}
 	if s.store == nil || s.static == nil {
 		return nil, errors.New("console: Store and Static are required")
@@ -177,6 +185,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return Derivation{}, errors.New("key derivation is not available")
 		}
 	}
+	if s.cost == 0 {
+		s.cost = bcrypt.DefaultCost
+	}
+	var err error
+	if s.dummyHash, err = bcrypt.GenerateFromPassword([]byte("not a password"), s.cost); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	if s.wake == nil {
 		s.wake = func() {}
 	}
@@ -188,7 +203,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sum := sha256.Sum256(b)
 		s.assets[name] = hex.EncodeToString(sum[:6])
 	}
-	var err error
 	if s.cookies, err = s.sessionStore(ctx); err != nil {
 		return nil, err
 	}
