@@ -143,6 +143,8 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(problem)
 	}
 	f.Before = 0
+	// A large export outlasts the server's write timeout, which suits pages: lift it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30 * time.Minute))
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-events-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
 	cw := csv.NewWriter(w)
