@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func newHostileEnv(t *testing.T, srvConfig func(*http.Server), sources ...receiv
 }
 
 // counts returns the stored deliveries by outcome.
-func (e *hostileEnv) counts(t *testing.T) storage.Counts {
+func (e *testEnv) counts(t *testing.T) storage.Counts {
 	t.Helper()
 	c, err := e.db.CountDeliveries(context.Background(), "")
 	if err != nil {
@@ -521,5 +522,56 @@ func TestHostile_UnauthenticatedHeaders(t *testing.T) {
 	raw, _ := json.Marshal(d.Headers)
 	if len(raw) > 64<<10 {
 		t.Skipf("KNOWN ISSUE: an unauthenticated rejection stored %d bytes of headers; want a bound (see the report of issue 6)", len(raw))
+	}
+}
+
+// TestHostile_LockedBurst: a burst of deliveries while another process holds the write
+// lock. Each must be answered 503 (never 200: nothing was stored), and promptly: a
+// provider gives up on a slow answer, and the writer should not spend busy_timeout per
+// delivery before it sees the next ones.
+func TestHostile_LockedBurst(t *testing.T) {
+	const busy = 200 * time.Millisecond
+	e := newEnv(t, storage.Options{BusyTimeout: busy})
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var slowest time.Duration
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			code, _, _ := e.post(t, "ota", fmt.Sprintf("msg_burst_%d", i), cancellation, nil)
+			mu.Lock()
+			codes[code]++
+			slowest = max(slowest, time.Since(start))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	conn.ExecContext(context.Background(), "ROLLBACK")
+	if codes[503] != n {
+		t.Fatalf("answers under the lock: %v, want %d × 503", codes, n)
+	}
+	if c := e.counts(t); c.Accepted != 0 {
+		t.Fatalf("stored %+v under the lock", c)
+	}
+	t.Logf("%d deliveries under a held lock (busy_timeout %s): all 503, the slowest after %s", n, busy, slowest.Round(time.Millisecond))
+	// Known issue (see the report of issue 6): storage retries a failed batch one request
+	// at a time, and each waits busy_timeout again, so the k-th of a batch waits k+1 times.
+	if slowest > 5*busy {
+		t.Skipf("KNOWN ISSUE: the slowest 503 came after %s, %d × busy_timeout", slowest.Round(time.Millisecond), slowest/busy)
 	}
 }
