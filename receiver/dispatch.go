@@ -194,10 +194,16 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	start := d.cfg.Now()
 	a := storage.Attempt{Source: job.Source, Key: job.Key, Delivery: job.Delivery, StartedAt: start}
 	res := storage.AttemptResult{}
-	if src == nil || src.ForwardURL == "" {
-		a.Error = fmt.Sprintf("source %q has no forward_url in the configuration now", job.Source)
+	switch {
+	case src == nil:
+		a.Error = fmt.Sprintf("source %q is not in the configuration now", job.Source)
 		res.Failed = true
-	} else {
+	case src.ForwardURL == "":
+		// A record-only source (or one whose forward_url was removed): there is nothing
+		// to hand off, so reprocessing it completes at once.
+		a.Response = "record only: the source has no forward_url"
+		res.Done = true
+	default:
 		a.Status, a.Response, a.Error = d.post(ctx, src, job)
 		a.Duration = d.cfg.Now().Sub(start)
 		n := job.Attempts + 1

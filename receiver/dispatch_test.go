@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,5 +252,23 @@ func TestDispatch_RecordOnlySource(t *testing.T) {
 	c, err := e.db.Claim(context.Background(), "ota", "msg_1")
 	if err != nil || c.State != storage.StateProcessed {
 		t.Fatalf("claim = %+v, %v; want processed at once", c, err)
+	}
+}
+
+func TestDispatch_ReprocessRecordOnly(t *testing.T) {
+	db := openDB(t)
+	src := otaSource(t) // no forward_url
+	startDispatcher(t, db, src)
+	d := &storage.Delivery{Source: "ota", Key: "k", KeyMethod: "event_id", PayloadHash: "h", Body: []byte(`{}`)}
+	if err := db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReleaseKey(context.Background(), storage.Release{Source: "ota", Key: "k", Actor: "t", Reason: "r", Reprocess: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, db, "k", storage.StateProcessed)
+	atts, _ := db.Attempts(context.Background(), "ota", "k")
+	if len(atts) != 1 || atts[0].Error != "" || !strings.Contains(atts[0].Response, "record only") {
+		t.Fatalf("attempts = %+v", atts)
 	}
 }
