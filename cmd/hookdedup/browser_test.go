@@ -380,6 +380,12 @@ func TestBrowser(t *testing.T) {
 		must(expect.Locator(row).ToContainText("failed"))
 		must(expect.Locator(row).ToContainText("no answer"))
 		shot("05-keys-stuck")
+		// The header checkbox selects every row (a little JavaScript; the form works without).
+		all := page.GetByLabel("Select all keys")
+		must(all.Check())
+		must(expect.Locator(row.GetByTestId("key-check")).ToBeChecked())
+		must(all.Uncheck())
+		must(expect.Locator(row.GetByTestId("key-check")).Not().ToBeChecked())
 		must(row.GetByTestId("key-check").Check())
 		must(byTest("bulk-reason").Fill("downstream PMS was down; retried by hand (e2e)"))
 		must(byTest("bulk-release").Click())
