@@ -70,8 +70,10 @@ type eventQuery struct {
 }
 
 // plan chooses, for f, the most selective filter that has an index, in this order:
-// key, booking, mismatch, property, source, outcome. The unary + on the others keeps
-// SQLite from choosing an index by guesswork (there are no statistics).
+// key, booking, mismatch, source, outcome (duplicate or rejected). The unary + on the
+// others keeps SQLite from choosing an index by guesswork (there are no statistics).
+// Property, status and accepted have no index: a few values share most rows, so a
+// stretch of rows in id order finds a page of them.
 func (f EventFilter) plan() eventQuery {
 	var q eventQuery
 	driven := false
@@ -109,14 +111,14 @@ func (f EventFilter) plan() eventQuery {
 	if f.Mismatch {
 		add(true, "mismatch", "+mismatch != 0")
 	}
-	if f.Property != "" {
-		add(true, "property = ? AND property != ''", "+property = ?", f.Property)
-	}
 	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
 		add(true, "source = ?", "+source = ?", f.Source)
 	}
 	if f.Outcome != "" {
-		add(true, "outcome = ?", "+outcome = ?", string(f.Outcome))
+		add(f.Outcome != Accepted, "outcome = ? AND outcome != 'accepted'", "+outcome = ?", string(f.Outcome))
+	}
+	if f.Property != "" {
+		add(false, "", "+property = ?", f.Property)
 	}
 	if f.Status != "" {
 		add(false, "", "+event_status = ?", f.Status)
@@ -293,9 +295,49 @@ type StatBucket struct {
 	Amount     float64 // their amounts summed
 }
 
+// RollupStats folds up to limit deliveries not yet counted into the hourly totals that
+// DeliveryStats reads, in one write transaction, and reports how many it folded (fewer
+// than limit: it has caught up). Intake stays free of the work.
+func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	defer tx.Rollback()
+	var mark, upto, n int64
+	if err := tx.QueryRowContext(ctx, `SELECT rolled_up_to FROM delivery_stats_mark`).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0), count(*) FROM
+		(SELECT id FROM deliveries WHERE id > ? ORDER BY id LIMIT ?)`, mark, limit).Scan(&upto, &n)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `
+INSERT INTO delivery_stats (source, hour, outcome, deliveries, mismatches, with_amount, amount)
+SELECT source, received_at / 3600000, outcome, count(*), sum(mismatch != 0), sum(amount != ''),
+	total(CASE WHEN amount != '' THEN CAST(amount AS REAL) END)
+FROM deliveries WHERE id > ?1 AND id <= ?2 GROUP BY 1, 2, 3
+ON CONFLICT (source, hour, outcome) DO UPDATE SET
+	deliveries  = deliveries + excluded.deliveries,
+	mismatches  = mismatches + excluded.mismatches,
+	with_amount = with_amount + excluded.with_amount,
+	amount      = amount + excluded.amount`, mark, upto); err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ?`, upto); err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	return int(n), nil
+}
+
 // DeliveryStats returns the deliveries received in [from, to) per source, outcome and
 // period of step (a whole number of hours), oldest first. Periods start at from. It
-// reads hourly totals kept at intake, so its cost does not grow with the deliveries.
+// reads the hourly totals that RollupStats keeps, so its cost does not grow with the
+// deliveries; deliveries not rolled up yet are not in it.
 func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]StatBucket, error) {
 	hours := int64(step / time.Hour)
 	if hours < 1 {
@@ -333,7 +375,8 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 		return nil, fmt.Errorf("recent duplicates: %w", err)
 	}
 	rows, err := db.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM deliveries
-		WHERE id IN (SELECT id FROM deliveries WHERE outcome = 'duplicate' AND id >= ? ORDER BY id DESC LIMIT ?)
+		WHERE id IN (SELECT id FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id >= ?
+			ORDER BY id DESC LIMIT ?)
 		AND amount != '' ORDER BY id DESC LIMIT ?`, lo, ScanWindow, limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent duplicates: %w", err)

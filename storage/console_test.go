@@ -183,7 +183,9 @@ func TestDB_Events_Plans(t *testing.T) {
 		{"Outcome", storage.EventFilter{Outcome: storage.Duplicate}, "deliveries_outcome_id"},
 		{"SourceOutcome", storage.EventFilter{Source: "ota", Outcome: storage.Duplicate}, "deliveries_source_id"},
 		{"Mismatch", storage.EventFilter{Mismatch: true, Source: "ota"}, "deliveries_mismatch"},
-		{"Property", storage.EventFilter{Property: "HTL-A", Status: "cancelled"}, "deliveries_property"},
+		{"Property", storage.EventFilter{Property: "HTL-A", Status: "cancelled"}, "INTEGER PRIMARY KEY"},
+		{"Accepted", storage.EventFilter{Outcome: storage.Accepted}, "INTEGER PRIMARY KEY"},
+		{"RejectedProperty", storage.EventFilter{Outcome: storage.Rejected, Property: "HTL-A"}, "deliveries_outcome_id"},
 		{"Booking", storage.EventFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
 		{"Key", storage.EventFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
 		{"Status", storage.EventFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
@@ -223,7 +225,16 @@ func TestDB_DeliveryStats(t *testing.T) {
 	c.Add(2 * time.Hour)
 	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
 	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
+	if n, err := db.RollupStats(ctx, 3); err != nil || n != 3 {
+		t.Fatalf("first roll-up: %d, %v; want 3", n, err)
+	}
 	mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
+	if n, err := db.RollupStats(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("second roll-up: %d, %v; want the 2 left", n, err)
+	}
+	if n, err := db.RollupStats(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("third roll-up: %d, %v; want nothing left", n, err)
+	}
 
 	got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), 2*time.Hour)
 	if err != nil {
@@ -375,6 +386,18 @@ FROM s`, have+1, n, start.UnixMilli())
 	t0 := time.Now()
 	ds, err := db.KeyDeliveries(ctx, "ota", fmt.Sprint("evt_", n/4+1))
 	t.Logf("KeyDeliveries    %3d rows %s (%v)", len(ds), time.Since(t0), err)
+	t0 = time.Now()
+	rolled := 0
+	for {
+		n, err := db.RollupStats(ctx, 50000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rolled += n; n < 50000 {
+			break
+		}
+	}
+	t.Logf("RollupStats      %d rows %s", rolled, time.Since(t0))
 	t0 = time.Now()
 	stats, err := db.DeliveryStats(ctx, start, start.Add(30*24*time.Hour), 24*time.Hour)
 	t.Logf("DeliveryStats    %3d rows %s (%v)", len(stats), time.Since(t0), err)

@@ -46,6 +46,7 @@ type Store interface {
 	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
 	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
 	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
+	RollupStats(ctx context.Context, limit int) (int, error)
 	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
 	// UserByName returns ErrNotFound if there is no such user.
 	UserByName(ctx context.Context, name string) (storage.User, error)

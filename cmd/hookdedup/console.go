@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/static"
@@ -19,7 +20,30 @@ func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sourc
 		return err
 	}
 	srv.Register(mux)
+	go rollupStats(ctx, db, log)
 	return nil
+}
+
+// rollupStats keeps the dashboard's hourly totals up to date off the intake path: every
+// few seconds it folds in the deliveries that arrived, in bounded batches, until ctx ends.
+func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
+	const batch = 5000
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		n, err := db.RollupStats(ctx, batch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("rolling up delivery stats", "err", err)
+		}
+		if n == batch {
+			continue // a backlog (first start on a large database): keep going
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // newConsole builds the console's server, adapting the receiver's sources and key
