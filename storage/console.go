@@ -126,6 +126,28 @@ func (f EventFilter) plan() eventQuery {
 	return q
 }
 
+// window is the query of the ids the driving index finds in [lo, hi], newest first, at
+// most ScanWindow of them.
+func (q eventQuery) window(lo, hi int64) (string, []any) {
+	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+	return `SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT ?`,
+		append(append([]any{lo, hi}, q.driveArgs...), ScanWindow)
+}
+
+// pageQuery is the query of one page of up to limit deliveries in [lo, hi]: straight
+// from the driving index when nothing is left to check, otherwise the checks applied to
+// one window of it.
+func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
+	if len(q.check) == 0 {
+		drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+		return `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
+			` ORDER BY id DESC LIMIT ?`, append(append([]any{lo, hi}, q.driveArgs...), limit)
+	}
+	window, args := q.window(lo, hi)
+	return `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (` + window + `) AND ` +
+		strings.Join(q.check, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(append(args, q.checkArgs...), limit)
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
@@ -174,20 +196,7 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		return page, nil
 	}
 	q := f.plan()
-	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
-	driveArgs := append([]any{lo, hi}, q.driveArgs...)
-	var query string
-	var args []any
-	if len(q.check) == 0 {
-		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
-			` ORDER BY id DESC LIMIT ?`
-		args = append(driveArgs, f.Limit+1)
-	} else {
-		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE ` +
-			strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT ?) AND ` + strings.Join(q.check, " AND ") +
-			` ORDER BY id DESC LIMIT ?`
-		args = append(append(append(driveArgs, ScanWindow), q.checkArgs...), f.Limit+1)
-	}
+	query, args := q.pageQuery(lo, hi, f.Limit+1)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return EventPage{}, fmt.Errorf("events: %w", err)
@@ -211,8 +220,8 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	if len(q.check) > 0 {
 		// Fewer than a page: either the end, or the end of the window.
 		var n, last int64
-		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM (SELECT id FROM deliveries WHERE `+
-			strings.Join(drive, " AND ")+` ORDER BY id DESC LIMIT ?)`, append(driveArgs, ScanWindow)...).Scan(&n, &last)
+		window, args := q.window(lo, hi)
+		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM (`+window+`)`, args...).Scan(&n, &last)
 		if err != nil {
 			return EventPage{}, fmt.Errorf("events: %w", err)
 		}
@@ -247,16 +256,7 @@ func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) er
 // ExplainEvents returns SQLite's query plan for the page query of f, one line per
 // step, for tests that check no filter scans the table.
 func (db *DB) ExplainEvents(ctx context.Context, f EventFilter) (string, error) {
-	q := f.plan()
-	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
-	args := append([]any{1, 1 << 62}, q.driveArgs...)
-	query := `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT 51`
-	if len(q.check) > 0 {
-		query = `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE ` +
-			strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT 20000) AND ` + strings.Join(q.check, " AND ") +
-			` ORDER BY id DESC LIMIT 51`
-		args = append(args, q.checkArgs...)
-	}
+	query, args := f.plan().pageQuery(1, 1<<62, 51)
 	return db.explain(ctx, query, args...)
 }
 
