@@ -354,6 +354,7 @@ func (h *hangingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // downstream), attempts time out and are retried, the keys show as stuck, and when the
 // downstream answers again every event reaches it once.
 func TestFault_DownstreamHangs(t *testing.T) {
+	t.Parallel()
 	sink := &hangingSink{hanging: true, got: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -363,7 +364,7 @@ func TestFault_DownstreamHangs(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	r := newFaultRig(t, "", `stuck_after = "1s"`, fmt.Sprintf(
-		"forward_url = \"http://%s/events\"\nmax_attempts = 1000\nattempt_timeout = \"1s\"\nmax_backoff = \"1s\"", ln.Addr()))
+		"forward_url = \"http://%s/events\"\nmax_attempts = 1000\nattempt_timeout = \"3s\"\nmax_backoff = \"1s\"", ln.Addr()))
 
 	const events = 20
 	for range events {
@@ -378,7 +379,7 @@ func TestFault_DownstreamHangs(t *testing.T) {
 		sink.mu.Lock()
 		held := sink.held
 		sink.mu.Unlock()
-		if code == 0 && strings.Contains(out, "no answer within 1s") && held >= events {
+		if code == 0 && strings.Contains(out, "no answer within 3s") && held >= events {
 			break
 		}
 		if time.Now().After(deadline) {
