@@ -32,12 +32,13 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startLogged(t, dir, "serve.log", nil)
+	client := &http.Client{Timeout: time.Minute}
 	send := func(url, id string) (int, map[string]string, error) {
 		body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled"}`, id)
 		req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(body))
 		req.Header.Set("webhook-id", id)
 		v.Sign(req.Header, nil, []byte(body), time.Now())
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0, nil, err
 		}
