@@ -2154,7 +2154,7 @@ func diffClass(op string) string {
 	case "+":
 		return "add"
 	case "…":
-		return "skip"
+		return "fold"
 	}
 	return "same"
 }

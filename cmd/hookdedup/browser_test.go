@@ -362,6 +362,12 @@ func TestBrowser(t *testing.T) {
 		diff := byTest("diff")
 		must(expect.Locator(diff.Locator(".diff-line.del")).ToContainText("180"))
 		must(expect.Locator(diff.Locator(".diff-line.add")).ToContainText("190"))
+		// Unchanged stretches fold into one line that says how long they are.
+		fold := diff.Locator(".diff-line.fold").First()
+		must(expect.Locator(fold).ToBeVisible())
+		must(expect.Locator(fold).ToContainText("unchanged lines"))
+		_, err = diff.Screenshot(playwright.LocatorScreenshotOptions{Path: playwright.String(filepath.Join(shots, "04b-diff.png"))})
+		must(err)
 		// The guest name carries a <script>: shown as text, never run.
 		must(expect.Locator(byTest("body")).ToContainText("<script>window.pwned=1</script>"))
 		pwned, err := page.Evaluate("() => window.pwned === undefined")
