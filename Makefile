@@ -87,7 +87,7 @@ bench: bench-deps
 	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record)' \
 		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./storage/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
-		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep -v '^=== RUN'; \
+		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi
 
 # `make crash-test`: the long crash test. SIGKILLs serve CRASH_KILLS times at random
@@ -96,7 +96,7 @@ bench: bench-deps
 # `make test` runs a short form (4 kills) through `go test`.
 CRASH_KILLS ?= 25
 crash-test:
-	HOOKDEDUP_CRASH_KILLS=$(CRASH_KILLS) go test -count=1 -run '^TestCrash_' -v -timeout 30m ./cmd/hookdedup/ | grep -v '^=== RUN'; \
+	HOOKDEDUP_CRASH_KILLS=$(CRASH_KILLS) go test -count=1 -run '^TestCrash_' -v -timeout 30m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}
 
 # `make fuzz`: every fuzz target briefly (FUZZ_TIME each, a few seconds), from its

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -169,62 +170,146 @@ func (db *DB) writer() {
 
 const (
 	// The last delivery id. Inside the batch's IMMEDIATE transaction no other writer
-	// can insert, so the batch numbers its deliveries itself from here: the claim can
-	// name its first delivery as it is made, instead of a third statement setting it.
+	// can insert, so the batch numbers its deliveries itself from here: each claim names
+	// its first delivery as it is made, and the claims' answers can say which request
+	// won by that number.
 	sqlLastDelivery = `SELECT coalesce(max(id), 0) FROM deliveries`
 
-	// The claim: a new row, or a takeover of an expired or released one. It changes no
-	// row when a live claim holds the key.
-	sqlClaim = `
+	// The claims of a chunk of requests, in order: a new row, or a takeover of an
+	// expired or released one; a live claim refuses. It returns the first_delivery of
+	// every row it wrote, that is the delivery id of each request that won.
+	sqlClaimHead = `
 INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6, ?8)
+VALUES `
+	sqlClaimRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlClaimTail = `
 ON CONFLICT (source, key) DO UPDATE SET
 	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
 	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
 	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
 	attempts = 0, last_error = ''
-WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'`
+WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'
+RETURNING first_delivery`
 
-	sqlClaimHolder = `SELECT first_delivery, payload_hash FROM claims WHERE source = ? AND key = ?`
+	// Who holds the keys that a chunk's duplicates lost to.
+	sqlHolderHead = `SELECT source, key, first_delivery, payload_hash FROM claims WHERE (source, key) IN (VALUES `
+	sqlHolderRow  = `(?, ?)`
+	sqlHolderTail = `)`
 
-	sqlInsertDelivery = `
+	sqlDeliveryHead = `
 INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	remote_addr, content_type, headers, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+VALUES `
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryTail = ``
 )
 
-// batchWriter is the writer goroutine's state: its statements, prepared once on the
-// write connection and bound to each batch's transaction, so that intake never pays
-// SQLite's parse and plan (the insert's trigger included) per delivery.
-type batchWriter struct {
-	db                           *DB
-	last, claim, holder, deliver *sql.Stmt
+// sqlInsertDelivery stores one delivery (BulkLoadForBench).
+var sqlInsertDelivery = sqlDeliveryHead + sqlDeliveryRow
+
+// chunkSizes are the numbers of rows the writer's statements take at once, largest
+// first: a batch is cut into chunks of these sizes, so that a handful of prepared
+// statements serve every batch size.
+var chunkSizes = [...]int{64, 16, 4, 1}
+
+// stmtKind is one of the writer's multi-row statements.
+type stmtKind int
+
+const (
+	kindClaim stmtKind = iota
+	kindHolder
+	kindDelivery
+	nKinds
+)
+
+func (k stmtKind) sql(rows int) string {
+	head, row, tail := sqlClaimHead, sqlClaimRow, sqlClaimTail
+	switch k {
+	case kindHolder:
+		head, row, tail = sqlHolderHead, sqlHolderRow, sqlHolderTail
+	case kindDelivery:
+		head, row, tail = sqlDeliveryHead, sqlDeliveryRow, sqlDeliveryTail
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(tail)
+	return b.String()
 }
 
+// batchWriter is the writer goroutine's state. Its statements are prepared once on the
+// write connection and bound to each batch's transaction, and each takes many rows: a
+// batch costs a few statements, not two or three per delivery. That matters beyond
+// SQLite's own work: a goroutine that spends long in a cgo call gives up its P, and
+// getting one back queues it behind every runnable handler; the writer must not queue
+// once per delivery.
+type batchWriter struct {
+	db    *DB
+	last  *sql.Stmt
+	stmts [nKinds][len(chunkSizes)]*sql.Stmt
+	args  []any
+	won   map[int64]bool
+	held  map[holderKey]holder
+	ask   []*recordReq
+}
+
+type holderKey struct{ source, key string }
+
+type holder struct {
+	first int64
+	hash  string
+}
+
+// prepare prepares the writer's statements, once. It must run outside a transaction:
+// the write pool's one connection would be busy.
 func (w *batchWriter) prepare(ctx context.Context) error {
-	if w.deliver != nil {
+	if w.last != nil {
 		return nil
 	}
-	for _, s := range []struct {
-		dst   **sql.Stmt
-		query string
-	}{{&w.last, sqlLastDelivery}, {&w.claim, sqlClaim}, {&w.holder, sqlClaimHolder}, {&w.deliver, sqlInsertDelivery}} {
-		stmt, err := w.db.write.PrepareContext(ctx, s.query)
-		if err != nil {
-			w.close()
-			return fmt.Errorf("prepare: %w", err)
+	for k := range nKinds {
+		for i, size := range chunkSizes {
+			st, err := w.db.write.PrepareContext(ctx, k.sql(size))
+			if err != nil {
+				w.close()
+				return fmt.Errorf("prepare: %w", err)
+			}
+			w.stmts[k][i] = st
 		}
-		*s.dst = stmt
 	}
+	st, err := w.db.write.PrepareContext(ctx, sqlLastDelivery)
+	if err != nil {
+		w.close()
+		return fmt.Errorf("prepare: %w", err)
+	}
+	w.last = st
 	return nil
 }
 
+func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
+	i := 0
+	for chunkSizes[i] != size {
+		i++
+	}
+	return w.stmts[k][i]
+}
+
 func (w *batchWriter) close() {
-	for _, s := range []**sql.Stmt{&w.last, &w.claim, &w.holder, &w.deliver} {
-		if *s != nil {
-			(*s).Close()
-			*s = nil
+	if w.last != nil {
+		w.last.Close()
+		w.last = nil
+	}
+	for k := range w.stmts {
+		for i, st := range w.stmts[k] {
+			if st != nil {
+				st.Close()
+				w.stmts[k][i] = nil
+			}
 		}
 	}
 }
@@ -244,6 +329,24 @@ func (w *batchWriter) commit(batch []*recordReq) {
 	}
 }
 
+// chunks calls f with consecutive chunks of reqs, each of a size in chunkSizes.
+func chunks(reqs []*recordReq, f func(chunk []*recordReq) error) error {
+	for len(reqs) > 0 {
+		n := chunkSizes[len(chunkSizes)-1]
+		for _, size := range chunkSizes {
+			if size <= len(reqs) {
+				n = size
+				break
+			}
+		}
+		if err := f(reqs[:n]); err != nil {
+			return err
+		}
+		reqs = reqs[n:]
+	}
+	return nil
+}
+
 func (w *batchWriter) commitTx(batch []*recordReq) error {
 	ctx := context.Background()
 	if err := w.prepare(ctx); err != nil {
@@ -254,19 +357,44 @@ func (w *batchWriter) commitTx(batch []*recordReq) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	ts := txStmts{
-		claim:   tx.StmtContext(ctx, w.claim),
-		holder:  tx.StmtContext(ctx, w.holder),
-		deliver: tx.StmtContext(ctx, w.deliver),
-	}
 	var last int64
 	if err := tx.StmtContext(ctx, w.last).QueryRowContext(ctx).Scan(&last); err != nil {
 		return fmt.Errorf("last delivery: %w", err)
 	}
+
+	// Number the deliveries, and gather the requests that claim a key, in order.
+	w.ask = w.ask[:0]
 	for i, r := range batch {
-		if err := ts.recordOne(ctx, r, last+int64(i)+1); err != nil {
-			return err
+		r.id, r.outcome, r.first, r.mismatch = last+int64(i)+1, r.d.Outcome, 0, false
+		if r.d.Outcome != Rejected {
+			w.ask = append(w.ask, r)
 		}
+	}
+	if err := w.claim(ctx, tx); err != nil {
+		return err
+	}
+	err = chunks(batch, func(chunk []*recordReq) error {
+		st := w.stmt(kindDelivery, len(chunk))
+		args := w.args[:0]
+		for _, r := range chunk {
+			d := r.d
+			status := d.Status
+			if r.outcome != Rejected {
+				status = http.StatusOK
+			}
+			args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), status, d.Error,
+				d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
+				d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
+		}
+		w.args = args
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("insert deliveries: %w", err)
+		}
+		return nil
+	})
+	clear(w.args)
+	if err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -274,47 +402,92 @@ func (w *batchWriter) commitTx(batch []*recordReq) error {
 	return nil
 }
 
-// txStmts are the writer's statements bound to one transaction.
-type txStmts struct{ claim, holder, deliver *sql.Stmt }
-
-// recordOne claims r's key (unless r is a rejection) and stores r's delivery as id.
-func (ts txStmts) recordOne(ctx context.Context, r *recordReq, id int64) error {
-	d := r.d
-	r.id, r.outcome, r.first, r.mismatch = id, d.Outcome, 0, false
-	status := d.Status
-	if d.Outcome != Rejected {
-		status = http.StatusOK
-		state, next := StateProcessed, sql.NullInt64{}
-		if r.claim.Dispatch {
-			state, next = StateProcessing, nullMillis(d.ReceivedAt)
-		}
-		at := millis(d.ReceivedAt)
-		res, err := ts.claim.ExecContext(ctx, d.Source, d.Key, state, id, d.PayloadHash,
-			at, at+r.claim.TTL.Milliseconds(), next)
-		if err != nil {
-			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
-		}
-		won, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
-		}
-		if won == 1 {
-			r.outcome, r.first = Accepted, id
-		} else {
-			// The upsert's WHERE refused: a live claim holds the key.
-			var hash string
-			if err := ts.holder.QueryRowContext(ctx, d.Source, d.Key).Scan(&r.first, &hash); err != nil {
-				return fmt.Errorf("claim %s/%s: read holder: %w", d.Source, d.Key, err)
+// claim claims the keys of w.ask, in order, and sets each request's outcome, first
+// delivery and mismatch.
+func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
+	if len(w.ask) == 0 {
+		return nil
+	}
+	if w.won == nil {
+		w.won, w.held = make(map[int64]bool), make(map[holderKey]holder)
+	}
+	clear(w.won)
+	clear(w.held)
+	err := chunks(w.ask, func(chunk []*recordReq) error {
+		st := w.stmt(kindClaim, len(chunk))
+		args := w.args[:0]
+		for _, r := range chunk {
+			d := r.d
+			state, next := StateProcessed, sql.NullInt64{}
+			if r.claim.Dispatch {
+				state, next = StateProcessing, nullMillis(d.ReceivedAt)
 			}
+			at := millis(d.ReceivedAt)
+			args = append(args, d.Source, d.Key, state, r.id, d.PayloadHash, at, at+r.claim.TTL.Milliseconds(), at, next)
+		}
+		w.args = args
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			w.won[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The losers: a live claim holds their keys (perhaps won earlier in this batch).
+	lost := w.ask[:0]
+	for _, r := range w.ask {
+		if w.won[r.id] {
+			r.outcome, r.first = Accepted, r.id
+		} else {
 			r.outcome = Duplicate
-			r.mismatch = hash != d.PayloadHash
+			lost = append(lost, r)
 		}
 	}
-	_, err := ts.deliver.ExecContext(ctx, id, d.Source, millis(d.ReceivedAt), string(r.outcome),
-		status, d.Error, d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch,
-		r.first, d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
+	err = chunks(lost, func(chunk []*recordReq) error {
+		st := w.stmt(kindHolder, len(chunk))
+		args := w.args[:0]
+		for _, r := range chunk {
+			args = append(args, r.d.Source, r.d.Key)
+		}
+		w.args = args
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k holderKey
+			var h holder
+			if err := rows.Scan(&k.source, &k.key, &h.first, &h.hash); err != nil {
+				return fmt.Errorf("read holders: %w", err)
+			}
+			w.held[k] = h
+		}
+		return rows.Err()
+	})
 	if err != nil {
-		return fmt.Errorf("insert delivery: %w", err)
+		return err
 	}
+	for _, r := range lost {
+		h, ok := w.held[holderKey{r.d.Source, r.d.Key}]
+		if !ok {
+			return fmt.Errorf("claim %s/%s: refused, but no claim holds it", r.d.Source, r.d.Key)
+		}
+		r.first, r.mismatch = h.first, h.hash != r.d.PayloadHash
+	}
+	w.ask = w.ask[:0]
 	return nil
 }

@@ -550,7 +550,7 @@ func TestLoad(t *testing.T) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	loadBinary(t)
+	defer os.RemoveAll(filepath.Dir(loadBinary(t)))
 	fmt.Printf("load harness: %d cores, %s, wrk -t%d -c%d -d%s, %d runs per figure (median), load average %.2f\n",
 		runtime.NumCPU(), runtime.Version(), k.threads, k.conns, k.duration, k.runs, loadAverage())
 	probe := func(when string) {
