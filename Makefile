@@ -96,7 +96,7 @@ bench: bench-deps
 # `make test` runs a short form (4 kills) through `go test`.
 CRASH_KILLS ?= 25
 crash-test:
-	HOOKDEDUP_CRASH_KILLS=$(CRASH_KILLS) go test -count=1 -run '^TestCrash_' -v -timeout 30m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
+	HOOKDEDUP_CRASH_KILLS=$(CRASH_KILLS) go test -count=1 -run '^TestCrash_' -v -timeout 30m ./cmd/hookdedup/ | grep -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}
 
 # `make fuzz`: every fuzz target briefly (FUZZ_TIME each, a few seconds), from its
