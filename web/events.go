@@ -364,7 +364,7 @@ func compare(left, right storage.Delivery) *views.Compare {
 		c.Same = true
 		return c
 	}
-	lines, ok := diffLines(strings.Split(lb, "\n"), strings.Split(rb, "\n"), 4000)
+	lines, ok := diffLines(strings.Split(lb, "\n"), strings.Split(rb, "\n"), 1500) // at most 1500² cells: 9 MB
 	if !ok {
 		c.TooBig = true
 		return c
