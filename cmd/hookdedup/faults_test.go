@@ -48,6 +48,7 @@ type faultRig struct {
 	v      receiver.Verifier
 	client *http.Client
 	n      int
+	mu     sync.Mutex
 	sends  []faultSend
 }
 
@@ -76,6 +77,15 @@ func newFaultRig(t *testing.T, dbPath, top, src string) *faultRig {
 // deliver sends the event id (padded with pad bytes) and records the answer.
 func (r *faultRig) deliver(id string, pad int) faultSend {
 	r.t.Helper()
+	s, err := r.try(id, pad)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return s
+}
+
+// try is deliver for any goroutine: it reports what went wrong instead of failing.
+func (r *faultRig) try(id string, pad int) (faultSend, error) {
 	body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled","pad":%q}`, id, strings.Repeat("x", pad))
 	req, _ := http.NewRequest("POST", r.s.url+"/webhooks/ota", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -83,16 +93,18 @@ func (r *faultRig) deliver(id string, pad int) faultSend {
 	r.v.Sign(req.Header, nil, []byte(body), time.Now())
 	resp, err := r.client.Do(req)
 	if err != nil {
-		r.t.Fatalf("delivery %s: %v", id, err)
+		return faultSend{}, fmt.Errorf("delivery %s: %w", id, err)
 	}
 	defer resp.Body.Close()
 	s := faultSend{id: id, code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	raw, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(raw, &s.answer); err != nil {
-		r.t.Fatalf("delivery %s: %d %q is not JSON", id, resp.StatusCode, raw)
+		return faultSend{}, fmt.Errorf("delivery %s: %d %q is not JSON", id, resp.StatusCode, raw)
 	}
+	r.mu.Lock()
 	r.sends = append(r.sends, s)
-	return s
+	r.mu.Unlock()
+	return s, nil
 }
 
 func (r *faultRig) next(pad int) faultSend {
@@ -110,9 +122,10 @@ func (r *faultRig) ready() int {
 }
 
 // storageFault runs one storage fault through its course: healthy traffic, the fault,
-// traffic until intake refuses, the fault cleared, recovery without a restart, and a
+// traffic until intake refuses, a burst of burst concurrent deliveries (so that a whole
+// group-committed batch fails), the fault cleared, recovery without a restart, and a
 // reckoning of every answer against the database.
-func (r *faultRig) storageFault(inject, clear func(), pad int) {
+func (r *faultRig) storageFault(inject, clear func(), pad, burst int) {
 	t := r.t
 	for range 5 {
 		if s := r.next(pad); s.code != 200 || s.answer["status"] != "accepted" {
@@ -136,6 +149,27 @@ func (r *faultRig) storageFault(inject, clear func(), pad int) {
 	}
 	if refused == 0 {
 		t.Fatal("the fault never made intake refuse")
+	}
+	var wg sync.WaitGroup
+	burst503 := 0
+	results := make([]faultSend, burst)
+	errs := make([]error, burst)
+	for i := range burst {
+		r.n++
+		id := fmt.Sprintf("evt_%04d", r.n)
+		wg.Go(func() { results[i], errs[i] = r.try(id, pad) })
+	}
+	wg.Wait()
+	for i, s := range results {
+		switch {
+		case errs[i] != nil:
+			t.Fatal(errs[i])
+		case s.code == 503:
+			burst503++
+			refusedIDs = append(refusedIDs, s.id)
+		case s.code != 200:
+			t.Fatalf("a burst during the fault: %+v, want 200 or 503", s)
+		}
 	}
 	if code := r.ready(); code != 503 {
 		t.Errorf("/readyz during the fault = %d, want 503", code)
@@ -166,7 +200,8 @@ func (r *faultRig) storageFault(inject, clear func(), pad int) {
 	}
 	r.s.stop(t)
 	r.reckon()
-	t.Logf("%d deliveries, %d refused with 503 during the fault, recovered without a restart", len(r.sends), len(refusedIDs))
+	t.Logf("%d deliveries, %d refused with 503 during the fault (%d in a burst of %d), recovered without a restart",
+		len(r.sends), len(refusedIDs), burst503, burst)
 }
 
 // reckon checks the database against every answer: each 200 is stored as answered, and
@@ -234,7 +269,7 @@ func TestFault_DiskFull(t *testing.T) {
 		if err := os.Remove(ballast); err != nil {
 			t.Fatal(err)
 		}
-	}, 16<<10)
+	}, 16<<10, 8)
 }
 
 // setFileSizeLimit sets the soft RLIMIT_FSIZE of the running process pid (prlimit(2));
@@ -278,7 +313,7 @@ func TestFault_FileSizeLimit(t *testing.T) {
 		if err := setFileSizeLimit(pid, 0); err != nil {
 			t.Fatal(err)
 		}
-	}, 16<<10)
+	}, 16<<10, 8)
 }
 
 // TestFault_ReadOnly makes the database file and its WAL immutable (chattr +i), which
@@ -295,7 +330,7 @@ func TestFault_ReadOnly(t *testing.T) {
 		if out, err := exec.Command("chattr", append([]string{"-i"}, files...)...).CombinedOutput(); err != nil {
 			t.Fatalf("chattr -i: %v: %s", err, out)
 		}
-	}, 0)
+	}, 0, 8)
 }
 
 // TestFault_Locked holds the database's write lock from another process (this test's),
@@ -321,7 +356,7 @@ func TestFault_Locked(t *testing.T) {
 			t.Fatal(err)
 		}
 		conn.Close()
-	}, 0)
+	}, 0, 0) // a burst under a lock waits busy_timeout per delivery: TestHostile_LockedBurst
 }
 
 // hangingSink is a downstream that, while hanging, holds each hand-off without an answer
