@@ -30,6 +30,8 @@ func TestBackup_WhileWriting(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var written atomic.Int64
+	defer wg.Wait()
+	defer stop.Store(true) // first: the writers stop, then they are waited for
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; !stop.Load() && i < 100000; i++ {
@@ -43,7 +45,10 @@ func TestBackup_WhileWriting(t *testing.T) {
 			}
 		})
 	}
-	for written.Load() < 500 {
+	for deadline := time.Now().Add(time.Minute); written.Load() < 500 && !t.Failed(); {
+		if time.Now().After(deadline) {
+			t.Fatal("writers stalled")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	before, err := db.CountDeliveries(ctx, "")

@@ -72,7 +72,7 @@ func TestBackupRestore(t *testing.T) {
 			}
 		})
 	}
-	for {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		mu.Lock()
 		n := len(acks)
 		mu.Unlock()

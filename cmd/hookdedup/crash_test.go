@@ -310,7 +310,7 @@ func (c *crashTraffic) deliver(ev *crashEvent) (crashSend, bool) {
 
 // sender delivers new events and redeliveries until stop is closed.
 func (c *crashTraffic) sender(stop <-chan struct{}) {
-	for {
+	for range 1_000_000 {
 		select {
 		case <-stop:
 			return
@@ -366,6 +366,9 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 
 	const senders = 4
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopSenders := func() { stopOnce.Do(func() { close(stop) }) }
+	defer stopSenders() // also when the test fails half-way
 	var wg sync.WaitGroup
 	for range senders {
 		wg.Go(func() { traffic.sender(stop) })
@@ -385,7 +388,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	final := start(inc)
 	traffic.url.Store(&final.url)
 	time.Sleep(500 * time.Millisecond) // traffic on the final incarnation too
-	close(stop)
+	stopSenders()
 	wg.Wait()
 	trafficTime := time.Since(began)
 
