@@ -209,9 +209,9 @@ VALUES `
 var sqlInsertDelivery = sqlDeliveryHead + sqlDeliveryRow
 
 // chunkSizes are the numbers of rows the writer's statements take at once, largest
-// first: a batch is cut into chunks of these sizes, so that a handful of prepared
-// statements serve every batch size.
-var chunkSizes = [...]int{64, 16, 4, 1}
+// first: a batch is cut into chunks of these sizes (its binary digits, so a batch of up
+// to 255 takes at most eight), and a few prepared statements serve every batch size.
+var chunkSizes = [...]int{128, 64, 32, 16, 8, 4, 2, 1}
 
 // stmtKind is one of the writer's multi-row statements.
 type stmtKind int
