@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // config is the whole configuration after defaults, the file, the environment and the
@@ -367,4 +368,9 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 		out = append(out, src)
 	}
 	return out, nil
+}
+
+// openDB opens the configured database with the configured durability.
+func (c config) openDB() (*storage.DB, error) {
+	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync})
 }

@@ -32,7 +32,7 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	db, err := cfg.openDB()
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	db, err := cfg.openDB()
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it.
 func openStore(ctx context.Context, cfg config, e env) (*storage.DB, []receiver.Source, error) {
-	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	db, err := cfg.openDB()
 	if err != nil {
 		return nil, nil, err
 	}

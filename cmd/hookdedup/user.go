@@ -46,7 +46,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	db, err := cfg.openDB()
 	if err != nil {
 		return err
 	}
