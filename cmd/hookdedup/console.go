@@ -13,14 +13,14 @@ import (
 	"github.com/hookdedup/hookdedup/web"
 )
 
-// mountConsole adds the console's and the JSON API's routes to mux.
-func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger) error {
-	srv, err := newConsole(ctx, db, sources, cfg, log)
+// mountConsole adds the console's and the JSON API's routes to mux. wake is called after
+// a key is reprocessed, so that the dispatcher takes it at once.
+func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger, wake func()) error {
+	srv, err := newConsole(ctx, db, sources, cfg, log, wake)
 	if err != nil {
 		return err
 	}
 	srv.Register(mux)
-	go rollupStats(ctx, db, log)
 	return nil
 }
 
@@ -48,7 +48,7 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 
 // newConsole builds the console's server, adapting the receiver's sources and key
 // derivation to what package web declares (web never imports receiver).
-func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger) (*web.Server, error) {
+func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger, wake func()) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {
 		byName[s.Name] = s
@@ -57,6 +57,7 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		Store:      db,
 		Sources:    consoleSources(sources, cfg),
 		StuckAfter: cfg.StuckAfter,
+		Wake:       wake,
 		Static:     static.FS,
 		Logger:     log,
 		Derive: func(name string, h http.Header, body []byte) (web.Derivation, error) {

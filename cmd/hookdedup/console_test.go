@@ -49,7 +49,7 @@ func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *
 	receiver.New(receiver.Config{Sources: sources, Store: db}).Register(mux)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel) // stops the background roll-up before the database closes
-	if err := mountConsole(ctx, mux, db, sources, cfg, slog.New(slog.DiscardHandler)); err != nil {
+	if err := mountConsole(ctx, mux, db, sources, cfg, slog.New(slog.DiscardHandler), nil); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(mux)

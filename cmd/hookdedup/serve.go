@@ -133,7 +133,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	})
 	mux := http.NewServeMux()
 	rc.Register(mux)
-	if err := mountConsole(ctx, mux, db, sources, cfg, log); err != nil {
+	if err := mountConsole(ctx, mux, db, sources, cfg, log, dispatcher.Wake); err != nil {
 		return err
 	}
 
@@ -167,6 +167,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 		receiver.RunSweeps(bg, db, receiver.SweepConfig{Retention: cfg.Retention}, metrics, log)
 	})
 	wg.Go(func() { dispatcher.Run(bg) })
+	wg.Go(func() { rollupStats(bg, db, log) })
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
