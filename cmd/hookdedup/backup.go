@@ -27,7 +27,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if _, err := os.Stat(cfg.Database); err != nil {
 		return fmt.Errorf("backup: database %s: %w", cfg.Database, err)
 	}
-	db, err := storage.Open(cfg.Database, storage.Options{Synchronous: cfg.Sync})
+	db, err := cfg.openDB()
 	if err != nil {
 		return err
 	}
