@@ -10,8 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,7 +160,13 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("body is larger than the limit of %d bytes", rc.maxBody))
 			return
 		}
-		rc.reject(w, r, src, nil, http.StatusBadRequest, "reading body: "+err.Error())
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			rc.reject(w, r, src, nil, http.StatusRequestTimeout, "the body did not arrive within the server's read timeout")
+			return
+		}
+		// Never the error's own text: it names the connection's addresses.
+		rc.reject(w, r, src, nil, http.StatusBadRequest, "the body could not be read: the connection broke off")
 		return
 	}
 	body := buf.Bytes()
@@ -214,6 +224,12 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 // once the source's check has passed: an unauthenticated sender must not be able to
 // store content of its choosing.
 func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason string) {
+	headers := src.storedHeaders(r.Header)
+	if body == nil {
+		// Unauthenticated: whoever reaches the port must not be able to store a megabyte
+		// of headers per request.
+		headers = boundHeaders(headers, maxRejectedHeaders)
+	}
 	d := &storage.Delivery{
 		Source:      src.Name,
 		Outcome:     storage.Rejected,
@@ -221,7 +237,7 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 		Error:       reason,
 		RemoteAddr:  r.RemoteAddr,
 		ContentType: r.Header.Get("Content-Type"),
-		Headers:     src.storedHeaders(r.Header),
+		Headers:     headers,
 		Body:        body,
 	}
 	label := src.Name
@@ -236,6 +252,37 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
 	rc.log.Info("delivery rejected", "source", src.Name, "status", code, "reason", reason, "remote", r.RemoteAddr)
 	writeJSON(w, code, answer{Error: reason})
+}
+
+// Bounds on the headers kept of an unauthenticated rejection.
+const (
+	maxRejectedHeaders = 16 << 10 // bytes in all
+	maxHeaderValue     = 1 << 10  // bytes of one value
+)
+
+// boundHeaders keeps h's headers in name order, each value cut at maxHeaderValue, until
+// limit bytes; if anything was cut it says so in X-Hookdedup-Truncated.
+func boundHeaders(h http.Header, limit int) http.Header {
+	names := slices.Sorted(maps.Keys(h))
+	out := make(http.Header, len(h))
+	size, cut := 0, false
+	for _, name := range names {
+		for _, v := range h[name] {
+			if len(v) > maxHeaderValue {
+				v, cut = strings.ToValidUTF8(v[:maxHeaderValue], ""), true
+			}
+			if size+len(name)+len(v) > limit {
+				cut = true
+				break
+			}
+			size += len(name) + len(v)
+			out[name] = append(out[name], v)
+		}
+	}
+	if cut {
+		out.Set("X-Hookdedup-Truncated", "headers cut to "+strconv.Itoa(limit)+" bytes")
+	}
+	return out
 }
 
 // credentialHeaders never reach storage: they carry secrets, not evidence.
