@@ -144,7 +144,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
+		MaxHeaderBytes:    64 << 10,         // webhooks carry a few headers; 1 MiB is net/http's default
 		ReadTimeout:       30 * time.Second, // a slow-loris upload cannot hold a connection for long
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
