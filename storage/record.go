@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // Outcome is what became of a delivery.
@@ -188,7 +190,7 @@ ON CONFLICT (source, key) DO UPDATE SET
 	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
 	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
 	attempts = 0, last_error = ''
-WHERE claims.expires_at <= excluded.claimed_at OR claims.state = 'released'
+WHERE (claims.expires_at <= excluded.claimed_at AND claims.state != 'processing') OR claims.state = 'released'
 RETURNING first_delivery`
 
 	// Who holds the keys that a chunk's duplicates lost to.
@@ -314,11 +316,13 @@ func (w *batchWriter) close() {
 	}
 }
 
-// commit writes batch in one transaction. If that fails, each request is retried in a
-// transaction of its own, so that one bad request cannot fail the others.
+// commit writes batch in one transaction. If that fails for a reason of one request's,
+// each request is retried in a transaction of its own, so that one bad request cannot
+// fail the others. A failure of the whole database (locked, full, read-only) fails them
+// all at once: retrying one by one would make the k-th wait busy_timeout k+1 times.
 func (w *batchWriter) commit(batch []*recordReq) {
 	err := w.commitTx(batch)
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && !databaseWide(err) {
 		for _, r := range batch {
 			r.done <- w.commitTx([]*recordReq{r})
 		}
@@ -490,4 +494,18 @@ func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
 	}
 	w.ask = w.ask[:0]
 	return nil
+}
+
+// databaseWide reports whether err is the database's rather than one request's.
+func databaseWide(err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrFull, sqlite3.ErrIoErr, sqlite3.ErrReadonly,
+		sqlite3.ErrCantOpen, sqlite3.ErrCorrupt, sqlite3.ErrPerm, sqlite3.ErrNotADB:
+		return true
+	}
+	return false
 }

@@ -437,3 +437,17 @@ func TestDelivery_KeyDerivation(t *testing.T) {
 		t.Fatalf("event id derivation = %+v", e)
 	}
 }
+
+// TestDB_Record_ExpiredButOwed: a key still owed downstream does not expire: taking it
+// over would drop the first delivery's hand-off (or make two).
+func TestDB_Record_ExpiredButOwed(t *testing.T) {
+	db := MustOpenDB(t)
+	clk := newClock(db)
+	owed := storage.ClaimOptions{TTL: time.Minute, Dispatch: true}
+	first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), owed)
+	clk.Add(2 * time.Minute)
+	again := mustRecord(t, db, delivery("ota", "evt_1", "h1"), owed)
+	if again.Outcome != storage.Duplicate || again.FirstDelivery != first.ID {
+		t.Fatalf("after expiry, still processing: %s of %d, want a duplicate of %d", again.Outcome, again.FirstDelivery, first.ID)
+	}
+}
