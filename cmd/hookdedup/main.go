@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -162,4 +164,17 @@ func (c *commonFlags) load(e env) (config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// open loads the configuration and opens its database.
+func (c *commonFlags) open(e env) (config, *storage.DB, error) {
+	cfg, err := c.load(e)
+	if err != nil {
+		return config{}, nil, err
+	}
+	db, err := cfg.openDB()
+	if err != nil {
+		return config{}, nil, err
+	}
+	return cfg, db, nil
 }

@@ -28,11 +28,7 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
-	cfg, err := flags.load(e)
-	if err != nil {
-		return err
-	}
-	db, err := cfg.openDB()
+	cfg, db, err := flags.open(e)
 	if err != nil {
 		return err
 	}
@@ -101,11 +97,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
-	cfg, err := flags.load(e)
-	if err != nil {
-		return err
-	}
-	db, err := cfg.openDB()
+	cfg, db, err := flags.open(e)
 	if err != nil {
 		return err
 	}

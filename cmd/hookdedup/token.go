@@ -25,11 +25,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := flags.load(e)
-	if err != nil {
-		return err
-	}
-	db, err := cfg.openDB()
+	_, db, err := flags.open(e)
 	if err != nil {
 		return err
 	}
