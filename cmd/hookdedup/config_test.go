@@ -147,3 +147,34 @@ func TestFlags_AfterPositionals(t *testing.T) {
 		t.Fatalf("source %q positionals %q", *src, pos)
 	}
 }
+
+func TestCLI_Tokens(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.db")
+	cli := func(stdin string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--database", db),
+			func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
+		return out.String(), err
+	}
+	if _, err := cli("", "token", "add", "ghost"); err == nil || !strings.Contains(err.Error(), `no user "ghost"`) {
+		t.Fatalf("token for an unknown user: %v", err)
+	}
+	if _, err := cli("long enough password\n", "user", "add", "ana", "--role", "viewer"); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cli("", "token", "add", "ana", "--name", "grafana")
+	if err != nil || !strings.HasPrefix(tok, "hdk_") {
+		t.Fatalf("token add: %q %v", tok, err)
+	}
+	list, err := cli("", "token", "list")
+	if err != nil || !strings.Contains(list, "grafana") || strings.Contains(list, strings.TrimSpace(tok)) {
+		t.Fatalf("token list must name the token and never show it: %q %v", list, err)
+	}
+	if out, err := cli("", "token", "revoke", "1"); err != nil || !strings.Contains(out, "revoked token 1") {
+		t.Fatalf("revoke: %q %v", out, err)
+	}
+	if _, err := cli("", "token", "revoke", "1"); err == nil {
+		t.Fatal("second revoke succeeded")
+	}
+}
