@@ -91,6 +91,13 @@ func TestAPI_Auth(t *testing.T) {
 	if code != 401 || !strings.Contains(out["error"].(string), "bearer token") {
 		t.Fatalf("no token: %d %v", code, out)
 	}
+	for _, route := range []string{"GET /api/v1/deliveries", "GET /api/v1/deliveries/1", "GET /api/v1/keys",
+		"GET /api/v1/key?source=ota&key=k", "POST /api/v1/release", "GET /api/v1/unknown"} {
+		method, path, _ := strings.Cut(route, " ")
+		if code, out := e.call(t, "", method, path, `{"source":"ota","key":"k","reason":"r"}`); code != 401 || out["error"] == nil {
+			t.Errorf("%s without a token: %d %v, want 401", route, code, out)
+		}
+	}
 	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/keys", nil)
 	req.Header.Set("Authorization", "Bearer hdk_forged")
 	resp, err := http.DefaultClient.Do(req)
