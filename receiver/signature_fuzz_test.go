@@ -66,10 +66,15 @@ func FuzzVerifyStripe(f *testing.F) {
 		h := http.Header{}
 		h.Set("Stripe-Signature", header)
 		now, ts := sigUnix(sigStripeTimestamp), ""
-		if _, after, ok := strings.Cut(header, "t="); ok {
-			ts = after[:len(after)-len(strings.TrimLeft(after, "0123456789"))]
-			if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n < 1<<40 {
-				now = time.Unix(n, 0)
+		// The timestamp is the element whose key is exactly "t" (a key such as "1t" is
+		// another, ignored element).
+		for _, part := range strings.Split(header, ",") {
+			if after, ok := strings.CutPrefix(strings.TrimSpace(part), "t="); ok {
+				ts = after[:len(after)-len(strings.TrimLeft(after, "0123456789"))]
+				if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n < 1<<40 {
+					now = time.Unix(n, 0)
+				}
+				break
 			}
 		}
 		err := v.Verify(h, nil, body, now)
