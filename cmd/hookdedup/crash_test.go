@@ -6,7 +6,6 @@ package main
 // HOOKDEDUP_CRASH_KILLS=N (make crash-test) runs the long one.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -62,52 +60,6 @@ max_attempts = 1000
 attempt_timeout = "3s"
 max_backoff = "1s"
 `, crashSecret, sinkURL, inc)
-}
-
-// startLogged is startServe with stderr kept in dir/logName, so that every incarnation's
-// log survives for the panic check. It waits up to 60s for the listening line.
-func startLogged(t *testing.T, dir, logName string, env []string, args ...string) *server {
-	t.Helper()
-	cmd := exec.Command(hookdedupBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, logName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close() // the child holds its own copy
-	s := &server{cmd: cmd, exited: make(chan error, 1)}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "hookdedup listening on "); ok {
-				urls <- u
-			}
-		}
-		close(urls)
-		s.exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case u, ok := <-urls:
-		if !ok {
-			log, _ := os.ReadFile(filepath.Join(dir, logName))
-			t.Fatalf("serve exited before listening:\n%s", log)
-		}
-		s.url = u
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not listen within 60s")
-	}
-	return s
 }
 
 // kill ends the server with SIGKILL and waits until the process is gone.

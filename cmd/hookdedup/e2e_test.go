@@ -32,6 +32,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" && buildErr == nil {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // hookdedupBinary builds the binary once per test run.
 func hookdedupBinary(t *testing.T) string {
 	t.Helper()
@@ -62,8 +71,17 @@ type server struct {
 	exited   chan error
 }
 
-// startServe starts the binary in dir with args and waits until it listens.
+// startServe starts the binary in dir with args and waits until it listens; its log is
+// dir/serve.log.
 func startServe(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
+	return startLogged(t, dir, "serve.log", env, args...)
+}
+
+// startLogged is startServe with stderr kept in dir/logName, so that each process's log
+// survives (the crash test checks every incarnation's for panics). It waits up to 60 s
+// for the listening line, and keeps the admin password if one is printed.
+func startLogged(t *testing.T, dir, logName string, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(hookdedupBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
@@ -72,20 +90,28 @@ func startServe(t *testing.T, dir string, env []string, args ...string) *server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := os.Create(filepath.Join(dir, "serve.log"))
+	logPath := filepath.Join(dir, logName)
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = stderr
+	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	logf.Close() // the child holds its own copy
 	s := &server{cmd: cmd, exited: make(chan error, 1)}
-	lines := make(chan string)
+	type line struct{ url, password string }
+	lines := make(chan line, 2)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			if pw, ok := strings.CutPrefix(sc.Text(), "created user admin with one-time password: "); ok {
+				lines <- line{password: pw}
+			}
+			if u, ok := strings.CutPrefix(sc.Text(), "hookdedup listening on "); ok {
+				lines <- line{url: u}
+			}
 		}
 		close(lines)
 		s.exited <- cmd.Wait()
@@ -93,31 +119,26 @@ func startServe(t *testing.T, dir string, env []string, args ...string) *server 
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
-			t.Logf("serve log:\n%s", log)
+			log, _ := os.ReadFile(logPath)
+			t.Logf("%s:\n%s", logName, log)
 		}
 	})
-	timeout := time.After(15 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for s.url == "" {
 		select {
-		case line, ok := <-lines:
+		case l, ok := <-lines:
 			if !ok {
-				t.Fatal("serve exited before listening")
+				log, _ := os.ReadFile(logPath)
+				t.Fatalf("serve exited before listening:\n%s", log)
 			}
-			if pw, ok := strings.CutPrefix(line, "created user admin with one-time password: "); ok {
-				s.password = pw
+			if l.password != "" {
+				s.password = l.password
 			}
-			if u, ok := strings.CutPrefix(line, "hookdedup listening on "); ok {
-				s.url = u
-			}
+			s.url = l.url
 		case <-timeout:
-			t.Fatal("serve did not listen within 15s")
+			t.Fatal("serve did not listen within 60s")
 		}
 	}
-	go func() {
-		for range lines {
-		}
-	}()
 	return s
 }
 

@@ -46,7 +46,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -262,31 +261,6 @@ func loadBare(t *testing.T) string {
 	return "http://" + ln.Addr().String() + "/webhooks/ota"
 }
 
-var (
-	loadBuildOnce sync.Once
-	loadBin       string
-	loadBuildErr  error
-)
-
-func loadBinary(t *testing.T) string {
-	t.Helper()
-	loadBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hookdedup-load-")
-		if err != nil {
-			loadBuildErr = err
-			return
-		}
-		loadBin = filepath.Join(dir, "hookdedup")
-		if out, err := exec.Command("go", "build", "-o", loadBin, ".").CombinedOutput(); err != nil {
-			loadBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if loadBuildErr != nil {
-		t.Fatal(loadBuildErr)
-	}
-	return loadBin
-}
-
 // loadServer is a running `hookdedup serve`.
 type loadServer struct {
 	cmd     *exec.Cmd
@@ -319,7 +293,7 @@ amount_field = "/refund/amount"
 		t.Fatal(err)
 	}
 	s := &loadServer{exited: make(chan struct{}), logPath: filepath.Join(dir, "serve.log")}
-	s.cmd = exec.Command(loadBinary(t), "serve", "--config", cfg)
+	s.cmd = exec.Command(hookdedupBinary(t), "serve", "--config", cfg)
 	s.cmd.Dir = dir
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -573,7 +547,6 @@ func TestLoad(t *testing.T) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(filepath.Dir(loadBinary(t)))
 	fmt.Printf("load harness: %d cores, %s, wrk -t%d -c%d -d%s, %d runs per figure (median), load average %.2f\n",
 		runtime.NumCPU(), runtime.Version(), k.threads, k.conns, k.duration, k.runs, loadAverage())
 	probe := func(when string) {
