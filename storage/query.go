@@ -121,6 +121,12 @@ func (c Claim) Held(now time.Time) bool {
 	return c.State != StateReleased && c.ExpiresAt.After(now)
 }
 
+// Stuck reports whether the key is stuck: failed, or processing since before
+// stuckBefore. ListKeys and StuckCounts select the same keys in SQL.
+func (c Claim) Stuck(stuckBefore time.Time) bool {
+	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
+}
+
 // Counts are the stored deliveries by outcome.
 type Counts struct {
 	Accepted, Duplicate, Rejected, Mismatch int64

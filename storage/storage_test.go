@@ -451,3 +451,24 @@ func TestDB_Record_ExpiredButOwed(t *testing.T) {
 		t.Fatalf("after expiry, still processing: %s of %d, want a duplicate of %d", again.Outcome, again.FirstDelivery, first.ID)
 	}
 }
+
+func TestClaim_Stuck(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	before := now.Add(-10 * time.Minute)
+	for _, tc := range []struct {
+		state string
+		since time.Duration
+		want  bool
+	}{
+		{storage.StateFailed, 0, true},
+		{storage.StateProcessing, 11 * time.Minute, true},
+		{storage.StateProcessing, 9 * time.Minute, false},
+		{storage.StateProcessed, time.Hour, false},
+		{storage.StateReleased, time.Hour, false},
+	} {
+		c := storage.Claim{State: tc.state, UpdatedAt: now.Add(-tc.since)}
+		if got := c.Stuck(before); got != tc.want {
+			t.Errorf("%s for %s: stuck = %v, want %v", tc.state, tc.since, got, tc.want)
+		}
+	}
+}

@@ -13,23 +13,11 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// apiStore is what the JSON API needs beyond the console's Store.
-type apiStore interface {
-	// TokenUser returns ErrNotFound for an unknown or revoked token.
-	TokenUser(ctx context.Context, token string) (storage.User, error)
-	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
-}
-
 // registerAPI adds the JSON API under /api/v1/. It authenticates by bearer token only
 // (hookdedup token add USER), never by the console's cookie, so cross-site requests
 // carry no credentials and need no CSRF token.
 func (s *Server) registerAPI(mux *http.ServeMux) {
-	st, ok := s.store.(apiStore)
-	if !ok {
-		s.log.Warn("the store cannot authenticate API tokens: /api/v1 is off")
-		return
-	}
-	api := &api{Server: s, tokens: st}
+	api := &api{s}
 	mux.Handle("GET /api/v1/deliveries", api.auth(storage.RoleViewer, api.listDeliveries))
 	mux.Handle("GET /api/v1/deliveries/{id}", api.auth(storage.RoleViewer, api.getDelivery))
 	mux.Handle("GET /api/v1/keys", api.auth(storage.RoleViewer, api.listKeys))
@@ -40,10 +28,7 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 	}))
 }
 
-type api struct {
-	*Server
-	tokens apiStore
-}
+type api struct{ *Server }
 
 // apiError is an error with the status and the message an API client sees.
 type apiError struct {
@@ -100,7 +85,7 @@ func (a *api) authorize(r *http.Request, role string) (User, error) {
 	if !ok || token == "" {
 		return User{}, apiErr(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
 	}
-	u, err := a.tokens.TokenUser(r.Context(), strings.TrimSpace(token))
+	u, err := a.store.TokenUser(r.Context(), strings.TrimSpace(token))
 	if errors.Is(err, storage.ErrNotFound) {
 		return User{}, apiErr(http.StatusUnauthorized, "invalid or revoked token")
 	}
@@ -265,8 +250,7 @@ type apiClaim struct {
 
 func (a *api) toAPIClaim(c storage.Claim) apiClaim {
 	now := a.now()
-	stuck := c.State == storage.StateFailed || (c.State == storage.StateProcessing && c.UpdatedAt.Before(now.Add(-a.stuck)))
-	return apiClaim{Source: c.Source, Key: c.Key, State: c.State, Stuck: stuck, Held: c.Held(now),
+	return apiClaim{Source: c.Source, Key: c.Key, State: c.State, Stuck: c.Stuck(now.Add(-a.stuck)), Held: c.Held(now),
 		FirstDelivery: strconv.FormatInt(c.FirstDelivery, 10), Since: c.UpdatedAt, ExpiresAt: c.ExpiresAt,
 		Attempts: c.Attempts, LastError: c.LastError}
 }
@@ -450,7 +434,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		writeAPI(w, http.StatusOK, out)
 		return nil
 	}
-	outcomes, err := a.tokens.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
+	outcomes, err := a.store.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
 		StuckBefore: rel.StuckBefore}, rel)
 	if err != nil {
 		return err

@@ -221,8 +221,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	default:
 		now := s.now()
 		ks.State = claim.State
-		ks.Stuck = claim.State == storage.StateFailed ||
-			(claim.State == storage.StateProcessing && claim.UpdatedAt.Before(now.Add(-s.stuck)))
+		ks.Stuck = claim.Stuck(now.Add(-s.stuck))
 		ks.Held = claim.Held(now)
 		ks.Since = s.fullTime(claim.UpdatedAt) + " (" + s.ago(claim.UpdatedAt) + ")"
 		ks.Expires = s.fullTime(claim.ExpiresAt)

@@ -90,7 +90,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		row := views.KeyRow{
 			Value: c.Source + "/" + c.Key, Source: c.Source, Key: c.Key, KeyShort: shortKey(c.Key),
 			State: c.State, Attempts: c.Attempts,
-			Stuck:      c.State == storage.StateFailed || (c.State == storage.StateProcessing && c.UpdatedAt.Before(stuckBefore)),
+			Stuck:      c.Stuck(stuckBefore),
 			Since:      s.ago(c.UpdatedAt),
 			SinceTitle: s.fullTime(c.UpdatedAt),
 			LastError:  c.LastError,

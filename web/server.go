@@ -57,6 +57,9 @@ type Store interface {
 	LoginBlocked(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error)
 	LoginFailed(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) error
 	LoginSucceeded(ctx context.Context, scope string) error
+	// TokenUser returns ErrNotFound for an unknown or revoked API token.
+	TokenUser(ctx context.Context, token string) (storage.User, error)
+	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
 }
 
 // Source is a configured webhook source as the console shows it. It carries no secret:
