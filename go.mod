@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/a-h/templ v0.3.1100
+	github.com/go-json-experiment/json v1.27.2
 	github.com/gorilla/sessions v1.4.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/mattn/go-sqlite3 v1.14.53

@@ -7,13 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
-	"github.com/gowebpki/jcs"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 const (
@@ -229,14 +231,13 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 	if err := spec.Validate(); err != nil {
 		return Derivation{}, fmt.Errorf("key spec: %w", err)
 	}
-	canon, err := canonicalBody(body)
+	// One copy of the canonical body, so that field values and the event id
+	// can be slices of it instead of allocations of their own.
+	doc, hash, err := canonicalBody(body)
 	if err != nil {
 		return Derivation{}, err
 	}
-	// One copy, so that field values and the event id can be slices of the
-	// canonical document instead of allocations of their own.
-	doc := string(canon)
-	d := Derivation{PayloadHash: keySHA256Hex(canon), doc: doc}
+	d := Derivation{PayloadHash: hash, doc: doc}
 
 	id, why := findEventID(spec.EventID, h, doc, body)
 	if id != "" {
@@ -268,10 +269,11 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 		return d, errNoKeyFor(why, spec.KeyFields)
 	}
 
-	// The members are already canonical; jcs orders them and normalises the
-	// pointers' spelling, which is all that is left of RFC 8785 here.
-	c, err := jcs.Transform(obj)
-	if err != nil {
+	// The members are already canonical; canonicalising orders them and
+	// normalises the pointers' spelling, which is all that is left of RFC 8785
+	// here.
+	c := jsontext.Value(obj)
+	if err := c.Canonicalize(); err != nil {
 		return Derivation{}, fmt.Errorf("canonicalise key fields: %w", err)
 	}
 	d.Method = MethodDerived
@@ -418,7 +420,7 @@ func eventIDHeaderValue(h http.Header, name string) string {
 	return ""
 }
 
-// appendPointerJSON appends s as a JSON string. jcs re-spells it
+// appendPointerJSON appends s as a JSON string. Canonicalisation re-spells it
 // canonically afterwards, so this only has to be valid JSON, and pointers
 // are almost always printable ASCII that needs no escaping at all.
 func appendPointerJSON(dst []byte, s string) []byte {
@@ -442,17 +444,60 @@ func keySHA256Hex(b []byte) string {
 
 var utf8BOM = []byte("\xef\xbb\xbf")
 
-// canonicalBody returns the RFC 8785 canonical form of body, or an error
-// wrapping ErrNotJSON that says what is wrong.
-func canonicalBody(body []byte) ([]byte, error) {
+// canonBufs recycles the scratch space a body is canonicalised in: Derive keeps a string
+// copy of the result, never the buffer.
+var canonBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledCanon bounds the buffers kept in canonBufs: a rare megabyte body must not pin
+// a megabyte per pooled buffer.
+const maxPooledCanon = 64 << 10
+
+// clampedFloat is how jsontext spells a number beyond float64's range once it has
+// canonicalised it: the largest float64. RFC 8785 has no spelling for such a number, so
+// a body whose canonical form holds this text is checked for one.
+var clampedFloat = []byte("1.7976931348623157e+308")
+
+// canonicalBody returns the RFC 8785 canonical form of body and the hex SHA-256 of it, or
+// an error wrapping ErrNotJSON that says what is wrong.
+func canonicalBody(body []byte) (canon, hash string, err error) {
 	if err := precheckBody(body); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotJSON, err)
+		return "", "", fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
-	canon, err := jcs.Transform(body)
+	bp := canonBufs.Get().(*[]byte)
+	v := jsontext.Value(append((*bp)[:0], body...))
+	err = v.Canonicalize()
+	if cap(v) <= maxPooledCanon {
+		*bp = v[:0]
+		defer canonBufs.Put(bp)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotJSON, explainJCS(err))
+		return "", "", fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
 	}
-	return canon, nil
+	if bytes.Contains(v, clampedFloat) {
+		if err := numbersInRange(body); err != nil {
+			return "", "", fmt.Errorf("%w: %s", ErrNotJSON, err)
+		}
+	}
+	return string(v), keySHA256Hex(v), nil
+}
+
+// numbersInRange reports the first number in body (valid JSON) that float64 cannot hold:
+// canonicalisation would have written it as the largest float64 instead.
+func numbersInRange(body []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil // io.EOF: the body was already parsed once, without error
+		}
+		if tok.Kind() != '0' {
+			continue
+		}
+		if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+			return fmt.Errorf("number outside the float64 range: %q at byte %d",
+				tok.String(), dec.InputOffset()-int64(len(tok.String())))
+		}
+	}
 }
 
 // precheckBody catches what jcs would report poorly or too late, with the byte
@@ -510,36 +555,21 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
-// explainJCS rewords the errors of jcs v1.0.2, which are terse and not written
-// for whoever reads the 400 answer. Fragments of the body that jcs quotes
-// are kept: it already truncates them to 32 bytes and quotes them, so they
-// are safe to log. TestDerive_NotJSON pins each wording, so a jcs upgrade
-// that changes one fails loudly rather than silently degrading the message.
-func explainJCS(err error) string {
-	msg := err.Error()
-	for _, r := range jcsReasons {
-		if rest, ok := strings.CutPrefix(msg, r.prefix); ok {
-			return r.reason + rest
-		}
+// explainJSON turns a jsontext error into the reason the provider reads in the 400: what
+// is wrong, in which value (a JSON pointer) and at which byte. TestDerive_NotJSON pins
+// each wording, so an upgrade that changes one fails loudly rather than silently
+// degrading the message.
+func explainJSON(err error) string {
+	var se *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &se) && errors.Is(se.Err, io.ErrUnexpectedEOF):
+		return "unexpected end of body"
+	case se != nil && strings.Contains(se.Err.Error(), "after top-level value"):
+		return fmt.Sprintf("more data after the JSON value at byte %d", se.ByteOffset)
 	}
-	if strings.HasPrefix(msg, "strconv.ParseUint") {
-		return `invalid \u escape in a string`
+	msg := strings.Replace(strings.TrimPrefix(err.Error(), "jsontext: "), " after offset ", " at byte ", 1)
+	if se != nil && se.ByteOffset > 0 && !strings.Contains(msg, " at byte ") {
+		msg += fmt.Sprintf(" at byte %d", se.ByteOffset)
 	}
 	return msg
-}
-
-var jcsReasons = []struct{ prefix, reason string }{
-	{"Duplicate key: ", "duplicate object member name "},
-	{"Improperly terminated JSON object", "more data after the JSON value"},
-	{"Number out of range: ", "number outside the float64 range: "},
-	{"Unexpected EOF reached", "unexpected end of body"},
-	{"Unterminated string literal", "control character in a string (must be escaped)"},
-	{"Missing argument", "missing value"},
-	{"Missing surrogate", `unpaired UTF-16 surrogate in a \u escape`},
-	{"Invalid high surrogate: ", "unpaired UTF-16 surrogate "},
-	{"Invalid low surrogate: ", "unpaired UTF-16 surrogate "},
-	{"Invalid literal or number: ", "invalid literal or number "},
-	{"Unexpected escape: ", "invalid escape in a string: "},
-	{"Unexpected non-ASCII character", "unexpected character outside a string"},
-	{"Expected ", "expected "},
 }
