@@ -16,8 +16,21 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
+
+// driverName is go-sqlite3 with the per-connection settings that its DSN cannot carry.
+const driverName = "sqlite3-hookdedup"
+
+func init() {
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		// Statement journals in memory, not in temporary files: every multi-row INSERT of
+		// the writer opens one (a later row could abort it), and on disk that was three
+		// page writes per delivery, more than the WAL's own.
+		_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
+		return err
+	}})
+}
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -88,7 +101,7 @@ func Open(path string, opt Options) (*DB, error) {
 	params.Set("_txlock", "immediate")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
-	write, err := sql.Open("sqlite3", dsn)
+	write, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -110,7 +123,7 @@ func Open(path string, opt Options) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	read, err := sql.Open("sqlite3", dsn+"&_query_only=1")
+	read, err := sql.Open(driverName, dsn+"&_query_only=1")
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
