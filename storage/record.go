@@ -403,6 +403,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	w.db.noteCommit()
 	return nil
 }
 

@@ -24,11 +24,20 @@ const driverName = "sqlite3-hookdedup"
 
 func init() {
 	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		// Statement journals in memory, not in temporary files: every multi-row INSERT of
-		// the writer opens one (a later row could abort it), and on disk that was three
-		// page writes per delivery, more than the WAL's own.
-		_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
-		return err
+		for _, pragma := range []string{
+			// Statement journals in memory, not in temporary files: every multi-row
+			// INSERT of the writer opens one (a later row could abort it), and on disk
+			// that was three page writes per delivery, more than the WAL's own.
+			"PRAGMA temp_store = MEMORY",
+			// See checkpoint.go.
+			fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", fallbackCheckpointPages),
+			fmt.Sprintf("PRAGMA journal_size_limit = %d", walSizeLimit),
+		} {
+			if _, err := c.Exec(pragma, nil); err != nil {
+				return fmt.Errorf("%s: %w", pragma, err)
+			}
+		}
+		return nil
 	}})
 }
 
@@ -64,12 +73,16 @@ type DB struct {
 	path  string
 	write *sql.DB // one connection: SQLite has one writer, and one pool queues our own writers without busy waits
 	read  *sql.DB // several connections: WAL readers never block the writer
+	cp    *sql.DB // the checkpointer's connection (checkpoint.go)
 
 	reqs       chan *recordReq
 	maxBatch   int
 	closeOnce  sync.Once
 	closing    chan struct{}
 	writerDone chan struct{}
+
+	committed        chan struct{}
+	checkpointerDone chan struct{}
 }
 
 // Open opens (creating if needed) the database file at path and brings its schema up to
@@ -118,6 +131,9 @@ func Open(path string, opt Options) (*DB, error) {
 		maxBatch:   opt.MaxBatch,
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
+
+		committed:        make(chan struct{}, 1),
+		checkpointerDone: make(chan struct{}),
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()
@@ -131,7 +147,17 @@ func Open(path string, opt Options) (*DB, error) {
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	db.read = read
+	cp, err := sql.Open(driverName, dsn)
+	if err != nil {
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	cp.SetMaxOpenConns(1)
+	cp.SetMaxIdleConns(1)
+	db.cp = cp
 	go db.writer()
+	go db.checkpointer(cp)
 	return db, nil
 }
 
@@ -142,7 +168,10 @@ func (db *DB) Path() string { return db.path }
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
 	<-db.writerDone
-	return errors.Join(db.read.Close(), db.write.Close())
+	<-db.checkpointerDone
+	// The write connection closes last: the last connection to close checkpoints the
+	// whole WAL into the database file and removes it.
+	return errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
 }
 
 // Ping reports whether the database can commit a write now (readiness).
