@@ -7,7 +7,7 @@ import (
 )
 
 // RFC 6901 JSON pointers, resolved against a document that is already known
-// to be one valid JSON text. Derive only looks up pointers after jcs has
+// to be one valid JSON text. Derive only looks up pointers after jsontext has
 // accepted the body, so these functions skip over values instead of
 // validating them: that is what lets the body be parsed once. They still
 // stop at the end of doc rather than panic on input that breaks that
@@ -25,7 +25,7 @@ func pointerProblem(p string) string {
 	}
 	if !utf8.ValidString(p) {
 		// Pointer tokens are compared with object member names, which are
-		// valid UTF-8 once jcs has accepted the body; such a pointer could
+		// valid UTF-8 once jsontext has accepted the body; such a pointer could
 		// never match, and could not be written into the canonical JSON of
 		// the key fields either.
 		return "is not valid UTF-8"
@@ -84,7 +84,7 @@ func ptrUnescape(tok string) string {
 }
 
 // member returns the offset of the value of the member called name in the
-// object that starts at doc[i]. Duplicate names cannot occur (jcs rejects
+// object that starts at doc[i]. Duplicate names cannot occur (jsontext rejects
 // them), so the first match is the only one.
 func ptrMember(doc string, i int, name string) (int, bool) {
 	i++ // '{'

@@ -36,8 +36,8 @@ const (
 	maxEventIDLen = 512
 
 	// maxJSONDepth bounds how deeply arrays and objects may nest in a body.
-	// Webhook payloads are a few levels deep; the bound stops a small body
-	// from costing deep recursion in the canonicaliser.
+	// Webhook payloads are a few levels deep; the bound keeps a small body
+	// from costing deep nesting in the canonicaliser and the pointer lookups.
 	maxJSONDepth = 64
 
 	// maxSafeInteger is the largest integer n such that every integer up to
@@ -500,10 +500,10 @@ func numbersInRange(body []byte) error {
 	}
 }
 
-// precheckBody catches what jcs would report poorly or too late, with the byte
-// offset where it happens: an empty body, a byte-order mark, invalid UTF-8,
-// and nesting past maxJSONDepth before jcs recurses into it. It only scans; jcs
-// does the parsing.
+// precheckBody catches, with the byte offset where it happens, what the
+// parser would report less plainly or not at all: an empty body, a
+// byte-order mark, invalid UTF-8, and nesting past maxJSONDepth (jsontext
+// allows 10,000 levels). It only scans; jsontext does the parsing.
 func precheckBody(body []byte) error {
 	if bytes.HasPrefix(body, utf8BOM) {
 		return errors.New("body starts with a UTF-8 byte-order mark")
