@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,4 +406,52 @@ FROM s`, have+1, n, start.UnixMilli())
 	t0 = time.Now()
 	dups, err := db.RecentDuplicates(ctx, start.Add(25*24*time.Hour), 10)
 	t.Logf("RecentDuplicates %3d rows %s (%v)", len(dups), time.Since(t0), err)
+}
+
+// TestDB_RollupStats_Concurrent checks that calls racing over the same deliveries count
+// each of them once: the counting reads outside the write transaction, so two calls can
+// count the same stretch, and only the one that moves the mark may add its counts.
+func TestDB_RollupStats_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	from := c.Now().Truncate(time.Hour)
+	const events = 300
+	for i := range events {
+		MustRecordEvent(t, db, "ota", fmt.Sprint("k", i), "h", "P", "B", "cancelled", "1")
+	}
+	var wg sync.WaitGroup
+	var folded atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for {
+				n, err := db.RollupStats(ctx, 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				folded.Add(int64(n))
+				if n == 0 {
+					// Caught up, or lost a race: another call moved the mark.
+					if m, err := db.RollupStats(ctx, 1000); err != nil || m != 0 {
+						folded.Add(int64(m))
+						continue
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted int64
+	for _, s := range got {
+		counted += s.Deliveries
+	}
+	if counted != events || folded.Load() != events {
+		t.Fatalf("stats count %d deliveries, calls reported %d folded; want %d each", counted, folded.Load(), events)
+	}
 }
