@@ -346,11 +346,11 @@ GROUP BY 3, 4, 5`, mark, limit)
 		}
 		return rows.Err()
 	}()
-	if err != nil || n == 0 {
-		if err != nil {
-			err = fmt.Errorf("roll up stats: %w", err)
-		}
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
 	}
 
 	tx, err := db.write.BeginTx(ctx, nil)
