@@ -560,16 +560,18 @@ func invalidUTF8At(b []byte) int {
 // each wording, so an upgrade that changes one fails loudly rather than silently
 // degrading the message.
 func explainJSON(err error) string {
-	var se *jsontext.SyntacticError
-	switch {
-	case errors.As(err, &se) && errors.Is(se.Err, io.ErrUnexpectedEOF):
-		return "unexpected end of body"
-	case se != nil && strings.Contains(se.Err.Error(), "after top-level value"):
-		return fmt.Sprintf("more data after the JSON value at byte %d", se.ByteOffset)
-	}
 	msg := strings.Replace(strings.TrimPrefix(err.Error(), "jsontext: "), " after offset ", " at byte ", 1)
-	if se != nil && se.ByteOffset > 0 && !strings.Contains(msg, " at byte ") {
-		msg += fmt.Sprintf(" at byte %d", se.ByteOffset)
+	var se *jsontext.SyntacticError
+	if !errors.As(err, &se) {
+		return msg
+	}
+	switch {
+	case errors.Is(se.Err, io.ErrUnexpectedEOF):
+		return "unexpected end of body"
+	case strings.Contains(se.Err.Error(), "after top-level value"):
+		return fmt.Sprintf("more data after the JSON value at byte %d", se.ByteOffset)
+	case se.ByteOffset > 0 && !strings.Contains(msg, " at byte "):
+		return msg + fmt.Sprintf(" at byte %d", se.ByteOffset)
 	}
 	return msg
 }

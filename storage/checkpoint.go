@@ -8,8 +8,8 @@ import (
 // Checkpoints: under WAL, committed pages are appended to the -wal file and later copied
 // into the database file by a checkpoint. By default SQLite runs that checkpoint inside
 // the commit that takes the WAL past 1000 pages, so one batch of deliveries in every few
-// paid for copying everything the others wrote: a tenth of the intake writer's time, and
-// the p99. Instead a goroutine of its own checkpoints on its own connection, shortly
+// paid for copying everything the others wrote: a sixth of the intake writer's time
+// (a batch of ~24 took 2.3 ms with it, 1.85 without), and the p99. Instead a goroutine of its own checkpoints on its own connection, shortly
 // after commits, while the writer goes on (a PASSIVE checkpoint takes no write lock).
 
 const (
