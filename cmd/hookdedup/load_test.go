@@ -459,12 +459,6 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			db.Close()
-		}
-	}()
 	now := time.Now()
 	f := storage.BenchFill{
 		Source:    "ota",
@@ -489,11 +483,10 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 			last = time.Now()
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
+	if cerr := db.Close(); err == nil {
+		err = cerr
 	}
-	closed = true
-	if err := db.Close(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Whatever of the fill is still dirty in the OS cache is flushed before serve is
