@@ -4,8 +4,9 @@
 // 127.0.0.1 with a temporary database and a fixed standard-webhooks secret, and drives it
 // with wrk and testdata/sign.lua, which signs every request as a provider would. In the
 // same run it drives a bare net/http handler (it reads the body and answers JSON, started
-// inside this process) the same way, and prints requests/s, p50/p99 latency and their
-// ratio:
+// inside this process) the same way, and hookdedup's own intake handler with a store
+// that keeps nothing (the ceiling for serve: everything but storage), and prints
+// requests/s, p50/p99 latency and their ratio:
 //
 //   - on an empty database (a fresh file for each run), under synchronous=FULL and NORMAL,
 //     with half of the deliveries duplicates and with all of them unique;
@@ -51,6 +52,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -260,6 +262,52 @@ func loadBare(t *testing.T) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/webhooks/ota"
 }
+
+// loadNoStore starts hookdedup's own intake handler, configured as serve configures the
+// harness's source, with a store that keeps nothing and calls every delivery accepted:
+// HTTP, the signature check, the canonical JSON and the key, and the answer. Between
+// the bare handler and serve, it shows what is left for storage.
+func loadNoStore(t *testing.T) string {
+	t.Helper()
+	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks",
+		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(loadKey[:])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	rc := receiver.New(receiver.Config{
+		Sources: []receiver.Source{{
+			Name:     "ota",
+			Verifier: v,
+			Keys: receiver.KeySpec{EventID: v.DefaultEventID(),
+				KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
+			TTL:           24 * time.Hour,
+			PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status",
+			AmountField: "/refund/amount",
+		}},
+		Store: noStore{id: &n},
+	})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/webhooks/ota"
+}
+
+// noStore is a receiver.Store that stores nothing and accepts everything.
+type noStore struct{ id *atomic.Int64 }
+
+func (s noStore) Record(_ context.Context, d *storage.Delivery, _ storage.ClaimOptions) error {
+	d.ID, d.Outcome, d.FirstDelivery, d.Status = s.id.Add(1), storage.Accepted, 0, http.StatusOK
+	return nil
+}
+
+func (noStore) Ping(context.Context) error { return nil }
 
 // loadServer is a running `hookdedup serve`.
 type loadServer struct {
@@ -573,15 +621,16 @@ func TestLoad(t *testing.T) {
 	}
 	report := func(r *loadRow, x loadResult) {
 		r.runs = append(r.runs, x)
-		fmt.Printf("  %-26s %-6s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  cpu %5.0f µs/req  accepted %-7.0f duplicate %-7.0f swept %-7.0f load %.2f\n",
+		fmt.Printf("  %-30s %-6s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  cpu %5.0f µs/req  accepted %-7.0f duplicate %-7.0f swept %-7.0f load %.2f\n",
 			r.scenario, r.mix, x.RPS, float64(x.P50US)/1000, float64(x.P99US)/1000, x.CPUPerReq,
 			x.Outcomes.accepted, x.Outcomes.duplicate, x.Swept, x.Load1)
 	}
 
 	// 1. Empty database, each run on a fresh file, interleaved with the bare handler so
 	// that the machine's drift touches both alike.
-	bare := loadBare(t)
+	bare, noStoreURL := loadBare(t), loadNoStore(t)
 	bareRow := row("bare net/http handler", "-")
+	noStoreRow := row("intake handler, nothing stored", "-")
 	emptyRows := map[string]*loadRow{}
 	for _, sync := range k.syncs {
 		for _, mix := range []string{"half", "unique"} {
@@ -591,11 +640,21 @@ func TestLoad(t *testing.T) {
 	fmt.Println("empty database:")
 	// A short warm-up of both servers, discarded.
 	loadWrk(t, k, bare, "unique", 2*time.Second)
+	loadWrk(t, k, noStoreURL, "unique", 2*time.Second)
 	for i := range k.runs {
-		cpu0 := cpuTime("self")
-		x := loadWrk(t, k, bare, "unique", k.duration)
-		x.CPUPerReq = float64((cpuTime("self") - cpu0).Microseconds()) / float64(x.Requests)
-		report(bareRow, x)
+		for _, in := range []struct {
+			url string
+			row *loadRow
+		}{{bare, bareRow}, {noStoreURL, noStoreRow}} {
+			cpu0 := cpuTime("self")
+			x := loadWrk(t, k, in.url, "unique", k.duration)
+			x.CPUPerReq = float64((cpuTime("self") - cpu0).Microseconds()) / float64(x.Requests)
+			if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
+				t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", in.row.scenario,
+					x.ErrStatus, x.ErrRead, x.ErrTimeout)
+			}
+			report(in.row, x)
+		}
 		for _, sync := range k.syncs {
 			for _, mix := range []string{"half", "unique"} {
 				sub := filepath.Join(dir, fmt.Sprintf("empty-%s-%s-%d", sync, mix, i))
@@ -722,6 +781,8 @@ func TestLoad(t *testing.T) {
 	full := map[string]*loadRow{"half": emptyRows["FULLhalf"], "unique": emptyRows["FULLunique"]}
 	if full["half"] != nil {
 		fmt.Fprintf(&b, "\ntargets (issue 5):\n")
+		fmt.Fprintf(&b, "- ceiling: the intake handler with nothing stored reaches %.2f× bare (server CPU %.0f µs a request); storage has to fit in what is left\n",
+			noStoreRow.rps()/bareRPS, noStoreRow.med(func(x loadResult) float64 { return x.CPUPerReq }))
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
 			cpu := func(r *loadRow) float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
