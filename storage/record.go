@@ -167,6 +167,9 @@ func (db *DB) writer() {
 		}
 		w.commit(batch)
 		clear(batch) // drop the requests: their callers recycle them
+		if db.walRestart.CompareAndSwap(true, false) {
+			db.finishCheckpoint()
+		}
 	}
 }
 

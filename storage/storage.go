@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -83,6 +85,9 @@ type DB struct {
 
 	committed        chan struct{}
 	checkpointerDone chan struct{}
+	file             *os.File     // the database file, for the checkpointer's fsync
+	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
+	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
 }
 
 // Open opens (creating if needed) the database file at path and brings its schema up to
@@ -156,8 +161,18 @@ func Open(path string, opt Options) (*DB, error) {
 	cp.SetMaxOpenConns(1)
 	cp.SetMaxIdleConns(1)
 	db.cp = cp
+	// A descriptor of its own for the checkpointer's fsync, open as long as SQLite's
+	// connections are (see Close).
+	f, err := os.Open(path)
+	if err != nil {
+		cp.Close()
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	db.file = f
 	go db.writer()
-	go db.checkpointer(cp)
+	go db.checkpointer()
 	return db, nil
 }
 
@@ -171,7 +186,9 @@ func (db *DB) Close() error {
 	<-db.checkpointerDone
 	// The write connection closes last: the last connection to close checkpoints the
 	// whole WAL into the database file and removes it.
-	return errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
+	err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
+	// Only now: closing any descriptor of the file drops the locks SQLite holds on it.
+	return errors.Join(err, db.file.Close())
 }
 
 // Ping reports whether the database can commit a write now (readiness).
