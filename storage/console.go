@@ -265,6 +265,17 @@ func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
 	return db.explain(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, "s", "k")
 }
 
+// ExplainKeys returns the query plan of ListKeys for f.
+func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter) (string, error) {
+	query, args := f.query()
+	return db.explain(ctx, query, args...)
+}
+
+// ExplainStuckCounts returns the query plan of StuckCounts.
+func (db *DB) ExplainStuckCounts(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlStuckCounts, 0)
+}
+
 func (db *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
 	rows, err := db.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {

@@ -215,6 +215,31 @@ func TestDB_Events_Plans(t *testing.T) {
 	if !strings.Contains(plan, "deliveries_key") {
 		t.Errorf("key deliveries plan:\n%s", plan)
 	}
+	// The keys listings walk the claims newest first or read claims_unsettled; none may
+	// read a whole source's claims through the UNIQUE index to sort them.
+	for _, f := range []storage.KeyFilter{{}, {Source: "ota"}, {State: storage.StateProcessed},
+		{Source: "ota", State: storage.StateReleased, AfterID: 5}, {State: storage.StateFailed},
+		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", AfterID: 5}} {
+		plan, err := db.ExplainKeys(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsettled := f.Stuck || f.State == storage.StateFailed || f.State == storage.StateProcessing
+		released := f.State == storage.StateReleased
+		if strings.Contains(plan, "autoindex") || unsettled != strings.Contains(plan, "claims_unsettled") ||
+			released != strings.Contains(plan, "claims_released") {
+			t.Errorf("keys plan for %+v:\n%s", f, plan)
+		}
+	}
+	// The stuck-keys count runs every 15 s and on the dashboard: it must read the few
+	// unsettled keys, not walk every claim.
+	plan, err = db.ExplainStuckCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "claims_unsettled") || strings.Contains(plan, "autoindex") {
+		t.Errorf("stuck counts plan:\n%s", plan)
+	}
 }
 
 func TestDB_DeliveryStats(t *testing.T) {
