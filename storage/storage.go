@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -193,6 +196,24 @@ func (db *DB) Close() error {
 
 // Ping reports whether the database can commit a write now (readiness).
 func (db *DB) Ping(ctx context.Context) error {
+	// A full disk first: a small write can still commit into WAL space allocated
+	// earlier (the WAL starts over at its beginning) while deliveries are refused.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(db.path), &fs); err == nil {
+		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
+			return fmt.Errorf("ping database: %d bytes free on its file system, under %d", free, minFreeBytes)
+		}
+	}
+	// The same for a file size limit (RLIMIT_FSIZE) that the files have nearly reached.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err == nil && lim.Cur != math.MaxUint64 {
+		for _, name := range []string{db.path, db.path + "-wal"} {
+			if fi, err := os.Stat(name); err == nil && uint64(fi.Size())+minFreeBytes > lim.Cur {
+				return fmt.Errorf("ping database: %s is %d bytes, within %d of the file size limit %d",
+					name, fi.Size(), minFreeBytes, lim.Cur)
+			}
+		}
+	}
 	_, err := db.write.ExecContext(ctx,
 		`INSERT INTO settings(name, value) VALUES('readyz', ?)
 		 ON CONFLICT(name) DO UPDATE SET value = excluded.value`, db.now())
@@ -201,6 +222,10 @@ func (db *DB) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// minFreeBytes is the room on the database's file system below which Ping fails: about
+// what one delivery at the default body limit and its WAL pages take.
+const minFreeBytes = 1 << 20
 
 func (db *DB) now() int64 { return db.Now().UnixMilli() }
 
