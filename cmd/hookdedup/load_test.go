@@ -253,11 +253,18 @@ func loadBare(t *testing.T) string {
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.Write(b)
 	})
+	return loadListen(t, mux)
+}
+
+// loadListen serves h on a loopback port until the test ends and returns the URL of the
+// harness's source there.
+func loadListen(t *testing.T, h http.Handler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/webhooks/ota"
@@ -289,14 +296,7 @@ func loadNoStore(t *testing.T) string {
 	})
 	mux := http.NewServeMux()
 	rc.Register(mux)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/webhooks/ota"
+	return loadListen(t, mux)
 }
 
 // noStore is a receiver.Store that stores nothing and accepts everything.
