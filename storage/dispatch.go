@@ -198,7 +198,11 @@ func (f KeyFilter) query() (string, []any) {
 		args = append(args, f.State)
 	}
 	switch {
-	case f.Stuck || f.State == StateProcessing || f.State == StateFailed:
+	case f.Stuck:
+		from = "claims INDEXED BY claims_unsettled"
+		where += " AND " + sqlStuck
+		args = append(args, millis(f.StuckBefore))
+	case f.State == StateProcessing || f.State == StateFailed:
 		from = "claims INDEXED BY claims_unsettled"
 		where += " AND state IN ('processing', 'failed')"
 	case f.State == StateReleased:
@@ -207,8 +211,6 @@ func (f KeyFilter) query() (string, []any) {
 	}
 	order := "id DESC"
 	if f.Stuck {
-		where += " AND (state = 'failed' OR updated_at < ?)"
-		args = append(args, millis(f.StuckBefore))
 		order = "updated_at, id"
 		if f.AfterID > 0 {
 			where += " AND id != ?" // stuck listings are short; the cursor only skips
@@ -249,7 +251,11 @@ func (db *DB) ListKeys(ctx context.Context, f KeyFilter) ([]Claim, error) {
 // snapshot the WAL could not start over, so intake stalled behind the backstop
 // checkpoint for up to half a second.
 const sqlStuckCounts = `SELECT source, count(*) FROM claims INDEXED BY claims_unsettled
-	WHERE state IN ('processing', 'failed') AND (state = 'failed' OR updated_at < ?) GROUP BY source`
+	WHERE ` + sqlStuck + ` GROUP BY source`
+
+// sqlStuck selects the stuck claims, given the time before which a processing key is
+// stuck: Claim.Stuck in SQL, worded so that claims_unsettled serves it.
+const sqlStuck = `state IN ('processing', 'failed') AND (state = 'failed' OR updated_at < ?)`
 
 // StuckCounts counts the stuck keys of each source that has any.
 func (db *DB) StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error) {

@@ -122,7 +122,7 @@ func (c Claim) Held(now time.Time) bool {
 }
 
 // Stuck reports whether the key is stuck: failed, or processing since before
-// stuckBefore. ListKeys and StuckCounts select the same keys in SQL.
+// stuckBefore. sqlStuck selects the same keys in SQL.
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
 }
