@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"database/sql"
 	"fmt"
 	"syscall"
 	"time"
@@ -106,26 +107,32 @@ func (db *DB) checkpointer() {
 // what it copied. It returns how many pages the WAL held when the pass began and
 // whether it copied all of them (another checkpoint, the writer's, can hold it off).
 func (db *DB) checkpointPass() (logPages int, caughtUp bool, err error) {
-	var busy, done int
-	if err := db.cp.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
-		return 0, false, err
-	}
-	if done > 0 {
+	logPages, caughtUp, done, err := passiveCheckpoint(db.cp)
+	if err == nil && done > 0 {
 		if err := syscall.Fdatasync(int(db.file.Fd())); err != nil {
 			return 0, false, fmt.Errorf("fsync %s: %w", db.path, err)
 		}
 	}
-	return logPages, busy == 0 && done == logPages, nil
+	return logPages, caughtUp, err
 }
 
 // finishCheckpoint is the writer's last pass of a catch-up, between two batches: with no
 // transaction open it copies the few pages the checkpointer could not, and SQLite fsyncs
 // them, so the next batch starts the WAL over. A failure is left to the backstop.
 func (db *DB) finishCheckpoint() {
-	var busy, logPages, done int
-	if db.write.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done) == nil && busy == 0 {
+	if _, caughtUp, _, err := passiveCheckpoint(db.write); err == nil && caughtUp {
 		db.walRestarts.Add(1)
 	}
+}
+
+// passiveCheckpoint runs PRAGMA wal_checkpoint(PASSIVE) on c: how many pages the WAL held
+// when it began, whether it copied all of them, and how many it has copied in all.
+func passiveCheckpoint(c *sql.DB) (logPages int, caughtUp bool, done int, err error) {
+	var busy int
+	if err := c.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
+		return 0, false, 0, err
+	}
+	return logPages, busy == 0 && done == logPages, done, nil
 }
 
 // noteCommit wakes the checkpointer without ever blocking the writer.

@@ -198,9 +198,9 @@ func (db *DB) Close() error {
 func (db *DB) Ping(ctx context.Context) error {
 	// A full disk first: a small write can still commit into WAL space allocated
 	// earlier (the WAL starts over at its beginning) while deliveries are refused.
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(db.path), &fs); err == nil {
-		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(db.path), &st); err == nil {
+		if free := st.Bavail * uint64(st.Bsize); free < minFreeBytes {
 			return fmt.Errorf("ping database: %d bytes free on its file system, under %d", free, minFreeBytes)
 		}
 	}
