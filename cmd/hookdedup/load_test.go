@@ -12,7 +12,8 @@
 //     with half of the deliveries duplicates and with all of them unique;
 //   - while the server's own expiry sweep deletes 1 M expired claims;
 //   - with 1 M and 5 M keys already stored (filled through storage.BulkLoadForBench),
-//     and the server's resident memory under load at the largest size.
+//     and the server's resident memory under load at the largest size;
+//   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go).
 //
 // Every figure is the median of BENCH_RUNS runs. Targets are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
@@ -700,6 +701,8 @@ func TestLoad(t *testing.T) {
 	// 3. Millions of keys already stored: one file, filled up size by size.
 	var sizeRows []*loadRow
 	var peakRSS, hwm float64
+	var consoleAt string
+	var consoleTimes []loadConsoleTiming
 	if len(k.keys) > 0 {
 		sub := filepath.Join(dir, "stored")
 		os.MkdirAll(sub, 0o755)
@@ -707,10 +710,15 @@ func TestLoad(t *testing.T) {
 		stored := int64(0)
 		for round, n := range k.keys {
 			fmt.Printf("%s keys stored:\n", loadCount(n))
-			loadFill(t, path, round+1, n-int(stored), false)
+			fillKeys := n - int(stored)
+			loadFill(t, path, round+1, fillKeys, false)
 			stored = int64(n)
-			s := loadServe(t, sub, path, "FULL")
 			last := round == len(k.keys)-1
+			var token string
+			if last {
+				token = loadConsoleUserAdd(t, path)
+			}
+			s := loadServe(t, sub, path, "FULL")
 			stopSampling := make(chan struct{})
 			sampled := make(chan struct{})
 			if last {
@@ -750,6 +758,12 @@ func TestLoad(t *testing.T) {
 				peakRSS, hwm = max(peakRSS, r), max(hwm, h)
 				fmt.Printf("  serve's resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB\n",
 					loadCount(n), peakRSS, hwm)
+				consoleAt = loadCount(n)
+				consoleTimes = loadConsole(t, s, token, round+1, fillKeys)
+				for _, tm := range consoleTimes {
+					fmt.Printf("  %-34s first %7.1f ms  median %7.1f ms  slowest %7.1f ms\n", tm.what,
+						float64(tm.first.Microseconds())/1000, float64(tm.median.Microseconds())/1000, float64(tm.max.Microseconds())/1000)
+				}
 			}
 			s.stop()
 		}
@@ -813,6 +827,22 @@ func TestLoad(t *testing.T) {
 			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB (target < 150 MB)\n",
 				loadCount(k.keys[len(k.keys)-1]), peakRSS, hwm)
 		}
+	}
+	if len(consoleTimes) > 0 {
+		var slowMedian, slowOne loadConsoleTiming
+		for _, tm := range consoleTimes {
+			if tm.median > slowMedian.median {
+				slowMedian = tm
+			}
+			if max(tm.first, tm.max) > max(slowOne.first, slowOne.max) {
+				slowOne = tm
+			}
+		}
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		fmt.Fprintf(&b, "- console and JSON API at %s keys: slowest median %.1f ms (%s), slowest single answer %.1f ms (%s; target < %d ms)\n",
+			consoleAt, ms(slowMedian.median), slowMedian.what, ms(max(slowOne.first, slowOne.max)), slowOne.what,
+			loadConsoleTarget.Milliseconds())
+		loadConsoleReport(&b, consoleAt, consoleTimes)
 	}
 	fmt.Print(b.String())
 	if k.out != "" {
