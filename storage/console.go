@@ -265,9 +265,13 @@ func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
 	return db.explain(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, "s", "k")
 }
 
-// ExplainKeys returns the query plan of ListKeys for f.
-func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter) (string, error) {
-	query, args := f.query()
+// ExplainKeys returns the query plan of ListKeys for f, or with window of Keys.
+func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter, window bool) (string, error) {
+	n := 0
+	if window {
+		n = ScanWindow
+	}
+	query, args, _ := f.query(n)
 	return db.explain(ctx, query, args...)
 }
 

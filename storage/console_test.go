@@ -170,6 +170,68 @@ func TestDB_Events_ScanWindow(t *testing.T) {
 	}
 }
 
+// TestDB_Keys_ScanWindow checks that a keys listing that checks each claim (here a
+// source with one old key below many of another) searches a bounded stretch of claims
+// per page and says so, that following Next finds what lies below, that listings with
+// matches in reach are unaffected, and that ListKeys (bulk releases) stays exhaustive.
+func TestDB_Keys_ScanWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores many claims")
+	}
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	rare := MustRecordEvent(t, db, "rare", "old", "h", "P", "B", "cancelled", "")
+	err := db.BulkLoadForBench(ctx, storage.BenchFill{Source: "ota", Keys: storage.ScanWindow + 10,
+		ClaimedAt: c.Now(), TTL: 24 * time.Hour, Headers: "{}",
+		Key:  func(i int) string { return fmt.Sprintf("k%06d", i) },
+		Body: func(int) []byte { return []byte("{}") }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(ks []storage.Claim) []string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, k.Source+"/"+k.Key)
+		}
+		return out
+	}
+
+	f := storage.KeyFilter{Source: "rare"}
+	p, err := db.Keys(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Keys) != 0 || !p.Partial || p.Next == 0 {
+		t.Fatalf("first page: %v, partial %v, next %d; want an empty partial page", keys(p.Keys), p.Partial, p.Next)
+	}
+	f.AfterID = p.Next
+	if p, err = db.Keys(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Keys) != 1 || p.Keys[0].Key != rare.Key || p.Next != 0 || p.Partial {
+		t.Fatalf("second page: %v, partial %v, next %d; want the rare key and the end", keys(p.Keys), p.Partial, p.Next)
+	}
+
+	for _, f := range []storage.KeyFilter{{Limit: 10}, {Source: "ota", Limit: 10}, {State: storage.StateProcessed, Limit: 10}} {
+		p, err := db.Keys(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Keys) != 10 || p.Partial || p.Next != p.Keys[9].ID || p.Keys[0].Key != fmt.Sprintf("k%06d", storage.ScanWindow+9) {
+			t.Errorf("%+v: %v, partial %v, next %d; want the 10 newest keys and a next page", f, keys(p.Keys), p.Partial, p.Next)
+		}
+	}
+
+	all, err := db.ListKeys(ctx, storage.KeyFilter{Source: "rare"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].Key != rare.Key {
+		t.Fatalf("ListKeys: %v, want the rare key", keys(all))
+	}
+}
+
 // TestDB_Events_Plans checks that each filter of the events list, and the deliveries of
 // one key, are answered through an index: no step of their plans scans the table.
 func TestDB_Events_Plans(t *testing.T) {
@@ -220,15 +282,17 @@ func TestDB_Events_Plans(t *testing.T) {
 	for _, f := range []storage.KeyFilter{{}, {Source: "ota"}, {State: storage.StateProcessed},
 		{Source: "ota", State: storage.StateReleased, AfterID: 5}, {State: storage.StateFailed},
 		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", AfterID: 5}} {
-		plan, err := db.ExplainKeys(ctx, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		unsettled := f.Stuck || f.State == storage.StateFailed || f.State == storage.StateProcessing
-		released := f.State == storage.StateReleased
-		if strings.Contains(plan, "autoindex") || unsettled != strings.Contains(plan, "claims_unsettled") ||
-			released != strings.Contains(plan, "claims_released") {
-			t.Errorf("keys plan for %+v:\n%s", f, plan)
+		for _, window := range []bool{false, true} {
+			plan, err := db.ExplainKeys(ctx, f, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unsettled := f.Stuck || f.State == storage.StateFailed || f.State == storage.StateProcessing
+			released := f.State == storage.StateReleased
+			if strings.Contains(plan, "autoindex") || unsettled != strings.Contains(plan, "claims_unsettled") ||
+				released != strings.Contains(plan, "claims_released") {
+				t.Errorf("keys plan for %+v (window %v):\n%s", f, window, plan)
+			}
 		}
 	}
 	// The stuck-keys count runs every 15 s and on the dashboard: it must read the few

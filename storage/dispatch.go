@@ -176,8 +176,10 @@ type KeyFilter struct {
 	Limit       int   // default 100
 }
 
-// query is ListKeys' query for f.
-func (f KeyFilter) query() (string, []any) {
+// query is the query of a keys listing for f. With window > 0, a listing that walks the
+// claims newest first and checks each one (a source, the processed state) looks at only
+// the window newest claims below the cursor, and windowed says so.
+func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -188,7 +190,6 @@ func (f KeyFilter) query() (string, []any) {
 	// first, and the few keys that can be stuck (processing, failed) or were released
 	// come from partial indexes of their own.
 	from, where := "claims", "1 = 1"
-	var args []any
 	if f.Source != "" {
 		where += " AND +source = ?"
 		args = append(args, f.Source)
@@ -197,6 +198,7 @@ func (f KeyFilter) query() (string, []any) {
 		where += " AND +state = ?"
 		args = append(args, f.State)
 	}
+	checked := len(args) > 0 // a source or a state to check on each claim
 	switch {
 	case f.Stuck:
 		from = "claims INDEXED BY claims_unsettled"
@@ -210,24 +212,96 @@ func (f KeyFilter) query() (string, []any) {
 		where += " AND state = 'released'"
 	}
 	order := "id DESC"
-	if f.Stuck {
+	switch {
+	case f.Stuck:
 		order = "updated_at, id"
 		if f.AfterID > 0 {
 			where += " AND id != ?" // stuck listings are short; the cursor only skips
 			args = append(args, f.AfterID)
 		}
-	} else if f.AfterID > 0 {
+	case window > 0 && from == "claims" && checked:
+		// A source with few keys (or none yet) among millions would otherwise be a walk
+		// through every claim.
+		windowed = true
+		where += " AND " + sqlKeyWindow
+		args = append(args, f.before(), window)
+	case f.AfterID > 0:
 		where += " AND id < ?"
 		args = append(args, f.AfterID)
 	}
 	args = append(args, f.Limit)
-	return `SELECT ` + claimColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args
+	return `SELECT ` + claimColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args, windowed
 }
 
-// ListKeys returns claims matching f. Stuck keys come oldest first (the longest stuck
-// on top); other listings newest first.
+// sqlKeyWindow is the newest claims below a cursor, at most a given number of them.
+const sqlKeyWindow = `id IN (SELECT id FROM claims WHERE id < ? ORDER BY id DESC LIMIT ?)`
+
+// before is the id that f's listing starts below.
+func (f KeyFilter) before() int64 {
+	if f.AfterID > 0 {
+		return f.AfterID
+	}
+	return 1<<63 - 1
+}
+
+// KeyPage is one page of a keys listing.
+type KeyPage struct {
+	Keys []Claim
+	// Next is the cursor of the following page (KeyFilter.AfterID), 0 when there is
+	// none. Stuck listings have no next page.
+	Next int64
+	// Partial is true when the page was cut short to stay fast: the filter needs a look
+	// at each claim, and only ScanWindow claims were looked at. Next goes on from there.
+	Partial bool
+}
+
+// Keys returns one page of the keys matching f, in ListKeys' order, for the console and
+// the API. It stays fast at millions of keys: a listing that has to check each claim (a
+// source's keys, the processed ones) looks at most at ScanWindow of them, newest first,
+// and says so in Partial. ListKeys, for bulk releases and the command line, is exhaustive.
+func (db *DB) Keys(ctx context.Context, f KeyFilter) (KeyPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	limit := f.Limit
+	f.Limit++ // one more than a page says whether another follows
+	query, args, windowed := f.query(ScanWindow)
+	claims, err := db.listKeys(ctx, query, args)
+	if err != nil {
+		return KeyPage{}, err
+	}
+	var page KeyPage
+	if len(claims) > limit {
+		page.Keys = claims[:limit]
+		if !f.Stuck {
+			page.Next = page.Keys[limit-1].ID
+		}
+		return page, nil
+	}
+	page.Keys = claims
+	if windowed {
+		// Fewer than a page: either the end, or the end of the window.
+		var n, last int64
+		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM claims WHERE `+sqlKeyWindow,
+			f.before(), ScanWindow).Scan(&n, &last)
+		if err != nil {
+			return KeyPage{}, fmt.Errorf("list keys: %w", err)
+		}
+		if n == ScanWindow {
+			page.Next, page.Partial = last, true
+		}
+	}
+	return page, nil
+}
+
+// ListKeys returns every claim matching f, up to f.Limit. Stuck keys come oldest first
+// (the longest stuck on top); other listings newest first.
 func (db *DB) ListKeys(ctx context.Context, f KeyFilter) ([]Claim, error) {
-	query, args := f.query()
+	query, args, _ := f.query(0)
+	return db.listKeys(ctx, query, args)
+}
+
+func (db *DB) listKeys(ctx context.Context, query string, args []any) ([]Claim, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)

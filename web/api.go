@@ -351,7 +351,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.AfterID, f.Limit = after, int(min(max(limit, 1), 1000))
-	keys, err := a.store.ListKeys(r.Context(), f)
+	page, err := a.store.Keys(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -359,11 +359,11 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		Keys []apiClaim `json:"keys"`
 		Next string     `json:"next,omitempty"`
 	}{Keys: []apiClaim{}}
-	for _, c := range keys {
+	for _, c := range page.Keys {
 		out.Keys = append(out.Keys, a.toAPIClaim(c))
 	}
-	if len(keys) == f.Limit && !f.Stuck {
-		out.Next = strconv.FormatInt(keys[len(keys)-1].ID, 10)
+	if page.Next != 0 {
+		out.Next = strconv.FormatInt(page.Next, 10)
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil

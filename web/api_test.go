@@ -167,6 +167,35 @@ func TestAPI_DeliveriesAndKeys(t *testing.T) {
 	}
 }
 
+// TestAPI_KeysScanWindow: a keys listing that checks each claim answers a page that may
+// be empty but has next, until the key below the window is found.
+func TestAPI_KeysScanWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores many claims")
+	}
+	e := newAPIEnv(t)
+	old := e.record(t, "old", `{"booking_id":"BK-1"}`, false)
+	bulkKeys(t, e.db, "other", storage.ScanWindow+10)
+	var got []string
+	path, pages := "/api/v1/keys?source=ota", 0
+	for ; path != "" && pages < 5; pages++ {
+		code, out := e.call(t, storage.RoleViewer, "GET", path, "")
+		if code != 200 {
+			t.Fatalf("GET %s: %d %v", path, code, out)
+		}
+		for _, k := range out["keys"].([]any) {
+			got = append(got, k.(map[string]any)["key"].(string))
+		}
+		path = ""
+		if next, _ := out["next"].(string); next != "" {
+			path = "/api/v1/keys?source=ota&before=" + next
+		}
+	}
+	if pages != 2 || len(got) != 1 || got[0] != old.Key {
+		t.Fatalf("%d pages, keys %v; want an empty page with next, then the old key", pages, got)
+	}
+}
+
 func TestAPI_Release(t *testing.T) {
 	e := newAPIEnv(t)
 	e.record(t, "k1", `{}`, false)

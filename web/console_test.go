@@ -388,6 +388,55 @@ func TestConsole_Pages(t *testing.T) {
 	})
 }
 
+// bulkKeys stores n processed keys of source, newer than everything before them.
+func bulkKeys(t *testing.T, db *storage.DB, source string, n int) {
+	t.Helper()
+	err := db.BulkLoadForBench(context.Background(), storage.BenchFill{Source: source, Keys: n,
+		ClaimedAt: db.Now(), TTL: 24 * time.Hour, Headers: "{}",
+		Key:  func(i int) string { return fmt.Sprintf("bulk-%06d", i) },
+		Body: func(int) []byte { return []byte("{}") }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsole_KeysScanWindow: the keys of a source with one key below many of another
+// are searched a bounded stretch at a time, the page says so, and its link goes on.
+func TestConsole_KeysScanWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores many claims")
+	}
+	e := newConsoleEnv(t)
+	bulkKeys(t, e.db, "ota", storage.ScanWindow+10)
+	c := e.as(t, "viewer")
+	code, body := c.get("/keys?state=all&source=pms")
+	if code != http.StatusOK {
+		t.Fatalf("GET /keys = %d", code)
+	}
+	mustContain(t, body, "No match among the most recent keys searched", "Search older keys")
+	if strings.Contains(body, "cmd|evil") {
+		t.Fatal("the first page shows the old key: it searched more than its window")
+	}
+	next := regexp.MustCompile(`href="(/keys\?[^"]*after=\d+[^"]*)"`).FindStringSubmatch(body)
+	if next == nil {
+		t.Fatalf("no link to search older keys:\n%s", body)
+	}
+	code, body = c.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d", next[1], code)
+	}
+	mustContain(t, body, `data-testid="keys"`, "=cmd|evil")
+	if strings.Contains(body, "Search older keys") || strings.Contains(body, `data-testid="next"`) {
+		t.Error("the last page links to another")
+	}
+	// Without a filter the page is a straight walk: full, with an ordinary next page.
+	_, body = c.get("/keys?state=all")
+	mustContain(t, body, "bulk-", `data-testid="next"`)
+	if strings.Contains(body, "bounded stretch") {
+		t.Error("an unfiltered page says it was cut short")
+	}
+}
+
 func TestConsole_CSV(t *testing.T) {
 	e := newConsoleEnv(t)
 	c := e.as(t, "viewer")

@@ -52,7 +52,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.AfterID = n
 	}
-	claims, err := s.store.ListKeys(ctx, f)
+	page, err := s.store.Keys(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -74,6 +74,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		Sources:    s.sourceNames(),
 		CanRelease: Allowed(u.Role, storage.RoleOperator),
 		Return:     r.URL.RequestURI(),
+		Partial:    page.Partial,
 	}
 	for _, t := range keyTabs {
 		tq := url.Values{"state": {t.name}}
@@ -86,7 +87,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Tabs = append(v.Tabs, views.Link{Label: label, URL: "/keys?" + tq.Encode(), Active: t.name == tab})
 	}
-	for _, c := range claims {
+	for _, c := range page.Keys {
 		row := views.KeyRow{
 			Value: c.Source + "/" + c.Key, Source: c.Source, Key: c.Key, KeyShort: shortKey(c.Key),
 			State: c.State, Attempts: c.Attempts,
@@ -115,8 +116,8 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if !f.Stuck && len(claims) == f.Limit {
-		nq := url.Values{"state": {tab}, "after": {strconv.FormatInt(claims[len(claims)-1].ID, 10)}}
+	if page.Next != 0 {
+		nq := url.Values{"state": {tab}, "after": {strconv.FormatInt(page.Next, 10)}}
 		if source != "" {
 			nq.Set("source", source)
 		}

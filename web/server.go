@@ -37,7 +37,7 @@ type Store interface {
 	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
 	// LastAttempt returns ErrNotFound if no attempt was made.
 	LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error)
-	ListKeys(ctx context.Context, f storage.KeyFilter) ([]storage.Claim, error)
+	Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, error)
 	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
 	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
 	ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error)
