@@ -84,8 +84,8 @@ bench-deps:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk; }
 
 bench: bench-deps
-	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record)' \
-		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./storage/
+	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console)' \
+		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./storage/ ./web/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
 		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi

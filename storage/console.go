@@ -260,9 +260,9 @@ func (db *DB) ExplainEvents(ctx context.Context, f EventFilter) (string, error) 
 	return db.explain(ctx, query, args...)
 }
 
-// ExplainKeyDeliveries returns the query plan of KeyDeliveries.
+// ExplainKeyDeliveries returns the query plan of FirstKeyDeliveries.
 func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
-	return db.explain(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, "s", "k")
+	return db.explain(ctx, sqlKeyDeliveries, "s", "k", 101)
 }
 
 // ExplainKeys returns the query plan of ListKeys for f, or with window of Keys.

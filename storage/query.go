@@ -49,21 +49,41 @@ func (db *DB) Delivery(ctx context.Context, id int64) (Delivery, error) {
 
 // KeyDeliveries returns every stored delivery of one source's key, oldest first.
 func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]Delivery, error) {
-	rows, err := db.read.QueryContext(ctx,
-		`SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND key = ? ORDER BY id`, source, key)
+	out, _, err := db.FirstKeyDeliveries(ctx, source, key, -1)
+	return out, err
+}
+
+const sqlKeyDeliveries = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
+
+// FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
+// oldest first (all of them when limit < 0), and whether the key has more. A key can
+// gather any number of deliveries (a provider that sends one event id for everything, a
+// key field that few values share): pages that show a key must not load them all.
+func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]Delivery, bool, error) {
+	n := limit
+	if limit >= 0 {
+		n = limit + 1 // one more says whether there are more
+	}
+	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, n)
 	if err != nil {
-		return nil, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
 	}
 	defer rows.Close()
 	var out []Delivery
 	for rows.Next() {
 		d, err := scanDelivery(rows)
 		if err != nil {
-			return nil, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+			return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
 		}
 		out = append(out, d)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+	}
+	if limit >= 0 && len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }
 
 // Claim is the state of one source's key.

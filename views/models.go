@@ -136,9 +136,13 @@ type Event struct {
 	BodySize    int
 	Key         *KeyState // nil when the delivery has no key (rejected)
 	Deliveries  []EventRow
-	Compare     *Compare
-	Attempts    []AttemptRow
-	ForwardURL  string // "" when the source records only
+	// MoreDeliveriesURL lists every delivery of the key when it has more than the first
+	// FirstShown, which Deliveries holds (with this one) ("" when those are all).
+	MoreDeliveriesURL string
+	FirstShown        int
+	Compare           *Compare
+	Attempts          []AttemptRow
+	ForwardURL        string // "" when the source records only
 }
 
 // Header is one request header.

@@ -269,48 +269,63 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		Delivery   apiDelivery    `json:"delivery"`
 		Derivation *apiDerivation `json:"derivation,omitempty"`
 		Claim      *apiClaim      `json:"claim,omitempty"`
-		SameKey    []apiDelivery  `json:"same_key,omitempty"` // every delivery of the key, oldest first
-		Attempts   []apiAttempt   `json:"attempts,omitempty"`
+		// The first KeyDeliveriesShown deliveries of the key, oldest first; with
+		// same_key_more, /api/v1/deliveries?source=S&key=K pages through all of them.
+		SameKey     []apiDelivery `json:"same_key,omitempty"`
+		SameKeyMore bool          `json:"same_key_more,omitempty"`
+		Attempts    []apiAttempt  `json:"attempts,omitempty"`
 	}{Delivery: toAPIDelivery(d, true)}
 	if kd.Method != "" {
 		out.Derivation = &apiDerivation{Method: kd.Method, From: kd.From, Fields: kd.Fields, Canonical: kd.Canonical, SHA256: kd.Hash}
 	}
 	if d.Key != "" {
-		if out.Claim, out.SameKey, out.Attempts, err = a.keyDetail(r.Context(), d.Source, d.Key); err != nil {
+		k, err := a.keyDetail(r.Context(), d.Source, d.Key)
+		if err != nil {
 			return err
 		}
+		out.Claim, out.SameKey, out.SameKeyMore, out.Attempts = k.Claim, k.Deliveries, k.More, k.Attempts
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
 }
 
-func (a *api) keyDetail(ctx context.Context, source, key string) (*apiClaim, []apiDelivery, []apiAttempt, error) {
-	var claim *apiClaim
+// apiKey is what the API tells of one key: its claim (nil once swept), its first
+// KeyDeliveriesShown deliveries, oldest first (More when it has others), its attempts.
+type apiKey struct {
+	Claim      *apiClaim     `json:"claim"`
+	Deliveries []apiDelivery `json:"deliveries"`
+	More       bool          `json:"more_deliveries,omitempty"`
+	Attempts   []apiAttempt  `json:"attempts"`
+}
+
+func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error) {
+	var k apiKey
 	c, err := a.store.Claim(ctx, source, key)
 	switch {
 	case err == nil:
 		ac := a.toAPIClaim(c)
-		claim = &ac
+		k.Claim = &ac
 	case !errors.Is(err, storage.ErrNotFound):
-		return nil, nil, nil, err
+		return apiKey{}, err
 	}
-	all, err := a.store.KeyDeliveries(ctx, source, key)
+	all, more, err := a.store.FirstKeyDeliveries(ctx, source, key, KeyDeliveriesShown)
 	if err != nil {
-		return nil, nil, nil, err
+		return apiKey{}, err
 	}
-	same := make([]apiDelivery, 0, len(all))
+	k.More = more
+	k.Deliveries = make([]apiDelivery, 0, len(all))
 	for _, d := range all {
-		same = append(same, toAPIDelivery(d, false))
+		k.Deliveries = append(k.Deliveries, toAPIDelivery(d, false))
 	}
 	atts, err := a.store.Attempts(ctx, source, key)
 	if err != nil {
-		return nil, nil, nil, err
+		return apiKey{}, err
 	}
-	attempts := make([]apiAttempt, 0, len(atts))
+	k.Attempts = make([]apiAttempt, 0, len(atts))
 	for _, at := range atts {
-		attempts = append(attempts, apiAttempt{At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
+		k.Attempts = append(k.Attempts, apiAttempt{At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
 	}
-	return claim, same, attempts, nil
+	return k, nil
 }
 
 func (a *api) getKey(w http.ResponseWriter, r *http.Request) error {
@@ -318,18 +333,14 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) error {
 	if source == "" || key == "" {
 		return apiErr(http.StatusBadRequest, "source and key are required: /api/v1/key?source=S&key=K")
 	}
-	claim, same, attempts, err := a.keyDetail(r.Context(), source, key)
+	k, err := a.keyDetail(r.Context(), source, key)
 	if err != nil {
 		return err
 	}
-	if claim == nil && len(same) == 0 {
+	if k.Claim == nil && len(k.Deliveries) == 0 {
 		return apiErr(http.StatusNotFound, "no such key: %s/%s", source, key)
 	}
-	writeAPI(w, http.StatusOK, struct {
-		Claim      *apiClaim     `json:"claim"`
-		Deliveries []apiDelivery `json:"deliveries"`
-		Attempts   []apiAttempt  `json:"attempts"`
-	}{claim, same, attempts})
+	writeAPI(w, http.StatusOK, k)
 	return nil
 }
 

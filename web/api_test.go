@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -193,6 +194,29 @@ func TestAPI_KeysScanWindow(t *testing.T) {
 	}
 	if pages != 2 || len(got) != 1 || got[0] != old.Key {
 		t.Fatalf("%d pages, keys %v; want an empty page with next, then the old key", pages, got)
+	}
+}
+
+// TestAPI_ManyDeliveriesOfAKey: a key's details list its first KeyDeliveriesShown
+// deliveries and say that it has more.
+func TestAPI_ManyDeliveriesOfAKey(t *testing.T) {
+	e := newAPIEnv(t)
+	var last *storage.Delivery
+	for i := range web.KeyDeliveriesShown + 1 {
+		last = e.record(t, "storm", fmt.Sprintf(`{"n":%d}`, i), false)
+	}
+	few := e.record(t, "calm", `{"n":1}`, false)
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/key?source=ota&key=storm", "")
+	if ds := out["deliveries"].([]any); code != 200 || len(ds) != web.KeyDeliveriesShown || out["more_deliveries"] != true {
+		t.Fatalf("key: %d, %d deliveries, more %v", code, len(ds), out["more_deliveries"])
+	}
+	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries/"+idStr(last.ID), "")
+	if ds := out["same_key"].([]any); code != 200 || len(ds) != web.KeyDeliveriesShown || out["same_key_more"] != true {
+		t.Fatalf("delivery: %d, %d same-key deliveries, more %v", code, len(ds), out["same_key_more"])
+	}
+	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries/"+idStr(few.ID), "")
+	if ds := out["same_key"].([]any); code != 200 || len(ds) != 1 || out["same_key_more"] != nil {
+		t.Fatalf("one delivery of a key: %d, %d same-key deliveries, more %v", code, len(ds), out["same_key_more"])
 	}
 }
 

@@ -49,7 +49,7 @@ type consoleEnv struct {
 	failedKey            string
 }
 
-func newConsoleEnv(t *testing.T) *consoleEnv {
+func newConsoleEnv(t testing.TB) *consoleEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
@@ -129,13 +129,13 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 
 // client is a browser-like session: cookies, and the CSRF token of the last page.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	e    *consoleEnv
 	http *http.Client
 	csrf string
 }
 
-func (e *consoleEnv) client(t *testing.T) *client {
+func (e *consoleEnv) client(t testing.TB) *client {
 	jar, _ := cookiejar.New(nil)
 	return &client{t: t, e: e, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
@@ -207,7 +207,7 @@ func (c *client) login(name string) *client {
 	return c
 }
 
-func (e *consoleEnv) as(t *testing.T, role string) *client { return e.client(t).login(role) }
+func (e *consoleEnv) as(t testing.TB, role string) *client { return e.client(t).login(role) }
 
 func mustContain(t *testing.T, body string, wants ...string) {
 	t.Helper()
@@ -434,6 +434,48 @@ func TestConsole_KeysScanWindow(t *testing.T) {
 	mustContain(t, body, "bulk-", `data-testid="next"`)
 	if strings.Contains(body, "bounded stretch") {
 		t.Error("an unfiltered page says it was cut short")
+	}
+}
+
+// TestConsole_ManyDeliveriesOfAKey: a key with more deliveries than a page lists shows
+// the first ones (and the delivery asked for), says so, links to all of them, and still
+// compares with a delivery past the listed ones.
+func TestConsole_ManyDeliveriesOfAKey(t *testing.T) {
+	e := newConsoleEnv(t)
+	var ds []*storage.Delivery
+	for i := range web.KeyDeliveriesShown + 5 {
+		d := &storage.Delivery{Source: "ota", Key: "evt_storm", KeyMethod: "event_id", PayloadHash: fmt.Sprint("h", i%2),
+			ContentType: "application/json", Body: fmt.Appendf(nil, `{"n":%d}`, i%2)}
+		if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	rows := regexp.MustCompile(`<tr class="[^"]*"><td>`)
+	c := e.as(t, "viewer")
+	last := ds[len(ds)-1]
+	code, body := c.get(fmt.Sprintf("/events/%d", last.ID))
+	if code != http.StatusOK {
+		t.Fatalf("GET /events/%d = %d", last.ID, code)
+	}
+	mustContain(t, body, `data-testid="more-deliveries"`, "the first 100 are listed",
+		`href="/events?key=evt_storm&amp;source=ota"`, "this one", `data-testid="compare"`)
+	table := body[strings.Index(body, `data-testid="key-deliveries"`):]
+	table = table[:strings.Index(table, "</table>")]
+	if n := len(rows.FindAllString(table, -1)); n != web.KeyDeliveriesShown+1 {
+		t.Errorf("%d deliveries listed, want the first %d and this one", n, web.KeyDeliveriesShown)
+	}
+	if strings.Contains(table, fmt.Sprintf(">%d<", ds[len(ds)-2].ID)) {
+		t.Error("a delivery past the first ones, other than this one, is listed")
+	}
+	// Compare with one that is not listed: it is found all the same.
+	with := ds[len(ds)-2]
+	_, body = c.get(fmt.Sprintf("/events/%d?with=%d", last.ID, with.ID))
+	mustContain(t, body, `data-testid="compare"`, fmt.Sprintf(`href="/events/%d"`, with.ID))
+	// A key with few deliveries says nothing of the kind.
+	_, body = c.get(fmt.Sprintf("/events/%d", e.dup.ID))
+	if strings.Contains(body, "more-deliveries") {
+		t.Error("a key with two deliveries says it has more")
 	}
 }
 

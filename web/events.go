@@ -21,6 +21,10 @@ import (
 
 const dateTimeLocal = "2006-01-02T15:04"
 
+// KeyDeliveriesShown is how many deliveries of a key, oldest first, a delivery's page and
+// the API's key details list; the events list, filtered by the key, pages through all.
+const KeyDeliveriesShown = 100
+
 // eventFilter reads the events filter from a query string. A problem is said in words
 // for the user ("" when there is none).
 func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilter, string) {
@@ -232,9 +236,16 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Key = ks
 
-	all, err := s.store.KeyDeliveries(ctx, d.Source, d.Key)
+	all, more, err := s.store.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown)
 	if err != nil {
 		return err
+	}
+	if more {
+		v.MoreDeliveriesURL = "/events?" + url.Values{"source": {d.Source}, "key": {d.Key}}.Encode()
+		v.FirstShown = KeyDeliveriesShown
+		if !slices.ContainsFunc(all, func(o storage.Delivery) bool { return o.ID == d.ID }) {
+			all = append(all, d) // past the first ones, so after them in id order
+		}
 	}
 	// The comparison: ?with=ID, else this delivery against the first of its key, else
 	// (for the first) against the first delivery whose payload differs.
@@ -243,6 +254,16 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	for i := range all {
 		if all[i].ID == with && with != d.ID {
 			other = &all[i]
+		}
+	}
+	if other == nil && more && with != 0 && with != d.ID {
+		// A delivery of the key past the ones listed, from the events list.
+		o, err := s.store.Delivery(ctx, with)
+		switch {
+		case err == nil && o.Source == d.Source && o.Key == d.Key:
+			other = &o
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return err
 		}
 	}
 	if other == nil && len(all) > 1 {

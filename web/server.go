@@ -31,7 +31,9 @@ import (
 type Store interface {
 	// Delivery returns ErrNotFound if there is no delivery with that id.
 	Delivery(ctx context.Context, id int64) (storage.Delivery, error)
-	KeyDeliveries(ctx context.Context, source, key string) ([]storage.Delivery, error)
+	// FirstKeyDeliveries returns the first limit deliveries of a key, oldest first, and
+	// whether it has more.
+	FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error)
 	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
 	Claim(ctx context.Context, source, key string) (storage.Claim, error)
 	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
