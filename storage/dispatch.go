@@ -187,14 +187,19 @@ func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 	// key) index, reading every claim of the source to sort them (0.8-1.1 s with 5 M
 	// keys), and a state filter by walking the whole table when few keys matched. So
 	// the unary + keeps it off those indexes: most listings walk the newest claims
-	// first, and the few keys that can be stuck (processing, failed) or were released
-	// come from partial indexes of their own.
+	// first, and the keys that can be stuck (processing, failed) or were released come
+	// from partial indexes of their own.
+	unsettled := !f.Stuck && (f.State == StateProcessing || f.State == StateFailed)
 	from, where := "claims", "1 = 1"
 	if f.Source != "" {
 		where += " AND +source = ?"
 		args = append(args, f.Source)
 	}
-	if f.State != "" {
+	switch {
+	case unsettled:
+		where += " AND state = ?" // claims_unsettled_id's first column
+		args = append(args, f.State)
+	case f.State != "":
 		where += " AND +state = ?"
 		args = append(args, f.State)
 	}
@@ -204,8 +209,8 @@ func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 		from = "claims INDEXED BY claims_unsettled"
 		where += " AND " + sqlStuck
 		args = append(args, millis(f.StuckBefore))
-	case f.State == StateProcessing || f.State == StateFailed:
-		from = "claims INDEXED BY claims_unsettled"
+	case unsettled:
+		from = "claims INDEXED BY claims_unsettled_id"
 		where += " AND state IN ('processing', 'failed')"
 	case f.State == StateReleased:
 		from = "claims INDEXED BY claims_released"
