@@ -265,13 +265,14 @@ func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlKeyDeliveries, "s", "k", 101)
 }
 
-// ExplainKeys returns the query plan of ListKeys for f, or with window of Keys.
+// ExplainKeys returns the query plan of ListKeys for f, or with window, of Keys (for a
+// listing that walks, within a window).
 func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter, window bool) (string, error) {
-	n := 0
-	if window {
-		n = ScanWindow
+	var from int64
+	if window && f.walks() {
+		from = 1
 	}
-	query, args, _ := f.query(n)
+	query, args := f.query(from)
 	return db.explain(ctx, query, args...)
 }
 

@@ -319,10 +319,15 @@ func TestDB_Events_Plans(t *testing.T) {
 				tab != strings.Contains(plan, "claims_unsettled_id") || released != strings.Contains(plan, "claims_released") {
 				t.Errorf("keys plan for %+v (window %v):\n%s", f, window, plan)
 			}
-			// The processing and failed tabs come newest first in the index's order: no
-			// sort of every unsettled key.
-			if tab && strings.Contains(plan, "TEMP B-TREE") {
+			// Every listing comes in its index's order: the processing and failed tabs
+			// used to sort every unsettled key.
+			if strings.Contains(plan, "TEMP B-TREE") {
 				t.Errorf("keys plan for %+v sorts:\n%s", f, plan)
+			}
+			// Keys bounds a walk that checks each claim to a window of ids.
+			walk := !f.Stuck && !tab && !released && (f.Source != "" || f.State != "")
+			if window && walk && !strings.Contains(plan, "rowid>? AND rowid<?") {
+				t.Errorf("keys plan for %+v does not keep to its window:\n%s", f, plan)
 			}
 		}
 	}

@@ -176,10 +176,9 @@ type KeyFilter struct {
 	Limit       int   // default 100
 }
 
-// query is the query of a keys listing for f. With window > 0, a listing that walks the
-// claims newest first and checks each one (a source, the processed state) looks at only
-// the window newest claims below the cursor, and windowed says so.
-func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
+// query is the query of a keys listing for f. With from > 0 (a listing that walks,
+// see walks), it looks only at the claims from that id up to the cursor.
+func (f KeyFilter) query(from int64) (string, []any) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -190,7 +189,8 @@ func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 	// first, and the keys that can be stuck (processing, failed) or were released come
 	// from partial indexes of their own.
 	unsettled := !f.Stuck && (f.State == StateProcessing || f.State == StateFailed)
-	from, where := "claims", "1 = 1"
+	table, where := "claims", "1 = 1"
+	var args []any
 	if f.Source != "" {
 		where += " AND +source = ?"
 		args = append(args, f.Source)
@@ -203,17 +203,16 @@ func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 		where += " AND +state = ?"
 		args = append(args, f.State)
 	}
-	checked := len(args) > 0 // a source or a state to check on each claim
 	switch {
 	case f.Stuck:
-		from = "claims INDEXED BY claims_unsettled"
+		table = "claims INDEXED BY claims_unsettled"
 		where += " AND " + sqlStuck
 		args = append(args, millis(f.StuckBefore))
 	case unsettled:
-		from = "claims INDEXED BY claims_unsettled_id"
+		table = "claims INDEXED BY claims_unsettled_id"
 		where += " AND state IN ('processing', 'failed')"
 	case f.State == StateReleased:
-		from = "claims INDEXED BY claims_released"
+		table = "claims INDEXED BY claims_released"
 		where += " AND state = 'released'"
 	}
 	order := "id DESC"
@@ -224,22 +223,26 @@ func (f KeyFilter) query(window int) (query string, args []any, windowed bool) {
 			where += " AND id != ?" // stuck listings are short; the cursor only skips
 			args = append(args, f.AfterID)
 		}
-	case window > 0 && from == "claims" && checked:
-		// A source with few keys (or none yet) among millions would otherwise be a walk
-		// through every claim.
-		windowed = true
-		where += " AND " + sqlKeyWindow
-		args = append(args, f.before(), window)
+	case from > 0:
+		where += " AND id >= ? AND id < ?"
+		args = append(args, from, f.before())
 	case f.AfterID > 0:
 		where += " AND id < ?"
 		args = append(args, f.AfterID)
 	}
 	args = append(args, f.Limit)
-	return `SELECT ` + claimColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args, windowed
+	return `SELECT ` + claimColumns + ` FROM ` + table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args
 }
 
-// sqlKeyWindow is the newest claims below a cursor, at most a given number of them.
-const sqlKeyWindow = `id IN (SELECT id FROM claims WHERE id < ? ORDER BY id DESC LIMIT ?)`
+// walks reports whether f's listing walks the claims newest first and checks each one
+// (a source, the processed state) rather than reading an index of its own: a source
+// with few keys, or none yet, among millions would be a walk through every claim.
+func (f KeyFilter) walks() bool {
+	if f.Stuck || f.State == StateProcessing || f.State == StateFailed || f.State == StateReleased {
+		return false
+	}
+	return f.Source != "" || f.State != ""
+}
 
 // before is the id that f's listing starts below.
 func (f KeyFilter) before() int64 {
@@ -248,6 +251,11 @@ func (f KeyFilter) before() int64 {
 	}
 	return 1<<63 - 1
 }
+
+// sqlKeyWindow is the id of the oldest of the ScanWindow newest claims below a cursor,
+// or 0 when fewer remain. Stepping a cursor over the rowids finds it in ~1 ms with 5 M
+// claims; gathering the window's ids into a list (id IN (...)) took 8-12 ms.
+const sqlKeyWindow = `SELECT coalesce((SELECT id FROM claims WHERE id < ? ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`
 
 // KeyPage is one page of a keys listing.
 type KeyPage struct {
@@ -270,7 +278,13 @@ func (db *DB) Keys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 	}
 	limit := f.Limit
 	f.Limit++ // one more than a page says whether another follows
-	query, args, windowed := f.query(ScanWindow)
+	var from int64
+	if f.walks() {
+		if err := db.read.QueryRowContext(ctx, sqlKeyWindow, f.before(), ScanWindow-1).Scan(&from); err != nil {
+			return KeyPage{}, fmt.Errorf("list keys: %w", err)
+		}
+	}
+	query, args := f.query(from)
 	claims, err := db.listKeys(ctx, query, args)
 	if err != nil {
 		return KeyPage{}, err
@@ -284,17 +298,9 @@ func (db *DB) Keys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 		return page, nil
 	}
 	page.Keys = claims
-	if windowed {
-		// Fewer than a page: either the end, or the end of the window.
-		var n, last int64
-		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM claims WHERE `+sqlKeyWindow,
-			f.before(), ScanWindow).Scan(&n, &last)
-		if err != nil {
-			return KeyPage{}, fmt.Errorf("list keys: %w", err)
-		}
-		if n == ScanWindow {
-			page.Next, page.Partial = last, true
-		}
+	if from > 0 {
+		// Fewer than a page in a full window: older claims may match.
+		page.Next, page.Partial = from, true
 	}
 	return page, nil
 }
@@ -302,7 +308,7 @@ func (db *DB) Keys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 // ListKeys returns every claim matching f, up to f.Limit. Stuck keys come oldest first
 // (the longest stuck on top); other listings newest first.
 func (db *DB) ListKeys(ctx context.Context, f KeyFilter) ([]Claim, error) {
-	query, args, _ := f.query(0)
+	query, args := f.query(0)
 	return db.listKeys(ctx, query, args)
 }
 
