@@ -126,26 +126,24 @@ func (f EventFilter) plan() eventQuery {
 	return q
 }
 
-// window is the query of the ids the driving index finds in [lo, hi], newest first, at
-// most ScanWindow of them.
-func (q eventQuery) window(lo, hi int64) (string, []any) {
+// windowStart is the query of where a page's search stops: the oldest of the ScanWindow
+// newest ids that the driving index finds in [lo, hi], or 0 when it finds fewer. One
+// cursor stepped over the index finds it; gathering those ids into a list for the page
+// query to check (id IN (...)) cost 8-10 ms more a page with 5 M deliveries.
+func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
 	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
-	return `SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") + ` ORDER BY id DESC LIMIT ?`,
-		append(append([]any{lo, hi}, q.driveArgs...), ScanWindow)
+	return `SELECT coalesce((SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
+			` ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`,
+		append(append([]any{lo, hi}, q.driveArgs...), ScanWindow-1)
 }
 
-// pageQuery is the query of one page of up to limit deliveries in [lo, hi]: straight
-// from the driving index when nothing is left to check, otherwise the checks applied to
-// one window of it.
+// pageQuery is the query of one page of up to limit deliveries in [lo, hi] that the
+// driving index finds and the checks pass, newest first.
 func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
-	if len(q.check) == 0 {
-		drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
-		return `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
-			` ORDER BY id DESC LIMIT ?`, append(append([]any{lo, hi}, q.driveArgs...), limit)
-	}
-	window, args := q.window(lo, hi)
-	return `SELECT ` + eventColumns + ` FROM deliveries WHERE id IN (` + window + `) AND ` +
-		strings.Join(q.check, " AND ") + ` ORDER BY id DESC LIMIT ?`, append(append(args, q.checkArgs...), limit)
+	where := append(append([]string{"id BETWEEN ? AND ?"}, q.drive...), q.check...)
+	args := append(append(append([]any{lo, hi}, q.driveArgs...), q.checkArgs...), limit)
+	return `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id DESC LIMIT ?`, args
 }
 
 func placeholders(n int) string {
@@ -196,7 +194,15 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		return page, nil
 	}
 	q := f.plan()
-	query, args := q.pageQuery(lo, hi, f.Limit+1)
+	// With checks on each row, the page searches a window of the driving index at most.
+	var start int64
+	if len(q.check) > 0 {
+		query, args := q.windowStart(lo, hi)
+		if err := db.read.QueryRowContext(ctx, query, args...).Scan(&start); err != nil {
+			return EventPage{}, fmt.Errorf("events: %w", err)
+		}
+	}
+	query, args := q.pageQuery(max(lo, start), hi, f.Limit+1)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return EventPage{}, fmt.Errorf("events: %w", err)
@@ -217,17 +223,9 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		page.Next = page.Events[f.Limit-1].ID
 		return page, nil
 	}
-	if len(q.check) > 0 {
-		// Fewer than a page: either the end, or the end of the window.
-		var n, last int64
-		window, args := q.window(lo, hi)
-		err := db.read.QueryRowContext(ctx, `SELECT count(*), coalesce(min(id), 0) FROM (`+window+`)`, args...).Scan(&n, &last)
-		if err != nil {
-			return EventPage{}, fmt.Errorf("events: %w", err)
-		}
-		if n == ScanWindow && last > lo {
-			page.Next, page.Partial = last, true
-		}
+	if start > lo {
+		// Fewer than a page in a full window, and older deliveries left to search.
+		page.Next, page.Partial = start, true
 	}
 	return page, nil
 }
