@@ -251,11 +251,23 @@ func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) er
 	}
 }
 
-// ExplainEvents returns SQLite's query plan for the page query of f, one line per
-// step, for tests that check no filter scans the table.
+// ExplainEvents returns SQLite's query plans for a page of f, one line per step: the
+// query that finds where its window starts (when f checks each row), then the page
+// query. For tests that check no filter scans the table.
 func (db *DB) ExplainEvents(ctx context.Context, f EventFilter) (string, error) {
-	query, args := f.plan().pageQuery(1, 1<<62, 51)
-	return db.explain(ctx, query, args...)
+	q := f.plan()
+	var plan string
+	if len(q.check) > 0 {
+		query, args := q.windowStart(1, 1<<62)
+		p, err := db.explain(ctx, query, args...)
+		if err != nil {
+			return "", err
+		}
+		plan = p
+	}
+	query, args := q.pageQuery(1, 1<<62, 51)
+	p, err := db.explain(ctx, query, args...)
+	return plan + p, err
 }
 
 // ExplainKeyDeliveries returns the query plan of FirstKeyDeliveries.
@@ -263,15 +275,22 @@ func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlKeyDeliveries, "s", "k", 101)
 }
 
-// ExplainKeys returns the query plan of ListKeys for f, or with window, of Keys (for a
-// listing that walks, within a window).
+// ExplainKeys returns the query plan of ListKeys for f or, with window, of Keys: for a
+// listing that walks, the query that finds where its window starts, then the page.
 func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter, window bool) (string, error) {
 	var from int64
+	var plan string
 	if window && f.walks() {
 		from = 1
+		p, err := db.explain(ctx, sqlKeyWindow, f.before(), ScanWindow-1)
+		if err != nil {
+			return "", err
+		}
+		plan = p
 	}
 	query, args := f.query(from)
-	return db.explain(ctx, query, args...)
+	p, err := db.explain(ctx, query, args...)
+	return plan + p, err
 }
 
 // ExplainStuckCounts returns the query plan of StuckCounts.
