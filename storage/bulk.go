@@ -26,6 +26,9 @@ type BenchFill struct {
 	Body    func(i int) []byte
 	// Batch is how many keys one transaction writes; default 50,000.
 	Batch int
+	// State is every claim's state, StateProcessed if empty; StateProcessing or
+	// StateFailed make keys that a downstream outage left unsettled, entered at ClaimedAt.
+	State string
 }
 
 // BulkLoadForBench fills the database with f's claims and deliveries, in big
@@ -36,6 +39,9 @@ type BenchFill struct {
 func (db *DB) BulkLoadForBench(ctx context.Context, f BenchFill, progress func(done int)) error {
 	if f.Batch <= 0 {
 		f.Batch = 50_000
+	}
+	if f.State == "" {
+		f.State = StateProcessed
 	}
 	for done := 0; done < f.Keys; {
 		n := min(f.Batch, f.Keys-done)
@@ -87,7 +93,7 @@ func (db *DB) bulkLoad(ctx context.Context, f BenchFill, from, n int) error {
 	}
 	claim, err := tx.PrepareContext(ctx, `
 INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
-VALUES (?1, ?2, 'processed', ?3, ?4, ?5, ?6, ?5)`)
+VALUES (?1, ?2, ?7, ?3, ?4, ?5, ?6, ?5)`)
 	if err != nil {
 		return err
 	}
@@ -103,7 +109,7 @@ VALUES (?1, ?2, 'processed', ?3, ?4, ?5, ?6, ?5)`)
 		id := last + int64(i-from) + 1
 		key := f.Key(i)
 		hash := fmt.Sprintf("%064x", i)
-		if _, err := claim.ExecContext(ctx, f.Source, key, id, hash, at, expires); err != nil {
+		if _, err := claim.ExecContext(ctx, f.Source, key, id, hash, at, expires, f.State); err != nil {
 			return fmt.Errorf("claim %s: %w", key, err)
 		}
 		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(Accepted), 200, "", key,
