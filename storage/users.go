@@ -107,3 +107,113 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 	}
 	return db.Setting(ctx, name)
 }
+
+// ErrLastAdmin means a change would leave the console without an admin, and so nobody
+// who could manage its users.
+var ErrLastAdmin = errors.New("the only admin")
+
+// SetUserRole gives a user another role and writes the audit row in the same
+// transaction. Returns the previous role (unchanged, and nothing written, when it was
+// already role), ErrNotFound for an unknown user and ErrLastAdmin when role would take
+// the last admin's rights away.
+func (db *DB) SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error) {
+	if !ValidRole(role) {
+		return "", fmt.Errorf("change role of %q: unknown role %q", name, role)
+	}
+	err = db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
+		previous = u.Role
+		if u.Role == role {
+			return AuditEntry{}, nil
+		}
+		if u.Role == RoleAdmin {
+			if err := lastAdmin(ctx, tx); err != nil {
+				return AuditEntry{}, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET role = ? WHERE id = ?`, role, u.ID); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{Action: "change role", Reason: name + " to " + role, PreviousState: u.Role}, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("change role of %q: %w", name, err)
+	}
+	return previous, nil
+}
+
+// SetUserPassword replaces a user's password hash (bcrypt) and writes the audit row in
+// the same transaction. The user's console sessions end with it: each carries a stamp
+// of the hash it signed in with. Returns ErrNotFound for an unknown user.
+func (db *DB) SetUserPassword(ctx context.Context, name, hash, actor string) error {
+	err := db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE id = ?`, hash, u.ID); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{Action: "set password", Reason: name}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("set password of %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteUser removes a user, with their API tokens, and writes the audit row in the same
+// transaction; their console sessions end with the row. Returns ErrNotFound for an
+// unknown user and ErrLastAdmin for the last admin.
+func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
+	err := db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
+		if u.Role == RoleAdmin {
+			if err := lastAdmin(ctx, tx); err != nil {
+				return AuditEntry{}, err
+			}
+		}
+		// Tokens go by ON DELETE CASCADE (foreign keys are on for every connection).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, u.ID); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{Action: "remove user", Reason: name, PreviousState: u.Role}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove user %q: %w", name, err)
+	}
+	return nil
+}
+
+// changeUser runs change on the named user inside one write transaction and appends the
+// audit row it returns, by actor; an entry without an Action means nothing changed.
+func (db *DB) changeUser(ctx context.Context, name, actor string, change func(*sql.Tx, User) (AuditEntry, error)) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var u User
+	err = tx.QueryRowContext(ctx, `SELECT id, name, role FROM users WHERE name = ?`, name).Scan(&u.ID, &u.Name, &u.Role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	e, err := change(tx, u)
+	if err != nil || e.Action == "" {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, reason, previous_state)
+		VALUES (?, ?, ?, ?, ?)`, db.now(), actor, e.Action, e.Reason, e.PreviousState); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return tx.Commit()
+}
+
+// lastAdmin returns ErrLastAdmin if at most one admin is left.
+func lastAdmin(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = ?`, RoleAdmin).Scan(&n); err != nil {
+		return err
+	}
+	if n <= 1 {
+		return ErrLastAdmin
+	}
+	return nil
+}

@@ -81,10 +81,8 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		form.Error = "A name is 1 to 64 letters, digits, dots, dashes, underscores or @, starting with a letter or digit."
 	case !storage.ValidRole(form.Role):
 		form.Error = "Choose a role: viewer, operator or admin."
-	case len(password) < 12:
-		form.Error = "The password needs at least 12 characters."
-	case len(password) > 72:
-		form.Error = "The password can have at most 72 bytes (bcrypt's limit)."
+	default:
+		form.Error = passwordProblem(password)
 	}
 	if form.Error == "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
@@ -113,6 +111,96 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.render(w, r, http.StatusUnprocessableEntity, views.UsersView(v))
+}
+
+// passwordProblem says what is wrong with a new console password, or "" if nothing is.
+func passwordProblem(password string) string {
+	switch {
+	case len(password) < 12:
+		return "The password needs at least 12 characters."
+	case len(password) > 72:
+		return "The password can have at most 72 bytes (bcrypt's limit)."
+	}
+	return ""
+}
+
+// userChangeDone reports the outcome of a change to a user as a flash on the users page.
+// Refusals the admin can act on are flashed too; anything else is an error.
+func (s *Server) userChangeDone(w http.ResponseWriter, r *http.Request, name string, err error, ok string) error {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		flash(r, w, "error", fmt.Sprintf("There is no user called %q any more.", name))
+	case errors.Is(err, storage.ErrLastAdmin):
+		flash(r, w, "error", fmt.Sprintf("%s is the only admin: make another user admin first.", name))
+	case err != nil:
+		return err
+	default:
+		flash(r, w, "ok", ok)
+	}
+	http.Redirect(w, r, "/users", http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name, role := r.PostFormValue("name"), r.PostFormValue("role")
+	switch {
+	case name == me.Name:
+		// An admin who demoted themselves by mistake could not undo it.
+		flash(r, w, "error", "You can't change your own role: ask another admin.")
+		http.Redirect(w, r, "/users", http.StatusSeeOther)
+		return nil
+	case !storage.ValidRole(role):
+		return badRequest("Choose a role: viewer, operator or admin.")
+	}
+	previous, err := s.store.SetUserRole(r.Context(), name, role, me.Name)
+	if err == nil && previous != role {
+		s.log.Info("user role changed", "by", me.Name, "user", name, "from", previous, "to", role)
+	}
+	return s.userChangeDone(w, r, name, err, fmt.Sprintf("%s is now %s.", name, role))
+}
+
+func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name, password := r.PostFormValue("name"), r.PostFormValue("password")
+	if p := passwordProblem(password); p != "" {
+		flash(r, w, "error", p)
+		http.Redirect(w, r, "/users", http.StatusSeeOther)
+		return nil
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
+	if err != nil {
+		return err
+	}
+	err = s.store.SetUserPassword(r.Context(), name, string(hash), me.Name)
+	ok := fmt.Sprintf("New password set for %s; their sessions have ended.", name)
+	if err == nil {
+		s.log.Info("user password set", "by", me.Name, "user", name)
+		if name == me.Name {
+			// The new hash ends every session of this user, this one too unless it is
+			// stamped again.
+			if err := s.restamp(r, w, string(hash)); err != nil {
+				return err
+			}
+			ok = "Your password is changed; your other sessions have ended."
+		}
+	}
+	return s.userChangeDone(w, r, name, err, ok)
+}
+
+func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name := r.PostFormValue("name")
+	if name == me.Name {
+		flash(r, w, "error", "You can't remove yourself: ask another admin.")
+		http.Redirect(w, r, "/users", http.StatusSeeOther)
+		return nil
+	}
+	err := s.store.DeleteUser(r.Context(), name, me.Name)
+	if err == nil {
+		s.log.Info("user removed", "by", me.Name, "user", name)
+	}
+	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Removed %s; their sessions and API tokens no longer work.", name))
 }
 
 func (s *Server) sourcesView(r *http.Request) views.Sources {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +143,36 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, str
 	if err != nil {
 		return User{}, "", err
 	}
+	// A new password ends the sessions signed in with the old one, and a user removed
+	// and added again under the same name does not inherit the old user's sessions.
+	stamp, _ := sess.Values["stamp"].(string)
+	if subtle.ConstantTimeCompare([]byte(stamp), []byte(sessionStamp(u))) != 1 {
+		return User{}, "Your password was changed or your session was ended; please sign in again.", nil
+	}
 	return User{Name: u.Name, Role: u.Role}, "", nil
+}
+
+// sessionStamp ties a session to the user row and password it signed in with. The
+// session cookie is encrypted and authenticated, so a digest is enough.
+func sessionStamp(u storage.User) string {
+	sum := sha256.Sum256([]byte(strconv.FormatInt(u.ID, 10) + "\x00" + u.PasswordHash))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// restamp keeps the request's own session valid after its user's password changed to
+// hash.
+func (s *Server) restamp(r *http.Request, w http.ResponseWriter, hash string) error {
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if !ok || st.session == nil {
+		return nil
+	}
+	u, err := s.store.UserByName(r.Context(), st.user.Name)
+	if err != nil {
+		return err
+	}
+	u.PasswordHash = hash
+	st.session.Values["stamp"] = sessionStamp(u)
+	return st.session.Save(r, w)
 }
 
 // requireRole serves h to signed-in users of at least role. Without a session a GET is
@@ -304,6 +335,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		"created": now.Unix(),
 		"seen":    now.Unix(),
 		"csrf":    randomToken(),
+		"stamp":   sessionStamp(u),
 	}
 	if err := sess.Save(r, w); err != nil {
 		return fmt.Errorf("save session: %w", err)

@@ -702,3 +702,125 @@ func TestConsole_AddUser(t *testing.T) {
 		t.Fatalf("the new user cannot sign in: %d", code)
 	}
 }
+
+// TestConsole_ManageUsers changes another user's role and password and removes them,
+// and checks that each takes effect at once: on their open session and API token too.
+func TestConsole_ManageUsers(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	admin := e.as(t, "admin")
+	admin.get("/users")
+	const anaPassword = "ana's first password"
+	if code, _, _ := admin.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {anaPassword}}); code != http.StatusSeeOther {
+		t.Fatalf("add ana: %d", code)
+	}
+	signIn := func(password string) (*client, int) {
+		c := e.client(t)
+		code, _, _ := c.do(http.MethodPost, "/login", url.Values{"username": {"ana"}, "password": {password}})
+		c.get("/keys")
+		return c, code
+	}
+	ana, code := signIn(anaPassword)
+	if code != http.StatusSeeOther {
+		t.Fatalf("ana signs in: %d", code)
+	}
+	tok, _, err := e.db.CreateToken(ctx, "ana", "scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := func() int {
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/keys", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	release := url.Values{"k": {"ota/derived:9f2c"}, "reason": {"test"}, "action": {"release"}}
+	changed := func(path string, form url.Values, flash string) {
+		t.Helper()
+		code, _, h := admin.post(path, form)
+		if code != http.StatusSeeOther || h.Get("Location") != "/users" {
+			t.Fatalf("POST %s: %d %q", path, code, h.Get("Location"))
+		}
+		_, body := admin.get("/users")
+		mustContain(t, body, flash)
+	}
+
+	// Users other than admins may change no user.
+	for _, path := range []string{"/users/role", "/users/password", "/users/remove"} {
+		if code, _, _ := ana.post(path, url.Values{"name": {"admin"}, "role": {"viewer"}, "password": {"a long enough password"}}); code != http.StatusForbidden {
+			t.Errorf("operator POST %s = %d, want 403", path, code)
+		}
+	}
+	// Nor may an admin without the session's CSRF token.
+	if code, _, _ := admin.do(http.MethodPost, "/users/remove", url.Values{"name": {"ana"}}); code != http.StatusForbidden {
+		t.Errorf("remove without the CSRF token = %d, want 403", code)
+	}
+
+	// A new role holds from ana's next request, in the session she already has.
+	changed("/users/role", url.Values{"name": {"ana"}, "role": {"viewer"}}, "ana is now viewer.")
+	if code, _, _ := ana.post("/keys/release", release); code != http.StatusForbidden {
+		t.Fatalf("release by a demoted user = %d, want 403", code)
+	}
+	if code, _ := ana.get("/keys"); code != http.StatusOK {
+		t.Fatalf("a viewer browses: %d", code)
+	}
+
+	// A new password ends her sessions; the old password no longer signs in.
+	changed("/users/password", url.Values{"name": {"ana"}, "password": {"short"}}, "at least 12 characters")
+	changed("/users/password", url.Values{"name": {"ana"}, "password": {"ana's second password"}}, "New password set for ana")
+	if code, _ := ana.get("/keys"); code != http.StatusSeeOther {
+		t.Fatalf("ana's session after a new password: %d, want a redirect to sign in", code)
+	}
+	if _, code := signIn(anaPassword); code != http.StatusUnauthorized {
+		t.Fatalf("the old password signs in: %d", code)
+	}
+	ana, code = signIn("ana's second password")
+	if code != http.StatusSeeOther {
+		t.Fatalf("the new password: %d", code)
+	}
+
+	// An admin can't lock themselves out, and their own new password keeps them in.
+	changed("/users/role", url.Values{"name": {"admin"}, "role": {"viewer"}}, "You can&#39;t change your own role")
+	changed("/users/remove", url.Values{"name": {"admin"}}, "You can&#39;t remove yourself")
+	if u, _ := e.db.UserByName(ctx, "admin"); u.Role != storage.RoleAdmin {
+		t.Fatalf("admin's role: %s", u.Role)
+	}
+	changed("/users/password", url.Values{"name": {"admin"}, "password": {"the admin's new password"}}, "Your password is changed")
+	if code, _ := admin.get("/"); code != http.StatusOK {
+		t.Fatalf("admin after changing their own password: %d", code)
+	}
+
+	// Removed: her session, her token and her name's next owner's sessions.
+	if code := api(); code != http.StatusOK {
+		t.Fatalf("ana's token before removal: %d", code)
+	}
+	changed("/users/remove", url.Values{"name": {"ana"}}, "Removed ana")
+	if code, _ := ana.get("/keys"); code != http.StatusSeeOther {
+		t.Fatalf("a removed user's session: %d, want a redirect to sign in", code)
+	}
+	if code := api(); code != http.StatusUnauthorized {
+		t.Fatalf("a removed user's token: %d, want 401", code)
+	}
+	changed("/users/remove", url.Values{"name": {"ana"}}, "There is no user called &#34;ana&#34; any more.")
+	if code, _, _ := admin.post("/users", url.Values{"name": {"ana"}, "role": {"admin"}, "password": {"ana's second password"}}); code != http.StatusSeeOther {
+		t.Fatalf("add ana again: %d", code)
+	}
+	if code, _ := ana.get("/keys"); code != http.StatusSeeOther {
+		t.Fatalf("the removed ana's session works for the new ana: %d", code)
+	}
+
+	log, err := e.db.AuditLog(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range log {
+		actions = append(actions, a.Actor+": "+a.Action+" "+a.Reason)
+	}
+	mustContain(t, strings.Join(actions, "\n"), "admin: change role ana to viewer", "admin: set password ana",
+		"admin: set password admin", "admin: remove user ana")
+}

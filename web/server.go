@@ -55,6 +55,11 @@ type Store interface {
 	Users(ctx context.Context) ([]storage.User, error)
 	// CreateUser returns ErrExists if the name is taken.
 	CreateUser(ctx context.Context, u storage.User) (storage.User, error)
+	// SetUserRole, SetUserPassword and DeleteUser return ErrNotFound for an unknown user;
+	// SetUserRole and DeleteUser return ErrLastAdmin rather than leave no admin.
+	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)
+	SetUserPassword(ctx context.Context, name, hash, actor string) error
+	DeleteUser(ctx context.Context, name, actor string) error
 	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
 	LoginBlocked(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error)
 	LoginFailed(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) error
@@ -244,6 +249,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
 	mux.Handle("GET /users", s.requireRole(admin, s.handleUsers))
 	mux.Handle("POST /users", s.requireRole(admin, s.handleAddUser))
+	mux.Handle("POST /users/role", s.requireRole(admin, s.handleUserRole))
+	mux.Handle("POST /users/password", s.requireRole(admin, s.handleUserPassword))
+	mux.Handle("POST /users/remove", s.requireRole(admin, s.handleRemoveUser))
 	mux.Handle("GET /sources", s.requireRole(admin, s.handleSources))
 	mux.Handle("POST /sources/{name}/reveal", s.requireRole(admin, s.handleReveal))
 	// Anything else: a page that says so, for every method (a path-only pattern, so

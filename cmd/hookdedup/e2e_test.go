@@ -295,6 +295,48 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 	if out, code := cli(t, dir, env, "short\n", "user", "add", "sam", "--role", "viewer"); code == 0 || !strings.Contains(out, "at least 8") {
 		t.Fatalf("user add with a short password: %d %s", code, out)
 	}
+	// user list, role, password and remove, while serve runs; each change is audited
+	// as cli:<login name>, and the last admin stays one.
+	if out, code := cli(t, dir, env, "", "user", "list"); code != 0 || !regexp.MustCompile(`(?m)^rita\s+operator\s`).MatchString(out) {
+		t.Fatalf("user list: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "role", "rita", "admin"); code != 0 || !strings.Contains(out, "rita: operator -> admin") {
+		t.Fatalf("user role: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "role", "rita", "root"); code == 0 || !strings.Contains(out, `role "root"`) {
+		t.Fatalf("user role with an unknown role: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "a brand new password\n", "user", "password", "rita"); code != 0 || !strings.Contains(out, "new password set for rita") {
+		t.Fatalf("user password: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "remove", "nobody"); code != 1 || !strings.Contains(out, `no user "nobody"`) {
+		t.Fatalf("user remove of an unknown user: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "remove", "admin"); code != 0 || !strings.Contains(out, "removed user admin") {
+		t.Fatalf("user remove: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "remove", "rita"); code != 1 || !strings.Contains(out, "rita is the only admin") {
+		t.Fatalf("user remove of the last admin: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, env, "", "user", "rename", "rita"); code != 1 || !strings.Contains(out, "usage: hookdedup user") {
+		t.Fatalf("user with an unknown subcommand: %d %s", code, out)
+	}
+	{
+		db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := db.AuditLog(context.Background(), 0, 3)
+		db.Close()
+		if err != nil || len(log) != 3 {
+			t.Fatalf("audit log: %v %v", log, err)
+		}
+		for i, want := range []string{"remove user admin", "set password rita", "change role rita to admin"} {
+			if got := log[i].Action + " " + log[i].Reason; got != want || !strings.HasPrefix(log[i].Actor, "cli") {
+				t.Errorf("audit row %d: %s %q, want cli… %q", i, log[i].Actor, got, want)
+			}
+		}
+	}
 	if out, code := cli(t, dir, env, "", "version"); code != 0 || !strings.HasPrefix(out, "hookdedup ") {
 		t.Fatalf("version: %d %s", code, out)
 	}

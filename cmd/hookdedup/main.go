@@ -36,7 +36,7 @@ const usage = `usage: hookdedup <command> [flags]
 
 commands:
   serve     receive webhooks and serve the console
-  user add  add a console user (password from stdin)
+  user      add, list, change or remove console users (passwords from stdin)
   key       print the key a payload gets and how it was derived
   release   release a key, or reprocess its event
   keys      list keys (--stuck: the stuck ones)
@@ -68,10 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "serve":
 		return runServe(ctx, rest, e)
 	case "user":
-		if len(rest) == 0 || rest[0] != "add" {
-			return errors.New(`usage: hookdedup user add NAME --role viewer|operator|admin`)
-		}
-		return runUserAdd(ctx, rest[1:], e)
+		return runUser(ctx, rest, e)
 	case "key":
 		return runKey(ctx, rest, e)
 	case "release":

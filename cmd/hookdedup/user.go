@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -14,6 +16,111 @@ import (
 
 // minPassword is the shortest password user add accepts.
 const minPassword = 8
+
+const userUsage = `usage: hookdedup user add NAME --role viewer|operator|admin   (password on stdin)
+       hookdedup user list
+       hookdedup user role NAME viewer|operator|admin
+       hookdedup user password NAME                          (new password on stdin)
+       hookdedup user remove NAME`
+
+// runUser manages console users. Every change but add is written to the audit log, by
+// cli:<login name>; the console's sessions of a user see a change at their next request.
+func runUser(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 {
+		return errors.New(userUsage)
+	}
+	sub, args := args[0], args[1:]
+	if sub == "add" {
+		return runUserAdd(ctx, args, e)
+	}
+	flags := newFlags("user "+sub, e)
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"list": 0, "role": 2, "password": 1, "remove": 1}
+	if n, ok := want[sub]; !ok || len(pos) != n {
+		return errors.New(userUsage)
+	}
+	if sub == "role" && !storage.ValidRole(pos[1]) {
+		return fmt.Errorf("role %q: want viewer, operator or admin", pos[1])
+	}
+	var hash []byte
+	if sub == "password" {
+		// Hashed before the database is opened: bcrypt takes a while, and a bad password
+		// should not leave a migration half-wanted behind it.
+		if hash, err = readPassword(e); err != nil {
+			return err
+		}
+	}
+	_, db, err := flags.open(e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		users, err := db.Users(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "NAME\tROLE\tADDED\n")
+		for _, u := range users {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", u.Name, u.Role, u.CreatedAt.Format(time.RFC3339))
+		}
+		return w.Flush()
+	case "role":
+		previous, err := db.SetUserRole(ctx, pos[0], pos[1], cliActor())
+		if err != nil {
+			return userError(pos[0], err)
+		}
+		if previous == pos[1] {
+			fmt.Fprintf(e.stdout, "%s is already %s: nothing changed\n", pos[0], pos[1])
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "%s: %s -> %s\n", pos[0], previous, pos[1])
+	case "password":
+		if err := db.SetUserPassword(ctx, pos[0], string(hash), cliActor()); err != nil {
+			return userError(pos[0], err)
+		}
+		fmt.Fprintf(e.stdout, "new password set for %s; their console sessions have ended\n", pos[0])
+	case "remove":
+		if err := db.DeleteUser(ctx, pos[0], cliActor()); err != nil {
+			return userError(pos[0], err)
+		}
+		fmt.Fprintf(e.stdout, "removed user %s; their console sessions and API tokens no longer work\n", pos[0])
+	}
+	return nil
+}
+
+// userError words the refusals of a change to a user for the command line.
+func userError(name string, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("no user %q", name)
+	case errors.Is(err, storage.ErrLastAdmin):
+		return fmt.Errorf("%s is the only admin: make another user admin first", name)
+	}
+	return err
+}
+
+// readPassword reads a new password from stdin, never the command line, where ps and
+// shell history would show it, and returns its bcrypt hash.
+func readPassword(e env) ([]byte, error) {
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return nil, errors.New("reading password from stdin: nothing there (pipe it in: echo \"$PW\" | hookdedup user ...)")
+	}
+	pw := strings.TrimRight(line, "\r\n")
+	if len(pw) < minPassword {
+		return nil, fmt.Errorf("password must be at least %d characters", minPassword)
+	}
+	if len(pw) > 72 {
+		return nil, errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	}
+	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+}
 
 func runUserAdd(ctx context.Context, args []string, e env) error {
 	flags := newFlags("user add", e)
@@ -32,17 +139,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	// The password comes from stdin, never the command line, where ps and shell
-	// history would show it.
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return errors.New("reading password from stdin: nothing there (pipe it in: echo \"$PW\" | hookdedup user add ...)")
-	}
-	pw := strings.TrimRight(line, "\r\n")
-	if len(pw) < minPassword {
-		return fmt.Errorf("password must be at least %d characters", minPassword)
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	hash, err := readPassword(e)
 	if err != nil {
 		return err
 	}
