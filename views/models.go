@@ -6,7 +6,7 @@ package views
 // Page is what every page's frame needs.
 type Page struct {
 	Title string
-	Nav   string // the active menu item: dashboard, events, keys, lab, audit, users, sources
+	Nav   string // the active menu item: dashboard, events, keys, lab, audit, users, sources, account
 	User  string // "" on the login page
 	Role  string
 	// IsOperator and IsAdmin say what the user may do (admin implies operator).
@@ -28,6 +28,12 @@ type Login struct {
 	Username string
 	Next     string // where to go after signing in
 	Error    string
+}
+
+// Account is the signed-in user's own page: who they are, and their password.
+type Account struct {
+	Page  Page
+	Error string // why the password was not changed
 }
 
 // ErrorPage says what went wrong, in words for people.

@@ -368,3 +368,65 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
+	return s.render(w, r, http.StatusOK, views.AccountView(views.Account{Page: s.page(r, "Your account", "account")}))
+}
+
+// handleAccountPassword changes the signed-in user's own password. The current one is
+// asked, so that a session left open is not enough to take the account over, and a
+// wrong one counts as a failed sign-in of the user.
+func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	ctx := r.Context()
+	me, _ := UserFrom(ctx)
+	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")
+	refuse := func(code int, why string) error {
+		v := views.Account{Page: s.page(r, "Your account", "account"), Error: why}
+		return s.render(w, r, code, views.AccountView(v))
+	}
+	scopes := map[string]storage.Throttle{"user:" + me.Name: throttleUser}
+	now := s.now()
+	until, err := s.store.LoginBlocked(ctx, now, scopes)
+	if err != nil {
+		return err
+	}
+	if !until.IsZero() {
+		mins := int(math.Ceil(until.Sub(now).Minutes()))
+		return refuse(http.StatusTooManyRequests, fmt.Sprintf("Too many wrong passwords. Try again in %d minute%s.", mins, plural(mins)))
+	}
+	u, err := s.store.UserByName(ctx, me.Name)
+	if err != nil {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
+		if err := s.store.LoginFailed(ctx, now, scopes); err != nil {
+			return err
+		}
+		s.log.Info("password change refused: wrong current password", "user", me.Name)
+		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
+	}
+	if p := passwordProblem(password); p != "" {
+		return refuse(http.StatusUnprocessableEntity, p)
+	}
+	if password != again {
+		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
+	if err != nil {
+		return err
+	}
+	if err := s.store.SetUserPassword(ctx, me.Name, string(hash), me.Name); err != nil {
+		return err
+	}
+	if err := s.restamp(r, w, string(hash)); err != nil {
+		return err
+	}
+	if err := s.store.LoginSucceeded(ctx, "user:"+me.Name); err != nil {
+		return err
+	}
+	s.log.Info("user password set", "by", me.Name, "user", me.Name)
+	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
+	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	return nil
+}

@@ -824,3 +824,59 @@ func TestConsole_ManageUsers(t *testing.T) {
 	mustContain(t, strings.Join(actions, "\n"), "admin: change role ana to viewer", "admin: set password ana",
 		"admin: set password admin", "admin: remove user ana")
 }
+
+// TestConsole_Account changes a viewer's own password: the current one is asked, a
+// wrong one counts towards the sign-in throttle, and the change ends the user's other
+// sessions but not the one that made it.
+func TestConsole_Account(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	me, other := e.as(t, "viewer"), e.as(t, "viewer")
+	code, body := me.get("/account")
+	if code != http.StatusOK {
+		t.Fatalf("GET /account: %d", code)
+	}
+	mustContain(t, body, `data-testid="account-name">viewer<`, `action="/account/password"`)
+	change := func(current, password, again string) (int, string) {
+		t.Helper()
+		code, body, _ := me.post("/account/password", url.Values{"current": {current}, "password": {password}, "again": {again}})
+		return code, body
+	}
+	const next = "the viewer's next password"
+	for _, tc := range []struct{ current, password, again, why string }{
+		{"not my password", next, next, "current password is not right"},
+		{consolePassword, "short", "short", "at least 12 characters"},
+		{consolePassword, next, next + "!", "two new passwords differ"},
+	} {
+		if code, body := change(tc.current, tc.password, tc.again); code != http.StatusUnprocessableEntity || !strings.Contains(body, tc.why) {
+			t.Errorf("%q: %d, want 422 saying %q", tc.why, code, tc.why)
+		}
+	}
+	if u, _ := e.db.UserByName(ctx, "viewer"); bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(consolePassword)) != nil {
+		t.Fatal("a refused change changed the password")
+	}
+	if code, _ := change(consolePassword, next, next); code != http.StatusSeeOther {
+		t.Fatalf("change: %d", code)
+	}
+	_, body = me.get("/account")
+	mustContain(t, body, "Your password is changed")
+	if code, _ := other.get("/events"); code != http.StatusSeeOther {
+		t.Fatalf("the user's other session after the change: %d, want a redirect to sign in", code)
+	}
+	if code, _, _ := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"viewer"}, "password": {next}}); code != http.StatusSeeOther {
+		t.Fatalf("sign in with the new password: %d", code)
+	}
+	log, err := e.db.AuditLog(ctx, 0, 1)
+	if err != nil || len(log) != 1 || log[0].Actor != "viewer" || log[0].Action != "set password" {
+		t.Fatalf("audit: %+v %v", log, err)
+	}
+
+	// Wrong current passwords are throttled like sign-ins: a stolen session cannot
+	// guess its way to the password.
+	for range 5 {
+		change("guess", next, next)
+	}
+	if code, body := change(next, "yet another password", "yet another password"); code != http.StatusTooManyRequests || !strings.Contains(body, "Too many wrong passwords") {
+		t.Fatalf("after 5 wrong passwords: %d", code)
+	}
+}

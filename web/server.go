@@ -247,6 +247,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("POST /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
+	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
+	mux.Handle("POST /account/password", s.requireRole(viewer, s.handleAccountPassword))
 	mux.Handle("GET /users", s.requireRole(admin, s.handleUsers))
 	mux.Handle("POST /users", s.requireRole(admin, s.handleAddUser))
 	mux.Handle("POST /users/role", s.requireRole(admin, s.handleUserRole))

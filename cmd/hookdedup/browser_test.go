@@ -450,6 +450,12 @@ func TestBrowser(t *testing.T) {
 		must(expect.Locator(rita).ToHaveCount(0))
 		goTo("/audit")
 		must(expect.Locator(byTest("audit-row").First()).ToContainText("remove user"))
+		// Everyone reaches their own account from their name in the header.
+		must(byTest("whoami").Click())
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/account$`)))
+		must(expect.Locator(byTest("account-name")).ToHaveText("admin"))
+		must(expect.Locator(byTest("account-password")).ToBeVisible())
+		shot("09b-account")
 		goTo("/events")
 		must(expect.Locator(byTest("event-row").First()).ToBeVisible())
 		shot("10-events")
