@@ -714,6 +714,12 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code, _, _ := admin.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {anaPassword}}); code != http.StatusSeeOther {
 		t.Fatalf("add ana: %d", code)
 	}
+	// The page offers no way to lock oneself out.
+	_, body := admin.get("/users")
+	mustContain(t, body, "Remove ana", `href="/account"`)
+	if strings.Contains(body, "Remove admin") || strings.Count(body, `data-testid="user-role"`) != 3 {
+		t.Errorf("the users page offers the admin to demote or remove themselves")
+	}
 	signIn := func(password string) (*client, int) {
 		c := e.client(t)
 		code, _, _ := c.do(http.MethodPost, "/login", url.Values{"username": {"ana"}, "password": {password}})
