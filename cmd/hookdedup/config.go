@@ -23,10 +23,13 @@ type config struct {
 	Database   string
 	Retention  time.Duration
 	StuckAfter time.Duration
-	MaxBody    int64
-	Sync       string
-	LogLevel   string
-	Sources    []sourceConfig
+	// SessionIdle and SessionMax end a console session after that long without a
+	// request, and that long after sign-in.
+	SessionIdle, SessionMax time.Duration
+	MaxBody                 int64
+	Sync                    string
+	LogLevel                string
+	Sources                 []sourceConfig
 }
 
 // sourceConfig is one [[source]] table as written in the file.
@@ -60,14 +63,16 @@ type sourceConfig struct {
 
 // fileConfig is the TOML file's shape.
 type fileConfig struct {
-	Addr       string         `toml:"addr"`
-	Database   string         `toml:"database"`
-	Retention  string         `toml:"retention"`
-	StuckAfter string         `toml:"stuck_after"`
-	MaxBody    int64          `toml:"max_body"`
-	Sync       string         `toml:"synchronous"`
-	LogLevel   string         `toml:"log_level"`
-	Sources    []sourceConfig `toml:"source"`
+	Addr        string         `toml:"addr"`
+	Database    string         `toml:"database"`
+	Retention   string         `toml:"retention"`
+	StuckAfter  string         `toml:"stuck_after"`
+	SessionIdle string         `toml:"session_idle"`
+	SessionMax  string         `toml:"session_max"`
+	MaxBody     int64          `toml:"max_body"`
+	Sync        string         `toml:"synchronous"`
+	LogLevel    string         `toml:"log_level"`
+	Sources     []sourceConfig `toml:"source"`
 }
 
 // parseDuration reads a Go duration string ("90s", "10m", "24h"); "" keeps def.
@@ -115,13 +120,15 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Addr:       "127.0.0.1:8080",
-		Database:   "hookdedup.db",
-		Retention:  720 * time.Hour,
-		StuckAfter: 10 * time.Minute,
-		MaxBody:    1 << 20,
-		Sync:       "FULL",
-		LogLevel:   "info",
+		Addr:        "127.0.0.1:8080",
+		Database:    "hookdedup.db",
+		Retention:   720 * time.Hour,
+		StuckAfter:  10 * time.Minute,
+		SessionIdle: 2 * time.Hour,
+		SessionMax:  12 * time.Hour,
+		MaxBody:     1 << 20,
+		Sync:        "FULL",
+		LogLevel:    "info",
 	}
 }
 
@@ -167,6 +174,12 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	}
 	if cfg.StuckAfter, err = parseDuration(fc.StuckAfter, cfg.StuckAfter); err != nil {
 		return config{}, fmt.Errorf("%s: stuck_after: %w", path, err)
+	}
+	if cfg.SessionIdle, err = parseDuration(fc.SessionIdle, cfg.SessionIdle); err != nil {
+		return config{}, fmt.Errorf("%s: session_idle: %w", path, err)
+	}
+	if cfg.SessionMax, err = parseDuration(fc.SessionMax, cfg.SessionMax); err != nil {
+		return config{}, fmt.Errorf("%s: session_max: %w", path, err)
 	}
 	if fc.MaxBody != 0 {
 		cfg.MaxBody = fc.MaxBody
@@ -219,6 +232,8 @@ func (c *config) settings() []setting {
 		{"database", "path of the SQLite database file", str(&c.Database)},
 		{"retention", "how long deliveries stay browsable", dur(&c.Retention)},
 		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},
+		{"session_idle", "a console session ends after this long without a request", dur(&c.SessionIdle)},
+		{"session_max", "a console session ends this long after sign-in", dur(&c.SessionMax)},
 		{"max_body", "largest accepted body in bytes", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {

@@ -76,6 +76,8 @@ event_id = "header:X-Event-Id"`, nil, []string{`source "cm"`, "secret_env", "CM_
 		{"UnknownSetting", `
 adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adress"`}},
 		{"BadTopLevelDuration", `retention = "a month"`, nil, []string{"retention", `"a month"`}},
+		{"SessionIdleOverMax", "session_idle = \"3h\"\nsession_max = \"2h\"", nil, []string{"session_idle (3h0m0s)", "session_max (2h0m0s)"}},
+		{"BadSessionMax", `session_max = "forever"`, nil, []string{"session_max", `"forever"`}},
 		{"BadEnv", ``, map[string]string{"HOOKDEDUP_RETENTION": "soon"}, []string{"HOOKDEDUP_RETENTION", `"soon"`}},
 		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
 	}

@@ -54,12 +54,14 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		byName[s.Name] = s
 	}
 	return web.New(ctx, web.Config{
-		Store:      db,
-		Sources:    consoleSources(sources, cfg),
-		StuckAfter: cfg.StuckAfter,
-		Wake:       wake,
-		Static:     static.FS,
-		Logger:     log,
+		Store:           db,
+		Sources:         consoleSources(sources, cfg),
+		StuckAfter:      cfg.StuckAfter,
+		IdleTimeout:     cfg.SessionIdle,
+		AbsoluteTimeout: cfg.SessionMax,
+		Wake:            wake,
+		Static:          static.FS,
+		Logger:          log,
 		Derive: func(name string, h http.Header, body []byte) (web.Derivation, error) {
 			src, ok := byName[name]
 			if !ok {

@@ -25,14 +25,20 @@ import (
 // zero-config source whose secret is generated into the database.
 func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *storage.DB, []receiver.Source) {
 	t.Helper()
+	cfg := defaultConfig()
+	cfg.Sources = append([]sourceConfig{defaultSource()}, fileSources...)
+	return consoleSiteWith(t, cfg)
+}
+
+// consoleSiteWith is consoleSite on cfg's settings and sources.
+func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, []receiver.Source) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cfg := defaultConfig()
-	cfg.Sources = append([]sourceConfig{defaultSource()}, fileSources...)
 	getenv := func(name string) string {
 		if name == "PMS_TOKEN" {
 			return "env-token-never-shown"
@@ -183,6 +189,39 @@ func TestConsole_Mounted(t *testing.T) {
 	}
 	if code, _ := b.do(http.MethodPost, "/sources/pms/reveal", url.Values{}); code != http.StatusBadRequest {
 		t.Errorf("reveal of a configured secret = %d, want 400", code)
+	}
+}
+
+// TestConsole_SessionSettings checks that session_idle and session_max reach the
+// console: the cookie lives session_max, and a session idle longer than session_idle
+// has to sign in again.
+func TestConsole_SessionSettings(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Sources = []sourceConfig{defaultSource()}
+	cfg.SessionIdle, cfg.SessionMax = time.Second, 90*time.Minute
+	srv, _, _ := consoleSiteWith(t, cfg)
+	b := signIn(t, srv.URL)
+	if code, _ := b.do(http.MethodGet, "/events", nil); code != http.StatusOK {
+		t.Fatalf("right after sign-in: %d", code)
+	}
+	// The jar keeps no Max-Age; sign in afresh and read it off the answer.
+	form := url.Values{"username": {"root"}, "password": {"admin password"}}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header.Get("Set-Cookie"); !strings.Contains(h, "Max-Age=5400") {
+		t.Errorf("session cookie %q, want Max-Age=5400 (session_max 90m)", h)
+	}
+	// Idle for over a second (times are kept in whole seconds).
+	time.Sleep(2100 * time.Millisecond)
+	code, page := b.do(http.MethodGet, "/events", nil)
+	if code != http.StatusOK || !strings.Contains(page, "signed out after a while without activity") {
+		t.Fatalf("after session_idle: %d, want the sign-in page saying why", code)
 	}
 }
 

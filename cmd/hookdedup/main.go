@@ -160,6 +160,10 @@ func (c *commonFlags) load(e env) (config, error) {
 			}
 		}
 	}
+	if cfg.SessionIdle > cfg.SessionMax {
+		return config{}, fmt.Errorf("session_idle (%s) is longer than session_max (%s): a session would never end for want of activity",
+			cfg.SessionIdle, cfg.SessionMax)
+	}
 	return cfg, nil
 }
 
