@@ -292,7 +292,7 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 	if out, code := cli(t, dir, env, "correct horse battery\n", "user", "add", "rita", "--role", "operator"); code != 0 || !strings.Contains(out, "added user rita (operator)") {
 		t.Fatalf("user add: %d %s", code, out)
 	}
-	if out, code := cli(t, dir, env, "short\n", "user", "add", "sam", "--role", "viewer"); code == 0 || !strings.Contains(out, "at least 8") {
+	if out, code := cli(t, dir, env, "short\n", "user", "add", "sam", "--role", "viewer"); code == 0 || !strings.Contains(out, "at least 12") {
 		t.Fatalf("user add with a short password: %d %s", code, out)
 	}
 	// user list, role, password and remove, while serve runs; each change is audited

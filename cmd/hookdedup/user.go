@@ -14,8 +14,8 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// minPassword is the shortest password user add accepts.
-const minPassword = 8
+// minPassword is the shortest password the command line accepts: the console's rule.
+const minPassword = 12
 
 const userUsage = `usage: hookdedup user add NAME --role viewer|operator|admin   (password on stdin)
        hookdedup user list
