@@ -47,8 +47,8 @@ func runUser(ctx context.Context, args []string, e env) error {
 	}
 	var hash []byte
 	if sub == "password" {
-		// Hashed before the database is opened: bcrypt takes a while, and a bad password
-		// should not leave a migration half-wanted behind it.
+		// Read and hashed before the database is opened (which migrates it), so that a
+		// refused password changes nothing at all, as in user add.
 		if hash, err = readPassword(e); err != nil {
 			return err
 		}
