@@ -129,14 +129,18 @@ func passwordProblem(password string) string {
 func (s *Server) userChangeDone(w http.ResponseWriter, r *http.Request, name string, err error, ok string) error {
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		flash(r, w, "error", fmt.Sprintf("There is no user called %q any more.", name))
+		return backToUsers(w, r, "error", fmt.Sprintf("There is no user called %q any more.", name))
 	case errors.Is(err, storage.ErrLastAdmin):
-		flash(r, w, "error", fmt.Sprintf("%s is the only admin: make another user admin first.", name))
+		return backToUsers(w, r, "error", fmt.Sprintf("%s is the only admin: make another user admin first.", name))
 	case err != nil:
 		return err
-	default:
-		flash(r, w, "ok", ok)
 	}
+	return backToUsers(w, r, "ok", ok)
+}
+
+// backToUsers sends the browser back to the users page with a message.
+func backToUsers(w http.ResponseWriter, r *http.Request, kind, text string) error {
+	flash(r, w, kind, text)
 	http.Redirect(w, r, "/users", http.StatusSeeOther)
 	return nil
 }
@@ -147,9 +151,7 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case name == me.Name:
 		// An admin who demoted themselves by mistake could not undo it.
-		flash(r, w, "error", "You can't change your own role: ask another admin.")
-		http.Redirect(w, r, "/users", http.StatusSeeOther)
-		return nil
+		return backToUsers(w, r, "error", "You can't change your own role: ask another admin.")
 	case !storage.ValidRole(role):
 		return badRequest("Choose a role: viewer, operator or admin.")
 	}
@@ -164,9 +166,7 @@ func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) erro
 	me, _ := UserFrom(r.Context())
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
 	if p := passwordProblem(password); p != "" {
-		flash(r, w, "error", p)
-		http.Redirect(w, r, "/users", http.StatusSeeOther)
-		return nil
+		return backToUsers(w, r, "error", p)
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 	if err != nil {
@@ -192,9 +192,7 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	me, _ := UserFrom(r.Context())
 	name := r.PostFormValue("name")
 	if name == me.Name {
-		flash(r, w, "error", "You can't remove yourself: ask another admin.")
-		http.Redirect(w, r, "/users", http.StatusSeeOther)
-		return nil
+		return backToUsers(w, r, "error", "You can't remove yourself: ask another admin.")
 	}
 	err := s.store.DeleteUser(r.Context(), name, me.Name)
 	if err == nil {
