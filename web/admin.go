@@ -101,9 +101,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			s.log.Info("user added", "by", me.Name, "user", form.Name, "role", form.Role)
-			flash(r, w, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
-			http.Redirect(w, r, "/users", http.StatusSeeOther)
-			return nil
+			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
 		}
 	}
 	v, err := s.usersView(r, form)
