@@ -514,12 +514,23 @@ func (db *DB) Users(ctx context.Context) ([]User, error) {
 	return out, rows.Err()
 }
 
-// AppendAudit writes one audit row (its ID and, when zero, At are filled in).
+// AppendAudit writes one audit row (At, when zero, is now).
 func (db *DB) AppendAudit(ctx context.Context, e AuditEntry) error {
+	return db.insertAudit(ctx, db.write, e)
+}
+
+// execer is the write connection or one of its transactions.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertAudit writes one audit row through x: the write connection, or the transaction
+// of the change it records, so that the change and its row commit together.
+func (db *DB) insertAudit(ctx context.Context, x execer, e AuditEntry) error {
 	if e.At.IsZero() {
 		e.At = db.Now()
 	}
-	_, err := db.write.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
+	_, err := x.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, millis(e.At), e.Actor, e.Action, e.Source, e.Key, e.Reason, e.PreviousState)
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)

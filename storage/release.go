@@ -78,9 +78,9 @@ func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 	if err != nil {
 		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, millis(now), r.Actor, action, r.Source, r.Key, r.Reason, out.Previous); err != nil {
-		return Released{}, fmt.Errorf("release %s/%s: audit: %w", r.Source, r.Key, err)
+	if err := db.insertAudit(ctx, tx, AuditEntry{At: now, Actor: r.Actor, Action: action, Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)

@@ -199,9 +199,9 @@ func (db *DB) changeUser(ctx context.Context, name, actor string, change func(*s
 	if err != nil || e.Action == "" {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, reason, previous_state)
-		VALUES (?, ?, ?, ?, ?)`, db.now(), actor, e.Action, e.Reason, e.PreviousState); err != nil {
-		return fmt.Errorf("audit: %w", err)
+	e.Actor = actor
+	if err := db.insertAudit(ctx, tx, e); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
