@@ -358,13 +358,13 @@ func TestDB_Sweep(t *testing.T) {
 func TestDB_Users(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
-	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleOperator, PasswordHash: "x"}); err != nil {
+	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleOperator, PasswordHash: "x"}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleViewer, PasswordHash: "y"}); !errors.Is(err, storage.ErrExists) {
+	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleViewer, PasswordHash: "y"}, "test"); !errors.Is(err, storage.ErrExists) {
 		t.Fatalf("duplicate user: err = %v, want ErrExists", err)
 	}
-	if _, err := db.CreateUser(ctx, storage.User{Name: "bo", Role: "root", PasswordHash: "y"}); err == nil {
+	if _, err := db.CreateUser(ctx, storage.User{Name: "bo", Role: "root", PasswordHash: "y"}, "test"); err == nil {
 		t.Fatal("unknown role accepted")
 	}
 	u, err := db.UserByName(ctx, "ana")
@@ -397,7 +397,7 @@ func TestDB_Tokens(t *testing.T) {
 	if _, _, err := db.CreateToken(ctx, "nobody", "ci"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("token for an unknown user: %v", err)
 	}
-	db.CreateUser(ctx, storage.User{Name: "vic", Role: storage.RoleViewer, PasswordHash: "x"})
+	db.CreateUser(ctx, storage.User{Name: "vic", Role: storage.RoleViewer, PasswordHash: "x"}, "test")
 	tok, meta, err := db.CreateToken(ctx, "vic", "dashboards")
 	if err != nil {
 		t.Fatal(err)

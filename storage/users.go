@@ -33,13 +33,19 @@ type User struct {
 	CreatedAt    time.Time
 }
 
-// CreateUser adds a user. Returns ErrExists if the name is taken.
-func (db *DB) CreateUser(ctx context.Context, u User) (User, error) {
+// CreateUser adds a user and writes the audit row, by actor, in the same transaction.
+// Returns ErrExists if the name is taken.
+func (db *DB) CreateUser(ctx context.Context, u User, actor string) (User, error) {
 	if !ValidRole(u.Role) {
 		return User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
-	res, err := db.write.ExecContext(ctx,
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx,
 		`INSERT INTO users (name, role, password_hash, created_at) VALUES (?, ?, ?, ?)`,
 		u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt))
 	if err != nil {
@@ -48,8 +54,16 @@ func (db *DB) CreateUser(ctx context.Context, u User) (User, error) {
 		}
 		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
 	}
-	u.ID, err = res.LastInsertId()
-	return u, err
+	if u.ID, err = res.LastInsertId(); err != nil {
+		return User{}, err
+	}
+	if err := db.insertAudit(ctx, tx, AuditEntry{At: u.CreatedAt, Actor: actor, Action: "add user", Reason: u.Name + " as " + u.Role}); err != nil {
+		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
+	}
+	return u, nil
 }
 
 // UserByName returns the user with the given name. Returns ErrNotFound if there is none.

@@ -13,7 +13,7 @@ func TestDB_ChangeUsers(t *testing.T) {
 	db := MustOpenDB(t)
 	for _, u := range []storage.User{{Name: "ada", Role: storage.RoleAdmin}, {Name: "bo", Role: storage.RoleOperator}} {
 		u.PasswordHash = "hash-of-" + u.Name
-		if _, err := db.CreateUser(ctx, u); err != nil {
+		if _, err := db.CreateUser(ctx, u, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,6 +107,8 @@ func TestDB_ChangeUsers(t *testing.T) {
 		"bo set password ada (was )",
 		"bo change role ada to viewer (was admin)",
 		"ada change role bo to admin (was operator)",
+		"test add user bo as operator (was )",
+		"test add user ada as admin (was )",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("audit log:\n%q\nwant\n%q", got, want)

@@ -89,17 +89,13 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.store.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)})
+		_, err = s.store.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
 		switch {
 		case errors.Is(err, storage.ErrExists):
 			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
 		case err != nil:
 			return err
 		default:
-			if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "add user",
-				Reason: form.Name + " as " + form.Role}); err != nil {
-				return err
-			}
 			s.log.Info("user added", "by", me.Name, "user", form.Name, "role", form.Role)
 			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
 		}

@@ -64,7 +64,7 @@ func newConsoleEnv(t testing.TB) *consoleEnv {
 		t.Fatal(err)
 	}
 	for _, role := range []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin} {
-		if _, err := db.CreateUser(ctx, storage.User{Name: role, Role: role, PasswordHash: string(hash)}); err != nil {
+		if _, err := db.CreateUser(ctx, storage.User{Name: role, Role: role, PasswordHash: string(hash)}, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -343,7 +343,7 @@ func TestConsole_Pages(t *testing.T) {
 		{"/keys?state=processed", []string{"derived:9f2c"}},
 		{"/keys?state=all", []string{"derived:9f2c", "=cmd|evil"}},
 		{"/lab", []string{`data-testid="lab-form"`}},
-		{"/audit", []string{"Nothing in the audit log yet"}},
+		{"/audit", []string{"add user", "admin as admin"}},
 		{"/users", []string{`data-testid="users"`, "operator", "viewer"}},
 		{"/sources", []string{"ota", "pms", "whsec_••••", "from environment variable PMS_TOKEN", "not covered", "signed timestamp"}},
 	} {

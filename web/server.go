@@ -53,8 +53,8 @@ type Store interface {
 	// UserByName returns ErrNotFound if there is no such user.
 	UserByName(ctx context.Context, name string) (storage.User, error)
 	Users(ctx context.Context) ([]storage.User, error)
-	// CreateUser returns ErrExists if the name is taken.
-	CreateUser(ctx context.Context, u storage.User) (storage.User, error)
+	// CreateUser writes the audit row too; it returns ErrExists if the name is taken.
+	CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error)
 	// SetUserRole, SetUserPassword and DeleteUser return ErrNotFound for an unknown user;
 	// SetUserRole and DeleteUser return ErrLastAdmin rather than leave no admin.
 	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)

@@ -61,7 +61,7 @@ func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, [
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	hash, _ := bcrypt.GenerateFromPassword([]byte("admin password"), bcrypt.MinCost)
-	if _, err := db.CreateUser(ctx, storage.User{Name: "root", Role: storage.RoleAdmin, PasswordHash: string(hash)}); err != nil {
+	if _, err := db.CreateUser(ctx, storage.User{Name: "root", Role: storage.RoleAdmin, PasswordHash: string(hash)}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	return srv, db, sources
@@ -147,7 +147,7 @@ func TestConsole_Mounted(t *testing.T) {
 		"/events/1":            {"The provider's event id", "header:webhook-id", "msg_1", "Every delivery of this key"},
 		"/keys?state=all":      {"msg_1"},
 		"/sources":             {"standard-webhooks", "signed timestamp", "not covered", "from environment variable PMS_TOKEN", "generated on first start", "Reveal"},
-		"/audit":               {"Nothing in the audit log yet"},
+		"/audit":               {"add user", "root as admin"},
 		"/users":               {"root"},
 		"/lab":                 {"lab-form"},
 	}

@@ -326,12 +326,12 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log, err := db.AuditLog(context.Background(), 0, 3)
+		log, err := db.AuditLog(context.Background(), 0, 4)
 		db.Close()
-		if err != nil || len(log) != 3 {
+		if err != nil || len(log) != 4 {
 			t.Fatalf("audit log: %v %v", log, err)
 		}
-		for i, want := range []string{"remove user admin", "set password rita", "change role rita to admin"} {
+		for i, want := range []string{"remove user admin", "set password rita", "change role rita to admin", "add user rita as operator"} {
 			if got := log[i].Action + " " + log[i].Reason; got != want || !strings.HasPrefix(log[i].Actor, "cli") {
 				t.Errorf("audit row %d: %s %q, want cli… %q", i, log[i].Actor, got, want)
 			}
@@ -486,8 +486,10 @@ max_backoff = "1s"
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// The reprocess, and before it the admin that the first start created.
 	audit, err := db.AuditLog(context.Background(), 0, 10)
-	if err != nil || len(audit) != 1 || audit[0].Action != "reprocess" || audit[0].Reason != "PMS lost it" || !strings.HasPrefix(audit[0].Actor, "cli") {
+	if err != nil || len(audit) != 2 || audit[0].Action != "reprocess" || audit[0].Reason != "PMS lost it" || !strings.HasPrefix(audit[0].Actor, "cli") ||
+		audit[1].Action != "add user" || audit[1].Reason != "admin as admin" || audit[1].Actor != "serve (first start)" {
 		t.Fatalf("audit = %+v, %v", audit, err)
 	}
 }

@@ -50,7 +50,7 @@ func loadConsoleUserAdd(t *testing.T, path string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.CreateUser(ctx, storage.User{Name: loadConsoleUser, Role: storage.RoleAdmin, PasswordHash: string(hash)}); err != nil {
+		if _, err := db.CreateUser(ctx, storage.User{Name: loadConsoleUser, Role: storage.RoleAdmin, PasswordHash: string(hash)}, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}

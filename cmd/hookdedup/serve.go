@@ -74,7 +74,7 @@ func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := db.CreateUser(ctx, storage.User{Name: "admin", Role: storage.RoleAdmin, PasswordHash: string(hash)}); err != nil {
+	if _, err := db.CreateUser(ctx, storage.User{Name: "admin", Role: storage.RoleAdmin, PasswordHash: string(hash)}, "serve (first start)"); err != nil {
 		if errors.Is(err, storage.ErrExists) {
 			return "", nil // another process made it first
 		}

@@ -148,7 +148,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	if _, err := db.CreateUser(ctx, storage.User{Name: pos[0], Role: *role, PasswordHash: string(hash)}); err != nil {
+	if _, err := db.CreateUser(ctx, storage.User{Name: pos[0], Role: *role, PasswordHash: string(hash)}, cliActor()); err != nil {
 		if errors.Is(err, storage.ErrExists) {
 			return fmt.Errorf("user %q already exists", pos[0])
 		}
