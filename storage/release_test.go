@@ -18,7 +18,7 @@ func TestDB_ReleaseKeys(t *testing.T) {
 	db := MustOpenDB(t)
 	clk := newClock(db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
-	const stuck, busy = 230, 20 // over two batches of stuck keys, then keys in flight
+	const stuck, busy = 230, 20 // stuck keys over several transactions, then keys in flight
 	for i := range stuck {
 		mustRecord(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
 	}
