@@ -83,6 +83,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: bench-deps
 bench-deps:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk; }
+	@/usr/bin/python3 -c 'import fastapi, uvicorn' 2>/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3-fastapi uvicorn; }
 
 bench: bench-deps
 	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console)' \

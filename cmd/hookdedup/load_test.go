@@ -13,7 +13,10 @@
 //   - while the server's own expiry sweep deletes 1 M expired claims;
 //   - with 1 M and 5 M keys already stored (filled through storage.BulkLoadForBench),
 //     and the server's resident memory under load at the largest size;
-//   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go).
+//   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
+//   - the issue's reference implementation, rebuilt from its description
+//     (testdata/reference.py), empty and holding 100,000 and 1 M keys, for the ratios the
+//     issue asks (skipped, with the issue's own figures, without Debian's python3-fastapi).
 //
 // Every figure is the median of BENCH_RUNS runs. Targets are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
@@ -309,6 +312,52 @@ func (s noStore) Record(_ context.Context, d *storage.Delivery, _ storage.ClaimO
 }
 
 func (noStore) Ping(context.Context) error { return nil }
+
+// loadReference starts the issue's reference implementation (testdata/reference.py:
+// FastAPI under uvicorn, one worker, claims in an in-process dict) holding preload keys,
+// and returns its URL and how to stop it, or "" when Debian's python3-fastapi and uvicorn
+// are missing (`make bench-deps` installs them).
+func loadReference(t *testing.T, preload int) (url string, pid string, stop func()) {
+	t.Helper()
+	const python = "/usr/bin/python3" // Debian's, where its packages are
+	if exec.Command(python, "-c", "import fastapi, uvicorn").Run() != nil {
+		return "", "", nil
+	}
+	testdata, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(python, "-m", "uvicorn", "reference:app", "--app-dir", testdata, "--host", "127.0.0.1",
+		"--port", port, "--no-access-log", "--log-level", "warning")
+	cmd.Env = append(os.Environ(), "REF_SECRET=whsec_"+base64.StdEncoding.EncodeToString(loadKey[:]),
+		"REF_PRELOAD="+strconv.Itoa(preload))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	for range 300 { // a million preloaded keys take a few seconds
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr + "/webhooks/ota", strconv.Itoa(cmd.Process.Pid), stop
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	t.Fatalf("the reference implementation did not start:\n%s", out.Bytes())
+	return "", "", nil
+}
 
 // loadServer is a running `hookdedup serve`.
 type loadServer struct {
@@ -671,6 +720,37 @@ func TestLoad(t *testing.T) {
 		}
 	}
 
+	// The issue's reference implementation, rebuilt from its description, on this
+	// machine: empty and holding 100,000 and 1 M keys; a fresh process for each run, since
+	// every run adds keys. Half duplicates, as the issue measured it.
+	refSizes := []int{0, 100_000, 1_000_000}
+	refRows := map[int]*loadRow{}
+	if url, _, stop := loadReference(t, 0); url == "" {
+		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps); the issue's own figures are used")
+	} else {
+		stop()
+		fmt.Println("reference implementation (testdata/reference.py: FastAPI, in-process dict):")
+		for _, n := range refSizes {
+			name := "reference, empty"
+			if n > 0 {
+				name = "reference, " + loadCount(n) + " keys held"
+			}
+			refRows[n] = row(name, "half")
+			for range k.runs {
+				url, pid, stop := loadReference(t, n)
+				cpu0 := cpuTime(pid)
+				x := loadWrk(t, k, url, "half", k.duration)
+				x.CPUPerReq = float64((cpuTime(pid) - cpu0).Microseconds()) / float64(max(x.Requests, 1))
+				stop()
+				if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
+					t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", refRows[n].scenario,
+						x.ErrStatus, x.ErrRead, x.ErrTimeout)
+				}
+				report(refRows[n], x)
+			}
+		}
+	}
+
 	// 2. A sweep of expired claims running under load: the server sweeps at start.
 	var sweepRow *loadRow
 	if k.sweepKeys > 0 {
@@ -792,6 +872,22 @@ func TestLoad(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\nmedians of %d runs of %s each; wrk -t%d -c%d with testdata/sign.lua (every request signed); %d cores; load average now %.2f\n",
 		k.runs, k.duration, k.threads, k.conns, runtime.NumCPU(), loadAverage())
+	// refRatio compares r with the reference holding n keys, as measured in this run, or
+	// else with the issue's own figure for it (2,950 req/s empty, 270 at 100,000 keys).
+	refRatio := func(r *loadRow, n int) string {
+		held := "empty"
+		if n > 0 {
+			held = "holding " + loadCount(n) + " keys"
+		}
+		if ref := refRows[n]; ref != nil && len(ref.runs) > 0 {
+			return fmt.Sprintf("%.1f× the reference %s (%.0f req/s in this run)", r.rps()/ref.rps(), held, ref.rps())
+		}
+		stated := map[int]float64{0: 2950, 100_000: 270}[n]
+		if stated == 0 {
+			return "the reference " + held + ": not measured"
+		}
+		return fmt.Sprintf("%.1f× the reference %s (%.0f req/s, the issue's figure)", r.rps()/stated, held, stated)
+	}
 	full := map[string]*loadRow{"half": emptyRows["FULLhalf"], "unique": emptyRows["FULLunique"]}
 	if full["half"] != nil {
 		fmt.Fprintf(&b, "\ntargets (issue 5):\n")
@@ -800,15 +896,15 @@ func TestLoad(t *testing.T) {
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
 			cpu := func(r *loadRow) float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
-			fmt.Fprintf(&b, "- %s, empty: %.2f× bare (target ≥ 0.5), p99 %.2f ms (target ≤ 10 ms), %.1f× the FastAPI reference's 2,950 req/s (target ≥ 8×; stated in the issue, not reproducible here); server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
-				mix, r.rps()/bareRPS, r.p99(), r.rps()/2950, cpu(r), cpu(bareRow), cpu(bareRow)/cpu(r))
+			fmt.Fprintf(&b, "- %s, empty: %.2f× bare (target ≥ 0.5), p99 %.2f ms (target ≤ 10 ms), %s (target ≥ 8×); server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
+				mix, r.rps()/bareRPS, r.p99(), refRatio(r, 0), cpu(r), cpu(bareRow), cpu(bareRow)/cpu(r))
 		}
 		for _, sr := range sizeRows {
 			e := full[sr.mix]
 			fmt.Fprintf(&b, "- %s, %s: throughput %+.1f%%, p99 %+.1f%% against empty (target within 15%%)",
 				sr.scenario, sr.mix, 100*(sr.rps()/e.rps()-1), 100*(sr.p99()/e.p99()-1))
 			if strings.HasPrefix(sr.scenario, "1 M ") {
-				fmt.Fprintf(&b, "; %.0f× the reference's 270 req/s at 100,000 keys (target ≥ 500×)", sr.rps()/270)
+				fmt.Fprintf(&b, "; %s, %s (target ≥ 500×)", refRatio(sr, 1_000_000), refRatio(sr, 100_000))
 			}
 			b.WriteString("\n")
 		}
