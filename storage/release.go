@@ -164,10 +164,24 @@ type KeyOutcome struct {
 func (db *DB) ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOutcome, error) {
 	f.Limit = maxBulk
 	f.AfterID = 0
-	keys, err := db.ListKeys(ctx, f)
+	claims, err := db.ListKeys(ctx, f)
 	if err != nil {
 		return nil, err
 	}
+	keys := make([]KeyRef, len(claims))
+	for i, c := range claims {
+		keys[i] = KeyRef{Source: c.Source, Key: c.Key}
+	}
+	return db.ReleaseEach(ctx, keys, r)
+}
+
+// KeyRef names a key.
+type KeyRef struct{ Source, Key string }
+
+// ReleaseEach releases (or reprocesses) each of keys as ReleaseKeys does: one outcome
+// per key, in order, committed releaseBatch keys at a time. r's Source and Key are
+// ignored.
+func (db *DB) ReleaseEach(ctx context.Context, keys []KeyRef, r Release) ([]KeyOutcome, error) {
 	out := make([]KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {
 		batch := keys[:min(releaseBatch, len(keys))]
@@ -181,7 +195,7 @@ func (db *DB) ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOut
 	return out, nil
 }
 
-func (db *DB) releaseBatch(ctx context.Context, batch []Claim, r Release) ([]KeyOutcome, error) {
+func (db *DB) releaseBatch(ctx context.Context, batch []KeyRef, r Release) ([]KeyOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -155,30 +155,34 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 	case len(reason) > 500:
 		flash(r, w, "error", "Keep the reason under 500 characters.")
 	default:
-		var done, unchanged, busy, missing int
-		stuckBefore := s.now().Add(-s.stuck)
-		for _, k := range keys {
+		refs := make([]storage.KeyRef, len(keys))
+		for i, k := range keys {
 			source, key, ok := strings.Cut(k, "/")
 			if !ok || source == "" || key == "" {
 				return badRequest("A key to release is malformed.")
 			}
-			res, err := s.store.ReleaseKey(ctx, storage.Release{
-				Source: source, Key: key, Actor: u.Name, Reason: reason,
-				Reprocess: action == "reprocess", StuckBefore: stuckBefore,
-			})
+			refs[i] = storage.KeyRef{Source: source, Key: key}
+		}
+		outcomes, err := s.store.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
+			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
+		var done, unchanged, busy, missing int
+		for _, o := range outcomes {
 			switch {
-			case errors.Is(err, storage.ErrNotFound):
+			case errors.Is(o.Err, storage.ErrNotFound):
 				missing++
-			case errors.Is(err, storage.ErrBusy):
+			case errors.Is(o.Err, storage.ErrBusy):
 				busy++
-			case err != nil:
-				return err
-			case res.Changed:
+			case o.Err != nil:
+				return o.Err
+			case o.Changed:
 				done++
-				s.log.Info("key released", "user", u.Name, "source", source, "key", key, "action", action, "was", res.Previous)
+				s.log.Info("key released", "user", u.Name, "source", o.Source, "key", o.Key, "action", action, "was", o.Previous)
 			default:
 				unchanged++
 			}
+		}
+		if err != nil {
+			return err
 		}
 		verb := "Released"
 		if action == "reprocess" {

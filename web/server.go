@@ -67,6 +67,7 @@ type Store interface {
 	// TokenUser returns ErrNotFound for an unknown or revoked API token.
 	TokenUser(ctx context.Context, token string) (storage.User, error)
 	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
+	ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error)
 }
 
 // Source is a configured webhook source as the console shows it. It carries no secret:
