@@ -394,11 +394,12 @@ func TestDB_SettingOrInit(t *testing.T) {
 func TestDB_Tokens(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
-	if _, _, err := db.CreateToken(ctx, "nobody", "ci"); !errors.Is(err, storage.ErrNotFound) {
+	if _, _, err := db.CreateToken(ctx, "nobody", "ci", "admin"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("token for an unknown user: %v", err)
 	}
 	db.CreateUser(ctx, storage.User{Name: "vic", Role: storage.RoleViewer, PasswordHash: "x"}, "test")
-	tok, meta, err := db.CreateToken(ctx, "vic", "dashboards")
+	db.CreateUser(ctx, storage.User{Name: "wen", Role: storage.RoleViewer, PasswordHash: "x"}, "test")
+	tok, meta, err := db.CreateToken(ctx, "vic", "dashboards", "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,18 +410,31 @@ func TestDB_Tokens(t *testing.T) {
 	if _, err := db.TokenUser(ctx, tok+"x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("altered token: %v", err)
 	}
-	if err := db.RevokeToken(ctx, meta.ID); err != nil {
+	// Revoking through its owner's account takes the owner's tokens only.
+	if err := db.RevokeToken(ctx, meta.ID, "wen", "wen"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("another user revoked vic's token: %v", err)
+	}
+	if err := db.RevokeToken(ctx, meta.ID, "vic", "vic"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.TokenUser(ctx, tok); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("revoked token still works: %v", err)
 	}
-	if err := db.RevokeToken(ctx, meta.ID); !errors.Is(err, storage.ErrNotFound) {
+	if err := db.RevokeToken(ctx, meta.ID, "", "admin"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("second revoke: %v", err)
 	}
-	list, _ := db.Tokens(ctx)
-	if len(list) != 1 || list[0].RevokedAt.IsZero() || list[0].UserName != "vic" {
+	if list, _ := db.Tokens(ctx, ""); len(list) != 1 || list[0].RevokedAt.IsZero() || list[0].UserName != "vic" {
 		t.Fatalf("tokens = %+v", list)
+	}
+	if list, _ := db.Tokens(ctx, "wen"); len(list) != 0 {
+		t.Fatalf("wen's tokens = %+v", list)
+	}
+	// Who made and who revoked it are in the audit log; the refusals are not.
+	log, err := db.AuditLog(ctx, 0, 2)
+	if err != nil || len(log) != 2 || log[0].Actor != "vic" || log[0].Action != "revoke token" ||
+		log[0].Reason != `"dashboards" (id 1) of vic` || log[1].Actor != "admin" || log[1].Action != "create token" ||
+		log[1].Reason != `"dashboards" (id 1) for vic` {
+		t.Fatalf("audit = %+v, %v", log, err)
 	}
 }
 

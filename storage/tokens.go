@@ -32,26 +32,43 @@ func hashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CreateToken makes a bearer token for the named user and returns it with its metadata.
-// The token is returned once: only its SHA-256 is kept. Returns ErrNotFound for an
-// unknown user.
-func (db *DB) CreateToken(ctx context.Context, userName, name string) (string, Token, error) {
-	u, err := db.UserByName(ctx, userName)
-	if err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
-	}
+// CreateToken makes a bearer token for the named user and returns it with its metadata,
+// and writes the audit row, by actor, in the same transaction. The token is returned
+// once: only its SHA-256 is kept. Returns ErrNotFound for an unknown user.
+func (db *DB) CreateToken(ctx context.Context, userName, name, actor string) (string, Token, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", Token{}, err
 	}
 	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	t := Token{UserID: u.ID, UserName: u.Name, Role: u.Role, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
-	res, err := db.write.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
-		u.ID, name, hashToken(token), millis(t.CreatedAt))
+	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return "", Token{}, fmt.Errorf("create token: %w", err)
 	}
-	t.ID, _ = res.LastInsertId()
+	defer tx.Rollback()
+	t := Token{UserName: userName, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
+	err = tx.QueryRowContext(ctx, `SELECT id, role FROM users WHERE name = ?`, userName).Scan(&t.UserID, &t.Role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", Token{}, fmt.Errorf("create token: user %q: %w", userName, ErrNotFound)
+	}
+	if err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
+		t.UserID, name, hashToken(token), millis(t.CreatedAt))
+	if err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	if t.ID, err = res.LastInsertId(); err != nil {
+		return "", Token{}, err
+	}
+	if err := db.insertAudit(ctx, tx, AuditEntry{At: t.CreatedAt, Actor: actor, Action: "create token",
+		Reason: fmt.Sprintf("%q (id %d) for %s", name, t.ID, userName)}); err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
 	return token, t, nil
 }
 
@@ -76,22 +93,41 @@ func (db *DB) TokenUser(ctx context.Context, token string) (User, error) {
 	return u, nil
 }
 
-// RevokeToken revokes a token by id. Returns ErrNotFound if there is no such valid token.
-func (db *DB) RevokeToken(ctx context.Context, id int64) error {
-	res, err := db.write.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, db.now(), id)
+// RevokeToken revokes a valid token by id, a token of owner only unless owner is "",
+// and writes the audit row, by actor, in the same transaction. Returns ErrNotFound if
+// there is no such valid token (of owner).
+func (db *DB) RevokeToken(ctx context.Context, id int64, owner, actor string) error {
+	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("revoke token %d: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	defer tx.Rollback()
+	var name, user string
+	err = tx.QueryRowContext(ctx, `SELECT t.name, u.name FROM tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.id = ? AND t.revoked_at IS NULL AND (? = '' OR u.name = ?)`, id, owner, owner).Scan(&name, &user)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("revoke token %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("revoke token %d: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ?`, db.now(), id); err != nil {
+		return fmt.Errorf("revoke token %d: %w", id, err)
+	}
+	if err := db.insertAudit(ctx, tx, AuditEntry{Actor: actor, Action: "revoke token",
+		Reason: fmt.Sprintf("%q (id %d) of %s", name, id, user)}); err != nil {
+		return fmt.Errorf("revoke token %d: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("revoke token %d: %w", id, err)
 	}
 	return nil
 }
 
-// Tokens lists every token, newest first.
-func (db *DB) Tokens(ctx context.Context) ([]Token, error) {
+// Tokens lists the tokens of owner, or every token if owner is "", newest first.
+func (db *DB) Tokens(ctx context.Context, owner string) ([]Token, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT t.id, t.user_id, u.name, u.role, t.name, t.created_at, t.revoked_at
-		FROM tokens t JOIN users u ON u.id = t.user_id ORDER BY t.id DESC`)
+		FROM tokens t JOIN users u ON u.id = t.user_id WHERE ? = '' OR u.name = ? ORDER BY t.id DESC`, owner, owner)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}

@@ -68,7 +68,7 @@ func TestDB_ChangeUsers(t *testing.T) {
 	}
 
 	// Removing a user takes their API tokens with them.
-	tok, _, err := db.CreateToken(ctx, "ada", "scripts")
+	tok, _, err := db.CreateToken(ctx, "ada", "scripts", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestDB_ChangeUsers(t *testing.T) {
 	if _, err := db.TokenUser(ctx, tok); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a removed user's token still works: %v", err)
 	}
-	tokens, err := db.Tokens(ctx)
+	tokens, err := db.Tokens(ctx, "")
 	if err != nil || len(tokens) != 0 {
 		t.Fatalf("tokens left: %v, %v", tokens, err)
 	}
@@ -104,6 +104,7 @@ func TestDB_ChangeUsers(t *testing.T) {
 	}
 	want := []string{
 		"bo remove user ada (was viewer)",
+		"test create token \"scripts\" (id 1) for ada (was )",
 		"bo set password ada (was )",
 		"bo change role ada to viewer (was admin)",
 		"ada change role bo to admin (was operator)",

@@ -30,10 +30,21 @@ type Login struct {
 	Error    string
 }
 
-// Account is the signed-in user's own page: who they are, and their password.
+// Account is the signed-in user's own page: who they are, their password and their API
+// tokens.
 type Account struct {
-	Page  Page
-	Error string // why the password was not changed
+	Page       Page
+	Error      string // why the password was not changed
+	Tokens     []TokenRow
+	TokenName  string // the new token's name as typed
+	TokenError string // why no token was made
+	NewToken   string // a token just made: shown this once
+}
+
+// TokenRow is one API token, without the token.
+type TokenRow struct {
+	ID                     int64
+	Name, Created, Revoked string // Revoked is "" while the token is valid
 }
 
 // ErrorPage says what went wrong, in words for people.

@@ -370,7 +370,62 @@ func plural(n int) string {
 }
 
 func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
-	return s.render(w, r, http.StatusOK, views.AccountView(views.Account{Page: s.page(r, "Your account", "account")}))
+	return s.renderAccount(w, r, http.StatusOK, views.Account{})
+}
+
+// renderAccount shows the account page with v's messages, and the user's tokens.
+func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, code int, v views.Account) error {
+	me, _ := UserFrom(r.Context())
+	tokens, err := s.store.Tokens(r.Context(), me.Name)
+	if err != nil {
+		return err
+	}
+	v.Page = s.page(r, "Your account", "account")
+	for _, t := range tokens {
+		row := views.TokenRow{ID: t.ID, Name: t.Name, Created: s.fullTime(t.CreatedAt)}
+		if !t.RevokedAt.IsZero() {
+			row.Revoked = s.fullTime(t.RevokedAt)
+		}
+		v.Tokens = append(v.Tokens, row)
+	}
+	return s.render(w, r, code, views.AccountView(v))
+}
+
+// handleNewToken makes an API token for the signed-in user and shows it in this answer
+// only: not in a flash, which would put it in the session cookie.
+func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if name == "" || len(name) > 64 {
+		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name,
+			TokenError: "Say what the token is for, in 64 characters at most."})
+	}
+	tok, meta, err := s.store.CreateToken(r.Context(), me.Name, name, me.Name)
+	if err != nil {
+		return err
+	}
+	s.log.Info("token created", "user", me.Name, "token", meta.ID, "name", name)
+	return s.renderAccount(w, r, http.StatusOK, views.Account{NewToken: tok})
+}
+
+func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	id, err := strconv.ParseInt(r.PostFormValue("id"), 10, 64)
+	if err != nil {
+		return badRequest("That token id is not valid.")
+	}
+	// Only one's own: another user's token id is as good as an unknown one.
+	switch err := s.store.RevokeToken(r.Context(), id, me.Name, me.Name); {
+	case errors.Is(err, storage.ErrNotFound):
+		flash(r, w, "error", "You have no valid token with that id.")
+	case err != nil:
+		return err
+	default:
+		s.log.Info("token revoked", "user", me.Name, "token", id)
+		flash(r, w, "ok", "Token revoked; scripts that use it are refused from now on.")
+	}
+	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	return nil
 }
 
 // handleAccountPassword changes the signed-in user's own password. The current one is
@@ -382,8 +437,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	me, _ := UserFrom(ctx)
 	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")
 	refuse := func(code int, why string) error {
-		v := views.Account{Page: s.page(r, "Your account", "account"), Error: why}
-		return s.render(w, r, code, views.AccountView(v))
+		return s.renderAccount(w, r, code, views.Account{Error: why})
 	}
 	scopes := map[string]storage.Throttle{"user:" + me.Name: throttleUser}
 	now := s.now()

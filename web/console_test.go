@@ -730,7 +730,7 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code != http.StatusSeeOther {
 		t.Fatalf("ana signs in: %d", code)
 	}
-	tok, _, err := e.db.CreateToken(ctx, "ana", "scripts")
+	tok, _, err := e.db.CreateToken(ctx, "ana", "scripts", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -884,5 +884,77 @@ func TestConsole_Account(t *testing.T) {
 	}
 	if code, body := change(next, "yet another password", "yet another password"); code != http.StatusTooManyRequests || !strings.Contains(body, "Too many wrong passwords") {
 		t.Fatalf("after 5 wrong passwords: %d", code)
+	}
+}
+
+// TestConsole_AccountTokens makes and revokes an API token from the account page: the
+// token is shown once, works on the API as its user, and can be revoked only by them.
+func TestConsole_AccountTokens(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	op := e.as(t, "operator")
+	op.get("/account")
+	if code, body, _ := op.post("/account/tokens", url.Values{"name": {" "}}); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, "Say what the token is for") {
+		t.Fatalf("a token without a name: %d", code)
+	}
+	code, body, h := op.post("/account/tokens", url.Values{"name": {"support scripts"}})
+	m := regexp.MustCompile(`data-testid="new-token">(hdk_[A-Za-z0-9_-]+)<`).FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("make a token: %d, token shown: %v", code, m != nil)
+	}
+	tok := m[1]
+	for _, c := range h.Values("Set-Cookie") {
+		if strings.Contains(c, tok) {
+			t.Fatal("the token went into a cookie")
+		}
+	}
+	_, body = op.get("/account")
+	if strings.Contains(body, tok) || !strings.Contains(body, "support scripts") {
+		t.Fatal("the account page shows the token again, or not its name")
+	}
+	api := func() int {
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/keys", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := api(); code != http.StatusOK {
+		t.Fatalf("the new token on the API: %d", code)
+	}
+	tokens, err := e.db.Tokens(ctx, "operator")
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("operator's tokens: %v %v", tokens, err)
+	}
+	id := fmt.Sprint(tokens[0].ID)
+
+	// Another user cannot revoke it, even knowing its id.
+	viewer := e.as(t, "viewer")
+	viewer.get("/account")
+	if code, _, _ := viewer.post("/account/tokens/revoke", url.Values{"id": {id}}); code != http.StatusSeeOther {
+		t.Fatalf("revoke by another user: %d", code)
+	}
+	_, body = viewer.get("/account")
+	mustContain(t, body, "You have no valid token with that id.")
+	if code := api(); code != http.StatusOK {
+		t.Fatalf("another user revoked the token: %d", code)
+	}
+
+	if code, _, _ := op.post("/account/tokens/revoke", url.Values{"id": {id}}); code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", code)
+	}
+	_, body = op.get("/account")
+	mustContain(t, body, "Token revoked", "revoked 20")
+	if code := api(); code != http.StatusUnauthorized {
+		t.Fatalf("the revoked token on the API: %d", code)
+	}
+	log, err := e.db.AuditLog(ctx, 0, 2)
+	if err != nil || len(log) != 2 || log[0].Action != "revoke token" || log[1].Action != "create token" ||
+		log[0].Actor != "operator" || log[1].Actor != "operator" {
+		t.Fatalf("audit: %+v %v", log, err)
 	}
 }

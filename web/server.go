@@ -66,6 +66,10 @@ type Store interface {
 	LoginSucceeded(ctx context.Context, scope string) error
 	// TokenUser returns ErrNotFound for an unknown or revoked API token.
 	TokenUser(ctx context.Context, token string) (storage.User, error)
+	Tokens(ctx context.Context, owner string) ([]storage.Token, error)
+	CreateToken(ctx context.Context, userName, name, actor string) (string, storage.Token, error)
+	// RevokeToken returns ErrNotFound unless id is a valid token of owner.
+	RevokeToken(ctx context.Context, id int64, owner, actor string) error
 	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
 	ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error)
 }
@@ -250,6 +254,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
 	mux.Handle("POST /account/password", s.requireRole(viewer, s.handleAccountPassword))
+	mux.Handle("POST /account/tokens", s.requireRole(viewer, s.handleNewToken))
+	mux.Handle("POST /account/tokens/revoke", s.requireRole(viewer, s.handleRevokeToken))
 	mux.Handle("GET /users", s.requireRole(admin, s.handleUsers))
 	mux.Handle("POST /users", s.requireRole(admin, s.handleAddUser))
 	mux.Handle("POST /users/role", s.requireRole(admin, s.handleUserRole))

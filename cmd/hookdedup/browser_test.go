@@ -455,7 +455,15 @@ func TestBrowser(t *testing.T) {
 		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/account$`)))
 		must(expect.Locator(byTest("account-name")).ToHaveText("admin"))
 		must(expect.Locator(byTest("account-password")).ToBeVisible())
+		// An API token, made here and shown once, then revoked.
+		must(byTest("new-token-form").GetByLabel("What it is for").Fill("support scripts"))
+		must(byTest("new-token-form").GetByRole("button").Click())
+		must(expect.Locator(byTest("new-token")).ToContainText("hdk_"))
 		shot("09b-account")
+		must(byTest("token-row").GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Revoke"}).Click()) // confirm() accepted
+		must(expect.Locator(byTest("flash")).ToContainText("Token revoked"))
+		must(expect.Locator(byTest("new-token")).ToHaveCount(0))
+		must(expect.Locator(byTest("token-row")).ToContainText("revoked"))
 		goTo("/events")
 		must(expect.Locator(byTest("event-row").First()).ToBeVisible())
 		shot("10-events")

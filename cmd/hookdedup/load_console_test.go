@@ -54,7 +54,7 @@ func loadConsoleUserAdd(t *testing.T, path string) string {
 			t.Fatal(err)
 		}
 	}
-	token, _, err := db.CreateToken(ctx, loadConsoleUser, "load harness")
+	token, _, err := db.CreateToken(ctx, loadConsoleUser, "load harness", "load harness")
 	if err != nil {
 		t.Fatal(err)
 	}

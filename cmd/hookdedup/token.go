@@ -35,7 +35,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 		if *name == "" {
 			*name = "api"
 		}
-		tok, meta, err := db.CreateToken(ctx, pos[0], *name)
+		tok, meta, err := db.CreateToken(ctx, pos[0], *name, cliActor())
 		if errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("no user %q", pos[0])
 		}
@@ -46,7 +46,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 		fmt.Fprintln(e.stdout, tok)
 		return nil
 	case sub == "list" && len(pos) == 0:
-		list, err := db.Tokens(ctx)
+		list, err := db.Tokens(ctx, "")
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return fmt.Errorf("token revoke: %q is not a token id (see token list)", pos[0])
 		}
-		if err := db.RevokeToken(ctx, id); errors.Is(err, storage.ErrNotFound) {
+		if err := db.RevokeToken(ctx, id, "", cliActor()); errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("no valid token %d", id)
 		} else if err != nil {
 			return err
