@@ -209,6 +209,19 @@ func (c *client) login(name string) *client {
 
 func (e *consoleEnv) as(t testing.TB, role string) *client { return e.client(t).login(role) }
 
+// apiStatus is the status of a JSON API request with the bearer token tok.
+func (e *consoleEnv) apiStatus(t testing.TB, tok string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/keys", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func mustContain(t *testing.T, body string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
@@ -734,16 +747,7 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := func() int {
-		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/keys", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	api := func() int { return e.apiStatus(t, tok) }
 	release := url.Values{"k": {"ota/derived:9f2c"}, "reason": {"test"}, "action": {"release"}}
 	changed := func(path string, form url.Values, flash string) {
 		t.Helper()
@@ -913,16 +917,7 @@ func TestConsole_AccountTokens(t *testing.T) {
 	if strings.Contains(body, tok) || !strings.Contains(body, "support scripts") {
 		t.Fatal("the account page shows the token again, or not its name")
 	}
-	api := func() int {
-		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/keys", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	api := func() int { return e.apiStatus(t, tok) }
 	if code := api(); code != http.StatusOK {
 		t.Fatalf("the new token on the API: %d", code)
 	}
