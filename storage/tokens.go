@@ -41,33 +41,21 @@ func (db *DB) CreateToken(ctx context.Context, userName, name, actor string) (st
 		return "", Token{}, err
 	}
 	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
-	}
-	defer tx.Rollback()
 	t := Token{UserName: userName, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
-	err = tx.QueryRowContext(ctx, `SELECT id, role FROM users WHERE name = ?`, userName).Scan(&t.UserID, &t.Role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", Token{}, fmt.Errorf("create token: user %q: %w", userName, ErrNotFound)
-	}
+	err := db.changeUser(ctx, userName, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
+		t.UserID, t.Role = u.ID, u.Role
+		res, err := tx.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
+			u.ID, name, hashToken(token), millis(t.CreatedAt))
+		if err != nil {
+			return AuditEntry{}, err
+		}
+		if t.ID, err = res.LastInsertId(); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{At: t.CreatedAt, Action: "create token", Reason: fmt.Sprintf("%q (id %d) for %s", name, t.ID, userName)}, nil
+	})
 	if err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
-		t.UserID, name, hashToken(token), millis(t.CreatedAt))
-	if err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
-	}
-	if t.ID, err = res.LastInsertId(); err != nil {
-		return "", Token{}, err
-	}
-	if err := db.insertAudit(ctx, tx, AuditEntry{At: t.CreatedAt, Actor: actor, Action: "create token",
-		Reason: fmt.Sprintf("%q (id %d) for %s", name, t.ID, userName)}); err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return "", Token{}, fmt.Errorf("create token: %w", err)
+		return "", Token{}, fmt.Errorf("create token for %q: %w", userName, err)
 	}
 	return token, t, nil
 }

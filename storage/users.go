@@ -193,8 +193,9 @@ func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 	return nil
 }
 
-// changeUser runs change on the named user inside one write transaction and appends the
-// audit row it returns, by actor; an entry without an Action means nothing changed.
+// changeUser runs change, a write concerning the named user (their row, their tokens),
+// inside one write transaction and appends the audit row it returns, by actor; an entry
+// without an Action means nothing changed. Returns ErrNotFound for an unknown user.
 func (db *DB) changeUser(ctx context.Context, name, actor string, change func(*sql.Tx, User) (AuditEntry, error)) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
