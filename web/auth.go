@@ -302,15 +302,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	scopes := map[string]storage.Throttle{"user:" + name: throttleUser, "addr:" + addr: throttleAddr}
 	now := s.now()
-	until, err := s.store.LoginBlocked(r.Context(), now, scopes)
+	wait, err := s.throttled(w, r, now, scopes)
 	if err != nil {
 		return err
 	}
-	if !until.IsZero() {
-		mins := int(math.Ceil(until.Sub(now).Minutes()))
-		w.Header().Set("Retry-After", fmt.Sprint(int(until.Sub(now).Seconds())+1))
+	if wait != "" {
 		s.log.Warn("sign-in throttled", "user", name, "addr", addr)
-		return fail(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins. Try again in %d minute%s.", mins, plural(mins)))
+		return fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait+".")
 	}
 	u, err := s.store.UserByName(r.Context(), name)
 	hash := s.dummyHash
@@ -343,6 +341,18 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
+}
+
+// throttled reports whether a password check for scopes is refused for now: if so it
+// sets Retry-After and returns how long to wait, in words ("3 minutes"), else "".
+func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time, scopes map[string]storage.Throttle) (string, error) {
+	until, err := s.store.LoginBlocked(r.Context(), now, scopes)
+	if err != nil || until.IsZero() {
+		return "", err
+	}
+	w.Header().Set("Retry-After", fmt.Sprint(int(until.Sub(now).Seconds())+1))
+	mins := int(math.Ceil(until.Sub(now).Minutes()))
+	return fmt.Sprintf("%d minute%s", mins, plural(mins)), nil
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
@@ -441,13 +451,12 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	}
 	scopes := map[string]storage.Throttle{"user:" + me.Name: throttleUser}
 	now := s.now()
-	until, err := s.store.LoginBlocked(ctx, now, scopes)
+	wait, err := s.throttled(w, r, now, scopes)
 	if err != nil {
 		return err
 	}
-	if !until.IsZero() {
-		mins := int(math.Ceil(until.Sub(now).Minutes()))
-		return refuse(http.StatusTooManyRequests, fmt.Sprintf("Too many wrong passwords. Try again in %d minute%s.", mins, plural(mins)))
+	if wait != "" {
+		return refuse(http.StatusTooManyRequests, "Too many wrong passwords. Try again in "+wait+".")
 	}
 	u, err := s.store.UserByName(ctx, me.Name)
 	if err != nil {

@@ -886,8 +886,9 @@ func TestConsole_Account(t *testing.T) {
 	for range 5 {
 		change("guess", next, next)
 	}
-	if code, body := change(next, "yet another password", "yet another password"); code != http.StatusTooManyRequests || !strings.Contains(body, "Too many wrong passwords") {
-		t.Fatalf("after 5 wrong passwords: %d", code)
+	code, body, h := me.post("/account/password", url.Values{"current": {next}, "password": {"yet another password"}, "again": {"yet another password"}})
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "Too many wrong passwords") || h.Get("Retry-After") == "" {
+		t.Fatalf("after 5 wrong passwords: %d, Retry-After %q", code, h.Get("Retry-After"))
 	}
 }
 
