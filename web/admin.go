@@ -162,22 +162,10 @@ func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) erro
 	if p := passwordProblem(password); p != "" {
 		return backToUsers(w, r, "error", p)
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
-	if err != nil {
-		return err
-	}
-	err = s.store.SetUserPassword(r.Context(), name, string(hash), me.Name)
+	err := s.setPassword(w, r, name, password)
 	ok := fmt.Sprintf("New password set for %s; their sessions have ended.", name)
-	if err == nil {
-		s.log.Info("user password set", "by", me.Name, "user", name)
-		if name == me.Name {
-			// The new hash ends every session of this user, this one too unless it is
-			// stamped again.
-			if err := s.restamp(r, w, string(hash)); err != nil {
-				return err
-			}
-			ok = "Your password is changed; your other sessions have ended."
-		}
+	if name == me.Name {
+		ok = "Your password is changed; your other sessions have ended."
 	}
 	return s.userChangeDone(w, r, name, err, ok)
 }

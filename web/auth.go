@@ -159,18 +159,28 @@ func sessionStamp(u storage.User) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// restamp keeps the request's own session valid after its user's password changed to
-// hash.
-func (s *Server) restamp(r *http.Request, w http.ResponseWriter, hash string) error {
-	st, ok := r.Context().Value(ctxState{}).(*requestState)
-	if !ok || st.session == nil {
-		return nil
-	}
-	u, err := s.store.UserByName(r.Context(), st.user.Name)
+// setPassword gives the named user a new password, by the signed-in user. The new hash
+// ends every session of that user; when that is the signed-in user, this session is
+// stamped again so that it stays. Returns the store's errors (ErrNotFound).
+func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
+	me, _ := UserFrom(r.Context())
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 	if err != nil {
 		return err
 	}
-	u.PasswordHash = hash
+	if err := s.store.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
+		return err
+	}
+	s.log.Info("user password set", "by", me.Name, "user", name)
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if name != me.Name || !ok || st.session == nil {
+		return nil
+	}
+	u, err := s.store.UserByName(r.Context(), name) // for its id
+	if err != nil {
+		return err
+	}
+	u.PasswordHash = string(hash)
 	st.session.Values["stamp"] = sessionStamp(u)
 	return st.session.Save(r, w)
 }
@@ -475,20 +485,12 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	if password != again {
 		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
-	if err != nil {
-		return err
-	}
-	if err := s.store.SetUserPassword(ctx, me.Name, string(hash), me.Name); err != nil {
-		return err
-	}
-	if err := s.restamp(r, w, string(hash)); err != nil {
+	if err := s.setPassword(w, r, me.Name, password); err != nil {
 		return err
 	}
 	if err := s.store.LoginSucceeded(ctx, "user:"+me.Name); err != nil {
 		return err
 	}
-	s.log.Info("user password set", "by", me.Name, "user", me.Name)
 	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
 	http.Redirect(w, r, "/account", http.StatusSeeOther)
 	return nil
