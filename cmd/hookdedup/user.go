@@ -23,7 +23,7 @@ const userUsage = `usage: hookdedup user add NAME --role viewer|operator|admin  
        hookdedup user password NAME                          (new password on stdin)
        hookdedup user remove NAME`
 
-// runUser manages console users. Every change but add is written to the audit log, by
+// runUser manages console users. Every change, add included, is written to the audit log, by
 // cli:<login name>; the console's sessions of a user see a change at their next request.
 func runUser(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 {
