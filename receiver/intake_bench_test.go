@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkIntake(b *testing.B) {
 }
 
 func benchIntake(b *testing.B, store string, half bool) {
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{intakeSecret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{intakeSecret}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,13 +19,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
 // Source is one configured webhook provider: POST /webhooks/{Name}.
 type Source struct {
 	Name     string
-	Verifier Verifier
+	Verifier signature.Verifier
 	Keys     KeySpec
 	// TTL is the dedup window; it should outlast the provider's redelivery window.
 	TTL time.Duration

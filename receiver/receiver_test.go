@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -31,7 +32,7 @@ type testEnv struct {
 
 func otaSource(t testing.TB) receiver.Source {
 	t.Helper()
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{testSecret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{testSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestHandler_UnauthenticatedBodyNotKept(t *testing.T) {
 }
 
 func TestHandler_CredentialsRedacted(t *testing.T) {
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
+	v, err := signature.New(signature.Config{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -27,7 +27,7 @@ func TestBackupRestore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

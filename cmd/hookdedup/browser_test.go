@@ -22,7 +22,7 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -158,7 +158,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 // send signs body as the source's provider would and posts it; it returns the answer.
-func (cs *consoleServer) send(t *testing.T, source string, sc receiver.SchemeConfig, body map[string]any, msgID string) map[string]string {
+func (cs *consoleServer) send(t *testing.T, source string, sc signature.Config, body map[string]any, msgID string) map[string]string {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -167,7 +167,7 @@ func (cs *consoleServer) send(t *testing.T, source string, sc receiver.SchemeCon
 		t.Fatal(err)
 	}
 	b := bytes.TrimSpace(buf.Bytes())
-	v, err := receiver.NewVerifier(sc)
+	v, err := signature.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,13 +215,13 @@ func (cs *consoleServer) seed(t *testing.T) (stuckKey string) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	ota := receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{e2eOTASecret}}
+	ota := signature.Config{Scheme: "standard-webhooks", Secrets: []string{e2eOTASecret}}
 	first := cs.send(t, "ota", ota, cancellation("180.00"), "msg_e2e_first")
 	dup := cs.send(t, "ota", ota, cancellation("190.00"), "msg_e2e_again")
 	if first["status"] != "accepted" || dup["status"] != "duplicate" || first["key"] != dup["key"] {
 		t.Fatalf("cancellation answers: %v then %v", first, dup)
 	}
-	pms := receiver.SchemeConfig{Scheme: "hmac-sha256", Secrets: []string{e2ePMSSecret}, Header: "X-Signature"}
+	pms := signature.Config{Scheme: "hmac-sha256", Secrets: []string{e2ePMSSecret}, Header: "X-Signature"}
 	a := cs.send(t, "pms", pms, map[string]any{"event_id": "pms-evt-7", "booking_id": "BK-PMS-7", "status": "confirmed"}, "")
 	stuckKey = a["key"]
 

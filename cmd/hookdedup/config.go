@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -298,13 +299,13 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 			list = []string{s}
 		}
 		if sc.Signature == "" {
-			return nil, fail("signature", fmt.Errorf("is required (one of %s)", strings.Join(receiver.Schemes, ", ")))
+			return nil, fail("signature", fmt.Errorf("is required (one of %s)", strings.Join(signature.Schemes, ", ")))
 		}
 		tolerance, err := parseDuration(sc.Tolerance, 0)
 		if err != nil {
 			return nil, fail("tolerance", err)
 		}
-		v, err := receiver.NewVerifier(receiver.SchemeConfig{
+		v, err := signature.New(signature.Config{
 			Scheme:      sc.Signature,
 			Secrets:     list,
 			Tolerance:   tolerance,

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -163,7 +164,7 @@ func (s *crashSink) receipts() []crashReceipt {
 // crashTraffic is the senders' side: the events, every delivery and its answer.
 type crashTraffic struct {
 	t      *testing.T
-	v      receiver.Verifier
+	v      signature.Verifier
 	client *http.Client
 	url    atomic.Pointer[string] // the live server, or nil while it is down
 
@@ -301,7 +302,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	sinkSrv := httptest.NewServer(sink)
 	defer sinkSrv.Close()
 
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

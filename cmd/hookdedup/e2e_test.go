@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -409,7 +409,7 @@ max_backoff = "1s"
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := startServe(t, dir, nil), startServe(t, dir, nil)
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
 	if err != nil {
 		t.Fatal(err)
 	}

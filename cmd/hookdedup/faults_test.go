@@ -27,7 +27,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3" // the other process's connection in the lock test
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -45,7 +45,7 @@ type faultRig struct {
 	dir    string
 	dbPath string
 	s      *server
-	v      receiver.Verifier
+	v      signature.Verifier
 	client *http.Client
 	n      int
 	mu     sync.Mutex
@@ -65,7 +65,7 @@ func newFaultRig(t *testing.T, dbPath, top, src string) *faultRig {
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -280,7 +281,7 @@ func loadListen(t *testing.T, h http.Handler) string {
 // the bare handler and serve, it shows what is left for storage.
 func loadNoStore(t *testing.T) string {
 	t.Helper()
-	v, err := receiver.NewVerifier(receiver.SchemeConfig{Scheme: "standard-webhooks",
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks",
 		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(loadKey[:])}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package receiver
+package signature
 
 import (
 	"encoding/base64"
@@ -26,7 +26,7 @@ type bodyHMACConfig struct {
 type bodyHMACVerifier struct {
 	bodyHMACConfig
 	canonical string // header, canonicalised once for map lookups
-	keys      *sigKeys
+	keys      *hmacKeys
 	noPrefix  string // "malformed" reasons, built once
 	badSig    string
 }
@@ -36,7 +36,7 @@ func newBodyHMACVerifier(cfg bodyHMACConfig, secrets []string) (Verifier, error)
 	for i, s := range secrets {
 		keys[i] = []byte(s)
 	}
-	k, err := newSigKeys(keys)
+	k, err := newHMACKeys(keys)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func newBodyHMACVerifier(cfg bodyHMACConfig, secrets []string) (Verifier, error)
 	}
 	return &bodyHMACVerifier{
 		bodyHMACConfig: cfg,
-		canonical:      sigCanonical(cfg.header),
+		canonical:      canonicalKey(cfg.header),
 		keys:           k,
 		noPrefix:       "signature does not start with " + cfg.prefix,
 		badSig:         badSig,
@@ -59,27 +59,27 @@ func (v *bodyHMACVerifier) Integrity() bool        { return true }
 func (v *bodyHMACVerifier) DefaultEventID() string { return v.eventID }
 
 func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ time.Time) error {
-	s := sigHeader(h, v.canonical)
+	s := headerValue(h, v.canonical)
 	if s == "" {
-		return sigMissingHeader(v.header)
+		return missingHeader(v.header)
 	}
 	// The prefix is a label, not a secret: its case is forgiven
 	// ("SHA256=" from a provider that upper-cases it).
 	if n := len(v.prefix); n > 0 {
 		if len(s) < n || !strings.EqualFold(s[:n], v.prefix) {
-			return sigMalformed(v.header, v.noPrefix)
+			return malformed(v.header, v.noPrefix)
 		}
 		s = s[n:]
 	}
-	var sig [1]sigDigest
+	var sig [1]digest
 	var ok bool
 	if v.base64 {
-		ok = sigDecodeBase64(&sig[0], s, v.base64URL)
+		ok = decodeBase64(&sig[0], s, v.base64URL)
 	} else {
-		ok = sigDecodeHex(&sig[0], s)
+		ok = decodeHex(&sig[0], s)
 	}
 	if !ok {
-		return sigMalformed(v.header, v.badSig)
+		return malformed(v.header, v.badSig)
 	}
 
 	st := v.keys.get()
@@ -87,14 +87,14 @@ func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ ti
 	ok = v.keys.match(st, body, sig[:])
 	v.keys.put(st)
 	if !ok {
-		return errSigMismatch
+		return errMismatch
 	}
 	return nil
 }
 
 func (v *bodyHMACVerifier) Sign(h http.Header, _ url.Values, body []byte, _ time.Time) error {
 	if h == nil {
-		return errSigNilHeader
+		return errNilHeader
 	}
 	sig := v.keys.sign("", body)
 	var enc string

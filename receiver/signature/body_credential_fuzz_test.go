@@ -1,4 +1,4 @@
-package receiver_test
+package signature_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 )
 
 // The body-HMAC and shared-secret parsers, fuzzed like FuzzVerifyStandardWebhooks and
@@ -19,16 +19,16 @@ import (
 // error text that looks like a signature. Each oracle decodes what was sent on its own,
 // as the provider's documents describe, and compares bytes.
 
-// sigFuzzCutFold cuts prefix from s, ignoring its case.
-func sigFuzzCutFold(s, prefix string) (string, bool) {
+// cutFold cuts prefix from s, ignoring its case.
+func cutFold(s, prefix string) (string, bool) {
 	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
 		return "", false
 	}
 	return s[len(prefix):], true
 }
 
-// sigFuzzDecodings returns every way sig decodes as base64 in the given alphabets.
-func sigFuzzDecodings(sig string, encs ...*base64.Encoding) [][]byte {
+// base64Decodings returns every way sig decodes as base64 in the given alphabets.
+func base64Decodings(sig string, encs ...*base64.Encoding) [][]byte {
 	var out [][]byte
 	for _, enc := range encs {
 		if b, err := enc.DecodeString(sig); err == nil {
@@ -38,19 +38,19 @@ func sigFuzzDecodings(sig string, encs ...*base64.Encoding) [][]byte {
 	return out
 }
 
-// sigFuzzBodyHMAC fuzzes one body-HMAC verifier, whose signature comes in header after
+// fuzzBodyHMAC fuzzes one body-HMAC verifier, whose signature comes in header after
 // prefix; decode returns the digests what follows the prefix stands for.
-func sigFuzzBodyHMAC(f *testing.F, cfg receiver.SchemeConfig, header, prefix string, decode func(string) [][]byte) {
-	v := sigMustVerifier(f, cfg)
+func fuzzBodyHMAC(f *testing.F, cfg signature.Config, header, prefix string, decode func(string) [][]byte) {
+	v := mustVerifier(f, cfg)
 	f.Fuzz(func(t *testing.T, sig string, body []byte) {
 		h := http.Header{}
 		h.Set(header, sig)
 		err := v.Verify(h, nil, body, time.Now())
 		if err == nil {
-			rest, ok := sigFuzzCutFold(sig, prefix)
+			rest, ok := cutFold(sig, prefix)
 			genuine := false
 			for _, s := range cfg.Secrets {
-				want := sigMAC([]byte(s), string(body))
+				want := hmacOf([]byte(s), string(body))
 				for _, got := range decode(rest) {
 					genuine = genuine || (ok && hmac.Equal(got, want))
 				}
@@ -59,13 +59,13 @@ func sigFuzzBodyHMAC(f *testing.F, cfg receiver.SchemeConfig, header, prefix str
 				t.Fatalf("forged delivery verified: %s %q body %q", header, sig, body)
 			}
 		}
-		if err != nil && sigLeak.MatchString(err.Error()) {
+		if err != nil && leakPattern.MatchString(err.Error()) {
 			t.Fatalf("error %q looks like it carries a signature", err)
 		}
 	})
 }
 
-func sigFuzzHex(s string) [][]byte {
+func hexDecodings(s string) [][]byte {
 	b, err := hex.DecodeString(s)
 	if err != nil {
 		return nil
@@ -74,47 +74,47 @@ func sigFuzzHex(s string) [][]byte {
 }
 
 func FuzzVerifyGitHub(f *testing.F) {
-	f.Add(sigGitHubSignature, []byte(sigGitHubBody))
-	f.Add(strings.ToUpper(sigGitHubSignature), []byte(sigGitHubBody))
-	f.Add("sha1=757107ea0eb2509fc211221cce984b8a37570b6d", []byte(sigGitHubBody))
+	f.Add(githubSignature, []byte(githubBody))
+	f.Add(strings.ToUpper(githubSignature), []byte(githubBody))
+	f.Add("sha1=757107ea0eb2509fc211221cce984b8a37570b6d", []byte(githubBody))
 	f.Add("sha256=", []byte(nil))
 	f.Add("sha256="+strings.Repeat("g", 64), []byte("{}"))
-	f.Add("sha256= 757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", []byte(sigGitHubBody))
-	sigFuzzBodyHMAC(f, receiver.SchemeConfig{Scheme: "github", Secrets: []string{sigGitHubSecret, "rotated-secret"}},
-		"X-Hub-Signature-256", "sha256=", sigFuzzHex)
+	f.Add("sha256= 757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", []byte(githubBody))
+	fuzzBodyHMAC(f, signature.Config{Scheme: "github", Secrets: []string{githubSecret, "rotated-secret"}},
+		"X-Hub-Signature-256", "sha256=", hexDecodings)
 }
 
 func FuzzVerifyShopify(f *testing.F) {
-	f.Add(sigShopifyBase64, []byte(sigShopifyBody))
-	f.Add(strings.TrimSuffix(sigShopifyBase64, "="), []byte(sigShopifyBody))
-	f.Add(strings.NewReplacer("+", "-", "/", "_").Replace(sigShopifyBase64), []byte(sigShopifyBody))
-	f.Add(sigShopifyHex, []byte(sigShopifyBody))
+	f.Add(shopifyBase64, []byte(shopifyBody))
+	f.Add(strings.TrimSuffix(shopifyBase64, "="), []byte(shopifyBody))
+	f.Add(strings.NewReplacer("+", "-", "/", "_").Replace(shopifyBase64), []byte(shopifyBody))
+	f.Add(shopifyHex, []byte(shopifyBody))
 	f.Add("====", []byte(nil))
 	f.Add(strings.Repeat("A", 44), []byte("{}"))
-	sigFuzzBodyHMAC(f, receiver.SchemeConfig{Scheme: "shopify", Secrets: []string{sigShopifySecret, "rotated-secret"}},
+	fuzzBodyHMAC(f, signature.Config{Scheme: "shopify", Secrets: []string{shopifySecret, "rotated-secret"}},
 		"X-Shopify-Hmac-Sha256", "", func(s string) [][]byte {
-			return sigFuzzDecodings(s, base64.StdEncoding, base64.RawStdEncoding)
+			return base64Decodings(s, base64.StdEncoding, base64.RawStdEncoding)
 		})
 }
 
 func FuzzVerifyHMACSHA256Hex(f *testing.F) {
-	f.Add("sha256="+sigShopifyHex, []byte(sigShopifyBody))
-	f.Add("SHA256="+strings.ToUpper(sigShopifyHex), []byte(sigShopifyBody))
-	f.Add(sigShopifyHex, []byte(sigShopifyBody))
-	f.Add("sha256=sha256="+sigShopifyHex, []byte(sigShopifyBody))
+	f.Add("sha256="+shopifyHex, []byte(shopifyBody))
+	f.Add("SHA256="+strings.ToUpper(shopifyHex), []byte(shopifyBody))
+	f.Add(shopifyHex, []byte(shopifyBody))
+	f.Add("sha256=sha256="+shopifyHex, []byte(shopifyBody))
 	f.Add("sha256", []byte(nil))
-	sigFuzzBodyHMAC(f, receiver.SchemeConfig{Scheme: "hmac-sha256", Secrets: []string{sigShopifySecret, "rotated-secret"},
-		Header: "X-Signature", Encoding: "hex", Prefix: "sha256="}, "X-Signature", "sha256=", sigFuzzHex)
+	fuzzBodyHMAC(f, signature.Config{Scheme: "hmac-sha256", Secrets: []string{shopifySecret, "rotated-secret"},
+		Header: "X-Signature", Encoding: "hex", Prefix: "sha256="}, "X-Signature", "sha256=", hexDecodings)
 }
 
 func FuzzVerifyHMACSHA256Base64(f *testing.F) {
-	f.Add(sigShopifyBase64, []byte(sigShopifyBody))
-	f.Add(strings.NewReplacer("+", "-", "/", "_", "=", "").Replace(sigShopifyBase64), []byte(sigShopifyBody))
-	f.Add(strings.Replace(sigShopifyBase64, "+", "-", 1), []byte(sigShopifyBody)) // alphabets mixed
+	f.Add(shopifyBase64, []byte(shopifyBody))
+	f.Add(strings.NewReplacer("+", "-", "/", "_", "=", "").Replace(shopifyBase64), []byte(shopifyBody))
+	f.Add(strings.Replace(shopifyBase64, "+", "-", 1), []byte(shopifyBody)) // alphabets mixed
 	f.Add("", []byte(nil))
-	sigFuzzBodyHMAC(f, receiver.SchemeConfig{Scheme: "hmac-sha256", Secrets: []string{sigShopifySecret, "rotated-secret"},
+	fuzzBodyHMAC(f, signature.Config{Scheme: "hmac-sha256", Secrets: []string{shopifySecret, "rotated-secret"},
 		Header: "X-Signature", Encoding: "base64"}, "X-Signature", "", func(s string) [][]byte {
-		return sigFuzzDecodings(s, base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding)
+		return base64Decodings(s, base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding)
 	})
 }
 
@@ -131,13 +131,13 @@ func FuzzVerifyBasicAuth(f *testing.F) {
 	f.Add("Basic " + strings.Repeat("=", 5000))
 	f.Add("Bearer " + secrets[0])
 	f.Add("Basic !!!!")
-	v := sigMustVerifier(f, receiver.SchemeConfig{Scheme: "basic-auth", BasicUser: user, Secrets: secrets})
+	v := mustVerifier(f, signature.Config{Scheme: "basic-auth", BasicUser: user, Secrets: secrets})
 	f.Fuzz(func(t *testing.T, authorization string) {
 		h := http.Header{}
 		h.Set("Authorization", authorization)
 		err := v.Verify(h, nil, nil, time.Now())
 		if err == nil {
-			rest, ok := sigFuzzCutFold(authorization, "Basic ")
+			rest, ok := cutFold(authorization, "Basic ")
 			creds, derr := base64.StdEncoding.DecodeString(strings.TrimLeft(rest, " "))
 			u, p, found := bytes.Cut(creds, []byte{':'})
 			genuine := ok && derr == nil && found && string(u) == user && (string(p) == secrets[0] || string(p) == secrets[1])
@@ -163,8 +163,8 @@ func FuzzVerifyToken(f *testing.F) {
 	f.Add(strings.ToUpper(secrets[0]), "token=%74ok_old")
 	f.Add("", "token")
 	f.Add(strings.Repeat("t", 5000), "token="+strings.Repeat("t", 5000))
-	byHeader := sigMustVerifier(f, receiver.SchemeConfig{Scheme: "token", TokenHeader: "X-Webhook-Token", Secrets: secrets})
-	byQuery := sigMustVerifier(f, receiver.SchemeConfig{Scheme: "token", TokenQuery: "token", Secrets: secrets})
+	byHeader := mustVerifier(f, signature.Config{Scheme: "token", TokenHeader: "X-Webhook-Token", Secrets: secrets})
+	byQuery := mustVerifier(f, signature.Config{Scheme: "token", TokenQuery: "token", Secrets: secrets})
 	f.Fuzz(func(t *testing.T, header, rawQuery string) {
 		h := http.Header{}
 		h.Set("X-Webhook-Token", header)

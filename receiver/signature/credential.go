@@ -1,4 +1,4 @@
-package receiver
+package signature
 
 import (
 	"bytes"
@@ -21,23 +21,23 @@ import (
 // whatever was sent, so a constant-time comparison of them reveals neither
 // the content nor the length of a secret.
 
-const sigAuthorization = "Authorization"
+const authorizationHeader = "Authorization"
 
 var (
 	// One message for both failures: saying which part was wrong would
 	// help a guesser.
-	errSigBasicAuth = errors.New("user name or password does not match")
-	errSigToken     = errors.New("token does not match any secret")
+	errBasicAuth = errors.New("user name or password does not match")
+	errToken     = errors.New("token does not match any secret")
 )
 
-// sigMaxCredential bounds what an unauthenticated caller makes us decode
+// maxCredential bounds what an unauthenticated caller makes us decode
 // and hash.
-const sigMaxCredential = 4 << 10
+const maxCredential = 4 << 10
 
 type basicAuthVerifier struct {
-	user      sigDigest   // SHA-256 of the configured user name
-	passwords []sigDigest // SHA-256 of each secret
-	signUser  string      // for Sign only
+	user      digest   // SHA-256 of the configured user name
+	passwords []digest // SHA-256 of each secret
+	signUser  string   // for Sign only
 	signPass  string
 }
 
@@ -52,7 +52,7 @@ func newBasicAuthVerifier(user string, secrets []string) (Verifier, error) {
 	}
 	v := &basicAuthVerifier{
 		user:      sha256.Sum256([]byte(user)),
-		passwords: make([]sigDigest, len(secrets)),
+		passwords: make([]digest, len(secrets)),
 		signUser:  user,
 		signPass:  secrets[0],
 	}
@@ -62,23 +62,23 @@ func newBasicAuthVerifier(user string, secrets []string) (Verifier, error) {
 	return v, nil
 }
 
-func (v *basicAuthVerifier) Scheme() string         { return sigBasicAuth }
+func (v *basicAuthVerifier) Scheme() string         { return schemeBasicAuth }
 func (v *basicAuthVerifier) Timestamped() bool      { return false }
 func (v *basicAuthVerifier) Integrity() bool        { return false }
 func (v *basicAuthVerifier) DefaultEventID() string { return "" }
 
 func (v *basicAuthVerifier) Verify(h http.Header, _ url.Values, _ []byte, _ time.Time) error {
-	a := sigHeader(h, sigAuthorization)
+	a := headerValue(h, authorizationHeader)
 	if a == "" {
-		return sigMissingHeader(sigAuthorization)
+		return missingHeader(authorizationHeader)
 	}
 	const basic = "Basic "
 	if len(a) < len(basic) || !strings.EqualFold(a[:len(basic)], basic) {
-		return sigMalformed(sigAuthorization, "want Basic credentials")
+		return malformed(authorizationHeader, "want Basic credentials")
 	}
 	enc := strings.TrimLeft(a[len(basic):], " ")
-	if len(enc) > sigMaxCredential {
-		return sigMalformed(sigAuthorization, fmt.Sprintf("credentials longer than %d bytes", sigMaxCredential))
+	if len(enc) > maxCredential {
+		return malformed(authorizationHeader, fmt.Sprintf("credentials longer than %d bytes", maxCredential))
 	}
 	// Stack buffers fit any ordinary credentials; AppendDecode moves to the
 	// heap only for longer ones.
@@ -86,11 +86,11 @@ func (v *basicAuthVerifier) Verify(h http.Header, _ url.Values, _ []byte, _ time
 	var dstBuf [96]byte
 	creds, err := base64.StdEncoding.AppendDecode(dstBuf[:0], append(srcBuf[:0], enc...))
 	if err != nil {
-		return sigMalformed(sigAuthorization, "credentials are not valid base64")
+		return malformed(authorizationHeader, "credentials are not valid base64")
 	}
 	user, pass, ok := bytes.Cut(creds, []byte{':'})
 	if !ok {
-		return sigMalformed(sigAuthorization, "credentials have no ':' between user and password")
+		return malformed(authorizationHeader, "credentials have no ':' between user and password")
 	}
 
 	// Every comparison runs, whichever fails, so the time taken does not
@@ -102,16 +102,16 @@ func (v *basicAuthVerifier) Verify(h http.Header, _ url.Values, _ []byte, _ time
 		anyPass |= subtle.ConstantTimeCompare(ph[:], v.passwords[i][:])
 	}
 	if match&anyPass != 1 {
-		return errSigBasicAuth
+		return errBasicAuth
 	}
 	return nil
 }
 
 func (v *basicAuthVerifier) Sign(h http.Header, _ url.Values, _ []byte, _ time.Time) error {
 	if h == nil {
-		return errSigNilHeader
+		return errNilHeader
 	}
-	h.Set(sigAuthorization, "Basic "+base64.StdEncoding.EncodeToString([]byte(v.signUser+":"+v.signPass)))
+	h.Set(authorizationHeader, "Basic "+base64.StdEncoding.EncodeToString([]byte(v.signUser+":"+v.signPass)))
 	return nil
 }
 
@@ -119,7 +119,7 @@ type tokenVerifier struct {
 	header    string // as configured, for messages; "" when query is set
 	canonical string
 	query     string
-	tokens    []sigDigest // SHA-256 of each secret
+	tokens    []digest // SHA-256 of each secret
 	signToken string
 }
 
@@ -127,14 +127,14 @@ func newTokenVerifier(header, query string, secrets []string) (Verifier, error) 
 	if (header == "") == (query == "") {
 		return nil, errors.New("set exactly one of token_header and token_query")
 	}
-	if header != "" && !sigValidHeaderName(header) {
+	if header != "" && !validHeaderName(header) {
 		return nil, fmt.Errorf("token_header %q is not a valid header name", header)
 	}
 	v := &tokenVerifier{
 		header:    header,
-		canonical: sigCanonical(header),
+		canonical: canonicalKey(header),
 		query:     query,
-		tokens:    make([]sigDigest, len(secrets)),
+		tokens:    make([]digest, len(secrets)),
 		signToken: secrets[0],
 	}
 	for i, s := range secrets {
@@ -143,7 +143,7 @@ func newTokenVerifier(header, query string, secrets []string) (Verifier, error) 
 	return v, nil
 }
 
-func (v *tokenVerifier) Scheme() string         { return sigToken }
+func (v *tokenVerifier) Scheme() string         { return schemeToken }
 func (v *tokenVerifier) Timestamped() bool      { return false }
 func (v *tokenVerifier) Integrity() bool        { return false }
 func (v *tokenVerifier) DefaultEventID() string { return "" }
@@ -154,11 +154,11 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 		if tok = q.Get(v.query); tok == "" {
 			return fmt.Errorf("missing query parameter %s", v.query)
 		}
-	} else if tok = sigHeader(h, v.canonical); tok == "" {
-		return sigMissingHeader(v.header)
+	} else if tok = headerValue(h, v.canonical); tok == "" {
+		return missingHeader(v.header)
 	}
-	if len(tok) > sigMaxCredential {
-		return fmt.Errorf("token longer than %d bytes", sigMaxCredential)
+	if len(tok) > maxCredential {
+		return fmt.Errorf("token longer than %d bytes", maxCredential)
 	}
 	var buf [128]byte
 	th := sha256.Sum256(append(buf[:0], tok...))
@@ -167,7 +167,7 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 		match |= subtle.ConstantTimeCompare(th[:], v.tokens[i][:])
 	}
 	if match != 1 {
-		return errSigToken
+		return errToken
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func (v *tokenVerifier) Sign(h http.Header, q url.Values, _ []byte, _ time.Time)
 		return nil
 	}
 	if h == nil {
-		return errSigNilHeader
+		return errNilHeader
 	}
 	h.Set(v.canonical, v.signToken)
 	return nil

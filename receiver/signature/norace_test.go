@@ -1,6 +1,6 @@
 //go:build !race
 
-package receiver_test
+package signature_test
 
 import (
 	"net/http"
@@ -14,14 +14,14 @@ import (
 // random on purpose.)
 func TestVerify_NoAllocs(t *testing.T) {
 	now := time.Unix(1764441727, 0)
-	for scheme, cfg := range sigSchemeConfigs() {
-		v := sigMustVerifier(t, cfg)
+	for scheme, cfg := range schemeConfigs() {
+		v := mustVerifier(t, cfg)
 		h, q := http.Header{}, url.Values{}
-		if err := v.Sign(h, q, sigBenchBody, now); err != nil {
+		if err := v.Sign(h, q, benchBody, now); err != nil {
 			t.Fatal(err)
 		}
 		allocs := testing.AllocsPerRun(100, func() {
-			if err := v.Verify(h, q, sigBenchBody, now); err != nil {
+			if err := v.Verify(h, q, benchBody, now); err != nil {
 				t.Fatal(err)
 			}
 		})

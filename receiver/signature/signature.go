@@ -1,4 +1,4 @@
-package receiver
+package signature
 
 import (
 	"crypto/hmac"
@@ -17,50 +17,46 @@ import (
 	"time"
 )
 
-// Unexported names in this file and its signature_*.go siblings carry a
-// "sig" prefix (or a scheme name) because other files of package receiver
-// are written in parallel and must not collide with them.
-
 // Scheme names as they appear in the config's `signature` field.
 const (
-	sigStandardWebhooks = "standard-webhooks"
-	sigStripe           = "stripe"
-	sigGitHub           = "github"
-	sigShopify          = "shopify"
-	sigHMACSHA256       = "hmac-sha256"
-	sigBasicAuth        = "basic-auth"
-	sigToken            = "token"
-	sigNone             = "none"
+	schemeStandardWebhooks = "standard-webhooks"
+	schemeStripe           = "stripe"
+	schemeGitHub           = "github"
+	schemeShopify          = "shopify"
+	schemeHMACSHA256       = "hmac-sha256"
+	schemeBasicAuth        = "basic-auth"
+	schemeToken            = "token"
+	schemeNone             = "none"
 )
 
 // Schemes lists the scheme names, for error messages and docs.
 var Schemes = []string{
-	sigStandardWebhooks, sigStripe, sigGitHub, sigShopify,
-	sigHMACSHA256, sigBasicAuth, sigToken, sigNone,
+	schemeStandardWebhooks, schemeStripe, schemeGitHub, schemeShopify,
+	schemeHMACSHA256, schemeBasicAuth, schemeToken, schemeNone,
 }
 
-// sigSchemeList is spelled out rather than joined from Schemes, which is a
+// schemeList is spelled out rather than joined from Schemes, which is a
 // mutable exported slice: a caller appending to it must not change what
-// NewVerifier accepts or says. A test keeps the two in step.
-const sigSchemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none"
+// New accepts or says. A test keeps the two in step.
+const schemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none"
 
 const (
-	// sigDefaultTolerance matches Stripe's and the Standard Webhooks
+	// defaultTolerance matches Stripe's and the Standard Webhooks
 	// libraries' default, so a provider's own documentation holds.
-	sigDefaultTolerance = 5 * time.Minute
+	defaultTolerance = 5 * time.Minute
 
-	// sigMaxHeader and sigMaxEntries bound the work an unauthenticated
+	// maxHeader and maxEntries bound the work an unauthenticated
 	// caller can make us do: every entry may cost an HMAC comparison.
-	sigMaxHeader  = 8 << 10
-	sigMaxEntries = 32
+	maxHeader  = 8 << 10
+	maxEntries = 32
 
-	// sigMaxID bounds webhook-id, which is copied into a pooled buffer on
+	// maxID bounds webhook-id, which is copied into a pooled buffer on
 	// every delivery; real ids are a few dozen bytes.
-	sigMaxID = 1 << 10
+	maxID = 1 << 10
 )
 
-// SchemeConfig is one source's signature settings, as read from the TOML config.
-type SchemeConfig struct {
+// Config is one source's signature settings, as read from the TOML config.
+type Config struct {
 	Scheme      string        // standard-webhooks | stripe | github | shopify | hmac-sha256 | basic-auth | token | none
 	Secrets     []string      // one or more (rotation: a delivery verifies if ANY secret matches)
 	Tolerance   time.Duration // for timestamped schemes; 0 means the default 5m
@@ -100,53 +96,53 @@ type Verifier interface {
 	DefaultEventID() string
 }
 
-// NewVerifier validates cfg and returns its Verifier. Errors name the config
+// New validates cfg and returns its Verifier. Errors name the config
 // field that is wrong and identify a bad secret by its position (#1, #2, …),
 // never by its value, because they end up in logs.
 // Scheme "none" needs no secret and ignores any given; every other scheme
 // needs at least one secret, and none of its secrets may be empty.
 // Fields that belong to another scheme are ignored.
-func NewVerifier(cfg SchemeConfig) (Verifier, error) {
+func New(cfg Config) (Verifier, error) {
 	if cfg.Tolerance < 0 {
 		return nil, errors.New("tolerance must not be negative")
 	}
 	tol := cfg.Tolerance
 	if tol == 0 {
-		tol = sigDefaultTolerance
+		tol = defaultTolerance
 	}
 	switch cfg.Scheme {
-	case sigNone:
-		return sigNoneVerifier{}, nil
+	case schemeNone:
+		return noneVerifier{}, nil
 	case "":
-		return nil, fmt.Errorf("signature scheme is required (want one of %s)", sigSchemeList)
-	case sigStandardWebhooks, sigStripe, sigGitHub, sigShopify, sigHMACSHA256, sigBasicAuth, sigToken:
+		return nil, fmt.Errorf("signature scheme is required (want one of %s)", schemeList)
+	case schemeStandardWebhooks, schemeStripe, schemeGitHub, schemeShopify, schemeHMACSHA256, schemeBasicAuth, schemeToken:
 	default:
-		return nil, fmt.Errorf("unknown signature scheme %q (want one of %s)", cfg.Scheme, sigSchemeList)
+		return nil, fmt.Errorf("unknown signature scheme %q (want one of %s)", cfg.Scheme, schemeList)
 	}
-	if err := sigCheckSecrets(cfg.Secrets); err != nil {
+	if err := checkSecrets(cfg.Secrets); err != nil {
 		return nil, err
 	}
 
 	switch cfg.Scheme {
-	case sigStandardWebhooks:
+	case schemeStandardWebhooks:
 		return newStandardWebhooksVerifier(cfg.Secrets, tol)
-	case sigStripe:
+	case schemeStripe:
 		return newStripeVerifier(cfg.Secrets, tol)
-	case sigGitHub:
+	case schemeGitHub:
 		return newBodyHMACVerifier(bodyHMACConfig{
-			scheme: sigGitHub, header: "X-Hub-Signature-256", prefix: "sha256=",
+			scheme: schemeGitHub, header: "X-Hub-Signature-256", prefix: "sha256=",
 			eventID: "header:X-GitHub-Delivery",
 		}, cfg.Secrets)
-	case sigShopify:
+	case schemeShopify:
 		return newBodyHMACVerifier(bodyHMACConfig{
-			scheme: sigShopify, header: "X-Shopify-Hmac-Sha256", base64: true,
+			scheme: schemeShopify, header: "X-Shopify-Hmac-Sha256", base64: true,
 			eventID: "header:X-Shopify-Webhook-Id",
 		}, cfg.Secrets)
-	case sigHMACSHA256:
+	case schemeHMACSHA256:
 		if cfg.Header == "" {
 			return nil, errors.New("signature_header is required for hmac-sha256")
 		}
-		if !sigValidHeaderName(cfg.Header) {
+		if !validHeaderName(cfg.Header) {
 			return nil, fmt.Errorf("signature_header %q is not a valid header name", cfg.Header)
 		}
 		var b64 bool
@@ -158,21 +154,21 @@ func NewVerifier(cfg SchemeConfig) (Verifier, error) {
 			return nil, fmt.Errorf("signature_encoding must be hex or base64, not %q", cfg.Encoding)
 		}
 		return newBodyHMACVerifier(bodyHMACConfig{
-			scheme: sigHMACSHA256, header: cfg.Header, prefix: cfg.Prefix,
+			scheme: schemeHMACSHA256, header: cfg.Header, prefix: cfg.Prefix,
 			base64: b64, base64URL: b64,
 		}, cfg.Secrets)
-	case sigBasicAuth:
+	case schemeBasicAuth:
 		return newBasicAuthVerifier(cfg.BasicUser, cfg.Secrets)
-	default: // sigToken
+	default: // schemeToken
 		return newTokenVerifier(cfg.TokenHeader, cfg.TokenQuery, cfg.Secrets)
 	}
 }
 
-// sigCheckSecrets refuses empty secrets because an HMAC with an empty key,
+// checkSecrets refuses empty secrets because an HMAC with an empty key,
 // or an empty token, is one anybody can produce. It also refuses edge
 // whitespace: a secret read from a file or environment with a trailing
 // newline would otherwise fail every delivery with a baffling mismatch.
-func sigCheckSecrets(secrets []string) error {
+func checkSecrets(secrets []string) error {
 	if len(secrets) == 0 || len(secrets) == 1 && secrets[0] == "" {
 		return errors.New("secret is required")
 	}
@@ -187,9 +183,9 @@ func sigCheckSecrets(secrets []string) error {
 	return nil
 }
 
-// sigValidHeaderName reports whether s is an RFC 9110 field name, so that a
+// validHeaderName reports whether s is an RFC 9110 field name, so that a
 // typo such as "X Signature" fails at start-up instead of on every delivery.
-func sigValidHeaderName(s string) bool {
+func validHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -205,34 +201,34 @@ func sigValidHeaderName(s string) bool {
 	return true
 }
 
-// sigHeader returns the first value of the header whose canonical name is
+// headerValue returns the first value of the header whose canonical name is
 // key. Looking the map up directly with a name canonicalised once, at
 // construction, saves h.Get's per-call canonicalisation (which allocates for
 // lower-case names such as "webhook-id").
-func sigHeader(h http.Header, key string) string {
+func headerValue(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-// sigCanonical is textproto's canonical form, computed once per verifier.
-func sigCanonical(name string) string { return textproto.CanonicalMIMEHeaderKey(name) }
+// canonicalKey is textproto's canonical form, computed once per verifier.
+func canonicalKey(name string) string { return textproto.CanonicalMIMEHeaderKey(name) }
 
-// errSigMismatch is the one answer for a well-formed signature that no secret
+// errMismatch is the one answer for a well-formed signature that no secret
 // produced; it names no secret, so it can be shared.
-var errSigMismatch = errors.New("signature does not match any secret")
+var errMismatch = errors.New("signature does not match any secret")
 
-func sigMissingHeader(name string) error { return fmt.Errorf("missing header %s", name) }
+func missingHeader(name string) error { return fmt.Errorf("missing header %s", name) }
 
-func sigMalformed(name, why string) error {
+func malformed(name, why string) error {
 	return fmt.Errorf("malformed header %s: %s", name, why)
 }
 
-// sigCheckTime refuses a signed timestamp too far from now in either
+// checkTime refuses a signed timestamp too far from now in either
 // direction: old ones are replays, future ones would stay replayable for
 // longer than the tolerance once signed.
-func sigCheckTime(unix int64, now time.Time, tol time.Duration) error {
+func checkTime(unix int64, now time.Time, tol time.Duration) error {
 	// Sub saturates instead of overflowing, so absurd timestamps still yield
 	// a sensible message.
 	age := now.Sub(time.Unix(unix, 0))
@@ -249,11 +245,11 @@ func sigCheckTime(unix int64, now time.Time, tol time.Duration) error {
 	return nil
 }
 
-// sigParseUnix parses decimal unix seconds. It is stricter than
+// parseUnix parses decimal unix seconds. It is stricter than
 // strconv.ParseInt (no sign, no underscores) because providers send plain
 // digits, and it does not allocate on bad input, which is what an attacker
 // sends.
-func sigParseUnix(s string) (int64, bool) {
+func parseUnix(s string) (int64, bool) {
 	if len(s) == 0 || len(s) > 18 {
 		return 0, false
 	}
@@ -268,13 +264,13 @@ func sigParseUnix(s string) (int64, bool) {
 	return n, true
 }
 
-// sigDigest is one decoded HMAC-SHA256 signature.
-type sigDigest = [sha256.Size]byte
+// digest is one decoded HMAC-SHA256 signature.
+type digest = [sha256.Size]byte
 
-// sigDecodeHex decodes exactly one SHA-256 digest written in hex of either
+// decodeHex decodes exactly one SHA-256 digest written in hex of either
 // case. Comparing decoded bytes rather than strings is what makes "AB" and
 // "ab" the same signature.
-func sigDecodeHex(dst *sigDigest, s string) bool {
+func decodeHex(dst *digest, s string) bool {
 	if len(s) != hex.EncodedLen(sha256.Size) {
 		return false
 	}
@@ -285,10 +281,10 @@ func sigDecodeHex(dst *sigDigest, s string) bool {
 	return err == nil && n == sha256.Size
 }
 
-// sigDecodeBase64 decodes exactly one SHA-256 digest in standard base64,
+// decodeBase64 decodes exactly one SHA-256 digest in standard base64,
 // padded or not; urlOK also admits the URL-safe alphabet, which some
 // generic providers use.
-func sigDecodeBase64(dst *sigDigest, s string, urlOK bool) bool {
+func decodeBase64(dst *digest, s string, urlOK bool) bool {
 	const raw = (8*sha256.Size + 5) / 6 // 43 characters, then one '='
 	if len(s) == raw+1 && s[raw] == '=' {
 		s = s[:raw]
@@ -306,31 +302,31 @@ func sigDecodeBase64(dst *sigDigest, s string, urlOK bool) bool {
 	return err == nil && n == sha256.Size
 }
 
-// sigKeys holds a scheme's HMAC keys and a pool of keyed HMAC states.
+// hmacKeys holds a scheme's HMAC keys and a pool of keyed HMAC states.
 // hmac.New costs several allocations and two SHA-256 blocks per key; a
 // pooled state only needs Reset, which restores the keyed state saved on
 // first use. That is most of what keeps Verify allocation-free.
-type sigKeys struct {
+type hmacKeys struct {
 	keys [][]byte
 	pool sync.Pool
 }
 
-// sigState is per-call scratch space. Everything handed to hash.Hash
+// hmacState is per-call scratch space. Everything handed to hash.Hash
 // methods escapes (they are interface calls), so buffers live here rather
 // than on the stack.
-type sigState struct {
+type hmacState struct {
 	macs []hash.Hash // one per key, in the order of the secrets
-	sum  sigDigest
+	sum  digest
 	pre  []byte // what is signed before the body: "id.ts." or "ts."
 }
 
-// newSigKeys builds the first state eagerly so that a key hmac.New refuses
+// newHMACKeys builds the first state eagerly so that a key hmac.New refuses
 // (it panics on keys shorter than 112 bits under GODEBUG=fips140=only) is a
 // start-up error, not a panic on the request path.
-func newSigKeys(keys [][]byte) (k *sigKeys, err error) {
-	k = &sigKeys{keys: keys}
+func newHMACKeys(keys [][]byte) (k *hmacKeys, err error) {
+	k = &hmacKeys{keys: keys}
 	k.pool.New = func() any {
-		st := &sigState{macs: make([]hash.Hash, len(keys)), pre: make([]byte, 0, 64)}
+		st := &hmacState{macs: make([]hash.Hash, len(keys)), pre: make([]byte, 0, 64)}
 		for i, key := range keys {
 			st.macs[i] = hmac.New(sha256.New, key)
 		}
@@ -345,13 +341,13 @@ func newSigKeys(keys [][]byte) (k *sigKeys, err error) {
 	return k, nil
 }
 
-func (k *sigKeys) get() *sigState   { return k.pool.Get().(*sigState) }
-func (k *sigKeys) put(st *sigState) { k.pool.Put(st) }
+func (k *hmacKeys) get() *hmacState   { return k.pool.Get().(*hmacState) }
+func (k *hmacKeys) put(st *hmacState) { k.pool.Put(st) }
 
 // match reports whether HMAC(key, st.pre || body) equals one of sigs for
 // any key. Each comparison is constant-time; stopping at the first match
 // reveals only that a delivery was authentic, which its sender knows.
-func (k *sigKeys) match(st *sigState, body []byte, sigs []sigDigest) bool {
+func (k *hmacKeys) match(st *hmacState, body []byte, sigs []digest) bool {
 	for _, mac := range st.macs {
 		mac.Reset()
 		if len(st.pre) > 0 {
@@ -369,23 +365,23 @@ func (k *sigKeys) match(st *sigState, body []byte, sigs []sigDigest) bool {
 }
 
 // sign returns HMAC(first key, pre || body), as a provider would send it.
-func (k *sigKeys) sign(pre string, body []byte) []byte {
+func (k *hmacKeys) sign(pre string, body []byte) []byte {
 	mac := hmac.New(sha256.New, k.keys[0])
 	mac.Write([]byte(pre))
 	mac.Write(body)
 	return mac.Sum(nil)
 }
 
-// errSigNilHeader is Sign's answer to a nil header map, which it cannot fill.
-var errSigNilHeader = errors.New("sign: nil http.Header")
+// errNilHeader is Sign's answer to a nil header map, which it cannot fill.
+var errNilHeader = errors.New("sign: nil http.Header")
 
-// sigNoneVerifier accepts everything, for sources whose config says so
+// noneVerifier accepts everything, for sources whose config says so
 // explicitly.
-type sigNoneVerifier struct{}
+type noneVerifier struct{}
 
-func (sigNoneVerifier) Verify(http.Header, url.Values, []byte, time.Time) error { return nil }
-func (sigNoneVerifier) Sign(http.Header, url.Values, []byte, time.Time) error   { return nil }
-func (sigNoneVerifier) Scheme() string                                          { return sigNone }
-func (sigNoneVerifier) Timestamped() bool                                       { return false }
-func (sigNoneVerifier) Integrity() bool                                         { return false }
-func (sigNoneVerifier) DefaultEventID() string                                  { return "" }
+func (noneVerifier) Verify(http.Header, url.Values, []byte, time.Time) error { return nil }
+func (noneVerifier) Sign(http.Header, url.Values, []byte, time.Time) error   { return nil }
+func (noneVerifier) Scheme() string                                          { return schemeNone }
+func (noneVerifier) Timestamped() bool                                       { return false }
+func (noneVerifier) Integrity() bool                                         { return false }
+func (noneVerifier) DefaultEventID() string                                  { return "" }

@@ -1,4 +1,4 @@
-package receiver
+package signature
 
 import (
 	"crypto/rand"
@@ -27,7 +27,7 @@ const (
 // standardWebhooksVerifier implements https://www.standardwebhooks.com
 // (the scheme Svix uses): HMAC-SHA256 over "id.timestamp.body".
 type standardWebhooksVerifier struct {
-	keys *sigKeys
+	keys *hmacKeys
 	tol  time.Duration
 }
 
@@ -52,47 +52,47 @@ func newStandardWebhooksVerifier(secrets []string, tol time.Duration) (Verifier,
 		}
 		keys[i] = key
 	}
-	k, err := newSigKeys(keys)
+	k, err := newHMACKeys(keys)
 	if err != nil {
 		return nil, err
 	}
 	return &standardWebhooksVerifier{keys: k, tol: tol}, nil
 }
 
-func (v *standardWebhooksVerifier) Scheme() string         { return sigStandardWebhooks }
+func (v *standardWebhooksVerifier) Scheme() string         { return schemeStandardWebhooks }
 func (v *standardWebhooksVerifier) Timestamped() bool      { return true }
 func (v *standardWebhooksVerifier) Integrity() bool        { return true }
 func (v *standardWebhooksVerifier) DefaultEventID() string { return "header:webhook-id" }
 
 func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
-	id := sigHeader(h, swIDHeader)
+	id := headerValue(h, swIDHeader)
 	if id == "" {
-		return sigMissingHeader("webhook-id")
+		return missingHeader("webhook-id")
 	}
-	if len(id) > sigMaxID {
-		return sigMalformed("webhook-id", fmt.Sprintf("longer than %d bytes", sigMaxID))
+	if len(id) > maxID {
+		return malformed("webhook-id", fmt.Sprintf("longer than %d bytes", maxID))
 	}
-	ts := sigHeader(h, swTimestampHeader)
+	ts := headerValue(h, swTimestampHeader)
 	if ts == "" {
-		return sigMissingHeader("webhook-timestamp")
+		return missingHeader("webhook-timestamp")
 	}
-	unix, ok := sigParseUnix(ts)
+	unix, ok := parseUnix(ts)
 	if !ok {
-		return sigMalformed("webhook-timestamp", "want unix seconds")
+		return malformed("webhook-timestamp", "want unix seconds")
 	}
-	sh := sigHeader(h, swSignatureHeader)
+	sh := headerValue(h, swSignatureHeader)
 	if sh == "" {
-		return sigMissingHeader("webhook-signature")
+		return missingHeader("webhook-signature")
 	}
-	if len(sh) > sigMaxHeader {
-		return sigMalformed("webhook-signature", fmt.Sprintf("longer than %d bytes", sigMaxHeader))
+	if len(sh) > maxHeader {
+		return malformed("webhook-signature", fmt.Sprintf("longer than %d bytes", maxHeader))
 	}
 
 	// "v1,<base64> v1,<base64> v1a,<...>": one entry per signing secret
 	// during a rotation, and other versions (v1a is Ed25519) to skip. An
 	// undecodable entry is skipped too, so that one bad entry does not
 	// hide a good one; it is reported only when nothing else is left.
-	var sigs [sigMaxEntries]sigDigest
+	var sigs [maxEntries]digest
 	n, entries, bad := 0, 0, ""
 	for rest := sh; rest != ""; {
 		var e string
@@ -100,8 +100,8 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 		if e == "" {
 			continue
 		}
-		if entries++; entries > sigMaxEntries {
-			return sigMalformed("webhook-signature", fmt.Sprintf("more than %d signatures", sigMaxEntries))
+		if entries++; entries > maxEntries {
+			return malformed("webhook-signature", fmt.Sprintf("more than %d signatures", maxEntries))
 		}
 		ver, sig, ok := strings.Cut(e, ",")
 		switch {
@@ -110,7 +110,7 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 				bad = "want v1,<base64 signature>"
 			}
 		case ver != "v1":
-		case !sigDecodeBase64(&sigs[n], sig, false):
+		case !decodeBase64(&sigs[n], sig, false):
 			if bad == "" {
 				bad = "v1 signature is not a base64 HMAC-SHA256"
 			}
@@ -122,9 +122,9 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 		if bad == "" {
 			bad = "no v1 signature"
 		}
-		return sigMalformed("webhook-signature", bad)
+		return malformed("webhook-signature", bad)
 	}
-	if err := sigCheckTime(unix, now, v.tol); err != nil {
+	if err := checkTime(unix, now, v.tol); err != nil {
 		return err
 	}
 
@@ -136,22 +136,22 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 	ok = v.keys.match(st, body, sigs[:n])
 	v.keys.put(st)
 	if !ok {
-		return errSigMismatch
+		return errMismatch
 	}
 	return nil
 }
 
 func (v *standardWebhooksVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
 	if h == nil {
-		return errSigNilHeader
+		return errNilHeader
 	}
-	id := sigHeader(h, swIDHeader)
+	id := headerValue(h, swIDHeader)
 	if id == "" {
 		id = "msg_" + rand.Text()
 		h.Set(swIDHeader, id)
 	}
-	if len(id) > sigMaxID {
-		return fmt.Errorf("sign: webhook-id longer than %d bytes", sigMaxID)
+	if len(id) > maxID {
+		return fmt.Errorf("sign: webhook-id longer than %d bytes", maxID)
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
 	sig := v.keys.sign(id+"."+ts+".", body)
@@ -164,7 +164,7 @@ func (v *standardWebhooksVerifier) Sign(h http.Header, _ url.Values, body []byte
 // (https://docs.stripe.com/webhooks#verify-manually): HMAC-SHA256 over
 // "timestamp.body", keyed with the whsec_ secret's bytes as they are.
 type stripeVerifier struct {
-	keys *sigKeys
+	keys *hmacKeys
 	tol  time.Duration
 }
 
@@ -173,30 +173,30 @@ func newStripeVerifier(secrets []string, tol time.Duration) (Verifier, error) {
 	for i, s := range secrets {
 		keys[i] = []byte(s)
 	}
-	k, err := newSigKeys(keys)
+	k, err := newHMACKeys(keys)
 	if err != nil {
 		return nil, err
 	}
 	return &stripeVerifier{keys: k, tol: tol}, nil
 }
 
-func (v *stripeVerifier) Scheme() string         { return sigStripe }
+func (v *stripeVerifier) Scheme() string         { return schemeStripe }
 func (v *stripeVerifier) Timestamped() bool      { return true }
 func (v *stripeVerifier) Integrity() bool        { return true }
 func (v *stripeVerifier) DefaultEventID() string { return "/id" }
 
 func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
-	sh := sigHeader(h, stripeHeader)
+	sh := headerValue(h, stripeHeader)
 	if sh == "" {
-		return sigMissingHeader(stripeHeader)
+		return missingHeader(stripeHeader)
 	}
-	if len(sh) > sigMaxHeader {
-		return sigMalformed(stripeHeader, fmt.Sprintf("longer than %d bytes", sigMaxHeader))
+	if len(sh) > maxHeader {
+		return malformed(stripeHeader, fmt.Sprintf("longer than %d bytes", maxHeader))
 	}
 
 	// "t=1492774577,v1=<hex>,v1=<hex>,v0=<hex>": several v1 during a
 	// rotation; v0 and unknown keys are skipped, as Stripe's libraries do.
-	var sigs [sigMaxEntries]sigDigest
+	var sigs [maxEntries]digest
 	n, entries, bad := 0, 0, ""
 	ts, haveTS := "", false
 	for rest := sh; rest != ""; {
@@ -205,22 +205,22 @@ func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now ti
 		if e = strings.TrimSpace(e); e == "" {
 			continue
 		}
-		if entries++; entries > sigMaxEntries {
-			return sigMalformed(stripeHeader, fmt.Sprintf("more than %d entries", sigMaxEntries))
+		if entries++; entries > maxEntries {
+			return malformed(stripeHeader, fmt.Sprintf("more than %d entries", maxEntries))
 		}
 		key, val, ok := strings.Cut(e, "=")
 		if !ok {
-			return sigMalformed(stripeHeader, "want t=<unix seconds>,v1=<hex signature>")
+			return malformed(stripeHeader, "want t=<unix seconds>,v1=<hex signature>")
 		}
 		switch key {
 		case "t":
 			// Two timestamps would make which one was signed ambiguous.
 			if haveTS {
-				return sigMalformed(stripeHeader, "more than one timestamp t=")
+				return malformed(stripeHeader, "more than one timestamp t=")
 			}
 			ts, haveTS = val, true
 		case "v1":
-			if !sigDecodeHex(&sigs[n], val) {
+			if !decodeHex(&sigs[n], val) {
 				if bad == "" {
 					bad = "v1 signature is not 64 hex digits"
 				}
@@ -230,19 +230,19 @@ func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now ti
 		}
 	}
 	if !haveTS {
-		return sigMalformed(stripeHeader, "no timestamp t=")
+		return malformed(stripeHeader, "no timestamp t=")
 	}
-	unix, ok := sigParseUnix(ts)
+	unix, ok := parseUnix(ts)
 	if !ok {
-		return sigMalformed(stripeHeader, "timestamp t= is not unix seconds")
+		return malformed(stripeHeader, "timestamp t= is not unix seconds")
 	}
 	if n == 0 {
 		if bad == "" {
 			bad = "no v1 signature"
 		}
-		return sigMalformed(stripeHeader, bad)
+		return malformed(stripeHeader, bad)
 	}
-	if err := sigCheckTime(unix, now, v.tol); err != nil {
+	if err := checkTime(unix, now, v.tol); err != nil {
 		return err
 	}
 
@@ -252,14 +252,14 @@ func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now ti
 	ok = v.keys.match(st, body, sigs[:n])
 	v.keys.put(st)
 	if !ok {
-		return errSigMismatch
+		return errMismatch
 	}
 	return nil
 }
 
 func (v *stripeVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
 	if h == nil {
-		return errSigNilHeader
+		return errNilHeader
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
 	sig := v.keys.sign(ts+".", body)

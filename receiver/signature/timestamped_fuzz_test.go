@@ -1,4 +1,4 @@
-package receiver_test
+package signature_test
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 )
 
 // The parsers read attacker-controlled headers before anything is
@@ -15,14 +15,14 @@ import (
 // may verify.
 
 func FuzzVerifyStandardWebhooks(f *testing.F) {
-	f.Add(sigSWID, sigSWTimestamp, sigSWSignature, []byte(sigSWBody))
-	f.Add(sigSWID, sigSWTimestamp, "v1a,abc v2,"+sigSWSignature[3:]+" v1,"+strings.Repeat("A", 43)+"=", []byte("{}"))
+	f.Add(swID, swTimestamp, swSignature, []byte(swBody))
+	f.Add(swID, swTimestamp, "v1a,abc v2,"+swSignature[3:]+" v1,"+strings.Repeat("A", 43)+"=", []byte("{}"))
 	f.Add("", "-1", "v1", []byte(nil))
 	f.Add("msg_1", "99999999999999999999", "v1,,,, , v1,=", []byte("x"))
-	f.Add("msg_1", "1614265330", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE", []byte(sigSWBody))
+	f.Add("msg_1", "1614265330", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE", []byte(swBody))
 
-	secrets := []string{sigSWSecret, sigOtherSecret}
-	v := sigMustVerifier(f, receiver.SchemeConfig{Scheme: "standard-webhooks", Secrets: secrets})
+	secrets := []string{swSecret, otherSecret}
+	v := mustVerifier(f, signature.Config{Scheme: "standard-webhooks", Secrets: secrets})
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		h := http.Header{}
 		h.Set("webhook-id", id)
@@ -30,7 +30,7 @@ func FuzzVerifyStandardWebhooks(f *testing.F) {
 		h.Set("webhook-signature", sig)
 		// Stay inside the tolerance whenever ts parses, so the fuzzer
 		// reaches the signature check instead of stopping at the clock.
-		now := sigUnix(sigSWTimestamp)
+		now := unixTime(swTimestamp)
 		if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n > 0 && n < 1<<40 {
 			now = time.Unix(n, 0)
 		}
@@ -38,7 +38,7 @@ func FuzzVerifyStandardWebhooks(f *testing.F) {
 		if err == nil {
 			genuine := false
 			for _, s := range secrets {
-				want := sigSWSign(s, id, ts, string(body))
+				want := swSign(s, id, ts, string(body))
 				// Up to the last character, whose low bits a lenient
 				// base64 decoder ignores.
 				genuine = genuine || strings.Contains(sig, "v1,"+want[3:3+42])
@@ -47,25 +47,25 @@ func FuzzVerifyStandardWebhooks(f *testing.F) {
 				t.Fatalf("forged delivery verified: id %q ts %q sig %q body %q", id, ts, sig, body)
 			}
 		}
-		if err != nil && sigLeak.MatchString(err.Error()) {
+		if err != nil && leakPattern.MatchString(err.Error()) {
 			t.Fatalf("error %q looks like it carries a signature", err)
 		}
 	})
 }
 
 func FuzzVerifyStripe(f *testing.F) {
-	f.Add("t="+sigStripeTimestamp+",v1="+sigStripeV1, []byte(sigStripeBody))
-	f.Add("t="+sigStripeTimestamp+",v1=bad,v0="+sigStripeV1+",v1="+strings.ToUpper(sigStripeV1), []byte(sigStripeBody))
+	f.Add("t="+stripeTimestamp+",v1="+stripeV1, []byte(stripeBody))
+	f.Add("t="+stripeTimestamp+",v1=bad,v0="+stripeV1+",v1="+strings.ToUpper(stripeV1), []byte(stripeBody))
 	f.Add("t=,t=1,v1=", []byte(nil))
 	f.Add("v1,t=1", []byte("{}"))
 	f.Add(",,,=,==,t=99999999999999999999", []byte("x"))
 
-	secrets := []string{sigStripeSecret, "whsec_other"}
-	v := sigMustVerifier(f, receiver.SchemeConfig{Scheme: "stripe", Secrets: secrets})
+	secrets := []string{stripeSecret, "whsec_other"}
+	v := mustVerifier(f, signature.Config{Scheme: "stripe", Secrets: secrets})
 	f.Fuzz(func(t *testing.T, header string, body []byte) {
 		h := http.Header{}
 		h.Set("Stripe-Signature", header)
-		now, ts := sigUnix(sigStripeTimestamp), ""
+		now, ts := unixTime(stripeTimestamp), ""
 		// The timestamp is the element whose key is exactly "t" (a key such as "1t" is
 		// another, ignored element).
 		for _, part := range strings.Split(header, ",") {
@@ -81,13 +81,13 @@ func FuzzVerifyStripe(f *testing.F) {
 		if err == nil {
 			genuine := false
 			for _, s := range secrets {
-				genuine = genuine || strings.Contains(strings.ToLower(header), "v1="+sigStripeSign(s, ts, string(body)))
+				genuine = genuine || strings.Contains(strings.ToLower(header), "v1="+stripeSign(s, ts, string(body)))
 			}
 			if !genuine {
 				t.Fatalf("forged delivery verified: header %q body %q", header, body)
 			}
 		}
-		if err != nil && sigLeak.MatchString(err.Error()) {
+		if err != nil && leakPattern.MatchString(err.Error()) {
 			t.Fatalf("error %q looks like it carries a signature", err)
 		}
 	})
