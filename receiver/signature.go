@@ -49,6 +49,10 @@ const (
 	// libraries' default, so a provider's own documentation holds.
 	sigDefaultTolerance = 5 * time.Minute
 
+	// DefaultTolerance is the tolerance of a timestamped scheme whose
+	// SchemeConfig leaves Tolerance 0.
+	DefaultTolerance = sigDefaultTolerance
+
 	// sigMaxHeader and sigMaxEntries bound the work an unauthenticated
 	// caller can make us do: every entry may cost an HMAC comparison.
 	sigMaxHeader  = 8 << 10
