@@ -128,11 +128,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // csvCell keeps a spreadsheet from reading a value as a formula (a cell starting with
-// = + - @ or a control character), unless it is a plain number such as -12.50.
+// = + - @ or a control character), unless it is a plain number such as -12.50, and shows
+// control and bidi characters as escapes, as the console does: a key holding U+202E
+// must not pass for another in a spreadsheet either.
 func csvCell(v string) string {
 	if v == "" {
 		return v
 	}
+	v = views.Visible(v)
 	if strings.ContainsRune("=+-@\t\r", rune(v[0])) {
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
 			return "'" + v

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
@@ -102,12 +103,24 @@ func money(v float64) string {
 // shortKey keeps a key readable in a table: derived keys are long hashes.
 func shortKey(k string) string {
 	if h, ok := strings.CutPrefix(k, "derived:"); ok && len(h) > 12 {
-		return "derived:" + h[:12] + "…"
+		return "derived:" + cutAt(h, 12) + "…"
 	}
 	if len(k) > 40 {
-		return k[:40] + "…"
+		return cutAt(k, 40) + "…"
 	}
 	return k
+}
+
+// cutAt returns at most the first n bytes of s, ending on a character boundary so that
+// the cut does not show as a broken byte.
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func eventURL(id int64) string { return "/events/" + strconv.FormatInt(id, 10) }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -248,6 +249,25 @@ func (c *config) settings() []setting {
 	}
 }
 
+// replayMargin is the slack minReplayTTL adds beyond the window in which a signed
+// timestamp stays acceptable. The key's expiry is counted from the claim's clock reading,
+// taken just after the signature check (so a few milliseconds later in one process); a
+// minute also covers a stalled goroutine and modest clock skew between the checking and
+// the claiming host.
+const replayMargin = time.Minute
+
+// minReplayTTL is the shortest ttl that keeps a timestamped source safe from replays. A
+// signed timestamp is accepted up to tol either side of now, so a first delivery received
+// at t may carry a stamp up to t+tol, and a captured copy of it verifies until t+2·tol.
+// The key, claimed at t, must still be held then: otherwise the copy wins a fresh claim
+// and is handed downstream a second time.
+func minReplayTTL(tol time.Duration) time.Duration {
+	if tol > (math.MaxInt64-replayMargin)/2 {
+		return math.MaxInt64 // no ttl is long enough; never let the sum wrap negative
+	}
+	return 2*tol + replayMargin
+}
+
 // sources builds the receiver's sources, checking every field. secretOf supplies the
 // generated secret of the zero-config source.
 func (c *config) sources(getenv func(string) string, generatedSecret func(name string) (string, error)) ([]receiver.Source, error) {
@@ -340,6 +360,16 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 		}
 		if src.TTL, err = parseDuration(sc.TTL, src.TTL); err != nil {
 			return nil, fail("ttl", err)
+		}
+		if v.Timestamped() {
+			tol := tolerance
+			if tol == 0 {
+				tol = signature.DefaultTolerance
+			}
+			if least := minReplayTTL(tol); src.TTL < least {
+				return nil, fail("", fmt.Errorf("ttl %s is too short for tolerance %s: a captured delivery could be replayed after its key expires; raise ttl to at least %s (twice the tolerance plus %s) or lower tolerance",
+					src.TTL, tol, least, replayMargin))
+			}
 		}
 		if src.AttemptTimeout, err = parseDuration(sc.AttemptTimeout, src.AttemptTimeout); err != nil {
 			return nil, fail("attempt_timeout", err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/receiver/signature"
 )
 
 // runIn runs the command line in-process with a config file holding toml (none when
@@ -178,5 +180,77 @@ func TestCLI_Tokens(t *testing.T) {
 	}
 	if _, err := cli("", "token", "revoke", "1"); err == nil {
 		t.Fatal("second revoke succeeded")
+	}
+}
+
+// A timestamped source must hold a key for as long as a captured copy of its delivery
+// still verifies: up to twice the tolerance, since a stamp may be that far ahead.
+func TestConfig_ReplayTTL(t *testing.T) {
+	tests := []struct {
+		name, source string
+		want         []string // empty: the config is accepted
+	}{
+		{"StripeShortTTL", `signature = "stripe"
+ttl = "2m"`, []string{`source "ota"`, "ttl 2m0s", "tolerance 5m0s", "replayed", "at least 11m0s"}},
+		{"StandardWebhooksTwiceTolerance", `signature = "standard-webhooks"
+tolerance = "5m"
+ttl = "10m"`, []string{`source "ota"`, "ttl 10m0s", "tolerance 5m0s", "at least 11m0s"}},
+		{"ConfiguredTolerance", `signature = "standard-webhooks"
+tolerance = "1h"
+ttl = "90m"`, []string{"ttl 1h30m0s", "tolerance 1h0m0s", "at least 2h1m0s"}},
+		{"HugeTolerance", `signature = "stripe"
+tolerance = "2562047h"
+ttl = "24h"`, []string{"ttl 24h0m0s", "tolerance 2562047h0m0s"}},
+		{"AtTheBound", `signature = "stripe"
+ttl = "11m"`, nil},
+		{"DefaultTTL", `signature = "standard-webhooks"
+tolerance = "30m"`, nil},
+		{"UntimestampedShortTTL", `signature = "github"
+ttl = "1m"`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			toml := "[[source]]\nname = \"ota\"\nsecret = \"whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0\"\nevent_id = \"/id\"\n" + tc.source + "\n"
+			if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			getenv := func(string) string { return "" }
+			cfg, err := loadConfig(path, true, getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cfg.sources(getenv, func(string) (string, error) { return "", nil })
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted; want an error naming ttl and tolerance")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The zero-config source is timestamped too; its defaults must pass the same check.
+func TestConfig_DefaultSourceReplayTTL(t *testing.T) {
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(filepath.Join(t.TempDir(), "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := cfg.sources(getenv, func(string) (string, error) { return "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srcs) != 1 || !srcs[0].Verifier.Timestamped() || srcs[0].TTL < minReplayTTL(signature.DefaultTolerance) {
+		t.Fatalf("default sources %+v: want one timestamped source whose ttl outlasts a replay", srcs)
 	}
 }

@@ -41,9 +41,10 @@ var Schemes = []string{
 const schemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none"
 
 const (
-	// defaultTolerance matches Stripe's and the Standard Webhooks
-	// libraries' default, so a provider's own documentation holds.
-	defaultTolerance = 5 * time.Minute
+	// DefaultTolerance is a timestamped scheme's tolerance when Config leaves it 0.
+	// It matches Stripe's and the Standard Webhooks libraries' default, so a
+	// provider's own documentation holds.
+	DefaultTolerance = 5 * time.Minute
 
 	// maxHeader and maxEntries bound the work an unauthenticated
 	// caller can make us do: every entry may cost an HMAC comparison.
@@ -108,7 +109,7 @@ func New(cfg Config) (Verifier, error) {
 	}
 	tol := cfg.Tolerance
 	if tol == 0 {
-		tol = defaultTolerance
+		tol = DefaultTolerance
 	}
 	switch cfg.Scheme {
 	case schemeNone:
