@@ -205,7 +205,9 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		rc.log.Warn("delivery not stored", "source", src.Name, "key", der.Key, "err", err)
+		if !errors.Is(err, storage.ErrFileGone) { // storage has said so once; not again per delivery
+			rc.log.Warn("delivery not stored", "source", src.Name, "key", der.Key, "err", err)
+		}
 		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Inc()
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the delivery could not be stored; retry later"})
@@ -246,7 +248,8 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 		label = "" // unknown names must not grow the metric's label set
 	}
 	// WithoutCancel: a sender that hung up (a timed-out body) is still recorded.
-	if err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{}); err != nil {
+	err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{})
+	if err != nil && !errors.Is(err, storage.ErrFileGone) {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
 		rc.log.Warn("rejected delivery not stored", "source", src.Name, "status", code, "err", err)
 	}
@@ -312,6 +315,10 @@ func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := rc.store.Ping(ctx); err != nil {
+		if errors.Is(err, storage.ErrFileGone) {
+			writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the database file is no longer at its path: restart needed"})
+			return
+		}
 		rc.log.Warn("not ready", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "database is not writable"})
 		return

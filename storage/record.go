@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -73,12 +74,24 @@ type recordReq struct {
 	claim   ClaimOptions
 	headers string
 	done    chan error
+	// state says who has r: reqQueued until the writer takes it (to write it inside a
+	// transaction that holds the lock, or to answer it an error) or Record gives up
+	// waiting and abandons it. Whoever moves it first decides; an abandoned r is never
+	// read again, for its Delivery may be reused as soon as Record returns.
+	state atomic.Int32
 
 	// results, applied to d only once the transaction that holds them has committed
 	id, first int64
 	outcome   Outcome
 	mismatch  bool
 }
+
+// The states of a recordReq.
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
 
 // recordReqs recycles requests and their channels: intake makes one per delivery.
 var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan error, 1)} }}
@@ -88,7 +101,14 @@ var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan e
 // key) and Duplicate otherwise. On success d.ID, d.Outcome, d.Status, d.FirstDelivery and
 // d.Mismatch are set, and the delivery and claim are committed. Concurrent calls share
 // one transaction and one fsync (group commit); each returns only after the commit that
-// holds its rows. An error means nothing of d was stored.
+// holds its rows. An error means nothing of d was stored where it will be found: nothing
+// at all, or (ErrFileGone) a commit into a database file that left its path meanwhile.
+//
+// Record waits at most the busy timeout (Options.BusyTimeout) from its call, whatever
+// else waits on the database (another process's lock, the write connection's other
+// users, earlier batches): if d was not yet being written by then, it returns
+// ErrWriteTimeout and d is never written. Once d's transaction holds the lock, Record
+// waits for its commit, a matter of milliseconds.
 func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error {
 	if d.Outcome != Rejected && d.Key == "" {
 		return errors.New("record delivery: empty key")
@@ -104,6 +124,8 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 		}
 		headers = string(b)
 	}
+	wait := time.NewTimer(db.busyTimeout)
+	defer wait.Stop()
 	r := recordReqs.Get().(*recordReq)
 	r.d, r.claim, r.headers = d, claim, headers
 	select {
@@ -116,10 +138,24 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 		r.d = nil
 		recordReqs.Put(r)
 		return ctx.Err()
+	case <-wait.C:
+		r.d = nil
+		recordReqs.Put(r)
+		return fmt.Errorf("record delivery: %w", ErrWriteTimeout)
 	}
-	// Once queued, the write happens whatever the caller does; wait for its verdict so
-	// that the answer never claims more than what was committed.
-	err := <-r.done
+	// Queued, r is written only if the writer takes it before the wait ends; once taken,
+	// wait for its verdict so that the answer never claims more than what was committed.
+	var err error
+	select {
+	case err = <-r.done:
+	case <-wait.C:
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			// The writer will drop r unread; it is not recycled, as the writer may still
+			// hold it in a batch.
+			return fmt.Errorf("record delivery: %w", ErrWriteTimeout)
+		}
+		err = <-r.done
+	}
 	if err == nil {
 		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
 		if d.Outcome != Rejected {
@@ -127,7 +163,9 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 		}
 	}
 	// The writer let go of r when it answered on r.done.
-	*r = recordReq{done: r.done}
+	r.d, r.claim, r.headers = nil, ClaimOptions{}, ""
+	r.id, r.first, r.outcome, r.mismatch = 0, 0, "", false
+	r.state.Store(reqQueued)
 	recordReqs.Put(r)
 	return err
 }
@@ -319,21 +357,55 @@ func (w *batchWriter) close() {
 	}
 }
 
-// commit writes batch in one transaction. If that fails for a reason of one request's,
-// each request is retried in a transaction of its own, so that one bad request cannot
-// fail the others. A failure of the whole database (locked, full, read-only) fails them
-// all at once: retrying one by one would make the k-th wait busy_timeout k+1 times.
+// commit writes batch in one transaction and answers each request it took (see take). If
+// that fails for a reason of one request's, each request is retried in a transaction of
+// its own, so that one bad request cannot fail the others. A failure of the whole
+// database (locked, full, read-only, its file gone) fails them all at once: retrying one
+// by one would make the k-th wait busy_timeout k+1 times.
+//
+// After each commit the database file is looked for at its path (checkFile): a delivery
+// committed into a file that has just been removed or replaced is answered as not
+// stored, never as stored. That stat is the check's whole cost, once per batch.
 func (w *batchWriter) commit(batch []*recordReq) {
-	err := w.commitTx(batch)
-	if err != nil && len(batch) > 1 && !databaseWide(err) {
-		for _, r := range batch {
-			r.done <- w.commitTx([]*recordReq{r})
+	live, err := w.commitTx(batch)
+	if err != nil && len(live) > 1 && !databaseWide(err) {
+		// Rolled back: until its own transaction holds the lock, each caller may stop
+		// waiting again.
+		for _, r := range live {
+			r.state.Store(reqQueued)
+		}
+		for _, r := range live {
+			one, err := w.commitTx([]*recordReq{r})
+			if len(one) == 0 {
+				continue // abandoned meanwhile
+			}
+			if err == nil {
+				err = w.db.checkFile()
+			}
+			r.done <- err
 		}
 		return
 	}
-	for _, r := range batch {
+	if err == nil && len(live) > 0 {
+		err = w.db.checkFile()
+	}
+	for _, r := range live {
 		r.done <- err
 	}
+}
+
+// take moves to reqTaken each request of batch that Record has not abandoned, and
+// returns those, in order, in batch's array. The writer takes a request only to write
+// it in a transaction that holds the lock already, or to answer it an error; the
+// abandoned ones it drops unread.
+func take(batch []*recordReq) []*recordReq {
+	out := batch[:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // chunks calls f with consecutive chunks of reqs, each of a size in chunkSizes.
@@ -354,19 +426,29 @@ func chunks(reqs []*recordReq, f func(chunk []*recordReq) error) error {
 	return nil
 }
 
-func (w *batchWriter) commitTx(batch []*recordReq) error {
+// commitTx writes in one transaction the requests of batch that it takes, and returns
+// those: once the transaction holds the lock, every one that Record has not abandoned
+// while it waited; if none could begin, every one still waiting, to be answered the
+// error. It returns no error if it took none.
+func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	ctx := context.Background()
+	if err := w.db.fileGone(); err != nil {
+		return take(batch), err
+	}
 	if err := w.prepare(ctx); err != nil {
-		return err
+		return take(batch), err
 	}
 	tx, err := w.db.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return take(batch), fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
+	if batch = take(batch); len(batch) == 0 {
+		return nil, nil
+	}
 	var last int64
 	if err := tx.StmtContext(ctx, w.last).QueryRowContext(ctx).Scan(&last); err != nil {
-		return fmt.Errorf("last delivery: %w", err)
+		return batch, fmt.Errorf("last delivery: %w", err)
 	}
 
 	// Number the deliveries, and gather the requests that claim a key, in order.
@@ -378,7 +460,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) error {
 		}
 	}
 	if err := w.claim(ctx, tx); err != nil {
-		return err
+		return batch, err
 	}
 	err = chunks(batch, func(chunk []*recordReq) error {
 		st := w.stmt(kindDelivery, len(chunk))
@@ -401,13 +483,13 @@ func (w *batchWriter) commitTx(batch []*recordReq) error {
 	})
 	clear(w.args)
 	if err != nil {
-		return err
+		return batch, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return batch, fmt.Errorf("commit: %w", err)
 	}
 	w.db.noteCommit()
-	return nil
+	return batch, nil
 }
 
 // claim claims the keys of w.ask, in order, and sets each request's outcome, first
@@ -502,6 +584,9 @@ func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
 
 // databaseWide reports whether err is the database's rather than one request's.
 func databaseWide(err error) bool {
+	if errors.Is(err, ErrFileGone) {
+		return true
+	}
 	var se sqlite3.Error
 	if !errors.As(err, &se) {
 		return false

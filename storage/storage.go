@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net/url"
 	"os"
@@ -55,6 +56,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed means the DB was closed while a write waited for its commit.
 	ErrClosed = errors.New("database closed")
+	// ErrWriteTimeout means a delivery was not committed within the busy timeout of its
+	// Record call (a lock held by another process, most likely), and was not stored.
+	ErrWriteTimeout = errors.New("not committed within the busy timeout")
 )
 
 // Options tunes Open. The zero value is the production default.
@@ -68,6 +72,9 @@ type Options struct {
 	Synchronous string
 	// MaxBatch bounds how many intake writes share one transaction. Default 256.
 	MaxBatch int
+	// Logger receives what the caller of a method cannot be told: that the database
+	// file left its path (file.go). Default: nothing is logged.
+	Logger *slog.Logger
 }
 
 // DB is a hookdedup database. Its methods are safe for concurrent use.
@@ -91,6 +98,12 @@ type DB struct {
 	file             *os.File     // the database file, for the checkpointer's fsync
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+
+	busyTimeout time.Duration // Record's bound on its whole wait (record.go)
+	log         *slog.Logger
+	fileID      fileID                // the open database file (file.go)
+	gone        atomic.Pointer[error] // set once the file is no longer at path
+	watcherDone chan struct{}
 }
 
 // Open opens (creating if needed) the database file at path and brings its schema up to
@@ -112,6 +125,9 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	if opt.MaxBatch <= 0 {
 		opt.MaxBatch = 256
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Pragmas go in the DSN: a PRAGMA sent through Exec reaches one pooled connection only.
 	params := url.Values{}
@@ -142,6 +158,10 @@ func Open(path string, opt Options) (*DB, error) {
 
 		committed:        make(chan struct{}, 1),
 		checkpointerDone: make(chan struct{}),
+
+		busyTimeout: opt.BusyTimeout,
+		log:         opt.Logger.With("component", "storage"),
+		watcherDone: make(chan struct{}),
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()
@@ -174,8 +194,16 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	db.file = f
+	if db.fileID, err = identify(f); err != nil {
+		f.Close()
+		cp.Close()
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	go db.writer()
 	go db.checkpointer()
+	go db.watchFile()
 	return db, nil
 }
 
@@ -187,6 +215,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
 	<-db.writerDone
 	<-db.checkpointerDone
+	<-db.watcherDone
 	// The write connection closes last: the last connection to close checkpoints the
 	// whole WAL into the database file and removes it.
 	err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
@@ -194,8 +223,12 @@ func (db *DB) Close() error {
 	return errors.Join(err, db.file.Close())
 }
 
-// Ping reports whether the database can commit a write now (readiness).
+// Ping reports whether the database can commit a write now, into the file at its path
+// (readiness). Returns an error wrapping ErrFileGone once that file is not the open one.
 func (db *DB) Ping(ctx context.Context) error {
+	if err := db.checkFile(); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
 	// A full disk first: a small write can still commit into WAL space allocated
 	// earlier (the WAL starts over at its beginning) while deliveries are refused.
 	var st syscall.Statfs_t

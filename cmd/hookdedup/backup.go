@@ -27,7 +27,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if _, err := os.Stat(cfg.Database); err != nil {
 		return fmt.Errorf("backup: database %s: %w", cfg.Database, err)
 	}
-	db, err := cfg.openDB()
+	db, err := cfg.openDB(nil)
 	if err != nil {
 		return err
 	}

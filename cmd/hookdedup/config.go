@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"os"
@@ -416,7 +417,8 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 	return out, nil
 }
 
-// openDB opens the configured database with the configured durability.
-func (c config) openDB() (*storage.DB, error) {
-	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync})
+// openDB opens the configured database with the configured durability. log receives
+// what storage has to say by itself (nil: nothing), such as its file leaving its path.
+func (c config) openDB(log *slog.Logger) (*storage.DB, error) {
+	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, Logger: log})
 }

@@ -137,7 +137,7 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, sources, err := openStore(ctx, cfg, e)
+	db, sources, err := openStore(ctx, cfg, e, nil)
 	if err != nil {
 		return err
 	}

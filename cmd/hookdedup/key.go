@@ -64,7 +64,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("reading payload: %w", err)
 	}
-	db, sources, err := openStore(ctx, cfg, e)
+	db, sources, err := openStore(ctx, cfg, e, nil)
 	if err != nil {
 		return err
 	}

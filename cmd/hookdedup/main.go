@@ -173,7 +173,7 @@ func (c *commonFlags) open(e env) (config, *storage.DB, error) {
 	if err != nil {
 		return config{}, nil, err
 	}
-	db, err := cfg.openDB()
+	db, err := cfg.openDB(nil)
 	if err != nil {
 		return config{}, nil, err
 	}

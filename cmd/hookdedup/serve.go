@@ -30,9 +30,9 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 }
 
 // openStore opens the configured database and builds the sources, whose generated
-// secrets live in it.
-func openStore(ctx context.Context, cfg config, e env) (*storage.DB, []receiver.Source, error) {
-	db, err := cfg.openDB()
+// secrets live in it. log is storage's, as for openDB.
+func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (*storage.DB, []receiver.Source, error) {
+	db, err := cfg.openDB(log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,7 +97,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, sources, err := openStore(ctx, cfg, e)
+	db, sources, err := openStore(ctx, cfg, e, log)
 	if err != nil {
 		return err
 	}

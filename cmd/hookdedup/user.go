@@ -143,7 +143,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, err := cfg.openDB()
+	db, err := cfg.openDB(nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,241 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// syncBuffer is a log destination that several goroutines write at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newEnvAt is newEnv with the database at path and one logger for storage and receiver.
+func newEnvAt(t *testing.T, path string, log *slog.Logger) *testEnv {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.Open(path, storage.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := otaSource(t)
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		db.Close()
+	})
+	return &testEnv{db: db, srv: srv, src: src}
+}
+
+// ready returns the status and body of GET /readyz.
+func (e *testEnv) ready(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get(e.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestHandler_DatabaseFileGone takes the database file away from under a running
+// receiver, as `rm -rf` of its directory or a file moved over it would. SQLite goes on
+// writing into the file it has open, which nobody will open again: from then on
+// deliveries and readiness must answer 503, never 200, and the log must say what
+// happened once, naming the file.
+func TestHandler_DatabaseFileGone(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		remove func(t *testing.T, path string)
+	}{
+		{"DirectoryRemoved", func(t *testing.T, path string) {
+			if err := os.RemoveAll(filepath.Dir(path)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"FileReplaced", func(t *testing.T, path string) {
+			// Another database, as a restore by hand would put there.
+			other := filepath.Join(filepath.Dir(path), "restored.db")
+			db, err := storage.Open(other, storage.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(other, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs syncBuffer
+			e := newEnvAt(t, filepath.Join(t.TempDir(), "data", "hookdedup.db"), slog.New(slog.NewTextHandler(&logs, nil)))
+			if code, a, _ := e.post(t, "ota", "msg_before", cancellation, nil); code != 200 || a.Status != "accepted" {
+				t.Fatalf("before: %d %+v", code, a)
+			}
+			if code, body := e.ready(t); code != 200 {
+				t.Fatalf("readyz before = %d %s", code, body)
+			}
+
+			c.remove(t, e.db.Path())
+
+			// Concurrent deliveries (one batch or several), then one more alone, and the
+			// probe in between: not one may be 200.
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Go(func() {
+					code, a, h := e.post(t, "ota", fmt.Sprintf("msg_after_%d", i), cancellation, nil)
+					if code != 503 || a.Status != "" || a.Error == "" || h.Get("Retry-After") == "" {
+						t.Errorf("delivery %d after: %d %+v Retry-After %q; want 503 with an error and Retry-After",
+							i, code, a, h.Get("Retry-After"))
+					}
+				})
+			}
+			wg.Wait()
+			if code, body := e.ready(t); code != 503 {
+				t.Errorf("readyz after = %d %s, want 503", code, body)
+			}
+			if code, a, _ := e.post(t, "ota", "msg_before", cancellation, nil); code != 503 {
+				t.Errorf("a redelivery after: %d %+v, want 503", code, a)
+			}
+			if code, body := e.ready(t); code != 503 {
+				t.Errorf("readyz at last = %d %s, want 503", code, body)
+			}
+
+			var named []string
+			for line := range strings.Lines(logs.String()) {
+				if strings.Contains(line, e.db.Path()) {
+					named = append(named, line)
+				}
+			}
+			if len(named) != 1 || !strings.Contains(named[0], "level=ERROR") || !strings.Contains(named[0], "restart") {
+				t.Errorf("log lines naming %s: %q; want one error that says a restart is needed", e.db.Path(), named)
+			}
+		})
+	}
+}
+
+// TestHandler_ForeignLockBound holds the write lock from another connection, as another
+// process would, while the dispatcher, the sweeps and readiness probes all wait on the
+// one write connection too, each for a whole busy timeout at a time. Every delivery must
+// still be answered within the busy timeout and a second: 503 with Retry-After, as a
+// provider that gives up on a slow answer must still see a 503. Nothing answered 503 may
+// have been stored, and once the lock is let go intake works again.
+func TestHandler_ForeignLockBound(t *testing.T) {
+	const busy = 300 * time.Millisecond
+	e := newEnv(t, storage.Options{BusyTimeout: busy})
+
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	probing, stopProbes := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	t.Cleanup(func() { cancel(); bg.Wait() }) // before newEnv's cleanup closes the database
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: e.db, Sources: []receiver.Source{e.src}, Poll: time.Millisecond})
+	bg.Go(func() { d.Run(ctx) })
+	bg.Go(func() {
+		receiver.RunSweeps(ctx, e.db, receiver.SweepConfig{Every: time.Millisecond, Retention: time.Hour},
+			receiver.NewMetrics(nil), slog.New(slog.DiscardHandler))
+	})
+	for range 4 {
+		bg.Go(func() {
+			for probing.Err() == nil {
+				req, _ := http.NewRequestWithContext(probing, http.MethodGet, e.srv.URL+"/readyz", nil)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+
+	const senders, each = 3, 4
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				start := time.Now()
+				code, a, h := e.post(t, "ota", fmt.Sprintf("msg_locked_%d_%d", s, i), cancellation, nil)
+				took := time.Since(start)
+				if code != 503 || a.Error == "" || h.Get("Retry-After") == "" {
+					t.Errorf("delivery %d/%d under the lock: %d %+v Retry-After %q; want 503 with Retry-After",
+						s, i, code, a, h.Get("Retry-After"))
+				}
+				if took > busy+time.Second {
+					t.Errorf("delivery %d/%d under the lock was answered after %s; busy_timeout is %s, the bound %s",
+						s, i, took.Round(time.Millisecond), busy, busy+time.Second)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	stopProbes()
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	recovered := false
+	for range 20 {
+		code, a, _ := e.post(t, "ota", "msg_after_lock", cancellation, nil)
+		if code == 200 {
+			if a.Status != "accepted" {
+				t.Fatalf("after the lock: %+v, want accepted", a)
+			}
+			recovered = true
+			break
+		}
+	}
+	if !recovered {
+		t.Fatal("intake still answers 503 after the lock was let go")
+	}
+	if c := e.counts(t); c.Accepted != 1 || c.Duplicate != 0 {
+		t.Fatalf("stored %+v; want only the delivery after the lock: a 503 means not stored", c)
+	}
+}
