@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -113,6 +114,9 @@ func New(cfg Config) *Receiver {
 // Register adds the receiver's routes to mux.
 func (rc *Receiver) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/{source}", rc.handleWebhook)
+	// Any other method on the same path: without this the console's catch-all would
+	// answer with its HTML page, and a provider's client expects JSON.
+	mux.HandleFunc("/webhooks/{source}", rc.handleMethodNotAllowed)
 	mux.HandleFunc("GET /healthz", rc.handleHealth)
 	mux.HandleFunc("GET /readyz", rc.handleReady)
 	mux.Handle("GET /metrics", rc.metrics.Handler())
@@ -135,17 +139,36 @@ func writeJSON(w http.ResponseWriter, code int, a answer) {
 	w.Write(append(b, '\n'))
 }
 
+func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	writeJSON(w, http.StatusMethodNotAllowed, answer{Error: fmt.Sprintf(
+		"method %s is not allowed: webhooks are delivered with POST", safeName(r.Method, 32))})
+}
+
 // maxSourceName bounds what an unknown source's name costs us to record.
 const maxSourceName = 64
+
+// safeName is s as valid UTF-8 (each run of invalid bytes replaced by U+FFFD), cut to
+// at most limit bytes on a character boundary: names from a request reach the
+// database, the console and CSV exports, which all expect text.
+func safeName(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
 
 func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	name := r.PathValue("source")
 	src, ok := rc.sources[name]
 	if !ok {
-		if len(name) > maxSourceName {
-			name = name[:maxSourceName]
-		}
+		name = safeName(name, maxSourceName)
 		rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 		return
 	}
