@@ -379,6 +379,9 @@ func TestHandler_WrongMethod(t *testing.T) {
 // bytes replaced by U+FFFD.
 func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
 	e := newHostileEnv(t, nil)
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db})
+	mux := http.NewServeMux()
+	rc.Register(mux)
 	for _, tc := range []struct{ path, want string }{
 		{strings.Repeat("a", 63) + "%C3%A9", strings.Repeat("a", 63)},             // é would straddle byte 64
 		{strings.Repeat("%E2%82%AC", 30), strings.Repeat("€", 21)},                // 90 bytes: 21 whole euros fit in 64
@@ -395,5 +398,18 @@ func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
 			!strings.Contains(a.Error, tc.want) {
 			t.Errorf("%s: %d %q, stored as %q (%d bytes); want 404 and %q", tc.path, code, a.Error, d.Source, len(d.Source), tc.want)
 		}
+	}
+	// Past the sample bounds the name is counted, not stored: the count's name too.
+	for i := range 2 * receiver.DefaultRejectionsPerAddress {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/"+strings.Repeat("a", 63)+"%C3%A9", strings.NewReader(`{}`))
+		req.RemoteAddr = fmt.Sprintf("192.0.2.7:%d", i+1)
+		mux.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if err := rc.FlushRejections(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.db.RejectionsNotStored(context.Background(), storage.EventFilter{Source: strings.Repeat("a", 63)})
+	if err != nil || n != receiver.DefaultRejectionsPerAddress {
+		t.Fatalf("counted under the cut name: %d %v, want %d", n, err, receiver.DefaultRejectionsPerAddress)
 	}
 }
