@@ -62,7 +62,10 @@ func newHostileEnv(t *testing.T, srvConfig func(*http.Server), sources ...receiv
 	if len(sources) == 0 {
 		sources = []receiver.Source{otaSource(t)}
 	}
-	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096, Now: clock.Now})
+	// These tests look at each rejection's stored row: no sampling (rejections_test.go
+	// tests the bounds).
+	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096, Now: clock.Now,
+		Rejections: receiver.RejectionLimits{PerAddress: 1 << 20, Total: 1 << 20}})
 	mux := http.NewServeMux()
 	rc.Register(mux)
 	srv := httptest.NewUnstartedServer(mux)

@@ -11,6 +11,7 @@ import (
 // Metrics are hookdedup's Prometheus series.
 type Metrics struct {
 	Deliveries       *prometheus.CounterVec // hookdedup_deliveries_total{source,outcome}
+	Rejections       *prometheus.CounterVec // hookdedup_rejections_total{source,reason}
 	ClaimDuration    prometheus.Histogram   // hookdedup_claim_duration_seconds
 	SweepDeleted     *prometheus.CounterVec // hookdedup_sweep_deleted_total{table}
 	DispatchAttempts *prometheus.CounterVec // hookdedup_dispatch_attempts_total{source,result}
@@ -31,6 +32,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "hookdedup_deliveries_total",
 			Help: "Webhook deliveries by source and outcome (accepted, duplicate, rejected, error).",
 		}, []string{"source", "outcome"}),
+		Rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookdedup_rejections_total",
+			Help: "Rejected deliveries by source (\"\" for unknown names) and reason (unknown_source, signature, too_large, timeout, unreadable, invalid_body, no_key), each counted whether stored individually or not.",
+		}, []string{"source", "reason"}),
 		ClaimDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookdedup_claim_duration_seconds",
 			Help:    "Time from a delivery's arrival to its committed claim.",
@@ -50,7 +55,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"source"}),
 		gatherer: reg,
 	}
-	reg.MustRegister(m.Deliveries, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys)
+	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys)
 	return m
 }
 

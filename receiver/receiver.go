@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
@@ -63,6 +64,9 @@ type Config struct {
 	// OnAccepted, if set, is called after an accepted delivery whose source forwards
 	// downstream has committed (a wake-up for the dispatcher; it must not block).
 	OnAccepted func()
+	// Rejections bounds the unauthenticated rejections stored individually (the rest
+	// are counted); the zero value takes the defaults.
+	Rejections RejectionLimits
 }
 
 // Receiver serves the intake endpoints.
@@ -75,6 +79,7 @@ type Receiver struct {
 	now     func() time.Time
 	wake    func()
 	bufs    sync.Pool
+	rejects *rejections
 }
 
 // New returns a Receiver for cfg.
@@ -108,12 +113,24 @@ func New(cfg Config) *Receiver {
 		rc.wake = func() {}
 	}
 	rc.bufs.New = func() any { return new(bytes.Buffer) }
+	counter, _ := cfg.Store.(RejectionCounter)
+	rc.rejects = newRejections(cfg.Rejections, counter, rc.log)
 	return rc
+}
+
+// FlushRejections writes the counts of rejections not stored individually that are
+// still held in memory (they are otherwise written within a few seconds). Call it
+// after the server has stopped taking requests, before the store closes.
+func (rc *Receiver) FlushRejections(ctx context.Context) error {
+	return rc.rejects.flush(ctx)
 }
 
 // Register adds the receiver's routes to mux.
 func (rc *Receiver) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/{source}", rc.handleWebhook)
+	// Any other method on the same path: without this the console's catch-all would
+	// answer with its HTML page, and a provider's client expects JSON.
+	mux.HandleFunc("/webhooks/{source}", rc.handleMethodNotAllowed)
 	mux.HandleFunc("GET /healthz", rc.handleHealth)
 	mux.HandleFunc("GET /readyz", rc.handleReady)
 	mux.Handle("GET /metrics", rc.metrics.Handler())
@@ -136,17 +153,36 @@ func writeJSON(w http.ResponseWriter, code int, a answer) {
 	w.Write(append(b, '\n'))
 }
 
+func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	writeJSON(w, http.StatusMethodNotAllowed, answer{Error: fmt.Sprintf(
+		"method %s is not allowed: webhooks are delivered with POST", safeName(r.Method, 32))})
+}
+
 // maxSourceName bounds what an unknown source's name costs us to record.
 const maxSourceName = 64
+
+// safeName is s as valid UTF-8 (each run of invalid bytes replaced by U+FFFD), cut to
+// at most limit bytes on a character boundary: names from a request reach the
+// database, the console and CSV exports, which all expect text.
+func safeName(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
 
 func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	name := r.PathValue("source")
 	src, ok := rc.sources[name]
 	if !ok {
-		if len(name) > maxSourceName {
-			name = name[:maxSourceName]
-		}
+		name = safeName(name, maxSourceName)
 		rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 		return
 	}
@@ -224,14 +260,21 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 // reject records a rejected delivery and answers code with reason. The body is kept only
-// once the source's check has passed: an unauthenticated sender must not be able to
-// store content of its choosing.
+// once the source's check has passed (body != nil): an unauthenticated sender must not be
+// able to store content of its choosing, and its rejections are stored only as a bounded
+// sample, the others counted (rejections.go).
 func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason string) {
-	headers := src.storedHeaders(r.Header)
-	if body == nil {
-		// Unauthenticated: whoever reaches the port must not be able to store a megabyte
-		// of headers per request.
-		headers = boundHeaders(headers, maxRejectedHeaders)
+	label := src.Name
+	if code == http.StatusNotFound {
+		label = "" // unknown names must not grow the metric's label set
+	}
+	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
+	rc.metrics.Rejections.WithLabelValues(label, rejectionReason(code, body != nil)).Inc()
+	now := rc.now()
+	if body == nil && !rc.rejects.sample(r.RemoteAddr, now) {
+		rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
+		writeJSON(w, code, answer{Error: reason})
+		return
 	}
 	d := &storage.Delivery{
 		Source:      src.Name,
@@ -240,40 +283,59 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 		Error:       reason,
 		RemoteAddr:  r.RemoteAddr,
 		ContentType: r.Header.Get("Content-Type"),
-		Headers:     headers,
+		Headers:     src.storedHeaders(r.Header),
 		Body:        body,
 	}
-	label := src.Name
-	if code == http.StatusNotFound {
-		label = "" // unknown names must not grow the metric's label set
+	if body == nil {
+		d.Headers = boundHeaders(d.Headers, maxSampleHeaders, maxSampleHeaderValue)
+		d.ContentType = safeName(d.ContentType, maxSampleContentType)
 	}
 	// WithoutCancel: a sender that hung up (a timed-out body) is still recorded.
 	err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{})
 	if err != nil && !errors.Is(err, storage.ErrFileGone) {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
 		rc.log.Warn("rejected delivery not stored", "source", src.Name, "status", code, "err", err)
+		if body == nil {
+			rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
+		}
 	}
-	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
 	rc.log.Info("delivery rejected", "source", src.Name, "status", code, "reason", reason, "remote", r.RemoteAddr)
 	writeJSON(w, code, answer{Error: reason})
 }
 
-// Bounds on the headers kept of an unauthenticated rejection.
-const (
-	maxRejectedHeaders = 16 << 10 // bytes in all
-	maxHeaderValue     = 1 << 10  // bytes of one value
-)
+// rejectionReason is the reason label of hookdedup_rejections_total for a rejection
+// answered code, before (authenticated false) or after the source's check passed.
+func rejectionReason(code int, authenticated bool) string {
+	switch code {
+	case http.StatusNotFound:
+		return "unknown_source"
+	case http.StatusUnauthorized:
+		return "signature"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusRequestTimeout:
+		return "timeout"
+	case http.StatusUnprocessableEntity:
+		return "no_key"
+	case http.StatusBadRequest:
+		if authenticated {
+			return "invalid_body"
+		}
+		return "unreadable"
+	}
+	return "other"
+}
 
-// boundHeaders keeps h's headers in name order, each value cut at maxHeaderValue, until
-// limit bytes; if anything was cut it says so in X-Hookdedup-Truncated.
-func boundHeaders(h http.Header, limit int) http.Header {
+// boundHeaders keeps h's headers in name order, each value cut at valueLimit bytes,
+// until limit bytes; if anything was cut it says so in X-Hookdedup-Truncated.
+func boundHeaders(h http.Header, limit, valueLimit int) http.Header {
 	names := slices.Sorted(maps.Keys(h))
 	out := make(http.Header, len(h))
 	size, cut := 0, false
 	for _, name := range names {
 		for _, v := range h[name] {
-			if len(v) > maxHeaderValue {
-				v, cut = strings.ToValidUTF8(v[:maxHeaderValue], ""), true
+			if len(v) > valueLimit {
+				v, cut = strings.ToValidUTF8(v[:valueLimit], ""), true
 			}
 			if size+len(name)+len(v) > limit {
 				cut = true

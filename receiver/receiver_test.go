@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
@@ -332,5 +333,84 @@ func TestHandler_Probes(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("%s = %d %q, want %q", path, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// TestHandler_WrongMethod: any method but POST on a webhook path is answered 405 with
+// Allow: POST and a JSON error, as every intake answer is JSON, even on a mux whose
+// catch-all serves the console's HTML pages; and nothing is stored.
+func TestHandler_WrongMethod(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	mux := http.NewServeMux()
+	receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db}).Register(mux)
+	// The console's catch-all, as serve mounts it beside the receiver.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<!doctype html><title>Not found</title>")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions, http.MethodHead} {
+		for _, source := range []string{"ota", "nope"} {
+			req, _ := http.NewRequest(method, srv.URL+"/webhooks/"+source, strings.NewReader(cancellation))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var a answer
+			jsonErr := json.Unmarshal(raw, &a)
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" ||
+				resp.Header.Get("Content-Type") != "application/json" ||
+				(method != http.MethodHead && (jsonErr != nil || !strings.Contains(a.Error, "POST"))) {
+				t.Errorf("%s /webhooks/%s: %d Allow %q Content-Type %q %q; want 405, Allow: POST and a JSON error",
+					method, source, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), raw)
+			}
+		}
+	}
+	if c := e.counts(t); c != (storage.Counts{}) {
+		t.Fatalf("stored %+v for requests with the wrong method", c)
+	}
+}
+
+// TestHandler_UnknownSourceNameUTF8: an unknown source's name is stored, answered and
+// counted as valid UTF-8: cut to its bound on a character boundary, and with invalid
+// bytes replaced by U+FFFD.
+func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
+	e := newHostileEnv(t, nil)
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	for _, tc := range []struct{ path, want string }{
+		{strings.Repeat("a", 63) + "%C3%A9", strings.Repeat("a", 63)},             // é would straddle byte 64
+		{strings.Repeat("%E2%82%AC", 30), strings.Repeat("€", 21)},                // 90 bytes: 21 whole euros fit in 64
+		{"%FF%FEota", "\uFFFDota"},                                                // not UTF-8 at all
+		{"ok%C3", "ok\uFFFD"},                                                     // a character cut short
+		{strings.Repeat("b", 62) + "%F0%9F%98%80", strings.Repeat("b", 62)},       // a 4-byte emoji over the bound
+		{"%ED%A0%80x", "\uFFFDx"},                                                 // a UTF-16 surrogate, invalid in UTF-8
+		{strings.Repeat("c", 64) + "%FF%FF", strings.Repeat("c", 64)},             // invalid bytes past the bound
+		{"%F0%9F%98%80" + strings.Repeat("d", 60), "😀" + strings.Repeat("d", 60)}, // exactly 64 bytes: kept whole
+	} {
+		code, a, _ := e.post(t, tc.path, "", `{}`, nil)
+		d := e.lastDelivery(t)
+		if code != 404 || !utf8.ValidString(d.Source) || d.Source != tc.want || !utf8.ValidString(a.Error) ||
+			!strings.Contains(a.Error, tc.want) {
+			t.Errorf("%s: %d %q, stored as %q (%d bytes); want 404 and %q", tc.path, code, a.Error, d.Source, len(d.Source), tc.want)
+		}
+	}
+	// Past the sample bounds the name is counted, not stored: the count's name too.
+	for i := range 2 * receiver.DefaultRejectionsPerAddress {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/"+strings.Repeat("a", 63)+"%C3%A9", strings.NewReader(`{}`))
+		req.RemoteAddr = fmt.Sprintf("192.0.2.7:%d", i+1)
+		mux.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if err := rc.FlushRejections(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.db.RejectionsNotStored(context.Background(), storage.EventFilter{Source: strings.Repeat("a", 63)})
+	if err != nil || n != receiver.DefaultRejectionsPerAddress {
+		t.Fatalf("counted under the cut name: %d %v, want %d", n, err, receiver.DefaultRejectionsPerAddress)
 	}
 }

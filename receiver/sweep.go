@@ -10,6 +10,7 @@ import (
 type Sweeper interface {
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error)
 	SweepDeliveries(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // SweepConfig tunes RunSweeps.
@@ -21,9 +22,10 @@ type SweepConfig struct {
 	Now       func() time.Time
 }
 
-// RunSweeps deletes expired claims and deliveries past retention until ctx ends. Each
-// DELETE is bounded to one batch, and it pauses between batches, so intake never waits
-// behind a sweep for more than one batch.
+// RunSweeps deletes expired claims, and deliveries and counts of rejections not stored
+// individually past retention, until ctx ends. Each DELETE is bounded to one batch, and
+// it pauses between batches, so intake never waits behind a sweep for more than one
+// batch.
 func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	if cfg.Every <= 0 {
 		cfg.Every = time.Minute
@@ -45,6 +47,9 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 		sweep(ctx, "claims", func() (int64, error) { return st.SweepExpired(ctx, now, cfg.Batch) }, cfg, m, log)
 		if cfg.Retention > 0 {
 			sweep(ctx, "deliveries", func() (int64, error) { return st.SweepDeliveries(ctx, now.Add(-cfg.Retention), cfg.Batch) }, cfg, m, log)
+			sweep(ctx, "rejection_counts", func() (int64, error) {
+				return st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), cfg.Batch)
+			}, cfg, m, log)
 		}
 		select {
 		case <-ctx.Done():

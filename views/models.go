@@ -138,6 +138,9 @@ type Events struct {
 	Partial  bool   // the page stopped at the scan window; NextURL searches older
 	CSVURL   string
 	Error    string // a filter that could not be read
+	// NotStored is how many rejections the filter matches that were counted without
+	// being stored individually (shown on the first page).
+	NotStored int64
 }
 
 // Event is one delivery with everything known about it.

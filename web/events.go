@@ -124,6 +124,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		v.FirstURL = "/events?" + q.Encode()
 	}
 	v.Partial = page.Partial
+	if f.Before == 0 {
+		if v.NotStored, err = s.store.RejectionsNotStored(r.Context(), f); err != nil {
+			return err
+		}
+	}
 	return s.render(w, r, http.StatusOK, views.EventsView(v))
 }
 

@@ -47,6 +47,8 @@ type Store interface {
 	AppendAudit(ctx context.Context, e storage.AuditEntry) error
 	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
 	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
+	// RejectionsNotStored counts the rejections f matches that have no delivery row.
+	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
 	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
 	RollupStats(ctx context.Context, limit int) (int, error)
 	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)

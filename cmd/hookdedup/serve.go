@@ -183,6 +183,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutCtx)
+	// The last seconds' counts of rejections not stored individually, before the
+	// database closes.
+	if ferr := rc.FlushRejections(shutCtx); ferr != nil {
+		log.Warn("rejection counts not stored", "err", ferr)
+	}
 	stopBG()
 	wg.Wait()
 	if err != nil {

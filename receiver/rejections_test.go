@@ -1,0 +1,569 @@
+package receiver_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// frozenClock stands still until told to move, so that a test decides which minute
+// each rejection falls in.
+type frozenClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *frozenClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *frozenClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// junkEnv is the receiver with the default bounds on stored rejections, on a real
+// database file, behind a real HTTP server, on a frozen clock.
+type junkEnv struct {
+	db    *storage.DB
+	rc    *receiver.Receiver
+	mux   *http.ServeMux
+	srv   *httptest.Server
+	src   receiver.Source
+	clock *frozenClock
+}
+
+func newJunkEnv(t testing.TB, opt storage.Options) *junkEnv {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &frozenClock{now: time.Date(2026, 3, 2, 10, 0, 1, 0, time.UTC)}
+	db.Now = clock.Now
+	src := otaSource(t)
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, Now: clock.Now})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		db.Close()
+	})
+	return &junkEnv{db: db, rc: rc, mux: mux, srv: srv, src: src, clock: clock}
+}
+
+// dbSize is the size of the database file and its WAL after a checkpoint that empties
+// the WAL, through a connection of its own as another process would.
+func dbSize(t testing.TB, path string) int64 {
+	t.Helper()
+	c, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The server's own checkpointer may be in a pass: a few tries, then whatever is left.
+	for range 50 {
+		var busy, logPages, done int
+		if err := c.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 0 {
+			break
+		}
+	}
+	var size int64
+	for _, name := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(name)
+		if err == nil {
+			size += fi.Size()
+		} else if !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	return size
+}
+
+// junkHeaders pads a request with 15 KiB of headers.
+func junkHeaders(h http.Header) {
+	pad := strings.Repeat("j", 1024)
+	for i := range 15 {
+		h.Set(fmt.Sprintf("X-Junk-%02d", i), pad)
+	}
+}
+
+// sendJunk sends n unauthenticated requests with 15 KiB of headers each from workers
+// goroutines: even ones to unknown source names (each its own), odd ones to ota with a
+// signature that does not match. Each must be answered 404 or 401 with a JSON error; it
+// returns how many were not.
+func sendJunk(t testing.TB, url string, n, workers int) int64 {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	defer client.CloseIdleConnections()
+	var next, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				name, want := "ota", http.StatusUnauthorized
+				if i%2 == 0 {
+					name, want = fmt.Sprintf("junk-%d", i), http.StatusNotFound
+				}
+				req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/"+name, strings.NewReader(`{"booking_id":"BK-junk","status":"cancelled"}`))
+				junkHeaders(req.Header)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Webhook-Id", fmt.Sprintf("msg_junk_%d", i))
+				req.Header.Set("Webhook-Timestamp", "1700000000")
+				req.Header.Set("Webhook-Signature", "v1,bm90IGEgc2lnbmF0dXJlIGF0IGFsbCwganVzdCBqdW5r")
+				resp, err := client.Do(req)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				var a answer
+				err = json.NewDecoder(resp.Body).Decode(&a)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want || err != nil || a.Error == "" {
+					if bad.Add(1) <= 3 {
+						t.Errorf("junk %d to %s: %d %+v (%v), want %d with an error", i, name, resp.StatusCode, a, err, want)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return bad.Load()
+}
+
+// rejectedMetric sums hookdedup_deliveries_total{outcome="rejected"} over every source.
+func rejectedMetric(t testing.TB, url string) int64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum int64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if ok && strings.HasPrefix(name, "hookdedup_deliveries_total{") && strings.Contains(name, `outcome="rejected"`) {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", sc.Text(), err)
+			}
+			sum += int64(v)
+		}
+	}
+	return sum
+}
+
+// TestRejections_JunkFloodBounded: 8,000 unauthenticated requests with 15 KiB of headers
+// each, half to unknown sources and half with bad signatures, grow the database by less
+// than 5 MB; and every one of them is still told: stored as a sample or counted, in the
+// metrics, and in the dashboard's totals.
+func TestRejections_JunkFloodBounded(t *testing.T) {
+	n := 8000
+	if testing.Short() {
+		n = 2000
+	}
+	const limit = 5 << 20
+	e := newJunkEnv(t, storage.Options{})
+	ctx := context.Background()
+	before := dbSize(t, e.db.Path())
+	start := time.Now()
+	if bad := sendJunk(t, e.srv.URL, n, 8); bad > 0 {
+		t.Fatalf("%d of %d junk requests not answered 404/401 with a JSON error", bad, n)
+	}
+	took := time.Since(start)
+	if err := e.rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	growth := dbSize(t, e.db.Path()) - before
+	t.Logf("%d junk requests (15 KiB of headers each) in %s: the database grew by %d bytes", n, took.Round(time.Millisecond), growth)
+	if growth >= limit {
+		t.Fatalf("%d junk requests grew the database by %d bytes, want under %d", n, growth, limit)
+	}
+
+	// Every rejection is accounted for: a stored sample (all from one address, within
+	// one minute: the per-address bound) or a count.
+	c, err := e.db.CountDeliveries(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted, err := e.db.RejectionsNotStored(ctx, storage.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rejected != receiver.DefaultRejectionsPerAddress || c.Rejected+counted != int64(n) {
+		t.Fatalf("%d rejections stored and %d counted, want %d stored and %d in all", c.Rejected, counted,
+			receiver.DefaultRejectionsPerAddress, n)
+	}
+	if got := rejectedMetric(t, e.srv.URL); got != int64(n) {
+		t.Fatalf("hookdedup_deliveries_total counts %d rejections, want %d", got, n)
+	}
+	if _, err := e.db.RollupStats(ctx, 100000); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	stats, err := e.db.DeliveryStats(ctx, now.Add(-time.Hour), now.Add(time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard int64
+	for _, b := range stats {
+		if b.Outcome == storage.Rejected {
+			dashboard += b.Deliveries
+		}
+	}
+	if dashboard != int64(n) {
+		t.Fatalf("the dashboard's totals show %d rejections, want %d", dashboard, n)
+	}
+}
+
+// junkRequest is one unauthenticated request from addr, straight to the handler.
+func (e *junkEnv) junkRequest(t *testing.T, addr, source string) int {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/"+source, strings.NewReader(`{}`))
+	req.RemoteAddr = addr
+	junkHeaders(req.Header)
+	w := httptest.NewRecorder()
+	e.mux.ServeHTTP(w, req)
+	return w.Code
+}
+
+// storedFrom counts the stored rejections by client address (without the port).
+func (e *junkEnv) storedFrom(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	err := e.db.EachEvent(context.Background(), storage.EventFilter{Outcome: storage.Rejected}, func(d storage.Delivery) error {
+		host := d.RemoteAddr[:strings.LastIndexByte(d.RemoteAddr, ':')]
+		out[host]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRejections_SampleBounds: of the unauthenticated rejections of one minute, at most
+// DefaultRejectionsPerAddress per client address (an IPv6 /64, whatever the port) and
+// DefaultRejectionsTotal in all are stored; the next minute starts afresh; the rest are
+// counted, each name and status apart (unknown names up to a bound a minute); and the
+// stored samples keep only a small part of the headers.
+func TestRejections_SampleBounds(t *testing.T) {
+	e := newJunkEnv(t, storage.Options{})
+	ctx := context.Background()
+	sent := 0
+	send := func(addr, source string, want int) {
+		t.Helper()
+		if code := e.junkRequest(t, addr, source); code != want {
+			t.Fatalf("%s from %s: %d, want %d", source, addr, code, want)
+		}
+		sent++
+	}
+
+	// One address, any port: five stored.
+	for i := range 12 {
+		send(fmt.Sprintf("192.0.2.1:%d", 40000+i), "ota", 401)
+	}
+	// One IPv6 /64, many addresses in it: five stored.
+	for i := range 12 {
+		send(fmt.Sprintf("[2001:db8:0:1::%x]:443", i+1), "nope", 404)
+	}
+	if got := e.storedFrom(t); got["192.0.2.1"] != 5 || sumValues(got) != 10 {
+		t.Fatalf("stored per address: %v, want 5 from 192.0.2.1 and 5 from 2001:db8:0:1::/64", got)
+	}
+	// Many addresses: the total stops at twenty.
+	for i := range 30 {
+		send(fmt.Sprintf("198.51.100.%d:1000", i+1), "ota", 401)
+	}
+	c, err := e.db.CountDeliveries(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rejected != receiver.DefaultRejectionsTotal {
+		t.Fatalf("%d rejections stored in one minute, want the total bound %d", c.Rejected, receiver.DefaultRejectionsTotal)
+	}
+
+	// A new minute: the same address is sampled again.
+	e.clock.Add(time.Minute)
+	send("192.0.2.1:50000", "ota", 401)
+	if c2, _ := e.db.CountDeliveries(ctx, ""); c2.Rejected != c.Rejected+1 {
+		t.Fatalf("the next minute stored %d more, want 1", c2.Rejected-c.Rejected)
+	}
+	// Many unknown names in one minute: the first few are counted by name, the rest
+	// together.
+	for i := range 30 {
+		send("203.0.113.9:1", fmt.Sprintf("name-%02d", i), 404)
+	}
+
+	if err := e.rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = e.db.CountDeliveries(ctx, "")
+	counted := func(f storage.EventFilter) int64 {
+		t.Helper()
+		n, err := e.db.RejectionsNotStored(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if all := counted(storage.EventFilter{}); c.Rejected+all != int64(sent) {
+		t.Fatalf("%d stored and %d counted, want %d in all", c.Rejected, all, sent)
+	}
+	if got := counted(storage.EventFilter{Source: "ota"}); got != 12-5+30-10 {
+		t.Fatalf("ota: %d counted, want %d", got, 12-5+30-10)
+	}
+	// 203.0.113.9 had five stored (name-00 to name-04); of the other 25, the first
+	// eight names are counted by name, the rest under "".
+	named := 0
+	for i := range 30 {
+		if counted(storage.EventFilter{Source: fmt.Sprintf("name-%02d", i)}) > 0 {
+			named++
+		}
+	}
+	if named != 8 {
+		t.Fatalf("%d unknown names counted by name in one minute, want 8", named)
+	}
+	if counted(storage.EventFilter{Outcome: storage.Accepted}) != 0 || counted(storage.EventFilter{Booking: "BK-1"}) != 0 {
+		t.Fatal("a filter that no rejection can match counted rejections")
+	}
+	minute := e.clock.Now().Truncate(time.Minute)
+	if got := counted(storage.EventFilter{From: minute}); got != 25 {
+		t.Fatalf("this minute: %d counted, want 25", got)
+	}
+	if got := counted(storage.EventFilter{To: minute}); got != counted(storage.EventFilter{})-25 {
+		t.Fatalf("before this minute: %d counted", got)
+	}
+
+	// What a sample keeps of 15 KiB of headers.
+	page, err := e.db.Events(ctx, storage.EventFilter{Outcome: storage.Rejected, Limit: 1})
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("events: %v %v", page, err)
+	}
+	d, err := e.db.Delivery(ctx, page.Events[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(d.Headers)
+	if len(raw) > 3<<10 || d.Headers.Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
+		t.Fatalf("a stored sample keeps %d bytes of headers (%s), %d of body; want about 2 KiB, marked as cut, and none",
+			len(raw), raw[:min(len(raw), 120)], len(d.Body))
+	}
+}
+
+// TestRejections_CountsKeptWhenLocked: counts that the database cannot take (another
+// process holds its write lock) stay in memory and are written by the next flush.
+func TestRejections_CountsKeptWhenLocked(t *testing.T) {
+	e := newJunkEnv(t, storage.Options{BusyTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	const n = 3 * receiver.DefaultRejectionsPerAddress
+	for range n {
+		e.junkRequest(t, "192.0.2.1:1", "ota")
+	}
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rc.FlushRejections(ctx); err == nil {
+		t.Fatal("counts written under another process's write lock")
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.db.RejectionsNotStored(ctx, storage.EventFilter{})
+	if err != nil || got != n-receiver.DefaultRejectionsPerAddress {
+		t.Fatalf("%d counted (%v), want %d", got, err, n-receiver.DefaultRejectionsPerAddress)
+	}
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestRejections_AuthenticatedAllStored: a rejection after the signature check passed
+// (here a body that is not JSON) is stored every time, past the bounds on
+// unauthenticated ones: the sender proved who it is.
+func TestRejections_AuthenticatedAllStored(t *testing.T) {
+	e := newJunkEnv(t, storage.Options{})
+	te := &testEnv{db: e.db, srv: e.srv, src: e.src}
+	const n = 3 * receiver.DefaultRejectionsTotal
+	for i := range n {
+		const body = "not json"
+		code, a, _ := te.post(t, "ota", "", body, func(r *http.Request) {
+			r.Header.Set("webhook-id", fmt.Sprintf("msg_%d", i))
+			e.src.Verifier.Sign(r.Header, nil, []byte(body), e.clock.Now())
+		})
+		if code != 400 {
+			t.Fatalf("delivery %d: %d %+v, want 400", i, code, a)
+		}
+	}
+	c, err := e.db.CountDeliveries(context.Background(), "ota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rejected != n {
+		t.Fatalf("%d authenticated rejections stored, want all %d", c.Rejected, n)
+	}
+}
+
+// TestRejections_FloodMeasured measures what a junk flood costs, and reports it (figures,
+// not assertions beyond correctness: the machine is shared). Run with -v to see them.
+//
+// Worst case for storage: each simulated minute, HOOKDEDUP_JUNK_PER_MINUTE (default
+// 1,000) unauthenticated requests with 15 KiB of headers, each from an address of its
+// own and half of them to a name of their own, for HOOKDEDUP_JUNK_MINUTES (default 10)
+// minutes, straight to the handler: how much the database grows per minute.
+//
+// Beside real traffic: three simulated minutes of the same junk over HTTP beside 100
+// signed deliveries a minute; every real delivery must be answered 200 and committed,
+// and its answer times are reported.
+func TestRejections_FloodMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement")
+	}
+	minutes, perMinute := envInt(t, "HOOKDEDUP_JUNK_MINUTES", 10), envInt(t, "HOOKDEDUP_JUNK_PER_MINUTE", 1000)
+	ctx := context.Background()
+
+	e := newJunkEnv(t, storage.Options{})
+	before := dbSize(t, e.db.Path())
+	for m := range minutes {
+		e.clock.Add(time.Minute)
+		for i := range perMinute {
+			source, want := "ota", http.StatusUnauthorized
+			if i%2 == 0 {
+				source, want = fmt.Sprintf("junk-%d-%d", m, i), http.StatusNotFound
+			}
+			if code := e.junkRequest(t, fmt.Sprintf("10.%d.%d.%d:4000", m%256, i/256%256, i%256), source); code != want {
+				t.Fatalf("junk to %s: %d, want %d", source, code, want)
+			}
+		}
+	}
+	if err := e.rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.RollupStats(ctx, 1<<20); err != nil { // the dashboard's totals, as serve keeps them
+		t.Fatal(err)
+	}
+	growth := dbSize(t, e.db.Path()) - before
+	t.Logf("worst case: %d simulated minutes of %d junk requests a minute (15 KiB of headers each, every one from its own address, half to names of their own): the database grew by %d bytes, %d a minute",
+		minutes, perMinute, growth, growth/int64(minutes))
+
+	const nReal = 100
+	e = newJunkEnv(t, storage.Options{})
+	te := &testEnv{db: e.db, srv: e.srv, src: e.src}
+	// Real deliveries of one simulated minute, signed at its time, from two senders;
+	// their answer times.
+	sendReal := func(minute int) []time.Duration {
+		var mu sync.Mutex
+		var took []time.Duration
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := w; i < nReal; i += 2 {
+					id := fmt.Sprintf("msg_real_%d_%d", minute, i)
+					body := fmt.Sprintf(`{"property_id":"HTL-1","booking_id":"BK-%d-%d","status":"cancelled"}`, minute, i)
+					start := time.Now()
+					code, a, _ := te.post(t, "ota", "", body, func(r *http.Request) {
+						r.Header.Set("webhook-id", id)
+						e.src.Verifier.Sign(r.Header, nil, []byte(body), e.clock.Now())
+					})
+					d := time.Since(start)
+					if code != 200 || a.Status != "accepted" {
+						t.Errorf("real delivery %s beside junk: %d %+v, want 200 accepted", id, code, a)
+					}
+					mu.Lock()
+					took = append(took, d)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return took
+	}
+	quantiles := func(d []time.Duration) (p50, p99 time.Duration) {
+		slices.Sort(d)
+		return d[len(d)/2].Round(10 * time.Microsecond), d[len(d)*99/100].Round(10 * time.Microsecond)
+	}
+	quiet := sendReal(-1)
+	const besideMinutes = 3
+	var beside []time.Duration
+	var junkTime time.Duration
+	for m := range besideMinutes {
+		e.clock.Add(time.Minute)
+		var took []time.Duration
+		var wg sync.WaitGroup
+		wg.Go(func() { took = sendReal(m) })
+		start := time.Now()
+		if bad := sendJunk(t, e.srv.URL, perMinute, 6); bad > 0 {
+			t.Fatalf("%d junk requests not answered as they should be", bad)
+		}
+		junkTime += time.Since(start)
+		wg.Wait()
+		beside = append(beside, took...)
+	}
+	if err := e.rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.db.CountDeliveries(ctx, "ota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Accepted != nReal*(besideMinutes+1) {
+		t.Fatalf("%d real deliveries committed, want %d", c.Accepted, nReal*(besideMinutes+1))
+	}
+	q50, q99 := quantiles(quiet)
+	b50, b99 := quantiles(beside)
+	t.Logf("beside real traffic: %d simulated minutes of %d junk requests over HTTP (%.0f a second on this machine) and %d signed deliveries a minute",
+		besideMinutes, perMinute, float64(besideMinutes*perMinute)/junkTime.Seconds(), nReal)
+	t.Logf("real deliveries: all %d answered 200 and committed; answer time p50 %s p99 %s alone, p50 %s p99 %s beside the junk",
+		nReal*(besideMinutes+1), q50, q99, b50, b99)
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive whole number", name, v)
+	}
+	return n
+}
