@@ -18,8 +18,8 @@ import (
 )
 
 // Unexported names in this file and its signature_*.go siblings carry a
-// "sig" prefix (or a scheme name) because other files of package receiver
-// are written in parallel and must not collide with them.
+// "sig" prefix (or a scheme name), which keeps them apart from the names of
+// the rest of package receiver.
 
 // Scheme names as they appear in the config's `signature` field.
 const (
