@@ -1,5 +1,7 @@
 # hookdedup: `make run` serves on the defaults, `make test` runs every test (installing
-# what a fresh machine lacks), `make bench` measures.
+# what a fresh machine lacks), `make bench` measures. README.md's shell examples are a
+# test too (cmd/hookdedup/readme_test.go, in `go test ./...`): it runs them with bash,
+# curl and openssl against the built binary, as a reader would type them after `make run`.
 SHELL   := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/hookdedup
@@ -74,7 +76,8 @@ test: deps check-generated lint unit fuzz e2e
 # BENCH_KEYS (default 1000000,5000000), BENCH_SWEEP_KEYS (1000000), BENCH_SYNC (FULL,NORMAL),
 # BENCH_DURATION (10s), BENCH_RUNS (3), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_DIR,
 # BENCH_OUT (also write the summary table there); BENCH_TIME is -benchtime (1s), BENCH_LOAD=0
-# skips the load run.
+# skips the load run. A load run of a minute or so, without stored keys or the sweep:
+#   BENCH_KEYS=0 BENCH_RUNS=1 BENCH_DURATION=5s BENCH_SWEEP_KEYS=0 go test -tags load -run '^TestLoad$' -v ./cmd/hookdedup/
 export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT
 BENCH_TIME ?= 1s
 BENCH_LOAD ?= 1

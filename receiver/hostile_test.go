@@ -1,6 +1,6 @@
 package receiver_test
 
-// Hostile input through the real handler, over a real database (issue 6): each gets a
+// Hostile input through the real handler, over a real database: each gets a
 // clear error, and nothing is stored that should not be (no claim, no body from an
 // unauthenticated sender).
 

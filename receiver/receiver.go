@@ -1,6 +1,3 @@
-// Package receiver is hookdedup's intake path: it verifies each webhook delivery, derives
-// its idempotency key, claims the key through storage and answers the provider only once
-// the delivery is committed. It also runs the background sweeps.
 package receiver
 
 import (

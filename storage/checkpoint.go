@@ -30,11 +30,10 @@ import (
 
 const (
 	// checkpointEvery is how soon after a commit the checkpointer copies it. Each pass
-	// ends with an fsync of the pages it copied, and with millions of keys those are
-	// scattered pages, each some 20 µs of this disk's time, that a commit's own fsync
-	// queues behind: small passes keep those waits short. At 100 ms the p99 with a
-	// million keys stored was 26-31 ms, at 50 ms 21-23 ms, at 25 ms 18-20 ms, but the
-	// copying then cost 10 % of an empty database's throughput.
+	// ends with an fsync of the scattered pages it copied, which a commit's own fsync
+	// queues behind, so small passes keep those waits short: with a million keys stored
+	// the p99 is 21-23 ms at 50 ms against 26-31 ms at 100 ms, while 25 ms costs an
+	// empty database 10 % of its throughput.
 	checkpointEvery = 50 * time.Millisecond
 
 	// restartPages is the WAL length (in 4 KiB pages) from which the checkpointer sees
@@ -57,9 +56,8 @@ const (
 	// fallbackCheckpointPages is the writer's own automatic checkpoint, kept as a
 	// backstop for when the checkpointer cannot catch up (a slow disk, or readers that
 	// hold old snapshots so the WAL cannot start over): the commit that takes the WAL
-	// past 16 MiB copies what the checkpointer has not and waits for the fsync. Before
-	// the checkpointer caught up by itself this was how the WAL started over, and with
-	// a million keys stored it held the writer 30-50 ms each time: that was the p99.
+	// past 16 MiB copies what the checkpointer has not and waits for the fsync, which
+	// with a million keys stored holds the writer 30-50 ms: kept rare, or it sets the p99.
 	fallbackCheckpointPages = 4096
 
 	// walSizeLimit is what the -wal file is cut back to when it starts over.

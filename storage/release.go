@@ -140,13 +140,10 @@ func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEnt
 // maxBulk bounds one bulk release; a larger set is released in several calls.
 const maxBulk = 10000
 
-// releaseBatch is how many keys of a bulk release share a transaction. One transaction
-// per key paid a commit and an fsync for each, and queued behind intake for each: 10,000
-// keys took 3 s on an idle server and 11.3 s under load, in sight of the HTTP write
-// timeout on a slower disk. 50 keys hold the write connection about 5 ms, like one of
-// intake's batches: 10,000 keys in 1.1-1.3 s under load with intake's p99 1.1-1.2x its
-// p99 without; 100 were a little faster but took intake's p99 to 1.4-1.7x, 25 slower
-// for no gain (alternated runs on the 600,000-stuck-key database).
+// releaseBatch is how many keys of a bulk release share a transaction: 50 keys hold the
+// write connection about 5 ms, like one of intake's batches, so 10,000 keys under full
+// intake load take 1.1-1.3 s (11.3 s at one key per transaction) and raise intake's p99
+// by a fifth at most (100 keys raise it by half).
 const releaseBatch = 50
 
 // KeyOutcome is what a bulk release did to one key.

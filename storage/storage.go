@@ -1,6 +1,3 @@
-// Package storage keeps hookdedup's state in SQLite: claims, deliveries, users and
-// settings. It is the only package that writes SQL; its behaviour is pinned by tests that
-// speak of claims and deliveries, so that another engine can join behind the same methods.
 package storage
 
 import (

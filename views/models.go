@@ -1,6 +1,3 @@
-// Package views renders the console's pages with templ. Each page takes a view model
-// shaped like the screen; views run no queries and make no HTTP calls. Elements that
-// tests select carry data-testid.
 package views
 
 // Page is what every page's frame needs.

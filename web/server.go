@@ -1,7 +1,3 @@
-// Package web is the console's HTTP layer: routes, sessions, sign-in and roles,
-// cross-site request forgery protection, and the handlers that turn storage's data into
-// the view models that package views renders. It never imports receiver: what it needs
-// of the intake side (sources, key derivation) arrives through Config.
 package web
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// The crash test (issue 6): concurrent signed traffic with duplicates, SIGKILL at random
+// The crash test: concurrent signed traffic with duplicates, SIGKILL at random
 // moments, a restart after each kill, and at the end a reckoning against what the senders
 // and the downstream saw. `go test ./...` runs a short form (4 kills);
 // HOOKDEDUP_CRASH_KILLS=N (make crash-test) runs the long one.

@@ -1,6 +1,6 @@
 package main
 
-// Faults (issue 6): the disk full, the database file made read-only, the database locked
+// Faults: the disk full, the database file made read-only, the database locked
 // by another process, the downstream hanging, a slow-loris sender. Intake must answer
 // 503 (never 200 for something it did not store), recover by itself when the fault
 // clears, and never panic.

@@ -20,18 +20,17 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// The console's figures at scale (issue 5: "the events list, filters and a key's
-// deliveries answer in under 100 ms with 5 M deliveries stored"). After the load runs at
-// the largest size, the harness signs in to the console of the same server and times
-// its pages and the JSON API's lists, as a browser or a script would see them: each
-// request's whole answer over loopback, the first one (cold) and the median and slowest
-// of the next few.
+// The console's figures at scale: the events list, its filters and a key's deliveries
+// are meant to answer within 100 ms with millions of deliveries stored. After the load
+// runs at the largest size, the harness signs in to the console of the same server and
+// times its pages and the JSON API's lists, as a browser or a script would see them:
+// each request's whole answer over loopback, the first one (cold) and the median and
+// slowest of the next few.
 
 const (
 	loadConsoleUser     = "bench"
 	loadConsolePassword = "load harness password"
 	loadConsoleRepeats  = 5
-	loadConsoleTarget   = 100 * time.Millisecond
 )
 
 // loadConsoleUserAdd adds the harness's admin user to the database at path and returns

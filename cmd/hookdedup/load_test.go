@@ -1,6 +1,6 @@
 //go:build load
 
-// The load harness of `make bench` (issue 5). It builds hookdedup, starts `serve` on
+// The load harness of `make bench`. It builds hookdedup, starts `serve` on
 // 127.0.0.1 with a temporary database and a fixed standard-webhooks secret, and drives it
 // with wrk and testdata/sign.lua, which signs every request as a provider would. In the
 // same run it drives a bare net/http handler (it reads the body and answers JSON, started
@@ -14,11 +14,11 @@
 //   - with 1 M and 5 M keys already stored (filled through storage.BulkLoadForBench),
 //     and the server's resident memory under load at the largest size;
 //   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
-//   - the issue's reference implementation, rebuilt from its description
-//     (testdata/reference.py), empty and holding 100,000 and 1 M keys, for the ratios the
-//     issue asks (skipped, with the issue's own figures, without Debian's python3-fastapi).
+//   - a naive reference implementation (testdata/reference.py: FastAPI, claims in an
+//     in-process dict), empty and holding 100,000 and 1 M keys, as a baseline (skipped
+//     without Debian's python3-fastapi and uvicorn: make bench-deps).
 //
-// Every figure is the median of BENCH_RUNS runs. Targets are reported, never asserted:
+// Every figure is the median of BENCH_RUNS runs. Figures are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
 // 200, a delivery rejected). Knobs, all optional:
 //
@@ -314,7 +314,7 @@ func (s noStore) Record(_ context.Context, d *storage.Delivery, _ storage.ClaimO
 
 func (noStore) Ping(context.Context) error { return nil }
 
-// loadReference starts the issue's reference implementation (testdata/reference.py:
+// loadReference starts the reference implementation (testdata/reference.py:
 // FastAPI under uvicorn, one worker, claims in an in-process dict) holding preload keys,
 // and returns its URL and how to stop it, or "" when Debian's python3-fastapi and uvicorn
 // are missing (`make bench-deps` installs them).
@@ -721,13 +721,12 @@ func TestLoad(t *testing.T) {
 		}
 	}
 
-	// The issue's reference implementation, rebuilt from its description, on this
-	// machine: empty and holding 100,000 and 1 M keys; a fresh process for each run, since
-	// every run adds keys. Half duplicates, as the issue measured it.
+	// The reference implementation on this machine: empty and holding 100,000 and 1 M
+	// keys; a fresh process for each run, since every run adds keys. Half duplicates.
 	refSizes := []int{0, 100_000, 1_000_000}
 	refRows := map[int]*loadRow{}
 	if url, _, stop := loadReference(t, 0); url == "" {
-		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps); the issue's own figures are used")
+		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps)")
 	} else {
 		stop()
 		fmt.Println("reference implementation (testdata/reference.py: FastAPI, in-process dict):")
@@ -873,39 +872,34 @@ func TestLoad(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\nmedians of %d runs of %s each; wrk -t%d -c%d with testdata/sign.lua (every request signed); %d cores; load average now %.2f\n",
 		k.runs, k.duration, k.threads, k.conns, runtime.NumCPU(), loadAverage())
-	// refRatio compares r with the reference holding n keys, as measured in this run, or
-	// else with the issue's own figure for it (2,950 req/s empty, 270 at 100,000 keys).
+	// refRatio compares r with the reference holding n keys, as measured in this run.
 	refRatio := func(r *loadRow, n int) string {
 		held := "empty"
 		if n > 0 {
 			held = "holding " + loadCount(n) + " keys"
 		}
 		if ref := refRows[n]; ref != nil && len(ref.runs) > 0 {
-			return fmt.Sprintf("%.1f× the reference %s (%.0f req/s in this run)", r.rps()/ref.rps(), held, ref.rps())
+			return fmt.Sprintf("%.1f× the reference %s (%.0f req/s)", r.rps()/ref.rps(), held, ref.rps())
 		}
-		stated := map[int]float64{0: 2950, 100_000: 270}[n]
-		if stated == 0 {
-			return "the reference " + held + ": not measured"
-		}
-		return fmt.Sprintf("%.1f× the reference %s (%.0f req/s, the issue's figure)", r.rps()/stated, held, stated)
+		return "the reference " + held + ": not measured"
 	}
 	full := map[string]*loadRow{"half": emptyRows["FULLhalf"], "unique": emptyRows["FULLunique"]}
 	if full["half"] != nil {
-		fmt.Fprintf(&b, "\ntargets (issue 5):\n")
+		fmt.Fprintf(&b, "\nsummary:\n")
 		fmt.Fprintf(&b, "- ceiling: the intake handler with nothing stored reaches %.2f× bare (server CPU %.0f µs a request); storage has to fit in what is left\n",
 			noStoreRow.rps()/bareRPS, noStoreRow.med(func(x loadResult) float64 { return x.CPUPerReq }))
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
 			cpu := func(r *loadRow) float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
-			fmt.Fprintf(&b, "- %s, empty: %.2f× bare (target ≥ 0.5), p99 %.2f ms (target ≤ 10 ms), %s (target ≥ 8×); server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
+			fmt.Fprintf(&b, "- %s, empty: %.2f× bare, p99 %.2f ms, %s; server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
 				mix, r.rps()/bareRPS, r.p99(), refRatio(r, 0), cpu(r), cpu(bareRow), cpu(bareRow)/cpu(r))
 		}
 		for _, sr := range sizeRows {
 			e := full[sr.mix]
-			fmt.Fprintf(&b, "- %s, %s: throughput %+.1f%%, p99 %+.1f%% against empty (target within 15%%)",
+			fmt.Fprintf(&b, "- %s, %s: throughput %+.1f%%, p99 %+.1f%% against empty",
 				sr.scenario, sr.mix, 100*(sr.rps()/e.rps()-1), 100*(sr.p99()/e.p99()-1))
 			if strings.HasPrefix(sr.scenario, "1 M ") {
-				fmt.Fprintf(&b, "; %s, %s (target ≥ 500×)", refRatio(sr, 1_000_000), refRatio(sr, 100_000))
+				fmt.Fprintf(&b, "; %s, %s", refRatio(sr, 1_000_000), refRatio(sr, 100_000))
 			}
 			b.WriteString("\n")
 		}
@@ -917,11 +911,11 @@ func TestLoad(t *testing.T) {
 					break
 				}
 			}
-			fmt.Fprintf(&b, "- p99 during the sweep: %.2f ms, %.2f× its p99 without one (%s, half; target ≤ 2×)\n",
+			fmt.Fprintf(&b, "- p99 during the sweep: %.2f ms, %.2f× its p99 without one (%s, half)\n",
 				sweepRow.p99(), sweepRow.p99()/base.p99(), base.scenario)
 		}
 		if peakRSS > 0 {
-			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB (target < 150 MB)\n",
+			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB\n",
 				loadCount(k.keys[len(k.keys)-1]), peakRSS, hwm)
 		}
 	}
@@ -936,9 +930,8 @@ func TestLoad(t *testing.T) {
 			}
 		}
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		fmt.Fprintf(&b, "- console and JSON API at %s keys: slowest median %.1f ms (%s), slowest single answer %.1f ms (%s; target < %d ms)\n",
-			consoleAt, ms(slowMedian.median), slowMedian.what, ms(max(slowOne.first, slowOne.max)), slowOne.what,
-			loadConsoleTarget.Milliseconds())
+		fmt.Fprintf(&b, "- console and JSON API at %s keys: slowest median %.1f ms (%s), slowest single answer %.1f ms (%s)\n",
+			consoleAt, ms(slowMedian.median), slowMedian.what, ms(max(slowOne.first, slowOne.max)), slowOne.what)
 		loadConsoleReport(&b, consoleAt, consoleTimes)
 	}
 	fmt.Print(b.String())

@@ -1,9 +1,9 @@
-# The reference implementation of issue 5, rebuilt from its description so that
-# `make bench` can measure it beside hookdedup on the same machine: Python and FastAPI
-# (Debian's python3-fastapi and uvicorn, one worker), claims held in an in-process dict,
-# nothing durable, and every claim scanning every key held (here: to drop the expired
-# ones). It verifies standard-webhooks signatures as hookdedup does, keys a delivery by
-# its webhook-id and answers as hookdedup answers.
+# A naive webhook deduplicator, the baseline that `make bench` measures beside hookdedup
+# on the same machine: Python and FastAPI (Debian's python3-fastapi and uvicorn, one
+# worker), claims held in an in-process dict, nothing durable, and every claim scanning
+# every key held (here: to drop the expired ones). It verifies standard-webhooks
+# signatures as hookdedup does, keys a delivery by its webhook-id and answers as
+# hookdedup answers.
 #
 #   REF_SECRET   the source's whsec_ secret
 #   REF_PRELOAD  keys held before the first request (default 0)
