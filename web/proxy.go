@@ -33,7 +33,7 @@ func TrustedProxies(cidrs []netip.Prefix) func(http.Handler) http.Handler {
 		trusted[i] = p.Masked()
 	}
 	isTrusted := func(a netip.Addr) bool {
-		a = a.Unmap()
+		a = a.Unmap().WithZone("") // a prefix never contains an address with a zone
 		for _, p := range trusted {
 			if p.Contains(a) {
 				return true
@@ -165,7 +165,7 @@ func forwardedElements(h http.Header) []map[string]string {
 // parseHop reads one forwarded address: "192.0.2.60", "192.0.2.60:4711", "2001:db8::1",
 // or "[2001:db8::1]:4711"; the port is 0 when none is given.
 func parseHop(s string) (netip.AddrPort, bool) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
+	if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Zone() == "" {
 		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
 	}
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
