@@ -126,10 +126,10 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 // who could manage its users.
 var ErrLastAdmin = errors.New("the only admin")
 
-// SetUserRole gives a user another role and writes the audit row in the same
-// transaction. Returns the previous role (unchanged, and nothing written, when it was
-// already role), ErrNotFound for an unknown user and ErrLastAdmin when role would take
-// the last admin's rights away.
+// SetUserRole gives a user another role, ends their console sessions, and writes the
+// audit row in the same transaction. Returns the previous role (unchanged, and nothing
+// written, when it was already role), ErrNotFound for an unknown user and ErrLastAdmin
+// when role would take the last admin's rights away.
 func (db *DB) SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error) {
 	if !ValidRole(role) {
 		return "", fmt.Errorf("change role of %q: unknown role %q", name, role)
@@ -147,6 +147,9 @@ func (db *DB) SetUserRole(ctx context.Context, name, role, actor string) (previo
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET role = ? WHERE id = ?`, role, u.ID); err != nil {
 			return AuditEntry{}, err
 		}
+		if _, err := endSessions(ctx, tx, u.ID); err != nil {
+			return AuditEntry{}, err
+		}
 		return AuditEntry{Action: "change role", Reason: name + " to " + role, PreviousState: u.Role}, nil
 	})
 	if err != nil {
@@ -155,12 +158,15 @@ func (db *DB) SetUserRole(ctx context.Context, name, role, actor string) (previo
 	return previous, nil
 }
 
-// SetUserPassword replaces a user's password hash (bcrypt) and writes the audit row in
-// the same transaction. The user's console sessions end with it: each carries a stamp
-// of the hash it signed in with. Returns ErrNotFound for an unknown user.
+// SetUserPassword replaces a user's password hash (bcrypt), ends their console
+// sessions, and writes the audit row in the same transaction. Returns ErrNotFound for an
+// unknown user.
 func (db *DB) SetUserPassword(ctx context.Context, name, hash, actor string) error {
 	err := db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE id = ?`, hash, u.ID); err != nil {
+			return AuditEntry{}, err
+		}
+		if _, err := endSessions(ctx, tx, u.ID); err != nil {
 			return AuditEntry{}, err
 		}
 		return AuditEntry{Action: "set password", Reason: name}, nil
@@ -171,8 +177,8 @@ func (db *DB) SetUserPassword(ctx context.Context, name, hash, actor string) err
 	return nil
 }
 
-// DeleteUser removes a user, with their API tokens, and writes the audit row in the same
-// transaction; their console sessions end with the row. Returns ErrNotFound for an
+// DeleteUser removes a user, with their API tokens and console sessions, and writes the
+// audit row in the same transaction. Returns ErrNotFound for an
 // unknown user and ErrLastAdmin for the last admin.
 func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 	err := db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
@@ -181,7 +187,8 @@ func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 				return AuditEntry{}, err
 			}
 		}
-		// Tokens go by ON DELETE CASCADE (foreign keys are on for every connection).
+		// Tokens and sessions go by ON DELETE CASCADE (foreign keys are on for every
+		// connection).
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, u.ID); err != nil {
 			return AuditEntry{}, err
 		}

@@ -153,7 +153,27 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 	if err == nil && previous != role {
 		s.log.Info("user role changed", "by", me.Name, "user", name, "from", previous, "to", role)
 	}
-	return s.userChangeDone(w, r, name, err, fmt.Sprintf("%s is now %s.", name, role))
+	ok := fmt.Sprintf("%s is now %s.", name, role)
+	if previous != role {
+		ok = fmt.Sprintf("%s is now %s. Their sessions have ended.", name, role)
+	}
+	return s.userChangeDone(w, r, name, err, ok)
+}
+
+// handleEndUserSessions ends every console session of a user (audited), for an admin
+// who suspects a session was taken or left open somewhere. API tokens stay valid: they
+// are revoked one by one.
+func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name := r.PostFormValue("name")
+	n, err := s.store.EndUserSessions(r.Context(), name, me.Name)
+	if err == nil {
+		s.log.Info("sessions ended", "by", me.Name, "user", name, "sessions", n)
+		if name == me.Name {
+			return s.signedOutEverywhere(w, r)
+		}
+	}
+	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Ended %d session%s of %s.", n, plural(int(n)), name))
 }
 
 func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) error {

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -29,11 +29,45 @@ const (
 	sessionKeySetting = "console.session_keys"
 )
 
-// Sign-in throttling: per user name, and per address.
+// Sign-in throttling slows guessing down without locking the real user out: failures
+// count against the name at the client's address, and against the address, never
+// against the name alone, so failures from one address cannot stop the right password
+// from another. A name at one address gets 3 tries at once, then waits 1 s, 2 s, 4 s …
+// up to 15 minutes between tries; an address gets 30 tries at once whatever the names,
+// then waits the same way. Each wait runs from the last failure; a success clears the
+// name's count at that address.
 var (
-	throttleUser = storage.Throttle{Max: 5, Window: 15 * time.Minute}
-	throttleAddr = storage.Throttle{Max: 20, Window: 15 * time.Minute}
+	throttlePair = storage.Throttle{Free: 3, First: time.Second, Max: 15 * time.Minute, Forget: 24 * time.Hour}
+	throttleAddr = storage.Throttle{Free: 30, First: time.Second, Max: 15 * time.Minute, Forget: time.Hour}
 )
+
+// throttle is what a password check of one name from one client counts against.
+type throttle struct {
+	pair, addr string // the scopes: the name at the address, and the address
+	scopes     map[string]storage.Throttle
+}
+
+// throttleFor returns the throttle of a password check of name from r's client. IPv6
+// clients are grouped by /64, the block one subscriber usually holds, so that a client
+// cannot step to a fresh address.
+func throttleFor(r *http.Request, name string) throttle {
+	addr := clientAddr(r)
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		addr = p.String()
+	}
+	t := throttle{pair: "pair:" + addr + " " + name, addr: "addr:" + addr} // an address holds no space
+	t.scopes = map[string]storage.Throttle{t.pair: throttlePair, t.addr: throttleAddr}
+	return t
+}
+
+// clientAddr is the client's address without its port (see TrustedProxies).
+func clientAddr(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
 
 // User is who a request acts as.
 type User struct {
@@ -48,7 +82,7 @@ type requestState struct {
 	user    User
 	csrf    string
 	flashes []views.Flash
-	session *sessions.Session
+	session *sessions.Session // the cookie
 }
 
 // UserFrom returns the user a request acts as, set by requireRole (or by WithUser for
@@ -106,8 +140,9 @@ func (s *Server) sessionStore(ctx context.Context) (*sessions.CookieStore, error
 	return cs, nil
 }
 
-// session returns the request's session (a new one when the cookie is missing or
-// invalid), with its cookie marked Secure when the request came over TLS.
+// session returns the request's session cookie (a new one when the cookie is missing
+// or invalid), marked Secure when the client came over TLS (see Scheme). The cookie holds
+// the id of a server-side session (storage.Session), the CSRF token and flashes.
 func (s *Server) session(r *http.Request) *sessions.Session {
 	sess, err := s.cookies.Get(r, sessionCookie)
 	if err != nil {
@@ -115,53 +150,71 @@ func (s *Server) session(r *http.Request) *sessions.Session {
 		sess, _ = s.cookies.New(r, sessionCookie)
 	}
 	opts := *s.cookies.Options
-	opts.Secure = r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	opts.Secure = Scheme(r) == "https"
 	sess.Options = &opts
 	return sess
 }
 
-// sessionUser returns the signed-in user of sess, or why there is none.
-func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, string, error) {
-	name, _ := sess.Values["user"].(string)
-	if name == "" {
-		return User{}, "", nil
+// endCookie empties the session cookie and tells the browser to drop it.
+func endCookie(w http.ResponseWriter, r *http.Request, sess *sessions.Session) error {
+	sess.Values = map[any]any{}
+	sess.Options.MaxAge = -1
+	return sess.Save(r, w)
+}
+
+// sessionUser returns the signed-in user of the session cookie sess and the
+// server-side session it names, or why there is none. A session past its idle or whole
+// limit is ended here. The user's role is read afresh with the session, in the same
+// look-up.
+func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, storage.Session, string, error) {
+	sid, _ := sess.Values["sid"].(string)
+	if sid == "" {
+		return User{}, storage.Session{}, "", nil
 	}
-	now := s.now().Unix()
-	created, _ := sess.Values["created"].(int64)
-	seen, _ := sess.Values["seen"].(int64)
-	if now-created > int64(s.absolute.Seconds()) {
-		return User{}, "Your session ended; please sign in again.", nil
-	}
-	if now-seen > int64(s.idle.Seconds()) {
-		return User{}, "You were signed out after a while without activity.", nil
-	}
-	// The role is read afresh: a changed or removed user takes effect at once.
-	u, err := s.store.UserByName(r.Context(), name)
+	ss, err := s.store.SessionByID(r.Context(), sid)
 	if errors.Is(err, storage.ErrNotFound) {
-		return User{}, "Your user no longer exists.", nil
+		// Signed out here or everywhere, ended by an admin, or by a new password or role.
+		return User{}, storage.Session{}, "Your session has ended; please sign in again.", nil
 	}
 	if err != nil {
-		return User{}, "", err
+		return User{}, storage.Session{}, "", err
 	}
-	// A new password ends the sessions signed in with the old one, and a user removed
-	// and added again under the same name does not inherit the old user's sessions.
-	stamp, _ := sess.Values["stamp"].(string)
-	if subtle.ConstantTimeCompare([]byte(stamp), []byte(sessionStamp(u))) != 1 {
-		return User{}, "Your password was changed or your session was ended; please sign in again.", nil
+	now := s.now()
+	var why string
+	switch {
+	case now.Sub(ss.CreatedAt) > s.absolute:
+		why = "Your session ended; please sign in again."
+	case now.Sub(ss.SeenAt) > s.idle:
+		why = "You were signed out after a while without activity."
+	default:
+		return User{Name: ss.User.Name, Role: ss.User.Role}, ss, "", nil
 	}
-	return User{Name: u.Name, Role: u.Role}, "", nil
+	if err := s.store.EndSession(r.Context(), sid); err != nil {
+		return User{}, storage.Session{}, "", err
+	}
+	return User{}, storage.Session{}, why, nil
 }
 
-// sessionStamp ties a session to the user row and password it signed in with. The
-// session cookie is encrypted and authenticated, so a digest is enough.
-func sessionStamp(u storage.User) string {
-	sum := sha256.Sum256([]byte(strconv.FormatInt(u.ID, 10) + "\x00" + u.PasswordHash))
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
+// startSession signs u in: a new server-side session, whose id goes into the cookie
+// sess with a new CSRF token (never one from before sign-in). Returns ErrNotFound if u
+// was removed or its password changed since it was read.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *sessions.Session, u storage.User) error {
+	sid, err := s.store.CreateSession(r.Context(), u, s.now())
+	if err != nil {
+		return err
+	}
+	sess.Values["sid"] = sid
+	sess.Values["csrf"] = randomToken()
+	if err := sess.Save(r, w); err != nil {
+		return fmt.Errorf("save session: %w", err)
+	}
+	return nil
 }
 
-// setPassword gives the named user a new password, by the signed-in user. The new hash
-// ends every session of that user; when that is the signed-in user, this session is
-// stamped again so that it stays. Returns the store's errors (ErrNotFound).
+// setPassword gives the named user a new password, by the signed-in user. The new
+// password ends every session of that user; when that is the signed-in user, this
+// browser gets a new session so that it stays signed in. Returns the store's errors
+// (ErrNotFound).
 func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
 	me, _ := UserFrom(r.Context())
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
@@ -180,9 +233,9 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	if err != nil {
 		return err
 	}
+	// With the hash set here: should another change come in between, it wins.
 	u.PasswordHash = string(hash)
-	st.session.Values["stamp"] = sessionStamp(u)
-	return st.session.Save(r, w)
+	return s.startSession(w, r, st.session, u)
 }
 
 // requireRole serves h to signed-in users of at least role. Without a session a GET is
@@ -193,7 +246,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 	return s.protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		sess := s.session(r)
-		u, why, err := s.sessionUser(r, sess)
+		u, ss, why, err := s.sessionUser(r, sess)
 		if err != nil {
 			s.serve(func(http.ResponseWriter, *http.Request) error { return err }).ServeHTTP(w, r)
 			return
@@ -243,10 +296,15 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 				return
 			}
 		}
-		// Keep the session alive (idle timeout), and consume shown flashes.
-		now := s.now().Unix()
-		if seen, _ := sess.Values["seen"].(int64); now-seen > 60 || len(st.flashes) > 0 {
-			sess.Values["seen"] = now
+		// Keep the session alive (idle timeout): a write, so once a minute at most.
+		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
+			sid, _ := sess.Values["sid"].(string)
+			if err := s.store.TouchSession(r.Context(), sid, now); err != nil {
+				s.log.Warn("touching session", "err", err)
+			}
+		}
+		// Consume shown flashes.
+		if len(st.flashes) > 0 {
 			if err := sess.Save(r, w); err != nil {
 				s.log.Warn("saving session", "err", err)
 			}
@@ -275,7 +333,7 @@ func flash(r *http.Request, w http.ResponseWriter, kind, text string) {
 
 func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
 	sess := s.session(r)
-	if u, _, err := s.sessionUser(r, sess); err == nil && u.Name != "" {
+	if u, _, _, err := s.sessionUser(r, sess); err == nil && u.Name != "" {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return nil
 	}
@@ -285,7 +343,10 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
 			v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info", Text: text})
 		}
 	}
-	if r.URL.Query().Has("out") {
+	switch {
+	case r.URL.Query().Get("out") == "everywhere":
+		v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "ok", Text: "You are signed out everywhere: all your sessions have ended."})
+	case r.URL.Query().Has("out"):
 		v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "ok", Text: "You are signed out."})
 	}
 	if len(v.Page.Flash) > 0 {
@@ -306,13 +367,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if name == "" || password == "" || len(name) > 128 || len(password) > 512 {
 		return fail(http.StatusBadRequest, "Enter your username and password.")
 	}
-	addr := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		addr = host
-	}
-	scopes := map[string]storage.Throttle{"user:" + name: throttleUser, "addr:" + addr: throttleAddr}
+	addr := clientAddr(r)
+	th := throttleFor(r, name)
 	now := s.now()
-	wait, err := s.throttled(w, r, now, scopes)
+	wait, err := s.throttled(w, r, now, th)
 	if err != nil {
 		return err
 	}
@@ -328,51 +386,92 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		if err := s.store.LoginFailed(r.Context(), now, scopes); err != nil {
-			return err
-		}
 		s.log.Info("sign-in failed", "user", name, "addr", addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
-	if err := s.store.LoginSucceeded(r.Context(), "user:"+name); err != nil {
+	if err := s.store.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
 		return err
 	}
 	sess := s.session(r)
-	sess.Values = map[any]any{
-		"user":    u.Name,
-		"created": now.Unix(),
-		"seen":    now.Unix(),
-		"csrf":    randomToken(),
-		"stamp":   sessionStamp(u),
+	if old, _ := sess.Values["sid"].(string); old != "" {
+		// Signing in again (maybe as someone else) ends the session this browser had.
+		if err := s.store.EndSession(r.Context(), old); err != nil {
+			return err
+		}
 	}
-	if err := sess.Save(r, w); err != nil {
-		return fmt.Errorf("save session: %w", err)
+	sess.Values = map[any]any{}
+	err = s.startSession(w, r, sess, u)
+	if errors.Is(err, storage.ErrNotFound) {
+		// Removed, or given a new password, since the check above.
+		return fail(http.StatusUnauthorized, "Wrong username or password.")
+	}
+	if err != nil {
+		return err
+	}
+	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
+	if _, err := s.store.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
+		s.log.Warn("ending idle sessions", "err", err)
 	}
 	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
 
-// throttled reports whether a password check for scopes is refused for now: if so it
-// sets Retry-After and returns how long to wait, in words ("3 minutes"), else "".
-func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time, scopes map[string]storage.Throttle) (string, error) {
-	until, err := s.store.LoginBlocked(r.Context(), now, scopes)
+// throttled reserves a password check under th: if it is refused for now, it sets
+// Retry-After and returns how long to wait, in words ("3 minutes"); else it returns ""
+// and the check counts as a failure until LoginSucceeded takes it back.
+func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time, th throttle) (string, error) {
+	until, err := s.store.LoginAttempt(r.Context(), now, th.scopes)
 	if err != nil || until.IsZero() {
 		return "", err
 	}
-	w.Header().Set("Retry-After", fmt.Sprint(int(until.Sub(now).Seconds())+1))
-	mins := int(math.Ceil(until.Sub(now).Minutes()))
+	secs := int(math.Ceil(until.Sub(now).Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	if secs < 60 {
+		return fmt.Sprintf("%d second%s", secs, plural(secs)), nil
+	}
+	mins := (secs + 59) / 60
 	return fmt.Sprintf("%d minute%s", mins, plural(mins)), nil
 }
 
+// handleLogout ends this browser's session, on the server: a copy of the cookie is of
+// no use afterwards.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	sess := s.session(r)
-	sess.Values = map[any]any{}
-	sess.Options.MaxAge = -1
-	if err := sess.Save(r, w); err != nil {
+	if sid, _ := sess.Values["sid"].(string); sid != "" {
+		if err := s.store.EndSession(r.Context(), sid); err != nil {
+			return err
+		}
+	}
+	if err := endCookie(w, r, sess); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/login?out=1", http.StatusSeeOther)
+	return nil
+}
+
+// handleEndMySessions signs the user out everywhere: every session of theirs ends,
+// this one too, and the audit log says so.
+func (s *Server) handleEndMySessions(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	n, err := s.store.EndUserSessions(r.Context(), me.Name, me.Name)
+	if err != nil {
+		return err
+	}
+	s.log.Info("sessions ended", "by", me.Name, "user", me.Name, "sessions", n)
+	return s.signedOutEverywhere(w, r)
+}
+
+// signedOutEverywhere drops the cookie of a session just ended with all the others and
+// says so on the sign-in page.
+func (s *Server) signedOutEverywhere(w http.ResponseWriter, r *http.Request) error {
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if ok && st.session != nil {
+		if err := endCookie(w, r, st.session); err != nil {
+			return err
+		}
+	}
+	http.Redirect(w, r, "/login?out=everywhere", http.StatusSeeOther)
 	return nil
 }
 
@@ -450,7 +549,7 @@ func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error
 
 // handleAccountPassword changes the signed-in user's own password. The current one is
 // asked, so that a session left open is not enough to take the account over, and a
-// wrong one counts as a failed sign-in of the user.
+// wrong one counts as a failed sign-in of the user from this address.
 func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	ctx := r.Context()
@@ -459,9 +558,8 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	refuse := func(code int, why string) error {
 		return s.renderAccount(w, r, code, views.Account{Error: why})
 	}
-	scopes := map[string]storage.Throttle{"user:" + me.Name: throttleUser}
-	now := s.now()
-	wait, err := s.throttled(w, r, now, scopes)
+	th := throttleFor(r, me.Name)
+	wait, err := s.throttled(w, r, s.now(), th)
 	if err != nil {
 		return err
 	}
@@ -473,11 +571,11 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
-		if err := s.store.LoginFailed(ctx, now, scopes); err != nil {
-			return err
-		}
 		s.log.Info("password change refused: wrong current password", "user", me.Name)
 		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
+	}
+	if err := s.store.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
+		return err
 	}
 	if p := passwordProblem(password); p != "" {
 		return refuse(http.StatusUnprocessableEntity, p)
@@ -486,9 +584,6 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
 	}
 	if err := s.setPassword(w, r, me.Name, password); err != nil {
-		return err
-	}
-	if err := s.store.LoginSucceeded(ctx, "user:"+me.Name); err != nil {
 		return err
 	}
 	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")

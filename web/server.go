@@ -10,10 +10,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/gorilla/sessions"
@@ -59,9 +62,17 @@ type Store interface {
 	SetUserPassword(ctx context.Context, name, hash, actor string) error
 	DeleteUser(ctx context.Context, name, actor string) error
 	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
-	LoginBlocked(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error)
-	LoginFailed(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) error
-	LoginSucceeded(ctx context.Context, scope string) error
+	// CreateSession returns ErrNotFound if the user was removed or given another
+	// password; SessionByID returns ErrNotFound for an unknown or ended session;
+	// EndUserSessions writes the audit row too, and returns ErrNotFound for an unknown user.
+	CreateSession(ctx context.Context, u storage.User, now time.Time) (string, error)
+	SessionByID(ctx context.Context, id string) (storage.Session, error)
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	EndSession(ctx context.Context, id string) error
+	EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error)
+	EndUserSessions(ctx context.Context, name, actor string) (int64, error)
+	LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (until time.Time, err error)
+	LoginSucceeded(ctx context.Context, clear string, keep ...string) error
 	// TokenUser returns ErrNotFound for an unknown or revoked API token.
 	TokenUser(ctx context.Context, token string) (storage.User, error)
 	Tokens(ctx context.Context, owner string) ([]storage.Token, error)
@@ -252,12 +263,14 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
 	mux.Handle("POST /account/password", s.requireRole(viewer, s.handleAccountPassword))
+	mux.Handle("POST /account/sessions/end", s.requireRole(viewer, s.handleEndMySessions))
 	mux.Handle("POST /account/tokens", s.requireRole(viewer, s.handleNewToken))
 	mux.Handle("POST /account/tokens/revoke", s.requireRole(viewer, s.handleRevokeToken))
 	mux.Handle("GET /users", s.requireRole(admin, s.handleUsers))
 	mux.Handle("POST /users", s.requireRole(admin, s.handleAddUser))
 	mux.Handle("POST /users/role", s.requireRole(admin, s.handleUserRole))
 	mux.Handle("POST /users/password", s.requireRole(admin, s.handleUserPassword))
+	mux.Handle("POST /users/sessions/end", s.requireRole(admin, s.handleEndUserSessions))
 	mux.Handle("POST /users/remove", s.requireRole(admin, s.handleRemoveUser))
 	mux.Handle("GET /sources", s.requireRole(admin, s.handleSources))
 	mux.Handle("POST /sources/{name}/reveal", s.requireRole(admin, s.handleReveal))
@@ -419,9 +432,21 @@ func (s *Server) sourceNames() []string {
 	return out
 }
 
-// localPath accepts a return address only when it is a path on this site.
+// localPath returns p when it is a path on this site, else def: it must start with one
+// "/" and hold no scheme or host, no backslash and no control character anywhere.
+// Browsers drop tabs and newlines from a URL and read a backslash as a slash, so
+// "/", a tab, "/evil.example" would take the user off-site.
 func localPath(p, def string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") || !utf8.ValidString(p) {
+		return def
+	}
+	for _, c := range p {
+		if unicode.IsControl(c) {
+			return def
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return def
 	}
 	return p

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -33,6 +34,10 @@ type config struct {
 	Sync                    string
 	LogLevel                string
 	Sources                 []sourceConfig
+
+	// TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
+	// Forwarded, X-Forwarded-Proto) are believed; see web.TrustedProxies.
+	TrustedProxies []netip.Prefix
 }
 
 // sourceConfig is one [[source]] table as written in the file.
@@ -76,6 +81,8 @@ type fileConfig struct {
 	Sync        string         `toml:"synchronous"`
 	LogLevel    string         `toml:"log_level"`
 	Sources     []sourceConfig `toml:"source"`
+
+	TrustedProxies []string `toml:"trusted_proxies"`
 }
 
 // parseDuration reads a Go duration string ("90s", "10m", "24h"); "" keeps def.
@@ -193,6 +200,9 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	if fc.LogLevel != "" {
 		cfg.LogLevel = fc.LogLevel
 	}
+	if cfg.TrustedProxies, err = parseCIDRs(fc.TrustedProxies); err != nil {
+		return config{}, fmt.Errorf("%s: trusted_proxies: %w", path, err)
+	}
 	cfg.Sources = fc.Sources
 	if err := cfg.applyEnv(getenv); err != nil {
 		return config{}, err
@@ -247,6 +257,12 @@ func (c *config) settings() []setting {
 		}},
 		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
 		{"log_level", "debug, info, warn or error", str(&c.LogLevel)},
+		{"trusted_proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For, Forwarded and X-Forwarded-Proto are believed",
+			func(v string) error {
+				p, err := parseCIDRs(strings.Split(v, ","))
+				c.TrustedProxies = p
+				return err
+			}},
 	}
 }
 
@@ -267,6 +283,28 @@ func minReplayTTL(tol time.Duration) time.Duration {
 		return math.MaxInt64 // no ttl is long enough; never let the sum wrap negative
 	}
 	return 2*tol + replayMargin
+}
+
+// parseCIDRs reads a list of CIDRs ("10.0.0.0/8", "2001:db8::/32"); a bare address
+// means that address alone. Blank items are skipped, so "" is an empty list.
+func parseCIDRs(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range list {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			a, aerr := netip.ParseAddr(item)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("%q is not a CIDR (write it like \"10.0.0.0/8\", \"192.168.1.10/32\" or \"fd00::/8\")", item)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // sources builds the receiver's sources, checking every field. secretOf supplies the

@@ -81,6 +81,8 @@ adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adres
 		{"SessionIdleOverMax", "session_idle = \"3h\"\nsession_max = \"2h\"", nil, []string{"session_idle (3h0m0s)", "session_max (2h0m0s)"}},
 		{"BadSessionMax", `session_max = "forever"`, nil, []string{"session_max", `"forever"`}},
 		{"BadEnv", ``, map[string]string{"HOOKDEDUP_RETENTION": "soon"}, []string{"HOOKDEDUP_RETENTION", `"soon"`}},
+		{"BadTrustedProxy", `trusted_proxies = ["10.0.0.0/8", "10.0.0.0/33"]`, nil, []string{"hookdedup.toml", "trusted_proxies", `"10.0.0.0/33" is not a CIDR`}},
+		{"BadTrustedProxyEnv", ``, map[string]string{"HOOKDEDUP_TRUSTED_PROXIES": "10.0.0.0/8, proxy.example"}, []string{"HOOKDEDUP_TRUSTED_PROXIES", `"proxy.example" is not a CIDR`}},
 		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
 	}
 	for _, tc := range tests {
@@ -252,5 +254,38 @@ func TestConfig_DefaultSourceReplayTTL(t *testing.T) {
 	}
 	if len(srcs) != 1 || !srcs[0].Verifier.Timestamped() || srcs[0].TTL < minReplayTTL(signature.DefaultTolerance) {
 		t.Fatalf("default sources %+v: want one timestamped source whose ttl outlasts a replay", srcs)
+	}
+}
+
+// TestConfig_TrustedProxies reads trusted_proxies from the file, the environment and a
+// flag, each a list of CIDRs (a bare address meaning itself alone).
+func TestConfig_TrustedProxies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.toml")
+	os.WriteFile(path, []byte(`trusted_proxies = ["10.1.2.3/8", "192.168.1.10", "fd00::/8"]`+"\n"), 0o600)
+	load := func(getenv map[string]string, args ...string) []string {
+		t.Helper()
+		f := newFlags("serve", env{getenv: func(k string) string { return getenv[k] }, stderr: &bytes.Buffer{}})
+		if _, err := f.parse(append([]string{"--config", path}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.load(env{getenv: func(k string) string { return getenv[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range cfg.TrustedProxies {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	if got := strings.Join(load(nil), " "); got != "10.0.0.0/8 192.168.1.10/32 fd00::/8" {
+		t.Errorf("from the file: %s", got)
+	}
+	env := map[string]string{"HOOKDEDUP_TRUSTED_PROXIES": "127.0.0.1/32, ::1"}
+	if got := strings.Join(load(env), " "); got != "127.0.0.1/32 ::1/128" {
+		t.Errorf("from the environment: %s", got)
+	}
+	if got := load(env, "--trusted-proxies", ""); len(got) != 0 {
+		t.Errorf("an empty flag: %v, want none", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 func newLogger(level string, e env) (*slog.Logger, error) {
@@ -142,7 +143,9 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           mux,
+		// Behind a trusted reverse proxy, the receiver and the console alike see the
+		// client's address and scheme.
+		Handler:           web.TrustedProxies(cfg.TrustedProxies)(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,         // webhooks carry a few headers; 1 MiB is net/http's default
 		ReadTimeout:       30 * time.Second, // a slow-loris upload cannot hold a connection for long

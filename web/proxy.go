@@ -1,0 +1,177 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+type ctxScheme struct{}
+
+// TrustedProxies returns middleware that takes the client's address and scheme from the
+// forwarding headers of a reverse proxy, believing them only when the peer that sent the
+// request is in one of cidrs. From any other peer the headers are ignored: a client
+// could write anything in them.
+//
+// The client is the right-most address of X-Forwarded-For that is not itself a trusted
+// proxy (each proxy appends the address it saw, so the addresses right of it were
+// written by proxies we trust, the ones left of it by whoever sent them). Without
+// X-Forwarded-For, the for= parameters of Forwarded (RFC 7239) are read the same way.
+// X-Forwarded-For is preferred because Caddy and nginx set it and pass a client's
+// Forwarded header through untouched. A value that is not an address (for=unknown, an
+// obfuscated name, garbage) ends the walk: the hop that wrote it is taken as the client.
+//
+// The middleware rewrites r.RemoteAddr to the client's address (with the port the proxy
+// forwarded, or 0), so that everything behind it, the receiver and the console alike,
+// stores, logs and throttles the client; and it records the scheme the client used
+// (X-Forwarded-Proto, or Forwarded's proto=), which Scheme reports. Requests from other
+// peers pass unchanged.
+func TrustedProxies(cidrs []netip.Prefix) func(http.Handler) http.Handler {
+	trusted := make([]netip.Prefix, len(cidrs))
+	for i, p := range cidrs {
+		trusted[i] = p.Masked()
+	}
+	isTrusted := func(a netip.Addr) bool {
+		a = a.Unmap().WithZone("") // a prefix never contains an address with a zone
+		for _, p := range trusted {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if len(trusted) == 0 {
+				next.ServeHTTP(w, r) // Scheme reads the connection
+				return
+			}
+			peer, err := netip.ParseAddrPort(r.RemoteAddr)
+			if err != nil || !isTrusted(peer.Addr()) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			scheme := Scheme(r)
+			if proto := forwardedProto(r.Header); proto != "" {
+				scheme = proto
+			}
+			r = r.WithContext(context.WithValue(r.Context(), ctxScheme{}, scheme))
+			if client, ok := forwardedClient(r.Header, isTrusted); ok {
+				r.RemoteAddr = client.String()
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// Scheme returns "https" when the client reached the server over TLS, directly or
+// through a trusted proxy that says so (see TrustedProxies), and "http" otherwise.
+func Scheme(r *http.Request) string {
+	if s, ok := r.Context().Value(ctxScheme{}).(string); ok {
+		return s
+	}
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// forwardedClient walks the forwarded addresses from the right, past trusted proxies,
+// and returns the first one that is not trusted: the client. ok is false when no
+// forwarding header names an address.
+func forwardedClient(h http.Header, trusted func(netip.Addr) bool) (client netip.AddrPort, ok bool) {
+	hops := listValues(h.Values("X-Forwarded-For"))
+	if len(hops) == 0 {
+		for _, el := range forwardedElements(h) {
+			if v, found := el["for"]; found {
+				hops = append(hops, v)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, valid := parseHop(hops[i])
+		if !valid {
+			// Not an address: the hop right of it, which wrote it, is as far as we can know.
+			return client, ok
+		}
+		client, ok = a, true
+		if !trusted(a.Addr()) {
+			return client, true
+		}
+	}
+	// Every hop is a trusted proxy: the left-most is where the request started.
+	return client, ok
+}
+
+// forwardedProto returns the scheme the nearest proxy reports ("http" or "https"), or
+// "" when it reports none: the right-most X-Forwarded-Proto, else the right-most proto=
+// of Forwarded.
+func forwardedProto(h http.Header) string {
+	var proto string
+	if list := listValues(h.Values("X-Forwarded-Proto")); len(list) > 0 {
+		proto = list[len(list)-1]
+	} else {
+		els := forwardedElements(h)
+		for i := len(els) - 1; i >= 0 && proto == ""; i-- {
+			proto = els[i]["proto"]
+		}
+	}
+	switch strings.ToLower(proto) {
+	case "https":
+		return "https"
+	case "http":
+		return "http"
+	}
+	return ""
+}
+
+// listValues splits comma-separated header values into their trimmed, non-empty items,
+// in order.
+func listValues(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
+}
+
+// forwardedElements parses the Forwarded headers (RFC 7239) into their elements, in
+// order, each a map of lower-case parameter names to unquoted values.
+func forwardedElements(h http.Header) []map[string]string {
+	var out []map[string]string
+	for _, el := range listValues(h.Values("Forwarded")) {
+		params := map[string]string{}
+		for pair := range strings.SplitSeq(el, ";") {
+			k, v, found := strings.Cut(strings.TrimSpace(pair), "=")
+			if !found {
+				continue
+			}
+			v = strings.TrimSpace(v)
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = strings.ReplaceAll(v[1:len(v)-1], `\`, "")
+			}
+			params[strings.ToLower(strings.TrimSpace(k))] = v
+		}
+		out = append(out, params)
+	}
+	return out
+}
+
+// parseHop reads one forwarded address: "192.0.2.60", "192.0.2.60:4711", "2001:db8::1",
+// or "[2001:db8::1]:4711"; the port is 0 when none is given.
+func parseHop(s string) (netip.AddrPort, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Zone() == "" {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(a.Unmap(), 0), true
+}

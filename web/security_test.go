@@ -1,0 +1,321 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/web"
+)
+
+// behind serves the console behind web.TrustedProxies(cidrs), as serve mounts it, and
+// returns its URL.
+func (e *consoleEnv) behind(t testing.TB, cidrs ...string) string {
+	t.Helper()
+	var ps []netip.Prefix
+	for _, c := range cidrs {
+		ps = append(ps, netip.MustParsePrefix(c))
+	}
+	srv := httptest.NewServer(web.TrustedProxies(ps)(e.handler))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestConsole_NextIsLocal signs in with hostile return addresses: each lands on the
+// dashboard, never off-site.
+func TestConsole_NextIsLocal(t *testing.T) {
+	e := newConsoleEnv(t)
+	// The sign-in page carries only a local next into its form.
+	_, body := e.client(t).get("/login?next=/%09/evil.example")
+	mustContain(t, body, `name="next" value="/"`)
+	if strings.Contains(body, "evil.example") {
+		t.Error("the sign-in form carries the hostile next")
+	}
+	signIn := func(next string) (int, string) {
+		t.Helper()
+		code, _, h := e.client(t).do(http.MethodPost, "/login",
+			url.Values{"username": {"viewer"}, "password": {consolePassword}, "next": {next}})
+		return code, h.Get("Location")
+	}
+	for _, next := range []string{"/\t/evil.example", "//evil.example", "/\\evil.example", "/\\/evil.example",
+		"https://evil.example/", "/\n/evil.example", "evil.example"} {
+		if code, loc := signIn(next); code != http.StatusSeeOther || loc != "/" {
+			t.Errorf("sign in with next %q: %d Location %q, want 303 /", next, code, loc)
+		}
+	}
+	if code, loc := signIn("/events?booking=BK-1"); code != http.StatusSeeOther || loc != "/events?booking=BK-1" {
+		t.Errorf("a local next: %d Location %q", code, loc)
+	}
+}
+
+// TestConsole_SignOutEndsSession checks that signing out ends the session on the
+// server: a copy of the cookie taken before is refused after.
+func TestConsole_SignOutEndsSession(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	stolen := e.client(t)
+	u, _ := url.Parse(e.srv.URL)
+	stolen.http.Jar.SetCookies(u, c.http.Jar.Cookies(u))
+	if code, _ := stolen.get("/events"); code != http.StatusOK {
+		t.Fatalf("the copied cookie before sign-out: %d", code)
+	}
+	if code, _, _ := c.post("/logout", nil); code != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", code)
+	}
+	if code, _ := stolen.get("/events"); code != http.StatusSeeOther {
+		t.Fatalf("the copied cookie after sign-out: %d, want a redirect to sign in", code)
+	}
+	_, body := stolen.get("/login")
+	mustContain(t, body, "Your session has ended")
+	// Signing in again starts a new session; the old one stays ended.
+	c.login("viewer")
+	if code, _ := stolen.get("/events"); code != http.StatusSeeOther {
+		t.Fatalf("the copied cookie after a new sign-in: %d", code)
+	}
+}
+
+// TestConsole_SignOutEverywhere ends all of one's sessions from the account page: every
+// browser of that user is signed out, other users are not, and the audit log says so.
+func TestConsole_SignOutEverywhere(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	me, other, bystander := e.as(t, "operator"), e.as(t, "operator"), e.as(t, "viewer")
+	_, body := me.get("/account")
+	mustContain(t, body, `action="/account/sessions/end"`, "Sign out everywhere")
+	code, _, h := me.post("/account/sessions/end", nil)
+	if code != http.StatusSeeOther || h.Get("Location") != "/login?out=everywhere" || !strings.Contains(h.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("sign out everywhere: %d %q %q", code, h.Get("Location"), h.Get("Set-Cookie"))
+	}
+	_, body = me.get("/login?out=everywhere")
+	mustContain(t, body, "signed out everywhere")
+	for name, c := range map[string]*client{"this": me, "another": other} {
+		if code, _ := c.get("/"); code != http.StatusSeeOther {
+			t.Errorf("%s session of the user: %d, want a redirect to sign in", name, code)
+		}
+	}
+	if code, _ := bystander.get("/"); code != http.StatusOK {
+		t.Errorf("another user's session: %d", code)
+	}
+	log, err := e.db.AuditLog(ctx, 0, 1)
+	if err != nil || len(log) != 1 || log[0].Actor != "operator" || log[0].Action != "end sessions" || log[0].Reason != "operator: 2 sessions" {
+		t.Fatalf("audit: %+v %v", log, err)
+	}
+	e.as(t, "operator") // and signs in again
+}
+
+// TestConsole_AdminEndsSessions ends another user's sessions from the users page.
+func TestConsole_AdminEndsSessions(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	admin, op1, op2, viewer := e.as(t, "admin"), e.as(t, "operator"), e.as(t, "operator"), e.as(t, "viewer")
+	_, body := admin.get("/users")
+	mustContain(t, body, `action="/users/sessions/end"`, "End operator's sessions")
+	if code, _, _ := viewer.post("/users/sessions/end", url.Values{"name": {"operator"}}); code != http.StatusForbidden {
+		t.Fatalf("a viewer ends sessions: %d, want 403", code)
+	}
+	code, _, h := admin.post("/users/sessions/end", url.Values{"name": {"operator"}})
+	if code != http.StatusSeeOther || h.Get("Location") != "/users" {
+		t.Fatalf("end sessions: %d %q", code, h.Get("Location"))
+	}
+	_, body = admin.get("/users")
+	mustContain(t, body, "Ended 2 sessions of operator.")
+	for _, c := range []*client{op1, op2} {
+		if code, _ := c.get("/"); code != http.StatusSeeOther {
+			t.Errorf("operator's session after an admin ended it: %d", code)
+		}
+	}
+	for name, c := range map[string]*client{"admin": admin, "viewer": viewer} {
+		if code, _ := c.get("/"); code != http.StatusOK {
+			t.Errorf("%s's session: %d", name, code)
+		}
+	}
+	admin.post("/users/sessions/end", url.Values{"name": {"ghost"}})
+	_, body = admin.get("/users")
+	mustContain(t, body, "There is no user called &#34;ghost&#34; any more.")
+	log, err := e.db.AuditLog(ctx, 0, 1)
+	if err != nil || len(log) != 1 || log[0].Actor != "admin" || log[0].Action != "end sessions" || log[0].Reason != "operator: 2 sessions" {
+		t.Fatalf("audit: %+v %v", log, err)
+	}
+}
+
+// TestConsole_Throttle checks that failed sign-ins slow the guesser down without
+// locking the user out: the waits grow at the guessing address only, the right password
+// from another address goes through meanwhile, and an address guessing many names is
+// slowed down without touching other addresses. Addresses come from X-Forwarded-For,
+// believed from the trusted proxy 127.0.0.1.
+func TestConsole_Throttle(t *testing.T) {
+	e := newConsoleEnv(t)
+	proxy := e.behind(t, "127.0.0.1/32")
+	signIn := func(addr, name, password string) (int, string, http.Header) {
+		t.Helper()
+		return e.clientAt(t, proxy, "X-Forwarded-For", addr).do(http.MethodPost, "/login",
+			url.Values{"username": {name}, "password": {password}})
+	}
+	const a, b, c = "203.0.113.1", "198.51.100.2", "192.0.2.3"
+	// refused is the wait a right password from addr is refused with, in seconds.
+	refused := func(addr, name string) int {
+		t.Helper()
+		code, body, h := signIn(addr, name, consolePassword)
+		if code != http.StatusTooManyRequests || !strings.Contains(body, "Too many failed sign-ins") {
+			t.Fatalf("%s from %s: %d, want 429", name, addr, code)
+		}
+		n, err := strconv.Atoi(h.Get("Retry-After"))
+		if err != nil {
+			t.Fatalf("Retry-After %q", h.Get("Retry-After"))
+		}
+		return n
+	}
+	fail := func(addr, name string) {
+		t.Helper()
+		if code, _, _ := signIn(addr, name, "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("wrong password for %s from %s: %d, want 401", name, addr, code)
+		}
+	}
+
+	// A guesses admin's password until A is refused; the right password from B still
+	// goes through.
+	throttled := false
+	for range 10 {
+		code, _, _ := signIn(a, "admin", "guess")
+		if throttled = code == http.StatusTooManyRequests; throttled {
+			break
+		}
+	}
+	if !throttled {
+		t.Fatal("10 wrong passwords from A, and A is not slowed down")
+	}
+	if code, _, _ := signIn(b, "admin", consolePassword); code != http.StatusSeeOther {
+		t.Fatalf("admin from B while A is throttled: %d, want 303", code)
+	}
+
+	// Three tries at once; then waits of 1 s, 2 s, 4 s … from A.
+	for range 3 {
+		fail(a, "operator")
+	}
+	for _, want := range []int{1, 2, 4, 8} {
+		if got := refused(a, "operator"); got != want {
+			t.Fatalf("wait after a failure: %d s, want %d s", got, want)
+		}
+		e.clock.Add(time.Duration(want) * time.Second)
+		fail(a, "operator")
+	}
+	// The right password from B goes through while A waits.
+	if code, _, h := signIn(b, "operator", consolePassword); code != http.StatusSeeOther || h.Get("Location") != "/" {
+		t.Fatalf("operator from B while A is throttled: %d, want 303", code)
+	}
+	if got := refused(a, "operator"); got != 16 {
+		t.Fatalf("A's wait after B's sign-in: %d s, want 16 s", got)
+	}
+	// The waits stop growing at 15 minutes.
+	for range 10 {
+		wait := refused(a, "operator")
+		if wait > 900 {
+			t.Fatalf("wait %d s, over 15 minutes", wait)
+		}
+		e.clock.Add(time.Duration(wait) * time.Second)
+		fail(a, "operator")
+	}
+	if got := refused(a, "operator"); got != 900 {
+		t.Fatalf("wait after many failures: %d s, want 900", got)
+	}
+
+	// One address guessing many names: 30 tries, then it waits too; others do not.
+	for i := range 30 {
+		fail(c, fmt.Sprintf("nobody%d", i))
+	}
+	if got := refused(c, "viewer"); got != 1 {
+		t.Fatalf("C's wait after 30 failures over many names: %d s, want 1 s", got)
+	}
+	if code, _, _ := signIn(b, "viewer", consolePassword); code != http.StatusSeeOther {
+		t.Fatalf("viewer from B while C is throttled: %d, want 303", code)
+	}
+
+	// Behind a peer that is not trusted, a forged X-Forwarded-For changes nothing: every
+	// try counts against the peer's own address.
+	e.clock.Add(time.Hour)
+	untrusted := e.behind(t, "10.0.0.0/8")
+	for i := range 4 {
+		code, _, _ := e.clientAt(t, untrusted, "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", 100+i)).do(http.MethodPost, "/login",
+			url.Values{"username": {"admin"}, "password": {"guess"}})
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < 3]; code != want {
+			t.Fatalf("try %d with a forged address: %d, want %d", i+1, code, want)
+		}
+	}
+}
+
+// TestTrustedProxies checks which forwarded client address and scheme are believed: from
+// a trusted peer the right-most address that is not a trusted proxy, from any other
+// peer none at all.
+func TestTrustedProxies(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.RemoteAddr, web.Scheme(r))
+	})
+	serve := func(cidr string) string {
+		srv := httptest.NewServer(web.TrustedProxies([]netip.Prefix{netip.MustParsePrefix(cidr)})(echo))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	trusted, untrusted := serve("127.0.0.1/32"), serve("10.0.0.0/8")
+	get := func(base string, hdr []string) (addr, scheme string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Add(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		addr, scheme, _ = strings.Cut(string(b), " ")
+		return addr, scheme
+	}
+	const peer = "the peer"
+	isPeer := func(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") && !strings.HasSuffix(addr, ":0") }
+	for _, tc := range []struct {
+		name         string
+		hdr          []string
+		addr, scheme string
+	}{
+		{"NoHeaders", nil, peer, "http"},
+		{"XFF", []string{"X-Forwarded-For", "203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"XFFRightMostUntrusted", []string{"X-Forwarded-For", "198.51.100.1, 203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"XFFPastTrustedProxies", []string{"X-Forwarded-For", "198.51.100.1,203.0.113.7, 127.0.0.1"}, "203.0.113.7:0", "http"},
+		{"XFFAllTrusted", []string{"X-Forwarded-For", "127.0.0.1"}, "127.0.0.1:0", "http"},
+		{"XFFSeveralHeaders", []string{"X-Forwarded-For", "198.51.100.1", "X-Forwarded-For", "203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"XFFPort", []string{"X-Forwarded-For", "203.0.113.7:4711"}, "203.0.113.7:4711", "http"},
+		{"XFFIPv6", []string{"X-Forwarded-For", "2001:db8::7"}, "[2001:db8::7]:0", "http"},
+		{"XFFMapped", []string{"X-Forwarded-For", "::ffff:203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"XFFGarbage", []string{"X-Forwarded-For", "not-an-address"}, peer, "http"},
+		{"XFFGarbageLeftOfClient", []string{"X-Forwarded-For", "not-an-address, 203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"Forwarded", []string{"Forwarded", "for=192.0.2.60;proto=https;by=203.0.113.43"}, "192.0.2.60:0", "https"},
+		{"ForwardedQuotedIPv6", []string{"Forwarded", `for="[2001:db8:cafe::17]:4711"`}, "[2001:db8:cafe::17]:4711", "http"},
+		{"ForwardedSeveral", []string{"Forwarded", "for=198.51.100.1, For=192.0.2.60;proto=http"}, "192.0.2.60:0", "http"},
+		{"ForwardedUnknown", []string{"Forwarded", "for=unknown"}, peer, "http"},
+		{"ForwardedObfuscated", []string{"Forwarded", "for=_hidden, for=198.51.100.1"}, "198.51.100.1:0", "http"},
+		{"XFFBeforeForwarded", []string{"Forwarded", "for=192.0.2.60", "X-Forwarded-For", "203.0.113.7"}, "203.0.113.7:0", "http"},
+		{"Proto", []string{"X-Forwarded-Proto", "https"}, peer, "https"},
+		{"ProtoOfNearestProxy", []string{"X-Forwarded-Proto", "https, http"}, peer, "http"},
+		{"ProtoBeforeForwarded", []string{"X-Forwarded-Proto", "HTTPS", "Forwarded", "proto=http"}, peer, "https"},
+		{"ProtoGarbage", []string{"X-Forwarded-Proto", "gopher"}, peer, "http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, scheme := get(trusted, tc.hdr)
+			if tc.addr == peer && !isPeer(addr) || tc.addr != peer && addr != tc.addr || scheme != tc.scheme {
+				t.Errorf("from a trusted proxy: %s %s, want %s %s", addr, scheme, tc.addr, tc.scheme)
+			}
+			if addr, scheme := get(untrusted, tc.hdr); !isPeer(addr) || scheme != "http" {
+				t.Errorf("from an untrusted peer: %s %s, want the peer over http", addr, scheme)
+			}
+		})
+	}
+}
