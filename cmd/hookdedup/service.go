@@ -56,9 +56,9 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 	if len(pos) != 0 {
 		return errors.New("usage: hookdedup service [--backup-timer] [--keep N] [--config F] [--database D] [--user U] [--write DIR]")
 	}
-	set := map[string]bool{}
-	flags.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["keep"] && !*backupTimer {
+	keepSet := false
+	flags.fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep" })
+	if keepSet && !*backupTimer {
 		return errors.New("--keep applies to the backups of --backup-timer")
 	}
 	if *keep < 1 {
@@ -66,6 +66,9 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 	}
 	if !validUser.MatchString(*user) {
 		return fmt.Errorf("--user %q is not a system user name (lower-case letters, digits, - and _, starting with a letter or _)", *user)
+	}
+	if *user == "root" {
+		return errors.New("--user root: the service runs as a user of its own, which can reach nothing but its own files")
 	}
 	cfg, err := flags.load(e)
 	if err != nil {
@@ -86,7 +89,7 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 		for _, s := range cfg.Sources {
 			if s.SecretEnv != "" {
 				// systemd gives a service none of the caller's environment: the
-				// variables come from a file beside the config, readable like it.
+				// variables come from a file beside the config.
 				u.EnvFile = filepath.Join(filepath.Dir(u.Config), "hookdedup.env")
 				u.SecretEnvs = append(u.SecretEnvs, s.SecretEnv)
 			}
@@ -160,8 +163,8 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 	}
 	fmt.Fprintf(e.stdout, "now: systemctl daemon-reload && systemctl enable --now %s\n", strings.Join(names, " "))
 	if u.EnvFile != "" {
-		fmt.Fprintf(e.stdout, "the sources read %s from the environment: set them in %s (root:%s, mode 0640)\n",
-			strings.Join(u.SecretEnvs, ", "), u.EnvFile, u.User)
+		fmt.Fprintf(e.stdout, "the sources read %s from the environment: set them in %s (owner root, mode 0600)\n",
+			strings.Join(u.SecretEnvs, ", "), u.EnvFile)
 	}
 	return nil
 }
@@ -269,8 +272,8 @@ func (u unitSpec) files() []unitFile {
 	serve := append(append([]string{u.Exe, "serve"}, u.configArgs()...), u.Overrides...)
 	line("ExecStart=%s", strings.Join(serve, " "))
 	if u.EnvFile != "" {
-		line("# The config reads %s from the environment: set it in this file", strings.Join(u.SecretEnvs, ", "))
-		line("# (owner root, group %s, mode 0640).", u.User)
+		line("# The config reads %s from the environment: set it in this file (owner root,", strings.Join(u.SecretEnvs, ", "))
+		line("# mode 0600: systemd reads it before it becomes %s).", u.User)
 		line("EnvironmentFile=%s", u.EnvFile)
 	}
 	line("Restart=on-failure")

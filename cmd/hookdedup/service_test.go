@@ -254,6 +254,7 @@ func TestService_Refuses(t *testing.T) {
 		{"KeepWithoutTimer", exe, nil, []string{"--keep", "3"}, "--keep applies to the backups of --backup-timer"},
 		{"KeepZero", exe, nil, []string{"--backup-timer", "--keep", "0"}, "--keep 0: keep at least one backup"},
 		{"User", exe, nil, []string{"--user", "Hook Dedup"}, `--user "Hook Dedup" is not a system user name`},
+		{"Root", exe, nil, []string{"--user", "root"}, "--user root: the service runs as a user of its own"},
 		{"Addr", exe, nil, []string{"--addr", "0.0.0.0:https-ish"}, `addr "0.0.0.0:https-ish": "https-ish" is not a port`},
 		{"Positional", exe, nil, []string{"now"}, "usage: hookdedup service"},
 	} {
