@@ -143,7 +143,7 @@ release:
 			-ldflags '$(RELEASE_LDFLAGS)' -o dist/hookdedup-linux-$$arch ./cmd/hookdedup || exit 1; \
 	done
 	cd dist && sha256sum hookdedup-linux-* > SHA256SUMS
-	@$(MAKE) --no-print-directory release-check
+	@$(MAKE) --no-print-directory release-check VERSION=$(VERSION)
 
 # The release's binaries are static and say their version; fails otherwise.
 release-check:
