@@ -3,21 +3,40 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// runBackup writes a consistent copy of the database to FILE, while serve runs.
+// runBackup writes a consistent copy of the database to FILE, while serve runs. Given a
+// directory (DIR/, or one that exists) it writes a new dated file there and keeps the
+// newest --keep of them, which is what a daily timer needs.
 func runBackup(ctx context.Context, args []string, e env) error {
 	flags := newFlags("backup", e)
+	keep := flags.fs.Int("keep", defaultKeep, "with a DIR/: how many backups to keep there; older ones are removed (0 keeps all)")
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: hookdedup backup FILE")
+		return errors.New("usage: hookdedup backup FILE | hookdedup backup [--keep N] DIR/")
+	}
+	dest := pos[0]
+	st, err := os.Stat(dest)
+	intoDir := strings.HasSuffix(dest, "/") || (err == nil && st.IsDir())
+	keepSet := false
+	flags.fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep" })
+	if keepSet && !intoDir {
+		return fmt.Errorf("--keep applies to a directory of backups (DIR/), and %s is a file", dest)
+	}
+	if *keep < 0 {
+		return fmt.Errorf("--keep %d: give a number of backups, or 0 to keep them all", *keep)
 	}
 	cfg, err := flags.load(e)
 	if err != nil {
@@ -27,18 +46,64 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if _, err := os.Stat(cfg.Database); err != nil {
 		return fmt.Errorf("backup: database %s: %w", cfg.Database, err)
 	}
+	if intoDir {
+		if err := os.MkdirAll(dest, 0o700); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		dest = filepath.Join(dest, backupName(time.Now()))
+	}
 	db, err := cfg.openDB(nil)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	info, err := db.Backup(ctx, pos[0])
+	info, err := db.Backup(ctx, dest)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %d deliveries, %d keys, %d bytes\n",
 		cfg.Database, info.Path, info.Deliveries, info.Claims, info.Bytes)
-	return nil
+	if !intoDir || *keep == 0 {
+		return nil
+	}
+	removed, err := pruneBackups(filepath.Dir(dest), *keep)
+	for _, name := range removed {
+		fmt.Fprintf(e.stdout, "removed old backup %s\n", name)
+	}
+	return err
+}
+
+// backupName is the name of a backup taken at t in a directory of backups: UTC, so that
+// names sort in time order whatever the machine's zone or its changes.
+func backupName(t time.Time) string {
+	return "hookdedup-" + t.UTC().Format("20060102T150405Z") + ".db"
+}
+
+// backupFile matches the names backupName gives, and nothing else in the directory.
+var backupFile = regexp.MustCompile(`^hookdedup-[0-9]{8}T[0-9]{6}Z\.db$`)
+
+// pruneBackups removes all but the newest keep backups in dir, judged by their names;
+// other files there are left alone. It returns the paths it removed.
+func pruneBackups(dir string, keep int) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name, so oldest first
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	var backups []string
+	for _, ent := range entries {
+		if ent.Type().IsRegular() && backupFile.MatchString(ent.Name()) {
+			backups = append(backups, filepath.Join(dir, ent.Name()))
+		}
+	}
+	var removed []string
+	for len(backups) > keep {
+		if err := os.Remove(backups[0]); err != nil {
+			return removed, fmt.Errorf("backup: removing an old backup: %w", err)
+		}
+		removed = append(removed, backups[0])
+		backups = backups[1:]
+	}
+	return removed, nil
 }
 
 // runRestore replaces the database with the backup FILE. It refuses while any process

@@ -42,8 +42,9 @@ commands:
   keys      list keys (--stuck: the stuck ones)
   token     add, list or revoke API bearer tokens
   demo      send realistic signed OTA traffic to a running server
-  backup    write a consistent copy of the live database to FILE
+  backup    write a consistent copy of the live database to FILE, or into DIR/ (keeping --keep)
   restore   replace the database with a backup FILE (serve stopped)
+  service   print the hardened systemd unit that runs serve (--backup-timer, --write DIR)
   version   print the version
 
 Every command takes --config and --database; run "hookdedup <command> -h" for its flags.
@@ -83,6 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runBackup(ctx, rest, e)
 	case "restore":
 		return runRestore(ctx, rest, e)
+	case "service":
+		return runService(ctx, rest, e)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The service's fixed places: systemd creates the state directory (StateDirectory=) for
+// the service's user and the service runs there, so a relative database lands in it.
+const (
+	serviceStateDir  = "/var/lib/hookdedup"
+	serviceBackupDir = serviceStateDir + "/backups/"
+	defaultKeep      = 7
+)
+
+// sandboxHidden are the directories the unit's sandbox hides from the service:
+// ProtectHome=yes hides the first three, PrivateTmp=yes replaces the last two. A binary,
+// config or database there would be missing when the service starts.
+var sandboxHidden = []string{"/home", "/root", "/run/user", "/tmp", "/var/tmp"}
+
+// runService prints, or with --write writes, the systemd units that run this binary's
+// serve as a hardened service, and with --backup-timer a daily backup.
+func runService(ctx context.Context, args []string, e env) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("service: where is this binary: %w", err)
+	}
+	// The unit must name the file itself, not a symlink that may later point elsewhere
+	// or into a directory the sandbox hides. Linux's answer is already resolved
+	// (/proc/self/exe); other systems may give the symlink.
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return fmt.Errorf("service: where is this binary: %w", err)
+	}
+	return serviceUnits(args, e, exe, sandboxHidden)
+}
+
+// serviceUnits is runService for the binary exe, refusing paths under hidden.
+func serviceUnits(args []string, e env, exe string, hidden []string) error {
+	flags := newFlags("service", e)
+	backupTimer := flags.fs.Bool("backup-timer", false, "also a timer that backs the database up daily into "+serviceBackupDir)
+	keep := flags.fs.Int("keep", defaultKeep, "with --backup-timer: how many daily backups to keep")
+	user := flags.fs.String("user", "hookdedup", "the system user (and group) the service runs as")
+	write := flags.fs.String("write", "", "write the unit files into `DIR` (e.g. /etc/systemd/system) instead of printing them")
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return errors.New("usage: hookdedup service [--backup-timer] [--keep N] [--config F] [--database D] [--user U] [--write DIR]")
+	}
+	keepSet := false
+	flags.fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep" })
+	if keepSet && !*backupTimer {
+		return errors.New("--keep applies to the backups of --backup-timer")
+	}
+	if *keep < 1 {
+		return fmt.Errorf("--keep %d: keep at least one backup", *keep)
+	}
+	if !validUser.MatchString(*user) {
+		return fmt.Errorf("--user %q is not a system user name (lower-case letters, digits, - and _, starting with a letter or _)", *user)
+	}
+	if *user == "root" {
+		return errors.New("--user root: the service runs as a user of its own, which can reach nothing but its own files")
+	}
+	cfg, err := flags.load(e)
+	if err != nil {
+		return err
+	}
+
+	u := unitSpec{Exe: exe, User: *user, BackupTimer: *backupTimer, Keep: *keep}
+	if err := plainPath("the binary", exe, "install it as /usr/local/bin/hookdedup and run that", hidden); err != nil {
+		return err
+	}
+	if cfg.File != "" {
+		if u.Config, err = filepath.Abs(cfg.File); err != nil {
+			return err
+		}
+		if err := plainPath("the config file", u.Config, "put it in /etc/hookdedup/", hidden); err != nil {
+			return err
+		}
+		for _, s := range cfg.Sources {
+			if s.SecretEnv != "" {
+				// systemd gives a service none of the caller's environment: the
+				// variables come from a file beside the config.
+				u.EnvFile = filepath.Join(filepath.Dir(u.Config), "hookdedup.env")
+				u.SecretEnvs = append(u.SecretEnvs, s.SecretEnv)
+			}
+		}
+	}
+	// Every override given here is handed to serve as given here, so that the unit runs
+	// what was asked for; the database as an absolute path, since serve runs elsewhere.
+	for _, s := range cfg.settings() {
+		v, ok := flags.overrides[s.name]
+		if !ok {
+			continue
+		}
+		if s.name == "database" {
+			if isDatabaseURL(v) {
+				return errors.New("--database: a database URL holds a password, which must not stand on a command line: set database in the config file")
+			}
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(serviceStateDir, v)
+			}
+			u.Database = v
+		}
+		if err := plainArg("--"+s.name, v); err != nil {
+			return err
+		}
+		if s.name != "database" {
+			u.Overrides = append(u.Overrides, "--"+strings.ReplaceAll(s.name, "_", "-"), v)
+		}
+	}
+	if !isDatabaseURL(cfg.Database) {
+		db := cfg.Database
+		if !filepath.IsAbs(db) {
+			db = filepath.Join(serviceStateDir, db)
+		}
+		if err := plainPath("the database", db, "leave it in "+serviceStateDir, hidden); err != nil {
+			return err
+		}
+		// ProtectSystem=strict leaves only the state directory writable; SQLite writes
+		// its -wal and -shm beside the database, so its whole directory must be.
+		if dir := filepath.Dir(db); !within(dir, serviceStateDir) {
+			u.WritableDir = dir
+		}
+	}
+	for _, addr := range listenAddrs(cfg) {
+		low, err := privilegedPort(addr)
+		if err != nil {
+			return err
+		}
+		u.Privileged = u.Privileged || low
+	}
+
+	files := u.files()
+	if *write == "" {
+		for i, f := range files {
+			if i > 0 {
+				fmt.Fprintln(e.stdout)
+			}
+			fmt.Fprint(e.stdout, f.text)
+		}
+		return nil
+	}
+	var names []string
+	for _, f := range files {
+		path := filepath.Join(*write, f.name)
+		if err := writeFileAtomic(path, []byte(f.text), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		fmt.Fprintf(e.stdout, "wrote %s\n", path)
+		if f.enable {
+			names = append(names, f.name)
+		}
+	}
+	fmt.Fprintf(e.stdout, "now: systemctl daemon-reload && systemctl enable --now %s\n", strings.Join(names, " "))
+	if u.EnvFile != "" {
+		fmt.Fprintf(e.stdout, "the sources read %s from the environment: set them in %s (owner root, mode 0600)\n",
+			strings.Join(u.SecretEnvs, ", "), u.EnvFile)
+	}
+	return nil
+}
+
+// listenAddrs are the addresses serve binds: each decides whether the unit grants the
+// capability to bind a port below 1024.
+func listenAddrs(cfg config) []string {
+	return []string{cfg.Addr}
+}
+
+// privilegedPort reports whether addr (host:port) binds a port below 1024, which a
+// process that is not root may only do with CAP_NET_BIND_SERVICE.
+func privilegedPort(addr string) (bool, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("addr %q: %w", addr, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		if n, err = net.LookupPort("tcp", port); err != nil {
+			return false, fmt.Errorf("addr %q: %q is not a port", addr, port)
+		}
+	}
+	return n > 0 && n < 1024, nil
+}
+
+// validUser is what useradd accepts for a system user, without the odd corners.
+var validUser = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// isDatabaseURL reports whether database names a server rather than a SQLite file.
+func isDatabaseURL(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+}
+
+// plainArg refuses a value that a unit file would have to quote or escape: systemd splits
+// command lines on spaces, unquotes, and expands % specifiers and $VARIABLES. Refusing
+// keeps the unit readable and its meaning obvious.
+func plainArg(what, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune(`"'\$%;`, r) {
+			return fmt.Errorf("%s %q contains %q, which a systemd unit would need to quote or escape: choose a plainer name", what, v, r)
+		}
+	}
+	return nil
+}
+
+// plainPath is plainArg for an absolute path that the service must be able to reach;
+// hint says where it belongs instead.
+func plainPath(what, path, hint string, hidden []string) error {
+	if err := plainArg(what, path); err != nil {
+		return err
+	}
+	for _, h := range hidden {
+		if within(path, h) {
+			return fmt.Errorf("%s is %s, under %s, which the service's sandbox hides from it: %s", what, path, h, hint)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// unitSpec is what the units say: everything already checked and absolute.
+type unitSpec struct {
+	Exe         string
+	Config      string   // "" when there is no config file
+	Overrides   []string // flags other than --database, handed to serve as given to service
+	Database    string   // the database given by flag, absolute; "" when the config says
+	WritableDir string   // the database's directory when outside the state directory
+	EnvFile     string   // the environment file for secret_env, "" when none is read
+	SecretEnvs  []string // the variables it must hold
+	User        string
+	Privileged  bool // serve binds a port below 1024
+	BackupTimer bool
+	Keep        int
+}
+
+// unitFile is one file of the output.
+type unitFile struct {
+	name, text string
+	enable     bool // started by systemctl enable --now (the backup service is the timer's)
+}
+
+func (u unitSpec) files() []unitFile {
+	var b strings.Builder
+	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+
+	line("# file: hookdedup.service")
+	line("# The hookdedup server (\"hookdedup serve\") as a hardened service, written by")
+	line("# \"hookdedup service\" (version %s): generate it again rather than edit it.", version)
+	line("[Unit]")
+	line("Description=hookdedup: exactly-once webhook intake")
+	line("Wants=network-online.target")
+	line("After=network-online.target")
+	line("")
+	line("[Service]")
+	line("Type=exec")
+	serve := append(append([]string{u.Exe, "serve"}, u.configArgs()...), u.Overrides...)
+	line("ExecStart=%s", strings.Join(serve, " "))
+	if u.EnvFile != "" {
+		line("# The config reads %s from the environment: set it in this file (owner root,", strings.Join(u.SecretEnvs, ", "))
+		line("# mode 0600: systemd reads it before it becomes %s).", u.User)
+		line("EnvironmentFile=%s", u.EnvFile)
+	}
+	line("Restart=on-failure")
+	line("RestartSec=5s")
+	u.sandbox(line, u.Privileged)
+	line("")
+	line("[Install]")
+	line("WantedBy=multi-user.target")
+	files := []unitFile{{name: "hookdedup.service", text: b.String(), enable: true}}
+	if !u.BackupTimer {
+		return files
+	}
+
+	b.Reset()
+	line("# file: hookdedup-backup.service")
+	line("# A consistent copy of the live hookdedup database into %s, keeping the", serviceBackupDir)
+	line("# newest %d; started by hookdedup-backup.timer. Written by \"hookdedup service\".", u.Keep)
+	line("[Unit]")
+	line("Description=hookdedup: back up the database")
+	line("")
+	line("[Service]")
+	line("Type=oneshot")
+	backup := append([]string{u.Exe, "backup"}, u.configArgs()...)
+	backup = append(backup, "--keep", strconv.Itoa(u.Keep), serviceBackupDir)
+	line("ExecStart=%s", strings.Join(backup, " "))
+	line("Nice=10")
+	line("IOSchedulingClass=idle")
+	u.sandbox(line, false)
+	files = append(files, unitFile{name: "hookdedup-backup.service", text: b.String()})
+
+	b.Reset()
+	line("# file: hookdedup-backup.timer")
+	line("# Runs hookdedup-backup.service once a day. Written by \"hookdedup service\".")
+	line("[Unit]")
+	line("Description=hookdedup: daily database backup")
+	line("")
+	line("[Timer]")
+	line("OnCalendar=daily")
+	line("# A machine that was off at midnight backs up when it starts; the delay keeps")
+	line("# machines that share a disk or a host from all starting at once.")
+	line("Persistent=true")
+	line("RandomizedDelaySec=1h")
+	line("")
+	line("[Install]")
+	line("WantedBy=timers.target")
+	return append(files, unitFile{name: "hookdedup-backup.timer", text: b.String(), enable: true})
+}
+
+// configArgs are the flags that point a command at the service's config and database.
+func (u unitSpec) configArgs() []string {
+	var args []string
+	if u.Config != "" {
+		args = append(args, "--config", u.Config)
+	}
+	if u.Database != "" {
+		args = append(args, "--database", u.Database)
+	}
+	return args
+}
+
+// sandbox writes what both services share: who they run as, where, and the hardening.
+// Only a service that binds a port below 1024 keeps one capability, to do that.
+func (u unitSpec) sandbox(line func(string, ...any), bindLow bool) {
+	line("")
+	line("# A dedicated system user, not DynamicUser=: the CLI (user, keys, release, backup,")
+	line("# restore) must open the same database as the same user, with sudo -u %s.", u.User)
+	line("User=%s", u.User)
+	line("Group=%s", u.User)
+	line("StateDirectory=hookdedup")
+	line("StateDirectoryMode=0700")
+	line("WorkingDirectory=%s", serviceStateDir)
+	if u.WritableDir != "" {
+		line("ReadWritePaths=%s", u.WritableDir)
+	}
+	line("UMask=0077")
+	line("")
+	if bindLow {
+		line("# It listens on a port below 1024: that one capability, nothing else.")
+		line("CapabilityBoundingSet=CAP_NET_BIND_SERVICE")
+		line("AmbientCapabilities=CAP_NET_BIND_SERVICE")
+	} else {
+		line("CapabilityBoundingSet=")
+	}
+	line("NoNewPrivileges=yes")
+	line("ProtectSystem=strict")
+	line("ProtectHome=yes")
+	line("PrivateTmp=yes")
+	line("PrivateDevices=yes")
+	line("PrivateMounts=yes")
+	line("ProtectKernelTunables=yes")
+	line("ProtectKernelModules=yes")
+	line("ProtectKernelLogs=yes")
+	line("ProtectControlGroups=yes")
+	line("ProtectClock=yes")
+	line("ProtectHostname=yes")
+	line("ProtectProc=invisible")
+	line("RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX")
+	line("RestrictNamespaces=yes")
+	line("RestrictRealtime=yes")
+	line("RestrictSUIDSGID=yes")
+	line("LockPersonality=yes")
+	line("# Neither Go nor SQLite (cgo) maps memory writable and executable.")
+	line("MemoryDenyWriteExecute=yes")
+	line("RemoveIPC=yes")
+	line("SystemCallArchitectures=native")
+	line("SystemCallFilter=@system-service")
+	line("SystemCallFilter=~@privileged")
+	line("SystemCallErrorNumber=EPERM")
+}
+
+// writeFileAtomic writes data to path through a temporary file beside it, so that
+// systemd never reads half a unit.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // gone after the rename; cleans up after a failure
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

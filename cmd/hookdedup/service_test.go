@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// generateUnits runs "hookdedup service --write DIR args..." in process for the binary
+// exe, with no directory hidden (the tests' files live under /tmp, which the unit's
+// PrivateTmp hides; TestService_Refuses covers that), and returns the files it wrote.
+func generateUnits(t *testing.T, exe string, args ...string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	e := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+	if err := serviceUnits(append([]string{"--write", dir}, args...), e, exe, nil); err != nil {
+		t.Fatalf("service %v: %v\n%s", args, err, stderr.String())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	var paths []string
+	for _, ent := range entries {
+		path := filepath.Join(dir, ent.Name())
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o644 {
+			t.Errorf("%s has mode %o, want 0644", ent.Name(), info.Mode().Perm())
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[ent.Name()] = string(b)
+		paths = append(paths, path)
+	}
+	if !strings.Contains(stdout.String(), "systemctl enable --now hookdedup.service") {
+		t.Errorf("service --write does not say how to start it:\n%s", stdout.String())
+	}
+	verifyUnits(t, paths)
+	return files
+}
+
+// verifyUnits runs systemd-analyze verify on the unit files and fails on any complaint:
+// it exits 0 on an unknown or misspelt setting, which it only reports.
+func verifyUnits(t *testing.T, paths []string) {
+	t.Helper()
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (make deps installs Debian's systemd)")
+	}
+	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, paths...)...).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// directives returns the values of key in a unit's text, in order.
+func directives(unit, key string) []string {
+	var out []string
+	for l := range strings.Lines(unit) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+"="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestService_Units generates the units for several configs, checks what each must say,
+// and has systemd-analyze verify every one of them against the real binary.
+func TestService_Units(t *testing.T) {
+	exe := hookdedupBinary(t)
+	sandbox := []string{
+		"User=hookdedup", "Group=hookdedup", "StateDirectory=hookdedup", "WorkingDirectory=/var/lib/hookdedup",
+		"ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "NoNewPrivileges=yes", "UMask=0077",
+		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX", "ProtectKernelTunables=yes", "ProtectControlGroups=yes",
+		"LockPersonality=yes", "MemoryDenyWriteExecute=yes", "SystemCallFilter=@system-service",
+	}
+	lowPort := func(t *testing.T, unit string, want bool) {
+		t.Helper()
+		bound, ambient := directives(unit, "CapabilityBoundingSet"), directives(unit, "AmbientCapabilities")
+		if want {
+			if !slices.Equal(bound, []string{"CAP_NET_BIND_SERVICE"}) || !slices.Equal(ambient, []string{"CAP_NET_BIND_SERVICE"}) {
+				t.Errorf("binding below 1024: CapabilityBoundingSet=%q AmbientCapabilities=%q, want CAP_NET_BIND_SERVICE alone", bound, ambient)
+			}
+		} else if !slices.Equal(bound, []string{""}) || len(ambient) != 0 || strings.Contains(unit, "CAP_") {
+			t.Errorf("binding 1024 or above: CapabilityBoundingSet=%q AmbientCapabilities=%q, want no capability at all", bound, ambient)
+		}
+	}
+
+	t.Run("NoConfig", func(t *testing.T) {
+		files := generateUnits(t, exe)
+		if len(files) != 1 {
+			t.Fatalf("files %v, want hookdedup.service alone", slices.Sorted(maps.Keys(files)))
+		}
+		unit := files["hookdedup.service"]
+		if got := directives(unit, "ExecStart"); !slices.Equal(got, []string{exe + " serve"}) {
+			t.Errorf("ExecStart=%q, want %q", got, exe+" serve")
+		}
+		for _, d := range append(sandbox, "Restart=on-failure", "RestartSec=5s", "WantedBy=multi-user.target") {
+			if !strings.Contains(unit, "\n"+d+"\n") {
+				t.Errorf("unit lacks %s", d)
+			}
+		}
+		if strings.Contains(unit, "ReadWritePaths") || strings.Contains(unit, "EnvironmentFile") {
+			t.Errorf("a database in the state directory and no secret_env need neither ReadWritePaths nor EnvironmentFile:\n%s", unit)
+		}
+		lowPort(t, unit, false) // 127.0.0.1:8080
+	})
+
+	for _, c := range []struct {
+		addr string
+		low  bool
+	}{
+		{"0.0.0.0:443", true},
+		{"[::]:80", true},
+		{"127.0.0.1:1023", true},
+		{"0.0.0.0:http", true},
+		{"0.0.0.0:1024", false},
+		{"127.0.0.1:8080", false},
+	} {
+		t.Run("Addr="+c.addr, func(t *testing.T) {
+			cfg := writeConfig(t, "addr = \""+c.addr+"\"\n")
+			unit := generateUnits(t, exe, "--config", cfg)["hookdedup.service"]
+			if got := directives(unit, "ExecStart"); !slices.Equal(got, []string{exe + " serve --config " + cfg}) {
+				t.Errorf("ExecStart=%q, want the binary, serve and the absolute config", got)
+			}
+			lowPort(t, unit, c.low)
+		})
+	}
+
+	t.Run("FlagsOverConfig", func(t *testing.T) {
+		// The config binds 8080, the flag 80: the flag wins in serve, so the unit
+		// passes it on and grants the capability.
+		dir := t.TempDir()
+		cfg := writeConfig(t, "addr = \"127.0.0.1:8080\"\n")
+		rel, err := filepath.Rel(mustGetwd(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := generateUnits(t, exe, "--config", rel, "--addr", "0.0.0.0:80", "--database", filepath.Join(dir, "hookdedup.db"),
+			"--user", "webhooks", "--backup-timer", "--keep", "3")
+		unit := files["hookdedup.service"]
+		want := exe + " serve --config " + cfg + " --database " + filepath.Join(dir, "hookdedup.db") + " --addr 0.0.0.0:80"
+		if got := directives(unit, "ExecStart"); !slices.Equal(got, []string{want}) {
+			t.Errorf("ExecStart=%q, want %q", got, want)
+		}
+		lowPort(t, unit, true)
+		backup := files["hookdedup-backup.service"]
+		want = exe + " backup --config " + cfg + " --database " + filepath.Join(dir, "hookdedup.db") + " --keep 3 /var/lib/hookdedup/backups/"
+		if got := directives(backup, "ExecStart"); !slices.Equal(got, []string{want}) {
+			t.Errorf("backup ExecStart=%q, want %q", got, want)
+		}
+		// The backup never binds: no capability even when serve has one.
+		lowPort(t, backup, false)
+		for name, text := range map[string]string{"hookdedup.service": unit, "hookdedup-backup.service": backup} {
+			if got := directives(text, "ReadWritePaths"); !slices.Equal(got, []string{dir}) {
+				t.Errorf("%s: ReadWritePaths=%q, want the database's directory %s", name, got, dir)
+			}
+			if got := directives(text, "User"); !slices.Equal(got, []string{"webhooks"}) {
+				t.Errorf("%s: User=%q, want webhooks", name, got)
+			}
+		}
+		for _, d := range append(sandbox[2:], "Type=oneshot") {
+			if !strings.Contains(backup, "\n"+d+"\n") {
+				t.Errorf("backup service lacks %s", d)
+			}
+		}
+		timer := files["hookdedup-backup.timer"]
+		for _, d := range []string{"OnCalendar=daily", "Persistent=true", "RandomizedDelaySec=1h", "WantedBy=timers.target"} {
+			if !strings.Contains(timer, "\n"+d+"\n") {
+				t.Errorf("timer lacks %s:\n%s", d, timer)
+			}
+		}
+	})
+
+	t.Run("RelativeDatabase", func(t *testing.T) {
+		// Relative to where the service runs, as serve reads it there.
+		unit := generateUnits(t, exe, "--database", "data/hooks.db")["hookdedup.service"]
+		if got := directives(unit, "ExecStart"); !slices.Equal(got, []string{exe + " serve --database /var/lib/hookdedup/data/hooks.db"}) {
+			t.Errorf("ExecStart=%q", got)
+		}
+		if strings.Contains(unit, "ReadWritePaths") {
+			t.Errorf("a database under the state directory needs no ReadWritePaths:\n%s", unit)
+		}
+	})
+
+	t.Run("SecretEnv", func(t *testing.T) {
+		cfg := writeConfig(t, "[[source]]\nname = \"ota\"\nsignature = \"stripe\"\nsecret_env = \"OTA_SECRET\"\n")
+		unit := generateUnits(t, exe, "--config", cfg)["hookdedup.service"]
+		if got := directives(unit, "EnvironmentFile"); !slices.Equal(got, []string{filepath.Join(filepath.Dir(cfg), "hookdedup.env")}) {
+			t.Errorf("EnvironmentFile=%q, want hookdedup.env beside the config", got)
+		}
+		if !strings.Contains(unit, "OTA_SECRET") {
+			t.Errorf("the unit does not name the variable the config reads:\n%s", unit)
+		}
+	})
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
+
+// TestService_Refuses checks that what would make a unit that cannot start, or that
+// would carry a secret on its command line, is refused with an error naming it.
+func TestService_Refuses(t *testing.T) {
+	exe := hookdedupBinary(t)
+	cfg := writeConfig(t, "")
+	for _, c := range []struct {
+		name   string
+		exe    string
+		hidden []string
+		args   []string
+		want   string
+	}{
+		{"BinaryHidden", "/home/ana/go/bin/hookdedup", sandboxHidden, nil,
+			"the binary is /home/ana/go/bin/hookdedup, under /home, which the service's sandbox hides from it: install it as /usr/local/bin/hookdedup"},
+		{"ConfigHidden", "/usr/local/bin/hookdedup", []string{filepath.Dir(cfg)}, []string{"--config", cfg},
+			"the config file is " + cfg + ", under " + filepath.Dir(cfg) + ", which the service's sandbox hides from it: put it in /etc/hookdedup/"},
+		{"DatabaseHidden", "/usr/local/bin/hookdedup", sandboxHidden, []string{"--database", "/root/hookdedup.db"},
+			"the database is /root/hookdedup.db, under /root"},
+		{"DatabaseURL", exe, nil, []string{"--database", "postgres://hookdedup:pw@db/hookdedup"},
+			"--database: a database URL holds a password"},
+		{"Space", "/opt/hook dedup/hookdedup", nil, nil, `the binary "/opt/hook dedup/hookdedup" contains ' '`},
+		{"Percent", exe, nil, []string{"--database", "/srv/100%/h.db"}, `--database "/srv/100%/h.db" contains '%'`},
+		{"KeepWithoutTimer", exe, nil, []string{"--keep", "3"}, "--keep applies to the backups of --backup-timer"},
+		{"KeepZero", exe, nil, []string{"--backup-timer", "--keep", "0"}, "--keep 0: keep at least one backup"},
+		{"User", exe, nil, []string{"--user", "Hook Dedup"}, `--user "Hook Dedup" is not a system user name`},
+		{"Root", exe, nil, []string{"--user", "root"}, "--user root: the service runs as a user of its own"},
+		{"Addr", exe, nil, []string{"--addr", "0.0.0.0:https-ish"}, `addr "0.0.0.0:https-ish": "https-ish" is not a port`},
+		{"Positional", exe, nil, []string{"now"}, "usage: hookdedup service"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			e := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+			err := serviceUnits(c.args, e, c.exe, c.hidden)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+
+	// The built binary, started through a symlink: the unit names the file itself (not
+	// the link, not os.Args[0]), and refuses it when it lies where the sandbox hides it.
+	link := filepath.Join(t.TempDir(), "hookdedup-link")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(link, "service").CombinedOutput()
+	hiddenDir := ""
+	for _, h := range sandboxHidden {
+		if within(exe, h) {
+			hiddenDir = h
+		}
+	}
+	if hiddenDir != "" {
+		if err == nil || !strings.Contains(string(out), "the binary is "+exe+", under "+hiddenDir) {
+			t.Fatalf("service from %s: %v\n%s", link, err, out)
+		}
+	} else if err != nil || !strings.Contains(string(out), "\nExecStart="+exe+" serve\n") {
+		t.Fatalf("service from %s: %v\n%s", link, err, out)
+	}
+}
+
+// TestBackup_Keep backs a real database up into a directory of backups and keeps the
+// newest N there, leaving every other file alone.
+func TestBackup_Keep(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "hookdedup.db")
+	db, err := storage.Open(dbPath, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateUser(context.Background(), storage.User{Name: "ana", Role: storage.RoleViewer, PasswordHash: "x"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	backups := filepath.Join(dir, "backups")
+	// Five older backups, real ones, with the names a directory backup gives.
+	if err := os.MkdirAll(backups, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, day := range []string{"01", "02", "03", "04", "05"} {
+		if out, code := cli(t, dir, nil, "", "backup", filepath.Join(backups, "hookdedup-202001"+day+"T020000Z.db")); code != 0 {
+			t.Fatalf("backup: %d %s", code, out)
+		}
+	}
+	others := []string{"notes.txt", "hookdedup-before-upgrade.db", "hookdedup-20200101T020000Z.db.bak"}
+	for _, name := range others {
+		if err := os.WriteFile(filepath.Join(backups, name), []byte("keep me"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, code := cli(t, dir, nil, "", "backup", "--keep", "3", backups+"/")
+	if code != 0 {
+		t.Fatalf("backup --keep 3: %d %s", code, out)
+	}
+	made := regexp.MustCompile(`backed up hookdedup.db to (\S+/hookdedup-\d{8}T\d{6}Z\.db): `).FindStringSubmatch(out)
+	if made == nil || filepath.Dir(made[1]) != backups {
+		t.Fatalf("backup into %s/ did not say where it wrote:\n%s", backups, out)
+	}
+	for _, day := range []string{"01", "02", "03"} {
+		if !strings.Contains(out, "removed old backup "+filepath.Join(backups, "hookdedup-202001"+day+"T020000Z.db")+"\n") {
+			t.Errorf("backup --keep 3 did not report removing the backup of 2020-01-%s:\n%s", day, out)
+		}
+	}
+	want := append([]string{"hookdedup-20200104T020000Z.db", "hookdedup-20200105T020000Z.db", filepath.Base(made[1])}, others...)
+	slices.Sort(want)
+	if got := listDir(t, backups); !slices.Equal(got, want) {
+		t.Fatalf("after backup --keep 3: %q, want %q", got, want)
+	}
+	// The new backup is a whole database.
+	b, err := storage.Open(made[1], storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.CountUsers(context.Background()); err != nil || n != 1 {
+		t.Errorf("the new backup holds %d users (%v), want 1", n, err)
+	}
+	b.Close()
+
+	// An existing directory needs no slash; --keep 0 keeps everything.
+	before := len(listDir(t, backups))
+	if out, code := cli(t, dir, nil, "", "backup", "--keep", "0", backups); code != 0 || strings.Contains(out, "removed") {
+		t.Fatalf("backup --keep 0: %d %s", code, out)
+	}
+	if got := listDir(t, backups); len(got) < before {
+		t.Fatalf("backup --keep 0 removed files: %q", got)
+	}
+	// The default keeps 7; a new directory is made private.
+	fresh := filepath.Join(dir, "new", "backups") + "/"
+	if out, code := cli(t, dir, nil, "", "backup", fresh); code != 0 {
+		t.Fatalf("backup into a new directory: %d %s", code, out)
+	}
+	if info, err := os.Stat(fresh); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("new backup directory: %v %v, want mode 0700", info, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keep", "2", filepath.Join(dir, "one.db")}, "--keep applies to a directory of backups (DIR/), and " + filepath.Join(dir, "one.db") + " is a file"},
+		{[]string{"--keep", "-1", backups}, "--keep -1: give a number of backups, or 0 to keep them all"},
+	} {
+		if out, code := cli(t, dir, nil, "", append([]string{"backup"}, c.args...)...); code == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("backup %q: %d %s, want %q", c.args, code, out, c.want)
+		}
+	}
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ent := range entries {
+		names = append(names, ent.Name())
+	}
+	return names
+}
+
+func TestPrivilegedPort(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"0.0.0.0:443": true, "[::1]:80": true, ":1": true, "127.0.0.1:1023": true, "0.0.0.0:https": true,
+		"127.0.0.1:1024": false, "127.0.0.1:0": false, ":8080": false,
+	} {
+		if got, err := privilegedPort(addr); err != nil || got != want {
+			t.Errorf("privilegedPort(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+	for _, addr := range []string{"8080", "127.0.0.1:port", ""} {
+		if _, err := privilegedPort(addr); err == nil {
+			t.Errorf("privilegedPort(%q) accepted it", addr)
+		}
+	}
+}
