@@ -21,6 +21,11 @@
 //     basic-auth (the secret is the password of a fixed user) and token (in a header
 //     or a query parameter). A pass proves the sender only: the body is not covered
 //     and nothing is time-bound. Many hotel systems offer nothing stronger.
+//   - adyen checks the HMAC that Adyen's notification webhooks carry inside
+//     each item of the body (additionalData.hmacSignature), over eight of the
+//     item's fields; a body passes only if every item does. A pass proves the
+//     sender and the signed fields (references, event code, amount, success),
+//     not the rest of the body, and nothing about when it was signed.
 //   - none proves nothing and accepts every delivery; a source must name it explicitly.
 //
 // Every scheme but none takes one or more secrets; a delivery passes if any of them

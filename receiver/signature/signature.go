@@ -32,13 +32,13 @@ const (
 // Schemes lists the scheme names, for error messages and docs.
 var Schemes = []string{
 	schemeStandardWebhooks, schemeStripe, schemeGitHub, schemeShopify,
-	schemeHMACSHA256, schemeBasicAuth, schemeToken, schemeNone,
+	schemeHMACSHA256, schemeBasicAuth, schemeToken, schemeNone, schemeAdyen,
 }
 
 // schemeList is spelled out rather than joined from Schemes, which is a
 // mutable exported slice: a caller appending to it must not change what
 // New accepts or says. A test keeps the two in step.
-const schemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none"
+const schemeList = "standard-webhooks, stripe, github, shopify, hmac-sha256, basic-auth, token, none, adyen"
 
 const (
 	// DefaultTolerance is a timestamped scheme's tolerance when Config leaves it 0.
@@ -58,7 +58,7 @@ const (
 
 // Config is one source's signature settings, as read from the TOML config.
 type Config struct {
-	Scheme      string        // standard-webhooks | stripe | github | shopify | hmac-sha256 | basic-auth | token | none
+	Scheme      string        // standard-webhooks | stripe | github | shopify | hmac-sha256 | basic-auth | token | none | adyen
 	Secrets     []string      // one or more (rotation: a delivery verifies if ANY secret matches)
 	Tolerance   time.Duration // for timestamped schemes; 0 means the default 5m
 	Header      string        // hmac-sha256: header carrying the signature (required for that scheme)
@@ -116,7 +116,7 @@ func New(cfg Config) (Verifier, error) {
 		return noneVerifier{}, nil
 	case "":
 		return nil, fmt.Errorf("signature scheme is required (want one of %s)", schemeList)
-	case schemeStandardWebhooks, schemeStripe, schemeGitHub, schemeShopify, schemeHMACSHA256, schemeBasicAuth, schemeToken:
+	case schemeStandardWebhooks, schemeStripe, schemeGitHub, schemeShopify, schemeHMACSHA256, schemeBasicAuth, schemeToken, schemeAdyen:
 	default:
 		return nil, fmt.Errorf("unknown signature scheme %q (want one of %s)", cfg.Scheme, schemeList)
 	}
@@ -160,6 +160,8 @@ func New(cfg Config) (Verifier, error) {
 		}, cfg.Secrets)
 	case schemeBasicAuth:
 		return newBasicAuthVerifier(cfg.BasicUser, cfg.Secrets)
+	case schemeAdyen:
+		return newAdyenVerifier(cfg.Secrets)
 	default: // schemeToken
 		return newTokenVerifier(cfg.TokenHeader, cfg.TokenQuery, cfg.Secrets)
 	}

@@ -574,6 +574,9 @@ func TestSign_RoundTrip(t *testing.T) {
 
 	for _, scheme := range signature.Schemes {
 		t.Run(scheme, func(t *testing.T) {
+			if scheme == "adyen" {
+				t.Skip("signs inside the body, which Sign cannot change: adyen_test.go covers it")
+			}
 			cfg, ok := cfgs[scheme]
 			if !ok {
 				t.Fatalf("no test config for scheme %q", scheme)
