@@ -194,6 +194,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	start := d.cfg.Now()
 	a := storage.Attempt{Source: job.Source, Key: job.Key, Delivery: job.Delivery, StartedAt: start}
 	res := storage.AttemptResult{}
+	problem := payloadProblem(job)
 	switch {
 	case src == nil:
 		a.Error = fmt.Sprintf("source %q is not in the configuration now", job.Source)
@@ -203,6 +204,11 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		// to hand off, so reprocessing it completes at once.
 		a.Response = "record only: the source has no forward_url"
 		res.Done = true
+	case problem != "":
+		// Retrying cannot bring a payload back; sending anything else would hand the
+		// downstream an empty or foreign event under this key's Idempotency-Key.
+		a.Error = problem
+		res.Failed = true
 	default:
 		a.Status, a.Response, a.Error = d.post(ctx, src, job)
 		a.Duration = d.cfg.Now().Sub(start)
@@ -238,6 +244,19 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	case !res.Done:
 		d.log.Info("dispatch will retry", "source", job.Source, "key", job.Key, "attempt", job.Attempts+1, "next", res.NextAt, "err", a.Error)
 	}
+}
+
+// payloadProblem says why job's payload must not be sent, or "" when it may: it must be
+// stored, and be the delivery of the job's own source and key.
+func payloadProblem(job storage.Job) string {
+	switch {
+	case !job.Stored:
+		return fmt.Sprintf("payload missing: delivery %d is no longer stored; nothing was sent", job.Delivery)
+	case job.DeliverySource != job.Source || job.DeliveryKey != job.Key:
+		return fmt.Sprintf("payload mismatch: delivery %d belongs to %s/%s, not to this key; nothing was sent",
+			job.Delivery, job.DeliverySource, job.DeliveryKey)
+	}
+	return ""
 }
 
 // post makes one hand-off and returns the status, an excerpt of the answer and what

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // Sweeper is what the background sweeps need of storage.
 type Sweeper interface {
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error)
-	SweepDeliveries(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	SweepDeliveries(ctx context.Context, now, cutoff time.Time, from storage.SweepCursor, limit int) (int64, storage.SweepCursor, error)
 	SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
@@ -18,14 +20,15 @@ type SweepConfig struct {
 	Every     time.Duration // between sweeps; default 1m
 	Batch     int           // rows per DELETE; default 1000
 	Pause     time.Duration // between batches, so intake's writes get the lock; default 20ms
-	Retention time.Duration // deliveries older than this go; 0 keeps them
+	Retention time.Duration // deliveries older than this go, unless still owed downstream; 0 keeps them
 	Now       func() time.Time
 }
 
 // RunSweeps deletes expired claims, and deliveries and counts of rejections not stored
 // individually past retention, until ctx ends. Each DELETE is bounded to one batch, and
 // it pauses between batches, so intake never waits behind a sweep for more than one
-// batch.
+// batch. A delivery whose payload is still owed downstream is kept past retention
+// (storage.SweepDeliveries says which are).
 func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	if cfg.Every <= 0 {
 		cfg.Every = time.Minute
@@ -44,11 +47,20 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	defer t.Stop()
 	for {
 		now := cfg.Now()
-		sweep(ctx, "claims", func() (int64, error) { return st.SweepExpired(ctx, now, cfg.Batch) }, cfg, m, log)
+		sweep(ctx, "claims", func() (int64, bool, error) {
+			n, err := st.SweepExpired(ctx, now, cfg.Batch)
+			return n, n >= int64(cfg.Batch), err
+		}, cfg, m, log)
 		if cfg.Retention > 0 {
-			sweep(ctx, "deliveries", func() (int64, error) { return st.SweepDeliveries(ctx, now.Add(-cfg.Retention), cfg.Batch) }, cfg, m, log)
-			sweep(ctx, "rejection_counts", func() (int64, error) {
-				return st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), cfg.Batch)
+			var from storage.SweepCursor
+			sweep(ctx, "deliveries", func() (int64, bool, error) {
+				n, next, err := st.SweepDeliveries(ctx, now, now.Add(-cfg.Retention), from, cfg.Batch)
+				from = next
+				return n, !next.Done(), err
+			}, cfg, m, log)
+			sweep(ctx, "rejection_counts", func() (int64, bool, error) {
+				n, err := st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), cfg.Batch)
+				return n, n >= int64(cfg.Batch), err
 			}, cfg, m, log)
 		}
 		select {
@@ -59,17 +71,19 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	}
 }
 
-func sweep(ctx context.Context, table string, batch func() (int64, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
+// sweep runs batch until it says there is no more to do; batch returns how many rows it
+// deleted and whether another batch may find more.
+func sweep(ctx context.Context, table string, batch func() (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	var total int64
 	for ctx.Err() == nil {
-		n, err := batch()
+		n, more, err := batch()
 		if err != nil {
 			log.Warn("sweep failed", "table", table, "err", err)
 			return
 		}
 		total += n
 		m.SweepDeleted.WithLabelValues(table).Add(float64(n))
-		if n < int64(cfg.Batch) {
+		if !more {
 			break
 		}
 		select {

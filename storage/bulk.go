@@ -88,7 +88,7 @@ func (db *DB) bulkLoad(ctx context.Context, f BenchFill, from, n int) error {
 		}
 	}
 	var last int64
-	if err := tx.QueryRowContext(ctx, sqlLastDelivery).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, sqlTakeDeliveryIDs, n).Scan(&last); err != nil {
 		return err
 	}
 	claim, err := tx.PrepareContext(ctx, `

@@ -15,10 +15,17 @@ type Job struct {
 	ClaimID     int64
 	Source, Key string
 	Delivery    int64 // the delivery whose payload is sent
-	ContentType string
-	Body        []byte
-	Attempts    int       // attempts made before this one
-	Generation  time.Time // the claim's claimed_at: a re-claimed key is another job
+	// Stored is false when the delivery is no longer stored: there is no payload to
+	// send, and ContentType and Body are empty.
+	Stored bool
+	// DeliverySource and DeliveryKey are the stored delivery's own source and key. They
+	// are the job's own unless the claim names a delivery of another key, which the
+	// dispatcher must never send under this one's Idempotency-Key.
+	DeliverySource, DeliveryKey string
+	ContentType                 string
+	Body                        []byte
+	Attempts                    int       // attempts made before this one
+	Generation                  time.Time // the claim's claimed_at: a re-claimed key is another job
 }
 
 // LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
@@ -55,10 +62,14 @@ RETURNING id, source, key, first_delivery, attempts, claimed_at`, millis(now.Add
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
 	for i := range jobs {
-		err := tx.QueryRowContext(ctx, `SELECT content_type, body FROM deliveries WHERE id = ?`, jobs[i].Delivery).
-			Scan(&jobs[i].ContentType, &jobs[i].Body)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("lease jobs: payload of delivery %d: %w", jobs[i].Delivery, err)
+		j := &jobs[i]
+		err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body FROM deliveries WHERE id = ?`, j.Delivery).
+			Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body)
+		switch {
+		case err == nil:
+			j.Stored = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("lease jobs: payload of delivery %d: %w", j.Delivery, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

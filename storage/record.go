@@ -212,11 +212,16 @@ func (db *DB) writer() {
 }
 
 const (
-	// The last delivery id. Inside the batch's IMMEDIATE transaction no other writer
-	// can insert, so the batch numbers its deliveries itself from here: each claim names
-	// its first delivery as it is made, and the claims' answers can say which request
-	// won by that number.
-	sqlLastDelivery = `SELECT coalesce(max(id), 0) FROM deliveries`
+	// Takes ?1 delivery ids from the sequence and returns the last id issued before
+	// them. Inside the batch's IMMEDIATE transaction no other writer can insert, so the
+	// batch numbers its deliveries itself from there: each claim names its first
+	// delivery as it is made, and the claims' answers can say which request won by that
+	// number. The sequence never goes back, so an id is never issued twice, not even
+	// once the deliveries holding the newest ids are swept (a claim may still name
+	// one). It also steps over any delivery stored without it (max(id) is one seek to
+	// the table's last page), so that such a row cannot make a batch fail.
+	sqlTakeDeliveryIDs = `UPDATE delivery_seq SET last = max(last, (SELECT coalesce(max(id), 0) FROM deliveries)) + ?1
+WHERE only = 1 RETURNING last - ?1`
 
 	// The claims of a chunk of requests, in order: a new row, or a takeover of an
 	// expired or released one; a live claim refuses. It returns the first_delivery of
@@ -294,7 +299,7 @@ func (k stmtKind) sql(rows int) string {
 // once per delivery.
 type batchWriter struct {
 	db    *DB
-	last  *sql.Stmt
+	take  *sql.Stmt // sqlTakeDeliveryIDs
 	stmts [nKinds][len(chunkSizes)]*sql.Stmt
 	args  []any
 	won   map[int64]bool
@@ -312,7 +317,7 @@ type holder struct {
 // prepare prepares the writer's statements, once. It must run outside a transaction:
 // the write pool's one connection would be busy.
 func (w *batchWriter) prepare(ctx context.Context) error {
-	if w.last != nil {
+	if w.take != nil {
 		return nil
 	}
 	for k := range nKinds {
@@ -325,12 +330,12 @@ func (w *batchWriter) prepare(ctx context.Context) error {
 			w.stmts[k][i] = st
 		}
 	}
-	st, err := w.db.write.PrepareContext(ctx, sqlLastDelivery)
+	st, err := w.db.write.PrepareContext(ctx, sqlTakeDeliveryIDs)
 	if err != nil {
 		w.close()
 		return fmt.Errorf("prepare: %w", err)
 	}
-	w.last = st
+	w.take = st
 	return nil
 }
 
@@ -343,9 +348,9 @@ func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
 }
 
 func (w *batchWriter) close() {
-	if w.last != nil {
-		w.last.Close()
-		w.last = nil
+	if w.take != nil {
+		w.take.Close()
+		w.take = nil
 	}
 	for k := range w.stmts {
 		for i, st := range w.stmts[k] {
@@ -447,8 +452,8 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		return nil, nil
 	}
 	var last int64
-	if err := tx.StmtContext(ctx, w.last).QueryRowContext(ctx).Scan(&last); err != nil {
-		return batch, fmt.Errorf("last delivery: %w", err)
+	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(batch)).Scan(&last); err != nil {
+		return batch, fmt.Errorf("take delivery ids: %w", err)
 	}
 
 	// Number the deliveries, and gather the requests that claim a key, in order.

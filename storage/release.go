@@ -12,6 +12,12 @@ import (
 // releasing it could dispatch its event twice.
 var ErrBusy = errors.New("key is processing and not stuck")
 
+// ErrPayloadGone means a key cannot be reprocessed: the payload that reprocessing would
+// send again is no longer stored (retention removed it once the key was released,
+// expired, or settled without a hand-off). Releasing the key still works: its next
+// delivery is then accepted, with its own payload.
+var ErrPayloadGone = errors.New("its payload is no longer stored")
+
 // Release asks for a key to be released.
 type Release struct {
 	Source, Key string
@@ -31,7 +37,8 @@ type Released struct {
 }
 
 // ReleaseKey releases (or reprocesses) one key and writes the audit row in the same
-// transaction. Returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
+// transaction. Returns ErrNotFound for an unknown key, ErrBusy for a key in flight and
+// ErrPayloadGone for a reprocess whose payload is no longer stored.
 // Releasing a key that is already free changes nothing and reports Changed false.
 func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 	tx, err := db.write.BeginTx(ctx, nil)
@@ -53,8 +60,8 @@ func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 }
 
 // releaseIn releases one key inside tx. A refusal (no reason, no such key, a key in
-// flight) comes back as refused, with nothing written; err means the transaction
-// failed and must be rolled back.
+// flight, a reprocess without a payload) comes back as refused, with nothing written;
+// err means the transaction failed and must be rolled back.
 func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Released, refused, err error) {
 	if r.Reason == "" {
 		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key), nil
@@ -81,6 +88,17 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Release
 	action := "release"
 	if r.Reprocess {
 		action = "reprocess"
+		// The payload is checked here, in the transaction that queues the key, so that no
+		// sweep can remove it in between (a processing key's payload is kept: sweep.go).
+		// Without it the dispatcher could only fail the key.
+		gone, perr := payloadGone(ctx, tx, c)
+		if perr != nil {
+			return Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, perr)
+		}
+		if gone != "" {
+			return out, fmt.Errorf("release %s/%s: cannot reprocess: %w (%s); release the key instead, so that its next delivery is accepted",
+				r.Source, r.Key, ErrPayloadGone, gone), nil
+		}
 		// Reprocessing claims the key again for as long as its first claim lasted.
 		expires := c.ExpiresAt
 		if !expires.After(now) {
@@ -101,6 +119,22 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Release
 	}
 	out.Changed = true
 	return out, nil, nil
+}
+
+// payloadGone says why c's payload cannot be sent again, or "" when it can: the
+// delivery its claim names must be stored, and be of c's own source and key.
+func payloadGone(ctx context.Context, tx *sql.Tx, c Claim) (string, error) {
+	var source, key string
+	err := tx.QueryRowContext(ctx, `SELECT source, key FROM deliveries WHERE id = ?`, c.FirstDelivery).Scan(&source, &key)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Sprintf("delivery %d was deleted after the retention period", c.FirstDelivery), nil
+	case err != nil:
+		return "", fmt.Errorf("payload of delivery %d: %w", c.FirstDelivery, err)
+	case source != c.Source || key != c.Key:
+		return fmt.Sprintf("delivery %d now holds %s/%s", c.FirstDelivery, source, key), nil
+	}
+	return "", nil
 }
 
 // AuditEntry is one row of the audit log.

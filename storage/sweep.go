@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -21,15 +23,75 @@ DELETE FROM claims WHERE id IN (
 	return res.RowsAffected()
 }
 
-// SweepDeliveries deletes at most limit deliveries received before cutoff, oldest first,
-// and returns how many it deleted.
-func (db *DB) SweepDeliveries(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	res, err := db.write.ExecContext(ctx, `
-DELETE FROM deliveries WHERE id IN (
-	SELECT id FROM deliveries WHERE received_at < ? ORDER BY received_at LIMIT ?)`,
-		millis(cutoff), limit)
-	if err != nil {
-		return 0, fmt.Errorf("sweep old deliveries: %w", err)
+// SweepCursor is where a retention sweep goes on from. The zero value starts a walk.
+type SweepCursor struct {
+	id   int64 // the last delivery looked at
+	upto int64 // the walk's last delivery
+	done bool
+}
+
+// Done reports whether the sweep has looked at every delivery received before its cutoff.
+func (c SweepCursor) Done() bool { return c.done }
+
+// sqlOwed is true for a delivery whose payload is still owed downstream, so that
+// retention must keep it, however old: the first delivery of a claim that
+//
+//   - is unsettled (processing or failed): its hand-off is not done yet, or failed and
+//     waits for an operator to reprocess it; or
+//   - is processed after being handed downstream (attempts > 0) and still held
+//     (expires_at > now): release and reprocess would send this payload again.
+//
+// Nothing else is owed: duplicates and rejections (never sent), the first delivery of a
+// key that expired or was released (the key is free, its next delivery brings its own
+// payload), and the keys of a record-only source, which are never handed downstream.
+// Reprocessing a key whose payload is gone is refused (release.go). ?1 is now.
+const sqlOwed = `EXISTS (SELECT 1 FROM claims c WHERE c.source = deliveries.source AND c.key = deliveries.key
+	AND c.first_delivery = deliveries.id
+	AND (c.state IN ('processing', 'failed') OR (c.state = 'processed' AND c.attempts > 0 AND c.expires_at > ?1)))`
+
+// SweepDeliveries looks at up to limit deliveries, oldest first from after from, and
+// deletes those received before cutoff whose payload is not owed downstream at now
+// (see sqlOwed). It returns how many it deleted and the cursor to go on from; Done on
+// that cursor means that the walk has looked at every delivery received before cutoff.
+//
+// The walk goes by id, from a cursor, and steps over the owed deliveries: with many
+// keys left unsettled by a downstream outage, a batch that looked for the oldest
+// deliveries to delete would read them all again each time. It ends at the newest
+// delivery received before cutoff: ids grow with receipt times, so the deliveries
+// before it were received before cutoff too (received_at is checked all the same).
+func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from SweepCursor, limit int) (int64, SweepCursor, error) {
+	if from.done {
+		return 0, from, nil
 	}
-	return res.RowsAffected()
+	limit = max(limit, 1)
+	next := from
+	if next.upto == 0 {
+		err := db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE received_at < ?
+			ORDER BY received_at DESC, id DESC LIMIT 1`, millis(cutoff)).Scan(&next.upto)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, SweepCursor{done: true}, nil
+		}
+		if err != nil {
+			return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+		}
+	}
+	// The batch ends at its limit-th delivery, or at the walk's end.
+	end := next.upto
+	err := db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id > ?1 AND id <= ?2
+		ORDER BY id LIMIT 1 OFFSET ?3`, next.id, next.upto, limit-1).Scan(&end)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		end, next.done = next.upto, true
+	case err != nil:
+		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+	}
+	res, err := db.write.ExecContext(ctx, `DELETE FROM deliveries
+		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed,
+		millis(now), next.id, end, millis(cutoff))
+	if err != nil {
+		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+	}
+	next.id = end
+	n, err := res.RowsAffected()
+	return n, next, err
 }

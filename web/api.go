@@ -432,6 +432,8 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 			return apiErr(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
 		case errors.Is(err, storage.ErrBusy):
 			return apiErr(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
+		case errors.Is(err, storage.ErrPayloadGone):
+			return apiErr(http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), "release "+req.Source+"/"+req.Key+": "))
 		case err != nil:
 			return err
 		}

@@ -165,13 +165,15 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		}
 		outcomes, err := s.store.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
 			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
-		var done, unchanged, busy, missing int
+		var done, unchanged, busy, missing, gone int
 		for _, o := range outcomes {
 			switch {
 			case errors.Is(o.Err, storage.ErrNotFound):
 				missing++
 			case errors.Is(o.Err, storage.ErrBusy):
 				busy++
+			case errors.Is(o.Err, storage.ErrPayloadGone):
+				gone++
 			case o.Err != nil:
 				return o.Err
 			case o.Changed:
@@ -202,6 +204,10 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		}
 		if missing > 0 {
 			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", missing)
+			kind = "error"
+		}
+		if gone > 0 {
+			msg += fmt.Sprintf(" %d cannot be reprocessed: the payload is no longer stored (past the retention period); release instead, so that the next delivery is accepted.", gone)
 			kind = "error"
 		}
 		flash(r, w, kind, msg)
