@@ -21,6 +21,18 @@ func ValidRole(role string) bool {
 	return role == RoleViewer || role == RoleOperator || role == RoleAdmin
 }
 
+// CheckPassword applies the rule for a new console password, the same from the console
+// and the command line. Its error is worded for the person choosing the password.
+func CheckPassword(password string) error {
+	switch {
+	case len(password) < 12:
+		return errors.New("password needs at least 12 characters")
+	case len(password) > 72:
+		return errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	}
+	return nil
+}
+
 // ErrExists means a row with the same unique name already exists.
 var ErrExists = errors.New("already exists")
 

@@ -107,13 +107,11 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusUnprocessableEntity, views.UsersView(v))
 }
 
-// passwordProblem says what is wrong with a new console password, or "" if nothing is.
+// passwordProblem says what is wrong with a new console password, as a sentence, or ""
+// if nothing is.
 func passwordProblem(password string) string {
-	switch {
-	case len(password) < 12:
-		return "The password needs at least 12 characters."
-	case len(password) > 72:
-		return "The password can have at most 72 bytes (bcrypt's limit)."
+	if err := storage.CheckPassword(password); err != nil {
+		return "The " + err.Error() + "."
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,69 +36,117 @@ type config struct {
 	LogLevel                string
 	Sources                 []sourceConfig
 
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound one
+	// connection's requests, as the fields of net/http.Server of the same names do.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
 	// TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
 	// Forwarded, X-Forwarded-Proto) are believed; see web.TrustedProxies.
 	TrustedProxies []netip.Prefix
 }
 
-// sourceConfig is one [[source]] table as written in the file.
+// sourceConfig is one [[source]] table as written in the file. A setting the table
+// leaves unset is "", 0 or nil, so that defaults can be told from choices (a nil
+// property_field takes the default, "" turns the label off).
 type sourceConfig struct {
-	Name              string   `toml:"name"`
-	Signature         string   `toml:"signature"`
-	Secret            secrets  `toml:"secret"`
-	SecretEnv         string   `toml:"secret_env"`
-	SignatureHeader   string   `toml:"signature_header"`
-	SignatureEncoding string   `toml:"signature_encoding"`
-	SignaturePrefix   string   `toml:"signature_prefix"`
-	BasicUser         string   `toml:"basic_user"`
-	TokenHeader       string   `toml:"token_header"`
-	TokenQuery        string   `toml:"token_query"`
-	Tolerance         string   `toml:"tolerance"`
-	EventID           *string  `toml:"event_id"`
-	KeyFields         []string `toml:"key_fields"`
-	TTL               string   `toml:"ttl"`
-	ForwardURL        string   `toml:"forward_url"`
-	MaxAttempts       int      `toml:"max_attempts"`
-	AttemptTimeout    string   `toml:"attempt_timeout"`
-	MaxBackoff        string   `toml:"max_backoff"`
-	AmountField       string   `toml:"amount_field"`
-	PropertyField     *string  `toml:"property_field"`
-	BookingField      *string  `toml:"booking_field"`
-	StatusField       *string  `toml:"status_field"`
+	Name              string         `toml:"name"`
+	Signature         string         `toml:"signature"`
+	Secret            secrets        `toml:"secret"`
+	SecretEnv         string         `toml:"secret_env"`
+	SignatureHeader   string         `toml:"signature_header"`
+	SignatureEncoding string         `toml:"signature_encoding"`
+	SignaturePrefix   string         `toml:"signature_prefix"`
+	BasicUser         string         `toml:"basic_user"`
+	TokenHeader       string         `toml:"token_header"`
+	TokenQuery        string         `toml:"token_query"`
+	Tolerance         *time.Duration `toml:"tolerance"`
+	EventID           *string        `toml:"event_id"`
+	KeyFields         []string       `toml:"key_fields"`
+	TTL               *time.Duration `toml:"ttl"`
+	ForwardURL        string         `toml:"forward_url"`
+	MaxAttempts       int            `toml:"max_attempts"`
+	AttemptTimeout    *time.Duration `toml:"attempt_timeout"`
+	MaxBackoff        *time.Duration `toml:"max_backoff"`
+	AmountField       string         `toml:"amount_field"`
+	PropertyField     *string        `toml:"property_field"`
+	BookingField      *string        `toml:"booking_field"`
+	StatusField       *string        `toml:"status_field"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
 }
 
-// fileConfig is the TOML file's shape.
+// fileConfig is the TOML file's shape. The sources are decoded one table at a time
+// (decodeSource), so that an error in one can name it.
 type fileConfig struct {
 	Addr        string         `toml:"addr"`
 	Database    string         `toml:"database"`
-	Retention   string         `toml:"retention"`
-	StuckAfter  string         `toml:"stuck_after"`
-	SessionIdle string         `toml:"session_idle"`
-	SessionMax  string         `toml:"session_max"`
-	MaxBody     int64          `toml:"max_body"`
-	Sync        string         `toml:"synchronous"`
-	LogLevel    string         `toml:"log_level"`
-	Sources     []sourceConfig `toml:"source"`
+	Retention   *time.Duration `toml:"retention"`
+	StuckAfter  *time.Duration `toml:"stuck_after"`
+	SessionIdle *time.Duration `toml:"session_idle"`
+	SessionMax  *time.Duration `toml:"session_max"`
+
+	ReadHeaderTimeout *time.Duration `toml:"read_header_timeout"`
+	ReadTimeout       *time.Duration `toml:"read_timeout"`
+	WriteTimeout      *time.Duration `toml:"write_timeout"`
+	IdleTimeout       *time.Duration `toml:"idle_timeout"`
+
+	MaxBody  int64            `toml:"max_body"`
+	Sync     string           `toml:"synchronous"`
+	LogLevel string           `toml:"log_level"`
+	Sources  []toml.Primitive `toml:"source"`
 
 	TrustedProxies []string `toml:"trusted_proxies"`
 }
 
-// parseDuration reads a Go duration string ("90s", "10m", "24h"); "" keeps def.
-func parseDuration(s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	v, err := time.ParseDuration(s)
+// durationHint ends every message about a duration that could not be read.
+const durationHint = `(write it like "90s", "10m" or "24h")`
+
+// parseDuration reads a duration given in the environment or as a flag. The file's
+// durations are read by the TOML decoder; fileDuration and durationError word its
+// verdicts the same way.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (write it like \"90s\", \"10m\" or \"24h\")", s)
+		return 0, fmt.Errorf("%q is not a duration %s", s, durationHint)
 	}
-	if v <= 0 {
+	if d <= 0 {
 		return 0, fmt.Errorf("%q must be positive", s)
 	}
-	return v, nil
+	return d, nil
+}
+
+// fileDuration checks a duration the TOML decoder read. bare says the file wrote it as
+// a number, which TOML reads as nanoseconds: "ttl = 86400" would be 86 µs, so it is
+// refused rather than taken at its word.
+func fileDuration(d time.Duration, bare bool) error {
+	if bare {
+		return fmt.Errorf("%d is not a duration: a bare number counts nanoseconds %s", int64(d), durationHint)
+	}
+	if d <= 0 {
+		return fmt.Errorf("%s must be positive", d)
+	}
+	return nil
+}
+
+// durationError rewords the TOML decoder's refusal of a duration so that it names the
+// setting and shows how to write one; other errors are returned as they are.
+func durationError(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	// The decoder's own wording: its error type is not exported. TestConfig_BadDurations
+	// notices if a new version words it otherwise.
+	bad, ok := strings.CutPrefix(pe.Message, "invalid duration: ")
+	if !ok {
+		return err
+	}
+	key := pe.LastKey
+	if i := strings.LastIndex(key, "."); i >= 0 {
+		key = key[i+1:] // "source.ttl": the source is named by the caller
+	}
+	return fmt.Errorf("%s: %s is not a duration %s", key, bad, durationHint)
 }
 
 // secrets accepts a single string or an array of strings (rotation).
@@ -130,15 +179,19 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Addr:        "127.0.0.1:8080",
-		Database:    "hookdedup.db",
-		Retention:   720 * time.Hour,
-		StuckAfter:  10 * time.Minute,
-		SessionIdle: 2 * time.Hour,
-		SessionMax:  12 * time.Hour,
-		MaxBody:     1 << 20,
-		Sync:        "FULL",
-		LogLevel:    "info",
+		Addr:              "127.0.0.1:8080",
+		Database:          "hookdedup.db",
+		Retention:         720 * time.Hour,
+		StuckAfter:        10 * time.Minute,
+		SessionIdle:       2 * time.Hour,
+		SessionMax:        12 * time.Hour,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // a slow-loris upload cannot hold a connection for long
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxBody:           1 << 20,
+		Sync:              "FULL",
+		LogLevel:          "info",
 	}
 }
 
@@ -165,45 +218,25 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	switch {
 	case err == nil:
 		cfg.File = path
-		if undecoded := md.Undecoded(); len(undecoded) > 0 {
-			return config{}, fmt.Errorf("%s: unknown setting %q", path, undecoded[0].String())
-		}
 	case errors.Is(err, os.ErrNotExist) && !explicit:
 		// No file: the defaults, secure as they are.
 	default:
+		return config{}, fmt.Errorf("%s: %w", path, durationError(err))
+	}
+	if err := cfg.applyFile(fc, md); err != nil {
 		return config{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if fc.Addr != "" {
-		cfg.Addr = fc.Addr
+	for i, p := range fc.Sources {
+		sc, err := decodeSource(md, p)
+		if err != nil {
+			return config{}, fmt.Errorf("%s: source %q: %w", path, sourceLabel(i, sc.Name), err)
+		}
+		cfg.Sources = append(cfg.Sources, sc)
 	}
-	if fc.Database != "" {
-		cfg.Database = fc.Database
+	// Only now: the keys of a source's table count as unknown until it is decoded.
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		return config{}, fmt.Errorf("%s: unknown setting %q", path, undecoded[0].String())
 	}
-	if cfg.Retention, err = parseDuration(fc.Retention, cfg.Retention); err != nil {
-		return config{}, fmt.Errorf("%s: retention: %w", path, err)
-	}
-	if cfg.StuckAfter, err = parseDuration(fc.StuckAfter, cfg.StuckAfter); err != nil {
-		return config{}, fmt.Errorf("%s: stuck_after: %w", path, err)
-	}
-	if cfg.SessionIdle, err = parseDuration(fc.SessionIdle, cfg.SessionIdle); err != nil {
-		return config{}, fmt.Errorf("%s: session_idle: %w", path, err)
-	}
-	if cfg.SessionMax, err = parseDuration(fc.SessionMax, cfg.SessionMax); err != nil {
-		return config{}, fmt.Errorf("%s: session_max: %w", path, err)
-	}
-	if fc.MaxBody != 0 {
-		cfg.MaxBody = fc.MaxBody
-	}
-	if fc.Sync != "" {
-		cfg.Sync = fc.Sync
-	}
-	if fc.LogLevel != "" {
-		cfg.LogLevel = fc.LogLevel
-	}
-	if cfg.TrustedProxies, err = parseCIDRs(fc.TrustedProxies); err != nil {
-		return config{}, fmt.Errorf("%s: trusted_proxies: %w", path, err)
-	}
-	cfg.Sources = fc.Sources
 	if err := cfg.applyEnv(getenv); err != nil {
 		return config{}, err
 	}
@@ -211,6 +244,103 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 		cfg.Sources = []sourceConfig{defaultSource()}
 	}
 	return cfg, nil
+}
+
+// applyFile applies the top-level settings the file sets. md says how each was written.
+func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
+	if fc.Addr != "" {
+		c.Addr = fc.Addr
+	}
+	if fc.Database != "" {
+		c.Database = fc.Database
+	}
+	durations := []struct {
+		key  string
+		file *time.Duration
+		dst  *time.Duration
+	}{
+		{"retention", fc.Retention, &c.Retention},
+		{"stuck_after", fc.StuckAfter, &c.StuckAfter},
+		{"session_idle", fc.SessionIdle, &c.SessionIdle},
+		{"session_max", fc.SessionMax, &c.SessionMax},
+		{"read_header_timeout", fc.ReadHeaderTimeout, &c.ReadHeaderTimeout},
+		{"read_timeout", fc.ReadTimeout, &c.ReadTimeout},
+		{"write_timeout", fc.WriteTimeout, &c.WriteTimeout},
+		{"idle_timeout", fc.IdleTimeout, &c.IdleTimeout},
+	}
+	for _, d := range durations {
+		if d.file == nil {
+			continue
+		}
+		if err := fileDuration(*d.file, md.Type(d.key) == "Integer"); err != nil {
+			return fmt.Errorf("%s: %w", d.key, err)
+		}
+		*d.dst = *d.file
+	}
+	if fc.MaxBody != 0 {
+		c.MaxBody = fc.MaxBody
+	}
+	if fc.Sync != "" {
+		c.Sync = fc.Sync
+	}
+	if fc.LogLevel != "" {
+		c.LogLevel = fc.LogLevel
+	}
+	var err error
+	if c.TrustedProxies, err = parseCIDRs(fc.TrustedProxies); err != nil {
+		return fmt.Errorf("trusted_proxies: %w", err)
+	}
+	return nil
+}
+
+// decodeSource decodes one [[source]] table. Its name is read first, so that an error in
+// any other setting can name the source.
+func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
+	// The name, and the durations as written: TOML reads a bare number as nanoseconds.
+	var written struct {
+		Name           any `toml:"name"`
+		Tolerance      any `toml:"tolerance"`
+		TTL            any `toml:"ttl"`
+		AttemptTimeout any `toml:"attempt_timeout"`
+		MaxBackoff     any `toml:"max_backoff"`
+	}
+	var sc sourceConfig
+	if err := md.PrimitiveDecode(p, &written); err != nil {
+		return sc, err
+	}
+	sc.Name, _ = written.Name.(string)
+	if err := md.PrimitiveDecode(p, &sc); err != nil {
+		return sc, durationError(err)
+	}
+	durations := []struct {
+		key     string
+		value   *time.Duration
+		written any
+	}{
+		{"tolerance", sc.Tolerance, written.Tolerance},
+		{"ttl", sc.TTL, written.TTL},
+		{"attempt_timeout", sc.AttemptTimeout, written.AttemptTimeout},
+		{"max_backoff", sc.MaxBackoff, written.MaxBackoff},
+	}
+	for _, d := range durations {
+		if d.value == nil {
+			continue
+		}
+		_, bare := d.written.(int64)
+		if err := fileDuration(*d.value, bare); err != nil {
+			return sc, fmt.Errorf("%s: %w", d.key, err)
+		}
+	}
+	return sc, nil
+}
+
+// sourceLabel names the i-th source in errors: by its name, or by its place when it has
+// none.
+func sourceLabel(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("#%d", i+1)
+	}
+	return name
 }
 
 // applyEnv applies the HOOKDEDUP_<NAME> variables that are set.
@@ -235,9 +365,12 @@ func (c *config) settings() []setting {
 	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
 	dur := func(p *time.Duration) func(string) error {
 		return func(v string) error {
-			d, err := parseDuration(v, 0)
+			d, err := parseDuration(v)
+			if err != nil {
+				return err
+			}
 			*p = d
-			return err
+			return nil
 		}
 	}
 	return []setting{
@@ -247,6 +380,10 @@ func (c *config) settings() []setting {
 		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},
 		{"session_idle", "a console session ends after this long without a request", dur(&c.SessionIdle)},
 		{"session_max", "a console session ends this long after sign-in", dur(&c.SessionMax)},
+		{"read_header_timeout", "longest wait for a request's headers", dur(&c.ReadHeaderTimeout)},
+		{"read_timeout", "longest wait for a whole request, body included", dur(&c.ReadTimeout)},
+		{"write_timeout", "longest time to answer a request, counted from the end of its headers", dur(&c.WriteTimeout)},
+		{"idle_timeout", "longest a kept-alive connection waits for its next request", dur(&c.IdleTimeout)},
 		{"max_body", "largest accepted body in bytes", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
@@ -307,152 +444,220 @@ func parseCIDRs(list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// sources builds the receiver's sources, checking every field. secretOf supplies the
-// generated secret of the zero-config source.
+// sources builds the receiver's sources, checking every setting. generatedSecret
+// supplies the secret of the zero-config source, kept in the database.
 func (c *config) sources(getenv func(string) string, generatedSecret func(name string) (string, error)) ([]receiver.Source, error) {
-	where := c.File
-	if where == "" {
-		where = "defaults"
-	}
-	seen := map[string]bool{}
-	var out []receiver.Source
+	where := cmp.Or(c.File, "defaults")
+	taken := map[string]bool{}
+	out := make([]receiver.Source, 0, len(c.Sources))
 	for i, sc := range c.Sources {
-		fail := func(field string, err error) error {
-			name := sc.Name
-			if name == "" {
-				name = fmt.Sprintf("#%d", i+1)
-			}
-			if field == "" {
-				return fmt.Errorf("%s: source %q: %w", where, name, err)
-			}
-			return fmt.Errorf("%s: source %q: %s: %w", where, name, field, err)
-		}
-		if sc.Name == "" {
-			return nil, fail("name", errors.New("is required"))
-		}
-		if url.PathEscape(sc.Name) != sc.Name || strings.Contains(sc.Name, "/") {
-			return nil, fail("name", errors.New("must be usable in a URL path (letters, digits, - _ .)"))
-		}
-		if seen[sc.Name] {
-			return nil, fail("name", errors.New("is used by another source"))
-		}
-		seen[sc.Name] = true
-
-		list := append([]string(nil), sc.Secret...)
-		if sc.SecretEnv != "" {
-			v := getenv(sc.SecretEnv)
-			if v == "" {
-				return nil, fail("secret_env", fmt.Errorf("environment variable %s is empty or unset", sc.SecretEnv))
-			}
-			for _, s := range strings.Split(v, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					list = append(list, s)
-				}
-			}
-		}
-		if sc.generated && len(list) == 0 {
-			s, err := generatedSecret(sc.Name)
-			if err != nil {
-				return nil, fail("secret", err)
-			}
-			list = []string{s}
-		}
-		if sc.Signature == "" {
-			return nil, fail("signature", fmt.Errorf("is required (one of %s)", strings.Join(signature.Schemes, ", ")))
-		}
-		tolerance, err := parseDuration(sc.Tolerance, 0)
+		src, err := buildSource(sc, taken, getenv, generatedSecret)
 		if err != nil {
-			return nil, fail("tolerance", err)
+			return nil, fmt.Errorf("%s: source %q: %w", where, sourceLabel(i, sc.Name), err)
 		}
-		v, err := signature.New(signature.Config{
-			Scheme:      sc.Signature,
-			Secrets:     list,
-			Tolerance:   tolerance,
-			Header:      sc.SignatureHeader,
-			Encoding:    sc.SignatureEncoding,
-			Prefix:      sc.SignaturePrefix,
-			BasicUser:   sc.BasicUser,
-			TokenHeader: sc.TokenHeader,
-			TokenQuery:  sc.TokenQuery,
-		})
-		if err != nil {
-			return nil, fail("", err) // the verifier's errors name their field
-		}
-		spec := receiver.KeySpec{KeyFields: sc.KeyFields}
-		if sc.EventID != nil {
-			spec.EventID = *sc.EventID
-		} else {
-			spec.EventID = v.DefaultEventID()
-		}
-		if err := spec.Validate(); err != nil {
-			return nil, fail("event_id/key_fields", err)
-		}
-		src := receiver.Source{
-			Name:           sc.Name,
-			Verifier:       v,
-			Keys:           spec,
-			TTL:            24 * time.Hour,
-			ForwardURL:     sc.ForwardURL,
-			MaxAttempts:    10,
-			AttemptTimeout: 10 * time.Second,
-			MaxBackoff:     10 * time.Minute,
-		}
-		if src.TTL, err = parseDuration(sc.TTL, src.TTL); err != nil {
-			return nil, fail("ttl", err)
-		}
-		if v.Timestamped() {
-			tol := tolerance
-			if tol == 0 {
-				tol = signature.DefaultTolerance
-			}
-			if least := minReplayTTL(tol); src.TTL < least {
-				return nil, fail("", fmt.Errorf("ttl %s is too short for tolerance %s: a captured delivery could be replayed after its key expires; raise ttl to at least %s (twice the tolerance plus %s) or lower tolerance",
-					src.TTL, tol, least, replayMargin))
-			}
-		}
-		if src.AttemptTimeout, err = parseDuration(sc.AttemptTimeout, src.AttemptTimeout); err != nil {
-			return nil, fail("attempt_timeout", err)
-		}
-		if src.MaxBackoff, err = parseDuration(sc.MaxBackoff, src.MaxBackoff); err != nil {
-			return nil, fail("max_backoff", err)
-		}
-		if sc.MaxAttempts < 0 {
-			return nil, fail("max_attempts", errors.New("must be at least 1"))
-		} else if sc.MaxAttempts > 0 {
-			src.MaxAttempts = sc.MaxAttempts
-		}
-		if sc.ForwardURL != "" {
-			u, err := url.Parse(sc.ForwardURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fail("forward_url", fmt.Errorf("%q is not an http(s) URL", sc.ForwardURL))
-			}
-		}
-		labels := []struct {
-			field string
-			set   *string
-			def   string
-			dst   *string
-		}{
-			{"property_field", sc.PropertyField, "/property_id", &src.PropertyField},
-			{"booking_field", sc.BookingField, "/booking_id", &src.BookingField},
-			{"status_field", sc.StatusField, "/status", &src.StatusField},
-			{"amount_field", &sc.AmountField, "", &src.AmountField},
-		}
-		for _, l := range labels {
-			*l.dst = l.def
-			if l.set != nil {
-				*l.dst = *l.set
-			}
-			if *l.dst != "" && !strings.HasPrefix(*l.dst, "/") {
-				return nil, fail(l.field, fmt.Errorf("%q is not a JSON pointer (it must start with \"/\")", *l.dst))
-			}
-		}
-		if sc.TokenHeader != "" {
-			src.RedactHeaders = []string{sc.TokenHeader}
-		}
+		taken[src.Name] = true
 		out = append(out, src)
 	}
 	return out, nil
+}
+
+// buildSource makes one source from its table in three steps: read its settings, check
+// them, build the receiver.Source they describe. taken holds the names of the sources
+// built before it. Errors name the setting at fault.
+func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) string, generatedSecret func(string) (string, error)) (receiver.Source, error) {
+	s, err := readSource(sc, getenv, generatedSecret)
+	if err != nil {
+		return receiver.Source{}, err
+	}
+	v, err := s.check(taken)
+	if err != nil {
+		return receiver.Source{}, err
+	}
+	return s.source(v), nil
+}
+
+// sourceDefaults are the settings a source gets where its table leaves them unset. The
+// scheme supplies the rest: the event id (Verifier.DefaultEventID) and the tolerance.
+func sourceDefaults() sourceConfig {
+	return sourceConfig{
+		TTL:            new(24 * time.Hour),
+		MaxAttempts:    10,
+		AttemptTimeout: new(10 * time.Second),
+		MaxBackoff:     new(10 * time.Minute),
+		PropertyField:  new("/property_id"),
+		BookingField:   new("/booking_id"),
+		StatusField:    new("/status"),
+	}
+}
+
+// withDefaults returns sc with every setting it leaves unset taken from def, so that what
+// the table says always wins. The name and the secrets are the source's own and never
+// taken from def.
+func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
+	sc.Signature = cmp.Or(sc.Signature, def.Signature)
+	sc.SignatureHeader = cmp.Or(sc.SignatureHeader, def.SignatureHeader)
+	sc.SignatureEncoding = cmp.Or(sc.SignatureEncoding, def.SignatureEncoding)
+	sc.SignaturePrefix = cmp.Or(sc.SignaturePrefix, def.SignaturePrefix)
+	sc.BasicUser = cmp.Or(sc.BasicUser, def.BasicUser)
+	sc.TokenHeader = cmp.Or(sc.TokenHeader, def.TokenHeader)
+	sc.TokenQuery = cmp.Or(sc.TokenQuery, def.TokenQuery)
+	sc.Tolerance = cmp.Or(sc.Tolerance, def.Tolerance)
+	sc.EventID = cmp.Or(sc.EventID, def.EventID)
+	if sc.KeyFields == nil {
+		sc.KeyFields = def.KeyFields
+	}
+	sc.TTL = cmp.Or(sc.TTL, def.TTL)
+	sc.ForwardURL = cmp.Or(sc.ForwardURL, def.ForwardURL)
+	sc.MaxAttempts = cmp.Or(sc.MaxAttempts, def.MaxAttempts)
+	sc.AttemptTimeout = cmp.Or(sc.AttemptTimeout, def.AttemptTimeout)
+	sc.MaxBackoff = cmp.Or(sc.MaxBackoff, def.MaxBackoff)
+	sc.AmountField = cmp.Or(sc.AmountField, def.AmountField)
+	sc.PropertyField = cmp.Or(sc.PropertyField, def.PropertyField)
+	sc.BookingField = cmp.Or(sc.BookingField, def.BookingField)
+	sc.StatusField = cmp.Or(sc.StatusField, def.StatusField)
+	return sc
+}
+
+// sourceSettings are one source's settings once read: every setting that has a default
+// is set (TTL, AttemptTimeout, MaxBackoff and the label fields are never nil), and the
+// secrets are in hand.
+type sourceSettings struct {
+	sourceConfig
+	secrets []string
+}
+
+// readSource reads one source's settings: its table's, then the defaults for what the
+// table leaves unset, then its secrets from the table, the environment variable it
+// names, or (the zero-config source) the database.
+func readSource(sc sourceConfig, getenv func(string) string, generatedSecret func(string) (string, error)) (sourceSettings, error) {
+	// The table's own settings win; defaults fill only what it leaves unset.
+	s := sourceSettings{sourceConfig: sc.withDefaults(sourceDefaults())}
+	s.secrets = append([]string(nil), sc.Secret...)
+	if sc.SecretEnv != "" {
+		v := getenv(sc.SecretEnv)
+		if v == "" {
+			return s, fmt.Errorf("secret_env: environment variable %s is empty or unset", sc.SecretEnv)
+		}
+		for _, secret := range strings.Split(v, ",") {
+			if secret = strings.TrimSpace(secret); secret != "" {
+				s.secrets = append(s.secrets, secret)
+			}
+		}
+	}
+	if sc.generated && len(s.secrets) == 0 {
+		secret, err := generatedSecret(sc.Name)
+		if err != nil {
+			return s, fmt.Errorf("secret: %w", err)
+		}
+		s.secrets = []string{secret}
+	}
+	return s, nil
+}
+
+// check applies every rule to the settings of a source; taken holds the names already
+// in use. It returns the verifier the signature settings make: making it is how those
+// are checked.
+func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error) {
+	switch {
+	case s.Name == "":
+		return nil, errors.New("name: is required")
+	case url.PathEscape(s.Name) != s.Name || strings.Contains(s.Name, "/"):
+		return nil, errors.New("name: must be usable in a URL path (letters, digits, - _ .)")
+	case taken[s.Name]:
+		return nil, errors.New("name: is used by another source")
+	case s.Signature == "":
+		return nil, fmt.Errorf("signature: is required (one of %s)", strings.Join(signature.Schemes, ", "))
+	}
+	v, err := signature.New(s.signatureConfig())
+	if err != nil {
+		return nil, err // the verifier's errors name their field
+	}
+	if err := s.keySpec(v).Validate(); err != nil {
+		return nil, fmt.Errorf("event_id/key_fields: %w", err)
+	}
+	if v.Timestamped() {
+		tol := cmp.Or(s.tolerance(), signature.DefaultTolerance)
+		if least := minReplayTTL(tol); *s.TTL < least {
+			return nil, fmt.Errorf("ttl %s is too short for tolerance %s: a captured delivery could be replayed after its key expires; raise ttl to at least %s (twice the tolerance plus %s) or lower tolerance",
+				*s.TTL, tol, least, replayMargin)
+		}
+	}
+	if s.MaxAttempts < 1 {
+		return nil, errors.New("max_attempts: must be at least 1")
+	}
+	if s.ForwardURL != "" {
+		u, err := url.Parse(s.ForwardURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("forward_url: %q is not an http(s) URL", s.ForwardURL)
+		}
+	}
+	labels := []struct{ field, pointer string }{
+		{"property_field", *s.PropertyField},
+		{"booking_field", *s.BookingField},
+		{"status_field", *s.StatusField},
+		{"amount_field", s.AmountField},
+	}
+	for _, l := range labels {
+		if l.pointer != "" && !strings.HasPrefix(l.pointer, "/") {
+			return nil, fmt.Errorf("%s: %q is not a JSON pointer (it must start with \"/\")", l.field, l.pointer)
+		}
+	}
+	return v, nil
+}
+
+// tolerance is the tolerance the settings give, 0 for the scheme's default.
+func (s sourceSettings) tolerance() time.Duration {
+	if s.Tolerance == nil {
+		return 0
+	}
+	return *s.Tolerance
+}
+
+// signatureConfig is what the signature scheme is built from.
+func (s sourceSettings) signatureConfig() signature.Config {
+	return signature.Config{
+		Scheme:      s.Signature,
+		Secrets:     s.secrets,
+		Tolerance:   s.tolerance(),
+		Header:      s.SignatureHeader,
+		Encoding:    s.SignatureEncoding,
+		Prefix:      s.SignaturePrefix,
+		BasicUser:   s.BasicUser,
+		TokenHeader: s.TokenHeader,
+		TokenQuery:  s.TokenQuery,
+	}
+}
+
+// keySpec says how a delivery's key is derived; the scheme names the event id unless
+// the settings do.
+func (s sourceSettings) keySpec(v signature.Verifier) receiver.KeySpec {
+	spec := receiver.KeySpec{EventID: v.DefaultEventID(), KeyFields: s.KeyFields}
+	if s.EventID != nil {
+		spec.EventID = *s.EventID
+	}
+	return spec
+}
+
+// source is the receiver.Source that checked settings describe, verified by v.
+func (s sourceSettings) source(v signature.Verifier) receiver.Source {
+	src := receiver.Source{
+		Name:           s.Name,
+		Verifier:       v,
+		Keys:           s.keySpec(v),
+		TTL:            *s.TTL,
+		ForwardURL:     s.ForwardURL,
+		MaxAttempts:    s.MaxAttempts,
+		AttemptTimeout: *s.AttemptTimeout,
+		MaxBackoff:     *s.MaxBackoff,
+		AmountField:    s.AmountField,
+		PropertyField:  *s.PropertyField,
+		BookingField:   *s.BookingField,
+		StatusField:    *s.StatusField,
+	}
+	if s.TokenHeader != "" {
+		src.RedactHeaders = []string{s.TokenHeader}
+	}
+	return src
 }
 
 // openDB opens the configured database with the configured durability. log receives

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 )
@@ -287,5 +289,102 @@ func TestConfig_TrustedProxies(t *testing.T) {
 	}
 	if got := load(env, "--trusted-proxies", ""); len(got) != 0 {
 		t.Errorf("an empty flag: %v, want none", got)
+	}
+}
+
+// TestConfig_BadDurations: the file's durations are read by the TOML decoder, the
+// environment's and the flags' by parseDuration; either way the one-line message names
+// the setting (and its source), shows what was written and how to write it.
+func TestConfig_BadDurations(t *testing.T) {
+	const hint = `(write it like "90s", "10m" or "24h")`
+	source := func(name, extra string) string {
+		return fmt.Sprintf("[[source]]\nname = %q\nsignature = \"github\"\nsecret = \"x\"\n%s\n", name, extra)
+	}
+	tests := []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string // the end of the message; a file's path comes before it
+	}{
+		{"SourceWords", source("ota", `ttl = "5 minutes"`), nil, nil,
+			`hookdedup.toml: source "ota": ttl: "5 minutes" is not a duration ` + hint},
+		{"SecondSource", source("ota", "") + source("cm", `attempt_timeout = "10 s"`), nil, nil,
+			`hookdedup.toml: source "cm": attempt_timeout: "10 s" is not a duration ` + hint},
+		{"UnnamedSource", "[[source]]\nsignature = \"github\"\nmax_backoff = \"1d\"\n", nil, nil,
+			`hookdedup.toml: source "#1": max_backoff: "1d" is not a duration ` + hint},
+		{"TopLevelWords", `read_header_timeout = "ten seconds"`, nil, nil,
+			`hookdedup.toml: read_header_timeout: "ten seconds" is not a duration ` + hint},
+		{"SourceBareNumber", source("ota", "ttl = 86400"), nil, nil,
+			`hookdedup.toml: source "ota": ttl: 86400 is not a duration: a bare number counts nanoseconds ` + hint},
+		{"TopLevelBareNumber", "idle_timeout = 120", nil, nil,
+			`hookdedup.toml: idle_timeout: 120 is not a duration: a bare number counts nanoseconds ` + hint},
+		{"SourceNegative", source("ota", `max_backoff = "-5m"`), nil, nil,
+			`hookdedup.toml: source "ota": max_backoff: -5m0s must be positive`},
+		{"SourceZeroTolerance", source("ota", `tolerance = "0s"`), nil, nil,
+			`hookdedup.toml: source "ota": tolerance: 0s must be positive`},
+		{"TopLevelZero", `read_timeout = "0s"`, nil, nil,
+			`hookdedup.toml: read_timeout: 0s must be positive`},
+		{"Env", "", map[string]string{"HOOKDEDUP_READ_TIMEOUT": "30 seconds"}, nil,
+			`HOOKDEDUP_READ_TIMEOUT: "30 seconds" is not a duration ` + hint},
+		{"EnvNegative", "", map[string]string{"HOOKDEDUP_WRITE_TIMEOUT": "-1s"}, nil,
+			`HOOKDEDUP_WRITE_TIMEOUT: "-1s" must be positive`},
+		{"Flag", "", nil, []string{"--idle-timeout", "2 min"},
+			`--idle-timeout: "2 min" is not a duration ` + hint},
+		{"EmptyFlag", "", nil, []string{"--retention", ""},
+			`--retention: "" is not a duration ` + hint},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			toml := tc.toml
+			if toml == "" {
+				toml = "# empty\n"
+			}
+			_, _, err := runIn(t, toml, tc.env, "", append([]string{"key", "--source", "ota"}, tc.args...)...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); !strings.HasSuffix(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q\nwant one line ending %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfig_Timeouts: the server's timeouts keep their values unless the file, the
+// environment or a flag sets them, each over the one before.
+func TestConfig_Timeouts(t *testing.T) {
+	load := func(toml string, getenv map[string]string, args ...string) config {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "h.toml")
+		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e := env{getenv: func(k string) string { return getenv[k] }, stderr: &bytes.Buffer{}}
+		f := newFlags("serve", e)
+		if _, err := f.parse(append([]string{"--config", path}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.load(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	timeouts := func(c config) [4]time.Duration {
+		return [4]time.Duration{c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout}
+	}
+	if got, want := timeouts(load("", nil)), [4]time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute}; got != want {
+		t.Errorf("defaults: %v, want %v", got, want)
+	}
+	file := "read_header_timeout = \"1s\"\nread_timeout = \"2s\"\nwrite_timeout = \"3s\"\nidle_timeout = \"4s\"\n"
+	if got, want := timeouts(load(file, nil)), [4]time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}; got != want {
+		t.Errorf("from the file: %v, want %v", got, want)
+	}
+	environment := map[string]string{"HOOKDEDUP_READ_HEADER_TIMEOUT": "5s", "HOOKDEDUP_IDLE_TIMEOUT": "6s"}
+	if got, want := timeouts(load(file, environment)), [4]time.Duration{5 * time.Second, 2 * time.Second, 3 * time.Second, 6 * time.Second}; got != want {
+		t.Errorf("file and environment: %v, want %v", got, want)
+	}
+	if got, want := timeouts(load(file, environment, "--read-header-timeout", "7s", "--write-timeout", "8s")), [4]time.Duration{7 * time.Second, 2 * time.Second, 8 * time.Second, 6 * time.Second}; got != want {
+		t.Errorf("file, environment and flags: %v, want %v", got, want)
 	}
 }

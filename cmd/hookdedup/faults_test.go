@@ -456,10 +456,11 @@ func TestFault_DownstreamHangs(t *testing.T) {
 }
 
 // TestFault_SlowLoris: a sender that trickles its headers or its body cannot hold a
-// connection for long, nor stop others from being served meanwhile.
+// connection for long, nor stop others from being served meanwhile. The server's read
+// timeouts are cut to seconds so that the test need not wait for the defaults.
 func TestFault_SlowLoris(t *testing.T) {
 	t.Parallel()
-	r := newFaultRig(t, "", "", "")
+	r := newFaultRig(t, "", "read_header_timeout = \"2s\"\nread_timeout = \"3s\"", "")
 	addr := strings.TrimPrefix(r.s.url, "http://")
 
 	// Headers never finished; body promised and never sent.
@@ -487,7 +488,7 @@ func TestFault_SlowLoris(t *testing.T) {
 			t.Fatalf("while two connections trickle: %+v", s)
 		}
 	}
-	// The server ends both (ReadHeaderTimeout 10s, ReadTimeout 30s); the bound here is
+	// The server ends both (read_header_timeout, read_timeout); the bound here is
 	// generous, the point is that it ends.
 	for name, c := range map[string]net.Conn{"slow headers": slowHeaders, "slow body": slowBody} {
 		c.SetReadDeadline(time.Now().Add(2 * time.Minute))

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -86,7 +87,7 @@ func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
 
 func runServe(ctx context.Context, args []string, e env) error {
 	flags := newFlags("serve", e)
-	open := flags.fs.Bool("open", false, "open the console in the default browser once the server listens")
+	browse := flags.fs.Bool("open", false, "open the console in the default browser once the server listens")
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
@@ -94,110 +95,165 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, e)
+	p, err := openProgram(ctx, cfg, e)
 	if err != nil {
 		return err
 	}
-	db, sources, err := openStore(ctx, cfg, e, log)
-	if err != nil {
-		return err
+	defer p.close()
+	p.browse = *browse
+	return p.run(ctx)
+}
+
+// program is `hookdedup serve`: openProgram builds it, run serves until the context
+// ends, close releases the database. Building and running are apart so that what is
+// built (the listener, the HTTP server) can be reached before it runs.
+type program struct {
+	cfg    config
+	log    *slog.Logger
+	stdout io.Writer
+	browse bool // open the console in a browser once listening
+
+	db         *storage.DB
+	sources    []receiver.Source
+	metrics    *receiver.Metrics
+	dispatcher *receiver.Dispatcher
+	intake     *receiver.Receiver
+	ln         net.Listener
+	srv        *http.Server
+}
+
+// openProgram builds everything serve runs: the database and the sources, the first
+// admin when there is no user, intake and dispatch, the console, and the HTTP server on
+// its listener. On error, what was opened is closed again.
+func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error) {
+	p := &program{cfg: cfg, stdout: e.stdout}
+	if p.log, err = newLogger(cfg.LogLevel, e); err != nil {
+		return nil, err
+	}
+	if p.db, p.sources, err = openStore(ctx, cfg, e, p.log); err != nil {
+		return nil, err
 	}
 	defer func() {
-		if err := db.Close(); err != nil {
-			log.Error("closing database", "err", err)
+		if err != nil {
+			p.close()
 		}
 	}()
-	pw, err := ensureAdmin(ctx, db)
+	pw, err := ensureAdmin(ctx, p.db)
 	if err != nil {
-		return fmt.Errorf("create admin user: %w", err)
+		return nil, fmt.Errorf("create admin user: %w", err)
 	}
 	if pw != "" {
 		// Printed, never logged: it is shown once and only here.
 		fmt.Fprintf(e.stdout, "created user admin with one-time password: %s\n", pw)
 	}
 
-	metrics := receiver.NewMetrics(nil)
-	dispatcher := receiver.NewDispatcher(receiver.DispatchConfig{
-		Store:      db,
-		Sources:    sources,
+	p.metrics = receiver.NewMetrics(nil)
+	p.dispatcher = receiver.NewDispatcher(receiver.DispatchConfig{
+		Store:      p.db,
+		Sources:    p.sources,
 		StuckAfter: cfg.StuckAfter,
-		Logger:     log,
-		Metrics:    metrics,
+		Logger:     p.log,
+		Metrics:    p.metrics,
 	})
-	rc := receiver.New(receiver.Config{
-		Sources:    sources,
-		Store:      db,
+	p.intake = receiver.New(receiver.Config{
+		Sources:    p.sources,
+		Store:      p.db,
 		MaxBody:    cfg.MaxBody,
-		Logger:     log,
-		Metrics:    metrics,
-		OnAccepted: dispatcher.Wake,
+		Logger:     p.log,
+		Metrics:    p.metrics,
+		OnAccepted: p.dispatcher.Wake,
 	})
 	mux := http.NewServeMux()
-	rc.Register(mux)
-	if err := mountConsole(ctx, mux, db, sources, cfg, log, dispatcher.Wake); err != nil {
-		return err
+	p.intake.Register(mux)
+	if err := mountConsole(ctx, mux, p.db, p.sources, cfg, p.log, p.dispatcher.Wake); err != nil {
+		return nil, err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	if p.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{
+	p.srv = &http.Server{
 		// Behind a trusted reverse proxy, the receiver and the console alike see the
 		// client's address and scheme.
 		Handler:           web.TrustedProxies(cfg.TrustedProxies)(mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,         // webhooks carry a few headers; 1 MiB is net/http's default
-		ReadTimeout:       30 * time.Second, // a slow-loris upload cannot hold a connection for long
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	names := make([]string, len(sources))
-	for i, s := range sources {
+	return p, nil
+}
+
+// run starts the background loops (sweeps, dispatch, the dashboard's roll-up) and serves
+// until ctx ends or serving fails, then stops everything but the database, in order.
+func (p *program) run(ctx context.Context) error {
+	names := make([]string, len(p.sources))
+	for i, s := range p.sources {
 		names[i] = s.Name
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "database", cfg.Database, "config", cfg.File, "sources", strings.Join(names, ","))
-	fmt.Fprintf(e.stdout, "hookdedup listening on http://%s\n", ln.Addr())
-	if *open {
-		if err := openBrowser("http://" + ln.Addr().String() + "/"); err != nil {
-			log.Warn("could not open a browser", "err", err)
+	p.log.Info("serving", "addr", p.ln.Addr().String(), "database", p.cfg.Database, "config", p.cfg.File, "sources", strings.Join(names, ","))
+	fmt.Fprintf(p.stdout, "hookdedup listening on http://%s\n", p.ln.Addr())
+	if p.browse {
+		if err := openBrowser("http://" + p.ln.Addr().String() + "/"); err != nil {
+			p.log.Warn("could not open a browser", "err", err)
 		}
 	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		receiver.RunSweeps(bg, db, receiver.SweepConfig{Retention: cfg.Retention}, metrics, log)
+		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention}, p.metrics, p.log)
 	})
-	wg.Go(func() { dispatcher.Run(bg) })
-	wg.Go(func() { rollupStats(bg, db, log) })
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	select {
-	case err := <-serveErr:
+	wg.Go(func() { p.dispatcher.Run(bg) })
+	wg.Go(func() { rollupStats(bg, p.db, p.log) })
+	stopBackground := func() {
 		stopBG()
 		wg.Wait()
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- p.srv.Serve(p.ln) }()
+	select {
+	case err := <-serveErr:
+		stopBackground()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing requests in flight")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	return p.shutdown(stopBackground)
+}
+
+// shutdown stops a running program in order: the server takes no new request and
+// finishes those in flight, the last rejection counts are stored, then the background
+// loops end. The database stays open for close.
+func (p *program) shutdown(stopBackground func()) error {
+	p.log.Info("shutting down: finishing requests in flight")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	err = srv.Shutdown(shutCtx)
+	err := p.srv.Shutdown(ctx)
 	// The last seconds' counts of rejections not stored individually, before the
 	// database closes.
-	if ferr := rc.FlushRejections(shutCtx); ferr != nil {
-		log.Warn("rejection counts not stored", "err", ferr)
+	if ferr := p.intake.FlushRejections(ctx); ferr != nil {
+		p.log.Warn("rejection counts not stored", "err", ferr)
 	}
-	stopBG()
-	wg.Wait()
+	stopBackground()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	log.Info("stopped")
+	p.log.Info("stopped")
 	return nil
+}
+
+// close releases what openProgram took: the listener, if it never served, and the
+// database. Call it once run has returned.
+func (p *program) close() {
+	if p.ln != nil {
+		p.ln.Close() // already closed once served: the error says only that
+	}
+	if err := p.db.Close(); err != nil {
+		p.log.Error("closing database", "err", err)
+	}
 }
 
 // openBrowser asks the desktop to open url, without waiting for the browser.

@@ -14,9 +14,6 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// minPassword is the shortest password the command line accepts: the console's rule.
-const minPassword = 12
-
 const userUsage = `usage: hookdedup user add NAME --role viewer|operator|admin   (password on stdin)
        hookdedup user list
        hookdedup user role NAME viewer|operator|admin
@@ -113,11 +110,8 @@ func readPassword(e env) ([]byte, error) {
 		return nil, errors.New("reading password from stdin: nothing there (pipe it in: echo \"$PW\" | hookdedup user ...)")
 	}
 	pw := strings.TrimRight(line, "\r\n")
-	if len(pw) < minPassword {
-		return nil, fmt.Errorf("password must be at least %d characters", minPassword)
-	}
-	if len(pw) > 72 {
-		return nil, errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	if err := storage.CheckPassword(pw); err != nil {
+		return nil, err
 	}
 	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
 }

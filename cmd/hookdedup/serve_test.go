@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer that the server's goroutines may write while a test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestServe_Program builds serve in-process with its timeouts set, checks that they
+// reach the HTTP server, serves a request, and stops: the log says serving, shutting
+// down and stopped, in that order.
+func TestServe_Program(t *testing.T) {
+	dir := t.TempDir()
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Database = filepath.Join(dir, "hookdedup.db")
+	cfg.ReadHeaderTimeout, cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = time.Second, 2*time.Second, 3*time.Second, 4*time.Second
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := openProgram(ctx, cfg, env{getenv: getenv, stdout: &stdout, stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	got := [4]time.Duration{p.srv.ReadHeaderTimeout, p.srv.ReadTimeout, p.srv.WriteTimeout, p.srv.IdleTimeout}
+	if want := [4]time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}; got != want {
+		t.Errorf("server timeouts %v, want the configured %v", got, want)
+	}
+	if !strings.Contains(stdout.String(), "created user admin with one-time password: ") {
+		t.Errorf("stdout %q: want the first admin's password", stdout.String())
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx) }()
+	resp, err := http.Get("http://" + p.ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz: %s", resp.Status)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of its context ending")
+	}
+	if !strings.Contains(stdout.String(), "hookdedup listening on http://"+p.ln.Addr().String()) {
+		t.Errorf("stdout %q: want the listening line", stdout.String())
+	}
+	order := regexp.MustCompile(`(?s)msg=serving .*msg="shutting down: finishing requests in flight".*msg=stopped`)
+	if log := stderr.String(); !order.MatchString(log) {
+		t.Errorf("log does not say serving, shutting down, stopped in that order:\n%s", log)
+	}
+}
