@@ -24,9 +24,12 @@ var allowedImports = map[string][]string{
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt"},
 	"receiver": {"std", "receiver/signature", "storage",
 		"github.com/go-json-experiment/json/...", "github.com/prometheus/client_golang/..."},
+	// Provider presets are plain data: settings a sender needs, nothing that runs.
+	"receiver/provider": {"std"},
 	// The signature schemes are plain cryptography over a request: they need nothing of
-	// the intake path, nor anything outside the standard library.
-	"receiver/signature": {"std"},
+	// the intake path. Adyen signs fields inside each item, read with the strict JSON
+	// decoder that refuses duplicate member names.
+	"receiver/signature": {"std", "github.com/go-json-experiment/json/..."},
 	"static":             {"std"},
 	"storage":            {"std", "github.com/mattn/go-sqlite3"},
 	// views only renders the view models it is given.
