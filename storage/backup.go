@@ -258,13 +258,19 @@ func InUse(path string) (bool, error) {
 }
 
 // tempBeside returns the name of a new empty file in path's directory, so that a
-// rename onto path is atomic.
+// rename onto path is atomic. The file is 0600 whatever the umask: it becomes a backup,
+// or the database, and holds the database's secrets.
 func tempBeside(path string) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return "", err
 	}
 	name := f.Name()
+	if err := f.Chmod(privateFile); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
 	if err := f.Close(); err != nil {
 		os.Remove(name)
 		return "", err

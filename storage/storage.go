@@ -70,8 +70,13 @@ type Options struct {
 	// MaxBatch bounds how many intake writes share one transaction. Default 256.
 	MaxBatch int
 	// Logger receives what the caller of a method cannot be told: that the database
-	// file left its path (file.go). Default: nothing is logged.
+	// file left its path (file.go), or that other users can read it (private.go).
+	// Default: nothing is logged.
 	Logger *slog.Logger
+	// MustExist makes Open fail with ErrNoDatabase, creating nothing, when there is no
+	// database file at the path. Without it Open creates the file (and its missing
+	// directories), private to its user.
+	MustExist bool
 }
 
 // DB is a hookdedup database. Its methods are safe for concurrent use.
@@ -103,8 +108,11 @@ type DB struct {
 	watcherDone chan struct{}
 }
 
-// Open opens (creating if needed) the database file at path and brings its schema up to
-// date. Writes through Record are group-committed by one background writer until Close.
+// Open opens (creating if needed, unless opt.MustExist) the database file at path and
+// brings its schema up to date. A file it creates is 0600 and so are SQLite's -wal and
+// -shm beside it; a directory it creates is 0700. Returns an error wrapping
+// ErrNoDatabase when opt.MustExist and there is no file at path. Writes through Record
+// are group-committed by one background writer until Close.
 func Open(path string, opt Options) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open database: empty path")
@@ -133,6 +141,16 @@ func Open(path string, opt Options) (*DB, error) {
 	params.Set("_foreign_keys", "on")
 	params.Set("_synchronous", opt.Synchronous)
 	params.Set("_txlock", "immediate")
+	if opt.MustExist {
+		// SQLite itself refuses to create the file, so that a file missing now or
+		// removed in the next instant is never replaced by an empty database.
+		params.Set("mode", "rw")
+		if missing(path) {
+			return nil, fmt.Errorf("open database %s: %w", path, ErrNoDatabase)
+		}
+	} else if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
 	write, err := sql.Open(driverName, dsn)
@@ -162,8 +180,12 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()
+		if opt.MustExist && missing(path) {
+			err = ErrNoDatabase // removed since the look above
+		}
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	warnShared(db.log, path)
 	read, err := sql.Open(driverName, dsn+"&_query_only=1")
 	if err != nil {
 		write.Close()

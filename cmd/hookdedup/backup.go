@@ -42,21 +42,18 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	// Opening creates a missing database: a backup of nothing is a mistake worth saying.
-	if _, err := os.Stat(cfg.Database); err != nil {
-		return fmt.Errorf("backup: database %s: %w", cfg.Database, err)
-	}
-	if intoDir {
-		if err := os.MkdirAll(dest, 0o700); err != nil {
-			return fmt.Errorf("backup: %w", err)
-		}
-		dest = filepath.Join(dest, backupName(time.Now()))
-	}
-	db, err := cfg.openDB(nil)
+	// Opened before the directory is made: a backup of no database makes nothing.
+	db, err := openExisting(cfg, e)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if intoDir {
+		if err := storage.MakeDirs(dest); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		dest = filepath.Join(dest, backupName(time.Now()))
+	}
 	info, err := db.Backup(ctx, dest)
 	if err != nil {
 		return err

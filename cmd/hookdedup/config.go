@@ -662,6 +662,8 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 
 // openDB opens the configured database with the configured durability. log receives
 // what storage has to say by itself (nil: nothing), such as its file leaving its path.
-func (c config) openDB(log *slog.Logger) (*storage.DB, error) {
-	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, Logger: log})
+// With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
+// when there is no database; commands call it through openExisting.
+func (c config) openDB(log *slog.Logger, mustExist bool) (*storage.DB, error) {
+	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, Logger: log, MustExist: mustExist})
 }

@@ -165,11 +165,11 @@ func TestCLI_Tokens(t *testing.T) {
 			func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
 		return out.String(), err
 	}
-	if _, err := cli("", "token", "add", "ghost"); err == nil || !strings.Contains(err.Error(), `no user "ghost"`) {
-		t.Fatalf("token for an unknown user: %v", err)
-	}
 	if _, err := cli("long enough password\n", "user", "add", "ana", "--role", "viewer"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := cli("", "token", "add", "ghost"); err == nil || !strings.Contains(err.Error(), `no user "ghost"`) {
+		t.Fatalf("token for an unknown user: %v", err)
 	}
 	tok, err := cli("", "token", "add", "ana", "--name", "grafana")
 	if err != nil || !strings.HasPrefix(tok, "hdk_") {

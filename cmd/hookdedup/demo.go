@@ -137,11 +137,13 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, sources, err := openStore(ctx, cfg, e, nil)
+	sources, db, err := existingSources(ctx, cfg, e)
 	if err != nil {
 		return err
 	}
-	db.Close() // only the source's secret was wanted
+	if db != nil {
+		db.Close() // only the source's secret was wanted
+	}
 	src, err := findSource(sources, *source)
 	if err != nil {
 		return err

@@ -64,9 +64,14 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("reading payload: %w", err)
 	}
-	db, sources, err := openStore(ctx, cfg, e, nil)
+	sources, db, err := existingSources(ctx, cfg, e)
 	if err != nil {
 		return err
+	}
+	if db == nil {
+		if db, err = openExisting(cfg, e); err != nil {
+			return err
+		}
 	}
 	defer db.Close()
 	src, err := findSource(sources, *source)

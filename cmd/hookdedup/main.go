@@ -26,6 +26,12 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(2)
 	}
+	// Like a usage error: the command was not run at all, and a script can tell.
+	var none noDatabaseError
+	if errors.As(err, &none) {
+		fmt.Fprintln(os.Stderr, "hookdedup:", none)
+		os.Exit(2)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hookdedup:", err)
 		os.Exit(1)
@@ -170,13 +176,13 @@ func (c *commonFlags) load(e env) (config, error) {
 	return cfg, nil
 }
 
-// open loads the configuration and opens its database.
+// open loads the configuration and opens its database, which must exist (openExisting).
 func (c *commonFlags) open(e env) (config, *storage.DB, error) {
 	cfg, err := c.load(e)
 	if err != nil {
 		return config{}, nil, err
 	}
-	db, err := cfg.openDB(nil)
+	db, err := openExisting(cfg, e)
 	if err != nil {
 		return config{}, nil, err
 	}

@@ -34,13 +34,11 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it. log is storage's, as for openDB.
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (*storage.DB, []receiver.Source, error) {
-	db, err := cfg.openDB(log)
+	db, err := cfg.openDB(log, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	sources, err := cfg.sources(e.getenv, func(name string) (string, error) {
-		return db.SettingOrInit(ctx, "source."+name+".secret", newSecret)
-	})
+	sources, err := cfg.sources(e.getenv, storedSecrets(ctx, db))
 	if err != nil {
 		db.Close()
 		return nil, nil, err

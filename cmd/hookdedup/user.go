@@ -137,7 +137,9 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	db, err := cfg.openDB(nil)
+	// The one command besides serve that may create the database: adding the first
+	// admin before the first start is how a new install begins.
+	db, err := cfg.openDB(cliLogger(e), false)
 	if err != nil {
 		return err
 	}
