@@ -43,21 +43,6 @@ type EventPage struct {
 // reads, at any table size.
 const ScanWindow = 20000
 
-const eventColumns = `id, source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type`
-
-func scanEvent(s scanner) (Delivery, error) {
-	var d Delivery
-	var received int64
-	var outcome string
-	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
-		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
-		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr, &d.ContentType)
-	d.ReceivedAt, d.Outcome = fromMillis(received), Outcome(outcome)
-	return d, err
-}
-
 // eventQuery is an events filter as SQL: the one condition an index answers ("drive"),
 // the conditions checked on each row found ("check", written so that SQLite does not
 // pick another index for them), and the id range every part shares.
@@ -140,7 +125,7 @@ func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
 func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
 	where := append(append([]string{"id BETWEEN ? AND ?"}, q.drive...), q.check...)
 	args := append(append(append([]any{lo, hi}, q.driveArgs...), q.checkArgs...), limit)
-	return `SELECT ` + eventColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
+	return `SELECT ` + deliveryListColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY id DESC LIMIT ?`, args
 }
 
@@ -207,7 +192,7 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		d, err := scanEvent(rows)
+		d, err := scanDelivery(rows)
 		if err != nil {
 			return EventPage{}, fmt.Errorf("events: %w", err)
 		}
@@ -256,7 +241,7 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("recent duplicates: %w", err)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM deliveries
+	rows, err := db.read.QueryContext(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
 		WHERE id IN (SELECT id FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id >= ?
 			ORDER BY id DESC LIMIT ?)
 		AND amount != '' ORDER BY id DESC LIMIT ?`, lo, ScanWindow, limit)
@@ -266,7 +251,7 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 	defer rows.Close()
 	var out []Delivery
 	for rows.Next() {
-		d, err := scanEvent(rows)
+		d, err := scanDelivery(rows)
 		if err != nil {
 			return nil, fmt.Errorf("recent duplicates: %w", err)
 		}

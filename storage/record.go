@@ -245,9 +245,7 @@ RETURNING first_delivery`
 	sqlHolderTail = `)`
 
 	sqlDeliveryHead = `
-INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type, headers, body)
+INSERT INTO deliveries (` + deliveryColumns + `)
 VALUES `
 	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
