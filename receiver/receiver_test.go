@@ -134,11 +134,18 @@ func TestHandler_Contract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stored.Mismatch || stored.Outcome != storage.Duplicate || stored.Headers.Get("Webhook-Id") != "msg_1" {
+	if !stored.Mismatch || stored.Outcome != storage.Duplicate || http.Header(stored.Headers).Get("Webhook-Id") != "msg_1" {
 		t.Fatalf("stored changed duplicate = %+v, want a mismatch with its headers", stored)
 	}
 	if stored.Property != "HTL-LIS-01" || stored.Booking != "BK-1042" || stored.EventStatus != "cancelled" || stored.Amount != "192.5" {
 		t.Fatalf("labels = %q %q %q %q", stored.Property, stored.Booking, stored.EventStatus, stored.Amount)
+	}
+	// Each is stored with the status it was answered.
+	for _, del := range []string{a.Delivery, m.Delivery} {
+		fmt.Sscan(del, &id)
+		if s, err := e.db.Delivery(ctx, id); err != nil || s.Status != http.StatusOK {
+			t.Fatalf("delivery %s stored with status %d (%v), want the 200 it was answered", del, s.Status, err)
+		}
 	}
 	fmt.Sscan(d.Delivery, &id)
 	if stored, _ := e.db.Delivery(ctx, id); stored.Mismatch {

@@ -365,7 +365,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(d.Headers)
-	if len(raw) > 3<<10 || d.Headers.Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
+	if len(raw) > 3<<10 || http.Header(d.Headers).Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
 		t.Fatalf("a stored sample keeps %d bytes of headers (%s), %d of body; want about 2 KiB, marked as cut, and none",
 			len(raw), raw[:min(len(raw), 120)], len(d.Body))
 	}

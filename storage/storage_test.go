@@ -48,8 +48,9 @@ func newClock(db *storage.DB) *clock {
 	return c
 }
 
+// delivery is a delivery as the receiver records it, answered 200 once stored.
 func delivery(source, key, hash string) *storage.Delivery {
-	return &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+	return &storage.Delivery{Source: source, Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
 		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
 }
 
@@ -80,7 +81,7 @@ func TestDB_Record(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Outcome != storage.Duplicate || got.FirstDelivery != first.ID || string(got.Body) != `{"id":"evt_1"}` {
+		if got.Outcome != storage.Duplicate || got.FirstDelivery != first.ID || got.Status != 200 || string(got.Body) != `{"id":"evt_1"}` {
 			t.Fatalf("stored duplicate = %+v", got)
 		}
 	})
