@@ -102,3 +102,41 @@ func TestDB_RollupStats_Concurrent(t *testing.T) {
 		t.Fatalf("stats count %d deliveries, calls reported %d folded; want %d each", counted, folded.Load(), events)
 	}
 }
+
+// TestDB_DeliveryStats_NotRolledUp: the deliveries received since the last roll-up are
+// counted as the stats are read, once, and reading them leaves the roll-up its work.
+func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := newClock(db)
+	from := c.Now().Truncate(time.Hour)
+	stats := func() string {
+		t.Helper()
+		got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, s := range got {
+			fmt.Fprintf(&b, "%s n=%d mm=%d amt=%d/%.2f\n", s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, s.Amount)
+		}
+		return b.String()
+	}
+	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	MustRecordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25")
+	want := "accepted n=1 mm=0 amt=1/100.25\nduplicate n=1 mm=1 amt=1/110.25\n"
+	if got := stats(); got != want {
+		t.Fatalf("before any roll-up:\n%swant:\n%s", got, want)
+	}
+	if n, err := db.RollupStats(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("roll-up after reading the stats: %d, %v; want the 2 read, still to fold", n, err)
+	}
+	if got := stats(); got != want {
+		t.Fatalf("rolled up:\n%swant:\n%s", got, want)
+	}
+	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	want = "accepted n=1 mm=0 amt=1/100.25\nduplicate n=2 mm=1 amt=2/210.50\n"
+	if got := stats(); got != want {
+		t.Fatalf("rolled up and not:\n%swant:\n%s", got, want)
+	}
+}
