@@ -20,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -174,12 +175,12 @@ func TestHandler_Contract(t *testing.T) {
 	}
 	for _, tc := range rejections {
 		t.Run(tc.name, func(t *testing.T) {
-			before, _ := e.db.CountDeliveries(ctx, "")
+			before, _ := storagetest.CountDeliveries(ctx, e.db, "")
 			code, a, _ := e.post(t, tc.source, tc.id, tc.body, tc.mutate)
 			if code != tc.code || a.Error == "" || !strings.Contains(a.Error, tc.errHas) || a.Status != "" {
 				t.Fatalf("got %d %+v, want %d with an error naming %q", code, a, tc.code, tc.errHas)
 			}
-			after, _ := e.db.CountDeliveries(ctx, "")
+			after, _ := storagetest.CountDeliveries(ctx, e.db, "")
 			if after.Rejected != before.Rejected+1 || after.Accepted != before.Accepted {
 				t.Fatalf("counts %+v -> %+v, want one more rejected", before, after)
 			}
@@ -201,7 +202,7 @@ func TestHandler_NoKey(t *testing.T) {
 		t.Fatalf("got %d %+v, want a derived key", code, a)
 	}
 	// The rejected delivery passed the signature check, so its body is kept for a look.
-	c, _ := e.db.CountDeliveries(context.Background(), "ota")
+	c, _ := storagetest.CountDeliveries(context.Background(), e.db, "ota")
 	if c.Rejected != 1 {
 		t.Fatalf("rejected = %d, want 1", c.Rejected)
 	}
@@ -377,7 +378,7 @@ func TestHandler_WrongMethod(t *testing.T) {
 			}
 		}
 	}
-	if c := e.counts(t); c != (storage.Counts{}) {
+	if c := e.counts(t); c != (storagetest.Counts{}) {
 		t.Fatalf("stored %+v for requests with the wrong method", c)
 	}
 }

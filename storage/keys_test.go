@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_Keys_ScanWindow(t *testing.T) {
@@ -19,7 +20,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 	db := MustOpenDB(t)
 	c := newClock(db)
 	rare := MustRecordEvent(t, db, "rare", "old", "h", "P", "B", "cancelled", "")
-	err := db.BulkLoadForBench(ctx, storage.BenchFill{Source: "ota", Keys: storage.ScanWindow + 10,
+	err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: storage.ScanWindow + 10,
 		ClaimedAt: c.Now(), TTL: 24 * time.Hour, Headers: "{}",
 		Key:  func(i int) string { return fmt.Sprintf("k%06d", i) },
 		Body: func(int) []byte { return []byte("{}") }}, nil)

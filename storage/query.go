@@ -157,22 +157,3 @@ func (c Claim) Held(now time.Time) bool {
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
 }
-
-// Counts are the stored deliveries by outcome.
-type Counts struct {
-	Accepted, Duplicate, Rejected, Mismatch int64
-}
-
-// CountDeliveries counts one source's deliveries by outcome ("" counts every source).
-func (db *DB) CountDeliveries(ctx context.Context, source string) (Counts, error) {
-	var c Counts
-	err := db.read.QueryRowContext(ctx, `
-SELECT
-	coalesce(sum(outcome = 'accepted'), 0), coalesce(sum(outcome = 'duplicate'), 0),
-	coalesce(sum(outcome = 'rejected'), 0), coalesce(sum(mismatch), 0)
-FROM deliveries WHERE ? = '' OR source = ?`, source, source).Scan(&c.Accepted, &c.Duplicate, &c.Rejected, &c.Mismatch)
-	if err != nil {
-		return Counts{}, fmt.Errorf("count deliveries: %w", err)
-	}
-	return c, nil
-}

@@ -248,9 +248,6 @@ VALUES `
 	sqlDeliveryTail = ``
 )
 
-// sqlInsertDelivery stores one delivery (BulkLoadForBench).
-var sqlInsertDelivery = sqlDeliveryHead + sqlDeliveryRow
-
 // chunkSizes are the numbers of rows the writer's statements take at once, largest
 // first: a batch is cut into chunks of these sizes (its binary digits, so a batch of up
 // to 255 takes at most eight), and a few prepared statements serve every batch size.

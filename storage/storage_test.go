@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // MustOpenDB opens a database file in a fresh temp dir, closed when the test ends.
@@ -92,11 +93,11 @@ func TestDB_Record(t *testing.T) {
 		if dup.Outcome != storage.Duplicate || !dup.Mismatch {
 			t.Fatalf("dup = %s mismatch %v, want duplicate with mismatch", dup.Outcome, dup.Mismatch)
 		}
-		c, err := db.CountDeliveries(ctx, "ota")
+		c, err := storagetest.CountDeliveries(ctx, db, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != (storage.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
+		if c != (storagetest.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
 			t.Fatalf("counts = %+v", c)
 		}
 	})
@@ -302,7 +303,7 @@ func TestDB_Record_Concurrent(t *testing.T) {
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
 		}
-		c, err := b.CountDeliveries(ctx, "ota")
+		c, err := storagetest.CountDeliveries(ctx, b, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}
