@@ -27,6 +27,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // hostileClock is the one clock of the receiver (signature timestamps) and the database
@@ -81,9 +82,9 @@ func newHostileEnv(t *testing.T, srvConfig func(*http.Server), sources ...receiv
 }
 
 // counts returns the stored deliveries by outcome.
-func (e *testEnv) counts(t *testing.T) storage.Counts {
+func (e *testEnv) counts(t *testing.T) storagetest.Counts {
 	t.Helper()
-	c, err := e.db.CountDeliveries(context.Background(), "")
+	c, err := storagetest.CountDeliveries(context.Background(), e.db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func (e *hostileEnv) lastDelivery(t *testing.T) storage.Delivery {
 // expectRejected checks that the last answer was code with an error naming want, that
 // exactly one more rejection was stored (with its body only if keepBody), and that no
 // key was claimed.
-func (e *hostileEnv) expectRejected(t *testing.T, before storage.Counts, code int, a answer, gotCode, wantCode int, want string, keepBody bool) {
+func (e *hostileEnv) expectRejected(t *testing.T, before storagetest.Counts, code int, a answer, gotCode, wantCode int, want string, keepBody bool) {
 	t.Helper()
 	if gotCode != wantCode || a.Status != "" || a.Error == "" || !strings.Contains(a.Error, want) {
 		t.Fatalf("got %d %+v, want %d with an error naming %q", gotCode, a, wantCode, want)

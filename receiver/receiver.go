@@ -221,6 +221,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 
 	d := &storage.Delivery{
 		Source:       src.Name,
+		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
 		Key:          der.Key,
 		KeyMethod:    der.Method,
 		KeyFrom:      der.EventIDFrom,

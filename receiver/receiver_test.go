@@ -20,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -134,11 +135,18 @@ func TestHandler_Contract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stored.Mismatch || stored.Outcome != storage.Duplicate || stored.Headers.Get("Webhook-Id") != "msg_1" {
+	if !stored.Mismatch || stored.Outcome != storage.Duplicate || http.Header(stored.Headers).Get("Webhook-Id") != "msg_1" {
 		t.Fatalf("stored changed duplicate = %+v, want a mismatch with its headers", stored)
 	}
 	if stored.Property != "HTL-LIS-01" || stored.Booking != "BK-1042" || stored.EventStatus != "cancelled" || stored.Amount != "192.5" {
 		t.Fatalf("labels = %q %q %q %q", stored.Property, stored.Booking, stored.EventStatus, stored.Amount)
+	}
+	// Each is stored with the status it was answered.
+	for _, del := range []string{a.Delivery, m.Delivery} {
+		fmt.Sscan(del, &id)
+		if s, err := e.db.Delivery(ctx, id); err != nil || s.Status != http.StatusOK {
+			t.Fatalf("delivery %s stored with status %d (%v), want the 200 it was answered", del, s.Status, err)
+		}
 	}
 	fmt.Sscan(d.Delivery, &id)
 	if stored, _ := e.db.Delivery(ctx, id); stored.Mismatch {
@@ -167,12 +175,12 @@ func TestHandler_Contract(t *testing.T) {
 	}
 	for _, tc := range rejections {
 		t.Run(tc.name, func(t *testing.T) {
-			before, _ := e.db.CountDeliveries(ctx, "")
+			before, _ := storagetest.CountDeliveries(ctx, e.db, "")
 			code, a, _ := e.post(t, tc.source, tc.id, tc.body, tc.mutate)
 			if code != tc.code || a.Error == "" || !strings.Contains(a.Error, tc.errHas) || a.Status != "" {
 				t.Fatalf("got %d %+v, want %d with an error naming %q", code, a, tc.code, tc.errHas)
 			}
-			after, _ := e.db.CountDeliveries(ctx, "")
+			after, _ := storagetest.CountDeliveries(ctx, e.db, "")
 			if after.Rejected != before.Rejected+1 || after.Accepted != before.Accepted {
 				t.Fatalf("counts %+v -> %+v, want one more rejected", before, after)
 			}
@@ -194,7 +202,7 @@ func TestHandler_NoKey(t *testing.T) {
 		t.Fatalf("got %d %+v, want a derived key", code, a)
 	}
 	// The rejected delivery passed the signature check, so its body is kept for a look.
-	c, _ := e.db.CountDeliveries(context.Background(), "ota")
+	c, _ := storagetest.CountDeliveries(context.Background(), e.db, "ota")
 	if c.Rejected != 1 {
 		t.Fatalf("rejected = %d, want 1", c.Rejected)
 	}
@@ -370,7 +378,7 @@ func TestHandler_WrongMethod(t *testing.T) {
 			}
 		}
 	}
-	if c := e.counts(t); c != (storage.Counts{}) {
+	if c := e.counts(t); c != (storagetest.Counts{}) {
 		t.Fatalf("stored %+v for requests with the wrong method", c)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // frozenClock stands still until told to move, so that a test decides which minute
@@ -203,7 +204,7 @@ func TestRejections_JunkFloodBounded(t *testing.T) {
 
 	// Every rejection is accounted for: a stored sample (all from one address, within
 	// one minute: the per-address bound) or a count.
-	c, err := e.db.CountDeliveries(ctx, "")
+	c, err := storagetest.CountDeliveries(ctx, e.db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 	for i := range 30 {
 		send(fmt.Sprintf("198.51.100.%d:1000", i+1), "ota", 401)
 	}
-	c, err := e.db.CountDeliveries(ctx, "")
+	c, err := storagetest.CountDeliveries(ctx, e.db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 	// A new minute: the same address is sampled again.
 	e.clock.Add(time.Minute)
 	send("192.0.2.1:50000", "ota", 401)
-	if c2, _ := e.db.CountDeliveries(ctx, ""); c2.Rejected != c.Rejected+1 {
+	if c2, _ := storagetest.CountDeliveries(ctx, e.db, ""); c2.Rejected != c.Rejected+1 {
 		t.Fatalf("the next minute stored %d more, want 1", c2.Rejected-c.Rejected)
 	}
 	// Many unknown names in one minute: the first few are counted by name, the rest
@@ -318,7 +319,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 	if err := e.rc.FlushRejections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = e.db.CountDeliveries(ctx, "")
+	c, _ = storagetest.CountDeliveries(ctx, e.db, "")
 	counted := func(f storage.EventFilter) int64 {
 		t.Helper()
 		n, err := e.db.RejectionsNotStored(ctx, f)
@@ -365,7 +366,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(d.Headers)
-	if len(raw) > 3<<10 || d.Headers.Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
+	if len(raw) > 3<<10 || http.Header(d.Headers).Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
 		t.Fatalf("a stored sample keeps %d bytes of headers (%s), %d of body; want about 2 KiB, marked as cut, and none",
 			len(raw), raw[:min(len(raw), 120)], len(d.Body))
 	}
@@ -433,7 +434,7 @@ func TestRejections_AuthenticatedAllStored(t *testing.T) {
 			t.Fatalf("delivery %d: %d %+v, want 400", i, code, a)
 		}
 	}
-	c, err := e.db.CountDeliveries(context.Background(), "ota")
+	c, err := storagetest.CountDeliveries(context.Background(), e.db, "ota")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +541,7 @@ func TestRejections_FloodMeasured(t *testing.T) {
 	if err := e.rc.FlushRejections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.db.CountDeliveries(ctx, "ota")
+	c, err := storagetest.CountDeliveries(ctx, e.db, "ota")
 	if err != nil {
 		t.Fatal(err)
 	}

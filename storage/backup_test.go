@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestBackup_WhileWriting takes a backup while writers commit as fast as they can: the
@@ -51,7 +52,7 @@ func TestBackup_WhileWriting(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	before, err := db.CountDeliveries(ctx, "")
+	before, err := storagetest.CountDeliveries(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestBackup_WhileWriting(t *testing.T) {
 	}
 
 	copyDB := MustOpenPath(t, backup)
-	got, err := copyDB.CountDeliveries(ctx, "")
+	got, err := storagetest.CountDeliveries(ctx, copyDB, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("restore info %+v", info)
 	}
 	restored := MustOpenPath(t, live)
-	if c, _ := restored.CountDeliveries(ctx, ""); c.Accepted != 50 {
+	if c, _ := storagetest.CountDeliveries(ctx, restored, ""); c.Accepted != 50 {
 		t.Fatalf("restored database holds %+v, want the 50 of the backup", c)
 	}
 	if _, err := restored.Claim(ctx, "ota", "after"); !errors.Is(err, storage.ErrNotFound) {
@@ -236,7 +237,7 @@ func TestHelperHoldDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CountDeliveries(context.Background(), ""); err != nil {
+	if _, err := storagetest.CountDeliveries(context.Background(), db, ""); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("open")

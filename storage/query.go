@@ -9,27 +9,38 @@ import (
 	"time"
 )
 
-const deliveryColumns = `id, source, received_at, outcome, status, error, key, key_method, key_from,
+// deliveryFields are a delivery's columns but its headers and body, in the order that
+// scanDelivery reads them and the writer inserts them. Every query that reads deliveries
+// selects deliveryColumns (a delivery whole) or deliveryListColumns (for listings: the
+// headers and body, the bulky columns, left empty and not read).
+const (
+	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type, headers, body`
+	remote_addr, content_type`
+	deliveryColumns     = deliveryFields + `, headers, body`
+	deliveryListColumns = deliveryFields + `, '', NULL`
+)
 
 type scanner interface{ Scan(dest ...any) error }
 
+// scanDelivery reads a row of deliveryColumns or deliveryListColumns. Headers are nil
+// when the row has none (a listing's).
 func scanDelivery(s scanner) (Delivery, error) {
 	var d Delivery
 	var received int64
 	var outcome, headers string
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
-		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr,
-		&d.ContentType, &headers, &d.Body)
+		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr, &d.ContentType, &headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err
 	}
 	d.ReceivedAt = fromMillis(received)
 	d.Outcome = Outcome(outcome)
-	if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
-		return Delivery{}, fmt.Errorf("delivery %d: headers: %w", d.ID, err)
+	if headers != "" {
+		if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
+			return Delivery{}, fmt.Errorf("delivery %d: headers: %w", d.ID, err)
+		}
 	}
 	return d, nil
 }
@@ -145,23 +156,4 @@ func (c Claim) Held(now time.Time) bool {
 // stuckBefore. sqlStuck selects the same keys in SQL.
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
-}
-
-// Counts are the stored deliveries by outcome.
-type Counts struct {
-	Accepted, Duplicate, Rejected, Mismatch int64
-}
-
-// CountDeliveries counts one source's deliveries by outcome ("" counts every source).
-func (db *DB) CountDeliveries(ctx context.Context, source string) (Counts, error) {
-	var c Counts
-	err := db.read.QueryRowContext(ctx, `
-SELECT
-	coalesce(sum(outcome = 'accepted'), 0), coalesce(sum(outcome = 'duplicate'), 0),
-	coalesce(sum(outcome = 'rejected'), 0), coalesce(sum(mismatch), 0)
-FROM deliveries WHERE ? = '' OR source = ?`, source, source).Scan(&c.Accepted, &c.Duplicate, &c.Rejected, &c.Mismatch)
-	if err != nil {
-		return Counts{}, fmt.Errorf("count deliveries: %w", err)
-	}
-	return c, nil
 }

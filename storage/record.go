@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ type Delivery struct {
 	Source     string
 	ReceivedAt time.Time // set by Record from DB.Now when zero
 	Outcome    Outcome   // Rejected on input records a rejection; otherwise Record decides
-	Status     int       // the HTTP status answered
+	Status     int       // the HTTP status answered; set by Record's caller
 	Error      string    // why it was rejected
 
 	Key          string
@@ -48,7 +47,7 @@ type Delivery struct {
 
 	RemoteAddr  string
 	ContentType string
-	Headers     http.Header
+	Headers     map[string][]string // the request's headers, as an http.Header holds them
 	Body        []byte
 }
 
@@ -98,8 +97,9 @@ var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan e
 
 // Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
 // when it wins the claim (no row, an expired row or a released row for its source and
-// key) and Duplicate otherwise. On success d.ID, d.Outcome, d.Status, d.FirstDelivery and
-// d.Mismatch are set, and the delivery and claim are committed. Concurrent calls share
+// key) and Duplicate otherwise. On success d.ID, d.Outcome, d.FirstDelivery and
+// d.Mismatch are set, and the delivery and claim are committed. d.Status is stored as
+// given: it is the status the caller will answer, which is the caller's to decide. Concurrent calls share
 // one transaction and one fsync (group commit); each returns only after the commit that
 // holds its rows. An error means nothing of d was stored where it will be found: nothing
 // at all, or (ErrFileGone) a commit into a database file that left its path meanwhile.
@@ -158,9 +158,6 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 	}
 	if err == nil {
 		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
-		if d.Outcome != Rejected {
-			d.Status = http.StatusOK
-		}
 	}
 	// The writer let go of r when it answered on r.done.
 	r.d, r.claim, r.headers = nil, ClaimOptions{}, ""
@@ -245,16 +242,11 @@ RETURNING first_delivery`
 	sqlHolderTail = `)`
 
 	sqlDeliveryHead = `
-INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type, headers, body)
+INSERT INTO deliveries (` + deliveryColumns + `)
 VALUES `
 	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
-
-// sqlInsertDelivery stores one delivery (BulkLoadForBench).
-var sqlInsertDelivery = sqlDeliveryHead + sqlDeliveryRow
 
 // chunkSizes are the numbers of rows the writer's statements take at once, largest
 // first: a batch is cut into chunks of these sizes (its binary digits, so a batch of up
@@ -472,11 +464,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		args := w.args[:0]
 		for _, r := range chunk {
 			d := r.d
-			status := d.Status
-			if r.outcome != Rejected {
-				status = http.StatusOK
-			}
-			args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), status, d.Error,
+			args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
 				d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
 				d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
 		}

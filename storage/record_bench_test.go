@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"net/http"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +26,7 @@ const benchBody = `{"event_id":"evt_01J9ZQ4N8T3V6W2X5Y7Z9A1B3C","type":"booking.
 func benchDelivery(key string) *storage.Delivery {
 	return &storage.Delivery{
 		Source:      "ota",
+		Status:      200,
 		Key:         key,
 		KeyMethod:   "event_id",
 		KeyFrom:     "header:webhook-id",
@@ -37,7 +37,7 @@ func benchDelivery(key string) *storage.Delivery {
 		Amount:      "412.50",
 		RemoteAddr:  "127.0.0.1:53412",
 		ContentType: "application/json",
-		Headers: http.Header{
+		Headers: map[string][]string{
 			"Content-Type":      {"application/json"},
 			"Content-Length":    {"612"},
 			"User-Agent":        {"Svix-Webhooks/1.24"},

@@ -137,40 +137,6 @@ func payloadGone(ctx context.Context, tx *sql.Tx, c Claim) (string, error) {
 	return "", nil
 }
 
-// AuditEntry is one row of the audit log.
-type AuditEntry struct {
-	ID            int64
-	At            time.Time
-	Actor, Action string
-	Source, Key   string
-	Reason        string
-	PreviousState string
-}
-
-// AuditLog returns audit rows newest first, those with id below before (0 = from the newest).
-func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, at, actor, action, source, key, reason, previous_state
-		FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?`, before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
-		var e AuditEntry
-		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
-		e.At = fromMillis(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
 // maxBulk bounds one bulk release; a larger set is released in several calls.
 const maxBulk = 10000
 

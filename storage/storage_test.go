@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // MustOpenDB opens a database file in a fresh temp dir, closed when the test ends.
@@ -48,8 +49,9 @@ func newClock(db *storage.DB) *clock {
 	return c
 }
 
+// delivery is a delivery as the receiver records it, answered 200 once stored.
 func delivery(source, key, hash string) *storage.Delivery {
-	return &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+	return &storage.Delivery{Source: source, Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
 		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
 }
 
@@ -80,7 +82,7 @@ func TestDB_Record(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Outcome != storage.Duplicate || got.FirstDelivery != first.ID || string(got.Body) != `{"id":"evt_1"}` {
+		if got.Outcome != storage.Duplicate || got.FirstDelivery != first.ID || got.Status != 200 || string(got.Body) != `{"id":"evt_1"}` {
 			t.Fatalf("stored duplicate = %+v", got)
 		}
 	})
@@ -91,11 +93,11 @@ func TestDB_Record(t *testing.T) {
 		if dup.Outcome != storage.Duplicate || !dup.Mismatch {
 			t.Fatalf("dup = %s mismatch %v, want duplicate with mismatch", dup.Outcome, dup.Mismatch)
 		}
-		c, err := db.CountDeliveries(ctx, "ota")
+		c, err := storagetest.CountDeliveries(ctx, db, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != (storage.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
+		if c != (storagetest.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
 			t.Fatalf("counts = %+v", c)
 		}
 	})
@@ -301,7 +303,7 @@ func TestDB_Record_Concurrent(t *testing.T) {
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
 		}
-		c, err := b.CountDeliveries(ctx, "ota")
+		c, err := storagetest.CountDeliveries(ctx, b, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}

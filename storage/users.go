@@ -251,3 +251,23 @@ func lastAdmin(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// Users returns every user, by name. PasswordHash is left empty.
+func (db *DB) Users(ctx context.Context) ([]User, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, role, created_at FROM users ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		var u User
+		var created int64
+		if err := rows.Scan(&u.ID, &u.Name, &u.Role, &created); err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		u.CreatedAt = fromMillis(created)
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}

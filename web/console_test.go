@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -398,7 +399,7 @@ func TestConsole_Pages(t *testing.T) {
 // bulkKeys stores n processed keys of source, newer than everything before them.
 func bulkKeys(t *testing.T, db *storage.DB, source string, n int) {
 	t.Helper()
-	err := db.BulkLoadForBench(context.Background(), storage.BenchFill{Source: source, Keys: n,
+	err := storagetest.BulkLoad(context.Background(), db, storagetest.Fill{Source: source, Keys: n,
 		ClaimedAt: db.Now(), TTL: 24 * time.Hour, Headers: "{}",
 		Key:  func(i int) string { return fmt.Sprintf("bulk-%06d", i) },
 		Body: func(int) []byte { return []byte("{}") }}, nil)

@@ -50,11 +50,6 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 	if rg.step == 24*time.Hour {
 		from = time.Date(now.Year(), now.Month(), now.Day()-rg.n+1, 0, 0, 0, 0, s.loc)
 	}
-	// Fold in what arrived since the background roll-up last ran (a bounded step: a
-	// large backlog is left to the background).
-	if _, err := s.store.RollupStats(ctx, 20000); err != nil {
-		s.log.Warn("rolling up delivery stats", "err", err)
-	}
 	stats, err := s.store.DeliveryStats(ctx, from, end, rg.step)
 	if err != nil {
 		return err

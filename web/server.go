@@ -49,7 +49,6 @@ type Store interface {
 	// RejectionsNotStored counts the rejections f matches that have no delivery row.
 	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
 	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
-	RollupStats(ctx context.Context, limit int) (int, error)
 	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
 	// UserByName returns ErrNotFound if there is no such user.
 	UserByName(ctx context.Context, name string) (storage.User, error)

@@ -28,6 +28,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 const crashSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -529,7 +530,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	total, err := db.CountDeliveries(ctx, "")
+	total, err := storagetest.CountDeliveries(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 var (
@@ -204,7 +205,7 @@ func TestEndToEnd_ZeroConfigDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c, err := db.CountDeliveries(context.Background(), "ota")
+	c, err := storagetest.CountDeliveries(context.Background(), db, "ota")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // faultSend is one delivery and its answer.
@@ -230,7 +231,7 @@ func (r *faultRig) reckon() {
 			t.Errorf("answered %+v, stored %+v %v", s, d, err)
 		}
 	}
-	c, err := db.CountDeliveries(ctx, "")
+	c, err := storagetest.CountDeliveries(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //   - on an empty database (a fresh file for each run), under synchronous=FULL and NORMAL,
 //     with half of the deliveries duplicates and with all of them unique;
 //   - while the server's own expiry sweep deletes 1 M expired claims;
-//   - with 1 M and 5 M keys already stored (filled through storage.BulkLoadForBench),
+//   - with 1 M and 5 M keys already stored (filled through storagetest.BulkLoad),
 //     and the server's resident memory under load at the largest size;
 //   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
 //   - a naive reference implementation (testdata/reference.py: FastAPI, claims in an
@@ -59,6 +59,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // loadKey is the fixed secret's key: the harness signs with it, serve verifies with it.
@@ -559,7 +560,7 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	f := storage.BenchFill{
+	f := storagetest.Fill{
 		Source:    "ota",
 		Keys:      n,
 		ClaimedAt: now.Add(-time.Hour),
@@ -576,7 +577,7 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 	}
 	start := time.Now()
 	last := time.Now()
-	err = db.BulkLoadForBench(context.Background(), f, func(done int) {
+	err = storagetest.BulkLoad(context.Background(), db, f, func(done int) {
 		if time.Since(last) > 15*time.Second {
 			fmt.Printf("    ... %d of %d keys (%.0f/s)\n", done, n, float64(done)/time.Since(start).Seconds())
 			last = time.Now()

@@ -1,7 +1,7 @@
 -- The console's indexes and tables. Every index on deliveries is paid for by intake, the
 -- hot path, so only the events list's most needed filters get one, partial where that
 -- keeps it small; the other filters are checked on rows found through these, a bounded
--- stretch at a time (see storage/console.go).
+-- stretch at a time (see storage/events.go).
 
 -- Events of one source, newest first (the most common filter).
 CREATE INDEX deliveries_source_id ON deliveries (source, id);

@@ -1,16 +1,21 @@
-package storage
+package storagetest
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
+
+	_ "github.com/mattn/go-sqlite3" // the "sqlite3" driver, for a connection of BulkLoad's own
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
-// BenchFill says what BulkLoadForBench writes: Keys claims of one source, each with the
-// accepted delivery that won it, as intake would have stored them.
-type BenchFill struct {
+// Fill says what BulkLoad writes: Keys claims of one source, each with the accepted
+// delivery that won it, as intake would have stored them.
+type Fill struct {
 	Source string
 	Keys   int
 	// Key is key i. Keys ascending in i load several times faster (appends to the
@@ -26,26 +31,42 @@ type BenchFill struct {
 	Body    func(i int) []byte
 	// Batch is how many keys one transaction writes; default 50,000.
 	Batch int
-	// State is every claim's state, StateProcessed if empty; StateProcessing or
-	// StateFailed make keys that a downstream outage left unsettled, entered at ClaimedAt.
+	// State is every claim's state, storage.StateProcessed if empty;
+	// storage.StateProcessing or storage.StateFailed make keys that a downstream outage
+	// left unsettled, entered at ClaimedAt.
 	State string
 }
 
-// BulkLoadForBench fills the database with f's claims and deliveries, in big
-// transactions, for benchmarks that need millions of keys already stored. progress, if
-// not nil, is called after each transaction with the number of keys written so far. It
-// is not for production use: the rows bypass the group commit and its checks. A key that
-// is already claimed fails the load.
-func (db *DB) BulkLoadForBench(ctx context.Context, f BenchFill, progress func(done int)) error {
+// BulkLoad fills db with f's claims and deliveries, in big transactions, for tests and
+// benchmarks that need many keys already stored: at millions of keys, Record would
+// take hours. progress, if not nil, is called after each transaction with the number
+// of keys written so far. The rows are written through a connection of BulkLoad's own
+// to db's file, bypassing the group commit and its checks; a key that is already
+// claimed fails the load.
+func BulkLoad(ctx context.Context, db *storage.DB, f Fill, progress func(done int)) error {
 	if f.Batch <= 0 {
 		f.Batch = 50_000
 	}
 	if f.State == "" {
-		f.State = StateProcessed
+		f.State = storage.StateProcessed
+	}
+	pool, err := sql.Open("sqlite3", loaderDSN(db.Path()))
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	defer pool.Close()
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	defer conn.Close()
+	// Statement journals in memory, as storage keeps them on its own connections.
+	if _, err := conn.ExecContext(ctx, "PRAGMA temp_store = MEMORY"); err != nil {
+		return fmt.Errorf("bulk load: %w", err)
 	}
 	for done := 0; done < f.Keys; {
 		n := min(f.Batch, f.Keys-done)
-		if err := db.bulkLoad(ctx, f, done, n); err != nil {
+		if err := bulkLoad(ctx, conn, f, done, n); err != nil {
 			return fmt.Errorf("bulk load at key %d: %w", done, err)
 		}
 		done += n
@@ -67,8 +88,18 @@ func (db *DB) BulkLoadForBench(ctx context.Context, f BenchFill, progress func(d
 	}
 }
 
-func (db *DB) bulkLoad(ctx context.Context, f BenchFill, from, n int) error {
-	tx, err := db.write.BeginTx(ctx, nil)
+// loaderDSN is the data source name of a connection to the database file at path that
+// writes with BEGIN IMMEDIATE and waits for locks as storage's own do.
+func loaderDSN(path string) string {
+	params := url.Values{}
+	params.Set("_busy_timeout", "5000")
+	params.Set("_foreign_keys", "on")
+	params.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+}
+
+func bulkLoad(ctx context.Context, conn *sql.Conn, f Fill, from, n int) error {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -87,8 +118,12 @@ func (db *DB) bulkLoad(ctx context.Context, f BenchFill, from, n int) error {
 			return fmt.Errorf("set trigger %s aside: %w", tr.name, err)
 		}
 	}
+	// The ids come from the deliveries' sequence, as intake takes them: an id is never
+	// issued twice.
 	var last int64
-	if err := tx.QueryRowContext(ctx, sqlTakeDeliveryIDs, n).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, `UPDATE delivery_seq
+		SET last = max(last, (SELECT coalesce(max(id), 0) FROM deliveries)) + ?1
+		WHERE only = 1 RETURNING last - ?1`, n).Scan(&last); err != nil {
 		return err
 	}
 	claim, err := tx.PrepareContext(ctx, `
@@ -98,12 +133,16 @@ VALUES (?1, ?2, ?7, ?3, ?4, ?5, ?6, ?5)`)
 		return err
 	}
 	defer claim.Close()
-	deliver, err := tx.PrepareContext(ctx, sqlInsertDelivery)
+	deliver, err := tx.PrepareContext(ctx, `
+INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	remote_addr, content_type, headers, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	defer deliver.Close()
-	at := millis(f.ClaimedAt)
+	at := f.ClaimedAt.UnixMilli()
 	expires := at + f.TTL.Milliseconds()
 	for i := from; i < from+n; i++ {
 		id := last + int64(i-from) + 1
@@ -112,7 +151,7 @@ VALUES (?1, ?2, ?7, ?3, ?4, ?5, ?6, ?5)`)
 		if _, err := claim.ExecContext(ctx, f.Source, key, id, hash, at, expires, f.State); err != nil {
 			return fmt.Errorf("claim %s: %w", key, err)
 		}
-		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(Accepted), 200, "", key,
+		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(storage.Accepted), 200, "", key,
 			"event_id", "header:webhook-id", "", hash, false, id, fmt.Sprintf("PROP-%06d", i%400),
 			fmt.Sprintf("BK-%010d", i), "cancelled", "412.50", "127.0.0.1:40000", "application/json",
 			f.Headers, f.Body(i)); err != nil {

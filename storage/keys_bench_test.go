@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // BenchmarkConsole_StuckCounts counts the stuck keys after a downstream outage: 200,000
@@ -18,7 +19,7 @@ func BenchmarkConsole_StuckCounts(b *testing.B) {
 	db := benchOpen(b, "NORMAL")
 	outage := time.Now().Add(-2 * time.Hour)
 	body := func(int) []byte { return []byte(benchBody) }
-	for _, f := range []storage.BenchFill{
+	for _, f := range []storagetest.Fill{
 		{Source: "ota", Keys: 100_000, State: storage.StateProcessing},
 		{Source: "ota", Keys: 50_000, State: storage.StateFailed},
 		{Source: "pay", Keys: 50_000, State: storage.StateFailed},
@@ -26,7 +27,7 @@ func BenchmarkConsole_StuckCounts(b *testing.B) {
 		state := f.State
 		f.Key = func(i int) string { return fmt.Sprintf("%s-%s", benchKey(int64(i)), state) }
 		f.ClaimedAt, f.TTL, f.Headers, f.Body = outage, 24*time.Hour, `{}`, body
-		if err := db.BulkLoadForBench(ctx, f, nil); err != nil {
+		if err := storagetest.BulkLoad(ctx, db, f, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,261 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EventFilter selects deliveries for the console's events list. Empty fields match
+// everything.
+type EventFilter struct {
+	Source   string
+	Outcome  Outcome
+	Mismatch bool // only duplicates whose payload differs from the first delivery's
+	Property string
+	Booking  string
+	Status   string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
+	Key      string
+	// KeySources are the sources searched for Key when Source is empty (keys are scoped
+	// by source, and the index that finds a key starts with its source).
+	KeySources []string
+	From, To   time.Time // received at or after From, before To (zero = unbounded)
+
+	// Before is the keyset cursor: deliveries with a smaller id (0 = from the newest).
+	Before int64
+	// Limit is the page size; default 50.
+	Limit int
+}
+
+// EventPage is one page of the events list, newest first.
+type EventPage struct {
+	Events []Delivery // without Headers and Body
+	// Next is the cursor of the following page (EventFilter.Before), 0 when there is none.
+	Next int64
+	// Partial is true when the page was cut short to stay fast: the filters need a
+	// look at each row, and only ScanWindow rows were looked at. Next goes on from there.
+	Partial bool
+}
+
+// ScanWindow bounds how many rows one page of the events list examines when a filter
+// cannot be answered by an index alone: a page never costs more than this many row
+// reads, at any table size.
+const ScanWindow = 20000
+
+// eventQuery is an events filter as SQL: the one condition an index answers ("drive"),
+// the conditions checked on each row found ("check", written so that SQLite does not
+// pick another index for them), and the id range every part shares.
+type eventQuery struct {
+	drive, check []string
+	driveArgs    []any
+	checkArgs    []any
+}
+
+// plan chooses, for f, the most selective filter that has an index, in this order:
+// key, booking, mismatch, source, outcome (duplicate or rejected). The unary + on the
+// others keeps SQLite from choosing an index by guesswork (there are no statistics).
+// Property, status and accepted have no index: a few values share most rows, so a
+// stretch of rows in id order finds a page of them.
+func (f EventFilter) plan() eventQuery {
+	var q eventQuery
+	driven := false
+	// add adds one filter: as the driving condition when it has an index and none was
+	// chosen yet, otherwise as a check written so that SQLite cannot use an index for it.
+	add := func(indexed bool, drive, check string, args ...any) {
+		if indexed && !driven {
+			driven = true
+			q.drive = append(q.drive, drive)
+			q.driveArgs = append(q.driveArgs, args...)
+			return
+		}
+		q.check = append(q.check, check)
+		q.checkArgs = append(q.checkArgs, args...)
+	}
+	if f.Key != "" {
+		sources := f.KeySources
+		if f.Source != "" {
+			sources = []string{f.Source}
+		}
+		if len(sources) > 0 {
+			args := make([]any, 0, len(sources)+1)
+			for _, s := range sources {
+				args = append(args, s)
+			}
+			add(true, "source IN ("+placeholders(len(sources))+") AND key = ?", "", append(args, f.Key)...)
+		} else {
+			add(false, "", "+key = ?", f.Key)
+		}
+	}
+	// A partial index is used only when the query implies its WHERE: hence the != ''.
+	if f.Booking != "" {
+		add(true, "booking = ? AND booking != ''", "+booking = ?", f.Booking)
+	}
+	if f.Mismatch {
+		add(true, "mismatch", "+mismatch != 0")
+	}
+	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
+		add(true, "source = ?", "+source = ?", f.Source)
+	}
+	if f.Outcome != "" {
+		add(f.Outcome != Accepted, "outcome = ? AND outcome != 'accepted'", "+outcome = ?", string(f.Outcome))
+	}
+	if f.Property != "" {
+		add(false, "", "+property = ?", f.Property)
+	}
+	if f.Status != "" {
+		add(false, "", "+event_status = ?", f.Status)
+	}
+	return q
+}
+
+// windowStart is the query of where a page's search stops: the oldest of the ScanWindow
+// newest ids that the driving index finds in [lo, hi], or 0 when it finds fewer. One
+// cursor stepped over the index finds it; gathering those ids into a list for the page
+// query to check (id IN (...)) cost 8-10 ms more a page with 5 M deliveries.
+func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
+	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+	return `SELECT coalesce((SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
+			` ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`,
+		append(append([]any{lo, hi}, q.driveArgs...), ScanWindow-1)
+}
+
+// pageQuery is the query of one page of up to limit deliveries in [lo, hi] that the
+// driving index finds and the checks pass, newest first.
+func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
+	where := append(append([]string{"id BETWEEN ? AND ?"}, q.drive...), q.check...)
+	args := append(append(append([]any{lo, hi}, q.driveArgs...), q.checkArgs...), limit)
+	return `SELECT ` + deliveryListColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id DESC LIMIT ?`, args
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// idBounds turns f's time range and cursor into an id range: receipt times grow with
+// ids, so one index look-up at each end replaces a time condition on every row.
+// Deliveries committed within the same instant may straddle a bound by a millisecond.
+func (db *DB) idBounds(ctx context.Context, f EventFilter) (lo, hi int64, err error) {
+	lo, hi = 1, 1<<63-1
+	if f.Before > 0 {
+		hi = f.Before - 1
+	}
+	if !f.From.IsZero() {
+		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
+			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.From)).Scan(&lo)
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if !f.To.IsZero() {
+		var first int64
+		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
+			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.To)).Scan(&first)
+		if err != nil {
+			return 0, 0, err
+		}
+		hi = min(hi, first-1)
+	}
+	return lo, hi, nil
+}
+
+// Events returns one page of the deliveries that match f, newest first. It stays fast
+// at millions of deliveries: each page is found through one index, and a page whose
+// filters need a look at each row examines at most ScanWindow rows (Partial then says
+// so, and Next goes on from where it stopped).
+func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	lo, hi, err := db.idBounds(ctx, f)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	var page EventPage
+	if lo > hi {
+		return page, nil
+	}
+	q := f.plan()
+	// With checks on each row, the page searches a window of the driving index at most.
+	var start int64
+	if len(q.check) > 0 {
+		query, args := q.windowStart(lo, hi)
+		if err := db.read.QueryRowContext(ctx, query, args...).Scan(&start); err != nil {
+			return EventPage{}, fmt.Errorf("events: %w", err)
+		}
+	}
+	query, args := q.pageQuery(max(lo, start), hi, f.Limit+1)
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return EventPage{}, fmt.Errorf("events: %w", err)
+		}
+		page.Events = append(page.Events, d)
+	}
+	if err := rows.Err(); err != nil {
+		return EventPage{}, fmt.Errorf("events: %w", err)
+	}
+	if len(page.Events) > f.Limit {
+		page.Events = page.Events[:f.Limit]
+		page.Next = page.Events[f.Limit-1].ID
+		return page, nil
+	}
+	if start > lo {
+		// Fewer than a page in a full window, and older deliveries left to search.
+		page.Next, page.Partial = start, true
+	}
+	return page, nil
+}
+
+// EachEvent calls fn for every delivery that matches f (ignoring f.Limit), newest
+// first, a page at a time, and stops at fn's first error, which it returns.
+func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) error) error {
+	f.Limit = 500
+	for {
+		page, err := db.Events(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Events {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if page.Next == 0 {
+			return nil
+		}
+		f.Before = page.Next
+	}
+}
+
+// RecentDuplicates returns up to limit duplicates that carried an amount, received at or
+// after since, newest first: the refunds and cancellations caught.
+func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]Delivery, error) {
+	lo, _, err := db.idBounds(ctx, EventFilter{From: since})
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
+		WHERE id IN (SELECT id FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id >= ?
+			ORDER BY id DESC LIMIT ?)
+		AND amount != '' ORDER BY id DESC LIMIT ?`, lo, ScanWindow, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("recent duplicates: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}

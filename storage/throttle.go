@@ -1,0 +1,115 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Throttle is a sign-in throttling policy for one scope (a name at an address, or an
+// address): it slows guessing down without ever shutting the scope out for good. Free
+// failures are let through at once; from then on each failure makes the scope wait
+// before its next try, First after the Free-th failure, twice as long after each further
+// one, never longer than Max. A scope with no failure for Forget starts again from
+// nothing (Forget is at most a day: older counts are deleted).
+type Throttle struct {
+	Free   int
+	First  time.Duration
+	Max    time.Duration
+	Forget time.Duration
+}
+
+// throttleMemory is how long a scope's failures are kept at most.
+const throttleMemory = 24 * time.Hour
+
+// Wait is how long a scope waits after its last failure when it has failed n times.
+func (t Throttle) Wait(n int) time.Duration {
+	if n < t.Free {
+		return 0
+	}
+	d := t.First
+	for i := t.Free; i < n && d < t.Max; i++ {
+		d *= 2
+	}
+	return min(d, t.Max)
+}
+
+// LoginAttempt reserves a password check against scopes at now. When none of them has
+// to wait, it counts the attempt as a failure of each, before the password is checked,
+// and returns zero: concurrent attempts are counted one after the other, so a burst of
+// them cannot all pass while the first is being checked. A right password takes the
+// count back with LoginSucceeded. When a scope has to wait, it counts nothing and returns
+// until when the longest wait lasts. A scope whose last failure is older than its
+// policy's Forget starts counting again.
+func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string]Throttle) (time.Time, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("login throttle: %w", err)
+	}
+	defer tx.Rollback()
+	var until time.Time
+	for scope, t := range scopes {
+		var failures, last int64
+		err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE scope = ?`, scope).
+			Scan(&failures, &last)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("login throttle: %w", err)
+		}
+		lastAt := fromMillis(last)
+		if !lastAt.Add(min(t.Forget, throttleMemory)).After(now) {
+			continue // forgotten
+		}
+		if end := lastAt.Add(t.Wait(int(failures))); end.After(now) && end.After(until) {
+			until = end
+		}
+	}
+	if !until.IsZero() {
+		return until, nil
+	}
+	for scope, t := range scopes {
+		_, err := tx.ExecContext(ctx, `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES (?1, 1, ?2, ?2)
+			ON CONFLICT (scope) DO UPDATE SET
+				failures = CASE WHEN last_at <= ?2 - ?3 THEN 1 ELSE failures + 1 END,
+				first_at = CASE WHEN last_at <= ?2 - ?3 THEN ?2 ELSE first_at END,
+				last_at = ?2`, scope, millis(now), min(t.Forget, throttleMemory).Milliseconds())
+		if err != nil {
+			return time.Time{}, fmt.Errorf("login throttle: %w", err)
+		}
+	}
+	// Old rows are of no use: keep the table to the scopes seen lately (by index).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, millis(now.Add(-throttleMemory))); err != nil {
+		return time.Time{}, fmt.Errorf("login throttle: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return time.Time{}, fmt.Errorf("login throttle: %w", err)
+	}
+	return time.Time{}, nil
+}
+
+// LoginSucceeded takes back the attempt LoginAttempt counted, the password being right:
+// the scope clear forgets its failures, and each scope in keep has this one attempt
+// taken off its count (an address keeps the failures it made for other names).
+func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("login throttle: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, clear); err != nil {
+		return fmt.Errorf("login throttle: %w", err)
+	}
+	for _, scope := range keep {
+		if _, err := tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ? AND failures > 0`, scope); err != nil {
+			return fmt.Errorf("login throttle: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("login throttle: %w", err)
+	}
+	return nil
+}
