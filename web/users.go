@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -14,37 +12,6 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
-
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
-	var before int64
-	if b := r.URL.Query().Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		before = n
-	}
-	const limit = 50
-	entries, err := s.store.AuditLog(r.Context(), before, limit)
-	if err != nil {
-		return err
-	}
-	v := views.Audit{Page: s.page(r, "Audit log", "audit")}
-	for _, e := range entries {
-		row := views.AuditRow{
-			Time: s.shortTime(e.At), TimeTitle: s.fullTime(e.At), Actor: e.Actor, Action: e.Action,
-			Source: e.Source, Key: e.Key, KeyShort: shortKey(e.Key), Reason: e.Reason, Previous: e.PreviousState,
-		}
-		if e.Key != "" {
-			row.EventsURL = keyEventsURL(e.Source, e.Key)
-		}
-		v.Rows = append(v.Rows, row)
-	}
-	if len(entries) == limit {
-		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
-	}
-	return s.render(w, r, http.StatusOK, views.AuditView(v))
-}
 
 var roles = []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin}
 
@@ -203,72 +170,29 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Removed %s; their sessions and API tokens no longer work.", name))
 }
 
-func (s *Server) sourcesView(r *http.Request) views.Sources {
-	v := views.Sources{Page: s.page(r, "Sources", "sources")}
-	for _, src := range s.sources {
-		row := views.SourceRow{
-			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
-			Timestamped: src.Timestamped, Integrity: src.Integrity,
-			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
-			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
-		}
-		for _, l := range []views.Header{{Name: "property", Value: src.PropertyField}, {Name: "booking", Value: src.BookingField},
-			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}} {
-			if l.Value != "" {
-				row.Labels = append(row.Labels, l)
-			}
-		}
-		for _, sec := range src.Secrets {
-			row.Secrets = append(row.Secrets, views.SecretRow{
-				Masked: sec.Masked, Origin: sec.Origin, Revealable: sec.Revealable && s.reveal != nil,
-				RevealURL: "/sources/" + url.PathEscape(src.Name) + "/reveal",
-			})
-		}
-		v.Rows = append(v.Rows, row)
-	}
-	return v
-}
-
-func (s *Server) handleSources(w http.ResponseWriter, r *http.Request) error {
-	return s.render(w, r, http.StatusOK, views.SourcesView(s.sourcesView(r)))
-}
-
-// handleReveal shows an admin the generated secret of a source, once, in the answer to
-// this POST (never in a page that a GET returns), and writes the reveal to the audit log.
-func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	me, _ := UserFrom(ctx)
-	name := r.PathValue("name")
-	src, ok := s.source(name)
-	if !ok || s.reveal == nil {
-		return errNotFound
-	}
-	i := -1
-	for j, sec := range src.Secrets {
-		if sec.Revealable {
-			i = j
-		}
-	}
-	if i < 0 {
-		return badRequest("This source's secrets come from the configuration; they are not shown here.")
-	}
-	secret, err := s.reveal(ctx, name)
+// setPassword gives the named user a new password, by the signed-in user. The new
+// password ends every session of that user; when that is the signed-in user, this
+// browser gets a new session so that it stays signed in. Returns the store's errors
+// (ErrNotFound).
+func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
+	me, _ := UserFrom(r.Context())
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 	if err != nil {
 		return err
 	}
-	if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "reveal secret", Source: name,
-		Reason: "shown in the console"}); err != nil {
+	if err := s.store.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
 		return err
 	}
-	s.log.Info("secret revealed", "by", me.Name, "source", name)
-	v := s.sourcesView(r)
-	for k := range v.Rows {
-		if v.Rows[k].Name == name {
-			v.Rows[k].Secrets[i].Revealed = secret
-		}
+	s.log.Info("user password set", "by", me.Name, "user", name)
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if name != me.Name || !ok || st.session == nil {
+		return nil
 	}
-	v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info",
-		Text: "The secret of " + name + " is shown below, this once. Configure your provider with it; the reveal is in the audit log."})
-	return s.render(w, r, http.StatusOK, views.SourcesView(v))
+	u, err := s.store.UserByName(r.Context(), name) // for its id
+	if err != nil {
+		return err
+	}
+	// With the hash set here: should another change come in between, it wins.
+	u.PasswordHash = string(hash)
+	return s.startSession(w, r, st.session, u)
 }
