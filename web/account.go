@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -12,6 +13,17 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
+// tokenStore is what the account page and the API's authentication ask of storage
+// about API tokens.
+type tokenStore interface {
+	// TokenUser returns ErrNotFound for an unknown or revoked API token.
+	TokenUser(ctx context.Context, token string) (storage.User, error)
+	Tokens(ctx context.Context, owner string) ([]storage.Token, error)
+	CreateToken(ctx context.Context, userName, name, actor string) (string, storage.Token, error)
+	// RevokeToken returns ErrNotFound unless id is a valid token of owner.
+	RevokeToken(ctx context.Context, id int64, owner, actor string) error
+}
+
 func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
 	return s.renderAccount(w, r, http.StatusOK, views.Account{})
 }
@@ -19,7 +31,7 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
 // renderAccount shows the account page with v's messages, and the user's tokens.
 func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, code int, v views.Account) error {
 	me, _ := UserFrom(r.Context())
-	tokens, err := s.store.Tokens(r.Context(), me.Name)
+	tokens, err := s.tokens.Tokens(r.Context(), me.Name)
 	if err != nil {
 		return err
 	}
@@ -43,7 +55,7 @@ func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
 		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name,
 			TokenError: "Say what the token is for, in 64 characters at most."})
 	}
-	tok, meta, err := s.store.CreateToken(r.Context(), me.Name, name, me.Name)
+	tok, meta, err := s.tokens.CreateToken(r.Context(), me.Name, name, me.Name)
 	if err != nil {
 		return err
 	}
@@ -58,7 +70,7 @@ func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error
 		return badRequest("That token id is not valid.")
 	}
 	// Only one's own: another user's token id is as good as an unknown one.
-	switch err := s.store.RevokeToken(r.Context(), id, me.Name, me.Name); {
+	switch err := s.tokens.RevokeToken(r.Context(), id, me.Name, me.Name); {
 	case errors.Is(err, storage.ErrNotFound):
 		flash(r, w, "error", "You have no valid token with that id.")
 	case err != nil:
@@ -90,7 +102,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	if wait != "" {
 		return refuse(http.StatusTooManyRequests, "Too many wrong passwords. Try again in "+wait+".")
 	}
-	u, err := s.store.UserByName(ctx, me.Name)
+	u, err := s.users.UserByName(ctx, me.Name)
 	if err != nil {
 		return err
 	}
@@ -98,7 +110,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		s.log.Info("password change refused: wrong current password", "user", me.Name)
 		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
 	}
-	if err := s.store.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
+	if err := s.throttles.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
 		return err
 	}
 	if p := passwordProblem(password); p != "" {
@@ -119,7 +131,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 // this one too, and the audit log says so.
 func (s *Server) handleEndMySessions(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
-	n, err := s.store.EndUserSessions(r.Context(), me.Name, me.Name)
+	n, err := s.users.EndUserSessions(r.Context(), me.Name, me.Name)
 	if err != nil {
 		return err
 	}

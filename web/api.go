@@ -85,7 +85,7 @@ func (a *api) authorize(r *http.Request, role string) (User, error) {
 	if !ok || token == "" {
 		return User{}, apiErr(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
 	}
-	u, err := a.store.TokenUser(r.Context(), strings.TrimSpace(token))
+	u, err := a.tokens.TokenUser(r.Context(), strings.TrimSpace(token))
 	if errors.Is(err, storage.ErrNotFound) {
 		return User{}, apiErr(http.StatusUnauthorized, "invalid or revoked token")
 	}
@@ -171,7 +171,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = int(min(max(limit, 1), 500))
-	page, err := a.store.Events(r.Context(), f)
+	page, err := a.events.Events(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return apiErr(http.StatusBadRequest, "delivery id %q is not a number", r.PathValue("id"))
 	}
-	d, err := a.store.Delivery(r.Context(), id)
+	d, err := a.events.Delivery(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ type apiKey struct {
 
 func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error) {
 	var k apiKey
-	c, err := a.store.Claim(ctx, source, key)
+	c, err := a.events.Claim(ctx, source, key)
 	switch {
 	case err == nil:
 		ac := a.toAPIClaim(c)
@@ -308,7 +308,7 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	case !errors.Is(err, storage.ErrNotFound):
 		return apiKey{}, err
 	}
-	all, more, err := a.store.FirstKeyDeliveries(ctx, source, key, KeyDeliveriesShown)
+	all, more, err := a.events.FirstKeyDeliveries(ctx, source, key, KeyDeliveriesShown)
 	if err != nil {
 		return apiKey{}, err
 	}
@@ -317,7 +317,7 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	for _, d := range all {
 		k.Deliveries = append(k.Deliveries, toAPIDelivery(d, false))
 	}
-	atts, err := a.store.Attempts(ctx, source, key)
+	atts, err := a.events.Attempts(ctx, source, key)
 	if err != nil {
 		return apiKey{}, err
 	}
@@ -362,7 +362,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.AfterID, f.Limit = after, int(min(max(limit, 1), 1000))
-	page, err := a.store.Keys(r.Context(), f)
+	page, err := a.keys.Keys(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -426,7 +426,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		to = storage.StateProcessing
 	}
 	if req.Key != "" {
-		res, err := a.store.ReleaseKey(r.Context(), rel)
+		res, err := a.keys.ReleaseKey(r.Context(), rel)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			return apiErr(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
@@ -445,7 +445,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		writeAPI(w, http.StatusOK, out)
 		return nil
 	}
-	outcomes, err := a.store.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
+	outcomes, err := a.keys.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
 		StuckBefore: rel.StuckBefore}, rel)
 	if err != nil {
 		return err

@@ -1,11 +1,21 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// auditStore is what the audit log page, and the actions audited outside storage's own
+// transactions (a revealed secret), ask of storage.
+type auditStore interface {
+	// AuditLog returns entries newest first, those with an id below before (0: from the newest).
+	AuditLog(ctx context.Context, before int64, limit int) ([]storage.AuditEntry, error)
+	AppendAudit(ctx context.Context, e storage.AuditEntry) error
+}
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 	var before int64
@@ -17,7 +27,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		before = n
 	}
 	const limit = 50
-	entries, err := s.store.AuditLog(r.Context(), before, limit)
+	entries, err := s.audit.AuditLog(r.Context(), before, limit)
 	if err != nil {
 		return err
 	}

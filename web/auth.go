@@ -18,6 +18,19 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
+// sessionStore is what sign-in, sign-out and every signed-in request ask of storage:
+// the server-side sessions, and the setting that keeps the cookie keys.
+type sessionStore interface {
+	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
+	// CreateSession returns ErrNotFound if the user was removed or given another
+	// password; SessionByID returns ErrNotFound for an unknown or ended session.
+	CreateSession(ctx context.Context, u storage.User, now time.Time) (string, error)
+	SessionByID(ctx context.Context, id string) (storage.Session, error)
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	EndSession(ctx context.Context, id string) error
+	EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error)
+}
+
 // The session cookie and the setting that keeps its keys. Deleting the setting (and
 // restarting) rotates the keys, which signs everyone out.
 const (
@@ -68,10 +81,10 @@ func Allowed(role, need string) bool {
 	return rank[role] > 0 && rank[role] >= rank[need]
 }
 
-// sessionStore reads the cookie keys from the settings, creating them on first start:
+// cookieStore reads the cookie keys from the settings, creating them on first start:
 // a 64-byte authentication key and a 32-byte encryption key.
-func (s *Server) sessionStore(ctx context.Context) (*sessions.CookieStore, error) {
-	v, err := s.store.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
+func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, error) {
+	v, err := s.sessions.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
 		b := make([]byte, 96)
 		if _, err := rand.Read(b); err != nil {
 			return "", err
@@ -127,7 +140,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 	if sid == "" {
 		return User{}, storage.Session{}, "", nil
 	}
-	ss, err := s.store.SessionByID(r.Context(), sid)
+	ss, err := s.sessions.SessionByID(r.Context(), sid)
 	if errors.Is(err, storage.ErrNotFound) {
 		// Signed out here or everywhere, ended by an admin, or by a new password or role.
 		return User{}, storage.Session{}, "Your session has ended; please sign in again.", nil
@@ -145,7 +158,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 	default:
 		return User{Name: ss.User.Name, Role: ss.User.Role}, ss, "", nil
 	}
-	if err := s.store.EndSession(r.Context(), sid); err != nil {
+	if err := s.sessions.EndSession(r.Context(), sid); err != nil {
 		return User{}, storage.Session{}, "", err
 	}
 	return User{}, storage.Session{}, why, nil
@@ -155,7 +168,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 // sess with a new CSRF token (never one from before sign-in). Returns ErrNotFound if u
 // was removed or its password changed since it was read.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *sessions.Session, u storage.User) error {
-	sid, err := s.store.CreateSession(r.Context(), u, s.now())
+	sid, err := s.sessions.CreateSession(r.Context(), u, s.now())
 	if err != nil {
 		return err
 	}
@@ -228,7 +241,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		// Keep the session alive (idle timeout): a write, so once a minute at most.
 		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
 			sid, _ := sess.Values["sid"].(string)
-			if err := s.store.TouchSession(r.Context(), sid, now); err != nil {
+			if err := s.sessions.TouchSession(r.Context(), sid, now); err != nil {
 				s.log.Warn("touching session", "err", err)
 			}
 		}
@@ -307,7 +320,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("sign-in throttled", "user", name, "addr", addr)
 		return fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait+".")
 	}
-	u, err := s.store.UserByName(r.Context(), name)
+	u, err := s.users.UserByName(r.Context(), name)
 	hash := s.dummyHash
 	if err == nil {
 		hash = []byte(u.PasswordHash)
@@ -318,13 +331,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("sign-in failed", "user", name, "addr", addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
-	if err := s.store.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
+	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
 		return err
 	}
 	sess := s.session(r)
 	if old, _ := sess.Values["sid"].(string); old != "" {
 		// Signing in again (maybe as someone else) ends the session this browser had.
-		if err := s.store.EndSession(r.Context(), old); err != nil {
+		if err := s.sessions.EndSession(r.Context(), old); err != nil {
 			return err
 		}
 	}
@@ -338,7 +351,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
-	if _, err := s.store.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
+	if _, err := s.sessions.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
 		s.log.Warn("ending idle sessions", "err", err)
 	}
 	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
@@ -351,7 +364,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	sess := s.session(r)
 	if sid, _ := sess.Values["sid"].(string); sid != "" {
-		if err := s.store.EndSession(r.Context(), sid); err != nil {
+		if err := s.sessions.EndSession(r.Context(), sid); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -9,6 +10,16 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// statsStore is what the dashboard asks of storage.
+type statsStore interface {
+	// RollupStats folds up to limit deliveries not yet counted into the totals that
+	// DeliveryStats reads.
+	RollupStats(ctx context.Context, limit int) (int, error)
+	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
+}
 
 // dashRange is one of the dashboard's periods: n buckets of step.
 type dashRange struct {
@@ -52,18 +63,18 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Fold in what arrived since the background roll-up last ran (a bounded step: a
 	// large backlog is left to the background).
-	if _, err := s.store.RollupStats(ctx, 20000); err != nil {
+	if _, err := s.stats.RollupStats(ctx, 20000); err != nil {
 		s.log.Warn("rolling up delivery stats", "err", err)
 	}
-	stats, err := s.store.DeliveryStats(ctx, from, end, rg.step)
+	stats, err := s.stats.DeliveryStats(ctx, from, end, rg.step)
 	if err != nil {
 		return err
 	}
-	stuck, err := s.store.StuckCounts(ctx, s.now().Add(-s.stuck))
+	stuck, err := s.stats.StuckCounts(ctx, s.now().Add(-s.stuck))
 	if err != nil {
 		return err
 	}
-	caught, err := s.store.RecentDuplicates(ctx, from, 10)
+	caught, err := s.stats.RecentDuplicates(ctx, from, 10)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -18,6 +19,23 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// eventStore is what the events list, its CSV export, a delivery's page and the API's
+// deliveries ask of storage.
+type eventStore interface {
+	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
+	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
+	// RejectionsNotStored counts the rejections f matches that have no delivery row.
+	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
+	// Delivery returns ErrNotFound if there is no delivery with that id.
+	Delivery(ctx context.Context, id int64) (storage.Delivery, error)
+	// FirstKeyDeliveries returns the first limit deliveries of a key, oldest first, and
+	// whether it has more.
+	FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error)
+	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
+	Claim(ctx context.Context, source, key string) (storage.Claim, error)
+	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
+}
 
 const dateTimeLocal = "2006-01-02T15:04"
 
@@ -108,7 +126,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
-	page, err := s.store.Events(r.Context(), f)
+	page, err := s.events.Events(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -125,7 +143,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Partial = page.Partial
 	if f.Before == 0 {
-		if v.NotStored, err = s.store.RejectionsNotStored(r.Context(), f); err != nil {
+		if v.NotStored, err = s.events.RejectionsNotStored(r.Context(), f); err != nil {
 			return err
 		}
 	}
@@ -163,7 +181,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
 		"property", "booking", "amount", "key", "key_method", "first_delivery", "payload_hash", "error"})
 	n := 0
-	err := s.store.EachEvent(r.Context(), f, func(d storage.Delivery) error {
+	err := s.events.EachEvent(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
 			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
@@ -191,7 +209,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return errNotFound
 	}
-	d, err := s.store.Delivery(ctx, id)
+	d, err := s.events.Delivery(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -221,7 +239,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	v.Derivation = storedDerivation(d, src, known)
-	claim, err := s.store.Claim(ctx, d.Source, d.Key)
+	claim, err := s.events.Claim(ctx, d.Source, d.Key)
 	ks := &views.KeyState{
 		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
 	}
@@ -244,7 +262,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Key = ks
 
-	all, more, err := s.store.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown)
+	all, more, err := s.events.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown)
 	if err != nil {
 		return err
 	}
@@ -266,7 +284,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	if other == nil && more && with != 0 && with != d.ID {
 		// A delivery of the key past the ones listed, from the events list.
-		o, err := s.store.Delivery(ctx, with)
+		o, err := s.events.Delivery(ctx, with)
 		switch {
 		case err == nil && o.Source == d.Source && o.Key == d.Key:
 			other = &o
@@ -304,7 +322,7 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Compare = compare(left, right)
 	}
-	attempts, err := s.store.Attempts(ctx, d.Source, d.Key)
+	attempts, err := s.events.Attempts(ctx, d.Source, d.Key)
 	if err != nil {
 		return err
 	}

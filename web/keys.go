@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,10 +9,28 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// keyStore is what the keys page, the key lab, release and the API's keys ask of
+// storage.
+type keyStore interface {
+	Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, error)
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
+	Claim(ctx context.Context, source, key string) (storage.Claim, error)
+	// LastAttempt returns ErrNotFound if no attempt was made.
+	LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error)
+	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
+	ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error)
+	// ReleaseKeys and ReleaseEach give each key its outcome (ErrNotFound, ErrBusy);
+	// their error is a failed transaction, after the outcomes committed before it.
+	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
+	ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error)
+}
 
 // keyTabs are the keys page's listings, stuck first.
 var keyTabs = []struct{ name, label string }{
@@ -52,11 +71,11 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.AfterID = n
 	}
-	page, err := s.store.Keys(ctx, f)
+	page, err := s.keys.Keys(ctx, f)
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.StuckCounts(ctx, stuckBefore)
+	counts, err := s.keys.StuckCounts(ctx, stuckBefore)
 	if err != nil {
 		return err
 	}
@@ -100,7 +119,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 			row.EventURL = eventURL(c.FirstDelivery)
 		}
 		if c.Attempts > 0 {
-			a, err := s.store.LastAttempt(ctx, c.Source, c.Key)
+			a, err := s.keys.LastAttempt(ctx, c.Source, c.Key)
 			switch {
 			case err == nil:
 				row.LastStatus = "HTTP " + strconv.Itoa(a.Status)
@@ -163,7 +182,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			}
 			refs[i] = storage.KeyRef{Source: source, Key: key}
 		}
-		outcomes, err := s.store.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
+		outcomes, err := s.keys.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
 			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
 		var done, unchanged, busy, missing int
 		for _, o := range outcomes {
@@ -251,7 +270,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		res.Error = err.Error()
 		res.Derivation.Key = ""
 	} else {
-		claim, err := s.store.Claim(r.Context(), v.Source, d.Key)
+		claim, err := s.keys.Claim(r.Context(), v.Source, d.Key)
 		now := s.now()
 		switch {
 		case errors.Is(err, storage.ErrNotFound):

@@ -108,7 +108,7 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "reveal secret", Source: name,
+	if err := s.audit.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "reveal secret", Source: name,
 		Reason: "shown in the console"}); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -11,6 +12,17 @@ import (
 
 	"github.com/hookdedup/hookdedup/storage"
 )
+
+// throttleStore is what a password check asks of storage: the failures counted
+// against its scopes.
+type throttleStore interface {
+	// LoginAttempt counts a password check as a failure of each scope and returns
+	// zero, or, when a scope has to wait, counts nothing and returns until when.
+	LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (until time.Time, err error)
+	// LoginSucceeded takes that count back: clear forgets its failures, each scope in
+	// keep loses this one.
+	LoginSucceeded(ctx context.Context, clear string, keep ...string) error
+}
 
 // Sign-in throttling slows guessing down without locking the real user out: failures
 // count against the name at the client's address, and against the address, never
@@ -56,7 +68,7 @@ func clientAddr(r *http.Request) string {
 // Retry-After and returns how long to wait, in words ("3 minutes"); else it returns ""
 // and the check counts as a failure until LoginSucceeded takes it back.
 func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time, th throttle) (string, error) {
-	until, err := s.store.LoginAttempt(r.Context(), now, th.scopes)
+	until, err := s.throttles.LoginAttempt(r.Context(), now, th.scopes)
 	if err != nil || until.IsZero() {
 		return "", err
 	}

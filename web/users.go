@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,10 +14,27 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
+// userStore is what the users page, the account page and sign-in ask of storage about
+// users. Each change writes its own audit row.
+type userStore interface {
+	// UserByName returns ErrNotFound if there is no such user.
+	UserByName(ctx context.Context, name string) (storage.User, error)
+	Users(ctx context.Context) ([]storage.User, error)
+	// CreateUser returns ErrExists if the name is taken.
+	CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error)
+	// SetUserRole, SetUserPassword, DeleteUser and EndUserSessions return ErrNotFound
+	// for an unknown user; SetUserRole and DeleteUser return ErrLastAdmin rather than
+	// leave no admin.
+	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)
+	SetUserPassword(ctx context.Context, name, hash, actor string) error
+	DeleteUser(ctx context.Context, name, actor string) error
+	EndUserSessions(ctx context.Context, name, actor string) (int64, error)
+}
+
 var roles = []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin}
 
 func (s *Server) usersView(r *http.Request, form views.UserForm) (views.Users, error) {
-	users, err := s.store.Users(r.Context())
+	users, err := s.users.Users(r.Context())
 	if err != nil {
 		return views.Users{}, err
 	}
@@ -56,7 +74,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.store.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
+		_, err = s.users.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
 		switch {
 		case errors.Is(err, storage.ErrExists):
 			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
@@ -116,7 +134,7 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 	case !storage.ValidRole(role):
 		return badRequest("Choose a role: viewer, operator or admin.")
 	}
-	previous, err := s.store.SetUserRole(r.Context(), name, role, me.Name)
+	previous, err := s.users.SetUserRole(r.Context(), name, role, me.Name)
 	if err == nil && previous != role {
 		s.log.Info("user role changed", "by", me.Name, "user", name, "from", previous, "to", role)
 	}
@@ -133,7 +151,7 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
 	name := r.PostFormValue("name")
-	n, err := s.store.EndUserSessions(r.Context(), name, me.Name)
+	n, err := s.users.EndUserSessions(r.Context(), name, me.Name)
 	if err == nil {
 		s.log.Info("sessions ended", "by", me.Name, "user", name, "sessions", n)
 		if name == me.Name {
@@ -163,7 +181,7 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	if name == me.Name {
 		return backToUsers(w, r, "error", "You can't remove yourself: ask another admin.")
 	}
-	err := s.store.DeleteUser(r.Context(), name, me.Name)
+	err := s.users.DeleteUser(r.Context(), name, me.Name)
 	if err == nil {
 		s.log.Info("user removed", "by", me.Name, "user", name)
 	}
@@ -180,7 +198,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	if err != nil {
 		return err
 	}
-	if err := s.store.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
+	if err := s.users.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
 		return err
 	}
 	s.log.Info("user password set", "by", me.Name, "user", name)
@@ -188,7 +206,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	if name != me.Name || !ok || st.session == nil {
 		return nil
 	}
-	u, err := s.store.UserByName(r.Context(), name) // for its id
+	u, err := s.users.UserByName(r.Context(), name) // for its id
 	if err != nil {
 		return err
 	}
