@@ -190,7 +190,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		sess := s.session(r)
 		u, ss, why, err := s.sessionUser(r, sess)
 		if err != nil {
-			s.serve(func(http.ResponseWriter, *http.Request) error { return err }).ServeHTTP(w, r)
+			s.consoleError(w, r, err)
 			return
 		}
 		if u.Name == "" {
@@ -224,7 +224,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		ctx := context.WithValue(r.Context(), ctxState{}, st)
 		r = r.WithContext(ctx)
 		if !Allowed(u.Role, role) {
-			s.serve(func(http.ResponseWriter, *http.Request) error { return errForbidden }).ServeHTTP(w, r)
+			s.consoleError(w, r, errForbidden)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

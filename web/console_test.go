@@ -50,7 +50,8 @@ type consoleEnv struct {
 	failedKey            string
 }
 
-func newConsoleEnv(t testing.TB) *consoleEnv {
+// newConsoleEnv starts the console; each of configure may change its Config first.
+func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
@@ -69,7 +70,7 @@ func newConsoleEnv(t testing.TB) *consoleEnv {
 			t.Fatal(err)
 		}
 	}
-	s, err := web.New(ctx, web.Config{
+	cfg := web.Config{
 		Store:      db,
 		Static:     static.FS,
 		Now:        clock.Now,
@@ -86,7 +87,11 @@ func newConsoleEnv(t testing.TB) *consoleEnv {
 				Fields: []web.Field{{Pointer: "/booking_id", Present: true, Value: `"BK-1"`}}}, nil
 		},
 		RevealSecret: func(ctx context.Context, source string) (string, error) { return consoleSecret, nil },
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	s, err := web.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,47 +229,6 @@ func (s *Server) Handler() http.Handler {
 // handlerFunc is a console handler: it returns an error instead of writing one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// httpError is an error with the status and words a user should see.
-type httpError struct {
-	code           int
-	title, message string
-}
-
-func (e *httpError) Error() string { return e.title + ": " + e.message }
-
-var (
-	errNotFound  = &httpError{http.StatusNotFound, "Not found", "There is nothing at this address."}
-	errForbidden = &httpError{http.StatusForbidden, "Not allowed", "Your role does not allow this. Ask an admin."}
-)
-
-func badRequest(msg string) error {
-	return &httpError{http.StatusBadRequest, "Bad request", msg}
-}
-
-// serve runs h and maps its error: storage.ErrNotFound to 404, an httpError to its
-// code, anything else to 500 and one log line. Users never see internal error text.
-func (s *Server) serve(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
-		}
-		var he *httpError
-		switch {
-		case errors.As(err, &he):
-			s.renderError(w, r, he.code, he.title, he.message)
-		case errors.Is(err, storage.ErrNotFound):
-			s.renderError(w, r, http.StatusNotFound, errNotFound.title, errNotFound.message)
-		case errors.Is(err, context.Canceled):
-			// The client went away.
-		default:
-			s.log.Error("console request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			s.renderError(w, r, http.StatusInternalServerError, "Something went wrong",
-				"The server could not complete this request. It has been logged; try again in a moment.")
-		}
-	})
-}
-
 // protect adds the console's security headers and refuses cross-origin unsafe requests.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
