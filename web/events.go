@@ -204,20 +204,77 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return errNotFound
 	}
-	d, err := s.events.Delivery(ctx, id)
+	// ?with=ID picks the delivery to compare with; anything else is no choice.
+	with, _ := strconv.ParseInt(r.URL.Query().Get("with"), 10, 64)
+	d, err := s.events.Delivery(r.Context(), id)
 	if err != nil {
 		return err
 	}
+	var k *keyData
+	if d.Key != "" {
+		if k, err = s.keyData(r.Context(), d, with); err != nil {
+			return err
+		}
+	}
+	u, _ := UserFrom(r.Context())
+	v := s.eventView(d, k, with, Allowed(u.Role, storage.RoleOperator))
+	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
+	return s.render(w, r, http.StatusOK, views.EventView(v))
+}
+
+// keyData is what a delivery's page shows of its key, as storage gives it.
+type keyData struct {
+	claim *storage.Claim // nil once the claim is swept
+	// The first KeyDeliveriesShown deliveries of the key, oldest first, and whether it
+	// has more.
+	deliveries []storage.Delivery
+	more       bool
+	// past is the delivery ?with= asks for when it is one of the key's but past the
+	// listed ones (nil otherwise).
+	past     *storage.Delivery
+	attempts []storage.Attempt
+}
+
+func (s *Server) keyData(ctx context.Context, d storage.Delivery, with int64) (*keyData, error) {
+	k := &keyData{}
+	claim, err := s.events.Claim(ctx, d.Source, d.Key)
+	switch {
+	case err == nil:
+		k.claim = &claim
+	case !errors.Is(err, storage.ErrNotFound):
+		return nil, err
+	}
+	if k.deliveries, k.more, err = s.events.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown); err != nil {
+		return nil, err
+	}
+	listed := slices.ContainsFunc(k.deliveries, func(o storage.Delivery) bool { return o.ID == with })
+	if k.more && with != 0 && with != d.ID && !listed {
+		// A delivery of the key past the ones listed, from the events list.
+		o, err := s.events.Delivery(ctx, with)
+		switch {
+		case err == nil && o.Source == d.Source && o.Key == d.Key:
+			k.past = &o
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return nil, err
+		}
+	}
+	if k.attempts, err = s.events.Attempts(ctx, d.Source, d.Key); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// eventView builds a delivery's page (all but its Page) from d and, when d has a key,
+// k; with is the delivery asked to compare with (0: none), and canRelease whether the
+// user may release keys.
+func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canRelease bool) views.Event {
 	src, known := s.source(d.Source)
-	row := s.eventRow(d)
 	v := views.Event{
-		Page:        s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events"),
-		Row:         row,
+		Row:         s.eventRow(d),
 		RemoteAddr:  d.RemoteAddr,
 		ContentType: d.ContentType,
 		BodySize:    len(d.Body),
@@ -234,79 +291,22 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 			v.Headers = append(v.Headers, views.Header{Name: k, Value: val})
 		}
 	}
-	if d.Key == "" {
-		return s.render(w, r, http.StatusOK, views.EventView(v))
+	if k == nil {
+		return v
 	}
 
 	v.Derivation = storedDerivation(d, src, known)
-	claim, err := s.events.Claim(ctx, d.Source, d.Key)
-	ks := &views.KeyState{
-		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
-	}
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		ks.Missing = true
-	case err != nil:
-		return err
-	default:
-		now := s.now()
-		ks.State = claim.State
-		ks.Stuck = claim.Stuck(now.Add(-s.stuck))
-		ks.Held = claim.Held(now)
-		ks.Since = s.fullTime(claim.UpdatedAt) + " (" + s.ago(claim.UpdatedAt) + ")"
-		ks.Expires = s.fullTime(claim.ExpiresAt)
-		ks.Attempts = claim.Attempts
-		ks.LastError = claim.LastError
-		u, _ := UserFrom(ctx)
-		ks.CanRelease = Allowed(u.Role, storage.RoleOperator) && claim.State != storage.StateReleased
-	}
-	v.Key = ks
+	v.Key = s.keyState(d, k.claim, canRelease)
 
-	all, more, err := s.events.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown)
-	if err != nil {
-		return err
-	}
-	if more {
+	all := k.deliveries
+	if k.more {
 		v.MoreDeliveriesURL = "/events?" + url.Values{"source": {d.Source}, "key": {d.Key}}.Encode()
 		v.FirstShown = KeyDeliveriesShown
 		if !slices.ContainsFunc(all, func(o storage.Delivery) bool { return o.ID == d.ID }) {
-			all = append(all, d) // past the first ones, so after them in id order
+			all = append(slices.Clip(all), d) // past the first ones, so after them in id order
 		}
 	}
-	// The comparison: ?with=ID, else this delivery against the first of its key, else
-	// (for the first) against the first delivery whose payload differs.
-	var other *storage.Delivery
-	with, _ := strconv.ParseInt(r.URL.Query().Get("with"), 10, 64)
-	for i := range all {
-		if all[i].ID == with && with != d.ID {
-			other = &all[i]
-		}
-	}
-	if other == nil && more && with != 0 && with != d.ID {
-		// A delivery of the key past the ones listed, from the events list.
-		o, err := s.events.Delivery(ctx, with)
-		switch {
-		case err == nil && o.Source == d.Source && o.Key == d.Key:
-			other = &o
-		case err != nil && !errors.Is(err, storage.ErrNotFound):
-			return err
-		}
-	}
-	if other == nil && len(all) > 1 {
-		if all[0].ID != d.ID {
-			other = &all[0]
-		} else {
-			for i := range all[1:] {
-				if all[i+1].PayloadHash != d.PayloadHash {
-					other = &all[i+1]
-					break
-				}
-			}
-			if other == nil {
-				other = &all[1]
-			}
-		}
-	}
+	other := compareWith(d, all, with, k.past)
 	for _, o := range all {
 		er := s.eventRow(o)
 		er.This = o.ID == d.ID
@@ -322,17 +322,66 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Compare = compare(left, right)
 	}
-	attempts, err := s.events.Attempts(ctx, d.Source, d.Key)
-	if err != nil {
-		return err
-	}
-	for _, a := range attempts {
+	for _, a := range k.attempts {
 		v.Attempts = append(v.Attempts, views.AttemptRow{
 			Time: s.fullTime(a.StartedAt), Status: a.Status, OK: a.Status >= 200 && a.Status < 300 && a.Error == "",
 			Duration: a.Duration.String(), Error: a.Error, Response: a.Response,
 		})
 	}
-	return s.render(w, r, http.StatusOK, views.EventView(v))
+	return v
+}
+
+// keyState is the state of d's key as its page shows it; c is nil once the claim is
+// swept.
+func (s *Server) keyState(d storage.Delivery, c *storage.Claim, canRelease bool) *views.KeyState {
+	ks := &views.KeyState{
+		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
+	}
+	if c == nil {
+		ks.Missing = true
+		return ks
+	}
+	now := s.now()
+	ks.State = c.State
+	ks.Stuck = c.Stuck(now.Add(-s.stuck))
+	ks.Held = c.Held(now)
+	ks.Since = s.fullTime(c.UpdatedAt) + " (" + s.ago(c.UpdatedAt) + ")"
+	ks.Expires = s.fullTime(c.ExpiresAt)
+	ks.Attempts = c.Attempts
+	ks.LastError = c.LastError
+	ks.CanRelease = canRelease && c.State != storage.StateReleased
+	return ks
+}
+
+// compareWith picks the delivery that d's page compares d with, among listed (the
+// deliveries of d's key on the page, d among them when it has others): the one ?with=
+// asks for (its id with, listed or, as past, beyond the listed ones); else the first
+// of the key when that is not d; else, d being the first, the first whose payload
+// differs from d's, or failing that the second. Returns nil when d is its key's only
+// delivery.
+func compareWith(d storage.Delivery, listed []storage.Delivery, with int64, past *storage.Delivery) *storage.Delivery {
+	if with != 0 && with != d.ID {
+		for i := range listed {
+			if listed[i].ID == with {
+				return &listed[i]
+			}
+		}
+		if past != nil && past.ID == with {
+			return past
+		}
+	}
+	if len(listed) < 2 {
+		return nil
+	}
+	if listed[0].ID != d.ID {
+		return &listed[0]
+	}
+	for i := range listed[1:] {
+		if listed[i+1].PayloadHash != d.PayloadHash {
+			return &listed[i+1]
+		}
+	}
+	return &listed[1]
 }
 
 // storedDerivation retells, from what was stored with a delivery, how its key was made.
