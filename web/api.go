@@ -327,7 +327,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return Errorf(http.StatusBadRequest, "state %q: want processing, processed, failed or released", f.State)
 	}
-	after, err := apiInt(q, "before", 0)
+	before, err := apiInt(q, "before", 0)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f.AfterID, f.Limit = after, int(min(max(limit, 1), 1000))
+	f.Before, f.Limit = before, int(min(max(limit, 1), 1000))
 	page, err := a.keys.Keys(r.Context(), f)
 	if err != nil {
 		return err

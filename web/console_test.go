@@ -429,7 +429,7 @@ func TestConsole_KeysScanWindow(t *testing.T) {
 	if strings.Contains(body, "cmd|evil") {
 		t.Fatal("the first page shows the old key: it searched more than its window")
 	}
-	next := regexp.MustCompile(`href="(/keys\?[^"]*after=\d+[^"]*)"`).FindStringSubmatch(body)
+	next := regexp.MustCompile(`href="(/keys\?[^"]*before=\d+[^"]*)"`).FindStringSubmatch(body)
 	if next == nil {
 		t.Fatalf("no link to search older keys:\n%s", body)
 	}

@@ -42,7 +42,9 @@ var keyTabs = []struct{ name, label string }{
 	{"all", "All"},
 }
 
-const maxBulk = 500
+// maxKeysPerForm bounds the keys one release from the console names. The stuck tab,
+// one page with no next, lists as many, so that all of them can go in one release.
+const maxKeysPerForm = 500
 
 func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
@@ -57,19 +59,19 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	f := storage.KeyFilter{Source: source, StuckBefore: stuckBefore, Limit: 100}
 	switch tab {
 	case "stuck":
-		f.Stuck, f.Limit = true, maxBulk
+		f.Stuck, f.Limit = true, maxKeysPerForm
 	case "all":
 	case storage.StateProcessing, storage.StateFailed, storage.StateProcessed, storage.StateReleased:
 		f.State = tab
 	default:
 		return badRequest("Unknown state: choose stuck, processing, failed, processed, released or all.")
 	}
-	if b := q.Get("after"); b != "" && !f.Stuck {
+	if b := q.Get("before"); b != "" && !f.Stuck {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n <= 0 {
 			return badRequest("That page address is not valid.")
 		}
-		f.AfterID = n
+		f.Before = n
 	}
 	page, err := s.keys.Keys(ctx, f)
 	if err != nil {
@@ -136,7 +138,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		v.Rows = append(v.Rows, row)
 	}
 	if page.Next != 0 {
-		nq := url.Values{"state": {tab}, "after": {strconv.FormatInt(page.Next, 10)}}
+		nq := url.Values{"state": {tab}, "before": {strconv.FormatInt(page.Next, 10)}}
 		if source != "" {
 			nq.Set("source", source)
 		}
@@ -167,8 +169,8 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Choose release or reprocess.")
 	case len(keys) == 0:
 		flash(r, w, "error", "Select at least one key.")
-	case len(keys) > maxBulk:
-		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxBulk))
+	case len(keys) > maxKeysPerForm:
+		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxKeysPerForm))
 	case reason == "":
 		flash(r, w, "error", "Give a reason: it goes to the audit log.")
 	case len(reason) > 500:
