@@ -59,7 +59,7 @@ func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("token created", "user", me.Name, "token", meta.ID, "name", name)
+	s.log.Info("token created", logUser, me.Name, logToken, meta.ID, logName, name)
 	return s.renderAccount(w, r, http.StatusOK, views.Account{NewToken: tok})
 }
 
@@ -76,7 +76,7 @@ func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error
 	case err != nil:
 		return err
 	default:
-		s.log.Info("token revoked", "user", me.Name, "token", id)
+		s.log.Info("token revoked", logUser, me.Name, logToken, id)
 		flash(r, w, "ok", "Token revoked; scripts that use it are refused from now on.")
 	}
 	http.Redirect(w, r, "/account", http.StatusSeeOther)
@@ -107,7 +107,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
-		s.log.Info("password change refused: wrong current password", "user", me.Name)
+		s.log.Info("password change refused: wrong current password", logUser, me.Name)
 		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
 	}
 	if err := s.throttles.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
@@ -135,6 +135,6 @@ func (s *Server) handleEndMySessions(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	s.log.Info("sessions ended", "by", me.Name, "user", me.Name, "sessions", n)
+	s.log.Info("sessions ended", logBy, me.Name, logUser, me.Name, logSessions, n)
 	return s.signedOutEverywhere(w, r)
 }

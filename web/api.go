@@ -456,6 +456,6 @@ func (a *api) refusal(r *http.Request, o storage.KeyOutcome) string {
 	case errors.Is(o.Err, storage.ErrBusy):
 		return "being handed downstream and not stuck yet; try again later"
 	}
-	a.log.Error("api release refused a key", "method", r.Method, "path", r.URL.Path, "source", o.Source, "key", o.Key, "err", o.Err)
+	a.log.Error("api release refused a key", logMethod, r.Method, logPath, r.URL.Path, logSource, o.Source, logKey, o.Key, logErr, o.Err)
 	return apiWords[http.StatusInternalServerError]
 }

@@ -242,13 +242,13 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
 			sid, _ := sess.Values["sid"].(string)
 			if err := s.sessions.TouchSession(r.Context(), sid, now); err != nil {
-				s.log.Warn("touching session", "err", err)
+				s.log.Warn("touching session", logErr, err)
 			}
 		}
 		// Consume shown flashes.
 		if len(st.flashes) > 0 {
 			if err := sess.Save(r, w); err != nil {
-				s.log.Warn("saving session", "err", err)
+				s.log.Warn("saving session", logErr, err)
 			}
 		}
 		s.serve(h).ServeHTTP(w, r)
@@ -317,7 +317,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if wait != "" {
-		s.log.Warn("sign-in throttled", "user", name, "addr", addr)
+		s.log.Warn("sign-in throttled", logUser, name, logRemote, addr)
 		return fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait+".")
 	}
 	u, err := s.users.UserByName(r.Context(), name)
@@ -328,7 +328,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		s.log.Info("sign-in failed", "user", name, "addr", addr)
+		s.log.Info("sign-in failed", logUser, name, logRemote, addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
 	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
@@ -352,9 +352,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
 	if _, err := s.sessions.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
-		s.log.Warn("ending idle sessions", "err", err)
+		s.log.Warn("ending idle sessions", logErr, err)
 	}
-	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
+	s.log.Info("signed in", logUser, u.Name, logRole, u.Role, logRemote, addr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }

@@ -92,7 +92,7 @@ func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stu
 	// Fold in what arrived since the background roll-up last ran (a bounded step: a
 	// large backlog is left to the background).
 	if _, err := s.stats.RollupStats(ctx, 20000); err != nil {
-		s.log.Warn("rolling up delivery stats", "err", err)
+		s.log.Warn("rolling up delivery stats", logErr, err)
 	}
 	var err error
 	if d.stats, err = s.stats.DeliveryStats(ctx, from, end, rg.step); err != nil {

@@ -83,7 +83,7 @@ func (s *Server) consoleError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	code := errorStatus(err)
 	if code >= 500 {
-		s.log.Error("console request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("console request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 	}
 	s.renderError(w, r, code, errorTitle(code), errorMessage(err, code, consoleWords))
 }
@@ -96,7 +96,7 @@ func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	code := errorStatus(err)
 	if code >= 500 {
-		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("api request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 	}
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hookdedup"`)

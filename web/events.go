@@ -197,7 +197,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Flush()
 	if err != nil {
 		// Headers are gone: all that is left is to stop and log.
-		s.log.Error("csv export stopped", "err", err)
+		s.log.Error("csv export stopped", logErr, err)
 		return nil
 	}
 	return cw.Error()

@@ -197,7 +197,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 				return o.Err
 			case o.Changed:
 				done++
-				s.log.Info("key released", "user", u.Name, "source", o.Source, "key", o.Key, "action", action, "was", o.Previous)
+				s.log.Info("key released", logBy, u.Name, logSource, o.Source, logKey, o.Key, logAction, action, logFrom, o.Previous)
 			default:
 				unchanged++
 			}

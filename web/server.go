@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.log = s.log.With("component", "console")
+	s.log = s.log.With(logComponent, "console")
 	if s.loc == nil {
 		s.loc = time.Local
 	}
@@ -259,7 +259,7 @@ func (s *Server) renderError(w http.ResponseWriter, r *http.Request, code int, t
 	p := s.page(r, title, "")
 	v := views.ErrorView(views.ErrorPage{Page: p, Code: code, Title: title, Message: msg})
 	if err := s.render(w, r, code, v); err != nil {
-		s.log.Error("render error page", "err", err)
+		s.log.Error("render error page", logErr, err)
 	}
 }
 

@@ -112,7 +112,7 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 		Reason: "shown in the console"}); err != nil {
 		return err
 	}
-	s.log.Info("secret revealed", "by", me.Name, "source", name)
+	s.log.Info("secret revealed", logBy, me.Name, logSource, name)
 	v := s.sourcesView(r)
 	for k := range v.Rows {
 		if v.Rows[k].Name == name {

@@ -81,7 +81,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		case err != nil:
 			return err
 		default:
-			s.log.Info("user added", "by", me.Name, "user", form.Name, "role", form.Role)
+			s.log.Info("user added", logBy, me.Name, logUser, form.Name, logRole, form.Role)
 			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
 		}
 	}
@@ -136,7 +136,7 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 	}
 	previous, err := s.users.SetUserRole(r.Context(), name, role, me.Name)
 	if err == nil && previous != role {
-		s.log.Info("user role changed", "by", me.Name, "user", name, "from", previous, "to", role)
+		s.log.Info("user role changed", logBy, me.Name, logUser, name, logFrom, previous, logTo, role)
 	}
 	ok := fmt.Sprintf("%s is now %s.", name, role)
 	if previous != role {
@@ -153,7 +153,7 @@ func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) e
 	name := r.PostFormValue("name")
 	n, err := s.users.EndUserSessions(r.Context(), name, me.Name)
 	if err == nil {
-		s.log.Info("sessions ended", "by", me.Name, "user", name, "sessions", n)
+		s.log.Info("sessions ended", logBy, me.Name, logUser, name, logSessions, n)
 		if name == me.Name {
 			return s.signedOutEverywhere(w, r)
 		}
@@ -183,7 +183,7 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	}
 	err := s.users.DeleteUser(r.Context(), name, me.Name)
 	if err == nil {
-		s.log.Info("user removed", "by", me.Name, "user", name)
+		s.log.Info("user removed", logBy, me.Name, logUser, name)
 	}
 	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Removed %s; their sessions and API tokens no longer work.", name))
 }
@@ -201,7 +201,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	if err := s.users.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
 		return err
 	}
-	s.log.Info("user password set", "by", me.Name, "user", name)
+	s.log.Info("user password set", logBy, me.Name, logUser, name)
 	st, ok := r.Context().Value(ctxState{}).(*requestState)
 	if name != me.Name || !ok || st.session == nil {
 		return nil

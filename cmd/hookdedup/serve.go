@@ -104,7 +104,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	}
 	defer func() {
 		if err := db.Close(); err != nil {
-			log.Error("closing database", "err", err)
+			log.Error("closing database", logErr, err)
 		}
 	}()
 	pw, err := ensureAdmin(ctx, db)
@@ -157,11 +157,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	for i, s := range sources {
 		names[i] = s.Name
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "database", cfg.Database, "config", cfg.File, "sources", strings.Join(names, ","))
+	log.Info("serving", logAddr, ln.Addr().String(), logDatabase, cfg.Database, logConfig, cfg.File, logSources, strings.Join(names, ","))
 	fmt.Fprintf(e.stdout, "hookdedup listening on http://%s\n", ln.Addr())
 	if *open {
 		if err := openBrowser("http://" + ln.Addr().String() + "/"); err != nil {
-			log.Warn("could not open a browser", "err", err)
+			log.Warn("could not open a browser", logErr, err)
 		}
 	}
 
@@ -189,7 +189,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	// The last seconds' counts of rejections not stored individually, before the
 	// database closes.
 	if ferr := rc.FlushRejections(shutCtx); ferr != nil {
-		log.Warn("rejection counts not stored", "err", ferr)
+		log.Warn("rejection counts not stored", logErr, ferr)
 	}
 	stopBG()
 	wg.Wait()
