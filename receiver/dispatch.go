@@ -89,7 +89,7 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		cfg:     cfg,
 		sources: make(map[string]*Source, len(cfg.Sources)),
 		wake:    make(chan struct{}, 1),
-		log:     cfg.Logger.With("component", "dispatch"),
+		log:     cfg.Logger.With(logComponent, "dispatch"),
 	}
 	// A lease outlasts the longest attempt and the write that records it, so no two
 	// dispatchers hold one job at once; it is also how long a job leased by a process
@@ -141,7 +141,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 		jobs, err := d.cfg.Store.LeaseDue(ctx, d.cfg.Now(), d.lease, free)
 		if err != nil && ctx.Err() == nil {
-			d.log.Warn("lease failed", "err", err)
+			d.log.Warn("lease failed", logErr, err)
 		}
 		for _, job := range jobs {
 			free--
@@ -236,13 +236,13 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	case err != nil:
 		// The lease ends and the job is tried again: a second hand-off, with the same
 		// Idempotency-Key, rather than a lost one.
-		d.log.Error("recording attempt failed", "source", job.Source, "key", job.Key, "err", err)
+		d.log.Error("recording attempt failed", logSource, job.Source, logKey, job.Key, logErr, err)
 	case !moved:
-		d.log.Info("key changed during its attempt; left as it is", "source", job.Source, "key", job.Key)
+		d.log.Info("key changed during its attempt; left as it is", logSource, job.Source, logKey, job.Key)
 	case res.Failed:
-		d.log.Warn("dispatch failed for good", "source", job.Source, "key", job.Key, "attempts", job.Attempts+1, "err", a.Error)
+		d.log.Warn("dispatch failed for good", logSource, job.Source, logKey, job.Key, logAttempts, job.Attempts+1, logErr, a.Error)
 	case !res.Done:
-		d.log.Info("dispatch will retry", "source", job.Source, "key", job.Key, "attempt", job.Attempts+1, "next", res.NextAt, "err", a.Error)
+		d.log.Info("dispatch will retry", logSource, job.Source, logKey, job.Key, logAttempts, job.Attempts+1, logNext, res.NextAt, logErr, a.Error)
 	}
 }
 

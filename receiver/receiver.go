@@ -99,7 +99,7 @@ func New(cfg Config) *Receiver {
 	if rc.log == nil {
 		rc.log = slog.New(slog.DiscardHandler)
 	}
-	rc.log = rc.log.With("component", "receiver")
+	rc.log = rc.log.With(logComponent, "receiver")
 	if rc.metrics == nil {
 		rc.metrics = NewMetrics(nil)
 	}
@@ -240,7 +240,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if !errors.Is(err, storage.ErrFileGone) { // storage has said so once; not again per delivery
-			rc.log.Warn("delivery not stored", "source", src.Name, "key", der.Key, "err", err)
+			rc.log.Warn("delivery not stored", logSource, src.Name, logKey, der.Key, logErr, err)
 		}
 		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Inc()
 		w.Header().Set("Retry-After", "5")
@@ -292,12 +292,12 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{})
 	if err != nil && !errors.Is(err, storage.ErrFileGone) {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
-		rc.log.Warn("rejected delivery not stored", "source", src.Name, "status", code, "err", err)
+		rc.log.Warn("rejected delivery not stored", logSource, src.Name, logStatus, code, logErr, err)
 		if body == nil {
 			rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
 		}
 	}
-	rc.log.Info("delivery rejected", "source", src.Name, "status", code, "reason", reason, "remote", r.RemoteAddr)
+	rc.log.Info("delivery rejected", logSource, src.Name, logStatus, code, logReason, reason, logRemote, r.RemoteAddr)
 	writeJSON(w, code, answer{Error: reason})
 }
 
@@ -379,7 +379,7 @@ func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the database file is no longer at its path: restart needed"})
 			return
 		}
-		rc.log.Warn("not ready", "err", err)
+		rc.log.Warn("not ready", logErr, err)
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "database is not writable"})
 		return
 	}

@@ -187,7 +187,7 @@ func (rj *rejections) flush(ctx context.Context) error {
 	if err == nil {
 		rj.failures = 0
 		// One line per flush, not one per rejection: the log is on a disk too.
-		rj.log.Warn("unauthenticated rejections counted, not stored individually", "rejections", n)
+		rj.log.Warn("unauthenticated rejections counted, not stored individually", logRejections, n)
 		return nil
 	}
 	var dropped int64
@@ -203,7 +203,7 @@ func (rj *rejections) flush(ctx context.Context) error {
 	if rj.failures++; rj.failures < maxFlushRetries {
 		rj.schedule()
 	}
-	rj.log.Warn("rejection counts not stored; kept for the next try", "rejections", n, "dropped", dropped, "err", err)
+	rj.log.Warn("rejection counts not stored; kept for the next try", logRejections, n, logDropped, dropped, logErr, err)
 	return err
 }
 

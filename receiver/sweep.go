@@ -42,7 +42,7 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	log = log.With("component", "sweep")
+	log = log.With(logComponent, "sweep")
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	for {
@@ -78,7 +78,7 @@ func sweep(ctx context.Context, table string, batch func() (int64, bool, error),
 	for ctx.Err() == nil {
 		n, more, err := batch()
 		if err != nil {
-			log.Warn("sweep failed", "table", table, "err", err)
+			log.Warn("sweep failed", logTable, table, logErr, err)
 			return
 		}
 		total += n
@@ -92,6 +92,6 @@ func sweep(ctx context.Context, table string, batch func() (int64, bool, error),
 		}
 	}
 	if total > 0 {
-		log.Info("swept", "table", table, "deleted", total)
+		log.Info("swept", logTable, table, logDeleted, total)
 	}
 }

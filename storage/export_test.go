@@ -40,7 +40,7 @@ func (db *DB) ExplainKeys(ctx context.Context, f KeyFilter, window bool) (string
 	var plan string
 	if window && f.walks() {
 		from = 1
-		p, err := db.explain(ctx, sqlKeyWindow, f.before(), ScanWindow-1)
+		p, err := db.explain(ctx, sqlKeyWindow, f.below(), ScanWindow-1)
 		if err != nil {
 			return "", err
 		}

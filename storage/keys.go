@@ -13,7 +13,7 @@ type KeyFilter struct {
 	// Stuck selects only stuck keys: failed, or processing since before StuckBefore.
 	Stuck       bool
 	StuckBefore time.Time
-	AfterID     int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
+	Before     int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
 	Limit       int   // default 100
 }
 
@@ -60,16 +60,16 @@ func (f KeyFilter) query(from int64) (string, []any) {
 	switch {
 	case f.Stuck:
 		order = "updated_at, id"
-		if f.AfterID > 0 {
+		if f.Before > 0 {
 			where += " AND id != ?" // stuck listings are short; the cursor only skips
-			args = append(args, f.AfterID)
+			args = append(args, f.Before)
 		}
 	case from > 0:
 		where += " AND id >= ? AND id < ?"
-		args = append(args, from, f.before())
-	case f.AfterID > 0:
+		args = append(args, from, f.below())
+	case f.Before > 0:
 		where += " AND id < ?"
-		args = append(args, f.AfterID)
+		args = append(args, f.Before)
 	}
 	args = append(args, f.Limit)
 	return `SELECT ` + claimColumns + ` FROM ` + table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args
@@ -85,10 +85,10 @@ func (f KeyFilter) walks() bool {
 	return f.Source != "" || f.State != ""
 }
 
-// before is the id that f's listing starts below.
-func (f KeyFilter) before() int64 {
-	if f.AfterID > 0 {
-		return f.AfterID
+// below is the id that f's listing starts below.
+func (f KeyFilter) below() int64 {
+	if f.Before > 0 {
+		return f.Before
 	}
 	return 1<<63 - 1
 }
@@ -101,7 +101,7 @@ const sqlKeyWindow = `SELECT coalesce((SELECT id FROM claims WHERE id < ? ORDER 
 // KeyPage is one page of a keys listing.
 type KeyPage struct {
 	Keys []Claim
-	// Next is the cursor of the following page (KeyFilter.AfterID), 0 when there is
+	// Next is the cursor of the following page (KeyFilter.Before), 0 when there is
 	// none. Stuck listings have no next page.
 	Next int64
 	// Partial is true when the page was cut short to stay fast: the filter needs a look
@@ -121,7 +121,7 @@ func (db *DB) Keys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 	f.Limit++ // one more than a page says whether another follows
 	var from int64
 	if f.walks() {
-		if err := db.read.QueryRowContext(ctx, sqlKeyWindow, f.before(), ScanWindow-1).Scan(&from); err != nil {
+		if err := db.read.QueryRowContext(ctx, sqlKeyWindow, f.below(), ScanWindow-1).Scan(&from); err != nil {
 			return KeyPage{}, fmt.Errorf("list keys: %w", err)
 		}
 	}

@@ -43,7 +43,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 	if len(p.Keys) != 0 || !p.Partial || p.Next == 0 {
 		t.Fatalf("first page: %v, partial %v, next %d; want an empty partial page", keys(p.Keys), p.Partial, p.Next)
 	}
-	f.AfterID = p.Next
+	f.Before = p.Next
 	if p, err = db.Keys(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestDB_Keys_Plans(t *testing.T) {
 	// The keys listings walk the claims newest first or read claims_unsettled; none may
 	// read a whole source's claims through the UNIQUE index to sort them.
 	for _, f := range []storage.KeyFilter{{}, {Source: "ota"}, {State: storage.StateProcessed},
-		{Source: "ota", State: storage.StateReleased, AfterID: 5}, {State: storage.StateFailed},
-		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", AfterID: 5}} {
+		{Source: "ota", State: storage.StateReleased, Before: 5}, {State: storage.StateFailed},
+		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", Before: 5}} {
 		for _, window := range []bool{false, true} {
 			plan, err := db.ExplainKeys(ctx, f, window)
 			if err != nil {

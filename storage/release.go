@@ -137,8 +137,9 @@ func payloadGone(ctx context.Context, tx *sql.Tx, c Claim) (string, error) {
 	return "", nil
 }
 
-// maxBulk bounds one bulk release; a larger set is released in several calls.
-const maxBulk = 10000
+// maxKeysPerBulkRelease bounds the keys one ReleaseKeys call releases; a larger set is
+// released in several calls.
+const maxKeysPerBulkRelease = 10000
 
 // releaseBatch is how many keys of a bulk release share a transaction: 50 keys hold the
 // write connection about 5 ms, like one of intake's batches, so 10,000 keys under full
@@ -159,8 +160,8 @@ type KeyOutcome struct {
 // transaction ends the call with its error, and the outcomes committed before it. r's
 // Source and Key are ignored. It stops early only if ctx ends.
 func (db *DB) ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOutcome, error) {
-	f.Limit = maxBulk
-	f.AfterID = 0
+	f.Limit = maxKeysPerBulkRelease
+	f.Before = 0
 	claims, err := db.ListKeys(ctx, f)
 	if err != nil {
 		return nil, err

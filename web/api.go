@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,23 +23,11 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/key", api.auth(storage.RoleViewer, api.getKey))
 	mux.Handle("POST /api/v1/release", api.auth(storage.RoleOperator, api.release))
 	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
-		return apiErr(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+		return Errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
 }
 
 type api struct{ *Server }
-
-// apiError is an error with the status and the message an API client sees.
-type apiError struct {
-	code int
-	msg  string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func apiErr(code int, format string, args ...any) error {
-	return &apiError{code, fmt.Sprintf(format, args...)}
-}
 
 func writeAPI(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -51,29 +38,16 @@ func writeAPI(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
-// auth checks the bearer token and the role, then runs h, mapping its error to a JSON
-// answer: an apiError to its code, storage.ErrNotFound to 404, the rest to 500.
+// auth checks the bearer token and the role, then runs h; apiError answers an error
+// of either.
 func (a *api) auth(role string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.authorize(r, role)
 		if err == nil {
 			err = h(w, r.WithContext(WithUser(r.Context(), u)))
 		}
-		if err == nil {
-			return
-		}
-		var ae *apiError
-		switch {
-		case errors.As(err, &ae):
-			if ae.code == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="hookdedup"`)
-			}
-			writeAPI(w, ae.code, map[string]string{"error": ae.msg})
-		case errors.Is(err, storage.ErrNotFound):
-			writeAPI(w, http.StatusNotFound, map[string]string{"error": "not found"})
-		default:
-			a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			writeAPI(w, http.StatusInternalServerError, map[string]string{"error": "internal error; it has been logged"})
+		if err != nil {
+			a.apiError(w, r, err)
 		}
 	})
 }
@@ -83,17 +57,17 @@ func (a *api) auth(role string, h handlerFunc) http.Handler {
 func (a *api) authorize(r *http.Request, role string) (User, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return User{}, apiErr(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
+		return User{}, Errorf(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
 	}
-	u, err := a.store.TokenUser(r.Context(), strings.TrimSpace(token))
+	u, err := a.tokens.TokenUser(r.Context(), strings.TrimSpace(token))
 	if errors.Is(err, storage.ErrNotFound) {
-		return User{}, apiErr(http.StatusUnauthorized, "invalid or revoked token")
+		return User{}, Errorf(http.StatusUnauthorized, "invalid or revoked token")
 	}
 	if err != nil {
 		return User{}, err
 	}
 	if !Allowed(u.Role, role) {
-		return User{}, apiErr(http.StatusForbidden, "role %s may not do this (needs %s)", u.Role, role)
+		return User{}, Errorf(http.StatusForbidden, "role %s may not do this (needs %s)", u.Role, role)
 	}
 	return User{Name: u.Name, Role: u.Role}, nil
 }
@@ -149,7 +123,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	switch f.Outcome {
 	case "", storage.Accepted, storage.Duplicate, storage.Rejected:
 	default:
-		return apiErr(http.StatusBadRequest, "outcome %q: want accepted, duplicate or rejected", f.Outcome)
+		return Errorf(http.StatusBadRequest, "outcome %q: want accepted, duplicate or rejected", f.Outcome)
 	}
 	if f.Key != "" && f.Source == "" {
 		for _, src := range a.sources {
@@ -171,7 +145,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = int(min(max(limit, 1), 500))
-	page, err := a.store.Events(r.Context(), f)
+	page, err := a.events.Events(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -199,7 +173,7 @@ func apiTime(q map[string][]string, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, apiErr(http.StatusBadRequest, "%s=%q: want an RFC 3339 time such as 2026-11-30T08:00:00Z", name, v)
+		return time.Time{}, Errorf(http.StatusBadRequest, "%s=%q: want an RFC 3339 time such as 2026-11-30T08:00:00Z", name, v)
 	}
 	return t, nil
 }
@@ -214,7 +188,7 @@ func apiInt(q map[string][]string, name string, def int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, apiErr(http.StatusBadRequest, "%s=%q: want a non-negative whole number", name, v)
+		return 0, Errorf(http.StatusBadRequest, "%s=%q: want a non-negative whole number", name, v)
 	}
 	return n, nil
 }
@@ -258,9 +232,9 @@ func (a *api) toAPIClaim(c storage.Claim) apiClaim {
 func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
-		return apiErr(http.StatusBadRequest, "delivery id %q is not a number", r.PathValue("id"))
+		return Errorf(http.StatusBadRequest, "delivery id %q is not a number", r.PathValue("id"))
 	}
-	d, err := a.store.Delivery(r.Context(), id)
+	d, err := a.events.Delivery(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -300,7 +274,7 @@ type apiKey struct {
 
 func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error) {
 	var k apiKey
-	c, err := a.store.Claim(ctx, source, key)
+	c, err := a.events.Claim(ctx, source, key)
 	switch {
 	case err == nil:
 		ac := a.toAPIClaim(c)
@@ -308,7 +282,7 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	case !errors.Is(err, storage.ErrNotFound):
 		return apiKey{}, err
 	}
-	all, more, err := a.store.FirstKeyDeliveries(ctx, source, key, KeyDeliveriesShown)
+	all, more, err := a.events.FirstKeyDeliveries(ctx, source, key, KeyDeliveriesShown)
 	if err != nil {
 		return apiKey{}, err
 	}
@@ -317,7 +291,7 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	for _, d := range all {
 		k.Deliveries = append(k.Deliveries, toAPIDelivery(d, false))
 	}
-	atts, err := a.store.Attempts(ctx, source, key)
+	atts, err := a.events.Attempts(ctx, source, key)
 	if err != nil {
 		return apiKey{}, err
 	}
@@ -331,14 +305,14 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 func (a *api) getKey(w http.ResponseWriter, r *http.Request) error {
 	source, key := r.URL.Query().Get("source"), r.URL.Query().Get("key")
 	if source == "" || key == "" {
-		return apiErr(http.StatusBadRequest, "source and key are required: /api/v1/key?source=S&key=K")
+		return Errorf(http.StatusBadRequest, "source and key are required: /api/v1/key?source=S&key=K")
 	}
 	k, err := a.keyDetail(r.Context(), source, key)
 	if err != nil {
 		return err
 	}
 	if k.Claim == nil && len(k.Deliveries) == 0 {
-		return apiErr(http.StatusNotFound, "no such key: %s/%s", source, key)
+		return Errorf(http.StatusNotFound, "no such key: %s/%s", source, key)
 	}
 	writeAPI(w, http.StatusOK, k)
 	return nil
@@ -351,9 +325,9 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	switch f.State {
 	case "", storage.StateProcessing, storage.StateProcessed, storage.StateFailed, storage.StateReleased:
 	default:
-		return apiErr(http.StatusBadRequest, "state %q: want processing, processed, failed or released", f.State)
+		return Errorf(http.StatusBadRequest, "state %q: want processing, processed, failed or released", f.State)
 	}
-	after, err := apiInt(q, "before", 0)
+	before, err := apiInt(q, "before", 0)
 	if err != nil {
 		return err
 	}
@@ -361,8 +335,8 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f.AfterID, f.Limit = after, int(min(max(limit, 1), 1000))
-	page, err := a.store.Keys(r.Context(), f)
+	f.Before, f.Limit = before, int(min(max(limit, 1), 1000))
+	page, err := a.keys.Keys(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -405,18 +379,18 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return apiErr(http.StatusBadRequest, "body: %v (want {\"source\":…,\"key\":…,\"reason\":…,\"reprocess\":false})", err)
+		return Errorf(http.StatusBadRequest, "body: %v (want {\"source\":…,\"key\":…,\"reason\":…,\"reprocess\":false})", err)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	switch {
 	case req.Source == "":
-		return apiErr(http.StatusBadRequest, "source is required")
+		return Errorf(http.StatusBadRequest, "source is required")
 	case req.Reason == "":
-		return apiErr(http.StatusBadRequest, "reason is required: it goes to the audit log")
+		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
 	case req.Key == "" && req.State == "" && !req.Stuck:
-		return apiErr(http.StatusBadRequest, "name a key, or a state or stuck=true for every matching key")
+		return Errorf(http.StatusBadRequest, "name a key, or a state or stuck=true for every matching key")
 	case req.Key != "" && (req.State != "" || req.Stuck):
-		return apiErr(http.StatusBadRequest, "name a key or a set (state, stuck), not both")
+		return Errorf(http.StatusBadRequest, "name a key or a set (state, stuck), not both")
 	}
 	u, _ := UserFrom(r.Context())
 	rel := storage.Release{Source: req.Source, Key: req.Key, Actor: u.Name, Reason: req.Reason, Reprocess: req.Reprocess,
@@ -426,14 +400,14 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		to = storage.StateProcessing
 	}
 	if req.Key != "" {
-		res, err := a.store.ReleaseKey(r.Context(), rel)
+		res, err := a.keys.ReleaseKey(r.Context(), rel)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
-			return apiErr(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
+			return Errorf(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
 		case errors.Is(err, storage.ErrBusy):
-			return apiErr(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
+			return Errorf(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
 		case errors.Is(err, storage.ErrPayloadGone):
-			return apiErr(http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), "release "+req.Source+"/"+req.Key+": "))
+			return Errorf(http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), "release "+req.Source+"/"+req.Key+": "))
 		case err != nil:
 			return err
 		}
@@ -447,7 +421,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		writeAPI(w, http.StatusOK, out)
 		return nil
 	}
-	outcomes, err := a.store.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
+	outcomes, err := a.keys.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
 		StuckBefore: rel.StuckBefore}, rel)
 	if err != nil {
 		return err
@@ -460,7 +434,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	for _, o := range outcomes {
 		rr := releaseResult{Source: o.Source, Key: o.Key, Previous: o.Previous, Changed: o.Changed}
 		if o.Err != nil {
-			rr.Error = strings.TrimPrefix(o.Err.Error(), "release "+o.Source+"/"+o.Key+": ")
+			rr.Error = a.refusal(r, o)
 		}
 		if o.Changed {
 			out.Changed++
@@ -473,4 +447,17 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
+}
+
+// refusal says, in the API's words, why a bulk release left a key alone; storage's own
+// text of a refusal is for the log.
+func (a *api) refusal(r *http.Request, o storage.KeyOutcome) string {
+	switch {
+	case errors.Is(o.Err, storage.ErrNotFound):
+		return "no such key: it expired and was swept meanwhile"
+	case errors.Is(o.Err, storage.ErrBusy):
+		return "being handed downstream and not stuck yet; try again later"
+	}
+	a.log.Error("api release refused a key", logMethod, r.Method, logPath, r.URL.Path, logSource, o.Source, logKey, o.Key, logErr, o.Err)
+	return apiWords[http.StatusInternalServerError]
 }

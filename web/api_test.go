@@ -285,3 +285,19 @@ func idStr(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// TestAPI_BulkRefusalWords: a key that a bulk release leaves alone says why in the API's
+// own words, not in storage's.
+func TestAPI_BulkRefusalWords(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "in-flight", `{}`, true) // processing since now: not stuck
+	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","state":"processing","reason":"r"}`)
+	results, _ := out["results"].([]any)
+	if code != 200 || len(results) != 1 {
+		t.Fatalf("bulk: %d %v", code, out)
+	}
+	r := results[0].(map[string]any)
+	if r["changed"] != false || r["error"] != "being handed downstream and not stuck yet; try again later" {
+		t.Fatalf("a key in flight: %v", r)
+	}
+}

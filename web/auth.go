@@ -7,11 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math"
-	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,52 +18,25 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
+// sessionStore is what sign-in, sign-out and every signed-in request ask of storage:
+// the server-side sessions, and the setting that keeps the cookie keys.
+type sessionStore interface {
+	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
+	// CreateSession returns ErrNotFound if the user was removed or given another
+	// password; SessionByID returns ErrNotFound for an unknown or ended session.
+	CreateSession(ctx context.Context, u storage.User, now time.Time) (string, error)
+	SessionByID(ctx context.Context, id string) (storage.Session, error)
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	EndSession(ctx context.Context, id string) error
+	EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error)
+}
+
 // The session cookie and the setting that keeps its keys. Deleting the setting (and
 // restarting) rotates the keys, which signs everyone out.
 const (
 	sessionCookie     = "hookdedup_session"
 	sessionKeySetting = "console.session_keys"
 )
-
-// Sign-in throttling slows guessing down without locking the real user out: failures
-// count against the name at the client's address, and against the address, never
-// against the name alone, so failures from one address cannot stop the right password
-// from another. A name at one address gets 3 tries at once, then waits 1 s, 2 s, 4 s …
-// up to 15 minutes between tries; an address gets 30 tries at once whatever the names,
-// then waits the same way. Each wait runs from the last failure; a success clears the
-// name's count at that address.
-var (
-	throttlePair = storage.Throttle{Free: 3, First: time.Second, Max: 15 * time.Minute, Forget: 24 * time.Hour}
-	throttleAddr = storage.Throttle{Free: 30, First: time.Second, Max: 15 * time.Minute, Forget: time.Hour}
-)
-
-// throttle is what a password check of one name from one client counts against.
-type throttle struct {
-	pair, addr string // the scopes: the name at the address, and the address
-	scopes     map[string]storage.Throttle
-}
-
-// throttleFor returns the throttle of a password check of name from r's client. IPv6
-// clients are grouped by /64, the block one subscriber usually holds, so that a client
-// cannot step to a fresh address.
-func throttleFor(r *http.Request, name string) throttle {
-	addr := clientAddr(r)
-	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
-		p, _ := a.Prefix(64)
-		addr = p.String()
-	}
-	t := throttle{pair: "pair:" + addr + " " + name, addr: "addr:" + addr} // an address holds no space
-	t.scopes = map[string]storage.Throttle{t.pair: throttlePair, t.addr: throttleAddr}
-	return t
-}
-
-// clientAddr is the client's address without its port (see TrustedProxies).
-func clientAddr(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
-}
 
 // User is who a request acts as.
 type User struct {
@@ -112,10 +81,10 @@ func Allowed(role, need string) bool {
 	return rank[role] > 0 && rank[role] >= rank[need]
 }
 
-// sessionStore reads the cookie keys from the settings, creating them on first start:
+// cookieStore reads the cookie keys from the settings, creating them on first start:
 // a 64-byte authentication key and a 32-byte encryption key.
-func (s *Server) sessionStore(ctx context.Context) (*sessions.CookieStore, error) {
-	v, err := s.store.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
+func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, error) {
+	v, err := s.sessions.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
 		b := make([]byte, 96)
 		if _, err := rand.Read(b); err != nil {
 			return "", err
@@ -171,7 +140,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 	if sid == "" {
 		return User{}, storage.Session{}, "", nil
 	}
-	ss, err := s.store.SessionByID(r.Context(), sid)
+	ss, err := s.sessions.SessionByID(r.Context(), sid)
 	if errors.Is(err, storage.ErrNotFound) {
 		// Signed out here or everywhere, ended by an admin, or by a new password or role.
 		return User{}, storage.Session{}, "Your session has ended; please sign in again.", nil
@@ -189,7 +158,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 	default:
 		return User{Name: ss.User.Name, Role: ss.User.Role}, ss, "", nil
 	}
-	if err := s.store.EndSession(r.Context(), sid); err != nil {
+	if err := s.sessions.EndSession(r.Context(), sid); err != nil {
 		return User{}, storage.Session{}, "", err
 	}
 	return User{}, storage.Session{}, why, nil
@@ -199,7 +168,7 @@ func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, sto
 // sess with a new CSRF token (never one from before sign-in). Returns ErrNotFound if u
 // was removed or its password changed since it was read.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *sessions.Session, u storage.User) error {
-	sid, err := s.store.CreateSession(r.Context(), u, s.now())
+	sid, err := s.sessions.CreateSession(r.Context(), u, s.now())
 	if err != nil {
 		return err
 	}
@@ -209,33 +178,6 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *sess
 		return fmt.Errorf("save session: %w", err)
 	}
 	return nil
-}
-
-// setPassword gives the named user a new password, by the signed-in user. The new
-// password ends every session of that user; when that is the signed-in user, this
-// browser gets a new session so that it stays signed in. Returns the store's errors
-// (ErrNotFound).
-func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
-	me, _ := UserFrom(r.Context())
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
-	if err != nil {
-		return err
-	}
-	if err := s.store.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
-		return err
-	}
-	s.log.Info("user password set", "by", me.Name, "user", name)
-	st, ok := r.Context().Value(ctxState{}).(*requestState)
-	if name != me.Name || !ok || st.session == nil {
-		return nil
-	}
-	u, err := s.store.UserByName(r.Context(), name) // for its id
-	if err != nil {
-		return err
-	}
-	// With the hash set here: should another change come in between, it wins.
-	u.PasswordHash = string(hash)
-	return s.startSession(w, r, st.session, u)
 }
 
 // requireRole serves h to signed-in users of at least role. Without a session a GET is
@@ -248,7 +190,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		sess := s.session(r)
 		u, ss, why, err := s.sessionUser(r, sess)
 		if err != nil {
-			s.serve(func(http.ResponseWriter, *http.Request) error { return err }).ServeHTTP(w, r)
+			s.consoleError(w, r, err)
 			return
 		}
 		if u.Name == "" {
@@ -282,7 +224,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		ctx := context.WithValue(r.Context(), ctxState{}, st)
 		r = r.WithContext(ctx)
 		if !Allowed(u.Role, role) {
-			s.serve(func(http.ResponseWriter, *http.Request) error { return errForbidden }).ServeHTTP(w, r)
+			s.consoleError(w, r, errForbidden)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -299,14 +241,14 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		// Keep the session alive (idle timeout): a write, so once a minute at most.
 		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
 			sid, _ := sess.Values["sid"].(string)
-			if err := s.store.TouchSession(r.Context(), sid, now); err != nil {
-				s.log.Warn("touching session", "err", err)
+			if err := s.sessions.TouchSession(r.Context(), sid, now); err != nil {
+				s.log.Warn("touching session", logErr, err)
 			}
 		}
 		// Consume shown flashes.
 		if len(st.flashes) > 0 {
 			if err := sess.Save(r, w); err != nil {
-				s.log.Warn("saving session", "err", err)
+				s.log.Warn("saving session", logErr, err)
 			}
 		}
 		s.serve(h).ServeHTTP(w, r)
@@ -375,10 +317,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if wait != "" {
-		s.log.Warn("sign-in throttled", "user", name, "addr", addr)
+		s.log.Warn("sign-in throttled", logUser, name, logRemote, addr)
 		return fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait+".")
 	}
-	u, err := s.store.UserByName(r.Context(), name)
+	u, err := s.users.UserByName(r.Context(), name)
 	hash := s.dummyHash
 	if err == nil {
 		hash = []byte(u.PasswordHash)
@@ -386,16 +328,16 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		s.log.Info("sign-in failed", "user", name, "addr", addr)
+		s.log.Info("sign-in failed", logUser, name, logRemote, addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
-	if err := s.store.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
+	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
 		return err
 	}
 	sess := s.session(r)
 	if old, _ := sess.Values["sid"].(string); old != "" {
 		// Signing in again (maybe as someone else) ends the session this browser had.
-		if err := s.store.EndSession(r.Context(), old); err != nil {
+		if err := s.sessions.EndSession(r.Context(), old); err != nil {
 			return err
 		}
 	}
@@ -409,29 +351,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
-	if _, err := s.store.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
-		s.log.Warn("ending idle sessions", "err", err)
+	if _, err := s.sessions.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
+		s.log.Warn("ending idle sessions", logErr, err)
 	}
-	s.log.Info("signed in", "user", u.Name, "role", u.Role, "addr", addr)
+	s.log.Info("signed in", logUser, u.Name, logRole, u.Role, logRemote, addr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
-}
-
-// throttled reserves a password check under th: if it is refused for now, it sets
-// Retry-After and returns how long to wait, in words ("3 minutes"); else it returns ""
-// and the check counts as a failure until LoginSucceeded takes it back.
-func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time, th throttle) (string, error) {
-	until, err := s.store.LoginAttempt(r.Context(), now, th.scopes)
-	if err != nil || until.IsZero() {
-		return "", err
-	}
-	secs := int(math.Ceil(until.Sub(now).Seconds()))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	if secs < 60 {
-		return fmt.Sprintf("%d second%s", secs, plural(secs)), nil
-	}
-	mins := (secs + 59) / 60
-	return fmt.Sprintf("%d minute%s", mins, plural(mins)), nil
 }
 
 // handleLogout ends this browser's session, on the server: a copy of the cookie is of
@@ -439,7 +364,7 @@ func (s *Server) throttled(w http.ResponseWriter, r *http.Request, now time.Time
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	sess := s.session(r)
 	if sid, _ := sess.Values["sid"].(string); sid != "" {
-		if err := s.store.EndSession(r.Context(), sid); err != nil {
+		if err := s.sessions.EndSession(r.Context(), sid); err != nil {
 			return err
 		}
 	}
@@ -448,18 +373,6 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.Redirect(w, r, "/login?out=1", http.StatusSeeOther)
 	return nil
-}
-
-// handleEndMySessions signs the user out everywhere: every session of theirs ends,
-// this one too, and the audit log says so.
-func (s *Server) handleEndMySessions(w http.ResponseWriter, r *http.Request) error {
-	me, _ := UserFrom(r.Context())
-	n, err := s.store.EndUserSessions(r.Context(), me.Name, me.Name)
-	if err != nil {
-		return err
-	}
-	s.log.Info("sessions ended", "by", me.Name, "user", me.Name, "sessions", n)
-	return s.signedOutEverywhere(w, r)
 }
 
 // signedOutEverywhere drops the cookie of a session just ended with all the others and
@@ -479,114 +392,4 @@ func randomToken() string {
 	b := make([]byte, 24)
 	rand.Read(b) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
-	return s.renderAccount(w, r, http.StatusOK, views.Account{})
-}
-
-// renderAccount shows the account page with v's messages, and the user's tokens.
-func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, code int, v views.Account) error {
-	me, _ := UserFrom(r.Context())
-	tokens, err := s.store.Tokens(r.Context(), me.Name)
-	if err != nil {
-		return err
-	}
-	v.Page = s.page(r, "Your account", "account")
-	for _, t := range tokens {
-		row := views.TokenRow{ID: t.ID, Name: t.Name, Created: s.fullTime(t.CreatedAt)}
-		if !t.RevokedAt.IsZero() {
-			row.Revoked = s.fullTime(t.RevokedAt)
-		}
-		v.Tokens = append(v.Tokens, row)
-	}
-	return s.render(w, r, code, views.AccountView(v))
-}
-
-// handleNewToken makes an API token for the signed-in user and shows it in this answer
-// only: not in a flash, which would put it in the session cookie.
-func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
-	me, _ := UserFrom(r.Context())
-	name := strings.TrimSpace(r.PostFormValue("name"))
-	if name == "" || len(name) > 64 {
-		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name,
-			TokenError: "Say what the token is for, in 64 characters at most."})
-	}
-	tok, meta, err := s.store.CreateToken(r.Context(), me.Name, name, me.Name)
-	if err != nil {
-		return err
-	}
-	s.log.Info("token created", "user", me.Name, "token", meta.ID, "name", name)
-	return s.renderAccount(w, r, http.StatusOK, views.Account{NewToken: tok})
-}
-
-func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error {
-	me, _ := UserFrom(r.Context())
-	id, err := strconv.ParseInt(r.PostFormValue("id"), 10, 64)
-	if err != nil {
-		return badRequest("That token id is not valid.")
-	}
-	// Only one's own: another user's token id is as good as an unknown one.
-	switch err := s.store.RevokeToken(r.Context(), id, me.Name, me.Name); {
-	case errors.Is(err, storage.ErrNotFound):
-		flash(r, w, "error", "You have no valid token with that id.")
-	case err != nil:
-		return err
-	default:
-		s.log.Info("token revoked", "user", me.Name, "token", id)
-		flash(r, w, "ok", "Token revoked; scripts that use it are refused from now on.")
-	}
-	http.Redirect(w, r, "/account", http.StatusSeeOther)
-	return nil
-}
-
-// handleAccountPassword changes the signed-in user's own password. The current one is
-// asked, so that a session left open is not enough to take the account over, and a
-// wrong one counts as a failed sign-in of the user from this address.
-func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	ctx := r.Context()
-	me, _ := UserFrom(ctx)
-	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")
-	refuse := func(code int, why string) error {
-		return s.renderAccount(w, r, code, views.Account{Error: why})
-	}
-	th := throttleFor(r, me.Name)
-	wait, err := s.throttled(w, r, s.now(), th)
-	if err != nil {
-		return err
-	}
-	if wait != "" {
-		return refuse(http.StatusTooManyRequests, "Too many wrong passwords. Try again in "+wait+".")
-	}
-	u, err := s.store.UserByName(ctx, me.Name)
-	if err != nil {
-		return err
-	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
-		s.log.Info("password change refused: wrong current password", "user", me.Name)
-		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
-	}
-	if err := s.store.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
-		return err
-	}
-	if p := passwordProblem(password); p != "" {
-		return refuse(http.StatusUnprocessableEntity, p)
-	}
-	if password != again {
-		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
-	}
-	if err := s.setPassword(w, r, me.Name, password); err != nil {
-		return err
-	}
-	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
-	http.Redirect(w, r, "/account", http.StatusSeeOther)
-	return nil
 }

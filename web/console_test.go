@@ -11,12 +11,14 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/net/html"
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
@@ -51,7 +53,8 @@ type consoleEnv struct {
 	failedKey            string
 }
 
-func newConsoleEnv(t testing.TB) *consoleEnv {
+// newConsoleEnv starts the console; each of configure may change its Config first.
+func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
@@ -70,7 +73,7 @@ func newConsoleEnv(t testing.TB) *consoleEnv {
 			t.Fatal(err)
 		}
 	}
-	s, err := web.New(ctx, web.Config{
+	cfg := web.Config{
 		Store:      db,
 		Static:     static.FS,
 		Now:        clock.Now,
@@ -87,7 +90,11 @@ func newConsoleEnv(t testing.TB) *consoleEnv {
 				Fields: []web.Field{{Pointer: "/booking_id", Present: true, Value: `"BK-1"`}}}, nil
 		},
 		RevealSecret: func(ctx context.Context, source string) (string, error) { return consoleSecret, nil },
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	s, err := web.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +241,11 @@ func (e *consoleEnv) apiStatus(t testing.TB, tok string) int {
 	return resp.StatusCode
 }
 
-func mustContain(t *testing.T, body string, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(body, w) {
-			t.Errorf("page lacks %q", w)
-		}
-	}
+// page gets path and parses the answer.
+func (c *client) page(path string) (int, nodes) {
+	c.t.Helper()
+	code, body := c.get(path)
+	return code, parsePage(c.t, body)
 }
 
 func TestConsole_SignIn(t *testing.T) {
@@ -255,8 +260,8 @@ func TestConsole_SignIn(t *testing.T) {
 		if code != http.StatusSeeOther || h.Get("Location") != "/login?next=%2Fevents%3Fbooking%3DBK-1" {
 			t.Fatalf("GET /events = %d %q", code, h.Get("Location"))
 		}
-		code, body := c.get("/login")
-		if code != 200 || !strings.Contains(body, `name="username"`) || !strings.Contains(body, `name="password"`) {
+		code, p := c.page("/login")
+		if code != 200 || p.named("username").len() != 1 || p.named("password").len() != 1 {
 			t.Fatalf("login form: %d", code)
 		}
 	})
@@ -284,13 +289,11 @@ func TestConsole_SignIn(t *testing.T) {
 		}
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
-		code, body, _ := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"admin"}, "password": {"nope"}})
-		if code != http.StatusUnauthorized || !strings.Contains(body, "Wrong username or password") {
-			t.Fatalf("wrong password: %d", code)
-		}
-		code, body, _ = e.client(t).do(http.MethodPost, "/login", url.Values{"username": {"ghost"}, "password": {"nope"}})
-		if code != http.StatusUnauthorized || !strings.Contains(body, "Wrong username or password") {
-			t.Fatalf("unknown user: %d", code)
+		for _, name := range []string{"admin", "ghost"} {
+			code, body, _ := e.client(t).do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {"nope"}})
+			if said := parsePage(t, body).testid("login-error").text(); code != http.StatusUnauthorized || said != "Wrong username or password." {
+				t.Fatalf("wrong password for %s: %d %q", name, code, said)
+			}
 		}
 	})
 	t.Run("IdleAndAbsoluteTimeouts", func(t *testing.T) {
@@ -304,8 +307,8 @@ func TestConsole_SignIn(t *testing.T) {
 		if code != http.StatusSeeOther || h.Get("Location") != "/login" {
 			t.Fatalf("after 2 h idle: %d %q, want a redirect to /login", code, h.Get("Location"))
 		}
-		_, body := c.get("/login")
-		mustContain(t, body, "without activity")
+		_, p := c.page("/login")
+		p.testid("flash").shows("without activity")
 
 		c = e.as(t, "viewer")
 		for range 13 {
@@ -332,35 +335,67 @@ func TestConsole_Pages(t *testing.T) {
 	e := newConsoleEnv(t)
 	c := e.as(t, "admin")
 	dupURL := fmt.Sprintf("/events/%d", e.dup.ID)
+	// shows: for each data-testid ("" for the whole page), the texts it shows.
 	for _, tc := range []struct {
 		path  string
-		wants []string
+		shows map[string][]string
+		check func(t *testing.T, p nodes)
 	}{
-		{"/", []string{`data-testid="card-money"`, "190.00", `role="img"`, "<title id=", "Stuck keys", "ota", "pms"}},
-		{"/?range=24h", []string{`data-testid="chart"`}},
-		{"/?range=30d", []string{`data-testid="chart"`}},
-		{"/events", []string{`data-testid="events"`, "BK-42", "badge-mismatch", "badge-rejected"}},
-		{"/events?booking=BK-42&outcome=duplicate", []string{fmt.Sprintf(`href="/events/%d"`, e.dup.ID), "190.00"}},
-		{"/events?mismatch=1&source=ota", []string{"BK-42"}},
-		{"/events?status=nothing-like-this", []string{"No delivery matches this filter"}},
-		{dupURL, []string{`data-testid="derivation"`, "/booking_id", `&#34;BK-42&#34;`, `data-testid="canonical"`,
-			`data-testid="diff"`, "diff-line del", "180.00", "diff-line add", "190.00", `data-testid="key-deliveries"`,
-			"Webhook-Signature", `data-testid="body"`}},
-		{fmt.Sprintf("/events/%d", e.rejected.ID), []string{"signature: no match", "No body kept"}},
-		{"/keys", []string{`data-testid="keys"`, "pms", "failed", "stuck", "connection refused", `data-testid="bulk-release"`}},
-		{"/keys?state=processed", []string{"derived:9f2c"}},
-		{"/keys?state=all", []string{"derived:9f2c", "=cmd|evil"}},
-		{"/lab", []string{`data-testid="lab-form"`}},
-		{"/audit", []string{"add user", "admin as admin"}},
-		{"/users", []string{`data-testid="users"`, "operator", "viewer"}},
-		{"/sources", []string{"ota", "pms", "whsec_••••", "from environment variable PMS_TOKEN", "not covered", "signed timestamp"}},
+		{"/", map[string][]string{"card-money": {"190.00"}, "card-stuck": {"Stuck keys"}, "source-stats": {"ota", "pms"}, "chart": nil},
+			func(t *testing.T, p nodes) {
+				charts := p.testid("chart")
+				if len(charts.attrs("role")) != charts.len() || charts.tag("title").len() == 0 || len(charts.tag("title").attrs("id")) == 0 {
+					t.Error("a chart is not an image with a title")
+				}
+			}},
+		{"/?range=24h", map[string][]string{"chart": nil}, nil},
+		{"/?range=30d", map[string][]string{"chart": nil}, nil},
+		{"/events", map[string][]string{"events": {"BK-42"}}, func(t *testing.T, p nodes) {
+			if p.testid("events").class("badge-mismatch").len() == 0 || p.testid("events").class("badge-rejected").len() == 0 {
+				t.Error("no mismatch or rejected badge")
+			}
+		}},
+		{"/events?booking=BK-42&outcome=duplicate", map[string][]string{"events": {"190.00"}}, func(t *testing.T, p nodes) {
+			if links := p.testid("event-link").attrs("href"); !slices.Equal(links, []string{dupURL}) {
+				t.Errorf("listed %v, want the duplicate %s", links, dupURL)
+			}
+		}},
+		{"/events?mismatch=1&source=ota", map[string][]string{"events": {"BK-42"}}, nil},
+		{"/events?status=nothing-like-this", map[string][]string{"empty": {"No delivery matches this filter"}}, nil},
+		{dupURL, map[string][]string{"key-fields": {"/booking_id", `"BK-42"`}, "derivation": nil, "canonical": nil,
+			"key-deliveries": nil, "headers": {"Webhook-Signature"}, "body": nil, "diff": nil},
+			func(t *testing.T, p nodes) {
+				diff := p.testid("diff")
+				if !strings.Contains(diff.class("diff-line", "del").text(), "180.00") || !strings.Contains(diff.class("diff-line", "add").text(), "190.00") {
+					t.Errorf("the diff does not take 180.00 out and put 190.00 in: %q", diff.text())
+				}
+			}},
+		{fmt.Sprintf("/events/%d", e.rejected.ID), map[string][]string{"reject-reason": {"signature: no match"}, "": {"No body kept"}}, nil},
+		{"/keys", map[string][]string{"keys": {"pms", "failed", "stuck", "connection refused"}, "bulk-release": nil}, nil},
+		{"/keys?state=processed", map[string][]string{"keys": {"derived:9f2c"}}, nil},
+		{"/keys?state=all", map[string][]string{"keys": {"derived:9f2c", "=cmd|evil"}}, nil},
+		{"/lab", map[string][]string{"lab-form": nil}, nil},
+		{"/audit", map[string][]string{"audit": {"add user", "admin as admin"}}, nil},
+		{"/users", map[string][]string{"users": {"operator", "viewer"}}, nil},
+		{"/sources", map[string][]string{"source": {"ota", "pms", "from environment variable PMS_TOKEN", "not covered", "signed timestamp"},
+			"secret": {"whsec_••••"}}, nil},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			code, body := c.get(tc.path)
+			code, p := c.page(tc.path)
 			if code != http.StatusOK {
 				t.Fatalf("GET %s = %d", tc.path, code)
 			}
-			mustContain(t, body, tc.wants...)
+			for id, texts := range tc.shows {
+				if id == "" {
+					p.shows(texts...)
+					continue
+				}
+				p.has(id)
+				p.testid(id).shows(texts...)
+			}
+			if tc.check != nil {
+				tc.check(t, p)
+			}
 		})
 	}
 	t.Run("Lab", func(t *testing.T) {
@@ -369,7 +404,9 @@ func TestConsole_Pages(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("POST /lab = %d", code)
 		}
-		mustContain(t, body, `data-testid="lab-result"`, "derived:abc", "would be accepted")
+		result := parsePage(t, body).testid("lab-result")
+		result.shows("derived:abc")
+		result.testid("lab-claim").shows("would be accepted")
 	})
 	t.Run("NotFound", func(t *testing.T) {
 		for _, p := range []string{"/events/999999", "/events/x", "/nothing-here"} {
@@ -379,12 +416,14 @@ func TestConsole_Pages(t *testing.T) {
 		}
 	})
 	t.Run("Static", func(t *testing.T) {
-		_, body := c.get("/")
-		m := regexp.MustCompile(`href="(/static/style\.css\?v=[0-9a-f]+)"`).FindStringSubmatch(body)
-		if m == nil {
-			t.Fatal("no stylesheet link")
+		_, p := c.page("/")
+		css := p.find(func(x *html.Node) bool {
+			return x.Data == "link" && slices.Contains(x.Attr, html.Attribute{Key: "rel", Val: "stylesheet"})
+		}).attrs("href")
+		if len(css) != 1 || !regexp.MustCompile(`^/static/style\.css\?v=[0-9a-f]+$`).MatchString(css[0]) {
+			t.Fatalf("stylesheet links %q", css)
 		}
-		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+m[1], nil)
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+css[0], nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -417,30 +456,31 @@ func TestConsole_KeysScanWindow(t *testing.T) {
 	e := newConsoleEnv(t)
 	bulkKeys(t, e.db, "ota", storage.ScanWindow+10)
 	c := e.as(t, "viewer")
-	code, body := c.get("/keys?state=all&source=pms")
+	code, p := c.page("/keys?state=all&source=pms")
 	if code != http.StatusOK {
 		t.Fatalf("GET /keys = %d", code)
 	}
-	mustContain(t, body, "No match among the most recent keys searched", "Search older keys")
-	if strings.Contains(body, "cmd|evil") {
+	p.shows("No match among the most recent keys searched", "Search older keys")
+	if strings.Contains(p.text(), "cmd|evil") {
 		t.Fatal("the first page shows the old key: it searched more than its window")
 	}
-	next := regexp.MustCompile(`href="(/keys\?[^"]*after=\d+[^"]*)"`).FindStringSubmatch(body)
-	if next == nil {
-		t.Fatalf("no link to search older keys:\n%s", body)
+	next := p.testid("next").attrs("href")
+	if len(next) != 1 || !strings.HasPrefix(next[0], "/keys?") || !strings.Contains(next[0], "before=") {
+		t.Fatalf("links to search older keys: %q", next)
 	}
-	code, body = c.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	code, p = c.page(next[0])
 	if code != http.StatusOK {
-		t.Fatalf("GET %s = %d", next[1], code)
+		t.Fatalf("GET %s = %d", next[0], code)
 	}
-	mustContain(t, body, `data-testid="keys"`, "=cmd|evil")
-	if strings.Contains(body, "Search older keys") || strings.Contains(body, `data-testid="next"`) {
+	p.testid("keys").shows("=cmd|evil")
+	if strings.Contains(p.text(), "Search older keys") || p.testid("next").len() > 0 {
 		t.Error("the last page links to another")
 	}
 	// Without a filter the page is a straight walk: full, with an ordinary next page.
-	_, body = c.get("/keys?state=all")
-	mustContain(t, body, "bulk-", `data-testid="next"`)
-	if strings.Contains(body, "bounded stretch") {
+	_, p = c.page("/keys?state=all")
+	p.testid("keys").shows("bulk-")
+	p.has("next")
+	if strings.Contains(p.text(), "bounded stretch") {
 		t.Error("an unfiltered page says it was cut short")
 	}
 }
@@ -459,30 +499,34 @@ func TestConsole_ManyDeliveriesOfAKey(t *testing.T) {
 		}
 		ds = append(ds, d)
 	}
-	rows := regexp.MustCompile(`<tr class="[^"]*"><td>`)
 	c := e.as(t, "viewer")
 	last := ds[len(ds)-1]
-	code, body := c.get(fmt.Sprintf("/events/%d", last.ID))
+	code, p := c.page(fmt.Sprintf("/events/%d", last.ID))
 	if code != http.StatusOK {
 		t.Fatalf("GET /events/%d = %d", last.ID, code)
 	}
-	mustContain(t, body, `data-testid="more-deliveries"`, "the first 100 are listed",
-		`href="/events?key=evt_storm&amp;source=ota"`, "this one", `data-testid="compare"`)
-	table := body[strings.Index(body, `data-testid="key-deliveries"`):]
-	table = table[:strings.Index(table, "</table>")]
-	if n := len(rows.FindAllString(table, -1)); n != web.KeyDeliveriesShown+1 {
+	more := p.testid("more-deliveries")
+	more.shows("the first 100 are listed")
+	if !slices.Contains(more.hrefs(), "/events?key=evt_storm&source=ota") {
+		t.Errorf("no link to all deliveries of the key: %q", more.hrefs())
+	}
+	p.has("compare")
+	table := p.testid("key-deliveries")
+	table.shows("this one")
+	if n := table.tag("tbody").tag("tr").len(); n != web.KeyDeliveriesShown+1 {
 		t.Errorf("%d deliveries listed, want the first %d and this one", n, web.KeyDeliveriesShown)
 	}
-	if strings.Contains(table, fmt.Sprintf(">%d<", ds[len(ds)-2].ID)) {
+	if slices.Contains(table.hrefs(), fmt.Sprintf("/events/%d", ds[len(ds)-2].ID)) {
 		t.Error("a delivery past the first ones, other than this one, is listed")
 	}
 	// Compare with one that is not listed: it is found all the same.
 	with := ds[len(ds)-2]
-	_, body = c.get(fmt.Sprintf("/events/%d?with=%d", last.ID, with.ID))
-	mustContain(t, body, `data-testid="compare"`, fmt.Sprintf(`href="/events/%d"`, with.ID))
+	_, p = c.page(fmt.Sprintf("/events/%d?with=%d", last.ID, with.ID))
+	if !slices.Contains(p.testid("compare").hrefs(), fmt.Sprintf("/events/%d", with.ID)) {
+		t.Errorf("the comparison is not with %d: %q", with.ID, p.testid("compare").hrefs())
+	}
 	// A key with few deliveries says nothing of the kind.
-	_, body = c.get(fmt.Sprintf("/events/%d", e.dup.ID))
-	if strings.Contains(body, "more-deliveries") {
+	if _, p = c.page(fmt.Sprintf("/events/%d", e.dup.ID)); p.testid("more-deliveries").len() > 0 {
 		t.Error("a key with two deliveries says it has more")
 	}
 }
@@ -535,12 +579,10 @@ func TestConsole_Roles(t *testing.T) {
 					t.Errorf("GET %s = %d, want %d", p, code, want)
 				}
 			}
-			_, body := c.get("/")
-			if strings.Contains(body, `href="/users"`) != tc.adminPages {
+			if _, p := c.page("/"); slices.Contains(p.hrefs(), "/users") != tc.adminPages {
 				t.Errorf("users link shown = %v", !tc.adminPages)
 			}
-			_, body = c.get("/keys")
-			if strings.Contains(body, `data-testid="bulk-release"`) != tc.release {
+			if _, p := c.page("/keys"); (p.testid("bulk-release").len() > 0) != tc.release {
 				t.Errorf("release button shown = %v", !tc.release)
 			}
 
@@ -581,8 +623,8 @@ func TestConsole_Release(t *testing.T) {
 		if code != 303 || h.Get("Location") != "/keys" {
 			t.Fatalf("release without reason: %d %q", code, h.Get("Location"))
 		}
-		_, body := c.get("/keys")
-		mustContain(t, body, "Give a reason")
+		_, p := c.page("/keys")
+		p.testid("flash").shows("Give a reason")
 		if cl, _ := e.db.Claim(ctx, "pms", e.failedKey); cl.State != storage.StateFailed {
 			t.Fatalf("released without a reason: %s", cl.State)
 		}
@@ -593,13 +635,13 @@ func TestConsole_Release(t *testing.T) {
 		if code != 303 || h.Get("Location") != "/keys" {
 			t.Fatalf("bulk: %d %q (an outside return address must not be followed)", code, h.Get("Location"))
 		}
-		_, body := c.get("/keys")
-		mustContain(t, body, "Reprocessing 2 keys.", "1 no longer exist")
+		_, p := c.page("/keys")
+		p.testid("flash").shows("Reprocessing 2 keys.", "1 no longer exist")
 		if cl, _ := e.db.Claim(ctx, "pms", e.failedKey); cl.State != storage.StateProcessing {
 			t.Fatalf("state after reprocess: %s", cl.State)
 		}
-		_, body = c.get("/audit")
-		mustContain(t, body, "reprocess", "downstream fixed", "operator")
+		_, p = c.page("/audit")
+		p.testid("audit").shows("reprocess", "downstream fixed", "operator")
 	})
 }
 
@@ -644,17 +686,24 @@ func TestConsole_CrossOrigin(t *testing.T) {
 func TestConsole_PayloadEscaped(t *testing.T) {
 	e := newConsoleEnv(t)
 	c := e.as(t, "viewer")
-	for _, p := range []string{fmt.Sprintf("/events/%d", e.dup.ID), fmt.Sprintf("/events/%d", e.first.ID)} {
-		_, body := c.get(p)
-		if strings.Contains(body, "<script>alert") {
-			t.Errorf("%s renders the payload's script as markup", p)
+	// A script element holding the payload's code would run; the payload is text.
+	scripted := func(p nodes, code string) bool { return strings.Contains(p.tag("script").text(), code) }
+	for _, path := range []string{fmt.Sprintf("/events/%d", e.dup.ID), fmt.Sprintf("/events/%d", e.first.ID)} {
+		_, p := c.page(path)
+		if scripted(p, "alert(") {
+			t.Errorf("%s renders the payload's script as markup", path)
 		}
-		mustContain(t, body, "&lt;script&gt;alert(")
+		p.testid("body").shows("<script>alert('pwned')</script>")
 	}
 	c.get("/lab")
-	_, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{"x":"</textarea><script>alert(1)</script>"}`}})
-	if strings.Contains(body, "<script>alert(1)") {
+	payload := `{"x":"</textarea><script>alert(1)</script>"}`
+	_, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {payload}})
+	p := parsePage(t, body)
+	if scripted(p, "alert(1)") {
 		t.Error("the lab echoes the pasted payload as markup")
+	}
+	if got := p.testid("lab-payload").text(); got != payload {
+		t.Errorf("the lab's payload field holds %q, want the payload as pasted", got)
 	}
 	_, _, h := c.do(http.MethodGet, "/", nil)
 	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
@@ -674,8 +723,8 @@ func TestConsole_NoSecret(t *testing.T) {
 		}
 	}
 	code, body, h := c.post("/sources/ota/reveal", nil)
-	if code != 200 || !strings.Contains(body, consoleSecret) || !strings.Contains(h.Get("Cache-Control"), "no-store") {
-		t.Fatalf("reveal: %d", code)
+	if revealed := parsePage(t, body).testid("revealed").text(); code != 200 || revealed != consoleSecret || !strings.Contains(h.Get("Cache-Control"), "no-store") {
+		t.Fatalf("reveal: %d %q", code, revealed)
 	}
 	if code, _, _ := c.post("/sources/pms/reveal", nil); code != http.StatusBadRequest {
 		t.Errorf("reveal of a configured secret = %d, want 400", code)
@@ -683,27 +732,31 @@ func TestConsole_NoSecret(t *testing.T) {
 	if _, body := c.get("/sources"); strings.Contains(body, consoleSecret) {
 		t.Error("the revealed secret stays on the page")
 	}
-	_, body = c.get("/audit")
-	mustContain(t, body, "reveal secret")
+	_, p := c.page("/audit")
+	p.testid("audit").shows("reveal secret")
 }
 
 func TestConsole_AddUser(t *testing.T) {
 	e := newConsoleEnv(t)
 	c := e.as(t, "admin")
 	c.get("/users")
+	refusal := func(body string) string {
+		return parsePage(t, body).testid("add-user").withAttr("role", "alert").text()
+	}
 	code, body, _ := c.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {"short"}})
-	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "at least 12 characters") {
-		t.Fatalf("short password: %d", code)
+	if said := refusal(body); code != http.StatusUnprocessableEntity || said != "The password needs at least 12 characters." {
+		t.Fatalf("short password: %d %q", code, said)
 	}
 	code, _, _ = c.post("/users", url.Values{"name": {"ana"}, "role": {"operator"}, "password": {"a long enough password"}})
 	if code != http.StatusSeeOther {
 		t.Fatalf("add user: %d", code)
 	}
-	_, body = c.get("/users")
-	mustContain(t, body, "Added ana as operator.", "ana")
+	_, p := c.page("/users")
+	p.testid("flash").shows("Added ana as operator.")
+	p.testid("users").withAttr("data-user", "ana").shows("ana", "operator")
 	code, body, _ = c.post("/users", url.Values{"name": {"ana"}, "role": {"viewer"}, "password": {"a long enough password"}})
-	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "already a user") {
-		t.Fatalf("duplicate user: %d", code)
+	if said := refusal(body); code != http.StatusUnprocessableEntity || said != `There is already a user called "ana".` {
+		t.Fatalf("duplicate user: %d %q", code, said)
 	}
 	ana := e.client(t)
 	if code, _, _ := ana.do(http.MethodPost, "/login", url.Values{"username": {"ana"}, "password": {"a long enough password"}}); code != http.StatusSeeOther {
@@ -723,9 +776,13 @@ func TestConsole_ManageUsers(t *testing.T) {
 		t.Fatalf("add ana: %d", code)
 	}
 	// The page offers no way to lock oneself out.
-	_, body := admin.get("/users")
-	mustContain(t, body, "Remove ana", `href="/account"`)
-	if strings.Contains(body, "Remove admin") || strings.Count(body, `data-testid="user-role"`) != 3 {
+	_, p := admin.page("/users")
+	yourRow, anasRow := p.withAttr("data-user", "admin"), p.withAttr("data-user", "ana")
+	anasRow.testid("user-remove").shows("Remove ana")
+	if !slices.Contains(yourRow.hrefs(), "/account") {
+		t.Error("the admin's own row does not send them to their account page")
+	}
+	if yourRow.testid("user-remove").len()+yourRow.testid("user-role").len() > 0 || p.testid("user-role").len() != 3 {
 		t.Errorf("the users page offers the admin to demote or remove themselves")
 	}
 	signIn := func(password string) (*client, int) {
@@ -750,8 +807,8 @@ func TestConsole_ManageUsers(t *testing.T) {
 		if code != http.StatusSeeOther || h.Get("Location") != "/users" {
 			t.Fatalf("POST %s: %d %q", path, code, h.Get("Location"))
 		}
-		_, body := admin.get("/users")
-		mustContain(t, body, flash)
+		_, p := admin.page("/users")
+		p.testid("flash").shows(flash)
 	}
 
 	// Users other than admins may change no user.
@@ -795,8 +852,8 @@ func TestConsole_ManageUsers(t *testing.T) {
 	}
 
 	// An admin can't lock themselves out, and their own new password keeps them in.
-	changed("/users/role", url.Values{"name": {"admin"}, "role": {"viewer"}}, "You can&#39;t change your own role")
-	changed("/users/remove", url.Values{"name": {"admin"}}, "You can&#39;t remove yourself")
+	changed("/users/role", url.Values{"name": {"admin"}, "role": {"viewer"}}, "You can't change your own role")
+	changed("/users/remove", url.Values{"name": {"admin"}}, "You can't remove yourself")
 	if u, _ := e.db.UserByName(ctx, "admin"); u.Role != storage.RoleAdmin {
 		t.Fatalf("admin's role: %s", u.Role)
 	}
@@ -816,7 +873,7 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code := api(); code != http.StatusUnauthorized {
 		t.Fatalf("a removed user's token: %d, want 401", code)
 	}
-	changed("/users/remove", url.Values{"name": {"ana"}}, "There is no user called &#34;ana&#34; any more.")
+	changed("/users/remove", url.Values{"name": {"ana"}}, `There is no user called "ana" any more.`)
 	if code, _, _ := admin.post("/users", url.Values{"name": {"ana"}, "role": {"admin"}, "password": {"ana's second password"}}); code != http.StatusSeeOther {
 		t.Fatalf("add ana again: %d", code)
 	}
@@ -832,8 +889,12 @@ func TestConsole_ManageUsers(t *testing.T) {
 	for _, a := range log {
 		actions = append(actions, a.Actor+": "+a.Action+" "+a.Reason)
 	}
-	mustContain(t, strings.Join(actions, "\n"), "admin: change role ana to viewer", "admin: set password ana",
-		"admin: set password admin", "admin: remove user ana")
+	for _, want := range []string{"admin: change role ana to viewer", "admin: set password ana",
+		"admin: set password admin", "admin: remove user ana"} {
+		if !slices.ContainsFunc(actions, func(a string) bool { return strings.HasPrefix(a, want) }) {
+			t.Errorf("no audit row %q in %q", want, actions)
+		}
+	}
 }
 
 // TestConsole_Account changes a viewer's own password: the current one is asked, a
@@ -843,15 +904,19 @@ func TestConsole_Account(t *testing.T) {
 	e := newConsoleEnv(t)
 	ctx := context.Background()
 	me, other := e.as(t, "viewer"), e.as(t, "viewer")
-	code, body := me.get("/account")
+	code, p := me.page("/account")
 	if code != http.StatusOK {
 		t.Fatalf("GET /account: %d", code)
 	}
-	mustContain(t, body, `data-testid="account-name">viewer<`, `action="/account/password"`)
+	if name, action := p.testid("account-name").text(), p.testid("account-password").attrs("action"); name != "viewer" ||
+		!slices.Equal(action, []string{"/account/password"}) {
+		t.Fatalf("account page: name %q, password form to %q", name, action)
+	}
+	// change answers the status, and the refusal the form says, if any.
 	change := func(current, password, again string) (int, string) {
 		t.Helper()
 		code, body, _ := me.post("/account/password", url.Values{"current": {current}, "password": {password}, "again": {again}})
-		return code, body
+		return code, parsePage(t, body).testid("account-password").withAttr("role", "alert").text()
 	}
 	const next = "the viewer's next password"
 	for _, tc := range []struct{ current, password, again, why string }{
@@ -859,8 +924,8 @@ func TestConsole_Account(t *testing.T) {
 		{consolePassword, "short", "short", "at least 12 characters"},
 		{consolePassword, next, next + "!", "two new passwords differ"},
 	} {
-		if code, body := change(tc.current, tc.password, tc.again); code != http.StatusUnprocessableEntity || !strings.Contains(body, tc.why) {
-			t.Errorf("%q: %d, want 422 saying %q", tc.why, code, tc.why)
+		if code, said := change(tc.current, tc.password, tc.again); code != http.StatusUnprocessableEntity || !strings.Contains(said, tc.why) {
+			t.Errorf("%q: %d %q, want 422 saying %q", tc.why, code, said, tc.why)
 		}
 	}
 	if u, _ := e.db.UserByName(ctx, "viewer"); bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(consolePassword)) != nil {
@@ -869,8 +934,8 @@ func TestConsole_Account(t *testing.T) {
 	if code, _ := change(consolePassword, next, next); code != http.StatusSeeOther {
 		t.Fatalf("change: %d", code)
 	}
-	_, body = me.get("/account")
-	mustContain(t, body, "Your password is changed")
+	_, p = me.page("/account")
+	p.testid("flash").shows("Your password is changed")
 	if code, _ := other.get("/events"); code != http.StatusSeeOther {
 		t.Fatalf("the user's other session after the change: %d, want a redirect to sign in", code)
 	}
@@ -888,7 +953,8 @@ func TestConsole_Account(t *testing.T) {
 		change("guess", next, next)
 	}
 	code, body, h := me.post("/account/password", url.Values{"current": {next}, "password": {"yet another password"}, "again": {"yet another password"}})
-	if code != http.StatusTooManyRequests || !strings.Contains(body, "Too many wrong passwords") || h.Get("Retry-After") == "" {
+	if said := parsePage(t, body).testid("account-password").withAttr("role", "alert").text(); code != http.StatusTooManyRequests ||
+		!strings.HasPrefix(said, "Too many wrong passwords") || h.Get("Retry-After") == "" {
 		t.Fatalf("after 5 wrong passwords: %d, Retry-After %q", code, h.Get("Retry-After"))
 	}
 }
@@ -900,23 +966,23 @@ func TestConsole_AccountTokens(t *testing.T) {
 	ctx := context.Background()
 	op := e.as(t, "operator")
 	op.get("/account")
-	if code, body, _ := op.post("/account/tokens", url.Values{"name": {" "}}); code != http.StatusUnprocessableEntity ||
-		!strings.Contains(body, "Say what the token is for") {
+	if code, body, _ := op.post("/account/tokens", url.Values{"name": {" "}}); code != http.StatusUnprocessableEntity {
 		t.Fatalf("a token without a name: %d", code)
+	} else {
+		parsePage(t, body).testid("new-token-form").withAttr("role", "alert").shows("Say what the token is for")
 	}
 	code, body, h := op.post("/account/tokens", url.Values{"name": {"support scripts"}})
-	m := regexp.MustCompile(`data-testid="new-token">(hdk_[A-Za-z0-9_-]+)<`).FindStringSubmatch(body)
-	if code != http.StatusOK || m == nil {
-		t.Fatalf("make a token: %d, token shown: %v", code, m != nil)
+	tok := parsePage(t, body).testid("new-token").text()
+	if code != http.StatusOK || !regexp.MustCompile(`^hdk_[A-Za-z0-9_-]+$`).MatchString(tok) {
+		t.Fatalf("make a token: %d, token shown: %q", code, tok)
 	}
-	tok := m[1]
 	for _, c := range h.Values("Set-Cookie") {
 		if strings.Contains(c, tok) {
 			t.Fatal("the token went into a cookie")
 		}
 	}
 	_, body = op.get("/account")
-	if strings.Contains(body, tok) || !strings.Contains(body, "support scripts") {
+	if strings.Contains(body, tok) || !strings.Contains(parsePage(t, body).testid("token-row").text(), "support scripts") {
 		t.Fatal("the account page shows the token again, or not its name")
 	}
 	api := func() int { return e.apiStatus(t, tok) }
@@ -935,8 +1001,8 @@ func TestConsole_AccountTokens(t *testing.T) {
 	if code, _, _ := viewer.post("/account/tokens/revoke", url.Values{"id": {id}}); code != http.StatusSeeOther {
 		t.Fatalf("revoke by another user: %d", code)
 	}
-	_, body = viewer.get("/account")
-	mustContain(t, body, "You have no valid token with that id.")
+	_, p := viewer.page("/account")
+	p.testid("flash").shows("You have no valid token with that id.")
 	if code := api(); code != http.StatusOK {
 		t.Fatalf("another user revoked the token: %d", code)
 	}
@@ -944,8 +1010,9 @@ func TestConsole_AccountTokens(t *testing.T) {
 	if code, _, _ := op.post("/account/tokens/revoke", url.Values{"id": {id}}); code != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", code)
 	}
-	_, body = op.get("/account")
-	mustContain(t, body, "Token revoked", "revoked 20")
+	_, p = op.page("/account")
+	p.testid("flash").shows("Token revoked")
+	p.testid("token-row").shows("support scripts", "revoked 20")
 	if code := api(); code != http.StatusUnauthorized {
 		t.Fatalf("the revoked token on the API: %d", code)
 	}

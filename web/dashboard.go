@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -9,6 +10,15 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// statsStore is what the dashboard asks of storage.
+type statsStore interface {
+	// DeliveryStats counts every delivery, those not yet rolled up by the background
+	// loop included; it writes nothing.
+	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
+}
 
 // dashRange is one of the dashboard's periods: n buckets of step.
 type dashRange struct {
@@ -29,51 +39,99 @@ var dashRanges = []dashRange{
 const otherSources = "(unknown sources)"
 
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	rg := dashRanges[1]
-	if name := r.URL.Query().Get("range"); name != "" {
-		i := slices.IndexFunc(dashRanges, func(d dashRange) bool { return d.name == name })
-		if i < 0 {
-			return badRequest("Unknown range: choose 24h, 7d or 30d.")
-		}
-		rg = dashRanges[i]
-	}
-	now := s.now().In(s.loc)
-	// Buckets end with the one that holds now, each starting on a whole step (local days).
-	var end time.Time
-	if rg.step == 24*time.Hour {
-		end = time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, s.loc)
-	} else {
-		end = now.Truncate(rg.step).Add(rg.step)
-	}
-	from := end.Add(-time.Duration(rg.n) * rg.step)
-	if rg.step == 24*time.Hour {
-		from = time.Date(now.Year(), now.Month(), now.Day()-rg.n+1, 0, 0, 0, 0, s.loc)
-	}
-	stats, err := s.store.DeliveryStats(ctx, from, end, rg.step)
+	rg, err := parseDashRange(r.URL.Query().Get("range"))
 	if err != nil {
 		return err
 	}
-	stuck, err := s.store.StuckCounts(ctx, s.now().Add(-s.stuck))
+	now := s.now()
+	from, end := dashWindow(rg, now.In(s.loc))
+	d, err := s.dashboardData(r.Context(), rg, from, end, now.Add(-s.stuck))
 	if err != nil {
 		return err
 	}
-	caught, err := s.store.RecentDuplicates(ctx, from, 10)
-	if err != nil {
-		return err
-	}
+	v := s.dashboardView(rg, from, d)
+	v.Page = s.page(r, "Dashboard", "dashboard")
+	return s.render(w, r, http.StatusOK, views.DashboardView(v))
+}
 
-	type counts struct {
-		acc, dup, rej, mm, moneyN int64
-		money                     float64
-		buckets                   []views.ChartBucket
+// parseDashRange returns the range named name ("24h", "7d", "30d"); "" is 7d.
+func parseDashRange(name string) (dashRange, error) {
+	if name == "" {
+		return dashRanges[1], nil
 	}
-	bySource := map[string]*counts{}
-	order := s.sourceNames()
-	get := func(name string) *counts {
+	i := slices.IndexFunc(dashRanges, func(d dashRange) bool { return d.name == name })
+	if i < 0 {
+		return dashRange{}, badRequest("Unknown range: choose 24h, 7d or 30d.")
+	}
+	return dashRanges[i], nil
+}
+
+// dashWindow returns the time the range's buckets cover at now: they end with the one
+// that holds now, each starting on a whole step (local days, in now's location).
+func dashWindow(rg dashRange, now time.Time) (from, end time.Time) {
+	loc := now.Location()
+	if rg.step == 24*time.Hour {
+		end = time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, loc)
+		from = time.Date(now.Year(), now.Month(), now.Day()-rg.n+1, 0, 0, 0, 0, loc)
+		return from, end
+	}
+	end = now.Truncate(rg.step).Add(rg.step)
+	return end.Add(-time.Duration(rg.n) * rg.step), end
+}
+
+// dashData is what the dashboard shows, as storage gives it.
+type dashData struct {
+	stats  []storage.StatBucket
+	stuck  map[string]int // stuck keys by source
+	caught []storage.Delivery
+}
+
+func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stuckBefore time.Time) (dashData, error) {
+	var d dashData
+	var err error
+	if d.stats, err = s.stats.DeliveryStats(ctx, from, end, rg.step); err != nil {
+		return dashData{}, err
+	}
+	if d.stuck, err = s.stats.StuckCounts(ctx, stuckBefore); err != nil {
+		return dashData{}, err
+	}
+	if d.caught, err = s.stats.RecentDuplicates(ctx, from, 10); err != nil {
+		return dashData{}, err
+	}
+	return d, nil
+}
+
+// dashCounts are one source's deliveries over the range (or all sources' together).
+type dashCounts struct {
+	acc, dup, rej, mm, moneyN int64
+	money                     float64
+	buckets                   []views.ChartBucket // one per step; not kept for the totals
+}
+
+// add counts b into c.
+func (c *dashCounts) add(b storage.StatBucket) {
+	switch b.Outcome {
+	case storage.Accepted:
+		c.acc += b.Deliveries
+	case storage.Duplicate:
+		c.dup += b.Deliveries
+		c.money += b.Amount
+		c.moneyN += b.WithAmount
+	case storage.Rejected:
+		c.rej += b.Deliveries
+	}
+	c.mm += b.Mismatches
+}
+
+// tally sums stats by source, in the configured sources' order, deliveries to names no
+// source has under otherSources (last), and over all sources.
+func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket) (order []string, bySource map[string]*dashCounts, total dashCounts) {
+	bySource = map[string]*dashCounts{}
+	order = s.sourceNames()
+	get := func(name string) *dashCounts {
 		c := bySource[name]
 		if c == nil {
-			c = &counts{buckets: make([]views.ChartBucket, rg.n)}
+			c = &dashCounts{buckets: make([]views.ChartBucket, rg.n)}
 			for i := range c.buckets {
 				start := from.Add(time.Duration(i) * rg.step)
 				if i%rg.tick == 0 {
@@ -88,7 +146,6 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 	for _, name := range order {
 		get(name)
 	}
-	var tot counts
 	for _, b := range stats {
 		name := b.Source
 		if _, ok := s.source(name); !ok {
@@ -99,19 +156,8 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 		if i < 0 || i >= rg.n {
 			continue
 		}
-		for _, x := range []*counts{c, &tot} {
-			switch b.Outcome {
-			case storage.Accepted:
-				x.acc += b.Deliveries
-			case storage.Duplicate:
-				x.dup += b.Deliveries
-				x.money += b.Amount
-				x.moneyN += b.WithAmount
-			case storage.Rejected:
-				x.rej += b.Deliveries
-			}
-			x.mm += b.Mismatches
-		}
+		c.add(b)
+		total.add(b)
 		switch b.Outcome {
 		case storage.Accepted:
 			c.buckets[i].Accepted += b.Deliveries
@@ -124,14 +170,19 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := bySource[otherSources]; ok {
 		order = append(order, otherSources)
 	}
+	return order, bySource, total
+}
 
+// dashboardView builds the dashboard (all but its Page) from d, over the range rg
+// starting at from.
+func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.Dashboard {
+	order, bySource, tot := s.tally(rg, from, d.stats)
 	since := from.Format("2006-01-02T15:04")
 	events := func(q url.Values) string {
 		q.Set("from", since)
 		return "/events?" + q.Encode()
 	}
 	v := views.Dashboard{
-		Page:  s.page(r, "Dashboard", "dashboard"),
 		Range: rg.name,
 		Empty: tot.acc+tot.dup+tot.rej == 0,
 		Totals: views.Totals{
@@ -145,10 +196,10 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 			StuckURL:      "/keys?state=stuck",
 		},
 	}
-	for _, d := range dashRanges {
-		v.Ranges = append(v.Ranges, views.Link{Label: d.label, URL: "/?range=" + d.name, Active: d.name == rg.name})
+	for _, r := range dashRanges {
+		v.Ranges = append(v.Ranges, views.Link{Label: r.label, URL: "/?range=" + r.name, Active: r.name == rg.name})
 	}
-	for _, n := range stuck {
+	for _, n := range d.stuck {
 		v.Totals.Stuck += n
 	}
 	for i, name := range order {
@@ -157,7 +208,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 			Name: name, Accepted: c.acc, Duplicate: c.dup, Rejected: c.rej, Mismatch: c.mm,
 			DuplicateRate: views.Percent(c.dup, c.acc+c.dup),
 			Money:         money(c.money), MoneyCount: c.moneyN,
-			Stuck:         stuck[name],
+			Stuck:         d.stuck[name],
 			EventsURL:     events(url.Values{"source": {name}}),
 			DuplicatesURL: events(url.Values{"source": {name}, "outcome": {"duplicate"}}),
 			StuckURL:      "/keys?" + url.Values{"state": {"stuck"}, "source": {name}}.Encode(),
@@ -169,8 +220,8 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Sources = append(v.Sources, st)
 	}
-	for _, d := range caught {
-		v.Caught = append(v.Caught, s.eventRow(d))
+	for _, dup := range d.caught {
+		v.Caught = append(v.Caught, s.eventRow(dup))
 	}
-	return s.render(w, r, http.StatusOK, views.DashboardView(v))
+	return v
 }

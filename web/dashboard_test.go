@@ -16,7 +16,7 @@ func TestConsole_DashboardReadsOnly(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET / = %d", code)
 	}
-	mustContain(t, body, `data-testid="card-money"`, "190.00")
+	parsePage(t, body).testid("card-money").shows("190.00")
 	n, err := e.db.RollupStats(context.Background(), 1000)
 	if err != nil {
 		t.Fatal(err)

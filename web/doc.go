@@ -6,8 +6,11 @@
 //
 // Every route is registered in one place (Register in server.go), each wrapped in the
 // role it needs; the server enforces roles on every request, whatever the page shows.
-// Console handlers return an error that one adapter turns into a page; the API's
-// handlers answer JSON errors with the status the README documents. Sessions are
+// Handlers return an error, and one adapter per surface answers it (error.go): the
+// console with an error page, the API with {"error": …}. An *Error carries its status
+// and the words the user reads; storage.ErrNotFound is a 404 and a conflict with the
+// data's state (ErrBusy, ErrExists, ErrLastAdmin) a 409; anything else is a 500 with
+// generic words, and its text goes to the log alone. Sessions are
 // gorilla/sessions cookies whose keys live in the database (the console.session_keys
 // setting). Each request reads its user afresh, so a changed role holds at once, and a
 // session carries a digest of the user's row and password hash, so a new password, or a

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -18,6 +19,23 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// eventStore is what the events list, its CSV export, a delivery's page and the API's
+// deliveries ask of storage.
+type eventStore interface {
+	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
+	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
+	// RejectionsNotStored counts the rejections f matches that have no delivery row.
+	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
+	// Delivery returns ErrNotFound if there is no delivery with that id.
+	Delivery(ctx context.Context, id int64) (storage.Delivery, error)
+	// FirstKeyDeliveries returns the first limit deliveries of a key, oldest first, and
+	// whether it has more.
+	FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error)
+	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
+	Claim(ctx context.Context, source, key string) (storage.Claim, error)
+	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
+}
 
 const dateTimeLocal = "2006-01-02T15:04"
 
@@ -108,7 +126,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
-	page, err := s.store.Events(r.Context(), f)
+	page, err := s.events.Events(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -125,7 +143,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Partial = page.Partial
 	if f.Before == 0 {
-		if v.NotStored, err = s.store.RejectionsNotStored(r.Context(), f); err != nil {
+		if v.NotStored, err = s.events.RejectionsNotStored(r.Context(), f); err != nil {
 			return err
 		}
 	}
@@ -163,7 +181,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
 		"property", "booking", "amount", "key", "key_method", "first_delivery", "payload_hash", "error"})
 	n := 0
-	err := s.store.EachEvent(r.Context(), f, func(d storage.Delivery) error {
+	err := s.events.EachEvent(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
 			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
@@ -179,27 +197,84 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Flush()
 	if err != nil {
 		// Headers are gone: all that is left is to stop and log.
-		s.log.Error("csv export stopped", "err", err)
+		s.log.Error("csv export stopped", logErr, err)
 		return nil
 	}
 	return cw.Error()
 }
 
 func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return errNotFound
 	}
-	d, err := s.store.Delivery(ctx, id)
+	// ?with=ID picks the delivery to compare with; anything else is no choice.
+	with, _ := strconv.ParseInt(r.URL.Query().Get("with"), 10, 64)
+	d, err := s.events.Delivery(r.Context(), id)
 	if err != nil {
 		return err
 	}
+	var k *keyData
+	if d.Key != "" {
+		if k, err = s.keyData(r.Context(), d, with); err != nil {
+			return err
+		}
+	}
+	u, _ := UserFrom(r.Context())
+	v := s.eventView(d, k, with, Allowed(u.Role, storage.RoleOperator))
+	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
+	return s.render(w, r, http.StatusOK, views.EventView(v))
+}
+
+// keyData is what a delivery's page shows of its key, as storage gives it.
+type keyData struct {
+	claim *storage.Claim // nil once the claim is swept
+	// The first KeyDeliveriesShown deliveries of the key, oldest first, and whether it
+	// has more.
+	deliveries []storage.Delivery
+	more       bool
+	// past is the delivery ?with= asks for when it is one of the key's but past the
+	// listed ones (nil otherwise).
+	past     *storage.Delivery
+	attempts []storage.Attempt
+}
+
+func (s *Server) keyData(ctx context.Context, d storage.Delivery, with int64) (*keyData, error) {
+	k := &keyData{}
+	claim, err := s.events.Claim(ctx, d.Source, d.Key)
+	switch {
+	case err == nil:
+		k.claim = &claim
+	case !errors.Is(err, storage.ErrNotFound):
+		return nil, err
+	}
+	if k.deliveries, k.more, err = s.events.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown); err != nil {
+		return nil, err
+	}
+	listed := slices.ContainsFunc(k.deliveries, func(o storage.Delivery) bool { return o.ID == with })
+	if k.more && with != 0 && with != d.ID && !listed {
+		// A delivery of the key past the ones listed, from the events list.
+		o, err := s.events.Delivery(ctx, with)
+		switch {
+		case err == nil && o.Source == d.Source && o.Key == d.Key:
+			k.past = &o
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return nil, err
+		}
+	}
+	if k.attempts, err = s.events.Attempts(ctx, d.Source, d.Key); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// eventView builds a delivery's page (all but its Page) from d and, when d has a key,
+// k; with is the delivery asked to compare with (0: none), and canRelease whether the
+// user may release keys.
+func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canRelease bool) views.Event {
 	src, known := s.source(d.Source)
-	row := s.eventRow(d)
 	v := views.Event{
-		Page:        s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events"),
-		Row:         row,
+		Row:         s.eventRow(d),
 		RemoteAddr:  d.RemoteAddr,
 		ContentType: d.ContentType,
 		BodySize:    len(d.Body),
@@ -216,79 +291,22 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 			v.Headers = append(v.Headers, views.Header{Name: k, Value: val})
 		}
 	}
-	if d.Key == "" {
-		return s.render(w, r, http.StatusOK, views.EventView(v))
+	if k == nil {
+		return v
 	}
 
 	v.Derivation = storedDerivation(d, src, known)
-	claim, err := s.store.Claim(ctx, d.Source, d.Key)
-	ks := &views.KeyState{
-		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
-	}
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		ks.Missing = true
-	case err != nil:
-		return err
-	default:
-		now := s.now()
-		ks.State = claim.State
-		ks.Stuck = claim.Stuck(now.Add(-s.stuck))
-		ks.Held = claim.Held(now)
-		ks.Since = s.fullTime(claim.UpdatedAt) + " (" + s.ago(claim.UpdatedAt) + ")"
-		ks.Expires = s.fullTime(claim.ExpiresAt)
-		ks.Attempts = claim.Attempts
-		ks.LastError = claim.LastError
-		u, _ := UserFrom(ctx)
-		ks.CanRelease = Allowed(u.Role, storage.RoleOperator) && claim.State != storage.StateReleased
-	}
-	v.Key = ks
+	v.Key = s.keyState(d, k.claim, canRelease)
 
-	all, more, err := s.store.FirstKeyDeliveries(ctx, d.Source, d.Key, KeyDeliveriesShown)
-	if err != nil {
-		return err
-	}
-	if more {
+	all := k.deliveries
+	if k.more {
 		v.MoreDeliveriesURL = "/events?" + url.Values{"source": {d.Source}, "key": {d.Key}}.Encode()
 		v.FirstShown = KeyDeliveriesShown
 		if !slices.ContainsFunc(all, func(o storage.Delivery) bool { return o.ID == d.ID }) {
-			all = append(all, d) // past the first ones, so after them in id order
+			all = append(slices.Clip(all), d) // past the first ones, so after them in id order
 		}
 	}
-	// The comparison: ?with=ID, else this delivery against the first of its key, else
-	// (for the first) against the first delivery whose payload differs.
-	var other *storage.Delivery
-	with, _ := strconv.ParseInt(r.URL.Query().Get("with"), 10, 64)
-	for i := range all {
-		if all[i].ID == with && with != d.ID {
-			other = &all[i]
-		}
-	}
-	if other == nil && more && with != 0 && with != d.ID {
-		// A delivery of the key past the ones listed, from the events list.
-		o, err := s.store.Delivery(ctx, with)
-		switch {
-		case err == nil && o.Source == d.Source && o.Key == d.Key:
-			other = &o
-		case err != nil && !errors.Is(err, storage.ErrNotFound):
-			return err
-		}
-	}
-	if other == nil && len(all) > 1 {
-		if all[0].ID != d.ID {
-			other = &all[0]
-		} else {
-			for i := range all[1:] {
-				if all[i+1].PayloadHash != d.PayloadHash {
-					other = &all[i+1]
-					break
-				}
-			}
-			if other == nil {
-				other = &all[1]
-			}
-		}
-	}
+	other := compareWith(d, all, with, k.past)
 	for _, o := range all {
 		er := s.eventRow(o)
 		er.This = o.ID == d.ID
@@ -304,17 +322,66 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Compare = compare(left, right)
 	}
-	attempts, err := s.store.Attempts(ctx, d.Source, d.Key)
-	if err != nil {
-		return err
-	}
-	for _, a := range attempts {
+	for _, a := range k.attempts {
 		v.Attempts = append(v.Attempts, views.AttemptRow{
 			Time: s.fullTime(a.StartedAt), Status: a.Status, OK: a.Status >= 200 && a.Status < 300 && a.Error == "",
 			Duration: a.Duration.String(), Error: a.Error, Response: a.Response,
 		})
 	}
-	return s.render(w, r, http.StatusOK, views.EventView(v))
+	return v
+}
+
+// keyState is the state of d's key as its page shows it; c is nil once the claim is
+// swept.
+func (s *Server) keyState(d storage.Delivery, c *storage.Claim, canRelease bool) *views.KeyState {
+	ks := &views.KeyState{
+		Source: d.Source, Key: d.Key, Value: d.Source + "/" + d.Key, Return: eventURL(d.ID),
+	}
+	if c == nil {
+		ks.Missing = true
+		return ks
+	}
+	now := s.now()
+	ks.State = c.State
+	ks.Stuck = c.Stuck(now.Add(-s.stuck))
+	ks.Held = c.Held(now)
+	ks.Since = s.fullTime(c.UpdatedAt) + " (" + s.ago(c.UpdatedAt) + ")"
+	ks.Expires = s.fullTime(c.ExpiresAt)
+	ks.Attempts = c.Attempts
+	ks.LastError = c.LastError
+	ks.CanRelease = canRelease && c.State != storage.StateReleased
+	return ks
+}
+
+// compareWith picks the delivery that d's page compares d with, among listed (the
+// deliveries of d's key on the page, d among them when it has others): the one ?with=
+// asks for (its id with, listed or, as past, beyond the listed ones); else the first
+// of the key when that is not d; else, d being the first, the first whose payload
+// differs from d's, or failing that the second. Returns nil when d is its key's only
+// delivery.
+func compareWith(d storage.Delivery, listed []storage.Delivery, with int64, past *storage.Delivery) *storage.Delivery {
+	if with != 0 && with != d.ID {
+		for i := range listed {
+			if listed[i].ID == with {
+				return &listed[i]
+			}
+		}
+		if past != nil && past.ID == with {
+			return past
+		}
+	}
+	if len(listed) < 2 {
+		return nil
+	}
+	if listed[0].ID != d.ID {
+		return &listed[0]
+	}
+	for i := range listed[1:] {
+		if listed[i+1].PayloadHash != d.PayloadHash {
+			return &listed[i+1]
+		}
+	}
+	return &listed[1]
 }
 
 // storedDerivation retells, from what was stored with a delivery, how its key was made.

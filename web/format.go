@@ -152,3 +152,10 @@ func (s *Server) eventRow(d storage.Delivery) views.EventRow {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,10 +9,28 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// keyStore is what the keys page, the key lab, release and the API's keys ask of
+// storage.
+type keyStore interface {
+	Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, error)
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
+	Claim(ctx context.Context, source, key string) (storage.Claim, error)
+	// LastAttempt returns ErrNotFound if no attempt was made.
+	LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error)
+	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
+	ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error)
+	// ReleaseKeys and ReleaseEach give each key its outcome (ErrNotFound, ErrBusy);
+	// their error is a failed transaction, after the outcomes committed before it.
+	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
+	ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error)
+}
 
 // keyTabs are the keys page's listings, stuck first.
 var keyTabs = []struct{ name, label string }{
@@ -23,7 +42,9 @@ var keyTabs = []struct{ name, label string }{
 	{"all", "All"},
 }
 
-const maxBulk = 500
+// maxKeysPerForm bounds the keys one release from the console names. The stuck tab,
+// one page with no next, lists as many, so that all of them can go in one release.
+const maxKeysPerForm = 500
 
 func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
@@ -38,25 +59,25 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	f := storage.KeyFilter{Source: source, StuckBefore: stuckBefore, Limit: 100}
 	switch tab {
 	case "stuck":
-		f.Stuck, f.Limit = true, maxBulk
+		f.Stuck, f.Limit = true, maxKeysPerForm
 	case "all":
 	case storage.StateProcessing, storage.StateFailed, storage.StateProcessed, storage.StateReleased:
 		f.State = tab
 	default:
 		return badRequest("Unknown state: choose stuck, processing, failed, processed, released or all.")
 	}
-	if b := q.Get("after"); b != "" && !f.Stuck {
+	if b := q.Get("before"); b != "" && !f.Stuck {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n <= 0 {
 			return badRequest("That page address is not valid.")
 		}
-		f.AfterID = n
+		f.Before = n
 	}
-	page, err := s.store.Keys(ctx, f)
+	page, err := s.keys.Keys(ctx, f)
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.StuckCounts(ctx, stuckBefore)
+	counts, err := s.keys.StuckCounts(ctx, stuckBefore)
 	if err != nil {
 		return err
 	}
@@ -100,7 +121,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 			row.EventURL = eventURL(c.FirstDelivery)
 		}
 		if c.Attempts > 0 {
-			a, err := s.store.LastAttempt(ctx, c.Source, c.Key)
+			a, err := s.keys.LastAttempt(ctx, c.Source, c.Key)
 			switch {
 			case err == nil:
 				row.LastStatus = "HTTP " + strconv.Itoa(a.Status)
@@ -117,7 +138,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		v.Rows = append(v.Rows, row)
 	}
 	if page.Next != 0 {
-		nq := url.Values{"state": {tab}, "after": {strconv.FormatInt(page.Next, 10)}}
+		nq := url.Values{"state": {tab}, "before": {strconv.FormatInt(page.Next, 10)}}
 		if source != "" {
 			nq.Set("source", source)
 		}
@@ -148,8 +169,8 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Choose release or reprocess.")
 	case len(keys) == 0:
 		flash(r, w, "error", "Select at least one key.")
-	case len(keys) > maxBulk:
-		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxBulk))
+	case len(keys) > maxKeysPerForm:
+		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxKeysPerForm))
 	case reason == "":
 		flash(r, w, "error", "Give a reason: it goes to the audit log.")
 	case len(reason) > 500:
@@ -163,7 +184,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			}
 			refs[i] = storage.KeyRef{Source: source, Key: key}
 		}
-		outcomes, err := s.store.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
+		outcomes, err := s.keys.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
 			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
 		var done, unchanged, busy, missing, gone int
 		for _, o := range outcomes {
@@ -178,7 +199,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 				return o.Err
 			case o.Changed:
 				done++
-				s.log.Info("key released", "user", u.Name, "source", o.Source, "key", o.Key, "action", action, "was", o.Previous)
+				s.log.Info("key released", logBy, u.Name, logSource, o.Source, logKey, o.Key, logAction, action, logFrom, o.Previous)
 			default:
 				unchanged++
 			}
@@ -257,7 +278,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		res.Error = err.Error()
 		res.Derivation.Key = ""
 	} else {
-		claim, err := s.store.Claim(r.Context(), v.Source, d.Key)
+		claim, err := s.keys.Claim(r.Context(), v.Source, d.Key)
 		now := s.now()
 		switch {
 		case errors.Is(err, storage.ErrNotFound):

@@ -67,7 +67,7 @@ func TestConsole_ReprocessPayloadGone(t *testing.T) {
 		t.Fatalf("reprocess: %d", code)
 	}
 	_, body := c.get("/keys")
-	mustContain(t, body, "Reprocessing 1 key.", "1 cannot be reprocessed: the payload is no longer stored")
+	parsePage(t, body).testid("flash").shows("Reprocessing 1 key.", "1 cannot be reprocessed: the payload is no longer stored")
 	if cl, _ := e.db.Claim(context.Background(), "ota", "derived:9f2c"); cl.State != storage.StateProcessed {
 		t.Fatalf("refused reprocess moved the key to %s", cl.State)
 	}

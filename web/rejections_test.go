@@ -3,8 +3,9 @@ package web_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
+
+	"golang.org/x/net/html"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -27,11 +28,24 @@ func TestConsole_RejectionsNotStored(t *testing.T) {
 	// One rejection of ota is stored (newConsoleEnv), 1,233 more and 6 of unknown names
 	// were counted.
 	for _, path := range []string{"/", "/?range=24h"} {
-		code, body := c.get(path)
+		code, p := c.page(path)
 		if code != http.StatusOK {
 			t.Fatalf("GET %s = %d", path, code)
 		}
-		mustContain(t, body, "· 1240</small>", `<td class="num">1234</td>`, "(unknown sources)", `<td class="num">6</td>`)
+		if got := p.testid("card-rejected").tag("small").text(); got != "· 1240" {
+			t.Errorf("%s: rejected in all %q, want · 1240", path, got)
+		}
+		// The rejected column of each source's row.
+		rejected := map[string]string{}
+		for _, row := range p.testid("source-stats").tag("tbody").tag("tr").list {
+			r := nodes{t, []*html.Node{row}}
+			if cells := r.tag("td").list; len(cells) > 4 {
+				rejected[r.tag("th").text()] = nodes{t, cells[4:5]}.text()
+			}
+		}
+		if rejected["ota"] != "1234" || rejected["(unknown sources)"] != "6" {
+			t.Errorf("%s: rejected by source %v, want ota 1234 and (unknown sources) 6", path, rejected)
+		}
 	}
 
 	for _, tc := range []struct {
@@ -48,17 +62,18 @@ func TestConsole_RejectionsNotStored(t *testing.T) {
 		{"/events?before=2", ""}, // the line belongs to the first page
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			code, body := c.get(tc.path)
+			code, p := c.page(tc.path)
 			if code != http.StatusOK {
 				t.Fatalf("GET %s = %d", tc.path, code)
 			}
+			line := p.testid("not-stored")
 			if tc.want == "" {
-				if strings.Contains(body, `data-testid="not-stored"`) {
+				if line.len() > 0 {
 					t.Fatal("a line of rejections not stored where none match")
 				}
 				return
 			}
-			mustContain(t, body, `data-testid="not-stored"`, tc.want)
+			line.shows(tc.want)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,7 +36,9 @@ func TestConsole_NextIsLocal(t *testing.T) {
 	e := newConsoleEnv(t)
 	// The sign-in page carries only a local next into its form.
 	_, body := e.client(t).get("/login?next=/%09/evil.example")
-	mustContain(t, body, `name="next" value="/"`)
+	if next := parsePage(t, body).named("next").attrs("value"); !slices.Equal(next, []string{"/"}) {
+		t.Errorf("the sign-in form's next is %q, want /", next)
+	}
 	if strings.Contains(body, "evil.example") {
 		t.Error("the sign-in form carries the hostile next")
 	}
@@ -73,8 +76,8 @@ func TestConsole_SignOutEndsSession(t *testing.T) {
 	if code, _ := stolen.get("/events"); code != http.StatusSeeOther {
 		t.Fatalf("the copied cookie after sign-out: %d, want a redirect to sign in", code)
 	}
-	_, body := stolen.get("/login")
-	mustContain(t, body, "Your session has ended")
+	_, p := stolen.page("/login")
+	p.testid("flash").shows("Your session has ended")
 	// Signing in again starts a new session; the old one stays ended.
 	c.login("viewer")
 	if code, _ := stolen.get("/events"); code != http.StatusSeeOther {
@@ -88,14 +91,18 @@ func TestConsole_SignOutEverywhere(t *testing.T) {
 	e := newConsoleEnv(t)
 	ctx := context.Background()
 	me, other, bystander := e.as(t, "operator"), e.as(t, "operator"), e.as(t, "viewer")
-	_, body := me.get("/account")
-	mustContain(t, body, `action="/account/sessions/end"`, "Sign out everywhere")
+	_, p := me.page("/account")
+	end := p.testid("end-sessions")
+	end.shows("Sign out everywhere")
+	if !slices.Equal(end.attrs("action"), []string{"/account/sessions/end"}) {
+		t.Errorf("the sign-out-everywhere form posts to %q", end.attrs("action"))
+	}
 	code, _, h := me.post("/account/sessions/end", nil)
 	if code != http.StatusSeeOther || h.Get("Location") != "/login?out=everywhere" || !strings.Contains(h.Get("Set-Cookie"), "Max-Age=0") {
 		t.Fatalf("sign out everywhere: %d %q %q", code, h.Get("Location"), h.Get("Set-Cookie"))
 	}
-	_, body = me.get("/login?out=everywhere")
-	mustContain(t, body, "signed out everywhere")
+	_, p = me.page("/login?out=everywhere")
+	p.testid("flash").shows("signed out everywhere")
 	for name, c := range map[string]*client{"this": me, "another": other} {
 		if code, _ := c.get("/"); code != http.StatusSeeOther {
 			t.Errorf("%s session of the user: %d, want a redirect to sign in", name, code)
@@ -116,8 +123,12 @@ func TestConsole_AdminEndsSessions(t *testing.T) {
 	e := newConsoleEnv(t)
 	ctx := context.Background()
 	admin, op1, op2, viewer := e.as(t, "admin"), e.as(t, "operator"), e.as(t, "operator"), e.as(t, "viewer")
-	_, body := admin.get("/users")
-	mustContain(t, body, `action="/users/sessions/end"`, "End operator's sessions")
+	_, p := admin.page("/users")
+	end := p.withAttr("data-user", "operator").testid("user-end-sessions")
+	end.shows("End operator's sessions")
+	if !slices.Equal(end.attrs("action"), []string{"/users/sessions/end"}) {
+		t.Errorf("the end-sessions form posts to %q", end.attrs("action"))
+	}
 	if code, _, _ := viewer.post("/users/sessions/end", url.Values{"name": {"operator"}}); code != http.StatusForbidden {
 		t.Fatalf("a viewer ends sessions: %d, want 403", code)
 	}
@@ -125,8 +136,8 @@ func TestConsole_AdminEndsSessions(t *testing.T) {
 	if code != http.StatusSeeOther || h.Get("Location") != "/users" {
 		t.Fatalf("end sessions: %d %q", code, h.Get("Location"))
 	}
-	_, body = admin.get("/users")
-	mustContain(t, body, "Ended 2 sessions of operator.")
+	_, p = admin.page("/users")
+	p.testid("flash").shows("Ended 2 sessions of operator.")
 	for _, c := range []*client{op1, op2} {
 		if code, _ := c.get("/"); code != http.StatusSeeOther {
 			t.Errorf("operator's session after an admin ended it: %d", code)
@@ -138,8 +149,8 @@ func TestConsole_AdminEndsSessions(t *testing.T) {
 		}
 	}
 	admin.post("/users/sessions/end", url.Values{"name": {"ghost"}})
-	_, body = admin.get("/users")
-	mustContain(t, body, "There is no user called &#34;ghost&#34; any more.")
+	_, p = admin.page("/users")
+	p.testid("flash").shows(`There is no user called "ghost" any more.`)
 	log, err := e.db.AuditLog(ctx, 0, 1)
 	if err != nil || len(log) != 1 || log[0].Actor != "admin" || log[0].Action != "end sessions" || log[0].Reason != "operator: 2 sessions" {
 		t.Fatalf("audit: %+v %v", log, err)
@@ -164,7 +175,7 @@ func TestConsole_Throttle(t *testing.T) {
 	refused := func(addr, name string) int {
 		t.Helper()
 		code, body, h := signIn(addr, name, consolePassword)
-		if code != http.StatusTooManyRequests || !strings.Contains(body, "Too many failed sign-ins") {
+		if code != http.StatusTooManyRequests || !strings.HasPrefix(parsePage(t, body).testid("login-error").text(), "Too many failed sign-ins") {
 			t.Fatalf("%s from %s: %d, want 429", name, addr, code)
 		}
 		n, err := strconv.Atoi(h.Get("Retry-After"))

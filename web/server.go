@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -26,87 +25,20 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
-// Store is what the console needs of storage; *storage.DB satisfies it.
+// Store is everything the console and the API ask of storage: the sum of the small
+// interfaces each feature declares where it uses them (eventStore in events.go,
+// keyStore in keys.go, statsStore in dashboard.go, auditStore in audit.go, userStore
+// in users.go, sessionStore in auth.go, throttleStore in throttle.go, tokenStore in
+// account.go). *storage.DB satisfies it.
 type Store interface {
-	// Delivery returns ErrNotFound if there is no delivery with that id.
-	Delivery(ctx context.Context, id int64) (storage.Delivery, error)
-	// FirstKeyDeliveries returns the first limit deliveries of a key, oldest first, and
-	// whether it has more.
-	FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error)
-	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
-	Claim(ctx context.Context, source, key string) (storage.Claim, error)
-	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
-	// LastAttempt returns ErrNotFound if no attempt was made.
-	LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error)
-	Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, error)
-	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
-	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
-	ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error)
-	AuditLog(ctx context.Context, before int64, limit int) ([]storage.AuditEntry, error)
-	AppendAudit(ctx context.Context, e storage.AuditEntry) error
-	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
-	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
-	// RejectionsNotStored counts the rejections f matches that have no delivery row.
-	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
-	DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error)
-	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
-	// UserByName returns ErrNotFound if there is no such user.
-	UserByName(ctx context.Context, name string) (storage.User, error)
-	Users(ctx context.Context) ([]storage.User, error)
-	// CreateUser writes the audit row too; it returns ErrExists if the name is taken.
-	CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error)
-	// SetUserRole, SetUserPassword and DeleteUser return ErrNotFound for an unknown user;
-	// SetUserRole and DeleteUser return ErrLastAdmin rather than leave no admin.
-	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)
-	SetUserPassword(ctx context.Context, name, hash, actor string) error
-	DeleteUser(ctx context.Context, name, actor string) error
-	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
-	// CreateSession returns ErrNotFound if the user was removed or given another
-	// password; SessionByID returns ErrNotFound for an unknown or ended session;
-	// EndUserSessions writes the audit row too, and returns ErrNotFound for an unknown user.
-	CreateSession(ctx context.Context, u storage.User, now time.Time) (string, error)
-	SessionByID(ctx context.Context, id string) (storage.Session, error)
-	TouchSession(ctx context.Context, id string, at time.Time) error
-	EndSession(ctx context.Context, id string) error
-	EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error)
-	EndUserSessions(ctx context.Context, name, actor string) (int64, error)
-	LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (until time.Time, err error)
-	LoginSucceeded(ctx context.Context, clear string, keep ...string) error
-	// TokenUser returns ErrNotFound for an unknown or revoked API token.
-	TokenUser(ctx context.Context, token string) (storage.User, error)
-	Tokens(ctx context.Context, owner string) ([]storage.Token, error)
-	CreateToken(ctx context.Context, userName, name, actor string) (string, storage.Token, error)
-	// RevokeToken returns ErrNotFound unless id is a valid token of owner.
-	RevokeToken(ctx context.Context, id int64, owner, actor string) error
-	ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error)
-	ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error)
-}
-
-// Source is a configured webhook source as the console shows it. It carries no secret:
-// only masked descriptions of them.
-type Source struct {
-	Name        string
-	Scheme      string
-	Timestamped bool // the scheme signs a timestamp (replay protection)
-	Integrity   bool // the scheme covers the body
-	EventID     string
-	KeyFields   []string
-	TTL         time.Duration
-	ForwardURL  string
-	MaxAttempts int
-	AmountField string
-	// Where the console's labels come from: JSON pointers, "" when not read.
-	PropertyField, BookingField, StatusField string
-	Secrets                                  []Secret
-}
-
-// Secret describes one secret of a source without its value.
-type Secret struct {
-	Masked string // e.g. "whsec_••••••••"
-	Origin string // where it comes from, e.g. "environment variable OTA_SECRET"
-	// Revealable: generated by the server and kept in its database, so an admin may
-	// see it (to configure the provider) through Config.RevealSecret.
-	Revealable bool
+	eventStore
+	keyStore
+	statsStore
+	auditStore
+	userStore
+	sessionStore
+	throttleStore
+	tokenStore
 }
 
 // Derivation is a payload's key and how it was obtained (see receiver.Derive).
@@ -153,22 +85,29 @@ type Config struct {
 
 // Server serves the console.
 type Server struct {
-	store    Store
-	sources  []Source
-	derive   func(string, http.Header, []byte) (Derivation, error)
-	reveal   func(context.Context, string) (string, error)
-	wake     func()
-	stuck    time.Duration
-	static   fs.FS
-	assets   map[string]string // file name → content hash
-	log      *slog.Logger
-	loc      *time.Location
-	now      func() time.Time
-	idle     time.Duration
-	absolute time.Duration
-	cookies  *sessions.CookieStore
-	cop      *http.CrossOriginProtection
-	cost     int
+	events    eventStore
+	keys      keyStore
+	stats     statsStore
+	audit     auditStore
+	users     userStore
+	sessions  sessionStore
+	throttles throttleStore
+	tokens    tokenStore
+	sources   []Source
+	derive    func(string, http.Header, []byte) (Derivation, error)
+	reveal    func(context.Context, string) (string, error)
+	wake      func()
+	stuck     time.Duration
+	static    fs.FS
+	assets    map[string]string // file name → content hash
+	log       *slog.Logger
+	loc       *time.Location
+	now       func() time.Time
+	idle      time.Duration
+	absolute  time.Duration
+	cookies   *sessions.CookieStore
+	cop       *http.CrossOriginProtection
+	cost      int
 	// dummyHash is compared against when a user does not exist, so that a wrong name
 	// costs the same time as a wrong password.
 	dummyHash []byte
@@ -177,13 +116,14 @@ type Server struct {
 // New returns a Server for cfg. It reads (creating on first start) the session keys
 // kept in the database's settings.
 func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Static == nil {
+		return nil, errors.New("console: Store and Static are required")
+	}
 	s := &Server{
-		store: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
+		events: cfg.Store, keys: cfg.Store, stats: cfg.Store, audit: cfg.Store, users: cfg.Store,
+		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
-	}
-	if s.store == nil || s.static == nil {
-		return nil, errors.New("console: Store and Static are required")
 	}
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
@@ -191,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.log = s.log.With("component", "console")
+	s.log = s.log.With(logComponent, "console")
 	if s.loc == nil {
 		s.loc = time.Local
 	}
@@ -227,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sum := sha256.Sum256(b)
 		s.assets[name] = hex.EncodeToString(sum[:6])
 	}
-	if s.cookies, err = s.sessionStore(ctx); err != nil {
+	if s.cookies, err = s.cookieStore(ctx); err != nil {
 		return nil, err
 	}
 	s.cop = http.NewCrossOriginProtection()
@@ -289,47 +229,6 @@ func (s *Server) Handler() http.Handler {
 // handlerFunc is a console handler: it returns an error instead of writing one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// httpError is an error with the status and words a user should see.
-type httpError struct {
-	code           int
-	title, message string
-}
-
-func (e *httpError) Error() string { return e.title + ": " + e.message }
-
-var (
-	errNotFound  = &httpError{http.StatusNotFound, "Not found", "There is nothing at this address."}
-	errForbidden = &httpError{http.StatusForbidden, "Not allowed", "Your role does not allow this. Ask an admin."}
-)
-
-func badRequest(msg string) error {
-	return &httpError{http.StatusBadRequest, "Bad request", msg}
-}
-
-// serve runs h and maps its error: storage.ErrNotFound to 404, an httpError to its
-// code, anything else to 500 and one log line. Users never see internal error text.
-func (s *Server) serve(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
-		}
-		var he *httpError
-		switch {
-		case errors.As(err, &he):
-			s.renderError(w, r, he.code, he.title, he.message)
-		case errors.Is(err, storage.ErrNotFound):
-			s.renderError(w, r, http.StatusNotFound, errNotFound.title, errNotFound.message)
-		case errors.Is(err, context.Canceled):
-			// The client went away.
-		default:
-			s.log.Error("console request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			s.renderError(w, r, http.StatusInternalServerError, "Something went wrong",
-				"The server could not complete this request. It has been logged; try again in a moment.")
-		}
-	})
-}
-
 // protect adds the console's security headers and refuses cross-origin unsafe requests.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
@@ -360,7 +259,7 @@ func (s *Server) renderError(w http.ResponseWriter, r *http.Request, code int, t
 	p := s.page(r, title, "")
 	v := views.ErrorView(views.ErrorPage{Page: p, Code: code, Title: title, Message: msg})
 	if err := s.render(w, r, code, v); err != nil {
-		s.log.Error("render error page", "err", err)
+		s.log.Error("render error page", logErr, err)
 	}
 }
 
@@ -412,23 +311,6 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", `"`+hash+`"`)
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
-}
-
-// source returns the configured source named name.
-func (s *Server) source(name string) (Source, bool) {
-	i := slices.IndexFunc(s.sources, func(src Source) bool { return src.Name == name })
-	if i < 0 {
-		return Source{}, false
-	}
-	return s.sources[i], true
-}
-
-func (s *Server) sourceNames() []string {
-	out := make([]string, len(s.sources))
-	for i, src := range s.sources {
-		out[i] = src.Name
-	}
-	return out
 }
 
 // localPath returns p when it is a path on this site, else def: it must start with one

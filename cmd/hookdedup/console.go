@@ -33,7 +33,7 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 	for {
 		n, err := db.RollupStats(ctx, batch)
 		if err != nil && ctx.Err() == nil {
-			log.Warn("rolling up delivery stats", "err", err)
+			log.Warn("rolling up delivery stats", logErr, err)
 		}
 		if n == batch {
 			continue // a backlog (first start on a large database): keep going

@@ -191,11 +191,11 @@ func (p *program) run(ctx context.Context) error {
 	for i, s := range p.sources {
 		names[i] = s.Name
 	}
-	p.log.Info("serving", "addr", p.ln.Addr().String(), "database", p.cfg.Database, "config", p.cfg.File, "sources", strings.Join(names, ","))
+	p.log.Info("serving", logAddr, p.ln.Addr().String(), logDatabase, p.cfg.Database, logConfig, p.cfg.File, logSources, strings.Join(names, ","))
 	fmt.Fprintf(p.stdout, "hookdedup listening on http://%s\n", p.ln.Addr())
 	if p.browse {
 		if err := openBrowser("http://" + p.ln.Addr().String() + "/"); err != nil {
-			p.log.Warn("could not open a browser", "err", err)
+			p.log.Warn("could not open a browser", logErr, err)
 		}
 	}
 
@@ -233,7 +233,7 @@ func (p *program) shutdown(stopBackground func()) error {
 	// The last seconds' counts of rejections not stored individually, before the
 	// database closes.
 	if ferr := p.intake.FlushRejections(ctx); ferr != nil {
-		p.log.Warn("rejection counts not stored", "err", ferr)
+		p.log.Warn("rejection counts not stored", logErr, ferr)
 	}
 	stopBackground()
 	if err != nil {
@@ -250,7 +250,7 @@ func (p *program) close() {
 		p.ln.Close() // already closed once served: the error says only that
 	}
 	if err := p.db.Close(); err != nil {
-		p.log.Error("closing database", "err", err)
+		p.log.Error("closing database", logErr, err)
 	}
 }
 

@@ -1,12 +1,11 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -15,41 +14,27 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
-	var before int64
-	if b := r.URL.Query().Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		before = n
-	}
-	const limit = 50
-	entries, err := s.store.AuditLog(r.Context(), before, limit)
-	if err != nil {
-		return err
-	}
-	v := views.Audit{Page: s.page(r, "Audit log", "audit")}
-	for _, e := range entries {
-		row := views.AuditRow{
-			Time: s.shortTime(e.At), TimeTitle: s.fullTime(e.At), Actor: e.Actor, Action: e.Action,
-			Source: e.Source, Key: e.Key, KeyShort: shortKey(e.Key), Reason: e.Reason, Previous: e.PreviousState,
-		}
-		if e.Key != "" {
-			row.EventsURL = keyEventsURL(e.Source, e.Key)
-		}
-		v.Rows = append(v.Rows, row)
-	}
-	if len(entries) == limit {
-		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
-	}
-	return s.render(w, r, http.StatusOK, views.AuditView(v))
+// userStore is what the users page, the account page and sign-in ask of storage about
+// users. Each change writes its own audit row.
+type userStore interface {
+	// UserByName returns ErrNotFound if there is no such user.
+	UserByName(ctx context.Context, name string) (storage.User, error)
+	Users(ctx context.Context) ([]storage.User, error)
+	// CreateUser returns ErrExists if the name is taken.
+	CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error)
+	// SetUserRole, SetUserPassword, DeleteUser and EndUserSessions return ErrNotFound
+	// for an unknown user; SetUserRole and DeleteUser return ErrLastAdmin rather than
+	// leave no admin.
+	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)
+	SetUserPassword(ctx context.Context, name, hash, actor string) error
+	DeleteUser(ctx context.Context, name, actor string) error
+	EndUserSessions(ctx context.Context, name, actor string) (int64, error)
 }
 
 var roles = []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin}
 
 func (s *Server) usersView(r *http.Request, form views.UserForm) (views.Users, error) {
-	users, err := s.store.Users(r.Context())
+	users, err := s.users.Users(r.Context())
 	if err != nil {
 		return views.Users{}, err
 	}
@@ -89,14 +74,14 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.store.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
+		_, err = s.users.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
 		switch {
 		case errors.Is(err, storage.ErrExists):
 			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
 		case err != nil:
 			return err
 		default:
-			s.log.Info("user added", "by", me.Name, "user", form.Name, "role", form.Role)
+			s.log.Info("user added", logBy, me.Name, logUser, form.Name, logRole, form.Role)
 			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
 		}
 	}
@@ -147,9 +132,9 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 	case !storage.ValidRole(role):
 		return badRequest("Choose a role: viewer, operator or admin.")
 	}
-	previous, err := s.store.SetUserRole(r.Context(), name, role, me.Name)
+	previous, err := s.users.SetUserRole(r.Context(), name, role, me.Name)
 	if err == nil && previous != role {
-		s.log.Info("user role changed", "by", me.Name, "user", name, "from", previous, "to", role)
+		s.log.Info("user role changed", logBy, me.Name, logUser, name, logFrom, previous, logTo, role)
 	}
 	ok := fmt.Sprintf("%s is now %s.", name, role)
 	if previous != role {
@@ -164,9 +149,9 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
 	name := r.PostFormValue("name")
-	n, err := s.store.EndUserSessions(r.Context(), name, me.Name)
+	n, err := s.users.EndUserSessions(r.Context(), name, me.Name)
 	if err == nil {
-		s.log.Info("sessions ended", "by", me.Name, "user", name, "sessions", n)
+		s.log.Info("sessions ended", logBy, me.Name, logUser, name, logSessions, n)
 		if name == me.Name {
 			return s.signedOutEverywhere(w, r)
 		}
@@ -194,79 +179,36 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	if name == me.Name {
 		return backToUsers(w, r, "error", "You can't remove yourself: ask another admin.")
 	}
-	err := s.store.DeleteUser(r.Context(), name, me.Name)
+	err := s.users.DeleteUser(r.Context(), name, me.Name)
 	if err == nil {
-		s.log.Info("user removed", "by", me.Name, "user", name)
+		s.log.Info("user removed", logBy, me.Name, logUser, name)
 	}
 	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Removed %s; their sessions and API tokens no longer work.", name))
 }
 
-func (s *Server) sourcesView(r *http.Request) views.Sources {
-	v := views.Sources{Page: s.page(r, "Sources", "sources")}
-	for _, src := range s.sources {
-		row := views.SourceRow{
-			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
-			Timestamped: src.Timestamped, Integrity: src.Integrity,
-			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
-			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
-		}
-		for _, l := range []views.Header{{Name: "property", Value: src.PropertyField}, {Name: "booking", Value: src.BookingField},
-			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}} {
-			if l.Value != "" {
-				row.Labels = append(row.Labels, l)
-			}
-		}
-		for _, sec := range src.Secrets {
-			row.Secrets = append(row.Secrets, views.SecretRow{
-				Masked: sec.Masked, Origin: sec.Origin, Revealable: sec.Revealable && s.reveal != nil,
-				RevealURL: "/sources/" + url.PathEscape(src.Name) + "/reveal",
-			})
-		}
-		v.Rows = append(v.Rows, row)
-	}
-	return v
-}
-
-func (s *Server) handleSources(w http.ResponseWriter, r *http.Request) error {
-	return s.render(w, r, http.StatusOK, views.SourcesView(s.sourcesView(r)))
-}
-
-// handleReveal shows an admin the generated secret of a source, once, in the answer to
-// this POST (never in a page that a GET returns), and writes the reveal to the audit log.
-func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	me, _ := UserFrom(ctx)
-	name := r.PathValue("name")
-	src, ok := s.source(name)
-	if !ok || s.reveal == nil {
-		return errNotFound
-	}
-	i := -1
-	for j, sec := range src.Secrets {
-		if sec.Revealable {
-			i = j
-		}
-	}
-	if i < 0 {
-		return badRequest("This source's secrets come from the configuration; they are not shown here.")
-	}
-	secret, err := s.reveal(ctx, name)
+// setPassword gives the named user a new password, by the signed-in user. The new
+// password ends every session of that user; when that is the signed-in user, this
+// browser gets a new session so that it stays signed in. Returns the store's errors
+// (ErrNotFound).
+func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
+	me, _ := UserFrom(r.Context())
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 	if err != nil {
 		return err
 	}
-	if err := s.store.AppendAudit(ctx, storage.AuditEntry{Actor: me.Name, Action: "reveal secret", Source: name,
-		Reason: "shown in the console"}); err != nil {
+	if err := s.users.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
 		return err
 	}
-	s.log.Info("secret revealed", "by", me.Name, "source", name)
-	v := s.sourcesView(r)
-	for k := range v.Rows {
-		if v.Rows[k].Name == name {
-			v.Rows[k].Secrets[i].Revealed = secret
-		}
+	s.log.Info("user password set", logBy, me.Name, logUser, name)
+	st, ok := r.Context().Value(ctxState{}).(*requestState)
+	if name != me.Name || !ok || st.session == nil {
+		return nil
 	}
-	v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info",
-		Text: "The secret of " + name + " is shown below, this once. Configure your provider with it; the reveal is in the audit log."})
-	return s.render(w, r, http.StatusOK, views.SourcesView(v))
+	u, err := s.users.UserByName(r.Context(), name) // for its id
+	if err != nil {
+		return err
+	}
+	// With the hash set here: should another change come in between, it wins.
+	u.PasswordHash = string(hash)
+	return s.startSession(w, r, st.session, u)
 }

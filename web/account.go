@@ -1,0 +1,140 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// tokenStore is what the account page and the API's authentication ask of storage
+// about API tokens.
+type tokenStore interface {
+	// TokenUser returns ErrNotFound for an unknown or revoked API token.
+	TokenUser(ctx context.Context, token string) (storage.User, error)
+	Tokens(ctx context.Context, owner string) ([]storage.Token, error)
+	CreateToken(ctx context.Context, userName, name, actor string) (string, storage.Token, error)
+	// RevokeToken returns ErrNotFound unless id is a valid token of owner.
+	RevokeToken(ctx context.Context, id int64, owner, actor string) error
+}
+
+func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) error {
+	return s.renderAccount(w, r, http.StatusOK, views.Account{})
+}
+
+// renderAccount shows the account page with v's messages, and the user's tokens.
+func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, code int, v views.Account) error {
+	me, _ := UserFrom(r.Context())
+	tokens, err := s.tokens.Tokens(r.Context(), me.Name)
+	if err != nil {
+		return err
+	}
+	v.Page = s.page(r, "Your account", "account")
+	for _, t := range tokens {
+		row := views.TokenRow{ID: t.ID, Name: t.Name, Created: s.fullTime(t.CreatedAt)}
+		if !t.RevokedAt.IsZero() {
+			row.Revoked = s.fullTime(t.RevokedAt)
+		}
+		v.Tokens = append(v.Tokens, row)
+	}
+	return s.render(w, r, code, views.AccountView(v))
+}
+
+// handleNewToken makes an API token for the signed-in user and shows it in this answer
+// only: not in a flash, which would put it in the session cookie.
+func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if name == "" || len(name) > 64 {
+		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name,
+			TokenError: "Say what the token is for, in 64 characters at most."})
+	}
+	tok, meta, err := s.tokens.CreateToken(r.Context(), me.Name, name, me.Name)
+	if err != nil {
+		return err
+	}
+	s.log.Info("token created", logUser, me.Name, logToken, meta.ID, logName, name)
+	return s.renderAccount(w, r, http.StatusOK, views.Account{NewToken: tok})
+}
+
+func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	id, err := strconv.ParseInt(r.PostFormValue("id"), 10, 64)
+	if err != nil {
+		return badRequest("That token id is not valid.")
+	}
+	// Only one's own: another user's token id is as good as an unknown one.
+	switch err := s.tokens.RevokeToken(r.Context(), id, me.Name, me.Name); {
+	case errors.Is(err, storage.ErrNotFound):
+		flash(r, w, "error", "You have no valid token with that id.")
+	case err != nil:
+		return err
+	default:
+		s.log.Info("token revoked", logUser, me.Name, logToken, id)
+		flash(r, w, "ok", "Token revoked; scripts that use it are refused from now on.")
+	}
+	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	return nil
+}
+
+// handleAccountPassword changes the signed-in user's own password. The current one is
+// asked, so that a session left open is not enough to take the account over, and a
+// wrong one counts as a failed sign-in of the user from this address.
+func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	ctx := r.Context()
+	me, _ := UserFrom(ctx)
+	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")
+	refuse := func(code int, why string) error {
+		return s.renderAccount(w, r, code, views.Account{Error: why})
+	}
+	th := throttleFor(r, me.Name)
+	wait, err := s.throttled(w, r, s.now(), th)
+	if err != nil {
+		return err
+	}
+	if wait != "" {
+		return refuse(http.StatusTooManyRequests, "Too many wrong passwords. Try again in "+wait+".")
+	}
+	u, err := s.users.UserByName(ctx, me.Name)
+	if err != nil {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
+		s.log.Info("password change refused: wrong current password", logUser, me.Name)
+		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
+	}
+	if err := s.throttles.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
+		return err
+	}
+	if p := passwordProblem(password); p != "" {
+		return refuse(http.StatusUnprocessableEntity, p)
+	}
+	if password != again {
+		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
+	}
+	if err := s.setPassword(w, r, me.Name, password); err != nil {
+		return err
+	}
+	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
+	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	return nil
+}
+
+// handleEndMySessions signs the user out everywhere: every session of theirs ends,
+// this one too, and the audit log says so.
+func (s *Server) handleEndMySessions(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	n, err := s.users.EndUserSessions(r.Context(), me.Name, me.Name)
+	if err != nil {
+		return err
+	}
+	s.log.Info("sessions ended", logBy, me.Name, logUser, me.Name, logSessions, n)
+	return s.signedOutEverywhere(w, r)
+}

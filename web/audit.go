@@ -1,0 +1,49 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// auditStore is what the audit log page, and the actions audited outside storage's own
+// transactions (a revealed secret), ask of storage.
+type auditStore interface {
+	// AuditLog returns entries newest first, those with an id below before (0: from the newest).
+	AuditLog(ctx context.Context, before int64, limit int) ([]storage.AuditEntry, error)
+	AppendAudit(ctx context.Context, e storage.AuditEntry) error
+}
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
+	var before int64
+	if b := r.URL.Query().Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return badRequest("That page address is not valid.")
+		}
+		before = n
+	}
+	const limit = 50
+	entries, err := s.audit.AuditLog(r.Context(), before, limit)
+	if err != nil {
+		return err
+	}
+	v := views.Audit{Page: s.page(r, "Audit log", "audit")}
+	for _, e := range entries {
+		row := views.AuditRow{
+			Time: s.shortTime(e.At), TimeTitle: s.fullTime(e.At), Actor: e.Actor, Action: e.Action,
+			Source: e.Source, Key: e.Key, KeyShort: shortKey(e.Key), Reason: e.Reason, Previous: e.PreviousState,
+		}
+		if e.Key != "" {
+			row.EventsURL = keyEventsURL(e.Source, e.Key)
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if len(entries) == limit {
+		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
+	}
+	return s.render(w, r, http.StatusOK, views.AuditView(v))
+}

@@ -1,0 +1,152 @@
+package web_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+)
+
+// nodes is a selection of a parsed page's elements, for tests that check what a page
+// shows rather than how its markup is spelled.
+type nodes struct {
+	t    testing.TB
+	list []*html.Node
+}
+
+// parsePage parses an HTML answer; its selection is the document.
+func parsePage(t testing.TB, body string) nodes {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes{t, []*html.Node{doc}}
+}
+
+// find returns the elements below the selection for which match is true, in document
+// order.
+func (n nodes) find(match func(*html.Node) bool) nodes {
+	out := nodes{t: n.t}
+	seen := map[*html.Node]bool{} // a selection may hold an element and its parent
+	var walk func(*html.Node)
+	walk = func(x *html.Node) {
+		for c := x.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.ElementNode && match(c) && !seen[c] {
+				seen[c] = true
+				out.list = append(out.list, c)
+			}
+			walk(c)
+		}
+	}
+	for _, x := range n.list {
+		walk(x)
+	}
+	return out
+}
+
+// testid returns the elements below the selection whose data-testid is id.
+func (n nodes) testid(id string) nodes {
+	return n.find(func(x *html.Node) bool { return attr(x, "data-testid") == id })
+}
+
+// tag returns the elements below the selection named name ("a", "tr", "input").
+func (n nodes) tag(name string) nodes {
+	return n.find(func(x *html.Node) bool { return x.Data == name })
+}
+
+// named returns the form fields below the selection whose name is name.
+func (n nodes) named(name string) nodes {
+	return n.find(func(x *html.Node) bool { return attr(x, "name") == name })
+}
+
+// withAttr returns the elements below the selection whose attribute key is value.
+func (n nodes) withAttr(key, value string) nodes {
+	return n.find(func(x *html.Node) bool { return attr(x, key) == value })
+}
+
+// class returns the elements below the selection that have every class of names.
+func (n nodes) class(names ...string) nodes {
+	return n.find(func(x *html.Node) bool {
+		have := strings.Fields(attr(x, "class"))
+		for _, c := range names {
+			if !slices.Contains(have, c) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (n nodes) len() int { return len(n.list) }
+
+// text is the text of the selection as a reader sees it, runs of white space made one
+// space.
+func (n nodes) text() string {
+	var b strings.Builder
+	var walk func(*html.Node)
+	walk = func(x *html.Node) {
+		switch {
+		case x.Type == html.TextNode:
+			b.WriteString(x.Data)
+		case x.Type == html.ElementNode && (x.Data == "script" || x.Data == "style"):
+			return
+		}
+		for c := x.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+		b.WriteString(" ")
+	}
+	for _, x := range n.list {
+		walk(x)
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// attrs returns the values of attribute key of the selection's elements that have it.
+func (n nodes) attrs(key string) []string {
+	var out []string
+	for _, x := range n.list {
+		for _, a := range x.Attr {
+			if a.Key == key {
+				out = append(out, a.Val)
+			}
+		}
+	}
+	return out
+}
+
+// hrefs returns where the links below the selection go.
+func (n nodes) hrefs() []string { return n.tag("a").attrs("href") }
+
+// shows fails the test for each of wants that the selection's text does not hold.
+func (n nodes) shows(wants ...string) {
+	n.t.Helper()
+	text := n.text()
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			n.t.Errorf("page does not show %q", w)
+		}
+	}
+}
+
+// has fails the test for each data-testid of ids that no element below the selection
+// has.
+func (n nodes) has(ids ...string) {
+	n.t.Helper()
+	for _, id := range ids {
+		if n.testid(id).len() == 0 {
+			n.t.Errorf("page has no data-testid=%q", id)
+		}
+	}
+}
+
+func attr(x *html.Node, key string) string {
+	for _, a := range x.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
