@@ -220,11 +220,26 @@ func apiInt(q map[string][]string, name string, def int64) (int64, error) {
 }
 
 type apiDerivation struct {
-	Method    string             `json:"method"`
-	From      string             `json:"from,omitempty"`
-	Fields    []storage.KeyField `json:"fields,omitempty"`
-	Canonical string             `json:"canonical,omitempty"`
-	SHA256    string             `json:"sha256,omitempty"`
+	Method    string     `json:"method"`
+	From      string     `json:"from,omitempty"`
+	Fields    []apiField `json:"fields,omitempty"`
+	Canonical string     `json:"canonical,omitempty"`
+	SHA256    string     `json:"sha256,omitempty"`
+}
+
+// apiField is one key field of a derivation. Its member names are capitalised, unlike
+// the rest of the API, because clients already read them so.
+type apiField struct {
+	Pointer string `json:"Pointer"`
+	Value   string `json:"Value"` // canonical JSON; "null" when absent
+}
+
+func toAPIDerivation(kd storage.Derivation) *apiDerivation {
+	out := &apiDerivation{Method: kd.Method, From: kd.EventIDFrom, Canonical: kd.Canonical, SHA256: kd.Hash}
+	for _, f := range kd.Fields {
+		out.Fields = append(out.Fields, apiField{Pointer: f.Pointer, Value: f.Value})
+	}
+	return out
 }
 
 type apiAttempt struct {
@@ -264,7 +279,6 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	kd := d.KeyDerivation()
 	out := struct {
 		Delivery   apiDelivery    `json:"delivery"`
 		Derivation *apiDerivation `json:"derivation,omitempty"`
@@ -275,8 +289,8 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		SameKeyMore bool          `json:"same_key_more,omitempty"`
 		Attempts    []apiAttempt  `json:"attempts,omitempty"`
 	}{Delivery: toAPIDelivery(d, true)}
-	if kd.Method != "" {
-		out.Derivation = &apiDerivation{Method: kd.Method, From: kd.From, Fields: kd.Fields, Canonical: kd.Canonical, SHA256: kd.Hash}
+	if d.KeyMethod != "" {
+		out.Derivation = toAPIDerivation(d.Derivation())
 	}
 	if d.Key != "" {
 		k, err := a.keyDetail(r.Context(), d.Source, d.Key)

@@ -246,13 +246,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.derive(v.Source, h, []byte(v.Payload))
 	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	src, _ := s.source(v.Source)
-	res.Derivation = views.Derivation{
-		Method: d.Method, EventIDFrom: d.EventIDFrom, EventIDHow: src.EventID, KeyFields: src.KeyFields,
-		Canonical: d.Canonical, Hash: d.Hash, HashOK: true, Key: d.Key,
-	}
-	for _, f := range d.Fields {
-		res.Derivation.Fields = append(res.Derivation.Fields, views.Field{Pointer: f.Pointer, Value: f.Value, Present: f.Present})
-	}
+	res.Derivation = viewDerivation(d, src, true)
 	if err != nil {
 		res.Error = err.Error()
 		res.Derivation.Key = ""
