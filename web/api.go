@@ -441,14 +441,14 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Key != "" {
 		res, err := a.store.ReleaseKey(r.Context(), rel)
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return apiErr(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
-		case errors.Is(err, storage.ErrBusy):
-			return apiErr(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
-		case errors.Is(err, storage.ErrPayloadGone):
-			return apiErr(http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), "release "+req.Source+"/"+req.Key+": "))
-		case err != nil:
+		if why, ok := storage.RefusalOf(err); ok {
+			code := http.StatusConflict
+			if why == storage.RefusedNotFound {
+				code = http.StatusNotFound
+			}
+			return apiErr(code, "%s/%s: %s", req.Source, req.Key, why.Message())
+		}
+		if err != nil {
 			return err
 		}
 		out := releaseResult{Source: req.Source, Key: req.Key, Previous: res.Previous, Changed: res.Changed}
@@ -466,18 +466,18 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	sum := storage.Summarize(outcomes)
 	out := struct {
 		Matched int             `json:"matched"`
 		Changed int             `json:"changed"`
 		Results []releaseResult `json:"results"`
-	}{Matched: len(outcomes), Results: []releaseResult{}}
+	}{Matched: sum.Matched, Changed: sum.Changed, Results: []releaseResult{}}
 	for _, o := range outcomes {
 		rr := releaseResult{Source: o.Source, Key: o.Key, Previous: o.Previous, Changed: o.Changed}
-		if o.Err != nil {
-			rr.Error = strings.TrimPrefix(o.Err.Error(), "release "+o.Source+"/"+o.Key+": ")
+		if o.Refused != "" {
+			rr.Error = o.Refused.Message()
 		}
 		if o.Changed {
-			out.Changed++
 			rr.State = to
 		}
 		out.Results = append(out.Results, rr)
