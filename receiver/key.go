@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 const (
@@ -43,15 +45,6 @@ const (
 	// maxSafeInteger is the largest integer n such that every integer up to
 	// n is exactly a float64 (2^53 − 1, JavaScript's Number.MAX_SAFE_INTEGER).
 	maxSafeInteger = 1<<53 - 1
-)
-
-const (
-	// MethodEventID is Derivation.Method when the provider's event id is
-	// the key.
-	MethodEventID = "event_id"
-	// MethodDerived is Derivation.Method when the key was hashed from the
-	// key fields.
-	MethodDerived = "derived"
 )
 
 var (
@@ -140,66 +133,6 @@ func validEventIDHeader(name string) bool {
 	return name != ""
 }
 
-// Field is one key field's value as it entered the derivation.
-type Field struct {
-	Pointer string
-	// Present is false when the pointer names nothing or names null: both
-	// enter the hash as null, so telling them apart for ErrNoKey would let a
-	// body of nulls claim the key of nothing.
-	Present bool
-	// Value is the canonical JSON of the value, "null" when absent.
-	Value string
-}
-
-// Derivation is a delivery's key and how it was obtained, kept for the
-// console and the `key` command.
-type Derivation struct {
-	// Key is the idempotency key: the event id, or "derived:" + Hash.
-	Key string
-	// Method is MethodEventID or MethodDerived.
-	Method string
-	// EventIDFrom is the pointer or "header:Name" the id came from (Method
-	// == MethodEventID).
-	EventIDFrom string
-	// Fields are the key fields in KeySpec order (Method == MethodDerived,
-	// and on ErrNoKey, to show what was looked for).
-	Fields []Field
-	// Canonical is the RFC 8785 canonical JSON of {pointer: value, ...}
-	// (Method == MethodDerived).
-	Canonical string
-	// Hash is the hex SHA-256 of Canonical (Method == MethodDerived).
-	Hash string
-	// PayloadHash is the hex SHA-256 of the canonical JSON of the whole
-	// body, so bodies that differ only in member order, whitespace or number
-	// spelling are not flagged as a mismatch between deliveries of one key.
-	PayloadHash string
-
-	doc string // the canonical body, for Text
-}
-
-// maxText bounds what Text returns: it labels a delivery, it does not copy it.
-const maxText = 200
-
-// Text returns the value that pointer names in the body, for labelling a delivery in the
-// console: a string's text, a number's canonical spelling, other values as canonical
-// JSON (cut at 200 bytes); "" when the pointer is empty or names nothing or null.
-func (d Derivation) Text(pointer string) string {
-	if pointer == "" || d.doc == "" || pointerProblem(pointer) != "" {
-		return ""
-	}
-	v, ok := ptrLookup(d.doc, pointer)
-	if !ok || v == "null" {
-		return ""
-	}
-	if v[0] == '"' {
-		v = jsonStringValue(v)
-	}
-	if len(v) > maxText {
-		v = strings.ToValidUTF8(v[:maxText], "")
-	}
-	return v
-}
-
 // Derive parses body once and returns its idempotency key; h is the
 // delivery's headers, read for a "header:" event id. The key depends on the
 // spec, the headers and the body alone: never on the time of receipt, and
@@ -227,25 +160,32 @@ func (d Derivation) Text(pointer string) string {
 // ErrNoKey, with PayloadHash and Fields still filled in, if there is no
 // usable event id and no key field is present. Returns a plain error if
 // spec fails Validate.
-func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
+func Derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, error) {
+	d, _, err := derive(spec, h, body)
+	return d, err
+}
+
+// derive is Derive, also returning the canonical body, which intake reads the
+// delivery's labels from (textAt) without canonicalising it again.
+func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, string, error) {
 	if err := spec.Validate(); err != nil {
-		return Derivation{}, fmt.Errorf("key spec: %w", err)
+		return storage.Derivation{}, "", fmt.Errorf("key spec: %w", err)
 	}
 	// One copy of the canonical body, so that field values and the event id
 	// can be slices of it instead of allocations of their own.
 	doc, hash, err := canonicalBody(body)
 	if err != nil {
-		return Derivation{}, err
+		return storage.Derivation{}, "", err
 	}
-	d := Derivation{PayloadHash: hash, doc: doc}
+	d := storage.Derivation{PayloadHash: hash}
 
 	id, why := findEventID(spec.EventID, h, doc, body)
 	if id != "" {
-		d.Key, d.Method, d.EventIDFrom = id, MethodEventID, spec.EventID
-		return d, nil
+		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, spec.EventID
+		return d, doc, nil
 	}
 
-	d.Fields = make([]Field, len(spec.KeyFields))
+	d.Fields = make([]storage.Field, len(spec.KeyFields))
 	present := false
 	obj := make([]byte, 0, 128)
 	obj = append(obj, '{')
@@ -254,9 +194,11 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 		if !ok {
 			v = "null"
 		}
+		// A field that names null is as absent as one that names nothing:
+		// telling them apart would let a body of nulls claim the key of nothing.
 		ok = ok && v != "null"
 		present = present || ok
-		d.Fields[i] = Field{Pointer: p, Present: ok, Value: v}
+		d.Fields[i] = storage.Field{Pointer: p, Present: ok, Value: v}
 		if i > 0 {
 			obj = append(obj, ',')
 		}
@@ -266,7 +208,7 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 	}
 	obj = append(obj, '}')
 	if !present {
-		return d, errNoKeyFor(why, spec.KeyFields)
+		return d, doc, errNoKeyFor(why, spec.KeyFields)
 	}
 
 	// The members are already canonical; canonicalising orders them and
@@ -274,13 +216,46 @@ func Derive(spec KeySpec, h http.Header, body []byte) (Derivation, error) {
 	// here.
 	c := jsontext.Value(obj)
 	if err := c.Canonicalize(); err != nil {
-		return Derivation{}, fmt.Errorf("canonicalise key fields: %w", err)
+		return storage.Derivation{}, "", fmt.Errorf("canonicalise key fields: %w", err)
 	}
-	d.Method = MethodDerived
+	d.Method = storage.MethodDerived
 	d.Canonical = string(c)
 	d.Hash = keySHA256Hex(c)
 	d.Key = derivedKeyPrefix + d.Hash
-	return d, nil
+	return d, doc, nil
+}
+
+// maxText bounds what Text returns: it labels a delivery, it does not copy it.
+const maxText = 200
+
+// Text returns the value that pointer names in body, as the console labels a delivery
+// with it: a string's text, a number's canonical spelling, other values as canonical
+// JSON (cut at 200 bytes); "" when the pointer is empty or names nothing or null, or
+// when body is not JSON that Derive accepts.
+func Text(body []byte, pointer string) string {
+	doc, _, err := canonicalBody(body)
+	if err != nil {
+		return ""
+	}
+	return textAt(doc, pointer)
+}
+
+// textAt is Text on doc, a body already canonicalised.
+func textAt(doc, pointer string) string {
+	if pointer == "" || doc == "" || pointerProblem(pointer) != "" {
+		return ""
+	}
+	v, ok := ptrLookup(doc, pointer)
+	if !ok || v == "null" {
+		return ""
+	}
+	if v[0] == '"' {
+		v = jsonStringValue(v)
+	}
+	if len(v) > maxText {
+		v = strings.ToValidUTF8(v[:maxText], "")
+	}
+	return v
 }
 
 // errNoKeyFor builds the ErrNoKey error, saying what was looked for, so

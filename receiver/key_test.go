@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // ktCancellation is a realistic OTA booking-cancellation delivery (about 600
@@ -35,7 +37,7 @@ const ktCancellation = `{
 
 var ktOTAFields = []string{"/property_id", "/booking_id", "/status", "/effective_date"}
 
-func ktDerive(t *testing.T, spec KeySpec, h http.Header, body string) Derivation {
+func ktDerive(t *testing.T, spec KeySpec, h http.Header, body string) storage.Derivation {
 	t.Helper()
 	d, err := Derive(spec, h, []byte(body))
 	if err != nil {
@@ -71,10 +73,10 @@ func TestDerive_KnownAnswer(t *testing.T) {
 	if want := ktSHA256(`{"amount":100,"booking_id":"B-1","property_id":"P-9"}`); d.PayloadHash != want {
 		t.Errorf("PayloadHash = %s, want %s", d.PayloadHash, want)
 	}
-	if d.Method != MethodDerived || d.Hash != strings.TrimPrefix(d.Key, "derived:") || d.EventIDFrom != "" {
+	if d.Method != storage.MethodDerived || d.Hash != strings.TrimPrefix(d.Key, "derived:") || d.EventIDFrom != "" {
 		t.Errorf("Derivation = %+v", d)
 	}
-	wantFields := []Field{
+	wantFields := []storage.Field{
 		{Pointer: "/property_id", Present: true, Value: `"P-9"`},
 		{Pointer: "/booking_id", Present: true, Value: `"B-1"`},
 	}
@@ -184,7 +186,7 @@ func TestDerive_DifferentKey(t *testing.T) {
 		if a.Key != b.Key {
 			t.Errorf("null and absent give different keys")
 		}
-		if a.Fields[1] != (Field{Pointer: "/stay", Present: false, Value: "null"}) {
+		if a.Fields[1] != (storage.Field{Pointer: "/stay", Present: false, Value: "null"}) {
 			t.Errorf("Fields[1] = %+v", a.Fields[1])
 		}
 	})
@@ -206,7 +208,7 @@ func TestDerive_PointerSpelling(t *testing.T) {
 func TestDerive_MissingFields(t *testing.T) {
 	spec := KeySpec{KeyFields: ktOTAFields}
 	d := ktDerive(t, spec, nil, `{"booking_id":"BK-1","status":null,"extra":{"property_id":"P"}}`)
-	want := []Field{
+	want := []storage.Field{
 		{Pointer: "/property_id", Present: false, Value: "null"},
 		{Pointer: "/booking_id", Present: true, Value: `"BK-1"`},
 		{Pointer: "/status", Present: false, Value: "null"},
@@ -334,12 +336,12 @@ func TestDerive_EventID(t *testing.T) {
 			}
 			if tt.want == "" {
 				want := ktDerive(t, KeySpec{KeyFields: tt.spec.KeyFields}, nil, tt.body)
-				if d.Method != MethodDerived || d.Key != want.Key || d.EventIDFrom != "" {
+				if d.Method != storage.MethodDerived || d.Key != want.Key || d.EventIDFrom != "" {
 					t.Errorf("got %s key %q, want the derived key %q", d.Method, d.Key, want.Key)
 				}
 				return
 			}
-			if d.Method != MethodEventID || d.Key != tt.want || d.EventIDFrom != tt.spec.EventID {
+			if d.Method != storage.MethodEventID || d.Key != tt.want || d.EventIDFrom != tt.spec.EventID {
 				t.Errorf("got %s key %q from %q, want event id %q from %q", d.Method, d.Key, d.EventIDFrom, tt.want, tt.spec.EventID)
 			}
 			if d.Fields != nil || d.Canonical != "" || d.Hash != "" {
@@ -402,7 +404,7 @@ func TestDerive_NotJSON(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.want) {
 					t.Errorf("err = %q, want it to contain %q", err, tt.want)
 				}
-				if !reflect.DeepEqual(d, Derivation{}) {
+				if !reflect.DeepEqual(d, storage.Derivation{}) {
 					t.Errorf("Derivation = %+v, want zero", d)
 				}
 			}
@@ -634,17 +636,17 @@ func FuzzDerive(f *testing.F) {
 }
 
 // ktCheckDerivation checks that a successful derivation is self-consistent.
-func ktCheckDerivation(t *testing.T, spec KeySpec, body []byte, d Derivation) {
+func ktCheckDerivation(t *testing.T, spec KeySpec, body []byte, d storage.Derivation) {
 	t.Helper()
 	if d.Key == "" || len(d.PayloadHash) != 64 {
 		t.Fatalf("incomplete derivation %+v", d)
 	}
 	switch d.Method {
-	case MethodEventID:
+	case storage.MethodEventID:
 		if strings.HasPrefix(d.Key, "derived:") || len(d.Key) > 512 || d.EventIDFrom != spec.EventID {
 			t.Fatalf("bad event id derivation %+v", d)
 		}
-	case MethodDerived:
+	case storage.MethodDerived:
 		if d.Key != "derived:"+d.Hash || d.Hash != ktSHA256(d.Canonical) || len(d.Fields) != len(spec.KeyFields) {
 			t.Fatalf("bad derived key %+v", d)
 		}
@@ -741,9 +743,10 @@ func BenchmarkDerive(b *testing.B) {
 	})
 }
 
-func TestDerivation_Text(t *testing.T) {
-	body := `{"property_id":"HTL-1","booking_id":12345,"status":"cancelled","refund":{"amount":182.50},"guest":{"name":"Ana"},"nil":null}`
-	d, err := Derive(KeySpec{KeyFields: []string{"/booking_id"}}, nil, []byte(body))
+func TestText(t *testing.T) {
+	body := []byte(`{"property_id":"HTL-1","booking_id":12345,"status":"cancelled","refund":{"amount":182.50},"guest":{"name":"Ana"},"nil":null}`)
+	// Intake reads its labels from the canonical body derive returns: the same text.
+	_, doc, err := derive(KeySpec{KeyFields: []string{"/booking_id"}}, nil, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,8 +760,14 @@ func TestDerivation_Text(t *testing.T) {
 		"":               "",
 		"not-a-pointer":  "",
 	} {
-		if got := d.Text(ptr); got != want {
+		if got := Text(body, ptr); got != want {
 			t.Errorf("Text(%q) = %q, want %q", ptr, got, want)
 		}
+		if got := textAt(doc, ptr); got != want {
+			t.Errorf("textAt(%q) = %q, want %q", ptr, got, want)
+		}
+	}
+	if got := Text([]byte(`{"a":1`), "/a"); got != "" {
+		t.Errorf("Text of a body that is not JSON = %q, want \"\"", got)
 	}
 }

@@ -209,7 +209,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 		return
 	}
-	der, err := Derive(src.Keys, r.Header, body)
+	der, doc, err := derive(src.Keys, r.Header, body)
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrNoKey) {
@@ -227,10 +227,10 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		KeyFrom:      der.EventIDFrom,
 		KeyCanonical: der.Canonical,
 		PayloadHash:  der.PayloadHash,
-		Property:     der.Text(src.PropertyField),
-		Booking:      der.Text(src.BookingField),
-		EventStatus:  der.Text(src.StatusField),
-		Amount:       der.Text(src.AmountField),
+		Property:     textAt(doc, src.PropertyField),
+		Booking:      textAt(doc, src.BookingField),
+		EventStatus:  textAt(doc, src.StatusField),
+		Amount:       textAt(doc, src.AmountField),
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Headers:      src.storedHeaders(r.Header),

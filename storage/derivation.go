@@ -7,25 +7,54 @@ import (
 	"encoding/json"
 )
 
-// KeyField is one key field as it entered a derived key.
-type KeyField struct {
+const (
+	// MethodEventID is Derivation.Method when the provider's event id is the key.
+	MethodEventID = "event_id"
+	// MethodDerived is Derivation.Method when the key was hashed from the key fields.
+	MethodDerived = "derived"
+)
+
+// Field is one key field's value as it entered a derivation.
+type Field struct {
 	Pointer string
-	Value   string // canonical JSON; "null" when the field was absent (or null)
+	// Present is false when the pointer names nothing or names null: both enter the
+	// hash as null.
+	Present bool
+	// Value is the canonical JSON of the value, "null" when absent.
+	Value string
 }
 
-// KeyDerivation is how a stored delivery's key was obtained, rebuilt from what intake
-// recorded, so that it reads the same whatever the configuration says today.
-type KeyDerivation struct {
-	Method    string // "event_id" or "derived"; "" for a rejection
-	From      string // the pointer or "header:Name" an event id came from
-	Fields    []KeyField
-	Canonical string // the RFC 8785 JSON a derived key hashes
-	Hash      string // hex SHA-256 of Canonical
+// Derivation is a delivery's key and how it was obtained. The receiver makes one from
+// each delivery it takes in, and a stored delivery's is rebuilt from what intake
+// recorded (Delivery.Derivation), so it reads the same whatever the configuration
+// says today.
+type Derivation struct {
+	// Key is the idempotency key: the event id, or "derived:" + Hash.
+	Key string
+	// Method is MethodEventID or MethodDerived; "" when no key could be derived.
+	Method string
+	// EventIDFrom is the pointer or "header:Name" the id came from (Method ==
+	// MethodEventID).
+	EventIDFrom string
+	// Fields are the key fields (Method == MethodDerived, and, when no key could be
+	// derived, to show what was looked for): in the source's order when just derived,
+	// in the canonical JSON's order when rebuilt from a stored delivery.
+	Fields []Field
+	// Canonical is the RFC 8785 canonical JSON of {pointer: value, ...} (Method ==
+	// MethodDerived).
+	Canonical string
+	// Hash is the hex SHA-256 of Canonical (Method == MethodDerived).
+	Hash string
+	// PayloadHash is the hex SHA-256 of the canonical JSON of the whole body, so bodies
+	// that differ only in member order, whitespace or number spelling are not flagged
+	// as a mismatch between deliveries of one key.
+	PayloadHash string
 }
 
-// KeyDerivation returns how d's key was derived.
-func (d Delivery) KeyDerivation() KeyDerivation {
-	kd := KeyDerivation{Method: d.KeyMethod, From: d.KeyFrom, Canonical: d.KeyCanonical}
+// Derivation returns how d's key was derived, read back from what intake stored.
+func (d Delivery) Derivation() Derivation {
+	kd := Derivation{Key: d.Key, Method: d.KeyMethod, EventIDFrom: d.KeyFrom, Canonical: d.KeyCanonical,
+		PayloadHash: d.PayloadHash}
 	if d.KeyCanonical == "" {
 		return kd
 	}
@@ -46,7 +75,7 @@ func (d Delivery) KeyDerivation() KeyDerivation {
 		if err := dec.Decode(&v); err != nil {
 			return kd
 		}
-		kd.Fields = append(kd.Fields, KeyField{Pointer: name, Value: string(v)})
+		kd.Fields = append(kd.Fields, Field{Pointer: name, Value: string(v), Present: string(v) != "null"})
 	}
 	return kd
 }

@@ -38,9 +38,13 @@ type Released struct {
 
 // ReleaseKey releases (or reprocesses) one key and writes the audit row in the same
 // transaction. Returns ErrNotFound for an unknown key, ErrBusy for a key in flight and
-// ErrPayloadGone for a reprocess whose payload is no longer stored.
+// ErrPayloadGone for a reprocess whose payload is no longer stored (RefusalOf names
+// the refusal each stands for); a release without a reason is an error.
 // Releasing a key that is already free changes nothing and reports Changed false.
 func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
+	if r.Reason == "" {
+		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
+	}
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
@@ -59,13 +63,11 @@ func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 	return out, nil
 }
 
-// releaseIn releases one key inside tx. A refusal (no reason, no such key, a key in
-// flight, a reprocess without a payload) comes back as refused, with nothing written;
-// err means the transaction failed and must be rolled back.
+// releaseIn releases one key inside tx. A refusal (no such key, a key in flight, a
+// reprocess without a payload) comes back as refused, wrapping ErrNotFound, ErrBusy or
+// ErrPayloadGone, with nothing written; err means the transaction failed and must be
+// rolled back. The caller has checked that r has a reason.
 func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Released, refused, err error) {
-	if r.Reason == "" {
-		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key), nil
-	}
 	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, r.Source, r.Key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, ErrNotFound), nil
@@ -151,14 +153,87 @@ const releaseBatch = 50
 type KeyOutcome struct {
 	Source, Key string
 	Released
-	Err error
+	Refused Refusal // "" unless the key was left as it was (then Changed is false)
+}
+
+// Refusal is why a release left a key as it was. The set is fixed so that every
+// reader (console, API, CLI) can say why in words written for them (Message), never
+// in an internal error's text.
+type Refusal string
+
+const (
+	// RefusedBusy: the key is being handed downstream and is not stuck yet (ErrBusy).
+	RefusedBusy Refusal = "busy"
+	// RefusedNotFound: there is no such key, or it expired and was swept (ErrNotFound).
+	RefusedNotFound Refusal = "not found"
+	// RefusedPayloadGone: a reprocess whose payload is no longer stored
+	// (ErrPayloadGone).
+	RefusedPayloadGone Refusal = "payload gone"
+)
+
+// RefusalOf returns the refusal that err, from ReleaseKey, stands for; ok is false
+// when err is nil or a failure (a bad request, the database) rather than a refusal.
+func RefusalOf(err error) (r Refusal, ok bool) {
+	switch {
+	case errors.Is(err, ErrBusy):
+		return RefusedBusy, true
+	case errors.Is(err, ErrPayloadGone):
+		return RefusedPayloadGone, true
+	case errors.Is(err, ErrNotFound):
+		return RefusedNotFound, true
+	}
+	return "", false
+}
+
+// Message says why the key was left as it was, for the person who asked for the
+// release; it reads after the key's name ("ota/evt_1: no such key").
+func (r Refusal) Message() string {
+	switch r {
+	case RefusedBusy:
+		return "in flight: being handed downstream and not stuck yet; try again later"
+	case RefusedNotFound:
+		return "no such key"
+	case RefusedPayloadGone:
+		return "cannot reprocess: its payload is no longer stored (past the retention period); " +
+			"release the key instead, so that its next delivery is accepted"
+	}
+	return "refused"
+}
+
+// ReleaseSummary is what a bulk release did, counted as the console, the API and the
+// CLI report it.
+type ReleaseSummary struct {
+	Matched   int // the keys the release acted on
+	Changed   int // released, or (with Reprocess) queued to be dispatched again
+	Unchanged int // already free: nothing written
+	Refused   int // left as they were, for one of the reasons in Refusals
+	// Refusals counts the refused keys by reason.
+	Refusals map[Refusal]int
+}
+
+// Summarize sums up the outcomes of ReleaseKeys or ReleaseEach.
+func Summarize(outcomes []KeyOutcome) ReleaseSummary {
+	s := ReleaseSummary{Matched: len(outcomes), Refusals: map[Refusal]int{}}
+	for _, o := range outcomes {
+		switch {
+		case o.Refused != "":
+			s.Refused++
+			s.Refusals[o.Refused]++
+		case o.Changed:
+			s.Changed++
+		default:
+			s.Unchanged++
+		}
+	}
+	return s
 }
 
 // ReleaseKeys releases (or reprocesses) every key matching f, at most 10,000, each with
 // its own audit row as ReleaseKey does, committed releaseBatch keys at a time. A key
-// refused (in flight, gone meanwhile) gets its Err and the others go on; a failed
-// transaction ends the call with its error, and the outcomes committed before it. r's
-// Source and Key are ignored. It stops early only if ctx ends.
+// refused (in flight, gone meanwhile) gets its Refused reason and the others go on; a
+// failed transaction ends the call with its error, and the outcomes committed before
+// it. r's Source and Key are ignored; a release without a reason is an error. It stops
+// early only if ctx ends.
 func (db *DB) ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOutcome, error) {
 	f.Limit = maxKeysPerBulkRelease
 	f.Before = 0
@@ -178,8 +253,11 @@ type KeyRef struct{ Source, Key string }
 
 // ReleaseEach releases (or reprocesses) each of keys as ReleaseKeys does: one outcome
 // per key, in order, committed releaseBatch keys at a time. r's Source and Key are
-// ignored.
+// ignored; a release without a reason is an error.
 func (db *DB) ReleaseEach(ctx context.Context, keys []KeyRef, r Release) ([]KeyOutcome, error) {
+	if r.Reason == "" {
+		return nil, errors.New("bulk release: a reason is required")
+	}
 	out := make([]KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {
 		batch := keys[:min(releaseBatch, len(keys))]
@@ -210,7 +288,15 @@ func (db *DB) releaseBatch(ctx context.Context, batch []KeyRef, r Release) ([]Ke
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, KeyOutcome{Source: c.Source, Key: c.Key, Released: res, Err: refused})
+		o := KeyOutcome{Source: c.Source, Key: c.Key, Released: res}
+		if refused != nil {
+			why, ok := RefusalOf(refused)
+			if !ok {
+				return nil, refused // releaseIn refuses only for the reasons RefusalOf knows
+			}
+			o.Refused = why
+		}
+		out = append(out, o)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("bulk release: %w", err)

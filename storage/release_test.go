@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,9 +39,9 @@ func TestDB_ReleaseKeys(t *testing.T) {
 	changed, refused := 0, 0
 	for _, o := range out {
 		switch {
-		case o.Changed && o.Err == nil && o.Previous == storage.StateProcessing:
+		case o.Changed && o.Refused == "" && o.Previous == storage.StateProcessing:
 			changed++
-		case !o.Changed && errors.Is(o.Err, storage.ErrBusy):
+		case !o.Changed && o.Refused == storage.RefusedBusy:
 			refused++
 		default:
 			t.Errorf("outcome %+v", o)
@@ -64,4 +67,100 @@ func TestDB_ReleaseKeys(t *testing.T) {
 		t.Errorf("audit row %+v", log[0])
 	}
 
+}
+
+func TestSummarize(t *testing.T) {
+	changed := storage.Released{Previous: storage.StateFailed, Changed: true}
+	free := storage.Released{Previous: storage.StateReleased}
+	for _, tt := range []struct {
+		name     string
+		outcomes []storage.KeyOutcome
+		want     storage.ReleaseSummary
+	}{
+		{"None", nil, storage.ReleaseSummary{Refusals: map[storage.Refusal]int{}}},
+		{"Mixed", []storage.KeyOutcome{
+			{Key: "a", Released: changed},
+			{Key: "b", Released: free},
+			{Key: "c", Released: changed},
+			{Key: "d", Released: storage.Released{Previous: storage.StateProcessing}, Refused: storage.RefusedBusy},
+			{Key: "e", Refused: storage.RefusedNotFound},
+			{Key: "f", Released: storage.Released{Previous: storage.StateProcessed}, Refused: storage.RefusedPayloadGone},
+			{Key: "g", Refused: storage.RefusedNotFound},
+		}, storage.ReleaseSummary{Matched: 7, Changed: 2, Unchanged: 1, Refused: 4, Refusals: map[storage.Refusal]int{
+			storage.RefusedBusy: 1, storage.RefusedNotFound: 2, storage.RefusedPayloadGone: 1}}},
+		{"AllFree", []storage.KeyOutcome{{Key: "a", Released: free}, {Key: "b", Released: free}},
+			storage.ReleaseSummary{Matched: 2, Unchanged: 2, Refusals: map[storage.Refusal]int{}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := storage.Summarize(tt.outcomes); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Summarize = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDB_ReleaseEach_Refusals: every way a release leaves a key as it was comes back
+// as one of the fixed refusals, whose message names no internal detail, and ReleaseKey's
+// errors map onto the same refusals.
+func TestDB_ReleaseEach_Refusals(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	clk := newClock(db)
+	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
+	mustRecord(t, db, delivery("ota", "stuck", "h"), dispatch)
+	mustRecord(t, db, delivery("ota", "free", "h"), day)
+	mustRecord(t, db, delivery("ota", "record-only", "h"), day)
+	clk.Add(2 * time.Hour)
+	mustRecord(t, db, delivery("ota", "busy", "h"), dispatch)
+	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "free", Actor: "sam", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	sweepAll(t, db, clk.Now().Add(-time.Hour), 100) // record-only's payload goes
+
+	keys := []storage.KeyRef{{Source: "ota", Key: "stuck"}, {Source: "ota", Key: "free"}, {Source: "ota", Key: "busy"},
+		{Source: "ota", Key: "missing"}}
+	out, err := db.ReleaseEach(ctx, keys, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []storage.Refusal
+	for _, o := range out {
+		refused = append(refused, o.Refused)
+	}
+	if want := []storage.Refusal{"", "", storage.RefusedBusy, storage.RefusedNotFound}; !slices.Equal(refused, want) {
+		t.Errorf("refusals %q, want %q", refused, want)
+	}
+	want := storage.ReleaseSummary{Matched: 4, Changed: 1, Unchanged: 1, Refused: 2,
+		Refusals: map[storage.Refusal]int{storage.RefusedBusy: 1, storage.RefusedNotFound: 1}}
+	if got := storage.Summarize(out); !reflect.DeepEqual(got, want) {
+		t.Errorf("Summarize = %+v, want %+v", got, want)
+	}
+
+	reprocess := rel
+	reprocess.Reprocess = true
+	out, err = db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "record-only"}}, reprocess)
+	if err != nil || len(out) != 1 || out[0].Refused != storage.RefusedPayloadGone || out[0].Changed {
+		t.Fatalf("reprocess without a payload: %+v, %v", out, err)
+	}
+
+	for key, want := range map[string]storage.Refusal{"busy": storage.RefusedBusy, "missing": storage.RefusedNotFound,
+		"record-only": storage.RefusedPayloadGone} {
+		r := reprocess
+		r.Source, r.Key = "ota", key
+		_, err := db.ReleaseKey(ctx, r)
+		if got, ok := storage.RefusalOf(err); !ok || got != want {
+			t.Errorf("ReleaseKey(%s): %v is refusal %q, %v; want %q", key, err, got, ok, want)
+		}
+		// The message is fixed: none of the error's own detail (times, delivery ids).
+		if msg := want.Message(); strings.ContainsAny(msg, "0123456789") || strings.Contains(msg, key) {
+			t.Errorf("message %q carries detail", msg)
+		}
+	}
+	if _, ok := storage.RefusalOf(errors.New("database is locked")); ok {
+		t.Error("a failure counts as a refusal")
+	}
+	if _, err := db.ReleaseEach(ctx, keys, storage.Release{Actor: "sam"}); err == nil {
+		t.Error("a bulk release without a reason went ahead")
+	}
 }

@@ -437,16 +437,20 @@ func TestDB_Tokens(t *testing.T) {
 	}
 }
 
-func TestDelivery_KeyDerivation(t *testing.T) {
-	d := storage.Delivery{KeyMethod: "derived", KeyCanonical: `{"/booking_id":"B-1","/nested":{"a":[1,2]},"/status":null}`}
-	kd := d.KeyDerivation()
+func TestDelivery_Derivation(t *testing.T) {
+	d := storage.Delivery{Key: "derived:366d36047c896d49e7cfe2fdcb12b8ef9084d388c6d425663d950175d11e90b8", KeyMethod: storage.MethodDerived,
+		KeyCanonical: `{"/booking_id":"B-1","/nested":{"a":[1,2]},"/status":null}`, PayloadHash: "ph"}
+	kd := d.Derivation()
 	// sha256 of the canonical string above, computed independently (sha256sum).
 	const want = "366d36047c896d49e7cfe2fdcb12b8ef9084d388c6d425663d950175d11e90b8"
-	if len(kd.Fields) != 3 || kd.Fields[0] != (storage.KeyField{Pointer: "/booking_id", Value: `"B-1"`}) ||
-		kd.Fields[1].Value != `{"a":[1,2]}` || kd.Fields[2].Value != "null" || kd.Hash != want {
+	if len(kd.Fields) != 3 || kd.Fields[0] != (storage.Field{Pointer: "/booking_id", Present: true, Value: `"B-1"`}) ||
+		kd.Fields[1] != (storage.Field{Pointer: "/nested", Present: true, Value: `{"a":[1,2]}`}) ||
+		kd.Fields[2] != (storage.Field{Pointer: "/status", Present: false, Value: "null"}) ||
+		kd.Hash != want || kd.Key != d.Key || kd.PayloadHash != "ph" || kd.Method != storage.MethodDerived {
 		t.Fatalf("derivation = %+v", kd)
 	}
-	if e := (storage.Delivery{KeyMethod: "event_id", KeyFrom: "header:webhook-id"}).KeyDerivation(); e.Hash != "" || e.From != "header:webhook-id" {
+	e := storage.Delivery{Key: "evt_1", KeyMethod: storage.MethodEventID, KeyFrom: "header:webhook-id"}.Derivation()
+	if e.Hash != "" || e.Fields != nil || e.EventIDFrom != "header:webhook-id" || e.Key != "evt_1" {
 		t.Fatalf("event id derivation = %+v", e)
 	}
 }

@@ -194,11 +194,26 @@ func apiInt(q map[string][]string, name string, def int64) (int64, error) {
 }
 
 type apiDerivation struct {
-	Method    string             `json:"method"`
-	From      string             `json:"from,omitempty"`
-	Fields    []storage.KeyField `json:"fields,omitempty"`
-	Canonical string             `json:"canonical,omitempty"`
-	SHA256    string             `json:"sha256,omitempty"`
+	Method    string     `json:"method"`
+	From      string     `json:"from,omitempty"`
+	Fields    []apiField `json:"fields,omitempty"`
+	Canonical string     `json:"canonical,omitempty"`
+	SHA256    string     `json:"sha256,omitempty"`
+}
+
+// apiField is one key field of a derivation. Its member names are capitalised, unlike
+// the rest of the API, because clients already read them so.
+type apiField struct {
+	Pointer string `json:"Pointer"`
+	Value   string `json:"Value"` // canonical JSON; "null" when absent
+}
+
+func toAPIDerivation(kd storage.Derivation) *apiDerivation {
+	out := &apiDerivation{Method: kd.Method, From: kd.EventIDFrom, Canonical: kd.Canonical, SHA256: kd.Hash}
+	for _, f := range kd.Fields {
+		out.Fields = append(out.Fields, apiField{Pointer: f.Pointer, Value: f.Value})
+	}
+	return out
 }
 
 type apiAttempt struct {
@@ -238,7 +253,6 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	kd := d.KeyDerivation()
 	out := struct {
 		Delivery   apiDelivery    `json:"delivery"`
 		Derivation *apiDerivation `json:"derivation,omitempty"`
@@ -249,8 +263,8 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		SameKeyMore bool          `json:"same_key_more,omitempty"`
 		Attempts    []apiAttempt  `json:"attempts,omitempty"`
 	}{Delivery: toAPIDelivery(d, true)}
-	if kd.Method != "" {
-		out.Derivation = &apiDerivation{Method: kd.Method, From: kd.From, Fields: kd.Fields, Canonical: kd.Canonical, SHA256: kd.Hash}
+	if d.KeyMethod != "" {
+		out.Derivation = toAPIDerivation(d.Derivation())
 	}
 	if d.Key != "" {
 		k, err := a.keyDetail(r.Context(), d.Source, d.Key)
@@ -401,14 +415,14 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Key != "" {
 		res, err := a.keys.ReleaseKey(r.Context(), rel)
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return Errorf(http.StatusNotFound, "no such key: %s/%s", req.Source, req.Key)
-		case errors.Is(err, storage.ErrBusy):
-			return Errorf(http.StatusConflict, "%s/%s is being handed downstream and is not stuck yet; try again later", req.Source, req.Key)
-		case errors.Is(err, storage.ErrPayloadGone):
-			return Errorf(http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), "release "+req.Source+"/"+req.Key+": "))
-		case err != nil:
+		if why, ok := storage.RefusalOf(err); ok {
+			code := http.StatusConflict
+			if why == storage.RefusedNotFound {
+				code = http.StatusNotFound
+			}
+			return Errorf(code, "%s/%s: %s", req.Source, req.Key, why.Message())
+		}
+		if err != nil {
 			return err
 		}
 		out := releaseResult{Source: req.Source, Key: req.Key, Previous: res.Previous, Changed: res.Changed}
@@ -426,18 +440,18 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	sum := storage.Summarize(outcomes)
 	out := struct {
 		Matched int             `json:"matched"`
 		Changed int             `json:"changed"`
 		Results []releaseResult `json:"results"`
-	}{Matched: len(outcomes), Results: []releaseResult{}}
+	}{Matched: sum.Matched, Changed: sum.Changed, Results: []releaseResult{}}
 	for _, o := range outcomes {
 		rr := releaseResult{Source: o.Source, Key: o.Key, Previous: o.Previous, Changed: o.Changed}
-		if o.Err != nil {
-			rr.Error = a.refusal(r, o)
+		if o.Refused != "" {
+			rr.Error = o.Refused.Message()
 		}
 		if o.Changed {
-			out.Changed++
 			rr.State = to
 		}
 		out.Results = append(out.Results, rr)
@@ -447,17 +461,4 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
-}
-
-// refusal says, in the API's words, why a bulk release left a key alone; storage's own
-// text of a refusal is for the log.
-func (a *api) refusal(r *http.Request, o storage.KeyOutcome) string {
-	switch {
-	case errors.Is(o.Err, storage.ErrNotFound):
-		return "no such key: it expired and was swept meanwhile"
-	case errors.Is(o.Err, storage.ErrBusy):
-		return "being handed downstream and not stuck yet; try again later"
-	}
-	a.log.Error("api release refused a key", logMethod, r.Method, logPath, r.URL.Path, logSource, o.Source, logKey, o.Key, logErr, o.Err)
-	return apiWords[http.StatusInternalServerError]
 }

@@ -85,9 +85,9 @@ func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 			{Name: "pms", Scheme: "token", EventID: "/event_id", TTL: time.Hour, ForwardURL: "http://127.0.0.1:9/events", MaxAttempts: 1,
 				Secrets: []web.Secret{{Masked: "••••", Origin: "from environment variable PMS_TOKEN"}}},
 		},
-		Derive: func(source string, h http.Header, body []byte) (web.Derivation, error) {
-			return web.Derivation{Key: "derived:abc", Method: "derived", Canonical: `{"/booking_id":"BK-1"}`, Hash: "abc",
-				Fields: []web.Field{{Pointer: "/booking_id", Present: true, Value: `"BK-1"`}}}, nil
+		Derive: func(source string, h http.Header, body []byte) (storage.Derivation, error) {
+			return storage.Derivation{Key: "derived:abc", Method: "derived", Canonical: `{"/booking_id":"BK-1"}`, Hash: "abc",
+				Fields: []storage.Field{{Pointer: "/booking_id", Present: true, Value: `"BK-1"`}}}, nil
 		},
 		RevealSecret: func(ctx context.Context, source string) (string, error) { return consoleSecret, nil },
 	}

@@ -3,9 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/csv"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -295,7 +293,7 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		return v
 	}
 
-	v.Derivation = storedDerivation(d, src, known)
+	v.Derivation = viewDerivation(d.Derivation(), src, known)
 	v.Key = s.keyState(d, k.claim, canRelease)
 
 	all := k.deliveries
@@ -384,40 +382,31 @@ func compareWith(d storage.Delivery, listed []storage.Delivery, with int64, past
 	return &listed[1]
 }
 
-// storedDerivation retells, from what was stored with a delivery, how its key was made.
-func storedDerivation(d storage.Delivery, src Source, known bool) views.Derivation {
-	out := views.Derivation{Method: d.KeyMethod, EventIDFrom: d.KeyFrom, Key: d.Key}
+// viewDerivation is the one mapping of a key's derivation onto the screen: its steps,
+// next to where src looks for an event id and which key fields it reads (known: src
+// is still configured). Fields follow the order src lists its key fields, leaving out
+// any it no longer reads (the canonical JSON still shows them); without that list they
+// keep the derivation's own order.
+func viewDerivation(d storage.Derivation, src Source, known bool) views.Derivation {
+	v := views.Derivation{Method: d.Method, EventIDFrom: d.EventIDFrom, Canonical: d.Canonical, Hash: d.Hash, Key: d.Key,
+		HashOK: d.Method != storage.MethodDerived || "derived:"+d.Hash == d.Key}
 	if known {
-		out.EventIDHow = src.EventID
-		out.KeyFields = src.KeyFields
+		v.EventIDHow = src.EventID
+		v.KeyFields = src.KeyFields
 	}
-	if d.KeyMethod != "derived" {
-		return out
-	}
-	out.Canonical = d.KeyCanonical
-	sum := sha256.Sum256([]byte(d.KeyCanonical))
-	out.Hash = hex.EncodeToString(sum[:])
-	out.HashOK = "derived:"+out.Hash == d.Key
-	// The canonical JSON is the object {pointer: value}: read the fields back from it,
-	// in the source's order where it is known.
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(d.KeyCanonical), &obj); err == nil {
-		order := out.KeyFields
-		if len(order) == 0 {
-			for k := range obj {
-				order = append(order, k)
+	fields := d.Fields
+	if len(v.KeyFields) > 0 {
+		fields = nil
+		for _, p := range v.KeyFields {
+			if i := slices.IndexFunc(d.Fields, func(f storage.Field) bool { return f.Pointer == p }); i >= 0 {
+				fields = append(fields, d.Fields[i])
 			}
-			slices.Sort(order)
-		}
-		for _, p := range order {
-			val, ok := obj[p]
-			if !ok {
-				continue
-			}
-			out.Fields = append(out.Fields, views.Field{Pointer: p, Value: string(val), Present: string(val) != "null"})
 		}
 	}
-	return out
+	for _, f := range fields {
+		v.Fields = append(v.Fields, views.Field{Pointer: f.Pointer, Value: f.Value, Present: f.Present})
+	}
+	return v
 }
 
 // prettyBody indents a JSON body (or, with normalise, also sorts its members so that

@@ -186,49 +186,37 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		}
 		outcomes, err := s.keys.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
 			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
-		var done, unchanged, busy, missing, gone int
 		for _, o := range outcomes {
-			switch {
-			case errors.Is(o.Err, storage.ErrNotFound):
-				missing++
-			case errors.Is(o.Err, storage.ErrBusy):
-				busy++
-			case errors.Is(o.Err, storage.ErrPayloadGone):
-				gone++
-			case o.Err != nil:
-				return o.Err
-			case o.Changed:
-				done++
+			if o.Changed {
 				s.log.Info("key released", logBy, u.Name, logSource, o.Source, logKey, o.Key, logAction, action, logFrom, o.Previous)
-			default:
-				unchanged++
 			}
 		}
 		if err != nil {
 			return err
 		}
+		sum := storage.Summarize(outcomes)
 		verb := "Released"
 		if action == "reprocess" {
 			verb = "Reprocessing"
-			if done > 0 {
+			if sum.Changed > 0 {
 				s.wake()
 			}
 		}
-		msg := fmt.Sprintf("%s %d key%s.", verb, done, plural(done))
+		msg := fmt.Sprintf("%s %d key%s.", verb, sum.Changed, plural(sum.Changed))
 		kind := "ok"
-		if unchanged > 0 {
-			msg += fmt.Sprintf(" %d already free: nothing changed.", unchanged)
+		if sum.Unchanged > 0 {
+			msg += fmt.Sprintf(" %d already free: nothing changed.", sum.Unchanged)
 		}
-		if busy > 0 {
-			msg += fmt.Sprintf(" %d still being handed downstream and not stuck yet: left alone.", busy)
-			kind = "error"
+		if n := sum.Refusals[storage.RefusedBusy]; n > 0 {
+			msg += fmt.Sprintf(" %d still being handed downstream and not stuck yet: left alone.", n)
 		}
-		if missing > 0 {
-			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", missing)
-			kind = "error"
+		if n := sum.Refusals[storage.RefusedNotFound]; n > 0 {
+			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", n)
 		}
-		if gone > 0 {
-			msg += fmt.Sprintf(" %d cannot be reprocessed: the payload is no longer stored (past the retention period); release instead, so that the next delivery is accepted.", gone)
+		if n := sum.Refusals[storage.RefusedPayloadGone]; n > 0 {
+			msg += fmt.Sprintf(" %d cannot be reprocessed: the payload is no longer stored (past the retention period); release instead, so that the next delivery is accepted.", n)
+		}
+		if sum.Refused > 0 {
 			kind = "error"
 		}
 		flash(r, w, kind, msg)
@@ -267,13 +255,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.derive(v.Source, h, []byte(v.Payload))
 	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	src, _ := s.source(v.Source)
-	res.Derivation = views.Derivation{
-		Method: d.Method, EventIDFrom: d.EventIDFrom, EventIDHow: src.EventID, KeyFields: src.KeyFields,
-		Canonical: d.Canonical, Hash: d.Hash, HashOK: true, Key: d.Key,
-	}
-	for _, f := range d.Fields {
-		res.Derivation.Fields = append(res.Derivation.Fields, views.Field{Pointer: f.Pointer, Value: f.Value, Present: f.Present})
-	}
+	res.Derivation = viewDerivation(d, src, true)
 	if err != nil {
 		res.Error = err.Error()
 		res.Derivation.Key = ""

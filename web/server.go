@@ -41,28 +41,13 @@ type Store interface {
 	tokenStore
 }
 
-// Derivation is a payload's key and how it was obtained (see receiver.Derive).
-type Derivation struct {
-	Key, Method, EventIDFrom string
-	Fields                   []Field
-	Canonical, Hash          string
-	PayloadHash              string
-}
-
-// Field is one key field's value as it entered a derivation.
-type Field struct {
-	Pointer string
-	Present bool
-	Value   string
-}
-
 // Config wires a Server.
 type Config struct {
 	Store   Store
 	Sources []Source
 	// Derive returns the key a payload gets from source, for the key lab. On an error
 	// the returned Derivation may still hold what was found (fields, payload hash).
-	Derive func(source string, h http.Header, body []byte) (Derivation, error)
+	Derive func(source string, h http.Header, body []byte) (storage.Derivation, error)
 	// RevealSecret returns the generated secret of a source (admins only, audited).
 	RevealSecret func(ctx context.Context, source string) (string, error)
 	// Wake, if set, is called after a key is reprocessed, to wake the dispatcher.
@@ -94,7 +79,7 @@ type Server struct {
 	throttles throttleStore
 	tokens    tokenStore
 	sources   []Source
-	derive    func(string, http.Header, []byte) (Derivation, error)
+	derive    func(string, http.Header, []byte) (storage.Derivation, error)
 	reveal    func(context.Context, string) (string, error)
 	wake      func()
 	stuck     time.Duration
@@ -145,8 +130,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.absolute = 12 * time.Hour
 	}
 	if s.derive == nil {
-		s.derive = func(string, http.Header, []byte) (Derivation, error) {
-			return Derivation{}, errors.New("key derivation is not available")
+		s.derive = func(string, http.Header, []byte) (storage.Derivation, error) {
+			return storage.Derivation{}, errors.New("key derivation is not available")
 		}
 	}
 	if s.cost == 0 {

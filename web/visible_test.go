@@ -57,8 +57,8 @@ func spoofEnv(t *testing.T) (*consoleEnv, *storage.Delivery) {
 		Store: db, Static: static.FS, Now: clock.Now, BcryptCost: bcrypt.MinCost,
 		Sources: []web.Source{{Name: "ota", Scheme: "standard-webhooks", Timestamped: true, Integrity: true,
 			EventID: "/event_id", TTL: 24 * time.Hour}},
-		Derive: func(source string, h http.Header, body []byte) (web.Derivation, error) {
-			return web.Derivation{Key: spoofKey, Method: "event_id", EventIDFrom: "/event_id"}, nil
+		Derive: func(source string, h http.Header, body []byte) (storage.Derivation, error) {
+			return storage.Derivation{Key: spoofKey, Method: "event_id", EventIDFrom: "/event_id"}, nil
 		},
 	})
 	if err != nil {

@@ -46,8 +46,9 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 	}
 }
 
-// newConsole builds the console's server, adapting the receiver's sources and key
-// derivation to what package web declares (web never imports receiver).
+// newConsole builds the console's server, adapting the receiver's sources to what
+// package web declares and handing it the receiver's key derivation as a function
+// (web never imports receiver).
 func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger, wake func()) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {
@@ -62,18 +63,12 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		Wake:            wake,
 		Static:          static.FS,
 		Logger:          log,
-		Derive: func(name string, h http.Header, body []byte) (web.Derivation, error) {
+		Derive: func(name string, h http.Header, body []byte) (storage.Derivation, error) {
 			src, ok := byName[name]
 			if !ok {
-				return web.Derivation{}, errors.New("unknown source")
+				return storage.Derivation{}, errors.New("unknown source")
 			}
-			d, err := receiver.Derive(src.Keys, h, body)
-			out := web.Derivation{Key: d.Key, Method: d.Method, EventIDFrom: d.EventIDFrom,
-				Canonical: d.Canonical, Hash: d.Hash, PayloadHash: d.PayloadHash}
-			for _, f := range d.Fields {
-				out.Fields = append(out.Fields, web.Field{Pointer: f.Pointer, Present: f.Present, Value: f.Value})
-			}
-			return out, err
+			return receiver.Derive(src.Keys, h, body)
 		},
 		RevealSecret: func(ctx context.Context, name string) (string, error) {
 			return db.Setting(ctx, generatedSecretSetting(name))

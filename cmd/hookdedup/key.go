@@ -90,7 +90,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("no key: %w", derr)
 	}
 	switch der.Method {
-	case "event_id":
+	case storage.MethodEventID:
 		fmt.Fprintf(w, "method\tevent id (from %s)\n", der.EventIDFrom)
 	default:
 		if src.Keys.EventID != "" {

@@ -39,28 +39,27 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		changed, failed := 0, 0
 		for _, o := range outcomes {
 			switch {
-			case o.Err != nil:
-				failed++
-				fmt.Fprintf(e.stdout, "%s/%s: %v\n", o.Source, o.Key, o.Err)
+			case o.Refused != "":
+				fmt.Fprintf(e.stdout, "%s/%s: %s\n", o.Source, o.Key, o.Refused.Message())
 			case o.Changed:
-				changed++
 				fmt.Fprintf(e.stdout, "%s/%s: %s -> %s\n", o.Source, o.Key, o.Previous, releasedTo(*reprocess))
 			}
 		}
-		fmt.Fprintf(e.stdout, "%d keys matched, %d changed, %d refused\n", len(outcomes), changed, failed)
-		if failed > 0 {
-			return fmt.Errorf("%d keys could not be released", failed)
+		sum := storage.Summarize(outcomes)
+		fmt.Fprintf(e.stdout, "%d keys matched, %d changed, %d refused\n", sum.Matched, sum.Changed, sum.Refused)
+		if sum.Refused > 0 {
+			return fmt.Errorf("%d keys could not be released", sum.Refused)
 		}
 		return nil
 	}
 	r.Source, r.Key = *source, pos[0]
 	res, err := db.ReleaseKey(ctx, r)
+	if why, ok := storage.RefusalOf(err); ok {
+		return fmt.Errorf("%s/%s: %s", *source, pos[0], why.Message())
+	}
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return fmt.Errorf("no such key: %s/%s", *source, pos[0])
 	case err != nil:
 		return err
 	case !res.Changed:

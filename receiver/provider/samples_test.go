@@ -16,6 +16,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // testdata/NAME.json and NAME-*.json are deliveries written in each
@@ -165,7 +166,7 @@ func TestPresets_DocumentedDeliveries(t *testing.T) {
 					}
 					keys[d.Key] = true
 					for label, ptr := range labels {
-						if ptr != "" && d.Text(ptr) != "" {
+						if ptr != "" && receiver.Text(ev, ptr) != "" {
 							found[label] = true
 						}
 					}
@@ -186,10 +187,10 @@ func TestPresets_DocumentedDeliveries(t *testing.T) {
 // its key while a different event gets another.
 func TestPresets_KeyMethod(t *testing.T) {
 	for name, want := range map[string]string{
-		"stripe": receiver.MethodEventID, "github": receiver.MethodEventID, "shopify": receiver.MethodEventID,
-		"guesty": receiver.MethodEventID, "channex": receiver.MethodEventID,
-		"adyen": receiver.MethodDerived, "mews": receiver.MethodDerived, "apaleo": receiver.MethodDerived,
-		"cloudbeds": receiver.MethodDerived, "beds24": receiver.MethodDerived,
+		"stripe": storage.MethodEventID, "github": storage.MethodEventID, "shopify": storage.MethodEventID,
+		"guesty": storage.MethodEventID, "channex": storage.MethodEventID,
+		"adyen": storage.MethodDerived, "mews": storage.MethodDerived, "apaleo": storage.MethodDerived,
+		"cloudbeds": storage.MethodDerived, "beds24": storage.MethodDerived,
 	} {
 		p, _ := provider.Lookup(name)
 		body := samples(t, name)[name]
