@@ -32,6 +32,8 @@ var allowedImports = map[string][]string{
 	"receiver/signature": {"std", "github.com/go-json-experiment/json/..."},
 	"static":             {"std"},
 	"storage":            {"std", "github.com/mattn/go-sqlite3"},
+	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
+	"storage/storagetest": {"std", "storage", "github.com/mattn/go-sqlite3"},
 	// views only renders the view models it is given.
 	"views": {"std", "views/...", "github.com/a-h/templ/..."},
 	"web": {"std", "storage", "views", "github.com/a-h/templ/...", "github.com/gorilla/sessions",
@@ -51,28 +53,12 @@ var forbiddenDeps = map[string][]forbidden{
 
 type forbidden struct{ pattern, why string }
 
-// pendingRemoval holds forbidden arrows that still stand and are being removed
-// elsewhere. They are reported, not failed on; an entry that no longer occurs fails
-// the test until it is deleted.
-var pendingRemoval = []string{"storage -> net/http"}
-
 // TestDependencies guards the layout with an allow-list: dependencies point cmd → web,
 // receiver → storage; web → views; receiver and web never import each other; views
 // only renders; storage does the SQL and nothing of HTTP.
 func TestDependencies(t *testing.T) {
 	graph := goListDeps(t)
-	pending := map[string]bool{}
-	for _, arrow := range pendingRemoval {
-		pending[arrow] = false
-	}
-	report := func(arrow, msg string) {
-		if _, ok := pending[arrow]; ok {
-			pending[arrow] = true
-			t.Logf("%s: %s (pending removal)", arrow, msg)
-			return
-		}
-		t.Errorf("%s: %s", arrow, msg)
-	}
+	report := func(arrow, msg string) { t.Errorf("%s: %s", arrow, msg) }
 	for _, path := range slices.Sorted(maps.Keys(graph)) {
 		p := graph[path]
 		name, ok := strings.CutPrefix(path, module+"/")
@@ -93,11 +79,6 @@ func TestDependencies(t *testing.T) {
 			for _, chain := range reach(graph, path, f.pattern) {
 				report(name+" -> "+strings.Join(chain, " -> "), "forbidden: "+f.why)
 			}
-		}
-	}
-	for arrow, seen := range pending {
-		if !seen {
-			t.Errorf("pendingRemoval lists %q, which no longer occurs: delete the entry", arrow)
 		}
 	}
 }
