@@ -49,6 +49,9 @@ deps:
 	@if ! command -v systemd-analyze >/dev/null; then \
 		echo "installing systemd (systemd-analyze verify checks the generated units)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y systemd; fi
+	@if ! command -v pebble >/dev/null; then \
+		echo "installing pebble (Let's Encrypt's test ACME server, for the HTTPS tests)"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y pebble; fi
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "installing nodejs and npm"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; fi

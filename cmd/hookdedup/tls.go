@@ -1,0 +1,564 @@
+package main
+
+// HTTPS for serve: a certificate either from files (reloaded when they change or on
+// SIGHUP) or from an ACME CA through autocert, and the handler of the plain-HTTP listener,
+// which answers ACME's HTTP-01 challenges and sends everything else to https.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/mail"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+	"golang.org/x/net/idna"
+)
+
+const (
+	// defaultACMEDirectory is Let's Encrypt's production directory.
+	defaultACMEDirectory = acme.LetsEncryptURL
+	// defaultHTTPAddr is where the plain-HTTP listener goes when HTTPS is on: ACME's
+	// HTTP-01 challenge always comes to port 80.
+	defaultHTTPAddr = ":80"
+	// certPollInterval is how often tls_cert_file and tls_key_file are checked for a
+	// change. Two stat calls: nothing, next to the certificate tools' own schedules.
+	certPollInterval = 5 * time.Second
+)
+
+// tlsSettings are the configuration's HTTPS settings.
+type tlsSettings struct {
+	CertFile string // tls_cert_file: PEM certificate chain, leaf first
+	KeyFile  string // tls_key_file: PEM private key of the leaf
+
+	ACMEDomains   []string // acme_domains: the names to obtain certificates for
+	ACMEEmail     string   // acme_email: optional contact for the CA's expiry notices
+	ACMEDirectory string   // acme_directory: "" is Let's Encrypt's production directory
+	// CacheDir keeps the ACME account key and the certificates across restarts, so a
+	// restart does not ask the CA again; acmeCacheDir gives the default.
+	CacheDir string
+
+	// Addr is the HTTPS listener's address (the config's addr); the plain-HTTP
+	// redirect names its port unless it is 443.
+	Addr string
+	// HTTPAddr is the plain-HTTP listener's address; "" is defaultHTTPAddr.
+	HTTPAddr string
+
+	// acmeHTTPClient, when set, talks to the ACME directory: a test trusts its own CA
+	// through it. nil is the system's roots.
+	acmeHTTPClient *http.Client
+	// poll is how often the certificate files are checked; 0 is certPollInterval.
+	poll time.Duration
+}
+
+// enabled reports whether the settings ask for HTTPS at all.
+func (s tlsSettings) enabled() bool {
+	return s.CertFile != "" || s.KeyFile != "" || len(s.ACMEDomains) > 0
+}
+
+// httpAddr is the plain-HTTP listener's address.
+func (s tlsSettings) httpAddr() string {
+	if s.HTTPAddr == "" {
+		return defaultHTTPAddr
+	}
+	return s.HTTPAddr
+}
+
+// acmeCacheDir is where the ACME state lives: the directory "acme" beside a SQLite
+// database, or in the working directory for a database server (the service's state
+// directory).
+func acmeCacheDir(database string) string {
+	if isDatabaseURL(database) {
+		return "acme"
+	}
+	return filepath.Join(filepath.Dir(database), "acme")
+}
+
+// validate checks the settings together and one by one; each error names the setting.
+func (s tlsSettings) validate() error {
+	switch {
+	case s.CertFile != "" && s.KeyFile == "":
+		return errors.New("tls_cert_file is set but tls_key_file is not: HTTPS from files needs both")
+	case s.KeyFile != "" && s.CertFile == "":
+		return errors.New("tls_key_file is set but tls_cert_file is not: HTTPS from files needs both")
+	case s.CertFile != "" && len(s.ACMEDomains) > 0:
+		return errors.New("tls_cert_file and acme_domains are both set: choose certificate files or ACME, not both")
+	case len(s.ACMEDomains) == 0 && s.ACMEEmail != "":
+		return errors.New("acme_email is set but acme_domains is empty: name the domains to obtain certificates for")
+	case len(s.ACMEDomains) == 0 && s.ACMEDirectory != "":
+		return errors.New("acme_directory is set but acme_domains is empty: name the domains to obtain certificates for")
+	}
+	if _, err := acmeDomains(s.ACMEDomains); err != nil {
+		return err
+	}
+	if s.ACMEEmail != "" {
+		a, err := mail.ParseAddress(s.ACMEEmail)
+		if err != nil || a.Address != s.ACMEEmail {
+			return fmt.Errorf("acme_email %q is not a plain e-mail address (write it like ops@example.com)", s.ACMEEmail)
+		}
+	}
+	if s.ACMEDirectory != "" {
+		u, err := url.Parse(s.ACMEDirectory)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("acme_directory %q is not an https:// URL (ACME directories are served over HTTPS)", s.ACMEDirectory)
+		}
+	}
+	if s.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
+			return fmt.Errorf("http_addr %q is not host:port", s.HTTPAddr)
+		}
+	}
+	return nil
+}
+
+// acmeDomains checks acme_domains and returns them in ASCII (an internationalised name
+// in its xn-- form), lower case, without repeats.
+func acmeDomains(list []string) ([]string, error) {
+	var out []string
+	for _, d := range list {
+		name, err := checkDomain(d)
+		if err != nil {
+			return nil, fmt.Errorf("acme_domains: %q %s", d, err)
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// checkDomain returns d's ASCII form, or why a CA would not issue for it over HTTP-01 or
+// TLS-ALPN-01.
+func checkDomain(d string) (string, error) {
+	switch {
+	case d == "":
+		return "", errors.New("is empty")
+	case strings.HasPrefix(d, "*."):
+		return "", errors.New("is a wildcard: wildcard certificates need the DNS-01 challenge, which hookdedup does not answer; list each name")
+	case net.ParseIP(d) != nil:
+		return "", errors.New("is an IP address: ACME certificates here name hosts")
+	case strings.Contains(d, "://") || strings.ContainsAny(d, "/:"):
+		return "", errors.New("is not a host name (write it like hooks.example.com, without scheme, port or path)")
+	}
+	name, err := idna.Lookup.ToASCII(strings.TrimSuffix(d, "."))
+	if err != nil {
+		return "", errors.New("is not a valid host name")
+	}
+	if len(name) > 253 {
+		return "", errors.New("is longer than 253 characters")
+	}
+	labels := strings.Split(name, ".")
+	if len(labels) < 2 {
+		return "", errors.New("is not a fully qualified name (a CA issues for names like hooks.example.com)")
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return "", errors.New("is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)")
+		}
+		for _, c := range []byte(l) {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return "", errors.New("is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)")
+			}
+		}
+	}
+	return name, nil
+}
+
+// tlsSetup is HTTPS, ready for serve's listeners.
+type tlsSetup struct {
+	// Config is the HTTPS listener's: TLS 1.2 or later, its certificate chosen at each
+	// handshake, so a new one serves new connections while open ones keep theirs.
+	Config *tls.Config
+	// HTTPHandler is the plain-HTTP listener's: ACME HTTP-01 challenges, a redirect to
+	// https for GET and HEAD, and a JSON 400 naming the https URL for any other method.
+	HTTPHandler http.Handler
+	// HTTPAddr is where the plain-HTTP listener goes.
+	HTTPAddr string
+
+	log     *slog.Logger
+	files   *certFiles        // nil under ACME
+	acme    *autocert.Manager // nil with files
+	domains []string          // under ACME
+	poll    time.Duration
+}
+
+// newTLS checks s and prepares HTTPS: with files, it loads them now (an error names the
+// file that is missing, unreadable or does not match); with ACME, it creates the cache
+// directory. It returns an error when s does not ask for HTTPS.
+func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
+	if !s.enabled() {
+		return nil, errors.New("HTTPS is not configured: set tls_cert_file and tls_key_file, or acme_domains")
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	log = log.With("component", "tls")
+	t := &tlsSetup{
+		HTTPAddr: s.httpAddr(),
+		log:      log,
+		poll:     s.poll,
+	}
+	if t.poll <= 0 {
+		t.poll = certPollInterval
+	}
+	httpsPort := "443"
+	if _, p, err := net.SplitHostPort(s.Addr); err == nil && p != "" {
+		httpsPort = p
+	}
+	toHTTPS := redirectToHTTPS(httpsPort)
+
+	if s.CertFile != "" {
+		t.files = &certFiles{certPath: s.CertFile, keyPath: s.KeyFile, log: log}
+		if err := t.files.reload(); err != nil {
+			return nil, err
+		}
+		t.Config = &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: t.files.get,
+			NextProtos:     []string{"h2", "http/1.1"},
+		}
+		t.HTTPHandler = toHTTPS
+		return t, nil
+	}
+
+	domains, _ := acmeDomains(s.ACMEDomains) // validated above
+	t.domains = domains
+	dir := s.CacheDir
+	if dir == "" {
+		return nil, errors.New("acme: no cache directory given")
+	}
+	if err := privateDir(dir); err != nil {
+		return nil, err
+	}
+	directory := s.ACMEDirectory
+	if directory == "" {
+		directory = defaultACMEDirectory
+	}
+	t.acme = &autocert.Manager{
+		// Configuring acme_domains is the operator's acceptance of the CA's terms, as
+		// with every ACME client that runs unattended.
+		Prompt:     autocert.AcceptTOS,
+		Cache:      autocert.DirCache(dir),
+		HostPolicy: hostPolicy(domains),
+		Email:      s.ACMEEmail,
+		Client: &acme.Client{
+			DirectoryURL: directory,
+			HTTPClient:   s.acmeHTTPClient,
+			UserAgent:    "hookdedup",
+		},
+	}
+	t.Config = &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: t.acmeCertificate,
+		// acme-tls/1 lets the CA validate over this listener (TLS-ALPN-01); autocert
+		// answers such a handshake with the challenge certificate only.
+		NextProtos: []string{"h2", "http/1.1", acme.ALPNProto},
+	}
+	t.HTTPHandler = t.acme.HTTPHandler(toHTTPS)
+	if !portIs(s.Addr, "443") && !portIs(t.HTTPAddr, "80") {
+		log.Warn("ACME validates on ports 443 (addr) and 80 (the plain-HTTP listener) of each domain; neither listens there, so a certificate can only be obtained if a port forward or firewall rule leads there",
+			"addr", s.Addr, "http_addr", t.HTTPAddr)
+	}
+	log.Info("HTTPS by ACME", "domains", strings.Join(domains, ","), "directory", directory, "cache", dir)
+	return t, nil
+}
+
+// portIs reports whether addr's port is port.
+func portIs(addr, port string) bool {
+	_, p, err := net.SplitHostPort(addr)
+	return err == nil && p == port
+}
+
+// privateDir creates dir 0700, or tightens it to 0700, and tightens the files in it to
+// 0600: it holds the ACME account key and the certificates' private keys. autocert's
+// DirCache writes 0600 files itself, but not into a directory someone made wider.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("acme cache %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("acme cache %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("acme cache %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("acme cache %s: %w", dir, err)
+		}
+		if info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), 0o600); err != nil {
+				return fmt.Errorf("acme cache %s: %w", dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// hostPolicy allows exactly domains. Unlike autocert.HostWhitelist it ignores a port in
+// the name: an HTTP-01 request's Host carries one when the challenge reaches a port other
+// than 80 (a port forward, or a test CA).
+func hostPolicy(domains []string) autocert.HostPolicy {
+	return func(_ context.Context, host string) error {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		name, err := idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
+		if err != nil || !slices.Contains(domains, name) {
+			return fmt.Errorf("host %q is not in acme_domains", host)
+		}
+		return nil
+	}
+}
+
+// acmeCertificate is GetCertificate under ACME. A failure to obtain a certificate for a
+// configured domain is logged, as the operator must see why HTTPS does not work;
+// handshakes for other names (scanners, IP addresses) fail quietly.
+func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, err := t.acme.GetCertificate(hello)
+	if err != nil && slices.Contains(t.domains, strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))) &&
+		!slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) {
+		t.log.Error("no certificate from the ACME CA", "domain", hello.ServerName, "err", err)
+	}
+	return cert, err
+}
+
+// Reload reads the certificate files again now (serve calls it on SIGHUP). When they
+// cannot be loaded the previous certificate stays in use and the error says why. Under
+// ACME there is nothing to reload: autocert renews on its own, and Reload returns nil.
+func (t *tlsSetup) Reload() error {
+	if t.files == nil {
+		return nil
+	}
+	return t.files.reload()
+}
+
+// Run keeps HTTPS current until ctx ends. With files it reloads them when they change.
+// Under ACME it obtains each domain's certificate at once (from the cache, or from the CA
+// through the listeners, which must already be serving), so that the first webhook does
+// not wait for issuance and a failure shows in the log at start; it returns when ctx ends
+// without waiting for an issuance in flight, which autocert bounds itself.
+func (t *tlsSetup) Run(ctx context.Context) {
+	if t.files != nil {
+		tick := time.NewTicker(t.poll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				t.files.reloadIfChanged()
+			}
+		}
+	}
+	for _, d := range t.domains {
+		go t.obtain(d)
+	}
+	<-ctx.Done()
+}
+
+// obtain gets domain's certificate as an ECDSA-capable client would, and logs the outcome.
+func (t *tlsSetup) obtain(domain string) {
+	cert, err := t.acme.GetCertificate(&tls.ClientHelloInfo{
+		ServerName:       domain,
+		CipherSuites:     []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+		SignatureSchemes: []tls.SignatureScheme{tls.ECDSAWithP256AndSHA256},
+		SupportedCurves:  []tls.CurveID{tls.CurveP256},
+	})
+	if err != nil {
+		t.log.Error("no certificate from the ACME CA", "domain", domain, "err", err)
+		return
+	}
+	attrs := []any{"domain", domain}
+	if cert.Leaf != nil {
+		attrs = append(attrs, "not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	t.log.Info("certificate ready", attrs...)
+}
+
+// certFiles is a certificate and key read from files, swapped whole when they change.
+type certFiles struct {
+	certPath, keyPath string
+	log               *slog.Logger
+
+	cur atomic.Pointer[tls.Certificate]
+
+	mu   sync.Mutex // one reload at a time (poll and SIGHUP)
+	seen fileStamps // the files as they were at the last load attempt
+}
+
+// fileStamps identify the two files' contents cheaply: replaced (a new inode, as a
+// certificate tool's rename or symlink swap gives), rewritten (mtime) or resized.
+type fileStamps struct {
+	cert, key os.FileInfo
+}
+
+func stampOf(path string) os.FileInfo {
+	fi, err := os.Stat(path) // follows symlinks: certbot's live/ names point into archive/
+	if err != nil {
+		return nil
+	}
+	return fi
+}
+
+func sameStamp(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+}
+
+func (f *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return f.cur.Load(), nil
+}
+
+// reloadIfChanged reloads when either file differs from the last attempt. A failure is
+// logged once per change of the files, not at every poll.
+func (f *certFiles) reloadIfChanged() {
+	now := fileStamps{cert: stampOf(f.certPath), key: stampOf(f.keyPath)}
+	f.mu.Lock()
+	changed := !sameStamp(now.cert, f.seen.cert) || !sameStamp(now.key, f.seen.key)
+	f.mu.Unlock()
+	if changed {
+		f.reload() // logs its outcome
+	}
+}
+
+// reload loads the pair; on failure the previous pair stays and the error is logged
+// (once one is serving) and returned.
+func (f *certFiles) reload() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Stamped before reading: a write that lands during the read changes the stamp, so
+	// the next poll reads again.
+	f.seen = fileStamps{cert: stampOf(f.certPath), key: stampOf(f.keyPath)}
+	cert, err := loadKeyPair(f.certPath, f.keyPath)
+	old := f.cur.Load()
+	if err != nil {
+		if old != nil {
+			f.log.Error("certificate files not reloaded: still serving the previous certificate", "err", err)
+		}
+		return err
+	}
+	f.cur.Store(cert)
+	leaf := cert.Leaf
+	attrs := []any{"cert", f.certPath, "names", strings.Join(certNames(leaf), ","), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339)}
+	if old == nil {
+		f.log.Info("certificate loaded", attrs...)
+	} else {
+		f.log.Info("certificate reloaded", attrs...)
+	}
+	if time.Now().After(leaf.NotAfter) {
+		f.log.Warn("the certificate has expired: clients will refuse it", attrs...)
+	}
+	return nil
+}
+
+// loadKeyPair reads and matches the pair; its errors name the file at fault.
+func loadKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("tls_cert_file: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("tls_key_file: %w", err)
+	}
+	if !hasPEM(certPEM, func(typ string) bool { return typ == "CERTIFICATE" }) {
+		return nil, fmt.Errorf("tls_cert_file %s: no PEM certificate in it", certPath)
+	}
+	if !hasPEM(keyPEM, func(typ string) bool { return strings.HasSuffix(typ, "PRIVATE KEY") }) {
+		return nil, fmt.Errorf("tls_key_file %s: no PEM private key in it", keyPath)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls_key_file %s does not go with the certificate in tls_cert_file %s: %w", keyPath, certPath, err)
+	}
+	if cert.Leaf == nil { // X509KeyPair fills it unless GODEBUG says otherwise
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("tls_cert_file %s: %w", certPath, err)
+		}
+	}
+	return &cert, nil
+}
+
+func hasPEM(data []byte, want func(typ string) bool) bool {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return false
+		}
+		if want(b.Type) {
+			return true
+		}
+	}
+}
+
+// certNames are the names a certificate is good for.
+func certNames(c *x509.Certificate) []string {
+	names := slices.Clone(c.DNSNames)
+	for _, ip := range c.IPAddresses {
+		names = append(names, ip.String())
+	}
+	return names
+}
+
+// redirectToHTTPS is the plain-HTTP listener's answer to anything but an ACME challenge.
+// GET and HEAD (a browser opening the console) are sent to the same URL over https with
+// 302, a redirect no browser remembers once HTTPS is turned off again. Any other method
+// gets a JSON 400 naming the https URL: a webhook sender rarely follows a redirect with
+// its body, and one that did would hide that its deliveries cross the internet in clear
+// text; a refusal shows up in the sender's delivery log, where the URL gets fixed.
+func redirectToHTTPS(httpsPort string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1] // an IPv6 literal without a port
+		}
+		if host == "" {
+			writeTLSJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, and the request names no host")
+			return
+		}
+		switch {
+		case httpsPort != "443":
+			host = net.JoinHostPort(host, httpsPort)
+		case strings.Contains(host, ":"):
+			host = "[" + host + "]"
+		}
+		target := "https://" + host + r.URL.RequestURI()
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			http.Redirect(w, r, target, http.StatusFound)
+			return
+		}
+		writeTLSJSONError(w, http.StatusBadRequest, "this address serves only HTTPS: send the request to "+target)
+	})
+}
+
+func writeTLSJSONError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
