@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -23,11 +24,16 @@ import (
 // config is the whole configuration after defaults, the file, the environment and the
 // flags have been applied, in that order.
 type config struct {
-	File       string // the file it came from, "" when none
-	Addr       string
-	Database   string
-	Retention  time.Duration
-	StuckAfter time.Duration
+	File string // the file it came from, "" when none
+	// Addr is where the webhooks are received. Without ConsoleAddr the console, the
+	// JSON API and /metrics are served there too; with it, they are served only there.
+	Addr, ConsoleAddr string
+	// MetricsToken, when set, is the bearer token /metrics requires. A secret: never
+	// logged. Without it /metrics is open on ConsoleAddr and off on a shared Addr.
+	MetricsToken string
+	Database     string
+	Retention    time.Duration
+	StuckAfter   time.Duration
 	// SessionIdle and SessionMax end a console session after that long without a
 	// request, and that long after sign-in.
 	SessionIdle, SessionMax time.Duration
@@ -79,12 +85,14 @@ type sourceConfig struct {
 // fileConfig is the TOML file's shape. The sources are decoded one table at a time
 // (decodeSource), so that an error in one can name it.
 type fileConfig struct {
-	Addr        string         `toml:"addr"`
-	Database    string         `toml:"database"`
-	Retention   *time.Duration `toml:"retention"`
-	StuckAfter  *time.Duration `toml:"stuck_after"`
-	SessionIdle *time.Duration `toml:"session_idle"`
-	SessionMax  *time.Duration `toml:"session_max"`
+	Addr         string         `toml:"addr"`
+	ConsoleAddr  string         `toml:"console_addr"`
+	MetricsToken string         `toml:"metrics_token"`
+	Database     string         `toml:"database"`
+	Retention    *time.Duration `toml:"retention"`
+	StuckAfter   *time.Duration `toml:"stuck_after"`
+	SessionIdle  *time.Duration `toml:"session_idle"`
+	SessionMax   *time.Duration `toml:"session_max"`
 
 	ReadHeaderTimeout *time.Duration `toml:"read_header_timeout"`
 	ReadTimeout       *time.Duration `toml:"read_timeout"`
@@ -251,6 +259,15 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	if fc.Addr != "" {
 		c.Addr = fc.Addr
 	}
+	if fc.ConsoleAddr != "" {
+		c.ConsoleAddr = fc.ConsoleAddr
+	}
+	if fc.MetricsToken != "" {
+		if err := checkMetricsToken(fc.MetricsToken); err != nil {
+			return fmt.Errorf("metrics_token: %w", err)
+		}
+		c.MetricsToken = fc.MetricsToken
+	}
 	if fc.Database != "" {
 		c.Database = fc.Database
 	}
@@ -374,7 +391,17 @@ func (c *config) settings() []setting {
 		}
 	}
 	return []setting{
-		{"addr", "listen address (host:port)", str(&c.Addr)},
+		{"addr", "listen address (host:port) of the webhooks, and of everything else unless console_addr is set", str(&c.Addr)},
+		{"console_addr", "private listen address (host:port) of the console, the JSON API and /metrics; addr then serves only webhooks, /healthz and /readyz", str(&c.ConsoleAddr)},
+		{"metrics_token", "bearer token that /metrics requires (a secret: prefer the environment to this flag)", func(v string) error {
+			if v != "" {
+				if err := checkMetricsToken(v); err != nil {
+					return err
+				}
+			}
+			c.MetricsToken = v
+			return nil
+		}},
 		{"database", "path of the SQLite database file", str(&c.Database)},
 		{"retention", "how long deliveries stay browsable", dur(&c.Retention)},
 		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},
@@ -401,6 +428,41 @@ func (c *config) settings() []setting {
 				return err
 			}},
 	}
+}
+
+// minMetricsToken is the shortest metrics_token accepted: a scraper's token is a
+// machine's secret, so nothing stands in the way of a long random one.
+const minMetricsToken = 16
+
+// checkMetricsToken refuses a token that is short, or that could not travel as the one
+// word after "Bearer" in an Authorization header. Its errors never quote the token.
+func checkMetricsToken(tok string) error {
+	if len(tok) < minMetricsToken {
+		return fmt.Errorf("is %d characters long, fewer than %d: use a long random one (openssl rand -hex 32)", len(tok), minMetricsToken)
+	}
+	for _, r := range tok {
+		if r <= ' ' || r > '~' {
+			return errors.New("holds a space, a control character or a character beyond ASCII: a bearer token is one word of printable ASCII (openssl rand -hex 32)")
+		}
+	}
+	return nil
+}
+
+// checkListen checks the listening settings together, once the file, the environment
+// and the flags have all applied.
+func (c config) checkListen() error {
+	if c.ConsoleAddr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(c.ConsoleAddr)
+	if err != nil {
+		return fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err)
+	}
+	// Port 0 asks the system for a free port, a different one each time.
+	if c.ConsoleAddr == c.Addr && port != "0" {
+		return fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr)
+	}
+	return nil
 }
 
 // replayMargin is the slack minReplayTTL adds beyond the window in which a signed

@@ -370,6 +370,10 @@ type loadServer struct {
 	logPath string
 }
 
+// loadMetricsToken opens /metrics, which a server on one address serves to its bearer
+// only.
+const loadMetricsToken = "load-harness-metrics-token"
+
 var loadListening = regexp.MustCompile(`listening on (http://\S+)`)
 
 // loadServe starts serve on a database file with the given durability setting.
@@ -381,6 +385,7 @@ func loadServe(t *testing.T, dir, db, sync string) *loadServer {
 database = %q
 synchronous = %q
 log_level = "warn"
+metrics_token = %q
 
 [[source]]
 name         = "ota"
@@ -388,7 +393,7 @@ signature    = "standard-webhooks"
 secret       = %q
 key_fields   = ["/property_id", "/booking_id", "/status", "/effective_date"]
 amount_field = "/refund/amount"
-`, db, sync, secret), 0o600)
+`, db, sync, loadMetricsToken, secret), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +456,12 @@ func (s *loadServer) stop() {
 // metrics reads the server's counters of outcomes and swept claims.
 func (s *loadServer) metrics(t *testing.T) (loadOutcomes, float64) {
 	t.Helper()
-	resp, err := http.Get(s.base + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, s.base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+loadMetricsToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

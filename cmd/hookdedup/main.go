@@ -173,6 +173,9 @@ func (c *commonFlags) load(e env) (config, error) {
 		return config{}, fmt.Errorf("session_idle (%s) is longer than session_max (%s): a session would never end for want of activity",
 			cfg.SessionIdle, cfg.SessionMax)
 	}
+	if err := cfg.checkListen(); err != nil {
+		return config{}, err
+	}
 	return cfg, nil
 }
 

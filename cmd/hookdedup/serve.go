@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"runtime"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/web"
 )
 
 func newLogger(level string, e env) (*slog.Logger, error) {
@@ -104,7 +102,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 
 // program is `hookdedup serve`: openProgram builds it, run serves until the context
 // ends, close releases the database. Building and running are apart so that what is
-// built (the listener, the HTTP server) can be reached before it runs.
+// built (the listeners, the HTTP servers) can be reached before it runs.
 type program struct {
 	cfg    config
 	log    *slog.Logger
@@ -116,13 +114,14 @@ type program struct {
 	metrics    *receiver.Metrics
 	dispatcher *receiver.Dispatcher
 	intake     *receiver.Receiver
-	ln         net.Listener
-	srv        *http.Server
+	// public listens on addr; console on console_addr, nil when that is unset (then
+	// public serves the console too).
+	public, console *endpoint
 }
 
 // openProgram builds everything serve runs: the database and the sources, the first
-// admin when there is no user, intake and dispatch, the console, and the HTTP server on
-// its listener. On error, what was opened is closed again.
+// admin when there is no user, intake and dispatch, the console, and the HTTP servers
+// on their listeners. On error, what was opened is closed again.
 func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error) {
 	p := &program{cfg: cfg, stdout: e.stdout}
 	if p.log, err = newLogger(cfg.LogLevel, e); err != nil {
@@ -161,25 +160,20 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		Metrics:    p.metrics,
 		OnAccepted: p.dispatcher.Wake,
 	})
-	mux := http.NewServeMux()
-	p.intake.Register(mux)
-	if err := mountConsole(ctx, mux, p.db, p.sources, cfg, p.log, p.dispatcher.Wake); err != nil {
+	intake := http.NewServeMux()
+	p.intake.Register(intake)
+	consoleSrv, err := newConsole(ctx, p.db, p.sources, cfg, p.log, p.dispatcher.Wake)
+	if err != nil {
 		return nil, err
 	}
-
-	if p.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	public, console := routes(intake, consoleSrv, p.metrics.Handler(), cfg)
+	if p.public, err = newEndpoint("addr", cfg.Addr, public, cfg, p.log); err != nil {
+		return nil, err
 	}
-	p.srv = &http.Server{
-		// Behind a trusted reverse proxy, the receiver and the console alike see the
-		// client's address and scheme.
-		Handler:           web.TrustedProxies(cfg.TrustedProxies)(mux),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	if console != nil {
+		if p.console, err = newEndpoint("console_addr", cfg.ConsoleAddr, console, cfg, p.log); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -191,10 +185,27 @@ func (p *program) run(ctx context.Context) error {
 	for i, s := range p.sources {
 		names[i] = s.Name
 	}
-	p.log.Info("serving", logAddr, p.ln.Addr().String(), logDatabase, p.cfg.Database, logConfig, p.cfg.File, logSources, strings.Join(names, ","))
-	fmt.Fprintf(p.stdout, "hookdedup listening on http://%s\n", p.ln.Addr())
+	attrs := []any{logAddr, p.public.ln.Addr().String()}
+	if p.console != nil {
+		attrs = append(attrs, logConsoleAddr, p.console.ln.Addr().String())
+	}
+	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, p.cfg.Database, logConfig, p.cfg.File, logSources, strings.Join(names, ","))
+	p.log.Info("serving", attrs...)
+	if p.console == nil && !loopback(p.public.ln.Addr()) {
+		exposed := "the console and the JSON API are"
+		if p.cfg.MetricsToken != "" {
+			exposed = "the console, the JSON API and /metrics are"
+		}
+		p.log.Warn(fmt.Sprintf("%s exposed on %s; set console_addr to serve them privately", exposed, p.cfg.Addr))
+	}
+	fmt.Fprintf(p.stdout, "hookdedup listening on %s\n", p.public.url())
+	consoleURL := p.public.url()
+	if p.console != nil {
+		consoleURL = p.console.url()
+		fmt.Fprintf(p.stdout, "hookdedup console on %s\n", consoleURL)
+	}
 	if p.browse {
-		if err := openBrowser("http://" + p.ln.Addr().String() + "/"); err != nil {
+		if err := openBrowser(consoleURL + "/"); err != nil {
 			p.log.Warn("could not open a browser", logErr, err)
 		}
 	}
@@ -211,25 +222,47 @@ func (p *program) run(ctx context.Context) error {
 		wg.Wait()
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- p.srv.Serve(p.ln) }()
+	endpoints := p.endpoints()
+	serveErr := make(chan error, len(endpoints))
+	for _, e := range endpoints {
+		go func() {
+			if err := e.serve(); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("serve %s: %w", e.setting, err)
+			}
+		}()
+	}
 	select {
 	case err := <-serveErr:
-		stopBackground()
-		return fmt.Errorf("serve: %w", err)
+		// One address failed: stop the other too, as for a signal, and say why.
+		return errors.Join(err, p.shutdown(stopBackground))
 	case <-ctx.Done():
 	}
 	return p.shutdown(stopBackground)
 }
 
-// shutdown stops a running program in order: the server takes no new request and
-// finishes those in flight, the last rejection counts are stored, then the background
+// endpoints are the addresses the program listens on: the public one, then the
+// console's when it has one.
+func (p *program) endpoints() []*endpoint {
+	if p.console == nil {
+		return []*endpoint{p.public}
+	}
+	return []*endpoint{p.public, p.console}
+}
+
+// shutdown stops a running program in order: the servers take no new request and
+// finish those in flight, the last rejection counts are stored, then the background
 // loops end. The database stays open for close.
 func (p *program) shutdown(stopBackground func()) error {
 	p.log.Info("shutting down: finishing requests in flight")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	err := p.srv.Shutdown(ctx)
+	var errs []error
+	for _, e := range p.endpoints() {
+		if err := e.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.setting, err))
+		}
+	}
+	err := errors.Join(errs...)
 	// The last seconds' counts of rejections not stored individually, before the
 	// database closes.
 	if ferr := p.intake.FlushRejections(ctx); ferr != nil {
@@ -243,11 +276,13 @@ func (p *program) shutdown(stopBackground func()) error {
 	return nil
 }
 
-// close releases what openProgram took: the listener, if it never served, and the
+// close releases what openProgram took: the listeners, if they never served, and the
 // database. Call it once run has returned.
 func (p *program) close() {
-	if p.ln != nil {
-		p.ln.Close() // already closed once served: the error says only that
+	for _, e := range []*endpoint{p.public, p.console} {
+		if e != nil {
+			e.ln.Close() // already closed once served: the error says only that
+		}
 	}
 	if err := p.db.Close(); err != nil {
 		p.log.Error("closing database", logErr, err)

@@ -52,7 +52,7 @@ func TestServe_Program(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.close()
-	got := [4]time.Duration{p.srv.ReadHeaderTimeout, p.srv.ReadTimeout, p.srv.WriteTimeout, p.srv.IdleTimeout}
+	got := [4]time.Duration{p.public.srv.ReadHeaderTimeout, p.public.srv.ReadTimeout, p.public.srv.WriteTimeout, p.public.srv.IdleTimeout}
 	if want := [4]time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}; got != want {
 		t.Errorf("server timeouts %v, want the configured %v", got, want)
 	}
@@ -62,7 +62,7 @@ func TestServe_Program(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
-	resp, err := http.Get("http://" + p.ln.Addr().String() + "/healthz")
+	resp, err := http.Get(p.public.url() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestServe_Program(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return within 30s of its context ending")
 	}
-	if !strings.Contains(stdout.String(), "hookdedup listening on http://"+p.ln.Addr().String()) {
+	if !strings.Contains(stdout.String(), "hookdedup listening on "+p.public.url()) {
 		t.Errorf("stdout %q: want the listening line", stdout.String())
 	}
 	order := regexp.MustCompile(`(?s)msg=serving .*msg="shutting down: finishing requests in flight".*msg=stopped`)

@@ -102,6 +102,9 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 		if !ok {
 			continue
 		}
+		if s.name == "metrics_token" {
+			return errors.New("--metrics-token: the unit file would show this secret to every user of the machine: set metrics_token in the config file instead")
+		}
 		if s.name == "database" {
 			if isDatabaseURL(v) {
 				return errors.New("--database: a database URL holds a password, which must not stand on a command line: set database in the config file")
@@ -132,10 +135,10 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			u.WritableDir = dir
 		}
 	}
-	for _, addr := range listenAddrs(cfg) {
-		low, err := privilegedPort(addr)
+	for _, l := range listenAddrs(cfg) {
+		low, err := privilegedPort(l.addr)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s %w", l.setting, err)
 		}
 		u.Privileged = u.Privileged || low
 	}
@@ -171,21 +174,26 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 
 // listenAddrs are the addresses serve binds: each decides whether the unit grants the
 // capability to bind a port below 1024.
-func listenAddrs(cfg config) []string {
-	return []string{cfg.Addr}
+func listenAddrs(cfg config) []struct{ setting, addr string } {
+	out := []struct{ setting, addr string }{{"addr", cfg.Addr}}
+	if cfg.ConsoleAddr != "" {
+		out = append(out, struct{ setting, addr string }{"console_addr", cfg.ConsoleAddr})
+	}
+	return out
 }
 
 // privilegedPort reports whether addr (host:port) binds a port below 1024, which a
-// process that is not root may only do with CAP_NET_BIND_SERVICE.
+// process that is not root may only do with CAP_NET_BIND_SERVICE. Its errors begin with
+// the quoted address, for the caller to put the setting's name before.
 func privilegedPort(addr string) (bool, error) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, fmt.Errorf("addr %q: %w", addr, err)
+		return false, fmt.Errorf("%q: %w", addr, err)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil {
 		if n, err = net.LookupPort("tcp", port); err != nil {
-			return false, fmt.Errorf("addr %q: %q is not a port", addr, port)
+			return false, fmt.Errorf("%q: %q is not a port", addr, port)
 		}
 	}
 	return n > 0 && n < 1024, nil

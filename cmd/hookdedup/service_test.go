@@ -152,6 +152,21 @@ func TestService_Units(t *testing.T) {
 		})
 	}
 
+	// The console's address counts as much as the public one.
+	for _, c := range []struct {
+		addr, console string
+		low           bool
+	}{
+		{"0.0.0.0:8443", "10.8.0.1:443", true},
+		{"0.0.0.0:443", "127.0.0.1:8081", true},
+		{"0.0.0.0:8443", "127.0.0.1:8081", false},
+	} {
+		t.Run("ConsoleAddr="+c.console+",Addr="+c.addr, func(t *testing.T) {
+			cfg := writeConfig(t, "addr = \""+c.addr+"\"\nconsole_addr = \""+c.console+"\"\n")
+			lowPort(t, generateUnits(t, exe, "--config", cfg)["hookdedup.service"], c.low)
+		})
+	}
+
 	t.Run("FlagsOverConfig", func(t *testing.T) {
 		// The config binds 8080, the flag 80: the flag wins in serve, so the unit
 		// passes it on and grants the capability.
@@ -257,6 +272,8 @@ func TestService_Refuses(t *testing.T) {
 		{"Root", exe, nil, []string{"--user", "root"}, "--user root: the service runs as a user of its own"},
 		{"Addr", exe, nil, []string{"--addr", "0.0.0.0:https-ish"}, `addr "0.0.0.0:https-ish": "https-ish" is not a port`},
 		{"Positional", exe, nil, []string{"now"}, "usage: hookdedup service"},
+		{"MetricsToken", exe, nil, []string{"--metrics-token", "0123456789abcdef0123"}, "--metrics-token: the unit file would show this secret"},
+		{"ConsoleAddr", exe, nil, []string{"--console-addr", "10.8.0.1:console"}, `console_addr "10.8.0.1:console": "console" is not a port`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/hookdedup/hookdedup/web"
+)
+
+// endpoint is one address serve listens on and the HTTP server that answers there.
+type endpoint struct {
+	setting string // the setting that names the address: "addr" or "console_addr"
+	ln      net.Listener
+	srv     *http.Server
+	// tls, when set before the program runs, makes the endpoint serve HTTPS with it
+	// (its certificates or GetCertificate); nil serves plain HTTP. It is kept apart
+	// from srv.TLSConfig, which net/http fills in for HTTP/2 even on plain HTTP.
+	tls *tls.Config
+}
+
+// newEndpoint listens on addr and builds the server that answers there with h, with the
+// configured timeouts, behind the trusted-proxy rules. It serves plain HTTP unless its
+// tls is set before the program runs: serve and url follow that one field, so TLS is
+// attached to either address, or both, in one place.
+func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Logger) (*endpoint, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", setting, addr, err)
+	}
+	return &endpoint{setting: setting, ln: ln, srv: &http.Server{
+		// Behind a trusted reverse proxy, the receiver and the console alike see the
+		// client's address and scheme.
+		Handler:           web.TrustedProxies(cfg.TrustedProxies)(h),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}, nil
+}
+
+// serve answers on the endpoint's listener until its server shuts down.
+func (e *endpoint) serve() error {
+	if e.tls != nil {
+		e.srv.TLSConfig = e.tls
+		return e.srv.ServeTLS(e.ln, "", "") // the certificates are in TLSConfig
+	}
+	return e.srv.Serve(e.ln)
+}
+
+// url is the endpoint's base URL as bound (the port chosen for ":0"), no trailing slash.
+func (e *endpoint) url() string {
+	scheme := "http"
+	if e.tls != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + e.ln.Addr().String()
+}
+
+// loopback reports whether a listener's address can be reached from this machine only:
+// 127.0.0.0/8 or ::1 ("localhost" binds one of them). An unspecified address (":8080",
+// "0.0.0.0:8080") listens on every interface.
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// routes says what each address serves. Without a console address (console is nil) the
+// public one serves everything: the webhooks, health and readiness, the console, the
+// JSON API and /metrics (behind the metrics token, or off without one, since anyone who
+// reaches the webhooks reaches it). With one, the public address serves only the
+// webhooks, health and readiness, and a JSON 404 for anything else; the console address
+// serves the console, the API, /metrics (open unless a token is set: it is private by
+// construction) and health and readiness, for a probe that watches it.
+//
+// intake holds the receiver's routes (its Register); consoleSrv is the console and the
+// API; metrics is the Prometheus handler.
+func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, cfg config) (public, console http.Handler) {
+	health := func(mux *http.ServeMux) {
+		mux.Handle("GET /healthz", intake)
+		mux.Handle("GET /readyz", intake)
+	}
+	pub := http.NewServeMux()
+	// Every method: POST is a delivery, the rest get the receiver's 405 in JSON.
+	pub.Handle("/webhooks/{source}", intake)
+	health(pub)
+	if cfg.ConsoleAddr == "" {
+		consoleSrv.Register(pub)
+		pub.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, false))
+		return pub, nil
+	}
+	pub.HandleFunc("/", jsonNotFound)
+
+	priv := http.NewServeMux()
+	health(priv)
+	consoleSrv.Register(priv)
+	priv.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, true))
+	return pub, priv
+}
+
+// metricsRoute is /metrics as served: behind token when one is set; otherwise open on a
+// private address and off (404) on a shared one.
+func metricsRoute(metrics http.Handler, token string, private bool) http.Handler {
+	switch {
+	case token != "":
+		return requireBearer(token, metrics)
+	case private:
+		return metrics
+	default:
+		return http.HandlerFunc(jsonNotFound)
+	}
+}
+
+// metricsMode says, for the start-up log line, how /metrics is served.
+func metricsMode(cfg config) string {
+	switch {
+	case cfg.MetricsToken != "":
+		return "bearer token"
+	case cfg.ConsoleAddr != "":
+		return "open on console_addr"
+	default:
+		return "off (set metrics_token or console_addr)"
+	}
+}
+
+// requireBearer serves next only to requests whose Authorization header is
+// "Bearer <token>". The comparison is of SHA-256 digests in constant time, so that
+// neither the token's bytes nor its length show in the answer's timing.
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hookdedup metrics"`)
+			writeJSONError(w, http.StatusUnauthorized, `missing or wrong bearer token: send "Authorization: Bearer" and the metrics_token`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// jsonNotFound answers what an address does not serve, in JSON: webhook clients and
+// scrapers read JSON, and the public address never shows the console's pages.
+func jsonNotFound(w http.ResponseWriter, r *http.Request) {
+	writeJSONError(w, http.StatusNotFound, "not found")
+}
+
+// writeJSONError writes {"error": msg} with code.
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg}) // a string only: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
