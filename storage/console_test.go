@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // MustRecordEvent records a delivery with business fields at the test clock's now.
@@ -22,7 +23,7 @@ func MustRecordEvent(tb testing.TB, db *storage.DB, source, key, hash, property,
 	tb.Helper()
 	d := delivery(source, key, hash)
 	d.Property, d.Booking, d.EventStatus, d.Amount = property, booking, status, amount
-	return mustRecord(tb, db, d, day)
+	return storagetest.Record(tb, db, d, day)
 }
 
 func ids(ds []storage.Delivery) []int64 {
@@ -35,7 +36,7 @@ func ids(ds []storage.Delivery) []int64 {
 
 func TestDB_Events(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	start := c.Now()
 	var all []*storage.Delivery
@@ -53,7 +54,7 @@ func TestDB_Events(t *testing.T) {
 	// and another source reusing a key.
 	dupMismatch := MustRecordEvent(t, db, "ota", "evt_5", "h2", "HTL-C", "BK-5", "cancelled", "120.50")
 	dupSame := MustRecordEvent(t, db, "ota", "evt_0", "h", "HTL-A", "BK-0", "cancelled", "100.50")
-	rejected := mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
+	rejected := storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
 	other := MustRecordEvent(t, db, "cm", "evt_5", "x", "HTL-A", "BK-99", "confirmed", "")
 
 	page := func(f storage.EventFilter) storage.EventPage {
@@ -131,7 +132,7 @@ func TestDB_Events_ScanWindow(t *testing.T) {
 		t.Skip("records many deliveries")
 	}
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	newClock(db)
 	// One match far below a window of non-matching rows: the first page stops at the
 	// window's end and says so; following Next finds the match.
@@ -181,7 +182,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 		t.Skip("stores many claims")
 	}
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	rare := MustRecordEvent(t, db, "rare", "old", "h", "P", "B", "cancelled", "")
 	err := db.BulkLoadForBench(ctx, storage.BenchFill{Source: "ota", Keys: storage.ScanWindow + 10,
@@ -236,7 +237,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 
 func TestDB_FirstKeyDeliveries(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	newClock(db)
 	var want []int64
 	for i := range 5 {
@@ -262,7 +263,7 @@ func TestDB_FirstKeyDeliveries(t *testing.T) {
 // one key, are answered through an index: no step of their plans scans the table.
 func TestDB_Events_Plans(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	for _, tc := range []struct {
 		name  string
 		f     storage.EventFilter
@@ -345,7 +346,7 @@ func TestDB_Events_Plans(t *testing.T) {
 
 func TestDB_DeliveryStats(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	from := c.Now().Truncate(time.Hour)
 	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
@@ -356,7 +357,7 @@ func TestDB_DeliveryStats(t *testing.T) {
 	if n, err := db.RollupStats(ctx, 3); err != nil || n != 3 {
 		t.Fatalf("first roll-up: %d, %v; want 3", n, err)
 	}
-	mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
+	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
 	if n, err := db.RollupStats(ctx, 100); err != nil || n != 2 {
 		t.Fatalf("second roll-up: %d, %v; want the 2 left", n, err)
 	}
@@ -389,7 +390,7 @@ func TestDB_DeliveryStats(t *testing.T) {
 
 func TestDB_LoginThrottle(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	pair := storage.Throttle{Free: 3, First: time.Second, Max: time.Minute, Forget: time.Hour}
 	addr := storage.Throttle{Free: 20, First: time.Second, Max: time.Minute, Forget: time.Hour}
@@ -460,7 +461,7 @@ func TestDB_LoginThrottle(t *testing.T) {
 // before the next is checked, so no more than the free ones go through.
 func TestDB_LoginAttemptConcurrent(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	policy := map[string]storage.Throttle{"pair:10.0.0.1 ana": {Free: 3, First: time.Minute, Max: time.Hour, Forget: time.Hour}}
 	var passed atomic.Int64
@@ -484,7 +485,7 @@ func TestDB_LoginAttemptConcurrent(t *testing.T) {
 
 func TestDB_UsersAndAudit(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	for _, n := range []string{"zoe", "ana"} {
 		if _, err := db.CreateUser(ctx, storage.User{Name: n, Role: storage.RoleViewer, PasswordHash: "x"}, "test"); err != nil {
 			t.Fatal(err)
@@ -517,7 +518,7 @@ func TestDB_Events_AtScale(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 	var have int
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 	if err != nil {
@@ -612,7 +613,7 @@ FROM s`, have+1, n, start.UnixMilli())
 // count the same stretch, and only the one that moves the mark may add its counts.
 func TestDB_RollupStats_Concurrent(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	from := c.Now().Truncate(time.Hour)
 	const events = 300

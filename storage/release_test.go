@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestDB_ReleaseKeys releases more keys than one transaction takes, with keys still in
@@ -15,18 +16,18 @@ import (
 // key with its audit row.
 func TestDB_ReleaseKeys(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
 	const stuck, busy = 230, 20 // stuck keys over several transactions, then keys in flight
 	for i := range stuck {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
 	}
 	clk.Add(time.Hour)
 	for i := range busy {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
 	}
-	mustRecord(t, db, delivery("pms", "other-source", "h"), dispatch)
+	storagetest.Record(t, db, delivery("pms", "other-source", "h"), dispatch)
 	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 
 	out, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: "ota", State: storage.StateProcessing}, rel)
