@@ -20,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -49,22 +50,28 @@ func otaSource(t testing.TB) receiver.Source {
 
 func newEnv(t testing.TB, opt storage.Options, sources ...receiver.Source) *testEnv {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	if len(sources) == 0 {
 		sources = []receiver.Source{otaSource(t)}
 	}
-	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096})
+	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096}), nil)
+	return &testEnv{db: db, srv: srv, src: sources[0]}
+}
+
+// serveReceiver serves rc's routes on a real HTTP server until the test ends (closed
+// before the database, which was opened first); srvConfig, if not nil, tunes the server
+// before it starts.
+func serveReceiver(t testing.TB, rc *receiver.Receiver, srvConfig func(*http.Server)) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	rc.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
-	return &testEnv{db: db, srv: srv, src: sources[0]}
+	srv := httptest.NewUnstartedServer(mux)
+	if srvConfig != nil {
+		srvConfig(srv.Config)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 type answer struct {
