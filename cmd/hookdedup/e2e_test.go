@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 var (
@@ -156,6 +158,46 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
+// testSecret is the secret of the standard-webhooks sources these tests configure.
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// standardWebhooks is the verifier of a standard-webhooks source with secret: its Sign
+// signs a delivery as the provider would.
+func standardWebhooks(t testing.TB, secret string) signature.Verifier {
+	t.Helper()
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// signedRequest is a provider's delivery: body POSTed to /webhooks/source on the server
+// at base, as JSON, with webhook-id id (none if id is ""), signed by v now.
+func signedRequest(v signature.Verifier, base, source, id string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+source, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if id != "" {
+		req.Header.Set("webhook-id", id)
+	}
+	if err := v.Sign(req.Header, nil, body, time.Now()); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// hmacSignature is the X-Signature an hmac-sha256 provider sends with body, written out
+// here rather than through package signature, so that the server is checked against
+// the provider's recipe.
+func hmacSignature(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
 // cli runs a subcommand of the binary in dir and returns its output and exit code.
 func cli(t *testing.T, dir string, env []string, stdin string, args ...string) (string, int) {
 	t.Helper()
@@ -234,11 +276,9 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 	s := startServe(t, dir, env)
 
 	send := func(secret, body string) (int, map[string]string) {
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write([]byte(body))
 		req, _ := http.NewRequest("POST", s.url+"/webhooks/channel-manager", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		req.Header.Set("X-Signature", hmacSignature(secret, body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -394,7 +434,6 @@ func (s *eventSink) snapshot() map[string]int {
 func TestEndToEnd_RestartLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	sink := newEventSink(t)
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	cfg := fmt.Sprintf(`
 stuck_after = "1s"
 [[source]]
@@ -405,20 +444,16 @@ forward_url = "http://%s/events"
 max_attempts = 1000
 attempt_timeout = "1s"
 max_backoff = "1s"
-`, secret, sink.addr)
+`, testSecret, sink.addr)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := standardWebhooks(t, testSecret)
 	send := func(url, id string) string {
-		body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled"}`, id)
-		req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("webhook-id", id)
-		v.Sign(req.Header, nil, []byte(body), time.Now())
+		req, err := signedRequest(v, url, "ota", id, fmt.Appendf(nil, `{"booking_id":%q,"status":"cancelled"}`, id))
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -446,11 +481,14 @@ max_backoff = "1s"
 			}
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // attempts fail against the closed port
-	out, code := cli(t, dir, nil, "", "keys", "--stuck")
-	if code != 0 || !strings.Contains(out, "evt_00") || !strings.Contains(out, "connection refused") {
-		t.Fatalf("keys --stuck: %d\n%s", code, out)
-	}
+	// Attempts fail against the closed port; after stuck_after the keys are stuck.
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		out, code := cli(t, dir, nil, "", "keys", "--stuck")
+		if code != 0 || !strings.Contains(out, "evt_00") || !strings.Contains(out, "connection refused") {
+			return fmt.Errorf("keys --stuck: %d\n%s", code, out)
+		}
+		return nil
+	})
 	s.cmd.Process.Kill() // no chance to clean up
 	<-s.exited
 
@@ -461,10 +499,12 @@ max_backoff = "1s"
 		want["ota:"+id] = 1
 	}
 	sink.up(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sink.snapshot()) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		if got := sink.snapshot(); len(got) < len(want) {
+			return fmt.Errorf("downstream got %d keys %v, want %d", len(got), got, len(want))
+		}
+		return nil
+	})
 	if got := sink.snapshot(); !maps.Equal(got, want) {
 		t.Fatalf("downstream got %d keys %v, want each of %d once", len(got), got, len(want))
 	}
@@ -473,10 +513,12 @@ max_backoff = "1s"
 	if out, code := cli(t, dir, nil, "", "release", "--source", "ota", "evt_03", "--reason", "PMS lost it", "--reprocess"); code != 0 {
 		t.Fatalf("reprocess: %d %s", code, out)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for sink.snapshot()["ota:evt_03"] < 2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if n := sink.snapshot()["ota:evt_03"]; n < 2 {
+			return fmt.Errorf("after reprocess evt_03 reached the downstream %d times, want 2", n)
+		}
+		return nil
+	})
 	if n := sink.snapshot()["ota:evt_03"]; n != 2 {
 		t.Fatalf("after reprocess evt_03 reached the downstream %d times, want 2", n)
 	}
@@ -498,16 +540,12 @@ max_backoff = "1s"
 // delivery sent to both at once: exactly one is accepted.
 func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
 	dir := t.TempDir()
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", secret)
+	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", testSecret)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a, b := startServe(t, dir, nil), startServe(t, dir, nil)
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := standardWebhooks(t, testSecret)
 	body := []byte(`{"booking_id":"BK-7","status":"cancelled"}`)
 	h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_both"}}
 	v.Sign(h, nil, body, time.Now())

@@ -5,6 +5,7 @@ package storagetest
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -62,6 +63,26 @@ func CreateUser(tb testing.TB, db *storage.DB, name, role, password string) stor
 		tb.Fatal(err)
 	}
 	return u
+}
+
+// AgeSessions moves the last request of every console session in db d into the past, as
+// if their browsers had been idle that long: a test of the idle limit then needs neither
+// a sleep nor a clock shared with the server. It writes through a connection of its own,
+// as another process would.
+func AgeSessions(tb testing.TB, db *storage.DB, d time.Duration) {
+	tb.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer raw.Close()
+	res, err := raw.Exec(`UPDATE sessions SET seen_at = seen_at - ?`, d.Milliseconds())
+	if err != nil {
+		tb.Fatalf("age sessions: %v", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		tb.Fatalf("age sessions: %d sessions (%v), want at least one", n, err)
+	}
 }
 
 // Clock is a time source that stands still until Add moves it, for tests where time

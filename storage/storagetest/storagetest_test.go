@@ -1,12 +1,14 @@
 package storagetest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -71,5 +73,24 @@ func TestClock(t *testing.T) {
 	c.Add(90 * time.Second)
 	if got := c.Now(); !got.Equal(start.Add(90 * time.Second)) {
 		t.Fatalf("after Add(90s) Now = %v", got)
+	}
+}
+
+func TestAgeSessions(t *testing.T) {
+	db := storagetest.Open(t)
+	ctx := context.Background()
+	u := storagetest.CreateUser(t, db, "ana", storage.RoleViewer, "correct horse battery")
+	start := time.Now().Truncate(time.Millisecond)
+	id, err := db.CreateSession(ctx, u, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.AgeSessions(t, db, 31*time.Minute)
+	s, err := db.SessionByID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.SeenAt.Equal(start.Add(-31*time.Minute)) || !s.CreatedAt.Equal(start) {
+		t.Fatalf("session seen %v, created %v; want seen 31m before %v and created then", s.SeenAt, s.CreatedAt, start)
 	}
 }
