@@ -22,6 +22,7 @@ import (
 // restores it with `hookdedup restore` (refused while serve runs) and finds in it every
 // delivery answered before the backup began; the restored keys still deduplicate.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", testSecret)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {

@@ -307,6 +307,7 @@ func crashKillCount(t *testing.T) (kills int, long bool) {
 
 func TestCrash_KillNineLosesNothing(t *testing.T) {
 	kills, long := crashKillCount(t)
+	t.Parallel() // its own serve processes, files and ports; mostly waiting on kills and leases
 	dir := t.TempDir()
 	sink := &crashSink{}
 	sinkSrv := httptest.NewServer(sink)

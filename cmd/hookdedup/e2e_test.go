@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -34,8 +35,21 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the binary built for the tests.
+// TestMain runs main when this test binary was started under the name hookdedup (see
+// hookdedupBinary), and the tests otherwise; then it removes the binary's directory.
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "hookdedup" {
+		main()
+		os.Exit(0)
+	}
+	// Most tests here wait on child processes, timers and locks rather than on the CPU:
+	// run more of them at once than there are cores, unless -parallel says otherwise.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "4")
+	}
 	code := m.Run()
 	if binPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(binPath))
@@ -43,7 +57,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hookdedupBinary builds the binary once per test run.
+// hookdedupBinary returns the path of a hookdedup binary, made once per test run. It is
+// this test binary under the name hookdedup, which TestMain turns into main: the same
+// code, without a link of its own, which takes seconds on a busy machine. Under the race
+// detector, and for the load harness, it is a binary built as `make build` builds it, so
+// that serve runs at its real speed (buildBinary).
 func hookdedupBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -53,6 +71,14 @@ func hookdedupBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "hookdedup")
+		if !buildBinary {
+			self, err := os.Executable()
+			if err == nil {
+				err = os.Symlink(self, binPath)
+			}
+			buildErr = err
+			return
+		}
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = err
@@ -216,6 +242,7 @@ func cli(t *testing.T, dir string, env []string, stdin string, args ...string) (
 }
 
 func TestEndToEnd_ZeroConfigDemo(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	s := startServe(t, dir, nil)
 	if len(s.password) < 16 {
@@ -268,6 +295,7 @@ ttl = "1h"
 `
 
 func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(e2eConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -432,6 +460,7 @@ func (s *eventSink) snapshot() map[string]int {
 }
 
 func TestEndToEnd_RestartLosesNothing(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	sink := newEventSink(t)
 	cfg := fmt.Sprintf(`
@@ -539,6 +568,7 @@ max_backoff = "1s"
 // TestEndToEnd_TwoProcessesOneFile: two serve processes on one database file, the same
 // delivery sent to both at once: exactly one is accepted.
 func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", testSecret)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {

@@ -238,6 +238,7 @@ func (r *faultRig) reckon() {
 
 // TestFault_DiskFull puts the database on a 4 MiB tmpfs and fills it.
 func TestFault_DiskFull(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	mnt := filepath.Join(t.TempDir(), "small")
 	os.Mkdir(mnt, 0o700)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
@@ -294,6 +295,7 @@ func setFileSizeLimit(pid int, limit uint64) error {
 // TestFault_FileSizeLimit makes the disk "full" for the serve process alone, through
 // RLIMIT_FSIZE: the other way to a full disk, where mounting is not allowed.
 func TestFault_FileSizeLimit(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	r := newFaultRig(t, "", "", "")
 	pid := r.s.cmd.Process.Pid
 	r.storageFault(func() {
@@ -316,6 +318,7 @@ func TestFault_FileSizeLimit(t *testing.T) {
 // TestFault_ReadOnly makes the database file and its WAL immutable (chattr +i), which
 // stops even root, and also already-open descriptors, from writing them.
 func TestFault_ReadOnly(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	r := newFaultRig(t, "", "", "")
 	files := []string{r.dbPath, r.dbPath + "-wal"}
 	t.Cleanup(func() { exec.Command("chattr", append([]string{"-i"}, files...)...).Run() })

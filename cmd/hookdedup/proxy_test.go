@@ -19,6 +19,7 @@ import (
 // follows the forwarded scheme when the peer is trusted, and both ignore the headers
 // when it is not.
 func TestEndToEnd_TrustedProxies(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	for _, tc := range []struct {
 		name, trusted, addr string
 		secure              bool
