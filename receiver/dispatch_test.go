@@ -186,6 +186,7 @@ func TestDispatch_TimeoutThenRecovery(t *testing.T) {
 }
 
 func TestDispatch_RefusedUntilFailed(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	db := storagetest.Open(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -237,6 +238,7 @@ func TestDispatch_EveryEventOnce(t *testing.T) {
 // TestDispatch_DuplicatesDuringDispatch: duplicates that arrive while the first delivery
 // is still with the downstream never cause a second hand-off.
 func TestDispatch_DuplicatesDuringDispatch(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	ds := newDownstream(t, 0, map[int]time.Duration{1: 500 * time.Millisecond})
 	src := forwardSource(t, ds.srv.URL, 5)
 	src.AttemptTimeout = 5 * time.Second
@@ -281,6 +283,7 @@ func TestDispatch_RecordOnlySource(t *testing.T) {
 }
 
 func TestDispatch_ReprocessRecordOnly(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	db := storagetest.Open(t)
 	src := otaSource(t) // no forward_url
 	startDispatcher(t, db, src)

@@ -469,6 +469,7 @@ func TestHostile_UnknownSources(t *testing.T) {
 // TestHostile_SlowBody: a body that stops arriving is cut off by the server's read
 // timeout; the delivery is refused, and is not claimed.
 func TestHostile_SlowBody(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	e := newHostileEnv(t, func(s *http.Server) { s.ReadTimeout = time.Second })
 	body := `{"booking_id":"BK-slow","status":"cancelled"}`
 	h := http.Header{"Webhook-Id": {"msg_slow"}}

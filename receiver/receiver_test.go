@@ -287,6 +287,7 @@ func TestHandler_Concurrent(t *testing.T) {
 // TestHandler_DatabaseLocked holds the database's write lock from another connection, as
 // another process would: intake must answer 503, never 200, and recover by itself.
 func TestHandler_DatabaseLocked(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	e := newEnv(t, storage.Options{BusyTimeout: 200 * time.Millisecond})
 	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
 	if err != nil {
