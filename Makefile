@@ -67,8 +67,8 @@ unit:
 
 test: deps check-generated lint unit fuzz e2e
 
-# `make test-short`: the inner loop while editing, under 20 s on 2 cores. The long fault
-# and crash tests (a held database lock, a hanging downstream, SIGKILLs) and the
+# `make test-short`: the inner loop while editing, without -race. The long fault and
+# crash tests (a held database lock, a hanging downstream, SIGKILLs) and the
 # measurements skip themselves with -short; `make test` runs them.
 test-short:
 	go test -short ./...
