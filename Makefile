@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/hookdedup
 export CGO_ENABLED := 1
 
-.PHONY: all build run test generate check-generated lint unit e2e deps browser-deps bench crash-test clean release release-check
+.PHONY: all build run test test-short generate check-generated lint unit e2e deps browser-deps bench crash-test clean release release-check
 
 all: build
 
@@ -72,6 +72,12 @@ unit:
 	go test -race -count=1 ./...
 
 test: deps check-generated lint unit fuzz e2e
+
+# `make test-short`: the inner loop while editing, without -race. The long fault and
+# crash tests (a held database lock, a hanging downstream, SIGKILLs) and the
+# measurements skip themselves with -short; `make test` runs them.
+test-short:
+	go test -short ./...
 
 # `make bench`: the Go benchmarks of the hot path (derive, verify, the whole handler in
 # process, the group-committed claim) and of a key's page with 20,000 deliveries, then the

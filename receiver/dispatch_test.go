@@ -2,11 +2,12 @@ package receiver_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // downstream is a real HTTP server that misbehaves on purpose: it answers the first
@@ -24,7 +26,7 @@ type downstream struct {
 	mu        sync.Mutex
 	failFirst int
 	hangOn    map[int]time.Duration
-	requests  int
+	requests  int            // hand-offs that arrived
 	got       map[string]int // Idempotency-Key -> times received with a 2xx answer
 	headers   []http.Header
 	bodies    []string
@@ -71,16 +73,32 @@ func (ds *downstream) received() map[string]int {
 	return out
 }
 
+// arrived is how many hand-offs reached the downstream, answered or not.
+func (ds *downstream) arrived() int {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return ds.requests
+}
+
 // startDispatcher runs a dispatcher over db until the test ends.
 func startDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) *receiver.Dispatcher {
+	t.Helper()
+	d, _ := runDispatcher(t, db, sources...)
+	return d
+}
+
+// runDispatcher is startDispatcher that also returns stop, which ends the dispatcher
+// and returns once every attempt it started has finished and been recorded.
+func runDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) (*receiver.Dispatcher, func()) {
 	t.Helper()
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: sources, FirstBackoff: 40 * time.Millisecond,
 		Poll: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return d
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return d, stop
 }
 
 func forwardSource(t *testing.T, url string, maxAttempts int) receiver.Source {
@@ -89,45 +107,33 @@ func forwardSource(t *testing.T, url string, maxAttempts int) receiver.Source {
 	return src
 }
 
-func openDB(t *testing.T) *storage.DB {
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
+// accept records an accepted delivery of key to ota, queued for dispatch.
 func accept(t *testing.T, db *storage.DB, key, body string) *storage.Delivery {
 	t.Helper()
-	d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: "h", ContentType: "application/json; charset=utf-8", Body: []byte(body)}
-	if err := db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return storagetest.Record(t, db, &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: "h",
+		ContentType: "application/json; charset=utf-8", Body: []byte(body)}, storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 }
 
-// waitState polls until the key reaches state, for at most 10 s.
+// waitState waits until the key of ota reaches state, for at most 10 s, and returns its
+// claim then.
 func waitState(t *testing.T, db *storage.DB, key, state string) storage.Claim {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := db.Claim(context.Background(), "ota", key)
-		if err != nil {
-			t.Fatal(err)
+	var c storage.Claim
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if c, err = db.Claim(context.Background(), "ota", key); err != nil {
+			return err
 		}
-		if c.State == state {
-			return c
+		if c.State != state {
+			return fmt.Errorf("key %s is %s (last error %q), want %s", key, c.State, c.LastError, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("key %s is %s after 10s (last error %q), want %s", key, c.State, c.LastError, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return c
 }
 
 func TestDispatch_RetriesWithGrowingBackoff(t *testing.T) {
-	db := openDB(t)
+	db := storagetest.Open(t)
 	ds := newDownstream(t, 3, nil)
 	startDispatcher(t, db, forwardSource(t, ds.srv.URL, 10))
 	d := accept(t, db, "evt_1", `{"booking_id":"BK-1"}`)
@@ -168,7 +174,7 @@ func TestDispatch_RetriesWithGrowingBackoff(t *testing.T) {
 }
 
 func TestDispatch_TimeoutThenRecovery(t *testing.T) {
-	db := openDB(t)
+	db := storagetest.Open(t)
 	ds := newDownstream(t, 0, map[int]time.Duration{1: 2 * time.Second})
 	startDispatcher(t, db, forwardSource(t, ds.srv.URL, 5))
 	accept(t, db, "evt_1", `{}`)
@@ -180,7 +186,8 @@ func TestDispatch_TimeoutThenRecovery(t *testing.T) {
 }
 
 func TestDispatch_RefusedUntilFailed(t *testing.T) {
-	db := openDB(t)
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
+	db := storagetest.Open(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +210,7 @@ func TestDispatch_RefusedUntilFailed(t *testing.T) {
 }
 
 func TestDispatch_EveryEventOnce(t *testing.T) {
-	db := openDB(t)
+	db := storagetest.Open(t)
 	ds := newDownstream(t, 5, nil)
 	d := startDispatcher(t, db, forwardSource(t, ds.srv.URL, 10))
 	const n = 60
@@ -211,10 +218,12 @@ func TestDispatch_EveryEventOnce(t *testing.T) {
 		accept(t, db, "evt_"+string(rune('A'+i%26))+string(rune('a'+i/26)), `{}`)
 		d.Wake()
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for len(ds.received()) < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 15*time.Second, func() error {
+		if got := len(ds.received()); got < n {
+			return fmt.Errorf("downstream got %d distinct events, want %d", got, n)
+		}
+		return nil
+	})
 	got := ds.received()
 	if len(got) != n {
 		t.Fatalf("downstream got %d distinct events, want %d", len(got), n)
@@ -229,24 +238,36 @@ func TestDispatch_EveryEventOnce(t *testing.T) {
 // TestDispatch_DuplicatesDuringDispatch: duplicates that arrive while the first delivery
 // is still with the downstream never cause a second hand-off.
 func TestDispatch_DuplicatesDuringDispatch(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	ds := newDownstream(t, 0, map[int]time.Duration{1: 500 * time.Millisecond})
 	src := forwardSource(t, ds.srv.URL, 5)
 	src.AttemptTimeout = 5 * time.Second
 	e := newEnv(t, storage.Options{}, src)
-	startDispatcher(t, e.db, src)
+	_, stop := runDispatcher(t, e.db, src)
 	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
 		t.Fatalf("first: %d %+v", code, a)
 	}
-	time.Sleep(100 * time.Millisecond) // the hand-off is under way
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if ds.arrived() == 0 {
+			return errors.New("the hand-off has not reached the downstream")
+		}
+		return nil
+	})
+	// The downstream holds the first hand-off (500 ms) while the duplicates arrive.
 	for range 20 {
 		if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "duplicate" {
 			t.Fatalf("duplicate: %d %+v", code, a)
 		}
 	}
 	waitState(t, e.db, "msg_1", storage.StateProcessed)
-	time.Sleep(200 * time.Millisecond)
-	if got := ds.received(); got["ota:msg_1"] != 1 {
-		t.Fatalf("downstream received %v, want ota:msg_1 once", got)
+	// Once stopped, the dispatcher has finished every hand-off it started: a second one
+	// caused by a duplicate would have reached the downstream by now.
+	stop()
+	if got := ds.received(); got["ota:msg_1"] != 1 || ds.arrived() != 1 {
+		t.Fatalf("downstream received %v (%d hand-offs), want ota:msg_1 once", got, ds.arrived())
+	}
+	if c, err := e.db.Claim(context.Background(), "ota", "msg_1"); err != nil || c.State != storage.StateProcessed || c.Attempts != 1 {
+		t.Fatalf("claim = %+v, %v; want processed after one attempt", c, err)
 	}
 }
 
@@ -262,7 +283,8 @@ func TestDispatch_RecordOnlySource(t *testing.T) {
 }
 
 func TestDispatch_ReprocessRecordOnly(t *testing.T) {
-	db := openDB(t)
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
+	db := storagetest.Open(t)
 	src := otaSource(t) // no forward_url
 	startDispatcher(t, db, src)
 	d := &storage.Delivery{Source: "ota", Key: "k", KeyMethod: "event_id", PayloadHash: "h", Body: []byte(`{}`)}

@@ -16,9 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,10 +52,7 @@ type hostileEnv struct {
 
 func newHostileEnv(t *testing.T, srvConfig func(*http.Server), sources ...receiver.Source) *hostileEnv {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.Open(t)
 	clock := &hostileClock{}
 	db.Now = clock.Now
 	if len(sources) == 0 {
@@ -67,17 +62,7 @@ func newHostileEnv(t *testing.T, srvConfig func(*http.Server), sources ...receiv
 	// tests the bounds).
 	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096, Now: clock.Now,
 		Rejections: receiver.RejectionLimits{PerAddress: 1 << 20, Total: 1 << 20}})
-	mux := http.NewServeMux()
-	rc.Register(mux)
-	srv := httptest.NewUnstartedServer(mux)
-	if srvConfig != nil {
-		srvConfig(srv.Config)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
+	srv := serveReceiver(t, rc, srvConfig)
 	return &hostileEnv{testEnv: &testEnv{db: db, srv: srv, src: sources[0]}, clock: clock}
 }
 
@@ -239,10 +224,12 @@ func TestHostile_EventIDInjection(t *testing.T) {
 	code, a, _ := e2.post(t, "ota", "msg_unused", `{"id":"evt\r\nX-Injected: yes"}`, nil)
 	e2.expectRejected(t, before, 0, a, code, 422, "contains a control character", true)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for len(ds.received()) < 5 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if got := len(ds.received()); got < 5 {
+			return fmt.Errorf("the downstream got %d hand-offs, want 5", got)
+		}
+		return nil
+	})
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if len(ds.headers) != 5 {
@@ -329,13 +316,15 @@ func TestHostile_HeaderInjection(t *testing.T) {
 	// Whatever was accepted is handed off, with clean headers.
 	after := e.counts(t)
 	accepted := after.Accepted - before.Accepted
-	deadline := time.Now().Add(10 * time.Second)
-	for int64(len(ds.received())) < accepted && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if got := len(ds.received()); int64(got) < accepted {
+			keys, _ := e.db.ListKeys(context.Background(), storage.KeyFilter{})
+			return fmt.Errorf("%d accepted keys, %d reached the downstream: %+v", accepted, got, keys)
+		}
+		return nil
+	})
 	if got := len(ds.received()); int64(got) != accepted {
-		keys, _ := e.db.ListKeys(context.Background(), storage.KeyFilter{})
-		t.Fatalf("%d accepted keys, %d reached the downstream: %+v", accepted, got, keys)
+		t.Fatalf("%d accepted keys, %d reached the downstream", accepted, got)
 	}
 }
 
@@ -480,6 +469,7 @@ func TestHostile_UnknownSources(t *testing.T) {
 // TestHostile_SlowBody: a body that stops arriving is cut off by the server's read
 // timeout; the delivery is refused, and is not claimed.
 func TestHostile_SlowBody(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	e := newHostileEnv(t, func(s *http.Server) { s.ReadTimeout = time.Second })
 	body := `{"booking_id":"BK-slow","status":"cancelled"}`
 	h := http.Header{"Webhook-Id": {"msg_slow"}}

@@ -15,6 +15,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 const intakeSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -79,12 +80,7 @@ func benchIntake(b *testing.B, store string, half bool) {
 			return nil
 		}}
 	} else {
-		db, err := storage.Open(filepath.Join(b.TempDir(), "intake.db"), storage.Options{Synchronous: store})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { db.Close() })
-		st = db
+		st = storagetest.OpenPath(b, filepath.Join(b.TempDir(), "intake.db"), storage.Options{Synchronous: store})
 	}
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: st})
 	mux := http.NewServeMux()

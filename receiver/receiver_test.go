@@ -50,22 +50,28 @@ func otaSource(t testing.TB) receiver.Source {
 
 func newEnv(t testing.TB, opt storage.Options, sources ...receiver.Source) *testEnv {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	if len(sources) == 0 {
 		sources = []receiver.Source{otaSource(t)}
 	}
-	rc := receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096})
+	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: 4096}), nil)
+	return &testEnv{db: db, srv: srv, src: sources[0]}
+}
+
+// serveReceiver serves rc's routes on a real HTTP server until the test ends (closed
+// before the database, which was opened first); srvConfig, if not nil, tunes the server
+// before it starts.
+func serveReceiver(t testing.TB, rc *receiver.Receiver, srvConfig func(*http.Server)) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	rc.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
-	return &testEnv{db: db, srv: srv, src: sources[0]}
+	srv := httptest.NewUnstartedServer(mux)
+	if srvConfig != nil {
+		srvConfig(srv.Config)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 type answer struct {
@@ -288,6 +294,7 @@ func TestHandler_Concurrent(t *testing.T) {
 // TestHandler_DatabaseLocked holds the database's write lock from another connection, as
 // another process would: intake must answer 503, never 200, and recover by itself.
 func TestHandler_DatabaseLocked(t *testing.T) {
+	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	e := newEnv(t, storage.Options{BusyTimeout: 200 * time.Millisecond})
 	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
 	if err != nil {

@@ -24,44 +24,29 @@ import (
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-// frozenClock stands still until told to move, so that a test decides which minute
-// each rejection falls in.
-type frozenClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *frozenClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *frozenClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // junkEnv is the receiver with the default bounds on stored rejections, on a real
-// database file, behind a real HTTP server, on a frozen clock.
+// database file, behind a real HTTP server, on a clock that stands still so that a test
+// decides which minute each rejection falls in.
 type junkEnv struct {
 	db    *storage.DB
 	rc    *receiver.Receiver
 	mux   *http.ServeMux
 	srv   *httptest.Server
 	src   receiver.Source
-	clock *frozenClock
+	clock *storagetest.Clock
 }
 
 func newJunkEnv(t testing.TB, opt storage.Options) *junkEnv {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &frozenClock{now: time.Date(2026, 3, 2, 10, 0, 1, 0, time.UTC)}
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
+	clock := storagetest.NewClock(time.Date(2026, 3, 2, 10, 0, 1, 0, time.UTC))
 	db.Now = clock.Now
 	src := otaSource(t)
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, Now: clock.Now})
 	mux := http.NewServeMux()
 	rc.Register(mux)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
+	t.Cleanup(srv.Close)
 	return &junkEnv{db: db, rc: rc, mux: mux, srv: srv, src: src, clock: clock}
 }
 

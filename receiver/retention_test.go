@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // switchDownstream is a real HTTP downstream that answers 500 until it is switched to
@@ -68,7 +69,7 @@ func (ds *switchDownstream) handOffs(key string) []seenHandOff {
 
 // runDispatcher runs a dispatcher on clock over db until the returned stop is called
 // (or the test ends); stop waits for the attempts in flight.
-func runDispatcher(t *testing.T, db *storage.DB, clock *hostileClock, src receiver.Source) (stop func()) {
+func runDispatcherAt(t *testing.T, db *storage.DB, clock *hostileClock, src receiver.Source) (stop func()) {
 	t.Helper()
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: []receiver.Source{src},
 		FirstBackoff: 40 * time.Millisecond, Poll: 50 * time.Millisecond, Now: clock.Now})
@@ -152,7 +153,7 @@ func TestDispatch_RetentionKeepsOwedPayload(t *testing.T) {
 
 	db := open()
 	intake := intakeAt(t, db, clock, src)
-	stop := runDispatcher(t, db, clock, src)
+	stop := runDispatcherAt(t, db, clock, src)
 	if code, a, _ := intake.post(t, "ota", "evt_first", first, nil); code != 200 || a.Status != "accepted" {
 		t.Fatalf("first event: %d %+v", code, a)
 	}
@@ -186,7 +187,7 @@ func TestDispatch_RetentionKeepsOwedPayload(t *testing.T) {
 		t.Fatalf("second event: %d %+v", code, a)
 	}
 	ds.setUp()
-	runDispatcher(t, db, clock, src)
+	runDispatcherAt(t, db, clock, src)
 
 	waitState(t, db, "evt_second", storage.StateProcessed)
 	c := waitState(t, db, "evt_first", storage.StateProcessed)
@@ -212,7 +213,7 @@ func TestDispatch_RetentionKeepsOwedPayload(t *testing.T) {
 // key at once, saying why, and nothing is sent under that key.
 func TestDispatch_PayloadMissingOrForeign(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := storagetest.Open(t)
 	ds := newSwitchDownstream(t, true)
 	accept(t, db, "gone", `{"booking_id":"BK-1"}`)
 	accept(t, db, "foreign", `{"booking_id":"BK-2"}`)

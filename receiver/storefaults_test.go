@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // syncBuffer is a log destination that several goroutines write at once.
@@ -44,19 +44,9 @@ func newEnvAt(t *testing.T, path string, log *slog.Logger) *testEnv {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(path, storage.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storagetest.OpenPath(t, path, storage.Options{Logger: log})
 	src := otaSource(t)
-	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log})
-	mux := http.NewServeMux()
-	rc.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
+	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log}), nil)
 	return &testEnv{db: db, srv: srv, src: src}
 }
 

@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_UsersAndAudit(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	for _, n := range []string{"zoe", "ana"} {
 		if _, err := db.CreateUser(ctx, storage.User{Name: n, Role: storage.RoleViewer, PasswordHash: "x"}, "test"); err != nil {
 			t.Fatal(err)

@@ -24,9 +24,9 @@ import (
 func TestBackup_WhileWriting(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db := MustOpenPath(t, filepath.Join(dir, "hookdedup.db"))
+	db := storagetest.OpenPath(t, filepath.Join(dir, "hookdedup.db"), storage.Options{})
 	for i := range 200 {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("pre_%d", i), "h"), day)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("pre_%d", i), "h"), day)
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -46,12 +46,12 @@ func TestBackup_WhileWriting(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(time.Minute); written.Load() < 500 && !t.Failed(); {
-		if time.Now().After(deadline) {
-			t.Fatal("writers stalled")
+	storagetest.Eventually(t, time.Minute, func() error {
+		if n := written.Load(); n < 500 && !t.Failed() {
+			return fmt.Errorf("the writers stalled at %d deliveries, want 500 before the backup", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	before, err := storagetest.CountDeliveries(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestBackup_WhileWriting(t *testing.T) {
 		t.Errorf("backup mode %v, want 0600: it holds secrets and password hashes", st.Mode().Perm())
 	}
 
-	copyDB := MustOpenPath(t, backup)
+	copyDB := storagetest.OpenPath(t, backup, storage.Options{})
 	got, err := storagetest.CountDeliveries(ctx, copyDB, "")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestBackup_WhileWriting(t *testing.T) {
 }
 
 func TestBackup_RefusesItself(t *testing.T) {
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	if _, err := db.Backup(context.Background(), db.Path()); err == nil {
 		t.Fatal("a backup over the live database itself succeeded")
 	}
@@ -128,13 +128,13 @@ func TestRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 50 {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
 	}
 	if _, err := db.Backup(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
 	// After the backup: written, then lost by the restore (kept aside).
-	mustRecord(t, db, delivery("ota", "after", "h"), day)
+	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +146,14 @@ func TestRestore(t *testing.T) {
 	if info.Deliveries != 50 || info.Previous == "" {
 		t.Fatalf("restore info %+v", info)
 	}
-	restored := MustOpenPath(t, live)
+	restored := storagetest.OpenPath(t, live, storage.Options{})
 	if c, _ := storagetest.CountDeliveries(ctx, restored, ""); c.Accepted != 50 {
 		t.Fatalf("restored database holds %+v, want the 50 of the backup", c)
 	}
 	if _, err := restored.Claim(ctx, "ota", "after"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a key claimed after the backup is in the restored database: %v", err)
 	}
-	previous := MustOpenPath(t, info.Previous)
+	previous := storagetest.OpenPath(t, info.Previous, storage.Options{})
 	if _, err := previous.Claim(ctx, "ota", "after"); err != nil {
 		t.Fatalf("the replaced database, kept aside, lost its last write: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestRestore_RefusedWhileInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustRecord(t, db, delivery("ota", "k", "h"), day)
+	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
 	if _, err := db.Backup(ctx, backup); err != nil {
 		t.Fatal(err)
 	}

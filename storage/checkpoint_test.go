@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestDB_Checkpointer checks that committed deliveries reach the database file soon
@@ -17,7 +18,7 @@ import (
 // only checkpoint once the WAL reached 64 MiB.
 func TestDB_Checkpointer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp.db")
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 	before := fileSize(t, path)
 
 	var wg sync.WaitGroup
@@ -34,14 +35,12 @@ func TestDB_Checkpointer(t *testing.T) {
 	}
 	wg.Wait()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for fileSize(t, path) < before+800_000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("database file %d bytes after 400 deliveries of 2 KB (%d before): they stayed in the WAL",
-				fileSize(t, path), before)
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if size := fileSize(t, path); size < before+800_000 {
+			return fmt.Errorf("database file %d bytes after 400 deliveries of 2 KB (%d before): they stayed in the WAL", size, before)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestDB_WALStartsOver checks that under writes that never pause the checkpointer
@@ -49,10 +48,12 @@ func TestDB_Checkpointer(t *testing.T) {
 // for the writer's own backstop checkpoint (which held intake 30-50 ms at scale).
 func TestDB_WALStartsOver(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "restart.db")
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopWriters) // before the database closes, also when the test fails early
 	var sent sync.Map
 	for g := range 16 {
 		wg.Add(1)
@@ -75,15 +76,13 @@ func TestDB_WALStartsOver(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for db.WALRestarts() < 2 && time.Now().Before(deadline) && !t.Failed() {
-		time.Sleep(20 * time.Millisecond)
-	}
-	close(stop)
-	wg.Wait()
-	if n := db.WALRestarts(); n < 2 {
-		t.Fatalf("the writer finished %d checkpoints in 30 s of continuous writes, want at least 2", n)
-	}
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		if n := db.WALRestarts(); n < 2 && !t.Failed() {
+			return fmt.Errorf("the writer finished %d checkpoints under continuous writes, want at least 2", n)
+		}
+		return nil
+	})
+	stopWriters()
 	// Nothing was lost on the way: every committed delivery is in the database.
 	n := 0
 	sent.Range(func(k, _ any) bool {

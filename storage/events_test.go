@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // MustRecordEvent records a delivery with business fields at the test clock's now.
@@ -18,7 +19,7 @@ func MustRecordEvent(tb testing.TB, db *storage.DB, source, key, hash, property,
 	tb.Helper()
 	d := delivery(source, key, hash)
 	d.Property, d.Booking, d.EventStatus, d.Amount = property, booking, status, amount
-	return mustRecord(tb, db, d, day)
+	return storagetest.Record(tb, db, d, day)
 }
 
 func ids(ds []storage.Delivery) []int64 {
@@ -31,7 +32,7 @@ func ids(ds []storage.Delivery) []int64 {
 
 func TestDB_Events(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	start := c.Now()
 	var all []*storage.Delivery
@@ -49,7 +50,7 @@ func TestDB_Events(t *testing.T) {
 	// and another source reusing a key.
 	dupMismatch := MustRecordEvent(t, db, "ota", "evt_5", "h2", "HTL-C", "BK-5", "cancelled", "120.50")
 	dupSame := MustRecordEvent(t, db, "ota", "evt_0", "h", "HTL-A", "BK-0", "cancelled", "100.50")
-	rejected := mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
+	rejected := storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
 	other := MustRecordEvent(t, db, "cm", "evt_5", "x", "HTL-A", "BK-99", "confirmed", "")
 
 	page := func(f storage.EventFilter) storage.EventPage {
@@ -127,7 +128,7 @@ func TestDB_Events_ScanWindow(t *testing.T) {
 		t.Skip("records many deliveries")
 	}
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	newClock(db)
 	// One match far below a window of non-matching rows: the first page stops at the
 	// window's end and says so; following Next finds the match.
@@ -176,7 +177,7 @@ func TestDB_Events_ScanWindow(t *testing.T) {
 // one key, are answered through an index: no step of their plans scans the table.
 func TestDB_Events_Plans(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	for _, tc := range []struct {
 		name  string
 		f     storage.EventFilter
@@ -231,7 +232,7 @@ func TestDB_Events_AtScale(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 	var have int
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 	if err != nil {

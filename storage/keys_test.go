@@ -17,7 +17,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 		t.Skip("stores many claims")
 	}
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	rare := MustRecordEvent(t, db, "rare", "old", "h", "P", "B", "cancelled", "")
 	err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: storage.ScanWindow + 10,
@@ -74,7 +74,7 @@ func TestDB_Keys_ScanWindow(t *testing.T) {
 // through their indexes, in their order, within their windows.
 func TestDB_Keys_Plans(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	// The keys listings walk the claims newest first or read claims_unsettled; none may
 	// read a whole source's claims through the UNIQUE index to sort them.
 	for _, f := range []storage.KeyFilter{{}, {Source: "ota"}, {State: storage.StateProcessed},

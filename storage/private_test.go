@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func mustMode(t *testing.T, path string, want fs.FileMode) {
@@ -30,7 +31,7 @@ func mustMode(t *testing.T, path string, want fs.FileMode) {
 func TestOpen_Private(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state", "hookdedup", "hookdedup.db")
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 	if _, err := db.SettingOrInit(t.Context(), "x", func() (string, error) { return "y", nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_FirstKeyDeliveries(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	newClock(db)
 	var want []int64
 	for i := range 5 {

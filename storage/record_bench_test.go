@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // benchBody is a realistic OTA cancellation of about 600 bytes.
@@ -67,12 +68,7 @@ func benchKey(i int64) string {
 
 func benchOpen(b *testing.B, sync string) *storage.DB {
 	b.Helper()
-	db, err := storage.Open(filepath.Join(b.TempDir(), "bench.db"), storage.Options{Synchronous: sync})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	return db
+	return storagetest.OpenPath(b, filepath.Join(b.TempDir(), "bench.db"), storage.Options{Synchronous: sync})
 }
 
 // BenchmarkRecord measures durable claims through the group commit with 64 concurrent

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_RejectionCounts(t *testing.T) {
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	db.Now = func() time.Time { return t0.Add(90 * time.Minute) }

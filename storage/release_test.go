@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestDB_ReleaseKeys releases more keys than one transaction takes, with keys still in
@@ -18,18 +19,18 @@ import (
 // key with its audit row.
 func TestDB_ReleaseKeys(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
 	const stuck, busy = 230, 20 // stuck keys over several transactions, then keys in flight
 	for i := range stuck {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
 	}
 	clk.Add(time.Hour)
 	for i := range busy {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
 	}
-	mustRecord(t, db, delivery("pms", "other-source", "h"), dispatch)
+	storagetest.Record(t, db, delivery("pms", "other-source", "h"), dispatch)
 	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 
 	out, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: "ota", State: storage.StateProcessing}, rel)
@@ -104,14 +105,14 @@ func TestSummarize(t *testing.T) {
 // errors map onto the same refusals.
 func TestDB_ReleaseEach_Refusals(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
-	mustRecord(t, db, delivery("ota", "stuck", "h"), dispatch)
-	mustRecord(t, db, delivery("ota", "free", "h"), day)
-	mustRecord(t, db, delivery("ota", "record-only", "h"), day)
+	storagetest.Record(t, db, delivery("ota", "stuck", "h"), dispatch)
+	storagetest.Record(t, db, delivery("ota", "free", "h"), day)
+	storagetest.Record(t, db, delivery("ota", "record-only", "h"), day)
 	clk.Add(2 * time.Hour)
-	mustRecord(t, db, delivery("ota", "busy", "h"), dispatch)
+	storagetest.Record(t, db, delivery("ota", "busy", "h"), dispatch)
 	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "free", Actor: "sam", Reason: "r"}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // sweepAll walks the retention sweep to its end, limit deliveries a batch, and returns
@@ -61,42 +62,42 @@ func handOff(t *testing.T, db *storage.DB, key string, res storage.AttemptResult
 // keep or may delete, received two hours before its clock's now.
 type retentionFixture struct {
 	db          *storage.DB
-	clk         *clock
+	clk         *storagetest.Clock
 	kept, swept map[string]*storage.Delivery
 }
 
 func newRetentionFixture(t *testing.T) retentionFixture {
 	t.Helper()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
 	f := retentionFixture{db: db, clk: clk, kept: map[string]*storage.Delivery{}, swept: map[string]*storage.Delivery{}}
 
 	// Owed: unsettled, or handed downstream and still held (a reprocess resends it).
-	f.kept["processing"] = mustRecord(t, db, delivery("ota", "processing", "h1"), dispatch)
-	f.kept["failed"] = mustRecord(t, db, delivery("ota", "failed", "h"), dispatch)
+	f.kept["processing"] = storagetest.Record(t, db, delivery("ota", "processing", "h1"), dispatch)
+	f.kept["failed"] = storagetest.Record(t, db, delivery("ota", "failed", "h"), dispatch)
 	handOff(t, db, "failed", storage.AttemptResult{Failed: true, LastError: "downstream answered 500"})
-	f.kept["handed"] = mustRecord(t, db, delivery("ota", "handed", "h"), dispatch)
+	f.kept["handed"] = storagetest.Record(t, db, delivery("ota", "handed", "h"), dispatch)
 	handOff(t, db, "handed", storage.AttemptResult{Done: true})
 
 	// Not owed: the key expired or was released, it was never to be handed downstream,
 	// or the delivery is not the one a claim names.
-	f.swept["handed-expired"] = mustRecord(t, db, delivery("ota", "handed-expired", "h"),
+	f.swept["handed-expired"] = storagetest.Record(t, db, delivery("ota", "handed-expired", "h"),
 		storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 	handOff(t, db, "handed-expired", storage.AttemptResult{Done: true})
-	f.swept["released"] = mustRecord(t, db, delivery("ota", "released", "h"), dispatch)
+	f.swept["released"] = storagetest.Record(t, db, delivery("ota", "released", "h"), dispatch)
 	handOff(t, db, "released", storage.AttemptResult{Done: true})
 	if _, err := db.ReleaseKey(context.Background(), storage.Release{Source: "ota", Key: "released", Actor: "t", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	f.swept["record-only"] = mustRecord(t, db, delivery("ota", "record-only", "h"), day)
-	f.swept["duplicate"] = mustRecord(t, db, delivery("ota", "processing", "h2"), dispatch)
-	f.swept["rejected"] = mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401,
+	f.swept["record-only"] = storagetest.Record(t, db, delivery("ota", "record-only", "h"), day)
+	f.swept["duplicate"] = storagetest.Record(t, db, delivery("ota", "processing", "h2"), dispatch)
+	f.swept["rejected"] = storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401,
 		Error: "signature does not match", Body: []byte(`{}`)}, day)
 
 	clk.Add(2 * time.Hour)
 	// Within retention: kept whatever its key.
-	f.kept["recent"] = mustRecord(t, db, delivery("ota", "recent", "h"), day)
+	f.kept["recent"] = storagetest.Record(t, db, delivery("ota", "recent", "h"), day)
 	return f
 }
 
@@ -188,7 +189,7 @@ func TestDB_ReleaseKey_PayloadGone(t *testing.T) {
 // the deliveries table has emptied, and not across a reopen.
 func TestDB_DeliveryIDsNeverReused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	open := func() (*storage.DB, *clock) {
+	open := func() (*storage.DB, *storagetest.Clock) {
 		db, err := storage.Open(path, storage.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -196,12 +197,12 @@ func TestDB_DeliveryIDsNeverReused(t *testing.T) {
 		return db, newClock(db)
 	}
 	db, clk := open()
-	a := mustRecord(t, db, delivery("ota", "a", "h"), day)
+	a := storagetest.Record(t, db, delivery("ota", "a", "h"), day)
 	clk.Add(2 * time.Hour)
 	if n := sweepAll(t, db, clk.Now().Add(-time.Hour), 100); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
 	}
-	b := mustRecord(t, db, delivery("ota", "b", "h"), day)
+	b := storagetest.Record(t, db, delivery("ota", "b", "h"), day)
 	if b.ID <= a.ID {
 		t.Fatalf("after the table emptied a new delivery got id %d; %d was issued before", b.ID, a.ID)
 	}
@@ -215,7 +216,7 @@ func TestDB_DeliveryIDsNeverReused(t *testing.T) {
 
 	db, _ = open()
 	defer db.Close()
-	c := mustRecord(t, db, delivery("ota", "c", "h"), day)
+	c := storagetest.Record(t, db, delivery("ota", "c", "h"), day)
 	if c.ID <= b.ID {
 		t.Fatalf("after a reopen a new delivery got id %d; %d was issued before", c.ID, b.ID)
 	}
@@ -231,8 +232,8 @@ func TestDB_DeliveryIDsMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := mustRecord(t, db, delivery("ota", "x", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
-	y := mustRecord(t, db, delivery("ota", "y", "h"), day)
+	x := storagetest.Record(t, db, delivery("ota", "x", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	y := storagetest.Record(t, db, delivery("ota", "y", "h"), day)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +256,8 @@ func TestDB_DeliveryIDsMigrate(t *testing.T) {
 	}
 	raw.Close()
 
-	db = MustOpenPath(t, path)
-	z := mustRecord(t, db, delivery("ota", "z", "h"), day)
+	db = storagetest.OpenPath(t, path, storage.Options{})
+	z := storagetest.Record(t, db, delivery("ota", "z", "h"), day)
 	if z.ID != 42 {
 		t.Fatalf("first delivery after the upgrade got id %d, want 42 (above the 41 a claim names)", z.ID)
 	}

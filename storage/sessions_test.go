@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_Sessions(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	users := map[string]storage.User{}
 	for _, u := range []storage.User{{Name: "ada", Role: storage.RoleAdmin}, {Name: "bo", Role: storage.RoleOperator}} {

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_DeliveryStats(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	from := c.Now().Truncate(time.Hour)
 	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
@@ -25,7 +26,7 @@ func TestDB_DeliveryStats(t *testing.T) {
 	if n, err := db.RollupStats(ctx, 3); err != nil || n != 3 {
 		t.Fatalf("first roll-up: %d, %v; want 3", n, err)
 	}
-	mustRecord(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
+	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
 	if n, err := db.RollupStats(ctx, 100); err != nil || n != 2 {
 		t.Fatalf("second roll-up: %d, %v; want the 2 left", n, err)
 	}
@@ -61,7 +62,7 @@ func TestDB_DeliveryStats(t *testing.T) {
 // count the same stretch, and only the one that moves the mark may add its counts.
 func TestDB_RollupStats_Concurrent(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	from := c.Now().Truncate(time.Hour)
 	const events = 300
@@ -107,7 +108,7 @@ func TestDB_RollupStats_Concurrent(t *testing.T) {
 // counted as the stats are read, once, and reading them leaves the roll-up its work.
 func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	from := c.Now().Truncate(time.Hour)
 	stats := func() string {

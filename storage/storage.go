@@ -92,6 +92,7 @@ type DB struct {
 	reqs       chan *recordReq
 	maxBatch   int
 	closeOnce  sync.Once
+	closeErr   error // what the one Close found; later calls return it again
 	closing    chan struct{}
 	writerDone chan struct{}
 
@@ -229,17 +230,21 @@ func Open(path string, opt Options) (*DB, error) {
 // Path is the database file's path.
 func (db *DB) Path() string { return db.path }
 
-// Close waits for queued writes to commit, then closes the database cleanly.
+// Close waits for queued writes to commit, then closes the database cleanly. Closing
+// again does nothing and returns what the first Close returned.
 func (db *DB) Close() error {
-	db.closeOnce.Do(func() { close(db.closing) })
-	<-db.writerDone
-	<-db.checkpointerDone
-	<-db.watcherDone
-	// The write connection closes last: the last connection to close checkpoints the
-	// whole WAL into the database file and removes it.
-	err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
-	// Only now: closing any descriptor of the file drops the locks SQLite holds on it.
-	return errors.Join(err, db.file.Close())
+	db.closeOnce.Do(func() {
+		close(db.closing)
+		<-db.writerDone
+		<-db.checkpointerDone
+		<-db.watcherDone
+		// The write connection closes last: the last connection to close checkpoints the
+		// whole WAL into the database file and removes it.
+		err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
+		// Only now: closing any descriptor of the file drops the locks SQLite holds on it.
+		db.closeErr = errors.Join(err, db.file.Close())
+	})
+	return db.closeErr
 }
 
 // Ping reports whether the database can commit a write now, into the file at its path

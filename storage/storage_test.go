@@ -14,37 +14,9 @@ import (
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-// MustOpenDB opens a database file in a fresh temp dir, closed when the test ends.
-func MustOpenDB(tb testing.TB) *storage.DB {
-	tb.Helper()
-	return MustOpenPath(tb, filepath.Join(tb.TempDir(), "hookdedup.db"))
-}
-
-// MustOpenPath opens the database file at path, closed when the test ends.
-func MustOpenPath(tb testing.TB, path string) *storage.DB {
-	tb.Helper()
-	db, err := storage.Open(path, storage.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
-	return db
-}
-
-// clock is a settable time source for expiry tests.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func newClock(db *storage.DB) *clock {
-	c := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+// newClock sets db's clock to one that stands still at a fixed time until moved.
+func newClock(db *storage.DB) *storagetest.Clock {
+	c := storagetest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	db.Now = c.Now
 	return c
 }
@@ -57,23 +29,15 @@ func delivery(source, key, hash string) *storage.Delivery {
 
 var day = storage.ClaimOptions{TTL: 24 * time.Hour}
 
-func mustRecord(tb testing.TB, db *storage.DB, d *storage.Delivery, c storage.ClaimOptions) *storage.Delivery {
-	tb.Helper()
-	if err := db.Record(context.Background(), d, c); err != nil {
-		tb.Fatal(err)
-	}
-	return d
-}
-
 func TestDB_Record(t *testing.T) {
 	ctx := context.Background()
 	t.Run("FirstIsAcceptedNextIsDuplicate", func(t *testing.T) {
-		db := MustOpenDB(t)
-		first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := storagetest.Open(t)
+		first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if first.Outcome != storage.Accepted || first.ID == 0 || first.FirstDelivery != first.ID || first.Status != 200 {
 			t.Fatalf("first = %+v, want accepted with an id", first)
 		}
-		dup := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		dup := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if dup.Outcome != storage.Duplicate || dup.FirstDelivery != first.ID || dup.Mismatch {
 			t.Fatalf("dup = outcome %s first %d mismatch %v, want duplicate of %d without mismatch",
 				dup.Outcome, dup.FirstDelivery, dup.Mismatch, first.ID)
@@ -87,9 +51,9 @@ func TestDB_Record(t *testing.T) {
 		}
 	})
 	t.Run("DifferentPayloadIsMismatch", func(t *testing.T) {
-		db := MustOpenDB(t)
-		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
-		dup := mustRecord(t, db, delivery("ota", "evt_1", "h2"), day)
+		db := storagetest.Open(t)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		dup := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), day)
 		if dup.Outcome != storage.Duplicate || !dup.Mismatch {
 			t.Fatalf("dup = %s mismatch %v, want duplicate with mismatch", dup.Outcome, dup.Mismatch)
 		}
@@ -102,17 +66,17 @@ func TestDB_Record(t *testing.T) {
 		}
 	})
 	t.Run("KeysAreScopedBySource", func(t *testing.T) {
-		db := MustOpenDB(t)
-		a := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
-		b := mustRecord(t, db, delivery("payments", "evt_1", "h1"), day)
+		db := storagetest.Open(t)
+		a := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		b := storagetest.Record(t, db, delivery("payments", "evt_1", "h1"), day)
 		if a.Outcome != storage.Accepted || b.Outcome != storage.Accepted {
 			t.Fatalf("outcomes = %s, %s; want both accepted", a.Outcome, b.Outcome)
 		}
 	})
 	t.Run("RejectedIsStoredWithoutClaim", func(t *testing.T) {
-		db := MustOpenDB(t)
+		db := storagetest.Open(t)
 		d := &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature does not match"}
-		mustRecord(t, db, d, day)
+		storagetest.Record(t, db, d, day)
 		got, err := db.Delivery(ctx, d.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -125,9 +89,9 @@ func TestDB_Record(t *testing.T) {
 		}
 	})
 	t.Run("DispatchStateFollowsOptions", func(t *testing.T) {
-		db := MustOpenDB(t)
-		mustRecord(t, db, delivery("ota", "k1", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
-		mustRecord(t, db, delivery("ota", "k2", "h"), storage.ClaimOptions{TTL: time.Hour})
+		db := storagetest.Open(t)
+		storagetest.Record(t, db, delivery("ota", "k1", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		storagetest.Record(t, db, delivery("ota", "k2", "h"), storage.ClaimOptions{TTL: time.Hour})
 		for key, want := range map[string]string{"k1": storage.StateProcessing, "k2": storage.StateProcessed} {
 			c, err := db.Claim(ctx, "ota", key)
 			if err != nil {
@@ -142,18 +106,18 @@ func TestDB_Record(t *testing.T) {
 
 func TestDB_Record_Expired(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	ttl := storage.ClaimOptions{TTL: time.Hour}
-	first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), ttl)
+	first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
 
 	clk.Add(59 * time.Minute)
-	if d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), ttl); d.Outcome != storage.Duplicate {
+	if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl); d.Outcome != storage.Duplicate {
 		t.Fatalf("within the TTL: %s, want duplicate", d.Outcome)
 	}
 	// At expires_at exactly the row is expired: expires_at <= now. No sweep has run.
 	clk.Add(time.Minute)
-	again := mustRecord(t, db, delivery("ota", "evt_1", "h2"), ttl)
+	again := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), ttl)
 	if again.Outcome != storage.Accepted || again.ID == first.ID || again.Mismatch {
 		t.Fatalf("after expiry: %+v, want a new accepted delivery", again)
 	}
@@ -164,7 +128,7 @@ func TestDB_Record_Expired(t *testing.T) {
 	if c.FirstDelivery != again.ID || c.PayloadHash != "h2" || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("claim after takeover = %+v", c)
 	}
-	if d := mustRecord(t, db, delivery("ota", "evt_1", "h2"), ttl); d.Outcome != storage.Duplicate || d.FirstDelivery != again.ID {
+	if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), ttl); d.Outcome != storage.Duplicate || d.FirstDelivery != again.ID {
 		t.Fatalf("after takeover: %+v, want duplicate of %d", d, again.ID)
 	}
 }
@@ -172,8 +136,8 @@ func TestDB_Record_Expired(t *testing.T) {
 func TestDB_ReleaseKey(t *testing.T) {
 	ctx := context.Background()
 	t.Run("ReleasedKeyIsTakenOver", func(t *testing.T) {
-		db := MustOpenDB(t)
-		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := storagetest.Open(t)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "refund reissued"})
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +145,7 @@ func TestDB_ReleaseKey(t *testing.T) {
 		if !res.Changed || res.Previous != storage.StateProcessed {
 			t.Fatalf("release = %+v", res)
 		}
-		d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if d.Outcome != storage.Accepted {
 			t.Fatalf("after release: %s, want accepted", d.Outcome)
 		}
@@ -195,8 +159,8 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("FreeKeyChangesNothing", func(t *testing.T) {
-		db := MustOpenDB(t)
-		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := storagetest.Open(t)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r"}
 		if _, err := db.ReleaseKey(ctx, rel); err != nil {
 			t.Fatal(err)
@@ -210,16 +174,16 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("UnknownKey", func(t *testing.T) {
-		db := MustOpenDB(t)
+		db := storagetest.Open(t)
 		_, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "nope", Actor: "sam", Reason: "r"})
 		if !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("InFlightKeyIsRefused", func(t *testing.T) {
-		db := MustOpenDB(t)
+		db := storagetest.Open(t)
 		clk := newClock(db)
-		mustRecord(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 		if _, err := db.ReleaseKey(ctx, rel); !errors.Is(err, storage.ErrBusy) {
 			t.Fatalf("err = %v, want ErrBusy", err)
@@ -232,8 +196,8 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("ReprocessKeepsTheClaim", func(t *testing.T) {
-		db := MustOpenDB(t)
-		mustRecord(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := storagetest.Open(t)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
 		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", Reprocess: true})
 		if err != nil || !res.Changed {
 			t.Fatalf("reprocess = %+v, %v", res, err)
@@ -245,7 +209,7 @@ func TestDB_ReleaseKey(t *testing.T) {
 		if c.State != storage.StateProcessing || c.NextAttemptAt.IsZero() {
 			t.Fatalf("claim = %+v, want processing and due", c)
 		}
-		if d := mustRecord(t, db, delivery("ota", "evt_1", "h1"), day); d.Outcome != storage.Duplicate {
+		if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day); d.Outcome != storage.Duplicate {
 			t.Fatalf("after reprocess: %s, want duplicate", d.Outcome)
 		}
 	})
@@ -283,7 +247,7 @@ func recordConcurrently(t *testing.T, n int, dbs ...*storage.DB) (accepted, dupl
 func TestDB_Record_Concurrent(t *testing.T) {
 	ctx := context.Background()
 	t.Run("OneHandle", func(t *testing.T) {
-		db := MustOpenDB(t)
+		db := storagetest.Open(t)
 		acc, dup := recordConcurrently(t, 200, db)
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
@@ -298,7 +262,7 @@ func TestDB_Record_Concurrent(t *testing.T) {
 	})
 	t.Run("TwoHandlesOneFile", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "shared.db")
-		a, b := MustOpenPath(t, path), MustOpenPath(t, path)
+		a, b := storagetest.OpenPath(t, path, storage.Options{}), storagetest.OpenPath(t, path, storage.Options{})
 		acc, dup := recordConcurrently(t, 200, a, b)
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
@@ -315,14 +279,14 @@ func TestDB_Record_Concurrent(t *testing.T) {
 
 func TestDB_Sweep(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	for i := range 25 {
-		mustRecord(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: time.Minute})
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: time.Minute})
 	}
 	// One key still owed downstream: the sweep must keep it even once expired.
-	mustRecord(t, db, delivery("ota", "inflight", "h"), storage.ClaimOptions{TTL: time.Minute, Dispatch: true})
-	mustRecord(t, db, delivery("ota", "long", "h"), storage.ClaimOptions{TTL: time.Hour})
+	storagetest.Record(t, db, delivery("ota", "inflight", "h"), storage.ClaimOptions{TTL: time.Minute, Dispatch: true})
+	storagetest.Record(t, db, delivery("ota", "long", "h"), storage.ClaimOptions{TTL: time.Hour})
 	clk.Add(2 * time.Minute)
 
 	var total int64
@@ -356,7 +320,7 @@ func TestDB_Sweep(t *testing.T) {
 
 func TestDB_Users(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleOperator, PasswordHash: "x"}, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -378,12 +342,12 @@ func TestDB_Users(t *testing.T) {
 func TestDB_SettingOrInit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
-	db := MustOpenPath(t, path)
+	db := storagetest.OpenPath(t, path, storage.Options{})
 	v, err := db.SettingOrInit(ctx, "secret", func() (string, error) { return "first", nil })
 	if err != nil || v != "first" {
 		t.Fatalf("init = %q, %v", v, err)
 	}
-	other := MustOpenPath(t, path)
+	other := storagetest.OpenPath(t, path, storage.Options{})
 	v, err = other.SettingOrInit(ctx, "secret", func() (string, error) { return "second", nil })
 	if err != nil || v != "first" {
 		t.Fatalf("second init = %q, %v; want the stored value", v, err)
@@ -392,7 +356,7 @@ func TestDB_SettingOrInit(t *testing.T) {
 
 func TestDB_Tokens(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	if _, _, err := db.CreateToken(ctx, "nobody", "ci", "admin"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("token for an unknown user: %v", err)
 	}
@@ -458,12 +422,12 @@ func TestDelivery_Derivation(t *testing.T) {
 // TestDB_Record_ExpiredButOwed: a key still owed downstream does not expire: taking it
 // over would drop the first delivery's hand-off (or make two).
 func TestDB_Record_ExpiredButOwed(t *testing.T) {
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	clk := newClock(db)
 	owed := storage.ClaimOptions{TTL: time.Minute, Dispatch: true}
-	first := mustRecord(t, db, delivery("ota", "evt_1", "h1"), owed)
+	first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), owed)
 	clk.Add(2 * time.Minute)
-	again := mustRecord(t, db, delivery("ota", "evt_1", "h1"), owed)
+	again := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), owed)
 	if again.Outcome != storage.Duplicate || again.FirstDelivery != first.ID {
 		t.Fatalf("after expiry, still processing: %s of %d, want a duplicate of %d", again.Outcome, again.FirstDelivery, first.ID)
 	}

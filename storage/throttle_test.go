@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_LoginThrottle(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	pair := storage.Throttle{Free: 3, First: time.Second, Max: time.Minute, Forget: time.Hour}
 	addr := storage.Throttle{Free: 20, First: time.Second, Max: time.Minute, Forget: time.Hour}
@@ -83,7 +84,7 @@ func TestDB_LoginThrottle(t *testing.T) {
 // before the next is checked, so no more than the free ones go through.
 func TestDB_LoginAttemptConcurrent(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	c := newClock(db)
 	policy := map[string]storage.Throttle{"pair:10.0.0.1 ana": {Free: 3, First: time.Minute, Max: time.Hour, Forget: time.Hour}}
 	var passed atomic.Int64

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestDB_ChangeUsers(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpenDB(t)
+	db := storagetest.Open(t)
 	for _, u := range []storage.User{{Name: "ada", Role: storage.RoleAdmin}, {Name: "bo", Role: storage.RoleOperator}} {
 		u.PasswordHash = "hash-of-" + u.Name
 		if _, err := db.CreateUser(ctx, u, "test"); err != nil {

@@ -7,13 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -27,11 +27,7 @@ type apiEnv struct {
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storagetest.Open(t)
 	s, err := web.New(ctx, web.Config{Store: db, Static: static.FS, Sources: []web.Source{{Name: "ota", Scheme: "standard-webhooks"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,9 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,15 +29,6 @@ const (
 	consolePassword = "correct horse battery"
 )
 
-// consoleClock is the console's settable clock.
-type consoleClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *consoleClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *consoleClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // consoleEnv is the console on a real database, with one user per role and data that
 // covers every page: a mismatched duplicate cancellation, a payload with a <script>, a
 // failed key with an attempt.
@@ -47,7 +36,7 @@ type consoleEnv struct {
 	db      *storage.DB
 	srv     *httptest.Server
 	handler http.Handler // what srv serves: the console alone
-	clock   *consoleClock
+	clock   *storagetest.Clock
 	// what was recorded
 	first, dup, rejected *storage.Delivery
 	failedKey            string
@@ -57,21 +46,11 @@ type consoleEnv struct {
 func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	clock := &consoleClock{now: time.Now().UTC()}
+	db := storagetest.Open(t)
+	clock := storagetest.NewClock(time.Now().UTC())
 	db.Now = clock.Now
-	hash, err := bcrypt.GenerateFromPassword([]byte(consolePassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, role := range []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin} {
-		if _, err := db.CreateUser(ctx, storage.User{Name: role, Role: role, PasswordHash: string(hash)}, "test"); err != nil {
-			t.Fatal(err)
-		}
+		storagetest.CreateUser(t, db, role, role, consolePassword)
 	}
 	cfg := web.Config{
 		Store:      db,

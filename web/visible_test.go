@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -39,20 +39,10 @@ const (
 func spoofEnv(t *testing.T) (*consoleEnv, *storage.Delivery) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	clock := &consoleClock{now: time.Now().UTC()}
+	db := storagetest.Open(t)
+	clock := storagetest.NewClock(time.Now().UTC())
 	db.Now = clock.Now
-	hash, err := bcrypt.GenerateFromPassword([]byte(consolePassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.CreateUser(ctx, storage.User{Name: spoofUser, Role: storage.RoleAdmin, PasswordHash: string(hash)}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	storagetest.CreateUser(t, db, spoofUser, storage.RoleAdmin, consolePassword)
 	s, err := web.New(ctx, web.Config{
 		Store: db, Static: static.FS, Now: clock.Now, BcryptCost: bcrypt.MinCost,
 		Sources: []web.Source{{Name: "ota", Scheme: "standard-webhooks", Timestamped: true, Integrity: true,

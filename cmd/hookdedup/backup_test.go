@@ -14,30 +14,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestBackupRestore takes a backup with `hookdedup backup` while serve takes traffic,
 // restores it with `hookdedup restore` (refused while serve runs) and finds in it every
 // delivery answered before the backup began; the restored keys still deduplicate.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", crashSecret)
+	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", testSecret)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := standardWebhooks(t, testSecret)
 	s := startLogged(t, dir, "serve.log", nil)
 	client := &http.Client{Timeout: time.Minute}
 	send := func(url, id string) (int, map[string]string, error) {
-		body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled"}`, id)
-		req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(body))
-		req.Header.Set("webhook-id", id)
-		v.Sign(req.Header, nil, []byte(body), time.Now())
+		req, err := signedRequest(v, url, "ota", id, fmt.Appendf(nil, `{"booking_id":%q,"status":"cancelled"}`, id))
+		if err != nil {
+			return 0, nil, err
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return 0, nil, err
@@ -55,8 +53,11 @@ func TestBackupRestore(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var acks []ack
+	acked := func() int { mu.Lock(); defer mu.Unlock(); return len(acks) }
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	stopTraffic := sync.OnceFunc(func() { stop.Store(true); wg.Wait() })
+	t.Cleanup(stopTraffic) // before serve is killed, also when the test fails early
 	for w := range 3 {
 		wg.Go(func() {
 			for i := 0; !stop.Load() && i < 20000; i++ {
@@ -72,21 +73,24 @@ func TestBackupRestore(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		mu.Lock()
-		n := len(acks)
-		mu.Unlock()
-		if n >= 300 || t.Failed() {
-			break
+	storagetest.Eventually(t, time.Minute, func() error {
+		if n := acked(); n < 300 && !t.Failed() {
+			return fmt.Errorf("%d deliveries answered, want 300 before the backup", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	backupStarted := time.Now()
 	backup := filepath.Join(dir, "backup.db")
 	out, code := cli(t, dir, nil, "", "backup", backup)
-	time.Sleep(100 * time.Millisecond) // and traffic after it
-	stop.Store(true)
-	wg.Wait()
+	// And traffic after it.
+	afterBackup := acked()
+	storagetest.Eventually(t, time.Minute, func() error {
+		if n := acked(); n < afterBackup+10 && !t.Failed() {
+			return fmt.Errorf("%d deliveries answered after the backup, want 10", n-afterBackup)
+		}
+		return nil
+	})
+	stopTraffic()
 	if code != 0 || !strings.Contains(out, "backed up hookdedup.db to "+backup) {
 		t.Fatalf("backup: %d %s", code, out)
 	}

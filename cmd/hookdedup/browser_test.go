@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // The browser tests drive Debian's Chromium through Playwright's driver, both installed
@@ -171,18 +171,10 @@ func (cs *consoleServer) send(t *testing.T, source string, sc signature.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	if msgID != "" {
-		h.Set("Webhook-Id", msgID)
-	}
-	if err := v.Sign(h, url.Values{}, b, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, cs.url+"/webhooks/"+source, bytes.NewReader(b))
+	req, err := signedRequest(v, cs.url, source, msgID, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -231,17 +223,14 @@ func (cs *consoleServer) seed(t *testing.T) (stuckKey string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storagetest.Eventually(t, 20*time.Second, func() error {
 		c, err := db.Claim(context.Background(), "pms", stuckKey)
-		if err == nil && c.State == storage.StateFailed {
-			return stuckKey
+		if err != nil || c.State != storage.StateFailed {
+			return fmt.Errorf("pms key not failed: %+v %v", c, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pms key not failed after 20s: %+v %v", c, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return stuckKey
 }
 
 func TestBrowser(t *testing.T) {

@@ -9,16 +9,14 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // consoleSite is the receiver and the console on one mux, as serve wires them, on the
@@ -34,11 +32,7 @@ func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *
 func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, []receiver.Source) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storagetest.Open(t)
 	getenv := func(name string) string {
 		if name == "PMS_TOKEN" {
 			return "env-token-never-shown"
@@ -60,10 +54,7 @@ func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, [
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	hash, _ := bcrypt.GenerateFromPassword([]byte("admin password"), bcrypt.MinCost)
-	if _, err := db.CreateUser(ctx, storage.User{Name: "root", Role: storage.RoleAdmin, PasswordHash: string(hash)}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	storagetest.CreateUser(t, db, "root", storage.RoleAdmin, "admin password")
 	return srv, db, sources
 }
 
@@ -194,12 +185,12 @@ func TestConsole_Mounted(t *testing.T) {
 
 // TestConsole_SessionSettings checks that session_idle and session_max reach the
 // console: the cookie lives session_max, and a session idle longer than session_idle
-// has to sign in again.
+// (but well within the default) has to sign in again.
 func TestConsole_SessionSettings(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Sources = []sourceConfig{defaultSource()}
-	cfg.SessionIdle, cfg.SessionMax = time.Second, 90*time.Minute
-	srv, _, _ := consoleSiteWith(t, cfg)
+	cfg.SessionIdle, cfg.SessionMax = 30*time.Minute, 90*time.Minute
+	srv, db, _ := consoleSiteWith(t, cfg)
 	b := signIn(t, srv.URL)
 	if code, _ := b.do(http.MethodGet, "/events", nil); code != http.StatusOK {
 		t.Fatalf("right after sign-in: %d", code)
@@ -217,8 +208,9 @@ func TestConsole_SessionSettings(t *testing.T) {
 	if h := resp.Header.Get("Set-Cookie"); !strings.Contains(h, "Max-Age=5400") {
 		t.Errorf("session cookie %q, want Max-Age=5400 (session_max 90m)", h)
 	}
-	// Idle for over a second (times are kept in whole seconds).
-	time.Sleep(2100 * time.Millisecond)
+	// Idle for longer than session_idle, shorter than the default idle limit (2h) and
+	// than session_max.
+	storagetest.AgeSessions(t, db, 31*time.Minute)
 	code, page := b.do(http.MethodGet, "/events", nil)
 	if code != http.StatusOK || !strings.Contains(page, "signed out after a while without activity") {
 		t.Fatalf("after session_idle: %d, want the sign-in page saying why", code)

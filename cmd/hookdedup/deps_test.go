@@ -35,9 +35,11 @@ var allowedImports = map[string][]string{
 	"static":             {"std"},
 	"storage":            {"std", "github.com/mattn/go-sqlite3"},
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
-	"storage/storagetest": {"std", "storage", "github.com/mattn/go-sqlite3"},
+	"storage/storagetest": {"std", "storage", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
 	// views only renders the view models it is given.
 	"views": {"std", "views/...", "github.com/a-h/templ/..."},
+	// Rendered pages parsed as HTML, for tests of views and web.
+	"views/viewstest": {"std", "github.com/a-h/templ", "golang.org/x/net/html/..."},
 	"web": {"std", "storage", "views", "github.com/a-h/templ/...", "github.com/gorilla/sessions",
 		"golang.org/x/crypto/bcrypt"},
 }

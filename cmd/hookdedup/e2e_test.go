@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -33,8 +35,21 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the binary built for the tests.
+// TestMain runs main when this test binary was started under the name hookdedup (see
+// hookdedupBinary), and the tests otherwise; then it removes the binary's directory.
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "hookdedup" {
+		main()
+		os.Exit(0)
+	}
+	// Most tests here wait on child processes, timers and locks rather than on the CPU:
+	// run more of them at once than there are cores, unless -parallel says otherwise.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "4")
+	}
 	code := m.Run()
 	if binPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(binPath))
@@ -42,7 +57,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hookdedupBinary builds the binary once per test run.
+// hookdedupBinary returns the path of a hookdedup binary, made once per test run. It is
+// this test binary under the name hookdedup, which TestMain turns into main: the same
+// code, without a link of its own, which takes seconds on a busy machine. Under the race
+// detector, and for the load harness, it is a binary built as `make build` builds it, so
+// that serve runs at its real speed (buildBinary).
 func hookdedupBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -52,6 +71,14 @@ func hookdedupBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "hookdedup")
+		if !buildBinary {
+			self, err := os.Executable()
+			if err == nil {
+				err = os.Symlink(self, binPath)
+			}
+			buildErr = err
+			return
+		}
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = err
@@ -157,6 +184,46 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
+// testSecret is the secret of the standard-webhooks sources these tests configure.
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// standardWebhooks is the verifier of a standard-webhooks source with secret: its Sign
+// signs a delivery as the provider would.
+func standardWebhooks(t testing.TB, secret string) signature.Verifier {
+	t.Helper()
+	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// signedRequest is a provider's delivery: body POSTed to /webhooks/source on the server
+// at base, as JSON, with webhook-id id (none if id is ""), signed by v now.
+func signedRequest(v signature.Verifier, base, source, id string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+source, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if id != "" {
+		req.Header.Set("webhook-id", id)
+	}
+	if err := v.Sign(req.Header, nil, body, time.Now()); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// hmacSignature is the X-Signature an hmac-sha256 provider sends with body, written out
+// here rather than through package signature, so that the server is checked against
+// the provider's recipe.
+func hmacSignature(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
 // cli runs a subcommand of the binary in dir and returns its output and exit code.
 func cli(t *testing.T, dir string, env []string, stdin string, args ...string) (string, int) {
 	t.Helper()
@@ -175,6 +242,7 @@ func cli(t *testing.T, dir string, env []string, stdin string, args ...string) (
 }
 
 func TestEndToEnd_ZeroConfigDemo(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	s := startServe(t, dir, nil)
 	if len(s.password) < 16 {
@@ -227,6 +295,7 @@ ttl = "1h"
 `
 
 func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(e2eConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -235,11 +304,9 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 	s := startServe(t, dir, env)
 
 	send := func(secret, body string) (int, map[string]string) {
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write([]byte(body))
 		req, _ := http.NewRequest("POST", s.url+"/webhooks/channel-manager", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		req.Header.Set("X-Signature", hmacSignature(secret, body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -393,9 +460,9 @@ func (s *eventSink) snapshot() map[string]int {
 }
 
 func TestEndToEnd_RestartLosesNothing(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
 	sink := newEventSink(t)
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	cfg := fmt.Sprintf(`
 stuck_after = "1s"
 [[source]]
@@ -406,20 +473,16 @@ forward_url = "http://%s/events"
 max_attempts = 1000
 attempt_timeout = "1s"
 max_backoff = "1s"
-`, secret, sink.addr)
+`, testSecret, sink.addr)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := standardWebhooks(t, testSecret)
 	send := func(url, id string) string {
-		body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled"}`, id)
-		req, _ := http.NewRequest("POST", url+"/webhooks/ota", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("webhook-id", id)
-		v.Sign(req.Header, nil, []byte(body), time.Now())
+		req, err := signedRequest(v, url, "ota", id, fmt.Appendf(nil, `{"booking_id":%q,"status":"cancelled"}`, id))
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -447,11 +510,14 @@ max_backoff = "1s"
 			}
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // attempts fail against the closed port
-	out, code := cli(t, dir, nil, "", "keys", "--stuck")
-	if code != 0 || !strings.Contains(out, "evt_00") || !strings.Contains(out, "connection refused") {
-		t.Fatalf("keys --stuck: %d\n%s", code, out)
-	}
+	// Attempts fail against the closed port; after stuck_after the keys are stuck.
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		out, code := cli(t, dir, nil, "", "keys", "--stuck")
+		if code != 0 || !strings.Contains(out, "evt_00") || !strings.Contains(out, "connection refused") {
+			return fmt.Errorf("keys --stuck: %d\n%s", code, out)
+		}
+		return nil
+	})
 	s.cmd.Process.Kill() // no chance to clean up
 	<-s.exited
 
@@ -462,10 +528,12 @@ max_backoff = "1s"
 		want["ota:"+id] = 1
 	}
 	sink.up(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sink.snapshot()) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		if got := sink.snapshot(); len(got) < len(want) {
+			return fmt.Errorf("downstream got %d keys %v, want %d", len(got), got, len(want))
+		}
+		return nil
+	})
 	if got := sink.snapshot(); !maps.Equal(got, want) {
 		t.Fatalf("downstream got %d keys %v, want each of %d once", len(got), got, len(want))
 	}
@@ -474,10 +542,12 @@ max_backoff = "1s"
 	if out, code := cli(t, dir, nil, "", "release", "--source", "ota", "evt_03", "--reason", "PMS lost it", "--reprocess"); code != 0 {
 		t.Fatalf("reprocess: %d %s", code, out)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for sink.snapshot()["ota:evt_03"] < 2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if n := sink.snapshot()["ota:evt_03"]; n < 2 {
+			return fmt.Errorf("after reprocess evt_03 reached the downstream %d times, want 2", n)
+		}
+		return nil
+	})
 	if n := sink.snapshot()["ota:evt_03"]; n != 2 {
 		t.Fatalf("after reprocess evt_03 reached the downstream %d times, want 2", n)
 	}
@@ -498,17 +568,14 @@ max_backoff = "1s"
 // TestEndToEnd_TwoProcessesOneFile: two serve processes on one database file, the same
 // delivery sent to both at once: exactly one is accepted.
 func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", secret)
+	cfg := fmt.Sprintf("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n", testSecret)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a, b := startServe(t, dir, nil), startServe(t, dir, nil)
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{secret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := standardWebhooks(t, testSecret)
 	body := []byte(`{"booking_id":"BK-7","status":"cancelled"}`)
 	h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_both"}}
 	v.Sign(h, nil, body, time.Now())

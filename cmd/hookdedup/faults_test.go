@@ -62,15 +62,11 @@ func newFaultRig(t *testing.T, dbPath, top, src string) *faultRig {
 		dbPath = filepath.Join(dir, "hookdedup.db")
 	}
 	cfg := fmt.Sprintf("database = %q\n%s\n[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = %q\n%s\n",
-		dbPath, top, crashSecret, src)
+		dbPath, top, testSecret, src)
 	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{crashSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &faultRig{t: t, dir: dir, dbPath: dbPath, v: v, client: &http.Client{Timeout: 2 * time.Minute}}
+	r := &faultRig{t: t, dir: dir, dbPath: dbPath, v: standardWebhooks(t, testSecret), client: &http.Client{Timeout: 2 * time.Minute}}
 	r.s = startLogged(t, dir, "serve.log", nil)
 	return r
 }
@@ -87,11 +83,11 @@ func (r *faultRig) deliver(id string, pad int) faultSend {
 
 // try is deliver for any goroutine: it reports what went wrong instead of failing.
 func (r *faultRig) try(id string, pad int) (faultSend, error) {
-	body := fmt.Sprintf(`{"booking_id":%q,"status":"cancelled","pad":%q}`, id, strings.Repeat("x", pad))
-	req, _ := http.NewRequest("POST", r.s.url+"/webhooks/ota", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", id)
-	r.v.Sign(req.Header, nil, []byte(body), time.Now())
+	body := fmt.Appendf(nil, `{"booking_id":%q,"status":"cancelled","pad":%q}`, id, strings.Repeat("x", pad))
+	req, err := signedRequest(r.v, r.s.url, "ota", id, body)
+	if err != nil {
+		return faultSend{}, fmt.Errorf("delivery %s: %w", id, err)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return faultSend{}, fmt.Errorf("delivery %s: %w", id, err)
@@ -178,18 +174,18 @@ func (r *faultRig) storageFault(inject, clear func(), pad, burst int) {
 	clear()
 
 	// Recovery, by itself: no restart.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	storagetest.Eventually(t, 90*time.Second, func() error {
 		s := r.next(pad)
-		if s.code == 200 {
-			break
+		switch s.code {
+		case 200:
+			return nil
+		case 503:
+			refusedIDs = append(refusedIDs, s.id)
+			return fmt.Errorf("after the fault cleared: %+v", s)
 		}
-		if s.code != 503 || time.Now().After(deadline) {
-			t.Fatalf("after the fault cleared: %+v", s)
-		}
-		refusedIDs = append(refusedIDs, s.id)
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Fatalf("after the fault cleared: %+v, want 200 or 503", s)
+		return nil
+	})
 	if code := r.ready(); code != 200 {
 		t.Errorf("/readyz after the fault = %d, want 200", code)
 	}
@@ -242,6 +238,7 @@ func (r *faultRig) reckon() {
 
 // TestFault_DiskFull puts the database on a 4 MiB tmpfs and fills it.
 func TestFault_DiskFull(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	mnt := filepath.Join(t.TempDir(), "small")
 	os.Mkdir(mnt, 0o700)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
@@ -298,6 +295,7 @@ func setFileSizeLimit(pid int, limit uint64) error {
 // TestFault_FileSizeLimit makes the disk "full" for the serve process alone, through
 // RLIMIT_FSIZE: the other way to a full disk, where mounting is not allowed.
 func TestFault_FileSizeLimit(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	r := newFaultRig(t, "", "", "")
 	pid := r.s.cmd.Process.Pid
 	r.storageFault(func() {
@@ -320,6 +318,7 @@ func TestFault_FileSizeLimit(t *testing.T) {
 // TestFault_ReadOnly makes the database file and its WAL immutable (chattr +i), which
 // stops even root, and also already-open descriptors, from writing them.
 func TestFault_ReadOnly(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	r := newFaultRig(t, "", "", "")
 	files := []string{r.dbPath, r.dbPath + "-wal"}
 	t.Cleanup(func() { exec.Command("chattr", append([]string{"-i"}, files...)...).Run() })
@@ -337,6 +336,9 @@ func TestFault_ReadOnly(t *testing.T) {
 // TestFault_Locked holds the database's write lock from another process (this test's),
 // longer than serve's busy timeout (5s).
 func TestFault_Locked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: each refused delivery waits serve's busy timeout (5s); TestHandler_DatabaseLocked covers the answer")
+	}
 	t.Parallel()
 	r := newFaultRig(t, "", "", "")
 	other, err := sql.Open("sqlite3", "file:"+r.dbPath+"?_busy_timeout=10000")
@@ -390,6 +392,9 @@ func (h *hangingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // downstream), attempts time out and are retried, the keys show as stuck, and when the
 // downstream answers again every event reaches it once.
 func TestFault_DownstreamHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: hand-offs are held until attempt_timeout (3s); TestDispatch_TimeoutThenRecovery covers a timeout")
+	}
 	t.Parallel()
 	sink := &hangingSink{hanging: true, got: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -409,20 +414,16 @@ func TestFault_DownstreamHangs(t *testing.T) {
 		}
 	}
 	// Attempts time out; the keys become stuck with the reason.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	storagetest.Eventually(t, 60*time.Second, func() error {
 		out, code := cli(t, r.dir, nil, "", "keys", "--stuck")
 		sink.mu.Lock()
 		held := sink.held
 		sink.mu.Unlock()
-		if code == 0 && strings.Contains(out, "no answer within 3s") && held >= events {
-			break
+		if code != 0 || !strings.Contains(out, "no answer within 3s") || held < events {
+			return fmt.Errorf("no stuck keys timed out yet (held %d hand-offs):\n%s", held, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stuck keys after 60s (held %d hand-offs):\n%s", held, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if code := r.ready(); code != 200 {
 		t.Errorf("/readyz with a hanging downstream = %d, want 200 (the database is fine)", code)
 	}
@@ -430,20 +431,16 @@ func TestFault_DownstreamHangs(t *testing.T) {
 	sink.hanging = false
 	sink.mu.Unlock()
 
-	deadline = time.Now().Add(90 * time.Second)
-	for {
+	storagetest.Eventually(t, 90*time.Second, func() error {
 		out, code := cli(t, r.dir, nil, "", "keys", "--state", "processing")
 		sink.mu.Lock()
 		n := len(sink.got)
 		sink.mu.Unlock()
-		if code == 0 && n == events && !strings.Contains(out, "evt_") {
-			break
+		if code != 0 || n != events || strings.Contains(out, "evt_") {
+			return fmt.Errorf("the downstream has %d of %d events since it recovered:\n%s", n, events, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the downstream has %d of %d events 90s after it recovered:\n%s", n, events, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	r.s.stop(t)
 	sink.mu.Lock()
 	for k, n := range sink.got {

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -22,6 +19,7 @@ import (
 // follows the forwarded scheme when the peer is trusted, and both ignore the headers
 // when it is not.
 func TestEndToEnd_TrustedProxies(t *testing.T) {
+	t.Parallel() // its own serve processes, files and ports
 	for _, tc := range []struct {
 		name, trusted, addr string
 		secure              bool
@@ -37,11 +35,9 @@ func TestEndToEnd_TrustedProxies(t *testing.T) {
 			s := startServe(t, dir, []string{"CM_SECRET=proxy-secret", "HOOKDEDUP_TRUSTED_PROXIES=" + tc.trusted})
 
 			body := `{"property_id":"P-1","booking_id":"B-7","status":"cancelled"}`
-			mac := hmac.New(sha256.New, []byte("proxy-secret"))
-			mac.Write([]byte(body))
 			req, _ := http.NewRequest(http.MethodPost, s.url+"/webhooks/channel-manager", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+			req.Header.Set("X-Signature", hmacSignature("proxy-secret", body))
 			req.Header.Set("X-Forwarded-For", "198.51.100.66, 203.0.113.9")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

@@ -287,8 +287,14 @@ func TestService_Refuses(t *testing.T) {
 
 	// The built binary, started through a symlink: the unit names the file itself (not
 	// the link, not os.Args[0]), and refuses it when it lies where the sandbox hides it.
-	link := filepath.Join(t.TempDir(), "hookdedup-link")
+	// The link keeps the name hookdedup: the test binary runs as main only under it.
+	link := filepath.Join(t.TempDir(), "hookdedup")
 	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	// exe may itself be a link (to the test binary): the unit names what it resolves to.
+	exe, err := filepath.EvalSymlinks(exe)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(link, "service").CombinedOutput()
