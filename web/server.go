@@ -186,7 +186,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
-	mux.Handle("POST /account/password", s.requireRole(viewer, s.handleAccountPassword))
+	mux.Handle("GET /account/password", s.choosingPassword(s.handlePasswordPage))
+	mux.Handle("POST /account/password", s.choosingPassword(s.handleAccountPassword))
 	mux.Handle("POST /account/sessions/end", s.requireRole(viewer, s.handleEndMySessions))
 	mux.Handle("POST /account/tokens", s.requireRole(viewer, s.handleNewToken))
 	mux.Handle("POST /account/tokens/revoke", s.requireRole(viewer, s.handleRevokeToken))
@@ -261,6 +262,7 @@ func (s *Server) page(r *http.Request, title, nav string) views.Page {
 		p.IsOperator, p.IsAdmin = Allowed(st.user.Role, storage.RoleOperator), Allowed(st.user.Role, storage.RoleAdmin)
 		p.CSRF = st.csrf
 		p.Flash = st.flashes
+		p.MustChangePassword = st.mustChange
 	}
 	return p
 }
