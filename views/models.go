@@ -74,6 +74,8 @@ type Dashboard struct {
 	Caught  []EventRow // recent duplicates that carried an amount
 	// Empty: no delivery at all in the range.
 	Empty bool
+	// ClockWarning, when set, says this machine's clock seems off the senders'.
+	ClockWarning string
 }
 
 // Link is a labelled URL, Active when it is the current one.

@@ -66,6 +66,11 @@ type Config struct {
 	// BcryptCost hashes the passwords of users added in the console; default
 	// bcrypt.DefaultCost. Tests lower it.
 	BcryptCost int
+	// ClockSkew, if set, returns the median of signed time minus time of receipt of
+	// the last hour's authentic deliveries of timestamped schemes (positive: the
+	// senders' clocks are ahead), and how many there were. The dashboard warns when it
+	// is more than a minute either way.
+	ClockSkew func() (median time.Duration, n int)
 }
 
 // Server serves the console.
@@ -93,6 +98,7 @@ type Server struct {
 	cookies   *sessions.CookieStore
 	cop       *http.CrossOriginProtection
 	cost      int
+	clockSkew func() (time.Duration, int)
 	// dummyHash is compared against when a user does not exist, so that a wrong name
 	// costs the same time as a wrong password.
 	dummyHash []byte
@@ -109,6 +115,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
+		clockSkew: cfg.ClockSkew,
 	}
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute

@@ -166,7 +166,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	})
 	mux := http.NewServeMux()
 	p.intake.Register(mux)
-	if err := mountConsole(ctx, mux, p.db, p.sources, cfg, p.log, p.dispatcher.Wake); err != nil {
+	if err := mountConsole(ctx, mux, p.db, p.sources, cfg, p.log, p.dispatcher.Wake, p.intake.ClockSkew); err != nil {
 		return nil, err
 	}
 
