@@ -10,12 +10,13 @@ import (
 
 // Metrics are hookdedup's Prometheus series.
 type Metrics struct {
-	Deliveries       *prometheus.CounterVec // hookdedup_deliveries_total{source,outcome}
-	Rejections       *prometheus.CounterVec // hookdedup_rejections_total{source,reason}
-	ClaimDuration    prometheus.Histogram   // hookdedup_claim_duration_seconds
-	SweepDeleted     *prometheus.CounterVec // hookdedup_sweep_deleted_total{table}
-	DispatchAttempts *prometheus.CounterVec // hookdedup_dispatch_attempts_total{source,result}
-	StuckKeys        *prometheus.GaugeVec   // hookdedup_stuck_keys{source}
+	Deliveries       *prometheus.CounterVec   // hookdedup_deliveries_total{source,outcome}
+	Rejections       *prometheus.CounterVec   // hookdedup_rejections_total{source,reason}
+	ClaimDuration    prometheus.Histogram     // hookdedup_claim_duration_seconds
+	SweepDeleted     *prometheus.CounterVec   // hookdedup_sweep_deleted_total{table}
+	DispatchAttempts *prometheus.CounterVec   // hookdedup_dispatch_attempts_total{source,result}
+	StuckKeys        *prometheus.GaugeVec     // hookdedup_stuck_keys{source}
+	SignatureSkew    *prometheus.HistogramVec // hookdedup_signature_skew_seconds{source}
 
 	gatherer prometheus.Gatherer
 }
@@ -53,9 +54,15 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "hookdedup_stuck_keys",
 			Help: "Keys failed, or processing for longer than stuck_after.",
 		}, []string{"source"}),
+		SignatureSkew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hookdedup_signature_skew_seconds",
+			Help: "Signed timestamp minus receipt time of the deliveries of timestamped schemes whose signature matched, " +
+				"those refused only for being outside the tolerance included; positive when the sender's clock is ahead of this machine's.",
+			Buckets: []float64{-3600, -900, -300, -120, -60, -30, -10, -5, -1, 1, 5, 10, 30, 60, 120, 300, 900, 3600},
+		}, []string{"source"}),
 		gatherer: reg,
 	}
-	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys)
+	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew)
 	return m
 }
 

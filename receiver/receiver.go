@@ -77,6 +77,7 @@ type Receiver struct {
 	wake    func()
 	bufs    sync.Pool
 	rejects *rejections
+	skew    skewWindow // of the last hour's signed deliveries
 }
 
 // New returns a Receiver for cfg.
@@ -205,7 +206,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	body := buf.Bytes()
 
-	if err := src.Verifier.Verify(r.Header, r.URL.Query(), body, rc.now()); err != nil {
+	if err := rc.verify(src, r, body); err != nil {
 		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 		return
 	}

@@ -54,9 +54,9 @@ func (db *DB) CreateSession(ctx context.Context, u User, now time.Time) (string,
 func (db *DB) SessionByID(ctx context.Context, id string) (Session, error) {
 	var s Session
 	var created, seen, userCreated int64
-	err := db.read.QueryRowContext(ctx, `SELECT s.created_at, s.seen_at, u.id, u.name, u.role, u.created_at
+	err := db.read.QueryRowContext(ctx, `SELECT s.created_at, s.seen_at, u.id, u.name, u.role, u.created_at, u.must_change_password
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ?`, hashSessionID(id)).
-		Scan(&created, &seen, &s.User.ID, &s.User.Name, &s.User.Role, &userCreated)
+		Scan(&created, &seen, &s.User.ID, &s.User.Name, &s.User.Role, &userCreated, &s.User.MustChangePassword)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("session: %w", ErrNotFound)
 	}

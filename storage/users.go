@@ -43,6 +43,10 @@ type User struct {
 	Role         string
 	PasswordHash string
 	CreatedAt    time.Time
+	// MustChangePassword: someone else chose the password (serve's first admin, an
+	// admin in the console), so the console asks the user for their own before
+	// anything else. Setting it with SetUserPassword clears it.
+	MustChangePassword bool
 }
 
 // CreateUser adds a user and writes the audit row, by actor, in the same transaction.
@@ -58,8 +62,8 @@ func (db *DB) CreateUser(ctx context.Context, u User, actor string) (User, error
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx,
-		`INSERT INTO users (name, role, password_hash, created_at) VALUES (?, ?, ?, ?)`,
-		u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt))
+		`INSERT INTO users (name, role, password_hash, created_at, must_change_password) VALUES (?, ?, ?, ?, ?)`,
+		u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return User{}, fmt.Errorf("create user %q: %w", u.Name, ErrExists)
@@ -83,8 +87,8 @@ func (db *DB) UserByName(ctx context.Context, name string) (User, error) {
 	var u User
 	var created int64
 	err := db.read.QueryRowContext(ctx,
-		`SELECT id, name, role, password_hash, created_at FROM users WHERE name = ?`, name).
-		Scan(&u.ID, &u.Name, &u.Role, &u.PasswordHash, &created)
+		`SELECT id, name, role, password_hash, created_at, must_change_password FROM users WHERE name = ?`, name).
+		Scan(&u.ID, &u.Name, &u.Role, &u.PasswordHash, &created, &u.MustChangePassword)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, fmt.Errorf("user %q: %w", name, ErrNotFound)
 	}
@@ -170,18 +174,35 @@ func (db *DB) SetUserRole(ctx context.Context, name, role, actor string) (previo
 	return previous, nil
 }
 
-// SetUserPassword replaces a user's password hash (bcrypt), ends their console
-// sessions, and writes the audit row in the same transaction. Returns ErrNotFound for an
-// unknown user.
+// SetUserPassword replaces a user's password hash (bcrypt) with one the user chose, or
+// the operator on the command line: it is not one-time, and clears MustChangePassword.
+// It ends the user's console sessions and writes the audit row in the same transaction.
+// Returns ErrNotFound for an unknown user.
 func (db *DB) SetUserPassword(ctx context.Context, name, hash, actor string) error {
+	return db.setPassword(ctx, name, hash, actor, false)
+}
+
+// SetOneTimePassword is SetUserPassword for a password chosen for the user by someone
+// else: it sets MustChangePassword, so that the console asks the user for their own at
+// their next sign-in.
+func (db *DB) SetOneTimePassword(ctx context.Context, name, hash, actor string) error {
+	return db.setPassword(ctx, name, hash, actor, true)
+}
+
+func (db *DB) setPassword(ctx context.Context, name, hash, actor string, oneTime bool) error {
 	err := db.changeUser(ctx, name, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
-		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE id = ?`, hash, u.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, must_change_password = ? WHERE id = ?`,
+			hash, oneTime, u.ID); err != nil {
 			return AuditEntry{}, err
 		}
 		if _, err := endSessions(ctx, tx, u.ID); err != nil {
 			return AuditEntry{}, err
 		}
-		return AuditEntry{Action: "set password", Reason: name}, nil
+		reason := name
+		if oneTime {
+			reason += ", one-time: to be changed at the next sign-in"
+		}
+		return AuditEntry{Action: "set password", Reason: reason}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("set password of %q: %w", name, err)
@@ -254,7 +275,7 @@ func lastAdmin(ctx context.Context, tx *sql.Tx) error {
 
 // Users returns every user, by name. PasswordHash is left empty.
 func (db *DB) Users(ctx context.Context) ([]User, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, name, role, created_at FROM users ORDER BY name`)
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, role, created_at, must_change_password FROM users ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -263,7 +284,7 @@ func (db *DB) Users(ctx context.Context) ([]User, error) {
 	for rows.Next() {
 		var u User
 		var created int64
-		if err := rows.Scan(&u.ID, &u.Name, &u.Role, &created); err != nil {
+		if err := rows.Scan(&u.ID, &u.Name, &u.Role, &created, &u.MustChangePassword); err != nil {
 			return nil, fmt.Errorf("list users: %w", err)
 		}
 		u.CreatedAt = fromMillis(created)

@@ -2,8 +2,12 @@ package storage_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
@@ -119,5 +123,117 @@ func TestDB_ChangeUsers(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("audit row %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestDB_OneTimePassword: a password someone else chose stays marked until its user sets
+// their own, and the mark travels with the user into their sessions, which is where the
+// console reads it on every request.
+func TestDB_OneTimePassword(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	u, err := db.CreateUser(ctx, storage.User{Name: "admin", Role: storage.RoleAdmin, PasswordHash: "printed", MustChangePassword: true}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateUser(ctx, storage.User{Name: "bo", Role: storage.RoleViewer, PasswordHash: "chosen"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	must := func(name string) bool {
+		t.Helper()
+		u, err := db.UserByName(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users, err := db.Users(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, listed := range users {
+			if listed.Name == name && listed.MustChangePassword != u.MustChangePassword {
+				t.Fatalf("%s: Users says %v, UserByName %v", name, listed.MustChangePassword, u.MustChangePassword)
+			}
+		}
+		return u.MustChangePassword
+	}
+	if !must("admin") || must("bo") {
+		t.Fatalf("after adding: admin %v, bo %v; want true, false", must("admin"), must("bo"))
+	}
+	sid, err := db.CreateSession(ctx, u, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.SessionByID(ctx, sid); err != nil || !s.User.MustChangePassword {
+		t.Fatalf("session of a one-time password: %+v, %v", s.User, err)
+	}
+	if err := db.SetUserPassword(ctx, "admin", "own", "admin"); err != nil || must("admin") {
+		t.Fatalf("after setting their own: %v, still marked %v", err, must("admin"))
+	}
+	if err := db.SetOneTimePassword(ctx, "bo", "given", "admin"); err != nil || !must("bo") {
+		t.Fatalf("after an admin set it: %v, marked %v", err, must("bo"))
+	}
+	if err := db.SetOneTimePassword(ctx, "nobody", "given", "admin"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("one-time password of an unknown user: %v", err)
+	}
+	log, err := db.AuditLog(ctx, 0, 1)
+	if err != nil || len(log) != 1 || log[0].Action != "set password" || !strings.Contains(log[0].Reason, "one-time") {
+		t.Fatalf("audit of a one-time password: %+v, %v", log, err)
+	}
+}
+
+// TestDB_OneTimePasswordMigrate: on a database from before the mark, the first admin that
+// serve added is marked while still on the printed password, and not once it was set.
+func TestDB_OneTimePasswordMigrate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		reset bool // the password was set after serve added the user
+	}{{"Printed", false}, {"SetSince", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.db")
+			db, err := storage.Open(path, storage.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range []storage.User{{Name: "admin", Role: storage.RoleAdmin}, {Name: "bo", Role: storage.RoleAdmin}} {
+				u.PasswordHash = "h"
+				actor := "cli:root"
+				if u.Name == "admin" {
+					actor = "serve (first start)"
+				}
+				if _, err := db.CreateUser(ctx, u, actor); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.reset {
+				if err := db.SetUserPassword(ctx, "admin", "h2", "cli:root"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Back to the schema of before the mark.
+			raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{
+				`ALTER TABLE users DROP COLUMN must_change_password`,
+				`DELETE FROM migrations WHERE name LIKE '%0009_%'`,
+			} {
+				if _, err := raw.Exec(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			raw.Close()
+
+			db = storagetest.OpenPath(t, path, storage.Options{})
+			for name, want := range map[string]bool{"admin": !tc.reset, "bo": false} {
+				if u, err := db.UserByName(ctx, name); err != nil || u.MustChangePassword != want {
+					t.Errorf("%s after the upgrade: must change %v, %v; want %v", name, u.MustChangePassword, err, want)
+				}
+			}
+		})
 	}
 }

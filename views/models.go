@@ -11,6 +11,9 @@ type Page struct {
 	CSRF                string // the token every POST form carries
 	CSS, JS, Icon       string // asset URLs
 	Flash               []Flash
+	// MustChangePassword: the user is to choose their own password before anything
+	// else, so the frame offers no menu.
+	MustChangePassword bool
 }
 
 // Flash is a one-time message shown on the next page.
@@ -38,6 +41,15 @@ type Account struct {
 	NewToken   string // a token just made: shown this once
 }
 
+// PasswordPage is the page where the signed-in user chooses a new password: the
+// console sends them there first when someone else chose their present one.
+type PasswordPage struct {
+	Page     Page
+	Required bool   // someone else chose the present password
+	Next     string // where to go once it is changed
+	Error    string // why the password was not changed
+}
+
 // TokenRow is one API token, without the token.
 type TokenRow struct {
 	ID                     int64
@@ -62,6 +74,8 @@ type Dashboard struct {
 	Caught  []EventRow // recent duplicates that carried an amount
 	// Empty: no delivery at all in the range.
 	Empty bool
+	// ClockWarning, when set, says this machine's clock seems off the senders'.
+	ClockWarning string
 }
 
 // Link is a labelled URL, Active when it is the current one.
@@ -314,6 +328,8 @@ type Users struct {
 type UserRow struct {
 	Name, Role, Created string
 	You                 bool
+	// MustChangePassword: the user has not yet chosen their own password.
+	MustChangePassword bool
 }
 
 // UserForm is the add-user form as typed.

@@ -83,15 +83,37 @@ func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// handlePasswordPage shows the password form alone: where the console sends a user whose
+// password someone else chose, before anything else, and where they come back to from
+// ?next= once it is changed.
+func (s *Server) handlePasswordPage(w http.ResponseWriter, r *http.Request) error {
+	return s.renderPasswordPage(w, r, http.StatusOK, localPath(r.URL.Query().Get("next"), "/"), "")
+}
+
+func (s *Server) renderPasswordPage(w http.ResponseWriter, r *http.Request, code int, next, why string) error {
+	st, _ := r.Context().Value(ctxState{}).(*requestState)
+	v := views.PasswordPage{Page: s.page(r, "Choose your password", "account"), Required: st != nil && st.mustChange, Next: next, Error: why}
+	return s.render(w, r, code, views.PasswordView(v))
+}
+
 // handleAccountPassword changes the signed-in user's own password. The current one is
 // asked, so that a session left open is not enough to take the account over, and a
-// wrong one counts as a failed sign-in of the user from this address.
+// wrong one counts as a failed sign-in of the user from this address. The form comes
+// from the account page or from the password page (which sends next); a refusal is
+// shown on the page it came from.
 func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	ctx := r.Context()
 	me, _ := UserFrom(ctx)
 	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")
+	st, _ := ctx.Value(ctxState{}).(*requestState)
+	required := st != nil && st.mustChange
+	passwordPage := required || r.PostForm.Has("next")
+	next := localPath(r.PostFormValue("next"), "/")
 	refuse := func(code int, why string) error {
+		if passwordPage {
+			return s.renderPasswordPage(w, r, code, next, why)
+		}
 		return s.renderAccount(w, r, code, views.Account{Error: why})
 	}
 	th := throttleFor(r, me.Name)
@@ -119,11 +141,24 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	if password != again {
 		return refuse(http.StatusUnprocessableEntity, "The two new passwords differ.")
 	}
+	if password == current {
+		// Kept, a one-time password would go on working.
+		return refuse(http.StatusUnprocessableEntity, "The new password is the current one: choose another.")
+	}
 	if err := s.setPassword(w, r, me.Name, password); err != nil {
 		return err
 	}
-	flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
-	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	switch {
+	case required:
+		flash(r, w, "ok", "Your own password is set: the one you were given no longer works.")
+	default:
+		flash(r, w, "ok", "Your password is changed; your other sessions have ended.")
+	}
+	target := "/account"
+	if passwordPage {
+		target = next
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
 	return nil
 }
 

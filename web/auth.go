@@ -52,6 +52,9 @@ type requestState struct {
 	csrf    string
 	flashes []views.Flash
 	session *sessions.Session // the cookie
+	// mustChange: someone else chose the user's password; the console asks for their
+	// own before anything else.
+	mustChange bool
 }
 
 // UserFrom returns the user a request acts as, set by requireRole (or by WithUser for
@@ -135,6 +138,7 @@ func endCookie(w http.ResponseWriter, r *http.Request, sess *sessions.Session) e
 // server-side session it names, or why there is none. A session past its idle or whole
 // limit is ended here. The user's role is read afresh with the session, in the same
 // look-up.
+// The session carries the user's MustChangePassword, read in the same look-up.
 func (s *Server) sessionUser(r *http.Request, sess *sessions.Session) (User, storage.Session, string, error) {
 	sid, _ := sess.Values["sid"].(string)
 	if sid == "" {
@@ -184,7 +188,21 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, sess *sess
 // redirected to /login (and comes back after) and anything else gets 401; a lower role
 // gets 403. Unsafe methods must carry the session's CSRF token (form field "csrf" or
 // header X-CSRF-Token), on top of the cross-origin protection every console route has.
+// A user whose password someone else chose (MustChangePassword) is sent to choose their
+// own first: a GET is redirected to /account/password (and comes back after), anything
+// else gets 403.
 func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
+	return s.signedIn(role, false, h)
+}
+
+// choosingPassword serves h to every signed-in user, also one who must choose their
+// own password first: the page where they do so.
+func (s *Server) choosingPassword(h handlerFunc) http.Handler {
+	return s.signedIn(storage.RoleViewer, true, h)
+}
+
+// signedIn is requireRole; choosing lets a user who must choose their own password in.
+func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handler {
 	return s.protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		sess := s.session(r)
@@ -210,7 +228,7 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 			s.renderError(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to do this.")
 			return
 		}
-		st := &requestState{user: u, session: sess}
+		st := &requestState{user: u, session: sess, mustChange: ss.User.MustChangePassword}
 		st.csrf, _ = sess.Values["csrf"].(string)
 		for _, f := range sess.Flashes() {
 			if text, ok := f.(string); ok {
@@ -223,6 +241,21 @@ func (s *Server) requireRole(role string, h handlerFunc) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), ctxState{}, st)
 		r = r.WithContext(ctx)
+		if st.mustChange && !choosing {
+			// Before anything else, also before a role is checked: the password is known
+			// to someone else (printed at first start, or set by an admin).
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				target := "/account/password"
+				if r.URL.RequestURI() != "/" {
+					target += "?next=" + urlQueryEscape(r.URL.RequestURI())
+				}
+				http.Redirect(w, r, target, http.StatusSeeOther)
+				return
+			}
+			s.renderError(w, r, http.StatusForbidden, "Choose your password first",
+				"Your password was chosen by someone else: choose your own on the password page before anything else.")
+			return
+		}
 		if !Allowed(u.Role, role) {
 			s.consoleError(w, r, errForbidden)
 			return

@@ -774,6 +774,15 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code != http.StatusSeeOther {
 		t.Fatalf("ana signs in: %d", code)
 	}
+	// The admin chose that password: she chooses her own before anything else.
+	const anaOwn = "ana's own password"
+	if code, _, h := ana.do(http.MethodGet, "/keys", nil); code != http.StatusSeeOther || h.Get("Location") != "/account/password?next=%2Fkeys" {
+		t.Fatalf("ana's first page: %d %q, want the password page", code, h.Get("Location"))
+	}
+	ana.get("/account/password")
+	if code, _, h := ana.post("/account/password", url.Values{"current": {anaPassword}, "password": {anaOwn}, "again": {anaOwn}, "next": {"/keys"}}); code != http.StatusSeeOther || h.Get("Location") != "/keys" {
+		t.Fatalf("ana chooses her password: %d %q", code, h.Get("Location"))
+	}
 	tok, _, err := e.db.CreateToken(ctx, "ana", "scripts", "test")
 	if err != nil {
 		t.Fatal(err)
@@ -806,7 +815,7 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code, _ := ana.get("/keys"); code != http.StatusSeeOther {
 		t.Fatalf("ana's session after a new role: %d, want a redirect to sign in", code)
 	}
-	if ana, code = signIn(anaPassword); code != http.StatusSeeOther {
+	if ana, code = signIn(anaOwn); code != http.StatusSeeOther {
 		t.Fatalf("ana signs in again: %d", code)
 	}
 	if code, _, _ := ana.post("/keys/release", release); code != http.StatusForbidden {
@@ -822,12 +831,15 @@ func TestConsole_ManageUsers(t *testing.T) {
 	if code, _ := ana.get("/keys"); code != http.StatusSeeOther {
 		t.Fatalf("ana's session after a new password: %d, want a redirect to sign in", code)
 	}
-	if _, code := signIn(anaPassword); code != http.StatusUnauthorized {
+	if _, code := signIn(anaOwn); code != http.StatusUnauthorized {
 		t.Fatalf("the old password signs in: %d", code)
 	}
 	ana, code = signIn("ana's second password")
 	if code != http.StatusSeeOther {
 		t.Fatalf("the new password: %d", code)
+	}
+	if code, _, h := ana.do(http.MethodGet, "/keys", nil); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/account/password") {
+		t.Fatalf("after an admin set her password: %d %q, want the password page", code, h.Get("Location"))
 	}
 
 	// An admin can't lock themselves out, and their own new password keeps them in.

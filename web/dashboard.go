@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -51,6 +52,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := s.dashboardView(rg, from, d)
 	v.Page = s.page(r, "Dashboard", "dashboard")
+	v.ClockWarning = s.clockWarning()
 	return s.render(w, r, http.StatusOK, views.DashboardView(v))
 }
 
@@ -224,4 +226,40 @@ func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.D
 		v.Caught = append(v.Caught, s.eventRow(dup))
 	}
 	return v
+}
+
+// clockWarning says, when the senders' signed timestamps of the last hour are more than
+// a minute off this machine's clock (the median of them), that the clock is likely
+// wrong: past a source's tolerance every delivery of a timestamped scheme is refused.
+// "" when they are not, or nothing says.
+func (s *Server) clockWarning() string {
+	if s.clockSkew == nil {
+		return ""
+	}
+	median, n := s.clockSkew()
+	if n == 0 || median >= -time.Minute && median <= time.Minute {
+		return ""
+	}
+	// The skew is the senders' time minus ours: senders ahead means this clock is behind.
+	way, by := "behind", median
+	if median < 0 {
+		way, by = "ahead of", -median
+	}
+	return fmt.Sprintf("This machine's clock seems %s %s the senders': signed deliveries more than the tolerance "+
+		"(5 min unless configured) off are refused. Median of %d signed deliveries in the last hour.", skewText(by), way, n)
+}
+
+// skewText writes a positive skew to the second: "2 min 5 s", "1 h 3 min".
+func skewText(d time.Duration) string {
+	d = d.Round(time.Second)
+	h, m, sec := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	switch {
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%d h %d min", h, m)
+	case h > 0:
+		return fmt.Sprintf("%d h", h)
+	case sec > 0:
+		return fmt.Sprintf("%d min %d s", m, sec)
+	}
+	return fmt.Sprintf("%d min", m)
 }

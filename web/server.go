@@ -66,6 +66,11 @@ type Config struct {
 	// BcryptCost hashes the passwords of users added in the console; default
 	// bcrypt.DefaultCost. Tests lower it.
 	BcryptCost int
+	// ClockSkew, if set, returns the median of signed time minus time of receipt of
+	// the last hour's authentic deliveries of timestamped schemes (positive: the
+	// senders' clocks are ahead), and how many there were. The dashboard warns when it
+	// is more than a minute either way.
+	ClockSkew func() (median time.Duration, n int)
 }
 
 // Server serves the console.
@@ -93,6 +98,7 @@ type Server struct {
 	cookies   *sessions.CookieStore
 	cop       *http.CrossOriginProtection
 	cost      int
+	clockSkew func() (time.Duration, int)
 	// dummyHash is compared against when a user does not exist, so that a wrong name
 	// costs the same time as a wrong password.
 	dummyHash []byte
@@ -109,6 +115,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
+		clockSkew: cfg.ClockSkew,
 	}
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
@@ -186,7 +193,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
-	mux.Handle("POST /account/password", s.requireRole(viewer, s.handleAccountPassword))
+	mux.Handle("GET /account/password", s.choosingPassword(s.handlePasswordPage))
+	mux.Handle("POST /account/password", s.choosingPassword(s.handleAccountPassword))
 	mux.Handle("POST /account/sessions/end", s.requireRole(viewer, s.handleEndMySessions))
 	mux.Handle("POST /account/tokens", s.requireRole(viewer, s.handleNewToken))
 	mux.Handle("POST /account/tokens/revoke", s.requireRole(viewer, s.handleRevokeToken))
@@ -261,6 +269,7 @@ func (s *Server) page(r *http.Request, title, nav string) views.Page {
 		p.IsOperator, p.IsAdmin = Allowed(st.user.Role, storage.RoleOperator), Allowed(st.user.Role, storage.RoleAdmin)
 		p.CSRF = st.csrf
 		p.Flash = st.flashes
+		p.MustChangePassword = st.mustChange
 	}
 	return p
 }

@@ -26,7 +26,10 @@ type userStore interface {
 	// for an unknown user; SetUserRole and DeleteUser return ErrLastAdmin rather than
 	// leave no admin.
 	SetUserRole(ctx context.Context, name, role, actor string) (previous string, err error)
+	// SetUserPassword is for a password the user chose; SetOneTimePassword for one
+	// someone else chose, which the user is to replace at their next sign-in.
 	SetUserPassword(ctx context.Context, name, hash, actor string) error
+	SetOneTimePassword(ctx context.Context, name, hash, actor string) error
 	DeleteUser(ctx context.Context, name, actor string) error
 	EndUserSessions(ctx context.Context, name, actor string) (int64, error)
 }
@@ -41,7 +44,8 @@ func (s *Server) usersView(r *http.Request, form views.UserForm) (views.Users, e
 	me, _ := UserFrom(r.Context())
 	v := views.Users{Page: s.page(r, "Users", "users"), Roles: roles, Form: form}
 	for _, u := range users {
-		v.Rows = append(v.Rows, views.UserRow{Name: u.Name, Role: u.Role, Created: s.fullTime(u.CreatedAt), You: u.Name == me.Name})
+		v.Rows = append(v.Rows, views.UserRow{Name: u.Name, Role: u.Role, Created: s.fullTime(u.CreatedAt), You: u.Name == me.Name,
+			MustChangePassword: u.MustChangePassword})
 	}
 	return v, nil
 }
@@ -74,7 +78,9 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.users.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash)}, me.Name)
+		// The admin knows the password: it is one-time, the new user chooses their own.
+		_, err = s.users.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash),
+			MustChangePassword: true}, me.Name)
 		switch {
 		case errors.Is(err, storage.ErrExists):
 			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
@@ -82,7 +88,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 			return err
 		default:
 			s.log.Info("user added", logBy, me.Name, logUser, form.Name, logRole, form.Role)
-			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s.", form.Name, form.Role))
+			return backToUsers(w, r, "ok", fmt.Sprintf("Added %s as %s. They choose their own password at their first sign-in.", form.Name, form.Role))
 		}
 	}
 	v, err := s.usersView(r, form)
@@ -166,7 +172,7 @@ func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) erro
 		return backToUsers(w, r, "error", p)
 	}
 	err := s.setPassword(w, r, name, password)
-	ok := fmt.Sprintf("New password set for %s; their sessions have ended.", name)
+	ok := fmt.Sprintf("New password set for %s, one-time: they choose their own at their next sign-in. Their sessions have ended.", name)
 	if name == me.Name {
 		ok = "Your password is changed; your other sessions have ended."
 	}
@@ -186,8 +192,9 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error 
 	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Removed %s; their sessions and API tokens no longer work.", name))
 }
 
-// setPassword gives the named user a new password, by the signed-in user. The new
-// password ends every session of that user; when that is the signed-in user, this
+// setPassword gives the named user a new password, by the signed-in user. Set for
+// someone else, it is one-time: its user chooses their own at their next sign-in. The
+// new password ends every session of that user; when that is the signed-in user, this
 // browser gets a new session so that it stays signed in. Returns the store's errors
 // (ErrNotFound).
 func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, password string) error {
@@ -196,7 +203,11 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	if err != nil {
 		return err
 	}
-	if err := s.users.SetUserPassword(r.Context(), name, string(hash), me.Name); err != nil {
+	set := s.users.SetUserPassword
+	if name != me.Name {
+		set = s.users.SetOneTimePassword
+	}
+	if err := set(r.Context(), name, string(hash), me.Name); err != nil {
 		return err
 	}
 	s.log.Info("user password set", logBy, me.Name, logUser, name)

@@ -34,6 +34,8 @@ const (
 	e2eOTASecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	e2ePMSSecret = "pms-shared-secret-for-the-browser-test"
 	e2eBooking   = "BK-E2E-0042"
+	// e2eAdminPassword is the admin's own, chosen in place of the printed one.
+	e2eAdminPassword = "the admin's own browser-test password"
 )
 
 // screenshotDir is testoutput/screenshots at the repository's root.
@@ -313,6 +315,16 @@ func TestBrowser(t *testing.T) {
 		must(expect.Locator(byTest("login-error")).ToContainText("Wrong username or password"))
 		must(page.GetByLabel("Password").Fill(cs.password))
 		must(byTest("login-submit").Click())
+		// The printed password is one-time: the console asks for the admin's own first.
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/account/password`)))
+		must(expect.Locator(byTest("password-required")).ToBeVisible())
+		form := byTest("account-password")
+		must(form.GetByLabel("Current password").Fill(cs.password))
+		must(form.Locator(`input[name="password"]`).Fill(e2eAdminPassword))
+		must(form.GetByLabel("New password again").Fill(e2eAdminPassword))
+		shot("01b-choose-password")
+		must(byTest("password-submit").Click())
+		must(expect.Locator(byTest("flash")).ToContainText("no longer works"))
 		must(expect.Locator(byTest("whoami")).ToContainText("admin"))
 		// The duplicate cancellation's refund (190) and the demo's are summed.
 		must(expect.Locator(byTest("card-money")).ToContainText(regexp.MustCompile(`[1-9][0-9,]*\.[0-9]{2}`)))

@@ -14,9 +14,11 @@ import (
 )
 
 // mountConsole adds the console's and the JSON API's routes to mux. wake is called after
-// a key is reprocessed, so that the dispatcher takes it at once.
-func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger, wake func()) error {
-	srv, err := newConsole(ctx, db, sources, cfg, log, wake)
+// a key is reprocessed, so that the dispatcher takes it at once; clockSkew (may be nil)
+// is the intake's Receiver.ClockSkew, for the dashboard.
+func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
+	wake func(), clockSkew func() (time.Duration, int)) error {
+	srv, err := newConsole(ctx, db, sources, cfg, log, wake, clockSkew)
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,8 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 // newConsole builds the console's server, adapting the receiver's sources to what
 // package web declares and handing it the receiver's key derivation as a function
 // (web never imports receiver).
-func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger, wake func()) (*web.Server, error) {
+func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
+	wake func(), clockSkew func() (time.Duration, int)) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {
 		byName[s.Name] = s
@@ -61,6 +64,7 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		IdleTimeout:     cfg.SessionIdle,
 		AbsoluteTimeout: cfg.SessionMax,
 		Wake:            wake,
+		ClockSkew:       clockSkew,
 		Static:          static.FS,
 		Logger:          log,
 		Derive: func(name string, h http.Header, body []byte) (storage.Derivation, error) {

@@ -61,7 +61,9 @@ func newPassword() string {
 }
 
 // ensureAdmin creates the user "admin" with a one-time password when the database holds
-// no user at all, and returns that password ("" when users exist).
+// no user at all, and returns that password ("" when users exist). Printed to stdout, it
+// lands in the service's journal: the console makes its user choose their own at the
+// first sign-in, after which it no longer works.
 func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
 	n, err := db.CountUsers(ctx)
 	if err != nil || n > 0 {
@@ -72,7 +74,8 @@ func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := db.CreateUser(ctx, storage.User{Name: "admin", Role: storage.RoleAdmin, PasswordHash: string(hash)}, "serve (first start)"); err != nil {
+	u := storage.User{Name: "admin", Role: storage.RoleAdmin, PasswordHash: string(hash), MustChangePassword: true}
+	if _, err := db.CreateUser(ctx, u, "serve (first start)"); err != nil {
 		if errors.Is(err, storage.ErrExists) {
 			return "", nil // another process made it first
 		}
@@ -162,7 +165,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	})
 	intake := http.NewServeMux()
 	p.intake.Register(intake)
-	consoleSrv, err := newConsole(ctx, p.db, p.sources, cfg, p.log, p.dispatcher.Wake)
+	consoleSrv, err := newConsole(ctx, p.db, p.sources, cfg, p.log, p.dispatcher.Wake, p.intake.ClockSkew)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,5 +24,48 @@ func TestCLI_PasswordRule(t *testing.T) {
 				t.Errorf("%s with a %d-byte password: %v, want %q", strings.Join(args[:2], " "), len(pw), err, want)
 			}
 		}
+	}
+}
+
+// TestServe_FirstAdminOneTime: the password serve generates for the first admin is
+// one-time; one the operator sets on the command line, the documented recovery, and one
+// given with user add are not.
+func TestServe_FirstAdminOneTime(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pw, err := ensureAdmin(ctx, db)
+	if err != nil || pw == "" {
+		t.Fatalf("ensureAdmin: %q, %v", pw, err)
+	}
+	mustChange := func(name string) bool {
+		t.Helper()
+		u, err := db.UserByName(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.MustChangePassword
+	}
+	if !mustChange("admin") {
+		t.Fatal("the generated password is not one-time")
+	}
+	cli := func(stdin string, args ...string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(ctx, append(args, "--database", path), func(string) string { return "" }, strings.NewReader(stdin), &out, &errb); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		}
+	}
+	cli("the operator's password\n", "user", "password", "admin")
+	if mustChange("admin") {
+		t.Error("a password set with user password is one-time")
+	}
+	cli("rita's long password\n", "user", "add", "rita", "--role", "operator")
+	if mustChange("rita") {
+		t.Error("a password given with user add is one-time")
 	}
 }

@@ -87,7 +87,8 @@ type Verifier interface {
 	// Scheme returns the scheme name.
 	Scheme() string
 	// Timestamped reports whether the scheme signs a timestamp (replay protection).
-	// true for standard-webhooks and stripe only.
+	// true for standard-webhooks and stripe only, whose Verifiers are also
+	// TimestampVerifiers.
 	Timestamped() bool
 	// Integrity reports whether the body is covered by the check (false for basic-auth, token, none).
 	Integrity() bool
@@ -95,6 +96,20 @@ type Verifier interface {
 	// standard-webhooks "header:webhook-id", stripe "/id", github "header:X-GitHub-Delivery",
 	// shopify "header:X-Shopify-Webhook-Id", others "".
 	DefaultEventID() string
+}
+
+// TimestampVerifier is a Verifier of a timestamped scheme (standard-webhooks, stripe),
+// which can also say when an authentic delivery was signed: set against the time it
+// arrived, how far the senders' clocks are from this machine's.
+type TimestampVerifier interface {
+	Verifier
+	// VerifyTimestamp is Verify, also returning the timestamp the delivery signed
+	// whenever its signature matches one of the secrets: with a nil error, and also
+	// with the error of a timestamp outside the tolerance, the one refusal a drifting
+	// clock causes. The time is zero whenever the signature is missing, malformed or
+	// matches no secret, so that no caller without a secret can feed a measure of
+	// skew. It does not allocate on the path of an authentic delivery either.
+	VerifyTimestamp(h http.Header, q url.Values, body []byte, now time.Time) (signed time.Time, err error)
 }
 
 // New validates cfg and returns its Verifier. Errors name the config

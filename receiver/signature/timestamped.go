@@ -65,6 +65,16 @@ func (v *standardWebhooksVerifier) Integrity() bool        { return true }
 func (v *standardWebhooksVerifier) DefaultEventID() string { return "header:webhook-id" }
 
 func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	return v.verify(h, body, now, nil)
+}
+
+func (v *standardWebhooksVerifier) VerifyTimestamp(h http.Header, _ url.Values, body []byte, now time.Time) (signed time.Time, err error) {
+	err = v.verify(h, body, now, &signed)
+	return signed, err
+}
+
+// verify is Verify, setting *signed (when not nil) as VerifyTimestamp says.
+func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.Time, signed *time.Time) error {
 	id := headerValue(h, swIDHeader)
 	if id == "" {
 		return missingHeader("webhook-id")
@@ -124,9 +134,9 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 		}
 		return malformed("webhook-signature", bad)
 	}
-	if err := checkTime(unix, now, v.tol); err != nil {
-		return err
-	}
+	// Matched even when the time is off, to tell a delivery refused only for its
+	// timestamp (whose skew is worth reporting) from a forgery (whose is not).
+	late := checkTime(unix, now, v.tol)
 
 	st := v.keys.get()
 	st.pre = append(st.pre[:0], id...)
@@ -135,10 +145,7 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []by
 	st.pre = append(st.pre, '.')
 	ok = v.keys.match(st, body, sigs[:n])
 	v.keys.put(st)
-	if !ok {
-		return errMismatch
-	}
-	return nil
+	return signedTime(ok, unix, late, signed)
 }
 
 func (v *standardWebhooksVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
@@ -186,6 +193,16 @@ func (v *stripeVerifier) Integrity() bool        { return true }
 func (v *stripeVerifier) DefaultEventID() string { return "/id" }
 
 func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
+	return v.verify(h, body, now, nil)
+}
+
+func (v *stripeVerifier) VerifyTimestamp(h http.Header, _ url.Values, body []byte, now time.Time) (signed time.Time, err error) {
+	err = v.verify(h, body, now, &signed)
+	return signed, err
+}
+
+// verify is Verify, setting *signed (when not nil) as VerifyTimestamp says.
+func (v *stripeVerifier) verify(h http.Header, body []byte, now time.Time, signed *time.Time) error {
 	sh := headerValue(h, stripeHeader)
 	if sh == "" {
 		return missingHeader(stripeHeader)
@@ -242,19 +259,32 @@ func (v *stripeVerifier) Verify(h http.Header, _ url.Values, body []byte, now ti
 		}
 		return malformed(stripeHeader, bad)
 	}
-	if err := checkTime(unix, now, v.tol); err != nil {
-		return err
-	}
+	late := checkTime(unix, now, v.tol) // matched even when off: see standard-webhooks
 
 	st := v.keys.get()
 	st.pre = append(st.pre[:0], ts...)
 	st.pre = append(st.pre, '.')
 	ok = v.keys.match(st, body, sigs[:n])
 	v.keys.put(st)
-	if !ok {
+	return signedTime(ok, unix, late, signed)
+}
+
+// signedTime is the answer of a timestamped verify once the signature was compared
+// (matched) and the signed time unix checked (late, nil when within the tolerance); it
+// sets *signed, when not nil, to the signed time of a matching signature. A delivery
+// both forged and off in time is refused for its time, as before the signature is
+// compared, and its time is not reported: nobody can be shown to have signed it.
+func signedTime(matched bool, unix int64, late error, signed *time.Time) error {
+	switch {
+	case !matched && late != nil:
+		return late
+	case !matched:
 		return errMismatch
 	}
-	return nil
+	if signed != nil {
+		*signed = time.Unix(unix, 0)
+	}
+	return late
 }
 
 func (v *stripeVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {

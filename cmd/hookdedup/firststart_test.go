@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// startProgram builds serve on the defaults (no config file: the ota source, the first
+// admin) in a temp dir and runs it until the test ends. It returns the program, its
+// base URL and what it printed.
+func startProgram(t *testing.T) (*program, string, *lockedBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Database = filepath.Join(dir, "hookdedup.db")
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := openProgram(ctx, cfg, env{getenv: getenv, stdout: &stdout, stderr: &stderr})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return within 30s of its context ending")
+		}
+		p.close()
+	})
+	return p, p.public.url(), &stdout
+}
+
+// consoleClient signs in to the console at base and returns a client that does not
+// follow redirects, with the sign-in's answer.
+func consoleClient(t *testing.T, base, name, password string) (*http.Client, *http.Response) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodPost, base+"/login", strings.NewReader(url.Values{"username": {name}, "password": {password}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return c, resp
+}
+
+// TestServe_FirstAdminChoosesPassword: the admin that serve creates signs in with the
+// printed password and is sent to choose their own before any page.
+func TestServe_FirstAdminChoosesPassword(t *testing.T) {
+	_, base, stdout := startProgram(t)
+	var printed string
+	for line := range strings.Lines(stdout.String()) {
+		if pw, ok := strings.CutPrefix(strings.TrimSpace(line), "created user admin with one-time password: "); ok {
+			printed = pw
+		}
+	}
+	if printed == "" {
+		t.Fatalf("no password printed: %q", stdout.String())
+	}
+	c, resp := consoleClient(t, base, "admin", printed)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in with the printed password: %s", resp.Status)
+	}
+	resp, err := c.Get(base + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/account/password?next=%2Fevents" {
+		t.Fatalf("GET /events as the first admin: %s %q, want the password page", resp.Status, resp.Header.Get("Location"))
+	}
+}
+
+// TestServe_ClockWarning: deliveries signed two minutes ahead of this machine's clock
+// reach the dashboard's warning through serve's wiring.
+func TestServe_ClockWarning(t *testing.T) {
+	p, base, _ := startProgram(t)
+	ctx := context.Background()
+	for _, id := range []string{"msg_1", "msg_2", "msg_3"} {
+		body := `{"property_id":"P-1","booking_id":"` + id + `","status":"confirmed"}`
+		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/ota", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("webhook-id", id)
+		if err := p.sources[0].Verifier.Sign(req.Header, url.Values{}, []byte(body), time.Now().Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("delivery signed 2 min ahead: %s", resp.Status)
+		}
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("the viewer's password"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.db.CreateUser(ctx, storage.User{Name: "vic", Role: storage.RoleViewer, PasswordHash: string(hash)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c, resp := consoleClient(t, base, "vic", "the viewer's password")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %s", resp.Status)
+	}
+	resp, err = c.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `data-testid="clock-warning"`) ||
+		!strings.Contains(string(page), "behind the senders") {
+		t.Fatalf("dashboard: %s, want the clock warning:\n%s", resp.Status, page)
+	}
+}

@@ -1,0 +1,107 @@
+package receiver
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/signature"
+)
+
+// verify checks src's signature on a delivery. For a timestamped scheme it also records
+// how far the signed time is from the time of receipt, whenever the signature matched:
+// also for a delivery refused for being outside the tolerance, which is what a machine
+// whose clock drifts sees of every delivery.
+func (rc *Receiver) verify(src *Source, r *http.Request, body []byte) error {
+	now := rc.now()
+	tv, ok := src.Verifier.(signature.TimestampVerifier)
+	if !ok {
+		return src.Verifier.Verify(r.Header, r.URL.Query(), body, now)
+	}
+	signed, err := tv.VerifyTimestamp(r.Header, r.URL.Query(), body, now)
+	if !signed.IsZero() {
+		skew := signed.Sub(now)
+		rc.metrics.SignatureSkew.WithLabelValues(src.Name).Observe(skew.Seconds())
+		rc.skew.observe(skew, now)
+	}
+	return err
+}
+
+// ClockSkew returns the median of signed time minus time of receipt over the
+// authentic deliveries of timestamped schemes in the last hour (positive: the senders'
+// clocks are ahead of this machine's), and how many deliveries that is; 0, 0 when there
+// were none. A median of minutes, whichever the sender, says this machine's clock is
+// off: the deliveries more than a source's tolerance off are refused.
+func (rc *Receiver) ClockSkew() (median time.Duration, n int) {
+	return rc.skew.median(rc.now())
+}
+
+// skewSamples bounds what one minute keeps of its skews: a sample, taken uniformly
+// (reservoir sampling), whatever the traffic.
+const skewSamples = 32
+
+// maxSkew bounds a recorded skew, so that absurd timestamps cannot overflow the sums
+// of a median; it is far beyond any tolerance.
+const maxSkew = 24 * time.Hour
+
+// skewWindow keeps the skews of the last hour in memory: one slot per minute, each
+// with how many were seen in it and a bounded sample of them. The zero value is ready.
+type skewWindow struct {
+	mu      sync.Mutex
+	minutes [60]skewMinute
+}
+
+type skewMinute struct {
+	minute  int64 // unix minute the slot holds
+	n       int   // skews seen in it
+	samples [skewSamples]time.Duration
+}
+
+func (w *skewWindow) observe(skew time.Duration, now time.Time) {
+	skew = min(max(skew, -maxSkew), maxSkew)
+	m := now.Unix() / 60
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &w.minutes[(m%60+60)%60]
+	if s.minute != m || s.n == 0 {
+		s.minute, s.n = m, 0
+	}
+	switch {
+	case s.n < skewSamples:
+		s.samples[s.n] = skew
+	default:
+		if i := rand.IntN(s.n + 1); i < skewSamples {
+			s.samples[i] = skew
+		}
+	}
+	s.n++
+}
+
+// median returns the median of the samples of the 60 minutes up to now, and how many
+// skews those minutes saw.
+func (w *skewWindow) median(now time.Time) (time.Duration, int) {
+	m := now.Unix() / 60
+	var all []time.Duration
+	n := 0
+	w.mu.Lock()
+	for i := range w.minutes {
+		s := &w.minutes[i]
+		if s.n == 0 || s.minute > m || s.minute <= m-60 {
+			continue
+		}
+		n += s.n
+		all = append(all, s.samples[:min(s.n, skewSamples)]...)
+	}
+	w.mu.Unlock()
+	if n == 0 {
+		return 0, 0
+	}
+	slices.Sort(all)
+	mid := len(all) / 2
+	if len(all)%2 == 1 {
+		return all[mid], n
+	}
+	return (all[mid-1] + all[mid]) / 2, n
+}
