@@ -253,6 +253,9 @@ func (p *program) run(ctx context.Context) error {
 		consoleURL = p.console.url()
 		fmt.Fprintf(p.stdout, "hookdedup console on %s\n", consoleURL)
 	}
+	if p.plain != nil {
+		fmt.Fprintf(p.stdout, "hookdedup plain HTTP on %s (ACME challenges; redirects to https)\n", p.plain.url())
+	}
 	if p.browse {
 		if err := openBrowser(consoleURL + "/"); err != nil {
 			p.log.Warn("could not open a browser", logErr, err)

@@ -424,7 +424,11 @@ func TestServe_TLSConsoleWarning(t *testing.T) {
 			if !strings.HasPrefix(s.p.public.url(), "https://") || !strings.HasPrefix(s.p.console.url(), "http://") {
 				t.Errorf("public %s, console %s: want HTTPS on addr alone", s.p.public.url(), s.p.console.url())
 			}
+			plainURL := s.p.plain.url()
 			s.stop()
+			if want := "hookdedup plain HTTP on " + plainURL + " "; !strings.Contains(s.stdout.String(), want) {
+				t.Errorf("stdout %q does not say %q", s.stdout.String(), want)
+			}
 			if got := strings.Contains(s.stderr.String(), warning); got != c.warns {
 				t.Errorf("console_addr %s: warned %v, want %v:\n%s", c.console, got, c.warns, s.stderr.String())
 			}
