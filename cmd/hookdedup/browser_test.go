@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,8 +59,9 @@ type consoleServer struct {
 
 // startConsole writes a config with two sources — ota (standard-webhooks, keys derived
 // from business fields when there is no event id, refunds summed) and pms (forwarding to
-// a closed port, one attempt, so its keys fail) — and serves it on 127.0.0.1:0.
-func startConsole(t *testing.T) *consoleServer {
+// a closed port, one attempt, so its keys fail) — and serves it on 127.0.0.1:0, with the
+// flags extra.
+func startConsole(t *testing.T, extra ...string) *consoleServer {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,7 +98,8 @@ attempt_timeout  = "2s"
 	done := make(chan error, 1)
 	var logs bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"serve", "--config", cs.config, "--addr", "127.0.0.1:0", "--database", cs.database},
+		args := append([]string{"serve", "--config", cs.config, "--addr", "127.0.0.1:0", "--database", cs.database}, extra...)
+		done <- run(ctx, args,
 			func(string) string { return "" }, strings.NewReader(""), pw, &syncWriter{w: &logs})
 		pw.Close()
 	}()
@@ -254,12 +258,22 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("playwright: %v", err)
 	}
 	t.Cleanup(func() { pw.Stop() })
+	// A self-signed certificate for the HTTPS sign-in, made before the launch: Chromium
+	// trusts it, and it alone, by its public key's hash. Every other certificate error
+	// still stops the browser.
+	tlsDir := t.TempDir()
+	certPEM, keyPEM, cert := selfSigned(t, "localhost")
+	certPath, keyPath := filepath.Join(tlsDir, "cert.pem"), filepath.Join(tlsDir, "key.pem")
+	writeFile(t, certPath, certPEM)
+	writeFile(t, keyPath, keyPEM)
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 	browser, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
 		ExecutablePath: playwright.String(chromium),
 		Headless:       playwright.Bool(true),
 		Args: []string{"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 			"--disable-background-networking", "--disable-component-update",
-			"--disable-sync", "--no-first-run"},
+			"--disable-sync", "--no-first-run",
+			"--ignore-certificate-errors-spki-list=" + base64.StdEncoding.EncodeToString(spki[:])},
 	})
 	if err != nil {
 		t.Fatalf("launch %s: %v", chromium, err)
@@ -491,6 +505,50 @@ func TestBrowser(t *testing.T) {
 		goTo("/events")
 		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/login\?next=`)))
 		shot("13-signed-out")
+	}
+
+	{ // SignInOverHTTPS
+		t.Log("step: SignInOverHTTPS")
+		tcs := startConsole(t, "--tls-cert-file", certPath, "--tls-key-file", keyPath, "--http-addr", "127.0.0.1:0")
+		if !strings.HasPrefix(tcs.url, "https://127.0.0.1:") {
+			t.Fatalf("serve with a certificate listens on %s, want https://127.0.0.1:…", tcs.url)
+		}
+		sctx, err := browser.NewContext(playwright.BrowserNewContextOptions{
+			BaseURL:  playwright.String(tcs.url),
+			Viewport: &playwright.Size{Width: 1366, Height: 900},
+		})
+		must(err)
+		defer sctx.Close()
+		spage, err := sctx.NewPage()
+		must(err)
+		spage.SetDefaultTimeout(10000)
+		_, err = spage.Goto("/login")
+		must(err)
+		must(spage.GetByLabel("Username").Fill("admin"))
+		must(spage.GetByLabel("Password").Fill(tcs.password))
+		must(spage.GetByTestId("login-submit").Click())
+		// Signed in: the console leaves the login page (for the console's home, or for
+		// whatever it asks of a new admin first).
+		must(expect.Page(spage).Not().ToHaveURL(regexp.MustCompile(`/login`)))
+		if u := spage.URL(); !strings.HasPrefix(u, "https://") {
+			t.Errorf("signed in at %s, want an https:// page", u)
+		}
+		cookies, err := sctx.Cookies()
+		must(err)
+		var session *playwright.Cookie
+		for i := range cookies {
+			if cookies[i].Name == "hookdedup_session" {
+				session = &cookies[i]
+			}
+		}
+		switch {
+		case session == nil:
+			t.Errorf("no session cookie after signing in over HTTPS: %+v", cookies)
+		case !session.Secure || !session.HttpOnly:
+			t.Errorf("session cookie over HTTPS: Secure %v, HttpOnly %v; want both", session.Secure, session.HttpOnly)
+		}
+		_, err = spage.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(filepath.Join(shots, "14-https-signed-in.png")), FullPage: playwright.Bool(true)})
+		must(err)
 	}
 	if len(pageErrors) > 0 {
 		t.Errorf("script errors on the pages: %v", pageErrors)

@@ -49,6 +49,14 @@ type config struct {
 	// TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
 	// Forwarded, X-Forwarded-Proto) are believed; see web.TrustedProxies.
 	TrustedProxies []netip.Prefix
+
+	// HTTPS on addr: a certificate from TLSCertFile and TLSKeyFile, or from an ACME CA
+	// for ACMEDomains. HTTPAddr is the plain-HTTP listener that then answers ACME's
+	// HTTP-01 challenges and sends browsers to https; see tlsSettings.
+	TLSCertFile, TLSKeyFile  string
+	ACMEDomains              []string
+	ACMEEmail, ACMEDirectory string
+	HTTPAddr                 string
 }
 
 // sourceConfig is one [[source]] table as written in the file. A setting the table
@@ -105,6 +113,13 @@ type fileConfig struct {
 	Sources  []toml.Primitive `toml:"source"`
 
 	TrustedProxies []string `toml:"trusted_proxies"`
+
+	TLSCertFile   string   `toml:"tls_cert_file"`
+	TLSKeyFile    string   `toml:"tls_key_file"`
+	ACMEDomains   []string `toml:"acme_domains"`
+	ACMEEmail     string   `toml:"acme_email"`
+	ACMEDirectory string   `toml:"acme_directory"`
+	HTTPAddr      string   `toml:"http_addr"`
 }
 
 // durationHint ends every message about a duration that could not be read.
@@ -307,6 +322,14 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	if c.TrustedProxies, err = parseCIDRs(fc.TrustedProxies); err != nil {
 		return fmt.Errorf("trusted_proxies: %w", err)
 	}
+	c.TLSCertFile = cmp.Or(fc.TLSCertFile, c.TLSCertFile)
+	c.TLSKeyFile = cmp.Or(fc.TLSKeyFile, c.TLSKeyFile)
+	if fc.ACMEDomains != nil {
+		c.ACMEDomains = fc.ACMEDomains
+	}
+	c.ACMEEmail = cmp.Or(fc.ACMEEmail, c.ACMEEmail)
+	c.ACMEDirectory = cmp.Or(fc.ACMEDirectory, c.ACMEDirectory)
+	c.HTTPAddr = cmp.Or(fc.HTTPAddr, c.HTTPAddr)
 	return nil
 }
 
@@ -427,7 +450,72 @@ func (c *config) settings() []setting {
 				c.TrustedProxies = p
 				return err
 			}},
+		{"tls_cert_file", "PEM certificate chain for HTTPS on addr, leaf first (with tls_key_file; reloaded when it changes or on SIGHUP)", str(&c.TLSCertFile)},
+		{"tls_key_file", "PEM private key of tls_cert_file's certificate", str(&c.TLSKeyFile)},
+		{"acme_domains", "comma-separated host names to obtain HTTPS certificates for from an ACME CA (Let's Encrypt by default)", func(v string) error {
+			c.ACMEDomains = nil
+			for _, d := range strings.Split(v, ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					c.ACMEDomains = append(c.ACMEDomains, d)
+				}
+			}
+			return nil
+		}},
+		{"acme_email", "contact address the ACME CA may write to about the certificates (optional)", str(&c.ACMEEmail)},
+		{"acme_directory", "ACME directory URL (default: Let's Encrypt's production directory)", str(&c.ACMEDirectory)},
+		{"http_addr", "with HTTPS on: plain-HTTP listen address (host:port) for ACME's HTTP-01 challenges and redirects to https (default :80)", str(&c.HTTPAddr)},
 	}
+}
+
+// tls is the HTTPS part of the configuration, for newTLS.
+func (c config) tls() tlsSettings {
+	return tlsSettings{
+		CertFile:      c.TLSCertFile,
+		KeyFile:       c.TLSKeyFile,
+		ACMEDomains:   c.ACMEDomains,
+		ACMEEmail:     c.ACMEEmail,
+		ACMEDirectory: c.ACMEDirectory,
+		CacheDir:      acmeCacheDir(c.Database),
+		Addr:          c.Addr,
+		HTTPAddr:      c.HTTPAddr,
+	}
+}
+
+// checkHTTPS checks the HTTPS settings together with the addresses, once the file, the
+// environment and the flags have all applied.
+func (c config) checkHTTPS() error {
+	s := c.tls()
+	if err := s.validate(); err != nil {
+		return err
+	}
+	if !s.enabled() {
+		if c.HTTPAddr != "" {
+			return errors.New("http_addr is set but HTTPS is not: it is the plain-HTTP listener beside HTTPS on addr; set tls_cert_file and tls_key_file, or acme_domains, or unset http_addr")
+		}
+		return nil
+	}
+	for _, other := range []struct{ setting, addr string }{{"addr", c.Addr}, {"console_addr", c.ConsoleAddr}} {
+		if other.addr != "" && sameListenAddr(s.httpAddr(), other.addr) {
+			return fmt.Errorf("http_addr %q is the same as %s: the plain-HTTP listener needs an address of its own (the default is :80)", s.httpAddr(), other.setting)
+		}
+	}
+	return nil
+}
+
+// sameListenAddr reports whether two listen addresses would bind the same port on a
+// common interface: equal ports, and equal hosts or one of them every interface. Port 0
+// asks the system for a free port, a different one each time.
+func sameListenAddr(a, b string) bool {
+	ha, pa, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	hb, pb, err := net.SplitHostPort(b)
+	if err != nil || pa != pb || pa == "0" {
+		return false
+	}
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || every(ha) || every(hb)
 }
 
 // minMetricsToken is the shortest metrics_token accepted: a scraper's token is a

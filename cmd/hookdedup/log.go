@@ -10,4 +10,13 @@ const (
 	logDatabase    = "database"     // the database's path or URL
 	logConfig      = "config"       // the configuration file
 	logSources     = "sources"      // the sources' names
+	logComponent   = "component"    // the part of the program that logs (tls here)
+	logHTTPAddr    = "http_addr"    // the plain-HTTP listener's address beside HTTPS
+	logDomain      = "domain"       // one host name a certificate is for
+	logDomains     = "domains"      // every host name configured for ACME, comma-separated
+	logDirectory   = "directory"    // an ACME CA's directory URL
+	logCache       = "cache"        // the directory the ACME state is kept in
+	logCert        = "cert"         // a certificate file's path
+	logNames       = "names"        // the names a certificate is good for, comma-separated
+	logNotAfter    = "not_after"    // when a certificate expires (RFC 3339, UTC)
 )

@@ -176,6 +176,9 @@ func (c *commonFlags) load(e env) (config, error) {
 	if err := cfg.checkListen(); err != nil {
 		return config{}, err
 	}
+	if err := cfg.checkHTTPS(); err != nil {
+		return config{}, err
+	}
 	return cfg, nil
 }
 

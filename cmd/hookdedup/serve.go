@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -120,6 +124,10 @@ type program struct {
 	// public listens on addr; console on console_addr, nil when that is unset (then
 	// public serves the console too).
 	public, console *endpoint
+	// With HTTPS on: tls serves public's certificate, and plain is the plain-HTTP
+	// listener on http_addr (ACME challenges, redirects to https). Both nil otherwise.
+	tls   *tlsSetup
+	plain *endpoint
 }
 
 // openProgram builds everything serve runs: the database and the sources, the first
@@ -178,7 +186,36 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 			return nil, err
 		}
 	}
+	if err := p.openHTTPS(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// openHTTPS turns HTTPS on for the public address when the configuration asks for it,
+// and listens on http_addr for plain HTTP. The console's own address stays plain HTTP:
+// it is meant for loopback, reached through an SSH tunnel, or for a VPN address, and
+// both already encrypt the way there; a certificate for the public names would not fit
+// those addresses anyway. run warns when it is on a public address.
+func (p *program) openHTTPS() error {
+	s := p.cfg.tls()
+	if !s.enabled() {
+		return nil
+	}
+	// The bound address: the redirect to https names its port, chosen by the system
+	// for ":0".
+	s.Addr = p.public.ln.Addr().String()
+	setup, err := newTLS(s, p.log)
+	if err != nil {
+		return err
+	}
+	plain, err := newEndpoint("http_addr", setup.HTTPAddr, setup.HTTPHandler, p.cfg, p.log)
+	if err != nil {
+		return err
+	}
+	p.tls, p.plain = setup, plain
+	p.public.tls = setup.Config
+	return nil
 }
 
 // run starts the background loops (sweeps, dispatch, the dashboard's roll-up) and serves
@@ -192,6 +229,9 @@ func (p *program) run(ctx context.Context) error {
 	if p.console != nil {
 		attrs = append(attrs, logConsoleAddr, p.console.ln.Addr().String())
 	}
+	if p.plain != nil {
+		attrs = append(attrs, logHTTPAddr, p.plain.ln.Addr().String())
+	}
 	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, p.cfg.Database, logConfig, p.cfg.File, logSources, strings.Join(names, ","))
 	p.log.Info("serving", attrs...)
 	if p.console == nil && !loopback(p.public.ln.Addr()) {
@@ -201,11 +241,23 @@ func (p *program) run(ctx context.Context) error {
 		}
 		p.log.Warn(fmt.Sprintf("%s exposed on %s; set console_addr to serve them privately", exposed, p.cfg.Addr))
 	}
+	if p.tls != nil && p.console != nil && !privateAddr(p.console.ln.Addr()) {
+		p.log.Warn(fmt.Sprintf("console_addr %s serves plain HTTP on an address that is neither loopback nor private: passwords and session cookies cross the network unencrypted; use 127.0.0.1 and an SSH tunnel, or a VPN address", p.cfg.ConsoleAddr))
+	}
+	// Before the listening line: whoever waits for it may send SIGHUP at once.
+	reload := make(chan os.Signal, 1)
+	if p.tls != nil {
+		signal.Notify(reload, syscall.SIGHUP)
+		defer signal.Stop(reload)
+	}
 	fmt.Fprintf(p.stdout, "hookdedup listening on %s\n", p.public.url())
 	consoleURL := p.public.url()
 	if p.console != nil {
 		consoleURL = p.console.url()
 		fmt.Fprintf(p.stdout, "hookdedup console on %s\n", consoleURL)
+	}
+	if p.plain != nil {
+		fmt.Fprintf(p.stdout, "hookdedup plain HTTP on %s (ACME challenges; redirects to https)\n", p.plain.url())
 	}
 	if p.browse {
 		if err := openBrowser(consoleURL + "/"); err != nil {
@@ -220,6 +272,9 @@ func (p *program) run(ctx context.Context) error {
 	})
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })
+	if p.tls != nil {
+		wg.Go(func() { p.reloadOnSignal(bg, reload) })
+	}
 	stopBackground := func() {
 		stopBG()
 		wg.Wait()
@@ -234,6 +289,10 @@ func (p *program) run(ctx context.Context) error {
 			}
 		}()
 	}
+	if p.tls != nil {
+		// Once the listeners serve: under ACME the CA validates through them.
+		wg.Go(func() { p.tls.Run(bg) })
+	}
 	select {
 	case err := <-serveErr:
 		// One address failed: stop the other too, as for a signal, and say why.
@@ -244,12 +303,47 @@ func (p *program) run(ctx context.Context) error {
 }
 
 // endpoints are the addresses the program listens on: the public one, then the
-// console's when it has one.
+// console's and the plain-HTTP one beside HTTPS, where they are set.
 func (p *program) endpoints() []*endpoint {
-	if p.console == nil {
-		return []*endpoint{p.public}
+	out := []*endpoint{p.public}
+	for _, e := range []*endpoint{p.console, p.plain} {
+		if e != nil {
+			out = append(out, e)
+		}
 	}
-	return []*endpoint{p.public, p.console}
+	return out
+}
+
+// reloadOnSignal reloads the certificate files at each signal on sig until ctx ends: an
+// operator or a certificate tool's hook sends SIGHUP after replacing them. A failed
+// reload keeps the previous certificate and is logged by Reload itself.
+func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			if p.tls.files == nil {
+				p.log.Info("SIGHUP: nothing to reload, ACME renews the certificates by itself")
+				continue
+			}
+			p.log.Info("SIGHUP: reloading the certificate files")
+			p.tls.Reload()
+		}
+	}
+}
+
+// privateAddr reports whether a listener's address is loopback or on a private network:
+// RFC 1918 and fc00::/7, link-local, and 100.64.0.0/10, the shared range that Tailscale's
+// VPN hands out. An unspecified address (every interface) is not.
+func privateAddr(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip := tcp.IP
+	cgnat := net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
 }
 
 // shutdown stops a running program in order: the servers take no new request and
@@ -282,7 +376,7 @@ func (p *program) shutdown(stopBackground func()) error {
 // close releases what openProgram took: the listeners, if they never served, and the
 // database. Call it once run has returned.
 func (p *program) close() {
-	for _, e := range []*endpoint{p.public, p.console} {
+	for _, e := range []*endpoint{p.public, p.console, p.plain} {
 		if e != nil {
 			e.ln.Close() // already closed once served: the error says only that
 		}

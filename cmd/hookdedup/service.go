@@ -135,6 +135,20 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			u.WritableDir = dir
 		}
 	}
+	// serve reads the certificate files from inside the sandbox, where it runs in the
+	// state directory.
+	for _, f := range []struct{ setting, path string }{{"tls_cert_file", cfg.TLSCertFile}, {"tls_key_file", cfg.TLSKeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		path := f.path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(serviceStateDir, path)
+		}
+		if err := plainPath(f.setting, path, "put it in /etc/hookdedup/, readable by the service's user", hidden); err != nil {
+			return err
+		}
+	}
 	for _, l := range listenAddrs(cfg) {
 		low, err := privilegedPort(l.addr)
 		if err != nil {
@@ -172,12 +186,17 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 	return nil
 }
 
-// listenAddrs are the addresses serve binds: each decides whether the unit grants the
-// capability to bind a port below 1024.
+// listenAddrs are the addresses serve binds (addr, console_addr, and http_addr when
+// HTTPS is on): each decides whether the unit grants the capability to bind a port below
+// 1024.
 func listenAddrs(cfg config) []struct{ setting, addr string } {
 	out := []struct{ setting, addr string }{{"addr", cfg.Addr}}
 	if cfg.ConsoleAddr != "" {
 		out = append(out, struct{ setting, addr string }{"console_addr", cfg.ConsoleAddr})
+	}
+	if s := cfg.tls(); s.enabled() {
+		// Beside HTTPS, plain HTTP listens too: on :80 unless http_addr says otherwise.
+		out = append(out, struct{ setting, addr string }{"http_addr", s.httpAddr()})
 	}
 	return out
 }

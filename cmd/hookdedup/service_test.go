@@ -167,6 +167,21 @@ func TestService_Units(t *testing.T) {
 		})
 	}
 
+	// Beside HTTPS, plain HTTP listens on http_addr, :80 unless it says otherwise.
+	for _, c := range []struct {
+		name, toml string
+		low        bool
+	}{
+		{"Files", "addr = \"0.0.0.0:8443\"\ntls_cert_file = \"/etc/hookdedup/cert.pem\"\ntls_key_file = \"/etc/hookdedup/key.pem\"\n", true},
+		{"ACME", "addr = \"0.0.0.0:8443\"\nacme_domains = [\"hooks.example.com\"]\n", true},
+		{"HTTPAddr", "addr = \"0.0.0.0:8443\"\nacme_domains = [\"hooks.example.com\"]\nhttp_addr = \"0.0.0.0:8080\"\n", false},
+		{"ACMEOnStandardPorts", "addr = \"0.0.0.0:443\"\nacme_domains = [\"hooks.example.com\"]\nhttp_addr = \"0.0.0.0:8080\"\n", true},
+	} {
+		t.Run("HTTPS/"+c.name, func(t *testing.T) {
+			lowPort(t, generateUnits(t, exe, "--config", writeConfig(t, c.toml))["hookdedup.service"], c.low)
+		})
+	}
+
 	t.Run("FlagsOverConfig", func(t *testing.T) {
 		// The config binds 8080, the flag 80: the flag wins in serve, so the unit
 		// passes it on and grants the capability.
@@ -274,6 +289,11 @@ func TestService_Refuses(t *testing.T) {
 		{"Positional", exe, nil, []string{"now"}, "usage: hookdedup service"},
 		{"MetricsToken", exe, nil, []string{"--metrics-token", "0123456789abcdef0123"}, "--metrics-token: the unit file would show this secret"},
 		{"ConsoleAddr", exe, nil, []string{"--console-addr", "10.8.0.1:console"}, `console_addr "10.8.0.1:console": "console" is not a port`},
+		{"HTTPAddr", exe, nil, []string{"--acme-domains", "hooks.example.com", "--http-addr", "0.0.0.0:plain"}, `http_addr "0.0.0.0:plain": "plain" is not a port`},
+		{"CertHidden", "/usr/local/bin/hookdedup", sandboxHidden, []string{"--tls-cert-file", "/home/ana/cert.pem", "--tls-key-file", "/etc/hookdedup/key.pem"},
+			"tls_cert_file is /home/ana/cert.pem, under /home, which the service's sandbox hides from it: put it in /etc/hookdedup/"},
+		{"KeyHidden", "/usr/local/bin/hookdedup", sandboxHidden, []string{"--tls-cert-file", "/etc/hookdedup/cert.pem", "--tls-key-file", "/tmp/key.pem"},
+			"tls_key_file is /tmp/key.pem, under /tmp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer

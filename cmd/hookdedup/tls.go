@@ -207,7 +207,7 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	log = log.With("component", "tls")
+	log = log.With(logComponent, "tls")
 	t := &tlsSetup{
 		HTTPAddr: s.httpAddr(),
 		log:      log,
@@ -272,9 +272,9 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 	t.HTTPHandler = t.acme.HTTPHandler(toHTTPS)
 	if !portIs(s.Addr, "443") && !portIs(t.HTTPAddr, "80") {
 		log.Warn("ACME validates on ports 443 (addr) and 80 (the plain-HTTP listener) of each domain; neither listens there, so a certificate can only be obtained if a port forward or firewall rule leads there",
-			"addr", s.Addr, "http_addr", t.HTTPAddr)
+			logAddr, s.Addr, logHTTPAddr, t.HTTPAddr)
 	}
-	log.Info("HTTPS by ACME", "domains", strings.Join(domains, ","), "directory", directory, "cache", dir)
+	log.Info("HTTPS by ACME", logDomains, strings.Join(domains, ","), logDirectory, directory, logCache, dir)
 	return t, nil
 }
 
@@ -338,7 +338,7 @@ func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate
 	cert, err := t.acme.GetCertificate(hello)
 	if err != nil && slices.Contains(t.domains, strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))) &&
 		!slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) {
-		t.log.Error("no certificate from the ACME CA", "domain", hello.ServerName, "err", err)
+		t.log.Error("no certificate from the ACME CA", logDomain, hello.ServerName, logErr, err)
 	}
 	return cert, err
 }
@@ -386,12 +386,12 @@ func (t *tlsSetup) obtain(domain string) {
 		SupportedCurves:  []tls.CurveID{tls.CurveP256},
 	})
 	if err != nil {
-		t.log.Error("no certificate from the ACME CA", "domain", domain, "err", err)
+		t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
 		return
 	}
-	attrs := []any{"domain", domain}
+	attrs := []any{logDomain, domain}
 	if cert.Leaf != nil {
-		attrs = append(attrs, "not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		attrs = append(attrs, logNotAfter, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	t.log.Info("certificate ready", attrs...)
 }
@@ -456,13 +456,13 @@ func (f *certFiles) reload() error {
 	old := f.cur.Load()
 	if err != nil {
 		if old != nil {
-			f.log.Error("certificate files not reloaded: still serving the previous certificate", "err", err)
+			f.log.Error("certificate files not reloaded: still serving the previous certificate", logErr, err)
 		}
 		return err
 	}
 	f.cur.Store(cert)
 	leaf := cert.Leaf
-	attrs := []any{"cert", f.certPath, "names", strings.Join(certNames(leaf), ","), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339)}
+	attrs := []any{logCert, f.certPath, logNames, strings.Join(certNames(leaf), ","), logNotAfter, leaf.NotAfter.UTC().Format(time.RFC3339)}
 	if old == nil {
 		f.log.Info("certificate loaded", attrs...)
 	} else {

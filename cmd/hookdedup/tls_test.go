@@ -499,9 +499,12 @@ func checkPrivate(t *testing.T, dir string) {
 type pebble struct {
 	dirURL, mgmtURL string
 	client          *http.Client // trusts Pebble's own HTTPS certificate
-	cmd             *exec.Cmd
-	exited          chan struct{}
-	out             *syncBuffer
+	// caFile holds, in PEM, the CA of Pebble's own HTTPS certificate: a process
+	// trusts it with SSL_CERT_FILE.
+	caFile string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *syncBuffer
 }
 
 // pebbleBinary finds Debian's pebble; without it the ACME tests fail, except under
@@ -598,6 +601,8 @@ func startPebble(t *testing.T, httpPort, tlsPort int, dns string) *pebble {
 	certPath, keyPath := filepath.Join(dir, "pebble-cert.pem"), filepath.Join(dir, "pebble-key.pem")
 	replaceFile(t, certPath, certPEM)
 	replaceFile(t, keyPath, keyPEM)
+	caFile := filepath.Join(dir, "pebble-ca.pem")
+	replaceFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
 	client := &http.Client{
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}},
 		Timeout:   30 * time.Second,
@@ -625,6 +630,7 @@ func startPebble(t *testing.T, httpPort, tlsPort int, dns string) *pebble {
 			dirURL:  "https://" + listenAddr + "/dir",
 			mgmtURL: "https://" + mgmtAddr,
 			client:  client,
+			caFile:  caFile,
 			exited:  make(chan struct{}),
 			out:     &syncBuffer{},
 		}
