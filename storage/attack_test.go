@@ -2,8 +2,11 @@ package storage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +76,75 @@ func TestAttack_RestoreReusesDeliveryIDs(t *testing.T) {
 	if next.ID <= after.ID {
 		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before the restore to %s/%s: an id issued twice",
 			next.ID, after.ID, after.Source, after.Key)
+	}
+}
+
+// TestAttack_ReplacedFileGetsTheOldWAL: once the database file is replaced while open
+// (a backup moved over it), hookdedup answers 503 and says to restart. It must not leave
+// the replaced database's WAL at the path: SQLite does not checkpoint or remove the WAL
+// of a file that has moved when it closes, and the next open replays that WAL, written
+// for another file, into the one now at the path. The restarted server then serves a
+// malformed database, and reports itself ready.
+func TestAttack_ReplacedFileGetsTheOldWAL(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := storage.Open(live, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		mustRecord(t, db, delivery("ota", fmt.Sprintf("before-%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	// Enough after the backup that the live file's pages no longer match the backup's.
+	body := strings.Repeat("x", 2000)
+	for i := range 1500 {
+		d := delivery("ota", fmt.Sprintf("after-%d", i), "h")
+		d.Body = []byte(`{"pad":"` + body + `"}`)
+		mustRecord(t, db, d, day)
+	}
+	if err := os.Rename(backup, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Record(ctx, delivery("ota", "noticed", "h"), day); !errors.Is(err, storage.ErrFileGone) {
+		t.Fatalf("a delivery after the file was replaced: %v, want ErrFileGone", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+
+	// Restarted, as the log and /readyz say to.
+	again, err := storage.Open(live, storage.Options{})
+	if err != nil {
+		t.Fatalf("reopen after the restart: %v", err)
+	}
+	defer again.Close()
+	if err := again.IntegrityCheck(ctx); err != nil {
+		t.Fatalf("the file at the path after a restart: %v", err)
+	}
+}
+
+// TestAttack_ReleaseAfterFileRemoved: once the database file has left its path, intake
+// and readiness answer 503, but a release (console, API, CLI through the same method)
+// still reports success: it commits into the removed file, which nobody will open
+// again, and the operator is told the key was released.
+func TestAttack_ReleaseAfterFileRemoved(t *testing.T) {
+	ctx := context.Background()
+	live := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := MustOpenPath(t, live)
+	mustRecord(t, db, delivery("ota", "evt_1", "h"), day)
+	if err := os.Remove(live); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Record(ctx, delivery("ota", "evt_2", "h"), day); !errors.Is(err, storage.ErrFileGone) {
+		t.Fatalf("a delivery after the file was removed: %v, want ErrFileGone", err)
+	}
+	r, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ana", Reason: "PMS restored"})
+	if !errors.Is(err, storage.ErrFileGone) {
+		t.Fatalf("a release after the file was removed: %+v, %v; want ErrFileGone", r, err)
 	}
 }
