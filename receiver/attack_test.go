@@ -113,3 +113,67 @@ func rawDB(t *testing.T, path string) *sql.DB {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestAttack_JunkNamesKeptForever: unauthenticated rejections are "counted per minute,
+// source (or unknown name) and status", and the counts are "kept for retention". But
+// each unknown name that is sampled or counted by name also gets rows in the
+// dashboard's hourly totals, which no sweep ever deletes: a sender who asks for new
+// names each minute adds rows that outlive retention, without end.
+func TestAttack_JunkNamesKeptForever(t *testing.T) {
+	e := newJunkEnv(t, storage.Options{})
+	ctx := context.Background()
+	const hours = 3
+	for m := range hours * 60 {
+		// As many names a minute as are sampled, and as are counted by name.
+		for i := range receiver.DefaultRejectionsTotal + 8 {
+			req := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/webhooks/junk-%d-%d", m, i), strings.NewReader(`{}`))
+			req.RemoteAddr = fmt.Sprintf("198.51.%d.%d:1000", m%250, i+1)
+			w := httptest.NewRecorder()
+			e.mux.ServeHTTP(w, req)
+			if w.Code != http.StatusNotFound {
+				t.Fatalf("junk: %d, want 404", w.Code)
+			}
+		}
+		e.clock.Add(time.Minute)
+		if err := e.rc.FlushRejections(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.RollupStats(ctx, 100000); err != nil {
+		t.Fatal(err)
+	}
+
+	// Retention (an hour, say) passes; every sweep runs to its end.
+	e.clock.Add(2 * time.Hour)
+	now := e.clock.Now()
+	cutoff := now.Add(-time.Hour)
+	var from storage.SweepCursor
+	for range 1000 {
+		_, next, err := e.db.SweepDeliveries(ctx, now, cutoff, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from = next; next.Done() {
+			break
+		}
+	}
+	for range 1000 {
+		n, err := e.db.SweepRejectionCounts(ctx, cutoff, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var rows, junk int64
+	err := rawDB(t, e.db.Path()).QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(source)), 0)
+		FROM delivery_stats WHERE source LIKE 'junk-%'`).Scan(&rows, &junk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after %d hours of junk names and a retention sweep: %d rows of hourly totals name junk sources (%d bytes of names)", hours, rows, junk)
+	if rows > hours {
+		t.Errorf("%d rows of hourly totals for unknown names outlive retention: junk storage grows without bound", rows)
+	}
+}
