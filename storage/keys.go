@@ -13,7 +13,7 @@ type KeyFilter struct {
 	// Stuck selects only stuck keys: failed, or processing since before StuckBefore.
 	Stuck       bool
 	StuckBefore time.Time
-	Before     int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
+	Before      int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
 	Limit       int   // default 100
 }
 

@@ -76,20 +76,18 @@ GROUP BY 3, 4, 5`, mark, limit)
 		return 0, nil
 	}
 
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("roll up stats: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ? WHERE rolled_up_to = ?`, upto, mark)
-	if err != nil {
-		return 0, fmt.Errorf("roll up stats: %w", err)
-	}
-	if moved, err := res.RowsAffected(); err != nil || moved == 0 {
-		return 0, err // another call counted this stretch first
-	}
-	for _, st := range stats {
-		if _, err := tx.ExecContext(ctx, `
+	var moved bool
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ? WHERE rolled_up_to = ?`, upto, mark)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // another call counted this stretch first
+		}
+		moved = true
+		for _, st := range stats {
+			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, deliveries, mismatches, with_amount, amount)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, hour, outcome) DO UPDATE SET
@@ -97,12 +95,17 @@ ON CONFLICT (source, hour, outcome) DO UPDATE SET
 	mismatches  = mismatches + excluded.mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-			st.source, st.hour, st.outcome, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
-			return 0, fmt.Errorf("roll up stats: %w", err)
+				st.source, st.hour, st.outcome, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if !moved {
+		return 0, nil
 	}
 	return int(n), nil
 }

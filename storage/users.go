@@ -52,27 +52,22 @@ func (db *DB) CreateUser(ctx context.Context, u User, actor string) (User, error
 		return User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx,
-		`INSERT INTO users (name, role, password_hash, created_at) VALUES (?, ?, ?, ?)`,
-		u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt))
-	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return User{}, fmt.Errorf("create user %q: %w", u.Name, ErrExists)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO users (name, role, password_hash, created_at) VALUES (?, ?, ?, ?)`,
+			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt))
+		if err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+				return ErrExists
+			}
+			return err
 		}
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	if u.ID, err = res.LastInsertId(); err != nil {
-		return User{}, err
-	}
-	if err := db.insertAudit(ctx, tx, AuditEntry{At: u.CreatedAt, Actor: actor, Action: "add user", Reason: u.Name + " as " + u.Role}); err != nil {
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	if err := tx.Commit(); err != nil {
+		if u.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		return db.insertAudit(ctx, tx, AuditEntry{At: u.CreatedAt, Actor: actor, Action: "add user", Reason: u.Name + " as " + u.Role})
+	})
+	if err != nil {
 		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
 	}
 	return u, nil
@@ -127,7 +122,7 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 	if err != nil {
 		return "", fmt.Errorf("setting %q: %w", name, err)
 	}
-	if _, err := db.write.ExecContext(ctx,
+	if _, err := db.writeExec(ctx,
 		`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, v); err != nil {
 		return "", fmt.Errorf("setting %q: %w", name, err)
 	}
@@ -216,28 +211,22 @@ func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 // inside one write transaction and appends the audit row it returns, by actor; an entry
 // without an Action means nothing changed. Returns ErrNotFound for an unknown user.
 func (db *DB) changeUser(ctx context.Context, name, actor string, change func(*sql.Tx, User) (AuditEntry, error)) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var u User
-	err = tx.QueryRowContext(ctx, `SELECT id, name, role FROM users WHERE name = ?`, name).Scan(&u.ID, &u.Name, &u.Role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	e, err := change(tx, u)
-	if err != nil || e.Action == "" {
-		return err
-	}
-	e.Actor = actor
-	if err := db.insertAudit(ctx, tx, e); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		var u User
+		err := tx.QueryRowContext(ctx, `SELECT id, name, role FROM users WHERE name = ?`, name).Scan(&u.ID, &u.Name, &u.Role)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		e, err := change(tx, u)
+		if err != nil || e.Action == "" {
+			return err
+		}
+		e.Actor = actor
+		return db.insertAudit(ctx, tx, e)
+	})
 }
 
 // lastAdmin returns ErrLastAdmin if at most one admin is left.

@@ -56,8 +56,14 @@ type consoleEnv struct {
 // newConsoleEnv starts the console; each of configure may change its Config first.
 func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
+	return newConsoleEnvOn(t, storage.Options{}, configure...)
+}
+
+// newConsoleEnvOn is newConsoleEnv on a database opened with opt.
+func newConsoleEnvOn(t testing.TB, opt storage.Options, configure ...func(*web.Config)) *consoleEnv {
+	t.Helper()
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
