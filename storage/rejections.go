@@ -20,7 +20,8 @@ const minuteMillis = 60000
 
 // AddRejectionCounts adds counts to the rejections counted without a delivery row, and
 // to the dashboard's hourly totals of rejected deliveries (DeliveryStats), in one
-// transaction: the dashboard then shows every rejection, stored or only counted.
+// transaction: the dashboard then shows every rejection, stored or only counted. The
+// totals count unknown names (StatusUnknownSource) together, under UnknownSources.
 func (db *DB) AddRejectionCounts(ctx context.Context, counts []RejectionCount) error {
 	if len(counts) == 0 {
 		return nil
@@ -37,10 +38,14 @@ ON CONFLICT (minute, source, status) DO UPDATE SET rejections = rejections + exc
 				minute, c.Source, c.Status, c.Rejections); err != nil {
 				return err
 			}
+			source := c.Source
+			if c.Status == StatusUnknownSource {
+				source = UnknownSources
+			}
 			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, deliveries) VALUES (?, ?, 'rejected', ?)
 ON CONFLICT (source, hour, outcome) DO UPDATE SET deliveries = deliveries + excluded.deliveries`,
-				c.Source, minute*minuteMillis/3600000, c.Rejections); err != nil {
+				source, minute*minuteMillis/3600000, c.Rejections); err != nil {
 				return err
 			}
 		}

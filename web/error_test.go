@@ -170,7 +170,9 @@ func TestWriteUnavailable(t *testing.T) {
 		}
 	}
 	for i, c := range consoles {
-		wg.Go(func() { check(fmt.Sprintf("console release %d", i), func() (int, http.Header) { return consoleRelease(c) }) })
+		wg.Go(func() {
+			check(fmt.Sprintf("console release %d", i), func() (int, http.Header) { return consoleRelease(c) })
+		})
 		wg.Go(func() { check(fmt.Sprintf("API release %d", i), apiRelease) })
 	}
 	wg.Wait()
