@@ -128,6 +128,12 @@ func (rc *Receiver) Register(mux *http.ServeMux) {
 	// Any other method on the same path: without this the console's catch-all would
 	// answer with its HTML page, and a provider's client expects JSON.
 	mux.HandleFunc("/webhooks/{source}", rc.handleMethodNotAllowed)
+	// Paths under /webhooks that name no source (/webhooks/, /webhooks/ota/,
+	// /webhooks/a/b): answered as an unknown source is, in JSON, and a POST recorded as
+	// one. Without these the console's catch-all answered its HTML page, and a
+	// provider's misconfigured URL went uncounted.
+	mux.HandleFunc("/webhooks/", rc.handleNoSource)
+	mux.HandleFunc("/webhooks", rc.handleNoSource)
 	mux.HandleFunc("GET /healthz", rc.handleHealth)
 	mux.HandleFunc("GET /readyz", rc.handleReady)
 	mux.Handle("GET /metrics", rc.metrics.Handler())
@@ -154,6 +160,17 @@ func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Reques
 	w.Header().Set("Allow", http.MethodPost)
 	writeJSON(w, http.StatusMethodNotAllowed, answer{Error: fmt.Sprintf(
 		"method %s is not allowed: webhooks are delivered with POST", safeName(r.Method, 32))})
+}
+
+// handleNoSource answers a request to a path under /webhooks that names no source: a
+// POST as an unknown source (recorded, counted), any other method with a JSON 404.
+func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
+	name := safeName(strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/webhooks"), "/"), maxSourceName)
+	if r.Method != http.MethodPost {
+		writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown source %q: webhooks are delivered with POST to /webhooks/{source}", name)})
+		return
+	}
+	rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 }
 
 // maxSourceName bounds what an unknown source's name costs us to record.
