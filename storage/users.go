@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -29,6 +30,20 @@ func CheckPassword(password string) error {
 		return errors.New("password needs at least 12 characters")
 	case len(password) > 72:
 		return errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	}
+	return nil
+}
+
+// validUserName is the rule for a new user's name: it is shown in the console, the
+// audit log and the CLI's output, so it holds no control, bidi or invisible character
+// and nothing that could pass for another name.
+var validUserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// CheckUserName applies the rule for a new user's name, the same from the console and
+// the command line. Its error is worded for the person choosing the name.
+func CheckUserName(name string) error {
+	if !validUserName.MatchString(name) {
+		return errors.New("a user name is 1 to 64 letters, digits, dots, dashes, underscores or @, starting with a letter or digit")
 	}
 	return nil
 }
