@@ -18,7 +18,8 @@ import (
 )
 
 // DispatchStore is what the dispatcher needs of storage: a durable queue of accepted
-// events, so that nothing waits in memory alone.
+// events, so that nothing waits in memory alone. LeaseDue and FinishAttempt return an
+// error wrapping storage.ErrFileGone once the database file has left its path.
 type DispatchStore interface {
 	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error)
 	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
@@ -120,6 +121,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, d.cfg.Workers)
+	paused := false // the database file left its path; said once
 	go d.reportStuck(ctx)
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
@@ -140,7 +142,17 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		}
 		jobs, err := d.cfg.Store.LeaseDue(ctx, d.cfg.Now(), d.lease, free)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, storage.ErrFileGone):
+			// Nothing is leased, so nothing is sent and no attempt is counted: the
+			// keys wait, in the file that left, for a restart with it back in place.
+			if !paused {
+				d.log.Error("dispatch paused: the database file is no longer at its path; "+
+					"keys resume after a restart with the file back in place", logErr, err)
+				paused = true
+			}
+		default:
 			d.log.Warn("lease failed", logErr, err)
 		}
 		for _, job := range jobs {
@@ -233,6 +245,11 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
 	moved, err := d.cfg.Store.FinishAttempt(ctx, job, a, res)
 	switch {
+	case errors.Is(err, storage.ErrFileGone):
+		// Not recorded where it will be found: after a restart with the file back, the
+		// lease ends and the job is tried again, with the same Idempotency-Key.
+		d.log.Warn("attempt not recorded: the database file is no longer at its path",
+			logSource, job.Source, logKey, job.Key)
 	case err != nil:
 		// The lease ends and the job is tried again: a second hand-off, with the same
 		// Idempotency-Key, rather than a lost one.

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +303,60 @@ func TestDispatch_ReprocessRecordOnly(t *testing.T) {
 	if len(atts) != 1 || atts[0].Error != "" || !strings.Contains(atts[0].Response, "record only") {
 		t.Fatalf("attempts = %+v", atts)
 	}
+}
+
+// TestDispatcher_PausesOnceFileGone: once the database file has left its path, the
+// dispatcher leases nothing, so it hands nothing downstream and counts no attempt: a
+// hand-off recorded only in the removed file would be lost at the restart, and made
+// again then. It says so once in the log.
+func TestDispatcher_PausesOnceFileGone(t *testing.T) {
+	ds := newDownstream(t, 0, nil)
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	accept(t, db, "evt_1", `{"id":"evt_1"}`)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs syncBuffer
+	st := &leaseCounter{DB: db}
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: st, Sources: []receiver.Source{forwardSource(t, ds.srv.URL, 3)},
+		Poll: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	// Several rounds: the dispatcher looks for work again after each.
+	for i := 0; st.leases.Load() < 5; i++ {
+		if i == 1000 {
+			t.Fatal("the dispatcher did not look for work five times")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+
+	ds.mu.Lock()
+	requests := ds.requests
+	ds.mu.Unlock()
+	if requests != 0 {
+		t.Errorf("the downstream got %d requests after the database file was removed, want none", requests)
+	}
+	if n := strings.Count(logs.String(), "dispatch paused"); n != 1 {
+		t.Errorf("%d log lines say dispatch paused, want one:\n%s", n, logs.String())
+	}
+}
+
+// leaseCounter is a database whose LeaseDue calls are counted.
+type leaseCounter struct {
+	*storage.DB
+	leases atomic.Int64
+}
+
+func (c *leaseCounter) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+	c.leases.Add(1)
+	return c.DB.LeaseDue(ctx, now, lease, limit)
 }

@@ -129,6 +129,12 @@ func (rc *Receiver) Register(mux *http.ServeMux) {
 	// Any other method on the same path: without this the console's catch-all would
 	// answer with its HTML page, and a provider's client expects JSON.
 	mux.HandleFunc("/webhooks/{source}", rc.handleMethodNotAllowed)
+	// Paths under /webhooks that name no source (/webhooks/, /webhooks/ota/,
+	// /webhooks/a/b): answered as an unknown source is, in JSON, and a POST recorded as
+	// one. Without these the console's catch-all answered its HTML page, and a
+	// provider's misconfigured URL went uncounted.
+	mux.HandleFunc("/webhooks/", rc.handleNoSource)
+	mux.HandleFunc("/webhooks", rc.handleNoSource)
 	mux.HandleFunc("GET /healthz", rc.handleHealth)
 	mux.HandleFunc("GET /readyz", rc.handleReady)
 	mux.Handle("GET /metrics", rc.metrics.Handler())
@@ -155,6 +161,17 @@ func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Reques
 	w.Header().Set("Allow", http.MethodPost)
 	writeJSON(w, http.StatusMethodNotAllowed, answer{Error: fmt.Sprintf(
 		"method %s is not allowed: webhooks are delivered with POST", safeName(r.Method, 32))})
+}
+
+// handleNoSource answers a request to a path under /webhooks that names no source: a
+// POST as an unknown source (recorded, counted), any other method with a JSON 404.
+func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
+	name := safeName(strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/webhooks"), "/"), maxSourceName)
+	if r.Method != http.MethodPost {
+		writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown source %q: webhooks are delivered with POST to /webhooks/{source}", name)})
+		return
+	}
+	rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 }
 
 // maxSourceName bounds what an unknown source's name costs us to record.
@@ -325,29 +342,90 @@ func rejectionReason(code int, authenticated bool) string {
 	return "other"
 }
 
-// boundHeaders keeps h's headers in name order, each value cut at valueLimit bytes,
-// until limit bytes; if anything was cut it says so in X-Hookdedup-Truncated.
+// boundHeaders keeps h's headers in name order, each value cut so that it takes at
+// most valueLimit bytes as stored, until they take limit bytes as stored; if anything
+// was cut it says so in X-Hookdedup-Truncated, within limit. As stored means as the
+// JSON that storage keeps the headers in, where a '<', '>' or '&', a control character
+// and each invalid UTF-8 byte take six bytes: counting the bytes received, a sender who
+// pads with those stores six times the bound. Invalid UTF-8 is kept as U+FFFD, as the
+// JSON would have it.
 func boundHeaders(h http.Header, limit, valueLimit int) http.Header {
+	mark := "headers cut to " + strconv.Itoa(limit) + " bytes as stored"
+	// Room for the mark, always: {"X-Hookdedup-Truncated":["…"]} and a comma.
+	budget := limit - (jsonLen(truncatedHeader) + jsonLen(mark) + 4)
 	names := slices.Sorted(maps.Keys(h))
 	out := make(http.Header, len(h))
-	size, cut := 0, false
+	size, cut := 2, false // {}
 	for _, name := range names {
+		entry := jsonLen(name) + 3 // "name":[] and, but for the first, a comma
+		if len(out) > 0 {
+			entry++
+		}
 		for _, v := range h[name] {
-			if len(v) > valueLimit {
-				v, cut = strings.ToValidUTF8(v[:valueLimit], ""), true
+			v = strings.ToValidUTF8(v, "\uFFFD")
+			if jsonLen(v) > valueLimit {
+				v, cut = cutJSON(v, valueLimit), true
 			}
-			if size+len(name)+len(v) > limit {
+			add := jsonLen(v)
+			if len(out[name]) > 0 {
+				add++ // the comma between values
+			} else {
+				add += entry
+			}
+			if size+add > budget {
 				cut = true
 				break
 			}
-			size += len(name) + len(v)
+			size += add
 			out[name] = append(out[name], v)
 		}
 	}
 	if cut {
-		out.Set("X-Hookdedup-Truncated", "headers cut to "+strconv.Itoa(limit)+" bytes")
+		out.Set(truncatedHeader, mark)
 	}
 	return out
+}
+
+// truncatedHeader marks a stored sample whose headers were cut.
+const truncatedHeader = "X-Hookdedup-Truncated"
+
+// jsonLen is the size of s as a JSON string, quotes included, as encoding/json writes
+// it: '<', '>', '&', control characters other than \b \f \n \r \t, U+2028, U+2029 and
+// each invalid UTF-8 byte as six bytes (\u003c, \ufffd …), '"' and '\\' as two.
+func jsonLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n += jsonRuneLen(r, size)
+		i += size
+	}
+	return n
+}
+
+func jsonRuneLen(r rune, size int) int {
+	switch {
+	case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029', r == '<', r == '>', r == '&':
+		return 6
+	case r == '"', r == '\\', r == '\b', r == '\f', r == '\n', r == '\r', r == '\t':
+		return 2
+	case r < 0x20:
+		return 6
+	}
+	return size
+}
+
+// cutJSON returns the longest start of s, cut on a character boundary, that takes at
+// most limit bytes as a JSON string (jsonLen).
+func cutJSON(s string, limit int) string {
+	n := 2
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if n += jsonRuneLen(r, size); n > limit {
+			return s[:i]
+		}
+		i += size
+	}
+	return s
 }
 
 // credentialHeaders never reach storage: they carry secrets, not evidence.

@@ -429,3 +429,46 @@ func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
 		t.Fatalf("counted under the cut name: %d %v, want %d", n, err, receiver.DefaultRejectionsPerAddress)
 	}
 }
+
+// TestHandler_PathWithoutSource: a path under /webhooks that names no source
+// (/webhooks/, a source's name with a slash after it, deeper paths) is answered as an
+// unknown source is: 404 with a JSON error, even on a mux whose catch-all serves the
+// console's HTML pages; and a POST is recorded as a rejection, so that a provider's
+// misconfigured URL shows on the console.
+func TestHandler_PathWithoutSource(t *testing.T) {
+	e := newEnv(t, storage.Options{})
+	mux := http.NewServeMux()
+	receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db}).Register(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<!doctype html><title>Not found</title>")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	posts := 0
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		for _, path := range []string{"/webhooks/ota/", "/webhooks/", "/webhooks", "/webhooks/ota/extra"} {
+			req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(cancellation))
+			client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var a answer
+			if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
+				json.Unmarshal(raw, &a) != nil || !strings.Contains(a.Error, "unknown source") {
+				t.Errorf("%s %s: %d %q %q; want 404 and a JSON error naming an unknown source",
+					method, path, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+			}
+			if method == http.MethodPost {
+				posts++
+			}
+		}
+	}
+	if c := e.counts(t); c.Rejected != int64(posts) || c.Accepted != 0 {
+		t.Fatalf("stored %+v; want the %d POSTs as rejections", c, posts)
+	}
+}

@@ -34,13 +34,18 @@ const (
 	DefaultRejectionsPerAddress = 5
 	DefaultRejectionsTotal      = 20
 
-	// maxSampleHeaders bounds the headers kept of a stored sample, in bytes; each value
-	// is cut at maxSampleHeaderValue. A provider's own headers (its signature, its ids,
-	// its user agent) fit; a sender's padding does not.
-	maxSampleHeaders     = 2 << 10
+	// maxSampleHeaders bounds the headers kept of a stored sample, in bytes as stored
+	// (JSON); each value is cut at maxSampleHeaderValue. A provider's own headers (its
+	// signature, its ids, its user agent) fit; a sender's padding does not. With every
+	// other field at its bound (a 64-byte name, quoted in the error at up to four bytes
+	// a byte, the longest address, maxSampleContentType), a sample's row stays under
+	// 2,040 bytes, so two share a 4 KiB page: twenty a minute take ten pages, not twenty.
+	maxSampleHeaders     = 1536
 	maxSampleHeaderValue = 512
-	// maxSampleContentType bounds the Content-Type kept of a stored sample.
-	maxSampleContentType = 256
+	// maxSampleContentType bounds the Content-Type kept of a stored sample: a real one
+	// fits ("application/x-www-form-urlencoded; charset=UTF-8" is 48), and it is in the
+	// sample's headers too.
+	maxSampleContentType = 48
 
 	// maxNamedUnknown is how many unknown source names a minute are counted by name;
 	// further names are counted together under "". The sampled deliveries still show

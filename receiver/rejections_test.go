@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,6 +235,28 @@ func (e *junkEnv) junkRequest(t *testing.T, addr, source string) int {
 	return w.Code
 }
 
+// worstJunkRequest sends to the handler an unauthenticated request that makes the
+// largest stored sample it can: from the IPv6 address of the longest form in the /64
+// numbered n, to the name (when it is not a configured source's) padded to the longest
+// kept with bytes that its quoted form in the error quadruples, with a Content-Type
+// over its bound and 150 headers of small values, each character of which takes six
+// bytes as stored, so that the kept ones fill the headers' bound closely.
+func (e *junkEnv) worstJunkRequest(t *testing.T, n int, source string) int {
+	t.Helper()
+	if source != "ota" {
+		source += strings.Repeat("\x01", max(0, 64-len(source)))
+	}
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/"+url.PathEscape(source), strings.NewReader(`{}`))
+	req.RemoteAddr = fmt.Sprintf("[%04x:%04x:ffff:ffff:ffff:ffff:ffff:ffff]:65535", 0xf000+n>>16&0xfff, n&0xffff)
+	for i := range 150 {
+		req.Header.Set(fmt.Sprintf("X-Junk-%03d", i), strings.Repeat("<", 12))
+	}
+	req.Header.Set("Content-Type", strings.Repeat("&", 300))
+	w := httptest.NewRecorder()
+	e.mux.ServeHTTP(w, req)
+	return w.Code
+}
+
 // storedFrom counts the stored rejections by client address (without the port).
 func (e *junkEnv) storedFrom(t *testing.T) map[string]int {
 	t.Helper()
@@ -351,8 +374,8 @@ func TestRejections_SampleBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(d.Headers)
-	if len(raw) > 3<<10 || http.Header(d.Headers).Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
-		t.Fatalf("a stored sample keeps %d bytes of headers (%s), %d of body; want about 2 KiB, marked as cut, and none",
+	if len(raw) > 1536 || http.Header(d.Headers).Get("X-Hookdedup-Truncated") == "" || len(d.Body) != 0 {
+		t.Fatalf("a stored sample keeps %d bytes of headers (%s), %d of body; want at most 1.5 KiB, marked as cut, and none",
 			len(raw), raw[:min(len(raw), 120)], len(d.Body))
 	}
 }
@@ -432,9 +455,11 @@ func TestRejections_AuthenticatedAllStored(t *testing.T) {
 // not assertions beyond correctness: the machine is shared). Run with -v to see them.
 //
 // Worst case for storage: each simulated minute, HOOKDEDUP_JUNK_PER_MINUTE (default
-// 1,000) unauthenticated requests with 15 KiB of headers, each from an address of its
-// own and half of them to a name of their own, for HOOKDEDUP_JUNK_MINUTES (default 10)
-// minutes, straight to the handler: how much the database grows per minute.
+// 1,000) unauthenticated requests that each make the largest sample they can
+// (worstJunkRequest), each from an address of its own and half of them to a name of
+// their own, for HOOKDEDUP_JUNK_MINUTES (default 10) minutes, straight to the handler:
+// how much the database grows per minute. The dashboard's totals are rolled up as
+// serve keeps them.
 //
 // Beside real traffic: three simulated minutes of the same junk over HTTP beside 100
 // signed deliveries a minute; every real delivery must be answered 200 and committed,
@@ -455,7 +480,7 @@ func TestRejections_FloodMeasured(t *testing.T) {
 			if i%2 == 0 {
 				source, want = fmt.Sprintf("junk-%d-%d", m, i), http.StatusNotFound
 			}
-			if code := e.junkRequest(t, fmt.Sprintf("10.%d.%d.%d:4000", m%256, i/256%256, i%256), source); code != want {
+			if code := e.worstJunkRequest(t, m*perMinute+i, source); code != want {
 				t.Fatalf("junk to %s: %d, want %d", source, code, want)
 			}
 		}
@@ -467,8 +492,15 @@ func TestRejections_FloodMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	growth := dbSize(t, e.db.Path()) - before
-	t.Logf("worst case: %d simulated minutes of %d junk requests a minute (15 KiB of headers each, every one from its own address, half to names of their own): the database grew by %d bytes, %d a minute",
+	t.Logf("worst case: %d simulated minutes of %d junk requests a minute (each makes the largest sample it can, from its own address, half to names of their own): the database grew by %d bytes, %d a minute",
 		minutes, perMinute, growth, growth/int64(minutes))
+	var stored, largest int64
+	err := rawDB(t, e.db.Path()).QueryRowContext(ctx, `SELECT count(*), max(octet_length(source) + octet_length(error)
+		+ octet_length(remote_addr) + octet_length(content_type) + octet_length(headers)) FROM deliveries`).Scan(&stored, &largest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d samples stored; the largest holds %d bytes of text", stored, largest)
 
 	const nReal = 100
 	e = newJunkEnv(t, storage.Options{})
@@ -552,4 +584,190 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive whole number", name, v)
 	}
 	return n
+}
+
+// junkMinutes sends, for each of minutes minutes, as many unauthenticated requests as
+// are stored a minute (DefaultRejectionsTotal), each from its own address, to an unknown
+// source, each with eight headers of pad. It returns how much the database grew a
+// minute, and the largest sample's headers: their size as kept (names and values) and
+// as stored (the headers column).
+func junkMinutes(t *testing.T, pad string, minutes int) (growth int64, kept, stored int) {
+	t.Helper()
+	e := newJunkEnv(t, storage.Options{})
+	before := dbSize(t, e.db.Path())
+	for m := range minutes {
+		for i := range receiver.DefaultRejectionsTotal {
+			req := httptest.NewRequest(http.MethodPost, "/webhooks/nope", strings.NewReader(`{}`))
+			req.RemoteAddr = fmt.Sprintf("198.51.%d.%d:1000", m, i+1)
+			for h := range 8 {
+				req.Header.Set(fmt.Sprintf("X-P%d", h), pad)
+			}
+			w := httptest.NewRecorder()
+			e.mux.ServeHTTP(w, req)
+			if w.Code != http.StatusNotFound {
+				t.Fatalf("junk %d: %d, want 404", i, w.Code)
+			}
+		}
+		e.clock.Add(time.Minute)
+	}
+	growth = (dbSize(t, e.db.Path()) - before) / int64(minutes)
+
+	rows, err := rawDB(t, e.db.Path()).QueryContext(context.Background(),
+		`SELECT headers FROM deliveries WHERE outcome = 'rejected'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var h http.Header
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for name, values := range h {
+			for _, v := range values {
+				size += len(name) + len(v)
+			}
+		}
+		n++
+		kept, stored = max(kept, size), max(stored, len(raw))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != minutes*receiver.DefaultRejectionsTotal {
+		t.Fatalf("%d samples stored, want %d", n, minutes*receiver.DefaultRejectionsTotal)
+	}
+	t.Logf("%d samples in %d minutes: the largest keeps %d bytes of headers, stored in %d bytes; the database grew by %d bytes a minute",
+		n, minutes, kept, stored, growth)
+	return growth, kept, stored
+}
+
+// junkBytesPerMinute is the README's bound on what junk from any number of addresses
+// adds to the database a minute (TestRejections_FloodMeasured measures the worst case).
+const junkBytesPerMinute = 48_000
+
+// maxStoredSampleHeaders is what a stored sample's headers take in the database at
+// most: "headers cut to 1.5 KiB as stored".
+const maxStoredSampleHeaders = 1536
+
+// TestRejections_SampleHeadersBoundedAsStored: a stored sample of an unauthenticated
+// rejection keeps its headers cut to 1.5 KiB as stored. Headers are stored as JSON,
+// where '<', '>' and '&' take six bytes each (\u003c), and so does every invalid UTF-8
+// byte (\ufffd): a cut that counted the bytes received let a sender who pads with them
+// store six times the bound.
+func TestRejections_SampleHeadersBoundedAsStored(t *testing.T) {
+	for _, pad := range []string{strings.Repeat("<", 500), strings.Repeat("\xffa", 250), strings.Repeat("\u2028", 200)} {
+		growth, kept, stored := junkMinutes(t, pad, 5)
+		if stored > maxStoredSampleHeaders {
+			t.Errorf("a sample's headers, cut to %d bytes, take %d bytes in the database, over %d", kept, stored, maxStoredSampleHeaders)
+		}
+		if growth > junkBytesPerMinute {
+			t.Errorf("junk from many addresses grew the database by %d bytes a minute, over %d", growth, junkBytesPerMinute)
+		}
+	}
+}
+
+// TestRejections_JunkGrowthPerMinute: junk from any number of addresses grows the
+// database by at most junkBytesPerMinute a minute. With plain ASCII headers that fill
+// what a sample keeps, a sample row must still share its 4 KiB page with another.
+func TestRejections_JunkGrowthPerMinute(t *testing.T) {
+	growth, _, _ := junkMinutes(t, strings.Repeat("j", 500), 10)
+	if growth > junkBytesPerMinute {
+		t.Errorf("junk from many addresses grew the database by %d bytes a minute, over %d", growth, junkBytesPerMinute)
+	}
+}
+
+// rawDB is a connection of the test's own to the database file at path.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	c, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestRejections_UnknownNamesTotalledTogether: unauthenticated rejections are counted
+// per minute, source (or unknown name) and status, and the counts are kept for
+// retention. The dashboard's hourly totals, which no sweep deletes, must not keep rows
+// per unknown name: a sender who asks for new names each minute would add rows that
+// outlive retention, without end. They total every unknown name under one row, so the
+// dashboard's figure for unknown sources stays whole.
+func TestRejections_UnknownNamesTotalledTogether(t *testing.T) {
+	e := newJunkEnv(t, storage.Options{})
+	ctx := context.Background()
+	const hours = 3
+	for m := range hours * 60 {
+		// As many names a minute as are sampled, and as are counted by name.
+		for i := range receiver.DefaultRejectionsTotal + 8 {
+			req := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/webhooks/junk-%d-%d", m, i), strings.NewReader(`{}`))
+			req.RemoteAddr = fmt.Sprintf("198.51.%d.%d:1000", m%250, i+1)
+			w := httptest.NewRecorder()
+			e.mux.ServeHTTP(w, req)
+			if w.Code != http.StatusNotFound {
+				t.Fatalf("junk: %d, want 404", w.Code)
+			}
+		}
+		e.clock.Add(time.Minute)
+		if err := e.rc.FlushRejections(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.RollupStats(ctx, 100000); err != nil {
+		t.Fatal(err)
+	}
+
+	// Retention (an hour, say) passes; every sweep runs to its end.
+	e.clock.Add(2 * time.Hour)
+	now := e.clock.Now()
+	cutoff := now.Add(-time.Hour)
+	var from storage.SweepCursor
+	for range 1000 {
+		_, next, err := e.db.SweepDeliveries(ctx, now, cutoff, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from = next; next.Done() {
+			break
+		}
+	}
+	for range 1000 {
+		n, err := e.db.SweepRejectionCounts(ctx, cutoff, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var rows, junk int64
+	err := rawDB(t, e.db.Path()).QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(source)), 0)
+		FROM delivery_stats WHERE source LIKE 'junk-%'`).Scan(&rows, &junk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after %d hours of junk names and a retention sweep: %d rows of hourly totals name junk sources (%d bytes of names)", hours, rows, junk)
+	if rows > hours {
+		t.Errorf("%d rows of hourly totals for unknown names outlive retention: junk storage grows without bound", rows)
+	}
+	stats, err := e.db.DeliveryStats(ctx, now.Add(-(hours+3)*time.Hour), now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unknown int64
+	for _, b := range stats {
+		if b.Outcome == storage.Rejected && b.Source == storage.UnknownSources {
+			unknown += b.Deliveries
+		}
+	}
+	if want := int64(hours * 60 * (receiver.DefaultRejectionsTotal + 8)); unknown != want {
+		t.Errorf("the hourly totals count %d rejections of unknown names, want all %d", unknown, want)
+	}
 }

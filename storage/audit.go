@@ -43,16 +43,16 @@ func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEnt
 
 // AppendAudit writes one audit row (At, when zero, is now).
 func (db *DB) AppendAudit(ctx context.Context, e AuditEntry) error {
-	return db.insertAudit(ctx, db.write, e)
+	return db.writeTx(ctx, func(tx *sql.Tx) error { return db.insertAudit(ctx, tx, e) })
 }
 
-// execer is the write connection or one of its transactions.
+// execer is a connection or a transaction.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertAudit writes one audit row through x: the write connection, or the transaction
-// of the change it records, so that the change and its row commit together.
+// insertAudit writes one audit row through x: the transaction of the change it
+// records, so that the change and its row commit together, or one of its own.
 func (db *DB) insertAudit(ctx context.Context, x execer, e AuditEntry) error {
 	if e.At.IsZero() {
 		e.At = db.Now()

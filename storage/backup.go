@@ -186,6 +186,17 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 			return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; open it once with sqlite3 to fold it in", from, suffix))
 		}
 	}
+	// The ids the database being replaced has issued: providers were answered them, and
+	// the downstream was sent them, so the restored database must not issue them again.
+	var issued int64
+	if _, err := os.Stat(dbPath); err == nil {
+		if issued, err = issuedIDs(ctx, dbPath); err != nil {
+			return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w "+
+				"(to restore without it, move it aside first: the ids it issued since the backup may then be issued again)", err))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
 	tmp, err := tempBeside(dbPath)
 	if err != nil {
 		return fail(err)
@@ -197,6 +208,9 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	info, err := checkCopy(ctx, tmp)
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
+	}
+	if err := continueIDs(ctx, tmp, issued); err != nil {
+		return fail(err)
 	}
 	if err := syncFile(tmp); err != nil {
 		return fail(err)
@@ -233,6 +247,53 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		return fail(err)
 	}
 	return out, nil
+}
+
+// issuedIDs returns the highest delivery id that the database at path has issued: its
+// sequence's, or (a database older than the sequence) the highest id it names anywhere,
+// as the migration that made the sequence counts it. The database is opened read-only.
+func issuedIDs(ctx context.Context, path string) (int64, error) {
+	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	var seq int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'delivery_seq'`).
+		Scan(&seq); err != nil {
+		return 0, err
+	}
+	// The sequence is above every id named anywhere; the deliveries' own max is one
+	// seek, and covers a row stored without the sequence.
+	q := `SELECT max((SELECT coalesce(max(last), 0) FROM delivery_seq), (SELECT coalesce(max(id), 0) FROM deliveries))`
+	if seq == 0 {
+		q = `SELECT max(
+			(SELECT coalesce(max(id), 0) FROM deliveries),
+			(SELECT coalesce(max(first_delivery), 0) FROM claims),
+			(SELECT coalesce(max(delivery), 0) FROM attempts))`
+	}
+	var n int64
+	if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return 0, err
+	}
+	return n, c.Close()
+}
+
+// continueIDs brings the database at path (a restored copy, not yet in place) up to
+// date and makes its delivery sequence go on after issued: the ids that the database it
+// replaces issued after the backup are never issued again.
+func continueIDs(ctx context.Context, path string, issued int64) error {
+	db, err := Open(path, Options{MustExist: true})
+	if err != nil {
+		return err
+	}
+	_, err = db.writeExec(ctx, `UPDATE delivery_seq SET last = max(last, ?) WHERE only = 1`, issued)
+	if err != nil {
+		err = fmt.Errorf("continue the delivery ids after %d: %w", issued, err)
+	}
+	// Closing the last connection folds the WAL back in: one self-contained file again.
+	return errors.Join(err, db.Close())
 }
 
 // InUse reports whether a process has the SQLite database at path open. Every

@@ -176,6 +176,42 @@ func TestRestore(t *testing.T) {
 	}
 }
 
+// TestRestore_ContinuesDeliveryIDs: delivery ids "come from a persistent sequence and
+// are never reused". A restore from a backup takes the sequence back to the backup's,
+// so the ids issued after the backup (already answered to providers, and sent
+// downstream in X-Hookdedup-Delivery) would be issued again, to other events: the
+// restored database goes on after the highest id the replaced one issued.
+func TestRestore_ContinuesDeliveryIDs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+
+	db, err := storage.Open(live, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storage.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+	restored := storagetest.OpenPath(t, live, storage.Options{})
+	next := storagetest.Record(t, restored, delivery("ota", "after-restore", "h"), day)
+	if next.ID <= after.ID {
+		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before the restore to %s/%s: an id issued twice",
+			next.ID, after.ID, after.Source, after.Key)
+	}
+}
+
 // TestRestore_RefusedWhileInUse holds the database open in another process, as a
 // running serve would: InUse says so and Restore refuses, until that process closes it.
 func TestRestore_RefusedWhileInUse(t *testing.T) {

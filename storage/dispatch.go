@@ -33,46 +33,45 @@ type Job struct {
 // dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
 // lease ends.
 func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Job, error) {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("lease jobs: %w", err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `
+	var jobs []Job
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		jobs = nil
+		rows, err := tx.QueryContext(ctx, `
 UPDATE claims SET next_attempt_at = ?1
 WHERE id IN (SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2
 	ORDER BY next_attempt_at, id LIMIT ?3)
 RETURNING id, source, key, first_delivery, attempts, claimed_at`, millis(now.Add(lease)), millis(now), limit)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var j Job
+			var gen int64
+			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &j.Attempts, &gen); err != nil {
+				rows.Close()
+				return err
+			}
+			j.Generation = fromMillis(gen)
+			jobs = append(jobs, j)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range jobs {
+			j := &jobs[i]
+			err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body FROM deliveries WHERE id = ?`, j.Delivery).
+				Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body)
+			switch {
+			case err == nil:
+				j.Stored = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("payload of delivery %d: %w", j.Delivery, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("lease jobs: %w", err)
-	}
-	var jobs []Job
-	for rows.Next() {
-		var j Job
-		var gen int64
-		if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &j.Attempts, &gen); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("lease jobs: %w", err)
-		}
-		j.Generation = fromMillis(gen)
-		jobs = append(jobs, j)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lease jobs: %w", err)
-	}
-	for i := range jobs {
-		j := &jobs[i]
-		err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body FROM deliveries WHERE id = ?`, j.Delivery).
-			Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body)
-		switch {
-		case err == nil:
-			j.Stored = true
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("lease jobs: payload of delivery %d: %w", j.Delivery, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
 	// RETURNING gives rows in no promised order; hand them out oldest first.
@@ -117,42 +116,42 @@ type AttemptResult struct {
 // transaction. A key that was released, reprocessed or claimed anew meanwhile is left
 // as it is (its attempt is still recorded). Reports whether the key moved.
 func (db *DB) FinishAttempt(ctx context.Context, job Job, a Attempt, res AttemptResult) (bool, error) {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+	var moved bool
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
-		a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
-		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
-	}
-	now := millis(db.Now())
-	var q string
-	var args []any
-	switch {
-	case res.Done:
-		q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
+			a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
+			return err
+		}
+		now := millis(db.Now())
+		var q string
+		var args []any
+		switch {
+		case res.Done:
+			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
 			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ?`
-		args = []any{now, job.ClaimID, millis(job.Generation)}
-	case res.Failed:
-		q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
+			args = []any{now, job.ClaimID, millis(job.Generation)}
+		case res.Failed:
+			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
 			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ?`
-		args = []any{res.LastError, now, job.ClaimID, millis(job.Generation)}
-	default:
-		q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation)}
+		default:
+			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
 			WHERE id = ? AND state = 'processing' AND claimed_at = ?`
-		args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation)}
-	}
-	r, err := tx.ExecContext(ctx, q, args...)
+			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation)}
+		}
+		r, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		moved = n == 1
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
 	}
-	n, _ := r.RowsAffected()
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
-	}
-	return n == 1, nil
+	return moved, nil
 }
 
 // Attempts returns the attempts made for one source's key, oldest first.

@@ -74,3 +74,8 @@ func (db *DB) explain(ctx context.Context, query string, args ...any) (string, e
 	}
 	return b.String(), rows.Err()
 }
+
+// ExplainSweepExpired returns the query plan of SweepExpired.
+func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlSweepExpired, 1, 1000)
+}

@@ -84,6 +84,8 @@ func (db *DB) fileGone() error {
 }
 
 // watchFile runs checkFile every fileCheckEvery until Close or until the file is gone.
+// While the file is in place it notes the -wal and -shm beside it again (noteSideFiles):
+// SQLite makes them anew if every connection closed meanwhile.
 func (db *DB) watchFile() {
 	defer close(db.watcherDone)
 	t := time.NewTicker(fileCheckEvery)
@@ -94,8 +96,61 @@ func (db *DB) watchFile() {
 			return
 		case <-t.C:
 		}
-		if errors.Is(db.checkFile(), ErrFileGone) {
+		switch err := db.checkFile(); {
+		case errors.Is(err, ErrFileGone):
 			return
+		case err == nil:
+			db.noteSideFiles()
 		}
+	}
+}
+
+// sideSuffixes are the files SQLite keeps beside a database in WAL mode: its log of
+// committed pages, and that log's index.
+var sideSuffixes = [...]string{"-wal", "-shm"}
+
+// noteSideFiles notes which files are the -wal and -shm of the open database: those at
+// its path beside it while the database file is the open one. Close sets them aside
+// once the database file has left its path (setSideFilesAside).
+func (db *DB) noteSideFiles() {
+	for i, suffix := range sideSuffixes {
+		db.sideIDs[i] = fileID{}
+		if fi, err := os.Stat(db.path + suffix); err == nil {
+			db.sideIDs[i], _ = idOf(fi)
+		}
+	}
+}
+
+// setSideFilesAside renames the -wal and -shm at the database's path to
+// <name>.orphaned-<time>, if they are the ones the open database uses, once its file has
+// left the path. They belong to that file, not to whatever is at the path now: the
+// next open would replay that WAL, written for another file, into the one there and
+// corrupt it. SQLite cannot fold the WAL into a file that has moved, so closing its
+// connections leaves the WAL at the path; it is set aside before they close, or their
+// last close could write into whatever has come to the path meanwhile. Files of the
+// same names that another process has made since (another inode) are left alone.
+func (db *DB) setSideFilesAside() {
+	if !errors.Is(db.checkFile(), ErrFileGone) {
+		return
+	}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	for i, suffix := range sideSuffixes {
+		name := db.path + suffix
+		fi, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		if id, err := idOf(fi); err != nil || id != db.sideIDs[i] || id == (fileID{}) {
+			continue
+		}
+		aside := name + ".orphaned-" + stamp
+		if err := os.Rename(name, aside); err != nil {
+			db.log.Error("could not set aside the "+suffix+" of the database file that left its path: "+
+				"remove it before hookdedup opens the file now at the path, or that file will be corrupted",
+				"path", name, "err", err)
+			continue
+		}
+		db.log.Warn("set aside the "+suffix+" of the database file that left its path, so that it is not "+
+			"applied to the file now there", "path", name, "aside", aside)
 	}
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -19,35 +20,38 @@ const minuteMillis = 60000
 
 // AddRejectionCounts adds counts to the rejections counted without a delivery row, and
 // to the dashboard's hourly totals of rejected deliveries (DeliveryStats), in one
-// transaction: the dashboard then shows every rejection, stored or only counted.
+// transaction: the dashboard then shows every rejection, stored or only counted. The
+// totals count unknown names (StatusUnknownSource) together, under UnknownSources.
 func (db *DB) AddRejectionCounts(ctx context.Context, counts []RejectionCount) error {
 	if len(counts) == 0 {
 		return nil
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("add rejection counts: %w", err)
-	}
-	defer tx.Rollback()
-	for _, c := range counts {
-		if c.Rejections <= 0 {
-			continue
-		}
-		minute := millis(c.Minute) / minuteMillis
-		if _, err := tx.ExecContext(ctx, `
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, c := range counts {
+			if c.Rejections <= 0 {
+				continue
+			}
+			minute := millis(c.Minute) / minuteMillis
+			if _, err := tx.ExecContext(ctx, `
 INSERT INTO rejection_counts (minute, source, status, rejections) VALUES (?, ?, ?, ?)
 ON CONFLICT (minute, source, status) DO UPDATE SET rejections = rejections + excluded.rejections`,
-			minute, c.Source, c.Status, c.Rejections); err != nil {
-			return fmt.Errorf("add rejection counts: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `
+				minute, c.Source, c.Status, c.Rejections); err != nil {
+				return err
+			}
+			source := c.Source
+			if c.Status == StatusUnknownSource {
+				source = UnknownSources
+			}
+			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, deliveries) VALUES (?, ?, 'rejected', ?)
 ON CONFLICT (source, hour, outcome) DO UPDATE SET deliveries = deliveries + excluded.deliveries`,
-			c.Source, minute*minuteMillis/3600000, c.Rejections); err != nil {
-			return fmt.Errorf("add rejection counts: %w", err)
+				source, minute*minuteMillis/3600000, c.Rejections); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("add rejection counts: %w", err)
 	}
 	return nil
@@ -85,7 +89,7 @@ func (db *DB) RejectionsNotStored(ctx context.Context, f EventFilter) (int64, er
 // SweepRejectionCounts deletes at most limit counts of minutes before cutoff, oldest
 // first, and returns how many it deleted. The dashboard's hourly totals keep them.
 func (db *DB) SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	res, err := db.write.ExecContext(ctx, `
+	res, err := db.writeExec(ctx, `
 DELETE FROM rejection_counts WHERE (minute, source, status) IN (
 	SELECT minute, source, status FROM rejection_counts WHERE minute < ? ORDER BY minute LIMIT ?)`,
 		millis(cutoff)/minuteMillis, limit)

@@ -45,23 +45,31 @@ func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 	if r.Reason == "" {
 		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	defer tx.Rollback()
-	out, refused, err := db.releaseIn(ctx, tx, r)
-	if err != nil {
-		return Released{}, err
-	}
-	if refused != nil {
+	var out Released
+	var refused, failed error
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		out, refused, failed = db.releaseIn(ctx, tx, r)
+		switch {
+		case failed != nil:
+			return failed
+		case refused != nil:
+			return errRefused // nothing to commit
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errRefused):
 		return out, refused
-	}
-	if err := tx.Commit(); err != nil {
+	case failed != nil:
+		return Released{}, failed // it names the key already
+	case err != nil:
 		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
 	return out, nil
 }
+
+// errRefused rolls back the transaction of a release that was refused.
+var errRefused = errors.New("refused")
 
 // releaseIn releases one key inside tx. A refusal (no such key, a key in flight, a
 // reprocess without a payload) comes back as refused, wrapping ErrNotFound, ErrBusy or
@@ -275,30 +283,29 @@ func (db *DB) releaseBatch(ctx context.Context, batch []KeyRef, r Release) ([]Ke
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("bulk release: %w", err)
-	}
-	defer tx.Rollback()
-	out := make([]KeyOutcome, 0, len(batch))
-	for _, c := range batch {
-		one := r
-		one.Source, one.Key = c.Source, c.Key
-		res, refused, err := db.releaseIn(ctx, tx, one)
-		if err != nil {
-			return nil, err
-		}
-		o := KeyOutcome{Source: c.Source, Key: c.Key, Released: res}
-		if refused != nil {
-			why, ok := RefusalOf(refused)
-			if !ok {
-				return nil, refused // releaseIn refuses only for the reasons RefusalOf knows
+	var out []KeyOutcome
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		out = make([]KeyOutcome, 0, len(batch))
+		for _, c := range batch {
+			one := r
+			one.Source, one.Key = c.Source, c.Key
+			res, refused, err := db.releaseIn(ctx, tx, one)
+			if err != nil {
+				return err
 			}
-			o.Refused = why
+			o := KeyOutcome{Source: c.Source, Key: c.Key, Released: res}
+			if refused != nil {
+				why, ok := RefusalOf(refused)
+				if !ok {
+					return refused // releaseIn refuses only for the reasons RefusalOf knows
+				}
+				o.Refused = why
+			}
+			out = append(out, o)
 		}
-		out = append(out, o)
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("bulk release: %w", err)
 	}
 	return out, nil

@@ -37,7 +37,7 @@ func (db *DB) CreateSession(ctx context.Context, u User, now time.Time) (string,
 		return "", err
 	}
 	id := base64.RawURLEncoding.EncodeToString(b)
-	res, err := db.write.ExecContext(ctx, `INSERT INTO sessions (id_hash, user_id, created_at, seen_at)
+	res, err := db.writeExec(ctx, `INSERT INTO sessions (id_hash, user_id, created_at, seen_at)
 		SELECT ?1, id, ?2, ?2 FROM users WHERE id = ?3 AND password_hash = ?4`,
 		hashSessionID(id), millis(now), u.ID, u.PasswordHash)
 	if err != nil {
@@ -70,7 +70,7 @@ func (db *DB) SessionByID(ctx context.Context, id string) (Session, error) {
 // TouchSession records a request of the session with that id at at (its idle time starts
 // again). Callers touch a session once a minute at most: it is a write.
 func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
-	if _, err := db.write.ExecContext(ctx, `UPDATE sessions SET seen_at = ? WHERE id_hash = ?`,
+	if _, err := db.writeExec(ctx, `UPDATE sessions SET seen_at = ? WHERE id_hash = ?`,
 		millis(at), hashSessionID(id)); err != nil {
 		return fmt.Errorf("touch session: %w", err)
 	}
@@ -80,7 +80,7 @@ func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
 // EndSession ends the session with that id (signing out, or a session found expired).
 // Ending a session that is already gone is not an error.
 func (db *DB) EndSession(ctx context.Context, id string) error {
-	if _, err := db.write.ExecContext(ctx, `DELETE FROM sessions WHERE id_hash = ?`, hashSessionID(id)); err != nil {
+	if _, err := db.writeExec(ctx, `DELETE FROM sessions WHERE id_hash = ?`, hashSessionID(id)); err != nil {
 		return fmt.Errorf("end session: %w", err)
 	}
 	return nil
@@ -89,7 +89,7 @@ func (db *DB) EndSession(ctx context.Context, id string) error {
 // EndIdleSessions deletes the sessions not seen since seenBefore, and returns how many:
 // those whose browser never came back to be told.
 func (db *DB) EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error) {
-	res, err := db.write.ExecContext(ctx, `DELETE FROM sessions WHERE seen_at < ?`, millis(seenBefore))
+	res, err := db.writeExec(ctx, `DELETE FROM sessions WHERE seen_at < ?`, millis(seenBefore))
 	if err != nil {
 		return 0, fmt.Errorf("end idle sessions: %w", err)
 	}

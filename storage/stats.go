@@ -45,7 +45,7 @@ func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
 		rows, err := db.read.QueryContext(ctx, `
 WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 ORDER BY id LIMIT ?2),
      bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
-SELECT bounds.upto, bounds.n, d.source, d.received_at / 3600000, d.outcome, count(d.id),
+SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome, count(d.id),
 	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
 	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
@@ -76,20 +76,18 @@ GROUP BY 3, 4, 5`, mark, limit)
 		return 0, nil
 	}
 
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("roll up stats: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ? WHERE rolled_up_to = ?`, upto, mark)
-	if err != nil {
-		return 0, fmt.Errorf("roll up stats: %w", err)
-	}
-	if moved, err := res.RowsAffected(); err != nil || moved == 0 {
-		return 0, err // another call counted this stretch first
-	}
-	for _, st := range stats {
-		if _, err := tx.ExecContext(ctx, `
+	var moved bool
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ? WHERE rolled_up_to = ?`, upto, mark)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // another call counted this stretch first
+		}
+		moved = true
+		for _, st := range stats {
+			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, deliveries, mismatches, with_amount, amount)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, hour, outcome) DO UPDATE SET
@@ -97,14 +95,39 @@ ON CONFLICT (source, hour, outcome) DO UPDATE SET
 	mismatches  = mismatches + excluded.mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-			st.source, st.hour, st.outcome, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
-			return 0, fmt.Errorf("roll up stats: %w", err)
+				st.source, st.hour, st.outcome, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, fmt.Errorf("roll up stats: %w", err)
 	}
+	if !moved {
+		return 0, nil
+	}
 	return int(n), nil
+}
+
+// StatusUnknownSource is the HTTP status of a rejection whose source name is no
+// configured source's: intake answers 404 to a name it does not know, and to nothing
+// else. The dashboard's hourly totals count all such names together, under the source
+// "" (UnknownSources), as the rejections counted past a minute's named bound already
+// are: whoever reaches the port can ask for new names without end, and the totals are
+// kept for good. The deliveries and the counts of RejectionsNotStored, swept after
+// retention, keep each name.
+const StatusUnknownSource = 404
+
+// UnknownSources is the source under which the hourly totals (DeliveryStats) count the
+// rejections of names that no source has.
+const UnknownSources = ""
+
+// sqlStatsSource is the source that the hourly totals count a row of table (an alias of
+// deliveries) under.
+func sqlStatsSource(table string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s.outcome = 'rejected' AND %[1]s.status = %[2]d THEN '%[3]s' ELSE %[1]s.source END`,
+		table, StatusUnknownSource, UnknownSources)
 }
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats counts as it
@@ -118,7 +141,7 @@ const statsTail = 20000
 // reads the hourly totals that RollupStats keeps, and counts the deliveries received
 // since it last ran (up to statsTail of them) as it reads, in the same snapshot: its
 // figures are current, it writes nothing, and its cost does not grow with the
-// deliveries.
+// deliveries. The rejections of names that no source has come under UnknownSources.
 func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]StatBucket, error) {
 	hours := int64(step / time.Hour)
 	if hours < 1 {
@@ -129,7 +152,7 @@ func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.D
 	// and its totals together, and the tail read here starts from the mark read here.
 	rows, err := db.read.QueryContext(ctx, `
 WITH tail AS (
-	SELECT source, received_at / 3600000 AS hour, outcome, mismatch, amount FROM deliveries
+	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, amount FROM deliveries
 	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
 counts AS (
 	SELECT source, hour, outcome, deliveries, mismatches, with_amount, amount

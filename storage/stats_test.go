@@ -141,3 +141,53 @@ func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
 		t.Fatalf("rolled up and not:\n%swant:\n%s", got, want)
 	}
 }
+
+// TestDB_DeliveryStats_UnknownNamesTogether: the hourly totals are kept for good, and
+// whoever reaches the port can ask for new source names without end; so the rejections
+// of names that no source has (404) are totalled under one row, stored or only counted,
+// before and after the roll-up, while a configured source's rejections keep its name.
+func TestDB_DeliveryStats_UnknownNamesTogether(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	c := newClock(db)
+	from := c.Now().Truncate(time.Hour)
+	for i := range 3 {
+		storagetest.Record(t, db, &storage.Delivery{Source: fmt.Sprintf("junk-%d", i), Outcome: storage.Rejected,
+			Status: storage.StatusUnknownSource}, day)
+	}
+	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401}, day)
+	if err := db.AddRejectionCounts(ctx, []storage.RejectionCount{
+		{Source: "junk-9", Status: storage.StatusUnknownSource, Minute: c.Now(), Rejections: 5},
+		{Source: "ota", Status: 401, Minute: c.Now(), Rejections: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	totals := func() string {
+		t.Helper()
+		got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Hour), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, s := range got {
+			fmt.Fprintf(&b, "%q %s n=%d\n", s.Source, s.Outcome, s.Deliveries)
+		}
+		return b.String()
+	}
+	const want = `"" rejected n=8
+"ota" rejected n=3
+`
+	if got := totals(); got != want {
+		t.Fatalf("before the roll-up:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := db.RollupStats(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := totals(); got != want {
+		t.Fatalf("after the roll-up:\n%s\nwant:\n%s", got, want)
+	}
+	// Each name is still in the counts that retention sweeps.
+	if n, err := db.RejectionsNotStored(ctx, storage.EventFilter{Source: "junk-9"}); err != nil || n != 5 {
+		t.Fatalf("junk-9 counted %d, %v; want 5", n, err)
+	}
+}

@@ -53,8 +53,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed means the DB was closed while a write waited for its commit.
 	ErrClosed = errors.New("database closed")
-	// ErrWriteTimeout means a delivery was not committed within the busy timeout of its
-	// Record call (a lock held by another process, most likely), and was not stored.
+	// ErrWriteTimeout means a write (a delivery, a release, any change) was not
+	// committed within the busy timeout of its call (a lock held by another process,
+	// most likely), and nothing of it was stored.
 	ErrWriteTimeout = errors.New("not committed within the busy timeout")
 )
 
@@ -79,7 +80,10 @@ type Options struct {
 	MustExist bool
 }
 
-// DB is a hookdedup database. Its methods are safe for concurrent use.
+// DB is a hookdedup database. Its methods are safe for concurrent use. A method that
+// writes returns an error wrapping ErrFileGone once the database file has left its path
+// (what it wrote, if anything, will not be found), and one wrapping ErrWriteTimeout
+// when it could not write within the busy timeout of its call (write.go).
 type DB struct {
 	// Now is the clock every method uses; tests replace it to move time.
 	Now func() time.Time
@@ -102,10 +106,11 @@ type DB struct {
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
 
-	busyTimeout time.Duration // Record's bound on its whole wait (record.go)
+	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	log         *slog.Logger
-	fileID      fileID                // the open database file (file.go)
-	gone        atomic.Pointer[error] // set once the file is no longer at path
+	fileID      fileID                    // the open database file (file.go)
+	gone        atomic.Pointer[error]     // set once the file is no longer at path
+	sideIDs     [len(sideSuffixes)]fileID // the -wal and -shm in use (file.go)
 	watcherDone chan struct{}
 }
 
@@ -151,6 +156,11 @@ func Open(path string, opt Options) (*DB, error) {
 		}
 	} else if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
+	} else {
+		// The file exists now. No connection may make one: the pools open connections
+		// later too, and one opened after the file was removed would leave an empty
+		// database at the path.
+		params.Set("mode", "rw")
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
@@ -221,6 +231,8 @@ func Open(path string, opt Options) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	// The first connection made them (migrate wrote through it), and it stays open.
+	db.noteSideFiles()
 	go db.writer()
 	go db.checkpointer()
 	go db.watchFile()
@@ -230,14 +242,18 @@ func Open(path string, opt Options) (*DB, error) {
 // Path is the database file's path.
 func (db *DB) Path() string { return db.path }
 
-// Close waits for queued writes to commit, then closes the database cleanly. Closing
-// again does nothing and returns what the first Close returned.
+// Close waits for queued writes to commit, then closes the database cleanly. If the
+// database file has left its path (ErrFileGone), the -wal and -shm it used are renamed
+// aside first (to <name>.orphaned-<time>, and logged), so that they are never applied
+// to the file now at the path. Closing again does nothing and returns what the first
+// Close returned.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		close(db.closing)
 		<-db.writerDone
 		<-db.checkpointerDone
 		<-db.watcherDone
+		db.setSideFilesAside()
 		// The write connection closes last: the last connection to close checkpoints the
 		// whole WAL into the database file and removes it.
 		err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
@@ -271,7 +287,7 @@ func (db *DB) Ping(ctx context.Context) error {
 			}
 		}
 	}
-	_, err := db.write.ExecContext(ctx,
+	_, err := db.writeExec(ctx,
 		`INSERT INTO settings(name, value) VALUES('readyz', ?)
 		 ON CONFLICT(name) DO UPDATE SET value = excluded.value`, db.now())
 	if err != nil {

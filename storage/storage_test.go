@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -315,6 +316,60 @@ func TestDB_Sweep(t *testing.T) {
 	// The key still owed downstream keeps its payload too.
 	if n := sweepAll(t, db, clk.Now().Add(-time.Minute), 100); n != 26 {
 		t.Fatalf("retention swept %d deliveries, want 26", n)
+	}
+}
+
+// TestDB_SweepKeepsFailedClaims: a key whose hand-off failed is still owed downstream.
+// Once its ttl has passed, the claims sweep must not delete it: it would leave the stuck
+// list without an operator ever seeing it, and the retention sweep would then delete
+// the only copy of its payload. A redelivery may still take it over, as it may any
+// expired key that is not being handed downstream.
+func TestDB_SweepKeepsFailedClaims(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	clk := newClock(db)
+	d := storagetest.Record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	handOff(t, db, "evt_weekend", storage.AttemptResult{Failed: true, LastError: "downstream answered 503"})
+
+	// The downstream was down over a weekend: the ttl passed before anyone looked.
+	clk.Add(2 * time.Hour)
+	if _, err := db.SweepExpired(ctx, clk.Now(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	sweepAll(t, db, clk.Now().Add(-time.Hour), 100)
+
+	c, err := db.Claim(ctx, "ota", "evt_weekend")
+	if err != nil {
+		t.Fatalf("the failed key is gone after the claims sweep (%v): it no longer shows as stuck, and the event was never handed downstream", err)
+	}
+	if c.State != storage.StateFailed {
+		t.Errorf("state %q, want failed", c.State)
+	}
+	if _, err := db.Delivery(ctx, d.ID); err != nil {
+		t.Errorf("the failed key's payload was deleted: %v", err)
+	}
+
+	again := storagetest.Record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	if again.Outcome != storage.Accepted {
+		t.Fatalf("a redelivery of the expired failed key: %s, want accepted (a takeover)", again.Outcome)
+	}
+	if c, err := db.Claim(ctx, "ota", "evt_weekend"); err != nil || c.State != storage.StateProcessing || c.FirstDelivery != again.ID {
+		t.Fatalf("after the takeover: %+v %v, want processing from delivery %d", c, err, again.ID)
+	}
+}
+
+// TestDB_SweepExpired_Plan: the claims sweep finds what it may delete through the index
+// of settled and released claims alone: not every claim, and not the keys still owed
+// downstream, which it keeps however long expired and would otherwise read past in
+// every batch.
+func TestDB_SweepExpired_Plan(t *testing.T) {
+	plan, err := storagetest.Open(t).ExplainSweepExpired(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "INDEX claims_expiring (expires_at<?)") || strings.Contains(plan, "SCAN claims") ||
+		strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("claims sweep plan:\n%s", plan)
 	}
 }
 

@@ -9,19 +9,27 @@ import (
 )
 
 // SweepExpired deletes at most limit claims that expired at or before now, through the
-// index on expires_at, and returns how many it deleted. Keys still being handed
-// downstream are kept: their work must not be lost. Expiry never waits for the sweep (a
-// claim takes over an expired row itself); the sweep only keeps the table small.
+// index of the claims it may delete (claims_expiring), and returns how many it deleted.
+// Keys still owed downstream are kept, however long expired: a key being handed
+// downstream (processing), whose work must not be lost, and a key whose hand-off failed
+// (failed), which stays on the stuck list, with its payload (sqlOwed), until an operator
+// releases or reprocesses it, or a redelivery takes it over. Expiry never waits for the
+// sweep (a claim takes over an expired row itself); the sweep only keeps the table small.
 func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
-	res, err := db.write.ExecContext(ctx, `
-DELETE FROM claims WHERE id IN (
-	SELECT id FROM claims WHERE expires_at <= ? AND state != 'processing' ORDER BY expires_at LIMIT ?)`,
-		millis(now), limit)
+	res, err := db.writeExec(ctx, sqlSweepExpired, millis(now), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sweep expired claims: %w", err)
 	}
 	return res.RowsAffected()
 }
+
+// sqlSweepExpired deletes up to ?2 claims expired at ?1 and settled or released. Its
+// state condition is the one of the index claims_expiring, word for word, so that
+// SQLite can use that partial index.
+const sqlSweepExpired = `
+DELETE FROM claims WHERE id IN (
+	SELECT id FROM claims WHERE expires_at <= ?1 AND state IN ('processed', 'released')
+	ORDER BY expires_at LIMIT ?2)`
 
 // SweepCursor is where a retention sweep goes on from. The zero value starts a walk.
 type SweepCursor struct {
@@ -85,7 +93,7 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from S
 	case err != nil:
 		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
 	}
-	res, err := db.write.ExecContext(ctx, `DELETE FROM deliveries
+	res, err := db.writeExec(ctx, `DELETE FROM deliveries
 		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed,
 		millis(now), next.id, end, millis(cutoff))
 	if err != nil {

@@ -44,71 +44,66 @@ func (t Throttle) Wait(n int) time.Duration {
 // until when the longest wait lasts. A scope whose last failure is older than its
 // policy's Forget starts counting again.
 func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string]Throttle) (time.Time, error) {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("login throttle: %w", err)
-	}
-	defer tx.Rollback()
 	var until time.Time
-	for scope, t := range scopes {
-		var failures, last int64
-		err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE scope = ?`, scope).
-			Scan(&failures, &last)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		until = time.Time{}
+		for scope, t := range scopes {
+			var failures, last int64
+			err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE scope = ?`, scope).
+				Scan(&failures, &last)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			lastAt := fromMillis(last)
+			if !lastAt.Add(min(t.Forget, throttleMemory)).After(now) {
+				continue // forgotten
+			}
+			if end := lastAt.Add(t.Wait(int(failures))); end.After(now) && end.After(until) {
+				until = end
+			}
 		}
-		if err != nil {
-			return time.Time{}, fmt.Errorf("login throttle: %w", err)
+		if !until.IsZero() {
+			return nil
 		}
-		lastAt := fromMillis(last)
-		if !lastAt.Add(min(t.Forget, throttleMemory)).After(now) {
-			continue // forgotten
-		}
-		if end := lastAt.Add(t.Wait(int(failures))); end.After(now) && end.After(until) {
-			until = end
-		}
-	}
-	if !until.IsZero() {
-		return until, nil
-	}
-	for scope, t := range scopes {
-		_, err := tx.ExecContext(ctx, `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES (?1, 1, ?2, ?2)
+		for scope, t := range scopes {
+			_, err := tx.ExecContext(ctx, `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES (?1, 1, ?2, ?2)
 			ON CONFLICT (scope) DO UPDATE SET
 				failures = CASE WHEN last_at <= ?2 - ?3 THEN 1 ELSE failures + 1 END,
 				first_at = CASE WHEN last_at <= ?2 - ?3 THEN ?2 ELSE first_at END,
 				last_at = ?2`, scope, millis(now), min(t.Forget, throttleMemory).Milliseconds())
-		if err != nil {
-			return time.Time{}, fmt.Errorf("login throttle: %w", err)
+			if err != nil {
+				return err
+			}
 		}
-	}
-	// Old rows are of no use: keep the table to the scopes seen lately (by index).
-	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, millis(now.Add(-throttleMemory))); err != nil {
+		// Old rows are of no use: keep the table to the scopes seen lately (by index).
+		_, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, millis(now.Add(-throttleMemory)))
+		return err
+	})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("login throttle: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return time.Time{}, fmt.Errorf("login throttle: %w", err)
-	}
-	return time.Time{}, nil
+	return until, nil
 }
 
 // LoginSucceeded takes back the attempt LoginAttempt counted, the password being right:
 // the scope clear forgets its failures, and each scope in keep has this one attempt
 // taken off its count (an address keeps the failures it made for other names).
 func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("login throttle: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, clear); err != nil {
-		return fmt.Errorf("login throttle: %w", err)
-	}
-	for _, scope := range keep {
-		if _, err := tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ? AND failures > 0`, scope); err != nil {
-			return fmt.Errorf("login throttle: %w", err)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, clear); err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		for _, scope := range keep {
+			if _, err := tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ? AND failures > 0`, scope); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("login throttle: %w", err)
 	}
 	return nil

@@ -85,28 +85,23 @@ func (db *DB) TokenUser(ctx context.Context, token string) (User, error) {
 // and writes the audit row, by actor, in the same transaction. Returns ErrNotFound if
 // there is no such valid token (of owner).
 func (db *DB) RevokeToken(ctx context.Context, id int64, owner, actor string) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("revoke token %d: %w", id, err)
-	}
-	defer tx.Rollback()
-	var name, user string
-	err = tx.QueryRowContext(ctx, `SELECT t.name, u.name FROM tokens t JOIN users u ON u.id = t.user_id
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var name, user string
+		err := tx.QueryRowContext(ctx, `SELECT t.name, u.name FROM tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.id = ? AND t.revoked_at IS NULL AND (? = '' OR u.name = ?)`, id, owner, owner).Scan(&name, &user)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("revoke token %d: %w", id, ErrNotFound)
-	}
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ?`, db.now(), id); err != nil {
+			return err
+		}
+		return db.insertAudit(ctx, tx, AuditEntry{Actor: actor, Action: "revoke token",
+			Reason: fmt.Sprintf("%q (id %d) of %s", name, id, user)})
+	})
 	if err != nil {
-		return fmt.Errorf("revoke token %d: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ?`, db.now(), id); err != nil {
-		return fmt.Errorf("revoke token %d: %w", id, err)
-	}
-	if err := db.insertAudit(ctx, tx, AuditEntry{Actor: actor, Action: "revoke token",
-		Reason: fmt.Sprintf("%q (id %d) of %s", name, id, user)}); err != nil {
-		return fmt.Errorf("revoke token %d: %w", id, err)
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("revoke token %d: %w", id, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -33,6 +34,20 @@ func CheckPassword(password string) error {
 	return nil
 }
 
+// validUserName is the rule for a new user's name: it is shown in the console, the
+// audit log and the CLI's output, so it holds no control, bidi or invisible character
+// and nothing that could pass for another name.
+var validUserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// CheckUserName applies the rule for a new user's name, the same from the console and
+// the command line. Its error is worded for the person choosing the name.
+func CheckUserName(name string) error {
+	if !validUserName.MatchString(name) {
+		return errors.New("a user name is 1 to 64 letters, digits, dots, dashes, underscores or @, starting with a letter or digit")
+	}
+	return nil
+}
+
 // ErrExists means a row with the same unique name already exists.
 var ErrExists = errors.New("already exists")
 
@@ -56,27 +71,22 @@ func (db *DB) CreateUser(ctx context.Context, u User, actor string) (User, error
 		return User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx,
-		`INSERT INTO users (name, role, password_hash, created_at, must_change_password) VALUES (?, ?, ?, ?, ?)`,
-		u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword)
-	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return User{}, fmt.Errorf("create user %q: %w", u.Name, ErrExists)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO users (name, role, password_hash, created_at, must_change_password) VALUES (?, ?, ?, ?, ?)`,
+			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword)
+		if err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+				return ErrExists
+			}
+			return err
 		}
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	if u.ID, err = res.LastInsertId(); err != nil {
-		return User{}, err
-	}
-	if err := db.insertAudit(ctx, tx, AuditEntry{At: u.CreatedAt, Actor: actor, Action: "add user", Reason: u.Name + " as " + u.Role}); err != nil {
-		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
-	}
-	if err := tx.Commit(); err != nil {
+		if u.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		return db.insertAudit(ctx, tx, AuditEntry{At: u.CreatedAt, Actor: actor, Action: "add user", Reason: u.Name + " as " + u.Role})
+	})
+	if err != nil {
 		return User{}, fmt.Errorf("create user %q: %w", u.Name, err)
 	}
 	return u, nil
@@ -131,7 +141,7 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 	if err != nil {
 		return "", fmt.Errorf("setting %q: %w", name, err)
 	}
-	if _, err := db.write.ExecContext(ctx,
+	if _, err := db.writeExec(ctx,
 		`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, v); err != nil {
 		return "", fmt.Errorf("setting %q: %w", name, err)
 	}
@@ -237,28 +247,22 @@ func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 // inside one write transaction and appends the audit row it returns, by actor; an entry
 // without an Action means nothing changed. Returns ErrNotFound for an unknown user.
 func (db *DB) changeUser(ctx context.Context, name, actor string, change func(*sql.Tx, User) (AuditEntry, error)) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var u User
-	err = tx.QueryRowContext(ctx, `SELECT id, name, role FROM users WHERE name = ?`, name).Scan(&u.ID, &u.Name, &u.Role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	e, err := change(tx, u)
-	if err != nil || e.Action == "" {
-		return err
-	}
-	e.Actor = actor
-	if err := db.insertAudit(ctx, tx, e); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		var u User
+		err := tx.QueryRowContext(ctx, `SELECT id, name, role FROM users WHERE name = ?`, name).Scan(&u.ID, &u.Name, &u.Role)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		e, err := change(tx, u)
+		if err != nil || e.Action == "" {
+			return err
+		}
+		e.Actor = actor
+		return db.insertAudit(ctx, tx, e)
+	})
 }
 
 // lastAdmin returns ErrLastAdmin if at most one admin is left.

@@ -31,6 +31,9 @@ type sessionStore interface {
 	EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error)
 }
 
+// touchWait bounds the wait for a session's touch (a write) on a console request.
+const touchWait = 250 * time.Millisecond
+
 // The session cookie and the setting that keeps its keys. Deleting the setting (and
 // restarting) rotates the keys, which signs everyone out.
 const (
@@ -274,9 +277,14 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 		// Keep the session alive (idle timeout): a write, so once a minute at most.
 		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
 			sid, _ := sess.Values["sid"].(string)
-			if err := s.sessions.TouchSession(r.Context(), sid, now); err != nil {
+			// Briefly: a touch that cannot be written now is tried again at the next
+			// request, and the request's own write must still be answered within the
+			// busy timeout when another process holds the lock.
+			ctx, cancel := context.WithTimeout(r.Context(), touchWait)
+			if err := s.sessions.TouchSession(ctx, sid, now); err != nil {
 				s.log.Warn("touching session", logErr, err)
 			}
+			cancel()
 		}
 		// Consume shown flashes.
 		if len(st.flashes) > 0 {

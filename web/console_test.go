@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,8 +46,14 @@ type consoleEnv struct {
 // newConsoleEnv starts the console; each of configure may change its Config first.
 func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
+	return newConsoleEnvOn(t, storage.Options{}, configure...)
+}
+
+// newConsoleEnvOn is newConsoleEnv on a database opened with opt.
+func newConsoleEnvOn(t testing.TB, opt storage.Options, configure ...func(*web.Config)) *consoleEnv {
+	t.Helper()
 	ctx := context.Background()
-	db := storagetest.Open(t)
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	clock := storagetest.NewClock(time.Now().UTC())
 	db.Now = clock.Now
 	for _, role := range []string{storage.RoleViewer, storage.RoleOperator, storage.RoleAdmin} {

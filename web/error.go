@@ -34,7 +34,9 @@ func badRequest(msg string) error { return &Error{http.StatusBadRequest, msg} }
 
 // errorStatus is the HTTP status err is answered with: an *Error's own, 404 for
 // storage.ErrNotFound, 409 for a conflict with the state of the data (a key in flight,
-// a name taken, the last admin), else 500.
+// a name taken, the last admin), 503 for a write the database could not take now and
+// did not store (its file left its path, or another process held the lock past the
+// busy timeout), else 500.
 func errorStatus(err error) int {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
@@ -44,9 +46,15 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, storage.ErrBusy), errors.Is(err, storage.ErrExists), errors.Is(err, storage.ErrLastAdmin):
 		return http.StatusConflict
+	case errors.Is(err, storage.ErrFileGone), errors.Is(err, storage.ErrWriteTimeout):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
+
+// retryAfter is the Retry-After of a 503, in seconds: a lock held by another process
+// is usually let go within that.
+const retryAfter = "5"
 
 // errorMessage is what the user may read of err: an *Error's message, else fixed words
 // for its status (code), taken from words. Never the text of err itself.
@@ -64,6 +72,8 @@ func errorMessage(err error, code int, words map[int]string) string {
 var consoleWords = map[int]string{
 	http.StatusNotFound: "There is nothing at this address.",
 	http.StatusConflict: "Something else changed this meanwhile. Reload the page and try again.",
+	http.StatusServiceUnavailable: "The database cannot store changes right now, and nothing was changed. " +
+		"Try again in a moment; if this lasts, tell whoever runs hookdedup.",
 	http.StatusInternalServerError: "The server could not complete this request. " +
 		"It has been logged; try again in a moment.",
 }
@@ -72,6 +82,7 @@ var consoleWords = map[int]string{
 var apiWords = map[int]string{
 	http.StatusNotFound:            "not found",
 	http.StatusConflict:            "conflict with the current state; try again later",
+	http.StatusServiceUnavailable:  "the database cannot store changes now; nothing was changed; retry later",
 	http.StatusInternalServerError: "internal error; it has been logged",
 }
 
@@ -84,6 +95,9 @@ func (s *Server) consoleError(w http.ResponseWriter, r *http.Request, err error)
 	code := errorStatus(err)
 	if code >= 500 {
 		s.log.Error("console request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
+	}
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	s.renderError(w, r, code, errorTitle(code), errorMessage(err, code, consoleWords))
 }
@@ -98,8 +112,11 @@ func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.log.Error("api request failed", logMethod, r.Method, logPath, r.URL.Path, logErr, err)
 	}
-	if code == http.StatusUnauthorized {
+	switch code {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hookdedup"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	writeAPI(w, code, map[string]string{"error": errorMessage(err, code, apiWords)})
 }
@@ -117,6 +134,8 @@ func errorTitle(code int) string {
 		return "Changed meanwhile"
 	case code == http.StatusUnprocessableEntity:
 		return "Not accepted"
+	case code == http.StatusServiceUnavailable:
+		return "Not stored, try again"
 	case code >= 500:
 		return "Something went wrong"
 	}

@@ -3,14 +3,19 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/web"
@@ -96,5 +101,93 @@ func TestInternalErrorNotShown(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%d log lines %s, want 1:\n%s", n, want.msg, logs.String())
 		}
+	}
+}
+
+// TestWriteUnavailable: a change that the database cannot store now is answered 503
+// with Retry-After, in the console and in the API, and quickly. Under a write lock held
+// by another process, while several console and API releases wait on the one write
+// connection at once (a console request touches its session first, a write too),
+// each is answered within the busy timeout and a second; once the database file has
+// left its path, a release is refused, not reported done into a file nobody will open.
+func TestWriteUnavailable(t *testing.T) {
+	const busy = 300 * time.Millisecond
+	e := newConsoleEnvOn(t, storage.Options{BusyTimeout: busy})
+	ctx := context.Background()
+	tok, _, err := e.db.CreateToken(ctx, "operator", "scripts", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consoles []*client
+	for range 3 {
+		c := e.as(t, "operator")
+		c.get("/keys")
+		consoles = append(consoles, c)
+	}
+	e.clock.Add(2 * time.Minute) // each console request now touches its session
+	apiRelease := func() (int, http.Header) {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/release",
+			strings.NewReader(`{"source":"ota","key":"derived:9f2c","reason":"PMS restored"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	consoleRelease := func(c *client) (int, http.Header) {
+		code, _, h := c.post("/keys/release", url.Values{"k": {"ota/derived:9f2c"}, "reason": {"PMS restored"},
+			"action": {"release"}, "return": {"/keys"}})
+		return code, h
+	}
+
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	check := func(what string, release func() (int, http.Header)) {
+		start := time.Now()
+		code, h := release()
+		took := time.Since(start)
+		if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+			t.Errorf("%s under a foreign lock: %d, Retry-After %q; want 503 with Retry-After", what, code, h.Get("Retry-After"))
+		}
+		if took > busy+time.Second {
+			t.Errorf("%s under a foreign lock answered after %s; the busy timeout is %s, the bound %s",
+				what, took.Round(time.Millisecond), busy, busy+time.Second)
+		}
+	}
+	for i, c := range consoles {
+		wg.Go(func() {
+			check(fmt.Sprintf("console release %d", i), func() (int, http.Header) { return consoleRelease(c) })
+		})
+		wg.Go(func() { check(fmt.Sprintf("API release %d", i), apiRelease) })
+	}
+	wg.Wait()
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+
+	if err := os.Remove(e.db.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if code, h := apiRelease(); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("API release once the database file was removed: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
+	}
+	if code, h := consoleRelease(consoles[0]); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("console release once the database file was removed: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -58,15 +57,13 @@ func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.UsersView(v))
 }
 
-var validUserName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
-
 func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	me, _ := UserFrom(ctx)
 	form := views.UserForm{Name: strings.TrimSpace(r.PostFormValue("name")), Role: r.PostFormValue("role")}
 	password := r.PostFormValue("password")
 	switch {
-	case !validUserName.MatchString(form.Name):
+	case storage.CheckUserName(form.Name) != nil:
 		form.Error = "A name is 1 to 64 letters, digits, dots, dashes, underscores or @, starting with a letter or digit."
 	case !storage.ValidRole(form.Role):
 		form.Error = "Choose a role: viewer, operator or admin."

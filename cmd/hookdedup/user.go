@@ -126,6 +126,9 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if len(pos) != 1 || pos[0] == "" {
 		return errors.New("usage: hookdedup user add NAME --role viewer|operator|admin (password on stdin)")
 	}
+	if err := storage.CheckUserName(pos[0]); err != nil {
+		return fmt.Errorf("user name %q: %w", pos[0], err)
+	}
 	if !storage.ValidRole(*role) {
 		return fmt.Errorf("--role %q: want viewer, operator or admin", *role)
 	}

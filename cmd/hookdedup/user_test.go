@@ -69,3 +69,24 @@ func TestServe_FirstAdminOneTime(t *testing.T) {
 		t.Error("a password given with user add is one-time")
 	}
 }
+
+// TestCLI_UserNameRule: the command line refuses a user name by the console's rule (a
+// bidi override, a line break, a leading dot or space, more than 64 bytes), saying
+// which rule; a name the console takes, it takes too.
+func TestCLI_UserNameRule(t *testing.T) {
+	const pw = "correct horse battery staple\n"
+	for _, name := range []string{"root\u202E", "ana\nbob", " ana", ".ana", "ana bob", strings.Repeat("a", 65)} {
+		_, _, err := runIn(t, "", nil, pw, "user", "add", name, "--role", "viewer")
+		if err == nil || !strings.Contains(err.Error(), storage.CheckUserName(name).Error()) {
+			t.Errorf("user add %q: %v, want the name rule", name, err)
+		}
+	}
+	for _, name := range []string{"ana", "ana.b@example.com", "ops_1-x"} {
+		if err := storage.CheckUserName(name); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if _, _, err := runIn(t, "", nil, pw, "user", "add", name, "--role", "viewer"); err != nil {
+			t.Errorf("user add %q: %v", name, err)
+		}
+	}
+}
