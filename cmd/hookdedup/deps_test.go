@@ -20,7 +20,7 @@ const module = "github.com/hookdedup/hookdedup"
 // A pattern ending in "/..." also allows every package below it. A package of the module
 // that is missing here fails the test: a new package says what it may import.
 var allowedImports = map[string][]string{
-	"cmd/hookdedup": {"std", "receiver", "receiver/signature", "static", "storage", "web",
+	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt"},
 	"receiver": {"std", "receiver/signature", "storage",
 		"github.com/go-json-experiment/json/...", "github.com/prometheus/client_golang/..."},
