@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
@@ -112,16 +113,21 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 	if src.Verifier.Timestamped() {
 		add("tolerance", sc.Tolerance != nil, str(durationText(cmp.Or(s.tolerance(), signature.DefaultTolerance))))
 	}
-	for _, m := range maskedSecrets(sc) {
-		line := shownSetting{name: "secret", value: str(m.masked), secret: true, note: m.origin}
-		if env, ok := strings.CutPrefix(m.origin, "from environment variable "); ok {
-			// The variable's name is no secret; its value is not shown.
-			line = shownSetting{name: "secret_env", value: str(env), secret: true, note: "its value is not shown"}
-		}
-		if m.generated {
-			line.origin = fromDefault
-		}
-		out = append(out, line)
+	// Secrets masked: the table's as one setting (a list during a rotation), the
+	// variable's by its name, which is no secret.
+	switch n := len(sc.Secret); {
+	case n == 1:
+		out = append(out, shownSetting{name: "secret", value: str(secretMask), secret: true, note: "in the configuration file"})
+	case n > 1:
+		out = append(out, shownSetting{name: "secret", value: tomlList(slices.Repeat([]string{secretMask}, n)), secret: true,
+			note: "in the configuration file; the first signs, the others still verify"})
+	}
+	if sc.SecretEnv != "" {
+		out = append(out, shownSetting{name: "secret_env", value: str(sc.SecretEnv), secret: true, note: "its value is not shown"})
+	}
+	if sc.generated && len(sc.Secret) == 0 && sc.SecretEnv == "" {
+		out = append(out, shownSetting{name: "secret", value: str("whsec_" + secretMask), secret: true, origin: fromDefault,
+			note: "generated on first start, kept in the database"})
 	}
 	add("event_id", sc.EventID != nil, str(src.Keys.EventID))
 	add("key_fields", sc.KeyFields != nil, tomlList(src.Keys.KeyFields))
@@ -194,7 +200,6 @@ func runSources(ctx context.Context, args []string, e env) error {
 	if db != nil {
 		db.Close()
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 1, ' ', 0)
 	for i, src := range sources {
 		sc := cfg.Sources[i]
 		shown, err := describeSource(sc, src)
@@ -202,20 +207,32 @@ func runSources(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		if i > 0 {
-			fmt.Fprintln(w)
+			fmt.Fprintln(e.stdout)
 		}
 		head := "POST /webhooks/" + src.Name
 		if p, ok := provider.Lookup(sc.Provider); ok {
 			head += ", preset for " + p.Title
 		}
-		fmt.Fprintf(w, "[[source]]\t\t# %s\n", head)
-		for _, s := range shown {
-			line := s.name + "\t= " + s.value
-			if c := s.comment(sc.Provider); c != "" {
-				line += "\t# " + c
-			}
-			fmt.Fprintln(w, line)
-		}
+		writeTable(e.stdout, head, shown, sc.Provider)
 	}
-	return w.Flush()
+	return nil
+}
+
+// writeTable writes one source's settings as a [[source]] table, its comments lined
+// up. Widths count characters, not bytes: a masked secret is made of "•".
+func writeTable(w io.Writer, head string, shown []shownSetting, providerName string) {
+	nameW, valueW := 0, 0
+	for _, s := range shown {
+		nameW = max(nameW, len(s.name))
+		valueW = max(valueW, utf8.RuneCountInString(s.value))
+	}
+	pad := func(s string, n int) string { return s + strings.Repeat(" ", max(0, n-utf8.RuneCountInString(s))) }
+	fmt.Fprintf(w, "%s # %s\n", pad("[[source]]", nameW+3+valueW), head)
+	for _, s := range shown {
+		line := pad(s.name, nameW) + " = " + s.value
+		if c := s.comment(providerName); c != "" {
+			line = pad(line, nameW+3+valueW) + " # " + c
+		}
+		fmt.Fprintln(w, line)
+	}
 }
