@@ -160,9 +160,9 @@ type Event struct {
 	BodySize    int
 	// BodyForm is the body as sent when it is a form whose payload field holds the
 	// JSON that Body shows (GitHub's form content type); "" otherwise.
-	BodyForm string
-	Key         *KeyState // nil when the delivery has no key (rejected)
-	Deliveries  []EventRow
+	BodyForm   string
+	Key        *KeyState // nil when the delivery has no key (rejected)
+	Deliveries []EventRow
 	// MoreDeliveriesURL lists every delivery of the key when it has more than the first
 	// FirstShown, which Deliveries holds (with this one) ("" when those are all).
 	MoreDeliveriesURL string
