@@ -207,12 +207,13 @@ func defaultConfig() config {
 func defaultSource() sourceConfig {
 	id := "header:webhook-id"
 	return sourceConfig{
-		Name:        defaultSourceName,
-		Signature:   "standard-webhooks",
-		EventID:     &id,
-		KeyFields:   []string{"/property_id", "/booking_id", "/status", "/effective_date"},
-		AmountField: new("/refund/amount"),
-		generated:   true,
+		Name:          defaultSourceName,
+		Signature:     "standard-webhooks",
+		EventID:       &id,
+		KeyFields:     []string{"/property_id", "/booking_id", "/status", "/effective_date"},
+		AmountField:   new("/refund/amount"),
+		CurrencyField: new("/refund/currency"),
+		generated:     true,
 	}
 }
 
