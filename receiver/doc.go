@@ -11,6 +11,10 @@
 // key. Every delivery, rejections included, goes through Store.Record, and the answer is
 // written only after Record returns: a 200 always stands for committed rows, a failed
 // commit is a 503. A rejection stores its body only once the source's check has passed.
+// A source that takes GitHub's form content type (Source.FormEncoded) reads the event's
+// JSON from the form's payload field once the signature has been checked over the form;
+// the form is what is stored and forwarded. Amounts are stored in major units with their
+// currency (Source.money), and the 200 is JSON or, for Adyen, the text "[accepted]".
 //
 // # Keys
 //

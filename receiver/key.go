@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -290,6 +291,11 @@ func findEventID(from string, h http.Header, doc string, raw []byte) (id, why st
 	}
 	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
 		v := eventIDHeaderValue(h, name)
+		if alias := signature.HeaderAlias(name); v == "" && alias != "" {
+			// Svix's names for the Standard Webhooks headers, which its senders
+			// still use and Verify accepts: the same message id.
+			v = eventIDHeaderValue(h, alias)
+		}
 		if v == "" {
 			return "", fmt.Sprintf("header %s is absent", name)
 		}

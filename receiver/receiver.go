@@ -37,10 +37,37 @@ type Source struct {
 	// property, the booking, the event's status and the money a duplicate would have
 	// moved. "" leaves a label empty.
 	PropertyField, BookingField, StatusField, AmountField string
+	// CurrencyField points at the currency of AmountField's amount ("" for none).
+	// AmountMinorUnits says the amount is a count of the currency's minor units (cents):
+	// it is stored in major units, by the currency's ISO 4217 exponent.
+	CurrencyField    string
+	AmountMinorUnits bool
+	// Batch points at the array of events in one request, Item at the event inside
+	// each of its elements ("" for the element itself). "" Batch: a request is one
+	// event.
+	Batch, Item string
+	// Answer is the body of the 200 answer for an accepted or duplicate delivery.
+	Answer Answer
+	// FormEncoded accepts application/x-www-form-urlencoded deliveries whose JSON is
+	// the payload field (GitHub's form content type): the signature is checked over the
+	// form body as sent, which is what is stored and forwarded; the key and labels come
+	// from the payload.
+	FormEncoded bool
 	// RedactHeaders names request headers that carry credentials for this source; they
 	// are stored as "[redacted]".
 	RedactHeaders []string
 }
+
+// Answer is the body a sender expects with a 200.
+type Answer string
+
+const (
+	// AnswerJSON is hookdedup's own JSON answer; the zero value means the same.
+	AnswerJSON Answer = "json"
+	// AnswerAccepted is the text "[accepted]" as text/plain, which Adyen's
+	// notification webhooks expect.
+	AnswerAccepted Answer = "[accepted]"
+)
 
 // Store is what the intake path needs of storage.
 type Store interface {
@@ -227,7 +254,12 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 		return
 	}
-	der, doc, err := derive(src.Keys, r.Header, body)
+	event, err := src.event(r.Header, body)
+	if err != nil {
+		rc.reject(w, r, src, body, http.StatusBadRequest, err.Error())
+		return
+	}
+	der, doc, err := derive(src.Keys, r.Header, event)
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrNoKey) {
@@ -237,6 +269,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	amount, currency := src.money(doc)
 	d := &storage.Delivery{
 		Source:       src.Name,
 		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
@@ -248,7 +281,8 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		Property:     textAt(doc, src.PropertyField),
 		Booking:      textAt(doc, src.BookingField),
 		EventStatus:  textAt(doc, src.StatusField),
-		Amount:       textAt(doc, src.AmountField),
+		Amount:       amount,
+		Currency:     currency,
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Headers:      src.storedHeaders(r.Header),
@@ -272,7 +306,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	} else if src.ForwardURL != "" {
 		rc.wake()
 	}
-	writeJSON(w, http.StatusOK, a)
+	writeStored(w, src, a)
 }
 
 // reject records a rejected delivery and answers code with reason. The body is kept only

@@ -42,8 +42,11 @@ type Delivery struct {
 	Mismatch      bool  // a duplicate whose payload differs from the first delivery's
 	FirstDelivery int64 // for a duplicate: the delivery that won the claim
 
-	// Business fields read from the body, for the console's filters and sums.
+	// Business fields read from the body, for the console's filters and sums. Amount is
+	// in major units ("412.50"); Currency is its code in upper case, "" when the source
+	// reads none.
 	Property, Booking, EventStatus, Amount string
+	Currency                               string
 
 	RemoteAddr  string
 	ContentType string
@@ -244,7 +247,7 @@ RETURNING first_delivery`
 	sqlDeliveryHead = `
 INSERT INTO deliveries (` + deliveryColumns + `)
 VALUES `
-	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
 
@@ -466,7 +469,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			d := r.d
 			args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
 				d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
-				d.Property, d.Booking, d.EventStatus, d.Amount, d.RemoteAddr, d.ContentType, r.headers, d.Body)
+				d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType, r.headers, d.Body)
 		}
 		w.args = args
 		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {

@@ -44,7 +44,7 @@ ON CONFLICT (minute, source, status) DO UPDATE SET rejections = rejections + exc
 			}
 			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, deliveries) VALUES (?, ?, 'rejected', ?)
-ON CONFLICT (source, hour, outcome) DO UPDATE SET deliveries = deliveries + excluded.deliveries`,
+ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET deliveries = deliveries + excluded.deliveries`,
 				source, minute*minuteMillis/3600000, c.Rejections); err != nil {
 				return err
 			}

@@ -7,15 +7,17 @@ import (
 	"time"
 )
 
-// StatBucket is the deliveries of one source and outcome in one period.
+// StatBucket is the deliveries of one source and outcome in one period, and of one
+// currency: amounts are summed per currency, never across currencies.
 type StatBucket struct {
 	Source     string
 	Start      time.Time // the period's start
 	Outcome    Outcome
+	Currency   string // of Amount: a Delivery's Currency; "" for none (and for counts without an amount)
 	Deliveries int64
 	Mismatches int64
 	WithAmount int64   // deliveries that carried an amount
-	Amount     float64 // their amounts summed
+	Amount     float64 // their amounts summed, in major units of Currency
 }
 
 // RollupStats folds up to limit deliveries not yet counted into the hourly totals that
@@ -27,7 +29,7 @@ type StatBucket struct {
 // stretch of deliveries is counted once.
 func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
 	type stat struct {
-		source, outcome              string
+		source, outcome, currency    string
 		hour, deliveries, mismatches int64
 		withAmount                   int64
 		amount                       float64
@@ -45,25 +47,26 @@ func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
 		rows, err := db.read.QueryContext(ctx, `
 WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 ORDER BY id LIMIT ?2),
      bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
-SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome, count(d.id),
+SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
+	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
 	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
 	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
-GROUP BY 3, 4, 5`, mark, limit)
+GROUP BY 3, 4, 5, 6`, mark, limit)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var st stat
-			var source, outcome sql.NullString
+			var source, outcome, currency sql.NullString
 			var hour sql.NullInt64
-			if err := rows.Scan(&upto, &n, &source, &hour, &outcome, &st.deliveries, &st.mismatches,
+			if err := rows.Scan(&upto, &n, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
 				&st.withAmount, &st.amount); err != nil {
 				return err
 			}
 			if st.deliveries > 0 {
-				st.source, st.hour, st.outcome = source.String, hour.Int64, outcome.String
+				st.source, st.hour, st.outcome, st.currency = source.String, hour.Int64, outcome.String, currency.String
 				stats = append(stats, st)
 			}
 		}
@@ -88,14 +91,14 @@ GROUP BY 3, 4, 5`, mark, limit)
 		moved = true
 		for _, st := range stats {
 			if _, err := tx.ExecContext(ctx, `
-INSERT INTO delivery_stats (source, hour, outcome, deliveries, mismatches, with_amount, amount)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (source, hour, outcome) DO UPDATE SET
+INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, with_amount, amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	deliveries  = deliveries + excluded.deliveries,
 	mismatches  = mismatches + excluded.mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-				st.source, st.hour, st.outcome, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
+				st.source, st.hour, st.outcome, st.currency, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
 				return err
 			}
 		}
@@ -136,8 +139,8 @@ func sqlStatsSource(table string) string {
 // dashboard catches up with it.
 const statsTail = 20000
 
-// DeliveryStats returns the deliveries received in [from, to) per source, outcome and
-// period of step (a whole number of hours), oldest first. Periods start at from. It
+// DeliveryStats returns the deliveries received in [from, to) per source, outcome,
+// currency and period of step (a whole number of hours), oldest first. Periods start at from. It
 // reads the hourly totals that RollupStats keeps, and counts the deliveries received
 // since it last ran (up to statsTail of them) as it reads, in the same snapshot: its
 // figures are current, it writes nothing, and its cost does not grow with the
@@ -152,17 +155,17 @@ func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.D
 	// and its totals together, and the tail read here starts from the mark read here.
 	rows, err := db.read.QueryContext(ctx, `
 WITH tail AS (
-	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, amount FROM deliveries
+	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, amount, currency FROM deliveries
 	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
 counts AS (
-	SELECT source, hour, outcome, deliveries, mismatches, with_amount, amount
+	SELECT source, hour, outcome, currency, deliveries, mismatches, with_amount, amount
 	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
 	UNION ALL
-	SELECT source, hour, outcome, 1, mismatch != 0, amount != '',
-		CASE WHEN amount != '' THEN CAST(amount AS REAL) END
+	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
+		amount != '', CASE WHEN amount != '' THEN CAST(amount AS REAL) END
 	FROM tail WHERE hour >= ?1 AND hour < ?3)
-SELECT source, (hour - ?1) / ?2, outcome, sum(deliveries), sum(mismatches), sum(with_amount), total(amount)
-FROM counts GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
+SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(with_amount), total(amount)
+FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
 	if err != nil {
 		return nil, fmt.Errorf("delivery stats: %w", err)
 	}
@@ -172,7 +175,7 @@ FROM counts GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, first, hours, (to.UnixMilli()+35
 		var b StatBucket
 		var n int64
 		var outcome string
-		if err := rows.Scan(&b.Source, &n, &outcome, &b.Deliveries, &b.Mismatches, &b.WithAmount, &b.Amount); err != nil {
+		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.WithAmount, &b.Amount); err != nil {
 			return nil, fmt.Errorf("delivery stats: %w", err)
 		}
 		b.Outcome = Outcome(outcome)

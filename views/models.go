@@ -87,9 +87,9 @@ type Link struct {
 // Totals are counts over every source in the dashboard's range.
 type Totals struct {
 	Accepted, Duplicate, Rejected, Mismatch int64
-	DuplicateRate                           string // "12.5 %"
-	Money                                   string // summed amounts of duplicates
-	MoneyCount                              int64  // duplicates that carried an amount
+	DuplicateRate                           string     // "12.5 %"
+	Money                                   []MoneySum // summed amounts of duplicates, per currency
+	MoneyCount                              int64      // duplicates that carried an amount
 	Stuck                                   int
 	DuplicatesURL, MismatchURL, StuckURL    string
 	RejectedURL, MoneyURL                   string
@@ -100,11 +100,18 @@ type SourceStats struct {
 	Name                                    string
 	Accepted, Duplicate, Rejected, Mismatch int64
 	DuplicateRate                           string
-	Money                                   string
+	Money                                   []MoneySum
 	MoneyCount                              int64
 	Stuck                                   int
 	EventsURL, DuplicatesURL, StuckURL      string
 	Chart                                   Chart
+}
+
+// MoneySum is the amounts of one currency summed, written in it ("182.50"). Sums are
+// never taken across currencies; Currency is "—" for amounts whose currency is not
+// known.
+type MoneySum struct {
+	Currency, Amount string
 }
 
 // EventRow is one delivery in a list.
@@ -165,8 +172,11 @@ type Event struct {
 	Body        string // pretty-printed when JSON
 	BodyIsJSON  bool
 	BodySize    int
-	Key         *KeyState // nil when the delivery has no key (rejected)
-	Deliveries  []EventRow
+	// BodyForm is the body as sent when it is a form whose payload field holds the
+	// JSON that Body shows (GitHub's form content type); "" otherwise.
+	BodyForm   string
+	Key        *KeyState // nil when the delivery has no key (rejected)
+	Deliveries []EventRow
 	// MoreDeliveriesURL lists every delivery of the key when it has more than the first
 	// FirstShown, which Deliveries holds (with this one) ("" when those are all).
 	MoreDeliveriesURL string
@@ -356,6 +366,17 @@ type SourceRow struct {
 	Labels                 []Header // business fields read for the console: name and pointer
 	Secrets                []SecretRow
 	EventsURL              string
+	// Provider is the preset the settings start from ("" for none), ProviderTitle the
+	// sender's name, ProviderNote what the preset keys on and leaves open.
+	Provider, ProviderTitle, ProviderNote string
+	Settings                              []SettingRow // effective settings, secrets left out
+}
+
+// SettingRow is one effective setting of a source, written as in the config file.
+type SettingRow struct {
+	Name, Value string
+	FromPreset  bool // supplied by the provider's preset
+	Default     bool // set by neither the source's table nor its preset
 }
 
 // SecretRow is one secret, masked unless an admin asked to reveal it.

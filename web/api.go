@@ -88,6 +88,7 @@ type apiDelivery struct {
 	Booking       string          `json:"booking,omitempty"`
 	EventStatus   string          `json:"event_status,omitempty"`
 	Amount        string          `json:"amount,omitempty"`
+	Currency      string          `json:"currency,omitempty"`
 	ContentType   string          `json:"content_type,omitempty"`
 	Headers       http.Header     `json:"headers,omitempty"`
 	Body          json.RawMessage `json:"body,omitempty"`      // the payload when it is JSON
@@ -98,7 +99,7 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 	out := apiDelivery{
 		ID: strconv.FormatInt(d.ID, 10), Source: d.Source, ReceivedAt: d.ReceivedAt, Outcome: string(d.Outcome),
 		Status: d.Status, Error: d.Error, Key: d.Key, Mismatch: d.Mismatch, PayloadHash: d.PayloadHash,
-		Property: d.Property, Booking: d.Booking, EventStatus: d.EventStatus, Amount: d.Amount, ContentType: d.ContentType,
+		Property: d.Property, Booking: d.Booking, EventStatus: d.EventStatus, Amount: d.Amount, Currency: d.Currency, ContentType: d.ContentType,
 	}
 	if d.FirstDelivery != 0 && d.FirstDelivery != d.ID {
 		out.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)

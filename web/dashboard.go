@@ -106,7 +106,7 @@ func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stu
 // dashCounts are one source's deliveries over the range (or all sources' together).
 type dashCounts struct {
 	acc, dup, rej, mm, moneyN int64
-	money                     float64
+	money                     map[string]float64  // by currency: never summed across them
 	buckets                   []views.ChartBucket // one per step; not kept for the totals
 }
 
@@ -117,8 +117,13 @@ func (c *dashCounts) add(b storage.StatBucket) {
 		c.acc += b.Deliveries
 	case storage.Duplicate:
 		c.dup += b.Deliveries
-		c.money += b.Amount
-		c.moneyN += b.WithAmount
+		if b.WithAmount > 0 {
+			if c.money == nil {
+				c.money = map[string]float64{}
+			}
+			c.money[b.Currency] += b.Amount
+			c.moneyN += b.WithAmount
+		}
 	case storage.Rejected:
 		c.rej += b.Deliveries
 	}
@@ -190,7 +195,7 @@ func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.D
 		Totals: views.Totals{
 			Accepted: tot.acc, Duplicate: tot.dup, Rejected: tot.rej, Mismatch: tot.mm,
 			DuplicateRate: views.Percent(tot.dup, tot.acc+tot.dup),
-			Money:         money(tot.money), MoneyCount: tot.moneyN,
+			Money:         moneySums(tot.money), MoneyCount: tot.moneyN,
 			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
 			MoneyURL:      events(url.Values{"outcome": {"duplicate"}, "status": {"cancelled"}}),
 			MismatchURL:   events(url.Values{"mismatch": {"1"}}),
@@ -209,7 +214,7 @@ func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.D
 		st := views.SourceStats{
 			Name: name, Accepted: c.acc, Duplicate: c.dup, Rejected: c.rej, Mismatch: c.mm,
 			DuplicateRate: views.Percent(c.dup, c.acc+c.dup),
-			Money:         money(c.money), MoneyCount: c.moneyN,
+			Money:         moneySums(c.money), MoneyCount: c.moneyN,
 			Stuck:         d.stuck[name],
 			EventsURL:     events(url.Values{"source": {name}}),
 			DuplicatesURL: events(url.Values{"source": {name}, "outcome": {"duplicate"}}),

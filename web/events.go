@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -177,13 +178,13 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-events-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
-		"property", "booking", "amount", "key", "key_method", "first_delivery", "payload_hash", "error"})
+		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error"})
 	n := 0
 	err := s.events.EachEvent(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
 			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
-			csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Key), d.KeyMethod,
+			csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
 			strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
 		})
 		if n++; n%500 == 0 {
@@ -279,6 +280,10 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		ForwardURL:  src.ForwardURL,
 	}
 	v.Body, v.BodyIsJSON = prettyBody(d.Body, false)
+	if payload, ok := formPayload(d.ContentType, d.Body); ok {
+		v.Body, v.BodyIsJSON = prettyBody(payload, false)
+		v.BodyForm = strings.ToValidUTF8(string(d.Body), "\uFFFD")
+	}
 	names := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {
 		names = append(names, k)
@@ -436,10 +441,33 @@ func prettyBody(body []byte, normalise bool) (string, bool) {
 	return strings.ToValidUTF8(string(body), "\uFFFD"), false
 }
 
+// formPayload returns the JSON of a form body's payload field, as GitHub sends it with
+// the form content type: the event the key was derived from. ok is false for any other
+// body.
+func formPayload(contentType string, body []byte) ([]byte, bool) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/x-www-form-urlencoded" {
+		return nil, false
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil || len(form["payload"]) != 1 || !json.Valid([]byte(form["payload"][0])) {
+		return nil, false
+	}
+	return []byte(form["payload"][0]), true
+}
+
+// eventBody is what two deliveries are compared by: the JSON, a form's payload.
+func eventBody(d storage.Delivery) []byte {
+	if payload, ok := formPayload(d.ContentType, d.Body); ok {
+		return payload
+	}
+	return d.Body
+}
+
 // compare lays two deliveries side by side with a line diff of their normalised JSON.
 func compare(left, right storage.Delivery) *views.Compare {
-	lb, _ := prettyBody(left.Body, true)
-	rb, _ := prettyBody(right.Body, true)
+	lb, _ := prettyBody(eventBody(left), true)
+	rb, _ := prettyBody(eventBody(right), true)
 	c := &views.Compare{
 		Left:  views.Side{ID: left.ID, URL: eventURL(left.ID), Label: label(left), Body: lb},
 		Right: views.Side{ID: right.ID, URL: eventURL(right.ID), Label: label(right), Body: rb},

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,12 +81,15 @@ func humanDuration(d time.Duration) string {
 }
 
 // money writes an amount with two decimals and thousands separators.
-func money(v float64) string {
+func money(v float64) string { return moneyPlaces(v, 2) }
+
+// moneyPlaces writes an amount with places decimals and thousands separators.
+func moneyPlaces(v float64, places int) string {
 	neg := v < 0
 	if neg {
 		v = -v
 	}
-	s := strconv.FormatFloat(v, 'f', 2, 64)
+	s := strconv.FormatFloat(v, 'f', places, 64)
 	whole, frac, _ := strings.Cut(s, ".")
 	var b strings.Builder
 	for i, c := range whole {
@@ -93,11 +98,46 @@ func money(v float64) string {
 		}
 		b.WriteRune(c)
 	}
-	out := b.String() + "." + frac
-	if neg {
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg && strings.Trim(out, "0.,") != "" {
 		out = "-" + out
 	}
 	return out
+}
+
+// noCurrency stands for the currency of amounts whose source reads none (and of those
+// stored before currencies were).
+const noCurrency = "—"
+
+// moneySums writes sums by currency, each in its own currency's decimals (JPY none,
+// KWD three), in the order of their codes, the amounts of no known currency last.
+func moneySums(byCurrency map[string]float64) []views.MoneySum {
+	codes := slices.Sorted(maps.Keys(byCurrency))
+	if len(codes) > 0 && codes[0] == "" {
+		codes = append(codes[1:], "")
+	}
+	out := make([]views.MoneySum, 0, len(codes))
+	for _, code := range codes {
+		label := code
+		if code == "" {
+			label = noCurrency
+		}
+		out = append(out, views.MoneySum{Currency: label,
+			Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code))})
+	}
+	return out
+}
+
+// amountText is a delivery's amount as lists show it: in its currency when it has one
+// ("EUR 182.50"), as stored otherwise.
+func amountText(d storage.Delivery) string {
+	if d.Amount == "" || d.Currency == "" {
+		return d.Amount
+	}
+	return d.Currency + " " + d.Amount
 }
 
 // shortKey keeps a key readable in a table: derived keys are long hashes.
@@ -143,7 +183,7 @@ func (s *Server) eventRow(d storage.Delivery) views.EventRow {
 		EventStatus: d.EventStatus,
 		Booking:     d.Booking,
 		Property:    d.Property,
-		Amount:      d.Amount,
+		Amount:      amountText(d),
 		Key:         d.Key,
 		KeyShort:    shortKey(d.Key),
 		Error:       d.Error,

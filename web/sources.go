@@ -24,8 +24,24 @@ type Source struct {
 	MaxAttempts int
 	AmountField string
 	// Where the console's labels come from: JSON pointers, "" when not read.
-	PropertyField, BookingField, StatusField string
-	Secrets                                  []Secret
+	PropertyField, BookingField, StatusField, CurrencyField string
+	Secrets                                                 []Secret
+	// Provider names the preset the source's settings start from ("" for none);
+	// ProviderTitle is the sender's name and ProviderNote what the preset keys on and
+	// what the sender's documentation leaves open.
+	Provider, ProviderTitle, ProviderNote string
+	// Settings are the source's effective settings, secrets left out, as the config
+	// file writes them.
+	Settings []SourceSetting
+}
+
+// SourceSetting is one effective setting of a source.
+type SourceSetting struct {
+	Name  string
+	Value string // as the config file writes it
+	// FromPreset: the provider's preset supplied it; Default: neither the table nor the
+	// preset set it. Neither: the source's own table.
+	FromPreset, Default bool
 }
 
 // Secret describes one secret of a source without its value.
@@ -63,12 +79,16 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
 			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
+			Provider:  src.Provider, ProviderTitle: src.ProviderTitle, ProviderNote: src.ProviderNote,
 		}
 		for _, l := range []views.Header{{Name: "property", Value: src.PropertyField}, {Name: "booking", Value: src.BookingField},
-			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}} {
+			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}, {Name: "currency", Value: src.CurrencyField}} {
 			if l.Value != "" {
 				row.Labels = append(row.Labels, l)
 			}
+		}
+		for _, set := range src.Settings {
+			row.Settings = append(row.Settings, views.SettingRow{Name: set.Name, Value: set.Value, FromPreset: set.FromPreset, Default: set.Default})
 		}
 		for _, sec := range src.Secrets {
 			row.Secrets = append(row.Secrets, views.SecretRow{

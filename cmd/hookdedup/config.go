@@ -64,6 +64,7 @@ type config struct {
 // property_field takes the default, "" turns the label off).
 type sourceConfig struct {
 	Name              string         `toml:"name"`
+	Provider          string         `toml:"provider"`
 	Signature         string         `toml:"signature"`
 	Secret            secrets        `toml:"secret"`
 	SecretEnv         string         `toml:"secret_env"`
@@ -81,10 +82,16 @@ type sourceConfig struct {
 	MaxAttempts       int            `toml:"max_attempts"`
 	AttemptTimeout    *time.Duration `toml:"attempt_timeout"`
 	MaxBackoff        *time.Duration `toml:"max_backoff"`
-	AmountField       string         `toml:"amount_field"`
+	AmountField       *string        `toml:"amount_field"`
+	CurrencyField     *string        `toml:"currency_field"`
+	AmountMinorUnits  *bool          `toml:"amount_minor_units"`
 	PropertyField     *string        `toml:"property_field"`
 	BookingField      *string        `toml:"booking_field"`
 	StatusField       *string        `toml:"status_field"`
+	Batch             *string        `toml:"batch"`
+	Item              *string        `toml:"item"`
+	Answer            string         `toml:"answer"`
+	FormEncoded       *bool          `toml:"form_encoded"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -223,12 +230,13 @@ func defaultConfig() config {
 func defaultSource() sourceConfig {
 	id := "header:webhook-id"
 	return sourceConfig{
-		Name:        defaultSourceName,
-		Signature:   "standard-webhooks",
-		EventID:     &id,
-		KeyFields:   []string{"/property_id", "/booking_id", "/status", "/effective_date"},
-		AmountField: "/refund/amount",
-		generated:   true,
+		Name:          defaultSourceName,
+		Signature:     "standard-webhooks",
+		EventID:       &id,
+		KeyFields:     []string{"/property_id", "/booking_id", "/status", "/effective_date"},
+		AmountField:   new("/refund/amount"),
+		CurrencyField: new("/refund/currency"),
+		generated:     true,
 	}
 }
 
@@ -630,13 +638,20 @@ func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) str
 // scheme supplies the rest: the event id (Verifier.DefaultEventID) and the tolerance.
 func sourceDefaults() sourceConfig {
 	return sourceConfig{
-		TTL:            new(24 * time.Hour),
-		MaxAttempts:    10,
-		AttemptTimeout: new(10 * time.Second),
-		MaxBackoff:     new(10 * time.Minute),
-		PropertyField:  new("/property_id"),
-		BookingField:   new("/booking_id"),
-		StatusField:    new("/status"),
+		TTL:              new(24 * time.Hour),
+		MaxAttempts:      10,
+		AttemptTimeout:   new(10 * time.Second),
+		MaxBackoff:       new(10 * time.Minute),
+		PropertyField:    new("/property_id"),
+		BookingField:     new("/booking_id"),
+		StatusField:      new("/status"),
+		AmountField:      new(""),
+		CurrencyField:    new(""),
+		AmountMinorUnits: new(false),
+		Batch:            new(""),
+		Item:             new(""),
+		Answer:           string(receiver.AnswerJSON),
+		FormEncoded:      new(false),
 	}
 }
 
@@ -662,26 +677,51 @@ func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
 	sc.AttemptTimeout = cmp.Or(sc.AttemptTimeout, def.AttemptTimeout)
 	sc.MaxBackoff = cmp.Or(sc.MaxBackoff, def.MaxBackoff)
 	sc.AmountField = cmp.Or(sc.AmountField, def.AmountField)
+	sc.CurrencyField = cmp.Or(sc.CurrencyField, def.CurrencyField)
+	sc.AmountMinorUnits = cmp.Or(sc.AmountMinorUnits, def.AmountMinorUnits)
 	sc.PropertyField = cmp.Or(sc.PropertyField, def.PropertyField)
 	sc.BookingField = cmp.Or(sc.BookingField, def.BookingField)
 	sc.StatusField = cmp.Or(sc.StatusField, def.StatusField)
+	sc.Batch = cmp.Or(sc.Batch, def.Batch)
+	sc.Item = cmp.Or(sc.Item, def.Item)
+	sc.Answer = cmp.Or(sc.Answer, def.Answer)
+	sc.FormEncoded = cmp.Or(sc.FormEncoded, def.FormEncoded)
 	return sc
 }
 
 // sourceSettings are one source's settings once read: every setting that has a default
-// is set (TTL, AttemptTimeout, MaxBackoff and the label fields are never nil), and the
-// secrets are in hand.
+// is set (TTL, AttemptTimeout, MaxBackoff, the label fields, batch and item and the
+// other pointers are never nil), and the secrets are in hand once readSource has read
+// them.
 type sourceSettings struct {
 	sourceConfig
-	secrets []string
+	// fromPreset names the settings the provider's preset filled in, as the config
+	// file names them.
+	fromPreset []string
+	secrets    []string
 }
 
-// readSource reads one source's settings: its table's, then the defaults for what the
-// table leaves unset, then its secrets from the table, the environment variable it
-// names, or (the zero-config source) the database.
+// settle returns a source's settings without its secrets: its table's, then its
+// provider's preset for what the table leaves unset, then the defaults for the rest.
+// It reads nothing but sc, so the console and `hookdedup sources` settle a table again
+// to say where each setting came from.
+func (sc sourceConfig) settle() (sourceSettings, error) {
+	// The table's own settings win; the preset and the defaults fill only what it
+	// leaves unset, the preset first.
+	withPreset, fromPreset, err := sc.withPreset()
+	if err != nil {
+		return sourceSettings{}, err
+	}
+	return sourceSettings{sourceConfig: withPreset.withDefaults(sourceDefaults()), fromPreset: fromPreset}, nil
+}
+
+// readSource reads one source's settings (settle), then its secrets from the table,
+// the environment variable it names, or (the zero-config source) the database.
 func readSource(sc sourceConfig, getenv func(string) string, generatedSecret func(string) (string, error)) (sourceSettings, error) {
-	// The table's own settings win; defaults fill only what it leaves unset.
-	s := sourceSettings{sourceConfig: sc.withDefaults(sourceDefaults())}
+	s, err := sc.settle()
+	if err != nil {
+		return s, err
+	}
 	s.secrets = append([]string(nil), sc.Secret...)
 	if sc.SecretEnv != "" {
 		v := getenv(sc.SecretEnv)
@@ -741,11 +781,22 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			return nil, fmt.Errorf("forward_url: %q is not an http(s) URL", s.ForwardURL)
 		}
 	}
+	switch receiver.Answer(s.Answer) {
+	case receiver.AnswerJSON, receiver.AnswerAccepted:
+	default:
+		return nil, fmt.Errorf("answer: %q is not an answer hookdedup gives (want %q or %q)", s.Answer, receiver.AnswerJSON, receiver.AnswerAccepted)
+	}
+	if *s.Item != "" && *s.Batch == "" {
+		return nil, fmt.Errorf("item: %q points inside the elements of a batch, but batch is not set", *s.Item)
+	}
 	labels := []struct{ field, pointer string }{
 		{"property_field", *s.PropertyField},
 		{"booking_field", *s.BookingField},
 		{"status_field", *s.StatusField},
-		{"amount_field", s.AmountField},
+		{"amount_field", *s.AmountField},
+		{"currency_field", *s.CurrencyField},
+		{"batch", *s.Batch},
+		{"item", *s.Item},
 	}
 	for _, l := range labels {
 		if l.pointer != "" && !strings.HasPrefix(l.pointer, "/") {
@@ -799,10 +850,17 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		MaxAttempts:    s.MaxAttempts,
 		AttemptTimeout: *s.AttemptTimeout,
 		MaxBackoff:     *s.MaxBackoff,
-		AmountField:    s.AmountField,
+		AmountField:    *s.AmountField,
 		PropertyField:  *s.PropertyField,
 		BookingField:   *s.BookingField,
 		StatusField:    *s.StatusField,
+
+		CurrencyField:    *s.CurrencyField,
+		AmountMinorUnits: *s.AmountMinorUnits,
+		Batch:            *s.Batch,
+		Item:             *s.Item,
+		Answer:           receiver.Answer(s.Answer),
+		FormEncoded:      *s.FormEncoded,
 	}
 	if s.TokenHeader != "" {
 		src.RedactHeaders = []string{s.TokenHeader}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/web"
@@ -83,7 +84,8 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 func generatedSecretSetting(source string) string { return "source." + source + ".secret" }
 
 // consoleSources describes the sources for the console, their secrets masked: the
-// console never holds a configured secret, only where it comes from.
+// console never holds a configured secret, only where it comes from. Each source's
+// settings are listed as `hookdedup sources` lists them, with where each came from.
 func consoleSources(sources []receiver.Source, cfg config) []web.Source {
 	configs := map[string]sourceConfig{}
 	for _, sc := range cfg.Sources {
@@ -94,24 +96,25 @@ func consoleSources(sources []receiver.Source, cfg config) []web.Source {
 		ws := web.Source{
 			Name: s.Name, Scheme: s.Verifier.Scheme(), Timestamped: s.Verifier.Timestamped(), Integrity: s.Verifier.Integrity(),
 			EventID: s.Keys.EventID, KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
-			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField,
+			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField, CurrencyField: s.CurrencyField,
 			PropertyField: s.PropertyField, BookingField: s.BookingField, StatusField: s.StatusField,
 		}
 		sc := configs[s.Name]
-		const mask = "••••••••••••"
-		for i := range sc.Secret {
-			origin := "in the configuration file"
-			if len(sc.Secret) > 1 {
-				origin += map[bool]string{true: " (signs; the others still verify)", false: " (still verifies: rotation)"}[i == 0]
+		for _, m := range maskedSecrets(sc) {
+			ws.Secrets = append(ws.Secrets, web.Secret{Masked: m.masked, Origin: m.origin, Revealable: m.generated})
+		}
+		if p, ok := provider.Lookup(sc.Provider); ok {
+			ws.Provider, ws.ProviderTitle, ws.ProviderNote = p.Name, p.Title, p.Note
+		}
+		// The sources were built from these tables, so settling them again cannot fail;
+		// if it did, the page would show no settings rather than wrong ones.
+		shown, _ := describeSource(sc, s)
+		for _, set := range shown {
+			if set.secret {
+				continue // the secrets are listed on their own, masked
 			}
-			ws.Secrets = append(ws.Secrets, web.Secret{Masked: mask, Origin: origin})
-		}
-		if sc.SecretEnv != "" {
-			ws.Secrets = append(ws.Secrets, web.Secret{Masked: mask, Origin: "from environment variable " + sc.SecretEnv})
-		}
-		if sc.generated && len(sc.Secret) == 0 && sc.SecretEnv == "" {
-			ws.Secrets = append(ws.Secrets, web.Secret{Masked: "whsec_" + mask,
-				Origin: "generated on first start, kept in the database", Revealable: true})
+			ws.Settings = append(ws.Settings, web.SourceSetting{Name: set.name, Value: set.value,
+				FromPreset: set.origin == fromPreset, Default: set.origin == fromDefault})
 		}
 		out = append(out, ws)
 	}

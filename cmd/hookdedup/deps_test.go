@@ -20,7 +20,7 @@ const module = "github.com/hookdedup/hookdedup"
 // A pattern ending in "/..." also allows every package below it. A package of the module
 // that is missing here fails the test: a new package says what it may import.
 var allowedImports = map[string][]string{
-	"cmd/hookdedup": {"std", "receiver", "receiver/signature", "static", "storage", "web",
+	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt",
 		// HTTPS: certificates over ACME, and host names checked as IDNA.
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},

@@ -44,6 +44,7 @@ commands:
   serve     receive webhooks and serve the console
   user      add, list, change or remove console users (passwords from stdin)
   key       print the key a payload gets and how it was derived
+  sources   print each source's effective settings: the preset's, the defaults (secrets masked)
   release   release a key, or reprocess its event
   keys      list keys (--stuck: the stuck ones)
   token     add, list or revoke API bearer tokens
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runUser(ctx, rest, e)
 	case "key":
 		return runKey(ctx, rest, e)
+	case "sources":
+		return runSources(ctx, rest, e)
 	case "release":
 		return runRelease(ctx, rest, e)
 	case "keys":

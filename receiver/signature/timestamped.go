@@ -24,6 +24,57 @@ const (
 	stripeHeader      = "Stripe-Signature"
 )
 
+// swHeaders are the names of the three headers of a Standard Webhooks
+// delivery: canonical, for lookups, and as messages spell them.
+type swHeaders struct {
+	id, timestamp, signature             string
+	idName, timestampName, signatureName string
+}
+
+var (
+	standardHeaders = swHeaders{swIDHeader, swTimestampHeader, swSignatureHeader,
+		"webhook-id", "webhook-timestamp", "webhook-signature"}
+	// svixHeaders are the names Svix sent before Standard Webhooks named
+	// them: Svix's own libraries accept both, and senders built on Svix
+	// still send these.
+	svixHeaders = swHeaders{"Svix-Id", "Svix-Timestamp", "Svix-Signature",
+		"svix-id", "svix-timestamp", "svix-signature"}
+)
+
+// swHeadersOf returns the names h uses: Svix's when it carries none of the
+// Standard Webhooks headers and some of Svix's, so that a delivery missing
+// one header is told which one, in its own family's spelling.
+func swHeadersOf(h http.Header) *swHeaders {
+	if headerValue(h, swIDHeader) == "" && headerValue(h, swTimestampHeader) == "" && headerValue(h, swSignatureHeader) == "" &&
+		(headerValue(h, svixHeaders.id) != "" || headerValue(h, svixHeaders.timestamp) != "" || headerValue(h, svixHeaders.signature) != "") {
+		return &svixHeaders
+	}
+	return &standardHeaders
+}
+
+// HeaderAlias returns the other name of a Standard Webhooks header, as
+// Svix's own libraries accept it ("webhook-id" and "svix-id" name each
+// other, and so on), in canonical form; "" for any other header. The
+// receiver reads an event id configured as "header:webhook-id" from svix-id
+// when a delivery carries only that, as Verify does.
+func HeaderAlias(name string) string {
+	switch canonicalKey(name) {
+	case standardHeaders.id:
+		return svixHeaders.id
+	case standardHeaders.timestamp:
+		return svixHeaders.timestamp
+	case standardHeaders.signature:
+		return svixHeaders.signature
+	case svixHeaders.id:
+		return standardHeaders.id
+	case svixHeaders.timestamp:
+		return standardHeaders.timestamp
+	case svixHeaders.signature:
+		return standardHeaders.signature
+	}
+	return ""
+}
+
 // standardWebhooksVerifier implements https://www.standardwebhooks.com
 // (the scheme Svix uses): HMAC-SHA256 over "id.timestamp.body".
 type standardWebhooksVerifier struct {
@@ -64,6 +115,7 @@ func (v *standardWebhooksVerifier) Timestamped() bool      { return true }
 func (v *standardWebhooksVerifier) Integrity() bool        { return true }
 func (v *standardWebhooksVerifier) DefaultEventID() string { return "header:webhook-id" }
 
+// Verify reads the webhook-* headers, or Svix's svix-* (swHeadersOf).
 func (v *standardWebhooksVerifier) Verify(h http.Header, _ url.Values, body []byte, now time.Time) error {
 	return v.verify(h, body, now, nil)
 }
@@ -75,27 +127,28 @@ func (v *standardWebhooksVerifier) VerifyTimestamp(h http.Header, _ url.Values, 
 
 // verify is Verify, setting *signed (when not nil) as VerifyTimestamp says.
 func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.Time, signed *time.Time) error {
-	id := headerValue(h, swIDHeader)
+	names := swHeadersOf(h)
+	id := headerValue(h, names.id)
 	if id == "" {
-		return missingHeader("webhook-id")
+		return missingHeader(names.idName)
 	}
 	if len(id) > maxID {
-		return malformed("webhook-id", fmt.Sprintf("longer than %d bytes", maxID))
+		return malformed(names.idName, fmt.Sprintf("longer than %d bytes", maxID))
 	}
-	ts := headerValue(h, swTimestampHeader)
+	ts := headerValue(h, names.timestamp)
 	if ts == "" {
-		return missingHeader("webhook-timestamp")
+		return missingHeader(names.timestampName)
 	}
 	unix, ok := parseUnix(ts)
 	if !ok {
-		return malformed("webhook-timestamp", "want unix seconds")
+		return malformed(names.timestampName, "want unix seconds")
 	}
-	sh := headerValue(h, swSignatureHeader)
+	sh := headerValue(h, names.signature)
 	if sh == "" {
-		return missingHeader("webhook-signature")
+		return missingHeader(names.signatureName)
 	}
 	if len(sh) > maxHeader {
-		return malformed("webhook-signature", fmt.Sprintf("longer than %d bytes", maxHeader))
+		return malformed(names.signatureName, fmt.Sprintf("longer than %d bytes", maxHeader))
 	}
 
 	// "v1,<base64> v1,<base64> v1a,<...>": one entry per signing secret
@@ -111,7 +164,7 @@ func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.T
 			continue
 		}
 		if entries++; entries > maxEntries {
-			return malformed("webhook-signature", fmt.Sprintf("more than %d signatures", maxEntries))
+			return malformed(names.signatureName, fmt.Sprintf("more than %d signatures", maxEntries))
 		}
 		ver, sig, ok := strings.Cut(e, ",")
 		switch {
@@ -132,7 +185,7 @@ func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.T
 		if bad == "" {
 			bad = "no v1 signature"
 		}
-		return malformed("webhook-signature", bad)
+		return malformed(names.signatureName, bad)
 	}
 	// Matched even when the time is off, to tell a delivery refused only for its
 	// timestamp (whose skew is worth reporting) from a forgery (whose is not).

@@ -136,8 +136,8 @@ VALUES (?1, ?2, ?7, ?3, ?4, ?5, ?6, ?5)`)
 	deliver, err := tx.PrepareContext(ctx, `
 INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type, headers, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	currency, remote_addr, content_type, headers, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		}
 		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(storage.Accepted), 200, "", key,
 			"event_id", "header:webhook-id", "", hash, false, id, fmt.Sprintf("PROP-%06d", i%400),
-			fmt.Sprintf("BK-%010d", i), "cancelled", "412.50", "127.0.0.1:40000", "application/json",
+			fmt.Sprintf("BK-%010d", i), "cancelled", "412.50", "EUR", "127.0.0.1:40000", "application/json",
 			f.Headers, f.Body(i)); err != nil {
 			return fmt.Errorf("delivery of %s: %w", key, err)
 		}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sourcesTOML = `
+[[source]]
+name       = "payments"
+provider   = "adyen"
+secret_env = "ADYEN_HMAC_KEY"
+ttl        = "2160h"
+
+[[source]]
+name        = "github"
+provider    = "github"
+secret      = ["new-secret-value", "old-secret-value"]
+forward_url = "http://127.0.0.1:9000/events"
+`
+
+// hookdedup sources prints what each source runs with, as a [[source]] table: the
+// file's settings bare, the preset's and the defaults marked, secrets masked.
+func TestSources_Command(t *testing.T) {
+	env := map[string]string{"ADYEN_HMAC_KEY": adyenKey}
+	out, stderr, err := runIn(t, sourcesTOML, env, "", "sources")
+	if err != nil {
+		t.Fatalf("sources: %v\n%s", err, stderr)
+	}
+	want := `[[source]]                                                                               # POST /webhooks/payments, preset for Adyen
+name               = "payments"
+provider           = "adyen"
+signature          = "adyen"                                                             # from provider adyen
+secret_env         = "ADYEN_HMAC_KEY"                                                    # its value is not shown
+event_id           = ""                                                                  # from provider adyen
+key_fields         = ["/merchantAccountCode", "/pspReference", "/eventCode", "/success"] # from provider adyen
+batch              = "/notificationItems"                                                # from provider adyen
+item               = "/NotificationRequestItem"                                          # from provider adyen
+ttl                = "2160h"
+forward_url        = ""                                                                  # default
+property_field     = "/merchantAccountCode"                                              # from provider adyen
+booking_field      = "/merchantReference"                                                # from provider adyen
+status_field       = "/eventCode"                                                        # from provider adyen
+amount_field       = "/amount/value"                                                     # from provider adyen
+currency_field     = "/amount/currency"                                                  # from provider adyen
+amount_minor_units = true                                                                # from provider adyen
+answer             = "[accepted]"                                                        # from provider adyen
+form_encoded       = false                                                               # default
+
+[[source]]                                         # POST /webhooks/github, preset for GitHub
+name            = "github"
+provider        = "github"
+signature       = "github"                         # from provider github
+secret          = ["••••••••••••", "••••••••••••"] # in the configuration file; the first signs, the others still verify
+event_id        = "header:X-GitHub-Delivery"       # from provider github
+key_fields      = []                               # default
+batch           = ""                               # default
+ttl             = "192h"                           # from provider github
+forward_url     = "http://127.0.0.1:9000/events"
+max_attempts    = 10                               # default
+attempt_timeout = "10s"                            # default
+max_backoff     = "10m"                            # default
+property_field  = ""                               # from provider github
+booking_field   = ""                               # from provider github
+status_field    = "/action"                        # from provider github
+amount_field    = ""                               # default
+answer          = "json"                           # from provider github
+form_encoded    = true                             # from provider github
+`
+	if out != want {
+		t.Errorf("sources printed:\n%s\nwant:\n%s", out, want)
+	}
+	for _, secret := range []string{adyenKey, "new-secret-value", "old-secret-value"} {
+		if strings.Contains(out+stderr, secret) {
+			t.Errorf("a secret is printed: %s", secret)
+		}
+	}
+}
+
+// A mistake in a source is reported as everywhere else, naming the source and setting.
+func TestSources_Command_UnknownProvider(t *testing.T) {
+	_, _, err := runIn(t, "[[source]]\nname = \"pay\"\nprovider = \"adyn\"\nsecret = \"x\"\n", nil, "", "sources")
+	if err == nil || !strings.Contains(err.Error(), `source "pay": provider: "adyn" is not a known provider (want one of adyen, apaleo,`) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// The console gets the same settings, the same marks, and the provider's name and note.
+func TestConsoleSources_Preset(t *testing.T) {
+	cfg, sources, err := loadSources(t, sourcesTOML, map[string]string{"ADYEN_HMAC_KEY": adyenKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := consoleSources(sources, cfg)
+	pay := got[0]
+	if pay.Provider != "adyen" || pay.ProviderTitle != "Adyen" || !strings.Contains(pay.ProviderNote, "HMAC") {
+		t.Errorf("provider %q %q %q", pay.Provider, pay.ProviderTitle, pay.ProviderNote)
+	}
+	marks := map[string]string{}
+	for _, s := range pay.Settings {
+		switch {
+		case s.FromPreset:
+			marks[s.Name] = "preset"
+		case s.Default:
+			marks[s.Name] = "default"
+		default:
+			marks[s.Name] = "file"
+		}
+		if s.Name == "secret" || s.Name == "secret_env" {
+			t.Errorf("secret setting %s listed among the settings; the secrets are shown apart, masked", s.Name)
+		}
+	}
+	for name, want := range map[string]string{"ttl": "file", "name": "file", "signature": "preset", "batch": "preset",
+		"currency_field": "preset", "answer": "preset", "forward_url": "default"} {
+		if marks[name] != want {
+			t.Errorf("%s marked %q, want %q", name, marks[name], want)
+		}
+	}
+	if len(pay.Secrets) != 1 || pay.Secrets[0].Origin != "from environment variable ADYEN_HMAC_KEY" {
+		t.Errorf("secrets %+v", pay.Secrets)
+	}
+	if gh := got[1]; gh.CurrencyField != "" || len(gh.Secrets) != 2 || gh.Provider != "github" {
+		t.Errorf("github: %+v", gh)
+	}
+}

@@ -1,0 +1,59 @@
+package signature_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/signature"
+)
+
+// Svix's own libraries accept svix-id, svix-timestamp and svix-signature as well as the
+// webhook-* names, and senders built on Svix send them: the same signature under the
+// older names verifies.
+func TestVerify_StandardWebhooks_SvixHeaders(t *testing.T) {
+	v := mustVerifier(t, signature.Config{Scheme: "standard-webhooks", Secrets: []string{swSecret}})
+	now := unixTime(swTimestamp).Add(10 * time.Second)
+	svix := func(id, ts, sig string) http.Header {
+		h := http.Header{}
+		for name, value := range map[string]string{"svix-id": id, "svix-timestamp": ts, "svix-signature": sig} {
+			if value != "" {
+				h.Set(name, value)
+			}
+		}
+		return h
+	}
+	both := svix(swID, swTimestamp, swSignature)
+	both.Set("webhook-id", swID)
+	both.Set("webhook-timestamp", swTimestamp)
+	both.Set("webhook-signature", swSignature)
+	// A forged svix-signature beside a valid set of webhook-* headers: the webhook-*
+	// headers are read, whole, never a mix of the two.
+	mixed := both.Clone()
+	mixed.Set("svix-signature", "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=")
+	mixed.Del("webhook-signature")
+
+	runCases(t, v, []verifyCase{
+		{name: "Vector", header: svix(swID, swTimestamp, swSignature), body: swBody, now: now},
+		{name: "BothFamilies", header: both, body: swBody, now: now},
+		{name: "Tampered", header: svix(swID, swTimestamp, swSignature), body: `{"test": 2432232315}`, now: now,
+			want: "signature does not match any secret"},
+		{name: "MissingID", header: svix("", swTimestamp, swSignature), body: swBody, now: now, want: "missing header svix-id"},
+		{name: "MissingTimestamp", header: svix(swID, "", swSignature), body: swBody, now: now, want: "missing header svix-timestamp"},
+		{name: "MissingSignature", header: svix(swID, swTimestamp, ""), body: swBody, now: now, want: "missing header svix-signature"},
+		{name: "Stale", header: svix(swID, swTimestamp, swSignature), body: swBody, now: now.Add(time.Hour), want: "in the past"},
+		{name: "NotMixed", header: mixed, body: swBody, now: now, want: "missing header webhook-signature"},
+	})
+}
+
+func TestHeaderAlias(t *testing.T) {
+	for name, want := range map[string]string{
+		"webhook-id": "Svix-Id", "Webhook-Timestamp": "Svix-Timestamp", "WEBHOOK-SIGNATURE": "Svix-Signature",
+		"svix-id": "Webhook-Id", "svix-timestamp": "Webhook-Timestamp", "svix-signature": "Webhook-Signature",
+		"X-GitHub-Delivery": "", "": "",
+	} {
+		if got := signature.HeaderAlias(name); got != want {
+			t.Errorf("HeaderAlias(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

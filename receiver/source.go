@@ -1,0 +1,68 @@
+package receiver
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// formContentType is the content type of an HTML form's body, which GitHub offers
+// beside JSON: the JSON is then the payload field.
+const formContentType = "application/x-www-form-urlencoded"
+
+// event returns the JSON a delivery's key and labels are read from: body itself, or,
+// for a source that takes form-encoded deliveries and one sent as a form, its payload
+// field. body is what was verified, and stays what is stored and forwarded.
+func (s *Source) event(h http.Header, body []byte) ([]byte, error) {
+	if !s.FormEncoded {
+		return body, nil
+	}
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil || mt != formContentType {
+		return body, nil
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, errors.New("the form body could not be decoded: " + err.Error())
+	}
+	payload, ok := form["payload"]
+	switch {
+	case !ok:
+		return nil, errors.New("the form body has no payload field (a form-encoded delivery carries its JSON in payload=)")
+	case len(payload) > 1:
+		return nil, errors.New("the form body has " + strconv.Itoa(len(payload)) + " payload fields; want one")
+	}
+	return []byte(payload[0]), nil
+}
+
+// money returns the amount and currency of the event doc (canonical JSON) as stored:
+// the amount in major units, the currency in upper case.
+func (s *Source) money(doc string) (amount, currency string) {
+	amount = textAt(doc, s.AmountField)
+	if amount == "" {
+		return "", ""
+	}
+	currency = storage.CurrencyCode(textAt(doc, s.CurrencyField))
+	if s.AmountMinorUnits {
+		amount, _ = storage.MajorUnits(amount, currency) // not a plain number: kept as sent
+	}
+	return amount, currency
+}
+
+// writeStored answers a stored delivery, accepted or duplicate, the way its source's
+// sender expects: hookdedup's JSON, or Adyen's literal "[accepted]".
+func writeStored(w http.ResponseWriter, src *Source, a answer) {
+	if src.Answer != AnswerAccepted {
+		writeJSON(w, http.StatusOK, a)
+		return
+	}
+	const body = "[accepted]"
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(body))
+}

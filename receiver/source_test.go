@@ -1,0 +1,236 @@
+package receiver_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// rawPost sends body to the source with the given headers and returns the answer as
+// it came: status, content type and body.
+func rawPost(t *testing.T, e *testEnv, source string, h http.Header, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/"+source, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// stored returns the delivery an answer body names.
+func stored(t *testing.T, e *testEnv, answerBody string) storage.Delivery {
+	t.Helper()
+	var a answer
+	if err := json.Unmarshal([]byte(answerBody), &a); err != nil {
+		t.Fatalf("answer %q: %v", answerBody, err)
+	}
+	id, err := strconv.ParseInt(a.Delivery, 10, 64)
+	if err != nil {
+		t.Fatalf("answer %q names no delivery", answerBody)
+	}
+	d, err := e.db.Delivery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A sender built on Svix sends svix-id, svix-timestamp and svix-signature: the delivery
+// verifies, is keyed on svix-id as it would be on webhook-id, and its redelivery is a
+// duplicate.
+func TestHandler_SvixHeaders(t *testing.T) {
+	src := otaSource(t)
+	src.Keys = receiver.KeySpec{EventID: "header:webhook-id"}
+	e := newEnv(t, storage.Options{}, src)
+	signed := func(body string) http.Header {
+		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_svix_1"}}
+		if err := src.Verifier.Sign(h, url.Values{}, []byte(body), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		svix := http.Header{"Content-Type": {"application/json"}}
+		for _, name := range []string{"Id", "Timestamp", "Signature"} {
+			svix.Set("Svix-"+name, h.Get("Webhook-"+name))
+		}
+		return svix
+	}
+	body := `{"event":"reservation.new","reservation":{"_id":"R-1"}}`
+	code, _, first := rawPost(t, e, "ota", signed(body), body)
+	if code != 200 || !strings.Contains(first, `"status":"accepted"`) || !strings.Contains(first, `"key":"msg_svix_1"`) {
+		t.Fatalf("first: %d %s", code, first)
+	}
+	code, _, again := rawPost(t, e, "ota", signed(body), body)
+	if code != 200 || !strings.Contains(again, `"status":"duplicate"`) {
+		t.Fatalf("redelivery: %d %s", code, again)
+	}
+	code, _, tampered := rawPost(t, e, "ota", signed(body), strings.Replace(body, "R-1", "R-2", 1))
+	if code != 401 || !strings.Contains(tampered, "does not match") {
+		t.Fatalf("tampered: %d %s", code, tampered)
+	}
+}
+
+const githubSecret = "It's a Secret to Everybody"
+
+func githubSource(t *testing.T, form bool) receiver.Source {
+	t.Helper()
+	v, err := signature.New(signature.Config{Scheme: "github", Secrets: []string{githubSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{Name: "github", Verifier: v, Keys: receiver.KeySpec{EventID: "header:X-GitHub-Delivery"},
+		TTL: time.Hour, StatusField: "/action", FormEncoded: form}
+}
+
+func githubHeaders(body, contentType, delivery string) http.Header {
+	mac := hmac.New(sha256.New, []byte(githubSecret))
+	mac.Write([]byte(body))
+	return http.Header{
+		"Content-Type":        {contentType},
+		"X-Github-Delivery":   {delivery},
+		"X-Github-Event":      {"issues"},
+		"X-Hub-Signature-256": {"sha256=" + hex.EncodeToString(mac.Sum(nil))},
+	}
+}
+
+// GitHub's form content type: the signature is checked over the form body as sent,
+// which is stored; the key and labels come from the JSON in payload=, so the same event
+// sent as JSON has the same payload hash.
+func TestHandler_FormEncoded(t *testing.T) {
+	e := newEnv(t, storage.Options{}, githubSource(t, true))
+	const event = `{"action":"opened","issue":{"number":1347,"title":"a & b = c"}}`
+	form := "payload=" + url.QueryEscape(event)
+
+	code, _, first := rawPost(t, e, "github", githubHeaders(form, "application/x-www-form-urlencoded", "d-1"), form)
+	if code != 200 || !strings.Contains(first, `"status":"accepted"`) || !strings.Contains(first, `"key":"d-1"`) {
+		t.Fatalf("form delivery: %d %s", code, first)
+	}
+	d := stored(t, e, first)
+	if string(d.Body) != form || d.ContentType != "application/x-www-form-urlencoded" || d.EventStatus != "opened" {
+		t.Fatalf("stored body %q, content type %q, status %q; want the form as sent, labelled from its payload",
+			d.Body, d.ContentType, d.EventStatus)
+	}
+
+	// The same delivery redelivered as JSON: a duplicate, and not a mismatch.
+	code, _, again := rawPost(t, e, "github", githubHeaders(event, "application/json", "d-1"), event)
+	if code != 200 || !strings.Contains(again, `"status":"duplicate"`) {
+		t.Fatalf("JSON redelivery: %d %s", code, again)
+	}
+	if dup := stored(t, e, again); dup.Mismatch || dup.PayloadHash != d.PayloadHash {
+		t.Errorf("the same event as JSON: mismatch %v, payload hash %s, form's %s", dup.Mismatch, dup.PayloadHash, d.PayloadHash)
+	}
+
+	// The signature covers the form body: a changed payload is refused.
+	tampered := "payload=" + url.QueryEscape(strings.Replace(event, "1347", "1348", 1))
+	code, _, bad := rawPost(t, e, "github", githubHeaders(form, "application/x-www-form-urlencoded", "d-2"), tampered)
+	if code != 401 {
+		t.Fatalf("tampered form: %d %s", code, bad)
+	}
+
+	// Verified, but not a form GitHub sends.
+	for _, c := range []struct{ body, want string }{
+		{"event=" + url.QueryEscape(event), "no payload field"},
+		{"payload=%7B&payload=%7B", "2 payload fields"},
+		{"payload=%zz", "could not be decoded"},
+		{"payload=" + url.QueryEscape("not json"), "not valid JSON"},
+	} {
+		code, _, got := rawPost(t, e, "github", githubHeaders(c.body, "application/x-www-form-urlencoded", "d-3"), c.body)
+		if code != 400 || !strings.Contains(got, c.want) {
+			t.Errorf("form %q: %d %s; want 400 saying %q", c.body, code, got, c.want)
+		}
+	}
+}
+
+// Without form_encoded a form body is not JSON, as before.
+func TestHandler_FormEncodedOff(t *testing.T) {
+	e := newEnv(t, storage.Options{}, githubSource(t, false))
+	form := "payload=" + url.QueryEscape(`{"action":"opened"}`)
+	code, _, got := rawPost(t, e, "github", githubHeaders(form, "application/x-www-form-urlencoded", "d-1"), form)
+	if code != 400 || !strings.Contains(got, "not valid JSON") {
+		t.Fatalf("form body to a JSON-only source: %d %s", code, got)
+	}
+}
+
+// Adyen expects "[accepted]": accepted and duplicate deliveries get it as text/plain;
+// refusals keep their JSON error.
+func TestHandler_AnswerAccepted(t *testing.T) {
+	src := otaSource(t)
+	src.Answer = receiver.AnswerAccepted
+	e := newEnv(t, storage.Options{}, src)
+	sign := func(body string) http.Header {
+		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_a"}}
+		if err := src.Verifier.Sign(h, url.Values{}, []byte(body), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, want := range []string{"accepted", "duplicate"} {
+		code, ct, body := rawPost(t, e, "ota", sign(cancellation), cancellation)
+		if code != 200 || ct != "text/plain; charset=utf-8" || body != "[accepted]" {
+			t.Fatalf("%s: %d %q %q; want 200 text/plain [accepted]", want, code, ct, body)
+		}
+	}
+	c := e.counts(t)
+	if c.Accepted != 1 || c.Duplicate != 1 {
+		t.Fatalf("stored %+v; want one accepted, one duplicate", c)
+	}
+	code, ct, body := rawPost(t, e, "ota", http.Header{"Content-Type": {"application/json"}}, cancellation)
+	if code != 401 || ct != "application/json" || !strings.Contains(body, `"error"`) {
+		t.Fatalf("unsigned: %d %q %q; want the JSON refusal", code, ct, body)
+	}
+}
+
+// Amounts in minor units are stored in major units by the currency's exponent, with
+// the currency in upper case; amounts in major units are stored as sent.
+func TestHandler_Money(t *testing.T) {
+	minor := otaSource(t)
+	minor.Name, minor.Keys = "stripe", receiver.KeySpec{EventID: "/id"}
+	minor.AmountField, minor.CurrencyField, minor.AmountMinorUnits = "/data/object/amount", "/data/object/currency", true
+	major := otaSource(t)
+	major.Name, major.Keys = "shop", receiver.KeySpec{EventID: "/id"}
+	major.AmountField, major.CurrencyField = "/total_price", "/currency"
+	e := newEnv(t, storage.Options{}, minor, major)
+
+	for _, c := range []struct{ source, body, amount, currency string }{
+		{"stripe", `{"id":"evt_1","data":{"object":{"amount":18250,"currency":"eur"}}}`, "182.50", "EUR"},
+		{"stripe", `{"id":"evt_2","data":{"object":{"amount":18000,"currency":"jpy"}}}`, "18000", "JPY"},
+		{"stripe", `{"id":"evt_3","data":{"object":{"amount":1250,"currency":"kwd"}}}`, "1.250", "KWD"},
+		{"stripe", `{"id":"evt_4","data":{"object":{"amount":995}}}`, "9.95", ""},
+		{"stripe", `{"id":"evt_5","data":{"object":{"currency":"usd"}}}`, "", ""},
+		{"shop", `{"id":"o_1","total_price":"199.00","currency":"USD"}`, "199.00", "USD"},
+		{"shop", `{"id":"o_2","total_price":182.5,"currency":"eur"}`, "182.5", "EUR"},
+	} {
+		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_" + c.body[7:12]}}
+		if err := minor.Verifier.Sign(h, url.Values{}, []byte(c.body), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		code, _, got := rawPost(t, e, c.source, h, c.body)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", c.body, code, got)
+		}
+		if d := stored(t, e, got); d.Amount != c.amount || d.Currency != c.currency {
+			t.Errorf("%s: stored amount %q currency %q; want %q %q", c.body, d.Amount, d.Currency, c.amount, c.currency)
+		}
+	}
+}

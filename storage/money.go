@@ -1,0 +1,86 @@
+package storage
+
+import (
+	"strings"
+)
+
+// currencyExponents are the ISO 4217 currencies whose minor unit is not a hundredth of
+// the major one, with the number of decimal places it has. Every other code, and an
+// amount with no currency, has two. This is the one table of them: intake reads it to
+// turn amounts sent in minor units into major ones, the console to write sums.
+var currencyExponents = map[string]int{
+	// No minor unit.
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	// Thousandths.
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	// Units of account kept to four places.
+	"CLF": 4, "UYW": 4,
+}
+
+// CurrencyExponent returns how many decimal places the minor unit of currency has, by
+// ISO 4217: 0 for JPY, 3 for KWD, 4 for CLF, 2 for any other code and for "". The code
+// is matched in any case.
+func CurrencyExponent(currency string) int {
+	if e, ok := currencyExponents[strings.ToUpper(currency)]; ok {
+		return e
+	}
+	return 2
+}
+
+// maxCurrency bounds a currency code as stored: ISO codes have three letters, and
+// anything much longer is a pointer aimed at the wrong field.
+const maxCurrency = 16
+
+// CurrencyCode is a currency as a delivery states it, the way it is stored and summed:
+// trimmed and in upper case (Stripe writes "eur", Adyen "EUR"). Text longer than any
+// currency code is cut.
+func CurrencyCode(s string) string {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if len(s) > maxCurrency {
+		s = strings.ToValidUTF8(s[:maxCurrency], "")
+	}
+	return s
+}
+
+// MajorUnits writes amount, a number of minor units of currency as text ("41250"), in
+// major units ("412.50"). The decimal point moves by the currency's exponent and
+// nothing is rounded, so no cent is lost to a float. ok is false, and amount is
+// returned as it is, when amount is not a plain decimal number (an optional "-",
+// digits, optionally "." and digits).
+func MajorUnits(amount, currency string) (major string, ok bool) {
+	neg, digits := false, amount
+	if rest, cut := strings.CutPrefix(digits, "-"); cut {
+		neg, digits = true, rest
+	}
+	whole, frac, dot := strings.Cut(digits, ".")
+	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
+		return amount, false
+	}
+	exp := CurrencyExponent(currency)
+	if len(whole) <= exp {
+		whole = strings.Repeat("0", exp-len(whole)+1) + whole
+	}
+	whole, frac = whole[:len(whole)-exp], whole[len(whole)-exp:]+frac
+	whole = strings.TrimLeft(whole, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg && strings.Trim(out, "0.") != "" {
+		out = "-" + out
+	}
+	return out, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

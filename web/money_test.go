@@ -1,0 +1,102 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
+)
+
+// payments adds a source "pay" whose amounts carry a currency.
+func payments(cfg *web.Config) {
+	cfg.Sources = append(cfg.Sources, web.Source{Name: "pay", Scheme: "stripe", Timestamped: true, Integrity: true,
+		EventID: "/id", TTL: 7 * 24 * time.Hour, AmountField: "/data/object/amount", CurrencyField: "/data/object/currency"})
+}
+
+// The money duplicates would have moved is summed per currency, never across them:
+// refunds in euros, dollars, yen and dinars, each redelivered, against a hand count.
+func TestConsole_MoneyPerCurrency(t *testing.T) {
+	e := newConsoleEnv(t, payments)
+	ctx := context.Background()
+	// Each event once, then duplicates: 3 × EUR 182.50, 1 × USD 40.00, 2 × JPY 18,000,
+	// 1 × KWD 1.250 delivered twice more or once more.
+	events := []struct {
+		key, amount, currency string
+		redeliveries          int
+	}{
+		{"evt_eur_1", "182.50", "EUR", 2},
+		{"evt_eur_2", "182.50", "EUR", 1},
+		{"evt_usd", "40.00", "USD", 1},
+		{"evt_jpy", "18000", "JPY", 2},
+		{"evt_kwd", "1.250", "KWD", 1},
+	}
+	for _, ev := range events {
+		for range 1 + ev.redeliveries {
+			d := &storage.Delivery{Source: "pay", Status: 200, Key: ev.key, KeyMethod: "event_id", PayloadHash: ev.key,
+				EventStatus: "charge.refunded", Amount: ev.amount, Currency: ev.currency, ContentType: "application/json",
+				Body: []byte(`{"id":"` + ev.key + `"}`)}
+			if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Counted by hand: duplicates only.
+	//   EUR 182.50 × (2 + 1) = 547.50
+	//   USD  40.00 × 1       =  40.00
+	//   JPY 18,000 × 2       = 36,000
+	//   KWD  1.250 × 1       =   1.250
+	// and the console env's own duplicate refund of 190.00 in no known currency.
+	want := "EUR 547.50 · JPY 36,000 · KWD 1.250 · USD 40.00 · — 190.00"
+
+	for _, rolled := range []bool{false, true} {
+		if rolled {
+			if _, err := e.db.RollupStats(ctx, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, body := e.as(t, "viewer").get("/")
+		if code != http.StatusOK {
+			t.Fatalf("GET / = %d", code)
+		}
+		page := parsePage(t, body)
+		if got := page.testid("card-money").testid("money").text(); got != strings.ReplaceAll(want, " · ", " ") {
+			t.Errorf("rolled up %v: money card %q, want %q", rolled, got, want)
+		}
+		card := page.testid("card-money").text()
+		if !strings.Contains(card, want) || !strings.Contains(card, "8 refunds and cancellations") {
+			t.Errorf("rolled up %v: money card %q, want %q and 8 refunds", rolled, card, want)
+		}
+		// Per source: pay's own sums; ota's only amount has no currency.
+		for _, row := range page.testid("source-stats").tag("tr").list {
+			text := nodes{t, []*html.Node{row}}.text()
+			switch {
+			case strings.HasPrefix(text, "pay "):
+				if !strings.Contains(text, "EUR 547.50 · JPY 36,000 · KWD 1.250 · USD 40.00") || strings.Contains(text, "—") {
+					t.Errorf("rolled up %v: pay's row %q", rolled, text)
+				}
+			case strings.HasPrefix(text, "ota "):
+				if !strings.Contains(text, "— 190.00") || strings.Contains(text, "EUR") {
+					t.Errorf("rolled up %v: ota's row %q", rolled, text)
+				}
+			}
+		}
+	}
+
+	// The refunds caught, listed with their currency.
+	_, body := e.as(t, "viewer").get("/")
+	parsePage(t, body).shows("JPY 18000", "KWD 1.250")
+	// The events list, the CSV and the API say the currency too.
+	_, list := e.as(t, "viewer").get("/events?" + url.Values{"source": {"pay"}}.Encode())
+	parsePage(t, list).shows("EUR 182.50", "USD 40.00")
+	_, csvBody := e.as(t, "viewer").get("/events.csv?source=pay")
+	if !strings.Contains(csvBody, ",amount,currency,") || !strings.Contains(csvBody, ",182.50,EUR,") {
+		t.Errorf("CSV without its currency column:\n%s", csvBody)
+	}
+}
