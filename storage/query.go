@@ -16,7 +16,7 @@ import (
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	remote_addr, content_type`
+	remote_addr, content_type, batch, batch_index`
 	deliveryColumns     = deliveryFields + `, headers, body`
 	deliveryListColumns = deliveryFields + `, '', NULL`
 )
@@ -31,7 +31,8 @@ func scanDelivery(s scanner) (Delivery, error) {
 	var outcome, headers string
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
-		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr, &d.ContentType, &headers, &d.Body)
+		&d.Booking, &d.EventStatus, &d.Amount, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
+		&headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err
 	}
