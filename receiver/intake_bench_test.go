@@ -40,6 +40,14 @@ type intakeStore struct {
 func (s intakeStore) Record(ctx context.Context, d *storage.Delivery, claim storage.ClaimOptions) error {
 	return s.record(ctx, d, claim)
 }
+func (s intakeStore) RecordBatch(ctx context.Context, items []*storage.Delivery, claim storage.ClaimOptions) error {
+	for _, d := range items {
+		if err := s.record(ctx, d, claim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 func (s intakeStore) Ping(context.Context) error { return nil }
 
 // BenchmarkIntake drives the whole webhook handler in process, 64 concurrent senders on
