@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -267,4 +268,25 @@ func (rc *Receiver) writeBatchAnswer(w http.ResponseWriter, _ *Source, a batchAn
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(b, '\n'))
+}
+
+// CheckBatch reports the first thing wrong with a batched source's settings: batch and
+// item must be RFC 6901 pointers (batch not "", which would make the whole body the
+// array; item may be "", the element itself), and the key cannot come from a header,
+// which every item of a request shares. Errors name the setting.
+func CheckBatch(batch, item string, spec KeySpec) error {
+	if batch == "" {
+		return errors.New(`batch: "" is the whole body; name the array of events, such as "/events"`)
+	}
+	if p := pointerProblem(batch); p != "" {
+		return fmt.Errorf("batch: %q %s", batch, p)
+	}
+	if p := pointerProblem(item); p != "" {
+		return fmt.Errorf("item: %q %s", item, p)
+	}
+	if strings.HasPrefix(spec.EventID, eventIDHeaderPrefix) {
+		return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
+			"name a field inside the item instead", spec.EventID)
+	}
+	return nil
 }

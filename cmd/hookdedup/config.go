@@ -71,6 +71,9 @@ type sourceConfig struct {
 	PropertyField     *string        `toml:"property_field"`
 	BookingField      *string        `toml:"booking_field"`
 	StatusField       *string        `toml:"status_field"`
+	Batch             string         `toml:"batch"`           // JSON pointer to the array of events in one request
+	Item              string         `toml:"item"`            // JSON pointer to the event inside each element
+	MaxBatchItems     int            `toml:"max_batch_items"` // items one request may carry; 0: receiver's default
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -515,6 +518,9 @@ func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
 	sc.PropertyField = cmp.Or(sc.PropertyField, def.PropertyField)
 	sc.BookingField = cmp.Or(sc.BookingField, def.BookingField)
 	sc.StatusField = cmp.Or(sc.StatusField, def.StatusField)
+	sc.Batch = cmp.Or(sc.Batch, def.Batch)
+	sc.Item = cmp.Or(sc.Item, def.Item)
+	sc.MaxBatchItems = cmp.Or(sc.MaxBatchItems, def.MaxBatchItems)
 	return sc
 }
 
@@ -581,6 +587,16 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			return nil, fmt.Errorf("ttl %s is too short for tolerance %s: a captured delivery could be replayed after its key expires; raise ttl to at least %s (twice the tolerance plus %s) or lower tolerance",
 				*s.TTL, tol, least, replayMargin)
 		}
+	}
+	if s.Batch != "" {
+		if err := receiver.CheckBatch(s.Batch, s.Item, s.keySpec(v)); err != nil {
+			return nil, err
+		}
+	} else if s.Item != "" {
+		return nil, errors.New("item: is set without batch (the array of events the item is found in)")
+	}
+	if s.MaxBatchItems < 0 {
+		return nil, errors.New("max_batch_items: must not be negative")
 	}
 	if s.MaxAttempts < 1 {
 		return nil, errors.New("max_attempts: must be at least 1")
@@ -653,6 +669,9 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		PropertyField:  *s.PropertyField,
 		BookingField:   *s.BookingField,
 		StatusField:    *s.StatusField,
+		Batch:          s.Batch,
+		Item:           s.Item,
+		MaxBatchItems:  s.MaxBatchItems,
 	}
 	if s.TokenHeader != "" {
 		src.RedactHeaders = []string{s.TokenHeader}
