@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,6 +43,16 @@ func TestDB_RecordBatch(t *testing.T) {
 			if got.Batch != b[0].ID || got.BatchIndex != i {
 				t.Fatalf("stored item %d: batch %d index %d; want %d and %d", i, got.Batch, got.BatchIndex, b[0].ID, i)
 			}
+		}
+		listed, err := db.BatchDeliveries(ctx, b[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 3 || listed[2].ID != b[2].ID || listed[2].BatchIndex != 2 {
+			t.Fatalf("BatchDeliveries = %d items, want the three in order", len(listed))
+		}
+		if _, err := db.BatchDeliveries(ctx, 1); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("BatchDeliveries of a single delivery = %v, want ErrNotFound", err)
 		}
 		single, err := db.Delivery(ctx, 1)
 		if err != nil {

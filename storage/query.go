@@ -158,3 +158,32 @@ func (c Claim) Held(now time.Time) bool {
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
 }
+
+// BatchDeliveries returns the item deliveries of one batched request (batch is the id
+// of its first item's delivery), in the request's order, without their headers and
+// bodies, as listings read them. A request holds at most a bounded number of items (the
+// receiver's max_batch_items), so they are read whole. Returns ErrNotFound if none is
+// stored.
+func (db *DB) BatchDeliveries(ctx context.Context, batch int64) ([]Delivery, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
+WHERE batch = ? ORDER BY batch_index`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", batch, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: %w", batch, err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", batch, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("batch %d: %w", batch, ErrNotFound)
+	}
+	return out, nil
+}
