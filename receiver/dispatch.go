@@ -297,6 +297,12 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	req.Header.Set("Idempotency-Key", job.Source+":"+job.Key)
 	req.Header.Set("X-Hookdedup-Source", job.Source)
 	req.Header.Set("X-Hookdedup-Delivery", strconv.FormatInt(job.Delivery, 10))
+	if job.Batch != 0 {
+		// The body is one item of a request that carried several: these name that
+		// request (its first item's delivery) and the item's place in it.
+		req.Header.Set("X-Hookdedup-Batch", strconv.FormatInt(job.Batch, 10))
+		req.Header.Set("X-Hookdedup-Batch-Index", strconv.Itoa(job.BatchIndex))
+	}
 	req.Header.Set("User-Agent", "hookdedup")
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {

@@ -45,6 +45,16 @@ func pointerProblem(p string) string {
 // canonical. A pointer only descends through objects and arrays; a token met
 // by a scalar names nothing.
 func ptrLookup(doc, p string) (string, bool) {
+	start, end, ok := ptrSpan(doc, p)
+	if !ok {
+		return "", false
+	}
+	return doc[start:end], true
+}
+
+// ptrSpan is ptrLookup's answer as offsets into doc, so that a caller holding doc's
+// bytes can slice the value from them without a copy.
+func ptrSpan(doc, p string) (start, end int, ok bool) {
 	i := jsonSkipSpace(doc, 0)
 	for rest := p; rest != ""; {
 		rest = rest[1:] // the '/' that pointerProblem guaranteed
@@ -55,7 +65,7 @@ func ptrLookup(doc, p string) (string, bool) {
 			rest = ""
 		}
 		if i >= len(doc) {
-			return "", false
+			return 0, 0, false
 		}
 		var ok bool
 		switch doc[i] {
@@ -65,13 +75,13 @@ func ptrLookup(doc, p string) (string, bool) {
 			i, ok = ptrElement(doc, i, tok)
 		}
 		if !ok {
-			return "", false
+			return 0, 0, false
 		}
 	}
 	if i >= len(doc) {
-		return "", false
+		return 0, 0, false
 	}
-	return doc[i:jsonSkipValue(doc, i)], true
+	return i, jsonSkipValue(doc, i), true
 }
 
 // ptrUnescape undoes RFC 6901's escapes in the order §4 prescribes ("~1"

@@ -16,4 +16,5 @@ const (
 	logDropped    = "dropped"    // how many were dropped
 	logAttempts   = "attempts"   // how many attempts were made
 	logNext       = "next"       // when the next is due
+	logItems      = "items"      // how many items a batched request carried
 )

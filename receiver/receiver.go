@@ -42,10 +42,6 @@ type Source struct {
 	// it is stored in major units, by the currency's ISO 4217 exponent.
 	CurrencyField    string
 	AmountMinorUnits bool
-	// Batch points at the array of events in one request, Item at the event inside
-	// each of its elements ("" for the element itself). "" Batch: a request is one
-	// event.
-	Batch, Item string
 	// Answer is the body of the 200 answer for an accepted or duplicate delivery.
 	Answer Answer
 	// FormEncoded accepts application/x-www-form-urlencoded deliveries whose JSON is
@@ -56,6 +52,14 @@ type Source struct {
 	// RedactHeaders names request headers that carry credentials for this source; they
 	// are stored as "[redacted]".
 	RedactHeaders []string
+	// Batch, when set, is a JSON pointer to the array of events in one request: each
+	// element is an item, keyed, claimed, stored and handed downstream on its own.
+	// Item is a pointer inside each element to the event ("" for the element itself).
+	// Keys and the label fields are read inside the item.
+	Batch, Item string
+	// MaxBatchItems bounds the items of one request (0: DefaultMaxBatchItems); a
+	// request with more is refused with 413.
+	MaxBatchItems int
 }
 
 // Answer is the body a sender expects with a 200.
@@ -72,6 +76,8 @@ const (
 // Store is what the intake path needs of storage.
 type Store interface {
 	Record(ctx context.Context, d *storage.Delivery, claim storage.ClaimOptions) error
+	// RecordBatch records the items of one request in one transaction, or none of them.
+	RecordBatch(ctx context.Context, items []*storage.Delivery, claim storage.ClaimOptions) error
 	Ping(ctx context.Context) error
 }
 
@@ -249,6 +255,10 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
+	if src.Batch != "" {
+		rc.handleBatch(w, r, src, body, start)
+		return
+	}
 
 	if err := rc.verify(src, r, body); err != nil {
 		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())

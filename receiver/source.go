@@ -60,6 +60,12 @@ func writeStored(w http.ResponseWriter, src *Source, a answer) {
 		writeJSON(w, http.StatusOK, a)
 		return
 	}
+	writeAccepted(w)
+}
+
+// writeAccepted is Adyen's answer to a notification it need not send again: the text
+// "[accepted]", for a single delivery and for a batch alike.
+func writeAccepted(w http.ResponseWriter) {
 	const body = "[accepted]"
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))

@@ -24,8 +24,13 @@ type Job struct {
 	DeliverySource, DeliveryKey string
 	ContentType                 string
 	Body                        []byte
-	Attempts                    int       // attempts made before this one
-	Generation                  time.Time // the claim's claimed_at: a re-claimed key is another job
+	// Batch is the stored delivery's batch (the id of the first item delivery of the
+	// request it came in), 0 when that request carried one event; BatchIndex is its
+	// place in that request.
+	Batch      int64
+	BatchIndex int
+	Attempts   int       // attempts made before this one
+	Generation time.Time // the claim's claimed_at: a re-claimed key is another job
 }
 
 // LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
@@ -60,8 +65,8 @@ RETURNING id, source, key, first_delivery, attempts, claimed_at`, millis(now.Add
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body FROM deliveries WHERE id = ?`, j.Delivery).
-				Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body)
+			err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body, batch, batch_index FROM deliveries WHERE id = ?`,
+				j.Delivery).Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body, &j.Batch, &j.BatchIndex)
 			switch {
 			case err == nil:
 				j.Stored = true

@@ -16,7 +16,7 @@ import (
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	currency, remote_addr, content_type`
+	currency, remote_addr, content_type, batch, batch_index`
 	deliveryColumns     = deliveryFields + `, headers, body`
 	deliveryListColumns = deliveryFields + `, '', NULL`
 )
@@ -31,7 +31,8 @@ func scanDelivery(s scanner) (Delivery, error) {
 	var outcome, headers string
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
-		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &headers, &d.Body)
+		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
+		&headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -156,4 +157,33 @@ func (c Claim) Held(now time.Time) bool {
 // stuckBefore. sqlStuck selects the same keys in SQL.
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
+}
+
+// BatchDeliveries returns the item deliveries of one batched request (batch is the id
+// of its first item's delivery), in the request's order, without their headers and
+// bodies, as listings read them. A request holds at most a bounded number of items (the
+// receiver's max_batch_items), so they are read whole. Returns ErrNotFound if none is
+// stored.
+func (db *DB) BatchDeliveries(ctx context.Context, batch int64) ([]Delivery, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
+WHERE batch = ? ORDER BY batch_index`, batch)
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", batch, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: %w", batch, err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", batch, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("batch %d: %w", batch, ErrNotFound)
+	}
+	return out, nil
 }

@@ -52,6 +52,12 @@ type Delivery struct {
 	ContentType string
 	Headers     map[string][]string // the request's headers, as an http.Header holds them
 	Body        []byte
+
+	// Batch is the id of the first item delivery of the request this delivery came in,
+	// when that request carried several events (RecordBatch), and 0 otherwise;
+	// BatchIndex is its place in the request, from 0. RecordBatch sets both.
+	Batch      int64
+	BatchIndex int
 }
 
 // ClaimOptions says how a delivery's key is claimed.
@@ -71,21 +77,30 @@ const (
 	StateReleased   = "released"
 )
 
+// recordReq is one call of Record or RecordBatch: the writer takes it whole, so that
+// all its deliveries land in one transaction and are answered together.
 type recordReq struct {
-	d       *Delivery
-	claim   ClaimOptions
-	headers string
-	done    chan error
+	rows  []recordRow
+	claim ClaimOptions
+	batch bool // RecordBatch: the rows are the items of one request
+	done  chan error
 	// state says who has r: reqQueued until the writer takes it (to write it inside a
 	// transaction that holds the lock, or to answer it an error) or Record gives up
 	// waiting and abandons it. Whoever moves it first decides; an abandoned r is never
 	// read again, for its Delivery may be reused as soon as Record returns.
 	state atomic.Int32
+}
+
+// recordRow is one delivery of a recordReq.
+type recordRow struct {
+	d       *Delivery
+	headers string
+	claim   ClaimOptions // its request's
 
 	// results, applied to d only once the transaction that holds them has committed
-	id, first int64
-	outcome   Outcome
-	mismatch  bool
+	id, first, batch int64
+	outcome          Outcome
+	mismatch         bool
 }
 
 // The states of a recordReq.
@@ -95,7 +110,11 @@ const (
 	reqAbandoned
 )
 
-// recordReqs recycles requests and their channels: intake makes one per delivery.
+// maxPooledRows bounds the rows a pooled request keeps room for: a rare large batch
+// must not pin its slice in every pooled request.
+const maxPooledRows = 64
+
+// recordReqs recycles requests and their channels: intake makes one per request.
 var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan error, 1)} }}
 
 // Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
@@ -113,37 +132,67 @@ var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan e
 // ErrWriteTimeout and d is never written. Once d's transaction holds the lock, Record
 // waits for its commit, a matter of milliseconds.
 func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error {
-	if d.Outcome != Rejected && d.Key == "" {
-		return errors.New("record delivery: empty key")
+	return db.record(ctx, claim, false, d)
+}
+
+// RecordBatch stores the items of one request that carried several events, each as a
+// delivery of its own with its own key, claimed in order, as Record does one. All of
+// them commit in one transaction, or none: on success every item's ID, Outcome,
+// FirstDelivery and Mismatch are set, and Batch (the id of the first item's delivery)
+// and BatchIndex (its place in items) are stored with it; on error nothing of any item
+// was stored where it will be found. Two items of one key: the first claims it, the
+// second is its duplicate. Rejections cannot be recorded this way: a refused request
+// is one rejected delivery (Record).
+func (db *DB) RecordBatch(ctx context.Context, items []*Delivery, claim ClaimOptions) error {
+	if len(items) == 0 {
+		return errors.New("record batch: no items")
 	}
-	if d.ReceivedAt.IsZero() {
-		d.ReceivedAt = db.Now()
-	}
-	headers := "{}"
-	if len(d.Headers) > 0 {
-		b, err := json.Marshal(d.Headers)
-		if err != nil {
-			return fmt.Errorf("record delivery: headers: %w", err)
+	for i, d := range items {
+		if d.Outcome == Rejected {
+			return fmt.Errorf("record batch: item %d is a rejection", i)
 		}
-		headers = string(b)
+	}
+	return db.record(ctx, claim, true, items...)
+}
+
+func (db *DB) record(ctx context.Context, claim ClaimOptions, batch bool, ds ...*Delivery) error {
+	r := recordReqs.Get().(*recordReq)
+	r.claim, r.batch = claim, batch
+	now := time.Time{}
+	for i, d := range ds {
+		if d.Outcome != Rejected && d.Key == "" {
+			recordReqs.Put(r.reset())
+			return fmt.Errorf("record delivery %d: empty key", i)
+		}
+		if d.ReceivedAt.IsZero() {
+			if now.IsZero() {
+				now = db.Now() // one time for all the items of a request
+			}
+			d.ReceivedAt = now
+		}
+		headers := "{}"
+		if len(d.Headers) > 0 {
+			b, err := json.Marshal(d.Headers)
+			if err != nil {
+				recordReqs.Put(r.reset())
+				return fmt.Errorf("record delivery: headers: %w", err)
+			}
+			headers = string(b)
+		}
+		r.rows = append(r.rows, recordRow{d: d, headers: headers, claim: claim})
 	}
 	wait := time.NewTimer(db.busyTimeout)
 	defer wait.Stop()
-	r := recordReqs.Get().(*recordReq)
-	r.d, r.claim, r.headers = d, claim, headers
 	select {
 	case db.reqs <- r:
 	case <-db.closing:
-		r.d = nil
-		recordReqs.Put(r)
+		recordReqs.Put(r.reset())
 		return ErrClosed
 	case <-ctx.Done():
-		r.d = nil
-		recordReqs.Put(r)
+		recordReqs.Put(r.reset())
 		return ctx.Err()
 	case <-wait.C:
-		r.d = nil
-		recordReqs.Put(r)
+		recordReqs.Put(r.reset())
 		return fmt.Errorf("record delivery: %w", ErrWriteTimeout)
 	}
 	// Queued, r is written only if the writer takes it before the wait ends; once taken,
@@ -160,14 +209,27 @@ func (db *DB) Record(ctx context.Context, d *Delivery, claim ClaimOptions) error
 		err = <-r.done
 	}
 	if err == nil {
-		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
+		for _, row := range r.rows {
+			d := row.d
+			d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = row.id, row.outcome, row.first, row.mismatch
+			d.Batch = row.batch
+		}
 	}
 	// The writer let go of r when it answered on r.done.
-	r.d, r.claim, r.headers = nil, ClaimOptions{}, ""
-	r.id, r.first, r.outcome, r.mismatch = 0, 0, "", false
-	r.state.Store(reqQueued)
-	recordReqs.Put(r)
+	recordReqs.Put(r.reset())
 	return err
+}
+
+// reset makes r ready for reuse and returns it.
+func (r *recordReq) reset() *recordReq {
+	clear(r.rows)
+	r.rows = r.rows[:0]
+	if cap(r.rows) > maxPooledRows {
+		r.rows = nil
+	}
+	r.claim, r.batch = ClaimOptions{}, false
+	r.state.Store(reqQueued)
+	return r
 }
 
 // writer is the single goroutine that commits intake writes. It takes what is already
@@ -194,11 +256,15 @@ func (db *DB) writer() {
 			}
 		}
 		batch = append(batch[:0], first)
+		rows := len(first.rows)
 	fill:
-		for len(batch) < db.maxBatch {
+		// A request is taken whole however many rows it has; others join it while the
+		// transaction stays within maxBatch rows.
+		for len(batch) < db.maxBatch && rows < db.maxBatch {
 			select {
 			case r := <-db.reqs:
 				batch = append(batch, r)
+				rows += len(r.rows)
 			default:
 				break fill
 			}
@@ -247,7 +313,7 @@ RETURNING first_delivery`
 	sqlDeliveryHead = `
 INSERT INTO deliveries (` + deliveryColumns + `)
 VALUES `
-	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
 
@@ -299,7 +365,8 @@ type batchWriter struct {
 	args  []any
 	won   map[int64]bool
 	held  map[holderKey]holder
-	ask   []*recordReq
+	rows  []*recordRow // the rows of the transaction's requests, in order
+	ask   []*recordRow
 }
 
 type holderKey struct{ source, key string }
@@ -409,7 +476,7 @@ func take(batch []*recordReq) []*recordReq {
 }
 
 // chunks calls f with consecutive chunks of reqs, each of a size in chunkSizes.
-func chunks(reqs []*recordReq, f func(chunk []*recordReq) error) error {
+func chunks[T any](reqs []T, f func(chunk []T) error) error {
 	for len(reqs) > 0 {
 		n := chunkSizes[len(chunkSizes)-1]
 		for _, size := range chunkSizes {
@@ -446,38 +513,60 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if batch = take(batch); len(batch) == 0 {
 		return nil, nil
 	}
+	// Number the deliveries, request by request, and gather the rows that claim a key,
+	// in order.
+	w.rows, w.ask = w.rows[:0], w.ask[:0]
+	for _, r := range batch {
+		for i := range r.rows {
+			w.rows = append(w.rows, &r.rows[i])
+		}
+	}
 	var last int64
-	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(batch)).Scan(&last); err != nil {
+	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(w.rows)).Scan(&last); err != nil {
 		return batch, fmt.Errorf("take delivery ids: %w", err)
 	}
-
-	// Number the deliveries, and gather the requests that claim a key, in order.
-	w.ask = w.ask[:0]
-	for i, r := range batch {
-		r.id, r.outcome, r.first, r.mismatch = last+int64(i)+1, r.d.Outcome, 0, false
-		if r.d.Outcome != Rejected {
-			w.ask = append(w.ask, r)
+	next := last
+	for _, r := range batch {
+		var batchID int64
+		if r.batch {
+			batchID = next + 1 // the first item's id names the request's items
+		}
+		for i := range r.rows {
+			row := &r.rows[i]
+			next++
+			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
+			if row.d.Outcome != Rejected {
+				w.ask = append(w.ask, row)
+			}
 		}
 	}
-	if err := w.claim(ctx, tx); err != nil {
-		return batch, err
+	err = w.claimRows(ctx, tx)
+	if err == nil {
+		err = chunks(w.rows, func(chunk []*recordRow) error {
+			st := w.stmt(kindDelivery, len(chunk))
+			args := w.args[:0]
+			for _, r := range chunk {
+				d := r.d
+				index := 0
+				if r.batch != 0 {
+					index = int(r.id - r.batch) // the request's rows have consecutive ids
+				}
+				args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
+					d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
+					d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
+					r.batch, index, r.headers, d.Body)
+			}
+			w.args = args
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+			return nil
+		})
 	}
-	err = chunks(batch, func(chunk []*recordReq) error {
-		st := w.stmt(kindDelivery, len(chunk))
-		args := w.args[:0]
-		for _, r := range chunk {
-			d := r.d
-			args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
-				d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
-				d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType, r.headers, d.Body)
-		}
-		w.args = args
-		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("insert deliveries: %w", err)
-		}
-		return nil
-	})
 	clear(w.args)
+	clear(w.rows)
+	clear(w.ask)
+	w.rows, w.ask = w.rows[:0], w.ask[:0]
 	if err != nil {
 		return batch, err
 	}
@@ -488,9 +577,11 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	return batch, nil
 }
 
-// claim claims the keys of w.ask, in order, and sets each request's outcome, first
-// delivery and mismatch.
-func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
+// claimRows claims the keys of w.ask, in order, and sets each row's outcome, first
+// delivery and mismatch. Rows of one key in one transaction (concurrent deliveries, or
+// two items of one request) are claimed in order: the first wins, the rest are its
+// duplicates.
+func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	if len(w.ask) == 0 {
 		return nil
 	}
@@ -499,7 +590,7 @@ func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
 	}
 	clear(w.won)
 	clear(w.held)
-	err := chunks(w.ask, func(chunk []*recordReq) error {
+	err := chunks(w.ask, func(chunk []*recordRow) error {
 		st := w.stmt(kindClaim, len(chunk))
 		args := w.args[:0]
 		for _, r := range chunk {
@@ -542,7 +633,7 @@ func (w *batchWriter) claim(ctx context.Context, tx *sql.Tx) error {
 			lost = append(lost, r)
 		}
 	}
-	err = chunks(lost, func(chunk []*recordReq) error {
+	err = chunks(lost, func(chunk []*recordRow) error {
 		st := w.stmt(kindHolder, len(chunk))
 		args := w.args[:0]
 		for _, r := range chunk {

@@ -134,6 +134,12 @@ type EventRow struct {
 	PayloadHash string
 	This        bool   // on an event page: the delivery shown
 	CompareURL  string // on an event page: compare this delivery with the one shown
+	// Batch is the first item's delivery of the batched request this delivery is an
+	// item of (0: a request of its own), BatchIndex its place there, from 0, and
+	// BatchURL the first item's page.
+	Batch      int64
+	BatchIndex int
+	BatchURL   string
 }
 
 // EventFilter is the events list's filter form, as typed.
@@ -184,6 +190,34 @@ type Event struct {
 	Compare           *Compare
 	Attempts          []AttemptRow
 	ForwardURL        string // "" when the source records only
+	// Batch places the delivery among the items of the request it came in; nil when
+	// that request carried one event.
+	Batch *Batch
+}
+
+// Batch is a batched request as an item's page shows it: every item, each with its
+// key.
+type Batch struct {
+	ID    int64 // the first item's delivery
+	Index int   // the shown item's place, from 0
+	Count int
+	// HeadersURL is the first item's page, where the request's headers are kept ("" on
+	// that page).
+	HeadersURL string
+	Items      []BatchItem
+}
+
+// BatchItem is one item of a batched request.
+type BatchItem struct {
+	Index       int
+	URL         string // the item's delivery page
+	Outcome     string
+	Mismatch    bool
+	EventStatus string
+	Key         string
+	KeyShort    string
+	KeyURL      string // every delivery of the item's key, in the events list
+	This        bool   // the item shown
 }
 
 // Header is one request header.

@@ -93,6 +93,11 @@ type apiDelivery struct {
 	Headers       http.Header     `json:"headers,omitempty"`
 	Body          json.RawMessage `json:"body,omitempty"`      // the payload when it is JSON
 	BodyText      string          `json:"body_text,omitempty"` // otherwise, as text
+	// Batch is the first item's delivery of the batched request this delivery is an
+	// item of, and BatchIndex its place there from 0; both absent for a request of
+	// its own.
+	Batch      string `json:"batch,omitempty"`
+	BatchIndex *int   `json:"batch_index,omitempty"`
 }
 
 func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
@@ -103,6 +108,10 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 	}
 	if d.FirstDelivery != 0 && d.FirstDelivery != d.ID {
 		out.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)
+	}
+	if d.Batch != 0 {
+		index := d.BatchIndex
+		out.Batch, out.BatchIndex = strconv.FormatInt(d.Batch, 10), &index
 	}
 	if full {
 		out.Headers = d.Headers

@@ -34,6 +34,9 @@ type eventStore interface {
 	// Claim returns ErrNotFound if the key was never claimed or its row was swept.
 	Claim(ctx context.Context, source, key string) (storage.Claim, error)
 	Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error)
+	// BatchDeliveries returns the items of a batched request in order; ErrNotFound if
+	// none is stored.
+	BatchDeliveries(ctx context.Context, batch int64) ([]storage.Delivery, error)
 }
 
 const dateTimeLocal = "2006-01-02T15:04"
@@ -178,7 +181,8 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-events-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
-		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error"})
+		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error",
+		"batch", "batch_index"})
 	n := 0
 	err := s.events.EachEvent(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
@@ -186,6 +190,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
 			csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
 			strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
+			strconv.FormatInt(d.Batch, 10), strconv.Itoa(d.BatchIndex),
 		})
 		if n++; n%500 == 0 {
 			cw.Flush()
@@ -219,10 +224,38 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	var siblings []storage.Delivery
+	if d.Batch != 0 {
+		siblings, err = s.events.BatchDeliveries(r.Context(), d.Batch)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) { // swept: the item stands alone
+			return err
+		}
+	}
 	u, _ := UserFrom(r.Context())
 	v := s.eventView(d, k, with, Allowed(u.Role, storage.RoleOperator))
+	v.Batch = batchView(d, siblings)
 	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
 	return s.render(w, r, http.StatusOK, views.EventView(v))
+}
+
+// batchView places d among the items of its batched request, siblings (d among them);
+// nil when d came alone or its siblings are no longer stored.
+func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
+	if d.Batch == 0 || len(siblings) == 0 {
+		return nil
+	}
+	b := &views.Batch{ID: d.Batch, Index: d.BatchIndex, Count: len(siblings)}
+	if d.ID != d.Batch {
+		b.HeadersURL = eventURL(d.Batch)
+	}
+	for _, o := range siblings {
+		b.Items = append(b.Items, views.BatchItem{
+			Index: o.BatchIndex, URL: eventURL(o.ID), Outcome: string(o.Outcome), Mismatch: o.Mismatch,
+			EventStatus: o.EventStatus, Key: o.Key, KeyShort: shortKey(o.Key),
+			KeyURL: keyEventsURL(o.Source, o.Key), This: o.ID == d.ID,
+		})
+	}
+	return b
 }
 
 // keyData is what a delivery's page shows of its key, as storage gives it.

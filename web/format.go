@@ -188,7 +188,19 @@ func (s *Server) eventRow(d storage.Delivery) views.EventRow {
 		KeyShort:    shortKey(d.Key),
 		Error:       d.Error,
 		PayloadHash: d.PayloadHash,
+		Batch:       d.Batch,
+		BatchIndex:  d.BatchIndex,
+		BatchURL:    batchURL(d.Batch),
 	}
+}
+
+// batchURL is the page of a batch's first item, where its items are listed ("" for no
+// batch).
+func batchURL(batch int64) string {
+	if batch == 0 {
+		return ""
+	}
+	return eventURL(batch) + "#batch"
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

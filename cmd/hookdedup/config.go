@@ -92,6 +92,7 @@ type sourceConfig struct {
 	Item              *string        `toml:"item"`
 	Answer            string         `toml:"answer"`
 	FormEncoded       *bool          `toml:"form_encoded"`
+	MaxBatchItems     int            `toml:"max_batch_items"` // items one request may carry; 0: receiver's default
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -686,6 +687,7 @@ func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
 	sc.Item = cmp.Or(sc.Item, def.Item)
 	sc.Answer = cmp.Or(sc.Answer, def.Answer)
 	sc.FormEncoded = cmp.Or(sc.FormEncoded, def.FormEncoded)
+	sc.MaxBatchItems = cmp.Or(sc.MaxBatchItems, def.MaxBatchItems)
 	return sc
 }
 
@@ -772,6 +774,14 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 				*s.TTL, tol, least, replayMargin)
 		}
 	}
+	if *s.Batch != "" {
+		if err := receiver.CheckBatch(*s.Batch, *s.Item, s.keySpec(v)); err != nil {
+			return nil, err
+		}
+	}
+	if s.MaxBatchItems < 0 {
+		return nil, errors.New("max_batch_items: must not be negative")
+	}
 	if s.MaxAttempts < 1 {
 		return nil, errors.New("max_attempts: must be at least 1")
 	}
@@ -787,7 +797,7 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		return nil, fmt.Errorf("answer: %q is not an answer hookdedup gives (want %q or %q)", s.Answer, receiver.AnswerJSON, receiver.AnswerAccepted)
 	}
 	if *s.Item != "" && *s.Batch == "" {
-		return nil, fmt.Errorf("item: %q points inside the elements of a batch, but batch is not set", *s.Item)
+		return nil, fmt.Errorf("item: %q is set without batch (it points inside the elements of a batch)", *s.Item)
 	}
 	labels := []struct{ field, pointer string }{
 		{"property_field", *s.PropertyField},
@@ -861,6 +871,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		Item:             *s.Item,
 		Answer:           receiver.Answer(s.Answer),
 		FormEncoded:      *s.FormEncoded,
+		MaxBatchItems:    s.MaxBatchItems,
 	}
 	if s.TokenHeader != "" {
 		src.RedactHeaders = []string{s.TokenHeader}

@@ -85,6 +85,44 @@ adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adres
 		{"BadEnv", ``, map[string]string{"HOOKDEDUP_RETENTION": "soon"}, []string{"HOOKDEDUP_RETENTION", `"soon"`}},
 		{"BadTrustedProxy", `trusted_proxies = ["10.0.0.0/8", "10.0.0.0/33"]`, nil, []string{"hookdedup.toml", "trusted_proxies", `"10.0.0.0/33" is not a CIDR`}},
 		{"BadTrustedProxyEnv", ``, map[string]string{"HOOKDEDUP_TRUSTED_PROXIES": "10.0.0.0/8, proxy.example"}, []string{"HOOKDEDUP_TRUSTED_PROXIES", `"proxy.example" is not a CIDR`}},
+		{"BadBatchPointer", `
+[[source]]
+name = "adyen"
+signature = "adyen"
+secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+key_fields = ["/pspReference"]
+batch = "notificationItems"`, nil, []string{`source "adyen"`, "batch", `"notificationItems" is not a JSON pointer`}},
+		{"BadItemPointer", `
+[[source]]
+name = "adyen"
+signature = "adyen"
+secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+key_fields = ["/pspReference"]
+batch = "/notificationItems"
+item = "/a~2"`, nil, []string{`source "adyen"`, "item", `"/a~2"`}},
+		{"ItemWithoutBatch", `
+[[source]]
+name = "mews"
+signature = "token"
+token_query = "token"
+secret = "x"
+key_fields = ["/Value"]
+item = "/Event"`, nil, []string{`source "mews"`, "item", "without batch"}},
+		{"BatchKeyedOnHeader", `
+[[source]]
+name = "gh"
+signature = "github"
+secret = "x"
+batch = "/events"`, nil, []string{`source "gh"`, "event_id", "header:X-GitHub-Delivery", "every item"}},
+		{"NegativeMaxBatchItems", `
+[[source]]
+name = "mews"
+signature = "token"
+token_query = "token"
+secret = "x"
+key_fields = ["/Value"]
+batch = "/Events"
+max_batch_items = -1`, nil, []string{`source "mews"`, "max_batch_items"}},
 		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
 	}
 	for _, tc := range tests {

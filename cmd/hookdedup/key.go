@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,51 +79,108 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	der, derr := receiver.Derive(src.Keys, http.Header(headers), body)
-
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source\t%s\n", src.Name)
 	if src.Keys.EventID != "" {
 		fmt.Fprintf(w, "event id from\t%s\n", src.Keys.EventID)
 	}
-	if derr != nil {
-		w.Flush()
-		return fmt.Errorf("no key: %w", derr)
+	if src.Batch == "" {
+		der, derr := receiver.Derive(src.Keys, http.Header(headers), body)
+		if derr != nil {
+			w.Flush()
+			return fmt.Errorf("no key: %w", derr)
+		}
+		if err := explainKey(ctx, w, db, src, der, ""); err != nil {
+			w.Flush()
+			return err
+		}
+		return w.Flush()
 	}
+
+	// A batch: every item explained on its own, as intake keys it; the first item
+	// that intake would refuse refuses the whole request, and is the error.
+	items, err := receiver.BatchItems(body, src.Batch, src.Item, src.MaxBatchItems)
+	if err != nil {
+		w.Flush()
+		return fmt.Errorf("batch: %w", err)
+	}
+	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), src.Batch, itemNote(src.Item))
+	iv, perItem := src.Verifier.(receiver.ItemVerifier)
+	var first error
+	for i, item := range items {
+		fmt.Fprintf(w, "\nitem %d\n", i)
+		if perItem {
+			if err := iv.VerifyItem(item); err != nil {
+				fmt.Fprintf(w, "  signature\tfails: %v\n", err)
+				first = cmp.Or(first, fmt.Errorf("item %d: signature: %w", i, err))
+			} else {
+				fmt.Fprintf(w, "  signature\tverifies\n")
+			}
+		}
+		der, derr := receiver.Derive(src.Keys, http.Header(headers), item)
+		if derr != nil {
+			fmt.Fprintf(w, "  key\tnone: %v\n", derr)
+			first = cmp.Or(first, fmt.Errorf("item %d: no key: %w", i, derr))
+			continue
+		}
+		if err := explainKey(ctx, w, db, src, der, "  "); err != nil {
+			w.Flush()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if first != nil {
+		return fmt.Errorf("the request would be refused whole: %w", first)
+	}
+	return nil
+}
+
+// itemNote says where the event sits inside each element of a batch.
+func itemNote(item string) string {
+	if item == "" {
+		return ""
+	}
+	return ", each at " + item
+}
+
+// explainKey writes how der was derived and whether its key is claimed, each line
+// starting with indent.
+func explainKey(ctx context.Context, w io.Writer, db *storage.DB, src receiver.Source, der storage.Derivation, indent string) error {
 	switch der.Method {
 	case storage.MethodEventID:
-		fmt.Fprintf(w, "method\tevent id (from %s)\n", der.EventIDFrom)
+		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
 	default:
 		if src.Keys.EventID != "" {
-			fmt.Fprintf(w, "method\tderived (the delivery carries no %s)\n", src.Keys.EventID)
+			fmt.Fprintf(w, "%smethod\tderived (the delivery carries no %s)\n", indent, src.Keys.EventID)
 		} else {
-			fmt.Fprintf(w, "method\tderived from key fields\n")
+			fmt.Fprintf(w, "%smethod\tderived from key fields\n", indent)
 		}
 		for _, f := range der.Fields {
 			note := ""
 			if !f.Present {
 				note = "  (absent)"
 			}
-			fmt.Fprintf(w, "  %s\t%s%s\n", f.Pointer, f.Value, note)
+			fmt.Fprintf(w, "%s  %s\t%s%s\n", indent, f.Pointer, f.Value, note)
 		}
-		fmt.Fprintf(w, "canonical JSON\t%s\n", der.Canonical)
-		fmt.Fprintf(w, "sha256\t%s\n", der.Hash)
+		fmt.Fprintf(w, "%scanonical JSON\t%s\n", indent, der.Canonical)
+		fmt.Fprintf(w, "%ssha256\t%s\n", indent, der.Hash)
 	}
-	fmt.Fprintf(w, "key\t%s\n", der.Key)
-	fmt.Fprintf(w, "payload hash\t%s\n", der.PayloadHash)
+	fmt.Fprintf(w, "%skey\t%s\n", indent, der.Key)
+	fmt.Fprintf(w, "%spayload hash\t%s\n", indent, der.PayloadHash)
 	c, err := db.Claim(ctx, src.Name, der.Key)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		fmt.Fprintf(w, "claimed\tno: a delivery now would be accepted\n")
+		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)
 	case err != nil:
-		w.Flush()
 		return err
 	case c.Held(time.Now()):
-		fmt.Fprintf(w, "claimed\tyes: %s, first delivery %d, until %s\n", c.State, c.FirstDelivery, c.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, until %s\n", indent, c.State, c.FirstDelivery, c.ExpiresAt.Format(time.RFC3339))
 	default:
-		fmt.Fprintf(w, "claimed\tno: the claim is %s; a delivery now would be accepted\n", freeWhy(c))
+		fmt.Fprintf(w, "%sclaimed\tno: the claim is %s; a delivery now would be accepted\n", indent, freeWhy(c))
 	}
-	return w.Flush()
+	return nil
 }
 
 func freeWhy(c storage.Claim) string {

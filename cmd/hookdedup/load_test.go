@@ -313,6 +313,13 @@ func (s noStore) Record(_ context.Context, d *storage.Delivery, _ storage.ClaimO
 	return nil
 }
 
+func (s noStore) RecordBatch(ctx context.Context, items []*storage.Delivery, c storage.ClaimOptions) error {
+	for _, d := range items {
+		s.Record(ctx, d, c)
+	}
+	return nil
+}
+
 func (noStore) Ping(context.Context) error { return nil }
 
 // loadReference starts the reference implementation (testdata/reference.py:

@@ -105,7 +105,7 @@ func TestConfig_ProviderErrors(t *testing.T) {
 	for _, c := range []struct{ name, table, want string }{
 		{"Unknown", `provider = "adyn"`, `source "s": provider: "adyn" is not a known provider (want one of adyen, apaleo, beds24, channex, cloudbeds, github, guesty, mews, shopify, stripe)`},
 		{"Empty", `provider = ""`, `signature: is required`}, // no preset: as if provider were left out
-		{"ItemWithoutBatch", `signature = "github"` + "\n" + `item = "/event"`, `item: "/event" points inside the elements of a batch, but batch is not set`},
+		{"ItemWithoutBatch", `signature = "github"` + "\n" + `item = "/event"`, `item: "/event" is set without batch`},
 		{"BatchNotAPointer", `signature = "github"` + "\n" + `batch = "events"`, `batch: "events" is not a JSON pointer`},
 		{"CurrencyNotAPointer", `signature = "github"` + "\n" + `currency_field = "currency"`, `currency_field: "currency" is not a JSON pointer`},
 		{"Answer", `signature = "github"` + "\n" + `answer = "ok"`, `answer: "ok" is not an answer hookdedup gives (want "json" or "[accepted]")`},

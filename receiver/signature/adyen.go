@@ -414,3 +414,8 @@ func (adyenVerifier) Scheme() string                                        { re
 func (adyenVerifier) Timestamped() bool                                     { return false }
 func (adyenVerifier) Integrity() bool                                       { return false }
 func (adyenVerifier) DefaultEventID() string                                { return "" }
+
+// VerifyItem checks one NotificationRequestItem, as AdyenHMAC.VerifyItem does: a
+// source that splits Adyen's batches into their items checks each item on its own,
+// and names the one that fails.
+func (v adyenVerifier) VerifyItem(item []byte) error { return v.a.VerifyItem(item) }

@@ -1,0 +1,296 @@
+package receiver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// Batched deliveries: one request that carries several events (Adyen's
+// notificationItems, Mews' Events). Each item is verified (where the scheme signs
+// items), keyed, claimed, stored and handed downstream on its own; the request is
+// accepted or refused whole, and all its items commit in one transaction before the
+// answer.
+
+// DefaultMaxBatchItems is a batched source's item limit when Source.MaxBatchItems is 0.
+const DefaultMaxBatchItems = 1000
+
+var (
+	// ErrBadBatch means a batched source's body is JSON but not the shape its batch
+	// and item pointers describe: no array where the batch should be, an empty one,
+	// or an element without its item. The intake answers 422. Errors wrap it with
+	// what was wrong and where.
+	ErrBadBatch = errors.New("not a batch")
+
+	// ErrTooManyItems means a batch holds more items than the source's limit. The
+	// intake answers 413.
+	ErrTooManyItems = errors.New("too many items")
+)
+
+// ItemVerifier is implemented by a Verifier whose signatures sit inside each item of a
+// batch rather than on the request (the adyen scheme). A batched source with such a
+// verifier checks every item with VerifyItem, and does not call Verify on the request.
+type ItemVerifier interface {
+	// VerifyItem returns nil when the item (the JSON that the source's item pointer
+	// names) is authentic; otherwise an error that says what was wrong and never
+	// contains a secret.
+	VerifyItem(item []byte) error
+}
+
+// BatchItems returns the items of a batched body: the elements of the array that the
+// batch pointer names, each narrowed to the value that the item pointer names inside
+// it ("" for the element itself). Each item is a slice of body, the sender's own bytes,
+// not a re-encoding. At most limit items are taken (0: DefaultMaxBatchItems).
+//
+// Returns an error wrapping ErrNotJSON if body is not valid JSON, ErrBadBatch if it is
+// not shaped as the pointers say (each error names the pointer, or the item's index),
+// and ErrTooManyItems, naming the count and the limit, past limit.
+func BatchItems(body []byte, batch, item string, limit int) ([][]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxBatchItems
+	}
+	if err := precheckBody(body); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotJSON, err)
+	}
+	if !jsontext.Value(body).IsValid() {
+		// canonicalBody says what is wrong, at which byte.
+		if _, _, err := canonicalBody(body); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: invalid JSON", ErrNotJSON)
+	}
+	doc := string(body)
+	start, end, ok := ptrSpan(doc, batch)
+	if !ok {
+		return nil, fmt.Errorf("%w: the batch %q is absent", ErrBadBatch, batch)
+	}
+	if doc[start] != '[' {
+		return nil, fmt.Errorf("%w: the batch %q is a JSON %s, not an array", ErrBadBatch, batch, jsonKind(doc[start]))
+	}
+
+	// The elements' spans, counted to the end so that the limit's error can say how
+	// many there were; counting is a scan, the work per item comes later.
+	var spans [][2]int
+	n := 0
+	for i := jsonSkipSpace(doc, start+1); i < end && doc[i] != ']'; {
+		e := jsonSkipValue(doc, i)
+		if n < limit {
+			spans = append(spans, [2]int{i, e})
+		}
+		n++
+		i = jsonSkipSpace(doc, e)
+		if i < end && doc[i] == ',' {
+			i = jsonSkipSpace(doc, i+1)
+		}
+	}
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: the batch %q is empty: there is no event to key", ErrBadBatch, batch)
+	case n > limit:
+		return nil, fmt.Errorf("%w: the batch %q has %d items, more than max_batch_items (%d)",
+			ErrTooManyItems, batch, n, limit)
+	}
+
+	items := make([][]byte, len(spans))
+	for k, sp := range spans {
+		s, e := sp[0], sp[1]
+		if item != "" {
+			is, ie, ok := ptrSpan(doc[s:e], item)
+			if !ok {
+				return nil, fmt.Errorf("%w: item %d: %q is absent", ErrBadBatch, k, item)
+			}
+			s, e = s+is, s+ie
+		}
+		if doc[s] != '{' {
+			return nil, fmt.Errorf("%w: item %d is a JSON %s, not an object", ErrBadBatch, k, jsonKind(doc[s]))
+		}
+		items[k] = body[s:e:e]
+	}
+	return items, nil
+}
+
+// jsonKind names the kind of the JSON value that starts with c, for messages.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// batchAnswer is the JSON answer to a batched request: one result per item, in the
+// request's order.
+type batchAnswer struct {
+	Status string       `json:"status"` // "batch"
+	Batch  string       `json:"batch"`  // the first item's delivery id
+	Items  []itemAnswer `json:"items"`
+}
+
+type itemAnswer struct {
+	Index         int    `json:"index"`
+	Status        string `json:"status"`
+	Key           string `json:"key"`
+	Delivery      string `json:"delivery"`
+	FirstDelivery string `json:"first_delivery,omitempty"`
+	Mismatch      bool   `json:"mismatch,omitempty"`
+}
+
+// handleBatch is the intake of a batched source, from a body read whole to the answer.
+func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Source, body []byte, start time.Time) {
+	iv, perItem := src.Verifier.(ItemVerifier)
+	// An item verifier's request is authenticated only once every item is: until then
+	// its body is the sender's choice and is not kept (reject with a nil body).
+	var kept []byte
+	if !perItem {
+		if err := src.Verifier.Verify(r.Header, r.URL.Query(), body, rc.now()); err != nil {
+			rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
+			return
+		}
+		kept = body
+	}
+	items, err := BatchItems(body, src.Batch, src.Item, src.MaxBatchItems)
+	if err != nil {
+		code := http.StatusBadRequest
+		switch {
+		case errors.Is(err, ErrTooManyItems):
+			code = http.StatusRequestEntityTooLarge
+		case errors.Is(err, ErrBadBatch):
+			code = http.StatusUnprocessableEntity
+		}
+		rc.reject(w, r, src, kept, code, err.Error())
+		return
+	}
+	// Every signature before any key: a request with a forged item is refused as
+	// unauthenticated, whatever else is wrong with it.
+	if perItem {
+		for i, item := range items {
+			if err := iv.VerifyItem(item); err != nil {
+				rc.reject(w, r, src, nil, http.StatusUnauthorized, fmt.Sprintf("item %d: signature: %v", i, err))
+				return
+			}
+		}
+		kept = body
+	}
+
+	ds := make([]storage.Delivery, len(items))
+	ptrs := make([]*storage.Delivery, len(items))
+	for i, item := range items {
+		der, doc, err := derive(src.Keys, r.Header, item)
+		if err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, ErrNoKey) {
+				code = http.StatusUnprocessableEntity
+			}
+			rc.reject(w, r, src, kept, code, fmt.Sprintf("item %d: %v", i, err))
+			return
+		}
+		ds[i] = storage.Delivery{
+			Source:       src.Name,
+			Status:       http.StatusOK,
+			Key:          der.Key,
+			KeyMethod:    der.Method,
+			KeyFrom:      der.EventIDFrom,
+			KeyCanonical: der.Canonical,
+			PayloadHash:  der.PayloadHash,
+			Property:     textAt(doc, src.PropertyField),
+			Booking:      textAt(doc, src.BookingField),
+			EventStatus:  textAt(doc, src.StatusField),
+			Amount:       textAt(doc, src.AmountField),
+			RemoteAddr:   r.RemoteAddr,
+			ContentType:  r.Header.Get("Content-Type"),
+			Body:         item,
+			BatchIndex:   i,
+		}
+		ptrs[i] = &ds[i]
+	}
+	// The request's headers are stored once, with the first item: they are the same
+	// for every item, and a thousand copies of them would cost more than the items.
+	ds[0].Headers = src.storedHeaders(r.Header)
+
+	err = rc.store.RecordBatch(r.Context(), ptrs, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
+	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if !errors.Is(err, storage.ErrFileGone) {
+			rc.log.Warn("batch not stored", logSource, src.Name, logItems, len(items), logErr, err)
+		}
+		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Add(float64(len(items)))
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the batch could not be stored; retry later"})
+		return
+	}
+
+	a := batchAnswer{Status: "batch", Batch: strconv.FormatInt(ds[0].Batch, 10), Items: make([]itemAnswer, len(ds))}
+	accepted := false
+	for i := range ds {
+		d := &ds[i]
+		rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
+		ia := itemAnswer{Index: i, Status: string(d.Outcome), Key: d.Key, Delivery: strconv.FormatInt(d.ID, 10),
+			Mismatch: d.Mismatch}
+		if d.Outcome == storage.Duplicate {
+			ia.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)
+		} else {
+			accepted = true
+		}
+		a.Items[i] = ia
+	}
+	if accepted && src.ForwardURL != "" {
+		rc.wake()
+	}
+	rc.writeBatchAnswer(w, src, a)
+}
+
+// writeBatchAnswer sends the answer to a batched request that has committed. The JSON
+// with one result per item is the default; a sender that expects a fixed body instead
+// (Adyen's literal "[accepted]") gets it here, as its source's answer setting says.
+func (rc *Receiver) writeBatchAnswer(w http.ResponseWriter, src *Source, a batchAnswer) {
+	if src.Answer == AnswerAccepted {
+		writeAccepted(w)
+		return
+	}
+	b, err := json.Marshal(a)
+	if err != nil { // strings, ints and bools only: cannot fail
+		writeJSON(w, http.StatusInternalServerError, answer{Error: "the answer could not be written"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(b, '\n'))
+}
+
+// CheckBatch reports the first thing wrong with a batched source's settings: batch and
+// item must be RFC 6901 pointers (batch not "", which would make the whole body the
+// array; item may be "", the element itself), and the key cannot come from a header,
+// which every item of a request shares. Errors name the setting.
+func CheckBatch(batch, item string, spec KeySpec) error {
+	if batch == "" {
+		return errors.New(`batch: "" is the whole body; name the array of events, such as "/events"`)
+	}
+	if p := pointerProblem(batch); p != "" {
+		return fmt.Errorf("batch: %q %s", batch, p)
+	}
+	if p := pointerProblem(item); p != "" {
+		return fmt.Errorf("item: %q %s", item, p)
+	}
+	if strings.HasPrefix(spec.EventID, eventIDHeaderPrefix) {
+		return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
+			"name a field inside the item instead", spec.EventID)
+	}
+	return nil
+}

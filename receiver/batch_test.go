@@ -1,0 +1,401 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// adyenKey is an HMAC key as Adyen's Customer Area shows it.
+const adyenKey = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+
+func adyenSource(t testing.TB) receiver.Source {
+	t.Helper()
+	v, err := signature.New(signature.Config{Scheme: "adyen", Secrets: []string{adyenKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{
+		Name:     "adyen",
+		Verifier: v,
+		Keys:     receiver.KeySpec{KeyFields: []string{"/merchantAccountCode", "/pspReference", "/eventCode", "/success"}},
+		TTL:      24 * time.Hour,
+		Batch:    "/notificationItems",
+		Item:     "/NotificationRequestItem",
+
+		PropertyField: "/merchantAccountCode", BookingField: "/merchantReference", StatusField: "/eventCode",
+		AmountField: "/amount/value",
+	}
+}
+
+// adyenItem is one signed NotificationRequestItem, indented as a sender might write
+// it, so that a test can tell the sender's bytes from a re-encoding.
+func adyenItem(t testing.TB, psp, event string, value int) []byte {
+	t.Helper()
+	a, err := signature.NewAdyenHMAC([]string{adyenKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := fmt.Appendf(nil, `{"amount":{"currency":"EUR","value":%d},"eventCode":%q,"merchantAccountCode":"HotelBerlinMitte",`+
+		`"merchantReference":"BK-%s","originalReference":"","pspReference":%q,"success":"true"}`, value, event, psp, psp)
+	signed, err := a.SignItem(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, signed, "      ", "  "); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// adyenBody wraps items as Adyen's notification webhook does.
+func adyenBody(items ...[]byte) string {
+	var b strings.Builder
+	b.WriteString("{\n  \"live\": \"false\",\n  \"notificationItems\": [\n")
+	for i, item := range items {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString("    {\"NotificationRequestItem\": ")
+		b.Write(item)
+		b.WriteString("}")
+	}
+	b.WriteString("\n  ]\n}")
+	return b.String()
+}
+
+type batchAnswer struct {
+	Status string `json:"status"`
+	Batch  string `json:"batch"`
+	Error  string `json:"error"`
+	Items  []struct {
+		Index         int    `json:"index"`
+		Status        string `json:"status"`
+		Key           string `json:"key"`
+		Delivery      string `json:"delivery"`
+		FirstDelivery string `json:"first_delivery"`
+	} `json:"items"`
+}
+
+// postBatch sends body to source as is (a batch carries its signatures inside, or a
+// token in the query) and returns the status and the decoded answer.
+func postBatch(t testing.TB, base, path, body string) (int, batchAnswer) {
+	t.Helper()
+	resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var a batchAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
+	}
+	return resp.StatusCode, a
+}
+
+func outcomes(a batchAnswer) string {
+	var s []string
+	for _, it := range a.Items {
+		s = append(s, it.Status)
+	}
+	return strings.Join(s, ",")
+}
+
+func TestBatch_Adyen(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, storage.Options{}, adyenSource(t))
+	refund := adyenItem(t, "Z4HB8C2D6F1G9J3K", "REFUND", 41250)
+	capture := adyenItem(t, "W2LM6N4P8Q1R5S7T", "CAPTURE", 18000)
+
+	code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(refund, capture))
+	if code != http.StatusOK || a.Status != "batch" || outcomes(a) != "accepted,accepted" {
+		t.Fatalf("first delivery: %d %+v, want 200 with two accepted items", code, a)
+	}
+	if a.Batch != a.Items[0].Delivery {
+		t.Errorf("batch %q, want the first item's delivery %q", a.Batch, a.Items[0].Delivery)
+	}
+	for i, want := range [][]byte{refund, capture} {
+		var id int64
+		fmt.Sscan(a.Items[i].Delivery, &id)
+		d, err := e.db.Delivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(d.Body, want) {
+			t.Errorf("item %d stored as %q, want the sender's bytes %q", i, d.Body, want)
+		}
+		if fmt.Sprint(d.Batch) != a.Batch || d.BatchIndex != i {
+			t.Errorf("item %d stored with batch %d index %d, want %s and %d", i, d.Batch, d.BatchIndex, a.Batch, i)
+		}
+		if d.Key != a.Items[i].Key || !strings.HasPrefix(d.Key, "derived:") {
+			t.Errorf("item %d key %q, answered %q", i, d.Key, a.Items[i].Key)
+		}
+		if d.EventStatus != []string{"REFUND", "CAPTURE"}[i] || d.Property != "HotelBerlinMitte" {
+			t.Errorf("item %d labelled %q/%q, want its own fields", i, d.Property, d.EventStatus)
+		}
+		if hasHeaders := len(d.Headers) > 0; hasHeaders != (i == 0) {
+			t.Errorf("item %d has headers: %v; the request's headers go with the first item only", i, hasHeaders)
+		}
+	}
+
+	t.Run("RedeliveredWithOneNew", func(t *testing.T) {
+		cancel := adyenItem(t, "K9P3Q7R1S5T2V8W4", "CANCELLATION", 41250)
+		code, again := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(refund, cancel, capture))
+		if code != http.StatusOK || outcomes(again) != "duplicate,accepted,duplicate" {
+			t.Fatalf("redelivery: %d %+v, want the new item accepted, the others duplicates", code, again)
+		}
+		if again.Items[0].FirstDelivery != a.Items[0].Delivery || again.Items[2].FirstDelivery != a.Items[1].Delivery {
+			t.Errorf("duplicates name %q and %q, want %q and %q", again.Items[0].FirstDelivery,
+				again.Items[2].FirstDelivery, a.Items[0].Delivery, a.Items[1].Delivery)
+		}
+	})
+
+	t.Run("SameKeyTwiceInOneRequest", func(t *testing.T) {
+		twice := adyenItem(t, "T1T2T3T4T5T6T7T8", "REFUND", 500)
+		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(twice, twice))
+		if code != http.StatusOK || outcomes(a) != "accepted,duplicate" || a.Items[1].FirstDelivery != a.Items[0].Delivery {
+			t.Fatalf("%d %+v, want the first accepted and the second its duplicate", code, a)
+		}
+	})
+}
+
+// countRows counts the deliveries of source by outcome, and its claims.
+func countRows(t *testing.T, db *storage.DB, source string) (map[string]int, int) {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000&mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	out := map[string]int{}
+	rows, err := raw.Query(`SELECT outcome, count(*) FROM deliveries WHERE source = ? GROUP BY outcome`, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var o string
+		var n int
+		if err := rows.Scan(&o, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[o] = n
+	}
+	rows.Close()
+	var claims int
+	if err := raw.QueryRow(`SELECT count(*) FROM claims WHERE source = ?`, source).Scan(&claims); err != nil {
+		t.Fatal(err)
+	}
+	return out, claims
+}
+
+// TestBatch_AllOrNothing: one bad item refuses the whole request, naming the item, and
+// claims nothing, so that the sender's retry presents the batch whole again.
+func TestBatch_AllOrNothing(t *testing.T) {
+	good1 := adyenItem(t, "A1A1A1A1A1A1A1A1", "REFUND", 100)
+	good2 := adyenItem(t, "B2B2B2B2B2B2B2B2", "REFUND", 200)
+
+	t.Run("TamperedItem", func(t *testing.T) {
+		e := newEnv(t, storage.Options{}, adyenSource(t))
+		tampered := bytes.Replace(adyenItem(t, "C3C3C3C3C3C3C3C3", "REFUND", 300), []byte(`300`), []byte(`30000`), 1)
+		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, good2, tampered))
+		if code != http.StatusUnauthorized || !strings.HasPrefix(a.Error, "item 2: signature: ") {
+			t.Fatalf("%d %q, want 401 naming item 2's signature", code, a.Error)
+		}
+		got, claims := countRows(t, e.db, "adyen")
+		if got["accepted"] != 0 || got["duplicate"] != 0 || claims != 0 {
+			t.Fatalf("stored %v and %d claims, want nothing but the rejection", got, claims)
+		}
+		// The sender's retry, fixed, is taken whole.
+		code, a = postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, good2))
+		if code != http.StatusOK || outcomes(a) != "accepted,accepted" {
+			t.Fatalf("retry: %d %+v, want both accepted", code, a)
+		}
+	})
+
+	t.Run("ItemWithoutKey", func(t *testing.T) {
+		src := adyenSource(t)
+		src.Keys = receiver.KeySpec{EventID: "/pspReference"}
+		e := newEnv(t, storage.Options{}, src)
+		a, err := signature.NewAdyenHMAC([]string{adyenKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nokey, err := a.SignItem([]byte(`{"eventCode":"REPORT_AVAILABLE","success":"true"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, ans := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, nokey, good2))
+		if code != http.StatusUnprocessableEntity || !strings.HasPrefix(ans.Error, "item 1: no idempotency key") {
+			t.Fatalf("%d %q, want 422 naming item 1", code, ans.Error)
+		}
+		got, claims := countRows(t, e.db, "adyen")
+		if got["accepted"] != 0 || claims != 0 || got["rejected"] != 1 {
+			t.Fatalf("stored %v and %d claims, want one rejection only", got, claims)
+		}
+	})
+
+	t.Run("TooManyItems", func(t *testing.T) {
+		src := adyenSource(t)
+		src.MaxBatchItems = 2
+		e := newEnv(t, storage.Options{}, src)
+		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, good2, good1))
+		if code != http.StatusRequestEntityTooLarge || !strings.Contains(a.Error, "3 items, more than max_batch_items (2)") {
+			t.Fatalf("%d %q, want 413 naming the count and the limit", code, a.Error)
+		}
+	})
+
+	t.Run("NotABatch", func(t *testing.T) {
+		e := newEnv(t, storage.Options{}, adyenSource(t))
+		for body, want := range map[string]string{
+			`{"notificationItems": {}}`:         `the batch "/notificationItems" is a JSON object, not an array`,
+			`{"notificationItems": []}`:         `the batch "/notificationItems" is empty`,
+			`{"live": "false"}`:                 `the batch "/notificationItems" is absent`,
+			`{"notificationItems": [{"x": 1}]}`: `item 0: "/NotificationRequestItem" is absent`,
+		} {
+			code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", body)
+			if code != http.StatusUnprocessableEntity || !strings.Contains(a.Error, want) {
+				t.Errorf("%s: %d %q, want 422 saying %s", body, code, a.Error, want)
+			}
+		}
+		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", `{"notificationItems": [`)
+		if code != http.StatusBadRequest {
+			t.Errorf("broken JSON: %d %q, want 400", code, a.Error)
+		}
+	})
+}
+
+// TestBatch_ConcurrentRedeliveries sends one batch 200 times at once: each item must be
+// accepted exactly once over all the answers, and every answer is a 200.
+func TestBatch_ConcurrentRedeliveries(t *testing.T) {
+	e := newEnv(t, storage.Options{}, adyenSource(t))
+	var items [][]byte
+	for i := range 5 {
+		items = append(items, adyenItem(t, fmt.Sprintf("P%015d", i), "REFUND", 100+i))
+	}
+	body := adyenBody(items...)
+	const n = 200
+	var mu sync.Mutex
+	accepted := make([]int, len(items))
+	codes := map[int]int{}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", body)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[code]++
+			for _, it := range a.Items {
+				if it.Status == "accepted" {
+					accepted[it.Index]++
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if codes[http.StatusOK] != n {
+		t.Fatalf("answers %v, want %d 200s", codes, n)
+	}
+	for i, c := range accepted {
+		if c != 1 {
+			t.Errorf("item %d accepted %d times, want once", i, c)
+		}
+	}
+	got, claims := countRows(t, e.db, "adyen")
+	if got["accepted"] != len(items) || got["duplicate"] != (n-1)*len(items) || claims != len(items) {
+		t.Fatalf("stored %v and %d claims, want %d accepted, %d duplicates, %d claims",
+			got, claims, len(items), (n-1)*len(items), len(items))
+	}
+}
+
+// TestBatch_Mews: thin events in Events, a token in the URL, each event keyed on its
+// whole self (Discriminator and Value), so that two kinds of event about one entity are
+// two events.
+func TestBatch_Mews(t *testing.T) {
+	v, err := signature.New(signature.Config{Scheme: "token", TokenQuery: "token", Secrets: []string{"mews-url-token-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "mews", Verifier: v, TTL: 5 * time.Minute, Batch: "/Events",
+		Keys: receiver.KeySpec{KeyFields: []string{"/Discriminator", "/Value"}}, StatusField: "/Discriminator"}
+	e := newEnv(t, storage.Options{}, src)
+	body := `{"EnterpriseId":"2f7c8e3a","Events":[` +
+		`{"Discriminator":"CustomerAdded","Value":{"Id":"a5c7e9b1"}},` +
+		`{"Discriminator":"CustomerUpdated","Value":{"Id":"a5c7e9b1"}}]}`
+	code, a := postBatch(t, e.srv.URL, "/webhooks/mews?token=mews-url-token-1", body)
+	if code != http.StatusOK || outcomes(a) != "accepted,accepted" || a.Items[0].Key == a.Items[1].Key {
+		t.Fatalf("%d %+v, want two accepted items with keys of their own", code, a)
+	}
+	code, a = postBatch(t, e.srv.URL, "/webhooks/mews?token=mews-url-token-1", body)
+	if code != http.StatusOK || outcomes(a) != "duplicate,duplicate" {
+		t.Fatalf("redelivery: %d %+v, want both duplicates", code, a)
+	}
+	code, a = postBatch(t, e.srv.URL, "/webhooks/mews?token=wrong", body)
+	if code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d %q, want 401", code, a.Error)
+	}
+}
+
+// TestBatch_Dispatch: each accepted item goes downstream on its own, with its own
+// bytes, its own Idempotency-Key and the batch it came in.
+func TestBatch_Dispatch(t *testing.T) {
+	ds := newDownstream(t, 0, nil)
+	src := adyenSource(t)
+	src.ForwardURL, src.MaxAttempts, src.AttemptTimeout, src.MaxBackoff = ds.srv.URL, 3, time.Second, time.Second
+	e := newEnv(t, storage.Options{}, src)
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: e.db, Sources: []receiver.Source{src},
+		FirstBackoff: 40 * time.Millisecond, Poll: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	items := [][]byte{adyenItem(t, "D1D1D1D1D1D1D1D1", "REFUND", 1), adyenItem(t, "D2D2D2D2D2D2D2D2", "REFUND", 2)}
+	code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(items...))
+	if code != http.StatusOK {
+		t.Fatalf("%d %+v", code, a)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ds.received()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("downstream received %v after 10s, want two items", ds.received())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for i, h := range ds.headers {
+		idx := -1
+		for j, it := range a.Items {
+			if h.Get("Idempotency-Key") == "adyen:"+it.Key {
+				idx = j
+			}
+		}
+		if idx < 0 {
+			t.Fatalf("downstream got Idempotency-Key %q, not one of the items'", h.Get("Idempotency-Key"))
+		}
+		if ds.bodies[i] != string(items[idx]) {
+			t.Errorf("item %d sent as %q, want its own bytes %q", idx, ds.bodies[i], items[idx])
+		}
+		if h.Get("X-Hookdedup-Batch") != a.Batch || h.Get("X-Hookdedup-Batch-Index") != fmt.Sprint(idx) {
+			t.Errorf("item %d sent with batch %q index %q, want %s and %d", idx,
+				h.Get("X-Hookdedup-Batch"), h.Get("X-Hookdedup-Batch-Index"), a.Batch, idx)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package web_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// recordBatch stores a batched request of three items, the second a duplicate of a
+// delivery made before it, and returns the items.
+func recordBatch(t *testing.T, db *storage.DB) []*storage.Delivery {
+	t.Helper()
+	ctx := context.Background()
+	item := func(key, status string) *storage.Delivery {
+		return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", KeyFrom: "/id",
+			PayloadHash: "h-" + key, EventStatus: status, ContentType: "application/json",
+			Body: []byte(`{"id":"` + key + `","status":"` + status + `"}`)}
+	}
+	claim := storage.ClaimOptions{TTL: 24 * time.Hour}
+	if err := db.Record(ctx, item("evt_b", "REFUND"), claim); err != nil {
+		t.Fatal(err)
+	}
+	items := []*storage.Delivery{item("evt_a", "CAPTURE"), item("evt_b", "REFUND"), item("evt_c", "CANCELLATION")}
+	items[0].Headers = http.Header{"Content-Type": {"application/json"}, "X-Request": {"one"}}
+	if err := db.RecordBatch(ctx, items, claim); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func TestConsole_Batch(t *testing.T) {
+	e := newConsoleEnv(t)
+	items := recordBatch(t, e.db)
+	c := e.as(t, "viewer")
+
+	t.Run("ItemPage", func(t *testing.T) {
+		code, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+		if code != http.StatusOK {
+			t.Fatalf("GET = %d", code)
+		}
+		b := p.testid("batch")
+		if got := b.tag("h2").text(); got != fmt.Sprintf("Item 2 of 3 of batch %d", items[0].ID) {
+			t.Fatalf("batch heading %q", got)
+		}
+		rows := p.testid("batch-item")
+		if rows.len() != 3 {
+			t.Fatalf("%d items listed, want 3", rows.len())
+		}
+		hrefs := b.hrefs()
+		for _, want := range []string{
+			fmt.Sprintf("/events/%d", items[0].ID), fmt.Sprintf("/events/%d", items[2].ID),
+			"/events?key=evt_a&source=ota", "/events?key=evt_b&source=ota", "/events?key=evt_c&source=ota",
+		} {
+			if !slices.Contains(hrefs, want) {
+				t.Errorf("batch links %v lack %s", hrefs, want)
+			}
+		}
+		if slices.Contains(hrefs, fmt.Sprintf("/events/%d", items[1].ID)) {
+			t.Errorf("the item shown links to itself")
+		}
+		if !strings.Contains(p.testid("batch-headers").text(), "item 1") {
+			t.Errorf("an item past the first does not say where the request's headers are")
+		}
+	})
+
+	t.Run("FirstItemKeepsHeaders", func(t *testing.T) {
+		_, p := c.page(fmt.Sprintf("/events/%d", items[0].ID))
+		if p.testid("batch-headers").len() != 0 || !strings.Contains(p.testid("headers").text(), "X-Request") {
+			t.Fatal("the first item does not show the request's headers")
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		_, p := c.page("/events?source=ota&key=evt_c")
+		if got := p.testid("event-batch").text(); got != fmt.Sprintf("item 3 of batch %d", items[0].ID) {
+			t.Fatalf("list says %q for the batch item", got)
+		}
+	})
+
+	t.Run("CSV", func(t *testing.T) {
+		_, body, _ := c.do(http.MethodGet, "/events.csv?source=ota&key=evt_c", nil)
+		recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("csv: %v, %d records", err, len(recs))
+		}
+		head, row := recs[0], recs[1]
+		col := func(name string) string { return row[slices.Index(head, name)] }
+		if col("batch") != fmt.Sprint(items[0].ID) || col("batch_index") != "2" {
+			t.Fatalf("csv batch %q index %q", col("batch"), col("batch_index"))
+		}
+	})
+}
+
+func TestAPI_BatchItems(t *testing.T) {
+	e := newAPIEnv(t)
+	items := recordBatch(t, e.db)
+	code, out := e.call(t, storage.RoleViewer, "GET", fmt.Sprintf("/api/v1/deliveries/%d", items[2].ID), "")
+	d, _ := out["delivery"].(map[string]any)
+	if code != 200 || d["batch"] != idStr(items[0].ID) || d["batch_index"] != float64(2) {
+		t.Fatalf("%d %v, want batch %d index 2", code, d, items[0].ID)
+	}
+	_, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?key=evt_b", "")
+	list, _ := out["deliveries"].([]any)
+	var indexes []string
+	for _, x := range list {
+		indexes = append(indexes, fmt.Sprint(x.(map[string]any)["batch_index"]))
+	}
+	if len(list) != 2 || !slices.Contains(indexes, "1") || !slices.Contains(indexes, "<nil>") {
+		t.Fatalf("deliveries of evt_b: %v, want the single one without a batch and the item at index 1", list)
+	}
+}
