@@ -200,23 +200,8 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 			rc.reject(w, r, src, kept, code, fmt.Sprintf("item %d: %v", i, err))
 			return
 		}
-		ds[i] = storage.Delivery{
-			Source:       src.Name,
-			Status:       http.StatusOK,
-			Key:          der.Key,
-			KeyMethod:    der.Method,
-			KeyFrom:      der.EventIDFrom,
-			KeyCanonical: der.Canonical,
-			PayloadHash:  der.PayloadHash,
-			Property:     textAt(doc, src.PropertyField),
-			Booking:      textAt(doc, src.BookingField),
-			EventStatus:  textAt(doc, src.StatusField),
-			Amount:       textAt(doc, src.AmountField),
-			RemoteAddr:   r.RemoteAddr,
-			ContentType:  r.Header.Get("Content-Type"),
-			Body:         item,
-			BatchIndex:   i,
-		}
+		ds[i] = *src.delivery(r, der, doc, item)
+		ds[i].BatchIndex = i
 		ptrs[i] = &ds[i]
 	}
 	// The request's headers are stored once, with the first item: they are the same

@@ -36,7 +36,7 @@ func adyenSource(t testing.TB) receiver.Source {
 		Item:     "/NotificationRequestItem",
 
 		PropertyField: "/merchantAccountCode", BookingField: "/merchantReference", StatusField: "/eventCode",
-		AmountField: "/amount/value",
+		AmountField: "/amount/value", CurrencyField: "/amount/currency", AmountMinorUnits: true,
 	}
 }
 
@@ -143,6 +143,10 @@ func TestBatch_Adyen(t *testing.T) {
 		}
 		if d.Key != a.Items[i].Key || !strings.HasPrefix(d.Key, "derived:") {
 			t.Errorf("item %d key %q, answered %q", i, d.Key, a.Items[i].Key)
+		}
+		// Each item's money in its own currency, in major units, as a single delivery's.
+		if d.Amount != []string{"412.50", "180.00"}[i] || d.Currency != "EUR" {
+			t.Errorf("item %d money %q %q, want its own amount in EUR major units", i, d.Amount, d.Currency)
 		}
 		if d.EventStatus != []string{"REFUND", "CAPTURE"}[i] || d.Property != "HotelBerlinMitte" {
 			t.Errorf("item %d labelled %q/%q, want its own fields", i, d.Property, d.EventStatus)

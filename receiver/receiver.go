@@ -279,25 +279,8 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	amount, currency := src.money(doc)
-	d := &storage.Delivery{
-		Source:       src.Name,
-		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
-		Key:          der.Key,
-		KeyMethod:    der.Method,
-		KeyFrom:      der.EventIDFrom,
-		KeyCanonical: der.Canonical,
-		PayloadHash:  der.PayloadHash,
-		Property:     textAt(doc, src.PropertyField),
-		Booking:      textAt(doc, src.BookingField),
-		EventStatus:  textAt(doc, src.StatusField),
-		Amount:       amount,
-		Currency:     currency,
-		RemoteAddr:   r.RemoteAddr,
-		ContentType:  r.Header.Get("Content-Type"),
-		Headers:      src.storedHeaders(r.Header),
-		Body:         body,
-	}
+	d := src.delivery(r, der, doc, body)
+	d.Headers = src.storedHeaders(r.Header)
 	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {

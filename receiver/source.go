@@ -53,6 +53,31 @@ func (s *Source) money(doc string) (amount, currency string) {
 	return amount, currency
 }
 
+// delivery is what intake stores of one event that has its key: the key and how it was
+// derived, the labels and the money read from doc, and body (the event's bytes as sent),
+// for a single delivery and for each item of a batch alike. Its headers are the caller's
+// to set: a batch stores them once.
+func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, body []byte) *storage.Delivery {
+	amount, currency := s.money(doc)
+	return &storage.Delivery{
+		Source:       s.Name,
+		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
+		Key:          der.Key,
+		KeyMethod:    der.Method,
+		KeyFrom:      der.EventIDFrom,
+		KeyCanonical: der.Canonical,
+		PayloadHash:  der.PayloadHash,
+		Property:     textAt(doc, s.PropertyField),
+		Booking:      textAt(doc, s.BookingField),
+		EventStatus:  textAt(doc, s.StatusField),
+		Amount:       amount,
+		Currency:     currency,
+		RemoteAddr:   r.RemoteAddr,
+		ContentType:  r.Header.Get("Content-Type"),
+		Body:         body,
+	}
+}
+
 // writeStored answers a stored delivery, accepted or duplicate, the way its source's
 // sender expects: hookdedup's JSON, or Adyen's literal "[accepted]".
 func writeStored(w http.ResponseWriter, src *Source, a answer) {
