@@ -424,7 +424,7 @@ func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
 	if err := rc.FlushRejections(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.db.RejectionsNotStored(context.Background(), storage.EventFilter{Source: strings.Repeat("a", 63)})
+	n, err := e.db.RejectionsNotStored(context.Background(), storage.DeliveryFilter{Source: strings.Repeat("a", 63)})
 	if err != nil || n != receiver.DefaultRejectionsPerAddress {
 		t.Fatalf("counted under the cut name: %d %v, want %d", n, err, receiver.DefaultRejectionsPerAddress)
 	}

@@ -185,7 +185,7 @@ func TestRejections_JunkFloodBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counted, err := e.db.RejectionsNotStored(ctx, storage.EventFilter{})
+	counted, err := e.db.RejectionsNotStored(ctx, storage.DeliveryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func (e *junkEnv) worstJunkRequest(t *testing.T, n int, source string) int {
 func (e *junkEnv) storedFrom(t *testing.T) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	err := e.db.EachEvent(context.Background(), storage.EventFilter{Outcome: storage.Rejected}, func(d storage.Delivery) error {
+	err := e.db.EachDelivery(context.Background(), storage.DeliveryFilter{Outcome: storage.Rejected}, func(d storage.Delivery) error {
 		host := d.RemoteAddr[:strings.LastIndexByte(d.RemoteAddr, ':')]
 		out[host]++
 		return nil
@@ -319,7 +319,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ = storagetest.CountDeliveries(ctx, e.db, "")
-	counted := func(f storage.EventFilter) int64 {
+	counted := func(f storage.DeliveryFilter) int64 {
 		t.Helper()
 		n, err := e.db.RejectionsNotStored(ctx, f)
 		if err != nil {
@@ -327,40 +327,40 @@ func TestRejections_SampleBounds(t *testing.T) {
 		}
 		return n
 	}
-	if all := counted(storage.EventFilter{}); c.Rejected+all != int64(sent) {
+	if all := counted(storage.DeliveryFilter{}); c.Rejected+all != int64(sent) {
 		t.Fatalf("%d stored and %d counted, want %d in all", c.Rejected, all, sent)
 	}
-	if got := counted(storage.EventFilter{Source: "ota"}); got != 12-5+30-10 {
+	if got := counted(storage.DeliveryFilter{Source: "ota"}); got != 12-5+30-10 {
 		t.Fatalf("ota: %d counted, want %d", got, 12-5+30-10)
 	}
 	// 203.0.113.9 had five stored (name-00 to name-04); of the other 25, the first
 	// eight names are counted by name, the rest under "".
 	named := 0
 	for i := range 30 {
-		if counted(storage.EventFilter{Source: fmt.Sprintf("name-%02d", i)}) > 0 {
+		if counted(storage.DeliveryFilter{Source: fmt.Sprintf("name-%02d", i)}) > 0 {
 			named++
 		}
 	}
 	if named != 8 {
 		t.Fatalf("%d unknown names counted by name in one minute, want 8", named)
 	}
-	if counted(storage.EventFilter{Outcome: storage.Accepted}) != 0 || counted(storage.EventFilter{Booking: "BK-1"}) != 0 {
+	if counted(storage.DeliveryFilter{Outcome: storage.Accepted}) != 0 || counted(storage.DeliveryFilter{Booking: "BK-1"}) != 0 {
 		t.Fatal("a filter that no rejection can match counted rejections")
 	}
 	minute := e.clock.Now().Truncate(time.Minute)
-	if got := counted(storage.EventFilter{From: minute}); got != 25 {
+	if got := counted(storage.DeliveryFilter{From: minute}); got != 25 {
 		t.Fatalf("this minute: %d counted, want 25", got)
 	}
-	if got := counted(storage.EventFilter{To: minute}); got != counted(storage.EventFilter{})-25 {
+	if got := counted(storage.DeliveryFilter{To: minute}); got != counted(storage.DeliveryFilter{})-25 {
 		t.Fatalf("before this minute: %d counted", got)
 	}
 
 	// What a sample keeps of 15 KiB of headers.
-	page, err := e.db.Events(ctx, storage.EventFilter{Outcome: storage.Rejected, Limit: 1})
-	if err != nil || len(page.Events) != 1 {
+	page, err := e.db.Deliveries(ctx, storage.DeliveryFilter{Outcome: storage.Rejected, Limit: 1})
+	if err != nil || len(page.Deliveries) != 1 {
 		t.Fatalf("events: %v %v", page, err)
 	}
-	d, err := e.db.Delivery(ctx, page.Events[0].ID)
+	d, err := e.db.Delivery(ctx, page.Deliveries[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestRejections_CountsKeptWhenLocked(t *testing.T) {
 	if err := e.rc.FlushRejections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.db.RejectionsNotStored(ctx, storage.EventFilter{})
+	got, err := e.db.RejectionsNotStored(ctx, storage.DeliveryFilter{})
 	if err != nil || got != n-receiver.DefaultRejectionsPerAddress {
 		t.Fatalf("%d counted (%v), want %d", got, err, n-receiver.DefaultRejectionsPerAddress)
 	}

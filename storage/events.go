@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// EventFilter selects deliveries for the console's events list. Empty fields match
+// DeliveryFilter selects deliveries for the console's events list. Empty fields match
 // everything.
-type EventFilter struct {
+type DeliveryFilter struct {
 	Source   string
 	Outcome  Outcome
 	Mismatch bool // only duplicates whose payload differs from the first delivery's
@@ -28,10 +28,10 @@ type EventFilter struct {
 	Limit int
 }
 
-// EventPage is one page of the events list, newest first.
-type EventPage struct {
-	Events []Delivery // without Headers and Body
-	// Next is the cursor of the following page (EventFilter.Before), 0 when there is none.
+// DeliveryPage is one page of the events list, newest first.
+type DeliveryPage struct {
+	Deliveries []Delivery // without Headers and Body
+	// Next is the cursor of the following page (DeliveryFilter.Before), 0 when there is none.
 	Next int64
 	// Partial is true when the page was cut short to stay fast: the filters need a
 	// look at each row, and only ScanWindow rows were looked at. Next goes on from there.
@@ -57,7 +57,7 @@ type eventQuery struct {
 // others keeps SQLite from choosing an index by guesswork (there are no statistics).
 // Property, status and accepted have no index: a few values share most rows, so a
 // stretch of rows in id order finds a page of them.
-func (f EventFilter) plan() eventQuery {
+func (f DeliveryFilter) plan() eventQuery {
 	var q eventQuery
 	driven := false
 	// add adds one filter: as the driving condition when it has an index and none was
@@ -136,7 +136,7 @@ func placeholders(n int) string {
 // idBounds turns f's time range and cursor into an id range: receipt times grow with
 // ids, so one index look-up at each end replaces a time condition on every row.
 // Deliveries committed within the same instant may straddle a bound by a millisecond.
-func (db *DB) idBounds(ctx context.Context, f EventFilter) (lo, hi int64, err error) {
+func (db *DB) idBounds(ctx context.Context, f DeliveryFilter) (lo, hi int64, err error) {
 	lo, hi = 1, 1<<63-1
 	if f.Before > 0 {
 		hi = f.Before - 1
@@ -160,19 +160,19 @@ func (db *DB) idBounds(ctx context.Context, f EventFilter) (lo, hi int64, err er
 	return lo, hi, nil
 }
 
-// Events returns one page of the deliveries that match f, newest first. It stays fast
+// Deliveries returns one page of the deliveries that match f, newest first. It stays fast
 // at millions of deliveries: each page is found through one index, and a page whose
 // filters need a look at each row examines at most ScanWindow rows (Partial then says
 // so, and Next goes on from where it stopped).
-func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
 	lo, hi, err := db.idBounds(ctx, f)
 	if err != nil {
-		return EventPage{}, fmt.Errorf("events: %w", err)
+		return DeliveryPage{}, fmt.Errorf("events: %w", err)
 	}
-	var page EventPage
+	var page DeliveryPage
 	if lo > hi {
 		return page, nil
 	}
@@ -182,28 +182,28 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	if len(q.check) > 0 {
 		query, args := q.windowStart(lo, hi)
 		if err := db.read.QueryRowContext(ctx, query, args...).Scan(&start); err != nil {
-			return EventPage{}, fmt.Errorf("events: %w", err)
+			return DeliveryPage{}, fmt.Errorf("events: %w", err)
 		}
 	}
 	query, args := q.pageQuery(max(lo, start), hi, f.Limit+1)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
-		return EventPage{}, fmt.Errorf("events: %w", err)
+		return DeliveryPage{}, fmt.Errorf("events: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		d, err := scanDelivery(rows)
 		if err != nil {
-			return EventPage{}, fmt.Errorf("events: %w", err)
+			return DeliveryPage{}, fmt.Errorf("events: %w", err)
 		}
-		page.Events = append(page.Events, d)
+		page.Deliveries = append(page.Deliveries, d)
 	}
 	if err := rows.Err(); err != nil {
-		return EventPage{}, fmt.Errorf("events: %w", err)
+		return DeliveryPage{}, fmt.Errorf("events: %w", err)
 	}
-	if len(page.Events) > f.Limit {
-		page.Events = page.Events[:f.Limit]
-		page.Next = page.Events[f.Limit-1].ID
+	if len(page.Deliveries) > f.Limit {
+		page.Deliveries = page.Deliveries[:f.Limit]
+		page.Next = page.Deliveries[f.Limit-1].ID
 		return page, nil
 	}
 	if start > lo {
@@ -213,16 +213,16 @@ func (db *DB) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	return page, nil
 }
 
-// EachEvent calls fn for every delivery that matches f (ignoring f.Limit), newest
+// EachDelivery calls fn for every delivery that matches f (ignoring f.Limit), newest
 // first, a page at a time, and stops at fn's first error, which it returns.
-func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) error) error {
+func (db *DB) EachDelivery(ctx context.Context, f DeliveryFilter, fn func(Delivery) error) error {
 	f.Limit = 500
 	for {
-		page, err := db.Events(ctx, f)
+		page, err := db.Deliveries(ctx, f)
 		if err != nil {
 			return err
 		}
-		for _, d := range page.Events {
+		for _, d := range page.Deliveries {
 			if err := fn(d); err != nil {
 				return err
 			}
@@ -237,7 +237,7 @@ func (db *DB) EachEvent(ctx context.Context, f EventFilter, fn func(Delivery) er
 // RecentDuplicates returns up to limit duplicates that carried an amount, received at or
 // after since, newest first: the refunds and cancellations caught.
 func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]Delivery, error) {
-	lo, _, err := db.idBounds(ctx, EventFilter{From: since})
+	lo, _, err := db.idBounds(ctx, DeliveryFilter{From: since})
 	if err != nil {
 		return nil, fmt.Errorf("recent duplicates: %w", err)
 	}

@@ -53,9 +53,9 @@ func TestDB_Events(t *testing.T) {
 	rejected := storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
 	other := MustRecordEvent(t, db, "cm", "evt_5", "x", "HTL-A", "BK-99", "confirmed", "")
 
-	page := func(f storage.EventFilter) storage.EventPage {
+	page := func(f storage.DeliveryFilter) storage.DeliveryPage {
 		t.Helper()
-		p, err := db.Events(ctx, f)
+		p, err := db.Deliveries(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,10 +63,10 @@ func TestDB_Events(t *testing.T) {
 	}
 	t.Run("NewestFirstWithKeysetPages", func(t *testing.T) {
 		var got []int64
-		f := storage.EventFilter{Limit: 7}
+		f := storage.DeliveryFilter{Limit: 7}
 		for {
 			p := page(f)
-			got = append(got, ids(p.Events)...)
+			got = append(got, ids(p.Deliveries)...)
 			if p.Next == 0 {
 				break
 			}
@@ -84,33 +84,33 @@ func TestDB_Events(t *testing.T) {
 	t.Run("Filters", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
-			f    storage.EventFilter
+			f    storage.DeliveryFilter
 			want []int64
 		}{
-			{"Source", storage.EventFilter{Source: "cm"}, []int64{other.ID}},
-			{"Outcome", storage.EventFilter{Outcome: storage.Duplicate}, []int64{dupSame.ID, dupMismatch.ID}},
-			{"Rejected", storage.EventFilter{Outcome: storage.Rejected, Source: "ota"}, []int64{rejected.ID}},
-			{"Mismatch", storage.EventFilter{Mismatch: true}, []int64{dupMismatch.ID}},
-			{"Booking", storage.EventFilter{Booking: "BK-5"}, []int64{dupMismatch.ID, all[5].ID}},
-			{"BookingAndOutcome", storage.EventFilter{Booking: "BK-5", Outcome: storage.Duplicate}, []int64{dupMismatch.ID}},
-			{"KeyAnySource", storage.EventFilter{Key: "evt_5", KeySources: []string{"ota", "cm"}}, []int64{other.ID, dupMismatch.ID, all[5].ID}},
-			{"KeyOneSource", storage.EventFilter{Key: "evt_5", Source: "cm"}, []int64{other.ID}},
-			{"KeyNoSources", storage.EventFilter{Key: "evt_0"}, []int64{dupSame.ID, all[0].ID}},
-			{"PropertyStatus", storage.EventFilter{Property: "HTL-A", Status: "cancelled", Source: "ota"}, []int64{dupSame.ID, all[15].ID, all[0].ID}},
-			{"TimeRange", storage.EventFilter{From: start.Add(10 * time.Minute), To: start.Add(13 * time.Minute)}, []int64{all[12].ID, all[11].ID, all[10].ID}},
-			{"Nothing", storage.EventFilter{Booking: "BK-404"}, nil},
+			{"Source", storage.DeliveryFilter{Source: "cm"}, []int64{other.ID}},
+			{"Outcome", storage.DeliveryFilter{Outcome: storage.Duplicate}, []int64{dupSame.ID, dupMismatch.ID}},
+			{"Rejected", storage.DeliveryFilter{Outcome: storage.Rejected, Source: "ota"}, []int64{rejected.ID}},
+			{"Mismatch", storage.DeliveryFilter{Mismatch: true}, []int64{dupMismatch.ID}},
+			{"Booking", storage.DeliveryFilter{Booking: "BK-5"}, []int64{dupMismatch.ID, all[5].ID}},
+			{"BookingAndOutcome", storage.DeliveryFilter{Booking: "BK-5", Outcome: storage.Duplicate}, []int64{dupMismatch.ID}},
+			{"KeyAnySource", storage.DeliveryFilter{Key: "evt_5", KeySources: []string{"ota", "cm"}}, []int64{other.ID, dupMismatch.ID, all[5].ID}},
+			{"KeyOneSource", storage.DeliveryFilter{Key: "evt_5", Source: "cm"}, []int64{other.ID}},
+			{"KeyNoSources", storage.DeliveryFilter{Key: "evt_0"}, []int64{dupSame.ID, all[0].ID}},
+			{"PropertyStatus", storage.DeliveryFilter{Property: "HTL-A", Status: "cancelled", Source: "ota"}, []int64{dupSame.ID, all[15].ID, all[0].ID}},
+			{"TimeRange", storage.DeliveryFilter{From: start.Add(10 * time.Minute), To: start.Add(13 * time.Minute)}, []int64{all[12].ID, all[11].ID, all[10].ID}},
+			{"Nothing", storage.DeliveryFilter{Booking: "BK-404"}, nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				got := ids(page(tc.f).Events)
+				got := ids(page(tc.f).Deliveries)
 				if fmt.Sprint(got) != fmt.Sprint(tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 					t.Fatalf("got %v, want %v", got, tc.want)
 				}
 			})
 		}
 	})
-	t.Run("EachEvent", func(t *testing.T) {
+	t.Run("EachDelivery", func(t *testing.T) {
 		n := 0
-		err := db.EachEvent(ctx, storage.EventFilter{Source: "ota", Status: "cancelled"}, func(d storage.Delivery) error {
+		err := db.EachDelivery(ctx, storage.DeliveryFilter{Source: "ota", Status: "cancelled"}, func(d storage.Delivery) error {
 			if d.EventStatus != "cancelled" || d.Source != "ota" {
 				t.Errorf("unexpected %+v", d)
 			}
@@ -118,7 +118,7 @@ func TestDB_Events(t *testing.T) {
 			return nil
 		})
 		if err != nil || n != 8 {
-			t.Fatalf("EachEvent: %d rows, err %v; want 8", n, err)
+			t.Fatalf("EachDelivery: %d rows, err %v; want 8", n, err)
 		}
 	})
 }
@@ -152,20 +152,20 @@ func TestDB_Events_ScanWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := storage.EventFilter{Status: "no-show"}
-	p, err := db.Events(ctx, f)
+	f := storage.DeliveryFilter{Status: "no-show"}
+	p, err := db.Deliveries(ctx, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Events) != 0 || !p.Partial || p.Next == 0 {
-		t.Fatalf("first page: %d events, partial %v, next %d; want an empty partial page", len(p.Events), p.Partial, p.Next)
+	if len(p.Deliveries) != 0 || !p.Partial || p.Next == 0 {
+		t.Fatalf("first page: %d events, partial %v, next %d; want an empty partial page", len(p.Deliveries), p.Partial, p.Next)
 	}
 	f.Before = p.Next
-	if p, err = db.Events(ctx, f); err != nil {
+	if p, err = db.Deliveries(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Events) != 1 || p.Events[0].ID != match.ID || p.Next != 0 {
-		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Events), p.Next)
+	if len(p.Deliveries) != 1 || p.Deliveries[0].ID != match.ID || p.Next != 0 {
+		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Deliveries), p.Next)
 	}
 }
 
@@ -180,20 +180,20 @@ func TestDB_Events_Plans(t *testing.T) {
 	db := storagetest.Open(t)
 	for _, tc := range []struct {
 		name  string
-		f     storage.EventFilter
+		f     storage.DeliveryFilter
 		index string
 	}{
-		{"None", storage.EventFilter{}, "INTEGER PRIMARY KEY"},
-		{"Source", storage.EventFilter{Source: "ota"}, "deliveries_source_id"},
-		{"Outcome", storage.EventFilter{Outcome: storage.Duplicate}, "deliveries_outcome_id"},
-		{"SourceOutcome", storage.EventFilter{Source: "ota", Outcome: storage.Duplicate}, "deliveries_source_id"},
-		{"Mismatch", storage.EventFilter{Mismatch: true, Source: "ota"}, "deliveries_mismatch"},
-		{"Property", storage.EventFilter{Property: "HTL-A", Status: "cancelled"}, "INTEGER PRIMARY KEY"},
-		{"Accepted", storage.EventFilter{Outcome: storage.Accepted}, "INTEGER PRIMARY KEY"},
-		{"RejectedProperty", storage.EventFilter{Outcome: storage.Rejected, Property: "HTL-A"}, "deliveries_outcome_id"},
-		{"Booking", storage.EventFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
-		{"Key", storage.EventFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
-		{"Status", storage.EventFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
+		{"None", storage.DeliveryFilter{}, "INTEGER PRIMARY KEY"},
+		{"Source", storage.DeliveryFilter{Source: "ota"}, "deliveries_source_id"},
+		{"Outcome", storage.DeliveryFilter{Outcome: storage.Duplicate}, "deliveries_outcome_id"},
+		{"SourceOutcome", storage.DeliveryFilter{Source: "ota", Outcome: storage.Duplicate}, "deliveries_source_id"},
+		{"Mismatch", storage.DeliveryFilter{Mismatch: true, Source: "ota"}, "deliveries_mismatch"},
+		{"Property", storage.DeliveryFilter{Property: "HTL-A", Status: "cancelled"}, "INTEGER PRIMARY KEY"},
+		{"Accepted", storage.DeliveryFilter{Outcome: storage.Accepted}, "INTEGER PRIMARY KEY"},
+		{"RejectedProperty", storage.DeliveryFilter{Outcome: storage.Rejected, Property: "HTL-A"}, "deliveries_outcome_id"},
+		{"Booking", storage.DeliveryFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
+		{"Key", storage.DeliveryFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
+		{"Status", storage.DeliveryFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, err := db.ExplainEvents(ctx, tc.f)
@@ -267,26 +267,26 @@ FROM s`, have+1, n, start.UnixMilli())
 	sources := []string{"ota", "pms"}
 	for _, tc := range []struct {
 		name string
-		f    storage.EventFilter
+		f    storage.DeliveryFilter
 	}{
-		{"None", storage.EventFilter{}},
-		{"NoneDeep", storage.EventFilter{Before: maxID / 2}},
-		{"Source", storage.EventFilter{Source: "pms"}},
-		{"Outcome", storage.EventFilter{Outcome: storage.Rejected}},
-		{"SourceOutcome", storage.EventFilter{Source: "pms", Outcome: storage.Duplicate}},
-		{"Mismatch", storage.EventFilter{Mismatch: true}},
-		{"Property", storage.EventFilter{Property: "HTL-3"}},
-		{"PropertyRare", storage.EventFilter{Property: "HTL-404"}},
-		{"Booking", storage.EventFilter{Booking: fmt.Sprint("BK-", n/3)}},
-		{"BookingMissing", storage.EventFilter{Booking: "BK-none"}},
-		{"Status", storage.EventFilter{Status: "cancelled"}},
-		{"StatusRare", storage.EventFilter{Status: "no-show"}},
-		{"Key", storage.EventFilter{Key: fmt.Sprint("evt_", n/4), KeySources: sources}},
-		{"TimeRange", storage.EventFilter{From: mid, To: mid.Add(time.Hour)}},
-		{"TimeRangeStatus", storage.EventFilter{From: mid, To: mid.Add(time.Hour), Status: "cancelled", Outcome: storage.Duplicate}},
+		{"None", storage.DeliveryFilter{}},
+		{"NoneDeep", storage.DeliveryFilter{Before: maxID / 2}},
+		{"Source", storage.DeliveryFilter{Source: "pms"}},
+		{"Outcome", storage.DeliveryFilter{Outcome: storage.Rejected}},
+		{"SourceOutcome", storage.DeliveryFilter{Source: "pms", Outcome: storage.Duplicate}},
+		{"Mismatch", storage.DeliveryFilter{Mismatch: true}},
+		{"Property", storage.DeliveryFilter{Property: "HTL-3"}},
+		{"PropertyRare", storage.DeliveryFilter{Property: "HTL-404"}},
+		{"Booking", storage.DeliveryFilter{Booking: fmt.Sprint("BK-", n/3)}},
+		{"BookingMissing", storage.DeliveryFilter{Booking: "BK-none"}},
+		{"Status", storage.DeliveryFilter{Status: "cancelled"}},
+		{"StatusRare", storage.DeliveryFilter{Status: "no-show"}},
+		{"Key", storage.DeliveryFilter{Key: fmt.Sprint("evt_", n/4), KeySources: sources}},
+		{"TimeRange", storage.DeliveryFilter{From: mid, To: mid.Add(time.Hour)}},
+		{"TimeRangeStatus", storage.DeliveryFilter{From: mid, To: mid.Add(time.Hour), Status: "cancelled", Outcome: storage.Duplicate}},
 	} {
 		t0 := time.Now()
-		p, err := db.Events(ctx, tc.f)
+		p, err := db.Deliveries(ctx, tc.f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ FROM s`, have+1, n, start.UnixMilli())
 		if took > 100*time.Millisecond {
 			over = "  over the 100 ms target"
 		}
-		t.Logf("%-16s %3d rows next=%-8d partial=%-5v %s%s", tc.name, len(p.Events), p.Next, p.Partial, took, over)
+		t.Logf("%-16s %3d rows next=%-8d partial=%-5v %s%s", tc.name, len(p.Deliveries), p.Next, p.Partial, took, over)
 	}
 	t0 := time.Now()
 	ds, err := db.KeyDeliveries(ctx, "ota", fmt.Sprint("evt_", n/4+1))

@@ -12,7 +12,7 @@ func (db *DB) WALRestarts() int64 { return db.walRestarts.Load() }
 // ExplainEvents returns SQLite's query plans for a page of f, one line per step: the
 // query that finds where its window starts (when f checks each row), then the page
 // query. For tests that check no filter scans the table.
-func (db *DB) ExplainEvents(ctx context.Context, f EventFilter) (string, error) {
+func (db *DB) ExplainEvents(ctx context.Context, f DeliveryFilter) (string, error) {
 	q := f.plan()
 	var plan string
 	if len(q.check) > 0 {

@@ -64,7 +64,7 @@ ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET deliveries = deliver
 // and To select whole minutes: a minute counts when it starts at or after From's
 // minute and before To. The cursor (Before) is ignored: the count belongs to the
 // filter, not to a page.
-func (db *DB) RejectionsNotStored(ctx context.Context, f EventFilter) (int64, error) {
+func (db *DB) RejectionsNotStored(ctx context.Context, f DeliveryFilter) (int64, error) {
 	if (f.Outcome != "" && f.Outcome != Rejected) || f.Mismatch || f.Key != "" || f.Booking != "" ||
 		f.Property != "" || f.Status != "" {
 		return 0, nil

@@ -34,25 +34,25 @@ func TestDB_RejectionCounts(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		f    storage.EventFilter
+		f    storage.DeliveryFilter
 		want int64
 	}{
-		{"All", storage.EventFilter{}, 135},
-		{"Rejected", storage.EventFilter{Outcome: storage.Rejected}, 135},
-		{"Source", storage.EventFilter{Source: "ota"}, 125},
-		{"UnknownName", storage.EventFilter{Source: "nope"}, 7},
-		{"FromMinute", storage.EventFilter{From: t0.Add(time.Minute)}, 8},
-		{"FromWithinMinute", storage.EventFilter{From: t0.Add(30 * time.Second)}, 135},
-		{"To", storage.EventFilter{To: t0.Add(time.Minute)}, 127},
-		{"ToWithinMinute", storage.EventFilter{To: t0.Add(61 * time.Second)}, 130},
-		{"Hour", storage.EventFilter{From: t0, To: t0.Add(time.Hour)}, 130},
-		{"Accepted", storage.EventFilter{Outcome: storage.Accepted}, 0},
-		{"Duplicate", storage.EventFilter{Outcome: storage.Duplicate}, 0},
-		{"Key", storage.EventFilter{Key: "k"}, 0},
-		{"Booking", storage.EventFilter{Booking: "BK-1"}, 0},
-		{"Property", storage.EventFilter{Property: "HTL"}, 0},
-		{"Status", storage.EventFilter{Status: "cancelled"}, 0},
-		{"Mismatch", storage.EventFilter{Mismatch: true}, 0},
+		{"All", storage.DeliveryFilter{}, 135},
+		{"Rejected", storage.DeliveryFilter{Outcome: storage.Rejected}, 135},
+		{"Source", storage.DeliveryFilter{Source: "ota"}, 125},
+		{"UnknownName", storage.DeliveryFilter{Source: "nope"}, 7},
+		{"FromMinute", storage.DeliveryFilter{From: t0.Add(time.Minute)}, 8},
+		{"FromWithinMinute", storage.DeliveryFilter{From: t0.Add(30 * time.Second)}, 135},
+		{"To", storage.DeliveryFilter{To: t0.Add(time.Minute)}, 127},
+		{"ToWithinMinute", storage.DeliveryFilter{To: t0.Add(61 * time.Second)}, 130},
+		{"Hour", storage.DeliveryFilter{From: t0, To: t0.Add(time.Hour)}, 130},
+		{"Accepted", storage.DeliveryFilter{Outcome: storage.Accepted}, 0},
+		{"Duplicate", storage.DeliveryFilter{Outcome: storage.Duplicate}, 0},
+		{"Key", storage.DeliveryFilter{Key: "k"}, 0},
+		{"Booking", storage.DeliveryFilter{Booking: "BK-1"}, 0},
+		{"Property", storage.DeliveryFilter{Property: "HTL"}, 0},
+		{"Status", storage.DeliveryFilter{Status: "cancelled"}, 0},
+		{"Mismatch", storage.DeliveryFilter{Mismatch: true}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := db.RejectionsNotStored(ctx, tc.f)
@@ -97,7 +97,7 @@ func TestDB_RejectionCounts(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v, want 1 more row", n, err)
 	}
-	if got, _ := db.RejectionsNotStored(ctx, storage.EventFilter{}); got != 8 {
+	if got, _ := db.RejectionsNotStored(ctx, storage.DeliveryFilter{}); got != 8 {
 		t.Fatalf("after the sweep: %d rejections not stored, want 8", got)
 	}
 	if got := rejected(); got[t0] != want[t0] {

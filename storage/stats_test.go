@@ -187,7 +187,7 @@ func TestDB_DeliveryStats_UnknownNamesTogether(t *testing.T) {
 		t.Fatalf("after the roll-up:\n%s\nwant:\n%s", got, want)
 	}
 	// Each name is still in the counts that retention sweeps.
-	if n, err := db.RejectionsNotStored(ctx, storage.EventFilter{Source: "junk-9"}); err != nil || n != 5 {
+	if n, err := db.RejectionsNotStored(ctx, storage.DeliveryFilter{Source: "junk-9"}); err != nil || n != 5 {
 		t.Fatalf("junk-9 counted %d, %v; want 5", n, err)
 	}
 }

@@ -142,8 +142,8 @@ type EventRow struct {
 	BatchURL   string
 }
 
-// EventFilter is the events list's filter form, as typed.
-type EventFilter struct {
+// DeliveryFilter is the events list's filter form, as typed.
+type DeliveryFilter struct {
 	Source, Outcome                string
 	Mismatch                       bool
 	Property, Booking, Status, Key string
@@ -153,7 +153,7 @@ type EventFilter struct {
 // Events is the events list.
 type Events struct {
 	Page     Page
-	Filter   EventFilter
+	Filter   DeliveryFilter
 	Filtered bool
 	Sources  []string
 	Rows     []EventRow

@@ -126,7 +126,7 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 
 func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := storage.EventFilter{
+	f := storage.DeliveryFilter{
 		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")), Mismatch: q.Get("mismatch") == "true",
 		Property: q.Get("property"), Booking: q.Get("booking"), Status: q.Get("status"), Key: q.Get("key"),
 	}
@@ -155,7 +155,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = int(min(max(limit, 1), 500))
-	page, err := a.events.Events(r.Context(), f)
+	page, err := a.events.Deliveries(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		Deliveries []apiDelivery `json:"deliveries"`
 		Next       string        `json:"next,omitempty"` // pass as before= for the next page
 	}{Deliveries: []apiDelivery{}}
-	for _, d := range page.Events {
+	for _, d := range page.Deliveries {
 		out.Deliveries = append(out.Deliveries, toAPIDelivery(d, false))
 	}
 	if page.Next != 0 {

@@ -19,13 +19,13 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
-// eventStore is what the events list, its CSV export, a delivery's page and the API's
+// deliveryStore is what the events list, its CSV export, a delivery's page and the API's
 // deliveries ask of storage.
-type eventStore interface {
-	Events(ctx context.Context, f storage.EventFilter) (storage.EventPage, error)
-	EachEvent(ctx context.Context, f storage.EventFilter, fn func(storage.Delivery) error) error
+type deliveryStore interface {
+	Deliveries(ctx context.Context, f storage.DeliveryFilter) (storage.DeliveryPage, error)
+	EachDelivery(ctx context.Context, f storage.DeliveryFilter, fn func(storage.Delivery) error) error
 	// RejectionsNotStored counts the rejections f matches that have no delivery row.
-	RejectionsNotStored(ctx context.Context, f storage.EventFilter) (int64, error)
+	RejectionsNotStored(ctx context.Context, f storage.DeliveryFilter) (int64, error)
 	// Delivery returns ErrNotFound if there is no delivery with that id.
 	Delivery(ctx context.Context, id int64) (storage.Delivery, error)
 	// FirstKeyDeliveries returns the first limit deliveries of a key, oldest first, and
@@ -47,8 +47,8 @@ const KeyDeliveriesShown = 100
 
 // eventFilter reads the events filter from a query string. A problem is said in words
 // for the user ("" when there is none).
-func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilter, string) {
-	vf := views.EventFilter{
+func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.DeliveryFilter, string) {
+	vf := views.DeliveryFilter{
 		Source:   strings.TrimSpace(q.Get("source")),
 		Outcome:  q.Get("outcome"),
 		Mismatch: q.Get("mismatch") != "",
@@ -59,7 +59,7 @@ func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilt
 		From:     q.Get("from"),
 		To:       q.Get("to"),
 	}
-	f := storage.EventFilter{
+	f := storage.DeliveryFilter{
 		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
 		Status: vf.Status, Key: vf.Key, KeySources: s.sourceNames(),
 	}
@@ -93,7 +93,7 @@ func (s *Server) eventFilter(q url.Values) (views.EventFilter, storage.EventFilt
 	return vf, f, ""
 }
 
-func filterQuery(vf views.EventFilter) url.Values {
+func filterQuery(vf views.DeliveryFilter) url.Values {
 	q := url.Values{}
 	set := func(k, v string) {
 		if v != "" {
@@ -128,11 +128,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
-	page, err := s.events.Events(r.Context(), f)
+	page, err := s.events.Deliveries(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	for _, d := range page.Events {
+	for _, d := range page.Deliveries {
 		v.Rows = append(v.Rows, s.eventRow(d))
 	}
 	if page.Next != 0 {
@@ -184,7 +184,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error",
 		"batch", "batch_index"})
 	n := 0
-	err := s.events.EachEvent(r.Context(), f, func(d storage.Delivery) error {
+	err := s.events.EachDelivery(r.Context(), f, func(d storage.Delivery) error {
 		cw.Write([]string{
 			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
 			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),

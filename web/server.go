@@ -26,12 +26,12 @@ import (
 )
 
 // Store is everything the console and the API ask of storage: the sum of the small
-// interfaces each feature declares where it uses them (eventStore in events.go,
+// interfaces each feature declares where it uses them (deliveryStore in events.go,
 // keyStore in keys.go, statsStore in dashboard.go, auditStore in audit.go, userStore
 // in users.go, sessionStore in auth.go, throttleStore in throttle.go, tokenStore in
 // account.go). *storage.DB satisfies it.
 type Store interface {
-	eventStore
+	deliveryStore
 	keyStore
 	statsStore
 	auditStore
@@ -75,7 +75,7 @@ type Config struct {
 
 // Server serves the console.
 type Server struct {
-	events    eventStore
+	events    deliveryStore
 	keys      keyStore
 	stats     statsStore
 	audit     auditStore

@@ -17,7 +17,7 @@ type Counts struct {
 // the console would list, not the rejections counted without a row.
 func CountDeliveries(ctx context.Context, db *storage.DB, source string) (Counts, error) {
 	var c Counts
-	err := db.EachEvent(ctx, storage.EventFilter{Source: source}, func(d storage.Delivery) error {
+	err := db.EachDelivery(ctx, storage.DeliveryFilter{Source: source}, func(d storage.Delivery) error {
 		switch d.Outcome {
 		case storage.Accepted:
 			c.Accepted++
