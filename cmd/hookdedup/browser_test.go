@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,10 +58,10 @@ type consoleServer struct {
 	url, password, config, database string
 }
 
-// startConsole writes a config with two sources — ota (standard-webhooks, keys derived
-// from business fields when there is no event id, refunds summed) and pms (forwarding to
-// a closed port, one attempt, so its keys fail) — and serves it on 127.0.0.1:0, with the
-// flags extra.
+// startConsole writes a config with three sources — ota (standard-webhooks, keys derived
+// from business fields when there is no event id, refunds summed), pms (forwarding to
+// a closed port, one attempt, so its keys fail) and payments (the adyen preset) — and
+// serves it on 127.0.0.1:0, with the flags extra.
 func startConsole(t *testing.T, extra ...string) *consoleServer {
 	t.Helper()
 	dir := t.TempDir()
@@ -89,7 +90,12 @@ event_id         = "/event_id"
 forward_url      = "http://%s/events"
 max_attempts     = 1
 attempt_timeout  = "2s"
-`, e2eOTASecret, e2ePMSSecret, closed)
+
+[[source]]
+name     = "payments"
+provider = "adyen"
+secret   = %q
+`, e2eOTASecret, e2ePMSSecret, closed, adyenKey)
 	if err := os.WriteFile(cs.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -425,6 +431,55 @@ func TestBrowser(t *testing.T) {
 		shot("06-audit")
 	}
 
+	{ // OpenAdyenBatchItem
+		t.Log("step: OpenAdyenBatchItem")
+		var out bytes.Buffer
+		err := runDemo(context.Background(), []string{"--url", cs.url, "--config", cs.config, "--database", cs.database,
+			"--provider", "adyen", "--events", "6"},
+			env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard})
+		if err != nil {
+			t.Fatalf("demo --provider adyen: %v\n%s", err, out.String())
+		}
+		// The demo's first batch is redelivered with one new item: a request of two or
+		// more items, some accepted, some duplicates. Open its second item.
+		db, err := storage.Open(cs.database, storage.Options{})
+		must(err)
+		page1, err := db.Events(context.Background(), storage.EventFilter{Source: "payments", Limit: 200})
+		must(err)
+		var items []storage.Delivery
+		for _, d := range page1.Events {
+			if d.Batch == 0 {
+				continue
+			}
+			batch, err := db.BatchDeliveries(context.Background(), d.Batch)
+			must(err)
+			if len(batch) >= 2 {
+				items = batch
+				break
+			}
+		}
+		db.Close()
+		if items == nil {
+			t.Fatalf("no Adyen request of two or more items was stored:\n%s", out.String())
+		}
+		n, b := len(items), strconv.FormatInt(items[0].Batch, 10)
+		goTo("/events/" + strconv.FormatInt(items[1].ID, 10))
+		heading := byTest("batch").Locator("h2")
+		must(expect.Locator(heading).ToHaveText(fmt.Sprintf("Item 2 of %d of batch %s", n, b)))
+		rows := byTest("batch-item")
+		must(expect.Locator(rows).ToHaveCount(n))
+		must(expect.Locator(rows.Nth(1)).ToContainText("this one"))
+		must(expect.Locator(byTest("body")).ToContainText("hmacSignature"))
+		shot("06b-adyen-batch-item")
+		// The first item's link leads to that item, in the same batch.
+		must(rows.Nth(0).Locator("td").First().GetByRole("link").Click())
+		must(expect.Page(page).ToHaveURL(regexp.MustCompile(`/events/` + strconv.FormatInt(items[0].ID, 10) + `$`)))
+		must(expect.Locator(heading).ToHaveText(fmt.Sprintf("Item 1 of %d of batch %s", n, b)))
+		must(expect.Locator(rows.Nth(0)).ToContainText("this one"))
+		must(expect.Locator(rows.Nth(1).Locator("td").First().GetByRole("link")).ToHaveAttribute("href",
+			regexp.MustCompile(`/events/`+strconv.FormatInt(items[1].ID, 10)+`$`)))
+	}
+
 	{ // OtherPages
 		t.Log("step: OtherPages")
 		goTo("/lab")
@@ -434,7 +489,7 @@ func TestBrowser(t *testing.T) {
 		must(expect.Locator(byTest("derived-key")).ToContainText("derived:"))
 		shot("07-key-lab")
 		goTo("/sources")
-		must(expect.Locator(byTest("source")).ToHaveCount(2))
+		must(expect.Locator(byTest("source")).ToHaveCount(3))
 		body, err := page.Locator("body").TextContent()
 		must(err)
 		if strings.Contains(body, e2eOTASecret) || strings.Contains(body, e2ePMSSecret) {

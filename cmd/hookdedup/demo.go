@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -127,6 +129,7 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	events := flags.fs.Int("events", 40, "how many distinct events to send")
 	dupRate := flags.fs.Float64("duplicates", 0.3, "fraction of events delivered again")
 	source := flags.fs.String("source", defaultSourceName, "the source to send as; its own secret signs")
+	sender := flags.fs.String("provider", "", "send as this provider does, in its shape and signature, to a source configured with it (adyen, mews, stripe, …)")
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
@@ -136,6 +139,15 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	cfg, err := flags.load(e)
 	if err != nil {
 		return err
+	}
+	if *sender != "" {
+		named := ""
+		flags.fs.Visit(func(f *flag.Flag) {
+			if f.Name == "source" {
+				named = *source
+			}
+		})
+		return runProviderDemo(ctx, e, cfg, *sender, named, cmp.Or(*target, "http://"+cfg.Addr), *events, *dupRate)
 	}
 	sources, db, err := existingSources(ctx, cfg, e)
 	if err != nil {
