@@ -444,10 +444,10 @@ func TestBrowser(t *testing.T) {
 		// more items, some accepted, some duplicates. Open its second item.
 		db, err := storage.Open(cs.database, storage.Options{})
 		must(err)
-		page1, err := db.Events(context.Background(), storage.EventFilter{Source: "payments", Limit: 200})
+		page1, err := db.Deliveries(context.Background(), storage.DeliveryFilter{Source: "payments", Limit: 200})
 		must(err)
 		var items []storage.Delivery
-		for _, d := range page1.Events {
+		for _, d := range page1.Deliveries {
 			if d.Batch == 0 {
 				continue
 			}

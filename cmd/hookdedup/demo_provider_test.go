@@ -104,12 +104,12 @@ func TestDemo_Provider(t *testing.T) {
 			if p.Batch == "" {
 				return
 			}
-			page, err := db.Events(ctx, storage.EventFilter{Source: "my-" + name, Limit: 200})
+			page, err := db.Deliveries(ctx, storage.DeliveryFilter{Source: "my-" + name, Limit: 200})
 			if err != nil {
 				t.Fatal(err)
 			}
 			outcomes := map[int64][]storage.Outcome{}
-			for _, d := range page.Events {
+			for _, d := range page.Deliveries {
 				outcomes[d.Batch] = append(outcomes[d.Batch], d.Outcome)
 			}
 			mixed := false
