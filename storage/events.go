@@ -17,6 +17,9 @@ type DeliveryFilter struct {
 	Booking  string
 	Status   string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
 	Key      string
+	// Batch selects the items of one batched request (the id of its first item
+	// delivery); 0 matches every delivery.
+	Batch int64
 	// KeySources are the sources searched for Key when Source is empty (keys are scoped
 	// by source, and the index that finds a key starts with its source).
 	KeySources []string
@@ -71,6 +74,11 @@ func (f DeliveryFilter) plan() eventQuery {
 		}
 		q.check = append(q.check, check)
 		q.checkArgs = append(q.checkArgs, args...)
+	}
+	// A batch holds at most a request's items: the most selective filter there is. Its
+	// partial index is used only when the query implies batch != 0.
+	if f.Batch != 0 {
+		add(true, "batch = ? AND batch != 0", "+batch = ?", f.Batch)
 	}
 	if f.Key != "" {
 		sources := f.KeySources

@@ -194,6 +194,7 @@ func TestDB_Events_Plans(t *testing.T) {
 		{"Booking", storage.DeliveryFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
 		{"Key", storage.DeliveryFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
 		{"Status", storage.DeliveryFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
+		{"Batch", storage.DeliveryFilter{Batch: 41, Source: "ota", Outcome: storage.Duplicate}, "deliveries_batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, err := db.ExplainEvents(ctx, tc.f)

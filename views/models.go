@@ -148,6 +148,7 @@ type DeliveryFilter struct {
 	Mismatch                       bool
 	Property, Booking, Status, Key string
 	From, To                       string // datetime-local values
+	Batch                          string // the items of one batched request
 }
 
 // Events is the events list.

@@ -147,6 +147,9 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if f.To, err = apiTime(q, "to"); err != nil {
 		return err
 	}
+	if f.Batch, err = apiInt(q, "batch", 0); err != nil {
+		return err
+	}
 	if f.Before, err = apiInt(q, "before", 0); err != nil {
 		return err
 	}

@@ -84,6 +84,24 @@ func TestConsole_Batch(t *testing.T) {
 		}
 	})
 
+	// The item's page links to its batch in the events list, which lists the request's
+	// items and nothing else: not the single delivery of evt_b made before it.
+	t.Run("BatchFilter", func(t *testing.T) {
+		_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+		want := fmt.Sprintf("/events?batch=%d", items[0].ID)
+		if got := p.testid("batch-events").attrs("href"); !slices.Contains(got, want) {
+			t.Fatalf("batch link %v, want %s", got, want)
+		}
+		_, p = c.page(want)
+		got := p.testid("event-row").len()
+		if got != 3 || p.testid("event-batch").len() != 3 || p.testid("filter-batch").attrs("value")[0] != fmt.Sprint(items[0].ID) {
+			t.Fatalf("the batch filter lists %d items, want the request's 3", got)
+		}
+		if code, _ := c.page("/events?batch=x"); code != http.StatusBadRequest {
+			t.Errorf("batch=x: %d, want 400 naming the batch", code)
+		}
+	})
+
 	t.Run("CSV", func(t *testing.T) {
 		_, body, _ := c.do(http.MethodGet, "/events.csv?source=ota&key=evt_c", nil)
 		recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
@@ -114,5 +132,9 @@ func TestAPI_BatchItems(t *testing.T) {
 	}
 	if len(list) != 2 || !slices.Contains(indexes, "1") || !slices.Contains(indexes, "<nil>") {
 		t.Fatalf("deliveries of evt_b: %v, want the single one without a batch and the item at index 1", list)
+	}
+	_, out = e.call(t, storage.RoleViewer, "GET", fmt.Sprintf("/api/v1/deliveries?batch=%d", items[0].ID), "")
+	if list, _ := out["deliveries"].([]any); len(list) != 3 {
+		t.Fatalf("deliveries of batch %d: %d, want its 3 items", items[0].ID, len(list))
 	}
 }

@@ -58,6 +58,7 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		Key:      strings.TrimSpace(q.Get("key")),
 		From:     q.Get("from"),
 		To:       q.Get("to"),
+		Batch:    strings.TrimSpace(q.Get("batch")),
 	}
 	f := storage.DeliveryFilter{
 		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
@@ -82,6 +83,13 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 			return vf, f, t.name + " must be a date and time like 2026-11-30T14:00."
 		}
 		*t.out = v
+	}
+	if vf.Batch != "" {
+		n, err := strconv.ParseInt(vf.Batch, 10, 64)
+		if err != nil || n <= 0 {
+			return vf, f, "Batch must be the number of a batch's first delivery, like 41."
+		}
+		f.Batch = n
 	}
 	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
@@ -111,6 +119,7 @@ func filterQuery(vf views.DeliveryFilter) url.Values {
 	set("key", vf.Key)
 	set("from", vf.From)
 	set("to", vf.To)
+	set("batch", vf.Batch)
 	return q
 }
 
