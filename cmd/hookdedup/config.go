@@ -551,12 +551,10 @@ func (c config) checkListen() error {
 	if c.ConsoleAddr == "" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(c.ConsoleAddr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.ConsoleAddr); err != nil {
 		return fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err)
 	}
-	// Port 0 asks the system for a free port, a different one each time.
-	if c.ConsoleAddr == c.Addr && port != "0" {
+	if sameListenAddr(c.ConsoleAddr, c.Addr) {
 		return fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr)
 	}
 	return nil

@@ -388,6 +388,7 @@ func TestConfig_Listen(t *testing.T) {
 		{"SpaceInToken", `metrics_token = "short-secret with a space"`, nil, nil, "metrics_token: holds a space"},
 		{"NonASCIIToken", `metrics_token = "short-secret-ünïcödé"`, nil, nil, "metrics_token: holds a space, a control character or a character beyond ASCII"},
 		{"SameAddress", "addr = \"127.0.0.1:8080\"\nconsole_addr = \"127.0.0.1:8080\"", nil, nil, `console_addr "127.0.0.1:8080" is the same as addr`},
+		{"SameAddressOnEveryInterface", "addr = \":8080\"\nconsole_addr = \"0.0.0.0:8080\"", nil, nil, `console_addr "0.0.0.0:8080" is the same as addr`},
 		{"NotHostPort", `console_addr = "8081"`, nil, nil, `console_addr "8081" is not host:port`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
