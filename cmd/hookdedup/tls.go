@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -539,7 +538,7 @@ func redirectToHTTPS(httpsPort string) http.Handler {
 			host = host[1 : len(host)-1] // an IPv6 literal without a port
 		}
 		if host == "" {
-			writeTLSJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, and the request names no host")
+			writeJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, and the request names no host")
 			return
 		}
 		switch {
@@ -553,12 +552,6 @@ func redirectToHTTPS(httpsPort string) http.Handler {
 			http.Redirect(w, r, target, http.StatusFound)
 			return
 		}
-		writeTLSJSONError(w, http.StatusBadRequest, "this address serves only HTTPS: send the request to "+target)
+		writeJSONError(w, http.StatusBadRequest, "this address serves only HTTPS: send the request to "+target)
 	})
-}
-
-func writeTLSJSONError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
