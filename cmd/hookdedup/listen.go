@@ -73,6 +73,19 @@ func loopback(a net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
+// privateAddr reports whether a listener's address is loopback or on a private network:
+// RFC 1918 and fc00::/7, link-local, and 100.64.0.0/10, the shared range that Tailscale's
+// VPN hands out. An unspecified address (every interface) is not.
+func privateAddr(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip := tcp.IP
+	cgnat := net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
+}
+
 // routes says what each address serves. Without a console address (console is nil) the
 // public one serves everything: the webhooks, health and readiness, the console, the
 // JSON API and /metrics (behind the metrics token, or off without one, since anyone who

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -331,19 +330,6 @@ func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 			p.tls.Reload()
 		}
 	}
-}
-
-// privateAddr reports whether a listener's address is loopback or on a private network:
-// RFC 1918 and fc00::/7, link-local, and 100.64.0.0/10, the shared range that Tailscale's
-// VPN hands out. An unspecified address (every interface) is not.
-func privateAddr(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	ip := tcp.IP
-	cgnat := net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
 }
 
 // shutdown stops a running program in order: the servers take no new request and
