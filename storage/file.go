@@ -3,9 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -33,7 +31,7 @@ func (db *DB) checkFile() error {
 	fi, err := os.Stat(db.path)
 	var what string
 	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	case absent(err):
 		what = "removed"
 	case err != nil:
 		return fmt.Errorf("look for the database file: %w", err)
