@@ -3,9 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -16,25 +14,6 @@ import (
 // on, even if a file comes back at the path: the open connections cannot move to it,
 // and only a restart opens what is there now.
 var ErrFileGone = errors.New("the database file is no longer at its path")
-
-// fileID identifies a file on this machine: its device and inode.
-type fileID struct{ dev, ino uint64 }
-
-func identify(f *os.File) (fileID, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return fileID{}, err
-	}
-	return idOf(fi)
-}
-
-func idOf(fi os.FileInfo) (fileID, error) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, fmt.Errorf("%s: no device and inode to identify it by", fi.Name())
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
-}
 
 // fileCheckEvery is how often the database file is looked for while nothing else looks:
 // the intake writer checks after each commit and Ping on each call, so this only makes
@@ -52,18 +31,13 @@ func (db *DB) checkFile() error {
 	fi, err := os.Stat(db.path)
 	var what string
 	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	case absent(err):
 		what = "removed"
 	case err != nil:
 		return fmt.Errorf("look for the database file: %w", err)
+	case os.SameFile(fi, db.fileInfo):
+		return nil
 	default:
-		id, err := idOf(fi)
-		if err != nil {
-			return fmt.Errorf("look for the database file: %w", err)
-		}
-		if id == db.fileID {
-			return nil
-		}
 		what = "replaced by another file"
 	}
 	gone := fmt.Errorf("%w: %s was %s while open", ErrFileGone, db.path, what)
@@ -114,9 +88,9 @@ var sideSuffixes = [...]string{"-wal", "-shm"}
 // once the database file has left its path (setSideFilesAside).
 func (db *DB) noteSideFiles() {
 	for i, suffix := range sideSuffixes {
-		db.sideIDs[i] = fileID{}
+		db.sides[i] = nil
 		if fi, err := os.Stat(db.path + suffix); err == nil {
-			db.sideIDs[i], _ = idOf(fi)
+			db.sides[i] = fi
 		}
 	}
 }
@@ -140,7 +114,7 @@ func (db *DB) setSideFilesAside() {
 		if err != nil {
 			continue
 		}
-		if id, err := idOf(fi); err != nil || id != db.sideIDs[i] || id == (fileID{}) {
+		if db.sides[i] == nil || !os.SameFile(fi, db.sides[i]) {
 			continue
 		}
 		aside := name + ".orphaned-" + stamp

@@ -80,6 +80,11 @@ func createPrivate(path string) error {
 // a symbolic link to nothing.
 func missing(path string) bool {
 	_, err := os.Stat(path)
+	return absent(err)
+}
+
+// absent reports whether err, from a look at a path, says nothing is there.
+func absent(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 

@@ -108,9 +108,9 @@ type DB struct {
 
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	log         *slog.Logger
-	fileID      fileID                    // the open database file (file.go)
-	gone        atomic.Pointer[error]     // set once the file is no longer at path
-	sideIDs     [len(sideSuffixes)]fileID // the -wal and -shm in use (file.go)
+	fileInfo    os.FileInfo                    // the open database file, for os.SameFile (file.go)
+	gone        atomic.Pointer[error]          // set once the file is no longer at path
+	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
 }
 
@@ -224,7 +224,7 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	db.file = f
-	if db.fileID, err = identify(f); err != nil {
+	if db.fileInfo, err = f.Stat(); err != nil {
 		f.Close()
 		cp.Close()
 		read.Close()
