@@ -268,10 +268,13 @@ func issuedIDs(ctx context.Context, path string) (int64, error) {
 	// seek, and covers a row stored without the sequence.
 	q := `SELECT max((SELECT coalesce(max(last), 0) FROM delivery_seq), (SELECT coalesce(max(id), 0) FROM deliveries))`
 	if seq == 0 {
+		// Every id still named anywhere, as migration 0006 counts them: the roll-up's
+		// mark too, which names a delivery that may have been swept since.
 		q = `SELECT max(
 			(SELECT coalesce(max(id), 0) FROM deliveries),
 			(SELECT coalesce(max(first_delivery), 0) FROM claims),
-			(SELECT coalesce(max(delivery), 0) FROM attempts))`
+			(SELECT coalesce(max(delivery), 0) FROM attempts),
+			(SELECT coalesce(max(rolled_up_to), 0) FROM delivery_stats_mark))`
 	}
 	var n int64
 	if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {

@@ -3,12 +3,14 @@ package storage_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,6 +211,59 @@ func TestRestore_ContinuesDeliveryIDs(t *testing.T) {
 	if next.ID <= after.ID {
 		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before the restore to %s/%s: an id issued twice",
 			next.ID, after.ID, after.Source, after.Key)
+	}
+}
+
+// TestRestore_ContinuesIDsOfOldSchema: a database made before ids came from a sequence
+// names the highest id it issued wherever a row still does; the roll-up's mark counts
+// too, since the delivery it names may have been swept since. A restore over it must not
+// issue that id again.
+func TestRestore_ContinuesIDsOfOldSchema(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := storage.Open(live, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
+	if _, err := db.RollupStats(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As an older version left it: no sequence, and the newest delivery swept with its
+	// claim; only the roll-up's mark still names its id.
+	raw, err := sql.Open("sqlite3", "file:"+live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE delivery_seq`, `DELETE FROM attempts`,
+		`DELETE FROM claims WHERE first_delivery >= ?`, `DELETE FROM deliveries WHERE id >= ?`} {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = append(args, after.ID)
+		}
+		if _, err := raw.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	if _, err := storage.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+	restored := storagetest.OpenPath(t, live, storage.Options{})
+	next := storagetest.Record(t, restored, delivery("ota", "after-restore", "h"), day)
+	if next.ID <= after.ID {
+		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before it: an id issued twice", next.ID, after.ID)
 	}
 }
 
