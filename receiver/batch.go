@@ -158,7 +158,9 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	// its body is the sender's choice and is not kept (reject with a nil body).
 	var kept []byte
 	if !perItem {
-		if err := src.Verifier.Verify(r.Header, r.URL.Query(), body, rc.now()); err != nil {
+		// rc.verify, as a single delivery does: a timestamped scheme's skew is
+		// recorded for batches too.
+		if err := rc.verify(src, r, body); err != nil {
 			rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 			return
 		}
