@@ -279,7 +279,8 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d := src.delivery(r, der, doc, body)
+	dv := src.delivery(r, der, doc, body)
+	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
 	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
