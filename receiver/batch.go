@@ -195,11 +195,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	for i, item := range items {
 		der, doc, err := derive(src.Keys, r.Header, item)
 		if err != nil {
-			code := http.StatusBadRequest
-			if errors.Is(err, ErrNoKey) {
-				code = http.StatusUnprocessableEntity
-			}
-			rc.reject(w, r, src, kept, code, fmt.Sprintf("item %d: %v", i, err))
+			rc.reject(w, r, src, kept, deriveStatus(err), fmt.Sprintf("item %d: %v", i, err))
 			return
 		}
 		ds[i] = src.delivery(r, der, doc, item)
