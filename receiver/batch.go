@@ -158,7 +158,9 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	// its body is the sender's choice and is not kept (reject with a nil body).
 	var kept []byte
 	if !perItem {
-		if err := src.Verifier.Verify(r.Header, r.URL.Query(), body, rc.now()); err != nil {
+		// rc.verify, as a single delivery does: a timestamped scheme's skew is
+		// recorded for batches too.
+		if err := rc.verify(src, r, body); err != nil {
 			rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 			return
 		}
@@ -193,14 +195,10 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	for i, item := range items {
 		der, doc, err := derive(src.Keys, r.Header, item)
 		if err != nil {
-			code := http.StatusBadRequest
-			if errors.Is(err, ErrNoKey) {
-				code = http.StatusUnprocessableEntity
-			}
-			rc.reject(w, r, src, kept, code, fmt.Sprintf("item %d: %v", i, err))
+			rc.reject(w, r, src, kept, deriveStatus(err), fmt.Sprintf("item %d: %v", i, err))
 			return
 		}
-		ds[i] = *src.delivery(r, der, doc, item)
+		ds[i] = src.delivery(r, der, doc, item)
 		ds[i].BatchIndex = i
 		ptrs[i] = &ds[i]
 	}

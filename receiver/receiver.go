@@ -271,15 +271,12 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	der, doc, err := derive(src.Keys, r.Header, event)
 	if err != nil {
-		code := http.StatusBadRequest
-		if errors.Is(err, ErrNoKey) {
-			code = http.StatusUnprocessableEntity
-		}
-		rc.reject(w, r, src, body, code, err.Error())
+		rc.reject(w, r, src, body, deriveStatus(err), err.Error())
 		return
 	}
 
-	d := src.delivery(r, der, doc, body)
+	dv := src.delivery(r, der, doc, body)
+	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
 	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
@@ -300,6 +297,15 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		rc.wake()
 	}
 	writeStored(w, src, a)
+}
+
+// deriveStatus is the answer to an event that derive refused: 422 when it has no key,
+// 400 when it is not JSON that can be keyed; for a single delivery and a batch's item.
+func deriveStatus(err error) int {
+	if errors.Is(err, ErrNoKey) {
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusBadRequest
 }
 
 // reject records a rejected delivery and answers code with reason. The body is kept only

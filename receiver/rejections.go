@@ -117,13 +117,17 @@ func (rj *rejections) turn(now time.Time) int64 {
 
 // sample reports whether an unauthenticated rejection from remoteAddr is to be stored,
 // and takes its place in this minute's bounds if so. The map of addresses holds only
-// addresses that got a sample, so it never exceeds Total entries.
+// addresses that got a sample, so it never exceeds Total entries. The address is parsed
+// only while the minute has room: in a flood, past Total, a rejection costs one lock.
 func (rj *rejections) sample(remoteAddr string, now time.Time) bool {
-	addr := clientAddr(remoteAddr)
 	rj.mu.Lock()
 	defer rj.mu.Unlock()
 	rj.turn(now)
-	if rj.total >= rj.limits.Total || rj.byAddr[addr] >= rj.limits.PerAddress {
+	if rj.total >= rj.limits.Total {
+		return false
+	}
+	addr := clientAddr(remoteAddr)
+	if rj.byAddr[addr] >= rj.limits.PerAddress {
 		return false
 	}
 	rj.total++

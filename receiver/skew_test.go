@@ -190,3 +190,44 @@ func TestReceiver_ClockSkewBounded(t *testing.T) {
 		t.Fatalf("ClockSkew = %v, %d; want 3m0s over 400", median, n)
 	}
 }
+
+// TestReceiver_ClockSkewBatch: a batched source whose scheme is timestamped records
+// the skew of its requests as a single delivery's source does.
+func TestReceiver_ClockSkewBatch(t *testing.T) {
+	now := time.Unix(1767225600, 0)
+	clock := func() time.Time { return now }
+	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stripe, err := signature.New(signature.Config{Scheme: "stripe", Secrets: []string{"whsec_pay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: "/id"},
+		TTL: time.Hour, Batch: "/events"}
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, Now: clock})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	body := `{"events":[{"id":"evt_1"},{"id":"evt_2"}]}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/pay", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if err := stripe.Sign(req.Header, url.Values{}, []byte(body), now.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	if median, n := rc.ClockSkew(); n != 1 || median != 2*time.Minute {
+		t.Errorf("ClockSkew = %v over %d, want 2m0s over 1 request", median, n)
+	}
+}

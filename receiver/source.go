@@ -56,10 +56,11 @@ func (s *Source) money(doc string) (amount, currency string) {
 // delivery is what intake stores of one event that has its key: the key and how it was
 // derived, the labels and the money read from doc, and body (the event's bytes as sent),
 // for a single delivery and for each item of a batch alike. Its headers are the caller's
-// to set: a batch stores them once.
-func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, body []byte) *storage.Delivery {
+// to set: a batch stores them once. It is a value, so that a batch fills its slice of
+// deliveries in place rather than allocating each item and copying it.
+func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, body []byte) storage.Delivery {
 	amount, currency := s.money(doc)
-	return &storage.Delivery{
+	return storage.Delivery{
 		Source:       s.Name,
 		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
 		Key:          der.Key,
