@@ -332,13 +332,13 @@ func PasswordView(v PasswordPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Required {
+			if v.Page.MustChangePassword {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<section class=\"panel\" data-testid=\"password-required\"><p><strong>Your present password was chosen by someone else</strong>: printed by <code>hookdedup serve</code> at its first start, or set by an admin.</p><p>Choose your own before anything else. The present one stops working once you have.</p></section>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = passwordForm(v.Page.CSRF, v.Error, v.Next, v.Required).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = passwordForm(v.Page.CSRF, v.Error, v.Next, v.Page.MustChangePassword).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

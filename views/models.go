@@ -44,10 +44,9 @@ type Account struct {
 // PasswordPage is the page where the signed-in user chooses a new password: the
 // console sends them there first when someone else chose their present one.
 type PasswordPage struct {
-	Page     Page
-	Required bool   // someone else chose the present password
-	Next     string // where to go once it is changed
-	Error    string // why the password was not changed
+	Page  Page   // Page.MustChangePassword: someone else chose the present password
+	Next  string // where to go once it is changed
+	Error string // why the password was not changed
 }
 
 // TokenRow is one API token, without the token.

@@ -91,8 +91,7 @@ func (s *Server) handlePasswordPage(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) renderPasswordPage(w http.ResponseWriter, r *http.Request, code int, next, why string) error {
-	st, _ := r.Context().Value(ctxState{}).(*requestState)
-	v := views.PasswordPage{Page: s.page(r, "Choose your password", "account"), Required: st != nil && st.mustChange, Next: next, Error: why}
+	v := views.PasswordPage{Page: s.page(r, "Choose your password", "account"), Next: next, Error: why}
 	return s.render(w, r, code, views.PasswordView(v))
 }
 

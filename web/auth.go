@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -221,11 +222,7 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 				_ = sess.Save(r, w)
 			}
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				target := "/login"
-				if r.URL.RequestURI() != "/" {
-					target += "?next=" + urlQueryEscape(r.URL.RequestURI())
-				}
-				http.Redirect(w, r, target, http.StatusSeeOther)
+				redirectBack(w, r, "/login")
 				return
 			}
 			s.renderError(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to do this.")
@@ -248,11 +245,7 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 			// Before anything else, also before a role is checked: the password is known
 			// to someone else (printed at first start, or set by an admin).
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				target := "/account/password"
-				if r.URL.RequestURI() != "/" {
-					target += "?next=" + urlQueryEscape(r.URL.RequestURI())
-				}
-				http.Redirect(w, r, target, http.StatusSeeOther)
+				redirectBack(w, r, "/account/password")
 				return
 			}
 			s.renderError(w, r, http.StatusForbidden, "Choose your password first",
@@ -294,6 +287,15 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 		}
 		s.serve(h).ServeHTTP(w, r)
 	}))
+}
+
+// redirectBack sends a GET to page, which comes back to what was asked for (by ?next=)
+// once it is done.
+func redirectBack(w http.ResponseWriter, r *http.Request, page string) {
+	if r.URL.RequestURI() != "/" {
+		page += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	http.Redirect(w, r, page, http.StatusSeeOther)
 }
 
 // public serves pages that need no session (sign-in, sign-out).

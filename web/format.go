@@ -13,8 +13,6 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
-
 // shortTime is a receipt time at a glance: the time of day today, the date otherwise.
 func (s *Server) shortTime(t time.Time) string {
 	if t.IsZero() {

@@ -6,10 +6,14 @@ import (
 	"testing"
 
 	"golang.org/x/net/html"
+
+	"github.com/hookdedup/hookdedup/views/viewstest"
 )
 
 // nodes is a selection of a parsed page's elements, for tests that check what a page
-// shows rather than how its markup is spelled.
+// shows rather than how its markup is spelled: chained selectors over viewstest's
+// parsing and matching. Its text, unlike viewstest.Text, puts a space between
+// elements, so that cells of a row do not run together.
 type nodes struct {
 	t    testing.TB
 	list []*html.Node
@@ -18,11 +22,7 @@ type nodes struct {
 // parsePage parses an HTML answer; its selection is the document.
 func parsePage(t testing.TB, body string) nodes {
 	t.Helper()
-	doc, err := html.Parse(strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nodes{t, []*html.Node{doc}}
+	return nodes{t, []*html.Node{viewstest.Parse(t, body)}}
 }
 
 // find returns the elements below the selection for which match is true, in document
@@ -30,18 +30,15 @@ func parsePage(t testing.TB, body string) nodes {
 func (n nodes) find(match func(*html.Node) bool) nodes {
 	out := nodes{t: n.t}
 	seen := map[*html.Node]bool{} // a selection may hold an element and its parent
-	var walk func(*html.Node)
-	walk = func(x *html.Node) {
-		for c := x.FirstChild; c != nil; c = c.NextSibling {
-			if c.Type == html.ElementNode && match(c) && !seen[c] {
-				seen[c] = true
-				out.list = append(out.list, c)
-			}
-			walk(c)
-		}
-	}
 	for _, x := range n.list {
-		walk(x)
+		for c := range x.ChildNodes() {
+			for _, e := range viewstest.Find(c, match) {
+				if !seen[e] {
+					seen[e] = true
+					out.list = append(out.list, e)
+				}
+			}
+		}
 	}
 	return out
 }
@@ -142,11 +139,8 @@ func (n nodes) has(ids ...string) {
 	}
 }
 
+// attr is x's attribute key, "" when it has none.
 func attr(x *html.Node, key string) string {
-	for _, a := range x.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
+	v, _ := viewstest.Attr(x, key)
+	return v
 }
