@@ -14,19 +14,6 @@ import (
 	"github.com/hookdedup/hookdedup/web"
 )
 
-// mountConsole adds the console's and the JSON API's routes to mux. wake is called after
-// a key is reprocessed, so that the dispatcher takes it at once; clockSkew (may be nil)
-// is the intake's Receiver.ClockSkew, for the dashboard.
-func mountConsole(ctx context.Context, mux *http.ServeMux, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
-	wake func(), clockSkew func() (time.Duration, int)) error {
-	srv, err := newConsole(ctx, db, sources, cfg, log, wake, clockSkew)
-	if err != nil {
-		return err
-	}
-	srv.Register(mux)
-	return nil
-}
-
 // rollupStats keeps the dashboard's hourly totals up to date off the intake path: every
 // few seconds it folds in the deliveries that arrived, in bounded batches, until ctx ends.
 func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
@@ -51,7 +38,9 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 
 // newConsole builds the console's server, adapting the receiver's sources to what
 // package web declares and handing it the receiver's key derivation as a function
-// (web never imports receiver).
+// (web never imports receiver). wake is called after a key is reprocessed, so that the
+// dispatcher takes it at once; clockSkew (may be nil) is the intake's
+// Receiver.ClockSkew, for the dashboard.
 func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
 	wake func(), clockSkew func() (time.Duration, int)) (*web.Server, error) {
 	byName := map[string]receiver.Source{}

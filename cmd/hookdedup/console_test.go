@@ -49,9 +49,11 @@ func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, [
 	receiver.New(receiver.Config{Sources: sources, Store: db}).Register(mux)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel) // stops the background roll-up before the database closes
-	if err := mountConsole(ctx, mux, db, sources, cfg, slog.New(slog.DiscardHandler), nil, nil); err != nil {
+	console, err := newConsole(ctx, db, sources, cfg, slog.New(slog.DiscardHandler), nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	console.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	storagetest.CreateUser(t, db, "root", storage.RoleAdmin, "admin password")
@@ -102,7 +104,7 @@ func signIn(t *testing.T, base string) *consoleBrowser {
 	return b
 }
 
-// TestConsole_Mounted checks the adapters in mountConsole: deliveries taken by the real
+// TestConsole_Mounted checks the adapters in newConsole: deliveries taken by the real
 // receiver show in the console, the key lab derives with the receiver's Derive, the
 // sources page describes each scheme, and no secret reaches a page except through the
 // admin's reveal of the generated one.
