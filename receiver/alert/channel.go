@@ -1,0 +1,458 @@
+package alert
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/mail"
+	"net/smtp"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// The types of channel, as the config's `type` names them.
+const (
+	TypeWebhook = "webhook" // a JSON POST signed with Standard Webhooks
+	TypeSlack   = "slack"   // an incoming webhook taking {"text": ...} (Slack, Mattermost, Rocket.Chat)
+	TypeEmail   = "email"   // a message over SMTP, with STARTTLS and AUTH PLAIN
+)
+
+// Types lists the types of channel, for messages and docs.
+var Types = []string{TypeWebhook, TypeSlack, TypeEmail}
+
+// Defaults of a channel's settings.
+const (
+	DefaultChannelTimeout = 10 * time.Second
+	DefaultMaxAttempts    = 10
+	DefaultMaxBackoff     = 10 * time.Minute
+)
+
+// ChannelConfig is one [[alert_channel]] table, its secrets read.
+type ChannelConfig struct {
+	Name string
+	Type string
+	// URL is where webhook and slack POST. A slack URL holds its credential, so it is
+	// a secret: shown masked, never logged.
+	URL string
+	// Secrets: webhook, the whsec_ signing secret(s), the first of which signs;
+	// slack, its URL when URL is unset; email, the SMTP password.
+	Secrets []string
+	// Email: the SMTP server (host:port, STARTTLS required), the user for AUTH PLAIN
+	// (none: no AUTH), the sender and recipients, and a PEM file of CA certificates to
+	// trust besides the system's (a server with a private CA).
+	SMTPAddr string
+	Username string
+	From     string
+	To       []string
+	CAFile   string
+	// Timeout bounds one attempt; MaxAttempts and MaxBackoff bound the retries, which
+	// wait 1 s, 2 s, 4 s … (±20 % jitter) up to MaxBackoff.
+	Timeout     time.Duration
+	MaxAttempts int
+	MaxBackoff  time.Duration
+}
+
+// Channel sends the notifications of alerts to one place.
+type Channel struct {
+	name, typ   string
+	target      string // where it sends, masked: for the page and the log
+	timeout     time.Duration
+	maxAttempts int
+	maxBackoff  time.Duration
+	send        func(ctx context.Context, m Message) error
+}
+
+// Name is the channel's name, as rules name it.
+func (c *Channel) Name() string { return c.name }
+
+// Type is webhook, slack or email.
+func (c *Channel) Type() string { return c.typ }
+
+// Target says where the channel sends, without its secrets: a webhook's URL without
+// query or credentials, a slack URL's host only, an email's server and recipients.
+func (c *Channel) Target() string { return c.target }
+
+// Send sends one message, within the channel's timeout. Its errors never hold a
+// secret or a slack URL.
+func (c *Channel) Send(ctx context.Context, m Message) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.send(ctx, m)
+}
+
+// NewChannel checks cfg and builds its channel. Errors name the setting at fault and
+// never quote a secret.
+func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("name: is required")
+	}
+	if strings.ContainsAny(cfg.Name, ",\n") {
+		return nil, errors.New("name: must not hold a comma or a line break")
+	}
+	if cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
+		return nil, errors.New("timeout, max_attempts and max_backoff must not be negative")
+	}
+	c := &Channel{name: cfg.Name, typ: cfg.Type, timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, maxBackoff: cfg.MaxBackoff}
+	if c.timeout == 0 {
+		c.timeout = DefaultChannelTimeout
+	}
+	if c.maxAttempts == 0 {
+		c.maxAttempts = DefaultMaxAttempts
+	}
+	if c.maxBackoff == 0 {
+		c.maxBackoff = DefaultMaxBackoff
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	emailOnly := cfg.SMTPAddr != "" || cfg.Username != "" || cfg.From != "" || len(cfg.To) > 0 || cfg.CAFile != ""
+	switch cfg.Type {
+	case TypeWebhook:
+		if emailOnly {
+			return nil, errors.New("smtp_addr, username, from, to and ca_file are for type email only")
+		}
+		u, err := httpURL("url", cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		if len(cfg.Secrets) == 0 {
+			return nil, errors.New("secret: a webhook channel signs what it sends: give secret or secret_env (whsec_ and base64, as Standard Webhooks)")
+		}
+		signer, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: cfg.Secrets})
+		if err != nil {
+			return nil, fmt.Errorf("secret: %w", err)
+		}
+		c.target = maskURL(u, false)
+		c.send = func(ctx context.Context, m Message) error { return postWebhook(ctx, client, cfg.URL, signer, m) }
+	case TypeSlack:
+		if emailOnly {
+			return nil, errors.New("smtp_addr, username, from, to and ca_file are for type email only")
+		}
+		raw := cfg.URL
+		switch {
+		case raw != "" && len(cfg.Secrets) > 0:
+			return nil, errors.New("url: give the incoming webhook's URL once, as url or as secret/secret_env")
+		case raw == "" && len(cfg.Secrets) > 1:
+			return nil, errors.New("secret: a slack channel takes one URL")
+		case raw == "" && len(cfg.Secrets) == 1:
+			raw = cfg.Secrets[0]
+		}
+		u, err := httpURL("url", raw)
+		if err != nil {
+			// Never quote it: it holds the credential.
+			return nil, errors.New("url: the incoming webhook's URL is not an http(s) URL")
+		}
+		c.target = maskURL(u, true)
+		c.send = func(ctx context.Context, m Message) error { return postSlack(ctx, client, raw, m) }
+	case TypeEmail:
+		if cfg.URL != "" {
+			return nil, errors.New("url: is for types webhook and slack; an email channel takes smtp_addr")
+		}
+		e, err := newEmail(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.target = fmt.Sprintf("%s via %s", strings.Join(cfg.To, ", "), cfg.SMTPAddr)
+		c.send = e.send
+	case "":
+		return nil, fmt.Errorf("type: is required (one of %s)", strings.Join(Types, ", "))
+	default:
+		return nil, fmt.Errorf("type: %q is not a type of channel (want one of %s)", cfg.Type, strings.Join(Types, ", "))
+	}
+	return c, nil
+}
+
+func httpURL(setting, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if raw == "" {
+		return nil, fmt.Errorf("%s: is required", setting)
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, raw)
+	}
+	return u, nil
+}
+
+// maskURL shows u without credentials and query; hostOnly shows its host alone (a slack
+// URL's path is its credential).
+func maskURL(u *url.URL, hostOnly bool) string {
+	if hostOnly {
+		return u.Scheme + "://" + u.Host + "/…"
+	}
+	v := *u
+	v.User, v.RawQuery, v.Fragment = nil, "", ""
+	return v.String()
+}
+
+// Message is one notification as the channels send it.
+type Message struct {
+	// ID is the notification's own id, the same on every retry: a webhook's
+	// webhook-id, so that the receiving end can drop a retry it already has.
+	ID      string
+	Event   string // storage.AlertOpened or storage.AlertResolvedEvent
+	Actor   string // who resolved it by hand; "" when it resolved by itself
+	At      time.Time
+	Summary string // the alert's at the transition
+	Value   string
+	Alert   storage.Alert
+	// ConsoleURL, if set, is where the alerts page is.
+	ConsoleURL string
+}
+
+// Title is the message in one line: what happened, to which rule and subject.
+func (m Message) Title() string {
+	what := m.Alert.Rule
+	if m.Alert.Subject != "" {
+		what += " on " + m.Alert.Subject
+	}
+	switch m.Event {
+	case storage.AlertOpened:
+		return "hookdedup alert opened: " + what
+	default:
+		by := "by itself (the condition cleared)"
+		if m.Actor != "" {
+			by = "by " + m.Actor
+		}
+		return "hookdedup alert resolved " + by + ": " + what
+	}
+}
+
+// Text is the message in a few lines of plain text.
+func (m Message) Text() string {
+	var b strings.Builder
+	b.WriteString(m.Title())
+	b.WriteString("\n")
+	if m.Event == storage.AlertOpened {
+		b.WriteString(m.Summary)
+	} else {
+		b.WriteString("Was: " + m.Summary)
+	}
+	fmt.Fprintf(&b, "\nAlert %d (%s), opened %s", m.Alert.ID, m.Alert.Kind, m.Alert.OpenedAt.UTC().Format(time.RFC3339))
+	if m.ConsoleURL != "" {
+		b.WriteString("\n" + m.ConsoleURL)
+	}
+	return b.String()
+}
+
+// webhookPayload is the JSON body of a webhook channel's POST, shaped as Standard
+// Webhooks recommends: a type, a timestamp, and the data.
+type webhookPayload struct {
+	Type      string      `json:"type"` // alert.opened | alert.resolved
+	Timestamp time.Time   `json:"timestamp"`
+	Data      webhookData `json:"data"`
+}
+
+type webhookData struct {
+	ID         int64      `json:"id"`
+	Rule       string     `json:"rule"`
+	Kind       string     `json:"kind"`
+	Subject    string     `json:"subject,omitempty"`
+	Summary    string     `json:"summary"`
+	Value      string     `json:"value"`
+	Text       string     `json:"text"`
+	OpenedAt   time.Time  `json:"opened_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	ResolvedBy string     `json:"resolved_by,omitempty"` // the user; absent when it resolved by itself
+	URL        string     `json:"url,omitempty"`
+}
+
+func postWebhook(ctx context.Context, client *http.Client, target string, signer signature.Verifier, m Message) error {
+	d := webhookData{ID: m.Alert.ID, Rule: m.Alert.Rule, Kind: m.Alert.Kind, Subject: m.Alert.Subject,
+		Summary: m.Summary, Value: m.Value, Text: m.Text(), OpenedAt: m.Alert.OpenedAt.UTC(), URL: m.ConsoleURL}
+	if m.Event == storage.AlertResolvedEvent {
+		at := m.At.UTC()
+		d.ResolvedAt, d.ResolvedBy = &at, m.Actor
+	}
+	body, err := json.Marshal(webhookPayload{Type: "alert." + m.Event, Timestamp: m.At.UTC(), Data: d})
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	h.Set("Webhook-Id", m.ID)
+	if err := signer.Sign(h, nil, body, time.Now()); err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	h.Set("Content-Type", "application/json")
+	return post(ctx, client, target, h, body)
+}
+
+func postSlack(ctx context.Context, client *http.Client, target string, m Message) error {
+	body, err := json.Marshal(struct {
+		Text string `json:"text"`
+	}{m.Text()})
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return post(ctx, client, target, h, body)
+}
+
+// post sends body to target. Any 2xx is success. Its errors never hold the URL, which
+// net/http puts in its own (a slack URL holds its credential).
+func post(ctx context.Context, client *http.Client, target string, h http.Header, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("cannot make a request of the URL")
+	}
+	req.Header = h
+	req.Header.Set("User-Agent", "hookdedup-alerts")
+	resp, err := client.Do(req)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return fmt.Errorf("POST: %w", err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("POST: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// email sends over SMTP: STARTTLS always (the password and the alerts never cross the
+// network in clear), then AUTH PLAIN when a user is set.
+type email struct {
+	addr, host     string
+	user, password string
+	from           string
+	to             []string
+	roots          *x509.CertPool // nil: the system's
+}
+
+func newEmail(cfg ChannelConfig) (*email, error) {
+	host, port, err := net.SplitHostPort(cfg.SMTPAddr)
+	switch {
+	case cfg.SMTPAddr == "":
+		return nil, errors.New("smtp_addr: is required (host:port of the SMTP server, e.g. smtp.example.com:587)")
+	case err != nil || host == "" || port == "":
+		return nil, fmt.Errorf("smtp_addr: %q is not host:port (e.g. smtp.example.com:587)", cfg.SMTPAddr)
+	case cfg.From == "":
+		return nil, errors.New("from: is required")
+	case len(cfg.To) == 0:
+		return nil, errors.New("to: is required (one or more addresses)")
+	case len(cfg.Secrets) > 1:
+		return nil, errors.New("secret: an email channel takes one password")
+	case len(cfg.Secrets) == 1 && cfg.Username == "":
+		return nil, errors.New("username: is required with a password (secret or secret_env)")
+	case cfg.Username != "" && len(cfg.Secrets) == 0:
+		return nil, errors.New("secret: username is set but no password: give secret or secret_env")
+	}
+	e := &email{addr: cfg.SMTPAddr, host: host, user: cfg.Username, to: cfg.To}
+	if len(cfg.Secrets) == 1 {
+		e.password = cfg.Secrets[0]
+	}
+	from, err := mail.ParseAddress(cfg.From)
+	if err != nil {
+		return nil, fmt.Errorf("from: %q is not an email address", cfg.From)
+	}
+	e.from = from.Address
+	for _, t := range cfg.To {
+		if _, err := mail.ParseAddress(t); err != nil {
+			return nil, fmt.Errorf("to: %q is not an email address", t)
+		}
+	}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		e.roots = x509.NewCertPool()
+		if !e.roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", cfg.CAFile)
+		}
+	}
+	return e, nil
+}
+
+func (e *email) send(ctx context.Context, m Message) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", e.addr)
+	if err != nil {
+		return fmt.Errorf("smtp: %w", err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	c, err := smtp.NewClient(conn, e.host)
+	if err != nil {
+		return fmt.Errorf("smtp: %w", err)
+	}
+	defer c.Close()
+	if err := c.Hello("hookdedup"); err != nil {
+		return fmt.Errorf("smtp EHLO: %w", err)
+	}
+	if ok, _ := c.Extension("STARTTLS"); !ok {
+		return fmt.Errorf("smtp: %s does not offer STARTTLS; hookdedup sends nothing in clear", e.addr)
+	}
+	if err := c.StartTLS(&tls.Config{ServerName: e.host, RootCAs: e.roots, MinVersion: tls.VersionTLS12}); err != nil {
+		return fmt.Errorf("smtp STARTTLS: %w", err)
+	}
+	if e.user != "" {
+		if err := c.Auth(smtp.PlainAuth("", e.user, e.password, e.host)); err != nil {
+			return fmt.Errorf("smtp AUTH: %w", err)
+		}
+	}
+	if err := c.Mail(e.from); err != nil {
+		return fmt.Errorf("smtp MAIL FROM: %w", err)
+	}
+	for _, t := range e.to {
+		a, _ := mail.ParseAddress(t) // checked by newEmail
+		if err := c.Rcpt(a.Address); err != nil {
+			return fmt.Errorf("smtp RCPT TO: %w", err)
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return fmt.Errorf("smtp DATA: %w", err)
+	}
+	var msg bytes.Buffer
+	fmt.Fprintf(&msg, "From: %s\r\n", e.from)
+	fmt.Fprintf(&msg, "To: %s\r\n", strings.Join(e.to, ", "))
+	fmt.Fprintf(&msg, "Subject: %s\r\n", mimeHeader(m.Title()))
+	fmt.Fprintf(&msg, "Date: %s\r\n", m.At.Format(time.RFC1123Z))
+	fmt.Fprintf(&msg, "Message-ID: <%s@hookdedup>\r\n", m.ID)
+	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
+	msg.WriteString(strings.ReplaceAll(m.Text(), "\n", "\r\n"))
+	msg.WriteString("\r\n")
+	if _, err := w.Write(msg.Bytes()); err != nil {
+		return fmt.Errorf("smtp DATA: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("smtp DATA: %w", err)
+	}
+	return c.Quit()
+}
+
+// mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not
+// plain ASCII.
+func mimeHeader(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	for _, r := range s {
+		if r > '~' {
+			return mime.QEncoding.Encode("utf-8", s)
+		}
+	}
+	return s
+}

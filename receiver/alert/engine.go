@@ -1,0 +1,523 @@
+package alert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// Store is what the engine asks of storage; *storage.DB satisfies it.
+type Store interface {
+	ActiveAlerts(ctx context.Context) ([]storage.Alert, error)
+	// OpenAlert opens an alert with its notifications, or returns the active one.
+	OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (storage.Alert, bool, error)
+	UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error
+	// ResolveAlert returns storage.ErrAlertState for an alert already resolved.
+	ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error)
+	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error)
+	FinishNotification(ctx context.Context, id int64, res storage.NotificationResult, at time.Time) error
+
+	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
+	MoneyMismatches(ctx context.Context, since time.Time) (map[string]int64, error)
+	OpenSuspects(ctx context.Context) (map[string]int64, error)
+	SignatureFailures(ctx context.Context, since time.Time, status int) (map[string]int64, error)
+	FailingStreaks(ctx context.Context, sources []string, limit int) (map[string]int, error)
+	Ping(ctx context.Context) error
+	Path() string
+}
+
+// Config wires an Engine.
+type Config struct {
+	Store    Store
+	Rules    []Rule     // checked (CheckRules), with their defaults
+	Channels []*Channel // every channel a rule names
+	// Sources are the names of the configured sources.
+	Sources []string
+	// StuckAfter: a key processing for longer is stuck. Default 10m.
+	StuckAfter time.Duration
+	// Interval is how often the rules are evaluated and due notifications sent.
+	// Default 5s.
+	Interval time.Duration
+	// Now is the clock; default time.Now. Tests move it.
+	Now func() time.Time
+	// Ready says whether the database can commit a write; default Store.Ping.
+	Ready func(ctx context.Context) error
+	// DiskFree returns the bytes free to this process on the database's file system;
+	// default statfs of the database file's directory.
+	DiskFree func() (uint64, error)
+	// ClockSkew returns the median skew of signed timestamps of the last hour and how
+	// many there were (the receiver's ClockSkew); nil: clock_skew never fires.
+	ClockSkew func() (time.Duration, int)
+	// ConsoleURL, if set, is the console's address; messages link to its alerts page.
+	ConsoleURL string
+	Logger     *slog.Logger
+}
+
+// Engine evaluates the rules, opens and resolves alerts, and sends their notifications.
+type Engine struct {
+	cfg      Config
+	channels map[string]*Channel
+	log      *slog.Logger
+	wake     chan struct{}
+
+	mu sync.Mutex
+	// since holds when each firing condition not yet opened (its rule has For) was
+	// first seen, by rule and subject.
+	since map[condKey]time.Time
+	// direct holds the conditions whose opening could not be stored (the database not
+	// ready): their notifications were sent straight away, not through the outbox.
+	direct map[condKey]storage.Alert
+}
+
+type condKey struct{ rule, subject string }
+
+// New returns an Engine for cfg.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("alert engine: Store is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = cfg.Store.Ping
+	}
+	if cfg.DiskFree == nil {
+		dir := filepath.Dir(cfg.Store.Path())
+		cfg.DiskFree = func() (uint64, error) { return StatfsFree(dir) }
+	}
+	e := &Engine{cfg: cfg, channels: map[string]*Channel{}, log: cfg.Logger.With("component", "alerts"),
+		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, direct: map[condKey]storage.Alert{}}
+	for _, c := range cfg.Channels {
+		e.channels[c.Name()] = c
+	}
+	for i, r := range cfg.Rules {
+		cfg.Rules[i] = r.WithDefaults()
+		for _, c := range r.Channels {
+			if e.channels[c] == nil {
+				return nil, fmt.Errorf("alert %q: channel %q is not configured", r.Name, c)
+			}
+		}
+	}
+	return e, nil
+}
+
+// StatfsFree returns the bytes free to an unprivileged user on the file system of dir.
+func StatfsFree(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// Wake asks the running engine to send due notifications now (after an alert was
+// resolved by hand). It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run evaluates the rules and sends due notifications every Interval until ctx ends.
+func (e *Engine) Run(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("evaluating alert rules", "err", err)
+		}
+		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("sending alert notifications", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.wake:
+		}
+	}
+}
+
+// finding is what a rule found on one subject: a condition that holds.
+type finding struct {
+	subject, summary, value string
+}
+
+// Evaluate evaluates every rule once: it opens an alert for each condition that holds
+// (once it has held for the rule's For) and has none active, records the latest value
+// of those that have one, and resolves the active alerts whose condition cleared. The
+// opening and the resolution each queue one notification per channel: a condition
+// that holds over many evaluations sends nothing more. A rule that cannot be evaluated
+// (a query failed) leaves its alerts as they are; its error is returned with the
+// others' after every rule had its turn.
+func (e *Engine) Evaluate(ctx context.Context) error {
+	now := e.cfg.Now()
+	active, err := e.cfg.Store.ActiveAlerts(ctx)
+	if err != nil {
+		// The database may be what is wrong: the rule that watches it still runs.
+		active = nil
+		if rerr := e.evaluateUnstored(ctx, now); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	byKey := map[condKey]storage.Alert{}
+	for _, a := range active {
+		byKey[condKey{a.Rule, a.Subject}] = a
+	}
+	var errs []error
+	for _, r := range e.cfg.Rules {
+		found, err := e.evaluate(ctx, r, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("alert %q: %w", r.Name, err))
+			continue
+		}
+		holding := map[string]bool{}
+		for _, f := range found {
+			holding[f.subject] = true
+			if err := e.hold(ctx, r, f, byKey, now); err != nil {
+				errs = append(errs, fmt.Errorf("alert %q: %w", r.Name, err))
+			}
+		}
+		e.mu.Lock()
+		for k := range e.since {
+			if k.rule == r.Name && !holding[k.subject] {
+				delete(e.since, k)
+			}
+		}
+		e.mu.Unlock()
+		for k, a := range byKey {
+			if k.rule != r.Name || holding[k.subject] {
+				continue
+			}
+			if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
+				errs = append(errs, fmt.Errorf("alert %q: %w", r.Name, err))
+				continue
+			}
+			e.log.Info("alert resolved", "rule", r.Name, "subject", k.subject, "alert", a.ID)
+		}
+		e.resolveDirect(ctx, r, holding, now)
+	}
+	return errors.Join(errs...)
+}
+
+// hold handles one condition that holds.
+func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey]storage.Alert, now time.Time) error {
+	k := condKey{r.Name, f.subject}
+	if a, ok := active[k]; ok {
+		if a.Summary != f.summary || a.Value != f.value {
+			return e.cfg.Store.UpdateAlertValue(ctx, a.ID, f.summary, f.value, now)
+		}
+		return nil
+	}
+	e.mu.Lock()
+	first, seen := e.since[k]
+	if !seen {
+		first = now
+		e.since[k] = now
+	}
+	_, sentDirect := e.direct[k]
+	e.mu.Unlock()
+	if now.Sub(first) < r.For {
+		return nil
+	}
+	a := storage.Alert{Rule: r.Name, Kind: r.Kind, Subject: f.subject, Summary: f.summary, Value: f.value, Channels: r.Channels}
+	stored, opened, err := e.cfg.Store.OpenAlert(ctx, a, now)
+	if err != nil {
+		if r.Kind == KindDatabaseNotReady && !sentDirect {
+			// The alert cannot be stored, nor its notifications queued: tell the
+			// channels straight away, once.
+			a.OpenedAt, a.State = now, storage.AlertOpen
+			e.mu.Lock()
+			e.direct[k] = a
+			e.mu.Unlock()
+			e.sendDirect(ctx, a, storage.AlertOpened, now)
+		}
+		return err
+	}
+	e.mu.Lock()
+	delete(e.since, k)
+	delete(e.direct, k) // stored now: its resolution goes through the outbox
+	e.mu.Unlock()
+	if opened {
+		e.log.Warn("alert opened", "rule", r.Name, "subject", f.subject, "alert", stored.ID, "summary", f.summary)
+	}
+	return nil
+}
+
+// evaluateUnstored runs the database_not_ready rules when the active alerts could not
+// be read: the database may not answer at all.
+func (e *Engine) evaluateUnstored(ctx context.Context, now time.Time) error {
+	var errs []error
+	for _, r := range e.cfg.Rules {
+		if r.Kind != KindDatabaseNotReady {
+			continue
+		}
+		found, err := e.evaluate(ctx, r, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range found {
+			if err := e.hold(ctx, r, f, nil, now); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resolveDirect tells the channels of the conditions notified straight away that they
+// cleared.
+func (e *Engine) resolveDirect(ctx context.Context, r Rule, holding map[string]bool, now time.Time) {
+	e.mu.Lock()
+	var cleared []storage.Alert
+	for k, a := range e.direct {
+		if k.rule == r.Name && !holding[k.subject] {
+			cleared = append(cleared, a)
+			delete(e.direct, k)
+		}
+	}
+	e.mu.Unlock()
+	for _, a := range cleared {
+		e.sendDirect(ctx, a, storage.AlertResolvedEvent, now)
+	}
+}
+
+// sendDirect sends one message to each of the alert's channels, bypassing the outbox,
+// each with a few quick retries.
+func (e *Engine) sendDirect(ctx context.Context, a storage.Alert, event string, now time.Time) {
+	for _, name := range a.Channels {
+		c := e.channels[name]
+		if c == nil {
+			continue
+		}
+		m := Message{ID: fmt.Sprintf("alert_direct_%s_%d_%s", event, a.OpenedAt.UnixMilli(), name), Event: event, At: now,
+			Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
+		var err error
+		for try := range 3 {
+			if err = c.Send(ctx, m); err == nil {
+				break
+			}
+			if try < 2 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Duration(try+1) * time.Second):
+				}
+			}
+		}
+		if err != nil {
+			e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
+		}
+	}
+}
+
+func (e *Engine) alertsURL() string {
+	if e.cfg.ConsoleURL == "" {
+		return ""
+	}
+	return e.cfg.ConsoleURL + "/alerts"
+}
+
+// evaluate returns the conditions of r that hold now.
+func (e *Engine) evaluate(ctx context.Context, r Rule, now time.Time) ([]finding, error) {
+	s := e.cfg.Store
+	var counts map[string]int64
+	var what string
+	switch r.Kind {
+	case KindStuckKeys:
+		stuck, err := s.StuckCounts(ctx, now.Add(-e.cfg.StuckAfter))
+		if err != nil {
+			return nil, err
+		}
+		counts = map[string]int64{}
+		for src, n := range stuck {
+			counts[src] = int64(n)
+		}
+		what = "stuck keys"
+	case KindMoneyMismatch:
+		var err error
+		if counts, err = s.MoneyMismatches(ctx, now.Add(-r.Window)); err != nil {
+			return nil, err
+		}
+		what = fmt.Sprintf("duplicates with a different amount, currency or status in the last %s", r.Window)
+	case KindSuspectedDouble:
+		var err error
+		if counts, err = s.OpenSuspects(ctx); err != nil {
+			return nil, err
+		}
+		what = "suspected doubles waiting for a review"
+	case KindSignatureFailures:
+		var err error
+		if counts, err = s.SignatureFailures(ctx, now.Add(-r.Window), 401); err != nil {
+			return nil, err
+		}
+		what = fmt.Sprintf("deliveries refused for their signature in the last %s", r.Window)
+	case KindDownstreamFailing:
+		sources := e.cfg.Sources
+		if r.Source != "" {
+			sources = []string{r.Source}
+		}
+		streaks, err := s.FailingStreaks(ctx, sources, r.Times)
+		if err != nil {
+			return nil, err
+		}
+		var out []finding
+		for _, src := range sources {
+			if n := streaks[src]; n >= r.Times {
+				out = append(out, finding{subject: src, value: strconv.Itoa(n),
+					summary: fmt.Sprintf("The last %d attempts to hand %s's events downstream failed.", n, src)})
+			}
+		}
+		return out, nil
+	case KindDatabaseNotReady:
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := e.cfg.Ready(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			return nil, nil
+		}
+		return []finding{{value: "not ready", summary: "The database cannot commit a write: " + err.Error()}}, nil
+	case KindDiskSpace:
+		free, err := e.cfg.DiskFree()
+		if err != nil {
+			return nil, err
+		}
+		if free >= r.MinFree {
+			return nil, nil
+		}
+		return []finding{{value: strconv.FormatUint(free, 10),
+			summary: fmt.Sprintf("%s free on the database's file system, under %s.", FormatBytes(free), FormatBytes(r.MinFree))}}, nil
+	case KindClockSkew:
+		if e.cfg.ClockSkew == nil {
+			return nil, nil
+		}
+		median, n := e.cfg.ClockSkew()
+		if n == 0 || (median <= r.MaxSkew && median >= -r.MaxSkew) {
+			return nil, nil
+		}
+		way := "ahead of"
+		if median < 0 {
+			way = "behind"
+		}
+		return []finding{{value: median.Round(time.Second).String(),
+			summary: fmt.Sprintf("Senders' signed timestamps are %s %s this machine's clock (median of %d deliveries in the last hour): check this machine's time (NTP).",
+				median.Abs().Round(time.Second), way, n)}}, nil
+	default:
+		return nil, fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	var out []finding
+	for src, n := range counts {
+		if r.Source != "" && src != r.Source || n <= r.Threshold {
+			continue
+		}
+		out = append(out, finding{subject: src, value: strconv.FormatInt(n, 10),
+			summary: fmt.Sprintf("%d %s on %s (more than %d).", n, what, src, r.Threshold)})
+	}
+	return out, nil
+}
+
+// notificationLease is how long a notification being sent is kept from other senders:
+// longer than any channel's timeout.
+const notificationLease = 5 * time.Minute
+
+// SendDue sends the notifications that are due, each to its channel, and records how
+// each went: sent; retried later with backoff; or, after the channel's last attempt,
+// given up (logged). Returns how many were sent.
+func (e *Engine) SendDue(ctx context.Context) (int, error) {
+	now := e.cfg.Now()
+	due, err := e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		sent int
+		errs []error
+	)
+	for _, n := range due {
+		wg.Go(func() {
+			ok, err := e.send(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				sent++
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	return sent, errors.Join(errs...)
+}
+
+// send sends one notification and records the outcome; the error is one of recording.
+func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error) {
+	c := e.channels[n.Channel]
+	var res storage.NotificationResult
+	if c == nil {
+		res = storage.NotificationResult{Failed: true, Error: "channel " + n.Channel + " is no longer configured"}
+	} else {
+		m := Message{ID: "alert_notification_" + strconv.FormatInt(n.ID, 10), Event: n.Event, Actor: n.Actor, At: n.At,
+			Summary: n.Summary, Value: n.Value, Alert: n.Alert, ConsoleURL: e.alertsURL()}
+		err := c.Send(ctx, m)
+		switch {
+		case err == nil:
+			res.Sent = true
+		case n.Attempts+1 >= c.maxAttempts:
+			res = storage.NotificationResult{Failed: true, Error: err.Error()}
+		default:
+			res = storage.NotificationResult{Error: err.Error(), NextAt: e.cfg.Now().Add(backoff(n.Attempts+1, time.Second, c.maxBackoff))}
+		}
+	}
+	attrs := []any{"channel", n.Channel, "rule", n.Alert.Rule, "subject", n.Alert.Subject, "event", n.Event, "attempt", n.Attempts + 1}
+	switch {
+	case res.Sent:
+		e.log.Info("alert notification sent", attrs...)
+	case res.Failed:
+		e.log.Error("alert notification given up", append(attrs, "err", res.Error)...)
+	default:
+		e.log.Warn("alert notification failed; will retry", append(attrs, "err", res.Error, "next", res.NextAt)...)
+	}
+	if err := e.cfg.Store.FinishNotification(ctx, n.ID, res, e.cfg.Now()); err != nil {
+		return res.Sent, err
+	}
+	return res.Sent, nil
+}
+
+// backoff is the wait before attempt n+1: first, doubled at each attempt, at most max,
+// with ±20 % jitter so that notifications failed together are not retried together.
+func backoff(n int, first, max time.Duration) time.Duration {
+	b := first
+	for i := 1; i < n && b < max; i++ {
+		b *= 2
+	}
+	b = min(b, max)
+	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
+}
