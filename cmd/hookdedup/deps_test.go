@@ -26,6 +26,9 @@ var allowedImports = map[string][]string{
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},
 	"receiver": {"std", "receiver/signature", "storage",
 		"github.com/go-json-experiment/json/...", "github.com/prometheus/client_golang/..."},
+	// Alerts: rules over storage, notifications sent over HTTP (signed as Standard
+	// Webhooks) and SMTP.
+	"receiver/alert": {"std", "receiver/signature", "storage"},
 	// Provider presets are plain data: settings a sender needs, nothing that runs.
 	"receiver/provider": {"std"},
 	// The signature schemes are plain cryptography over a request: they need nothing of

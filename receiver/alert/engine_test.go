@@ -1,0 +1,334 @@
+package alert_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/alert"
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// wantEvents checks the events the webhook receiver got, in order, as "type rule subject".
+func wantEvents(t *testing.T, h *hook, want ...string) {
+	t.Helper()
+	h.check(t)
+	var got []string
+	for _, p := range h.payloads() {
+		got = append(got, strings.TrimSpace(p.Type+" "+p.Data.Rule+" "+p.Data.Subject))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("webhook got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func recordDispatched(t *testing.T, db *storage.DB, source, key string) *storage.Delivery {
+	t.Helper()
+	return storagetest.Record(t, db, &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: "h-" + key,
+		Status: 200, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`)},
+		storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+}
+
+// TestEngine_StuckKeys fires once more than Threshold keys have been stuck for the
+// rule's For, sends one notification however many evaluations the condition holds for,
+// and resolves by itself when a release brings the count down.
+func TestEngine_StuckKeys(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "stuck", Kind: alert.KindStuckKeys, Threshold: 1, For: 5 * time.Minute, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")})
+	recordDispatched(t, f.db, "ota", "k1")
+	recordDispatched(t, f.db, "ota", "k2")
+	f.evaluate(t, e)
+	if n := len(f.alerts(t)); n != 0 {
+		t.Fatalf("%d alerts while nothing is stuck", n)
+	}
+	f.clock.Add(11 * time.Minute) // past stuck_after: two stuck keys
+	f.evaluate(t, e)
+	f.clock.Add(4 * time.Minute)
+	f.evaluate(t, e)
+	if n := len(f.alerts(t)); n != 0 {
+		t.Fatalf("%d alerts before the condition held for 5m", n)
+	}
+	for range 5 { // held for 5m and more, over several evaluations
+		f.clock.Add(time.Minute)
+		f.evaluate(t, e)
+	}
+	as := f.alerts(t)
+	if len(as) != 1 || as[0].State != storage.AlertOpen || as[0].Subject != "ota" || as[0].Value != "2" {
+		t.Fatalf("alerts = %+v, want one open on ota with value 2", as)
+	}
+	wantEvents(t, h, "alert.opened stuck ota")
+
+	if _, err := f.db.ReleaseKey(context.Background(), storage.Release{Source: "ota", Key: "k1", Actor: "sam", Reason: "test",
+		StuckBefore: f.clock.Now().Add(-10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	f.evaluate(t, e)
+	f.evaluate(t, e)
+	as = f.alerts(t)
+	if as[0].State != storage.AlertResolved || as[0].ResolvedBy != "" || !as[0].ResolvedAt.Equal(f.clock.Now()) {
+		t.Fatalf("alert = %+v, want resolved by itself now", as[0])
+	}
+	wantEvents(t, h, "alert.opened stuck ota", "alert.resolved stuck ota")
+}
+
+// TestEngine_MoneyMismatch fires on a duplicate that moved money within the window and
+// resolves once the window has passed it.
+func TestEngine_MoneyMismatch(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "money", Kind: alert.KindMoneyMismatch, Window: time.Hour, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")})
+	d := storagetest.Record(t, f.db, &storage.Delivery{Source: "cm", Key: "k", PayloadHash: "a", Status: 200}, storage.ClaimOptions{TTL: time.Hour})
+	f.evaluate(t, e)
+	wantEvents(t, h)
+	execSQL(t, f.db, `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`, d.ID)
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened money cm")
+	f.clock.Add(61 * time.Minute)
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened money cm", "alert.resolved money cm")
+}
+
+// TestEngine_SuspectedDouble fires on an open suspect and resolves once it is reviewed.
+func TestEngine_SuspectedDouble(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "doubles", Kind: alert.KindSuspectedDouble, Source: "ota", Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")})
+	execSQL(t, f.db, `INSERT INTO suspects (kind, delivery, source, flagged_at) VALUES ('business_key', 1, 'ota', ?)`, t0.UnixMilli())
+	execSQL(t, f.db, `INSERT INTO suspects (kind, delivery, source, flagged_at) VALUES ('business_key', 2, 'cm', ?)`, t0.UnixMilli())
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened doubles ota") // the rule watches ota only
+	execSQL(t, f.db, `UPDATE suspects SET state = 'dismissed' WHERE source = 'ota'`)
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened doubles ota", "alert.resolved doubles ota")
+}
+
+// TestEngine_SignatureFailures counts stored and only-counted 401s of a source within
+// the window.
+func TestEngine_SignatureFailures(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "sigs", Kind: alert.KindSignatureFailures, Threshold: 2, Window: 5 * time.Minute, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")})
+	for range 2 {
+		storagetest.Record(t, f.db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature does not match"}, storage.ClaimOptions{})
+	}
+	storagetest.Record(t, f.db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400, Error: "not JSON"}, storage.ClaimOptions{})
+	f.evaluate(t, e)
+	wantEvents(t, h) // two 401s: not above 2
+	if err := f.db.AddRejectionCounts(context.Background(), []storage.RejectionCount{{Source: "ota", Status: 401, Minute: t0, Rejections: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened sigs ota")
+	if v := f.alerts(t)[0].Value; v != "3" {
+		t.Errorf("value = %q, want 3", v)
+	}
+	f.clock.Add(10 * time.Minute)
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened sigs ota", "alert.resolved sigs ota")
+}
+
+// TestEngine_DatabaseNotReady fires while the readiness check fails.
+func TestEngine_DatabaseNotReady(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var mu sync.Mutex
+	var ready error
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.Ready = func(context.Context) error { mu.Lock(); defer mu.Unlock(); return ready }
+		})
+	f.evaluate(t, e)
+	mu.Lock()
+	ready = errors.New("ping database: 1000 bytes free on its file system, under 1048576")
+	mu.Unlock()
+	f.evaluate(t, e)
+	f.evaluate(t, e)
+	mu.Lock()
+	ready = nil
+	mu.Unlock()
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened db", "alert.resolved db")
+	if p := h.payloads()[0]; !strings.Contains(p.Data.Summary, "1000 bytes free") {
+		t.Errorf("summary %q does not say why", p.Data.Summary)
+	}
+}
+
+// TestEngine_DatabaseGone: when the database cannot store the alert at all (its file
+// left its path), the channels are told straight away, once.
+func TestEngine_DatabaseGone(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) { c.Ready = nil }) // the real Ping
+	f.evaluate(t, e)
+	wantEvents(t, h)
+	if err := renameAside(f.db.Path()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.Evaluate(context.Background()); err == nil {
+			t.Fatal("Evaluate stored an alert in a database whose file is gone")
+		}
+	}
+	wantEvents(t, h, "alert.opened db")
+}
+
+// TestEngine_DiskSpace reads the free space of the database's file system with statfs.
+func TestEngine_DiskSpace(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	rule := func(min uint64) []alert.Rule {
+		return []alert.Rule{{Name: "disk", Kind: alert.KindDiskSpace, MinFree: min, Channels: []string{"ops"}}}
+	}
+	real := func(c *alert.Config) { c.DiskFree = nil }
+	f.evaluate(t, f.engine(t, rule(1<<62), []*alert.Channel{h.channel(t, "ops")}, real)) // more than any disk has
+	wantEvents(t, h, "alert.opened disk")
+	f.evaluate(t, f.engine(t, rule(1), []*alert.Channel{h.channel(t, "ops")}, real)) // one byte free is enough
+	wantEvents(t, h, "alert.opened disk", "alert.resolved disk")
+}
+
+// TestEngine_ClockSkew fires while the median skew is beyond max_skew either way.
+func TestEngine_ClockSkew(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var mu sync.Mutex
+	skew, n := 3*time.Minute, 0
+	e := f.engine(t, []alert.Rule{{Name: "skew", Kind: alert.KindClockSkew, MaxSkew: 2 * time.Minute, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.ClockSkew = func() (time.Duration, int) { mu.Lock(); defer mu.Unlock(); return skew, n }
+		})
+	f.evaluate(t, e) // no deliveries: nothing to say
+	wantEvents(t, h)
+	mu.Lock()
+	skew, n = -3*time.Minute, 12
+	mu.Unlock()
+	f.evaluate(t, e)
+	mu.Lock()
+	skew = 90 * time.Second
+	mu.Unlock()
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened skew", "alert.resolved skew")
+	if s := h.payloads()[0].Data.Summary; !strings.Contains(s, "3m0s behind") {
+		t.Errorf("summary %q", s)
+	}
+}
+
+// TestEngine_RetryWithBackoff: a channel answering 500 gets the notification again
+// after a backoff, with the same webhook-id, and not before.
+func TestEngine_RetryWithBackoff(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 1)
+	var mu sync.Mutex
+	var ready error = errors.New("down")
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.Ready = func(context.Context) error { mu.Lock(); defer mu.Unlock(); return ready }
+		})
+	f.evaluate(t, e)
+	if h.count() != 1 || len(h.payloads()) != 0 {
+		t.Fatalf("requests %d, taken %d; want 1 refused", h.count(), len(h.payloads()))
+	}
+	as := f.alerts(t)
+	if as[0].PendingNotifications != 1 || as[0].LastNotificationError != "POST: HTTP 500" {
+		t.Fatalf("alert = %+v, want one pending notification and its error", as[0])
+	}
+	f.evaluate(t, e) // the backoff (about 1s) has not passed
+	if h.count() != 1 {
+		t.Fatalf("retried before the backoff: %d requests", h.count())
+	}
+	f.clock.Add(2 * time.Second)
+	f.evaluate(t, e)
+	wantEvents(t, h, "alert.opened db")
+	if h.count() != 2 || !strings.HasPrefix(h.payloadIDs()[0], "alert_notification_") {
+		t.Fatalf("requests %d, ids %v", h.count(), h.payloadIDs())
+	}
+	as = f.alerts(t)
+	if as[0].PendingNotifications != 0 || as[0].SentNotifications != 1 {
+		t.Fatalf("alert = %+v, want its notification sent", as[0])
+	}
+}
+
+// TestEngine_GivesUp: after the channel's last attempt the notification is failed and
+// logged, not retried for ever.
+func TestEngine_GivesUp(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 100)
+	c, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: h.srv.URL, Secrets: []string{hookSecret},
+		MaxAttempts: 3, MaxBackoff: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}}, []*alert.Channel{c},
+		func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("down") } })
+	for range 6 {
+		f.evaluate(t, e)
+		f.clock.Add(2 * time.Second)
+	}
+	if h.count() != 3 {
+		t.Errorf("%d requests, want 3 (max_attempts)", h.count())
+	}
+	if as := f.alerts(t); as[0].FailedNotifications != 1 {
+		t.Errorf("alert = %+v, want its notification failed", as[0])
+	}
+	if !strings.Contains(f.logs.String(), "alert notification given up") {
+		t.Errorf("log does not say it gave up:\n%s", f.logs.String())
+	}
+}
+
+// TestEngine_ResolveByHand: a user's resolution notifies the channels (and names the
+// user) and is audited; the engine does not resolve it again.
+func TestEngine_ResolveByHand(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	s := newSlack(t)
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops", "chat"}}},
+		[]*alert.Channel{h.channel(t, "ops"), s.channel(t, "chat")},
+		func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("down") } })
+	f.evaluate(t, e)
+	id := f.alerts(t)[0].ID
+	ctx := context.Background()
+	if _, err := f.db.AcknowledgeAlert(ctx, id, "sam", f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.AcknowledgeAlert(ctx, id, "sam", f.clock.Now()); !errors.Is(err, storage.ErrAlertState) {
+		t.Fatalf("second acknowledgement: %v, want ErrAlertState", err)
+	}
+	if _, err := f.db.ResolveAlert(ctx, id, "kim", f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SendDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, h, "alert.opened db", "alert.resolved db")
+	if by := h.payloads()[1].Data.ResolvedBy; by != "kim" {
+		t.Errorf("resolved_by = %q", by)
+	}
+	texts := s.received()
+	if len(texts) != 2 || !strings.Contains(texts[1], "resolved by kim") {
+		t.Errorf("slack got %q", texts)
+	}
+	audit, err := f.db.AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 2 || audit[0].Action != "resolve alert" || audit[0].Actor != "kim" || audit[1].Action != "acknowledge alert" ||
+		audit[1].Actor != "sam" || audit[0].PreviousState != storage.AlertAcknowledged {
+		t.Errorf("audit = %+v", audit)
+	}
+	a, err := f.db.GetAlert(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.AcknowledgedBy != "sam" || a.ResolvedBy != "kim" || a.State != storage.AlertResolved {
+		t.Errorf("alert = %+v", a)
+	}
+}
