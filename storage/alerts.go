@@ -324,8 +324,19 @@ type Notification struct {
 // leases them until now+lease: another sender skips them until then, and one that dies
 // mid-send loses nothing.
 func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Notification, error) {
+	// Looked for first through a reader: most of the time nothing is due, and a write
+	// transaction every few seconds would contend with intake for nothing.
+	var due int
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM alert_notifications
+		WHERE state = 'pending' AND next_attempt_at <= ? LIMIT 1)`, millis(now)).Scan(&due)
+	if err != nil {
+		return nil, fmt.Errorf("lease notifications: %w", err)
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	var out []Notification
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.attempts, `+alertColumns+`
 			FROM alert_notifications n JOIN alerts a ON a.id = n.alert

@@ -22,6 +22,9 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/keys", api.auth(storage.RoleViewer, api.listKeys))
 	mux.Handle("GET /api/v1/key", api.auth(storage.RoleViewer, api.getKey))
 	mux.Handle("POST /api/v1/release", api.auth(storage.RoleOperator, api.release))
+	mux.Handle("GET /api/v1/alerts", api.auth(storage.RoleViewer, api.listAlerts))
+	mux.Handle("POST /api/v1/alerts/{id}/acknowledge", api.auth(storage.RoleOperator, api.alertAction("acknowledge")))
+	mux.Handle("POST /api/v1/alerts/{id}/resolve", api.auth(storage.RoleOperator, api.alertAction("resolve")))
 	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))

@@ -39,6 +39,7 @@ type Store interface {
 	sessionStore
 	throttleStore
 	tokenStore
+	alertStore
 }
 
 // Config wires a Server.
@@ -71,6 +72,11 @@ type Config struct {
 	// senders' clocks are ahead), and how many there were. The dashboard warns when it
 	// is more than a minute either way.
 	ClockSkew func() (median time.Duration, n int)
+	// AlertRules and AlertChannels are shown on the alerts page; AlertsChanged, if set,
+	// is called after an alert is resolved by hand, so that its notifications go now.
+	AlertRules    []AlertRule
+	AlertChannels []AlertChannel
+	AlertsChanged func()
 }
 
 // Server serves the console.
@@ -99,6 +105,11 @@ type Server struct {
 	cop       *http.CrossOriginProtection
 	cost      int
 	clockSkew func() (time.Duration, int)
+	// alerts: the alerts page (alerts.go).
+	alerts        alertStore
+	alertRules    []AlertRule
+	alertChannels []AlertChannel
+	alertsChanged func()
 	// dummyHash is compared against when a user does not exist, so that a wrong name
 	// costs the same time as a wrong password.
 	dummyHash []byte
@@ -116,6 +127,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
 		clockSkew: cfg.ClockSkew,
+		alerts:    cfg.Store, alertRules: cfg.AlertRules, alertChannels: cfg.AlertChannels, alertsChanged: cfg.AlertsChanged,
+	}
+	if s.alertsChanged == nil {
+		s.alertsChanged = func() {}
 	}
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
@@ -192,6 +207,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("POST /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))
+	mux.Handle("GET /alerts", s.requireRole(viewer, s.handleAlerts))
+	mux.Handle("POST /alerts/{id}/acknowledge", s.requireRole(operator, s.handleAlertAction("acknowledge")))
+	mux.Handle("POST /alerts/{id}/resolve", s.requireRole(operator, s.handleAlertAction("resolve")))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
 	mux.Handle("GET /account/password", s.choosingPassword(s.handlePasswordPage))
 	mux.Handle("POST /account/password", s.choosingPassword(s.handleAccountPassword))

@@ -41,6 +41,10 @@ type config struct {
 	Sync                    string
 	LogLevel                string
 	Sources                 []sourceConfig
+	// Alerts are the [[alert]] rules, AlertChannels the [[alert_channel]] tables they
+	// name (alerts.go).
+	Alerts        []alertConfig
+	AlertChannels []alertChannelConfig
 
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound one
 	// connection's requests, as the fields of net/http.Server of the same names do.
@@ -119,6 +123,9 @@ type fileConfig struct {
 	Sync     string           `toml:"synchronous"`
 	LogLevel string           `toml:"log_level"`
 	Sources  []toml.Primitive `toml:"source"`
+
+	Alerts        []toml.Primitive `toml:"alert"`
+	AlertChannels []toml.Primitive `toml:"alert_channel"`
 
 	TrustedProxies []string `toml:"trusted_proxies"`
 
@@ -264,6 +271,9 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 			return config{}, fmt.Errorf("%s: source %q: %w", path, sourceLabel(i, sc.Name), err)
 		}
 		cfg.Sources = append(cfg.Sources, sc)
+	}
+	if cfg.Alerts, cfg.AlertChannels, err = decodeAlerts(md, fc.Alerts, fc.AlertChannels); err != nil {
+		return config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	// Only now: the keys of a source's table count as unknown until it is decoded.
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {

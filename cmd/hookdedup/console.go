@@ -40,14 +40,15 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 // package web declares and handing it the receiver's key derivation as a function
 // (web never imports receiver). wake is called after a key is reprocessed, so that the
 // dispatcher takes it at once; clockSkew (may be nil) is the intake's
-// Receiver.ClockSkew, for the dashboard.
+// Receiver.ClockSkew, for the dashboard. edit, if any, completes the console's
+// configuration (serve's alerts).
 func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
-	wake func(), clockSkew func() (time.Duration, int)) (*web.Server, error) {
+	wake func(), clockSkew func() (time.Duration, int), edit ...func(*web.Config)) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {
 		byName[s.Name] = s
 	}
-	return web.New(ctx, web.Config{
+	wc := web.Config{
 		Store:           db,
 		Sources:         consoleSources(sources, cfg),
 		StuckAfter:      cfg.StuckAfter,
@@ -67,7 +68,11 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		RevealSecret: func(ctx context.Context, name string) (string, error) {
 			return db.Setting(ctx, generatedSecretSetting(name))
 		},
-	})
+	}
+	for _, e := range edit {
+		e(&wc)
+	}
+	return web.New(ctx, wc)
 }
 
 func generatedSecretSetting(source string) string { return "source." + source + ".secret" }

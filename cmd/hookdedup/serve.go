@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -120,6 +121,7 @@ type program struct {
 	metrics    *receiver.Metrics
 	dispatcher *receiver.Dispatcher
 	intake     *receiver.Receiver
+	alerts     *alert.Engine
 	// public listens on addr; console on console_addr, nil when that is unset (then
 	// public serves the console too).
 	public, console *endpoint
@@ -172,7 +174,11 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	})
 	intake := http.NewServeMux()
 	p.intake.Register(intake)
-	consoleSrv, err := newConsole(ctx, p.db, p.sources, cfg, p.log, p.dispatcher.Wake, p.intake.ClockSkew)
+	showAlerts, err := p.openAlerts(e)
+	if err != nil {
+		return nil, err
+	}
+	consoleSrv, err := newConsole(ctx, p.db, p.sources, cfg, p.log, p.dispatcher.Wake, p.intake.ClockSkew, showAlerts)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +277,7 @@ func (p *program) run(ctx context.Context) error {
 	})
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })
+	wg.Go(func() { p.alerts.Run(bg) })
 	if p.tls != nil {
 		wg.Go(func() { p.reloadOnSignal(bg, reload) })
 	}

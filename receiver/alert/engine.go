@@ -139,12 +139,18 @@ func (e *Engine) Wake() {
 }
 
 // Run evaluates the rules and sends due notifications every Interval until ctx ends.
+// With neither rules nor channels it has nothing to do and returns at once.
 func (e *Engine) Run(ctx context.Context) {
+	if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
+		return
+	}
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()
 	for {
-		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("evaluating alert rules", "err", err)
+		if len(e.cfg.Rules) > 0 {
+			if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("evaluating alert rules", "err", err)
+			}
 		}
 		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("sending alert notifications", "err", err)
