@@ -52,6 +52,9 @@ deps:
 	@if ! command -v pebble >/dev/null; then \
 		echo "installing pebble (Let's Encrypt's test ACME server, for the HTTPS tests)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y pebble; fi
+	@if ! /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; then \
+		echo "installing python3-aiosmtpd (a real SMTP server for the email alert tests)"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-aiosmtpd; fi
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "installing nodejs and npm"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; fi
