@@ -188,7 +188,7 @@ func (r Rule) Describe() string {
 	case KindSignatureFailures:
 		s = fmt.Sprintf("more than %d deliveries refused for their signature on %s within %s", r.Threshold, where, r.Window)
 	case KindDownstreamFailing:
-		s = fmt.Sprintf("the last %d attempts to hand %s's events downstream failed", r.Times, where)
+		s = fmt.Sprintf("the last %d attempts to hand the events of %s downstream failed", r.Times, where)
 	case KindDatabaseNotReady:
 		s = "the database cannot commit a write"
 	case KindDiskSpace:
