@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -265,15 +264,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// hostOf is the host:port of a URL.
-func hostOf(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
 }
 
 // count is how many requests the receiver got, refused ones included.

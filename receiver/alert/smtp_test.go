@@ -197,7 +197,9 @@ func TestEmail_STARTTLSAndAuth(t *testing.T) {
 	f := newFixture(t)
 	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"mail"}}},
 		[]*alert.Channel{s.channel(t, "mail")},
-		func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("database is locked") } })
+		func(c *alert.Config) {
+			c.Ready = func(context.Context) error { return errors.New("database is locked") }
+		})
 	f.evaluate(t, e)
 	msgs := s.messages(t)
 	if len(msgs) != 1 {
