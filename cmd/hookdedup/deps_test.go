@@ -21,6 +21,7 @@ const module = "github.com/hookdedup/hookdedup"
 // that is missing here fails the test: a new package says what it may import.
 var allowedImports = map[string][]string{
 	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
+		"receiver/alert",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt",
 		// HTTPS: certificates over ACME, and host names checked as IDNA.
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},
