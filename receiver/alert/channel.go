@@ -93,8 +93,8 @@ func (c *Channel) Send(ctx context.Context, m Message) error {
 	return c.send(ctx, m)
 }
 
-// NewChannel checks cfg and builds its channel. Errors name the setting at fault and
-// never quote a secret.
+// NewChannel checks cfg and builds its channel, which posts through client (nil: one
+// that follows no redirect). Errors name the setting at fault and never quote a secret.
 func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("name: is required")
@@ -116,7 +116,9 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 		c.maxBackoff = DefaultMaxBackoff
 	}
 	if client == nil {
-		client = &http.Client{}
+		// A redirect is an answer that is not 2xx, so a failure: followed, a POST
+		// would turn into a GET of another address.
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	emailOnly := cfg.SMTPAddr != "" || cfg.Username != "" || cfg.From != "" || len(cfg.To) > 0 || cfg.CAFile != ""
 	switch cfg.Type {

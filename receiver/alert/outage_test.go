@@ -153,3 +153,25 @@ func TestSlackPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestChannel_RedirectIsFailure: a channel's URL answering with a redirect has not taken
+// the notification; the POST is not turned into a GET of the other address.
+func TestChannel_RedirectIsFailure(t *testing.T) {
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	c, err := alert.NewChannel(alert.ChannelConfig{Name: "chat", Type: alert.TypeSlack, URL: srv.URL + "/hook"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Send(context.Background(), alert.Message{ID: "x", Event: storage.AlertOpened})
+	if err == nil || !strings.Contains(err.Error(), "HTTP 302") || gets.Load() != 0 {
+		t.Fatalf("Send = %v (%d GETs), want a failure on the 302", err, gets.Load())
+	}
+}
