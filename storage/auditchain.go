@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ func auditHash(prev string, e AuditEntry) string {
 // so rows written before the chain existed join it; a row found later without a hash
 // was not written by insertAudit, and verification says so.
 func chainAuditLog(ctx context.Context, tx *sql.Tx) error {
-	prev, after := AuditGenesis, int64(0)
+	prev, after := AuditGenesis, int64(math.MinInt64)
 	for {
 		// In batches: the statement reading rows is closed before the updates.
 		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT 500`, after)
@@ -141,7 +142,7 @@ type AuditCheck struct {
 }
 
 // VerifyAudit checks the whole audit chain, from the genesis, in one read snapshot, and
-// that it passes through anchor when anchor.ID is not 0. A break comes back in the
+// that it passes through anchor unless anchor.Hash is empty. A break comes back in the
 // AuditCheck, not as an error; the error is for a check that could not be made.
 func (db *DB) VerifyAudit(ctx context.Context, anchor AuditAnchor) (AuditCheck, error) {
 	c, err := checkChain(ctx, db.read, chainPos{Hash: AuditGenesis}, 0, anchor)
@@ -207,13 +208,17 @@ type queryer interface {
 
 // checkChain checks the rows after from, in id order: at most limit of them (0: all),
 // all read by one statement (one snapshot). It checks that the chain passes through
-// anchor when anchor.ID is not 0 and the rows up to it are among those read.
+// anchor, unless anchor.Hash is empty.
 func checkChain(ctx context.Context, q queryer, from chainPos, limit int, anchor AuditAnchor) (AuditCheck, error) {
 	sqlLimit := -1
 	if limit > 0 {
 		sqlLimit = limit + 1 // the row after the last: for More, and to tell how a break came
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, from.ID, sqlLimit)
+	after := from.ID
+	if from.Rows == 0 {
+		after = math.MinInt64 // from the genesis: every row, whatever its id
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, sqlLimit)
 	if err != nil {
 		return AuditCheck{}, err
 	}
@@ -235,13 +240,14 @@ func checkChain(ctx context.Context, q queryer, from chainPos, limit int, anchor
 		if err != nil {
 			return AuditCheck{}, err
 		}
-		if anchor.ID != 0 && pos.ID < anchor.ID && (cur == nil || cur.ID > anchor.ID) {
-			c := result(pos)
-			c.Break = missingAnchor(anchor, pos, cur)
-			return c, nil
-		}
+		// Whether the anchor's row is still ahead: not yet passed.
+		anchorAhead := anchor.Hash != "" && (pos.Rows == 0 || pos.ID < anchor.ID)
 		if cur == nil {
-			return result(pos), nil
+			c := result(pos)
+			if anchorAhead {
+				c.Break = missingAnchor(anchor, pos, nil)
+			}
+			return c, nil
 		}
 		if limit > 0 && n == limit {
 			c := result(pos)
@@ -263,7 +269,17 @@ func checkChain(ctx context.Context, q queryer, from chainPos, limit int, anchor
 			c.Break = &brk
 			return c, nil
 		}
-		if cur.ID == anchor.ID && cur.Hash != anchor.Hash {
+		if gap := idGap(pos, *cur); gap != nil {
+			c := result(pos)
+			c.Break = gap
+			return c, nil
+		}
+		if anchorAhead && cur.ID > anchor.ID {
+			c := result(pos)
+			c.Break = missingAnchor(anchor, pos, cur)
+			return c, nil
+		}
+		if anchor.Hash != "" && cur.ID == anchor.ID && cur.Hash != anchor.Hash {
 			c := result(pos)
 			c.Break = &AuditBreak{ID: cur.ID, Kind: AuditRewritten, Detail: fmt.Sprintf(
 				"row %d chains, but its hash is %s, not the anchor's %s: the chain up to row %d was rewritten and its hashes recomputed",
@@ -276,13 +292,36 @@ func checkChain(ctx context.Context, q queryer, from chainPos, limit int, anchor
 	}
 }
 
+// idGap is the break of a row that chains from pos, but with an id that does not
+// follow pos's: insertAudit gives each row the next id, so rows before it were deleted
+// (and its hash recomputed), or it was inserted before the first.
+func idGap(pos chainPos, cur AuditEntry) *AuditBreak {
+	switch {
+	case pos.Rows == 0 && cur.ID < 1:
+		return &AuditBreak{ID: cur.ID, Kind: AuditInserted, Detail: fmt.Sprintf(
+			"row %d comes before row 1, where the log begins: it was inserted", cur.ID)}
+	case cur.ID > pos.ID+1:
+		from := "the genesis"
+		if pos.Rows > 0 {
+			from = fmt.Sprintf("row %d", pos.ID)
+		}
+		return &AuditBreak{ID: cur.ID, Kind: AuditDeleted, Detail: fmt.Sprintf(
+			"%s missing: row %d chains from %s, its hash recomputed after the deletion", rowRange(pos.ID+1, cur.ID-1), cur.ID, from)}
+	}
+	return nil
+}
+
 // missingAnchor is the break of a chain that does not hold the anchor's row: cur is the
 // first row past it, nil at the end of the log.
 func missingAnchor(anchor AuditAnchor, last chainPos, cur *AuditEntry) *AuditBreak {
 	if cur == nil {
+		end := fmt.Sprintf("the log ends at row %d", last.ID)
+		if last.Rows == 0 {
+			end = "the log is empty"
+		}
 		return &AuditBreak{ID: anchor.ID, Kind: AuditDeleted, Detail: fmt.Sprintf(
-			"the log ends at row %d, before the anchor's row %d: rows at its end were deleted, or the database was restored from a backup older than the anchor",
-			last.ID, anchor.ID)}
+			"%s, before the anchor's row %d: rows at its end were deleted, or the database was restored from a backup older than the anchor",
+			end, anchor.ID)}
 	}
 	return &AuditBreak{ID: anchor.ID, Kind: AuditDeleted, Detail: fmt.Sprintf(
 		"row %d, the anchor's, is gone (the chain goes from row %d to row %d): it was deleted and the chain after it recomputed",
@@ -296,10 +335,13 @@ func missingAnchor(anchor AuditAnchor, last chainPos, cur *AuditEntry) *AuditBre
 func classifyBreak(before *chainPos, pos chainPos, cur AuditEntry, next *AuditEntry) AuditBreak {
 	chains := func(prev string, e AuditEntry) bool { return auditHash(prev, e) == e.Hash }
 	as := func(e AuditEntry, id int64) AuditEntry { e.ID = id; return e }
-	prevRow := "the genesis"
-	if pos.ID != 0 {
-		prevRow = fmt.Sprintf("row %d", pos.ID)
+	name := func(p chainPos) string {
+		if p.Hash == AuditGenesis && p.Rows == 0 {
+			return "the genesis"
+		}
+		return fmt.Sprintf("row %d", p.ID)
 	}
+	prevRow := name(pos)
 	brk := func(id int64, kind, format string, args ...any) AuditBreak {
 		return AuditBreak{ID: id, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -309,10 +351,10 @@ func classifyBreak(before *chainPos, pos chainPos, cur AuditEntry, next *AuditEn
 	case !isAuditHash(cur.Hash):
 		return brk(cur.ID, AuditEdited, "row %d's hash was changed: %q is not a SHA-256 digest", cur.ID, cur.Hash)
 	case before != nil && chains(before.Hash, cur):
-		return brk(pos.ID, AuditInserted, "row %d was inserted: row %d chains from the row before it", pos.ID, cur.ID)
+		return brk(pos.ID, AuditInserted, "row %d was inserted: row %d chains from %s", pos.ID, cur.ID, name(*before))
 	case before != nil && chains(before.Hash, as(cur, pos.ID)):
-		return brk(pos.ID, AuditInserted, "row %d was inserted and the rows after it renumbered: row %d chains from the row before it as row %d",
-			pos.ID, cur.ID, pos.ID)
+		return brk(pos.ID, AuditInserted, "row %d was inserted and the rows after it renumbered: row %d chains from %s as row %d",
+			pos.ID, cur.ID, name(*before), pos.ID)
 	}
 	if next != nil {
 		switch {
@@ -320,7 +362,7 @@ func classifyBreak(before *chainPos, pos chainPos, cur AuditEntry, next *AuditEn
 		// stayed.
 		case chains(pos.Hash, as(*next, cur.ID)) && chains(next.Hash, as(cur, next.ID)),
 			auditHash(pos.Hash, as(*next, cur.ID)) == cur.Hash && auditHash(cur.Hash, as(cur, next.ID)) == next.Hash:
-			return brk(cur.ID, AuditReordered, "rows %d and %d were swapped: each chains from the other's place", cur.ID, next.ID)
+			return brk(cur.ID, AuditReordered, "row %d and row %d were swapped: each chains from the other's place", cur.ID, next.ID)
 		case chains(pos.Hash, *next):
 			return brk(cur.ID, AuditInserted, "row %d was inserted: row %d chains from %s", cur.ID, next.ID, prevRow)
 		case chains(pos.Hash, as(*next, cur.ID)):
@@ -328,7 +370,7 @@ func classifyBreak(before *chainPos, pos chainPos, cur AuditEntry, next *AuditEn
 				cur.ID, next.ID, prevRow, cur.ID)
 		}
 	}
-	if cur.ID != pos.ID+1 {
+	if cur.ID > pos.ID+1 {
 		return brk(cur.ID, AuditDeleted, "%s missing: row %d does not chain from %s", rowRange(pos.ID+1, cur.ID-1), cur.ID, prevRow)
 	}
 	if next != nil {
