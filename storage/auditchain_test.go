@@ -31,7 +31,7 @@ func refHash(prev string, id, at int64, actor, action, source, key, reason, prev
 }
 
 // rawDB opens the database file at path directly, as someone with the file would.
-func rawDB(t *testing.T, path string) *sql.DB {
+func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 	if err != nil {
@@ -41,7 +41,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 	return raw
 }
 
-func rawExec(t *testing.T, raw *sql.DB, stmts ...string) {
+func rawExec(t testing.TB, raw *sql.DB, stmts ...string) {
 	t.Helper()
 	for _, q := range stmts {
 		if _, err := raw.Exec(q); err != nil {
