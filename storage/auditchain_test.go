@@ -468,7 +468,8 @@ func TestAuditChain_Bounded(t *testing.T) {
 	}
 }
 
-// TestAuditChain_Backup: a backup holds the chain as it was, verifiable on its own.
+// TestAuditChain_Backup: a backup holds the chain as it was, verifiable on its own; a
+// backup taken before the chain existed is chained when it is restored.
 func TestAuditChain_Backup(t *testing.T) {
 	ctx := context.Background()
 	db, path := auditFixture(t, 5)
@@ -484,5 +485,23 @@ func TestAuditChain_Backup(t *testing.T) {
 	got, err := cp.VerifyAudit(ctx, storage.AuditAnchor{ID: want.LastID, Hash: want.LastHash})
 	if err != nil || got != want {
 		t.Fatalf("the backup's chain: %+v, %v; want %+v", got, err, want)
+	}
+
+	// A backup from before the chain, restored over the database: chained on the way in.
+	old := filepath.Join(filepath.Dir(path), "old.db")
+	if _, err := db.Backup(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawDB(t, old)
+	rawExec(t, raw, `ALTER TABLE audit_log DROP COLUMN hash`, `DELETE FROM migrations WHERE name LIKE '%0016_%'`,
+		`PRAGMA wal_checkpoint(TRUNCATE)`)
+	raw.Close()
+	live := filepath.Join(t.TempDir(), "hookdedup.db")
+	if _, err := storage.Restore(ctx, old, live); err != nil {
+		t.Fatal(err)
+	}
+	restored := storagetest.OpenPath(t, live, storage.Options{MustExist: true})
+	if got, err := restored.VerifyAudit(ctx, storage.AuditAnchor{ID: want.LastID, Hash: want.LastHash}); err != nil || got != want {
+		t.Fatalf("the restored chain: %+v, %v; want %+v", got, err, want)
 	}
 }
