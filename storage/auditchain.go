@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -181,7 +182,7 @@ func (db *DB) AuditChain(ctx context.Context) (AuditCheck, error) {
 	} else {
 		var hash string
 		err := db.read.QueryRowContext(ctx, `SELECT hash FROM audit_log WHERE id = ?`, from.ID).Scan(&hash)
-		if err != nil && err != sql.ErrNoRows {
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return AuditCheck{}, fmt.Errorf("audit chain: %w", err)
 		}
 		if hash != from.Hash {
