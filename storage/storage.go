@@ -112,6 +112,8 @@ type DB struct {
 	gone        atomic.Pointer[error]          // set once the file is no longer at path
 	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
+
+	auditMark auditMark // how far AuditChain has checked the audit chain (auditchain.go)
 }
 
 // Open opens (creating if needed, unless opt.MustExist) the database file at path and
@@ -341,10 +343,21 @@ func (db *DB) migrateOne(ctx context.Context, name string) error {
 	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 		return err
 	}
+	if step := migrationSteps[name]; step != nil {
+		if err := step(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations(name, applied_at) VALUES(?, ?)`, name, db.now()); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// migrationSteps are the steps of migrations that SQL cannot take, each run after its
+// migration's SQL, in its transaction.
+var migrationSteps = map[string]func(context.Context, *sql.Tx) error{
+	"migrations/0016_audit_chain.sql": chainAuditLog,
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

@@ -347,8 +347,23 @@ type LabResult struct {
 // Audit is the audit log.
 type Audit struct {
 	Page    Page
+	Chain   AuditChain
 	Rows    []AuditRow
 	NextURL string
+}
+
+// AuditChain is the state of the audit log's hash chain, as far as it was checked.
+type AuditChain struct {
+	// State is "intact" (every row chains), "partial" (intact so far; the rows after
+	// UpTo are not checked yet), "broken" or "empty".
+	State string
+	// Rows is how many rows chain, from the first up to row UpTo, whose hash is LastHash.
+	Rows     int64
+	UpTo     int64
+	LastHash string
+	// BrokenAt, Kind and Detail say where and how the chain breaks (State "broken").
+	BrokenAt     int64
+	Kind, Detail string
 }
 
 // AuditRow is one audit entry.

@@ -15,6 +15,9 @@ type auditStore interface {
 	// AuditLog returns entries newest first, those with an id below before (0: from the newest).
 	AuditLog(ctx context.Context, before int64, limit int) ([]storage.AuditEntry, error)
 	AppendAudit(ctx context.Context, e storage.AuditEntry) error
+	// AuditChain checks the hash chain past the rows its earlier calls checked, a
+	// bounded number of rows at a time, and says how far it holds.
+	AuditChain(ctx context.Context) (storage.AuditCheck, error)
 }
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
@@ -31,7 +34,11 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := views.Audit{Page: s.page(r, "Audit log", "audit")}
+	chain, err := s.audit.AuditChain(r.Context())
+	if err != nil {
+		return err
+	}
+	v := views.Audit{Page: s.page(r, "Audit log", "audit"), Chain: auditChain(chain)}
 	for _, e := range entries {
 		row := views.AuditRow{
 			Time: s.shortTime(e.At), TimeTitle: s.fullTime(e.At), Actor: e.Actor, Action: e.Action,
@@ -46,4 +53,20 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
 	}
 	return s.render(w, r, http.StatusOK, views.AuditView(v))
+}
+
+// auditChain is the view of a check of the hash chain.
+func auditChain(c storage.AuditCheck) views.AuditChain {
+	v := views.AuditChain{Rows: c.Rows, UpTo: c.LastID, LastHash: c.LastHash}
+	switch {
+	case c.Break != nil:
+		v.State, v.BrokenAt, v.Kind, v.Detail = "broken", c.Break.ID, c.Break.Kind, c.Break.Detail
+	case c.More:
+		v.State = "partial"
+	case c.Rows == 0:
+		v.State = "empty"
+	default:
+		v.State = "intact"
+	}
+	return v
 }

@@ -51,6 +51,7 @@ commands:
   demo      send realistic signed OTA traffic to a running server
   backup    write a consistent copy of the live database to FILE, or into DIR/ (keeping --keep)
   restore   replace the database with a backup FILE (serve stopped)
+  audit     verify the audit log's hash chain, or export the log with its hashes
   service   print the hardened systemd unit that runs serve (--backup-timer, --write DIR)
   version   print the version
 
@@ -95,6 +96,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runRestore(ctx, rest, e)
 	case "service":
 		return runService(ctx, rest, e)
+	case "audit":
+		return runAudit(ctx, rest, e)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+const auditUsage = `usage: hookdedup audit verify [--anchor ID:HASH]
+       hookdedup audit export --format csv|json [--output FILE]`
+
+const auditHelp = auditUsage + `
+
+verify checks the audit log's hash chain from its first row: exit 0 when it holds, 1
+naming the first row that breaks it, 2 for a usage error or no database. export writes every row with
+its hash (to FILE, mode 0600, or stdout), for an auditor to recompute the chain.`
+
+// runAudit checks or exports the audit log's hash chain (storage/auditchain.go).
+func runAudit(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 {
+		return auditUsageError(e, "", "verify or export?")
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "verify":
+		return runAuditVerify(ctx, rest, e)
+	case "export":
+		return runAuditExport(ctx, rest, e)
+	case "help", "-h", "--help":
+		fmt.Fprintln(e.stdout, auditHelp)
+		return nil
+	default:
+		return auditUsageError(e, "", fmt.Sprintf("unknown subcommand %q", sub))
+	}
+}
+
+// auditUsageError says what was wrong with the command line, and the usage, on stderr,
+// and returns flag.ErrHelp: the exit status is then 2, which a script tells apart from
+// the 1 of a broken chain.
+func auditUsageError(e env, sub, problem string) error {
+	name := "hookdedup audit"
+	if sub != "" {
+		name += " " + sub
+	}
+	fmt.Fprintf(e.stderr, "%s: %s\n%s\n", name, problem, auditUsage)
+	return flag.ErrHelp
+}
+
+// parseAuditFlags parses the flags of an audit subcommand, which takes no positional
+// argument. A mistake is a usage error (the flag package has said what it was).
+func parseAuditFlags(flags *commonFlags, sub string, args []string, e env) error {
+	pos, err := flags.parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintln(e.stderr, auditUsage)
+		return flag.ErrHelp
+	}
+	if len(pos) > 0 {
+		return auditUsageError(e, sub, fmt.Sprintf("unexpected argument %q", pos[0]))
+	}
+	return nil
+}
+
+func runAuditVerify(ctx context.Context, args []string, e env) error {
+	flags := newFlags("audit verify", e)
+	anchorFlag := flags.fs.String("anchor", "", "ID:HASH of a row noted from an earlier verify: the chain must still pass through it")
+	if err := parseAuditFlags(flags, "verify", args, e); err != nil {
+		return err
+	}
+	var anchor storage.AuditAnchor
+	if *anchorFlag != "" {
+		var problem string
+		if anchor, problem = parseAnchor(*anchorFlag); problem != "" {
+			return auditUsageError(e, "verify", problem)
+		}
+	}
+	_, db, err := flags.open(e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c, err := db.VerifyAudit(ctx, anchor)
+	if err != nil {
+		return err
+	}
+	if c.Break != nil {
+		if c.Rows > 0 {
+			fmt.Fprintf(e.stdout, "%d rows chain, from the genesis to row %d (hash %s)\n", c.Rows, c.LastID, c.LastHash)
+		}
+		return fmt.Errorf("audit log broken at row %d (%s): %s", c.Break.ID, c.Break.Kind, c.Break.Detail)
+	}
+	if c.Rows == 0 {
+		fmt.Fprintln(e.stdout, "audit log empty: nothing to check")
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "audit log intact: %d rows checked, from the genesis to row %d\nlast hash: %s\n", c.Rows, c.LastID, c.LastHash)
+	if anchor.Hash != "" {
+		fmt.Fprintf(e.stdout, "passes through the anchor, row %d\n", anchor.ID)
+	}
+	fmt.Fprintf(e.stdout, "to check later that nothing up to here changed, keep this outside the database:\n  hookdedup audit verify --anchor %d:%s\n",
+		c.LastID, c.LastHash)
+	return nil
+}
+
+// parseAnchor reads ID:HASH; problem says what is wrong with it.
+func parseAnchor(v string) (a storage.AuditAnchor, problem string) {
+	id, hash, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseInt(id, 10, 64)
+	hash = strings.ToLower(hash)
+	if !ok || err != nil || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return a, fmt.Sprintf("--anchor %q: want ID:HASH, a row's id and its 64-hex-digit hash, as verify prints them", v)
+	}
+	return storage.AuditAnchor{ID: n, Hash: hash}, ""
+}
+
+func runAuditExport(ctx context.Context, args []string, e env) error {
+	flags := newFlags("audit export", e)
+	format := flags.fs.String("format", "", "csv or json (required)")
+	output := flags.fs.String("output", "", "file to write, mode 0600 (default: stdout)")
+	if err := parseAuditFlags(flags, "export", args, e); err != nil {
+		return err
+	}
+	var write func(io.Writer, *storage.DB) (auditExported, error)
+	switch *format {
+	case "csv":
+		write = func(w io.Writer, db *storage.DB) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
+	case "json":
+		write = func(w io.Writer, db *storage.DB) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
+	case "":
+		return auditUsageError(e, "export", "--format is required: csv or json")
+	default:
+		return auditUsageError(e, "export", fmt.Sprintf("--format %q: want csv or json", *format))
+	}
+	cfg, db, err := flags.open(e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *output == "" || *output == "-" {
+		w := bufio.NewWriter(e.stdout)
+		x, err := write(w, db)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			return fmt.Errorf("audit export: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "exported %s\n", x)
+		return nil
+	}
+	if same, err := sameExisting(*output, cfg.Database); err != nil {
+		return fmt.Errorf("audit export to %s: %w", *output, err)
+	} else if same {
+		return fmt.Errorf("audit export to %s: that is the database itself", *output)
+	}
+	var x auditExported
+	err = writePrivate(*output, func(w io.Writer) error {
+		var err error
+		x, err = write(w, db)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("audit export to %s: %w", *output, err)
+	}
+	fmt.Fprintf(e.stdout, "exported %s to %s\n", x, *output)
+	return nil
+}
+
+// auditExported sums up an export.
+type auditExported struct {
+	rows     int64
+	lastID   int64
+	lastHash string
+}
+
+func (x auditExported) String() string {
+	if x.rows == 0 {
+		return "0 rows (the audit log is empty)"
+	}
+	return fmt.Sprintf("%d rows, up to row %d (hash %s)", x.rows, x.lastID, x.lastHash)
+}
+
+func (x *auditExported) add(r storage.AuditEntry) {
+	x.rows++
+	x.lastID, x.lastHash = r.ID, r.Hash
+}
+
+// auditTime is the readable time of a row, beside its at in milliseconds (which the
+// hash covers): UTC, to the millisecond.
+func auditTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// exportAuditCSV writes a header line and one line per row. Each text is exactly as
+// stored (no escaping for spreadsheets, which would change what the hash covers).
+func exportAuditCSV(ctx context.Context, w io.Writer, db *storage.DB) (auditExported, error) {
+	var x auditExported
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"id", "at", "time", "actor", "action", "source", "key", "reason", "previous_state", "hash"}); err != nil {
+		return x, err
+	}
+	err := db.AuditRows(ctx, func(r storage.AuditEntry) error {
+		x.add(r)
+		return cw.Write([]string{strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.At.UnixMilli(), 10), auditTime(r.At),
+			r.Actor, r.Action, r.Source, r.Key, r.Reason, r.PreviousState, r.Hash})
+	})
+	if err != nil {
+		return x, err
+	}
+	cw.Flush()
+	return x, cw.Error()
+}
+
+// auditJSONRow is a row in the JSON export: the columns the hash covers, by their
+// names, with the row's time also written for a reader.
+type auditJSONRow struct {
+	ID            int64  `json:"id"`
+	At            int64  `json:"at"`
+	Time          string `json:"time"`
+	Actor         string `json:"actor"`
+	Action        string `json:"action"`
+	Source        string `json:"source"`
+	Key           string `json:"key"`
+	Reason        string `json:"reason"`
+	PreviousState string `json:"previous_state"`
+	Hash          string `json:"hash"`
+}
+
+// exportAuditJSON writes one object: the encoding's name, the genesis, and the rows in
+// id order, one per line. A text that is not UTF-8 (a row written outside hookdedup;
+// its writer stores only UTF-8) cannot be held exactly by JSON: the export stops there.
+func exportAuditJSON(ctx context.Context, w io.Writer, db *storage.DB) (auditExported, error) {
+	var x auditExported
+	if _, err := fmt.Fprintf(w, "{\"format\":%q,\"genesis\":%q,\"rows\":[", storage.AuditFormat, storage.AuditGenesis); err != nil {
+		return x, err
+	}
+	var row bytes.Buffer
+	enc := json.NewEncoder(&row)
+	enc.SetEscapeHTML(false)
+	err := db.AuditRows(ctx, func(r storage.AuditEntry) error {
+		for _, f := range []struct{ name, v string }{{"actor", r.Actor}, {"action", r.Action}, {"source", r.Source},
+			{"key", r.Key}, {"reason", r.Reason}, {"previous_state", r.PreviousState}, {"hash", r.Hash}} {
+			if !utf8.ValidString(f.v) {
+				return fmt.Errorf("row %d: its %s is not UTF-8, which JSON cannot hold exactly; export as CSV", r.ID, f.name)
+			}
+		}
+		sep := ",\n"
+		if x.rows == 0 {
+			sep = "\n"
+		}
+		x.add(r)
+		row.Reset()
+		row.WriteString(sep)
+		if err := enc.Encode(auditJSONRow{ID: r.ID, At: r.At.UnixMilli(), Time: auditTime(r.At), Actor: r.Actor, Action: r.Action,
+			Source: r.Source, Key: r.Key, Reason: r.Reason, PreviousState: r.PreviousState, Hash: r.Hash}); err != nil {
+			return err
+		}
+		_, err := w.Write(bytes.TrimSuffix(row.Bytes(), []byte("\n")))
+		return err
+	})
+	if err != nil {
+		return x, err
+	}
+	_, err = io.WriteString(w, "\n]}\n")
+	return x, err
+}
+
+// writePrivate writes a file through fill: into a temporary file beside path (mode
+// 0600 from its creation, whatever the umask), synced and then renamed over path, so
+// that path never holds a partial export and no one else can read it.
+func writePrivate(path string, fill func(io.Writer) error) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return errors.New("that is a directory; give a file name")
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // gone after the rename; cleans up after a failure
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = fill(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// sameExisting says whether a and b are one existing file.
+func sameExisting(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, nil
+	}
+	return os.SameFile(sa, sb), nil
+}
