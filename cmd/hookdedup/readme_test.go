@@ -168,7 +168,7 @@ func TestReadme_Config(t *testing.T) {
 
 // TestReadme_Examples runs the README's shell examples against the built binary.
 func TestReadme_Examples(t *testing.T) {
-	for _, tool := range []string{"bash", "curl", "openssl", "base64", "od", "awk"} {
+	for _, tool := range []string{"bash", "curl", "openssl", "base64", "od", "awk", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the README's examples need %s: %v", tool, err)
 		}
