@@ -112,6 +112,7 @@ type DB struct {
 	gone        atomic.Pointer[error]          // set once the file is no longer at path
 	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
+	bulkWake    chan struct{} // a bulk action became ready to run (bulk.go)
 }
 
 // Open opens (creating if needed, unless opt.MustExist) the database file at path and
@@ -188,6 +189,7 @@ func Open(path string, opt Options) (*DB, error) {
 		busyTimeout: opt.BusyTimeout,
 		log:         opt.Logger.With("component", "storage"),
 		watcherDone: make(chan struct{}),
+		bulkWake:    make(chan struct{}, 1),
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()
