@@ -211,7 +211,7 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 		row := views.BulkKeyRow{Source: k.Source, Key: k.Key, KeyShort: shortKey(k.Key), State: k.State,
 			Outcome: k.Outcome, URL: keyEventsURL(k.Source, k.Key)}
 		if k.Amount != "" {
-			row.Amount = strings.TrimSpace(k.Currency + " " + groupDigits(k.Amount))
+			row.Amount = strings.TrimSpace(k.Currency + " " + groupDigits(padPlaces(k.Amount, k.Currency)))
 		}
 		v.Sample = append(v.Sample, row)
 	}
@@ -362,6 +362,18 @@ func groupDigits(amount string) string {
 		out += "." + frac
 	}
 	return out
+}
+
+// padPlaces writes a plain decimal amount with at least its currency's decimal places
+// ("700.5" EUR: "700.50"); anything else is returned as it is.
+func padPlaces(amount, currency string) string {
+	whole, frac, _ := strings.Cut(amount, ".")
+	want := storage.CurrencyExponent(currency)
+	if whole == "" || len(frac) >= want || strings.Trim(strings.TrimPrefix(whole, "-"), "0123456789") != "" ||
+		strings.Trim(frac, "0123456789") != "" {
+		return amount
+	}
+	return whole + "." + frac + strings.Repeat("0", want-len(frac))
 }
 
 // describeFilter is a filter in words, one condition a line.
