@@ -797,8 +797,10 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				WHERE id = ?2`, millis(now), id)
 			return err
 		}
+		// Keys are done in order, each batch whole, so the first a.Done have their
+		// outcome: starting there keeps each batch's look-up short in a long action.
 		rows, err := tx.QueryContext(ctx, `SELECT seq, claim, source, key, state, updated_at FROM bulk_action_keys
-			WHERE action = ? AND outcome = '' ORDER BY seq LIMIT ?`, id, n)
+			WHERE action = ? AND seq >= ? AND outcome = '' ORDER BY seq LIMIT ?`, id, a.Done, n)
 		if err != nil {
 			return err
 		}

@@ -12,8 +12,10 @@ import (
 type BulkRunConfig struct {
 	// StuckAfter: a key processing for longer is stuck (and may be released). Default 10m.
 	StuckAfter time.Duration
-	// Batch is how many keys share a transaction. Default 50, as for bulk releases
-	// (releaseBatch): it holds the write connection about as long as one of intake's.
+	// Batch is how many keys share a transaction. Default 25: a key of an action costs
+	// more than one of a bulk release (its claim is read twice, its outcome written), and
+	// with 1 M claims stored 25 keys held the write connection 10 ms on average (20,000
+	// keys in 7.9 s), 50 keys 24 ms, on a shared 2-core machine.
 	Batch int
 	// Lease is how long an action stays this runner's without a batch: once it ends,
 	// another runner (after a restart, the new process) resumes the action. Default 30s.
@@ -35,7 +37,7 @@ func (db *DB) RunBulkActions(ctx context.Context, cfg BulkRunConfig) {
 		cfg.StuckAfter = 10 * time.Minute
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = releaseBatch
+		cfg.Batch = 25
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
