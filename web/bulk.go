@@ -189,7 +189,7 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 		NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged, Skipped: a.Skipped,
 		Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, DecisionReason: a.DecisionReason,
 		CancelledBy: a.CancelledBy, CancelRequested: a.CancelRequested,
-		CanStart:   operator && a.State == storage.BulkPreview && u.Name == a.RequestedBy,
+		CanStart:   operator && a.State == storage.BulkPreview && u.Name == a.RequestedBy && a.Total > 0,
 		CanCancel:  operator && !a.Finished() && !a.CancelRequested,
 		CanDecide:  operator && a.State == storage.BulkPendingApproval && u.Name != a.RequestedBy,
 		OwnPending: a.State == storage.BulkPendingApproval && u.Name == a.RequestedBy,

@@ -128,6 +128,9 @@ func TestConsole_BulkFourEyes(t *testing.T) {
 	second := e.client(t).login("operator2")
 	_, page = second.page(where)
 	page.has("bulk-approve", "bulk-refuse")
+	if code, _, _ := second.do(http.MethodPost, where+"/approve", url.Values{"reason": {"no token"}}); code != http.StatusForbidden {
+		t.Errorf("an approval without the form's CSRF token: %d; want 403", code)
+	}
 	second.post(where+"/approve", url.Values{"reason": {"checked with finance"}})
 	if a := bulkState(t, e, id); a.State != storage.BulkQueued || a.DecidedBy != "operator2" {
 		t.Fatalf("approved: %+v", a)
