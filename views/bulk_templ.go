@@ -960,7 +960,7 @@ func BulkDetailView(v BulkDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if v.NeedsApproval || len(v.Over) > 0 {
+			if (v.NeedsApproval || len(v.Over) > 0) && (v.Row.State == "preview" || v.Row.State == "pending_approval") {
 				if v.Row.Kind == "reprocess" {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 79, "<p class=\"flash flash-info\" data-testid=\"bulk-needs-approval\">Needs a second operator's approval: ")
 					if templ_7745c5c3_Err != nil {
@@ -1043,22 +1043,22 @@ func BulkDetailView(v BulkDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var52 string
-				templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(v.Row.Kind)
+				templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(doneVerb(v.Row.Kind))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 188}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 198}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var52))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "d, ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, ", ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var53 string
 				templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Unchanged))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 220}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 229}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var53))
 				if templ_7745c5c3_Err != nil {
@@ -1071,7 +1071,7 @@ func BulkDetailView(v BulkDetail) templ.Component {
 				var templ_7745c5c3_Var54 string
 				templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Skipped))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 295}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 304}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
 				if templ_7745c5c3_Err != nil {
@@ -1084,7 +1084,7 @@ func BulkDetailView(v BulkDetail) templ.Component {
 				var templ_7745c5c3_Var55 string
 				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Refused))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 370}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `bulk.templ`, Line: 224, Col: 379}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var55))
 				if templ_7745c5c3_Err != nil {
@@ -1486,6 +1486,14 @@ func joinAnd(w []string) string {
 		out += ", " + s
 	}
 	return out + " and " + w[len(w)-1]
+}
+
+// doneVerb says what an action of kind did to a key.
+func doneVerb(kind string) string {
+	if kind == "release" {
+		return "released"
+	}
+	return "reprocessed"
 }
 
 var _ = templruntime.GeneratedTemplate
