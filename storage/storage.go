@@ -113,7 +113,8 @@ type DB struct {
 	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
 
-	auditMark auditMark // how far AuditChain has checked the audit chain (auditchain.go)
+	auditMark auditMark     // how far AuditChain has checked the audit chain (auditchain.go)
+	bulkWake  chan struct{} // a bulk action became ready to run (bulk.go)
 }
 
 // Open opens (creating if needed, unless opt.MustExist) the database file at path and
@@ -190,6 +191,7 @@ func Open(path string, opt Options) (*DB, error) {
 		busyTimeout: opt.BusyTimeout,
 		log:         opt.Logger.With("component", "storage"),
 		watcherDone: make(chan struct{}),
+		bulkWake:    make(chan struct{}, 1),
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()

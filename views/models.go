@@ -165,6 +165,8 @@ type Events struct {
 	// NotStored is how many rejections the filter matches that were counted without
 	// being stored individually (shown on the first page).
 	NotStored int64
+	// BulkURL opens a bulk action over the keys of the filter's events (operators).
+	BulkURL string
 }
 
 // Event is one delivery with everything known about it.
@@ -306,6 +308,8 @@ type Keys struct {
 	CanRelease bool
 	Return     string
 	Empty      string // what to say when there are no rows
+	// BulkURL opens a bulk action over every key of the listing (operators).
+	BulkURL string
 }
 
 // KeyRow is one key in the list.

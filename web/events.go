@@ -137,6 +137,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
+	if u, _ := UserFrom(r.Context()); Allowed(u.Role, storage.RoleOperator) {
+		v.BulkURL = bulkFromEvents(vf)
+	}
 	page, err := s.events.Deliveries(r.Context(), f)
 	if err != nil {
 		return err

@@ -144,6 +144,13 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.NextURL = "/keys?" + nq.Encode()
 	}
+	if v.CanRelease {
+		bq := url.Values{"state": {tab}}
+		if source != "" {
+			bq.Set("source", source)
+		}
+		v.BulkURL = "/bulk?" + bq.Encode()
+	}
 	switch tab {
 	case "stuck":
 		v.Empty = "No stuck keys"

@@ -40,6 +40,7 @@ type Store interface {
 	throttleStore
 	tokenStore
 	alertStore
+	bulkStore
 }
 
 // Config wires a Server.
@@ -77,6 +78,9 @@ type Config struct {
 	AlertRules    []AlertRule
 	AlertChannels []AlertChannel
 	AlertsChanged func()
+	// ApprovalThreshold: a bulk reprocess whose money in a currency is above its
+	// threshold waits for a second operator's approval.
+	ApprovalThreshold storage.ApprovalThresholds
 }
 
 // Server serves the console.
@@ -113,6 +117,9 @@ type Server struct {
 	// dummyHash is compared against when a user does not exist, so that a wrong name
 	// costs the same time as a wrong password.
 	dummyHash []byte
+
+	bulk       bulkStore // bulk actions: bulk.go
+	thresholds storage.ApprovalThresholds
 }
 
 // New returns a Server for cfg. It reads (creating on first start) the session keys
@@ -132,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.alertsChanged == nil {
 		s.alertsChanged = func() {}
 	}
+	s.bulk, s.thresholds = cfg.Store, cfg.ApprovalThreshold
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
 	}
@@ -222,6 +230,14 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /users/password", s.requireRole(admin, s.handleUserPassword))
 	mux.Handle("POST /users/sessions/end", s.requireRole(admin, s.handleEndUserSessions))
 	mux.Handle("POST /users/remove", s.requireRole(admin, s.handleRemoveUser))
+	mux.Handle("GET /bulk", s.requireRole(viewer, s.handleBulk))
+	mux.Handle("POST /bulk", s.requireRole(operator, s.handleBulkPreview))
+	mux.Handle("GET /bulk/pending", s.requireRole(viewer, s.handleBulkPending))
+	mux.Handle("GET /bulk/{id}", s.requireRole(viewer, s.handleBulkAction))
+	mux.Handle("POST /bulk/{id}/start", s.requireRole(operator, s.handleBulkStep("start")))
+	mux.Handle("POST /bulk/{id}/cancel", s.requireRole(operator, s.handleBulkStep("cancel")))
+	mux.Handle("POST /bulk/{id}/approve", s.requireRole(operator, s.handleBulkStep("approve")))
+	mux.Handle("POST /bulk/{id}/refuse", s.requireRole(operator, s.handleBulkStep("refuse")))
 	mux.Handle("GET /sources", s.requireRole(admin, s.handleSources))
 	mux.Handle("POST /sources/{name}/reveal", s.requireRole(admin, s.handleReveal))
 	// Anything else: a page that says so, for every method (a path-only pattern, so

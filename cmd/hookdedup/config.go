@@ -61,6 +61,10 @@ type config struct {
 	ACMEDomains              []string
 	ACMEEmail, ACMEDirectory string
 	HTTPAddr                 string
+
+	// ApprovalThreshold is, per currency, the money above which a bulk reprocess waits
+	// for a second operator's approval; empty: none does.
+	ApprovalThreshold storage.ApprovalThresholds
 }
 
 // sourceConfig is one [[source]] table as written in the file. A setting the table
@@ -135,6 +139,8 @@ type fileConfig struct {
 	ACMEEmail     string   `toml:"acme_email"`
 	ACMEDirectory string   `toml:"acme_directory"`
 	HTTPAddr      string   `toml:"http_addr"`
+
+	ApprovalThreshold map[string]any `toml:"approval_threshold"`
 }
 
 // durationHint ends every message about a duration that could not be read.
@@ -349,7 +355,24 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	c.ACMEEmail = cmp.Or(fc.ACMEEmail, c.ACMEEmail)
 	c.ACMEDirectory = cmp.Or(fc.ACMEDirectory, c.ACMEDirectory)
 	c.HTTPAddr = cmp.Or(fc.HTTPAddr, c.HTTPAddr)
+	if c.ApprovalThreshold, err = approvalThresholds(fc.ApprovalThreshold); err != nil {
+		return err
+	}
 	return nil
+}
+
+// approvalThresholds reads [approval_threshold]. Amounts are strings: a TOML number
+// would pass through a float and could lose a cent.
+func approvalThresholds(in map[string]any) (storage.ApprovalThresholds, error) {
+	amounts := map[string]string{}
+	for code, v := range in {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("approval_threshold: %s = %v: write the amount as a string in major units, such as %s = \"1000.00\"", code, v, code)
+		}
+		amounts[code] = s
+	}
+	return storage.ParseApprovalThresholds(amounts)
 }
 
 // decodeSource decodes one [[source]] table. Its name is read first, so that an error in

@@ -68,6 +68,7 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 		RevealSecret: func(ctx context.Context, name string) (string, error) {
 			return db.Setting(ctx, generatedSecretSetting(name))
 		},
+		ApprovalThreshold: cfg.ApprovalThreshold,
 	}
 	for _, e := range edit {
 		e(&wc)

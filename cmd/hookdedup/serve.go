@@ -278,6 +278,9 @@ func (p *program) run(ctx context.Context) error {
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })
 	wg.Go(func() { p.alerts.Run(bg) })
+	wg.Go(func() {
+		p.db.RunBulkActions(bg, storage.BulkRunConfig{StuckAfter: p.cfg.StuckAfter, Wake: p.dispatcher.Wake, Logger: p.log})
+	})
 	if p.tls != nil {
 		wg.Go(func() { p.reloadOnSignal(bg, reload) })
 	}

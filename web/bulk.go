@@ -1,0 +1,617 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// bulkStore is what bulk actions (their pages and the API's) ask of storage.
+type bulkStore interface {
+	// CreateBulkPreview returns ErrTooManyKeys past storage.MaxBulkKeys.
+	CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (storage.BulkAction, error)
+	// BulkAction returns ErrNotFound if there is no such action.
+	BulkAction(ctx context.Context, id int64) (storage.BulkAction, error)
+	BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error)
+	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
+	// StartBulkAction returns ErrNotRequester for anyone but the requester, and
+	// ErrBulkState unless the action is a preview.
+	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
+	// ApproveBulkAction and RefuseBulkAction return ErrSelfApproval for the requester
+	// and ErrBulkState unless the action waits for approval.
+	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
+	RefuseBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
+	// CancelBulkAction returns ErrBulkState for an action that is over.
+	CancelBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
+}
+
+// bulkListed is how many actions the bulk page lists.
+const bulkListed = 30
+
+// bulkError turns the refusals of bulk actions into errors the user may read.
+func bulkError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrSelfApproval):
+		return Errorf(http.StatusForbidden, "You requested this action: a second operator must approve or refuse it.")
+	case errors.Is(err, storage.ErrNotRequester):
+		return Errorf(http.StatusForbidden, "Only the operator who made this preview can start it; make your own preview to act.")
+	case errors.Is(err, storage.ErrBulkState):
+		return Errorf(http.StatusConflict, "This action's state does not allow that any more; reload to see where it stands.")
+	case errors.Is(err, storage.ErrTooManyKeys):
+		return Errorf(http.StatusUnprocessableEntity, "The filter matches more than %d keys: narrow it (a source, a time range) or act in parts.", storage.MaxBulkKeys)
+	}
+	return err
+}
+
+// bulkFilterForm reads a bulk filter from the console's form or query (the names of
+// the keys and events pages' filters), times in the console's zone. A problem is said
+// in words for the user.
+func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilter, error) {
+	v := views.BulkForm{
+		Kind: q.Get("kind"), Reason: strings.TrimSpace(q.Get("reason")),
+		Source: strings.TrimSpace(q.Get("source")), State: q.Get("state"),
+		From: q.Get("from"), To: q.Get("to"),
+		Property: strings.TrimSpace(q.Get("property")), Booking: strings.TrimSpace(q.Get("booking")),
+		Status: strings.TrimSpace(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
+		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
+	}
+	f := storage.BulkFilter{Source: v.Source, Property: v.Property, Booking: v.Booking, Status: v.Status,
+		Currency: v.Currency, AmountMin: v.AmountMin, AmountMax: v.AmountMax}
+	switch v.State {
+	case "", "all":
+	case "stuck":
+		f.Stuck = true
+	default:
+		f.State = v.State
+	}
+	for _, t := range []struct {
+		in   string
+		out  *time.Time
+		name string
+	}{{v.From, &f.From, "From"}, {v.To, &f.To, "To"}} {
+		if t.in == "" {
+			continue
+		}
+		tm, err := time.ParseInLocation(dateTimeLocal, t.in, s.loc)
+		if err != nil {
+			return v, f, badRequest(t.name + " must be a date and time like 2026-11-30T14:00.")
+		}
+		*t.out = tm
+	}
+	if err := f.Check(); err != nil {
+		return v, f, badRequest("Filter: " + err.Error() + ".")
+	}
+	return v, f, nil
+}
+
+// checkBulkRequest checks what storage would refuse, in words for the user.
+func checkBulkRequest(kind, reason string) error {
+	switch {
+	case kind != storage.BulkRelease && kind != storage.BulkReprocess:
+		return badRequest("Choose release or reprocess.")
+	case reason == "":
+		return badRequest("Give a reason: it goes to the audit log, on every key.")
+	case len(reason) > 500:
+		return badRequest("Keep the reason under 500 characters.")
+	}
+	return nil
+}
+
+func (s *Server) handleBulk(w http.ResponseWriter, r *http.Request) error {
+	form, _, err := s.bulkFilterForm(r.URL.Query())
+	v := views.Bulk{Page: s.page(r, "Bulk actions", "bulk"), Form: form, Sources: s.sourceNames()}
+	if form.Kind == "" {
+		v.Form.Kind = storage.BulkRelease
+	}
+	if err != nil {
+		v.Error = errorMessage(err, http.StatusBadRequest, consoleWords)
+	}
+	u, _ := UserFrom(r.Context())
+	v.CanAct = Allowed(u.Role, storage.RoleOperator)
+	v.Thresholds = thresholdText(s.thresholds)
+	actions, err := s.bulk.BulkActions(r.Context(), "", bulkListed)
+	if err != nil {
+		return err
+	}
+	for _, a := range actions {
+		v.Actions = append(v.Actions, s.bulkRow(a))
+		if a.State == storage.BulkPendingApproval {
+			v.Pending++
+		}
+	}
+	code := http.StatusOK
+	if v.Error != "" {
+		code = http.StatusBadRequest
+	}
+	return s.render(w, r, code, views.BulkView(v))
+}
+
+// handleBulkPreview makes a preview of the form's action and shows it.
+func (s *Server) handleBulkPreview(w http.ResponseWriter, r *http.Request) error {
+	u, _ := UserFrom(r.Context())
+	form, f, err := s.bulkFilterForm(r.PostForm)
+	if err == nil {
+		err = checkBulkRequest(form.Kind, form.Reason)
+	}
+	if err != nil {
+		v := views.Bulk{Page: s.page(r, "Bulk actions", "bulk"), Form: form, Sources: s.sourceNames(), CanAct: true,
+			Error: errorMessage(err, http.StatusBadRequest, consoleWords), Thresholds: thresholdText(s.thresholds)}
+		return s.render(w, r, http.StatusBadRequest, views.BulkView(v))
+	}
+	a, err := s.bulk.CreateBulkPreview(r.Context(), storage.BulkRequest{Kind: form.Kind, Filter: f, Reason: form.Reason,
+		Actor: u.Name, StuckBefore: s.now().Add(-s.stuck), Thresholds: s.thresholds})
+	if err != nil {
+		return bulkError(err)
+	}
+	http.Redirect(w, r, bulkURL(a.ID), http.StatusSeeOther)
+	return nil
+}
+
+func bulkURL(id int64) string { return "/bulk/" + strconv.FormatInt(id, 10) }
+
+func pathID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, Errorf(http.StatusNotFound, "There is no bulk action %q.", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.bulk.BulkAction(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	sample, err := s.bulk.BulkSample(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	u, _ := UserFrom(r.Context())
+	operator := Allowed(u.Role, storage.RoleOperator)
+	v := views.BulkDetail{Page: s.page(r, fmt.Sprintf("Bulk action %d", a.ID), "bulk"), Row: s.bulkRow(a),
+		Reason: a.Reason, Filter: s.describeFilter(a.Filter), NoAmount: a.NoAmount, Unreadable: a.Unreadable,
+		NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged, Skipped: a.Skipped,
+		Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, DecisionReason: a.DecisionReason,
+		CancelledBy: a.CancelledBy, CancelRequested: a.CancelRequested,
+		CanStart:   operator && a.State == storage.BulkPreview && u.Name == a.RequestedBy && a.Total > 0,
+		CanCancel:  operator && !a.Finished() && !a.CancelRequested,
+		CanDecide:  operator && a.State == storage.BulkPendingApproval && u.Name != a.RequestedBy,
+		OwnPending: a.State == storage.BulkPendingApproval && u.Name == a.RequestedBy,
+	}
+	for _, m := range a.Money {
+		v.Money = append(v.Money, views.BulkMoney{Currency: currencyLabel(m.Currency), Keys: m.Keys,
+			Sum: groupDigits(m.Sum), Gross: groupDigits(m.Gross)})
+	}
+	v.Over = s.thresholds.Over(a.Money, a.Unreadable)
+	for _, why := range []string{storage.LeftOutInFlight, storage.LeftOutFree, storage.LeftOutPayloadGone} {
+		if n := a.LeftOut[why]; n > 0 {
+			v.LeftOut = append(v.LeftOut, fmt.Sprintf("%d %s", n, leftOutWords[why]))
+		}
+	}
+	if a.Total > 0 {
+		v.Percent = a.Done * 100 / a.Total
+	}
+	for _, k := range sample {
+		row := views.BulkKeyRow{Source: k.Source, Key: k.Key, KeyShort: shortKey(k.Key), State: k.State,
+			Outcome: k.Outcome, URL: keyEventsURL(k.Source, k.Key)}
+		if k.Amount != "" {
+			row.Amount = strings.TrimSpace(k.Currency + " " + groupDigits(padPlaces(k.Amount, k.Currency)))
+		}
+		v.Sample = append(v.Sample, row)
+	}
+	if a.State == storage.BulkQueued || a.State == storage.BulkRunning {
+		// Progress without JavaScript: the browser asks again.
+		w.Header().Set("Refresh", "2")
+	}
+	return s.render(w, r, http.StatusOK, views.BulkDetailView(v))
+}
+
+// leftOutWords say why keys the filter matched are left out of an action.
+var leftOutWords = map[string]string{
+	storage.LeftOutInFlight:    "in flight (being handed downstream, not stuck yet)",
+	storage.LeftOutFree:        "already free (released or expired): nothing to release",
+	storage.LeftOutPayloadGone: "whose payload is no longer stored (past the retention period): release them instead",
+}
+
+// handleBulkStep starts, cancels, approves or refuses an action (the path's last
+// part), then shows it again.
+func (s *Server) handleBulkStep(step string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r)
+		if err != nil {
+			return err
+		}
+		u, _ := UserFrom(r.Context())
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		a, err := s.bulkStep(r.Context(), step, id, u, reason)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Code < 500 {
+				flash(r, w, "error", e.Message)
+				http.Redirect(w, r, bulkURL(id), http.StatusSeeOther)
+				return nil
+			}
+			return err
+		}
+		flash(r, w, "ok", stepWords(step, a))
+		http.Redirect(w, r, bulkURL(id), http.StatusSeeOther)
+		return nil
+	}
+}
+
+// bulkStep does one step of an action for u, for the console and the API alike.
+func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, reason string) (storage.BulkAction, error) {
+	if (step == "approve" || step == "refuse") && reason == "" {
+		return storage.BulkAction{}, badRequest("Give a reason: it goes to the audit log.")
+	}
+	if len(reason) > 500 {
+		return storage.BulkAction{}, badRequest("Keep the reason under 500 characters.")
+	}
+	var a storage.BulkAction
+	var err error
+	switch step {
+	case "start":
+		a, err = s.bulk.StartBulkAction(ctx, id, u.Name, s.thresholds)
+	case "cancel":
+		a, err = s.bulk.CancelBulkAction(ctx, id, u.Name, reason)
+	case "approve":
+		a, err = s.bulk.ApproveBulkAction(ctx, id, u.Name, reason)
+	case "refuse":
+		a, err = s.bulk.RefuseBulkAction(ctx, id, u.Name, reason)
+	default:
+		return storage.BulkAction{}, errNotFound
+	}
+	if err != nil {
+		return storage.BulkAction{}, bulkError(err)
+	}
+	s.log.Info("bulk action", logBy, u.Name, logAction, step, "bulk", id, "state", a.State)
+	return a, nil
+}
+
+func stepWords(step string, a storage.BulkAction) string {
+	switch {
+	case step == "start" && a.State == storage.BulkPendingApproval:
+		return "Waiting for a second operator's approval: the money is above the approval threshold."
+	case step == "start":
+		return fmt.Sprintf("Started: %d key%s to %s.", a.Total, plural(a.Total), a.Kind)
+	case step == "approve":
+		return "Approved: the action runs now."
+	case step == "refuse":
+		return "Refused: nothing will run."
+	case a.CancelRequested && a.State == storage.BulkRunning:
+		return "Cancelling: the action stops before its next batch."
+	}
+	return "Cancelled."
+}
+
+func (s *Server) handleBulkPending(w http.ResponseWriter, r *http.Request) error {
+	actions, err := s.bulk.BulkActions(r.Context(), storage.BulkPendingApproval, 200)
+	if err != nil {
+		return err
+	}
+	v := views.BulkPending{Page: s.page(r, "Pending approvals", "bulk")}
+	for _, a := range actions {
+		v.Rows = append(v.Rows, s.bulkRow(a))
+	}
+	return s.render(w, r, http.StatusOK, views.BulkPendingView(v))
+}
+
+// bulkStates are the states of an action in words.
+var bulkStates = map[string]string{
+	storage.BulkPreview:         "preview",
+	storage.BulkPendingApproval: "waiting for approval",
+	storage.BulkQueued:          "queued",
+	storage.BulkRunning:         "running",
+	storage.BulkDone:            "done",
+	storage.BulkCancelled:       "cancelled",
+	storage.BulkRefused:         "refused",
+}
+
+func (s *Server) bulkRow(a storage.BulkAction) views.BulkRow {
+	row := views.BulkRow{ID: a.ID, URL: bulkURL(a.ID), Kind: a.Kind, State: a.State, StateLabel: bulkStates[a.State],
+		RequestedBy: a.RequestedBy, Created: s.shortTime(a.CreatedAt), CreatedTitle: s.fullTime(a.CreatedAt),
+		Total: a.Total, Progress: fmt.Sprintf("%d / %d", a.Done, a.Total)}
+	if a.CancelRequested && a.State == storage.BulkRunning {
+		row.StateLabel = "cancelling"
+	}
+	for _, m := range a.Money {
+		row.Money = append(row.Money, views.MoneySum{Currency: currencyLabel(m.Currency), Amount: groupDigits(m.Gross)})
+	}
+	return row
+}
+
+func currencyLabel(code string) string {
+	if code == "" {
+		return noCurrency
+	}
+	return code
+}
+
+// groupDigits writes an exact decimal amount ("-12345.50") with thousands separators.
+func groupDigits(amount string) string {
+	sign, digits := "", amount
+	if rest, ok := strings.CutPrefix(digits, "-"); ok {
+		sign, digits = "-", rest
+	}
+	whole, frac, dot := strings.Cut(digits, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := sign + b.String()
+	if dot {
+		out += "." + frac
+	}
+	return out
+}
+
+// padPlaces writes a plain decimal amount with at least its currency's decimal places
+// ("700.5" EUR: "700.50"); anything else is returned as it is.
+func padPlaces(amount, currency string) string {
+	whole, frac, _ := strings.Cut(amount, ".")
+	want := storage.CurrencyExponent(currency)
+	if whole == "" || len(frac) >= want || strings.Trim(strings.TrimPrefix(whole, "-"), "0123456789") != "" ||
+		strings.Trim(frac, "0123456789") != "" {
+		return amount
+	}
+	return whole + "." + frac + strings.Repeat("0", want-len(frac))
+}
+
+// describeFilter is a filter in words, one condition a line.
+func (s *Server) describeFilter(f storage.BulkFilter) []string {
+	var out []string
+	add := func(label, v string) {
+		if v != "" {
+			out = append(out, label+": "+v)
+		}
+	}
+	add("source", f.Source)
+	add("state", f.State)
+	if f.Stuck {
+		out = append(out, "stuck")
+	}
+	if !f.From.IsZero() {
+		add("claimed from", s.fullTime(f.From))
+	}
+	if !f.To.IsZero() {
+		add("claimed before", s.fullTime(f.To))
+	}
+	add("property", f.Property)
+	add("booking", f.Booking)
+	add("status", f.Status)
+	add("currency", f.Currency)
+	add("amount at least", f.AmountMin)
+	add("amount at most", f.AmountMax)
+	if len(out) == 0 {
+		out = append(out, "every key")
+	}
+	return out
+}
+
+// thresholdText lists the approval thresholds in words, in the order of their codes.
+func thresholdText(t storage.ApprovalThresholds) []string {
+	var out []string
+	for _, code := range slices.Sorted(maps.Keys(t)) {
+		label := code
+		if code == "*" {
+			label = "any other currency"
+		}
+		out = append(out, label+" "+groupDigits(t[code]))
+	}
+	return out
+}
+
+// The JSON API's bulk actions.
+
+// apiBulkRequest is the body of POST /api/v1/bulk.
+type apiBulkRequest struct {
+	Kind   string             `json:"kind"`
+	Reason string             `json:"reason"`
+	Filter storage.BulkFilter `json:"filter"`
+}
+
+// apiBulkAction is a bulk action as the API shows it.
+type apiBulkAction struct {
+	ID            string               `json:"id"`
+	Kind          string               `json:"kind"`
+	State         string               `json:"state"`
+	Filter        storage.BulkFilter   `json:"filter"`
+	Reason        string               `json:"reason"`
+	RequestedBy   string               `json:"requested_by"`
+	Total         int                  `json:"total"`
+	Money         []storage.MoneyTotal `json:"money"`
+	NoAmount      int                  `json:"no_amount"`
+	Unreadable    int                  `json:"unreadable_amounts,omitempty"`
+	LeftOut       map[string]int       `json:"left_out"`
+	NeedsApproval bool                 `json:"needs_approval"`
+	Done          int                  `json:"done"`
+	Changed       int                  `json:"changed"`
+	Unchanged     int                  `json:"unchanged"`
+	Skipped       int                  `json:"skipped"`
+	Refused       int                  `json:"refused"`
+	LastError     string               `json:"last_error,omitempty"`
+	DecidedBy     string               `json:"decided_by,omitempty"`
+	Decision      string               `json:"decision_reason,omitempty"`
+	CancelledBy   string               `json:"cancelled_by,omitempty"`
+	Cancelling    bool                 `json:"cancel_requested,omitempty"`
+	CreatedAt     time.Time            `json:"created_at"`
+	StartedAt     time.Time            `json:"started_at,omitzero"`
+	DecidedAt     time.Time            `json:"decided_at,omitzero"`
+	FinishedAt    time.Time            `json:"finished_at,omitzero"`
+	Sample        []apiBulkKey         `json:"sample,omitempty"`
+}
+
+type apiBulkKey struct {
+	Source   string `json:"source"`
+	Key      string `json:"key"`
+	State    string `json:"state"`
+	Amount   string `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+}
+
+func toAPIBulk(a storage.BulkAction) apiBulkAction {
+	out := apiBulkAction{ID: strconv.FormatInt(a.ID, 10), Kind: a.Kind, State: a.State, Filter: a.Filter, Reason: a.Reason,
+		RequestedBy: a.RequestedBy, Total: a.Total, Money: a.Money, NoAmount: a.NoAmount, Unreadable: a.Unreadable,
+		LeftOut: a.LeftOut, NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged,
+		Skipped: a.Skipped, Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, Decision: a.DecisionReason,
+		CancelledBy: a.CancelledBy, Cancelling: a.CancelRequested, CreatedAt: a.CreatedAt, StartedAt: a.StartedAt,
+		DecidedAt: a.DecidedAt, FinishedAt: a.FinishedAt}
+	if out.Money == nil {
+		out.Money = []storage.MoneyTotal{}
+	}
+	return out
+}
+
+func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
+	var req apiBulkRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return Errorf(http.StatusBadRequest, "body: %v (want {\"kind\":\"release\"|\"reprocess\",\"reason\":…,\"filter\":{\"source\":…,\"stuck\":true,…}})", err)
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	switch {
+	case req.Kind != storage.BulkRelease && req.Kind != storage.BulkReprocess:
+		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
+	case req.Reason == "":
+		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
+	case len(req.Reason) > 500:
+		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
+	}
+	if err := req.Filter.Check(); err != nil {
+		return Errorf(http.StatusBadRequest, "filter: %v", err)
+	}
+	u, _ := UserFrom(r.Context())
+	act, err := a.bulk.CreateBulkPreview(r.Context(), storage.BulkRequest{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason,
+		Actor: u.Name, StuckBefore: a.now().Add(-a.stuck), Thresholds: a.thresholds})
+	if err != nil {
+		return apiBulkError(err)
+	}
+	return a.writeBulk(w, r, http.StatusCreated, act)
+}
+
+// apiBulkError words bulkError's refusals for the API.
+func apiBulkError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrSelfApproval):
+		return Errorf(http.StatusForbidden, "you requested this action: a second operator must approve or refuse it")
+	case errors.Is(err, storage.ErrNotRequester):
+		return Errorf(http.StatusForbidden, "only the operator who made the preview can start it")
+	case errors.Is(err, storage.ErrBulkState):
+		return Errorf(http.StatusConflict, "the action's state does not allow this")
+	case errors.Is(err, storage.ErrTooManyKeys):
+		return Errorf(http.StatusUnprocessableEntity, "the filter matches more than %d keys; narrow it", storage.MaxBulkKeys)
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return Errorf(e.Code, "%s", strings.TrimSuffix(strings.ToLower(e.Message[:1])+e.Message[1:], "."))
+	}
+	return err
+}
+
+// writeBulk answers an action with its sample of keys.
+func (a *api) writeBulk(w http.ResponseWriter, r *http.Request, code int, act storage.BulkAction) error {
+	out := toAPIBulk(act)
+	sample, err := a.bulk.BulkSample(r.Context(), act.ID)
+	if err != nil {
+		return err
+	}
+	for _, k := range sample {
+		out.Sample = append(out.Sample, apiBulkKey{Source: k.Source, Key: k.Key, State: k.State, Amount: k.Amount,
+			Currency: k.Currency, Outcome: k.Outcome})
+	}
+	writeAPI(w, code, out)
+	return nil
+}
+
+func (a *api) getBulk(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "bulk action id %q is not a number", r.PathValue("id"))
+	}
+	act, err := a.bulk.BulkAction(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return a.writeBulk(w, r, http.StatusOK, act)
+}
+
+func (a *api) listBulk(state string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		st := state
+		if st == "" {
+			st = r.URL.Query().Get("state")
+			if _, ok := bulkStates[st]; st != "" && !ok {
+				return Errorf(http.StatusBadRequest, "state %q: want preview, pending_approval, queued, running, done, cancelled or refused", st)
+			}
+		}
+		acts, err := a.bulk.BulkActions(r.Context(), st, 200)
+		if err != nil {
+			return err
+		}
+		out := struct {
+			Actions []apiBulkAction `json:"actions"`
+		}{Actions: []apiBulkAction{}}
+		for _, act := range acts {
+			out.Actions = append(out.Actions, toAPIBulk(act))
+		}
+		writeAPI(w, http.StatusOK, out)
+		return nil
+	}
+}
+
+func (a *api) bulkStepAPI(step string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bulk action id %q is not a number", r.PathValue("id"))
+		}
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+			return Errorf(http.StatusBadRequest, "body: %v (want {\"reason\":…} or nothing)", err)
+		}
+		u, _ := UserFrom(r.Context())
+		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
+		if err != nil {
+			return apiBulkError(err)
+		}
+		return a.writeBulk(w, r, http.StatusOK, act)
+	}
+}
+
+// bulkFromEvents is the bulk page for the keys of the events a filter lists: those of
+// its fields that describe a key (outcome, mismatch and batch describe a delivery).
+func bulkFromEvents(vf views.DeliveryFilter) string {
+	q := url.Values{}
+	for _, p := range [][2]string{{"source", vf.Source}, {"property", vf.Property}, {"booking", vf.Booking},
+		{"status", vf.Status}, {"from", vf.From}, {"to", vf.To}} {
+		if p[1] != "" {
+			q.Set(p[0], p[1])
+		}
+	}
+	return "/bulk?" + q.Encode()
+}

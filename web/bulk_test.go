@@ -1,0 +1,310 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+	"github.com/hookdedup/hookdedup/web"
+)
+
+// refundKeys records stuck refund keys of ota: EUR 400.00, 250.50 and -20.25, JPY 9000,
+// and one without an amount. By hand: 5 keys; EUR 3 keys, sum 630.25, moved 670.75;
+// JPY 1 key, 9000.
+func refundKeys(t *testing.T, e *consoleEnv) {
+	t.Helper()
+	for i, m := range [][2]string{{"400.00", "EUR"}, {"250.50", "EUR"}, {"-20.25", "EUR"}, {"9000", "JPY"}, {"", ""}} {
+		d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("refund-%d", i), KeyMethod: "event_id", PayloadHash: fmt.Sprint(i),
+			Property: "HTL-9", EventStatus: "refunded", Amount: m[0], Currency: m[1], ContentType: "application/json",
+			Body: []byte(`{"refund":1}`)}
+		storagetest.Record(t, e.db, d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	}
+	e.clock.Add(time.Hour) // stuck now
+}
+
+func withThreshold(c *web.Config) {
+	c.ApprovalThreshold = storage.ApprovalThresholds{"EUR": "500.00"}
+}
+
+// runBulk runs the bulk runner on e's database until the test ends.
+func runBulk(t *testing.T, e *consoleEnv) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.db.RunBulkActions(ctx, storage.BulkRunConfig{Poll: 20 * time.Millisecond, Batch: 2})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func bulkState(t *testing.T, e *consoleEnv, id int64) storage.BulkAction {
+	t.Helper()
+	a, err := e.db.BulkAction(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestConsole_BulkFourEyes: an operator previews a reprocess of every stuck refund, with
+// figures that match a hand count; its money is above the EUR threshold, so starting it
+// makes it wait; the requester cannot approve it (console or API) and a viewer may not;
+// a second operator approves it and each key is reprocessed with its audit row.
+func TestConsole_BulkFourEyes(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	storagetest.CreateUser(t, e.db, "operator2", storage.RoleOperator, consolePassword)
+	op := e.as(t, storage.RoleOperator)
+
+	code, _, h := op.post("/bulk", url.Values{"kind": {"reprocess"}, "source": {"ota"}, "state": {"stuck"},
+		"status": {"refunded"}, "reason": {"refund run failed at the PMS"}})
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/bulk/") {
+		t.Fatalf("preview: %d %q", code, h.Get("Location"))
+	}
+	where := h.Get("Location")
+	var id int64
+	fmt.Sscanf(where, "/bulk/%d", &id)
+	_, page := op.page(where)
+	if got := page.testid("bulk-total").text(); got != "5" {
+		t.Errorf("keys: %q; want 5", got)
+	}
+	money := map[string]string{}
+	for _, row := range page.testid("bulk-money-row").list {
+		n := nodes{t: t, list: []*html.Node{row}}
+		money[attr(row, "data-currency")] = n.testid("bulk-sum").text() + " / " + n.testid("bulk-gross").text()
+	}
+	if want := map[string]string{"EUR": "630.25 / 670.75", "JPY": "9,000 / 9,000"}; fmt.Sprint(money) != fmt.Sprint(want) {
+		t.Errorf("money %v; want %v", money, want)
+	}
+	page.has("bulk-needs-approval", "bulk-start", "bulk-sample")
+
+	op.post(where+"/start", nil)
+	if a := bulkState(t, e, id); a.State != storage.BulkPendingApproval {
+		t.Fatalf("started: %s; want pending_approval", a.State)
+	}
+	_, page = op.page(where)
+	page.has("bulk-own-pending")
+	if page.testid("bulk-approve").len() != 0 {
+		t.Error("the requester is offered Approve")
+	}
+	// Sent anyway: refused on the server.
+	op.post(where+"/approve", url.Values{"reason": {"me myself"}})
+	op.post(where+"/refuse", url.Values{"reason": {"me myself"}})
+	if a := bulkState(t, e, id); a.State != storage.BulkPendingApproval || a.DecidedBy != "" {
+		t.Fatalf("after the requester's approval: %+v", a)
+	}
+	_, page = op.page(where)
+	if !strings.Contains(page.text(), "a second operator must approve") {
+		t.Error("no word that the requester cannot approve")
+	}
+	viewer := e.as(t, storage.RoleViewer)
+	viewer.get(where)
+	if code, _, _ := viewer.post(where+"/approve", url.Values{"reason": {"ok"}}); code != http.StatusForbidden {
+		t.Errorf("a viewer's approval: %d; want 403", code)
+	}
+	tok, _, err := e.db.CreateToken(context.Background(), storage.RoleOperator, "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := apiPost(t, e.srv.URL+"/api/v1/bulk/"+fmt.Sprint(id)+"/approve", tok, `{"reason":"via the API"}`); code != http.StatusForbidden ||
+		!strings.Contains(body, "second operator") {
+		t.Errorf("the requester's approval through the API: %d %s", code, body)
+	}
+
+	_, page = e.as(t, storage.RoleViewer).page("/bulk/pending")
+	if page.testid("bulk-row").len() != 1 {
+		t.Errorf("pending approvals list %d actions; want 1", page.testid("bulk-row").len())
+	}
+	second := e.client(t).login("operator2")
+	_, page = second.page(where)
+	page.has("bulk-approve", "bulk-refuse")
+	if code, _, _ := second.do(http.MethodPost, where+"/approve", url.Values{"reason": {"no token"}}); code != http.StatusForbidden {
+		t.Errorf("an approval without the form's CSRF token: %d; want 403", code)
+	}
+	second.post(where+"/approve", url.Values{"reason": {"checked with finance"}})
+	if a := bulkState(t, e, id); a.State != storage.BulkQueued || a.DecidedBy != "operator2" {
+		t.Fatalf("approved: %+v", a)
+	}
+	runBulk(t, e)
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		if a := bulkState(t, e, id); a.State != storage.BulkDone {
+			return fmt.Errorf("state %s, %d done", a.State, a.Done)
+		}
+		return nil
+	})
+	_, page = op.page(where)
+	if page.testid("bulk-changed").text() != "5" || page.testid("bulk-state").text() != "done" {
+		t.Errorf("done page: changed %q, state %q", page.testid("bulk-changed").text(), page.testid("bulk-state").text())
+	}
+	log, _ := e.db.AuditLog(context.Background(), 0, 100)
+	keys := 0
+	var steps []string
+	for _, a := range log {
+		switch a.Action {
+		case "reprocess":
+			keys++
+			if a.Actor != "operator" || !strings.Contains(a.Reason, "approved by operator2") {
+				t.Errorf("key audit row %+v", a)
+			}
+		case "bulk start", "bulk approve":
+			steps = append(steps, a.Action+" by "+a.Actor)
+		}
+	}
+	if keys != 5 || strings.Join(steps, ", ") != "bulk approve by operator2, bulk start by operator" {
+		t.Errorf("%d key audit rows, steps %v", keys, steps)
+	}
+}
+
+// TestConsole_BulkRefusedAndCancelled: a second operator's refusal ends an action, and a
+// release (no approval needed) is queued at once and can be cancelled.
+func TestConsole_BulkRefusedAndCancelled(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	_, _, h := op.post("/bulk", url.Values{"kind": {"reprocess"}, "state": {"stuck"}, "currency": {"EUR"}, "reason": {"again"}})
+	where := h.Get("Location")
+	op.post(where+"/start", nil)
+	admin := e.as(t, storage.RoleAdmin)
+	admin.get(where)
+	admin.post(where+"/refuse", url.Values{"reason": {"not before the audit"}})
+	_, page := op.page(where)
+	if page.testid("bulk-state").text() != "refused" || !strings.Contains(page.testid("bulk-decided").text(), "not before the audit") {
+		t.Errorf("refused page: %q %q", page.testid("bulk-state").text(), page.testid("bulk-decided").text())
+	}
+
+	_, _, h = op.post("/bulk", url.Values{"kind": {"release"}, "state": {"stuck"}, "amount_min": {"250.50"}, "reason": {"free them"}})
+	where = h.Get("Location")
+	_, page = op.page(where)
+	// EUR 400.00 and 250.50, and JPY 9000: a range without a currency is on the amount alone.
+	if page.testid("bulk-total").text() != "3" {
+		t.Errorf("amount range: %q keys; want 3", page.testid("bulk-total").text())
+	}
+	op.post(where+"/start", nil)
+	var id int64
+	fmt.Sscanf(where, "/bulk/%d", &id)
+	if a := bulkState(t, e, id); a.State != storage.BulkQueued {
+		t.Fatalf("a release: %s; want queued without approval", a.State)
+	}
+	op.post(where+"/cancel", nil)
+	if a := bulkState(t, e, id); a.State != storage.BulkCancelled || a.CancelledBy != "operator" {
+		t.Errorf("cancelled: %+v", a)
+	}
+
+	code, body, _ := op.post("/bulk", url.Values{"kind": {"reprocess"}, "amount_min": {"ten"}, "reason": {"x"}})
+	if code != http.StatusBadRequest || !strings.Contains(body, "amount_min") {
+		t.Errorf("a bad amount: %d", code)
+	}
+}
+
+func apiPost(t *testing.T, u, tok, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAPI_Bulk drives a bulk action through the API alone: the preview's figures, the
+// start that waits for approval, the requester's approval refused, a second operator's
+// accepted, the status, and a cancel of what is over refused.
+func TestAPI_Bulk(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	ctx := context.Background()
+	tokens := map[string]string{}
+	for _, name := range []string{storage.RoleOperator, storage.RoleAdmin, storage.RoleViewer} {
+		tok, _, err := e.db.CreateToken(ctx, name, "script", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[name] = tok
+	}
+	call := func(who, method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tokens[who])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp.StatusCode, out
+	}
+	for _, tt := range []struct{ body, want string }{
+		{`{"kind":"delete","reason":"x"}`, `kind "delete"`},
+		{`{"kind":"reprocess"}`, "reason is required"},
+		{`{"kind":"reprocess","reason":"x","filter":{"amount_max":"1.2.3"}}`, "amount_max"},
+		{`{"kind":"reprocess","reason":"x","filter":{"colour":"red"}}`, "colour"},
+	} {
+		if code, out := call("operator", "POST", "/api/v1/bulk", tt.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
+			t.Errorf("%s: %d %v; want 400 naming %q", tt.body, code, out, tt.want)
+		}
+	}
+	if code, _ := call("viewer", "POST", "/api/v1/bulk", `{"kind":"release","reason":"x"}`); code != 403 {
+		t.Errorf("a viewer's preview: %d", code)
+	}
+	code, out := call("operator", "POST", "/api/v1/bulk", `{"kind":"reprocess","reason":"refunds","filter":{"source":"ota","stuck":true,"property":"HTL-9"}}`)
+	if code != 201 || out["total"] != float64(5) || out["no_amount"] != float64(1) {
+		t.Fatalf("preview: %d %v", code, out)
+	}
+	money, _ := json.Marshal(out["money"])
+	if want := `[{"currency":"EUR","gross":"670.75","keys":3,"sum":"630.25"},{"currency":"JPY","gross":"9000","keys":1,"sum":"9000"}]`; string(money) != want {
+		t.Errorf("money %s; want %s", money, want)
+	}
+	if s, _ := out["sample"].([]any); len(s) != 5 {
+		t.Errorf("sample of %d keys", len(s))
+	}
+	id := out["id"].(string)
+	if code, out := call("admin", "POST", "/api/v1/bulk/"+id+"/start", ""); code != 403 {
+		t.Errorf("started by another: %d %v", code, out)
+	}
+	if code, out := call("operator", "POST", "/api/v1/bulk/"+id+"/start", ""); code != 200 || out["state"] != storage.BulkPendingApproval {
+		t.Fatalf("start: %d %v", code, out)
+	}
+	if code, out := call("operator", "POST", "/api/v1/bulk/"+id+"/approve", `{"reason":"mine"}`); code != 403 {
+		t.Errorf("self-approval: %d %v", code, out)
+	}
+	if code, out := call("admin", "POST", "/api/v1/bulk/"+id+"/approve", `{}`); code != 400 {
+		t.Errorf("approval without a reason: %d %v", code, out)
+	}
+	if code, out := call("viewer", "GET", "/api/v1/bulk/pending", ""); code != 200 || len(out["actions"].([]any)) != 1 {
+		t.Errorf("pending: %d %v", code, out)
+	}
+	if code, out := call("admin", "POST", "/api/v1/bulk/"+id+"/approve", `{"reason":"finance agrees"}`); code != 200 || out["state"] != storage.BulkQueued {
+		t.Fatalf("approve: %d %v", code, out)
+	}
+	runBulk(t, e)
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		_, out := call("viewer", "GET", "/api/v1/bulk/"+id, "")
+		if out["state"] != storage.BulkDone {
+			return fmt.Errorf("%v, %v done", out["state"], out["done"])
+		}
+		return nil
+	})
+	_, out = call("viewer", "GET", "/api/v1/bulk/"+id, "")
+	if out["changed"] != float64(5) || out["decided_by"] != "admin" {
+		t.Errorf("status: %v", out)
+	}
+	if code, _ := call("operator", "POST", "/api/v1/bulk/"+id+"/cancel", ""); code != 409 {
+		t.Errorf("cancel of a finished action: %d", code)
+	}
+}
