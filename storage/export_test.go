@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -78,4 +79,20 @@ func (db *DB) explain(ctx context.Context, query string, args ...any) (string, e
 // ExplainSweepExpired returns the query plan of SweepExpired.
 func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlSweepExpired, 1, 1000)
+}
+
+// ExplainHolders returns the query plan of the writer's look-up of the claims that
+// duplicates lost to, for a chunk of rows.
+func ExplainHolders(ctx context.Context, db *DB, rows int) (string, error) {
+	args := make([]any, 0, 4*rows)
+	for i := range rows {
+		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"))
+	}
+	return db.explain(ctx, kindHolder.sql(rows), args...)
+}
+
+// ExplainHandOverBodies returns the query plan of the retention sweep's hand-over of
+// bodies to the duplicates that refer to a delivery it deletes.
+func (db *DB) ExplainHandOverBodies(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlHandOverBodies, 1, 0, 1000, 1)
 }
