@@ -75,8 +75,11 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from S
 	limit = max(limit, 1)
 	next := from
 	if next.upto == 0 {
-		err := db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE received_at < ?
-			ORDER BY received_at DESC, id DESC LIMIT 1`, millis(cutoff)).Scan(&next.upto)
+		first, err := db.firstReceivedSince(ctx, cutoff)
+		if err == nil {
+			err = db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id < ? ORDER BY id DESC LIMIT 1`,
+				first).Scan(&next.upto)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, SweepCursor{done: true}, nil
 		}
