@@ -32,6 +32,7 @@
 //	BENCH_DURATION=10s BENCH_RUNS=3 BENCH_CONNS=64 BENCH_THREADS=2
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
+//	BENCH_REFERENCE=0           skips the FastAPI reference implementation
 //	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
 //	                            one's on the empty database (before and after a change)
 package main
@@ -810,7 +811,9 @@ func TestLoad(t *testing.T) {
 	// keys; a fresh process for each run, since every run adds keys. Half duplicates.
 	refSizes := []int{0, 100_000, 1_000_000}
 	refRows := map[int]*loadRow{}
-	if url, _, stop := loadReference(t, 0); url == "" {
+	if os.Getenv("BENCH_REFERENCE") == "0" {
+		fmt.Println("reference implementation: skipped (BENCH_REFERENCE=0)")
+	} else if url, _, stop := loadReference(t, 0); url == "" {
 		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps)")
 	} else {
 		stop()
