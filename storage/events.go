@@ -169,6 +169,13 @@ func (db *DB) idBounds(ctx context.Context, f DeliveryFilter) (lo, hi int64, err
 // noneSince is firstReceivedSince's answer when no delivery was received since.
 const noneSince = 1 << 62
 
+// sqlIDRange is the lowest and highest delivery id (0, 0 without deliveries). Two
+// subqueries: min and max side by side in one query read the whole table.
+const sqlIDRange = `SELECT coalesce((SELECT min(id) FROM deliveries), 0), coalesce((SELECT max(id) FROM deliveries), 0)`
+
+// sqlFirstFrom is the first delivery with an id from ?1 on, and when it was received.
+const sqlFirstFrom = `SELECT id, received_at FROM deliveries WHERE id >= ? ORDER BY id LIMIT 1`
+
 // firstReceivedSince returns the id of the first delivery received at or after t, or
 // noneSince. Receipt times grow with ids, so it is a binary search over the table's
 // ids, each step one look-up by id: some 25 steps with millions of deliveries, where an
@@ -178,15 +185,14 @@ func (db *DB) firstReceivedSince(ctx context.Context, t time.Time) (int64, error
 	// The first delivery with an id from id on, and when it was received (none: never).
 	probe := func(id int64) (int64, int64, error) {
 		var next, received int64
-		err := db.read.QueryRowContext(ctx, `SELECT id, received_at FROM deliveries WHERE id >= ? ORDER BY id LIMIT 1`,
-			id).Scan(&next, &received)
+		err := db.read.QueryRowContext(ctx, sqlFirstFrom, id).Scan(&next, &received)
 		if errors.Is(err, sql.ErrNoRows) {
 			return noneSince, 1<<63 - 1, nil
 		}
 		return next, received, err
 	}
 	var lo, hi int64
-	if err := db.read.QueryRowContext(ctx, `SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM deliveries`).Scan(&lo, &hi); err != nil {
+	if err := db.read.QueryRowContext(ctx, sqlIDRange).Scan(&lo, &hi); err != nil {
 		return 0, err
 	}
 	if hi == 0 {

@@ -96,3 +96,14 @@ func ExplainHolders(ctx context.Context, db *DB, rows int) (string, error) {
 func (db *DB) ExplainHandOverBodies(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlHandOverBodies, 1, 0, 1000, 1)
 }
+
+// ExplainReceivedSince returns the query plans of the binary search of receipt times:
+// the id range, then one step.
+func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
+	a, err := db.explain(ctx, sqlIDRange)
+	if err != nil {
+		return "", err
+	}
+	b, err := db.explain(ctx, sqlFirstFrom, 1)
+	return a + b, err
+}
