@@ -207,3 +207,34 @@ func TestDB_ReceivedSincePlan(t *testing.T) {
 		}
 	}
 }
+
+// The page cache and the memory map are set on every connection, readers and the
+// writer alike, from Options (defaults when zero; a negative MmapSize turns the map off).
+func TestOpen_PageSettings(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name              string
+		opt               storage.Options
+		wantCache, wantMm int64
+	}{
+		{"Defaults", storage.Options{}, -storage.DefaultCacheSize / 1024, storage.DefaultMmapSize},
+		{"Set", storage.Options{CacheSize: 8 << 20, MmapSize: 64 << 20}, -8 << 10, 64 << 20},
+		{"NoMap", storage.Options{MmapSize: -1}, -storage.DefaultCacheSize / 1024, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "db.sqlite"), tc.opt)
+			rc, rm, wc, wm, err := db.PageSettings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc != tc.wantCache || wc != tc.wantCache {
+				t.Errorf("cache_size read %d, write %d; want %d", rc, wc, tc.wantCache)
+			}
+			// SQLite caps the map at its build's limit; it is on when asked for.
+			if wantOn := tc.wantMm > 0; (rm > 0) != wantOn || (wm > 0) != wantOn || rm > tc.wantMm || wm > tc.wantMm {
+				t.Errorf("mmap_size read %d, write %d; want %d (or SQLite's limit below it)", rm, wm, tc.wantMm)
+			}
+			t.Logf("mmap_size read %d, write %d", rm, wm)
+		})
+	}
+}

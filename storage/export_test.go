@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 )
@@ -106,4 +107,21 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 	}
 	b, err := db.explain(ctx, sqlFirstFrom, 1)
 	return a + b, err
+}
+
+// PageSettings returns PRAGMA cache_size and mmap_size as a read connection and the
+// write connection have them.
+func (db *DB) PageSettings(ctx context.Context) (readCache, readMmap, writeCache, writeMmap int64, err error) {
+	for _, p := range []struct {
+		pool        interface{ QueryRowContext(context.Context, string, ...any) *sql.Row }
+		cache, mmap *int64
+	}{{db.read, &readCache, &readMmap}, {db.write, &writeCache, &writeMmap}} {
+		if err = p.pool.QueryRowContext(ctx, "PRAGMA cache_size").Scan(p.cache); err != nil {
+			return
+		}
+		if err = p.pool.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(p.mmap); err != nil {
+			return
+		}
+	}
+	return
 }
