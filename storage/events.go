@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -142,30 +144,79 @@ func placeholders(n int) string {
 }
 
 // idBounds turns f's time range and cursor into an id range: receipt times grow with
-// ids, so one index look-up at each end replaces a time condition on every row.
-// Deliveries committed within the same instant may straddle a bound by a millisecond.
+// ids, so a search at each end replaces a time condition on every row. Deliveries
+// committed within the same instant may straddle a bound by a millisecond.
 func (db *DB) idBounds(ctx context.Context, f DeliveryFilter) (lo, hi int64, err error) {
 	lo, hi = 1, 1<<63-1
 	if f.Before > 0 {
 		hi = f.Before - 1
 	}
 	if !f.From.IsZero() {
-		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
-			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.From)).Scan(&lo)
-		if err != nil {
+		if lo, err = db.firstReceivedSince(ctx, f.From); err != nil {
 			return 0, 0, err
 		}
 	}
 	if !f.To.IsZero() {
-		var first int64
-		err = db.read.QueryRowContext(ctx, `SELECT coalesce((SELECT id FROM deliveries WHERE received_at >= ?
-			ORDER BY received_at LIMIT 1), 1<<62)`, millis(f.To)).Scan(&first)
+		first, err := db.firstReceivedSince(ctx, f.To)
 		if err != nil {
 			return 0, 0, err
 		}
 		hi = min(hi, first-1)
 	}
 	return lo, hi, nil
+}
+
+// noneSince is firstReceivedSince's answer when no delivery was received since.
+const noneSince = 1 << 62
+
+// sqlIDRange is the lowest and highest delivery id (0, 0 without deliveries). Two
+// subqueries: min and max side by side in one query read the whole table.
+const sqlIDRange = `SELECT coalesce((SELECT min(id) FROM deliveries), 0), coalesce((SELECT max(id) FROM deliveries), 0)`
+
+// sqlFirstFrom is the first delivery with an id from ?1 on, and when it was received.
+const sqlFirstFrom = `SELECT id, received_at FROM deliveries WHERE id >= ? ORDER BY id LIMIT 1`
+
+// firstReceivedSince returns the id of the first delivery received at or after t, or
+// noneSince. Receipt times grow with ids, so it is a binary search over the table's
+// ids, each step one look-up by id: some 25 steps with millions of deliveries, where an
+// index of receipt times would cost intake one more B-tree write per delivery.
+func (db *DB) firstReceivedSince(ctx context.Context, t time.Time) (int64, error) {
+	at := millis(t)
+	// The first delivery with an id from id on, and when it was received (none: never).
+	probe := func(id int64) (int64, int64, error) {
+		var next, received int64
+		err := db.read.QueryRowContext(ctx, sqlFirstFrom, id).Scan(&next, &received)
+		if errors.Is(err, sql.ErrNoRows) {
+			return noneSince, 1<<63 - 1, nil
+		}
+		return next, received, err
+	}
+	var lo, hi int64
+	if err := db.read.QueryRowContext(ctx, sqlIDRange).Scan(&lo, &hi); err != nil {
+		return 0, err
+	}
+	if hi == 0 {
+		return noneSince, nil
+	}
+	// The answer is the first delivery from some x in [lo, hi] on: the smallest x whose
+	// first delivery was received at or after t. Below lo, all were received before.
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		id, received, err := probe(mid)
+		if err != nil {
+			return 0, err
+		}
+		if received >= at {
+			hi = mid
+		} else {
+			lo = id + 1 // no delivery between mid and id
+		}
+	}
+	id, received, err := probe(lo)
+	if err != nil || received < at {
+		return noneSince, err
+	}
+	return id, nil
 }
 
 // Deliveries returns one page of the deliveries that match f, newest first. It stays fast

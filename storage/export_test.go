@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"strings"
 )
 
@@ -78,4 +80,48 @@ func (db *DB) explain(ctx context.Context, query string, args ...any) (string, e
 // ExplainSweepExpired returns the query plan of SweepExpired.
 func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlSweepExpired, 1, 1000)
+}
+
+// ExplainHolders returns the query plan of the writer's look-up of the claims that
+// duplicates lost to, for a chunk of rows.
+func ExplainHolders(ctx context.Context, db *DB, rows int) (string, error) {
+	args := make([]any, 0, 4*rows)
+	for i := range rows {
+		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"))
+	}
+	return db.explain(ctx, kindHolder.sql(rows), args...)
+}
+
+// ExplainHandOverBodies returns the query plan of the retention sweep's hand-over of
+// bodies to the duplicates that refer to a delivery it deletes.
+func (db *DB) ExplainHandOverBodies(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlHandOverBodies, 1, 0, 1000, 1)
+}
+
+// ExplainReceivedSince returns the query plans of the binary search of receipt times:
+// the id range, then one step.
+func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
+	a, err := db.explain(ctx, sqlIDRange)
+	if err != nil {
+		return "", err
+	}
+	b, err := db.explain(ctx, sqlFirstFrom, 1)
+	return a + b, err
+}
+
+// PageSettings returns PRAGMA cache_size and mmap_size as a read connection and the
+// write connection have them.
+func (db *DB) PageSettings(ctx context.Context) (readCache, readMmap, writeCache, writeMmap int64, err error) {
+	for _, p := range []struct {
+		pool        interface{ QueryRowContext(context.Context, string, ...any) *sql.Row }
+		cache, mmap *int64
+	}{{db.read, &readCache, &readMmap}, {db.write, &writeCache, &writeMmap}} {
+		if err = p.pool.QueryRowContext(ctx, "PRAGMA cache_size").Scan(p.cache); err != nil {
+			return
+		}
+		if err = p.pool.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(p.mmap); err != nil {
+			return
+		}
+	}
+	return
 }

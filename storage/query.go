@@ -17,8 +17,17 @@ const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	currency, remote_addr, content_type, batch, batch_index`
-	deliveryColumns     = deliveryFields + `, headers, body`
+	deliveryColumns     = deliveryFields + `, headers, ` + sqlBody
 	deliveryListColumns = deliveryFields + `, '', NULL`
+	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
+	// body_from.
+	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
+
+	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
+	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
+	// the delivery body_from names, which the retention sweep never deletes first
+	// (sweep.go). Only a delivery read whole pays for that look-up.
+	sqlBody = `CASE WHEN body_from = 0 THEN body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = deliveries.body_from) END`
 )
 
 type scanner interface{ Scan(dest ...any) error }

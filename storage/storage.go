@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -22,26 +23,42 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// driverName is go-sqlite3 with the per-connection settings that its DSN cannot carry.
-const driverName = "sqlite3-hookdedup"
+// connector opens connections of go-sqlite3 to one DSN and sets on each the
+// per-connection settings that its DSN cannot carry. A connector of its own per DB (not
+// a driver registered once) lets those settings come from Options.
+type connector struct {
+	dsn    string
+	driver *sqlite3.SQLiteDriver
+}
 
-func init() {
-	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		for _, pragma := range []string{
-			// Statement journals in memory, not in temporary files: every multi-row
-			// INSERT of the writer opens one (a later row could abort it), and on disk
-			// that was three page writes per delivery, more than the WAL's own.
-			"PRAGMA temp_store = MEMORY",
-			// See checkpoint.go.
-			fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", fallbackCheckpointPages),
-			fmt.Sprintf("PRAGMA journal_size_limit = %d", walSizeLimit),
-		} {
+func newConnector(dsn string, pragmas []string) *connector {
+	return &connector{dsn: dsn, driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		for _, pragma := range pragmas {
 			if _, err := c.Exec(pragma, nil); err != nil {
 				return fmt.Errorf("%s: %w", pragma, err)
 			}
 		}
 		return nil
-	}})
+	}}}
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
+func (c *connector) Driver() driver.Driver                        { return c.driver }
+
+// connPragmas are the settings of every connection of a DB opened with opt.
+func connPragmas(opt Options) []string {
+	return []string{
+		// Statement journals in memory, not in temporary files: every multi-row
+		// INSERT of the writer opens one (a later row could abort it), and on disk
+		// that was three page writes per delivery, more than the WAL's own.
+		"PRAGMA temp_store = MEMORY",
+		// See checkpoint.go.
+		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", fallbackCheckpointPages),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", walSizeLimit),
+		// See Options.CacheSize and Options.MmapSize. A negative cache_size is in KiB.
+		fmt.Sprintf("PRAGMA cache_size = %d", -opt.CacheSize/1024),
+		fmt.Sprintf("PRAGMA mmap_size = %d", max(opt.MmapSize, 0)),
+	}
 }
 
 //go:embed migrations/*.sql
@@ -74,11 +91,30 @@ type Options struct {
 	// file left its path (file.go), or that other users can read it (private.go).
 	// Default: nothing is logged.
 	Logger *slog.Logger
+	// CacheSize is the page cache of each connection, in bytes: the pages it keeps
+	// between transactions, dirty ones included, without asking the file system.
+	// Default DefaultCacheSize.
+	CacheSize int64
+	// MmapSize is how much of the database file SQLite reads through a memory map, in
+	// bytes, instead of copying each page it reads out of the file system's cache; the
+	// map is shared by every connection and costs address space, not memory of the
+	// process's own. Default DefaultMmapSize; negative turns the map off.
+	MmapSize int64
 	// MustExist makes Open fail with ErrNoDatabase, creating nothing, when there is no
 	// database file at the path. Without it Open creates the file (and its missing
 	// directories), private to its user.
 	MustExist bool
 }
+
+// The defaults of Options.CacheSize and Options.MmapSize. Every new key lands on a leaf
+// page of its claim's and its delivery's key-ordered indexes that no recent key
+// touched: with SQLite's 2 MiB page cache and no map, each of those pages was read
+// again through a system call, and throughput at a million keys stored fell to half of
+// an empty database's. The map holds the indexes of several million keys.
+const (
+	DefaultCacheSize int64 = 64 << 20
+	DefaultMmapSize  int64 = 2 << 30
+)
 
 // DB is a hookdedup database. Its methods are safe for concurrent use. A method that
 // writes returns an error wrapping ErrFileGone once the database file has left its path
@@ -140,6 +176,12 @@ func Open(path string, opt Options) (*DB, error) {
 	if opt.MaxBatch <= 0 {
 		opt.MaxBatch = 256
 	}
+	if opt.CacheSize <= 0 {
+		opt.CacheSize = DefaultCacheSize
+	}
+	if opt.MmapSize == 0 {
+		opt.MmapSize = DefaultMmapSize
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,10 +209,8 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
-	write, err := sql.Open(driverName, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
+	pragmas := connPragmas(opt)
+	write := sql.OpenDB(newConnector(dsn, pragmas))
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
@@ -201,20 +241,11 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	warnShared(db.log, path)
-	read, err := sql.Open(driverName, dsn+"&_query_only=1")
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
+	read := sql.OpenDB(newConnector(dsn+"&_query_only=1", pragmas))
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	db.read = read
-	cp, err := sql.Open(driverName, dsn)
-	if err != nil {
-		read.Close()
-		write.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
+	cp := sql.OpenDB(newConnector(dsn, pragmas))
 	cp.SetMaxOpenConns(1)
 	cp.SetMaxIdleConns(1)
 	db.cp = cp

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -74,8 +75,11 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from S
 	limit = max(limit, 1)
 	next := from
 	if next.upto == 0 {
-		err := db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE received_at < ?
-			ORDER BY received_at DESC, id DESC LIMIT 1`, millis(cutoff)).Scan(&next.upto)
+		first, err := db.firstReceivedSince(ctx, cutoff)
+		if err == nil {
+			err = db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id < ? ORDER BY id DESC LIMIT 1`,
+				first).Scan(&next.upto)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, SweepCursor{done: true}, nil
 		}
@@ -93,13 +97,38 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from S
 	case err != nil:
 		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
 	}
-	res, err := db.writeExec(ctx, `DELETE FROM deliveries
-		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed,
-		millis(now), next.id, end, millis(cutoff))
+	var n int64
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		args := []any{millis(now), next.id, end, millis(cutoff)}
+		if _, err := tx.ExecContext(ctx, sqlHandOverBodies, args...); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM deliveries
+		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
 	}
 	next.id = end
-	n, err := res.RowsAffected()
-	return n, next, err
+	return n, next, nil
 }
+
+// sqlHandOverBodies gives its own copy of the body to every delivery that refers to the
+// body of one the sweep's DELETE (same ?1 to ?4) is about to delete and that is not
+// deleted itself: a duplicate stored by reference (body_from) keeps its body for as long
+// as it is kept. Those duplicates are found through the key index, as every duplicate
+// shares its first delivery's source and key; a duplicate is never owed, so the one
+// deleted with its first delivery is the one in the same range and received before
+// cutoff.
+var sqlHandOverBodies = `
+UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
+WHERE id IN (
+	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.source = f.source AND d.key = f.key AND d.body_from = f.id
+	WHERE f.id > ?2 AND f.id <= ?3 AND f.received_at < ?4 AND f.outcome = 'accepted'
+	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
+	AND (d.id > ?3 OR d.received_at >= ?4))`

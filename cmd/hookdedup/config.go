@@ -46,6 +46,10 @@ type config struct {
 	Alerts        []alertConfig
 	AlertChannels []alertChannelConfig
 
+	// CacheSize and MmapSize are storage.Options' of the same names, in bytes; an
+	// MmapSize of 0 turns the memory map off.
+	CacheSize, MmapSize int64
+
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound one
 	// connection's requests, as the fields of net/http.Server of the same names do.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -125,6 +129,8 @@ type fileConfig struct {
 
 	MaxBody  int64            `toml:"max_body"`
 	Sync     string           `toml:"synchronous"`
+	Cache    *int64           `toml:"cache_size"`
+	Mmap     *int64           `toml:"mmap_size"`
 	LogLevel string           `toml:"log_level"`
 	Sources  []toml.Primitive `toml:"source"`
 
@@ -235,6 +241,8 @@ func defaultConfig() config {
 		IdleTimeout:       120 * time.Second,
 		MaxBody:           1 << 20,
 		Sync:              "FULL",
+		CacheSize:         storage.DefaultCacheSize,
+		MmapSize:          storage.DefaultMmapSize,
 		LogLevel:          "info",
 	}
 }
@@ -339,6 +347,18 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	}
 	if fc.Sync != "" {
 		c.Sync = fc.Sync
+	}
+	if fc.Cache != nil {
+		if *fc.Cache <= 0 {
+			return fmt.Errorf("cache_size: %d is not a positive number of bytes", *fc.Cache)
+		}
+		c.CacheSize = *fc.Cache
+	}
+	if fc.Mmap != nil {
+		if *fc.Mmap < 0 {
+			return fmt.Errorf("mmap_size: %d is not a number of bytes (0 turns the map off)", *fc.Mmap)
+		}
+		c.MmapSize = *fc.Mmap
 	}
 	if fc.LogLevel != "" {
 		c.LogLevel = fc.LogLevel
@@ -485,6 +505,22 @@ func (c *config) settings() []setting {
 			return nil
 		}},
 		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
+		{"cache_size", "SQLite page cache of each database connection, in bytes", func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%q is not a positive number of bytes", v)
+			}
+			c.CacheSize = n
+			return nil
+		}},
+		{"mmap_size", "bytes of the SQLite database file read through a memory map; 0 turns it off", func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%q is not a number of bytes (0 turns the map off)", v)
+			}
+			c.MmapSize = n
+			return nil
+		}},
 		{"log_level", "debug, info, warn or error", str(&c.LogLevel)},
 		{"trusted_proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For, Forwarded and X-Forwarded-Proto are believed",
 			func(v string) error {
@@ -915,5 +951,10 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
 // when there is no database; commands call it through openExisting.
 func (c config) openDB(log *slog.Logger, mustExist bool) (*storage.DB, error) {
-	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, Logger: log, MustExist: mustExist})
+	mmap := c.MmapSize
+	if mmap == 0 {
+		mmap = -1 // off: storage's zero value is its default
+	}
+	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
+		Logger: log, MustExist: mustExist})
 }

@@ -14,6 +14,10 @@
 //   - with 1 M and 5 M keys already stored (filled through storagetest.BulkLoad),
 //     and the server's resident memory under load at the largest size;
 //   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
+//   - a claims-only store (load_claims_test.go: the intake handler over one claim row
+//     per key in SQLite, group-committed, synchronous=FULL), empty and at each stored
+//     size, as the yardstick of serve's CPU per request: what keeping every delivery
+//     costs on top of a claim;
 //   - a naive reference implementation (testdata/reference.py: FastAPI, claims in an
 //     in-process dict), empty and holding 100,000 and 1 M keys, as a baseline (skipped
 //     without Debian's python3-fastapi and uvicorn: make bench-deps).
@@ -28,6 +32,9 @@
 //	BENCH_DURATION=10s BENCH_RUNS=3 BENCH_CONNS=64 BENCH_THREADS=2
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
+//	BENCH_REFERENCE=0           skips the FastAPI reference implementation
+//	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
+//	                            one's on the empty database (before and after a change)
 package main
 
 import (
@@ -73,6 +80,7 @@ type loadKnobs struct {
 	runs, conns   int
 	threads       int
 	dir, out, lua string
+	baseline      string // another hookdedup binary, measured beside this one
 }
 
 func loadEnvInt(t *testing.T, name string, def int) int {
@@ -96,6 +104,7 @@ func loadReadKnobs(t *testing.T) loadKnobs {
 		threads:   loadEnvInt(t, "BENCH_THREADS", 2),
 		dir:       os.Getenv("BENCH_DIR"),
 		out:       os.Getenv("BENCH_OUT"),
+		baseline:  os.Getenv("BENCH_BASELINE"),
 	}
 	keys := os.Getenv("BENCH_KEYS")
 	if keys == "" {
@@ -282,12 +291,19 @@ func loadListen(t *testing.T, h http.Handler) string {
 // the bare handler and serve, it shows what is left for storage.
 func loadNoStore(t *testing.T) string {
 	t.Helper()
+	var n atomic.Int64
+	return loadIntake(t, noStore{id: &n})
+}
+
+// loadIntake serves hookdedup's own intake handler over store, configured as serve
+// configures the harness's source.
+func loadIntake(t *testing.T, store receiver.Store) string {
+	t.Helper()
 	v, err := signature.New(signature.Config{Scheme: "standard-webhooks",
 		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(loadKey[:])}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n atomic.Int64
 	rc := receiver.New(receiver.Config{
 		Sources: []receiver.Source{{
 			Name:     "ota",
@@ -298,7 +314,7 @@ func loadNoStore(t *testing.T) string {
 			PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status",
 			AmountField: "/refund/amount",
 		}},
-		Store: noStore{id: &n},
+		Store: store,
 	})
 	mux := http.NewServeMux()
 	rc.Register(mux)
@@ -386,6 +402,12 @@ var loadListening = regexp.MustCompile(`listening on (http://\S+)`)
 // loadServe starts serve on a database file with the given durability setting.
 func loadServe(t *testing.T, dir, db, sync string) *loadServer {
 	t.Helper()
+	return loadServeBinary(t, hookdedupBinary(t), dir, db, sync)
+}
+
+// loadServeBinary starts serve of the hookdedup binary bin.
+func loadServeBinary(t *testing.T, bin, dir, db, sync string) *loadServer {
+	t.Helper()
 	cfg := filepath.Join(dir, "hookdedup.toml")
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(loadKey[:])
 	err := os.WriteFile(cfg, fmt.Appendf(nil, `addr = "127.0.0.1:0"
@@ -405,7 +427,7 @@ amount_field = "/refund/amount"
 		t.Fatal(err)
 	}
 	s := &loadServer{exited: make(chan struct{}), logPath: filepath.Join(dir, "serve.log")}
-	s.cmd = exec.Command(hookdedupBinary(t), "serve", "--config", cfg)
+	s.cmd = exec.Command(bin, "serve", "--config", cfg)
 	s.cmd.Dir = dir
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -546,11 +568,13 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// rss reads the resident size and its high-water mark of process pid, in MiB.
-func rss(pid int) (vmRSS, vmHWM float64) {
+// rss reads the resident size, its high-water mark and its anonymous part (the
+// process's own memory: the rest is mostly the memory-mapped database file, pages of
+// the file system's cache) of process pid, in MiB.
+func rss(pid int) (vmRSS, vmHWM, anon float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
@@ -563,9 +587,11 @@ func rss(pid int) (vmRSS, vmHWM float64) {
 			vmRSS = kb / 1024
 		case "VmHWM:":
 			vmHWM = kb / 1024
+		case "RssAnon:":
+			anon = kb / 1024
 		}
 	}
-	return vmRSS, vmHWM
+	return vmRSS, vmHWM, anon
 }
 
 // loadFill stores n live (or, expired, swept-to-be) claims of round round, each with its
@@ -582,9 +608,7 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 		Keys:      n,
 		ClaimedAt: now.Add(-time.Hour),
 		TTL:       24 * time.Hour,
-		Key: func(i int) string {
-			return fmt.Sprintf("msg_%08x_f%d_%d", uint64(i)<<32/uint64(n), round, i)
-		},
+		Key:       loadFillKey(round, n),
 		Headers: `{"Content-Length":["612"],"Content-Type":["application/json"],"User-Agent":["hookdedup-bench/fill"],` +
 			`"Webhook-Id":["msg_fill"],"Webhook-Signature":["v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="],"Webhook-Timestamp":["1764441727"]}`,
 		Body: func(i int) []byte { return loadFillBody(i) },
@@ -617,6 +641,13 @@ func loadFill(t *testing.T, path string, round, n int, expired bool) {
 		float64(n)/time.Since(start).Seconds(), time.Since(syncStart).Round(time.Second))
 }
 
+// loadFillKey is the key of the i-th of the n keys that round round of loadFill stores.
+func loadFillKey(round, n int) func(i int) string {
+	return func(i int) string {
+		return fmt.Sprintf("msg_%08x_f%d_%d", uint64(i)<<32/uint64(n), round, i)
+	}
+}
+
 func loadFillBody(i int) []byte {
 	return fmt.Appendf(nil, `{"event_id":"fill-%d","type":"booking.cancelled","created_at":"2025-11-29T18:42:07Z",`+
 		`"property_id":"PROP-%06d","booking_id":"BK-f-%d","status":"cancelled","effective_date":"2025-12-20",`+
@@ -632,7 +663,10 @@ type loadRow struct {
 	scenario, mix string
 	runs          []loadResult
 	note          string
+	claims        *loadRow // the claims-only store's row of the same mix and size
 }
+
+func (r loadRow) cpu() float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
@@ -700,11 +734,34 @@ func TestLoad(t *testing.T) {
 	bare, noStoreURL := loadBare(t), loadNoStore(t)
 	bareRow := row("bare net/http handler", "-")
 	noStoreRow := row("intake handler, nothing stored", "-")
+	claimsRows := map[string]*loadRow{}
+	for _, mix := range []string{"half", "unique"} {
+		claimsRows[mix] = row("claims-only store, empty", mix)
+	}
 	emptyRows := map[string]*loadRow{}
 	for _, sync := range k.syncs {
 		for _, mix := range []string{"half", "unique"} {
 			emptyRows[sync+mix] = row("empty, synchronous="+sync, mix)
+			emptyRows[sync+mix].claims = claimsRows[mix]
 		}
+	}
+	baselineRows := map[string]*loadRow{}
+	if k.baseline != "" {
+		for _, mix := range []string{"half", "unique"} {
+			baselineRows[mix] = row("BENCH_BASELINE, empty, synchronous=FULL", mix)
+			baselineRows[mix].claims = claimsRows[mix]
+		}
+	}
+	// inProcess drives a server of this process's own and charges it this process's CPU.
+	inProcess := func(url, mode string, r *loadRow) {
+		cpu0 := cpuTime("self")
+		x := loadWrk(t, k, url, mode, k.duration)
+		x.CPUPerReq = float64((cpuTime("self") - cpu0).Microseconds()) / float64(max(x.Requests, 1))
+		if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
+			t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", r.scenario,
+				x.ErrStatus, x.ErrRead, x.ErrTimeout)
+		}
+		report(r, x)
 	}
 	fmt.Println("empty database:")
 	// A short warm-up of both servers, discarded.
@@ -715,14 +772,29 @@ func TestLoad(t *testing.T) {
 			url string
 			row *loadRow
 		}{{bare, bareRow}, {noStoreURL, noStoreRow}} {
-			cpu0 := cpuTime("self")
-			x := loadWrk(t, k, in.url, "unique", k.duration)
-			x.CPUPerReq = float64((cpuTime("self") - cpu0).Microseconds()) / float64(x.Requests)
-			if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
-				t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", in.row.scenario,
-					x.ErrStatus, x.ErrRead, x.ErrTimeout)
+			inProcess(in.url, "unique", in.row)
+		}
+		for _, mix := range []string{"half", "unique"} {
+			sub := filepath.Join(dir, fmt.Sprintf("claims-%s-%d", mix, i))
+			os.MkdirAll(sub, 0o755)
+			url, c := loadClaimsOnly(t, sub)
+			inProcess(url, mix, claimsRows[mix])
+			c.close()
+			os.RemoveAll(sub)
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if k.baseline == "" {
+				break
 			}
-			report(in.row, x)
+			sub := filepath.Join(dir, fmt.Sprintf("baseline-%s-%d", mix, i))
+			os.MkdirAll(sub, 0o755)
+			s := loadServeBinary(t, k.baseline, sub, filepath.Join(sub, "hookdedup.db"), "FULL")
+			if i == 0 && mix == "half" {
+				loadWrk(t, k, s.url, "unique", 2*time.Second) // warm-up
+			}
+			report(baselineRows[mix], s.run(t, k, mix, 0))
+			s.stop()
+			os.RemoveAll(sub)
 		}
 		for _, sync := range k.syncs {
 			for _, mix := range []string{"half", "unique"} {
@@ -743,7 +815,9 @@ func TestLoad(t *testing.T) {
 	// keys; a fresh process for each run, since every run adds keys. Half duplicates.
 	refSizes := []int{0, 100_000, 1_000_000}
 	refRows := map[int]*loadRow{}
-	if url, _, stop := loadReference(t, 0); url == "" {
+	if os.Getenv("BENCH_REFERENCE") == "0" {
+		fmt.Println("reference implementation: skipped (BENCH_REFERENCE=0)")
+	} else if url, _, stop := loadReference(t, 0); url == "" {
 		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps)")
 	} else {
 		stop()
@@ -798,7 +872,7 @@ func TestLoad(t *testing.T) {
 
 	// 3. Millions of keys already stored: one file, filled up size by size.
 	var sizeRows []*loadRow
-	var peakRSS, hwm float64
+	var peakRSS, hwm, peakAnon float64
 	var consoleAt string
 	var consoleTimes []loadConsoleTiming
 	if len(k.keys) > 0 {
@@ -806,10 +880,12 @@ func TestLoad(t *testing.T) {
 		os.MkdirAll(sub, 0o755)
 		path := filepath.Join(sub, "hookdedup.db")
 		stored := int64(0)
+		claimsURL, claims := loadClaimsOnly(t, sub)
 		for round, n := range k.keys {
 			fmt.Printf("%s keys stored:\n", loadCount(n))
 			fillKeys := n - int(stored)
 			loadFill(t, path, round+1, fillKeys, false)
+			claims.fill(t, "ota", 0, fillKeys, loadFillKey(round+1, fillKeys))
 			stored = int64(n)
 			last := round == len(k.keys)-1
 			var token string
@@ -829,8 +905,8 @@ func TestLoad(t *testing.T) {
 						case <-stopSampling:
 							return
 						case <-tick.C:
-							r, h := rss(s.cmd.Process.Pid)
-							peakRSS, hwm = max(peakRSS, r), max(hwm, h)
+							r, h, a := rss(s.cmd.Process.Pid)
+							peakRSS, hwm, peakAnon = max(peakRSS, r), max(hwm, h), max(peakAnon, a)
 						}
 					}
 				}()
@@ -840,7 +916,11 @@ func TestLoad(t *testing.T) {
 			// A short warm-up after the restart, discarded: the figures are for a server
 			// that has been running, not for its first seconds on cold caches.
 			loadWrk(t, k, s.url, "unique", 3*time.Second)
+			loadWrk(t, k, claimsURL, "unique", 3*time.Second)
 			half, unique := row(loadCount(n)+" keys stored", "half"), row(loadCount(n)+" keys stored", "unique")
+			claimsHalf := row("claims-only store, "+loadCount(n)+" keys stored", "half")
+			claimsUnique := row("claims-only store, "+loadCount(n)+" keys stored", "unique")
+			half.claims, unique.claims = claimsHalf, claimsUnique
 			sizeRows = append(sizeRows, half, unique)
 			for range k.runs {
 				for _, r := range []*loadRow{half, unique} {
@@ -848,14 +928,16 @@ func TestLoad(t *testing.T) {
 					stored += int64(x.Outcomes.accepted)
 					report(r, x)
 				}
+				inProcess(claimsURL, "half", claimsHalf)
+				inProcess(claimsURL, "unique", claimsUnique)
 			}
 			close(stopSampling)
 			<-sampled
 			if last {
-				r, h := rss(s.cmd.Process.Pid)
-				peakRSS, hwm = max(peakRSS, r), max(hwm, h)
-				fmt.Printf("  serve's resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB\n",
-					loadCount(n), peakRSS, hwm)
+				r, h, a := rss(s.cmd.Process.Pid)
+				peakRSS, hwm, peakAnon = max(peakRSS, r), max(hwm, h), max(peakAnon, a)
+				fmt.Printf("  serve's resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB, its own (RssAnon) peak %.0f MiB\n",
+					loadCount(n), peakRSS, hwm, peakAnon)
 				consoleAt = loadCount(n)
 				consoleTimes = loadConsole(t, s, token, round+1, fillKeys)
 				for _, tm := range consoleTimes {
@@ -876,7 +958,7 @@ func TestLoad(t *testing.T) {
 	// The summary.
 	var b strings.Builder
 	bareRPS := bareRow.rps()
-	fmt.Fprintf(&b, "\n| scenario | mix | requests/s | × bare | p50 ms | p99 ms | server CPU µs/request |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "\n| scenario | mix | requests/s | × bare | p50 ms | p99 ms | server CPU µs/request | CPU × claims-only |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
 		if len(r.runs) == 0 {
 			continue
@@ -885,8 +967,12 @@ func TestLoad(t *testing.T) {
 		if r.note != "" {
 			note = " (" + r.note + ")"
 		}
-		fmt.Fprintf(&b, "| %s%s | %s | %.0f | %.2f | %.2f | %.2f | %.0f |\n", r.scenario, note, r.mix, r.rps(), r.rps()/bareRPS, r.p50(), r.p99(),
-			r.med(func(x loadResult) float64 { return x.CPUPerReq }))
+		vsClaims := "-"
+		if r.claims != nil && len(r.claims.runs) > 0 {
+			vsClaims = fmt.Sprintf("%.2f", r.cpu()/r.claims.cpu())
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %s |\n", r.scenario, note, r.mix, r.rps(), r.rps()/bareRPS, r.p50(), r.p99(),
+			r.cpu(), vsClaims)
 	}
 	fmt.Fprintf(&b, "\nmedians of %d runs of %s each; wrk -t%d -c%d with testdata/sign.lua (every request signed); %d cores; load average now %.2f\n",
 		k.runs, k.duration, k.threads, k.conns, runtime.NumCPU(), loadAverage())
@@ -912,14 +998,44 @@ func TestLoad(t *testing.T) {
 			fmt.Fprintf(&b, "- %s, empty: %.2f× bare, p99 %.2f ms, %s; server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
 				mix, r.rps()/bareRPS, r.p99(), refRatio(r, 0), cpu(r), cpu(bareRow), cpu(bareRow)/cpu(r))
 		}
+		// The targets: flat (≥ 0.85× the empty database's requests/s and ≤ 1.5× its p99
+		// at every stored size), close to a claim (CPU per request ≤ 1.25× the
+		// claims-only store's), and a p99 of 10 ms at most on an empty database.
+		mark := func(ok bool) string {
+			if ok {
+				return "met"
+			}
+			return "MISSED"
+		}
+		for _, mix := range []string{"half", "unique"} {
+			r := full[mix]
+			fmt.Fprintf(&b, "- p99, %s, empty, every request signed, %d connections: %.2f ms (target ≤ 10 ms: %s)\n",
+				mix, k.conns, r.p99(), mark(r.p99() <= 10))
+		}
+		for _, sr := range append([]*loadRow{full["half"], full["unique"]}, sizeRows...) {
+			if sr.claims == nil || len(sr.claims.runs) == 0 {
+				continue
+			}
+			ratio := sr.cpu() / sr.claims.cpu()
+			fmt.Fprintf(&b, "- CPU, %s, %s: %.0f µs a request against the claims-only store's %.0f: %.2f× (target ≤ 1.25×: %s)\n",
+				sr.scenario, sr.mix, sr.cpu(), sr.claims.cpu(), ratio, mark(ratio <= 1.25))
+		}
 		for _, sr := range sizeRows {
 			e := full[sr.mix]
-			fmt.Fprintf(&b, "- %s, %s: throughput %+.1f%%, p99 %+.1f%% against empty",
-				sr.scenario, sr.mix, 100*(sr.rps()/e.rps()-1), 100*(sr.p99()/e.p99()-1))
+			tput, p99 := sr.rps()/e.rps(), sr.p99()/e.p99()
+			fmt.Fprintf(&b, "- %s, %s: %.2f× the empty database's requests/s, %.2f× its p99 (targets ≥ 0.85× and ≤ 1.5×: %s)",
+				sr.scenario, sr.mix, tput, p99, mark(tput >= 0.85 && p99 <= 1.5))
 			if strings.HasPrefix(sr.scenario, "1 M ") {
 				fmt.Fprintf(&b, "; %s, %s", refRatio(sr, 1_000_000), refRatio(sr, 100_000))
 			}
 			b.WriteString("\n")
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if r := baselineRows[mix]; r != nil && len(r.runs) > 0 {
+				e := full[mix]
+				fmt.Fprintf(&b, "- against BENCH_BASELINE, empty, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
+					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+			}
 		}
 		if sweepRow != nil && len(sweepRow.runs) > 0 {
 			base := full["half"]
@@ -933,8 +1049,8 @@ func TestLoad(t *testing.T) {
 				sweepRow.p99(), sweepRow.p99()/base.p99(), base.scenario)
 		}
 		if peakRSS > 0 {
-			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB\n",
-				loadCount(k.keys[len(k.keys)-1]), peakRSS, hwm)
+			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB; the process's own (RssAnon) peak %.0f MiB, the rest mostly the memory-mapped database file\n",
+				loadCount(k.keys[len(k.keys)-1]), peakRSS, hwm, peakAnon)
 		}
 	}
 	if len(consoleTimes) > 0 {
