@@ -50,13 +50,64 @@ type priorClaim struct {
 	expiresAt int64
 }
 
-// forensics is the writer's state for the checks of one batch.
+// forensics is the writer's state for the checks of one batch. Its statements are
+// prepared once on the write connection, as the writer's own are (prepare), and bound
+// to each batch's transaction.
 type forensics struct {
 	prior map[holderKey]priorClaim
-	sql   map[int]string // sqlPrior by chunk size
-	stmts map[string]*sql.Stmt
+	acc   []*recordRow
+	stmts map[string]*sql.Stmt // by query
 	tx    *sql.Tx
 }
+
+// forensicQueries are the statements the checks run, prepared once.
+var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint,
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists}
+
+// prepare prepares the statements on db, the write pool, once. It must run outside a
+// transaction: the pool's one connection would be busy.
+func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
+	if f.stmts != nil {
+		return nil
+	}
+	stmts := make(map[string]*sql.Stmt)
+	queries := append([]string(nil), forensicQueries...)
+	for _, q := range sqlPriorBySize {
+		queries = append(queries, q)
+	}
+	for _, q := range multiQueries {
+		queries = append(queries, q)
+	}
+	for _, q := range queries {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			for _, st := range stmts {
+				st.Close()
+			}
+			return fmt.Errorf("prepare: %w", err)
+		}
+		stmts[q] = st
+	}
+	f.stmts = stmts
+	return nil
+}
+
+// close closes the prepared statements.
+func (f *forensics) close() {
+	for _, st := range f.stmts {
+		st.Close()
+	}
+	f.stmts = nil
+}
+
+// sqlPriorBySize holds sqlPrior for each chunk size.
+var sqlPriorBySize = func() map[int]string {
+	m := make(map[int]string, len(chunkSizes))
+	for _, size := range chunkSizes {
+		m[size] = sqlPrior(size)
+	}
+	return m
+}()
 
 // sqlPrior reads the processed claims held on a chunk's keys: the ones a row of it can
 // take over only because they have expired.
@@ -78,21 +129,16 @@ WHERE state = 'processed' AND (source, key) IN (VALUES `)
 // claim statement overwrites such a row, and its trace is written from what is read here.
 func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) error {
 	if f.prior == nil {
-		f.prior, f.sql = make(map[holderKey]priorClaim), make(map[int]string)
+		f.prior = make(map[holderKey]priorClaim)
 	}
 	clear(f.prior)
 	var args []any
 	return chunks(ask, func(chunk []*recordRow) error {
-		q, ok := f.sql[len(chunk)]
-		if !ok {
-			q = sqlPrior(len(chunk))
-			f.sql[len(chunk)] = q
-		}
 		args = args[:0]
 		for _, r := range chunk {
 			args = append(args, r.d.Source, r.d.Key)
 		}
-		rows, err := tx.QueryContext(ctx, q, args...)
+		rows, err := tx.StmtContext(ctx, f.stmts[sqlPriorBySize[len(chunk)]]).QueryContext(ctx, args...)
 		if err != nil {
 			return fmt.Errorf("read prior claims: %w", err)
 		}
@@ -109,20 +155,13 @@ func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) er
 	})
 }
 
-// stmt prepares q once per transaction.
+// stmt is the prepared q bound to the batch's transaction.
 func (f *forensics) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st, ok := f.stmts[q]; ok {
-		return st, nil
+	st, ok := f.stmts[q]
+	if !ok {
+		return nil, fmt.Errorf("statement not prepared: %s", q)
 	}
-	st, err := f.tx.PrepareContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if f.stmts == nil {
-		f.stmts = make(map[string]*sql.Stmt)
-	}
-	f.stmts[q] = st
-	return st, nil
+	return f.tx.StmtContext(ctx, st), nil
 }
 
 func (f *forensics) exec(ctx context.Context, q string, args ...any) error {
@@ -145,42 +184,113 @@ func (f *forensics) queryRow(ctx context.Context, q string, args []any, dest ...
 	return err == nil, err
 }
 
-func (f *forensics) done() {
-	for q, st := range f.stmts {
-		st.Close()
-		delete(f.stmts, q)
-	}
-	f.tx = nil
-}
+func (f *forensics) done() { f.tx = nil }
 
 const (
 	sqlFirstMoney = `SELECT amount, currency, event_status FROM deliveries WHERE id = ?`
 	sqlSetMoney   = `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`
 
-	// The earliest accepted delivery of the source with this business key within the
-	// window, under another key. A delivery swept by retention no longer names its key:
-	// it counts as another's, as its business key row outlived it.
+	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
 	sqlBusinessMatch = `SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-WHERE bk.source = ?1 AND bk.hash = ?2 AND bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
-ORDER BY bk.seen_at, bk.delivery LIMIT 1`
-	sqlBusinessAdd = `INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES (?, ?, ?, ?)`
+WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
+ORDER BY bk.delivery LIMIT 1`
+	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
+WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
+ORDER BY delivery LIMIT 1`
+	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
+	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
 
 	sqlBlockDelivery = `UPDATE deliveries SET outcome = 'duplicate', first_delivery = ?2 WHERE id = ?1`
 	sqlBlockClaim    = `DELETE FROM claims WHERE source = ? AND key = ? AND first_delivery = ?`
 	sqlRepoint       = `UPDATE deliveries SET first_delivery = ?2 WHERE id = ?1`
 
-	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
-WHERE rule = ?1 AND hash = ?2 AND seen_at >= ?3 AND source != ?4
-ORDER BY seen_at, delivery LIMIT 1`
-	sqlCorrelationAdd = `INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES (?, ?, ?, ?, ?)`
-
-	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
-	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
 	sqlTraceAdd = `INSERT OR REPLACE INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at) VALUES (?, ?, ?, ?, ?)`
+
+	sqlDeliveryExists = `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`
 
 	sqlSuspectAdd = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
 	amount, currency, first_seen, flagged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
+
+// The multi-row statements of the checks: each takes a chunk of rows at once, as the
+// writer's own do, so that a batch costs a few statements rather than several per
+// delivery. Each lookup's values carry the row's place in its chunk (i).
+type multiKind int
+
+const (
+	multiTraceFind multiKind = iota
+	multiBusinessFind
+	multiBusinessAdd
+	multiCorrelationFind
+	multiCorrelationAdd
+	nMulti
+)
+
+var multiParts = [nMulti]struct{ head, row, tail string }{
+	multiTraceFind: {`WITH v(i, source, hash) AS (VALUES `, `(?, ?, ?)`, `)
+SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
+	THEN t.first_delivery ELSE 0 END
+FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
+	// The earliest accepted delivery of the source with the business key within the
+	// window, under another key. A delivery swept by retention no longer names its key:
+	// it counts as another's, as its business key row outlived it.
+	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	ORDER BY bk.delivery LIMIT 1)
+FROM v`},
+	multiBusinessAdd: {`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
+	// The earliest delivery of another source of the rule with the correlation key
+	// within the window.
+	multiCorrelationFind: {`WITH v(i, rule, hash, since, source) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
+	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
+		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)`},
+	multiCorrelationAdd: {`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
+}
+
+// multiSQL is the statement of kind k for rows rows.
+func multiSQL(k multiKind, rows int) string {
+	p := multiParts[k]
+	var b strings.Builder
+	b.WriteString(p.head)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.row)
+	}
+	b.WriteString(p.tail)
+	return b.String()
+}
+
+// multiQueries are all the multi-row statements, by kind and chunk size.
+var multiQueries = func() map[[2]int]string {
+	m := map[[2]int]string{}
+	for k := range nMulti {
+		for _, size := range chunkSizes {
+			m[[2]int{int(k), size}] = multiSQL(k, size)
+		}
+	}
+	return m
+}()
+
+// multi is the prepared statement of kind k for n rows, bound to the batch's
+// transaction.
+func (f *forensics) multi(ctx context.Context, k multiKind, n int) (*sql.Stmt, error) {
+	return f.stmt(ctx, multiQueries[[2]int{int(k), n}])
+}
+
+// chunked calls f with consecutive chunks of xs, each of a size in chunkSizes, and the
+// place of the chunk's first element in xs.
+func chunked[T any](xs []T, f func(off int, chunk []T) error) error {
+	off := 0
+	return chunks(xs, func(chunk []T) error {
+		err := f(off, chunk)
+		off += len(chunk)
+		return err
+	})
+}
 
 // after runs the checks on a batch's rows once their claims are made and their
 // deliveries inserted, in the same transaction, and sets each row's flags. A row that
@@ -189,19 +299,34 @@ ORDER BY seen_at, delivery LIMIT 1`
 func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) error {
 	f.tx = tx
 	defer f.done()
+	// Money mismatches are rare (the payload differs): a statement or two each.
 	for i, r := range rows {
-		switch r.outcome {
-		case Duplicate:
-			if r.mismatch {
-				if err := f.moneyMismatch(ctx, rows[:i], r); err != nil {
-					return fmt.Errorf("money mismatch: %w", err)
-				}
-			}
-		case Accepted:
-			if err := f.accepted(ctx, rows, r); err != nil {
-				return err
+		if r.outcome == Duplicate && r.mismatch {
+			if err := f.moneyMismatch(ctx, rows[:i], r); err != nil {
+				return fmt.Errorf("money mismatch: %w", err)
 			}
 		}
+	}
+	acc := f.acc[:0]
+	for _, r := range rows {
+		if r.outcome == Accepted {
+			acc = append(acc, r)
+		}
+	}
+	f.acc = acc
+	defer clear(f.acc)
+	if len(acc) == 0 {
+		return nil
+	}
+	// Business keys first: a blocked row is accepted no more, and takes no other flag.
+	if err := f.businessKeys(ctx, rows, acc); err != nil {
+		return fmt.Errorf("business keys: %w", err)
+	}
+	if err := f.lateDuplicates(ctx, acc); err != nil {
+		return fmt.Errorf("late duplicates: %w", err)
+	}
+	if err := f.correlations(ctx, acc); err != nil {
+		return fmt.Errorf("correlations: %w", err)
 	}
 	return nil
 }
@@ -232,45 +357,115 @@ func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *
 	return f.exec(ctx, sqlSetMoney, r.id)
 }
 
-// accepted runs the checks of an accepted row r; rows is the whole batch, in order.
-func (f *forensics) accepted(ctx context.Context, rows []*recordRow, r *recordRow) error {
-	d := r.d
-	at := millis(d.ReceivedAt)
-	// The claim r took over, if it had expired: traced now, as the sweep would have.
-	prior, tookOver := f.prior[holderKey{d.Source, d.Key}]
-	tookOver = tookOver && prior.expiresAt <= at && prior.first != r.id
-	if tookOver {
-		if err := f.exec(ctx, sqlTraceAdd, d.Source, KeyHash(d.Key), prior.claimedAt, prior.first, prior.expiresAt); err != nil {
-			return fmt.Errorf("trace taken-over claim: %w", err)
+// businessKeys looks up the business keys of the accepted rows acc, flags or blocks
+// those found, and stores the keys of those that stay accepted. rows is the whole
+// batch. A key is found in the database (the earliest within the window) or, failing
+// that, earlier in the batch.
+func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) error {
+	var cand []*recordRow
+	for _, r := range acc {
+		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
+			cand = append(cand, r)
 		}
 	}
-
-	if d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
-		var other int64
-		ok, err := f.queryRow(ctx, sqlBusinessMatch,
-			[]any{d.Source, d.BusinessKey, at - r.claim.BusinessWindow.Milliseconds(), d.Key}, &other)
+	if len(cand) == 0 {
+		return nil
+	}
+	found := make([]int64, len(cand))
+	err := chunked(cand, func(off int, chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiBusinessFind, len(chunk))
 		if err != nil {
-			return fmt.Errorf("business key: %w", err)
+			return err
 		}
-		if ok && r.claim.BusinessBlocks {
-			return f.block(ctx, rows, r, other)
+		args := make([]any, 0, 5*len(chunk))
+		for i, r := range chunk {
+			args = append(args, i, r.d.Source, r.d.BusinessKey,
+				millis(r.d.ReceivedAt)-r.claim.BusinessWindow.Milliseconds(), r.d.Key)
 		}
-		if ok {
-			if err := f.flag(ctx, r, SuspectBusinessKey, other, d.Source, "", time.Time{}); err != nil {
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		for res.Next() {
+			var i int
+			var other sql.NullInt64
+			if err := res.Scan(&i, &other); err != nil {
+				return err
+			}
+			found[off+i] = other.Int64
+		}
+		return res.Err()
+	})
+	if err != nil {
+		return err
+	}
+	type bkey struct{ source, hash string }
+	first := map[bkey]*recordRow{}
+	add := cand[:0:0]
+	for j, r := range cand {
+		k := bkey{r.d.Source, r.d.BusinessKey}
+		other := found[j]
+		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
+			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
+			other = e.id
+		}
+		if other != 0 && r.claim.BusinessBlocks {
+			if err := f.block(ctx, rows, r, other); err != nil {
+				return err
+			}
+			continue
+		}
+		if other != 0 {
+			if err := f.flag(ctx, r, SuspectBusinessKey, other, r.d.Source, "", time.Time{}); err != nil {
 				return err
 			}
 		}
-		if err := f.exec(ctx, sqlBusinessAdd, d.Source, d.BusinessKey, r.id, at); err != nil {
-			return fmt.Errorf("business key: %w", err)
+		if _, ok := first[k]; !ok {
+			first[k] = r
 		}
+		add = append(add, r)
 	}
+	return chunks(add, func(chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiBusinessAdd, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 4*len(chunk))
+		for _, r := range chunk {
+			args = append(args, r.d.Source, r.d.BusinessKey, r.id, millis(r.d.ReceivedAt))
+		}
+		_, err = st.ExecContext(ctx, args...)
+		return err
+	})
+}
 
-	// A late duplicate: its key was claimed before, and that claim expired.
-	if tookOver {
+// lateDuplicates traces the expired claims that rows of acc took over, and flags the
+// rows still accepted whose key was claimed before: the claim they took over, or a
+// trace the sweep left.
+func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error {
+	var look []*recordRow
+	for _, r := range acc {
+		d := r.d
+		prior, ok := f.prior[holderKey{d.Source, d.Key}]
+		if !ok || prior.expiresAt > millis(d.ReceivedAt) || prior.first == r.id {
+			if r.outcome == Accepted {
+				look = append(look, r)
+			}
+			continue
+		}
+		// The claim r took over had expired: traced now, as the sweep would have, even
+		// if r was blocked since (the claim is gone either way).
+		if err := f.exec(ctx, sqlTraceAdd, d.Source, KeyHash(d.Key), prior.claimedAt, prior.first, prior.expiresAt); err != nil {
+			return err
+		}
+		if r.outcome != Accepted {
+			continue
+		}
 		other := prior.first
 		var exists bool
-		if _, err := f.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`, []any{other}, &exists); err != nil {
-			return fmt.Errorf("late duplicate: %w", err)
+		if _, err := f.queryRow(ctx, sqlDeliveryExists, []any{other}, &exists); err != nil {
+			return err
 		}
 		if !exists {
 			other = 0
@@ -278,37 +473,129 @@ func (f *forensics) accepted(ctx context.Context, rows []*recordRow, r *recordRo
 		if err := f.flag(ctx, r, SuspectLateDuplicate, other, d.Source, "", fromMillis(prior.claimedAt)); err != nil {
 			return err
 		}
-	} else {
-		var firstSeen, other int64
-		ok, err := f.queryRow(ctx, sqlTraceFind, []any{d.Source, KeyHash(d.Key)}, &firstSeen, &other)
+	}
+	return chunked(look, func(off int, chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiTraceFind, len(chunk))
 		if err != nil {
-			return fmt.Errorf("late duplicate: %w", err)
+			return err
 		}
-		if ok {
-			if err := f.flag(ctx, r, SuspectLateDuplicate, other, d.Source, "", fromMillis(firstSeen)); err != nil {
+		args := make([]any, 0, 3*len(chunk))
+		for i, r := range chunk {
+			args = append(args, i, r.d.Source, KeyHash(r.d.Key))
+		}
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		type hit struct {
+			i                int
+			firstSeen, other int64
+		}
+		var hits []hit
+		for res.Next() {
+			var h hit
+			if err := res.Scan(&h.i, &h.firstSeen, &h.other); err != nil {
+				res.Close()
+				return err
+			}
+			hits = append(hits, h)
+		}
+		if err := errors.Join(res.Err(), res.Close()); err != nil {
+			return err
+		}
+		for _, h := range hits {
+			r := chunk[h.i]
+			if err := f.flag(ctx, r, SuspectLateDuplicate, h.other, r.d.Source, "", fromMillis(h.firstSeen)); err != nil {
 				return err
 			}
 		}
-	}
+		return nil
+	})
+}
 
-	for _, c := range d.Correlations {
-		var other int64
-		var otherSource string
-		ok, err := f.queryRow(ctx, sqlCorrelationMatch,
-			[]any{c.Rule, c.Hash, at - c.Window.Milliseconds(), d.Source}, &other, &otherSource)
-		if err != nil {
-			return fmt.Errorf("correlation %s: %w", c.Rule, err)
+// correlation is one correlation key of an accepted row.
+type correlation struct {
+	r *recordRow
+	c CorrelationKey
+}
+
+// correlations looks up the correlation keys of the rows of acc still accepted, flags
+// those another source of the rule delivered within its window (in the database, or
+// earlier in the batch), and stores them all.
+func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
+	var all []correlation
+	for _, r := range acc {
+		if r.outcome != Accepted {
+			continue
 		}
-		if ok {
-			if err := f.flag(ctx, r, SuspectCorrelation, other, otherSource, c.Rule, time.Time{}); err != nil {
+		for _, c := range r.d.Correlations {
+			all = append(all, correlation{r, c})
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	type match struct {
+		other  int64
+		source string
+	}
+	found := make([]match, len(all))
+	err := chunked(all, func(off int, chunk []correlation) error {
+		st, err := f.multi(ctx, multiCorrelationFind, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for i, p := range chunk {
+			args = append(args, i, p.c.Rule, p.c.Hash, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds(), p.r.d.Source)
+		}
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		for res.Next() {
+			var i int
+			var m match
+			if err := res.Scan(&i, &m.other, &m.source); err != nil {
+				return err
+			}
+			found[off+i] = m
+		}
+		return res.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for j, p := range all {
+		m := found[j]
+		for _, e := range all[:j] {
+			if m.other != 0 {
+				break
+			}
+			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
+				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
+				m = match{e.r.id, e.r.d.Source}
+			}
+		}
+		if m.other != 0 {
+			if err := f.flag(ctx, p.r, SuspectCorrelation, m.other, m.source, p.c.Rule, time.Time{}); err != nil {
 				return err
 			}
 		}
-		if err := f.exec(ctx, sqlCorrelationAdd, c.Rule, c.Hash, d.Source, r.id, at); err != nil {
-			return fmt.Errorf("correlation %s: %w", c.Rule, err)
-		}
 	}
-	return nil
+	return chunks(all, func(chunk []correlation) error {
+		st, err := f.multi(ctx, multiCorrelationAdd, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for _, p := range chunk {
+			args = append(args, p.c.Rule, p.c.Hash, p.r.d.Source, p.r.id, millis(p.r.d.ReceivedAt))
+		}
+		_, err = st.ExecContext(ctx, args...)
+		return err
+	})
 }
 
 // block turns r, accepted, into a duplicate of other, the delivery whose business key it
@@ -338,7 +625,8 @@ func (f *forensics) block(ctx context.Context, rows []*recordRow, r *recordRow, 
 	return nil
 }
 
-// flag records a suspect of kind on r, doubling other (0 when unknown).
+// flag records a suspect of kind on r, doubling other (0 when unknown). Suspects are
+// rare: one statement each.
 func (f *forensics) flag(ctx context.Context, r *recordRow, kind SuspectKind, other int64, otherSource, rule string, firstSeen time.Time) error {
 	d := r.d
 	var first int64

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,5 +347,24 @@ func TestDB_WouldFlagWritesNothing(t *testing.T) {
 	}
 	if f, _ := db.FlagsOf(ctx, first.ID); len(f.Suspects) != 0 {
 		t.Errorf("probing wrote suspects %+v", f.Suspects)
+	}
+}
+
+// Intake's lookups go by the tables' keys, whatever the number of rows in the windows:
+// never a scan, never the seen_at index, never a sort.
+func TestDB_Forensics_Plans(t *testing.T) {
+	plans, err := storagetest.Open(t).ExplainForensics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, plan := range plans {
+		scan := false
+		for line := range strings.SplitSeq(plan, "\n") {
+			// Scanning the chunk's own VALUES is the point; scanning a table is not.
+			scan = scan || strings.Contains(line, "SCAN ") && !strings.Contains(line, "VALUES") && !strings.Contains(line, "CONSTANT ROWS") && !strings.HasSuffix(line, "SCAN v")
+		}
+		if scan || strings.Contains(plan, "_seen") || strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("%s plan:\n%s", name, plan)
+		}
 	}
 }

@@ -430,6 +430,7 @@ func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
 }
 
 func (w *batchWriter) close() {
+	w.fx.close()
 	if w.take != nil {
 		w.take.Close()
 		w.take = nil
@@ -523,6 +524,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		return take(batch), err
 	}
 	if err := w.prepare(ctx); err != nil {
+		return take(batch), err
+	}
+	if err := w.fx.prepare(ctx, w.db.write); err != nil {
 		return take(batch), err
 	}
 	tx, err := w.db.write.BeginTx(ctx, nil)
