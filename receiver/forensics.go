@@ -103,26 +103,89 @@ func (s *Source) businessKey(doc string) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
 	}
+	// The values are slices of doc, canonical already; the members go in the order of
+	// their names (plain ASCII pointers sort byte for byte as RFC 8785 sorts them), so
+	// that the object is canonical without a canonicaliser's pass, which is the costly
+	// part. Any other pointer spelling takes that pass.
+	var order [8]int
+	idx := order[:0]
+	for i := range s.BusinessKey {
+		idx = append(idx, i)
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(s.BusinessKey[a], s.BusinessKey[b]) })
+	plain := true
 	obj := make([]byte, 0, 128)
 	obj = append(obj, '{')
-	for i, p := range s.BusinessKey {
+	for n, i := range idx {
+		p := s.BusinessKey[i]
 		v, ok := ptrLookup(doc, p)
 		if !ok || v == "null" {
 			return ""
 		}
-		if i > 0 {
+		if n > 0 {
 			obj = append(obj, ',')
 		}
+		plain = plain && plainJSONString(p)
 		obj = appendPointerJSON(obj, p)
 		obj = append(obj, ':')
 		obj = append(obj, v...)
 	}
 	obj = append(obj, '}')
-	c := jsontext.Value(obj)
-	if err := c.Canonicalize(); err != nil {
-		return ""
+	if !plain {
+		c := jsontext.Value(obj)
+		if err := c.Canonicalize(); err != nil {
+			return ""
+		}
+		obj = c
 	}
-	return keySHA256Hex(c)
+	return keySHA256Hex(obj)
+}
+
+// plainJSONString reports whether s is printable ASCII with nothing to escape: as a JSON
+// string it is '"', s, '"', in RFC 8785 as anywhere.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// decimalText is the one spelling of a number: a plain decimal without padding
+// ("-0120.50" → "-120.5", "7.00" and "7e0" → "7"), or, for a fraction with no finite
+// decimal, its exact rational ("1/3"); false when amount is not a number.
+func decimalText(amount string) (string, bool) {
+	neg := strings.HasPrefix(amount, "-")
+	digits := strings.TrimPrefix(amount, "-")
+	whole, frac, _ := strings.Cut(digits, ".")
+	simple := whole != "" && strings.Trim(whole, "0123456789") == "" && strings.Trim(frac, "0123456789") == ""
+	if !simple {
+		n, ok := new(big.Rat).SetString(amount)
+		if !ok {
+			return "", false
+		}
+		// Spelt as a plain decimal where one is exact, so that "1.825e2" and "182.5"
+		// agree; a fraction with no finite decimal keeps its rational spelling.
+		d := n.FloatString(30)
+		if back, ok := new(big.Rat).SetString(d); !ok || back.Cmp(n) != 0 {
+			return n.RatString(), true
+		}
+		return decimalText(d)
+	}
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg && out != "0" {
+		out = "-" + out
+	}
+	return out, true
 }
 
 // correlationKeys are what the source's correlation rules read of doc: for each rule
@@ -145,7 +208,7 @@ func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
 				continue
 			}
 		}
-		n, ok := new(big.Rat).SetString(amount)
+		amount, ok := decimalText(amount)
 		if !ok {
 			continue // not a number: nothing to compare
 		}
@@ -153,15 +216,18 @@ func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
 		obj = append(obj, '[')
 		obj = appendPointerJSON(obj, booking)
 		obj = append(obj, ',')
-		obj = appendPointerJSON(obj, n.RatString()) // "120", "241/2": one spelling per number
+		obj = appendPointerJSON(obj, amount)
 		obj = append(obj, ',')
 		obj = appendPointerJSON(obj, currency)
 		obj = append(obj, ']')
-		v := jsontext.Value(obj)
-		if err := v.Canonicalize(); err != nil {
-			continue
+		if !plainJSONString(booking) || !plainJSONString(currency) {
+			v := jsontext.Value(obj)
+			if err := v.Canonicalize(); err != nil {
+				continue
+			}
+			obj = v
 		}
-		out = append(out, storage.CorrelationKey{Rule: c.Rule, Hash: keySHA256Hex(v), Window: c.Window})
+		out = append(out, storage.CorrelationKey{Rule: c.Rule, Hash: keySHA256Hex(obj), Window: c.Window})
 	}
 	return out
 }

@@ -49,6 +49,8 @@ func TestProbeFor_Keys(t *testing.T) {
 		correlationAbsent bool
 	}{
 		{"MembersInOtherOrder", &ota, `{"refund":{"currency":"EUR","amount":182.50},"status":"cancelled","booking_id":"B","property_id":"P"}`, true, true, false},
+		{"AmountAsPaddedText", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":"0182.500","currency":"EUR"}}`, false, true, false},
+		{"AmountWithExponent", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":"1.825e2","currency":"EUR"}}`, false, true, false},
 		{"OtherAmount", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":18.25,"currency":"EUR"}}`, false, false, false},
 		{"AbsentField", &ota, `{"booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`, false, true, false},
 		{"NullField", &ota, `{"property_id":null,"booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`, false, true, false},
