@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // refundRule is a correlation rule between the OTA (amounts in major units, refunds are
@@ -168,10 +169,22 @@ func TestHandler_Forensics(t *testing.T) {
 	if f, _ := e.db.FlagsOf(ctx, changed); !f.MoneyMismatch {
 		t.Error("the redelivery with another amount is no money mismatch")
 	}
+	// A redelivery once the key's ttl has passed: accepted, a late duplicate.
+	clock := storagetest.NewClock(time.Now())
+	e.db.Now = clock.Now
+	const booking = `{"property_id":"HTL-LIS-01","booking_id":"BK-7","status":"confirmed"}`
+	once := post("psp", "pay_9", booking, "accepted")
+	clock.Add(ota.TTL + time.Minute)
+	late := post("psp", "pay_9", booking, "accepted")
+	if f, err := e.db.FlagsOf(ctx, late); err != nil || len(f.Suspects) != 1 || f.Suspects[0].Kind != storage.SuspectLateDuplicate ||
+		f.Suspects[0].Other != once {
+		t.Errorf("the late redelivery's flags = %+v, %v; want a late duplicate of %d", f, err, once)
+	}
 	for series, n := range map[string]float64{
-		`hookdedup_suspects_total{kind="business_key",source="ota"}`: 1,
-		`hookdedup_suspects_total{kind="correlation",source="psp"}`:  1,
-		`hookdedup_money_mismatches_total{source="ota"}`:             1,
+		`hookdedup_suspects_total{kind="business_key",source="ota"}`:   1,
+		`hookdedup_suspects_total{kind="correlation",source="psp"}`:    1,
+		`hookdedup_suspects_total{kind="late_duplicate",source="psp"}`: 1,
+		`hookdedup_money_mismatches_total{source="ota"}`:               1,
 	} {
 		if got := metric(t, e.srv.URL, series); got != n {
 			t.Errorf("%s = %v, want %v", series, got, n)
