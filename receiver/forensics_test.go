@@ -2,8 +2,11 @@ package receiver_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,4 +205,68 @@ func TestHandler_BusinessKeyBlocks(t *testing.T) {
 	if code != http.StatusOK || again.Status != "duplicate" || again.FirstDelivery != first.Delivery {
 		t.Fatalf("re-sent under a new id: %d %+v, want a duplicate of %s", code, again, first.Delivery)
 	}
+}
+
+// The background sweeps forget traces past remember and business and correlation keys
+// past the longest windows: a key seen before the window matches nothing, and its row
+// goes.
+func TestRunSweeps_Forensics(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	clock := storagetest.NewClock(time.Now())
+	db.Now = clock.Now
+	window := 48 * time.Hour
+	d := &storage.Delivery{Source: "ota", Key: "evt_1", KeyMethod: "event_id", PayloadHash: "h", BusinessKey: "B",
+		Correlations: []storage.CorrelationKey{{Rule: "r", Hash: "R", Window: window}}, Body: []byte(`{}`)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, BusinessWindow: window}); err != nil {
+		t.Fatal(err)
+	}
+	// The lookups here look back a hundred windows: only the sweep can make them miss.
+	far := 100 * window
+	probes := []storage.Probe{
+		{Source: "psp", Key: "pay_1", Correlations: []storage.CorrelationKey{{Rule: "r", Hash: "R", Window: far}}},
+		{Source: "ota", Key: "evt_2", BusinessKey: "B", BusinessWindow: far},
+		{Source: "ota", Key: "evt_1"}, // its trace
+	}
+	flags := func() int {
+		t.Helper()
+		n := 0
+		for _, p := range probes {
+			p.Now = clock.Now()
+			got, err := db.WouldFlag(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(got)
+		}
+		return n
+	}
+	run := func(remember time.Duration) {
+		t.Helper()
+		sweepCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			receiver.RunSweeps(sweepCtx, db, receiver.SweepConfig{Every: time.Hour, Batch: 1, Now: clock.Now,
+				Remember: remember, BusinessWindow: window, CorrelationWindow: window},
+				receiver.NewMetrics(nil), slog.New(slog.DiscardHandler))
+			close(done)
+		}()
+		storagetest.Eventually(t, 10*time.Second, func() error {
+			if n := flags(); n != 0 {
+				return fmt.Errorf("%d flags still found", n)
+			}
+			return nil
+		})
+		cancel()
+		<-done
+	}
+	if _, err := db.SweepExpired(ctx, clock.Now().Add(2*time.Hour), 10); err != nil { // the claim expired: traced
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Hour)
+	if n := flags(); n != 3 {
+		t.Fatalf("%d flags before the sweeps, want 3 (business key, correlation, late duplicate)", n)
+	}
+	clock.Add(window + time.Hour)
+	run(window)
 }
