@@ -206,7 +206,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	// for every item, and a thousand copies of them would cost more than the items.
 	ds[0].Headers = src.storedHeaders(r.Header)
 
-	err = rc.store.RecordBatch(r.Context(), ptrs, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
+	err = rc.store.RecordBatch(r.Context(), ptrs, src.claimOptions())
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if !errors.Is(err, storage.ErrFileGone) {
@@ -223,6 +223,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	for i := range ds {
 		d := &ds[i]
 		rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
+		rc.metrics.flags(src.Name, d)
 		ia := itemAnswer{Index: i, Status: string(d.Outcome), Key: d.Key, Delivery: strconv.FormatInt(d.ID, 10),
 			Mismatch: d.Mismatch}
 		if d.Outcome == storage.Duplicate {

@@ -67,7 +67,29 @@ func BenchmarkIntake(b *testing.B) {
 	}
 }
 
-func benchIntake(b *testing.B, store string, half bool) {
+// BenchmarkIntake_Forensics is BenchmarkIntake's FULL runs for a source with a business
+// key and a correlation rule (Forensics) and without (Plain), side by side.
+func BenchmarkIntake_Forensics(b *testing.B) {
+	for _, mode := range []string{"Plain", "Forensics"} {
+		for _, mix := range []string{"Unique", "HalfDuplicates"} {
+			b.Run(mode+"/"+mix, func(b *testing.B) {
+				benchIntakeWith(b, "FULL", mix == "HalfDuplicates", func(src *receiver.Source) {
+					if mode == "Plain" {
+						return
+					}
+					src.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
+					src.Correlations = []receiver.Correlation{{Rule: "double-refund", Window: 72 * time.Hour,
+						Booking: "/booking_id", Amount: "/refund/amount", Currency: "/refund/currency"}}
+				})
+			})
+		}
+	}
+}
+
+func benchIntake(b *testing.B, store string, half bool) { benchIntakeWith(b, store, half, nil) }
+
+// benchIntakeWith is benchIntake for a source that configure may change first.
+func benchIntakeWith(b *testing.B, store string, half bool, configure func(*receiver.Source)) {
 	v, err := signature.New(signature.Config{Scheme: "standard-webhooks", Secrets: []string{intakeSecret}})
 	if err != nil {
 		b.Fatal(err)
@@ -79,6 +101,9 @@ func benchIntake(b *testing.B, store string, half bool) {
 			KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
 		TTL:         24 * time.Hour,
 		AmountField: "/refund/amount",
+	}
+	if configure != nil {
+		configure(&src)
 	}
 	var st receiver.Store
 	if store == "NoStore" {

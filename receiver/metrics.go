@@ -3,6 +3,8 @@ package receiver
 import (
 	"net/http"
 
+	"github.com/hookdedup/hookdedup/storage"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -17,6 +19,8 @@ type Metrics struct {
 	DispatchAttempts *prometheus.CounterVec   // hookdedup_dispatch_attempts_total{source,result}
 	StuckKeys        *prometheus.GaugeVec     // hookdedup_stuck_keys{source}
 	SignatureSkew    *prometheus.HistogramVec // hookdedup_signature_skew_seconds{source}
+	Suspects         *prometheus.CounterVec   // hookdedup_suspects_total{source,kind}
+	MoneyMismatches  *prometheus.CounterVec   // hookdedup_money_mismatches_total{source}
 
 	gatherer prometheus.Gatherer
 }
@@ -60,13 +64,32 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 				"those refused only for being outside the tolerance included; positive when the sender's clock is ahead of this machine's.",
 			Buckets: []float64{-3600, -900, -300, -120, -60, -30, -10, -5, -1, 1, 5, 10, 30, 60, 120, 300, 900, 3600},
 		}, []string{"source"}),
+		Suspects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookdedup_suspects_total",
+			Help: "Accepted deliveries flagged at intake, by source and kind (business_key, correlation, late_duplicate).",
+		}, []string{"source", "kind"}),
+		MoneyMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookdedup_money_mismatches_total",
+			Help: "Duplicates whose amount, currency or event status differs from their first delivery's, by source.",
+		}, []string{"source"}),
 		gatherer: reg,
 	}
-	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew)
+	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew,
+		m.Suspects, m.MoneyMismatches)
 	return m
 }
 
 // Handler serves the Prometheus text exposition.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+}
+
+// flags counts the forensic flags a stored delivery of source was given.
+func (m *Metrics) flags(source string, d *storage.Delivery) {
+	for _, k := range d.Suspects {
+		m.Suspects.WithLabelValues(source, string(k)).Inc()
+	}
+	if d.MoneyMismatch {
+		m.MoneyMismatches.WithLabelValues(source).Inc()
+	}
 }

@@ -60,6 +60,16 @@ type Source struct {
 	// MaxBatchItems bounds the items of one request (0: DefaultMaxBatchItems); a
 	// request with more is refused with 413.
 	MaxBatchItems int
+	// BusinessKey are JSON pointers to the fields that identify a business event
+	// (property, booking, status, amount …) whatever its event id: an accepted delivery
+	// whose business key another accepted delivery of the source carried within
+	// BusinessWindow (0: DefaultBusinessWindow), under another key, is a suspected
+	// duplicate; with BusinessKeyBlocks it is a duplicate instead (forensics.go).
+	BusinessKey       []string
+	BusinessWindow    time.Duration
+	BusinessKeyBlocks bool
+	// Correlations are the source's parts in correlation rules.
+	Correlations []Correlation
 }
 
 // Answer is the body a sender expects with a 200.
@@ -278,7 +288,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	dv := src.delivery(r, der, doc, body)
 	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
-	err = rc.store.Record(r.Context(), d, storage.ClaimOptions{TTL: src.TTL, Dispatch: src.ForwardURL != ""})
+	err = rc.store.Record(r.Context(), d, src.claimOptions())
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if !errors.Is(err, storage.ErrFileGone) { // storage has said so once; not again per delivery
@@ -290,6 +300,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
+	rc.metrics.flags(src.Name, d)
 	a := answer{Status: string(d.Outcome), Key: d.Key, Delivery: strconv.FormatInt(d.ID, 10)}
 	if d.Outcome == storage.Duplicate {
 		a.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)

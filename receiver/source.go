@@ -76,6 +76,8 @@ func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, b
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Body:         body,
+		BusinessKey:  s.businessKey(doc),
+		Correlations: s.correlationKeys(doc),
 	}
 }
 

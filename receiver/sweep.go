@@ -21,7 +21,11 @@ type SweepConfig struct {
 	Batch     int           // rows per DELETE; default 1000
 	Pause     time.Duration // between batches, so intake's writes get the lock; default 20ms
 	Retention time.Duration // deliveries older than this go, unless still owed downstream; 0 keeps them
-	Now       func() time.Time
+	// Remember is how long traces of expired keys are kept (0 keeps them);
+	// BusinessWindow and CorrelationWindow are the longest windows configured: business
+	// and correlation keys older than that are matched by nothing and go.
+	Remember, BusinessWindow, CorrelationWindow time.Duration
+	Now                                         func() time.Time
 }
 
 // RunSweeps deletes expired claims, and deliveries and counts of rejections not stored
@@ -63,11 +67,45 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 				return n, n >= int64(cfg.Batch), err
 			}, cfg, m, log)
 		}
+		if fs, ok := st.(ForensicSweeper); ok {
+			sweepForensics(ctx, fs, now, cfg, m, log)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// ForensicSweeper is what the sweeps of forensic rows need of storage; a Sweeper that
+// is one too gets them swept.
+type ForensicSweeper interface {
+	SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	SweepCorrelationKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+}
+
+// sweepForensics deletes traces past Remember and business and correlation keys past
+// the longest windows, in bounded batches. Traces are kept for ever when Remember is 0;
+// keys at least a day, so that those of a window since removed still go.
+func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg SweepConfig, m *Metrics, log *slog.Logger) {
+	for _, s := range []struct {
+		table string
+		keep  time.Duration
+		fn    func(context.Context, time.Time, int) (int64, error)
+	}{
+		{"key_traces", cfg.Remember, st.SweepTraces},
+		{"business_keys", max(cfg.BusinessWindow, 24*time.Hour), st.SweepBusinessKeys},
+		{"correlation_keys", max(cfg.CorrelationWindow, 24*time.Hour), st.SweepCorrelationKeys},
+	} {
+		if s.keep <= 0 {
+			continue
+		}
+		sweep(ctx, s.table, func() (int64, bool, error) {
+			n, err := s.fn(ctx, now.Add(-s.keep), cfg.Batch)
+			return n, n >= int64(cfg.Batch), err
+		}, cfg, m, log)
 	}
 }
 

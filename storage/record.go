@@ -60,6 +60,17 @@ type Delivery struct {
 	// BatchIndex is its place in the request, from 0. RecordBatch sets both.
 	Batch      int64
 	BatchIndex int
+
+	// Forensics (forensics.go). BusinessKey is the hex SHA-256 of the canonical JSON of
+	// the source's business key fields, "" when it has none or a field is absent;
+	// Correlations are what each correlation rule the source takes part in reads of it.
+	BusinessKey  string
+	Correlations []CorrelationKey
+	// Set by Record: MoneyMismatch marks a duplicate whose amount, currency or event
+	// status differs from its first delivery's; Suspects are the flags an accepted
+	// delivery was given.
+	MoneyMismatch bool
+	Suspects      []SuspectKind
 }
 
 // ClaimOptions says how a delivery's key is claimed.
@@ -69,6 +80,11 @@ type ClaimOptions struct {
 	// Dispatch marks the event for hand-off downstream (state processing); without it
 	// the key goes straight to processed.
 	Dispatch bool
+	// BusinessWindow is how far back an accepted delivery's business key is looked for
+	// (0: not at all); BusinessBlocks makes a delivery whose business key is found a
+	// duplicate of the delivery found, instead of an accepted suspect (forensics.go).
+	BusinessWindow time.Duration
+	BusinessBlocks bool
 }
 
 // Key states.
@@ -105,7 +121,9 @@ type recordRow struct {
 	mismatch         bool
 	// bodyFrom is the delivery whose body this one's is, byte for byte: a duplicate
 	// stores that reference instead of a copy (0: it stores its own body).
-	bodyFrom int64
+	bodyFrom      int64
+	moneyMismatch bool
+	suspects      []SuspectKind
 }
 
 // The states of a recordReq.
@@ -213,6 +231,7 @@ func (db *DB) record(ctx context.Context, claim ClaimOptions, batch bool, ds ...
 			d := row.d
 			d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = row.id, row.outcome, row.first, row.mismatch
 			d.Batch = row.batch
+			d.MoneyMismatch, d.Suspects = row.moneyMismatch, row.suspects
 		}
 	}
 	// The writer let go of r when it answered on r.done.
@@ -373,6 +392,7 @@ type batchWriter struct {
 	won   map[int64]bool
 	rows  []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
 	ask   []*recordRow
+	fx    forensics
 }
 
 // prepare prepares the writer's statements, once. It must run outside a transaction:
@@ -409,6 +429,7 @@ func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
 }
 
 func (w *batchWriter) close() {
+	w.fx.close()
 	if w.take != nil {
 		w.take.Close()
 		w.take = nil
@@ -504,6 +525,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := w.prepare(ctx); err != nil {
 		return take(batch), err
 	}
+	if err := w.fx.prepare(ctx, w.db.write); err != nil {
+		return take(batch), err
+	}
 	tx, err := w.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return take(batch), fmt.Errorf("begin: %w", err)
@@ -535,12 +559,16 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			next++
 			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
 			row.bodyFrom = 0
+			row.moneyMismatch, row.suspects = false, nil
 			if row.d.Outcome != Rejected {
 				w.ask = append(w.ask, row)
 			}
 		}
 	}
-	err = w.claimRows(ctx, tx)
+	err = w.fx.before(ctx, tx, w.ask)
+	if err == nil {
+		err = w.claimRows(ctx, tx)
+	}
 	if err == nil {
 		err = chunks(w.rows, func(chunk []*recordRow) error {
 			st := w.stmt(kindDelivery, len(chunk))
@@ -572,6 +600,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			}
 			return nil
 		})
+	}
+	if err == nil {
+		err = w.fx.after(ctx, tx, w.rows)
 	}
 	clear(w.args)
 	clear(w.rows)

@@ -145,3 +145,48 @@ func BenchmarkRecord_Serial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecord_Forensics is BenchmarkRecord's FULL runs for a source with a business
+// key and a correlation rule: every accepted delivery's keys are looked up and stored in
+// the claim's transaction. Plain is the same without them, side by side.
+func BenchmarkRecord_Forensics(b *testing.B) {
+	for _, mode := range []string{"Plain", "Forensics"} {
+		for _, mix := range []string{"Unique", "HalfDuplicates"} {
+			b.Run(mode+"/"+mix, func(b *testing.B) {
+				db := benchOpen(b, "FULL")
+				var n atomic.Int64
+				claim := storage.ClaimOptions{TTL: 24 * time.Hour}
+				if mode == "Forensics" {
+					claim.BusinessWindow = 14 * 24 * time.Hour
+				}
+				b.SetParallelism(32)
+				b.ReportAllocs()
+				cpu := benchCPU()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						i := n.Add(1)
+						if mix == "HalfDuplicates" && i%2 == 0 {
+							i--
+						}
+						d := benchDelivery(benchKey(i))
+						if mode == "Forensics" {
+							business := i
+							if i%100 == 99 {
+								business -= 50 // one business key in a hundred repeats an earlier one
+							}
+							d.BusinessKey = benchKey(business)
+							d.Correlations = []storage.CorrelationKey{{Rule: "double-refund", Hash: benchKey(-i), Window: 72 * time.Hour}}
+						}
+						if err := db.Record(context.Background(), d, claim); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+				b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+			})
+		}
+	}
+}

@@ -17,11 +17,37 @@ import (
 // releases or reprocesses it, or a redelivery takes it over. Expiry never waits for the
 // sweep (a claim takes over an expired row itself); the sweep only keeps the table small.
 func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
-	res, err := db.writeExec(ctx, sqlSweepExpired, millis(now), limit)
+	var n int64
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlSweepExpired, millis(now), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		// The processed ones leave a trace (forensics.go); a released key was freed on
+		// purpose, and its next delivery is no double.
+		var gone []expiredClaim
+		for rows.Next() {
+			var c expiredClaim
+			var state string
+			if err := rows.Scan(&c.source, &c.key, &state, &c.first, &c.claimedAt, &c.expiresAt); err != nil {
+				return err
+			}
+			n++
+			if state == StateProcessed {
+				gone = append(gone, c)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		return traceExpired(ctx, tx, gone)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sweep expired claims: %w", err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // sqlSweepExpired deletes up to ?2 claims expired at ?1 and settled or released. Its
@@ -30,7 +56,8 @@ func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64
 const sqlSweepExpired = `
 DELETE FROM claims WHERE id IN (
 	SELECT id FROM claims WHERE expires_at <= ?1 AND state IN ('processed', 'released')
-	ORDER BY expires_at LIMIT ?2)`
+	ORDER BY expires_at LIMIT ?2)
+RETURNING source, key, state, first_delivery, claimed_at, expires_at`
 
 // SweepCursor is where a retention sweep goes on from. The zero value starts a walk.
 type SweepCursor struct {

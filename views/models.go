@@ -346,6 +346,16 @@ type LabResult struct {
 	ClaimState  string
 	Held        bool
 	EventsURL   string
+	// Flags are what a delivery of the payload would be flagged as, were it accepted
+	// now; Foreseen says that was looked up.
+	Flags    []LabFlag
+	Foreseen bool
+}
+
+// LabFlag is one flag the lab foresees: its kind's name, a sentence, and the delivery
+// it would be linked to ("" when unknown).
+type LabFlag struct {
+	Kind, Text, URL string
 }
 
 // Audit is the audit log.

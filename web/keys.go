@@ -284,6 +284,13 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 				": a delivery sent now would be accepted."
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
 		}
+		if !res.Held && s.foresee != nil {
+			flags, err := s.foresee(r.Context(), v.Source, h, []byte(v.Payload))
+			if err != nil {
+				return err
+			}
+			res.Flags, res.Foreseen = s.labFlags(flags), true
+		}
 	}
 	v.Result = res
 	return s.render(w, r, http.StatusOK, views.LabView(v))

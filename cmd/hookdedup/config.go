@@ -49,6 +49,10 @@ type config struct {
 	// CacheSize and MmapSize are storage.Options' of the same names, in bytes; an
 	// MmapSize of 0 turns the memory map off.
 	CacheSize, MmapSize int64
+	// Remember is how long traces of expired keys are kept; Correlations are the
+	// [[correlation]] rules (forensics.go).
+	Remember     time.Duration
+	Correlations []correlationConfig
 
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound one
 	// connection's requests, as the fields of net/http.Server of the same names do.
@@ -105,6 +109,9 @@ type sourceConfig struct {
 	Answer            string         `toml:"answer"`
 	FormEncoded       *bool          `toml:"form_encoded"`
 	MaxBatchItems     int            `toml:"max_batch_items"` // items one request may carry; 0: receiver's default
+	BusinessKey       []string       `toml:"business_key"`
+	BusinessWindow    *time.Duration `toml:"business_window"`
+	BusinessKeyBlocks *bool          `toml:"business_key_blocks"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -134,8 +141,10 @@ type fileConfig struct {
 	LogLevel string           `toml:"log_level"`
 	Sources  []toml.Primitive `toml:"source"`
 
-	Alerts        []toml.Primitive `toml:"alert"`
-	AlertChannels []toml.Primitive `toml:"alert_channel"`
+	Alerts        []toml.Primitive  `toml:"alert"`
+	AlertChannels []toml.Primitive  `toml:"alert_channel"`
+	Remember      *time.Duration    `toml:"remember"`
+	Correlations  []correlationFile `toml:"correlation"`
 
 	TrustedProxies []string `toml:"trusted_proxies"`
 
@@ -244,6 +253,7 @@ func defaultConfig() config {
 		CacheSize:         storage.DefaultCacheSize,
 		MmapSize:          storage.DefaultMmapSize,
 		LogLevel:          "info",
+		Remember:          defaultRemember,
 	}
 }
 
@@ -332,6 +342,7 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		{"read_timeout", fc.ReadTimeout, &c.ReadTimeout},
 		{"write_timeout", fc.WriteTimeout, &c.WriteTimeout},
 		{"idle_timeout", fc.IdleTimeout, &c.IdleTimeout},
+		{"remember", fc.Remember, &c.Remember},
 	}
 	for _, d := range durations {
 		if d.file == nil {
@@ -378,7 +389,7 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	if c.ApprovalThreshold, err = approvalThresholds(fc.ApprovalThreshold); err != nil {
 		return err
 	}
-	return nil
+	return c.applyCorrelations(fc.Correlations, md)
 }
 
 // approvalThresholds reads [approval_threshold]. Amounts are strings: a TOML number
@@ -405,6 +416,7 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 		TTL            any `toml:"ttl"`
 		AttemptTimeout any `toml:"attempt_timeout"`
 		MaxBackoff     any `toml:"max_backoff"`
+		BusinessWindow any `toml:"business_window"`
 	}
 	var sc sourceConfig
 	if err := md.PrimitiveDecode(p, &written); err != nil {
@@ -423,6 +435,7 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 		{"ttl", sc.TTL, written.TTL},
 		{"attempt_timeout", sc.AttemptTimeout, written.AttemptTimeout},
 		{"max_backoff", sc.MaxBackoff, written.MaxBackoff},
+		{"business_window", sc.BusinessWindow, written.BusinessWindow},
 	}
 	for _, d := range durations {
 		if d.value == nil {
@@ -489,6 +502,7 @@ func (c *config) settings() []setting {
 		}},
 		{"database", "path of the SQLite database file", str(&c.Database)},
 		{"retention", "how long deliveries stay browsable", dur(&c.Retention)},
+		{"remember", "how long traces of expired keys are kept, to flag late duplicates", dur(&c.Remember)},
 		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},
 		{"session_idle", "a console session ends after this long without a request", dur(&c.SessionIdle)},
 		{"session_max", "a console session ends this long after sign-in", dur(&c.SessionMax)},
@@ -684,6 +698,9 @@ func (c *config) sources(getenv func(string) string, generatedSecret func(name s
 		taken[src.Name] = true
 		out = append(out, src)
 	}
+	if err := attachCorrelations(c.Correlations, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
 	return out, nil
 }
 
@@ -706,20 +723,22 @@ func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) str
 // scheme supplies the rest: the event id (Verifier.DefaultEventID) and the tolerance.
 func sourceDefaults() sourceConfig {
 	return sourceConfig{
-		TTL:              new(24 * time.Hour),
-		MaxAttempts:      10,
-		AttemptTimeout:   new(10 * time.Second),
-		MaxBackoff:       new(10 * time.Minute),
-		PropertyField:    new("/property_id"),
-		BookingField:     new("/booking_id"),
-		StatusField:      new("/status"),
-		AmountField:      new(""),
-		CurrencyField:    new(""),
-		AmountMinorUnits: new(false),
-		Batch:            new(""),
-		Item:             new(""),
-		Answer:           string(receiver.AnswerJSON),
-		FormEncoded:      new(false),
+		TTL:               new(24 * time.Hour),
+		MaxAttempts:       10,
+		AttemptTimeout:    new(10 * time.Second),
+		MaxBackoff:        new(10 * time.Minute),
+		PropertyField:     new("/property_id"),
+		BookingField:      new("/booking_id"),
+		StatusField:       new("/status"),
+		AmountField:       new(""),
+		CurrencyField:     new(""),
+		AmountMinorUnits:  new(false),
+		Batch:             new(""),
+		Item:              new(""),
+		Answer:            string(receiver.AnswerJSON),
+		FormEncoded:       new(false),
+		BusinessWindow:    new(receiver.DefaultBusinessWindow),
+		BusinessKeyBlocks: new(false),
 	}
 }
 
@@ -755,6 +774,11 @@ func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
 	sc.Answer = cmp.Or(sc.Answer, def.Answer)
 	sc.FormEncoded = cmp.Or(sc.FormEncoded, def.FormEncoded)
 	sc.MaxBatchItems = cmp.Or(sc.MaxBatchItems, def.MaxBatchItems)
+	if sc.BusinessKey == nil {
+		sc.BusinessKey = def.BusinessKey
+	}
+	sc.BusinessWindow = cmp.Or(sc.BusinessWindow, def.BusinessWindow)
+	sc.BusinessKeyBlocks = cmp.Or(sc.BusinessKeyBlocks, def.BusinessKeyBlocks)
 	return sc
 }
 
@@ -880,6 +904,12 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			return nil, fmt.Errorf("%s: %q is not a JSON pointer (it must start with \"/\")", l.field, l.pointer)
 		}
 	}
+	if err := receiver.CheckBusinessKey(s.BusinessKey); err != nil {
+		return nil, err
+	}
+	if *s.BusinessKeyBlocks && len(s.BusinessKey) == 0 {
+		return nil, errors.New("business_key_blocks: is set without business_key (it blocks deliveries whose business key was seen)")
+	}
 	return v, nil
 }
 
@@ -939,6 +969,10 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		Answer:           receiver.Answer(s.Answer),
 		FormEncoded:      *s.FormEncoded,
 		MaxBatchItems:    s.MaxBatchItems,
+
+		BusinessKey:       s.BusinessKey,
+		BusinessWindow:    *s.BusinessWindow,
+		BusinessKeyBlocks: *s.BusinessKeyBlocks,
 	}
 	if s.TokenHeader != "" {
 		src.RedactHeaders = []string{s.TokenHeader}

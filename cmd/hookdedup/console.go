@@ -65,6 +65,17 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 			}
 			return receiver.Derive(src.Keys, h, body)
 		},
+		Foresee: func(ctx context.Context, name string, h http.Header, body []byte) ([]storage.Suspect, error) {
+			src, ok := byName[name]
+			if !ok {
+				return nil, errors.New("unknown source")
+			}
+			probe, err := receiver.ProbeFor(&src, h, body, db.Now())
+			if err != nil {
+				return nil, nil // the lab shows the derivation's error itself
+			}
+			return db.WouldFlag(ctx, probe)
+		},
 		RevealSecret: func(ctx context.Context, name string) (string, error) {
 			return db.Setting(ctx, generatedSecretSetting(name))
 		},

@@ -130,7 +130,13 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	dupRate := flags.fs.Float64("duplicates", 0.3, "fraction of events delivered again")
 	source := flags.fs.String("source", defaultSourceName, "the source to send as; its own secret signs")
 	sender := flags.fs.String("provider", "", "send as this provider does, in its shape and signature, to a source configured with it (adyen, mews, stripe, …)")
+	forensic := flags.fs.Bool("forensics", false, "send one double of each kind that transport deduplication cannot see (money mismatch, suspected duplicate, double refund, late duplicate) to the sources of --print-config")
+	printConfig := flags.fs.Bool("print-config", false, "print the configuration --forensics sends to, with fresh secrets, and exit")
 	if _, err := flags.parse(args); err != nil {
+		return err
+	}
+	if *printConfig {
+		_, err := io.WriteString(e.stdout, demoForensicsConfig())
 		return err
 	}
 	if *events < 1 || *dupRate < 0 || *dupRate > 1 {
@@ -163,6 +169,9 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	base := *target
 	if base == "" {
 		base = "http://" + cfg.Addr
+	}
+	if *forensic {
+		return runForensicDemo(ctx, e, sources, base)
 	}
 	endpoint := strings.TrimRight(base, "/") + "/webhooks/" + url.PathEscape(src.Name)
 

@@ -42,6 +42,9 @@ func (sc sourceConfig) withPreset() (sourceConfig, []string, error) {
 	if sc.KeyFields != nil {
 		set.KeyFields = &sc.KeyFields
 	}
+	if sc.BusinessKey != nil {
+		set.BusinessKey = &sc.BusinessKey
+	}
 	if sc.TTL != nil {
 		set.TTL = new(durationText(*sc.TTL))
 	}
@@ -57,6 +60,9 @@ func (sc sourceConfig) withPreset() (sourceConfig, []string, error) {
 	sc.EventID = set.EventID
 	if set.KeyFields != nil {
 		sc.KeyFields = slices.Clone(*set.KeyFields)
+	}
+	if set.BusinessKey != nil {
+		sc.BusinessKey = slices.Clone(*set.BusinessKey)
 	}
 	sc.Batch, sc.Item = set.Batch, set.Item
 	sc.PropertyField, sc.BookingField, sc.StatusField = set.PropertyField, set.BookingField, set.StatusField

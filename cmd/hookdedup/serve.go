@@ -273,7 +273,9 @@ func (p *program) run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention}, p.metrics, p.log)
+		business, correlation := longestWindows(p.sources)
+		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention, Remember: p.cfg.Remember,
+			BusinessWindow: business, CorrelationWindow: correlation}, p.metrics, p.log)
 	})
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })

@@ -150,6 +150,11 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 		add("currency_field", sc.CurrencyField != nil, str(src.CurrencyField))
 		add("amount_minor_units", sc.AmountMinorUnits != nil, strconv.FormatBool(src.AmountMinorUnits))
 	}
+	if len(src.BusinessKey) > 0 {
+		add("business_key", sc.BusinessKey != nil, tomlList(src.BusinessKey))
+		add("business_window", sc.BusinessWindow != nil, str(durationText(src.BusinessWindow)))
+		add("business_key_blocks", sc.BusinessKeyBlocks != nil, strconv.FormatBool(src.BusinessKeyBlocks))
+	}
 	add("answer", sc.Answer != "", str(string(cmp.Or(src.Answer, receiver.AnswerJSON))))
 	add("form_encoded", sc.FormEncoded != nil, strconv.FormatBool(src.FormEncoded))
 	return out, nil

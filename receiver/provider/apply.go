@@ -31,6 +31,7 @@ type Settings struct {
 	CurrencyField     *string   `toml:"currency_field"`
 	AmountMinorUnits  *bool     `toml:"amount_minor_units"`
 	TTL               *string   `toml:"ttl"` // a Go duration, as the ttl setting is written
+	BusinessKey       *[]string `toml:"business_key"`
 }
 
 // Apply fills each unset field of s from the preset and returns the config
@@ -115,6 +116,11 @@ func (p Preset) Apply(s *Settings) []string {
 	}
 	if p.TTL > 0 {
 		str("ttl", &s.TTL, formatDuration(p.TTL), false)
+	}
+	if s.BusinessKey == nil && len(p.BusinessKey) > 0 {
+		fields := slices.Clone(p.BusinessKey)
+		s.BusinessKey = &fields
+		filled = append(filled, "business_key")
 	}
 	return filled
 }

@@ -28,9 +28,12 @@ var presets = []Preset{
 		AmountField:      "/amount/value",
 		CurrencyField:    "/amount/currency",
 		AmountMinorUnits: true,
-		TTL:              35 * day,
-		Redelivery:       30 * day,
-		Answer:           AnswerAccepted,
+		// A second refund (or capture …) of one order for the same amount, under
+		// another pspReference.
+		BusinessKey: []string{"/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency"},
+		TTL:         35 * day,
+		Redelivery:  30 * day,
+		Answer:      AnswerAccepted,
 		Docs: []string{
 			"https://docs.adyen.com/development-resources/webhooks/secure-webhooks/verify-hmac-signatures",
 			"https://github.com/Adyen/adyen-java-api-library/blob/main/src/main/java/com/adyen/util/HMACValidator.java",
@@ -117,8 +120,10 @@ var presets = []Preset{
 		PropertyField: "/propertyID",
 		BookingField:  "/reservationID",
 		StatusField:   "/status",
-		TTL:           7 * day,
-		Answer:        AnswerJSON,
+		// One reservation reaching one status twice: a re-sent cancellation.
+		BusinessKey: []string{"/event", "/propertyID", "/reservationID", "/status"},
+		TTL:         7 * day,
+		Answer:      AnswerJSON,
 		Docs: []string{
 			"https://developers.cloudbeds.com/docs/webhooks-1",
 		},
@@ -195,9 +200,11 @@ var presets = []Preset{
 		EventID:       "header:X-Shopify-Webhook-Id",
 		AmountField:   "/total_price",
 		CurrencyField: "/currency",
-		TTL:           48 * time.Hour,
-		Redelivery:    4 * time.Hour,
-		Answer:        AnswerJSON,
+		// One order in one state (its updated_at), sent again under a new webhook id.
+		BusinessKey: []string{"/id", "/updated_at"},
+		TTL:         48 * time.Hour,
+		Redelivery:  4 * time.Hour,
+		Answer:      AnswerJSON,
 		Docs: []string{
 			"https://shopify.dev/docs/apps/build/webhooks/verify-deliveries",
 			"https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates",
@@ -217,9 +224,12 @@ var presets = []Preset{
 		AmountField:      "/data/object/amount",
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
-		TTL:              7 * day,
-		Redelivery:       3 * day,
-		Answer:           AnswerJSON,
+		// Two refunds (or disputes) of one charge for one amount under different
+		// event ids; other objects carry no charge field, so get no business key.
+		BusinessKey: []string{"/type", "/data/object/charge", "/data/object/amount", "/data/object/currency"},
+		TTL:         7 * day,
+		Redelivery:  3 * day,
+		Answer:      AnswerJSON,
 		Docs: []string{
 			"https://docs.stripe.com/webhooks",
 			"https://docs.stripe.com/webhooks/process-undelivered-events",

@@ -73,6 +73,12 @@ type Preset struct {
 	// AmountMinorUnits reports that AmountField holds whole minor units
 	// (cents), to be shown divided by the currency's exponent.
 	AmountMinorUnits bool
+	// BusinessKey are the fields that identify one business event (a refund
+	// of an order for an amount) whatever id the sender gives the message: two
+	// accepted deliveries with equal values under different keys are
+	// suspected duplicates. Empty where the sender's events carry nothing that
+	// tells a re-send from a legitimate repeat.
+	BusinessKey []string
 
 	// TTL is the default dedup window: longer than the sender's
 	// redelivery window, except for Thin senders (see Thin).
@@ -140,6 +146,7 @@ func Names() []string {
 // cannot change the table.
 func clonePreset(p Preset) Preset {
 	p.KeyFields = slices.Clone(p.KeyFields)
+	p.BusinessKey = slices.Clone(p.BusinessKey)
 	p.Docs = slices.Clone(p.Docs)
 	return p
 }

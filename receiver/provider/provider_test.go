@@ -182,3 +182,13 @@ func TestResolve(t *testing.T) {
 		t.Error("Lookup is exact: ADYEN found")
 	}
 }
+
+// Every preset's business key is a list of pointers the receiver accepts.
+func TestPresets_BusinessKey(t *testing.T) {
+	for _, name := range provider.Names() {
+		p, _ := provider.Lookup(name)
+		if err := receiver.CheckBusinessKey(p.BusinessKey); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

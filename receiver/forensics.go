@@ -1,0 +1,263 @@
+package receiver
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// DefaultBusinessWindow is how far back a business key is looked for when a source sets
+// business_key without business_window: two weeks.
+const DefaultBusinessWindow = 14 * 24 * time.Hour
+
+// Correlation is one source's part in a correlation rule: where its events carry the
+// booking, the amount and the currency that the rule compares across sources, and
+// optionally which events the rule reads (refunds only, say).
+type Correlation struct {
+	// Rule names the rule; Window is how far back it looks through its other sources.
+	Rule   string
+	Window time.Duration
+	// Booking, Amount and Currency are JSON pointers; an event that lacks one of them
+	// is not read by the rule.
+	Booking, Amount, Currency string
+	// AmountMinorUnits says Amount counts the currency's minor units (cents), so that
+	// 12000 from one source equals "120.00" from another.
+	AmountMinorUnits bool
+	// Kind, when set, points at the event's kind, and the rule reads only events whose
+	// kind is one of Kinds.
+	Kind  string
+	Kinds []string
+}
+
+// Check reports the first thing wrong with c, naming the setting. Pointers must be
+// RFC 6901 pointers; booking, amount and currency are required, and kind and kinds go
+// together.
+func (c Correlation) Check() error {
+	if c.Window <= 0 {
+		return errors.New("window: must be positive")
+	}
+	for _, p := range []struct{ field, pointer string }{
+		{"booking", c.Booking}, {"amount", c.Amount}, {"currency", c.Currency},
+	} {
+		if p.pointer == "" {
+			return fmt.Errorf("%s: is required (a JSON pointer such as \"/refund/%s\")", p.field, p.field)
+		}
+		if err := checkPointer(p.pointer); err != nil {
+			return fmt.Errorf("%s: %w", p.field, err)
+		}
+	}
+	switch {
+	case c.Kind != "" && len(c.Kinds) == 0:
+		return fmt.Errorf("kinds: is required with kind %q (the values of kind the rule reads, such as [\"refund\"])", c.Kind)
+	case c.Kind == "" && len(c.Kinds) > 0:
+		return errors.New("kind: is required with kinds (the JSON pointer to the event's kind)")
+	case c.Kind != "":
+		if err := checkPointer(c.Kind); err != nil {
+			return fmt.Errorf("kind: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckBusinessKey reports the first thing wrong with a business_key: each field must
+// be an RFC 6901 pointer to a part of the body, named once.
+func CheckBusinessKey(fields []string) error {
+	for i, f := range fields {
+		if f == "" {
+			return fmt.Errorf("business_key[%d]: \"\" is the whole body; name the fields that identify the business event", i)
+		}
+		if err := checkPointer(f); err != nil {
+			return fmt.Errorf("business_key[%d]: %w", i, err)
+		}
+		if j := slices.Index(fields[:i], f); j >= 0 {
+			return fmt.Errorf("business_key[%d] %q repeats business_key[%d]", i, f, j)
+		}
+	}
+	return nil
+}
+
+func checkPointer(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q is not a JSON pointer (it must start with \"/\")", p)
+	}
+	if problem := pointerProblem(p); problem != "" {
+		return fmt.Errorf("%q %s", p, problem)
+	}
+	return nil
+}
+
+// businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
+// {pointer: value} over the source's business key fields in doc, as a derived key is
+// made; "" when the source has none, or when a field is absent or null: a key of fewer
+// fields would match events that differ in the missing one.
+func (s *Source) businessKey(doc string) string {
+	if len(s.BusinessKey) == 0 {
+		return ""
+	}
+	// The values are slices of doc, canonical already; the members go in the order of
+	// their names (plain ASCII pointers sort byte for byte as RFC 8785 sorts them), so
+	// that the object is canonical without a canonicaliser's pass, which is the costly
+	// part. Any other pointer spelling takes that pass.
+	var order [8]int
+	idx := order[:0]
+	for i := range s.BusinessKey {
+		idx = append(idx, i)
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(s.BusinessKey[a], s.BusinessKey[b]) })
+	plain := true
+	obj := make([]byte, 0, 128)
+	obj = append(obj, '{')
+	for n, i := range idx {
+		p := s.BusinessKey[i]
+		v, ok := ptrLookup(doc, p)
+		if !ok || v == "null" {
+			return ""
+		}
+		if n > 0 {
+			obj = append(obj, ',')
+		}
+		plain = plain && plainJSONString(p)
+		obj = appendPointerJSON(obj, p)
+		obj = append(obj, ':')
+		obj = append(obj, v...)
+	}
+	obj = append(obj, '}')
+	if !plain {
+		c := jsontext.Value(obj)
+		if err := c.Canonicalize(); err != nil {
+			return ""
+		}
+		obj = c
+	}
+	return keySHA256Hex(obj)
+}
+
+// plainJSONString reports whether s is printable ASCII with nothing to escape: as a JSON
+// string it is '"', s, '"', in RFC 8785 as anywhere.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// decimalText is the one spelling of a number: a plain decimal without padding
+// ("-0120.50" → "-120.5", "7.00" and "7e0" → "7"), or, for a fraction with no finite
+// decimal, its exact rational ("1/3"); false when amount is not a number.
+func decimalText(amount string) (string, bool) {
+	neg := strings.HasPrefix(amount, "-")
+	digits := strings.TrimPrefix(amount, "-")
+	whole, frac, _ := strings.Cut(digits, ".")
+	simple := whole != "" && strings.Trim(whole, "0123456789") == "" && strings.Trim(frac, "0123456789") == ""
+	if !simple {
+		n, ok := new(big.Rat).SetString(amount)
+		if !ok {
+			return "", false
+		}
+		// Spelt as a plain decimal where one is exact, so that "1.825e2" and "182.5"
+		// agree; a fraction with no finite decimal keeps its rational spelling.
+		d := n.FloatString(30)
+		if back, ok := new(big.Rat).SetString(d); !ok || back.Cmp(n) != 0 {
+			return n.RatString(), true
+		}
+		return decimalText(d)
+	}
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg && out != "0" {
+		out = "-" + out
+	}
+	return out, true
+}
+
+// correlationKeys are what the source's correlation rules read of doc: for each rule
+// whose kind filter the event passes and whose booking, amount and currency it carries,
+// the hash of those three, the amount as an exact number in major units.
+func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
+	var out []storage.CorrelationKey
+	for _, c := range s.Correlations {
+		if c.Kind != "" && !slices.Contains(c.Kinds, textAt(doc, c.Kind)) {
+			continue
+		}
+		booking, amount := textAt(doc, c.Booking), textAt(doc, c.Amount)
+		currency := storage.CurrencyCode(textAt(doc, c.Currency))
+		if booking == "" || amount == "" || currency == "" {
+			continue
+		}
+		if c.AmountMinorUnits {
+			var ok bool
+			if amount, ok = storage.MajorUnits(amount, currency); !ok {
+				continue
+			}
+		}
+		amount, ok := decimalText(amount)
+		if !ok {
+			continue // not a number: nothing to compare
+		}
+		obj := make([]byte, 0, 96)
+		obj = append(obj, '[')
+		obj = appendPointerJSON(obj, booking)
+		obj = append(obj, ',')
+		obj = appendPointerJSON(obj, amount)
+		obj = append(obj, ',')
+		obj = appendPointerJSON(obj, currency)
+		obj = append(obj, ']')
+		if !plainJSONString(booking) || !plainJSONString(currency) {
+			v := jsontext.Value(obj)
+			if err := v.Canonicalize(); err != nil {
+				continue
+			}
+			obj = v
+		}
+		out = append(out, storage.CorrelationKey{Rule: c.Rule, Hash: keySHA256Hex(obj), Window: c.Window})
+	}
+	return out
+}
+
+// claimOptions is how the source's deliveries are claimed.
+func (s *Source) claimOptions() storage.ClaimOptions {
+	opt := storage.ClaimOptions{TTL: s.TTL, Dispatch: s.ForwardURL != ""}
+	if len(s.BusinessKey) > 0 {
+		opt.BusinessWindow = cmp.Or(s.BusinessWindow, DefaultBusinessWindow)
+		opt.BusinessBlocks = s.BusinessKeyBlocks
+	}
+	return opt
+}
+
+// ProbeFor describes, for a read-only lookup (storage.DB.WouldFlag), what a delivery of
+// body with headers h to src would be checked for at now: its key, its business key
+// and its correlation keys. For a batched source body is one item. Returns the
+// errors Derive returns.
+func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.Probe, error) {
+	der, doc, err := derive(src.Keys, h, body)
+	if err != nil {
+		return storage.Probe{}, err
+	}
+	opt := src.claimOptions()
+	return storage.Probe{
+		Source:         src.Name,
+		Key:            der.Key,
+		BusinessKey:    src.businessKey(doc),
+		BusinessWindow: opt.BusinessWindow,
+		Correlations:   src.correlationKeys(doc),
+		Now:            now,
+	}, nil
+}

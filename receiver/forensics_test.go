@@ -1,0 +1,272 @@
+package receiver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// refundRule is a correlation rule between the OTA (amounts in major units, refunds are
+// cancellations) and a payment provider (amounts in cents, refunds by type).
+func refundRule(ota, psp *receiver.Source) {
+	ota.Correlations = []receiver.Correlation{{Rule: "double-refund", Window: 72 * time.Hour,
+		Booking: "/booking_id", Amount: "/refund/amount", Currency: "/refund/currency", Kind: "/status", Kinds: []string{"cancelled"}}}
+	psp.Correlations = []receiver.Correlation{{Rule: "double-refund", Window: 72 * time.Hour,
+		Booking: "/metadata/booking", Amount: "/amount", Currency: "/currency", AmountMinorUnits: true,
+		Kind: "/type", Kinds: []string{"refund.created"}}}
+}
+
+func TestProbeFor_Keys(t *testing.T) {
+	ota, psp := otaSource(t), otaSource(t)
+	psp.Name = "psp"
+	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
+	refundRule(&ota, &psp)
+	probe := func(src *receiver.Source, body string) storage.Probe {
+		t.Helper()
+		p, err := receiver.ProbeFor(src, http.Header{"Webhook-Id": {"evt_1"}}, []byte(body), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := probe(&ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"eur"}}`)
+	if base.BusinessKey == "" || len(base.Correlations) != 1 || base.BusinessWindow != receiver.DefaultBusinessWindow {
+		t.Fatalf("probe = %+v, want a business key, its default window and a correlation key", base)
+	}
+	for _, tc := range []struct {
+		name              string
+		src               *receiver.Source
+		body              string
+		sameBusiness      bool
+		sameCorrelation   bool
+		correlationAbsent bool
+	}{
+		{"MembersInOtherOrder", &ota, `{"refund":{"currency":"EUR","amount":182.50},"status":"cancelled","booking_id":"B","property_id":"P"}`, true, true, false},
+		{"AmountAsPaddedText", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":"0182.500","currency":"EUR"}}`, false, true, false},
+		{"AmountWithExponent", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":"1.825e2","currency":"EUR"}}`, false, true, false},
+		{"OtherAmount", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":18.25,"currency":"EUR"}}`, false, false, false},
+		{"AbsentField", &ota, `{"booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`, false, true, false},
+		{"NullField", &ota, `{"property_id":null,"booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`, false, true, false},
+		{"NotARefund", &ota, `{"property_id":"P","booking_id":"B","status":"confirmed","refund":{"amount":182.5,"currency":"EUR"}}`, false, false, true},
+		{"NoCurrency", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":182.5}}`, true, false, true},
+		{"PaymentProviderInCents", &psp, `{"type":"refund.created","amount":18250,"currency":"eur","metadata":{"booking":"B"}}`, false, true, false},
+		{"PaymentProviderOtherBooking", &psp, `{"type":"refund.created","amount":18250,"currency":"eur","metadata":{"booking":"C"}}`, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := probe(tc.src, tc.body)
+			if got := p.BusinessKey != "" && p.BusinessKey == base.BusinessKey; got != tc.sameBusiness {
+				t.Errorf("same business key = %v, want %v (%q)", got, tc.sameBusiness, p.BusinessKey)
+			}
+			if tc.correlationAbsent {
+				if len(p.Correlations) != 0 {
+					t.Errorf("correlations = %+v, want none", p.Correlations)
+				}
+				return
+			}
+			if len(p.Correlations) != 1 {
+				t.Fatalf("correlations = %+v, want one", p.Correlations)
+			}
+			if got := p.Correlations[0].Hash == base.Correlations[0].Hash; got != tc.sameCorrelation {
+				t.Errorf("same correlation key = %v, want %v", got, tc.sameCorrelation)
+			}
+		})
+	}
+}
+
+func TestCorrelation_Check(t *testing.T) {
+	ok := receiver.Correlation{Rule: "r", Window: time.Hour, Booking: "/b", Amount: "/a", Currency: "/c"}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*receiver.Correlation)
+		want   string // in the error; "" for none
+	}{
+		{"Valid", func(*receiver.Correlation) {}, ""},
+		{"NoBooking", func(c *receiver.Correlation) { c.Booking = "" }, "booking: is required"},
+		{"BadAmount", func(c *receiver.Correlation) { c.Amount = "amount" }, `amount: "amount" is not a JSON pointer`},
+		{"BadTilde", func(c *receiver.Correlation) { c.Currency = "/a~2" }, "currency:"},
+		{"KindWithoutKinds", func(c *receiver.Correlation) { c.Kind = "/type" }, "kinds: is required"},
+		{"KindsWithoutKind", func(c *receiver.Correlation) { c.Kinds = []string{"refund"} }, "kind: is required"},
+		{"NoWindow", func(c *receiver.Correlation) { c.Window = 0 }, "window: must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mutate(&c)
+			err := c.Check()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Check = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// metric returns the value of one series of the receiver's /metrics, 0 if absent.
+func metric(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+func TestHandler_Forensics(t *testing.T) {
+	ctx := context.Background()
+	ota, psp := otaSource(t), otaSource(t)
+	psp.Name = "psp"
+	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
+	ota.CurrencyField = "/refund/currency"
+	refundRule(&ota, &psp)
+	e := newEnv(t, storage.Options{}, ota, psp)
+	const refund = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`
+
+	post := func(source, id, body, want string) int64 {
+		t.Helper()
+		code, a, _ := e.post(t, source, id, body, nil)
+		if code != http.StatusOK || a.Status != want {
+			t.Fatalf("%s %s: %d %+v, want 200 %s", source, id, code, a, want)
+		}
+		n, _ := strconv.ParseInt(a.Delivery, 10, 64)
+		return n
+	}
+	first := post("ota", "evt_1", refund, "accepted")
+
+	// The same cancellation under a new id: accepted, suspected.
+	again := post("ota", "evt_2", refund, "accepted")
+	// The payment provider refunds the same booking, in cents.
+	paid := post("psp", "pay_1", `{"type":"refund.created","amount":18250,"currency":"eur","metadata":{"booking":"BK-1042"}}`, "accepted")
+	// A redelivery of the first whose amount changed.
+	changed := post("ota", "evt_1", strings.Replace(refund, "182.5", "18.25", 1), "duplicate")
+
+	want := map[int64]storage.SuspectKind{again: storage.SuspectBusinessKey, paid: storage.SuspectCorrelation}
+	for id, kind := range want {
+		f, err := e.db.FlagsOf(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Suspects) != 1 || f.Suspects[0].Kind != kind || f.Suspects[0].Other == 0 {
+			t.Errorf("delivery %d: suspects %+v, want one %s", id, f.Suspects, kind)
+		}
+	}
+	if f, _ := e.db.FlagsOf(ctx, paid); len(f.Suspects) == 1 && (f.Suspects[0].OtherSource != "ota" || f.Suspects[0].Other != first) {
+		t.Errorf("the double refund names %s %d, want ota %d", f.Suspects[0].OtherSource, f.Suspects[0].Other, first)
+	}
+	if f, _ := e.db.FlagsOf(ctx, changed); !f.MoneyMismatch {
+		t.Error("the redelivery with another amount is no money mismatch")
+	}
+	// A redelivery once the key's ttl has passed: accepted, a late duplicate.
+	clock := storagetest.NewClock(time.Now())
+	e.db.Now = clock.Now
+	const booking = `{"property_id":"HTL-LIS-01","booking_id":"BK-7","status":"confirmed"}`
+	once := post("psp", "pay_9", booking, "accepted")
+	clock.Add(ota.TTL + time.Minute)
+	late := post("psp", "pay_9", booking, "accepted")
+	if f, err := e.db.FlagsOf(ctx, late); err != nil || len(f.Suspects) != 1 || f.Suspects[0].Kind != storage.SuspectLateDuplicate ||
+		f.Suspects[0].Other != once {
+		t.Errorf("the late redelivery's flags = %+v, %v; want a late duplicate of %d", f, err, once)
+	}
+	for series, n := range map[string]float64{
+		`hookdedup_suspects_total{kind="business_key",source="ota"}`:   1,
+		`hookdedup_suspects_total{kind="correlation",source="psp"}`:    1,
+		`hookdedup_suspects_total{kind="late_duplicate",source="psp"}`: 1,
+		`hookdedup_money_mismatches_total{source="ota"}`:               1,
+	} {
+		if got := metric(t, e.srv.URL, series); got != n {
+			t.Errorf("%s = %v, want %v", series, got, n)
+		}
+	}
+}
+
+func TestHandler_BusinessKeyBlocks(t *testing.T) {
+	ota := otaSource(t)
+	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
+	ota.BusinessKeyBlocks = true
+	e := newEnv(t, storage.Options{}, ota)
+	_, first, _ := e.post(t, "ota", "evt_1", cancellation, nil)
+	code, again, _ := e.post(t, "ota", "evt_2", cancellation, nil)
+	if code != http.StatusOK || again.Status != "duplicate" || again.FirstDelivery != first.Delivery {
+		t.Fatalf("re-sent under a new id: %d %+v, want a duplicate of %s", code, again, first.Delivery)
+	}
+}
+
+// The background sweeps forget traces past remember and business and correlation keys
+// past the longest windows: a key seen before the window matches nothing, and its row
+// goes.
+func TestRunSweeps_Forensics(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	clock := storagetest.NewClock(time.Now())
+	db.Now = clock.Now
+	window := 48 * time.Hour
+	d := &storage.Delivery{Source: "ota", Key: "evt_1", KeyMethod: "event_id", PayloadHash: "h", BusinessKey: "B",
+		Correlations: []storage.CorrelationKey{{Rule: "r", Hash: "R", Window: window}}, Body: []byte(`{}`)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, BusinessWindow: window}); err != nil {
+		t.Fatal(err)
+	}
+	// The lookups here look back a hundred windows: only the sweep can make them miss.
+	far := 100 * window
+	probes := []storage.Probe{
+		{Source: "psp", Key: "pay_1", Correlations: []storage.CorrelationKey{{Rule: "r", Hash: "R", Window: far}}},
+		{Source: "ota", Key: "evt_2", BusinessKey: "B", BusinessWindow: far},
+		{Source: "ota", Key: "evt_1"}, // its trace
+	}
+	flags := func() int {
+		t.Helper()
+		n := 0
+		for _, p := range probes {
+			p.Now = clock.Now()
+			got, err := db.WouldFlag(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(got)
+		}
+		return n
+	}
+	run := func(remember time.Duration) {
+		t.Helper()
+		sweepCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			receiver.RunSweeps(sweepCtx, db, receiver.SweepConfig{Every: time.Hour, Batch: 1, Now: clock.Now,
+				Remember: remember, BusinessWindow: window, CorrelationWindow: window},
+				receiver.NewMetrics(nil), slog.New(slog.DiscardHandler))
+			close(done)
+		}()
+		storagetest.Eventually(t, 10*time.Second, func() error {
+			if n := flags(); n != 0 {
+				return fmt.Errorf("%d flags still found", n)
+			}
+			return nil
+		})
+		cancel()
+		<-done
+	}
+	if _, err := db.SweepExpired(ctx, clock.Now().Add(2*time.Hour), 10); err != nil { // the claim expired: traced
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Hour)
+	if n := flags(); n != 3 {
+		t.Fatalf("%d flags before the sweeps, want 3 (business key, correlation, late duplicate)", n)
+	}
+	clock.Add(window + time.Hour)
+	run(window)
+}
