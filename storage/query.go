@@ -16,7 +16,7 @@ import (
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	currency, remote_addr, content_type, batch, batch_index`
+	currency, remote_addr, content_type, batch, batch_index, money_mismatch`
 	deliveryColumns     = deliveryFields + `, headers, body`
 	deliveryListColumns = deliveryFields + `, '', NULL`
 )
@@ -32,7 +32,7 @@ func scanDelivery(s scanner) (Delivery, error) {
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
 		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
-		&headers, &d.Body)
+		&d.MoneyMismatch, &headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err
 	}
