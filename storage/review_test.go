@@ -179,3 +179,54 @@ func TestDB_ReviewSuspect(t *testing.T) {
 		}
 	})
 }
+
+// TestDB_Events_Forensics: the events list's filters for money mismatches, currencies
+// and flags.
+func TestDB_Events_Forensics(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	newClock(db)
+	rec := func(key, hash, amount, currency string) *storage.Delivery {
+		d := delivery("ota", key, hash)
+		d.Amount, d.Currency = amount, currency
+		return storagetest.Record(t, db, d, day)
+	}
+	a := rec("a", "h", "10", "EUR")
+	mmOther := rec("a", "h2", "10", "EUR") // a mismatch in other fields
+	mm := rec("a", "h3", "12", "EUR")
+	storagetest.SetMoneyMismatch(t, db, mm.ID)
+	usd := rec("b", "h", "10", "USD")
+	usdDup := rec("b", "h", "10", "USD")
+	storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: usd.ID, Other: a.ID, Source: "ota"})
+	storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: a.ID, Source: "ota",
+		State: storage.SuspectDismissed})
+	for _, tc := range []struct {
+		name string
+		f    storage.DeliveryFilter
+		want []int64
+	}{
+		{"Mismatch", storage.DeliveryFilter{Mismatch: true}, []int64{mm.ID, mmOther.ID}},
+		{"MoneyMismatch", storage.DeliveryFilter{MoneyMismatch: true}, []int64{mm.ID}},
+		{"Currency", storage.DeliveryFilter{Currency: "USD"}, []int64{usdDup.ID, usd.ID}},
+		{"CurrencyDuplicates", storage.DeliveryFilter{Currency: "USD", Outcome: storage.Duplicate}, []int64{usdDup.ID}},
+		{"AnyFlag", storage.DeliveryFilter{Flag: storage.FlagAny}, []int64{usd.ID, a.ID}},
+		{"FlagKind", storage.DeliveryFilter{Flag: storage.SuspectBusinessKey}, []int64{usd.ID}},
+		{"FlagState", storage.DeliveryFilter{Flag: storage.FlagAny, FlagState: storage.SuspectOpen}, []int64{usd.ID}},
+		{"FlagAndCurrency", storage.DeliveryFilter{Flag: storage.FlagAny, Currency: "EUR"}, []int64{a.ID}},
+		{"FlagInBatchNone", storage.DeliveryFilter{Flag: storage.FlagAny, Batch: 99}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page, err := db.Deliveries(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(page.Deliveries); fmt.Sprint(got) != fmt.Sprint(tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Fatalf("deliveries = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	got, err := db.Delivery(ctx, mm.ID)
+	if err != nil || !got.MoneyMismatch || !got.Mismatch {
+		t.Fatalf("delivery %d: money mismatch %v, mismatch %v (%v); want both", mm.ID, got.MoneyMismatch, got.Mismatch, err)
+	}
+}
