@@ -21,10 +21,10 @@ type DeliveryFilter struct {
 	// kind), and FlagState, if set, only by suspects in that review state.
 	Flag      SuspectKind
 	FlagState string
-	Property string
-	Booking  string
-	Status   string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
-	Key      string
+	Property  string
+	Booking   string
+	Status    string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
+	Key       string
 	// Batch selects the items of one batched request (the id of its first item
 	// delivery); 0 matches every delivery.
 	Batch int64
