@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -157,6 +158,9 @@ type LedgerFilter struct {
 	// From and To bound the days, From's day included and To's excluded (UTC); zero
 	// is unbounded.
 	From, To time.Time
+	// Limit bounds the rows returned, newest days first (0: all of them); the totals
+	// cover every row.
+	Limit int
 }
 
 // Ledger is the ledger's rows for a filter, newest day first, then by source,
@@ -166,6 +170,8 @@ type Ledger struct {
 	// Totals has one row per currency (Day, Source and Property empty), in the order of
 	// the codes, amounts of no currency last.
 	Totals []LedgerRow
+	// More says that rows past the Limit were left out.
+	More bool
 }
 
 // Ledger kinds of ledger_days.
@@ -189,117 +195,230 @@ func dayOf(t time.Time, lo int64) int64 {
 	return d
 }
 
+// ledgerKey is a ledger row's place: ledger rows are ordered by it, newest day first,
+// then by source, property and currency (no currency last).
+type ledgerKey struct {
+	day                        int64
+	source, property, currency string
+}
+
+func compareLedgerKeys(a, b ledgerKey) int {
+	return cmp.Or(cmp.Compare(b.day, a.day), cmp.Compare(a.source, b.source), cmp.Compare(a.property, b.property),
+		compareCurrency(a.currency, b.currency))
+}
+
+func (k ledgerKey) row() *LedgerRow {
+	return &LedgerRow{Day: time.UnixMilli(k.day * dayMillis).UTC(), Source: k.source, Property: k.property, Currency: k.currency}
+}
+
 // Ledger returns the money caught and at risk that f selects, per day, source,
-// property and currency. It reads the daily totals that RollupLedger keeps and the
-// duplicates not folded in yet (up to statsTail of them) in one snapshot, and the
-// suspects through their index of flag times: its cost grows with days, properties
-// and suspects, not with deliveries.
+// property and currency, and its totals per currency. It reads, in one snapshot, the
+// daily totals that RollupLedger keeps, the duplicates not folded in yet (up to
+// statsTail of them) and the suspects through their index of flag times: its cost
+// grows with the rows it returns (days, properties, currencies), not with the
+// deliveries, and with f.Limit the totals are summed by SQLite and only the first rows
+// are read.
 func (db *DB) Ledger(ctx context.Context, f LedgerFilter) (Ledger, error) {
 	fromDay, toDay := dayOf(f.From, math.MinInt64/dayMillis), dayOf(f.To, math.MaxInt64/dayMillis)
 	if !f.To.IsZero() && f.To.UnixMilli()%dayMillis != 0 {
 		toDay++ // a To within a day includes that day
 	}
-	rows := map[[4]string]*LedgerRow{}
-	row := func(day int64, source, property, currency string) *LedgerRow {
-		k := [4]string{strconv.FormatInt(day, 10), source, property, currency}
-		r := rows[k]
-		if r == nil {
-			r = &LedgerRow{Day: time.UnixMilli(day * dayMillis).UTC(), Source: source, Property: property, Currency: currency}
-			rows[k] = r
+	where, fargs := ledgerWhere(f)
+	args := append([]any{fromDay, toDay}, fargs...)
+	var out Ledger
+	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
+		// The few rows that are not in the daily totals: duplicates not folded yet, and
+		// suspects.
+		extra := map[ledgerKey]*LedgerRow{}
+		get := func(k ledgerKey) *LedgerRow {
+			r := extra[k]
+			if r == nil {
+				r = k.row()
+				extra[k] = r
+			}
+			return r
 		}
-		return r
-	}
-	where, args := ledgerWhere(f)
-	// One statement, so one snapshot: the folded totals and the duplicates after the
-	// mark that folded them. The tail's rows come one by one, their amounts as text, to
-	// be converted exactly here.
-	q := `
-WITH tail AS (
-	SELECT received_at / ` + strconv.Itoa(dayMillis) + ` AS day, source, property, currency, amount, money_mismatch
+		tail, err := c.QueryContext(ctx, `SELECT day, source, property, currency, amount, money_mismatch FROM (
+	SELECT received_at / `+strconv.Itoa(dayMillis)+` AS day, source, property, currency, amount, money_mismatch
 	FROM deliveries
 	WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > (SELECT rolled_up_to FROM ledger_mark)
-	ORDER BY id LIMIT ?3)
-SELECT day, source, property, currency, kind, deliveries, amount, unsummed, ''
-FROM ledger_days WHERE day >= ?1 AND day < ?2` + where + `
-UNION ALL
-SELECT day, source, property, currency, CASE WHEN money_mismatch THEN 'mm' ELSE '' END, 1, 0, 0, amount
-FROM tail WHERE day >= ?1 AND day < ?2 AND (amount != '' OR money_mismatch)` + where
-	r, err := db.read.QueryContext(ctx, q, append([]any{fromDay, toDay, statsTail}, args...)...)
-	if err != nil {
-		return Ledger{}, fmt.Errorf("ledger: %w", err)
-	}
-	defer r.Close()
-	for r.Next() {
-		var day int64
-		var source, property, currency, kind, amount string
-		var m Money
-		if err := r.Scan(&day, &source, &property, &currency, &kind, &m.Count, &m.Minor, &m.Unsummed, &amount); err != nil {
-			return Ledger{}, fmt.Errorf("ledger: %w", err)
+	ORDER BY id LIMIT `+strconv.Itoa(statsTail)+`)
+WHERE day >= ?1 AND day < ?2 AND (amount != '' OR money_mismatch)`+where, args...)
+		if err != nil {
+			return err
 		}
-		lr := row(day, source, property, currency)
-		switch kind {
-		case ledgerCaught:
-			lr.Caught.add(m)
-		case ledgerMoneyMismatch:
-			lr.MoneyMismatch.add(m)
-		case "mm": // a money mismatch not folded yet
-			lr.MoneyMismatch.addAmount(amount, currency)
-			if amount != "" {
-				lr.Caught.addAmount(amount, currency)
+		defer tail.Close()
+		for tail.Next() {
+			var k ledgerKey
+			var amount string
+			var mm bool
+			if err := tail.Scan(&k.day, &k.source, &k.property, &k.currency, &amount, &mm); err != nil {
+				return err
 			}
-		default: // a duplicate with an amount not folded yet
-			lr.Caught.addAmount(amount, currency)
+			r := get(k)
+			if amount != "" {
+				r.Caught.addAmount(amount, k.currency)
+			}
+			if mm {
+				r.MoneyMismatch.addAmount(amount, k.currency)
+			}
 		}
-	}
-	if err := r.Err(); err != nil {
-		return Ledger{}, fmt.Errorf("ledger: %w", err)
-	}
+		if err := tail.Err(); err != nil {
+			return err
+		}
+		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount
+FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_at < ?2 * `+strconv.Itoa(dayMillis)+`
+	AND state IN ('open', 'confirmed')`+where, args...)
+		if err != nil {
+			return err
+		}
+		defer sus.Close()
+		for sus.Next() {
+			var k ledgerKey
+			var kind, state, amount string
+			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount); err != nil {
+				return err
+			}
+			r := get(k)
+			if state == SuspectConfirmed {
+				r.Confirmed.addAmount(amount, k.currency)
+			} else if m := r.Open(SuspectKind(kind)); m != nil {
+				m.addAmount(amount, k.currency)
+			}
+		}
+		if err := sus.Err(); err != nil {
+			return err
+		}
 
-	// The suspects open or confirmed, through the index of flag times.
-	sq := `SELECT flagged_at / ` + strconv.Itoa(dayMillis) + `, source, property, currency, kind, state, amount
-FROM suspects WHERE flagged_at >= ?1 AND flagged_at < ?2 AND state IN ('open', 'confirmed')` + where
-	sr, err := db.read.QueryContext(ctx, sq, append([]any{fromDay * dayMillis, toDay * dayMillis, nil}, args...)...)
+		// The totals: the daily totals summed by SQLite, and the rows above.
+		totals := map[string]*LedgerRow{}
+		total := func(currency string) *LedgerRow {
+			t := totals[currency]
+			if t == nil {
+				t = &LedgerRow{Currency: currency}
+				totals[currency] = t
+			}
+			return t
+		}
+		// Without a property, from the totals over properties: a few hundred rows.
+		table := "ledger_totals"
+		if f.Property != "" {
+			table = "ledger_days"
+		}
+		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount), sum(unsummed) FROM `+table+`
+WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		for tr.Next() {
+			var currency, kind string
+			var m Money
+			if err := tr.Scan(&currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+				return err
+			}
+			total(currency).addKind(kind, m)
+		}
+		if err := tr.Err(); err != nil {
+			return err
+		}
+		for _, r := range extra {
+			total(r.Currency).add(*r)
+		}
+		for _, t := range totals {
+			out.Totals = append(out.Totals, *t)
+		}
+		slices.SortFunc(out.Totals, func(a, b LedgerRow) int { return compareCurrency(a.Currency, b.Currency) })
+
+		// The rows, in order, merging the extra ones in, up to the limit.
+		extraKeys := slices.SortedFunc(maps.Keys(extra), compareLedgerKeys)
+		// One row past the limit says that there are more.
+		full := func() bool { return f.Limit > 0 && len(out.Rows) > f.Limit }
+		emit := func(r *LedgerRow, k ledgerKey) {
+			for len(extraKeys) > 0 && compareLedgerKeys(extraKeys[0], k) <= 0 && !full() {
+				ek := extraKeys[0]
+				extraKeys = extraKeys[1:]
+				if ek == k {
+					r.add(*extra[ek])
+					continue
+				}
+				out.Rows = append(out.Rows, *extra[ek])
+			}
+			if r != nil && !full() {
+				out.Rows = append(out.Rows, *r)
+			}
+		}
+		rows, err := c.QueryContext(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed
+FROM ledger_days WHERE day >= ?1 AND day < ?2`+where+`
+ORDER BY day DESC, source, property, currency = '', currency`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var cur *LedgerRow
+		var curKey ledgerKey
+		for !full() && rows.Next() {
+			var k ledgerKey
+			var kind string
+			var m Money
+			if err := rows.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+				return err
+			}
+			if cur == nil || k != curKey {
+				if cur != nil {
+					emit(cur, curKey)
+				}
+				cur, curKey = k.row(), k
+			}
+			cur.addKind(kind, m)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if cur != nil {
+			emit(cur, curKey)
+		}
+		for len(extraKeys) > 0 && !full() {
+			out.Rows = append(out.Rows, *extra[extraKeys[0]])
+			extraKeys = extraKeys[1:]
+		}
+		return nil
+	})
 	if err != nil {
 		return Ledger{}, fmt.Errorf("ledger: %w", err)
 	}
-	defer sr.Close()
-	for sr.Next() {
-		var day int64
-		var source, property, currency, kind, state, amount string
-		if err := sr.Scan(&day, &source, &property, &currency, &kind, &state, &amount); err != nil {
-			return Ledger{}, fmt.Errorf("ledger: %w", err)
-		}
-		lr := row(day, source, property, currency)
-		if state == SuspectConfirmed {
-			lr.Confirmed.addAmount(amount, currency)
-		} else if m := lr.Open(SuspectKind(kind)); m != nil {
-			m.addAmount(amount, currency)
-		}
+	if f.Limit > 0 && len(out.Rows) > f.Limit {
+		out.Rows, out.More = out.Rows[:f.Limit], true
 	}
-	if err := sr.Err(); err != nil {
-		return Ledger{}, fmt.Errorf("ledger: %w", err)
-	}
-
-	var out Ledger
-	totals := map[string]*LedgerRow{}
-	for _, lr := range rows {
-		out.Rows = append(out.Rows, *lr)
-		t := totals[lr.Currency]
-		if t == nil {
-			t = &LedgerRow{Currency: lr.Currency}
-			totals[lr.Currency] = t
-		}
-		t.add(*lr)
-	}
-	slices.SortFunc(out.Rows, func(a, b LedgerRow) int {
-		return cmp.Or(b.Day.Compare(a.Day), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Property, b.Property),
-			compareCurrency(a.Currency, b.Currency))
-	})
-	for _, t := range totals {
-		out.Totals = append(out.Totals, *t)
-	}
-	slices.SortFunc(out.Totals, func(a, b LedgerRow) int { return compareCurrency(a.Currency, b.Currency) })
 	return out, nil
+}
+
+// addKind adds m, the daily totals of one kind of ledger_days, to r.
+func (r *LedgerRow) addKind(kind string, m Money) {
+	switch kind {
+	case ledgerCaught:
+		r.Caught.add(m)
+	case ledgerMoneyMismatch:
+		r.MoneyMismatch.add(m)
+	}
+}
+
+// readSnapshot runs fn on a read connection inside one read transaction: every query
+// of fn sees the same snapshot of the database, as one statement does. (BEGIN is sent
+// by hand: database/sql's transactions on these connections begin IMMEDIATE, which
+// would take the write lock.)
+func (db *DB) readSnapshot(ctx context.Context, fn func(c *sql.Conn) error) error {
+	c, err := db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		return err
+	}
+	// The transaction ends whatever happens, before the connection goes back to the pool.
+	defer c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	return fn(c)
 }
 
 // compareCurrency orders currency codes alphabetically, no currency ("") last.
@@ -317,14 +436,14 @@ func compareCurrency(a, b string) int {
 
 // ledgerWhere is f's conditions on source, property and currency, for ledger_days,
 // the tail and the suspects alike (each has these columns), with their arguments
-// numbered from ?4.
+// numbered from ?3 (?1 and ?2 are the days).
 func ledgerWhere(f LedgerFilter) (string, []any) {
 	var b strings.Builder
 	var args []any
 	for _, c := range []struct{ col, v string }{{"source", f.Source}, {"property", f.Property}, {"currency", f.Currency}} {
 		if c.v != "" {
 			args = append(args, c.v)
-			fmt.Fprintf(&b, " AND %s = ?%d", c.col, 3+len(args))
+			fmt.Fprintf(&b, " AND %s = ?%d", c.col, 2+len(args))
 		}
 	}
 	return b.String(), args
@@ -408,6 +527,16 @@ ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
 	amount     = amount + excluded.amount,
 	unsummed   = unsummed + excluded.unsummed`,
 				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `
+INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (day, source, currency, kind) DO UPDATE SET
+	deliveries = deliveries + excluded.deliveries,
+	amount     = amount + excluded.amount,
+	unsummed   = unsummed + excluded.unsummed`,
+				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}
 		}

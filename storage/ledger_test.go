@@ -150,6 +150,24 @@ total "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0
 	if got := show(storage.LedgerFilter{}); got != want {
 		t.Fatalf("before the roll-up:\n%s\nwant:\n%s", got, want)
 	}
+	limited := func(limit int) string {
+		t.Helper()
+		l, err := db.Ledger(ctx, storage.LedgerFilter{Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := db.Ledger(ctx, storage.LedgerFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(l.Rows) != fmt.Sprint(all.Rows[:min(limit, len(all.Rows))]) || fmt.Sprint(l.Totals) != fmt.Sprint(all.Totals) {
+			t.Fatalf("limit %d: rows or totals differ from the first rows of all", limit)
+		}
+		return fmt.Sprintf("%d rows, more %v", len(l.Rows), l.More)
+	}
+	if got := limited(3); got != "3 rows, more true" {
+		t.Fatalf("limit 3 before the roll-up: %s", got)
+	}
 	// Half folded: the totals and the tail add up to the same.
 	if n, err := db.RollupLedger(ctx, 4); err != nil || n != 4 {
 		t.Fatalf("roll-up of 4: %d, %v", n, err)
@@ -167,6 +185,13 @@ total "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0
 		t.Fatalf("rolled up:\n%s\nwant:\n%s", got, want)
 	}
 
+	t.Run("Limit", func(t *testing.T) {
+		for limit, want := range map[int]string{2: "2 rows, more true", 6: "6 rows, more true", 7: "7 rows, more false", 9: "7 rows, more false"} {
+			if got := limited(limit); got != want {
+				t.Errorf("limit %d: %s, want %s", limit, got, want)
+			}
+		}
+	})
 	t.Run("Filters", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string

@@ -76,8 +76,8 @@ type Ledger struct {
 	Sources []string
 	Totals  []LedgerLine // one per currency
 	Rows    []LedgerLine
-	// Shown rows are the first of More+len(Rows): the CSV export has them all.
-	More   int
+	// More: there are more rows than shown; the CSV export has them all.
+	More   bool
 	CSVURL string
 	Error  string
 }

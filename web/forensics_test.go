@@ -475,6 +475,12 @@ func TestAPI_Forensics(t *testing.T) {
 		if code != 200 || ids(list, "deliveries") != idStr(dup.ID) {
 			t.Fatalf("GET %s = %d %v", link, code, list)
 		}
+		storagetest.AddSuspect(t, e.db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: dup.ID, Source: "ota",
+			Property: "P2", Amount: "3", Currency: "USD"})
+		_, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger?limit=1", "")
+		if rows, _ := out["rows"].([]any); len(rows) != 1 || out["more"] != true || len(out["totals"].([]any)) != 2 {
+			t.Fatalf("ledger with limit 1: %v", out)
+		}
 		if code, _ := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger?from=monday", ""); code != 400 {
 			t.Fatalf("from=monday = %d, want 400", code)
 		}

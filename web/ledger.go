@@ -150,19 +150,17 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) error {
 		v.Error = err.Error()
 		return s.render(w, r, http.StatusBadRequest, views.LedgerView(v))
 	}
+	f.Limit = ledgerRowsShown
 	l, err := s.suspects.Ledger(r.Context(), f)
 	if err != nil {
 		return err
 	}
+	v.More = l.More
 	for _, t := range l.Totals {
 		v.Totals = append(v.Totals, ledgerLinks{s: s, from: f.From, to: f.To, source: f.Source, property: f.Property,
 			currency: t.Currency}.line(t))
 	}
-	for i, row := range l.Rows {
-		if i == ledgerRowsShown {
-			v.More = len(l.Rows) - i
-			break
-		}
+	for _, row := range l.Rows {
 		v.Rows = append(v.Rows, ledgerLinks{s: s, from: row.Day, to: row.Day.AddDate(0, 0, 1), source: row.Source,
 			property: row.Property, currency: row.Currency}.line(row))
 	}
@@ -250,6 +248,11 @@ func (a *api) ledger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	limit, err := apiInt(r.URL.Query(), "limit", ledgerRowsShown)
+	if err != nil {
+		return err
+	}
+	f.Limit = int(min(max(limit, 1), 100_000))
 	l, err := a.suspects.Ledger(r.Context(), f)
 	if err != nil {
 		return err
@@ -259,7 +262,9 @@ func (a *api) ledger(w http.ResponseWriter, r *http.Request) error {
 		To     string         `json:"to,omitempty"` // the last day included
 		Totals []apiLedgerRow `json:"totals"`
 		Rows   []apiLedgerRow `json:"rows"`
-	}{Totals: []apiLedgerRow{}, Rows: []apiLedgerRow{}}
+		// More: rows past the limit were left out (narrow the filter, or raise limit).
+		More bool `json:"more,omitempty"`
+	}{Totals: []apiLedgerRow{}, Rows: []apiLedgerRow{}, More: l.More}
 	if !f.From.IsZero() {
 		out.From = f.From.Format(dateOnly)
 	}

@@ -22,7 +22,20 @@ CREATE TABLE IF NOT EXISTS ledger_days (
     PRIMARY KEY (day, source, property, currency, kind)
 ) WITHOUT ROWID;
 
--- The last duplicate's delivery id folded into ledger_days (one row).
+-- ledger_days summed over properties, for the ledger's totals: a few hundred rows for
+-- a month, where ledger_days holds one per property and currency each day.
+CREATE TABLE IF NOT EXISTS ledger_totals (
+    day        INTEGER NOT NULL,
+    source     TEXT    NOT NULL,
+    currency   TEXT    NOT NULL,
+    kind       TEXT    NOT NULL,
+    deliveries INTEGER NOT NULL DEFAULT 0,
+    amount     INTEGER NOT NULL DEFAULT 0,
+    unsummed   INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, source, currency, kind)
+) WITHOUT ROWID;
+
+-- The last duplicate's delivery id folded into ledger_days (one row). Both tables are written together.
 CREATE TABLE IF NOT EXISTS ledger_mark (
     only         INTEGER PRIMARY KEY CHECK (only = 1),
     rolled_up_to INTEGER NOT NULL
