@@ -182,10 +182,10 @@ const (
 
 const dayMillis = 24 * 60 * 60 * 1000
 
-// dayOf is the day (UTC) of t as ledger_days numbers it; a zero t is lo.
-func dayOf(t time.Time, lo int64) int64 {
+// dayOf is the day (UTC) of t as ledger_days numbers it; a zero t is zero.
+func dayOf(t time.Time, zero int64) int64 {
 	if t.IsZero() {
-		return lo
+		return zero
 	}
 	ms := t.UnixMilli()
 	d := ms / dayMillis
@@ -214,10 +214,10 @@ func (k ledgerKey) row() *LedgerRow {
 // Ledger returns the money caught and at risk that f selects, per day, source,
 // property and currency, and its totals per currency. It reads, in one snapshot, the
 // daily totals that RollupLedger keeps, the duplicates not folded in yet (up to
-// statsTail of them) and the suspects through their index of flag times: its cost
-// grows with the rows it returns (days, properties, currencies), not with the
-// deliveries, and with f.Limit the totals are summed by SQLite and only the first rows
-// are read.
+// statsTail of them) and the suspects through their index of flag times. Its cost
+// grows with the rows it returns (days, properties, currencies) and the suspects, not
+// with the deliveries: the totals are summed by SQLite from ledger_totals, and with
+// f.Limit only the first rows are read.
 func (db *DB) Ledger(ctx context.Context, f LedgerFilter) (Ledger, error) {
 	fromDay, toDay := dayOf(f.From, math.MinInt64/dayMillis), dayOf(f.To, math.MaxInt64/dayMillis)
 	if !f.To.IsZero() && f.To.UnixMilli()%dayMillis != 0 {
