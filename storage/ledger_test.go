@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,4 +227,45 @@ total "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0
 			})
 		}
 	})
+}
+
+// TestDB_RollupLedger_Concurrent: calls racing over the same duplicates count each of
+// them once, as the hourly roll-up's do.
+func TestDB_RollupLedger_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	newClock(db)
+	const keys = 60
+	for i := range keys {
+		for range 2 {
+			d := delivery("ota", fmt.Sprint("k", i), "h")
+			d.Amount, d.Currency = "0.01", "EUR"
+			storagetest.Record(t, db, d, day)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				n, err := db.RollupLedger(ctx, 7)
+				if err != nil {
+					t.Error(err)
+				}
+				if n == 0 || err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := db.RollupLedger(ctx, 1000); err != nil || n != 0 {
+		t.Fatalf("roll-up after the racing calls: %d, %v; want nothing left", n, err)
+	}
+	l, err := db.Ledger(ctx, storage.LedgerFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Totals) != 1 || l.Totals[0].Caught != (storage.Money{Count: keys, Minor: keys}) {
+		t.Fatalf("totals = %+v, want %d duplicates of 0.01 EUR", l.Totals, keys)
+	}
 }
