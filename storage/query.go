@@ -11,19 +11,21 @@ import (
 
 // deliveryFields are a delivery's columns but its headers and body, in the order that
 // scanDelivery reads them and the writer inserts them. Every query that reads deliveries
-// selects deliveryColumns (a delivery whole) or deliveryListColumns (for listings: the
-// headers and body, the bulky columns, left empty and not read).
+// selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
+// the headers and body, the bulky columns, left empty and not read).
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	currency, remote_addr, content_type, batch, batch_index, money_mismatch`
+	currency, remote_addr, content_type, batch, batch_index`
 	deliveryColumns     = deliveryFields + `, headers, body`
-	deliveryListColumns = deliveryFields + `, '', NULL`
+	// Reads take the columns that intake sets after the insert too.
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, body`
+	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
 )
 
 type scanner interface{ Scan(dest ...any) error }
 
-// scanDelivery reads a row of deliveryColumns or deliveryListColumns. Headers are nil
+// scanDelivery reads a row of deliveryReadColumns or deliveryListColumns. Headers are nil
 // when the row has none (a listing's).
 func scanDelivery(s scanner) (Delivery, error) {
 	var d Delivery
@@ -48,7 +50,7 @@ func scanDelivery(s scanner) (Delivery, error) {
 
 // Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
 func (db *DB) Delivery(ctx context.Context, id int64) (Delivery, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ?`, id)
+	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = ?`, id)
 	d, err := scanDelivery(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delivery{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
@@ -65,7 +67,7 @@ func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]Delivery
 	return out, err
 }
 
-const sqlKeyDeliveries = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
+const sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
 
 // FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
 // oldest first (all of them when limit < 0), and whether the key has more. A key can

@@ -41,7 +41,6 @@ type Delivery struct {
 
 	Mismatch      bool  // a duplicate whose payload differs from the first delivery's
 	FirstDelivery int64 // for a duplicate: the delivery that won the claim
-	MoneyMismatch bool  // a Mismatch in the amount, currency or status: one that moves money
 
 	// Business fields read from the body, for the console's filters and sums. Amount is
 	// in major units ("412.50"); Currency is its code in upper case, "" when the source
@@ -59,6 +58,10 @@ type Delivery struct {
 	// BatchIndex is its place in the request, from 0. RecordBatch sets both.
 	Batch      int64
 	BatchIndex int
+
+	// MoneyMismatch marks a duplicate whose amount, currency or event status differs
+	// from its first delivery's.
+	MoneyMismatch bool
 }
 
 // ClaimOptions says how a delivery's key is claimed.
@@ -213,7 +216,6 @@ func (db *DB) record(ctx context.Context, claim ClaimOptions, batch bool, ds ...
 		for _, row := range r.rows {
 			d := row.d
 			d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = row.id, row.outcome, row.first, row.mismatch
-			d.MoneyMismatch = d.MoneyMismatch && row.mismatch // only a mismatch can move money
 			d.Batch = row.batch
 		}
 	}
@@ -315,7 +317,7 @@ RETURNING first_delivery`
 	sqlDeliveryHead = `
 INSERT INTO deliveries (` + deliveryColumns + `)
 VALUES `
-	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
 
@@ -556,7 +558,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 				args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
 					d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
 					d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
-					r.batch, index, r.mismatch && d.MoneyMismatch, r.headers, d.Body)
+					r.batch, index, r.headers, d.Body)
 			}
 			w.args = args
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
