@@ -18,8 +18,7 @@ const (
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	currency, remote_addr, content_type, batch, batch_index`
 	deliveryColumns     = deliveryFields + `, headers, body`
-	// Reads take the columns that intake sets after the insert too.
-	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, body`
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, body` // with what intake sets after the insert
 	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
 )
 
