@@ -15,10 +15,18 @@ type DeliveryFilter struct {
 	Source   string
 	Outcome  Outcome
 	Mismatch bool // only duplicates whose payload differs from the first delivery's
-	Property string
-	Booking  string
-	Status   string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
-	Key      string
+	// MoneyMismatch: only the mismatches in the amount, currency or status.
+	MoneyMismatch bool
+	// Currency selects the deliveries whose amount is in this currency (upper case).
+	Currency string
+	// Flag selects the deliveries flagged by a suspect of this kind (FlagAny: of any
+	// kind), and FlagState, if set, only by suspects in that review state.
+	Flag      SuspectKind
+	FlagState string
+	Property  string
+	Booking   string
+	Status    string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
+	Key       string
 	// Batch selects the items of one batched request (the id of its first item
 	// delivery); 0 matches every delivery.
 	Batch int64
@@ -32,6 +40,9 @@ type DeliveryFilter struct {
 	// Limit is the page size; default 50.
 	Limit int
 }
+
+// FlagAny as DeliveryFilter.Flag selects the deliveries flagged by a suspect of any kind.
+const FlagAny SuspectKind = "any"
 
 // DeliveryPage is one page of the events list, newest first.
 type DeliveryPage struct {
@@ -97,12 +108,27 @@ func (f DeliveryFilter) plan() eventQuery {
 			add(false, "", "+key = ?", f.Key)
 		}
 	}
+	// Flagged deliveries are found through the suspects, which are few.
+	if f.Flag != "" || f.FlagState != "" {
+		cond, args := "1", []any{}
+		if f.Flag != "" && f.Flag != FlagAny {
+			cond, args = cond+" AND kind = ?", append(args, string(f.Flag))
+		}
+		if f.FlagState != "" {
+			cond, args = cond+" AND state = ?", append(args, f.FlagState)
+		}
+		in := "id IN (SELECT delivery FROM suspects WHERE " + cond + ")"
+		add(true, in, "+"+in, args...)
+	}
 	// A partial index is used only when the query implies its WHERE: hence the != ''.
 	if f.Booking != "" {
 		add(true, "booking = ? AND booking != ''", "+booking = ?", f.Booking)
 	}
-	if f.Mismatch {
+	if f.Mismatch || f.MoneyMismatch {
 		add(true, "mismatch", "+mismatch != 0")
+	}
+	if f.MoneyMismatch {
+		add(false, "", "+money_mismatch != 0")
 	}
 	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
 		add(true, "source = ?", "+source = ?", f.Source)
@@ -115,6 +141,9 @@ func (f DeliveryFilter) plan() eventQuery {
 	}
 	if f.Status != "" {
 		add(false, "", "+event_status = ?", f.Status)
+	}
+	if f.Currency != "" {
+		add(false, "", "+currency = ?", f.Currency)
 	}
 	return q
 }

@@ -195,6 +195,8 @@ func TestDB_Events_Plans(t *testing.T) {
 		{"Key", storage.DeliveryFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
 		{"Status", storage.DeliveryFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
 		{"Batch", storage.DeliveryFilter{Batch: 41, Source: "ota", Outcome: storage.Duplicate}, "deliveries_batch"},
+		{"MoneyMismatch", storage.DeliveryFilter{MoneyMismatch: true, Currency: "EUR"}, "deliveries_mismatch"},
+		{"Flag", storage.DeliveryFilter{Flag: storage.SuspectBusinessKey, FlagState: storage.SuspectOpen, Source: "ota"}, "suspects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, err := db.ExplainEvents(ctx, tc.f)

@@ -113,7 +113,9 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 // write connection have them.
 func (db *DB) PageSettings(ctx context.Context) (readCache, readMmap, writeCache, writeMmap int64, err error) {
 	for _, p := range []struct {
-		pool        interface{ QueryRowContext(context.Context, string, ...any) *sql.Row }
+		pool interface {
+			QueryRowContext(context.Context, string, ...any) *sql.Row
+		}
 		cache, mmap *int64
 	}{{db.read, &readCache, &readMmap}, {db.write, &writeCache, &writeMmap}} {
 		if err = p.pool.QueryRowContext(ctx, "PRAGMA cache_size").Scan(p.cache); err != nil {

@@ -787,30 +787,10 @@ func (db *DB) FlagsOf(ctx context.Context, id int64) (DeliveryFlags, error) {
 	if err != nil {
 		return f, fmt.Errorf("flags of delivery %d: %w", id, err)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, kind, delivery, other, source, other_source, rule, property,
-	booking, amount, currency, first_seen, flagged_at, state, reviewed_by, reviewed_at, reason
-	FROM suspects WHERE delivery = ?1 OR other = ?1 ORDER BY id`, id)
+	by, err := db.SuspectsOf(ctx, []int64{id})
 	if err != nil {
 		return f, fmt.Errorf("flags of delivery %d: %w", id, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var s Suspect
-		var kind string
-		var firstSeen, flagged, reviewed int64
-		if err := rows.Scan(&s.ID, &kind, &s.Delivery, &s.Other, &s.Source, &s.OtherSource, &s.Rule, &s.Property,
-			&s.Booking, &s.Amount, &s.Currency, &firstSeen, &flagged, &s.State, &s.ReviewedBy, &reviewed, &s.Reason); err != nil {
-			return f, fmt.Errorf("flags of delivery %d: %w", id, err)
-		}
-		s.Kind = SuspectKind(kind)
-		if firstSeen != 0 {
-			s.FirstSeen = fromMillis(firstSeen)
-		}
-		s.FlaggedAt = fromMillis(flagged)
-		if reviewed != 0 {
-			s.ReviewedAt = fromMillis(reviewed)
-		}
-		f.Suspects = append(f.Suspects, s)
-	}
-	return f, rows.Err()
+	f.Suspects = by[id]
+	return f, nil
 }

@@ -167,6 +167,8 @@ func TestMigration_Currency(t *testing.T) {
 		`DROP TABLE delivery_stats`,
 		`ALTER TABLE old_stats RENAME TO delivery_stats`,
 		`DELETE FROM migrations WHERE name LIKE '%0010_%'`,
+		// The rebuilt table lacks the later money_mismatches column too: add it again.
+		`DELETE FROM migrations WHERE name LIKE '%0015_%'`,
 	} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

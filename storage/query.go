@@ -11,14 +11,14 @@ import (
 
 // deliveryFields are a delivery's columns but its headers and body, in the order that
 // scanDelivery reads them and the writer inserts them. Every query that reads deliveries
-// selects deliveryColumns (a delivery whole) or deliveryListColumns (for listings: the
-// headers and body, the bulky columns, left empty and not read).
+// selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
+// the headers and body, the bulky columns, left empty and not read).
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	currency, remote_addr, content_type, batch, batch_index`
-	deliveryColumns     = deliveryFields + `, headers, ` + sqlBody
-	deliveryListColumns = deliveryFields + `, '', NULL`
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody // with what intake sets after the insert
+	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
 	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
 	// body_from.
 	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
@@ -32,7 +32,7 @@ const (
 
 type scanner interface{ Scan(dest ...any) error }
 
-// scanDelivery reads a row of deliveryColumns or deliveryListColumns. Headers are nil
+// scanDelivery reads a row of deliveryReadColumns or deliveryListColumns. Headers are nil
 // when the row has none (a listing's).
 func scanDelivery(s scanner) (Delivery, error) {
 	var d Delivery
@@ -41,7 +41,7 @@ func scanDelivery(s scanner) (Delivery, error) {
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
 		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
-		&headers, &d.Body)
+		&d.MoneyMismatch, &headers, &d.Body)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -57,7 +57,7 @@ func scanDelivery(s scanner) (Delivery, error) {
 
 // Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
 func (db *DB) Delivery(ctx context.Context, id int64) (Delivery, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ?`, id)
+	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = ?`, id)
 	d, err := scanDelivery(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delivery{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
@@ -74,7 +74,7 @@ func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]Delivery
 	return out, err
 }
 
-const sqlKeyDeliveries = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
+const sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
 
 // FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
 // oldest first (all of them when limit < 0), and whether the key has more. A key can

@@ -16,22 +16,40 @@ type StatBucket struct {
 	Currency   string // of Amount: a Delivery's Currency; "" for none (and for counts without an amount)
 	Deliveries int64
 	Mismatches int64
-	WithAmount int64   // deliveries that carried an amount
-	Amount     float64 // their amounts summed, in major units of Currency
+	// MoneyMismatches are the Mismatches whose amount, currency or status differs.
+	MoneyMismatches int64
+	WithAmount      int64   // deliveries that carried an amount
+	Amount          float64 // their amounts summed, in major units of Currency
 }
 
 // RollupStats folds up to limit deliveries not yet counted into the hourly totals that
+// DeliveryStats reads, and reports how many it folded (fewer than limit: it has caught
+// up). It then folds up to limit duplicates into the ledger's daily totals
+// (RollupLedger), which keep a mark of their own: a database from before the ledger
+// has its past duplicates counted there too, a stretch per call.
+func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
+	n, err := db.rollupStats(ctx, limit)
+	if err != nil {
+		return n, err
+	}
+	if _, err := db.RollupLedger(ctx, limit); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// rollupStats folds up to limit deliveries not yet counted into the hourly totals that
 // DeliveryStats reads, and reports how many it folded (fewer than limit: it has caught
 // up). Intake stays free of the work: the counting reads the deliveries on a read
 // connection (on the one write connection it held up intake for as long as it took to
 // read thousands of rows, bodies and all), and only its result, a few rows, is written.
 // Concurrent calls are safe: the mark moves only from where the counting started, so a
 // stretch of deliveries is counted once.
-func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
+func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
 	type stat struct {
 		source, outcome, currency    string
 		hour, deliveries, mismatches int64
-		withAmount                   int64
+		moneyMismatches, withAmount  int64
 		amount                       float64
 	}
 	var (
@@ -49,7 +67,7 @@ WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 ORDER BY id LIMIT ?2),
      bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
 SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
 	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
-	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
+	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
 	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
 GROUP BY 3, 4, 5, 6`, mark, limit)
@@ -62,7 +80,7 @@ GROUP BY 3, 4, 5, 6`, mark, limit)
 			var source, outcome, currency sql.NullString
 			var hour sql.NullInt64
 			if err := rows.Scan(&upto, &n, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
-				&st.withAmount, &st.amount); err != nil {
+				&st.moneyMismatches, &st.withAmount, &st.amount); err != nil {
 				return err
 			}
 			if st.deliveries > 0 {
@@ -91,14 +109,15 @@ GROUP BY 3, 4, 5, 6`, mark, limit)
 		moved = true
 		for _, st := range stats {
 			if _, err := tx.ExecContext(ctx, `
-INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, with_amount, amount)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	deliveries  = deliveries + excluded.deliveries,
 	mismatches  = mismatches + excluded.mismatches,
+	money_mismatches = money_mismatches + excluded.money_mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-				st.source, st.hour, st.outcome, st.currency, st.deliveries, st.mismatches, st.withAmount, st.amount); err != nil {
+				st.source, st.hour, st.outcome, st.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount); err != nil {
 				return err
 			}
 		}
@@ -155,16 +174,17 @@ func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.D
 	// and its totals together, and the tail read here starts from the mark read here.
 	rows, err := db.read.QueryContext(ctx, `
 WITH tail AS (
-	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, amount, currency FROM deliveries
+	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency FROM deliveries
 	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
 counts AS (
-	SELECT source, hour, outcome, currency, deliveries, mismatches, with_amount, amount
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount
 	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
-		amount != '', CASE WHEN amount != '' THEN CAST(amount AS REAL) END
+		money_mismatch != 0, amount != '', CASE WHEN amount != '' THEN CAST(amount AS REAL) END
 	FROM tail WHERE hour >= ?1 AND hour < ?3)
-SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(with_amount), total(amount)
+SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(money_mismatches),
+	sum(with_amount), total(amount)
 FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
 	if err != nil {
 		return nil, fmt.Errorf("delivery stats: %w", err)
@@ -175,7 +195,7 @@ FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMill
 		var b StatBucket
 		var n int64
 		var outcome string
-		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.WithAmount, &b.Amount); err != nil {
+		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches, &b.WithAmount, &b.Amount); err != nil {
 			return nil, fmt.Errorf("delivery stats: %w", err)
 		}
 		b.Outcome = Outcome(outcome)

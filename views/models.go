@@ -3,7 +3,7 @@ package views
 // Page is what every page's frame needs.
 type Page struct {
 	Title string
-	Nav   string // the active menu item: dashboard, events, keys, lab, audit, users, sources, account
+	Nav   string // the active menu item: dashboard, events, keys, suspects, ledger, lab, audit, users, sources, account
 	User  string // "" on the login page
 	Role  string
 	// IsOperator and IsAdmin say what the user may do (admin implies operator).
@@ -75,6 +75,9 @@ type Dashboard struct {
 	Empty bool
 	// ClockWarning, when set, says this machine's clock seems off the senders'.
 	ClockWarning string
+	// Suspects are the suspected doubles by kind, open ones and the money at stake.
+	Suspects               []SuspectKindStats
+	SuspectsURL, LedgerURL string
 }
 
 // Link is a labelled URL, Active when it is the current one.
@@ -92,6 +95,9 @@ type Totals struct {
 	Stuck                                   int
 	DuplicatesURL, MismatchURL, StuckURL    string
 	RejectedURL, MoneyURL                   string
+	// MoneyMismatch counts the mismatches in the amount, currency or status.
+	MoneyMismatch    int64
+	MoneyMismatchURL string
 }
 
 // SourceStats is one source's row and chart on the dashboard.
@@ -124,6 +130,10 @@ type EventRow struct {
 	Mismatch    bool
 	HTTPStatus  int
 	EventStatus string
+	// MoneyMismatch: a Mismatch in the amount, currency or status.
+	MoneyMismatch bool
+	// Flags are the suspects that name this delivery, flagged or as the other one.
+	Flags       []FlagBadge
 	Booking     string
 	Property    string
 	Amount      string
@@ -145,6 +155,9 @@ type EventRow struct {
 type DeliveryFilter struct {
 	Source, Outcome                string
 	Mismatch                       bool
+	MoneyMismatch                  bool   // mismatch=money: only mismatches that move money
+	Currency                       string // of the amount
+	Flag, FlagState                string // flagged by a suspect of this kind ("any"), in this state
 	Property, Booking, Status, Key string
 	From, To                       string // datetime-local values
 	Batch                          string // the items of one batched request
@@ -195,6 +208,10 @@ type Event struct {
 	// Batch places the delivery among the items of the request it came in; nil when
 	// that request carried one event.
 	Batch *Batch
+	// Flags are the suspects that name this delivery, each with its review form when
+	// CanReview and it is open.
+	Flags     []FlagItem
+	CanReview bool
 }
 
 // Batch is a batched request as an item's page shows it: every item, each with its
@@ -283,6 +300,8 @@ type DiffLine struct {
 	Text    string
 	LeftNo  int // 0 when absent on that side
 	RightNo int
+	// Money: a changed line of the amount, the currency or the status.
+	Money bool
 }
 
 // AttemptRow is one dispatch attempt.

@@ -33,6 +33,9 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/bulk/{id}/cancel", api.auth(storage.RoleOperator, api.bulkStepAPI("cancel")))
 	mux.Handle("POST /api/v1/bulk/{id}/approve", api.auth(storage.RoleOperator, api.bulkStepAPI("approve")))
 	mux.Handle("POST /api/v1/bulk/{id}/refuse", api.auth(storage.RoleOperator, api.bulkStepAPI("refuse")))
+	mux.Handle("GET /api/v1/suspects", api.auth(storage.RoleViewer, api.listSuspects))
+	mux.Handle("POST /api/v1/suspects/{id}/review", api.auth(storage.RoleOperator, api.reviewSuspect))
+	mux.Handle("GET /api/v1/ledger", api.auth(storage.RoleViewer, api.ledger))
 	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
@@ -93,6 +96,7 @@ type apiDelivery struct {
 	Error         string          `json:"error,omitempty"`
 	Key           string          `json:"key,omitempty"`
 	Mismatch      bool            `json:"mismatch"`
+	MoneyMismatch bool            `json:"money_mismatch"`
 	FirstDelivery string          `json:"first_delivery,omitempty"`
 	PayloadHash   string          `json:"payload_hash,omitempty"`
 	Property      string          `json:"property,omitempty"`
@@ -109,12 +113,15 @@ type apiDelivery struct {
 	// its own.
 	Batch      string `json:"batch,omitempty"`
 	BatchIndex *int   `json:"batch_index,omitempty"`
+	// Flags are the suspects that name this delivery, as the one flagged or as the
+	// other one it may double.
+	Flags []apiSuspect `json:"flags,omitempty"`
 }
 
 func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 	out := apiDelivery{
 		ID: strconv.FormatInt(d.ID, 10), Source: d.Source, ReceivedAt: d.ReceivedAt, Outcome: string(d.Outcome),
-		Status: d.Status, Error: d.Error, Key: d.Key, Mismatch: d.Mismatch, PayloadHash: d.PayloadHash,
+		Status: d.Status, Error: d.Error, Key: d.Key, Mismatch: d.Mismatch, MoneyMismatch: d.MoneyMismatch, PayloadHash: d.PayloadHash,
 		Property: d.Property, Booking: d.Booking, EventStatus: d.EventStatus, Amount: d.Amount, Currency: d.Currency, ContentType: d.ContentType,
 	}
 	if d.FirstDelivery != 0 && d.FirstDelivery != d.ID {
@@ -140,11 +147,24 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	f := storage.DeliveryFilter{
 		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")), Mismatch: q.Get("mismatch") == "true",
 		Property: q.Get("property"), Booking: q.Get("booking"), Status: q.Get("status"), Key: q.Get("key"),
+		MoneyMismatch: q.Get("mismatch") == "money", Currency: storage.CurrencyCode(q.Get("currency")),
+		Flag: storage.SuspectKind(q.Get("flag")), FlagState: q.Get("flag_state"),
 	}
 	switch f.Outcome {
 	case "", storage.Accepted, storage.Duplicate, storage.Rejected:
 	default:
 		return Errorf(http.StatusBadRequest, "outcome %q: want accepted, duplicate or rejected", f.Outcome)
+	}
+	switch m := q.Get("mismatch"); m {
+	case "", "true", "false", "money":
+	default:
+		return Errorf(http.StatusBadRequest, "mismatch %q: want true (any mismatch) or money (amount, currency or status)", m)
+	}
+	if f.Flag != "" && f.Flag != storage.FlagAny && !validKind(string(f.Flag)) {
+		return Errorf(http.StatusBadRequest, "flag %q: want any, business_key, correlation or late_duplicate", f.Flag)
+	}
+	if f.FlagState != "" && !validSuspectState(f.FlagState) {
+		return Errorf(http.StatusBadRequest, "flag_state %q: want open, confirmed or dismissed", f.FlagState)
 	}
 	if f.Key != "" && f.Source == "" {
 		for _, src := range a.sources {
@@ -177,8 +197,14 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		Deliveries []apiDelivery `json:"deliveries"`
 		Next       string        `json:"next,omitempty"` // pass as before= for the next page
 	}{Deliveries: []apiDelivery{}}
+	of, err := a.suspects.SuspectsOf(r.Context(), deliveryIDs(page.Deliveries))
+	if err != nil {
+		return err
+	}
 	for _, d := range page.Deliveries {
-		out.Deliveries = append(out.Deliveries, toAPIDelivery(d, false))
+		ad := toAPIDelivery(d, false)
+		ad.Flags = toAPISuspects(of[d.ID])
+		out.Deliveries = append(out.Deliveries, ad)
 	}
 	if page.Next != 0 {
 		out.Next = strconv.FormatInt(page.Next, 10)
@@ -287,6 +313,11 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		SameKeyMore bool          `json:"same_key_more,omitempty"`
 		Attempts    []apiAttempt  `json:"attempts,omitempty"`
 	}{Delivery: toAPIDelivery(d, true)}
+	flagged, err := a.suspects.Suspects(r.Context(), storage.SuspectFilter{Delivery: d.ID, Limit: maxFlagsShown})
+	if err != nil {
+		return err
+	}
+	out.Delivery.Flags = toAPISuspects(flagged.Suspects)
 	if d.KeyMethod != "" {
 		out.Derivation = toAPIDerivation(d.Derivation())
 	}

@@ -2,13 +2,22 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // BenchmarkConsole_KeyWithManyDeliveries times a delivery's page and the API's view of
@@ -47,4 +56,58 @@ func BenchmarkConsole_KeyWithManyDeliveries(b *testing.B) {
 			b.Fatalf("GET %s = %d", path, code)
 		}
 	}
+}
+
+// BenchmarkLedgerPage times the ledger page, its first 500 rows and its totals over 30
+// days, and the API's ledger (its first 500 rows), on the database that storage's
+// BenchmarkLedger fills (5 M deliveries, 400 properties, three currencies), named by
+// HOOKDEDUP_LEDGER_DB; it is skipped without one:
+//
+//	HOOKDEDUP_LEDGER_DB=/tmp/ledger-5m.db go test -run '^$' -bench '^BenchmarkLedger$' ./storage/
+//	HOOKDEDUP_LEDGER_DB=/tmp/ledger-5m.db go test -run '^$' -bench '^BenchmarkLedgerPage$' ./web/
+func BenchmarkLedgerPage(b *testing.B) {
+	path := os.Getenv("HOOKDEDUP_LEDGER_DB")
+	if path == "" {
+		b.Skip("set HOOKDEDUP_LEDGER_DB to the database storage's BenchmarkLedger filled")
+	}
+	ctx := context.Background()
+	db := storagetest.OpenPath(b, path, storage.Options{})
+	if _, err := db.UserByName(ctx, storage.RoleViewer); errors.Is(err, storage.ErrNotFound) {
+		storagetest.CreateUser(b, db, storage.RoleViewer, storage.RoleViewer, consolePassword)
+	}
+	tok, _, err := db.CreateToken(ctx, storage.RoleViewer, "bench", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+	s, err := web.New(ctx, web.Config{Store: db, Static: static.FS, Now: now, BcryptCost: bcrypt.MinCost,
+		Sources: []web.Source{{Name: "ota"}, {Name: "psp"}, {Name: "pms"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	b.Cleanup(srv.Close)
+	c := (&consoleEnv{db: db, srv: srv}).client(b).login(storage.RoleViewer)
+	b.Run("Page", func(b *testing.B) {
+		for b.Loop() {
+			if code, _ := c.get("/ledger"); code != http.StatusOK {
+				b.Fatalf("GET /ledger = %d", code)
+			}
+		}
+	})
+	b.Run("API", func(b *testing.B) {
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/ledger", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("GET /api/v1/ledger = %d", resp.StatusCode)
+			}
+		}
+	})
 }

@@ -83,9 +83,10 @@ func dashWindow(rg dashRange, now time.Time) (from, end time.Time) {
 
 // dashData is what the dashboard shows, as storage gives it.
 type dashData struct {
-	stats  []storage.StatBucket
-	stuck  map[string]int // stuck keys by source
-	caught []storage.Delivery
+	stats    []storage.StatBucket
+	stuck    map[string]int // stuck keys by source
+	caught   []storage.Delivery
+	suspects []storage.SuspectCount
 }
 
 func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stuckBefore time.Time) (dashData, error) {
@@ -100,12 +101,16 @@ func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stu
 	if d.caught, err = s.stats.RecentDuplicates(ctx, from, 10); err != nil {
 		return dashData{}, err
 	}
+	if d.suspects, err = s.suspects.SuspectCounts(ctx); err != nil {
+		return dashData{}, err
+	}
 	return d, nil
 }
 
 // dashCounts are one source's deliveries over the range (or all sources' together).
 type dashCounts struct {
 	acc, dup, rej, mm, moneyN int64
+	moneyMM                   int64               // money mismatches
 	money                     map[string]float64  // by currency: never summed across them
 	buckets                   []views.ChartBucket // one per step; not kept for the totals
 }
@@ -128,6 +133,7 @@ func (c *dashCounts) add(b storage.StatBucket) {
 		c.rej += b.Deliveries
 	}
 	c.mm += b.Mismatches
+	c.moneyMM += b.MoneyMismatches
 }
 
 // tally sums stats by source, in the configured sources' order, deliveries to names no
@@ -199,8 +205,9 @@ func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.D
 			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
 			MoneyURL:      events(url.Values{"outcome": {"duplicate"}, "status": {"cancelled"}}),
 			MismatchURL:   events(url.Values{"mismatch": {"1"}}),
-			RejectedURL:   events(url.Values{"outcome": {"rejected"}}),
-			StuckURL:      "/keys?state=stuck",
+			MoneyMismatch: tot.moneyMM, MoneyMismatchURL: events(url.Values{"mismatch": {"money"}}),
+			RejectedURL: events(url.Values{"outcome": {"rejected"}}),
+			StuckURL:    "/keys?state=stuck",
 		},
 	}
 	for _, r := range dashRanges {
@@ -229,6 +236,10 @@ func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.D
 	}
 	for _, dup := range d.caught {
 		v.Caught = append(v.Caught, s.eventRow(dup))
+	}
+	if len(d.suspects) > 0 {
+		v.Suspects = suspectStats(d.suspects)
+		v.SuspectsURL, v.LedgerURL = "/suspects", "/ledger"
 	}
 	return v
 }

@@ -49,20 +49,32 @@ const KeyDeliveriesShown = 100
 // for the user ("" when there is none).
 func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.DeliveryFilter, string) {
 	vf := views.DeliveryFilter{
-		Source:   strings.TrimSpace(q.Get("source")),
-		Outcome:  q.Get("outcome"),
-		Mismatch: q.Get("mismatch") != "",
-		Property: strings.TrimSpace(q.Get("property")),
-		Booking:  strings.TrimSpace(q.Get("booking")),
-		Status:   strings.TrimSpace(q.Get("status")),
-		Key:      strings.TrimSpace(q.Get("key")),
-		From:     q.Get("from"),
-		To:       q.Get("to"),
-		Batch:    strings.TrimSpace(q.Get("batch")),
+		Source:        strings.TrimSpace(q.Get("source")),
+		Outcome:       q.Get("outcome"),
+		Mismatch:      q.Get("mismatch") != "" && q.Get("mismatch") != "money",
+		MoneyMismatch: q.Get("mismatch") == "money",
+		Currency:      storage.CurrencyCode(q.Get("currency")),
+		Flag:          strings.TrimSpace(q.Get("flag")),
+		FlagState:     strings.TrimSpace(q.Get("flag_state")),
+		Property:      strings.TrimSpace(q.Get("property")),
+		Booking:       strings.TrimSpace(q.Get("booking")),
+		Status:        strings.TrimSpace(q.Get("status")),
+		Key:           strings.TrimSpace(q.Get("key")),
+		From:          q.Get("from"),
+		To:            q.Get("to"),
+		Batch:         strings.TrimSpace(q.Get("batch")),
 	}
 	f := storage.DeliveryFilter{
 		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
 		Status: vf.Status, Key: vf.Key, KeySources: s.sourceNames(),
+		MoneyMismatch: vf.MoneyMismatch, Currency: vf.Currency,
+		Flag: storage.SuspectKind(vf.Flag), FlagState: vf.FlagState,
+	}
+	if vf.Flag != "" && vf.Flag != string(storage.FlagAny) && !validKind(vf.Flag) {
+		return vf, f, "Flag must be any, business_key, correlation or late_duplicate."
+	}
+	if vf.FlagState != "" && !validSuspectState(vf.FlagState) {
+		return vf, f, "Review state must be open, confirmed or dismissed."
 	}
 	switch vf.Outcome {
 	case "", "accepted", "duplicate", "rejected":
@@ -113,6 +125,12 @@ func filterQuery(vf views.DeliveryFilter) url.Values {
 	if vf.Mismatch {
 		q.Set("mismatch", "1")
 	}
+	if vf.MoneyMismatch {
+		q.Set("mismatch", "money")
+	}
+	set("currency", vf.Currency)
+	set("flag", vf.Flag)
+	set("flag_state", vf.FlagState)
 	set("property", vf.Property)
 	set("booking", vf.Booking)
 	set("status", vf.Status)
@@ -144,8 +162,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	flags, err := s.flagsOf(r.Context(), page.Deliveries)
+	if err != nil {
+		return err
+	}
 	for _, d := range page.Deliveries {
-		v.Rows = append(v.Rows, s.eventRow(d))
+		row := s.eventRow(d)
+		row.Flags = flags[d.ID]
+		v.Rows = append(v.Rows, row)
 	}
 	if page.Next != 0 {
 		nq := filterQuery(vf)
@@ -194,22 +218,39 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
 		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error",
-		"batch", "batch_index"})
-	n := 0
+		"batch", "batch_index", "money_mismatch", "flags", "flagged_with"})
+	// Rows go out a stretch at a time, with the flags of the stretch's deliveries read
+	// in one query.
+	var stretch []storage.Delivery
+	write := func() error {
+		of, err := s.suspects.SuspectsOf(r.Context(), deliveryIDs(stretch))
+		if err != nil {
+			return err
+		}
+		for _, d := range stretch {
+			kinds, with := csvFlags(d.ID, of[d.ID])
+			cw.Write([]string{
+				strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
+				string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
+				csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
+				strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
+				strconv.FormatInt(d.Batch, 10), strconv.Itoa(d.BatchIndex),
+				strconv.FormatBool(d.MoneyMismatch), kinds, with,
+			})
+		}
+		stretch = stretch[:0]
+		cw.Flush()
+		return cw.Error()
+	}
 	err := s.events.EachDelivery(r.Context(), f, func(d storage.Delivery) error {
-		cw.Write([]string{
-			strconv.FormatInt(d.ID, 10), d.ReceivedAt.UTC().Format(time.RFC3339Nano), csvCell(d.Source),
-			string(d.Outcome), strconv.FormatBool(d.Mismatch), strconv.Itoa(d.Status), csvCell(d.EventStatus),
-			csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
-			strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
-			strconv.FormatInt(d.Batch, 10), strconv.Itoa(d.BatchIndex),
-		})
-		if n++; n%500 == 0 {
-			cw.Flush()
-			return cw.Error()
+		if stretch = append(stretch, d); len(stretch) == 500 {
+			return write()
 		}
 		return nil
 	})
+	if err == nil && len(stretch) > 0 {
+		err = write()
+	}
 	cw.Flush()
 	if err != nil {
 		// Headers are gone: all that is left is to stop and log.
@@ -243,9 +284,15 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	flagged, err := s.suspects.Suspects(r.Context(), storage.SuspectFilter{Delivery: d.ID, Limit: maxFlagsShown})
+	if err != nil {
+		return err
+	}
 	u, _ := UserFrom(r.Context())
 	v := s.eventView(d, k, with, Allowed(u.Role, storage.RoleOperator))
 	v.Batch = batchView(d, siblings)
+	v.Flags, v.CanReview = s.flagItems(d, flagged.Suspects), Allowed(u.Role, storage.RoleOperator)
+	v.Row.Flags = flagBadges(d.ID, flagged.Suspects)
 	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
 	return s.render(w, r, http.StatusOK, views.EventView(v))
 }
@@ -368,7 +415,7 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		if left.ID > right.ID {
 			left, right = right, left
 		}
-		v.Compare = compare(left, right)
+		v.Compare = compare(left, right, moneyMembers(src, known))
 	}
 	for _, a := range k.attempts {
 		v.Attempts = append(v.Attempts, views.AttemptRow{
@@ -509,8 +556,10 @@ func eventBody(d storage.Delivery) []byte {
 	return d.Body
 }
 
-// compare lays two deliveries side by side with a line diff of their normalised JSON.
-func compare(left, right storage.Delivery) *views.Compare {
+// compare lays two deliveries side by side with a line diff of their normalised JSON;
+// a changed line of one of the members money names (the amount, the currency, the
+// status) is marked Money.
+func compare(left, right storage.Delivery, money []string) *views.Compare {
 	lb, _ := prettyBody(eventBody(left), true)
 	rb, _ := prettyBody(eventBody(right), true)
 	c := &views.Compare{
@@ -526,6 +575,9 @@ func compare(left, right storage.Delivery) *views.Compare {
 		c.TooBig = true
 		return c
 	}
+	for i, l := range lines {
+		lines[i].Money = l.Op != "=" && moneyLine(l.Text, money)
+	}
 	c.Lines = collapse(lines, 3)
 	return c
 }
@@ -536,4 +588,61 @@ func label(d storage.Delivery) string {
 		l += ", mismatch"
 	}
 	return l
+}
+
+// maxFlagsShown bounds the flags a delivery's page lists: detection flags a delivery a
+// few times at most, but the other side of a suspect has no bound.
+const maxFlagsShown = 100
+
+func deliveryIDs(ds []storage.Delivery) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+// csvFlags writes the suspects naming delivery id for the CSV export: their kinds and
+// states ("business_key:open"), and the deliveries they link it with, each list
+// separated by spaces.
+func csvFlags(id int64, xs []storage.Suspect) (kinds, with string) {
+	var k, w []string
+	for _, x := range xs {
+		k = append(k, string(x.Kind)+":"+x.State)
+		other := x.Other
+		if x.Delivery != id {
+			other = x.Delivery
+		}
+		w = append(w, strconv.FormatInt(other, 10))
+	}
+	return strings.Join(k, " "), strings.Join(w, " ")
+}
+
+// moneyMembers are the JSON member names of src's amount, currency and status fields
+// (the last step of each pointer), for marking them in a diff; nil when src is not
+// configured any more.
+func moneyMembers(src Source, known bool) []string {
+	if !known {
+		return nil
+	}
+	var out []string
+	for _, p := range []string{src.AmountField, src.CurrencyField, src.StatusField} {
+		if i := strings.LastIndex(p, "/"); i >= 0 && i < len(p)-1 {
+			name := strings.ReplaceAll(strings.ReplaceAll(p[i+1:], "~1", "/"), "~0", "~")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// moneyLine reports whether a line of indented JSON is a member named one of names.
+func moneyLine(line string, names []string) bool {
+	line = strings.TrimSpace(line)
+	for _, n := range names {
+		b, _ := json.Marshal(n)
+		if strings.HasPrefix(line, string(b)+":") {
+			return true
+		}
+	}
+	return false
 }

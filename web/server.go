@@ -29,7 +29,7 @@ import (
 // interfaces each feature declares where it uses them (deliveryStore in events.go,
 // keyStore in keys.go, statsStore in dashboard.go, auditStore in audit.go, userStore
 // in users.go, sessionStore in auth.go, throttleStore in throttle.go, tokenStore in
-// account.go). *storage.DB satisfies it.
+// account.go, suspectStore in suspects.go). *storage.DB satisfies it.
 type Store interface {
 	deliveryStore
 	keyStore
@@ -41,6 +41,7 @@ type Store interface {
 	tokenStore
 	alertStore
 	bulkStore
+	suspectStore
 }
 
 // Config wires a Server.
@@ -96,6 +97,7 @@ type Server struct {
 	sessions  sessionStore
 	throttles throttleStore
 	tokens    tokenStore
+	suspects  suspectStore
 	sources   []Source
 	derive    func(string, http.Header, []byte) (storage.Derivation, error)
 	foresee   func(context.Context, string, http.Header, []byte) ([]storage.Suspect, error)
@@ -134,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		events: cfg.Store, keys: cfg.Store, stats: cfg.Store, audit: cfg.Store, users: cfg.Store,
-		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
+		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, suspects: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
 		clockSkew: cfg.ClockSkew, foresee: cfg.Foresee,
@@ -216,6 +218,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("GET /events/{id}", s.requireRole(viewer, s.handleEvent))
 	mux.Handle("GET /keys", s.requireRole(viewer, s.handleKeys))
 	mux.Handle("POST /keys/release", s.requireRole(operator, s.handleRelease))
+	mux.Handle("GET /suspects", s.requireRole(viewer, s.handleSuspects))
+	mux.Handle("POST /suspects/{id}/review", s.requireRole(operator, s.handleReview))
+	mux.Handle("GET /ledger", s.requireRole(viewer, s.handleLedger))
+	mux.Handle("GET /ledger.csv", s.requireRole(viewer, s.handleLedgerCSV))
 	mux.Handle("GET /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("POST /lab", s.requireRole(viewer, s.handleLab))
 	mux.Handle("GET /audit", s.requireRole(viewer, s.handleAudit))

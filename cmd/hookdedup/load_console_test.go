@@ -193,6 +193,11 @@ func loadConsole(t *testing.T, s *loadServer, token string, fillRound, fillKeys 
 	add("API deliveries, an hour's", "/api/v1/deliveries?from="+url.QueryEscape(since)+"&to="+url.QueryEscape(until))
 	add("API delivery", "/api/v1/deliveries/"+dup)
 	add("API key", "/api/v1/key?source=ota&key="+url.QueryEscape(fillKey))
+	add("events, money mismatches", "/events?mismatch=money")
+	add("events, flagged", "/events?flag=any")
+	add("suspects", "/suspects")
+	add("ledger, 30 days", "/ledger")
+	add("API ledger, 30 days", "/api/v1/ledger")
 	return out
 }
 

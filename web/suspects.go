@@ -1,0 +1,481 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/views"
+)
+
+// suspectStore is what the flags on deliveries, the suspects page, their review and
+// the ledger ask of storage.
+type suspectStore interface {
+	Suspects(ctx context.Context, f storage.SuspectFilter) (storage.SuspectPage, error)
+	// SuspectsOf returns the suspects naming each of the deliveries, flagged or other.
+	SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.Suspect, error)
+	SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
+	// ReviewSuspect returns ErrNotFound for an unknown id and ErrInvalidReview for a
+	// state other than confirmed or dismissed, or no reason.
+	ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error)
+	Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledger, error)
+}
+
+// suspectKinds are the kinds of suspect in the order the console lists them, with
+// their names in words.
+var suspectKinds = []kindName{
+	{storage.SuspectBusinessKey, "suspected duplicate"},
+	{storage.SuspectCorrelation, "suspected double refund"},
+	{storage.SuspectLateDuplicate, "late duplicate"},
+}
+
+// kindLabel names a kind of suspect in words.
+func kindLabel(kind storage.SuspectKind) string {
+	for _, k := range suspectKinds {
+		if k.kind == kind {
+			return k.label
+		}
+	}
+	return string(kind)
+}
+
+// kindName is a kind of suspect and its name in words.
+type kindName struct {
+	kind  storage.SuspectKind
+	label string
+}
+
+// validKind reports whether kind is a kind of suspect.
+func validKind(kind string) bool {
+	return slices.ContainsFunc(suspectKinds, func(k kindName) bool { return string(k.kind) == kind })
+}
+
+// validSuspectState reports whether state is a review state.
+func validSuspectState(state string) bool {
+	return state == storage.SuspectOpen || state == storage.SuspectConfirmed || state == storage.SuspectDismissed
+}
+
+// suspectAmount is a suspect's amount in its currency, as lists show it.
+func suspectAmount(x storage.Suspect) string {
+	return amountText(storage.Delivery{Amount: x.Amount, Currency: x.Currency})
+}
+
+// flagBadges are the badges of the suspects that name delivery id.
+func flagBadges(id int64, suspects []storage.Suspect) []views.FlagBadge {
+	var out []views.FlagBadge
+	for _, x := range suspects {
+		b := views.FlagBadge{Kind: string(x.Kind), Label: kindLabel(x.Kind), State: x.State, URL: eventURL(id) + "#flags"}
+		switch {
+		case x.Delivery == id && x.Other != 0:
+			b.Title = fmt.Sprintf("%s of delivery %d (%s)", kindLabel(x.Kind), x.Other, x.State)
+		case x.Delivery == id:
+			b.Title = fmt.Sprintf("%s (%s)", kindLabel(x.Kind), x.State)
+		default:
+			b.Label = "doubled?"
+			b.Title = fmt.Sprintf("delivery %d may double this one: %s (%s)", x.Delivery, kindLabel(x.Kind), x.State)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// flagItems are the suspects that name d, as its page shows them.
+func (s *Server) flagItems(d storage.Delivery, suspects []storage.Suspect) []views.FlagItem {
+	var out []views.FlagItem
+	for _, x := range suspects {
+		it := views.FlagItem{
+			ID: x.ID, Kind: string(x.Kind), Label: kindLabel(x.Kind), State: x.State, Flagged: x.Delivery == d.ID,
+			Rule: x.Rule, Amount: suspectAmount(x), FlaggedAt: s.fullTime(x.FlaggedAt),
+			ReviewedBy: x.ReviewedBy, ReviewedAt: s.fullTime(x.ReviewedAt), Reason: x.Reason,
+			Return: eventURL(d.ID) + "#flags", ReviewAction: "/suspects/" + strconv.FormatInt(x.ID, 10) + "/review",
+		}
+		if it.Flagged {
+			it.OtherID, it.OtherSource = x.Other, x.OtherSource
+			switch x.Kind {
+			case storage.SuspectBusinessKey:
+				it.Explain = "Its business key equals that of an earlier accepted delivery of the same source, under another event id:"
+			case storage.SuspectCorrelation:
+				it.Explain = "The same booking, amount and currency came through another source:"
+			case storage.SuspectLateDuplicate:
+				it.Explain = "Its key was claimed before, and that claim has expired: accepted again, late."
+				it.FirstSeen = s.fullTime(x.FirstSeen)
+				if x.Other != 0 {
+					it.Explain += " The first delivery:"
+				}
+			default:
+				it.Explain = "It may double"
+			}
+		} else {
+			it.OtherID, it.OtherSource = x.Delivery, x.Source
+			it.Explain = "A later delivery may double this one (" + kindLabel(x.Kind) + "):"
+		}
+		if it.OtherSource == d.Source {
+			it.OtherSource = ""
+		}
+		if it.OtherID != 0 {
+			it.OtherURL = eventURL(it.OtherID)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// flagsOf returns the badges of each delivery's suspects, by delivery id.
+func (s *Server) flagsOf(ctx context.Context, ds []storage.Delivery) (map[int64][]views.FlagBadge, error) {
+	ids := make([]int64, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	of, err := s.suspects.SuspectsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]views.FlagBadge, len(of))
+	for id, xs := range of {
+		out[id] = flagBadges(id, xs)
+	}
+	return out, nil
+}
+
+// suspectsURL lists suspects in state (all when ""), of kind (any when "").
+func suspectsURL(state, kind string) string {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	} else {
+		q.Set("state", "all")
+	}
+	if kind != "" {
+		q.Set("kind", kind)
+	}
+	return "/suspects?" + q.Encode()
+}
+
+// suspectStats sums counts by kind, every kind listed.
+func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
+	out := make([]views.SuspectKindStats, 0, len(suspectKinds))
+	for _, k := range suspectKinds {
+		st := views.SuspectKindStats{Kind: string(k.kind), Label: k.label,
+			OpenURL:      suspectsURL(storage.SuspectOpen, string(k.kind)),
+			ConfirmedURL: suspectsURL(storage.SuspectConfirmed, string(k.kind)),
+			AllURL:       suspectsURL("", string(k.kind))}
+		open, confirmed := map[string]int64{}, map[string]int64{}
+		for _, c := range counts {
+			if c.Kind != k.kind {
+				continue
+			}
+			switch c.State {
+			case storage.SuspectOpen:
+				st.Open += c.Money.Count
+				open[c.Currency] += c.Money.Minor
+			case storage.SuspectConfirmed:
+				st.Confirmed += c.Money.Count
+				confirmed[c.Currency] += c.Money.Minor
+			case storage.SuspectDismissed:
+				st.Dismissed += c.Money.Count
+			}
+		}
+		st.OpenMoney, st.ConfirmedMoney = minorSums(open), minorSums(confirmed)
+		out = append(out, st)
+	}
+	return out
+}
+
+// minorSums writes sums in minor units by currency, each in its currency's decimals
+// with thousands separators, in the order of their codes, no currency last.
+func minorSums(byCurrency map[string]int64) []views.MoneySum {
+	codes := slices.Sorted(maps.Keys(byCurrency))
+	if len(codes) > 0 && codes[0] == "" {
+		codes = append(codes[1:], "")
+	}
+	out := make([]views.MoneySum, 0, len(codes))
+	for _, code := range codes {
+		label := code
+		if code == "" {
+			label = noCurrency
+		}
+		out = append(out, views.MoneySum{Currency: label, Amount: minorText(byCurrency[code], code)})
+	}
+	return out
+}
+
+// minorText writes minor units of currency in major units with thousands separators:
+// "1,234.50".
+func minorText(minor int64, currency string) string {
+	s := storage.FormatMinor(minor, currency)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, dot := strings.Cut(s, ".")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if dot {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		state = storage.SuspectOpen
+	}
+	kind, source := q.Get("kind"), q.Get("source")
+	f := storage.SuspectFilter{Kind: storage.SuspectKind(kind), Source: source, Limit: 100}
+	switch {
+	case state == "all":
+	case validSuspectState(state):
+		f.State = state
+	default:
+		return badRequest("Unknown state: choose open, confirmed, dismissed or all.")
+	}
+	if kind != "" && !validKind(kind) {
+		return badRequest("Unknown kind: choose business_key, correlation or late_duplicate.")
+	}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return badRequest("That page address is not valid.")
+		}
+		f.Before = n
+	}
+	page, err := s.suspects.Suspects(ctx, f)
+	if err != nil {
+		return err
+	}
+	counts, err := s.suspects.SuspectCounts(ctx)
+	if err != nil {
+		return err
+	}
+	v := views.Suspects{
+		Page: s.page(r, "Suspects", "suspects"), State: state, Kind: kind, Source: source,
+		Sources: s.sourceNames(), Stats: suspectStats(counts),
+	}
+	for _, k := range suspectKinds {
+		v.Kinds = append(v.Kinds, views.Option{Value: string(k.kind), Label: k.label})
+	}
+	link := func(st string) string {
+		lq := url.Values{"state": {st}}
+		if kind != "" {
+			lq.Set("kind", kind)
+		}
+		if source != "" {
+			lq.Set("source", source)
+		}
+		return "/suspects?" + lq.Encode()
+	}
+	for _, t := range []struct{ state, label string }{
+		{storage.SuspectOpen, "Open"}, {storage.SuspectConfirmed, "Confirmed doubles"},
+		{storage.SuspectDismissed, "Not doubles"}, {"all", "All"},
+	} {
+		v.Tabs = append(v.Tabs, views.Link{Label: t.label, URL: link(t.state), Active: t.state == state})
+	}
+	for _, x := range page.Suspects {
+		row := views.SuspectRow{
+			ID: x.ID, Kind: string(x.Kind), Label: kindLabel(x.Kind), State: x.State,
+			Flagged: s.shortTime(x.FlaggedAt), FlaggedTitle: s.fullTime(x.FlaggedAt),
+			DeliveryID: x.Delivery, DeliveryURL: eventURL(x.Delivery), OtherID: x.Other,
+			Source: x.Source, OtherSource: x.OtherSource, Rule: x.Rule, Property: x.Property, Booking: x.Booking,
+			Amount: suspectAmount(x), ReviewedBy: x.ReviewedBy, Reason: x.Reason,
+		}
+		if x.Other != 0 {
+			row.OtherURL = eventURL(x.Other)
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if page.Next != 0 {
+		nq, _ := url.ParseQuery(strings.TrimPrefix(link(state), "/suspects?"))
+		nq.Set("before", strconv.FormatInt(page.Next, 10))
+		v.NextURL = "/suspects?" + nq.Encode()
+	}
+	v.Empty = "No suspects"
+	if state != "all" {
+		v.Empty = "No " + map[string]string{storage.SuspectOpen: "open suspects", storage.SuspectConfirmed: "confirmed doubles",
+			storage.SuspectDismissed: "dismissed suspects"}[state]
+	}
+	return s.render(w, r, http.StatusOK, views.SuspectsView(v))
+}
+
+// handleReview records an operator's verdict on a suspect (state confirmed or
+// dismissed) with a required reason, which goes to the audit log, then goes back where
+// the form was.
+func (s *Server) handleReview(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	u, _ := UserFrom(ctx)
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return errNotFound
+	}
+	back := localPath(r.PostFormValue("return"), "/suspects")
+	state := r.PostFormValue("state")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	switch {
+	case state != storage.SuspectConfirmed && state != storage.SuspectDismissed:
+		return badRequest("Choose confirmed double or not a double.")
+	case reason == "":
+		flash(r, w, "error", "Give a reason: it goes to the audit log.")
+	case len(reason) > 500:
+		flash(r, w, "error", "Keep the reason under 500 characters.")
+	default:
+		x, err := s.suspects.ReviewSuspect(ctx, id, u.Name, state, reason)
+		if errors.Is(err, storage.ErrInvalidReview) {
+			return badRequest("Choose confirmed double or not a double, and give a reason.")
+		}
+		if err != nil {
+			return err
+		}
+		s.log.Info("suspect reviewed", logBy, u.Name, logSource, x.Source, logAction, state, "suspect", x.ID)
+		verdict := "a confirmed double"
+		if state == storage.SuspectDismissed {
+			verdict = "not a double"
+		}
+		flash(r, w, "ok", fmt.Sprintf("Suspect %d on delivery %d marked %s.", x.ID, x.Delivery, verdict))
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+	return nil
+}
+
+// apiSuspect is a suspect as the API shows it.
+type apiSuspect struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`            // business_key, correlation or late_duplicate
+	Delivery    string    `json:"delivery"`        // the delivery flagged
+	Other       string    `json:"other,omitempty"` // the delivery it may double; absent when unknown
+	Source      string    `json:"source"`
+	OtherSource string    `json:"other_source,omitempty"`
+	Rule        string    `json:"rule,omitempty"`
+	Property    string    `json:"property,omitempty"`
+	Booking     string    `json:"booking,omitempty"`
+	Amount      string    `json:"amount,omitempty"`
+	Currency    string    `json:"currency,omitempty"`
+	FirstSeen   time.Time `json:"first_seen,omitzero"`
+	FlaggedAt   time.Time `json:"flagged_at"`
+	State       string    `json:"state"` // open, confirmed or dismissed
+	ReviewedBy  string    `json:"reviewed_by,omitempty"`
+	ReviewedAt  time.Time `json:"reviewed_at,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+}
+
+func toAPISuspect(x storage.Suspect) apiSuspect {
+	out := apiSuspect{ID: strconv.FormatInt(x.ID, 10), Kind: string(x.Kind), Delivery: strconv.FormatInt(x.Delivery, 10),
+		Source: x.Source, OtherSource: x.OtherSource, Rule: x.Rule, Property: x.Property, Booking: x.Booking,
+		Amount: x.Amount, Currency: x.Currency, FirstSeen: x.FirstSeen, FlaggedAt: x.FlaggedAt, State: x.State,
+		ReviewedBy: x.ReviewedBy, ReviewedAt: x.ReviewedAt, Reason: x.Reason}
+	if x.Other != 0 {
+		out.Other = strconv.FormatInt(x.Other, 10)
+	}
+	return out
+}
+
+func toAPISuspects(xs []storage.Suspect) []apiSuspect {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]apiSuspect, len(xs))
+	for i, x := range xs {
+		out[i] = toAPISuspect(x)
+	}
+	return out
+}
+
+func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := storage.SuspectFilter{Kind: storage.SuspectKind(q.Get("kind")), State: q.Get("state"), Source: q.Get("source")}
+	if f.Kind != "" && !validKind(string(f.Kind)) {
+		return Errorf(http.StatusBadRequest, "kind %q: want business_key, correlation or late_duplicate", f.Kind)
+	}
+	if f.State != "" && !validSuspectState(f.State) {
+		return Errorf(http.StatusBadRequest, "state %q: want open, confirmed or dismissed", f.State)
+	}
+	var err error
+	if f.Delivery, err = apiInt(q, "delivery", 0); err != nil {
+		return err
+	}
+	if f.From, err = apiTime(q, "from"); err != nil {
+		return err
+	}
+	if f.To, err = apiTime(q, "to"); err != nil {
+		return err
+	}
+	if f.Before, err = apiInt(q, "before", 0); err != nil {
+		return err
+	}
+	limit, err := apiInt(q, "limit", 100)
+	if err != nil {
+		return err
+	}
+	f.Limit = int(min(max(limit, 1), 1000))
+	page, err := a.suspects.Suspects(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Suspects []apiSuspect `json:"suspects"`
+		Next     string       `json:"next,omitempty"` // pass as before= for the next page
+	}{Suspects: []apiSuspect{}}
+	for _, x := range page.Suspects {
+		out.Suspects = append(out.Suspects, toAPISuspect(x))
+	}
+	if page.Next != 0 {
+		out.Next = strconv.FormatInt(page.Next, 10)
+	}
+	writeAPI(w, http.StatusOK, out)
+	return nil
+}
+
+// reviewRequest is the body of POST /api/v1/suspects/{id}/review.
+type reviewRequest struct {
+	State  string `json:"state"` // confirmed or dismissed
+	Reason string `json:"reason"`
+}
+
+func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return Errorf(http.StatusBadRequest, "suspect id %q is not a number", r.PathValue("id"))
+	}
+	var req reviewRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return Errorf(http.StatusBadRequest, "body: %v (want {\"state\":\"confirmed\" or \"dismissed\",\"reason\":…})", err)
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	switch {
+	case req.State != storage.SuspectConfirmed && req.State != storage.SuspectDismissed:
+		return Errorf(http.StatusBadRequest, "state %q: want confirmed (a double) or dismissed (not a double)", req.State)
+	case req.Reason == "":
+		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
+	case len(req.Reason) > 500:
+		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
+	}
+	u, _ := UserFrom(r.Context())
+	x, err := a.suspects.ReviewSuspect(r.Context(), id, u.Name, req.State, req.Reason)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Errorf(http.StatusNotFound, "no such suspect: %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	a.log.Info("suspect reviewed", logBy, u.Name, logSource, x.Source, logAction, req.State, "suspect", x.ID)
+	writeAPI(w, http.StatusOK, toAPISuspect(x))
+	return nil
+}
