@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -527,6 +528,96 @@ func TestAdvisoryLock(t *testing.T) {
 		}
 		if !other() {
 			t.Fatal("the lock outlived the sweep's transaction")
+		}
+	})
+}
+
+// TestClaim_BatchOrder: a claim, won or duplicate, holds its row locked until its
+// transaction ends, so two transactions that claim the same keys in opposite orders
+// deadlock (PostgreSQL aborts one after deadlock_timeout); in one order, (source, key)
+// ascending, one waits for the other and both commit. A group commit that claims
+// several keys in one transaction must therefore claim them sorted, and retry a batch
+// aborted with 40P01 all the same.
+func TestClaim_BatchOrder(t *testing.T) {
+	pool := mustPool(t, 4)
+	ctx := testContext(t)
+
+	// begin starts a transaction and returns it with its backend's pid.
+	begin := func(t *testing.T) (pgx.Tx, int32) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(context.Background()) })
+		var pid int32
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return tx, pid
+	}
+	// claimAsync claims key on tx in the background, once pid is seen waiting for a lock.
+	claimAsync := func(t *testing.T, tx pgx.Tx, pid int32, key string) <-chan error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := claim(ctx, tx, "ota", key, 2, t0, time.Hour)
+			done <- err
+		}()
+		for attempt := 0; ; attempt++ {
+			if attempt == 200 {
+				t.Fatalf("backend %d never waited for a lock", pid)
+			}
+			var waiting bool
+			if err := pool.QueryRow(ctx, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting {
+				return done
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("OppositeOrdersDeadlock", func(t *testing.T) {
+		tx1, pid1 := begin(t)
+		tx2, _ := begin(t)
+		mustClaim(t, ctx, tx1, "dl-a", 1, t0)
+		mustClaim(t, ctx, tx2, "dl-b", 1, t0)
+		first := claimAsync(t, tx1, pid1, "dl-b") // tx1 waits for tx2
+		_, _, err2 := claim(ctx, tx2, "ota", "dl-a", 2, t0, time.Hour)
+		err1 := <-first
+		var aborted int
+		for _, err := range []error{err1, err2} {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+				aborted++
+			} else if err != nil {
+				t.Errorf("claim: %v, want a deadlock or nothing", err)
+			}
+		}
+		if aborted != 1 {
+			t.Fatalf("%d of the two transactions aborted as deadlocked (%v; %v), want 1", aborted, err1, err2)
+		}
+	})
+
+	t.Run("SortedOrderWaits", func(t *testing.T) {
+		tx1, _ := begin(t)
+		tx2, pid2 := begin(t)
+		mustClaim(t, ctx, tx1, "ok-a", 1, t0)
+		second := claimAsync(t, tx2, pid2, "ok-a") // tx2 waits for tx1
+		mustClaim(t, ctx, tx1, "ok-b", 1, t0)
+		if err := tx1.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		if won, _, err := claim(ctx, tx2, "ota", "ok-b", 2, t0, time.Hour); err != nil || won {
+			t.Fatalf("second batch's claim of ok-b: won %v, %v; want a duplicate", won, err)
+		}
+		if err := tx2.Commit(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
