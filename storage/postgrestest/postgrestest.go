@@ -84,10 +84,11 @@ var (
 // Main runs the package's tests and then stops the cluster, if one was started, and
 // removes it; call it from TestMain. It does not return: it exits with the tests' code.
 //
-// setup, if not nil, runs once, right after the cluster starts, against the template
-// database that every test's database is cloned from (url connects to it): a schema
-// created there is in every test's database at no cost per test. It must close every
-// connection it opened before it returns.
+// setupTemplate, if not nil, runs once, right after the cluster starts, against the
+// template database that every test's database is cloned from (url connects to it): a
+// schema created there is in every test's database at no cost per test. It must close
+// every connection it opened before it returns: PostgreSQL clones no database that has
+// a session.
 //
 // With -v, Main prints how long the cluster took to start and what a test's database
 // cost.
@@ -120,6 +121,7 @@ func Main(m *testing.M, setupTemplate func(ctx context.Context, url string) erro
 	os.Exit(code)
 }
 
+// average is d shared over n.
 func average(d time.Duration, n int) time.Duration {
 	if n == 0 {
 		return 0
@@ -127,8 +129,8 @@ func average(d time.Duration, n int) time.Duration {
 	return (d / time.Duration(n)).Round(100 * time.Microsecond)
 }
 
-// NewDatabase creates an empty database for tb, a clone of the template (see Main), and
-// returns a URL that connects to it as the superuser over TCP
+// NewDatabase creates a database for tb, a clone of the template (empty, or as Main's
+// setupTemplate left it), and returns a URL that connects to it as the superuser over TCP
 // (postgres://postgres:…@127.0.0.1:port/name?sslmode=disable). The database is dropped
 // when tb ends, with any connection still open to it. The first call starts the cluster.
 func NewDatabase(tb testing.TB) string {
