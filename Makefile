@@ -55,6 +55,11 @@ deps:
 	@if ! /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; then \
 		echo "installing python3-aiosmtpd (a real SMTP server for the email alert tests)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-aiosmtpd; fi
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then \
+		echo "installing postgresql (the tests start throwaway clusters of their own: no system cluster is created or started)"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql-common && \
+		pg_conftool /etc/postgresql-common/createcluster.conf set create_main_cluster false && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; fi
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "installing nodejs and npm"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; fi

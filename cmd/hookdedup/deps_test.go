@@ -40,6 +40,8 @@ var allowedImports = map[string][]string{
 	"storage":            {"std", "github.com/mattn/go-sqlite3"},
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
 	"storage/storagetest": {"std", "storage", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
+	// A throwaway PostgreSQL cluster for tests, a database per test, reached with pgx.
+	"storage/postgrestest": {"std", "github.com/jackc/pgx/v5"},
 	// views only renders the view models it is given.
 	"views": {"std", "views/...", "github.com/a-h/templ/..."},
 	// Rendered pages parsed as HTML, for tests of views and web.
