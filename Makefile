@@ -22,7 +22,9 @@ generate:
 
 # Generated templ files are committed: fail when they are stale.
 check-generated:
-	@go tool templ generate -path views >/dev/null
+	@out=$$(go tool templ generate -path views 2>&1) || { echo "$$out"; exit 1; }; \
+		if echo "$$out" | grep -q '^(!)'; then echo "$$out" | grep '^(!)'; \
+		echo "templ warns about views/*.templ (a warned @call renders as text): fix the templates"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- views)" ]; then \
 		echo "views/*_templ.go are stale: run 'make generate' and commit"; git status --porcelain -- views; exit 1; fi
 
