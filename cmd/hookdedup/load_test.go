@@ -405,8 +405,35 @@ func loadServe(t *testing.T, dir, db, sync string) *loadServer {
 	return loadServeBinary(t, hookdedupBinary(t), dir, db, sync)
 }
 
-// loadServeBinary starts serve of the hookdedup binary bin.
-func loadServeBinary(t *testing.T, bin, dir, db, sync string) *loadServer {
+// loadForensics is the configuration the forensics rows add to the harness's source:
+// a business key and a correlation rule over it and a second source, so that every
+// accepted delivery is looked up and indexed twice more in the claim's transaction.
+const loadForensics = `business_key = ["/property_id", "/booking_id", "/status", "/refund/amount"]
+
+[[source]]
+name      = "payments"
+signature = "token"
+token_header = "X-Token"
+secret    = "load-harness-token-0123456789"
+
+[[correlation]]
+name   = "double-refund"
+window = "72h"
+  [[correlation.source]]
+  name     = "ota"
+  booking  = "/booking_id"
+  amount   = "/refund/amount"
+  currency = "/refund/currency"
+  [[correlation.source]]
+  name     = "payments"
+  booking  = "/booking_id"
+  amount   = "/amount"
+  currency = "/currency"
+`
+
+// loadServeBinary starts serve of the hookdedup binary bin; extra is appended to the
+// source's table in its configuration.
+func loadServeBinary(t *testing.T, bin, dir, db, sync string, extra ...string) *loadServer {
 	t.Helper()
 	cfg := filepath.Join(dir, "hookdedup.toml")
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(loadKey[:])
@@ -422,7 +449,7 @@ signature    = "standard-webhooks"
 secret       = %q
 key_fields   = ["/property_id", "/booking_id", "/status", "/effective_date"]
 amount_field = "/refund/amount"
-`, db, sync, loadMetricsToken, secret), 0o600)
+%s`, db, sync, loadMetricsToken, secret, strings.Join(extra, "")), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,6 +772,11 @@ func TestLoad(t *testing.T) {
 			emptyRows[sync+mix].claims = claimsRows[mix]
 		}
 	}
+	forensicsRows := map[string]*loadRow{}
+	for _, mix := range []string{"half", "unique"} {
+		forensicsRows[mix] = row("empty, FULL, forensics on", mix)
+		forensicsRows[mix].claims = claimsRows[mix]
+	}
 	baselineRows := map[string]*loadRow{}
 	if k.baseline != "" {
 		for _, mix := range []string{"half", "unique"} {
@@ -808,6 +840,14 @@ func TestLoad(t *testing.T) {
 				s.stop()
 				os.RemoveAll(sub)
 			}
+		}
+		for _, mix := range []string{"half", "unique"} {
+			sub := filepath.Join(dir, fmt.Sprintf("forensics-%s-%d", mix, i))
+			os.MkdirAll(sub, 0o755)
+			s := loadServeBinary(t, hookdedupBinary(t), sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
+			report(forensicsRows[mix], s.run(t, k, mix, 0))
+			s.stop()
+			os.RemoveAll(sub)
 		}
 	}
 
