@@ -359,12 +359,21 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	if len(cfg.Secrets) == 1 {
 		e.password = cfg.Secrets[0]
 	}
+	// net/mail takes a line break inside a comment as part of a valid address, and To
+	// is written into the message as configured: the break would start a header of
+	// its own.
+	if strings.ContainsAny(cfg.From, "\r\n") {
+		return nil, fmt.Errorf("from: %q holds a line break", cfg.From)
+	}
 	from, err := mail.ParseAddress(cfg.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %q is not an email address", cfg.From)
 	}
 	e.from = from.Address
 	for _, t := range cfg.To {
+		if strings.ContainsAny(t, "\r\n") {
+			return nil, fmt.Errorf("to: %q holds a line break", t)
+		}
 		if _, err := mail.ParseAddress(t); err != nil {
 			return nil, fmt.Errorf("to: %q is not an email address", t)
 		}

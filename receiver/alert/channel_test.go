@@ -1,0 +1,29 @@
+package alert_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/receiver/alert"
+)
+
+// TestEmail_LineBreakInAddress: an address of from or to holding a line break is refused
+// when the channel is built. net/mail reads one inside a comment as part of a valid
+// address, and the To header is written as configured: the break would end the header
+// and start another (a Bcc, a Content-Type) in every message sent.
+func TestEmail_LineBreakInAddress(t *testing.T) {
+	for _, tc := range []struct {
+		setting  string
+		from, to string
+	}{
+		{"to", "alerts@hotel.example", "ops@hotel.example (ops\r\nBcc: someone@elsewhere.example)"},
+		{"to", "alerts@hotel.example", "ops@hotel.example (ops\nX-Injected: yes)"},
+		{"from", "alerts@hotel.example (x\r\nBcc: someone@elsewhere.example)", "ops@hotel.example"},
+	} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: "127.0.0.1:587",
+			From: tc.from, To: []string{tc.to}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.setting+":") || !strings.Contains(err.Error(), "line break") {
+			t.Errorf("from %q, to %q: err = %v; want a refusal naming %s and the line break", tc.from, tc.to, err, tc.setting)
+		}
+	}
+}
