@@ -182,8 +182,13 @@ func httpURL(setting, raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("%s: is required", setting)
 	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, raw)
+	if err != nil {
+		// url.Parse's error quotes the URL whole.
+		return nil, fmt.Errorf("%s: is not an http(s) URL", setting)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Quoted as the page shows it: without credentials and query.
+		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, maskURL(u, false))
 	}
 	return u, nil
 }

@@ -27,3 +27,20 @@ func TestEmail_LineBreakInAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhook_BadURLNotQuotedWhole: a webhook URL that is refused is not quoted with
+// the credentials or query it may hold, which the channel's target hides too.
+func TestWebhook_BadURLNotQuotedWhole(t *testing.T) {
+	for _, raw := range []string{
+		"ftp://alerts:TOPSECRET@hooks.example/alerts",
+		"https://alerts:TOPSECRET@/alerts",
+		"hooks.example/alerts?token=TOPSECRET",
+		"https://hooks.example/alerts?token=TOPSECRET\x7f",
+	} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: raw,
+			Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "url:") || strings.Contains(err.Error(), "TOPSECRET") {
+			t.Errorf("url %q: err = %v; want a refusal naming url, without the credential", raw, err)
+		}
+	}
+}
