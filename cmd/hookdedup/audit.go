@@ -122,8 +122,10 @@ func parseAnchor(v string) (a storage.AuditAnchor, problem string) {
 	id, hash, ok := strings.Cut(v, ":")
 	n, err := strconv.ParseInt(id, 10, 64)
 	hash = strings.ToLower(hash)
-	if !ok || err != nil || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
-		return a, fmt.Sprintf("--anchor %q: want ID:HASH, a row's id and its 64-hex-digit hash, as verify prints them", v)
+	// Ids start at 1: an anchor below would be reported as a row deleted, a false sign
+	// of tampering.
+	if !ok || err != nil || n < 1 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return a, fmt.Sprintf("--anchor %q: want ID:HASH, a row's id (from 1) and its 64-hex-digit hash, as verify prints them", v)
 	}
 	return storage.AuditAnchor{ID: n, Hash: hash}, ""
 }

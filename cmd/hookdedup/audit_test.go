@@ -90,6 +90,9 @@ func TestCLI_AuditVerify(t *testing.T) {
 		{[]string{"audit", "verify", db, "--anchor", "5"}, `--anchor "5": want ID:HASH`},
 		{[]string{"audit", "verify", db, "--anchor", "five:" + strings.Repeat("a", 64)}, `want ID:HASH`},
 		{[]string{"audit", "verify", db, "--anchor", "5:abc"}, `want ID:HASH`},
+		// No row has such an id: a mistake in the anchor, not a sign of tampering.
+		{[]string{"audit", "verify", db, "--anchor", "0:" + storage.AuditGenesis}, `want ID:HASH`},
+		{[]string{"audit", "verify", db, "--anchor", "-5:" + strings.Repeat("a", 64)}, `want ID:HASH`},
 		{[]string{"audit", "verify", db, "row5"}, `unexpected argument "row5"`},
 		{[]string{"audit", "verify", db, "--since", "5"}, "flag provided but not defined: -since"},
 		{[]string{"audit", "export", db}, "--format is required: csv or json"},
