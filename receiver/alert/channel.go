@@ -99,7 +99,7 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("name: is required")
 	}
-	if strings.ContainsAny(cfg.Name, ",\n") {
+	if strings.ContainsAny(cfg.Name, ",\r\n") {
 		return nil, errors.New("name: must not hold a comma or a line break")
 	}
 	if cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {

@@ -44,3 +44,17 @@ func TestWebhook_BadURLNotQuotedWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestNames_CarriageReturn: a rule's or a channel's name holding a carriage return is
+// refused like one holding a line feed: the name goes into mails' subjects and texts,
+// where a bare CR is a line break to some readers and refused by some SMTP servers.
+func TestNames_CarriageReturn(t *testing.T) {
+	if err := alert.CheckRules([]alert.Rule{{Name: "db\rdown", Kind: alert.KindDatabaseNotReady}}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "name:") {
+		t.Errorf("rule: err = %v, want a refusal naming name", err)
+	}
+	_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops\rchat", Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "name:") {
+		t.Errorf("channel: err = %v, want a refusal naming name", err)
+	}
+}
