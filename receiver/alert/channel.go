@@ -453,7 +453,10 @@ func (e *email) send(ctx context.Context, m Message) error {
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("smtp DATA: %w", err)
 	}
-	return c.Quit()
+	// The server has taken the message: a QUIT that fails loses nothing, and counted
+	// as a failure it would have the message sent again.
+	c.Quit()
+	return nil
 }
 
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not

@@ -1,8 +1,15 @@
 package alert_test
 
 import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 )
@@ -56,5 +63,87 @@ func TestNames_CarriageReturn(t *testing.T) {
 	_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops\rchat", Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "name:") {
 		t.Errorf("channel: err = %v, want a refusal naming name", err)
+	}
+}
+
+// TestEmail_QuitFailsAfterAccepted: once the server has accepted the message (250
+// after DATA), a failed QUIT is not a failed send: counted as one, the notification
+// would be sent again, up to max_attempts mails for one alert.
+func TestEmail_QuitFailsAfterAccepted(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan int, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		n := 0
+		defer func() { accepted <- n }()
+		var c net.Conn = conn
+		r := bufio.NewReader(c)
+		fmt.Fprint(c, "220 test ESMTP\r\n")
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			switch cmd := strings.ToUpper(strings.TrimSpace(line)); {
+			case strings.HasPrefix(cmd, "EHLO"):
+				if _, ok := c.(*tls.Conn); ok {
+					fmt.Fprint(c, "250 test\r\n")
+				} else {
+					fmt.Fprint(c, "250-test\r\n250 STARTTLS\r\n")
+				}
+			case cmd == "STARTTLS":
+				fmt.Fprint(c, "220 go ahead\r\n")
+				tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{cert}})
+				if err := tc.Handshake(); err != nil {
+					return
+				}
+				c, r = tc, bufio.NewReader(tc)
+			case cmd == "DATA":
+				fmt.Fprint(c, "354 go on\r\n")
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if l == ".\r\n" {
+						break
+					}
+				}
+				n++
+				fmt.Fprint(c, "250 queued\r\n")
+			case cmd == "QUIT":
+				fmt.Fprint(c, "554 something went wrong\r\n")
+				return
+			default:
+				fmt.Fprint(c, "250 ok\r\n")
+			}
+		}
+	}()
+	ch, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: ln.Addr().String(),
+		From: "alerts@hotel.example", To: []string{"ops@hotel.example"}, CAFile: certFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ch.Send(context.Background(), alert.Message{ID: "x", Event: "opened", At: time.Now()})
+	if n := <-accepted; n != 1 {
+		t.Fatalf("server accepted %d messages, want 1 (Send: %v)", n, err)
+	}
+	if err != nil {
+		t.Fatalf("Send = %v after the server accepted the message; want nil", err)
 	}
 }
