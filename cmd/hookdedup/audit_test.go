@@ -107,6 +107,15 @@ func TestCLI_AuditVerify(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "none.db")); !os.IsNotExist(err) {
 		t.Errorf("verify of no database made one: %v", err)
 	}
+	// A file that is not a database (an export, given as --database by mistake): the
+	// check could not be made, which is not a broken chain.
+	notDB := filepath.Join(dir, "audit.csv")
+	if err := os.WriteFile(notDB, []byte("id,at,time,actor,action,source,key,reason,previous_state,hash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, dir, nil, "", "audit", "verify", "--database", notDB); code != 2 || !strings.Contains(out, "not a database") {
+		t.Errorf("verify of a file that is not a database: exit %d, want 2\n%s", code, out)
+	}
 
 	// A row edited: exit 1, naming it.
 	tamper(t, path, `UPDATE audit_log SET reason = 'routine' WHERE id = 3`)
