@@ -26,7 +26,8 @@ const auditUsage = `usage: hookdedup audit verify [--anchor ID:HASH]
 const auditHelp = auditUsage + `
 
 verify checks the audit log's hash chain from its first row: exit 0 when it holds, 1
-naming the first row that breaks it, 2 for a usage error or no database. export writes every row with
+naming the first row that breaks it, 2 for a usage error, no database, or a database it
+cannot read. export writes every row with
 its hash (to FILE, mode 0600, or stdout), for an auditor to recompute the chain.`
 
 // runAudit checks or exports the audit log's hash chain (storage/auditchain.go).
@@ -91,12 +92,12 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 	}
 	_, db, err := flags.open(e)
 	if err != nil {
-		return err
+		return auditUncheckedError{err}
 	}
 	defer db.Close()
 	c, err := db.VerifyAudit(ctx, anchor)
 	if err != nil {
-		return err
+		return auditUncheckedError{err}
 	}
 	if c.Break != nil {
 		if c.Rows > 0 {
@@ -117,13 +118,24 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
+// auditUncheckedError is a verify that could not check the chain at all (a config or
+// a database it cannot read). main exits 2 on it, as for a usage error, so that the
+// exit status 1 always means a broken chain: a script that raises the alarm on 1 must
+// not take a typo in --database for tampering.
+type auditUncheckedError struct{ err error }
+
+func (e auditUncheckedError) Error() string { return e.err.Error() }
+func (e auditUncheckedError) Unwrap() error { return e.err }
+
 // parseAnchor reads ID:HASH; problem says what is wrong with it.
 func parseAnchor(v string) (a storage.AuditAnchor, problem string) {
 	id, hash, ok := strings.Cut(v, ":")
 	n, err := strconv.ParseInt(id, 10, 64)
 	hash = strings.ToLower(hash)
-	if !ok || err != nil || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
-		return a, fmt.Sprintf("--anchor %q: want ID:HASH, a row's id and its 64-hex-digit hash, as verify prints them", v)
+	// Ids start at 1: an anchor below would be reported as a row deleted, a false sign
+	// of tampering.
+	if !ok || err != nil || n < 1 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return a, fmt.Sprintf("--anchor %q: want ID:HASH, a row's id (from 1) and its 64-hex-digit hash, as verify prints them", v)
 	}
 	return storage.AuditAnchor{ID: n, Hash: hash}, ""
 }

@@ -90,6 +90,9 @@ func TestCLI_AuditVerify(t *testing.T) {
 		{[]string{"audit", "verify", db, "--anchor", "5"}, `--anchor "5": want ID:HASH`},
 		{[]string{"audit", "verify", db, "--anchor", "five:" + strings.Repeat("a", 64)}, `want ID:HASH`},
 		{[]string{"audit", "verify", db, "--anchor", "5:abc"}, `want ID:HASH`},
+		// No row has such an id: a mistake in the anchor, not a sign of tampering.
+		{[]string{"audit", "verify", db, "--anchor", "0:" + storage.AuditGenesis}, `want ID:HASH`},
+		{[]string{"audit", "verify", db, "--anchor", "-5:" + strings.Repeat("a", 64)}, `want ID:HASH`},
 		{[]string{"audit", "verify", db, "row5"}, `unexpected argument "row5"`},
 		{[]string{"audit", "verify", db, "--since", "5"}, "flag provided but not defined: -since"},
 		{[]string{"audit", "export", db}, "--format is required: csv or json"},
@@ -103,6 +106,15 @@ func TestCLI_AuditVerify(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none.db")); !os.IsNotExist(err) {
 		t.Errorf("verify of no database made one: %v", err)
+	}
+	// A file that is not a database (an export, given as --database by mistake): the
+	// check could not be made, which is not a broken chain.
+	notDB := filepath.Join(dir, "audit.csv")
+	if err := os.WriteFile(notDB, []byte("id,at,time,actor,action,source,key,reason,previous_state,hash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, dir, nil, "", "audit", "verify", "--database", notDB); code != 2 || !strings.Contains(out, "not a database") {
+		t.Errorf("verify of a file that is not a database: exit %d, want 2\n%s", code, out)
 	}
 
 	// A row edited: exit 1, naming it.

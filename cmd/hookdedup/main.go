@@ -32,6 +32,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hookdedup:", none)
 		os.Exit(2)
 	}
+	var unchecked auditUncheckedError
+	if errors.As(err, &unchecked) {
+		fmt.Fprintln(os.Stderr, "hookdedup:", unchecked)
+		os.Exit(2)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hookdedup:", err)
 		os.Exit(1)

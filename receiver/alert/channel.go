@@ -99,7 +99,7 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("name: is required")
 	}
-	if strings.ContainsAny(cfg.Name, ",\n") {
+	if strings.ContainsAny(cfg.Name, ",\r\n") {
 		return nil, errors.New("name: must not hold a comma or a line break")
 	}
 	if cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
@@ -182,8 +182,13 @@ func httpURL(setting, raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("%s: is required", setting)
 	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, raw)
+	if err != nil {
+		// url.Parse's error quotes the URL whole.
+		return nil, fmt.Errorf("%s: is not an http(s) URL", setting)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Quoted as the page shows it: without credentials and query.
+		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, maskURL(u, false))
 	}
 	return u, nil
 }
@@ -359,12 +364,21 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	if len(cfg.Secrets) == 1 {
 		e.password = cfg.Secrets[0]
 	}
+	// net/mail takes a line break inside a comment as part of a valid address, and To
+	// is written into the message as configured: the break would start a header of
+	// its own.
+	if strings.ContainsAny(cfg.From, "\r\n") {
+		return nil, fmt.Errorf("from: %q holds a line break", cfg.From)
+	}
 	from, err := mail.ParseAddress(cfg.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %q is not an email address", cfg.From)
 	}
 	e.from = from.Address
 	for _, t := range cfg.To {
+		if strings.ContainsAny(t, "\r\n") {
+			return nil, fmt.Errorf("to: %q holds a line break", t)
+		}
 		if _, err := mail.ParseAddress(t); err != nil {
 			return nil, fmt.Errorf("to: %q is not an email address", t)
 		}
@@ -439,7 +453,10 @@ func (e *email) send(ctx context.Context, m Message) error {
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("smtp DATA: %w", err)
 	}
-	return c.Quit()
+	// The server has taken the message: a QUIT that fails loses nothing, and counted
+	// as a failure it would have the message sent again.
+	c.Quit()
+	return nil
 }
 
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not

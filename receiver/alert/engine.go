@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -139,21 +140,20 @@ func (e *Engine) Wake() {
 }
 
 // Run evaluates the rules and sends due notifications every Interval until ctx ends.
-// With neither rules nor channels it has nothing to do and returns at once.
+// With neither rules nor channels it makes one pass, which resolves the alerts of rules
+// no longer configured, and returns.
 func (e *Engine) Run(ctx context.Context) {
-	if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
-		return
-	}
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()
 	for {
-		if len(e.cfg.Rules) > 0 {
-			if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("evaluating alert rules", "err", err)
-			}
+		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("evaluating alert rules", "err", err)
 		}
 		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("sending alert notifications", "err", err)
+		}
+		if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -173,7 +173,8 @@ type finding struct {
 // (once it has held for the rule's For) and has none active, records the latest value
 // of those that have one, and resolves the active alerts whose condition cleared. The
 // opening and the resolution each queue one notification per channel: a condition
-// that holds over many evaluations sends nothing more. A rule that cannot be evaluated
+// that holds over many evaluations sends nothing more. The active alerts of a rule no
+// longer configured are resolved, as if cleared. A rule that cannot be evaluated
 // (a query failed) leaves its alerts as they are; its error is returned with the
 // others' after every rule had its turn.
 func (e *Engine) Evaluate(ctx context.Context) error {
@@ -223,6 +224,18 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 			e.log.Info("alert resolved", "rule", r.Name, "subject", k.subject, "alert", a.ID)
 		}
 		e.resolveDirect(ctx, r, holding, now)
+	}
+	// An alert of a rule no longer configured (removed or renamed) has no condition
+	// left to clear: left active it would stay open for good.
+	for k, a := range byKey {
+		if slices.ContainsFunc(e.cfg.Rules, func(r Rule) bool { return r.Name == k.rule }) {
+			continue
+		}
+		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
+			errs = append(errs, fmt.Errorf("alert %q: %w", k.rule, err))
+			continue
+		}
+		e.log.Info("alert resolved: its rule is no longer configured", "rule", k.rule, "subject", k.subject, "alert", a.ID)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package alert_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,5 +331,47 @@ func TestEngine_ResolveByHand(t *testing.T) {
 	}
 	if a.AcknowledgedBy != "sam" || a.ResolvedBy != "kim" || a.State != storage.AlertResolved {
 		t.Errorf("alert = %+v", a)
+	}
+}
+
+// TestEngine_RuleRemoved: an alert whose rule is no longer configured (removed or
+// renamed, then serve restarted) is resolved by the engine, which can no longer tell
+// whether its condition holds; with no rule left at all too. Left active, it would
+// stay open on the page and in the API for good.
+func TestEngine_RuleRemoved(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	down := func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("down") } }
+	old := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, down)
+	f.evaluate(t, old)
+	wantEvents(t, h, "alert.opened db")
+
+	// Restarted with the rule renamed: the old one's alert resolves, the new one opens.
+	renamed := f.engine(t, []alert.Rule{{Name: "database", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, down)
+	f.clock.Add(time.Minute)
+	f.evaluate(t, renamed)
+	// Sent in one pass, concurrently: in either order.
+	var got []string
+	for _, p := range h.payloads()[1:] {
+		got = append(got, p.Type+" "+p.Data.Rule)
+	}
+	slices.Sort(got)
+	if want := []string{"alert.opened database", "alert.resolved db"}; !slices.Equal(got, want) {
+		t.Fatalf("webhook got %q after the rename, want %q", got, want)
+	}
+	if as := f.alerts(t); len(as) != 2 || as[0].Rule != "database" || !as[0].Active() || as[1].State != storage.AlertResolved {
+		t.Fatalf("alerts = %+v, want database active and db resolved", as)
+	}
+
+	// Restarted with no rule and no channel: one pass resolves what is left, then Run
+	// returns.
+	none := f.engine(t, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	none.Run(ctx)
+	if as := f.alerts(t); as[0].State != storage.AlertResolved {
+		t.Fatalf("alert = %+v, want resolved once its rule is gone", as[0])
 	}
 }

@@ -108,7 +108,7 @@ func (r Rule) Check(sources, channels []string) error {
 	switch {
 	case r.Name == "":
 		return errors.New("name: is required")
-	case strings.ContainsAny(r.Name, ",\n"):
+	case strings.ContainsAny(r.Name, ",\r\n"):
 		return errors.New("name: must not hold a comma or a line break")
 	case r.Kind == "":
 		return fmt.Errorf("kind: is required (one of %s)", strings.Join(Kinds, ", "))

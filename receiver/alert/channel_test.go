@@ -1,0 +1,149 @@
+package alert_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/alert"
+)
+
+// TestEmail_LineBreakInAddress: an address of from or to holding a line break is refused
+// when the channel is built. net/mail reads one inside a comment as part of a valid
+// address, and the To header is written as configured: the break would end the header
+// and start another (a Bcc, a Content-Type) in every message sent.
+func TestEmail_LineBreakInAddress(t *testing.T) {
+	for _, tc := range []struct {
+		setting  string
+		from, to string
+	}{
+		{"to", "alerts@hotel.example", "ops@hotel.example (ops\r\nBcc: someone@elsewhere.example)"},
+		{"to", "alerts@hotel.example", "ops@hotel.example (ops\nX-Injected: yes)"},
+		{"from", "alerts@hotel.example (x\r\nBcc: someone@elsewhere.example)", "ops@hotel.example"},
+	} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: "127.0.0.1:587",
+			From: tc.from, To: []string{tc.to}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.setting+":") || !strings.Contains(err.Error(), "line break") {
+			t.Errorf("from %q, to %q: err = %v; want a refusal naming %s and the line break", tc.from, tc.to, err, tc.setting)
+		}
+	}
+}
+
+// TestWebhook_BadURLNotQuotedWhole: a webhook URL that is refused is not quoted with
+// the credentials or query it may hold, which the channel's target hides too.
+func TestWebhook_BadURLNotQuotedWhole(t *testing.T) {
+	for _, raw := range []string{
+		"ftp://alerts:TOPSECRET@hooks.example/alerts",
+		"https://alerts:TOPSECRET@/alerts",
+		"hooks.example/alerts?token=TOPSECRET",
+		"https://hooks.example/alerts?token=TOPSECRET\x7f",
+	} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: raw,
+			Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "url:") || strings.Contains(err.Error(), "TOPSECRET") {
+			t.Errorf("url %q: err = %v; want a refusal naming url, without the credential", raw, err)
+		}
+	}
+}
+
+// TestNames_CarriageReturn: a rule's or a channel's name holding a carriage return is
+// refused like one holding a line feed: the name goes into mails' subjects and texts,
+// where a bare CR is a line break to some readers and refused by some SMTP servers.
+func TestNames_CarriageReturn(t *testing.T) {
+	if err := alert.CheckRules([]alert.Rule{{Name: "db\rdown", Kind: alert.KindDatabaseNotReady}}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "name:") {
+		t.Errorf("rule: err = %v, want a refusal naming name", err)
+	}
+	_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops\rchat", Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "name:") {
+		t.Errorf("channel: err = %v, want a refusal naming name", err)
+	}
+}
+
+// TestEmail_QuitFailsAfterAccepted: once the server has accepted the message (250
+// after DATA), a failed QUIT is not a failed send: counted as one, the notification
+// would be sent again, up to max_attempts mails for one alert.
+func TestEmail_QuitFailsAfterAccepted(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan int, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		n := 0
+		defer func() { accepted <- n }()
+		var c net.Conn = conn
+		r := bufio.NewReader(c)
+		fmt.Fprint(c, "220 test ESMTP\r\n")
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			switch cmd := strings.ToUpper(strings.TrimSpace(line)); {
+			case strings.HasPrefix(cmd, "EHLO"):
+				if _, ok := c.(*tls.Conn); ok {
+					fmt.Fprint(c, "250 test\r\n")
+				} else {
+					fmt.Fprint(c, "250-test\r\n250 STARTTLS\r\n")
+				}
+			case cmd == "STARTTLS":
+				fmt.Fprint(c, "220 go ahead\r\n")
+				tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{cert}})
+				if err := tc.Handshake(); err != nil {
+					return
+				}
+				c, r = tc, bufio.NewReader(tc)
+			case cmd == "DATA":
+				fmt.Fprint(c, "354 go on\r\n")
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if l == ".\r\n" {
+						break
+					}
+				}
+				n++
+				fmt.Fprint(c, "250 queued\r\n")
+			case cmd == "QUIT":
+				fmt.Fprint(c, "554 something went wrong\r\n")
+				return
+			default:
+				fmt.Fprint(c, "250 ok\r\n")
+			}
+		}
+	}()
+	ch, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: ln.Addr().String(),
+		From: "alerts@hotel.example", To: []string{"ops@hotel.example"}, CAFile: certFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ch.Send(context.Background(), alert.Message{ID: "x", Event: "opened", At: time.Now()})
+	if n := <-accepted; n != 1 {
+		t.Fatalf("server accepted %d messages, want 1 (Send: %v)", n, err)
+	}
+	if err != nil {
+		t.Fatalf("Send = %v after the server accepted the message; want nil", err)
+	}
+}
