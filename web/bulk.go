@@ -55,6 +55,12 @@ func bulkError(err error) error {
 	return err
 }
 
+// needsApprovalWords says why a reprocess of keys was refused and how to ask for it.
+func needsApprovalWords(e *storage.NeedsApprovalError) string {
+	return "Not reprocessed: " + strings.Join(e.Over, ", ") + " (the approval threshold). " +
+		"Make it a bulk action under Bulk actions: a second operator approves it there."
+}
+
 // bulkFilterForm reads a bulk filter from the console's form or query (the names of
 // the keys and events pages' filters), times in the console's zone. A problem is said
 // in words for the user.
