@@ -99,7 +99,19 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	if err := f.Check(); err != nil {
 		return v, f, badRequest("Filter: " + err.Error() + ".")
 	}
+	if err := s.checkBulkSource(f.Source); err != nil {
+		return v, f, badRequest("Filter: " + err.Error() + ".")
+	}
 	return v, f, nil
+}
+
+// checkBulkSource refuses a source the server does not run: a mistyped name would
+// preview no keys, as if there were nothing to do.
+func (s *Server) checkBulkSource(name string) error {
+	if _, ok := s.source(name); name == "" || ok || len(s.sources) == 0 {
+		return nil
+	}
+	return fmt.Errorf("source %q: no such source (%s)", name, strings.Join(s.sourceNames(), ", "))
 }
 
 // checkBulkRequest checks what storage would refuse, in words for the user.
@@ -505,6 +517,9 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
 	}
 	if err := req.Filter.Check(); err != nil {
+		return Errorf(http.StatusBadRequest, "filter: %v", err)
+	}
+	if err := a.checkBulkSource(req.Filter.Source); err != nil {
 		return Errorf(http.StatusBadRequest, "filter: %v", err)
 	}
 	u, _ := UserFrom(r.Context())

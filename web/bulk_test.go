@@ -254,6 +254,9 @@ func TestAPI_Bulk(t *testing.T) {
 		{`{"kind":"reprocess"}`, "reason is required"},
 		{`{"kind":"reprocess","reason":"x","filter":{"amount_max":"1.2.3"}}`, "amount_max"},
 		{`{"kind":"reprocess","reason":"x","filter":{"colour":"red"}}`, "colour"},
+		{`{"kind":"release","reason":"x","filter":{"source":"otaa"}}`, `source "otaa"`},
+		{`{"kind":"release","reason":"x","filter":{"state":"stuck"}}`, `state "stuck"`},
+		{`{"kind":"release","reason":"x","filter":{"from":"yesterday"}}`, "yesterday"},
 	} {
 		if code, out := call("operator", "POST", "/api/v1/bulk", tt.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
 			t.Errorf("%s: %d %v; want 400 naming %q", tt.body, code, out, tt.want)
@@ -374,5 +377,31 @@ func TestConsole_ReprocessAboveThresholdWaits(t *testing.T) {
 		if updated(key).Equal(before[key]) {
 			t.Errorf("%s was not acted on: below the threshold, or a release", key)
 		}
+	}
+}
+
+// TestConsole_BulkJunkFilter: a filter the console cannot use is refused with words that
+// name what is wrong, and makes no preview: a mistyped source would otherwise preview
+// no keys, as if there were nothing to do.
+func TestConsole_BulkJunkFilter(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	for _, tt := range []struct {
+		field, value, want string
+	}{
+		{"source", "otaa", `source "otaa"`},
+		{"from", "yesterday", "From must be a date"},
+		{"amount_min", "1e3", "amount_min"},
+		{"state", "gone", `state "gone"`},
+	} {
+		form := url.Values{"kind": {"release"}, "reason": {"x"}, tt.field: {tt.value}}
+		code, body, _ := op.post("/bulk", form)
+		if code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(body), tt.want) {
+			t.Errorf("%s=%q: %d; want 400 naming %q", tt.field, tt.value, code, tt.want)
+		}
+	}
+	if acts, err := e.db.BulkActions(context.Background(), "", 10); err != nil || len(acts) != 0 {
+		t.Errorf("previews made of junk: %d, %v", len(acts), err)
 	}
 }
