@@ -363,3 +363,62 @@ func TestDB_BulkResume(t *testing.T) {
 		t.Errorf("%+v, %d audit rows; want each of 7 keys reprocessed once", a, reprocessed)
 	}
 }
+
+// TestDB_BulkPreviewLetsIntakeIn: a preview's keys are written a part at a time, so
+// that a delivery arriving meanwhile is stored between two parts instead of waiting
+// for all of them (50,000 keys in one transaction held the writer half a second).
+// Until the last part the action is not listed, and cannot be started.
+func TestDB_BulkPreviewLetsIntakeIn(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	const total = 10_000
+	if err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: total, State: storage.StateFailed,
+		Key: func(i int) string { return fmt.Sprintf("k%06d", i) }, ClaimedAt: time.Now().Add(-time.Hour), TTL: 24 * time.Hour,
+		Headers: `{}`, Body: func(int) []byte { return []byte(`{}`) }}, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan storage.BulkAction, 1)
+	go func() {
+		a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: storage.BulkFilter{State: storage.StateFailed},
+			Reason: "outage", Actor: "ann", StuckBefore: time.Now()})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- a
+	}()
+	// Deliveries keep coming while the preview is made. One stored while the preview's
+	// action (the first, id 1) has some of its keys but not all saw the writer free
+	// between two parts.
+	between := false
+	var a storage.BulkAction
+	for i := 0; ; i++ {
+		select {
+		case a = <-done:
+		default:
+			storagetest.Record(t, db, delivery("live", fmt.Sprintf("d%d", i), "h"), storage.ClaimOptions{TTL: time.Hour})
+			keys, err := db.BulkKeys(ctx, 1, total)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) == 0 || len(keys) == total {
+				continue
+			}
+			between = true
+			// The preview becomes one only after its last key: with keys still missing
+			// after these look-ups, it was being written during them.
+			acts, _ := db.BulkActions(ctx, "", 10)
+			_, serr := db.StartBulkAction(ctx, 1, "ann", nil)
+			if keys, _ = db.BulkKeys(ctx, 1, total); len(keys) < total && (len(acts) != 0 || !errors.Is(serr, storage.ErrBulkState)) {
+				t.Errorf("a preview being written: listed %d, started: %v", len(acts), serr)
+			}
+			continue
+		}
+		break
+	}
+	if a.Total != total || !between {
+		t.Errorf("preview of %d keys; a delivery stored between two parts of it: %v", a.Total, between)
+	}
+	if got, err := db.BulkAction(ctx, a.ID); err != nil || got.State != storage.BulkPreview {
+		t.Errorf("the preview once written: %+v, %v", got, err)
+	}
+}
