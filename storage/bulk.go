@@ -441,13 +441,10 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req BulkRequest) (BulkActio
 	filter, _ := json.Marshal(a.Filter)
 	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})
 	left, _ := json.Marshal(leftOut)
+	if err := db.clearOldPreviews(ctx, now.Add(-24*time.Hour)); err != nil {
+		return BulkAction{}, fmt.Errorf("bulk preview: clearing previews of more than a day ago: %w", err)
+	}
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		// Previews never started are of no use after a day: each new one clears them,
-		// and any left half written by a process that stopped.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM bulk_actions WHERE state IN ('preview', 'building') AND created_at < ?`,
-			millis(now.Add(-24*time.Hour))); err != nil {
-			return err
-		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO bulk_actions (kind, filter, reason, requested_by, state, total, money,
 			left_out, needs_approval, created_at, updated_at) VALUES (?, ?, ?, ?, 'building', ?, ?, ?, ?, ?, ?)`,
 			a.Kind, string(filter), a.Reason, a.RequestedBy, a.Total, string(money), string(left), a.NeedsApproval, millis(now), millis(now))
@@ -499,6 +496,46 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req BulkRequest) (BulkActio
 		return BulkAction{}, fmt.Errorf("bulk preview: %w", err)
 	}
 	return a, nil
+}
+
+// clearOldPreviews deletes the previews made before cutoff and never started, of no use
+// by then, and any left half written by a process that stopped. They are first made
+// "building", so that none is started while its keys go; the keys then go previewPart
+// at a time, so that intake waits for one part at most.
+func (db *DB) clearOldPreviews(ctx context.Context, cutoff time.Time) error {
+	var old []struct{ id, total int64 }
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE bulk_actions SET state = 'building'
+			WHERE state IN ('preview', 'building') AND created_at < ? RETURNING id, total`, millis(cutoff))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var o struct{ id, total int64 }
+			if err := rows.Scan(&o.id, &o.total); err != nil {
+				return err
+			}
+			old = append(old, o)
+		}
+		return rows.Err()
+	})
+	for _, o := range old {
+		for from := int64(0); from < o.total && err == nil; from += previewPart {
+			err = db.writeTx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `DELETE FROM bulk_action_keys WHERE action = ? AND seq >= ? AND seq < ?`,
+					o.id, from, from+previewPart)
+				return err
+			})
+		}
+		if err == nil {
+			err = db.writeTx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `DELETE FROM bulk_actions WHERE id = ? AND state = 'building'`, o.id)
+				return err
+			})
+		}
+	}
+	return err
 }
 
 // moneyRecord is how a preview's money is stored.
