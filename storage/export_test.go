@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 )
 
@@ -79,10 +78,4 @@ func (db *DB) explain(ctx context.Context, query string, args ...any) (string, e
 // ExplainSweepExpired returns the query plan of SweepExpired.
 func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlSweepExpired, 1, 1000)
-}
-
-// WriteTx runs fn in a transaction of the write connection, queued behind the
-// writers already waiting for it, as every write of db is.
-func (db *DB) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.writeTx(ctx, fn)
 }
