@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,54 @@ type Release struct {
 	Reprocess bool
 	// StuckBefore: a key processing since before this time is stuck and may be released.
 	StuckBefore time.Time
+	// Thresholds, when set, refuse a reprocess whose keys' money is above them
+	// (NeedsApprovalError) before any key changes: a second operator approves such a
+	// reprocess, as a bulk action. Without them a reprocess of one key, or of a set,
+	// would go round four-eyes.
+	Thresholds ApprovalThresholds
+}
+
+// NeedsApprovalError is the refusal of a reprocess whose money is above
+// Release.Thresholds; Over says by how much, a line per currency
+// (ApprovalThresholds.Over).
+type NeedsApprovalError struct{ Over []string }
+
+func (e *NeedsApprovalError) Error() string {
+	return "reprocess needs a second operator's approval: " + strings.Join(e.Over, ", ")
+}
+
+// checkReprocessMoney returns a NeedsApprovalError when r is a reprocess whose keys'
+// money, read from each claim's first delivery (the payload sent again), is above
+// r.Thresholds. Every named key counts, also one that the release will then refuse.
+// The amounts are read before the release's transactions: a key claimed anew in
+// between is in flight, which a release refuses.
+func (db *DB) checkReprocessMoney(ctx context.Context, keys []KeyRef, r Release) error {
+	if !r.Reprocess || len(r.Thresholds) == 0 {
+		return nil
+	}
+	stmt, err := db.read.PrepareContext(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, '')
+		FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery WHERE c.source = ? AND c.key = ?`)
+	if err != nil {
+		return fmt.Errorf("reprocess: the money of its keys: %w", err)
+	}
+	defer stmt.Close()
+	money := make([]BulkKey, 0, len(keys))
+	for _, k := range keys {
+		var b BulkKey
+		err := stmt.QueryRowContext(ctx, k.Source, k.Key).Scan(&b.Amount, &b.Currency)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reprocess: the money of %s/%s: %w", k.Source, k.Key, err)
+		}
+		money = append(money, b)
+	}
+	sums, _, unreadable := sumMoney(money)
+	if over := r.Thresholds.Over(sums, unreadable); len(over) > 0 {
+		return &NeedsApprovalError{Over: over}
+	}
+	return nil
 }
 
 // Released says what a release did.
@@ -39,11 +88,15 @@ type Released struct {
 // ReleaseKey releases (or reprocesses) one key and writes the audit row in the same
 // transaction. Returns ErrNotFound for an unknown key, ErrBusy for a key in flight and
 // ErrPayloadGone for a reprocess whose payload is no longer stored (RefusalOf names
-// the refusal each stands for); a release without a reason is an error.
+// the refusal each stands for), and a *NeedsApprovalError for a reprocess whose money
+// is above r.Thresholds; a release without a reason is an error.
 // Releasing a key that is already free changes nothing and reports Changed false.
 func (db *DB) ReleaseKey(ctx context.Context, r Release) (Released, error) {
 	if r.Reason == "" {
 		return Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
+	}
+	if err := db.checkReprocessMoney(ctx, []KeyRef{{r.Source, r.Key}}, r); err != nil {
+		return Released{}, err
 	}
 	var out Released
 	var refused, failed error
@@ -261,10 +314,14 @@ type KeyRef struct{ Source, Key string }
 
 // ReleaseEach releases (or reprocesses) each of keys as ReleaseKeys does: one outcome
 // per key, in order, committed releaseBatch keys at a time. r's Source and Key are
-// ignored; a release without a reason is an error.
+// ignored; a release without a reason is an error, and a reprocess whose keys' money is
+// above r.Thresholds a *NeedsApprovalError, with no key changed.
 func (db *DB) ReleaseEach(ctx context.Context, keys []KeyRef, r Release) ([]KeyOutcome, error) {
 	if r.Reason == "" {
 		return nil, errors.New("bulk release: a reason is required")
+	}
+	if err := db.checkReprocessMoney(ctx, keys, r); err != nil {
+		return nil, err
 	}
 	out := make([]KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {

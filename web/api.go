@@ -463,13 +463,16 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	u, _ := UserFrom(r.Context())
 	rel := storage.Release{Source: req.Source, Key: req.Key, Actor: u.Name, Reason: req.Reason, Reprocess: req.Reprocess,
-		StuckBefore: a.now().Add(-a.stuck)}
+		StuckBefore: a.now().Add(-a.stuck), Thresholds: a.thresholds}
 	to := storage.StateReleased
 	if req.Reprocess {
 		to = storage.StateProcessing
 	}
 	if req.Key != "" {
 		res, err := a.keys.ReleaseKey(r.Context(), rel)
+		if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
+			return apiNeedsApproval(over)
+		}
 		if why, ok := storage.RefusalOf(err); ok {
 			code := http.StatusConflict
 			if why == storage.RefusedNotFound {
@@ -492,6 +495,9 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	outcomes, err := a.keys.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
 		StuckBefore: rel.StuckBefore}, rel)
+	if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
+		return apiNeedsApproval(over)
+	}
 	if err != nil {
 		return err
 	}
@@ -516,4 +522,10 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
+}
+
+// apiNeedsApproval refuses a reprocess above the approval threshold.
+func apiNeedsApproval(e *storage.NeedsApprovalError) error {
+	return Errorf(http.StatusForbidden, "not reprocessed: %s (the approval threshold); make it a bulk action (POST /api/v1/bulk), which a second operator approves",
+		strings.Join(e.Over, ", "))
 }

@@ -55,6 +55,12 @@ func bulkError(err error) error {
 	return err
 }
 
+// needsApprovalWords says why a reprocess of keys was refused and how to ask for it.
+func needsApprovalWords(e *storage.NeedsApprovalError) string {
+	return "Not reprocessed: " + strings.Join(e.Over, ", ") + " (the approval threshold). " +
+		"Make it a bulk action under Bulk actions: a second operator approves it there."
+}
+
 // bulkFilterForm reads a bulk filter from the console's form or query (the names of
 // the keys and events pages' filters), times in the console's zone. A problem is said
 // in words for the user.
@@ -93,7 +99,19 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	if err := f.Check(); err != nil {
 		return v, f, badRequest("Filter: " + err.Error() + ".")
 	}
+	if err := s.checkBulkSource(f.Source); err != nil {
+		return v, f, badRequest("Filter: " + err.Error() + ".")
+	}
 	return v, f, nil
+}
+
+// checkBulkSource refuses a source the server does not run: a mistyped name would
+// preview no keys, as if there were nothing to do.
+func (s *Server) checkBulkSource(name string) error {
+	if _, ok := s.source(name); name == "" || ok || len(s.sources) == 0 {
+		return nil
+	}
+	return fmt.Errorf("source %q: no such source (%s)", name, strings.Join(s.sourceNames(), ", "))
 }
 
 // checkBulkRequest checks what storage would refuse, in words for the user.
@@ -499,6 +517,9 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
 	}
 	if err := req.Filter.Check(); err != nil {
+		return Errorf(http.StatusBadRequest, "filter: %v", err)
+	}
+	if err := a.checkBulkSource(req.Filter.Source); err != nil {
 		return Errorf(http.StatusBadRequest, "filter: %v", err)
 	}
 	u, _ := UserFrom(r.Context())

@@ -254,6 +254,9 @@ func TestAPI_Bulk(t *testing.T) {
 		{`{"kind":"reprocess"}`, "reason is required"},
 		{`{"kind":"reprocess","reason":"x","filter":{"amount_max":"1.2.3"}}`, "amount_max"},
 		{`{"kind":"reprocess","reason":"x","filter":{"colour":"red"}}`, "colour"},
+		{`{"kind":"release","reason":"x","filter":{"source":"otaa"}}`, `source "otaa"`},
+		{`{"kind":"release","reason":"x","filter":{"state":"stuck"}}`, `state "stuck"`},
+		{`{"kind":"release","reason":"x","filter":{"from":"yesterday"}}`, "yesterday"},
 	} {
 		if code, out := call("operator", "POST", "/api/v1/bulk", tt.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
 			t.Errorf("%s: %d %v; want 400 naming %q", tt.body, code, out, tt.want)
@@ -306,5 +309,99 @@ func TestAPI_Bulk(t *testing.T) {
 	}
 	if code, _ := call("operator", "POST", "/api/v1/bulk/"+id+"/cancel", ""); code != 409 {
 		t.Errorf("cancel of a finished action: %d", code)
+	}
+}
+
+// TestConsole_ReprocessAboveThresholdWaits: the keys page and the API's release also
+// reprocess keys, so a reprocess there whose money is above the threshold is refused,
+// pointing to bulk actions, instead of going round the second operator. Below the
+// threshold, and releases, act at once.
+func TestConsole_ReprocessAboveThresholdWaits(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e) // refund-0 EUR 400.00, refund-1 EUR 250.50, refund-2 EUR -20.25: stuck
+	ctx := context.Background()
+	big := &storage.Delivery{Source: "ota", Key: "refund-big", KeyMethod: "event_id", PayloadHash: "big", Amount: "800.00",
+		Currency: "EUR", ContentType: "application/json", Body: []byte(`{"refund":2}`)}
+	storagetest.Record(t, e.db, big, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	e.clock.Add(time.Hour) // refund-big is stuck too
+	updated := func(key string) time.Time {
+		t.Helper()
+		c, err := e.db.Claim(ctx, "ota", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.UpdatedAt
+	}
+	keys := []string{"refund-0", "refund-1", "refund-2", "refund-big"}
+	before := map[string]time.Time{}
+	for _, key := range keys {
+		before[key] = updated(key)
+	}
+	untouched := func(when string) {
+		t.Helper()
+		for _, key := range keys {
+			if !updated(key).Equal(before[key]) {
+				t.Errorf("%s: %s was acted on", when, key)
+			}
+		}
+	}
+	e.clock.Add(time.Minute) // a reprocess or release moves a key's updated_at to now
+
+	op := e.as(t, storage.RoleOperator)
+	_, _, h := op.post("/keys/release", url.Values{"action": {"reprocess"}, "reason": {"refunds again"},
+		"k": {"ota/refund-0", "ota/refund-1"}})
+	_, page := op.page(h.Get("Location"))
+	if !strings.Contains(page.text(), "EUR 650.50 is above 500.00") || !strings.Contains(page.text(), "Bulk actions") {
+		t.Errorf("ticked reprocess of EUR 650.50: the page says %q; want the money and Bulk actions", page.text())
+	}
+	untouched("ticked reprocess of EUR 650.50")
+	tok, _, err := e.db.CreateToken(ctx, storage.RoleOperator, "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"source":"ota","stuck":true,"reason":"all of them","reprocess":true}`,
+		`{"source":"ota","key":"refund-big","reason":"one","reprocess":true}`,
+	} {
+		if code, out := apiPost(t, e.srv.URL+"/api/v1/release", tok, body); code != http.StatusForbidden ||
+			!strings.Contains(out, "bulk action") || !strings.Contains(out, "EUR") {
+			t.Errorf("%s: %d %s; want 403 naming the money and bulk actions", body, code, out)
+		}
+		untouched(body)
+	}
+	if code, out := apiPost(t, e.srv.URL+"/api/v1/release", tok, `{"source":"ota","key":"refund-0","reason":"one","reprocess":true}`); code != http.StatusOK {
+		t.Errorf("reprocess of EUR 400.00: %d %s; want 200", code, out)
+	}
+	op.post("/keys/release", url.Values{"action": {"release"}, "reason": {"free them"}, "k": {"ota/refund-1", "ota/refund-big"}})
+	for _, key := range []string{"refund-0", "refund-1", "refund-big"} {
+		if updated(key).Equal(before[key]) {
+			t.Errorf("%s was not acted on: below the threshold, or a release", key)
+		}
+	}
+}
+
+// TestConsole_BulkJunkFilter: a filter the console cannot use is refused with words that
+// name what is wrong, and makes no preview: a mistyped source would otherwise preview
+// no keys, as if there were nothing to do.
+func TestConsole_BulkJunkFilter(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	for _, tt := range []struct {
+		field, value, want string
+	}{
+		{"source", "otaa", `source "otaa"`},
+		{"from", "yesterday", "From must be a date"},
+		{"amount_min", "1e3", "amount_min"},
+		{"state", "gone", `state "gone"`},
+	} {
+		form := url.Values{"kind": {"release"}, "reason": {"x"}, tt.field: {tt.value}}
+		code, body, _ := op.post("/bulk", form)
+		if code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(body), tt.want) {
+			t.Errorf("%s=%q: %d; want 400 naming %q", tt.field, tt.value, code, tt.want)
+		}
+	}
+	if acts, err := e.db.BulkActions(context.Background(), "", 10); err != nil || len(acts) != 0 {
+		t.Errorf("previews made of junk: %d, %v", len(acts), err)
 	}
 }

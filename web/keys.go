@@ -24,7 +24,9 @@ type keyStore interface {
 	Claim(ctx context.Context, source, key string) (storage.Claim, error)
 	// LastAttempt returns ErrNotFound if no attempt was made.
 	LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error)
-	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight.
+	// ReleaseKey returns ErrNotFound for an unknown key and ErrBusy for a key in flight;
+	// it and ReleaseKeys and ReleaseEach return a *storage.NeedsApprovalError for a
+	// reprocess whose money is above r.Thresholds, with nothing changed.
 	ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error)
 	// ReleaseKeys and ReleaseEach give each key its outcome (ErrNotFound, ErrBusy);
 	// their error is a failed transaction, after the outcomes committed before it.
@@ -192,7 +194,12 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			refs[i] = storage.KeyRef{Source: source, Key: key}
 		}
 		outcomes, err := s.keys.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,
-			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck)})
+			Reprocess: action == "reprocess", StuckBefore: s.now().Add(-s.stuck), Thresholds: s.thresholds})
+		if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
+			flash(r, w, "error", needsApprovalWords(over))
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return nil
+		}
 		for _, o := range outcomes {
 			if o.Changed {
 				s.log.Info("key released", logBy, u.Name, logSource, o.Source, logKey, o.Key, logAction, action, logFrom, o.Previous)

@@ -83,7 +83,8 @@ type Config struct {
 	AlertChannels []AlertChannel
 	AlertsChanged func()
 	// ApprovalThreshold: a bulk reprocess whose money in a currency is above its
-	// threshold waits for a second operator's approval.
+	// threshold waits for a second operator's approval; a reprocess of keys named one
+	// by one (keys page, event page, POST /api/v1/release) above it is refused.
 	ApprovalThreshold storage.ApprovalThresholds
 }
 
