@@ -30,7 +30,8 @@ type canonMember struct {
 	escaped           bool
 }
 
-// canonState is the scratch space of one canonicalisation, recycled in canonStates.
+// canonState is one canonicalisation. It lives on the stack: appends to a heap
+// object's slices pay a write barrier each while the collector runs, which is often.
 type canonState struct {
 	src     []byte
 	out     []byte
@@ -39,28 +40,33 @@ type canonState struct {
 	depth   int
 }
 
-var canonStates = sync.Pool{New: func() any { return new(canonState) }}
+// canonScratch is what canonicalisations recycle, in canonScratches.
+type canonScratch struct {
+	members []canonMember
+	scratch []byte
+}
+
+var canonScratches = sync.Pool{New: func() any { return new(canonScratch) }}
 
 // appendCanonical appends the RFC 8785 canonical form of src to dst, as jsontext's
 // Value.Canonicalize writes it, and reports whether it did; false (dst returned
 // unchanged in length) when src is anything but a JSON text that canonicalises
 // without error.
 func appendCanonical(dst, src []byte) ([]byte, bool) {
-	st := canonStates.Get().(*canonState)
-	st.src, st.out, st.depth = src, dst, 0
+	sc := canonScratches.Get().(*canonScratch)
+	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0]}
 	i, ok := st.value(st.skipSpace(0))
 	if ok {
 		ok = st.skipSpace(i) == len(src)
 	}
-	out := st.out
-	st.src, st.out, st.members = nil, nil, st.members[:0]
 	if cap(st.scratch) <= maxPooledCanon {
-		canonStates.Put(st)
+		sc.members, sc.scratch = st.members[:0], st.scratch[:0]
+		canonScratches.Put(sc)
 	}
 	if !ok {
 		return dst, false
 	}
-	return out, true
+	return st.out, true
 }
 
 // canonicalize is Value.Canonicalize, on the single-pass path when it can be.
@@ -331,6 +337,10 @@ func (st *canonState) str(i int) (next int, escaped, ok bool) {
 	st.out = append(st.out, '"')
 	for i < len(src) {
 		c := src[i]
+		if plainStringByte[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
 			st.out = append(st.out, src[run:i]...)
@@ -399,6 +409,15 @@ func (st *canonState) str(i int) (next int, escaped, ok bool) {
 	}
 	return i, false, false
 }
+
+// plainStringByte marks the bytes that stand for themselves in a string, canonical or
+// not: printable ASCII other than '"' and '\\'.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendEscapedRune appends r, a control character, '"' or '\\', escaped as RFC 8785
 // (and jsontext) spell it.
