@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -132,8 +130,8 @@ func (s *Source) businessKey(doc string) string {
 	}
 	obj = append(obj, '}')
 	if !plain {
-		c := jsontext.Value(obj)
-		if err := c.Canonicalize(); err != nil {
+		c, err := canonicalize(obj)
+		if err != nil {
 			return ""
 		}
 		obj = c
@@ -221,8 +219,8 @@ func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
 		obj = appendPointerJSON(obj, currency)
 		obj = append(obj, ']')
 		if !plainJSONString(booking) || !plainJSONString(currency) {
-			v := jsontext.Value(obj)
-			if err := v.Canonicalize(); err != nil {
+			v, err := canonicalize(obj)
+			if err != nil {
 				continue
 			}
 			obj = v

@@ -215,8 +215,8 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	// The members are already canonical; canonicalising orders them and
 	// normalises the pointers' spelling, which is all that is left of RFC 8785
 	// here.
-	c := jsontext.Value(obj)
-	if err := c.Canonicalize(); err != nil {
+	c, err := canonicalize(obj)
+	if err != nil {
 		return storage.Derivation{}, "", fmt.Errorf("canonicalise key fields: %w", err)
 	}
 	d.Method = storage.MethodDerived
@@ -439,27 +439,41 @@ const maxPooledCanon = 64 << 10
 var clampedFloat = []byte("1.7976931348623157e+308")
 
 // canonicalBody returns the RFC 8785 canonical form of body and the hex SHA-256 of it, or
-// an error wrapping ErrNotJSON that says what is wrong.
+// an error wrapping ErrNotJSON that says what is wrong. The single-pass canonicaliser
+// (canonical.go) writes it; what that one declines goes the reference way, which
+// also explains what is wrong.
 func canonicalBody(body []byte) (canon, hash string, err error) {
-	if err := precheckBody(body); err != nil {
-		return "", "", fmt.Errorf("%w: %s", ErrNotJSON, err)
-	}
 	bp := canonBufs.Get().(*[]byte)
-	v := jsontext.Value(append((*bp)[:0], body...))
-	err = v.Canonicalize()
+	v, ok := appendCanonical((*bp)[:0], body)
+	if !ok {
+		v, err = canonicalBodyReference((*bp)[:0], body)
+	}
 	if cap(v) <= maxPooledCanon {
 		*bp = v[:0]
 		defer canonBufs.Put(bp)
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
+		return "", "", err
+	}
+	return string(v), keySHA256Hex(v), nil
+}
+
+// canonicalBodyReference appends to dst the canonical form of body as jsontext writes
+// it, or returns an error wrapping ErrNotJSON that says what is wrong.
+func canonicalBodyReference(dst, body []byte) ([]byte, error) {
+	if err := precheckBody(body); err != nil {
+		return dst, fmt.Errorf("%w: %s", ErrNotJSON, err)
+	}
+	v := jsontext.Value(append(dst, body...))
+	if err := v.Canonicalize(); err != nil {
+		return v, fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
 	}
 	if bytes.Contains(v, clampedFloat) {
 		if err := numbersInRange(body); err != nil {
-			return "", "", fmt.Errorf("%w: %s", ErrNotJSON, err)
+			return v, fmt.Errorf("%w: %s", ErrNotJSON, err)
 		}
 	}
-	return string(v), keySHA256Hex(v), nil
+	return v, nil
 }
 
 // numbersInRange reports the first number in body (valid JSON) that float64 cannot hold:

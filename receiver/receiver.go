@@ -193,11 +193,45 @@ type answer struct {
 }
 
 func writeJSON(w http.ResponseWriter, code int, a answer) {
-	b, _ := json.Marshal(a) // strings only: cannot fail
+	var scratch [256]byte
+	b := appendAnswer(scratch[:0], a)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
-	w.Write(append(b, '\n'))
+	w.Write(b)
+}
+
+// appendAnswer appends a as json.Marshal writes it, and a newline: built by hand, as
+// the reflection of json.Marshal costs more than the rest of the answer on the hot path.
+func appendAnswer(b []byte, a answer) []byte {
+	b = append(b, '{')
+	for _, f := range [...]struct{ name, value string }{
+		{`"status":`, a.Status}, {`"key":`, a.Key}, {`"delivery":`, a.Delivery},
+		{`"first_delivery":`, a.FirstDelivery}, {`"error":`, a.Error},
+	} {
+		if f.value == "" {
+			continue // omitempty
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, f.name...)
+		b = appendJSONString(b, f.value)
+	}
+	return append(b, '}', '\n')
+}
+
+// appendJSONString appends s as a JSON string, escaped as json.Marshal escapes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
@@ -475,7 +509,13 @@ func cutJSON(s string, limit int) string {
 // credentialHeaders never reach storage: they carry secrets, not evidence.
 var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 
+// storedHeaders is h as it is stored: the credential headers and the source's
+// RedactHeaders say "[redacted]". When none is there it is h itself, not a copy: the
+// store writes the headers out before Record returns, and nothing changes them.
 func (s *Source) storedHeaders(h http.Header) http.Header {
+	if !s.holdsRedacted(h) {
+		return h
+	}
 	out := h.Clone()
 	for _, name := range credentialHeaders {
 		if _, ok := out[name]; ok {
@@ -488,6 +528,21 @@ func (s *Source) storedHeaders(h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// holdsRedacted reports whether h has a header that storedHeaders redacts.
+func (s *Source) holdsRedacted(h http.Header) bool {
+	for _, name := range credentialHeaders {
+		if _, ok := h[name]; ok {
+			return true
+		}
+	}
+	for _, name := range s.RedactHeaders {
+		if h.Get(name) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (rc *Receiver) handleHealth(w http.ResponseWriter, r *http.Request) {

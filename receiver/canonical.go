@@ -1,0 +1,545 @@
+package receiver
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// A single-pass RFC 8785 canonicaliser for the bodies that are valid, which is
+// nearly all of them. jsontext's Canonicalize decodes into tokens, re-encodes and
+// reorders objects through a decoder of its own: most of the intake's CPU besides
+// HTTP and SQLite. This one writes the canonical form as it scans and sorts each
+// object's members in place. It declines (ok false) whatever it is not sure of:
+// malformed JSON, duplicate names, a number outside float64's range, a lone
+// surrogate, nesting past maxJSONDepth. The caller then takes the reference path
+// (precheckBody and jsontext), so a refused body gets the same error it always got,
+// and an accepted one the same bytes: FuzzCanonical holds the two to that.
+
+// canonMember is one object member written to the output: out[start:end] is
+// "name":value, out[start:colon] the name as a canonical JSON string. escaped says
+// the name holds a backslash escape, so it must be unescaped to be compared.
+type canonMember struct {
+	start, colon, end int
+	escaped           bool
+}
+
+// canonState is one canonicalisation. It lives on the stack: appends to a heap
+// object's slices pay a write barrier each while the collector runs, which is often.
+type canonState struct {
+	src     []byte
+	out     []byte
+	members []canonMember // a stack: each open object's members above its parent's
+	scratch []byte        // an object's members while they are put in order
+	depth   int
+}
+
+// canonScratch is what canonicalisations recycle, in canonScratches.
+type canonScratch struct {
+	members []canonMember
+	scratch []byte
+}
+
+var canonScratches = sync.Pool{New: func() any { return new(canonScratch) }}
+
+// appendCanonical appends the RFC 8785 canonical form of src to dst, as jsontext's
+// Value.Canonicalize writes it, and reports whether it did; false (dst returned
+// unchanged in length) when src is anything but a JSON text that canonicalises
+// without error.
+func appendCanonical(dst, src []byte) ([]byte, bool) {
+	sc := canonScratches.Get().(*canonScratch)
+	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0]}
+	i, ok := st.value(st.skipSpace(0))
+	if ok {
+		ok = st.skipSpace(i) == len(src)
+	}
+	if cap(st.scratch) <= maxPooledCanon {
+		sc.members, sc.scratch = st.members[:0], st.scratch[:0]
+		canonScratches.Put(sc)
+	}
+	if !ok {
+		return dst, false
+	}
+	return st.out, true
+}
+
+// canonicalize is Value.Canonicalize, on the single-pass path when it can be.
+func canonicalize(v []byte) ([]byte, error) {
+	if c, ok := appendCanonical(make([]byte, 0, len(v)), v); ok {
+		return c, nil
+	}
+	c := jsontext.Value(slices.Clone(v))
+	if err := c.Canonicalize(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (st *canonState) skipSpace(i int) int {
+	for i < len(st.src) {
+		switch st.src[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// value writes the value that starts at src[i] and returns the offset after it.
+func (st *canonState) value(i int) (int, bool) {
+	if i >= len(st.src) {
+		return i, false
+	}
+	switch c := st.src[i]; {
+	case c == '{':
+		return st.object(i)
+	case c == '[':
+		return st.array(i)
+	case c == '"':
+		n, _, ok := st.str(i)
+		return n, ok
+	case c == '-' || '0' <= c && c <= '9':
+		return st.number(i)
+	case c == 't':
+		return st.literal(i, "true")
+	case c == 'f':
+		return st.literal(i, "false")
+	case c == 'n':
+		return st.literal(i, "null")
+	}
+	return i, false
+}
+
+func (st *canonState) literal(i int, lit string) (int, bool) {
+	if len(st.src)-i < len(lit) || string(st.src[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	st.out = append(st.out, lit...)
+	return i + len(lit), true
+}
+
+func (st *canonState) array(i int) (int, bool) {
+	if st.depth++; st.depth > maxJSONDepth {
+		return i, false
+	}
+	st.out = append(st.out, '[')
+	i = st.skipSpace(i + 1)
+	if i < len(st.src) && st.src[i] == ']' {
+		st.out = append(st.out, ']')
+		st.depth--
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = st.value(i); !ok {
+			return i, false
+		}
+		i = st.skipSpace(i)
+		if i >= len(st.src) {
+			return i, false
+		}
+		switch st.src[i] {
+		case ',':
+			st.out = append(st.out, ',')
+			i = st.skipSpace(i + 1)
+		case ']':
+			st.out = append(st.out, ']')
+			st.depth--
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+func (st *canonState) object(i int) (int, bool) {
+	if st.depth++; st.depth > maxJSONDepth {
+		return i, false
+	}
+	st.out = append(st.out, '{')
+	body := len(st.out)
+	base := len(st.members)
+	i = st.skipSpace(i + 1)
+	if i < len(st.src) && st.src[i] == '}' {
+		st.out = append(st.out, '}')
+		st.depth--
+		return i + 1, true
+	}
+	for {
+		if i >= len(st.src) || st.src[i] != '"' {
+			return i, false
+		}
+		m := canonMember{start: len(st.out)}
+		var ok bool
+		if i, m.escaped, ok = st.str(i); !ok {
+			return i, false
+		}
+		m.colon = len(st.out)
+		i = st.skipSpace(i)
+		if i >= len(st.src) || st.src[i] != ':' {
+			return i, false
+		}
+		st.out = append(st.out, ':')
+		if i, ok = st.value(st.skipSpace(i + 1)); !ok {
+			return i, false
+		}
+		m.end = len(st.out)
+		st.members = append(st.members, m)
+		i = st.skipSpace(i)
+		if i >= len(st.src) {
+			return i, false
+		}
+		if st.src[i] == '}' {
+			break
+		}
+		if st.src[i] != ',' {
+			return i, false
+		}
+		st.out = append(st.out, ',')
+		i = st.skipSpace(i + 1)
+	}
+	if !st.order(body, st.members[base:]) {
+		return i, false
+	}
+	st.members = st.members[:base]
+	st.out = append(st.out, '}')
+	st.depth--
+	return i + 1, true
+}
+
+// order puts the members of the object whose members start at out[body:] in RFC 8785
+// order (by their names' UTF-16 code units), and reports false if two share a name.
+func (st *canonState) order(body int, ms []canonMember) bool {
+	sorted := true
+	for k := 1; k < len(ms); k++ {
+		c := st.compareNames(ms[k-1], ms[k])
+		if c == 0 {
+			return false
+		}
+		if c > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return true
+	}
+	slices.SortFunc(ms, st.compareNames)
+	for k := 1; k < len(ms); k++ {
+		if st.compareNames(ms[k-1], ms[k]) == 0 {
+			return false
+		}
+	}
+	st.scratch = append(st.scratch[:0], st.out[body:]...)
+	st.out = st.out[:body]
+	for k, m := range ms {
+		if k > 0 {
+			st.out = append(st.out, ',')
+		}
+		st.out = append(st.out, st.scratch[m.start-body:m.end-body]...)
+	}
+	return true
+}
+
+// compareNames compares two members' names as RFC 8785 orders them: by their UTF-16
+// code units, once unescaped.
+func (st *canonState) compareNames(a, b canonMember) int {
+	x, y := st.out[a.start+1:a.colon-1], st.out[b.start+1:b.colon-1]
+	if a.escaped || b.escaped {
+		// Rare: a name with a quote, a backslash or a control character in it.
+		x, y = unescapeCanonical(x), unescapeCanonical(y)
+	}
+	return compareUTF16(x, y)
+}
+
+// unescapeCanonical undoes the escapes that a canonical JSON string can hold: \" \\
+// \b \f \n \r \t and \u00XX.
+func unescapeCanonical(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			out = append(out, s[i])
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 < len(s) {
+				v, _ := strconv.ParseUint(string(s[i+1:i+5]), 16, 8)
+				out = append(out, byte(v))
+				i += 4
+			}
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return out
+}
+
+// compareUTF16 compares x and y, valid UTF-8, by their UTF-16 code units: as by code
+// point, except that a character past U+FFFF (a surrogate pair, 0xD800…) sorts before
+// one in U+E000…U+FFFF.
+func compareUTF16(x, y []byte) int {
+	n := min(len(x), len(y))
+	i := 0
+	for i < n && x[i] == y[i] {
+		i++
+	}
+	if i == n {
+		return len(x) - len(y)
+	}
+	if x[i] < utf8.RuneSelf || y[i] < utf8.RuneSelf {
+		return int(x[i]) - int(y[i]) // ASCII sorts below any multi-byte character
+	}
+	for i > 0 && !utf8.RuneStart(x[i]) {
+		i-- // back to the start of the character where they differ
+	}
+	rx, _ := utf8.DecodeRune(x[i:])
+	ry, _ := utf8.DecodeRune(y[i:])
+	return cmp.Compare(utf16Key(rx), utf16Key(ry))
+}
+
+// utf16Key orders r as its UTF-16 code units do; two characters past U+FFFF keep the
+// order of their code points.
+func utf16Key(r rune) int64 {
+	if r > 0xFFFF {
+		return 0xD800<<32 + int64(r) // above every BMP character below the surrogates
+	}
+	if r >= 0xE000 {
+		return 0xE000<<32 + int64(r) // above every surrogate pair
+	}
+	return int64(r)
+}
+
+// str writes the JSON string that starts at src[i] in its canonical spelling, and
+// returns the offset after it and whether the spelling holds a backslash.
+func (st *canonState) str(i int) (next int, escaped, ok bool) {
+	src := st.src
+	i++ // '"'
+	run := i
+	st.out = append(st.out, '"')
+	for i < len(src) {
+		c := src[i]
+		if plainStringByte[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			st.out = append(st.out, src[run:i]...)
+			st.out = append(st.out, '"')
+			return i + 1, escaped, true
+		case c < 0x20:
+			return i, false, false
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(src[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, false, false
+			}
+			i += size
+			continue
+		case c != '\\':
+			i++
+			continue
+		}
+		st.out = append(st.out, src[run:i]...)
+		if i+1 >= len(src) {
+			return i, false, false
+		}
+		var r rune
+		switch e := src[i+1]; e {
+		case '"', '\\', '/':
+			r, i = rune(e), i+2
+		case 'b':
+			r, i = '\b', i+2
+		case 'f':
+			r, i = '\f', i+2
+		case 'n':
+			r, i = '\n', i+2
+		case 'r':
+			r, i = '\r', i+2
+		case 't':
+			r, i = '\t', i+2
+		case 'u':
+			v, ok := hex4(src, i+2)
+			if !ok {
+				return i, false, false
+			}
+			r, i = rune(v), i+6
+			if utf16.IsSurrogate(r) {
+				if i+1 >= len(src) || src[i] != '\\' || src[i+1] != 'u' {
+					return i, false, false
+				}
+				v2, ok := hex4(src, i+2)
+				if !ok {
+					return i, false, false
+				}
+				if r = utf16.DecodeRune(r, rune(v2)); r == utf8.RuneError {
+					return i, false, false
+				}
+				i += 6
+			}
+		default:
+			return i, false, false
+		}
+		run = i
+		if r < 0x20 || r == '"' || r == '\\' {
+			escaped = true
+			st.out = appendEscapedRune(st.out, r)
+		} else {
+			st.out = utf8.AppendRune(st.out, r)
+		}
+	}
+	return i, false, false
+}
+
+// plainStringByte marks the bytes that stand for themselves in a string, canonical or
+// not: printable ASCII other than '"' and '\\'.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendEscapedRune appends r, a control character, '"' or '\\', escaped as RFC 8785
+// (and jsontext) spell it.
+func appendEscapedRune(dst []byte, r rune) []byte {
+	switch r {
+	case '"', '\\':
+		return append(dst, '\\', byte(r))
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	const hex = "0123456789abcdef"
+	return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+}
+
+// hex4 reads the four hex digits at src[i:], either case.
+func hex4(src []byte, i int) (uint16, bool) {
+	if i+4 > len(src) {
+		return 0, false
+	}
+	var v uint16
+	for _, c := range src[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(c)
+	}
+	return v, true
+}
+
+// number writes the number that starts at src[i] as RFC 8785 spells it: an integer of
+// up to 15 characters as written, -0 as 0, anything else as the float64 it reads as,
+// in ECMAScript's spelling.
+func (st *canonState) number(i int) (int, bool) {
+	src := st.src
+	start := i
+	if src[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		from := i
+		for i < len(src) && '0' <= src[i] && src[i] <= '9' {
+			i++
+		}
+		return i > from
+	}
+	if i < len(src) && src[i] == '0' {
+		i++
+	} else if !digits() {
+		return i, false
+	}
+	float := false
+	if i < len(src) && src[i] == '.' {
+		i++
+		if !digits() {
+			return i, false
+		}
+		float = true
+	}
+	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		if i < len(src) && (src[i] == '+' || src[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return i, false
+		}
+		float = true
+	}
+	lit := src[start:i]
+	// jsontext copies integers shorter than 16 characters as they are: below 2^53, so
+	// their canonical form is the same digits.
+	const maxExactIntegerDigits = 16
+	if string(lit) == "-0" {
+		st.out = append(st.out, '0')
+		return i, true
+	}
+	if !float && len(lit) < maxExactIntegerDigits {
+		st.out = append(st.out, lit...)
+		return i, true
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return i, false // beyond float64: the reference path says so
+	}
+	if f == 0 {
+		f = 0 // -0.0 is 0
+	}
+	st.out = appendES6Float(st.out, f)
+	return i, true
+}
+
+// appendES6Float appends f as ECMAScript's Number.prototype.toString spells it, which
+// is RFC 8785's spelling of a number: the shortest digits that read back as f, plain
+// from 1e-6 to 1e21, with an exponent outside.
+func appendES6Float(dst []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-07 is e-7.
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}

@@ -1,0 +1,126 @@
+package receiver
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// canonicalCases are bodies where a hand-written canonicaliser is most likely to drift
+// from jsontext's: number spellings, string escapes, member order by UTF-16 code units,
+// duplicate names, nesting, and malformed input of every kind.
+var canonicalCases = []string{
+	ktCancellation,
+	// Numbers.
+	`1e21`, `1e20`, `-1e21`, `123456789012345678901`, `1E+21`, `1e-6`, `1e-7`, `0.000001`, `0.0000001`,
+	`-0`, `-0.0`, `0.0`, `-0e5`, `0e-5`, `1.0`, `1.50`, `100`, `-100`, `1e2`, `1E2`, `1e+2`, `12.5e-1`,
+	`999999999999999`, `9999999999999999`, `-999999999999999`, `-9999999999999999`, `9007199254740993`,
+	`123456789012345678`, `0.1`, `0.30000000000000004`, `5e-324`, `1e-400`, `-1e-400`,
+	`1.7976931348623157e308`, `1.7976931348623157e+308`, `1e309`, `-1e309`, `4.35`, `2e-7`, `1e-06`,
+	`[1,-0,0.5,1e100,1e-100,123e-20,333333333.3333333]`,
+	`01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `-a`, `0x10`, `1.e5`, `Infinity`, `NaN`,
+	// Strings.
+	`"plain"`, `""`, `"\u00e9\u00E9é"`, `"\/"`, `"a\/b"`, `"\b\f\n\r\t"`, `"\u0008\u000c\u000a\u000d\u0009"`,
+	`"\u0000\u001f\u001F\u0007"`, `"\u007f\u0080"`, `"\u2028\u2029"`, "\"\u2028\"", `"<>&"`, `"\u003c\u003e\u0026"`,
+	`"\"\\"`, `"\u0022\u005c"`, `"\ud83d\ude00"`, `"\uD83D\uDE00"`, `"😀"`, `"\ufffd"`, `"\uffff"`, `"\ue000"`,
+	`"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\ud800x"`, `"\ud83d\ude00\ud800"`, `"\u12"`, `"\u12g4"`, `"\x"`,
+	`"\'"`, "\"a\tb\"", "\"a\x01\"", "\"\x7f\"", "\"\xff\"", "\"\xc3\"", "\"\xed\xa0\x80\"", `"abc`, `"abc\`,
+	// Objects: order, names, duplicates.
+	`{}`, `{"b":1,"a":2}`, `{"a":1,"b":2}`, `{"a":{"d":1,"c":[{"z":1,"y":2}]},"B":0}`,
+	`{"\u00e9":1,"e":2,"z":3,"é":4}`, `{"😀":1,"\ue000":2,"\uffff":3,"a":4}`, `{"\ud83d\ude00":1,"\uff61":2}`,
+	`{"a\"b":1,"a":2,"a\\":3,"a\n":4,"a\u0000":5}`, `{"\u0041":1,"A":2}`, `{"a":1,"a":2}`, `{"a":1,"b":2,"a":3}`,
+	`{"\/":1,"/":2}`, `{"":1,"a":2,"":3}`, `{"":0}`, `{"10":1,"9":2,"1":3}`, `{"ab":1,"a":2,"abc":3,"b":4}`,
+	`{"a" : 1 , "b" : [ 1 , 2 ] }`, " \t\n\r{\"a\":1}\r\n\t ", `{"a":1,}`, `{"a":1`, `{"a"}`, `{"a":}`, `{a:1}`,
+	`{"a":1}x`, `{"a":1}{}`, `{,}`, `{"a":1 "b":2}`,
+	// Arrays and literals.
+	`[]`, `[ ]`, `[1,[2,[3,[]]]]`, `[1,]`, `[,1]`, `[1 2]`, `[`, `]`, `true`, `false`, `null`, `tru`, `nul`,
+	`truex`, `[true,false,null]`, `[nullx]`,
+	// Whole bodies.
+	``, ` `, "\ufeff{}", "\xef\xbb\xbf{}", `{"a":[1,2,{"b":null}],"c":"d"}`, `{"id":42.0,"a":{"y":1,"x":2}}`,
+	strings.Repeat("[", 64) + strings.Repeat("]", 64),
+	strings.Repeat("[", 65) + strings.Repeat("]", 65),
+	strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 64),
+	strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65),
+	`{"z":` + strings.Repeat(`[{"b":1,"a":2},`, 30) + "0" + strings.Repeat("]", 30) + `,"a":0}`,
+}
+
+// checkCanonical holds the single-pass canonicaliser to the reference one (jsontext,
+// behind the same checks) on body: where it answers, it writes the reference's bytes;
+// where it declines, the reference refuses the body too (a declined valid body would
+// only be slower, but it would mean the fast path misses a case it should handle).
+func checkCanonical(t *testing.T, body []byte) {
+	t.Helper()
+	want, werr := canonicalBodyReference(nil, body)
+	got, ok := appendCanonical(nil, body)
+	switch {
+	case ok && werr != nil:
+		t.Fatalf("appendCanonical(%q) = %q, but the reference refuses it: %v", body, got, werr)
+	case ok && string(got) != string(want):
+		t.Fatalf("appendCanonical(%q) = %q, reference %q", body, got, want)
+	case !ok && werr == nil:
+		t.Fatalf("appendCanonical(%q) declined a body the reference canonicalises as %q", body, want)
+	case werr != nil && !errors.Is(werr, ErrNotJSON):
+		t.Fatalf("reference error %v does not wrap ErrNotJSON", werr)
+	}
+	// canonicalBody answers as the reference does, error text included.
+	doc, hash, err := canonicalBody(body)
+	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+		t.Fatalf("canonicalBody(%q): err %v, reference %v", body, err, werr)
+	}
+	if err == nil && (doc != string(want) || hash != ktSHA256(string(want))) {
+		t.Fatalf("canonicalBody(%q) = %q %s, reference %q", body, doc, hash, want)
+	}
+}
+
+func TestCanonical_SameAsReference(t *testing.T) {
+	for _, c := range canonicalCases {
+		checkCanonical(t, []byte(c))
+		// In an object and an array too: a value must end where its container goes on.
+		checkCanonical(t, []byte(`{"k":`+c+`,"a":0}`))
+		checkCanonical(t, []byte(`[`+c+`,0]`))
+	}
+}
+
+func TestCompareUTF16(t *testing.T) {
+	// In UTF-16 order, a character past U+FFFF (a surrogate pair) sorts before U+E000…
+	// U+FFFF, unlike in code point order.
+	ordered := []string{"", "A", "a", "ab", "b", "\u00e9", "\u0800", "\ud7ff", "😀", "😀a", "😁", "\ue000", "\uff61", "\uffff"}
+	for i, x := range ordered {
+		for j, y := range ordered {
+			got := compareUTF16([]byte(x), []byte(y))
+			if (got < 0) != (i < j) || (got == 0) != (i == j) {
+				t.Errorf("compareUTF16(%q, %q) = %d; want the sign of %d", x, y, got, i-j)
+			}
+		}
+	}
+}
+
+// FuzzCanonical runs checkCanonical on arbitrary bodies.
+func FuzzCanonical(f *testing.F) {
+	for _, c := range canonicalCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkCanonical(t, body)
+	})
+}
+
+// BenchmarkCanonicalBody compares, on a realistic 600-byte delivery, the single-pass
+// canonicaliser with the reference path it spares: the same bytes out, per body.
+func BenchmarkCanonicalBody(b *testing.B) {
+	body := []byte(ktCancellation)
+	b.Run("SinglePass", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = appendCanonical(buf[:0], body)
+		}
+	})
+	b.Run("Reference", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = canonicalBodyReference(buf[:0], body)
+		}
+	})
+}
