@@ -271,3 +271,24 @@ func TestDB_SweepDeliveries_KeepsBodyOfBlockedDelivery(t *testing.T) {
 	}
 	wantWhole(t, db, redelivered.ID, again.Body, "Webhook-Signature", "v1,again")
 }
+
+// SQLite holds cache_size in KiB in a 32-bit integer: a page cache of less than a KiB,
+// or of more than that integer holds, would silently become no cache at all. Open
+// refuses both, naming the setting.
+func TestOpen_CacheSizeOutOfRange(t *testing.T) {
+	for _, size := range []int64{1, 64, 1023, (1<<31)*1024 + 1024, 1 << 62} {
+		path := filepath.Join(t.TempDir(), "db.sqlite")
+		db, err := storage.Open(path, storage.Options{CacheSize: size})
+		if err == nil {
+			db.Close()
+			t.Errorf("Open with CacheSize %d: no error", size)
+			continue
+		}
+		if !strings.Contains(err.Error(), "cache_size") {
+			t.Errorf("Open with CacheSize %d: %v, want an error naming cache_size", size, err)
+		}
+	}
+	for _, size := range []int64{1024, (1<<31 - 1) * 1024} {
+		storagetest.OpenPath(t, filepath.Join(t.TempDir(), "db.sqlite"), storage.Options{CacheSize: size})
+	}
+}
