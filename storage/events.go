@@ -220,7 +220,9 @@ const sqlFirstFrom = `SELECT id, received_at FROM deliveries WHERE id >= ? ORDER
 // ahead and was set right since: the ids after it were received before its stamp. The
 // search steps over it as if received before t; otherwise a stretch of such stamps
 // would end every search for a time before them there, and the retention sweep would
-// keep every delivery after them until the real time caught up with the wrong stamps.
+// keep every delivery after them until the real time caught up with the wrong stamps
+// (once it has, they hold the sweep back until they are past retention themselves:
+// retention late, never early, as the sweep checks each receipt time).
 func (db *DB) firstReceivedSince(ctx context.Context, t, now time.Time) (int64, error) {
 	at, ahead := millis(t), millis(now.Add(aheadSlack))
 	// The first delivery with an id from id on, and when it was received (none: never).
