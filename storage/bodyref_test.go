@@ -238,3 +238,57 @@ func TestOpen_PageSettings(t *testing.T) {
 		})
 	}
 }
+
+// A delivery that business_key_blocks turns into a duplicate in its own transaction
+// may already be the body of a redelivery of its key in that transaction. It is then no
+// claim's first delivery, owed nothing: once it is past retention and the redelivery
+// is not, the redelivery must keep its body.
+func TestDB_SweepDeliveries_KeepsBodyOfBlockedDelivery(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	clk := newClock(db)
+	opt := storage.ClaimOptions{TTL: 24 * time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	storagetest.Record(t, db, bk("ota", "evt_1", "B"), opt)
+	clk.Add(time.Minute)
+	// A re-send under a new id and, a millisecond later, its own redelivery, committed
+	// together.
+	again, redelivered := bk("ota", "evt_2", "B"), withSignature(bk("ota", "evt_2", "B"), "v1,again")
+	again.ReceivedAt = db.Now()
+	redelivered.ReceivedAt = again.ReceivedAt.Add(time.Millisecond)
+	if err := db.RecordBatch(ctx, []*storage.Delivery{again, redelivered}, opt); err != nil {
+		t.Fatal(err)
+	}
+	if again.Outcome != storage.Duplicate || redelivered.Outcome != storage.Duplicate {
+		t.Fatalf("outcomes %s, %s; want both blocked as duplicates", again.Outcome, redelivered.Outcome)
+	}
+	clk.Add(time.Hour)
+	// The cutoff falls between the two: the blocked re-send goes, its redelivery stays.
+	if n := sweepAll(t, db, redelivered.ReceivedAt, 1); n != 2 {
+		t.Fatalf("swept %d deliveries, want 2 (the first and the blocked re-send)", n)
+	}
+	if _, err := db.Delivery(ctx, again.ID); err == nil {
+		t.Fatal("the blocked re-send was kept")
+	}
+	wantWhole(t, db, redelivered.ID, again.Body, "Webhook-Signature", "v1,again")
+}
+
+// SQLite holds cache_size in KiB in a 32-bit integer: a page cache of less than a KiB,
+// or of more than that integer holds, would silently become no cache at all. Open
+// refuses both, naming the setting.
+func TestOpen_CacheSizeOutOfRange(t *testing.T) {
+	for _, size := range []int64{1, 64, 1023, (1<<31)*1024 + 1024, 1 << 62} {
+		path := filepath.Join(t.TempDir(), "db.sqlite")
+		db, err := storage.Open(path, storage.Options{CacheSize: size})
+		if err == nil {
+			db.Close()
+			t.Errorf("Open with CacheSize %d: no error", size)
+			continue
+		}
+		if !strings.Contains(err.Error(), "cache_size") {
+			t.Errorf("Open with CacheSize %d: %v, want an error naming cache_size", size, err)
+		}
+	}
+	for _, size := range []int64{1024, (1<<31 - 1) * 1024} {
+		storagetest.OpenPath(t, filepath.Join(t.TempDir(), "db.sqlite"), storage.Options{CacheSize: size})
+	}
+}

@@ -181,12 +181,12 @@ func (db *DB) idBounds(ctx context.Context, f DeliveryFilter) (lo, hi int64, err
 		hi = f.Before - 1
 	}
 	if !f.From.IsZero() {
-		if lo, err = db.firstReceivedSince(ctx, f.From); err != nil {
+		if lo, err = db.firstReceivedSince(ctx, f.From, db.Now()); err != nil {
 			return 0, 0, err
 		}
 	}
 	if !f.To.IsZero() {
-		first, err := db.firstReceivedSince(ctx, f.To)
+		first, err := db.firstReceivedSince(ctx, f.To, db.Now())
 		if err != nil {
 			return 0, 0, err
 		}
@@ -197,6 +197,12 @@ func (db *DB) idBounds(ctx context.Context, f DeliveryFilter) (lo, hi int64, err
 
 // noneSince is firstReceivedSince's answer when no delivery was received since.
 const noneSince = 1 << 62
+
+// aheadSlack is how far after now a receipt time may lie and still count as one
+// (firstReceivedSince): deliveries stored while a search runs, a clock stepped by a
+// little. A stretch stamped less far ahead holds the retention sweep back that long
+// at most.
+const aheadSlack = time.Hour
 
 // sqlIDRange is the lowest and highest delivery id (0, 0 without deliveries). Two
 // subqueries: min and max side by side in one query read the whole table.
@@ -209,8 +215,16 @@ const sqlFirstFrom = `SELECT id, received_at FROM deliveries WHERE id >= ? ORDER
 // noneSince. Receipt times grow with ids, so it is a binary search over the table's
 // ids, each step one look-up by id: some 25 steps with millions of deliveries, where an
 // index of receipt times would cost intake one more B-tree write per delivery.
-func (db *DB) firstReceivedSince(ctx context.Context, t time.Time) (int64, error) {
-	at := millis(t)
+//
+// A delivery stamped more than aheadSlack after now was stamped by a clock that ran
+// ahead and was set right since: the ids after it were received before its stamp. The
+// search steps over it as if received before t; otherwise a stretch of such stamps
+// would end every search for a time before them there, and the retention sweep would
+// keep every delivery after them until the real time caught up with the wrong stamps
+// (once it has, they hold the sweep back until they are past retention themselves:
+// retention late, never early, as the sweep checks each receipt time).
+func (db *DB) firstReceivedSince(ctx context.Context, t, now time.Time) (int64, error) {
+	at, ahead := millis(t), millis(now.Add(aheadSlack))
 	// The first delivery with an id from id on, and when it was received (none: never).
 	probe := func(id int64) (int64, int64, error) {
 		var next, received int64
@@ -235,14 +249,14 @@ func (db *DB) firstReceivedSince(ctx context.Context, t time.Time) (int64, error
 		if err != nil {
 			return 0, err
 		}
-		if received >= at {
+		if received >= at && received <= ahead {
 			hi = mid
 		} else {
 			lo = id + 1 // no delivery between mid and id
 		}
 	}
 	id, received, err := probe(lo)
-	if err != nil || received < at {
+	if err != nil || received < at || received > ahead {
 		return noneSince, err
 	}
 	return id, nil

@@ -64,7 +64,7 @@ type forensics struct {
 }
 
 // forensicQueries are the statements the checks run, prepared once.
-var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint,
+var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
 	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists}
 
 // prepare prepares the statements on db, the write pool, once. It must run outside a
@@ -206,6 +206,7 @@ ORDER BY delivery LIMIT 1`
 	sqlBlockDelivery = `UPDATE deliveries SET outcome = 'duplicate', first_delivery = ?2 WHERE id = ?1`
 	sqlBlockClaim    = `DELETE FROM claims WHERE source = ? AND key = ? AND first_delivery = ?`
 	sqlRepoint       = `UPDATE deliveries SET first_delivery = ?2 WHERE id = ?1`
+	sqlOwnBody       = `UPDATE deliveries SET body = ?2, body_from = 0 WHERE id = ?1`
 
 	sqlTraceAdd = `INSERT OR REPLACE INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at) VALUES (?, ?, ?, ?, ?)`
 
@@ -621,6 +622,15 @@ func (f *forensics) block(ctx context.Context, rows []*recordRow, r *recordRow, 
 		if o != r && o.outcome == Duplicate && o.first == blocked {
 			o.first = other
 			if err := f.exec(ctx, sqlRepoint, o.id, other); err != nil {
+				return fmt.Errorf("block: %w", err)
+			}
+		}
+		// A redelivery that stored its body as a reference to the blocked one gets its
+		// own copy: the blocked delivery is owed nothing and no longer accepted, so the
+		// retention sweep deletes it without handing its body over (sweep.go).
+		if o != r && o.bodyFrom == blocked {
+			o.bodyFrom = 0
+			if err := f.exec(ctx, sqlOwnBody, o.id, o.d.Body); err != nil {
 				return fmt.Errorf("block: %w", err)
 			}
 		}

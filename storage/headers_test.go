@@ -46,3 +46,26 @@ func BenchmarkAppendHeadersJSON(b *testing.B) {
 		}
 	})
 }
+
+// FuzzAppendHeadersJSON checks the hand-written encoding against encoding/json for any
+// bytes in a header's name and values: invalid UTF-8, U+2028, HTML characters, control
+// characters.
+func FuzzAppendHeadersJSON(f *testing.F) {
+	f.Add("Webhook-Id", "msg_1", "")
+	f.Add("X-Html", "<a href='x'>&</a>", "\u2028\u2029")
+	f.Add("\xff\xfe", "a\tb\nc\x00\x1f\x7f", "\xed\xa0\x80")
+	f.Fuzz(func(t *testing.T, name, v1, v2 string) {
+		for _, h := range []map[string][]string{
+			{name: {v1, v2}},
+			{name: {v1}, v2: nil, "Content-Type": {v2}},
+		} {
+			want, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendHeadersJSON(nil, h); string(got) != string(want) {
+				t.Errorf("appendHeadersJSON(%q)\n got %s\nwant %s", h, got, want)
+			}
+		}
+	})
+}

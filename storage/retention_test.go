@@ -267,3 +267,35 @@ func TestDB_DeliveryIDsMigrate(t *testing.T) {
 		}
 	}
 }
+
+// A clock that ran ahead for a while and was then set right stamps a stretch of
+// deliveries in the future, amid ids whose receipt times are in the past. The
+// retention sweep must still reach the deliveries after that stretch once they are
+// past retention, not wait for the real time to catch up with the wrong stamps.
+func TestDB_SweepDeliveries_ClockRanAhead(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	clk := newClock(db)
+	var before, after []int64
+	for range 3 {
+		before = append(before, storagetest.Record(t, db, delivery("ota", "evt_"+strings.Repeat("b", len(before)+1), "h"), day).ID)
+	}
+	clk.Add(365 * 24 * time.Hour)
+	ahead := storagetest.Record(t, db, delivery("ota", "evt_ahead", "h"), day)
+	clk.Add(-365*24*time.Hour + time.Minute)
+	for range 3 {
+		after = append(after, storagetest.Record(t, db, delivery("ota", "evt_"+strings.Repeat("a", len(after)+1), "h"), day).ID)
+	}
+	clk.Add(31 * 24 * time.Hour)
+	if n := sweepAll(t, db, db.Now().Add(-30*24*time.Hour), 2); n != 6 {
+		t.Errorf("swept %d deliveries, want 6 (all but the one stamped in the future)", n)
+	}
+	for _, id := range append(before, after...) {
+		if _, err := db.Delivery(ctx, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("delivery %d, past retention: %v, want it swept", id, err)
+		}
+	}
+	if _, err := db.Delivery(ctx, ahead.ID); err != nil {
+		t.Errorf("the delivery stamped in the future: %v, want it kept", err)
+	}
+}

@@ -179,6 +179,11 @@ func Open(path string, opt Options) (*DB, error) {
 	if opt.CacheSize <= 0 {
 		opt.CacheSize = DefaultCacheSize
 	}
+	// SQLite takes the cache in KiB, in a 32-bit integer: less than a KiB, or more than
+	// it holds, would silently be no cache at all.
+	if opt.CacheSize < 1<<10 || opt.CacheSize > 1<<41 {
+		return nil, fmt.Errorf("open database: cache_size %d is not a number of bytes from 1024 to %d", opt.CacheSize, int64(1)<<41)
+	}
 	if opt.MmapSize == 0 {
 		opt.MmapSize = DefaultMmapSize
 	}

@@ -102,7 +102,7 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from S
 	limit = max(limit, 1)
 	next := from
 	if next.upto == 0 {
-		first, err := db.firstReceivedSince(ctx, cutoff)
+		first, err := db.firstReceivedSince(ctx, cutoff, now)
 		if err == nil {
 			err = db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id < ? ORDER BY id DESC LIMIT 1`,
 				first).Scan(&next.upto)
