@@ -368,3 +368,39 @@ func TestDB_Forensics_Plans(t *testing.T) {
 		}
 	}
 }
+
+// A delivery whose key an operator released was freed on purpose so that its event
+// comes in again: a re-send of that event under a new id is that next delivery, not a
+// double of the released one, and must not be blocked (never handed downstream, its
+// own key never claimed) against it.
+func TestDB_Record_BusinessKeyOfReleasedKey(t *testing.T) {
+	ctx := context.Background()
+	for _, blocks := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Blocks", false: "Flags"}[blocks], func(t *testing.T) {
+			db := storagetest.Open(t)
+			newClock(db)
+			opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: blocks}
+			first := storagetest.Record(t, db, bk("ota", "evt_1", "B"), opt)
+			if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ops",
+				Reason: "downstream lost it"}); err != nil {
+				t.Fatal(err)
+			}
+			again := storagetest.Record(t, db, bk("ota", "evt_2", "B"), opt)
+			if again.Outcome != storage.Accepted {
+				t.Fatalf("re-send after the release = %s of %d, want accepted", again.Outcome, again.FirstDelivery)
+			}
+			if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+				t.Errorf("re-send after the release carries suspects %+v", sus)
+			}
+			flags, err := db.WouldFlag(ctx, storage.Probe{Source: "ota", Key: "evt_3", BusinessKey: "B",
+				BusinessWindow: time.Hour, Now: db.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A third re-send doubles the second, which stands; never the released first.
+			if len(flags) != 1 || flags[0].Other != again.ID {
+				t.Errorf("would flag %+v, want one naming %d (not %d)", flags, again.ID, first.ID)
+			}
+		})
+	}
+}
