@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,11 @@ type Money struct {
 
 func (m *Money) add(o Money) {
 	m.Count += o.Count
+	if addOverflows(m.Minor, o.Minor) {
+		// No int64 holds the sum: o's amounts are counted, left out of it.
+		m.Unsummed += o.Count
+		return
+	}
 	m.Minor += o.Minor
 	m.Unsummed += o.Unsummed
 }
@@ -305,7 +311,11 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		if f.Property != "" {
 			table = "ledger_days"
 		}
-		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount), sum(unsummed) FROM `+table+`
+		// The amounts are summed in two parts, neither of which can overflow SQLite's
+		// sum() (an error, not a wrap), and put together here, where a total that no
+		// int64 holds is counted as unsummed.
+		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount / `+minorSplit+`),
+	sum(amount % `+minorSplit+`), sum(unsummed) FROM `+table+`
 WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		if err != nil {
 			return err
@@ -314,8 +324,15 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		for tr.Next() {
 			var currency, kind string
 			var m Money
-			if err := tr.Scan(&currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			var high, low int64
+			if err := tr.Scan(&currency, &kind, &m.Count, &high, &low, &m.Unsummed); err != nil {
 				return err
+			}
+			n := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000))
+			if n.Add(n, big.NewInt(low)); n.IsInt64() {
+				m.Minor = n.Int64()
+			} else {
+				m.Unsummed = m.Count
 			}
 			total(currency).addKind(kind, m)
 		}
@@ -449,6 +466,19 @@ func ledgerWhere(f LedgerFilter) (string, []any) {
 	return b.String(), args
 }
 
+// sqlLedgerAddAmount adds a roll-up's amounts to a daily total's. SQLite turns an
+// integer sum that overflows into a float, which no reader could take for an exact
+// amount again: a sum no int64 holds keeps the total's amount and counts the roll-up's
+// summed deliveries as unsummed instead.
+const sqlLedgerAddAmount = `
+	amount   = CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN amount + excluded.amount ELSE amount END,
+	unsummed = unsummed + CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN excluded.unsummed
+		ELSE excluded.deliveries END`
+
+// minorSplit splits amounts in minor units in two for the ledger's totals: each part
+// summed over every row stays far within an int64.
+const minorSplit = "1000000000"
+
 // RollupLedger folds up to limit duplicates not yet counted into the daily totals that
 // Ledger reads, and reports how many it folded (fewer than limit: it has caught up).
 // It reads them through the index of duplicates and rejections, on a read connection,
@@ -523,9 +553,7 @@ WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? ORDER BY id LIM
 INSERT INTO ledger_days (day, source, property, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,
-	amount     = amount + excluded.amount,
-	unsummed   = unsummed + excluded.unsummed`,
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
 				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}
@@ -533,9 +561,7 @@ ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
 INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,
-	amount     = amount + excluded.amount,
-	unsummed   = unsummed + excluded.unsummed`,
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
 				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}

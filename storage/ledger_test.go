@@ -269,3 +269,45 @@ func TestDB_RollupLedger_Concurrent(t *testing.T) {
 		t.Fatalf("totals = %+v, want %d duplicates of 0.01 EUR", l.Totals, keys)
 	}
 }
+
+// TestDB_Ledger_HugeAmounts: amounts whose sum passes what an int64 of minor units
+// holds, sent by a sender (or read from a field that holds no amount), are counted as
+// unsummed; the ledger stays readable, its day rows and its totals alike.
+func TestDB_Ledger_HugeAmounts(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	c := newClock(db)
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	dup := func(key, property string) {
+		t.Helper()
+		for range 2 {
+			d := delivery("ota", key, "h")
+			d.Property, d.Amount, d.Currency = property, huge, "EUR"
+			storagetest.Record(t, db, d, storage.ClaimOptions{TTL: 365 * 24 * time.Hour})
+		}
+		// Each in its own roll-up: the daily totals add up what each roll-up summed.
+		if _, err := db.RollupLedger(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dup("a", "P1")
+	dup("b", "P1") // one day row: its amount would pass the int64
+	c.Add(24 * time.Hour)
+	dup("c", "P2") // another day: the totals over days would pass it
+	for _, f := range []storage.LedgerFilter{{}, {Property: "P1"}, {Source: "ota", Currency: "EUR"}} {
+		l, err := db.Ledger(ctx, f)
+		if err != nil {
+			t.Fatalf("ledger %+v: %v", f, err)
+		}
+		var count int64
+		for _, r := range l.Rows {
+			count += r.Caught.Count
+			if r.Caught.Count > 1 && r.Caught.Unsummed == 0 || r.Caught.Minor < 0 {
+				t.Errorf("row %+v: a sum past the int64 is no sum", r.Caught)
+			}
+		}
+		if len(l.Totals) != 1 || l.Totals[0].Caught.Count != count || l.Totals[0].Caught.Unsummed == 0 || l.Totals[0].Caught.Minor < 0 {
+			t.Errorf("ledger %+v: totals %+v, want %d caught, some unsummed", f, l.Totals, count)
+		}
+	}
+}
