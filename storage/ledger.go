@@ -121,16 +121,25 @@ type LedgerRow struct {
 	MoneyMismatch Money
 	// The open suspects of each kind: accepted and handed downstream, not reviewed yet.
 	BusinessKey, Correlation, LateDuplicate Money
-	// Confirmed: the suspects an operator confirmed as doubles, of every kind.
+	// Confirmed: the deliveries an operator confirmed as doubles, of every kind, each
+	// once however many of its suspects were confirmed.
 	Confirmed Money
+
+	// overlap is what the open suspects of each kind count more than once: the second
+	// and later open suspects of one delivery, whose money is at risk only once.
+	overlap Money
 }
 
-// AtRisk is the row's money at risk: money mismatches and open suspects of every kind.
+// AtRisk is the row's money at risk: money mismatches and the deliveries of open
+// suspects, each delivery once, however many kinds flag it.
 func (r LedgerRow) AtRisk() Money {
 	m := r.MoneyMismatch
 	m.add(r.BusinessKey)
 	m.add(r.Correlation)
 	m.add(r.LateDuplicate)
+	m.Count -= r.overlap.Count
+	m.Minor -= r.overlap.Minor
+	m.Unsummed -= r.overlap.Unsummed
 	return m
 }
 
@@ -155,6 +164,7 @@ func (r *LedgerRow) add(o LedgerRow) {
 	r.Correlation.add(o.Correlation)
 	r.LateDuplicate.add(o.LateDuplicate)
 	r.Confirmed.add(o.Confirmed)
+	r.overlap.add(o.overlap)
 }
 
 // LedgerFilter selects the ledger's rows. Empty fields match everything.
@@ -272,7 +282,11 @@ WHERE day >= ?1 AND day < ?2 AND (amount != '' OR money_mismatch)`+where, args..
 		if err := tail.Err(); err != nil {
 			return err
 		}
-		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount
+		// One delivery may carry several suspects (a re-send under a new id that a
+		// correlation rule finds too); its money is at risk, or confirmed, once.
+		open, confirmed := map[int64]bool{}, map[int64]bool{}
+		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount,
+	delivery
 FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_at < ?2 * `+strconv.Itoa(dayMillis)+`
 	AND state IN ('open', 'confirmed')`+where, args...)
 		if err != nil {
@@ -282,14 +296,22 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		for sus.Next() {
 			var k ledgerKey
 			var kind, state, amount string
-			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount); err != nil {
+			var delivery int64
+			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount, &delivery); err != nil {
 				return err
 			}
 			r := get(k)
 			if state == SuspectConfirmed {
-				r.Confirmed.addAmount(amount, k.currency)
+				if !confirmed[delivery] {
+					confirmed[delivery] = true
+					r.Confirmed.addAmount(amount, k.currency)
+				}
 			} else if m := r.Open(SuspectKind(kind)); m != nil {
 				m.addAmount(amount, k.currency)
+				if open[delivery] {
+					r.overlap.addAmount(amount, k.currency)
+				}
+				open[delivery] = true
 			}
 		}
 		if err := sus.Err(); err != nil {
