@@ -270,6 +270,25 @@ func TestDB_Record_LateDuplicate(t *testing.T) {
 			t.Errorf("a released key's next delivery is flagged %v", again.Suspects)
 		}
 	})
+	t.Run("ReleasedAfterATrace", func(t *testing.T) {
+		// The key expired once (a trace), came back late, and was then released: its
+		// next delivery is no double of the first either.
+		db := storagetest.Open(t)
+		clock := newClock(db)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
+		clock.Add(2 * time.Hour)
+		if _, err := db.SweepExpired(ctx, clock.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl) // late
+		if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "op", Reason: "retry"}); err != nil {
+			t.Fatal(err)
+		}
+		again := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
+		if again.Outcome != storage.Accepted || len(again.Suspects) != 0 {
+			t.Errorf("a released key's next delivery = %s, flagged %v", again.Outcome, again.Suspects)
+		}
+	})
 	t.Run("TracesAreForgotten", func(t *testing.T) {
 		db := storagetest.Open(t)
 		clock := newClock(db)

@@ -119,6 +119,12 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Release
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
 			WHERE id = ?`, millis(now), c.ID)
+		if err == nil {
+			// Freed on purpose, the key's next delivery is no late duplicate: not of
+			// this claim (a released claim leaves no trace), nor of one that expired
+			// before it and left a trace.
+			_, err = tx.ExecContext(ctx, `DELETE FROM key_traces WHERE source = ? AND key_hash = ?`, c.Source, KeyHash(c.Key))
+		}
 	}
 	if err != nil {
 		return Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
