@@ -196,16 +196,7 @@ const (
 	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
 	sqlBusinessMatch = `SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
-	AND ` + sqlNotReleased + `
 ORDER BY bk.delivery LIMIT 1`
-
-	// sqlNotReleased leaves out a business key whose delivery's key an operator has
-	// released: freed on purpose so that its event comes in again, it is no event that
-	// a re-send under a new id could double (nor, with business_key_blocks, one to
-	// block that re-send against, which would then never reach downstream). Once the
-	// released claim is swept or taken over, the key counts again.
-	sqlNotReleased = `NOT EXISTS (SELECT 1 FROM claims c WHERE c.source = bk.source AND c.key = d.key
-	AND c.first_delivery = bk.delivery AND c.state = 'released')`
 	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
 WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
 ORDER BY delivery LIMIT 1`
@@ -249,7 +240,6 @@ FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
 	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	AND ` + sqlNotReleased + `
 	ORDER BY bk.delivery LIMIT 1)
 FROM v`},
 	multiBusinessAdd: {`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},

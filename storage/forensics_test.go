@@ -397,12 +397,19 @@ func TestDB_Record_BusinessKeyOfReleasedKey(t *testing.T) {
 	for _, blocks := range []bool{true, false} {
 		t.Run(map[bool]string{true: "Blocks", false: "Flags"}[blocks], func(t *testing.T) {
 			db := storagetest.Open(t)
-			newClock(db)
+			clock := newClock(db)
 			opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: blocks}
 			first := storagetest.Record(t, db, bk("ota", "evt_1", "B"), opt)
 			if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ops",
 				Reason: "downstream lost it"}); err != nil {
 				t.Fatal(err)
+			}
+			// The re-send comes once the released claim's own window has passed and
+			// the sweep has deleted it, still within the business window.
+			opt.BusinessWindow = 24 * time.Hour
+			clock.Add(2 * time.Hour)
+			if n, err := db.SweepExpired(ctx, clock.Now(), 100); err != nil || n != 1 {
+				t.Fatalf("sweep = %d, %v; want the released claim", n, err)
 			}
 			again := storagetest.Record(t, db, bk("ota", "evt_2", "B"), opt)
 			if again.Outcome != storage.Accepted {
@@ -412,7 +419,7 @@ func TestDB_Record_BusinessKeyOfReleasedKey(t *testing.T) {
 				t.Errorf("re-send after the release carries suspects %+v", sus)
 			}
 			flags, err := db.WouldFlag(ctx, storage.Probe{Source: "ota", Key: "evt_3", BusinessKey: "B",
-				BusinessWindow: time.Hour, Now: db.Now()})
+				BusinessWindow: opt.BusinessWindow, Now: db.Now()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -125,6 +125,15 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Release
 			// before it and left a trace.
 			_, err = tx.ExecContext(ctx, `DELETE FROM key_traces WHERE source = ? AND key_hash = ?`, c.Source, KeyHash(c.Key))
 		}
+		if err == nil {
+			// Nor is a re-send of its event under a new id a double of it, to be
+			// flagged or, with business_key_blocks, blocked (never handed downstream)
+			// for as long as the business window lasts: its business key is forgotten.
+			// The key was stored as the claim was won, seen when it was claimed, so the
+			// index of seen times finds it in one seek.
+			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE seen_at = ? AND delivery = ?`,
+				millis(c.ClaimedAt), c.FirstDelivery)
+		}
 	}
 	if err != nil {
 		return Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
