@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,15 +151,33 @@ func plainJSONString(s string) bool {
 	return true
 }
 
+// maxAmountText and maxAmountExp bound an amount spelt otherwise than as a plain
+// decimal (with an exponent, a fraction): its length, and its exponent either way.
+const (
+	maxAmountText = 64
+	maxAmountExp  = 40
+)
+
 // decimalText is the one spelling of a number: a plain decimal without padding
 // ("-0120.50" → "-120.5", "7.00" and "7e0" → "7"), or, for a fraction with no finite
-// decimal, its exact rational ("1/3"); false when amount is not a number.
+// decimal, its exact rational ("1/3"); false when amount is not a number, or is one
+// spelt otherwise than as a plain decimal beyond maxAmountText or maxAmountExp.
 func decimalText(amount string) (string, bool) {
 	neg := strings.HasPrefix(amount, "-")
 	digits := strings.TrimPrefix(amount, "-")
 	whole, frac, _ := strings.Cut(digits, ".")
 	simple := whole != "" && strings.Trim(whole, "0123456789") == "" && strings.Trim(frac, "0123456789") == ""
 	if !simple {
+		// big.Rat spells out the exponent it is given: "1e999999" is a megabyte of
+		// digits and seconds of CPU. No amount is that long, nor that large or small.
+		if len(amount) > maxAmountText {
+			return "", false
+		}
+		if i := strings.IndexAny(amount, "eEpP"); i >= 0 {
+			if exp, err := strconv.Atoi(amount[i+1:]); err != nil || exp < -maxAmountExp || exp > maxAmountExp {
+				return "", false
+			}
+		}
 		n, ok := new(big.Rat).SetString(amount)
 		if !ok {
 			return "", false

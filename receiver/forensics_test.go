@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -269,4 +270,51 @@ func TestRunSweeps_Forensics(t *testing.T) {
 	}
 	clock.Add(window + time.Hour)
 	run(window)
+}
+
+// TestPresetBusinessKeys: the presets' business keys tell apart the events a provider
+// sends for one business object in turn, so that business_key_blocks cannot block
+// the one that moves the money: a shopper's second attempt at a payment Adyen
+// refused, a refund whose status Stripe reports again as it settles.
+func TestPresetBusinessKeys(t *testing.T) {
+	keyOf := func(preset, body string) string {
+		t.Helper()
+		p, ok := provider.Lookup(preset)
+		if !ok {
+			t.Fatalf("no preset %q", preset)
+		}
+		src := receiver.Source{Name: preset, Keys: receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+			BusinessKey: p.BusinessKey}
+		probe, err := receiver.ProbeFor(&src, http.Header{}, []byte(body), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if probe.BusinessKey == "" {
+			t.Fatalf("%s: no business key for %s", preset, body)
+		}
+		return probe.BusinessKey
+	}
+	adyen := func(psp, success string) string {
+		return `{"amount":{"currency":"EUR","value":18250},"eventCode":"AUTHORISATION","merchantAccountCode":"HotelBerlinMitte",` +
+			`"merchantReference":"ORDER-1","pspReference":"` + psp + `","success":"` + success + `"}`
+	}
+	stripe := func(id, status string) string {
+		return `{"id":"` + id + `","type":"refund.updated","data":{"object":{"id":"re_1","charge":"ch_1","amount":18250,` +
+			`"currency":"eur","status":"` + status + `"}}}`
+	}
+	for _, tc := range []struct {
+		name, preset, a, b string
+		same               bool
+	}{
+		{"AdyenRefusedThenAuthorised", "adyen", adyen("P1", "false"), adyen("P2", "true"), false},
+		{"AdyenAuthorisedTwice", "adyen", adyen("P1", "true"), adyen("P2", "true"), true},
+		{"StripeRefundSettles", "stripe", stripe("evt_1", "pending"), stripe("evt_2", "succeeded"), false},
+		{"StripeRefundReportedTwice", "stripe", stripe("evt_1", "succeeded"), stripe("evt_2", "succeeded"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if same := keyOf(tc.preset, tc.a) == keyOf(tc.preset, tc.b); same != tc.same {
+				t.Errorf("same business key = %v, want %v", same, tc.same)
+			}
+		})
+	}
 }

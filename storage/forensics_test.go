@@ -270,6 +270,25 @@ func TestDB_Record_LateDuplicate(t *testing.T) {
 			t.Errorf("a released key's next delivery is flagged %v", again.Suspects)
 		}
 	})
+	t.Run("ReleasedAfterATrace", func(t *testing.T) {
+		// The key expired once (a trace), came back late, and was then released: its
+		// next delivery is no double of the first either.
+		db := storagetest.Open(t)
+		clock := newClock(db)
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
+		clock.Add(2 * time.Hour)
+		if _, err := db.SweepExpired(ctx, clock.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl) // late
+		if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "op", Reason: "retry"}); err != nil {
+			t.Fatal(err)
+		}
+		again := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
+		if again.Outcome != storage.Accepted || len(again.Suspects) != 0 {
+			t.Errorf("a released key's next delivery = %s, flagged %v", again.Outcome, again.Suspects)
+		}
+	})
 	t.Run("TracesAreForgotten", func(t *testing.T) {
 		db := storagetest.Open(t)
 		clock := newClock(db)
@@ -366,5 +385,48 @@ func TestDB_Forensics_Plans(t *testing.T) {
 		if scan || strings.Contains(plan, "_seen") || strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s plan:\n%s", name, plan)
 		}
+	}
+}
+
+// A delivery whose key an operator released was freed on purpose so that its event
+// comes in again: a re-send of that event under a new id is that next delivery, not a
+// double of the released one, and must not be blocked (never handed downstream, its
+// own key never claimed) against it.
+func TestDB_Record_BusinessKeyOfReleasedKey(t *testing.T) {
+	ctx := context.Background()
+	for _, blocks := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Blocks", false: "Flags"}[blocks], func(t *testing.T) {
+			db := storagetest.Open(t)
+			clock := newClock(db)
+			opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: blocks}
+			first := storagetest.Record(t, db, bk("ota", "evt_1", "B"), opt)
+			if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ops",
+				Reason: "downstream lost it"}); err != nil {
+				t.Fatal(err)
+			}
+			// The re-send comes once the released claim's own window has passed and
+			// the sweep has deleted it, still within the business window.
+			opt.BusinessWindow = 24 * time.Hour
+			clock.Add(2 * time.Hour)
+			if n, err := db.SweepExpired(ctx, clock.Now(), 100); err != nil || n != 1 {
+				t.Fatalf("sweep = %d, %v; want the released claim", n, err)
+			}
+			again := storagetest.Record(t, db, bk("ota", "evt_2", "B"), opt)
+			if again.Outcome != storage.Accepted {
+				t.Fatalf("re-send after the release = %s of %d, want accepted", again.Outcome, again.FirstDelivery)
+			}
+			if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+				t.Errorf("re-send after the release carries suspects %+v", sus)
+			}
+			flags, err := db.WouldFlag(ctx, storage.Probe{Source: "ota", Key: "evt_3", BusinessKey: "B",
+				BusinessWindow: opt.BusinessWindow, Now: db.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A third re-send doubles the second, which stands; never the released first.
+			if len(flags) != 1 || flags[0].Other != again.ID {
+				t.Errorf("would flag %+v, want one naming %d (not %d)", flags, again.ID, first.ID)
+			}
+		})
 	}
 }

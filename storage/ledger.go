@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,11 @@ type Money struct {
 
 func (m *Money) add(o Money) {
 	m.Count += o.Count
+	if addOverflows(m.Minor, o.Minor) {
+		// No int64 holds the sum: o's amounts are counted, left out of it.
+		m.Unsummed += o.Count
+		return
+	}
 	m.Minor += o.Minor
 	m.Unsummed += o.Unsummed
 }
@@ -115,16 +121,25 @@ type LedgerRow struct {
 	MoneyMismatch Money
 	// The open suspects of each kind: accepted and handed downstream, not reviewed yet.
 	BusinessKey, Correlation, LateDuplicate Money
-	// Confirmed: the suspects an operator confirmed as doubles, of every kind.
+	// Confirmed: the deliveries an operator confirmed as doubles, of every kind, each
+	// once however many of its suspects were confirmed.
 	Confirmed Money
+
+	// overlap is what the open suspects of each kind count more than once: the second
+	// and later open suspects of one delivery, whose money is at risk only once.
+	overlap Money
 }
 
-// AtRisk is the row's money at risk: money mismatches and open suspects of every kind.
+// AtRisk is the row's money at risk: money mismatches and the deliveries of open
+// suspects, each delivery once, however many kinds flag it.
 func (r LedgerRow) AtRisk() Money {
 	m := r.MoneyMismatch
 	m.add(r.BusinessKey)
 	m.add(r.Correlation)
 	m.add(r.LateDuplicate)
+	m.Count -= r.overlap.Count
+	m.Minor -= r.overlap.Minor
+	m.Unsummed -= r.overlap.Unsummed
 	return m
 }
 
@@ -149,6 +164,7 @@ func (r *LedgerRow) add(o LedgerRow) {
 	r.Correlation.add(o.Correlation)
 	r.LateDuplicate.add(o.LateDuplicate)
 	r.Confirmed.add(o.Confirmed)
+	r.overlap.add(o.overlap)
 }
 
 // LedgerFilter selects the ledger's rows. Empty fields match everything.
@@ -266,7 +282,11 @@ WHERE day >= ?1 AND day < ?2 AND (amount != '' OR money_mismatch)`+where, args..
 		if err := tail.Err(); err != nil {
 			return err
 		}
-		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount
+		// One delivery may carry several suspects (a re-send under a new id that a
+		// correlation rule finds too); its money is at risk, or confirmed, once.
+		open, confirmed := map[int64]bool{}, map[int64]bool{}
+		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount,
+	delivery
 FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_at < ?2 * `+strconv.Itoa(dayMillis)+`
 	AND state IN ('open', 'confirmed')`+where, args...)
 		if err != nil {
@@ -276,14 +296,22 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		for sus.Next() {
 			var k ledgerKey
 			var kind, state, amount string
-			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount); err != nil {
+			var delivery int64
+			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount, &delivery); err != nil {
 				return err
 			}
 			r := get(k)
 			if state == SuspectConfirmed {
-				r.Confirmed.addAmount(amount, k.currency)
+				if !confirmed[delivery] {
+					confirmed[delivery] = true
+					r.Confirmed.addAmount(amount, k.currency)
+				}
 			} else if m := r.Open(SuspectKind(kind)); m != nil {
 				m.addAmount(amount, k.currency)
+				if open[delivery] {
+					r.overlap.addAmount(amount, k.currency)
+				}
+				open[delivery] = true
 			}
 		}
 		if err := sus.Err(); err != nil {
@@ -305,7 +333,11 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		if f.Property != "" {
 			table = "ledger_days"
 		}
-		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount), sum(unsummed) FROM `+table+`
+		// The amounts are summed in two parts, neither of which can overflow SQLite's
+		// sum() (an error, not a wrap), and put together here, where a total that no
+		// int64 holds is counted as unsummed.
+		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount / `+minorSplit+`),
+	sum(amount % `+minorSplit+`), sum(unsummed) FROM `+table+`
 WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		if err != nil {
 			return err
@@ -314,8 +346,15 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		for tr.Next() {
 			var currency, kind string
 			var m Money
-			if err := tr.Scan(&currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			var high, low int64
+			if err := tr.Scan(&currency, &kind, &m.Count, &high, &low, &m.Unsummed); err != nil {
 				return err
+			}
+			n := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000))
+			if n.Add(n, big.NewInt(low)); n.IsInt64() {
+				m.Minor = n.Int64()
+			} else {
+				m.Unsummed = m.Count
 			}
 			total(currency).addKind(kind, m)
 		}
@@ -449,6 +488,19 @@ func ledgerWhere(f LedgerFilter) (string, []any) {
 	return b.String(), args
 }
 
+// sqlLedgerAddAmount adds a roll-up's amounts to a daily total's. SQLite turns an
+// integer sum that overflows into a float, which no reader could take for an exact
+// amount again: a sum no int64 holds keeps the total's amount and counts the roll-up's
+// summed deliveries as unsummed instead.
+const sqlLedgerAddAmount = `
+	amount   = CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN amount + excluded.amount ELSE amount END,
+	unsummed = unsummed + CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN excluded.unsummed
+		ELSE excluded.deliveries END`
+
+// minorSplit splits amounts in minor units in two for the ledger's totals: each part
+// summed over every row stays far within an int64.
+const minorSplit = "1000000000"
+
 // RollupLedger folds up to limit duplicates not yet counted into the daily totals that
 // Ledger reads, and reports how many it folded (fewer than limit: it has caught up).
 // It reads them through the index of duplicates and rejections, on a read connection,
@@ -523,9 +575,7 @@ WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? ORDER BY id LIM
 INSERT INTO ledger_days (day, source, property, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,
-	amount     = amount + excluded.amount,
-	unsummed   = unsummed + excluded.unsummed`,
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
 				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}
@@ -533,9 +583,7 @@ ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
 INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,
-	amount     = amount + excluded.amount,
-	unsummed   = unsummed + excluded.unsummed`,
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
 				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}

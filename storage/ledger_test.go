@@ -269,3 +269,107 @@ func TestDB_RollupLedger_Concurrent(t *testing.T) {
 		t.Fatalf("totals = %+v, want %d duplicates of 0.01 EUR", l.Totals, keys)
 	}
 }
+
+// TestDB_Ledger_HugeAmounts: amounts whose sum passes what an int64 of minor units
+// holds, sent by a sender (or read from a field that holds no amount), are counted as
+// unsummed; the ledger stays readable, its day rows and its totals alike.
+func TestDB_Ledger_HugeAmounts(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	c := newClock(db)
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	dup := func(key, property string) {
+		t.Helper()
+		for range 2 {
+			d := delivery("ota", key, "h")
+			d.Property, d.Amount, d.Currency = property, huge, "EUR"
+			storagetest.Record(t, db, d, storage.ClaimOptions{TTL: 365 * 24 * time.Hour})
+		}
+		// Each in its own roll-up: the daily totals add up what each roll-up summed.
+		if _, err := db.RollupLedger(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dup("a", "P1")
+	dup("b", "P1") // one day row: its amount would pass the int64
+	c.Add(24 * time.Hour)
+	dup("c", "P2") // another day: the totals over days would pass it
+	for _, f := range []storage.LedgerFilter{{}, {Property: "P1"}, {Source: "ota", Currency: "EUR"}} {
+		l, err := db.Ledger(ctx, f)
+		if err != nil {
+			t.Fatalf("ledger %+v: %v", f, err)
+		}
+		var count int64
+		for _, r := range l.Rows {
+			count += r.Caught.Count
+			if r.Caught.Count > 1 && r.Caught.Unsummed == 0 || r.Caught.Minor < 0 {
+				t.Errorf("row %+v: a sum past the int64 is no sum", r.Caught)
+			}
+		}
+		if len(l.Totals) != 1 || l.Totals[0].Caught.Count != count || l.Totals[0].Caught.Unsummed == 0 || l.Totals[0].Caught.Minor < 0 {
+			t.Errorf("ledger %+v: totals %+v, want %d caught, some unsummed", f, l.Totals, count)
+		}
+	}
+}
+
+// TestDB_Ledger_OneDeliveryTwoFlags: a delivery flagged twice (a re-send under a new
+// id that a correlation rule also finds through the payment provider) puts its money
+// at risk once, not once per flag; each kind's column still lists it.
+func TestDB_Ledger_OneDeliveryTwoFlags(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	newClock(db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
+	corr := []storage.CorrelationKey{{Rule: "double-refund", Hash: "R", Window: time.Hour}}
+	refund := func(source, key string) *storage.Delivery {
+		d := bk(source, key, "B-"+source)
+		d.Correlations = corr
+		return storagetest.Record(t, db, d, opt)
+	}
+	refund("psp", "re_1")           // the payment provider's refund
+	refund("ota", "evt_1")          // the OTA's: a suspected double of it
+	again := refund("ota", "evt_2") // the OTA's again under a new id: flagged twice
+	if len(again.Suspects) != 2 {
+		t.Fatalf("re-send flagged %v, want business_key and correlation", again.Suspects)
+	}
+	l, err := db.Ledger(ctx, storage.LedgerFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Rows) != 1 || len(l.Totals) != 1 {
+		t.Fatalf("ledger = %+v, want the OTA's row and one total", l)
+	}
+	for _, r := range append(l.Rows, l.Totals...) {
+		// Two deliveries of 80.00 EUR at risk: evt_1 (once) and evt_2 (once).
+		if risk := r.AtRisk(); risk.Count != 2 || risk.Minor != 16000 {
+			t.Errorf("%q at risk = %+v, want 2 deliveries, 160.00", r.Source, risk)
+		}
+		if r.BusinessKey.Count != 1 || r.Correlation.Count != 2 {
+			t.Errorf("%q business key %+v, correlation %+v; want 1 and 2", r.Source, r.BusinessKey, r.Correlation)
+		}
+	}
+	// Both its flags confirmed: one double, confirmed once.
+	page, err := db.Suspects(ctx, storage.SuspectFilter{Delivery: again.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range page.Suspects {
+		if x.Delivery == again.ID {
+			if _, err := db.ReviewSuspect(ctx, x.ID, "ops", storage.SuspectConfirmed, "refunded twice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l, err = db.Ledger(ctx, storage.LedgerFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(l.Rows, l.Totals...) {
+		if r.Confirmed.Count != 1 || r.Confirmed.Minor != 8000 {
+			t.Errorf("%q confirmed = %+v, want 1 delivery, 80.00", r.Source, r.Confirmed)
+		}
+		if risk := r.AtRisk(); risk.Count != 1 || risk.Minor != 8000 {
+			t.Errorf("%q at risk = %+v, want evt_1 alone", r.Source, risk)
+		}
+	}
+}

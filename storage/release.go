@@ -172,6 +172,21 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r Release) (out Release
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
 			WHERE id = ?`, millis(now), c.ID)
+		if err == nil {
+			// Freed on purpose, the key's next delivery is no late duplicate: not of
+			// this claim (a released claim leaves no trace), nor of one that expired
+			// before it and left a trace.
+			_, err = tx.ExecContext(ctx, `DELETE FROM key_traces WHERE source = ? AND key_hash = ?`, c.Source, KeyHash(c.Key))
+		}
+		if err == nil {
+			// Nor is a re-send of its event under a new id a double of it, to be
+			// flagged or, with business_key_blocks, blocked (never handed downstream)
+			// for as long as the business window lasts: its business key is forgotten.
+			// The key was stored as the claim was won, seen when it was claimed, so the
+			// index of seen times finds it in one seek.
+			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE seen_at = ? AND delivery = ?`,
+				millis(c.ClaimedAt), c.FirstDelivery)
+		}
 	}
 	if err != nil {
 		return Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)

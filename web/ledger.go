@@ -192,7 +192,8 @@ func (s *Server) handleLedgerCSV(w http.ResponseWriter, r *http.Request) error {
 	for _, row := range l.Rows {
 		rec := []string{row.Day.Format(dateOnly), csvCell(row.Source), csvCell(row.Property), csvCell(row.Currency)}
 		risk := row.AtRisk()
-		unsummed := row.Caught.Unsummed + risk.Unsummed + row.Confirmed.Unsummed
+		// A money mismatch is caught and at risk alike: its amount is left out once.
+		unsummed := row.Caught.Unsummed + risk.Unsummed - row.MoneyMismatch.Unsummed + row.Confirmed.Unsummed
 		for _, m := range []storage.Money{row.Caught, row.MoneyMismatch, row.BusinessKey, row.Correlation, row.LateDuplicate, risk, row.Confirmed} {
 			rec = append(rec, strconv.FormatInt(m.Count, 10), storage.FormatMinor(m.Minor, row.Currency))
 		}

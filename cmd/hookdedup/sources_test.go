@@ -27,28 +27,28 @@ func TestSources_Command(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sources: %v\n%s", err, stderr)
 	}
-	want := `[[source]]                                                                                                              # POST /webhooks/payments, preset for Adyen
+	want := `[[source]]                                                                                                                          # POST /webhooks/payments, preset for Adyen
 name                = "payments"
 provider            = "adyen"
-signature           = "adyen"                                                                                           # from provider adyen
-secret_env          = "ADYEN_HMAC_KEY"                                                                                  # its value is not shown
-event_id            = ""                                                                                                # from provider adyen
-key_fields          = ["/merchantAccountCode", "/pspReference", "/eventCode", "/success"]                               # from provider adyen
-batch               = "/notificationItems"                                                                              # from provider adyen
-item                = "/NotificationRequestItem"                                                                        # from provider adyen
+signature           = "adyen"                                                                                                       # from provider adyen
+secret_env          = "ADYEN_HMAC_KEY"                                                                                              # its value is not shown
+event_id            = ""                                                                                                            # from provider adyen
+key_fields          = ["/merchantAccountCode", "/pspReference", "/eventCode", "/success"]                                           # from provider adyen
+batch               = "/notificationItems"                                                                                          # from provider adyen
+item                = "/NotificationRequestItem"                                                                                    # from provider adyen
 ttl                 = "2160h"
-forward_url         = ""                                                                                                # default
-property_field      = "/merchantAccountCode"                                                                            # from provider adyen
-booking_field       = "/merchantReference"                                                                              # from provider adyen
-status_field        = "/eventCode"                                                                                      # from provider adyen
-amount_field        = "/amount/value"                                                                                   # from provider adyen
-currency_field      = "/amount/currency"                                                                                # from provider adyen
-amount_minor_units  = true                                                                                              # from provider adyen
-business_key        = ["/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency"] # from provider adyen
-business_window     = "336h"                                                                                            # default
-business_key_blocks = false                                                                                             # default
-answer              = "[accepted]"                                                                                      # from provider adyen
-form_encoded        = false                                                                                             # default
+forward_url         = ""                                                                                                            # default
+property_field      = "/merchantAccountCode"                                                                                        # from provider adyen
+booking_field       = "/merchantReference"                                                                                          # from provider adyen
+status_field        = "/eventCode"                                                                                                  # from provider adyen
+amount_field        = "/amount/value"                                                                                               # from provider adyen
+currency_field      = "/amount/currency"                                                                                            # from provider adyen
+amount_minor_units  = true                                                                                                          # from provider adyen
+business_key        = ["/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency", "/success"] # from provider adyen
+business_window     = "336h"                                                                                                        # default
+business_key_blocks = false                                                                                                         # default
+answer              = "[accepted]"                                                                                                  # from provider adyen
+form_encoded        = false                                                                                                         # default
 
 [[source]]                                         # POST /webhooks/github, preset for GitHub
 name            = "github"

@@ -29,8 +29,10 @@ var presets = []Preset{
 		CurrencyField:    "/amount/currency",
 		AmountMinorUnits: true,
 		// A second refund (or capture …) of one order for the same amount, under
-		// another pspReference.
-		BusinessKey: []string{"/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency"},
+		// another pspReference. success is in it, as in the key: a shopper's second
+		// attempt at a payment Adyen refused is a new pspReference for the same order
+		// and amount, and the one that takes the money.
+		BusinessKey: []string{"/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency", "/success"},
 		TTL:         35 * day,
 		Redelivery:  30 * day,
 		Answer:      AnswerAccepted,
@@ -225,8 +227,10 @@ var presets = []Preset{
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
 		// Two refunds (or disputes) of one charge for one amount under different
-		// event ids; other objects carry no charge field, so get no business key.
-		BusinessKey: []string{"/type", "/data/object/charge", "/data/object/amount", "/data/object/currency"},
+		// event ids; other objects carry no charge field, so get no business key. The
+		// object's status is in it: a refund or dispute is reported again, under the
+		// same type, each time its status moves (pending, succeeded; won, lost).
+		BusinessKey: []string{"/type", "/data/object/charge", "/data/object/amount", "/data/object/currency", "/data/object/status"},
 		TTL:         7 * day,
 		Redelivery:  3 * day,
 		Answer:      AnswerJSON,
