@@ -22,6 +22,12 @@ const (
 	AlertResolvedEvent = "resolved"
 )
 
+// ResolvedRuleRemoved is the resolver (Alert.ResolvedBy, Notification.Actor) of an
+// alert the engine resolved because its rule is no longer configured: it has no
+// condition left to clear. It cannot be a user's name (those start with a letter or a
+// digit).
+const ResolvedRuleRemoved = "(rule removed)"
+
 // ErrAlertState means an alert is not in a state that allows the change asked for
 // (acknowledging a resolved alert, resolving one twice).
 var ErrAlertState = errors.New("alert is not in a state that allows this")
@@ -41,7 +47,7 @@ type Alert struct {
 	OpenedAt, UpdatedAt time.Time
 	AcknowledgedBy      string
 	AcknowledgedAt      time.Time
-	ResolvedBy          string // the user; "" when it resolved by itself
+	ResolvedBy          string // the user; "" when it resolved by itself; or ResolvedRuleRemoved
 	ResolvedAt          time.Time
 	// How its notifications fared (filled by Alerts only): the last error a channel
 	// gave, and how many are waiting (retrying), given up on, and sent.
@@ -246,7 +252,8 @@ func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at t
 
 // ResolveAlert resolves an active alert, with a notification of it to each of the
 // alert's channels, in one transaction. actor "" means it resolved by itself (its
-// condition cleared); a user's resolution is audited in the same transaction. Returns
+// condition cleared), ResolvedRuleRemoved that its rule was removed; a user's
+// resolution is audited in the same transaction. Returns
 // ErrNotFound for an unknown alert and ErrAlertState for one already resolved.
 func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (Alert, error) {
 	var out Alert
@@ -265,7 +272,7 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 		if err := insertNotifications(ctx, tx, id, a.Channels, AlertResolvedEvent, a.Summary, a.Value, actor, at); err != nil {
 			return err
 		}
-		if actor != "" {
+		if actor != "" && actor != ResolvedRuleRemoved {
 			if err := db.insertAudit(ctx, tx, AuditEntry{At: at, Actor: actor, Action: "resolve alert",
 				Source: a.Subject, Reason: alertLabel(a), PreviousState: a.State}); err != nil {
 				return err
@@ -314,7 +321,7 @@ type Notification struct {
 	Event    string // AlertOpened or AlertResolvedEvent
 	Summary  string // the alert's at the transition
 	Value    string
-	Actor    string // who resolved it by hand; "" for the engine
+	Actor    string // who resolved it by hand; "" for the engine; or ResolvedRuleRemoved
 	At       time.Time
 	Attempts int // attempts made before this one
 	Alert    Alert

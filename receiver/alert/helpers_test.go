@@ -83,6 +83,15 @@ func (f *fixture) evaluate(t *testing.T, e *alert.Engine) {
 	}
 }
 
+// settle evaluates once, then again once the default hold has passed: a condition
+// clear at both resolves its alert.
+func (f *fixture) settle(t *testing.T, e *alert.Engine) {
+	t.Helper()
+	f.evaluate(t, e)
+	f.clock.Add(alert.DefaultClearFor)
+	f.evaluate(t, e)
+}
+
 // alerts returns every alert, newest first.
 func (f *fixture) alerts(t *testing.T) []storage.Alert {
 	t.Helper()
@@ -130,7 +139,8 @@ type hookPayload struct {
 		Summary    string `json:"summary"`
 		Value      string `json:"value"`
 		Text       string `json:"text"`
-		ResolvedBy string `json:"resolved_by"`
+		ResolvedBy  string `json:"resolved_by"`
+		RuleRemoved bool   `json:"rule_removed"`
 	} `json:"data"`
 }
 
