@@ -132,13 +132,13 @@ type hook struct {
 type hookPayload struct {
 	Type string `json:"type"`
 	Data struct {
-		ID         int64  `json:"id"`
-		Rule       string `json:"rule"`
-		Kind       string `json:"kind"`
-		Subject    string `json:"subject"`
-		Summary    string `json:"summary"`
-		Value      string `json:"value"`
-		Text       string `json:"text"`
+		ID          int64  `json:"id"`
+		Rule        string `json:"rule"`
+		Kind        string `json:"kind"`
+		Subject     string `json:"subject"`
+		Summary     string `json:"summary"`
+		Value       string `json:"value"`
+		Text        string `json:"text"`
 		ResolvedBy  string `json:"resolved_by"`
 		RuleRemoved bool   `json:"rule_removed"`
 	} `json:"data"`
