@@ -20,7 +20,7 @@ type SweepConfig struct {
 	Every     time.Duration // between sweeps; default 1m
 	Batch     int           // rows per DELETE; default 1000
 	Pause     time.Duration // between batches, so intake's writes get the lock; default 20ms
-	Retention time.Duration // deliveries older than this go, unless still owed downstream; 0 keeps them
+	Retention time.Duration // deliveries (unless still owed downstream) and resolved alerts older than this go; 0 keeps them
 	// Remember is how long traces of expired keys are kept (0 keeps them);
 	// BusinessWindow and CorrelationWindow are the longest windows configured: business
 	// and correlation keys older than that are matched by nothing and go.
@@ -28,8 +28,8 @@ type SweepConfig struct {
 	Now                                         func() time.Time
 }
 
-// RunSweeps deletes expired claims, and deliveries and counts of rejections not stored
-// individually past retention, until ctx ends. Each DELETE is bounded to one batch, and
+// RunSweeps deletes expired claims, and deliveries, counts of rejections not stored
+// individually and resolved alerts past retention, until ctx ends. Each DELETE is bounded to one batch, and
 // it pauses between batches, so intake never waits behind a sweep for more than one
 // batch. A delivery whose payload is still owed downstream is kept past retention
 // (storage.SweepDeliveries says which are).
@@ -66,6 +66,14 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 				n, err := st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), cfg.Batch)
 				return n, n >= int64(cfg.Batch), err
 			}, cfg, m, log)
+			if as, ok := st.(AlertSweeper); ok {
+				// Resolved alerts are history, as deliveries are: kept as long, and
+				// about deliveries that are gone after that anyway.
+				sweep(ctx, "alerts", func() (int64, bool, error) {
+					n, err := as.SweepAlerts(ctx, now.Add(-cfg.Retention), cfg.Batch)
+					return n, n >= int64(cfg.Batch), err
+				}, cfg, m, log)
+			}
 		}
 		if fs, ok := st.(ForensicSweeper); ok {
 			sweepForensics(ctx, fs, now, cfg, m, log)
@@ -76,6 +84,12 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 		case <-t.C:
 		}
 	}
+}
+
+// AlertSweeper is what the sweep of resolved alerts needs of storage; a Sweeper that is
+// one too gets them swept past Retention, with their notifications.
+type AlertSweeper interface {
+	SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // ForensicSweeper is what the sweeps of forensic rows need of storage; a Sweeper that

@@ -22,6 +22,12 @@ const (
 	AlertResolvedEvent = "resolved"
 )
 
+// ResolvedRuleRemoved is the resolver (Alert.ResolvedBy, Notification.Actor) of an
+// alert the engine resolved because its rule is no longer configured: it has no
+// condition left to clear. It cannot be a user's name (those start with a letter or a
+// digit).
+const ResolvedRuleRemoved = "(rule removed)"
+
 // ErrAlertState means an alert is not in a state that allows the change asked for
 // (acknowledging a resolved alert, resolving one twice).
 var ErrAlertState = errors.New("alert is not in a state that allows this")
@@ -41,7 +47,7 @@ type Alert struct {
 	OpenedAt, UpdatedAt time.Time
 	AcknowledgedBy      string
 	AcknowledgedAt      time.Time
-	ResolvedBy          string // the user; "" when it resolved by itself
+	ResolvedBy          string // the user; "" when it resolved by itself; or ResolvedRuleRemoved
 	ResolvedAt          time.Time
 	// How its notifications fared (filled by Alerts only): the last error a channel
 	// gave, and how many are waiting (retrying), given up on, and sent.
@@ -85,33 +91,11 @@ func scanAlert(r rowScanner) (Alert, error) {
 // Alerts returns the alerts f selects, newest first, each with how its notifications
 // fared.
 func (db *DB) Alerts(ctx context.Context, f AlertFilter) ([]Alert, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
+	query, args, err := alertsQuery(f)
+	if err != nil {
+		return nil, err
 	}
-	before := f.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
-	where := "a.id < ?"
-	args := []any{before}
-	switch f.State {
-	case "", "active":
-		where += " AND a.state != 'resolved'"
-	case AlertOpen, AlertAcknowledged, AlertResolved:
-		where += " AND a.state = ?"
-		args = append(args, f.State)
-	case "all":
-	default:
-		return nil, fmt.Errorf("alerts: unknown state %q", f.State)
-	}
-	args = append(args, f.Limit)
-	rows, err := db.read.QueryContext(ctx, `SELECT `+alertColumns+`,
-		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'pending'),
-		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'failed'),
-		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'sent'),
-		coalesce((SELECT n.last_error FROM alert_notifications n WHERE n.alert = a.id AND n.last_error != ''
-			ORDER BY n.id DESC LIMIT 1), '')
-		FROM alerts a WHERE `+where+` ORDER BY a.id DESC LIMIT ?`, args...)
+	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
@@ -135,6 +119,44 @@ func (db *DB) Alerts(ctx context.Context, f AlertFilter) ([]Alert, error) {
 	return out, rows.Err()
 }
 
+// alertsQuery is the query of a page of Alerts for f, with its arguments.
+func alertsQuery(f AlertFilter) (string, []any, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	before := f.Before
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	// The active alerts (open or acknowledged) are few, however many have resolved:
+	// their tabs read them through the partial index of active ones, whose condition
+	// the query repeats word for word so that SQLite may use it, instead of walking
+	// every alert by id. The resolved ones are nearly all rows: the walk by id suits them.
+	from, where := "alerts a", "a.id < ?"
+	args := []any{before}
+	switch f.State {
+	case "", "active":
+		from, where = "alerts a INDEXED BY alerts_active", where+" AND a.state != 'resolved'"
+	case AlertOpen, AlertAcknowledged:
+		from, where = "alerts a INDEXED BY alerts_active", where+" AND a.state != 'resolved' AND a.state = ?"
+		args = append(args, f.State)
+	case AlertResolved:
+		where += " AND a.state = ?"
+		args = append(args, f.State)
+	case "all":
+	default:
+		return "", nil, fmt.Errorf("alerts: unknown state %q", f.State)
+	}
+	args = append(args, f.Limit)
+	return `SELECT ` + alertColumns + `,
+		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'pending'),
+		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'failed'),
+		(SELECT count(*) FROM alert_notifications n WHERE n.alert = a.id AND n.state = 'sent'),
+		coalesce((SELECT n.last_error FROM alert_notifications n WHERE n.alert = a.id AND n.last_error != ''
+			ORDER BY n.id DESC LIMIT 1), '')
+		FROM ` + from + ` WHERE ` + where + ` ORDER BY a.id DESC LIMIT ?`, args, nil
+}
+
 // GetAlert returns one alert. Returns ErrNotFound if there is none with that id.
 func (db *DB) GetAlert(ctx context.Context, id int64) (Alert, error) {
 	a, err := scanAlert(db.read.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.id = ?`, id))
@@ -147,9 +169,13 @@ func (db *DB) GetAlert(ctx context.Context, id int64) (Alert, error) {
 	return a, nil
 }
 
+// sqlActiveAlerts reads the active alerts through their partial index: the engine asks
+// every few seconds, and resolved alerts pile up until the sweep (SweepAlerts).
+const sqlActiveAlerts = `SELECT ` + alertColumns + ` FROM alerts a INDEXED BY alerts_active WHERE a.state != 'resolved' ORDER BY a.id`
+
 // ActiveAlerts returns every open or acknowledged alert, oldest first.
 func (db *DB) ActiveAlerts(ctx context.Context) ([]Alert, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.state != 'resolved' ORDER BY a.id`)
+	rows, err := db.read.QueryContext(ctx, sqlActiveAlerts)
 	if err != nil {
 		return nil, fmt.Errorf("active alerts: %w", err)
 	}
@@ -246,7 +272,8 @@ func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at t
 
 // ResolveAlert resolves an active alert, with a notification of it to each of the
 // alert's channels, in one transaction. actor "" means it resolved by itself (its
-// condition cleared); a user's resolution is audited in the same transaction. Returns
+// condition cleared), ResolvedRuleRemoved that its rule was removed; a user's
+// resolution is audited in the same transaction. Returns
 // ErrNotFound for an unknown alert and ErrAlertState for one already resolved.
 func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (Alert, error) {
 	var out Alert
@@ -265,7 +292,7 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 		if err := insertNotifications(ctx, tx, id, a.Channels, AlertResolvedEvent, a.Summary, a.Value, actor, at); err != nil {
 			return err
 		}
-		if actor != "" {
+		if actor != "" && actor != ResolvedRuleRemoved {
 			if err := db.insertAudit(ctx, tx, AuditEntry{At: at, Actor: actor, Action: "resolve alert",
 				Source: a.Subject, Reason: alertLabel(a), PreviousState: a.State}); err != nil {
 				return err
@@ -314,7 +341,7 @@ type Notification struct {
 	Event    string // AlertOpened or AlertResolvedEvent
 	Summary  string // the alert's at the transition
 	Value    string
-	Actor    string // who resolved it by hand; "" for the engine
+	Actor    string // who resolved it by hand; "" for the engine; or ResolvedRuleRemoved
 	At       time.Time
 	Attempts int // attempts made before this one
 	Alert    Alert
@@ -432,6 +459,31 @@ func (db *DB) NotificationCounts(ctx context.Context) (map[string]map[string]int
 	}
 	return out, rows.Err()
 }
+
+// SweepAlerts deletes at most limit alerts resolved before cutoff, with their
+// notifications, oldest first, through the index of resolved alerts, and returns how
+// many alerts it deleted. An alert with a notification still being retried is kept
+// until that is sent or given up on. Active alerts are never deleted: one per rule and
+// subject at most, each with one notification per channel, they cannot pile up.
+func (db *DB) SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	res, err := db.writeExec(ctx, sqlSweepAlerts, millis(cutoff), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sweep resolved alerts: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sweep resolved alerts: %w", err)
+	}
+	return n, nil
+}
+
+// sqlSweepAlerts deletes up to ?2 alerts resolved before ?1; their notifications go
+// with them (ON DELETE CASCADE, through alert_notifications_alert). The state condition
+// is alerts_resolved's, word for word, so that SQLite can use that partial index.
+const sqlSweepAlerts = `DELETE FROM alerts WHERE id IN (
+	SELECT id FROM alerts WHERE state = 'resolved' AND resolved_at < ?1
+		AND NOT EXISTS (SELECT 1 FROM alert_notifications n WHERE n.alert = alerts.id AND n.state = 'pending')
+	ORDER BY resolved_at LIMIT ?2)`
 
 // What the alert rules read.
 

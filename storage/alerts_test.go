@@ -3,6 +3,8 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +118,111 @@ func TestDB_Alerts(t *testing.T) {
 			t.Fatalf("streak bounded by limit 1: %v", got)
 		}
 	})
+}
+
+// TestDB_SweepAlerts deletes the alerts resolved before the cutoff with their
+// notifications, in batches of the limit, and keeps active alerts however old, alerts
+// resolved since the cutoff, and an alert whose notification is still being retried.
+func TestDB_SweepAlerts(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	open := func(subject string, at time.Time) storage.Alert {
+		t.Helper()
+		a, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: subject, Channels: []string{"ops"}}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	send := func(at time.Time, res storage.NotificationResult) {
+		t.Helper()
+		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if err := db.FinishNotification(ctx, n.ID, res, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var old []int64
+	for i := range 5 { // resolved long ago, notifications sent or given up
+		a := open("ota", now)
+		if _, err := db.ResolveAlert(ctx, a.ID, "", now.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		send(now.Add(time.Hour), storage.NotificationResult{Sent: i%2 == 0, Failed: i%2 == 1, Error: "x"})
+		old = append(old, a.ID)
+	}
+	retrying := open("cm", now)
+	if _, err := db.ResolveAlert(ctx, retrying.ID, "", now); err != nil {
+		t.Fatal(err)
+	}
+	send(now.Add(time.Hour), storage.NotificationResult{Error: "HTTP 500", NextAt: now.Add(100 * time.Hour)})
+	active := open("ota", now) // open since long ago
+	recent := open("pms", now)
+	if _, err := db.ResolveAlert(ctx, recent.ID, "", now.Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	cutoff := now.Add(24 * time.Hour)
+	for _, want := range []int64{2, 2, 1, 0} {
+		n, err := db.SweepAlerts(ctx, cutoff, 2)
+		if err != nil || n != want {
+			t.Fatalf("sweep: %d %v, want %d", n, err, want)
+		}
+	}
+	as, err := db.Alerts(ctx, storage.AlertFilter{State: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []int64
+	for _, a := range as {
+		left = append(left, a.ID)
+	}
+	if want := []int64{recent.ID, active.ID, retrying.ID}; fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Fatalf("alerts left %v, want %v (old ones were %v)", left, want, old)
+	}
+	counts, err := db.NotificationCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Left, all waiting: the retrying one's two, the active one's opening, the recent
+	// one's two. The old ones' sent and given-up notifications went with them.
+	if c := counts["ops"]; c["pending"] != 5 || c["sent"] != 0 || c["failed"] != 0 {
+		t.Errorf("notifications left %v, want those of the alerts kept only", counts)
+	}
+}
+
+// TestDB_AlertsPlans: the tabs of active alerts and the engine's look-up of them read
+// the partial index of active alerts, not every alert by id; the sweep finds resolved
+// ones through theirs.
+func TestDB_AlertsPlans(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	for _, state := range []string{"", "active", storage.AlertOpen, storage.AlertAcknowledged} {
+		plan, err := db.ExplainAlerts(ctx, storage.AlertFilter{State: state, Before: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan, "SCAN a USING INDEX alerts_active") || strings.Contains(plan, "PRIMARY KEY") {
+			t.Errorf("alerts %q plan:\n%s", state, plan)
+		}
+	}
+	plan, err := db.ExplainActiveAlerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "SCAN a USING INDEX alerts_active") {
+		t.Errorf("active alerts plan:\n%s", plan)
+	}
+	plan, err = db.ExplainSweepAlerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "INDEX alerts_resolved (resolved_at<?)") || strings.Contains(plan, "SCAN alerts") {
+		t.Errorf("alerts sweep plan:\n%s", plan)
+	}
 }

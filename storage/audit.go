@@ -61,7 +61,11 @@ func (db *DB) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEnt
 // snapshot (rows appended meanwhile are not included). It stops at fn's first error and
 // returns it.
 func (db *DB) AuditRows(ctx context.Context, fn func(AuditEntry) error) error {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log ORDER BY id`)
+	return auditRows(ctx, db.read, fn)
+}
+
+func auditRows(ctx context.Context, q queryer, fn func(AuditEntry) error) error {
+	rows, err := q.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

@@ -127,3 +127,22 @@ func (db *DB) PageSettings(ctx context.Context) (readCache, readMmap, writeCache
 	}
 	return
 }
+
+// ExplainAlerts returns the query plan of a page of Alerts for f.
+func (db *DB) ExplainAlerts(ctx context.Context, f AlertFilter) (string, error) {
+	query, args, err := alertsQuery(f)
+	if err != nil {
+		return "", err
+	}
+	return db.explain(ctx, query, args...)
+}
+
+// ExplainActiveAlerts returns the query plan of ActiveAlerts.
+func (db *DB) ExplainActiveAlerts(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlActiveAlerts)
+}
+
+// ExplainSweepAlerts returns the query plan of SweepAlerts.
+func (db *DB) ExplainSweepAlerts(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlSweepAlerts, 1, 1000)
+}

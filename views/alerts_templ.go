@@ -138,7 +138,7 @@ func AlertsView(v Alerts) templ.Component {
 							return templ_7745c5c3_Err
 						}
 					} else {
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p>An alert opens when a rule below finds its condition, and resolves by itself when the condition clears.</p>")
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p>An alert opens when a rule below finds its condition, and resolves by itself once the condition has stayed clear for the rule's clear_for (2 minutes unless set).</p>")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

@@ -86,9 +86,11 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 		}
 		if a.State == storage.AlertResolved {
 			row.Resolved, row.ResolvedTitle = s.ago(a.ResolvedAt), s.fullTime(a.ResolvedAt)
-			row.ResolvedBy = a.ResolvedBy
-			if row.ResolvedBy == "" {
+			switch row.ResolvedBy = a.ResolvedBy; row.ResolvedBy {
+			case "":
 				row.ResolvedBy = "itself (condition cleared)"
+			case storage.ResolvedRuleRemoved:
+				row.ResolvedBy = "its rule's removal from the configuration"
 			}
 		}
 		v.Rows = append(v.Rows, row)
@@ -195,7 +197,7 @@ type apiAlert struct {
 	OpenedAt       time.Time  `json:"opened_at"`
 	AcknowledgedBy string     `json:"acknowledged_by,omitempty"`
 	AcknowledgedAt *time.Time `json:"acknowledged_at,omitempty"`
-	ResolvedBy     string     `json:"resolved_by,omitempty"` // absent when it resolved by itself
+	ResolvedBy     string     `json:"resolved_by,omitempty"` // absent when it resolved by itself; "(rule removed)" when its rule was
 	ResolvedAt     *time.Time `json:"resolved_at,omitempty"`
 }
 

@@ -22,6 +22,7 @@ type alertConfig struct {
 	Times     int            `toml:"times"`
 	Window    *time.Duration `toml:"window"`
 	For       *time.Duration `toml:"for"`
+	ClearFor  *time.Duration `toml:"clear_for"`
 	MinFree   string         `toml:"min_free"`
 	MaxSkew   *time.Duration `toml:"max_skew"`
 	Channels  []string       `toml:"channels"`
@@ -53,16 +54,18 @@ func decodeAlerts(md toml.MetaData, rules, channels []toml.Primitive) ([]alertCo
 	for i, p := range rules {
 		// The name, and the durations as written: TOML reads a bare number as nanoseconds.
 		var written struct {
-			Name    any `toml:"name"`
-			Window  any `toml:"window"`
-			For     any `toml:"for"`
-			MaxSkew any `toml:"max_skew"`
+			Name     any `toml:"name"`
+			Window   any `toml:"window"`
+			For      any `toml:"for"`
+			ClearFor any `toml:"clear_for"`
+			MaxSkew  any `toml:"max_skew"`
 		}
 		var ac alertConfig
 		err := md.PrimitiveDecode(p, &written)
 		ac.Name, _ = written.Name.(string)
 		if err == nil {
-			err = decodeTable(md, p, &ac, map[string]any{"window": written.Window, "for": written.For, "max_skew": written.MaxSkew})
+			err = decodeTable(md, p, &ac, map[string]any{"window": written.Window, "for": written.For,
+				"clear_for": written.ClearFor, "max_skew": written.MaxSkew})
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("alert %q: %w", sourceLabel(i, ac.Name), err)
@@ -97,7 +100,7 @@ func decodeTable(md toml.MetaData, p toml.Primitive, dst any, durations map[stri
 	if err := md.PrimitiveDecode(p, dst); err != nil {
 		return durationError(err)
 	}
-	for _, key := range []string{"window", "for", "max_skew", "timeout", "max_backoff"} {
+	for _, key := range []string{"window", "for", "clear_for", "max_skew", "timeout", "max_backoff"} {
 		switch v := durations[key].(type) {
 		case int64:
 			return fmt.Errorf("%s: %w", key, fileDuration(time.Duration(v), true))
@@ -151,7 +154,7 @@ func (ac alertConfig) rule() (alert.Rule, error) {
 	for _, d := range []struct {
 		file *time.Duration
 		dst  *time.Duration
-	}{{ac.Window, &r.Window}, {ac.For, &r.For}, {ac.MaxSkew, &r.MaxSkew}} {
+	}{{ac.Window, &r.Window}, {ac.For, &r.For}, {ac.ClearFor, &r.ClearFor}, {ac.MaxSkew, &r.MaxSkew}} {
 		if d.file != nil {
 			*d.dst = *d.file
 		}

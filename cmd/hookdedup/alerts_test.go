@@ -53,6 +53,16 @@ threshold = 3`, nil, []string{`alert "a"`, "threshold", "does not apply to kind 
 name = "a"
 kind = "signature_failures"
 window = 300`, nil, []string{`alert "a"`, "window", "bare number"}},
+		{"ClearForNotPositive", `
+[[alert]]
+name = "a"
+kind = "database_not_ready"
+clear_for = "0s"`, nil, []string{`alert "a"`, "clear_for", "must be positive"}},
+		{"ClearForTooLong", `
+[[alert]]
+name = "a"
+kind = "database_not_ready"
+clear_for = "48h"`, nil, []string{`alert "a"`, "clear_for", "longer than 24h"}},
 		{"BadSize", `
 [[alert]]
 name = "a"

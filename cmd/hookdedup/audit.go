@@ -27,8 +27,10 @@ const auditHelp = auditUsage + `
 
 verify checks the audit log's hash chain from its first row: exit 0 when it holds, 1
 naming the first row that breaks it, 2 for a usage error, no database, or a database it
-cannot read. export writes every row with
-its hash (to FILE, mode 0600, or stdout), for an auditor to recompute the chain.`
+cannot read (one whose schema predates the chain: start serve on it once to upgrade
+it). export writes every row with its hash (to FILE, mode 0600, or stdout), for an
+auditor to recompute the chain. Both open the database read-only and never change it,
+even while serve runs.`
 
 // runAudit checks or exports the audit log's hash chain (storage/auditchain.go).
 func runAudit(ctx context.Context, args []string, e env) error {
@@ -90,7 +92,7 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 			return auditUsageError(e, "verify", problem)
 		}
 	}
-	_, db, err := flags.open(e)
+	_, db, err := openAudit(ctx, flags, e)
 	if err != nil {
 		return auditUncheckedError{err}
 	}
@@ -147,19 +149,23 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 	if err := parseAuditFlags(flags, "export", args, e); err != nil {
 		return err
 	}
-	var write func(io.Writer, *storage.DB) (auditExported, error)
+	var write func(io.Writer, *storage.AuditFile) (auditExported, error)
 	switch *format {
 	case "csv":
-		write = func(w io.Writer, db *storage.DB) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
+		write = func(w io.Writer, db *storage.AuditFile) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
 	case "json":
-		write = func(w io.Writer, db *storage.DB) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
+		write = func(w io.Writer, db *storage.AuditFile) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
 	case "":
 		return auditUsageError(e, "export", "--format is required: csv or json")
 	default:
 		return auditUsageError(e, "export", fmt.Sprintf("--format %q: want csv or json", *format))
 	}
-	cfg, db, err := flags.open(e)
+	cfg, db, err := openAudit(ctx, flags, e)
 	if err != nil {
+		var schema auditSchemaError
+		if errors.As(err, &schema) {
+			return auditUncheckedError{err} // exit 2, as for verify
+		}
 		return err
 	}
 	defer db.Close()
@@ -175,10 +181,10 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stderr, "exported %s\n", x)
 		return nil
 	}
-	if same, err := sameExisting(*output, cfg.Database); err != nil {
+	if what, err := databaseFile(*output, cfg.Database); err != nil {
 		return fmt.Errorf("audit export to %s: %w", *output, err)
-	} else if same {
-		return fmt.Errorf("audit export to %s: that is the database itself", *output)
+	} else if what != "" {
+		return fmt.Errorf("audit export to %s: that is %s", *output, what)
 	}
 	var x auditExported
 	err = writePrivate(*output, func(w io.Writer) error {
@@ -218,7 +224,7 @@ func auditTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 
 // exportAuditCSV writes a header line and one line per row. Each text is exactly as
 // stored (no escaping for spreadsheets, which would change what the hash covers).
-func exportAuditCSV(ctx context.Context, w io.Writer, db *storage.DB) (auditExported, error) {
+func exportAuditCSV(ctx context.Context, w io.Writer, db *storage.AuditFile) (auditExported, error) {
 	var x auditExported
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"id", "at", "time", "actor", "action", "source", "key", "reason", "previous_state", "hash"}); err != nil {
@@ -254,7 +260,7 @@ type auditJSONRow struct {
 // exportAuditJSON writes one object: the encoding's name, the genesis, and the rows in
 // id order, one per line. A text that is not UTF-8 (a row written outside hookdedup;
 // its writer stores only UTF-8) cannot be held exactly by JSON: the export stops there.
-func exportAuditJSON(ctx context.Context, w io.Writer, db *storage.DB) (auditExported, error) {
+func exportAuditJSON(ctx context.Context, w io.Writer, db *storage.AuditFile) (auditExported, error) {
 	var x auditExported
 	if _, err := fmt.Fprintf(w, "{\"format\":%q,\"genesis\":%q,\"rows\":[", storage.AuditFormat, storage.AuditGenesis); err != nil {
 		return x, err
@@ -321,6 +327,72 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// auditSchemaError is a database that audit verify and export cannot read as it is:
+// its schema predates the chain, or hookdedup never set it up.
+type auditSchemaError struct{ err error }
+
+func (e auditSchemaError) Error() string { return e.err.Error() }
+func (e auditSchemaError) Unwrap() error { return e.err }
+
+// openAudit loads the configuration and opens its database read-only, without
+// migrating it (storage.OpenAuditFile): a verifier must not change what it checks, and
+// the file may be an auditor's copy.
+func openAudit(ctx context.Context, flags *commonFlags, e env) (config, *storage.AuditFile, error) {
+	cfg, err := flags.load(e)
+	if err != nil {
+		return config{}, nil, err
+	}
+	db, err := storage.OpenAuditFile(ctx, cfg.Database, 0)
+	switch {
+	case errors.Is(err, storage.ErrNoDatabase):
+		return config{}, nil, noDatabaseError{path: cfg.Database}
+	case errors.Is(err, storage.ErrAuditSchema):
+		return config{}, nil, auditSchemaError{fmt.Errorf("%s: the database's schema predates the audit log's hash chain, "+
+			"and this command does not change the file it checks: upgrade the database by starting hookdedup serve on it "+
+			"(or check a copy upgraded that way)", displayPath(cfg.Database))}
+	case errors.Is(err, storage.ErrNotHookdedup):
+		return config{}, nil, auditSchemaError{fmt.Errorf("%s: not a hookdedup database", displayPath(cfg.Database))}
+	case err != nil:
+		return config{}, nil, err
+	}
+	return cfg, db, nil
+}
+
+// databaseFile says which file of the database at db the path out is, if any: the
+// database itself, or its -wal, -shm or -journal, existing or not (SQLite would take a
+// file written there for its own). "" when it is none of them.
+func databaseFile(out, db string) (string, error) {
+	for _, side := range []struct{ suffix, what string }{
+		{"", "the database itself"}, {"-wal", "the database's write-ahead log (-wal)"},
+		{"-shm", "the database's shared-memory index (-shm)"}, {"-journal", "the database's rollback journal (-journal)"},
+	} {
+		same, err := sameExisting(out, db+side.suffix)
+		if err != nil {
+			return "", err
+		}
+		if same || samePath(out, db+side.suffix) {
+			return side.what, nil
+		}
+	}
+	return "", nil
+}
+
+// samePath says whether a and b name one path, once made absolute and with their
+// directories' symbolic links resolved (the file itself need not exist).
+func samePath(a, b string) bool {
+	resolve := func(p string) string {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+			return filepath.Join(dir, filepath.Base(abs))
+		}
+		return abs
+	}
+	return resolve(a) == resolve(b)
 }
 
 // sameExisting says whether a and b are one existing file.

@@ -350,3 +350,125 @@ func parseCSVExact(t *testing.T, s string) [][]string {
 	}
 	return records
 }
+
+// fileState is what a check must leave as it is: a file's bytes and modification time.
+func fileState(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	return fmt.Sprintf("%x %d %d", sum, st.Size(), st.ModTime().UnixNano())
+}
+
+// preChainDB makes a database with the schema of the migrations before the audit
+// chain, as an older hookdedup left it, with one audit row; it returns its path.
+func preChainDB(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "old.db")
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	names, err := filepath.Glob("../../storage/migrations/*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("migrations: %v %v", names, err)
+	}
+	for _, name := range names {
+		base := filepath.Base(name)
+		if base >= "0016" {
+			break
+		}
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec(string(body)); err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		if _, err := raw.Exec(`INSERT INTO migrations VALUES (?, 1)`, "migrations/"+base); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.Exec(`INSERT INTO audit_log (at, actor, action, source, key, reason, previous_state)
+		VALUES (1, 'ana', 'release', 'ota', 'k1', 'test', 'failed')`); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCLI_AuditReadOnly: verify and export open the database read-only and never
+// migrate it: the file they check keeps its bytes and its time, one whose schema
+// predates the chain is refused (exit 2) with what to do, and export never writes over
+// the database's -wal or -shm.
+func TestCLI_AuditReadOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+
+	old := preChainDB(t, dir)
+	before := fileState(t, old)
+	for _, args := range [][]string{{"audit", "verify"}, {"audit", "export", "--format", "csv"}} {
+		out, code := cli(t, dir, nil, "", append(args, "--database", old)...)
+		if code != 2 || !strings.Contains(out, "predates the audit log's hash chain") || !strings.Contains(out, "hookdedup serve") {
+			t.Errorf("%q on a database older than the chain: exit %d, want 2 saying to upgrade it with serve\n%s", args, code, out)
+		}
+		if after := fileState(t, old); after != before {
+			t.Fatalf("%q changed the database it checks: %s, was %s", args, after, before)
+		}
+	}
+
+	path := auditDB(t, dir)
+	db := "--database=" + path
+	before = fileState(t, path)
+	if out, code := cli(t, dir, nil, "", "audit", "verify", db); code != 0 {
+		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "audit", "export", db, "--format", "json", "--output", filepath.Join(dir, "x.json")); code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, out)
+	}
+	if after := fileState(t, path); after != before {
+		t.Fatalf("verify and export changed the database they read: %s, was %s", after, before)
+	}
+
+	// Not over the database's own files, whether they exist now (the reads above made
+	// -wal and -shm, which SQLite needs beside a WAL database) or not.
+	for _, side := range []string{"-wal", "-shm", "-journal", ""} {
+		out, code := cli(t, dir, nil, "", "audit", "export", db, "--format", "csv", "--output", path+side)
+		if code == 0 || !strings.Contains(out, "that is the database") {
+			t.Errorf("export over %s: exit %d, want a refusal naming it\n%s", path+side, code, out)
+		}
+	}
+	if after := fileState(t, path); after != before {
+		t.Fatalf("export over the database's files changed it: %s, was %s", after, before)
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		if raw, err := os.ReadFile(path + side); err != nil || bytes.Contains(raw, []byte("previous_state")) {
+			t.Errorf("%s: the export was written into it (%v)", side, err)
+		}
+	}
+	if _, err := os.Stat(path + "-journal"); !os.IsNotExist(err) {
+		t.Errorf("export made a -journal: %v", err)
+	}
+
+	// While another process writes: what it committed into its WAL is checked too.
+	live, err := storage.Open(path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := live.AppendAudit(context.Background(), storage.AuditEntry{Actor: "ana", Action: "reveal secret"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, dir, nil, "", "audit", "verify", db); code != 0 || !strings.Contains(out, "6 rows checked") {
+		t.Fatalf("verify beside a writer: exit %d\n%s", code, out)
+	}
+}

@@ -210,7 +210,7 @@ type Message struct {
 	// webhook-id, so that the receiving end can drop a retry it already has.
 	ID      string
 	Event   string // storage.AlertOpened or storage.AlertResolvedEvent
-	Actor   string // who resolved it by hand; "" when it resolved by itself
+	Actor   string // who resolved it by hand; "" when it resolved by itself; or storage.ResolvedRuleRemoved
 	At      time.Time
 	Summary string // the alert's at the transition
 	Value   string
@@ -229,11 +229,13 @@ func (m Message) Title() string {
 	case storage.AlertOpened:
 		return "hookdedup alert opened: " + what
 	default:
-		by := "by itself (the condition cleared)"
-		if m.Actor != "" {
-			by = "by " + m.Actor
+		switch m.Actor {
+		case "":
+			return "hookdedup alert resolved by itself (the condition cleared): " + what
+		case storage.ResolvedRuleRemoved:
+			return "hookdedup alert resolved (its rule was removed from the configuration): " + what
 		}
-		return "hookdedup alert resolved " + by + ": " + what
+		return "hookdedup alert resolved by " + m.Actor + ": " + what
 	}
 }
 
@@ -273,7 +275,9 @@ type webhookData struct {
 	OpenedAt   time.Time  `json:"opened_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	ResolvedBy string     `json:"resolved_by,omitempty"` // the user; absent when it resolved by itself
-	URL        string     `json:"url,omitempty"`
+	// RuleRemoved: resolved because its rule is no longer configured.
+	RuleRemoved bool   `json:"rule_removed,omitempty"`
+	URL         string `json:"url,omitempty"`
 }
 
 func postWebhook(ctx context.Context, client *http.Client, target string, signer signature.Verifier, m Message) error {
@@ -281,7 +285,12 @@ func postWebhook(ctx context.Context, client *http.Client, target string, signer
 		Summary: m.Summary, Value: m.Value, Text: m.Text(), OpenedAt: m.Alert.OpenedAt.UTC(), URL: m.ConsoleURL}
 	if m.Event == storage.AlertResolvedEvent {
 		at := m.At.UTC()
-		d.ResolvedAt, d.ResolvedBy = &at, m.Actor
+		d.ResolvedAt = &at
+		if m.Actor == storage.ResolvedRuleRemoved {
+			d.RuleRemoved = true
+		} else {
+			d.ResolvedBy = m.Actor
+		}
 	}
 	body, err := json.Marshal(webhookPayload{Type: "alert." + m.Event, Timestamp: m.At.UTC(), Data: d})
 	if err != nil {

@@ -74,6 +74,12 @@ type Engine struct {
 	// since holds when each firing condition not yet opened (its rule has For) was
 	// first seen, by rule and subject.
 	since map[condKey]time.Time
+	// clear holds when the condition of each active alert (stored or direct) was first
+	// seen clear, by rule and subject: it resolves once clear for its rule's ClearFor.
+	// Kept in memory only: after a restart the hold starts again at the first
+	// evaluation, which delays a resolution by at most ClearFor and never sends one
+	// early.
+	clear map[condKey]time.Time
 	// direct holds the conditions whose opening could not be stored (the database not
 	// ready): their notifications were sent straight away, not through the outbox.
 	direct map[condKey]storage.Alert
@@ -106,7 +112,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.DiskFree = func() (uint64, error) { return StatfsFree(dir) }
 	}
 	e := &Engine{cfg: cfg, channels: map[string]*Channel{}, log: cfg.Logger.With("component", "alerts"),
-		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, direct: map[condKey]storage.Alert{}}
+		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, clear: map[condKey]time.Time{}, direct: map[condKey]storage.Alert{}}
 	for _, c := range cfg.Channels {
 		e.channels[c.Name()] = c
 	}
@@ -171,12 +177,13 @@ type finding struct {
 
 // Evaluate evaluates every rule once: it opens an alert for each condition that holds
 // (once it has held for the rule's For) and has none active, records the latest value
-// of those that have one, and resolves the active alerts whose condition cleared. The
-// opening and the resolution each queue one notification per channel: a condition
-// that holds over many evaluations sends nothing more. The active alerts of a rule no
-// longer configured are resolved, as if cleared. A rule that cannot be evaluated
-// (a query failed) leaves its alerts as they are; its error is returned with the
-// others' after every rule had its turn.
+// of those that have one, and resolves the active alerts whose condition has stayed
+// clear for the rule's ClearFor. The opening and the resolution each queue one
+// notification per channel: a condition that holds over many evaluations sends
+// nothing more, and one that flaps keeps its alert open until it stays clear. The
+// active alerts of a rule no longer configured are resolved at once, as such. A rule
+// that cannot be evaluated (a query failed) leaves its alerts as they are; its error
+// is returned with the others' after every rule had its turn.
 func (e *Engine) Evaluate(ctx context.Context) error {
 	now := e.cfg.Now()
 	active, err := e.cfg.Store.ActiveAlerts(ctx)
@@ -214,24 +221,37 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		for k, a := range byKey {
-			if k.rule != r.Name || holding[k.subject] {
+			if k.rule != r.Name || holding[k.subject] || !e.clearedFor(k, r.ClearFor, now) {
 				continue
 			}
 			if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
 				errs = append(errs, fmt.Errorf("alert %q: %w", r.Name, err))
 				continue
 			}
+			e.mu.Lock()
+			delete(e.clear, k)
+			e.mu.Unlock()
 			e.log.Info("alert resolved", "rule", r.Name, "subject", k.subject, "alert", a.ID)
 		}
 		e.resolveDirect(ctx, r, holding, now)
 	}
+	// Forget the holds of alerts no longer active (resolved by hand, or above).
+	e.mu.Lock()
+	for k := range e.clear {
+		_, stored := byKey[k]
+		_, direct := e.direct[k]
+		if !stored && !direct {
+			delete(e.clear, k)
+		}
+	}
+	e.mu.Unlock()
 	// An alert of a rule no longer configured (removed or renamed) has no condition
 	// left to clear: left active it would stay open for good.
 	for k, a := range byKey {
 		if slices.ContainsFunc(e.cfg.Rules, func(r Rule) bool { return r.Name == k.rule }) {
 			continue
 		}
-		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
+		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, storage.ResolvedRuleRemoved, now); err != nil && !errors.Is(err, storage.ErrAlertState) {
 			errs = append(errs, fmt.Errorf("alert %q: %w", k.rule, err))
 			continue
 		}
@@ -243,6 +263,9 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 // hold handles one condition that holds.
 func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey]storage.Alert, now time.Time) error {
 	k := condKey{r.Name, f.subject}
+	e.mu.Lock()
+	delete(e.clear, k) // held again within the hold: the same alert goes on
+	e.mu.Unlock()
 	if a, ok := active[k]; ok {
 		if a.Summary != f.summary || a.Value != f.value {
 			return e.cfg.Store.UpdateAlertValue(ctx, a.ID, f.summary, f.value, now)
@@ -309,18 +332,46 @@ func (e *Engine) evaluateUnstored(ctx context.Context, now time.Time) error {
 // resolveDirect tells the channels of the conditions notified straight away that they
 // cleared.
 func (e *Engine) resolveDirect(ctx context.Context, r Rule, holding map[string]bool, now time.Time) {
-	e.mu.Lock()
 	var cleared []storage.Alert
-	for k, a := range e.direct {
-		if k.rule == r.Name && !holding[k.subject] {
-			cleared = append(cleared, a)
-			delete(e.direct, k)
+	for k, a := range e.directOf(r.Name) {
+		if holding[k.subject] || !e.clearedFor(k, r.ClearFor, now) {
+			continue
 		}
+		cleared = append(cleared, a)
+		e.mu.Lock()
+		delete(e.direct, k)
+		delete(e.clear, k)
+		e.mu.Unlock()
 	}
-	e.mu.Unlock()
 	for _, a := range cleared {
 		e.sendDirect(ctx, a, storage.AlertResolvedEvent, now)
 	}
+}
+
+// directOf returns the conditions of rule notified straight away.
+func (e *Engine) directOf(rule string) map[condKey]storage.Alert {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[condKey]storage.Alert{}
+	for k, a := range e.direct {
+		if k.rule == rule {
+			out[k] = a
+		}
+	}
+	return out
+}
+
+// clearedFor reports whether the condition k, clear now, has been seen clear for hold:
+// the first evaluation to see it clear starts the hold.
+func (e *Engine) clearedFor(k condKey, hold time.Duration, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	first, seen := e.clear[k]
+	if !seen {
+		first = now
+		e.clear[k] = now
+	}
+	return now.Sub(first) >= hold
 }
 
 // sendDirect sends one message to each of the alert's channels, bypassing the outbox,

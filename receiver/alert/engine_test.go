@@ -69,8 +69,7 @@ func TestEngine_StuckKeys(t *testing.T) {
 		StuckBefore: f.clock.Now().Add(-10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	f.evaluate(t, e)
-	f.evaluate(t, e)
+	f.settle(t, e)
 	as = f.alerts(t)
 	if as[0].State != storage.AlertResolved || as[0].ResolvedBy != "" || !as[0].ResolvedAt.Equal(f.clock.Now()) {
 		t.Fatalf("alert = %+v, want resolved by itself now", as[0])
@@ -92,7 +91,7 @@ func TestEngine_MoneyMismatch(t *testing.T) {
 	f.evaluate(t, e)
 	wantEvents(t, h, "alert.opened money cm")
 	f.clock.Add(61 * time.Minute)
-	f.evaluate(t, e)
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened money cm", "alert.resolved money cm")
 }
 
@@ -107,7 +106,7 @@ func TestEngine_SuspectedDouble(t *testing.T) {
 	f.evaluate(t, e)
 	wantEvents(t, h, "alert.opened doubles ota") // the rule watches ota only
 	execSQL(t, f.db, `UPDATE suspects SET state = 'dismissed' WHERE source = 'ota'`)
-	f.evaluate(t, e)
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened doubles ota", "alert.resolved doubles ota")
 }
 
@@ -133,7 +132,7 @@ func TestEngine_SignatureFailures(t *testing.T) {
 		t.Errorf("value = %q, want 3", v)
 	}
 	f.clock.Add(10 * time.Minute)
-	f.evaluate(t, e)
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened sigs ota", "alert.resolved sigs ota")
 }
 
@@ -156,7 +155,7 @@ func TestEngine_DatabaseNotReady(t *testing.T) {
 	mu.Lock()
 	ready = nil
 	mu.Unlock()
-	f.evaluate(t, e)
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened db", "alert.resolved db")
 	if p := h.payloads()[0]; !strings.Contains(p.Data.Summary, "1000 bytes free") {
 		t.Errorf("summary %q does not say why", p.Data.Summary)
@@ -193,7 +192,7 @@ func TestEngine_DiskSpace(t *testing.T) {
 	real := func(c *alert.Config) { c.DiskFree = nil }
 	f.evaluate(t, f.engine(t, rule(1<<62), []*alert.Channel{h.channel(t, "ops")}, real)) // more than any disk has
 	wantEvents(t, h, "alert.opened disk")
-	f.evaluate(t, f.engine(t, rule(1), []*alert.Channel{h.channel(t, "ops")}, real)) // one byte free is enough
+	f.settle(t, f.engine(t, rule(1), []*alert.Channel{h.channel(t, "ops")}, real)) // one byte free is enough
 	wantEvents(t, h, "alert.opened disk", "alert.resolved disk")
 }
 
@@ -216,7 +215,7 @@ func TestEngine_ClockSkew(t *testing.T) {
 	mu.Lock()
 	skew = 90 * time.Second
 	mu.Unlock()
-	f.evaluate(t, e)
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened skew", "alert.resolved skew")
 	if s := h.payloads()[0].Data.Summary; !strings.Contains(s, "3m0s behind") {
 		t.Errorf("summary %q", s)
@@ -361,8 +360,19 @@ func TestEngine_RuleRemoved(t *testing.T) {
 	if want := []string{"alert.opened database", "alert.resolved db"}; !slices.Equal(got, want) {
 		t.Fatalf("webhook got %q after the rename, want %q", got, want)
 	}
-	if as := f.alerts(t); len(as) != 2 || as[0].Rule != "database" || !as[0].Active() || as[1].State != storage.AlertResolved {
-		t.Fatalf("alerts = %+v, want database active and db resolved", as)
+	if as := f.alerts(t); len(as) != 2 || as[0].Rule != "database" || !as[0].Active() || as[1].State != storage.AlertResolved ||
+		as[1].ResolvedBy != storage.ResolvedRuleRemoved {
+		t.Fatalf("alerts = %+v, want database active and db resolved for its rule's removal", as)
+	}
+	// Told as what happened: the condition may well still hold.
+	for _, p := range h.payloads()[1:] {
+		if p.Type != "alert.resolved" {
+			continue
+		}
+		if !p.Data.RuleRemoved || p.Data.ResolvedBy != "" || !strings.Contains(p.Data.Text, "its rule was removed") ||
+			strings.Contains(p.Data.Text, "condition cleared") {
+			t.Errorf("resolution told as %+v, want its rule's removal", p.Data)
+		}
 	}
 
 	// Restarted with no rule and no channel: one pass resolves what is left, then Run
@@ -374,4 +384,82 @@ func TestEngine_RuleRemoved(t *testing.T) {
 	if as := f.alerts(t); as[0].State != storage.AlertResolved {
 		t.Fatalf("alert = %+v, want resolved once its rule is gone", as[0])
 	}
+}
+
+// flap is a condition that a test turns on and off, watched by a disk_space rule.
+type flap struct {
+	mu sync.Mutex
+	on bool
+}
+
+func (c *flap) set(on bool) { c.mu.Lock(); c.on = on; c.mu.Unlock() }
+
+func (c *flap) config(cfg *alert.Config) {
+	cfg.DiskFree = func() (uint64, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.on {
+			return 1 << 20, nil
+		}
+		return 1 << 40, nil
+	}
+}
+
+// TestEngine_Flapping: a condition hovering at its threshold (on at one evaluation, off
+// at the next, for an hour) keeps one alert open and sends one "opened"; once it has
+// stayed clear for the rule's clear_for, one "resolved"; and not a moment before.
+func TestEngine_Flapping(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var c flap
+	e := f.engine(t, []alert.Rule{{Name: "disk", Kind: alert.KindDiskSpace, MinFree: 1 << 30, ClearFor: 3 * time.Minute,
+		Channels: []string{"ops"}}}, []*alert.Channel{h.channel(t, "ops")}, c.config)
+	for i := range 720 { // an hour of evaluations every 5 s
+		c.set(i%2 == 0)
+		f.evaluate(t, e)
+		f.clock.Add(5 * time.Second)
+	}
+	wantEvents(t, h, "alert.opened disk")
+	// Clear since the last evaluation above: the alert stays open until 3m have passed.
+	for f.clock.Now().Before(t0.Add(time.Hour + 3*time.Minute - 5*time.Second)) {
+		f.evaluate(t, e)
+		f.clock.Add(5 * time.Second)
+	}
+	if as := f.alerts(t); len(as) != 1 || !as[0].Active() {
+		t.Fatalf("alerts = %+v, want the one alert still open within clear_for", as)
+	}
+	f.evaluate(t, e) // 3m clear
+	wantEvents(t, h, "alert.opened disk", "alert.resolved disk")
+	if as := f.alerts(t); len(as) != 1 || as[0].State != storage.AlertResolved || as[0].ResolvedBy != "" {
+		t.Fatalf("alerts = %+v, want the one alert resolved by itself", as)
+	}
+}
+
+// TestEngine_ClearForAcrossRestart: an engine restarted while the condition of an open
+// alert is clear does not resolve it at once (it cannot know for how long it has been
+// clear): it waits clear_for from its own start, so that restarts during a flapping
+// condition send nothing either.
+func TestEngine_ClearForAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var c flap
+	rules := func() []alert.Rule {
+		return []alert.Rule{{Name: "disk", Kind: alert.KindDiskSpace, MinFree: 1 << 30, Channels: []string{"ops"}}}
+	}
+	c.set(true)
+	f.evaluate(t, f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, c.config))
+	c.set(false)
+	for range 5 { // five restarts, each while the condition is clear, each followed by a flap
+		e := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, c.config)
+		f.evaluate(t, e)
+		f.clock.Add(alert.DefaultClearFor - time.Second)
+		f.evaluate(t, e)
+		c.set(true)
+		f.evaluate(t, e)
+		c.set(false)
+	}
+	wantEvents(t, h, "alert.opened disk")
+	e := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, c.config)
+	f.settle(t, e)
+	wantEvents(t, h, "alert.opened disk", "alert.resolved disk")
 }

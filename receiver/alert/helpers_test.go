@@ -83,6 +83,15 @@ func (f *fixture) evaluate(t *testing.T, e *alert.Engine) {
 	}
 }
 
+// settle evaluates once, then again once the default hold has passed: a condition
+// clear at both resolves its alert.
+func (f *fixture) settle(t *testing.T, e *alert.Engine) {
+	t.Helper()
+	f.evaluate(t, e)
+	f.clock.Add(alert.DefaultClearFor)
+	f.evaluate(t, e)
+}
+
 // alerts returns every alert, newest first.
 func (f *fixture) alerts(t *testing.T) []storage.Alert {
 	t.Helper()
@@ -123,14 +132,15 @@ type hook struct {
 type hookPayload struct {
 	Type string `json:"type"`
 	Data struct {
-		ID         int64  `json:"id"`
-		Rule       string `json:"rule"`
-		Kind       string `json:"kind"`
-		Subject    string `json:"subject"`
-		Summary    string `json:"summary"`
-		Value      string `json:"value"`
-		Text       string `json:"text"`
-		ResolvedBy string `json:"resolved_by"`
+		ID          int64  `json:"id"`
+		Rule        string `json:"rule"`
+		Kind        string `json:"kind"`
+		Subject     string `json:"subject"`
+		Summary     string `json:"summary"`
+		Value       string `json:"value"`
+		Text        string `json:"text"`
+		ResolvedBy  string `json:"resolved_by"`
+		RuleRemoved bool   `json:"rule_removed"`
 	} `json:"data"`
 }
 

@@ -55,8 +55,7 @@ func TestOutage(t *testing.T) {
 	logs := &syncBuffer{}
 	f := &fixture{db: db, clock: storagetest.NewClock(time.Now()), logs: logs}
 	e := f.engine(t, []alert.Rule{{Name: "downstream", Kind: alert.KindDownstreamFailing, Times: 3, Channels: []string{"ops", "chat", "mail"}}},
-		[]*alert.Channel{h.channel(t, "ops"), s.channel(t, "chat"), smtp.channel(t, "mail")},
-		func(c *alert.Config) { c.Now = time.Now })
+		[]*alert.Channel{h.channel(t, "ops"), s.channel(t, "chat"), smtp.channel(t, "mail")})
 
 	recordDispatched(t, db, "ota", "booking-1")
 	d.Wake()
@@ -89,6 +88,7 @@ func TestOutage(t *testing.T) {
 	for range 3 {
 		f.evaluate(t, e)
 	}
+	f.settle(t, e)
 	wantEvents(t, h, "alert.opened downstream ota", "alert.resolved downstream ota")
 	if texts := s.received(); len(texts) != 2 || !strings.Contains(texts[1], "resolved by itself") {
 		t.Errorf("slack got %q", texts)

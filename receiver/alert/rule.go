@@ -53,6 +53,14 @@ const (
 	DefaultMismatchWindow  = 24 * time.Hour
 	DefaultTimes           = 3
 	DefaultMaxSkew         = time.Minute
+	// DefaultClearFor is how long a condition must stay clear before its alert
+	// resolves by itself: many evaluations (every 5 s), so that a condition hovering
+	// at its threshold keeps one alert open instead of opening and resolving it at
+	// every other evaluation.
+	DefaultClearFor = 2 * time.Minute
+	// MaxClearFor bounds ClearFor: beyond it an alert would outlive its cause by
+	// more than a day.
+	MaxClearFor = 24 * time.Hour
 )
 
 // Rule is one [[alert]] table: a condition, and the channels told when an alert of it
@@ -71,6 +79,10 @@ type Rule struct {
 	Window time.Duration
 	// For is how long the condition must hold before an alert opens; 0: at once.
 	For time.Duration
+	// ClearFor is how long the condition must stay clear before an open alert
+	// resolves by itself; the condition holding again within it keeps the same alert,
+	// with no new notification. Default DefaultClearFor.
+	ClearFor time.Duration
 	// MinFree is the free space, in bytes, below which disk_space fires.
 	MinFree uint64
 	// MaxSkew is the clock skew beyond which clock_skew fires.
@@ -81,6 +93,9 @@ type Rule struct {
 
 // WithDefaults returns r with the defaults of its kind where it leaves a setting unset.
 func (r Rule) WithDefaults() Rule {
+	if r.ClearFor == 0 {
+		r.ClearFor = DefaultClearFor
+	}
 	switch r.Kind {
 	case KindSignatureFailures:
 		if r.Window == 0 {
@@ -142,6 +157,10 @@ func (r Rule) Check(sources, channels []string) error {
 		return fmt.Errorf("window: %s must be positive", r.Window)
 	case r.For < 0:
 		return fmt.Errorf("for: %s must not be negative", r.For)
+	case r.ClearFor <= 0:
+		return fmt.Errorf("clear_for: %s must be positive", r.ClearFor)
+	case r.ClearFor > MaxClearFor:
+		return fmt.Errorf("clear_for: %s is longer than %s", r.ClearFor, MaxClearFor)
 	case r.Kind == KindDiskSpace && r.MinFree == 0:
 		return errors.New(`min_free: is required for kind disk_space (write it like "1GiB" or "500MB")`)
 	case r.Kind == KindClockSkew && r.MaxSkew <= 0:
