@@ -414,6 +414,7 @@ const loadForensics = `business_key = ["/property_id", "/booking_id", "/status",
 name      = "payments"
 signature = "token"
 token_header = "X-Token"
+event_id  = "/id"
 secret    = "load-harness-token-0123456789"
 
 [[correlation]]
