@@ -246,8 +246,9 @@ type demoAnswer struct {
 	Status, Key, Delivery, FirstDelivery, Error string
 }
 
-// demoSend signs ev as the source's provider would and posts it.
-func demoSend(ctx context.Context, client *http.Client, endpoint string, src receiver.Source, ev otaEvent, msgID string) (demoAnswer, error) {
+// demoSend signs ev, as JSON, as the source's provider would and posts it; msgID goes
+// in the event id header of a source that reads it from one.
+func demoSend(ctx context.Context, client *http.Client, endpoint string, src receiver.Source, ev any, msgID string) (demoAnswer, error) {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return demoAnswer{}, err

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -152,7 +149,7 @@ func runForensicDemo(ctx context.Context, e env, sources []receiver.Source, base
 	n := 0
 	send := func(name string, body any, msgID, event, booking, shows string) error {
 		n++
-		ans, err := demoPost(ctx, client, endpoint(name), srcs[name], body, msgID)
+		ans, err := demoSend(ctx, client, endpoint(name), srcs[name], body, msgID)
 		if err != nil {
 			return err
 		}
@@ -230,50 +227,4 @@ func restamped(e otaEvent) otaEvent {
 	e.EventID = randomID("evt_")
 	e.OccurredAt = time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
 	return e
-}
-
-// demoPost signs body as src's sender would and posts it; msgID goes in the event id
-// header of a source that reads it from one.
-func demoPost(ctx context.Context, client *http.Client, endpoint string, src receiver.Source, body any, msgID string) (demoAnswer, error) {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return demoAnswer{}, err
-	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	q := url.Values{}
-	if name, ok := strings.CutPrefix(src.Keys.EventID, "header:"); ok {
-		h.Set(name, msgID)
-	}
-	if err := src.Verifier.Sign(h, q, raw, time.Now()); err != nil {
-		return demoAnswer{}, fmt.Errorf("sign: %w", err)
-	}
-	u := endpoint
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(raw))
-	if err != nil {
-		return demoAnswer{}, err
-	}
-	req.Header = h
-	resp, err := client.Do(req)
-	if err != nil {
-		return demoAnswer{}, fmt.Errorf("is hookdedup serve running? %w", err)
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return demoAnswer{}, err
-	}
-	var a struct {
-		Status        string `json:"status"`
-		Key           string `json:"key"`
-		Delivery      string `json:"delivery"`
-		FirstDelivery string `json:"first_delivery"`
-		Error         string `json:"error"`
-	}
-	if err := json.Unmarshal(got, &a); err != nil || resp.StatusCode == http.StatusServiceUnavailable {
-		return demoAnswer{}, fmt.Errorf("%s answered %s: %q", endpoint, resp.Status, got)
-	}
-	return demoAnswer{a.Status, a.Key, a.Delivery, a.FirstDelivery, a.Error}, nil
 }
