@@ -443,19 +443,42 @@ type releaseResult struct {
 	Error    string `json:"error,omitempty"`
 }
 
-func (a *api) release(w http.ResponseWriter, r *http.Request) error {
-	var req releaseRequest
+// decodeBody reads a request's JSON body, at most 64 KiB, into v, refusing fields v
+// does not have; want shows the shape expected in the error.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, want string) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return Errorf(http.StatusBadRequest, "body: %v (want {\"source\":…,\"key\":…,\"reason\":…,\"reprocess\":false})", err)
+	if err := dec.Decode(v); err != nil {
+		return Errorf(http.StatusBadRequest, "body: %v (want %s)", err, want)
+	}
+	return nil
+}
+
+// checkReason refuses the reason of an audited change when it is missing or longer than
+// the console's forms take.
+func checkReason(reason string) error {
+	switch {
+	case reason == "":
+		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
+	case len(reason) > 500:
+		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
+	}
+	return nil
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request) error {
+	var req releaseRequest
+	if err := decodeBody(w, r, &req, `{"source":…,"key":…,"reason":…,"reprocess":false}`); err != nil {
+		return err
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	switch {
-	case req.Source == "":
+	if req.Source == "" {
 		return Errorf(http.StatusBadRequest, "source is required")
-	case req.Reason == "":
-		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
+	}
+	if err := checkReason(req.Reason); err != nil {
+		return err
+	}
+	switch {
 	case req.Key == "" && req.State == "" && !req.Stuck:
 		return Errorf(http.StatusBadRequest, "name a key, or a state or stuck=true for every matching key")
 	case req.Key != "" && (req.State != "" || req.Stuck):

@@ -226,6 +226,11 @@ func TestAPI_Release(t *testing.T) {
 	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"k1"}`); code != 400 || !strings.Contains(out["error"].(string), "reason") {
 		t.Fatalf("no reason: %d %v", code, out)
 	}
+	// The reason goes to the audit log, bounded as the console's forms bound it.
+	long := `{"source":"ota","key":"k1","reason":"` + strings.Repeat("x", 501) + `"}`
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", long); code != 400 || !strings.Contains(out["error"].(string), "under 500") {
+		t.Fatalf("a 501-character reason: %d %v", code, out)
+	}
 	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"nope","reason":"r"}`); code != 404 || !strings.Contains(out["error"].(string), "no such key") {
 		t.Fatalf("unknown key: %d %v", code, out)
 	}

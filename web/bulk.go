@@ -502,19 +502,15 @@ func toAPIBulk(a storage.BulkAction) apiBulkAction {
 
 func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 	var req apiBulkRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return Errorf(http.StatusBadRequest, "body: %v (want {\"kind\":\"release\"|\"reprocess\",\"reason\":…,\"filter\":{\"source\":…,\"stuck\":true,…}})", err)
+	if err := decodeBody(w, r, &req, `{"kind":"release"|"reprocess","reason":…,"filter":{"source":…,"stuck":true,…}}`); err != nil {
+		return err
+	}
+	if req.Kind != storage.BulkRelease && req.Kind != storage.BulkReprocess {
+		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	switch {
-	case req.Kind != storage.BulkRelease && req.Kind != storage.BulkReprocess:
-		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
-	case req.Reason == "":
-		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
-	case len(req.Reason) > 500:
-		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
+	if err := checkReason(req.Reason); err != nil {
+		return err
 	}
 	if err := req.Filter.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "filter: %v", err)

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -453,19 +452,15 @@ func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "suspect id %q is not a number", r.PathValue("id"))
 	}
 	var req reviewRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return Errorf(http.StatusBadRequest, "body: %v (want {\"state\":\"confirmed\" or \"dismissed\",\"reason\":…})", err)
+	if err := decodeBody(w, r, &req, `{"state":"confirmed" or "dismissed","reason":…}`); err != nil {
+		return err
+	}
+	if req.State != storage.SuspectConfirmed && req.State != storage.SuspectDismissed {
+		return Errorf(http.StatusBadRequest, "state %q: want confirmed (a double) or dismissed (not a double)", req.State)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	switch {
-	case req.State != storage.SuspectConfirmed && req.State != storage.SuspectDismissed:
-		return Errorf(http.StatusBadRequest, "state %q: want confirmed (a double) or dismissed (not a double)", req.State)
-	case req.Reason == "":
-		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
-	case len(req.Reason) > 500:
-		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
+	if err := checkReason(req.Reason); err != nil {
+		return err
 	}
 	u, _ := UserFrom(r.Context())
 	x, err := a.suspects.ReviewSuspect(r.Context(), id, u.Name, req.State, req.Reason)
