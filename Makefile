@@ -117,7 +117,7 @@ bench-deps:
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3-fastapi uvicorn; }
 
 bench: bench-deps
-	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console)' \
+	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console|SweepExpired)' \
 		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/ ./web/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
 		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
