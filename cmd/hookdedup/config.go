@@ -985,6 +985,10 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
 // when there is no database; commands call it through openExisting.
 func (c config) openDB(log *slog.Logger, mustExist bool) (*storage.DB, error) {
+	if isPostgres(c.Database) {
+		return nil, fmt.Errorf("database %s: PostgreSQL is not supported by this build; give the path of a SQLite file",
+			redactDSN(c.Database))
+	}
 	mmap := c.MmapSize
 	if mmap == 0 {
 		mmap = -1 // off: storage's zero value is its default
