@@ -19,7 +19,7 @@ type Sweeper interface {
 type SweepConfig struct {
 	Every     time.Duration // between sweeps; default 1m
 	Batch     int           // rows per DELETE; default 1000
-	Pause     time.Duration // between batches, so intake's writes get the lock; default 20ms
+	Pause     time.Duration // between batches, so intake's writes get the lock, and at least as long as the batch took; default 20ms
 	Retention time.Duration // deliveries (unless still owed downstream) and resolved alerts older than this go; 0 keeps them
 	// Remember is how long traces of expired keys are kept (0 keeps them);
 	// BusinessWindow and CorrelationWindow are the longest windows configured: business
@@ -128,7 +128,9 @@ func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg 
 func sweep(ctx context.Context, table string, batch func() (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	var total int64
 	for ctx.Err() == nil {
+		start := time.Now()
 		n, more, err := batch()
+		took := time.Since(start)
 		if err != nil {
 			log.Warn("sweep failed", logTable, table, logErr, err)
 			return
@@ -138,9 +140,12 @@ func sweep(ctx context.Context, table string, batch func() (int64, bool, error),
 		if !more {
 			break
 		}
+		// Pause at least as long as the batch held the write lock: a batch grown
+		// costly (traces of expired keys, a file beyond the page cache) then takes at
+		// most about half of the lock's time, and intake's commits the rest.
 		select {
 		case <-ctx.Done():
-		case <-time.After(cfg.Pause):
+		case <-time.After(max(cfg.Pause, took)):
 		}
 	}
 	if total > 0 {
