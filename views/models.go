@@ -3,7 +3,7 @@ package views
 // Page is what every page's frame needs.
 type Page struct {
 	Title string
-	Nav   string // the active menu item: dashboard, events, keys, suspects, ledger, lab, audit, users, sources, account
+	Nav   string // the active menu item: dashboard, events, keys, bulk, suspects, ledger, lab, alerts, audit, users, sources, account
 	User  string // "" on the login page
 	Role  string
 	// IsOperator and IsAdmin say what the user may do (admin implies operator).
