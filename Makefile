@@ -94,9 +94,9 @@ test-short:
 # load run (cmd/hookdedup/load_test.go): serve against a bare net/http handler, the intake
 # handler with nothing stored and a claims-only group-commit SQLite store (the yardstick
 # of CPU per delivery) under wrk, empty and with millions of keys stored, and the
-# console's answer times at 5 M keys; it ends with one table and the issue's targets,
-# each marked met or MISSED. About 15 minutes on 2 cores. Knobs (environment or make
-# variables), e.g.
+# console's answer times at 5 M keys; it ends with one table and its performance
+# targets, each marked met or MISSED. About 15 minutes on 2 cores. Knobs (environment
+# or make variables), e.g.
 #   make bench BENCH_KEYS=1000000 BENCH_RUNS=1 BENCH_DURATION=5s
 # BENCH_KEYS (default 1000000,5000000), BENCH_SWEEP_KEYS (1000000), BENCH_SYNC (FULL,NORMAL),
 # BENCH_DURATION (10s), BENCH_RUNS (3), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_DIR,
