@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -115,17 +114,8 @@ var sqlPriorBySize = func() map[int]string {
 // sqlPrior reads the processed claims held on a chunk's keys: the ones a row of it can
 // take over only because they have expired.
 func sqlPrior(rows int) string {
-	var b strings.Builder
-	b.WriteString(`SELECT source, key, first_delivery, claimed_at, expires_at FROM claims
-WHERE state = 'processed' AND (source, key) IN (VALUES `)
-	for i := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?)")
-	}
-	b.WriteString(")")
-	return b.String()
+	return rowsSQL(`SELECT source, key, first_delivery, claimed_at, expires_at FROM claims
+WHERE state = 'processed' AND (source, key) IN (VALUES `, "(?, ?)", ")", rows)
 }
 
 // before reads, ahead of the claims of ask, the processed claims they may take over: the
@@ -256,16 +246,7 @@ SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = 
 // multiSQL is the statement of kind k for rows rows.
 func multiSQL(k multiKind, rows int) string {
 	p := multiParts[k]
-	var b strings.Builder
-	b.WriteString(p.head)
-	for i := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(p.row)
-	}
-	b.WriteString(p.tail)
-	return b.String()
+	return rowsSQL(p.head, p.row, p.tail, rows)
 }
 
 // multiQueries are all the multi-row statements, by kind and chunk size.

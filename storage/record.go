@@ -366,6 +366,12 @@ func (k stmtKind) sql(rows int) string {
 	case kindDelivery:
 		head, row, tail = sqlDeliveryHead, sqlDeliveryRow, sqlDeliveryTail
 	}
+	return rowsSQL(head, row, tail, rows)
+}
+
+// rowsSQL is a statement of head, rows copies of row separated by commas, and tail: the
+// shape of every multi-row statement the writer and the forensic checks prepare.
+func rowsSQL(head, row, tail string, rows int) string {
 	var b strings.Builder
 	b.WriteString(head)
 	for i := range rows {
