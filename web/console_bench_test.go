@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/static"
@@ -71,7 +73,7 @@ func BenchmarkLedgerPage(b *testing.B) {
 		b.Skip("set HOOKDEDUP_LEDGER_DB to the database storage's BenchmarkLedger filled")
 	}
 	ctx := context.Background()
-	db := storagetest.OpenPath(b, path, storage.Options{})
+	db := storagetest.OpenPath(b, path, sqlite.Options{})
 	if _, err := db.UserByName(ctx, storage.RoleViewer); errors.Is(err, storage.ErrNotFound) {
 		storagetest.CreateUser(b, db, storage.RoleViewer, storage.RoleViewer, consolePassword)
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -24,7 +26,7 @@ import (
 func auditDB(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "audit.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -49,7 +51,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	if intoDir {
-		if err := storage.MakeDirs(dest); err != nil {
+		if err := sqlite.MakeDirs(dest); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
@@ -118,7 +120,7 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	info, err := storage.Restore(ctx, pos[0], cfg.Database)
+	info, err := sqlite.Restore(ctx, pos[0], cfg.Database)
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("restore: %s is open in another process: stop serve (and any other hookdedup command using it), then restore", cfg.Database)
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -107,7 +109,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("restore: %d %s", code, out)
 	}
 
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

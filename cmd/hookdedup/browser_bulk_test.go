@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/mxschmitt/playwright-go"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
@@ -85,7 +87,7 @@ attempt_timeout = "2s"
 		cs.send(t, "ota", ota, map[string]any{"event_id": fmt.Sprintf("refund-%d", i), "status": "refunded",
 			"refund": map[string]any{"amount": json.Number(r[0]), "currency": r[1]}}, fmt.Sprintf("msg_refund_%d", i))
 	}
-	db, err := storage.Open(cs.database, storage.Options{})
+	db, err := sqlite.Open(cs.database, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

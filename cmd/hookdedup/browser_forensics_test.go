@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/mxschmitt/playwright-go"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
@@ -67,7 +69,7 @@ func TestBrowserForensics(t *testing.T) {
 	}
 	const operatorPassword = "the operator's browser-test password"
 	{
-		db, err := storage.Open(cs.database, storage.Options{})
+		db, err := sqlite.Open(cs.database, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/mxschmitt/playwright-go"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
@@ -230,7 +232,7 @@ func (cs *consoleServer) seed(t *testing.T) (stuckKey string) {
 	stuckKey = a["key"]
 
 	// The dispatcher fails the one allowed attempt against the closed port.
-	db, err := storage.Open(cs.database, storage.Options{})
+	db, err := sqlite.Open(cs.database, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +444,7 @@ func TestBrowser(t *testing.T) {
 		}
 		// The demo's first batch is redelivered with one new item: a request of two or
 		// more items, some accepted, some duplicates. Open its second item.
-		db, err := storage.Open(cs.database, storage.Options{})
+		db, err := sqlite.Open(cs.database, sqlite.Options{})
 		must(err)
 		page1, err := db.Deliveries(context.Background(), storage.DeliveryFilter{Source: "payments", Limit: 200})
 		must(err)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/static"
@@ -16,7 +18,7 @@ import (
 
 // rollupStats keeps the dashboard's hourly totals up to date off the intake path: every
 // few seconds it folds in the deliveries that arrived, in bounded batches, until ctx ends.
-func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
+func rollupStats(ctx context.Context, db *sqlite.DB, log *slog.Logger) {
 	const batch = 5000
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -42,7 +44,7 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 // dispatcher takes it at once; clockSkew (may be nil) is the intake's
 // Receiver.ClockSkew, for the dashboard. edit, if any, completes the console's
 // configuration (serve's alerts).
-func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
+func newConsole(ctx context.Context, db *sqlite.DB, sources []receiver.Source, cfg config, log *slog.Logger,
 	wake func(), clockSkew func() (time.Duration, int), edit ...func(*web.Config)) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -38,7 +40,7 @@ const (
 // already there, serve does not make its first admin.
 func loadConsoleUserAdd(t *testing.T, path string) string {
 	t.Helper()
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

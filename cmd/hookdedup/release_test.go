@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -15,7 +17,7 @@ import (
 // fixed words, for one key and in bulk, and exits non-zero.
 func TestCLI_ReleaseRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -33,7 +35,7 @@ func TestCLI_PasswordRule(t *testing.T) {
 func TestServe_FirstAdminOneTime(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

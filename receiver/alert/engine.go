@@ -15,7 +15,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// Store is what the engine asks of storage; *storage.DB satisfies it.
+// Store is what the engine asks of storage; each storage engine satisfies it.
 type Store interface {
 	ActiveAlerts(ctx context.Context) ([]storage.Alert, error)
 	// OpenAlert opens an alert with its notifications, or returns the active one.

@@ -1,0 +1,271 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+func TestMinorUnits(t *testing.T) {
+	for _, tc := range []struct {
+		amount, currency string
+		want             int64
+		ok               bool
+	}{
+		{"412.50", "EUR", 41250, true},
+		{"412.5", "EUR", 41250, true},
+		{"412", "EUR", 41200, true},
+		{"0.01", "usd", 1, true},
+		{"-12.30", "EUR", -1230, true},
+		{"0", "EUR", 0, true},
+		{"000.00", "EUR", 0, true},
+		{"1200", "JPY", 1200, true},
+		{"1200.0", "JPY", 1200, true},
+		{"1200.5", "JPY", 0, false}, // half a yen is no amount
+		{"1.5", "KWD", 1500, true},
+		{"0.001", "KWD", 1, true},
+		{"10.005", "EUR", 0, false},
+		{"1e3", "EUR", 0, false},
+		{"", "EUR", 0, false},
+		{"12.", "EUR", 0, false},
+		{".5", "EUR", 0, false},
+		{"99999999999999999999", "EUR", 0, false},
+	} {
+		got, ok := storage.MinorUnits(tc.amount, tc.currency)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("MinorUnits(%q, %q) = %d, %v; want %d, %v", tc.amount, tc.currency, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{41250, "EUR", "412.50"}, {5, "EUR", "0.05"}, {-5, "EUR", "-0.05"}, {0, "EUR", "0.00"},
+		{1200, "JPY", "1200"}, {1500, "KWD", "1.500"}, {-123456, "", "-1234.56"},
+	} {
+		if got := storage.FormatMinor(tc.minor, tc.currency); got != tc.want {
+			t.Errorf("FormatMinor(%d, %q) = %q, want %q", tc.minor, tc.currency, got, tc.want)
+		}
+	}
+}
+
+// TestDB_Ledger checks the ledger's sums per currency against a hand count, before the
+// roll-up (read from the deliveries), after it (from the daily totals) and half way.
+func TestDB_Ledger(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	c := newClock(db) // 2026-11-30 12:00 UTC
+	rec := func(source, key, hash, property, amount, currency string) *storage.Delivery {
+		t.Helper()
+		d := delivery(source, key, hash)
+		d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency = property, "B-"+key, "cancelled", amount, currency
+		return storagetest.Record(t, db, d, storage.ClaimOptions{TTL: 365 * 24 * time.Hour})
+	}
+	// Day 1 (2026-11-30), ota, P1.
+	rec("ota", "a", "h", "P1", "100.10", "EUR")
+	rec("ota", "a", "h", "P1", "100.10", "EUR") // caught EUR 100.10
+	rec("ota", "a", "h", "P1", "0.05", "EUR")   // caught EUR 0.05
+	rec("ota", "b", "h", "P1", "1200", "JPY")
+	rec("ota", "b", "h", "P1", "1200", "JPY") // caught JPY 1200
+	mm := rec("ota", "b", "h2", "P1", "1300", "JPY")
+	storagetest.SetMoneyMismatch(t, db, mm.ID) // caught JPY 1300, and a money mismatch of 1300
+	rec("ota", "c", "h", "P1", "", "")
+	rec("ota", "c", "h", "P1", "", "")          // a duplicate without an amount: not in the ledger
+	rec("ota", "c", "h", "P1", "12.345", "EUR") // caught, but not summable: counted, unsummed
+	// Day 1, ota, P2 and psp, P1.
+	rec("ota", "d", "h", "P2", "1.5", "KWD")
+	rec("ota", "d", "h", "P2", "1.5", "KWD") // caught KWD 1.500
+	rec("psp", "a", "h", "P1", "50", "EUR")
+	rec("psp", "a", "h", "P1", "50", "EUR") // caught EUR 50.00 (psp)
+	// Day 2 (2026-12-01, after midnight UTC).
+	c.Add(12*time.Hour + time.Second)
+	rec("ota", "e", "h", "P1", "7.00", "EUR")
+	rec("ota", "e", "h", "P1", "7.00", "EUR") // caught EUR 7.00 on day 2
+	rec("ota", "f", "h", "P1", "3", "")
+	rec("ota", "f", "h", "P1", "3", "") // caught, no currency: 3.00 kept apart
+	// Suspects: open per kind, confirmed, dismissed (not in the ledger).
+	day1 := time.Date(2026, 11, 30, 18, 0, 0, 0, time.UTC)
+	for _, s := range []storage.Suspect{
+		{Kind: storage.SuspectBusinessKey, Delivery: 1, Source: "ota", Property: "P1", Amount: "100.10", Currency: "EUR", FlaggedAt: day1},
+		{Kind: storage.SuspectBusinessKey, Delivery: 2, Source: "ota", Property: "P1", Amount: "20", Currency: "EUR", FlaggedAt: day1},
+		{Kind: storage.SuspectCorrelation, Delivery: 3, Source: "ota", Property: "P1", Amount: "500", Currency: "JPY", FlaggedAt: day1},
+		{Kind: storage.SuspectLateDuplicate, Delivery: 4, Source: "ota", Property: "P1", Amount: "1.00", Currency: "EUR", FlaggedAt: day1},
+		{Kind: storage.SuspectLateDuplicate, Delivery: 5, Source: "ota", Property: "P1", Amount: "9.99", Currency: "EUR", FlaggedAt: day1,
+			State: storage.SuspectConfirmed},
+		{Kind: storage.SuspectBusinessKey, Delivery: 6, Source: "ota", Property: "P1", Amount: "1000", Currency: "EUR", FlaggedAt: day1,
+			State: storage.SuspectDismissed},
+		{Kind: storage.SuspectCorrelation, Delivery: 7, Source: "psp", Property: "P9", Amount: "40", Currency: "USD", FlaggedAt: day1.Add(12 * time.Hour)},
+	} {
+		storagetest.AddSuspect(t, db, s)
+	}
+
+	money := func(m storage.Money, cur string) string {
+		s := fmt.Sprintf("%d/%s", m.Count, storage.FormatMinor(m.Minor, cur))
+		if m.Unsummed > 0 {
+			s += fmt.Sprintf("+%d?", m.Unsummed)
+		}
+		return s
+	}
+	show := func(f storage.LedgerFilter) string {
+		t.Helper()
+		l, err := db.Ledger(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		line := func(r storage.LedgerRow, head string) {
+			fmt.Fprintf(&b, "%s %q caught=%s mm=%s bk=%s corr=%s late=%s confirmed=%s risk=%s\n", head, r.Currency,
+				money(r.Caught, r.Currency), money(r.MoneyMismatch, r.Currency), money(r.BusinessKey, r.Currency),
+				money(r.Correlation, r.Currency), money(r.LateDuplicate, r.Currency), money(r.Confirmed, r.Currency),
+				money(r.AtRisk(), r.Currency))
+		}
+		for _, r := range l.Rows {
+			line(r, r.Day.Format("01-02")+" "+r.Source+" "+r.Property)
+		}
+		for _, r := range l.Totals {
+			line(r, "total")
+		}
+		return b.String()
+	}
+	// The hand count.
+	const want = `12-01 ota P1 "EUR" caught=1/7.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=0/0.00
+12-01 ota P1 "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=0/0.00
+12-01 psp P9 "USD" caught=0/0.00 mm=0/0.00 bk=0/0.00 corr=1/40.00 late=0/0.00 confirmed=0/0.00 risk=1/40.00
+11-30 ota P1 "EUR" caught=3/100.15+1? mm=0/0.00 bk=2/120.10 corr=0/0.00 late=1/1.00 confirmed=1/9.99 risk=3/121.10
+11-30 ota P1 "JPY" caught=2/2500 mm=1/1300 bk=0/0 corr=1/500 late=0/0 confirmed=0/0 risk=2/1800
+11-30 ota P2 "KWD" caught=1/1.500 mm=0/0.000 bk=0/0.000 corr=0/0.000 late=0/0.000 confirmed=0/0.000 risk=0/0.000
+11-30 psp P1 "EUR" caught=1/50.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=0/0.00
+total "EUR" caught=5/157.15+1? mm=0/0.00 bk=2/120.10 corr=0/0.00 late=1/1.00 confirmed=1/9.99 risk=3/121.10
+total "JPY" caught=2/2500 mm=1/1300 bk=0/0 corr=1/500 late=0/0 confirmed=0/0 risk=2/1800
+total "KWD" caught=1/1.500 mm=0/0.000 bk=0/0.000 corr=0/0.000 late=0/0.000 confirmed=0/0.000 risk=0/0.000
+total "USD" caught=0/0.00 mm=0/0.00 bk=0/0.00 corr=1/40.00 late=0/0.00 confirmed=0/0.00 risk=1/40.00
+total "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=0/0.00
+`
+	if got := show(storage.LedgerFilter{}); got != want {
+		t.Fatalf("before the roll-up:\n%s\nwant:\n%s", got, want)
+	}
+	limited := func(limit int) string {
+		t.Helper()
+		l, err := db.Ledger(ctx, storage.LedgerFilter{Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := db.Ledger(ctx, storage.LedgerFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(l.Rows) != fmt.Sprint(all.Rows[:min(limit, len(all.Rows))]) || fmt.Sprint(l.Totals) != fmt.Sprint(all.Totals) {
+			t.Fatalf("limit %d: rows or totals differ from the first rows of all", limit)
+		}
+		return fmt.Sprintf("%d rows, more %v", len(l.Rows), l.More)
+	}
+	if got := limited(3); got != "3 rows, more true" {
+		t.Fatalf("limit 3 before the roll-up: %s", got)
+	}
+	// Half folded: the totals and the tail add up to the same.
+	if n, err := db.RollupLedger(ctx, 4); err != nil || n != 4 {
+		t.Fatalf("roll-up of 4: %d, %v", n, err)
+	}
+	if got := show(storage.LedgerFilter{}); got != want {
+		t.Fatalf("half rolled up:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := db.RollupStats(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RollupLedger(ctx, 1000); err != nil || n != 0 {
+		t.Fatalf("roll-up after RollupStats: %d, %v; want it caught up", n, err)
+	}
+	if got := show(storage.LedgerFilter{}); got != want {
+		t.Fatalf("rolled up:\n%s\nwant:\n%s", got, want)
+	}
+
+	t.Run("Limit", func(t *testing.T) {
+		for limit, want := range map[int]string{2: "2 rows, more true", 6: "6 rows, more true", 7: "7 rows, more false", 9: "7 rows, more false"} {
+			if got := limited(limit); got != want {
+				t.Errorf("limit %d: %s, want %s", limit, got, want)
+			}
+		}
+	})
+	t.Run("Filters", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			f    storage.LedgerFilter
+			want []string // the rows of want kept, by their first words
+		}{
+			{"Source", storage.LedgerFilter{Source: "psp"}, []string{"12-01 psp P9", "11-30 psp P1"}},
+			{"Property", storage.LedgerFilter{Property: "P2"}, []string{"11-30 ota P2"}},
+			{"Currency", storage.LedgerFilter{Currency: "JPY"}, []string{"11-30 ota P1 \"JPY\""}},
+			{"Day", storage.LedgerFilter{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}, []string{"12-01"}},
+			{"BeforeDay", storage.LedgerFilter{To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}, []string{"11-30"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := show(tc.f)
+				var rows []string
+				for line := range strings.SplitSeq(got, "\n") {
+					if line != "" && !strings.HasPrefix(line, "total") {
+						rows = append(rows, line)
+					}
+				}
+				var wantRows []string
+				for line := range strings.SplitSeq(want, "\n") {
+					for _, p := range tc.want {
+						if strings.HasPrefix(line, p) {
+							wantRows = append(wantRows, line)
+						}
+					}
+				}
+				if strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
+					t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+				}
+			})
+		}
+	})
+}
+
+// TestDB_RollupLedger_Concurrent: calls racing over the same duplicates count each of
+// them once, as the hourly roll-up's do.
+func TestDB_RollupLedger_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	newClock(db)
+	const keys = 60
+	for i := range keys {
+		for range 2 {
+			d := delivery("ota", fmt.Sprint("k", i), "h")
+			d.Amount, d.Currency = "0.01", "EUR"
+			storagetest.Record(t, db, d, day)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				n, err := db.RollupLedger(ctx, 7)
+				if err != nil {
+					t.Error(err)
+				}
+				if n == 0 || err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := db.RollupLedger(ctx, 1000); err != nil || n != 0 {
+		t.Fatalf("roll-up after the racing calls: %d, %v; want nothing left", n, err)
+	}
+	l, err := db.Ledger(ctx, storage.LedgerFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Totals) != 1 || l.Totals[0].Caught != (storage.Money{Count: keys, Minor: keys}) {
+		t.Fatalf("totals = %+v, want %d duplicates of 0.01 EUR", l.Totals, keys)
+	}
+}
