@@ -18,7 +18,7 @@ const (
 type Delivery struct {
 	ID         int64
 	Source     string
-	ReceivedAt time.Time // set by Record from DB.Now when zero
+	ReceivedAt time.Time // set by Record from the Store's clock when zero
 	Outcome    Outcome   // Rejected on input records a rejection; otherwise Record decides
 	Status     int       // the HTTP status answered; set by Record's caller
 	Error      string    // why it was rejected

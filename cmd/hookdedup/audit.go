@@ -17,8 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -137,12 +135,12 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 	if err := parseAuditFlags(flags, "export", args, e); err != nil {
 		return err
 	}
-	var write func(io.Writer, *sqlite.DB) (auditExported, error)
+	var write func(io.Writer, storage.Store) (auditExported, error)
 	switch *format {
 	case "csv":
-		write = func(w io.Writer, db *sqlite.DB) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
+		write = func(w io.Writer, db storage.Store) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
 	case "json":
-		write = func(w io.Writer, db *sqlite.DB) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
+		write = func(w io.Writer, db storage.Store) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
 	case "":
 		return auditUsageError(e, "export", "--format is required: csv or json")
 	default:
@@ -208,7 +206,7 @@ func auditTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 
 // exportAuditCSV writes a header line and one line per row. Each text is exactly as
 // stored (no escaping for spreadsheets, which would change what the hash covers).
-func exportAuditCSV(ctx context.Context, w io.Writer, db *sqlite.DB) (auditExported, error) {
+func exportAuditCSV(ctx context.Context, w io.Writer, db storage.Store) (auditExported, error) {
 	var x auditExported
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"id", "at", "time", "actor", "action", "source", "key", "reason", "previous_state", "hash"}); err != nil {
@@ -244,7 +242,7 @@ type auditJSONRow struct {
 // exportAuditJSON writes one object: the encoding's name, the genesis, and the rows in
 // id order, one per line. A text that is not UTF-8 (a row written outside hookdedup;
 // its writer stores only UTF-8) cannot be held exactly by JSON: the export stops there.
-func exportAuditJSON(ctx context.Context, w io.Writer, db *sqlite.DB) (auditExported, error) {
+func exportAuditJSON(ctx context.Context, w io.Writer, db storage.Store) (auditExported, error) {
 	var x auditExported
 	if _, err := fmt.Fprintf(w, "{\"format\":%q,\"genesis\":%q,\"rows\":[", storage.AuditFormat, storage.AuditGenesis); err != nil {
 		return x, err

@@ -50,13 +50,17 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
+	file, ok := db.(*sqlite.DB)
+	if !ok {
+		return errors.New("backup copies a SQLite database file; back a PostgreSQL database up with pg_dump")
+	}
 	if intoDir {
 		if err := sqlite.MakeDirs(dest); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
 	}
-	info, err := db.Backup(ctx, dest)
+	info, err := file.Backup(ctx, dest)
 	if err != nil {
 		return err
 	}

@@ -986,7 +986,11 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // what storage has to say by itself (nil: nothing), such as its file leaving its path.
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
 // when there is no database; commands call it through openExisting.
-func (c config) openDB(log *slog.Logger, mustExist bool) (*sqlite.DB, error) {
+func (c config) openDB(log *slog.Logger, mustExist bool) (storage.Store, error) {
+	if isPostgres(c.Database) {
+		return nil, fmt.Errorf("database %s: PostgreSQL is not supported by this build; give the path of a SQLite file",
+			redactDSN(c.Database))
+	}
 	mmap := c.MmapSize
 	if mmap == 0 {
 		mmap = -1 // off: storage's zero value is its default

@@ -19,8 +19,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
@@ -376,7 +374,7 @@ type providerDemo struct {
 	adyen    *signature.AdyenHMAC // the adyen scheme's signer, nil for other schemes
 	endpoint string
 	client   *http.Client
-	db       *sqlite.DB // for the outcome of each item when the answer names none; may be nil
+	db       storage.Store // for the outcome of each item when the answer names none; may be nil
 	w        *tabwriter.Writer
 	n        int
 	counts   map[string]int

@@ -12,8 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -149,7 +147,7 @@ func itemNote(item string) string {
 
 // explainKey writes how der was derived and whether its key is claimed, each line
 // starting with indent.
-func explainKey(ctx context.Context, w io.Writer, db *sqlite.DB, src receiver.Source, der storage.Derivation, indent string) error {
+func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string) error {
 	switch der.Method {
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -189,7 +189,7 @@ func (c *commonFlags) load(e env) (config, error) {
 }
 
 // open loads the configuration and opens its database, which must exist (openExisting).
-func (c *commonFlags) open(e env) (config, *sqlite.DB, error) {
+func (c *commonFlags) open(e env) (config, storage.Store, error) {
 	cfg, err := c.load(e)
 	if err != nil {
 		return config{}, nil, err

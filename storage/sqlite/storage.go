@@ -399,3 +399,9 @@ func nullMillis(t time.Time) sql.NullInt64 {
 	}
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
 }
+
+// DB is a storage engine: the contract is package storage's.
+var _ storage.Store = (*DB)(nil)
+
+// Clock returns the time every method takes for now.
+func (db *DB) Clock() time.Time { return db.Now() }

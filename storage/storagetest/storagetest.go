@@ -44,7 +44,7 @@ func OpenPath(tb testing.TB, path string, opt sqlite.Options) *sqlite.DB {
 
 // Record records d under opt, as the receiver does, and returns it with what the
 // database filled in (id, outcome, first delivery).
-func Record(tb testing.TB, db *sqlite.DB, d *storage.Delivery, opt storage.ClaimOptions) *storage.Delivery {
+func Record(tb testing.TB, db storage.Store, d *storage.Delivery, opt storage.ClaimOptions) *storage.Delivery {
 	tb.Helper()
 	if err := db.Record(context.Background(), d, opt); err != nil {
 		tb.Fatal(err)
@@ -54,7 +54,7 @@ func Record(tb testing.TB, db *sqlite.DB, d *storage.Delivery, opt storage.Claim
 
 // CreateUser adds a console user who signs in with password, hashed at bcrypt's
 // lowest cost so that tests stay fast.
-func CreateUser(tb testing.TB, db *sqlite.DB, name, role, password string) storage.User {
+func CreateUser(tb testing.TB, db storage.Store, name, role, password string) storage.User {
 	tb.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
