@@ -44,6 +44,8 @@ var allowedImports = map[string][]string{
 	"storage/sqlite": {"std", "storage", "github.com/mattn/go-sqlite3"},
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
 	"storage/storagetest": {"std", "storage", "storage/sqlite", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
+	// The engine-neutral storage suite: it may import no engine.
+	"storage/enginetest": {"std", "storage"},
 	// A throwaway PostgreSQL cluster for tests, a database per test, reached with pgx.
 	"storage/postgrestest": {"std", "github.com/jackc/pgx/v5"},
 	// views only renders the view models it is given.

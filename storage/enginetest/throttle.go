@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_LoginThrottle(t *testing.T) {
+func TestLoginThrottle(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	pair := storage.Throttle{Free: 3, First: time.Second, Max: time.Minute, Forget: time.Hour}
 	addr := storage.Throttle{Free: 20, First: time.Second, Max: time.Minute, Forget: time.Hour}
 	policy := map[string]storage.Throttle{"pair:10.0.0.1 ana": pair, "addr:10.0.0.1": addr}
@@ -82,10 +81,10 @@ func TestDB_LoginThrottle(t *testing.T) {
 
 // TestDB_LoginAttemptConcurrent sends a burst of attempts at once: each is counted
 // before the next is checked, so no more than the free ones go through.
-func TestDB_LoginAttemptConcurrent(t *testing.T) {
+func TestLoginAttemptConcurrent(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	policy := map[string]storage.Throttle{"pair:10.0.0.1 ana": {Free: 3, First: time.Minute, Max: time.Hour, Forget: time.Hour}}
 	var passed atomic.Int64
 	var wg sync.WaitGroup

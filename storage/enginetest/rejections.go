@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_RejectionCounts(t *testing.T) {
-	db := storagetest.Open(t)
+func TestRejectionCounts(t *testing.T, e Engine) {
+	db := e.Open(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	db.Now = func() time.Time { return t0.Add(90 * time.Minute) }
+	e.SetClock(db, func() time.Time { return t0.Add(90 * time.Minute) })
 	add := func(counts ...storage.RejectionCount) {
 		t.Helper()
 		if err := db.AddRejectionCounts(ctx, counts); err != nil {

@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -11,26 +11,25 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestDB_ReleaseKeys releases more keys than one transaction takes, with keys still in
 // flight among them: those are refused one by one and the rest go on, each released
 // key with its audit row.
-func TestDB_ReleaseKeys(t *testing.T) {
+func TestReleaseKeys(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
 	const stuck, busy = 230, 20 // stuck keys over several transactions, then keys in flight
 	for i := range stuck {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
+		record(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
 	}
 	clk.Add(time.Hour)
 	for i := range busy {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
+		record(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
 	}
-	storagetest.Record(t, db, delivery("pms", "other-source", "h"), dispatch)
+	record(t, db, delivery("pms", "other-source", "h"), dispatch)
 	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 
 	out, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: "ota", State: storage.StateProcessing}, rel)
@@ -70,49 +69,19 @@ func TestDB_ReleaseKeys(t *testing.T) {
 
 }
 
-func TestSummarize(t *testing.T) {
-	changed := storage.Released{Previous: storage.StateFailed, Changed: true}
-	free := storage.Released{Previous: storage.StateReleased}
-	for _, tt := range []struct {
-		name     string
-		outcomes []storage.KeyOutcome
-		want     storage.ReleaseSummary
-	}{
-		{"None", nil, storage.ReleaseSummary{Refusals: map[storage.Refusal]int{}}},
-		{"Mixed", []storage.KeyOutcome{
-			{Key: "a", Released: changed},
-			{Key: "b", Released: free},
-			{Key: "c", Released: changed},
-			{Key: "d", Released: storage.Released{Previous: storage.StateProcessing}, Refused: storage.RefusedBusy},
-			{Key: "e", Refused: storage.RefusedNotFound},
-			{Key: "f", Released: storage.Released{Previous: storage.StateProcessed}, Refused: storage.RefusedPayloadGone},
-			{Key: "g", Refused: storage.RefusedNotFound},
-		}, storage.ReleaseSummary{Matched: 7, Changed: 2, Unchanged: 1, Refused: 4, Refusals: map[storage.Refusal]int{
-			storage.RefusedBusy: 1, storage.RefusedNotFound: 2, storage.RefusedPayloadGone: 1}}},
-		{"AllFree", []storage.KeyOutcome{{Key: "a", Released: free}, {Key: "b", Released: free}},
-			storage.ReleaseSummary{Matched: 2, Unchanged: 2, Refusals: map[storage.Refusal]int{}}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := storage.Summarize(tt.outcomes); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Summarize = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestDB_ReleaseEach_Refusals: every way a release leaves a key as it was comes back
 // as one of the fixed refusals, whose message names no internal detail, and ReleaseKey's
 // errors map onto the same refusals.
-func TestDB_ReleaseEach_Refusals(t *testing.T) {
+func TestReleaseEach_Refusals(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
-	storagetest.Record(t, db, delivery("ota", "stuck", "h"), dispatch)
-	storagetest.Record(t, db, delivery("ota", "free", "h"), day)
-	storagetest.Record(t, db, delivery("ota", "record-only", "h"), day)
+	record(t, db, delivery("ota", "stuck", "h"), dispatch)
+	record(t, db, delivery("ota", "free", "h"), day)
+	record(t, db, delivery("ota", "record-only", "h"), day)
 	clk.Add(2 * time.Hour)
-	storagetest.Record(t, db, delivery("ota", "busy", "h"), dispatch)
+	record(t, db, delivery("ota", "busy", "h"), dispatch)
 	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "free", Actor: "sam", Reason: "r"}); err != nil {
 		t.Fatal(err)

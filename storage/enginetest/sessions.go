@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_Sessions(t *testing.T) {
+func TestSessions(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	users := map[string]storage.User{}
 	for _, u := range []storage.User{{Name: "ada", Role: storage.RoleAdmin}, {Name: "bo", Role: storage.RoleOperator}} {
 		u.PasswordHash = "hash-of-" + u.Name

@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_Alerts(t *testing.T) {
+func TestAlerts(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
+	db := e.Open(t)
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	cond := storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Summary: "3 failed", Value: "3", Channels: []string{"ops", "chat"}}
 

@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -10,23 +10,22 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_DeliveryStats(t *testing.T) {
+func TestDeliveryStats(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	from := c.Now().Truncate(time.Hour)
-	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
-	MustRecordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25") // duplicate, mismatch
+	recordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	recordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25") // duplicate, mismatch
 	c.Add(2 * time.Hour)
-	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
-	MustRecordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
+	recordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
+	recordEvent(t, db, "ota", "b", "h", "P", "B2", "cancelled", "50")
 	if n, err := db.RollupStats(ctx, 3); err != nil || n != 3 {
 		t.Fatalf("first roll-up: %d, %v; want 3", n, err)
 	}
-	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
+	record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400}, day)
 	if n, err := db.RollupStats(ctx, 100); err != nil || n != 2 {
 		t.Fatalf("second roll-up: %d, %v; want the 2 left", n, err)
 	}
@@ -60,14 +59,14 @@ func TestDB_DeliveryStats(t *testing.T) {
 // TestDB_RollupStats_Concurrent checks that calls racing over the same deliveries count
 // each of them once: the counting reads outside the write transaction, so two calls can
 // count the same stretch, and only the one that moves the mark may add its counts.
-func TestDB_RollupStats_Concurrent(t *testing.T) {
+func TestRollupStats_Concurrent(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	from := c.Now().Truncate(time.Hour)
 	const events = 300
 	for i := range events {
-		MustRecordEvent(t, db, "ota", fmt.Sprint("k", i), "h", "P", "B", "cancelled", "1")
+		recordEvent(t, db, "ota", fmt.Sprint("k", i), "h", "P", "B", "cancelled", "1")
 	}
 	// Each call stops at its first 0: caught up, or it lost a race to a call that then
 	// goes on, so the last winner always finishes the stretch.
@@ -106,10 +105,10 @@ func TestDB_RollupStats_Concurrent(t *testing.T) {
 
 // TestDB_DeliveryStats_NotRolledUp: the deliveries received since the last roll-up are
 // counted as the stats are read, once, and reading them leaves the roll-up its work.
-func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
+func TestDeliveryStats_NotRolledUp(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	from := c.Now().Truncate(time.Hour)
 	stats := func() string {
 		t.Helper()
@@ -123,8 +122,8 @@ func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
 		}
 		return b.String()
 	}
-	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
-	MustRecordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25")
+	recordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	recordEvent(t, db, "ota", "a", "h2", "P", "B1", "cancelled", "110.25")
 	want := "accepted n=1 mm=0 amt=1/100.25\nduplicate n=1 mm=1 amt=1/110.25\n"
 	if got := stats(); got != want {
 		t.Fatalf("before any roll-up:\n%swant:\n%s", got, want)
@@ -135,7 +134,7 @@ func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
 	if got := stats(); got != want {
 		t.Fatalf("rolled up:\n%swant:\n%s", got, want)
 	}
-	MustRecordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
+	recordEvent(t, db, "ota", "a", "h", "P", "B1", "cancelled", "100.25")
 	want = "accepted n=1 mm=0 amt=1/100.25\nduplicate n=2 mm=1 amt=2/210.50\n"
 	if got := stats(); got != want {
 		t.Fatalf("rolled up and not:\n%swant:\n%s", got, want)
@@ -146,16 +145,16 @@ func TestDB_DeliveryStats_NotRolledUp(t *testing.T) {
 // whoever reaches the port can ask for new source names without end; so the rejections
 // of names that no source has (404) are totalled under one row, stored or only counted,
 // before and after the roll-up, while a configured source's rejections keep its name.
-func TestDB_DeliveryStats_UnknownNamesTogether(t *testing.T) {
+func TestDeliveryStats_UnknownNamesTogether(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
+	db := e.Open(t)
+	c := newClock(e, db)
 	from := c.Now().Truncate(time.Hour)
 	for i := range 3 {
-		storagetest.Record(t, db, &storage.Delivery{Source: fmt.Sprintf("junk-%d", i), Outcome: storage.Rejected,
+		record(t, db, &storage.Delivery{Source: fmt.Sprintf("junk-%d", i), Outcome: storage.Rejected,
 			Status: storage.StatusUnknownSource}, day)
 	}
-	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401}, day)
+	record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401}, day)
 	if err := db.AddRejectionCounts(ctx, []storage.RejectionCount{
 		{Source: "junk-9", Status: storage.StatusUnknownSource, Minute: c.Now(), Rejections: 5},
 		{Source: "ota", Status: 401, Minute: c.Now(), Rejections: 2},

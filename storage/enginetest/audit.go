@@ -1,16 +1,15 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_UsersAndAudit(t *testing.T) {
+func TestUsersAndAudit(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
+	db := e.Open(t)
 	for _, n := range []string{"zoe", "ana"} {
 		if _, err := db.CreateUser(ctx, storage.User{Name: n, Role: storage.RoleViewer, PasswordHash: "x"}, "test"); err != nil {
 			t.Fatal(err)

@@ -1,23 +1,21 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_FirstKeyDeliveries(t *testing.T) {
+func TestFirstKeyDeliveries(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	newClock(db)
+	db := e.Open(t)
+	newClock(e, db)
 	var want []int64
 	for i := range 5 {
-		want = append(want, MustRecordEvent(t, db, "ota", "evt_many", fmt.Sprint("h", i), "P", "B", "cancelled", "").ID)
+		want = append(want, recordEvent(t, db, "ota", "evt_many", fmt.Sprint("h", i), "P", "B", "cancelled", "").ID)
 	}
-	MustRecordEvent(t, db, "cm", "evt_many", "h", "P", "B", "cancelled", "") // another source's key
+	recordEvent(t, db, "cm", "evt_many", "h", "P", "B", "cancelled", "") // another source's key
 	for _, tc := range []struct {
 		limit int
 		ids   []int64

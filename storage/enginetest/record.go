@@ -1,46 +1,26 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-// newClock sets db's clock to one that stands still at a fixed time until moved.
-func newClock(db *sqlite.DB) *storagetest.Clock {
-	c := storagetest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	db.Now = c.Now
-	return c
-}
-
-// delivery is a delivery as the receiver records it, answered 200 once stored.
-func delivery(source, key, hash string) *storage.Delivery {
-	return &storage.Delivery{Source: source, Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
-		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
-}
-
-var day = storage.ClaimOptions{TTL: 24 * time.Hour}
-
-func TestDB_Record(t *testing.T) {
+func TestRecord(t *testing.T, e Engine) {
 	ctx := context.Background()
 	t.Run("FirstIsAcceptedNextIsDuplicate", func(t *testing.T) {
-		db := storagetest.Open(t)
-		first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := e.Open(t)
+		first := record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if first.Outcome != storage.Accepted || first.ID == 0 || first.FirstDelivery != first.ID || first.Status != 200 {
 			t.Fatalf("first = %+v, want accepted with an id", first)
 		}
-		dup := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		dup := record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if dup.Outcome != storage.Duplicate || dup.FirstDelivery != first.ID || dup.Mismatch {
 			t.Fatalf("dup = outcome %s first %d mismatch %v, want duplicate of %d without mismatch",
 				dup.Outcome, dup.FirstDelivery, dup.Mismatch, first.ID)
@@ -54,32 +34,32 @@ func TestDB_Record(t *testing.T) {
 		}
 	})
 	t.Run("DifferentPayloadIsMismatch", func(t *testing.T) {
-		db := storagetest.Open(t)
-		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
-		dup := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), day)
+		db := e.Open(t)
+		record(t, db, delivery("ota", "evt_1", "h1"), day)
+		dup := record(t, db, delivery("ota", "evt_1", "h2"), day)
 		if dup.Outcome != storage.Duplicate || !dup.Mismatch {
 			t.Fatalf("dup = %s mismatch %v, want duplicate with mismatch", dup.Outcome, dup.Mismatch)
 		}
-		c, err := storagetest.CountDeliveries(ctx, db, "ota")
+		c, err := countDeliveries(ctx, db, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != (storagetest.Counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
+		if c != (counts{Accepted: 1, Duplicate: 1, Mismatch: 1}) {
 			t.Fatalf("counts = %+v", c)
 		}
 	})
 	t.Run("KeysAreScopedBySource", func(t *testing.T) {
-		db := storagetest.Open(t)
-		a := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
-		b := storagetest.Record(t, db, delivery("payments", "evt_1", "h1"), day)
+		db := e.Open(t)
+		a := record(t, db, delivery("ota", "evt_1", "h1"), day)
+		b := record(t, db, delivery("payments", "evt_1", "h1"), day)
 		if a.Outcome != storage.Accepted || b.Outcome != storage.Accepted {
 			t.Fatalf("outcomes = %s, %s; want both accepted", a.Outcome, b.Outcome)
 		}
 	})
 	t.Run("RejectedIsStoredWithoutClaim", func(t *testing.T) {
-		db := storagetest.Open(t)
+		db := e.Open(t)
 		d := &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature does not match"}
-		storagetest.Record(t, db, d, day)
+		record(t, db, d, day)
 		got, err := db.Delivery(ctx, d.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -92,9 +72,9 @@ func TestDB_Record(t *testing.T) {
 		}
 	})
 	t.Run("DispatchStateFollowsOptions", func(t *testing.T) {
-		db := storagetest.Open(t)
-		storagetest.Record(t, db, delivery("ota", "k1", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
-		storagetest.Record(t, db, delivery("ota", "k2", "h"), storage.ClaimOptions{TTL: time.Hour})
+		db := e.Open(t)
+		record(t, db, delivery("ota", "k1", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		record(t, db, delivery("ota", "k2", "h"), storage.ClaimOptions{TTL: time.Hour})
 		for key, want := range map[string]string{"k1": storage.StateProcessing, "k2": storage.StateProcessed} {
 			c, err := db.Claim(ctx, "ota", key)
 			if err != nil {
@@ -107,20 +87,20 @@ func TestDB_Record(t *testing.T) {
 	})
 }
 
-func TestDB_Record_Expired(t *testing.T) {
+func TestRecord_Expired(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	ttl := storage.ClaimOptions{TTL: time.Hour}
-	first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl)
+	first := record(t, db, delivery("ota", "evt_1", "h1"), ttl)
 
 	clk.Add(59 * time.Minute)
-	if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), ttl); d.Outcome != storage.Duplicate {
+	if d := record(t, db, delivery("ota", "evt_1", "h1"), ttl); d.Outcome != storage.Duplicate {
 		t.Fatalf("within the TTL: %s, want duplicate", d.Outcome)
 	}
 	// At expires_at exactly the row is expired: expires_at <= now. No sweep has run.
 	clk.Add(time.Minute)
-	again := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), ttl)
+	again := record(t, db, delivery("ota", "evt_1", "h2"), ttl)
 	if again.Outcome != storage.Accepted || again.ID == first.ID || again.Mismatch {
 		t.Fatalf("after expiry: %+v, want a new accepted delivery", again)
 	}
@@ -131,16 +111,16 @@ func TestDB_Record_Expired(t *testing.T) {
 	if c.FirstDelivery != again.ID || c.PayloadHash != "h2" || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("claim after takeover = %+v", c)
 	}
-	if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h2"), ttl); d.Outcome != storage.Duplicate || d.FirstDelivery != again.ID {
+	if d := record(t, db, delivery("ota", "evt_1", "h2"), ttl); d.Outcome != storage.Duplicate || d.FirstDelivery != again.ID {
 		t.Fatalf("after takeover: %+v, want duplicate of %d", d, again.ID)
 	}
 }
 
-func TestDB_ReleaseKey(t *testing.T) {
+func TestReleaseKey(t *testing.T, e Engine) {
 	ctx := context.Background()
 	t.Run("ReleasedKeyIsTakenOver", func(t *testing.T) {
-		db := storagetest.Open(t)
-		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := e.Open(t)
+		record(t, db, delivery("ota", "evt_1", "h1"), day)
 		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "refund reissued"})
 		if err != nil {
 			t.Fatal(err)
@@ -148,7 +128,7 @@ func TestDB_ReleaseKey(t *testing.T) {
 		if !res.Changed || res.Previous != storage.StateProcessed {
 			t.Fatalf("release = %+v", res)
 		}
-		d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		d := record(t, db, delivery("ota", "evt_1", "h1"), day)
 		if d.Outcome != storage.Accepted {
 			t.Fatalf("after release: %s, want accepted", d.Outcome)
 		}
@@ -162,8 +142,8 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("FreeKeyChangesNothing", func(t *testing.T) {
-		db := storagetest.Open(t)
-		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := e.Open(t)
+		record(t, db, delivery("ota", "evt_1", "h1"), day)
 		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r"}
 		if _, err := db.ReleaseKey(ctx, rel); err != nil {
 			t.Fatal(err)
@@ -177,16 +157,16 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("UnknownKey", func(t *testing.T) {
-		db := storagetest.Open(t)
+		db := e.Open(t)
 		_, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "nope", Actor: "sam", Reason: "r"})
 		if !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("InFlightKeyIsRefused", func(t *testing.T) {
-		db := storagetest.Open(t)
-		clk := newClock(db)
-		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+		db := e.Open(t)
+		clk := newClock(e, db)
+		record(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 		rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", StuckBefore: clk.Now().Add(-10 * time.Minute)}
 		if _, err := db.ReleaseKey(ctx, rel); !errors.Is(err, storage.ErrBusy) {
 			t.Fatalf("err = %v, want ErrBusy", err)
@@ -199,8 +179,8 @@ func TestDB_ReleaseKey(t *testing.T) {
 		}
 	})
 	t.Run("ReprocessKeepsTheClaim", func(t *testing.T) {
-		db := storagetest.Open(t)
-		storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+		db := e.Open(t)
+		record(t, db, delivery("ota", "evt_1", "h1"), day)
 		res, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "sam", Reason: "r", Reprocess: true})
 		if err != nil || !res.Changed {
 			t.Fatalf("reprocess = %+v, %v", res, err)
@@ -212,14 +192,14 @@ func TestDB_ReleaseKey(t *testing.T) {
 		if c.State != storage.StateProcessing || c.NextAttemptAt.IsZero() {
 			t.Fatalf("claim = %+v, want processing and due", c)
 		}
-		if d := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day); d.Outcome != storage.Duplicate {
+		if d := record(t, db, delivery("ota", "evt_1", "h1"), day); d.Outcome != storage.Duplicate {
 			t.Fatalf("after reprocess: %s, want duplicate", d.Outcome)
 		}
 	})
 }
 
 // recordConcurrently sends n deliveries of one key through dbs in turn, all at once.
-func recordConcurrently(t *testing.T, n int, dbs ...*sqlite.DB) (accepted, duplicates int64) {
+func recordConcurrently(t *testing.T, n int, dbs ...storage.Store) (accepted, duplicates int64) {
 	t.Helper()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -247,10 +227,10 @@ func recordConcurrently(t *testing.T, n int, dbs ...*sqlite.DB) (accepted, dupli
 	return acc.Load(), dup.Load()
 }
 
-func TestDB_Record_Concurrent(t *testing.T) {
+func TestRecord_Concurrent(t *testing.T, e Engine) {
 	ctx := context.Background()
 	t.Run("OneHandle", func(t *testing.T) {
-		db := storagetest.Open(t)
+		db := e.Open(t)
 		acc, dup := recordConcurrently(t, 200, db)
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
@@ -263,14 +243,14 @@ func TestDB_Record_Concurrent(t *testing.T) {
 			t.Fatalf("stored %d deliveries, want 200", len(all))
 		}
 	})
-	t.Run("TwoHandlesOneFile", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "shared.db")
-		a, b := storagetest.OpenPath(t, path, sqlite.Options{}), storagetest.OpenPath(t, path, sqlite.Options{})
+	t.Run("TwoHandlesOneDatabase", func(t *testing.T) {
+		a := e.Open(t)
+		b := e.Reopen(t, a)
 		acc, dup := recordConcurrently(t, 200, a, b)
 		if acc != 1 || dup != 199 {
 			t.Fatalf("accepted %d, duplicates %d; want 1 and 199", acc, dup)
 		}
-		c, err := storagetest.CountDeliveries(ctx, b, "ota")
+		c, err := countDeliveries(ctx, b, "ota")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,16 +260,16 @@ func TestDB_Record_Concurrent(t *testing.T) {
 	})
 }
 
-func TestDB_Sweep(t *testing.T) {
+func TestSweep(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	for i := range 25 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: time.Minute})
+		record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: time.Minute})
 	}
 	// One key still owed downstream: the sweep must keep it even once expired.
-	storagetest.Record(t, db, delivery("ota", "inflight", "h"), storage.ClaimOptions{TTL: time.Minute, Dispatch: true})
-	storagetest.Record(t, db, delivery("ota", "long", "h"), storage.ClaimOptions{TTL: time.Hour})
+	record(t, db, delivery("ota", "inflight", "h"), storage.ClaimOptions{TTL: time.Minute, Dispatch: true})
+	record(t, db, delivery("ota", "long", "h"), storage.ClaimOptions{TTL: time.Hour})
 	clk.Add(2 * time.Minute)
 
 	var total int64
@@ -326,11 +306,11 @@ func TestDB_Sweep(t *testing.T) {
 // list without an operator ever seeing it, and the retention sweep would then delete
 // the only copy of its payload. A redelivery may still take it over, as it may any
 // expired key that is not being handed downstream.
-func TestDB_SweepKeepsFailedClaims(t *testing.T) {
+func TestSweepKeepsFailedClaims(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
-	d := storagetest.Record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	db := e.Open(t)
+	clk := newClock(e, db)
+	d := record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 	handOff(t, db, "evt_weekend", storage.AttemptResult{Failed: true, LastError: "downstream answered 503"})
 
 	// The downstream was down over a weekend: the ttl passed before anyone looked.
@@ -351,7 +331,7 @@ func TestDB_SweepKeepsFailedClaims(t *testing.T) {
 		t.Errorf("the failed key's payload was deleted: %v", err)
 	}
 
-	again := storagetest.Record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	again := record(t, db, delivery("ota", "evt_weekend", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 	if again.Outcome != storage.Accepted {
 		t.Fatalf("a redelivery of the expired failed key: %s, want accepted (a takeover)", again.Outcome)
 	}
@@ -360,24 +340,9 @@ func TestDB_SweepKeepsFailedClaims(t *testing.T) {
 	}
 }
 
-// TestDB_SweepExpired_Plan: the claims sweep finds what it may delete through the index
-// of settled and released claims alone: not every claim, and not the keys still owed
-// downstream, which it keeps however long expired and would otherwise read past in
-// every batch.
-func TestDB_SweepExpired_Plan(t *testing.T) {
-	plan, err := storagetest.Open(t).ExplainSweepExpired(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan, "INDEX claims_expiring (expires_at<?)") || strings.Contains(plan, "SCAN claims") ||
-		strings.Contains(plan, "TEMP B-TREE") {
-		t.Errorf("claims sweep plan:\n%s", plan)
-	}
-}
-
-func TestDB_Users(t *testing.T) {
+func TestUsers(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
+	db := e.Open(t)
 	if _, err := db.CreateUser(ctx, storage.User{Name: "ana", Role: storage.RoleOperator, PasswordHash: "x"}, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -396,24 +361,23 @@ func TestDB_Users(t *testing.T) {
 	}
 }
 
-func TestDB_SettingOrInit(t *testing.T) {
+func TestSettingOrInit(t *testing.T, e Engine) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.db")
-	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	db := e.Open(t)
 	v, err := db.SettingOrInit(ctx, "secret", func() (string, error) { return "first", nil })
 	if err != nil || v != "first" {
 		t.Fatalf("init = %q, %v", v, err)
 	}
-	other := storagetest.OpenPath(t, path, sqlite.Options{})
+	other := e.Reopen(t, db)
 	v, err = other.SettingOrInit(ctx, "secret", func() (string, error) { return "second", nil })
 	if err != nil || v != "first" {
 		t.Fatalf("second init = %q, %v; want the stored value", v, err)
 	}
 }
 
-func TestDB_Tokens(t *testing.T) {
+func TestTokens(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
+	db := e.Open(t)
 	if _, _, err := db.CreateToken(ctx, "nobody", "ci", "admin"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("token for an unknown user: %v", err)
 	}
@@ -458,55 +422,16 @@ func TestDB_Tokens(t *testing.T) {
 	}
 }
 
-func TestDelivery_Derivation(t *testing.T) {
-	d := storage.Delivery{Key: "derived:366d36047c896d49e7cfe2fdcb12b8ef9084d388c6d425663d950175d11e90b8", KeyMethod: storage.MethodDerived,
-		KeyCanonical: `{"/booking_id":"B-1","/nested":{"a":[1,2]},"/status":null}`, PayloadHash: "ph"}
-	kd := d.Derivation()
-	// sha256 of the canonical string above, computed independently (sha256sum).
-	const want = "366d36047c896d49e7cfe2fdcb12b8ef9084d388c6d425663d950175d11e90b8"
-	if len(kd.Fields) != 3 || kd.Fields[0] != (storage.Field{Pointer: "/booking_id", Present: true, Value: `"B-1"`}) ||
-		kd.Fields[1] != (storage.Field{Pointer: "/nested", Present: true, Value: `{"a":[1,2]}`}) ||
-		kd.Fields[2] != (storage.Field{Pointer: "/status", Present: false, Value: "null"}) ||
-		kd.Hash != want || kd.Key != d.Key || kd.PayloadHash != "ph" || kd.Method != storage.MethodDerived {
-		t.Fatalf("derivation = %+v", kd)
-	}
-	e := storage.Delivery{Key: "evt_1", KeyMethod: storage.MethodEventID, KeyFrom: "header:webhook-id"}.Derivation()
-	if e.Hash != "" || e.Fields != nil || e.EventIDFrom != "header:webhook-id" || e.Key != "evt_1" {
-		t.Fatalf("event id derivation = %+v", e)
-	}
-}
-
 // TestDB_Record_ExpiredButOwed: a key still owed downstream does not expire: taking it
 // over would drop the first delivery's hand-off (or make two).
-func TestDB_Record_ExpiredButOwed(t *testing.T) {
-	db := storagetest.Open(t)
-	clk := newClock(db)
+func TestRecord_ExpiredButOwed(t *testing.T, e Engine) {
+	db := e.Open(t)
+	clk := newClock(e, db)
 	owed := storage.ClaimOptions{TTL: time.Minute, Dispatch: true}
-	first := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), owed)
+	first := record(t, db, delivery("ota", "evt_1", "h1"), owed)
 	clk.Add(2 * time.Minute)
-	again := storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), owed)
+	again := record(t, db, delivery("ota", "evt_1", "h1"), owed)
 	if again.Outcome != storage.Duplicate || again.FirstDelivery != first.ID {
 		t.Fatalf("after expiry, still processing: %s of %d, want a duplicate of %d", again.Outcome, again.FirstDelivery, first.ID)
-	}
-}
-
-func TestClaim_Stuck(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	before := now.Add(-10 * time.Minute)
-	for _, tc := range []struct {
-		state string
-		since time.Duration
-		want  bool
-	}{
-		{storage.StateFailed, 0, true},
-		{storage.StateProcessing, 11 * time.Minute, true},
-		{storage.StateProcessing, 9 * time.Minute, false},
-		{storage.StateProcessed, time.Hour, false},
-		{storage.StateReleased, time.Hour, false},
-	} {
-		c := storage.Claim{State: tc.state, UpdatedAt: now.Add(-tc.since)}
-		if got := c.Stuck(before); got != tc.want {
-			t.Errorf("%s for %s: stuck = %v, want %v", tc.state, tc.since, got, tc.want)
-		}
 	}
 }
