@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // adyenKey is an HMAC key as Adyen's Customer Area shows it.

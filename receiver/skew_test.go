@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestReceiver_ClockSkew: deliveries signed two minutes ahead of this machine's clock

@@ -15,9 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // auditDB makes a database whose audit log holds rows written by hookdedup's writers,

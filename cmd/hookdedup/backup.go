@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // runBackup writes a consistent copy of the database to FILE, while serve runs. Given a

@@ -9,12 +9,11 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/mxschmitt/playwright-go"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 

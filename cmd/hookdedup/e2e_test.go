@@ -24,9 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 

@@ -25,11 +25,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	_ "github.com/mattn/go-sqlite3" // the other process's connection in the lock test
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 

@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // The console's figures at scale: the events list, its filters and a key's deliveries

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // generateUnits runs "hookdedup service --write DIR args..." in process for the binary

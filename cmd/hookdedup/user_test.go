@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestCLI_PasswordRule: the command line refuses a password by the console's rule, in

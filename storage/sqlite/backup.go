@@ -1,7 +1,5 @@
 package sqlite
 
-import "github.com/hookdedup/hookdedup/storage"
-
 import (
 	"context"
 	"database/sql"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // BackupInfo describes a copy of the database.

@@ -1,13 +1,13 @@
 package sqlite
 
-import "github.com/hookdedup/hookdedup/storage"
-
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // RunBulkActions runs bulk actions until ctx ends: it claims each ready action

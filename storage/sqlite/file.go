@@ -1,12 +1,12 @@
 package sqlite
 
-import "github.com/hookdedup/hookdedup/storage"
-
 import (
 	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // fileCheckEvery is how often the database file is looked for while nothing else looks:

@@ -1,13 +1,13 @@
 package sqlite
 
-import "github.com/hookdedup/hookdedup/storage"
-
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // throttleMemory is how long a scope's failures are kept at most.

@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	_ "github.com/mattn/go-sqlite3" // the "sqlite3" driver, for a connection of BulkLoad's own
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Fill says what BulkLoad writes: Keys claims of one source, each with the accepted

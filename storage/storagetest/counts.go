@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Counts are the stored deliveries by outcome.

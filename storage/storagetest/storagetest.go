@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Open opens a database file in a fresh temp dir, with the production options, and
