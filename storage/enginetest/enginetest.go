@@ -25,6 +25,11 @@ type Engine struct {
 	// Reopen returns another handle on db's database (one that Open returned), as
 	// another process or replica would open it, closed when the test ends.
 	Reopen func(tb testing.TB, db storage.Store) storage.Store
+	// AddSuspect and SetMoneyMismatch store what intake finds in a claim's
+	// transaction, directly, as fixtures: no method of storage.Store writes them alone.
+	// AddSuspect returns s with its id.
+	AddSuspect       func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect
+	SetMoneyMismatch func(tb testing.TB, db storage.Store, id int64)
 	// SetClock makes db, one that Open returned, take now for the time in every method.
 	SetClock func(db storage.Store, now func() time.Time)
 }

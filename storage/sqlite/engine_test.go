@@ -18,6 +18,12 @@ func TestEngine(t *testing.T) {
 		Reopen: func(tb testing.TB, db storage.Store) storage.Store {
 			return storagetest.OpenPath(tb, db.(*sqlite.DB).Path(), sqlite.Options{})
 		},
+		AddSuspect: func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect {
+			return storagetest.AddSuspect(tb, db.(*sqlite.DB), s)
+		},
+		SetMoneyMismatch: func(tb testing.TB, db storage.Store, id int64) {
+			storagetest.SetMoneyMismatch(tb, db.(*sqlite.DB), id)
+		},
 		SetClock: func(db storage.Store, now func() time.Time) { db.(*sqlite.DB).Now = now },
 	})
 }

@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // moneyDelivery is a delivery that carries an amount in a currency, for a property.
@@ -27,7 +25,7 @@ func moneyDelivery(source, key, amount, currency, property string) *storage.Deli
 //	ota stuck:   EUR 100.10, EUR 200.25, EUR -50.05, JPY 5000, JPY 1234, one without an amount
 //	ota:         EUR 999.00 processed (not stuck), EUR 10.00 in flight
 //	pms stuck:   KWD 1.005, KWD 2.5, USD 7.25 (property p2)
-func bulkFixture(t *testing.T, db *sqlite.DB, clk *storagetest.Clock) time.Time {
+func bulkFixture(t *testing.T, db storage.Store, clk *Clock) time.Time {
 	t.Helper()
 	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
 	for _, d := range []*storage.Delivery{
@@ -41,20 +39,20 @@ func bulkFixture(t *testing.T, db *sqlite.DB, clk *storagetest.Clock) time.Time 
 		moneyDelivery("pms", "k2", "2.5", "KWD", "p2"),
 		moneyDelivery("pms", "u1", "7.25", "USD", "p2"),
 	} {
-		storagetest.Record(t, db, d, dispatch)
+		record(t, db, d, dispatch)
 	}
-	storagetest.Record(t, db, moneyDelivery("ota", "settled", "999.00", "EUR", "p1"), day)
+	record(t, db, moneyDelivery("ota", "settled", "999.00", "EUR", "p1"), day)
 	clk.Add(time.Hour)
-	storagetest.Record(t, db, moneyDelivery("ota", "busy", "10.00", "EUR", "p1"), dispatch)
+	record(t, db, moneyDelivery("ota", "busy", "10.00", "EUR", "p1"), dispatch)
 	return clk.Now().Add(-10 * time.Minute)
 }
 
 // TestDB_BulkPreview checks a preview's figures against a hand count of the fixture:
 // the keys, and the money in each currency, never summed across currencies.
-func TestDB_BulkPreview(t *testing.T) {
+func TestBulkPreview(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	stuckBefore := bulkFixture(t, db, clk)
 	for _, tt := range []struct {
 		name     string
@@ -120,38 +118,9 @@ func TestDB_BulkPreview(t *testing.T) {
 	})
 }
 
-func TestParseApprovalThresholds(t *testing.T) {
-	got, err := storage.ParseApprovalThresholds(map[string]string{"eur": "1000.00", "JPY": "100000", "*": "500"})
-	if err != nil || !reflect.DeepEqual(got, storage.ApprovalThresholds{"EUR": "1000.00", "JPY": "100000", "*": "500"}) {
-		t.Fatalf("%v, %v", got, err)
-	}
-	for _, tt := range []struct {
-		in   map[string]string
-		want string
-	}{
-		{map[string]string{"EURO": "1"}, `"EURO" is not a currency code`},
-		{map[string]string{"EUR": "lots"}, `EUR = "lots"`},
-		{map[string]string{"EUR": "-5"}, `EUR = "-5"`},
-		{map[string]string{"EUR": "1,000.00"}, `EUR = "1,000.00"`},
-		{map[string]string{"JPY": "100.50"}, "JPY has 0 decimal places"},
-		{map[string]string{"EUR": "1", "eur": "2"}, "EUR is given twice"},
-	} {
-		if _, err := storage.ParseApprovalThresholds(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%v: %v; want an error saying %q", tt.in, err, tt.want)
-		}
-	}
-	th := storage.ApprovalThresholds{"EUR": "350.40"}
-	if over := th.Over([]storage.MoneyTotal{{Currency: "EUR", Gross: "350.40"}}, 0); len(over) != 0 {
-		t.Errorf("at the threshold: %v; want nothing over", over)
-	}
-	if over := th.Over([]storage.MoneyTotal{{Currency: "EUR", Gross: "350.41"}, {Currency: "JPY", Gross: "99999999"}}, 0); len(over) != 1 {
-		t.Errorf("a cent above: %v; want EUR alone", over)
-	}
-}
-
 // runAll runs action id's batches as runner until it is over; it returns the done
 // counts after each batch.
-func runAll(t *testing.T, db *sqlite.DB, id int64, runner string, stuckBefore time.Time, n int) []int {
+func runAll(t *testing.T, db storage.Store, id int64, runner string, stuckBefore time.Time, n int) []int {
 	t.Helper()
 	var progress []int
 	for range 100 {
@@ -172,10 +141,10 @@ func runAll(t *testing.T, db *sqlite.DB, id int64, runner string, stuckBefore ti
 // TestDB_BulkFourEyes: a reprocess whose money is above its currency's threshold waits
 // for approval; its requester can neither approve nor refuse it; a second operator's
 // approval queues it, and it then reprocesses each key with its own audit row.
-func TestDB_BulkFourEyes(t *testing.T) {
+func TestBulkFourEyes(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	stuckBefore := bulkFixture(t, db, clk)
 	th := storage.ApprovalThresholds{"EUR": "300.00"}
 	req := storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
@@ -268,12 +237,12 @@ func TestDB_BulkFourEyes(t *testing.T) {
 
 // TestDB_BulkCancel cancels a running action between batches: the keys done stay done,
 // the rest are left as they were. A key changed since the preview is skipped.
-func TestDB_BulkCancel(t *testing.T) {
+func TestBulkCancel(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	for i := range 10 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%02d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+		record(t, db, delivery("ota", fmt.Sprintf("k%02d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
 	}
 	clk.Add(time.Hour)
 	stuckBefore := clk.Now().Add(-10 * time.Minute)
@@ -325,12 +294,12 @@ func TestDB_BulkCancel(t *testing.T) {
 // TestDB_BulkResume: a runner that stops (its process ended) loses the action when its
 // lease runs out; another runner resumes it from the first key without an outcome, and
 // the first one, if it comes back, is told the action is no longer its own.
-func TestDB_BulkResume(t *testing.T) {
+func TestBulkResume(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	clk := newClock(db)
+	db := e.Open(t)
+	clk := newClock(e, db)
 	for i := range 7 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+		record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
 	}
 	clk.Add(time.Hour)
 	stuckBefore := clk.Now().Add(-10 * time.Minute)

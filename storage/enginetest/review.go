@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -9,24 +9,23 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-func TestDB_Suspects(t *testing.T) {
+func TestSuspects(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
-	a := MustRecordEvent(t, db, "ota", "a", "h", "P1", "B1", "cancelled", "100.00")
-	b := MustRecordEvent(t, db, "ota", "b", "h", "P1", "B1", "cancelled", "100.00")
-	p := MustRecordEvent(t, db, "psp", "c", "h", "P1", "B1", "refunded", "100.00")
-	late := MustRecordEvent(t, db, "ota", "d", "h", "P2", "B2", "cancelled", "5")
-	s1 := storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Other: a.ID,
+	db := e.Open(t)
+	c := newClock(e, db)
+	a := recordEvent(t, db, "ota", "a", "h", "P1", "B1", "cancelled", "100.00")
+	b := recordEvent(t, db, "ota", "b", "h", "P1", "B1", "cancelled", "100.00")
+	p := recordEvent(t, db, "psp", "c", "h", "P1", "B1", "refunded", "100.00")
+	late := recordEvent(t, db, "ota", "d", "h", "P2", "B2", "cancelled", "5")
+	s1 := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Other: a.ID,
 		Source: "ota", Property: "P1", Booking: "B1", Amount: "100.00", Currency: "EUR"})
 	c.Add(time.Hour)
-	s2 := storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectCorrelation, Delivery: p.ID, Other: b.ID,
+	s2 := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectCorrelation, Delivery: p.ID, Other: b.ID,
 		Source: "psp", OtherSource: "ota", Rule: "refunds", Property: "P1", Booking: "B1", Amount: "100.00", Currency: "EUR"})
 	c.Add(time.Hour)
-	s3 := storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: late.ID,
+	s3 := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: late.ID,
 		Source: "ota", Property: "P2", Amount: "5", Currency: "EUR", FirstSeen: c.Now().Add(-60 * 24 * time.Hour),
 		State: storage.SuspectDismissed})
 
@@ -103,13 +102,13 @@ func TestDB_Suspects(t *testing.T) {
 	})
 }
 
-func TestDB_ReviewSuspect(t *testing.T) {
+func TestReviewSuspect(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
-	a := MustRecordEvent(t, db, "ota", "evt_a", "h", "P1", "B1", "cancelled", "100.00")
-	b := MustRecordEvent(t, db, "ota", "evt_b", "h", "P1", "B1", "cancelled", "100.00")
-	s := storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Other: a.ID,
+	db := e.Open(t)
+	c := newClock(e, db)
+	a := recordEvent(t, db, "ota", "evt_a", "h", "P1", "B1", "cancelled", "100.00")
+	b := recordEvent(t, db, "ota", "evt_b", "h", "P1", "B1", "cancelled", "100.00")
+	s := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Other: a.ID,
 		Source: "ota", Amount: "100.00", Currency: "EUR"})
 
 	audits := func() []storage.AuditEntry {
@@ -182,23 +181,23 @@ func TestDB_ReviewSuspect(t *testing.T) {
 
 // TestDB_Events_Forensics: the events list's filters for money mismatches, currencies
 // and flags.
-func TestDB_Events_Forensics(t *testing.T) {
+func TestEvents_Forensics(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	newClock(db)
+	db := e.Open(t)
+	newClock(e, db)
 	rec := func(key, hash, amount, currency string) *storage.Delivery {
 		d := delivery("ota", key, hash)
 		d.Amount, d.Currency = amount, currency
-		return storagetest.Record(t, db, d, day)
+		return record(t, db, d, day)
 	}
 	a := rec("a", "h", "10", "EUR")
 	mmOther := rec("a", "h2", "10", "EUR") // a mismatch in other fields
 	mm := rec("a", "h3", "12", "EUR")
-	storagetest.SetMoneyMismatch(t, db, mm.ID)
+	e.SetMoneyMismatch(t, db, mm.ID)
 	usd := rec("b", "h", "10", "USD")
 	usdDup := rec("b", "h", "10", "USD")
-	storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: usd.ID, Other: a.ID, Source: "ota"})
-	storagetest.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: a.ID, Source: "ota",
+	e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: usd.ID, Other: a.ID, Source: "ota"})
+	e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectLateDuplicate, Delivery: a.ID, Source: "ota",
 		State: storage.SuspectDismissed})
 	for _, tc := range []struct {
 		name string

@@ -1,4 +1,4 @@
-package sqlite_test
+package enginetest
 
 import (
 	"context"
@@ -9,64 +9,19 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
-
-func TestMinorUnits(t *testing.T) {
-	for _, tc := range []struct {
-		amount, currency string
-		want             int64
-		ok               bool
-	}{
-		{"412.50", "EUR", 41250, true},
-		{"412.5", "EUR", 41250, true},
-		{"412", "EUR", 41200, true},
-		{"0.01", "usd", 1, true},
-		{"-12.30", "EUR", -1230, true},
-		{"0", "EUR", 0, true},
-		{"000.00", "EUR", 0, true},
-		{"1200", "JPY", 1200, true},
-		{"1200.0", "JPY", 1200, true},
-		{"1200.5", "JPY", 0, false}, // half a yen is no amount
-		{"1.5", "KWD", 1500, true},
-		{"0.001", "KWD", 1, true},
-		{"10.005", "EUR", 0, false},
-		{"1e3", "EUR", 0, false},
-		{"", "EUR", 0, false},
-		{"12.", "EUR", 0, false},
-		{".5", "EUR", 0, false},
-		{"99999999999999999999", "EUR", 0, false},
-	} {
-		got, ok := storage.MinorUnits(tc.amount, tc.currency)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("MinorUnits(%q, %q) = %d, %v; want %d, %v", tc.amount, tc.currency, got, ok, tc.want, tc.ok)
-		}
-	}
-	for _, tc := range []struct {
-		minor    int64
-		currency string
-		want     string
-	}{
-		{41250, "EUR", "412.50"}, {5, "EUR", "0.05"}, {-5, "EUR", "-0.05"}, {0, "EUR", "0.00"},
-		{1200, "JPY", "1200"}, {1500, "KWD", "1.500"}, {-123456, "", "-1234.56"},
-	} {
-		if got := storage.FormatMinor(tc.minor, tc.currency); got != tc.want {
-			t.Errorf("FormatMinor(%d, %q) = %q, want %q", tc.minor, tc.currency, got, tc.want)
-		}
-	}
-}
 
 // TestDB_Ledger checks the ledger's sums per currency against a hand count, before the
 // roll-up (read from the deliveries), after it (from the daily totals) and half way.
-func TestDB_Ledger(t *testing.T) {
+func TestLedger(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db) // 2026-11-30 12:00 UTC
+	db := e.Open(t)
+	c := newClock(e, db) // 2026-11-30 12:00 UTC
 	rec := func(source, key, hash, property, amount, currency string) *storage.Delivery {
 		t.Helper()
 		d := delivery(source, key, hash)
 		d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency = property, "B-"+key, "cancelled", amount, currency
-		return storagetest.Record(t, db, d, storage.ClaimOptions{TTL: 365 * 24 * time.Hour})
+		return record(t, db, d, storage.ClaimOptions{TTL: 365 * 24 * time.Hour})
 	}
 	// Day 1 (2026-11-30), ota, P1.
 	rec("ota", "a", "h", "P1", "100.10", "EUR")
@@ -75,7 +30,7 @@ func TestDB_Ledger(t *testing.T) {
 	rec("ota", "b", "h", "P1", "1200", "JPY")
 	rec("ota", "b", "h", "P1", "1200", "JPY") // caught JPY 1200
 	mm := rec("ota", "b", "h2", "P1", "1300", "JPY")
-	storagetest.SetMoneyMismatch(t, db, mm.ID) // caught JPY 1300, and a money mismatch of 1300
+	e.SetMoneyMismatch(t, db, mm.ID) // caught JPY 1300, and a money mismatch of 1300
 	rec("ota", "c", "h", "P1", "", "")
 	rec("ota", "c", "h", "P1", "", "")          // a duplicate without an amount: not in the ledger
 	rec("ota", "c", "h", "P1", "12.345", "EUR") // caught, but not summable: counted, unsummed
@@ -103,7 +58,7 @@ func TestDB_Ledger(t *testing.T) {
 			State: storage.SuspectDismissed},
 		{Kind: storage.SuspectCorrelation, Delivery: 7, Source: "psp", Property: "P9", Amount: "40", Currency: "USD", FlaggedAt: day1.Add(12 * time.Hour)},
 	} {
-		storagetest.AddSuspect(t, db, s)
+		e.AddSuspect(t, db, s)
 	}
 
 	money := func(m storage.Money, cur string) string {
@@ -231,16 +186,16 @@ total "" caught=1/3.00 mm=0/0.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0
 
 // TestDB_RollupLedger_Concurrent: calls racing over the same duplicates count each of
 // them once, as the hourly roll-up's do.
-func TestDB_RollupLedger_Concurrent(t *testing.T) {
+func TestRollupLedger_Concurrent(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := storagetest.Open(t)
-	newClock(db)
+	db := e.Open(t)
+	newClock(e, db)
 	const keys = 60
 	for i := range keys {
 		for range 2 {
 			d := delivery("ota", fmt.Sprint("k", i), "h")
 			d.Amount, d.Currency = "0.01", "EUR"
-			storagetest.Record(t, db, d, day)
+			record(t, db, d, day)
 		}
 	}
 	var wg sync.WaitGroup

@@ -1,0 +1,102 @@
+package storage_test
+
+import (
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+func TestCurrencyExponent(t *testing.T) {
+	for code, want := range map[string]int{
+		"EUR": 2, "usd": 2, "": 2, "XYZ": 2, "JPY": 0, "jpy": 0, "KRW": 0,
+		"KWD": 3, "BHD": 3, "OMR": 3, "JOD": 3, "TND": 3, "IQD": 3, "LYD": 3, "CLF": 4,
+	} {
+		if got := storage.CurrencyExponent(code); got != want {
+			t.Errorf("CurrencyExponent(%q) = %d, want %d", code, got, want)
+		}
+	}
+}
+
+func TestMajorUnits(t *testing.T) {
+	for _, c := range []struct {
+		amount, currency, want string
+		ok                     bool
+	}{
+		{"41250", "EUR", "412.50", true},
+		{"18250", "eur", "182.50", true},
+		{"5", "USD", "0.05", true},
+		{"0", "USD", "0.00", true},
+		{"-1999", "USD", "-19.99", true},
+		{"-0", "USD", "0.00", true},
+		{"18000", "JPY", "18000", true},
+		{"1250", "KWD", "1.250", true},
+		{"7", "KWD", "0.007", true},
+		{"12345", "CLF", "1.2345", true},
+		{"0041250", "EUR", "412.50", true},
+		{"12.5", "EUR", "0.125", true},                                       // a fraction of a cent is moved too, not dropped
+		{"100", "", "1.00", true},                                            // no currency: two places
+		{"1e+21", "EUR", "1e+21", false},                                     // not plain digits: kept as sent
+		{"12,50", "EUR", "12,50", false},                                     // likewise
+		{"", "EUR", "", false},                                               //
+		{"-", "EUR", "-", false},                                             //
+		{"1.", "EUR", "1.", false},                                           //
+		{"99999999999999999999999", "EUR", "999999999999999999999.99", true}, // past float64, exact
+	} {
+		got, ok := storage.MajorUnits(c.amount, c.currency)
+		if got != c.want || ok != c.ok {
+			t.Errorf("MajorUnits(%q, %q) = %q, %v; want %q, %v", c.amount, c.currency, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestCurrencyCode(t *testing.T) {
+	for in, want := range map[string]string{"eur": "EUR", " usd ": "USD", "": "", "a-very-long-currency-name": "A-VERY-LONG-CURR"} {
+		if got := storage.CurrencyCode(in); got != want {
+			t.Errorf("CurrencyCode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMinorUnits(t *testing.T) {
+	for _, tc := range []struct {
+		amount, currency string
+		want             int64
+		ok               bool
+	}{
+		{"412.50", "EUR", 41250, true},
+		{"412.5", "EUR", 41250, true},
+		{"412", "EUR", 41200, true},
+		{"0.01", "usd", 1, true},
+		{"-12.30", "EUR", -1230, true},
+		{"0", "EUR", 0, true},
+		{"000.00", "EUR", 0, true},
+		{"1200", "JPY", 1200, true},
+		{"1200.0", "JPY", 1200, true},
+		{"1200.5", "JPY", 0, false}, // half a yen is no amount
+		{"1.5", "KWD", 1500, true},
+		{"0.001", "KWD", 1, true},
+		{"10.005", "EUR", 0, false},
+		{"1e3", "EUR", 0, false},
+		{"", "EUR", 0, false},
+		{"12.", "EUR", 0, false},
+		{".5", "EUR", 0, false},
+		{"99999999999999999999", "EUR", 0, false},
+	} {
+		got, ok := storage.MinorUnits(tc.amount, tc.currency)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("MinorUnits(%q, %q) = %d, %v; want %d, %v", tc.amount, tc.currency, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{41250, "EUR", "412.50"}, {5, "EUR", "0.05"}, {-5, "EUR", "-0.05"}, {0, "EUR", "0.00"},
+		{1200, "JPY", "1200"}, {1500, "KWD", "1.500"}, {-123456, "", "-1234.56"},
+	} {
+		if got := storage.FormatMinor(tc.minor, tc.currency); got != tc.want {
+			t.Errorf("FormatMinor(%d, %q) = %q, want %q", tc.minor, tc.currency, got, tc.want)
+		}
+	}
+}
