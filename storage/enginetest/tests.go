@@ -40,6 +40,8 @@ var tests = []struct {
 	{"RejectionCounts", TestRejectionCounts},
 	{"ReleaseKeys", TestReleaseKeys},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
+	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
+	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},
 	{"Suspects", TestSuspects},
 	{"ReviewSuspect", TestReviewSuspect},
 	{"Events_Forensics", TestEvents_Forensics},
