@@ -8,7 +8,7 @@ import (
 // Store is what an engine keeps and how: every method the receiver, the dispatcher, the
 // console and the CLI call, whichever engine runs. The receiver and the console each
 // declare the few methods they use; this whole contract is what cmd holds and what the
-// engine-neutral tests of storage/storagetest pin. Its methods are safe for concurrent
+// engine-neutral tests of storage/enginetest pin. Its methods are safe for concurrent
 // use. A method that writes returns an error wrapping ErrWriteTimeout when it could not
 // commit in time, and nothing of it was stored.
 type Store interface {

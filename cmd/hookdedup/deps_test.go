@@ -46,7 +46,7 @@ var allowedImports = map[string][]string{
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
 	"storage/storagetest": {"std", "storage", "storage/sqlite", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
 	// The engine-neutral storage suite: it may import no engine.
-	"storage/enginetest": {"std", "storage"},
+	"storage/enginetest": {"std", "storage", "golang.org/x/crypto/bcrypt"},
 	// A throwaway PostgreSQL cluster for tests, a database per test, reached with pgx.
 	"storage/postgrestest": {"std", "github.com/jackc/pgx/v5"},
 	// views only renders the view models it is given.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Engine is what the suite needs of an engine.
@@ -23,7 +24,8 @@ type Engine struct {
 	// close fails the test). Its clock is time.Now until SetClock moves it.
 	Open func(tb testing.TB) storage.Store
 	// Reopen returns another handle on db's database (one that Open returned), as
-	// another process or replica would open it, closed when the test ends.
+	// another process or replica would open it, closed when the test ends. Its writes
+	// may wait on the other handle's for as long as a slow machine needs.
 	Reopen func(tb testing.TB, db storage.Store) storage.Store
 	// AddSuspect and SetMoneyMismatch store what intake finds in a claim's
 	// transaction, directly, as fixtures: no method of storage.Store writes them alone.
@@ -64,6 +66,21 @@ func record(tb testing.TB, db storage.Store, d *storage.Delivery, opt storage.Cl
 		tb.Fatal(err)
 	}
 	return d
+}
+
+// createUser adds a console user who signs in with password, hashed at bcrypt's lowest
+// cost so that tests stay fast.
+func createUser(tb testing.TB, db storage.Store, name, role, password string) storage.User {
+	tb.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u, err := db.CreateUser(context.Background(), storage.User{Name: name, Role: role, PasswordHash: string(hash)}, "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
 }
 
 // counts are the stored deliveries by outcome.

@@ -9,6 +9,9 @@ var tests = []struct {
 }{
 	{"Alerts", TestAlerts},
 	{"UsersAndAudit", TestUsersAndAudit},
+	{"AuditHash_Encoding", TestAuditHash_Encoding},
+	{"VerifyAudit_Intact", TestVerifyAudit_Intact},
+	{"AuditChain_ConcurrentWriters", TestAuditChain_ConcurrentWriters},
 	{"RecordBatch", TestRecordBatch},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},

@@ -1,7 +1,7 @@
 // Package sqlite keeps hookdedup's state in one SQLite file: claims, deliveries, dispatch
 // attempts, users, API tokens, the audit log and settings, as the types of package
-// storage. Its behaviour is pinned by the engine-neutral tests of storage/storagetest, which
-// speak of claims and deliveries; the tests of this package cover what only SQLite has.
+// storage. Its behaviour is pinned by the engine-neutral suite storage/enginetest, which
+// speaks of claims and deliveries; the tests of this package cover what only SQLite has.
 //
 // # Connections
 //

@@ -16,7 +16,7 @@ func TestEngine(t *testing.T) {
 	enginetest.Run(t, enginetest.Engine{
 		Open: func(tb testing.TB) storage.Store { return storagetest.Open(tb) },
 		Reopen: func(tb testing.TB, db storage.Store) storage.Store {
-			return storagetest.OpenPath(tb, db.(*sqlite.DB).Path(), sqlite.Options{})
+			return storagetest.OpenPath(tb, db.(*sqlite.DB).Path(), sqlite.Options{BusyTimeout: time.Minute})
 		},
 		AddSuspect: func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect {
 			return storagetest.AddSuspect(tb, db.(*sqlite.DB), s)
