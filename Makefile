@@ -118,7 +118,7 @@ bench-deps:
 
 bench: bench-deps
 	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console|SweepExpired)' \
-		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/ ./web/
+		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/sqlite/ ./web/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
 		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi

@@ -8,13 +8,14 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // alertSweepWatch is the real database, telling when a sweep of alerts found nothing
 // more to delete.
 type alertSweepWatch struct {
-	*storage.DB
+	*sqlite.DB
 	swept chan struct{}
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // adyenKey is an HMAC key as Adyen's Customer Area shows it.
@@ -117,7 +117,7 @@ func outcomes(a batchAnswer) string {
 
 func TestBatch_Adyen(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, storage.Options{}, adyenSource(t))
+	e := newEnv(t, sqlite.Options{}, adyenSource(t))
 	refund := adyenItem(t, "Z4HB8C2D6F1G9J3K", "REFUND", 41250)
 	capture := adyenItem(t, "W2LM6N4P8Q1R5S7T", "CAPTURE", 18000)
 
@@ -178,7 +178,7 @@ func TestBatch_Adyen(t *testing.T) {
 }
 
 // countRows counts the deliveries of source by outcome, and its claims.
-func countRows(t *testing.T, db *storage.DB, source string) (map[string]int, int) {
+func countRows(t *testing.T, db *sqlite.DB, source string) (map[string]int, int) {
 	t.Helper()
 	raw, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000&mode=ro")
 	if err != nil {
@@ -213,7 +213,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 	good2 := adyenItem(t, "B2B2B2B2B2B2B2B2", "REFUND", 200)
 
 	t.Run("TamperedItem", func(t *testing.T) {
-		e := newEnv(t, storage.Options{}, adyenSource(t))
+		e := newEnv(t, sqlite.Options{}, adyenSource(t))
 		tampered := bytes.Replace(adyenItem(t, "C3C3C3C3C3C3C3C3", "REFUND", 300), []byte(`300`), []byte(`30000`), 1)
 		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, good2, tampered))
 		if code != http.StatusUnauthorized || !strings.HasPrefix(a.Error, "item 2: signature: ") {
@@ -233,7 +233,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 	t.Run("ItemWithoutKey", func(t *testing.T) {
 		src := adyenSource(t)
 		src.Keys = receiver.KeySpec{EventID: "/pspReference"}
-		e := newEnv(t, storage.Options{}, src)
+		e := newEnv(t, sqlite.Options{}, src)
 		a, err := signature.NewAdyenHMAC([]string{adyenKey})
 		if err != nil {
 			t.Fatal(err)
@@ -255,7 +255,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 	t.Run("TooManyItems", func(t *testing.T) {
 		src := adyenSource(t)
 		src.MaxBatchItems = 2
-		e := newEnv(t, storage.Options{}, src)
+		e := newEnv(t, sqlite.Options{}, src)
 		code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(good1, good2, good1))
 		if code != http.StatusRequestEntityTooLarge || !strings.Contains(a.Error, "3 items, more than max_batch_items (2)") {
 			t.Fatalf("%d %q, want 413 naming the count and the limit", code, a.Error)
@@ -263,7 +263,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 	})
 
 	t.Run("NotABatch", func(t *testing.T) {
-		e := newEnv(t, storage.Options{}, adyenSource(t))
+		e := newEnv(t, sqlite.Options{}, adyenSource(t))
 		for body, want := range map[string]string{
 			`{"notificationItems": {}}`:         `the batch "/notificationItems" is a JSON object, not an array`,
 			`{"notificationItems": []}`:         `the batch "/notificationItems" is empty`,
@@ -285,7 +285,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 // TestBatch_ConcurrentRedeliveries sends one batch 200 times at once: each item must be
 // accepted exactly once over all the answers, and every answer is a 200.
 func TestBatch_ConcurrentRedeliveries(t *testing.T) {
-	e := newEnv(t, storage.Options{}, adyenSource(t))
+	e := newEnv(t, sqlite.Options{}, adyenSource(t))
 	var items [][]byte
 	for i := range 5 {
 		items = append(items, adyenItem(t, fmt.Sprintf("P%015d", i), "REFUND", 100+i))
@@ -338,7 +338,7 @@ func TestBatch_Mews(t *testing.T) {
 	}
 	src := receiver.Source{Name: "mews", Verifier: v, TTL: 5 * time.Minute, Batch: "/Events",
 		Keys: receiver.KeySpec{KeyFields: []string{"/Discriminator", "/Value"}}, StatusField: "/Discriminator"}
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	body := `{"EnterpriseId":"2f7c8e3a","Events":[` +
 		`{"Discriminator":"CustomerAdded","Value":{"Id":"a5c7e9b1"}},` +
 		`{"Discriminator":"CustomerUpdated","Value":{"Id":"a5c7e9b1"}}]}`
@@ -362,7 +362,7 @@ func TestBatch_Dispatch(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	src := adyenSource(t)
 	src.ForwardURL, src.MaxAttempts, src.AttemptTimeout, src.MaxBackoff = ds.srv.URL, 3, time.Second, time.Second
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: e.db, Sources: []receiver.Source{src},
 		FirstBackoff: 40 * time.Millisecond, Poll: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())

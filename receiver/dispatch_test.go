@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -85,7 +86,7 @@ func (ds *downstream) arrived() int {
 }
 
 // startDispatcher runs a dispatcher over db until the test ends.
-func startDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) *receiver.Dispatcher {
+func startDispatcher(t *testing.T, db *sqlite.DB, sources ...receiver.Source) *receiver.Dispatcher {
 	t.Helper()
 	d, _ := runDispatcher(t, db, sources...)
 	return d
@@ -93,7 +94,7 @@ func startDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) *
 
 // runDispatcher is startDispatcher that also returns stop, which ends the dispatcher
 // and returns once every attempt it started has finished and been recorded.
-func runDispatcher(t *testing.T, db *storage.DB, sources ...receiver.Source) (*receiver.Dispatcher, func()) {
+func runDispatcher(t *testing.T, db *sqlite.DB, sources ...receiver.Source) (*receiver.Dispatcher, func()) {
 	t.Helper()
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: sources, FirstBackoff: 40 * time.Millisecond,
 		Poll: 50 * time.Millisecond})
@@ -112,7 +113,7 @@ func forwardSource(t *testing.T, url string, maxAttempts int) receiver.Source {
 }
 
 // accept records an accepted delivery of key to ota, queued for dispatch.
-func accept(t *testing.T, db *storage.DB, key, body string) *storage.Delivery {
+func accept(t *testing.T, db *sqlite.DB, key, body string) *storage.Delivery {
 	t.Helper()
 	return storagetest.Record(t, db, &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: "h",
 		ContentType: "application/json; charset=utf-8", Body: []byte(body)}, storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
@@ -120,7 +121,7 @@ func accept(t *testing.T, db *storage.DB, key, body string) *storage.Delivery {
 
 // waitState waits until the key of ota reaches state, for at most 10 s, and returns its
 // claim then.
-func waitState(t *testing.T, db *storage.DB, key, state string) storage.Claim {
+func waitState(t *testing.T, db *sqlite.DB, key, state string) storage.Claim {
 	t.Helper()
 	var c storage.Claim
 	storagetest.Eventually(t, 10*time.Second, func() error {
@@ -246,7 +247,7 @@ func TestDispatch_DuplicatesDuringDispatch(t *testing.T) {
 	ds := newDownstream(t, 0, map[int]time.Duration{1: 500 * time.Millisecond})
 	src := forwardSource(t, ds.srv.URL, 5)
 	src.AttemptTimeout = 5 * time.Second
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	_, stop := runDispatcher(t, e.db, src)
 	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
 		t.Fatalf("first: %d %+v", code, a)
@@ -276,7 +277,7 @@ func TestDispatch_DuplicatesDuringDispatch(t *testing.T) {
 }
 
 func TestDispatch_RecordOnlySource(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
 		t.Fatalf("first: %d %+v", code, a)
 	}
@@ -312,7 +313,7 @@ func TestDispatch_ReprocessRecordOnly(t *testing.T) {
 func TestDispatcher_PausesOnceFileGone(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestDispatcher_PausesOnceFileGone(t *testing.T) {
 
 // leaseCounter is a database whose LeaseDue calls are counted.
 type leaseCounter struct {
-	*storage.DB
+	*sqlite.DB
 	leases atomic.Int64
 }
 

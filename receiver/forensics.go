@@ -259,7 +259,7 @@ func (s *Source) claimOptions() storage.ClaimOptions {
 	return opt
 }
 
-// ProbeFor describes, for a read-only lookup (storage.DB.WouldFlag), what a delivery of
+// ProbeFor describes, for a read-only lookup (WouldFlag of a storage engine), what a delivery of
 // body with headers h to src would be checked for at now: its key, its business key
 // and its correlation keys. For a batched source body is one item. Returns the
 // errors Derive returns.

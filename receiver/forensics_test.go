@@ -15,6 +15,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -136,7 +137,7 @@ func TestHandler_Forensics(t *testing.T) {
 	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
 	ota.CurrencyField = "/refund/currency"
 	refundRule(&ota, &psp)
-	e := newEnv(t, storage.Options{}, ota, psp)
+	e := newEnv(t, sqlite.Options{}, ota, psp)
 	const refund = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`
 
 	post := func(source, id, body, want string) int64 {
@@ -200,7 +201,7 @@ func TestHandler_BusinessKeyBlocks(t *testing.T) {
 	ota := otaSource(t)
 	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
 	ota.BusinessKeyBlocks = true
-	e := newEnv(t, storage.Options{}, ota)
+	e := newEnv(t, sqlite.Options{}, ota)
 	_, first, _ := e.post(t, "ota", "evt_1", cancellation, nil)
 	code, again, _ := e.post(t, "ota", "evt_2", cancellation, nil)
 	if code != http.StatusOK || again.Status != "duplicate" || again.FirstDelivery != first.Delivery {
@@ -213,7 +214,7 @@ func TestHandler_BusinessKeyBlocks(t *testing.T) {
 // goes.
 func TestRunSweeps_Forensics(t *testing.T) {
 	ctx := context.Background()
-	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 	clock := storagetest.NewClock(time.Now())
 	db.Now = clock.Now
 	window := 48 * time.Hour

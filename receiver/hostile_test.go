@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -524,7 +525,7 @@ func TestHostile_UnauthenticatedHeaders(t *testing.T) {
 // delivery before it sees the next ones.
 func TestHostile_LockedBurst(t *testing.T) {
 	const busy = 200 * time.Millisecond
-	e := newEnv(t, storage.Options{BusyTimeout: busy})
+	e := newEnv(t, sqlite.Options{BusyTimeout: busy})
 	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
 	if err != nil {
 		t.Fatal(err)

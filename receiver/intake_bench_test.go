@@ -15,6 +15,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -113,7 +114,7 @@ func benchIntakeWith(b *testing.B, store string, half bool, configure func(*rece
 			return nil
 		}}
 	} else {
-		st = storagetest.OpenPath(b, filepath.Join(b.TempDir(), "intake.db"), storage.Options{Synchronous: store})
+		st = storagetest.OpenPath(b, filepath.Join(b.TempDir(), "intake.db"), sqlite.Options{Synchronous: store})
 	}
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: st})
 	mux := http.NewServeMux()
@@ -181,7 +182,7 @@ func benchIntakeBatch(b *testing.B, batched bool) {
 	if batched {
 		src.Batch = "/events"
 	}
-	db, err := storage.Open(filepath.Join(b.TempDir(), "intake.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(b.TempDir(), "intake.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -27,7 +28,7 @@ const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // testEnv is a receiver on a real database behind a real HTTP server.
 type testEnv struct {
-	db  *storage.DB
+	db  *sqlite.DB
 	srv *httptest.Server
 	src receiver.Source
 }
@@ -48,7 +49,7 @@ func otaSource(t testing.TB) receiver.Source {
 	}
 }
 
-func newEnv(t testing.TB, opt storage.Options, sources ...receiver.Source) *testEnv {
+func newEnv(t testing.TB, opt sqlite.Options, sources ...receiver.Source) *testEnv {
 	t.Helper()
 	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	if len(sources) == 0 {
@@ -118,7 +119,7 @@ func (e *testEnv) post(t testing.TB, source, id string, body string, mutate func
 const cancellation = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5}}`
 
 func TestHandler_Contract(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	ctx := context.Background()
 
 	code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil)
@@ -198,7 +199,7 @@ func TestHandler_NoKey(t *testing.T) {
 	// A source with no event id at all, keyed on fields: a body without them is 422.
 	src := otaSource(t)
 	src.Keys = receiver.KeySpec{KeyFields: []string{"/booking_id", "/status"}}
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	code, a, _ := e.post(t, "ota", "msg_1", `{"note":"nothing to key on"}`, nil)
 	if code != 422 || !strings.Contains(a.Error, "key") {
 		t.Fatalf("got %d %+v, want 422", code, a)
@@ -222,7 +223,7 @@ func TestHandler_NoKey(t *testing.T) {
 }
 
 func TestHandler_UnauthenticatedBodyNotKept(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	code, _, _ := e.post(t, "ota", "", `{"spam":"x"}`, nil)
 	if code != 401 {
 		t.Fatalf("code = %d", code)
@@ -243,7 +244,7 @@ func TestHandler_CredentialsRedacted(t *testing.T) {
 	}
 	src := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
 		RedactHeaders: []string{"X-Webhook-Token"}}
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	code, a, _ := e.post(t, "pms", "", `{"id":"e1"}`, func(r *http.Request) {
 		r.Header.Set("X-Webhook-Token", "s3cret-token")
 		r.Header.Set("Authorization", "Bearer other-secret")
@@ -262,7 +263,7 @@ func TestHandler_CredentialsRedacted(t *testing.T) {
 }
 
 func TestHandler_Concurrent(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	const n = 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -295,7 +296,7 @@ func TestHandler_Concurrent(t *testing.T) {
 // another process would: intake must answer 503, never 200, and recover by itself.
 func TestHandler_DatabaseLocked(t *testing.T) {
 	t.Parallel() // waits on timers and locks of its own, with no tight time bound
-	e := newEnv(t, storage.Options{BusyTimeout: 200 * time.Millisecond})
+	e := newEnv(t, sqlite.Options{BusyTimeout: 200 * time.Millisecond})
 	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +332,7 @@ func TestHandler_DatabaseLocked(t *testing.T) {
 }
 
 func TestHandler_Probes(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	e.post(t, "ota", "msg_1", cancellation, nil)
 	e.post(t, "ota", "msg_1", cancellation, nil)
 	for path, want := range map[string]string{
@@ -355,7 +356,7 @@ func TestHandler_Probes(t *testing.T) {
 // Allow: POST and a JSON error, as every intake answer is JSON, even on a mux whose
 // catch-all serves the console's HTML pages; and nothing is stored.
 func TestHandler_WrongMethod(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	mux := http.NewServeMux()
 	receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db}).Register(mux)
 	// The console's catch-all, as serve mounts it beside the receiver.
@@ -436,7 +437,7 @@ func TestHandler_UnknownSourceNameUTF8(t *testing.T) {
 // console's HTML pages; and a POST is recorded as a rejection, so that a provider's
 // misconfigured URL shows on the console.
 func TestHandler_PathWithoutSource(t *testing.T) {
-	e := newEnv(t, storage.Options{})
+	e := newEnv(t, sqlite.Options{})
 	mux := http.NewServeMux()
 	receiver.New(receiver.Config{Sources: []receiver.Source{e.src}, Store: e.db}).Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -62,7 +62,7 @@ const (
 )
 
 // RejectionCounter stores counts of rejections not stored individually. A Store that
-// implements it (as *storage.DB does) gets the counts; without it they reach only the
+// implements it (as each storage engine does) gets the counts; without it they reach only the
 // metrics and the log.
 type RejectionCounter interface {
 	AddRejectionCounts(ctx context.Context, counts []storage.RejectionCount) error

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -29,7 +30,7 @@ import (
 // database file, behind a real HTTP server, on a clock that stands still so that a test
 // decides which minute each rejection falls in.
 type junkEnv struct {
-	db    *storage.DB
+	db    *sqlite.DB
 	rc    *receiver.Receiver
 	mux   *http.ServeMux
 	srv   *httptest.Server
@@ -37,7 +38,7 @@ type junkEnv struct {
 	clock *storagetest.Clock
 }
 
-func newJunkEnv(t testing.TB, opt storage.Options) *junkEnv {
+func newJunkEnv(t testing.TB, opt sqlite.Options) *junkEnv {
 	t.Helper()
 	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
 	clock := storagetest.NewClock(time.Date(2026, 3, 2, 10, 0, 1, 0, time.UTC))
@@ -162,7 +163,7 @@ func TestRejections_JunkFloodBounded(t *testing.T) {
 		n = 2000
 	}
 	const limit = 5 << 20
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	ctx := context.Background()
 	before := dbSize(t, e.db.Path())
 	start := time.Now()
@@ -269,7 +270,7 @@ func (e *junkEnv) storedFrom(t *testing.T) map[string]int {
 // counted, each name and status apart (unknown names up to a bound a minute); and the
 // stored samples keep only a small part of the headers.
 func TestRejections_SampleBounds(t *testing.T) {
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	ctx := context.Background()
 	sent := 0
 	send := func(addr, source string, want int) {
@@ -374,7 +375,7 @@ func TestRejections_SampleBounds(t *testing.T) {
 // TestRejections_CountsKeptWhenLocked: counts that the database cannot take (another
 // process holds its write lock) stay in memory and are written by the next flush.
 func TestRejections_CountsKeptWhenLocked(t *testing.T) {
-	e := newJunkEnv(t, storage.Options{BusyTimeout: 100 * time.Millisecond})
+	e := newJunkEnv(t, sqlite.Options{BusyTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	const n = 3 * receiver.DefaultRejectionsPerAddress
 	for range n {
@@ -420,7 +421,7 @@ func sumValues(m map[string]int) int {
 // (here a body that is not JSON) is stored every time, past the bounds on
 // unauthenticated ones: the sender proved who it is.
 func TestRejections_AuthenticatedAllStored(t *testing.T) {
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	te := &testEnv{db: e.db, srv: e.srv, src: e.src}
 	const n = 3 * receiver.DefaultRejectionsTotal
 	for i := range n {
@@ -462,7 +463,7 @@ func TestRejections_FloodMeasured(t *testing.T) {
 	minutes, perMinute := envInt(t, "HOOKDEDUP_JUNK_MINUTES", 10), envInt(t, "HOOKDEDUP_JUNK_PER_MINUTE", 1000)
 	ctx := context.Background()
 
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	before := dbSize(t, e.db.Path())
 	for m := range minutes {
 		e.clock.Add(time.Minute)
@@ -494,7 +495,7 @@ func TestRejections_FloodMeasured(t *testing.T) {
 	t.Logf("%d samples stored; the largest holds %d bytes of text", stored, largest)
 
 	const nReal = 100
-	e = newJunkEnv(t, storage.Options{})
+	e = newJunkEnv(t, sqlite.Options{})
 	te := &testEnv{db: e.db, srv: e.srv, src: e.src}
 	// Real deliveries of one simulated minute, signed at its time, from two senders;
 	// their answer times.
@@ -584,7 +585,7 @@ func envInt(t *testing.T, name string, def int) int {
 // as stored (the headers column).
 func junkMinutes(t *testing.T, pad string, minutes int) (growth int64, kept, stored int) {
 	t.Helper()
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	before := dbSize(t, e.db.Path())
 	for m := range minutes {
 		for i := range receiver.DefaultRejectionsTotal {
@@ -692,7 +693,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 // outlive retention, without end. They total every unknown name under one row, so the
 // dashboard's figure for unknown sources stays whole.
 func TestRejections_UnknownNamesTotalledTogether(t *testing.T) {
-	e := newJunkEnv(t, storage.Options{})
+	e := newJunkEnv(t, sqlite.Options{})
 	ctx := context.Background()
 	const hours = 3
 	for m := range hours * 60 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -69,7 +70,7 @@ func (ds *switchDownstream) handOffs(key string) []seenHandOff {
 
 // runDispatcher runs a dispatcher on clock over db until the returned stop is called
 // (or the test ends); stop waits for the attempts in flight.
-func runDispatcherAt(t *testing.T, db *storage.DB, clock *hostileClock, src receiver.Source) (stop func()) {
+func runDispatcherAt(t *testing.T, db *sqlite.DB, clock *hostileClock, src receiver.Source) (stop func()) {
 	t.Helper()
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: []receiver.Source{src},
 		FirstBackoff: 40 * time.Millisecond, Poll: 50 * time.Millisecond, Now: clock.Now})
@@ -83,7 +84,7 @@ func runDispatcherAt(t *testing.T, db *storage.DB, clock *hostileClock, src rece
 }
 
 // intakeAt serves the webhook intake over db on clock, as serve does.
-func intakeAt(t *testing.T, db *storage.DB, clock *hostileClock, src receiver.Source) *testEnv {
+func intakeAt(t *testing.T, db *sqlite.DB, clock *hostileClock, src receiver.Source) *testEnv {
 	t.Helper()
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Now: clock.Now})
 	mux := http.NewServeMux()
@@ -95,7 +96,7 @@ func intakeAt(t *testing.T, db *storage.DB, clock *hostileClock, src receiver.So
 
 // sweepWatch is the real database, telling when a retention walk has reached its end.
 type sweepWatch struct {
-	*storage.DB
+	*sqlite.DB
 	walked chan struct{}
 }
 
@@ -112,7 +113,7 @@ func (s sweepWatch) SweepDeliveries(ctx context.Context, now, cutoff time.Time, 
 
 // sweepOnce runs the background sweeps with retention until they have walked every
 // delivery once.
-func sweepOnce(t *testing.T, db *storage.DB, clock *hostileClock, retention time.Duration) {
+func sweepOnce(t *testing.T, db *sqlite.DB, clock *hostileClock, retention time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -140,8 +141,8 @@ func TestDispatch_RetentionKeepsOwedPayload(t *testing.T) {
 	const second = `{"property_id":"HTL-LIS-01","booking_id":"BK-2","status":"confirmed"}`
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	clock := &hostileClock{}
-	open := func() *storage.DB {
-		db, err := storage.Open(path, storage.Options{})
+	open := func() *sqlite.DB {
+		db, err := sqlite.Open(path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestReceiver_ClockSkew: deliveries signed two minutes ahead of this machine's clock
@@ -25,7 +25,7 @@ func TestReceiver_ClockSkew(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1767225600, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestReceiver_ClockSkew(t *testing.T) {
 // and the median over it still tells the skew most deliveries had.
 func TestReceiver_ClockSkewBounded(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestReceiver_ClockSkewBounded(t *testing.T) {
 func TestReceiver_ClockSkewBatch(t *testing.T) {
 	now := time.Unix(1767225600, 0)
 	clock := func() time.Time { return now }
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

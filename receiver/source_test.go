@@ -17,6 +17,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // rawPost sends body to the source with the given headers and returns the answer as
@@ -64,7 +65,7 @@ func stored(t *testing.T, e *testEnv, answerBody string) storage.Delivery {
 func TestHandler_SvixHeaders(t *testing.T) {
 	src := otaSource(t)
 	src.Keys = receiver.KeySpec{EventID: "header:webhook-id"}
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	signed := func(body string) http.Header {
 		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_svix_1"}}
 		if err := src.Verifier.Sign(h, url.Values{}, []byte(body), time.Now()); err != nil {
@@ -118,7 +119,7 @@ func githubHeaders(body, contentType, delivery string) http.Header {
 // which is stored; the key and labels come from the JSON in payload=, so the same event
 // sent as JSON has the same payload hash.
 func TestHandler_FormEncoded(t *testing.T) {
-	e := newEnv(t, storage.Options{}, githubSource(t, true))
+	e := newEnv(t, sqlite.Options{}, githubSource(t, true))
 	const event = `{"action":"opened","issue":{"number":1347,"title":"a & b = c"}}`
 	form := "payload=" + url.QueryEscape(event)
 
@@ -164,7 +165,7 @@ func TestHandler_FormEncoded(t *testing.T) {
 
 // Without form_encoded a form body is not JSON, as before.
 func TestHandler_FormEncodedOff(t *testing.T) {
-	e := newEnv(t, storage.Options{}, githubSource(t, false))
+	e := newEnv(t, sqlite.Options{}, githubSource(t, false))
 	form := "payload=" + url.QueryEscape(`{"action":"opened"}`)
 	code, _, got := rawPost(t, e, "github", githubHeaders(form, "application/x-www-form-urlencoded", "d-1"), form)
 	if code != 400 || !strings.Contains(got, "not valid JSON") {
@@ -177,7 +178,7 @@ func TestHandler_FormEncodedOff(t *testing.T) {
 func TestHandler_AnswerAccepted(t *testing.T) {
 	src := otaSource(t)
 	src.Answer = receiver.AnswerAccepted
-	e := newEnv(t, storage.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, src)
 	sign := func(body string) http.Header {
 		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_a"}}
 		if err := src.Verifier.Sign(h, url.Values{}, []byte(body), time.Now()); err != nil {
@@ -210,7 +211,7 @@ func TestHandler_Money(t *testing.T) {
 	major := otaSource(t)
 	major.Name, major.Keys = "shop", receiver.KeySpec{EventID: "/id"}
 	major.AmountField, major.CurrencyField = "/total_price", "/currency"
-	e := newEnv(t, storage.Options{}, minor, major)
+	e := newEnv(t, sqlite.Options{}, minor, major)
 
 	for _, c := range []struct{ source, body, amount, currency string }{
 		{"stripe", `{"id":"evt_1","data":{"object":{"amount":18250,"currency":"eur"}}}`, "182.50", "EUR"},

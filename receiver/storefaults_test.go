@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -44,7 +44,7 @@ func newEnvAt(t *testing.T, path string, log *slog.Logger) *testEnv {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	db := storagetest.OpenPath(t, path, storage.Options{Logger: log})
+	db := storagetest.OpenPath(t, path, sqlite.Options{Logger: log})
 	src := otaSource(t)
 	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log}), nil)
 	return &testEnv{db: db, srv: srv, src: src}
@@ -80,7 +80,7 @@ func TestHandler_DatabaseFileGone(t *testing.T) {
 		{"FileReplaced", func(t *testing.T, path string) {
 			// Another database, as a restore by hand would put there.
 			other := filepath.Join(filepath.Dir(path), "restored.db")
-			db, err := storage.Open(other, storage.Options{})
+			db, err := sqlite.Open(other, sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func TestHandler_DatabaseFileGone(t *testing.T) {
 // have been stored, and once the lock is let go intake works again.
 func TestHandler_ForeignLockBound(t *testing.T) {
 	const busy = 300 * time.Millisecond
-	e := newEnv(t, storage.Options{BusyTimeout: busy})
+	e := newEnv(t, sqlite.Options{BusyTimeout: busy})
 
 	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
 	if err != nil {

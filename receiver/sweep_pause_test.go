@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // slowSweep is the real database whose claims sweep takes at least hold a batch, as a
 // batch does on a file beyond the page cache; it notes when each batch began and ended.
 type slowSweep struct {
-	*storage.DB
+	*sqlite.DB
 	hold       time.Duration
 	mu         sync.Mutex
 	start, end []time.Time

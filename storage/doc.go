@@ -1,39 +1,10 @@
-// Package storage keeps hookdedup's state in SQLite: claims, deliveries, dispatch
-// attempts, users, API tokens, the audit log and settings. It is the only package that
-// writes SQL; its behaviour is pinned by tests that speak of claims and deliveries, so
-// that another engine can join behind the same methods.
+// Package storage is hookdedup's domain: claims, deliveries, dispatch attempts, users,
+// API tokens, the audit log, suspects and settings, as plain types, with the errors and
+// the rules (roles, money, approval thresholds) that do not depend on where they are
+// kept. It runs no SQL.
 //
-// # Connections
-//
-// Open makes three pools on one file, each with its pragmas in the DSN (a PRAGMA sent
-// through Exec would reach one pooled connection only): one connection that writes, with
-// BEGIN IMMEDIATE; readers, for the console and the API; and one connection of the
-// checkpointer's (see checkpoint.go). Migrations are the numbered .sql files under
-// migrations/, embedded, each applied in its own transaction and recorded.
-//
-// # Group commit
-//
-// Record queues a delivery for the writer goroutine, which commits whatever is queued in
-// one transaction: a few multi-row statements for the claims and the deliveries of the
-// whole batch, then one commit and, under synchronous=FULL, one fsync shared by all of
-// them. Each Record returns only after the commit that holds its rows. Under load a batch
-// holds twenty-odd deliveries and takes about 2 ms, over half of it the commit; a lone
-// delivery commits at once, and pays a commit of its own (~320 µs under FULL, ~130 µs
-// under NORMAL).
-//
-// Each delivery writes about 2.9 pages of WAL: its row, and a leaf each of two indexes
-// keyed by the provider's random event id, the claims' UNIQUE(source, key), which the
-// contract rests on, and the deliveries' (source, key), which finds every delivery of a
-// key. With millions of keys those leaves are scattered through a multi-gigabyte file,
-// and reading them and writing them back is what costs a third of the throughput at 5 M
-// keys. Intake is bound by CPU, not by flushes: under load synchronous=NORMAL gains
-// nothing measurable over FULL.
-//
-// # Reads at scale
-//
-// Listings page by keyset (an id to go on before) and never count rows. A filter that no
-// index answers (property, status, accepted) looks at ScanWindow rows per page at most,
-// and says so (Partial), so a page costs the same whatever the table's size. Partial
-// indexes hold the keys still owed downstream (claims_unsettled) and the released ones,
-// so that the stuck-keys count and the keys page never read every claim.
+// Each engine lives in a package of its own beneath it (storage/sqlite, the default),
+// owns its schema and migrations, and is the only code that speaks its SQL dialect. The
+// receiver, the console and the CLI depend on this package's types and on small
+// interfaces of their own; only the wiring in cmd picks an engine.
 package storage

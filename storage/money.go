@@ -4,20 +4,6 @@ import (
 	"strings"
 )
 
-// currencyExponents are the ISO 4217 currencies whose minor unit is not a hundredth of
-// the major one, with the number of decimal places it has. Every other code, and an
-// amount with no currency, has two. This is the one table of them: intake reads it to
-// turn amounts sent in minor units into major ones, the console to write sums.
-var currencyExponents = map[string]int{
-	// No minor unit.
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
-	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	// Thousandths.
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-	// Units of account kept to four places.
-	"CLF": 4, "UYW": 4,
-}
-
 // CurrencyExponent returns how many decimal places the minor unit of currency has, by
 // ISO 4217: 0 for JPY, 3 for KWD, 4 for CLF, 2 for any other code and for "". The code
 // is matched in any case.
@@ -27,10 +13,6 @@ func CurrencyExponent(currency string) int {
 	}
 	return 2
 }
-
-// maxCurrency bounds a currency code as stored: ISO codes have three letters, and
-// anything much longer is a pointer aimed at the wrong field.
-const maxCurrency = 16
 
 // CurrencyCode is a currency as a delivery states it, the way it is stored and summed:
 // trimmed and in upper case (Stripe writes "eur", Adyen "EUR"). Text longer than any
@@ -75,6 +57,24 @@ func MajorUnits(amount, currency string) (major string, ok bool) {
 	}
 	return out, true
 }
+
+// currencyExponents are the ISO 4217 currencies whose minor unit is not a hundredth of
+// the major one, with the number of decimal places it has. Every other code, and an
+// amount with no currency, has two. This is the one table of them: intake reads it to
+// turn amounts sent in minor units into major ones, the console to write sums.
+var currencyExponents = map[string]int{
+	// No minor unit.
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	// Thousandths.
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	// Units of account kept to four places.
+	"CLF": 4, "UYW": 4,
+}
+
+// maxCurrency bounds a currency code as stored: ISO codes have three letters, and
+// anything much longer is a pointer aimed at the wrong field.
+const maxCurrency = 16
 
 func allDigits(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -1,16 +1,9 @@
 package storage_test
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 func TestCurrencyExponent(t *testing.T) {
@@ -64,138 +57,46 @@ func TestCurrencyCode(t *testing.T) {
 	}
 }
 
-func mustRecordMoney(tb testing.TB, db *storage.DB, key, hash, amount, currency string) *storage.Delivery {
-	tb.Helper()
-	d := delivery("pay", key, hash)
-	d.Amount, d.Currency = amount, currency
-	return storagetest.Record(tb, db, d, day)
-}
-
-// Amounts are summed per currency, never across currencies, both from the hourly totals
-// and from the deliveries not rolled up yet.
-func TestDB_DeliveryStats_PerCurrency(t *testing.T) {
-	ctx := context.Background()
-	db := storagetest.Open(t)
-	c := newClock(db)
-	from := c.Now().Truncate(time.Hour)
-	mustRecordMoney(t, db, "a", "h", "182.50", "EUR")
-	mustRecordMoney(t, db, "a", "h", "182.50", "EUR") // duplicate
-	mustRecordMoney(t, db, "b", "h", "40.00", "USD")
-	mustRecordMoney(t, db, "b", "h", "40.00", "USD") // duplicate
-	if _, err := db.RollupStats(ctx, 100); err != nil {
-		t.Fatal(err)
-	}
-	// Not rolled up: counted as DeliveryStats reads.
-	mustRecordMoney(t, db, "a", "h", "182.50", "EUR") // duplicate
-	mustRecordMoney(t, db, "c", "h", "18000", "JPY")
-	mustRecordMoney(t, db, "c", "h", "18000", "JPY") // duplicate
-	mustRecordMoney(t, db, "d", "h", "", "")         // no amount
-	mustRecordMoney(t, db, "e", "h", "7.25", "")     // an amount without a currency
-
-	got, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, s := range got {
-		fmt.Fprintf(&b, "%s %s %q n=%d amt=%d/%.2f\n", s.Source, s.Outcome, s.Currency, s.Deliveries, s.WithAmount, s.Amount)
-	}
-	want := `pay accepted "" n=2 amt=1/7.25
-pay accepted "EUR" n=1 amt=1/182.50
-pay accepted "JPY" n=1 amt=1/18000.00
-pay accepted "USD" n=1 amt=1/40.00
-pay duplicate "EUR" n=2 amt=2/365.00
-pay duplicate "JPY" n=1 amt=1/18000.00
-pay duplicate "USD" n=1 amt=1/40.00
-`
-	if b.String() != want {
-		t.Fatalf("stats:\n%s\nwant:\n%s", b.String(), want)
-	}
-
-	// Rolled up, the same figures.
-	if _, err := db.RollupStats(ctx, 100); err != nil {
-		t.Fatal(err)
-	}
-	again, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Reset()
-	for _, s := range again {
-		fmt.Fprintf(&b, "%s %s %q n=%d amt=%d/%.2f\n", s.Source, s.Outcome, s.Currency, s.Deliveries, s.WithAmount, s.Amount)
-	}
-	if b.String() != want {
-		t.Fatalf("stats rolled up:\n%s\nwant:\n%s", b.String(), want)
-	}
-	dups, err := db.RecentDuplicates(ctx, from, 10)
-	if err != nil || len(dups) != 4 || dups[0].Currency != "JPY" || dups[0].Amount != "18000" {
-		t.Fatalf("recent duplicates = %+v, %v", dups, err)
-	}
-}
-
-// A database from before currencies keeps its deliveries and hourly totals; both show
-// with no currency.
-func TestMigration_Currency(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := storage.Open(path, storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newClock(db)
-	from := c.Now().Truncate(time.Hour)
-	d := mustRecordMoney(t, db, "a", "h", "100.25", "")
-	mustRecordMoney(t, db, "a", "h", "100.25", "")
-	if _, err := db.RollupStats(ctx, 100); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Back to the schema of before.
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`ALTER TABLE deliveries DROP COLUMN currency`,
-		`CREATE TABLE old_stats (source TEXT NOT NULL, hour INTEGER NOT NULL, outcome TEXT NOT NULL,
-			deliveries INTEGER NOT NULL DEFAULT 0, mismatches INTEGER NOT NULL DEFAULT 0,
-			with_amount INTEGER NOT NULL DEFAULT 0, amount REAL NOT NULL DEFAULT 0,
-			PRIMARY KEY (source, hour, outcome)) WITHOUT ROWID`,
-		`INSERT INTO old_stats SELECT source, hour, outcome, deliveries, mismatches, with_amount, amount FROM delivery_stats`,
-		`DROP TABLE delivery_stats`,
-		`ALTER TABLE old_stats RENAME TO delivery_stats`,
-		`DELETE FROM migrations WHERE name LIKE '%0010_%'`,
-		// The rebuilt table lacks the later money_mismatches column too: add it again.
-		`DELETE FROM migrations WHERE name LIKE '%0015_%'`,
+func TestMinorUnits(t *testing.T) {
+	for _, tc := range []struct {
+		amount, currency string
+		want             int64
+		ok               bool
+	}{
+		{"412.50", "EUR", 41250, true},
+		{"412.5", "EUR", 41250, true},
+		{"412", "EUR", 41200, true},
+		{"0.01", "usd", 1, true},
+		{"-12.30", "EUR", -1230, true},
+		{"0", "EUR", 0, true},
+		{"000.00", "EUR", 0, true},
+		{"1200", "JPY", 1200, true},
+		{"1200.0", "JPY", 1200, true},
+		{"1200.5", "JPY", 0, false}, // half a yen is no amount
+		{"1.5", "KWD", 1500, true},
+		{"0.001", "KWD", 1, true},
+		{"10.005", "EUR", 0, false},
+		{"1e3", "EUR", 0, false},
+		{"", "EUR", 0, false},
+		{"12.", "EUR", 0, false},
+		{".5", "EUR", 0, false},
+		{"99999999999999999999", "EUR", 0, false},
 	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+		got, ok := storage.MinorUnits(tc.amount, tc.currency)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("MinorUnits(%q, %q) = %d, %v; want %d, %v", tc.amount, tc.currency, got, ok, tc.want, tc.ok)
 		}
 	}
-	raw.Close()
-
-	db = storagetest.OpenPath(t, path, storage.Options{})
-	newClock(db)
-	got, err := db.Delivery(ctx, d.ID)
-	if err != nil || got.Amount != "100.25" || got.Currency != "" {
-		t.Fatalf("delivery after the upgrade: amount %q currency %q, %v", got.Amount, got.Currency, err)
-	}
-	mustRecordMoney(t, db, "b", "h", "5.00", "EUR")
-	stats, err := db.DeliveryStats(ctx, from, from.Add(2*time.Hour), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, s := range stats {
-		fmt.Fprintf(&b, "%s %q n=%d amt=%.2f\n", s.Outcome, s.Currency, s.Deliveries, s.Amount)
-	}
-	want := `accepted "" n=1 amt=100.25
-accepted "EUR" n=1 amt=5.00
-duplicate "" n=1 amt=100.25
-`
-	if b.String() != want {
-		t.Fatalf("stats after the upgrade:\n%s\nwant:\n%s", b.String(), want)
+	for _, tc := range []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{41250, "EUR", "412.50"}, {5, "EUR", "0.05"}, {-5, "EUR", "-0.05"}, {0, "EUR", "0.00"},
+		{1200, "JPY", "1200"}, {1500, "KWD", "1.500"}, {-123456, "", "-1234.56"},
+	} {
+		if got := storage.FormatMinor(tc.minor, tc.currency); got != tc.want {
+			t.Errorf("FormatMinor(%d, %q) = %q, want %q", tc.minor, tc.currency, got, tc.want)
+		}
 	}
 }

@@ -1,111 +1,8 @@
 package storage
 
 import (
-	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 )
-
-// deliveryFields are a delivery's columns but its headers and body, in the order that
-// scanDelivery reads them and the writer inserts them. Every query that reads deliveries
-// selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
-// the headers and body, the bulky columns, left empty and not read).
-const (
-	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
-	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	currency, remote_addr, content_type, batch, batch_index`
-	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody // with what intake sets after the insert
-	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
-	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
-	// body_from.
-	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
-
-	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
-	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
-	// the delivery body_from names, which the retention sweep never deletes first
-	// (sweep.go). Only a delivery read whole pays for that look-up.
-	sqlBody = `CASE WHEN body_from = 0 THEN body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = deliveries.body_from) END`
-)
-
-type scanner interface{ Scan(dest ...any) error }
-
-// scanDelivery reads a row of deliveryReadColumns or deliveryListColumns. Headers are nil
-// when the row has none (a listing's).
-func scanDelivery(s scanner) (Delivery, error) {
-	var d Delivery
-	var received int64
-	var outcome, headers string
-	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
-		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
-		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
-		&d.MoneyMismatch, &headers, &d.Body)
-	if err != nil {
-		return Delivery{}, err
-	}
-	d.ReceivedAt = fromMillis(received)
-	d.Outcome = Outcome(outcome)
-	if headers != "" {
-		if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
-			return Delivery{}, fmt.Errorf("delivery %d: headers: %w", d.ID, err)
-		}
-	}
-	return d, nil
-}
-
-// Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
-func (db *DB) Delivery(ctx context.Context, id int64) (Delivery, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = ?`, id)
-	d, err := scanDelivery(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Delivery{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Delivery{}, fmt.Errorf("delivery %d: %w", id, err)
-	}
-	return d, nil
-}
-
-// KeyDeliveries returns every stored delivery of one source's key, oldest first.
-func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]Delivery, error) {
-	out, _, err := db.FirstKeyDeliveries(ctx, source, key, -1)
-	return out, err
-}
-
-const sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
-
-// FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
-// oldest first (all of them when limit < 0), and whether the key has more. A key can
-// gather any number of deliveries (a provider that sends one event id for everything, a
-// key field that few values share): pages that show a key must not load them all.
-func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]Delivery, bool, error) {
-	n := limit
-	if limit >= 0 {
-		n = limit + 1 // one more says whether there are more
-	}
-	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, n)
-	if err != nil {
-		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
-	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
-	}
-	if limit >= 0 && len(out) > limit {
-		return out[:limit], true, nil
-	}
-	return out, false, nil
-}
 
 // Claim is the state of one source's key.
 type Claim struct {
@@ -123,39 +20,6 @@ type Claim struct {
 	LastError     string
 }
 
-const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
-	updated_at, attempts, next_attempt_at, last_error`
-
-func scanClaim(s scanner) (Claim, error) {
-	var c Claim
-	var claimed, expires, updated int64
-	var next sql.NullInt64
-	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
-		&expires, &updated, &c.Attempts, &next, &c.LastError)
-	if err != nil {
-		return Claim{}, err
-	}
-	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
-	if next.Valid {
-		c.NextAttemptAt = fromMillis(next.Int64)
-	}
-	return c, nil
-}
-
-// Claim returns the claim row of one source's key, expired or not. Returns ErrNotFound
-// if the key was never claimed or its row was swept.
-func (db *DB) Claim(ctx context.Context, source, key string) (Claim, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, source, key)
-	c, err := scanClaim(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Claim{}, fmt.Errorf("key %s/%s: %w", source, key, ErrNotFound)
-	}
-	if err != nil {
-		return Claim{}, fmt.Errorf("key %s/%s: %w", source, key, err)
-	}
-	return c, nil
-}
-
 // Held reports whether the claim still holds its key: a new delivery of the key now
 // would be a duplicate.
 func (c Claim) Held(now time.Time) bool {
@@ -166,33 +30,4 @@ func (c Claim) Held(now time.Time) bool {
 // stuckBefore. sqlStuck selects the same keys in SQL.
 func (c Claim) Stuck(stuckBefore time.Time) bool {
 	return c.State == StateFailed || (c.State == StateProcessing && c.UpdatedAt.Before(stuckBefore))
-}
-
-// BatchDeliveries returns the item deliveries of one batched request (batch is the id
-// of its first item's delivery), in the request's order, without their headers and
-// bodies, as listings read them. A request holds at most a bounded number of items (the
-// receiver's max_batch_items), so they are read whole. Returns ErrNotFound if none is
-// stored.
-func (db *DB) BatchDeliveries(ctx context.Context, batch int64) ([]Delivery, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
-WHERE batch = ? ORDER BY batch_index`, batch)
-	if err != nil {
-		return nil, fmt.Errorf("batch %d: %w", batch, err)
-	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("batch %d: %w", batch, err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("batch %d: %w", batch, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("batch %d: %w", batch, ErrNotFound)
-	}
-	return out, nil
 }

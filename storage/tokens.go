@@ -1,20 +1,8 @@
 package storage
 
 import (
-	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 )
-
-// tokenPrefix marks hookdedup API tokens, so that a leaked one is recognisable.
-const tokenPrefix = "hdk_"
 
 // Token is an API bearer token's metadata; the token itself is never stored.
 type Token struct {
@@ -25,109 +13,4 @@ type Token struct {
 	Name      string
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while valid
-}
-
-func hashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
-// CreateToken makes a bearer token for the named user and returns it with its metadata,
-// and writes the audit row, by actor, in the same transaction. The token is returned
-// once: only its SHA-256 is kept. Returns ErrNotFound for an unknown user.
-func (db *DB) CreateToken(ctx context.Context, userName, name, actor string) (string, Token, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", Token{}, err
-	}
-	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	t := Token{UserName: userName, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
-	err := db.changeUser(ctx, userName, actor, func(tx *sql.Tx, u User) (AuditEntry, error) {
-		t.UserID, t.Role = u.ID, u.Role
-		res, err := tx.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?)`,
-			u.ID, name, hashToken(token), millis(t.CreatedAt))
-		if err != nil {
-			return AuditEntry{}, err
-		}
-		if t.ID, err = res.LastInsertId(); err != nil {
-			return AuditEntry{}, err
-		}
-		return AuditEntry{At: t.CreatedAt, Action: "create token", Reason: fmt.Sprintf("%q (id %d) for %s", name, t.ID, userName)}, nil
-	})
-	if err != nil {
-		return "", Token{}, fmt.Errorf("create token for %q: %w", userName, err)
-	}
-	return token, t, nil
-}
-
-// TokenUser returns the user a valid (unrevoked) token belongs to. Returns ErrNotFound
-// for an unknown or revoked token.
-func (db *DB) TokenUser(ctx context.Context, token string) (User, error) {
-	if !strings.HasPrefix(token, tokenPrefix) {
-		return User{}, fmt.Errorf("token: %w", ErrNotFound)
-	}
-	var u User
-	var created int64
-	err := db.read.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, u.password_hash, u.created_at
-		FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL`, hashToken(token)).
-		Scan(&u.ID, &u.Name, &u.Role, &u.PasswordHash, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return User{}, fmt.Errorf("token: %w", ErrNotFound)
-	}
-	if err != nil {
-		return User{}, fmt.Errorf("token: %w", err)
-	}
-	u.CreatedAt = fromMillis(created)
-	return u, nil
-}
-
-// RevokeToken revokes a valid token by id, a token of owner only unless owner is "",
-// and writes the audit row, by actor, in the same transaction. Returns ErrNotFound if
-// there is no such valid token (of owner).
-func (db *DB) RevokeToken(ctx context.Context, id int64, owner, actor string) error {
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		var name, user string
-		err := tx.QueryRowContext(ctx, `SELECT t.name, u.name FROM tokens t JOIN users u ON u.id = t.user_id
-		WHERE t.id = ? AND t.revoked_at IS NULL AND (? = '' OR u.name = ?)`, id, owner, owner).Scan(&name, &user)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ?`, db.now(), id); err != nil {
-			return err
-		}
-		return db.insertAudit(ctx, tx, AuditEntry{Actor: actor, Action: "revoke token",
-			Reason: fmt.Sprintf("%q (id %d) of %s", name, id, user)})
-	})
-	if err != nil {
-		return fmt.Errorf("revoke token %d: %w", id, err)
-	}
-	return nil
-}
-
-// Tokens lists the tokens of owner, or every token if owner is "", newest first.
-func (db *DB) Tokens(ctx context.Context, owner string) ([]Token, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT t.id, t.user_id, u.name, u.role, t.name, t.created_at, t.revoked_at
-		FROM tokens t JOIN users u ON u.id = t.user_id WHERE ? = '' OR u.name = ? ORDER BY t.id DESC`, owner, owner)
-	if err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
-	}
-	defer rows.Close()
-	var out []Token
-	for rows.Next() {
-		var t Token
-		var created int64
-		var revoked sql.NullInt64
-		if err := rows.Scan(&t.ID, &t.UserID, &t.UserName, &t.Role, &t.Name, &created, &revoked); err != nil {
-			return nil, fmt.Errorf("tokens: %w", err)
-		}
-		t.CreatedAt = fromMillis(created)
-		if revoked.Valid {
-			t.RevokedAt = fromMillis(revoked.Int64)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
 }

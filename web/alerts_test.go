@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/web"
 )
 
 // openAlert opens an alert of rule on subject, as the alert engine does.
-func openAlert(t *testing.T, db *storage.DB, rule, subject string) storage.Alert {
+func openAlert(t *testing.T, db *sqlite.DB, rule, subject string) storage.Alert {
 	t.Helper()
 	a, opened, err := db.OpenAlert(context.Background(), storage.Alert{Rule: rule, Kind: "downstream_failing", Subject: subject,
 		Summary: "The last 3 attempts to hand " + subject + "'s events downstream failed.", Value: "3", Channels: []string{"ops"}}, db.Now())

@@ -13,13 +13,14 @@ import (
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
 
 // apiEnv is the console's server on a real database, with one token per role.
 type apiEnv struct {
-	db     *storage.DB
+	db     *sqlite.DB
 	srv    *httptest.Server
 	tokens map[string]string // role -> bearer token
 }
@@ -267,7 +268,7 @@ func TestAPI_Release(t *testing.T) {
 }
 
 // leased leases key's job as a dispatcher would.
-func leased(t *testing.T, db *storage.DB, key string) storage.Job {
+func leased(t *testing.T, db *sqlite.DB, key string) storage.Job {
 	t.Helper()
 	jobs, err := db.LeaseDue(context.Background(), time.Now().Add(time.Second), time.Minute, 100)
 	if err != nil {

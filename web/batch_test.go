@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // recordBatch stores a batched request of three items, the second a duplicate of a
 // delivery made before it, and returns the items.
-func recordBatch(t *testing.T, db *storage.DB) []*storage.Delivery {
+func recordBatch(t *testing.T, db *sqlite.DB) []*storage.Delivery {
 	t.Helper()
 	ctx := context.Background()
 	item := func(key, status string) *storage.Delivery {

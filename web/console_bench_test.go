@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
@@ -71,7 +72,7 @@ func BenchmarkLedgerPage(b *testing.B) {
 		b.Skip("set HOOKDEDUP_LEDGER_DB to the database storage's BenchmarkLedger filled")
 	}
 	ctx := context.Background()
-	db := storagetest.OpenPath(b, path, storage.Options{})
+	db := storagetest.OpenPath(b, path, sqlite.Options{})
 	if _, err := db.UserByName(ctx, storage.RoleViewer); errors.Is(err, storage.ErrNotFound) {
 		storagetest.CreateUser(b, db, storage.RoleViewer, storage.RoleViewer, consolePassword)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
@@ -34,7 +35,7 @@ const (
 // covers every page: a mismatched duplicate cancellation, a payload with a <script>, a
 // failed key with an attempt.
 type consoleEnv struct {
-	db      *storage.DB
+	db      *sqlite.DB
 	srv     *httptest.Server
 	handler http.Handler // what srv serves: the console alone
 	clock   *storagetest.Clock
@@ -46,11 +47,11 @@ type consoleEnv struct {
 // newConsoleEnv starts the console; each of configure may change its Config first.
 func newConsoleEnv(t testing.TB, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
-	return newConsoleEnvOn(t, storage.Options{}, configure...)
+	return newConsoleEnvOn(t, sqlite.Options{}, configure...)
 }
 
 // newConsoleEnvOn is newConsoleEnv on a database opened with opt.
-func newConsoleEnvOn(t testing.TB, opt storage.Options, configure ...func(*web.Config)) *consoleEnv {
+func newConsoleEnvOn(t testing.TB, opt sqlite.Options, configure ...func(*web.Config)) *consoleEnv {
 	t.Helper()
 	ctx := context.Background()
 	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), opt)
@@ -422,7 +423,7 @@ func TestConsole_Pages(t *testing.T) {
 }
 
 // bulkKeys stores n processed keys of source, newer than everything before them.
-func bulkKeys(t *testing.T, db *storage.DB, source string, n int) {
+func bulkKeys(t *testing.T, db *sqlite.DB, source string, n int) {
 	t.Helper()
 	err := storagetest.BulkLoad(context.Background(), db, storagetest.Fill{Source: source, Keys: n,
 		ClaimedAt: db.Now(), TTL: 24 * time.Hour, Headers: "{}",

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -112,7 +113,7 @@ func TestInternalErrorNotShown(t *testing.T) {
 // left its path, a release is refused, not reported done into a file nobody will open.
 func TestWriteUnavailable(t *testing.T) {
 	const busy = 300 * time.Millisecond
-	e := newConsoleEnvOn(t, storage.Options{BusyTimeout: busy})
+	e := newConsoleEnvOn(t, sqlite.Options{BusyTimeout: busy})
 	ctx := context.Background()
 	tok, _, err := e.db.CreateToken(ctx, "operator", "scripts", "test")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestLab_Foresees(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t, func(cfg *web.Config) {
-		db := cfg.Store.(*storage.DB)
+		db := cfg.Store.(*sqlite.DB)
 		cfg.Foresee = func(ctx context.Context, source string, h http.Header, body []byte) ([]storage.Suspect, error) {
 			return db.WouldFlag(ctx, storage.Probe{Source: source, Key: "derived:abc", BusinessKey: "B",
 				BusinessWindow: time.Hour, Now: db.Now()})

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // sweepPayloads runs the retention sweep as if every delivery stored by now were past
 // retention; it deletes those no longer owed downstream.
-func sweepPayloads(t *testing.T, db *storage.DB) {
+func sweepPayloads(t *testing.T, db *sqlite.DB) {
 	t.Helper()
 	now := db.Now()
 	var from storage.SweepCursor

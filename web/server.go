@@ -29,7 +29,7 @@ import (
 // interfaces each feature declares where it uses them (deliveryStore in events.go,
 // keyStore in keys.go, statsStore in dashboard.go, auditStore in audit.go, userStore
 // in users.go, sessionStore in auth.go, throttleStore in throttle.go, tokenStore in
-// account.go, suspectStore in suspects.go). *storage.DB satisfies it.
+// account.go, suspectStore in suspects.go). Each storage engine satisfies it.
 type Store interface {
 	deliveryStore
 	keyStore

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 const auditUsage = `usage: hookdedup audit verify [--anchor ID:HASH]
@@ -149,12 +150,12 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 	if err := parseAuditFlags(flags, "export", args, e); err != nil {
 		return err
 	}
-	var write func(io.Writer, *storage.AuditFile) (auditExported, error)
+	var write func(io.Writer, auditLog) (auditExported, error)
 	switch *format {
 	case "csv":
-		write = func(w io.Writer, db *storage.AuditFile) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
+		write = func(w io.Writer, db auditLog) (auditExported, error) { return exportAuditCSV(ctx, w, db) }
 	case "json":
-		write = func(w io.Writer, db *storage.AuditFile) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
+		write = func(w io.Writer, db auditLog) (auditExported, error) { return exportAuditJSON(ctx, w, db) }
 	case "":
 		return auditUsageError(e, "export", "--format is required: csv or json")
 	default:
@@ -224,7 +225,7 @@ func auditTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 
 // exportAuditCSV writes a header line and one line per row. Each text is exactly as
 // stored (no escaping for spreadsheets, which would change what the hash covers).
-func exportAuditCSV(ctx context.Context, w io.Writer, db *storage.AuditFile) (auditExported, error) {
+func exportAuditCSV(ctx context.Context, w io.Writer, db auditLog) (auditExported, error) {
 	var x auditExported
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"id", "at", "time", "actor", "action", "source", "key", "reason", "previous_state", "hash"}); err != nil {
@@ -260,7 +261,7 @@ type auditJSONRow struct {
 // exportAuditJSON writes one object: the encoding's name, the genesis, and the rows in
 // id order, one per line. A text that is not UTF-8 (a row written outside hookdedup;
 // its writer stores only UTF-8) cannot be held exactly by JSON: the export stops there.
-func exportAuditJSON(ctx context.Context, w io.Writer, db *storage.AuditFile) (auditExported, error) {
+func exportAuditJSON(ctx context.Context, w io.Writer, db auditLog) (auditExported, error) {
 	var x auditExported
 	if _, err := fmt.Fprintf(w, "{\"format\":%q,\"genesis\":%q,\"rows\":[", storage.AuditFormat, storage.AuditGenesis); err != nil {
 		return x, err
@@ -337,14 +338,22 @@ func (e auditSchemaError) Error() string { return e.err.Error() }
 func (e auditSchemaError) Unwrap() error { return e.err }
 
 // openAudit loads the configuration and opens its database read-only, without
-// migrating it (storage.OpenAuditFile): a verifier must not change what it checks, and
+// migrating it (sqlite.OpenAuditFile): a verifier must not change what it checks, and
 // the file may be an auditor's copy.
-func openAudit(ctx context.Context, flags *commonFlags, e env) (config, *storage.AuditFile, error) {
+// auditLog is a database's audit log opened to be checked or exported, without being
+// changed.
+type auditLog interface {
+	VerifyAudit(ctx context.Context, anchor storage.AuditAnchor) (storage.AuditCheck, error)
+	AuditRows(ctx context.Context, fn func(storage.AuditEntry) error) error
+	Close() error
+}
+
+func openAudit(ctx context.Context, flags *commonFlags, e env) (config, auditLog, error) {
 	cfg, err := flags.load(e)
 	if err != nil {
 		return config{}, nil, err
 	}
-	db, err := storage.OpenAuditFile(ctx, cfg.Database, 0)
+	db, err := sqlite.OpenAuditFile(ctx, cfg.Database, 0)
 	switch {
 	case errors.Is(err, storage.ErrNoDatabase):
 		return config{}, nil, noDatabaseError{path: cfg.Database}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // auditDB makes a database whose audit log holds rows written by hookdedup's writers,
@@ -24,7 +25,7 @@ import (
 func auditDB(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "audit.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +461,7 @@ func TestCLI_AuditReadOnly(t *testing.T) {
 	}
 
 	// While another process writes: what it committed into its WAL is checked too.
-	live, err := storage.Open(path, storage.Options{})
+	live, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

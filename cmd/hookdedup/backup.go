@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // runBackup writes a consistent copy of the database to FILE, while serve runs. Given a
@@ -48,13 +49,17 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
+	file, ok := db.(*sqlite.DB)
+	if !ok {
+		return errors.New("backup copies a SQLite database file; back a PostgreSQL database up with pg_dump")
+	}
 	if intoDir {
-		if err := storage.MakeDirs(dest); err != nil {
+		if err := sqlite.MakeDirs(dest); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
 	}
-	info, err := db.Backup(ctx, dest)
+	info, err := file.Backup(ctx, dest)
 	if err != nil {
 		return err
 	}
@@ -118,7 +123,7 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	info, err := storage.Restore(ctx, pos[0], cfg.Database)
+	info, err := sqlite.Restore(ctx, pos[0], cfg.Database)
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("restore: %s is open in another process: stop serve (and any other hookdedup command using it), then restore", cfg.Database)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -107,7 +108,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("restore: %d %s", code, out)
 	}
 
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

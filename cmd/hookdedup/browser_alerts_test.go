@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -95,7 +96,7 @@ url  = %q
 	pms := signature.Config{Scheme: "hmac-sha256", Secrets: []string{e2ePMSSecret}, Header: "X-Signature"}
 	cs.send(t, "pms", pms, map[string]any{"event_id": "pms-evt-9", "booking_id": "BK-PMS-9", "status": "confirmed"}, "")
 
-	db, err := storage.Open(cs.database, storage.Options{})
+	db, err := sqlite.Open(cs.database, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

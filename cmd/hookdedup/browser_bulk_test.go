@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -85,7 +86,7 @@ attempt_timeout = "2s"
 		cs.send(t, "ota", ota, map[string]any{"event_id": fmt.Sprintf("refund-%d", i), "status": "refunded",
 			"refund": map[string]any{"amount": json.Number(r[0]), "currency": r[1]}}, fmt.Sprintf("msg_refund_%d", i))
 	}
-	db, err := storage.Open(cs.database, storage.Options{})
+	db, err := sqlite.Open(cs.database, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

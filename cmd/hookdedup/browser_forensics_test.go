@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -67,7 +68,7 @@ func TestBrowserForensics(t *testing.T) {
 	}
 	const operatorPassword = "the operator's browser-test password"
 	{
-		db, err := storage.Open(cs.database, storage.Options{})
+		db, err := sqlite.Open(cs.database, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

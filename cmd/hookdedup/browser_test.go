@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -230,7 +231,7 @@ func (cs *consoleServer) seed(t *testing.T) (stuckKey string) {
 	stuckKey = a["key"]
 
 	// The dispatcher fails the one allowed attempt against the closed port.
-	db, err := storage.Open(cs.database, storage.Options{})
+	db, err := sqlite.Open(cs.database, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +443,7 @@ func TestBrowser(t *testing.T) {
 		}
 		// The demo's first batch is redelivered with one new item: a request of two or
 		// more items, some accepted, some duplicates. Open its second item.
-		db, err := storage.Open(cs.database, storage.Options{})
+		db, err := sqlite.Open(cs.database, sqlite.Options{})
 		must(err)
 		page1, err := db.Deliveries(context.Background(), storage.DeliveryFilter{Source: "payments", Limit: 200})
 		must(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // config is the whole configuration after defaults, the file, the environment and the
@@ -46,7 +47,7 @@ type config struct {
 	Alerts        []alertConfig
 	AlertChannels []alertChannelConfig
 
-	// CacheSize and MmapSize are storage.Options' of the same names, in bytes; an
+	// CacheSize and MmapSize are sqlite.Options' of the same names, in bytes; an
 	// MmapSize of 0 turns the memory map off.
 	CacheSize, MmapSize int64
 	// Remember is how long traces of expired keys are kept; Correlations are the
@@ -250,8 +251,8 @@ func defaultConfig() config {
 		IdleTimeout:       120 * time.Second,
 		MaxBody:           1 << 20,
 		Sync:              "FULL",
-		CacheSize:         storage.DefaultCacheSize,
-		MmapSize:          storage.DefaultMmapSize,
+		CacheSize:         sqlite.DefaultCacheSize,
+		MmapSize:          sqlite.DefaultMmapSize,
 		LogLevel:          "info",
 		Remember:          defaultRemember,
 	}
@@ -984,7 +985,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // what storage has to say by itself (nil: nothing), such as its file leaving its path.
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
 // when there is no database; commands call it through openExisting.
-func (c config) openDB(log *slog.Logger, mustExist bool) (*storage.DB, error) {
+func (c config) openDB(log *slog.Logger, mustExist bool) (storage.Store, error) {
 	if isPostgres(c.Database) {
 		return nil, fmt.Errorf("database %s: PostgreSQL is not supported by this build; give the path of a SQLite file",
 			redactDSN(c.Database))
@@ -993,6 +994,6 @@ func (c config) openDB(log *slog.Logger, mustExist bool) (*storage.DB, error) {
 	if mmap == 0 {
 		mmap = -1 // off: storage's zero value is its default
 	}
-	return storage.Open(c.Database, storage.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
+	return sqlite.Open(c.Database, sqlite.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
 		Logger: log, MustExist: mustExist})
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // cache_size and mmap_size: defaults, the file, the environment and flags, in that
@@ -33,7 +33,7 @@ func TestConfig_PageSettings(t *testing.T) {
 		args        []string
 		cache, mmap int64
 	}{
-		{"Defaults", "", nil, nil, storage.DefaultCacheSize, storage.DefaultMmapSize},
+		{"Defaults", "", nil, nil, sqlite.DefaultCacheSize, sqlite.DefaultMmapSize},
 		{"File", "cache_size = 1048576\nmmap_size = 0\n", nil, nil, 1 << 20, 0},
 		{"Environment", "cache_size = 1048576\n", map[string]string{"HOOKDEDUP_CACHE_SIZE": "2097152", "HOOKDEDUP_MMAP_SIZE": "4096"}, nil, 2 << 20, 4096},
 		{"Flags", "cache_size = 1048576\n", map[string]string{"HOOKDEDUP_CACHE_SIZE": "2097152"}, []string{"--cache-size", "3145728", "--mmap-size", "0"}, 3 << 20, 0},

@@ -16,7 +16,7 @@ import (
 
 // rollupStats keeps the dashboard's hourly totals up to date off the intake path: every
 // few seconds it folds in the deliveries that arrived, in bounded batches, until ctx ends.
-func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
+func rollupStats(ctx context.Context, db storage.Store, log *slog.Logger) {
 	const batch = 5000
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -42,7 +42,7 @@ func rollupStats(ctx context.Context, db *storage.DB, log *slog.Logger) {
 // dispatcher takes it at once; clockSkew (may be nil) is the intake's
 // Receiver.ClockSkew, for the dashboard. edit, if any, completes the console's
 // configuration (serve's alerts).
-func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, cfg config, log *slog.Logger,
+func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source, cfg config, log *slog.Logger,
 	wake func(), clockSkew func() (time.Duration, int), edit ...func(*web.Config)) (*web.Server, error) {
 	byName := map[string]receiver.Source{}
 	for _, s := range sources {
@@ -70,7 +70,7 @@ func newConsole(ctx context.Context, db *storage.DB, sources []receiver.Source, 
 			if !ok {
 				return nil, errors.New("unknown source")
 			}
-			probe, err := receiver.ProbeFor(&src, h, body, db.Now())
+			probe, err := receiver.ProbeFor(&src, h, body, db.Clock())
 			if err != nil {
 				return nil, nil // the lab shows the derivation's error itself
 			}

@@ -16,12 +16,13 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // consoleSite is the receiver and the console on one mux, as serve wires them, on the
 // zero-config source whose secret is generated into the database.
-func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *storage.DB, []receiver.Source) {
+func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *sqlite.DB, []receiver.Source) {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.Sources = append([]sourceConfig{defaultSource()}, fileSources...)
@@ -29,7 +30,7 @@ func consoleSite(t *testing.T, fileSources ...sourceConfig) (*httptest.Server, *
 }
 
 // consoleSiteWith is consoleSite on cfg's settings and sources.
-func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *storage.DB, []receiver.Source) {
+func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *sqlite.DB, []receiver.Source) {
 	t.Helper()
 	ctx := context.Background()
 	db := storagetest.Open(t)

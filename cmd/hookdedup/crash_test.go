@@ -28,6 +28,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -384,7 +385,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 
 	// Drain: every key reaches the downstream, and none is left processing (a hand-off
 	// cut by a kill is tried again once its lease ends, attempt_timeout + 10s).
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

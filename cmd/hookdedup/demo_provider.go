@@ -374,7 +374,7 @@ type providerDemo struct {
 	adyen    *signature.AdyenHMAC // the adyen scheme's signer, nil for other schemes
 	endpoint string
 	client   *http.Client
-	db       *storage.DB // for the outcome of each item when the answer names none; may be nil
+	db       storage.Store // for the outcome of each item when the answer names none; may be nil
 	w        *tabwriter.Writer
 	n        int
 	counts   map[string]int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -88,7 +89,7 @@ func TestDemo_Provider(t *testing.T) {
 				t.Fatalf("demo reports rejections:\n%s", out)
 			}
 
-			db, err := storage.Open(dbPath, storage.Options{})
+			db, err := sqlite.Open(dbPath, sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

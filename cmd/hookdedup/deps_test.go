@@ -22,6 +22,8 @@ const module = "github.com/hookdedup/hookdedup"
 var allowedImports = map[string][]string{
 	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
 		"receiver/alert",
+		// The wiring picks the storage engine.
+		"storage/sqlite",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt",
 		// HTTPS: certificates over ACME, and host names checked as IDNA.
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},
@@ -37,9 +39,14 @@ var allowedImports = map[string][]string{
 	// decoder that refuses duplicate member names.
 	"receiver/signature": {"std", "github.com/go-json-experiment/json/..."},
 	"static":             {"std"},
-	"storage":            {"std", "github.com/mattn/go-sqlite3"},
+	// The domain: types, errors and rules; each engine is a package beneath it.
+	"storage":          {"std"},
+	"storage/sqlite":   {"std", "storage", "github.com/mattn/go-sqlite3"},
+	"storage/postgres": {"std", "storage", "github.com/jackc/pgx/v5/..."},
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
-	"storage/storagetest": {"std", "storage", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
+	"storage/storagetest": {"std", "storage", "storage/sqlite", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
+	// The engine-neutral storage suite: it may import no engine.
+	"storage/enginetest": {"std", "storage", "golang.org/x/crypto/bcrypt"},
 	// A throwaway PostgreSQL cluster for tests, a database per test, reached with pgx.
 	"storage/postgrestest": {"std", "github.com/jackc/pgx/v5"},
 	// views only renders the view models it is given.
@@ -54,6 +61,10 @@ var allowedImports = map[string][]string{
 // directly or through any other package, with the reason.
 var forbiddenDeps = map[string][]forbidden{
 	"storage": {
+		{"net/http/...", "storage speaks no HTTP: it keeps headers as map[string][]string, and the receiver decides an answer's status"},
+		{"database/sql/...", "storage is the domain: the SQL is its engines'"},
+	},
+	"storage/sqlite": {
 		{"net/http/...", "storage speaks no HTTP: it keeps headers as map[string][]string, and the receiver decides an answer's status"},
 	},
 	"views": {

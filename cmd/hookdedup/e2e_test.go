@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -268,7 +268,7 @@ func TestEndToEnd_ZeroConfigDemo(t *testing.T) {
 	}
 	s.stop(t)
 
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestEndToEnd_SignedDeliveriesAndCLI(t *testing.T) {
 		t.Fatalf("user with an unknown subcommand: %d %s", code, out)
 	}
 	{
-		db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+		db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -552,7 +552,7 @@ max_backoff = "1s"
 		t.Fatalf("after reprocess evt_03 reached the downstream %d times, want 2", n)
 	}
 	s.stop(t)
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +611,7 @@ func TestEndToEnd_TwoProcessesOneFile(t *testing.T) {
 	}
 	a.stop(t)
 	b.stop(t)
-	db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

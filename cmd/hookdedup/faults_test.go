@@ -28,7 +28,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the other process's connection in the lock test
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -206,7 +206,7 @@ func (r *faultRig) storageFault(inject, clear func(), pad, burst int) {
 func (r *faultRig) reckon() {
 	t := r.t
 	checkLogs(t, r.dir)
-	db, err := storage.Open(r.dbPath, storage.Options{})
+	db, err := sqlite.Open(r.dbPath, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestFault_SlowLoris(t *testing.T) {
 	r.s.stop(t)
 	checkLogs(t, r.dir)
 	// The trickled delivery was not accepted.
-	db, err := storage.Open(r.dbPath, storage.Options{})
+	db, err := sqlite.Open(r.dbPath, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

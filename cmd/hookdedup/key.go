@@ -147,7 +147,7 @@ func itemNote(item string) string {
 
 // explainKey writes how der was derived and whether its key is claimed, each line
 // starting with indent.
-func explainKey(ctx context.Context, w io.Writer, db *storage.DB, src receiver.Source, der storage.Derivation, indent string) error {
+func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string) error {
 	switch der.Method {
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)

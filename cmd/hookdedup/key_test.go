@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // keyIn runs `hookdedup key --source mews FILE` on a database that exists.
@@ -18,7 +18,7 @@ func keyIn(t *testing.T, dir, file string) (string, error) {
 	if err := os.WriteFile(cfg, []byte(mewsConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(dbPath, storage.Options{})
+	db, err := sqlite.Open(dbPath, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // The claims-only reference store: hookdedup's own intake handler (as loadNoStore
@@ -70,7 +71,7 @@ func openClaimsOnly(t *testing.T, path string) *claimsOnly {
 	params.Set("_synchronous", "FULL")
 	params.Set("_busy_timeout", "5000")
 	params.Set("_txlock", "immediate")
-	params.Set("_cache_size", fmt.Sprint(-storage.DefaultCacheSize/1024))
+	params.Set("_cache_size", fmt.Sprint(-sqlite.DefaultCacheSize/1024))
 	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+params.Encode())
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func openClaimsOnly(t *testing.T, path string) *claimsOnly {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	for _, q := range []string{"PRAGMA temp_store = MEMORY",
-		fmt.Sprintf("PRAGMA mmap_size = %d", storage.DefaultMmapSize), claimsOnlySchema} {
+		fmt.Sprintf("PRAGMA mmap_size = %d", sqlite.DefaultMmapSize), claimsOnlySchema} {
 		if _, err := db.Exec(q); err != nil {
 			db.Close()
 			t.Fatalf("claims-only store: %s: %v", q, err)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // The console's figures at scale: the events list, its filters and a key's deliveries
@@ -38,7 +39,7 @@ const (
 // already there, serve does not make its first admin.
 func loadConsoleUserAdd(t *testing.T, path string) string {
 	t.Helper()
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
@@ -626,7 +628,7 @@ func rss(pid int) (vmRSS, vmHWM, anon float64) {
 // delivery, spread over the key space that sign.lua's event ids use.
 func loadFill(t *testing.T, path string, round, n int, expired bool) {
 	t.Helper()
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func (c *commonFlags) load(e env) (config, error) {
 }
 
 // open loads the configuration and opens its database, which must exist (openExisting).
-func (c *commonFlags) open(e env) (config, *storage.DB, error) {
+func (c *commonFlags) open(e env) (config, storage.Store, error) {
 	cfg, err := c.load(e)
 	if err != nil {
 		return config{}, nil, err

@@ -46,7 +46,7 @@ func cliLogger(e env) *slog.Logger {
 // Only serve, user add and restore make a database. Every other command reads or changes
 // one that exists: run from the wrong directory, it would otherwise create an empty
 // database there and report on that, as if nothing had ever arrived.
-func openExisting(cfg config, e env) (*storage.DB, error) {
+func openExisting(cfg config, e env) (storage.Store, error) {
 	db, err := cfg.openDB(cliLogger(e), true)
 	if errors.Is(err, storage.ErrNoDatabase) {
 		return nil, noDatabaseError{path: cfg.Database}
@@ -56,7 +56,7 @@ func openExisting(cfg config, e env) (*storage.DB, error) {
 
 // storedSecrets is config.sources' supply of generated secrets: each is kept in db, and
 // made there the first time it is asked for.
-func storedSecrets(ctx context.Context, db *storage.DB) func(name string) (string, error) {
+func storedSecrets(ctx context.Context, db storage.Store) func(name string) (string, error) {
 	return func(name string) (string, error) {
 		return db.SettingOrInit(ctx, "source."+name+".secret", newSecret)
 	}
@@ -67,8 +67,8 @@ func storedSecrets(ctx context.Context, db *storage.DB) func(name string) (strin
 // in it, so that mistakes in the config are reported first and a config that holds every
 // secret needs no database at all. The DB is nil when it was not opened; otherwise the
 // caller closes it.
-func existingSources(ctx context.Context, cfg config, e env) ([]receiver.Source, *storage.DB, error) {
-	var db *storage.DB
+func existingSources(ctx context.Context, cfg config, e env) ([]receiver.Source, storage.Store, error) {
+	var db storage.Store
 	var openErr error
 	sources, err := cfg.sources(e.getenv, func(name string) (string, error) {
 		if db == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -80,7 +81,7 @@ func TestPresets_Intake(t *testing.T) {
 				t.Fatal(err)
 			}
 			src := sources[0]
-			db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+			db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestEndToEnd_TrustedProxies runs serve with trusted_proxies and sends it what a reverse
@@ -66,7 +66,7 @@ func TestEndToEnd_TrustedProxies(t *testing.T) {
 			}
 			s.stop(t)
 
-			db, err := storage.Open(filepath.Join(dir, "hookdedup.db"), storage.Options{})
+			db, err := sqlite.Open(filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestCLI_ReleaseRefused: release says why it left a key as it was in the refusal's
 // fixed words, for one key and in bulk, and exits non-zero.
 func TestCLI_ReleaseRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it. log is storage's, as for openDB.
-func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (*storage.DB, []receiver.Source, error) {
+func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
 	db, err := cfg.openDB(log, false)
 	if err != nil {
 		return nil, nil, err
@@ -68,7 +68,7 @@ func newPassword() string {
 // no user at all, and returns that password ("" when users exist). Printed to stdout, it
 // lands in the service's journal: the console makes its user choose their own at the
 // first sign-in, after which it no longer works.
-func ensureAdmin(ctx context.Context, db *storage.DB) (string, error) {
+func ensureAdmin(ctx context.Context, db storage.Store) (string, error) {
 	n, err := db.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return "", err
@@ -116,7 +116,7 @@ type program struct {
 	stdout io.Writer
 	browse bool // open the console in a browser once listening
 
-	db         *storage.DB
+	db         storage.Store
 	sources    []receiver.Source
 	metrics    *receiver.Metrics
 	dispatcher *receiver.Dispatcher

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // generateUnits runs "hookdedup service --write DIR args..." in process for the binary
@@ -338,7 +339,7 @@ func TestService_Refuses(t *testing.T) {
 func TestBackup_Keep(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookdedup.db")
-	db, err := storage.Open(dbPath, storage.Options{})
+	db, err := sqlite.Open(dbPath, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestBackup_Keep(t *testing.T) {
 		t.Fatalf("after backup --keep 3: %q, want %q", got, want)
 	}
 	// The new backup is a whole database.
-	b, err := storage.Open(made[1], storage.Options{})
+	b, err := sqlite.Open(made[1], sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

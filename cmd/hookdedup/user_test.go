@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestCLI_PasswordRule: the command line refuses a password by the console's rule, in
@@ -33,7 +34,7 @@ func TestCLI_PasswordRule(t *testing.T) {
 func TestServe_FirstAdminOneTime(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := storage.Open(path, storage.Options{})
+	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

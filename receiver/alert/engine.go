@@ -16,7 +16,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// Store is what the engine asks of storage; *storage.DB satisfies it.
+// Store is what the engine asks of storage; each storage engine satisfies it.
 type Store interface {
 	ActiveAlerts(ctx context.Context) ([]storage.Alert, error)
 	// OpenAlert opens an alert with its notifications, or returns the active one.
@@ -33,6 +33,11 @@ type Store interface {
 	SignatureFailures(ctx context.Context, since time.Time, status int) (map[string]int64, error)
 	FailingStreaks(ctx context.Context, sources []string, limit int) (map[string]int, error)
 	Ping(ctx context.Context) error
+}
+
+// fileStore is a Store kept in a file of this machine: the disk_space rule watches the
+// file system that holds it.
+type fileStore interface {
 	Path() string
 }
 
@@ -53,7 +58,8 @@ type Config struct {
 	// Ready says whether the database can commit a write; default Store.Ping.
 	Ready func(ctx context.Context) error
 	// DiskFree returns the bytes free to this process on the database's file system;
-	// default statfs of the database file's directory.
+	// default statfs of the database file's directory, for a Store kept in a file (one
+	// with a Path method); for any other, disk_space reports that it has nothing to watch.
 	DiskFree func() (uint64, error)
 	// ClockSkew returns the median skew of signed timestamps of the last hour and how
 	// many there were (the receiver's ClockSkew); nil: clock_skew never fires.
@@ -108,8 +114,14 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Ready = cfg.Store.Ping
 	}
 	if cfg.DiskFree == nil {
-		dir := filepath.Dir(cfg.Store.Path())
-		cfg.DiskFree = func() (uint64, error) { return StatfsFree(dir) }
+		if f, ok := cfg.Store.(fileStore); ok {
+			dir := filepath.Dir(f.Path())
+			cfg.DiskFree = func() (uint64, error) { return StatfsFree(dir) }
+		} else {
+			cfg.DiskFree = func() (uint64, error) {
+				return 0, errors.New("the database is no file of this machine: disk_space has nothing to watch")
+			}
+		}
 	}
 	e := &Engine{cfg: cfg, channels: map[string]*Channel{}, log: cfg.Logger.With("component", "alerts"),
 		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, clear: map[condKey]time.Time{}, direct: map[condKey]storage.Alert{}}

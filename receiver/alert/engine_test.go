@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -27,7 +28,7 @@ func wantEvents(t *testing.T, h *hook, want ...string) {
 	}
 }
 
-func recordDispatched(t *testing.T, db *storage.DB, source, key string) *storage.Delivery {
+func recordDispatched(t *testing.T, db *sqlite.DB, source, key string) *storage.Delivery {
 	t.Helper()
 	return storagetest.Record(t, db, &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: "h-" + key,
 		Status: 200, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`)},

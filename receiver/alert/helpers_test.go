@@ -20,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -30,7 +31,7 @@ var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
 // fixture is a database on a moved clock, and an engine on it.
 type fixture struct {
-	db    *storage.DB
+	db    *sqlite.DB
 	clock *storagetest.Clock
 	logs  *syncBuffer
 }
@@ -104,7 +105,7 @@ func (f *fixture) alerts(t *testing.T) []storage.Alert {
 
 // execSQL changes the database file as another part of hookdedup would (a column this
 // package only reads), through a connection of its own.
-func execSQL(t *testing.T, db *storage.DB, query string, args ...any) {
+func execSQL(t *testing.T, db *sqlite.DB, query string, args ...any) {
 	t.Helper()
 	conn, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the "sqlite3" driver, for a connection of BulkLoad's own
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Fill says what BulkLoad writes: Keys claims of one source, each with the accepted
@@ -43,7 +44,7 @@ type Fill struct {
 // of keys written so far. The rows are written through a connection of BulkLoad's own
 // to db's file, bypassing the group commit and its checks; a key that is already
 // claimed fails the load.
-func BulkLoad(ctx context.Context, db *storage.DB, f Fill, progress func(done int)) error {
+func BulkLoad(ctx context.Context, db *sqlite.DB, f Fill, progress func(done int)) error {
 	if f.Batch <= 0 {
 		f.Batch = 50_000
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -16,7 +17,7 @@ import (
 // of its own, and a loaded key is a duplicate.
 func TestBulkLoad(t *testing.T) {
 	ctx := context.Background()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "hookdedup.db"), storage.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

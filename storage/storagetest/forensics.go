@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // AddSuspect stores s as detection at intake would have flagged it (State open unless
 // set; FlaggedAt is db.Now when zero) and returns it with its id. It writes through a
 // connection of its own to db's file, as another process would: the console's tests
 // need flags before the detection that makes them is part of their setup.
-func AddSuspect(tb testing.TB, db *storage.DB, s storage.Suspect) storage.Suspect {
+func AddSuspect(tb testing.TB, db *sqlite.DB, s storage.Suspect) storage.Suspect {
 	tb.Helper()
 	if s.State == "" {
 		s.State = storage.SuspectOpen
@@ -37,7 +38,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 // SetMoneyMismatch marks the delivery id a money mismatch, as detection at intake
 // would have: a duplicate whose amount, currency or status differs from the first
 // delivery's. It writes through a connection of its own, as AddSuspect does.
-func SetMoneyMismatch(tb testing.TB, db *storage.DB, id int64) {
+func SetMoneyMismatch(tb testing.TB, db *sqlite.DB, id int64) {
 	tb.Helper()
 	raw := rawConn(tb, db)
 	defer raw.Close()
@@ -58,7 +59,7 @@ func unixMilli(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func rawConn(tb testing.TB, db *storage.DB) *sql.DB {
+func rawConn(tb testing.TB, db *sqlite.DB) *sql.DB {
 	tb.Helper()
 	raw, err := sql.Open("sqlite3", loaderDSN(db.Path()))
 	if err != nil {

@@ -14,21 +14,22 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Open opens a database file in a fresh temp dir, with the production options, and
 // closes it when the test ends. A real file, not ":memory:": each pooled connection
 // would get a database of its own.
-func Open(tb testing.TB) *storage.DB {
+func Open(tb testing.TB) *sqlite.DB {
 	tb.Helper()
-	return OpenPath(tb, filepath.Join(tb.TempDir(), "hookdedup.db"), storage.Options{})
+	return OpenPath(tb, filepath.Join(tb.TempDir(), "hookdedup.db"), sqlite.Options{})
 }
 
 // OpenPath opens the database file at path with opt and closes it when the test ends;
 // a failure to close fails the test.
-func OpenPath(tb testing.TB, path string, opt storage.Options) *storage.DB {
+func OpenPath(tb testing.TB, path string, opt sqlite.Options) *sqlite.DB {
 	tb.Helper()
-	db, err := storage.Open(path, opt)
+	db, err := sqlite.Open(path, opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func OpenPath(tb testing.TB, path string, opt storage.Options) *storage.DB {
 
 // Record records d under opt, as the receiver does, and returns it with what the
 // database filled in (id, outcome, first delivery).
-func Record(tb testing.TB, db *storage.DB, d *storage.Delivery, opt storage.ClaimOptions) *storage.Delivery {
+func Record(tb testing.TB, db storage.Store, d *storage.Delivery, opt storage.ClaimOptions) *storage.Delivery {
 	tb.Helper()
 	if err := db.Record(context.Background(), d, opt); err != nil {
 		tb.Fatal(err)
@@ -52,7 +53,7 @@ func Record(tb testing.TB, db *storage.DB, d *storage.Delivery, opt storage.Clai
 
 // CreateUser adds a console user who signs in with password, hashed at bcrypt's
 // lowest cost so that tests stay fast.
-func CreateUser(tb testing.TB, db *storage.DB, name, role, password string) storage.User {
+func CreateUser(tb testing.TB, db storage.Store, name, role, password string) storage.User {
 	tb.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
@@ -69,7 +70,7 @@ func CreateUser(tb testing.TB, db *storage.DB, name, role, password string) stor
 // if their browsers had been idle that long: a test of the idle limit then needs neither
 // a sleep nor a clock shared with the server. It writes through a connection of its own,
 // as another process would.
-func AgeSessions(tb testing.TB, db *storage.DB, d time.Duration) {
+func AgeSessions(tb testing.TB, db *sqlite.DB, d time.Duration) {
 	tb.Helper()
 	raw, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000")
 	if err != nil {

@@ -1,0 +1,195 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+func TestAlerts(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	cond := storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Summary: "3 failed", Value: "3", Channels: []string{"ops", "chat"}}
+
+	t.Run("OneActivePerRuleAndSubject", func(t *testing.T) {
+		a, opened, err := db.OpenAlert(ctx, cond, now)
+		if err != nil || !opened || a.State != storage.AlertOpen || len(a.Channels) != 2 {
+			t.Fatalf("open: %+v %v %v", a, opened, err)
+		}
+		again, opened, err := db.OpenAlert(ctx, cond, now.Add(time.Minute))
+		if err != nil || opened || again.ID != a.ID {
+			t.Fatalf("second open: %+v %v %v; want the active one, not opened", again, opened, err)
+		}
+		other := cond
+		other.Subject = "cm"
+		if _, opened, err := db.OpenAlert(ctx, other, now); err != nil || !opened {
+			t.Fatalf("another subject: %v %v", opened, err)
+		}
+		// One notification per channel for each opening, none for the second call.
+		ns, err := db.LeaseNotifications(ctx, now, time.Minute, 100)
+		if err != nil || len(ns) != 4 {
+			t.Fatalf("lease: %d %v, want 4", len(ns), err)
+		}
+		// Leased: not handed out again until the lease ends.
+		if again, err := db.LeaseNotifications(ctx, now.Add(30*time.Second), time.Minute, 100); err != nil || len(again) != 0 {
+			t.Fatalf("leased twice: %d %v", len(again), err)
+		}
+		for i, n := range ns {
+			res := storage.NotificationResult{Sent: true}
+			if i == 0 {
+				res = storage.NotificationResult{Error: "HTTP 500", NextAt: now.Add(2 * time.Minute)}
+			}
+			if err := db.FinishNotification(ctx, n.ID, res, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if due, err := db.LeaseNotifications(ctx, now.Add(90*time.Second), time.Minute, 100); err != nil || len(due) != 0 {
+			t.Fatalf("retried before NextAt: %d %v", len(due), err)
+		}
+		due, err := db.LeaseNotifications(ctx, now.Add(2*time.Minute), time.Minute, 100)
+		if err != nil || len(due) != 1 || due[0].ID != ns[0].ID || due[0].Attempts != 1 {
+			t.Fatalf("retry: %+v %v", due, err)
+		}
+	})
+
+	t.Run("ResolveThenOpenAnew", func(t *testing.T) {
+		as, err := db.ActiveAlerts(ctx)
+		if err != nil || len(as) != 2 {
+			t.Fatalf("active: %v %v", as, err)
+		}
+		r, err := db.ResolveAlert(ctx, as[0].ID, "", now)
+		if err != nil || r.State != storage.AlertResolved || r.ResolvedBy != "" {
+			t.Fatalf("resolve: %+v %v", r, err)
+		}
+		if _, err := db.ResolveAlert(ctx, as[0].ID, "kim", now); !errors.Is(err, storage.ErrAlertState) {
+			t.Fatalf("resolve twice: %v, want ErrAlertState", err)
+		}
+		if _, err := db.AcknowledgeAlert(ctx, as[0].ID, "kim", now); !errors.Is(err, storage.ErrAlertState) {
+			t.Fatalf("acknowledge a resolved alert: %v, want ErrAlertState", err)
+		}
+		if _, err := db.AcknowledgeAlert(ctx, 9999, "kim", now); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("acknowledge an unknown alert: %v, want ErrNotFound", err)
+		}
+		a, opened, err := db.OpenAlert(ctx, cond, now.Add(time.Hour))
+		if err != nil || !opened || a.ID == as[0].ID {
+			t.Fatalf("open after resolve: %+v %v %v; want a new alert", a, opened, err)
+		}
+		// Resolved by itself: no audit row; the listings see each state.
+		if log, err := db.AuditLog(ctx, 0, 10); err != nil || len(log) != 0 {
+			t.Fatalf("audit: %+v %v", log, err)
+		}
+		resolved, err := db.Alerts(ctx, storage.AlertFilter{State: storage.AlertResolved})
+		if err != nil || len(resolved) != 1 || resolved[0].SentNotifications != 1 || resolved[0].PendingNotifications != 3 {
+			t.Fatalf("resolved: %+v %v", resolved, err)
+		}
+		if _, err := db.Alerts(ctx, storage.AlertFilter{State: "bogus"}); err == nil {
+			t.Fatal("unknown state listed")
+		}
+	})
+
+	t.Run("FailingStreaks", func(t *testing.T) {
+		for _, key := range []string{"k1", "k2"} {
+			if err := db.Record(ctx, &storage.Delivery{Source: "ota", Key: key, PayloadHash: key, Status: 200, Body: []byte("{}")},
+				storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		jobs, err := db.LeaseDue(ctx, time.Now().Add(time.Hour), time.Minute, 10)
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("lease: %v %v", jobs, err)
+		}
+		for _, e := range []string{"HTTP 502", "", "HTTP 502", "HTTP 502"} { // oldest first
+			if _, err := db.FinishAttempt(ctx, jobs[0], storage.Attempt{StartedAt: now, Error: e}, storage.AttemptResult{NextAt: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := db.FailingStreaks(ctx, []string{"ota", "cm"}, 10)
+		if err != nil || got["ota"] != 2 || got["cm"] != 0 {
+			t.Fatalf("streaks = %v %v, want ota 2 (since its last success), cm 0", got, err)
+		}
+		if got, _ := db.FailingStreaks(ctx, []string{"ota"}, 1); got["ota"] != 1 {
+			t.Fatalf("streak bounded by limit 1: %v", got)
+		}
+	})
+}
+
+// TestSweepAlerts deletes the alerts resolved before the cutoff with their
+// notifications, in batches of the limit, and keeps active alerts however old, alerts
+// resolved since the cutoff, and an alert whose notification is still being retried.
+func TestSweepAlerts(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	open := func(subject string, at time.Time) storage.Alert {
+		t.Helper()
+		a, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: subject, Channels: []string{"ops"}}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	send := func(at time.Time, res storage.NotificationResult) {
+		t.Helper()
+		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if err := db.FinishNotification(ctx, n.ID, res, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var old []int64
+	for i := range 5 { // resolved long ago, notifications sent or given up
+		a := open("ota", now)
+		if _, err := db.ResolveAlert(ctx, a.ID, "", now.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		send(now.Add(time.Hour), storage.NotificationResult{Sent: i%2 == 0, Failed: i%2 == 1, Error: "x"})
+		old = append(old, a.ID)
+	}
+	retrying := open("cm", now)
+	if _, err := db.ResolveAlert(ctx, retrying.ID, "", now); err != nil {
+		t.Fatal(err)
+	}
+	send(now.Add(time.Hour), storage.NotificationResult{Error: "HTTP 500", NextAt: now.Add(100 * time.Hour)})
+	active := open("ota", now) // open since long ago
+	recent := open("pms", now)
+	if _, err := db.ResolveAlert(ctx, recent.ID, "", now.Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	cutoff := now.Add(24 * time.Hour)
+	for _, want := range []int64{2, 2, 1, 0} {
+		n, err := db.SweepAlerts(ctx, cutoff, 2)
+		if err != nil || n != want {
+			t.Fatalf("sweep: %d %v, want %d", n, err, want)
+		}
+	}
+	as, err := db.Alerts(ctx, storage.AlertFilter{State: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []int64
+	for _, a := range as {
+		left = append(left, a.ID)
+	}
+	if want := []int64{recent.ID, active.ID, retrying.ID}; fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Fatalf("alerts left %v, want %v (old ones were %v)", left, want, old)
+	}
+	counts, err := db.NotificationCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Left, all waiting: the retrying one's two, the active one's opening, the recent
+	// one's two. The old ones' sent and given-up notifications went with them.
+	if c := counts["ops"]; c["pending"] != 5 || c["sent"] != 0 || c["failed"] != 0 {
+		t.Errorf("notifications left %v, want those of the alerts kept only", counts)
+	}
+}

@@ -1,0 +1,99 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// items makes the deliveries of one batched request, one per key.
+func items(source string, keys ...string) []*storage.Delivery {
+	out := make([]*storage.Delivery, len(keys))
+	for i, k := range keys {
+		out[i] = delivery(source, k, "hash-"+k)
+	}
+	return out
+}
+
+func TestRecordBatch(t *testing.T, e Engine) {
+	ctx := context.Background()
+
+	t.Run("ItemsNumberedFromTheFirst", func(t *testing.T) {
+		db := e.Open(t)
+		record(t, db, delivery("adyen", "before", "h"), day) // the batch does not start at id 1
+		b := items("adyen", "a", "b", "c")
+		if err := db.RecordBatch(ctx, b, day); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range b {
+			if d.Outcome != storage.Accepted || d.Batch != b[0].ID || d.ID != b[0].ID+int64(i) {
+				t.Fatalf("item %d: outcome %s, id %d, batch %d; want accepted, %d, %d",
+					i, d.Outcome, d.ID, d.Batch, b[0].ID+int64(i), b[0].ID)
+			}
+			got, err := db.Delivery(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Batch != b[0].ID || got.BatchIndex != i {
+				t.Fatalf("stored item %d: batch %d index %d; want %d and %d", i, got.Batch, got.BatchIndex, b[0].ID, i)
+			}
+		}
+		listed, err := db.BatchDeliveries(ctx, b[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 3 || listed[2].ID != b[2].ID || listed[2].BatchIndex != 2 {
+			t.Fatalf("BatchDeliveries = %d items, want the three in order", len(listed))
+		}
+		if _, err := db.BatchDeliveries(ctx, 1); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("BatchDeliveries of a single delivery = %v, want ErrNotFound", err)
+		}
+		single, err := db.Delivery(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if single.Batch != 0 || single.BatchIndex != 0 {
+			t.Fatalf("a single delivery is stored with batch %d index %d; want 0 0", single.Batch, single.BatchIndex)
+		}
+	})
+
+	t.Run("SameKeyTwiceInOneRequest", func(t *testing.T) {
+		db := e.Open(t)
+		b := items("adyen", "a", "a")
+		if err := db.RecordBatch(ctx, b, day); err != nil {
+			t.Fatal(err)
+		}
+		if b[0].Outcome != storage.Accepted || b[1].Outcome != storage.Duplicate || b[1].FirstDelivery != b[0].ID {
+			t.Fatalf("outcomes %s, %s (first %d); want accepted, then a duplicate of %d",
+				b[0].Outcome, b[1].Outcome, b[1].FirstDelivery, b[0].ID)
+		}
+	})
+
+	t.Run("RedeliveredWithOneNew", func(t *testing.T) {
+		db := e.Open(t)
+		if err := db.RecordBatch(ctx, items("adyen", "a", "b"), day); err != nil {
+			t.Fatal(err)
+		}
+		again := items("adyen", "a", "b", "c")
+		if err := db.RecordBatch(ctx, again, day); err != nil {
+			t.Fatal(err)
+		}
+		want := []storage.Outcome{storage.Duplicate, storage.Duplicate, storage.Accepted}
+		for i, d := range again {
+			if d.Outcome != want[i] {
+				t.Errorf("item %d: %s, want %s", i, d.Outcome, want[i])
+			}
+		}
+	})
+
+	t.Run("RefusesRejections", func(t *testing.T) {
+		db := e.Open(t)
+		b := items("adyen", "a")
+		b[0].Outcome = storage.Rejected
+		if err := db.RecordBatch(ctx, b, day); err == nil {
+			t.Fatal("a rejection was recorded as a batch item")
+		}
+	})
+}

@@ -1,0 +1,335 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// moneyDelivery is a delivery that carries an amount in a currency, for a property.
+func moneyDelivery(source, key, amount, currency, property string) *storage.Delivery {
+	d := delivery(source, key, "h-"+key)
+	d.Amount, d.Currency, d.Property, d.EventStatus = amount, currency, property, "cancelled"
+	return d
+}
+
+// bulkFixture records keys of several currencies, most of them stuck, and returns the
+// time before which a processing key is stuck.
+//
+//	ota stuck:   EUR 100.10, EUR 200.25, EUR -50.05, JPY 5000, JPY 1234, one without an amount
+//	ota:         EUR 999.00 processed (not stuck), EUR 10.00 in flight
+//	pms stuck:   KWD 1.005, KWD 2.5, USD 7.25 (property p2)
+func bulkFixture(t *testing.T, db storage.Store, clk *Clock) time.Time {
+	t.Helper()
+	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
+	for _, d := range []*storage.Delivery{
+		moneyDelivery("ota", "e1", "100.10", "EUR", "p1"),
+		moneyDelivery("ota", "e2", "200.25", "EUR", "p1"),
+		moneyDelivery("ota", "e3", "-50.05", "EUR", "p1"),
+		moneyDelivery("ota", "j1", "5000", "JPY", "p1"),
+		moneyDelivery("ota", "j2", "1234", "JPY", "p1"),
+		moneyDelivery("ota", "none", "", "", "p1"),
+		moneyDelivery("pms", "k1", "1.005", "KWD", "p2"),
+		moneyDelivery("pms", "k2", "2.5", "KWD", "p2"),
+		moneyDelivery("pms", "u1", "7.25", "USD", "p2"),
+	} {
+		record(t, db, d, dispatch)
+	}
+	record(t, db, moneyDelivery("ota", "settled", "999.00", "EUR", "p1"), day)
+	clk.Add(time.Hour)
+	record(t, db, moneyDelivery("ota", "busy", "10.00", "EUR", "p1"), dispatch)
+	return clk.Now().Add(-10 * time.Minute)
+}
+
+// TestDB_BulkPreview checks a preview's figures against a hand count of the fixture:
+// the keys, and the money in each currency, never summed across currencies.
+func TestBulkPreview(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	stuckBefore := bulkFixture(t, db, clk)
+	for _, tt := range []struct {
+		name     string
+		kind     string
+		filter   storage.BulkFilter
+		total    int
+		money    []storage.MoneyTotal
+		noAmount int
+		leftOut  map[string]int
+	}{
+		{"StuckOfOneSource", storage.BulkReprocess, storage.BulkFilter{Source: "ota", Stuck: true}, 6, []storage.MoneyTotal{
+			{Currency: "EUR", Keys: 3, Sum: "250.30", Gross: "350.40"},
+			{Currency: "JPY", Keys: 2, Sum: "6234", Gross: "6234"},
+		}, 1, map[string]int{}},
+		{"EverySourceAndState", storage.BulkRelease, storage.BulkFilter{}, 10, []storage.MoneyTotal{
+			{Currency: "EUR", Keys: 4, Sum: "1249.30", Gross: "1349.40"},
+			{Currency: "JPY", Keys: 2, Sum: "6234", Gross: "6234"},
+			{Currency: "KWD", Keys: 2, Sum: "3.505", Gross: "3.505"},
+			{Currency: "USD", Keys: 1, Sum: "7.25", Gross: "7.25"},
+		}, 1, map[string]int{storage.LeftOutInFlight: 1}},
+		{"AmountRangeInOneCurrency", storage.BulkReprocess, storage.BulkFilter{Stuck: true, Currency: "eur", AmountMin: "100", AmountMax: "200.25"}, 2,
+			[]storage.MoneyTotal{{Currency: "EUR", Keys: 2, Sum: "300.35", Gross: "300.35"}}, 0, map[string]int{}},
+		{"Property", storage.BulkReprocess, storage.BulkFilter{Property: "p2", Status: "cancelled"}, 3, []storage.MoneyTotal{
+			{Currency: "KWD", Keys: 2, Sum: "3.505", Gross: "3.505"},
+			{Currency: "USD", Keys: 1, Sum: "7.25", Gross: "7.25"},
+		}, 0, map[string]int{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: tt.kind, Filter: tt.filter, Reason: "outage",
+				Actor: "ann", StuckBefore: stuckBefore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Total != tt.total || a.NoAmount != tt.noAmount || !reflect.DeepEqual(a.Money, tt.money) || !reflect.DeepEqual(a.LeftOut, tt.leftOut) {
+				t.Errorf("preview: %d keys, money %+v, %d without amount, left out %v;\nwant %d, %+v, %d, %v",
+					a.Total, a.Money, a.NoAmount, a.LeftOut, tt.total, tt.money, tt.noAmount, tt.leftOut)
+			}
+			got, err := db.BulkAction(ctx, a.ID)
+			if err != nil || got.Total != a.Total || !reflect.DeepEqual(got.Money, a.Money) || got.State != storage.BulkPreview {
+				t.Errorf("stored: %+v, %v", got, err)
+			}
+			keys, err := db.BulkKeys(ctx, a.ID, 1000)
+			if err != nil || len(keys) != tt.total {
+				t.Errorf("%d keys stored, %v; want %d", len(keys), err, tt.total)
+			}
+		})
+	}
+	t.Run("BadInput", func(t *testing.T) {
+		for _, tt := range []struct {
+			req  storage.BulkRequest
+			want string
+		}{
+			{storage.BulkRequest{Kind: "delete", Reason: "x", Actor: "ann"}, `kind "delete"`},
+			{storage.BulkRequest{Kind: storage.BulkRelease, Actor: "ann"}, "reason is required"},
+			{storage.BulkRequest{Kind: storage.BulkRelease, Reason: "x", Actor: "ann", Filter: storage.BulkFilter{AmountMin: "1e3"}}, "amount_min"},
+			{storage.BulkRequest{Kind: storage.BulkRelease, Reason: "x", Actor: "ann", Filter: storage.BulkFilter{State: "stuck"}}, `state "stuck"`},
+			{storage.BulkRequest{Kind: storage.BulkRelease, Reason: "x", Actor: "ann", Filter: storage.BulkFilter{AmountMin: "5", AmountMax: "4"}}, "above amount_max"},
+		} {
+			if _, err := db.CreateBulkPreview(ctx, tt.req); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%+v: %v; want an error naming %q", tt.req, err, tt.want)
+			}
+		}
+	})
+}
+
+// runAll runs action id's batches as runner until it is over; it returns the done
+// counts after each batch.
+func runAll(t *testing.T, db storage.Store, id int64, runner string, stuckBefore time.Time, n int) []int {
+	t.Helper()
+	var progress []int
+	for range 100 {
+		b, err := db.RunBulkBatch(context.Background(), id, runner, stuckBefore, n, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := db.BulkAction(context.Background(), id)
+		progress = append(progress, a.Done)
+		if b.Over {
+			return progress
+		}
+	}
+	t.Fatal("the action never ended")
+	return nil
+}
+
+// TestDB_BulkFourEyes: a reprocess whose money is above its currency's threshold waits
+// for approval; its requester can neither approve nor refuse it; a second operator's
+// approval queues it, and it then reprocesses each key with its own audit row.
+func TestBulkFourEyes(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	stuckBefore := bulkFixture(t, db, clk)
+	th := storage.ApprovalThresholds{"EUR": "300.00"}
+	req := storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
+		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th}
+	a, err := db.CreateBulkPreview(ctx, req)
+	if err != nil || !a.NeedsApproval {
+		t.Fatalf("%+v, %v; want a preview that needs approval", a, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "bob", th); !errors.Is(err, storage.ErrNotRequester) {
+		t.Errorf("started by another: %v", err)
+	}
+	if a, err = db.StartBulkAction(ctx, a.ID, "ann", th); err != nil || a.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", a, err)
+	}
+	if _, ok, _ := db.ClaimBulkAction(ctx, "r1", time.Minute); ok {
+		t.Fatal("a runner took an action waiting for approval")
+	}
+	for _, decide := range []func(context.Context, int64, string, string) (storage.BulkAction, error){db.ApproveBulkAction, db.RefuseBulkAction} {
+		if _, err := decide(ctx, a.ID, "ann", "looks fine"); !errors.Is(err, storage.ErrSelfApproval) {
+			t.Errorf("decided by its requester: %v; want ErrSelfApproval", err)
+		}
+	}
+	if _, err := db.ApproveBulkAction(ctx, a.ID, "bob", " "); err == nil {
+		t.Error("approved without a reason")
+	}
+	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob", "checked with finance"); err != nil || a.State != storage.BulkQueued || a.DecidedBy != "bob" {
+		t.Fatalf("approve: %+v, %v", a, err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if err != nil || !ok || id != a.ID {
+		t.Fatalf("claim: %d %v %v", id, ok, err)
+	}
+	if progress := runAll(t, db, id, "r1", stuckBefore, 4); !reflect.DeepEqual(progress, []int{4, 6, 6}) {
+		t.Errorf("progress %v; want 4, 6, then done at 6", progress)
+	}
+	a, _ = db.BulkAction(ctx, id)
+	if a.State != storage.BulkDone || a.Changed != 6 || a.FinishedAt.IsZero() {
+		t.Errorf("finished: %+v", a)
+	}
+	log, _ := db.AuditLog(ctx, 0, 100)
+	perKey := 0
+	var actions []string
+	for _, e := range log {
+		actions = append(actions, e.Action)
+		if e.Action == "reprocess" {
+			perKey++
+			if e.Actor != "ann" || !strings.Contains(e.Reason, fmt.Sprintf("downstream back (bulk action %d, approved by bob)", id)) {
+				t.Errorf("key audit row %+v", e)
+			}
+		}
+	}
+	if perKey != 6 || actions[len(actions)-1] != "bulk start" || actions[len(actions)-2] != "bulk approve" {
+		t.Errorf("audit actions %v; want bulk start, bulk approve, then one reprocess per key", actions)
+	}
+	if c, _ := db.Claim(ctx, "ota", "e1"); c.State != storage.StateProcessing || c.Attempts != 0 {
+		t.Errorf("a reprocessed key: %+v", c)
+	}
+
+	t.Run("Refused", func(t *testing.T) {
+		clk.Add(time.Hour)
+		r := req
+		r.StuckBefore = clk.Now().Add(-10 * time.Minute)
+		a, err := db.CreateBulkPreview(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.StartBulkAction(ctx, a.ID, "ann", th)
+		if a, err = db.RefuseBulkAction(ctx, a.ID, "bob", "not during the audit"); err != nil || a.State != storage.BulkRefused {
+			t.Fatalf("refuse: %+v, %v", a, err)
+		}
+		if _, err := db.ApproveBulkAction(ctx, a.ID, "cat", "ok"); !errors.Is(err, storage.ErrBulkState) {
+			t.Errorf("approved after a refusal: %v", err)
+		}
+		if _, ok, _ := db.ClaimBulkAction(ctx, "r1", time.Minute); ok {
+			t.Error("a runner took a refused action")
+		}
+	})
+	t.Run("ReleaseNeedsNoApproval", func(t *testing.T) {
+		r := req
+		r.Kind, r.Filter = storage.BulkRelease, storage.BulkFilter{Source: "pms"}
+		a, err := db.CreateBulkPreview(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, err = db.StartBulkAction(ctx, a.ID, "ann", storage.ApprovalThresholds{"*": "0"}); err != nil || a.State != storage.BulkQueued {
+			t.Errorf("%+v, %v", a, err)
+		}
+	})
+}
+
+// TestDB_BulkCancel cancels a running action between batches: the keys done stay done,
+// the rest are left as they were. A key changed since the preview is skipped.
+func TestBulkCancel(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for i := range 10 {
+		record(t, db, delivery("ota", fmt.Sprintf("k%02d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	}
+	clk.Add(time.Hour)
+	stuckBefore := clk.Now().Add(-10 * time.Minute)
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: storage.BulkFilter{Stuck: true},
+		Reason: "outage", Actor: "ann", StuckBefore: stuckBefore})
+	if err != nil || a.Total != 10 {
+		t.Fatalf("%+v, %v", a, err)
+	}
+	// Settled by hand after the preview: the run must leave it alone.
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k00", Actor: "bob", Reason: "by hand", StuckBefore: stuckBefore}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := db.RunBulkBatch(ctx, id, "r1", stuckBefore, 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = db.CancelBulkAction(ctx, id, "bob", "wrong filter"); err != nil || a.State != storage.BulkRunning || !a.CancelRequested {
+		t.Fatalf("cancel: %+v, %v", a, err)
+	}
+	b, err := db.RunBulkBatch(ctx, id, "r1", stuckBefore, 3, time.Minute)
+	if err != nil || !b.Over {
+		t.Fatalf("batch after cancel: %+v, %v", b, err)
+	}
+	a, _ = db.BulkAction(ctx, id)
+	if a.State != storage.BulkCancelled || a.Done != 3 || a.Changed != 2 || a.Skipped != 1 || a.CancelledBy != "bob" {
+		t.Errorf("cancelled: %+v; want 3 done, 2 released, 1 skipped", a)
+	}
+	released := 0
+	for i := range 10 {
+		c, _ := db.Claim(ctx, "ota", fmt.Sprintf("k%02d", i))
+		if c.State == storage.StateReleased {
+			released++
+		}
+	}
+	if released != 3 { // two by the action, one by hand
+		t.Errorf("%d keys released; want 3", released)
+	}
+	if _, err := db.CancelBulkAction(ctx, id, "bob", ""); !errors.Is(err, storage.ErrBulkState) {
+		t.Errorf("cancel of a cancelled action: %v", err)
+	}
+}
+
+// TestDB_BulkResume: a runner that stops (its process ended) loses the action when its
+// lease runs out; another runner resumes it from the first key without an outcome, and
+// the first one, if it comes back, is told the action is no longer its own.
+func TestBulkResume(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for i := range 7 {
+		record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	}
+	clk.Add(time.Hour)
+	stuckBefore := clk.Now().Add(-10 * time.Minute)
+	a, _ := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Stuck: true},
+		Reason: "outage", Actor: "ann", StuckBefore: stuckBefore})
+	db.StartBulkAction(ctx, a.ID, "ann", nil)
+	if _, ok, _ := db.ClaimBulkAction(ctx, "old", time.Minute); !ok {
+		t.Fatal("no claim")
+	}
+	db.RunBulkBatch(ctx, a.ID, "old", stuckBefore, 3, time.Minute)
+	if _, ok, _ := db.ClaimBulkAction(ctx, "new", time.Minute); ok {
+		t.Fatal("taken over within the lease")
+	}
+	clk.Add(2 * time.Minute)
+	if id, ok, _ := db.ClaimBulkAction(ctx, "new", time.Minute); !ok || id != a.ID {
+		t.Fatal("not resumed once the lease ran out")
+	}
+	if b, err := db.RunBulkBatch(ctx, a.ID, "old", stuckBefore, 3, time.Minute); err != nil || !b.Over {
+		t.Errorf("the old runner's batch: %+v, %v; want told it is over", b, err)
+	}
+	runAll(t, db, a.ID, "new", stuckBefore, 3)
+	a, _ = db.BulkAction(ctx, a.ID)
+	log, _ := db.AuditLog(ctx, 0, 100)
+	reprocessed := 0
+	for _, e := range log {
+		if e.Action == "reprocess" {
+			reprocessed++
+		}
+	}
+	if a.State != storage.BulkDone || a.Changed != 7 || reprocessed != 7 {
+		t.Errorf("%+v, %d audit rows; want each of 7 keys reprocessed once", a, reprocessed)
+	}
+}

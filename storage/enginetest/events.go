@@ -1,0 +1,149 @@
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+func TestEvents(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	c := newClock(e, db)
+	start := c.Now()
+	var all []*storage.Delivery
+	for i := range 30 {
+		prop := []string{"HTL-A", "HTL-B", "HTL-C"}[i%3]
+		status := "confirmed"
+		amount := ""
+		if i%5 == 0 {
+			status, amount = "cancelled", fmt.Sprintf("%d.50", 100+i)
+		}
+		all = append(all, recordEvent(t, db, "ota", fmt.Sprintf("evt_%d", i), "h", prop, fmt.Sprintf("BK-%d", i), status, amount))
+		c.Add(time.Minute)
+	}
+	// A duplicate of evt_5 with another payload, one of evt_0 with the same, a rejection
+	// and another source reusing a key.
+	dupMismatch := recordEvent(t, db, "ota", "evt_5", "h2", "HTL-C", "BK-5", "cancelled", "120.50")
+	dupSame := recordEvent(t, db, "ota", "evt_0", "h", "HTL-A", "BK-0", "cancelled", "100.50")
+	rejected := record(t, db, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature: no"}, day)
+	other := recordEvent(t, db, "cm", "evt_5", "x", "HTL-A", "BK-99", "confirmed", "")
+
+	page := func(f storage.DeliveryFilter) storage.DeliveryPage {
+		t.Helper()
+		p, err := db.Deliveries(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("NewestFirstWithKeysetPages", func(t *testing.T) {
+		var got []int64
+		f := storage.DeliveryFilter{Limit: 7}
+		for {
+			p := page(f)
+			got = append(got, ids(p.Deliveries)...)
+			if p.Next == 0 {
+				break
+			}
+			f.Before = p.Next
+		}
+		if len(got) != 34 || got[0] != other.ID || got[33] != all[0].ID {
+			t.Fatalf("got %d ids %v, want all 34 newest first", len(got), got)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] >= got[i-1] {
+				t.Fatalf("not strictly descending at %d: %v", i, got)
+			}
+		}
+	})
+	t.Run("Filters", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			f    storage.DeliveryFilter
+			want []int64
+		}{
+			{"Source", storage.DeliveryFilter{Source: "cm"}, []int64{other.ID}},
+			{"Outcome", storage.DeliveryFilter{Outcome: storage.Duplicate}, []int64{dupSame.ID, dupMismatch.ID}},
+			{"Rejected", storage.DeliveryFilter{Outcome: storage.Rejected, Source: "ota"}, []int64{rejected.ID}},
+			{"Mismatch", storage.DeliveryFilter{Mismatch: true}, []int64{dupMismatch.ID}},
+			{"Booking", storage.DeliveryFilter{Booking: "BK-5"}, []int64{dupMismatch.ID, all[5].ID}},
+			{"BookingAndOutcome", storage.DeliveryFilter{Booking: "BK-5", Outcome: storage.Duplicate}, []int64{dupMismatch.ID}},
+			{"KeyAnySource", storage.DeliveryFilter{Key: "evt_5", KeySources: []string{"ota", "cm"}}, []int64{other.ID, dupMismatch.ID, all[5].ID}},
+			{"KeyOneSource", storage.DeliveryFilter{Key: "evt_5", Source: "cm"}, []int64{other.ID}},
+			{"KeyNoSources", storage.DeliveryFilter{Key: "evt_0"}, []int64{dupSame.ID, all[0].ID}},
+			{"PropertyStatus", storage.DeliveryFilter{Property: "HTL-A", Status: "cancelled", Source: "ota"}, []int64{dupSame.ID, all[15].ID, all[0].ID}},
+			{"TimeRange", storage.DeliveryFilter{From: start.Add(10 * time.Minute), To: start.Add(13 * time.Minute)}, []int64{all[12].ID, all[11].ID, all[10].ID}},
+			{"Nothing", storage.DeliveryFilter{Booking: "BK-404"}, nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := ids(page(tc.f).Deliveries)
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			})
+		}
+	})
+	t.Run("EachDelivery", func(t *testing.T) {
+		n := 0
+		err := db.EachDelivery(ctx, storage.DeliveryFilter{Source: "ota", Status: "cancelled"}, func(d storage.Delivery) error {
+			if d.EventStatus != "cancelled" || d.Source != "ota" {
+				t.Errorf("unexpected %+v", d)
+			}
+			n++
+			return nil
+		})
+		if err != nil || n != 8 {
+			t.Fatalf("EachDelivery: %d rows, err %v; want 8", n, err)
+		}
+	})
+}
+
+func TestEvents_ScanWindow(t *testing.T, e Engine) {
+	if testing.Short() {
+		t.Skip("records many deliveries")
+	}
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	// One match far below a window of non-matching rows: the first page stops at the
+	// window's end and says so; following Next finds the match.
+	match := recordEvent(t, db, "ota", "old", "h", "P", "B", "no-show", "")
+	done := make(chan error, 64)
+	for w := range 64 {
+		go func() {
+			var err error
+			for i := range storage.ScanWindow/64 + 10 {
+				d := delivery("ota", fmt.Sprintf("k%d-%d", w, i), "h")
+				d.EventStatus = "confirmed"
+				if err = db.Record(ctx, d, day); err != nil {
+					break
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 64 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := storage.DeliveryFilter{Status: "no-show"}
+	p, err := db.Deliveries(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Deliveries) != 0 || !p.Partial || p.Next == 0 {
+		t.Fatalf("first page: %d events, partial %v, next %d; want an empty partial page", len(p.Deliveries), p.Partial, p.Next)
+	}
+	f.Before = p.Next
+	if p, err = db.Deliveries(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Deliveries) != 1 || p.Deliveries[0].ID != match.ID || p.Next != 0 {
+		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Deliveries), p.Next)
+	}
+}

@@ -1,0 +1,105 @@
+package enginetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+func TestRejectionCounts(t *testing.T, e Engine) {
+	db := e.Open(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	e.SetClock(db, func() time.Time { return t0.Add(90 * time.Minute) })
+	add := func(counts ...storage.RejectionCount) {
+		t.Helper()
+		if err := db.AddRejectionCounts(ctx, counts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(storage.RejectionCount{Source: "ota", Status: 401, Minute: t0, Rejections: 100},
+		storage.RejectionCount{Source: "nope", Status: 404, Minute: t0.Add(30 * time.Second), Rejections: 7},
+		storage.RejectionCount{Source: "", Status: 404, Minute: t0.Add(time.Minute), Rejections: 3})
+	// The same minute, name and status again adds up; a later hour stands apart.
+	add(storage.RejectionCount{Source: "ota", Status: 401, Minute: t0.Add(59 * time.Second), Rejections: 20},
+		storage.RejectionCount{Source: "ota", Status: 413, Minute: t0.Add(61 * time.Minute), Rejections: 5})
+	// One rejection stored as a delivery: the counts are of the others only.
+	if err := db.Record(ctx, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401, Error: "signature"},
+		storage.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		f    storage.DeliveryFilter
+		want int64
+	}{
+		{"All", storage.DeliveryFilter{}, 135},
+		{"Rejected", storage.DeliveryFilter{Outcome: storage.Rejected}, 135},
+		{"Source", storage.DeliveryFilter{Source: "ota"}, 125},
+		{"UnknownName", storage.DeliveryFilter{Source: "nope"}, 7},
+		{"FromMinute", storage.DeliveryFilter{From: t0.Add(time.Minute)}, 8},
+		{"FromWithinMinute", storage.DeliveryFilter{From: t0.Add(30 * time.Second)}, 135},
+		{"To", storage.DeliveryFilter{To: t0.Add(time.Minute)}, 127},
+		{"ToWithinMinute", storage.DeliveryFilter{To: t0.Add(61 * time.Second)}, 130},
+		{"Hour", storage.DeliveryFilter{From: t0, To: t0.Add(time.Hour)}, 130},
+		{"Accepted", storage.DeliveryFilter{Outcome: storage.Accepted}, 0},
+		{"Duplicate", storage.DeliveryFilter{Outcome: storage.Duplicate}, 0},
+		{"Key", storage.DeliveryFilter{Key: "k"}, 0},
+		{"Booking", storage.DeliveryFilter{Booking: "BK-1"}, 0},
+		{"Property", storage.DeliveryFilter{Property: "HTL"}, 0},
+		{"Status", storage.DeliveryFilter{Status: "cancelled"}, 0},
+		{"Mismatch", storage.DeliveryFilter{Mismatch: true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := db.RejectionsNotStored(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("%d rejections not stored, want %d", got, tc.want)
+			}
+		})
+	}
+
+	// The dashboard's totals hold every rejection: counted and stored.
+	rejected := func() map[time.Time]int64 {
+		t.Helper()
+		if _, err := db.RollupStats(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		stats, err := db.DeliveryStats(ctx, t0, t0.Add(2*time.Hour), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[time.Time]int64{}
+		for _, b := range stats {
+			if b.Outcome == storage.Rejected {
+				out[b.Start] += b.Deliveries
+			}
+		}
+		return out
+	}
+	want := map[time.Time]int64{t0: 130, t0.Add(time.Hour): 5 + 1}
+	if got := rejected(); len(got) != 2 || got[t0] != want[t0] || got[t0.Add(time.Hour)] != want[t0.Add(time.Hour)] {
+		t.Fatalf("dashboard's rejected per hour: %v, want %v", got, want)
+	}
+
+	// The sweep takes minutes before its cutoff, a batch at a time; the dashboard keeps them.
+	n, err := db.SweepRejectionCounts(ctx, t0.Add(time.Minute), 1)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v, want 1 row", n, err)
+	}
+	n, err = db.SweepRejectionCounts(ctx, t0.Add(time.Minute), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v, want 1 more row", n, err)
+	}
+	if got, _ := db.RejectionsNotStored(ctx, storage.DeliveryFilter{}); got != 8 {
+		t.Fatalf("after the sweep: %d rejections not stored, want 8", got)
+	}
+	if got := rejected(); got[t0] != want[t0] {
+		t.Fatalf("the sweep changed the dashboard's totals: %v", got)
+	}
+}

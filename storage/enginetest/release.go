@@ -1,0 +1,136 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// TestDB_ReleaseKeys releases more keys than one transaction takes, with keys still in
+// flight among them: those are refused one by one and the rest go on, each released
+// key with its audit row.
+func TestReleaseKeys(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
+	const stuck, busy = 230, 20 // stuck keys over several transactions, then keys in flight
+	for i := range stuck {
+		record(t, db, delivery("ota", fmt.Sprintf("stuck-%03d", i), "h"), dispatch)
+	}
+	clk.Add(time.Hour)
+	for i := range busy {
+		record(t, db, delivery("ota", fmt.Sprintf("busy-%03d", i), "h"), dispatch)
+	}
+	record(t, db, delivery("pms", "other-source", "h"), dispatch)
+	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
+
+	out, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: "ota", State: storage.StateProcessing}, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, refused := 0, 0
+	for _, o := range out {
+		switch {
+		case o.Changed && o.Refused == "" && o.Previous == storage.StateProcessing:
+			changed++
+		case !o.Changed && o.Refused == storage.RefusedBusy:
+			refused++
+		default:
+			t.Errorf("outcome %+v", o)
+		}
+	}
+	if len(out) != stuck+busy || changed != stuck || refused != busy {
+		t.Fatalf("%d outcomes, %d released, %d refused; want %d, %d, %d", len(out), changed, refused, stuck+busy, stuck, busy)
+	}
+	for _, k := range []struct{ key, state string }{{"stuck-000", storage.StateReleased}, {"stuck-229", storage.StateReleased},
+		{"busy-000", storage.StateProcessing}, {"busy-019", storage.StateProcessing}} {
+		if c, err := db.Claim(ctx, "ota", k.key); err != nil || c.State != k.state {
+			t.Errorf("%s: %s, %v; want %s", k.key, c.State, err, k.state)
+		}
+	}
+	if c, _ := db.Claim(ctx, "pms", "other-source"); c.State != storage.StateProcessing {
+		t.Errorf("another source's key: %s", c.State)
+	}
+	log, err := db.AuditLog(ctx, 0, 1000)
+	if err != nil || len(log) != stuck {
+		t.Fatalf("%d audit rows, %v; want one per released key (%d)", len(log), err, stuck)
+	}
+	if log[0].Action != "release" || log[0].Actor != "sam" || log[0].Reason != "downstream back" {
+		t.Errorf("audit row %+v", log[0])
+	}
+
+}
+
+// TestDB_ReleaseEach_Refusals: every way a release leaves a key as it was comes back
+// as one of the fixed refusals, whose message names no internal detail, and ReleaseKey's
+// errors map onto the same refusals.
+func TestReleaseEach_Refusals(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	dispatch := storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
+	record(t, db, delivery("ota", "stuck", "h"), dispatch)
+	record(t, db, delivery("ota", "free", "h"), day)
+	record(t, db, delivery("ota", "record-only", "h"), day)
+	clk.Add(2 * time.Hour)
+	record(t, db, delivery("ota", "busy", "h"), dispatch)
+	rel := storage.Release{Actor: "sam", Reason: "downstream back", StuckBefore: clk.Now().Add(-10 * time.Minute)}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "free", Actor: "sam", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	sweepAll(t, db, clk.Now().Add(-time.Hour), 100) // record-only's payload goes
+
+	keys := []storage.KeyRef{{Source: "ota", Key: "stuck"}, {Source: "ota", Key: "free"}, {Source: "ota", Key: "busy"},
+		{Source: "ota", Key: "missing"}}
+	out, err := db.ReleaseEach(ctx, keys, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []storage.Refusal
+	for _, o := range out {
+		refused = append(refused, o.Refused)
+	}
+	if want := []storage.Refusal{"", "", storage.RefusedBusy, storage.RefusedNotFound}; !slices.Equal(refused, want) {
+		t.Errorf("refusals %q, want %q", refused, want)
+	}
+	want := storage.ReleaseSummary{Matched: 4, Changed: 1, Unchanged: 1, Refused: 2,
+		Refusals: map[storage.Refusal]int{storage.RefusedBusy: 1, storage.RefusedNotFound: 1}}
+	if got := storage.Summarize(out); !reflect.DeepEqual(got, want) {
+		t.Errorf("Summarize = %+v, want %+v", got, want)
+	}
+
+	reprocess := rel
+	reprocess.Reprocess = true
+	out, err = db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "record-only"}}, reprocess)
+	if err != nil || len(out) != 1 || out[0].Refused != storage.RefusedPayloadGone || out[0].Changed {
+		t.Fatalf("reprocess without a payload: %+v, %v", out, err)
+	}
+
+	for key, want := range map[string]storage.Refusal{"busy": storage.RefusedBusy, "missing": storage.RefusedNotFound,
+		"record-only": storage.RefusedPayloadGone} {
+		r := reprocess
+		r.Source, r.Key = "ota", key
+		_, err := db.ReleaseKey(ctx, r)
+		if got, ok := storage.RefusalOf(err); !ok || got != want {
+			t.Errorf("ReleaseKey(%s): %v is refusal %q, %v; want %q", key, err, got, ok, want)
+		}
+		// The message is fixed: none of the error's own detail (times, delivery ids).
+		if msg := want.Message(); strings.ContainsAny(msg, "0123456789") || strings.Contains(msg, key) {
+			t.Errorf("message %q carries detail", msg)
+		}
+	}
+	if _, ok := storage.RefusalOf(errors.New("database is locked")); ok {
+		t.Error("a failure counts as a refusal")
+	}
+	if _, err := db.ReleaseEach(ctx, keys, storage.Release{Actor: "sam"}); err == nil {
+		t.Error("a bulk release without a reason went ahead")
+	}
+}

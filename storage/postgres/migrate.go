@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrateLock is the advisory lock that a migrating replica holds, so that replicas
+// starting together apply each migration once: the others wait, then find nothing to
+// do. ("hook", then 0: the sweeps' locks count up from 1.)
+const migrateLock int64 = 0x686f6f6b_00000000
+
+// migrate applies each embedded migration that the database has not recorded, each in
+// its own transaction, in the order of their names, holding migrateLock on one
+// connection of its own throughout. Returns an error naming them when the database
+// records migrations that this build does not have.
+func (db *DB) migrate(ctx context.Context) error {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	// A session lock, taken and given back on this connection, which goes back to the
+	// pool only after the unlock.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		return fmt.Errorf("wait for the migration lock: %w", err)
+	}
+	defer func() {
+		// A failed unlock (the connection broke) ends the session, and the lock with it.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
+	}()
+	if _, err := conn.Exec(ctx,
+		`CREATE TABLE IF NOT EXISTS migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	rows, err := conn.Query(ctx, `SELECT name FROM migrations`)
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	var unknown []string
+	for _, a := range applied {
+		if !slices.Contains(names, a) {
+			unknown = append(unknown, strings.TrimPrefix(a, "migrations/"))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fmt.Errorf("the database's schema is newer than this hookdedup knows (migrations %s): run the newer version, or restore a backup taken before it migrated",
+			strings.Join(unknown, ", "))
+	}
+	for _, name := range names {
+		if slices.Contains(applied, name) {
+			continue
+		}
+		if err := db.migrateOne(ctx, conn.Conn(), name); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error {
+	body, err := fs.ReadFile(migrations, name)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
+		return err
+	})
+}

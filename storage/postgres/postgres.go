@@ -1,0 +1,102 @@
+// Package postgres keeps hookdedup's state in a PostgreSQL database that several
+// replicas share, reached with pgx. It owns its schema (migrations/, embedded) and is
+// the only code that speaks PostgreSQL's SQL; the types it keeps are package storage's.
+//
+// This is the engine's beginning: Open, its pool, readiness and the migrations of the
+// claims and deliveries tables. The methods of storage.Store join it one part at a time,
+// each pinned by storage/enginetest.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options tunes Open. The zero value is the production default.
+type Options struct {
+	// MaxConns bounds the pool's connections to the server. Default 16.
+	MaxConns int32
+	// Logger receives what the caller of a method cannot be told. Default: nothing is
+	// logged.
+	Logger *slog.Logger
+}
+
+// DB is a hookdedup database on a PostgreSQL server. Its methods are safe for
+// concurrent use, and any number of DBs, in any number of processes, may share one
+// database.
+type DB struct {
+	// Now is the clock every method uses; tests replace it to move time.
+	Now func() time.Time
+
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// Open connects to the database that dsn names (postgres:// or postgresql://, with
+// pgx's parameters) and brings its schema up to date, under a lock, so that replicas
+// starting together migrate once. It refuses a database whose schema has migrations
+// this build does not know (a newer hookdedup migrated it). A connection error never
+// shows the URL's password.
+func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
+	where := redact(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message may quote the URL, password and all.
+		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string", where)
+	}
+	cfg.MaxConns = opt.MaxConns
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 16
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", where, err)
+	}
+	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage")}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database %s: %w", where, err)
+	}
+	return db, nil
+}
+
+// Close closes the pool's connections, waiting for those in use to come back.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// Clock returns the time every method takes for now.
+func (db *DB) Clock() time.Time { return db.Now() }
+
+// Ping reports whether the database can commit a write now (readiness): the server
+// answers, and it is a primary, not a standby that a failover left behind, which
+// would refuse every write.
+func (db *DB) Ping(ctx context.Context) error {
+	var standby bool
+	if err := db.pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	if standby {
+		return errors.New("ping database: the server is a standby (read-only)")
+	}
+	return nil
+}
+
+// redact is dsn fit for a message: its password replaced.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(a database URL that does not parse)"
+	}
+	return u.Redacted()
+}

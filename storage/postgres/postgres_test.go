@@ -1,0 +1,142 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+)
+
+func TestMain(m *testing.M) { postgrestest.Main(m, nil) }
+
+// open opens the database at url and closes it when the test ends.
+func open(t *testing.T, url string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// connect is a connection of the test's own to the database at url.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	return conn
+}
+
+func migrationsApplied(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), `SELECT name FROM migrations ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestOpen_Migrates: Open makes the claims and deliveries tables in an empty database
+// and records its migrations; opening again changes nothing.
+func TestOpen_Migrates(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	db := open(t, url)
+	if err := db.Ping(t.Context()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	conn := connect(t, url)
+	for _, table := range []string{"claims", "deliveries"} {
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+	}
+	first := migrationsApplied(t, conn)
+	if len(first) == 0 {
+		t.Fatal("no migration recorded")
+	}
+	open(t, url)
+	if again := migrationsApplied(t, conn); strings.Join(again, ",") != strings.Join(first, ",") {
+		t.Fatalf("after a second Open: %v, want %v", again, first)
+	}
+}
+
+// TestOpen_Concurrent: replicas that start together against an empty database all
+// open it, and each migration is applied once (a second CREATE TABLE would fail).
+func TestOpen_Concurrent(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	const replicas = 4
+	var wg sync.WaitGroup
+	errs := make([]error, replicas)
+	dbs := make([]*postgres.DB, replicas)
+	start := make(chan struct{})
+	for i := range replicas {
+		wg.Go(func() {
+			<-start
+			dbs[i], errs[i] = postgres.Open(t.Context(), url, postgres.Options{MaxConns: 2})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+			continue
+		}
+		dbs[i].Close()
+	}
+	conn := connect(t, url)
+	names := migrationsApplied(t, conn)
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Errorf("migration %s recorded twice", n)
+		}
+		seen[n] = true
+	}
+}
+
+// TestOpen_RefusesNewerSchema: a database that a newer build migrated is refused, with
+// the migration this build does not know named.
+func TestOpen_RefusesNewerSchema(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	open(t, url)
+	conn := connect(t, url)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO migrations (name, applied_at) VALUES ('migrations/9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "9999_future.sql") {
+		t.Fatalf("err = %v, want a refusal naming 9999_future.sql", err)
+	}
+}
+
+// TestOpen_KeepsPasswordOut: an error about the URL never shows its password.
+func TestOpen_KeepsPasswordOut(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://hook:s3cret@127.0.0.1:1/hook?sslmode=disable&connect_timeout=1",
+		"postgres://hook:s3cret@127.0.0.1:5432/hook?sslmode=bogus",
+	} {
+		_, err := postgres.Open(t.Context(), dsn, postgres.Options{})
+		if err == nil {
+			t.Errorf("%s: opened, want an error", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+}

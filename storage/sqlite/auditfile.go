@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"github.com/hookdedup/hookdedup/storage"
+	"net/url"
+	"time"
+)
+
+// auditChainMigration is the migration that adds the chain's hashes.
+const auditChainMigration = "migrations/0016_audit_chain.sql"
+
+// AuditFile is a database opened read-only to check or export its audit log, for a
+// verifier, which must not change what it checks. Unlike Open it never migrates,
+// creates or writes the database file, so it can check an auditor's copy as it is, or
+// the live file while serve writes to it. SQLite reads a WAL database through its
+// -wal and -shm: when the database has none (it was closed cleanly), SQLite creates
+// them, empty and with the database file's mode, and leaves them; the database file
+// itself is left byte for byte as it was.
+type AuditFile struct {
+	path string
+	read *sql.DB
+}
+
+// OpenAuditFile opens the database at path read-only; a write by another process
+// (serve) is waited for up to busyTimeout. Returns storage.ErrNoDatabase when there is no
+// file at path, storage.ErrNotHookdedup for an SQLite file hookdedup did not make, and
+// storage.ErrAuditSchema for a database whose schema predates the audit chain.
+func OpenAuditFile(ctx context.Context, path string, busyTimeout time.Duration) (*AuditFile, error) {
+	if missing(path) {
+		return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
+	}
+	if busyTimeout <= 0 {
+		busyTimeout = 5 * time.Second
+	}
+	// mode=ro: SQLite opens the file read-only and never creates it. No journal_mode
+	// and no txlock in the DSN: setting WAL, or BEGIN IMMEDIATE, would be a write.
+	// Not immutable: that reads the database file alone, without the WAL, and would
+	// miss (or tear) what serve commits meanwhile.
+	params := url.Values{}
+	params.Set("mode", "ro")
+	params.Set("_query_only", "1")
+	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+	read := sql.OpenDB(newConnector(dsn, nil))
+	f := &AuditFile{path: path, read: read}
+	if err := f.checkSchema(ctx); err != nil {
+		read.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (f *AuditFile) checkSchema(ctx context.Context) error {
+	var tables int
+	err := f.read.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'migrations'`).Scan(&tables)
+	if err != nil {
+		return err
+	}
+	if tables == 0 {
+		return storage.ErrNotHookdedup
+	}
+	var chained int
+	if err := f.read.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = ?`, auditChainMigration).Scan(&chained); err != nil {
+		return err
+	}
+	if chained == 0 {
+		return storage.ErrAuditSchema
+	}
+	return nil
+}
+
+// Path is the database file's path.
+func (f *AuditFile) Path() string { return f.path }
+
+// VerifyAudit is DB.VerifyAudit on the file.
+func (f *AuditFile) VerifyAudit(ctx context.Context, anchor storage.AuditAnchor) (storage.AuditCheck, error) {
+	c, err := checkChain(ctx, f.read, chainPos{Hash: storage.AuditGenesis}, 0, anchor)
+	if err != nil {
+		return storage.AuditCheck{}, fmt.Errorf("verify the audit log: %w", err)
+	}
+	return c, nil
+}
+
+// AuditRows is DB.AuditRows on the file.
+func (f *AuditFile) AuditRows(ctx context.Context, fn func(storage.AuditEntry) error) error {
+	return auditRows(ctx, f.read, fn)
+}
+
+// Close closes the file's connections.
+func (f *AuditFile) Close() error { return f.read.Close() }

@@ -1,0 +1,432 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// BackupInfo describes a copy of the database.
+type BackupInfo struct {
+	Path       string
+	Bytes      int64
+	Deliveries int64
+	Claims     int64
+}
+
+// Backup writes a consistent copy of the live database to path, through SQLite's online
+// backup API: the copy is one snapshot (one read transaction), taken while writers carry
+// on. It is written to a temporary file beside path, checked (PRAGMA integrity_check),
+// synced and only then renamed over path, so path never holds a partial copy. Returns an
+// error if path is the database itself.
+func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
+	if same, err := sameFile(path, db.path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	} else if same {
+		return BackupInfo{}, fmt.Errorf("backup to %s: that is the database itself", path)
+	}
+	tmp, err := tempBeside(path)
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	defer removeDB(tmp) // gone after the rename; cleans up after a failure
+
+	if err := db.copyTo(ctx, tmp); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	info, err := checkCopy(ctx, tmp)
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: the copy does not check: %w", path, err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	info.Path = path
+	return info, nil
+}
+
+// copyTo copies every page of the database into the empty file dst in one backup step,
+// which holds one read transaction on the source: a consistent snapshot.
+func (db *DB) copyTo(ctx context.Context, dst string) error {
+	dstDB, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: dst}).EscapedPath())
+	if err != nil {
+		return err
+	}
+	defer dstDB.Close()
+	dconn, err := dstDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer dconn.Close()
+	sconn, err := db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer sconn.Close()
+	return dconn.Raw(func(d any) error {
+		dc, ok := d.(*sqlite3.SQLiteConn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", d)
+		}
+		return sconn.Raw(func(s any) error {
+			sc, ok := s.(*sqlite3.SQLiteConn)
+			if !ok {
+				return fmt.Errorf("unexpected driver connection %T", s)
+			}
+			b, err := dc.Backup("main", sc, "main")
+			if err != nil {
+				return err
+			}
+			// Step(-1) copies everything at once; it reports not-done without an error
+			// only while the source is busy or locked, which a WAL reader rarely is.
+			for tries := 0; ; tries++ {
+				done, err := b.Step(-1)
+				if err != nil {
+					b.Finish()
+					return err
+				}
+				if done {
+					break
+				}
+				if tries >= 300 || ctx.Err() != nil {
+					b.Finish()
+					return errors.Join(errors.New("source database stayed locked"), ctx.Err())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return b.Finish()
+		})
+	})
+}
+
+// checkCopy opens the copy at path, runs PRAGMA integrity_check and counts what it holds.
+func checkCopy(ctx context.Context, path string) (BackupInfo, error) {
+	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=5000")
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	var result string
+	if err := c.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&result); err != nil {
+		return BackupInfo{}, err
+	}
+	if result != "ok" {
+		return BackupInfo{}, fmt.Errorf("integrity_check: %s", result)
+	}
+	var info BackupInfo
+	if err := c.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM claims)`).
+		Scan(&info.Deliveries, &info.Claims); err != nil {
+		return BackupInfo{}, fmt.Errorf("not a hookdedup database: %w", err)
+	}
+	// Leave a single self-contained file: fold any WAL back in before closing.
+	if _, err := c.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return BackupInfo{}, err
+	}
+	if err := c.Close(); err != nil {
+		return BackupInfo{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	info.Bytes = st.Size()
+	return info, nil
+}
+
+// RestoreInfo says what a restore did.
+type RestoreInfo struct {
+	BackupInfo
+	// Previous is where the database that was replaced now lies ("" when there was
+	// none); it opens as it was, with its WAL.
+	Previous string
+}
+
+// Restore replaces the database file at dbPath with a copy of the backup at from. It
+// refuses (ErrInUse) while any process has the database open: a running serve would
+// go on writing to the replaced file and lose what it wrote. The backup is copied and
+// checked before anything is moved; the database it replaces is kept beside it as
+// dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone.
+func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
+	fail := func(err error) (RestoreInfo, error) {
+		return RestoreInfo{}, fmt.Errorf("restore %s from %s: %w", dbPath, from, err)
+	}
+	if same, err := sameFile(from, dbPath); err != nil {
+		return fail(err)
+	} else if same {
+		return fail(errors.New("that is the database itself"))
+	}
+	if busy, err := InUse(dbPath); err != nil {
+		return fail(err)
+	} else if busy {
+		return fail(storage.ErrInUse)
+	}
+	for _, suffix := range []string{"-wal", "-journal"} {
+		if _, err := os.Stat(from + suffix); err == nil {
+			return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; open it once with sqlite3 to fold it in", from, suffix))
+		}
+	}
+	// The ids the database being replaced has issued: providers were answered them, and
+	// the downstream was sent them, so the restored database must not issue them again.
+	var issued int64
+	if _, err := os.Stat(dbPath); err == nil {
+		if issued, err = issuedIDs(ctx, dbPath); err != nil {
+			return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w "+
+				"(to restore without it, move it aside first: the ids it issued since the backup may then be issued again)", err))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	tmp, err := tempBeside(dbPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer removeDB(tmp)
+	if err := copyFile(from, tmp); err != nil {
+		return fail(err)
+	}
+	info, err := checkCopy(ctx, tmp)
+	if err != nil {
+		return fail(fmt.Errorf("the backup does not check: %w", err))
+	}
+	if err := continueIDs(ctx, tmp, issued); err != nil {
+		return fail(err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return fail(err)
+	}
+
+	out := RestoreInfo{BackupInfo: info}
+	out.Path = dbPath
+	if _, err := os.Stat(dbPath); err == nil {
+		// The check again, as late as possible: a serve may have started meanwhile.
+		if busy, err := InUse(dbPath); err != nil {
+			return fail(err)
+		} else if busy {
+			return fail(storage.ErrInUse)
+		}
+		out.Previous = dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+		if err := os.Rename(dbPath, out.Previous); err != nil {
+			return fail(err)
+		}
+		// A WAL belongs to its database: it moves along, or the restored file would
+		// have the old one's last transactions replayed into it.
+		if err := os.Rename(dbPath+"-wal", out.Previous+"-wal"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(err)
+		}
+		if err := os.Remove(dbPath + "-shm"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, dbPath); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(filepath.Dir(dbPath)); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// issuedIDs returns the highest delivery id that the database at path has issued: its
+// sequence's, or (a database older than the sequence) the highest id it names anywhere,
+// as the migration that made the sequence counts it. The database is opened read-only.
+func issuedIDs(ctx context.Context, path string) (int64, error) {
+	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	var seq int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'delivery_seq'`).
+		Scan(&seq); err != nil {
+		return 0, err
+	}
+	// The sequence is above every id named anywhere; the deliveries' own max is one
+	// seek, and covers a row stored without the sequence.
+	q := `SELECT max((SELECT coalesce(max(last), 0) FROM delivery_seq), (SELECT coalesce(max(id), 0) FROM deliveries))`
+	if seq == 0 {
+		// Every id still named anywhere, as migration 0006 counts them: the roll-up's
+		// mark too, which names a delivery that may have been swept since.
+		q = `SELECT max(
+			(SELECT coalesce(max(id), 0) FROM deliveries),
+			(SELECT coalesce(max(first_delivery), 0) FROM claims),
+			(SELECT coalesce(max(delivery), 0) FROM attempts),
+			(SELECT coalesce(max(rolled_up_to), 0) FROM delivery_stats_mark))`
+	}
+	var n int64
+	if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return 0, err
+	}
+	return n, c.Close()
+}
+
+// continueIDs brings the database at path (a restored copy, not yet in place) up to
+// date and makes its delivery sequence go on after issued: the ids that the database it
+// replaces issued after the backup are never issued again.
+func continueIDs(ctx context.Context, path string, issued int64) error {
+	db, err := Open(path, Options{MustExist: true})
+	if err != nil {
+		return err
+	}
+	_, err = db.writeExec(ctx, `UPDATE delivery_seq SET last = max(last, ?) WHERE only = 1`, issued)
+	if err != nil {
+		err = fmt.Errorf("continue the delivery ids after %d: %w", issued, err)
+	}
+	// Closing the last connection folds the WAL back in: one self-contained file again.
+	return errors.Join(err, db.Close())
+}
+
+// InUse reports whether a process has the SQLite database at path open. Every
+// connection to a WAL database holds a shared POSIX lock on the "DMS" byte of its -shm
+// file for as long as it is open (https://sqlite.org/walformat.html, "The DMS lock");
+// the test asks the kernel whether anyone holds it, without taking it. Locks of the
+// calling process itself do not count.
+func InUse(path string) (bool, error) {
+	f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil // no -shm: nobody has the database open in WAL mode
+	}
+	if err != nil {
+		return false, fmt.Errorf("check whether %s is in use: %w", path, err)
+	}
+	defer f.Close()
+	const dmsByte = 128 // 120 (first lock byte) + 8 (SQLITE_SHM_NLOCK)
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart, Start: dmsByte, Len: 1}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return false, fmt.Errorf("check whether %s is in use: %w", path, err)
+	}
+	return lk.Type != syscall.F_UNLCK, nil
+}
+
+// tempBeside returns the name of a new empty file in path's directory, so that a
+// rename onto path is atomic. The file is 0600 whatever the umask: it becomes a backup,
+// or the database, and holds the database's secrets.
+func tempBeside(path string) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	if err := f.Chmod(privateFile); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// removeDB removes a database file and the files SQLite keeps beside it.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// sameFile reports whether a and b name one existing file.
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// IntegrityCheck runs SQLite's PRAGMA integrity_check on the database and returns an
+// error naming the first problems it finds.
+func (db *DB) IntegrityCheck(ctx context.Context) error {
+	rows, err := db.read.QueryContext(ctx, `PRAGMA integrity_check(20)`)
+	if err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return fmt.Errorf("integrity check: %w", err)
+		}
+		if s != "ok" {
+			problems = append(problems, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("integrity check: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// TestBackup_WhileWriting takes a backup while writers commit as fast as they can: the
+// copy holds every delivery committed before it began, and is one consistent snapshot
+// (every claim's first delivery is in it, every duplicate's first delivery too).
+func TestBackup_WhileWriting(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := storagetest.OpenPath(t, filepath.Join(dir, "hookdedup.db"), sqlite.Options{})
+	for i := range 200 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("pre_%d", i), "h"), day)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	defer wg.Wait()
+	defer stop.Store(true) // first: the writers stop, then they are waited for
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load() && i < 100000; i++ {
+				// Every key twice: accepted, then duplicate.
+				key := fmt.Sprintf("w%d_%d", w, i/2)
+				if err := db.Record(ctx, delivery("ota", key, "h"), day); err != nil {
+					t.Error(err)
+					return
+				}
+				written.Add(1)
+			}
+		})
+	}
+	storagetest.Eventually(t, time.Minute, func() error {
+		if n := written.Load(); n < 500 && !t.Failed() {
+			return fmt.Errorf("the writers stalled at %d deliveries, want 500 before the backup", n)
+		}
+		return nil
+	})
+	before, err := storagetest.CountDeliveries(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backups", "copy.db")
+	os.Mkdir(filepath.Dir(backup), 0o700)
+	info, err := db.Backup(ctx, backup)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != backup || info.Bytes == 0 || info.Deliveries < before.Accepted+before.Duplicate {
+		t.Fatalf("backup info %+v; %d deliveries were committed before it began", info, before.Accepted+before.Duplicate)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, "backups", ".*")); len(tmp) > 0 {
+		t.Errorf("temporary files left behind: %v", tmp)
+	}
+	if st, _ := os.Stat(backup); st.Mode().Perm() != 0o600 {
+		t.Errorf("backup mode %v, want 0600: it holds secrets and password hashes", st.Mode().Perm())
+	}
+
+	copyDB := storagetest.OpenPath(t, backup, sqlite.Options{})
+	got, err := storagetest.CountDeliveries(ctx, copyDB, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Accepted+got.Duplicate != info.Deliveries {
+		t.Fatalf("copy holds %+v, backup said %d", got, info.Deliveries)
+	}
+	keys, err := copyDB.ListKeys(ctx, storage.KeyFilter{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(keys)) != got.Accepted || int64(len(keys)) != info.Claims {
+		t.Fatalf("copy holds %d claims and %d accepted deliveries (info %+v)", len(keys), got.Accepted, info)
+	}
+	for _, c := range keys {
+		all, err := copyDB.KeyDeliveries(ctx, c.Source, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) == 0 || all[0].ID != c.FirstDelivery || all[0].Outcome != storage.Accepted {
+			t.Fatalf("claim %s points at %d, deliveries %+v", c.Key, c.FirstDelivery, all)
+		}
+		for _, d := range all[1:] {
+			if d.FirstDelivery != c.FirstDelivery {
+				t.Fatalf("duplicate %d of %s points at %d, not %d", d.ID, c.Key, d.FirstDelivery, c.FirstDelivery)
+			}
+		}
+	}
+	for i := range 200 {
+		if _, err := copyDB.Claim(ctx, "ota", fmt.Sprintf("pre_%d", i)); err != nil {
+			t.Fatalf("pre_%d: %v", i, err)
+		}
+	}
+}
+
+func TestBackup_RefusesItself(t *testing.T) {
+	db := storagetest.Open(t)
+	if _, err := db.Backup(context.Background(), db.Path()); err == nil {
+		t.Fatal("a backup over the live database itself succeeded")
+	}
+}
+
+func TestRestore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	// After the backup: written, then lost by the restore (kept aside).
+	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	info, err := sqlite.Restore(ctx, backup, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Deliveries != 50 || info.Previous == "" {
+		t.Fatalf("restore info %+v", info)
+	}
+	restored := storagetest.OpenPath(t, live, sqlite.Options{})
+	if c, _ := storagetest.CountDeliveries(ctx, restored, ""); c.Accepted != 50 {
+		t.Fatalf("restored database holds %+v, want the 50 of the backup", c)
+	}
+	if _, err := restored.Claim(ctx, "ota", "after"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a key claimed after the backup is in the restored database: %v", err)
+	}
+	previous := storagetest.OpenPath(t, info.Previous, sqlite.Options{})
+	if _, err := previous.Claim(ctx, "ota", "after"); err != nil {
+		t.Fatalf("the replaced database, kept aside, lost its last write: %v", err)
+	}
+
+	// Into a place with no database yet.
+	fresh := filepath.Join(dir, "new", "hookdedup.db")
+	os.Mkdir(filepath.Dir(fresh), 0o700)
+	if info, err := sqlite.Restore(ctx, backup, fresh); err != nil || info.Previous != "" || info.Deliveries != 50 {
+		t.Fatalf("restore to a new place: %+v %v", info, err)
+	}
+
+	// Not a database: refused, and nothing moved.
+	junk := filepath.Join(dir, "junk.db")
+	os.WriteFile(junk, []byte("not a database, not at all"), 0o600)
+	if _, err := sqlite.Restore(ctx, junk, fresh); err == nil {
+		t.Fatal("restored a file that is not a database")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a refused restore moved the database: %v", err)
+	}
+}
+
+// TestRestore_ContinuesDeliveryIDs: delivery ids "come from a persistent sequence and
+// are never reused". A restore from a backup takes the sequence back to the backup's,
+// so the ids issued after the backup (already answered to providers, and sent
+// downstream in X-Hookdedup-Delivery) would be issued again, to other events: the
+// restored database goes on after the highest id the replaced one issued.
+func TestRestore_ContinuesDeliveryIDs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+	restored := storagetest.OpenPath(t, live, sqlite.Options{})
+	next := storagetest.Record(t, restored, delivery("ota", "after-restore", "h"), day)
+	if next.ID <= after.ID {
+		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before the restore to %s/%s: an id issued twice",
+			next.ID, after.ID, after.Source, after.Key)
+	}
+}
+
+// TestRestore_ContinuesIDsOfOldSchema: a database made before ids came from a sequence
+// names the highest id it issued wherever a row still does; the roll-up's mark counts
+// too, since the delivery it names may have been swept since. A restore over it must not
+// issue that id again.
+func TestRestore_ContinuesIDsOfOldSchema(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
+	}
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
+	if _, err := db.RollupStats(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As an older version left it: no sequence, and the newest delivery swept with its
+	// claim; only the roll-up's mark still names its id.
+	raw, err := sql.Open("sqlite3", "file:"+live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE delivery_seq`, `DELETE FROM attempts`,
+		`DELETE FROM claims WHERE first_delivery >= ?`, `DELETE FROM deliveries WHERE id >= ?`} {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = append(args, after.ID)
+		}
+		if _, err := raw.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	if _, err := sqlite.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+	restored := storagetest.OpenPath(t, live, sqlite.Options{})
+	next := storagetest.Record(t, restored, delivery("ota", "after-restore", "h"), day)
+	if next.ID <= after.ID {
+		t.Fatalf("after the restore a new event got delivery id %d; id %d was issued before it: an id issued twice", next.ID, after.ID)
+	}
+}
+
+// TestRestore_RefusedWhileInUse holds the database open in another process, as a
+// running serve would: InUse says so and Restore refuses, until that process closes it.
+func TestRestore_RefusedWhileInUse(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if busy, err := sqlite.InUse(live); err != nil || busy {
+		t.Fatalf("InUse of a closed database = %v, %v", busy, err)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldDatabase$")
+	cmd.Env = append(os.Environ(), "HOOKDEDUP_HOLD_DB="+live)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	if busy, err := sqlite.InUse(live); err != nil || !busy {
+		t.Fatalf("InUse while another process has it open = %v, %v", busy, err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, live); !errors.Is(err, storage.ErrInUse) {
+		t.Fatalf("restore while in use: %v, want ErrInUse", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if busy, err := sqlite.InUse(live); err != nil || busy {
+		t.Fatalf("InUse after the other process closed it = %v, %v", busy, err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHelperHoldDatabase is not a test: TestRestore_RefusedWhileInUse runs it in a
+// child process to hold a database open until its stdin closes.
+func TestHelperHoldDatabase(t *testing.T) {
+	path := os.Getenv("HOOKDEDUP_HOLD_DB")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storagetest.CountDeliveries(context.Background(), db, ""); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("open")
+	io.Copy(io.Discard, os.Stdin)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

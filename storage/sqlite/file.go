@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// fileCheckEvery is how often the database file is looked for while nothing else looks:
+// the intake writer checks after each commit and Ping on each call, so this only makes
+// the log say what happened when no delivery or probe comes.
+const fileCheckEvery = time.Second
+
+// checkFile returns an error wrapping ErrFileGone once the file at db.path is not the
+// database file that db has open. The first time, it logs one error saying so. Another
+// failure to look (a directory made unreadable) is returned as it is, and not kept: it
+// does not say that the file left.
+func (db *DB) checkFile() error {
+	if err := db.gone.Load(); err != nil {
+		return *err
+	}
+	fi, err := os.Stat(db.path)
+	var what string
+	switch {
+	case absent(err):
+		what = "removed"
+	case err != nil:
+		return fmt.Errorf("look for the database file: %w", err)
+	case os.SameFile(fi, db.fileInfo):
+		return nil
+	default:
+		what = "replaced by another file"
+	}
+	gone := fmt.Errorf("%w: %s was %s while open", storage.ErrFileGone, db.path, what)
+	if db.gone.CompareAndSwap(nil, &gone) {
+		db.log.Error("the database file was "+what+" while hookdedup had it open: deliveries and readiness "+
+			"answer 503 from now on, and hookdedup must be restarted (with the file back in place) to store again",
+			"path", db.path)
+	}
+	return *db.gone.Load()
+}
+
+// fileGone returns checkFile's ErrFileGone once it has been found, without looking.
+func (db *DB) fileGone() error {
+	if err := db.gone.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// watchFile runs checkFile every fileCheckEvery until Close or until the file is gone.
+// While the file is in place it notes the -wal and -shm beside it again (noteSideFiles):
+// SQLite makes them anew if every connection closed meanwhile.
+func (db *DB) watchFile() {
+	defer close(db.watcherDone)
+	t := time.NewTicker(fileCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.closing:
+			return
+		case <-t.C:
+		}
+		switch err := db.checkFile(); {
+		case errors.Is(err, storage.ErrFileGone):
+			return
+		case err == nil:
+			db.noteSideFiles()
+		}
+	}
+}
+
+// sideSuffixes are the files SQLite keeps beside a database in WAL mode: its log of
+// committed pages, and that log's index.
+var sideSuffixes = [...]string{"-wal", "-shm"}
+
+// noteSideFiles notes which files are the -wal and -shm of the open database: those at
+// its path beside it while the database file is the open one. Close sets them aside
+// once the database file has left its path (setSideFilesAside).
+func (db *DB) noteSideFiles() {
+	for i, suffix := range sideSuffixes {
+		db.sides[i] = nil
+		if fi, err := os.Stat(db.path + suffix); err == nil {
+			db.sides[i] = fi
+		}
+	}
+}
+
+// setSideFilesAside renames the -wal and -shm at the database's path to
+// <name>.orphaned-<time>, if they are the ones the open database uses, once its file has
+// left the path. They belong to that file, not to whatever is at the path now: the
+// next open would replay that WAL, written for another file, into the one there and
+// corrupt it. SQLite cannot fold the WAL into a file that has moved, so closing its
+// connections leaves the WAL at the path; it is set aside before they close, or their
+// last close could write into whatever has come to the path meanwhile. Files of the
+// same names that another process has made since (another inode) are left alone.
+func (db *DB) setSideFilesAside() {
+	if !errors.Is(db.checkFile(), storage.ErrFileGone) {
+		return
+	}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	for i, suffix := range sideSuffixes {
+		name := db.path + suffix
+		fi, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		if db.sides[i] == nil || !os.SameFile(fi, db.sides[i]) {
+			continue
+		}
+		aside := name + ".orphaned-" + stamp
+		if err := os.Rename(name, aside); err != nil {
+			db.log.Error("could not set aside the "+suffix+" of the database file that left its path: "+
+				"remove it before hookdedup opens the file now at the path, or that file will be corrupted",
+				"path", name, "err", err)
+			continue
+		}
+		db.log.Warn("set aside the "+suffix+" of the database file that left its path, so that it is not "+
+			"applied to the file now there", "path", name, "aside", aside)
+	}
+}

@@ -1,0 +1,755 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// Forensics at intake: the doubles that transport deduplication cannot see. The writer
+// runs these checks in the transaction that claims a batch's keys, so that a flag is
+// committed with its delivery, and business_key_blocks can turn a delivery into a
+// duplicate before anything hands it downstream.
+//
+//   - A duplicate whose payload differs from its first delivery's in amount, currency
+//     or event status is a money mismatch (deliveries.money_mismatch).
+//   - An accepted delivery whose business key another accepted delivery of its source
+//     carries within the window, under another key, is a suspected duplicate.
+//   - An accepted delivery whose correlation key (booking, amount, currency) another
+//     source of the same rule delivered within the rule's window is a suspected double.
+//   - An accepted delivery whose key was held before by a claim that has since expired
+//     (a trace of it, or the expired claim it takes over) is a late duplicate.
+//
+// Each suspected pair is one suspects row, on the later delivery, naming the earlier one
+// in other: the earlier delivery finds it through the suspects_other index, and one row
+// is one decision for a reviewer, and counts the money at stake once.
+
+// holderKey names a claim: its source and key.
+type holderKey struct{ source, key string }
+
+// priorClaim is a processed claim that one of a batch's rows may take over: if the row
+// wins it, that claim had expired, and its key is traced.
+type priorClaim struct {
+	first     int64
+	claimedAt int64
+	expiresAt int64
+}
+
+// forensics is the writer's state for the checks of one batch. Its statements are
+// prepared once on the write connection, as the writer's own are (prepare), and bound
+// to each batch's transaction.
+type forensics struct {
+	prior map[holderKey]priorClaim
+	acc   []*recordRow
+	stmts map[string]*sql.Stmt // by query
+	tx    *sql.Tx
+}
+
+// forensicQueries are the statements the checks run, prepared once.
+var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists}
+
+// prepare prepares the statements on db, the write pool, once. It must run outside a
+// transaction: the pool's one connection would be busy.
+func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
+	if f.stmts != nil {
+		return nil
+	}
+	stmts := make(map[string]*sql.Stmt)
+	queries := append([]string(nil), forensicQueries...)
+	for _, q := range sqlPriorBySize {
+		queries = append(queries, q)
+	}
+	for _, q := range multiQueries {
+		queries = append(queries, q)
+	}
+	for _, q := range queries {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			for _, st := range stmts {
+				st.Close()
+			}
+			return fmt.Errorf("prepare: %w", err)
+		}
+		stmts[q] = st
+	}
+	f.stmts = stmts
+	return nil
+}
+
+// close closes the prepared statements.
+func (f *forensics) close() {
+	for _, st := range f.stmts {
+		st.Close()
+	}
+	f.stmts = nil
+}
+
+// sqlPriorBySize holds sqlPrior for each chunk size.
+var sqlPriorBySize = func() map[int]string {
+	m := make(map[int]string, len(chunkSizes))
+	for _, size := range chunkSizes {
+		m[size] = sqlPrior(size)
+	}
+	return m
+}()
+
+// sqlPrior reads the processed claims held on a chunk's keys: the ones a row of it can
+// take over only because they have expired.
+func sqlPrior(rows int) string {
+	return rowsSQL(`SELECT source, key, first_delivery, claimed_at, expires_at FROM claims
+WHERE state = 'processed' AND (source, key) IN (VALUES `, "(?, ?)", ")", rows)
+}
+
+// before reads, ahead of the claims of ask, the processed claims they may take over: the
+// claim statement overwrites such a row, and its trace is written from what is read here.
+func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) error {
+	if f.prior == nil {
+		f.prior = make(map[holderKey]priorClaim)
+	}
+	clear(f.prior)
+	var args []any
+	return chunks(ask, func(chunk []*recordRow) error {
+		args = args[:0]
+		for _, r := range chunk {
+			args = append(args, r.d.Source, r.d.Key)
+		}
+		rows, err := tx.StmtContext(ctx, f.stmts[sqlPriorBySize[len(chunk)]]).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("read prior claims: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k holderKey
+			var p priorClaim
+			if err := rows.Scan(&k.source, &k.key, &p.first, &p.claimedAt, &p.expiresAt); err != nil {
+				return fmt.Errorf("read prior claims: %w", err)
+			}
+			f.prior[k] = p
+		}
+		return rows.Err()
+	})
+}
+
+// stmt is the prepared q bound to the batch's transaction.
+func (f *forensics) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	st, ok := f.stmts[q]
+	if !ok {
+		return nil, fmt.Errorf("statement not prepared: %s", q)
+	}
+	return f.tx.StmtContext(ctx, st), nil
+}
+
+func (f *forensics) exec(ctx context.Context, q string, args ...any) error {
+	st, err := f.stmt(ctx, q)
+	if err == nil {
+		_, err = st.ExecContext(ctx, args...)
+	}
+	return err
+}
+
+func (f *forensics) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	st, err := f.stmt(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	err = st.QueryRowContext(ctx, args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (f *forensics) done() { f.tx = nil }
+
+const (
+	sqlFirstMoney = `SELECT amount, currency, event_status FROM deliveries WHERE id = ?`
+	sqlSetMoney   = `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`
+
+	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
+	sqlBusinessMatch = `SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
+WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
+ORDER BY bk.delivery LIMIT 1`
+	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
+WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
+ORDER BY delivery LIMIT 1`
+	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
+	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
+
+	sqlBlockDelivery = `UPDATE deliveries SET outcome = 'duplicate', first_delivery = ?2 WHERE id = ?1`
+	sqlBlockClaim    = `DELETE FROM claims WHERE source = ? AND key = ? AND first_delivery = ?`
+	sqlRepoint       = `UPDATE deliveries SET first_delivery = ?2 WHERE id = ?1`
+	sqlOwnBody       = `UPDATE deliveries SET body = ?2, body_from = 0 WHERE id = ?1`
+
+	sqlTraceAdd = `INSERT OR REPLACE INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at) VALUES (?, ?, ?, ?, ?)`
+
+	sqlDeliveryExists = `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = ?)`
+
+	sqlSuspectAdd = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
+	amount, currency, first_seen, flagged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// The multi-row statements of the checks: each takes a chunk of rows at once, as the
+// writer's own do, so that a batch costs a few statements rather than several per
+// delivery. Each lookup's values carry the row's place in its chunk (i).
+type multiKind int
+
+const (
+	multiTraceFind multiKind = iota
+	multiBusinessFind
+	multiBusinessAdd
+	multiCorrelationFind
+	multiCorrelationAdd
+	nMulti
+)
+
+var multiParts = [nMulti]struct{ head, row, tail string }{
+	multiTraceFind: {`WITH v(i, source, hash) AS (VALUES `, `(?, ?, ?)`, `)
+SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
+	THEN t.first_delivery ELSE 0 END
+FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
+	// The earliest accepted delivery of the source with the business key within the
+	// window, under another key. A delivery swept by retention no longer names its key:
+	// it counts as another's, as its business key row outlived it.
+	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	ORDER BY bk.delivery LIMIT 1)
+FROM v`},
+	multiBusinessAdd: {`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
+	// The earliest delivery of another source of the rule with the correlation key
+	// within the window.
+	multiCorrelationFind: {`WITH v(i, rule, hash, since, source) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
+	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
+		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)`},
+	multiCorrelationAdd: {`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
+}
+
+// multiSQL is the statement of kind k for rows rows.
+func multiSQL(k multiKind, rows int) string {
+	p := multiParts[k]
+	return rowsSQL(p.head, p.row, p.tail, rows)
+}
+
+// multiQueries are all the multi-row statements, by kind and chunk size.
+var multiQueries = func() map[[2]int]string {
+	m := map[[2]int]string{}
+	for k := range nMulti {
+		for _, size := range chunkSizes {
+			m[[2]int{int(k), size}] = multiSQL(k, size)
+		}
+	}
+	return m
+}()
+
+// multi is the prepared statement of kind k for n rows, bound to the batch's
+// transaction.
+func (f *forensics) multi(ctx context.Context, k multiKind, n int) (*sql.Stmt, error) {
+	return f.stmt(ctx, multiQueries[[2]int{int(k), n}])
+}
+
+// chunked calls f with consecutive chunks of xs, each of a size in chunkSizes, and the
+// place of the chunk's first element in xs.
+func chunked[T any](xs []T, f func(off int, chunk []T) error) error {
+	off := 0
+	return chunks(xs, func(chunk []T) error {
+		err := f(off, chunk)
+		off += len(chunk)
+		return err
+	})
+}
+
+// after runs the checks on a batch's rows once their claims are made and their
+// deliveries inserted, in the same transaction, and sets each row's flags. A row that
+// business_key_blocks turns into a duplicate is rewritten as one here: outcome
+// duplicate, its first delivery the one it doubles, and its claim undone (see block).
+func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) error {
+	f.tx = tx
+	defer f.done()
+	// Money mismatches are rare (the payload differs): a statement or two each.
+	for i, r := range rows {
+		if r.outcome == storage.Duplicate && r.mismatch {
+			if err := f.moneyMismatch(ctx, rows[:i], r); err != nil {
+				return fmt.Errorf("money mismatch: %w", err)
+			}
+		}
+	}
+	acc := f.acc[:0]
+	for _, r := range rows {
+		if r.outcome == storage.Accepted {
+			acc = append(acc, r)
+		}
+	}
+	f.acc = acc
+	defer clear(f.acc)
+	if len(acc) == 0 {
+		return nil
+	}
+	// Business keys first: a blocked row is accepted no more, and takes no other flag.
+	if err := f.businessKeys(ctx, rows, acc); err != nil {
+		return fmt.Errorf("business keys: %w", err)
+	}
+	if err := f.lateDuplicates(ctx, acc); err != nil {
+		return fmt.Errorf("late duplicates: %w", err)
+	}
+	if err := f.correlations(ctx, acc); err != nil {
+		return fmt.Errorf("correlations: %w", err)
+	}
+	return nil
+}
+
+// moneyMismatch flags r, a duplicate whose payload differs from its first delivery's,
+// when the amount, the currency or the event status differ too. The first delivery is
+// among earlier (earlier rows of the batch) or stored before it.
+func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *recordRow) error {
+	var amount, currency, status string
+	found := false
+	for _, e := range earlier {
+		if e.id == r.first {
+			amount, currency, status, found = e.d.Amount, e.d.Currency, e.d.EventStatus, true
+			break
+		}
+	}
+	if !found {
+		ok, err := f.queryRow(ctx, sqlFirstMoney, []any{r.first}, &amount, &currency, &status)
+		if err != nil || !ok {
+			return err // a first delivery swept by retention has nothing to compare with
+		}
+	}
+	d := r.d
+	if amount == d.Amount && currency == d.Currency && status == d.EventStatus {
+		return nil
+	}
+	r.moneyMismatch = true
+	return f.exec(ctx, sqlSetMoney, r.id)
+}
+
+// businessKeys looks up the business keys of the accepted rows acc, flags or blocks
+// those found, and stores the keys of those that stay accepted. rows is the whole
+// batch. A key is found in the database (the earliest within the window) or, failing
+// that, earlier in the batch.
+func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) error {
+	var cand []*recordRow
+	for _, r := range acc {
+		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
+			cand = append(cand, r)
+		}
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	found := make([]int64, len(cand))
+	err := chunked(cand, func(off int, chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiBusinessFind, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for i, r := range chunk {
+			args = append(args, i, r.d.Source, r.d.BusinessKey,
+				millis(r.d.ReceivedAt)-r.claim.BusinessWindow.Milliseconds(), r.d.Key)
+		}
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		for res.Next() {
+			var i int
+			var other sql.NullInt64
+			if err := res.Scan(&i, &other); err != nil {
+				return err
+			}
+			found[off+i] = other.Int64
+		}
+		return res.Err()
+	})
+	if err != nil {
+		return err
+	}
+	type bkey struct{ source, hash string }
+	first := map[bkey]*recordRow{}
+	add := cand[:0:0]
+	for j, r := range cand {
+		k := bkey{r.d.Source, r.d.BusinessKey}
+		other := found[j]
+		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
+			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
+			other = e.id
+		}
+		if other != 0 && r.claim.BusinessBlocks {
+			if err := f.block(ctx, rows, r, other); err != nil {
+				return err
+			}
+			continue
+		}
+		if other != 0 {
+			if err := f.flag(ctx, r, storage.SuspectBusinessKey, other, r.d.Source, "", time.Time{}); err != nil {
+				return err
+			}
+		}
+		if _, ok := first[k]; !ok {
+			first[k] = r
+		}
+		add = append(add, r)
+	}
+	return chunks(add, func(chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiBusinessAdd, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 4*len(chunk))
+		for _, r := range chunk {
+			args = append(args, r.d.Source, r.d.BusinessKey, r.id, millis(r.d.ReceivedAt))
+		}
+		_, err = st.ExecContext(ctx, args...)
+		return err
+	})
+}
+
+// lateDuplicates traces the expired claims that rows of acc took over, and flags the
+// rows still accepted whose key was claimed before: the claim they took over, or a
+// trace the sweep left.
+func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error {
+	var look []*recordRow
+	for _, r := range acc {
+		d := r.d
+		prior, ok := f.prior[holderKey{d.Source, d.Key}]
+		if !ok || prior.expiresAt > millis(d.ReceivedAt) || prior.first == r.id {
+			if r.outcome == storage.Accepted {
+				look = append(look, r)
+			}
+			continue
+		}
+		// The claim r took over had expired: traced now, as the sweep would have, even
+		// if r was blocked since (the claim is gone either way).
+		if err := f.exec(ctx, sqlTraceAdd, d.Source, storage.KeyHash(d.Key), prior.claimedAt, prior.first, prior.expiresAt); err != nil {
+			return err
+		}
+		if r.outcome != storage.Accepted {
+			continue
+		}
+		other := prior.first
+		var exists bool
+		if _, err := f.queryRow(ctx, sqlDeliveryExists, []any{other}, &exists); err != nil {
+			return err
+		}
+		if !exists {
+			other = 0
+		}
+		if err := f.flag(ctx, r, storage.SuspectLateDuplicate, other, d.Source, "", fromMillis(prior.claimedAt)); err != nil {
+			return err
+		}
+	}
+	return chunked(look, func(off int, chunk []*recordRow) error {
+		st, err := f.multi(ctx, multiTraceFind, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 3*len(chunk))
+		for i, r := range chunk {
+			args = append(args, i, r.d.Source, storage.KeyHash(r.d.Key))
+		}
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		type hit struct {
+			i                int
+			firstSeen, other int64
+		}
+		var hits []hit
+		for res.Next() {
+			var h hit
+			if err := res.Scan(&h.i, &h.firstSeen, &h.other); err != nil {
+				res.Close()
+				return err
+			}
+			hits = append(hits, h)
+		}
+		if err := errors.Join(res.Err(), res.Close()); err != nil {
+			return err
+		}
+		for _, h := range hits {
+			r := chunk[h.i]
+			if err := f.flag(ctx, r, storage.SuspectLateDuplicate, h.other, r.d.Source, "", fromMillis(h.firstSeen)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// correlation is one correlation key of an accepted row.
+type correlation struct {
+	r *recordRow
+	c storage.CorrelationKey
+}
+
+// correlations looks up the correlation keys of the rows of acc still accepted, flags
+// those another source of the rule delivered within its window (in the database, or
+// earlier in the batch), and stores them all.
+func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
+	var all []correlation
+	for _, r := range acc {
+		if r.outcome != storage.Accepted {
+			continue
+		}
+		for _, c := range r.d.Correlations {
+			all = append(all, correlation{r, c})
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	type match struct {
+		other  int64
+		source string
+	}
+	found := make([]match, len(all))
+	err := chunked(all, func(off int, chunk []correlation) error {
+		st, err := f.multi(ctx, multiCorrelationFind, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for i, p := range chunk {
+			args = append(args, i, p.c.Rule, p.c.Hash, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds(), p.r.d.Source)
+		}
+		res, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		for res.Next() {
+			var i int
+			var m match
+			if err := res.Scan(&i, &m.other, &m.source); err != nil {
+				return err
+			}
+			found[off+i] = m
+		}
+		return res.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for j, p := range all {
+		m := found[j]
+		for _, e := range all[:j] {
+			if m.other != 0 {
+				break
+			}
+			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
+				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
+				m = match{e.r.id, e.r.d.Source}
+			}
+		}
+		if m.other != 0 {
+			if err := f.flag(ctx, p.r, storage.SuspectCorrelation, m.other, m.source, p.c.Rule, time.Time{}); err != nil {
+				return err
+			}
+		}
+	}
+	return chunks(all, func(chunk []correlation) error {
+		st, err := f.multi(ctx, multiCorrelationAdd, len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for _, p := range chunk {
+			args = append(args, p.c.Rule, p.c.Hash, p.r.d.Source, p.r.id, millis(p.r.d.ReceivedAt))
+		}
+		_, err = st.ExecContext(ctx, args...)
+		return err
+	})
+}
+
+// block turns r, accepted, into a duplicate of other, the delivery whose business key it
+// repeats. Its claim is undone rather than kept: a claim says that its first delivery's
+// event was taken in, and this one was not, so the keys pages list it nowhere, and a
+// redelivery of its key meets the same business key and is blocked the same way (while
+// the window lasts). Rows of the batch that lost their key's claim to r are repointed
+// to other too, as r's redeliveries.
+func (f *forensics) block(ctx context.Context, rows []*recordRow, r *recordRow, other int64) error {
+	d := r.d
+	if err := f.exec(ctx, sqlBlockClaim, d.Source, d.Key, r.id); err != nil {
+		return fmt.Errorf("block: %w", err)
+	}
+	if err := f.exec(ctx, sqlBlockDelivery, r.id, other); err != nil {
+		return fmt.Errorf("block: %w", err)
+	}
+	blocked := r.id
+	r.outcome, r.first = storage.Duplicate, other
+	for _, o := range rows {
+		if o != r && o.outcome == storage.Duplicate && o.first == blocked {
+			o.first = other
+			if err := f.exec(ctx, sqlRepoint, o.id, other); err != nil {
+				return fmt.Errorf("block: %w", err)
+			}
+		}
+		// A redelivery that stored its body as a reference to the blocked one gets its
+		// own copy: the blocked delivery is owed nothing and no longer accepted, so the
+		// retention sweep deletes it without handing its body over (sweep.go).
+		if o != r && o.bodyFrom == blocked {
+			o.bodyFrom = 0
+			if err := f.exec(ctx, sqlOwnBody, o.id, o.d.Body); err != nil {
+				return fmt.Errorf("block: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// flag records a suspect of kind on r, doubling other (0 when unknown). Suspects are
+// rare: one statement each.
+func (f *forensics) flag(ctx context.Context, r *recordRow, kind storage.SuspectKind, other int64, otherSource, rule string, firstSeen time.Time) error {
+	d := r.d
+	var first int64
+	if !firstSeen.IsZero() {
+		first = millis(firstSeen)
+	}
+	if err := f.exec(ctx, sqlSuspectAdd, string(kind), r.id, other, d.Source, otherSource, rule,
+		d.Property, d.Booking, d.Amount, d.Currency, first, millis(d.ReceivedAt)); err != nil {
+		return fmt.Errorf("flag %s: %w", kind, err)
+	}
+	r.suspects = append(r.suspects, kind)
+	return nil
+}
+
+// traceExpired writes the traces of claims the sweep deleted, in its transaction: a
+// delivery of one of their keys within the remember period is a late duplicate.
+func traceExpired(ctx context.Context, tx *sql.Tx, gone []expiredClaim) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx, sqlTraceAdd)
+	if err != nil {
+		return fmt.Errorf("trace expired claims: %w", err)
+	}
+	defer st.Close()
+	for _, c := range gone {
+		if _, err := st.ExecContext(ctx, c.source, storage.KeyHash(c.key), c.claimedAt, c.first, c.expiresAt); err != nil {
+			return fmt.Errorf("trace expired claims: %w", err)
+		}
+	}
+	return nil
+}
+
+// expiredClaim is a claim the sweep deleted.
+type expiredClaim struct {
+	source, key          string
+	first                int64
+	claimedAt, expiresAt int64
+}
+
+// SweepTraces deletes at most limit traces of keys that expired before cutoff (now
+// less the remember period), oldest first, and returns how many it deleted.
+func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	return db.sweepSeen(ctx, "key traces", `DELETE FROM key_traces WHERE (source, key_hash) IN (
+	SELECT source, key_hash FROM key_traces WHERE expired_at < ?1 ORDER BY expired_at LIMIT ?2)`, cutoff, limit)
+}
+
+// SweepBusinessKeys deletes at most limit business keys seen before cutoff (now less
+// the longest business window), oldest first, and returns how many it deleted. A key
+// older than its own source's window is never matched (the lookup bounds it too); the
+// sweep only keeps the table small.
+func (db *DB) SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	return db.sweepSeen(ctx, "business keys", `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
+	SELECT source, hash, delivery FROM business_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
+}
+
+// SweepCorrelationKeys deletes at most limit correlation keys seen before cutoff (now
+// less the longest correlation window), oldest first, and returns how many it deleted.
+func (db *DB) SweepCorrelationKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	return db.sweepSeen(ctx, "correlation keys", `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
+	SELECT rule, hash, delivery FROM correlation_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
+}
+
+func (db *DB) sweepSeen(ctx context.Context, what, q string, cutoff time.Time, limit int) (int64, error) {
+	res, err := db.writeExec(ctx, q, millis(cutoff), max(limit, 1))
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", what, err)
+	}
+	return res.RowsAffected()
+}
+
+// WouldFlag returns the suspects a delivery described by p would be flagged as, were it
+// accepted at p.Now, without writing anything: a business key seen within the window
+// under another key, a correlation through another source, a trace of its expired key
+// (or an expired claim it would take over). Each has Kind, Other, OtherSource, Rule and
+// FirstSeen set.
+func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect, error) {
+	at := millis(p.Now)
+	var out []storage.Suspect
+	if p.BusinessKey != "" && p.BusinessWindow > 0 {
+		var other int64
+		err := db.read.QueryRowContext(ctx, sqlBusinessMatch, p.Source, p.BusinessKey,
+			at-p.BusinessWindow.Milliseconds(), p.Key).Scan(&other)
+		switch {
+		case err == nil:
+			out = append(out, storage.Suspect{Kind: storage.SuspectBusinessKey, Other: other, Source: p.Source, OtherSource: p.Source})
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("would flag: business key: %w", err)
+		}
+	}
+	if p.Key != "" {
+		var first, claimedAt, expiresAt int64
+		err := db.read.QueryRowContext(ctx, `SELECT first_delivery, claimed_at, expires_at FROM claims
+			WHERE source = ? AND key = ? AND state = 'processed'`, p.Source, p.Key).Scan(&first, &claimedAt, &expiresAt)
+		switch {
+		case err == nil && expiresAt <= at:
+			out = append(out, storage.Suspect{Kind: storage.SuspectLateDuplicate, Other: first, Source: p.Source, FirstSeen: fromMillis(claimedAt)})
+		case err == nil:
+			// Held: the delivery would be a duplicate, not a late one.
+		case errors.Is(err, sql.ErrNoRows):
+			var firstSeen, other int64
+			err := db.read.QueryRowContext(ctx, sqlTraceFind, p.Source, storage.KeyHash(p.Key)).Scan(&firstSeen, &other)
+			switch {
+			case err == nil:
+				out = append(out, storage.Suspect{Kind: storage.SuspectLateDuplicate, Other: other, Source: p.Source, FirstSeen: fromMillis(firstSeen)})
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, fmt.Errorf("would flag: trace: %w", err)
+			}
+		default:
+			return nil, fmt.Errorf("would flag: claim: %w", err)
+		}
+	}
+	for _, c := range p.Correlations {
+		var other int64
+		var otherSource string
+		err := db.read.QueryRowContext(ctx, sqlCorrelationMatch, c.Rule, c.Hash,
+			at-c.Window.Milliseconds(), p.Source).Scan(&other, &otherSource)
+		switch {
+		case err == nil:
+			out = append(out, storage.Suspect{Kind: storage.SuspectCorrelation, Other: other, Source: p.Source, OtherSource: otherSource, Rule: c.Rule})
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("would flag: correlation %s: %w", c.Rule, err)
+		}
+	}
+	return out, nil
+}
+
+// FlagsOf returns the forensic flags of delivery id. Returns ErrNotFound if there is no
+// such delivery.
+func (db *DB) FlagsOf(ctx context.Context, id int64) (storage.DeliveryFlags, error) {
+	var f storage.DeliveryFlags
+	err := db.read.QueryRowContext(ctx, `SELECT money_mismatch FROM deliveries WHERE id = ?`, id).Scan(&f.MoneyMismatch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("delivery %d: %w", id, storage.ErrNotFound)
+	}
+	if err != nil {
+		return f, fmt.Errorf("flags of delivery %d: %w", id, err)
+	}
+	by, err := db.SuspectsOf(ctx, []int64{id})
+	if err != nil {
+		return f, fmt.Errorf("flags of delivery %d: %w", id, err)
+	}
+	f.Suspects = by[id]
+	return f, nil
+}

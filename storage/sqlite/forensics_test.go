@@ -1,0 +1,28 @@
+package sqlite_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// Intake's lookups go by the tables' keys, whatever the number of rows in the windows:
+// never a scan, never the seen_at index, never a sort.
+func TestDB_Forensics_Plans(t *testing.T) {
+	plans, err := storagetest.Open(t).ExplainForensics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, plan := range plans {
+		scan := false
+		for line := range strings.SplitSeq(plan, "\n") {
+			// Scanning the chunk's own VALUES is the point; scanning a table is not.
+			scan = scan || strings.Contains(line, "SCAN ") && !strings.Contains(line, "VALUES") && !strings.Contains(line, "CONSTANT ROWS") && !strings.HasSuffix(line, "SCAN v")
+		}
+		if scan || strings.Contains(plan, "_seen") || strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("%s plan:\n%s", name, plan)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package sqlite_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// newClock sets db's clock to one that stands still at a fixed time until moved.
+func newClock(db *sqlite.DB) *storagetest.Clock {
+	c := storagetest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	db.Now = c.Now
+	return c
+}
+
+// delivery is a delivery as the receiver records it, answered 200 once stored.
+func delivery(source, key, hash string) *storage.Delivery {
+	return &storage.Delivery{Source: source, Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
+}
+
+var day = storage.ClaimOptions{TTL: 24 * time.Hour}
+
+// TestDB_SweepExpired_Plan: the claims sweep finds what it may delete through the index
+// of settled and released claims alone: not every claim, and not the keys still owed
+// downstream, which it keeps however long expired and would otherwise read past in
+// every batch.
+func TestDB_SweepExpired_Plan(t *testing.T) {
+	plan, err := storagetest.Open(t).ExplainSweepExpired(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "INDEX claims_expiring (expires_at<?)") || strings.Contains(plan, "SCAN claims") ||
+		strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("claims sweep plan:\n%s", plan)
+	}
+}
+
+// bk is a delivery of a booking's refund whose business key is business.
+func bk(source, key, business string) *storage.Delivery {
+	d := delivery(source, key, "h-"+key)
+	d.BusinessKey = business
+	d.Property, d.Booking, d.Amount, d.Currency = "p1", "b1", "80.00", "EUR"
+	return d
+}
+

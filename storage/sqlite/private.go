@@ -1,0 +1,107 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The database holds webhook secrets, session keys and password hashes: its files are
+// for the user that runs hookdedup alone.
+const (
+	privateFile fs.FileMode = 0o600
+	privateDir  fs.FileMode = 0o700
+)
+
+// MakeDirs creates dir and those of its parents that are missing, each 0700 whatever the
+// umask. Directories that exist already are left as they are: their mode is their
+// owner's choice.
+func MakeDirs(dir string) error {
+	dir = filepath.Clean(dir)
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := MakeDirs(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, privateDir); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // made meanwhile, by someone else: theirs
+		}
+		return err
+	}
+	// Mkdir's mode passes through the umask, which may take bits away (0277 would leave
+	// a directory its owner cannot write); Chmod does not.
+	return os.Chmod(dir, privateDir)
+}
+
+// createPrivate creates the database file at path, and its directory, before SQLite
+// opens it: SQLite creates a new file, and later its -wal and -shm, with the mode the
+// umask leaves (0644 under the usual 022), and gives -wal and -shm the main file's mode.
+// Creating the main file 0600 here makes all three private. An existing file is left
+// alone.
+func createPrivate(path string) error {
+	if err := MakeDirs(filepath.Dir(path)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, privateFile)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(privateFile); err != nil { // as in MakeDirs: whatever the umask
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// missing reports whether nothing is at path: no file, no directory on the way to it, or
+// a symbolic link to nothing.
+func missing(path string) bool {
+	_, err := os.Stat(path)
+	return absent(err)
+}
+
+// absent reports whether err, from a look at a path, says nothing is there.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// warnShared logs one warning when the database's files can be read or written by users
+// other than their owner. It does not change their mode: permissions on a file that
+// exists are its owner's decision (a group that a backup agent reads through, say), and
+// a service that quietly undoes them breaks that at its next restart. The warning says
+// how to make them private.
+func warnShared(log *slog.Logger, path string) {
+	var shared []string
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(name)
+		if err != nil || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		shared = append(shared, fmt.Sprintf("%s (%#o)", name, uint32(fi.Mode().Perm())))
+	}
+	if len(shared) == 0 {
+		return
+	}
+	log.Warn("the database can be read by other users of this machine, and it holds webhook secrets, "+
+		"session keys and password hashes: make it private with chmod 600 (SQLite gives its -wal and -shm files the database's mode)",
+		"files", strings.Join(shared, ", "))
+}

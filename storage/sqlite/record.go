@@ -1,0 +1,715 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// recordReq is one call of Record or RecordBatch: the writer takes it whole, so that
+// all its deliveries land in one transaction and are answered together.
+type recordReq struct {
+	rows  []recordRow
+	claim storage.ClaimOptions
+	batch bool // RecordBatch: the rows are the items of one request
+	done  chan error
+	// state says who has r: reqQueued until the writer takes it (to write it inside a
+	// transaction that holds the lock, or to answer it an error) or Record gives up
+	// waiting and abandons it. Whoever moves it first decides; an abandoned r is never
+	// read again, for its Delivery may be reused as soon as Record returns.
+	state atomic.Int32
+}
+
+// recordRow is one delivery of a recordReq.
+type recordRow struct {
+	d       *storage.Delivery
+	headers string
+	claim   storage.ClaimOptions // its request's
+
+	// results, applied to d only once the transaction that holds them has committed
+	id, first, batch int64
+	outcome          storage.Outcome
+	mismatch         bool
+	// bodyFrom is the delivery whose body this one's is, byte for byte: a duplicate
+	// stores that reference instead of a copy (0: it stores its own body).
+	bodyFrom      int64
+	moneyMismatch bool
+	suspects      []storage.SuspectKind
+}
+
+// The states of a recordReq.
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+// maxPooledRows bounds the rows a pooled request keeps room for: a rare large batch
+// must not pin its slice in every pooled request.
+const maxPooledRows = 64
+
+// recordReqs recycles requests and their channels: intake makes one per request.
+var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan error, 1)} }}
+
+// Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
+// when it wins the claim (no row, an expired row or a released row for its source and
+// key) and Duplicate otherwise. On success d.ID, d.Outcome, d.FirstDelivery and
+// d.Mismatch are set, and the delivery and claim are committed. d.Status is stored as
+// given: it is the status the caller will answer, which is the caller's to decide. Concurrent calls share
+// one transaction and one fsync (group commit); each returns only after the commit that
+// holds its rows. An error means nothing of d was stored where it will be found: nothing
+// at all, or (ErrFileGone) a commit into a database file that left its path meanwhile.
+//
+// Record waits at most the busy timeout (Options.BusyTimeout) from its call, whatever
+// else waits on the database (another process's lock, the write connection's other
+// users, earlier batches): if d was not yet being written by then, it returns
+// ErrWriteTimeout and d is never written. Once d's transaction holds the lock, Record
+// waits for its commit, a matter of milliseconds.
+func (db *DB) Record(ctx context.Context, d *storage.Delivery, claim storage.ClaimOptions) error {
+	return db.record(ctx, claim, false, d)
+}
+
+// RecordBatch stores the items of one request that carried several events, each as a
+// delivery of its own with its own key, claimed in order, as Record does one. All of
+// them commit in one transaction, or none: on success every item's ID, Outcome,
+// FirstDelivery and Mismatch are set, and Batch (the id of the first item's delivery)
+// and BatchIndex (its place in items) are stored with it; on error nothing of any item
+// was stored where it will be found. Two items of one key: the first claims it, the
+// second is its duplicate. Rejections cannot be recorded this way: a refused request
+// is one rejected delivery (Record).
+func (db *DB) RecordBatch(ctx context.Context, items []*storage.Delivery, claim storage.ClaimOptions) error {
+	if len(items) == 0 {
+		return errors.New("record batch: no items")
+	}
+	for i, d := range items {
+		if d.Outcome == storage.Rejected {
+			return fmt.Errorf("record batch: item %d is a rejection", i)
+		}
+	}
+	return db.record(ctx, claim, true, items...)
+}
+
+func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool, ds ...*storage.Delivery) error {
+	r := recordReqs.Get().(*recordReq)
+	r.claim, r.batch = claim, batch
+	now := time.Time{}
+	for i, d := range ds {
+		if d.Outcome != storage.Rejected && d.Key == "" {
+			recordReqs.Put(r.reset())
+			return fmt.Errorf("record delivery %d: empty key", i)
+		}
+		if d.ReceivedAt.IsZero() {
+			if now.IsZero() {
+				now = db.Now() // one time for all the items of a request
+			}
+			d.ReceivedAt = now
+		}
+		headers := "{}"
+		if len(d.Headers) > 0 {
+			headers = string(appendHeadersJSON(make([]byte, 0, 512), d.Headers))
+		}
+		r.rows = append(r.rows, recordRow{d: d, headers: headers, claim: claim})
+	}
+	wait := time.NewTimer(db.busyTimeout)
+	defer wait.Stop()
+	select {
+	case db.reqs <- r:
+	case <-db.closing:
+		recordReqs.Put(r.reset())
+		return storage.ErrClosed
+	case <-ctx.Done():
+		recordReqs.Put(r.reset())
+		return ctx.Err()
+	case <-wait.C:
+		recordReqs.Put(r.reset())
+		return fmt.Errorf("record delivery: %w", storage.ErrWriteTimeout)
+	}
+	// Queued, r is written only if the writer takes it before the wait ends; once taken,
+	// wait for its verdict so that the answer never claims more than what was committed.
+	var err error
+	select {
+	case err = <-r.done:
+	case <-wait.C:
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			// The writer will drop r unread; it is not recycled, as the writer may still
+			// hold it in a batch.
+			return fmt.Errorf("record delivery: %w", storage.ErrWriteTimeout)
+		}
+		err = <-r.done
+	}
+	if err == nil {
+		for _, row := range r.rows {
+			d := row.d
+			d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = row.id, row.outcome, row.first, row.mismatch
+			d.Batch = row.batch
+			d.MoneyMismatch, d.Suspects = row.moneyMismatch, row.suspects
+		}
+	}
+	// The writer let go of r when it answered on r.done.
+	recordReqs.Put(r.reset())
+	return err
+}
+
+// reset makes r ready for reuse and returns it.
+func (r *recordReq) reset() *recordReq {
+	clear(r.rows)
+	r.rows = r.rows[:0]
+	if cap(r.rows) > maxPooledRows {
+		r.rows = nil
+	}
+	r.claim, r.batch = storage.ClaimOptions{}, false
+	r.state.Store(reqQueued)
+	return r
+}
+
+// writer is the single goroutine that commits intake writes. It takes what is already
+// queued (up to maxBatch) without waiting for more: under load the queue fills while the
+// previous batch commits, and when idle a lone delivery commits at once.
+func (db *DB) writer() {
+	defer close(db.writerDone)
+	w := &batchWriter{db: db}
+	defer w.close()
+	batch := make([]*recordReq, 0, db.maxBatch)
+	for {
+		var first *recordReq
+		select {
+		case first = <-db.reqs:
+		case <-db.closing:
+			// Commit what was queued before Close, then stop.
+			for {
+				select {
+				case r := <-db.reqs:
+					w.commit(append(batch[:0], r))
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+		rows := len(first.rows)
+	fill:
+		// A request is taken whole however many rows it has; others join it while the
+		// transaction stays within maxBatch rows.
+		for len(batch) < db.maxBatch && rows < db.maxBatch {
+			select {
+			case r := <-db.reqs:
+				batch = append(batch, r)
+				rows += len(r.rows)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+		clear(batch) // drop the requests: their callers recycle them
+		if db.walRestart.CompareAndSwap(true, false) {
+			db.finishCheckpoint()
+		}
+	}
+}
+
+const (
+	// Takes ?1 delivery ids from the sequence and returns the last id issued before
+	// them. Inside the batch's IMMEDIATE transaction no other writer can insert, so the
+	// batch numbers its deliveries itself from there: each claim names its first
+	// delivery as it is made, and the claims' answers can say which request won by that
+	// number. The sequence never goes back, so an id is never issued twice, not even
+	// once the deliveries holding the newest ids are swept (a claim may still name
+	// one). It also steps over any delivery stored without it (max(id) is one seek to
+	// the table's last page), so that such a row cannot make a batch fail.
+	sqlTakeDeliveryIDs = `UPDATE delivery_seq SET last = max(last, (SELECT coalesce(max(id), 0) FROM deliveries)) + ?1
+WHERE only = 1 RETURNING last - ?1`
+
+	// The claims of a chunk of requests, in order: a new row, or a takeover of an
+	// expired or released one; a live claim refuses. It returns the first_delivery of
+	// every row it wrote, that is the delivery id of each request that won.
+	sqlClaimHead = `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
+VALUES `
+	sqlClaimRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlClaimTail = `
+ON CONFLICT (source, key) DO UPDATE SET
+	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
+	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
+	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+	attempts = 0, last_error = ''
+WHERE (claims.expires_at <= excluded.claimed_at AND claims.state != 'processing') OR claims.state = 'released'
+RETURNING first_delivery`
+
+	// Who holds the keys that a chunk's duplicates lost to, one answer per duplicate (its
+	// delivery id first), and whether the duplicate's body is the first delivery's byte
+	// for byte: a redelivery, whose body is then stored as a reference to that one
+	// (body_from). The first delivery's row is read for that comparison only; a first
+	// delivery that stores no body of its own is never referred to.
+	sqlHolderHead = `SELECT v.column1, c.first_delivery, c.payload_hash, coalesce(f.body = v.column4, 0)
+FROM (VALUES `
+	sqlHolderRow  = `(?, ?, ?, ?)`
+	sqlHolderTail = `) AS v
+JOIN claims AS c ON c.source = v.column2 AND c.key = v.column3
+LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
+
+	sqlDeliveryHead = `
+INSERT INTO deliveries (` + deliveryInsertColumns + `)
+VALUES `
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryTail = ``
+)
+
+// chunkSizes are the numbers of rows the writer's statements take at once, largest
+// first: a batch is cut into chunks of these sizes (its binary digits, so a batch of up
+// to 255 takes at most eight), and a few prepared statements serve every batch size.
+var chunkSizes = [...]int{128, 64, 32, 16, 8, 4, 2, 1}
+
+// stmtKind is one of the writer's multi-row statements.
+type stmtKind int
+
+const (
+	kindClaim stmtKind = iota
+	kindHolder
+	kindDelivery
+	nKinds
+)
+
+func (k stmtKind) sql(rows int) string {
+	head, row, tail := sqlClaimHead, sqlClaimRow, sqlClaimTail
+	switch k {
+	case kindHolder:
+		head, row, tail = sqlHolderHead, sqlHolderRow, sqlHolderTail
+	case kindDelivery:
+		head, row, tail = sqlDeliveryHead, sqlDeliveryRow, sqlDeliveryTail
+	}
+	return rowsSQL(head, row, tail, rows)
+}
+
+// rowsSQL is a statement of head, rows copies of row separated by commas, and tail: the
+// shape of every multi-row statement the writer and the forensic checks prepare.
+func rowsSQL(head, row, tail string, rows int) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// batchWriter is the writer goroutine's state. Its statements are prepared once on the
+// write connection and bound to each batch's transaction, and each takes many rows: a
+// batch costs a few statements, not two or three per delivery. That matters beyond
+// SQLite's own work: a goroutine that spends long in a cgo call gives up its P, and
+// getting one back queues it behind every runnable handler; the writer must not queue
+// once per delivery.
+type batchWriter struct {
+	db    *DB
+	take  *sql.Stmt // sqlTakeDeliveryIDs
+	stmts [nKinds][len(chunkSizes)]*sql.Stmt
+	args  []any
+	won   map[int64]bool
+	rows  []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
+	ask   []*recordRow
+	fx    forensics
+}
+
+// prepare prepares the writer's statements, once. It must run outside a transaction:
+// the write pool's one connection would be busy.
+func (w *batchWriter) prepare(ctx context.Context) error {
+	if w.take != nil {
+		return nil
+	}
+	for k := range nKinds {
+		for i, size := range chunkSizes {
+			st, err := w.db.write.PrepareContext(ctx, k.sql(size))
+			if err != nil {
+				w.close()
+				return fmt.Errorf("prepare: %w", err)
+			}
+			w.stmts[k][i] = st
+		}
+	}
+	st, err := w.db.write.PrepareContext(ctx, sqlTakeDeliveryIDs)
+	if err != nil {
+		w.close()
+		return fmt.Errorf("prepare: %w", err)
+	}
+	w.take = st
+	return nil
+}
+
+func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
+	i := 0
+	for chunkSizes[i] != size {
+		i++
+	}
+	return w.stmts[k][i]
+}
+
+func (w *batchWriter) close() {
+	w.fx.close()
+	if w.take != nil {
+		w.take.Close()
+		w.take = nil
+	}
+	for k := range w.stmts {
+		for i, st := range w.stmts[k] {
+			if st != nil {
+				st.Close()
+				w.stmts[k][i] = nil
+			}
+		}
+	}
+}
+
+// commit writes batch in one transaction and answers each request it took (see take). If
+// that fails for a reason of one request's, each request is retried in a transaction of
+// its own, so that one bad request cannot fail the others. A failure of the whole
+// database (locked, full, read-only, its file gone) fails them all at once: retrying one
+// by one would make the k-th wait busy_timeout k+1 times.
+//
+// After each commit the database file is looked for at its path (checkFile): a delivery
+// committed into a file that has just been removed or replaced is answered as not
+// stored, never as stored. That stat is the check's whole cost, once per batch.
+func (w *batchWriter) commit(batch []*recordReq) {
+	live, err := w.commitTx(batch)
+	if err != nil && len(live) > 1 && !databaseWide(err) {
+		// Rolled back: until its own transaction holds the lock, each caller may stop
+		// waiting again.
+		for _, r := range live {
+			r.state.Store(reqQueued)
+		}
+		for _, r := range live {
+			one, err := w.commitTx([]*recordReq{r})
+			if len(one) == 0 {
+				continue // abandoned meanwhile
+			}
+			if err == nil {
+				err = w.db.checkFile()
+			}
+			r.done <- err
+		}
+		return
+	}
+	if err == nil && len(live) > 0 {
+		err = w.db.checkFile()
+	}
+	for _, r := range live {
+		r.done <- err
+	}
+}
+
+// take moves to reqTaken each request of batch that Record has not abandoned, and
+// returns those, in order, in batch's array. The writer takes a request only to write
+// it in a transaction that holds the lock already, or to answer it an error; the
+// abandoned ones it drops unread.
+func take(batch []*recordReq) []*recordReq {
+	out := batch[:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// chunks calls f with consecutive chunks of reqs, each of a size in chunkSizes.
+func chunks[T any](reqs []T, f func(chunk []T) error) error {
+	for len(reqs) > 0 {
+		n := chunkSizes[len(chunkSizes)-1]
+		for _, size := range chunkSizes {
+			if size <= len(reqs) {
+				n = size
+				break
+			}
+		}
+		if err := f(reqs[:n]); err != nil {
+			return err
+		}
+		reqs = reqs[n:]
+	}
+	return nil
+}
+
+// commitTx writes in one transaction the requests of batch that it takes, and returns
+// those: once the transaction holds the lock, every one that Record has not abandoned
+// while it waited; if none could begin, every one still waiting, to be answered the
+// error. It returns no error if it took none.
+func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
+	ctx := context.Background()
+	if err := w.db.fileGone(); err != nil {
+		return take(batch), err
+	}
+	if err := w.prepare(ctx); err != nil {
+		return take(batch), err
+	}
+	if err := w.fx.prepare(ctx, w.db.write); err != nil {
+		return take(batch), err
+	}
+	tx, err := w.db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return take(batch), fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if batch = take(batch); len(batch) == 0 {
+		return nil, nil
+	}
+	// Number the deliveries, request by request, and gather the rows that claim a key,
+	// in order.
+	w.rows, w.ask = w.rows[:0], w.ask[:0]
+	for _, r := range batch {
+		for i := range r.rows {
+			w.rows = append(w.rows, &r.rows[i])
+		}
+	}
+	var last int64
+	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(w.rows)).Scan(&last); err != nil {
+		return batch, fmt.Errorf("take delivery ids: %w", err)
+	}
+	next := last
+	for _, r := range batch {
+		var batchID int64
+		if r.batch {
+			batchID = next + 1 // the first item's id names the request's items
+		}
+		for i := range r.rows {
+			row := &r.rows[i]
+			next++
+			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
+			row.bodyFrom = 0
+			row.moneyMismatch, row.suspects = false, nil
+			if row.d.Outcome != storage.Rejected {
+				w.ask = append(w.ask, row)
+			}
+		}
+	}
+	err = w.fx.before(ctx, tx, w.ask)
+	if err == nil {
+		err = w.claimRows(ctx, tx)
+	}
+	if err == nil {
+		err = chunks(w.rows, func(chunk []*recordRow) error {
+			st := w.stmt(kindDelivery, len(chunk))
+			args := w.args[:0]
+			for _, r := range chunk {
+				d := r.d
+				index := 0
+				if r.batch != 0 {
+					index = int(r.id - r.batch) // the request's rows have consecutive ids
+				}
+				body := d.Body
+				if r.bodyFrom != 0 {
+					body = nil // NULL: the body is delivery bodyFrom's
+				}
+				args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
+					d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
+					d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
+					r.batch, index, r.headers, body, r.bodyFrom)
+			}
+			w.args = args
+			// Query, not Exec: go-sqlite3 binds a query's arguments and runs its first
+			// step in one cgo call, where Exec crosses once per argument (25 a row).
+			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+			if err := rows.Close(); err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = w.fx.after(ctx, tx, w.rows)
+	}
+	clear(w.args)
+	clear(w.rows)
+	clear(w.ask)
+	w.rows, w.ask = w.rows[:0], w.ask[:0]
+	if err != nil {
+		return batch, err
+	}
+	if err := tx.Commit(); err != nil {
+		return batch, fmt.Errorf("commit: %w", err)
+	}
+	w.db.noteCommit()
+	return batch, nil
+}
+
+// claimRows claims the keys of w.ask, in order, and sets each row's outcome, first
+// delivery and mismatch. Rows of one key in one transaction (concurrent deliveries, or
+// two items of one request) are claimed in order: the first wins, the rest are its
+// duplicates.
+func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
+	if len(w.ask) == 0 {
+		return nil
+	}
+	if w.won == nil {
+		w.won = make(map[int64]bool)
+	}
+	clear(w.won)
+	err := chunks(w.ask, func(chunk []*recordRow) error {
+		st := w.stmt(kindClaim, len(chunk))
+		args := w.args[:0]
+		for _, r := range chunk {
+			d := r.d
+			state, next := storage.StateProcessed, sql.NullInt64{}
+			if r.claim.Dispatch {
+				state, next = storage.StateProcessing, nullMillis(d.ReceivedAt)
+			}
+			at := millis(d.ReceivedAt)
+			args = append(args, d.Source, d.Key, state, r.id, d.PayloadHash, at, at+r.claim.TTL.Milliseconds(), at, next)
+		}
+		w.args = args
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			w.won[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The losers: a live claim holds their keys (perhaps won earlier in this batch).
+	lost := w.ask[:0]
+	for _, r := range w.ask {
+		if w.won[r.id] {
+			r.outcome, r.first = storage.Accepted, r.id
+		} else {
+			r.outcome = storage.Duplicate
+			lost = append(lost, r)
+		}
+	}
+	base := w.rows[0].id // the transaction's rows have consecutive ids from here
+	err = chunks(lost, func(chunk []*recordRow) error {
+		st := w.stmt(kindHolder, len(chunk))
+		args := w.args[:0]
+		for _, r := range chunk {
+			args = append(args, r.id, r.d.Source, r.d.Key, r.d.Body)
+		}
+		w.args = args
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, first int64
+			var hash string
+			var same bool
+			if err := rows.Scan(&id, &first, &hash, &same); err != nil {
+				return fmt.Errorf("read holders: %w", err)
+			}
+			if id < base || id-base >= int64(len(w.rows)) {
+				return fmt.Errorf("read holders: delivery %d is not in the transaction", id)
+			}
+			r := w.rows[id-base]
+			r.first, r.mismatch = first, hash != r.d.PayloadHash
+			if first >= base && first-base < int64(len(w.rows)) {
+				// Won in this transaction: its row is not written yet, its body is at hand.
+				same = bytes.Equal(w.rows[first-base].d.Body, r.d.Body)
+			}
+			if same && !r.mismatch && len(r.d.Body) > 0 {
+				r.bodyFrom = first
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range lost {
+		if r.first == 0 {
+			return fmt.Errorf("claim %s/%s: refused, but no claim holds it", r.d.Source, r.d.Key)
+		}
+	}
+	w.ask = w.ask[:0]
+	return nil
+}
+
+// databaseWide reports whether err is the database's rather than one request's.
+func databaseWide(err error) bool {
+	if errors.Is(err, storage.ErrFileGone) {
+		return true
+	}
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrFull, sqlite3.ErrIoErr, sqlite3.ErrReadonly,
+		sqlite3.ErrCantOpen, sqlite3.ErrCorrupt, sqlite3.ErrPerm, sqlite3.ErrNotADB:
+		return true
+	}
+	return false
+}
+
+// appendHeadersJSON appends h as JSON, as json.Marshal writes it (names in order), to
+// b. Written out by hand: through encoding/json's reflection it was a tenth of a
+// delivery's CPU in the writer's callers. Names and values of plain ASCII, nearly all of
+// them, are copied as they are; any other is left to encoding/json.
+func appendHeadersJSON(b []byte, h map[string][]string) []byte {
+	var names [32]string
+	keys := names[:0]
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		vs := h[k]
+		if vs == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '[')
+		for j, v := range vs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string, escaped as json.Marshal escapes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

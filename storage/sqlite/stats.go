@@ -1,0 +1,180 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// RollupStats folds up to limit deliveries not yet counted into the hourly totals that
+// DeliveryStats reads, and reports how many it folded (fewer than limit: it has caught
+// up). It then folds up to limit duplicates into the ledger's daily totals
+// (RollupLedger), which keep a mark of their own: a database from before the ledger
+// has its past duplicates counted there too, a stretch per call.
+func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
+	n, err := db.rollupStats(ctx, limit)
+	if err != nil {
+		return n, err
+	}
+	if _, err := db.RollupLedger(ctx, limit); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// rollupStats folds up to limit deliveries not yet counted into the hourly totals that
+// DeliveryStats reads, and reports how many it folded (fewer than limit: it has caught
+// up). Intake stays free of the work: the counting reads the deliveries on a read
+// connection (on the one write connection it held up intake for as long as it took to
+// read thousands of rows, bodies and all), and only its result, a few rows, is written.
+// Concurrent calls are safe: the mark moves only from where the counting started, so a
+// stretch of deliveries is counted once.
+func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
+	type stat struct {
+		source, outcome, currency    string
+		hour, deliveries, mismatches int64
+		moneyMismatches, withAmount  int64
+		amount                       float64
+	}
+	var (
+		mark, upto, n int64
+		stats         []stat
+	)
+	err := func() error {
+		if err := db.read.QueryRowContext(ctx, `SELECT rolled_up_to FROM delivery_stats_mark`).Scan(&mark); err != nil {
+			return err
+		}
+		// One statement, so one snapshot: the stretch after the mark and its counts. (A
+		// call that moves the mark meanwhile makes this one's write a no-op.)
+		rows, err := db.read.QueryContext(ctx, `
+WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 ORDER BY id LIMIT ?2),
+     bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
+SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
+	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
+	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
+	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
+FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
+GROUP BY 3, 4, 5, 6`, mark, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st stat
+			var source, outcome, currency sql.NullString
+			var hour sql.NullInt64
+			if err := rows.Scan(&upto, &n, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
+				&st.moneyMismatches, &st.withAmount, &st.amount); err != nil {
+				return err
+			}
+			if st.deliveries > 0 {
+				st.source, st.hour, st.outcome, st.currency = source.String, hour.Int64, outcome.String, currency.String
+				stats = append(stats, st)
+			}
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+
+	var moved bool
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE delivery_stats_mark SET rolled_up_to = ? WHERE rolled_up_to = ?`, upto, mark)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // another call counted this stretch first
+		}
+		moved = true
+		for _, st := range stats {
+			if _, err := tx.ExecContext(ctx, `
+INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
+	deliveries  = deliveries + excluded.deliveries,
+	mismatches  = mismatches + excluded.mismatches,
+	money_mismatches = money_mismatches + excluded.money_mismatches,
+	with_amount = with_amount + excluded.with_amount,
+	amount      = amount + excluded.amount`,
+				st.source, st.hour, st.outcome, st.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("roll up stats: %w", err)
+	}
+	if !moved {
+		return 0, nil
+	}
+	return int(n), nil
+}
+
+// sqlStatsSource is the source that the hourly totals count a row of table (an alias of
+// deliveries) under.
+func sqlStatsSource(table string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s.outcome = 'rejected' AND %[1]s.status = %[2]d THEN '%[3]s' ELSE %[1]s.source END`,
+		table, storage.StatusUnknownSource, storage.UnknownSources)
+}
+
+// statsTail bounds how many deliveries not rolled up yet DeliveryStats counts as it
+// reads. The roll-up runs every few seconds, so the tail is a few seconds of intake;
+// a longer one (a first start on a large database) is left to the roll-up, and the
+// dashboard catches up with it.
+const statsTail = 20000
+
+// DeliveryStats returns the deliveries received in [from, to) per source, outcome,
+// currency and period of step (a whole number of hours), oldest first. Periods start at from. It
+// reads the hourly totals that RollupStats keeps, and counts the deliveries received
+// since it last ran (up to statsTail of them) as it reads, in the same snapshot: its
+// figures are current, it writes nothing, and its cost does not grow with the
+// deliveries. The rejections of names that no source has come under UnknownSources.
+func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error) {
+	hours := int64(step / time.Hour)
+	if hours < 1 {
+		hours = 1
+	}
+	first := from.UnixMilli() / 3600000
+	// One statement, so one snapshot: a roll-up that commits meanwhile moves its mark
+	// and its totals together, and the tail read here starts from the mark read here.
+	rows, err := db.read.QueryContext(ctx, `
+WITH tail AS (
+	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency FROM deliveries
+	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
+counts AS (
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount
+	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
+	UNION ALL
+	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
+		money_mismatch != 0, amount != '', CASE WHEN amount != '' THEN CAST(amount AS REAL) END
+	FROM tail WHERE hour >= ?1 AND hour < ?3)
+SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(money_mismatches),
+	sum(with_amount), total(amount)
+FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
+	if err != nil {
+		return nil, fmt.Errorf("delivery stats: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.StatBucket
+	for rows.Next() {
+		var b storage.StatBucket
+		var n int64
+		var outcome string
+		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches, &b.WithAmount, &b.Amount); err != nil {
+			return nil, fmt.Errorf("delivery stats: %w", err)
+		}
+		b.Outcome = storage.Outcome(outcome)
+		b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}

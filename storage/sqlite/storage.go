@@ -1,0 +1,412 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// connector opens connections of go-sqlite3 to one DSN and sets on each the
+// per-connection settings that its DSN cannot carry. A connector of its own per DB (not
+// a driver registered once) lets those settings come from Options.
+type connector struct {
+	dsn    string
+	driver *sqlite3.SQLiteDriver
+}
+
+func newConnector(dsn string, pragmas []string) *connector {
+	return &connector{dsn: dsn, driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		for _, pragma := range pragmas {
+			if _, err := c.Exec(pragma, nil); err != nil {
+				return fmt.Errorf("%s: %w", pragma, err)
+			}
+		}
+		return nil
+	}}}
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
+func (c *connector) Driver() driver.Driver                        { return c.driver }
+
+// connPragmas are the settings of every connection of a DB opened with opt.
+func connPragmas(opt Options) []string {
+	return []string{
+		// Statement journals in memory, not in temporary files: every multi-row
+		// INSERT of the writer opens one (a later row could abort it), and on disk
+		// that was three page writes per delivery, more than the WAL's own.
+		"PRAGMA temp_store = MEMORY",
+		// See checkpoint.go.
+		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", fallbackCheckpointPages),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", walSizeLimit),
+		// See Options.CacheSize and Options.MmapSize. A negative cache_size is in KiB.
+		fmt.Sprintf("PRAGMA cache_size = %d", -opt.CacheSize/1024),
+		fmt.Sprintf("PRAGMA mmap_size = %d", max(opt.MmapSize, 0)),
+	}
+}
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tunes Open. The zero value is the production default.
+type Options struct {
+	// BusyTimeout is how long a write waits for a lock held by another process before it
+	// fails. Default 5s.
+	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting under WAL: "FULL" (default) keeps every
+	// committed transaction across a power cut; "NORMAL" may lose the last ones then (never
+	// on a process crash) and saves an fsync per commit.
+	Synchronous string
+	// MaxBatch bounds how many intake writes share one transaction. Default 256.
+	MaxBatch int
+	// Logger receives what the caller of a method cannot be told: that the database
+	// file left its path (file.go), or that other users can read it (private.go).
+	// Default: nothing is logged.
+	Logger *slog.Logger
+	// CacheSize is the page cache of each connection, in bytes: the pages it keeps
+	// between transactions, dirty ones included, without asking the file system.
+	// Default DefaultCacheSize.
+	CacheSize int64
+	// MmapSize is how much of the database file SQLite reads through a memory map, in
+	// bytes, instead of copying each page it reads out of the file system's cache; the
+	// map is shared by every connection and costs address space, not memory of the
+	// process's own. Default DefaultMmapSize; negative turns the map off.
+	MmapSize int64
+	// MustExist makes Open fail with ErrNoDatabase, creating nothing, when there is no
+	// database file at the path. Without it Open creates the file (and its missing
+	// directories), private to its user.
+	MustExist bool
+}
+
+// The defaults of Options.CacheSize and Options.MmapSize. Every new key lands on a leaf
+// page of its claim's and its delivery's key-ordered indexes that no recent key
+// touched: with SQLite's 2 MiB page cache and no map, each of those pages was read
+// again through a system call, and throughput at a million keys stored fell to half of
+// an empty database's. The map holds the indexes of several million keys.
+const (
+	DefaultCacheSize int64 = 64 << 20
+	DefaultMmapSize  int64 = 2 << 30
+)
+
+// DB is a hookdedup database. Its methods are safe for concurrent use. A method that
+// writes returns an error wrapping ErrFileGone once the database file has left its path
+// (what it wrote, if anything, will not be found), and one wrapping ErrWriteTimeout
+// when it could not write within the busy timeout of its call (write.go).
+type DB struct {
+	// Now is the clock every method uses; tests replace it to move time.
+	Now func() time.Time
+
+	path  string
+	write *sql.DB // one connection: SQLite has one writer, and one pool queues our own writers without busy waits
+	read  *sql.DB // several connections: WAL readers never block the writer
+	cp    *sql.DB // the checkpointer's connection (checkpoint.go)
+
+	reqs       chan *recordReq
+	maxBatch   int
+	closeOnce  sync.Once
+	closeErr   error // what the one Close found; later calls return it again
+	closing    chan struct{}
+	writerDone chan struct{}
+
+	committed        chan struct{}
+	checkpointerDone chan struct{}
+	file             *os.File     // the database file, for the checkpointer's fsync
+	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
+	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+
+	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
+	log         *slog.Logger
+	fileInfo    os.FileInfo                    // the open database file, for os.SameFile (file.go)
+	gone        atomic.Pointer[error]          // set once the file is no longer at path
+	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
+	watcherDone chan struct{}
+
+	auditMark auditMark     // how far AuditChain has checked the audit chain (auditchain.go)
+	bulkWake  chan struct{} // a bulk action became ready to run (bulk.go)
+}
+
+// Open opens (creating if needed, unless opt.MustExist) the database file at path and
+// brings its schema up to date. A file it creates is 0600 and so are SQLite's -wal and
+// -shm beside it; a directory it creates is 0700. Returns an error wrapping
+// ErrNoDatabase when opt.MustExist and there is no file at path. Writes through Record
+// are group-committed by one background writer until Close.
+func Open(path string, opt Options) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open database: empty path")
+	}
+	if opt.BusyTimeout <= 0 {
+		opt.BusyTimeout = 5 * time.Second
+	}
+	switch strings.ToUpper(opt.Synchronous) {
+	case "":
+		opt.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		opt.Synchronous = strings.ToUpper(opt.Synchronous)
+	default:
+		return nil, fmt.Errorf("open database: synchronous must be FULL or NORMAL, not %q", opt.Synchronous)
+	}
+	if opt.MaxBatch <= 0 {
+		opt.MaxBatch = 256
+	}
+	if opt.CacheSize <= 0 {
+		opt.CacheSize = DefaultCacheSize
+	}
+	// SQLite takes the cache in KiB, in a 32-bit integer: less than a KiB, or more than
+	// it holds, would silently be no cache at all.
+	if opt.CacheSize < 1<<10 || opt.CacheSize > 1<<41 {
+		return nil, fmt.Errorf("open database: cache_size %d is not a number of bytes from 1024 to %d", opt.CacheSize, int64(1)<<41)
+	}
+	if opt.MmapSize == 0 {
+		opt.MmapSize = DefaultMmapSize
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Pragmas go in the DSN: a PRAGMA sent through Exec reaches one pooled connection only.
+	params := url.Values{}
+	params.Set("_journal_mode", "WAL")
+	params.Set("_busy_timeout", fmt.Sprint(opt.BusyTimeout.Milliseconds()))
+	params.Set("_foreign_keys", "on")
+	params.Set("_synchronous", opt.Synchronous)
+	params.Set("_txlock", "immediate")
+	if opt.MustExist {
+		// SQLite itself refuses to create the file, so that a file missing now or
+		// removed in the next instant is never replaced by an empty database.
+		params.Set("mode", "rw")
+		if missing(path) {
+			return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
+		}
+	} else if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	} else {
+		// The file exists now. No connection may make one: the pools open connections
+		// later too, and one opened after the file was removed would leave an empty
+		// database at the path.
+		params.Set("mode", "rw")
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+
+	pragmas := connPragmas(opt)
+	write := sql.OpenDB(newConnector(dsn, pragmas))
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	db := &DB{
+		Now:        time.Now,
+		path:       path,
+		write:      write,
+		reqs:       make(chan *recordReq, 4*opt.MaxBatch),
+		maxBatch:   opt.MaxBatch,
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+
+		committed:        make(chan struct{}, 1),
+		checkpointerDone: make(chan struct{}),
+
+		busyTimeout: opt.BusyTimeout,
+		log:         opt.Logger.With("component", "storage"),
+		watcherDone: make(chan struct{}),
+		bulkWake:    make(chan struct{}, 1),
+	}
+	if err := db.migrate(context.Background()); err != nil {
+		write.Close()
+		if opt.MustExist && missing(path) {
+			err = storage.ErrNoDatabase // removed since the look above
+		}
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	warnShared(db.log, path)
+	read := sql.OpenDB(newConnector(dsn+"&_query_only=1", pragmas))
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	db.read = read
+	cp := sql.OpenDB(newConnector(dsn, pragmas))
+	cp.SetMaxOpenConns(1)
+	cp.SetMaxIdleConns(1)
+	db.cp = cp
+	// A descriptor of its own for the checkpointer's fsync, open as long as SQLite's
+	// connections are (see Close).
+	f, err := os.Open(path)
+	if err != nil {
+		cp.Close()
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	db.file = f
+	if db.fileInfo, err = f.Stat(); err != nil {
+		f.Close()
+		cp.Close()
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// The first connection made them (migrate wrote through it), and it stays open.
+	db.noteSideFiles()
+	go db.writer()
+	go db.checkpointer()
+	go db.watchFile()
+	return db, nil
+}
+
+// Path is the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// Close waits for queued writes to commit, then closes the database cleanly. If the
+// database file has left its path (ErrFileGone), the -wal and -shm it used are renamed
+// aside first (to <name>.orphaned-<time>, and logged), so that they are never applied
+// to the file now at the path. Closing again does nothing and returns what the first
+// Close returned.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		close(db.closing)
+		<-db.writerDone
+		<-db.checkpointerDone
+		<-db.watcherDone
+		db.setSideFilesAside()
+		// The write connection closes last: the last connection to close checkpoints the
+		// whole WAL into the database file and removes it.
+		err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
+		// Only now: closing any descriptor of the file drops the locks SQLite holds on it.
+		db.closeErr = errors.Join(err, db.file.Close())
+	})
+	return db.closeErr
+}
+
+// Ping reports whether the database can commit a write now, into the file at its path
+// (readiness). Returns an error wrapping ErrFileGone once that file is not the open one.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.checkFile(); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	// A full disk first: a small write can still commit into WAL space allocated
+	// earlier (the WAL starts over at its beginning) while deliveries are refused.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(db.path), &st); err == nil {
+		if free := st.Bavail * uint64(st.Bsize); free < minFreeBytes {
+			return fmt.Errorf("ping database: %d bytes free on its file system, under %d", free, minFreeBytes)
+		}
+	}
+	// The same for a file size limit (RLIMIT_FSIZE) that the files have nearly reached.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err == nil && lim.Cur != math.MaxUint64 {
+		for _, name := range []string{db.path, db.path + "-wal"} {
+			if fi, err := os.Stat(name); err == nil && uint64(fi.Size())+minFreeBytes > lim.Cur {
+				return fmt.Errorf("ping database: %s is %d bytes, within %d of the file size limit %d",
+					name, fi.Size(), minFreeBytes, lim.Cur)
+			}
+		}
+	}
+	_, err := db.writeExec(ctx,
+		`INSERT INTO settings(name, value) VALUES('readyz', ?)
+		 ON CONFLICT(name) DO UPDATE SET value = excluded.value`, db.now())
+	if err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// minFreeBytes is the room on the database's file system below which Ping fails: about
+// what one delivery at the default body limit and its WAL pages take.
+const minFreeBytes = 1 << 20
+
+func (db *DB) now() int64 { return db.Now().UnixMilli() }
+
+// migrate runs each embedded migration not yet recorded, each in its own transaction.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.write.ExecContext(ctx,
+		`CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.migrateOne(ctx, name); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateOne(ctx context.Context, name string) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	body, err := fs.ReadFile(migrations, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if step := migrationSteps[name]; step != nil {
+		if err := step(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations(name, applied_at) VALUES(?, ?)`, name, db.now()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// migrationSteps are the steps of migrations that SQL cannot take, each run after its
+// migration's SQL, in its transaction.
+var migrationSteps = map[string]func(context.Context, *sql.Tx) error{
+	"migrations/0016_audit_chain.sql": chainAuditLog,
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// nullMillis maps an absent time to SQL NULL.
+func nullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+// DB is a storage engine: the contract is package storage's.
+var _ storage.Store = (*DB)(nil)
+
+// Clock returns the time every method takes for now.
+func (db *DB) Clock() time.Time { return db.Now() }

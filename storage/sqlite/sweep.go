@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// SweepExpired deletes at most limit claims that expired at or before now, through the
+// index of the claims it may delete (claims_expiring), and returns how many it deleted.
+// Keys still owed downstream are kept, however long expired: a key being handed
+// downstream (processing), whose work must not be lost, and a key whose hand-off failed
+// (failed), which stays on the stuck list, with its payload (sqlOwed), until an operator
+// releases or reprocesses it, or a redelivery takes it over. Expiry never waits for the
+// sweep (a claim takes over an expired row itself); the sweep only keeps the table small.
+func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlSweepExpired, millis(now), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		// The processed ones leave a trace (forensics.go); a released key was freed on
+		// purpose, and its next delivery is no double.
+		var gone []expiredClaim
+		for rows.Next() {
+			var c expiredClaim
+			var state string
+			if err := rows.Scan(&c.source, &c.key, &state, &c.first, &c.claimedAt, &c.expiresAt); err != nil {
+				return err
+			}
+			n++
+			if state == storage.StateProcessed {
+				gone = append(gone, c)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		return traceExpired(ctx, tx, gone)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep expired claims: %w", err)
+	}
+	return n, nil
+}
+
+// sqlSweepExpired deletes up to ?2 claims expired at ?1 and settled or released. Its
+// state condition is the one of the index claims_expiring, word for word, so that
+// SQLite can use that partial index.
+const sqlSweepExpired = `
+DELETE FROM claims WHERE id IN (
+	SELECT id FROM claims WHERE expires_at <= ?1 AND state IN ('processed', 'released')
+	ORDER BY expires_at LIMIT ?2)
+RETURNING source, key, state, first_delivery, claimed_at, expires_at`
+
+// sqlOwed is true for a delivery whose payload is still owed downstream, so that
+// retention must keep it, however old: the first delivery of a claim that
+//
+//   - is unsettled (processing or failed): its hand-off is not done yet, or failed and
+//     waits for an operator to reprocess it; or
+//   - is processed after being handed downstream (attempts > 0) and still held
+//     (expires_at > now): release and reprocess would send this payload again.
+//
+// Nothing else is owed: duplicates and rejections (never sent), the first delivery of a
+// key that expired or was released (the key is free, its next delivery brings its own
+// payload), and the keys of a record-only source, which are never handed downstream.
+// Reprocessing a key whose payload is gone is refused (release.go). ?1 is now.
+const sqlOwed = `EXISTS (SELECT 1 FROM claims c WHERE c.source = deliveries.source AND c.key = deliveries.key
+	AND c.first_delivery = deliveries.id
+	AND (c.state IN ('processing', 'failed') OR (c.state = 'processed' AND c.attempts > 0 AND c.expires_at > ?1)))`
+
+// SweepDeliveries looks at up to limit deliveries, oldest first from after from, and
+// deletes those received before cutoff whose payload is not owed downstream at now
+// (see sqlOwed). It returns how many it deleted and the cursor to go on from; Done on
+// that cursor means that the walk has looked at every delivery received before cutoff.
+//
+// The walk goes by id, from a cursor, and steps over the owed deliveries: with many
+// keys left unsettled by a downstream outage, a batch that looked for the oldest
+// deliveries to delete would read them all again each time. It ends at the newest
+// delivery received before cutoff: ids grow with receipt times, so the deliveries
+// before it were received before cutoff too (received_at is checked all the same).
+func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from storage.SweepCursor, limit int) (int64, storage.SweepCursor, error) {
+	if from.Finished {
+		return 0, from, nil
+	}
+	limit = max(limit, 1)
+	next := from
+	if next.Upto == 0 {
+		first, err := db.firstReceivedSince(ctx, cutoff, now)
+		if err == nil {
+			err = db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id < ? ORDER BY id DESC LIMIT 1`,
+				first).Scan(&next.Upto)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, storage.SweepCursor{Finished: true}, nil
+		}
+		if err != nil {
+			return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+		}
+	}
+	// The batch ends at its limit-th delivery, or at the walk's end.
+	end := next.Upto
+	err := db.read.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE id > ?1 AND id <= ?2
+		ORDER BY id LIMIT 1 OFFSET ?3`, next.Last, next.Upto, limit-1).Scan(&end)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		end, next.Finished = next.Upto, true
+	case err != nil:
+		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+	}
+	var n int64
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		args := []any{millis(now), next.Last, end, millis(cutoff)}
+		if _, err := tx.ExecContext(ctx, sqlHandOverBodies, args...); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM deliveries
+		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
+	}
+	next.Last = end
+	return n, next, nil
+}
+
+// sqlHandOverBodies gives its own copy of the body to every delivery that refers to the
+// body of one the sweep's DELETE (same ?1 to ?4) is about to delete and that is not
+// deleted itself: a duplicate stored by reference (body_from) keeps its body for as long
+// as it is kept. Those duplicates are found through the key index, as every duplicate
+// shares its first delivery's source and key; a duplicate is never owed, so the one
+// deleted with its first delivery is the one in the same range and received before
+// cutoff.
+var sqlHandOverBodies = `
+UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
+WHERE id IN (
+	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.source = f.source AND d.key = f.key AND d.body_from = f.id
+	WHERE f.id > ?2 AND f.id <= ?3 AND f.received_at < ?4 AND f.outcome = 'accepted'
+	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
+	AND (d.id > ?3 OR d.received_at >= ?4))`
