@@ -1,5 +1,12 @@
 package storage
 
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+)
+
 // AuditFormat is the version tag hashed into every row, and the name of the encoding.
 const AuditFormat = "hookdedup audit v1"
 
@@ -56,4 +63,38 @@ type AuditCheck struct {
 	// More says that a bounded check (AuditChain) stopped before the end of the log:
 	// the rows after LastID are not checked yet.
 	More bool
+}
+
+// The audit log is a hash chain: each row's hash covers the hash of the row before it
+// and the row's own content, so that a row edited, deleted, inserted or moved breaks
+// the chain at that row. The encoding is fixed here, byte for byte, so that an auditor
+// can recompute every hash from an export without hookdedup:
+//
+//	hash(row) = lowercase hex of SHA-256( field(prev) ‖ field("hookdedup audit v1") ‖
+//	            field(id) ‖ field(at) ‖ field(actor) ‖ field(action) ‖ field(source) ‖
+//	            field(key) ‖ field(reason) ‖ field(previous_state) )
+//	field(v)  = len(v) as an 8-byte big-endian unsigned integer ‖ v
+//
+// where prev is the previous row's hash as stored (64 hex digits; AuditGenesis for the
+// first row), id and at (milliseconds since the Unix epoch, as stored) are written in
+// decimal ASCII, and every text is its UTF-8 bytes as stored. The length in front of
+// every field makes the encoding unambiguous whatever the text holds; "previous" is the
+// row with the next lower id.
+//
+// A column added to audit_log later goes into the encoding as a field appended after
+// previous_state, under a new version tag, only for rows where it is not empty: older
+// rows keep the hashes they were given.
+
+// AuditHash returns the hash of e chained after prev. Every engine writes its rows
+// with it, and every check recomputes it.
+func AuditHash(prev string, e AuditEntry) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, v := range []string{prev, AuditFormat, strconv.FormatInt(e.ID, 10), strconv.FormatInt(e.At.UnixMilli(), 10),
+		e.Actor, e.Action, e.Source, e.Key, e.Reason, e.PreviousState} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		h.Write([]byte(v))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

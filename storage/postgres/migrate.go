@@ -14,11 +14,6 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// migrateLock is the advisory lock that a migrating replica holds, so that replicas
-// starting together apply each migration once: the others wait, then find nothing to
-// do. ("hook", then 0: the sweeps' locks count up from 1.)
-const migrateLock int64 = 0x686f6f6b_00000000
-
 // migrate applies each embedded migration that the database has not recorded, each in
 // its own transaction, in the order of their names, holding migrateLock on one
 // connection of its own throughout. Returns an error naming them when the database

@@ -2,9 +2,8 @@
 // replicas share, reached with pgx. It owns its schema (migrations/, embedded) and is
 // the only code that speaks PostgreSQL's SQL; the types it keeps are package storage's.
 //
-// This is the engine's beginning: Open, its pool, readiness and the migrations of the
-// claims and deliveries tables. The methods of storage.Store join it one part at a time,
-// each pinned by storage/enginetest.
+// Every method of storage.Store is pinned by storage/enginetest, which runs against this
+// engine as against SQLite.
 package postgres
 
 import (
@@ -16,12 +15,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // Options tunes Open. The zero value is the production default.
 type Options struct {
 	// MaxConns bounds the pool's connections to the server. Default 16.
 	MaxConns int32
+	// BusyTimeout is how long a write may take, waiting for locks included, before it
+	// fails with storage.ErrWriteTimeout and nothing of it is stored. Default 5s.
+	BusyTimeout time.Duration
 	// Logger receives what the caller of a method cannot be told. Default: nothing is
 	// logged.
 	Logger *slog.Logger
@@ -34,9 +38,12 @@ type DB struct {
 	// Now is the clock every method uses; tests replace it to move time.
 	Now func() time.Time
 
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool        *pgxpool.Pool
+	log         *slog.Logger
+	busyTimeout time.Duration
 }
+
+var _ storage.Store = (*DB)(nil)
 
 // Open connects to the database that dsn names (postgres:// or postgresql://, with
 // pgx's parameters) and brings its schema up to date, under a lock, so that replicas
@@ -61,7 +68,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", where, err)
 	}
-	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage")}
+	if opt.BusyTimeout <= 0 {
+		opt.BusyTimeout = 5 * time.Second
+	}
+	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)

@@ -115,7 +115,7 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e storage.AuditEntry)
 		return fmt.Errorf("audit %s: %w", e.Action, err)
 	}
 	e.ID++
-	e.Hash = auditHash(prev, e)
+	e.Hash = storage.AuditHash(prev, e)
 	_, err = tx.ExecContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.ID, e.At.UnixMilli(), e.Actor, e.Action, e.Source, e.Key, e.Reason, e.PreviousState, e.Hash)
 	if err != nil {

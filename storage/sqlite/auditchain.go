@@ -4,50 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
-
-// The audit log is a hash chain: each row's hash covers the hash of the row before it
-// and the row's own content, so that a row edited, deleted, inserted or moved breaks
-// the chain at that row. The encoding is fixed here, byte for byte, so that an auditor
-// can recompute every hash from an export without hookdedup:
-//
-//	hash(row) = lowercase hex of SHA-256( field(prev) ‖ field("hookdedup audit v1") ‖
-//	            field(id) ‖ field(at) ‖ field(actor) ‖ field(action) ‖ field(source) ‖
-//	            field(key) ‖ field(reason) ‖ field(previous_state) )
-//	field(v)  = len(v) as an 8-byte big-endian unsigned integer ‖ v
-//
-// where prev is the previous row's hash as stored (64 hex digits; AuditGenesis for the
-// first row), id and at (milliseconds since the Unix epoch, as stored) are written in
-// decimal ASCII, and every text is its UTF-8 bytes as stored. The length in front of
-// every field makes the encoding unambiguous whatever the text holds; "previous" is the
-// row with the next lower id.
-//
-// A column added to audit_log later goes into the encoding as a field appended after
-// previous_state, under a new version tag, only for rows where it is not empty: older
-// rows keep the hashes they were given.
-
-// auditHash returns the hash of e chained after prev.
-func auditHash(prev string, e storage.AuditEntry) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, v := range []string{prev, storage.AuditFormat, strconv.FormatInt(e.ID, 10), strconv.FormatInt(e.At.UnixMilli(), 10),
-		e.Actor, e.Action, e.Source, e.Key, e.Reason, e.PreviousState} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(v)))
-		h.Write(n[:])
-		h.Write([]byte(v))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // chainAuditLog gives every row already in the audit log its hash, in id order from
 // the genesis. It runs once, in the transaction of the migration that adds the column,
@@ -77,7 +42,7 @@ func chainAuditLog(ctx context.Context, tx *sql.Tx) error {
 			return nil
 		}
 		for _, e := range batch {
-			prev = auditHash(prev, e)
+			prev = storage.AuditHash(prev, e)
 			if _, err := tx.ExecContext(ctx, `UPDATE audit_log SET hash = ? WHERE id = ?`, prev, e.ID); err != nil {
 				return fmt.Errorf("chain the audit log: row %d: %w", e.ID, err)
 			}
@@ -201,7 +166,7 @@ func checkChain(ctx context.Context, q queryer, from chainPos, limit int, anchor
 			c.More = true
 			return c, nil
 		}
-		if auditHash(pos.Hash, *cur) != cur.Hash {
+		if storage.AuditHash(pos.Hash, *cur) != cur.Hash {
 			next, err := read()
 			if err != nil {
 				return storage.AuditCheck{}, err
@@ -280,7 +245,7 @@ func missingAnchor(anchor storage.AuditAnchor, last chainPos, cur *storage.Audit
 // checked), from the hashes that still agree around it: each case is the change that
 // leaves exactly what was found. next is the row after cur, nil at the end.
 func classifyBreak(before *chainPos, pos chainPos, cur storage.AuditEntry, next *storage.AuditEntry) storage.AuditBreak {
-	chains := func(prev string, e storage.AuditEntry) bool { return auditHash(prev, e) == e.Hash }
+	chains := func(prev string, e storage.AuditEntry) bool { return storage.AuditHash(prev, e) == e.Hash }
 	as := func(e storage.AuditEntry, id int64) storage.AuditEntry { e.ID = id; return e }
 	name := func(p chainPos) string {
 		if p.Hash == storage.AuditGenesis && p.Rows == 0 {
@@ -308,7 +273,7 @@ func classifyBreak(before *chainPos, pos chainPos, cur storage.AuditEntry, next 
 		// The two rows moved with their hashes, or their contents moved and the hashes
 		// stayed.
 		case chains(pos.Hash, as(*next, cur.ID)) && chains(next.Hash, as(cur, next.ID)),
-			auditHash(pos.Hash, as(*next, cur.ID)) == cur.Hash && auditHash(cur.Hash, as(cur, next.ID)) == next.Hash:
+			storage.AuditHash(pos.Hash, as(*next, cur.ID)) == cur.Hash && storage.AuditHash(cur.Hash, as(cur, next.ID)) == next.Hash:
 			return brk(cur.ID, storage.AuditReordered, "row %d and row %d were swapped: each chains from the other's place", cur.ID, next.ID)
 		case chains(pos.Hash, *next):
 			return brk(cur.ID, storage.AuditInserted, "row %d was inserted: row %d chains from %s", cur.ID, next.ID, prevRow)

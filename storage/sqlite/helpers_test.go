@@ -48,4 +48,3 @@ func bk(source, key, business string) *storage.Delivery {
 	d.Property, d.Booking, d.Amount, d.Currency = "p1", "b1", "80.00", "EUR"
 	return d
 }
-

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,7 +116,7 @@ func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool
 		}
 		headers := "{}"
 		if len(d.Headers) > 0 {
-			headers = string(appendHeadersJSON(make([]byte, 0, 512), d.Headers))
+			headers = string(storage.AppendHeadersJSON(make([]byte, 0, 512), d.Headers))
 		}
 		r.rows = append(r.rows, recordRow{d: d, headers: headers, claim: claim})
 	}
@@ -664,52 +662,4 @@ func databaseWide(err error) bool {
 		return true
 	}
 	return false
-}
-
-// appendHeadersJSON appends h as JSON, as json.Marshal writes it (names in order), to
-// b. Written out by hand: through encoding/json's reflection it was a tenth of a
-// delivery's CPU in the writer's callers. Names and values of plain ASCII, nearly all of
-// them, are copied as they are; any other is left to encoding/json.
-func appendHeadersJSON(b []byte, h map[string][]string) []byte {
-	var names [32]string
-	keys := names[:0]
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, k)
-		b = append(b, ':')
-		vs := h[k]
-		if vs == nil {
-			b = append(b, "null"...)
-			continue
-		}
-		b = append(b, '[')
-		for j, v := range vs {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, v)
-		}
-		b = append(b, ']')
-	}
-	return append(b, '}')
-}
-
-// appendJSONString appends s as a JSON string, escaped as json.Marshal escapes it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -1,4 +1,4 @@
-package sqlite
+package storage
 
 import (
 	"encoding/json"
@@ -20,8 +20,8 @@ func TestAppendHeadersJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendHeadersJSON(nil, h); string(got) != string(want) {
-			t.Errorf("appendHeadersJSON(%q)\n got %s\nwant %s", h, got, want)
+		if got := AppendHeadersJSON(nil, h); string(got) != string(want) {
+			t.Errorf("AppendHeadersJSON(%q)\n got %s\nwant %s", h, got, want)
 		}
 	}
 }
@@ -36,7 +36,7 @@ func BenchmarkAppendHeadersJSON(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 0, 512)
 		for b.Loop() {
-			buf = appendHeadersJSON(buf[:0], h)
+			buf = AppendHeadersJSON(buf[:0], h)
 		}
 	})
 	b.Run("EncodingJSON", func(b *testing.B) {
@@ -63,8 +63,8 @@ func FuzzAppendHeadersJSON(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendHeadersJSON(nil, h); string(got) != string(want) {
-				t.Errorf("appendHeadersJSON(%q)\n got %s\nwant %s", h, got, want)
+			if got := AppendHeadersJSON(nil, h); string(got) != string(want) {
+				t.Errorf("AppendHeadersJSON(%q)\n got %s\nwant %s", h, got, want)
 			}
 		}
 	})

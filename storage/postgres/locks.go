@@ -1,0 +1,27 @@
+package postgres
+
+// The advisory locks of the engine, all of them here so that no two share a number:
+// "hook" in the high 32 bits, then the lock's own. Replicas share one database, and
+// what must happen once (a migration, a sweep's batch, a roll-up) or in one order (the
+// audit chain) takes its lock first. Sweeps and roll-ups take theirs with
+// pg_try_advisory_xact_lock and, when another replica holds it, do nothing this round
+// (that replica is doing the work): they never run twice at once, and never wait.
+const (
+	// migrateLock is held, for the session, by the replica that migrates: replicas
+	// starting together apply each migration once; the others wait, then find
+	// nothing to do.
+	migrateLock int64 = 0x686f6f6b_00000000 + iota
+	// auditLock is held, for its transaction, by every writer of the audit log.
+	auditLock
+	sweepExpiredLock
+	sweepDeliveriesLock
+	sweepTracesLock
+	sweepBusinessKeysLock
+	sweepCorrelationKeysLock
+	rollupStatsLock
+	rollupLedgerLock
+	sweepAlertsLock
+	sweepRejectionsLock
+	sweepSessionsLock
+	bulkRunnerLock
+)

@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// deliveryFields are a delivery's columns but its headers and body, in the order that
+// scanDelivery reads them and the writer inserts them. Every query that reads deliveries
+// selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
+// the headers and body, the bulky columns, left empty and not read).
+const (
+	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
+	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
+	currency, remote_addr, content_type, batch, batch_index`
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody
+	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL::bytea`
+	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
+	// body_from.
+	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
+
+	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
+	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
+	// the delivery body_from names, which the retention sweep never deletes first.
+	sqlBody = `CASE WHEN body_from = 0 THEN body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = deliveries.body_from) END`
+)
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanDelivery reads a row of deliveryReadColumns or deliveryListColumns. Headers are nil
+// when the row has none (a listing's).
+func scanDelivery(s scanner) (storage.Delivery, error) {
+	var d storage.Delivery
+	var received int64
+	var outcome, headers string
+	var batchIndex int32
+	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
+		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
+		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &batchIndex,
+		&d.MoneyMismatch, &headers, &d.Body)
+	if err != nil {
+		return storage.Delivery{}, err
+	}
+	d.BatchIndex = int(batchIndex)
+	d.ReceivedAt = fromMillis(received)
+	d.Outcome = storage.Outcome(outcome)
+	if headers != "" {
+		if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
+			return storage.Delivery{}, fmt.Errorf("delivery %d: headers: %w", d.ID, err)
+		}
+	}
+	return d, nil
+}
+
+// claimColumns are a claim's columns, in the order scanClaim reads them.
+const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
+	updated_at, attempts, next_attempt_at, last_error`
+
+func scanClaim(s scanner) (storage.Claim, error) {
+	var c storage.Claim
+	var claimed, expires, updated int64
+	var next *int64
+	var attempts int32
+	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
+		&expires, &updated, &attempts, &next, &c.LastError)
+	if err != nil {
+		return storage.Claim{}, err
+	}
+	c.Attempts = int(attempts)
+	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
+	if next != nil {
+		c.NextAttemptAt = fromMillis(*next)
+	}
+	return c, nil
+}
+
+// Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
+func (db *DB) Delivery(ctx context.Context, id int64) (storage.Delivery, error) {
+	d, err := scanDelivery(db.pool.QueryRow(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Delivery{}, fmt.Errorf("delivery %d: %w", id, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Delivery{}, fmt.Errorf("delivery %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// KeyDeliveries returns every stored delivery of one source's key, oldest first.
+func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]storage.Delivery, error) {
+	out, _, err := db.FirstKeyDeliveries(ctx, source, key, -1)
+	return out, err
+}
+
+// FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
+// oldest first (all of them when limit < 0), and whether the key has more.
+func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error) {
+	var n *int
+	if limit >= 0 {
+		more := limit + 1 // one more says whether there are more
+		n = &more
+	}
+	out, err := collectDeliveries(db.pool.Query(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries
+WHERE source = $1 AND key = $2 ORDER BY id LIMIT $3`, source, key, n))
+	if err != nil {
+		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
+	}
+	if limit >= 0 && len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// Claim returns the claim row of one source's key, expired or not. Returns ErrNotFound
+// if the key was never claimed or its row was swept.
+func (db *DB) Claim(ctx context.Context, source, key string) (storage.Claim, error) {
+	c, err := scanClaim(db.pool.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2`, source, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Claim{}, fmt.Errorf("key %s/%s: %w", source, key, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Claim{}, fmt.Errorf("key %s/%s: %w", source, key, err)
+	}
+	return c, nil
+}
+
+// BatchDeliveries returns the item deliveries of one batched request (batch is the id
+// of its first item's delivery), in the request's order, without their headers and
+// bodies, as listings read them. Returns ErrNotFound if none is stored.
+func (db *DB) BatchDeliveries(ctx context.Context, batch int64) ([]storage.Delivery, error) {
+	out, err := collectDeliveries(db.pool.Query(ctx, `SELECT `+deliveryListColumns+` FROM deliveries
+WHERE batch = $1 ORDER BY batch_index`, batch))
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", batch, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("batch %d: %w", batch, storage.ErrNotFound)
+	}
+	return out, nil
+}
+
+// collectDeliveries reads every row of a query of deliveryReadColumns or
+// deliveryListColumns, and closes them.
+func collectDeliveries(rows pgx.Rows, err error) ([]storage.Delivery, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
