@@ -295,3 +295,42 @@ func ParseDecimal(s string) (r *big.Rat, places int, ok bool) {
 	r, ok = new(big.Rat).SetString(s)
 	return r, len(frac), ok
 }
+
+// moneySum adds amounts of one currency exactly.
+type moneySum struct {
+	keys       int
+	sum, gross big.Rat
+	places     int // the most decimal places of an amount, at least the currency's
+}
+
+// SumMoney sums the amounts of keys exactly, per currency (never across currencies),
+// and counts the keys with no amount and those whose amount does not read as a number.
+func SumMoney(keys []BulkKey) (money []MoneyTotal, noAmount, unreadable int) {
+	sums := map[string]*moneySum{}
+	for _, k := range keys {
+		if k.Amount == "" {
+			noAmount++
+			continue
+		}
+		r, places, ok := ParseDecimal(k.Amount)
+		if !ok {
+			unreadable++
+			continue
+		}
+		s := sums[k.Currency]
+		if s == nil {
+			s = &moneySum{places: CurrencyExponent(k.Currency)}
+			sums[k.Currency] = s
+		}
+		s.keys++
+		s.sum.Add(&s.sum, r)
+		s.gross.Add(&s.gross, new(big.Rat).Abs(r))
+		s.places = max(s.places, places)
+	}
+	for _, code := range slices.Sorted(maps.Keys(sums)) {
+		s := sums[code]
+		money = append(money, MoneyTotal{Currency: code, Keys: s.keys,
+			Sum: s.sum.FloatString(s.places), Gross: s.gross.FloatString(s.places)})
+	}
+	return money, noAmount, unreadable
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -60,6 +62,15 @@ func (db *DB) ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Re
 }
 
 func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) (_ []storage.KeyOutcome, err error) {
+	err = errNotBuilt
+	return
+}
+
+// releaseIn releases (or reprocesses) one key inside tx, as the SQLite engine's does:
+// a refusal (no such key, a key in flight, a reprocess without a payload) comes back as
+// refused, wrapping ErrNotFound, ErrBusy or ErrPayloadGone, with nothing written; err
+// means the transaction failed. The bulk runner calls it too.
+func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out storage.Released, refused, err error) {
 	err = errNotBuilt
 	return
 }

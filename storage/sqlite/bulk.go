@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"math/big"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,43 +20,6 @@ const previewPart = 1000
 
 // bulkSample is how many keys a preview shows.
 const bulkSample = 20
-
-// moneySum adds amounts of one currency exactly.
-type moneySum struct {
-	keys       int
-	sum, gross big.Rat
-	places     int // the most decimal places of an amount, at least the currency's
-}
-
-func sumMoney(keys []storage.BulkKey) (money []storage.MoneyTotal, noAmount, unreadable int) {
-	sums := map[string]*moneySum{}
-	for _, k := range keys {
-		if k.Amount == "" {
-			noAmount++
-			continue
-		}
-		r, places, ok := storage.ParseDecimal(k.Amount)
-		if !ok {
-			unreadable++
-			continue
-		}
-		s := sums[k.Currency]
-		if s == nil {
-			s = &moneySum{places: storage.CurrencyExponent(k.Currency)}
-			sums[k.Currency] = s
-		}
-		s.keys++
-		s.sum.Add(&s.sum, r)
-		s.gross.Add(&s.gross, new(big.Rat).Abs(r))
-		s.places = max(s.places, places)
-	}
-	for _, code := range slices.Sorted(maps.Keys(sums)) {
-		s := sums[code]
-		money = append(money, storage.MoneyTotal{Currency: code, Keys: s.keys,
-			Sum: s.sum.FloatString(s.places), Gross: s.gross.FloatString(s.places)})
-	}
-	return money, noAmount, unreadable
-}
 
 // previewKey is one key a preview found, with what its run checks against.
 type previewKey struct {
@@ -134,7 +94,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	}
 	a := storage.BulkAction{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason, RequestedBy: req.Actor, State: storage.BulkPreview,
 		Total: len(keys), LeftOut: leftOut, CreatedAt: now, UpdatedAt: now}
-	a.Money, a.NoAmount, a.Unreadable = sumMoney(plain)
+	a.Money, a.NoAmount, a.Unreadable = storage.SumMoney(plain)
 	a.NeedsApproval = req.Kind == storage.BulkReprocess && len(req.Thresholds.Over(a.Money, a.Unreadable)) > 0
 	filter, _ := json.Marshal(a.Filter)
 	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})

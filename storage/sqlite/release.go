@@ -37,7 +37,7 @@ func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r 
 		}
 		money = append(money, b)
 	}
-	sums, _, unreadable := sumMoney(money)
+	sums, _, unreadable := storage.SumMoney(money)
 	if over := r.Thresholds.Over(sums, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
 	}
