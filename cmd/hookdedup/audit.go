@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
@@ -353,7 +354,12 @@ func openAudit(ctx context.Context, flags *commonFlags, e env) (config, auditLog
 	if err != nil {
 		return config{}, nil, err
 	}
-	db, err := sqlite.OpenAuditFile(ctx, cfg.Database, 0)
+	var db auditLog
+	if isPostgres(cfg.Database) {
+		db, err = postgres.Open(ctx, cfg.Database, postgres.Options{NoMigrate: true})
+	} else {
+		db, err = sqlite.OpenAuditFile(ctx, cfg.Database, 0)
+	}
 	switch {
 	case errors.Is(err, storage.ErrNoDatabase):
 		return config{}, nil, noDatabaseError{path: cfg.Database}

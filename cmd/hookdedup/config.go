@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
@@ -987,8 +989,9 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // when there is no database; commands call it through openExisting.
 func (c config) openDB(log *slog.Logger, mustExist bool) (storage.Store, error) {
 	if isPostgres(c.Database) {
-		return nil, fmt.Errorf("database %s: PostgreSQL is not supported by this build; give the path of a SQLite file",
-			redactDSN(c.Database))
+		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
+		defer cancel()
+		return postgres.Open(ctx, c.Database, postgres.Options{Logger: log, MustExist: mustExist})
 	}
 	mmap := c.MmapSize
 	if mmap == 0 {

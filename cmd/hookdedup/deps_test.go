@@ -23,7 +23,7 @@ var allowedImports = map[string][]string{
 	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
 		"receiver/alert",
 		// The wiring picks the storage engine.
-		"storage/sqlite",
+		"storage/sqlite", "storage/postgres",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt",
 		// HTTPS: certificates over ACME, and host names checked as IDNA.
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},

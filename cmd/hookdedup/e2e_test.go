@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		flag.Set("test.parallel", "4")
 	}
-	code := m.Run()
+	code := postgrestest.Run(m, nil) // and then stops the PostgreSQL cluster, if a test started one
 	if binPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(binPath))
 	}

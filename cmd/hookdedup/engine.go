@@ -3,7 +3,12 @@ package main
 import (
 	"net/url"
 	"strings"
+	"time"
 )
+
+// postgresOpenTimeout bounds how long opening a PostgreSQL database may take: connecting
+// and, when replicas start together, waiting for the one that migrates.
+const postgresOpenTimeout = time.Minute
 
 // The engine is chosen here, in the wiring, by the form of the database setting: a
 // postgres:// or postgresql:// URL names a PostgreSQL database, anything else is the path

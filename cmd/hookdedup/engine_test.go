@@ -3,28 +3,57 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
-// TestDatabase_PostgresRefused: a PostgreSQL URL is never taken for the path of a
-// SQLite file (which would make directories named after it, password and all); while
-// this build has no PostgreSQL engine, the command says so, without the password.
-func TestDatabase_PostgresRefused(t *testing.T) {
+// runCmd runs the command line args and returns its output and error.
+func runCmd(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
+	return out.String() + errb.String(), err
+}
+
+// TestDatabase_PostgresUnreachable: a PostgreSQL URL is never taken for the path of a
+// SQLite file (which would make directories named after it, password and all), and a
+// server that cannot be reached is an error that names the database without its
+// password.
+func TestDatabase_PostgresUnreachable(t *testing.T) {
 	t.Chdir(t.TempDir()) // a file made by mistake lands here
-	for _, dsn := range []string{"postgres://hook:s3cret@127.0.0.1:5432/hook", "postgresql://hook:s3cret@127.0.0.1/hook?sslmode=disable"} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), []string{"user", "add", "alice", "--role", "admin", "--database", dsn},
-			func(string) string { return "" }, strings.NewReader("a-long-enough-password\n"), &out, &errb)
-		if err == nil || !strings.Contains(err.Error(), "PostgreSQL is not supported") {
-			t.Errorf("%s: error %v, want one saying PostgreSQL is not supported", dsn, err)
+	for _, dsn := range []string{"postgres://hook:s3cret@127.0.0.1:1/hook", "postgresql://hook:s3cret@127.0.0.1:1/hook?sslmode=disable"} {
+		out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", dsn)
+		if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("%s: error %v, want one naming the server", dsn, err)
 		}
-		if err != nil && strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: the error shows the password: %v", dsn, err)
+		if strings.Contains(out, "s3cret") || (err != nil && strings.Contains(err.Error(), "s3cret")) {
+			t.Errorf("%s: the password is shown: %v\n%s", dsn, err, out)
 		}
 		if entries, _ := os.ReadDir("."); len(entries) > 0 {
 			t.Errorf("%s: made %v in the working directory", dsn, entries)
 		}
+	}
+}
+
+// TestDatabase_Postgres: the command line works on a PostgreSQL database as on a file:
+// a command that only reads refuses a database hookdedup never set up, without showing
+// the password; user add sets it up, and the next command finds the user there.
+func TestDatabase_Postgres(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	_, err := runCmd(t, "", "user", "list", "--database", url)
+	if !errors.Is(err, storage.ErrNoDatabase) || strings.Contains(err.Error(), "postgres:postgres@") {
+		t.Errorf("user list on an empty database: %v, want no database, password hidden", err)
+	}
+	if out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", url); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	out, err := runCmd(t, "", "user", "list", "--database", url)
+	if err != nil || !strings.Contains(out, "alice") {
+		t.Errorf("user list: %v\n%s", err, out)
 	}
 }

@@ -25,8 +25,11 @@ func (e noDatabaseError) Unwrap() error { return storage.ErrNoDatabase }
 
 // displayPath writes a configured path so that it reads as one: a bare name gets "./"
 // (hookdedup.db is a file here, not a word of the sentence), and a path with spaces or
-// unprintable characters is quoted.
+// unprintable characters is quoted. A PostgreSQL URL is shown without its password.
 func displayPath(p string) string {
+	if isPostgres(p) {
+		return redactDSN(p) // a URL, whose password is never shown
+	}
 	if !filepath.IsAbs(p) && p != "." && p != ".." && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") {
 		p = "./" + p
 	}

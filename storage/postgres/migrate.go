@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 //go:embed migrations/*.sql
@@ -68,6 +70,29 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err := db.migrateOne(ctx, conn.Conn(), name); err != nil {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// checkSchema returns an error unless the database has exactly this build's migrations.
+func (db *DB) checkSchema(ctx context.Context) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	rows, err := db.pool.Query(ctx, `SELECT name FROM migrations`)
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	slices.Sort(names)
+	slices.Sort(applied)
+	if !slices.Equal(names, applied) {
+		return fmt.Errorf("the database's schema is not this hookdedup's (%d migrations applied, this build has %d): "+
+			"start hookdedup serve of this version on it first: %w", len(applied), len(names), storage.ErrAuditSchema)
 	}
 	return nil
 }

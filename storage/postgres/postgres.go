@@ -29,6 +29,14 @@ type Options struct {
 	// Logger receives what the caller of a method cannot be told. Default: nothing is
 	// logged.
 	Logger *slog.Logger
+	// MustExist makes Open refuse, with an error wrapping storage.ErrNoDatabase, a
+	// database that hookdedup never set up (no migrations table), instead of setting
+	// it up: every command but serve works on a database that exists.
+	MustExist bool
+	// NoMigrate opens the database as it is, never changing its schema, for a
+	// verifier that must not change what it checks. Open then refuses a database
+	// whose schema is older or newer than this build's.
+	NoMigrate bool
 }
 
 // DB is a hookdedup database on a PostgreSQL server. Its methods are safe for
@@ -72,11 +80,28 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		opt.BusyTimeout = 5 * time.Second
 	}
 	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)
 	}
 	return db, nil
+}
+
+// open checks the schema (MustExist, NoMigrate) and brings it up to date.
+func (db *DB) open(ctx context.Context, opt Options) error {
+	if opt.MustExist || opt.NoMigrate {
+		var set bool
+		if err := db.pool.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&set); err != nil {
+			return err
+		}
+		if !set {
+			return fmt.Errorf("hookdedup never set this database up: %w", storage.ErrNoDatabase)
+		}
+	}
+	if opt.NoMigrate {
+		return db.checkSchema(ctx)
+	}
+	return db.migrate(ctx)
 }
 
 // Close closes the pool's connections, waiting for those in use to come back.

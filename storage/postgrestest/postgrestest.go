@@ -93,6 +93,12 @@ var (
 // With -v, Main prints how long the cluster took to start and what a test's database
 // cost.
 func Main(m *testing.M, setupTemplate func(ctx context.Context, url string) error) {
+	os.Exit(Run(m, setupTemplate))
+}
+
+// Run is Main for a TestMain that has more to do after the tests: it returns the code
+// to exit with instead of exiting.
+func Run(m *testing.M, setupTemplate func(ctx context.Context, url string) error) int {
 	mu.Lock()
 	mainRan = true
 	setup = setupTemplate
@@ -118,7 +124,7 @@ func Main(m *testing.M, setupTemplate func(ctx context.Context, url string) erro
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // average is d shared over n.
