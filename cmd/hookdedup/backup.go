@@ -123,6 +123,9 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	if isPostgres(cfg.Database) {
+		return errors.New("restore replaces a SQLite database file; restore a PostgreSQL database with pg_restore")
+	}
 	info, err := sqlite.Restore(ctx, pos[0], cfg.Database)
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("restore: %s is open in another process: stop serve (and any other hookdedup command using it), then restore", cfg.Database)

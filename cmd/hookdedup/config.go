@@ -503,7 +503,7 @@ func (c *config) settings() []setting {
 			c.MetricsToken = v
 			return nil
 		}},
-		{"database", "path of the SQLite database file", str(&c.Database)},
+		{"database", "path of the SQLite database file, or postgres:// URL of a PostgreSQL database", str(&c.Database)},
 		{"retention", "how long deliveries stay browsable", dur(&c.Retention)},
 		{"remember", "how long traces of expired keys are kept, to flag late duplicates", dur(&c.Remember)},
 		{"stuck_after", "a key processing for longer is stuck", dur(&c.StuckAfter)},

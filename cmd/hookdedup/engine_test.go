@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,5 +56,31 @@ func TestDatabase_Postgres(t *testing.T) {
 	out, err := runCmd(t, "", "user", "list", "--database", url)
 	if err != nil || !strings.Contains(out, "alice") {
 		t.Errorf("user list: %v\n%s", err, out)
+	}
+}
+
+// TestMigrate copies a SQLite database into PostgreSQL from the command line: refused
+// while serve has the file open, done once it has stopped, and the copied user is then
+// there in PostgreSQL. A second copy into the same database is refused.
+func TestMigrate(t *testing.T) {
+	dir := t.TempDir()
+	s := startServe(t, dir, nil) // makes hookdedup.db, with the user admin
+	url := postgrestest.NewDatabase(t)
+	if out, code := cli(t, dir, nil, "", "migrate", "--to", url); code != 1 || !strings.Contains(out, "stop serve") {
+		t.Errorf("migrate while serve runs: %d %s", code, out)
+	}
+	s.stop(t)
+	out, code := cli(t, dir, nil, "", "migrate", "--to", url)
+	if code != 0 || !strings.Contains(out, "copied ./hookdedup.db into postgres://postgres:xxxxx@") || !strings.Contains(out, "1 users") {
+		t.Fatalf("migrate: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "user", "list", "--database", url); code != 0 || !strings.Contains(out, "admin") {
+		t.Errorf("user list on the copy: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "migrate", "--to", url); code != 1 || !strings.Contains(out, "not empty") {
+		t.Errorf("a second copy into the same database: %d %s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "migrate", "--to", filepath.Join(dir, "x.db")); code == 0 || !strings.Contains(out, "postgres://") {
+		t.Errorf("migrate --to a path: %d %s", code, out)
 	}
 }

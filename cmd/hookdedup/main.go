@@ -57,6 +57,7 @@ commands:
   backup    write a consistent copy of the live database to FILE, or into DIR/ (keeping --keep)
   restore   replace the database with a backup FILE (serve stopped)
   audit     verify the audit log's hash chain, or export the log with its hashes
+  migrate   copy the SQLite database into an empty PostgreSQL database (--to URL)
   service   print the hardened systemd unit that runs serve (--backup-timer, --write DIR)
   version   print the version
 
@@ -103,6 +104,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runService(ctx, rest, e)
 	case "audit":
 		return runAudit(ctx, rest, e)
+	case "migrate":
+		return runMigrate(ctx, rest, e)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil

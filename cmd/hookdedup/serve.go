@@ -237,7 +237,7 @@ func (p *program) run(ctx context.Context) error {
 	if p.plain != nil {
 		attrs = append(attrs, logHTTPAddr, p.plain.ln.Addr().String())
 	}
-	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, p.cfg.Database, logConfig, p.cfg.File, logSources, strings.Join(names, ","))
+	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, displayPath(p.cfg.Database), logConfig, p.cfg.File, logSources, strings.Join(names, ","))
 	p.log.Info("serving", attrs...)
 	if p.console == nil && !loopback(p.public.ln.Addr()) {
 		exposed := "the console and the JSON API are"

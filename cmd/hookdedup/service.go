@@ -106,7 +106,7 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			return errors.New("--metrics-token: the unit file would show this secret to every user of the machine: set metrics_token in the config file instead")
 		}
 		if s.name == "database" {
-			if isDatabaseURL(v) {
+			if isPostgres(v) {
 				return errors.New("--database: a database URL holds a password, which must not stand on a command line: set database in the config file")
 			}
 			if !filepath.IsAbs(v) {
@@ -121,7 +121,7 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			u.Overrides = append(u.Overrides, "--"+strings.ReplaceAll(s.name, "_", "-"), v)
 		}
 	}
-	if !isDatabaseURL(cfg.Database) {
+	if !isPostgres(cfg.Database) {
 		db := cfg.Database
 		if !filepath.IsAbs(db) {
 			db = filepath.Join(serviceStateDir, db)
@@ -220,11 +220,6 @@ func privilegedPort(addr string) (bool, error) {
 
 // validUser is what useradd accepts for a system user, without the odd corners.
 var validUser = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-
-// isDatabaseURL reports whether database names a server rather than a SQLite file.
-func isDatabaseURL(database string) bool {
-	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
-}
 
 // plainArg refuses a value that a unit file would have to quote or escape: systemd splits
 // command lines on spaces, unquotes, and expands % specifiers and $VARIABLES. Refusing

@@ -82,7 +82,7 @@ func (s tlsSettings) httpAddr() string {
 // database, or in the working directory for a database server (the service's state
 // directory).
 func acmeCacheDir(database string) string {
-	if isDatabaseURL(database) {
+	if isPostgres(database) {
 		return "acme"
 	}
 	return filepath.Join(filepath.Dir(database), "acme")

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+)
+
+// runMigrate copies the configured SQLite database into an empty PostgreSQL database
+// (--to), the way a property that outgrew one machine moves to several replicas: every
+// table, in one snapshot of the file and one transaction of PostgreSQL, with each
+// table's count checked on both sides. serve must be stopped: a delivery it stored after
+// the snapshot would not be copied.
+func runMigrate(ctx context.Context, args []string, e env) error {
+	flags := newFlags("migrate", e)
+	to := flags.fs.String("to", "", "postgres://… URL of an empty PostgreSQL database to copy into (required)")
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *to == "" {
+		return errors.New("usage: hookdedup migrate --to postgres://USER:PASSWORD@HOST:5432/DB [--config FILE | --database FILE]")
+	}
+	if !isPostgres(*to) {
+		return fmt.Errorf("--to %s: give the postgres:// (or postgresql://) URL of an empty PostgreSQL database", displayPath(*to))
+	}
+	cfg, err := flags.load(e)
+	if err != nil {
+		return err
+	}
+	if isPostgres(cfg.Database) {
+		return fmt.Errorf("the database is %s, already PostgreSQL: migrate copies a SQLite file into PostgreSQL", displayPath(cfg.Database))
+	}
+	if inUse, err := sqlite.InUse(cfg.Database); err != nil {
+		return err
+	} else if inUse {
+		return fmt.Errorf("%s is open in another process: stop serve (and any other hookdedup command using it), then migrate",
+			displayPath(cfg.Database))
+	}
+	// Bring the file's schema up to date first, as serve would: the copy reads this
+	// build's tables.
+	file, err := openExisting(cfg, e)
+	if err != nil {
+		return err
+	}
+	if err := file.Close(); err != nil {
+		return err
+	}
+	src, err := sqlite.OpenSnapshot(ctx, cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	openCtx, cancel := context.WithTimeout(ctx, postgresOpenTimeout)
+	dst, err := postgres.Open(openCtx, *to, postgres.Options{Logger: cliLogger(e)})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	copied, err := dst.Import(ctx, src, func(table string, rows int64) {
+		fmt.Fprintf(e.stdout, "  %-20s %d rows\n", table, rows)
+	})
+	if err != nil {
+		return fmt.Errorf("migrate %s to %s: %w (nothing was committed)", displayPath(cfg.Database), displayPath(*to), err)
+	}
+	fmt.Fprintf(e.stdout, "copied %s into %s: %s; every table's rows counted on both sides\n",
+		displayPath(cfg.Database), displayPath(*to), copySummary(copied))
+	fmt.Fprintf(e.stdout, "next: set database = \"postgres://…\" for every replica and start them; keep %s as it is until they run\n",
+		displayPath(cfg.Database))
+	return nil
+}
+
+// copySummary names what a copy moved that a person counts: deliveries, keys, users.
+func copySummary(copied []storage.TableCopy) string {
+	n := map[string]int64{}
+	for _, c := range copied {
+		n[c.Table] = c.Copied
+	}
+	return fmt.Sprintf("%d deliveries, %d keys, %d attempts, %d users, %d tokens, %d audit rows, %d settings",
+		n["deliveries"], n["claims"], n["attempts"], n["users"], n["tokens"], n["audit_log"], n["settings"])
+}

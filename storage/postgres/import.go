@@ -1,0 +1,243 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// copiedTables are the tables Import copies, parents before the tables that refer to
+// them. Every other table of the schema is either rebuilt from these or not copied at
+// all (notCopied); a test checks that the two lists cover the schema.
+var copiedTables = []string{
+	"users", "tokens", "sessions", "settings", "login_failures", "audit_log",
+	"claims", "deliveries", "attempts", "rejection_counts",
+	"delivery_stats", "delivery_stats_mark",
+	"suspects", "business_keys", "correlation_keys", "key_traces",
+	"ledger_days", "ledger_totals", "ledger_mark",
+	"bulk_actions", "bulk_action_keys",
+	"alerts", "alert_notifications",
+}
+
+// notCopied are the tables of the schema that Import leaves as Open made them.
+var notCopied = []string{"migrations"}
+
+// sourceColumn is the name a column has in the SQLite engine's schema, where it differs.
+func sourceColumn(table, column string) string {
+	if column == "id" && (table == "delivery_stats_mark" || table == "ledger_mark") {
+		return "only" // a reserved word in PostgreSQL
+	}
+	return column
+}
+
+// copyChunk is how many rows go to PostgreSQL in one COPY.
+const copyChunk = 5000
+
+// Import copies src, a database of another engine read in one snapshot, into db, which
+// must be empty (as Open leaves a new database), in one transaction: either everything
+// is copied or nothing is. It then moves every id sequence past the highest id copied,
+// so that new rows never reuse one, counts each table on both sides, and reports them.
+// A count that differs is an error, and nothing is committed.
+func (db *DB) Import(ctx context.Context, src storage.TableSource, progress func(table string, rows int64)) ([]storage.TableCopy, error) {
+	var out []storage.TableCopy
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		for _, t := range copiedTables {
+			var has bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgx.Identifier{t}.Sanitize()+`)`).Scan(&has); err != nil {
+				return fmt.Errorf("check that %s is empty: %w", t, err)
+			}
+			if has {
+				return fmt.Errorf("the database is not empty (table %s has rows): copy into a new database", t)
+			}
+		}
+		for _, t := range copiedTables {
+			c, err := copyTable(ctx, tx, src, t)
+			if err != nil {
+				return err
+			}
+			if progress != nil {
+				progress(t, c.Copied)
+			}
+			out = append(out, c)
+		}
+		return resetSequences(ctx, tx, src)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("copy: %w", err)
+	}
+	return out, nil
+}
+
+// copyTable copies one table, checks its count against the source's, and says so.
+func copyTable(ctx context.Context, tx pgx.Tx, src storage.TableSource, table string) (storage.TableCopy, error) {
+	rows, err := tx.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+	if err != nil {
+		return storage.TableCopy{}, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	var cols, types, srcCols []string
+	for rows.Next() {
+		var c, t string
+		if err := rows.Scan(&c, &t); err != nil {
+			return storage.TableCopy{}, fmt.Errorf("columns of %s: %w", table, err)
+		}
+		cols, types, srcCols = append(cols, c), append(types, t), append(srcCols, sourceColumn(table, c))
+	}
+	if err := rows.Err(); err != nil {
+		return storage.TableCopy{}, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	c := storage.TableCopy{Table: table}
+	if c.Source, err = src.CountRows(ctx, table); err != nil {
+		return c, err
+	}
+	chunk := make([][]any, 0, copyChunk)
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(chunk))
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", table, err)
+		}
+		c.Copied += n
+		chunk = chunk[:0]
+		return nil
+	}
+	err = src.ReadTable(ctx, table, srcCols, func(row []any) error {
+		vals := make([]any, len(row))
+		for i, v := range row {
+			cv, err := convert(v, types[i])
+			if err != nil {
+				return fmt.Errorf("copy %s: the row whose %s is %v: column %s: %w", table, cols[0], row[0], cols[i], err)
+			}
+			vals[i] = cv
+		}
+		chunk = append(chunk, vals)
+		if len(chunk) == copyChunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return c, err
+	}
+	if c.Copied != c.Source {
+		return c, fmt.Errorf("copy %s: %d rows copied of the source's %d", table, c.Copied, c.Source)
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
+		return c, fmt.Errorf("count %s: %w", table, err)
+	}
+	if n != c.Source {
+		return c, fmt.Errorf("copy %s: %d rows in PostgreSQL after the copy, the source has %d", table, n, c.Source)
+	}
+	return c, nil
+}
+
+// errNUL is a text that PostgreSQL cannot store.
+var errNUL = errors.New("the text holds a NUL byte, which PostgreSQL cannot store")
+
+// convert turns a value as the SQLite engine stores it into one for a column of
+// PostgreSQL type typ: 0/1 into booleans, text read as bytes into text, and so on.
+func convert(v any, typ string) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	switch typ {
+	case "boolean":
+		switch x := v.(type) {
+		case int64:
+			return x != 0, nil
+		case bool:
+			return x, nil
+		}
+	case "text":
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case []byte:
+			s = string(x)
+		case int64, float64:
+			s = fmt.Sprint(x)
+		default:
+			return nil, fmt.Errorf("%T is not text", v)
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, errNUL
+		}
+		return s, nil
+	case "bytea":
+		switch x := v.(type) {
+		case []byte:
+			return x, nil
+		case string:
+			return []byte(x), nil
+		}
+	case "bigint", "integer", "smallint":
+		switch x := v.(type) {
+		case int64:
+			return x, nil
+		case float64:
+			if x == float64(int64(x)) {
+				return int64(x), nil
+			}
+		}
+	case "double precision":
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		}
+	default:
+		return v, nil
+	}
+	return nil, fmt.Errorf("%T %v does not fit a column of type %s", v, v, typ)
+}
+
+// resetSequences moves each id sequence past the highest id copied: the identities of
+// the tables, and delivery_ids past both the highest delivery and the highest id the
+// source ever issued (a claim may name a delivery swept since).
+func resetSequences(ctx context.Context, tx pgx.Tx, src storage.TableSource) error {
+	rows, err := tx.Query(ctx, `SELECT table_name FROM information_schema.columns
+WHERE table_schema = current_schema() AND column_name = 'id' AND is_identity = 'YES'`)
+	if err != nil {
+		return fmt.Errorf("identities: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("identities: %w", err)
+	}
+	for _, t := range tables {
+		name := pgx.Identifier{t}.Sanitize()
+		if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), max(id)) FROM `+name+` HAVING max(id) IS NOT NULL`,
+			name); err != nil {
+			return fmt.Errorf("move the ids of %s past the copied ones: %w", t, err)
+		}
+	}
+	var issued int64
+	err = src.ReadTable(ctx, "delivery_seq", []string{"last"}, func(row []any) error {
+		if n, ok := row[0].(int64); ok {
+			issued = max(issued, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SELECT setval('delivery_ids', GREATEST($1::bigint, (SELECT coalesce(max(id), 0) FROM deliveries), 1))`,
+		issued); err != nil {
+		return fmt.Errorf("move the delivery ids past the copied ones: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package postgres_test
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// sqliteWithEverything is a SQLite database with rows in every table a copy moves:
+// deliveries of each outcome, a batch, a suspect, users, a token, a session, settings,
+// audit rows, an alert with its notifications, rejection counts, an attempt, a bulk
+// preview, and the roll-ups of statistics and the ledger.
+func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	opt := storage.ClaimOptions{TTL: time.Hour, Dispatch: true, BusinessWindow: time.Hour}
+	rec := func(key, hash, business, amount string) *storage.Delivery {
+		d := &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+			Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json", Headers: map[string][]string{"X-A": {"1"}},
+			BusinessKey: business, Property: "p1", Booking: "b1", Amount: amount, Currency: "EUR"}
+		return storagetest.Record(t, db, d, opt)
+	}
+	first := rec("evt_1", "h1", "B", "80.00")
+	rec("evt_1", "h1", "B", "80.00") // a duplicate, body by reference
+	rec("evt_1", "h2", "B", "90.00") // a mismatching duplicate
+	rec("evt_2", "h3", "B", "80.00") // a suspected double of evt_1
+	storagetest.Record(t, db, &storage.Delivery{Source: "ota", Status: 401, Outcome: storage.Rejected, Error: "bad signature"}, opt)
+	storagetest.Record(t, db, &storage.Delivery{Source: "psp", Status: 200, Key: "r1", KeyMethod: "event_id", PayloadHash: "c",
+		Body: []byte(`{}`), Correlations: []storage.CorrelationKey{{Rule: "refunds", Hash: "abc", Window: time.Hour}}}, opt)
+	// A key whose claim expired and was swept leaves its trace.
+	storagetest.Record(t, db, &storage.Delivery{Source: "psp", Status: 200, Key: "gone", KeyMethod: "event_id", PayloadHash: "g",
+		Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Millisecond})
+	if n, err := db.SweepExpired(ctx, db.Now().Add(time.Minute), 10); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	batch := []*storage.Delivery{
+		{Source: "cm", Status: 200, Key: "i1", KeyMethod: "event_id", PayloadHash: "x1", Body: []byte(`{"i":1}`)},
+		{Source: "cm", Status: 200, Key: "i2", KeyMethod: "event_id", PayloadHash: "x2", Body: []byte(`{"i":2}`)},
+	}
+	if err := db.RecordBatch(ctx, batch, opt); err != nil {
+		t.Fatal(err)
+	}
+	admin := storagetest.CreateUser(t, db, "ann", storage.RoleAdmin, "a-long-enough-password")
+	storagetest.CreateUser(t, db, "bob", storage.RoleOperator, "a-long-enough-password")
+	if _, _, err := db.CreateToken(ctx, "ann", "ci", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateSession(ctx, admin, db.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SettingOrInit(ctx, "secret.ota", func() (string, error) { return "whsec_x", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "cm", Key: "i1", Actor: "ann", Reason: "test", StuckBefore: db.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10)
+	if err != nil || len(jobs) == 0 {
+		t.Fatalf("lease: %d jobs, %v", len(jobs), err)
+	}
+	if _, err := db.FinishAttempt(ctx, jobs[0], storage.Attempt{Source: jobs[0].Source, Key: jobs[0].Key, Delivery: jobs[0].Delivery,
+		StartedAt: db.Now(), Status: 200}, storage.AttemptResult{Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Channels: []string{"ops", "pager"}}, db.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddRejectionCounts(ctx, []storage.RejectionCount{{Source: "nope", Status: 404, Minute: db.Now(), Rejections: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: storage.BulkFilter{Source: "ota"},
+		Reason: "outage", Actor: "ann", StuckBefore: db.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RollupStats(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RollupLedger(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if first.ID == 0 {
+		t.Fatal("nothing recorded")
+	}
+	return db, path
+}
+
+// TestImport copies a SQLite database with rows in every table into PostgreSQL: every
+// row arrives, with its values as the SQLite engine stored them, and new rows take ids
+// past the copied ones.
+func TestImport(t *testing.T) {
+	ctx := context.Background()
+	lite, path := sqliteWithEverything(t)
+	want, err := lite.Delivery(ctx, 2) // a duplicate whose body is its first delivery's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lite.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sqlite.OpenSnapshot(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	url := postgrestest.NewDatabase(t)
+	db := open(t, url)
+	copied, err := db.Import(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url)
+	for _, c := range copied {
+		if c.Copied != c.Source {
+			t.Errorf("%s: %d copied of %d", c.Table, c.Copied, c.Source)
+		}
+		// Every table the fixture fills must have arrived with rows: a table the copy
+		// skipped, or one the fixture left empty, would hide a column that does not
+		// convert.
+		if c.Copied == 0 && c.Table != "login_failures" {
+			t.Errorf("%s: no rows copied", c.Table)
+		}
+	}
+	got, err := db.Delivery(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("delivery 2 in PostgreSQL:\n%+v\nin SQLite:\n%+v", got, want)
+	}
+	d := &storage.Delivery{Source: "ota", Status: 200, Key: "evt_new", KeyMethod: "event_id", PayloadHash: "n", Body: []byte(`{}`)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var maxCopied int64
+	for _, c := range copied {
+		if c.Table == "deliveries" {
+			maxCopied = c.Copied
+		}
+	}
+	if d.ID <= maxCopied {
+		t.Errorf("a new delivery took id %d, within the copied ones (%d)", d.ID, maxCopied)
+	}
+	// Every table of the schema is either copied or named as not copied.
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range copied {
+		names = append(names, c.Table)
+	}
+	for _, tb := range tables {
+		if !slices.Contains(names, tb) && tb != "migrations" {
+			t.Errorf("table %s is neither copied nor named as left out", tb)
+		}
+	}
+}
+
+// TestImport_RefusesNonEmpty: a copy into a database that holds anything is refused and
+// writes nothing.
+func TestImport_RefusesNonEmpty(t *testing.T) {
+	ctx := context.Background()
+	lite, path := sqliteWithEverything(t)
+	lite.Close()
+	src, err := sqlite.OpenSnapshot(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	db := open(t, postgrestest.NewDatabase(t))
+	d := &storage.Delivery{Source: "ota", Status: 200, Key: "evt_x", KeyMethod: "event_id", PayloadHash: "n", Body: []byte(`{}`)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Import(ctx, src, nil)
+	if err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("import into a database with a delivery: %v", err)
+	}
+	if _, err := db.Delivery(ctx, 2); err == nil {
+		t.Error("the refused copy wrote delivery 2")
+	}
+}
