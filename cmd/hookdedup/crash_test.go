@@ -168,6 +168,9 @@ type crashTraffic struct {
 	v      signature.Verifier
 	client *http.Client
 	url    atomic.Pointer[string] // the live server, or nil while it is down
+	// pickURL, when set, chooses the server of each delivery instead (several
+	// replicas): nil when none is up.
+	pickURL func() *string
 
 	mu     sync.Mutex
 	events []*crashEvent
@@ -221,14 +224,22 @@ func (c *crashTraffic) pick() *crashEvent {
 // false when no server was up to try.
 func (c *crashTraffic) deliver(ev *crashEvent) (crashSend, bool) {
 	u := c.url.Load()
+	if c.pickURL != nil {
+		u = c.pickURL()
+	}
 	if u == nil {
 		return crashSend{}, false
 	}
+	return c.deliverTo(ev, *u), true
+}
+
+// deliverTo sends ev once to the server at url and records what came back.
+func (c *crashTraffic) deliverTo(ev *crashEvent, url string) crashSend {
 	id := ev.id
 	if ev.source == "cm" {
 		id = fmt.Sprintf("%s_%d", ev.id, rand.Int64())
 	}
-	req, err := signedRequest(c.v, *u, ev.source, id, ev.body)
+	req, err := signedRequest(c.v, url, ev.source, id, ev.body)
 	if err != nil {
 		panic(err)
 	}
@@ -254,7 +265,7 @@ func (c *crashTraffic) deliver(ev *crashEvent) (crashSend, bool) {
 	c.mu.Lock()
 	c.sends = append(c.sends, s)
 	c.mu.Unlock()
-	return s, true
+	return s
 }
 
 // sender delivers new events and redeliveries until stop is closed.
@@ -391,10 +402,6 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	}
 	defer db.Close()
 	ctx := context.Background()
-	wantKeys := map[string]*crashEvent{} // Idempotency-Key -> event
-	for _, ev := range events {
-		wantKeys[ev.source+":"+ev.key] = ev
-	}
 	// Processing first: a key that is processed now had its hand-off received by the sink
 	// before, so the receipts read next hold it. Once none is, nothing more will reach
 	// the downstream: the reckoning says what did.
@@ -415,176 +422,12 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Error(err)
 	}
-	traffic.mu.Lock()
-	sends := slices.Clone(traffic.sends)
-	traffic.mu.Unlock()
-	var answered, acceptedAns, duplicateAns, noAnswer int
-	other := map[string]int{}
-	for _, s := range sends {
-		switch {
-		case s.code == 0:
-			noAnswer++
-		case s.code == 200:
-			answered++
-			if s.answer["status"] == "accepted" {
-				acceptedAns++
-			} else {
-				duplicateAns++
-			}
-		default:
-			other[fmt.Sprintf("%d %s", s.code, s.answer["error"])]++
-		}
-	}
-	if len(other) > 0 {
-		t.Errorf("answers other than 200 from a healthy database: %v", other)
-	}
-
-	// Every delivery answered 200 is stored, under its id, with its key and outcome.
-	lostAnswers := 0
-	for _, s := range sends {
-		if s.code != 200 {
-			continue
-		}
-		id, _ := strconv.ParseInt(s.answer["delivery"], 10, 64)
-		d, err := db.Delivery(ctx, id)
-		switch {
-		case err != nil:
-			lostAnswers++
-			t.Errorf("answered 200 %v, but delivery %d: %v", s.answer, id, err)
-		case d.Source != s.ev.source || d.Key != s.ev.key || s.answer["key"] != s.ev.key || string(d.Outcome) != s.answer["status"] ||
-			(d.Outcome == storage.Duplicate && strconv.FormatInt(d.FirstDelivery, 10) != s.answer["first_delivery"]):
-			lostAnswers++
-			t.Errorf("answered 200 %v for %s/%s, but stored %s/%s %s first %d", s.answer, s.ev.source, s.ev.key, d.Source, d.Key, d.Outcome, d.FirstDelivery)
-		}
-	}
-
-	// The claims agree with the deliveries; every accepted key reached the downstream;
-	// a key handed off twice had its earlier hand-offs in flight at a kill.
-	byKey := map[string][]crashReceipt{}
-	for _, r := range sink.receipts() {
-		byKey[r.key] = append(byKey[r.key], r)
-	}
-	var stored, notDispatched, explained, unexplained, handoffs int
-	var longestGap time.Duration
-	for ik, ev := range wantKeys {
-		all, err := db.KeyDeliveries(ctx, ev.source, ev.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored += len(all)
-		rs := byKey[ik]
-		handoffs += len(rs)
-		if len(rs) == 0 {
-			notDispatched++
-			t.Errorf("%s: answered 200 but never reached the downstream", ik)
-		}
-		c, err := db.Claim(ctx, ev.source, ev.key)
-		if err != nil {
-			t.Errorf("%s: no claim: %v", ik, err)
-			continue
-		}
-		var first int64
-		for _, d := range all {
-			switch d.Outcome {
-			case storage.Accepted:
-				if first != 0 {
-					t.Errorf("%s: two accepted deliveries (%d, %d) in one claim generation", ik, first, d.ID)
-				}
-				first = d.ID
-				if !d.ReceivedAt.Equal(c.ClaimedAt) {
-					t.Errorf("%s: accepted delivery %d at %v, claim made at %v", ik, d.ID, d.ReceivedAt, c.ClaimedAt)
-				}
-			case storage.Duplicate:
-				if first == 0 || d.FirstDelivery != first {
-					t.Errorf("%s: duplicate %d points at %d, the accepted delivery is %d", ik, d.ID, d.FirstDelivery, first)
-				}
-			default:
-				t.Errorf("%s: delivery %d is %s (%s)", ik, d.ID, d.Outcome, d.Error)
-			}
-		}
-		if first == 0 || c.FirstDelivery != first || c.State != storage.StateProcessed {
-			t.Errorf("%s: claim %+v, accepted delivery %d; want processed and pointing at it", ik, c, first)
-		}
-		attempts, err := db.Attempts(ctx, ev.source, ev.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		succeeded := 0
-		for _, a := range attempts {
-			if a.Error == "" {
-				succeeded++
-			}
-		}
-		if succeeded != 1 {
-			t.Errorf("%s: %d successful attempts recorded, want 1: %+v", ik, succeeded, attempts)
-		}
-
-		if len(rs) == 0 {
-			continue
-		}
-		// In the order the processes lived (one at a time), then by arrival.
-		slices.SortFunc(rs, func(a, b crashReceipt) int {
-			if a.inc != b.inc {
-				return a.inc - b.inc
-			}
-			return a.at.Compare(b.at)
-		})
-		last := rs[len(rs)-1]
-		for _, r := range rs {
-			if r.hash != ev.hash || r.delivery != strconv.FormatInt(first, 10) {
-				t.Errorf("%s: the downstream got delivery %s with payload %s, want delivery %d with %s", ik, r.delivery, r.hash[:12], first, ev.hash[:12])
-			}
-		}
-		for _, r := range rs[:len(rs)-1] {
-			killed, wasKilled := killedAt[r.inc]
-			if wasKilled && r.inc < last.inc {
-				explained++
-				longestGap = max(longestGap, killed.Sub(r.at))
-			} else {
-				unexplained++
-				t.Errorf("%s: handed off twice without a kill in between: %s", ik, crashReceipts(rs))
-			}
-		}
-	}
-	total, err := storagetest.CountDeliveries(ctx, db, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int(total.Accepted+total.Duplicate+total.Rejected) != stored {
-		t.Errorf("the database holds %+v deliveries, %d of them under the senders' keys", total, stored)
-	}
-	keys, err := db.ListKeys(ctx, storage.KeyFilter{Limit: len(wantKeys) + 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != len(wantKeys) {
-		t.Errorf("the database holds %d claims, the senders sent %d keys", len(keys), len(wantKeys))
-	}
-	for k := range byKey {
-		if wantKeys[k] == nil {
-			t.Errorf("the downstream got a key nobody sent: %q", k)
-		}
-	}
+	r := reckon(t, db, traffic, sink, events, killedAt)
 
 	form := "short"
 	if long {
 		form = "long"
 	}
-	report := fmt.Sprintf(`crash test (%s form): %d SIGKILLs, %d incarnations, %d senders, traffic for %s
-  deliveries sent        %d (%d events, %d keys)
-  answered 200           %d (%d accepted, %d duplicate)
-  no answer (killed)     %d, other answers %d
-  stored                 %d (%d accepted, %d duplicate, %d rejected); stored but never answered %d
-  lost                   %d answered-200 not stored, %d keys answered 200 never dispatched
-  dispatched             %d keys, %d hand-offs
-  double dispatches      %d explained (in flight at a kill, same Idempotency-Key; longest hand-off-to-kill gap %s), %d unexplained`,
-		form, kills, kills+1, senders, trafficTime.Round(time.Millisecond),
-		len(sends), len(events), len(wantKeys),
-		answered, acceptedAns, duplicateAns,
-		noAnswer, len(sends)-answered-noAnswer,
-		stored, total.Accepted, total.Duplicate, total.Rejected, stored-(answered-lostAnswers),
-		lostAnswers, notDispatched,
-		len(byKey), handoffs,
-		explained, longestGap.Round(time.Millisecond), unexplained)
-	t.Log("\n" + report)
+	t.Logf("\ncrash test (%s form): %d SIGKILLs, %d incarnations, %d senders, traffic for %s\n%s",
+		form, kills, kills+1, senders, trafficTime.Round(time.Millisecond), r)
 }

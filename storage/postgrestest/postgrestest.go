@@ -605,3 +605,68 @@ func (c *cluster) writeFile(path, content string) error {
 	}
 	return nil
 }
+
+// Cluster is a throwaway PostgreSQL server of one test's own, which the test may stop
+// and start again, as an outage or a failover would, without disturbing the other
+// tests' shared cluster.
+type Cluster struct{ c *cluster }
+
+// NewCluster starts a cluster of tb's own, stopped and removed when tb ends. On a
+// machine that cannot run one it skips tb, or fails it under CI, as NewDatabase does.
+func NewCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	c, err := startCluster(nil)
+	if err != nil {
+		var u unavailableError
+		if errors.As(err, &u) && os.Getenv("CI") == "" {
+			tb.Skipf("postgrestest: %v", err)
+		}
+		tb.Fatalf("postgrestest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			tb.Errorf("postgrestest: %v", err)
+		}
+	})
+	return &Cluster{c: c}
+}
+
+// NewDatabase creates an empty database on the cluster and returns a URL that connects
+// to it as the superuser over TCP.
+func (cl *Cluster) NewDatabase(tb testing.TB, name string) string {
+	tb.Helper()
+	if err := cl.c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{templateDB}.Sanitize())
+		return err
+	}); err != nil {
+		tb.Fatalf("postgrestest: create database %s: %v", name, err)
+	}
+	return cl.c.url(name)
+}
+
+// Stop stops the server at once, as a crash or a power cut would (immediate mode: no
+// checkpoint; what was committed is in the WAL), closing every client's connection.
+func (cl *Cluster) Stop(tb testing.TB) {
+	tb.Helper()
+	cl.c.adminMu.Lock()
+	if cl.c.adminConn != nil {
+		cl.c.adminConn.Close(context.Background())
+		cl.c.adminConn = nil
+	}
+	cl.c.adminMu.Unlock()
+	if out, err := cl.c.run(filepath.Join(cl.c.bindir, "pg_ctl"), "stop", "-D", cl.c.data, "-m", "immediate", "-w",
+		"-t", strconv.Itoa(waitSeconds)); err != nil {
+		tb.Fatalf("postgrestest: pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Start starts the server again on the same port, after recovery from its WAL.
+func (cl *Cluster) Start(tb testing.TB) {
+	tb.Helper()
+	logfile := filepath.Join(cl.c.dir, "postgres.log")
+	if out, err := cl.c.run(filepath.Join(cl.c.bindir, "pg_ctl"), "start", "-w", "-t", strconv.Itoa(waitSeconds),
+		"-D", cl.c.data, "-l", logfile); err != nil {
+		log, _ := os.ReadFile(logfile)
+		tb.Fatalf("postgrestest: pg_ctl start: %v\n%s\nserver log:\n%s", err, out, tail(log, 4000))
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // Counts are the stored deliveries by outcome.
@@ -16,7 +15,7 @@ type Counts struct {
 // CountDeliveries counts one source's stored deliveries by outcome ("" counts every
 // source). It reads them through the events listing, every page of it: the deliveries
 // the console would list, not the rejections counted without a row.
-func CountDeliveries(ctx context.Context, db *sqlite.DB, source string) (Counts, error) {
+func CountDeliveries(ctx context.Context, db storage.Store, source string) (Counts, error) {
 	var c Counts
 	err := db.EachDelivery(ctx, storage.DeliveryFilter{Source: source}, func(d storage.Delivery) error {
 		switch d.Outcome {
