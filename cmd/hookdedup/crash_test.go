@@ -104,10 +104,11 @@ type crashEvent struct {
 
 // crashSend is one HTTP delivery as the sender saw it.
 type crashSend struct {
-	ev        *crashEvent
-	code      int // 0: no answer (connection refused or cut by a kill)
-	answer    map[string]string
-	transport string
+	ev         *crashEvent
+	code       int // 0: no answer (connection refused or cut by a kill)
+	answer     map[string]string
+	retryAfter string // the answer's Retry-After
+	transport  string
 }
 
 // crashReceipt is one hand-off as the downstream saw it.
@@ -253,7 +254,7 @@ func (c *crashTraffic) deliverTo(ev *crashEvent, url string) crashSend {
 		if err != nil {
 			s.transport = err.Error() // cut mid-answer: as good as no answer
 		} else {
-			s.code = resp.StatusCode
+			s.code, s.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 			if err := json.Unmarshal(raw, &s.answer); err != nil {
 				s.answer = map[string]string{"error": "answer is not JSON: " + string(raw)}
 			}
@@ -422,7 +423,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Error(err)
 	}
-	r := reckon(t, db, traffic, sink, events, killedAt)
+	r := reckon(t, db, traffic, sink, events, killedAt, false)
 
 	form := "short"
 	if long {

@@ -214,11 +214,131 @@ func TestReplicas_KillNineLosesNothing(t *testing.T) {
 	for _, dir := range dirs {
 		checkLogs(t, dir)
 	}
-	r := reckon(t, db, traffic, sink, events, killedAt)
+	r := reckon(t, db, traffic, sink, events, killedAt, false)
 	form := "short"
 	if long {
 		form = "long"
 	}
 	t.Logf("\nreplicas test (%s form): 3 replicas on PostgreSQL, %d SIGKILLs of one, %d senders, traffic for %s; 30 events sent to all 3 at once, %d accepted\n%s",
 		form, kills, senders, trafficTime.Round(time.Millisecond), accepted, r)
+}
+
+// TestReplicas_PostgresRestart: two replicas under traffic while PostgreSQL stops at
+// once (as a crash would) and starts again. While it is down, /readyz is 503 and
+// intake answers 503 with Retry-After, never 200; once it is back, both replicas
+// answer 200 again by themselves; and at the end nothing answered 200 is lost, every
+// accepted key reached the downstream.
+func TestReplicas_PostgresRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: a PostgreSQL cluster of its own, stopped and started under traffic")
+	}
+	t.Parallel() // its own cluster, serve processes and directories
+	cluster := postgrestest.NewCluster(t)
+	sink := &crashSink{}
+	sinkSrv := httptest.NewServer(sink)
+	defer sinkSrv.Close()
+	rs := &replicaSet{t: t, base: t.TempDir(), database: cluster.NewDatabase(t, "hookdedup"), sinkURL: sinkSrv.URL, live: map[int]*server{}}
+	traffic := &crashTraffic{t: t, v: standardWebhooks(t, testSecret), client: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 16},
+	}, pickURL: rs.pick}
+	rs.start(0)
+	rs.start(1)
+	ready := func(url string) int {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopSenders := func() { stopOnce.Do(func() { close(stop) }) }
+	defer stopSenders()
+	var senderWG sync.WaitGroup
+	for range 4 {
+		senderWG.Go(func() { traffic.sender(stop) })
+	}
+	storagetest.Eventually(t, time.Minute, func() error {
+		if n := traffic.answeredSince(0); n < 100 {
+			return fmt.Errorf("%d deliveries answered before the outage, want 100", n)
+		}
+		return nil
+	})
+
+	cluster.Stop(t)
+	traffic.mu.Lock()
+	downFrom := len(traffic.sends)
+	traffic.mu.Unlock()
+	storagetest.Eventually(t, time.Minute, func() error {
+		for _, u := range rs.urls() {
+			if code := ready(u); code != http.StatusServiceUnavailable {
+				return fmt.Errorf("/readyz of %s with PostgreSQL down: %d, want 503", u, code)
+			}
+		}
+		traffic.mu.Lock()
+		defer traffic.mu.Unlock()
+		for _, s := range traffic.sends[downFrom:] {
+			if s.code == http.StatusServiceUnavailable && s.retryAfter != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no delivery answered 503 with Retry-After since PostgreSQL stopped (%d sent)", len(traffic.sends)-downFrom)
+	})
+	// Down for a moment longer: the point is the outage, not its length.
+	time.Sleep(2 * time.Second)
+	cluster.Start(t)
+	traffic.mu.Lock()
+	upFrom := len(traffic.sends)
+	traffic.mu.Unlock()
+	storagetest.Eventually(t, 2*time.Minute, func() error {
+		for _, u := range rs.urls() {
+			if code := ready(u); code != http.StatusOK {
+				return fmt.Errorf("/readyz of %s with PostgreSQL back: %d, want 200", u, code)
+			}
+		}
+		if n := traffic.answeredSince(upFrom); n < 100 {
+			return fmt.Errorf("%d deliveries answered 200 since PostgreSQL came back, want 100", n)
+		}
+		return nil
+	})
+	stopSenders()
+	senderWG.Wait()
+
+	traffic.mu.Lock()
+	events := slices.Clone(traffic.events)
+	traffic.mu.Unlock()
+	storagetest.Eventually(t, 2*time.Minute, func() error {
+		for _, ev := range events {
+			if !ev.acked.Load() {
+				if s, _ := traffic.deliver(ev); s.code != 200 {
+					return fmt.Errorf("%s/%s still unanswered", ev.source, ev.key)
+				}
+			}
+		}
+		return nil
+	})
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, rs.database, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storagetest.Eventually(t, 3*time.Minute, func() error {
+		processing, err := db.ListKeys(ctx, storage.KeyFilter{State: storage.StateProcessing, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(processing) > 0 {
+			return fmt.Errorf("keys are still processing, e.g. %+v", processing[0])
+		}
+		return nil
+	})
+	for _, s := range slices.Collect(maps.Values(rs.live)) {
+		s.stop(t)
+	}
+	r := reckon(t, db, traffic, sink, events, nil, true)
+	t.Logf("\nPostgreSQL restarted under traffic (2 replicas, 4 senders):\n%s", r)
 }
