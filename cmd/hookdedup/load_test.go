@@ -780,6 +780,18 @@ func TestLoad(t *testing.T) {
 		forensicsRows[mix] = row("empty, FULL, forensics on", mix)
 		forensicsRows[mix].claims = claimsRows[mix]
 	}
+	var pgRows []*loadPostgresRow
+	if os.Getenv("BENCH_POSTGRES") != "0" {
+		for _, replicas := range []int{1, 3} {
+			for _, mix := range []string{"half", "unique"} {
+				name := "PostgreSQL, 1 replica"
+				if replicas > 1 {
+					name = fmt.Sprintf("PostgreSQL, %d replicas", replicas)
+				}
+				pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", empty", mix), replicas: replicas})
+			}
+		}
+	}
 	baselineRows := map[string]*loadRow{}
 	if k.baseline != "" {
 		for _, mix := range []string{"half", "unique"} {
@@ -843,6 +855,9 @@ func TestLoad(t *testing.T) {
 				s.stop()
 				os.RemoveAll(sub)
 			}
+		}
+		for _, r := range pgRows {
+			runPostgres(t, k, dir, r, r.mix, i, report)
 		}
 		for _, mix := range []string{"half", "unique"} {
 			sub := filepath.Join(dir, fmt.Sprintf("forensics-%s-%d", mix, i))
@@ -1091,6 +1106,7 @@ func TestLoad(t *testing.T) {
 			fmt.Fprintf(&b, "- p99 during the sweep: %.2f ms, %.2f× its p99 without one (%s, half)\n",
 				sweepRow.p99(), sweepRow.p99()/base.p99(), base.scenario)
 		}
+		postgresSummary(&b, pgRows, full)
 		if peakRSS > 0 {
 			fmt.Fprintf(&b, "- resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB; the process's own (RssAnon) peak %.0f MiB, the rest mostly the memory-mapped database file\n",
 				loadCount(k.keys[len(k.keys)-1]), peakRSS, hwm, peakAnon)

@@ -1,0 +1,136 @@
+//go:build load
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+)
+
+// The harness's PostgreSQL rows: serve on an empty PostgreSQL database (a fresh one for
+// each run, on the throwaway cluster of postgrestest, fsync and synchronous_commit on as
+// PostgreSQL ships), one replica alone and three replicas sharing the load, each driven
+// by a wrk of its own with a third of the connections. The server CPU of a request is
+// the replicas' CPU over the requests they answered; PostgreSQL's own is measured apart,
+// from its processes, since on a real deployment it runs on a machine of its own.
+
+// loadPostgresRow is a row of the PostgreSQL section, with the CPU PostgreSQL spent per
+// request beside the replicas'.
+type loadPostgresRow struct {
+	*loadRow
+	replicas int
+	pgCPU    []float64 // µs a request, per run
+}
+
+// postgresCPU is the CPU time, user and system, of every PostgreSQL server process on
+// the machine (the harness's cluster is the only one while it runs).
+func postgresCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	var total time.Duration
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		total += cpuTime(e.Name())
+	}
+	return total
+}
+
+// runPostgres drives replicas serve processes on one fresh PostgreSQL database for one
+// run of mix, and reports the run into r.
+func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix string, run int, report func(*loadRow, loadResult)) {
+	t.Helper()
+	url := postgrestest.NewDatabase(t)
+	servers := make([]*loadServer, r.replicas)
+	for i := range servers {
+		sub := filepath.Join(dir, fmt.Sprintf("pg-%d-%s-%d-%d", r.replicas, mix, run, i))
+		os.MkdirAll(sub, 0o755)
+		servers[i] = loadServe(t, sub, url, "FULL")
+	}
+	if run == 0 {
+		for _, s := range servers {
+			loadWrk(t, k, s.url, "unique", 2*time.Second) // warm-up, discarded
+		}
+	}
+	sub := k
+	sub.conns = max(k.conns/r.replicas, 1)
+	sub.threads = max(k.threads/r.replicas, 1)
+	pids := make([]string, len(servers))
+	cpu0 := make([]time.Duration, len(servers))
+	for i, s := range servers {
+		pids[i] = strconv.Itoa(s.cmd.Process.Pid)
+		cpu0[i] = cpuTime(pids[i])
+	}
+	pg0 := postgresCPU()
+	results := make([]loadResult, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() { results[i] = loadWrk(t, sub, s.url, mix, k.duration) })
+	}
+	wg.Wait()
+	pgUsed := postgresCPU() - pg0
+	// Together: requests summed over the same span, p50 the requests' weighted mean of
+	// the three, p99 the worst of the three (no smaller than the merged one's).
+	var x loadResult
+	var p50 float64
+	var served time.Duration
+	for i, res := range results {
+		x.Requests += res.Requests
+		x.DurationUS = max(x.DurationUS, res.DurationUS)
+		x.ErrStatus += res.ErrStatus
+		x.ErrRead += res.ErrRead
+		x.ErrTimeout += res.ErrTimeout
+		x.P99US = max(x.P99US, res.P99US)
+		p50 += float64(res.P50US) * float64(res.Requests)
+		served += cpuTime(pids[i]) - cpu0[i]
+	}
+	x.RPS = float64(x.Requests) / (float64(x.DurationUS) / 1e6)
+	x.P50US = int64(p50 / float64(max(x.Requests, 1)))
+	x.CPUPerReq = float64(served.Microseconds()) / float64(max(x.Requests, 1))
+	x.Load1 = loadAverage()
+	if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
+		t.Fatalf("%s %s: %d answers other than 200, %d read errors, %d timeouts", r.scenario, mix, x.ErrStatus, x.ErrRead, x.ErrTimeout)
+	}
+	r.pgCPU = append(r.pgCPU, float64(pgUsed.Microseconds())/float64(max(x.Requests, 1)))
+	report(r.loadRow, x)
+	for _, s := range servers {
+		s.stop()
+	}
+}
+
+// postgresSummary is the PostgreSQL section of the summary: each row against SQLite's
+// (synchronous=FULL, the same mix, the same run), the target, and the CPU of a request
+// on each side, from which the scaling on more cores is projected.
+func postgresSummary(b *strings.Builder, rows []*loadPostgresRow, sqlite map[string]*loadRow) {
+	if len(rows) == 0 || len(rows[0].runs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "- PostgreSQL (%s):\n", "the throwaway cluster of postgrestest on this machine, fsync on")
+	for _, r := range rows {
+		lite := sqlite[r.mix]
+		if lite == nil || len(lite.runs) == 0 {
+			continue
+		}
+		pg := median(r.pgCPU)
+		fmt.Fprintf(b, "  - %s, %s: %.0f req/s, %.2f× SQLite's; p50 %.2f ms, p99 %.2f ms; CPU a request: serve %.0f µs, PostgreSQL %.0f µs",
+			r.scenario, r.mix, r.rps(), r.rps()/lite.rps(), r.p50(), r.p99(), r.cpu(), pg)
+		if r.replicas == 1 {
+			fmt.Fprintf(b, " (target ≥ 0.6× SQLite and p99 ≤ 20 ms: %s)", map[bool]string{true: "met", false: "MISSED"}[r.rps() >= 0.6*lite.rps() && r.p99() <= 20])
+		}
+		// On a machine of its own with n cores, a replica is bound by its own CPU a
+		// request, and PostgreSQL, on another, by its: the lower of the two bounds.
+		fmt.Fprintf(b, "; bound per core: serve %.0f req/s, PostgreSQL %.0f req/s\n", 1e6/r.cpu(), 1e6/max(pg, 1))
+	}
+}
