@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -51,7 +50,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	if err := req.Filter.Check(); err != nil {
 		return storage.BulkAction{}, err
 	}
-	req.Reason, req.Actor = bulkText(req.Reason), bulkText(req.Actor)
+	req.Reason, req.Actor = pgText(req.Reason), pgText(req.Actor)
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
 	now := db.Now()
 	keys, leftOut, err := db.previewKeys(ctx, req, now)
@@ -261,7 +260,7 @@ func (db *DB) BulkAction(ctx context.Context, id int64) (storage.BulkAction, err
 // of them when state is "".
 func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error) {
 	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = $1 ORDER BY id DESC LIMIT $2`
-	args := []any{bulkText(state), limitArg(limit)}
+	args := []any{pgText(state), limitArg(limit)}
 	if state == "" {
 		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state <> 'building' ORDER BY id DESC LIMIT $1`, []any{limitArg(limit)}
 	}
@@ -340,7 +339,7 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx pgx.Tx, a *storag
 // anyone else): a reprocess whose money is above a threshold waits for approval
 // (pending_approval), anything else is queued for the runner. Audited.
 func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error) {
-	actor = bulkText(actor)
+	actor = pgText(actor)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
 		case a.State != storage.BulkPreview:
@@ -388,7 +387,7 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 	case len(reason) > 500:
 		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: keep the reason under 500 characters", verb, id)
 	}
-	actor, reason = bulkText(actor), bulkText(reason)
+	actor, reason = pgText(actor), pgText(reason)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
 		case a.State != storage.BulkPendingApproval:
@@ -423,7 +422,7 @@ func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason stri
 	if len(reason) > 500 {
 		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: keep the reason under 500 characters", id)
 	}
-	actor, reason = bulkText(actor), bulkText(reason)
+	actor, reason = pgText(actor), pgText(reason)
 	return db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch a.State {
 		case storage.BulkPreview, storage.BulkPendingApproval, storage.BulkQueued:
@@ -461,7 +460,7 @@ func (db *DB) wakeBulk() {
 // and each batch checks that the action is still its runner's. ok is false when none
 // is ready.
 func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Duration) (id int64, ok bool, err error) {
-	runner = bulkText(runner)
+	runner = pgText(runner)
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		now := millis(db.Now())
 		err := tx.QueryRow(ctx, `UPDATE bulk_actions SET state = 'running', runner = $1, lease_until = $2, updated_at = $3
@@ -491,11 +490,11 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // batch to commit (and then finds the lease renewed), and a batch of this runner after
 // another took the action over finds it no longer its own. So no key is acted on by
 // two runners, and each batch reads the outcomes of every batch committed before it.
-// The batch's claims are locked next, all at once and in id order, so that intake or a
-// release of one of them waits for the batch rather than changes the claim between its
-// check and its release.
+// The batch's claims are locked next, all at once and in id order (after the audit
+// lock, as a release takes them), so that intake or a release of one of them waits for
+// the batch rather than changes the claim between its check and its release.
 func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (storage.BulkBatch, error) {
-	runner = bulkText(runner)
+	runner = pgText(runner)
 	var out storage.BulkBatch
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		out = storage.BulkBatch{}
@@ -530,6 +529,12 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			out.Over = true
 			_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = 'done', finished_at = $1, updated_at = $1,
 	last_error = '' WHERE id = $2`, millis(now), id)
+			return err
+		}
+		// The audit lock before the claims, as every release takes them (releaseIn):
+		// the batch writes an audit row per key, and holding its claims while waiting
+		// for the lock could deadlock with a release of several keys holding it.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
 			return err
 		}
 		claims, err := lockClaims(ctx, tx, batch)
@@ -622,8 +627,7 @@ func bulkTodo(ctx context.Context, tx pgx.Tx, id int64, done, n int) ([]bulkKeyT
 	})
 }
 
-// lockClaims locks the claims of batch's keys, in id order (two batches, or a batch
-// and a release of several keys, then never wait on each other in a cycle), and
+// lockClaims locks the claims of batch's keys, in one statement and in id order, and
 // returns them by source and key; a key without a claim is absent.
 func lockClaims(ctx context.Context, tx pgx.Tx, batch []bulkKeyTodo) (map[[2]string]storage.Claim, error) {
 	sources := make([]string, len(batch))
@@ -652,7 +656,7 @@ func lockClaims(ctx context.Context, tx pgx.Tx, batch []bulkKeyTodo) (map[[2]str
 func (db *DB) noteBulkError(ctx context.Context, id int64, runner string, failure error) error {
 	return db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET last_error = $1, updated_at = $2 WHERE id = $3 AND runner = $4`,
-			bulkText(failure.Error()), millis(db.Now()), id, bulkText(runner))
+			pgText(failure.Error()), millis(db.Now()), id, pgText(runner))
 		return err
 	})
 }
@@ -670,7 +674,7 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	// UTF-8), and so no row holds, matches nothing, where sending it would fail the
 	// query.
 	equal := func(column, v string) {
-		if !storable(v) {
+		if !storableText(v) {
 			where = append(where, "false")
 			return
 		}
@@ -707,20 +711,6 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	coalesce(d.source = c.source AND d.key = c.key, false), coalesce(d.amount, ''), coalesce(d.currency, '')
 FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery
 WHERE ` + strings.Join(where, " AND ") + ` ORDER BY c.id`, args
-}
-
-// storable reports whether PostgreSQL's text can hold s: valid UTF-8 without a NUL.
-func storable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
-// bulkText is s as a bulk action stores it: a NUL byte and invalid UTF-8, which
-// PostgreSQL's text refuses, become U+FFFD, as in the audit rows the action writes.
-func bulkText(s string) string {
-	if storable(s) {
-		return s
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
 // millisOrZero is t as a column of times holds it, 0 for none.
