@@ -18,6 +18,7 @@ var tests = []struct {
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},
 	{"BulkResume", TestBulkResume},
+	{"BulkOddText", TestBulkOddText},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
 	{"Record_MoneyMismatch", TestRecord_MoneyMismatch},
