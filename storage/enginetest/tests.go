@@ -61,4 +61,10 @@ var tests = []struct {
 	{"LoginAttemptConcurrent", TestLoginAttemptConcurrent},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
+	{"LeaseDue", TestLeaseDue},
+	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
+	{"FinishAttempt", TestFinishAttempt},
+	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
+	{"Keys", TestKeys},
+	{"Keys_ScanWindow", TestKeys_ScanWindow},
 }
