@@ -67,4 +67,6 @@ var tests = []struct {
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"Keys", TestKeys},
 	{"Keys_ScanWindow", TestKeys_ScanWindow},
+	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
+	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 }
