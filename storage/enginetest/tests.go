@@ -62,4 +62,12 @@ var tests = []struct {
 	{"LoginAttemptConcurrent", TestLoginAttemptConcurrent},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
+	{"LeaseDue", TestLeaseDue},
+	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
+	{"FinishAttempt", TestFinishAttempt},
+	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
+	{"Keys", TestKeys},
+	{"Keys_ScanWindow", TestKeys_ScanWindow},
+	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
+	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 }

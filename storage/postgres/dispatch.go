@@ -40,10 +40,14 @@ ORDER BY l.id`
 // dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
 // lease ends, and any replica's dispatcher takes them.
 func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+	var upTo *int // NULL: no limit, as a negative one is on SQLite; PostgreSQL refuses it
+	if limit >= 0 {
+		upTo = &limit
+	}
 	var jobs []storage.Job
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		jobs = nil
-		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), limit)
+		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), upTo)
 		if err != nil {
 			return err
 		}
