@@ -333,3 +333,50 @@ func TestBulkResume(t *testing.T, e Engine) {
 		t.Errorf("%+v, %d audit rows; want each of 7 keys reprocessed once", a, reprocessed)
 	}
 }
+
+// TestBulkOddText: a filter's text that no stored key can hold (a NUL byte, invalid
+// UTF-8) matches nothing, and a reason or an actor holding it is stored, on every
+// engine, even one whose text refuses such bytes: the console gets an answer, never a
+// failed query.
+func TestBulkOddText(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, moneyDelivery("ota", "e1", "10.00", "EUR", "p1"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	clk.Add(time.Hour)
+	stuckBefore := clk.Now().Add(-10 * time.Minute)
+	for _, tt := range []struct {
+		field  string
+		filter storage.BulkFilter
+	}{
+		{"source", storage.BulkFilter{Source: "ota\x00"}},
+		{"property", storage.BulkFilter{Property: "p1\x00"}},
+		{"booking", storage.BulkFilter{Booking: "\xff"}},
+		{"status", storage.BulkFilter{Status: "can\x00celled"}},
+		{"currency", storage.BulkFilter{Currency: "EU\x00R"}},
+	} {
+		a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: tt.filter, Reason: "outage",
+			Actor: "ann", StuckBefore: stuckBefore})
+		if err != nil || a.Total != 0 {
+			t.Errorf("a %s of odd bytes: %d keys, %v; want none, and no error", tt.field, a.Total, err)
+		}
+	}
+	th := storage.ApprovalThresholds{"EUR": "1.00"}
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Stuck: true},
+		Reason: "out\x00age \xff", Actor: "ann\x00", StuckBefore: stuckBefore, Thresholds: th})
+	if err != nil || a.Total != 1 {
+		t.Fatalf("preview with a NUL in its reason: %+v, %v", a, err)
+	}
+	if a, err = db.StartBulkAction(ctx, a.ID, a.RequestedBy, th); err != nil || a.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", a, err)
+	}
+	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob\x00", "fine\x00 \xff"); err != nil || a.State != storage.BulkQueued {
+		t.Fatalf("approve: %+v, %v", a, err)
+	}
+	if a, err = db.CancelBulkAction(ctx, a.ID, "cat\xff", "not\x00 now"); err != nil || a.State != storage.BulkCancelled {
+		t.Fatalf("cancel: %+v, %v", a, err)
+	}
+	if got, err := db.BulkAction(ctx, a.ID); err != nil || got.State != storage.BulkCancelled || got.DecisionReason == "" {
+		t.Errorf("stored: %+v, %v", got, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,5 +133,117 @@ func TestReleaseEach_Refusals(t *testing.T, e Engine) {
 	}
 	if _, err := db.ReleaseEach(ctx, keys, storage.Release{Actor: "sam"}); err == nil {
 		t.Error("a bulk release without a reason went ahead")
+	}
+}
+
+// TestReleaseKey_FourEyes: a reprocess whose keys' money, read from the payloads it
+// would send again, is above the thresholds is refused before any key changes, one key
+// or a set (whose amounts add up); a release, which sends nothing, is not.
+func TestReleaseKey_FourEyes(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for _, k := range []struct{ key, amount, currency string }{
+		{"small", "200.00", "EUR"}, {"also-small", "150.00", "EUR"}, {"big", "500.00", "EUR"},
+		{"yen", "90000", "JPY"}, {"odd", "a lot", "EUR"},
+	} {
+		d := delivery("ota", k.key, "h")
+		d.Amount, d.Currency = k.amount, k.currency
+		record(t, db, d, day)
+	}
+	clk.Add(time.Minute)
+	th := storage.ApprovalThresholds{"EUR": "300.00"}
+	reprocess := storage.Release{Source: "ota", Actor: "sam", Reason: "downstream lost them", Reprocess: true,
+		StuckBefore: clk.Now(), Thresholds: th}
+	unchanged := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if c, err := db.Claim(ctx, "ota", k); err != nil || c.State != storage.StateProcessed {
+				t.Errorf("%s is %s, %v after a refused reprocess; want processed", k, c.State, err)
+			}
+		}
+	}
+	needsApproval := func(err error, what string) {
+		t.Helper()
+		var na *storage.NeedsApprovalError
+		if !errors.As(err, &na) || len(na.Over) == 0 {
+			t.Errorf("%s: %v; want NeedsApprovalError", what, err)
+		}
+	}
+
+	r := reprocess
+	r.Key = "big"
+	_, err := db.ReleaseKey(ctx, r)
+	needsApproval(err, "reprocess of 500.00 EUR")
+	r.Key = "odd"
+	_, err = db.ReleaseKey(ctx, r)
+	needsApproval(err, "reprocess of an amount that is no number")
+	_, err = db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "small"}, {Source: "ota", Key: "also-small"},
+		{Source: "ota", Key: "missing"}}, reprocess)
+	needsApproval(err, "reprocess of 200.00 and 150.00 EUR together")
+	unchanged("big", "odd", "small", "also-small")
+	if log, err := db.AuditLog(ctx, 0, 10); err != nil || len(log) != 0 {
+		t.Fatalf("audit log %+v, %v; want nothing written", log, err)
+	}
+
+	// Under the threshold, in a currency it does not name, or a release: no approval.
+	out, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "small"}, {Source: "ota", Key: "yen"}}, reprocess)
+	if err != nil || storage.Summarize(out).Changed != 2 {
+		t.Fatalf("reprocess of 200.00 EUR and 90000 JPY: %+v, %v; want both queued", out, err)
+	}
+	rel := reprocess
+	rel.Key, rel.Reprocess = "big", false
+	if res, err := db.ReleaseKey(ctx, rel); err != nil || !res.Changed {
+		t.Fatalf("release of the big key: %+v, %v; want released (nothing is sent)", res, err)
+	}
+}
+
+// TestReleaseEach_Replicas: two replicas release the same keys at once, in opposite
+// orders: each key is released once, by one of them, with one audit row; the other
+// finds it free.
+func TestReleaseEach_Replicas(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	const n = 120
+	keys := make([]storage.KeyRef, n)
+	batch := make([]*storage.Delivery, n)
+	for i := range n {
+		keys[i] = storage.KeyRef{Source: "ota", Key: fmt.Sprintf("k%03d", i)}
+		batch[i] = delivery("ota", keys[i].Key, "h")
+	}
+	if err := a.RecordBatch(ctx, batch, day); err != nil {
+		t.Fatal(err)
+	}
+	reversed := slices.Clone(keys)
+	slices.Reverse(reversed)
+	rel := storage.Release{Actor: "sam", Reason: "downstream lost them"}
+	var outs [2][]storage.KeyOutcome
+	var errs [2]error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wg.Go(func() { <-start; outs[0], errs[0] = a.ReleaseEach(ctx, keys, rel) })
+	wg.Go(func() { <-start; outs[1], errs[1] = b.ReleaseEach(ctx, reversed, rel) })
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+	sa, sb := storage.Summarize(outs[0]), storage.Summarize(outs[1])
+	if sa.Refused+sb.Refused != 0 || sa.Changed+sb.Changed != n || sa.Unchanged+sb.Unchanged != n {
+		t.Fatalf("replicas released %+v and %+v; want each key released once in all, and found free once", sa, sb)
+	}
+	log, err := a.AuditLog(ctx, 0, 10*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, row := range log {
+		seen[row.Key]++
+	}
+	if len(log) != n || len(seen) != n {
+		t.Fatalf("%d audit rows for %d keys; want one per key (%d)", len(log), len(seen), n)
 	}
 }

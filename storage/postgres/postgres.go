@@ -49,6 +49,7 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
+	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -80,6 +81,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		opt.BusyTimeout = 5 * time.Second
 	}
 	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout}
+	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)

@@ -1,0 +1,368 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+var dispatchDay = storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}
+
+// jobKeys are the keys of jobs, in order.
+func jobKeys(jobs []storage.Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.Key
+	}
+	return out
+}
+
+// lease leases up to limit jobs due at now, for lease, and fails the test on an error.
+func lease(t *testing.T, db storage.Store, now time.Time, d time.Duration, limit int) []storage.Job {
+	t.Helper()
+	jobs, err := db.LeaseDue(context.Background(), now, d, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// TestLeaseDue: the queue hands out the keys due, oldest first, each with the payload to
+// send, and skips a leased key until its lease ends; NextDue says when the next falls
+// due.
+func TestLeaseDue(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	if next, err := db.NextDue(ctx); err != nil || !next.IsZero() {
+		t.Fatalf("NextDue of an empty queue = %v, %v; want the zero time", next, err)
+	}
+	start := clk.Now()
+	first := record(t, db, delivery("ota", "k1", "h1"), dispatchDay)
+	record(t, db, delivery("ota", "record-only", "h"), day) // never queued
+	clk.Add(time.Second)
+	record(t, db, delivery("ota", "k2", "h2"), dispatchDay)
+	record(t, db, delivery("ota", "k2", "h2"), dispatchDay) // a duplicate queues nothing
+	clk.Add(time.Second)
+	batch := items("pms", "b0", "b1")
+	if err := db.RecordBatch(ctx, batch, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := db.NextDue(ctx); err != nil || !next.Equal(start) {
+		t.Fatalf("NextDue = %v, %v; want the first key's receipt, %v", next, err, start)
+	}
+	if jobs := lease(t, db, start.Add(-time.Millisecond), time.Minute, 10); len(jobs) != 0 {
+		t.Fatalf("leased %v before anything was due", jobKeys(jobs))
+	}
+
+	now := clk.Now()
+	jobs := lease(t, db, now, time.Minute, 2)
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"k1", "k2"}) {
+		t.Fatalf("first lease: %v, want the two oldest, k1 and k2", got)
+	}
+	c, err := db.Claim(ctx, "ota", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobs[0]
+	if j.ClaimID != c.ID || j.Source != "ota" || j.Delivery != first.ID || !j.Stored || j.DeliverySource != "ota" ||
+		j.DeliveryKey != "k1" || j.ContentType != "application/json" || string(j.Body) != string(first.Body) ||
+		j.Attempts != 0 || !j.Generation.Equal(c.ClaimedAt) || j.Batch != 0 {
+		t.Fatalf("job %+v; want claim %d's, with delivery %d's payload", j, c.ID, first.ID)
+	}
+	if !c.NextAttemptAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("leased key due at %v, want the lease's end %v", c.NextAttemptAt, now.Add(time.Minute))
+	}
+
+	rest := lease(t, db, now, time.Minute, 10)
+	if got := jobKeys(rest); !slices.Equal(got, []string{"b0", "b1"}) {
+		t.Fatalf("second lease: %v, want the batch's keys only (the others are leased)", got)
+	}
+	if b := rest[1]; b.Batch != batch[0].ID || b.BatchIndex != 1 || b.Source != "pms" || b.Delivery != batch[1].ID {
+		t.Errorf("batch item's job %+v; want batch %d index 1", b, batch[0].ID)
+	}
+	if again := lease(t, db, now.Add(time.Minute-time.Millisecond), time.Minute, 10); len(again) != 0 {
+		t.Fatalf("leased %v again before their leases ended", jobKeys(again))
+	}
+	if next, err := db.NextDue(ctx); err != nil || !next.Equal(now.Add(time.Minute)) {
+		t.Fatalf("NextDue = %v, %v; want the end of the leases, %v", next, err, now.Add(time.Minute))
+	}
+
+	// A dispatcher that died holding them loses nothing: at the lease's end they are due.
+	later := now.Add(time.Minute)
+	if again := lease(t, db, later, time.Minute, 10); !slices.Equal(jobKeys(again), []string{"k1", "k2", "b0", "b1"}) {
+		t.Fatalf("after the leases ended: %v, want every key again", jobKeys(again))
+	}
+}
+
+// TestFinishAttempt: an attempt is recorded and moves its key on (retry, processed,
+// failed); a key that changed meanwhile is left as it is, its attempt still recorded.
+func TestFinishAttempt(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for _, k := range []string{"retry", "done", "fail", "released", "reclaimed"} {
+		record(t, db, delivery("ota", k, "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	}
+	jobs := map[string]storage.Job{}
+	for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+		jobs[j.Key] = j
+	}
+	if len(jobs) != 5 {
+		t.Fatalf("leased %d jobs, want 5", len(jobs))
+	}
+	if _, err := db.LastAttempt(ctx, "ota", "retry"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("LastAttempt before any attempt: %v, want ErrNotFound", err)
+	}
+	finish := func(key string, a storage.Attempt, res storage.AttemptResult) bool {
+		t.Helper()
+		j := jobs[key]
+		a.Source, a.Key, a.Delivery = j.Source, j.Key, j.Delivery
+		moved, err := db.FinishAttempt(ctx, j, a, res)
+		if err != nil {
+			t.Fatalf("finish %s: %v", key, err)
+		}
+		return moved
+	}
+	clk.Add(time.Second)
+	next := clk.Now().Add(2 * time.Second)
+	first := storage.Attempt{StartedAt: clk.Now(), Duration: 1500 * time.Millisecond, Status: 503,
+		Error: "downstream answered 503 Service Unavailable", Response: "try later"}
+	if !finish("retry", first, storage.AttemptResult{NextAt: next, LastError: first.Error}) {
+		t.Fatal("a retry did not move its key")
+	}
+	c, err := db.Claim(ctx, "ota", "retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.State != storage.StateProcessing || c.Attempts != 1 || !c.NextAttemptAt.Equal(next) || c.LastError != first.Error {
+		t.Fatalf("after a retry: %+v; want processing, 1 attempt, due at %v", c, next)
+	}
+	jobs["retry"] = lease(t, db, next, time.Minute, 10)[0]
+	if jobs["retry"].Attempts != 1 {
+		t.Fatalf("the retried job says %d attempts before it, want 1", jobs["retry"].Attempts)
+	}
+	second := storage.Attempt{StartedAt: next, Duration: 20 * time.Millisecond, Status: 200, Response: "ok"}
+	if !finish("retry", second, storage.AttemptResult{Done: true}) {
+		t.Fatal("a success did not move its key")
+	}
+	if c, _ := db.Claim(ctx, "ota", "retry"); c.State != storage.StateProcessed || c.Attempts != 2 || !c.NextAttemptAt.IsZero() ||
+		c.LastError != "" || !c.UpdatedAt.Equal(clk.Now()) {
+		t.Fatalf("after a success: %+v; want processed, 2 attempts, not due, no error", c)
+	}
+	atts, err := db.Attempts(ctx, "ota", "retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) != 2 || atts[0].Status != 503 || atts[0].Duration != first.Duration || !atts[0].StartedAt.Equal(first.StartedAt) ||
+		atts[0].Error != first.Error || atts[0].Response != "try later" || atts[0].Delivery != jobs["retry"].Delivery ||
+		atts[1].Status != 200 || atts[1].ID <= atts[0].ID {
+		t.Fatalf("attempts %+v; want the 503 then the 200, oldest first", atts)
+	}
+	if last, err := db.LastAttempt(ctx, "ota", "retry"); err != nil || last.ID != atts[1].ID {
+		t.Fatalf("LastAttempt = %+v, %v; want the 200", last, err)
+	}
+
+	if !finish("done", storage.Attempt{StartedAt: clk.Now(), Status: 204}, storage.AttemptResult{Done: true}) {
+		t.Fatal("done did not move")
+	}
+	if !finish("fail", storage.Attempt{StartedAt: clk.Now(), Error: "connection refused"},
+		storage.AttemptResult{Failed: true, LastError: "connection refused"}) {
+		t.Fatal("fail did not move")
+	}
+	if c, _ := db.Claim(ctx, "ota", "fail"); c.State != storage.StateFailed || c.LastError != "connection refused" ||
+		c.Attempts != 1 || !c.NextAttemptAt.IsZero() {
+		t.Fatalf("after the last attempt failed: %+v; want failed with its error", c)
+	}
+
+	// Released while its attempt ran: the release stands.
+	clk.Add(time.Hour - time.Second) // every key has expired; processing ones are stuck
+	rel := storage.Release{Source: "ota", Key: "released", Actor: "sam", Reason: "r", StuckBefore: clk.Now()}
+	if _, err := db.ReleaseKey(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	if finish("released", storage.Attempt{StartedAt: clk.Now(), Status: 200}, storage.AttemptResult{Done: true}) {
+		t.Error("an attempt moved a key released during it")
+	}
+	if c, _ := db.Claim(ctx, "ota", "released"); c.State != storage.StateReleased {
+		t.Errorf("released key is %s after a late attempt", c.State)
+	}
+	// Claimed anew (another generation) while an old attempt ran: the new claim stands.
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "reclaimed", Actor: "sam", Reason: "r",
+		StuckBefore: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	record(t, db, delivery("ota", "reclaimed", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	if finish("reclaimed", storage.Attempt{StartedAt: clk.Now(), Status: 200}, storage.AttemptResult{Done: true}) {
+		t.Error("an old claim's attempt moved the key claimed anew")
+	}
+	if c, _ := db.Claim(ctx, "ota", "reclaimed"); c.State != storage.StateProcessing || c.Attempts != 0 {
+		t.Errorf("the new claim is %s with %d attempts after the old one's attempt", c.State, c.Attempts)
+	}
+	for _, k := range []string{"released", "reclaimed"} {
+		if atts, err := db.Attempts(ctx, "ota", k); err != nil || len(atts) != 1 {
+			t.Errorf("%s: %d attempts, %v; the late attempt is still recorded", k, len(atts), err)
+		}
+	}
+	if atts, err := db.Attempts(ctx, "ota", "nope"); err != nil || len(atts) != 0 {
+		t.Errorf("attempts of an unknown key: %v, %v", atts, err)
+	}
+}
+
+// TestFinishAttempt_UnusualText: a downstream's answer may hold any byte, a NUL
+// included; its attempt is still recorded (else the key would be sent again and again),
+// and names no engine can hold find nothing rather than fail.
+func TestFinishAttempt_UnusualText(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if len(jobs) != 1 {
+		t.Fatalf("leased %d jobs, want 1", len(jobs))
+	}
+	a := storage.Attempt{Source: "ota", Key: "k", Delivery: jobs[0].Delivery, StartedAt: clk.Now(), Status: 500,
+		Error: "downstream answered 500: bad\x00byte", Response: "before\x00after \xff"}
+	moved, err := db.FinishAttempt(ctx, jobs[0], a, storage.AttemptResult{NextAt: clk.Now().Add(time.Second), LastError: a.Error})
+	if err != nil || !moved {
+		t.Fatalf("an answer with a NUL byte: moved %v, %v; want its attempt recorded", moved, err)
+	}
+	last, err := db.LastAttempt(ctx, "ota", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(last.Response, "before") || !strings.Contains(last.Response, "after") || last.Status != 500 {
+		t.Errorf("recorded response %q, want the answer's text kept", last.Response)
+	}
+	for _, name := range []string{"a\x00b", "\xff"} {
+		if atts, err := db.Attempts(ctx, "ota", name); err != nil || len(atts) != 0 {
+			t.Errorf("Attempts(%q) = %v, %v; want none", name, atts, err)
+		}
+		if _, err := db.LastAttempt(ctx, name, "k"); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("LastAttempt(%q) = %v; want ErrNotFound", name, err)
+		}
+		_, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: name, Actor: "sam", Reason: "r"})
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("ReleaseKey(%q) = %v; want ErrNotFound", name, err)
+		}
+		out, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: name}, {Source: "ota", Key: "k"}},
+			storage.Release{Actor: "sam", Reason: "r", StuckBefore: clk.Now()})
+		if err != nil || len(out) != 2 || out[0].Refused != storage.RefusedNotFound {
+			t.Errorf("ReleaseEach with %q: %+v, %v; want it not found, the other key still answered", name, out, err)
+		}
+		for _, f := range []storage.KeyFilter{{Source: name}, {State: name}} {
+			if p, err := db.Keys(ctx, f); err != nil || len(p.Keys) != 0 {
+				t.Errorf("Keys(%+v) = %d keys, %v; want none", f, len(p.Keys), err)
+			}
+			if ks, err := db.ListKeys(ctx, f); err != nil || len(ks) != 0 {
+				t.Errorf("ListKeys(%+v) = %d keys, %v; want none", f, len(ks), err)
+			}
+		}
+	}
+}
+
+// TestLeaseDue_Replicas: dispatchers on two replicas of one database, several each,
+// lease at once over many due keys: no key is leased to two of them, and every key is
+// leased. A replica that dies holding its keys loses them to the other once the lease
+// ends, under the same job (claim and generation), and its own late attempt then moves
+// nothing.
+func TestLeaseDue_Replicas(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	clk := newClock(e, a)
+	b := e.Reopen(t, a)
+	const keys, workers, limit = 300, 3, 4
+	batch := make([]*storage.Delivery, 0, 100)
+	for i := range keys {
+		batch = append(batch, delivery("ota", fmt.Sprintf("k%03d", i), "h"))
+		if len(batch) == cap(batch) {
+			if err := a.RecordBatch(ctx, batch, dispatchDay); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	now := clk.Now()
+	const leaseFor = time.Minute
+
+	var mu sync.Mutex
+	holder := map[string]int{} // key → the worker that leased it
+	var twice []string
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range 2 * workers {
+		db := a
+		if w%2 == 1 {
+			db = b
+		}
+		wg.Go(func() {
+			<-start
+			for range keys { // bounded: each round leases at least one key or ends
+				jobs, err := db.LeaseDue(ctx, now, leaseFor, limit)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					if other, ok := holder[j.Key]; ok {
+						twice = append(twice, fmt.Sprintf("%s (workers %d and %d)", j.Key, other, w))
+					}
+					holder[j.Key] = w
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(twice) > 0 {
+		t.Fatalf("%d keys leased twice at once: %v", len(twice), twice[:min(5, len(twice))])
+	}
+	if len(holder) != keys {
+		t.Fatalf("%d keys leased, want every one of %d", len(holder), keys)
+	}
+
+	// Replica a dies holding k000. Until the lease ends b gets nothing; then b takes it,
+	// as the same job.
+	held := lease(t, a, now.Add(leaseFor), leaseFor, 1)
+	if len(held) != 1 {
+		t.Fatalf("a leased %d jobs after the first leases ended, want 1", len(held))
+	}
+	if jobs := lease(t, b, now.Add(2*leaseFor-time.Millisecond), leaseFor, keys); slices.Contains(jobKeys(jobs), held[0].Key) {
+		t.Fatalf("b leased %s while a's lease on it ran", held[0].Key)
+	}
+	var taken storage.Job
+	for _, j := range lease(t, b, now.Add(2*leaseFor), leaseFor, keys) {
+		if j.Key == held[0].Key {
+			taken = j
+		}
+	}
+	if taken.Key == "" {
+		t.Fatalf("b did not take %s once a's lease on it ended", held[0].Key)
+	}
+	if taken.ClaimID != held[0].ClaimID || !taken.Generation.Equal(held[0].Generation) || taken.Delivery != held[0].Delivery {
+		t.Fatalf("b's job %+v is not a's %+v", taken, held[0])
+	}
+	att := storage.Attempt{Source: taken.Source, Key: taken.Key, Delivery: taken.Delivery, StartedAt: clk.Now(), Status: 200}
+	if moved, err := b.FinishAttempt(ctx, taken, att, storage.AttemptResult{Done: true}); err != nil || !moved {
+		t.Fatalf("b's attempt: moved %v, %v", moved, err)
+	}
+	if moved, err := a.FinishAttempt(ctx, held[0], att, storage.AttemptResult{NextAt: clk.Now()}); err != nil || moved {
+		t.Fatalf("a's late attempt: moved %v, %v; want the processed key left as it is", moved, err)
+	}
+	if c, err := a.Claim(ctx, "ota", taken.Key); err != nil || c.State != storage.StateProcessed {
+		t.Fatalf("%s is %s, %v; want processed", taken.Key, c.State, err)
+	}
+}

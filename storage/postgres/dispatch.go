@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// sqlLeaseDue leases up to $3 keys due at $2 until $1 and returns each with its payload,
+// oldest first. The due keys are locked FOR UPDATE SKIP LOCKED before their lease is
+// set, so that dispatchers on several replicas leasing at once never take the same key:
+// each skips the keys another is leasing right now, and a key whose lease was committed
+// meanwhile is seen with its new next_attempt_at (PostgreSQL re-checks a locked row's
+// newest version) and left out. MATERIALIZED keeps the locking select a step of its
+// own, run once, whatever plan the update gets.
+const sqlLeaseDue = `
+WITH due AS MATERIALIZED (
+	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
+	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+), leased AS (
+	UPDATE claims AS c SET next_attempt_at = $1 FROM due WHERE c.id = due.id
+	RETURNING c.id, c.source, c.key, c.first_delivery, c.attempts, c.claimed_at
+)
+SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at,
+	d.id IS NOT NULL, d.source, d.key, d.content_type,
+	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
+	d.batch, d.batch_index
+FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
+ORDER BY l.id`
+
+// LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
+// now+lease: another dispatcher, on this replica or another, skips them until then. A
+// dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
+// lease ends, and any replica's dispatcher takes them.
+func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+	var upTo *int // NULL: no limit, as a negative one is on SQLite; PostgreSQL refuses it
+	if limit >= 0 {
+		upTo = &limit
+	}
+	var jobs []storage.Job
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		jobs = nil
+		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), upTo)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var j storage.Job
+			var gen int64
+			var attempts int32
+			var source, key, contentType *string
+			var batch *int64
+			var index *int32
+			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen,
+				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index); err != nil {
+				return err
+			}
+			j.Attempts, j.Generation = int(attempts), fromMillis(gen)
+			if j.Stored {
+				j.DeliverySource, j.DeliveryKey, j.ContentType = *source, *key, *contentType
+				j.Batch, j.BatchIndex = *batch, int(*index)
+			}
+			jobs = append(jobs, j)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// NextDue returns when the earliest processing key falls due, or the zero time if none.
+func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
+	var next *int64
+	err := db.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`).Scan(&next)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next due: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, nil
+	}
+	return fromMillis(*next), nil
+}
+
+// FinishAttempt records an attempt of job and moves its key on as res says, in one
+// transaction. A key that was released, reprocessed or claimed anew meanwhile is left
+// as it is (its attempt is still recorded). Reports whether the key moved.
+func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
+	var moved bool
+	// The answer's excerpt is the downstream's text, and the errors may quote it: a NUL
+	// in either, which PostgreSQL's text cannot hold, must not keep the attempt from
+	// being recorded (the key would be leased and sent again and again).
+	a.Error, a.Response, res.LastError = pgText(a.Error), pgText(a.Response), pgText(res.LastError)
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
+			a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
+			return err
+		}
+		now := millis(db.Now())
+		var q string
+		var args []any
+		// The key's row is updated only if it is still the job's: processing, and of the
+		// claim the job was leased from (claimed_at is its generation). A release, a
+		// reprocess or a takeover committed meanwhile makes PostgreSQL's re-check of the
+		// row fail, and the key is left as it is.
+		switch {
+		case res.Done:
+			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
+			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3`
+			args = []any{now, job.ClaimID, millis(job.Generation)}
+		case res.Failed:
+			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
+			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation)}
+		default:
+			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2
+			WHERE id = $3 AND state = 'processing' AND claimed_at = $4`
+			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation)}
+		}
+		tag, err := tx.Exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		moved = tag.RowsAffected() == 1
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
+	}
+	return moved, nil
+}
+
+// attemptColumns are an attempt's columns, in the order scanAttempt reads them.
+const attemptColumns = `id, source, key, delivery, started_at, duration_ms, status, error, response`
+
+func scanAttempt(s scanner) (storage.Attempt, error) {
+	var a storage.Attempt
+	var started, ms int64
+	var status int32
+	if err := s.Scan(&a.ID, &a.Source, &a.Key, &a.Delivery, &started, &ms, &status, &a.Error, &a.Response); err != nil {
+		return storage.Attempt{}, err
+	}
+	a.Status = int(status)
+	a.StartedAt, a.Duration = fromMillis(started), time.Duration(ms)*time.Millisecond
+	return a, nil
+}
+
+// Attempts returns the attempts made for one source's key, oldest first.
+func (db *DB) Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error) {
+	if !storableText(source, key) {
+		return nil, nil // no such key was ever stored, nor its attempts
+	}
+	rows, err := db.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE source = $1 AND key = $2 ORDER BY id`, source, key)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s/%s: %w", source, key, err)
+	}
+	defer rows.Close()
+	var out []storage.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("attempts of %s/%s: %w", source, key, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("attempts of %s/%s: %w", source, key, err)
+	}
+	return out, nil
+}
+
+// LastAttempt returns the latest dispatch attempt of one source's key. Returns
+// ErrNotFound if none was made.
+func (db *DB) LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error) {
+	if !storableText(source, key) {
+		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, storage.ErrNotFound)
+	}
+	a, err := scanAttempt(db.pool.QueryRow(ctx, `SELECT `+attemptColumns+` FROM attempts
+		WHERE source = $1 AND key = $2 ORDER BY id DESC LIMIT 1`, source, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, err)
+	}
+	return a, nil
+}
+
+// storableText reports whether PostgreSQL's text can hold every one of ss: valid UTF-8
+// without a NUL byte. A name it cannot hold was never stored, so a lookup of it finds
+// nothing; sent as a parameter it would fail the query instead.
+func storableText(ss ...string) bool {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// pgText is s as PostgreSQL's text can hold it: a NUL byte or invalid UTF-8 becomes
+// U+FFFD, as the audit log stores them.
+func pgText(s string) string {
+	if storableText(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}

@@ -1,0 +1,294 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// checkReprocessMoney returns a NeedsApprovalError when r is a reprocess whose keys'
+// money, read from each claim's first delivery (the payload sent again), is above
+// r.Thresholds. Every named key counts, also one that the release will then refuse.
+// The amounts are read before the release's transactions: a key claimed anew in
+// between is in flight, which a release refuses.
+func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) error {
+	if !r.Reprocess || len(r.Thresholds) == 0 {
+		return nil
+	}
+	sources := make([]string, 0, len(keys))
+	names := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if storableText(k.Source, k.Key) { // any other was never claimed
+			sources, names = append(sources, k.Source), append(names, k.Key)
+		}
+	}
+	// One query for every key, each named key a row (a key named twice counts twice, as
+	// it would read one by one).
+	rows, err := db.pool.Query(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, '')
+		FROM unnest($1::text[], $2::text[]) AS k(source, key)
+		JOIN claims AS c ON c.source = k.source AND c.key = k.key
+		LEFT JOIN deliveries AS d ON d.id = c.first_delivery`, sources, names)
+	if err != nil {
+		return fmt.Errorf("reprocess: the money of its keys: %w", err)
+	}
+	defer rows.Close()
+	money := make([]storage.BulkKey, 0, len(keys))
+	for rows.Next() {
+		var b storage.BulkKey
+		if err := rows.Scan(&b.Amount, &b.Currency); err != nil {
+			return fmt.Errorf("reprocess: the money of its keys: %w", err)
+		}
+		money = append(money, b)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reprocess: the money of its keys: %w", err)
+	}
+	sums, _, unreadable := storage.SumMoney(money)
+	if over := r.Thresholds.Over(sums, unreadable); len(over) > 0 {
+		return &storage.NeedsApprovalError{Over: over}
+	}
+	return nil
+}
+
+// ReleaseKey releases (or reprocesses) one key and writes the audit row in the same
+// transaction. Returns ErrNotFound for an unknown key, ErrBusy for a key in flight and
+// ErrPayloadGone for a reprocess whose payload is no longer stored (RefusalOf names
+// the refusal each stands for); a release without a reason is an error.
+// Releasing a key that is already free changes nothing and reports Changed false.
+func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Released, error) {
+	if r.Reason == "" {
+		return storage.Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
+	}
+	if err := db.checkReprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r); err != nil {
+		return storage.Released{}, err
+	}
+	var out storage.Released
+	var refused, failed error
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		out, refused, failed = db.releaseIn(ctx, tx, r)
+		switch {
+		case failed != nil:
+			return failed
+		case refused != nil:
+			return errRefused // nothing to commit
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errRefused):
+		return out, refused
+	case failed != nil:
+		return storage.Released{}, failed // it names the key already
+	case err != nil:
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	return out, nil
+}
+
+// errRefused rolls back the transaction of a release that was refused.
+var errRefused = errors.New("refused")
+
+// releaseIn releases (or reprocesses) one key inside tx. A refusal (no such key, a key
+// in flight, a reprocess without a payload) comes back as refused, wrapping ErrNotFound,
+// ErrBusy or ErrPayloadGone, with nothing written and tx still usable; err means the
+// transaction failed and must be rolled back. The caller has checked that r has a
+// reason. The bulk runner calls it too, for each key of a batch.
+//
+// The key's row is read FOR UPDATE: another replica's release, lease, attempt or
+// takeover of the key waits for this transaction, or this one for it and then reads
+// the row as it left it, so that the decision and the write see the same key.
+func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out storage.Released, refused, err error) {
+	if !storableText(r.Source, r.Key) {
+		// PostgreSQL's text cannot hold it, so no such key was ever claimed; asked as a
+		// parameter it would fail the statement and with it the whole transaction.
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
+	}
+	// The audit lock (insertAudit's) first, then the key's row: a transaction that
+	// releases several keys holds the lock from its first audit row on, and one that
+	// locked its next key before waiting for it could deadlock with another holding the
+	// lock and waiting for that key. Every release takes them in this order.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	c, err := scanClaim(tx.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2 FOR UPDATE`,
+		r.Source, r.Key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
+	}
+	if err != nil {
+		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	now := db.Now()
+	out = storage.Released{Previous: c.State}
+	if !c.ExpiresAt.After(now) && c.State != storage.StateProcessing {
+		out.Previous = "expired"
+	}
+	free := out.Previous == storage.StateReleased || out.Previous == "expired"
+	if free && !r.Reprocess {
+		return out, nil, nil
+	}
+	if c.State == storage.StateProcessing && !c.UpdatedAt.Before(r.StuckBefore) {
+		return out, fmt.Errorf("release %s/%s: %w (processing since %s)", r.Source, r.Key, storage.ErrBusy, c.UpdatedAt.Format(time.RFC3339)), nil
+	}
+	action := "release"
+	if r.Reprocess {
+		action = "reprocess"
+		// The payload is checked here, in the transaction that queues the key: without it
+		// the dispatcher could only fail the key.
+		gone, perr := payloadGone(ctx, tx, c)
+		if perr != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, perr)
+		}
+		if gone != "" {
+			return out, fmt.Errorf("release %s/%s: cannot reprocess: %w (%s); release the key instead, so that its next delivery is accepted",
+				r.Source, r.Key, storage.ErrPayloadGone, gone), nil
+		}
+		// Reprocessing claims the key again for as long as its first claim lasted.
+		expires := c.ExpiresAt
+		if !expires.After(now) {
+			expires = now.Add(c.ExpiresAt.Sub(c.ClaimedAt))
+		}
+		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
+			next_attempt_at = $1, updated_at = $1, expires_at = $2 WHERE id = $3`, millis(now), millis(expires), c.ID)
+	} else {
+		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
+			WHERE id = $2`, millis(now), c.ID)
+		if err == nil {
+			// Freed on purpose, the key's next delivery is no late duplicate: not of
+			// this claim (a released claim leaves no trace), nor of one that expired
+			// before it and left a trace.
+			_, err = tx.Exec(ctx, `DELETE FROM key_traces WHERE source = $1 AND key_hash = $2`, c.Source, storage.KeyHash(c.Key))
+		}
+		if err == nil {
+			// Nor is a re-send of its event under a new id a double of it, to be
+			// flagged or, with business_key_blocks, blocked (never handed downstream)
+			// for as long as the business window lasts: its business key is forgotten.
+			// The key was stored as the claim was won, seen when it was claimed, so the
+			// index of seen times finds it in one seek.
+			_, err = tx.Exec(ctx, `DELETE FROM business_keys WHERE seen_at = $1 AND delivery = $2`,
+				millis(c.ClaimedAt), c.FirstDelivery)
+		}
+	}
+	if err != nil {
+		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: action, Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	out.Changed = true
+	return out, nil, nil
+}
+
+// payloadGone says why c's payload cannot be sent again, or "" when it can: the
+// delivery its claim names must be stored, and be of c's own source and key. The row is
+// read FOR KEY SHARE: a retention sweep deleting it right now is waited for, and the
+// delivery is then seen gone rather than sent for.
+func payloadGone(ctx context.Context, tx pgx.Tx, c storage.Claim) (string, error) {
+	var source, key string
+	err := tx.QueryRow(ctx, `SELECT source, key FROM deliveries WHERE id = $1 FOR KEY SHARE`, c.FirstDelivery).Scan(&source, &key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Sprintf("delivery %d was deleted after the retention period", c.FirstDelivery), nil
+	case err != nil:
+		return "", fmt.Errorf("payload of delivery %d: %w", c.FirstDelivery, err)
+	case source != c.Source || key != c.Key:
+		return fmt.Sprintf("delivery %d now holds %s/%s", c.FirstDelivery, source, key), nil
+	}
+	return "", nil
+}
+
+// maxKeysPerBulkRelease bounds the keys one ReleaseKeys call releases; a larger set is
+// released in several calls.
+const maxKeysPerBulkRelease = 10000
+
+// releaseBatch is how many keys of a bulk release share a transaction, as on SQLite: a
+// transaction's row locks and audit lock are held for a few milliseconds, so that
+// intake and the other replicas' releases wait no longer than that behind it.
+const releaseBatch = 50
+
+// ReleaseKeys releases (or reprocesses) every key matching f, at most 10,000, each with
+// its own audit row as ReleaseKey does, committed releaseBatch keys at a time. A key
+// refused (in flight, gone meanwhile) gets its Refused reason and the others go on; a
+// failed transaction ends the call with its error, and the outcomes committed before
+// it. r's Source and Key are ignored; a release without a reason is an error. It stops
+// early only if ctx ends.
+func (db *DB) ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error) {
+	if r.Reason == "" {
+		return nil, errors.New("bulk release: a reason is required")
+	}
+	f.Limit = maxKeysPerBulkRelease
+	f.Before = 0
+	claims, err := db.ListKeys(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]storage.KeyRef, len(claims))
+	for i, c := range claims {
+		keys[i] = storage.KeyRef{Source: c.Source, Key: c.Key}
+	}
+	return db.ReleaseEach(ctx, keys, r)
+}
+
+// ReleaseEach releases (or reprocesses) each of keys as ReleaseKeys does: one outcome
+// per key, in order, committed releaseBatch keys at a time. r's Source and Key are
+// ignored; a release without a reason is an error.
+func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error) {
+	if r.Reason == "" {
+		return nil, errors.New("bulk release: a reason is required")
+	}
+	if err := db.checkReprocessMoney(ctx, keys, r); err != nil {
+		return nil, err
+	}
+	out := make([]storage.KeyOutcome, 0, len(keys))
+	for len(keys) > 0 {
+		batch := keys[:min(releaseBatch, len(keys))]
+		keys = keys[len(batch):]
+		done, err := db.releaseBatch(ctx, batch, r)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, done...)
+	}
+	return out, nil
+}
+
+// releaseBatch releases each key of batch in one transaction. It may run again from the
+// start when PostgreSQL aborts the transaction (writeTx), so it starts its outcomes
+// afresh each run.
+func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []storage.KeyOutcome
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		out = make([]storage.KeyOutcome, 0, len(batch))
+		for _, c := range batch {
+			one := r
+			one.Source, one.Key = c.Source, c.Key
+			res, refused, err := db.releaseIn(ctx, tx, one)
+			if err != nil {
+				return err
+			}
+			o := storage.KeyOutcome{Source: c.Source, Key: c.Key, Released: res}
+			if refused != nil {
+				why, ok := storage.RefusalOf(refused)
+				if !ok {
+					return refused // releaseIn refuses only for the reasons RefusalOf knows
+				}
+				o.Refused = why
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bulk release: %w", err)
+	}
+	return out, nil
+}
