@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,5 +193,171 @@ func TestSweepAlerts(t *testing.T, e Engine) {
 	// one's two. The old ones' sent and given-up notifications went with them.
 	if c := counts["ops"]; c["pending"] != 5 || c["sent"] != 0 || c["failed"] != 0 {
 		t.Errorf("notifications left %v, want those of the alerts kept only", counts)
+	}
+}
+
+// TestAlerts_TwoHandles: two handles on one database (two replicas, or two processes)
+// whose alert engines see the same condition at once open one alert, written with one
+// notification per channel; senders on both lease each notification once, and again
+// only once its lease has ended.
+func TestAlerts_TwoHandles(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	const subjects, perHandle = 10, 4
+
+	t.Run("OpenOnce", func(t *testing.T) {
+		for i := range subjects {
+			cond := storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: fmt.Sprintf("src%d", i),
+				Summary: "3 failed", Value: "3", Channels: []string{"ops", "chat"}}
+			type result struct {
+				id     int64
+				opened bool
+				err    error
+			}
+			results := make(chan result, 2*perHandle)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for _, db := range []storage.Store{a, b} {
+				for range perHandle {
+					wg.Go(func() {
+						<-start
+						al, opened, err := db.OpenAlert(ctx, cond, now)
+						results <- result{al.ID, opened, err}
+					})
+				}
+			}
+			close(start)
+			wg.Wait()
+			close(results)
+			opened, ids := 0, map[int64]bool{}
+			for r := range results {
+				if r.err != nil {
+					t.Fatalf("open %s: %v", cond.Subject, r.err)
+				}
+				if r.opened {
+					opened++
+				}
+				ids[r.id] = true
+			}
+			if opened != 1 || len(ids) != 1 {
+				t.Fatalf("%s: %d openings reported opened, alerts %v; want one opening of one alert", cond.Subject, opened, ids)
+			}
+		}
+		active, err := b.ActiveAlerts(ctx)
+		if err != nil || len(active) != subjects {
+			t.Fatalf("active alerts: %d %v, want %d", len(active), err, subjects)
+		}
+		counts, err := a.NotificationCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts["ops"]["pending"] != subjects || counts["chat"]["pending"] != subjects {
+			t.Fatalf("notifications %v, want %d per channel: one per alert", counts, subjects)
+		}
+	})
+
+	// leaseAll leases from both handles at once, perHandle senders each, limit 3 a
+	// call, until nothing is left due at at, and returns how often each notification
+	// was leased.
+	leaseAll := func(t *testing.T, at time.Time) map[int64]int {
+		t.Helper()
+		leased := make(chan int64, 4*subjects)
+		errs := make(chan error, 2*perHandle)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, db := range []storage.Store{a, b} {
+			for range perHandle {
+				wg.Go(func() {
+					<-start
+					for range 4 * subjects {
+						ns, err := db.LeaseNotifications(ctx, at, time.Hour, 3)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if len(ns) == 0 {
+							return
+						}
+						for _, n := range ns {
+							select {
+							case leased <- n.ID:
+							default:
+								errs <- fmt.Errorf("more leases than notifications, at notification %d", n.ID)
+								return
+							}
+						}
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		close(leased)
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		// A sender that found every due notification locked by the others may have
+		// stopped early: nothing must be left due.
+		if left, err := a.LeaseNotifications(ctx, at, time.Hour, 100); err != nil || len(left) != 0 {
+			t.Fatalf("left due after the senders stopped: %d %v", len(left), err)
+		}
+		times := map[int64]int{}
+		for id := range leased {
+			times[id]++
+		}
+		return times
+	}
+	check := func(t *testing.T, times map[int64]int) {
+		t.Helper()
+		if len(times) != 2*subjects {
+			t.Fatalf("%d notifications leased, want %d", len(times), 2*subjects)
+		}
+		for id, n := range times {
+			if n != 1 {
+				t.Errorf("notification %d leased %d times", id, n)
+			}
+		}
+	}
+
+	t.Run("LeaseOnce", func(t *testing.T) {
+		check(t, leaseAll(t, now))
+	})
+	t.Run("LeaseEnds", func(t *testing.T) {
+		// Nobody finished them: an hour on, their leases have ended and each is taken
+		// again, once.
+		check(t, leaseAll(t, now.Add(time.Hour)))
+	})
+}
+
+// TestAlerts_OddText: an error a channel's server sent back may hold any bytes, a NUL
+// or invalid UTF-8 among them; recording it must not fail, or the notification would
+// be sent again and again.
+func TestAlerts_OddText(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if _, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops", "mail"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10)
+	if err != nil || len(ns) != 2 {
+		t.Fatalf("lease: %d %v", len(ns), err)
+	}
+	if err := db.FinishNotification(ctx, ns[0].ID, storage.NotificationResult{Error: "HTTP 500: a\x00b\xff", NextAt: now.Add(time.Minute)}, now); err != nil {
+		t.Fatalf("an error with a NUL byte and invalid UTF-8: %v", err)
+	}
+	if err := db.FinishNotification(ctx, ns[1].ID, storage.NotificationResult{Failed: true, Error: "550 \x00"}, now); err != nil {
+		t.Fatalf("a last error with a NUL byte: %v", err)
+	}
+	as, err := db.Alerts(ctx, storage.AlertFilter{})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("alerts: %v %v", as, err)
+	}
+	if got := as[0].LastNotificationError; !strings.HasPrefix(got, "550 ") {
+		t.Fatalf("last notification error %q, want the last one recorded", got)
 	}
 }

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +102,74 @@ func TestRejectionCounts(t *testing.T, e Engine) {
 	}
 	if got := rejected(); got[t0] != want[t0] {
 		t.Fatalf("the sweep changed the dashboard's totals: %v", got)
+	}
+}
+
+// TestRejectionCounts_TwoHandles: handles on one database (replicas, or processes)
+// adding to the same minute's counts at once lose none of them.
+func TestRejectionCounts_TwoHandles(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	const perHandle, adds = 4, 10
+	errs := make(chan error, 2*perHandle)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, db := range []storage.Store{a, b} {
+		for range perHandle {
+			wg.Go(func() {
+				<-start
+				for range adds {
+					// Both names, in both orders: the rows of one call are taken in one
+					// transaction.
+					err := db.AddRejectionCounts(ctx, []storage.RejectionCount{
+						{Source: "ota", Status: 401, Minute: t0, Rejections: 2},
+						{Source: "cm", Status: 401, Minute: t0, Rejections: 1},
+						{Source: "ota", Status: 401, Minute: t0, Rejections: 1},
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	const calls = 2 * perHandle * adds
+	for source, want := range map[string]int64{"ota": 3 * calls, "cm": calls} {
+		got, err := b.RejectionsNotStored(ctx, storage.DeliveryFilter{Source: source})
+		if err != nil || got != want {
+			t.Errorf("%s: %d rejections counted (%v), want %d", source, got, err, want)
+		}
+	}
+}
+
+// TestRejectionCounts_OddNames: an unknown name asked for in a URL may hold a NUL byte
+// or invalid UTF-8; counting it must not fail, or the batch it came in would be lost,
+// and it is found again by the same name.
+func TestRejectionCounts_OddNames(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	err := db.AddRejectionCounts(ctx, []storage.RejectionCount{
+		{Source: "a\x00b", Status: storage.StatusUnknownSource, Minute: t0, Rejections: 2},
+		{Source: "\xffx", Status: storage.StatusUnknownSource, Minute: t0, Rejections: 3},
+		{Source: "ota", Status: 401, Minute: t0, Rejections: 1},
+	})
+	if err != nil {
+		t.Fatalf("add counts of odd names: %v", err)
+	}
+	if n, err := db.RejectionsNotStored(ctx, storage.DeliveryFilter{Source: "a\x00b"}); err != nil || n != 2 {
+		t.Fatalf("the name with a NUL byte: %d %v, want 2", n, err)
+	}
+	if n, err := db.RejectionsNotStored(ctx, storage.DeliveryFilter{}); err != nil || n != 6 {
+		t.Fatalf("all: %d %v, want 6", n, err)
 	}
 }

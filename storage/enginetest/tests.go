@@ -9,6 +9,8 @@ var tests = []struct {
 }{
 	{"Alerts", TestAlerts},
 	{"SweepAlerts", TestSweepAlerts},
+	{"Alerts_TwoHandles", TestAlerts_TwoHandles},
+	{"Alerts_OddText", TestAlerts_OddText},
 	{"UsersAndAudit", TestUsersAndAudit},
 	{"AuditHash_Encoding", TestAuditHash_Encoding},
 	{"VerifyAudit_Intact", TestVerifyAudit_Intact},
@@ -46,6 +48,8 @@ var tests = []struct {
 	{"Tokens", TestTokens},
 	{"Record_ExpiredButOwed", TestRecord_ExpiredButOwed},
 	{"RejectionCounts", TestRejectionCounts},
+	{"RejectionCounts_TwoHandles", TestRejectionCounts_TwoHandles},
+	{"RejectionCounts_OddNames", TestRejectionCounts_OddNames},
 	{"ReleaseKeys", TestReleaseKeys},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},

@@ -1,0 +1,7 @@
+package postgres
+
+// The sweeps' advisory locks, for tests that hold one as another replica would.
+const (
+	SweepAlertsLock     = sweepAlertsLock
+	SweepRejectionsLock = sweepRejectionsLock
+)
