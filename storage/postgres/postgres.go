@@ -41,6 +41,7 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
+	auditMark   auditMark // how far AuditChain has checked the audit chain (auditlog.go)
 }
 
 var _ storage.Store = (*DB)(nil)
