@@ -42,6 +42,7 @@ var tests = []struct {
 	{"SweepKeepsFailedClaims", TestSweepKeepsFailedClaims},
 	{"Users", TestUsers},
 	{"SettingOrInit", TestSettingOrInit},
+	{"SettingOrInit_Concurrent", TestSettingOrInit_Concurrent},
 	{"Tokens", TestTokens},
 	{"Record_ExpiredButOwed", TestRecord_ExpiredButOwed},
 	{"RejectionCounts", TestRejectionCounts},
@@ -61,4 +62,5 @@ var tests = []struct {
 	{"LoginAttemptConcurrent", TestLoginAttemptConcurrent},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
+	{"Accounts_OddBytes", TestAccounts_OddBytes},
 }
