@@ -349,3 +349,43 @@ func TestCreateUser_UnstorableName(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginThrottle_NoDeadlock: sign-ins of one name from one address, failed and
+// successful, on two replicas at once, take the same two rows (the address's and the
+// pair's): they must take them in one order, or PostgreSQL finds deadlocks and makes
+// them wait a second each before it aborts one.
+func TestLoginThrottle_NoDeadlock(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	a, b := open(t, url), open(t, url)
+	ctx := t.Context()
+	free := storage.Throttle{Free: 1 << 30, First: time.Second, Max: time.Minute, Forget: time.Hour}
+	pair, addr := "pair:10.0.0.1 ana", "addr:10.0.0.1"
+	policy := map[string]storage.Throttle{pair: free, addr: free}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		db := a
+		if w%2 == 1 {
+			db = b
+		}
+		wg.Go(func() {
+			for range 10 {
+				if _, err := db.LoginAttempt(ctx, time.Now(), policy); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := db.LoginSucceeded(ctx, pair, addr); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var deadlocks int64
+	if err := connect(t, url).QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks); err != nil {
+		t.Fatal(err)
+	}
+	if deadlocks != 0 {
+		t.Fatalf("%d deadlocks", deadlocks)
+	}
+}

@@ -28,11 +28,11 @@ const throttleSweepBatch = 100
 //
 // Attempts on every replica are counted one after the other by the scopes' rows: the
 // first statement makes a row for each scope that has none and locks them all, in the
-// scopes' order (so two attempts sharing scopes cannot deadlock), returning their counts
-// as the last attempt committed them; the wait is decided on those, and a second
-// statement counts the attempt in every scope at once, or nothing is counted. A scope
-// new to the table gets a row of no failures, which another attempt of it waits on
-// like any other: fifty first attempts at once are counted one by one.
+// scopes' bytewise order (so that two attempts sharing scopes cannot deadlock),
+// returning their counts as the last attempt committed them; the wait is decided on
+// those, and a second statement counts the attempt in every scope at once, or nothing
+// is counted. A scope new to the table gets a row of no failures, which another attempt
+// of it waits on like any other: fifty first attempts at once are counted one by one.
 func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error) {
 	// Each scope's row, by the name the table holds it under (two names may share
 	// one), with the longest Forget asked of it.
@@ -107,21 +107,25 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 // LoginSucceeded takes back the attempt LoginAttempt counted, the password being right:
 // the scope clear forgets its failures, and each scope in keep has this one attempt
 // taken off its count (an address keeps the failures it made for other names).
+//
+// The scopes' rows are locked first in the order LoginAttempt locks them (bytewise, as
+// Go sorts), so that the two never hold one row each while waiting for the other's.
 func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
+	clear = storableLabel(clear)
 	kept := make([]string, len(keep))
 	for i, scope := range keep {
 		kept[i] = storableLabel(scope)
 	}
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM login_failures WHERE scope = $1`, storableLabel(clear)); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT FROM login_failures WHERE scope = ANY($1) ORDER BY scope COLLATE "C" FOR UPDATE`,
+			append([]string{clear}, kept...)); err != nil {
 			return err
 		}
-		for _, scope := range kept {
-			if _, err := tx.Exec(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = $1 AND failures > 0`, scope); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, `DELETE FROM login_failures WHERE scope = $1`, clear); err != nil {
+			return err
 		}
-		return nil
+		_, err := tx.Exec(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ANY($1) AND failures > 0`, kept)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("login throttle: %w", err)
