@@ -45,6 +45,7 @@ var tests = []struct {
 	{"SweepKeepsFailedClaims", TestSweepKeepsFailedClaims},
 	{"Users", TestUsers},
 	{"SettingOrInit", TestSettingOrInit},
+	{"SettingOrInit_Concurrent", TestSettingOrInit_Concurrent},
 	{"Tokens", TestTokens},
 	{"Record_ExpiredButOwed", TestRecord_ExpiredButOwed},
 	{"RejectionCounts", TestRejectionCounts},
@@ -74,4 +75,5 @@ var tests = []struct {
 	{"Keys_ScanWindow", TestKeys_ScanWindow},
 	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
+	{"Accounts_OddBytes", TestAccounts_OddBytes},
 }

@@ -24,4 +24,9 @@ const (
 	sweepRejectionsLock
 	sweepSessionsLock
 	bulkRunnerLock
+	// usersLock is held, for its transaction, by every change to an existing user (a
+	// role, a password, a removal, a token made, sessions ended): replicas change users
+	// one at a time, as SQLite's single writer does, so that two of them cannot each
+	// take one of the last two admins away.
+	usersLock
 )

@@ -50,6 +50,7 @@ type DB struct {
 	log         *slog.Logger
 	busyTimeout time.Duration
 	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
+	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
 }
 
 var _ storage.Store = (*DB)(nil)

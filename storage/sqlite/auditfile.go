@@ -77,7 +77,7 @@ func (f *AuditFile) Path() string { return f.path }
 
 // VerifyAudit is DB.VerifyAudit on the file.
 func (f *AuditFile) VerifyAudit(ctx context.Context, anchor storage.AuditAnchor) (storage.AuditCheck, error) {
-	c, err := checkChain(ctx, f.read, chainPos{Hash: storage.AuditGenesis}, 0, anchor)
+	c, err := checkChain(ctx, f.read, storage.AuditStart, 0, anchor)
 	if err != nil {
 		return storage.AuditCheck{}, fmt.Errorf("verify the audit log: %w", err)
 	}

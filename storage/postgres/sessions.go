@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// hashSessionID is what the sessions table keeps of a session id: the id is the
+// credential the cookie carries, so the table holds only its digest. It is the SQLite
+// engine's digest too, so that a database copied from one engine to the other keeps
+// its sessions.
+func hashSessionID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateSession starts a console session for u at now and returns its id: a random
+// secret for the session cookie, of which only the SHA-256 is kept. The session is
+// created only while u still has the password hash u.PasswordHash, so a password changed
+// since it was checked cannot gain a session. Returns ErrNotFound if u was removed or its
+// password changed meanwhile.
+//
+// The user's row is read FOR SHARE: a password change, role change or removal on
+// another replica either commits first, and this insert finds the row changed (or
+// gone) and creates nothing, or waits for this commit, and then ends this session with
+// the user's others.
+func (db *DB) CreateSession(ctx context.Context, u storage.User, now time.Time) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(b)
+	var n int64
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO sessions (id_hash, user_id, created_at, seen_at)
+			SELECT $1, id, $2, $2 FROM users WHERE id = $3 AND password_hash = $4 FOR SHARE`,
+			hashSessionID(id), millis(now), u.ID, u.PasswordHash)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("create session for %q: %w", u.Name, err)
+	}
+	if n != 1 {
+		return "", fmt.Errorf("create session for %q: %w", u.Name, storage.ErrNotFound)
+	}
+	return id, nil
+}
+
+// SessionByID returns the session with that id and its user. Returns ErrNotFound for an
+// unknown or ended session. One primary-key look-up: it runs on every console request.
+func (db *DB) SessionByID(ctx context.Context, id string) (storage.Session, error) {
+	var s storage.Session
+	var created, seen, userCreated int64
+	err := db.pool.QueryRow(ctx, `SELECT s.created_at, s.seen_at, u.id, u.name, u.role, u.created_at, u.must_change_password
+		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1`, hashSessionID(id)).
+		Scan(&created, &seen, &s.User.ID, &s.User.Name, &s.User.Role, &userCreated, &s.User.MustChangePassword)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Session{}, fmt.Errorf("session: %w", storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Session{}, fmt.Errorf("session: %w", err)
+	}
+	s.CreatedAt, s.SeenAt, s.User.CreatedAt = fromMillis(created), fromMillis(seen), fromMillis(userCreated)
+	return s, nil
+}
+
+// TouchSession records a request of the session with that id at at (its idle time starts
+// again). Callers touch a session once a minute at most: it is a write.
+func (db *DB) TouchSession(ctx context.Context, id string, at time.Time) error {
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE sessions SET seen_at = $1 WHERE id_hash = $2`, millis(at), hashSessionID(id))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("touch session: %w", err)
+	}
+	return nil
+}
+
+// EndSession ends the session with that id (signing out, or a session found expired).
+// Ending a session that is already gone is not an error.
+func (db *DB) EndSession(ctx context.Context, id string) error {
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id_hash = $1`, hashSessionID(id))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("end session: %w", err)
+	}
+	return nil
+}
+
+// idleSessionsBatch bounds the sessions one transaction of EndIdleSessions deletes.
+const idleSessionsBatch = 1000
+
+// EndIdleSessions deletes the sessions not seen since seenBefore, and returns how many:
+// those whose browser never came back to be told. It deletes in batches, a transaction
+// each, under sweepSessionsLock: while another replica holds it, that replica is doing
+// this sweep, and this one stops (returning what it deleted so far, 0 when nothing).
+func (db *DB) EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := db.writeTx(ctx, func(tx pgx.Tx) error {
+			n = 0
+			var granted bool
+			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sweepSessionsLock).Scan(&granted); err != nil || !granted {
+				return err
+			}
+			// seen_at is checked again on the row deleted: a session touched since the
+			// batch was chosen stays.
+			tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id_hash IN
+				(SELECT id_hash FROM sessions WHERE seen_at < $1 LIMIT $2) AND seen_at < $1`,
+				millis(seenBefore), idleSessionsBatch)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("end idle sessions: %w", err)
+		}
+		total += n
+		if n < idleSessionsBatch {
+			return total, nil
+		}
+	}
+}
+
+// EndUserSessions ends every session of the named user and writes the audit row, by
+// actor, in the same transaction. Returns how many sessions ended, and ErrNotFound for
+// an unknown user.
+func (db *DB) EndUserSessions(ctx context.Context, name, actor string) (int64, error) {
+	var n int64
+	err := db.changeUser(ctx, name, actor, func(tx pgx.Tx, u storage.User) (storage.AuditEntry, error) {
+		var err error
+		if n, err = endSessions(ctx, tx, u.ID); err != nil {
+			return storage.AuditEntry{}, err
+		}
+		return storage.AuditEntry{Action: "end sessions", Reason: fmt.Sprintf("%s: %s", name, sessionCount(n))}, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("end sessions of %q: %w", name, err)
+	}
+	return n, nil
+}
+
+// endSessions deletes every session of the user with that id, inside tx.
+func endSessions(ctx context.Context, tx pgx.Tx, userID int64) (int64, error) {
+	tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1`, userID)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// sessionCount is "1 session", "2 sessions": the audit row's words, the SQLite engine's.
+func sessionCount(n int64) string {
+	if n == 1 {
+		return "1 session"
+	}
+	return fmt.Sprintf("%d sessions", n)
+}
