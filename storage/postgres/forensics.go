@@ -82,13 +82,16 @@ func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
 		sources, keys = append(sources, k.source), append(keys, k.key)
 		hashes, latest = append(hashes, storage.KeyHash(k.key)), append(latest, ms)
 	}
+	// "+ 0" keeps the planner off the index of expiry times (claims_expiring), which
+	// holds every expired claim the sweep has not reached yet: each key is one seek in
+	// the unique index of keys.
 	_, err := tx.Exec(ctx, `
 WITH prior AS (
 	SELECT c.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at
 	FROM claims AS c
 	JOIN unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS v(source, key, hash, at)
 		ON c.source = v.source AND c.key = v.key
-	WHERE c.state = 'processed' AND c.expires_at <= v.at
+	WHERE c.state = 'processed' AND c.expires_at + 0 <= v.at
 	ORDER BY c.source, c.key
 	FOR UPDATE OF c)
 INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
@@ -253,10 +256,12 @@ func businessKeys(ctx context.Context, tx pgx.Tx, rows, acc []*recordRow, flags 
 	// The earliest accepted delivery of the source with the business key within the
 	// window, under another key than the row's (read from its row, inserted already). A
 	// delivery swept by retention no longer names its key: it counts as another's, as
-	// its business key row outlived it.
+	// its business key row outlived it. "+ 0" keeps the planner off the index of seen
+	// times, which would walk every key of the window: the primary key finds one key's
+	// earliest delivery in one seek.
 	res, err := tx.Query(ctx, `
 SELECT v.i, (SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-	WHERE bk.source = me.source AND bk.hash = v.hash AND bk.seen_at >= v.since AND coalesce(d.key, '') <> me.key
+	WHERE bk.source = me.source AND bk.hash = v.hash AND bk.seen_at + 0 >= v.since AND coalesce(d.key, '') <> me.key
 	ORDER BY bk.delivery LIMIT 1)
 FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS v(id, hash, since, i)
 JOIN deliveries AS me ON me.id = v.id`, ids, hashes, since)
@@ -423,12 +428,12 @@ func correlations(ctx context.Context, tx pgx.Tx, acc []*recordRow, flags []susp
 	}
 	found := make([]match, len(all))
 	// The earliest delivery of another source of the rule with the correlation key
-	// within the window.
+	// within the window, through the primary key (as for business keys).
 	res, err := tx.Query(ctx, `
 SELECT v.i, ck.delivery, ck.source
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(rule, hash, since, source, i)
 CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
-	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at >= v.since AND c.source <> v.source
+	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
 	ORDER BY c.delivery LIMIT 1) AS ck`, rules, hashes, times, sources)
 	if err != nil {
 		return nil, err
@@ -557,7 +562,7 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
 		var other int64
 		err := db.pool.QueryRow(ctx, `SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-WHERE bk.source = $1 AND bk.hash = $2 AND bk.seen_at >= $3 AND coalesce(d.key, '') <> $4
+WHERE bk.source = $1 AND bk.hash = $2 AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
 ORDER BY bk.delivery LIMIT 1`, source, storableText(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
 		switch {
 		case err == nil:
@@ -594,7 +599,7 @@ FROM key_traces AS t WHERE t.source = $1 AND t.key_hash = $2`, source, storage.K
 		var other int64
 		var otherSource string
 		err := db.pool.QueryRow(ctx, `SELECT delivery, source FROM correlation_keys
-WHERE rule = $1 AND hash = $2 AND seen_at >= $3 AND source <> $4
+WHERE rule = $1 AND hash = $2 AND seen_at + 0 >= $3 AND source <> $4
 ORDER BY delivery LIMIT 1`, storableText(c.Rule), storableText(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
 		switch {
 		case err == nil:
