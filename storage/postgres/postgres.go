@@ -41,6 +41,7 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
+	intake      intake // Record's group commit
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -76,11 +77,15 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)
 	}
+	db.intake.start(db)
 	return db, nil
 }
 
-// Close closes the pool's connections, waiting for those in use to come back.
+// Close waits for the deliveries queued for intake's writers to commit, then closes the
+// pool's connections, waiting for those in use to come back. Closing again does
+// nothing.
 func (db *DB) Close() error {
+	db.intake.stop()
 	db.pool.Close()
 	return nil
 }
