@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,27 +37,23 @@ import (
 // would each find nothing and both stand as the original. So the recording that looks
 // a business or correlation key up holds that key's lock (forensicKeyLocks) from before
 // the look-up until its commit: the other waits, then looks, and finds the first.
-
-// storableText is s as a text column can hold it: PostgreSQL refuses a NUL byte and
-// invalid UTF-8, which a key or a payload's field may carry; each becomes U+FFFD, as the
-// audit log stores them. A string that holds neither is itself.
-func storableText(s string) string {
-	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
-}
+//
+// The rows' deliveries are as they are stored (storable): what the checks compare and
+// write of them needs no escaping here.
 
 // traceTakenOver writes the traces of the expired processed claims that rows of ask take
 // over, as the sweep writes those it deletes: a delivery of such a key within the
 // remember period is a late duplicate, and the first one, the row that takes the claim
 // over, finds its trace in forensicsAfter (lateDuplicates) as any later one does.
 //
-// It locks those claims first, in one order (source, key), as the claim statement would
-// lock them: no other transaction can take one over, or sweep it, between this read and
-// the claim, so every claim traced here is the one its row takes over. Another replica's
-// takeover committed first shows here as a live claim, which is not traced; a sweep
-// committed first shows as no claim, and the sweep's own trace is found later.
+// It locks the processed claims of ask's keys first, expired or not, sorted by source
+// and key byte for byte as the claim statement takes them, which would lock them a
+// moment later anyway: no other transaction can take one over, or sweep it, between
+// this read and the claim, so every claim traced here is the one its row takes over,
+// and the sweep, which skips locked claims, never waits on this trace nor this on the
+// sweep's. Another replica's takeover committed first shows here as a live claim, not
+// traced; a sweep committed first shows as no claim, and the sweep's own trace is found
+// later.
 func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
 	if len(ask) == 0 {
 		return nil
@@ -70,7 +64,7 @@ func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
 	var hashes [][]byte
 	var latest []int64
 	for _, r := range ask {
-		k := sk{storableText(r.d.Source), storableText(r.d.Key)}
+		k := sk{r.d.Source, r.d.Key}
 		// The key is taken over by its first row received once its claim expired: the
 		// latest time of its rows says whether any is.
 		ms := millis(r.d.ReceivedAt)
@@ -82,20 +76,17 @@ func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
 		sources, keys = append(sources, k.source), append(keys, k.key)
 		hashes, latest = append(hashes, storage.KeyHash(k.key)), append(latest, ms)
 	}
-	// "+ 0" keeps the planner off the index of expiry times (claims_expiring), which
-	// holds every expired claim the sweep has not reached yet: each key is one seek in
-	// the unique index of keys.
 	_, err := tx.Exec(ctx, `
-WITH prior AS (
-	SELECT c.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at
+WITH held AS MATERIALIZED (
+	SELECT c.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at, v.at
 	FROM claims AS c
 	JOIN unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS v(source, key, hash, at)
 		ON c.source = v.source AND c.key = v.key
-	WHERE c.state = 'processed' AND c.expires_at + 0 <= v.at
-	ORDER BY c.source, c.key
+	WHERE c.state = 'processed'
+	ORDER BY c.source COLLATE "C", c.key COLLATE "C"
 	FOR UPDATE OF c)
 INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
-SELECT source, hash, claimed_at, first_delivery, expires_at FROM prior
+SELECT source, hash, claimed_at, first_delivery, expires_at FROM held WHERE expires_at <= at
 ON CONFLICT (source, key_hash) DO UPDATE SET first_seen = excluded.first_seen,
 	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`,
 		sources, keys, hashes, latest)
@@ -250,7 +241,7 @@ func businessKeys(ctx context.Context, tx pgx.Tx, rows, acc []*recordRow, flags 
 	hashes := make([]string, len(cand))
 	since := make([]int64, len(cand))
 	for i, r := range cand {
-		ids[i], hashes[i] = r.id, storableText(r.d.BusinessKey)
+		ids[i], hashes[i] = r.id, r.d.BusinessKey
 		since[i] = millis(r.d.ReceivedAt) - r.claim.BusinessWindow.Milliseconds()
 	}
 	// The earliest accepted delivery of the source with the business key within the
@@ -310,7 +301,7 @@ JOIN deliveries AS me ON me.id = v.id`, ids, hashes, since)
 	n := len(add)
 	sources, addHashes, addIDs, seen := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
 	for i, r := range add {
-		sources[i], addHashes[i] = storableText(r.d.Source), storableText(r.d.BusinessKey)
+		sources[i], addHashes[i] = r.d.Source, r.d.BusinessKey
 		addIDs[i], seen[i] = r.id, millis(r.d.ReceivedAt)
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO business_keys (source, hash, delivery, seen_at)
@@ -367,8 +358,8 @@ func lateDuplicates(ctx context.Context, tx pgx.Tx, acc []*recordRow, flags []su
 	for _, r := range acc {
 		if r.outcome == storage.Accepted {
 			look = append(look, r)
-			sources = append(sources, storableText(r.d.Source))
-			hashes = append(hashes, storage.KeyHash(storableText(r.d.Key)))
+			sources = append(sources, r.d.Source)
+			hashes = append(hashes, storage.KeyHash(r.d.Key))
 		}
 	}
 	if len(look) == 0 {
@@ -419,7 +410,7 @@ func correlations(ctx context.Context, tx pgx.Tx, acc []*recordRow, flags []susp
 	ids := make([]int64, len(all))
 	times := make([]int64, len(all)) // the window's start, then the time seen
 	for i, p := range all {
-		rules[i], hashes[i], sources[i] = storableText(p.c.Rule), storableText(p.c.Hash), storableText(p.r.d.Source)
+		rules[i], hashes[i], sources[i] = p.c.Rule, p.c.Hash, p.r.d.Source
 		ids[i], times[i] = p.r.id, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds()
 	}
 	type match struct {
@@ -455,11 +446,11 @@ CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
 			}
 			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
 				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
-				m = match{e.r.id, storableText(e.r.d.Source)}
+				m = match{e.r.id, e.r.d.Source}
 			}
 		}
 		if m.other != 0 {
-			flags = flag(flags, p.r, storage.SuspectCorrelation, m.other, m.source, storableText(p.c.Rule), 0)
+			flags = flag(flags, p.r, storage.SuspectCorrelation, m.other, m.source, p.c.Rule, 0)
 		}
 	}
 	for i, p := range all {
@@ -557,13 +548,17 @@ func (db *DB) sweepSeen(ctx context.Context, what string, lock int64, q string, 
 // FirstSeen set.
 func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect, error) {
 	at := millis(p.Now)
-	source, key := storableText(p.Source), storableText(p.Key)
+	// Text as intake stores it (textSafe). A key that text cannot hold is refused at
+	// intake, so no claim or trace holds it: only its business key and correlations
+	// are looked up.
+	source, key := textSafe(p.Source), textSafe(p.Key)
+	storable := claimKeyProblem("key", p.Key) == ""
 	var out []storage.Suspect
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
 		var other int64
 		err := db.pool.QueryRow(ctx, `SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
 WHERE bk.source = $1 AND bk.hash = $2 AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
-ORDER BY bk.delivery LIMIT 1`, source, storableText(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
+ORDER BY bk.delivery LIMIT 1`, source, textSafe(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
 		switch {
 		case err == nil:
 			out = append(out, storage.Suspect{Kind: storage.SuspectBusinessKey, Other: other, Source: p.Source, OtherSource: p.Source})
@@ -571,7 +566,7 @@ ORDER BY bk.delivery LIMIT 1`, source, storableText(p.BusinessKey), at-p.Busines
 			return nil, fmt.Errorf("would flag: business key: %w", err)
 		}
 	}
-	if p.Key != "" {
+	if p.Key != "" && storable {
 		var first, claimedAt, expiresAt int64
 		err := db.pool.QueryRow(ctx, `SELECT first_delivery, claimed_at, expires_at FROM claims
 WHERE source = $1 AND key = $2 AND state = 'processed'`, source, key).Scan(&first, &claimedAt, &expiresAt)
@@ -600,7 +595,7 @@ FROM key_traces AS t WHERE t.source = $1 AND t.key_hash = $2`, source, storage.K
 		var otherSource string
 		err := db.pool.QueryRow(ctx, `SELECT delivery, source FROM correlation_keys
 WHERE rule = $1 AND hash = $2 AND seen_at + 0 >= $3 AND source <> $4
-ORDER BY delivery LIMIT 1`, storableText(c.Rule), storableText(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
+ORDER BY delivery LIMIT 1`, textSafe(c.Rule), textSafe(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
 		switch {
 		case err == nil:
 			out = append(out, storage.Suspect{Kind: storage.SuspectCorrelation, Other: other, Source: p.Source, OtherSource: otherSource, Rule: c.Rule})

@@ -60,13 +60,13 @@ func (db *DB) Suspects(ctx context.Context, f storage.SuspectFilter) (storage.Su
 			" UNION SELECT id FROM suspects WHERE other = "+n+" AND other <> 0)")
 	}
 	if f.Kind != "" {
-		where = append(where, "kind = "+arg(storableText(string(f.Kind))))
+		where = append(where, "kind = "+arg(textSafe(string(f.Kind))))
 	}
 	if f.State != "" {
-		where = append(where, "state = "+arg(storableText(f.State)))
+		where = append(where, "state = "+arg(textSafe(f.State)))
 	}
 	if f.Source != "" {
-		where = append(where, "source = "+arg(storableText(f.Source)))
+		where = append(where, "source = "+arg(textSafe(f.Source)))
 	}
 	if !f.From.IsZero() {
 		where = append(where, "flagged_at >= "+arg(millis(f.From)))
@@ -200,7 +200,7 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 	case reason == "":
 		return storage.Suspect{}, fmt.Errorf("review suspect %d: %w: a reason is required", id, storage.ErrInvalidReview)
 	}
-	actor, reason = storableText(actor), storableText(reason)
+	actor, reason = textSafe(actor), textSafe(reason)
 	var out storage.Suspect
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))
