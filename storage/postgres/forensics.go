@@ -28,9 +28,11 @@ import (
 //   - An accepted delivery whose key was held before by a claim that has since expired
 //     (a trace of it, or the expired claim it takes over) is a late duplicate.
 //
-// Each suspected pair is one suspects row, on the later delivery, naming the earlier one
-// in other: the earlier delivery finds it through the suspects_other index, and one row
-// is one decision for a reviewer, and counts the money at stake once.
+// Each suspected pair is one suspects row, on the delivery recorded second, naming the
+// first in other: the first finds it through the suspects_other index, and one row is
+// one decision for a reviewer, and counts the money at stake once. Of two replicas'
+// deliveries, the first is the one whose transaction took the key's lock first
+// (below), whichever id is the smaller.
 //
 // Replicas record at once, each in its own transaction, and a transaction does not see
 // what another has not committed: two deliveries of one business key recorded together
