@@ -31,6 +31,7 @@ var tests = []struct {
 	{"Record_BusinessKeyOfReleasedKey", TestRecord_BusinessKeyOfReleasedKey},
 	{"SweepForensicKeys", TestSweepForensicKeys},
 	{"WouldFlagWritesNothing", TestWouldFlagWritesNothing},
+	{"Forensics_OddText", TestForensics_OddText},
 	{"Ledger", TestLedger},
 	{"RollupLedger_Concurrent", TestRollupLedger_Concurrent},
 	{"Ledger_HugeAmounts", TestLedger_HugeAmounts},

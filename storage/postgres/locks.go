@@ -29,4 +29,10 @@ const (
 	// one at a time, as SQLite's single writer does, so that two of them cannot each
 	// take one of the last two admins away.
 	usersLock
+	// forensicKeyLock names, by its low half, a space of per-key locks in PostgreSQL's
+	// two-int4 key space (apart from the bigint one of the locks above): (that half, a
+	// hash of a business or correlation key) is held, for its transaction, by the
+	// recording that looks the key up and stores it, so that deliveries of one key
+	// recorded at once on two replicas see each other (forensicKeyLocks).
+	forensicKeyLock
 )

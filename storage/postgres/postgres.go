@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,7 +22,8 @@ import (
 
 // Options tunes Open. The zero value is the production default.
 type Options struct {
-	// MaxConns bounds the pool's connections to the server. Default 16.
+	// MaxConns bounds the pool's connections to the server. Default: the URL's
+	// pool_max_conns, or 16.
 	MaxConns int32
 	// BusyTimeout is how long a write may take, waiting for locks included, before it
 	// fails with storage.ErrWriteTimeout and nothing of it is stored. Default 5s.
@@ -51,6 +53,7 @@ type DB struct {
 	busyTimeout time.Duration
 	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
 	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
+	intake      intake        // Record's group commit
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -67,9 +70,11 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		// pgx's message may quote the URL, password and all.
 		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string", where)
 	}
-	cfg.MaxConns = opt.MaxConns
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 16
+	switch {
+	case opt.MaxConns > 0:
+		cfg.MaxConns = opt.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns="):
+		cfg.MaxConns = 16 // the URL's pool_max_conns otherwise
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -87,6 +92,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)
 	}
+	db.intake.start(db)
 	return db, nil
 }
 
@@ -107,8 +113,11 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	return db.migrate(ctx)
 }
 
-// Close closes the pool's connections, waiting for those in use to come back.
+// Close waits for the deliveries queued for intake's writers to commit, then closes the
+// pool's connections, waiting for those in use to come back. Closing again does
+// nothing.
 func (db *DB) Close() error {
+	db.intake.stop()
 	db.pool.Close()
 	return nil
 }

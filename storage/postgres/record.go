@@ -1,22 +1,47 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
 
+// recordReq is one call of Record or RecordBatch: a writer takes it whole, so that all
+// its deliveries land in one transaction and are answered together.
+type recordReq struct {
+	rows  []recordRow
+	claim storage.ClaimOptions
+	batch bool // RecordBatch: the rows are the items of one request
+	// deadline is when the caller stops waiting for a writer to take r: its call's
+	// time plus the busy timeout, or its context's deadline if earlier.
+	deadline time.Time
+	done     chan error
+	// state says who has r: reqQueued until a writer takes it (to write it inside a
+	// transaction of its own, or to answer it an error) or the caller gives up and
+	// abandons it. Whoever moves it first decides; an abandoned r is never written.
+	state atomic.Int32
+}
+
+// The states of a recordReq.
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
 // recordRow is one delivery being recorded, with what its transaction decided, applied
-// to d only once that transaction has committed.
+// to the caller's delivery only once that transaction has committed.
 type recordRow struct {
+	// d is the delivery as it is stored: the caller's, or a copy of it with the
+	// fields that a text column cannot hold escaped (storable).
 	d       *storage.Delivery
 	headers string
-	claim   storage.ClaimOptions
+	claim   storage.ClaimOptions // its request's
 
 	id, first, batch int64
 	index            int // its place in a request of several events
@@ -27,22 +52,89 @@ type recordRow struct {
 	bodyFrom      int64
 	moneyMismatch bool
 	suspects      []storage.SuspectKind
+
+	out *storage.Delivery // the caller's, which the results go to
+	// sameBody is, for a row that lost its key's claim to a delivery stored before its
+	// transaction, whether its body is that delivery's byte for byte.
+	sameBody bool
+}
+
+// intake is the group commit of Record and RecordBatch. Concurrent calls of one process
+// queue their requests; a writer takes all that are queued (up to maxBatchRows rows)
+// and writes them in one transaction, so that a commit, and its WAL flush, serves many
+// deliveries, and a few statements serve each transaction, however many rows it has.
+type intake struct {
+	reqs     chan *recordReq
+	closing  chan struct{}
+	done     chan struct{} // closed once the writers have returned
+	stopOnce sync.Once
+}
+
+const (
+	// maxBatchRows bounds the rows a writer takes into one transaction. A request is
+	// taken whole, so a large RecordBatch may exceed it.
+	maxBatchRows = 256
+	// intakeWriters is how many transactions of intake one process has in flight at
+	// once. One is enough: while it commits, the queue fills, and the next transaction
+	// takes it all. Two overlap one's round trips with the other's commit, but their
+	// batches then wait on each other's locks whenever they share a key.
+	intakeWriters = 1
+)
+
+// start starts the writers of db.
+func (in *intake) start(db *DB) {
+	in.reqs = make(chan *recordReq, 4*maxBatchRows)
+	in.closing = make(chan struct{})
+	in.done = make(chan struct{})
+	var wg sync.WaitGroup
+	for range intakeWriters {
+		wg.Go(func() { (&batchWriter{db: db}).run(in) })
+	}
+	go func() {
+		wg.Wait()
+		close(in.done)
+	}()
+}
+
+// stop lets the writers commit what is queued, and waits for them to return.
+func (in *intake) stop() {
+	in.stopOnce.Do(func() { close(in.closing) })
+	<-in.done
 }
 
 // Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted
 // when it wins the claim (a new key, or one whose claim expired or was released) and a
 // Duplicate of the claim's first delivery otherwise. Exactly one of any number of
-// concurrent deliveries of a key wins, on whichever replica it arrives: the claim is one
+// concurrent deliveries of a key wins, on whichever replica it arrives: the claim is an
 // INSERT … ON CONFLICT … DO UPDATE … WHERE, which PostgreSQL serializes on the key's
-// row. d's ID, Outcome, FirstDelivery, Mismatch and forensic flags are set once the
-// transaction holding it has committed; an error means nothing of it was stored.
+// row. d.Status is stored as given. On success d's ID, Outcome, FirstDelivery,
+// Mismatch and forensic flags are set, and the delivery and claim are committed; an
+// error means nothing of d was stored.
+//
+// Concurrent calls share one transaction and one commit (group commit); each returns
+// only after the commit that holds its rows. A transaction fails as a whole, but
+// when it fails for one request's reason (a value the database refuses), each of its
+// requests is written again alone, so that the others are stored all the same.
+//
+// Record waits at most the busy timeout (Options.BusyTimeout) from its call, or until
+// ctx ends if sooner, for a writer to take d into a transaction: if none has by then,
+// it returns an error wrapping ErrWriteTimeout (or ctx's error) and d is never
+// written. Once d is taken, Record waits for that transaction's verdict, which comes
+// within the busy timeout of the newest call it holds.
+//
+// A source or key that PostgreSQL text cannot hold (a NUL byte, bytes that are not
+// UTF-8) is refused before anything is written; any other field that cannot be held
+// as it is is stored escaped (see textSafe), and the body, bytea, as it is.
 func (db *DB) Record(ctx context.Context, d *storage.Delivery, claim storage.ClaimOptions) error {
 	return db.record(ctx, claim, false, d)
 }
 
 // RecordBatch stores the items of one request that carried several events, each as
-// Record stores one, all in one transaction; each item's Batch is the first item's id
-// and BatchIndex its place.
+// Record stores one, all in one transaction or none: on success every item's ID,
+// Outcome, FirstDelivery and Mismatch are set, and Batch (the id of the first item's
+// delivery) and BatchIndex (its place in items) are stored with it. Two items of one
+// key: the first claims it, the second is its duplicate. Rejections cannot be
+// recorded this way: a refused request is one rejected delivery (Record).
 func (db *DB) RecordBatch(ctx context.Context, items []*storage.Delivery, claim storage.ClaimOptions) error {
 	if len(items) == 0 {
 		return errors.New("record batch: no items")
@@ -56,140 +148,175 @@ func (db *DB) RecordBatch(ctx context.Context, items []*storage.Delivery, claim 
 }
 
 func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool, ds ...*storage.Delivery) error {
-	rows := make([]recordRow, len(ds))
-	now := db.Now()
+	called := time.Now()
+	r := &recordReq{claim: claim, batch: batch, done: make(chan error, 1), rows: make([]recordRow, len(ds))}
+	now := time.Time{}
 	for i, d := range ds {
-		if d.Outcome != storage.Rejected && d.Key == "" {
-			return fmt.Errorf("record delivery %d: empty key", i)
+		if d.Outcome != storage.Rejected {
+			if d.Key == "" {
+				return fmt.Errorf("record delivery %d: empty key", i)
+			}
+			for _, p := range [...]string{claimKeyProblem("source", d.Source), claimKeyProblem("key", d.Key)} {
+				if p != "" {
+					return fmt.Errorf("record delivery %d: %s", i, p)
+				}
+			}
 		}
 		if d.ReceivedAt.IsZero() {
+			if now.IsZero() {
+				now = db.Now() // one time for all the items of a request
+			}
 			d.ReceivedAt = now
 		}
 		headers := "{}"
 		if len(d.Headers) > 0 {
+			// JSON text: a NUL in a header is escaped (\u0000), and bytes that are not
+			// UTF-8 are replaced, so the column always holds it.
 			headers = string(storage.AppendHeadersJSON(make([]byte, 0, 512), d.Headers))
 		}
-		rows[i] = recordRow{d: d, headers: headers, claim: claim}
+		r.rows[i] = recordRow{d: storable(d), headers: headers, claim: claim, out: d}
 	}
-	ptrs := make([]*recordRow, len(rows))
-	for i := range rows {
-		ptrs[i] = &rows[i]
+	r.deadline = called.Add(db.busyTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(r.deadline) {
+		r.deadline = dl
 	}
-	err := db.writeTx(ctx, func(tx pgx.Tx) error { return db.recordTx(ctx, tx, batch, ptrs) })
+	wait := time.NewTimer(time.Until(r.deadline))
+	defer wait.Stop()
+	in := &db.intake
+	select {
+	case in.reqs <- r:
+	case <-in.closing:
+		return fmt.Errorf("record delivery: %w", storage.ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("record delivery: %w", context.Cause(ctx))
+	case <-wait.C:
+		return fmt.Errorf("record delivery: %w", storage.ErrWriteTimeout)
+	}
+	// Queued, r is written only if a writer takes it before the caller gives up; once
+	// taken, wait for its verdict so that the answer never claims more than what was
+	// committed.
+	var err error
+	select {
+	case err = <-r.done:
+	case <-wait.C:
+		err = r.abandon(fmt.Errorf("record delivery: %w", storage.ErrWriteTimeout))
+	case <-ctx.Done():
+		err = r.abandon(fmt.Errorf("record delivery: %w", context.Cause(ctx)))
+	case <-in.done:
+		// Closed while r was queued, after the writers' last look at the queue.
+		err = r.abandon(fmt.Errorf("record delivery: %w", storage.ErrClosed))
+	}
 	if err != nil {
-		return fmt.Errorf("record delivery: %w", err)
-	}
-	for _, r := range rows {
-		d := r.d
-		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = r.id, r.outcome, r.first, r.mismatch
-		d.Batch, d.BatchIndex = r.batch, r.index
-		d.MoneyMismatch, d.Suspects = r.moneyMismatch, r.suspects
-	}
-	return nil
-}
-
-// recordTx writes rows in tx: it takes their ids, claims their keys in order (a later
-// row of a key that an earlier one won is that one's duplicate), runs the forensic
-// checks and inserts the deliveries. It may run again from the start when PostgreSQL
-// aborts tx (writeTx), so it resets every result first.
-func (db *DB) recordTx(ctx context.Context, tx pgx.Tx, batch bool, rows []*recordRow) error {
-	ids := make([]int64, 0, len(rows))
-	idRows, err := tx.Query(ctx, `SELECT nextval('delivery_ids') FROM generate_series(1, $1)`, len(rows))
-	if err != nil {
-		return fmt.Errorf("take delivery ids: %w", err)
-	}
-	ids, err = pgx.AppendRows(ids, idRows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("take delivery ids: %w", err)
-	}
-	var ask []*recordRow
-	for i, r := range rows {
-		r.id, r.outcome, r.first, r.mismatch, r.bodyFrom = ids[i], r.d.Outcome, 0, false, 0
-		r.moneyMismatch, r.suspects, r.batch, r.index = false, nil, 0, 0
-		if batch {
-			// Other replicas take ids meanwhile: a request's items need not have
-			// consecutive ids, so each keeps its place.
-			r.batch, r.index = ids[0], i
-		}
-		if r.d.Outcome != storage.Rejected {
-			ask = append(ask, r)
-		}
-	}
-	if err := db.forensicsBefore(ctx, tx, ask); err != nil {
 		return err
 	}
-	for _, r := range ask {
-		if err := db.claimRow(ctx, tx, rows, r); err != nil {
-			return err
-		}
-	}
-	for _, r := range rows {
-		d := r.d
-		body := d.Body
-		if r.bodyFrom != 0 {
-			body = nil // NULL: the body is delivery bodyFrom's
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+deliveryInsertColumns+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
-			r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
-			d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
-			d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
-			r.batch, r.index, r.headers, body, r.bodyFrom)
-		if err != nil {
-			return fmt.Errorf("insert delivery: %w", err)
-		}
-	}
-	return db.forensicsAfter(ctx, tx, rows)
-}
-
-// claimRow claims r's key: a new row, or a takeover of an expired or released one; a
-// live claim refuses, and r is then a duplicate of the delivery that holds it, perhaps
-// a row of this same transaction (rows).
-func (db *DB) claimRow(ctx context.Context, tx pgx.Tx, rows []*recordRow, r *recordRow) error {
-	d := r.d
-	state, next := storage.StateProcessed, (*int64)(nil)
-	if r.claim.Dispatch {
-		state, next = storage.StateProcessing, nullMillis(d.ReceivedAt)
-	}
-	at := millis(d.ReceivedAt)
-	var won int64
-	err := tx.QueryRow(ctx, `
-INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $8)
-ON CONFLICT (source, key) DO UPDATE SET
-	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
-	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
-	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
-	attempts = 0, last_error = ''
-WHERE (claims.expires_at <= excluded.claimed_at AND claims.state <> 'processing') OR claims.state = 'released'
-RETURNING first_delivery`,
-		d.Source, d.Key, state, r.id, d.PayloadHash, at, at+r.claim.TTL.Milliseconds(), next).Scan(&won)
-	if err == nil {
-		r.outcome, r.first = storage.Accepted, r.id
-		return nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("claim %s/%s: %w", d.Source, d.Key, err)
-	}
-	// Refused: a live claim holds the key. Its row is locked by the INSERT's conflict
-	// check until this transaction ends, so it cannot change under the read.
-	var hash string
-	var same bool
-	err = tx.QueryRow(ctx, `SELECT c.first_delivery, c.payload_hash, coalesce(f.body = $3, false)
-FROM claims AS c LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0
-WHERE c.source = $1 AND c.key = $2`, d.Source, d.Key, d.Body).Scan(&r.first, &hash, &same)
-	if err != nil {
-		return fmt.Errorf("claim %s/%s: refused, and its holder: %w", d.Source, d.Key, err)
-	}
-	r.outcome, r.mismatch = storage.Duplicate, hash != d.PayloadHash
-	for _, o := range rows {
-		if o.id == r.first {
-			// Won in this transaction: its row is not written yet, its body is at hand.
-			same = bytes.Equal(o.d.Body, d.Body)
-		}
-	}
-	if same && !r.mismatch && len(d.Body) > 0 {
-		r.bodyFrom = r.first
+	for i := range r.rows {
+		row := &r.rows[i]
+		d := row.out
+		d.ID, d.Outcome, d.FirstDelivery, d.Mismatch = row.id, row.outcome, row.first, row.mismatch
+		d.Batch, d.BatchIndex = row.batch, row.index
+		d.MoneyMismatch, d.Suspects = row.moneyMismatch, row.suspects
 	}
 	return nil
+}
+
+// abandon gives r up, unless a writer took it first: then it waits for the writer's
+// verdict and returns that instead of why.
+func (r *recordReq) abandon(why error) error {
+	if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		return why
+	}
+	return <-r.done
+}
+
+// batchWriter is one writer: its goroutine takes the queued requests, a batch at a
+// time, and commits them. Its buffers serve batch after batch.
+type batchWriter struct {
+	db    *DB
+	batch []*recordReq
+	rows  []*recordRow
+	claimBuffers
+}
+
+// run commits batches of what is queued until intake closes, then what was queued
+// before it closed.
+func (w *batchWriter) run(in *intake) {
+	closing := false
+	for {
+		var first *recordReq
+		if !closing {
+			select {
+			case first = <-in.reqs:
+			case <-in.closing:
+				closing = true
+			}
+		}
+		if closing {
+			select {
+			case first = <-in.reqs:
+			default:
+				return
+			}
+		}
+		// A writer takes what is already queued without waiting for more: under load
+		// the queue fills while the previous batch commits, and when idle a lone
+		// delivery commits at once.
+		w.batch = append(w.batch[:0], first)
+		rows := len(first.rows)
+	fill:
+		for rows < maxBatchRows {
+			select {
+			case r := <-in.reqs:
+				w.batch = append(w.batch, r)
+				rows += len(r.rows)
+			default:
+				break fill
+			}
+		}
+		w.commit(w.batch)
+		clear(w.batch) // drop the requests: their callers own them again
+	}
+}
+
+// commit writes batch in one transaction and answers each request it took. If that
+// fails for a reason of one request's, each request is written again in a
+// transaction of its own, so that one bad request cannot fail the others. A failure of
+// the whole database (unreachable, read-only, full, too slow) fails them all at once:
+// retrying one by one would only make each wait again.
+func (w *batchWriter) commit(batch []*recordReq) {
+	live, err := w.commitTx(batch)
+	if err != nil && len(live) > 1 && !databaseWide(err) {
+		// Rolled back: until a transaction of its own takes it, each caller may stop
+		// waiting again.
+		for _, r := range live {
+			r.state.Store(reqQueued)
+		}
+		for _, r := range live {
+			one, err := w.commitTx([]*recordReq{r})
+			if len(one) == 1 {
+				r.done <- err
+			}
+		}
+		return
+	}
+	for _, r := range live {
+		r.done <- err
+	}
+}
+
+// take moves to reqTaken each request of batch that its caller has not abandoned, and
+// returns those whose deadline has not passed, in order. The late ones are answered
+// ErrWriteTimeout at once and never written: their callers are about to give up.
+func take(batch []*recordReq, now time.Time) []*recordReq {
+	var live []*recordReq
+	for _, r := range batch {
+		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
+			continue
+		}
+		if !now.Before(r.deadline) {
+			r.done <- fmt.Errorf("record delivery: %w", storage.ErrWriteTimeout)
+			continue
+		}
+		live = append(live, r)
+	}
+	return live
 }

@@ -1,0 +1,507 @@
+package postgres
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// The statements of a writer's transaction. Each takes all the rows of its kind at once,
+// as arrays (unnest), so that a transaction costs the same few round trips whatever
+// its size, and each is one prepared statement whatever the number of rows.
+const (
+	// Takes $1 delivery ids from the sequence, in ascending order. Other replicas take
+	// ids meanwhile, so a transaction's ids need not be consecutive.
+	sqlTakeDeliveryIDs = `SELECT nextval('delivery_ids') FROM generate_series(1, $1::int) ORDER BY 1`
+
+	// The claims of one round (claimRows), one row per key, in the arrays' order: a
+	// new row, or a takeover of an expired or released one; a live claim refuses. It
+	// returns the first_delivery of every row it wrote, that is the id of each row that
+	// won. Its conflict check locks each existing row, won or not, until the
+	// transaction ends.
+	sqlClaim = `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
+SELECT v.source, v.key, v.state, v.first, v.hash, v.at, v.expires, v.at, v.next
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[])
+	AS v(source, key, state, first, hash, at, expires, next)
+ON CONFLICT (source, key) DO UPDATE SET
+	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
+	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
+	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+	attempts = 0, last_error = ''
+WHERE (claims.expires_at <= excluded.claimed_at AND claims.state <> 'processing') OR claims.state = 'released'
+RETURNING first_delivery`
+
+	// Who holds the keys that rows lost to, one answer per row ($1 its place), and
+	// whether the row's body is the first delivery's byte for byte: a redelivery, whose
+	// body is then stored as a reference to that one (body_from). The first delivery
+	// is read for that comparison only; one that stores no body of its own is never
+	// referred to. The holder's state and expiry say whether a later row of the key
+	// in the same transaction would take the claim over.
+	sqlHolders = `
+SELECT v.i, c.first_delivery, c.payload_hash, c.state, c.expires_at, coalesce(f.body = v.body, false)
+FROM unnest($1::int[], $2::text[], $3::text[], $4::bytea[]) AS v(i, source, key, body)
+JOIN claims AS c ON c.source = v.source AND c.key = v.key
+LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
+
+	sqlInsertDeliveries = `INSERT INTO deliveries (` + deliveryInsertColumns + `)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[], $7::text[],
+	$8::text[], $9::text[], $10::text[], $11::text[], $12::boolean[], $13::bigint[], $14::text[], $15::text[],
+	$16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bigint[], $22::int[], $23::text[],
+	$24::bytea[], $25::bigint[])`
+)
+
+// commitTx writes in one transaction the requests of batch that it takes, and returns
+// those. It takes them once the transaction has begun: every one that its caller has
+// not abandoned and whose deadline has not passed (take); if none could begin, every
+// one still waiting, to be answered the error. The transaction may take until the
+// latest deadline of the requests. One that PostgreSQL aborted for a serialization
+// failure or a deadlock is run again, as writeTx runs one. It returns no error if it
+// took none.
+func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
+	var deadline time.Time
+	for _, r := range batch {
+		if r.state.Load() == reqQueued && r.deadline.After(deadline) {
+			deadline = r.deadline
+		}
+	}
+	if deadline.IsZero() {
+		return nil, nil // all abandoned
+	}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), deadline, storage.ErrWriteTimeout)
+	defer cancel()
+	var live []*recordReq
+	for attempt := 1; ; attempt++ {
+		tx, err := w.db.pool.Begin(ctx)
+		if err != nil {
+			if live == nil {
+				live = take(batch, time.Now())
+			}
+			return live, timedOut(ctx, fmt.Errorf("begin: %w", err))
+		}
+		if live == nil {
+			if live = take(batch, time.Now()); len(live) == 0 {
+				tx.Rollback(ctx)
+				return nil, nil
+			}
+		}
+		err = w.recordTx(ctx, tx, live)
+		if err == nil {
+			if err = tx.Commit(ctx); err != nil {
+				err = fmt.Errorf("commit: %w", err)
+			}
+		} else {
+			tx.Rollback(context.WithoutCancel(ctx))
+		}
+		switch {
+		case err == nil:
+			return live, nil
+		case ctx.Err() != nil:
+			return live, timedOut(ctx, err)
+		case !retryable(err) || attempt == maxAttempts:
+			return live, err
+		}
+		// Back off a little, more each time, so that two replicas that deadlocked do not
+		// meet again at once.
+		select {
+		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		case <-ctx.Done():
+			return live, timedOut(ctx, err)
+		}
+	}
+}
+
+// timedOut is err, wrapped in ErrWriteTimeout when ctx's deadline is why it failed.
+func timedOut(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), storage.ErrWriteTimeout) {
+		return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
+	}
+	return err
+}
+
+// databaseWide reports whether err is the database's rather than one request's: the
+// database unreachable, refusing writes, out of resources, too slow, or contended past
+// the retries. A request's own are the values a column or a constraint refuses (class
+// 22, 23) and the limits a value exceeds (54: a key too long for its index), and the
+// errors of the engine's own checks.
+func databaseWide(err error) bool {
+	if errors.Is(err, storage.ErrWriteTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || pgconn.Timeout(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "22", "23", "54":
+			return false
+		}
+		return true
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce)
+}
+
+// recordTx writes reqs in tx: it takes their rows' ids, claims their keys, runs the
+// forensic checks and inserts the deliveries. It may run again from the start when
+// PostgreSQL aborts tx (commitTx), so it resets every result first.
+func (w *batchWriter) recordTx(ctx context.Context, tx pgx.Tx, reqs []*recordReq) error {
+	rows := w.rows[:0]
+	for _, r := range reqs {
+		for i := range r.rows {
+			rows = append(rows, &r.rows[i])
+		}
+	}
+	w.rows = rows
+	defer clear(w.rows)
+	ids := w.ids[:0]
+	res, err := tx.Query(ctx, sqlTakeDeliveryIDs, len(rows))
+	if err != nil {
+		return fmt.Errorf("take delivery ids: %w", err)
+	}
+	ids, err = pgx.AppendRows(ids, res, pgx.RowTo[int64])
+	w.ids = ids
+	if err != nil {
+		return fmt.Errorf("take delivery ids: %w", err)
+	}
+	if len(ids) != len(rows) {
+		return fmt.Errorf("take delivery ids: %d for %d deliveries", len(ids), len(rows))
+	}
+	// Number the deliveries, request by request, and gather the rows that claim a key,
+	// in order.
+	ask := w.ask[:0]
+	next := 0
+	for _, r := range reqs {
+		first := ids[next]
+		for i := range r.rows {
+			row := &r.rows[i]
+			row.id, row.outcome, row.first, row.mismatch, row.bodyFrom = ids[next], row.d.Outcome, 0, false, 0
+			row.moneyMismatch, row.suspects, row.batch, row.index = false, nil, 0, 0
+			next++
+			if r.batch {
+				// A request's items need not have consecutive ids: each keeps its place.
+				row.batch, row.index = first, i
+			}
+			if row.d.Outcome != storage.Rejected {
+				ask = append(ask, row)
+			}
+		}
+	}
+	w.ask = ask
+	defer clear(w.ask)
+	if err := w.db.forensicsBefore(ctx, tx, ask); err != nil {
+		return err
+	}
+	if err := w.claimRows(ctx, tx, ask); err != nil {
+		return err
+	}
+	if err := w.insertDeliveries(ctx, tx, rows); err != nil {
+		return err
+	}
+	return w.db.forensicsAfter(ctx, tx, rows)
+}
+
+// claimBuffers are a writer's buffers for the statements of its transactions, reused
+// batch after batch.
+type claimBuffers struct {
+	ids          []int64
+	ask          []*recordRow
+	holders      map[claimKey]*holder
+	claimCols    claimArrays
+	holderCols   holderArrays
+	deliveryCols deliveryArrays
+}
+
+// claimKey names a claim.
+type claimKey struct{ source, key string }
+
+func keyOf(r *recordRow) claimKey { return claimKey{r.d.Source, r.d.Key} }
+
+// holder is a key's claim as the transaction leaves it so far.
+type holder struct {
+	first   int64
+	hash    string
+	state   string
+	expires int64
+	row     *recordRow // the row of the transaction that holds it, if one does
+	// round is the row of the key that the current round claims, and lost whether it
+	// lost: the rows of the key are then read with their holder (sqlHolders).
+	round *recordRow
+	lost  bool
+}
+
+// takesOver reports whether r, claimed now, would take h over, by sqlClaim's WHERE.
+func (h *holder) takesOver(r *recordRow) bool {
+	return (h.expires <= millis(r.d.ReceivedAt) && h.state != storage.StateProcessing) || h.state == storage.StateReleased
+}
+
+// claimRows claims the keys of ask and sets each row's outcome, first delivery,
+// mismatch and body reference, as if the rows were claimed one by one in order: of the
+// rows of one key, the first wins, or loses to the claim that holds the key, and each
+// later one is the duplicate of whichever delivery then holds it.
+//
+// A multi-row INSERT … ON CONFLICT cannot touch one row twice, so the rows are claimed
+// in rounds: each round claims the first pending row of every key, in one statement,
+// and the later rows of a key are answered from what the round left. Only a row that
+// would take its key over from an earlier one, which needs the claim to expire between
+// two deliveries of one transaction, waits for another round, with the later rows of
+// its key. Each round claims its keys sorted by source and key, byte for byte: two
+// replicas' transactions lock the rows of the keys they share in the same order, so
+// one may wait for the other but they never deadlock.
+func (w *batchWriter) claimRows(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
+	if len(ask) == 0 {
+		return nil
+	}
+	if w.holders == nil {
+		w.holders = make(map[claimKey]*holder)
+	}
+	defer clear(w.holders)
+	pending := ask
+	for len(pending) > 0 {
+		// This round: the first pending row of each key.
+		var round []*recordRow
+		for _, r := range pending {
+			h := w.holders[keyOf(r)]
+			if h == nil {
+				h = &holder{}
+				w.holders[keyOf(r)] = h
+			}
+			if h.round == nil {
+				h.round, h.lost = r, false
+				round = append(round, r)
+			}
+		}
+		slices.SortFunc(round, func(a, b *recordRow) int {
+			return cmp.Or(cmp.Compare(a.d.Source, b.d.Source), cmp.Compare(a.d.Key, b.d.Key))
+		})
+		won, err := w.claimRound(ctx, tx, round)
+		if err != nil {
+			return err
+		}
+		for i, r := range round {
+			h := w.holders[keyOf(r)]
+			if !won[i] {
+				h.lost = true
+				continue
+			}
+			r.outcome, r.first = storage.Accepted, r.id
+			h.first, h.hash, h.row = r.id, r.d.PayloadHash, r
+			h.state, h.expires = storage.StateProcessed, millis(r.d.ReceivedAt)+r.claim.TTL.Milliseconds()
+			if r.claim.Dispatch {
+				h.state = storage.StateProcessing
+			}
+		}
+		// The rows of the keys whose round lost, the loser and the later ones: each
+		// needs the holder, and its body compared with the holder's first delivery's.
+		var lost []*recordRow
+		for _, r := range pending {
+			if w.holders[keyOf(r)].lost {
+				lost = append(lost, r)
+			}
+		}
+		if err := w.readHolders(ctx, tx, lost, ask); err != nil {
+			return err
+		}
+		// Answer the pending rows in order. One that would take its key over waits for
+		// the next round, with the later rows of its key.
+		var next []*recordRow
+		for _, r := range pending {
+			h := w.holders[keyOf(r)]
+			if h.round == r && !h.lost {
+				continue // won its round
+			}
+			if h.round == nil || (h.round != r && h.takesOver(r)) {
+				h.round = nil // the next round's is r
+				next = append(next, r)
+				continue
+			}
+			r.outcome, r.first, r.mismatch = storage.Duplicate, h.first, h.hash != r.d.PayloadHash
+			same := r.sameBody
+			if h.row != nil {
+				// Won in this transaction: its row is not written yet, its body is at hand.
+				same = bytes.Equal(h.row.d.Body, r.d.Body)
+			}
+			if same && !r.mismatch && len(r.d.Body) > 0 {
+				r.bodyFrom = r.first
+			}
+		}
+		for _, r := range pending {
+			if h := w.holders[keyOf(r)]; h.round != nil {
+				h.round = nil // done with this round
+			}
+		}
+		pending = next
+	}
+	return nil
+}
+
+// claimArrays are the arrays of sqlClaim.
+type claimArrays struct {
+	source, key, state, hash []string
+	first, at, expires       []int64
+	next                     []*int64
+}
+
+// claimRound claims the keys of round, one row each, in round's order, and says which
+// rows won.
+func (w *batchWriter) claimRound(ctx context.Context, tx pgx.Tx, round []*recordRow) ([]bool, error) {
+	c := &w.claimCols
+	c.source, c.key, c.state, c.hash = c.source[:0], c.key[:0], c.state[:0], c.hash[:0]
+	c.first, c.at, c.expires, c.next = c.first[:0], c.at[:0], c.expires[:0], c.next[:0]
+	for _, r := range round {
+		d := r.d
+		state, next := storage.StateProcessed, (*int64)(nil)
+		if r.claim.Dispatch {
+			state, next = storage.StateProcessing, nullMillis(d.ReceivedAt)
+		}
+		at := millis(d.ReceivedAt)
+		c.source, c.key, c.state, c.hash = append(c.source, d.Source), append(c.key, d.Key), append(c.state, state), append(c.hash, d.PayloadHash)
+		c.first, c.at, c.expires = append(c.first, r.id), append(c.at, at), append(c.expires, at+r.claim.TTL.Milliseconds())
+		c.next = append(c.next, next)
+	}
+	res, err := tx.Query(ctx, sqlClaim, c.source, c.key, c.state, c.first, c.hash, c.at, c.expires, c.next)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	ids, err := pgx.CollectRows(res, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	place := make(map[int64]int, len(round))
+	for i, id := range c.first {
+		place[id] = i
+	}
+	won := make([]bool, len(round))
+	for _, id := range ids {
+		i, ok := place[id]
+		if !ok {
+			return nil, fmt.Errorf("claim: won by delivery %d, which is not in the transaction", id)
+		}
+		won[i] = true
+	}
+	return won, nil
+}
+
+// holderArrays are the arrays of sqlHolders.
+type holderArrays struct {
+	i           []int32
+	source, key []string
+	body        [][]byte
+}
+
+// readHolders reads the holders of the keys of rows, which lost their claim in this
+// transaction, sets each key's holder, and each row's sameBody. ask are the
+// transaction's rows that claim a key: a holder may be one of them.
+func (w *batchWriter) readHolders(ctx context.Context, tx pgx.Tx, rows, ask []*recordRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	c := &w.holderCols
+	c.i, c.source, c.key, c.body = c.i[:0], c.source[:0], c.key[:0], c.body[:0]
+	for i, r := range rows {
+		r.sameBody = false
+		c.i, c.source, c.key, c.body = append(c.i, int32(i)), append(c.source, r.d.Source), append(c.key, r.d.Key), append(c.body, r.d.Body)
+	}
+	defer clear(c.body)
+	res, err := tx.Query(ctx, sqlHolders, c.i, c.source, c.key, c.body)
+	if err != nil {
+		return fmt.Errorf("read holders: %w", err)
+	}
+	defer res.Close()
+	read := 0
+	for res.Next() {
+		var i int32
+		var h holder
+		var same bool
+		if err := res.Scan(&i, &h.first, &h.hash, &h.state, &h.expires, &same); err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
+		if i < 0 || int(i) >= len(rows) {
+			return fmt.Errorf("read holders: row %d of %d", i, len(rows))
+		}
+		r := rows[i]
+		r.sameBody = same
+		k := w.holders[keyOf(r)]
+		k.first, k.hash, k.state, k.expires, k.row = h.first, h.hash, h.state, h.expires, nil
+		if h.first >= ask[0].id {
+			// Perhaps won earlier in this transaction, whose ids are ask[0].id's and up.
+			for _, o := range ask {
+				if o.id == h.first {
+					k.row = o
+				}
+			}
+		}
+		read++
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("read holders: %w", err)
+	}
+	if read != len(rows) {
+		// The claim statement locked every row it lost to: none can have gone since.
+		return fmt.Errorf("read holders: %d claims refused, %d holders found", len(rows), read)
+	}
+	return nil
+}
+
+// deliveryArrays are the arrays of sqlInsertDeliveries, in deliveryInsertColumns'
+// order.
+type deliveryArrays struct {
+	id, received, first, batch, bodyFrom []int64
+	status, index                        []int32
+	mismatch                             []bool
+	source, outcome, errText, key, keyMethod, keyFrom, keyCanonical, hash,
+	property, booking, eventStatus, amount, currency, remoteAddr, contentType, headers []string
+	body [][]byte
+}
+
+// insertDeliveries inserts rows, in one statement.
+func (w *batchWriter) insertDeliveries(ctx context.Context, tx pgx.Tx, rows []*recordRow) error {
+	c := &w.deliveryCols
+	*c = deliveryArrays{
+		id: c.id[:0], received: c.received[:0], first: c.first[:0], batch: c.batch[:0], bodyFrom: c.bodyFrom[:0],
+		status: c.status[:0], index: c.index[:0], mismatch: c.mismatch[:0],
+		source: c.source[:0], outcome: c.outcome[:0], errText: c.errText[:0], key: c.key[:0],
+		keyMethod: c.keyMethod[:0], keyFrom: c.keyFrom[:0], keyCanonical: c.keyCanonical[:0], hash: c.hash[:0],
+		property: c.property[:0], booking: c.booking[:0], eventStatus: c.eventStatus[:0], amount: c.amount[:0],
+		currency: c.currency[:0], remoteAddr: c.remoteAddr[:0], contentType: c.contentType[:0],
+		headers: c.headers[:0], body: c.body[:0],
+	}
+	defer clear(c.body)
+	for _, r := range rows {
+		d := r.d
+		body := d.Body
+		if r.bodyFrom != 0 {
+			body = nil // NULL: the body is delivery bodyFrom's
+		}
+		c.id, c.source, c.received = append(c.id, r.id), append(c.source, d.Source), append(c.received, millis(d.ReceivedAt))
+		c.outcome, c.status, c.errText = append(c.outcome, string(r.outcome)), append(c.status, int32(d.Status)), append(c.errText, d.Error)
+		c.key, c.keyMethod, c.keyFrom = append(c.key, d.Key), append(c.keyMethod, d.KeyMethod), append(c.keyFrom, d.KeyFrom)
+		c.keyCanonical, c.hash = append(c.keyCanonical, d.KeyCanonical), append(c.hash, d.PayloadHash)
+		c.mismatch, c.first = append(c.mismatch, r.mismatch), append(c.first, r.first)
+		c.property, c.booking, c.eventStatus = append(c.property, d.Property), append(c.booking, d.Booking), append(c.eventStatus, d.EventStatus)
+		c.amount, c.currency = append(c.amount, d.Amount), append(c.currency, d.Currency)
+		c.remoteAddr, c.contentType = append(c.remoteAddr, d.RemoteAddr), append(c.contentType, d.ContentType)
+		c.batch, c.index = append(c.batch, r.batch), append(c.index, int32(r.index))
+		c.headers, c.body, c.bodyFrom = append(c.headers, r.headers), append(c.body, body), append(c.bodyFrom, r.bodyFrom)
+	}
+	_, err := tx.Exec(ctx, sqlInsertDeliveries, c.id, c.source, c.received, c.outcome, c.status, c.errText,
+		c.key, c.keyMethod, c.keyFrom, c.keyCanonical, c.hash, c.mismatch, c.first, c.property, c.booking,
+		c.eventStatus, c.amount, c.currency, c.remoteAddr, c.contentType, c.batch, c.index, c.headers,
+		c.body, c.bodyFrom)
+	if err != nil {
+		return fmt.Errorf("insert deliveries: %w", err)
+	}
+	return nil
+}
