@@ -380,7 +380,7 @@ func preChainDB(t *testing.T, dir string) string {
 	if _, err := raw.Exec(`CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	names, err := filepath.Glob("../../storage/migrations/*.sql")
+	names, err := filepath.Glob("../../storage/sqlite/migrations/*.sql")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("migrations: %v %v", names, err)
 	}
