@@ -16,6 +16,7 @@ var tests = []struct {
 	{"VerifyAudit_Intact", TestVerifyAudit_Intact},
 	{"AuditChain_ConcurrentWriters", TestAuditChain_ConcurrentWriters},
 	{"RecordBatch", TestRecordBatch},
+	{"RecordBatch_ClaimExpiresWithin", TestRecordBatch_ClaimExpiresWithin},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},

@@ -177,10 +177,10 @@ func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool
 		r.rows[i] = recordRow{d: storable(d), headers: headers, claim: claim, out: d}
 	}
 	r.deadline = called.Add(db.busyTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(r.deadline) {
-		r.deadline = dl
-	}
 	wait := time.NewTimer(time.Until(r.deadline))
+	if dl, ok := ctx.Deadline(); ok && dl.Before(r.deadline) {
+		r.deadline = dl // ctx.Done tells the caller; the writer goes by r.deadline
+	}
 	defer wait.Stop()
 	in := &db.intake
 	select {
