@@ -51,13 +51,6 @@ func scanAlert(s scanner) (storage.Alert, error) {
 	return a, nil
 }
 
-// textForPG is s as PostgreSQL text can hold it: NUL bytes and invalid UTF-8, which
-// it refuses, each become U+FFFD. Names asked for in a URL and errors that a channel's
-// server sent back may hold either, and a write must not fail for them.
-func textForPG(s string) string {
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
-}
-
 // Alerts returns the alerts f selects, newest first, each with how its notifications
 // fared.
 func (db *DB) Alerts(ctx context.Context, f storage.AlertFilter) ([]storage.Alert, error) {
@@ -178,9 +171,9 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 		if c == "" || strings.Contains(c, ",") {
 			return storage.Alert{}, false, fmt.Errorf("open alert %s: channel name %q is empty or holds a comma", a.Rule, c)
 		}
-		channels[i] = textForPG(c)
+		channels[i] = textReplaced(c)
 	}
-	rule, subject := textForPG(a.Rule), textForPG(a.Subject)
+	rule, subject := textReplaced(a.Rule), textReplaced(a.Subject)
 	var out storage.Alert
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		opened = false
@@ -189,12 +182,12 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 			err := tx.QueryRow(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at)
 				VALUES ($1, $2, $3, 'open', $4, $5, $6, $7, $7)
 				ON CONFLICT (rule, subject) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
-				rule, textForPG(a.Kind), subject, textForPG(a.Summary), textForPG(a.Value),
+				rule, textReplaced(a.Kind), subject, textReplaced(a.Summary), textReplaced(a.Value),
 				strings.Join(channels, ","), millis(at)).Scan(&id)
 			if err == nil {
 				opened = true
-				if err := insertNotifications(ctx, tx, id, channels, storage.AlertOpened, textForPG(a.Summary),
-					textForPG(a.Value), "", at); err != nil {
+				if err := insertNotifications(ctx, tx, id, channels, storage.AlertOpened, textReplaced(a.Summary),
+					textReplaced(a.Value), "", at); err != nil {
 					return err
 				}
 				out, err = alertIn(ctx, tx, id, "")
@@ -223,7 +216,7 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 // UpdateAlertValue records what the rule last measured of an active alert. It sends
 // nothing: notifications are for transitions only.
 func (db *DB) UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error {
-	summary, value = textForPG(summary), textForPG(value)
+	summary, value = textReplaced(summary), textReplaced(value)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE alerts SET summary = $1, value = $2, updated_at = $3
 			WHERE id = $4 AND state <> 'resolved' AND (summary <> $1 OR value <> $2)`, summary, value, millis(at), id)
@@ -240,7 +233,7 @@ func (db *DB) UpdateAlertValue(ctx context.Context, id int64, summary, value str
 // is not open. The alert's row is locked first, so that a replica resolving it at the
 // same time either goes first (and this finds it resolved) or waits for this.
 func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error) {
-	actor = textForPG(actor)
+	actor = textReplaced(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		a, err := alertIn(ctx, tx, id, "FOR UPDATE")
@@ -272,7 +265,7 @@ func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at t
 // of two replicas resolving one alert at once, one resolves it and writes its
 // notifications, the other gets ErrAlertState.
 func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error) {
-	actor = textForPG(actor)
+	actor = textReplaced(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		a, err := alertIn(ctx, tx, id, "FOR UPDATE")
@@ -399,10 +392,10 @@ func (db *DB) FinishNotification(ctx context.Context, id int64, res storage.Noti
 			[]any{millis(at), id}
 	case res.Failed:
 		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2`,
-			[]any{textForPG(res.Error), id}
+			[]any{textReplaced(res.Error), id}
 	default:
 		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2 WHERE id = $3`,
-			[]any{millis(res.NextAt), textForPG(res.Error), id}
+			[]any{millis(res.NextAt), textReplaced(res.Error), id}
 	}
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, q, args...)
@@ -451,7 +444,7 @@ func (db *DB) SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if granted, err := trySweepLock(ctx, tx, sweepAlertsLock); err != nil || !granted {
+		if granted, err := tryLock(ctx, tx, sweepAlertsLock); err != nil || !granted {
 			return err
 		}
 		tag, err := tx.Exec(ctx, sqlSweepAlerts, millis(cutoff), limit)
@@ -473,16 +466,6 @@ const sqlSweepAlerts = `DELETE FROM alerts WHERE id IN (
 	SELECT id FROM alerts WHERE state = 'resolved' AND resolved_at < $1
 		AND NOT EXISTS (SELECT 1 FROM alert_notifications n WHERE n.alert = alerts.id AND n.state = 'pending')
 	ORDER BY resolved_at, id LIMIT $2)`
-
-// trySweepLock takes the advisory lock key for tx's remaining life if no other
-// transaction holds it, and reports whether it did.
-func trySweepLock(ctx context.Context, tx pgx.Tx, key int64) (bool, error) {
-	var granted bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&granted); err != nil {
-		return false, err
-	}
-	return granted, nil
-}
 
 // What the alert rules read.
 
@@ -523,7 +506,7 @@ func (db *DB) FailingStreaks(ctx context.Context, sources []string, limit int) (
 	}
 	asked := make([]string, len(sources))
 	for i, s := range sources {
-		asked[i] = textForPG(s)
+		asked[i] = textReplaced(s)
 	}
 	rows, err := db.pool.Query(ctx, `SELECT s.i, f.n FROM unnest($1::text[]) WITH ORDINALITY AS s(source, i)
 		CROSS JOIN LATERAL (

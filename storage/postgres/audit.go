@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,7 +29,7 @@ func (db *DB) insertAudit(ctx context.Context, tx pgx.Tx, e storage.AuditEntry) 
 		e.At = db.Now()
 	}
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
-		*s = strings.ToValidUTF8(strings.ReplaceAll(*s, "\x00", "\uFFFD"), "\uFFFD")
+		*s = textReplaced(*s)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,7 +97,7 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 	// The answer's excerpt is the downstream's text, and the errors may quote it: a NUL
 	// in either, which PostgreSQL's text cannot hold, must not keep the attempt from
 	// being recorded (the key would be leased and sent again and again).
-	a.Error, a.Response, res.LastError = pgText(a.Error), pgText(a.Response), pgText(res.LastError)
+	a.Error, a.Response, res.LastError = textReplaced(a.Error), textReplaced(a.Response), textReplaced(res.LastError)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
@@ -157,7 +155,7 @@ func scanAttempt(s scanner) (storage.Attempt, error) {
 
 // Attempts returns the attempts made for one source's key, oldest first.
 func (db *DB) Attempts(ctx context.Context, source, key string) ([]storage.Attempt, error) {
-	if !storableText(source, key) {
+	if !textOK(source, key) {
 		return nil, nil // no such key was ever stored, nor its attempts
 	}
 	rows, err := db.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE source = $1 AND key = $2 ORDER BY id`, source, key)
@@ -182,7 +180,7 @@ func (db *DB) Attempts(ctx context.Context, source, key string) ([]storage.Attem
 // LastAttempt returns the latest dispatch attempt of one source's key. Returns
 // ErrNotFound if none was made.
 func (db *DB) LastAttempt(ctx context.Context, source, key string) (storage.Attempt, error) {
-	if !storableText(source, key) {
+	if !textOK(source, key) {
 		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, storage.ErrNotFound)
 	}
 	a, err := scanAttempt(db.pool.QueryRow(ctx, `SELECT `+attemptColumns+` FROM attempts
@@ -194,25 +192,4 @@ func (db *DB) LastAttempt(ctx context.Context, source, key string) (storage.Atte
 		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, err)
 	}
 	return a, nil
-}
-
-// storableText reports whether PostgreSQL's text can hold every one of ss: valid UTF-8
-// without a NUL byte. A name it cannot hold was never stored, so a lookup of it finds
-// nothing; sent as a parameter it would fail the query instead.
-func storableText(ss ...string) bool {
-	for _, s := range ss {
-		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
-			return false
-		}
-	}
-	return true
-}
-
-// pgText is s as PostgreSQL's text can hold it: a NUL byte or invalid UTF-8 becomes
-// U+FFFD, as the audit log stores them.
-func pgText(s string) string {
-	if storableText(s) {
-		return s
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }

@@ -18,7 +18,7 @@ const sqlKeyWindow = `SELECT coalesce((SELECT id FROM claims WHERE id < $1 ORDER
 // source's keys, the processed ones) looks at most at ScanWindow of them, newest first,
 // and says so in Partial. ListKeys, for bulk releases and the command line, is exhaustive.
 func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, error) {
-	if !storableText(f.Source, f.State) {
+	if !textOK(f.Source, f.State) {
 		return storage.KeyPage{}, nil // no claim has such a source or state
 	}
 	if f.Limit <= 0 {
@@ -56,7 +56,7 @@ func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, e
 // ListKeys returns every claim matching f, up to f.Limit. Stuck keys come oldest first
 // (the longest stuck on top); other listings newest first.
 func (db *DB) ListKeys(ctx context.Context, f storage.KeyFilter) ([]storage.Claim, error) {
-	if !storableText(f.Source, f.State) {
+	if !textOK(f.Source, f.State) {
 		return nil, nil // no claim has such a source or state
 	}
 	query, args := keyQuery(f, 0)

@@ -101,6 +101,9 @@ func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]storage.
 // FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
 // oldest first (all of them when limit < 0), and whether the key has more.
 func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit int) ([]storage.Delivery, bool, error) {
+	if !textOK(source, key) {
+		return nil, false, nil // never stored: intake refuses such a key
+	}
 	var n *int
 	if limit >= 0 {
 		more := limit + 1 // one more says whether there are more
@@ -120,6 +123,9 @@ WHERE source = $1 AND key = $2 ORDER BY id LIMIT $3`, source, key, n))
 // Claim returns the claim row of one source's key, expired or not. Returns ErrNotFound
 // if the key was never claimed or its row was swept.
 func (db *DB) Claim(ctx context.Context, source, key string) (storage.Claim, error) {
+	if !textOK(source, key) {
+		return storage.Claim{}, fmt.Errorf("key %q/%q: %w", source, key, storage.ErrNotFound)
+	}
 	c, err := scanClaim(db.pool.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2`, source, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.Claim{}, fmt.Errorf("key %s/%s: %w", source, key, storage.ErrNotFound)

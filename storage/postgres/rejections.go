@@ -35,7 +35,7 @@ func (db *DB) AddRejectionCounts(ctx context.Context, counts []storage.Rejection
 	var rows []row
 	for _, c := range counts {
 		if c.Rejections > 0 {
-			rows = append(rows, row{millis(c.Minute) / minuteMillis, textForPG(c.Source), c.Status, c.Rejections})
+			rows = append(rows, row{millis(c.Minute) / minuteMillis, textReplaced(c.Source), c.Status, c.Rejections})
 		}
 	}
 	if len(rows) == 0 {
@@ -97,7 +97,7 @@ func (db *DB) RejectionsNotStored(ctx context.Context, f storage.DeliveryFilter)
 	args := []any{lo, hi}
 	if f.Source != "" {
 		query += ` AND source = $3`
-		args = append(args, textForPG(f.Source))
+		args = append(args, textReplaced(f.Source))
 	}
 	var n int64
 	if err := db.pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
@@ -114,7 +114,7 @@ func (db *DB) SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit 
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if granted, err := trySweepLock(ctx, tx, sweepRejectionsLock); err != nil || !granted {
+		if granted, err := tryLock(ctx, tx, sweepRejectionsLock); err != nil || !granted {
 			return err
 		}
 		// The batch is read by the primary key, which begins with the minute.

@@ -23,7 +23,7 @@ func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r 
 	sources := make([]string, 0, len(keys))
 	names := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if storableText(k.Source, k.Key) { // any other was never claimed
+		if textOK(k.Source, k.Key) { // any other was never claimed
 			sources, names = append(sources, k.Source), append(names, k.Key)
 		}
 	}
@@ -103,7 +103,7 @@ var errRefused = errors.New("refused")
 // takeover of the key waits for this transaction, or this one for it and then reads
 // the row as it left it, so that the decision and the write see the same key.
 func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out storage.Released, refused, err error) {
-	if !storableText(r.Source, r.Key) {
+	if !textOK(r.Source, r.Key) {
 		// PostgreSQL's text cannot hold it, so no such key was ever claimed; asked as a
 		// parameter it would fail the statement and with it the whole transaction.
 		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil

@@ -19,9 +19,29 @@ import (
 // Such a key is refused before it is queued (claimKeyProblem); the receiver refuses it
 // earlier still, as an event id with a control character or bytes that are not UTF-8.
 
-// textOK reports whether a text column holds s as it is.
-func textOK(s string) bool {
-	return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
+// textOK reports whether a text column holds each of ss as it is. A name that it
+// cannot hold was never stored, so a lookup of it finds nothing; sent as a parameter
+// it would fail the query instead.
+func textOK(ss ...string) bool {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// textReplaced is s as a text column can hold it, for free text from outside that is
+// not a delivery's (a reason, an actor, a token's name, a throttle's scope, an error a
+// downstream sent back): each NUL byte and each byte that is not part of valid UTF-8
+// becomes U+FFFD, as the SQLite engine's audit log stores them, so that an audit row
+// hashes alike on both engines. A delivery's own fields are escaped instead
+// (textSafe), to keep what was sent readable.
+func textReplaced(s string) string {
+	if textOK(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
 // textSafe is s as a text column can hold it: s itself when it can, otherwise s with

@@ -38,7 +38,7 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 	// one), with the longest Forget asked of it.
 	forgetOf := map[string]int64{}
 	for scope, t := range scopes {
-		s, f := storableLabel(scope), min(t.Forget, throttleMemory).Milliseconds()
+		s, f := textReplaced(scope), min(t.Forget, throttleMemory).Milliseconds()
 		if old, ok := forgetOf[s]; !ok || f > old {
 			forgetOf[s] = f
 		}
@@ -71,7 +71,7 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 			return err
 		}
 		for scope, t := range scopes {
-			c := counted[storableLabel(scope)]
+			c := counted[textReplaced(scope)]
 			lastAt := fromMillis(c.lastAt)
 			if c.lastAt == 0 || !lastAt.Add(min(t.Forget, throttleMemory)).After(now) {
 				continue // forgotten, or never failed
@@ -111,10 +111,10 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 // The scopes' rows are locked first in the order LoginAttempt locks them (bytewise, as
 // Go sorts), so that the two never hold one row each while waiting for the other's.
 func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
-	clear = storableLabel(clear)
+	clear = textReplaced(clear)
 	kept := make([]string, len(keep))
 	for i, scope := range keep {
-		kept[i] = storableLabel(scope)
+		kept[i] = textReplaced(scope)
 	}
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT FROM login_failures WHERE scope = ANY($1) ORDER BY scope COLLATE "C" FOR UPDATE`,

@@ -38,7 +38,7 @@ func (db *DB) CreateToken(ctx context.Context, userName, name, actor string) (st
 		return "", storage.Token{}, err
 	}
 	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	name = storableLabel(name)
+	name = textReplaced(name)
 	t := storage.Token{UserName: userName, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
 	err := db.changeUser(ctx, userName, actor, func(tx pgx.Tx, u storage.User) (storage.AuditEntry, error) {
 		t.UserID, t.Role = u.ID, u.Role
@@ -84,7 +84,7 @@ func (db *DB) TokenUser(ctx context.Context, token string) (storage.User, error)
 // revoking it at once, the second waits for the first's commit, finds it revoked, and
 // returns ErrNotFound, so it is revoked and audited once.
 func (db *DB) RevokeToken(ctx context.Context, id int64, owner, actor string) error {
-	if !nameStorable(owner) {
+	if !textOK(owner) {
 		return fmt.Errorf("revoke token %d: %w", id, storage.ErrNotFound)
 	}
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -109,7 +109,7 @@ func (db *DB) RevokeToken(ctx context.Context, id int64, owner, actor string) er
 
 // Tokens lists the tokens of owner, or every token if owner is "", newest first.
 func (db *DB) Tokens(ctx context.Context, owner string) ([]storage.Token, error) {
-	if !nameStorable(owner) {
+	if !textOK(owner) {
 		return nil, nil // no user has such a name
 	}
 	rows, err := db.pool.Query(ctx, `SELECT t.id, t.user_id, u.name, u.role, t.name, t.created_at, t.revoked_at

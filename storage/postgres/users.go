@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,7 +17,7 @@ func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (sto
 	if !storage.ValidRole(u.Role) {
 		return storage.User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
 	}
-	if !nameStorable(u.Name) {
+	if !textOK(u.Name) {
 		return storage.User{}, fmt.Errorf("create user %q: a user name cannot hold a NUL byte or bytes that are not UTF-8", u.Name)
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
@@ -44,7 +42,7 @@ func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (sto
 
 // UserByName returns the user with the given name. Returns ErrNotFound if there is none.
 func (db *DB) UserByName(ctx context.Context, name string) (storage.User, error) {
-	if !nameStorable(name) {
+	if !textOK(name) {
 		// PostgreSQL would refuse the parameter; no stored name holds such bytes.
 		return storage.User{}, fmt.Errorf("user %q: %w", name, storage.ErrNotFound)
 	}
@@ -173,7 +171,7 @@ func (db *DB) DeleteUser(ctx context.Context, name, actor string) error {
 // it began). Without it, two replicas each removing one of two admins at once would
 // both count two admins and leave none.
 func (db *DB) changeUser(ctx context.Context, name, actor string, change func(pgx.Tx, storage.User) (storage.AuditEntry, error)) error {
-	if !nameStorable(name) {
+	if !textOK(name) {
 		return storage.ErrNotFound
 	}
 	return db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -231,21 +229,4 @@ func (db *DB) Users(ctx context.Context) ([]storage.User, error) {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
 	return out, nil
-}
-
-// nameStorable reports whether PostgreSQL's text can hold s as it is: valid UTF-8
-// without a NUL byte. A name from outside (a sign-in form, a URL) that is not cannot
-// be stored, and so cannot match a stored one.
-func nameStorable(s string) bool {
-	return utf8.ValidString(s) && !strings.Contains(s, "\x00")
-}
-
-// storableLabel is s as PostgreSQL's text can hold it, for a free-text label from
-// outside (a token's name, a throttle's scope): a NUL byte and every byte that is not
-// UTF-8 become U+FFFD, as in the audit log, instead of an error for the request.
-func storableLabel(s string) string {
-	if nameStorable(s) {
-		return s
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
