@@ -1,0 +1,306 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// eventQuery is an events filter as SQL, with ? for its arguments (numbered by bind):
+// the one condition that an index answers and that orders the page ("drive"), the
+// conditions checked on each row found ("check"), and the id range every part shares.
+type eventQuery struct {
+	drive, check []string
+	driveArgs    []any
+	checkArgs    []any
+}
+
+// windowStart is the query of where a page's search stops: the oldest of the ScanWindow
+// newest ids that the driving index finds in [lo, hi], or 0 when it finds fewer.
+func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
+	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
+	return bind(`SELECT coalesce((SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
+			` ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`),
+		append(append([]any{lo, hi}, q.driveArgs...), storage.ScanWindow-1)
+}
+
+// pageQuery is the query of one page of up to limit deliveries in [lo, hi] that the
+// driving index finds and the checks pass, newest first.
+func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
+	where := append(append([]string{"id BETWEEN ? AND ?"}, q.drive...), q.check...)
+	args := append(append(append([]any{lo, hi}, q.driveArgs...), q.checkArgs...), limit)
+	return bind(`SELECT ` + deliveryListColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id DESC LIMIT ?`), args
+}
+
+// bind numbers query's ? placeholders $1, $2, … in order: a filter's conditions are
+// written once and land in queries where their arguments take different places.
+func bind(query string) string {
+	var b strings.Builder
+	n := 0
+	for {
+		i := strings.IndexByte(query, '?')
+		if i < 0 {
+			b.WriteString(query)
+			return b.String()
+		}
+		n++
+		b.WriteString(query[:i])
+		b.WriteString("$" + strconv.Itoa(n))
+		query = query[i+1:]
+	}
+}
+
+// asText is s as PostgreSQL's text can hold it: a NUL byte or invalid UTF-8, which it
+// refuses (the query would fail), becomes U+FFFD, as the audit log stores such text. A
+// filter value pasted into the console's URL may hold them: it is looked up the way
+// such text is stored, and so matches what was stored that way, or nothing.
+func asText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
+// idBounds turns f's time range and cursor into an id range: receipt times grow with
+// ids, so a search at each end replaces a time condition on every row (see
+// firstReceivedSince).
+func (db *DB) idBounds(ctx context.Context, f storage.DeliveryFilter) (lo, hi int64, err error) {
+	lo, hi = 1, 1<<63-1
+	if f.Before > 0 {
+		hi = f.Before - 1
+	}
+	if !f.From.IsZero() {
+		if lo, err = db.firstReceivedSince(ctx, f.From, db.Now()); err != nil {
+			return 0, 0, err
+		}
+	}
+	if !f.To.IsZero() {
+		first, err := db.firstReceivedSince(ctx, f.To, db.Now())
+		if err != nil {
+			return 0, 0, err
+		}
+		hi = min(hi, first-1)
+	}
+	return lo, hi, nil
+}
+
+// noneSince is firstReceivedSince's answer when no delivery was received since.
+const noneSince = 1 << 62
+
+// aheadSlack is how far after now a receipt time may lie and still count as one
+// (firstReceivedSince): deliveries stored while a search runs, a clock stepped by a
+// little. A stretch stamped less far ahead holds the retention sweep back that long
+// at most.
+const aheadSlack = time.Hour
+
+// sqlFirstReceivedSince is the binary search of firstReceivedSince in one statement
+// (so one snapshot, and one round trip however many steps): search holds the range
+// [lo, hi] of ids still in question, each step probing the first delivery from its
+// middle on through the primary key. $1 is the time sought, $2 the latest receipt time
+// that counts (now and aheadSlack), $3 noneSince.
+const sqlFirstReceivedSince = `
+WITH RECURSIVE search (lo, hi) AS (
+	SELECT min(id), max(id) FROM deliveries
+	UNION ALL
+	SELECT CASE WHEN p.received_at BETWEEN $1 AND $2 THEN s.lo ELSE coalesce(p.id + 1, s.hi + 1) END,
+		CASE WHEN p.received_at BETWEEN $1 AND $2 THEN s.lo + (s.hi - s.lo) / 2 ELSE s.hi END
+	FROM search AS s
+	LEFT JOIN LATERAL (SELECT id, received_at FROM deliveries WHERE id >= s.lo + (s.hi - s.lo) / 2
+		ORDER BY id LIMIT 1) AS p ON true
+	WHERE s.lo < s.hi)
+SELECT coalesce((
+	SELECT f.id FROM search AS s
+	CROSS JOIN LATERAL (SELECT id, received_at FROM deliveries WHERE id >= s.lo ORDER BY id LIMIT 1) AS f
+	WHERE s.lo >= s.hi AND f.received_at BETWEEN $1 AND $2), $3)`
+
+// firstReceivedSince returns the id of the first delivery received at or after t, or
+// noneSince. Receipt times grow with ids, so it is a binary search over the table's
+// ids, each step one look-up by id: some 25 steps with millions of deliveries.
+//
+// This is the SQLite engine's search, not an index of receipt times: such an index
+// would cost intake one more B-tree write per delivery, the hottest write there is,
+// and would still have to be combined with the index that orders each page by id. An
+// id range combines with every index the events list uses (each ends with the id).
+// With several replicas, receipt times grow with ids only as closely as the replicas'
+// clocks agree and as fast as a delivery's transaction takes its ids after its stamp
+// (milliseconds): a time bound may be off by that much, never by more.
+//
+// A delivery stamped more than aheadSlack after now was stamped by a clock that ran
+// ahead and was set right since: the ids after it were received before its stamp. The
+// search steps over it as if received before t; otherwise a stretch of such stamps
+// would end every search for a time before them there.
+func (db *DB) firstReceivedSince(ctx context.Context, t, now time.Time) (int64, error) {
+	var id int64
+	err := db.pool.QueryRow(ctx, sqlFirstReceivedSince, millis(t), millis(now.Add(aheadSlack)), int64(noneSince)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("first delivery since %s: %w", t.Format(time.RFC3339), err)
+	}
+	return id, nil
+}
+
+// Deliveries returns one page of the deliveries that match f, newest first. It stays fast
+// at millions of deliveries: each page is found through one index, and a page whose
+// filters need a look at each row examines at most ScanWindow rows (Partial then says
+// so, and Next goes on from where it stopped).
+func (db *DB) Deliveries(ctx context.Context, f storage.DeliveryFilter) (storage.DeliveryPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	lo, hi, err := db.idBounds(ctx, f)
+	if err != nil {
+		return storage.DeliveryPage{}, fmt.Errorf("events: %w", err)
+	}
+	var page storage.DeliveryPage
+	if lo > hi {
+		return page, nil
+	}
+	q := planEvents(f)
+	// With checks on each row, the page searches a window of the driving index at most.
+	var start int64
+	if len(q.check) > 0 {
+		query, args := q.windowStart(lo, hi)
+		if err := db.pool.QueryRow(ctx, query, args...).Scan(&start); err != nil {
+			return storage.DeliveryPage{}, fmt.Errorf("events: %w", err)
+		}
+	}
+	query, args := q.pageQuery(max(lo, start), hi, f.Limit+1)
+	page.Deliveries, err = collectDeliveries(db.pool.Query(ctx, query, args...))
+	if err != nil {
+		return storage.DeliveryPage{}, fmt.Errorf("events: %w", err)
+	}
+	if len(page.Deliveries) > f.Limit {
+		page.Deliveries = page.Deliveries[:f.Limit]
+		page.Next = page.Deliveries[f.Limit-1].ID
+		return page, nil
+	}
+	if start > lo {
+		// Fewer than a page in a full window, and older deliveries left to search.
+		page.Next, page.Partial = start, true
+	}
+	return page, nil
+}
+
+// EachDelivery calls fn for every delivery that matches f (ignoring f.Limit), newest
+// first, a page at a time, and stops at fn's first error, which it returns. Each page
+// is a query of its own: an export as slow as the client that reads it holds no
+// transaction open, and so holds back no vacuum.
+func (db *DB) EachDelivery(ctx context.Context, f storage.DeliveryFilter, fn func(storage.Delivery) error) error {
+	f.Limit = 500
+	for {
+		page, err := db.Deliveries(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Deliveries {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if page.Next == 0 {
+			return nil
+		}
+		f.Before = page.Next
+	}
+}
+
+// RecentDuplicates returns up to limit duplicates that carried an amount, received at or
+// after since, newest first: the refunds and cancellations caught. It looks at the
+// newest ScanWindow duplicates at most, through the index of duplicates and rejections.
+func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error) {
+	lo, _, err := db.idBounds(ctx, storage.DeliveryFilter{From: since})
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	out, err := collectDeliveries(db.pool.Query(ctx, `SELECT * FROM (
+	SELECT `+deliveryListColumns+` FROM deliveries WHERE outcome = 'duplicate' AND id >= $1 ORDER BY id DESC LIMIT $2) AS d
+WHERE amount <> '' ORDER BY id DESC LIMIT $3`, lo, storage.ScanWindow, limit))
+	if err != nil {
+		return nil, fmt.Errorf("recent duplicates: %w", err)
+	}
+	return out, nil
+}
+
+// planEvents chooses, for f, the most selective filter that has an index, in this
+// order: batch, key, flag, booking, mismatch, source, outcome (duplicate or rejected);
+// the others are checked on each row the driving index finds. Property, status,
+// currency and accepted have no index: a few values share most rows, so a stretch of
+// rows in id order finds a page of them.
+func planEvents(f storage.DeliveryFilter) eventQuery {
+	var q eventQuery
+	driven := false
+	// add adds one filter: as the driving condition when it has an index and none was
+	// chosen yet, otherwise as a check.
+	add := func(indexed bool, drive, check string, args ...any) {
+		if indexed && !driven {
+			driven = true
+			q.drive = append(q.drive, drive)
+			q.driveArgs = append(q.driveArgs, args...)
+			return
+		}
+		q.check = append(q.check, check)
+		q.checkArgs = append(q.checkArgs, args...)
+	}
+	// A batch holds at most a request's items: the most selective filter there is. A
+	// partial index is used only when the query implies its WHERE: hence the <> 0.
+	if f.Batch != 0 {
+		add(true, "batch = ? AND batch <> 0", "batch = ?", f.Batch)
+	}
+	if f.Key != "" {
+		sources := f.KeySources
+		if f.Source != "" {
+			sources = []string{f.Source}
+		}
+		if len(sources) > 0 {
+			texts := make([]string, len(sources))
+			for i, s := range sources {
+				texts[i] = asText(s)
+			}
+			add(true, "source = ANY(?) AND key = ?", "", texts, asText(f.Key))
+		} else {
+			add(false, "", "key = ?", asText(f.Key))
+		}
+	}
+	// Flagged deliveries are found through the suspects, which are few.
+	if f.Flag != "" || f.FlagState != "" {
+		cond, args := "true", []any{}
+		if f.Flag != "" && f.Flag != storage.FlagAny {
+			cond, args = cond+" AND kind = ?", append(args, asText(string(f.Flag)))
+		}
+		if f.FlagState != "" {
+			cond, args = cond+" AND state = ?", append(args, asText(f.FlagState))
+		}
+		in := "id IN (SELECT delivery FROM suspects WHERE " + cond + ")"
+		add(true, in, in, args...)
+	}
+	if f.Booking != "" {
+		add(true, "booking = ? AND booking <> ''", "booking = ?", asText(f.Booking))
+	}
+	if f.Mismatch || f.MoneyMismatch {
+		add(true, "mismatch", "mismatch")
+	}
+	if f.MoneyMismatch {
+		add(false, "", "money_mismatch")
+	}
+	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
+		add(true, "source = ?", "source = ?", asText(f.Source))
+	}
+	if f.Outcome != "" {
+		add(f.Outcome != storage.Accepted, "outcome = ? AND outcome <> 'accepted'", "outcome = ?", asText(string(f.Outcome)))
+	}
+	if f.Property != "" {
+		add(false, "", "property = ?", asText(f.Property))
+	}
+	if f.Status != "" {
+		add(false, "", "event_status = ?", asText(f.Status))
+	}
+	if f.Currency != "" {
+		add(false, "", "currency = ?", asText(f.Currency))
+	}
+	return q
+}
