@@ -217,14 +217,19 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("recent duplicates: %w", err)
 	}
-	out, err := collectDeliveries(db.pool.Query(ctx, `SELECT * FROM (
-	SELECT `+deliveryListColumns+` FROM deliveries WHERE outcome = 'duplicate' AND id >= $1 ORDER BY id DESC LIMIT $2) AS d
-WHERE amount <> '' ORDER BY id DESC LIMIT $3`, lo, storage.ScanWindow, limit))
+	out, err := collectDeliveries(db.pool.Query(ctx, sqlRecentDuplicates, lo, storage.ScanWindow, limit))
 	if err != nil {
 		return nil, fmt.Errorf("recent duplicates: %w", err)
 	}
 	return out, nil
 }
+
+// sqlRecentDuplicates is up to $3 duplicates with an amount among the newest $2 from
+// id $1 on: the subquery walks the index of duplicates and rejections backwards, and
+// the outer query stops it once it has its rows.
+const sqlRecentDuplicates = `SELECT * FROM (
+	SELECT ` + deliveryListColumns + ` FROM deliveries WHERE outcome = 'duplicate' AND id >= $1 ORDER BY id DESC LIMIT $2) AS d
+WHERE amount <> '' ORDER BY id DESC LIMIT $3`
 
 // planEvents chooses, for f, the most selective filter that has an index, in this
 // order: batch, key, flag, booking, mismatch, source, outcome (duplicate or rejected);
