@@ -147,3 +147,42 @@ func TestEvents_ScanWindow(t *testing.T, e Engine) {
 		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Deliveries), p.Next)
 	}
 }
+
+// TestEvents_UnstorableFilter: a filter value that no stored text can hold (a NUL
+// byte, invalid UTF-8, as a console URL can carry them) matches nothing and fails
+// nothing, in the events list and in the ledger alike.
+func TestEvents_UnstorableFilter(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	recordEvent(t, db, "ota", "evt_1", "h", "HTL-A", "BK-1", "cancelled", "10.00")
+	recordEvent(t, db, "ota", "evt_1", "h", "HTL-A", "BK-1", "cancelled", "10.00")
+	for _, bad := range []string{"ota\x00", "\xff\xfe", "BK-1\x00"} {
+		for name, f := range map[string]storage.DeliveryFilter{
+			"Source":   {Source: bad},
+			"Key":      {Key: bad, KeySources: []string{"ota", bad}},
+			"KeyAlone": {Key: bad},
+			"Booking":  {Booking: bad},
+			"Property": {Property: bad},
+			"Status":   {Status: bad, Source: "ota"},
+			"Currency": {Currency: bad},
+			"Flag":     {Flag: storage.SuspectKind(bad), FlagState: bad},
+		} {
+			p, err := db.Deliveries(ctx, f)
+			if err != nil || len(p.Deliveries) != 0 {
+				t.Errorf("%s %q: %d deliveries, %v; want none and no error", name, bad, len(p.Deliveries), err)
+			}
+			if err := db.EachDelivery(ctx, f, func(storage.Delivery) error { return fmt.Errorf("%s %q matched", name, bad) }); err != nil {
+				t.Errorf("%s %q: EachDelivery: %v", name, bad, err)
+			}
+		}
+		for name, f := range map[string]storage.LedgerFilter{
+			"Source": {Source: bad}, "Property": {Property: bad}, "Currency": {Currency: bad},
+		} {
+			l, err := db.Ledger(ctx, f)
+			if err != nil || len(l.Rows) != 0 || len(l.Totals) != 0 {
+				t.Errorf("ledger %s %q: %+v, %v; want nothing and no error", name, bad, l, err)
+			}
+		}
+	}
+}

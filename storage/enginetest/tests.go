@@ -20,6 +20,7 @@ var tests = []struct {
 	{"BulkResume", TestBulkResume},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
+	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
 	{"Record_MoneyMismatch", TestRecord_MoneyMismatch},
 	{"Record_BusinessKey", TestRecord_BusinessKey},
 	{"Record_BusinessKeyBlocks", TestRecord_BusinessKeyBlocks},
