@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -18,6 +20,9 @@ type eventQuery struct {
 	drive, check []string
 	driveArgs    []any
 	checkArgs    []any
+	// lead is the driving index's columns before the id, when the query must name
+	// them in its ORDER BY (see planEvents' addOrdered), with a comma after each.
+	lead string
 }
 
 // windowStart is the query of where a page's search stops: the oldest of the ScanWindow
@@ -25,7 +30,7 @@ type eventQuery struct {
 func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
 	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
 	return bind(`SELECT coalesce((SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
-			` ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`),
+			` ORDER BY ` + q.descending() + ` LIMIT 1 OFFSET ?), 0)`),
 		append(append([]any{lo, hi}, q.driveArgs...), storage.ScanWindow-1)
 }
 
@@ -35,7 +40,24 @@ func (q eventQuery) pageQuery(lo, hi int64, limit int) (string, []any) {
 	where := append(append([]string{"id BETWEEN ? AND ?"}, q.drive...), q.check...)
 	args := append(append(append([]any{lo, hi}, q.driveArgs...), q.checkArgs...), limit)
 	return bind(`SELECT ` + deliveryListColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY id DESC LIMIT ?`), args
+		` ORDER BY ` + q.descending() + ` LIMIT ?`), args
+}
+
+// descending is the ORDER BY of a page, newest first, in the driving index's terms.
+func (q eventQuery) descending() string {
+	if q.lead == "" {
+		return "id DESC"
+	}
+	return strings.ReplaceAll(q.lead, ",", " DESC,") + " id DESC"
+}
+
+// customPlan is args for a query that PostgreSQL must plan with their values each time
+// it runs. pgx would otherwise prepare the query once per connection, and PostgreSQL
+// may then settle on a generic plan, one for any values: it would not see that an
+// outcome's value implies the WHERE of the partial index of outcomes, nor tell a rare
+// value from a common one. An events page is planned in well under a millisecond.
+func customPlan(args []any) []any {
+	return append([]any{pgx.QueryExecModeExec}, args...)
 }
 
 // bind numbers query's ? placeholders $1, $2, … in order: a filter's conditions are
@@ -165,12 +187,12 @@ func (db *DB) Deliveries(ctx context.Context, f storage.DeliveryFilter) (storage
 	var start int64
 	if len(q.check) > 0 {
 		query, args := q.windowStart(lo, hi)
-		if err := db.pool.QueryRow(ctx, query, args...).Scan(&start); err != nil {
+		if err := db.pool.QueryRow(ctx, query, customPlan(args)...).Scan(&start); err != nil {
 			return storage.DeliveryPage{}, fmt.Errorf("events: %w", err)
 		}
 	}
 	query, args := q.pageQuery(max(lo, start), hi, f.Limit+1)
-	page.Deliveries, err = collectDeliveries(db.pool.Query(ctx, query, args...))
+	page.Deliveries, err = collectDeliveries(db.pool.Query(ctx, query, customPlan(args)...))
 	if err != nil {
 		return storage.DeliveryPage{}, fmt.Errorf("events: %w", err)
 	}
@@ -225,11 +247,20 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 }
 
 // sqlRecentDuplicates is up to $3 duplicates with an amount among the newest $2 from
-// id $1 on: the subquery walks the index of duplicates and rejections backwards, and
-// the outer query stops it once it has its rows.
-const sqlRecentDuplicates = `SELECT * FROM (
-	SELECT ` + deliveryListColumns + ` FROM deliveries WHERE outcome = 'duplicate' AND id >= $1 ORDER BY id DESC LIMIT $2) AS d
-WHERE amount <> '' ORDER BY id DESC LIMIT $3`
+// id $1 on. The first id of those $2 comes first, from the index alone; the page then
+// walks the index backwards from the newest, and stops at its $3rd row or at that id.
+// (A subquery of the $2 newest, filtered, would be planned as if all $2 rows were
+// wanted: PostgreSQL would read every duplicate and sort them.)
+const sqlRecentDuplicates = `SELECT ` + deliveryListColumns + ` FROM deliveries
+WHERE ` + sqlDuplicates + ` AND amount <> '' AND id >= GREATEST($1, coalesce((
+	SELECT id FROM deliveries WHERE ` + sqlDuplicates + ` AND id >= $1
+	ORDER BY outcome DESC, id DESC LIMIT 1 OFFSET $2::bigint - 1), 0))
+ORDER BY outcome DESC, id DESC LIMIT $3`
+
+// sqlDuplicates selects the duplicates, in a query ordered by (outcome, id): through
+// the index of duplicates and rejections, whatever PostgreSQL's statistics say (see
+// planEvents' addOrdered).
+const sqlDuplicates = `outcome = ANY('{duplicate}')`
 
 // planEvents chooses, for f, the most selective filter that has an index, in this
 // order: batch, key, flag, booking, mismatch, source, outcome (duplicate or rejected);
@@ -251,6 +282,28 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 		q.check = append(q.check, check)
 		q.checkArgs = append(q.checkArgs, args...)
 	}
+	// addOrdered adds a filter on one value of col, whose index is (col, id), for a
+	// filter that many rows match: a source, an outcome.
+	// Written col = value, PostgreSQL would know col constant, take the index's order
+	// for the id alone, and be free to walk the primary key instead, keeping the rows
+	// of that value: its statistics call that cheapest for a common value, and it is,
+	// unless the newest rows hold none of it (a source gone quiet, rejections that came
+	// in a burst last week), when the walk reads the whole table. Written col =
+	// ANY(array of the value) and ordered by (col, id), the page has an order that only
+	// the index gives without sorting every match: each page walks the filter's own
+	// index, as on SQLite, whatever the statistics say. The index of outcomes is
+	// partial (no accepted deliveries); PostgreSQL sees that the value's array implies
+	// its WHERE as it plans each page with its values (customPlan), so no condition of
+	// that WHERE is added: it would count twice in the estimates, which then favour a
+	// sort of every rejection.
+	addOrdered := func(indexed bool, col, value string) {
+		if indexed && !driven {
+			add(true, col+" = ANY(?)", "", []string{value})
+			q.lead = col + ","
+			return
+		}
+		add(false, "", col+" = ?", value)
+	}
 	// A batch holds at most a request's items: the most selective filter there is. A
 	// partial index is used only when the query implies its WHERE: hence the <> 0.
 	if f.Batch != 0 {
@@ -266,7 +319,7 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 			for i, s := range sources {
 				texts[i] = asText(s)
 			}
-			add(true, "source = ANY(?) AND key = ?", "", texts, asText(f.Key))
+			add(true, "source = ANY(?) AND key = ?", "source = ANY(?) AND key = ?", texts, asText(f.Key))
 		} else {
 			add(false, "", "key = ?", asText(f.Key))
 		}
@@ -293,10 +346,10 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 		add(false, "", "money_mismatch")
 	}
 	if f.Source != "" && f.Key == "" { // with a key, the source is part of the key's condition
-		add(true, "source = ?", "source = ?", asText(f.Source))
+		addOrdered(true, "source", asText(f.Source))
 	}
 	if f.Outcome != "" {
-		add(f.Outcome != storage.Accepted, "outcome = ? AND outcome <> 'accepted'", "outcome = ?", asText(string(f.Outcome)))
+		addOrdered(f.Outcome != storage.Accepted, "outcome", asText(string(f.Outcome)))
 	}
 	if f.Property != "" {
 		add(false, "", "property = ?", asText(f.Property))

@@ -97,8 +97,8 @@ func (db *DB) Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledge
 		tail, err := tx.Query(ctx, `SELECT day, source, property, currency, amount, money_mismatch FROM (
 	SELECT received_at / `+strconv.Itoa(dayMillis)+` AS day, source, property, currency, amount, money_mismatch
 	FROM deliveries
-	WHERE outcome = 'duplicate' AND id > coalesce((SELECT rolled_up_to FROM ledger_mark WHERE id = 1), 0)
-	ORDER BY id LIMIT `+strconv.Itoa(statsTail)+`) AS t
+	WHERE `+sqlDuplicates+` AND id > coalesce((SELECT rolled_up_to FROM ledger_mark WHERE id = 1), 0)
+	ORDER BY outcome, id LIMIT `+strconv.Itoa(statsTail)+`) AS t
 WHERE day >= $1 AND day < $2 AND (amount <> '' OR money_mismatch)`+where, args...)
 		if err != nil {
 			return err
@@ -322,7 +322,7 @@ func (db *DB) RollupLedger(ctx context.Context, limit int) (int, error) {
 		}
 		rows, err := tx.Query(ctx, `
 SELECT id, received_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, amount, money_mismatch FROM deliveries
-WHERE outcome = 'duplicate' AND id > $1 AND id <= $2 ORDER BY id LIMIT $3`, mark, safe, limit)
+WHERE `+sqlDuplicates+` AND id > $1 AND id <= $2 ORDER BY outcome, id LIMIT $3`, mark, safe, limit)
 		if err != nil {
 			return fmt.Errorf("read duplicates: %w", err)
 		}
