@@ -186,3 +186,28 @@ func TestEvents_UnstorableFilter(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// TestEvents_BatchAndKey: a batch's items filtered by key (the console's events list
+// of one batch, narrowed to one key) are the items of that key, not an error.
+func TestEvents_BatchAndKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	record(t, db, delivery("adyen", "b", "h"), day) // the same key outside the batch
+	b := items("adyen", "a", "b", "c")
+	if err := db.RecordBatch(ctx, b, day); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]storage.DeliveryFilter{
+		"KeySources": {Batch: b[0].ID, Key: "b", KeySources: []string{"adyen", "ota"}},
+		"Source":     {Batch: b[0].ID, Key: "b", Source: "adyen"},
+	} {
+		p, err := db.Deliveries(ctx, f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := ids(p.Deliveries); fmt.Sprint(got) != fmt.Sprint([]int64{b[1].ID}) {
+			t.Fatalf("%s: %v, want the batch's item of key b, %d", name, got, b[1].ID)
+		}
+	}
+}
