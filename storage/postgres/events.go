@@ -150,8 +150,8 @@ SELECT coalesce((
 // and would still have to be combined with the index that orders each page by id. An
 // id range combines with every index the events list uses (each ends with the id).
 // With several replicas, receipt times grow with ids only as closely as the replicas'
-// clocks agree and as fast as a delivery's transaction takes its ids after its stamp
-// (milliseconds): a time bound may be off by that much, never by more.
+// clocks agree and as soon as a delivery's transaction takes its ids after its stamp
+// (at once, or on a retry after a deadlock): a time bound may be off by about that much.
 //
 // A delivery stamped more than aheadSlack after now was stamped by a clock that ran
 // ahead and was set right since: the ids after it were received before its stamp. The

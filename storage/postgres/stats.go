@@ -53,7 +53,8 @@ const (
 
 // rollupSafeTo returns the id up to which every delivery is final, for the roll-up
 // named rollup, whose advisory lock tx holds, and moves its fence (see above). tx must
-// be READ COMMITTED, so that the fold's query that follows takes a snapshot after these.
+// be READ COMMITTED (beginRollup), so that the fold's query that follows takes a
+// snapshot after these.
 func rollupSafeTo(ctx context.Context, tx pgx.Tx, rollup string) (int64, error) {
 	var safe, fence int64
 	var holders []string
@@ -107,12 +108,17 @@ ON CONFLICT (rollup) DO UPDATE SET safe_to = excluded.safe_to, fence_to = exclud
 	return safe, nil
 }
 
-// takeRollupLock takes a roll-up's advisory lock for tx, and reports whether it was
-// granted: when not, another replica is rolling up.
-func takeRollupLock(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
+// beginRollup starts a roll-up in tx, which must not have run a statement yet: it makes
+// tx READ COMMITTED, whatever the database's default, so that each statement sees what
+// committed before it (rollupSafeTo relies on it), and takes the roll-up's advisory
+// lock. It reports whether the lock was granted: when not, another replica is rolling up.
+func beginRollup(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
+		return false, fmt.Errorf("begin roll-up: %w", err)
+	}
 	var got bool
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&got); err != nil {
-		return false, fmt.Errorf("take lock: %w", err)
+		return false, fmt.Errorf("take roll-up lock: %w", err)
 	}
 	return got, nil
 }
@@ -143,7 +149,7 @@ func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if got, err := takeRollupLock(ctx, tx, rollupStatsLock); err != nil || !got {
+		if got, err := beginRollup(ctx, tx, rollupStatsLock); err != nil || !got {
 			return err
 		}
 		safe, err := rollupSafeTo(ctx, tx, fenceStats)
