@@ -109,16 +109,6 @@ func TestEvents_Plans(t *testing.T) {
 			t.Logf("%+v\n%s", tc.f, plan)
 		})
 	}
-	t.Run("ReceivedSince", func(t *testing.T) {
-		plan, err := db.ExplainReceivedSince(ctx, testing.Verbose())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(plan, "Seq Scan on deliveries") || !strings.Contains(plan, "deliveries_pkey") {
-			t.Errorf("the search of receipt times does not probe the primary key:\n%s", plan)
-		}
-		t.Logf("%s", plan)
-	})
 	t.Run("RecentDuplicates", func(t *testing.T) {
 		plan, err := db.ExplainRecentDuplicates(ctx, testing.Verbose())
 		if err != nil {

@@ -57,11 +57,6 @@ func (db *DB) LedgerPlans(ctx context.Context, analyze bool) (string, error) {
 	return a + b, err
 }
 
-// ExplainReceivedSince returns the plan of the binary search of receipt times.
-func (db *DB) ExplainReceivedSince(ctx context.Context, analyze bool) (string, error) {
-	return db.explain(ctx, analyze, sqlFirstReceivedSince, int64(0), int64(1<<62), int64(noneSince))
-}
-
 // ExplainRecentDuplicates returns the plan of RecentDuplicates' query.
 func (db *DB) ExplainRecentDuplicates(ctx context.Context, analyze bool) (string, error) {
 	return db.explain(ctx, analyze, sqlRecentDuplicates, int64(1), storage.ScanWindow, 10)
