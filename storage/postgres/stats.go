@@ -36,8 +36,11 @@ import (
 // the alternatives (each delivery's transaction id, indexed, to fold in commit order; a
 // row per delivery to mark it folded) cost every delivery a write, and a lag window
 // (fold only what is older than a minute) is a guess that a stalled transaction can
-// outlast. The sequence must keep its cache of 1 (the default): with cached ids a
-// session could hand out an id below the fence later, holding no lock at the read.
+// outlast. A transaction that holds ids and never ends (its client gone, its connection
+// not closed) holds the roll-ups back until the server ends it:
+// idle_in_transaction_session_timeout bounds that. The sequence must keep its cache of
+// 1 (the default): with cached ids a session could hand out an id below the fence
+// later, holding no lock at the read.
 
 // sqlIDHolders selects, in pg_locks, the transactions that took delivery ids and have
 // not ended: nextval holds a RowExclusiveLock on the sequence until its transaction ends.
