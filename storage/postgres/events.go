@@ -52,10 +52,12 @@ func (q eventQuery) descending() string {
 }
 
 // customPlan is args for a query that PostgreSQL must plan with their values each time
-// it runs. pgx would otherwise prepare the query once per connection, and PostgreSQL
-// may then settle on a generic plan, one for any values: it would not see that an
-// outcome's value implies the WHERE of the partial index of outcomes, nor tell a rare
-// value from a common one. An events page is planned in well under a millisecond.
+// it runs. pgx would otherwise prepare the query once per connection, and after a few
+// runs PostgreSQL may settle on a generic plan, one for any values, whenever its
+// estimate looks no worse: such a plan cannot use the partial index of outcomes (a
+// parameter does not imply its WHERE; checked: a sequential scan and a sort of every
+// match) and cannot tell a rare value from a common one. A page is planned in well
+// under a millisecond.
 func customPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeExec}, args...)
 }
