@@ -147,3 +147,67 @@ func TestEvents_ScanWindow(t *testing.T, e Engine) {
 		t.Fatalf("second page: %v next %d, want the match and the end", ids(p.Deliveries), p.Next)
 	}
 }
+
+// TestEvents_UnstorableFilter: a filter value that no stored text can hold (a NUL
+// byte, invalid UTF-8, as a console URL can carry them) matches nothing and fails
+// nothing, in the events list and in the ledger alike.
+func TestEvents_UnstorableFilter(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	recordEvent(t, db, "ota", "evt_1", "h", "HTL-A", "BK-1", "cancelled", "10.00")
+	recordEvent(t, db, "ota", "evt_1", "h", "HTL-A", "BK-1", "cancelled", "10.00")
+	for _, bad := range []string{"ota\x00", "\xff\xfe", "BK-1\x00"} {
+		for name, f := range map[string]storage.DeliveryFilter{
+			"Source":   {Source: bad},
+			"Key":      {Key: bad, KeySources: []string{"ota", bad}},
+			"KeyAlone": {Key: bad},
+			"Booking":  {Booking: bad},
+			"Property": {Property: bad},
+			"Status":   {Status: bad, Source: "ota"},
+			"Currency": {Currency: bad},
+			"Flag":     {Flag: storage.SuspectKind(bad), FlagState: bad},
+		} {
+			p, err := db.Deliveries(ctx, f)
+			if err != nil || len(p.Deliveries) != 0 {
+				t.Errorf("%s %q: %d deliveries, %v; want none and no error", name, bad, len(p.Deliveries), err)
+			}
+			if err := db.EachDelivery(ctx, f, func(storage.Delivery) error { return fmt.Errorf("%s %q matched", name, bad) }); err != nil {
+				t.Errorf("%s %q: EachDelivery: %v", name, bad, err)
+			}
+		}
+		for name, f := range map[string]storage.LedgerFilter{
+			"Source": {Source: bad}, "Property": {Property: bad}, "Currency": {Currency: bad},
+		} {
+			l, err := db.Ledger(ctx, f)
+			if err != nil || len(l.Rows) != 0 || len(l.Totals) != 0 {
+				t.Errorf("ledger %s %q: %+v, %v; want nothing and no error", name, bad, l, err)
+			}
+		}
+	}
+}
+
+// TestEvents_BatchAndKey: a batch's items filtered by key (the console's events list
+// of one batch, narrowed to one key) are the items of that key, not an error.
+func TestEvents_BatchAndKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	record(t, db, delivery("adyen", "b", "h"), day) // the same key outside the batch
+	b := items("adyen", "a", "b", "c")
+	if err := db.RecordBatch(ctx, b, day); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]storage.DeliveryFilter{
+		"KeySources": {Batch: b[0].ID, Key: "b", KeySources: []string{"adyen", "ota"}},
+		"Source":     {Batch: b[0].ID, Key: "b", Source: "adyen"},
+	} {
+		p, err := db.Deliveries(ctx, f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := ids(p.Deliveries); fmt.Sprint(got) != fmt.Sprint([]int64{b[1].ID}) {
+			t.Fatalf("%s: %v, want the batch's item of key b, %d", name, got, b[1].ID)
+		}
+	}
+}

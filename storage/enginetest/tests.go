@@ -24,6 +24,8 @@ var tests = []struct {
 	{"BulkOddText", TestBulkOddText},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
+	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
+	{"Events_BatchAndKey", TestEvents_BatchAndKey},
 	{"Record_MoneyMismatch", TestRecord_MoneyMismatch},
 	{"Record_BusinessKey", TestRecord_BusinessKey},
 	{"Record_BusinessKeyBlocks", TestRecord_BusinessKeyBlocks},

@@ -269,7 +269,8 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 			for _, s := range sources {
 				args = append(args, s)
 			}
-			add(true, "source IN ("+placeholders(len(sources))+") AND key = ?", "", append(args, f.Key)...)
+			in := "source IN (" + placeholders(len(sources)) + ")"
+			add(true, in+" AND key = ?", "+"+in+" AND +key = ?", append(args, f.Key)...)
 		} else {
 			add(false, "", "+key = ?", f.Key)
 		}
