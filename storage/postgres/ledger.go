@@ -273,7 +273,7 @@ func ledgerWhere(f storage.LedgerFilter) (string, []any) {
 	var args []any
 	for _, c := range []struct{ col, v string }{{"source", f.Source}, {"property", f.Property}, {"currency", f.Currency}} {
 		if c.v != "" {
-			args = append(args, asText(c.v))
+			args = append(args, textSafe(c.v))
 			fmt.Fprintf(&b, " AND %s = $%d", c.col, 2+len(args))
 		}
 	}
