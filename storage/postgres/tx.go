@@ -87,6 +87,3 @@ func nullMillis(t time.Time) *int64 {
 	ms := t.UnixMilli()
 	return &ms
 }
-
-// errNotBuilt is the answer of a method not yet built on PostgreSQL.
-var errNotBuilt = errors.New("not built on PostgreSQL yet")
