@@ -36,6 +36,9 @@ import (
 // id, so their keys are derived.
 var crashKeyFields = []string{"/property_id", "/booking_id", "/status"}
 
+// crashAttemptTimeout is the sources' attempt_timeout in crashConfig.
+const crashAttemptTimeout = 3 * time.Second
+
 // crashConfig is the configuration of incarnation inc: the forward URL names the
 // incarnation, so the downstream knows which process handed each event off.
 func crashConfig(sinkURL string, inc int) string {
@@ -47,7 +50,7 @@ signature = "standard-webhooks"
 secret = %[1]q
 forward_url = "%[2]s/events?inc=%[3]d"
 max_attempts = 1000
-attempt_timeout = "3s"
+attempt_timeout = "%[4]s"
 max_backoff = "1s"
 
 [[source]]
@@ -58,9 +61,9 @@ event_id = ""
 key_fields = ["/property_id", "/booking_id", "/status"]
 forward_url = "%[2]s/events?inc=%[3]d"
 max_attempts = 1000
-attempt_timeout = "3s"
+attempt_timeout = "%[4]s"
 max_backoff = "1s"
-`, testSecret, sinkURL, inc)
+`, testSecret, sinkURL, inc, crashAttemptTimeout)
 }
 
 // kill ends the server with SIGKILL and waits until the process is gone.
@@ -423,7 +426,7 @@ func TestCrash_KillNineLosesNothing(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Error(err)
 	}
-	r := reckon(t, db, traffic, sink, events, killedAt, false)
+	r := reckon(t, db, traffic, sink, events, killedAt, nil)
 
 	form := "short"
 	if long {

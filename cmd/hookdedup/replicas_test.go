@@ -214,7 +214,7 @@ func TestReplicas_KillNineLosesNothing(t *testing.T) {
 	for _, dir := range dirs {
 		checkLogs(t, dir)
 	}
-	r := reckon(t, db, traffic, sink, events, killedAt, false)
+	r := reckon(t, db, traffic, sink, events, killedAt, nil)
 	form := "short"
 	if long {
 		form = "long"
@@ -269,6 +269,7 @@ func TestReplicas_PostgresRestart(t *testing.T) {
 	})
 
 	cluster.Stop(t)
+	downAt := time.Now()
 	traffic.mu.Lock()
 	downFrom := len(traffic.sends)
 	traffic.mu.Unlock()
@@ -290,6 +291,7 @@ func TestReplicas_PostgresRestart(t *testing.T) {
 	// Down for a moment longer: the point is the outage, not its length.
 	time.Sleep(2 * time.Second)
 	cluster.Start(t)
+	upAt := time.Now()
 	traffic.mu.Lock()
 	upFrom := len(traffic.sends)
 	traffic.mu.Unlock()
@@ -339,6 +341,6 @@ func TestReplicas_PostgresRestart(t *testing.T) {
 	for _, s := range slices.Collect(maps.Values(rs.live)) {
 		s.stop(t)
 	}
-	r := reckon(t, db, traffic, sink, events, nil, true)
+	r := reckon(t, db, traffic, sink, events, nil, []time.Time{downAt, upAt})
 	t.Logf("\nPostgreSQL restarted under traffic (2 replicas, 4 senders):\n%s", r)
 }
