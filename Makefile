@@ -93,19 +93,20 @@ test-short:
 # process, the group-committed claim) and of a key's page with 20,000 deliveries, then the
 # load run (cmd/hookdedup/load_test.go): serve against a bare net/http handler, the intake
 # handler with nothing stored and a claims-only group-commit SQLite store (the yardstick
-# of CPU per delivery) under wrk, empty and with millions of keys stored, and the
-# console's answer times at 5 M keys; it ends with one table and its performance
+# of CPU per delivery) under wrk, empty and with millions of keys stored, serve on an
+# empty PostgreSQL database (one replica, and three sharing the load) beside SQLite, and
+# the console's answer times at 5 M keys; it ends with one table and its performance
 # targets, each marked met or MISSED. About 15 minutes on 2 cores. Knobs (environment
 # or make variables), e.g.
 #   make bench BENCH_KEYS=1000000 BENCH_RUNS=1 BENCH_DURATION=5s
 # BENCH_KEYS (default 1000000,5000000), BENCH_SWEEP_KEYS (1000000), BENCH_SYNC (FULL,NORMAL),
 # BENCH_DURATION (10s), BENCH_RUNS (3), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_DIR,
 # BENCH_OUT (also write the summary table there), BENCH_REFERENCE=0 (skip the FastAPI
-# reference), BENCH_BASELINE (another hookdedup binary, run beside this one on the empty
+# reference), BENCH_POSTGRES=0 (skip PostgreSQL), BENCH_BASELINE (another hookdedup binary, run beside this one on the empty
 # database: before and after a change); BENCH_TIME is -benchtime (1s), BENCH_LOAD=0
 # skips the load run. A load run of a minute or so, without stored keys or the sweep:
 #   BENCH_KEYS=0 BENCH_RUNS=1 BENCH_DURATION=5s BENCH_SWEEP_KEYS=0 go test -tags load -run '^TestLoad$' -v ./cmd/hookdedup/
-export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT BENCH_REFERENCE BENCH_BASELINE
+export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT BENCH_REFERENCE BENCH_POSTGRES BENCH_BASELINE
 BENCH_TIME ?= 1s
 BENCH_LOAD ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -118,7 +119,7 @@ bench-deps:
 
 bench: bench-deps
 	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console|SweepExpired)' \
-		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/sqlite/ ./web/
+		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/sqlite/ ./storage/postgres/ ./web/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
 		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi

@@ -14,6 +14,8 @@
 //   - with 1 M and 5 M keys already stored (filled through storagetest.BulkLoad),
 //     and the server's resident memory under load at the largest size;
 //   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
+//   - on an empty PostgreSQL database (load_postgres_test.go), one replica alone and
+//     three sharing the load, beside SQLite in the same run;
 //   - a claims-only store (load_claims_test.go: the intake handler over one claim row
 //     per key in SQLite, group-committed, synchronous=FULL), empty and at each stored
 //     size, as the yardstick of serve's CPU per request: what keeping every delivery
@@ -33,6 +35,7 @@
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
 //	BENCH_REFERENCE=0           skips the FastAPI reference implementation
+//	BENCH_POSTGRES=0            skips PostgreSQL
 //	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
 //	                            one's on the empty database (before and after a change)
 package main
