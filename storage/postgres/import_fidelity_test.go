@@ -316,7 +316,6 @@ func TestImport_FailureCommitsNothing(t *testing.T) {
 	}
 }
 
-
 // TestImport_AuditTextRefused: an audit row whose text PostgreSQL cannot hold is not
 // escaped, which would break the copied chain at that row, but refused by name, and
 // nothing is committed.
