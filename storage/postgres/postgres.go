@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +65,7 @@ var _ storage.Store = (*DB)(nil)
 // this build does not know (a newer hookdedup migrated it). A connection error never
 // shows the URL's password.
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
-	where := redact(dsn)
+	where := Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote the URL, password and all.
@@ -139,11 +140,29 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// redact is dsn fit for a message: its password replaced.
-func redact(dsn string) string {
+// secretParams are the parameters of a connection URL that hold a secret: pgx takes
+// the password from the query as well as from the user part (postgres://u@h/db?password=…).
+var secretParams = []string{"password", "sslpassword"}
+
+// Redact is dsn fit for a message or a log: the password of its user part, and every
+// parameter that holds a secret, replaced by xxxxx.
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(a database URL that does not parse)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			if slices.Contains(secretParams, strings.ToLower(k)) {
+				q[k] = []string{"xxxxx"}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }
