@@ -52,6 +52,7 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
+	beginQuery  string        // how writeTx begins a transaction (beginSQL)
 	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
 	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
 	intake      intake        // Record's group commit
@@ -87,7 +88,8 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if opt.BusyTimeout <= 0 {
 		opt.BusyTimeout = 5 * time.Second
 	}
-	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout}
+	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout,
+		beginQuery: beginSQL(opt.BusyTimeout)}
 	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
