@@ -121,4 +121,15 @@ func TestDatabase_PasswordInQueryHidden(t *testing.T) {
 	if strings.Contains(out, "password="+pw) {
 		t.Errorf("migrate shows the password given as a parameter:\n%s", out)
 	}
+	// The copy's audit chain verifies from the command line.
+	if out, err := runCmd(t, "", "audit", "verify", "--database", u.String()); err != nil || !strings.Contains(out, "audit log intact") {
+		t.Errorf("audit verify on the copy: %v\n%s", err, out)
+	}
+	// A wrong password is said as such, and not shown.
+	q.Set("password", "Wr0ngPassw0rd")
+	u.RawQuery = q.Encode()
+	out, err = runCmd(t, "", "migrate", "--database", file, "--to", u.String())
+	if err == nil || !strings.Contains(err.Error(), "password authentication failed") || strings.Contains(out+err.Error(), "Wr0ngPassw0rd") {
+		t.Errorf("migrate with a wrong password: %v\n%s", err, out)
+	}
 }
