@@ -20,8 +20,9 @@ import (
 // serialization failure or a deadlock, which another replica's concurrent write can
 // cause and which change nothing, is run again from the start, fn and all: fn must
 // leave nothing outside the transaction that a second run would double. So is one
-// whose connection was lost before its commit was sent (the server restarted, or
-// ended the connection, since the pool last used it): nothing of it was stored. A
+// whose connection was lost, or could not be had, before its commit was sent (the
+// server restarts, or ended the connection since the pool last used it): nothing of
+// it was stored. A
 // write not committed in time, or that the server cannot take now and of which
 // nothing was stored (no connection to be had, a server turned read-only as a standby
 // left behind by a failover is), returns an error wrapping storage.ErrWriteTimeout:
@@ -37,17 +38,21 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if errors.Is(context.Cause(ctx), storage.ErrWriteTimeout) {
 			return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 		}
+		// A lost connection is tried again until the busy timeout, so that a write
+		// outlives a restart of the server shorter than that (a dispatcher's record of
+		// an attempt made, say, which would otherwise be made again); an abort, a few
+		// times.
 		lost := !stored && connectionLost(err)
-		if !(retryable(err) || lost) || attempt == maxAttempts {
-			if !stored && (lost || readOnly(err) || lockTimedOut(err)) {
+		if !lost && !(retryable(err) && attempt < maxAttempts) {
+			if !stored && (readOnly(err) || lockTimedOut(err)) {
 				return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 			}
 			return err
 		}
 		// Back off a little, more each time, so that two replicas that deadlocked do not
-		// meet again at once.
+		// meet again at once, and a server starting again is not hammered.
 		select {
-		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		case <-time.After(time.Duration(min(attempt*attempt, 250)) * time.Millisecond):
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		}

@@ -22,7 +22,8 @@ import (
 func TestWrites_DatabaseCannotTakeThem(t *testing.T) {
 	ctx := context.Background()
 	url := postgrestest.NewDatabase(t)
-	db, err := postgres.Open(ctx, url, postgres.Options{BusyTimeout: time.Minute})
+	// The busy timeout is how long a write with no connection to be had is tried again.
+	db, err := postgres.Open(ctx, url, postgres.Options{BusyTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
