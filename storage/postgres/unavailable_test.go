@@ -36,6 +36,15 @@ func TestWrites_DatabaseCannotTakeThem(t *testing.T) {
 	if err := user("before"); err != nil {
 		t.Fatal(err)
 	}
+	// The server ends every connection (a restart, an administrator): the pool's next
+	// use of one finds it ended, and the write is made on a new one.
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := user("after-restart"); err != nil {
+		t.Errorf("create user once the server ended the pool's connections: %v", err)
+	}
 	// The database turns read-only; the pool's connections are ended, so that new ones
 	// take the setting.
 	if _, err := admin.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = on', current_database()); END $$`); err != nil {
