@@ -1,9 +1,10 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/postgres"
 )
 
 // postgresOpenTimeout bounds how long opening a PostgreSQL database may take: connecting
@@ -24,9 +25,5 @@ func isPostgres(database string) bool {
 // redactDSN is a database URL fit for a message: its password replaced, so that an
 // error never shows a secret.
 func redactDSN(database string) string {
-	u, err := url.Parse(database)
-	if err != nil {
-		return "(a database URL that does not parse)"
-	}
-	return u.Redacted()
+	return postgres.Redact(database)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +83,53 @@ func TestMigrate(t *testing.T) {
 	}
 	if out, code := cli(t, dir, nil, "", "migrate", "--to", filepath.Join(dir, "x.db")); code == 0 || !strings.Contains(out, "postgres://") {
 		t.Errorf("migrate --to a path: %d %s", code, out)
+	}
+}
+
+// TestDatabase_PasswordInQueryHidden: a database URL may carry its password as a
+// parameter (postgres://u@h/db?password=…), which pgx takes as it takes the user
+// part's: no message shows it either, whether the server cannot be reached, a copy
+// names where it went, or serve's log names the database.
+func TestDatabase_PasswordInQueryHidden(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	unreachable := "postgres://hook@127.0.0.1:1/hook?sslmode=disable&password=s3cret"
+	out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", unreachable)
+	if err == nil || strings.Contains(out+err.Error(), "s3cret") {
+		t.Errorf("user add on an unreachable server: %v\n%s", err, out)
+	}
+	if p := displayPath("postgresql://hook@db.example/hook?PassWord=s3cret&sslpassword=k3y"); strings.Contains(p, "s3cret") || strings.Contains(p, "k3y") {
+		t.Errorf("displayPath shows a secret parameter: %s", p)
+	}
+
+	u, err := url.Parse(postgrestest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	q := u.Query()
+	q.Set("password", pw)
+	u.User, u.RawQuery = url.User(u.User.Username()), q.Encode()
+	file := filepath.Join(dir, "hookdedup.db")
+	if out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", file); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "", "migrate", "--database", file, "--to", u.String())
+	if err != nil || !strings.Contains(out, "1 users") {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "password="+pw) {
+		t.Errorf("migrate shows the password given as a parameter:\n%s", out)
+	}
+	// The copy's audit chain verifies from the command line.
+	if out, err := runCmd(t, "", "audit", "verify", "--database", u.String()); err != nil || !strings.Contains(out, "audit log intact") {
+		t.Errorf("audit verify on the copy: %v\n%s", err, out)
+	}
+	// A wrong password is said as such, and not shown.
+	q.Set("password", "Wr0ngPassw0rd")
+	u.RawQuery = q.Encode()
+	out, err = runCmd(t, "", "migrate", "--database", file, "--to", u.String())
+	if err == nil || !strings.Contains(err.Error(), "password authentication failed") || strings.Contains(out+err.Error(), "Wr0ngPassw0rd") {
+		t.Errorf("migrate with a wrong password: %v\n%s", err, out)
 	}
 }

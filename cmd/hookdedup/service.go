@@ -95,6 +95,21 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			}
 		}
 	}
+	// systemd gives the service none of this environment: a database named by
+	// HOOKDEDUP_DATABASE is carried like --database, or the service would start on a new
+	// SQLite file of its own.
+	if v := e.getenv("HOOKDEDUP_DATABASE"); v != "" {
+		if _, ok := flags.overrides["database"]; !ok {
+			if isPostgres(v) {
+				return errors.New("HOOKDEDUP_DATABASE: the service does not get this environment, and a database URL holds a password, " +
+					"which must not stand on its command line: set database in the config file and unset HOOKDEDUP_DATABASE")
+			}
+			flags.overrides["database"] = v
+		}
+	}
+	if *backupTimer && isPostgres(cfg.Database) {
+		return errors.New("--backup-timer backs up a SQLite database file; back a PostgreSQL database up with pg_dump")
+	}
 	// Every override given here is handed to serve as given here, so that the unit runs
 	// what was asked for; the database as an absolute path, since serve runs elsewhere.
 	for _, s := range cfg.settings() {

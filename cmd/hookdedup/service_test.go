@@ -451,3 +451,42 @@ func TestPrivilegedPort(t *testing.T) {
 		}
 	}
 }
+
+// TestService_DatabaseOutsideItsReach: the service gets none of the caller's
+// environment, so a database named by HOOKDEDUP_DATABASE is carried on serve's command
+// line when it is a path, and refused when it is a URL (a password on a command line),
+// rather than left behind, which would start the service on a new SQLite file of its
+// own. A backup timer, which copies a SQLite file, is refused for PostgreSQL.
+func TestService_DatabaseOutsideItsReach(t *testing.T) {
+	pgConfig := writeConfig(t, `database = "postgres://hook:pw@db.example/hook"`+"\n")
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    string // in the error, or in the units when wantErr is false
+		wantErr bool
+	}{
+		{"URLFromEnvironment", map[string]string{"HOOKDEDUP_DATABASE": "postgres://hook:pw@db.example/hook"}, nil,
+			"HOOKDEDUP_DATABASE: the service does not get this environment", true},
+		{"PathFromEnvironment", map[string]string{"HOOKDEDUP_DATABASE": "/srv/hookdedup/h.db"}, nil,
+			"ExecStart=/usr/local/bin/hookdedup serve --database /srv/hookdedup/h.db", false},
+		{"FlagOverEnvironment", map[string]string{"HOOKDEDUP_DATABASE": "postgres://hook:pw@db.example/hook"},
+			[]string{"--database", "/srv/hookdedup/h.db"}, "ExecStart=/usr/local/bin/hookdedup serve --database /srv/hookdedup/h.db", false},
+		{"BackupTimerPostgres", nil, []string{"--config", pgConfig, "--backup-timer"}, "back a PostgreSQL database up with pg_dump", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			e := env{getenv: func(k string) string { return c.env[k] }, stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+			err := serviceUnits(c.args, e, "/usr/local/bin/hookdedup", nil)
+			switch {
+			case c.wantErr && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want one containing %q\n%s", err, c.want, out.String())
+			case !c.wantErr && (err != nil || !strings.Contains(out.String(), c.want)):
+				t.Fatalf("error %v; want units with %q:\n%s", err, c.want, out.String())
+			}
+			if strings.Contains(out.String(), "pw@") {
+				t.Errorf("the units show the database's password:\n%s", out.String())
+			}
+		})
+	}
+}

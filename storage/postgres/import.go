@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,8 +36,14 @@ func sourceColumn(table, column string) string {
 	return column
 }
 
-// copyChunk is how many rows go to PostgreSQL in one COPY.
-const copyChunk = 5000
+// copyChunk and copyChunkBytes bound what goes to PostgreSQL in one COPY, and so what
+// a copy holds in memory at once: so many rows, or so many bytes of their text and
+// bodies, whichever comes first. Rows alone would not do: five thousand deliveries of a
+// megabyte each are five gigabytes.
+const (
+	copyChunk      = 5000
+	copyChunkBytes = 8 << 20
+)
 
 // Import copies src, a database of another engine read in one snapshot, into db, which
 // must be empty (as Open leaves a new database), in one transaction: either everything
@@ -98,7 +103,11 @@ WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_posit
 	if c.Source, err = src.CountRows(ctx, table); err != nil {
 		return c, err
 	}
+	// The audit log's text is copied as it is or not at all: its rows are hashed as
+	// they were written, and a text escaped here would break the chain at that row.
+	escape := table != "audit_log"
 	chunk := make([][]any, 0, copyChunk)
+	var chunkBytes int
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -108,20 +117,22 @@ WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_posit
 			return fmt.Errorf("copy %s: %w", table, err)
 		}
 		c.Copied += n
-		chunk = chunk[:0]
+		clear(chunk) // the rows sent, not held on to by the array beyond its length
+		chunk, chunkBytes = chunk[:0], 0
 		return nil
 	}
 	err = src.ReadTable(ctx, table, srcCols, func(row []any) error {
 		vals := make([]any, len(row))
 		for i, v := range row {
-			cv, err := convert(v, types[i])
+			cv, err := convert(v, types[i], escape)
 			if err != nil {
 				return fmt.Errorf("copy %s: the row whose %s is %v: column %s: %w", table, cols[0], row[0], cols[i], err)
 			}
 			vals[i] = cv
+			chunkBytes += valueBytes(cv)
 		}
 		chunk = append(chunk, vals)
-		if len(chunk) == copyChunk {
+		if len(chunk) == copyChunk || chunkBytes >= copyChunkBytes {
 			return flush()
 		}
 		return nil
@@ -145,12 +156,28 @@ WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_posit
 	return c, nil
 }
 
-// errNUL is a text that PostgreSQL cannot store.
-var errNUL = errors.New("the text holds a NUL byte, which PostgreSQL cannot store")
+// valueBytes is about how much memory v, a converted value, holds.
+func valueBytes(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 16
+	case []byte:
+		return len(x) + 24
+	}
+	return 16
+}
+
+// errAuditText is audit text that PostgreSQL cannot store.
+var errAuditText = errors.New("the text holds a NUL byte or bytes that are not UTF-8, which PostgreSQL cannot store, " +
+	"and an audit row cannot be changed without breaking the audit chain")
 
 // convert turns a value as the SQLite engine stores it into one for a column of
 // PostgreSQL type typ: 0/1 into booleans, text read as bytes into text, and so on.
-func convert(v any, typ string) (any, error) {
+// SQLite's text may hold what PostgreSQL's cannot (a NUL byte that a payload spelled
+// \u0000, bytes that are not UTF-8, from outside): with escape, such a text is stored
+// as this engine's intake stores it (textSafe), so that one odd delivery, which anyone
+// may have sent, does not stop the whole copy; without, it is an error.
+func convert(v any, typ string, escape bool) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -174,10 +201,13 @@ func convert(v any, typ string) (any, error) {
 		default:
 			return nil, fmt.Errorf("%T is not text", v)
 		}
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, errNUL
+		if textOK(s) {
+			return s, nil
 		}
-		return s, nil
+		if !escape {
+			return nil, errAuditText
+		}
+		return textSafe(s), nil
 	case "bytea":
 		switch x := v.(type) {
 		case []byte:

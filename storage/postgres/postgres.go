@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,7 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
+	beginQuery  string        // how writeTx begins a transaction (beginSQL)
 	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
 	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
 	intake      intake        // Record's group commit
@@ -64,7 +66,7 @@ var _ storage.Store = (*DB)(nil)
 // this build does not know (a newer hookdedup migrated it). A connection error never
 // shows the URL's password.
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
-	where := redact(dsn)
+	where := Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote the URL, password and all.
@@ -86,7 +88,8 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if opt.BusyTimeout <= 0 {
 		opt.BusyTimeout = 5 * time.Second
 	}
-	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout}
+	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout,
+		beginQuery: beginSQL(opt.BusyTimeout)}
 	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
@@ -139,11 +142,29 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// redact is dsn fit for a message: its password replaced.
-func redact(dsn string) string {
+// secretParams are the parameters of a connection URL that hold a secret: pgx takes
+// the password from the query as well as from the user part (postgres://u@h/db?password=…).
+var secretParams = []string{"password", "sslpassword"}
+
+// Redact is dsn fit for a message or a log: the password of its user part, and every
+// parameter that holds a secret, replaced by xxxxx.
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(a database URL that does not parse)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			if slices.Contains(secretParams, strings.ToLower(k)) {
+				q[k] = []string{"xxxxx"}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }

@@ -82,6 +82,8 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 	switch {
 	case errors.Is(err, errRefused):
 		return out, refused
+	case errors.Is(err, storage.ErrWriteTimeout):
+		return storage.Released{}, err // failed, which names the key, said as not stored
 	case failed != nil:
 		return storage.Released{}, failed // it names the key already
 	case err != nil:

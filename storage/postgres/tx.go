@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,30 +19,63 @@ import (
 // (Options.BusyTimeout) from its call. A transaction that PostgreSQL aborted for a
 // serialization failure or a deadlock, which another replica's concurrent write can
 // cause and which change nothing, is run again from the start, fn and all: fn must
-// leave nothing outside the transaction that a second run would double. A write not
-// committed in time returns an error wrapping storage.ErrWriteTimeout.
+// leave nothing outside the transaction that a second run would double. So is one
+// whose connection was lost, or could not be had, before its commit was sent (the
+// server restarts, or ended the connection since the pool last used it): nothing of
+// it was stored. A
+// write not committed in time, or that the server cannot take now and of which
+// nothing was stored (no connection to be had, a server turned read-only as a standby
+// left behind by a failover is), returns an error wrapping storage.ErrWriteTimeout:
+// the caller may try again later.
 func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, db.busyTimeout, storage.ErrWriteTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, db.pool, fn)
+		stored, err := db.runTx(ctx, fn)
 		if err == nil {
 			return nil
 		}
 		if errors.Is(context.Cause(ctx), storage.ErrWriteTimeout) {
 			return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 		}
-		if !retryable(err) || attempt == maxAttempts {
+		// A lost connection is tried again until the busy timeout, so that a write
+		// outlives a restart of the server shorter than that (a dispatcher's record of
+		// an attempt made, say, which would otherwise be made again); an abort, a few
+		// times.
+		lost := !stored && connectionLost(err)
+		if !lost && !(retryable(err) && attempt < maxAttempts) {
+			if !stored && (readOnly(err) || lockTimedOut(err)) {
+				return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
+			}
 			return err
 		}
 		// Back off a little, more each time, so that two replicas that deadlocked do not
-		// meet again at once.
+		// meet again at once, and a server starting again is not hammered.
 		select {
-		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		case <-time.After(time.Duration(min(attempt*attempt, 250)) * time.Millisecond):
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		}
 	}
+}
+
+// runTx is one run of writeTx's transaction. stored is false when the error came
+// before the commit was sent, or from the server refusing the commit: nothing of the
+// transaction was stored. A commit whose answer was lost may have been stored.
+func (db *DB) runTx(ctx context.Context, fn func(tx pgx.Tx) error) (stored bool, err error) {
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: db.beginQuery})
+	if err != nil {
+		return false, err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		return !errors.As(err, &pe), err
+	}
+	return true, nil
 }
 
 // maxAttempts bounds the runs of one writeTx that PostgreSQL aborts.
@@ -50,6 +86,50 @@ const maxAttempts = 8
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// connectionLost reports whether err says that the connection could not be had or was
+// lost: no connection to the server, a connection the server ended (it shut down,
+// restarts, or an administrator ended it), or one that broke.
+func connectionLost(err error) bool {
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false // the caller's end, not the connection's
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		pgconn.SafeToRetry(err):
+		return true
+	case errors.As(err, &pe):
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	return false
+}
+
+// beginSQL begins a transaction of writeTx: each lock its statements wait for is
+// waited for the busy timeout at most (lock_timeout), as SQLite's busy timeout bounds
+// its writers. writeTx's deadline bounds only what it runs itself (BEGIN, COMMIT):
+// the statements of fn run under the caller's context, which may have none, and a
+// row or lock held by another replica (or by a session left open) would otherwise
+// keep the write, and the caller, waiting for as long as it is held. One round trip:
+// a simple query may hold several statements.
+func beginSQL(busyTimeout time.Duration) string {
+	return fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d", max(busyTimeout.Milliseconds(), 1))
+}
+
+// lockTimedOut reports whether err is a statement that waited for a lock past
+// lock_timeout (beginSQL).
+func lockTimedOut(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// readOnly reports whether err is the server refusing a write because it takes none:
+// a standby, or a database set read-only.
+func readOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
 }
 
 // isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint refusing

@@ -1,0 +1,144 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	neturl "net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+)
+
+// TestWrites_DatabaseCannotTakeThem: a write that the server cannot take now, and of
+// which nothing is stored (the server turned read-only, as a standby left behind by a
+// failover is; no connection to be had), returns an error wrapping ErrWriteTimeout,
+// which the console answers with 503 and "retry later", as on SQLite when its lock is
+// held: not an internal error.
+func TestWrites_DatabaseCannotTakeThem(t *testing.T) {
+	ctx := context.Background()
+	url := postgrestest.NewDatabase(t)
+	// The busy timeout is how long a write with no connection to be had is tried again.
+	db, err := postgres.Open(ctx, url, postgres.Options{BusyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin := connect(t, url)
+	user := func(name string) error {
+		_, err := db.CreateUser(ctx, storage.User{Name: name, Role: storage.RoleViewer, PasswordHash: "x"}, "test")
+		return err
+	}
+	if err := user("before"); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends every connection (a restart, an administrator): the pool's next
+	// use of one finds it ended, and the write is made on a new one.
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := user("after-restart"); err != nil {
+		t.Errorf("create user once the server ended the pool's connections: %v", err)
+	}
+	// The database turns read-only; the pool's connections are ended, so that new ones
+	// take the setting.
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = on', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(context.WithoutCancel(ctx), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET default_transaction_read_only', current_database()); END $$`)
+	})
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := user("read-only"); !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("create user in a read-only database: %v, want one wrapping ErrWriteTimeout", err)
+	}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "ann", Reason: "r"}); !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("release in a read-only database: %v", err)
+	}
+	if _, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "r", Kind: "k", Channels: []string{"ops"}}, db.Now()); !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("open alert in a read-only database: %v, want one wrapping ErrWriteTimeout", err)
+	}
+
+	// No connection to be had: the database refuses them. (The setting is changed
+	// from another database: the server refuses it from the one it closes.)
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET default_transaction_read_only', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	other, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Path = "/postgres"
+	server := connect(t, other.String())
+	if _, err := server.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		server.Exec(context.WithoutCancel(ctx), `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS true`)
+	})
+	if _, err := server.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := user("unreachable"); !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("create user with no connection to be had: %v, want one wrapping ErrWriteTimeout", err)
+	}
+}
+
+// TestWrites_BusyTimeout: a write that waits past the busy timeout for a row another
+// session holds (another replica's transaction, or one left open) ends with an error
+// wrapping ErrWriteTimeout (503, retry later), as on SQLite, instead of waiting for as
+// long as the row is held, with its caller.
+func TestWrites_BusyTimeout(t *testing.T) {
+	ctx := context.Background()
+	url := postgrestest.NewDatabase(t)
+	db, err := postgres.Open(ctx, url, postgres.Options{BusyTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d := &storage.Delivery{Source: "ota", Status: 200, Key: "k", KeyMethod: "event_id", PayloadHash: "h", Body: []byte(`{}`)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	other := connect(t, url)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM claims WHERE source = 'ota' AND key = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	// The waits below end by the busy timeout; this bound only keeps a test of code that
+	// waits on from hanging.
+	bounded, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err = db.ReleaseKey(bounded, storage.Release{Source: "ota", Key: "k", Actor: "ann", Reason: "r", StuckBefore: db.Now().Add(time.Hour)})
+	if !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("release of a key held past the busy timeout: %v, want one wrapping ErrWriteTimeout", err)
+	}
+
+	// Any write waiting for a row another session holds: an alert acknowledged.
+	a, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "r", Kind: "k", Channels: []string{"ops"}}, db.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM alerts WHERE id = $1 FOR UPDATE`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AcknowledgeAlert(bounded, a.ID, "ann", db.Now()); !errors.Is(err, storage.ErrWriteTimeout) {
+		t.Errorf("acknowledge an alert held past the busy timeout: %v, want one wrapping ErrWriteTimeout", err)
+	}
+}
