@@ -165,8 +165,7 @@ func (db *DB) clearOldPreviews(ctx context.Context, cutoff time.Time) error {
 	var old []oldPreview
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		old = old[:0]
-		var mine bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, bulkRunnerLock).Scan(&mine); err != nil || !mine {
+		if mine, err := tryLock(ctx, tx, bulkRunnerLock); err != nil || !mine {
 			return err
 		}
 		rows, err := tx.Query(ctx, `UPDATE bulk_actions SET state = 'building'

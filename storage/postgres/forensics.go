@@ -529,8 +529,7 @@ func (db *DB) sweepSeen(ctx context.Context, what string, lock int64, q string, 
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		var mine bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&mine); err != nil || !mine {
+		if mine, err := tryLock(ctx, tx, lock); err != nil || !mine {
 			return err
 		}
 		tag, err := tx.Exec(ctx, q, millis(cutoff), max(limit, 1))

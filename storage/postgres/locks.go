@@ -1,5 +1,12 @@
 package postgres
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // The advisory locks of the engine, all of them here so that no two share a number:
 // "hook" in the high 32 bits, then the lock's own. Replicas share one database, and
 // what must happen once (a migration, a sweep's batch, a roll-up) or in one order (the
@@ -36,3 +43,13 @@ const (
 	// recorded at once on two replicas see each other (forensicKeyLocks).
 	forensicKeyLock
 )
+
+// tryLock takes the advisory lock for the rest of tx, unless another transaction holds
+// it, and reports whether it did.
+func tryLock(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&ok); err != nil {
+		return false, fmt.Errorf("take lock: %w", err)
+	}
+	return ok, nil
+}

@@ -35,7 +35,7 @@ func (db *DB) AddRejectionCounts(ctx context.Context, counts []storage.Rejection
 	var rows []row
 	for _, c := range counts {
 		if c.Rejections > 0 {
-			rows = append(rows, row{millis(c.Minute) / minuteMillis, textReplaced(c.Source), c.Status, c.Rejections})
+			rows = append(rows, row{millis(c.Minute) / minuteMillis, textSafe(c.Source), c.Status, c.Rejections})
 		}
 	}
 	if len(rows) == 0 {
@@ -97,7 +97,7 @@ func (db *DB) RejectionsNotStored(ctx context.Context, f storage.DeliveryFilter)
 	args := []any{lo, hi}
 	if f.Source != "" {
 		query += ` AND source = $3`
-		args = append(args, textReplaced(f.Source))
+		args = append(args, textSafe(f.Source))
 	}
 	var n int64
 	if err := db.pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {

@@ -200,7 +200,7 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 	case reason == "":
 		return storage.Suspect{}, fmt.Errorf("review suspect %d: %w: a reason is required", id, storage.ErrInvalidReview)
 	}
-	actor, reason = textSafe(actor), textSafe(reason)
+	actor, reason = textReplaced(actor), textReplaced(reason) // as every audit row's
 	var out storage.Suspect
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))

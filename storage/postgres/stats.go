@@ -119,11 +119,7 @@ func beginRollup(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
 		return false, fmt.Errorf("begin roll-up: %w", err)
 	}
-	var got bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&got); err != nil {
-		return false, fmt.Errorf("take roll-up lock: %w", err)
-	}
-	return got, nil
+	return tryLock(ctx, tx, lock)
 }
 
 // RollupStats folds up to limit deliveries not yet counted into the hourly totals that

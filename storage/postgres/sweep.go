@@ -106,15 +106,6 @@ ON CONFLICT (source, key_hash) DO UPDATE SET
 	return nil
 }
 
-// tryLock takes the advisory lock for tx, unless another transaction holds it.
-func tryLock(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
-	var ok bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&ok); err != nil {
-		return false, fmt.Errorf("take lock: %w", err)
-	}
-	return ok, nil
-}
-
 // sqlOwed is true for a delivery whose payload is still owed downstream, so that
 // retention must keep it, however old: the first delivery of a claim that
 //
