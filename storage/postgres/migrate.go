@@ -88,10 +88,14 @@ func (db *DB) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read applied migrations: %w", err)
 	}
-	slices.Sort(names)
-	slices.Sort(applied)
-	if !slices.Equal(names, applied) {
-		return fmt.Errorf("the database's schema is not this hookdedup's (%d migrations applied, this build has %d): "+
+	for _, a := range applied {
+		if !slices.Contains(names, a) {
+			return fmt.Errorf("the database's schema is newer than this hookdedup knows (migration %s): run the newer version",
+				strings.TrimPrefix(a, "migrations/"))
+		}
+	}
+	if len(applied) < len(names) {
+		return fmt.Errorf("the database's schema predates this hookdedup's (%d of its %d migrations applied): "+
 			"start hookdedup serve of this version on it first: %w", len(applied), len(names), storage.ErrAuditSchema)
 	}
 	return nil

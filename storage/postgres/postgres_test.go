@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
@@ -118,9 +120,34 @@ func TestOpen_RefusesNewerSchema(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `INSERT INTO migrations (name, applied_at) VALUES ('migrations/9999_future.sql', 0)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := postgres.Open(t.Context(), url, postgres.Options{})
-	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "9999_future.sql") {
-		t.Fatalf("err = %v, want a refusal naming 9999_future.sql", err)
+	for _, opt := range []postgres.Options{{}, {NoMigrate: true}} {
+		_, err := postgres.Open(t.Context(), url, opt)
+		if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "9999_future.sql") {
+			t.Errorf("open with %+v: err = %v, want a refusal naming 9999_future.sql", opt, err)
+		}
+	}
+}
+
+// TestOpen_NoMigrate: a verifier's open never changes the schema: a database that
+// hookdedup never set up is refused as none, and one set up by an older build as
+// older, with nothing migrated.
+func TestOpen_NoMigrate(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	if _, err := postgres.Open(t.Context(), url, postgres.Options{NoMigrate: true}); !errors.Is(err, storage.ErrNoDatabase) {
+		t.Errorf("an empty database: %v, want ErrNoDatabase", err)
+	}
+	open(t, url)
+	conn := connect(t, url)
+	if _, err := conn.Exec(t.Context(), `DELETE FROM migrations WHERE name = (SELECT max(name) FROM migrations)`); err != nil {
+		t.Fatal(err)
+	}
+	before := migrationsApplied(t, conn)
+	_, err := postgres.Open(t.Context(), url, postgres.Options{NoMigrate: true})
+	if !errors.Is(err, storage.ErrAuditSchema) || !strings.Contains(err.Error(), "predates") {
+		t.Errorf("an older schema: %v, want a refusal saying it predates this build's", err)
+	}
+	if after := migrationsApplied(t, conn); len(after) != len(before) {
+		t.Errorf("the verifier's open migrated: %v, then %v", before, after)
 	}
 }
 
