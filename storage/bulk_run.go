@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"time"
 )
@@ -23,4 +26,97 @@ type BulkRunConfig struct {
 	// Wake, if set, is called after a batch queued keys to be dispatched again.
 	Wake   func()
 	Logger *slog.Logger
+}
+
+// BulkRunEngine is what the runner of bulk actions needs of an engine: its clock, the
+// claim of a ready action and a batch of its keys (as Store has them), and a place to
+// keep why a batch failed, for the action's page.
+type BulkRunEngine interface {
+	Clock() time.Time
+	ClaimBulkAction(ctx context.Context, runner string, lease time.Duration) (id int64, ok bool, err error)
+	RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (BulkBatch, error)
+	// NoteBulkError keeps failure on action id, while runner holds it.
+	NoteBulkError(ctx context.Context, id int64, runner string, failure error) error
+}
+
+// RunBulkActions is every engine's RunBulkActions: until ctx ends it claims each ready
+// action (ClaimBulkAction) and works through its keys a batch at a time
+// (RunBulkBatch), honouring a cancel between batches. Any number of runners may run on
+// one database, in one process or several (replicas): an action is held by one runner
+// at a time, under a lease that each batch renews, and another runner resumes it once
+// the lease has run out. wake receives when an action became ready in this process;
+// one made ready elsewhere is found within cfg.Poll. log receives what goes wrong.
+func RunBulkActions(ctx context.Context, e BulkRunEngine, cfg BulkRunConfig, wake <-chan struct{}, log *slog.Logger) {
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 10 * time.Minute
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 25
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Wake == nil {
+		cfg.Wake = func() {}
+	}
+	if cfg.Logger != nil {
+		log = cfg.Logger
+	}
+	log = log.With("component", "bulk")
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	runner := hex.EncodeToString(b)
+	t := time.NewTicker(cfg.Poll)
+	defer t.Stop()
+	for {
+		id, ok, err := e.ClaimBulkAction(ctx, runner, cfg.Lease)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("claiming a bulk action", "err", err)
+		case ok:
+			runBulk(ctx, e, id, runner, cfg, log)
+			continue // another may be ready
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// runBulk works through one claimed action until it is over, no longer this runner's,
+// or ctx ends. A failed batch is kept on the action and tried again after a pause; the
+// lease runs out if failures last, and the action waits for the next claim, by this
+// runner or another.
+func runBulk(ctx context.Context, e BulkRunEngine, id int64, runner string, cfg BulkRunConfig, log *slog.Logger) {
+	log.Info("bulk action running", "action", id)
+	for ctx.Err() == nil {
+		b, err := e.RunBulkBatch(ctx, id, runner, e.Clock().Add(-cfg.StuckAfter), cfg.Batch, cfg.Lease)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("bulk action batch failed; trying again", "action", id, "err", err)
+			if nerr := e.NoteBulkError(ctx, id, runner, err); nerr != nil {
+				log.Warn("noting a bulk action's failure", "action", id, "err", nerr)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.Lease / 4):
+			}
+			continue
+		}
+		if b.Changed > 0 {
+			cfg.Wake()
+		}
+		if b.Over {
+			log.Info("bulk action over", "action", id)
+			return
+		}
+	}
 }

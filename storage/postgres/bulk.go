@@ -650,9 +650,9 @@ func lockClaims(ctx context.Context, tx pgx.Tx, batch []bulkKeyTodo) (map[[2]str
 	return out, nil
 }
 
-// noteBulkError keeps the last failure of a running action, for its page, unless
+// NoteBulkError keeps the last failure of a running action, for its page, unless
 // another runner holds the action by now.
-func (db *DB) noteBulkError(ctx context.Context, id int64, runner string, failure error) error {
+func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failure error) error {
 	return db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET last_error = $1, updated_at = $2 WHERE id = $3 AND runner = $4`,
 			textReplaced(failure.Error()), millis(db.Now()), id, textReplaced(runner))

@@ -592,11 +592,12 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 	return out, nil
 }
 
-// noteBulkError keeps the last failure of a running action, for its page.
-func (db *DB) noteBulkError(ctx context.Context, id int64, failure error) error {
+// NoteBulkError keeps the last failure of a running action, for its page, unless
+// another runner holds the action by now.
+func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failure error) error {
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET last_error = ?, updated_at = ? WHERE id = ?`,
-			failure.Error(), millis(db.Now()), id)
+		_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET last_error = ?, updated_at = ? WHERE id = ? AND runner = ?`,
+			failure.Error(), millis(db.Now()), id, runner)
 		return err
 	})
 }
