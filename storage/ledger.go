@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"cmp"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,4 +185,253 @@ type Ledger struct {
 
 func addOverflows(a, b int64) bool {
 	return (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b)
+}
+
+// LedgerDayMillis is the length of a ledger day in Unix milliseconds: both engines
+// number days as received_at or flagged_at divided by it, in SQL and here alike.
+const LedgerDayMillis = 24 * 60 * 60 * 1000
+
+// The kinds of the engines' daily ledger totals (ledger_days and ledger_totals): the
+// engines write them and LedgerBuilder reads them, so both spell them the same.
+const (
+	LedgerCaught        = "caught"
+	LedgerMoneyMismatch = "money_mismatch"
+)
+
+// LedgerDays is the range of ledger days, from included and to excluded, that f's From
+// and To select: a To within a day includes that day, and a zero bound is unbounded
+// (the extreme day whose milliseconds still fit an int64, so that engines can multiply
+// it back).
+func LedgerDays(f LedgerFilter) (from, to int64) {
+	from, to = dayOf(f.From, math.MinInt64/LedgerDayMillis), dayOf(f.To, math.MaxInt64/LedgerDayMillis)
+	if !f.To.IsZero() && f.To.UnixMilli()%LedgerDayMillis != 0 {
+		to++
+	}
+	return from, to
+}
+
+// dayOf is the day (UTC) of t as the engines number it, rounding down before the epoch
+// too; a zero t is zero.
+func dayOf(t time.Time, zero int64) int64 {
+	if t.IsZero() {
+		return zero
+	}
+	ms := t.UnixMilli()
+	d := ms / LedgerDayMillis
+	if ms < 0 && ms%LedgerDayMillis != 0 {
+		d--
+	}
+	return d
+}
+
+// CompareCurrency orders currency codes byte by byte, no currency ("") last: the
+// ledger's and the review's order, on every engine.
+func CompareCurrency(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == "":
+		return 1
+	case b == "":
+		return -1
+	}
+	return cmp.Compare(a, b)
+}
+
+// LedgerKey is a ledger row's place, as an engine reads it from SQL: Day is the
+// number of the day (Unix milliseconds / LedgerDayMillis).
+type LedgerKey struct {
+	Day                        int64
+	Source, Property, Currency string
+}
+
+// compareLedgerKeys is the order of ledger rows: newest day first, then source,
+// property and currency (no currency last), text byte by byte. The engines read their
+// daily rows in this order (PostgreSQL with COLLATE "C"), so that the builder can merge
+// its own rows in without reading them all.
+func compareLedgerKeys(a, b LedgerKey) int {
+	return cmp.Or(cmp.Compare(b.Day, a.Day), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Property, b.Property),
+		CompareCurrency(a.Currency, b.Currency))
+}
+
+func (k LedgerKey) row() *LedgerRow {
+	return &LedgerRow{Day: time.UnixMilli(k.Day * LedgerDayMillis).UTC(), Source: k.Source, Property: k.Property, Currency: k.Currency}
+}
+
+// addKind adds m, the daily totals of one kind, to r.
+func addKind(r *LedgerRow, kind string, m Money) {
+	switch kind {
+	case LedgerCaught:
+		r.Caught.Add(m)
+	case LedgerMoneyMismatch:
+		r.MoneyMismatch.Add(m)
+	}
+}
+
+// LedgerBuilder puts a Ledger together from what an engine reads in one snapshot, so
+// that the engines differ only in their SQL, not in how rows are merged, ordered,
+// limited and totalled. An engine feeds it, in this order: the few rows that are not in
+// its daily totals yet (Duplicate, Suspect), its totals per currency (Total, at any
+// time before Result), then its daily totals in the ledger's order (DayTotal) until
+// DayTotal says it has enough; Result gives the Ledger.
+type LedgerBuilder struct {
+	limit int
+	// The rows that are not in the daily totals: duplicates not folded in yet, and
+	// suspects; few, so all of them are kept, to be merged into the daily rows.
+	extra map[LedgerKey]*LedgerRow
+	// extraKeys are extra's keys in the ledger's order, not merged yet; nil until the
+	// daily rows begin.
+	extraKeys []LedgerKey
+	merging   bool
+	// One delivery may carry several suspects (a re-send under a new id that a
+	// correlation rule finds too); its money is at risk, or confirmed, once.
+	open, confirmed map[int64]bool
+	totals          map[string]*LedgerRow
+	// cur is the daily row being summed, kind by kind.
+	cur    *LedgerRow
+	curKey LedgerKey
+	rows   []LedgerRow
+}
+
+// NewLedgerBuilder returns a builder of a Ledger of at most limit rows (0: all of them).
+func NewLedgerBuilder(limit int) *LedgerBuilder {
+	return &LedgerBuilder{
+		limit:     limit,
+		extra:     map[LedgerKey]*LedgerRow{},
+		open:      map[int64]bool{},
+		confirmed: map[int64]bool{},
+		totals:    map[string]*LedgerRow{},
+	}
+}
+
+func (b *LedgerBuilder) extraRow(k LedgerKey) *LedgerRow {
+	if b.merging {
+		// The daily rows are merged with the extra ones as they come: a row added
+		// later would be missed or put out of order.
+		panic("storage: LedgerBuilder: a duplicate or suspect after the daily totals")
+	}
+	r := b.extra[k]
+	if r == nil {
+		r = k.row()
+		b.extra[k] = r
+	}
+	return r
+}
+
+// Duplicate counts a duplicate that the daily totals do not hold yet: caught when it
+// carried an amount, and a money mismatch when moneyMismatch.
+func (b *LedgerBuilder) Duplicate(k LedgerKey, amount string, moneyMismatch bool) {
+	r := b.extraRow(k)
+	if amount != "" {
+		r.Caught.AddAmount(amount, k.Currency)
+	}
+	if moneyMismatch {
+		r.MoneyMismatch.AddAmount(amount, k.Currency)
+	}
+}
+
+// Suspect counts a suspect of kind in state (open or confirmed) on delivery: a
+// confirmed delivery once, and the second and later open suspects of one delivery as
+// Overlap too, so that its money is at risk once.
+func (b *LedgerBuilder) Suspect(k LedgerKey, kind SuspectKind, state, amount string, delivery int64) {
+	r := b.extraRow(k)
+	if state == SuspectConfirmed {
+		if !b.confirmed[delivery] {
+			b.confirmed[delivery] = true
+			r.Confirmed.AddAmount(amount, k.Currency)
+		}
+	} else if m := r.Open(kind); m != nil {
+		m.AddAmount(amount, k.Currency)
+		if b.open[delivery] {
+			r.Overlap.AddAmount(amount, k.Currency)
+		}
+		b.open[delivery] = true
+	}
+}
+
+func (b *LedgerBuilder) total(currency string) *LedgerRow {
+	t := b.totals[currency]
+	if t == nil {
+		t = &LedgerRow{Currency: currency}
+		b.totals[currency] = t
+	}
+	return t
+}
+
+// Total adds m, the engine's daily totals of kind in currency summed over the filter's
+// days, to the Ledger's totals; the rows of Duplicate and Suspect are added by Result.
+func (b *LedgerBuilder) Total(currency, kind string, m Money) {
+	addKind(b.total(currency), kind, m)
+}
+
+// full says that the rows hold one past the limit: that one says that there are more.
+func (b *LedgerBuilder) full() bool { return b.limit > 0 && len(b.rows) > b.limit }
+
+// emit adds r, the daily row at k (nil for none), after the extra rows before it, and
+// with the extra row at k merged in.
+func (b *LedgerBuilder) emit(r *LedgerRow, k LedgerKey) {
+	for len(b.extraKeys) > 0 && compareLedgerKeys(b.extraKeys[0], k) <= 0 && !b.full() {
+		ek := b.extraKeys[0]
+		b.extraKeys = b.extraKeys[1:]
+		if ek == k {
+			r.Add(*b.extra[ek])
+			continue
+		}
+		b.rows = append(b.rows, *b.extra[ek])
+	}
+	if r != nil && !b.full() {
+		b.rows = append(b.rows, *r)
+	}
+}
+
+func (b *LedgerBuilder) startMerge() {
+	if !b.merging {
+		b.merging = true
+		b.extraKeys = slices.SortedFunc(maps.Keys(b.extra), compareLedgerKeys)
+	}
+}
+
+// DayTotal adds m, one kind of the daily totals at k, to the rows. The engine must give
+// them in the ledger's order (newest day first, then source, property and currency, no
+// currency last, byte by byte), and stop reading when DayTotal returns false: the
+// rows are full, and the rest is not read at all.
+func (b *LedgerBuilder) DayTotal(k LedgerKey, kind string, m Money) bool {
+	b.startMerge()
+	if b.cur == nil || k != b.curKey {
+		if b.cur != nil {
+			b.emit(b.cur, b.curKey)
+		}
+		b.cur, b.curKey = k.row(), k
+	}
+	addKind(b.cur, kind, m)
+	return !b.full()
+}
+
+// Result is the Ledger: the rows, extra ones merged in, up to the limit (More when rows
+// were left out), and the totals per currency with every extra row in them, whether or
+// not its row was left out. Call it once, after the last DayTotal.
+func (b *LedgerBuilder) Result() Ledger {
+	b.startMerge()
+	var out Ledger
+	for _, r := range b.extra {
+		b.total(r.Currency).Add(*r)
+	}
+	for _, t := range b.totals {
+		out.Totals = append(out.Totals, *t)
+	}
+	slices.SortFunc(out.Totals, func(a, b LedgerRow) int { return CompareCurrency(a.Currency, b.Currency) })
+
+	if b.cur != nil {
+		b.emit(b.cur, b.curKey)
+		b.cur = nil
+	}
+	for len(b.extraKeys) > 0 && !b.full() {
+		b.rows = append(b.rows, *b.extra[b.extraKeys[0]])
+		b.extraKeys = b.extraKeys[1:]
+	}
+	out.Rows = b.rows
+	if b.full() {
+		out.Rows, out.More = out.Rows[:b.limit], true
+	}
+	return out
 }

@@ -1,70 +1,19 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// Ledger kinds of ledger_days.
-const (
-	ledgerCaught        = "caught"
-	ledgerMoneyMismatch = "money_mismatch"
-)
-
-const dayMillis = 24 * 60 * 60 * 1000
-
-// dayOf is the day (UTC) of t as ledger_days numbers it; a zero t is zero.
-func dayOf(t time.Time, zero int64) int64 {
-	if t.IsZero() {
-		return zero
-	}
-	ms := t.UnixMilli()
-	d := ms / dayMillis
-	if ms < 0 && ms%dayMillis != 0 {
-		d--
-	}
-	return d
-}
-
-// ledgerKey is a ledger row's place: ledger rows are ordered by it, newest day first,
-// then by source, property and currency (no currency last), text byte by byte.
-type ledgerKey struct {
-	day                        int64
-	source, property, currency string
-}
-
-func compareLedgerKeys(a, b ledgerKey) int {
-	return cmp.Or(cmp.Compare(b.day, a.day), cmp.Compare(a.source, b.source), cmp.Compare(a.property, b.property),
-		compareCurrency(a.currency, b.currency))
-}
-
-func (k ledgerKey) row() *storage.LedgerRow {
-	return &storage.LedgerRow{Day: time.UnixMilli(k.day * dayMillis).UTC(), Source: k.source, Property: k.property, Currency: k.currency}
-}
-
-// compareCurrency orders currency codes byte by byte, no currency ("") last.
-func compareCurrency(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == "":
-		return 1
-	case b == "":
-		return -1
-	}
-	return cmp.Compare(a, b)
-}
+// dayMillis is the ledger's day, for the SQL that numbers days.
+const dayMillis = storage.LedgerDayMillis
 
 // Ledger returns the money caught and at risk that f selects, per day, source,
 // property and currency, and its totals per currency. It reads, in one snapshot (a
@@ -74,26 +23,14 @@ func compareCurrency(a, b string) int {
 // currencies) and the suspects, not with the deliveries: the totals are summed by
 // PostgreSQL from ledger_totals, and with f.Limit only the first rows are read.
 func (db *DB) Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledger, error) {
-	fromDay, toDay := dayOf(f.From, math.MinInt64/dayMillis), dayOf(f.To, math.MaxInt64/dayMillis)
-	if !f.To.IsZero() && f.To.UnixMilli()%dayMillis != 0 {
-		toDay++ // a To within a day includes that day
-	}
+	fromDay, toDay := storage.LedgerDays(f)
 	where, fargs := ledgerWhere(f)
 	args := append([]any{fromDay, toDay}, fargs...)
 	var out storage.Ledger
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		out = storage.Ledger{}
+		b := storage.NewLedgerBuilder(f.Limit)
 		// The few rows that are not in the daily totals: duplicates not folded yet, and
 		// suspects.
-		extra := map[ledgerKey]*storage.LedgerRow{}
-		get := func(k ledgerKey) *storage.LedgerRow {
-			r := extra[k]
-			if r == nil {
-				r = k.row()
-				extra[k] = r
-			}
-			return r
-		}
 		tail, err := tx.Query(ctx, `SELECT day, source, property, currency, amount, money_mismatch FROM (
 	SELECT received_at / `+strconv.Itoa(dayMillis)+` AS day, source, property, currency, amount, money_mismatch
 	FROM deliveries
@@ -103,25 +40,16 @@ WHERE day >= $1 AND day < $2 AND (amount <> '' OR money_mismatch)`+where, args..
 		if err != nil {
 			return err
 		}
-		var k ledgerKey
+		var k storage.LedgerKey
 		var amount string
 		var mm bool
-		_, err = pgx.ForEachRow(tail, []any{&k.day, &k.source, &k.property, &k.currency, &amount, &mm}, func() error {
-			r := get(k)
-			if amount != "" {
-				r.Caught.AddAmount(amount, k.currency)
-			}
-			if mm {
-				r.MoneyMismatch.AddAmount(amount, k.currency)
-			}
+		_, err = pgx.ForEachRow(tail, []any{&k.Day, &k.Source, &k.Property, &k.Currency, &amount, &mm}, func() error {
+			b.Duplicate(k, amount, mm)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		// One delivery may carry several suspects (a re-send under a new id that a
-		// correlation rule finds too); its money is at risk, or confirmed, once.
-		open, confirmed := map[int64]bool{}, map[int64]bool{}
 		sus, err := tx.Query(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state,
 	amount, delivery
 FROM suspects WHERE flagged_at >= $1::bigint * `+strconv.Itoa(dayMillis)+` AND flagged_at < $2::bigint * `+strconv.Itoa(dayMillis)+`
@@ -131,37 +59,16 @@ FROM suspects WHERE flagged_at >= $1::bigint * `+strconv.Itoa(dayMillis)+` AND f
 		}
 		var kind, state string
 		var delivery int64
-		_, err = pgx.ForEachRow(sus, []any{&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount, &delivery}, func() error {
-			r := get(k)
-			if state == storage.SuspectConfirmed {
-				if !confirmed[delivery] {
-					confirmed[delivery] = true
-					r.Confirmed.AddAmount(amount, k.currency)
-				}
-			} else if m := r.Open(storage.SuspectKind(kind)); m != nil {
-				m.AddAmount(amount, k.currency)
-				if open[delivery] {
-					r.Overlap.AddAmount(amount, k.currency)
-				}
-				open[delivery] = true
-			}
+		_, err = pgx.ForEachRow(sus, []any{&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &state, &amount, &delivery}, func() error {
+			b.Suspect(k, storage.SuspectKind(kind), state, amount, delivery)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 
-		// The totals: the daily totals summed by PostgreSQL, and the rows above.
-		totals := map[string]*storage.LedgerRow{}
-		total := func(currency string) *storage.LedgerRow {
-			t := totals[currency]
-			if t == nil {
-				t = &storage.LedgerRow{Currency: currency}
-				totals[currency] = t
-			}
-			return t
-		}
-		// Without a property, from the totals over properties: a few hundred rows.
+		// The totals: the daily totals summed by PostgreSQL (the builder adds the rows
+		// above). Without a property, from the totals over properties: a few hundred rows.
 		table := "ledger_totals"
 		if f.Property != "" {
 			table = "ledger_days"
@@ -184,40 +91,16 @@ FROM `+table+` WHERE day >= $1 AND day < $2`+where+` GROUP BY currency, kind`, a
 			if minor != nil {
 				m.Minor, m.Unsummed = *minor, unsummed
 			}
-			addKind(total(currency), kind, m)
+			b.Total(currency, kind, m)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, r := range extra {
-			total(r.Currency).Add(*r)
-		}
-		for _, t := range totals {
-			out.Totals = append(out.Totals, *t)
-		}
-		slices.SortFunc(out.Totals, func(a, b storage.LedgerRow) int { return compareCurrency(a.Currency, b.Currency) })
 
-		// The rows, in order, merging the extra ones in, up to the limit.
-		extraKeys := slices.SortedFunc(maps.Keys(extra), compareLedgerKeys)
-		// One row past the limit says that there are more.
-		full := func() bool { return f.Limit > 0 && len(out.Rows) > f.Limit }
-		emit := func(r *storage.LedgerRow, k ledgerKey) {
-			for len(extraKeys) > 0 && compareLedgerKeys(extraKeys[0], k) <= 0 && !full() {
-				ek := extraKeys[0]
-				extraKeys = extraKeys[1:]
-				if ek == k {
-					r.Add(*extra[ek])
-					continue
-				}
-				out.Rows = append(out.Rows, *extra[ek])
-			}
-			if r != nil && !full() {
-				out.Rows = append(out.Rows, *r)
-			}
-		}
-		// Byte by byte (COLLATE "C"), as compareLedgerKeys merges them, whatever the
-		// database's collation.
+		// The daily rows in the builder's order, read only up to the limit: byte by
+		// byte (COLLATE "C"), as the builder merges them, whatever the database's
+		// collation.
 		rows, err := tx.Query(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed
 FROM ledger_days WHERE day >= $1 AND day < $2`+where+`
 ORDER BY day DESC, source COLLATE "C", property COLLATE "C", currency = '', currency COLLATE "C"`, args...)
@@ -225,41 +108,26 @@ ORDER BY day DESC, source COLLATE "C", property COLLATE "C", currency = '', curr
 			return err
 		}
 		defer rows.Close()
-		var cur *storage.LedgerRow
-		var curKey ledgerKey
-		for !full() && rows.Next() {
-			var k ledgerKey
+		for rows.Next() {
+			var k storage.LedgerKey
 			var kind string
 			var m storage.Money
-			if err := rows.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
 				return err
 			}
-			if cur == nil || k != curKey {
-				if cur != nil {
-					emit(cur, curKey)
-				}
-				cur, curKey = k.row(), k
+			if !b.DayTotal(k, kind, m) {
+				break
 			}
-			addKind(cur, kind, m)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if cur != nil {
-			emit(cur, curKey)
-		}
-		for len(extraKeys) > 0 && !full() {
-			out.Rows = append(out.Rows, *extra[extraKeys[0]])
-			extraKeys = extraKeys[1:]
-		}
+		out = b.Result()
 		return nil
 	})
 	if err != nil {
 		return storage.Ledger{}, fmt.Errorf("ledger: %w", err)
-	}
-	if f.Limit > 0 && len(out.Rows) > f.Limit {
-		out.Rows, out.More = out.Rows[:f.Limit], true
 	}
 	return out, nil
 }
@@ -342,10 +210,10 @@ WHERE `+sqlDuplicates+` AND id > $1 AND id <= $2 ORDER BY outcome, id LIMIT $3`,
 				m.AddAmount(amount, currency)
 			}
 			if amount != "" {
-				add(ledgerCaught)
+				add(storage.LedgerCaught)
 			}
 			if mm {
-				add(ledgerMoneyMismatch)
+				add(storage.LedgerMoneyMismatch)
 			}
 			return nil
 		})
@@ -377,14 +245,4 @@ ON CONFLICT (id) DO UPDATE SET rolled_up_to = excluded.rolled_up_to`, upto)
 		return 0, fmt.Errorf("roll up ledger: %w", err)
 	}
 	return n, nil
-}
-
-// addKind adds m, the daily totals of one kind of ledger_days, to r.
-func addKind(r *storage.LedgerRow, kind string, m storage.Money) {
-	switch kind {
-	case ledgerCaught:
-		r.Caught.Add(m)
-	case ledgerMoneyMismatch:
-		r.MoneyMismatch.Add(m)
-	}
 }

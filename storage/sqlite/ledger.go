@@ -1,57 +1,21 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
-	"maps"
-	"math"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// Ledger kinds of ledger_days.
-const (
-	ledgerCaught        = "caught"
-	ledgerMoneyMismatch = "money_mismatch"
-)
+// dayMillis is the ledger's day, for the SQL that numbers days.
+const dayMillis = storage.LedgerDayMillis
 
-const dayMillis = 24 * 60 * 60 * 1000
-
-// dayOf is the day (UTC) of t as ledger_days numbers it; a zero t is zero.
-func dayOf(t time.Time, zero int64) int64 {
-	if t.IsZero() {
-		return zero
-	}
-	ms := t.UnixMilli()
-	d := ms / dayMillis
-	if ms < 0 && ms%dayMillis != 0 {
-		d--
-	}
-	return d
-}
-
-// ledgerKey is a ledger row's place: ledger rows are ordered by it, newest day first,
-// then by source, property and currency (no currency last).
-type ledgerKey struct {
-	day                        int64
-	source, property, currency string
-}
-
-func compareLedgerKeys(a, b ledgerKey) int {
-	return cmp.Or(cmp.Compare(b.day, a.day), cmp.Compare(a.source, b.source), cmp.Compare(a.property, b.property),
-		compareCurrency(a.currency, b.currency))
-}
-
-func (k ledgerKey) row() *storage.LedgerRow {
-	return &storage.LedgerRow{Day: time.UnixMilli(k.day * dayMillis).UTC(), Source: k.source, Property: k.property, Currency: k.currency}
-}
+// compareCurrency is the ledger's order of currencies, which the review's counts share.
+func compareCurrency(a, b string) int { return storage.CompareCurrency(a, b) }
 
 // Ledger returns the money caught and at risk that f selects, per day, source,
 // property and currency, and its totals per currency. It reads, in one snapshot, the
@@ -61,25 +25,14 @@ func (k ledgerKey) row() *storage.LedgerRow {
 // with the deliveries: the totals are summed by SQLite from ledger_totals, and with
 // f.Limit only the first rows are read.
 func (db *DB) Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledger, error) {
-	fromDay, toDay := dayOf(f.From, math.MinInt64/dayMillis), dayOf(f.To, math.MaxInt64/dayMillis)
-	if !f.To.IsZero() && f.To.UnixMilli()%dayMillis != 0 {
-		toDay++ // a To within a day includes that day
-	}
+	fromDay, toDay := storage.LedgerDays(f)
 	where, fargs := ledgerWhere(f)
 	args := append([]any{fromDay, toDay}, fargs...)
 	var out storage.Ledger
 	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
+		b := storage.NewLedgerBuilder(f.Limit)
 		// The few rows that are not in the daily totals: duplicates not folded yet, and
 		// suspects.
-		extra := map[ledgerKey]*storage.LedgerRow{}
-		get := func(k ledgerKey) *storage.LedgerRow {
-			r := extra[k]
-			if r == nil {
-				r = k.row()
-				extra[k] = r
-			}
-			return r
-		}
 		tail, err := c.QueryContext(ctx, `SELECT day, source, property, currency, amount, money_mismatch FROM (
 	SELECT received_at / `+strconv.Itoa(dayMillis)+` AS day, source, property, currency, amount, money_mismatch
 	FROM deliveries
@@ -91,26 +44,17 @@ WHERE day >= ?1 AND day < ?2 AND (amount != '' OR money_mismatch)`+where, args..
 		}
 		defer tail.Close()
 		for tail.Next() {
-			var k ledgerKey
+			var k storage.LedgerKey
 			var amount string
 			var mm bool
-			if err := tail.Scan(&k.day, &k.source, &k.property, &k.currency, &amount, &mm); err != nil {
+			if err := tail.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &amount, &mm); err != nil {
 				return err
 			}
-			r := get(k)
-			if amount != "" {
-				r.Caught.AddAmount(amount, k.currency)
-			}
-			if mm {
-				r.MoneyMismatch.AddAmount(amount, k.currency)
-			}
+			b.Duplicate(k, amount, mm)
 		}
 		if err := tail.Err(); err != nil {
 			return err
 		}
-		// One delivery may carry several suspects (a re-send under a new id that a
-		// correlation rule finds too); its money is at risk, or confirmed, once.
-		open, confirmed := map[int64]bool{}, map[int64]bool{}
 		sus, err := c.QueryContext(ctx, `SELECT flagged_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, kind, state, amount,
 	delivery
 FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_at < ?2 * `+strconv.Itoa(dayMillis)+`
@@ -120,40 +64,19 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		}
 		defer sus.Close()
 		for sus.Next() {
-			var k ledgerKey
+			var k storage.LedgerKey
 			var kind, state, amount string
 			var delivery int64
-			if err := sus.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &state, &amount, &delivery); err != nil {
+			if err := sus.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &state, &amount, &delivery); err != nil {
 				return err
 			}
-			r := get(k)
-			if state == storage.SuspectConfirmed {
-				if !confirmed[delivery] {
-					confirmed[delivery] = true
-					r.Confirmed.AddAmount(amount, k.currency)
-				}
-			} else if m := r.Open(storage.SuspectKind(kind)); m != nil {
-				m.AddAmount(amount, k.currency)
-				if open[delivery] {
-					r.Overlap.AddAmount(amount, k.currency)
-				}
-				open[delivery] = true
-			}
+			b.Suspect(k, storage.SuspectKind(kind), state, amount, delivery)
 		}
 		if err := sus.Err(); err != nil {
 			return err
 		}
 
-		// The totals: the daily totals summed by SQLite, and the rows above.
-		totals := map[string]*storage.LedgerRow{}
-		total := func(currency string) *storage.LedgerRow {
-			t := totals[currency]
-			if t == nil {
-				t = &storage.LedgerRow{Currency: currency}
-				totals[currency] = t
-			}
-			return t
-		}
+		// The totals: the daily totals summed by SQLite (the builder adds the rows above).
 		// Without a property, from the totals over properties: a few hundred rows.
 		table := "ledger_totals"
 		if f.Property != "" {
@@ -182,37 +105,13 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 			} else {
 				m.Unsummed = m.Count
 			}
-			addKind(total(currency), kind, m)
+			b.Total(currency, kind, m)
 		}
 		if err := tr.Err(); err != nil {
 			return err
 		}
-		for _, r := range extra {
-			total(r.Currency).Add(*r)
-		}
-		for _, t := range totals {
-			out.Totals = append(out.Totals, *t)
-		}
-		slices.SortFunc(out.Totals, func(a, b storage.LedgerRow) int { return compareCurrency(a.Currency, b.Currency) })
 
-		// The rows, in order, merging the extra ones in, up to the limit.
-		extraKeys := slices.SortedFunc(maps.Keys(extra), compareLedgerKeys)
-		// One row past the limit says that there are more.
-		full := func() bool { return f.Limit > 0 && len(out.Rows) > f.Limit }
-		emit := func(r *storage.LedgerRow, k ledgerKey) {
-			for len(extraKeys) > 0 && compareLedgerKeys(extraKeys[0], k) <= 0 && !full() {
-				ek := extraKeys[0]
-				extraKeys = extraKeys[1:]
-				if ek == k {
-					r.Add(*extra[ek])
-					continue
-				}
-				out.Rows = append(out.Rows, *extra[ek])
-			}
-			if r != nil && !full() {
-				out.Rows = append(out.Rows, *r)
-			}
-		}
+		// The daily rows in the builder's order, read only up to the limit.
 		rows, err := c.QueryContext(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed
 FROM ledger_days WHERE day >= ?1 AND day < ?2`+where+`
 ORDER BY day DESC, source, property, currency = '', currency`, args...)
@@ -220,40 +119,25 @@ ORDER BY day DESC, source, property, currency = '', currency`, args...)
 			return err
 		}
 		defer rows.Close()
-		var cur *storage.LedgerRow
-		var curKey ledgerKey
-		for !full() && rows.Next() {
-			var k ledgerKey
+		for rows.Next() {
+			var k storage.LedgerKey
 			var kind string
 			var m storage.Money
-			if err := rows.Scan(&k.day, &k.source, &k.property, &k.currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
 				return err
 			}
-			if cur == nil || k != curKey {
-				if cur != nil {
-					emit(cur, curKey)
-				}
-				cur, curKey = k.row(), k
+			if !b.DayTotal(k, kind, m) {
+				break
 			}
-			addKind(cur, kind, m)
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if cur != nil {
-			emit(cur, curKey)
-		}
-		for len(extraKeys) > 0 && !full() {
-			out.Rows = append(out.Rows, *extra[extraKeys[0]])
-			extraKeys = extraKeys[1:]
-		}
+		out = b.Result()
 		return nil
 	})
 	if err != nil {
 		return storage.Ledger{}, fmt.Errorf("ledger: %w", err)
-	}
-	if f.Limit > 0 && len(out.Rows) > f.Limit {
-		out.Rows, out.More = out.Rows[:f.Limit], true
 	}
 	return out, nil
 }
@@ -274,19 +158,6 @@ func (db *DB) readSnapshot(ctx context.Context, fn func(c *sql.Conn) error) erro
 	// The transaction ends whatever happens, before the connection goes back to the pool.
 	defer c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	return fn(c)
-}
-
-// compareCurrency orders currency codes alphabetically, no currency ("") last.
-func compareCurrency(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == "":
-		return 1
-	case b == "":
-		return -1
-	}
-	return cmp.Compare(a, b)
 }
 
 // ledgerWhere is f's conditions on source, property and currency, for ledger_days,
@@ -362,10 +233,10 @@ WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? ORDER BY id LIM
 				m.AddAmount(amount, currency)
 			}
 			if amount != "" {
-				add(ledgerCaught)
+				add(storage.LedgerCaught)
 			}
 			if mm {
-				add(ledgerMoneyMismatch)
+				add(storage.LedgerMoneyMismatch)
 			}
 		}
 		return rows.Err()
@@ -413,14 +284,4 @@ ON CONFLICT (day, source, currency, kind) DO UPDATE SET
 		return 0, nil
 	}
 	return n, nil
-}
-
-// addKind adds m, the daily totals of one kind of ledger_days, to r.
-func addKind(r *storage.LedgerRow, kind string, m storage.Money) {
-	switch kind {
-	case ledgerCaught:
-		r.Caught.Add(m)
-	case ledgerMoneyMismatch:
-		r.MoneyMismatch.Add(m)
-	}
 }
