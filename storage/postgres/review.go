@@ -163,20 +163,9 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 	for _, k := range order {
 		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: *sums[k]})
 	}
-	// Currencies alphabetically, no currency ("") last.
-	byCurrency := func(a, b string) int {
-		switch {
-		case a == b:
-			return 0
-		case a == "":
-			return 1
-		case b == "":
-			return -1
-		}
-		return cmp.Compare(a, b)
-	}
+	// Currencies in the ledger's order, no currency ("") last.
 	slices.SortFunc(out, func(a, b storage.SuspectCount) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), byCurrency(a.Currency, b.Currency))
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
 	})
 	return out, nil
 }

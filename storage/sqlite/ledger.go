@@ -14,9 +14,6 @@ import (
 // dayMillis is the ledger's day, for the SQL that numbers days.
 const dayMillis = storage.LedgerDayMillis
 
-// compareCurrency is the ledger's order of currencies, which the review's counts share.
-func compareCurrency(a, b string) int { return storage.CompareCurrency(a, b) }
-
 // Ledger returns the money caught and at risk that f selects, per day, source,
 // property and currency, and its totals per currency. It reads, in one snapshot, the
 // daily totals that RollupLedger keeps, the duplicates not folded in yet (up to

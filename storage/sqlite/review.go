@@ -182,7 +182,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 
 func sortSuspectCounts(cs []storage.SuspectCount) {
 	slices.SortFunc(cs, func(a, b storage.SuspectCount) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), compareCurrency(a.Currency, b.Currency))
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
 	})
 }
 
