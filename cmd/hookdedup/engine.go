@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"time"
-
-	"github.com/hookdedup/hookdedup/storage/postgres"
 )
 
 // postgresOpenTimeout bounds how long opening a PostgreSQL database may take: connecting
@@ -20,10 +18,4 @@ const postgresOpenTimeout = time.Minute
 func isPostgres(database string) bool {
 	scheme, _, ok := strings.Cut(database, "://")
 	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
-}
-
-// redactDSN is a database URL fit for a message: its password replaced, so that an
-// error never shows a secret.
-func redactDSN(database string) string {
-	return postgres.Redact(database)
 }

@@ -48,7 +48,7 @@ func TestDatabase_PostgresUnreachable(t *testing.T) {
 func TestDatabase_Postgres(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	_, err := runCmd(t, "", "user", "list", "--database", url)
-	if !errors.Is(err, storage.ErrNoDatabase) || strings.Contains(err.Error(), "postgres:postgres@") {
+	if !errors.Is(err, storage.ErrNoDatabase) || strings.Contains(err.Error(), passwordOf(t, url)) {
 		t.Errorf("user list on an empty database: %v, want no database, password hidden", err)
 	}
 	if out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", url); err != nil {
@@ -74,6 +74,9 @@ func TestMigrate(t *testing.T) {
 	out, code := cli(t, dir, nil, "", "migrate", "--to", url)
 	if code != 0 || !strings.Contains(out, "copied ./hookdedup.db into postgres://postgres:xxxxx@") || !strings.Contains(out, "1 users") {
 		t.Fatalf("migrate: %d\n%s", code, out)
+	}
+	if strings.Contains(out, passwordOf(t, url)) {
+		t.Errorf("migrate shows the password:\n%s", out)
 	}
 	if out, code := cli(t, dir, nil, "", "user", "list", "--database", url); code != 0 || !strings.Contains(out, "admin") {
 		t.Errorf("user list on the copy: %d\n%s", code, out)
@@ -132,4 +135,19 @@ func TestDatabase_PasswordInQueryHidden(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "password authentication failed") || strings.Contains(out+err.Error(), "Wr0ngPassw0rd") {
 		t.Errorf("migrate with a wrong password: %v\n%s", err, out)
 	}
+}
+
+// passwordOf is the password of the database URL dsn, for a check that no output shows
+// it.
+func passwordOf(t *testing.T, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, ok := u.User.Password()
+	if !ok || len(pw) < 8 {
+		t.Fatalf("%s: no password to look for", u.Redacted())
+	}
+	return pw
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
 )
 
 // noDatabaseError is a command's refusal to run on a database that does not exist. main
@@ -28,7 +29,7 @@ func (e noDatabaseError) Unwrap() error { return storage.ErrNoDatabase }
 // unprintable characters is quoted. A PostgreSQL URL is shown without its password.
 func displayPath(p string) string {
 	if isPostgres(p) {
-		return redactDSN(p) // a URL, whose password is never shown
+		return postgres.Redact(p) // a URL, whose password is never shown
 	}
 	if !filepath.IsAbs(p) && p != "." && p != ".." && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") {
 		p = "./" + p

@@ -67,10 +67,13 @@ var _ storage.Store = (*DB)(nil)
 // shows the URL's password.
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	where := Redact(dsn)
+	// pgx knows the schemes in lower case only; hookdedup takes POSTGRES:// as well.
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
+		dsn = strings.ToLower(scheme) + "://" + rest
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's message may quote the URL, password and all.
-		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string", where)
+		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string%s", where, parseReason(err))
 	}
 	switch {
 	case opt.MaxConns > 0:
@@ -140,6 +143,22 @@ func (db *DB) Ping(ctx context.Context) error {
 		return errors.New("ping database: the server is a standby (read-only)")
 	}
 	return nil
+}
+
+// parseReason is what pgx says is wrong with a connection string, after ": ", or "" when
+// that could quote the string itself: pgx's message names the string, and the error it
+// wraps (a URL that does not parse) may quote it whole, password and all.
+func parseReason(err error) string {
+	msg := err.Error()
+	i := strings.Index(msg, "`: ")
+	if i < 0 {
+		return ""
+	}
+	reason := msg[i+len("`: "):]
+	if strings.ContainsAny(reason, "@`") || strings.Contains(reason, "://") {
+		return ""
+	}
+	return ": " + reason
 }
 
 // secretParams are the parameters of a connection URL that hold a secret: pgx takes

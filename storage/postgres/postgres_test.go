@@ -152,14 +152,19 @@ func TestOpen_NoMigrate(t *testing.T) {
 }
 
 // TestOpen_KeepsPasswordOut: an error about the URL never shows its password.
+// A URL that does not parse is named with what is wrong with it, as far as that can
+// be said without quoting it; a scheme in capitals is a URL like any other.
 func TestOpen_KeepsPasswordOut(t *testing.T) {
-	for _, dsn := range []string{
-		"postgres://hook:s3cret@127.0.0.1:1/hook?sslmode=disable&connect_timeout=1",
-		"postgres://hook:s3cret@127.0.0.1:5432/hook?sslmode=bogus",
+	for _, tt := range []struct{ dsn, want string }{
+		{"postgres://hook:s3cret@127.0.0.1:1/hook?sslmode=disable&connect_timeout=1", "connection refused"},
+		{"POSTGRES://hook:s3cret@127.0.0.1:1/hook?sslmode=disable&connect_timeout=1", "connection refused"},
+		{"postgres://hook:s3cret@127.0.0.1:5432/hook?sslmode=bogus", "sslmode"},
+		{"postgres://hook:s3cret@127.0.0.1:1/hook?pool_max_conns=lots", "pool_max_conns"},
+		{"postgres://hook:s3cret@[::1/hook", "does not parse"},
 	} {
-		_, err := postgres.Open(t.Context(), dsn, postgres.Options{})
-		if err == nil {
-			t.Errorf("%s: opened, want an error", dsn)
+		_, err := postgres.Open(t.Context(), tt.dsn, postgres.Options{})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error saying %q", postgres.Redact(tt.dsn), err, tt.want)
 			continue
 		}
 		if strings.Contains(err.Error(), "s3cret") {
