@@ -201,7 +201,10 @@ func (w *batchWriter) recordTx(ctx context.Context, tx pgx.Tx, reqs []*recordReq
 	}
 	w.ask = ask
 	defer clear(w.ask)
-	if err := w.db.forensicsBefore(ctx, tx, ask); err != nil {
+	// The forensic checks (forensics.go) ride in the same transaction: the claims
+	// that rows take over leave their traces before the claims overwrite them, and
+	// the flags are committed with their deliveries.
+	if err := traceTakenOver(ctx, tx, ask); err != nil {
 		return err
 	}
 	if err := w.claimRows(ctx, tx, ask); err != nil {
@@ -210,7 +213,7 @@ func (w *batchWriter) recordTx(ctx context.Context, tx pgx.Tx, reqs []*recordReq
 	if err := w.insertDeliveries(ctx, tx, rows); err != nil {
 		return err
 	}
-	return w.db.forensicsAfter(ctx, tx, rows)
+	return checkRows(ctx, tx, rows)
 }
 
 // claimBuffers are a writer's buffers for the statements of its transactions, reused

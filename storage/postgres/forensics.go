@@ -14,8 +14,8 @@ import (
 )
 
 // Forensics at intake: the doubles that transport deduplication cannot see. Record runs
-// these checks in the transaction that claims its rows' keys (forensicsBefore and
-// forensicsAfter), so that a flag is committed with its delivery, and
+// these checks in the transaction that claims its rows' keys (traceTakenOver before the
+// claims, checkRows after the inserts), so that a flag is committed with its delivery, and
 // business_key_blocks can turn a delivery into a duplicate before anything hands it
 // downstream.
 //
@@ -46,7 +46,7 @@ import (
 // traceTakenOver writes the traces of the expired processed claims that rows of ask take
 // over, as the sweep writes those it deletes: a delivery of such a key within the
 // remember period is a late duplicate, and the first one, the row that takes the claim
-// over, finds its trace in forensicsAfter (lateDuplicates) as any later one does.
+// over, finds its trace in checkRows (lateDuplicates) as any later one does.
 //
 // It locks the processed claims of ask's keys first, expired or not, sorted by source
 // and key byte for byte as the claim statement takes them, which would lock them a
