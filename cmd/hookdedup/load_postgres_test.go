@@ -28,6 +28,25 @@ type loadPostgresRow struct {
 	*loadRow
 	replicas int
 	pgCPU    []float64 // µs a request, per run
+	bin      string    // the hookdedup binary whose serve runs; "" for this build's
+}
+
+// loadPostgresReplicas is BENCH_PG_REPLICAS: the numbers of replicas of the PostgreSQL
+// rows, 1 and 3 unless told.
+func loadPostgresReplicas(t *testing.T) []int {
+	v := os.Getenv("BENCH_PG_REPLICAS")
+	if v == "" {
+		return []int{1, 3}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("BENCH_PG_REPLICAS=%q: want positive integers, comma-separated", v)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // postgresCPU is the CPU time, user and system, of every PostgreSQL server process on
@@ -57,7 +76,11 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 	for i := range servers {
 		sub := filepath.Join(dir, fmt.Sprintf("pg-%d-%s-%d-%d", r.replicas, mix, run, i))
 		os.MkdirAll(sub, 0o755)
-		servers[i] = loadServe(t, sub, url, "FULL")
+		bin := r.bin
+		if bin == "" {
+			bin = hookdedupBinary(t)
+		}
+		servers[i] = loadServeBinary(t, bin, sub, url, "FULL")
 	}
 	if run == 0 {
 		for _, s := range servers {

@@ -36,8 +36,10 @@
 //	BENCH_OUT=file              also write the summary table there (markdown)
 //	BENCH_REFERENCE=0           skips the FastAPI reference implementation
 //	BENCH_POSTGRES=0            skips PostgreSQL
+//	BENCH_PG_REPLICAS=1,3       the PostgreSQL rows' numbers of replicas
 //	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
-//	                            one's on the empty database (before and after a change)
+//	                            one's on the empty database (before and after a change),
+//	                            on SQLite and on PostgreSQL
 package main
 
 import (
@@ -785,11 +787,15 @@ func TestLoad(t *testing.T) {
 	}
 	var pgRows []*loadPostgresRow
 	if os.Getenv("BENCH_POSTGRES") != "0" {
-		for _, replicas := range []int{1, 3} {
+		for _, replicas := range loadPostgresReplicas(t) {
 			for _, mix := range []string{"half", "unique"} {
 				name := "PostgreSQL, 1 replica"
 				if replicas > 1 {
 					name = fmt.Sprintf("PostgreSQL, %d replicas", replicas)
+				}
+				if k.baseline != "" {
+					pgRows = append(pgRows, &loadPostgresRow{loadRow: row("BENCH_BASELINE, "+name+", empty", mix),
+						replicas: replicas, bin: k.baseline})
 				}
 				pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", empty", mix), replicas: replicas})
 			}

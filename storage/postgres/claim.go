@@ -83,7 +83,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	defer cancel()
 	var live []*recordReq
 	for attempt := 1; ; attempt++ {
-		tx, err := w.db.pool.Begin(ctx)
+		conn, err := w.db.pool.Acquire(ctx)
 		if err != nil {
 			if live == nil {
 				live = take(batch, time.Now())
@@ -92,18 +92,17 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		}
 		if live == nil {
 			if live = take(batch, time.Now()); len(live) == 0 {
-				tx.Rollback(ctx)
+				conn.Release()
 				return nil, nil
 			}
 		}
-		err = w.recordTx(ctx, tx, live)
-		if err == nil {
-			if err = tx.Commit(ctx); err != nil {
-				err = fmt.Errorf("commit: %w", err)
-			}
-		} else {
-			tx.Rollback(context.WithoutCancel(ctx))
+		err = w.recordTx(ctx, conn.Conn(), live)
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			// Still in the transaction, aborted or not: roll it back. A connection
+			// that cannot is left in one, and the pool closes it on release.
+			conn.Exec(context.WithoutCancel(ctx), "rollback")
 		}
+		conn.Release()
 		switch {
 		case err == nil:
 			return live, nil
@@ -154,34 +153,61 @@ func databaseWide(err error) bool {
 	return errors.As(err, &ne) || errors.As(err, &ce)
 }
 
-// recordTx writes reqs in tx: it takes their rows' ids, claims their keys, runs the
-// forensic checks and inserts the deliveries. It may run again from the start when
-// PostgreSQL aborts tx (commitTx), so it resets every result first.
-func (w *batchWriter) recordTx(ctx context.Context, tx pgx.Tx, reqs []*recordReq) error {
+// recordTx writes reqs in a transaction of its own on conn and commits it: it takes
+// their rows' ids, claims their keys, runs the forensic checks and inserts the
+// deliveries. Statements that need no answer of one another are sent together, in one
+// round trip (a pipeline): the transaction costs three when no forensic check needs
+// more (begin, the ids and the traces; the claims and their holders; the deliveries,
+// their late-duplicate flags and the commit), however many rows it holds. It may run
+// again from the start when PostgreSQL aborts the transaction (commitTx), so it resets
+// every result first. On error the transaction may still be open: the caller rolls it
+// back.
+func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*recordReq) error {
 	rows := w.rows[:0]
+	ask := w.ask[:0] // the rows that claim a key, in order
 	for _, r := range reqs {
 		for i := range r.rows {
-			rows = append(rows, &r.rows[i])
+			row := &r.rows[i]
+			rows = append(rows, row)
+			if row.d.Outcome != storage.Rejected {
+				ask = append(ask, row)
+			}
 		}
 	}
-	w.rows = rows
+	w.rows, w.ask = rows, ask
 	defer clear(w.rows)
-	ids := w.ids[:0]
-	res, err := tx.Query(ctx, sqlTakeDeliveryIDs, len(rows))
-	if err != nil {
-		return fmt.Errorf("take delivery ids: %w", err)
+	defer clear(w.ask)
+	// The forensic checks (forensics.go) ride in the same transaction: the claims
+	// that rows take over leave their traces before the claims overwrite them, and
+	// the flags are committed with their deliveries.
+	var b pgx.Batch
+	b.Queue("begin")
+	b.Queue(sqlTakeDeliveryIDs, len(rows))
+	traced := queueTraceTakenOver(&b, ask)
+	br := conn.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		return closeBatch(br, fmt.Errorf("begin: %w", err))
 	}
-	ids, err = pgx.AppendRows(ids, res, pgx.RowTo[int64])
-	w.ids = ids
-	if err != nil {
-		return fmt.Errorf("take delivery ids: %w", err)
+	res, err := br.Query()
+	if err == nil {
+		w.ids, err = pgx.AppendRows(w.ids[:0], res, pgx.RowTo[int64])
 	}
+	if err != nil {
+		return closeBatch(br, fmt.Errorf("take delivery ids: %w", err))
+	}
+	if traced {
+		if _, err := br.Exec(); err != nil {
+			return closeBatch(br, fmt.Errorf("trace expired claims taken over: %w", err))
+		}
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	ids := w.ids
 	if len(ids) != len(rows) {
 		return fmt.Errorf("take delivery ids: %d for %d deliveries", len(ids), len(rows))
 	}
-	// Number the deliveries, request by request, and gather the rows that claim a key,
-	// in order.
-	ask := w.ask[:0]
+	// Number the deliveries, request by request.
 	next := 0
 	for _, r := range reqs {
 		first := ids[next]
@@ -194,26 +220,65 @@ func (w *batchWriter) recordTx(ctx context.Context, tx pgx.Tx, reqs []*recordReq
 				// A request's items need not have consecutive ids: each keeps its place.
 				row.batch, row.index = first, i
 			}
-			if row.d.Outcome != storage.Rejected {
-				ask = append(ask, row)
-			}
 		}
 	}
-	w.ask = ask
-	defer clear(w.ask)
-	// The forensic checks (forensics.go) ride in the same transaction: the claims
-	// that rows take over leave their traces before the claims overwrite them, and
-	// the flags are committed with their deliveries.
-	if err := traceTakenOver(ctx, tx, ask); err != nil {
+	if err := w.claimRows(ctx, conn, ask); err != nil {
 		return err
 	}
-	if err := w.claimRows(ctx, tx, ask); err != nil {
-		return err
+	if fullChecks(rows) {
+		b = pgx.Batch{}
+		w.queueInsertDeliveries(&b, rows)
+		err := conn.SendBatch(ctx, &b).Close()
+		clear(w.deliveryCols.body)
+		if err != nil {
+			return fmt.Errorf("insert deliveries: %w", err)
+		}
+		if err := checkRows(ctx, conn, rows); err != nil {
+			return err
+		}
+		return commit(conn.Exec(ctx, "commit"))
 	}
-	if err := w.insertDeliveries(ctx, tx, rows); err != nil {
-		return err
+	// No check but late duplicates: one round trip inserts, flags and commits.
+	b = pgx.Batch{}
+	w.queueInsertDeliveries(&b, rows)
+	late := queueLateSuspects(&b, rows)
+	b.Queue("commit")
+	br = conn.SendBatch(ctx, &b)
+	defer clear(w.deliveryCols.body)
+	if _, err := br.Exec(); err != nil {
+		return closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
 	}
-	return checkRows(ctx, tx, rows)
+	if late {
+		res, err := br.Query()
+		if err == nil {
+			err = readLateSuspects(res, rows)
+		}
+		if err != nil {
+			return closeBatch(br, fmt.Errorf("late duplicates: %w", err))
+		}
+	}
+	if err := commit(br.Exec()); err != nil {
+		return closeBatch(br, err)
+	}
+	return br.Close()
+}
+
+// commit is the verdict of a COMMIT that returned tag and err: PostgreSQL answers
+// ROLLBACK to the commit of a transaction that had failed.
+func commit(tag pgconn.CommandTag, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("commit: %w", err)
+	case tag.String() == "ROLLBACK":
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
+// closeBatch closes br after err, its first error, and returns err.
+func closeBatch(br pgx.BatchResults, err error) error {
+	br.Close()
+	return err
 }
 
 // claimBuffers are a writer's buffers for the statements of its transactions, reused
@@ -224,6 +289,7 @@ type claimBuffers struct {
 	holders      map[claimKey]*holder
 	claimCols    claimArrays
 	holderCols   holderArrays
+	read         []holderRead
 	deliveryCols deliveryArrays
 }
 
@@ -263,7 +329,7 @@ func (h *holder) takesOver(r *recordRow) bool {
 // its key. Each round claims its keys sorted by source and key, byte for byte: two
 // replicas' transactions lock the rows of the keys they share in the same order, so
 // one may wait for the other but they never deadlock.
-func (w *batchWriter) claimRows(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
+func (w *batchWriter) claimRows(ctx context.Context, conn *pgx.Conn, ask []*recordRow) error {
 	if len(ask) == 0 {
 		return nil
 	}
@@ -289,7 +355,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx pgx.Tx, ask []*recordRow
 		slices.SortFunc(round, func(a, b *recordRow) int {
 			return cmp.Or(cmp.Compare(a.d.Source, b.d.Source), cmp.Compare(a.d.Key, b.d.Key))
 		})
-		won, err := w.claimRound(ctx, tx, round)
+		won, err := w.claimRound(ctx, conn, round, pending)
 		if err != nil {
 			return err
 		}
@@ -308,13 +374,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx pgx.Tx, ask []*recordRow
 		}
 		// The rows of the keys whose round lost, the loser and the later ones: each
 		// needs the holder, and its body compared with the holder's first delivery's.
-		var lost []*recordRow
-		for _, r := range pending {
-			if w.holders[keyOf(r)].lost {
-				lost = append(lost, r)
-			}
-		}
-		if err := w.readHolders(ctx, tx, lost, ask); err != nil {
+		if err := w.setHolders(pending, ask); err != nil {
 			return err
 		}
 		// Answer the pending rows in order. One that would take its key over waits for
@@ -358,8 +418,12 @@ type claimArrays struct {
 }
 
 // claimRound claims the keys of round, one row each, in round's order, and says which
-// rows won.
-func (w *batchWriter) claimRound(ctx context.Context, tx pgx.Tx, round []*recordRow) ([]bool, error) {
+// rows won. In the same round trip it reads the holders of the keys of pending, the
+// rows still to answer (sqlHolders, into w.read): setHolders needs those of the keys
+// that lost, and which those are is known only from the claim's answer. The read
+// comes after the claim, in the same transaction, as a statement of its own: it sees
+// the claims that the claim statement waited for and locked.
+func (w *batchWriter) claimRound(ctx context.Context, conn *pgx.Conn, round, pending []*recordRow) ([]bool, error) {
 	c := &w.claimCols
 	c.source, c.key, c.state, c.hash = c.source[:0], c.key[:0], c.state[:0], c.hash[:0]
 	c.first, c.at, c.expires, c.next = c.first[:0], c.at[:0], c.expires[:0], c.next[:0]
@@ -374,12 +438,28 @@ func (w *batchWriter) claimRound(ctx context.Context, tx pgx.Tx, round []*record
 		c.first, c.at, c.expires = append(c.first, r.id), append(c.at, at), append(c.expires, at+r.claim.TTL.Milliseconds())
 		c.next = append(c.next, next)
 	}
-	res, err := tx.Query(ctx, sqlClaim, c.source, c.key, c.state, c.first, c.hash, c.at, c.expires, c.next)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+	h := &w.holderCols
+	h.i, h.source, h.key, h.body = h.i[:0], h.source[:0], h.key[:0], h.body[:0]
+	for i, r := range pending {
+		h.i, h.source, h.key, h.body = append(h.i, int32(i)), append(h.source, r.d.Source), append(h.key, r.d.Key), append(h.body, r.d.Body)
 	}
-	ids, err := pgx.CollectRows(res, pgx.RowTo[int64])
+	defer clear(h.body)
+	var b pgx.Batch
+	b.Queue(sqlClaim, c.source, c.key, c.state, c.first, c.hash, c.at, c.expires, c.next)
+	b.Queue(sqlHolders, h.i, h.source, h.key, h.body)
+	br := conn.SendBatch(ctx, &b)
+	res, err := br.Query()
+	var ids []int64
+	if err == nil {
+		ids, err = pgx.CollectRows(res, pgx.RowTo[int64])
+	}
 	if err != nil {
+		return nil, closeBatch(br, fmt.Errorf("claim: %w", err))
+	}
+	if err := w.readHolders(br, len(pending)); err != nil {
+		return nil, closeBatch(br, fmt.Errorf("read holders: %w", err))
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	place := make(map[int64]int, len(round))
@@ -404,39 +484,56 @@ type holderArrays struct {
 	body        [][]byte
 }
 
-// readHolders reads the holders of the keys of rows, which lost their claim in this
-// transaction, sets each key's holder, and each row's sameBody. ask are the
-// transaction's rows that claim a key: a holder may be one of them.
-func (w *batchWriter) readHolders(ctx context.Context, tx pgx.Tx, rows, ask []*recordRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	c := &w.holderCols
-	c.i, c.source, c.key, c.body = c.i[:0], c.source[:0], c.key[:0], c.body[:0]
-	for i, r := range rows {
-		r.sameBody = false
-		c.i, c.source, c.key, c.body = append(c.i, int32(i)), append(c.source, r.d.Source), append(c.key, r.d.Key), append(c.body, r.d.Body)
-	}
-	defer clear(c.body)
-	res, err := tx.Query(ctx, sqlHolders, c.i, c.source, c.key, c.body)
+// holderRead is what sqlHolders read of one row's key: its claim, and whether the row's
+// body is the claim's first delivery's.
+type holderRead struct {
+	found bool
+	h     holder
+	same  bool
+}
+
+// readHolders reads the answer of sqlHolders for n rows into w.read, by the rows' place.
+func (w *batchWriter) readHolders(br pgx.BatchResults, n int) error {
+	w.read = append(w.read[:0], make([]holderRead, n)...)
+	res, err := br.Query()
 	if err != nil {
-		return fmt.Errorf("read holders: %w", err)
+		return err
 	}
 	defer res.Close()
-	read := 0
 	for res.Next() {
 		var i int32
-		var h holder
-		var same bool
-		if err := res.Scan(&i, &h.first, &h.hash, &h.state, &h.expires, &same); err != nil {
-			return fmt.Errorf("read holders: %w", err)
+		var hr holderRead
+		if err := res.Scan(&i, &hr.h.first, &hr.h.hash, &hr.h.state, &hr.h.expires, &hr.same); err != nil {
+			return err
 		}
-		if i < 0 || int(i) >= len(rows) {
-			return fmt.Errorf("read holders: row %d of %d", i, len(rows))
+		if i < 0 || int(i) >= n {
+			return fmt.Errorf("row %d of %d", i, n)
 		}
-		r := rows[i]
-		r.sameBody = same
+		hr.found = true
+		w.read[i] = hr
+	}
+	return res.Err()
+}
+
+// setHolders sets the holder of each key of pending that lost its claim this round,
+// from what claimRound read (w.read, by place in pending), and each of its rows'
+// sameBody. ask are the transaction's rows that claim a key: a holder may be one of
+// them.
+func (w *batchWriter) setHolders(pending, ask []*recordRow) error {
+	lost, found := 0, 0
+	for i, r := range pending {
 		k := w.holders[keyOf(r)]
+		if !k.lost {
+			continue
+		}
+		lost++
+		hr := w.read[i]
+		if !hr.found {
+			continue
+		}
+		found++
+		r.sameBody = hr.same
+		h := hr.h
 		k.first, k.hash, k.state, k.expires, k.row = h.first, h.hash, h.state, h.expires, nil
 		if h.first >= ask[0].id {
 			// Perhaps won earlier in this transaction, whose ids are ask[0].id's and up.
@@ -446,14 +543,10 @@ func (w *batchWriter) readHolders(ctx context.Context, tx pgx.Tx, rows, ask []*r
 				}
 			}
 		}
-		read++
 	}
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("read holders: %w", err)
-	}
-	if read != len(rows) {
+	if found != lost {
 		// The claim statement locked every row it lost to: none can have gone since.
-		return fmt.Errorf("read holders: %d claims refused, %d holders found", len(rows), read)
+		return fmt.Errorf("read holders: %d claims refused, %d holders found", lost, found)
 	}
 	return nil
 }
@@ -469,8 +562,9 @@ type deliveryArrays struct {
 	body [][]byte
 }
 
-// insertDeliveries inserts rows, in one statement.
-func (w *batchWriter) insertDeliveries(ctx context.Context, tx pgx.Tx, rows []*recordRow) error {
+// queueInsertDeliveries queues on b the statement that inserts rows. The bodies stay
+// in w.deliveryCols until b is sent: the caller clears them then.
+func (w *batchWriter) queueInsertDeliveries(b *pgx.Batch, rows []*recordRow) {
 	c := &w.deliveryCols
 	*c = deliveryArrays{
 		id: c.id[:0], received: c.received[:0], first: c.first[:0], batch: c.batch[:0], bodyFrom: c.bodyFrom[:0],
@@ -481,7 +575,6 @@ func (w *batchWriter) insertDeliveries(ctx context.Context, tx pgx.Tx, rows []*r
 		currency: c.currency[:0], remoteAddr: c.remoteAddr[:0], contentType: c.contentType[:0],
 		headers: c.headers[:0], body: c.body[:0],
 	}
-	defer clear(c.body)
 	for _, r := range rows {
 		d := r.d
 		body := d.Body
@@ -499,12 +592,8 @@ func (w *batchWriter) insertDeliveries(ctx context.Context, tx pgx.Tx, rows []*r
 		c.batch, c.index = append(c.batch, r.batch), append(c.index, int32(r.index))
 		c.headers, c.body, c.bodyFrom = append(c.headers, r.headers), append(c.body, body), append(c.bodyFrom, r.bodyFrom)
 	}
-	_, err := tx.Exec(ctx, sqlInsertDeliveries, c.id, c.source, c.received, c.outcome, c.status, c.errText,
+	b.Queue(sqlInsertDeliveries, c.id, c.source, c.received, c.outcome, c.status, c.errText,
 		c.key, c.keyMethod, c.keyFrom, c.keyCanonical, c.hash, c.mismatch, c.first, c.property, c.booking,
 		c.eventStatus, c.amount, c.currency, c.remoteAddr, c.contentType, c.batch, c.index, c.headers,
 		c.body, c.bodyFrom)
-	if err != nil {
-		return fmt.Errorf("insert deliveries: %w", err)
-	}
-	return nil
 }

@@ -43,10 +43,11 @@ import (
 // The rows' deliveries are as they are stored (storable): what the checks compare and
 // write of them needs no escaping here.
 
-// traceTakenOver writes the traces of the expired processed claims that rows of ask take
-// over, as the sweep writes those it deletes: a delivery of such a key within the
-// remember period is a late duplicate, and the first one, the row that takes the claim
-// over, finds its trace in checkRows (lateDuplicates) as any later one does.
+// queueTraceTakenOver queues on b the statement that writes the traces of the expired
+// processed claims that rows of ask take over, as the sweep writes those it deletes: a
+// delivery of such a key within the remember period is a late duplicate, and the first
+// one, the row that takes the claim over, finds its trace as any later one does
+// (lateDuplicates, sqlLateSuspects).
 //
 // It locks the processed claims of ask's keys first, expired or not, sorted by source
 // and key byte for byte as the claim statement takes them, which would lock them a
@@ -56,9 +57,11 @@ import (
 // sweep's. Another replica's takeover committed first shows here as a live claim, not
 // traced; a sweep committed first shows as no claim, and the sweep's own trace is found
 // later.
-func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
+//
+// It reports whether it queued one: ask has no row that claims a key otherwise.
+func queueTraceTakenOver(b *pgx.Batch, ask []*recordRow) bool {
 	if len(ask) == 0 {
-		return nil
+		return false
 	}
 	type sk struct{ source, key string }
 	at := map[sk]int{} // place in the arrays below
@@ -78,7 +81,7 @@ func traceTakenOver(ctx context.Context, tx pgx.Tx, ask []*recordRow) error {
 		sources, keys = append(sources, k.source), append(keys, k.key)
 		hashes, latest = append(hashes, storage.KeyHash(k.key)), append(latest, ms)
 	}
-	_, err := tx.Exec(ctx, `
+	b.Queue(`
 WITH held AS MATERIALIZED (
 	SELECT c.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at, v.at
 	FROM claims AS c
@@ -92,10 +95,7 @@ SELECT source, hash, claimed_at, first_delivery, expires_at FROM held WHERE expi
 ON CONFLICT (source, key_hash) DO UPDATE SET first_seen = excluded.first_seen,
 	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`,
 		sources, keys, hashes, latest)
-	if err != nil {
-		return fmt.Errorf("trace expired claims taken over: %w", err)
-	}
-	return nil
+	return true
 }
 
 // suspectFlag is a suspect found on a row, written with the others at the end.
@@ -118,7 +118,7 @@ func flag(flags []suspectFlag, r *recordRow, kind storage.SuspectKind, other int
 // their deliveries inserted, and sets each row's flags. A row that business_key_blocks
 // turns into a duplicate is rewritten as one here: outcome duplicate, its first
 // delivery the one it doubles, and its claim undone (see block).
-func checkRows(ctx context.Context, tx pgx.Tx, rows []*recordRow) error {
+func checkRows(ctx context.Context, tx querier, rows []*recordRow) error {
 	if err := moneyMismatches(ctx, tx, rows); err != nil {
 		return fmt.Errorf("money mismatch: %w", err)
 	}
@@ -148,12 +148,87 @@ func checkRows(ctx context.Context, tx pgx.Tx, rows []*recordRow) error {
 	return addSuspects(ctx, tx, flags)
 }
 
+// fullChecks reports whether rows need checkRows: a duplicate whose payload differs
+// from its first delivery's (a money mismatch, perhaps), or an accepted row with a
+// business key or a correlation key to look up. Otherwise the only check is for late
+// duplicates, which queueLateSuspects makes in one statement that the commit can follow
+// in the same round trip.
+func fullChecks(rows []*recordRow) bool {
+	for _, r := range rows {
+		switch r.outcome {
+		case storage.Duplicate:
+			if r.mismatch {
+				return true
+			}
+		case storage.Accepted:
+			if (r.d.BusinessKey != "" && r.claim.BusinessWindow > 0) || len(r.d.Correlations) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sqlLateSuspects is lateDuplicates and addSuspects in one statement, for rows that need
+// no other check: it flags each delivery ($1, in order) whose key ($2, $3) has a trace,
+// as addSuspects would write the flag, and returns the deliveries flagged.
+const sqlLateSuspects = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
+	amount, currency, first_seen, flagged_at)
+SELECT 'late_duplicate', d.id, CASE WHEN EXISTS (SELECT 1 FROM deliveries AS f WHERE f.id = t.first_delivery)
+	THEN t.first_delivery ELSE 0 END, d.source, d.source, '', d.property, d.booking, d.amount, d.currency,
+	t.first_seen, d.received_at
+FROM unnest($1::bigint[], $2::text[], $3::bytea[]) WITH ORDINALITY AS v(delivery, source, hash, i)
+JOIN key_traces AS t ON t.source = v.source AND t.key_hash = v.hash
+JOIN deliveries AS d ON d.id = v.delivery
+ORDER BY v.i
+RETURNING delivery`
+
+// queueLateSuspects queues on b, after the statement that inserts rows, the check of
+// rows for late duplicates (sqlLateSuspects), when fullChecks says it is the only one
+// they need. It reports whether it queued it: none of rows is accepted otherwise.
+func queueLateSuspects(b *pgx.Batch, rows []*recordRow) bool {
+	var ids []int64
+	var sources []string
+	var hashes [][]byte
+	for _, r := range rows {
+		if r.outcome == storage.Accepted {
+			ids, sources = append(ids, r.id), append(sources, r.d.Source)
+			hashes = append(hashes, storage.KeyHash(r.d.Key))
+		}
+	}
+	if len(ids) == 0 {
+		return false
+	}
+	b.Queue(sqlLateSuspects, ids, sources, hashes)
+	return true
+}
+
+// readLateSuspects reads the answer of sqlLateSuspects and flags the rows it names.
+func readLateSuspects(res pgx.Rows, rows []*recordRow) error {
+	flagged, err := pgx.CollectRows(res, pgx.RowTo[int64])
+	if err != nil || len(flagged) == 0 {
+		return err
+	}
+	byID := make(map[int64]*recordRow, len(rows))
+	for _, r := range rows {
+		byID[r.id] = r
+	}
+	for _, id := range flagged {
+		r := byID[id]
+		if r == nil {
+			return fmt.Errorf("flagged delivery %d, which is not in the transaction", id)
+		}
+		r.suspects = append(r.suspects, storage.SuspectLateDuplicate)
+	}
+	return nil
+}
+
 // moneyMismatches flags the duplicates of rows whose payload differs from their first
 // delivery's when the amount, the currency or the event status differ too. Every row is
 // inserted already, and so is every first delivery (earlier, or in this transaction):
 // one statement compares them as stored. A first delivery swept by retention has
 // nothing to compare with.
-func moneyMismatches(ctx context.Context, tx pgx.Tx, rows []*recordRow) error {
+func moneyMismatches(ctx context.Context, tx querier, rows []*recordRow) error {
 	var ids []int64
 	byID := map[int64]*recordRow{}
 	for _, r := range rows {
@@ -189,7 +264,7 @@ RETURNING d.id`, ids)
 // The claims this transaction holds are taken before (Record claims first), and a
 // holder of these locks waits on no other transaction's rows, only on locks taken in
 // this order.
-func forensicKeyLocks(ctx context.Context, tx pgx.Tx, acc []*recordRow) error {
+func forensicKeyLocks(ctx context.Context, tx querier, acc []*recordRow) error {
 	var ids []int32
 	for _, r := range acc {
 		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
@@ -229,7 +304,7 @@ func forensicKeyLockID(kind, scope, hash string) int32 {
 // those found, and stores the keys of those that stay accepted. rows is the whole
 // transaction. A key is found in the database (the earliest within the window) or,
 // failing that, earlier in the transaction.
-func businessKeys(ctx context.Context, tx pgx.Tx, rows, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
+func businessKeys(ctx context.Context, tx querier, rows, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
 	var cand []*recordRow
 	for _, r := range acc {
 		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
@@ -318,7 +393,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) ON CONF
 // redelivery of its key meets the same business key and is blocked the same way (while
 // the window lasts). Rows of the transaction that lost their key's claim to r are
 // repointed to other too, as r's redeliveries.
-func block(ctx context.Context, tx pgx.Tx, rows []*recordRow, r *recordRow, other int64) error {
+func block(ctx context.Context, tx querier, rows []*recordRow, r *recordRow, other int64) error {
 	// The claim is found by the key as r's row stores it.
 	if _, err := tx.Exec(ctx, `DELETE FROM claims
 WHERE (source, key) = (SELECT source, key FROM deliveries WHERE id = $1) AND first_delivery = $1`, r.id); err != nil {
@@ -353,7 +428,7 @@ SET body = (SELECT b.body FROM deliveries AS b WHERE b.id = $2), body_from = 0 W
 
 // lateDuplicates flags the rows of acc still accepted whose key was claimed before: a
 // trace the sweep left, or that traceTakenOver wrote of the claim the row took over.
-func lateDuplicates(ctx context.Context, tx pgx.Tx, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
+func lateDuplicates(ctx context.Context, tx querier, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
 	var look []*recordRow
 	var sources []string
 	var hashes [][]byte
@@ -393,7 +468,7 @@ type correlation struct {
 // correlations looks up the correlation keys of the rows of acc still accepted, flags
 // those another source of the rule delivered within its window (in the database, or
 // earlier in the transaction), and stores them all.
-func correlations(ctx context.Context, tx pgx.Tx, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
+func correlations(ctx context.Context, tx querier, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
 	var all []correlation
 	for _, r := range acc {
 		if r.outcome != storage.Accepted {
@@ -467,7 +542,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigin
 // addSuspects writes the suspects found, in the order found, in one statement. What a
 // suspect repeats of its delivery (source, property, booking, amount, currency, when
 // it was received) is read from the delivery's row, as stored.
-func addSuspects(ctx context.Context, tx pgx.Tx, flags []suspectFlag) error {
+func addSuspects(ctx context.Context, tx querier, flags []suspectFlag) error {
 	if len(flags) == 0 {
 		return nil
 	}
