@@ -76,8 +76,10 @@ const (
 	maxBatchRows = 256
 	// intakeWriters is how many transactions of intake one process has in flight at
 	// once. One is enough: while it commits, the queue fills, and the next transaction
-	// takes it all. Two overlap one's round trips with the other's commit, but their
-	// batches then wait on each other's locks whenever they share a key.
+	// takes it all, in three round trips (recordTx). Two overlap one's round trips
+	// with the other's commit, but split the queue into smaller batches, each paying
+	// the server's cost of a transaction (planning, commit) for fewer deliveries, and
+	// their batches wait on each other's locks whenever they share a key.
 	intakeWriters = 1
 )
 
