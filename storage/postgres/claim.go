@@ -72,9 +72,10 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int
 )
 
 // commitTx writes in one transaction the requests of batch that it takes, and returns
-// those. It takes them once the transaction has begun: every one that its caller has
-// not abandoned and whose deadline has not passed (take); if none could begin, every
-// one still waiting, to be answered the error. The transaction may take until the
+// those. It takes them once it has a connection to begin the transaction on (the
+// begin rides with the transaction's first statements): every one that its caller has
+// not abandoned and whose deadline has not passed (take); if none could have one,
+// every one still waiting, to be answered the error. The transaction may take until the
 // latest deadline of the requests. One that PostgreSQL aborted for a serialization
 // failure or a deadlock is run again, as writeTx runs one. It returns no error if it
 // took none.
