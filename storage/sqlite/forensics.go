@@ -27,6 +27,15 @@ import (
 // Each suspected pair is one suspects row, on the later delivery, naming the earlier one
 // in other: the earlier delivery finds it through the suspects_other index, and one row
 // is one decision for a reviewer, and counts the money at stake once.
+//
+// The business and correlation keys of accepted deliveries are appended to
+// business_keys_pending and correlation_keys_pending, which have no index, and the
+// write connection keeps an indexed copy of those in temporary tables (in memory, and
+// part of each transaction: a batch that rolls back takes its keys with it). Lookups
+// read both the indexed tables and that copy. Once flushAt keys are pending they are
+// moved into business_keys and correlation_keys in one statement each, in the order of
+// their indexes: inserted one batch at a time, each key dirtied a leaf page of its own,
+// a page of the write-ahead log written and checkpointed for some 80 bytes.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }
@@ -47,18 +56,136 @@ type forensics struct {
 	acc   []*recordRow
 	stmts map[string]*sql.Stmt // by query
 	tx    *sql.Tx
+
+	// The temporary copy of the pending keys was loaded when the write connection's
+	// data_version was version: another connection that commits (another process) may
+	// have added or moved pending keys since, and it is loaded again.
+	loaded  bool
+	version int64
+	// pending counts the keys appended since the pending tables were last emptied,
+	// and a few more when a transaction that appended some rolled back.
+	pending int
+}
+
+// flushAt is how many pending keys the writer lets pile up before it moves them into
+// the indexed tables. A move of n keys dirties at most one leaf page per key, and no
+// more than the index has: the more at once, the fewer pages per key, the longer the
+// one transaction that moves them (a few milliseconds a thousand keys).
+const flushAt = 4096
+
+// The temporary tables of the write connection: the pending keys, indexed as their
+// tables are, kept in step with the pending tables by temporary triggers.
+var sqlRecentSetup = []string{
+	`CREATE TEMP TABLE IF NOT EXISTS business_keys_recent (source TEXT, hash TEXT, delivery INTEGER, seen_at INTEGER)`,
+	`CREATE INDEX IF NOT EXISTS temp.business_keys_recent_hash ON business_keys_recent (source, hash, delivery)`,
+	`CREATE TEMP TABLE IF NOT EXISTS correlation_keys_recent (rule TEXT, hash TEXT, source TEXT, delivery INTEGER, seen_at INTEGER)`,
+	`CREATE INDEX IF NOT EXISTS temp.correlation_keys_recent_hash ON correlation_keys_recent (rule, hash, delivery)`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS business_keys_pending_added AFTER INSERT ON main.business_keys_pending BEGIN
+	INSERT INTO business_keys_recent (source, hash, delivery, seen_at) VALUES (new.source, new.hash, new.delivery, new.seen_at);
+END`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS business_keys_pending_removed AFTER DELETE ON main.business_keys_pending BEGIN
+	DELETE FROM business_keys_recent WHERE source = old.source AND hash = old.hash AND delivery = old.delivery;
+END`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS correlation_keys_pending_added AFTER INSERT ON main.correlation_keys_pending BEGIN
+	INSERT INTO correlation_keys_recent (rule, hash, source, delivery, seen_at)
+	VALUES (new.rule, new.hash, new.source, new.delivery, new.seen_at);
+END`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS correlation_keys_pending_removed AFTER DELETE ON main.correlation_keys_pending BEGIN
+	DELETE FROM correlation_keys_recent WHERE rule = old.rule AND hash = old.hash AND delivery = old.delivery;
+END`,
+}
+
+// sqlRecentLoad fills the temporary tables from the pending ones.
+var sqlRecentLoad = []string{
+	`DELETE FROM temp.business_keys_recent`,
+	`INSERT INTO temp.business_keys_recent (source, hash, delivery, seen_at)
+	SELECT source, hash, delivery, seen_at FROM main.business_keys_pending`,
+	`DELETE FROM temp.correlation_keys_recent`,
+	`INSERT INTO temp.correlation_keys_recent (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM main.correlation_keys_pending`,
+}
+
+const (
+	// The write connection's data_version, and whether its temporary tables exist (a
+	// connection made anew would have none).
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'business_keys_recent')
+FROM pragma_data_version`
+	sqlPendingCount = `SELECT (SELECT count(*) FROM business_keys_pending) + (SELECT count(*) FROM correlation_keys_pending)`
+)
+
+// sqlFlush moves the pending keys into the indexed tables. The temporary copy is
+// emptied first, so that the triggers of the deletes that follow find nothing to do.
+var sqlFlush = []string{
+	`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
+	SELECT source, hash, delivery, seen_at FROM business_keys_pending ORDER BY source, hash, delivery`,
+	`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM correlation_keys_pending ORDER BY rule, hash, delivery`,
+	`DELETE FROM temp.business_keys_recent`,
+	`DELETE FROM temp.correlation_keys_recent`,
+	`DELETE FROM business_keys_pending`,
+	`DELETE FROM correlation_keys_pending`,
 }
 
 // forensicQueries are the statements the checks run, prepared once.
-var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
-	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists}
+var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
 
-// prepare prepares the statements on db, the write pool, once. It must run outside a
+// prepare prepares the statements on db, the write pool, once, and makes sure that the
+// temporary copy of the pending keys is there and up to date. It must run outside a
 // transaction: the pool's one connection would be busy.
 func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
-	if f.stmts != nil {
+	if f.stmts == nil {
+		// The statements read the temporary tables: they are made first.
+		for _, q := range sqlRecentSetup {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("prepare: %w", err)
+			}
+		}
+		if err := f.prepareStmts(ctx, db); err != nil {
+			return err
+		}
+	}
+	return f.recent(ctx, db)
+}
+
+// recent loads the temporary copy of the pending keys when the connection has none
+// yet, or when another connection has committed since it was loaded.
+func (f *forensics) recent(ctx context.Context, db *sql.DB) error {
+	var version int64
+	var exists bool
+	if err := f.stmts[sqlRecentCheck].QueryRowContext(ctx).Scan(&version, &exists); err != nil {
+		return fmt.Errorf("check pending keys: %w", err)
+	}
+	if exists && f.loaded && version == f.version {
 		return nil
 	}
+	f.loaded = false
+	if !exists {
+		for _, q := range sqlRecentSetup {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("load pending keys: %w", err)
+			}
+		}
+	}
+	var err error
+	for _, q := range sqlRecentLoad {
+		if err != nil {
+			break
+		}
+		_, err = db.ExecContext(ctx, q)
+	}
+	if err == nil {
+		err = db.QueryRowContext(ctx, sqlPendingCount).Scan(&f.pending)
+	}
+	if err != nil {
+		return fmt.Errorf("load pending keys: %w", err)
+	}
+	f.loaded, f.version = true, version
+	return nil
+}
+
+// prepareStmts prepares the checks' statements on db.
+func (f *forensics) prepareStmts(ctx context.Context, db *sql.DB) error {
 	stmts := make(map[string]*sql.Stmt)
 	queries := append([]string(nil), forensicQueries...)
 	for _, q := range sqlPriorBySize {
@@ -171,12 +298,22 @@ const (
 	sqlSetMoney   = `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`
 
 	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
-	sqlBusinessMatch = `SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
-ORDER BY bk.delivery LIMIT 1`
-	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
-WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
-ORDER BY delivery LIMIT 1`
+	// The key lab's: the pending keys (p), a few thousand at most and without an index,
+	// are read through. The earliest of both tables is the match (min's row gives the
+	// source); none, no row.
+	sqlBusinessMatch = `SELECT delivery FROM (SELECT min(delivery) AS delivery FROM (
+SELECT (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
+	ORDER BY bk.delivery LIMIT 1) AS delivery
+UNION ALL
+SELECT p.delivery FROM business_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
+WHERE delivery IS NOT NULL`
+	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
+SELECT delivery, source FROM correlation_keys WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
+UNION ALL
+SELECT p.delivery, p.source FROM correlation_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
+WHERE delivery IS NOT NULL`
 	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
 
@@ -213,21 +350,31 @@ SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.i
 	THEN t.first_delivery ELSE 0 END
 FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
 	// The earliest accepted delivery of the source with the business key within the
-	// window, under another key. A delivery swept by retention no longer names its key:
-	// it counts as another's, as its business key row outlived it.
+	// window, under another key, among the indexed keys and among the pending ones (two
+	// answers for each row; the earlier counts). A delivery swept by retention no longer
+	// names its key: it counts as another's, as its business key row outlived it.
 	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
 	ORDER BY bk.delivery LIMIT 1)
+FROM v
+UNION ALL
+SELECT v.i, (SELECT bk.delivery FROM temp.business_keys_recent bk LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	ORDER BY bk.delivery LIMIT 1)
 FROM v`},
-	multiBusinessAdd: {`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
+	multiBusinessAdd: {`INSERT INTO business_keys_pending (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
 	// The earliest delivery of another source of the rule with the correlation key
-	// within the window.
+	// within the window, among the indexed keys and among the pending ones.
 	multiCorrelationFind: {`WITH v(i, rule, hash, since, source) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
 SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
 	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
+		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)
+UNION ALL
+SELECT v.i, ck.delivery, ck.source FROM v JOIN temp.correlation_keys_recent ck ON ck.rule = v.rule AND ck.hash = v.hash
+	AND ck.delivery = (SELECT c2.delivery FROM temp.correlation_keys_recent c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
 		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)`},
-	multiCorrelationAdd: {`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
+	multiCorrelationAdd: {`INSERT INTO correlation_keys_pending (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -300,6 +447,22 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	if err := f.correlations(ctx, acc); err != nil {
 		return fmt.Errorf("correlations: %w", err)
 	}
+	if f.pending >= flushAt {
+		if err := f.flush(ctx); err != nil {
+			return fmt.Errorf("move pending keys: %w", err)
+		}
+	}
+	return nil
+}
+
+// flush moves the pending keys into the indexed tables, in the batch's transaction.
+func (f *forensics) flush(ctx context.Context) error {
+	for _, q := range sqlFlush {
+		if err := f.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	f.pending = 0
 	return nil
 }
 
@@ -365,7 +528,9 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 			if err := res.Scan(&i, &other); err != nil {
 				return err
 			}
-			found[off+i] = other.Int64
+			if other.Valid && (found[off+i] == 0 || other.Int64 < found[off+i]) {
+				found[off+i] = other.Int64
+			}
 		}
 		return res.Err()
 	})
@@ -408,6 +573,7 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 			args = append(args, r.d.Source, r.d.BusinessKey, r.id, millis(r.d.ReceivedAt))
 		}
 		_, err = st.ExecContext(ctx, args...)
+		f.pending += len(chunk)
 		return err
 	})
 }
@@ -532,7 +698,9 @@ func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
 			if err := res.Scan(&i, &m.other, &m.source); err != nil {
 				return err
 			}
-			found[off+i] = m
+			if found[off+i].other == 0 || m.other < found[off+i].other {
+				found[off+i] = m
+			}
 		}
 		return res.Err()
 	})
@@ -566,6 +734,7 @@ func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
 			args = append(args, p.c.Rule, p.c.Hash, p.r.d.Source, p.r.id, millis(p.r.d.ReceivedAt))
 		}
 		_, err = st.ExecContext(ctx, args...)
+		f.pending += len(chunk)
 		return err
 	})
 }
@@ -651,7 +820,7 @@ type expiredClaim struct {
 // SweepTraces deletes at most limit traces of keys that expired before cutoff (now
 // less the remember period), oldest first, and returns how many it deleted.
 func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "key traces", `DELETE FROM key_traces WHERE (source, key_hash) IN (
+	return db.sweepSeen(ctx, "key traces", [2]string{}, `DELETE FROM key_traces WHERE (source, key_hash) IN (
 	SELECT source, key_hash FROM key_traces WHERE expired_at < ?1 ORDER BY expired_at LIMIT ?2)`, cutoff, limit)
 }
 
@@ -660,23 +829,50 @@ func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int
 // older than its own source's window is never matched (the lookup bounds it too); the
 // sweep only keeps the table small.
 func (db *DB) SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "business keys", `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
+	return db.sweepSeen(ctx, "business keys", sqlMoveOldBusinessKeys, `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
 	SELECT source, hash, delivery FROM business_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
+
+// Before a sweep, the pending keys it would delete are moved into their indexed table
+// (in practice none is: keys are moved within minutes, swept after days).
+var (
+	sqlMoveOldBusinessKeys = [2]string{`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
+	SELECT source, hash, delivery, seen_at FROM business_keys_pending WHERE seen_at < ?1`,
+		`DELETE FROM business_keys_pending WHERE seen_at < ?1`}
+	sqlMoveOldCorrelationKeys = [2]string{`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM correlation_keys_pending WHERE seen_at < ?1`,
+		`DELETE FROM correlation_keys_pending WHERE seen_at < ?1`}
+)
 
 // SweepCorrelationKeys deletes at most limit correlation keys seen before cutoff (now
 // less the longest correlation window), oldest first, and returns how many it deleted.
 func (db *DB) SweepCorrelationKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "correlation keys", `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
+	return db.sweepSeen(ctx, "correlation keys", sqlMoveOldCorrelationKeys, `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
 	SELECT rule, hash, delivery FROM correlation_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
 
-func (db *DB) sweepSeen(ctx context.Context, what, q string, cutoff time.Time, limit int) (int64, error) {
-	res, err := db.writeExec(ctx, q, millis(cutoff), max(limit, 1))
+func (db *DB) sweepSeen(ctx context.Context, what string, move [2]string, q string, cutoff time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, m := range move {
+			if m == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m, millis(cutoff)); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, q, millis(cutoff), max(limit, 1))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: %w", what, err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // WouldFlag returns the suspects a delivery described by p would be flagged as, were it

@@ -1,6 +1,9 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // ExplainForensics returns the query plans of the lookups intake makes for a chunk of
 // accepted deliveries, and of the key lab's, by name.
@@ -18,11 +21,37 @@ func (db *DB) ExplainForensics(ctx context.Context) (map[string]string, error) {
 		"lab correlation":  {sqlCorrelationMatch, []any{"r", "h", 0, "ota"}},
 		"lab trace":        {sqlTraceFind, []any{"ota", []byte("h")}},
 	} {
-		plan, err := db.explain(ctx, q.sql, q.args...)
+		plan, err := db.explainWrite(ctx, q.sql, q.args...)
 		if err != nil {
 			return nil, err
 		}
 		out[name] = plan
 	}
 	return out, nil
+}
+
+// explainWrite is explain on the write connection, whose temporary tables intake's
+// lookups read.
+func (db *DB) explainWrite(ctx context.Context, query string, args ...any) (string, error) {
+	for _, q := range sqlRecentSetup {
+		if _, err := db.write.ExecContext(ctx, q); err != nil {
+			return "", err
+		}
+	}
+	rows, err := db.write.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return "", err
+		}
+		b.WriteString(detail)
+		b.WriteByte('\n')
+	}
+	return b.String(), rows.Err()
 }
