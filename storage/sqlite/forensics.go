@@ -29,9 +29,9 @@ import (
 // is one decision for a reviewer, and counts the money at stake once.
 //
 // The business and correlation keys of accepted deliveries are appended to
-// business_keys_pending and correlation_keys_pending, which have no index, and the
-// write connection keeps an indexed copy of those in temporary tables (in memory, and
-// part of each transaction: a batch that rolls back takes its keys with it). Lookups
+// forensic_keys_pending, which has no index, and the write connection keeps an indexed
+// copy of it in a temporary table (in memory, and part of each transaction: a batch
+// that rolls back takes its keys with it). Lookups
 // read both the indexed tables and that copy. Once flushAt keys are pending they are
 // moved into business_keys and correlation_keys in one statement each, in the order of
 // their indexes: inserted one batch at a time, each key dirtied a leaf page of its own,
@@ -54,6 +54,9 @@ type priorClaim struct {
 type forensics struct {
 	prior map[holderKey]priorClaim
 	acc   []*recordRow
+	keys  []forensicKey
+	corr  []*forensicKey
+	add   []*forensicKey
 	stmts map[string]*sql.Stmt // by query
 	tx    *sql.Tx
 
@@ -73,57 +76,44 @@ type forensics struct {
 // one transaction that moves them (a few milliseconds a thousand keys).
 const flushAt = 4096
 
-// The temporary tables of the write connection: the pending keys, indexed as their
-// tables are, kept in step with the pending tables by temporary triggers.
+// The temporary table of the write connection: the pending keys, indexed as their
+// tables are, kept in step with the pending table by temporary triggers.
 var sqlRecentSetup = []string{
-	`CREATE TEMP TABLE IF NOT EXISTS business_keys_recent (source TEXT, hash TEXT, delivery INTEGER, seen_at INTEGER)`,
-	`CREATE INDEX IF NOT EXISTS temp.business_keys_recent_hash ON business_keys_recent (source, hash, delivery)`,
-	`CREATE TEMP TABLE IF NOT EXISTS correlation_keys_recent (rule TEXT, hash TEXT, source TEXT, delivery INTEGER, seen_at INTEGER)`,
-	`CREATE INDEX IF NOT EXISTS temp.correlation_keys_recent_hash ON correlation_keys_recent (rule, hash, delivery)`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS business_keys_pending_added AFTER INSERT ON main.business_keys_pending BEGIN
-	INSERT INTO business_keys_recent (source, hash, delivery, seen_at) VALUES (new.source, new.hash, new.delivery, new.seen_at);
-END`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS business_keys_pending_removed AFTER DELETE ON main.business_keys_pending BEGIN
-	DELETE FROM business_keys_recent WHERE source = old.source AND hash = old.hash AND delivery = old.delivery;
-END`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS correlation_keys_pending_added AFTER INSERT ON main.correlation_keys_pending BEGIN
-	INSERT INTO correlation_keys_recent (rule, hash, source, delivery, seen_at)
+	`CREATE TEMP TABLE IF NOT EXISTS forensic_keys_recent (rule TEXT, hash TEXT, source TEXT, delivery INTEGER, seen_at INTEGER)`,
+	`CREATE INDEX IF NOT EXISTS temp.forensic_keys_recent_hash ON forensic_keys_recent (rule, hash, delivery)`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_added AFTER INSERT ON main.forensic_keys_pending BEGIN
+	INSERT INTO forensic_keys_recent (rule, hash, source, delivery, seen_at)
 	VALUES (new.rule, new.hash, new.source, new.delivery, new.seen_at);
 END`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS correlation_keys_pending_removed AFTER DELETE ON main.correlation_keys_pending BEGIN
-	DELETE FROM correlation_keys_recent WHERE rule = old.rule AND hash = old.hash AND delivery = old.delivery;
+	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_removed AFTER DELETE ON main.forensic_keys_pending BEGIN
+	DELETE FROM forensic_keys_recent WHERE rule = old.rule AND hash = old.hash AND delivery = old.delivery;
 END`,
 }
 
-// sqlRecentLoad fills the temporary tables from the pending ones.
+// sqlRecentLoad fills the temporary table from the pending one.
 var sqlRecentLoad = []string{
-	`DELETE FROM temp.business_keys_recent`,
-	`INSERT INTO temp.business_keys_recent (source, hash, delivery, seen_at)
-	SELECT source, hash, delivery, seen_at FROM main.business_keys_pending`,
-	`DELETE FROM temp.correlation_keys_recent`,
-	`INSERT INTO temp.correlation_keys_recent (rule, hash, source, delivery, seen_at)
-	SELECT rule, hash, source, delivery, seen_at FROM main.correlation_keys_pending`,
+	`DELETE FROM temp.forensic_keys_recent`,
+	`INSERT INTO temp.forensic_keys_recent (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM main.forensic_keys_pending`,
 }
 
 const (
-	// The write connection's data_version, and whether its temporary tables exist (a
+	// The write connection's data_version, and whether its temporary table exists (a
 	// connection made anew would have none).
-	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'business_keys_recent')
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_keys_recent')
 FROM pragma_data_version`
-	sqlPendingCount = `SELECT (SELECT count(*) FROM business_keys_pending) + (SELECT count(*) FROM correlation_keys_pending)`
+	sqlPendingCount = `SELECT count(*) FROM forensic_keys_pending`
 )
 
 // sqlFlush moves the pending keys into the indexed tables. The temporary copy is
-// emptied first, so that the triggers of the deletes that follow find nothing to do.
+// emptied first, so that the triggers of the delete that follows find nothing to do.
 var sqlFlush = []string{
 	`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
-	SELECT source, hash, delivery, seen_at FROM business_keys_pending ORDER BY source, hash, delivery`,
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' ORDER BY source, hash, delivery`,
 	`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
-	SELECT rule, hash, source, delivery, seen_at FROM correlation_keys_pending ORDER BY rule, hash, delivery`,
-	`DELETE FROM temp.business_keys_recent`,
-	`DELETE FROM temp.correlation_keys_recent`,
-	`DELETE FROM business_keys_pending`,
-	`DELETE FROM correlation_keys_pending`,
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' ORDER BY rule, hash, delivery`,
+	`DELETE FROM temp.forensic_keys_recent`,
+	`DELETE FROM forensic_keys_pending`,
 }
 
 // forensicQueries are the statements the checks run, prepared once.
@@ -306,13 +296,13 @@ SELECT (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id 
 	WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
 	ORDER BY bk.delivery LIMIT 1) AS delivery
 UNION ALL
-SELECT p.delivery FROM business_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
-	WHERE p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
+SELECT p.delivery FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rule = '' AND p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
 WHERE delivery IS NOT NULL`
 	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
 SELECT delivery, source FROM correlation_keys WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
 UNION ALL
-SELECT p.delivery, p.source FROM correlation_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
+SELECT p.delivery, p.source FROM forensic_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
 WHERE delivery IS NOT NULL`
 	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
@@ -337,10 +327,8 @@ type multiKind int
 
 const (
 	multiTraceFind multiKind = iota
-	multiBusinessFind
-	multiBusinessAdd
-	multiCorrelationFind
-	multiCorrelationAdd
+	multiKeyFind
+	multiKeyAdd
 	nMulti
 )
 
@@ -349,32 +337,36 @@ var multiParts = [nMulti]struct{ head, row, tail string }{
 SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END
 FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
-	// The earliest accepted delivery of the source with the business key within the
-	// window, under another key, among the indexed keys and among the pending ones (two
-	// answers for each row; the earlier counts). A delivery swept by retention no longer
-	// names its key: it counts as another's, as its business key row outlived it.
-	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+	// For each business key (rule ''), the earliest accepted delivery of its source with
+	// it within the window, under another key; for each correlation key, the earliest
+	// delivery of another source of the rule with it within the window. Each among the
+	// indexed keys and among the pending ones: a key may have two answers, and the
+	// earlier counts. Rows with a negative i pad the chunk. A delivery swept by
+	// retention no longer names its key: it counts as another's, as its business key
+	// row outlived it.
+	multiKeyFind: {`WITH v(i, rule, hash, since, source, key) AS (VALUES `, `(?, ?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	ORDER BY bk.delivery LIMIT 1)
-FROM v
+	ORDER BY bk.delivery LIMIT 1), v.source
+FROM v WHERE v.rule = '' AND v.i >= 0
 UNION ALL
-SELECT v.i, (SELECT bk.delivery FROM temp.business_keys_recent bk LEFT JOIN deliveries d ON d.id = bk.delivery
-	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	ORDER BY bk.delivery LIMIT 1)
-FROM v`},
-	multiBusinessAdd: {`INSERT INTO business_keys_pending (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
-	// The earliest delivery of another source of the rule with the correlation key
-	// within the window, among the indexed keys and among the pending ones.
-	multiCorrelationFind: {`WITH v(i, rule, hash, since, source) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+SELECT v.i, (SELECT p.delivery FROM temp.forensic_keys_recent p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rule = '' AND p.hash = v.hash AND p.source = v.source AND +p.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	ORDER BY p.delivery LIMIT 1), v.source
+FROM v WHERE v.rule = '' AND v.i >= 0
+UNION ALL
 SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
 	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
 		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)
+WHERE v.rule != ''
 UNION ALL
-SELECT v.i, ck.delivery, ck.source FROM v JOIN temp.correlation_keys_recent ck ON ck.rule = v.rule AND ck.hash = v.hash
-	AND ck.delivery = (SELECT c2.delivery FROM temp.correlation_keys_recent c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
-		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)`},
-	multiCorrelationAdd: {`INSERT INTO correlation_keys_pending (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
+SELECT v.i, p.delivery, p.source FROM v JOIN temp.forensic_keys_recent p ON p.rule = v.rule AND p.hash = v.hash
+	AND p.delivery = (SELECT p2.delivery FROM temp.forensic_keys_recent p2 WHERE p2.rule = v.rule AND p2.hash = v.hash
+		AND +p2.seen_at >= v.since AND p2.source != v.source ORDER BY p2.delivery LIMIT 1)
+WHERE v.rule != ''`},
+	// Rows whose delivery is NULL pad the chunk.
+	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rule, hash, source, delivery, seen_at)
+SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL`},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -437,15 +429,24 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	if len(acc) == 0 {
 		return nil
 	}
-	// Business keys first: a blocked row is accepted no more, and takes no other flag.
-	if err := f.businessKeys(ctx, rows, acc); err != nil {
+	// Every key is looked up at once, then business keys first: a blocked row is
+	// accepted no more, and takes no other flag (its correlations' matches go unused).
+	f.keys = keysOf(f.keys[:0], acc)
+	defer clear(f.keys)
+	if err := f.lookUp(ctx, f.keys); err != nil {
+		return fmt.Errorf("look up business and correlation keys: %w", err)
+	}
+	if err := f.businessKeys(ctx, rows, f.keys); err != nil {
 		return fmt.Errorf("business keys: %w", err)
 	}
 	if err := f.lateDuplicates(ctx, acc); err != nil {
 		return fmt.Errorf("late duplicates: %w", err)
 	}
-	if err := f.correlations(ctx, acc); err != nil {
+	if err := f.correlations(ctx, f.keys); err != nil {
 		return fmt.Errorf("correlations: %w", err)
+	}
+	if err := f.store(ctx, f.keys); err != nil {
+		return fmt.Errorf("store business and correlation keys: %w", err)
 	}
 	if f.pending >= flushAt {
 		if err := f.flush(ctx); err != nil {
@@ -492,30 +493,67 @@ func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *
 	return f.exec(ctx, sqlSetMoney, r.id)
 }
 
-// businessKeys looks up the business keys of the accepted rows acc, flags or blocks
-// those found, and stores the keys of those that stay accepted. rows is the whole
-// batch. A key is found in the database (the earliest within the window) or, failing
-// that, earlier in the batch.
-func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) error {
-	var cand []*recordRow
+// forensicKey is one key of an accepted row of the batch: its business key (rule "")
+// or one of its correlation keys, and the earliest match the database holds for it.
+type forensicKey struct {
+	r            *recordRow
+	rule, hash   string
+	window       time.Duration
+	other        int64  // the match's delivery, 0 for none
+	otherSource  string // and its source
+	wantsStoring bool
+}
+
+// keysOf lists the business and correlation keys of the accepted rows acc, business
+// key first, row after row.
+func keysOf(keys []forensicKey, acc []*recordRow) []forensicKey {
 	for _, r := range acc {
 		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
-			cand = append(cand, r)
+			keys = append(keys, forensicKey{r: r, hash: r.d.BusinessKey, window: r.claim.BusinessWindow})
+		}
+		for _, c := range r.d.Correlations {
+			if c.Rule != "" { // "" is the business keys' rule
+				keys = append(keys, forensicKey{r: r, rule: c.Rule, hash: c.Hash, window: c.Window})
+			}
 		}
 	}
-	if len(cand) == 0 {
-		return nil
+	return keys
+}
+
+// padded calls f with consecutive chunks of xs: of the largest chunk size while more
+// remain, then the rest in a statement of the smallest size that holds it (size), the
+// chunk's rows first and padding after, so that a batch costs one statement rather
+// than one for each binary digit of its size.
+func padded[T any](xs []T, f func(chunk []T, size int) error) error {
+	for len(xs) > 0 {
+		n := min(len(xs), chunkSizes[0])
+		size := chunkSizes[0]
+		for _, s := range chunkSizes {
+			if s >= n {
+				size = s // chunkSizes descend: the last that holds n is the smallest
+			}
+		}
+		if err := f(xs[:n], size); err != nil {
+			return err
+		}
+		xs = xs[n:]
 	}
-	found := make([]int64, len(cand))
-	err := chunked(cand, func(off int, chunk []*recordRow) error {
-		st, err := f.multi(ctx, multiBusinessFind, len(chunk))
+	return nil
+}
+
+// lookUp finds the earliest match the database holds for each of keys.
+func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
+	return padded(keys, func(chunk []forensicKey, size int) error {
+		st, err := f.multi(ctx, multiKeyFind, size)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, 5*len(chunk))
-		for i, r := range chunk {
-			args = append(args, i, r.d.Source, r.d.BusinessKey,
-				millis(r.d.ReceivedAt)-r.claim.BusinessWindow.Milliseconds(), r.d.Key)
+		args := make([]any, 0, 6*size)
+		for i, k := range chunk {
+			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key)
+		}
+		for range size - len(chunk) {
+			args = append(args, -1, "", "", 0, "", "")
 		}
 		res, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -525,25 +563,69 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 		for res.Next() {
 			var i int
 			var other sql.NullInt64
-			if err := res.Scan(&i, &other); err != nil {
+			var source sql.NullString
+			if err := res.Scan(&i, &other, &source); err != nil {
 				return err
 			}
-			if other.Valid && (found[off+i] == 0 || other.Int64 < found[off+i]) {
-				found[off+i] = other.Int64
+			if k := &chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
+				k.other, k.otherSource = other.Int64, source.String
 			}
 		}
 		return res.Err()
 	})
-	if err != nil {
-		return err
+}
+
+// store appends the keys of keys marked for storing to the pending keys.
+func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
+	add := f.add[:0]
+	for i := range keys {
+		if keys[i].wantsStoring {
+			add = append(add, &keys[i])
+		}
 	}
+	f.add = add
+	defer clear(f.add)
+	return padded(add, func(chunk []*forensicKey, size int) error {
+		st, err := f.multi(ctx, multiKeyAdd, size)
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*size)
+		for _, k := range chunk {
+			args = append(args, k.rule, k.hash, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
+		}
+		for range size - len(chunk) {
+			args = append(args, nil, nil, nil, nil, nil)
+		}
+		// Query, not Exec, as the writer's inserts: go-sqlite3 binds a query's arguments
+		// in one cgo call, an Exec's in one each.
+		res, err := st.QueryContext(ctx, args...)
+		if err == nil {
+			err = res.Close()
+		}
+		if err != nil {
+			return err
+		}
+		f.pending += len(chunk)
+		return nil
+	})
+}
+
+// businessKeys flags or blocks the rows whose business key keys found in the database
+// or, failing that, earlier in the batch, and marks for storing the keys of those that
+// stay accepted. rows is the whole batch.
+func (f *forensics) businessKeys(ctx context.Context, rows []*recordRow, keys []forensicKey) error {
 	type bkey struct{ source, hash string }
 	first := map[bkey]*recordRow{}
-	add := cand[:0:0]
-	for j, r := range cand {
-		k := bkey{r.d.Source, r.d.BusinessKey}
-		other := found[j]
-		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
+	for j := range keys {
+		k := &keys[j]
+		if k.rule != "" {
+			continue
+		}
+		r := k.r
+		key := bkey{r.d.Source, r.d.BusinessKey}
+		other := k.other
+		if e, ok := first[key]; other == 0 && ok && e.d.Key != r.d.Key &&
 			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
 			other = e.id
 		}
@@ -558,24 +640,12 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 				return err
 			}
 		}
-		if _, ok := first[k]; !ok {
-			first[k] = r
+		if _, ok := first[key]; !ok {
+			first[key] = r
 		}
-		add = append(add, r)
+		k.wantsStoring = true
 	}
-	return chunks(add, func(chunk []*recordRow) error {
-		st, err := f.multi(ctx, multiBusinessAdd, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 4*len(chunk))
-		for _, r := range chunk {
-			args = append(args, r.d.Source, r.d.BusinessKey, r.id, millis(r.d.ReceivedAt))
-		}
-		_, err = st.ExecContext(ctx, args...)
-		f.pending += len(chunk)
-		return err
-	})
+	return nil
 }
 
 // lateDuplicates traces the expired claims that rows of acc took over, and flags the
@@ -651,92 +721,37 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 	})
 }
 
-// correlation is one correlation key of an accepted row.
-type correlation struct {
-	r *recordRow
-	c storage.CorrelationKey
-}
-
-// correlations looks up the correlation keys of the rows of acc still accepted, flags
-// those another source of the rule delivered within its window (in the database, or
-// earlier in the batch), and stores them all.
-func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
-	var all []correlation
-	for _, r := range acc {
-		if r.outcome != storage.Accepted {
-			continue
-		}
-		for _, c := range r.d.Correlations {
-			all = append(all, correlation{r, c})
+// correlations flags the rows still accepted whose correlation key keys found in the
+// database or, failing that, another source of the rule delivered earlier in the
+// batch within its window, and marks all their keys for storing.
+func (f *forensics) correlations(ctx context.Context, keys []forensicKey) error {
+	all := f.corr[:0]
+	for j := range keys {
+		if k := &keys[j]; k.rule != "" && k.r.outcome == storage.Accepted {
+			all = append(all, k)
 		}
 	}
-	if len(all) == 0 {
-		return nil
-	}
-	type match struct {
-		other  int64
-		source string
-	}
-	found := make([]match, len(all))
-	err := chunked(all, func(off int, chunk []correlation) error {
-		st, err := f.multi(ctx, multiCorrelationFind, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 5*len(chunk))
-		for i, p := range chunk {
-			args = append(args, i, p.c.Rule, p.c.Hash, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds(), p.r.d.Source)
-		}
-		res, err := st.QueryContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		defer res.Close()
-		for res.Next() {
-			var i int
-			var m match
-			if err := res.Scan(&i, &m.other, &m.source); err != nil {
-				return err
-			}
-			if found[off+i].other == 0 || m.other < found[off+i].other {
-				found[off+i] = m
-			}
-		}
-		return res.Err()
-	})
-	if err != nil {
-		return err
-	}
+	f.corr = all
+	defer clear(f.corr)
 	for j, p := range all {
-		m := found[j]
+		other, source := p.other, p.otherSource
 		for _, e := range all[:j] {
-			if m.other != 0 {
+			if other != 0 {
 				break
 			}
-			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
-				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
-				m = match{e.r.id, e.r.d.Source}
+			if e.rule == p.rule && e.hash == p.hash && e.r.d.Source != p.r.d.Source &&
+				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.window {
+				other, source = e.r.id, e.r.d.Source
 			}
 		}
-		if m.other != 0 {
-			if err := f.flag(ctx, p.r, storage.SuspectCorrelation, m.other, m.source, p.c.Rule, time.Time{}); err != nil {
+		if other != 0 {
+			if err := f.flag(ctx, p.r, storage.SuspectCorrelation, other, source, p.rule, time.Time{}); err != nil {
 				return err
 			}
 		}
+		p.wantsStoring = true
 	}
-	return chunks(all, func(chunk []correlation) error {
-		st, err := f.multi(ctx, multiCorrelationAdd, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 5*len(chunk))
-		for _, p := range chunk {
-			args = append(args, p.c.Rule, p.c.Hash, p.r.d.Source, p.r.id, millis(p.r.d.ReceivedAt))
-		}
-		_, err = st.ExecContext(ctx, args...)
-		f.pending += len(chunk)
-		return err
-	})
+	return nil
 }
 
 // block turns r, accepted, into a duplicate of other, the delivery whose business key it
@@ -837,11 +852,11 @@ func (db *DB) SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int
 // (in practice none is: keys are moved within minutes, swept after days).
 var (
 	sqlMoveOldBusinessKeys = [2]string{`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
-	SELECT source, hash, delivery, seen_at FROM business_keys_pending WHERE seen_at < ?1`,
-		`DELETE FROM business_keys_pending WHERE seen_at < ?1`}
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`,
+		`DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`}
 	sqlMoveOldCorrelationKeys = [2]string{`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
-	SELECT rule, hash, source, delivery, seen_at FROM correlation_keys_pending WHERE seen_at < ?1`,
-		`DELETE FROM correlation_keys_pending WHERE seen_at < ?1`}
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`,
+		`DELETE FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`}
 )
 
 // SweepCorrelationKeys deletes at most limit correlation keys seen before cutoff (now

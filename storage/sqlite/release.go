@@ -147,7 +147,7 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 		}
 		if err == nil {
 			// Or among the keys not yet moved there (forensics.go), few and unindexed.
-			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys_pending WHERE seen_at = ? AND delivery = ?`,
+			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at = ? AND delivery = ?`,
 				millis(c.ClaimedAt), c.FirstDelivery)
 		}
 	}

@@ -85,8 +85,12 @@ func (s *Snapshot) ReadTable(ctx context.Context, table string, columns []string
 // moved into their indexed tables (forensics.go) are theirs, with the same columns.
 func snapshotFrom(table string) string {
 	switch table {
-	case "business_keys", "correlation_keys":
-		return `(SELECT * FROM ` + table + ` UNION ALL SELECT * FROM ` + table + `_pending)`
+	case "business_keys":
+		return `(SELECT * FROM business_keys UNION ALL
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '')`
+	case "correlation_keys":
+		return `(SELECT * FROM correlation_keys UNION ALL
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '')`
 	}
 	return table
 }
