@@ -31,11 +31,11 @@ import (
 // The business and correlation keys of accepted deliveries are appended to
 // forensic_keys_pending, which has no index, and the write connection keeps an indexed
 // copy of it in a temporary table (in memory, and part of each transaction: a batch
-// that rolls back takes its keys with it). Lookups
-// read both the indexed tables and that copy. Once flushAt keys are pending they are
-// moved into business_keys and correlation_keys in one statement each, in the order of
-// their indexes: inserted one batch at a time, each key dirtied a leaf page of its own,
-// a page of the write-ahead log written and checkpointed for some 80 bytes.
+// that rolls back takes its keys with it). Lookups read both the indexed tables and
+// that copy. Once flushAt keys are pending they are moved into business_keys and
+// correlation_keys in one statement each, in the order of their indexes: inserted one
+// batch at a time, each key dirtied a leaf page of its own, a page of the write-ahead
+// log written and checkpointed for some 80 bytes.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }
@@ -65,16 +65,16 @@ type forensics struct {
 	// have added or moved pending keys since, and it is loaded again.
 	loaded  bool
 	version int64
-	// pending counts the keys appended since the pending tables were last emptied,
-	// and a few more when a transaction that appended some rolled back.
+	// pending counts the keys appended since the pending table was last emptied, and
+	// a few more when a transaction that appended some rolled back.
 	pending int
 }
 
 // flushAt is how many pending keys the writer lets pile up before it moves them into
 // the indexed tables. A move of n keys dirties at most one leaf page per key, and no
 // more than the index has: the more at once, the fewer pages per key, the longer the
-// one transaction that moves them (a few milliseconds a thousand keys).
-const flushAt = 4096
+// one transaction that moves them (a few milliseconds a thousand keys). Tests lower it.
+var flushAt = 4096
 
 // The temporary table of the write connection: the pending keys, indexed as their
 // tables are, kept in step with the pending table by temporary triggers.

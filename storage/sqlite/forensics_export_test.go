@@ -54,3 +54,19 @@ func (db *DB) explainWrite(ctx context.Context, query string, args ...any) (stri
 	}
 	return b.String(), rows.Err()
 }
+
+// SetForensicFlushAt makes the writer move pending business and correlation keys once n
+// are pending, until the returned func restores the default.
+func SetForensicFlushAt(n int) (restore func()) {
+	old := flushAt
+	flushAt = n
+	return func() { flushAt = old }
+}
+
+// ForensicKeyCounts returns how many business and correlation keys are pending, and
+// how many the indexed tables hold.
+func (db *DB) ForensicKeyCounts(ctx context.Context) (pending, indexed int, err error) {
+	err = db.read.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM forensic_keys_pending),
+	(SELECT count(*) FROM business_keys) + (SELECT count(*) FROM correlation_keys)`).Scan(&pending, &indexed)
+	return pending, indexed, err
+}
