@@ -27,6 +27,15 @@ import (
 // Each suspected pair is one suspects row, on the later delivery, naming the earlier one
 // in other: the earlier delivery finds it through the suspects_other index, and one row
 // is one decision for a reviewer, and counts the money at stake once.
+//
+// The business and correlation keys of accepted deliveries are appended to
+// forensic_keys_pending, which has no index, and the write connection keeps an indexed
+// copy of it in a temporary table (in memory, and part of each transaction: a batch
+// that rolls back takes its keys with it). Lookups read both the indexed tables and
+// that copy. Once flushAt keys are pending they are moved into business_keys and
+// correlation_keys in one statement each, in the order of their indexes: inserted one
+// batch at a time, each key dirtied a leaf page of its own, a page of the write-ahead
+// log written and checkpointed for some 80 bytes.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }
@@ -45,20 +54,128 @@ type priorClaim struct {
 type forensics struct {
 	prior map[holderKey]priorClaim
 	acc   []*recordRow
+	keys  []forensicKey
+	corr  []*forensicKey
+	add   []*forensicKey
 	stmts map[string]*sql.Stmt // by query
 	tx    *sql.Tx
+
+	// The temporary copy of the pending keys was loaded when the write connection's
+	// data_version was version: another connection that commits (another process) may
+	// have added or moved pending keys since, and it is loaded again.
+	loaded  bool
+	version int64
+	// pending counts the keys appended since the pending table was last emptied, and
+	// a few more when a transaction that appended some rolled back.
+	pending int
+}
+
+// flushAt is how many pending keys the writer lets pile up before it moves them into
+// the indexed tables. A move of n keys dirties at most one leaf page per key, and no
+// more than the index has: the more at once, the fewer pages per key, the longer the
+// one transaction that moves them (a few milliseconds a thousand keys). Tests lower it.
+var flushAt = 4096
+
+// The temporary table of the write connection: the pending keys, indexed as their
+// tables are, kept in step with the pending table by temporary triggers.
+var sqlRecentSetup = []string{
+	`CREATE TEMP TABLE IF NOT EXISTS forensic_keys_recent (rule TEXT, hash TEXT, source TEXT, delivery INTEGER, seen_at INTEGER)`,
+	`CREATE INDEX IF NOT EXISTS temp.forensic_keys_recent_hash ON forensic_keys_recent (rule, hash, delivery)`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_added AFTER INSERT ON main.forensic_keys_pending BEGIN
+	INSERT INTO forensic_keys_recent (rule, hash, source, delivery, seen_at)
+	VALUES (new.rule, new.hash, new.source, new.delivery, new.seen_at);
+END`,
+	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_removed AFTER DELETE ON main.forensic_keys_pending BEGIN
+	DELETE FROM forensic_keys_recent WHERE rule = old.rule AND hash = old.hash AND delivery = old.delivery;
+END`,
+}
+
+// sqlRecentLoad fills the temporary table from the pending one.
+var sqlRecentLoad = []string{
+	`DELETE FROM temp.forensic_keys_recent`,
+	`INSERT INTO temp.forensic_keys_recent (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM main.forensic_keys_pending`,
+}
+
+const (
+	// The write connection's data_version, and whether its temporary table exists (a
+	// connection made anew would have none).
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_keys_recent')
+FROM pragma_data_version`
+	sqlPendingCount = `SELECT count(*) FROM forensic_keys_pending`
+)
+
+// sqlFlush moves the pending keys into the indexed tables. The temporary copy is
+// emptied first, so that the triggers of the delete that follows find nothing to do.
+var sqlFlush = []string{
+	`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' ORDER BY source, hash, delivery`,
+	`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' ORDER BY rule, hash, delivery`,
+	`DELETE FROM temp.forensic_keys_recent`,
+	`DELETE FROM forensic_keys_pending`,
 }
 
 // forensicQueries are the statements the checks run, prepared once.
-var forensicQueries = []string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
-	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists}
+var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
 
-// prepare prepares the statements on db, the write pool, once. It must run outside a
+// prepare prepares the statements on db, the write pool, once, and makes sure that the
+// temporary copy of the pending keys is there and up to date. It must run outside a
 // transaction: the pool's one connection would be busy.
 func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
-	if f.stmts != nil {
+	if f.stmts == nil {
+		// The statements read the temporary tables: they are made first.
+		for _, q := range sqlRecentSetup {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("prepare: %w", err)
+			}
+		}
+		if err := f.prepareStmts(ctx, db); err != nil {
+			return err
+		}
+	}
+	return f.recent(ctx, db)
+}
+
+// recent loads the temporary copy of the pending keys when the connection has none
+// yet, or when another connection has committed since it was loaded.
+func (f *forensics) recent(ctx context.Context, db *sql.DB) error {
+	var version int64
+	var exists bool
+	if err := f.stmts[sqlRecentCheck].QueryRowContext(ctx).Scan(&version, &exists); err != nil {
+		return fmt.Errorf("check pending keys: %w", err)
+	}
+	if exists && f.loaded && version == f.version {
 		return nil
 	}
+	f.loaded = false
+	if !exists {
+		for _, q := range sqlRecentSetup {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("load pending keys: %w", err)
+			}
+		}
+	}
+	var err error
+	for _, q := range sqlRecentLoad {
+		if err != nil {
+			break
+		}
+		_, err = db.ExecContext(ctx, q)
+	}
+	if err == nil {
+		err = db.QueryRowContext(ctx, sqlPendingCount).Scan(&f.pending)
+	}
+	if err != nil {
+		return fmt.Errorf("load pending keys: %w", err)
+	}
+	f.loaded, f.version = true, version
+	return nil
+}
+
+// prepareStmts prepares the checks' statements on db.
+func (f *forensics) prepareStmts(ctx context.Context, db *sql.DB) error {
 	stmts := make(map[string]*sql.Stmt)
 	queries := append([]string(nil), forensicQueries...)
 	for _, q := range sqlPriorBySize {
@@ -171,12 +288,22 @@ const (
 	sqlSetMoney   = `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`
 
 	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
-	sqlBusinessMatch = `SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
-ORDER BY bk.delivery LIMIT 1`
-	sqlCorrelationMatch = `SELECT delivery, source FROM correlation_keys
-WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
-ORDER BY delivery LIMIT 1`
+	// The key lab's: the pending keys (p), a few thousand at most and without an index,
+	// are read through. The earliest of both tables is the match (min's row gives the
+	// source); none, no row.
+	sqlBusinessMatch = `SELECT delivery FROM (SELECT min(delivery) AS delivery FROM (
+SELECT (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
+	ORDER BY bk.delivery LIMIT 1) AS delivery
+UNION ALL
+SELECT p.delivery FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rule = '' AND p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
+WHERE delivery IS NOT NULL`
+	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
+SELECT delivery, source FROM correlation_keys WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
+UNION ALL
+SELECT p.delivery, p.source FROM forensic_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
+WHERE delivery IS NOT NULL`
 	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
 
@@ -200,10 +327,8 @@ type multiKind int
 
 const (
 	multiTraceFind multiKind = iota
-	multiBusinessFind
-	multiBusinessAdd
-	multiCorrelationFind
-	multiCorrelationAdd
+	multiKeyFind
+	multiKeyAdd
 	nMulti
 )
 
@@ -212,22 +337,36 @@ var multiParts = [nMulti]struct{ head, row, tail string }{
 SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END
 FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
-	// The earliest accepted delivery of the source with the business key within the
-	// window, under another key. A delivery swept by retention no longer names its key:
-	// it counts as another's, as its business key row outlived it.
-	multiBusinessFind: {`WITH v(i, source, hash, since, key) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+	// For each business key (rule ''), the earliest accepted delivery of its source with
+	// it within the window, under another key; for each correlation key, the earliest
+	// delivery of another source of the rule with it within the window. Each among the
+	// indexed keys and among the pending ones: a key may have two answers, and the
+	// earlier counts. Rows with a negative i pad the chunk. A delivery swept by
+	// retention no longer names its key: it counts as another's, as its business key
+	// row outlived it.
+	multiKeyFind: {`WITH v(i, rule, hash, since, source, key) AS (VALUES `, `(?, ?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	ORDER BY bk.delivery LIMIT 1)
-FROM v`},
-	multiBusinessAdd: {`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at) VALUES `, `(?, ?, ?, ?)`, ``},
-	// The earliest delivery of another source of the rule with the correlation key
-	// within the window.
-	multiCorrelationFind: {`WITH v(i, rule, hash, since, source) AS (VALUES `, `(?, ?, ?, ?, ?)`, `)
+	ORDER BY bk.delivery LIMIT 1), v.source
+FROM v WHERE v.rule = '' AND v.i >= 0
+UNION ALL
+SELECT v.i, (SELECT p.delivery FROM temp.forensic_keys_recent p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rule = '' AND p.hash = v.hash AND p.source = v.source AND +p.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	ORDER BY p.delivery LIMIT 1), v.source
+FROM v WHERE v.rule = '' AND v.i >= 0
+UNION ALL
 SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
 	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
-		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)`},
-	multiCorrelationAdd: {`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES `, `(?, ?, ?, ?, ?)`, ``},
+		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)
+WHERE v.rule != ''
+UNION ALL
+SELECT v.i, p.delivery, p.source FROM v JOIN temp.forensic_keys_recent p ON p.rule = v.rule AND p.hash = v.hash
+	AND p.delivery = (SELECT p2.delivery FROM temp.forensic_keys_recent p2 WHERE p2.rule = v.rule AND p2.hash = v.hash
+		AND +p2.seen_at >= v.since AND p2.source != v.source ORDER BY p2.delivery LIMIT 1)
+WHERE v.rule != ''`},
+	// Rows whose delivery is NULL pad the chunk.
+	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rule, hash, source, delivery, seen_at)
+SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL`},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -290,16 +429,41 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	if len(acc) == 0 {
 		return nil
 	}
-	// Business keys first: a blocked row is accepted no more, and takes no other flag.
-	if err := f.businessKeys(ctx, rows, acc); err != nil {
+	// Every key is looked up at once, then business keys first: a blocked row is
+	// accepted no more, and takes no other flag (its correlations' matches go unused).
+	f.keys = keysOf(f.keys[:0], acc)
+	defer clear(f.keys)
+	if err := f.lookUp(ctx, f.keys); err != nil {
+		return fmt.Errorf("look up business and correlation keys: %w", err)
+	}
+	if err := f.businessKeys(ctx, rows, f.keys); err != nil {
 		return fmt.Errorf("business keys: %w", err)
 	}
 	if err := f.lateDuplicates(ctx, acc); err != nil {
 		return fmt.Errorf("late duplicates: %w", err)
 	}
-	if err := f.correlations(ctx, acc); err != nil {
+	if err := f.correlations(ctx, f.keys); err != nil {
 		return fmt.Errorf("correlations: %w", err)
 	}
+	if err := f.store(ctx, f.keys); err != nil {
+		return fmt.Errorf("store business and correlation keys: %w", err)
+	}
+	if f.pending >= flushAt {
+		if err := f.flush(ctx); err != nil {
+			return fmt.Errorf("move pending keys: %w", err)
+		}
+	}
+	return nil
+}
+
+// flush moves the pending keys into the indexed tables, in the batch's transaction.
+func (f *forensics) flush(ctx context.Context) error {
+	for _, q := range sqlFlush {
+		if err := f.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	f.pending = 0
 	return nil
 }
 
@@ -329,30 +493,67 @@ func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *
 	return f.exec(ctx, sqlSetMoney, r.id)
 }
 
-// businessKeys looks up the business keys of the accepted rows acc, flags or blocks
-// those found, and stores the keys of those that stay accepted. rows is the whole
-// batch. A key is found in the database (the earliest within the window) or, failing
-// that, earlier in the batch.
-func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) error {
-	var cand []*recordRow
+// forensicKey is one key of an accepted row of the batch: its business key (rule "")
+// or one of its correlation keys, and the earliest match the database holds for it.
+type forensicKey struct {
+	r            *recordRow
+	rule, hash   string
+	window       time.Duration
+	other        int64  // the match's delivery, 0 for none
+	otherSource  string // and its source
+	wantsStoring bool
+}
+
+// keysOf lists the business and correlation keys of the accepted rows acc, business
+// key first, row after row.
+func keysOf(keys []forensicKey, acc []*recordRow) []forensicKey {
 	for _, r := range acc {
 		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
-			cand = append(cand, r)
+			keys = append(keys, forensicKey{r: r, hash: r.d.BusinessKey, window: r.claim.BusinessWindow})
+		}
+		for _, c := range r.d.Correlations {
+			if c.Rule != "" { // "" is the business keys' rule
+				keys = append(keys, forensicKey{r: r, rule: c.Rule, hash: c.Hash, window: c.Window})
+			}
 		}
 	}
-	if len(cand) == 0 {
-		return nil
+	return keys
+}
+
+// padded calls f with consecutive chunks of xs: of the largest chunk size while more
+// remain, then the rest in a statement of the smallest size that holds it (size), the
+// chunk's rows first and padding after, so that a batch costs one statement rather
+// than one for each binary digit of its size.
+func padded[T any](xs []T, f func(chunk []T, size int) error) error {
+	for len(xs) > 0 {
+		n := min(len(xs), chunkSizes[0])
+		size := chunkSizes[0]
+		for _, s := range chunkSizes {
+			if s >= n {
+				size = s // chunkSizes descend: the last that holds n is the smallest
+			}
+		}
+		if err := f(xs[:n], size); err != nil {
+			return err
+		}
+		xs = xs[n:]
 	}
-	found := make([]int64, len(cand))
-	err := chunked(cand, func(off int, chunk []*recordRow) error {
-		st, err := f.multi(ctx, multiBusinessFind, len(chunk))
+	return nil
+}
+
+// lookUp finds the earliest match the database holds for each of keys.
+func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
+	return padded(keys, func(chunk []forensicKey, size int) error {
+		st, err := f.multi(ctx, multiKeyFind, size)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, 5*len(chunk))
-		for i, r := range chunk {
-			args = append(args, i, r.d.Source, r.d.BusinessKey,
-				millis(r.d.ReceivedAt)-r.claim.BusinessWindow.Milliseconds(), r.d.Key)
+		args := make([]any, 0, 6*size)
+		for i, k := range chunk {
+			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key)
+		}
+		for range size - len(chunk) {
+			args = append(args, -1, "", "", 0, "", "")
 		}
 		res, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -362,23 +563,69 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 		for res.Next() {
 			var i int
 			var other sql.NullInt64
-			if err := res.Scan(&i, &other); err != nil {
+			var source sql.NullString
+			if err := res.Scan(&i, &other, &source); err != nil {
 				return err
 			}
-			found[off+i] = other.Int64
+			if k := &chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
+				k.other, k.otherSource = other.Int64, source.String
+			}
 		}
 		return res.Err()
 	})
-	if err != nil {
-		return err
+}
+
+// store appends the keys of keys marked for storing to the pending keys.
+func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
+	add := f.add[:0]
+	for i := range keys {
+		if keys[i].wantsStoring {
+			add = append(add, &keys[i])
+		}
 	}
+	f.add = add
+	defer clear(f.add)
+	return padded(add, func(chunk []*forensicKey, size int) error {
+		st, err := f.multi(ctx, multiKeyAdd, size)
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, 5*size)
+		for _, k := range chunk {
+			args = append(args, k.rule, k.hash, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
+		}
+		for range size - len(chunk) {
+			args = append(args, nil, nil, nil, nil, nil)
+		}
+		// Query, not Exec, as the writer's inserts: go-sqlite3 binds a query's arguments
+		// in one cgo call, an Exec's in one each.
+		res, err := st.QueryContext(ctx, args...)
+		if err == nil {
+			err = res.Close()
+		}
+		if err != nil {
+			return err
+		}
+		f.pending += len(chunk)
+		return nil
+	})
+}
+
+// businessKeys flags or blocks the rows whose business key keys found in the database
+// or, failing that, earlier in the batch, and marks for storing the keys of those that
+// stay accepted. rows is the whole batch.
+func (f *forensics) businessKeys(ctx context.Context, rows []*recordRow, keys []forensicKey) error {
 	type bkey struct{ source, hash string }
 	first := map[bkey]*recordRow{}
-	add := cand[:0:0]
-	for j, r := range cand {
-		k := bkey{r.d.Source, r.d.BusinessKey}
-		other := found[j]
-		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
+	for j := range keys {
+		k := &keys[j]
+		if k.rule != "" {
+			continue
+		}
+		r := k.r
+		key := bkey{r.d.Source, r.d.BusinessKey}
+		other := k.other
+		if e, ok := first[key]; other == 0 && ok && e.d.Key != r.d.Key &&
 			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
 			other = e.id
 		}
@@ -393,23 +640,12 @@ func (f *forensics) businessKeys(ctx context.Context, rows, acc []*recordRow) er
 				return err
 			}
 		}
-		if _, ok := first[k]; !ok {
-			first[k] = r
+		if _, ok := first[key]; !ok {
+			first[key] = r
 		}
-		add = append(add, r)
+		k.wantsStoring = true
 	}
-	return chunks(add, func(chunk []*recordRow) error {
-		st, err := f.multi(ctx, multiBusinessAdd, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 4*len(chunk))
-		for _, r := range chunk {
-			args = append(args, r.d.Source, r.d.BusinessKey, r.id, millis(r.d.ReceivedAt))
-		}
-		_, err = st.ExecContext(ctx, args...)
-		return err
-	})
+	return nil
 }
 
 // lateDuplicates traces the expired claims that rows of acc took over, and flags the
@@ -485,89 +721,37 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 	})
 }
 
-// correlation is one correlation key of an accepted row.
-type correlation struct {
-	r *recordRow
-	c storage.CorrelationKey
-}
-
-// correlations looks up the correlation keys of the rows of acc still accepted, flags
-// those another source of the rule delivered within its window (in the database, or
-// earlier in the batch), and stores them all.
-func (f *forensics) correlations(ctx context.Context, acc []*recordRow) error {
-	var all []correlation
-	for _, r := range acc {
-		if r.outcome != storage.Accepted {
-			continue
-		}
-		for _, c := range r.d.Correlations {
-			all = append(all, correlation{r, c})
+// correlations flags the rows still accepted whose correlation key keys found in the
+// database or, failing that, another source of the rule delivered earlier in the
+// batch within its window, and marks all their keys for storing.
+func (f *forensics) correlations(ctx context.Context, keys []forensicKey) error {
+	all := f.corr[:0]
+	for j := range keys {
+		if k := &keys[j]; k.rule != "" && k.r.outcome == storage.Accepted {
+			all = append(all, k)
 		}
 	}
-	if len(all) == 0 {
-		return nil
-	}
-	type match struct {
-		other  int64
-		source string
-	}
-	found := make([]match, len(all))
-	err := chunked(all, func(off int, chunk []correlation) error {
-		st, err := f.multi(ctx, multiCorrelationFind, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 5*len(chunk))
-		for i, p := range chunk {
-			args = append(args, i, p.c.Rule, p.c.Hash, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds(), p.r.d.Source)
-		}
-		res, err := st.QueryContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		defer res.Close()
-		for res.Next() {
-			var i int
-			var m match
-			if err := res.Scan(&i, &m.other, &m.source); err != nil {
-				return err
-			}
-			found[off+i] = m
-		}
-		return res.Err()
-	})
-	if err != nil {
-		return err
-	}
+	f.corr = all
+	defer clear(f.corr)
 	for j, p := range all {
-		m := found[j]
+		other, source := p.other, p.otherSource
 		for _, e := range all[:j] {
-			if m.other != 0 {
+			if other != 0 {
 				break
 			}
-			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
-				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
-				m = match{e.r.id, e.r.d.Source}
+			if e.rule == p.rule && e.hash == p.hash && e.r.d.Source != p.r.d.Source &&
+				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.window {
+				other, source = e.r.id, e.r.d.Source
 			}
 		}
-		if m.other != 0 {
-			if err := f.flag(ctx, p.r, storage.SuspectCorrelation, m.other, m.source, p.c.Rule, time.Time{}); err != nil {
+		if other != 0 {
+			if err := f.flag(ctx, p.r, storage.SuspectCorrelation, other, source, p.rule, time.Time{}); err != nil {
 				return err
 			}
 		}
+		p.wantsStoring = true
 	}
-	return chunks(all, func(chunk []correlation) error {
-		st, err := f.multi(ctx, multiCorrelationAdd, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 5*len(chunk))
-		for _, p := range chunk {
-			args = append(args, p.c.Rule, p.c.Hash, p.r.d.Source, p.r.id, millis(p.r.d.ReceivedAt))
-		}
-		_, err = st.ExecContext(ctx, args...)
-		return err
-	})
+	return nil
 }
 
 // block turns r, accepted, into a duplicate of other, the delivery whose business key it
@@ -651,7 +835,7 @@ type expiredClaim struct {
 // SweepTraces deletes at most limit traces of keys that expired before cutoff (now
 // less the remember period), oldest first, and returns how many it deleted.
 func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "key traces", `DELETE FROM key_traces WHERE (source, key_hash) IN (
+	return db.sweepSeen(ctx, "key traces", [2]string{}, `DELETE FROM key_traces WHERE (source, key_hash) IN (
 	SELECT source, key_hash FROM key_traces WHERE expired_at < ?1 ORDER BY expired_at LIMIT ?2)`, cutoff, limit)
 }
 
@@ -660,23 +844,50 @@ func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int
 // older than its own source's window is never matched (the lookup bounds it too); the
 // sweep only keeps the table small.
 func (db *DB) SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "business keys", `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
+	return db.sweepSeen(ctx, "business keys", sqlMoveOldBusinessKeys, `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
 	SELECT source, hash, delivery FROM business_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
+
+// Before a sweep, the pending keys it would delete are moved into their indexed table
+// (in practice none is: keys are moved within minutes, swept after days).
+var (
+	sqlMoveOldBusinessKeys = [2]string{`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`,
+		`DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`}
+	sqlMoveOldCorrelationKeys = [2]string{`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`,
+		`DELETE FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`}
+)
 
 // SweepCorrelationKeys deletes at most limit correlation keys seen before cutoff (now
 // less the longest correlation window), oldest first, and returns how many it deleted.
 func (db *DB) SweepCorrelationKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "correlation keys", `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
+	return db.sweepSeen(ctx, "correlation keys", sqlMoveOldCorrelationKeys, `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
 	SELECT rule, hash, delivery FROM correlation_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
 
-func (db *DB) sweepSeen(ctx context.Context, what, q string, cutoff time.Time, limit int) (int64, error) {
-	res, err := db.writeExec(ctx, q, millis(cutoff), max(limit, 1))
+func (db *DB) sweepSeen(ctx context.Context, what string, move [2]string, q string, cutoff time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, m := range move {
+			if m == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m, millis(cutoff)); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, q, millis(cutoff), max(limit, 1))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: %w", what, err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // WouldFlag returns the suspects a delivery described by p would be flagged as, were it

@@ -1,6 +1,9 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // ExplainForensics returns the query plans of the lookups intake makes for a chunk of
 // accepted deliveries, and of the key lab's, by name.
@@ -10,19 +13,60 @@ func (db *DB) ExplainForensics(ctx context.Context) (map[string]string, error) {
 		sql  string
 		args []any
 	}{
-		"business keys":    {multiSQL(multiBusinessFind, 2), []any{0, "ota", "h", 0, "k", 1, "ota", "i", 0, "l"}},
-		"correlation keys": {multiSQL(multiCorrelationFind, 2), []any{0, "r", "h", 0, "ota", 1, "r", "i", 0, "ota"}},
-		"traces":           {multiSQL(multiTraceFind, 2), []any{0, "ota", []byte("h"), 1, "ota", []byte("i")}},
-		"prior claims":     {sqlPrior(2), []any{"ota", "a", "ota", "b"}},
-		"lab business key": {sqlBusinessMatch, []any{"ota", "h", 0, "k"}},
-		"lab correlation":  {sqlCorrelationMatch, []any{"r", "h", 0, "ota"}},
-		"lab trace":        {sqlTraceFind, []any{"ota", []byte("h")}},
+		"business and correlation keys": {multiSQL(multiKeyFind, 2), []any{0, "", "h", 0, "ota", "k", 1, "r", "i", 0, "ota", "l"}},
+		"traces":                        {multiSQL(multiTraceFind, 2), []any{0, "ota", []byte("h"), 1, "ota", []byte("i")}},
+		"prior claims":                  {sqlPrior(2), []any{"ota", "a", "ota", "b"}},
+		"lab business key":              {sqlBusinessMatch, []any{"ota", "h", 0, "k"}},
+		"lab correlation":               {sqlCorrelationMatch, []any{"r", "h", 0, "ota"}},
+		"lab trace":                     {sqlTraceFind, []any{"ota", []byte("h")}},
 	} {
-		plan, err := db.explain(ctx, q.sql, q.args...)
+		plan, err := db.explainWrite(ctx, q.sql, q.args...)
 		if err != nil {
 			return nil, err
 		}
 		out[name] = plan
 	}
 	return out, nil
+}
+
+// explainWrite is explain on the write connection, whose temporary tables intake's
+// lookups read.
+func (db *DB) explainWrite(ctx context.Context, query string, args ...any) (string, error) {
+	for _, q := range sqlRecentSetup {
+		if _, err := db.write.ExecContext(ctx, q); err != nil {
+			return "", err
+		}
+	}
+	rows, err := db.write.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return "", err
+		}
+		b.WriteString(detail)
+		b.WriteByte('\n')
+	}
+	return b.String(), rows.Err()
+}
+
+// SetForensicFlushAt makes the writer move pending business and correlation keys once n
+// are pending, until the returned func restores the default.
+func SetForensicFlushAt(n int) (restore func()) {
+	old := flushAt
+	flushAt = n
+	return func() { flushAt = old }
+}
+
+// ForensicKeyCounts returns how many business and correlation keys are pending, and
+// how many the indexed tables hold.
+func (db *DB) ForensicKeyCounts(ctx context.Context) (pending, indexed int, err error) {
+	err = db.read.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM forensic_keys_pending),
+	(SELECT count(*) FROM business_keys) + (SELECT count(*) FROM correlation_keys)`).Scan(&pending, &indexed)
+	return pending, indexed, err
 }

@@ -145,6 +145,11 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE seen_at = ? AND delivery = ?`,
 				millis(c.ClaimedAt), c.FirstDelivery)
 		}
+		if err == nil {
+			// Or among the keys not yet moved there (forensics.go), few and unindexed.
+			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at = ? AND delivery = ?`,
+				millis(c.ClaimedAt), c.FirstDelivery)
+		}
 	}
 	if err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)

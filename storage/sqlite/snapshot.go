@@ -57,7 +57,7 @@ func (s *Snapshot) ReadTable(ctx context.Context, table string, columns []string
 			return fmt.Errorf("read table %s: %q is no table or column name", table, n)
 		}
 	}
-	rows, err := s.tx.QueryContext(ctx, `SELECT `+strings.Join(columns, ", ")+` FROM `+table+` ORDER BY 1`)
+	rows, err := s.tx.QueryContext(ctx, `SELECT `+strings.Join(columns, ", ")+` FROM `+snapshotFrom(table)+` ORDER BY 1`)
 	if err != nil {
 		return fmt.Errorf("read table %s: %w", table, err)
 	}
@@ -81,13 +81,27 @@ func (s *Snapshot) ReadTable(ctx context.Context, table string, columns []string
 	return nil
 }
 
+// snapshotFrom is what a copy reads as table: the business and correlation keys not yet
+// moved into their indexed tables (forensics.go) are theirs, with the same columns.
+func snapshotFrom(table string) string {
+	switch table {
+	case "business_keys":
+		return `(SELECT * FROM business_keys UNION ALL
+	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '')`
+	case "correlation_keys":
+		return `(SELECT * FROM correlation_keys UNION ALL
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '')`
+	}
+	return table
+}
+
 // CountRows returns how many rows table holds.
 func (s *Snapshot) CountRows(ctx context.Context, table string) (int64, error) {
 	if !identifier.MatchString(table) {
 		return 0, fmt.Errorf("count table %s: not a table name", table)
 	}
 	var n int64
-	if err := s.tx.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+	if err := s.tx.QueryRowContext(ctx, `SELECT count(*) FROM `+snapshotFrom(table)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count table %s: %w", table, err)
 	}
 	return n, nil
