@@ -102,11 +102,12 @@ test-short:
 # BENCH_KEYS (default 1000000,5000000), BENCH_SWEEP_KEYS (1000000), BENCH_SYNC (FULL,NORMAL),
 # BENCH_DURATION (10s), BENCH_RUNS (3), BENCH_CONNS (64), BENCH_THREADS (2), BENCH_DIR,
 # BENCH_OUT (also write the summary table there), BENCH_REFERENCE=0 (skip the FastAPI
-# reference), BENCH_POSTGRES=0 (skip PostgreSQL), BENCH_BASELINE (another hookdedup binary, run beside this one on the empty
+# reference), BENCH_POSTGRES=0 (skip PostgreSQL), BENCH_PG_REPLICAS (1,3: PostgreSQL's
+# numbers of replicas), BENCH_BASELINE (another hookdedup binary, run beside this one on the empty
 # database: before and after a change); BENCH_TIME is -benchtime (1s), BENCH_LOAD=0
 # skips the load run. A load run of a minute or so, without stored keys or the sweep:
 #   BENCH_KEYS=0 BENCH_RUNS=1 BENCH_DURATION=5s BENCH_SWEEP_KEYS=0 go test -tags load -run '^TestLoad$' -v ./cmd/hookdedup/
-export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT BENCH_REFERENCE BENCH_POSTGRES BENCH_BASELINE
+export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT BENCH_REFERENCE BENCH_POSTGRES BENCH_PG_REPLICAS BENCH_BASELINE
 BENCH_TIME ?= 1s
 BENCH_LOAD ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
