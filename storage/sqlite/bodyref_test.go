@@ -210,17 +210,19 @@ func TestDB_ReceivedSincePlan(t *testing.T) {
 }
 
 // The page cache and the memory map are set on every connection, readers and the
-// writer alike, from Options (defaults when zero; a negative MmapSize turns the map off).
+// writer alike, from Options (defaults when zero; a negative MmapSize turns the map off),
+// except that the writer's cache is bounded by WriterCacheSize.
 func TestOpen_PageSettings(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name              string
-		opt               sqlite.Options
-		wantCache, wantMm int64
+		name                         string
+		opt                          sqlite.Options
+		wantCache, wantWrite, wantMm int64
 	}{
-		{"Defaults", sqlite.Options{}, -sqlite.DefaultCacheSize / 1024, sqlite.DefaultMmapSize},
-		{"Set", sqlite.Options{CacheSize: 8 << 20, MmapSize: 64 << 20}, -8 << 10, 64 << 20},
-		{"NoMap", sqlite.Options{MmapSize: -1}, -sqlite.DefaultCacheSize / 1024, 0},
+		{"Defaults", sqlite.Options{}, -sqlite.DefaultCacheSize / 1024, -sqlite.WriterCacheSize / 1024, sqlite.DefaultMmapSize},
+		{"Set", sqlite.Options{CacheSize: 32 << 20, MmapSize: 64 << 20}, -32 << 10, -sqlite.WriterCacheSize / 1024, 64 << 20},
+		{"Small", sqlite.Options{CacheSize: 1 << 20}, -1 << 10, -1 << 10, sqlite.DefaultMmapSize},
+		{"NoMap", sqlite.Options{MmapSize: -1}, -sqlite.DefaultCacheSize / 1024, -sqlite.WriterCacheSize / 1024, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "db.sqlite"), tc.opt)
@@ -228,8 +230,8 @@ func TestOpen_PageSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rc != tc.wantCache || wc != tc.wantCache {
-				t.Errorf("cache_size read %d, write %d; want %d", rc, wc, tc.wantCache)
+			if rc != tc.wantCache || wc != tc.wantWrite {
+				t.Errorf("cache_size read %d, write %d; want %d and %d", rc, wc, tc.wantCache, tc.wantWrite)
 			}
 			// SQLite caps the map at its build's limit; it is on when asked for.
 			if wantOn := tc.wantMm > 0; (rm > 0) != wantOn || (wm > 0) != wantOn || rm > tc.wantMm || wm > tc.wantMm {

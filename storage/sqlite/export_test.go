@@ -111,6 +111,9 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 	return a + b, err
 }
 
+// WriterCacheSize bounds the write connection's page cache.
+const WriterCacheSize = writerCacheSize
+
 // PageSettings returns PRAGMA cache_size and mmap_size as a read connection and the
 // write connection have them.
 func (db *DB) PageSettings(ctx context.Context) (readCache, readMmap, writeCache, writeMmap int64, err error) {
