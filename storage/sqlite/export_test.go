@@ -34,7 +34,7 @@ func (db *DB) ExplainEvents(ctx context.Context, f storage.DeliveryFilter) (stri
 
 // ExplainKeyDeliveries returns the query plan of FirstKeyDeliveries.
 func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
-	return db.explain(ctx, sqlKeyDeliveries, "s", "k", 101)
+	return db.explain(ctx, sqlKeyDeliveries, "s", "k", "s", "k", 101)
 }
 
 // ExplainKeys returns the query plan of ListKeys for f or, with window, of Keys: for a
@@ -87,9 +87,9 @@ func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
 // ExplainHolders returns the query plan of the writer's look-up of the claims that
 // duplicates lost to, for a chunk of rows.
 func ExplainHolders(ctx context.Context, db *DB, rows int) (string, error) {
-	args := make([]any, 0, 4*rows)
+	args := make([]any, 0, 5*rows)
 	for i := range rows {
-		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"))
+		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"), "BK-1")
 	}
 	return db.explain(ctx, kindHolder.sql(rows), args...)
 }
