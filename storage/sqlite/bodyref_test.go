@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -329,6 +330,41 @@ func TestOpen_PageSettings(t *testing.T) {
 			}
 			t.Logf("mmap_size read %d, write %d", rm, wm)
 		})
+	}
+}
+
+// Past the lock byte's page (here a file of any size), the write connection gets the
+// whole page cache back: at Open when the file is that large already, and as it grows
+// past it otherwise.
+func TestOpen_WriterCacheGrows(t *testing.T) {
+	ctx := context.Background()
+	full := -sqlite.DefaultCacheSize / 1024
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+	if _, _, wc, _, err := db.PageSettings(ctx); err != nil || wc != -sqlite.WriterCacheSize/1024 {
+		t.Fatalf("writer's cache_size %d (%v) under the bound, want %d", wc, err, -sqlite.WriterCacheSize/1024)
+	}
+	sqlite.SetBigFile(t, 1, 1)
+	for i := 0; ; i++ {
+		storagetest.Record(t, db, delivery("ota", fmt.Sprint("evt_grow_", i), "h1"), day)
+		_, _, wc, _, err := db.PageSettings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wc == full {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("writer's cache_size still %d after %d batches past the size, want %d", wc, i+1, full)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := storagetest.OpenPath(t, path, sqlite.Options{})
+	if _, _, wc, _, err := again.PageSettings(ctx); err != nil || wc != full {
+		t.Errorf("reopened large file: writer's cache_size %d (%v), want %d", wc, err, full)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -113,6 +114,14 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 
 // WriterCacheSize bounds the write connection's page cache.
 const WriterCacheSize = writerCacheSize
+
+// SetBigFile makes a file larger than size count as past the lock byte's page, and the
+// writer look at the file's size every batches batches, until the test ends.
+func SetBigFile(tb testing.TB, size int64, batches int) {
+	oldSize, oldEvery := bigFileSize, writerCheckEvery
+	bigFileSize, writerCheckEvery = size, batches
+	tb.Cleanup(func() { bigFileSize, writerCheckEvery = oldSize, oldEvery })
+}
 
 // PageSettings returns PRAGMA cache_size and mmap_size as a read connection and the
 // write connection have them.

@@ -180,6 +180,7 @@ func (db *DB) writer() {
 	w := &batchWriter{db: db}
 	defer w.close()
 	batch := make([]*recordReq, 0, db.maxBatch)
+	batches := 0
 	for {
 		var first *recordReq
 		select {
@@ -213,6 +214,9 @@ func (db *DB) writer() {
 		clear(batch) // drop the requests: their callers recycle them
 		if db.walRestart.CompareAndSwap(true, false) {
 			db.finishCheckpoint()
+		}
+		if batches++; batches%writerCheckEvery == 0 {
+			db.growWriterCache()
 		}
 	}
 }
