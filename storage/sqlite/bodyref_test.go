@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -333,38 +334,52 @@ func TestOpen_PageSettings(t *testing.T) {
 	}
 }
 
-// Past the lock byte's page (here a file of any size), the write connection gets the
-// whole page cache back: at Open when the file is that large already, and as it grows
-// past it otherwise.
+// Past the lock byte's page (here a smaller size), the write connection gets the whole
+// page cache back: as the file grows past it, and at Open when it is that large already.
 func TestOpen_WriterCacheGrows(t *testing.T) {
 	ctx := context.Background()
-	full := -sqlite.DefaultCacheSize / 1024
-	path := filepath.Join(t.TempDir(), "db.sqlite")
-	db := storagetest.OpenPath(t, path, sqlite.Options{})
-	storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
-	if _, _, wc, _, err := db.PageSettings(ctx); err != nil || wc != -sqlite.WriterCacheSize/1024 {
-		t.Fatalf("writer's cache_size %d (%v) under the bound, want %d", wc, err, -sqlite.WriterCacheSize/1024)
-	}
-	sqlite.SetBigFile(t, 1, 1)
-	for i := 0; ; i++ {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprint("evt_grow_", i), "h1"), day)
+	full, bounded := -sqlite.DefaultCacheSize/1024, -sqlite.WriterCacheSize/1024
+	writerCache := func(db *sqlite.DB) int64 {
+		t.Helper()
 		_, _, wc, _, err := db.PageSettings(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wc == full {
-			break
+		return wc
+	}
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+	if wc := writerCache(db); wc != bounded {
+		t.Fatalf("writer's cache_size %d under the size, want %d", wc, bounded)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlite.SetBigFile(t, fi.Size(), 1)
+	db = storagetest.OpenPath(t, path, sqlite.Options{})
+	if wc := writerCache(db); wc != bounded {
+		t.Fatalf("writer's cache_size %d at Open under the size, want %d", wc, bounded)
+	}
+	body := bytes.Repeat([]byte("x"), 2000)
+	for i := 0; writerCache(db) != full; i++ {
+		if i == 5000 {
+			t.Fatalf("writer's cache_size still %d after %d batches, want %d", writerCache(db), i, full)
 		}
-		if i == 1000 {
-			t.Fatalf("writer's cache_size still %d after %d batches past the size, want %d", wc, i+1, full)
-		}
+		d := delivery("ota", fmt.Sprint("evt_grow_", i), "h1")
+		d.Body = body
+		storagetest.Record(t, db, d, day)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	again := storagetest.OpenPath(t, path, sqlite.Options{})
-	if _, _, wc, _, err := again.PageSettings(ctx); err != nil || wc != full {
-		t.Errorf("reopened large file: writer's cache_size %d (%v), want %d", wc, err, full)
+	if wc := writerCache(again); wc != full {
+		t.Errorf("reopened past the size: writer's cache_size %d, want %d", wc, full)
 	}
 }
 

@@ -116,7 +116,8 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 const WriterCacheSize = writerCacheSize
 
 // SetBigFile makes a file larger than size count as past the lock byte's page, and the
-// writer look at the file's size every batches batches, until the test ends.
+// writer look at the file's size every batches batches, for the databases opened after
+// it until the test ends.
 func SetBigFile(tb testing.TB, size int64, batches int) {
 	oldSize, oldEvery := bigFileSize, writerCheckEvery
 	bigFileSize, writerCheckEvery = size, batches

@@ -215,7 +215,7 @@ func (db *DB) writer() {
 		if db.walRestart.CompareAndSwap(true, false) {
 			db.finishCheckpoint()
 		}
-		if batches++; batches%writerCheckEvery == 0 {
+		if batches++; batches%db.checkEvery == 0 {
 			db.growWriterCache()
 		}
 	}

@@ -112,7 +112,7 @@ func (db *DB) growWriterCache() {
 		return
 	}
 	fi, err := db.file.Stat()
-	if err != nil || fi.Size() <= bigFileSize {
+	if err != nil || fi.Size() <= db.bigFile {
 		return
 	}
 	db.writerFull.Store(true)
@@ -193,6 +193,8 @@ type DB struct {
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	cacheSize   int64         // Options.CacheSize
 	writerFull  *atomic.Bool  // the write connection has the whole cache (growWriterCache)
+	bigFile     int64         // bigFileSize, as Open found it
+	checkEvery  int           // writerCheckEvery, as Open found it
 	log         *slog.Logger
 	fileInfo    os.FileInfo                    // the open database file, for os.SameFile (file.go)
 	gone        atomic.Pointer[error]          // set once the file is no longer at path
@@ -265,8 +267,8 @@ func Open(path string, opt Options) (*DB, error) {
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
 	pragmas := connPragmas(opt)
-	writerFull := new(atomic.Bool)
-	if fi, err := os.Stat(path); err == nil && fi.Size() > bigFileSize {
+	writerFull, bigFile := new(atomic.Bool), bigFileSize
+	if fi, err := os.Stat(path); err == nil && fi.Size() > bigFile {
 		writerFull.Store(true)
 	}
 	write := sql.OpenDB(writeConnector(dsn, opt, writerFull))
@@ -290,6 +292,8 @@ func Open(path string, opt Options) (*DB, error) {
 		busyTimeout: opt.BusyTimeout,
 		cacheSize:   opt.CacheSize,
 		writerFull:  writerFull,
+		bigFile:     bigFile,
+		checkEvery:  writerCheckEvery,
 		log:         opt.Logger.With("component", "storage"),
 		watcherDone: make(chan struct{}),
 		bulkWake:    make(chan struct{}, 1),
