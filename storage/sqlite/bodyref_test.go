@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,11 +53,97 @@ func wantWhole(t *testing.T, db *sqlite.DB, id int64, body []byte, header, value
 	if err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, k := range all {
-		if k.ID == id && !bytes.Equal(k.Body, body) {
-			t.Errorf("KeyDeliveries: delivery %d body = %q, want %q", id, k.Body, body)
+		if k.ID == id {
+			found = true
+			if !bytes.Equal(k.Body, body) {
+				t.Errorf("KeyDeliveries: delivery %d body = %q, want %q", id, k.Body, body)
+			}
 		}
 	}
+	if !found {
+		t.Errorf("KeyDeliveries(%s, %s) does not hold delivery %d", d.Source, d.Key, id)
+	}
+}
+
+// wantListed fails unless the events list for f holds exactly the deliveries ids, newest
+// first.
+func wantListed(t *testing.T, db *sqlite.DB, f storage.DeliveryFilter, ids ...int64) {
+	t.Helper()
+	page, err := db.Deliveries(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, d := range page.Deliveries {
+		got = append(got, d.ID)
+	}
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	if !slices.Equal(got, ids) {
+		t.Errorf("Deliveries(%+v) = %v, want %v", f, got, ids)
+	}
+}
+
+// withBooking sets d's booking, as the receiver takes it from the body by the source's
+// booking_field.
+func withBooking(d *storage.Delivery, booking string) *storage.Delivery {
+	d.Booking = booking
+	return d
+}
+
+// A duplicate stored by reference is left out of the indexes of keys and bookings and
+// found through the delivery it refers to: the key's deliveries and the filters of key
+// and booking list it as before. One whose booking is not its first delivery's (the
+// source's booking_field changed between them) stores its own body, and is listed under
+// its own booking only.
+func TestDB_BodyByReference_Listed(t *testing.T) {
+	key := func(k string) storage.DeliveryFilter { return storage.DeliveryFilter{Key: k, Source: "ota"} }
+	booking := func(b string) storage.DeliveryFilter { return storage.DeliveryFilter{Booking: b} }
+	t.Run("References", func(t *testing.T) {
+		db := storagetest.Open(t)
+		first := storagetest.Record(t, db, withBooking(delivery("ota", "evt_1", "h1"), "BK-1"), day)
+		a := storagetest.Record(t, db, withBooking(withSignature(delivery("ota", "evt_1", "h1"), "v1,a"), "BK-1"), day)
+		b := storagetest.Record(t, db, withBooking(withSignature(delivery("ota", "evt_1", "h1"), "v1,b"), "BK-1"), day)
+		other := storagetest.Record(t, db, withBooking(delivery("ota", "evt_2", "h2"), "BK-2"), day)
+		for _, dup := range []*storage.Delivery{a, b} {
+			if own, from := storedBody(t, db.Path(), dup.ID); own || from != first.ID {
+				t.Errorf("duplicate %d: own body %v, body_from %d; want a reference to %d", dup.ID, own, from, first.ID)
+			}
+			wantWhole(t, db, dup.ID, first.Body, "Webhook-Signature", "v1,"+map[int64]string{a.ID: "a", b.ID: "b"}[dup.ID])
+		}
+		wantListed(t, db, key("evt_1"), first.ID, a.ID, b.ID)
+		wantListed(t, db, storage.DeliveryFilter{Key: "evt_1", KeySources: []string{"cm", "ota"}}, first.ID, a.ID, b.ID)
+		wantListed(t, db, key("evt_2"), other.ID)
+		wantListed(t, db, booking("BK-1"), first.ID, a.ID, b.ID)
+		wantListed(t, db, storage.DeliveryFilter{Booking: "BK-1", Outcome: storage.Duplicate}, a.ID, b.ID)
+		wantListed(t, db, storage.DeliveryFilter{Booking: "BK-1", Key: "evt_1", Source: "ota"}, first.ID, a.ID, b.ID)
+		wantListed(t, db, storage.DeliveryFilter{Booking: "BK-1", Before: b.ID}, first.ID, a.ID)
+	})
+	t.Run("OtherBooking", func(t *testing.T) {
+		db := storagetest.Open(t)
+		first := storagetest.Record(t, db, withBooking(delivery("ota", "evt_1", "h1"), "BK-1"), day)
+		dup := storagetest.Record(t, db, withBooking(delivery("ota", "evt_1", "h1"), "BK-9"), day)
+		if own, from := storedBody(t, db.Path(), dup.ID); !own || from != 0 {
+			t.Errorf("duplicate under another booking: own body %v, body_from %d; want its own body", own, from)
+		}
+		wantListed(t, db, booking("BK-1"), first.ID)
+		wantListed(t, db, booking("BK-9"), dup.ID)
+		wantListed(t, db, key("evt_1"), first.ID, dup.ID)
+	})
+	t.Run("OtherBookingInTheSameTransaction", func(t *testing.T) {
+		db := storagetest.Open(t)
+		first, dup := withBooking(delivery("ota", "evt_1", "h1"), "BK-1"), withBooking(delivery("ota", "evt_1", "h1"), "BK-9")
+		if err := db.RecordBatch(context.Background(), []*storage.Delivery{first, dup}, day); err != nil {
+			t.Fatal(err)
+		}
+		if own, from := storedBody(t, db.Path(), dup.ID); !own || from != 0 {
+			t.Errorf("duplicate under another booking: own body %v, body_from %d; want its own body", own, from)
+		}
+		wantListed(t, db, booking("BK-1"), first.ID)
+		wantListed(t, db, booking("BK-9"), dup.ID)
+	})
 }
 
 func withSignature(d *storage.Delivery, sig string) *storage.Delivery {
@@ -145,6 +234,9 @@ func TestDB_SweepDeliveries_KeepsReferencedBody(t *testing.T) {
 		t.Errorf("kept duplicate: own body %v, body_from %d; want its own copy", own, from)
 	}
 	wantWhole(t, db, late.ID, first.Body, "Webhook-Signature", "v1,late")
+	// With a body of its own, the kept duplicate is found by its key as a first
+	// delivery is.
+	wantListed(t, db, storage.DeliveryFilter{Key: "evt_1", Source: "ota"}, late.ID)
 }
 
 // A backup is a copy of the file: restored, a duplicate stored by reference still shows
@@ -210,17 +302,19 @@ func TestDB_ReceivedSincePlan(t *testing.T) {
 }
 
 // The page cache and the memory map are set on every connection, readers and the
-// writer alike, from Options (defaults when zero; a negative MmapSize turns the map off).
+// writer alike, from Options (defaults when zero; a negative MmapSize turns the map off),
+// except that the writer's cache is bounded by WriterCacheSize.
 func TestOpen_PageSettings(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name              string
-		opt               sqlite.Options
-		wantCache, wantMm int64
+		name                         string
+		opt                          sqlite.Options
+		wantCache, wantWrite, wantMm int64
 	}{
-		{"Defaults", sqlite.Options{}, -sqlite.DefaultCacheSize / 1024, sqlite.DefaultMmapSize},
-		{"Set", sqlite.Options{CacheSize: 8 << 20, MmapSize: 64 << 20}, -8 << 10, 64 << 20},
-		{"NoMap", sqlite.Options{MmapSize: -1}, -sqlite.DefaultCacheSize / 1024, 0},
+		{"Defaults", sqlite.Options{}, -sqlite.DefaultCacheSize / 1024, -sqlite.WriterCacheSize / 1024, sqlite.DefaultMmapSize},
+		{"Set", sqlite.Options{CacheSize: 32 << 20, MmapSize: 64 << 20}, -32 << 10, -sqlite.WriterCacheSize / 1024, 64 << 20},
+		{"Small", sqlite.Options{CacheSize: 1 << 20}, -1 << 10, -1 << 10, sqlite.DefaultMmapSize},
+		{"NoMap", sqlite.Options{MmapSize: -1}, -sqlite.DefaultCacheSize / 1024, -sqlite.WriterCacheSize / 1024, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "db.sqlite"), tc.opt)
@@ -228,8 +322,8 @@ func TestOpen_PageSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rc != tc.wantCache || wc != tc.wantCache {
-				t.Errorf("cache_size read %d, write %d; want %d", rc, wc, tc.wantCache)
+			if rc != tc.wantCache || wc != tc.wantWrite {
+				t.Errorf("cache_size read %d, write %d; want %d and %d", rc, wc, tc.wantCache, tc.wantWrite)
 			}
 			// SQLite caps the map at its build's limit; it is on when asked for.
 			if wantOn := tc.wantMm > 0; (rm > 0) != wantOn || (wm > 0) != wantOn || rm > tc.wantMm || wm > tc.wantMm {
@@ -237,6 +331,55 @@ func TestOpen_PageSettings(t *testing.T) {
 			}
 			t.Logf("mmap_size read %d, write %d", rm, wm)
 		})
+	}
+}
+
+// Past the lock byte's page (here a smaller size), the write connection gets the whole
+// page cache back: as the file grows past it, and at Open when it is that large already.
+func TestOpen_WriterCacheGrows(t *testing.T) {
+	ctx := context.Background()
+	full, bounded := -sqlite.DefaultCacheSize/1024, -sqlite.WriterCacheSize/1024
+	writerCache := func(db *sqlite.DB) int64 {
+		t.Helper()
+		_, _, wc, _, err := db.PageSettings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wc
+	}
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	storagetest.Record(t, db, delivery("ota", "evt_1", "h1"), day)
+	if wc := writerCache(db); wc != bounded {
+		t.Fatalf("writer's cache_size %d under the size, want %d", wc, bounded)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlite.SetBigFile(t, fi.Size(), 1)
+	db = storagetest.OpenPath(t, path, sqlite.Options{})
+	if wc := writerCache(db); wc != bounded {
+		t.Fatalf("writer's cache_size %d at Open under the size, want %d", wc, bounded)
+	}
+	body := bytes.Repeat([]byte("x"), 2000)
+	for i := 0; writerCache(db) != full; i++ {
+		if i == 5000 {
+			t.Fatalf("writer's cache_size still %d after %d batches, want %d", writerCache(db), i, full)
+		}
+		d := delivery("ota", fmt.Sprint("evt_grow_", i), "h1")
+		d.Body = body
+		storagetest.Record(t, db, d, day)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := storagetest.OpenPath(t, path, sqlite.Options{})
+	if wc := writerCache(again); wc != full {
+		t.Errorf("reopened past the size: writer's cache_size %d, want %d", wc, full)
 	}
 }
 

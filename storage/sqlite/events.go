@@ -244,15 +244,22 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	driven := false
 	// add adds one filter: as the driving condition when it has an index and none was
 	// chosen yet, otherwise as a check written so that SQLite cannot use an index for it.
-	add := func(indexed bool, drive, check string, args ...any) {
+	// addArgs is add for a filter whose drive and check take different arguments.
+	addArgs := func(indexed bool, drive string, driveArgs []any, check string, checkArgs []any) {
 		if indexed && !driven {
 			driven = true
 			q.drive = append(q.drive, drive)
-			q.driveArgs = append(q.driveArgs, args...)
+			q.driveArgs = append(q.driveArgs, driveArgs...)
 			return
 		}
 		q.check = append(q.check, check)
-		q.checkArgs = append(q.checkArgs, args...)
+		q.checkArgs = append(q.checkArgs, checkArgs...)
+	}
+	add := func(indexed bool, drive, check string, args ...any) { addArgs(indexed, drive, args, check, args) }
+	// addRefs is add for a key or a booking, whose index the writer leaves duplicates
+	// stored by reference out of (sqlWithReferrers): cond is written as it says.
+	addRefs := func(cond string, args ...any) {
+		addArgs(true, "id IN ("+sqlWithReferrers(cond)+")", append(args, args...), fmt.Sprintf(cond, "+"), args)
 	}
 	// A batch holds at most a request's items: the most selective filter there is. Its
 	// partial index is used only when the query implies batch != 0.
@@ -269,8 +276,7 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 			for _, s := range sources {
 				args = append(args, s)
 			}
-			in := "source IN (" + placeholders(len(sources)) + ")"
-			add(true, in+" AND key = ?", "+"+in+" AND +key = ?", append(args, f.Key)...)
+			addRefs("%[1]ssource IN ("+placeholders(len(sources))+") AND %[1]skey = ?", append(args, f.Key)...)
 		} else {
 			add(false, "", "+key = ?", f.Key)
 		}
@@ -289,7 +295,7 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	}
 	// A partial index is used only when the query implies its WHERE: hence the != ''.
 	if f.Booking != "" {
-		add(true, "booking = ? AND booking != ''", "+booking = ?", f.Booking)
+		addRefs("%[1]sbooking = ? AND %[1]sbooking != ''", f.Booking)
 	}
 	if f.Mismatch || f.MoneyMismatch {
 		add(true, "mismatch", "+mismatch != 0")

@@ -46,7 +46,9 @@ func TestDB_Events_Plans(t *testing.T) {
 		{"Accepted", storage.DeliveryFilter{Outcome: storage.Accepted}, "INTEGER PRIMARY KEY"},
 		{"RejectedProperty", storage.DeliveryFilter{Outcome: storage.Rejected, Property: "HTL-A"}, "deliveries_outcome_id"},
 		{"Booking", storage.DeliveryFilter{Booking: "BK-1", Source: "ota", Outcome: storage.Duplicate}, "deliveries_booking"},
+		{"BookingReferrers", storage.DeliveryFilter{Booking: "BK-1"}, "deliveries_body_from"},
 		{"Key", storage.DeliveryFilter{Key: "evt_1", KeySources: []string{"ota", "cm"}}, "deliveries_key"},
+		{"KeyReferrers", storage.DeliveryFilter{Key: "evt_1", Source: "ota"}, "deliveries_body_from"},
 		{"Status", storage.DeliveryFilter{Status: "cancelled"}, "INTEGER PRIMARY KEY"},
 		{"Batch", storage.DeliveryFilter{Batch: 41, Source: "ota", Outcome: storage.Duplicate}, "deliveries_batch"},
 		{"MoneyMismatch", storage.DeliveryFilter{MoneyMismatch: true, Currency: "EUR"}, "deliveries_mismatch"},
@@ -72,7 +74,7 @@ func TestDB_Events_Plans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan, "deliveries_key") {
+	if !strings.Contains(plan, "deliveries_key") || !strings.Contains(plan, "deliveries_body_from") {
 		t.Errorf("key deliveries plan:\n%s", plan)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -34,7 +35,7 @@ func (db *DB) ExplainEvents(ctx context.Context, f storage.DeliveryFilter) (stri
 
 // ExplainKeyDeliveries returns the query plan of FirstKeyDeliveries.
 func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
-	return db.explain(ctx, sqlKeyDeliveries, "s", "k", 101)
+	return db.explain(ctx, sqlKeyDeliveries, "s", "k", "s", "k", 101)
 }
 
 // ExplainKeys returns the query plan of ListKeys for f or, with window, of Keys: for a
@@ -87,9 +88,9 @@ func (db *DB) ExplainSweepExpired(ctx context.Context) (string, error) {
 // ExplainHolders returns the query plan of the writer's look-up of the claims that
 // duplicates lost to, for a chunk of rows.
 func ExplainHolders(ctx context.Context, db *DB, rows int) (string, error) {
-	args := make([]any, 0, 4*rows)
+	args := make([]any, 0, 5*rows)
 	for i := range rows {
-		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"))
+		args = append(args, i+1, "ota", fmt.Sprint("k", i), []byte("{}"), "BK-1")
 	}
 	return db.explain(ctx, kindHolder.sql(rows), args...)
 }
@@ -109,6 +110,18 @@ func (db *DB) ExplainReceivedSince(ctx context.Context) (string, error) {
 	}
 	b, err := db.explain(ctx, sqlFirstFrom, 1)
 	return a + b, err
+}
+
+// WriterCacheSize bounds the write connection's page cache.
+const WriterCacheSize = writerCacheSize
+
+// SetBigFile makes a file larger than size count as past the lock byte's page, and the
+// writer look at the file's size every batches batches, for the databases opened after
+// it until the test ends.
+func SetBigFile(tb testing.TB, size int64, batches int) {
+	oldSize, oldEvery := bigFileSize, writerCheckEvery
+	bigFileSize, writerCheckEvery = size, batches
+	tb.Cleanup(func() { bigFileSize, writerCheckEvery = oldSize, oldEvery })
 }
 
 // PageSettings returns PRAGMA cache_size and mmap_size as a read connection and the

@@ -75,7 +75,21 @@ func (db *DB) KeyDeliveries(ctx context.Context, source, key string) ([]storage.
 	return out, err
 }
 
-const sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE source = ? AND key = ? ORDER BY id LIMIT ?`
+// sqlWithReferrers is the ids of the deliveries that match cond, a condition on a key or
+// a booking, which its caller repeats in the arguments: cond is written with %[1]s before
+// each column, for a table alias. The indexes of keys and bookings hold only the
+// deliveries that store their own body (migration 0020); the duplicates that refer to
+// one of them for their body share its key and its booking, and are found through the
+// index of body_from.
+func sqlWithReferrers(cond string) string {
+	return `SELECT id FROM deliveries WHERE ` + fmt.Sprintf(cond, "") + ` AND body_from = 0
+	UNION ALL
+	SELECT r.id FROM deliveries AS o JOIN deliveries AS r ON r.body_from = o.id AND r.body_from != 0
+	WHERE ` + fmt.Sprintf(cond, "o.") + ` AND o.body_from = 0`
+}
+
+var sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE id IN (` +
+	sqlWithReferrers(`%[1]ssource = ? AND %[1]skey = ?`) + `) ORDER BY id LIMIT ?`
 
 // FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
 // oldest first (all of them when limit < 0), and whether the key has more. A key can
@@ -86,7 +100,7 @@ func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit 
 	if limit >= 0 {
 		n = limit + 1 // one more says whether there are more
 	}
-	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, n)
+	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, source, key, n)
 	if err != nil {
 		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
 	}

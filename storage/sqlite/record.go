@@ -180,6 +180,7 @@ func (db *DB) writer() {
 	w := &batchWriter{db: db}
 	defer w.close()
 	batch := make([]*recordReq, 0, db.maxBatch)
+	batches := 0
 	for {
 		var first *recordReq
 		select {
@@ -214,6 +215,9 @@ func (db *DB) writer() {
 		if db.walRestart.CompareAndSwap(true, false) {
 			db.finishCheckpoint()
 		}
+		if batches++; batches%db.checkEvery == 0 {
+			db.growWriterCache()
+		}
 	}
 }
 
@@ -247,12 +251,15 @@ RETURNING first_delivery`
 
 	// Who holds the keys that a chunk's duplicates lost to, one answer per duplicate (its
 	// delivery id first), and whether the duplicate's body is the first delivery's byte
-	// for byte: a redelivery, whose body is then stored as a reference to that one
-	// (body_from). The first delivery's row is read for that comparison only; a first
-	// delivery that stores no body of its own is never referred to.
-	sqlHolderHead = `SELECT v.column1, c.first_delivery, c.payload_hash, coalesce(f.body = v.column4, 0)
+	// for byte, under the same source, key and booking: a redelivery, whose body is then
+	// stored as a reference to that one (body_from), and which the indexes of keys and
+	// bookings find through it (migration 0020). The first delivery's row is read for
+	// that comparison only; a first delivery that stores no body of its own is never
+	// referred to.
+	sqlHolderHead = `SELECT v.column1, c.first_delivery, c.payload_hash,
+	coalesce(f.body = v.column4 AND f.source = v.column2 AND f.key = v.column3 AND f.booking = v.column5, 0)
 FROM (VALUES `
-	sqlHolderRow  = `(?, ?, ?, ?)`
+	sqlHolderRow  = `(?, ?, ?, ?, ?)`
 	sqlHolderTail = `) AS v
 JOIN claims AS c ON c.source = v.column2 AND c.key = v.column3
 LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
@@ -605,7 +612,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 		st := w.stmt(kindHolder, len(chunk))
 		args := w.args[:0]
 		for _, r := range chunk {
-			args = append(args, r.id, r.d.Source, r.d.Key, r.d.Body)
+			args = append(args, r.id, r.d.Source, r.d.Key, r.d.Body, r.d.Booking)
 		}
 		w.args = args
 		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
@@ -627,7 +634,8 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 			r.first, r.mismatch = first, hash != r.d.PayloadHash
 			if first >= base && first-base < int64(len(w.rows)) {
 				// Won in this transaction: its row is not written yet, its body is at hand.
-				same = bytes.Equal(w.rows[first-base].d.Body, r.d.Body)
+				f := w.rows[first-base].d
+				same = bytes.Equal(f.Body, r.d.Body) && f.Source == r.d.Source && f.Key == r.d.Key && f.Booking == r.d.Booking
 			}
 			if same && !r.mismatch && len(r.d.Body) > 0 {
 				r.bodyFrom = first

@@ -140,14 +140,14 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 // sqlHandOverBodies gives its own copy of the body to every delivery that refers to the
 // body of one the sweep's DELETE (same ?1 to ?4) is about to delete and that is not
 // deleted itself: a duplicate stored by reference (body_from) keeps its body for as long
-// as it is kept. Those duplicates are found through the key index, as every duplicate
-// shares its first delivery's source and key; a duplicate is never owed, so the one
-// deleted with its first delivery is the one in the same range and received before
-// cutoff.
+// as it is kept. Those duplicates are found through the index of body_from; a duplicate
+// is never owed, so the one deleted with its first delivery is the one in the same range
+// and received before cutoff. With a body of its own, the duplicate joins the indexes
+// of keys and bookings (migration 0020).
 var sqlHandOverBodies = `
 UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
 WHERE id IN (
-	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.source = f.source AND d.key = f.key AND d.body_from = f.id
+	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.body_from = f.id AND d.body_from != 0
 	WHERE f.id > ?2 AND f.id <= ?3 AND f.received_at < ?4 AND f.outcome = 'accepted'
 	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
 	AND (d.id > ?3 OR d.received_at >= ?4))`
