@@ -65,8 +65,8 @@ type forensics struct {
 	// have added or moved pending keys since, and it is loaded again.
 	loaded  bool
 	version int64
-	// pending counts the keys appended since the pending table was last emptied, and
-	// a few more when a transaction that appended some rolled back.
+	// pending counts the keys appended since the pending table was last emptied; a
+	// transaction that rolls back has it counted again with the copy (current).
 	pending int
 }
 
@@ -120,59 +120,57 @@ var sqlFlush = []string{
 var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
 	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
 
-// prepare prepares the statements on db, the write pool, once, and makes sure that the
-// temporary copy of the pending keys is there and up to date. It must run outside a
+// prepare prepares the statements on db, the write pool, once. It must run outside a
 // transaction: the pool's one connection would be busy.
 func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
-	if f.stmts == nil {
-		// The statements read the temporary tables: they are made first.
-		for _, q := range sqlRecentSetup {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("prepare: %w", err)
-			}
-		}
-		if err := f.prepareStmts(ctx, db); err != nil {
-			return err
+	if f.stmts != nil {
+		return nil
+	}
+	// The statements read the temporary tables: they are made first.
+	for _, q := range sqlRecentSetup {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("prepare: %w", err)
 		}
 	}
-	return f.recent(ctx, db)
+	return f.prepareStmts(ctx, db)
 }
 
-// recent loads the temporary copy of the pending keys when the connection has none
-// yet, or when another connection has committed since it was loaded.
-func (f *forensics) recent(ctx context.Context, db *sql.DB) error {
+// current makes the temporary copy of the pending keys what tx, the batch's
+// transaction, sees of them: loaded again when the connection has none (one made
+// anew), or when another connection has committed since it was loaded. It looks
+// inside the transaction, once it holds the write lock: a look before the begin would
+// miss what another process commits in between, such as the release command's
+// transaction that the begin waited for. What it loads is part of tx, and gone if tx
+// rolls back (rolledBack).
+func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	var version int64
 	var exists bool
-	if err := f.stmts[sqlRecentCheck].QueryRowContext(ctx).Scan(&version, &exists); err != nil {
+	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
 	if exists && f.loaded && version == f.version {
 		return nil
 	}
 	f.loaded = false
+	var queries []string
 	if !exists {
-		for _, q := range sqlRecentSetup {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("load pending keys: %w", err)
-			}
+		queries = append(queries, sqlRecentSetup...)
+	}
+	for _, q := range append(queries, sqlRecentLoad...) {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("load pending keys: %w", err)
 		}
 	}
-	var err error
-	for _, q := range sqlRecentLoad {
-		if err != nil {
-			break
-		}
-		_, err = db.ExecContext(ctx, q)
-	}
-	if err == nil {
-		err = db.QueryRowContext(ctx, sqlPendingCount).Scan(&f.pending)
-	}
-	if err != nil {
+	if err := tx.QueryRowContext(ctx, sqlPendingCount).Scan(&f.pending); err != nil {
 		return fmt.Errorf("load pending keys: %w", err)
 	}
 	f.loaded, f.version = true, version
 	return nil
 }
+
+// rolledBack says that the batch's transaction rolled back: with it whatever current
+// loaded into the copy, which is then loaded again.
+func (f *forensics) rolledBack() { f.loaded = false }
 
 // prepareStmts prepares the checks' statements on db.
 func (f *forensics) prepareStmts(ctx context.Context, db *sql.DB) error {

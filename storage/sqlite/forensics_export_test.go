@@ -70,3 +70,14 @@ func (db *DB) ForensicKeyCounts(ctx context.Context) (pending, indexed int, err 
 	(SELECT count(*) FROM business_keys) + (SELECT count(*) FROM correlation_keys)`).Scan(&pending, &indexed)
 	return pending, indexed, err
 }
+
+// SetBeforeBegin has the writer call f just before it begins each batch's transaction,
+// until the returned func removes it: another process may commit there.
+func SetBeforeBegin(f func()) (restore func()) {
+	old := beforeBegin
+	beforeBegin = f
+	return func() { beforeBegin = old }
+}
+
+// QueuedRecords is how many Record requests wait for the writer.
+func (db *DB) QueuedRecords() int { return len(db.reqs) }

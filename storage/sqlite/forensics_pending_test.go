@@ -2,8 +2,12 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,5 +107,118 @@ func TestDB_ForensicKeys_AnotherWriter(t *testing.T) {
 	again := recordOne(t, a, forensicDelivery("ota", "evt_2", "B1", "C9"))
 	if !flagged(again, storage.SuspectBusinessKey) {
 		t.Fatalf("a key another handle stored: flags %v, want a business key (of delivery %d)", again.Suspects, first.ID)
+	}
+}
+
+// Another process (the release command, while serve runs) commits just as the writer
+// begins a batch: after the writer last looked whether another connection had written,
+// before its transaction holds the lock (the other's transaction held it, and the writer
+// waited for it). The batch sees what the other committed: a business key the release
+// forgot blocks nothing, and one the other stored blocks its double.
+func TestDB_ForensicKeys_CommittedAsTheBatchBegins(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	blocks := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	a := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(a)
+	if err := a.Record(ctx, bk("ota", "evt_1", "B1"), blocks); err != nil {
+		t.Fatal(err)
+	}
+	b := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(b)
+	other := bk("ota", "evt_3", "B3")
+	var otherErr error
+	done := false
+	defer sqlite.SetBeforeBegin(func() {
+		if done {
+			return
+		}
+		done = true
+		_, err := b.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "cli", Reason: "resent under a new id"})
+		otherErr = errors.Join(err, b.Record(ctx, other, blocks))
+	})()
+	resent, double := bk("ota", "evt_2", "B1"), bk("ota", "evt_4", "B3")
+	if err := a.RecordBatch(ctx, []*storage.Delivery{resent, double}, blocks); err != nil {
+		t.Fatal(err)
+	}
+	if !done || otherErr != nil {
+		t.Fatalf("the other process's writes: ran %v, %v", done, otherErr)
+	}
+	if resent.Outcome != storage.Accepted || len(resent.Suspects) != 0 {
+		t.Errorf("a resend of a released key's event: %s, flags %v; want accepted, unflagged", resent.Outcome, resent.Suspects)
+	}
+	if double.Outcome != storage.Duplicate || double.FirstDelivery != other.ID {
+		t.Errorf("a double of another process's delivery %d: %s of %d; want blocked as its duplicate",
+			other.ID, double.Outcome, double.FirstDelivery)
+	}
+}
+
+// A batch that loaded the other process's keys into the writer's copy, then failed for
+// one request's own reason, rolled the copy back with it: the requests retried alone see
+// the keys still, and a double of the other's delivery is blocked.
+func TestDB_ForensicKeys_LoadedByABatchRolledBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	blocks := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	a := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(a)
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.key = 'poison'
+BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
+		t.Fatal(err)
+	}
+	b := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(b)
+	other := bk("ota", "evt_1", "B1")
+
+	// The writer's first batch waits for the two requests to queue behind it; before the
+	// second begins, the other process stores its delivery.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	calls := 0
+	var otherErr error
+	defer sqlite.SetBeforeBegin(func() {
+		calls++
+		switch calls {
+		case 1:
+			close(entered)
+			<-gate
+		case 2:
+			otherErr = b.Record(ctx, other, blocks)
+		}
+	})()
+	var wg sync.WaitGroup
+	var errs [3]error
+	first, poison, double := bk("ota", "evt_0", "B0"), bk("ota", "poison", "B9"), bk("ota", "evt_2", "B1")
+	wg.Go(func() { errs[0] = a.Record(ctx, first, blocks) })
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for range 10000 {
+			if cond() {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("waited too long for %s", what)
+	}
+	<-entered
+	wg.Go(func() { errs[1] = a.Record(ctx, poison, blocks) })
+	waitFor("the poisoned request to queue", func() bool { return a.QueuedRecords() == 1 })
+	wg.Go(func() { errs[2] = a.Record(ctx, double, blocks) })
+	waitFor("the double to queue", func() bool { return a.QueuedRecords() == 2 })
+	close(gate)
+	wg.Wait()
+	if otherErr != nil || errs[0] != nil || errs[2] != nil {
+		t.Fatalf("errors: other %v, first %v, double %v", otherErr, errs[0], errs[2])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "forced failure") {
+		t.Fatalf("the poisoned request: %v, want the forced failure", errs[1])
+	}
+	if double.Outcome != storage.Duplicate || double.FirstDelivery != other.ID {
+		t.Errorf("a double of another process's delivery %d: %s of %d; want blocked as its duplicate",
+			other.ID, double.Outcome, double.FirstDelivery)
 	}
 }

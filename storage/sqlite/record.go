@@ -447,6 +447,10 @@ func chunks[T any](reqs []T, f func(chunk []T) error) error {
 	return nil
 }
 
+// beforeBegin, when set (tests set it), runs just before the writer begins a batch's
+// transaction: where another process's commit is the hardest to see.
+var beforeBegin func()
+
 // commitTx writes in one transaction the requests of batch that it takes, and returns
 // those: once the transaction holds the lock, every one that Record has not abandoned
 // while it waited; if none could begin, every one still waiting, to be answered the
@@ -462,13 +466,25 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := w.fx.prepare(ctx, w.db.write); err != nil {
 		return take(batch), err
 	}
+	if beforeBegin != nil {
+		beforeBegin()
+	}
 	tx, err := w.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return take(batch), fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback()
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback()
+			w.fx.rolledBack()
+		}
+	}()
 	if batch = take(batch); len(batch) == 0 {
 		return nil, nil
+	}
+	if err := w.fx.current(ctx, tx); err != nil {
+		return batch, err
 	}
 	// Number the deliveries, request by request, and gather the rows that claim a key,
 	// in order.
@@ -548,6 +564,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := tx.Commit(); err != nil {
 		return batch, fmt.Errorf("commit: %w", err)
 	}
+	committed = true
 	w.db.noteCommit()
 	return batch, nil
 }
