@@ -522,7 +522,7 @@ func (c *config) settings() []setting {
 			return nil
 		}},
 		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
-		{"cache_size", "SQLite page cache of each database connection, in bytes", func(v string) error {
+		{"cache_size", "SQLite page cache of each database connection, in bytes (the writer's is 8 MiB at most below 1 GiB of file)", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
 				return fmt.Errorf("%q is not a positive number of bytes", v)
