@@ -62,7 +62,12 @@ func (db *DB) ExplainStuckCounts(ctx context.Context) (string, error) {
 }
 
 func (db *DB) explain(ctx context.Context, query string, args ...any) (string, error) {
-	rows, err := db.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	return explainOn(ctx, db.read, query, args...)
+}
+
+// explainOn is the query plan of query on one pool, one step a line.
+func explainOn(ctx context.Context, pool *sql.DB, query string, args ...any) (string, error) {
+	rows, err := pool.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		return "", err
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"strings"
 )
 
 // ExplainForensics returns the query plans of the lookups intake makes for a chunk of
@@ -37,22 +36,7 @@ func (db *DB) explainWrite(ctx context.Context, query string, args ...any) (stri
 			return "", err
 		}
 	}
-	rows, err := db.write.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			return "", err
-		}
-		b.WriteString(detail)
-		b.WriteByte('\n')
-	}
-	return b.String(), rows.Err()
+	return explainOn(ctx, db.write, query, args...)
 }
 
 // SetForensicFlushAt makes the writer move pending business and correlation keys once n
