@@ -198,50 +198,69 @@ func TestRecord_AbandonedIsNotWritten(t *testing.T) {
 	}
 }
 
-// TestRecord_OwnErrorFailsOnlyItself: a request that the database refuses (a key too
-// long for the claims' index) in one transaction with others fails alone; the others
-// are stored.
+// TestRecord_OwnErrorFailsOnlyItself: a request that the database refuses, in one
+// transaction with others, fails alone, and its claim with it; the others are stored,
+// and the connection that carried the refused transaction serves the next one. The key
+// is refused by the claim, in the first round trip; the booking by the deliveries'
+// index, in the round trip that also carries the commit, which must not go through.
 func TestRecord_OwnErrorFailsOnlyItself(t *testing.T) {
-	ctx := t.Context()
-	url := postgrestest.NewDatabase(t)
-	db := openEngine(t, url)
-	release, blocked := blockIntake(t, db, url)
+	for name, spoil := range map[string]func(d *storage.Delivery, long string){
+		"a key too long for the claims' index":         func(d *storage.Delivery, long string) { d.Key = long },
+		"a booking too long for the deliveries' index": func(d *storage.Delivery, long string) { d.Booking = long },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			url := postgrestest.NewDatabase(t)
+			db := openEngine(t, url)
+			release, blocked := blockIntake(t, db, url)
 
-	noise := make([]byte, 6000)
-	rand.Read(noise)
-	long := base64.StdEncoding.EncodeToString(noise) // random: PostgreSQL cannot compress it under the limit
-	keys := []string{"good_1", long, "good_2", "good_3"}
-	errs := make([]error, len(keys))
-	ds := make([]*storage.Delivery, len(keys))
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		ds[i] = testDelivery(key)
-		wg.Go(func() { errs[i] = db.Record(ctx, ds[i], day) })
-	}
-	// All queued behind the held writer, they go into its next transaction together.
-	waitFor(t, "the deliveries to queue", func() (bool, error) { return postgres.QueuedRecords(db) == len(keys), nil })
-	release()
-	wg.Wait()
-	if err := <-blocked; err != nil {
-		t.Fatalf("the blocked delivery: %v", err)
-	}
-	for i, key := range keys {
-		if key == long {
-			if errs[i] == nil || !strings.Contains(errs[i].Error(), "index row") {
-				t.Errorf("the long key: %v, want the index's refusal", errs[i])
+			noise := make([]byte, 6000)
+			rand.Read(noise)
+			long := base64.StdEncoding.EncodeToString(noise) // random: PostgreSQL cannot compress it under the limit
+			keys := []string{"good_1", "bad", "good_2", "good_3"}
+			errs := make([]error, len(keys))
+			ds := make([]*storage.Delivery, len(keys))
+			var wg sync.WaitGroup
+			for i, key := range keys {
+				ds[i] = testDelivery(key)
+				if key == "bad" {
+					spoil(ds[i], long)
+				}
+				wg.Go(func() { errs[i] = db.Record(ctx, ds[i], day) })
 			}
-			if _, err := db.Claim(ctx, "ota", key); !errors.Is(err, storage.ErrNotFound) {
-				t.Errorf("the long key is claimed: %v", err)
+			// All queued behind the held writer, they go into its next transaction together.
+			waitFor(t, "the deliveries to queue", func() (bool, error) { return postgres.QueuedRecords(db) == len(keys), nil })
+			release()
+			wg.Wait()
+			if err := <-blocked; err != nil {
+				t.Fatalf("the blocked delivery: %v", err)
 			}
-			continue
-		}
-		if errs[i] != nil || ds[i].Outcome != storage.Accepted {
-			t.Errorf("%s: %v, %s; want accepted", key, errs[i], ds[i].Outcome)
-			continue
-		}
-		if got, err := db.Delivery(ctx, ds[i].ID); err != nil || got.Key != key {
-			t.Errorf("%s: stored %+v, %v", key, got, err)
-		}
+			for i, key := range keys {
+				if key == "bad" {
+					if errs[i] == nil || !strings.Contains(errs[i].Error(), "index row") {
+						t.Errorf("the refused delivery: %v, want the index's refusal", errs[i])
+					}
+					if _, err := db.Claim(ctx, "ota", ds[i].Key); !errors.Is(err, storage.ErrNotFound) {
+						t.Errorf("the refused delivery's key is claimed: %v", err)
+					}
+					if got, err := db.KeyDeliveries(ctx, "ota", ds[i].Key); err != nil || len(got) != 0 {
+						t.Errorf("the refused delivery: %d stored, %v; want none", len(got), err)
+					}
+					continue
+				}
+				if errs[i] != nil || ds[i].Outcome != storage.Accepted {
+					t.Errorf("%s: %v, %s; want accepted", key, errs[i], ds[i].Outcome)
+					continue
+				}
+				if got, err := db.Delivery(ctx, ds[i].ID); err != nil || got.Key != key {
+					t.Errorf("%s: stored %+v, %v", key, got, err)
+				}
+			}
+			d := testDelivery("after")
+			if err := db.Record(context.Background(), d, day); err != nil || d.Outcome != storage.Accepted {
+				t.Errorf("a delivery after the refusal: %v, %s", err, d.Outcome)
+			}
+		})
 	}
 }
 
