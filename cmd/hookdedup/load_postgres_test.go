@@ -49,24 +49,6 @@ func loadPostgresReplicas(t *testing.T) []int {
 	return out
 }
 
-// postgresCPU is the CPU time, user and system, of every PostgreSQL server process on
-// the machine (the harness's cluster is the only one while it runs).
-func postgresCPU() time.Duration {
-	entries, _ := os.ReadDir("/proc")
-	var total time.Duration
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-			continue
-		}
-		total += cpuTime(e.Name())
-	}
-	return total
-}
-
 // runPostgres drives replicas serve processes on one fresh PostgreSQL database for one
 // run of mix, and reports the run into r.
 func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix string, run int, report func(*loadRow, loadResult)) {
@@ -94,16 +76,16 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 	cpu0 := make([]time.Duration, len(servers))
 	for i, s := range servers {
 		pids[i] = strconv.Itoa(s.cmd.Process.Pid)
-		cpu0[i] = cpuTime(pids[i])
+		cpu0[i] = postgrestest.ProcessCPU(pids[i])
 	}
-	pg0 := postgresCPU()
+	pg0 := postgrestest.ServerCPU()
 	results := make([]loadResult, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Go(func() { results[i] = loadWrk(t, sub, s.url, mix, k.duration) })
 	}
 	wg.Wait()
-	pgUsed := postgresCPU() - pg0
+	pgUsed := postgrestest.ServerCPU() - pg0
 	// Together: requests summed over the same span, p50 the requests' weighted mean of
 	// the three, p99 the worst of the three (no smaller than the merged one's).
 	var x loadResult
@@ -117,7 +99,7 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 		x.ErrTimeout += res.ErrTimeout
 		x.P99US = max(x.P99US, res.P99US)
 		p50 += float64(res.P50US) * float64(res.Requests)
-		served += cpuTime(pids[i]) - cpu0[i]
+		served += postgrestest.ProcessCPU(pids[i]) - cpu0[i]
 	}
 	x.RPS = float64(x.Requests) / (float64(x.DurationUS) / 1e6)
 	x.P50US = int64(p50 / float64(max(x.Requests, 1)))

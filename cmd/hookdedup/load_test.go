@@ -68,6 +68,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 
 	"github.com/hookdedup/hookdedup/receiver"
@@ -234,23 +235,6 @@ func loadFsync(t *testing.T, dir string) (median, p90 time.Duration) {
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2], lat[len(lat)*9/10]
-}
-
-// cpuTime is the CPU time, user and system, that process pid has used ("self" for
-// this one), from /proc: steadier than requests/s on a shared machine.
-func cpuTime(pid string) time.Duration {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
 func loadAverage() float64 {
@@ -564,10 +548,10 @@ func (s *loadServer) run(t *testing.T, k loadKnobs, mode string, stored int64) l
 	t.Helper()
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
-	cpu0 := cpuTime(pid)
+	cpu0 := postgrestest.ProcessCPU(pid)
 	r := loadWrk(t, k, s.url, mode, k.duration)
 	if r.Requests > 0 {
-		r.CPUPerReq = float64((cpuTime(pid) - cpu0).Microseconds()) / float64(r.Requests)
+		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
 	}
 	// Requests still in flight when wrk stopped finish now: wait until the counters
 	// settle, so that they count in this run and not the next.
@@ -810,9 +794,9 @@ func TestLoad(t *testing.T) {
 	}
 	// inProcess drives a server of this process's own and charges it this process's CPU.
 	inProcess := func(url, mode string, r *loadRow) {
-		cpu0 := cpuTime("self")
+		cpu0 := postgrestest.ProcessCPU("self")
 		x := loadWrk(t, k, url, mode, k.duration)
-		x.CPUPerReq = float64((cpuTime("self") - cpu0).Microseconds()) / float64(max(x.Requests, 1))
+		x.CPUPerReq = float64((postgrestest.ProcessCPU("self") - cpu0).Microseconds()) / float64(max(x.Requests, 1))
 		if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
 			t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", r.scenario,
 				x.ErrStatus, x.ErrRead, x.ErrTimeout)
@@ -897,9 +881,9 @@ func TestLoad(t *testing.T) {
 			refRows[n] = row(name, "half")
 			for range k.runs {
 				url, pid, stop := loadReference(t, n)
-				cpu0 := cpuTime(pid)
+				cpu0 := postgrestest.ProcessCPU(pid)
 				x := loadWrk(t, k, url, "half", k.duration)
-				x.CPUPerReq = float64((cpuTime(pid) - cpu0).Microseconds()) / float64(max(x.Requests, 1))
+				x.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(max(x.Requests, 1))
 				stop()
 				if x.ErrStatus+x.ErrRead+x.ErrTimeout > 0 {
 					t.Fatalf("%s: %d answers other than 200, %d read errors, %d timeouts", refRows[n].scenario,

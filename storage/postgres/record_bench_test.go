@@ -1,14 +1,9 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,7 +81,7 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 				return db.Record(context.Background(), benchDelivery(benchKey(i)), claim)
 			}
 			b.ReportAllocs()
-			self, pg := processCPU(false), processCPU(true)
+			self, pg := postgrestest.ProcessCPU("self"), postgrestest.ServerCPU()
 			b.ResetTimer()
 			if mode != "Serial" {
 				b.SetParallelism(32) // 64 goroutines on 2 cores
@@ -107,44 +102,8 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
-			b.ReportMetric(float64((processCPU(false)-self).Microseconds())/float64(b.N), "cpu-µs/op")
-			b.ReportMetric(float64((processCPU(true)-pg).Microseconds())/float64(b.N), "pg-cpu-µs/op")
+			b.ReportMetric(float64((postgrestest.ProcessCPU("self")-self).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((postgrestest.ServerCPU()-pg).Microseconds())/float64(b.N), "pg-cpu-µs/op")
 		})
 	}
-}
-
-// processCPU is the CPU time, user and system, of this process, or of every PostgreSQL
-// server process on the machine (the test cluster's, while a benchmark runs alone).
-func processCPU(postgres bool) time.Duration {
-	if !postgres {
-		return procCPU("self")
-	}
-	entries, _ := os.ReadDir("/proc")
-	var total time.Duration
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			total += procCPU(e.Name())
-		}
-	}
-	return total
-}
-
-// procCPU is the CPU time of process pid, from /proc.
-func procCPU(pid string) time.Duration {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
