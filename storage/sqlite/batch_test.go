@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,15 +19,7 @@ func TestDB_RecordBatch_AllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	db := storagetest.OpenPath(t, path, sqlite.Options{})
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.key = 'poison'
-BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
-		t.Fatal(err)
-	}
+	raw := poisonDeliveries(t, path)
 
 	var wg sync.WaitGroup
 	var batchErr error

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -162,15 +161,7 @@ func TestDB_ForensicKeys_LoadedByABatchRolledBack(t *testing.T) {
 	blocks := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
 	a := storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(a)
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.key = 'poison'
-BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
-		t.Fatal(err)
-	}
+	poisonDeliveries(t, path)
 	b := storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(b)
 	other := bk("ota", "evt_1", "B1")

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -47,4 +48,21 @@ func bk(source, key, business string) *storage.Delivery {
 	d.BusinessKey = business
 	d.Property, d.Booking, d.Amount, d.Currency = "p1", "b1", "80.00", "EUR"
 	return d
+}
+
+// poisonDeliveries makes the database file at path refuse, from any connection, to store
+// a delivery whose key is "poison", as a disk error would refuse one batch; it returns
+// a connection of the test's own to the file.
+func poisonDeliveries(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.key = 'poison'
+BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
