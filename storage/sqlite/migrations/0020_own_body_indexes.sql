@@ -7,6 +7,14 @@
 -- come soon after their first delivery. A delivery that gets its own copy of its body
 -- (the retention sweep, a business key block) joins the indexes of keys and bookings as
 -- its row is updated.
+--
+-- Before, the writer referred to a first delivery whose body was the same whatever the
+-- booking each took from it (a source's booking_field changed between them): such a
+-- duplicate gets its own copy of the body here, so that the indexes find it under its
+-- own booking, and not under its first delivery's.
+UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
+WHERE body_from != 0 AND NOT EXISTS (SELECT 1 FROM deliveries AS f WHERE f.id = deliveries.body_from
+	AND f.body_from = 0 AND f.source = deliveries.source AND f.key = deliveries.key AND f.booking = deliveries.booking);
 DROP INDEX deliveries_key;
 CREATE INDEX deliveries_key ON deliveries (source, key) WHERE body_from = 0;
 DROP INDEX deliveries_booking;
