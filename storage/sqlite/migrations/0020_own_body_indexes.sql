@@ -11,7 +11,9 @@
 -- Before, the writer referred to a first delivery whose body was the same whatever the
 -- booking each took from it (a source's booking_field changed between them): such a
 -- duplicate gets its own copy of the body here, so that the indexes find it under its
--- own booking, and not under its first delivery's.
+-- own booking, and not under its first delivery's. The index of body_from, made first,
+-- finds them without another read of every row.
+CREATE INDEX deliveries_body_from ON deliveries (body_from) WHERE body_from != 0;
 UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
 WHERE body_from != 0 AND NOT EXISTS (SELECT 1 FROM deliveries AS f WHERE f.id = deliveries.body_from
 	AND f.body_from = 0 AND f.source = deliveries.source AND f.key = deliveries.key AND f.booking = deliveries.booking);
@@ -19,4 +21,3 @@ DROP INDEX deliveries_key;
 CREATE INDEX deliveries_key ON deliveries (source, key) WHERE body_from = 0;
 DROP INDEX deliveries_booking;
 CREATE INDEX deliveries_booking ON deliveries (booking, id) WHERE booking != '' AND body_from = 0;
-CREATE INDEX deliveries_body_from ON deliveries (body_from) WHERE body_from != 0;
