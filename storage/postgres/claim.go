@@ -17,14 +17,17 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// sqlCustomPlans has PostgreSQL plan each statement of the transaction for the arrays
-// it is given and the tables as they are now, rather than reuse a plan made once for
-// any arrays (a generic plan). The statements that join an array of keys to a table
-// are each a few index look-ups a key, but a generic plan made while the table was
-// small (an empty database, filling) scans it whole instead, and keeps doing so for
-// every batch as the table grows, until an ANALYZE happens to replace it. Planning
-// costs less than one such scan of a table of a few thousand rows.
-const sqlCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+// sqlIndexPlans keeps the planner of the transaction's statements to index look-ups:
+// no scan of a whole table, and no hash or merge join, which would read the joined
+// table whole. The statements that join an array of keys to a table are each a few
+// index look-ups a key, and PostgreSQL plans each once for any arrays (a generic plan,
+// cached by the connection) after its first few runs. One made while a table was
+// small (an empty database, filling) would otherwise scan it whole, and keep doing so
+// for every batch as the table grows, until an ANALYZE happened to replace it; planning
+// each statement anew for each transaction avoids that too, but costs the server more
+// than the statements themselves. The settings end with the transaction.
+const sqlIndexPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true)`
 
 // The statements of a writer's transaction. Each takes all the rows of its kind at once,
 // as arrays (unnest), so that a transaction costs the same few round trips whatever
@@ -192,11 +195,11 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	// the flags are committed with their deliveries.
 	var b pgx.Batch
 	b.Queue("begin")
-	b.Queue(sqlCustomPlans)
+	b.Queue(sqlIndexPlans)
 	b.Queue(sqlTakeDeliveryIDs, len(rows))
 	traced := queueTraceTakenOver(&b, ask)
 	br := conn.SendBatch(ctx, &b)
-	for range 2 { // begin, custom plans
+	for range 2 { // begin, index plans
 		if _, err := br.Exec(); err != nil {
 			return closeBatch(br, fmt.Errorf("begin: %w", err))
 		}
