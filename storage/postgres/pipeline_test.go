@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
@@ -107,4 +109,77 @@ SELECT 'ota', sha256(i::text::bytea), i, i, i FROM generate_series(1, 20000) AS 
 	}
 	record()
 	check("tables filled")
+}
+
+// TestRecord_ReplicasCrossingKeysNeverDeadlock: two replicas' transactions that share
+// keys take their locks in one order, so one waits for the other but PostgreSQL never
+// has to break a deadlock (a second's wait, deadlock_timeout, then a retry). The keys
+// cross as they can under load: replica 2's transaction holds a new key (k1) and waits
+// at the next (k2, held by another connection), and meanwhile k3 becomes a processed
+// claim, which replica 1's transaction, of k1 and k3, would lock for its trace of
+// expired claims before claiming k1, while replica 2 goes on to k3 after k2.
+func TestRecord_ReplicasCrossingKeysNeverDeadlock(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	var dbs [2]*postgres.DB
+	for i := range dbs {
+		db, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	conn := connect(t, url)
+	now := time.Now().UnixMilli()
+	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+SELECT 'ota', k, 'processing', 0, 'h', $1::bigint, $1::bigint + 86400000, $1::bigint FROM unnest(ARRAY['k2', 'k3']) AS k`, now); err != nil {
+		t.Fatal(err)
+	}
+	holder := connect(t, url)
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(context.WithoutCancel(ctx))
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'k2' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) func() (bool, error) {
+		return func() (bool, error) {
+			var w int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w)
+			return w >= n, err
+		}
+	}
+	record := func(db *postgres.DB, keys ...string) <-chan error {
+		done := make(chan error, 1)
+		var items []*storage.Delivery
+		for _, k := range keys {
+			items = append(items, testDelivery(k))
+		}
+		go func() { done <- db.RecordBatch(ctx, items, day) }()
+		return done
+	}
+	second := record(dbs[1], "k1", "k2", "k3")
+	waitFor(t, "replica 2 waiting at k2", waiting(1))
+	if _, err := conn.Exec(ctx, `UPDATE claims SET state = 'processed' WHERE key = 'k3'`); err != nil {
+		t.Fatal(err)
+	}
+	first := record(dbs[0], "k1", "k3")
+	waitFor(t, "replica 1 waiting too", waiting(2))
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []<-chan error{second, first} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder.Close(ctx)
+	conn.Close(ctx)
+	if n := deadlocks(t, url, dbs[:]); n != 0 {
+		t.Errorf("%d deadlocks, want none", n)
+	}
 }

@@ -130,7 +130,7 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 // database of url. A server process counts its own and reports them when it next has a
 // moment, at the latest when it exits: once every connection but the one asking has
 // gone, the count is whole.
-func deadlocks(b *testing.B, url string, dbs []*postgres.DB) int64 {
+func deadlocks(b testing.TB, url string, dbs []*postgres.DB) int64 {
 	for _, db := range dbs {
 		db.Close()
 	}
