@@ -17,14 +17,17 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// sqlCustomPlans has PostgreSQL plan each statement of the transaction for the arrays
-// it is given and the tables as they are now, rather than reuse a plan made once for
-// any arrays (a generic plan). The statements that join an array of keys to a table
-// are each a few index look-ups a key, but a generic plan made while the table was
-// small (an empty database, filling) scans it whole instead, and keeps doing so for
-// every batch as the table grows, until an ANALYZE happens to replace it. Planning
-// costs less than one such scan of a table of a few thousand rows.
-const sqlCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+// sqlIndexPlans keeps the planner of the transaction's statements to index look-ups:
+// no scan of a whole table, and no hash or merge join, which would read the joined
+// table whole. The statements that join an array of keys to a table are each a few
+// index look-ups a key, and PostgreSQL plans each once for any arrays (a generic plan,
+// cached by the connection) after its first few runs. One made while a table was
+// small (an empty database, filling) would otherwise scan it whole, and keep doing so
+// for every batch as the table grows, until an ANALYZE happened to replace it; planning
+// each statement anew for each transaction avoids that too, but costs the server more
+// than the statements themselves. The settings end with the transaction.
+const sqlIndexPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true)`
 
 // The statements of a writer's transaction. Each takes all the rows of its kind at once,
 // as arrays (unnest), so that a transaction costs the same few round trips whatever
@@ -192,13 +195,19 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	// the flags are committed with their deliveries.
 	var b pgx.Batch
 	b.Queue("begin")
-	b.Queue(sqlCustomPlans)
+	b.Queue(sqlIndexPlans)
+	locked := queueClaimKeyLocks(&b, ask)
 	b.Queue(sqlTakeDeliveryIDs, len(rows))
 	traced := queueTraceTakenOver(&b, ask)
 	br := conn.SendBatch(ctx, &b)
-	for range 2 { // begin, custom plans
+	for range 2 { // begin, index plans
 		if _, err := br.Exec(); err != nil {
 			return closeBatch(br, fmt.Errorf("begin: %w", err))
+		}
+	}
+	if locked {
+		if _, err := br.Exec(); err != nil {
+			return closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
 	}
 	res, err := br.Query()
@@ -276,6 +285,49 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	return br.Close()
 }
 
+// maxClaimKeyLocks bounds the key locks of one transaction (claimKeyLocks): the
+// server's lock table, shared by every transaction, holds a few thousand.
+const maxClaimKeyLocks = 4 * maxBatchRows
+
+// sqlClaimKeyLocks takes the locks of claimKeyLock for the lock ids $2 ($1: that
+// lock's half), one after the other in the array's order: 0 first, shared, or
+// exclusive when $3.
+const sqlClaimKeyLocks = `SELECT CASE WHEN k <> 0 THEN pg_advisory_xact_lock($1::int4, k)
+	WHEN $3::boolean THEN pg_advisory_xact_lock($1::int4, 0) ELSE pg_advisory_xact_lock_shared($1::int4, 0) END
+FROM unnest($2::int4[]) AS k`
+
+// queueClaimKeyLocks queues on b the statement that takes the locks of the keys of ask
+// (claimKeyLock), ahead of every statement that locks a claim. A transaction's row
+// locks follow an order of their own: the trace of expired claims locks processed
+// claims first, then the claim statement every key, in key order, and a claim
+// committed by a third transaction in between is locked early by one transaction
+// and late by another. Two transactions could then each hold a row the other waits
+// for, until PostgreSQL's deadlock check (a second) aborted one. Holding every key's
+// lock first, taken in one global order, no transaction waits for a row of another's
+// key while holding one. It reports whether it queued it: ask has no key otherwise.
+func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow) bool {
+	if len(ask) == 0 {
+		return false
+	}
+	ids := make([]int32, 0, len(ask)+1)
+	for _, r := range ask {
+		id := forensicKeyLockID("claim", r.d.Source, r.d.Key)
+		if id == 0 {
+			id = 1 // 0 is the lock of all keys
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	all := len(ids) > maxClaimKeyLocks
+	if all {
+		ids = ids[:0]
+	}
+	ids = slices.Insert(ids, 0, 0)
+	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all)
+	return true
+}
+
 // commit is the verdict of a COMMIT that returned tag and err: PostgreSQL answers
 // ROLLBACK to the commit of a transaction that had failed.
 func commit(tag pgconn.CommandTag, err error) error {
@@ -339,9 +391,9 @@ func (h *holder) takesOver(r *recordRow) bool {
 // and the later rows of a key are answered from what the round left. Only a row that
 // would take its key over from an earlier one, which needs the claim to expire between
 // two deliveries of one transaction, waits for another round, with the later rows of
-// its key. Each round claims its keys sorted by source and key, byte for byte: two
-// replicas' transactions lock the rows of the keys they share in the same order, so
-// one may wait for the other but they never deadlock.
+// its key. Each round claims its keys sorted by source and key, byte for byte, under
+// the keys' locks, taken first (queueClaimKeyLocks): two replicas' transactions that
+// share keys wait for each other there, never in a cycle.
 func (w *batchWriter) claimRows(ctx context.Context, conn *pgx.Conn, ask []*recordRow) error {
 	if len(ask) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -36,4 +37,52 @@ WHERE statement LIKE '%JOIN%' AND statement NOT LIKE '%pg_prepared_statements%'`
 		return nil
 	})
 	return out, err
+}
+
+// GenericPlanShapes returns, for each statement prepared on the connection of db's
+// pool that joins a table (db must have one connection only: the writers'), the plan
+// PostgreSQL runs it by when it runs a generic one: the cached one if it made one, or
+// one made now, under the session's settings, if not.
+func GenericPlanShapes(ctx context.Context, db *DB) (map[string]string, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	type prepared struct {
+		name, stmt string
+		params     int
+	}
+	rows, err := conn.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements
+WHERE statement LIKE '%JOIN%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	if err != nil {
+		return nil, err
+	}
+	var all []prepared
+	var p prepared
+	if _, err := pgx.ForEachRow(rows, []any{&p.name, &p.stmt, &p.params}, func() error {
+		all = append(all, p)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		return nil, err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `RESET plan_cache_mode`)
+	out := map[string]string{}
+	for _, p := range all {
+		args := strings.TrimSuffix(strings.Repeat("NULL, ", p.params), ", ")
+		rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE `+pgx.Identifier{p.name}.Sanitize()+`(`+args+`)`,
+			pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			return nil, err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		out[p.stmt] = strings.Join(lines, "\n")
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,6 @@ func queueTraceTakenOver(b *pgx.Batch, ask []*recordRow) bool {
 	type sk struct{ source, key string }
 	at := map[sk]int{} // place in the arrays below
 	var sources, keys []string
-	var hashes [][]byte
 	var latest []int64
 	for _, r := range ask {
 		k := sk{r.d.Source, r.d.Key}
@@ -78,25 +78,42 @@ func queueTraceTakenOver(b *pgx.Batch, ask []*recordRow) bool {
 			continue
 		}
 		at[k] = len(sources)
-		sources, keys = append(sources, k.source), append(keys, k.key)
-		hashes, latest = append(hashes, storage.KeyHash(k.key)), append(latest, ms)
+		sources, keys, latest = append(sources, k.source), append(keys, k.key), append(latest, ms)
 	}
-	b.Queue(`
+	// The claims are locked in the arrays' order: sorted byte for byte, as the claim
+	// statement takes them.
+	order := make([]int, len(sources))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(sources[a], sources[b]), cmp.Compare(keys[a], keys[b]))
+	})
+	sortedSources, sortedKeys := make([]string, len(order)), make([]string, len(order))
+	hashes, sortedLatest := make([][]byte, len(order)), make([]int64, len(order))
+	for i, j := range order {
+		sortedSources[i], sortedKeys[i], sortedLatest[i] = sources[j], keys[j], latest[j]
+		hashes[i] = storage.KeyHash(keys[j])
+	}
+	b.Queue(sqlTraceTakenOver, sortedSources, sortedKeys, hashes, sortedLatest)
+	return true
+}
+
+// sqlTraceTakenOver writes the traces of the expired processed claims of keys ($1, $2,
+// sorted), whose hashes are $3, taken over by rows received at $4 at the latest. Each
+// key's claim is looked up and locked on its own (a lateral subquery, kept from being
+// merged into a join by its OFFSET), in the arrays' order: one index probe a key,
+// whatever the planner thinks of the table's size, and the locks taken in one order.
+const sqlTraceTakenOver = `
 WITH held AS MATERIALIZED (
-	SELECT c.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at, v.at
-	FROM claims AS c
-	JOIN unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS v(source, key, hash, at)
-		ON c.source = v.source AND c.key = v.key
-	WHERE c.state = 'processed'
-	ORDER BY c.source COLLATE "C", c.key COLLATE "C"
-	FOR UPDATE OF c)
+	SELECT v.source, v.hash, c.claimed_at, c.first_delivery, c.expires_at, v.at
+	FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS v(source, key, hash, at)
+	CROSS JOIN LATERAL (SELECT claimed_at, first_delivery, expires_at FROM claims
+		WHERE source = v.source AND key = v.key AND state = 'processed' OFFSET 0 FOR UPDATE) AS c)
 INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
 SELECT source, hash, claimed_at, first_delivery, expires_at FROM held WHERE expires_at <= at
 ON CONFLICT (source, key_hash) DO UPDATE SET first_seen = excluded.first_seen,
-	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`,
-		sources, keys, hashes, latest)
-	return true
-}
+	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`
 
 // suspectFlag is a suspect found on a row, written with the others at the end.
 type suspectFlag struct {

@@ -42,6 +42,14 @@ const (
 	// recording that looks the key up and stores it, so that deliveries of one key
 	// recorded at once on two replicas see each other (forensicKeyLocks).
 	forensicKeyLock
+	// claimKeyLock names, by its low half, the per-key locks of intake in the two-int4
+	// key space: every intake transaction takes (that half, 0) shared, then (that
+	// half, a hash of the source and key) for each of its keys, in ascending order,
+	// before it touches a claim, and holds them until its commit (claimKeyLocks). Two
+	// transactions that share a key then wait for each other there, holding no row
+	// of the other's, never in a cycle. One with too many keys for a lock each takes
+	// (that half, 0) alone, exclusive.
+	claimKeyLock
 )
 
 // tryLock takes the advisory lock for the rest of tx, unless another transaction holds

@@ -1,48 +1,185 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
-// TestRecord_PlansForItsArrays: intake's statements that join an array of keys to a
-// table are planned for each transaction's arrays and the tables as they are then,
-// never run by a generic plan: one made while the tables were small (an empty
-// database, every fresh install) would scan them whole for every batch as they fill.
-func TestRecord_PlansForItsArrays(t *testing.T) {
+// TestRecord_PlansProbeIndexes: intake's statements that join an array of keys to a
+// table run by plans that look each key up in an index, whether PostgreSQL planned
+// them while the tables were empty (every fresh install) or full: never a scan of a
+// whole table, nor a hash or merge join, which would read one whole for every batch
+// as it fills. PostgreSQL caches each statement's generic plan and runs it from its
+// sixth run on: what it cached is what is checked.
+func TestRecord_PlansProbeIndexes(t *testing.T) {
 	ctx := t.Context()
-	// One connection: the writers' statements are prepared on the one GenericPlans asks.
-	db, err := postgres.Open(ctx, postgrestest.NewDatabase(t), postgres.Options{MaxConns: 1})
+	url := postgrestest.NewDatabase(t)
+	// One connection: the writers' statements are prepared on the one the check asks.
+	db, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// Each key twice, one transaction each: the claim of the second loses, so every
-	// statement of a transaction runs, each more often than PostgreSQL's five custom
-	// plans before it may settle on a generic one.
-	for i := range 16 {
-		d := testDelivery(fmt.Sprintf("key_%d", i/2))
-		if err := db.Record(ctx, d, day); err != nil {
+	n := 0
+	// record runs intake: each key twice, one transaction each, so that the claim of
+	// the second loses and every statement of a transaction runs, each more often
+	// than PostgreSQL's five custom plans before it settles on a generic one.
+	record := func() {
+		t.Helper()
+		for i := range 16 {
+			d := testDelivery(fmt.Sprintf("key_%d", n+i/2))
+			if err := db.Record(ctx, d, day); err != nil {
+				t.Fatal(err)
+			}
+			if want := []storage.Outcome{storage.Accepted, storage.Duplicate}[i%2]; d.Outcome != want {
+				t.Fatalf("delivery %d: %s, want %s", i, d.Outcome, want)
+			}
+		}
+		n += 8
+	}
+	// A table is read by an index scan whose condition takes a value of the row it
+	// joins (v.key, c.first_delivery, ...), the line after it; a Seq Scan, a Bitmap
+	// Heap Scan, an index scan without such a condition (a whole partial index), or a
+	// Materialize would read the table whole, and a Hash or Merge Join needs that.
+	scan := regexp.MustCompile(`\b(\w+ )*Scan\b.* on (\w+)`)
+	probe := regexp.MustCompile(`^\s*Index Cond: .*= \(?[a-z]+\.\w+`)
+	readsWhole := func(plan string) string {
+		lines := strings.Split(plan, "\n")
+		for i, l := range lines {
+			switch {
+			case strings.Contains(l, "Join") && !strings.Contains(l, "Nested Loop"), strings.Contains(l, "Materialize"):
+				return l
+			case !scan.MatchString(l) || strings.Contains(l, "Function Scan") || strings.Contains(l, "CTE Scan") ||
+				strings.Contains(l, "Subquery Scan"):
+			case !strings.Contains(l, "Index Scan") && !strings.Contains(l, "Index Only Scan"),
+				i+1 == len(lines), !probe.MatchString(lines[i+1]):
+				return l
+			}
+		}
+		return ""
+	}
+	check := func(when string) {
+		t.Helper()
+		plans, err := postgres.GenericPlanShapes(ctx, db)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []storage.Outcome{storage.Accepted, storage.Duplicate}[i%2]; d.Outcome != want {
-			t.Fatalf("delivery %d: %s, want %s", i, d.Outcome, want)
+		if len(plans) < 3 {
+			t.Fatalf("%s: %d joining statements prepared, want intake's (traces, holders, late duplicates): %v", when, len(plans), plans)
+		}
+		generic, err := postgres.GenericPlans(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for stmt, plan := range plans {
+			t.Logf("%s:\n%s\n%s", when, stmt, plan)
+			if generic[stmt] == 0 {
+				t.Errorf("%s: never run by a generic plan:\n%s", when, stmt)
+			}
+			if l := readsWhole(plan); l != "" {
+				t.Errorf("%s: a table read whole (%s):\n%s\n%s", when, strings.TrimSpace(l), stmt, plan)
+			}
 		}
 	}
-	plans, err := postgres.GenericPlans(ctx, db)
+	record()
+	check("tables empty")
+	// Fill the tables that intake joins, and have PostgreSQL learn their size: its
+	// statistics replace every cached plan of them.
+	conn := connect(t, url)
+	for _, q := range []string{
+		`INSERT INTO deliveries (source, received_at, outcome, status, key, payload_hash, body)
+SELECT 'ota', i, 'accepted', 200, 'filled_' || i, 'h', '\x00' FROM generate_series(1, 20000) AS i`,
+		`INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+SELECT 'ota', 'filled_' || i, 'processed', i, 'h', i, i, i FROM generate_series(1, 20000) AS i`,
+		`INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
+SELECT 'ota', sha256(i::text::bytea), i, i, i FROM generate_series(1, 20000) AS i`,
+		`ANALYZE deliveries, claims, key_traces`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record()
+	check("tables filled")
+}
+
+// TestRecord_ReplicasCrossingKeysNeverDeadlock: two replicas' transactions that share
+// keys take their locks in one order, so one waits for the other but PostgreSQL never
+// has to break a deadlock (a second's wait, deadlock_timeout, then a retry). The keys
+// cross as they can under load: replica 2's transaction holds a new key (k1) and waits
+// at the next (k2, held by another connection), and meanwhile k3 becomes a processed
+// claim, which replica 1's transaction, of k1 and k3, would lock for its trace of
+// expired claims before claiming k1, while replica 2 goes on to k3 after k2.
+func TestRecord_ReplicasCrossingKeysNeverDeadlock(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	var dbs [2]*postgres.DB
+	for i := range dbs {
+		db, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	conn := connect(t, url)
+	now := time.Now().UnixMilli()
+	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+SELECT 'ota', k, 'processing', 0, 'h', $1::bigint, $1::bigint + 86400000, $1::bigint FROM unnest(ARRAY['k2', 'k3']) AS k`, now); err != nil {
+		t.Fatal(err)
+	}
+	holder := connect(t, url)
+	hold, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plans) < 3 {
-		t.Fatalf("%d joining statements prepared, want intake's (traces, holders, late duplicates): %v", len(plans), plans)
+	defer hold.Rollback(context.WithoutCancel(ctx))
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'k2' FOR UPDATE`); err != nil {
+		t.Fatal(err)
 	}
-	for stmt, n := range plans {
-		if n > 0 {
-			t.Errorf("run %d times by a generic plan:\n%s", n, stmt)
+	waiting := func(n int) func() (bool, error) {
+		return func() (bool, error) {
+			var w int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w)
+			return w >= n, err
 		}
+	}
+	record := func(db *postgres.DB, keys ...string) <-chan error {
+		done := make(chan error, 1)
+		var items []*storage.Delivery
+		for _, k := range keys {
+			items = append(items, testDelivery(k))
+		}
+		go func() { done <- db.RecordBatch(ctx, items, day) }()
+		return done
+	}
+	second := record(dbs[1], "k1", "k2", "k3")
+	waitFor(t, "replica 2 waiting at k2", waiting(1))
+	if _, err := conn.Exec(ctx, `UPDATE claims SET state = 'processed' WHERE key = 'k3'`); err != nil {
+		t.Fatal(err)
+	}
+	first := record(dbs[0], "k1", "k3")
+	waitFor(t, "replica 1 waiting too", waiting(2))
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []<-chan error{second, first} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder.Close(ctx)
+	conn.Close(ctx)
+	if n := deadlocks(t, url, dbs[:]); n != 0 {
+		t.Errorf("%d deadlocks, want none", n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
@@ -62,19 +64,32 @@ func benchKey(i int64) string {
 // of the deliveries duplicates of a recent key (HalfDuplicates) or none (Unique): µs/op
 // is the wall time per claim, the inverse of claims per second; cpu-µs/op the CPU of
 // this process per claim, pg-cpu-µs/op the server's. Serial is one caller at a time,
-// each claim paying its own commit.
+// each claim paying its own commit. Replicas3HalfDuplicates has the callers take turns
+// on three handles of one database, as three replicas behind a load balancer, so that a
+// delivery and its duplicate reach two of them: deadlocks counts the transactions
+// PostgreSQL aborted for a deadlock (each costs its deadlock_timeout, a second).
 func BenchmarkRecord_Postgres(b *testing.B) {
-	for _, mode := range []string{"HalfDuplicates", "Unique", "Serial"} {
+	for _, mode := range []string{"HalfDuplicates", "Unique", "Serial", "Replicas3HalfDuplicates"} {
 		b.Run(mode, func(b *testing.B) {
-			db, err := postgres.Open(context.Background(), postgrestest.NewDatabase(b), postgres.Options{})
-			if err != nil {
-				b.Fatal(err)
+			url := postgrestest.NewDatabase(b)
+			replicas := 1
+			if mode == "Replicas3HalfDuplicates" {
+				replicas = 3
 			}
-			defer db.Close()
+			dbs := make([]*postgres.DB, replicas)
+			for i := range dbs {
+				db, err := postgres.Open(context.Background(), url, postgres.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				dbs[i] = db
+			}
 			claim := storage.ClaimOptions{TTL: 24 * time.Hour}
 			var n atomic.Int64
 			record := func() error {
 				i := n.Add(1)
+				db := dbs[int(i)%len(dbs)]
 				if i%2 == 0 && mode != "Unique" {
 					i-- // the key the previous caller claimed
 				}
@@ -104,6 +119,41 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 			b.ReportMetric(float64((postgrestest.ProcessCPU("self")-self).Microseconds())/float64(b.N), "cpu-µs/op")
 			b.ReportMetric(float64((postgrestest.ServerCPU()-pg).Microseconds())/float64(b.N), "pg-cpu-µs/op")
+			if replicas > 1 {
+				b.ReportMetric(float64(deadlocks(b, url, dbs)), "deadlocks")
+			}
 		})
 	}
+}
+
+// deadlocks closes dbs and returns how many deadlocks PostgreSQL counted in the
+// database of url. A server process counts its own and reports them when it next has a
+// moment, at the latest when it exits: once every connection but the one asking has
+// gone, the count is whole.
+func deadlocks(b testing.TB, url string, dbs []*postgres.DB) int64 {
+	for _, db := range dbs {
+		db.Close()
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for range 1000 {
+		var others int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			b.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var n int64
+	if err := conn.QueryRow(context.Background(), `SELECT pg_stat_clear_snapshot(), deadlocks FROM pg_stat_database
+WHERE datname = current_database()`).Scan(nil, &n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
