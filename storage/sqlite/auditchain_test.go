@@ -29,26 +29,6 @@ func refHash(prev string, id, at int64, actor, action, source, key, reason, prev
 	return hex.EncodeToString(sum[:])
 }
 
-// rawDB opens the database file at path directly, as someone with the file would.
-func rawDB(t testing.TB, path string) *sql.DB {
-	t.Helper()
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	return raw
-}
-
-func rawExec(t testing.TB, raw *sql.DB, stmts ...string) {
-	t.Helper()
-	for _, q := range stmts {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-}
-
 // auditFixture is a database whose audit log holds n rows written by hookdedup's own
 // writers.
 func auditFixture(t *testing.T, n int) (*sqlite.DB, string) {

@@ -3,7 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,26 +31,15 @@ func TestOpen_BodyByReferenceUpgrade(t *testing.T) {
 	}
 	// Back to the schema and the rows of before: the indexes whole, and the duplicate
 	// under another booking stored by reference, as the writer then stored it.
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	execFile(t, path,
 		`DROP INDEX deliveries_key`,
 		`CREATE INDEX deliveries_key ON deliveries (source, key)`,
 		`DROP INDEX deliveries_booking`,
 		`CREATE INDEX deliveries_booking ON deliveries (booking, id) WHERE booking != ''`,
 		`DROP INDEX deliveries_body_from`,
 		`DELETE FROM migrations WHERE name LIKE '%0020_%'`,
-	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if _, err := raw.Exec(`UPDATE deliveries SET body = NULL, body_from = ? WHERE id = ?`, first.ID, other.ID); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+		fmt.Sprintf(`UPDATE deliveries SET body = NULL, body_from = %d WHERE id = %d`, first.ID, other.ID),
+	)
 
 	db = storagetest.OpenPath(t, path, sqlite.Options{})
 	booking := func(b string) storage.DeliveryFilter { return storage.DeliveryFilter{Booking: b} }

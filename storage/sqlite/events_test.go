@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
@@ -93,11 +92,7 @@ func TestDB_Events_AtScale(t *testing.T) {
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	db := storagetest.OpenPath(t, path, sqlite.Options{})
 	var have int
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, path)
 	if err := raw.QueryRow(`SELECT count(*) FROM deliveries`).Scan(&have); err != nil {
 		t.Fatal(err)
 	}

@@ -50,16 +50,44 @@ func bk(source, key, business string) *storage.Delivery {
 	return d
 }
 
-// poisonDeliveries makes the database file at path refuse, from any connection, to store
-// a delivery whose key is "poison", as a disk error would refuse one batch; it returns
-// a connection of the test's own to the file.
-func poisonDeliveries(t *testing.T, path string) *sql.DB {
+// rawDB opens the database file at path directly, as someone with the file would.
+func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+func rawExec(t testing.TB, raw *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// execFile runs stmts on the database file at path through a connection of its own,
+// closed before it returns: how the migration tests put a file back to an older schema.
+func execFile(t testing.TB, path string, stmts ...string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rawExec(t, raw, stmts...)
+}
+
+// poisonDeliveries makes the database file at path refuse, from any connection, to store
+// a delivery whose key is "poison", as a disk error would refuse one batch; it returns
+// a connection of the test's own to the file.
+func poisonDeliveries(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	raw := rawDB(t, path)
 	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.key = 'poison'
 BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
 		t.Fatal(err)

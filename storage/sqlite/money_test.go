@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -34,11 +33,7 @@ func TestMigration_Currency(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to the schema of before.
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	execFile(t, path,
 		`ALTER TABLE deliveries DROP COLUMN currency`,
 		`CREATE TABLE old_stats (source TEXT NOT NULL, hour INTEGER NOT NULL, outcome TEXT NOT NULL,
 			deliveries INTEGER NOT NULL DEFAULT 0, mismatches INTEGER NOT NULL DEFAULT 0,
@@ -50,12 +45,7 @@ func TestMigration_Currency(t *testing.T) {
 		`DELETE FROM migrations WHERE name LIKE '%0010_%'`,
 		// The rebuilt table lacks the later money_mismatches column too: add it again.
 		`DELETE FROM migrations WHERE name LIKE '%0015_%'`,
-	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	raw.Close()
+	)
 
 	db = storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(db)

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -93,22 +92,13 @@ func TestDB_DeliveryIDsMigrate(t *testing.T) {
 	}
 	// Back to the schema of before the sequence, with deliveries swept that a claim, an
 	// attempt and the rollup mark still name.
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	execFile(t, path,
 		`DROP TABLE IF EXISTS delivery_seq`,
 		`DELETE FROM migrations WHERE name LIKE '%0006_%'`,
 		`UPDATE claims SET first_delivery = 41 WHERE key = 'x'`,
 		`INSERT INTO attempts (source, key, delivery, started_at, duration_ms) VALUES ('ota', 'x', 37, 1, 1)`,
 		`UPDATE delivery_stats_mark SET rolled_up_to = 29`,
-	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	raw.Close()
+	)
 
 	db = storagetest.OpenPath(t, path, sqlite.Options{})
 	z := storagetest.Record(t, db, delivery("ota", "z", "h"), day)

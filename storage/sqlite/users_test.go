@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -44,19 +43,10 @@ func TestDB_OneTimePasswordMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Back to the schema of before the mark.
-			raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, q := range []string{
+			execFile(t, path,
 				`ALTER TABLE users DROP COLUMN must_change_password`,
 				`DELETE FROM migrations WHERE name LIKE '%0009_%'`,
-			} {
-				if _, err := raw.Exec(q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			raw.Close()
+			)
 
 			db = storagetest.OpenPath(t, path, sqlite.Options{})
 			for name, want := range map[string]bool{"admin": !tc.reset, "bo": false} {
