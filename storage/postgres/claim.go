@@ -80,8 +80,11 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int
 // not abandoned and whose deadline has not passed (take); if none could have one,
 // every one still waiting, to be answered the error. The transaction may take until the
 // latest deadline of the requests. One that PostgreSQL aborted for a serialization
-// failure or a deadlock is run again, as writeTx runs one. It returns no error if it
-// took none.
+// failure or a deadlock is run again, as writeTx runs one; so is one whose connection
+// was lost, or could not be had, before its commit was sent (the server restarted, a
+// failover, a pooled connection the server had ended), until that deadline: nothing of
+// it was stored. One lost once the commit was sent may have been stored, and fails.
+// It returns no error if it took none.
 func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	var deadline time.Time
 	for _, r := range batch {
@@ -96,38 +99,42 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	defer cancel()
 	var live []*recordReq
 	for attempt := 1; ; attempt++ {
+		sent := false
 		conn, err := w.db.pool.Acquire(ctx)
 		if err != nil {
 			if live == nil {
 				live = take(batch, time.Now())
 			}
-			return live, timedOut(ctx, fmt.Errorf("begin: %w", err))
-		}
-		if live == nil {
-			if live = take(batch, time.Now()); len(live) == 0 {
-				conn.Release()
-				return nil, nil
+			err = fmt.Errorf("begin: %w", err)
+		} else {
+			if live == nil {
+				if live = take(batch, time.Now()); len(live) == 0 {
+					conn.Release()
+					return nil, nil
+				}
 			}
+			sent, err = w.recordTx(ctx, conn.Conn(), live)
+			if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+				// Still in the transaction, aborted or not: roll it back. A connection
+				// that cannot is left in one, and the pool closes it on release.
+				conn.Exec(context.WithoutCancel(ctx), "rollback")
+			}
+			conn.Release()
 		}
-		err = w.recordTx(ctx, conn.Conn(), live)
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-			// Still in the transaction, aborted or not: roll it back. A connection
-			// that cannot is left in one, and the pool closes it on release.
-			conn.Exec(context.WithoutCancel(ctx), "rollback")
-		}
-		conn.Release()
 		switch {
 		case err == nil:
 			return live, nil
 		case ctx.Err() != nil:
 			return live, timedOut(ctx, err)
+		case !sent && connectionLost(err):
+			// Nothing of it was stored: tried again until the deadline.
 		case !retryable(err) || attempt == maxAttempts:
 			return live, err
 		}
 		// Back off a little, more each time, so that two replicas that deadlocked do not
-		// meet again at once.
+		// meet again at once, and a server starting again is not hammered.
 		select {
-		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		case <-time.After(time.Duration(min(attempt*attempt, 250)) * time.Millisecond):
 		case <-ctx.Done():
 			return live, timedOut(ctx, err)
 		}
@@ -174,8 +181,8 @@ func databaseWide(err error) bool {
 // their late-duplicate flags and the commit), however many rows it holds. It may run
 // again from the start when PostgreSQL aborts the transaction (commitTx), so it resets
 // every result first. On error the transaction may still be open: the caller rolls it
-// back.
-func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*recordReq) error {
+// back. sent reports whether the commit was sent: before, nothing was stored.
+func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*recordReq) (sent bool, err error) {
 	rows := w.rows[:0]
 	ask := w.ask[:0] // the rows that claim a key, in order
 	for _, r := range reqs {
@@ -202,12 +209,12 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	br := conn.SendBatch(ctx, &b)
 	for range 2 { // begin, index plans
 		if _, err := br.Exec(); err != nil {
-			return closeBatch(br, fmt.Errorf("begin: %w", err))
+			return false, closeBatch(br, fmt.Errorf("begin: %w", err))
 		}
 	}
 	if locked {
 		if _, err := br.Exec(); err != nil {
-			return closeBatch(br, fmt.Errorf("lock keys: %w", err))
+			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
 	}
 	res, err := br.Query()
@@ -215,19 +222,19 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		w.ids, err = pgx.AppendRows(w.ids[:0], res, pgx.RowTo[int64])
 	}
 	if err != nil {
-		return closeBatch(br, fmt.Errorf("take delivery ids: %w", err))
+		return false, closeBatch(br, fmt.Errorf("take delivery ids: %w", err))
 	}
 	if traced {
 		if _, err := br.Exec(); err != nil {
-			return closeBatch(br, fmt.Errorf("trace expired claims taken over: %w", err))
+			return false, closeBatch(br, fmt.Errorf("trace expired claims taken over: %w", err))
 		}
 	}
 	if err := br.Close(); err != nil {
-		return err
+		return false, err
 	}
 	ids := w.ids
 	if len(ids) != len(rows) {
-		return fmt.Errorf("take delivery ids: %d for %d deliveries", len(ids), len(rows))
+		return false, fmt.Errorf("take delivery ids: %d for %d deliveries", len(ids), len(rows))
 	}
 	// Number the deliveries, request by request.
 	next := 0
@@ -245,7 +252,7 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		}
 	}
 	if err := w.claimRows(ctx, conn, ask); err != nil {
-		return err
+		return false, err
 	}
 	if fullChecks(rows) {
 		b = pgx.Batch{}
@@ -253,12 +260,12 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		err := conn.SendBatch(ctx, &b).Close()
 		clear(w.deliveryCols.body)
 		if err != nil {
-			return fmt.Errorf("insert deliveries: %w", err)
+			return false, fmt.Errorf("insert deliveries: %w", err)
 		}
 		if err := checkRows(ctx, conn, rows); err != nil {
-			return err
+			return false, err
 		}
-		return commit(conn.Exec(ctx, "commit"))
+		return true, commit(conn.Exec(ctx, "commit"))
 	}
 	// No check but late duplicates: one round trip inserts, flags and commits.
 	b = pgx.Batch{}
@@ -268,7 +275,7 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	br = conn.SendBatch(ctx, &b)
 	defer clear(w.deliveryCols.body)
 	if _, err := br.Exec(); err != nil {
-		return closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
+		return true, closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
 	}
 	if late {
 		res, err := br.Query()
@@ -276,13 +283,13 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 			err = readLateSuspects(res, rows)
 		}
 		if err != nil {
-			return closeBatch(br, fmt.Errorf("late duplicates: %w", err))
+			return true, closeBatch(br, fmt.Errorf("late duplicates: %w", err))
 		}
 	}
 	if err := commit(br.Exec()); err != nil {
-		return closeBatch(br, err)
+		return true, closeBatch(br, err)
 	}
-	return br.Close()
+	return true, br.Close()
 }
 
 // maxClaimKeyLocks bounds the key locks of one transaction (claimKeyLocks): the

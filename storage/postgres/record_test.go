@@ -264,6 +264,72 @@ func TestRecord_OwnErrorFailsOnlyItself(t *testing.T) {
 	}
 }
 
+// TestRecord_ConnectionLost: a server that ends intake's connection in the middle of a
+// transaction (a restart, a failover, an administrator) has stored none of it. Lost
+// before the commit was sent, the transaction is run again on a new connection and the
+// delivery is stored, once; lost once the commit was sent, it may have been stored, so
+// the delivery fails (the provider sends it again) rather than being stored twice.
+func TestRecord_ConnectionLost(t *testing.T) {
+	for _, tc := range []struct {
+		table  string // whose first insert ends the connection
+		stored bool
+	}{
+		{"claims", true},      // the second round trip: the commit is not sent yet
+		{"deliveries", false}, // the last round trip, which carries the commit
+	} {
+		t.Run("ended in the insert into "+tc.table, func(t *testing.T) {
+			ctx := t.Context()
+			url := postgrestest.NewDatabase(t)
+			db := openEngine(t, url)
+			if err := db.Record(ctx, testDelivery("before"), day); err != nil {
+				t.Fatal(err)
+			}
+			// The server ends the connection of the first insert only: a sequence is
+			// not rolled back with the transaction it ends.
+			admin := connect(t, url)
+			if _, err := admin.Exec(ctx, `CREATE SEQUENCE lose_once;
+CREATE FUNCTION lose_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF nextval('lose_once') = 1 THEN
+		PERFORM pg_terminate_backend(pg_backend_pid());
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER lose_once BEFORE INSERT ON `+tc.table+` FOR EACH ROW EXECUTE FUNCTION lose_once()`); err != nil {
+				t.Fatal(err)
+			}
+			d := testDelivery("evt_1")
+			err := db.Record(ctx, d, day)
+			var lost int64
+			if err := admin.QueryRow(ctx, `SELECT last_value FROM lose_once`).Scan(&lost); err != nil || lost < 1 {
+				t.Fatalf("the trigger never ran: %d, %v", lost, err)
+			}
+			got, kerr := db.KeyDeliveries(ctx, "ota", "evt_1")
+			if kerr != nil {
+				t.Fatal(kerr)
+			}
+			if tc.stored {
+				if err != nil || d.Outcome != storage.Accepted || len(got) != 1 {
+					t.Errorf("connection lost before the commit: %v, %s, %d stored; want accepted, stored once",
+						err, d.Outcome, len(got))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "terminating connection") {
+				t.Errorf("connection lost with the commit: %v, want the loss", err)
+			}
+			if len(got) != 0 {
+				t.Errorf("connection lost with the commit: %d stored, want none", len(got))
+			}
+			// The next delivery of the key is the provider's retry: stored, accepted.
+			d = testDelivery("evt_1")
+			if err := db.Record(ctx, d, day); err != nil || d.Outcome != storage.Accepted {
+				t.Errorf("the retry: %v, %s; want accepted", err, d.Outcome)
+			}
+		})
+	}
+}
+
 // TestRecord_TextPostgreSQLCannotHold: a NUL byte or bytes that are not UTF-8, which
 // PostgreSQL text refuses, never make a delivery fail: a header keeps them (JSON
 // escapes them), the body keeps them (bytea), a field that only describes the delivery
