@@ -117,7 +117,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 				// Still in the transaction, aborted or not: roll it back. A connection
 				// that cannot is left in one, and the pool closes it on release.
-				conn.Exec(context.WithoutCancel(ctx), "rollback")
+				rctx, cancel := rollbackContext(ctx)
+				conn.Exec(rctx, "rollback")
+				cancel()
 			}
 			conn.Release()
 		}

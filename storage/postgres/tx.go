@@ -68,7 +68,9 @@ func (db *DB) runTx(ctx context.Context, fn func(tx pgx.Tx) error) (stored bool,
 		return false, err
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		rctx, cancel := rollbackContext(ctx)
+		_ = tx.Rollback(rctx)
+		cancel()
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -76,6 +78,19 @@ func (db *DB) runTx(ctx context.Context, fn func(tx pgx.Tx) error) (stored bool,
 		return !errors.As(err, &pe), err
 	}
 	return true, nil
+}
+
+// rollbackTimeout bounds a rollback, which runs after its transaction's context may
+// have ended. A server that does not answer one in time (a network that drops packets
+// instead of refusing them) has its connection closed, which rolls the transaction
+// back as well, and the writer goes on instead of waiting for the kernel to give up on
+// the connection, minutes later.
+const rollbackTimeout = 5 * time.Second
+
+// rollbackContext is the context of a rollback after ctx's transaction failed: not
+// ended with ctx, but bounded by rollbackTimeout.
+func rollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 }
 
 // maxAttempts bounds the runs of one writeTx that PostgreSQL aborts.

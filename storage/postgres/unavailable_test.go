@@ -1,9 +1,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	neturl "net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +145,103 @@ func TestWrites_BusyTimeout(t *testing.T) {
 	if _, err := db.AcknowledgeAlert(bounded, a.ID, "ann", db.Now()); !errors.Is(err, storage.ErrWriteTimeout) {
 		t.Errorf("acknowledge an alert held past the busy timeout: %v, want one wrapping ErrWriteTimeout", err)
 	}
+}
+
+// TestRecord_RollbackUnanswered: a server that stops answering as intake rolls back a
+// failed transaction (a network that drops packets rather than refusing them) holds
+// the writer for rollbackTimeout at most: the connection is closed, which rolls the
+// transaction back too, and the next deliveries are written on another.
+func TestRecord_RollbackUnanswered(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	// Every connection of the engine goes through a proxy that swallows a rollback and
+	// everything after it on that connection, answering nothing and closing nothing.
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := rollbackSwallower(t, u.Host)
+	u.Host = proxy
+	db, err := postgres.Open(ctx, u.String(), postgres.Options{BusyTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin := connect(t, url)
+	if _, err := admin.Exec(ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.key = 'refused' THEN
+		RAISE EXCEPTION 'refused by the test';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse BEFORE INSERT ON claims FOR EACH ROW EXECUTE FUNCTION refuse()`); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := db.Record(ctx, testDelivery("refused"), day); err == nil || !strings.Contains(err.Error(), "refused by the test") {
+		t.Fatalf("the refused delivery: %v", err)
+	}
+	d := testDelivery("after")
+	if err := db.Record(ctx, d, day); err != nil || d.Outcome != storage.Accepted {
+		t.Errorf("the next delivery, once the rollback went unanswered: %v, %s", err, d.Outcome)
+	}
+}
+
+// rollbackSwallower listens on 127.0.0.1 and forwards each connection to target, until
+// the client sends a simple query "rollback": from then on it reads what the client
+// sends and forwards none of it, and holds the connection open until the client closes
+// it, says goodbye, or the test ends. It returns its address.
+func rollbackSwallower(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); s.Close() })
+			go func() {
+				io.Copy(c, s)
+				c.Close() // the server closed its end: so does the client's
+			}()
+			go func() {
+				buf := make([]byte, 64<<10)
+				swallow := false
+				for {
+					n, err := c.Read(buf)
+					if swallow && bytes.Contains(buf[:n], []byte("X\x00\x00\x00\x04")) {
+						// The client's goodbye as it closes the connection (the pool
+						// shutting down) ends it at once, rather than at pgx's timeout.
+						c.Close()
+						s.Close()
+						return
+					}
+					if n > 0 && !swallow {
+						swallow = bytes.Contains(buf[:n], []byte("rollback\x00"))
+						if !swallow {
+							if _, err := s.Write(buf[:n]); err != nil {
+								return
+							}
+						}
+					}
+					if err != nil {
+						s.Close()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
