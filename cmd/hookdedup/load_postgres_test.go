@@ -29,6 +29,7 @@ type loadPostgresRow struct {
 	replicas int
 	pgCPU    []float64 // µs a request, per run
 	bin      string    // the hookdedup binary whose serve runs; "" for this build's
+	extra    string    // configuration added to serve's (loadForensics)
 }
 
 // loadPostgresReplicas is BENCH_PG_REPLICAS: the numbers of replicas of the PostgreSQL
@@ -62,7 +63,7 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 		if bin == "" {
 			bin = hookdedupBinary(t)
 		}
-		servers[i] = loadServeBinary(t, bin, sub, url, "FULL")
+		servers[i] = loadServeBinary(t, bin, sub, url, "FULL", r.extra)
 	}
 	if run == 0 {
 		for _, s := range servers {
@@ -115,6 +116,17 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 	}
 }
 
+// postgresRow is the row of rows with replicas of this build's serve on mix, without
+// extra configuration; nil if there is none.
+func postgresRow(rows []*loadPostgresRow, replicas int, mix string) *loadPostgresRow {
+	for _, r := range rows {
+		if r.replicas == replicas && r.mix == mix && r.bin == "" && r.extra == "" {
+			return r
+		}
+	}
+	return nil
+}
+
 // postgresSummary is the PostgreSQL section of the summary: each row against SQLite's
 // (synchronous=FULL, the same mix, the same run), the target, and the CPU of a request
 // on each side, from which the scaling on more cores is projected.
@@ -131,11 +143,16 @@ func postgresSummary(b *strings.Builder, rows []*loadPostgresRow, sqlite map[str
 		pg := median(r.pgCPU)
 		fmt.Fprintf(b, "  - %s, %s: %.0f req/s, %.2f× SQLite's; p50 %.2f ms, p99 %.2f ms; CPU a request: serve %.0f µs, PostgreSQL %.0f µs",
 			r.scenario, r.mix, r.rps(), r.rps()/lite.rps(), r.p50(), r.p99(), r.cpu(), pg)
-		if r.replicas == 1 {
+		if r.replicas == 1 && r.extra == "" {
 			fmt.Fprintf(b, " (target ≥ 0.6× SQLite and p99 ≤ 20 ms: %s)", map[bool]string{true: "met", false: "MISSED"}[r.rps() >= 0.6*lite.rps() && r.p99() <= 20])
 		}
 		// On a machine of its own with n cores, a replica is bound by its own CPU a
 		// request, and PostgreSQL, on another, by its: the lower of the two bounds.
 		fmt.Fprintf(b, "; bound per core: serve %.0f req/s, PostgreSQL %.0f req/s\n", 1e6/r.cpu(), 1e6/max(pg, 1))
+	}
+	for _, r := range rows {
+		if off := postgresRow(rows, r.replicas, r.mix); r.extra != "" && len(r.runs) > 0 && off != nil && len(off.runs) > 0 {
+			forensicsSummary(b, "PostgreSQL", r.loadRow, off.loadRow)
+		}
 	}
 }

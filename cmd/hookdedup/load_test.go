@@ -396,6 +396,18 @@ func loadServe(t *testing.T, dir, db, sync string) *loadServer {
 	return loadServeBinary(t, hookdedupBinary(t), dir, db, sync)
 }
 
+// forensicsSummary writes the summary's line of the forensics row on against off, the
+// same engine and mix in the same run: the target is 0.9× its requests/s or more.
+func forensicsSummary(b *strings.Builder, engine string, on, off *loadRow) {
+	tput := on.rps() / off.rps()
+	verdict := "MISSED"
+	if tput >= 0.9 {
+		verdict = "met"
+	}
+	fmt.Fprintf(b, "- forensics on, %s, %s: %.2f× the requests/s without, %+.0f µs of server CPU a request (target ≥ 0.9×: %s)\n",
+		engine, on.mix, tput, on.cpu()-off.cpu(), verdict)
+}
+
 // loadForensics is the configuration the forensics rows add to the harness's source:
 // a business key and a correlation rule over it and a second source, so that every
 // accepted delivery is looked up and indexed twice more in the claim's transaction.
@@ -782,6 +794,10 @@ func TestLoad(t *testing.T) {
 						replicas: replicas, bin: k.baseline})
 				}
 				pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", empty", mix), replicas: replicas})
+				if replicas == 1 {
+					pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", forensics on", mix), replicas: replicas,
+						extra: loadForensics})
+				}
 			}
 		}
 	}
@@ -1070,6 +1086,11 @@ func TestLoad(t *testing.T) {
 			ratio := sr.cpu() / sr.claims.cpu()
 			fmt.Fprintf(&b, "- CPU, %s, %s: %.0f µs a request against the claims-only store's %.0f: %.2f× (target ≤ 1.25×: %s)\n",
 				sr.scenario, sr.mix, sr.cpu(), sr.claims.cpu(), ratio, mark(ratio <= 1.25))
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if f := forensicsRows[mix]; len(f.runs) > 0 {
+				forensicsSummary(&b, "SQLite", f, full[mix])
+			}
 		}
 		for _, sr := range sizeRows {
 			e := full[sr.mix]
