@@ -116,11 +116,11 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 	}
 }
 
-// postgresRow is the row of rows with replicas of this build's serve on mix, without
-// extra configuration; nil if there is none.
-func postgresRow(rows []*loadPostgresRow, replicas int, mix string) *loadPostgresRow {
+// postgresRow is the row of rows with replicas of bin's serve on mix, without extra
+// configuration; nil if there is none.
+func postgresRow(rows []*loadPostgresRow, bin string, replicas int, mix string) *loadPostgresRow {
 	for _, r := range rows {
-		if r.replicas == replicas && r.mix == mix && r.bin == "" && r.extra == "" {
+		if r.replicas == replicas && r.mix == mix && r.bin == bin && r.extra == "" {
 			return r
 		}
 	}
@@ -151,8 +151,12 @@ func postgresSummary(b *strings.Builder, rows []*loadPostgresRow, sqlite map[str
 		fmt.Fprintf(b, "; bound per core: serve %.0f req/s, PostgreSQL %.0f req/s\n", 1e6/r.cpu(), 1e6/max(pg, 1))
 	}
 	for _, r := range rows {
-		if off := postgresRow(rows, r.replicas, r.mix); r.extra != "" && len(r.runs) > 0 && off != nil && len(off.runs) > 0 {
-			forensicsSummary(b, "PostgreSQL", r.loadRow, off.loadRow)
+		if off := postgresRow(rows, r.bin, r.replicas, r.mix); r.extra != "" && len(r.runs) > 0 && off != nil && len(off.runs) > 0 {
+			engine := "PostgreSQL"
+			if r.bin != "" {
+				engine = "BENCH_BASELINE, PostgreSQL"
+			}
+			forensicsSummary(b, engine, r.loadRow, off.loadRow)
 		}
 	}
 }

@@ -795,6 +795,10 @@ func TestLoad(t *testing.T) {
 				}
 				pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", empty", mix), replicas: replicas})
 				if replicas == 1 {
+					if k.baseline != "" {
+						pgRows = append(pgRows, &loadPostgresRow{loadRow: row("BENCH_BASELINE, "+name+", forensics on", mix),
+							replicas: replicas, bin: k.baseline, extra: loadForensics})
+					}
 					pgRows = append(pgRows, &loadPostgresRow{loadRow: row(name+", forensics on", mix), replicas: replicas,
 						extra: loadForensics})
 				}
