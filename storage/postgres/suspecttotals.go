@@ -41,6 +41,11 @@ const suspectTailChunk = statsTail
 const sqlSuspectTailChunk = `SELECT id, source, kind, state, currency, amount FROM suspects
 WHERE id > $1 ORDER BY id LIMIT $2`
 
+// sqlSuspectFold is the roll-up's stretch: up to $3 suspects after the mark $1, up to
+// the safe id $2.
+const sqlSuspectFold = `SELECT id, source, kind, state, currency, amount FROM suspects
+WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
+
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
 const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals`
 
@@ -200,8 +205,7 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 		}
 		// A snapshot taken after the lock: every review that changed a suspect of the
 		// stretch has committed.
-		rows, err := tx.Query(ctx, `SELECT id, source, kind, state, currency, amount FROM suspects
-WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`, mark, safe, limit)
+		rows, err := tx.Query(ctx, sqlSuspectFold, mark, safe, limit)
 		if err != nil {
 			return fmt.Errorf("read suspects: %w", err)
 		}
