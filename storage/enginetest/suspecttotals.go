@@ -137,8 +137,8 @@ func TestSuspectCounts_Rollup(t *testing.T, e Engine) {
 		{Kind: storage.SuspectCorrelation, Delivery: 4, Source: "psp", Amount: "1200", Currency: "JPY"},
 		{Kind: storage.SuspectCorrelation, Delivery: 5, Source: "ota", Amount: "1.5", Currency: "KWD"},
 		{Kind: storage.SuspectLateDuplicate, Delivery: 6, Source: "ota", Amount: "12.345", Currency: "EUR"}, // unsummed
-		{Kind: storage.SuspectLateDuplicate, Delivery: 7, Source: "cm", Amount: "n/a", Currency: "USD"},    // unsummed
-		{Kind: storage.SuspectLateDuplicate, Delivery: 8, Source: "cm"},                                    // no amount
+		{Kind: storage.SuspectLateDuplicate, Delivery: 7, Source: "cm", Amount: "n/a", Currency: "USD"},     // unsummed
+		{Kind: storage.SuspectLateDuplicate, Delivery: 8, Source: "cm"},                                     // no amount
 		{Kind: storage.SuspectBusinessKey, Delivery: 9, Source: "ota", Amount: "-5.00", Currency: "EUR"},
 		{Kind: storage.SuspectBusinessKey, Delivery: 10, Source: "cm", Amount: "3", Currency: "", State: storage.SuspectDismissed},
 	} {
