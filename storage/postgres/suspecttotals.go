@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -30,16 +29,20 @@ import (
 // stretch, in a snapshot taken after the lock. Either way each suspect is counted
 // once, in the state it has.
 
-// suspectTailChunk bounds the suspects read by one statement of the tail (those after
-// the mark): a chunk at a time, by id, so that each is an index range whatever the
-// planner guesses of the mark. The roll-up keeps the tail to a few seconds' worth; a
-// database from before the totals has every suspect in it until the roll-up catches
-// up, and is read chunk by chunk meanwhile, exactly.
-const suspectTailChunk = statsTail
+// sqlSuspectTail is the suspects after the mark $1. It is planned for the mark it is
+// given (customPlan): the roll-up keeps the tail to a few seconds' worth, which the
+// primary key finds; a database from before the totals has every suspect in it until
+// the roll-up catches up, and PostgreSQL reads the table whole meanwhile, as it should.
+// A generic plan, made for no mark in particular, could read it whole every time.
+const sqlSuspectTail = `SELECT source, kind, state, currency, amount FROM suspects WHERE id > $1`
 
-// sqlSuspectTailChunk is one chunk of the tail, after id $1.
-const sqlSuspectTailChunk = `SELECT id, source, kind, state, currency, amount FROM suspects
-WHERE id > $1 ORDER BY id LIMIT $2`
+// sqlOpenSuspects counts the open suspects per source: the totals' and those after the
+// mark $1 (planned for it, as sqlSuspectTail).
+const sqlOpenSuspects = `SELECT source, sum(n)::bigint FROM (
+	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open'
+	UNION ALL
+	SELECT source, count(*) FROM suspects WHERE id > $1 AND state = 'open' GROUP BY source) AS t
+GROUP BY source HAVING sum(n) > 0`
 
 // sqlSuspectFold is the roll-up's stretch: up to $3 suspects after the mark $1, up to
 // the safe id $2.
@@ -67,46 +70,15 @@ func queueSuspectTotal(b *pgx.Batch, k suspectKey, t storage.SuspectTotal) {
 	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed)
 }
 
-// readSuspectTotals calls total with each row of the running totals and tail with each
-// suspect after their mark, all in one snapshot: a read-only REPEATABLE READ
-// transaction.
-func (db *DB) readSuspectTotals(ctx context.Context, total func(suspectKey, storage.SuspectTotal), tail func(suspectKey, string)) error {
+// readSuspects runs fn in one snapshot, a read-only REPEATABLE READ transaction, with
+// the mark of the suspects' totals as of that snapshot.
+func (db *DB) readSuspects(ctx context.Context, fn func(tx pgx.Tx, mark int64) error) error {
 	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var k suspectKey
-		var t storage.SuspectTotal
-		rows, err := tx.Query(ctx, sqlSuspectTotals)
-		if err != nil {
+		var mark int64
+		if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1`).Scan(&mark); err != nil {
 			return err
 		}
-		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
-			func() error {
-				total(k, t)
-				return nil
-			})
-		if err != nil {
-			return err
-		}
-		var after int64
-		if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1`).Scan(&after); err != nil {
-			return err
-		}
-		for {
-			rows, err := tx.Query(ctx, sqlSuspectTailChunk, after, suspectTailChunk)
-			if err != nil {
-				return err
-			}
-			var amount string
-			n, err := pgx.ForEachRow(rows, []any{&after, &k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
-				tail(k, amount)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if n.RowsAffected() < suspectTailChunk {
-				return nil
-			}
-		}
+		return fn(tx, mark)
 	})
 }
 
@@ -128,9 +100,32 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		}
 		return t
 	}
-	err := db.readSuspectTotals(ctx,
-		func(k suspectKey, t storage.SuspectTotal) { at(k).Add(t) },
-		func(k suspectKey, amount string) { at(k).AddAmount(amount, k.currency, 1) })
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
+		var k suspectKey
+		var t storage.SuspectTotal
+		rows, err := tx.Query(ctx, sqlSuspectTotals)
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
+			func() error {
+				at(k).Add(t)
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlSuspectTail, customPlan([]any{mark})...)
+		if err != nil {
+			return err
+		}
+		var amount string
+		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
+			at(k).AddAmount(amount, k.currency, 1)
+			return nil
+		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("suspect counts: %w", err)
 	}
@@ -152,21 +147,22 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 // running totals' open rows and the open suspects after their mark, in one snapshot.
 func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := db.readSuspectTotals(ctx,
-		func(k suspectKey, t storage.SuspectTotal) {
-			if k.state == storage.SuspectOpen {
-				out[k.source] += t.Count
-			}
-		},
-		func(k suspectKey, _ string) {
-			if k.state == storage.SuspectOpen {
-				out[k.source]++
-			}
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
+		rows, err := tx.Query(ctx, sqlOpenSuspects, customPlan([]any{mark})...)
+		if err != nil {
+			return err
+		}
+		var source string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&source, &n}, func() error {
+			out[source] = n
+			return nil
 		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open suspects: %w", err)
 	}
-	maps.DeleteFunc(out, func(_ string, n int64) bool { return n == 0 })
 	return out, nil
 }
 
