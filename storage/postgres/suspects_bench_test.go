@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,6 +70,7 @@ FROM generate_series(1, $1) AS n`, n); err != nil {
 	if r, ok := any(db).(interface {
 		RollupSuspects(context.Context, int) (int, error)
 	}); ok {
+		t0 := time.Now()
 		for {
 			k, err := r.RollupSuspects(ctx, 5000)
 			if err != nil {
@@ -78,6 +80,7 @@ FROM generate_series(1, $1) AS n`, n); err != nil {
 				break
 			}
 		}
+		b.Logf("rolled %d suspects up in %s, 5,000 a call", n, time.Since(t0).Round(time.Millisecond))
 		if _, err := conn.Exec(ctx, `INSERT INTO suspects (kind, delivery, source, amount, currency, flagged_at)
 SELECT 'business_key', n, 'src-1', '10.00', 'EUR', 0 FROM generate_series(1, 1000) AS n`); err != nil {
 			b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -60,6 +61,7 @@ SELECT CASE n % 3 WHEN 0 THEN 'business_key' WHEN 1 THEN 'correlation' ELSE 'lat
 	if r, ok := any(db).(interface {
 		RollupSuspects(context.Context, int) (int, error)
 	}); ok {
+		t0 := time.Now()
 		for {
 			k, err := r.RollupSuspects(ctx, 5000)
 			if err != nil {
@@ -69,6 +71,7 @@ SELECT CASE n % 3 WHEN 0 THEN 'business_key' WHEN 1 THEN 'correlation' ELSE 'lat
 				break
 			}
 		}
+		b.Logf("rolled %d suspects up in %s, 5,000 a call", n, time.Since(t0).Round(time.Millisecond))
 		if _, err := raw.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 1000)
 INSERT INTO suspects (kind, delivery, source, amount, currency, flagged_at) SELECT 'business_key', n, 'src-1', '10.00', 'EUR', 0 FROM i`); err != nil {
 			b.Fatal(err)
