@@ -154,7 +154,9 @@ func sortSuspectCounts(cs []storage.SuspectCount) {
 // audit row in the same transaction. A suspect already reviewed may be reviewed again
 // (the audit row keeps its previous state). Returns ErrNotFound for an unknown id and
 // an error wrapping ErrInvalidReview for another state or an empty reason; it returns
-// the suspect as reviewed.
+// the suspect as reviewed. A suspect folded into the running totals already is moved
+// from its old state's total to its new one's in the same transaction
+// (reviewSuspectTotals).
 func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
