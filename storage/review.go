@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"math/big"
 	"time"
 )
 
@@ -39,4 +40,57 @@ type SuspectCount struct {
 	State    string
 	Currency string
 	Money    Money // Count is how many; Minor their amounts, in minor units of Currency
+}
+
+// SuspectTotal is the money of the suspects of one source, kind, state and currency as
+// the engines keep it in their running totals (suspect_totals): amounts are added as
+// suspects are folded in and taken away again as a review moves a suspect to another
+// state, so the sum must come back exactly to what it was. An int64 of minor units
+// cannot promise that (a sum that overflowed once is no longer known), so the amounts
+// are kept in two parts, neither of which can overflow before a billion suspects: High
+// sums each amount's whole billions of minor units, Low the rest (with the amount's
+// sign). Money puts them together.
+type SuspectTotal struct {
+	Count    int64
+	High     int64 // the sum of each amount / 1e9 (minor units, truncated)
+	Low      int64 // the sum of each amount % 1e9
+	Unsummed int64 // as Money.Unsummed: amounts that are no exact number of minor units
+}
+
+// minorSplit is where SuspectTotal splits an amount in minor units.
+const minorSplit = 1_000_000_000
+
+// AddAmount counts one suspect of amount (major units, "" for none) in currency, or,
+// with sign -1, takes one away: what a review moves out of a state's total.
+func (t *SuspectTotal) AddAmount(amount, currency string, sign int64) {
+	t.Count += sign
+	if amount == "" {
+		return
+	}
+	n, ok := MinorUnits(amount, currency)
+	if !ok {
+		t.Unsummed += sign
+		return
+	}
+	t.High += sign * (n / minorSplit)
+	t.Low += sign * (n % minorSplit)
+}
+
+// Add adds o to t.
+func (t *SuspectTotal) Add(o SuspectTotal) {
+	t.Count += o.Count
+	t.High += o.High
+	t.Low += o.Low
+	t.Unsummed += o.Unsummed
+}
+
+// Money is t as the console shows it: the amounts summed in minor units when the sum
+// fits an int64; otherwise, as the ledger reads a total too large, every suspect is
+// counted as unsummed.
+func (t SuspectTotal) Money() Money {
+	sum := new(big.Int).Mul(big.NewInt(t.High), big.NewInt(minorSplit))
+	if sum.Add(sum, big.NewInt(t.Low)); !sum.IsInt64() {
+		return Money{Count: t.Count, Unsummed: t.Count}
+	}
+	return Money{Count: t.Count, Minor: sum.Int64(), Unsummed: t.Unsummed}
 }

@@ -70,7 +70,8 @@ type Store interface {
 	// amount, currency or status that differs from their first delivery's.
 	MoneyMismatches(ctx context.Context, since time.Time) (map[string]int64, error)
 
-	// OpenSuspects returns, per source, how many suspected doubles wait for a review.
+	// OpenSuspects returns, per source, how many suspected doubles wait for a review:
+	// from the running totals and the suspects after them, as SuspectCounts reads them.
 	OpenSuspects(ctx context.Context) (map[string]int64, error)
 
 	// SignatureFailures returns, per source, how many deliveries received since since were
@@ -389,15 +390,28 @@ type Store interface {
 
 	// SuspectCounts counts every suspect by kind, state and currency, with their amounts
 	// summed exactly per currency (the money at stake), ordered by kind, state and
-	// currency (no currency last).
+	// currency (no currency last). It reads, in one snapshot, the running totals that
+	// RollupSuspects keeps and the suspects flagged since it last ran, so its figures are
+	// exact at every moment and its cost does not grow with the suspects; a sum that no
+	// int64 holds counts every suspect of its row as unsummed.
 	SuspectCounts(ctx context.Context) ([]SuspectCount, error)
+
+	// RollupSuspects folds up to limit suspects not yet counted into the running totals
+	// that SuspectCounts and OpenSuspects read, and reports how many it folded (fewer
+	// than limit: it has caught up, or on PostgreSQL the rest are not final yet). A
+	// database from before the totals has every suspect to fold, a stretch per call; the
+	// counts are exact meanwhile, only slower. Concurrent calls, on one replica or
+	// several, and concurrent reviews are safe: each suspect is counted once, in the
+	// state it has.
+	RollupSuspects(ctx context.Context, limit int) (int, error)
 
 	// ReviewSuspect records an operator's verdict on a suspect: state SuspectConfirmed (a
 	// double) or SuspectDismissed (not a double), with a reason, required, and writes the
 	// audit row in the same transaction. A suspect already reviewed may be reviewed again
-	// (the audit row keeps its previous state). Returns ErrNotFound for an unknown id and
-	// an error wrapping ErrInvalidReview for another state or an empty reason; it returns
-	// the suspect as reviewed.
+	// (the audit row keeps its previous state). A suspect already folded into the running
+	// totals is moved from its old state's to its new one's in that transaction too.
+	// Returns ErrNotFound for an unknown id and an error wrapping ErrInvalidReview for
+	// another state or an empty reason; it returns the suspect as reviewed.
 	ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (Suspect, error)
 
 	// Console sessions.

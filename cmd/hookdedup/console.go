@@ -14,8 +14,9 @@ import (
 	"github.com/hookdedup/hookdedup/web"
 )
 
-// rollupStats keeps the dashboard's hourly totals up to date off the intake path: every
-// few seconds it folds in the deliveries that arrived, in bounded batches, until ctx ends.
+// rollupStats keeps the dashboard's hourly totals and the suspects' running totals up
+// to date off the intake path: every few seconds it folds in the deliveries and the
+// suspects that arrived, in bounded batches, until ctx ends.
 func rollupStats(ctx context.Context, db storage.Store, log *slog.Logger) {
 	const batch = 5000
 	t := time.NewTicker(5 * time.Second)
@@ -25,7 +26,11 @@ func rollupStats(ctx context.Context, db storage.Store, log *slog.Logger) {
 		if err != nil && ctx.Err() == nil {
 			log.Warn("rolling up delivery stats", logErr, err)
 		}
-		if n == batch {
+		ns, err := db.RollupSuspects(ctx, batch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("rolling up suspect totals", logErr, err)
+		}
+		if n == batch || ns == batch {
 			continue // a backlog (first start on a large database): keep going
 		}
 		select {

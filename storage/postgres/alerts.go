@@ -476,11 +476,6 @@ func (db *DB) MoneyMismatches(ctx context.Context, since time.Time) (map[string]
 		WHERE money_mismatch AND received_at >= $1 GROUP BY source`, millis(since))
 }
 
-// OpenSuspects returns, per source, how many suspected doubles wait for a review.
-func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
-	return db.countPerSource(ctx, "open suspects", `SELECT source, count(*) FROM suspects WHERE state = 'open' GROUP BY source`)
-}
-
 // SignatureFailures returns, per source, how many deliveries received since since were
 // refused with status (401: a bad or missing signature), stored ones and those only
 // counted (rejection_counts) together. The counted ones are taken by whole minutes,

@@ -40,6 +40,7 @@ func TestEngine(t *testing.T) {
 				s.FlaggedAt = db.Clock()
 			}
 			conn := rawConn(tb, db)
+			defer conn.Close(context.Background()) // not at the test's end: a test may add hundreds
 			err := conn.QueryRow(context.Background(), `INSERT INTO suspects (kind, delivery, other, source, other_source,
 	rule, property, booking, amount, currency, first_seen, flagged_at, state, reviewed_by, reviewed_at, reason)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id`,

@@ -50,6 +50,9 @@ const (
 	// of the other's, never in a cycle. One with too many keys for a lock each takes
 	// (that half, 0) alone, exclusive.
 	claimKeyLock
+	// rollupSuspectsLock is held by the replica that folds suspects into their running
+	// totals (RollupSuspects).
+	rollupSuspectsLock
 )
 
 // tryLock takes the advisory lock for the rest of tx, unless another transaction holds

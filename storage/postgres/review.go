@@ -1,11 +1,9 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -132,44 +130,6 @@ func (db *DB) SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.
 	return out, nil
 }
 
-// SuspectCounts counts every suspect by kind, state and currency, with their amounts
-// summed exactly per currency (the money at stake), ordered by kind, state and
-// currency (no currency last). The amounts are text as sent; they are summed here, in
-// minor units, as storage.Money sums them for every engine.
-func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
-	rows, err := db.pool.Query(ctx, `SELECT kind, state, currency, amount FROM suspects`)
-	if err != nil {
-		return nil, fmt.Errorf("suspect counts: %w", err)
-	}
-	type key struct{ kind, state, currency string }
-	sums := map[key]*storage.Money{}
-	var order []key
-	var k key
-	var amount string
-	_, err = pgx.ForEachRow(rows, []any{&k.kind, &k.state, &k.currency, &amount}, func() error {
-		m := sums[k]
-		if m == nil {
-			m = &storage.Money{}
-			sums[k] = m
-			order = append(order, k)
-		}
-		m.AddAmount(amount, k.currency)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("suspect counts: %w", err)
-	}
-	out := make([]storage.SuspectCount, 0, len(order))
-	for _, k := range order {
-		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: *sums[k]})
-	}
-	// Currencies in the ledger's order, no currency ("") last.
-	slices.SortFunc(out, func(a, b storage.SuspectCount) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
-	})
-	return out, nil
-}
-
 // ReviewSuspect records an operator's verdict on a suspect: state SuspectConfirmed (a
 // double) or SuspectDismissed (not a double), with a reason, required, and writes the
 // audit row in the same transaction. A suspect already reviewed may be reviewed again
@@ -179,7 +139,9 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 //
 // The suspect's row is locked as it is read: two operators reviewing it at once, on two
 // replicas, are written one after the other, and the second audit row names the state
-// the first left.
+// the first left. Both first lock the mark of the suspects' totals, in READ COMMITTED,
+// as the roll-up does (suspecttotals.go), so that a suspect folded in is moved from its
+// old state's total to its new one's.
 func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
@@ -192,6 +154,13 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 	actor, reason = textReplaced(actor), textReplaced(reason) // as every audit row's
 	var out storage.Suspect
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		mark, err := lockSuspectMark(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("review suspect %d: %w", id, storage.ErrNotFound)
@@ -202,6 +171,9 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		now := db.Now()
 		if _, err := tx.Exec(ctx, `UPDATE suspects SET state = $1, reviewed_by = $2, reviewed_at = $3, reason = $4 WHERE id = $5`,
 			state, actor, millis(now), reason, id); err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		if err := reviewSuspectTotals(ctx, tx, mark, x, state); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		// The audit row names the flagged delivery's key, so that the audit log links to

@@ -42,23 +42,35 @@ import (
 // 1 (the default): with cached ids a session could hand out an id below the fence
 // later, holding no lock at the read.
 
-// sqlIDHolders selects, in pg_locks, the transactions that took delivery ids and have
-// not ended: nextval holds a RowExclusiveLock on the sequence until its transaction ends.
-const sqlIDHolders = `locktype = 'relation' AND relation = 'delivery_ids'::regclass
+// sqlIDHolders selects, in pg_locks, the transactions that took ids of the sequence $1
+// and have not ended: nextval holds a RowExclusiveLock on the sequence until its
+// transaction ends (an identity column's default takes its ids through nextval too).
+const sqlIDHolders = `locktype = 'relation' AND relation = $1::regclass
 	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	AND mode = 'RowExclusiveLock'`
 
 // Roll-ups, as rollup_fences names them.
 const (
-	fenceStats  = "stats"
-	fenceLedger = "ledger"
+	fenceStats    = "stats"
+	fenceLedger   = "ledger"
+	fenceSuspects = "suspects"
 )
 
-// rollupSafeTo returns the id up to which every delivery is final, for the roll-up
-// named rollup, whose advisory lock tx holds, and moves its fence (see above). tx must
-// be READ COMMITTED (beginRollup), so that the fold's query that follows takes a
-// snapshot after these.
+// rollupSequences names the sequence whose ids each roll-up folds: the deliveries' for
+// the statistics and the ledger, the suspects' identity for their totals. The same
+// fence keeps a suspect that commits late from being passed as a delivery's.
+var rollupSequences = map[string]string{
+	fenceStats:    "delivery_ids",
+	fenceLedger:   "delivery_ids",
+	fenceSuspects: "suspects_id_seq",
+}
+
+// rollupSafeTo returns the id up to which every row of its sequence (rollupSequences)
+// is final, for the roll-up named rollup, whose advisory lock tx holds, and moves its
+// fence (see above). tx must be READ COMMITTED (beginRollup), so that the fold's query
+// that follows takes a snapshot after these.
 func rollupSafeTo(ctx context.Context, tx pgx.Tx, rollup string) (int64, error) {
+	seq := rollupSequences[rollup]
 	var safe, fence int64
 	var holders []string
 	err := tx.QueryRow(ctx, `SELECT safe_to, fence_to, holders FROM rollup_fences WHERE rollup = $1`, rollup).
@@ -69,7 +81,7 @@ func rollupSafeTo(ctx context.Context, tx pgx.Tx, rollup string) (int64, error) 
 	if fence > safe {
 		var running bool
 		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE `+sqlIDHolders+`
-	AND virtualtransaction = ANY($1))`, holders).Scan(&running)
+	AND virtualtransaction = ANY($2))`, seq, holders).Scan(&running)
 		if err != nil {
 			return 0, fmt.Errorf("check fence: %w", err)
 		}
@@ -81,14 +93,14 @@ func rollupSafeTo(ctx context.Context, tx pgx.Tx, rollup string) (int64, error) 
 	// A new fence: the last id handed out first, then who holds ids; in that order, so
 	// that whoever took an id up to it is in the list or done.
 	var last int64
-	err = tx.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM delivery_ids`).Scan(&last)
+	err = tx.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value($1::regclass), 0)`, seq).Scan(&last)
 	if err != nil {
 		return 0, fmt.Errorf("read last id: %w", err)
 	}
 	holders = []string{} // not nil: the column holds no NULL
 	if last > safe {
 		rows, err := tx.Query(ctx, `SELECT virtualtransaction FROM pg_locks WHERE `+sqlIDHolders+`
-	AND pid IS DISTINCT FROM pg_backend_pid()`)
+	AND pid IS DISTINCT FROM pg_backend_pid()`, seq)
 		if err != nil {
 			return 0, fmt.Errorf("read id holders: %w", err)
 		}

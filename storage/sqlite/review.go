@@ -143,43 +143,6 @@ func (db *DB) SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.
 	return out, rows.Err()
 }
 
-// SuspectCounts counts every suspect by kind, state and currency, with their amounts
-// summed exactly per currency (the money at stake), ordered by kind, state and
-// currency (no currency last).
-func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT kind, state, currency, amount FROM suspects`)
-	if err != nil {
-		return nil, fmt.Errorf("suspect counts: %w", err)
-	}
-	defer rows.Close()
-	type key struct{ kind, state, currency string }
-	sums := map[key]*storage.Money{}
-	var order []key
-	for rows.Next() {
-		var k key
-		var amount string
-		if err := rows.Scan(&k.kind, &k.state, &k.currency, &amount); err != nil {
-			return nil, fmt.Errorf("suspect counts: %w", err)
-		}
-		m := sums[k]
-		if m == nil {
-			m = &storage.Money{}
-			sums[k] = m
-			order = append(order, k)
-		}
-		m.AddAmount(amount, k.currency)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("suspect counts: %w", err)
-	}
-	out := make([]storage.SuspectCount, 0, len(order))
-	for _, k := range order {
-		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: *sums[k]})
-	}
-	sortSuspectCounts(out)
-	return out, nil
-}
-
 func sortSuspectCounts(cs []storage.SuspectCount) {
 	slices.SortFunc(cs, func(a, b storage.SuspectCount) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
@@ -191,7 +154,9 @@ func sortSuspectCounts(cs []storage.SuspectCount) {
 // audit row in the same transaction. A suspect already reviewed may be reviewed again
 // (the audit row keeps its previous state). Returns ErrNotFound for an unknown id and
 // an error wrapping ErrInvalidReview for another state or an empty reason; it returns
-// the suspect as reviewed.
+// the suspect as reviewed. A suspect folded into the running totals already is moved
+// from its old state's total to its new one's in the same transaction
+// (reviewSuspectTotals).
 func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
@@ -213,6 +178,9 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		now := db.Now()
 		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?, reviewed_by = ?, reviewed_at = ?, reason = ? WHERE id = ?`,
 			state, actor, millis(now), reason, id); err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		if err := reviewSuspectTotals(ctx, tx, x, state); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		// The audit row names the flagged delivery's key, so that the audit log links to

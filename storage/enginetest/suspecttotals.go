@@ -1,0 +1,295 @@
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// suspectBook is a hand count of suspects: every suspect added and the state it has,
+// from which the counts the engine reports are worked out again here.
+type suspectBook struct {
+	e  Engine
+	db storage.Store
+	s  map[int64]storage.Suspect
+}
+
+func newSuspectBook(e Engine, db storage.Store) *suspectBook {
+	return &suspectBook{e: e, db: db, s: map[int64]storage.Suspect{}}
+}
+
+func (b *suspectBook) add(t *testing.T, s storage.Suspect) storage.Suspect {
+	t.Helper()
+	s = b.e.AddSuspect(t, b.db, s)
+	b.s[s.ID] = s
+	return s
+}
+
+func (b *suspectBook) review(t *testing.T, db storage.Store, id int64, state string) {
+	t.Helper()
+	if _, err := db.ReviewSuspect(context.Background(), id, "olga", state, "looked at it"); err != nil {
+		t.Fatalf("review suspect %d: %v", id, err)
+	}
+	s := b.s[id]
+	s.State = state
+	b.s[id] = s
+}
+
+// counts is the hand count as SuspectCounts writes it, one line per kind, state and
+// currency, in its order.
+func (b *suspectBook) counts() string {
+	type key struct {
+		kind            storage.SuspectKind
+		state, currency string
+	}
+	sums := map[key]*storage.Money{}
+	for _, id := range slices.Sorted(maps.Keys(b.s)) {
+		s := b.s[id]
+		k := key{s.Kind, s.State, s.Currency}
+		if sums[k] == nil {
+			sums[k] = &storage.Money{}
+		}
+		sums[k].AddAmount(s.Amount, s.Currency)
+	}
+	var cs []storage.SuspectCount
+	for k, m := range sums {
+		cs = append(cs, storage.SuspectCount{Kind: k.kind, State: k.state, Currency: k.currency, Money: *m})
+	}
+	slices.SortFunc(cs, func(a, b storage.SuspectCount) int {
+		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.State, b.State); c != 0 {
+			return c
+		}
+		return storage.CompareCurrency(a.Currency, b.Currency)
+	})
+	return formatSuspectCounts(cs)
+}
+
+// open is the hand count of open suspects per source, as OpenSuspects writes it.
+func (b *suspectBook) open() string {
+	m := map[string]int64{}
+	for _, s := range b.s {
+		if s.State == storage.SuspectOpen {
+			m[s.Source]++
+		}
+	}
+	return fmt.Sprint(m)
+}
+
+func formatSuspectCounts(cs []storage.SuspectCount) string {
+	var w strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&w, "%s %s %q n=%d minor=%d unsummed=%d\n", c.Kind, c.State, c.Currency, c.Money.Count, c.Money.Minor, c.Money.Unsummed)
+	}
+	return w.String()
+}
+
+// check compares what db reports with the hand count.
+func (b *suspectBook) check(t *testing.T, db storage.Store, when string) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := db.SuspectCounts(ctx)
+	if err != nil {
+		t.Fatalf("%s: suspect counts: %v", when, err)
+	}
+	if got, want := formatSuspectCounts(cs), b.counts(); got != want {
+		t.Errorf("%s: suspect counts:\n%swant:\n%s", when, got, want)
+	}
+	open, err := db.OpenSuspects(ctx)
+	if err != nil {
+		t.Fatalf("%s: open suspects: %v", when, err)
+	}
+	if got, want := fmt.Sprint(open), b.open(); got != want {
+		t.Errorf("%s: open suspects = %s, want %s", when, got, want)
+	}
+}
+
+func rollupSuspects(t *testing.T, db storage.Store, limit, want int) {
+	t.Helper()
+	if n, err := db.RollupSuspects(context.Background(), limit); err != nil || n != want {
+		t.Fatalf("roll up %d suspects: %d, %v; want %d", limit, n, err, want)
+	}
+}
+
+// TestSuspectCounts_Rollup: the suspects' counts and the open suspects per source
+// equal a hand count at every step: before any roll-up (every suspect read as the
+// tail, as in a database from before the totals), with part of them folded in, all of
+// them, and through reviews of suspects folded in and not yet, re-reviews, and a
+// review that changes nothing.
+func TestSuspectCounts_Rollup(t *testing.T, e Engine) {
+	db := e.Open(t)
+	newClock(e, db)
+	b := newSuspectBook(e, db)
+	b.check(t, db, "empty")
+	var ids []int64
+	for i, s := range []storage.Suspect{
+		{Kind: storage.SuspectBusinessKey, Delivery: 1, Source: "ota", Amount: "100.10", Currency: "EUR"},
+		{Kind: storage.SuspectBusinessKey, Delivery: 2, Source: "ota", Amount: "20", Currency: "EUR"},
+		{Kind: storage.SuspectBusinessKey, Delivery: 3, Source: "psp", Amount: "0.05", Currency: "EUR"},
+		{Kind: storage.SuspectCorrelation, Delivery: 4, Source: "psp", Amount: "1200", Currency: "JPY"},
+		{Kind: storage.SuspectCorrelation, Delivery: 5, Source: "ota", Amount: "1.5", Currency: "KWD"},
+		{Kind: storage.SuspectLateDuplicate, Delivery: 6, Source: "ota", Amount: "12.345", Currency: "EUR"}, // unsummed
+		{Kind: storage.SuspectLateDuplicate, Delivery: 7, Source: "cm", Amount: "n/a", Currency: "USD"},     // unsummed
+		{Kind: storage.SuspectLateDuplicate, Delivery: 8, Source: "cm"},                                     // no amount
+		{Kind: storage.SuspectBusinessKey, Delivery: 9, Source: "ota", Amount: "-5.00", Currency: "EUR"},
+		{Kind: storage.SuspectBusinessKey, Delivery: 10, Source: "cm", Amount: "3", Currency: "", State: storage.SuspectDismissed},
+	} {
+		ids = append(ids, b.add(t, s).ID)
+		if i == 4 {
+			b.check(t, db, "half added, none folded")
+		}
+	}
+	b.check(t, db, "none folded")
+
+	rollupSuspects(t, db, 4, 4)
+	b.check(t, db, "four folded")
+	b.review(t, db, ids[0], storage.SuspectConfirmed) // folded
+	b.check(t, db, "a folded suspect confirmed")
+	b.review(t, db, ids[6], storage.SuspectDismissed) // not folded yet
+	b.check(t, db, "a suspect after the mark dismissed")
+	b.review(t, db, ids[3], storage.SuspectConfirmed) // folded: the last of the stretch
+	b.check(t, db, "the mark's suspect confirmed")
+
+	rollupSuspects(t, db, 100, 6)
+	rollupSuspects(t, db, 100, 0)
+	b.check(t, db, "all folded")
+	b.review(t, db, ids[0], storage.SuspectDismissed) // confirmed, now dismissed
+	b.check(t, db, "a folded suspect reviewed again")
+	b.review(t, db, ids[6], storage.SuspectConfirmed) // reviewed in the tail, folded since
+	b.check(t, db, "a suspect reviewed before and after its fold")
+	b.review(t, db, ids[6], storage.SuspectConfirmed) // the same verdict again
+	b.check(t, db, "the same verdict twice")
+	for _, id := range []int64{ids[1], ids[8]} { // ota's business key EUR row: none left open
+		b.review(t, db, id, storage.SuspectDismissed)
+	}
+	b.check(t, db, "a total's every suspect reviewed away")
+
+	more := b.add(t, storage.Suspect{Kind: storage.SuspectCorrelation, Delivery: 11, Source: "new", Amount: "7.00", Currency: "EUR"})
+	b.add(t, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: 12, Source: "ota", Amount: "1.00", Currency: "EUR"})
+	b.check(t, db, "added after the roll-up")
+	b.review(t, db, more.ID, storage.SuspectDismissed)
+	b.check(t, db, "a new suspect dismissed")
+	rollupSuspects(t, db, 100, 2)
+	b.check(t, db, "folded again")
+	b.check(t, e.Reopen(t, db), "another handle")
+}
+
+// TestSuspectCounts_HugeAmounts: amounts whose sum no int64 of minor units holds count
+// every suspect of their row as unsummed, as the ledger does; and as a review takes
+// one of them out of the row again, the rest is summed exactly again, folded in or
+// not.
+func TestSuspectCounts_HugeAmounts(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	var ids []int64
+	for i := range 3 {
+		s := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: int64(i + 1), Source: "ota",
+			Amount: huge, Currency: "EUR"})
+		ids = append(ids, s.ID)
+	}
+	want := func(when, w string) {
+		t.Helper()
+		cs, err := db.SuspectCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := formatSuspectCounts(cs); got != w {
+			t.Errorf("%s: counts:\n%swant:\n%s", when, got, w)
+		}
+	}
+	const all = "business_key open \"EUR\" n=3 minor=0 unsummed=3\n"
+	want("none folded", all)
+	rollupSuspects(t, db, 2, 2)
+	want("two folded", all)
+	if _, err := db.ReviewSuspect(ctx, ids[0], "olga", storage.SuspectDismissed, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReviewSuspect(ctx, ids[2], "olga", storage.SuspectDismissed, "no"); err != nil {
+		t.Fatal(err)
+	}
+	want("one folded, one not, dismissed", "business_key dismissed \"EUR\" n=2 minor=0 unsummed=2\n"+
+		"business_key open \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n")
+	rollupSuspects(t, db, 100, 1)
+	if _, err := db.ReviewSuspect(ctx, ids[0], "olga", storage.SuspectOpen+"x", "no"); err == nil {
+		t.Fatal("a review to no state was taken")
+	}
+	if _, err := db.ReviewSuspect(ctx, ids[2], "olga", storage.SuspectConfirmed, "yes"); err != nil {
+		t.Fatal(err)
+	}
+	want("all folded", "business_key confirmed \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n"+
+		"business_key dismissed \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n"+
+		"business_key open \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n")
+}
+
+// TestSuspectCounts_ReviewsWhileRollingUp: operators review suspects on one handle (a
+// replica, or another process) while another rolls them up in small stretches: a
+// review that lands between a roll-up's read of a suspect and its write must leave
+// the suspect counted once, in its new state. The counts equal the hand count after
+// every round.
+func TestSuspectCounts_ReviewsWhileRollingUp(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	other := e.Reopen(t, db)
+	b := newSuspectBook(e, db)
+	const rounds, perRound = 4, 40
+	states := []string{storage.SuspectConfirmed, storage.SuspectDismissed}
+	for round := range rounds {
+		var ids []int64
+		for i := range perRound {
+			s := b.add(t, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: int64(round*perRound + i + 1),
+				Source: []string{"ota", "psp"}[i%2], Amount: fmt.Sprintf("%d.%02d", i, round), Currency: "EUR"})
+			ids = append(ids, s.ID)
+		}
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		var rollErr error
+		wg.Go(func() {
+			for {
+				if _, err := db.RollupSuspects(ctx, 3); err != nil {
+					rollErr = err
+					return
+				}
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		})
+		// Each suspect reviewed twice, from the newest: some before their fold, some
+		// as it happens, some after.
+		for pass := range 2 {
+			for i := len(ids) - 1; i >= 0; i-- {
+				b.review(t, other, ids[i], states[(i+pass+round)%2])
+			}
+		}
+		close(done)
+		wg.Wait()
+		if rollErr != nil {
+			t.Fatal(rollErr)
+		}
+		b.check(t, db, fmt.Sprintf("round %d", round))
+	}
+	for {
+		n, err := db.RollupSuspects(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	b.check(t, db, "all folded")
+	b.check(t, other, "all folded, the other handle")
+}

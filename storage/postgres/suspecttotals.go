@@ -1,0 +1,257 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// The running totals of suspects (migration 0010): suspect_totals counts every suspect
+// up to suspect_totals_mark's id, each in the state it has now; the readers add the
+// suspects after the mark as they read, in one snapshot. Suspects are only ever
+// appended and never deleted, and only a review changes one. Their ids come from a
+// sequence and commit in any order, so the roll-up folds only up to its fence, as the
+// deliveries' roll-ups do (stats.go): no suspect commits at or below the mark once it
+// has moved.
+//
+// A review and a roll-up on two replicas take turns on the mark's row: each locks it
+// (FOR UPDATE) before anything else of the totals, in a READ COMMITTED transaction,
+// and every writer of suspect_totals holds it. A roll-up that locked it first folds
+// the suspects as they are, moves the mark and commits; the review, which waited,
+// then reads the new mark (READ COMMITTED returns the row as the roll-up left it) and
+// moves the suspect it finds folded from its old state's row to its new one's. A
+// review that locked it first commits its new state before the roll-up reads its
+// stretch, in a snapshot taken after the lock. Either way each suspect is counted
+// once, in the state it has.
+
+// sqlSuspectTail is the suspects after the mark $1. It is planned for the mark it is
+// given (customPlan): the roll-up keeps the tail to a few seconds' worth, which the
+// primary key finds; a database from before the totals has every suspect in it until
+// the roll-up catches up, and PostgreSQL reads the table whole meanwhile, as it should.
+// A generic plan, made for no mark in particular, could read it whole every time.
+const sqlSuspectTail = `SELECT source, kind, state, currency, amount FROM suspects WHERE id > $1`
+
+// sqlOpenSuspects counts the open suspects per source: the totals' and those after the
+// mark $1 (planned for it, as sqlSuspectTail).
+const sqlOpenSuspects = `SELECT source, sum(n)::bigint FROM (
+	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open'
+	UNION ALL
+	SELECT source, count(*) FROM suspects WHERE id > $1 AND state = 'open' GROUP BY source) AS t
+GROUP BY source HAVING sum(n) > 0`
+
+// sqlSuspectFold is the roll-up's stretch: up to $3 suspects after the mark $1, up to
+// the safe id $2.
+const sqlSuspectFold = `SELECT id, source, kind, state, currency, amount FROM suspects
+WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
+
+// sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
+const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals`
+
+// sqlSuspectTotalAdd adds one row's counts to the totals (alias t). Neither part of
+// the amounts can overflow a bigint before a billion suspects (storage.SuspectTotal).
+const sqlSuspectTotalAdd = `INSERT INTO suspect_totals AS t (source, kind, state, currency, suspects, amount_high, amount_low, unsummed)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (source, kind, state, currency) DO UPDATE SET
+	suspects    = t.suspects + excluded.suspects,
+	amount_high = t.amount_high + excluded.amount_high,
+	amount_low  = t.amount_low + excluded.amount_low,
+	unsummed    = t.unsummed + excluded.unsummed`
+
+// suspectKey is a row of the totals.
+type suspectKey struct{ source, kind, state, currency string }
+
+// queueSuspectTotal queues the addition of t to the totals' row k.
+func queueSuspectTotal(b *pgx.Batch, k suspectKey, t storage.SuspectTotal) {
+	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed)
+}
+
+// readSuspects runs fn in one snapshot, a read-only REPEATABLE READ transaction, with
+// the mark of the suspects' totals as of that snapshot.
+func (db *DB) readSuspects(ctx context.Context, fn func(tx pgx.Tx, mark int64) error) error {
+	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var mark int64
+		if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1`).Scan(&mark); err != nil {
+			return err
+		}
+		return fn(tx, mark)
+	})
+}
+
+// SuspectCounts counts every suspect by kind, state and currency, with their amounts
+// summed exactly per currency (the money at stake), ordered by kind, state and
+// currency (no currency last). It reads, in one snapshot, the running totals (a few
+// rows) and the suspects after their mark, which the roll-up keeps to a few seconds'
+// worth: its cost does not grow with the suspects, and its figures are exact at every
+// moment.
+func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
+	type key struct{ kind, state, currency string }
+	sums := map[key]*storage.SuspectTotal{}
+	at := func(k suspectKey) *storage.SuspectTotal {
+		kk := key{k.kind, k.state, k.currency}
+		t := sums[kk]
+		if t == nil {
+			t = &storage.SuspectTotal{}
+			sums[kk] = t
+		}
+		return t
+	}
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
+		var k suspectKey
+		var t storage.SuspectTotal
+		rows, err := tx.Query(ctx, sqlSuspectTotals)
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
+			func() error {
+				at(k).Add(t)
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlSuspectTail, customPlan([]any{mark})...)
+		if err != nil {
+			return err
+		}
+		var amount string
+		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
+			at(k).AddAmount(amount, k.currency, 1)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("suspect counts: %w", err)
+	}
+	out := make([]storage.SuspectCount, 0, len(sums))
+	for k, t := range sums {
+		if t.Count == 0 {
+			continue // every suspect of the row was reviewed into another state
+		}
+		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
+	}
+	// Currencies in the ledger's order, no currency ("") last.
+	slices.SortFunc(out, func(a, b storage.SuspectCount) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
+	})
+	return out, nil
+}
+
+// OpenSuspects returns, per source, how many suspected doubles wait for a review: the
+// running totals' open rows and the open suspects after their mark, in one snapshot.
+func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
+		rows, err := tx.Query(ctx, sqlOpenSuspects, customPlan([]any{mark})...)
+		if err != nil {
+			return err
+		}
+		var source string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&source, &n}, func() error {
+			out[source] = n
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open suspects: %w", err)
+	}
+	return out, nil
+}
+
+// lockSuspectMark locks the mark of the suspects' totals for the rest of tx, which
+// must be READ COMMITTED, and returns it as the last writer left it.
+func lockSuspectMark(ctx context.Context, tx pgx.Tx) (int64, error) {
+	var mark int64
+	if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1 FOR UPDATE`).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("lock the suspects' mark: %w", err)
+	}
+	return mark, nil
+}
+
+// RollupSuspects folds, in one transaction under rollupSuspectsLock, up to limit
+// suspects after the mark and up to the safe id (stats.go) into the running totals,
+// and moves the mark to the last of them; it reports how many it folded (fewer than
+// limit: it has caught up, or the rest are not final yet). One replica rolls up at a
+// time: while another holds the lock this does nothing and returns 0.
+func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		n = 0
+		if got, err := beginRollup(ctx, tx, rollupSuspectsLock); err != nil || !got {
+			return err
+		}
+		safe, err := rollupSafeTo(ctx, tx, fenceSuspects)
+		if err != nil {
+			return err
+		}
+		mark, err := lockSuspectMark(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if safe <= mark {
+			return nil
+		}
+		// A snapshot taken after the lock: every review that changed a suspect of the
+		// stretch has committed.
+		rows, err := tx.Query(ctx, sqlSuspectFold, mark, safe, limit)
+		if err != nil {
+			return fmt.Errorf("read suspects: %w", err)
+		}
+		totals := map[suspectKey]*storage.SuspectTotal{}
+		var upto int64
+		var k suspectKey
+		var amount string
+		_, err = pgx.ForEachRow(rows, []any{&upto, &k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
+			n++
+			t := totals[k]
+			if t == nil {
+				t = &storage.SuspectTotal{}
+				totals[k] = t
+			}
+			t.AddAmount(amount, k.currency, 1)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read suspects: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		batch := &pgx.Batch{}
+		for k, t := range totals {
+			queueSuspectTotal(batch, k, *t)
+		}
+		batch.Queue(`UPDATE suspect_totals_mark SET rolled_up_to = $1 WHERE id = 1`, upto)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("add totals: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("roll up suspects: %w", err)
+	}
+	return n, nil
+}
+
+// reviewSuspectTotals moves suspect x, folded into the totals when its id is at or
+// below mark (locked by the review's tx), from its state's row to state's.
+func reviewSuspectTotals(ctx context.Context, tx pgx.Tx, mark int64, x storage.Suspect, state string) error {
+	if x.State == state || x.ID > mark {
+		return nil // the readers read it as it is
+	}
+	var out, in storage.SuspectTotal
+	out.AddAmount(x.Amount, x.Currency, -1)
+	in.AddAmount(x.Amount, x.Currency, 1)
+	batch := &pgx.Batch{}
+	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out)
+	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), state, x.Currency}, in)
+	return tx.SendBatch(ctx, batch).Close()
+}

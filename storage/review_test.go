@@ -1,0 +1,46 @@
+package storage_test
+
+import (
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// TestSuspectTotal: amounts added and taken away again leave the total exactly as it
+// was, through a sum that no int64 holds on the way (then every suspect counts as
+// unsummed), negative amounts and amounts that are no exact number of minor units.
+func TestSuspectTotal(t *testing.T) {
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	var tot storage.SuspectTotal
+	for _, a := range []string{"100.10", "-0.05", "12.345", "n/a", ""} {
+		tot.AddAmount(a, "EUR", 1)
+	}
+	want := storage.Money{Count: 5, Minor: 10005, Unsummed: 2}
+	if got := tot.Money(); got != want {
+		t.Fatalf("money = %+v, want %+v", got, want)
+	}
+	tot.AddAmount(huge, "EUR", 1)
+	if got := tot.Money(); got != (storage.Money{Count: 6, Minor: 0, Unsummed: 6}) {
+		t.Fatalf("past the int64: %+v, want every suspect unsummed", got)
+	}
+	tot.AddAmount(huge, "EUR", 1)
+	tot.AddAmount(huge, "EUR", -1)
+	tot.AddAmount(huge, "EUR", -1)
+	tot.AddAmount("12.345", "EUR", -1)
+	if got, want := tot.Money(), (storage.Money{Count: 4, Minor: 10005, Unsummed: 1}); got != want {
+		t.Fatalf("taken away again: %+v, want %+v", got, want)
+	}
+	var big storage.SuspectTotal
+	big.AddAmount(huge, "EUR", 1)
+	big.AddAmount("-"+huge, "EUR", 1)
+	big.AddAmount(huge, "EUR", 1)
+	if got := big.Money(); got != (storage.Money{Count: 3, Minor: 9223372036854775807}) {
+		t.Fatalf("huge amounts that sum within the int64: %+v", got)
+	}
+	var sum storage.SuspectTotal
+	sum.Add(tot)
+	sum.Add(big)
+	if got := sum.Money(); got.Count != 7 || got.Unsummed != 7 {
+		t.Fatalf("sum past the int64: %+v, want every suspect unsummed", got)
+	}
+}

@@ -1,0 +1,18 @@
+package sqlite
+
+import "context"
+
+// ExplainSuspectCounts returns the query plans of what SuspectCounts and OpenSuspects
+// read: the running totals, the suspects after the mark, and the open suspects per
+// source, one step a line.
+func (db *DB) ExplainSuspectCounts(ctx context.Context) (string, error) {
+	var plan string
+	for _, q := range []string{sqlSuspectTotals, sqlSuspectTail, sqlOpenSuspects} {
+		p, err := db.explain(ctx, q)
+		if err != nil {
+			return "", err
+		}
+		plan += p
+	}
+	return plan, nil
+}

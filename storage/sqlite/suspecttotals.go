@@ -1,0 +1,214 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// The running totals of suspects (migration 0021): suspect_totals counts every suspect
+// up to suspect_totals_mark's id, each in the state it has now; the readers add the
+// suspects after the mark as they read, in the same snapshot. Suspects are only ever
+// appended (ids grow, in commit order: one writer) and never deleted, and only a
+// review changes one: in the write transaction that changes it, a review moves a
+// suspect at or below the mark from its old state's row to its new one's, and counts
+// itself in tail_reviews when the suspect is after the mark, so that a roll-up that
+// read it before the review does not fold the state it had.
+
+// sqlSuspectTail is the suspects not folded into the totals yet, read through the
+// table's ids from the mark on.
+const sqlSuspectTail = `SELECT kind, state, currency, amount FROM suspects
+WHERE id > (SELECT rolled_up_to FROM suspect_totals_mark)`
+
+// sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
+const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals`
+
+// sqlOpenSuspects counts the open suspects per source: the totals and the suspects
+// after the mark, in one statement, so one snapshot. NOT INDEXED keeps SQLite on the
+// ids from the mark: the partial index of open suspects would read every open one.
+const sqlOpenSuspects = `SELECT source, sum(n) FROM (
+	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open'
+	UNION ALL
+	SELECT source, count(*) FROM suspects NOT INDEXED
+	WHERE id > (SELECT rolled_up_to FROM suspect_totals_mark) AND state = 'open' GROUP BY source)
+GROUP BY source HAVING sum(n) > 0`
+
+// sqlSuspectTotalAdd adds one row's counts to the totals.
+const sqlSuspectTotalAdd = `INSERT INTO suspect_totals (source, kind, state, currency, suspects, amount_high, amount_low, unsummed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (source, kind, state, currency) DO UPDATE SET
+	suspects    = suspects + excluded.suspects,
+	amount_high = amount_high + excluded.amount_high,
+	amount_low  = amount_low + excluded.amount_low,
+	unsummed    = unsummed + excluded.unsummed`
+
+// suspectKey is a row of the totals.
+type suspectKey struct{ source, kind, state, currency string }
+
+func addSuspectTotal(ctx context.Context, tx *sql.Tx, k suspectKey, t storage.SuspectTotal) error {
+	_, err := tx.ExecContext(ctx, sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed)
+	return err
+}
+
+// SuspectCounts counts every suspect by kind, state and currency, with their amounts
+// summed exactly per currency (the money at stake), ordered by kind, state and
+// currency (no currency last). It reads, in one snapshot, the running totals (a few
+// rows) and the suspects after their mark, which the roll-up keeps to a few seconds'
+// worth; before the roll-up has caught up (a database from before the totals) every
+// suspect after the mark is read, and the counts are exact, only slower.
+func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
+	type key struct{ kind, state, currency string }
+	sums := map[key]*storage.SuspectTotal{}
+	at := func(k key) *storage.SuspectTotal {
+		t := sums[k]
+		if t == nil {
+			t = &storage.SuspectTotal{}
+			sums[k] = t
+		}
+		return t
+	}
+	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
+		rows, err := c.QueryContext(ctx, sqlSuspectTotals)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k key
+			var t storage.SuspectTotal
+			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed); err != nil {
+				return err
+			}
+			at(k).Add(t)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		tail, err := c.QueryContext(ctx, sqlSuspectTail)
+		if err != nil {
+			return err
+		}
+		defer tail.Close()
+		for tail.Next() {
+			var k key
+			var amount string
+			if err := tail.Scan(&k.kind, &k.state, &k.currency, &amount); err != nil {
+				return err
+			}
+			at(k).AddAmount(amount, k.currency, 1)
+		}
+		return tail.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("suspect counts: %w", err)
+	}
+	out := make([]storage.SuspectCount, 0, len(sums))
+	for k, t := range sums {
+		if t.Count == 0 {
+			continue // every suspect of the row was reviewed into another state
+		}
+		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
+	}
+	sortSuspectCounts(out)
+	return out, nil
+}
+
+// RollupSuspects folds up to limit suspects not yet counted into the running totals
+// that SuspectCounts and OpenSuspects read, and reports how many it folded (fewer than
+// limit: it has caught up). It reads them on a read connection, in one snapshot with
+// the mark, and writes only the few totals they make: the mark moves only if neither
+// it nor tail_reviews changed since the read, so concurrent calls count a stretch
+// once, and a review of a suspect of the stretch meanwhile makes this call fold
+// nothing (the next one reads the state the review left).
+func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
+	var (
+		mark, reviews, upto int64
+		n                   int
+		totals              = map[suspectKey]*storage.SuspectTotal{}
+	)
+	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
+		if err := c.QueryRowContext(ctx, `SELECT rolled_up_to, tail_reviews FROM suspect_totals_mark`).Scan(&mark, &reviews); err != nil {
+			return err
+		}
+		rows, err := c.QueryContext(ctx, `SELECT id, source, kind, state, currency, amount FROM suspects
+WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k suspectKey
+			var amount string
+			if err := rows.Scan(&upto, &k.source, &k.kind, &k.state, &k.currency, &amount); err != nil {
+				return err
+			}
+			n++
+			t := totals[k]
+			if t == nil {
+				t = &storage.SuspectTotal{}
+				totals[k] = t
+			}
+			t.AddAmount(amount, k.currency, 1)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("roll up suspects: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var moved bool
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		moved = false
+		res, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = ?
+WHERE rolled_up_to = ? AND tail_reviews = ?`, upto, mark, reviews)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // another call folded this stretch first, or a review changed it
+		}
+		moved = true
+		for k, t := range totals {
+			if err := addSuspectTotal(ctx, tx, k, *t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("roll up suspects: %w", err)
+	}
+	if !moved {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// reviewSuspectTotals keeps the totals right as a review, in tx, moves suspect x from
+// its state to state: a suspect folded in already moves from its old state's row to
+// its new one's; one after the mark is counted in tail_reviews, so that a roll-up that
+// read it before this review folds nothing.
+func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, state string) error {
+	if x.State == state {
+		return nil
+	}
+	var mark int64
+	if err := tx.QueryRowContext(ctx, `SELECT rolled_up_to FROM suspect_totals_mark`).Scan(&mark); err != nil {
+		return err
+	}
+	if x.ID > mark {
+		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET tail_reviews = tail_reviews + 1`)
+		return err
+	}
+	var out, in storage.SuspectTotal
+	out.AddAmount(x.Amount, x.Currency, -1)
+	in.AddAmount(x.Amount, x.Currency, 1)
+	if err := addSuspectTotal(ctx, tx, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out); err != nil {
+		return err
+	}
+	return addSuspectTotal(ctx, tx, suspectKey{x.Source, string(x.Kind), state, x.Currency}, in)
+}
