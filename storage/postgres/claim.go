@@ -97,22 +97,20 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	}
 	ctx, cancel := context.WithDeadlineCause(context.Background(), deadline, storage.ErrWriteTimeout)
 	defer cancel()
-	var live []*recordReq
+	aborts := 0
 	for attempt := 1; ; attempt++ {
-		sent := false
 		conn, err := w.db.pool.Acquire(ctx)
-		if err != nil {
-			if live == nil {
-				live = take(batch, time.Now())
+		live := take(batch, time.Now())
+		if len(live) == 0 {
+			if err == nil {
+				conn.Release()
 			}
+			return nil, nil
+		}
+		sent := false
+		if err != nil {
 			err = fmt.Errorf("begin: %w", err)
 		} else {
-			if live == nil {
-				if live = take(batch, time.Now()); len(live) == 0 {
-					conn.Release()
-					return nil, nil
-				}
-			}
 			sent, err = w.recordTx(ctx, conn.Conn(), live)
 			if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 				// Still in the transaction, aborted or not: roll it back. A connection
@@ -130,15 +128,25 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			return live, timedOut(ctx, err)
 		case !sent && connectionLost(err):
 			// Nothing of it was stored: tried again until the deadline.
-		case !retryable(err) || attempt == maxAttempts:
+		case !retryable(err):
 			return live, err
+		default:
+			if aborts++; aborts == maxAttempts {
+				return live, err
+			}
+		}
+		// Rolled back: until the next attempt takes them again, each caller may stop
+		// waiting, and one whose deadline passes meanwhile is answered then, not when
+		// the last of its batch's deadlines ends the attempts.
+		for _, r := range live {
+			r.state.Store(reqQueued)
 		}
 		// Back off a little, more each time, so that two replicas that deadlocked do not
 		// meet again at once, and a server starting again is not hammered.
 		select {
 		case <-time.After(time.Duration(min(attempt*attempt, 250)) * time.Millisecond):
 		case <-ctx.Done():
-			return live, timedOut(ctx, err)
+			return take(batch, time.Now()), timedOut(ctx, err)
 		}
 	}
 }

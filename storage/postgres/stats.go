@@ -93,7 +93,10 @@ func rollupSafeTo(ctx context.Context, tx pgx.Tx, rollup string) (int64, error) 
 	// A new fence: the last id handed out first, then who holds ids; in that order, so
 	// that whoever took an id up to it is in the list or done.
 	var last int64
-	err = tx.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value($1::regclass), 0)`, seq).Scan(&last)
+	// Read from the sequence's relation, which takes the lock every reader takes:
+	// pg_sequence_last_value would take the one sqlIDHolders looks for, and this
+	// roll-up would stand as a holder of ids in another's fence until it ended.
+	err = tx.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM `+pgx.Identifier{seq}.Sanitize()).Scan(&last)
 	if err != nil {
 		return 0, fmt.Errorf("read last id: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"net"
 	neturl "net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,8 +162,9 @@ func TestRecord_RollbackUnanswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := rollbackSwallower(t, u.Host)
-	u.Host = proxy
+	p := newSwitchProxy(t, u.Host)
+	p.swallowRollbacks = true
+	u.Host = p.addr
 	db, err := postgres.Open(ctx, u.String(), postgres.Options{BusyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -188,60 +191,190 @@ CREATE TRIGGER refuse BEFORE INSERT ON claims FOR EACH ROW EXECUTE FUNCTION refu
 	}
 }
 
-// rollbackSwallower listens on 127.0.0.1 and forwards each connection to target, until
-// the client sends a simple query "rollback": from then on it reads what the client
-// sends and forwards none of it, and holds the connection open until the client closes
-// it, says goodbye, or the test ends. It returns its address.
-func rollbackSwallower(t *testing.T, target string) string {
+// TestRecord_OutageKeepsNoRequestPastItsDeadline: while the server is down, intake
+// tries a batch again until the latest deadline of its requests, but a request whose
+// own deadline passes meanwhile, nothing of it stored, is answered then, not held until
+// its batch-mates' deadline. Here R1 (its caller's deadline a few seconds away) shares
+// a batch with R2 (the busy timeout, 20 s), and the server refuses every connection: R1
+// must be answered before the writer has tried eight more times past its deadline.
+func TestRecord_OutageKeepsNoRequestPastItsDeadline(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newSwitchProxy(t, u.Host)
+	u.Host = p.addr
+	db, err := postgres.Open(ctx, u.String(), postgres.Options{BusyTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Record(ctx, testDelivery("warm"), day); err != nil {
+		t.Fatal(err)
+	}
+
+	p.down()
+	// R0 keeps the writer busy while R1 and R2 queue behind it, to be taken together.
+	ctx0, cancel0 := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel0()
+	r0 := make(chan error, 1)
+	go func() { r0 <- db.Record(ctx0, testDelivery("r0"), day) }()
+	for i := 0; p.refused.Load() == 0; i++ {
+		if i == 3000 {
+			t.Fatal("the writer never tried to connect")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx1, cancel1 := context.WithTimeout(ctx, 6*time.Second)
+	defer cancel1()
+	r1, r2 := make(chan error, 1), make(chan error, 1)
+	go func() { r1 <- db.Record(ctx1, testDelivery("r1"), day) }()
+	go func() { r2 <- db.Record(ctx, testDelivery("r2"), day) }()
+	for i := 0; postgres.QueuedRecords(db) < 2; i++ {
+		select {
+		case <-r0:
+			t.Fatal("R0's batch ended before R1 and R2 were queued behind it")
+		default:
+		}
+		if i == 3000 {
+			t.Fatal("R1 and R2 never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-r0; err == nil {
+		t.Fatal("R0 stored with the server down")
+	}
+
+	<-ctx1.Done() // R1's deadline has passed; nothing of it can have been stored
+	after := p.refused.Load()
+	held := false
+wait:
+	for i := 0; ; i++ {
+		select {
+		case err := <-r1:
+			t.Logf("R1 answered: %v", err)
+			break wait
+		default:
+		}
+		if p.refused.Load() >= after+8 {
+			held = true
+			break
+		}
+		if i == 20000 {
+			t.Fatal("the writer stopped trying")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if held {
+		t.Errorf("R1 still unanswered %d connection attempts after its deadline passed: held for R2's deadline",
+			p.refused.Load()-after)
+	}
+	p.up()
+	if held {
+		t.Logf("R1 once the server is back: %v (after its caller's deadline)", <-r1)
+	}
+	if err := <-r2; err != nil {
+		t.Errorf("R2 once the server is back: %v", err)
+	}
+}
+
+// switchProxy forwards 127.0.0.1 connections to a PostgreSQL server until down: it
+// then closes every connection it forwards and accepts new ones only to close them at
+// once (a server that refuses), counting them, until up. With swallowRollbacks, once a
+// client sends a simple query "rollback" on a connection, the proxy forwards nothing
+// more of it and answers nothing (a network that drops packets), until the client
+// closes it or says goodbye (the pool shutting down, which then ends at once rather
+// than at pgx's timeout).
+type switchProxy struct {
+	addr             string
+	swallowRollbacks bool // set before the first connection
+	refused          atomic.Int64
+	mu               sync.Mutex
+	isDown           bool
+	live             []net.Conn
+}
+
+func newSwitchProxy(t *testing.T, target string) *switchProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	p := &switchProxy{addr: ln.Addr().String()}
+	t.Cleanup(func() {
+		ln.Close()
+		p.down()
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
+			p.mu.Lock()
+			if p.isDown {
+				p.mu.Unlock()
+				p.refused.Add(1)
 				c.Close()
 				continue
 			}
-			t.Cleanup(func() { c.Close(); s.Close() })
-			go func() {
-				io.Copy(c, s)
-				c.Close() // the server closed its end: so does the client's
-			}()
-			go func() {
-				buf := make([]byte, 64<<10)
-				swallow := false
-				for {
-					n, err := c.Read(buf)
-					if swallow && bytes.Contains(buf[:n], []byte("X\x00\x00\x00\x04")) {
-						// The client's goodbye as it closes the connection (the pool
-						// shutting down) ends it at once, rather than at pgx's timeout.
-						c.Close()
-						s.Close()
-						return
-					}
-					if n > 0 && !swallow {
-						swallow = bytes.Contains(buf[:n], []byte("rollback\x00"))
-						if !swallow {
-							if _, err := s.Write(buf[:n]); err != nil {
-								return
-							}
-						}
-					}
-					if err != nil {
-						s.Close()
-						return
-					}
-				}
-			}()
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.live = append(p.live, c, s)
+			p.mu.Unlock()
+			go func() { io.Copy(c, s); c.Close() }()
+			go func() { p.forward(s, c); s.Close() }()
 		}
 	}()
-	return ln.Addr().String()
+	return p
+}
+
+func (p *switchProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isDown = true
+	for _, c := range p.live {
+		c.Close()
+	}
+	p.live = nil
+}
+
+func (p *switchProxy) up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isDown = false
+}
+
+// forward copies what the client c sends to the server s, swallowing from a rollback on
+// when p.swallowRollbacks.
+func (p *switchProxy) forward(s, c net.Conn) {
+	if !p.swallowRollbacks {
+		io.Copy(s, c)
+		return
+	}
+	buf := make([]byte, 64<<10)
+	swallow := false
+	for {
+		n, err := c.Read(buf)
+		if swallow && bytes.Contains(buf[:n], []byte("X\x00\x00\x00\x04")) {
+			c.Close()
+			return
+		}
+		if n > 0 && !swallow {
+			if swallow = bytes.Contains(buf[:n], []byte("rollback\x00")); !swallow {
+				if _, err := s.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

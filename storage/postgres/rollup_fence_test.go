@@ -9,15 +9,14 @@ import (
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
-// TestRollup_FenceReadIsNoHolder: one replica's roll-up in flight must not hold back
-// another replica's roll-up of another kind. rollupSafeTo now reads the last id handed
-// out with pg_sequence_last_value, which takes a RowExclusiveLock on the sequence until
-// its transaction ends: the very lock by which the fence recognises a transaction that
-// took ids (sqlIDHolders). Replica A's hourly-totals roll-up, held here after its fence
-// read (the test holds the stats mark's row), is then listed as a holder of
-// delivery_ids by replica B's ledger roll-up, which folds none of the three committed
-// duplicates. Before the change (SELECT ... FROM delivery_ids, an AccessShareLock) B
-// folds them.
+// TestRollup_FenceReadIsNoHolder: one replica's roll-up in flight does not hold back
+// another replica's roll-up of another kind. The fence reads the last id handed out
+// with a lock that sqlIDHolders does not look for (pg_sequence_last_value would take a
+// RowExclusiveLock on the sequence, the lock by which the fence recognises a
+// transaction that took ids). Replica A's hourly-totals roll-up, held here after its
+// fence read (the test holds the stats mark's row), must not be listed as a holder of
+// delivery_ids by replica B's ledger roll-up, which folds the three committed
+// duplicates.
 func TestRollup_FenceReadIsNoHolder(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
