@@ -14,6 +14,9 @@ import (
 // had caught up, so that the WAL could start over (checkpoint.go).
 func (db *DB) WALRestarts() int64 { return db.walRestarts.Load() }
 
+// BatchStats is how many batches the writer has taken and how many deliveries they held.
+func (db *DB) BatchStats() (batches, rows int64) { return db.batches.Load(), db.batchRows.Load() }
+
 // ExplainEvents returns SQLite's query plans for a page of f, one line per step: the
 // query that finds where its window starts (when f checks each row), then the page
 // query. For tests that check no filter scans the table.

