@@ -176,7 +176,11 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		now := db.Now()
-		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?, reviewed_by = ?, reviewed_at = ?, reason = ? WHERE id = ?`,
+		// totals_state moves with the state, in the same UPDATE, for a suspect the
+		// totals count: the trigger of migration 0021 recounts the totals on any other
+		// change of state.
+		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?1, reviewed_by = ?2, reviewed_at = ?3, reason = ?4,
+	totals_state = CASE totals_state WHEN '' THEN '' ELSE ?1 END WHERE id = ?5`,
 			state, actor, millis(now), reason, id); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}

@@ -18,13 +18,33 @@ CREATE TABLE IF NOT EXISTS suspect_totals (
     PRIMARY KEY (source, kind, state, currency)
 ) WITHOUT ROWID;
 
--- The last suspect id folded into suspect_totals (one row), and how many reviews have
+-- The last suspect id folded into suspect_totals (one row); how many reviews have
 -- changed a suspect after it: a roll-up reads its stretch on a read connection, and a
 -- review that commits before the roll-up writes would leave the suspect folded in the
--- state it had. The roll-up moves the mark only if neither changed since it read.
+-- state it had, so the roll-up moves the mark only if neither changed since it read;
+-- and the currency table (storage.CurrencyTable) the totals' minor units were read
+-- by: a build with another one ignores the totals and recounts them.
 CREATE TABLE IF NOT EXISTS suspect_totals_mark (
-    only         INTEGER PRIMARY KEY CHECK (only = 1),
-    rolled_up_to INTEGER NOT NULL,
-    tail_reviews INTEGER NOT NULL DEFAULT 0
+    only           INTEGER PRIMARY KEY CHECK (only = 1),
+    rolled_up_to   INTEGER NOT NULL,
+    tail_reviews   INTEGER NOT NULL DEFAULT 0,
+    currency_table TEXT    NOT NULL DEFAULT ''
 );
 INSERT OR IGNORE INTO suspect_totals_mark (only, rolled_up_to) VALUES (1, 0);
+
+-- The state the totals count a suspect under: set by the roll-up as it folds the
+-- suspect in, and by a review in the same UPDATE as the state; '' until folded.
+ALTER TABLE suspects ADD COLUMN totals_state TEXT NOT NULL DEFAULT '';
+
+-- A state changed by anything else (an older release, which opened this schema
+-- before versions refused a newer one and reviews with a bare UPDATE; an operator's
+-- SQL) leaves a folded suspect counted in its old state: the totals are then emptied
+-- and the mark put back to 0, so that the readers count every suspect from the table,
+-- exactly, and the roll-up folds them all again. tail_reviews moves too, so that a
+-- roll-up that read before this does not write what it read.
+CREATE TRIGGER IF NOT EXISTS suspect_totals_recount AFTER UPDATE OF state ON suspects
+WHEN NEW.totals_state != '' AND NEW.totals_state IS NOT NEW.state
+BEGIN
+    DELETE FROM suspect_totals;
+    UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1;
+END;
