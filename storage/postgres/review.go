@@ -157,9 +157,14 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
-		mark, err := lockSuspectMark(ctx, tx)
+		mark, table, err := lockSuspectMark(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		if table != storage.CurrencyTable() {
+			// Summed under another currency table: the readers ignore the totals and the
+			// next roll-up empties them, so nothing is taken out of them under this one.
+			mark = 0
 		}
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
