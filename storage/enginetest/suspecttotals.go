@@ -315,7 +315,15 @@ func TestSuspectCounts_CurrencyTableChanged(t *testing.T, e Engine) {
 	rollupSuspects(t, db, 100, 5)
 	b.check(t, db, "folded with two decimals")
 
+	// A review under another table, then the old one back (a build gone back to).
 	restore := storage.SetCurrencyExponent("HUF", 0)
+	b.review(t, db, ids[3], storage.SuspectDismissed)
+	restore()
+	b.check(t, db, "reviewed without decimals, read with two again")
+	rollupSuspects(t, db, 100, 5)
+	b.check(t, db, "reviewed without decimals, folded with two again")
+
+	restore = storage.SetCurrencyExponent("HUF", 0)
 	defer restore()
 	b.check(t, db, "HUF without decimals, before the roll-up")
 	b.review(t, db, ids[0], storage.SuspectDismissed) // folded under the old table

@@ -161,10 +161,9 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		if err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
-		if table != storage.CurrencyTable() {
-			// Summed under another currency table: the readers ignore the totals and the
-			// next roll-up empties them, so nothing is taken out of them under this one.
-			mark = 0
+		// Totals summed under another currency table are emptied, not moved under this one.
+		if mark, err = emptyForeignTotals(ctx, tx, mark, table); err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {

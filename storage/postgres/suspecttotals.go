@@ -31,9 +31,11 @@ import (
 //
 // The totals hold amounts in minor units as one currency table read them (the mark's
 // currency_table): under another table (a build that changed a currency's decimals)
-// the readers take the mark for 0 and ignore the totals, a review leaves them alone,
-// and the roll-up empties them, puts the mark back to 0 and folds every suspect again
-// under its own.
+// the readers take the mark for 0 and ignore the totals, and the roll-up or a review
+// empties them and puts the mark back to 0 (emptyForeignTotals), the roll-up folding
+// every suspect again under its own. Left as they are, a review would take an amount
+// out under the wrong table, or, should the old table come back, find them valid again
+// without its move.
 
 // sqlSuspectTail is the suspects after the mark $1. It is planned for the mark it is
 // given (customPlan): the roll-up keeps the tail to a few seconds' worth, which the
@@ -191,6 +193,24 @@ func lockSuspectMark(ctx context.Context, tx pgx.Tx) (mark int64, table string, 
 	return mark, table, nil
 }
 
+// emptyForeignTotals empties the totals, in tx, which holds the mark (mark, summed
+// under table), when table is not this build's currency table, and returns the mark
+// as it leaves it: 0 then, as it was otherwise.
+func emptyForeignTotals(ctx context.Context, tx pgx.Tx, mark int64, table string) (int64, error) {
+	now := storage.CurrencyTable()
+	if table == now {
+		return mark, nil
+	}
+	// Few rows: one per source, kind, state and currency.
+	if _, err := tx.Exec(ctx, `DELETE FROM suspect_totals`); err != nil {
+		return 0, fmt.Errorf("empty the totals of another currency table: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, currency_table = $1 WHERE id = 1`, now); err != nil {
+		return 0, fmt.Errorf("empty the totals of another currency table: %w", err)
+	}
+	return 0, nil
+}
+
 // RollupSuspects folds, in one transaction under rollupSuspectsLock, up to limit
 // suspects after the mark and up to the safe id (stats.go) into the running totals,
 // and moves the mark to the last of them; it reports how many it folded (fewer than
@@ -213,15 +233,8 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		if now := storage.CurrencyTable(); table != now {
-			// Few rows: one per source, kind, state and currency.
-			if _, err := tx.Exec(ctx, `DELETE FROM suspect_totals`); err != nil {
-				return fmt.Errorf("empty the totals of another currency table: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, currency_table = $1 WHERE id = 1`, now); err != nil {
-				return fmt.Errorf("empty the totals of another currency table: %w", err)
-			}
-			mark = 0
+		if mark, err = emptyForeignTotals(ctx, tx, mark, table); err != nil {
+			return err
 		}
 		if safe <= mark {
 			return nil

@@ -20,7 +20,8 @@ import (
 // The totals hold amounts in minor units as one currency table read them (the mark's
 // currency_table): under another table (a build that changed a currency's decimals)
 // the readers ignore them and read every suspect, and the roll-up empties them, puts
-// the mark back to 0 and folds them all again under its own. A suspect's totals_state
+// the mark back to 0 and folds them all again under its own (a review under the new
+// table empties them alike). A suspect's totals_state
 // is the state the totals count it under; a state changed without it (not by
 // ReviewSuspect) makes the trigger of migration 0021 empty the totals the same way.
 
@@ -245,8 +246,8 @@ WHERE id > ? AND id <= ? AND totals_state IS NOT state`, mark, upto)
 // reviewSuspectTotals keeps the totals right as a review, in tx, moves suspect x from
 // its state to state: a suspect folded in already moves from its old state's row to
 // its new one's; one after the mark is counted in tail_reviews, so that a roll-up that
-// read it before this review folds nothing. Totals of another currency table are left
-// alone.
+// read it before this review folds nothing. Totals of another currency table are
+// emptied instead.
 func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, state string) error {
 	if x.State == state {
 		return nil
@@ -256,10 +257,16 @@ func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, sta
 	if err := tx.QueryRowContext(ctx, `SELECT rolled_up_to, currency_table FROM suspect_totals_mark`).Scan(&mark, &table); err != nil {
 		return err
 	}
-	if table != storage.CurrencyTable() {
-		// Summed under another currency table: the readers ignore them and the next
-		// roll-up empties them; taking the amount out under this one would be wrong.
-		return nil
+	if now := storage.CurrencyTable(); table != now {
+		// Summed under another currency table: taking the amount out under this one
+		// would be wrong, and leaving them as they are would count the suspect in its
+		// old state should that table come back. They are emptied, as the roll-up
+		// would, and folded again under this one.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM suspect_totals`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1, currency_table = ?`, now)
+		return err
 	}
 	if x.ID > mark {
 		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET tail_reviews = tail_reviews + 1`)
