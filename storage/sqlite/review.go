@@ -176,11 +176,10 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		now := db.Now()
-		// totals_state moves with the state, in the same UPDATE, for a suspect the
-		// totals count: the trigger of migration 0021 recounts the totals on any other
-		// change of state.
-		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?1, reviewed_by = ?2, reviewed_at = ?3, reason = ?4,
-	totals_state = CASE totals_state WHEN '' THEN '' ELSE ?1 END WHERE id = ?5`,
+		// reviews counts this review in the same UPDATE as the state: the trigger of
+		// migration 0021 recounts the totals on any other change of state.
+		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?, reviewed_by = ?, reviewed_at = ?, reason = ?,
+	reviews = reviews + 1 WHERE id = ?`,
 			state, actor, millis(now), reason, id); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}

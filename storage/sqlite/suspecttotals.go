@@ -21,9 +21,9 @@ import (
 // currency_table): under another table (a build that changed a currency's decimals)
 // the readers ignore them and read every suspect, and the roll-up empties them, puts
 // the mark back to 0 and folds them all again under its own (a review under the new
-// table empties them alike). A suspect's totals_state
-// is the state the totals count it under; a state changed without it (not by
-// ReviewSuspect) makes the trigger of migration 0021 empty the totals the same way.
+// table empties them alike). A suspect's state changed other than by ReviewSuspect
+// (which counts itself in the suspect's reviews column) makes the trigger of
+// migration 0021 empty the totals the same way, or count in tail_reviews.
 
 // sqlSuspectTail is the suspects not folded into the totals yet, read through the
 // table's ids from the mark on.
@@ -227,12 +227,7 @@ WHERE rolled_up_to = ? AND tail_reviews = ? AND currency_table = ?`, upto, mark,
 				return err
 			}
 		}
-		// The state each is counted under, which no review changed since the read
-		// (tail_reviews did not move). A stretch folded again after a recount mostly
-		// has it already, and is not written again.
-		_, err = tx.ExecContext(ctx, `UPDATE suspects SET totals_state = state
-WHERE id > ? AND id <= ? AND totals_state IS NOT state`, mark, upto)
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("roll up suspects: %w", err)

@@ -32,19 +32,21 @@ CREATE TABLE IF NOT EXISTS suspect_totals_mark (
 );
 INSERT OR IGNORE INTO suspect_totals_mark (only, rolled_up_to) VALUES (1, 0);
 
--- The state the totals count a suspect under: set by the roll-up as it folds the
--- suspect in, and by a review in the same UPDATE as the state; '' until folded.
-ALTER TABLE suspects ADD COLUMN totals_state TEXT NOT NULL DEFAULT '';
+-- How many times ReviewSuspect changed the suspect: a review moves the suspect in the
+-- totals, and counts itself here in the same UPDATE as the state.
+ALTER TABLE suspects ADD COLUMN reviews INTEGER NOT NULL DEFAULT 0;
 
 -- A state changed by anything else (an older release, which opened this schema
 -- before versions refused a newer one and reviews with a bare UPDATE; an operator's
--- SQL) leaves a folded suspect counted in its old state: the totals are then emptied
--- and the mark put back to 0, so that the readers count every suspect from the table,
--- exactly, and the roll-up folds them all again. tail_reviews moves too, so that a
--- roll-up that read before this does not write what it read.
+-- SQL) would leave a folded suspect counted in its old state. Then, for a suspect at
+-- or below the mark, the totals are emptied and the mark put back to 0, so that the
+-- readers count every suspect from the table, exactly, and the roll-up folds them all
+-- again; tail_reviews moves in any case, so that a roll-up that read the suspect before
+-- this does not write what it read. Nothing is written as suspects are folded.
 CREATE TRIGGER IF NOT EXISTS suspect_totals_recount AFTER UPDATE OF state ON suspects
-WHEN NEW.totals_state != '' AND NEW.totals_state IS NOT NEW.state
+WHEN NEW.state IS NOT OLD.state AND NEW.reviews IS OLD.reviews
 BEGIN
-    DELETE FROM suspect_totals;
-    UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1;
+    DELETE FROM suspect_totals WHERE NEW.id <= (SELECT rolled_up_to FROM suspect_totals_mark);
+    UPDATE suspect_totals_mark SET tail_reviews = tail_reviews + 1,
+        rolled_up_to = CASE WHEN NEW.id <= rolled_up_to THEN 0 ELSE rolled_up_to END;
 END;
