@@ -1,6 +1,11 @@
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -70,6 +75,34 @@ var currencyExponents = map[string]int{
 	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
 	// Units of account kept to four places.
 	"CLF": 4, "UYW": 4,
+}
+
+// CurrencyTable names the table of currency exponents this build reads amounts by
+// (currencyExponents and the default of two places): the engines' running totals of
+// suspects hold amounts in minor units as one table read them, and keep its name with
+// them, so that a build whose table differs recounts them rather than mixing the two.
+func CurrencyTable() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "default=2;")
+	for _, c := range slices.Sorted(maps.Keys(currencyExponents)) {
+		fmt.Fprintf(h, "%s=%d;", c, currencyExponents[c])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// SetCurrencyExponent gives currency exp decimal places until the returned func is
+// called: for tests only, the table as a later release that changed it would read it.
+// It is not safe while anything else reads amounts.
+func SetCurrencyExponent(currency string, exp int) (restore func()) {
+	old, had := currencyExponents[currency]
+	currencyExponents[currency] = exp
+	return func() {
+		if had {
+			currencyExponents[currency] = old
+		} else {
+			delete(currencyExponents, currency)
+		}
+	}
 }
 
 // maxCurrency bounds a currency code as stored: ISO codes have three letters, and

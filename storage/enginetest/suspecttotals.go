@@ -293,3 +293,53 @@ func TestSuspectCounts_ReviewsWhileRollingUp(t *testing.T, e Engine) {
 	b.check(t, db, "all folded")
 	b.check(t, other, "all folded, the other handle")
 }
+
+// TestSuspectCounts_CurrencyTableChanged: the running totals hold amounts in minor
+// units as the currency table of the build that folded them read them, and a later
+// build may read a currency otherwise (an ISO 4217 amendment; HUF, which providers
+// send without decimals). Under the other table the counts are what the suspects make
+// under it, from the first read on, through reviews of suspects folded under the old
+// one and the roll-up that folds them again; and again once the old table is back (a
+// build gone back to). Here HUF "1.50" is 150 minor units with two decimals, and no
+// whole number of them (unsummed) with none.
+func TestSuspectCounts_CurrencyTableChanged(t *testing.T, e Engine) {
+	db := e.Open(t)
+	newClock(e, db)
+	b := newSuspectBook(e, db)
+	var ids []int64
+	for i := range 4 {
+		ids = append(ids, b.add(t, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: int64(i + 1),
+			Source: "ota", Amount: "1.50", Currency: "HUF"}).ID)
+	}
+	b.add(t, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: 5, Source: "psp", Amount: "2.25", Currency: "EUR"})
+	rollupSuspects(t, db, 100, 5)
+	b.check(t, db, "folded with two decimals")
+
+	// A review under another table, then the old one back (a build gone back to).
+	restore := storage.SetCurrencyExponent("HUF", 0)
+	b.review(t, db, ids[3], storage.SuspectDismissed)
+	restore()
+	b.check(t, db, "reviewed without decimals, read with two again")
+	rollupSuspects(t, db, 100, 5)
+	b.check(t, db, "reviewed without decimals, folded with two again")
+
+	restore = storage.SetCurrencyExponent("HUF", 0)
+	defer restore()
+	b.check(t, db, "HUF without decimals, before the roll-up")
+	b.review(t, db, ids[0], storage.SuspectDismissed) // folded under the old table
+	b.check(t, db, "a suspect folded under the old table dismissed")
+	rollupSuspects(t, db, 100, 5) // every suspect again, under the new table
+	rollupSuspects(t, db, 100, 0)
+	b.check(t, db, "folded again without decimals")
+	b.review(t, db, ids[1], storage.SuspectConfirmed)
+	b.check(t, db, "a suspect folded under the new table confirmed")
+
+	restore()
+	b.check(t, db, "HUF with two decimals again")
+	b.review(t, db, ids[2], storage.SuspectDismissed)
+	rollupSuspects(t, db, 3, 3)
+	b.check(t, db, "part folded again with two decimals")
+	b.review(t, db, ids[3], storage.SuspectConfirmed)
+	rollupSuspects(t, db, 100, 2)
+	b.check(t, db, "all folded again with two decimals")
+}

@@ -64,6 +64,7 @@ var tests = []struct {
 	{"SuspectCounts_Rollup", TestSuspectCounts_Rollup},
 	{"SuspectCounts_HugeAmounts", TestSuspectCounts_HugeAmounts},
 	{"SuspectCounts_ReviewsWhileRollingUp", TestSuspectCounts_ReviewsWhileRollingUp},
+	{"SuspectCounts_CurrencyTableChanged", TestSuspectCounts_CurrencyTableChanged},
 	{"Events_Forensics", TestEvents_Forensics},
 	{"Sessions", TestSessions},
 	{"DeliveryStats", TestDeliveryStats},

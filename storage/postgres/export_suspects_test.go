@@ -16,6 +16,6 @@ func (db *DB) ExplainSuspectCounts(ctx context.Context, mark int64) (string, err
 	if err != nil {
 		return "", err
 	}
-	b, err := db.explain(ctx, false, sqlOpenSuspects, mark)
+	b, err := db.explain(ctx, false, sqlOpenSuspects, mark, true)
 	return a + b, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,13 +54,11 @@ func (db *DB) migrate(ctx context.Context) error {
 	var unknown []string
 	for _, a := range applied {
 		if !slices.Contains(names, a) {
-			unknown = append(unknown, strings.TrimPrefix(a, "migrations/"))
+			unknown = append(unknown, a)
 		}
 	}
 	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return fmt.Errorf("the database's schema is newer than this hookdedup knows (migrations %s): run the newer version, or restore a backup taken before it migrated",
-			strings.Join(unknown, ", "))
+		return storage.NewerSchemaError(unknown)
 	}
 	for _, name := range names {
 		if slices.Contains(applied, name) {
@@ -88,11 +85,14 @@ func (db *DB) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read applied migrations: %w", err)
 	}
+	var unknown []string
 	for _, a := range applied {
 		if !slices.Contains(names, a) {
-			return fmt.Errorf("the database's schema is newer than this hookdedup knows (migration %s): run the newer version",
-				strings.TrimPrefix(a, "migrations/"))
+			unknown = append(unknown, a)
 		}
+	}
+	if len(unknown) > 0 {
+		return storage.NewerSchemaError(unknown)
 	}
 	if len(applied) < len(names) {
 		return fmt.Errorf("the database's schema predates this hookdedup's (%d of its %d migrations applied): "+

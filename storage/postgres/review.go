@@ -157,8 +157,12 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
-		mark, err := lockSuspectMark(ctx, tx)
+		mark, table, err := lockSuspectMark(ctx, tx)
 		if err != nil {
+			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		// Totals summed under another currency table are emptied, not moved under this one.
+		if mark, err = emptyForeignTotals(ctx, tx, mark, table); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		x, err := scanSuspect(tx.QueryRow(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = $1 FOR UPDATE`, id))

@@ -28,6 +28,14 @@ import (
 // review that locked it first commits its new state before the roll-up reads its
 // stretch, in a snapshot taken after the lock. Either way each suspect is counted
 // once, in the state it has.
+//
+// The totals hold amounts in minor units as one currency table read them (the mark's
+// currency_table): under another table (a build that changed a currency's decimals)
+// the readers take the mark for 0 and ignore the totals, and the roll-up or a review
+// empties them and puts the mark back to 0 (emptyForeignTotals), the roll-up folding
+// every suspect again under its own. Left as they are, a review would take an amount
+// out under the wrong table, or, should the old table come back, find them valid again
+// without its move.
 
 // sqlSuspectTail is the suspects after the mark $1. It is planned for the mark it is
 // given (customPlan): the roll-up keeps the tail to a few seconds' worth, which the
@@ -36,10 +44,11 @@ import (
 // A generic plan, made for no mark in particular, could read it whole every time.
 const sqlSuspectTail = `SELECT source, kind, state, currency, amount FROM suspects WHERE id > $1`
 
-// sqlOpenSuspects counts the open suspects per source: the totals' and those after the
-// mark $1 (planned for it, as sqlSuspectTail).
+// sqlOpenSuspects counts the open suspects per source: the totals' (none unless $2,
+// they were summed under this build's currency table) and those after the mark $1
+// (planned for it, as sqlSuspectTail).
 const sqlOpenSuspects = `SELECT source, sum(n)::bigint FROM (
-	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open'
+	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open' AND $2::boolean
 	UNION ALL
 	SELECT source, count(*) FROM suspects WHERE id > $1 AND state = 'open' GROUP BY source) AS t
 GROUP BY source HAVING sum(n) > 0`
@@ -71,14 +80,20 @@ func queueSuspectTotal(b *pgx.Batch, k suspectKey, t storage.SuspectTotal) {
 }
 
 // readSuspects runs fn in one snapshot, a read-only REPEATABLE READ transaction, with
-// the mark of the suspects' totals as of that snapshot.
-func (db *DB) readSuspects(ctx context.Context, fn func(tx pgx.Tx, mark int64) error) error {
+// the mark of the suspects' totals as of that snapshot, and whether the totals count
+// (they were summed under this build's currency table); when they do not, the mark is
+// 0: every suspect is read from the table.
+func (db *DB) readSuspects(ctx context.Context, fn func(tx pgx.Tx, mark int64, totals bool) error) error {
 	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var mark int64
-		if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1`).Scan(&mark); err != nil {
+		var table string
+		if err := tx.QueryRow(ctx, `SELECT rolled_up_to, currency_table FROM suspect_totals_mark WHERE id = 1`).Scan(&mark, &table); err != nil {
 			return err
 		}
-		return fn(tx, mark)
+		if table != storage.CurrencyTable() {
+			return fn(tx, 0, false)
+		}
+		return fn(tx, mark, true)
 	})
 }
 
@@ -100,22 +115,24 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		}
 		return t
 	}
-	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64, totals bool) error {
 		var k suspectKey
-		var t storage.SuspectTotal
-		rows, err := tx.Query(ctx, sqlSuspectTotals)
-		if err != nil {
-			return err
+		if totals {
+			var t storage.SuspectTotal
+			rows, err := tx.Query(ctx, sqlSuspectTotals)
+			if err != nil {
+				return err
+			}
+			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
+				func() error {
+					at(k).Add(t)
+					return nil
+				})
+			if err != nil {
+				return err
+			}
 		}
-		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
-			func() error {
-				at(k).Add(t)
-				return nil
-			})
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, sqlSuspectTail, customPlan([]any{mark})...)
+		rows, err := tx.Query(ctx, sqlSuspectTail, customPlan([]any{mark})...)
 		if err != nil {
 			return err
 		}
@@ -147,8 +164,8 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 // running totals' open rows and the open suspects after their mark, in one snapshot.
 func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64) error {
-		rows, err := tx.Query(ctx, sqlOpenSuspects, customPlan([]any{mark})...)
+	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64, totals bool) error {
+		rows, err := tx.Query(ctx, sqlOpenSuspects, customPlan([]any{mark, totals})...)
 		if err != nil {
 			return err
 		}
@@ -167,20 +184,40 @@ func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
 }
 
 // lockSuspectMark locks the mark of the suspects' totals for the rest of tx, which
-// must be READ COMMITTED, and returns it as the last writer left it.
-func lockSuspectMark(ctx context.Context, tx pgx.Tx) (int64, error) {
-	var mark int64
-	if err := tx.QueryRow(ctx, `SELECT rolled_up_to FROM suspect_totals_mark WHERE id = 1 FOR UPDATE`).Scan(&mark); err != nil {
-		return 0, fmt.Errorf("lock the suspects' mark: %w", err)
+// must be READ COMMITTED, and returns it as the last writer left it, with the currency
+// table the totals were summed under.
+func lockSuspectMark(ctx context.Context, tx pgx.Tx) (mark int64, table string, err error) {
+	if err := tx.QueryRow(ctx, `SELECT rolled_up_to, currency_table FROM suspect_totals_mark WHERE id = 1 FOR UPDATE`).Scan(&mark, &table); err != nil {
+		return 0, "", fmt.Errorf("lock the suspects' mark: %w", err)
 	}
-	return mark, nil
+	return mark, table, nil
+}
+
+// emptyForeignTotals empties the totals, in tx, which holds the mark (mark, summed
+// under table), when table is not this build's currency table, and returns the mark
+// as it leaves it: 0 then, as it was otherwise.
+func emptyForeignTotals(ctx context.Context, tx pgx.Tx, mark int64, table string) (int64, error) {
+	now := storage.CurrencyTable()
+	if table == now {
+		return mark, nil
+	}
+	// Few rows: one per source, kind, state and currency.
+	if _, err := tx.Exec(ctx, `DELETE FROM suspect_totals`); err != nil {
+		return 0, fmt.Errorf("empty the totals of another currency table: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, currency_table = $1 WHERE id = 1`, now); err != nil {
+		return 0, fmt.Errorf("empty the totals of another currency table: %w", err)
+	}
+	return 0, nil
 }
 
 // RollupSuspects folds, in one transaction under rollupSuspectsLock, up to limit
 // suspects after the mark and up to the safe id (stats.go) into the running totals,
 // and moves the mark to the last of them; it reports how many it folded (fewer than
 // limit: it has caught up, or the rest are not final yet). One replica rolls up at a
-// time: while another holds the lock this does nothing and returns 0.
+// time: while another holds the lock this does nothing and returns 0. Totals summed
+// under another currency table are emptied first, and folded again from the first
+// suspect.
 func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -192,8 +229,11 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		mark, err := lockSuspectMark(ctx, tx)
+		mark, table, err := lockSuspectMark(ctx, tx)
 		if err != nil {
+			return err
+		}
+		if mark, err = emptyForeignTotals(ctx, tx, mark, table); err != nil {
 			return err
 		}
 		if safe <= mark {

@@ -418,7 +418,7 @@ func (db *DB) MoneyMismatches(ctx context.Context, since time.Time) (map[string]
 
 // OpenSuspects returns, per source, how many suspected doubles wait for a review.
 func (db *DB) OpenSuspects(ctx context.Context) (map[string]int64, error) {
-	return db.countBySource(ctx, "open suspects", sqlOpenSuspects)
+	return db.countBySource(ctx, "open suspects", sqlOpenSuspects, storage.CurrencyTable())
 }
 
 // SignatureFailures returns, per source, how many deliveries received since since were

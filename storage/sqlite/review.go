@@ -176,7 +176,10 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
 		now := db.Now()
-		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?, reviewed_by = ?, reviewed_at = ?, reason = ? WHERE id = ?`,
+		// reviews counts this review in the same UPDATE as the state: the trigger of
+		// migration 0021 recounts the totals on any other change of state.
+		if _, err := tx.ExecContext(ctx, `UPDATE suspects SET state = ?, reviewed_by = ?, reviewed_at = ?, reason = ?,
+	reviews = reviews + 1 WHERE id = ?`,
 			state, actor, millis(now), reason, id); err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}

@@ -16,23 +16,37 @@ import (
 // suspect at or below the mark from its old state's row to its new one's, and counts
 // itself in tail_reviews when the suspect is after the mark, so that a roll-up that
 // read it before the review does not fold the state it had.
+//
+// The totals hold amounts in minor units as one currency table read them (the mark's
+// currency_table): under another table (a build that changed a currency's decimals)
+// the readers ignore them and read every suspect, and the roll-up empties them, puts
+// the mark back to 0 and folds them all again under its own (a review under the new
+// table empties them alike). A suspect's state changed other than by ReviewSuspect
+// (which counts itself in the suspect's reviews column) makes the trigger of
+// migration 0021 empty the totals the same way, or count in tail_reviews.
 
 // sqlSuspectTail is the suspects not folded into the totals yet, read through the
 // table's ids from the mark on.
-const sqlSuspectTail = `SELECT kind, state, currency, amount FROM suspects
-WHERE id > (SELECT rolled_up_to FROM suspect_totals_mark)`
+const sqlSuspectTail = `SELECT kind, state, currency, amount FROM suspects WHERE id > ` + sqlSuspectMark
+
+// sqlSuspectMark is the mark as the readers take it, for the currency table ?1: 0,
+// every suspect read from the table, when the totals were summed under another one.
+const sqlSuspectMark = `(SELECT CASE currency_table WHEN ?1 THEN rolled_up_to ELSE 0 END FROM suspect_totals_mark)`
 
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
-const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals`
+// None when they were summed under another currency table than ?1.
+const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals
+WHERE (SELECT currency_table FROM suspect_totals_mark) = ?1`
 
 // sqlOpenSuspects counts the open suspects per source: the totals and the suspects
 // after the mark, in one statement, so one snapshot. NOT INDEXED keeps SQLite on the
 // ids from the mark: the partial index of open suspects would read every open one.
 const sqlOpenSuspects = `SELECT source, sum(n) FROM (
-	SELECT source, suspects AS n FROM suspect_totals WHERE state = 'open'
+	SELECT source, suspects AS n FROM suspect_totals
+	WHERE state = 'open' AND (SELECT currency_table FROM suspect_totals_mark) = ?1
 	UNION ALL
 	SELECT source, count(*) FROM suspects NOT INDEXED
-	WHERE id > (SELECT rolled_up_to FROM suspect_totals_mark) AND state = 'open' GROUP BY source)
+	WHERE id > ` + sqlSuspectMark + ` AND state = 'open' GROUP BY source)
 GROUP BY source HAVING sum(n) > 0`
 
 // sqlSuspectTotalAdd adds one row's counts to the totals.
@@ -69,8 +83,9 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		}
 		return t
 	}
+	table := storage.CurrencyTable()
 	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
-		rows, err := c.QueryContext(ctx, sqlSuspectTotals)
+		rows, err := c.QueryContext(ctx, sqlSuspectTotals, table)
 		if err != nil {
 			return err
 		}
@@ -86,7 +101,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		tail, err := c.QueryContext(ctx, sqlSuspectTail)
+		tail, err := c.QueryContext(ctx, sqlSuspectTail, table)
 		if err != nil {
 			return err
 		}
@@ -121,16 +136,33 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 // the mark, and writes only the few totals they make: the mark moves only if neither
 // it nor tail_reviews changed since the read, so concurrent calls count a stretch
 // once, and a review of a suspect of the stretch meanwhile makes this call fold
-// nothing (the next one reads the state the review left).
+// nothing (the next one reads the state the review left). Totals summed under another
+// currency table are emptied first, and folded again from the first suspect.
 func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
+	table := storage.CurrencyTable()
+	for range 2 { // once more after emptying the totals
+		n, emptied, err := db.rollupSuspects(ctx, limit, table)
+		if err != nil || !emptied {
+			return n, err
+		}
+	}
+	return 0, nil
+}
+
+// rollupSuspects is one roll-up under the currency table table; when the totals were
+// summed under another one it empties them instead, and reports it.
+func (db *DB) rollupSuspects(ctx context.Context, limit int, table string) (n int, emptied bool, err error) {
 	var (
 		mark, reviews, upto int64
-		n                   int
+		was                 string
 		totals              = map[suspectKey]*storage.SuspectTotal{}
 	)
-	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
-		if err := c.QueryRowContext(ctx, `SELECT rolled_up_to, tail_reviews FROM suspect_totals_mark`).Scan(&mark, &reviews); err != nil {
+	err = db.readSnapshot(ctx, func(c *sql.Conn) error {
+		if err := c.QueryRowContext(ctx, `SELECT rolled_up_to, tail_reviews, currency_table FROM suspect_totals_mark`).Scan(&mark, &reviews, &was); err != nil {
 			return err
+		}
+		if was != table {
+			return nil
 		}
 		rows, err := c.QueryContext(ctx, `SELECT id, source, kind, state, currency, amount FROM suspects
 WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
@@ -155,16 +187,34 @@ WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
 		return rows.Err()
 	})
 	if err != nil {
-		return 0, fmt.Errorf("roll up suspects: %w", err)
+		return 0, false, fmt.Errorf("roll up suspects: %w", err)
+	}
+	if was != table {
+		err = db.writeTx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1, currency_table = ?
+WHERE rolled_up_to = ? AND tail_reviews = ? AND currency_table = ?`, table, mark, reviews, was)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return err // another call emptied them first
+			}
+			_, err = tx.ExecContext(ctx, `DELETE FROM suspect_totals`)
+			return err
+		})
+		if err != nil {
+			return 0, false, fmt.Errorf("roll up suspects: empty the totals of another currency table: %w", err)
+		}
+		return 0, true, nil
 	}
 	if n == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
 	var moved bool
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		moved = false
 		res, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = ?
-WHERE rolled_up_to = ? AND tail_reviews = ?`, upto, mark, reviews)
+WHERE rolled_up_to = ? AND tail_reviews = ? AND currency_table = ?`, upto, mark, reviews, table)
 		if err != nil {
 			return err
 		}
@@ -180,24 +230,37 @@ WHERE rolled_up_to = ? AND tail_reviews = ?`, upto, mark, reviews)
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("roll up suspects: %w", err)
+		return 0, false, fmt.Errorf("roll up suspects: %w", err)
 	}
 	if !moved {
-		return 0, nil
+		return 0, false, nil
 	}
-	return n, nil
+	return n, false, nil
 }
 
 // reviewSuspectTotals keeps the totals right as a review, in tx, moves suspect x from
 // its state to state: a suspect folded in already moves from its old state's row to
 // its new one's; one after the mark is counted in tail_reviews, so that a roll-up that
-// read it before this review folds nothing.
+// read it before this review folds nothing. Totals of another currency table are
+// emptied instead.
 func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, state string) error {
 	if x.State == state {
 		return nil
 	}
 	var mark int64
-	if err := tx.QueryRowContext(ctx, `SELECT rolled_up_to FROM suspect_totals_mark`).Scan(&mark); err != nil {
+	var table string
+	if err := tx.QueryRowContext(ctx, `SELECT rolled_up_to, currency_table FROM suspect_totals_mark`).Scan(&mark, &table); err != nil {
+		return err
+	}
+	if now := storage.CurrencyTable(); table != now {
+		// Summed under another currency table: taking the amount out under this one
+		// would be wrong, and leaving them as they are would count the suspect in its
+		// old state should that table come back. They are emptied, as the roll-up
+		// would, and folded again under this one.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM suspect_totals`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1, currency_table = ?`, now)
 		return err
 	}
 	if x.ID > mark {

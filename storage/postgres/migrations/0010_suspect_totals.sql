@@ -19,11 +19,14 @@ CREATE TABLE suspect_totals (
     PRIMARY KEY (source, kind, state, currency)
 );
 
--- The last suspect id folded into suspect_totals. Its one row is there from the start:
--- every writer of suspect_totals (the roll-up, a review) locks it first, so that a
--- review and a roll-up on two replicas take turns (review.go).
+-- The last suspect id folded into suspect_totals, and the currency table
+-- (storage.CurrencyTable) the totals' minor units were read by: a build with another
+-- one ignores the totals and recounts them. Its one row is there from the start: every
+-- writer of suspect_totals (the roll-up, a review) locks it first, so that a review
+-- and a roll-up on two replicas take turns (review.go).
 CREATE TABLE suspect_totals_mark (
-    id           smallint PRIMARY KEY CHECK (id = 1),
-    rolled_up_to bigint   NOT NULL
+    id             smallint PRIMARY KEY CHECK (id = 1),
+    rolled_up_to   bigint   NOT NULL,
+    currency_table text     NOT NULL DEFAULT ''
 );
 INSERT INTO suspect_totals_mark (id, rolled_up_to) VALUES (1, 0);

@@ -1,0 +1,21 @@
+package storage
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// NewerSchemaError is the error of an engine asked to open a database that records
+// migrations it does not have (unknown, as the database names them): a newer version
+// migrated it, and an older one would run on a schema it does not know, with triggers
+// and columns whose upkeep it skips. Both engines refuse with these words.
+func NewerSchemaError(unknown []string) error {
+	names := make([]string, len(unknown))
+	for i, n := range unknown {
+		names[i] = strings.TrimPrefix(n, "migrations/")
+	}
+	slices.Sort(names)
+	return fmt.Errorf("the database's schema is newer than this hookdedup knows (migrations %s): run the newer version, or restore a backup taken before it migrated",
+		strings.Join(names, ", "))
+}
