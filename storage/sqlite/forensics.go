@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -55,6 +56,7 @@ type forensics struct {
 	prior map[holderKey]priorClaim
 	acc   []*recordRow
 	keys  []forensicKey
+	look  []*forensicKey
 	corr  []*forensicKey
 	add   []*forensicKey
 	stmts map[string]*sql.Stmt // by query
@@ -68,6 +70,16 @@ type forensics struct {
 	// pending counts the keys appended since the pending table was last emptied; a
 	// transaction that rolls back has it counted again with the copy (current).
 	pending int
+
+	// The filter of the keys the database may hold (keyfilter.go), complete as of the
+	// write connection's data_version filterAt; nil until built, and while another
+	// connection's commit has it built again. It is built on read, until closing.
+	filter   *keyFilter
+	filterAt int64
+	build    *filterBuild
+	read     *sql.DB
+	closing  <-chan struct{}
+	adopted  *atomic.Int64
 }
 
 // flushAt is how many pending keys the writer lets pile up before it moves them into
@@ -120,12 +132,14 @@ var sqlFlush = []string{
 var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
 	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
 
-// prepare prepares the statements on db, the write pool, once. It must run outside a
+// prepare prepares the statements on the write pool of db, once. It must run outside a
 // transaction: the pool's one connection would be busy.
-func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
+func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 	if f.stmts != nil {
 		return nil
 	}
+	f.read, f.closing, f.adopted = owner.read, owner.closing, &owner.keyFilters
+	db := owner.write
 	// The statements read the temporary tables: they are made first.
 	for _, q := range sqlRecentSetup {
 		if _, err := db.ExecContext(ctx, q); err != nil {
@@ -148,6 +162,7 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
+	f.checkFilter(exists, version)
 	if exists && f.loaded && version == f.version {
 		return nil
 	}
@@ -431,7 +446,18 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	// accepted no more, and takes no other flag (its correlations' matches go unused).
 	f.keys = keysOf(f.keys[:0], acc)
 	defer clear(f.keys)
-	if err := f.lookUp(ctx, f.keys); err != nil {
+	// Only the keys the database may hold are looked up: most are new.
+	look := f.look[:0]
+	for i := range f.keys {
+		k := &f.keys[i]
+		k.filterHash = filterHash(k.rule, k.r.d.Source, k.hash)
+		if f.mayMatch(k.filterHash) {
+			look = append(look, k)
+		}
+	}
+	f.look = look
+	defer clear(f.look)
+	if err := f.lookUp(ctx, look); err != nil {
 		return fmt.Errorf("look up business and correlation keys: %w", err)
 	}
 	if err := f.businessKeys(ctx, rows, f.keys); err != nil {
@@ -500,6 +526,7 @@ type forensicKey struct {
 	other        int64  // the match's delivery, 0 for none
 	otherSource  string // and its source
 	wantsStoring bool
+	filterHash   uint64 // its hash in the writer's filter
 }
 
 // keysOf lists the business and correlation keys of the accepted rows acc, business
@@ -540,8 +567,8 @@ func padded[T any](xs []T, f func(chunk []T, size int) error) error {
 }
 
 // lookUp finds the earliest match the database holds for each of keys.
-func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
-	return padded(keys, func(chunk []forensicKey, size int) error {
+func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
+	return padded(keys, func(chunk []*forensicKey, size int) error {
 		st, err := f.multi(ctx, multiKeyFind, size)
 		if err != nil {
 			return err
@@ -565,7 +592,7 @@ func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
 			if err := res.Scan(&i, &other, &source); err != nil {
 				return err
 			}
-			if k := &chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
+			if k := chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
 				k.other, k.otherSource = other.Int64, source.String
 			}
 		}
@@ -603,6 +630,9 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 		}
 		if err != nil {
 			return err
+		}
+		for _, k := range chunk {
+			f.stored(k.filterHash)
 		}
 		f.pending += len(chunk)
 		return nil

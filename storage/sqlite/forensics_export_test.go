@@ -65,3 +65,14 @@ func SetBeforeBegin(f func()) (restore func()) {
 
 // QueuedRecords is how many Record requests wait for the writer.
 func (db *DB) QueuedRecords() int { return len(db.reqs) }
+
+// KeyFilters is how many filters of forensic keys the writer has taken into use: one
+// once it has built its first, one more each time it built one again.
+func (db *DB) KeyFilters() int64 { return db.keyFilters.Load() }
+
+// SetFilterBuilt has every build of a writer's filter of keys call f once it has read
+// the keys and handed the filter over, until the returned func removes it.
+func SetFilterBuilt(f func()) (restore func()) {
+	old := filterBuiltHook.Swap(&f)
+	return func() { filterBuiltHook.Store(old) }
+}

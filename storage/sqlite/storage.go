@@ -189,6 +189,7 @@ type DB struct {
 	file             *os.File     // the database file, for the checkpointer's fsync
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
 
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	cacheSize   int64         // Options.CacheSize
