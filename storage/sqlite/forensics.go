@@ -130,7 +130,7 @@ var sqlFlush = []string{
 
 // forensicQueries are the statements the checks run, prepared once.
 var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
-	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck, sqlAnyExpired}, sqlFlush...)
 
 // prepare prepares the statements on the write pool of db, once. It must run outside a
 // transaction: the pool's one connection would be busy.
@@ -235,13 +235,33 @@ func sqlPrior(rows int) string {
 WHERE state = 'processed' AND (source, key) IN (VALUES `, "(?, ?)", ")", rows)
 }
 
+// sqlAnyExpired says whether a processed claim has expired by ?1, through the claims
+// sweep's index (whose released claims make it say yes more often, never less).
+const sqlAnyExpired = `SELECT EXISTS (SELECT 1 FROM claims WHERE state IN ('processed', 'released') AND expires_at <= ?1)`
+
 // before reads, ahead of the claims of ask, the processed claims they may take over: the
 // claim statement overwrites such a row, and its trace is written from what is read here.
+// Only an expired claim can be taken over: while none has expired by the latest time of
+// ask (a database the claims sweep keeps up with), there is nothing to read.
 func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) error {
 	if f.prior == nil {
 		f.prior = make(map[holderKey]priorClaim)
 	}
 	clear(f.prior)
+	if len(ask) == 0 {
+		return nil
+	}
+	latest := millis(ask[0].d.ReceivedAt)
+	for _, r := range ask[1:] {
+		latest = max(latest, millis(r.d.ReceivedAt))
+	}
+	var expired bool
+	if err := tx.StmtContext(ctx, f.stmts[sqlAnyExpired]).QueryRowContext(ctx, latest).Scan(&expired); err != nil {
+		return fmt.Errorf("read prior claims: %w", err)
+	}
+	if !expired {
+		return nil
+	}
 	var args []any
 	return chunks(ask, func(chunk []*recordRow) error {
 		args = args[:0]

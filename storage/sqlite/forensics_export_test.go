@@ -15,6 +15,7 @@ func (db *DB) ExplainForensics(ctx context.Context) (map[string]string, error) {
 		"business and correlation keys": {multiSQL(multiKeyFind, 2), []any{0, "", "h", 0, "ota", "k", 1, "r", "i", 0, "ota", "l"}},
 		"traces":                        {multiSQL(multiTraceFind, 2), []any{0, "ota", []byte("h"), 1, "ota", []byte("i")}},
 		"prior claims":                  {sqlPrior(2), []any{"ota", "a", "ota", "b"}},
+		"any claim expired":             {sqlAnyExpired, []any{0}},
 		"lab business key":              {sqlBusinessMatch, []any{"ota", "h", 0, "k"}},
 		"lab correlation":               {sqlCorrelationMatch, []any{"r", "h", 0, "ota"}},
 		"lab trace":                     {sqlTraceFind, []any{"ota", []byte("h")}},
