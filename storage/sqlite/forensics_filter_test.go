@@ -154,3 +154,41 @@ func TestDB_KeyFilter_Restart(t *testing.T) {
 		}
 	}
 }
+
+// The writer remembers where each pending key was stored; a release deletes the
+// released delivery's business key behind its back, and the next key stored takes the
+// freed row. The released key is matched by nothing, the key in its row by its own
+// doubles only.
+func TestDB_ForensicKeys_RowOfAReleasedKey(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	newClock(db)
+	released := bk("ota", "evt_1", "B1") // a business key, no correlation key: the only pending row
+	if err := db.Record(ctx, released, forensicClaim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "op", Reason: "resent"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := db.ForensicKeyCounts(ctx); err != nil || p != 0 {
+		t.Fatalf("keys pending after the release: %d, %v; want 0", p, err)
+	}
+	next := bk("ota", "evt_2", "B2")
+	if err := db.Record(ctx, next, forensicClaim); err != nil {
+		t.Fatal(err)
+	}
+	resent := bk("ota", "evt_3", "B1")
+	if err := db.Record(ctx, resent, forensicClaim); err != nil {
+		t.Fatal(err)
+	}
+	if len(resent.Suspects) != 0 {
+		t.Errorf("a re-send of the released delivery %d: flags %v, want none (not delivery %d's double)", released.ID, resent.Suspects, next.ID)
+	}
+	double := bk("ota", "evt_4", "B2")
+	if err := db.Record(ctx, double, forensicClaim); err != nil {
+		t.Fatal(err)
+	}
+	if !flagged(double, storage.SuspectBusinessKey) {
+		t.Errorf("a double of delivery %d: flags %v, want a business key", next.ID, double.Suspects)
+	}
+}
