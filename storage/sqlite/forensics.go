@@ -87,6 +87,11 @@ type forensics struct {
 	read     *sql.DB
 	closing  <-chan struct{}
 	adopted  *atomic.Int64
+	// The data_version of the last check, and when one last found that another
+	// connection had committed (filterQuiet).
+	checked   bool
+	checkedAt int64
+	foreignAt time.Time
 }
 
 // flushAt is how many pending keys the writer lets pile up before it moves them into

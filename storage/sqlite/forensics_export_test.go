@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"time"
 )
 
 // ExplainForensics returns the query plans of the lookups intake makes for a chunk of
@@ -70,4 +71,12 @@ func (db *DB) KeyFilters() int64 { return db.keyFilters.Load() }
 func SetFilterBuilt(f func()) (restore func()) {
 	old := filterBuiltHook.Swap(&f)
 	return func() { filterBuiltHook.Store(old) }
+}
+
+// SetFilterQuiet has the writer build its filter of keys once no other connection has
+// committed for d, until the returned func restores the default.
+func SetFilterQuiet(d time.Duration) (restore func()) {
+	old := filterQuiet
+	filterQuiet = d
+	return func() { filterQuiet = old }
 }

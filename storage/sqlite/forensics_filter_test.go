@@ -33,6 +33,7 @@ func keyFilterInUse(t *testing.T, db *sqlite.DB, n int64) {
 // the filter is dropped when another connection commits (and built again, with the
 // key), never trusted to say the key is not there.
 func TestDB_KeyFilter_AnotherProcess(t *testing.T) {
+	defer sqlite.SetFilterQuiet(0)()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	a := storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(a)
@@ -82,6 +83,7 @@ func TestDB_KeyFilter_AnotherProcess(t *testing.T) {
 // A filter whose build read the keys before another process stored one is not taken
 // into use: the other's key is matched.
 func TestDB_KeyFilter_CommittedWhileBuilding(t *testing.T) {
+	defer sqlite.SetFilterQuiet(0)()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	a := storagetest.OpenPath(t, path, sqlite.Options{})

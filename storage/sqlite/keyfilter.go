@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync/atomic"
+	"time"
 )
 
 // The writer's filter of business and correlation keys: a Bloom filter of every key the
@@ -225,6 +226,10 @@ func (f *forensics) checkFilter(exists bool, version int64) {
 	if f.filter != nil && (!exists || version != f.filterAt) {
 		f.filter = nil
 	}
+	if f.checked && (!exists || version != f.checkedAt) {
+		f.foreignAt = time.Now()
+	}
+	f.checked, f.checkedAt = true, version
 	if b := f.build; b != nil {
 		if !exists || version != b.version {
 			b.stale = true
@@ -242,10 +247,16 @@ func (f *forensics) checkFilter(exists bool, version int64) {
 		default:
 		}
 	}
-	if f.build == nil && f.read != nil && (f.filter == nil || f.filter.stale()) {
+	if f.build == nil && f.read != nil && (f.filter == nil || f.filter.stale()) && time.Since(f.foreignAt) >= filterQuiet {
 		f.build = startFilterBuild(f.read, f.closing, version)
 	}
 }
+
+// filterQuiet is how long no other connection must have committed before the writer
+// builds its filter: another process writing all the time (a second server on the
+// file) would have every build thrown away, a second of work a million keys. Until
+// then every key is looked up. Tests shorten it.
+var filterQuiet = 10 * time.Second
 
 // stored notes a key the writer stores, of hash h, in the filter and in one being built.
 func (f *forensics) stored(h uint64) {
