@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -174,7 +173,7 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 		if err := rows.Scan(&rowid, &rule, &source, &hash); err != nil {
 			return fmt.Errorf("load pending keys: %w", err)
 		}
-		h := filterHash(string(rule), string(source), string(hash))
+		h := filterHashBytes(rule, source, hash)
 		f.pendingRows[h] = append(f.pendingRows[h], rowid)
 		f.pending++
 	}
@@ -402,11 +401,11 @@ SELECT v.i, p.delivery, p.source FROM v JOIN forensic_keys_pending p
 		WHERE p2.rowid IN (SELECT value FROM json_each(v.pending))
 		AND p2.rule = v.rule AND p2.hash = v.hash AND p2.seen_at >= v.since AND p2.source != v.source))
 WHERE v.rule != '' AND v.pending != '[]'`},
-	// Rows whose delivery is NULL pad the chunk. A key is one delivery's business key
-	// (rule '') or its key of one rule: its rowid is returned with both.
+	// Rows whose delivery is NULL pad the chunk. Each key's rowid is returned with what
+	// the writer remembers it by.
 	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rule, hash, source, delivery, seen_at)
 SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL
-RETURNING rowid, delivery, rule`},
+RETURNING rowid, rule, source, hash`},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -657,24 +656,15 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 		}
 		defer res.Close()
 		n := 0
+		var rowid int64
+		var rule, source, hash sql.RawBytes
 		for ; res.Next(); n++ {
-			var rowid, delivery int64
-			var rule string
-			if err := res.Scan(&rowid, &delivery, &rule); err != nil {
+			if err := res.Scan(&rowid, &rule, &source, &hash); err != nil {
 				return err
 			}
-			// The rows come back in the order of the chunk, as SQLite inserts them; a
-			// search finds them in any other.
-			k := chunk[min(n, len(chunk)-1)]
-			if k.r.id != delivery || k.rule != rule {
-				i := slices.IndexFunc(chunk, func(k *forensicKey) bool { return k.r.id == delivery && k.rule == rule })
-				if i < 0 {
-					return fmt.Errorf("stored a key of delivery %d, rule %q, not asked for", delivery, rule)
-				}
-				k = chunk[i]
-			}
-			f.pendingRows[k.filterHash] = append(f.pendingRows[k.filterHash], rowid)
-			f.stored(k.filterHash)
+			h := filterHashBytes(rule, source, hash)
+			f.pendingRows[h] = append(f.pendingRows[h], rowid)
+			f.stored(h)
 		}
 		if err := res.Err(); err != nil {
 			return err

@@ -72,6 +72,20 @@ func filterHash(rule, source, hash string) uint64 {
 	return h.Sum64()
 }
 
+// filterHashBytes is filterHash of a key read from the database.
+func filterHashBytes(rule, source, hash []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(filterSeed)
+	h.Write(rule)
+	h.WriteByte(0)
+	if len(rule) == 0 {
+		h.Write(source)
+	}
+	h.WriteByte(0)
+	h.Write(hash)
+	return h.Sum64()
+}
+
 func newFilterLayer(keys int) filterLayer {
 	words := (keys*filterBitsPerKey + 63) / 64
 	return filterLayer{bits: make([]uint64, words), m: uint64(words) * 64, limit: keys}
@@ -166,7 +180,7 @@ func buildKeyFilter(ctx context.Context, pool *sql.DB) (*keyFilter, error) {
 		if err := rows.Scan(&rule, &source, &hash); err != nil {
 			return nil, fmt.Errorf("build key filter: %w", err)
 		}
-		keys = append(keys, filterHash(string(rule), string(source), string(hash)))
+		keys = append(keys, filterHashBytes(rule, source, hash))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("build key filter: %w", err)
