@@ -812,6 +812,13 @@ func TestLoad(t *testing.T) {
 			baselineRows[mix].claims = claimsRows[mix]
 		}
 	}
+	baselineForensicsRows := map[string]*loadRow{}
+	if k.baseline != "" {
+		for _, mix := range []string{"half", "unique"} {
+			baselineForensicsRows[mix] = row("BENCH_BASELINE, FULL, forensics on", mix)
+			baselineForensicsRows[mix].claims = claimsRows[mix]
+		}
+	}
 	// inProcess drives a server of this process's own and charges it this process's CPU.
 	inProcess := func(url, mode string, r *loadRow) {
 		cpu0 := postgrestest.ProcessCPU("self")
@@ -871,6 +878,17 @@ func TestLoad(t *testing.T) {
 		}
 		for _, r := range pgRows {
 			runPostgres(t, k, dir, r, r.mix, i, report)
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if k.baseline == "" {
+				break
+			}
+			sub := filepath.Join(dir, fmt.Sprintf("baseline-forensics-%s-%d", mix, i))
+			os.MkdirAll(sub, 0o755)
+			s := loadServeBinary(t, k.baseline, sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
+			report(baselineForensicsRows[mix], s.run(t, k, mix, 0))
+			s.stop()
+			os.RemoveAll(sub)
 		}
 		for _, mix := range []string{"half", "unique"} {
 			sub := filepath.Join(dir, fmt.Sprintf("forensics-%s-%d", mix, i))
@@ -1111,6 +1129,18 @@ func TestLoad(t *testing.T) {
 				e := full[mix]
 				fmt.Fprintf(&b, "- against BENCH_BASELINE, empty, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
 					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+			}
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if r, e := baselineForensicsRows[mix], forensicsRows[mix]; r != nil && len(r.runs) > 0 && len(e.runs) > 0 {
+				fmt.Fprintf(&b, "- forensics on, against BENCH_BASELINE's, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
+					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+			}
+		}
+		for _, mix := range []string{"half", "unique"} {
+			if e, off := forensicsRows[mix], full[mix]; off != nil && len(e.runs) > 0 && len(off.runs) > 0 {
+				fmt.Fprintf(&b, "- forensics on against off, %s: %.2f× the requests/s, %+.0f µs CPU a request\n",
+					mix, e.rps()/off.rps(), e.cpu()-off.cpu())
 			}
 		}
 		if sweepRow != nil && len(sweepRow.runs) > 0 {

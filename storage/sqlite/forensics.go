@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -29,13 +31,16 @@ import (
 // is one decision for a reviewer, and counts the money at stake once.
 //
 // The business and correlation keys of accepted deliveries are appended to
-// forensic_keys_pending, which has no index, and the write connection keeps an indexed
-// copy of it in a temporary table (in memory, and part of each transaction: a batch
-// that rolls back takes its keys with it). Lookups read both the indexed tables and
-// that copy. Once flushAt keys are pending they are moved into business_keys and
-// correlation_keys in one statement each, in the order of their indexes: inserted one
-// batch at a time, each key dirtied a leaf page of its own, a page of the write-ahead
-// log written and checkpointed for some 80 bytes.
+// forensic_keys_pending, which has no index, and the writer keeps in memory where in it
+// each key may be: the rowids of the pending rows by the key's hash (pendingRows), read
+// again from the table whenever it may have changed behind the writer's back (another
+// connection's commit, a rolled-back batch). Lookups read the indexed tables, and the
+// pending rows at those rowids, each checked against the key: a rowid may be stale (a
+// row deleted by a release or a sweep, its rowid reused), never missing. Once flushAt
+// keys are pending they are moved into business_keys and correlation_keys in one
+// statement each, in the order of their indexes: inserted one batch at a time, each key
+// dirtied a leaf page of its own, a page of the write-ahead log written and
+// checkpointed for some 80 bytes.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }
@@ -55,19 +60,37 @@ type forensics struct {
 	prior map[holderKey]priorClaim
 	acc   []*recordRow
 	keys  []forensicKey
+	look  []*forensicKey
 	corr  []*forensicKey
 	add   []*forensicKey
 	stmts map[string]*sql.Stmt // by query
 	tx    *sql.Tx
 
-	// The temporary copy of the pending keys was loaded when the write connection's
-	// data_version was version: another connection that commits (another process) may
-	// have added or moved pending keys since, and it is loaded again.
-	loaded  bool
-	version int64
+	// pendingRows, the rowids of the pending keys by their filterHash, was loaded when
+	// the write connection's data_version was version: another connection that commits
+	// (another process) may have added or moved pending keys since, and it is loaded
+	// again. It has every pending key's rowid, and may have more.
+	pendingRows map[uint64][]int64
+	loaded      bool
+	version     int64
 	// pending counts the keys appended since the pending table was last emptied; a
 	// transaction that rolls back has it counted again with the copy (current).
 	pending int
+
+	// The filter of the keys the database may hold (keyfilter.go), complete as of the
+	// write connection's data_version filterAt; nil until built, and while another
+	// connection's commit has it built again. It is built on read, until closing.
+	filter   *keyFilter
+	filterAt int64
+	build    *filterBuild
+	read     *sql.DB
+	closing  <-chan struct{}
+	adopted  *atomic.Int64
+	// The data_version of the last check, and when one last found that another
+	// connection had committed (filterQuiet).
+	checked   bool
+	checkedAt int64
+	foreignAt time.Time
 }
 
 // flushAt is how many pending keys the writer lets pile up before it moves them into
@@ -76,100 +99,93 @@ type forensics struct {
 // one transaction that moves them (a few milliseconds a thousand keys). Tests lower it.
 var flushAt = 4096
 
-// The temporary table of the write connection: the pending keys, indexed as their
-// tables are, kept in step with the pending table by temporary triggers.
-var sqlRecentSetup = []string{
-	`CREATE TEMP TABLE IF NOT EXISTS forensic_keys_recent (rule TEXT, hash TEXT, source TEXT, delivery INTEGER, seen_at INTEGER)`,
-	`CREATE INDEX IF NOT EXISTS temp.forensic_keys_recent_hash ON forensic_keys_recent (rule, hash, delivery)`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_added AFTER INSERT ON main.forensic_keys_pending BEGIN
-	INSERT INTO forensic_keys_recent (rule, hash, source, delivery, seen_at)
-	VALUES (new.rule, new.hash, new.source, new.delivery, new.seen_at);
-END`,
-	`CREATE TEMP TRIGGER IF NOT EXISTS forensic_keys_pending_removed AFTER DELETE ON main.forensic_keys_pending BEGIN
-	DELETE FROM forensic_keys_recent WHERE rule = old.rule AND hash = old.hash AND delivery = old.delivery;
-END`,
-}
-
-// sqlRecentLoad fills the temporary table from the pending one.
-var sqlRecentLoad = []string{
-	`DELETE FROM temp.forensic_keys_recent`,
-	`INSERT INTO temp.forensic_keys_recent (rule, hash, source, delivery, seen_at)
-	SELECT rule, hash, source, delivery, seen_at FROM main.forensic_keys_pending`,
-}
-
 const (
-	// The write connection's data_version, and whether its temporary table exists (a
-	// connection made anew would have none).
-	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_keys_recent')
+	// An empty temporary table marks the write connection the writer's memory of the
+	// pending keys is for: a connection made anew has none, and its data_version says
+	// nothing of the old one's.
+	sqlWriterMark = `CREATE TEMP TABLE IF NOT EXISTS forensic_writer (unused)`
+	// The write connection's data_version, and whether its mark exists.
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_writer')
 FROM pragma_data_version`
-	sqlPendingCount = `SELECT count(*) FROM forensic_keys_pending`
+	sqlPendingLoad = `SELECT rowid, rule, source, hash FROM forensic_keys_pending`
 )
 
-// sqlFlush moves the pending keys into the indexed tables. The temporary copy is
-// emptied first, so that the triggers of the delete that follows find nothing to do.
+// sqlFlush moves the pending keys into the indexed tables. The delete that empties the
+// pending table is one step: the table has no index and no trigger.
 var sqlFlush = []string{
 	`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
 	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' ORDER BY source, hash, delivery`,
 	`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
 	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' ORDER BY rule, hash, delivery`,
-	`DELETE FROM temp.forensic_keys_recent`,
 	`DELETE FROM forensic_keys_pending`,
 }
 
 // forensicQueries are the statements the checks run, prepared once.
 var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
-	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck}, sqlFlush...)
+	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck, sqlAnyExpired}, sqlFlush...)
 
-// prepare prepares the statements on db, the write pool, once. It must run outside a
+// prepare prepares the statements on the write pool of db, once. It must run outside a
 // transaction: the pool's one connection would be busy.
-func (f *forensics) prepare(ctx context.Context, db *sql.DB) error {
+func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 	if f.stmts != nil {
 		return nil
 	}
-	// The statements read the temporary tables: they are made first.
-	for _, q := range sqlRecentSetup {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-	}
-	return f.prepareStmts(ctx, db)
+	f.read, f.closing, f.adopted = owner.read, owner.closing, &owner.keyFilters
+	return f.prepareStmts(ctx, owner.write)
 }
 
-// current makes the temporary copy of the pending keys what tx, the batch's
-// transaction, sees of them: loaded again when the connection has none (one made
-// anew), or when another connection has committed since it was loaded. It looks
-// inside the transaction, once it holds the write lock: a look before the begin would
-// miss what another process commits in between, such as the release command's
-// transaction that the begin waited for. What it loads is part of tx, and gone if tx
-// rolls back (rolledBack).
+// current makes the writer's memory of the pending keys hold every one that tx, the
+// batch's transaction, sees: loaded again for a connection made anew, or when another
+// connection has committed since it was loaded. It looks inside the transaction, once
+// it holds the write lock: a look before the begin would miss what another process
+// commits in between, such as the release command's transaction that the begin waited
+// for. If tx rolls back, it is loaded again (rolledBack): a flush rolled back puts
+// back keys the writer forgot.
 func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	var version int64
 	var exists bool
 	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
+	f.checkFilter(exists, version)
 	if exists && f.loaded && version == f.version {
 		return nil
 	}
 	f.loaded = false
-	var queries []string
 	if !exists {
-		queries = append(queries, sqlRecentSetup...)
-	}
-	for _, q := range append(queries, sqlRecentLoad...) {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlWriterMark); err != nil {
 			return fmt.Errorf("load pending keys: %w", err)
 		}
 	}
-	if err := tx.QueryRowContext(ctx, sqlPendingCount).Scan(&f.pending); err != nil {
+	if f.pendingRows == nil {
+		f.pendingRows = make(map[uint64][]int64)
+	}
+	clear(f.pendingRows)
+	f.pending = 0
+	rows, err := tx.QueryContext(ctx, sqlPendingLoad)
+	if err != nil {
+		return fmt.Errorf("load pending keys: %w", err)
+	}
+	defer rows.Close()
+	var rowid int64
+	var rule, source, hash sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&rowid, &rule, &source, &hash); err != nil {
+			return fmt.Errorf("load pending keys: %w", err)
+		}
+		h := filterHashBytes(rule, source, hash)
+		f.pendingRows[h] = append(f.pendingRows[h], rowid)
+		f.pending++
+	}
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load pending keys: %w", err)
 	}
 	f.loaded, f.version = true, version
 	return nil
 }
 
-// rolledBack says that the batch's transaction rolled back: with it whatever current
-// loaded into the copy, which is then loaded again.
+// rolledBack says that the batch's transaction rolled back: the pending keys are loaded
+// again.
 func (f *forensics) rolledBack() { f.loaded = false }
 
 // prepareStmts prepares the checks' statements on db.
@@ -220,13 +236,33 @@ func sqlPrior(rows int) string {
 WHERE state = 'processed' AND (source, key) IN (VALUES `, "(?, ?)", ")", rows)
 }
 
+// sqlAnyExpired says whether a processed claim has expired by ?1, through the claims
+// sweep's index (whose released claims make it say yes more often, never less).
+const sqlAnyExpired = `SELECT EXISTS (SELECT 1 FROM claims WHERE state IN ('processed', 'released') AND expires_at <= ?1)`
+
 // before reads, ahead of the claims of ask, the processed claims they may take over: the
 // claim statement overwrites such a row, and its trace is written from what is read here.
+// Only an expired claim can be taken over: while none has expired by the latest time of
+// ask (a database the claims sweep keeps up with), there is nothing to read.
 func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) error {
 	if f.prior == nil {
 		f.prior = make(map[holderKey]priorClaim)
 	}
 	clear(f.prior)
+	if len(ask) == 0 {
+		return nil
+	}
+	latest := millis(ask[0].d.ReceivedAt)
+	for _, r := range ask[1:] {
+		latest = max(latest, millis(r.d.ReceivedAt))
+	}
+	var expired bool
+	if err := tx.StmtContext(ctx, f.stmts[sqlAnyExpired]).QueryRowContext(ctx, latest).Scan(&expired); err != nil {
+		return fmt.Errorf("read prior claims: %w", err)
+	}
+	if !expired {
+		return nil
+	}
 	var args []any
 	return chunks(ask, func(chunk []*recordRow) error {
 		args = args[:0]
@@ -342,29 +378,34 @@ FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
 	// earlier counts. Rows with a negative i pad the chunk. A delivery swept by
 	// retention no longer names its key: it counts as another's, as its business key
 	// row outlived it.
-	multiKeyFind: {`WITH v(i, rule, hash, since, source, key) AS (VALUES `, `(?, ?, ?, ?, ?, ?)`, `)
+	// The pending keys are read at the rowids the writer has for the key (pending, a
+	// JSON array; "[]" for none), each row checked against the key.
+	multiKeyFind: {`WITH v(i, rule, hash, since, source, key, pending) AS (VALUES `, `(?, ?, ?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
 	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
 	ORDER BY bk.delivery LIMIT 1), v.source
 FROM v WHERE v.rule = '' AND v.i >= 0
 UNION ALL
-SELECT v.i, (SELECT p.delivery FROM temp.forensic_keys_recent p LEFT JOIN deliveries d ON d.id = p.delivery
-	WHERE p.rule = '' AND p.hash = v.hash AND p.source = v.source AND +p.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	ORDER BY p.delivery LIMIT 1), v.source
-FROM v WHERE v.rule = '' AND v.i >= 0
+SELECT v.i, (SELECT min(p.delivery) FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rowid IN (SELECT value FROM json_each(v.pending)) AND p.rule = '' AND p.hash = v.hash AND p.source = v.source
+		AND p.seen_at >= v.since AND coalesce(d.key, '') != v.key), v.source
+FROM v WHERE v.rule = '' AND v.i >= 0 AND v.pending != '[]'
 UNION ALL
 SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
 	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
 		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)
 WHERE v.rule != ''
 UNION ALL
-SELECT v.i, p.delivery, p.source FROM v JOIN temp.forensic_keys_recent p ON p.rule = v.rule AND p.hash = v.hash
-	AND p.delivery = (SELECT p2.delivery FROM temp.forensic_keys_recent p2 WHERE p2.rule = v.rule AND p2.hash = v.hash
-		AND +p2.seen_at >= v.since AND p2.source != v.source ORDER BY p2.delivery LIMIT 1)
-WHERE v.rule != ''`},
-	// Rows whose delivery is NULL pad the chunk.
+SELECT v.i, p.delivery, p.source FROM v JOIN forensic_keys_pending p
+	ON p.rowid = (SELECT rowid FROM (SELECT p2.rowid AS rowid, min(p2.delivery) FROM forensic_keys_pending p2
+		WHERE p2.rowid IN (SELECT value FROM json_each(v.pending))
+		AND p2.rule = v.rule AND p2.hash = v.hash AND p2.seen_at >= v.since AND p2.source != v.source))
+WHERE v.rule != '' AND v.pending != '[]'`},
+	// Rows whose delivery is NULL pad the chunk. Each key's rowid is returned with what
+	// the writer remembers it by.
 	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rule, hash, source, delivery, seen_at)
-SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL`},
+SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL
+RETURNING rowid, rule, source, hash`},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -431,7 +472,18 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	// accepted no more, and takes no other flag (its correlations' matches go unused).
 	f.keys = keysOf(f.keys[:0], acc)
 	defer clear(f.keys)
-	if err := f.lookUp(ctx, f.keys); err != nil {
+	// Only the keys the database may hold are looked up: most are new.
+	look := f.look[:0]
+	for i := range f.keys {
+		k := &f.keys[i]
+		k.filterHash = filterHash(k.rule, k.r.d.Source, k.hash)
+		if f.mayMatch(k.filterHash) {
+			look = append(look, k)
+		}
+	}
+	f.look = look
+	defer clear(f.look)
+	if err := f.lookUp(ctx, look); err != nil {
 		return fmt.Errorf("look up business and correlation keys: %w", err)
 	}
 	if err := f.businessKeys(ctx, rows, f.keys); err != nil {
@@ -462,6 +514,7 @@ func (f *forensics) flush(ctx context.Context) error {
 		}
 	}
 	f.pending = 0
+	clear(f.pendingRows)
 	return nil
 }
 
@@ -500,6 +553,7 @@ type forensicKey struct {
 	other        int64  // the match's delivery, 0 for none
 	otherSource  string // and its source
 	wantsStoring bool
+	filterHash   uint64 // its hash in the writer's filter
 }
 
 // keysOf lists the business and correlation keys of the accepted rows acc, business
@@ -540,18 +594,19 @@ func padded[T any](xs []T, f func(chunk []T, size int) error) error {
 }
 
 // lookUp finds the earliest match the database holds for each of keys.
-func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
-	return padded(keys, func(chunk []forensicKey, size int) error {
+func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
+	return padded(keys, func(chunk []*forensicKey, size int) error {
 		st, err := f.multi(ctx, multiKeyFind, size)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, 6*size)
+		args := make([]any, 0, 7*size)
 		for i, k := range chunk {
-			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key)
+			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
+				rowidsJSON(f.pendingRows[k.filterHash]))
 		}
 		for range size - len(chunk) {
-			args = append(args, -1, "", "", 0, "", "")
+			args = append(args, -1, "", "", 0, "", "", "[]")
 		}
 		res, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -565,7 +620,7 @@ func (f *forensics) lookUp(ctx context.Context, keys []forensicKey) error {
 			if err := res.Scan(&i, &other, &source); err != nil {
 				return err
 			}
-			if k := &chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
+			if k := chunk[i]; other.Valid && (k.other == 0 || other.Int64 < k.other) {
 				k.other, k.otherSource = other.Int64, source.String
 			}
 		}
@@ -595,14 +650,27 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 		for range size - len(chunk) {
 			args = append(args, nil, nil, nil, nil, nil)
 		}
-		// Query, not Exec, as the writer's inserts: go-sqlite3 binds a query's arguments
-		// in one cgo call, an Exec's in one each.
 		res, err := st.QueryContext(ctx, args...)
-		if err == nil {
-			err = res.Close()
-		}
 		if err != nil {
 			return err
+		}
+		defer res.Close()
+		n := 0
+		var rowid int64
+		var rule, source, hash sql.RawBytes
+		for ; res.Next(); n++ {
+			if err := res.Scan(&rowid, &rule, &source, &hash); err != nil {
+				return err
+			}
+			h := filterHashBytes(rule, source, hash)
+			f.pendingRows[h] = append(f.pendingRows[h], rowid)
+			f.stored(h)
+		}
+		if err := res.Err(); err != nil {
+			return err
+		}
+		if n != len(chunk) {
+			return fmt.Errorf("stored %d keys of %d", n, len(chunk))
 		}
 		f.pending += len(chunk)
 		return nil
@@ -961,4 +1029,20 @@ func (db *DB) FlagsOf(ctx context.Context, id int64) (storage.DeliveryFlags, err
 	}
 	f.Suspects = by[id]
 	return f, nil
+}
+
+// rowidsJSON is rowids as a JSON array, for json_each.
+func rowidsJSON(rowids []int64) string {
+	if len(rowids) == 0 {
+		return "[]"
+	}
+	b := make([]byte, 0, 12*len(rowids))
+	b = append(b, '[')
+	for i, id := range rowids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"time"
 )
 
 // ExplainForensics returns the query plans of the lookups intake makes for a chunk of
@@ -12,9 +13,10 @@ func (db *DB) ExplainForensics(ctx context.Context) (map[string]string, error) {
 		sql  string
 		args []any
 	}{
-		"business and correlation keys": {multiSQL(multiKeyFind, 2), []any{0, "", "h", 0, "ota", "k", 1, "r", "i", 0, "ota", "l"}},
+		"business and correlation keys": {multiSQL(multiKeyFind, 2), []any{0, "", "h", 0, "ota", "k", "[1,2]", 1, "r", "i", 0, "ota", "l", "[3]"}},
 		"traces":                        {multiSQL(multiTraceFind, 2), []any{0, "ota", []byte("h"), 1, "ota", []byte("i")}},
 		"prior claims":                  {sqlPrior(2), []any{"ota", "a", "ota", "b"}},
+		"any claim expired":             {sqlAnyExpired, []any{0}},
 		"lab business key":              {sqlBusinessMatch, []any{"ota", "h", 0, "k"}},
 		"lab correlation":               {sqlCorrelationMatch, []any{"r", "h", 0, "ota"}},
 		"lab trace":                     {sqlTraceFind, []any{"ota", []byte("h")}},
@@ -28,14 +30,8 @@ func (db *DB) ExplainForensics(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// explainWrite is explain on the write connection, whose temporary tables intake's
-// lookups read.
+// explainWrite is explain on the write connection, where intake's lookups run.
 func (db *DB) explainWrite(ctx context.Context, query string, args ...any) (string, error) {
-	for _, q := range sqlRecentSetup {
-		if _, err := db.write.ExecContext(ctx, q); err != nil {
-			return "", err
-		}
-	}
 	return explainOn(ctx, db.write, query, args...)
 }
 
@@ -65,3 +61,22 @@ func SetBeforeBegin(f func()) (restore func()) {
 
 // QueuedRecords is how many Record requests wait for the writer.
 func (db *DB) QueuedRecords() int { return len(db.reqs) }
+
+// KeyFilters is how many filters of forensic keys the writer has taken into use: one
+// once it has built its first, one more each time it built one again.
+func (db *DB) KeyFilters() int64 { return db.keyFilters.Load() }
+
+// SetFilterBuilt has every build of a writer's filter of keys call f once it has read
+// the keys and handed the filter over, until the returned func removes it.
+func SetFilterBuilt(f func()) (restore func()) {
+	old := filterBuiltHook.Swap(&f)
+	return func() { filterBuiltHook.Store(old) }
+}
+
+// SetFilterQuiet has the writer build its filter of keys once no other connection has
+// committed for d, until the returned func restores the default.
+func SetFilterQuiet(d time.Duration) (restore func()) {
+	old := filterQuiet
+	filterQuiet = d
+	return func() { filterQuiet = old }
+}

@@ -154,7 +154,8 @@ func TestDB_ForensicKeys_CommittedAsTheBatchBegins(t *testing.T) {
 
 // A batch that loaded the other process's keys into the writer's copy, then failed for
 // one request's own reason, rolled the copy back with it: the requests retried alone see
-// the keys still, and a double of the other's delivery is blocked.
+// the keys still, and a double of the other's delivery is blocked. The writer's filter
+// of keys, in use before, is not trusted again after the rollback either.
 func TestDB_ForensicKeys_LoadedByABatchRolledBack(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
@@ -162,6 +163,7 @@ func TestDB_ForensicKeys_LoadedByABatchRolledBack(t *testing.T) {
 	a := storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(a)
 	poisonDeliveries(t, path)
+	keyFilterInUse(t, a, 1)
 	b := storagetest.OpenPath(t, path, sqlite.Options{})
 	newClock(b)
 	other := bk("ota", "evt_1", "B1")

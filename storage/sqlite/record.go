@@ -475,7 +475,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := w.prepare(ctx); err != nil {
 		return take(batch), err
 	}
-	if err := w.fx.prepare(ctx, w.db.write); err != nil {
+	if err := w.fx.prepare(ctx, w.db); err != nil {
 		return take(batch), err
 	}
 	if beforeBegin != nil {

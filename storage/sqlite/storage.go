@@ -192,6 +192,7 @@ type DB struct {
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
 	batches          atomic.Int64 // the writer's batches, committed or not
 	batchRows        atomic.Int64 // the deliveries those batches held
+	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
 
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	cacheSize   int64         // Options.CacheSize
