@@ -1137,12 +1137,6 @@ func TestLoad(t *testing.T) {
 					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
 			}
 		}
-		for _, mix := range []string{"half", "unique"} {
-			if e, off := forensicsRows[mix], full[mix]; off != nil && len(e.runs) > 0 && len(off.runs) > 0 {
-				fmt.Fprintf(&b, "- forensics on against off, %s: %.2f× the requests/s, %+.0f µs CPU a request\n",
-					mix, e.rps()/off.rps(), e.cpu()-off.cpu())
-			}
-		}
 		if sweepRow != nil && len(sweepRow.runs) > 0 {
 			base := full["half"]
 			for _, sr := range sizeRows {
