@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"cmp"
 	"errors"
 	"math/big"
+	"slices"
 	"time"
 )
 
@@ -40,6 +42,14 @@ type SuspectCount struct {
 	State    string
 	Currency string
 	Money    Money // Count is how many; Minor their amounts, in minor units of Currency
+}
+
+// SortSuspectCounts puts cs in the order SuspectCounts returns them: by kind, state
+// and currency, no currency last (the ledger's order of currencies).
+func SortSuspectCounts(cs []SuspectCount) {
+	slices.SortFunc(cs, func(a, b SuspectCount) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), CompareCurrency(a.Currency, b.Currency))
+	})
 }
 
 // SuspectTotal is the money of the suspects of one source, kind, state and currency as

@@ -5,10 +5,10 @@ import (
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
@@ -48,43 +48,10 @@ FROM generate_series(1, $1) AS n`, n); err != nil {
 	if _, err := conn.Exec(ctx, `VACUUM ANALYZE suspects`); err != nil {
 		b.Fatal(err)
 	}
-	bench := func(name string) {
-		b.Run("Counts"+name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := db.SuspectCounts(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run("Open"+name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := db.OpenSuspects(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-	bench("NotFolded")
-	// Engines without running totals have no roll-up: *Folded then time what *NotFolded
-	// did, side by side.
-	if r, ok := any(db).(interface {
-		RollupSuspects(context.Context, int) (int, error)
-	}); ok {
-		t0 := time.Now()
-		for {
-			k, err := r.RollupSuspects(ctx, 5000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if k < 5000 {
-				break
-			}
-		}
-		b.Logf("rolled %d suspects up in %s, 5,000 a call", n, time.Since(t0).Round(time.Millisecond))
+	enginetest.BenchSuspectCounts(b, db, n, func() {
 		if _, err := conn.Exec(ctx, `INSERT INTO suspects (kind, delivery, source, amount, currency, flagged_at)
 SELECT 'business_key', n, 'src-1', '10.00', 'EUR', 0 FROM generate_series(1, 1000) AS n`); err != nil {
 			b.Fatal(err)
 		}
-	}
-	bench("Folded")
+	})
 }

@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -141,12 +139,6 @@ func (db *DB) SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.
 		}
 	}
 	return out, rows.Err()
-}
-
-func sortSuspectCounts(cs []storage.SuspectCount) {
-	slices.SortFunc(cs, func(a, b storage.SuspectCount) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), storage.CompareCurrency(a.Currency, b.Currency))
-	})
 }
 
 // ReviewSuspect records an operator's verdict on a suspect: state SuspectConfirmed (a

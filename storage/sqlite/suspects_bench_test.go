@@ -1,13 +1,12 @@
 package sqlite_test
 
 import (
-	"context"
 	"database/sql"
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -15,7 +14,7 @@ import (
 // the open suspects' alert (OpenSuspects) over 1 M suspects (HOOKDEDUP_SUSPECTS_SCALE
 // changes the count): four sources, three kinds, three states, three currencies and
 // none. *NotFolded read them before any roll-up, as a database from before the running
-// totals (or an engine without them) does; *Folded after the roll-up, with the last
+// totals does; *Folded after the roll-up, with the last
 // 1,000 flagged since, as a running server has them. Run it alone:
 //
 //	go test -run '^$' -bench '^BenchmarkSuspectCounts$' -benchtime 10x ./storage/sqlite/
@@ -24,7 +23,6 @@ func BenchmarkSuspectCounts(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("HOOKDEDUP_SUSPECTS_SCALE")); err == nil && v > 0 {
 		n = v
 	}
-	ctx := context.Background()
 	db := storagetest.Open(b)
 	raw, err := sql.Open("sqlite3", "file:"+db.Path()+"?_busy_timeout=5000&_txlock=immediate")
 	if err != nil {
@@ -39,43 +37,10 @@ SELECT CASE n % 3 WHEN 0 THEN 'business_key' WHEN 1 THEN 'correlation' ELSE 'lat
 	CASE WHEN n % 10 < 6 THEN 'open' WHEN n % 10 < 8 THEN 'confirmed' ELSE 'dismissed' END FROM i`, n); err != nil {
 		b.Fatal(err)
 	}
-	bench := func(name string) {
-		b.Run("Counts"+name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := db.SuspectCounts(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run("Open"+name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := db.OpenSuspects(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-	bench("NotFolded")
-	// Engines without running totals have no roll-up: *Folded then time what *NotFolded
-	// did, side by side.
-	if r, ok := any(db).(interface {
-		RollupSuspects(context.Context, int) (int, error)
-	}); ok {
-		t0 := time.Now()
-		for {
-			k, err := r.RollupSuspects(ctx, 5000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if k < 5000 {
-				break
-			}
-		}
-		b.Logf("rolled %d suspects up in %s, 5,000 a call", n, time.Since(t0).Round(time.Millisecond))
+	enginetest.BenchSuspectCounts(b, db, n, func() {
 		if _, err := raw.Exec(`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 1000)
 INSERT INTO suspects (kind, delivery, source, amount, currency, flagged_at) SELECT 'business_key', n, 'src-1', '10.00', 'EUR', 0 FROM i`); err != nil {
 			b.Fatal(err)
 		}
-	}
-	bench("Folded")
+	})
 }

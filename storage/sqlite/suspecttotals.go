@@ -126,7 +126,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		}
 		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
 	}
-	sortSuspectCounts(out)
+	storage.SortSuspectCounts(out)
 	return out, nil
 }
 
