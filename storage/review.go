@@ -44,12 +44,39 @@ type SuspectCount struct {
 	Money    Money // Count is how many; Minor their amounts, in minor units of Currency
 }
 
-// SortSuspectCounts puts cs in the order SuspectCounts returns them: by kind, state
-// and currency, no currency last (the ledger's order of currencies).
-func SortSuspectCounts(cs []SuspectCount) {
-	slices.SortFunc(cs, func(a, b SuspectCount) int {
+// SuspectSums sums suspects by kind, state and currency, as SuspectCounts answers: an
+// engine adds the rows of its running totals and the suspects after their mark, in any
+// order.
+type SuspectSums map[suspectCountKey]*SuspectTotal
+
+type suspectCountKey struct{ kind, state, currency string }
+
+// At returns the sum of kind, state and currency, added to s if it was not there.
+func (s SuspectSums) At(kind, state, currency string) *SuspectTotal {
+	k := suspectCountKey{kind, state, currency}
+	t := s[k]
+	if t == nil {
+		t = &SuspectTotal{}
+		s[k] = t
+	}
+	return t
+}
+
+// Counts returns s as SuspectCounts does: by kind, state and currency, no currency
+// last (the ledger's order of currencies), without the sums whose every suspect was
+// reviewed into another state.
+func (s SuspectSums) Counts() []SuspectCount {
+	out := make([]SuspectCount, 0, len(s))
+	for k, t := range s {
+		if t.Count == 0 {
+			continue
+		}
+		out = append(out, SuspectCount{Kind: SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
+	}
+	slices.SortFunc(out, func(a, b SuspectCount) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), CompareCurrency(a.Currency, b.Currency))
 	})
+	return out
 }
 
 // SuspectTotal is the money of the suspects of one source, kind, state and currency as

@@ -102,17 +102,7 @@ func (db *DB) readSuspects(ctx context.Context, fn func(tx pgx.Tx, mark int64, t
 // worth: its cost does not grow with the suspects, and its figures are exact at every
 // moment.
 func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
-	type key struct{ kind, state, currency string }
-	sums := map[key]*storage.SuspectTotal{}
-	at := func(k suspectKey) *storage.SuspectTotal {
-		kk := key{k.kind, k.state, k.currency}
-		t := sums[kk]
-		if t == nil {
-			t = &storage.SuspectTotal{}
-			sums[kk] = t
-		}
-		return t
-	}
+	sums := storage.SuspectSums{}
 	err := db.readSuspects(ctx, func(tx pgx.Tx, mark int64, totals bool) error {
 		var k suspectKey
 		if totals {
@@ -123,7 +113,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			}
 			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
 				func() error {
-					at(k).Add(t)
+					sums.At(k.kind, k.state, k.currency).Add(t)
 					return nil
 				})
 			if err != nil {
@@ -136,7 +126,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		}
 		var amount string
 		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
-			at(k).AddAmount(amount, k.currency, 1)
+			sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
 			return nil
 		})
 		return err
@@ -144,15 +134,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 	if err != nil {
 		return nil, fmt.Errorf("suspect counts: %w", err)
 	}
-	out := make([]storage.SuspectCount, 0, len(sums))
-	for k, t := range sums {
-		if t.Count == 0 {
-			continue // every suspect of the row was reviewed into another state
-		}
-		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
-	}
-	storage.SortSuspectCounts(out)
-	return out, nil
+	return sums.Counts(), nil
 }
 
 // OpenSuspects returns, per source, how many suspected doubles wait for a review: the

@@ -74,15 +74,7 @@ func addSuspectTotal(ctx context.Context, tx *sql.Tx, k suspectKey, t storage.Su
 // suspect after the mark is read, and the counts are exact, only slower.
 func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error) {
 	type key struct{ kind, state, currency string }
-	sums := map[key]*storage.SuspectTotal{}
-	at := func(k key) *storage.SuspectTotal {
-		t := sums[k]
-		if t == nil {
-			t = &storage.SuspectTotal{}
-			sums[k] = t
-		}
-		return t
-	}
+	sums := storage.SuspectSums{}
 	table := storage.CurrencyTable()
 	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
 		rows, err := c.QueryContext(ctx, sqlSuspectTotals, table)
@@ -96,7 +88,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed); err != nil {
 				return err
 			}
-			at(k).Add(t)
+			sums.At(k.kind, k.state, k.currency).Add(t)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -112,22 +104,14 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			if err := tail.Scan(&k.kind, &k.state, &k.currency, &amount); err != nil {
 				return err
 			}
-			at(k).AddAmount(amount, k.currency, 1)
+			sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
 		}
 		return tail.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("suspect counts: %w", err)
 	}
-	out := make([]storage.SuspectCount, 0, len(sums))
-	for k, t := range sums {
-		if t.Count == 0 {
-			continue // every suspect of the row was reviewed into another state
-		}
-		out = append(out, storage.SuspectCount{Kind: storage.SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
-	}
-	storage.SortSuspectCounts(out)
-	return out, nil
+	return sums.Counts(), nil
 }
 
 // RollupSuspects folds up to limit suspects not yet counted into the running totals
