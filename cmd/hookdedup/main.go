@@ -22,9 +22,6 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		tuneServeGC(os.Getenv)
-	}
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(2)
