@@ -43,6 +43,10 @@ func (x crashReckoning) String() string {
 		x.explained, x.longestGap.Round(time.Millisecond), x.unexplained)
 }
 
+// inFlightAtKill bounds how long after a SIGKILL a hand-off that the killed process
+// had already sent may still reach the sink.
+const inFlightAtKill = time.Second
+
 // reckon checks, once traffic has stopped and nothing is left processing, what the
 // senders and the downstream saw against the database: every delivery answered 200 is
 // stored as answered, every key was accepted once and reached the downstream with its
@@ -190,10 +194,12 @@ func reckon(t *testing.T, db storage.Store, traffic *crashTraffic, sink *crashSi
 		}
 		for _, r := range rs[:len(rs)-1] {
 			// Explained: the process that made it was killed after it, and the key's
-			// last hand-off came from another one, which took it over.
+			// last hand-off came from another one, which took it over. A hand-off the
+			// process had sent as it was killed may reach the sink a moment after the
+			// kill: the bytes were on their way.
 			killed, wasKilled := killedAt[r.inc]
 			switch {
-			case wasKilled && killed.After(r.at) && r.inc != last.inc:
+			case wasKilled && r.at.Before(killed.Add(inFlightAtKill)) && r.inc != last.inc:
 				explained++
 				longestGap = max(longestGap, killed.Sub(r.at))
 			case outage != nil && r.at.After(outage[0].Add(-crashAttemptTimeout)) && r.at.Before(outage[1]):

@@ -162,8 +162,7 @@ func TestRecord_RollbackUnanswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newSwitchProxy(t, u.Host)
-	p.swallowRollbacks = true
+	p := newSwitchProxy(t, u.Host, true)
 	u.Host = p.addr
 	db, err := postgres.Open(ctx, u.String(), postgres.Options{BusyTimeout: time.Minute})
 	if err != nil {
@@ -204,7 +203,7 @@ func TestRecord_OutageKeepsNoRequestPastItsDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newSwitchProxy(t, u.Host)
+	p := newSwitchProxy(t, u.Host, false)
 	u.Host = p.addr
 	db, err := postgres.Open(ctx, u.String(), postgres.Options{BusyTimeout: 20 * time.Second})
 	if err != nil {
@@ -289,20 +288,20 @@ wait:
 // than at pgx's timeout).
 type switchProxy struct {
 	addr             string
-	swallowRollbacks bool // set before the first connection
+	swallowRollbacks bool
 	refused          atomic.Int64
 	mu               sync.Mutex
 	isDown           bool
 	live             []net.Conn
 }
 
-func newSwitchProxy(t *testing.T, target string) *switchProxy {
+func newSwitchProxy(t *testing.T, target string, swallowRollbacks bool) *switchProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &switchProxy{addr: ln.Addr().String()}
+	p := &switchProxy{addr: ln.Addr().String(), swallowRollbacks: swallowRollbacks}
 	t.Cleanup(func() {
 		ln.Close()
 		p.down()
