@@ -1,13 +1,9 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,7 +110,7 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 				return db.Record(context.Background(), d, claim)
 			}
 			b.ReportAllocs()
-			serverCPU := clusterCPU(b, url)
+			serverCPU := postgrestest.ClusterCPU(b, url)
 			self, pg := postgrestest.ProcessCPU("self"), serverCPU()
 			b.ResetTimer()
 			if mode != "Serial" {
@@ -175,49 +171,4 @@ WHERE datname = current_database()`).Scan(nil, &n); err != nil {
 		b.Fatal(err)
 	}
 	return n
-}
-
-// clusterCPU returns a function that reports the CPU time of the processes of the
-// PostgreSQL cluster of url: its postmaster and the processes it started (the
-// connections' backends, the WAL writer, the checkpointer), not the other clusters
-// of the machine, which other tests start and stop meanwhile.
-func clusterCPU(b testing.TB, url string) func() time.Duration {
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var backend int
-	err = conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend)
-	conn.Close(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	postmaster := parentOf(strconv.Itoa(backend))
-	if postmaster == "" {
-		b.Fatalf("no parent process of backend %d", backend)
-	}
-	return func() time.Duration {
-		total := postgrestest.ProcessCPU(postmaster)
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			if _, err := strconv.Atoi(e.Name()); err == nil && parentOf(e.Name()) == postmaster {
-				total += postgrestest.ProcessCPU(e.Name())
-			}
-		}
-		return total
-	}
-}
-
-// parentOf is the id of the parent of process pid, "" if it is gone.
-func parentOf(pid string) string {
-	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return ""
-	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 2 {
-		return ""
-	}
-	return f[1]
 }
