@@ -118,9 +118,9 @@ ON CONFLICT (source, key_hash) DO UPDATE SET first_seen = excluded.first_seen,
 	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`
 
 // forensicLookups are what a transaction read of its rows' business and correlation
-// keys before it claimed them (queueForensicLookups), and what it decided from that
-// once the claims were made (decideForensics), to be written with the deliveries
-// (queueForensicWrites). A writer reuses them, transaction after transaction.
+// keys before it claimed them (queue, read), and what it decided from that once the
+// claims were made (decide), to be written with the deliveries (queueWrites,
+// readWrites). A writer reuses them, transaction after transaction.
 type forensicLookups struct {
 	// business are the rows that claim a key and have a business key to look up, in
 	// order; businessFound the earliest other delivery of each found in the database
@@ -135,7 +135,7 @@ type forensicLookups struct {
 	// locks are the ids of the forensic key locks taken, sorted and unique.
 	locks []int32
 
-	// What decideForensics decided, in the order found.
+	// What decide decided, in the order found.
 	mismatch, mismatchFirst []int64 // duplicates to compare, with their first delivery
 	unclaim                 []*recordRow
 	businessAdd             []*recordRow
@@ -200,11 +200,11 @@ CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
 	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
 	ORDER BY c.delivery LIMIT 1) AS ck`
 
-// queueForensicLookups queues on b, after the claim key locks and the trace of expired
+// queue queues on b, after the claim key locks and the trace of expired
 // claims, the look-ups of the business and correlation keys of ask, the rows that
 // claim a key: which of them will be accepted is not known yet, but the look-ups need
 // only their keys, so they ride in the transaction's first round trip, and
-// decideForensics keeps the answers of the rows accepted. Ahead of them it queues the
+// decide keeps the answers of the rows accepted. Ahead of them it queues the
 // locks of those keys (forensicKeyLockID), all in one order, each held until the
 // commit: a recording that looks a key up holds its lock until the key is stored.
 //
