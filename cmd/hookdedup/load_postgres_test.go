@@ -79,14 +79,15 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 		pids[i] = strconv.Itoa(s.cmd.Process.Pid)
 		cpu0[i] = postgrestest.ProcessCPU(pids[i])
 	}
-	pg0 := postgrestest.ServerCPU()
+	serverCPU := postgrestest.ClusterCPU(t, url)
+	pg0 := serverCPU()
 	results := make([]loadResult, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Go(func() { results[i] = loadWrk(t, sub, s.url, mix, k.duration) })
 	}
 	wg.Wait()
-	pgUsed := postgrestest.ServerCPU() - pg0
+	pgUsed := serverCPU() - pg0
 	// Together: requests summed over the same span, p50 the requests' weighted mean of
 	// the three, p99 the worst of the three (no smaller than the merged one's).
 	var x loadResult

@@ -186,12 +186,13 @@ func databaseWide(err error) bool {
 // recordTx writes reqs in a transaction of its own on conn and commits it: it takes
 // their rows' ids, claims their keys, runs the forensic checks and inserts the
 // deliveries. Statements that need no answer of one another are sent together, in one
-// round trip (a pipeline): the transaction costs three when no forensic check needs
-// more (begin, the ids and the traces; the claims and their holders; the deliveries,
-// their late-duplicate flags and the commit), however many rows it holds. It may run
-// again from the start when PostgreSQL aborts the transaction (commitTx), so it resets
-// every result first. On error the transaction may still be open: the caller rolls it
-// back. sent reports whether the commit was sent: before, nothing was stored.
+// round trip (a pipeline): the transaction costs three (begin, the ids, the traces and
+// the forensic look-ups; the claims and their holders; the deliveries, their flags and
+// the commit), however many rows it holds, unless a claim must wait for another round
+// (claimRows). It may run again from the start when PostgreSQL aborts the transaction
+// (commitTx), so it resets every result first. On error the transaction may still be
+// open: the caller rolls it back. sent reports whether the commit was sent: before,
+// nothing was stored.
 func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*recordReq) (sent bool, err error) {
 	rows := w.rows[:0]
 	ask := w.ask[:0] // the rows that claim a key, in order
@@ -208,14 +209,18 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	defer clear(w.rows)
 	defer clear(w.ask)
 	// The forensic checks (forensics.go) ride in the same transaction: the claims
-	// that rows take over leave their traces before the claims overwrite them, and
-	// the flags are committed with their deliveries.
+	// that rows take over leave their traces before the claims overwrite them, the
+	// business and correlation keys are looked up under their locks before the claims,
+	// and the flags are committed with their deliveries.
 	var b pgx.Batch
 	b.Queue("begin")
 	b.Queue(sqlIndexPlans)
 	locked := queueClaimKeyLocks(&b, ask)
 	b.Queue(sqlTakeDeliveryIDs, len(rows))
 	traced := queueTraceTakenOver(&b, ask)
+	look := &w.look
+	look.queue(&b, ask)
+	defer look.release()
 	br := conn.SendBatch(ctx, &b)
 	for range 2 { // begin, index plans
 		if _, err := br.Exec(); err != nil {
@@ -238,6 +243,9 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		if _, err := br.Exec(); err != nil {
 			return false, closeBatch(br, fmt.Errorf("trace expired claims taken over: %w", err))
 		}
+	}
+	if err := look.read(br); err != nil {
+		return false, closeBatch(br, err)
 	}
 	if err := br.Close(); err != nil {
 		return false, err
@@ -264,37 +272,21 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	if err := w.claimRows(ctx, conn, ask); err != nil {
 		return false, err
 	}
-	if fullChecks(rows) {
-		b = pgx.Batch{}
-		w.queueInsertDeliveries(&b, rows)
-		err := conn.SendBatch(ctx, &b).Close()
-		clear(w.deliveryCols.body)
-		if err != nil {
-			return false, fmt.Errorf("insert deliveries: %w", err)
-		}
-		if err := checkRows(ctx, conn, rows); err != nil {
-			return false, err
-		}
-		return true, commit(conn.Exec(ctx, "commit"))
-	}
-	// No check but late duplicates: one round trip inserts, flags and commits.
+	// The claims decided, the checks decide the flags, and which rows
+	// business_key_blocks makes duplicates, before the rows are written: one round
+	// trip inserts them, writes the flags and commits.
+	look.decide(rows)
 	b = pgx.Batch{}
 	w.queueInsertDeliveries(&b, rows)
-	late := queueLateSuspects(&b, rows)
+	look.queueWrites(&b)
 	b.Queue("commit")
 	br = conn.SendBatch(ctx, &b)
 	defer clear(w.deliveryCols.body)
 	if _, err := br.Exec(); err != nil {
 		return true, closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
 	}
-	if late {
-		res, err := br.Query()
-		if err == nil {
-			err = readLateSuspects(res, rows)
-		}
-		if err != nil {
-			return true, closeBatch(br, fmt.Errorf("late duplicates: %w", err))
-		}
+	if err := look.readWrites(br, rows); err != nil {
+		return true, closeBatch(br, err)
 	}
 	if err := commit(br.Exec()); err != nil {
 		return true, closeBatch(br, err)
@@ -373,6 +365,7 @@ type claimBuffers struct {
 	holderCols   holderArrays
 	read         []holderRead
 	deliveryCols deliveryArrays
+	look         forensicLookups
 }
 
 // claimKey names a claim.

@@ -20,12 +20,15 @@ func QueuedRecords(db *DB) int { return len(db.intake.reqs) }
 // LeftTables are the tables a copy from SQLite leaves as Open made them.
 var LeftTables = leftTables
 
+// joining picks, of pg_prepared_statements, the statements that join a table: with a
+// JOIN, or a DELETE's USING.
+const joining = `(statement LIKE '%JOIN%' OR statement LIKE '%USING%') AND statement NOT LIKE '%pg_prepared_statements%'`
+
 // GenericPlans returns, for each statement prepared on the connection of db's pool
 // that joins a table (db must have one connection only: the writers'), how many
 // times PostgreSQL ran it by a generic plan.
 func GenericPlans(ctx context.Context, db *DB) (map[string]int64, error) {
-	rows, err := db.pool.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements
-WHERE statement LIKE '%JOIN%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	rows, err := db.pool.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements WHERE `+joining)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +56,7 @@ func GenericPlanShapes(ctx context.Context, db *DB) (map[string]string, error) {
 		name, stmt string
 		params     int
 	}
-	rows, err := conn.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements
-WHERE statement LIKE '%JOIN%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	rows, err := conn.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements WHERE `+joining)
 	if err != nil {
 		return nil, err
 	}

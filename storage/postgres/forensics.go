@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"time"
 
@@ -15,10 +14,13 @@ import (
 )
 
 // Forensics at intake: the doubles that transport deduplication cannot see. Record runs
-// these checks in the transaction that claims its rows' keys (traceTakenOver before the
-// claims, checkRows after the inserts), so that a flag is committed with its delivery, and
-// business_key_blocks can turn a delivery into a duplicate before anything hands it
-// downstream.
+// these checks in the transaction that claims its rows' keys, in its round trips
+// (recordTx): the traces of expired claims taken over and the look-ups of business and
+// correlation keys before the claims (queueTraceTakenOver, forensicLookups.queue), the
+// decisions once the claims are made (forensicLookups.decide), and the flags and keys
+// written with the deliveries (forensicLookups.queueWrites). A flag is committed with
+// its delivery, and business_key_blocks turns a delivery into a duplicate before
+// anything hands it downstream.
 //
 //   - A duplicate whose payload differs from its first delivery's in amount, currency
 //     or event status is a money mismatch (deliveries.money_mismatch).
@@ -38,8 +40,8 @@ import (
 // Replicas record at once, each in its own transaction, and a transaction does not see
 // what another has not committed: two deliveries of one business key recorded together
 // would each find nothing and both stand as the original. So the recording that looks
-// a business or correlation key up holds that key's lock (forensicKeyLocks) from before
-// the look-up until its commit: the other waits, then looks, and finds the first.
+// a business or correlation key up holds that key's lock (forensicLookups.queue) from
+// before the look-up until its commit: the other waits, then looks, and finds the first.
 //
 // The rows' deliveries are as they are stored (storable): what the checks compare and
 // write of them needs no escaping here.
@@ -48,7 +50,7 @@ import (
 // processed claims that rows of ask take over, as the sweep writes those it deletes: a
 // delivery of such a key within the remember period is a late duplicate, and the first
 // one, the row that takes the claim over, finds its trace as any later one does
-// (lateDuplicates, sqlLateSuspects).
+// (sqlLateSuspects).
 //
 // It locks the processed claims of ask's keys first, expired or not, sorted by source
 // and key byte for byte as the claim statement takes them, which would lock them a
@@ -115,81 +117,346 @@ SELECT source, hash, claimed_at, first_delivery, expires_at FROM held WHERE expi
 ON CONFLICT (source, key_hash) DO UPDATE SET first_seen = excluded.first_seen,
 	first_delivery = excluded.first_delivery, expired_at = excluded.expired_at`
 
-// suspectFlag is a suspect found on a row, written with the others at the end.
+// forensicLookups are what a transaction read of its rows' business and correlation
+// keys before it claimed them (queue, read), and what it decided from that once the
+// claims were made (decide), to be written with the deliveries (queueWrites,
+// readWrites). A writer reuses them, transaction after transaction.
+type forensicLookups struct {
+	// business are the rows that claim a key and have a business key to look up, in
+	// order; businessFound the earliest other delivery of each found in the database
+	// (0: none), by place.
+	business      []*recordRow
+	businessFound []int64
+	// corr are the correlation keys of the rows that claim a key, in order, and
+	// corrFound the earliest delivery of another source of the rule of each found in
+	// the database, by place.
+	corr      []correlation
+	corrFound []corrMatch
+	// locks are the ids of the forensic key locks taken, sorted and unique.
+	locks []int32
+
+	// What decide decided, in the order found.
+	mismatch, mismatchFirst []int64 // duplicates to compare, with their first delivery
+	unclaim                 []*recordRow
+	businessAdd             []*recordRow
+	businessFlags           []suspectFlag
+	late                    []*recordRow // the accepted rows, checked for traces
+	corrAdd                 []correlation
+	corrFlags               []suspectFlag
+}
+
+// correlation is one correlation key of a row.
+type correlation struct {
+	r *recordRow
+	c storage.CorrelationKey
+}
+
+// corrMatch is the delivery, and its source, whose correlation key a row repeats.
+type corrMatch struct {
+	other  int64
+	source string
+}
+
+// suspectFlag is a suspect found on a row, written with its delivery.
 type suspectFlag struct {
 	r           *recordRow
 	kind        storage.SuspectKind
 	other       int64  // the delivery it doubles, 0 when unknown
 	otherSource string // "" for the flagged delivery's own source
 	rule        string
-	firstSeen   int64
 }
 
-// flag records a suspect of kind on r; the row is written by addSuspects.
-func flag(flags []suspectFlag, r *recordRow, kind storage.SuspectKind, other int64, otherSource, rule string, firstSeen int64) []suspectFlag {
-	r.suspects = append(r.suspects, kind)
-	return append(flags, suspectFlag{r: r, kind: kind, other: other, otherSource: otherSource, rule: rule, firstSeen: firstSeen})
+// hasBusinessKey reports whether r has a business key to look up.
+func hasBusinessKey(r *recordRow) bool {
+	return r.d.BusinessKey != "" && r.claim.BusinessWindow > 0
 }
 
-// checkRows runs the checks on a transaction's rows once their claims are made and
-// their deliveries inserted, and sets each row's flags. A row that business_key_blocks
-// turns into a duplicate is rewritten as one here: outcome duplicate, its first
-// delivery the one it doubles, and its claim undone (see block).
-func checkRows(ctx context.Context, tx querier, rows []*recordRow) error {
-	if err := moneyMismatches(ctx, tx, rows); err != nil {
-		return fmt.Errorf("money mismatch: %w", err)
-	}
-	var acc []*recordRow
-	for _, r := range rows {
-		if r.outcome == storage.Accepted {
-			acc = append(acc, r)
+// sqlForensicKeyLocks takes the forensic key locks $2 ($1: that lock's half), in the
+// array's order: unnest yields its elements in order, and each row's lock is taken as
+// it comes.
+const sqlForensicKeyLocks = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`
+
+// sqlBusinessLookup finds, for each business key ($3, of source $1, received by the
+// row of key $2 at $4 less the window), the earliest delivery of the source with that
+// business key within the window, under another key than the row's. A delivery swept by
+// retention no longer names its key: it counts as another's, as its business key row
+// outlived it. "+ 0" keeps the planner off the index of seen times, which would walk
+// every key of the window: the primary key finds one key's earliest delivery in one
+// seek. Only the keys found are answered, by their place in the arrays.
+const sqlBusinessLookup = `
+SELECT v.i, bk.delivery
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS v(source, key, hash, since, i)
+CROSS JOIN LATERAL (SELECT b.delivery FROM business_keys AS b LEFT JOIN deliveries AS d ON d.id = b.delivery
+	WHERE b.source = v.source AND b.hash = v.hash AND b.seen_at + 0 >= v.since AND coalesce(d.key, '') <> v.key
+	ORDER BY b.delivery LIMIT 1) AS bk`
+
+// sqlCorrelationLookup finds, for each correlation key ($1, $2) of a row of source $4,
+// the earliest delivery of another source of the rule with that key within the window
+// ($3 on), through the primary key (as sqlBusinessLookup).
+const sqlCorrelationLookup = `
+SELECT v.i, ck.delivery, ck.source
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(rule, hash, since, source, i)
+CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
+	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
+	ORDER BY c.delivery LIMIT 1) AS ck`
+
+// queue queues on b, after the claim key locks and the trace of expired
+// claims, the look-ups of the business and correlation keys of ask, the rows that
+// claim a key: which of them will be accepted is not known yet, but the look-ups need
+// only their keys, so they ride in the transaction's first round trip, and
+// decide keeps the answers of the rows accepted. Ahead of them it queues the
+// locks of those keys (forensicKeyLockID), all in one order, each held until the
+// commit: a recording that looks a key up holds its lock until the key is stored.
+//
+// Every intake transaction takes its locks in this order: its claim keys' (claimKeyLock),
+// then the claims of its keys (the trace), then these, then the claims again (the
+// claim statement). A holder of forensic key locks then waits only for claims of its
+// own keys, which no other recording can lock while this one holds their key locks,
+// and for forensic key locks taken in one order: never in a cycle.
+func (l *forensicLookups) queue(b *pgx.Batch, ask []*recordRow) {
+	clear(l.business)
+	clear(l.corr)
+	l.business, l.corr, l.locks = l.business[:0], l.corr[:0], l.locks[:0]
+	for _, r := range ask {
+		if hasBusinessKey(r) {
+			l.business = append(l.business, r)
+			l.locks = append(l.locks, forensicKeyLockID("business", r.d.Source, r.d.BusinessKey))
+		}
+		for _, c := range r.d.Correlations {
+			l.corr = append(l.corr, correlation{r, c})
+			l.locks = append(l.locks, forensicKeyLockID("correlation", c.Rule, c.Hash))
 		}
 	}
-	if len(acc) == 0 {
+	if len(l.locks) == 0 {
+		return
+	}
+	slices.Sort(l.locks)
+	l.locks = slices.Compact(l.locks)
+	b.Queue(sqlForensicKeyLocks, int32(forensicKeyLock&0xffffffff), l.locks)
+	if n := len(l.business); n > 0 {
+		sources, keys, hashes, since := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+		for i, r := range l.business {
+			sources[i], keys[i], hashes[i] = r.d.Source, r.d.Key, r.d.BusinessKey
+			since[i] = millis(r.d.ReceivedAt) - r.claim.BusinessWindow.Milliseconds()
+		}
+		b.Queue(sqlBusinessLookup, sources, keys, hashes, since)
+	}
+	if n := len(l.corr); n > 0 {
+		rules, hashes, since, sources := make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+		for i, p := range l.corr {
+			rules[i], hashes[i], sources[i] = p.c.Rule, p.c.Hash, p.r.d.Source
+			since[i] = millis(p.r.d.ReceivedAt) - p.c.Window.Milliseconds()
+		}
+		b.Queue(sqlCorrelationLookup, rules, hashes, since, sources)
+	}
+}
+
+// release drops the rows that l refers to, once their transaction is over: their
+// callers own them again.
+func (l *forensicLookups) release() {
+	for _, s := range [][]*recordRow{l.business, l.unclaim, l.businessAdd, l.late} {
+		clear(s)
+	}
+	clear(l.corr)
+	clear(l.corrAdd)
+	clear(l.businessFlags)
+	clear(l.corrFlags)
+}
+
+// read reads from br the answers of what queue queued.
+func (l *forensicLookups) read(br pgx.BatchResults) error {
+	if len(l.locks) == 0 {
 		return nil
 	}
-	if err := forensicKeyLocks(ctx, tx, acc); err != nil {
-		return err
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock forensic keys: %w", err)
 	}
-	// Business keys first: a blocked row is accepted no more, and takes no other flag.
-	flags, err := businessKeys(ctx, tx, rows, acc, nil)
-	if err != nil {
-		return fmt.Errorf("business keys: %w", err)
-	}
-	if flags, err = lateDuplicates(ctx, tx, acc, flags); err != nil {
-		return fmt.Errorf("late duplicates: %w", err)
-	}
-	if flags, err = correlations(ctx, tx, acc, flags); err != nil {
-		return fmt.Errorf("correlations: %w", err)
-	}
-	return addSuspects(ctx, tx, flags)
-}
-
-// fullChecks reports whether rows need checkRows: a duplicate whose payload differs
-// from its first delivery's (a money mismatch, perhaps), or an accepted row with a
-// business key or a correlation key to look up. Otherwise the only check is for late
-// duplicates, which queueLateSuspects makes in one statement that the commit can follow
-// in the same round trip.
-func fullChecks(rows []*recordRow) bool {
-	for _, r := range rows {
-		switch r.outcome {
-		case storage.Duplicate:
-			if r.mismatch {
-				return true
-			}
-		case storage.Accepted:
-			if (r.d.BusinessKey != "" && r.claim.BusinessWindow > 0) || len(r.d.Correlations) > 0 {
-				return true
-			}
+	l.businessFound = append(l.businessFound[:0], make([]int64, len(l.business))...)
+	if len(l.business) > 0 {
+		res, err := br.Query()
+		if err == nil {
+			var i, other int64
+			_, err = pgx.ForEachRow(res, []any{&i, &other}, func() error {
+				if i < 1 || int(i) > len(l.business) {
+					return fmt.Errorf("row %d of %d", i, len(l.business))
+				}
+				l.businessFound[i-1] = other
+				return nil
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("business keys: %w", err)
 		}
 	}
-	return false
+	l.corrFound = append(l.corrFound[:0], make([]corrMatch, len(l.corr))...)
+	if len(l.corr) > 0 {
+		res, err := br.Query()
+		if err == nil {
+			var i int64
+			var m corrMatch
+			_, err = pgx.ForEachRow(res, []any{&i, &m.other, &m.source}, func() error {
+				if i < 1 || int(i) > len(l.corr) {
+					return fmt.Errorf("row %d of %d", i, len(l.corr))
+				}
+				l.corrFound[i-1] = m
+				return nil
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("correlations: %w", err)
+		}
+	}
+	return nil
 }
 
-// sqlLateSuspects is lateDuplicates and addSuspects in one statement, for rows that need
-// no other check: it flags each delivery ($1, in order) whose key ($2, $3) has a trace,
-// as addSuspects would write the flag, and returns the deliveries flagged.
-const sqlLateSuspects = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
+// decide runs the checks on a transaction's rows (rows: all of them; the looked-up
+// ones are those queue had) once their claims are decided, and before their
+// deliveries are written: what to flag, what to store, and which rows
+// business_key_blocks turns into duplicates, rewritten as such here (block).
+//
+//   - Money mismatches are compared in SQL, as stored (queueWrites): each duplicate
+//     whose payload differs, with the first delivery it lost to.
+//   - Business keys: of the accepted rows with one, a row is a double of the delivery
+//     found in the database or, failing that, of an earlier row of the transaction
+//     with the key, under another key, within the window. Blocked, it is accepted no
+//     more and takes no other flag; otherwise its key is stored.
+//   - Late duplicates: every row still accepted is looked up in the traces, in SQL,
+//     with its insert (queueWrites).
+//   - Correlations: likewise, of the rows still accepted, found in the database or
+//     earlier in the transaction through another source; all are stored.
+func (l *forensicLookups) decide(rows []*recordRow) {
+	l.mismatch, l.mismatchFirst = l.mismatch[:0], l.mismatchFirst[:0]
+	clear(l.unclaim)
+	clear(l.businessAdd)
+	clear(l.businessFlags)
+	clear(l.late)
+	clear(l.corrAdd)
+	clear(l.corrFlags)
+	l.unclaim, l.businessAdd, l.businessFlags, l.late = l.unclaim[:0], l.businessAdd[:0], l.businessFlags[:0], l.late[:0]
+	l.corrAdd, l.corrFlags = l.corrAdd[:0], l.corrFlags[:0]
+	for _, r := range rows {
+		if r.outcome == storage.Duplicate && r.mismatch {
+			l.mismatch, l.mismatchFirst = append(l.mismatch, r.id), append(l.mismatchFirst, r.first)
+		}
+	}
+	type bkey struct{ source, hash string }
+	var first map[bkey]*recordRow
+	for j, r := range l.business {
+		if r.outcome != storage.Accepted {
+			continue
+		}
+		if first == nil {
+			first = map[bkey]*recordRow{}
+		}
+		k := bkey{r.d.Source, r.d.BusinessKey}
+		other := l.businessFound[j]
+		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
+			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
+			other = e.id
+		}
+		if other != 0 && r.claim.BusinessBlocks {
+			l.block(rows, r, other)
+			continue
+		}
+		if other != 0 {
+			l.businessFlags = append(l.businessFlags, suspectFlag{r: r, kind: storage.SuspectBusinessKey, other: other})
+		}
+		if _, ok := first[k]; !ok {
+			first[k] = r
+		}
+		l.businessAdd = append(l.businessAdd, r)
+	}
+	for _, r := range rows {
+		if r.outcome == storage.Accepted {
+			l.late = append(l.late, r)
+		}
+	}
+	for j, p := range l.corr {
+		if p.r.outcome != storage.Accepted {
+			continue
+		}
+		m := l.corrFound[j]
+		for _, e := range l.corrAdd {
+			if m.other != 0 {
+				break
+			}
+			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
+				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
+				m = corrMatch{e.r.id, e.r.d.Source}
+			}
+		}
+		if m.other != 0 {
+			l.corrFlags = append(l.corrFlags, suspectFlag{r: p.r, kind: storage.SuspectCorrelation, other: m.other,
+				otherSource: m.source, rule: p.c.Rule})
+		}
+		l.corrAdd = append(l.corrAdd, p)
+	}
+}
+
+// block turns r, accepted, into a duplicate of other, the delivery whose business key it
+// repeats, before its row is written. Its claim is undone rather than kept (queueWrites):
+// a claim says that its first delivery's event was taken in, and this one was not, so
+// the keys pages list it nowhere, and a redelivery of its key meets the same business
+// key and is blocked the same way (while the window lasts). Rows of the transaction
+// that lost their key's claim to r are repointed to other too, as r's redeliveries;
+// one that would have stored its body as a reference to r's stores its own, the same
+// bytes: the blocked delivery is owed nothing and no longer accepted, so the retention
+// sweep deletes it without handing its body over.
+func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
+	l.unclaim = append(l.unclaim, r)
+	blocked := r.id
+	r.outcome, r.first = storage.Duplicate, other
+	for _, o := range rows {
+		if o == r {
+			continue
+		}
+		if o.outcome == storage.Duplicate && o.first == blocked {
+			o.first = other
+		}
+		if o.bodyFrom == blocked {
+			o.bodyFrom = 0
+		}
+	}
+}
+
+// The statements that write what decide decided, after the deliveries' insert.
+const (
+	// sqlMoneyMismatches flags the duplicates $1 whose amount, currency or event status
+	// differs from that of the first delivery each lost to ($2), compared as stored: a
+	// first delivery swept by retention has nothing to compare with.
+	sqlMoneyMismatches = `UPDATE deliveries AS d SET money_mismatch = true
+FROM unnest($1::bigint[], $2::bigint[]) AS v(id, first)
+JOIN deliveries AS f ON f.id = v.first
+WHERE d.id = v.id AND (f.amount <> d.amount OR f.currency <> d.currency OR f.event_status <> d.event_status)
+RETURNING d.id`
+
+	// sqlUnclaim undoes the claims ($1, $2) that the blocked deliveries $3 won.
+	sqlUnclaim = `DELETE FROM claims AS c
+USING unnest($1::text[], $2::text[], $3::bigint[]) AS v(source, key, first)
+WHERE c.source = v.source AND c.key = v.key AND c.first_delivery = v.first`
+
+	sqlInsertBusinessKeys = `INSERT INTO business_keys (source, hash, delivery, seen_at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) ON CONFLICT DO NOTHING`
+
+	sqlInsertCorrelationKeys = `INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) ON CONFLICT DO NOTHING`
+
+	// sqlSuspects writes suspects found, in order. What a suspect repeats of its
+	// delivery (source, property, booking, amount, currency, when it was received) is
+	// read from the delivery's row, as stored.
+	sqlSuspects = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
+	amount, currency, first_seen, flagged_at)
+SELECT v.kind, d.id, v.other, d.source, CASE WHEN v.other_source = '' THEN d.source ELSE v.other_source END, v.rule,
+	d.property, d.booking, d.amount, d.currency, 0, d.received_at
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])
+	WITH ORDINALITY AS v(kind, delivery, other, other_source, rule, i)
+JOIN deliveries AS d ON d.id = v.delivery
+ORDER BY v.i`
+
+	// sqlLateSuspects flags each delivery ($1, in order) whose key ($2, $3) has a trace
+	// (one left by the sweep, or by sqlTraceTakenOver of the claim the row took over),
+	// and returns the deliveries flagged.
+	sqlLateSuspects = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
 	amount, currency, first_seen, flagged_at)
 SELECT 'late_duplicate', d.id, CASE WHEN EXISTS (SELECT 1 FROM deliveries AS f WHERE f.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END, d.source, d.source, '', d.property, d.booking, d.amount, d.currency,
@@ -199,389 +466,156 @@ JOIN key_traces AS t ON t.source = v.source AND t.key_hash = v.hash
 JOIN deliveries AS d ON d.id = v.delivery
 ORDER BY v.i
 RETURNING delivery`
+)
 
-// queueLateSuspects queues on b, after the statement that inserts rows, the check of
-// rows for late duplicates (sqlLateSuspects), when fullChecks says it is the only one
-// they need. It reports whether it queued it: none of rows is accepted otherwise.
-func queueLateSuspects(b *pgx.Batch, rows []*recordRow) bool {
-	var ids []int64
-	var sources []string
-	var hashes [][]byte
-	for _, r := range rows {
-		if r.outcome == storage.Accepted {
-			ids, sources = append(ids, r.id), append(sources, r.d.Source)
-			hashes = append(hashes, storage.KeyHash(r.d.Key))
+// queueWrites queues on b, after the statement that inserts the transaction's rows,
+// the writes that decide decided: the money mismatches, the claims undone, the
+// business and correlation keys stored, and the suspects, in the order the checks
+// find them (business keys, late duplicates, correlations).
+func (l *forensicLookups) queueWrites(b *pgx.Batch) {
+	if len(l.mismatch) > 0 {
+		b.Queue(sqlMoneyMismatches, l.mismatch, l.mismatchFirst)
+	}
+	if n := len(l.unclaim); n > 0 {
+		sources, keys, ids := make([]string, n), make([]string, n), make([]int64, n)
+		for i, r := range l.unclaim {
+			sources[i], keys[i], ids[i] = r.d.Source, r.d.Key, r.id
 		}
+		b.Queue(sqlUnclaim, sources, keys, ids)
 	}
-	if len(ids) == 0 {
-		return false
+	if n := len(l.businessAdd); n > 0 {
+		sources, hashes, ids, seen := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
+		for i, r := range l.businessAdd {
+			sources[i], hashes[i] = r.d.Source, r.d.BusinessKey
+			ids[i], seen[i] = r.id, millis(r.d.ReceivedAt)
+		}
+		b.Queue(sqlInsertBusinessKeys, sources, hashes, ids, seen)
 	}
-	b.Queue(sqlLateSuspects, ids, sources, hashes)
-	return true
+	if n := len(l.corrAdd); n > 0 {
+		rules, hashes, sources, ids, seen := make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
+		for i, p := range l.corrAdd {
+			rules[i], hashes[i], sources[i] = p.c.Rule, p.c.Hash, p.r.d.Source
+			ids[i], seen[i] = p.r.id, millis(p.r.d.ReceivedAt)
+		}
+		b.Queue(sqlInsertCorrelationKeys, rules, hashes, sources, ids, seen)
+	}
+	queueSuspects(b, l.businessFlags)
+	if n := len(l.late); n > 0 {
+		ids, sources, hashes := make([]int64, n), make([]string, n), make([][]byte, n)
+		for i, r := range l.late {
+			ids[i], sources[i], hashes[i] = r.id, r.d.Source, storage.KeyHash(r.d.Key)
+		}
+		b.Queue(sqlLateSuspects, ids, sources, hashes)
+	}
+	queueSuspects(b, l.corrFlags)
 }
 
-// readLateSuspects reads the answer of sqlLateSuspects and flags the rows it names.
-func readLateSuspects(res pgx.Rows, rows []*recordRow) error {
-	flagged, err := pgx.CollectRows(res, pgx.RowTo[int64])
-	if err != nil || len(flagged) == 0 {
-		return err
-	}
-	byID := make(map[int64]*recordRow, len(rows))
-	for _, r := range rows {
-		byID[r.id] = r
-	}
-	for _, id := range flagged {
-		r := byID[id]
-		if r == nil {
-			return fmt.Errorf("flagged delivery %d, which is not in the transaction", id)
-		}
-		r.suspects = append(r.suspects, storage.SuspectLateDuplicate)
-	}
-	return nil
-}
-
-// moneyMismatches flags the duplicates of rows whose payload differs from their first
-// delivery's when the amount, the currency or the event status differ too. Every row is
-// inserted already, and so is every first delivery (earlier, or in this transaction):
-// one statement compares them as stored. A first delivery swept by retention has
-// nothing to compare with.
-func moneyMismatches(ctx context.Context, tx querier, rows []*recordRow) error {
-	var ids []int64
-	byID := map[int64]*recordRow{}
-	for _, r := range rows {
-		if r.outcome == storage.Duplicate && r.mismatch {
-			ids = append(ids, r.id)
-			byID[r.id] = r
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	res, err := tx.Query(ctx, `UPDATE deliveries AS d SET money_mismatch = true
-FROM deliveries AS f
-WHERE d.id = ANY($1) AND f.id = d.first_delivery
-	AND (f.amount <> d.amount OR f.currency <> d.currency OR f.event_status <> d.event_status)
-RETURNING d.id`, ids)
-	if err != nil {
-		return err
-	}
-	flagged, err := pgx.CollectRows(res, pgx.RowTo[int64])
-	if err != nil {
-		return err
-	}
-	for _, id := range flagged {
-		byID[id].moneyMismatch = true
-	}
-	return nil
-}
-
-// forensicKeyLocks takes the lock of every business and correlation key of acc that the
-// checks will look up and store, all at once, in one order (so that two recordings
-// that share keys cannot wait on each other in a cycle), each held until the commit.
-// The claims this transaction holds are taken before (Record claims first), and a
-// holder of these locks waits on no other transaction's rows, only on locks taken in
-// this order.
-func forensicKeyLocks(ctx context.Context, tx querier, acc []*recordRow) error {
-	var ids []int32
-	for _, r := range acc {
-		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
-			ids = append(ids, forensicKeyLockID("business", r.d.Source, r.d.BusinessKey))
-		}
-		for _, c := range r.d.Correlations {
-			ids = append(ids, forensicKeyLockID("correlation", c.Rule, c.Hash))
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	// unnest yields the ids in the array's order, and each row's lock is taken as it
-	// comes: in ascending order.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`,
-		int32(forensicKeyLock&0xffffffff), ids); err != nil {
-		return fmt.Errorf("lock forensic keys: %w", err)
-	}
-	return nil
-}
-
-// forensicKeyLockID is the second half of the lock of one business key (of a source) or
-// correlation key (of a rule). Two keys may share one: they then wait on each other for
-// nothing worse than a moment.
-func forensicKeyLockID(kind, scope, hash string) int32 {
-	h := fnv.New32a()
-	for _, s := range []string{kind, scope, hash} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return int32(h.Sum32())
-}
-
-// businessKeys looks up the business keys of the accepted rows acc, flags or blocks
-// those found, and stores the keys of those that stay accepted. rows is the whole
-// transaction. A key is found in the database (the earliest within the window) or,
-// failing that, earlier in the transaction.
-func businessKeys(ctx context.Context, tx querier, rows, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
-	var cand []*recordRow
-	for _, r := range acc {
-		if r.d.BusinessKey != "" && r.claim.BusinessWindow > 0 {
-			cand = append(cand, r)
-		}
-	}
-	if len(cand) == 0 {
-		return flags, nil
-	}
-	ids := make([]int64, len(cand))
-	hashes := make([]string, len(cand))
-	since := make([]int64, len(cand))
-	for i, r := range cand {
-		ids[i], hashes[i] = r.id, r.d.BusinessKey
-		since[i] = millis(r.d.ReceivedAt) - r.claim.BusinessWindow.Milliseconds()
-	}
-	// The earliest accepted delivery of the source with the business key within the
-	// window, under another key than the row's (read from its row, inserted already). A
-	// delivery swept by retention no longer names its key: it counts as another's, as
-	// its business key row outlived it. "+ 0" keeps the planner off the index of seen
-	// times, which would walk every key of the window: the primary key finds one key's
-	// earliest delivery in one seek.
-	res, err := tx.Query(ctx, `
-SELECT v.i, (SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-	WHERE bk.source = me.source AND bk.hash = v.hash AND bk.seen_at + 0 >= v.since AND coalesce(d.key, '') <> me.key
-	ORDER BY bk.delivery LIMIT 1)
-FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS v(id, hash, since, i)
-JOIN deliveries AS me ON me.id = v.id`, ids, hashes, since)
-	if err != nil {
-		return nil, err
-	}
-	found := make([]int64, len(cand))
-	var i int64
-	var other *int64
-	_, err = pgx.ForEachRow(res, []any{&i, &other}, func() error {
-		if other != nil {
-			found[i-1] = *other
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	type bkey struct{ source, hash string }
-	first := map[bkey]*recordRow{}
-	var add []*recordRow
-	for j, r := range cand {
-		k := bkey{r.d.Source, r.d.BusinessKey}
-		other := found[j]
-		if e, ok := first[k]; other == 0 && ok && e.d.Key != r.d.Key &&
-			r.d.ReceivedAt.Sub(e.d.ReceivedAt) <= r.claim.BusinessWindow {
-			other = e.id
-		}
-		if other != 0 && r.claim.BusinessBlocks {
-			if err := block(ctx, tx, rows, r, other); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if other != 0 {
-			flags = flag(flags, r, storage.SuspectBusinessKey, other, "", "", 0)
-		}
-		if _, ok := first[k]; !ok {
-			first[k] = r
-		}
-		add = append(add, r)
-	}
-	if len(add) == 0 {
-		return flags, nil
-	}
-	n := len(add)
-	sources, addHashes, addIDs, seen := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
-	for i, r := range add {
-		sources[i], addHashes[i] = r.d.Source, r.d.BusinessKey
-		addIDs[i], seen[i] = r.id, millis(r.d.ReceivedAt)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO business_keys (source, hash, delivery, seen_at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) ON CONFLICT DO NOTHING`,
-		sources, addHashes, addIDs, seen)
-	return flags, err
-}
-
-// block turns r, accepted, into a duplicate of other, the delivery whose business key it
-// repeats. Its claim is undone rather than kept: a claim says that its first delivery's
-// event was taken in, and this one was not, so the keys pages list it nowhere, and a
-// redelivery of its key meets the same business key and is blocked the same way (while
-// the window lasts). Rows of the transaction that lost their key's claim to r are
-// repointed to other too, as r's redeliveries.
-func block(ctx context.Context, tx querier, rows []*recordRow, r *recordRow, other int64) error {
-	// The claim is found by the key as r's row stores it.
-	if _, err := tx.Exec(ctx, `DELETE FROM claims
-WHERE (source, key) = (SELECT source, key FROM deliveries WHERE id = $1) AND first_delivery = $1`, r.id); err != nil {
-		return fmt.Errorf("block: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE deliveries SET outcome = 'duplicate', first_delivery = $2 WHERE id = $1`,
-		r.id, other); err != nil {
-		return fmt.Errorf("block: %w", err)
-	}
-	blocked := r.id
-	r.outcome, r.first = storage.Duplicate, other
-	for _, o := range rows {
-		if o != r && o.outcome == storage.Duplicate && o.first == blocked {
-			o.first = other
-			if _, err := tx.Exec(ctx, `UPDATE deliveries SET first_delivery = $2 WHERE id = $1`, o.id, other); err != nil {
-				return fmt.Errorf("block: %w", err)
-			}
-		}
-		// A redelivery that stored its body as a reference to the blocked one gets its
-		// own copy: the blocked delivery is owed nothing and no longer accepted, so the
-		// retention sweep deletes it without handing its body over.
-		if o != r && o.bodyFrom == blocked {
-			o.bodyFrom = 0
-			if _, err := tx.Exec(ctx, `UPDATE deliveries
-SET body = (SELECT b.body FROM deliveries AS b WHERE b.id = $2), body_from = 0 WHERE id = $1`, o.id, blocked); err != nil {
-				return fmt.Errorf("block: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
-// lateDuplicates flags the rows of acc still accepted whose key was claimed before: a
-// trace the sweep left, or that traceTakenOver wrote of the claim the row took over.
-func lateDuplicates(ctx context.Context, tx querier, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
-	var look []*recordRow
-	var sources []string
-	var hashes [][]byte
-	for _, r := range acc {
-		if r.outcome == storage.Accepted {
-			look = append(look, r)
-			sources = append(sources, r.d.Source)
-			hashes = append(hashes, storage.KeyHash(r.d.Key))
-		}
-	}
-	if len(look) == 0 {
-		return flags, nil
-	}
-	res, err := tx.Query(ctx, `
-SELECT v.i, t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = t.first_delivery)
-	THEN t.first_delivery ELSE 0 END
-FROM unnest($1::text[], $2::bytea[]) WITH ORDINALITY AS v(source, hash, i)
-JOIN key_traces AS t ON t.source = v.source AND t.key_hash = v.hash
-ORDER BY v.i`, sources, hashes)
-	if err != nil {
-		return nil, err
-	}
-	var i, firstSeen, other int64
-	_, err = pgx.ForEachRow(res, []any{&i, &firstSeen, &other}, func() error {
-		flags = flag(flags, look[i-1], storage.SuspectLateDuplicate, other, "", "", firstSeen)
-		return nil
-	})
-	return flags, err
-}
-
-// correlation is one correlation key of an accepted row.
-type correlation struct {
-	r *recordRow
-	c storage.CorrelationKey
-}
-
-// correlations looks up the correlation keys of the rows of acc still accepted, flags
-// those another source of the rule delivered within its window (in the database, or
-// earlier in the transaction), and stores them all.
-func correlations(ctx context.Context, tx querier, acc []*recordRow, flags []suspectFlag) ([]suspectFlag, error) {
-	var all []correlation
-	for _, r := range acc {
-		if r.outcome != storage.Accepted {
-			continue
-		}
-		for _, c := range r.d.Correlations {
-			all = append(all, correlation{r, c})
-		}
-	}
-	if len(all) == 0 {
-		return flags, nil
-	}
-	rules := make([]string, len(all))
-	hashes := make([]string, len(all))
-	sources := make([]string, len(all))
-	ids := make([]int64, len(all))
-	times := make([]int64, len(all)) // the window's start, then the time seen
-	for i, p := range all {
-		rules[i], hashes[i], sources[i] = p.c.Rule, p.c.Hash, p.r.d.Source
-		ids[i], times[i] = p.r.id, millis(p.r.d.ReceivedAt)-p.c.Window.Milliseconds()
-	}
-	type match struct {
-		other  int64
-		source string
-	}
-	found := make([]match, len(all))
-	// The earliest delivery of another source of the rule with the correlation key
-	// within the window, through the primary key (as for business keys).
-	res, err := tx.Query(ctx, `
-SELECT v.i, ck.delivery, ck.source
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(rule, hash, since, source, i)
-CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
-	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
-	ORDER BY c.delivery LIMIT 1) AS ck`, rules, hashes, times, sources)
-	if err != nil {
-		return nil, err
-	}
-	var i int64
-	var m match
-	_, err = pgx.ForEachRow(res, []any{&i, &m.other, &m.source}, func() error {
-		found[i-1] = m
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for j, p := range all {
-		m := found[j]
-		for _, e := range all[:j] {
-			if m.other != 0 {
-				break
-			}
-			if e.c.Rule == p.c.Rule && e.c.Hash == p.c.Hash && e.r.d.Source != p.r.d.Source &&
-				p.r.d.ReceivedAt.Sub(e.r.d.ReceivedAt) <= p.c.Window {
-				m = match{e.r.id, e.r.d.Source}
-			}
-		}
-		if m.other != 0 {
-			flags = flag(flags, p.r, storage.SuspectCorrelation, m.other, m.source, p.c.Rule, 0)
-		}
-	}
-	for i, p := range all {
-		times[i] = millis(p.r.d.ReceivedAt)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) ON CONFLICT DO NOTHING`,
-		rules, hashes, sources, ids, times)
-	return flags, err
-}
-
-// addSuspects writes the suspects found, in the order found, in one statement. What a
-// suspect repeats of its delivery (source, property, booking, amount, currency, when
-// it was received) is read from the delivery's row, as stored.
-func addSuspects(ctx context.Context, tx querier, flags []suspectFlag) error {
-	if len(flags) == 0 {
-		return nil
-	}
+// queueSuspects queues on b the statement that writes flags, if there are any.
+func queueSuspects(b *pgx.Batch, flags []suspectFlag) {
 	n := len(flags)
+	if n == 0 {
+		return
+	}
 	kinds, otherSources, rules := make([]string, n), make([]string, n), make([]string, n)
-	ids, others, firstSeen := make([]int64, n), make([]int64, n), make([]int64, n)
+	ids, others := make([]int64, n), make([]int64, n)
 	for i, f := range flags {
 		kinds[i], otherSources[i], rules[i] = string(f.kind), f.otherSource, f.rule
-		ids[i], others[i], firstSeen[i] = f.r.id, f.other, f.firstSeen
+		ids[i], others[i] = f.r.id, f.other
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
-	amount, currency, first_seen, flagged_at)
-SELECT v.kind, d.id, v.other, d.source, CASE WHEN v.other_source = '' THEN d.source ELSE v.other_source END, v.rule,
-	d.property, d.booking, d.amount, d.currency, v.first_seen, d.received_at
-FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[])
-	WITH ORDINALITY AS v(kind, delivery, other, other_source, rule, first_seen, i)
-JOIN deliveries AS d ON d.id = v.delivery
-ORDER BY v.i`, kinds, ids, others, otherSources, rules, firstSeen)
-	if err != nil {
-		return fmt.Errorf("flag suspects: %w", err)
+	b.Queue(sqlSuspects, kinds, ids, others, otherSources, rules)
+}
+
+// readWrites reads from br the answers of what queueWrites queued, and sets the rows'
+// flags: each row's suspects in the order the checks find them.
+func (l *forensicLookups) readWrites(br pgx.BatchResults, rows []*recordRow) error {
+	var byID map[int64]*recordRow
+	find := func(id int64) (*recordRow, error) {
+		if byID == nil {
+			byID = make(map[int64]*recordRow, len(rows))
+			for _, r := range rows {
+				byID[r.id] = r
+			}
+		}
+		if r := byID[id]; r != nil {
+			return r, nil
+		}
+		return nil, fmt.Errorf("flagged delivery %d, which is not in the transaction", id)
+	}
+	if len(l.mismatch) > 0 {
+		res, err := br.Query()
+		if err == nil {
+			var id int64
+			_, err = pgx.ForEachRow(res, []any{&id}, func() error {
+				r, err := find(id)
+				if err == nil {
+					r.moneyMismatch = true
+				}
+				return err
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("money mismatch: %w", err)
+		}
+	}
+	for _, q := range []struct {
+		what string
+		n    int
+	}{{"block", len(l.unclaim)}, {"business keys", len(l.businessAdd)}, {"correlations", len(l.corrAdd)},
+		{"flag suspects", len(l.businessFlags)}} {
+		if q.n > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("%s: %w", q.what, err)
+			}
+		}
+	}
+	for _, f := range l.businessFlags {
+		f.r.suspects = append(f.r.suspects, f.kind)
+	}
+	if len(l.late) > 0 {
+		res, err := br.Query()
+		if err == nil {
+			var id int64
+			_, err = pgx.ForEachRow(res, []any{&id}, func() error {
+				r, err := find(id)
+				if err == nil {
+					r.suspects = append(r.suspects, storage.SuspectLateDuplicate)
+				}
+				return err
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("late duplicates: %w", err)
+		}
+	}
+	if len(l.corrFlags) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("flag suspects: %w", err)
+		}
+	}
+	for _, f := range l.corrFlags {
+		f.r.suspects = append(f.r.suspects, f.kind)
 	}
 	return nil
+}
+
+// forensicKeyLockID is the second half of the lock of one business key (of a source),
+// correlation key (of a rule) or claim (of a source). Two keys may share one: they then
+// wait on each other for nothing worse than a moment.
+//
+// It is FNV-1a (32 bits) of the three strings, each followed by a zero byte, computed
+// here rather than through hash/fnv, whose Write takes each string as a new []byte: a
+// few allocations for each key of every transaction. Replicas of any version must agree
+// on it, so it stays FNV-1a.
+func forensicKeyLockID(kind, scope, hash string) int32 {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for _, s := range [...]string{kind, scope, hash} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * prime
+		}
+		h *= prime // a zero byte: h ^ 0 is h
+	}
+	return int32(h)
 }
 
 // SweepTraces deletes at most limit traces of keys that expired before cutoff (now

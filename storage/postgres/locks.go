@@ -40,7 +40,7 @@ const (
 	// two-int4 key space (apart from the bigint one of the locks above): (that half, a
 	// hash of a business or correlation key) is held, for its transaction, by the
 	// recording that looks the key up and stores it, so that deliveries of one key
-	// recorded at once on two replicas see each other (forensicKeyLocks).
+	// recorded at once on two replicas see each other (forensicLookups.queue).
 	forensicKeyLock
 	// claimKeyLock names, by its low half, the per-key locks of intake in the two-int4
 	// key space: every intake transaction takes (that half, 0) shared, then (that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,8 +69,12 @@ func benchKey(i int64) string {
 // on three handles of one database, as three replicas behind a load balancer, so that a
 // delivery and its duplicate reach two of them: deadlocks counts the transactions
 // PostgreSQL aborted for a deadlock (each costs its deadlock_timeout, a second).
+// ForensicsHalfDuplicates and ForensicsUnique give every delivery a business key and a
+// correlation key of its own, as a source with refund forensics on does: each accepted
+// one is looked up and stored twice more, and none is flagged.
 func BenchmarkRecord_Postgres(b *testing.B) {
-	for _, mode := range []string{"HalfDuplicates", "Unique", "Serial", "Replicas3HalfDuplicates"} {
+	for _, mode := range []string{"HalfDuplicates", "Unique", "Serial", "Replicas3HalfDuplicates",
+		"ForensicsHalfDuplicates", "ForensicsUnique"} {
 		b.Run(mode, func(b *testing.B) {
 			url := postgrestest.NewDatabase(b)
 			replicas := 1
@@ -86,17 +91,27 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 				dbs[i] = db
 			}
 			claim := storage.ClaimOptions{TTL: 24 * time.Hour}
+			forensics := strings.HasPrefix(mode, "Forensics")
+			if forensics {
+				claim.BusinessWindow = 14 * 24 * time.Hour
+			}
 			var n atomic.Int64
 			record := func() error {
 				i := n.Add(1)
 				db := dbs[int(i)%len(dbs)]
-				if i%2 == 0 && mode != "Unique" {
+				if i%2 == 0 && !strings.HasSuffix(mode, "Unique") {
 					i-- // the key the previous caller claimed
 				}
-				return db.Record(context.Background(), benchDelivery(benchKey(i)), claim)
+				d := benchDelivery(benchKey(i))
+				if forensics {
+					d.BusinessKey = fmt.Sprintf("%064x", i)
+					d.Correlations = []storage.CorrelationKey{{Rule: "double-refund", Hash: fmt.Sprintf("%064x", -i), Window: 72 * time.Hour}}
+				}
+				return db.Record(context.Background(), d, claim)
 			}
 			b.ReportAllocs()
-			self, pg := postgrestest.ProcessCPU("self"), postgrestest.ServerCPU()
+			serverCPU := postgrestest.ClusterCPU(b, url)
+			self, pg := postgrestest.ProcessCPU("self"), serverCPU()
 			b.ResetTimer()
 			if mode != "Serial" {
 				b.SetParallelism(32) // 64 goroutines on 2 cores
@@ -118,7 +133,7 @@ func BenchmarkRecord_Postgres(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 			b.ReportMetric(float64((postgrestest.ProcessCPU("self")-self).Microseconds())/float64(b.N), "cpu-µs/op")
-			b.ReportMetric(float64((postgrestest.ServerCPU()-pg).Microseconds())/float64(b.N), "pg-cpu-µs/op")
+			b.ReportMetric(float64((serverCPU()-pg).Microseconds())/float64(b.N), "pg-cpu-µs/op")
 			if replicas > 1 {
 				b.ReportMetric(float64(deadlocks(b, url, dbs)), "deadlocks")
 			}

@@ -2,11 +2,15 @@ package postgrestest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ProcessCPU is the CPU time, user and system, that process pid has used ("self" for
@@ -42,4 +46,51 @@ func ServerCPU() time.Duration {
 		}
 	}
 	return total
+}
+
+// ClusterCPU returns a function that reports the CPU time of the processes of the
+// PostgreSQL cluster that serves url: its postmaster and the processes it started (the
+// connections' backends, the WAL writer, the checkpointer). Unlike ServerCPU, it leaves
+// out the clusters that other tests on the machine start and stop meanwhile, whose
+// processes come and go (one that exits takes its CPU time with it).
+func ClusterCPU(tb testing.TB, url string) func() time.Duration {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var backend int
+	err = conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend)
+	conn.Close(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	postmaster := parentOf(strconv.Itoa(backend))
+	if postmaster == "" {
+		tb.Fatalf("no parent process of PostgreSQL backend %d", backend)
+	}
+	return func() time.Duration {
+		total := ProcessCPU(postmaster)
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if _, err := strconv.Atoi(e.Name()); err == nil && parentOf(e.Name()) == postmaster {
+				total += ProcessCPU(e.Name())
+			}
+		}
+		return total
+	}
+}
+
+// parentOf is the id of the parent of process pid, "" if it is gone.
+func parentOf(pid string) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return ""
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }
