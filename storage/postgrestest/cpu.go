@@ -31,28 +31,11 @@ func ProcessCPU(pid string) time.Duration {
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
-// ServerCPU is the CPU time of every PostgreSQL server process on the machine: the
-// benchmarks' cluster's, since it is the only one while they run.
-func ServerCPU() time.Duration {
-	entries, _ := os.ReadDir("/proc")
-	var total time.Duration
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			total += ProcessCPU(e.Name())
-		}
-	}
-	return total
-}
-
 // ClusterCPU returns a function that reports the CPU time of the processes of the
 // PostgreSQL cluster that serves url: its postmaster and the processes it started (the
-// connections' backends, the WAL writer, the checkpointer). Unlike ServerCPU, it leaves
-// out the clusters that other tests on the machine start and stop meanwhile, whose
-// processes come and go (one that exits takes its CPU time with it).
+// connections' backends, the WAL writer, the checkpointer): not the clusters that other
+// tests on the machine start and stop meanwhile, whose processes come and go (one that
+// exits takes its CPU time with it).
 func ClusterCPU(tb testing.TB, url string) func() time.Duration {
 	tb.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
