@@ -216,11 +216,14 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	b.Queue("begin")
 	b.Queue(sqlIndexPlans)
 	locked := queueClaimKeyLocks(&b, ask)
-	b.Queue(sqlTakeDeliveryIDs, len(rows))
 	traced := queueTraceTakenOver(&b, ask)
 	look := &w.look
 	look.queue(&b, ask)
 	defer look.release()
+	// The ids last, under every lock: of two replicas' rows that share a business or
+	// correlation key, the one that took the key's lock first takes the smaller id,
+	// which the look-ups read as the first delivery of the key.
+	b.Queue(sqlTakeDeliveryIDs, len(rows))
 	br := conn.SendBatch(ctx, &b)
 	for range 2 { // begin, index plans
 		if _, err := br.Exec(); err != nil {
@@ -232,13 +235,6 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
 	}
-	res, err := br.Query()
-	if err == nil {
-		w.ids, err = pgx.AppendRows(w.ids[:0], res, pgx.RowTo[int64])
-	}
-	if err != nil {
-		return false, closeBatch(br, fmt.Errorf("take delivery ids: %w", err))
-	}
 	if traced {
 		if _, err := br.Exec(); err != nil {
 			return false, closeBatch(br, fmt.Errorf("trace expired claims taken over: %w", err))
@@ -246,6 +242,13 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	}
 	if err := look.read(br); err != nil {
 		return false, closeBatch(br, err)
+	}
+	res, err := br.Query()
+	if err == nil {
+		w.ids, err = pgx.AppendRows(w.ids[:0], res, pgx.RowTo[int64])
+	}
+	if err != nil {
+		return false, closeBatch(br, fmt.Errorf("take delivery ids: %w", err))
 	}
 	if err := br.Close(); err != nil {
 		return false, err
