@@ -215,11 +215,11 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	var b pgx.Batch
 	b.Queue("begin")
 	b.Queue(sqlIndexPlans)
-	locked := queueClaimKeyLocks(&b, ask)
-	traced := queueTraceTakenOver(&b, ask)
 	look := &w.look
-	look.queue(&b, ask)
 	defer look.release()
+	locked, all := queueClaimKeyLocks(&b, ask, look.collect(ask))
+	traced := queueTraceTakenOver(&b, ask)
+	look.queue(&b, !all)
 	// The ids last, under every lock: of two replicas' rows that share a business or
 	// correlation key, the one that took the key's lock first takes the smaller id,
 	// which the look-ups read as the first delivery of the key.
@@ -297,8 +297,11 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	return true, br.Close()
 }
 
-// maxClaimKeyLocks bounds the key locks of one transaction (claimKeyLocks): the
-// server's lock table, shared by every transaction, holds a few thousand.
+// maxClaimKeyLocks bounds the key locks of one transaction, of its claim keys and its
+// forensic keys together: the server's lock table, shared by every transaction, holds
+// a few thousand (max_locks_per_transaction × max_connections, 6,400 as PostgreSQL
+// ships), and a few replicas each recording a request of a thousand items with a
+// business key and correlations would fill it.
 const maxClaimKeyLocks = 4 * maxBatchRows
 
 // sqlClaimKeyLocks takes the locks of claimKeyLock for the lock ids $2 ($1: that
@@ -316,10 +319,14 @@ FROM unnest($2::int4[]) AS k`
 // and late by another. Two transactions could then each hold a row the other waits
 // for, until PostgreSQL's deadlock check (a second) aborted one. Holding every key's
 // lock first, taken in one global order, no transaction waits for a row of another's
-// key while holding one. It reports whether it queued it: ask has no key otherwise.
-func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow) bool {
+// key while holding one. It reports whether it queued it (ask has no key otherwise),
+// and whether it took the intake-wide lock exclusively instead of the keys' locks: when
+// they and the transaction's forensic key locks (forensic of them) would be more than
+// maxClaimKeyLocks. Every intake transaction holds that lock, shared or not, so such a
+// transaction runs alone and needs no lock of a key.
+func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow, forensic int) (queued, all bool) {
 	if len(ask) == 0 {
-		return false
+		return false, false
 	}
 	ids := make([]int32, 0, len(ask)+1)
 	for _, r := range ask {
@@ -331,13 +338,13 @@ func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow) bool {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	all := len(ids) > maxClaimKeyLocks
+	all = len(ids)+forensic > maxClaimKeyLocks
 	if all {
 		ids = ids[:0]
 	}
 	ids = slices.Insert(ids, 0, 0)
 	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all)
-	return true
+	return true, all
 }
 
 // commit is the verdict of a COMMIT that returned tag and err: PostgreSQL answers

@@ -132,8 +132,11 @@ type forensicLookups struct {
 	// the database, by place.
 	corr      []correlation
 	corrFound []corrMatch
-	// locks are the ids of the forensic key locks taken, sorted and unique.
-	locks []int32
+	// locks are the ids of the forensic key locks of the rows, sorted and unique, and
+	// locked whether queue queued them: not when the transaction holds every intake
+	// transaction off (queueClaimKeyLocks).
+	locks  []int32
+	locked bool
 
 	// What decide decided, in the order found.
 	mismatch, mismatchFirst []int64 // duplicates to compare, with their first delivery
@@ -200,20 +203,9 @@ CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
 	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
 	ORDER BY c.delivery LIMIT 1) AS ck`
 
-// queue queues on b, after the claim key locks and the trace of expired
-// claims, the look-ups of the business and correlation keys of ask, the rows that
-// claim a key: which of them will be accepted is not known yet, but the look-ups need
-// only their keys, so they ride in the transaction's first round trip, and
-// decide keeps the answers of the rows accepted. Ahead of them it queues the
-// locks of those keys (forensicKeyLockID), all in one order, each held until the
-// commit: a recording that looks a key up holds its lock until the key is stored.
-//
-// Every intake transaction takes its locks in this order: its claim keys' (claimKeyLock),
-// then the claims of its keys (the trace), then these, then the claims again (the
-// claim statement). A holder of forensic key locks then waits only for claims of its
-// own keys, which no other recording can lock while this one holds their key locks,
-// and for forensic key locks taken in one order: never in a cycle.
-func (l *forensicLookups) queue(b *pgx.Batch, ask []*recordRow) {
+// collect gathers the business and correlation keys of ask, the rows that claim a
+// key, and their locks' ids, and returns how many locks those are.
+func (l *forensicLookups) collect(ask []*recordRow) int {
 	clear(l.business)
 	clear(l.corr)
 	l.business, l.corr, l.locks = l.business[:0], l.corr[:0], l.locks[:0]
@@ -227,12 +219,35 @@ func (l *forensicLookups) queue(b *pgx.Batch, ask []*recordRow) {
 			l.locks = append(l.locks, forensicKeyLockID("correlation", c.Rule, c.Hash))
 		}
 	}
+	slices.Sort(l.locks)
+	l.locks = slices.Compact(l.locks)
+	return len(l.locks)
+}
+
+// queue queues on b, after the claim key locks and the trace of expired
+// claims, the look-ups of the business and correlation keys of ask, the rows that
+// claim a key: which of them will be accepted is not known yet, but the look-ups need
+// only their keys, so they ride in the transaction's first round trip, and
+// decide keeps the answers of the rows accepted. Ahead of them it queues the
+// locks of those keys (forensicKeyLockID), all in one order, each held until the
+// commit: a recording that looks a key up holds its lock until the key is stored.
+//
+// Every intake transaction takes its locks in this order: its claim keys' (claimKeyLock),
+// then the claims of its keys (the trace), then these, then the claims again (the
+// claim statement). A holder of forensic key locks then waits only for claims of its
+// own keys, which no other recording can lock while this one holds their key locks,
+// and for forensic key locks taken in one order: never in a cycle. A transaction that
+// holds the intake-wide lock exclusively (lock false) needs none of them: no other
+// recording runs beside it. It queues what collect gathered.
+func (l *forensicLookups) queue(b *pgx.Batch, lock bool) {
+	l.locked = false
 	if len(l.locks) == 0 {
 		return
 	}
-	slices.Sort(l.locks)
-	l.locks = slices.Compact(l.locks)
-	b.Queue(sqlForensicKeyLocks, int32(forensicKeyLock&0xffffffff), l.locks)
+	if lock {
+		b.Queue(sqlForensicKeyLocks, int32(forensicKeyLock&0xffffffff), l.locks)
+		l.locked = true
+	}
 	if n := len(l.business); n > 0 {
 		sources, keys, hashes, since := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
 		for i, r := range l.business {
@@ -268,8 +283,10 @@ func (l *forensicLookups) read(br pgx.BatchResults) error {
 	if len(l.locks) == 0 {
 		return nil
 	}
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("lock forensic keys: %w", err)
+	if l.locked {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock forensic keys: %w", err)
+		}
 	}
 	l.businessFound = append(l.businessFound[:0], make([]int64, len(l.business))...)
 	if len(l.business) > 0 {

@@ -330,6 +330,50 @@ CREATE TRIGGER lose_once BEFORE INSERT ON `+tc.table+` FOR EACH ROW EXECUTE FUNC
 	}
 }
 
+// TestRecord_ManyForensicKeys: replicas each recording a request of a thousand items,
+// each with a business key and correlation keys, take no lock per key:
+// one lock each would be more than the server's lock table holds as PostgreSQL ships
+// (max_locks_per_transaction × max_connections, and what shared memory it has spare),
+// and the requests would fail however often the providers sent them. Each runs alone
+// instead, under the intake-wide lock, and is stored and checked like any other.
+func TestRecord_ManyForensicKeys(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	const replicas, n = 4, 1000
+	var wg sync.WaitGroup
+	batches := make([][]*storage.Delivery, replicas)
+	errs := make([]error, replicas)
+	for r := range replicas {
+		db := openEngine(t, url)
+		for i := range n {
+			d := testDelivery(fmt.Sprintf("evt_%d_%d", r, i))
+			d.BusinessKey = fmt.Sprintf("bk-%d-%d", r, i%(n/2)) // the second half doubles the first
+			for _, rule := range []string{"a", "b", "c", "d", "e"} {
+				d.Correlations = append(d.Correlations, storage.CorrelationKey{Rule: rule, Hash: fmt.Sprintf("%s-%d-%d", rule, r, i), Window: time.Hour})
+			}
+			batches[r] = append(batches[r], d)
+		}
+		wg.Go(func() {
+			errs[r] = db.RecordBatch(t.Context(), batches[r], storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", r, err)
+			continue
+		}
+		for i, d := range batches[r] {
+			want := 0
+			if i >= n/2 {
+				want = 1
+			}
+			if d.Outcome != storage.Accepted || len(d.Suspects) != want {
+				t.Fatalf("replica %d, item %d: %s with %d suspects, want accepted with %d", r, i, d.Outcome, len(d.Suspects), want)
+			}
+		}
+	}
+}
+
 // TestRecord_TextPostgreSQLCannotHold: a NUL byte or bytes that are not UTF-8, which
 // PostgreSQL text refuses, never make a delivery fail: a header keeps them (JSON
 // escapes them), the body keeps them (bytea), a field that only describes the delivery
