@@ -292,14 +292,8 @@ func (l *forensicLookups) read(br pgx.BatchResults) error {
 	if len(l.business) > 0 {
 		res, err := br.Query()
 		if err == nil {
-			var i, other int64
-			_, err = pgx.ForEachRow(res, []any{&i, &other}, func() error {
-				if i < 1 || int(i) > len(l.business) {
-					return fmt.Errorf("row %d of %d", i, len(l.business))
-				}
-				l.businessFound[i-1] = other
-				return nil
-			})
+			var other int64
+			err = readByPlace(res, len(l.business), []any{&other}, func(i int) { l.businessFound[i] = other })
 		}
 		if err != nil {
 			return fmt.Errorf("business keys: %w", err)
@@ -309,21 +303,29 @@ func (l *forensicLookups) read(br pgx.BatchResults) error {
 	if len(l.corr) > 0 {
 		res, err := br.Query()
 		if err == nil {
-			var i int64
 			var m corrMatch
-			_, err = pgx.ForEachRow(res, []any{&i, &m.other, &m.source}, func() error {
-				if i < 1 || int(i) > len(l.corr) {
-					return fmt.Errorf("row %d of %d", i, len(l.corr))
-				}
-				l.corrFound[i-1] = m
-				return nil
-			})
+			err = readByPlace(res, len(l.corr), []any{&m.other, &m.source}, func(i int) { l.corrFound[i] = m })
 		}
 		if err != nil {
 			return fmt.Errorf("correlations: %w", err)
 		}
 	}
 	return nil
+}
+
+// readByPlace reads the rows of a look-up that answers only what it found: each row a
+// place among the n it looked up (1 to n, its arrays' ordinality), then the values
+// scanned into dest; set gets the place, counted from 0.
+func readByPlace(res pgx.Rows, n int, dest []any, set func(i int)) error {
+	var place int64
+	_, err := pgx.ForEachRow(res, append([]any{&place}, dest...), func() error {
+		if place < 1 || place > int64(n) {
+			return fmt.Errorf("row %d of %d", place, n)
+		}
+		set(int(place) - 1)
+		return nil
+	})
+	return err
 }
 
 // decide runs the checks on a transaction's rows (rows: all of them; the looked-up
