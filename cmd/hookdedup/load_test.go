@@ -12,7 +12,9 @@
 //     with half of the deliveries duplicates and with all of them unique;
 //   - while the server's own expiry sweep deletes 1 M expired claims;
 //   - with 1 M and 5 M keys already stored (filled through storagetest.BulkLoad),
-//     and the server's resident memory under load at the largest size;
+//     each run followed by one on an empty database, so that the two are compared over
+//     the same minutes of this shared machine, and the server's resident memory under
+//     load at the largest size;
 //   - at the largest size, the console's pages and the JSON API's lists (load_console_test.go);
 //   - on an empty PostgreSQL database (load_postgres_test.go), one replica alone and
 //     three sharing the load, beside SQLite in the same run;
@@ -39,7 +41,8 @@
 //	BENCH_PG_REPLICAS=1,3       the PostgreSQL rows' numbers of replicas
 //	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
 //	                            one's on the empty database (before and after a change),
-//	                            on SQLite and on PostgreSQL
+//	                            on SQLite and on PostgreSQL, and at each stored size on
+//	                            a copy of the filled file
 package main
 
 import (
@@ -695,6 +698,7 @@ type loadRow struct {
 	runs          []loadResult
 	note          string
 	claims        *loadRow // the claims-only store's row of the same mix and size
+	empty         *loadRow // a stored size's: the empty database's row measured between its runs
 }
 
 func (r loadRow) cpu() float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
@@ -961,6 +965,7 @@ func TestLoad(t *testing.T) {
 
 	// 3. Millions of keys already stored: one file, filled up size by size.
 	var sizeRows []*loadRow
+	var baselineSized [][2]*loadRow // BENCH_BASELINE's row at a stored size, and this build's
 	var peakRSS, hwm, peakAnon float64
 	var consoleAt string
 	var consoleTimes []loadConsoleTiming
@@ -980,6 +985,26 @@ func TestLoad(t *testing.T) {
 			var token string
 			if last {
 				token = loadConsoleUserAdd(t, path)
+			}
+			// BENCH_BASELINE's serve runs on a copy of the file as filled, beside this
+			// build's, each run of one followed by the same run of the other.
+			var base *loadServer
+			var baseHalf, baseUnique *loadRow
+			if k.baseline != "" {
+				baseSub := filepath.Join(dir, "stored-baseline")
+				os.RemoveAll(baseSub)
+				os.MkdirAll(baseSub, 0o755)
+				copyStart := time.Now()
+				if out, err := exec.Command("cp", path, filepath.Join(baseSub, "hookdedup.db")).CombinedOutput(); err != nil {
+					t.Fatalf("copy the filled database for BENCH_BASELINE: %v: %s", err, out)
+				}
+				syscall.Sync()
+				fmt.Printf("  copied for BENCH_BASELINE in %s\n", time.Since(copyStart).Round(time.Second))
+				base = loadServeBinary(t, k.baseline, baseSub, filepath.Join(baseSub, "hookdedup.db"), "FULL")
+				loadWrk(t, k, base.url, "unique", 3*time.Second)
+				baseHalf = row("BENCH_BASELINE, "+loadCount(n)+" keys stored", "half")
+				baseUnique = row("BENCH_BASELINE, "+loadCount(n)+" keys stored", "unique")
+				defer os.RemoveAll(baseSub)
 			}
 			s := loadServe(t, sub, path, "FULL")
 			stopSampling := make(chan struct{})
@@ -1010,15 +1035,43 @@ func TestLoad(t *testing.T) {
 			claimsHalf := row("claims-only store, "+loadCount(n)+" keys stored", "half")
 			claimsUnique := row("claims-only store, "+loadCount(n)+" keys stored", "unique")
 			half.claims, unique.claims = claimsHalf, claimsUnique
+			// The empty database is measured again between the stored size's runs: the
+			// flat target's ratio would otherwise compare runs minutes apart, and the
+			// load of a shared machine moves over minutes by more than a million keys
+			// move the figures.
+			emptyHalf := row("empty, beside "+loadCount(n)+" keys stored", "half")
+			emptyUnique := row("empty, beside "+loadCount(n)+" keys stored", "unique")
+			half.empty, unique.empty = emptyHalf, emptyUnique
 			sizeRows = append(sizeRows, half, unique)
-			for range k.runs {
+			if base != nil {
+				baselineSized = append(baselineSized, [2]*loadRow{baseHalf, half}, [2]*loadRow{baseUnique, unique})
+			}
+			for i := range k.runs {
 				for _, r := range []*loadRow{half, unique} {
 					x := s.run(t, k, r.mix, stored)
 					stored += int64(x.Outcomes.accepted)
 					report(r, x)
+					if base != nil {
+						br := map[string]*loadRow{"half": baseHalf, "unique": baseUnique}[r.mix]
+						report(br, base.run(t, k, r.mix, stored))
+					}
+				}
+				for _, r := range []*loadRow{emptyHalf, emptyUnique} {
+					esub := filepath.Join(dir, fmt.Sprintf("empty-beside-%d-%s-%d", n, r.mix, i))
+					os.MkdirAll(esub, 0o755)
+					e := loadServe(t, esub, filepath.Join(esub, "hookdedup.db"), "FULL")
+					if i == 0 && r.mix == "half" {
+						loadWrk(t, k, e.url, "unique", 2*time.Second) // warm-up
+					}
+					report(r, e.run(t, k, r.mix, 0))
+					e.stop()
+					os.RemoveAll(esub)
 				}
 				inProcess(claimsURL, "half", claimsHalf)
 				inProcess(claimsURL, "unique", claimsUnique)
+			}
+			if base != nil {
+				base.stop()
 			}
 			close(stopSampling)
 			<-sampled
@@ -1115,10 +1168,10 @@ func TestLoad(t *testing.T) {
 			}
 		}
 		for _, sr := range sizeRows {
-			e := full[sr.mix]
+			e := sr.empty
 			tput, p99 := sr.rps()/e.rps(), sr.p99()/e.p99()
-			fmt.Fprintf(&b, "- %s, %s: %.2f× the empty database's requests/s, %.2f× its p99 (targets ≥ 0.85× and ≤ 1.5×: %s)",
-				sr.scenario, sr.mix, tput, p99, mark(tput >= 0.85 && p99 <= 1.5))
+			fmt.Fprintf(&b, "- %s, %s: %.2f× the empty database's requests/s, %.2f× its p99, %+.0f µs of CPU a request, the empty database run between its runs (targets ≥ 0.85× and ≤ 1.5×: %s)",
+				sr.scenario, sr.mix, tput, p99, sr.cpu()-e.cpu(), mark(tput >= 0.85 && p99 <= 1.5))
 			if strings.HasPrefix(sr.scenario, "1 M ") {
 				fmt.Fprintf(&b, "; %s, %s", refRatio(sr, 1_000_000), refRatio(sr, 100_000))
 			}
@@ -1130,6 +1183,11 @@ func TestLoad(t *testing.T) {
 				fmt.Fprintf(&b, "- against BENCH_BASELINE, empty, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
 					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
 			}
+		}
+		for _, pair := range baselineSized {
+			r, e := pair[0], pair[1]
+			fmt.Fprintf(&b, "- against BENCH_BASELINE, %s, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
+				e.scenario, e.mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
 		}
 		for _, mix := range []string{"half", "unique"} {
 			if r, e := baselineForensicsRows[mix], forensicsRows[mix]; r != nil && len(r.runs) > 0 && len(e.runs) > 0 {
