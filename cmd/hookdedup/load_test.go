@@ -187,7 +187,10 @@ type loadResult struct {
 	StoredAtRun int64   // claims stored when the run began
 }
 
-type loadOutcomes struct{ accepted, duplicate, rejected, failed float64 }
+// loadOutcomes counts deliveries by outcome, and the suspects that refund forensics
+// flagged among them: none is expected, every event of the harness being a booking of
+// its own, so that a forensics row measures the checks, not the flagging.
+type loadOutcomes struct{ accepted, duplicate, rejected, failed, suspects float64 }
 
 // loadWrk drives url for d with the signing script and returns wrk's figures.
 func loadWrk(t *testing.T, k loadKnobs, url, mode string, d time.Duration) loadResult {
@@ -556,6 +559,8 @@ func (s *loadServer) metrics(t *testing.T) (loadOutcomes, float64) {
 			case strings.Contains(name, `outcome="error"`):
 				o.failed = v
 			}
+		case strings.HasPrefix(name, "hookdedup_suspects_total{"):
+			o.suspects += v
 		case strings.HasPrefix(name, "hookdedup_sweep_deleted_total{") && strings.Contains(name, `table="claims"`):
 			swept = v
 		}
@@ -585,7 +590,7 @@ func (s *loadServer) run(t *testing.T, k loadKnobs, mode string, stored int64) l
 		o1, sw1 = o2, sw2
 	}
 	r.Outcomes = loadOutcomes{o1.accepted - o0.accepted, o1.duplicate - o0.duplicate,
-		o1.rejected - o0.rejected, o1.failed - o0.failed}
+		o1.rejected - o0.rejected, o1.failed - o0.failed, o1.suspects - o0.suspects}
 	r.Swept = sw1 - sw0
 	r.StoredAtRun = stored
 	// wrk hangs up on the requests in flight when its time is up; those that had not yet
@@ -766,6 +771,9 @@ func TestLoad(t *testing.T) {
 		fmt.Printf("  %-30s %-6s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  cpu %5.0f µs/req  accepted %-7.0f duplicate %-7.0f swept %-7.0f load %.2f\n",
 			r.scenario, r.mix, x.RPS, float64(x.P50US)/1000, float64(x.P99US)/1000, x.CPUPerReq,
 			x.Outcomes.accepted, x.Outcomes.duplicate, x.Swept, x.Load1)
+		if x.Outcomes.suspects > 0 {
+			fmt.Printf("    (%.0f suspects flagged: this run's figures include flagging them)\n", x.Outcomes.suspects)
+		}
 	}
 
 	// 1. Empty database, each run on a fresh file, interleaved with the bare handler so
@@ -1138,6 +1146,9 @@ func TestLoad(t *testing.T) {
 		for _, mix := range []string{"half", "unique"} {
 			if f := forensicsRows[mix]; len(f.runs) > 0 {
 				forensicsSummary(&b, "SQLite", f, full[mix])
+			}
+			if f, off := baselineForensicsRows[mix], baselineRows[mix]; f != nil && len(f.runs) > 0 && len(off.runs) > 0 {
+				forensicsSummary(&b, "BENCH_BASELINE, SQLite", f, off)
 			}
 		}
 		for _, sr := range sizeRows {
