@@ -3,14 +3,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
@@ -115,6 +119,49 @@ func runPostgres(t *testing.T, k loadKnobs, dir string, r *loadPostgresRow, mix 
 	for _, s := range servers {
 		s.stop()
 	}
+	loadPostgresSettle(t, url)
+}
+
+// loadPostgresSettle leaves the cluster with nothing to do once a row's servers have
+// stopped: the database's tables vacuumed and analysed, which autovacuum would
+// otherwise do a minute later, and every dirty page written by a checkpoint, which
+// would otherwise run in the background. Both would fall on the rows measured next.
+func loadPostgresSettle(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// postgresPairs is the order of run run of the PostgreSQL rows: the rows of one number
+// of replicas and one mix side by side, each binary's without and with forensics next
+// to each other, the order reversed from one run (and one group) to the next, as the
+// SQLite rows are.
+func postgresPairs(rows []*loadPostgresRow, run int) [][]*loadPostgresRow {
+	var groups [][]*loadPostgresRow
+	for _, r := range rows {
+		if n := len(groups); n > 0 && groups[n-1][0].replicas == r.replicas && groups[n-1][0].mix == r.mix {
+			groups[n-1] = append(groups[n-1], r)
+			continue
+		}
+		groups = append(groups, []*loadPostgresRow{r})
+	}
+	for g, group := range groups {
+		slices.SortStableFunc(group, func(a, b *loadPostgresRow) int { return strings.Compare(b.bin, a.bin) })
+		if (run+g)%2 == 1 {
+			slices.Reverse(group)
+		}
+	}
+	return groups
 }
 
 // postgresRow is the row of rows with replicas of bin's serve on mix, without extra

@@ -26,6 +26,13 @@
 //     in-process dict), empty and holding 100,000 and 1 M keys, as a baseline (skipped
 //     without Debian's python3-fastapi and uvicorn: make bench-deps).
 //
+// Rows that are compared run side by side: in each run, every row with refund forensics
+// on runs next to the same binary's row without them, and BENCH_BASELINE's next to this
+// build's, in an order reversed from one run to the next, so that the machine's drift
+// over the minutes of a run weighs on both sides alike. PostgreSQL's rows leave the
+// cluster idle (vacuumed, checkpointed) behind them, and the cluster is stopped once
+// they are all done, before the scenarios that follow.
+//
 // Every figure is the median of BENCH_RUNS runs. Figures are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
 // 200, a delivery rejected). Knobs, all optional:
@@ -33,6 +40,7 @@
 //	BENCH_KEYS=1000000,5000000  stored-key sizes, ascending (0 skips them)
 //	BENCH_SWEEP_KEYS=1000000    expired claims swept during a run (0 skips)
 //	BENCH_SYNC=FULL,NORMAL      durability settings measured on the empty database
+//	                            (the forensics rows run beside FULL's, and without it not)
 //	BENCH_DURATION=10s BENCH_RUNS=3 BENCH_CONNS=64 BENCH_THREADS=2
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
@@ -182,7 +190,10 @@ type loadResult struct {
 	StoredAtRun int64   // claims stored when the run began
 }
 
-type loadOutcomes struct{ accepted, duplicate, rejected, failed float64 }
+// loadOutcomes counts deliveries by outcome, and the suspects that refund forensics
+// flagged among them: none is expected, every event of the harness being a booking of
+// its own, so that a forensics row measures the checks, not the flagging.
+type loadOutcomes struct{ accepted, duplicate, rejected, failed, suspects float64 }
 
 // loadWrk drives url for d with the signing script and returns wrk's figures.
 func loadWrk(t *testing.T, k loadKnobs, url, mode string, d time.Duration) loadResult {
@@ -551,6 +562,8 @@ func (s *loadServer) metrics(t *testing.T) (loadOutcomes, float64) {
 			case strings.Contains(name, `outcome="error"`):
 				o.failed = v
 			}
+		case strings.HasPrefix(name, "hookdedup_suspects_total{"):
+			o.suspects += v
 		case strings.HasPrefix(name, "hookdedup_sweep_deleted_total{") && strings.Contains(name, `table="claims"`):
 			swept = v
 		}
@@ -580,7 +593,7 @@ func (s *loadServer) run(t *testing.T, k loadKnobs, mode string, stored int64) l
 		o1, sw1 = o2, sw2
 	}
 	r.Outcomes = loadOutcomes{o1.accepted - o0.accepted, o1.duplicate - o0.duplicate,
-		o1.rejected - o0.rejected, o1.failed - o0.failed}
+		o1.rejected - o0.rejected, o1.failed - o0.failed, o1.suspects - o0.suspects}
 	r.Swept = sw1 - sw0
 	r.StoredAtRun = stored
 	// wrk hangs up on the requests in flight when its time is up; those that had not yet
@@ -762,6 +775,9 @@ func TestLoad(t *testing.T) {
 		fmt.Printf("  %-30s %-6s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  cpu %5.0f µs/req  accepted %-7.0f duplicate %-7.0f swept %-7.0f load %.2f\n",
 			r.scenario, r.mix, x.RPS, float64(x.P50US)/1000, float64(x.P99US)/1000, x.CPUPerReq,
 			x.Outcomes.accepted, x.Outcomes.duplicate, x.Swept, x.Load1)
+		if x.Outcomes.suspects > 0 {
+			fmt.Printf("    (%.0f suspects flagged: this run's figures include flagging them)\n", x.Outcomes.suspects)
+		}
 	}
 
 	// 1. Empty database, each run on a fresh file, interleaved with the bare handler so
@@ -838,6 +854,28 @@ func TestLoad(t *testing.T) {
 	// A short warm-up of both servers, discarded.
 	loadWrk(t, k, bare, "unique", 2*time.Second)
 	loadWrk(t, k, noStoreURL, "unique", 2*time.Second)
+	// Each binary's serve is warmed up once, on a database thrown away, so that the
+	// first row measured is not the only one to start cold.
+	bins := []string{hookdedupBinary(t)}
+	if k.baseline != "" {
+		bins = append(bins, k.baseline)
+	}
+	for _, bin := range bins {
+		sub := filepath.Join(dir, "warm-up")
+		os.MkdirAll(sub, 0o755)
+		s := loadServeBinary(t, bin, sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
+		loadWrk(t, k, s.url, "unique", 2*time.Second)
+		s.stop()
+		os.RemoveAll(sub)
+	}
+	// serveRun is one run of a SQLite row: serve of bin, extra added to its
+	// configuration, on a fresh database file.
+	type serveRun struct {
+		row   *loadRow
+		bin   string
+		sync  string
+		extra string
+	}
 	for i := range k.runs {
 		for _, in := range []struct {
 			url string
@@ -853,54 +891,50 @@ func TestLoad(t *testing.T) {
 			c.close()
 			os.RemoveAll(sub)
 		}
-		for _, mix := range []string{"half", "unique"} {
-			if k.baseline == "" {
-				break
-			}
-			sub := filepath.Join(dir, fmt.Sprintf("baseline-%s-%d", mix, i))
-			os.MkdirAll(sub, 0o755)
-			s := loadServeBinary(t, k.baseline, sub, filepath.Join(sub, "hookdedup.db"), "FULL")
-			if i == 0 && mix == "half" {
-				loadWrk(t, k, s.url, "unique", 2*time.Second) // warm-up
-			}
-			report(baselineRows[mix], s.run(t, k, mix, 0))
-			s.stop()
-			os.RemoveAll(sub)
-		}
-		for _, sync := range k.syncs {
-			for _, mix := range []string{"half", "unique"} {
-				sub := filepath.Join(dir, fmt.Sprintf("empty-%s-%s-%d", sync, mix, i))
-				os.MkdirAll(sub, 0o755)
-				s := loadServe(t, sub, filepath.Join(sub, "hookdedup.db"), sync)
-				if i == 0 && sync == k.syncs[0] && mix == "half" {
-					loadWrk(t, k, s.url, "unique", 2*time.Second) // warm-up
+		// The rows that are compared with one another run side by side: each row with
+		// forensics on next to the same binary's without them, and BENCH_BASELINE's next
+		// to this build's, in an order that alternates from run to run (and between the
+		// mixes), so that whatever the machine does meanwhile weighs on both sides alike.
+		for m, mix := range []string{"half", "unique"} {
+			var group []serveRun
+			for _, sync := range k.syncs {
+				if sync != "FULL" {
+					continue
 				}
-				report(emptyRows[sync+mix], s.run(t, k, mix, 0))
+				if k.baseline != "" {
+					group = append(group, serveRun{baselineRows[mix], k.baseline, sync, ""},
+						serveRun{baselineForensicsRows[mix], k.baseline, sync, loadForensics})
+				}
+				group = append(group, serveRun{emptyRows[sync+mix], bins[0], sync, ""},
+					serveRun{forensicsRows[mix], bins[0], sync, loadForensics})
+			}
+			for _, sync := range k.syncs {
+				if sync != "FULL" {
+					group = append(group, serveRun{emptyRows[sync+mix], bins[0], sync, ""})
+				}
+			}
+			if (i+m)%2 == 1 {
+				slices.Reverse(group)
+			}
+			for j, g := range group {
+				sub := filepath.Join(dir, fmt.Sprintf("empty-%s-%d-%d", mix, i, j))
+				os.MkdirAll(sub, 0o755)
+				s := loadServeBinary(t, g.bin, sub, filepath.Join(sub, "hookdedup.db"), g.sync, g.extra)
+				report(g.row, s.run(t, k, mix, 0))
 				s.stop()
 				os.RemoveAll(sub)
 			}
 		}
-		for _, r := range pgRows {
-			runPostgres(t, k, dir, r, r.mix, i, report)
-		}
-		for _, mix := range []string{"half", "unique"} {
-			if k.baseline == "" {
-				break
+		for _, pair := range postgresPairs(pgRows, i) {
+			for _, r := range pair {
+				runPostgres(t, k, dir, r, r.mix, i, report)
 			}
-			sub := filepath.Join(dir, fmt.Sprintf("baseline-forensics-%s-%d", mix, i))
-			os.MkdirAll(sub, 0o755)
-			s := loadServeBinary(t, k.baseline, sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
-			report(baselineForensicsRows[mix], s.run(t, k, mix, 0))
-			s.stop()
-			os.RemoveAll(sub)
 		}
-		for _, mix := range []string{"half", "unique"} {
-			sub := filepath.Join(dir, fmt.Sprintf("forensics-%s-%d", mix, i))
-			os.MkdirAll(sub, 0o755)
-			s := loadServeBinary(t, hookdedupBinary(t), sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
-			report(forensicsRows[mix], s.run(t, k, mix, 0))
-			s.stop()
-			os.RemoveAll(sub)
+	}
+	if len(pgRows) > 0 {
+		// Nothing of PostgreSQL's runs into the scenarios that follow.
+		if err := postgrestest.Stop(); err != nil {
+			t.Error(err)
 		}
 	}
 
@@ -1165,6 +1199,9 @@ func TestLoad(t *testing.T) {
 		for _, mix := range []string{"half", "unique"} {
 			if f := forensicsRows[mix]; len(f.runs) > 0 {
 				forensicsSummary(&b, "SQLite", f, full[mix])
+			}
+			if f, off := baselineForensicsRows[mix], baselineRows[mix]; f != nil && len(f.runs) > 0 && len(off.runs) > 0 {
+				forensicsSummary(&b, "BENCH_BASELINE, SQLite", f, off)
 			}
 		}
 		for _, sr := range sizeRows {

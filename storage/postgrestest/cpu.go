@@ -44,11 +44,13 @@ func ClusterCPU(tb testing.TB, url string) func() time.Duration {
 	}
 	var backend int
 	err = conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend)
+	// The backend's parent is read while its connection is open: once it closes, the
+	// backend exits, and its /proc entry with it.
+	postmaster := parentOf(strconv.Itoa(backend))
 	conn.Close(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	postmaster := parentOf(strconv.Itoa(backend))
 	if postmaster == "" {
 		tb.Fatalf("no parent process of PostgreSQL backend %d", backend)
 	}

@@ -169,7 +169,7 @@ func NewDatabase(tb testing.TB) string {
 	mu.Unlock()
 	// The drop waits for the test's last connections to end (PostgreSQL polls for them
 	// every 100 ms), so it runs in the background rather than at the end of each test.
-	tb.Cleanup(func() { c.drops <- name })
+	tb.Cleanup(func() { c.drop(name) })
 	return c.url(name)
 }
 
@@ -229,6 +229,10 @@ type cluster struct {
 	// on a connection of its own, and closes dropped when drops is closed and drained.
 	drops   chan string
 	dropped chan error
+	// dropMu guards closed, which says drops was closed (the cluster stopped): a
+	// database whose test ends after that went with the cluster.
+	dropMu sync.Mutex
+	closed bool
 
 	initdb, start, template time.Duration
 }
@@ -364,6 +368,15 @@ func startCluster(setupTemplate func(ctx context.Context, url string) error) (_ 
 	c.drops, c.dropped = make(chan string, 256), make(chan error, 1)
 	go c.dropper()
 	return c, nil
+}
+
+// drop hands database name to the dropper, unless the cluster has stopped.
+func (c *cluster) drop(name string) {
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	if !c.closed {
+		c.drops <- name
+	}
 }
 
 // dropper drops the databases named on c.drops, until it is closed, then reports on
@@ -525,6 +538,9 @@ func (c *cluster) url(name string) string {
 // stop stops the server, removes the temp dir and lets the watchdog go.
 func (c *cluster) stop() error {
 	var errs []error
+	c.dropMu.Lock()
+	c.closed = true
+	c.dropMu.Unlock()
 	if c.drops != nil {
 		close(c.drops)
 		select {
