@@ -10,3 +10,10 @@ ALTER TABLE business_keys DROP CONSTRAINT business_keys_pkey;
 CREATE INDEX business_keys_hash ON business_keys (hashtextextended(hash, 0), delivery);
 ALTER TABLE correlation_keys DROP CONSTRAINT correlation_keys_pkey;
 CREATE INDEX correlation_keys_hash ON correlation_keys (hashtextextended(hash, 0), delivery);
+-- Without a primary key a table has no replica identity, and PostgreSQL refuses every
+-- DELETE of it (a release, the sweep) once an operator publishes the tables for
+-- logical replication (a move to another server, a managed blue/green switch). The
+-- whole row is the identity: it is written to the log only when the log is logical,
+-- and a subscriber (PostgreSQL 16 on) finds it through the index of seen times.
+ALTER TABLE business_keys REPLICA IDENTITY FULL;
+ALTER TABLE correlation_keys REPLICA IDENTITY FULL;
