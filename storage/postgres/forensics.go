@@ -184,25 +184,30 @@ const sqlForensicKeyLocks = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unne
 // business key within the window, under another key than the row's. A delivery swept by
 // retention no longer names its key: it counts as another's, as its business key row
 // outlived it. "+ 0" keeps the planner off the index of seen times, which would walk
-// every key of the window: the index of the hash's 64-bit hash (business_keys_hash)
-// finds one key's earliest delivery in one seek, the hash text and source compared
-// from the row. Only the keys found are answered, by their place in the arrays.
+// every key of the window: the index of a 64-bit hash of the hash text, seeded by the
+// source (business_keys_hash), finds one key's earliest delivery in one seek, the hash
+// text and source compared from the row. The hash text is of the key's fields alone:
+// without the source, a look-up would walk every row of that text that other sources
+// hold. Only the keys found are answered, by their place in the arrays.
 const sqlBusinessLookup = `
 SELECT v.i, bk.delivery
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS v(source, key, hash, since, i)
 CROSS JOIN LATERAL (SELECT b.delivery FROM business_keys AS b LEFT JOIN deliveries AS d ON d.id = b.delivery
-	WHERE hashtextextended(b.hash, 0) = hashtextextended(v.hash, 0) AND b.hash = v.hash AND b.source = v.source
+	WHERE hashtextextended(b.hash, hashtext(b.source)) = hashtextextended(v.hash, hashtext(v.source))
+		AND b.hash = v.hash AND b.source = v.source
 		AND b.seen_at + 0 >= v.since AND coalesce(d.key, '') <> v.key
 	ORDER BY b.delivery LIMIT 1) AS bk`
 
 // sqlCorrelationLookup finds, for each correlation key ($1, $2) of a row of source $4,
 // the earliest delivery of another source of the rule with that key within the window
-// ($3 on), through the index of the hash's 64-bit hash (as sqlBusinessLookup).
+// ($3 on), through the index of a 64-bit hash of the hash text, seeded by the rule (as
+// sqlBusinessLookup).
 const sqlCorrelationLookup = `
 SELECT v.i, ck.delivery, ck.source
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(rule, hash, since, source, i)
 CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
-	WHERE hashtextextended(c.hash, 0) = hashtextextended(v.hash, 0) AND c.hash = v.hash AND c.rule = v.rule
+	WHERE hashtextextended(c.hash, hashtext(c.rule)) = hashtextextended(v.hash, hashtext(v.rule))
+		AND c.hash = v.hash AND c.rule = v.rule
 		AND c.seen_at + 0 >= v.since AND c.source <> v.source
 	ORDER BY c.delivery LIMIT 1) AS ck`
 
@@ -724,7 +729,7 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
 		var other int64
 		err := db.pool.QueryRow(ctx, `SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-WHERE hashtextextended(bk.hash, 0) = hashtextextended($2, 0) AND bk.hash = $2 AND bk.source = $1
+WHERE hashtextextended(bk.hash, hashtext(bk.source)) = hashtextextended($2, hashtext($1)) AND bk.hash = $2 AND bk.source = $1
 	AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
 ORDER BY bk.delivery LIMIT 1`, source, textSafe(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
 		switch {
@@ -762,7 +767,7 @@ FROM key_traces AS t WHERE t.source = $1 AND t.key_hash = $2`, source, storage.K
 		var other int64
 		var otherSource string
 		err := db.pool.QueryRow(ctx, `SELECT delivery, source FROM correlation_keys
-WHERE hashtextextended(hash, 0) = hashtextextended($2, 0) AND hash = $2 AND rule = $1
+WHERE hashtextextended(hash, hashtext(rule)) = hashtextextended($2, hashtext($1)) AND hash = $2 AND rule = $1
 	AND seen_at + 0 >= $3 AND source <> $4
 ORDER BY delivery LIMIT 1`, textSafe(c.Rule), textSafe(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
 		switch {
