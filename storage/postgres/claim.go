@@ -25,9 +25,12 @@ import (
 // small (an empty database, filling) would otherwise scan it whole, and keep doing so
 // for every batch as the table grows, until an ANALYZE happened to replace it; planning
 // each statement anew for each transaction avoids that too, but costs the server more
-// than the statements themselves. The settings end with the transaction.
+// than the statements themselves. A bitmap scan is kept off too: of a small table, the
+// planner reads every row of a key through one, and sorts them, where the index gives
+// them in order for a LIMIT to stop at the first. The settings end with the
+// transaction.
 const sqlIndexPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
+	set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true)`
 
 // The statements of a writer's transaction. Each takes all the rows of its kind at once,
 // as arrays (unnest), so that a transaction costs the same few round trips whatever

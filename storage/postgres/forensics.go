@@ -184,23 +184,31 @@ const sqlForensicKeyLocks = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unne
 // business key within the window, under another key than the row's. A delivery swept by
 // retention no longer names its key: it counts as another's, as its business key row
 // outlived it. "+ 0" keeps the planner off the index of seen times, which would walk
-// every key of the window: the primary key finds one key's earliest delivery in one
-// seek. Only the keys found are answered, by their place in the arrays.
+// every key of the window: the index of a 64-bit hash of the hash text, seeded by the
+// source (business_keys_hash), finds one key's earliest delivery in one seek, the hash
+// text and source compared from the row. The hash text is of the key's fields alone:
+// without the source, a look-up would walk every row of that text that other sources
+// hold. Only the keys found are answered, by their place in the arrays.
 const sqlBusinessLookup = `
 SELECT v.i, bk.delivery
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS v(source, key, hash, since, i)
 CROSS JOIN LATERAL (SELECT b.delivery FROM business_keys AS b LEFT JOIN deliveries AS d ON d.id = b.delivery
-	WHERE b.source = v.source AND b.hash = v.hash AND b.seen_at + 0 >= v.since AND coalesce(d.key, '') <> v.key
+	WHERE hashtextextended(b.hash, hashtext(b.source)) = hashtextextended(v.hash, hashtext(v.source))
+		AND b.hash = v.hash AND b.source = v.source
+		AND b.seen_at + 0 >= v.since AND coalesce(d.key, '') <> v.key
 	ORDER BY b.delivery LIMIT 1) AS bk`
 
 // sqlCorrelationLookup finds, for each correlation key ($1, $2) of a row of source $4,
 // the earliest delivery of another source of the rule with that key within the window
-// ($3 on), through the primary key (as sqlBusinessLookup).
+// ($3 on), through the index of a 64-bit hash of the hash text, seeded by the rule (as
+// sqlBusinessLookup).
 const sqlCorrelationLookup = `
 SELECT v.i, ck.delivery, ck.source
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(rule, hash, since, source, i)
 CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
-	WHERE c.rule = v.rule AND c.hash = v.hash AND c.seen_at + 0 >= v.since AND c.source <> v.source
+	WHERE hashtextextended(c.hash, hashtext(c.rule)) = hashtextextended(v.hash, hashtext(v.rule))
+		AND c.hash = v.hash AND c.rule = v.rule
+		AND c.seen_at + 0 >= v.since AND c.source <> v.source
 	ORDER BY c.delivery LIMIT 1) AS ck`
 
 // collect gathers the business and correlation keys of ask, the rows that claim a
@@ -454,11 +462,14 @@ RETURNING d.id`
 USING unnest($1::text[], $2::text[], $3::bigint[]) AS v(source, key, first)
 WHERE c.source = v.source AND c.key = v.key AND c.first_delivery = v.first`
 
+	// sqlInsertBusinessKeys and sqlInsertCorrelationKeys store the keys of accepted
+	// deliveries: one business key a delivery, and one correlation key a rule of it
+	// (queueWrites stores a repeated one once).
 	sqlInsertBusinessKeys = `INSERT INTO business_keys (source, hash, delivery, seen_at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) ON CONFLICT DO NOTHING`
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`
 
 	sqlInsertCorrelationKeys = `INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) ON CONFLICT DO NOTHING`
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[])`
 
 	// sqlSuspects writes suspects found, in order. What a suspect repeats of its
 	// delivery (source, property, booking, amount, currency, when it was received) is
@@ -511,10 +522,13 @@ func (l *forensicLookups) queueWrites(b *pgx.Batch) {
 		b.Queue(sqlInsertBusinessKeys, sources, hashes, ids, seen)
 	}
 	if n := len(l.corrAdd); n > 0 {
-		rules, hashes, sources, ids, seen := make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
+		rules, hashes, sources, ids, seen := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 		for i, p := range l.corrAdd {
-			rules[i], hashes[i], sources[i] = p.c.Rule, p.c.Hash, p.r.d.Source
-			ids[i], seen[i] = p.r.id, millis(p.r.d.ReceivedAt)
+			if repeated(l.corrAdd[:i], p) {
+				continue
+			}
+			rules, hashes, sources = append(rules, p.c.Rule), append(hashes, p.c.Hash), append(sources, p.r.d.Source)
+			ids, seen = append(ids, p.r.id), append(seen, millis(p.r.d.ReceivedAt))
 		}
 		b.Queue(sqlInsertCorrelationKeys, rules, hashes, sources, ids, seen)
 	}
@@ -527,6 +541,18 @@ func (l *forensicLookups) queueWrites(b *pgx.Batch) {
 		b.Queue(sqlLateSuspects, ids, sources, hashes)
 	}
 	queueSuspects(b, l.corrFlags)
+}
+
+// repeated reports whether before, correlation keys to store, ends with p's row's and
+// holds p's rule and hash for it already: a source with two rules of one name. A row's
+// keys are stored one after the other.
+func repeated(before []correlation, p correlation) bool {
+	for i := len(before) - 1; i >= 0 && before[i].r == p.r; i-- {
+		if before[i].c.Rule == p.c.Rule && before[i].c.Hash == p.c.Hash {
+			return true
+		}
+	}
+	return false
 }
 
 // queueSuspects queues on b the statement that writes flags, if there are any.
@@ -703,7 +729,8 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
 		var other int64
 		err := db.pool.QueryRow(ctx, `SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-WHERE bk.source = $1 AND bk.hash = $2 AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
+WHERE hashtextextended(bk.hash, hashtext(bk.source)) = hashtextextended($2, hashtext($1)) AND bk.hash = $2 AND bk.source = $1
+	AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
 ORDER BY bk.delivery LIMIT 1`, source, textSafe(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
 		switch {
 		case err == nil:
@@ -740,7 +767,8 @@ FROM key_traces AS t WHERE t.source = $1 AND t.key_hash = $2`, source, storage.K
 		var other int64
 		var otherSource string
 		err := db.pool.QueryRow(ctx, `SELECT delivery, source FROM correlation_keys
-WHERE rule = $1 AND hash = $2 AND seen_at + 0 >= $3 AND source <> $4
+WHERE hashtextextended(hash, hashtext(rule)) = hashtextextended($2, hashtext($1)) AND hash = $2 AND rule = $1
+	AND seen_at + 0 >= $3 AND source <> $4
 ORDER BY delivery LIMIT 1`, textSafe(c.Rule), textSafe(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
 		switch {
 		case err == nil:
