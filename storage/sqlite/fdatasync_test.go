@@ -1,0 +1,33 @@
+package sqlite_test
+
+import (
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestBuild_SQLiteSyncsWithFdatasync checks that what make builds (`make test`, the CI's
+// command, and so `make build` and `make release`) compiles SQLite with HAVE_FDATASYNC,
+// so that a commit syncs with fdatasync rather than fsync. Only CGO_CFLAGS reaches
+// go-sqlite3's C code, and the Makefile sets it; a `go test` run by hand is built with
+// the caller's flags, so there it checks nothing.
+func TestBuild_SQLiteSyncsWithFdatasync(t *testing.T) {
+	if os.Getenv("MAKELEVEL") == "" {
+		t.Skip("not run by make: the C flags are the caller's")
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("the test binary carries no build information")
+	}
+	for _, s := range info.Settings {
+		if s.Key == "CGO_CFLAGS" {
+			if !slices.Contains(strings.Fields(s.Value), "-DHAVE_FDATASYNC=1") {
+				t.Fatalf("CGO_CFLAGS=%q: SQLite is built without -DHAVE_FDATASYNC=1 (the Makefile sets it)", s.Value)
+			}
+			return
+		}
+	}
+	t.Fatal("the build information names no CGO_CFLAGS: was cgo off?")
+}
