@@ -115,10 +115,21 @@ func runServe(ctx context.Context, args []string, e env) error {
 // 16 MB) between collections: some MB more for a fraction of the collector's work.
 const serveGCPercent = 400
 
-// setServeGC sets serve's collection target, unless the environment's GOGC has set one.
+// serveMemoryLimit is serve's soft memory limit unless GOMEMLIMIT sets one. A burst of
+// large bodies (64 senders of 1 MiB each) makes the live heap a hundred times its usual
+// size, and five times that would be more than Go's default target would let it reach:
+// past this limit the collector runs as often as it must, so the target above costs
+// memory only while there is little of it in use.
+const serveMemoryLimit = 512 << 20
+
+// setServeGC sets serve's collection target and soft memory limit, each unless the
+// environment has set it.
 func setServeGC(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
+	}
+	if getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
 	}
 }
 
