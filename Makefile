@@ -114,8 +114,10 @@ test-short:
 # reference), BENCH_POSTGRES=0 (skip PostgreSQL), BENCH_PG_REPLICAS (1,3: PostgreSQL's
 # numbers of replicas), BENCH_BASELINE (another hookdedup binary, run beside this one on the empty
 # database: before and after a change); BENCH_TIME is -benchtime (1s), BENCH_LOAD=0
-# skips the load run. A load run of a minute or so, without stored keys or the sweep:
-#   BENCH_KEYS=0 BENCH_RUNS=1 BENCH_DURATION=5s BENCH_SWEEP_KEYS=0 go test -tags load -run '^TestLoad$' -v ./cmd/hookdedup/
+# skips the load run. A load run of a minute or so, without stored keys or the sweep
+# (CGO_CFLAGS as make sets it, so that serve flushes as make builds it, and so should a
+# BENCH_BASELINE binary's build):
+#   CGO_CFLAGS="$(go env CGO_CFLAGS) -DHAVE_FDATASYNC=1" BENCH_KEYS=0 BENCH_RUNS=1 BENCH_DURATION=5s BENCH_SWEEP_KEYS=0 go test -tags load -run '^TestLoad$' -v ./cmd/hookdedup/
 export BENCH_KEYS BENCH_SWEEP_KEYS BENCH_SYNC BENCH_DURATION BENCH_RUNS BENCH_CONNS BENCH_THREADS BENCH_DIR BENCH_OUT BENCH_REFERENCE BENCH_POSTGRES BENCH_PG_REPLICAS BENCH_BASELINE
 BENCH_TIME ?= 1s
 BENCH_LOAD ?= 1
