@@ -726,16 +726,18 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	source, key := textSafe(p.Source), textSafe(p.Key)
 	storable := claimKeyProblem("key", p.Key) == ""
 	var out []storage.Suspect
+	// The business key and correlations are looked up by intake's own statements, so
+	// that the key lab sees what intake would, through the same index.
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
-		var other int64
-		err := db.pool.QueryRow(ctx, `SELECT bk.delivery FROM business_keys AS bk LEFT JOIN deliveries AS d ON d.id = bk.delivery
-WHERE hashtextextended(bk.hash, hashtext(bk.source)) = hashtextextended($2, hashtext($1)) AND bk.hash = $2 AND bk.source = $1
-	AND bk.seen_at + 0 >= $3 AND coalesce(d.key, '') <> $4
-ORDER BY bk.delivery LIMIT 1`, source, textSafe(p.BusinessKey), at-p.BusinessWindow.Milliseconds(), key).Scan(&other)
-		switch {
-		case err == nil:
-			out = append(out, storage.Suspect{Kind: storage.SuspectBusinessKey, Other: other, Source: p.Source, OtherSource: p.Source})
-		case !errors.Is(err, pgx.ErrNoRows):
+		res, err := db.pool.Query(ctx, sqlBusinessLookup, []string{source}, []string{key},
+			[]string{textSafe(p.BusinessKey)}, []int64{at - p.BusinessWindow.Milliseconds()})
+		if err == nil {
+			var other int64
+			err = readByPlace(res, 1, []any{&other}, func(int) {
+				out = append(out, storage.Suspect{Kind: storage.SuspectBusinessKey, Other: other, Source: p.Source, OtherSource: p.Source})
+			})
+		}
+		if err != nil {
 			return nil, fmt.Errorf("would flag: business key: %w", err)
 		}
 	}
@@ -763,18 +765,26 @@ FROM key_traces AS t WHERE t.source = $1 AND t.key_hash = $2`, source, storage.K
 			return nil, fmt.Errorf("would flag: claim: %w", err)
 		}
 	}
-	for _, c := range p.Correlations {
-		var other int64
-		var otherSource string
-		err := db.pool.QueryRow(ctx, `SELECT delivery, source FROM correlation_keys
-WHERE hashtextextended(hash, hashtext(rule)) = hashtextextended($2, hashtext($1)) AND hash = $2 AND rule = $1
-	AND seen_at + 0 >= $3 AND source <> $4
-ORDER BY delivery LIMIT 1`, textSafe(c.Rule), textSafe(c.Hash), at-c.Window.Milliseconds(), source).Scan(&other, &otherSource)
-		switch {
-		case err == nil:
-			out = append(out, storage.Suspect{Kind: storage.SuspectCorrelation, Other: other, Source: p.Source, OtherSource: otherSource, Rule: c.Rule})
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, fmt.Errorf("would flag: correlation %s: %w", c.Rule, err)
+	if n := len(p.Correlations); n > 0 {
+		rules, hashes, since, sources := make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+		for i, c := range p.Correlations {
+			rules[i], hashes[i], since[i], sources[i] = textSafe(c.Rule), textSafe(c.Hash), at-c.Window.Milliseconds(), source
+		}
+		found := make([]*storage.Suspect, n)
+		res, err := db.pool.Query(ctx, sqlCorrelationLookup, rules, hashes, since, sources)
+		if err == nil {
+			var m corrMatch
+			err = readByPlace(res, n, []any{&m.other, &m.source}, func(i int) {
+				found[i] = &storage.Suspect{Kind: storage.SuspectCorrelation, Other: m.other, Source: p.Source, OtherSource: m.source, Rule: p.Correlations[i].Rule}
+			})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("would flag: correlations: %w", err)
+		}
+		for _, f := range found {
+			if f != nil {
+				out = append(out, *f)
+			}
 		}
 	}
 	return out, nil
