@@ -77,7 +77,7 @@ func BenchmarkRecord_Stored(b *testing.B) {
 					if mix == "HalfDuplicates" && i%2 == 0 {
 						i--
 					}
-					if err := db.Record(context.Background(), benchDelivery(benchKey(i)), claim); err != nil {
+					if err := db.Record(context.Background(), benchDelivery(spreadKey(i)), claim); err != nil {
 						b.Error(err)
 						return
 					}
@@ -94,7 +94,7 @@ func BenchmarkRecord_Stored(b *testing.B) {
 						if mix == "HalfDuplicates" && i%2 == 0 {
 							i--
 						}
-						if err := db.Record(context.Background(), benchDelivery(benchKey(i)), claim); err != nil {
+						if err := db.Record(context.Background(), benchDelivery(spreadKey(i)), claim); err != nil {
 							b.Error(err)
 							return
 						}
@@ -119,6 +119,16 @@ func BenchmarkRecord_Stored(b *testing.B) {
 			b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 		})
 	}
+}
+
+// spreadKey is key i, spread over the whole key space: consecutive keys share no
+// prefix, as independent random provider ids do not (benchKey's consecutive keys share
+// their first few hex digits, so a batch of them lands on a few leaves of each index).
+func spreadKey(i int64) string {
+	x := uint64(i) + 0x9e3779b97f4a7c15 // splitmix64's finaliser
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return fmt.Sprintf("msg_%016x_%d", x^(x>>31), i)
 }
 
 // benchFill makes the filled file of BenchmarkRecord_Stored: keys keys of source ota,
