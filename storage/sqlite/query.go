@@ -88,9 +88,9 @@ func sqlWithReferrers(cond string) string {
 	WHERE ` + fmt.Sprintf(cond, "o.") + ` AND o.body_from = 0`
 }
 
-// sqlKeyIDs is the ids of the deliveries of one key: sources, a condition on the
-// source written with %[1]s before the column as sqlWithReferrers' cond, then a key,
-// which its caller repeats three times in the arguments (sources, key). The index of
+// sqlKeyIDs is the ids of the deliveries of one key: sources is a condition on the
+// source, written with %[1]s before the column as sqlWithReferrers' cond is; the
+// caller gives its arguments and the key's four times over. The index of
 // keys leaves out the accepted deliveries that their claim names (by_claim, migration
 // 0023): those are found through the claim, and what refers to either for its body
 // through the index of body_from.

@@ -645,8 +645,9 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	for _, r := range w.ask {
 		if w.won[r.id] {
 			r.outcome, r.first = storage.Accepted, r.id
-			// A key claimed again later in the same statement (it expired at once) names
-			// the later row; the earlier one, not written yet, goes in the index of keys.
+			// A key claimed again later in the same transaction (its claim expired at
+			// once) names the later row; the earlier one, whose row the claim's triggers
+			// could not reach (it is not written yet), goes in the index of keys.
 			k := claimKey{r.d.Source, r.d.Key}
 			if prev := w.winner[k]; prev != nil {
 				prev.byClaim = false
