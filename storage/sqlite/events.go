@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,8 +257,9 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 		q.checkArgs = append(q.checkArgs, checkArgs...)
 	}
 	add := func(indexed bool, drive, check string, args ...any) { addArgs(indexed, drive, args, check, args) }
-	// addRefs is add for a key or a booking, whose index the writer leaves duplicates
-	// stored by reference out of (sqlWithReferrers): cond is written as it says.
+	// addRefs is add for a booking, whose index the writer leaves duplicates stored by
+	// reference out of (sqlWithReferrers): cond is written as it says. A key is found
+	// through its claim too (sqlKeyIDs).
 	addRefs := func(cond string, args ...any) {
 		addArgs(true, "id IN ("+sqlWithReferrers(cond)+")", append(args, args...), fmt.Sprintf(cond, "+"), args)
 	}
@@ -276,7 +278,10 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 			for _, s := range sources {
 				args = append(args, s)
 			}
-			addRefs("%[1]ssource IN ("+placeholders(len(sources))+") AND %[1]skey = ?", append(args, f.Key)...)
+			in := "%[1]ssource IN (" + placeholders(len(sources)) + ")"
+			args = append(args, f.Key)
+			addArgs(true, "id IN ("+sqlKeyIDs(in)+")", slices.Concat(args, args, args, args),
+				fmt.Sprintf(in, "+")+" AND +key = ?", args)
 		} else {
 			add(false, "", "+key = ?", f.Key)
 		}

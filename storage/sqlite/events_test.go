@@ -27,7 +27,8 @@ func MustRecordEvent(tb testing.TB, db *sqlite.DB, source, key, hash, property, 
 // per page and says so, that following Next finds what lies below, that listings with
 // matches in reach are unaffected, and that ListKeys (bulk releases) stays exhaustive.
 // TestDB_Events_Plans checks that each filter of the events list, and the deliveries of
-// one key, are answered through an index: no step of their plans scans the table.
+// one key, are answered through an index: no step of their plans scans the table. A
+// key's accepted deliveries are found through their claims, by the claims' key index.
 func TestDB_Events_Plans(t *testing.T) {
 	ctx := context.Background()
 	db := storagetest.Open(t)
@@ -61,11 +62,10 @@ func TestDB_Events_Plans(t *testing.T) {
 			if !strings.Contains(plan, tc.index) {
 				t.Errorf("plan does not use %s:\n%s", tc.index, plan)
 			}
-			for line := range strings.SplitSeq(plan, "\n") {
-				if strings.HasPrefix(line, "SCAN deliveries") && !strings.Contains(line, "USING") {
-					t.Errorf("plan scans the table:\n%s", plan)
-				}
+			if tc.f.Key != "" && !strings.Contains(plan, "sqlite_autoindex_claims_1") {
+				t.Errorf("plan does not find the key's claim by its index:\n%s", plan)
 			}
+			noScans(t, plan)
 			t.Logf("%s", plan)
 		})
 	}
@@ -73,8 +73,22 @@ func TestDB_Events_Plans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan, "deliveries_key") || !strings.Contains(plan, "deliveries_body_from") {
+	if !strings.Contains(plan, "deliveries_key") || !strings.Contains(plan, "deliveries_body_from") ||
+		!strings.Contains(plan, "sqlite_autoindex_claims_1") {
 		t.Errorf("key deliveries plan:\n%s", plan)
+	}
+	noScans(t, plan)
+}
+
+// noScans fails t if a step of plan scans the deliveries or the claims.
+func noScans(t *testing.T, plan string) {
+	t.Helper()
+	for line := range strings.SplitSeq(plan, "\n") {
+		line = strings.TrimSpace(line)
+		if (strings.HasPrefix(line, "SCAN deliveries") || strings.HasPrefix(line, "SCAN claims") ||
+			strings.HasPrefix(line, "SCAN c ") || line == "SCAN c") && !strings.Contains(line, "USING") {
+			t.Errorf("plan scans a table:\n%s", plan)
+		}
 	}
 }
 

@@ -38,7 +38,7 @@ func (db *DB) ExplainEvents(ctx context.Context, f storage.DeliveryFilter) (stri
 
 // ExplainKeyDeliveries returns the query plan of FirstKeyDeliveries.
 func (db *DB) ExplainKeyDeliveries(ctx context.Context) (string, error) {
-	return db.explain(ctx, sqlKeyDeliveries, "s", "k", "s", "k", 101)
+	return db.explain(ctx, sqlKeyDeliveries, "s", "k", "s", "k", "s", "k", "s", "k", 101)
 }
 
 // ExplainKeys returns the query plan of ListKeys for f or, with window, of Keys: for a

@@ -20,9 +20,9 @@ const (
 	currency, remote_addr, content_type, batch, batch_index`
 	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody // with what intake sets after the insert
 	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
-	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
-	// body_from.
-	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
+	// deliveryInsertColumns are the columns the writer inserts: a delivery whole,
+	// body_from and by_claim.
+	deliveryInsertColumns = deliveryFields + `, headers, body, body_from, by_claim`
 
 	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
 	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
@@ -88,8 +88,27 @@ func sqlWithReferrers(cond string) string {
 	WHERE ` + fmt.Sprintf(cond, "o.") + ` AND o.body_from = 0`
 }
 
+// sqlKeyIDs is the ids of the deliveries of one key: sources is a condition on the
+// source, written with %[1]s before the column as sqlWithReferrers' cond is; the
+// caller gives its arguments and the key's four times over. The index of
+// keys leaves out the accepted deliveries that their claim names (by_claim, migration
+// 0023): those are found through the claim, and what refers to either for its body
+// through the index of body_from.
+func sqlKeyIDs(sources string) string {
+	cond := sources + ` AND %[1]skey = ?`
+	return `SELECT id FROM deliveries WHERE ` + fmt.Sprintf(cond, "") + ` AND body_from = 0 AND by_claim = 0
+	UNION ALL
+	SELECT o.id FROM claims AS c JOIN deliveries AS o ON o.id = c.first_delivery
+	WHERE ` + fmt.Sprintf(cond, "c.") + ` AND o.by_claim != 0
+	UNION ALL
+	SELECT r.id FROM deliveries AS o JOIN deliveries AS r ON r.body_from = o.id AND r.body_from != 0
+	WHERE o.id IN (SELECT id FROM deliveries WHERE ` + fmt.Sprintf(cond, "") + ` AND body_from = 0 AND by_claim = 0
+		UNION ALL
+		SELECT c.first_delivery FROM claims AS c WHERE ` + fmt.Sprintf(cond, "c.") + `)`
+}
+
 var sqlKeyDeliveries = `SELECT ` + deliveryReadColumns + ` FROM deliveries WHERE id IN (` +
-	sqlWithReferrers(`%[1]ssource = ? AND %[1]skey = ?`) + `) ORDER BY id LIMIT ?`
+	sqlKeyIDs(`%[1]ssource = ?`) + `) ORDER BY id LIMIT ?`
 
 // FirstKeyDeliveries returns the first limit stored deliveries of one source's key,
 // oldest first (all of them when limit < 0), and whether the key has more. A key can
@@ -100,7 +119,7 @@ func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit 
 	if limit >= 0 {
 		n = limit + 1 // one more says whether there are more
 	}
-	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, source, key, n)
+	rows, err := db.read.QueryContext(ctx, sqlKeyDeliveries, source, key, source, key, source, key, source, key, n)
 	if err != nil {
 		return nil, false, fmt.Errorf("deliveries of %s/%s: %w", source, key, err)
 	}

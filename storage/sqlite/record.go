@@ -43,7 +43,11 @@ type recordRow struct {
 	mismatch         bool
 	// bodyFrom is the delivery whose body this one's is, byte for byte: a duplicate
 	// stores that reference instead of a copy (0: it stores its own body).
-	bodyFrom      int64
+	bodyFrom int64
+	// byClaim: an accepted delivery that its claim names as the transaction commits,
+	// found by its key through the claim and left out of the index of keys until the
+	// claim lets go of it (migration 0023).
+	byClaim       bool
 	moneyMismatch bool
 	suspects      []storage.SuspectKind
 }
@@ -284,7 +288,7 @@ LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
 	sqlDeliveryHead = `
 INSERT INTO deliveries (` + deliveryInsertColumns + `)
 VALUES `
-	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
 
@@ -341,9 +345,11 @@ type batchWriter struct {
 	stmts [nKinds][len(chunkSizes)]*sql.Stmt
 	args  []any
 	won   map[int64]bool
-	rows  []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
-	ask   []*recordRow
-	fx    forensics
+	// winner is the row of the transaction that last won each key's claim.
+	winner map[claimKey]*recordRow
+	rows   []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
+	ask    []*recordRow
+	fx     forensics
 }
 
 // prepare prepares the writer's statements, once. It must run outside a transaction:
@@ -525,7 +531,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			row := &r.rows[i]
 			next++
 			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
-			row.bodyFrom = 0
+			row.bodyFrom, row.byClaim = 0, false
 			row.moneyMismatch, row.suspects = false, nil
 			if row.d.Outcome != storage.Rejected {
 				w.ask = append(w.ask, row)
@@ -553,7 +559,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 				args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
 					d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
 					d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
-					r.batch, index, r.headers, body, r.bodyFrom)
+					r.batch, index, r.headers, body, r.bodyFrom, r.byClaim)
 			}
 			w.args = args
 			// Query, not Exec: go-sqlite3 binds a query's arguments and runs its first
@@ -596,8 +602,11 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	}
 	if w.won == nil {
 		w.won = make(map[int64]bool)
+		w.winner = make(map[claimKey]*recordRow)
 	}
 	clear(w.won)
+	clear(w.winner)
+	defer clear(w.winner)
 	err := chunks(w.ask, func(chunk []*recordRow) error {
 		st := w.stmt(kindClaim, len(chunk))
 		args := w.args[:0]
@@ -636,6 +645,15 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	for _, r := range w.ask {
 		if w.won[r.id] {
 			r.outcome, r.first = storage.Accepted, r.id
+			// A key claimed again later in the same transaction (its claim expired at
+			// once) names the later row; the earlier one, whose row the claim's triggers
+			// could not reach (it is not written yet), goes in the index of keys.
+			k := claimKey{r.d.Source, r.d.Key}
+			if prev := w.winner[k]; prev != nil {
+				prev.byClaim = false
+			}
+			w.winner[k] = r
+			r.byClaim = true
 		} else {
 			r.outcome = storage.Duplicate
 			lost = append(lost, r)
@@ -688,6 +706,9 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	w.ask = w.ask[:0]
 	return nil
 }
+
+// claimKey is a claim's source and key.
+type claimKey struct{ source, key string }
 
 // databaseWide reports whether err is the database's rather than one request's.
 func databaseWide(err error) bool {

@@ -138,11 +138,13 @@ VALUES (?1, ?2, ?7, ?3, ?4, ?5, ?6, ?5)`)
 		return err
 	}
 	defer claim.Close()
+	// Each delivery is the one its claim names, found by its key through the claim and
+	// left out of the index of keys, as intake stores it (by_claim).
 	deliver, err := tx.PrepareContext(ctx, `
 INSERT INTO deliveries (id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
-	currency, remote_addr, content_type, headers, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	currency, remote_addr, content_type, headers, body, by_claim)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
 	if err != nil {
 		return err
 	}
