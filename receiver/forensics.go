@@ -95,10 +95,10 @@ func checkPointer(p string) error {
 }
 
 // businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
-// {pointer: value} over the source's business key fields in doc, as a derived key is
-// made; "" when the source has none, or when a field is absent or null: a key of fewer
-// fields would match events that differ in the missing one.
-func (s *Source) businessKey(doc string) string {
+// {pointer: value} over the source's business key fields in the document x indexes, as
+// a derived key is made; "" when the source has none, or when a field is absent or
+// null: a key of fewer fields would match events that differ in the missing one.
+func (s *Source) businessKey(x *docIndex) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
 	}
@@ -117,7 +117,7 @@ func (s *Source) businessKey(doc string) string {
 	obj = append(obj, '{')
 	for n, i := range idx {
 		p := s.BusinessKey[i]
-		v, ok := ptrLookup(doc, p)
+		v, ok := x.lookup(p)
 		if !ok || v == "null" {
 			return ""
 		}
@@ -205,17 +205,18 @@ func decimalText(amount string) (string, bool) {
 	return out, true
 }
 
-// correlationKeys are what the source's correlation rules read of doc: for each rule
-// whose kind filter the event passes and whose booking, amount and currency it carries,
-// the hash of those three, the amount as an exact number in major units.
-func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
+// correlationKeys are what the source's correlation rules read of the document x
+// indexes: for each rule whose kind filter the event passes and whose booking, amount
+// and currency it carries, the hash of those three, the amount as an exact number in
+// major units.
+func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 	var out []storage.CorrelationKey
 	for _, c := range s.Correlations {
-		if c.Kind != "" && !slices.Contains(c.Kinds, textAt(doc, c.Kind)) {
+		if c.Kind != "" && !slices.Contains(c.Kinds, x.text(c.Kind)) {
 			continue
 		}
-		booking, amount := textAt(doc, c.Booking), textAt(doc, c.Amount)
-		currency := storage.CurrencyCode(textAt(doc, c.Currency))
+		booking, amount := x.text(c.Booking), x.text(c.Amount)
+		currency := storage.CurrencyCode(x.text(c.Currency))
 		if booking == "" || amount == "" || currency == "" {
 			continue
 		}
@@ -269,12 +270,14 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 		return storage.Probe{}, err
 	}
 	opt := src.claimOptions()
+	var x docIndex
+	x.index(doc)
 	return storage.Probe{
 		Source:         src.Name,
 		Key:            der.Key,
-		BusinessKey:    src.businessKey(doc),
+		BusinessKey:    src.businessKey(&x),
 		BusinessWindow: opt.BusinessWindow,
-		Correlations:   src.correlationKeys(doc),
+		Correlations:   src.correlationKeys(&x),
 		Now:            now,
 	}, nil
 }
