@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -113,8 +114,8 @@ func (s *Source) businessKey(x *docIndex) string {
 	}
 	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(s.BusinessKey[a], s.BusinessKey[b]) })
 	plain := true
-	obj := make([]byte, 0, 128)
-	obj = append(obj, '{')
+	var buf [128]byte // on the stack: the object is hashed, never kept
+	obj := append(buf[:0], '{')
 	for n, i := range idx {
 		p := s.BusinessKey[i]
 		v, ok := x.lookup(p)
@@ -131,11 +132,12 @@ func (s *Source) businessKey(x *docIndex) string {
 	}
 	obj = append(obj, '}')
 	if !plain {
-		c, err := canonicalize(obj)
+		// A copy goes to the canonicaliser, so that buf need not live on the heap.
+		c, err := canonicalize(bytes.Clone(obj))
 		if err != nil {
 			return ""
 		}
-		obj = c
+		return keySHA256Hex(c)
 	}
 	return keySHA256Hex(obj)
 }
@@ -230,8 +232,8 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 		if !ok {
 			continue // not a number: nothing to compare
 		}
-		obj := make([]byte, 0, 96)
-		obj = append(obj, '[')
+		var buf [96]byte // on the stack: the array is hashed, never kept
+		obj := append(buf[:0], '[')
 		obj = appendPointerJSON(obj, booking)
 		obj = append(obj, ',')
 		obj = appendPointerJSON(obj, amount)
@@ -239,7 +241,7 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 		obj = appendPointerJSON(obj, currency)
 		obj = append(obj, ']')
 		if !plainJSONString(booking) || !plainJSONString(currency) {
-			v, err := canonicalize(obj)
+			v, err := canonicalize(bytes.Clone(obj)) // a copy, as in businessKey
 			if err != nil {
 				continue
 			}
