@@ -635,10 +635,6 @@ func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 	})
 }
 
-// sqlPendingAdd appends a batch's keys to the pending keys: ?2 is a JSON array of
-// [rule, hash, source, delivery, seen_at], numbered from rowid ?1 on. One argument for
-// the batch: bound one by one, the keys' five values each cost more to convert and
-// bind than SQLite takes to store them.
 // store appends the keys of keys marked for storing to the pending keys, numbered from
 // f.nextRowid on. Nothing is returned: a RETURNING clause cost more than the insert.
 func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
