@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -95,10 +96,10 @@ func checkPointer(p string) error {
 }
 
 // businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
-// {pointer: value} over the source's business key fields in doc, as a derived key is
-// made; "" when the source has none, or when a field is absent or null: a key of fewer
-// fields would match events that differ in the missing one.
-func (s *Source) businessKey(doc string) string {
+// {pointer: value} over the source's business key fields in the document x indexes, as
+// a derived key is made; "" when the source has none, or when a field is absent or
+// null: a key of fewer fields would match events that differ in the missing one.
+func (s *Source) businessKey(x *docIndex) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
 	}
@@ -113,11 +114,11 @@ func (s *Source) businessKey(doc string) string {
 	}
 	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(s.BusinessKey[a], s.BusinessKey[b]) })
 	plain := true
-	obj := make([]byte, 0, 128)
-	obj = append(obj, '{')
+	var buf [128]byte // on the stack: the object is hashed, never kept
+	obj := append(buf[:0], '{')
 	for n, i := range idx {
 		p := s.BusinessKey[i]
-		v, ok := ptrLookup(doc, p)
+		v, ok := x.lookup(p)
 		if !ok || v == "null" {
 			return ""
 		}
@@ -131,11 +132,12 @@ func (s *Source) businessKey(doc string) string {
 	}
 	obj = append(obj, '}')
 	if !plain {
-		c, err := canonicalize(obj)
+		// A copy goes to the canonicaliser, so that buf need not live on the heap.
+		c, err := canonicalize(bytes.Clone(obj))
 		if err != nil {
 			return ""
 		}
-		obj = c
+		return keySHA256Hex(c)
 	}
 	return keySHA256Hex(obj)
 }
@@ -205,17 +207,18 @@ func decimalText(amount string) (string, bool) {
 	return out, true
 }
 
-// correlationKeys are what the source's correlation rules read of doc: for each rule
-// whose kind filter the event passes and whose booking, amount and currency it carries,
-// the hash of those three, the amount as an exact number in major units.
-func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
+// correlationKeys are what the source's correlation rules read of the document x
+// indexes: for each rule whose kind filter the event passes and whose booking, amount
+// and currency it carries, the hash of those three, the amount as an exact number in
+// major units.
+func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 	var out []storage.CorrelationKey
 	for _, c := range s.Correlations {
-		if c.Kind != "" && !slices.Contains(c.Kinds, textAt(doc, c.Kind)) {
+		if c.Kind != "" && !slices.Contains(c.Kinds, x.text(c.Kind)) {
 			continue
 		}
-		booking, amount := textAt(doc, c.Booking), textAt(doc, c.Amount)
-		currency := storage.CurrencyCode(textAt(doc, c.Currency))
+		booking, amount := x.text(c.Booking), x.text(c.Amount)
+		currency := storage.CurrencyCode(x.text(c.Currency))
 		if booking == "" || amount == "" || currency == "" {
 			continue
 		}
@@ -229,8 +232,8 @@ func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
 		if !ok {
 			continue // not a number: nothing to compare
 		}
-		obj := make([]byte, 0, 96)
-		obj = append(obj, '[')
+		var buf [96]byte // on the stack: the array is hashed, never kept
+		obj := append(buf[:0], '[')
 		obj = appendPointerJSON(obj, booking)
 		obj = append(obj, ',')
 		obj = appendPointerJSON(obj, amount)
@@ -238,7 +241,7 @@ func (s *Source) correlationKeys(doc string) []storage.CorrelationKey {
 		obj = appendPointerJSON(obj, currency)
 		obj = append(obj, ']')
 		if !plainJSONString(booking) || !plainJSONString(currency) {
-			v, err := canonicalize(obj)
+			v, err := canonicalize(bytes.Clone(obj)) // a copy, as in businessKey
 			if err != nil {
 				continue
 			}
@@ -269,12 +272,14 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 		return storage.Probe{}, err
 	}
 	opt := src.claimOptions()
+	var x docIndex
+	x.index(doc)
 	return storage.Probe{
 		Source:         src.Name,
 		Key:            der.Key,
-		BusinessKey:    src.businessKey(doc),
+		BusinessKey:    src.businessKey(&x),
 		BusinessWindow: opt.BusinessWindow,
-		Correlations:   src.correlationKeys(doc),
+		Correlations:   src.correlationKeys(&x),
 		Now:            now,
 	}, nil
 }

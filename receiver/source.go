@@ -39,14 +39,14 @@ func (s *Source) event(h http.Header, body []byte) ([]byte, error) {
 	return []byte(payload[0]), nil
 }
 
-// money returns the amount and currency of the event doc (canonical JSON) as stored:
-// the amount in major units, the currency in upper case.
-func (s *Source) money(doc string) (amount, currency string) {
-	amount = textAt(doc, s.AmountField)
+// money returns the amount and currency of the event that x indexes (canonical JSON) as
+// stored: the amount in major units, the currency in upper case.
+func (s *Source) money(x *docIndex) (amount, currency string) {
+	amount = x.text(s.AmountField)
 	if amount == "" {
 		return "", ""
 	}
-	currency = storage.CurrencyCode(textAt(doc, s.CurrencyField))
+	currency = storage.CurrencyCode(x.text(s.CurrencyField))
 	if s.AmountMinorUnits {
 		amount, _ = storage.MajorUnits(amount, currency) // not a plain number: kept as sent
 	}
@@ -59,7 +59,10 @@ func (s *Source) money(doc string) (amount, currency string) {
 // to set: a batch stores them once. It is a value, so that a batch fills its slice of
 // deliveries in place rather than allocating each item and copying it.
 func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, body []byte) storage.Delivery {
-	amount, currency := s.money(doc)
+	// Indexed once: the labels, the money and the forensic keys each read the event.
+	var x docIndex
+	x.index(doc)
+	amount, currency := s.money(&x)
 	return storage.Delivery{
 		Source:       s.Name,
 		Status:       http.StatusOK, // accepted or duplicate, the answer is 200 once stored
@@ -68,16 +71,16 @@ func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, b
 		KeyFrom:      der.EventIDFrom,
 		KeyCanonical: der.Canonical,
 		PayloadHash:  der.PayloadHash,
-		Property:     textAt(doc, s.PropertyField),
-		Booking:      textAt(doc, s.BookingField),
-		EventStatus:  textAt(doc, s.StatusField),
+		Property:     x.text(s.PropertyField),
+		Booking:      x.text(s.BookingField),
+		EventStatus:  x.text(s.StatusField),
 		Amount:       amount,
 		Currency:     currency,
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Body:         body,
-		BusinessKey:  s.businessKey(doc),
-		Correlations: s.correlationKeys(doc),
+		BusinessKey:  s.businessKey(&x),
+		Correlations: s.correlationKeys(&x),
 	}
 }
 

@@ -70,12 +70,21 @@ type forensics struct {
 	// the write connection's data_version was version: another connection that commits
 	// (another process) may have added or moved pending keys since, and it is loaded
 	// again. It has every pending key's rowid, and may have more.
-	pendingRows map[uint64][]int64
+	pendingRows pendingIndex
 	loaded      bool
 	version     int64
 	// pending counts the keys appended since the pending table was last emptied; a
 	// transaction that rolls back has it counted again with the copy (current).
 	pending int
+	// nextRowid is the rowid the next pending key is stored under: above every rowid
+	// the table held when it was loaded, and every one the writer has given since. The
+	// writer numbers the keys itself, so that storing a batch's keys returns nothing.
+	nextRowid int64
+	// traces says key_traces held a trace when the batch's transaction began: while
+	// it holds none (a database whose claims have yet to expire), no delivery's key
+	// can match one, and none is looked up.
+	traces bool
+	args   []any // the arguments of the statement that stores pending keys, reused
 
 	// The filter of the keys the database may hold (keyfilter.go), complete as of the
 	// write connection's data_version filterAt; nil until built, and while another
@@ -104,8 +113,10 @@ const (
 	// pending keys is for: a connection made anew has none, and its data_version says
 	// nothing of the old one's.
 	sqlWriterMark = `CREATE TEMP TABLE IF NOT EXISTS forensic_writer (unused)`
-	// The write connection's data_version, and whether its mark exists.
-	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_writer')
+	// The write connection's data_version, whether its mark exists, and whether any key
+	// is traced.
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_writer'),
+	EXISTS (SELECT 1 FROM key_traces)
 FROM pragma_data_version`
 	sqlPendingLoad = `SELECT rowid, rule, source, hash FROM forensic_keys_pending`
 )
@@ -144,7 +155,7 @@ func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	var version int64
 	var exists bool
-	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
+	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists, &f.traces); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
 	f.checkFilter(exists, version)
@@ -157,11 +168,8 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 			return fmt.Errorf("load pending keys: %w", err)
 		}
 	}
-	if f.pendingRows == nil {
-		f.pendingRows = make(map[uint64][]int64)
-	}
-	clear(f.pendingRows)
-	f.pending = 0
+	f.pendingRows.reset()
+	f.pending, f.nextRowid = 0, 1
 	rows, err := tx.QueryContext(ctx, sqlPendingLoad)
 	if err != nil {
 		return fmt.Errorf("load pending keys: %w", err)
@@ -174,8 +182,9 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 			return fmt.Errorf("load pending keys: %w", err)
 		}
 		h := filterHashBytes(rule, source, hash)
-		f.pendingRows[h] = append(f.pendingRows[h], rowid)
+		f.pendingRows.add(h, rowid)
 		f.pending++
+		f.nextRowid = max(f.nextRowid, rowid+1)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load pending keys: %w", err)
@@ -401,11 +410,9 @@ SELECT v.i, p.delivery, p.source FROM v JOIN forensic_keys_pending p
 		WHERE p2.rowid IN (SELECT value FROM json_each(v.pending))
 		AND p2.rule = v.rule AND p2.hash = v.hash AND p2.seen_at >= v.since AND p2.source != v.source))
 WHERE v.rule != '' AND v.pending != '[]'`},
-	// Rows whose delivery is NULL pad the chunk. Each key's rowid is returned with what
-	// the writer remembers it by.
-	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rule, hash, source, delivery, seen_at)
-SELECT column1, column2, column3, column4, column5 FROM (VALUES `, `(?, ?, ?, ?, ?)`, `) WHERE column4 IS NOT NULL
-RETURNING rowid, rule, source, hash`},
+	// Rows whose delivery is NULL pad the chunk. Each key comes with its rowid.
+	multiKeyAdd: {`INSERT INTO forensic_keys_pending (rowid, rule, hash, source, delivery, seen_at)
+SELECT column1, column2, column3, column4, column5, column6 FROM (VALUES `, `(?, ?, ?, ?, ?, ?)`, `) WHERE column5 IS NOT NULL`},
 }
 
 // multiSQL is the statement of kind k for rows rows.
@@ -514,7 +521,7 @@ func (f *forensics) flush(ctx context.Context) error {
 		}
 	}
 	f.pending = 0
-	clear(f.pendingRows)
+	f.pendingRows.reset()
 	return nil
 }
 
@@ -603,7 +610,7 @@ func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 		args := make([]any, 0, 7*size)
 		for i, k := range chunk {
 			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
-				rowidsJSON(f.pendingRows[k.filterHash]))
+				f.pendingRows.json(k.filterHash))
 		}
 		for range size - len(chunk) {
 			args = append(args, -1, "", "", 0, "", "", "[]")
@@ -628,7 +635,8 @@ func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 	})
 }
 
-// store appends the keys of keys marked for storing to the pending keys.
+// store appends the keys of keys marked for storing to the pending keys, numbered from
+// f.nextRowid on. Nothing is returned: a RETURNING clause cost more than the insert.
 func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 	add := f.add[:0]
 	for i := range keys {
@@ -638,43 +646,40 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 	}
 	f.add = add
 	defer clear(f.add)
-	return padded(add, func(chunk []*forensicKey, size int) error {
+	next := f.nextRowid
+	err := padded(add, func(chunk []*forensicKey, size int) error {
 		st, err := f.multi(ctx, multiKeyAdd, size)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, 5*size)
+		args := f.args[:0]
 		for _, k := range chunk {
-			args = append(args, k.rule, k.hash, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
+			args = append(args, next, k.rule, k.hash, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
+			next++
 		}
 		for range size - len(chunk) {
-			args = append(args, nil, nil, nil, nil, nil)
+			args = append(args, nil, nil, nil, nil, nil, nil)
 		}
-		res, err := st.QueryContext(ctx, args...)
+		f.args = args
+		defer clear(f.args)
+		// Query, not Exec, as the writer's own inserts (record.go): one crossing into
+		// SQLite for the arguments and the step.
+		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
-		defer res.Close()
-		n := 0
-		var rowid int64
-		var rule, source, hash sql.RawBytes
-		for ; res.Next(); n++ {
-			if err := res.Scan(&rowid, &rule, &source, &hash); err != nil {
-				return err
-			}
-			h := filterHashBytes(rule, source, hash)
-			f.pendingRows[h] = append(f.pendingRows[h], rowid)
-			f.stored(h)
-		}
-		if err := res.Err(); err != nil {
-			return err
-		}
-		if n != len(chunk) {
-			return fmt.Errorf("stored %d keys of %d", n, len(chunk))
-		}
-		f.pending += len(chunk)
-		return nil
+		return rows.Close()
 	})
+	if err != nil {
+		return err
+	}
+	for _, k := range add {
+		f.pendingRows.add(k.filterHash, f.nextRowid)
+		f.nextRowid++
+		f.stored(k.filterHash)
+	}
+	f.pending += len(add)
+	return nil
 }
 
 // businessKeys flags or blocks the rows whose business key keys found in the database
@@ -733,6 +738,7 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 		if err := f.exec(ctx, sqlTraceAdd, d.Source, storage.KeyHash(d.Key), prior.claimedAt, prior.first, prior.expiresAt); err != nil {
 			return err
 		}
+		f.traces = true
 		if r.outcome != storage.Accepted {
 			continue
 		}
@@ -747,6 +753,9 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 		if err := f.flag(ctx, r, storage.SuspectLateDuplicate, other, d.Source, "", fromMillis(prior.claimedAt)); err != nil {
 			return err
 		}
+	}
+	if !f.traces {
+		return nil // no trace to match
 	}
 	return chunked(look, func(off int, chunk []*recordRow) error {
 		st, err := f.multi(ctx, multiTraceFind, len(chunk))
@@ -1029,6 +1038,39 @@ func (db *DB) FlagsOf(ctx context.Context, id int64) (storage.DeliveryFlags, err
 	}
 	f.Suspects = by[id]
 	return f, nil
+}
+
+// pendingIndex is the rowids of the pending keys by their filterHash. Nearly every hash
+// has one rowid (a key pending twice is a double): it is kept without a slice of its
+// own, which would cost an allocation for each key stored.
+type pendingIndex struct {
+	one  map[uint64]int64
+	more map[uint64][]int64 // the rowids after the first, for the few hashes that have several
+}
+
+func (p *pendingIndex) reset() {
+	if p.one == nil {
+		p.one, p.more = make(map[uint64]int64), make(map[uint64][]int64)
+	}
+	clear(p.one)
+	clear(p.more)
+}
+
+func (p *pendingIndex) add(h uint64, rowid int64) {
+	if _, ok := p.one[h]; !ok {
+		p.one[h] = rowid
+		return
+	}
+	p.more[h] = append(p.more[h], rowid)
+}
+
+// json is the rowids of hash h as a JSON array, for json_each: "[]" for none.
+func (p *pendingIndex) json(h uint64) string {
+	first, ok := p.one[h]
+	if !ok {
+		return "[]"
+	}
+	return rowidsJSON(append([]int64{first}, p.more[h]...))
 }
 
 // rowidsJSON is rowids as a JSON array, for json_each.
