@@ -186,7 +186,7 @@ func TestOpen_KeyThroughClaimUpgrade(t *testing.T) {
 		`DROP INDEX deliveries_key`,
 		`ALTER TABLE deliveries DROP COLUMN by_claim`,
 		`CREATE INDEX deliveries_key ON deliveries (source, key) WHERE body_from = 0`,
-		`DELETE FROM migrations WHERE name LIKE '%0023_%'`,
+		`DELETE FROM migrations WHERE name LIKE '%0022_%'`,
 	)
 
 	db = storagetest.OpenPath(t, path, sqlite.Options{})

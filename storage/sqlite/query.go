@@ -92,7 +92,7 @@ func sqlWithReferrers(cond string) string {
 // source, written with %[1]s before the column as sqlWithReferrers' cond is; the
 // caller gives its arguments and the key's four times over. The index of
 // keys leaves out the accepted deliveries that their claim names (by_claim, migration
-// 0023): those are found through the claim, and what refers to either for its body
+// 0022): those are found through the claim, and what refers to either for its body
 // through the index of body_from.
 func sqlKeyIDs(sources string) string {
 	cond := sources + ` AND %[1]skey = ?`

@@ -46,7 +46,7 @@ type recordRow struct {
 	bodyFrom int64
 	// byClaim: an accepted delivery that its claim names as the transaction commits,
 	// found by its key through the claim and left out of the index of keys until the
-	// claim lets go of it (migration 0023).
+	// claim lets go of it (migration 0022).
 	byClaim       bool
 	moneyMismatch bool
 	suspects      []storage.SuspectKind
