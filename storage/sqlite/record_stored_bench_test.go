@@ -39,14 +39,16 @@ func benchRead() int64 {
 	return 0
 }
 
+// benchWarmUp is how many deliveries BenchmarkRecord_Stored records before it measures.
+const benchWarmUp = 20_000
+
 // BenchmarkRecord_Stored is BenchmarkRecord's FULL runs on a database that already holds
 // BENCH_STORED_KEYS keys (each with its accepted delivery), where every new key lands
 // on leaves of the key-ordered indexes that no recent key touched. The filled file is
 // kept under BENCH_STORED_DIR, made once per size, and each run works on a copy of it,
 // so that runs of two builds start from the same file. Skipped without both.
-// benchWarmUp is how many deliveries BenchmarkRecord_Stored records before it measures.
-const benchWarmUp = 20_000
-
+// BENCH_STORED_SQL, if set, is run on each copy with the sqlite3 command before it is
+// opened (say, to undo a migration and compare with an older build's schema).
 func BenchmarkRecord_Stored(b *testing.B) {
 	keys, _ := strconv.Atoi(os.Getenv("BENCH_STORED_KEYS"))
 	dir := os.Getenv("BENCH_STORED_DIR")
