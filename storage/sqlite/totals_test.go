@@ -128,7 +128,9 @@ func TestRollup_FoldsWhatTheWriterStored(t *testing.T) {
 				FROM delivery_stats ORDER BY 1, 2, 3, 4`,
 			`SELECT day, source, property, currency, kind, deliveries, amount, unsummed, 0, 0 FROM ledger_days ORDER BY 1, 2, 3, 4, 5`,
 			`SELECT day, source, currency, kind, deliveries, amount, unsummed, 0, 0 FROM ledger_totals ORDER BY 1, 2, 3, 4`,
-			`SELECT (SELECT rolled_up_to FROM delivery_stats_mark), (SELECT rolled_up_to FROM ledger_mark)`,
+			// The ledger's mark is left out: reading, it stops at the last duplicate; folding,
+			// at the last delivery of a span. Either says every duplicate up to it is counted.
+			`SELECT rolled_up_to FROM delivery_stats_mark`,
 		} {
 			rows, err := raw.Query(q)
 			if err != nil {
