@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -187,56 +188,64 @@ const minorSplit = "1000000000"
 
 // RollupLedger folds up to limit duplicates not yet counted into the daily totals that
 // Ledger reads, and reports how many it folded (fewer than limit: it has caught up).
-// It reads them through the index of duplicates and rejections, on a read connection,
-// and writes only the few totals they make; like RollupStats, concurrent calls are
+// What the writer kept of the duplicates it stored is folded as it is (totals.go); the
+// rest it reads through the index of duplicates and rejections, on a read connection,
+// and it writes only the few totals they make; like RollupStats, concurrent calls are
 // safe: the mark moves only from where the counting started.
 func (db *DB) RollupLedger(ctx context.Context, limit int) (int, error) {
-	type key struct {
-		day                    int64
-		source, property, curr string
-		kind                   string
-	}
 	var (
 		mark, upto int64
 		n          int
-		totals     = map[key]*storage.Money{}
+		totals     = map[ledgerKey]*storage.Money{}
 	)
-	err := func() error {
-		if err := db.read.QueryRowContext(ctx, `SELECT rolled_up_to FROM ledger_mark`).Scan(&mark); err != nil {
-			return err
+	money := func(k ledgerKey) *storage.Money {
+		m := totals[k]
+		if m == nil {
+			m = &storage.Money{}
+			totals[k] = m
+		}
+		return m
+	}
+	read := func(after, upto int64, limit int) (n int, last int64, err error) {
+		if upto == noBound {
+			upto = math.MaxInt64
 		}
 		rows, err := db.read.QueryContext(ctx, `
 SELECT id, received_at / `+strconv.Itoa(dayMillis)+`, source, property, currency, amount, money_mismatch FROM deliveries
-WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? ORDER BY id LIMIT ?`, mark, limit)
+WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? AND id <= ? ORDER BY id LIMIT ?`, after, upto, limit)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var day int64
 			var source, property, currency, amount string
 			var mm bool
-			if err := rows.Scan(&upto, &day, &source, &property, &currency, &amount, &mm); err != nil {
-				return err
+			if err := rows.Scan(&last, &day, &source, &property, &currency, &amount, &mm); err != nil {
+				return 0, 0, err
 			}
 			n++
-			add := func(kind string) {
-				k := key{day, source, property, currency, kind}
-				m := totals[k]
-				if m == nil {
-					m = &storage.Money{}
-					totals[k] = m
-				}
-				m.AddAmount(amount, currency)
-			}
 			if amount != "" {
-				add(storage.LedgerCaught)
+				money(ledgerKey{day, source, property, currency, storage.LedgerCaught}).AddAmount(amount, currency)
 			}
 			if mm {
-				add(storage.LedgerMoneyMismatch)
+				money(ledgerKey{day, source, property, currency, storage.LedgerMoneyMismatch}).AddAmount(amount, currency)
 			}
 		}
-		return rows.Err()
+		return n, last, rows.Err()
+	}
+	fold := func(s *span) {
+		for k, m := range s.ledger {
+			money(k).Add(m)
+		}
+	}
+	err := func() error {
+		if err := db.read.QueryRowContext(ctx, `SELECT rolled_up_to FROM ledger_mark`).Scan(&mark); err != nil {
+			return err
+		}
+		var err error
+		n, upto, err = db.totals.walk(mark, limit, true, read, fold)
+		return err
 	}()
 	if err != nil {
 		return 0, fmt.Errorf("roll up ledger: %w", err)
@@ -254,21 +263,31 @@ WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? ORDER BY id LIM
 			return err // another call counted this stretch first
 		}
 		moved = true
-		for k, m := range totals {
-			if _, err := tx.ExecContext(ctx, `
+		// Prepared once for all the totals: a statement per total parsed anew each time
+		// cost the roll-up as much as the rest of its write.
+		days, err := tx.PrepareContext(ctx, `
 INSERT INTO ledger_days (day, source, property, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
-				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount)
+		if err != nil {
+			return err
+		}
+		defer days.Close()
+		sums, err := tx.PrepareContext(ctx, `
 INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, currency, kind) DO UPDATE SET
-	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount,
-				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
+	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount)
+		if err != nil {
+			return err
+		}
+		defer sums.Close()
+		for k, m := range totals {
+			if _, err := days.ExecContext(ctx, k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
+				return err
+			}
+			if _, err := sums.ExecContext(ctx, k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
 				return err
 			}
 		}
@@ -280,5 +299,6 @@ ON CONFLICT (day, source, currency, kind) DO UPDATE SET
 	if !moved {
 		return 0, nil
 	}
+	db.totals.moved(upto, true)
 	return n, nil
 }

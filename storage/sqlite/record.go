@@ -588,6 +588,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		return batch, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	w.db.totals.add(batch)
 	w.db.noteCommit()
 	return batch, nil
 }

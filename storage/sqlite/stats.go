@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -27,55 +28,72 @@ func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
 
 // rollupStats folds up to limit deliveries not yet counted into the hourly totals that
 // DeliveryStats reads, and reports how many it folded (fewer than limit: it has caught
-// up). Intake stays free of the work: the counting reads the deliveries on a read
-// connection (on the one write connection it held up intake for as long as it took to
-// read thousands of rows, bodies and all), and only its result, a few rows, is written.
-// Concurrent calls are safe: the mark moves only from where the counting started, so a
-// stretch of deliveries is counted once.
+// up). Intake stays free of the work: what the writer kept of the deliveries it stored
+// (totals.go) is folded as it is, the rest is counted by reading the deliveries on a
+// read connection (on the one write connection it held up intake for as long as it
+// took to read thousands of rows, bodies and all), and only the result, a few rows, is
+// written. Concurrent calls are safe: the mark moves only from where the counting
+// started, so a stretch of deliveries is counted once.
 func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
-	type stat struct {
-		source, outcome, currency    string
-		hour, deliveries, mismatches int64
-		moneyMismatches, withAmount  int64
-		amount                       float64
-	}
-	var (
-		mark, upto, n int64
-		stats         []stat
-	)
-	err := func() error {
-		if err := db.read.QueryRowContext(ctx, `SELECT rolled_up_to FROM delivery_stats_mark`).Scan(&mark); err != nil {
-			return err
+	var mark int64
+	totals := map[statsKey]*statsSum{}
+	sum := func(k statsKey) *statsSum {
+		st := totals[k]
+		if st == nil {
+			st = &statsSum{}
+			totals[k] = st
 		}
-		// One statement, so one snapshot: the stretch after the mark and its counts. (A
-		// call that moves the mark meanwhile makes this one's write a no-op.)
+		return st
+	}
+	read := func(after, upto int64, limit int) (n int, last int64, err error) {
+		if upto == noBound {
+			upto = math.MaxInt64
+		}
+		// One statement, so one snapshot: the stretch and its counts.
 		rows, err := db.read.QueryContext(ctx, `
-WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 ORDER BY id LIMIT ?2),
+WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 AND id <= ?3 ORDER BY id LIMIT ?2),
      bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
 SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
 	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
 	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
 	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
-GROUP BY 3, 4, 5, 6`, mark, limit)
+GROUP BY 3, 4, 5, 6`, after, limit, upto)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var st stat
+			var st statsSum
 			var source, outcome, currency sql.NullString
 			var hour sql.NullInt64
-			if err := rows.Scan(&upto, &n, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
+			var count int64
+			if err := rows.Scan(&last, &count, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
 				&st.moneyMismatches, &st.withAmount, &st.amount); err != nil {
-				return err
+				return 0, 0, err
 			}
+			n = int(count)
 			if st.deliveries > 0 {
-				st.source, st.hour, st.outcome, st.currency = source.String, hour.Int64, outcome.String, currency.String
-				stats = append(stats, st)
+				t := sum(statsKey{source: source.String, outcome: outcome.String, currency: currency.String, hour: hour.Int64})
+				t.add(st)
 			}
 		}
-		return rows.Err()
+		return n, last, rows.Err()
+	}
+	fold := func(s *span) {
+		for _, e := range s.stats {
+			sum(e.key).add(e.sum)
+		}
+	}
+	var n int
+	var upto int64
+	err := func() error {
+		if err := db.read.QueryRowContext(ctx, `SELECT rolled_up_to FROM delivery_stats_mark`).Scan(&mark); err != nil {
+			return err
+		}
+		var err error
+		n, upto, err = db.totals.walk(mark, limit, false, read, fold)
+		return err
 	}()
 	if err != nil {
 		return 0, fmt.Errorf("roll up stats: %w", err)
@@ -94,7 +112,7 @@ GROUP BY 3, 4, 5, 6`, mark, limit)
 			return err // another call counted this stretch first
 		}
 		moved = true
-		for _, st := range stats {
+		for k, st := range totals {
 			if _, err := tx.ExecContext(ctx, `
 INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -104,7 +122,7 @@ ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	money_mismatches = money_mismatches + excluded.money_mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-				st.source, st.hour, st.outcome, st.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount); err != nil {
+				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount); err != nil {
 				return err
 			}
 		}
@@ -116,7 +134,17 @@ ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	if !moved {
 		return 0, nil
 	}
-	return int(n), nil
+	db.totals.moved(upto, false)
+	return n, nil
+}
+
+// add adds o to st.
+func (st *statsSum) add(o statsSum) {
+	st.deliveries += o.deliveries
+	st.mismatches += o.mismatches
+	st.moneyMismatches += o.moneyMismatches
+	st.withAmount += o.withAmount
+	st.amount += o.amount
 }
 
 // sqlStatsSource is the source that the hourly totals count a row of table (an alias of

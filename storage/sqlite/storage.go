@@ -194,6 +194,8 @@ type DB struct {
 	batchRows        atomic.Int64 // the deliveries those batches held
 	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
 
+	totals pendingTotals // what the writer stored, for the roll-ups to fold (totals.go)
+
 	busyTimeout time.Duration // every write's bound on its whole wait (record.go, write.go)
 	cacheSize   int64         // Options.CacheSize
 	writerFull  *atomic.Bool  // the write connection has the whole cache (growWriterCache)
