@@ -135,7 +135,7 @@ func TestDocIndex_Generated(t *testing.T) {
 		}
 	}
 	escape := strings.NewReplacer("~", "~0", "/", "~1")
-	for range 3000 {
+	for range 1500 {
 		raw, paths := value(0)
 		doc, _, err := canonicalBody([]byte(raw))
 		if err != nil {
