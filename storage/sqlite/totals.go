@@ -211,7 +211,9 @@ func castReal(amount string) (v float64, ok bool) {
 			return 0, false
 		}
 	}
-	if len(s) == 0 {
+	if len(s) == 0 || frac >= len(pow10) {
+		// A long run of zeros after the point leaves few significant digits but more
+		// decimals than an exact power of ten divides by: SQLite's to convert.
 		return 0, false
 	}
 	// mant < 10^15 and 10^frac are exact doubles: one division rounds once.
