@@ -123,3 +123,20 @@ func checkFoldedIsRead(t *testing.T, db *sqlite.DB, path string, limit int) {
 		t.Errorf("totals folded from what the writer kept (some folded: %v):\n%s\nread from the deliveries:\n%s", foldedSome, folded, read)
 	}
 }
+
+// TestRollup_AmountsThatCancel: amounts that cancel out within an hour (a charge, a
+// small one, the charge refunded) total on the dashboard as SQLite's total() sums them.
+func TestRollup_AmountsThatCancel(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cancel.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(db)
+	for i, amount := range []string{"999999999999999", "0.01", "-999999999999999", "0.01"} {
+		d := delivery("ota", fmt.Sprint("k", i), "h")
+		d.Amount, d.Currency = amount, "EUR"
+		if err := db.Record(ctx, d, day); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFoldedIsRead(t, db, path, 1000)
+}
