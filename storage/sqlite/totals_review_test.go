@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -139,4 +142,114 @@ func TestRollup_AmountsThatCancel(t *testing.T) {
 		}
 	}
 	checkFoldedIsRead(t, db, path, 1000)
+}
+
+// TestRollup_WhileTheWriterStores: deliveries of every kind that the writer turns into
+// duplicates in the transaction that stores them (business keys that block, items of
+// one batch sharing a key, money mismatches), rejections of known and unknown sources,
+// stored while two roll-ups run at once in small steps: the totals are those that
+// reading every delivery gives.
+func TestRollup_WhileTheWriterStores(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	c := newClock(db)
+	blocks := storage.ClaimOptions{TTL: 24 * time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	done := make(chan struct{})
+	var rollups sync.WaitGroup
+	for g := range 2 {
+		rollups.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := db.RollupStats(ctx, 7+g*13); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := db.RollupLedger(ctx, 3+g*5); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				n := g*1000 + i
+				var err error
+				switch n % 6 {
+				case 0: // a business key met before: blocked, a duplicate
+					d := bk("ota", fmt.Sprint("evt-", n), fmt.Sprint("B", n%11))
+					d.Amount = []string{"80.00", "12.5", "", "1e3"}[n%4]
+					err = db.Record(ctx, d, blocks)
+				case 1: // a batch whose items share keys, amounts differing
+					var items []*storage.Delivery
+					for j := range 4 {
+						d := delivery("pay", fmt.Sprint("b", n%17, "-", j%2), fmt.Sprint("h", j))
+						d.Amount, d.Currency, d.Property = fmt.Sprint(j+1, ".25"), "USD", fmt.Sprint("p", j)
+						items = append(items, d)
+					}
+					err = db.RecordBatch(ctx, items, day)
+				case 2:
+					err = db.Record(ctx, &storage.Delivery{Source: fmt.Sprint("junk-", n%5), Outcome: storage.Rejected,
+						Status: storage.StatusUnknownSource, Amount: "3"}, day)
+				case 3:
+					err = db.Record(ctx, &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 401}, day)
+				default: // redeliveries, some with another amount: money mismatches
+					d := delivery("ota", fmt.Sprint("r", n%29), fmt.Sprint("h", n%3))
+					d.Amount, d.Currency, d.Property = fmt.Sprint(n%3, ".10"), "EUR", "p1"
+					err = db.Record(ctx, d, day)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if g == 0 && i%50 == 49 {
+					c.Add(40 * time.Minute)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rollups.Wait()
+	checkFoldedIsRead(t, db, path, 50)
+}
+
+// TestRollup_AnotherProcess: another process (a command, or an older build) stores
+// deliveries between the writer's and rolls up a stretch that ends inside what the
+// writer kept; the serve's roll-up reads what it did not store, and the totals are
+// those that reading every delivery gives.
+func TestRollup_AnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "two.db")
+	serve := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(serve)
+	other := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(other)
+	for i := range 300 {
+		db := serve
+		if i%40 >= 30 {
+			db = other
+		}
+		d := delivery("ota", fmt.Sprint("k", i%23), fmt.Sprint("h", i%2))
+		d.Amount, d.Currency, d.Property = fmt.Sprint(i, ".5"), "EUR", fmt.Sprint("p", i%3)
+		if err := db.Record(ctx, d, day); err != nil {
+			t.Fatal(err)
+		}
+		if i == 150 {
+			if _, err := other.RollupStats(ctx, 45); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.RollupLedger(ctx, 19); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkFoldedIsRead(t, serve, path, 1000)
 }
