@@ -122,7 +122,7 @@ ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	money_mismatches = money_mismatches + excluded.money_mismatches,
 	with_amount = with_amount + excluded.with_amount,
 	amount      = amount + excluded.amount`,
-				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount); err != nil {
+				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount+st.amountErr); err != nil {
 				return err
 			}
 		}
@@ -144,7 +144,8 @@ func (st *statsSum) add(o statsSum) {
 	st.mismatches += o.mismatches
 	st.moneyMismatches += o.moneyMismatches
 	st.withAmount += o.withAmount
-	st.amount += o.amount
+	st.addAmount(o.amount)
+	st.amountErr += o.amountErr
 }
 
 // sqlStatsSource is the source that the hourly totals count a row of table (an alias of

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,22 @@ type statsEntry struct {
 // statsSum is what a span adds to a row of delivery_stats.
 type statsSum struct {
 	deliveries, mismatches, moneyMismatches, withAmount int64
-	amount                                              float64
+	// amount is summed as SQLite's total() sums, with amountErr the rounding errors it
+	// compensates (Kahan-Babuska-Neumaier): summed naively, a charge and its refund of
+	// a large amount wipe out the small amounts between them. The total is their sum.
+	amount, amountErr float64
+}
+
+// addAmount adds v to st's amount as SQLite's total() adds a value.
+func (st *statsSum) addAmount(v float64) {
+	s := st.amount
+	t := s + v
+	if math.Abs(s) > math.Abs(v) {
+		st.amountErr += (s - t) + v
+	} else {
+		st.amountErr += (v - t) + s
+	}
+	st.amount = t
 }
 
 // ledgerKey is a row of ledger_days.
@@ -154,7 +170,7 @@ func (s *span) count(row *recordRow) {
 	if d.Amount != "" {
 		st.withAmount++
 		v, _ := castReal(d.Amount)
-		st.amount += v
+		st.addAmount(v)
 	}
 	if row.outcome != storage.Duplicate {
 		return
@@ -211,7 +227,9 @@ func castReal(amount string) (v float64, ok bool) {
 			return 0, false
 		}
 	}
-	if len(s) == 0 {
+	if len(s) == 0 || frac >= len(pow10) {
+		// A long run of zeros after the point leaves few significant digits but more
+		// decimals than an exact power of ten divides by: SQLite's to convert.
 		return 0, false
 	}
 	// mant < 10^15 and 10^frac are exact doubles: one division rounds once.
