@@ -103,15 +103,5 @@ func (x *docIndex) text(pointer string) string {
 	if pointer == "" || x.doc == "" || pointerProblem(pointer) != "" {
 		return ""
 	}
-	v, ok := x.lookup(pointer)
-	if !ok || v == "null" {
-		return ""
-	}
-	if v[0] == '"' {
-		v = jsonStringValue(v)
-	}
-	if len(v) > maxText {
-		v = strings.ToValidUTF8(v[:maxText], "")
-	}
-	return v
+	return labelText(x.lookup(pointer))
 }

@@ -246,8 +246,12 @@ func textAt(doc, pointer string) string {
 	if pointer == "" || doc == "" || pointerProblem(pointer) != "" {
 		return ""
 	}
-	v, ok := ptrLookup(doc, pointer)
-	if !ok || v == "null" {
+	return labelText(ptrLookup(doc, pointer))
+}
+
+// labelText is a looked-up value (v, found) as Text gives it.
+func labelText(v string, found bool) string {
+	if !found || v == "null" {
 		return ""
 	}
 	if v[0] == '"' {
