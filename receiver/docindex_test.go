@@ -39,17 +39,8 @@ func TestDocIndex(t *testing.T) {
 		if err != nil {
 			t.Fatalf("canonical %s: %v", raw, err)
 		}
-		var x docIndex
-		x.index(doc)
-		for _, p := range pointers {
-			wantV, wantOK := ptrLookup(doc, p)
-			gotV, gotOK := x.lookup(p)
-			if gotV != wantV || gotOK != wantOK {
-				t.Errorf("%s: lookup(%q) = %q, %v; ptrLookup gives %q, %v", doc, p, gotV, gotOK, wantV, wantOK)
-			}
-			if got, want := x.text(p), textAt(doc, p); got != want {
-				t.Errorf("%s: text(%q) = %q; textAt gives %q", doc, p, got, want)
-			}
+		if m := docIndexMismatch(doc, pointers); m != "" {
+			t.Error(m)
 		}
 	}
 	// A document of more members than the index holds is still read whole.
@@ -150,17 +141,8 @@ func TestDocIndex_Generated(t *testing.T) {
 			pointers = append(pointers, b.String(), b.String()+"/missing", b.String()+"/0")
 		}
 		pointers = append(pointers, "", "/", "/missing", "/a~1b", "/m~0n", "/0", "/m1/0")
-		var x docIndex
-		x.index(doc)
-		for _, p := range pointers {
-			wantV, wantOK := ptrLookup(doc, p)
-			gotV, gotOK := x.lookup(p)
-			if gotV != wantV || gotOK != wantOK {
-				t.Fatalf("%s: lookup(%q) = %q, %v; ptrLookup gives %q, %v", doc, p, gotV, gotOK, wantV, wantOK)
-			}
-			if got, want := x.text(p), textAt(doc, p); got != want {
-				t.Fatalf("%s: text(%q) = %q; textAt gives %q", doc, p, got, want)
-			}
+		if m := docIndexMismatch(doc, pointers); m != "" {
+			t.Fatal(m)
 		}
 	}
 }
@@ -174,4 +156,22 @@ func uEscaped(s string) string {
 	}
 	b.WriteString(`"`)
 	return b.String()
+}
+
+// docIndexMismatch is the first pointer of pointers whose lookup or text in doc, indexed,
+// differs from ptrLookup's or textAt's walk of doc, said as a test failure; "" if none.
+func docIndexMismatch(doc string, pointers []string) string {
+	var x docIndex
+	x.index(doc)
+	for _, p := range pointers {
+		wantV, wantOK := ptrLookup(doc, p)
+		gotV, gotOK := x.lookup(p)
+		if gotV != wantV || gotOK != wantOK {
+			return fmt.Sprintf("%s: lookup(%q) = %q, %v; ptrLookup gives %q, %v", doc, p, gotV, gotOK, wantV, wantOK)
+		}
+		if got, want := x.text(p), textAt(doc, p); got != want {
+			return fmt.Sprintf("%s: text(%q) = %q; textAt gives %q", doc, p, got, want)
+		}
+	}
+	return ""
 }
