@@ -149,10 +149,19 @@ func (st *statsSum) add(o statsSum) {
 }
 
 // sqlStatsSource is the source that the hourly totals count a row of table (an alias of
-// deliveries) under.
+// deliveries) under: statsSource, in SQL. The two change together.
 func sqlStatsSource(table string) string {
 	return fmt.Sprintf(`CASE WHEN %[1]s.outcome = 'rejected' AND %[1]s.status = %[2]d THEN '%[3]s' ELSE %[1]s.source END`,
 		table, storage.StatusUnknownSource, storage.UnknownSources)
+}
+
+// statsSource is the source that the hourly totals count a delivery under, for the
+// totals the writer keeps (totals.go): sqlStatsSource, in Go.
+func statsSource(outcome storage.Outcome, status int, source string) string {
+	if outcome == storage.Rejected && status == storage.StatusUnknownSource {
+		return storage.UnknownSources
+	}
+	return source
 }
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats counts as it

@@ -138,10 +138,7 @@ func (p *pendingTotals) add(batch []*recordReq) {
 func (s *span) count(row *recordRow) {
 	d := row.d
 	s.rows++
-	source := d.Source
-	if row.outcome == storage.Rejected && d.Status == storage.StatusUnknownSource {
-		source = storage.UnknownSources
-	}
+	source := statsSource(row.outcome, d.Status, d.Source)
 	currency := ""
 	if d.Amount != "" {
 		currency = d.Currency
