@@ -269,8 +269,8 @@ type tracedKeys struct {
 	lost   bool
 }
 
-// tracedMax bounds the hashes noted between two batches of the writer.
-const tracedMax = 1 << 16
+// tracedMax bounds the hashes noted between two batches of the writer. Tests lower it.
+var tracedMax = 1 << 16
 
 // note notes the trace of a key of source whose hash is keyHash.
 func (t *tracedKeys) note(source string, keyHash []byte) {
