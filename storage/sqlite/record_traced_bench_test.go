@@ -71,6 +71,7 @@ func BenchmarkRecord_ForensicsTraced(b *testing.B) {
 			b.SetParallelism(32)
 			b.ReportAllocs()
 			cpu := benchCPU()
+			batches0, rows0 := db.BatchStats()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -83,6 +84,8 @@ func BenchmarkRecord_ForensicsTraced(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+			batches, rows := db.BatchStats()
+			b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 		})
 	}
 }
