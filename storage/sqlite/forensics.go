@@ -92,7 +92,7 @@ type forensics struct {
 	closing  <-chan struct{}
 	adopted  *atomic.Int64
 	traced   *tracedKeys // the traces other writes on the write connection noted
-	late     []lateLook
+	late     []lateLook  // the rows whose traces lateDuplicates looks up, reused
 	// The data_version of the last check, and when one last found that another
 	// connection had committed (filterQuiet).
 	checked   bool
