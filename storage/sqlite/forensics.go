@@ -80,11 +80,7 @@ type forensics struct {
 	// the table held when it was loaded, and every one the writer has given since. The
 	// writer numbers the keys itself, so that storing a batch's keys returns nothing.
 	nextRowid int64
-	// traces says key_traces held a trace when the batch's transaction began: while
-	// it holds none (a database whose claims have yet to expire), no delivery's key
-	// can match one, and none is looked up.
-	traces bool
-	args   []any // the arguments of the statement that stores pending keys, reused
+	args      []any // the arguments of the statement that stores pending keys, reused
 
 	// The filter of the keys the database may hold (keyfilter.go), complete as of the
 	// write connection's data_version filterAt; nil until built, and while another
@@ -95,6 +91,8 @@ type forensics struct {
 	read     *sql.DB
 	closing  <-chan struct{}
 	adopted  *atomic.Int64
+	traced   *tracedKeys // the traces other writes on the write connection noted
+	late     []lateLook  // the rows whose traces lateDuplicates looks up, reused
 	// The data_version of the last check, and when one last found that another
 	// connection had committed (filterQuiet).
 	checked   bool
@@ -113,10 +111,8 @@ const (
 	// pending keys is for: a connection made anew has none, and its data_version says
 	// nothing of the old one's.
 	sqlWriterMark = `CREATE TEMP TABLE IF NOT EXISTS forensic_writer (unused)`
-	// The write connection's data_version, whether its mark exists, and whether any key
-	// is traced.
-	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_writer'),
-	EXISTS (SELECT 1 FROM key_traces)
+	// The write connection's data_version, and whether its mark exists.
+	sqlRecentCheck = `SELECT data_version, EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'forensic_writer')
 FROM pragma_data_version`
 	sqlPendingLoad = `SELECT rowid, rule, source, hash FROM forensic_keys_pending`
 )
@@ -141,7 +137,7 @@ func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 	if f.stmts != nil {
 		return nil
 	}
-	f.read, f.closing, f.adopted = owner.read, owner.closing, &owner.keyFilters
+	f.read, f.closing, f.adopted, f.traced = owner.read, owner.closing, &owner.keyFilters, &owner.traced
 	return f.prepareStmts(ctx, owner.write)
 }
 
@@ -155,7 +151,7 @@ func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	var version int64
 	var exists bool
-	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists, &f.traces); err != nil {
+	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
 	f.checkFilter(exists, version)
@@ -719,26 +715,36 @@ func (f *forensics) businessKeys(ctx context.Context, rows []*recordRow, keys []
 	return nil
 }
 
+// lateLook is a row whose key may be traced, and the key's hash.
+type lateLook struct {
+	r    *recordRow
+	hash []byte
+}
+
 // lateDuplicates traces the expired claims that rows of acc took over, and flags the
 // rows still accepted whose key was claimed before: the claim they took over, or a
-// trace the sweep left.
+// trace the sweep left. Only the keys the filter may hold a trace of are looked up.
 func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error {
-	var look []*recordRow
+	look := f.late[:0]
+	defer func() { clear(look); f.late = look[:0] }()
 	for _, r := range acc {
 		d := r.d
 		prior, ok := f.prior[holderKey{d.Source, d.Key}]
 		if !ok || prior.expiresAt > millis(d.ReceivedAt) || prior.first == r.id {
 			if r.outcome == storage.Accepted {
-				look = append(look, r)
+				if hash := storage.KeyHash(d.Key); f.mayMatch(traceHash(d.Source, hash)) {
+					look = append(look, lateLook{r, hash})
+				}
 			}
 			continue
 		}
 		// The claim r took over had expired: traced now, as the sweep would have, even
 		// if r was blocked since (the claim is gone either way).
-		if err := f.exec(ctx, sqlTraceAdd, d.Source, storage.KeyHash(d.Key), prior.claimedAt, prior.first, prior.expiresAt); err != nil {
+		hash := storage.KeyHash(d.Key)
+		if err := f.exec(ctx, sqlTraceAdd, d.Source, hash, prior.claimedAt, prior.first, prior.expiresAt); err != nil {
 			return err
 		}
-		f.traces = true
+		f.stored(traceHash(d.Source, hash))
 		if r.outcome != storage.Accepted {
 			continue
 		}
@@ -754,17 +760,14 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 			return err
 		}
 	}
-	if !f.traces {
-		return nil // no trace to match
-	}
-	return chunked(look, func(off int, chunk []*recordRow) error {
+	return chunked(look, func(off int, chunk []lateLook) error {
 		st, err := f.multi(ctx, multiTraceFind, len(chunk))
 		if err != nil {
 			return err
 		}
 		args := make([]any, 0, 3*len(chunk))
-		for i, r := range chunk {
-			args = append(args, i, r.d.Source, storage.KeyHash(r.d.Key))
+		for i, l := range chunk {
+			args = append(args, i, l.r.d.Source, l.hash)
 		}
 		res, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -787,7 +790,7 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 			return err
 		}
 		for _, h := range hits {
-			r := chunk[h.i]
+			r := chunk[h.i].r
 			if err := f.flag(ctx, r, storage.SuspectLateDuplicate, h.other, r.d.Source, "", fromMillis(h.firstSeen)); err != nil {
 				return err
 			}
@@ -882,8 +885,9 @@ func (f *forensics) flag(ctx context.Context, r *recordRow, kind storage.Suspect
 }
 
 // traceExpired writes the traces of claims the sweep deleted, in its transaction: a
-// delivery of one of their keys within the remember period is a late duplicate.
-func traceExpired(ctx context.Context, tx *sql.Tx, gone []expiredClaim) error {
+// delivery of one of their keys within the remember period is a late duplicate. Each
+// is noted for the writer's filter (tracedKeys), as tx runs on the write connection.
+func (db *DB) traceExpired(ctx context.Context, tx *sql.Tx, gone []expiredClaim) error {
 	if len(gone) == 0 {
 		return nil
 	}
@@ -893,7 +897,9 @@ func traceExpired(ctx context.Context, tx *sql.Tx, gone []expiredClaim) error {
 	}
 	defer st.Close()
 	for _, c := range gone {
-		if _, err := st.ExecContext(ctx, c.source, storage.KeyHash(c.key), c.claimedAt, c.first, c.expiresAt); err != nil {
+		hash := storage.KeyHash(c.key)
+		db.traced.note(c.source, hash)
+		if _, err := st.ExecContext(ctx, c.source, hash, c.claimedAt, c.first, c.expiresAt); err != nil {
 			return fmt.Errorf("trace expired claims: %w", err)
 		}
 	}

@@ -80,3 +80,12 @@ func SetFilterQuiet(d time.Duration) (restore func()) {
 	filterQuiet = d
 	return func() { filterQuiet = old }
 }
+
+// SetTracedMax has the writer build its filter of keys again once more than n traces
+// were written on its connection between two of its batches, until the returned func
+// restores the default.
+func SetTracedMax(n int) (restore func()) {
+	old := tracedMax
+	tracedMax = n
+	return func() { tracedMax = old }
+}

@@ -5,22 +5,25 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// The writer's filter of business and correlation keys: a Bloom filter of every key the
-// indexed tables and the pending ones may hold, so that a key it has never seen costs
-// no lookup at all. Most keys are new (a double is the exception), and the lookup was
-// the largest part of what forensics cost intake.
+// The writer's filter of forensic keys: a Bloom filter of every business and
+// correlation key the indexed tables and the pending ones may hold, and of every key
+// traced in key_traces, so that a key it has never seen costs no lookup at all. Most
+// keys are new (a double is the exception, a late one rarer still), and the lookups
+// were the largest part of what forensics cost intake.
 //
 // A "no" of the filter must be certain, a "maybe" is looked up as before. So the filter
 // holds at least every key the database holds:
 //
-//   - Every key the writer stores is added as it is stored. One whose transaction rolls
-//     back stays: a key too many only costs a lookup. Keys that a release or a sweep
-//     deletes stay too, for the same reason; the filter is built again once it has
-//     doubled since it was built, which sheds them.
+//   - Every key the writer stores is added as it is stored: business and correlation
+//     keys, and the traces of the expired claims its rows take over. One whose
+//     transaction rolls back stays: a key too many only costs a lookup. Keys that a
+//     release or a sweep deletes stay too, for the same reason; the filter is built
+//     again once it has doubled since it was built, which sheds them.
 //   - It is built from the database on a read connection, in one statement (one
 //     snapshot), while the writer goes on without it (every key looked up); the keys the
 //     writer stores meanwhile are added to it when it is taken into use.
@@ -29,8 +32,10 @@ import (
 //     holds the write lock. The filter is then dropped and built again, and so is one
 //     being built when another connection committed after the writer asked for it.
 //     Only this process's write connection stores keys without changing it: that is
-//     the writer, and the sweeps that move pending keys into the indexed tables (keys
-//     the filter has).
+//     the writer, the sweeps that move pending keys into the indexed tables (keys
+//     the filter has), and the sweep of expired claims, which traces their keys: it
+//     notes each trace's hash (tracedKeys) in its transaction, while it holds the write
+//     connection, and the writer adds them at its next batch, before any lookup.
 //   - Nothing of it is kept on disk: a process that starts builds it again.
 type keyFilter struct {
 	layers []filterLayer
@@ -69,6 +74,20 @@ func filterHash(rule, source, hash string) uint64 {
 	}
 	h.WriteByte(0)
 	h.WriteString(hash)
+	return h.Sum64()
+}
+
+// traceHash is the filter's hash of the trace of a key of source whose hash
+// (storage.KeyHash) is keyHash: apart from the business keys (no source begins with a
+// 0 byte), and a coincidence with another key only costs a lookup.
+func traceHash(source string, keyHash []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(filterSeed)
+	h.WriteByte(0)
+	h.WriteByte(0)
+	h.WriteString(source)
+	h.WriteByte(0)
+	h.Write(keyHash)
 	return h.Sum64()
 }
 
@@ -160,12 +179,13 @@ func (f *keyFilter) bytes() int {
 	return n
 }
 
-// sqlFilterKeys reads every business and correlation key, indexed or pending, in one
-// statement: one snapshot, so that none is missed as it moves from one table to the
-// other.
-const sqlFilterKeys = `SELECT '', source, hash FROM business_keys
-UNION ALL SELECT rule, '', hash FROM correlation_keys
-UNION ALL SELECT rule, source, hash FROM forensic_keys_pending`
+// sqlFilterKeys reads every business and correlation key, indexed or pending, and
+// every trace (trace 1), in one statement: one snapshot, so that none is missed as it
+// moves from one table to the other.
+const sqlFilterKeys = `SELECT 0, '', source, hash FROM business_keys
+UNION ALL SELECT 0, rule, '', hash FROM correlation_keys
+UNION ALL SELECT 0, rule, source, hash FROM forensic_keys_pending
+UNION ALL SELECT 1, '', source, key_hash FROM key_traces`
 
 // buildKeyFilter reads the keys of the database through pool into a new filter.
 func buildKeyFilter(ctx context.Context, pool *sql.DB) (*keyFilter, error) {
@@ -175,12 +195,17 @@ func buildKeyFilter(ctx context.Context, pool *sql.DB) (*keyFilter, error) {
 	}
 	defer rows.Close()
 	var keys []uint64
+	var trace bool
 	var rule, source, hash sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&rule, &source, &hash); err != nil {
+		if err := rows.Scan(&trace, &rule, &source, &hash); err != nil {
 			return nil, fmt.Errorf("build key filter: %w", err)
 		}
-		keys = append(keys, filterHashBytes(rule, source, hash))
+		if trace {
+			keys = append(keys, traceHash(string(source), hash))
+		} else {
+			keys = append(keys, filterHashBytes(rule, source, hash))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("build key filter: %w", err)
@@ -231,13 +256,53 @@ func startFilterBuild(pool *sql.DB, closing <-chan struct{}, version int64) *fil
 	return b
 }
 
+// tracedKeys are the hashes (traceHash) of the traces that writes on the write
+// connection other than the writer's batches wrote (the sweep of expired claims): their
+// commits leave the connection's data_version as it was. Each is noted in its
+// transaction, while it holds the write connection, so that the writer, which holds it
+// for each batch, takes them at the next one, before any lookup. Past tracedMax
+// (intake idle while the sweep goes on) only that some were left out is kept: the
+// writer then builds its filter again.
+type tracedKeys struct {
+	mu     sync.Mutex
+	hashes []uint64
+	lost   bool
+}
+
+// tracedMax bounds the hashes noted between two batches of the writer. Tests lower it.
+var tracedMax = 1 << 16
+
+// note notes the trace of a key of source whose hash is keyHash.
+func (t *tracedKeys) note(source string, keyHash []byte) {
+	h := traceHash(source, keyHash)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.hashes) >= tracedMax {
+		t.hashes, t.lost = nil, true
+	}
+	if !t.lost {
+		t.hashes = append(t.hashes, h)
+	}
+}
+
+// take returns the hashes noted since the last take, or lost when some were left out.
+func (t *tracedKeys) take() (hashes []uint64, lost bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hashes, lost = t.hashes, t.lost
+	t.hashes, t.lost = nil, false
+	return hashes, lost
+}
+
 // checkFilter keeps the writer's filter whole, in the batch's transaction once it holds
 // the write lock: exists says the connection is the one the filter was made for (its
 // temporary table exists), version is its data_version. It drops the filter when
-// another connection has committed, takes a finished build into use, and starts one
-// when the writer has no filter or a stale one.
+// another connection has committed, or when traces written on this one were left out
+// of tracedKeys, takes a finished build into use, adds the traces noted since the last
+// batch, and starts a build when the writer has no filter or a stale one.
 func (f *forensics) checkFilter(exists bool, version int64) {
-	if f.filter != nil && (!exists || version != f.filterAt) {
+	traced, lost := f.traced.take()
+	if f.filter != nil && (!exists || version != f.filterAt || lost) {
 		f.filter = nil
 	}
 	if f.checked && (!exists || version != f.checkedAt) {
@@ -245,7 +310,7 @@ func (f *forensics) checkFilter(exists bool, version int64) {
 	}
 	f.checked, f.checkedAt = true, version
 	if b := f.build; b != nil {
-		if !exists || version != b.version {
+		if !exists || version != b.version || lost {
 			b.stale = true
 		}
 		select {
@@ -260,6 +325,11 @@ func (f *forensics) checkFilter(exists bool, version int64) {
 			}
 		default:
 		}
+	}
+	// Into the filter, or the one being built. With neither, the next build reads them:
+	// their transactions have ended, as the write connection is the writer's now.
+	for _, h := range traced {
+		f.stored(h)
 	}
 	if f.build == nil && f.read != nil && (f.filter == nil || f.filter.stale()) && time.Since(f.foreignAt) >= filterQuiet {
 		f.build = startFilterBuild(f.read, f.closing, version)

@@ -193,6 +193,7 @@ type DB struct {
 	batches          atomic.Int64 // the writer's batches, committed or not
 	batchRows        atomic.Int64 // the deliveries those batches held
 	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
+	traced           tracedKeys   // traces the sweep wrote on the write connection, for the writer's filter (keyfilter.go)
 
 	totals pendingTotals // what the writer stored, for the roll-ups to fold (totals.go)
 

@@ -44,7 +44,7 @@ func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64
 			return err
 		}
 		rows.Close()
-		return traceExpired(ctx, tx, gone)
+		return db.traceExpired(ctx, tx, gone)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sweep expired claims: %w", err)
