@@ -59,7 +59,7 @@ func BenchmarkRecord_Stored(b *testing.B) {
 	if _, err := os.Stat(seed); err != nil {
 		benchFill(b, seed, keys)
 	}
-	for _, mix := range []string{"Unique", "HalfDuplicates"} {
+	for _, mix := range []string{"Unique", "HalfDuplicates", "HalfDuplicatesOfRecent"} {
 		b.Run(mix, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "bench.db")
 			if out, err := exec.Command("cp", seed, path).CombinedOutput(); err != nil {
@@ -75,11 +75,7 @@ func BenchmarkRecord_Stored(b *testing.B) {
 			var n atomic.Int64
 			record := func(pb *testing.PB) {
 				for pb.Next() {
-					i := n.Add(1)
-					if mix == "HalfDuplicates" && i%2 == 0 {
-						i--
-					}
-					if err := db.Record(context.Background(), benchDelivery(spreadKey(i)), claim); err != nil {
+					if err := db.Record(context.Background(), benchDelivery(spreadKey(benchRepeat(mix, n.Add(1)))), claim); err != nil {
 						b.Error(err)
 						return
 					}
@@ -92,11 +88,7 @@ func BenchmarkRecord_Stored(b *testing.B) {
 			for range 64 {
 				wg.Go(func() {
 					for n.Load() < benchWarmUp {
-						i := n.Add(1)
-						if mix == "HalfDuplicates" && i%2 == 0 {
-							i--
-						}
-						if err := db.Record(context.Background(), benchDelivery(spreadKey(i)), claim); err != nil {
+						if err := db.Record(context.Background(), benchDelivery(spreadKey(benchRepeat(mix, n.Add(1)))), claim); err != nil {
 							b.Error(err)
 							return
 						}
@@ -121,6 +113,24 @@ func BenchmarkRecord_Stored(b *testing.B) {
 			b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 		})
 	}
+}
+
+// benchRepeat is the number of the key that delivery i of mix carries. HalfDuplicates
+// repeats the key just before (mostly claimed in the same batch), HalfDuplicatesOfRecent
+// an original key from up to a thousand deliveries back, as the load harness's wrk
+// script does (testdata/sign.lua): its claim and first delivery were committed batches
+// earlier, with hundreds of new keys stored in between.
+func benchRepeat(mix string, i int64) int64 {
+	if i%2 != 0 {
+		return i
+	}
+	switch mix {
+	case "HalfDuplicates":
+		return i - 1
+	case "HalfDuplicatesOfRecent":
+		return max(i-1-2*((i*7919)%500), 1)
+	}
+	return i
 }
 
 // spreadKey is key i, spread over the whole key space: consecutive keys share no
