@@ -36,6 +36,23 @@ const (
 	// empty database 10 % of its throughput.
 	checkpointEvery = 50 * time.Millisecond
 
+	// smallFileCheckpointEvery is how soon after its last pass the checkpointer copies
+	// again while the database file is under bigFileSize. There the pages a pass copies
+	// are mostly the same few again (the right edges of the tables and indexes, their
+	// parents), and its fsync is short: a pass every 50 ms copied and flushed those
+	// pages twenty times a second. With this wait (or checkpointRows) the store wrote
+	// 0.90-0.96× the bytes and took 0.87-0.97× the CPU a delivery on an empty
+	// database, 64 callers in one process. Past bigFileSize the pages of a pass lie all
+	// over the file, and the short passes above keep the fsync that a commit queues
+	// behind short.
+	smallFileCheckpointEvery = 250 * time.Millisecond
+
+	// checkpointRows is how many deliveries committed since the last pass make the
+	// next one due whatever the time: on a faster machine the WAL that a longer wait
+	// lets grow must stay well within the writer's backstop (fallbackCheckpointPages),
+	// at a page or two of WAL a delivery.
+	checkpointRows = 1024
+
 	// restartPages is the WAL length (in 4 KiB pages) from which the checkpointer sees
 	// to it that the WAL starts over. Each of its passes copies what was committed
 	// before the pass began, and the writer commits more meanwhile; so it runs passes
@@ -65,23 +82,31 @@ const (
 )
 
 // checkpointer runs PASSIVE checkpoints on db.cp after commits (a send on db.committed),
-// at most once per checkpointEvery, until Close, and sees to it that the WAL starts
-// over once it is restartPages long.
+// at most once per checkpointEvery (smallFileCheckpointEvery or checkpointRows while the
+// file is small), until Close, and sees to it that the WAL starts over once it is
+// restartPages long.
 func (db *DB) checkpointer() {
 	defer close(db.checkpointerDone)
 	tick := time.NewTicker(checkpointEvery)
 	defer tick.Stop()
+	lastPass, rowsAtPass := time.Now(), db.batchRows.Load()
 	for {
 		select {
 		case <-db.closing:
 			return
 		case <-db.committed:
 		}
-		select {
-		case <-db.closing:
-			return
-		case <-tick.C:
+		// writerFull: the file is past bigFileSize (growWriterCache), a pass every tick.
+		for due := false; !due; {
+			select {
+			case <-db.closing:
+				return
+			case <-tick.C:
+			}
+			due = db.writerFull.Load() || time.Since(lastPass) >= smallFileCheckpointEvery ||
+				db.batchRows.Load()-rowsAtPass >= checkpointRows
 		}
+		lastPass, rowsAtPass = time.Now(), db.batchRows.Load()
 		// A failure here is the database's (disk, permissions): the writer meets it too,
 		// and answers for it; the WAL then just waits for the next checkpoint.
 		logPages, caughtUp, err := db.checkpointPass()
