@@ -35,7 +35,8 @@ type SweepConfig struct {
 // RunSweeps deletes expired claims, and deliveries, counts of rejections not stored
 // individually and resolved alerts past retention, until ctx ends. Each DELETE is bounded
 // to one batch, sized to hold the write lock for about BatchTime, and it pauses between
-// batches, so intake never waits behind a sweep for more than one short batch. A delivery whose payload is still owed downstream is kept past retention
+// batches, so intake never waits behind a sweep for more than one short batch. A
+// delivery whose payload is still owed downstream is kept past retention
 // (storage.SweepDeliveries says which are).
 func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	if cfg.Every <= 0 {
@@ -136,8 +137,8 @@ func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg 
 // sweep far behind the keys expiring.
 const MinBatch = 100
 
-// batchSize sizes the next batch from the last: size rows took took, and the next aims
-// at target. A batch grows at most twice over from one to the next, as a quick batch
+// batchSize sizes the next batch from the last: size rows took took (waiting for the
+// write lock included, which errs on intake's side), and the next aims at target. A batch grows at most twice over from one to the next, as a quick batch
 // (pages in the cache) says little about the next; it shrinks at once.
 func batchSize(size int, took, target time.Duration, lo, hi int) int {
 	next := hi
