@@ -17,8 +17,12 @@ type Sweeper interface {
 
 // SweepConfig tunes RunSweeps.
 type SweepConfig struct {
-	Every     time.Duration // between sweeps; default 1m
-	Batch     int           // rows per DELETE; default 1000
+	Every time.Duration // between sweeps; default 1m
+	Batch int           // most rows per DELETE; default 1000
+	// BatchTime is how long a batch aims to hold the write lock, which intake's
+	// commits wait for: each batch is sized from how long the last one took, between
+	// MinBatch (at most Batch) and Batch rows; default 5ms.
+	BatchTime time.Duration
 	Pause     time.Duration // between batches, so intake's writes get the lock, and at least as long as the batch took; default 20ms
 	Retention time.Duration // deliveries (unless still owed downstream) and resolved alerts older than this go; 0 keeps them
 	// Remember is how long traces of expired keys are kept (0 keeps them);
@@ -29,9 +33,10 @@ type SweepConfig struct {
 }
 
 // RunSweeps deletes expired claims, and deliveries, counts of rejections not stored
-// individually and resolved alerts past retention, until ctx ends. Each DELETE is bounded to one batch, and
-// it pauses between batches, so intake never waits behind a sweep for more than one
-// batch. A delivery whose payload is still owed downstream is kept past retention
+// individually and resolved alerts past retention, until ctx ends. Each DELETE is bounded
+// to one batch, sized to hold the write lock for about BatchTime, and it pauses between
+// batches, so intake never waits behind a sweep for more than one short batch. A
+// delivery whose payload is still owed downstream is kept past retention
 // (storage.SweepDeliveries says which are).
 func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	if cfg.Every <= 0 {
@@ -39,6 +44,9 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1000
+	}
+	if cfg.BatchTime <= 0 {
+		cfg.BatchTime = 5 * time.Millisecond
 	}
 	if cfg.Pause <= 0 {
 		cfg.Pause = 20 * time.Millisecond
@@ -51,27 +59,27 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	defer t.Stop()
 	for {
 		now := cfg.Now()
-		sweep(ctx, "claims", func() (int64, bool, error) {
-			n, err := st.SweepExpired(ctx, now, cfg.Batch)
-			return n, n >= int64(cfg.Batch), err
+		sweep(ctx, "claims", func(limit int) (int64, bool, error) {
+			n, err := st.SweepExpired(ctx, now, limit)
+			return n, n >= int64(limit), err
 		}, cfg, m, log)
 		if cfg.Retention > 0 {
 			var from storage.SweepCursor
-			sweep(ctx, "deliveries", func() (int64, bool, error) {
-				n, next, err := st.SweepDeliveries(ctx, now, now.Add(-cfg.Retention), from, cfg.Batch)
+			sweep(ctx, "deliveries", func(limit int) (int64, bool, error) {
+				n, next, err := st.SweepDeliveries(ctx, now, now.Add(-cfg.Retention), from, limit)
 				from = next
 				return n, !next.Done(), err
 			}, cfg, m, log)
-			sweep(ctx, "rejection_counts", func() (int64, bool, error) {
-				n, err := st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), cfg.Batch)
-				return n, n >= int64(cfg.Batch), err
+			sweep(ctx, "rejection_counts", func(limit int) (int64, bool, error) {
+				n, err := st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), limit)
+				return n, n >= int64(limit), err
 			}, cfg, m, log)
 			if as, ok := st.(AlertSweeper); ok {
 				// Resolved alerts are history, as deliveries are: kept as long, and
 				// about deliveries that are gone after that anyway.
-				sweep(ctx, "alerts", func() (int64, bool, error) {
-					n, err := as.SweepAlerts(ctx, now.Add(-cfg.Retention), cfg.Batch)
-					return n, n >= int64(cfg.Batch), err
+				sweep(ctx, "alerts", func(limit int) (int64, bool, error) {
+					n, err := as.SweepAlerts(ctx, now.Add(-cfg.Retention), limit)
+					return n, n >= int64(limit), err
 				}, cfg, m, log)
 			}
 		}
@@ -116,20 +124,39 @@ func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg 
 		if s.keep <= 0 {
 			continue
 		}
-		sweep(ctx, s.table, func() (int64, bool, error) {
-			n, err := s.fn(ctx, now.Add(-s.keep), cfg.Batch)
-			return n, n >= int64(cfg.Batch), err
+		sweep(ctx, s.table, func(limit int) (int64, bool, error) {
+			n, err := s.fn(ctx, now.Add(-s.keep), limit)
+			return n, n >= int64(limit), err
 		}, cfg, m, log)
 	}
 }
 
-// sweep runs batch until it says there is no more to do; batch returns how many rows it
-// deleted and whether another batch may find more.
-func sweep(ctx context.Context, table string, batch func() (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
+// MinBatch is the fewest rows a batch is sized down to (Batch, when smaller). Each
+// batch pays for its transaction and commit whatever its size: on a disk whose fsync
+// alone takes longer than BatchTime, batches sized down to a few rows would leave the
+// sweep far behind the keys expiring.
+const MinBatch = 100
+
+// batchSize sizes the next batch from the last: size rows took took (waiting for the
+// write lock included, which errs on intake's side), and the next aims at target. A batch grows at most twice over from one to the next, as a quick batch
+// (pages in the cache) says little about the next; it shrinks at once.
+func batchSize(size int, took, target time.Duration, lo, hi int) int {
+	next := hi
+	if took > 0 {
+		next = int(min(float64(size)*float64(target)/float64(took), float64(hi)))
+	}
+	return max(min(next, 2*size, hi), lo)
+}
+
+// sweep runs batch until it says there is no more to do; batch deletes at most limit
+// rows and returns how many it deleted and whether another batch may find more.
+func sweep(ctx context.Context, table string, batch func(limit int) (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	var total int64
+	lo := min(MinBatch, cfg.Batch)
+	size := lo
 	for ctx.Err() == nil {
 		start := time.Now()
-		n, more, err := batch()
+		n, more, err := batch(size)
 		took := time.Since(start)
 		if err != nil {
 			log.Warn("sweep failed", logTable, table, logErr, err)
@@ -140,6 +167,7 @@ func sweep(ctx context.Context, table string, batch func() (int64, bool, error),
 		if !more {
 			break
 		}
+		size = batchSize(size, took, cfg.BatchTime, lo, cfg.Batch)
 		// Pause at least as long as the batch held the write lock: a batch grown
 		// costly (traces of expired keys, a file beyond the page cache) then takes at
 		// most about half of the lock's time, and intake's commits the rest.
