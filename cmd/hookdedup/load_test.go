@@ -982,7 +982,7 @@ func TestLoad(t *testing.T) {
 	// 2. A sweep of expired claims running under load: the server sweeps at start.
 	var sweepRow *loadRow
 	if k.sweepKeys > 0 {
-		fmt.Printf("sweep of %d expired claims (the server's own sweep, batches of 1000):\n", k.sweepKeys)
+		fmt.Printf("sweep of %d expired claims (the server's own sweep):\n", k.sweepKeys)
 		sub := filepath.Join(dir, "sweep")
 		os.MkdirAll(sub, 0o755)
 		path := filepath.Join(sub, "hookdedup.db")
