@@ -40,9 +40,11 @@ import (
 // pending rows at those rowids, each checked against the key: a rowid may be stale (a
 // row deleted by a release or a sweep, its rowid reused), never missing. Once flushAt
 // keys are pending they are moved into business_keys and correlation_keys in one
-// statement each, in the order of their indexes: inserted one batch at a time, each key
-// dirtied a leaf page of its own, a page of the write-ahead log written and
-// checkpointed for some 80 bytes.
+// statement each: inserted one batch at a time, each key dirtied a leaf page of its
+// table's hash index, a page of the write-ahead log written and checkpointed for a few
+// bytes. Those tables are found by the first 8 bytes of a key's hash (storedHash): an
+// entry of their hash indexes is that prefix and the row's id, some 15 bytes, and the
+// rows and their seen times are appended.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }

@@ -1,13 +1,13 @@
 -- The business and correlation keys are found by the first 8 bytes of their hash, the
 -- hash itself stored in its 32 bytes rather than as 64 hex digits. Each key moved into
 -- these tables wrote an entry at a random place of an index that held the source or
--- rule, the 64 digits and the delivery: the entries filled six times as many pages as
--- the 8 bytes and the row's id do, and most pages a move touched were written to the
--- write-ahead log, checkpointed and synced again, for one entry or two each. The rows
--- themselves are appended in the order they are stored, as are the entries of the seen
--- times that the sweeps and release read. A look-up matches the whole hash (and the
--- source or rule) from the row: two keys whose hashes begin alike are never taken for
--- each other, they only cost a row read.
+-- rule, the 64 digits and the delivery: the entries filled about five times as many
+-- pages as the 8 bytes and the row's id do, and most pages a move touched were written
+-- to the write-ahead log, checkpointed and synced again, for an entry or two each. The
+-- rows themselves are appended in the order they are stored, as are the entries of the
+-- seen times that the sweeps and release read. A look-up matches the whole hash (and
+-- the source or rule) from the row: two keys whose hashes begin alike are never taken
+-- for each other, they only cost a row read.
 --
 -- A hash is stored as a BLOB of 32 bytes when it is the lower-case hex of one, which
 -- every hash the receiver makes is (lower(hex(hash)) gives it back, exactly); any other
