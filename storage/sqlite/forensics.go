@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,9 +40,11 @@ import (
 // pending rows at those rowids, each checked against the key: a rowid may be stale (a
 // row deleted by a release or a sweep, its rowid reused), never missing. Once flushAt
 // keys are pending they are moved into business_keys and correlation_keys in one
-// statement each, in the order of their indexes: inserted one batch at a time, each key
-// dirtied a leaf page of its own, a page of the write-ahead log written and
-// checkpointed for some 80 bytes.
+// statement each: inserted one batch at a time, each key dirtied a leaf page of its
+// table's hash index, a page of the write-ahead log written and checkpointed for a few
+// bytes. Those tables are found by the first 8 bytes of a key's hash (storedHash): an
+// entry of their hash indexes is that prefix and the row's id, some 15 bytes, and the
+// rows and their seen times are appended.
 
 // holderKey names a claim: its source and key.
 type holderKey struct{ source, key string }
@@ -119,11 +123,14 @@ FROM pragma_data_version`
 
 // sqlFlush moves the pending keys into the indexed tables. The delete that empties the
 // pending table is one step: the table has no index and no trigger.
+// They are moved in the order they were stored, the order of the tables' rows and of
+// their seen times: the entries of the hash indexes, a few bytes each, land where they
+// land in either order.
 var sqlFlush = []string{
-	`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
-	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' ORDER BY source, hash, delivery`,
-	`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
-	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' ORDER BY rule, hash, delivery`,
+	`INSERT OR IGNORE INTO business_keys (delivery, source, hash, seen_at)
+	SELECT delivery, source, hash, seen_at FROM forensic_keys_pending WHERE rule = ''`,
+	`INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != ''`,
 	`DELETE FROM forensic_keys_pending`,
 }
 
@@ -332,14 +339,16 @@ const (
 	// source); none, no row.
 	sqlBusinessMatch = `SELECT delivery FROM (SELECT min(delivery) AS delivery FROM (
 SELECT (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-	WHERE bk.source = ?1 AND bk.hash = ?2 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4
+	WHERE substr(bk.hash, 1, 8) = substr(?2, 1, 8) AND bk.hash = ?2 AND bk.source = ?1 AND +bk.seen_at >= ?3
+		AND coalesce(d.key, '') != ?4
 	ORDER BY bk.delivery LIMIT 1) AS delivery
 UNION ALL
 SELECT p.delivery FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
 	WHERE p.rule = '' AND p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
 WHERE delivery IS NOT NULL`
 	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
-SELECT delivery, source FROM correlation_keys WHERE rule = ?1 AND hash = ?2 AND +seen_at >= ?3 AND source != ?4
+SELECT delivery, source FROM correlation_keys WHERE substr(hash, 1, 8) = substr(?2, 1, 8) AND hash = ?2 AND rule = ?1
+	AND +seen_at >= ?3 AND source != ?4
 UNION ALL
 SELECT p.delivery, p.source FROM forensic_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
 WHERE delivery IS NOT NULL`
@@ -387,7 +396,8 @@ FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
 	// JSON array; "[]" for none), each row checked against the key.
 	multiKeyFind: {`WITH v(i, rule, hash, since, source, key, pending) AS (VALUES `, `(?, ?, ?, ?, ?, ?, ?)`, `)
 SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-	WHERE bk.source = v.source AND bk.hash = v.hash AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
+	WHERE substr(bk.hash, 1, 8) = substr(v.hash, 1, 8) AND bk.hash = v.hash AND bk.source = v.source
+		AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
 	ORDER BY bk.delivery LIMIT 1), v.source
 FROM v WHERE v.rule = '' AND v.i >= 0
 UNION ALL
@@ -396,9 +406,10 @@ SELECT v.i, (SELECT min(p.delivery) FROM forensic_keys_pending p LEFT JOIN deliv
 		AND p.seen_at >= v.since AND coalesce(d.key, '') != v.key), v.source
 FROM v WHERE v.rule = '' AND v.i >= 0 AND v.pending != '[]'
 UNION ALL
-SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck ON ck.rule = v.rule AND ck.hash = v.hash
-	AND ck.delivery = (SELECT c2.delivery FROM correlation_keys c2 WHERE c2.rule = v.rule AND c2.hash = v.hash
-		AND +c2.seen_at >= v.since AND c2.source != v.source ORDER BY c2.delivery LIMIT 1)
+SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck
+	ON ck.rowid = (SELECT rowid FROM (SELECT c2.rowid AS rowid, min(c2.delivery) FROM correlation_keys c2
+		WHERE substr(c2.hash, 1, 8) = substr(v.hash, 1, 8) AND c2.hash = v.hash AND c2.rule = v.rule
+		AND +c2.seen_at >= v.since AND c2.source != v.source))
 WHERE v.rule != ''
 UNION ALL
 SELECT v.i, p.delivery, p.source FROM v JOIN forensic_keys_pending p
@@ -479,7 +490,8 @@ func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) er
 	look := f.look[:0]
 	for i := range f.keys {
 		k := &f.keys[i]
-		k.filterHash = filterHash(k.rule, k.r.d.Source, k.hash)
+		k.stored = storedHash(k.hash)
+		k.filterHash = filterHash(k.rule, k.r.d.Source, k.stored)
 		if f.mayMatch(k.filterHash) {
 			look = append(look, k)
 		}
@@ -556,7 +568,28 @@ type forensicKey struct {
 	other        int64  // the match's delivery, 0 for none
 	otherSource  string // and its source
 	wantsStoring bool
+	stored       any    // hash as stored (storedHash)
 	filterHash   uint64 // its hash in the writer's filter
+}
+
+// storedHash is how a business or correlation key's hash h is stored and matched: the
+// 32 bytes of a SHA-256 when h is the lower-case hex of one, as every hash the receiver
+// makes is, and h itself, as TEXT, otherwise (no BLOB equals a TEXT). Half the bytes in
+// every table and index entry that holds it; lower(hex()) gives h back.
+func storedHash(h string) any {
+	if len(h) != 2*sha256.Size {
+		return h
+	}
+	for i := range len(h) {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return h
+		}
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return h
+	}
+	return b
 }
 
 // keysOf lists the business and correlation keys of the accepted rows acc, business
@@ -605,7 +638,7 @@ func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 		}
 		args := make([]any, 0, 7*size)
 		for i, k := range chunk {
-			args = append(args, i, k.rule, k.hash, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
+			args = append(args, i, k.rule, k.stored, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
 				f.pendingRows.json(k.filterHash))
 		}
 		for range size - len(chunk) {
@@ -650,7 +683,7 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 		}
 		args := f.args[:0]
 		for _, k := range chunk {
-			args = append(args, next, k.rule, k.hash, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
+			args = append(args, next, k.rule, k.stored, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
 			next++
 		}
 		for range size - len(chunk) {
@@ -925,17 +958,17 @@ func (db *DB) SweepTraces(ctx context.Context, cutoff time.Time, limit int) (int
 // older than its own source's window is never matched (the lookup bounds it too); the
 // sweep only keeps the table small.
 func (db *DB) SweepBusinessKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "business keys", sqlMoveOldBusinessKeys, `DELETE FROM business_keys WHERE (source, hash, delivery) IN (
-	SELECT source, hash, delivery FROM business_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
+	return db.sweepSeen(ctx, "business keys", sqlMoveOldBusinessKeys, `DELETE FROM business_keys WHERE delivery IN (
+	SELECT delivery FROM business_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
 
 // Before a sweep, the pending keys it would delete are moved into their indexed table
 // (in practice none is: keys are moved within minutes, swept after days).
 var (
-	sqlMoveOldBusinessKeys = [2]string{`INSERT OR IGNORE INTO business_keys (source, hash, delivery, seen_at)
-	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`,
+	sqlMoveOldBusinessKeys = [2]string{`INSERT OR IGNORE INTO business_keys (delivery, source, hash, seen_at)
+	SELECT delivery, source, hash, seen_at FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`,
 		`DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at < ?1`}
-	sqlMoveOldCorrelationKeys = [2]string{`INSERT OR IGNORE INTO correlation_keys (rule, hash, source, delivery, seen_at)
+	sqlMoveOldCorrelationKeys = [2]string{`INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
 	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`,
 		`DELETE FROM forensic_keys_pending WHERE rule != '' AND seen_at < ?1`}
 )
@@ -943,8 +976,8 @@ var (
 // SweepCorrelationKeys deletes at most limit correlation keys seen before cutoff (now
 // less the longest correlation window), oldest first, and returns how many it deleted.
 func (db *DB) SweepCorrelationKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	return db.sweepSeen(ctx, "correlation keys", sqlMoveOldCorrelationKeys, `DELETE FROM correlation_keys WHERE (rule, hash, delivery) IN (
-	SELECT rule, hash, delivery FROM correlation_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
+	return db.sweepSeen(ctx, "correlation keys", sqlMoveOldCorrelationKeys, `DELETE FROM correlation_keys WHERE rowid IN (
+	SELECT rowid FROM correlation_keys WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)`, cutoff, limit)
 }
 
 func (db *DB) sweepSeen(ctx context.Context, what string, move [2]string, q string, cutoff time.Time, limit int) (int64, error) {
@@ -981,7 +1014,7 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	var out []storage.Suspect
 	if p.BusinessKey != "" && p.BusinessWindow > 0 {
 		var other int64
-		err := db.read.QueryRowContext(ctx, sqlBusinessMatch, p.Source, p.BusinessKey,
+		err := db.read.QueryRowContext(ctx, sqlBusinessMatch, p.Source, storedHash(p.BusinessKey),
 			at-p.BusinessWindow.Milliseconds(), p.Key).Scan(&other)
 		switch {
 		case err == nil:
@@ -1015,7 +1048,7 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	for _, c := range p.Correlations {
 		var other int64
 		var otherSource string
-		err := db.read.QueryRowContext(ctx, sqlCorrelationMatch, c.Rule, c.Hash,
+		err := db.read.QueryRowContext(ctx, sqlCorrelationMatch, c.Rule, storedHash(c.Hash),
 			at-c.Window.Milliseconds(), p.Source).Scan(&other, &otherSource)
 		switch {
 		case err == nil:

@@ -63,8 +63,9 @@ const (
 var filterSeed = maphash.MakeSeed()
 
 // filterHash is the filter's hash of a key: a business key (rule "") by its source and
-// hash, a correlation key by its rule and hash, as the lookups match them.
-func filterHash(rule, source, hash string) uint64 {
+// hash, a correlation key by its rule and hash, as the lookups match them. hash is as
+// stored (storedHash): the bytes of a BLOB or a TEXT, as the database gives them back.
+func filterHash(rule, source string, hash any) uint64 {
 	var h maphash.Hash
 	h.SetSeed(filterSeed)
 	h.WriteString(rule)
@@ -73,7 +74,12 @@ func filterHash(rule, source, hash string) uint64 {
 		h.WriteString(source)
 	}
 	h.WriteByte(0)
-	h.WriteString(hash)
+	switch v := hash.(type) {
+	case []byte:
+		h.Write(v)
+	case string:
+		h.WriteString(v)
+	}
 	return h.Sum64()
 }
 

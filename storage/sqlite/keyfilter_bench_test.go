@@ -21,11 +21,11 @@ func BenchmarkKeyFilter_Build(b *testing.B) {
 	defer db.Close()
 	seen := time.Now().UnixMilli()
 	if _, err := db.write.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-INSERT INTO business_keys (source, hash, delivery, seen_at) SELECT 'ota', lower(hex(randomblob(32))), i, ?2 FROM n`, keys/2, seen); err != nil {
+INSERT INTO business_keys (source, hash, delivery, seen_at) SELECT 'ota', randomblob(32), i, ?2 FROM n`, keys/2, seen); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := db.write.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at) SELECT 'double-refund', lower(hex(randomblob(32))), 'ota', i, ?2 FROM n`, keys/2, seen); err != nil {
+INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at) SELECT 'double-refund', randomblob(32), 'ota', i, ?2 FROM n`, keys/2, seen); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -140,10 +140,10 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 			// Nor is a re-send of its event under a new id a double of it, to be
 			// flagged or, with business_key_blocks, blocked (never handed downstream)
 			// for as long as the business window lasts: its business key is forgotten.
-			// The key was stored as the claim was won, seen when it was claimed, so the
-			// index of seen times finds it in one seek.
-			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE seen_at = ? AND delivery = ?`,
-				millis(c.ClaimedAt), c.FirstDelivery)
+			// The key was stored as the claim was won, under its delivery, seen when it
+			// was claimed.
+			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery = ? AND seen_at = ?`,
+				c.FirstDelivery, millis(c.ClaimedAt))
 		}
 		if err == nil {
 			// Or among the keys not yet moved there (forensics.go), few and unindexed.

@@ -82,18 +82,23 @@ func (s *Snapshot) ReadTable(ctx context.Context, table string, columns []string
 }
 
 // snapshotFrom is what a copy reads as table: the business and correlation keys not yet
-// moved into their indexed tables (forensics.go) are theirs, with the same columns.
+// moved into their indexed tables (forensics.go) are theirs, with the same columns, and
+// their hashes are the hex text every engine stores (a hash of 32 bytes is stored as
+// such here: storedHash).
 func snapshotFrom(table string) string {
 	switch table {
 	case "business_keys":
-		return `(SELECT * FROM business_keys UNION ALL
-	SELECT source, hash, delivery, seen_at FROM forensic_keys_pending WHERE rule = '')`
+		return `(SELECT source, ` + sqlHashText + ` AS hash, delivery, seen_at FROM business_keys UNION ALL
+	SELECT source, ` + sqlHashText + `, delivery, seen_at FROM forensic_keys_pending WHERE rule = '')`
 	case "correlation_keys":
-		return `(SELECT * FROM correlation_keys UNION ALL
-	SELECT rule, hash, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '')`
+		return `(SELECT rule, ` + sqlHashText + ` AS hash, source, delivery, seen_at FROM correlation_keys UNION ALL
+	SELECT rule, ` + sqlHashText + `, source, delivery, seen_at FROM forensic_keys_pending WHERE rule != '')`
 	}
 	return table
 }
+
+// sqlHashText is a stored business or correlation key's hash as its text.
+const sqlHashText = `CASE WHEN typeof(hash) = 'blob' THEN lower(hex(hash)) ELSE hash END`
 
 // CountRows returns how many rows table holds.
 func (s *Snapshot) CountRows(ctx context.Context, table string) (int64, error) {
