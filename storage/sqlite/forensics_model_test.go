@@ -16,11 +16,12 @@ import (
 )
 
 // TestDB_ForensicFilter_Model: whatever the writer's filter of keys holds, a delivery is
-// flagged a business key double and a late duplicate exactly when a look-up of the
-// tables themselves, through no index, finds what it doubles. Random steps mix
-// deliveries of a few keys and business keys with the sweeps (the claims sweep running
-// beside the writer too), releases, another process's traces and commits, keys moved
-// from pending to indexed, the writer's bound on noted traces overflowing, and restarts.
+// flagged a business key double (or blocked, with business_key_blocks), a correlation
+// and a late duplicate exactly when a look-up of the tables themselves, through no
+// index, finds what it doubles. Random steps mix deliveries of a few keys and hashes
+// (some not hex) from two sources with the sweeps (the claims sweep running beside the
+// writer too), releases, another process's traces and keys, keys moved from pending to
+// indexed, the writer's bound on noted traces overflowing, and restarts.
 func TestDB_ForensicFilter_Model(t *testing.T) {
 	defer sqlite.SetFilterQuiet(0)()
 	defer sqlite.SetForensicFlushAt(5)()
