@@ -19,9 +19,10 @@ import (
 // flagged a business key double (or blocked, with business_key_blocks), a correlation
 // and a late duplicate exactly when a look-up of the tables themselves, through no
 // index, finds what it doubles. Random steps mix deliveries of a few keys and hashes
-// (some not hex) from two sources with the sweeps (the claims sweep running beside the
-// writer too), releases, another process's traces and keys, keys moved from pending to
-// indexed, the writer's bound on noted traces overflowing, and restarts.
+// (some not hex, some alike in their first 8 bytes) from two sources with the sweeps
+// (the claims sweep running beside the writer too), releases, another process's traces
+// and keys, keys moved from pending to indexed, the writer's bound on noted traces
+// overflowing, and restarts.
 func TestDB_ForensicFilter_Model(t *testing.T) {
 	defer sqlite.SetFilterQuiet(0)()
 	defer sqlite.SetForensicFlushAt(5)()
@@ -91,6 +92,7 @@ func TestDB_ForensicFilter_Model(t *testing.T) {
 		return n > 0
 	}
 
+	const prefix = "00000000deadbeef"
 	var sweeps sync.WaitGroup
 	defer sweeps.Wait()
 	foreign := 0
@@ -102,9 +104,13 @@ func TestDB_ForensicFilter_Model(t *testing.T) {
 			key := fmt.Sprintf("evt_%d", rng.IntN(40))
 			business := hexHash(fmt.Sprintf("b%d", rng.IntN(15)))
 			correlation := hexHash(fmt.Sprintf("c%d", rng.IntN(15)))
-			if rng.IntN(5) == 0 {
+			switch rng.IntN(5) {
+			case 0:
 				// Hashes no receiver makes are stored as the text they are.
 				business, correlation = strings.ToUpper(business), correlation[:63]
+			case 1, 2:
+				// Hashes whose first 8 bytes, which the look-ups seek, are all alike.
+				business, correlation = prefix+business[16:], prefix+correlation[16:]
 			}
 			wantB, wantL, held := wantBusiness(source, key, business, now), wantLate(source, key, now), claimHeld(source, key, now)
 			wantC := wantCorrelation(source, correlation, now)
@@ -121,18 +127,18 @@ func TestDB_ForensicFilter_Model(t *testing.T) {
 				want = storage.Duplicate
 			}
 			if d.Outcome != want {
-				t.Fatalf("step %d: %s (business key %.8s, blocks %v) is %s, want %s (filters %d)",
+				t.Fatalf("step %d: %s (business key %.24s, blocks %v) is %s, want %s (filters %d)",
 					step, key, business, claim.BusinessBlocks, d.Outcome, want, db.KeyFilters())
 			}
 			if d.Outcome != storage.Accepted {
 				continue
 			}
 			if got := flagged(d, storage.SuspectBusinessKey); got != wantB {
-				t.Fatalf("step %d: %s (business key %.8s) flagged a business key double: %v, want %v (filters %d)",
+				t.Fatalf("step %d: %s (business key %.24s) flagged a business key double: %v, want %v (filters %d)",
 					step, key, business, got, wantB, db.KeyFilters())
 			}
 			if got := flagged(d, storage.SuspectCorrelation); got != wantC {
-				t.Fatalf("step %d: %s of %s (correlation %.8s) flagged a correlation: %v, want %v (filters %d)",
+				t.Fatalf("step %d: %s of %s (correlation %.24s) flagged a correlation: %v, want %v (filters %d)",
 					step, key, source, correlation, got, wantC, db.KeyFilters())
 			}
 			if got := flagged(d, storage.SuspectLateDuplicate); got != wantL {
