@@ -1,75 +1,18 @@
 package receiver_test
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/storage/sqlite"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
-
-// sizedSweep is the real database, whose claims sweep notes the limit of each batch
-// and holds each at least hold, as a batch does on a file beyond the page cache.
-type sizedSweep struct {
-	*sqlite.DB
-	hold   time.Duration
-	mu     sync.Mutex
-	limits []int
-	done   chan struct{}
-}
-
-func (s *sizedSweep) SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
-	n, err := s.DB.SweepExpired(ctx, now, limit)
-	time.Sleep(s.hold)
-	s.mu.Lock()
-	s.limits = append(s.limits, limit)
-	s.mu.Unlock()
-	if n < int64(limit) || err != nil {
-		select {
-		case s.done <- struct{}{}:
-		default:
-		}
-	}
-	return n, err
-}
 
 // sweepLimits runs the sweeps over keys expired claims until the claims sweep has
 // deleted them all, and returns the limit of each of its batches.
 func sweepLimits(t *testing.T, keys int, hold time.Duration, cfg receiver.SweepConfig) []int {
 	t.Helper()
-	ctx := context.Background()
-	db := storagetest.Open(t)
-	err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: keys,
-		Key:       func(i int) string { return fmt.Sprintf("evt_%06d", i) },
-		ClaimedAt: time.Now().Add(-48 * time.Hour), TTL: 24 * time.Hour,
-		Headers: "{}", Body: func(int) []byte { return []byte(`{}`) }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sizedSweep{DB: db, hold: hold, done: make(chan struct{}, 1)}
-	sweepCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() {
-		receiver.RunSweeps(sweepCtx, s, cfg, receiver.NewMetrics(nil), slog.New(slog.DiscardHandler))
-		close(stopped)
-	}()
-	select {
-	case <-s.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the claims sweep did not finish within 60 s")
-	}
-	cancel()
-	<-stopped
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.limits)
+	return slices.Clone(sweepExpiredClaims(t, keys, hold, cfg).limits)
 }
 
 // TestSweeps_BatchSizedByTime: a batch that holds the write lock longer than BatchTime
