@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -38,14 +37,8 @@ func TestImport_ForensicHashes(t *testing.T) {
 	if err := lite.Close(); err != nil {
 		t.Fatal(err)
 	}
-	src, err := sqlite.OpenSnapshot(ctx, path)
+	db, url, _, err := importFile(t, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	url := postgrestest.NewDatabase(t)
-	db := open(t, url)
-	if _, err := db.Import(ctx, src, nil); err != nil {
 		t.Fatal(err)
 	}
 	conn := connect(t, url)
