@@ -137,9 +137,11 @@ func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg 
 // sweep far behind the keys expiring.
 const MinBatch = 100
 
-// batchSize sizes the next batch from the last: size rows took took (waiting for the
-// write lock included, which errs on intake's side), and the next aims at target. A batch grows at most twice over from one to the next, as a quick batch
-// (pages in the cache) says little about the next; it shrinks at once.
+// batchSize sizes the next batch from the last, which deleted up to size rows in took
+// (its wait for the write lock included, which errs on intake's side), so that the next
+// holds the lock about target, between lo and hi rows. A batch grows at most twice over
+// from one to the next, as a quick batch (pages in the cache) says little about the
+// next; it shrinks at once.
 func batchSize(size int, took, target time.Duration, lo, hi int) int {
 	next := hi
 	if took > 0 {
