@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,12 +291,13 @@ func BenchmarkRecordBeside(b *testing.B) {
 			next := make([]atomic.Int64, len(stores))
 			claim := storage.ClaimOptions{TTL: 24 * time.Hour}
 			// turn records n deliveries into store i from 64 goroutines; it returns the
-			// process's CPU time they took.
-			turn := func(i, n int) time.Duration {
+			// process's CPU time they took and the bytes it wrote meanwhile (the WAL's
+			// frames and the checkpoints' copies of them).
+			turn := func(i, n int) (time.Duration, int64) {
 				var wg sync.WaitGroup
 				var left atomic.Int64
 				left.Store(int64(n))
-				cpu := besideCPU()
+				cpu, wrote := besideCPU(), besideWritten()
 				for range 64 {
 					wg.Go(func() {
 						for left.Add(-1) >= 0 {
@@ -310,10 +313,11 @@ func BenchmarkRecordBeside(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				return besideCPU() - cpu
+				return besideCPU() - cpu, besideWritten() - wrote
 			}
 			const turnSize = 4000
 			var spent [2]time.Duration
+			var written [2]int64
 			var done [2]int
 			var ratios []float64
 			b.ResetTimer()
@@ -326,8 +330,10 @@ func BenchmarkRecordBeside(b *testing.B) {
 					if len(ratios)%2 == 1 {
 						i = len(stores) - 1 - j // every other turn, the claims-only store first
 					}
-					cpu[i] = turn(i, n)
+					var w int64
+					cpu[i], w = turn(i, n)
 					spent[i] += cpu[i]
+					written[i] += w
 					done[i] += n
 				}
 				ratios = append(ratios, float64(cpu[0])/float64(cpu[1]))
@@ -336,6 +342,8 @@ func BenchmarkRecordBeside(b *testing.B) {
 			b.ReportMetric(float64(spent[0].Microseconds())/float64(done[0]), "store-cpu-µs/op")
 			b.ReportMetric(float64(spent[1].Microseconds())/float64(done[1]), "claims-cpu-µs/op")
 			b.ReportMetric(median(ratios), "cpu-ratio")
+			b.ReportMetric(float64(written[0])/float64(done[0]), "store-written-B/op")
+			b.ReportMetric(float64(written[1])/float64(done[1]), "claims-written-B/op")
 		})
 	}
 }
@@ -345,6 +353,22 @@ func besideCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// besideWritten is what this process has written through system calls, in bytes
+// (wchar of /proc/self/io; 0 where there is none).
+func besideWritten() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // besideDelivery is the k-th delivery BenchmarkRecordBeside records: what the intake
