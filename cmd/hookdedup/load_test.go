@@ -30,9 +30,9 @@
 // on runs next to the same binary's row without them, and BENCH_BASELINE's next to this
 // build's with the claims-only store between them, in an order reversed from one run to
 // the next, so that the machine's drift over the minutes of a run weighs on both sides
-// alike. The CPU ratio to the claims-only store is the median of the runs' own ratios. PostgreSQL's rows leave the
-// cluster idle (vacuumed, checkpointed) behind them, and the cluster is stopped once
-// they are all done, before the scenarios that follow.
+// alike; a ratio of two such rows' CPU is the median of the runs' own ratios.
+// PostgreSQL's rows leave the cluster idle (vacuumed, checkpointed) behind them, and the
+// cluster is stopped once they are all done, before the scenarios that follow.
 //
 // Every figure is the median of BENCH_RUNS runs. Figures are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
