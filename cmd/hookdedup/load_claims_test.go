@@ -4,18 +4,25 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // The claims-only reference store: hookdedup's own intake handler (as loadNoStore
@@ -64,7 +71,7 @@ type claimsOnlyReq struct {
 }
 
 // openClaimsOnly opens (creating) the reference store's database at path.
-func openClaimsOnly(t *testing.T, path string) *claimsOnly {
+func openClaimsOnly(t testing.TB, path string) *claimsOnly {
 	t.Helper()
 	params := url.Values{}
 	params.Set("_journal_mode", "WAL")
@@ -261,4 +268,131 @@ func loadClaimsOnly(t *testing.T, dir string) (url string, s *claimsOnly) {
 	s = openClaimsOnly(t, filepath.Join(dir, "claims.db"))
 	t.Cleanup(s.close)
 	return loadIntake(t, s), s
+}
+
+// BenchmarkRecordBeside measures serve's store (sqlite.DB's Record) and the claims-only
+// store on the same deliveries, with 64 callers as in the load runs, but without HTTP:
+// what keeping every delivery costs in storage alone. The two take turns, a few
+// thousand deliveries at a time, each on its own file, so that the machine's other work
+// weighs on both alike; each turn's CPU ratio is noted and the median reported
+// (cpu-ratio), beside each store's CPU a delivery. Run with
+//
+//	go test -tags load -run '^$' -bench RecordBeside -benchtime 40000x ./cmd/hookdedup/
+func BenchmarkRecordBeside(b *testing.B) {
+	type recorder interface {
+		Record(context.Context, *storage.Delivery, storage.ClaimOptions) error
+	}
+	for _, mix := range []string{"Unique", "HalfDuplicates"} {
+		b.Run(mix, func(b *testing.B) {
+			serve := storagetest.OpenPath(b, filepath.Join(b.TempDir(), "hookdedup.db"), sqlite.Options{Synchronous: "FULL"})
+			claims := openClaimsOnly(b, filepath.Join(b.TempDir(), "claims.db"))
+			defer claims.close()
+			stores := []recorder{serve, claims}
+			next := make([]atomic.Int64, len(stores))
+			claim := storage.ClaimOptions{TTL: 24 * time.Hour}
+			// turn records n deliveries into store i from 64 goroutines; it returns the
+			// process's CPU time they took and the bytes it wrote meanwhile (the WAL's
+			// frames and the checkpoints' copies of them).
+			turn := func(i, n int) (time.Duration, int64) {
+				var wg sync.WaitGroup
+				var left atomic.Int64
+				left.Store(int64(n))
+				cpu, wrote := besideCPU(), besideWritten()
+				for range 64 {
+					wg.Go(func() {
+						for left.Add(-1) >= 0 {
+							k := next[i].Add(1)
+							if mix == "HalfDuplicates" && k%2 == 0 {
+								k-- // the key the previous caller claimed
+							}
+							if err := stores[i].Record(context.Background(), besideDelivery(k), claim); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return besideCPU() - cpu, besideWritten() - wrote
+			}
+			const turnSize = 4000
+			var spent [2]time.Duration
+			var written [2]int64
+			var done [2]int
+			var ratios []float64
+			b.ResetTimer()
+			for left := b.N; left > 0; {
+				n := min(left, turnSize)
+				left -= n
+				var cpu [2]time.Duration
+				for j := range stores {
+					i := j
+					if len(ratios)%2 == 1 {
+						i = len(stores) - 1 - j // every other turn, the claims-only store first
+					}
+					var w int64
+					cpu[i], w = turn(i, n)
+					spent[i] += cpu[i]
+					written[i] += w
+					done[i] += n
+				}
+				ratios = append(ratios, float64(cpu[0])/float64(cpu[1]))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(spent[0].Microseconds())/float64(done[0]), "store-cpu-µs/op")
+			b.ReportMetric(float64(spent[1].Microseconds())/float64(done[1]), "claims-cpu-µs/op")
+			b.ReportMetric(median(ratios), "cpu-ratio")
+			b.ReportMetric(float64(written[0])/float64(done[0]), "store-written-B/op")
+			b.ReportMetric(float64(written[1])/float64(done[1]), "claims-written-B/op")
+		})
+	}
+}
+
+// besideCPU is the CPU time this process has used, user and system.
+func besideCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// besideWritten is what this process has written through system calls, in bytes
+// (wchar of /proc/self/io; 0 where there is none).
+func besideWritten() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// besideDelivery is the k-th delivery BenchmarkRecordBeside records: what the intake
+// handler hands a store for a signed delivery of the load runs, its key spread over
+// the key space as providers' ids are.
+func besideDelivery(k int64) *storage.Delivery {
+	h := fnv.New64a()
+	fmt.Fprint(h, k)
+	key := fmt.Sprintf("msg_%016x_%d", h.Sum64(), k)
+	body := loadFillBody(int(k))
+	sum := sha256.Sum256(body)
+	return &storage.Delivery{
+		Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", KeyFrom: "header:webhook-id",
+		PayloadHash: hex.EncodeToString(sum[:]), Property: fmt.Sprintf("PROP-%06d", k%400), Booking: fmt.Sprintf("BK-f-%d", k),
+		EventStatus: "cancelled", Amount: "412.50", Currency: "EUR", RemoteAddr: "127.0.0.1:53412",
+		ContentType: "application/json",
+		Headers: map[string][]string{
+			"Content-Type":      {"application/json"},
+			"Content-Length":    {fmt.Sprint(len(body))},
+			"User-Agent":        {"hookdedup-bench/wrk"},
+			"Webhook-Id":        {key},
+			"Webhook-Timestamp": {"1764441727"},
+			"Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="},
+		},
+		Body: body,
+	}
 }

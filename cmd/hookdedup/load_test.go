@@ -28,10 +28,11 @@
 //
 // Rows that are compared run side by side: in each run, every row with refund forensics
 // on runs next to the same binary's row without them, and BENCH_BASELINE's next to this
-// build's, in an order reversed from one run to the next, so that the machine's drift
-// over the minutes of a run weighs on both sides alike. PostgreSQL's rows leave the
-// cluster idle (vacuumed, checkpointed) behind them, and the cluster is stopped once
-// they are all done, before the scenarios that follow.
+// build's with the claims-only store between them, in an order reversed from one run to
+// the next, so that the machine's drift over the minutes of a run weighs on both sides
+// alike; a ratio of two such rows' CPU is the median of the runs' own ratios.
+// PostgreSQL's rows leave the cluster idle (vacuumed, checkpointed) behind them, and the
+// cluster is stopped once they are all done, before the scenarios that follow.
 //
 // Every figure is the median of BENCH_RUNS runs. Figures are reported, never asserted:
 // the test fails only when the harness itself is broken (a request answered other than
@@ -45,6 +46,7 @@
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
 //	BENCH_REFERENCE=0           skips the FastAPI reference implementation
+//	BENCH_FORENSICS=0           skips the SQLite rows with refund forensics on
 //	BENCH_POSTGRES=0            skips PostgreSQL
 //	BENCH_PG_REPLICAS=1,3       the PostgreSQL rows' numbers of replicas
 //	BENCH_BASELINE=binary       another hookdedup build, whose serve runs beside this
@@ -101,6 +103,7 @@ type loadKnobs struct {
 	threads       int
 	dir, out, lua string
 	baseline      string // another hookdedup binary, measured beside this one
+	forensics     bool   // the SQLite rows with refund forensics on
 }
 
 func loadEnvInt(t *testing.T, name string, def int) int {
@@ -125,6 +128,7 @@ func loadReadKnobs(t *testing.T) loadKnobs {
 		dir:       os.Getenv("BENCH_DIR"),
 		out:       os.Getenv("BENCH_OUT"),
 		baseline:  os.Getenv("BENCH_BASELINE"),
+		forensics: os.Getenv("BENCH_FORENSICS") != "0",
 	}
 	keys := os.Getenv("BENCH_KEYS")
 	if keys == "" {
@@ -717,6 +721,21 @@ type loadRow struct {
 
 func (r loadRow) cpu() float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
 
+// cpuRatio is r's CPU a request over o's: the median of the ratios of the runs that ran
+// side by side (the n-th of each row), so that one run slowed by the machine's other work
+// weighs once, on both sides, rather than moving either median alone. Rows of different
+// run counts fall back to the ratio of their medians.
+func (r loadRow) cpuRatio(o *loadRow) float64 {
+	if len(r.runs) != len(o.runs) {
+		return r.cpu() / o.cpu()
+	}
+	xs := make([]float64, len(r.runs))
+	for i := range r.runs {
+		xs[i] = r.runs[i].CPUPerReq / o.runs[i].CPUPerReq
+	}
+	return median(xs)
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	sort.Float64s(s)
@@ -807,8 +826,10 @@ func TestLoad(t *testing.T) {
 	}
 	forensicsRows := map[string]*loadRow{}
 	for _, mix := range []string{"half", "unique"} {
-		forensicsRows[mix] = row("empty, FULL, forensics on", mix)
-		forensicsRows[mix].claims = claimsRows[mix]
+		if k.forensics {
+			forensicsRows[mix] = row("empty, FULL, forensics on", mix)
+			forensicsRows[mix].claims = claimsRows[mix]
+		}
 	}
 	var pgRows []*loadPostgresRow
 	if os.Getenv("BENCH_POSTGRES") != "0" {
@@ -842,7 +863,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	baselineForensicsRows := map[string]*loadRow{}
-	if k.baseline != "" {
+	if k.baseline != "" && k.forensics {
 		for _, mix := range []string{"half", "unique"} {
 			baselineForensicsRows[mix] = row("BENCH_BASELINE, FULL, forensics on", mix)
 			baselineForensicsRows[mix].claims = claimsRows[mix]
@@ -877,8 +898,8 @@ func TestLoad(t *testing.T) {
 		s.stop()
 		os.RemoveAll(sub)
 	}
-	// serveRun is one run of a SQLite row: serve of bin, extra added to its
-	// configuration, on a fresh database file.
+	// serveRun is one run of a SQLite row on a fresh database file: serve of bin, extra
+	// added to its configuration, or without bin the claims-only store.
 	type serveRun struct {
 		row   *loadRow
 		bin   string
@@ -892,30 +913,27 @@ func TestLoad(t *testing.T) {
 		}{{bare, bareRow}, {noStoreURL, noStoreRow}} {
 			inProcess(in.url, "unique", in.row)
 		}
-		for _, mix := range []string{"half", "unique"} {
-			sub := filepath.Join(dir, fmt.Sprintf("claims-%s-%d", mix, i))
-			os.MkdirAll(sub, 0o755)
-			url, c := loadClaimsOnly(t, sub)
-			inProcess(url, mix, claimsRows[mix])
-			c.close()
-			os.RemoveAll(sub)
-		}
 		// The rows that are compared with one another run side by side: each row with
-		// forensics on next to the same binary's without them, and BENCH_BASELINE's next
-		// to this build's, in an order that alternates from run to run (and between the
-		// mixes), so that whatever the machine does meanwhile weighs on both sides alike.
+		// forensics on next to the same binary's without them, the claims-only store
+		// between BENCH_BASELINE's and this build's, in an order that alternates from run
+		// to run (and between the mixes), so that whatever the machine does meanwhile
+		// weighs on both sides alike. The claims-only store is the serveRun without a
+		// binary: it runs in this process.
 		for m, mix := range []string{"half", "unique"} {
 			var group []serveRun
-			for _, sync := range k.syncs {
-				if sync != "FULL" {
-					continue
+			full := slices.Contains(k.syncs, "FULL")
+			if full && k.baseline != "" {
+				if k.forensics {
+					group = append(group, serveRun{baselineForensicsRows[mix], k.baseline, "FULL", loadForensics})
 				}
-				if k.baseline != "" {
-					group = append(group, serveRun{baselineRows[mix], k.baseline, sync, ""},
-						serveRun{baselineForensicsRows[mix], k.baseline, sync, loadForensics})
+				group = append(group, serveRun{baselineRows[mix], k.baseline, "FULL", ""})
+			}
+			group = append(group, serveRun{row: claimsRows[mix]})
+			if full {
+				group = append(group, serveRun{emptyRows["FULL"+mix], bins[0], "FULL", ""})
+				if k.forensics {
+					group = append(group, serveRun{forensicsRows[mix], bins[0], "FULL", loadForensics})
 				}
-				group = append(group, serveRun{emptyRows[sync+mix], bins[0], sync, ""},
-					serveRun{forensicsRows[mix], bins[0], sync, loadForensics})
 			}
 			for _, sync := range k.syncs {
 				if sync != "FULL" {
@@ -928,9 +946,15 @@ func TestLoad(t *testing.T) {
 			for j, g := range group {
 				sub := filepath.Join(dir, fmt.Sprintf("empty-%s-%d-%d", mix, i, j))
 				os.MkdirAll(sub, 0o755)
-				s := loadServeBinary(t, g.bin, sub, filepath.Join(sub, "hookdedup.db"), g.sync, g.extra)
-				report(g.row, s.run(t, k, mix, 0))
-				s.stop()
+				if g.bin == "" {
+					url, c := loadClaimsOnly(t, sub)
+					inProcess(url, mix, g.row)
+					c.close()
+				} else {
+					s := loadServeBinary(t, g.bin, sub, filepath.Join(sub, "hookdedup.db"), g.sync, g.extra)
+					report(g.row, s.run(t, k, mix, 0))
+					s.stop()
+				}
 				os.RemoveAll(sub)
 			}
 		}
@@ -1154,7 +1178,7 @@ func TestLoad(t *testing.T) {
 		}
 		vsClaims := "-"
 		if r.claims != nil && len(r.claims.runs) > 0 {
-			vsClaims = fmt.Sprintf("%.2f", r.cpu()/r.claims.cpu())
+			vsClaims = fmt.Sprintf("%.2f", r.cpuRatio(r.claims))
 		}
 		fmt.Fprintf(&b, "| %s%s | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %s |\n", r.scenario, note, r.mix, r.rps(), r.rps()/bareRPS, r.p50(), r.p99(),
 			r.cpu(), vsClaims)
@@ -1201,12 +1225,12 @@ func TestLoad(t *testing.T) {
 			if sr.claims == nil || len(sr.claims.runs) == 0 {
 				continue
 			}
-			ratio := sr.cpu() / sr.claims.cpu()
-			fmt.Fprintf(&b, "- CPU, %s, %s: %.0f µs a request against the claims-only store's %.0f: %.2f× (target ≤ 1.25×: %s)\n",
+			ratio := sr.cpuRatio(sr.claims)
+			fmt.Fprintf(&b, "- CPU, %s, %s: %.0f µs a request against the claims-only store's %.0f: %.2f×, the median of the runs' ratios (target ≤ 1.25×: %s)\n",
 				sr.scenario, sr.mix, sr.cpu(), sr.claims.cpu(), ratio, mark(ratio <= 1.25))
 		}
 		for _, mix := range []string{"half", "unique"} {
-			if f := forensicsRows[mix]; len(f.runs) > 0 {
+			if f := forensicsRows[mix]; f != nil && len(f.runs) > 0 {
 				forensicsSummary(&b, "SQLite", f, full[mix])
 			}
 			if f, off := baselineForensicsRows[mix], baselineRows[mix]; f != nil && len(f.runs) > 0 && len(off.runs) > 0 {
@@ -1227,18 +1251,18 @@ func TestLoad(t *testing.T) {
 			if r := baselineRows[mix]; r != nil && len(r.runs) > 0 {
 				e := full[mix]
 				fmt.Fprintf(&b, "- against BENCH_BASELINE, empty, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
-					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpuRatio(r))
 			}
 		}
 		for _, pair := range baselineSized {
 			r, e := pair[0], pair[1]
 			fmt.Fprintf(&b, "- against BENCH_BASELINE, %s, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
-				e.scenario, e.mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+				e.scenario, e.mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpuRatio(r))
 		}
 		for _, mix := range []string{"half", "unique"} {
-			if r, e := baselineForensicsRows[mix], forensicsRows[mix]; r != nil && len(r.runs) > 0 && len(e.runs) > 0 {
+			if r, e := baselineForensicsRows[mix], forensicsRows[mix]; r != nil && e != nil && len(r.runs) > 0 && len(e.runs) > 0 {
 				fmt.Fprintf(&b, "- forensics on, against BENCH_BASELINE's, %s: %.2f× its requests/s, %.2f× its p99, %.2f× its CPU a request\n",
-					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpu()/r.cpu())
+					mix, e.rps()/r.rps(), e.p99()/r.p99(), e.cpuRatio(r))
 			}
 		}
 		if sweepRow != nil && len(sweepRow.runs) > 0 {
