@@ -43,6 +43,8 @@
 //	BENCH_SYNC=FULL,NORMAL      durability settings measured on the empty database
 //	                            (the forensics rows run beside FULL's, and without it not)
 //	BENCH_DURATION=10s BENCH_RUNS=3 BENCH_CONNS=64 BENCH_THREADS=2
+//	BENCH_PACE=20ms             each sender's wait between an answer and its next
+//	                            request in the paced rows (0 skips them)
 //	BENCH_DIR=dir               where the databases go (default: a temp dir, removed)
 //	BENCH_OUT=file              also write the summary table there (markdown)
 //	BENCH_REFERENCE=0           skips the FastAPI reference implementation
@@ -102,8 +104,9 @@ type loadKnobs struct {
 	runs, conns   int
 	threads       int
 	dir, out, lua string
-	baseline      string // another hookdedup binary, measured beside this one
-	forensics     bool   // the SQLite rows with refund forensics on
+	baseline      string        // another hookdedup binary, measured beside this one
+	forensics     bool          // the SQLite rows with refund forensics on
+	pace          time.Duration // the paced rows' wait between an answer and the next request
 }
 
 func loadEnvInt(t *testing.T, name string, def int) int {
@@ -129,6 +132,15 @@ func loadReadKnobs(t *testing.T) loadKnobs {
 		out:       os.Getenv("BENCH_OUT"),
 		baseline:  os.Getenv("BENCH_BASELINE"),
 		forensics: os.Getenv("BENCH_FORENSICS") != "0",
+		pace:      20 * time.Millisecond,
+	}
+	if p := os.Getenv("BENCH_PACE"); p == "0" {
+		k.pace = 0
+	} else if p != "" {
+		var err error
+		if k.pace, err = time.ParseDuration(p); err != nil || k.pace < time.Millisecond {
+			t.Fatalf("BENCH_PACE=%q: want 0 or a duration of at least 1ms", p)
+		}
 	}
 	keys := os.Getenv("BENCH_KEYS")
 	if keys == "" {
@@ -200,13 +212,22 @@ type loadResult struct {
 // its own, so that a forensics row measures the checks, not the flagging.
 type loadOutcomes struct{ accepted, duplicate, rejected, failed, suspects float64 }
 
-// loadWrk drives url for d with the signing script and returns wrk's figures.
+// loadWrk drives url for d with the signing script, each connection sending its next
+// request as soon as it has its answer, and returns wrk's figures.
 func loadWrk(t *testing.T, k loadKnobs, url, mode string, d time.Duration) loadResult {
+	t.Helper()
+	return loadWrkPaced(t, k, url, mode, d, 0)
+}
+
+// loadWrkPaced is loadWrk with each connection waiting pace between an answer and its
+// next request, as a sender with events to send now and then does. wrk times a request
+// from when it is written, so the wait is not counted in its latency.
+func loadWrkPaced(t *testing.T, k loadKnobs, url, mode string, d, pace time.Duration) loadResult {
 	t.Helper()
 	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(k.threads), "-c", strconv.Itoa(k.conns),
 		"-d", fmt.Sprintf("%ds", int(d.Round(time.Second).Seconds())), "--timeout", "10s",
-		"-s", k.lua, url, "--", mode, nonce)
+		"-s", k.lua, url, "--", mode, nonce, strconv.FormatInt(pace.Milliseconds(), 10))
 	cmd.Env = append(os.Environ(), "BENCH_KEY_HEX="+hex.EncodeToString(loadKey[:]))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -579,10 +600,17 @@ func (s *loadServer) metrics(t *testing.T) (loadOutcomes, float64) {
 // run drives the server once and attaches what its metrics say happened.
 func (s *loadServer) run(t *testing.T, k loadKnobs, mode string, stored int64) loadResult {
 	t.Helper()
+	return s.runPaced(t, k, mode, stored, 0)
+}
+
+// runPaced is run with each connection waiting pace between an answer and its next
+// request (loadWrkPaced).
+func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int64, pace time.Duration) loadResult {
+	t.Helper()
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
 	cpu0 := postgrestest.ProcessCPU(pid)
-	r := loadWrk(t, k, s.url, mode, k.duration)
+	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
 	}
@@ -831,6 +859,15 @@ func TestLoad(t *testing.T) {
 			forensicsRows[mix].claims = claimsRows[mix]
 		}
 	}
+	// The paced rows: the same server on an empty database, each sender waiting
+	// BENCH_PACE between an answer and its next request, so that the latency measured
+	// is a delivery's own and not mostly its wait behind the other senders' requests.
+	pacedRows := map[string]*loadRow{}
+	if k.pace > 0 {
+		for _, mix := range []string{"half", "unique"} {
+			pacedRows[mix] = row(fmt.Sprintf("empty, FULL, each sender %s apart", k.pace), mix)
+		}
+	}
 	var pgRows []*loadPostgresRow
 	if os.Getenv("BENCH_POSTGRES") != "0" {
 		for _, replicas := range loadPostgresReplicas(t) {
@@ -968,6 +1005,19 @@ func TestLoad(t *testing.T) {
 		// Nothing of PostgreSQL's runs into the scenarios that follow.
 		if err := postgrestest.Stop(); err != nil {
 			t.Error(err)
+		}
+	}
+	if k.pace > 0 {
+		fmt.Printf("empty database, each of %d senders waiting %s between an answer and its next request:\n", k.conns, k.pace)
+		for i := range k.runs {
+			for _, mix := range []string{"half", "unique"} {
+				sub := filepath.Join(dir, fmt.Sprintf("paced-%s-%d", mix, i))
+				os.MkdirAll(sub, 0o755)
+				s := loadServe(t, sub, filepath.Join(sub, "hookdedup.db"), "FULL")
+				report(pacedRows[mix], s.runPaced(t, k, mix, 0, k.pace))
+				s.stop()
+				os.RemoveAll(sub)
+			}
 		}
 	}
 
@@ -1218,8 +1268,12 @@ func TestLoad(t *testing.T) {
 		}
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
-			fmt.Fprintf(&b, "- p99, %s, empty, every request signed, %d connections: %.2f ms (target ≤ 10 ms: %s)\n",
+			fmt.Fprintf(&b, "- p99, %s, empty, every request signed, %d connections: %.2f ms (target ≤ 10 ms: %s)",
 				mix, k.conns, r.p99(), mark(r.p99() <= 10))
+			if p := pacedRows[mix]; p != nil && len(p.runs) > 0 {
+				fmt.Fprintf(&b, "; each sender %s apart, %.0f req/s: %.2f ms (%s)", k.pace, p.rps(), p.p99(), mark(p.p99() <= 10))
+			}
+			b.WriteString("\n")
 		}
 		for _, sr := range append([]*loadRow{full["half"], full["unique"]}, sizeRows...) {
 			if sr.claims == nil || len(sr.claims.runs) == 0 {

@@ -3,11 +3,13 @@
 -- all of its work (HMAC check, JSON canonicalisation, key derivation, durable claim).
 --
 --   BENCH_KEY_HEX=<hex of the secret's 32 key bytes> \
---   wrk -t2 -c64 -d10s -s sign.lua http://127.0.0.1:8080/webhooks/ota -- MODE NONCE
+--   wrk -t2 -c64 -d10s -s sign.lua http://127.0.0.1:8080/webhooks/ota -- MODE NONCE [PACE]
 --
 -- MODE is "unique" (every delivery a new event) or "half" (every second delivery repeats
 -- an event sent shortly before, byte for byte, with a fresh timestamp and signature: a
--- provider's redelivery). NONCE keeps event ids of separate runs apart.
+-- provider's redelivery). NONCE keeps event ids of separate runs apart. PACE, in
+-- milliseconds, makes each connection wait that long between an answer and its next
+-- request (0 or none: no wait, the server's saturation).
 --
 -- LuaJIT has no HMAC; wrk links OpenSSL's libcrypto, so the script calls its HMAC and
 -- base64 through the FFI (about a microsecond a request). done() prints one line
@@ -57,6 +59,14 @@ function init(args)
   end
   half = mode == "half"
   nonce = args[2] or tostring(os.time())
+  local pace = tonumber(args[3] or "0")
+  if not pace or pace < 0 then
+    error("PACE must be a number of milliseconds, not " .. tostring(args[3]))
+  end
+  if pace > 0 then
+    -- wrk waits for a global delay() only when one is defined when init returns.
+    delay = function() return pace end
+  end
   local hex = os.getenv("BENCH_KEY_HEX")
   if not hex or #hex ~= 64 then
     error("BENCH_KEY_HEX must hold the 32 key bytes in hex")
