@@ -28,7 +28,8 @@ const warmChunk = 4096
 // traffic ran at 0.5-0.7× the requests/s of the same file cached, with 50-90 µs more
 // server CPU a request (a read from this virtual disk costs the guest about 45 µs),
 // until the deliveries had read most of the index back themselves. Read ahead, the
-// 200 MiB index took 6 s from the disk and 0.2 s when already cached.
+// 200 MiB index of 5 M keys took 12 s from the disk (5 s of CPU, mostly the disk
+// reads') and 1 s (0.8 s of CPU) when the file was cached.
 func (db *DB) warmKeys() {
 	defer close(db.warmDone)
 	ctx, cancel := context.WithCancel(context.Background())
