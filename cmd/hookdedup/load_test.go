@@ -55,6 +55,19 @@
 //	                            one's on the empty database (before and after a change),
 //	                            on SQLite and on PostgreSQL, and at each stored size on
 //	                            a copy of the filled file
+//	BENCH_EMPTY=0               skips the empty database's rows at the top (the stored
+//	                            sizes' own empty rows beside them still run)
+//	BENCH_FILLED=1              BENCH_DIR's stored/ already holds the first stored
+//	                            size, as TestLoadFill leaves it: the run starts from it
+//	                            instead of filling (and from stored-baseline/ too, if a
+//	                            copy of it is there), so that filling gigabytes need not
+//	                            happen while others measure
+//	BENCH_STORED_CLAIMS=0       skips the claims-only store at the stored sizes
+//	BENCH_CONSOLE=0             skips the console's timings at the largest size
+//
+// Each serve row also prints what the server read through system calls (rchar) per
+// request and the size of its -wal file when the run ended: past the memory map, those
+// say where a stored size's extra CPU goes.
 package main
 
 import (
@@ -83,6 +96,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -205,6 +219,9 @@ type loadResult struct {
 	CPUPerReq   float64 // CPU time (user+system) the server spent per request, µs
 	Swept       float64 // claims the server's sweep deleted during the run
 	StoredAtRun int64   // claims stored when the run began
+	ReadPerReq  float64 // bytes the server read through system calls per request (serve only)
+	WALBytes    int64   // the size of serve's -wal file when the run ended
+	Cached      float64 // the share of serve's database file in the file system's cache as the run began
 }
 
 // loadOutcomes counts deliveries by outcome, and the suspects that refund forensics
@@ -422,6 +439,7 @@ type loadServer struct {
 	url     string
 	exited  chan struct{}
 	logPath string
+	db      string // the database file's path
 }
 
 // loadMetricsToken opens /metrics, which a server on one address serves to its bearer
@@ -497,7 +515,7 @@ amount_field = "/refund/amount"
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &loadServer{exited: make(chan struct{}), logPath: filepath.Join(dir, "serve.log")}
+	s := &loadServer{exited: make(chan struct{}), logPath: filepath.Join(dir, "serve.log"), db: db}
 	s.cmd = exec.Command(bin, "serve", "--config", cfg)
 	s.cmd.Dir = dir
 	stdout, err := s.cmd.StdoutPipe()
@@ -607,12 +625,17 @@ func (s *loadServer) run(t *testing.T, k loadKnobs, mode string, stored int64) l
 // request (loadWrkPaced).
 func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int64, pace time.Duration) loadResult {
 	t.Helper()
+	cached := loadCached(s.db)
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
-	cpu0 := postgrestest.ProcessCPU(pid)
+	cpu0, read0 := postgrestest.ProcessCPU(pid), loadReadBytes(pid)
 	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
+		r.ReadPerReq = float64(loadReadBytes(pid)-read0) / float64(r.Requests)
+	}
+	if fi, err := os.Stat(s.db + "-wal"); err == nil {
+		r.WALBytes = fi.Size()
 	}
 	// Requests still in flight when wrk stopped finish now: wait until the counters
 	// settle, so that they count in this run and not the next.
@@ -629,6 +652,7 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 		o1.rejected - o0.rejected, o1.failed - o0.failed, o1.suspects - o0.suspects}
 	r.Swept = sw1 - sw0
 	r.StoredAtRun = stored
+	r.Cached = cached
 	// wrk hangs up on the requests in flight when its time is up; those that had not yet
 	// reached the writer are not stored ("error", context canceled), which is right. Any
 	// answer other than 200 while wrk listened, or a rejection, means the harness is
@@ -639,6 +663,55 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 			mode, r.ErrStatus, r.Outcomes.rejected, r.Outcomes.failed, tail(log, 2000))
 	}
 	return r
+}
+
+// loadReadBytes is what process pid has read through system calls so far (rchar of
+// /proc/PID/io), 0 where that cannot be read.
+func loadReadBytes(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// loadCached is the share of the file at path whose pages the file system's cache
+// holds (mincore over a map of it), 0 where that cannot be known. Past SQLite's memory
+// map a stored size's new keys read their index leaves through that cache: a file
+// pushed out of it (by a fill, a copy, other processes' files) is read from the disk
+// again, which a run's CPU and requests/s show.
+func loadCached(path string) float64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return 0
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return 0
+	}
+	defer syscall.Munmap(m)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (fi.Size()+page-1)/page)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)),
+		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 0
+	}
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return float64(in) / float64(len(vec))
 }
 
 func tail(b []byte, n int) []byte {
@@ -831,6 +904,10 @@ func TestLoad(t *testing.T) {
 		fmt.Printf("  %-30s %-6s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  cpu %5.0f µs/req  accepted %-7.0f duplicate %-7.0f swept %-7.0f load %.2f\n",
 			r.scenario, r.mix, x.RPS, float64(x.P50US)/1000, float64(x.P99US)/1000, x.CPUPerReq,
 			x.Outcomes.accepted, x.Outcomes.duplicate, x.Swept, x.Load1)
+		if x.ReadPerReq > 0 || x.WALBytes > 0 {
+			fmt.Printf("    read %.1f KB a request through system calls; -wal %.1f MiB at the end; %.0f %% of the file cached at the start\n",
+				x.ReadPerReq/1000, float64(x.WALBytes)/(1<<20), 100*x.Cached)
+		}
 		if x.Outcomes.suspects > 0 {
 			fmt.Printf("    (%.0f suspects flagged: this run's figures include flagging them)\n", x.Outcomes.suspects)
 		}
@@ -917,10 +994,18 @@ func TestLoad(t *testing.T) {
 		}
 		report(r, x)
 	}
-	fmt.Println("empty database:")
+	emptyRuns := k.runs
+	if os.Getenv("BENCH_EMPTY") == "0" {
+		emptyRuns = 0
+		fmt.Println("empty database: skipped (BENCH_EMPTY=0)")
+	} else {
+		fmt.Println("empty database:")
+	}
 	// A short warm-up of both servers, discarded.
-	loadWrk(t, k, bare, "unique", 2*time.Second)
-	loadWrk(t, k, noStoreURL, "unique", 2*time.Second)
+	if emptyRuns > 0 {
+		loadWrk(t, k, bare, "unique", 2*time.Second)
+		loadWrk(t, k, noStoreURL, "unique", 2*time.Second)
+	}
 	// Each binary's serve is warmed up once, on a database thrown away, so that the
 	// first row measured is not the only one to start cold.
 	bins := []string{hookdedupBinary(t)}
@@ -928,6 +1013,9 @@ func TestLoad(t *testing.T) {
 		bins = append(bins, k.baseline)
 	}
 	for _, bin := range bins {
+		if emptyRuns == 0 {
+			break
+		}
 		sub := filepath.Join(dir, "warm-up")
 		os.MkdirAll(sub, 0o755)
 		s := loadServeBinary(t, bin, sub, filepath.Join(sub, "hookdedup.db"), "FULL", loadForensics)
@@ -943,7 +1031,7 @@ func TestLoad(t *testing.T) {
 		sync  string
 		extra string
 	}
-	for i := range k.runs {
+	for i := range emptyRuns {
 		for _, in := range []struct {
 			url string
 			row *loadRow
@@ -1007,9 +1095,9 @@ func TestLoad(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if k.pace > 0 {
+	if k.pace > 0 && emptyRuns > 0 {
 		fmt.Printf("empty database, each of %d senders waiting %s between an answer and its next request:\n", k.conns, k.pace)
-		for i := range k.runs {
+		for i := range emptyRuns {
 			for _, mix := range []string{"half", "unique"} {
 				sub := filepath.Join(dir, fmt.Sprintf("paced-%s-%d", mix, i))
 				os.MkdirAll(sub, 0o755)
@@ -1091,16 +1179,32 @@ func TestLoad(t *testing.T) {
 		os.MkdirAll(sub, 0o755)
 		path := filepath.Join(sub, "hookdedup.db")
 		stored := int64(0)
-		claimsURL, claims := loadClaimsOnly(t, sub)
+		filled := os.Getenv("BENCH_FILLED") == "1"
+		if filled && k.dir == "" {
+			t.Fatal("BENCH_FILLED=1 needs BENCH_DIR, where TestLoadFill filled stored/")
+		}
+		withClaims := os.Getenv("BENCH_STORED_CLAIMS") != "0"
+		var claimsURL string
+		var claims *claimsOnly
+		if withClaims {
+			claimsURL, claims = loadClaimsOnly(t, sub)
+		}
 		for round, n := range k.keys {
 			fmt.Printf("%s keys stored:\n", loadCount(n))
 			fillKeys := n - int(stored)
-			loadFill(t, path, round+1, fillKeys, false)
-			claims.fill(t, "ota", 0, fillKeys, loadFillKey(round+1, fillKeys))
+			if round == 0 && filled {
+				fmt.Printf("  filled before the run (BENCH_FILLED=1)\n")
+			} else {
+				loadFill(t, path, round+1, fillKeys, false)
+				if withClaims {
+					claims.fill(t, "ota", 0, fillKeys, loadFillKey(round+1, fillKeys))
+				}
+			}
 			stored = int64(n)
 			last := round == len(k.keys)-1
 			var token string
-			if last {
+			console := last && os.Getenv("BENCH_CONSOLE") != "0"
+			if console {
 				token = loadConsoleUserAdd(t, path)
 			}
 			// BENCH_BASELINE's serve runs on a copy of the file as filled, beside this
@@ -1109,14 +1213,18 @@ func TestLoad(t *testing.T) {
 			var baseHalf, baseUnique *loadRow
 			if k.baseline != "" {
 				baseSub := filepath.Join(dir, "stored-baseline")
-				os.RemoveAll(baseSub)
-				os.MkdirAll(baseSub, 0o755)
-				copyStart := time.Now()
-				if out, err := exec.Command("cp", path, filepath.Join(baseSub, "hookdedup.db")).CombinedOutput(); err != nil {
-					t.Fatalf("copy the filled database for BENCH_BASELINE: %v: %s", err, out)
+				if _, err := os.Stat(filepath.Join(baseSub, "hookdedup.db")); round == 0 && filled && err == nil {
+					fmt.Printf("  copied for BENCH_BASELINE before the run (BENCH_FILLED=1)\n")
+				} else {
+					os.RemoveAll(baseSub)
+					os.MkdirAll(baseSub, 0o755)
+					copyStart := time.Now()
+					if out, err := exec.Command("cp", path, filepath.Join(baseSub, "hookdedup.db")).CombinedOutput(); err != nil {
+						t.Fatalf("copy the filled database for BENCH_BASELINE: %v: %s", err, out)
+					}
+					syscall.Sync()
+					fmt.Printf("  copied for BENCH_BASELINE in %s\n", time.Since(copyStart).Round(time.Second))
 				}
-				syscall.Sync()
-				fmt.Printf("  copied for BENCH_BASELINE in %s\n", time.Since(copyStart).Round(time.Second))
 				base = loadServeBinary(t, k.baseline, baseSub, filepath.Join(baseSub, "hookdedup.db"), "FULL")
 				loadWrk(t, k, base.url, "unique", 3*time.Second)
 				baseHalf = row("BENCH_BASELINE, "+loadCount(n)+" keys stored", "half")
@@ -1147,7 +1255,9 @@ func TestLoad(t *testing.T) {
 			// A short warm-up after the restart, discarded: the figures are for a server
 			// that has been running, not for its first seconds on cold caches.
 			loadWrk(t, k, s.url, "unique", 3*time.Second)
-			loadWrk(t, k, claimsURL, "unique", 3*time.Second)
+			if withClaims {
+				loadWrk(t, k, claimsURL, "unique", 3*time.Second)
+			}
 			half, unique := row(loadCount(n)+" keys stored", "half"), row(loadCount(n)+" keys stored", "unique")
 			claimsHalf := row("claims-only store, "+loadCount(n)+" keys stored", "half")
 			claimsUnique := row("claims-only store, "+loadCount(n)+" keys stored", "unique")
@@ -1184,8 +1294,10 @@ func TestLoad(t *testing.T) {
 					e.stop()
 					os.RemoveAll(esub)
 				}
-				inProcess(claimsURL, "half", claimsHalf)
-				inProcess(claimsURL, "unique", claimsUnique)
+				if withClaims {
+					inProcess(claimsURL, "half", claimsHalf)
+					inProcess(claimsURL, "unique", claimsUnique)
+				}
 			}
 			if base != nil {
 				base.stop()
@@ -1197,6 +1309,8 @@ func TestLoad(t *testing.T) {
 				peakRSS, hwm, peakAnon = max(peakRSS, r), max(hwm, h), max(peakAnon, a)
 				fmt.Printf("  serve's resident memory under load at %s keys: VmRSS peak %.0f MiB, VmHWM %.0f MiB, its own (RssAnon) peak %.0f MiB\n",
 					loadCount(n), peakRSS, hwm, peakAnon)
+			}
+			if console {
 				consoleAt = loadCount(n)
 				consoleTimes = loadConsole(t, s, token, round+1, fillKeys)
 				for _, tm := range consoleTimes {
@@ -1249,10 +1363,17 @@ func TestLoad(t *testing.T) {
 	full := map[string]*loadRow{"half": emptyRows["FULLhalf"], "unique": emptyRows["FULLunique"]}
 	if full["half"] != nil {
 		fmt.Fprintf(&b, "\nsummary:\n")
-		fmt.Fprintf(&b, "- ceiling: the intake handler with nothing stored reaches %.2f× bare (server CPU %.0f µs a request); storage has to fit in what is left\n",
-			noStoreRow.rps()/bareRPS, noStoreRow.med(func(x loadResult) float64 { return x.CPUPerReq }))
+		// BENCH_EMPTY=0 measured none of the empty rows at the top: nothing to say of them.
+		emptyMeasured := len(full["half"].runs) > 0
+		if emptyMeasured {
+			fmt.Fprintf(&b, "- ceiling: the intake handler with nothing stored reaches %.2f× bare (server CPU %.0f µs a request); storage has to fit in what is left\n",
+				noStoreRow.rps()/bareRPS, noStoreRow.med(func(x loadResult) float64 { return x.CPUPerReq }))
+		}
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
+			if !emptyMeasured {
+				break
+			}
 			cpu := func(r *loadRow) float64 { return r.med(func(x loadResult) float64 { return x.CPUPerReq }) }
 			fmt.Fprintf(&b, "- %s, empty: %.2f× bare, p99 %.2f ms, %s; server CPU %.0f µs a request against the bare handler's %.0f (%.2f×)\n",
 				mix, r.rps()/bareRPS, r.p99(), refRatio(r, 0), cpu(r), cpu(bareRow), cpu(bareRow)/cpu(r))
@@ -1268,6 +1389,9 @@ func TestLoad(t *testing.T) {
 		}
 		for _, mix := range []string{"half", "unique"} {
 			r := full[mix]
+			if !emptyMeasured {
+				break
+			}
 			fmt.Fprintf(&b, "- p99, %s, empty, every request signed, %d connections: %.2f ms (target ≤ 10 ms: %s)",
 				mix, k.conns, r.p99(), mark(r.p99() <= 10))
 			if p := pacedRows[mix]; p != nil && len(p.runs) > 0 {
@@ -1367,4 +1491,31 @@ func loadCount(n int) string {
 		return strconv.Itoa(n/1000) + " k"
 	}
 	return strconv.Itoa(n)
+}
+
+// TestLoadFill fills BENCH_DIR's stored/ with the first of BENCH_KEYS's sizes as TestLoad
+// would (the database and the claims-only store's) and measures nothing: a later
+// TestLoad with BENCH_FILLED=1 starts from it. Filling 5 M keys takes minutes of both
+// cores, which need not overlap anybody's measurements; a copy of stored/ made
+// beforehand also lets several runs start from the same file.
+func TestLoadFill(t *testing.T) {
+	k := loadReadKnobs(t)
+	if k.dir == "" || len(k.keys) == 0 {
+		t.Fatal("TestLoadFill needs BENCH_DIR and BENCH_KEYS")
+	}
+	sub := filepath.Join(k.dir, "stored")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sub, "hookdedup.db")
+	if _, err := os.Stat(path); err == nil {
+		t.Fatalf("%s exists: TestLoadFill fills an empty directory", path)
+	}
+	n := k.keys[0]
+	loadFill(t, path, 1, n, false)
+	if os.Getenv("BENCH_STORED_CLAIMS") != "0" {
+		claims := openClaimsOnly(t, filepath.Join(sub, "claims.db"))
+		claims.fill(t, "ota", 0, n, loadFillKey(1, n))
+		claims.close()
+	}
 }

@@ -207,6 +207,7 @@ type DB struct {
 	gone        atomic.Pointer[error]          // set once the file is no longer at path
 	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
+	warmDone    chan struct{} // warmKeys has ended, or was never started (warm.go)
 
 	auditMark auditMark     // how far AuditChain has checked the audit chain (auditchain.go)
 	bulkWake  chan struct{} // a bulk action became ready to run (bulk.go)
@@ -303,6 +304,7 @@ func Open(path string, opt Options) (*DB, error) {
 		checkEvery:  writerCheckEvery,
 		log:         opt.Logger.With("component", "storage"),
 		watcherDone: make(chan struct{}),
+		warmDone:    make(chan struct{}),
 		bulkWake:    make(chan struct{}, 1),
 	}
 	if err := db.migrate(context.Background()); err != nil {
@@ -343,6 +345,11 @@ func Open(path string, opt Options) (*DB, error) {
 	go db.writer()
 	go db.checkpointer()
 	go db.watchFile()
+	if db.fileInfo.Size() > bigFile {
+		go db.warmKeys()
+	} else {
+		close(db.warmDone)
+	}
 	return db, nil
 }
 
@@ -360,6 +367,7 @@ func (db *DB) Close() error {
 		<-db.writerDone
 		<-db.checkpointerDone
 		<-db.watcherDone
+		<-db.warmDone
 		db.setSideFilesAside()
 		// The write connection closes last: the last connection to close checkpoints the
 		// whole WAL into the database file and removes it.
