@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,7 +295,7 @@ func BenchmarkRecordBeside(b *testing.B) {
 				var wg sync.WaitGroup
 				var left atomic.Int64
 				left.Store(int64(n))
-				cpu, wrote := besideCPU(), besideWritten()
+				cpu, wrote := besideCPU(), loadProcIO("self", "wchar")
 				for range 64 {
 					wg.Go(func() {
 						for left.Add(-1) >= 0 {
@@ -313,7 +311,7 @@ func BenchmarkRecordBeside(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				return besideCPU() - cpu, besideWritten() - wrote
+				return besideCPU() - cpu, loadProcIO("self", "wchar") - wrote
 			}
 			const turnSize = 4000
 			var spent [2]time.Duration
@@ -353,22 +351,6 @@ func besideCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// besideWritten is what this process has written through system calls, in bytes
-// (wchar of /proc/self/io; 0 where there is none).
-func besideWritten() int64 {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // besideDelivery is the k-th delivery BenchmarkRecordBeside records: what the intake

@@ -628,11 +628,11 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	cached := loadCached(s.db)
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
-	cpu0, read0 := postgrestest.ProcessCPU(pid), loadReadBytes(pid)
+	cpu0, read0 := postgrestest.ProcessCPU(pid), loadProcIO(pid, "rchar")
 	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
-		r.ReadPerReq = float64(loadReadBytes(pid)-read0) / float64(r.Requests)
+		r.ReadPerReq = float64(loadProcIO(pid, "rchar")-read0) / float64(r.Requests)
 	}
 	if fi, err := os.Stat(s.db + "-wal"); err == nil {
 		r.WALBytes = fi.Size()
@@ -665,15 +665,16 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	return r
 }
 
-// loadReadBytes is what process pid has read through system calls so far (rchar of
-// /proc/PID/io), 0 where that cannot be read.
-func loadReadBytes(pid string) int64 {
+// loadProcIO is the counter named field ("rchar", "wchar": bytes read or written
+// through system calls so far) of /proc/PID/io, pid "self" for this process; 0 where
+// it cannot be read.
+func loadProcIO(pid, field string) int64 {
 	b, err := os.ReadFile("/proc/" + pid + "/io")
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+		if v, ok := strings.CutPrefix(line, field+": "); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n
 		}
