@@ -120,6 +120,12 @@ type loadKnobs struct {
 	dir, out, lua string
 	baseline      string        // another hookdedup binary, measured beside this one
 	forensics     bool          // the SQLite rows with refund forensics on
+	empty         bool          // the empty database's rows at the top
+	filled        bool          // BENCH_DIR's stored/ holds the first stored size already
+	storedClaims  bool          // the claims-only store at the stored sizes
+	console       bool          // the console's timings at the largest size
+	reference     bool          // the FastAPI reference implementation
+	postgres      bool          // the PostgreSQL rows
 	pace          time.Duration // the paced rows' wait between an answer and the next request
 }
 
@@ -137,16 +143,22 @@ func loadEnvInt(t *testing.T, name string, def int) int {
 
 func loadReadKnobs(t *testing.T) loadKnobs {
 	k := loadKnobs{
-		sweepKeys: loadEnvInt(t, "BENCH_SWEEP_KEYS", 1_000_000),
-		duration:  10 * time.Second,
-		runs:      loadEnvInt(t, "BENCH_RUNS", 3),
-		conns:     loadEnvInt(t, "BENCH_CONNS", 64),
-		threads:   loadEnvInt(t, "BENCH_THREADS", 2),
-		dir:       os.Getenv("BENCH_DIR"),
-		out:       os.Getenv("BENCH_OUT"),
-		baseline:  os.Getenv("BENCH_BASELINE"),
-		forensics: os.Getenv("BENCH_FORENSICS") != "0",
-		pace:      20 * time.Millisecond,
+		sweepKeys:    loadEnvInt(t, "BENCH_SWEEP_KEYS", 1_000_000),
+		duration:     10 * time.Second,
+		runs:         loadEnvInt(t, "BENCH_RUNS", 3),
+		conns:        loadEnvInt(t, "BENCH_CONNS", 64),
+		threads:      loadEnvInt(t, "BENCH_THREADS", 2),
+		dir:          os.Getenv("BENCH_DIR"),
+		out:          os.Getenv("BENCH_OUT"),
+		baseline:     os.Getenv("BENCH_BASELINE"),
+		forensics:    os.Getenv("BENCH_FORENSICS") != "0",
+		empty:        os.Getenv("BENCH_EMPTY") != "0",
+		filled:       os.Getenv("BENCH_FILLED") == "1",
+		storedClaims: os.Getenv("BENCH_STORED_CLAIMS") != "0",
+		console:      os.Getenv("BENCH_CONSOLE") != "0",
+		reference:    os.Getenv("BENCH_REFERENCE") != "0",
+		postgres:     os.Getenv("BENCH_POSTGRES") != "0",
+		pace:         20 * time.Millisecond,
 	}
 	if p := os.Getenv("BENCH_PACE"); p == "0" {
 		k.pace = 0
@@ -947,7 +959,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	var pgRows []*loadPostgresRow
-	if os.Getenv("BENCH_POSTGRES") != "0" {
+	if k.postgres {
 		for _, replicas := range loadPostgresReplicas(t) {
 			for _, mix := range []string{"half", "unique"} {
 				name := "PostgreSQL, 1 replica"
@@ -996,7 +1008,7 @@ func TestLoad(t *testing.T) {
 		report(r, x)
 	}
 	emptyRuns := k.runs
-	if os.Getenv("BENCH_EMPTY") == "0" {
+	if !k.empty {
 		emptyRuns = 0
 		fmt.Println("empty database: skipped (BENCH_EMPTY=0)")
 	} else {
@@ -1114,7 +1126,7 @@ func TestLoad(t *testing.T) {
 	// keys; a fresh process for each run, since every run adds keys. Half duplicates.
 	refSizes := []int{0, 100_000, 1_000_000}
 	refRows := map[int]*loadRow{}
-	if os.Getenv("BENCH_REFERENCE") == "0" {
+	if !k.reference {
 		fmt.Println("reference implementation: skipped (BENCH_REFERENCE=0)")
 	} else if url, _, stop := loadReference(t, 0); url == "" {
 		fmt.Println("reference implementation: skipped (python3-fastapi and uvicorn missing: make bench-deps)")
@@ -1180,31 +1192,29 @@ func TestLoad(t *testing.T) {
 		os.MkdirAll(sub, 0o755)
 		path := filepath.Join(sub, "hookdedup.db")
 		stored := int64(0)
-		filled := os.Getenv("BENCH_FILLED") == "1"
-		if filled && k.dir == "" {
+		if k.filled && k.dir == "" {
 			t.Fatal("BENCH_FILLED=1 needs BENCH_DIR, where TestLoadFill filled stored/")
 		}
-		withClaims := os.Getenv("BENCH_STORED_CLAIMS") != "0"
 		var claimsURL string
 		var claims *claimsOnly
-		if withClaims {
+		if k.storedClaims {
 			claimsURL, claims = loadClaimsOnly(t, sub)
 		}
 		for round, n := range k.keys {
 			fmt.Printf("%s keys stored:\n", loadCount(n))
 			fillKeys := n - int(stored)
-			if round == 0 && filled {
+			if round == 0 && k.filled {
 				fmt.Printf("  filled before the run (BENCH_FILLED=1)\n")
 			} else {
 				loadFill(t, path, round+1, fillKeys, false)
-				if withClaims {
+				if k.storedClaims {
 					claims.fill(t, "ota", 0, fillKeys, loadFillKey(round+1, fillKeys))
 				}
 			}
 			stored = int64(n)
 			last := round == len(k.keys)-1
 			var token string
-			console := last && os.Getenv("BENCH_CONSOLE") != "0"
+			console := last && k.console
 			if console {
 				token = loadConsoleUserAdd(t, path)
 			}
@@ -1214,7 +1224,7 @@ func TestLoad(t *testing.T) {
 			var baseHalf, baseUnique *loadRow
 			if k.baseline != "" {
 				baseSub := filepath.Join(dir, "stored-baseline")
-				if _, err := os.Stat(filepath.Join(baseSub, "hookdedup.db")); round == 0 && filled && err == nil {
+				if _, err := os.Stat(filepath.Join(baseSub, "hookdedup.db")); round == 0 && k.filled && err == nil {
 					fmt.Printf("  copied for BENCH_BASELINE before the run (BENCH_FILLED=1)\n")
 				} else {
 					os.RemoveAll(baseSub)
@@ -1256,7 +1266,7 @@ func TestLoad(t *testing.T) {
 			// A short warm-up after the restart, discarded: the figures are for a server
 			// that has been running, not for its first seconds on cold caches.
 			loadWrk(t, k, s.url, "unique", 3*time.Second)
-			if withClaims {
+			if k.storedClaims {
 				loadWrk(t, k, claimsURL, "unique", 3*time.Second)
 			}
 			half, unique := row(loadCount(n)+" keys stored", "half"), row(loadCount(n)+" keys stored", "unique")
@@ -1295,7 +1305,7 @@ func TestLoad(t *testing.T) {
 					e.stop()
 					os.RemoveAll(esub)
 				}
-				if withClaims {
+				if k.storedClaims {
 					inProcess(claimsURL, "half", claimsHalf)
 					inProcess(claimsURL, "unique", claimsUnique)
 				}
@@ -1514,7 +1524,7 @@ func TestLoadFill(t *testing.T) {
 	}
 	n := k.keys[0]
 	loadFill(t, path, 1, n, false)
-	if os.Getenv("BENCH_STORED_CLAIMS") != "0" {
+	if k.storedClaims {
 		claims := openClaimsOnly(t, filepath.Join(sub, "claims.db"))
 		claims.fill(t, "ota", 0, n, loadFillKey(1, n))
 		claims.close()
