@@ -50,7 +50,7 @@ func (db *DB) warmKeys() {
 		err := db.read.QueryRowContext(ctx, warmKeysSQL, source, key, warmChunk-1).Scan(&source, &key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			db.log.Info("read the claims' key index ahead of deliveries", "entries", chunks*warmChunk,
+			db.log.Info("read the claims' key index ahead of deliveries", "reads", chunks,
 				"took", time.Since(start).Round(time.Millisecond))
 			return
 		case err != nil:
