@@ -46,7 +46,8 @@ func TestDB_Checkpointer(t *testing.T) {
 
 // TestDB_WALStartsOver checks that under writes that never pause the checkpointer
 // catches up and the writer finishes the job, so the WAL starts over without waiting
-// for the writer's own backstop checkpoint (which held intake 30-50 ms at scale).
+// for the writer's own backstop checkpoint (which held intake 30-50 ms at scale), and
+// that the checkpointer fsyncs the file only before handing the writer that job.
 func TestDB_WALStartsOver(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "restart.db")
 	db := storagetest.OpenPath(t, path, sqlite.Options{})
@@ -93,7 +94,14 @@ func TestDB_WALStartsOver(t *testing.T) {
 		}
 		return true
 	})
-	t.Logf("%d deliveries, %d restarts", n, db.WALRestarts())
+	// The checkpointer only started its passes' pages on their way to the disk, and
+	// fsynced the file once before each final pass it handed to the writer: an fsync
+	// after every pass also flushes the disk's cache, which commits waited for.
+	passes, fsyncs := db.CheckpointerStats()
+	if fsyncs == 0 || fsyncs >= passes {
+		t.Errorf("the checkpointer fsynced the file %d times in %d passes: want once before each final pass, not after every pass", fsyncs, passes)
+	}
+	t.Logf("%d deliveries, %d restarts, %d passes, %d fsyncs", n, db.WALRestarts(), passes, fsyncs)
 }
 
 func fileSize(t *testing.T, path string) int64 {

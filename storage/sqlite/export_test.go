@@ -14,6 +14,12 @@ import (
 // had caught up, so that the WAL could start over (checkpoint.go).
 func (db *DB) WALRestarts() int64 { return db.walRestarts.Load() }
 
+// CheckpointerStats is how many of the checkpointer's passes copied pages, and how many
+// times it fsynced the database file (checkpoint.go).
+func (db *DB) CheckpointerStats() (passes, fsyncs int64) {
+	return db.cpPasses.Load(), db.cpFsyncs.Load()
+}
+
 // BatchStats is how many batches the writer has taken and how many deliveries they held.
 func (db *DB) BatchStats() (batches, rows int64) { return db.batches.Load(), db.batchRows.Load() }
 

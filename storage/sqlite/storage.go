@@ -190,6 +190,8 @@ type DB struct {
 	file             *os.File     // the database file, for the checkpointer's fsync
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+	cpPasses         atomic.Int64 // the checkpointer's passes that copied pages
+	cpFsyncs         atomic.Int64 // the checkpointer's fsyncs of the database file (writeBack)
 	batches          atomic.Int64 // the writer's batches, committed or not
 	batchRows        atomic.Int64 // the deliveries those batches held
 	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
