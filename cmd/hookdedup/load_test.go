@@ -66,7 +66,8 @@
 //	BENCH_CONSOLE=0             skips the console's timings at the largest size
 //	BENCH_PERF=dir              records each serve run's profile there with perf
 //	                            (perf record -g), one file a run, named by its
-//	                            stored keys, mix and process id
+//	                            number, stored keys, mix and process id; the
+//	                            figures then include perf's sampling
 //
 // Each serve row also prints what the server read through system calls (rchar) per
 // request and the size of its -wal file when the run ended: past the memory map, those
@@ -95,6 +96,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -685,9 +687,12 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	return r
 }
 
-// loadPerf starts perf recording the process pid's call stacks into BENCH_PERF/name.data
-// and returns what stops it, waiting for perf to write its file; without BENCH_PERF it
-// does nothing. The profile covers what wrk measures, not serve's start.
+// loadPerf starts perf recording the process pid's call stacks into BENCH_PERF, in a
+// file named by name and the run's number, and returns what stops it, waiting for perf
+// to write its file; without BENCH_PERF it does nothing. The profile covers what wrk
+// measures, not serve's start. The number keeps apart the runs that one server serves
+// at the same size and mix (the sweep's): under one name perf keeps only the last two.
+// A run that fails before its end stops perf too.
 func loadPerf(t *testing.T, k loadKnobs, pid, name string) (stop func()) {
 	t.Helper()
 	if k.perf == "" {
@@ -696,16 +701,32 @@ func loadPerf(t *testing.T, k loadKnobs, pid, name string) (stop func()) {
 	if err := os.MkdirAll(k.perf, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("perf", "record", "-F", "997", "-g", "-p", pid, "-o", filepath.Join(k.perf, name+".data"))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	out := filepath.Join(k.perf, fmt.Sprintf("%03d-%s.data", loadPerfRuns.Add(1), name))
+	cmd := exec.Command("perf", "record", "-F", "997", "-g", "-p", pid, "-o", out)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("BENCH_PERF: %v", err)
 	}
-	return func() {
+	stop = sync.OnceFunc(func() {
 		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}
+		// perf that could not record (perf_event_paranoid, no such process) says so
+		// only on its stderr, and the profile asked for would silently be missing. One
+		// that did ends by raising the interrupt again, once its file is written.
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+			err = nil
+		}
+		if err != nil {
+			t.Errorf("BENCH_PERF: perf record into %s: %v\n%s", out, err, tail(stderr.Bytes(), 2000))
+		}
+	})
+	t.Cleanup(stop)
+	return stop
 }
+
+// loadPerfRuns numbers the profiles of BENCH_PERF (loadPerf).
+var loadPerfRuns atomic.Int64
 
 // loadProcIO is the counter named field ("rchar", "wchar": bytes read or written
 // through system calls so far) of /proc/PID/io, pid "self" for this process; 0 where
@@ -1577,5 +1598,27 @@ func TestLoadFill(t *testing.T) {
 		claims := openClaimsOnly(t, filepath.Join(sub, "claims.db"))
 		claims.fill(t, "ota", 0, n, loadFillKey(1, n))
 		claims.close()
+	}
+}
+
+// TestLoadPerf checks that BENCH_PERF keeps the profile of every run, also of the runs
+// that one server serves at the same size and mix.
+func TestLoadPerf(t *testing.T) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf is not installed")
+	}
+	k := loadKnobs{perf: t.TempDir()}
+	pid := strconv.Itoa(os.Getpid())
+	for range 3 {
+		stop := loadPerf(t, k, pid, "0-half-"+pid)
+		time.Sleep(500 * time.Millisecond) // perf is attached and recording
+		stop()
+	}
+	files, err := filepath.Glob(filepath.Join(k.perf, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Errorf("3 runs recorded into %d files: %q", len(files), files)
 	}
 }
