@@ -80,11 +80,13 @@ const (
 	smallTail     = 512
 
 	// fallbackCheckpointPages is the writer's own automatic checkpoint, kept as a
-	// backstop for when the checkpointer cannot catch up (a slow disk, or readers that
-	// hold old snapshots so the WAL cannot start over): the commit that takes the WAL
-	// past 64 MiB copies what the checkpointer has not and waits for the fsync, which
-	// with a million keys stored holds the writer 30-50 ms: kept rare, or it sets the p99.
-	// Four times restartPages, so that a catch-up has room to end before it.
+	// backstop for when the checkpointer cannot catch up (a slow disk): the commit that
+	// takes the WAL past 64 MiB copies what the checkpointer has not and waits for the
+	// fsync, which with a million keys stored holds the writer 30-50 ms: kept rare, or it
+	// sets the p99. Four times restartPages: a catch-up under 64 senders ends at 27-47
+	// MiB. Under synchronous=NORMAL, whose commits come faster, it reaches the backstop;
+	// at eight times restartPages the p99 and the rate there were the same. (A reader
+	// holding an old snapshot keeps the WAL from starting over, backstop or not.)
 	fallbackCheckpointPages = 4 * restartPages
 
 	// walSizeLimit is what the -wal file is cut back to when it starts over.
