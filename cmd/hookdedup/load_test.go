@@ -64,6 +64,10 @@
 //	                            happen while others measure
 //	BENCH_STORED_CLAIMS=0       skips the claims-only store at the stored sizes
 //	BENCH_CONSOLE=0             skips the console's timings at the largest size
+//	BENCH_PERF=dir              records each serve run's profile there with perf
+//	                            (perf record -g), one file a run, named by its
+//	                            number, stored keys, mix and process id; the
+//	                            figures then include perf's sampling
 //
 // Each serve row also prints what the server read through system calls (rchar) per
 // request and the size of its -wal file when the run ended: past the memory map, those
@@ -92,6 +96,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -127,6 +132,7 @@ type loadKnobs struct {
 	reference     bool          // the FastAPI reference implementation
 	postgres      bool          // the PostgreSQL rows
 	pace          time.Duration // the paced rows' wait between an answer and the next request
+	perf          string        // where each serve run's perf profile goes, if anywhere
 }
 
 func loadEnvInt(t *testing.T, name string, def int) int {
@@ -158,6 +164,7 @@ func loadReadKnobs(t *testing.T) loadKnobs {
 		console:      os.Getenv("BENCH_CONSOLE") != "0",
 		reference:    os.Getenv("BENCH_REFERENCE") != "0",
 		postgres:     os.Getenv("BENCH_POSTGRES") != "0",
+		perf:         os.Getenv("BENCH_PERF"),
 		pace:         20 * time.Millisecond,
 	}
 	if p := os.Getenv("BENCH_PACE"); p == "0" {
@@ -467,15 +474,16 @@ func loadServe(t *testing.T, dir, db, sync string) *loadServer {
 }
 
 // forensicsSummary writes the summary's line of the forensics row on against off, the
-// same engine and mix in the same run: the target is 0.9× its requests/s or more.
+// same engine and mix in the same run, each figure the median of the runs' own (they ran
+// side by side): the target is 0.9× its requests/s or more.
 func forensicsSummary(b *strings.Builder, engine string, on, off *loadRow) {
-	tput := on.rps() / off.rps()
+	tput := on.rpsRatio(off)
 	verdict := "MISSED"
 	if tput >= 0.9 {
 		verdict = "met"
 	}
 	fmt.Fprintf(b, "- forensics on, %s, %s: %.2f× the requests/s without, %+.0f µs of server CPU a request (target ≥ 0.9×: %s)\n",
-		engine, on.mix, tput, on.cpu()-off.cpu(), verdict)
+		engine, on.mix, tput, on.cpuDiff(off), verdict)
 }
 
 // loadForensics is the configuration the forensics rows add to the harness's source:
@@ -640,8 +648,10 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	cached := loadCached(s.db)
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
+	stopPerf := loadPerf(t, k, pid, fmt.Sprintf("%d-%s-%s", stored, mode, pid))
 	cpu0, read0 := postgrestest.ProcessCPU(pid), loadProcIO(pid, "rchar")
 	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
+	stopPerf()
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
 		r.ReadPerReq = float64(loadProcIO(pid, "rchar")-read0) / float64(r.Requests)
@@ -676,6 +686,47 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	}
 	return r
 }
+
+// loadPerf starts perf recording the process pid's call stacks into BENCH_PERF, in a
+// file named by name and the run's number, and returns what stops it, waiting for perf
+// to write its file; without BENCH_PERF it does nothing. The profile covers what wrk
+// measures, not serve's start. The number keeps apart the runs that one server serves
+// at the same size and mix (the sweep's): under one name perf keeps only the last two.
+// A run that fails before its end stops perf too.
+func loadPerf(t *testing.T, k loadKnobs, pid, name string) (stop func()) {
+	t.Helper()
+	if k.perf == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(k.perf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(k.perf, fmt.Sprintf("%03d-%s.data", loadPerfRuns.Add(1), name))
+	cmd := exec.Command("perf", "record", "-F", "997", "-g", "-p", pid, "-o", out)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("BENCH_PERF: %v", err)
+	}
+	stop = sync.OnceFunc(func() {
+		cmd.Process.Signal(os.Interrupt)
+		// perf that could not record (perf_event_paranoid, no such process) says so
+		// only on its stderr, and the profile asked for would silently be missing. One
+		// that did ends by raising the interrupt again, once its file is written.
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+			err = nil
+		}
+		if err != nil {
+			t.Errorf("BENCH_PERF: perf record into %s: %v\n%s", out, err, tail(stderr.Bytes(), 2000))
+		}
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+// loadPerfRuns numbers the profiles of BENCH_PERF (loadPerf).
+var loadPerfRuns atomic.Int64
 
 // loadProcIO is the counter named field ("rchar", "wchar": bytes read or written
 // through system calls so far) of /proc/PID/io, pid "self" for this process; 0 where
@@ -840,12 +891,31 @@ func (r loadRow) cpu() float64 { return r.med(func(x loadResult) float64 { retur
 // weighs once, on both sides, rather than moving either median alone. Rows of different
 // run counts fall back to the ratio of their medians.
 func (r loadRow) cpuRatio(o *loadRow) float64 {
+	return r.beside(o, func(a, b loadResult) float64 { return a.CPUPerReq / b.CPUPerReq },
+		func() float64 { return r.cpu() / o.cpu() })
+}
+
+// rpsRatio is r's requests/s over o's, side by side as cpuRatio.
+func (r loadRow) rpsRatio(o *loadRow) float64 {
+	return r.beside(o, func(a, b loadResult) float64 { return a.RPS / b.RPS },
+		func() float64 { return r.rps() / o.rps() })
+}
+
+// cpuDiff is r's CPU a request less o's, in µs, side by side as cpuRatio.
+func (r loadRow) cpuDiff(o *loadRow) float64 {
+	return r.beside(o, func(a, b loadResult) float64 { return a.CPUPerReq - b.CPUPerReq },
+		func() float64 { return r.cpu() - o.cpu() })
+}
+
+// beside is the median of f over the runs of r and o that ran side by side (the n-th
+// of each), or apart() when their run counts differ.
+func (r loadRow) beside(o *loadRow, f func(a, b loadResult) float64, apart func() float64) float64 {
 	if len(r.runs) != len(o.runs) {
-		return r.cpu() / o.cpu()
+		return apart()
 	}
 	xs := make([]float64, len(r.runs))
 	for i := range r.runs {
-		xs[i] = r.runs[i].CPUPerReq / o.runs[i].CPUPerReq
+		xs[i] = f(r.runs[i], o.runs[i])
 	}
 	return median(xs)
 }
@@ -1528,5 +1598,27 @@ func TestLoadFill(t *testing.T) {
 		claims := openClaimsOnly(t, filepath.Join(sub, "claims.db"))
 		claims.fill(t, "ota", 0, n, loadFillKey(1, n))
 		claims.close()
+	}
+}
+
+// TestLoadPerf checks that BENCH_PERF keeps the profile of every run, also of the runs
+// that one server serves at the same size and mix.
+func TestLoadPerf(t *testing.T) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf is not installed")
+	}
+	k := loadKnobs{perf: t.TempDir()}
+	pid := strconv.Itoa(os.Getpid())
+	for range 3 {
+		stop := loadPerf(t, k, pid, "0-half-"+pid)
+		time.Sleep(500 * time.Millisecond) // perf is attached and recording
+		stop()
+	}
+	files, err := filepath.Glob(filepath.Join(k.perf, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Errorf("3 runs recorded into %d files: %q", len(files), files)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
+	"golang.org/x/sys/unix"
 )
 
 // TestDB_Checkpointer checks that committed deliveries reach the database file soon
@@ -46,11 +47,37 @@ func TestDB_Checkpointer(t *testing.T) {
 
 // TestDB_WALStartsOver checks that under writes that never pause the checkpointer
 // catches up and the writer finishes the job, so the WAL starts over without waiting
-// for the writer's own backstop checkpoint (which held intake 30-50 ms at scale).
+// for the writer's own backstop checkpoint (which held intake 30-50 ms at scale), and
+// that the checkpointer fsyncs the file only before handing the writer that job.
 func TestDB_WALStartsOver(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "restart.db")
-	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "restart.db"), sqlite.Options{})
+	writeUntilRestarts(t, db, 2)
+	// The checkpointer only started its passes' pages on their way to the disk, and
+	// fsynced the file once before each final pass it handed to the writer: an fsync
+	// after every pass also flushes the disk's cache, which commits waited for.
+	passes, fsyncs, _ := db.CheckpointerStats()
+	if fsyncs == 0 || fsyncs >= passes {
+		t.Errorf("the checkpointer fsynced the file %d times in %d passes: want once before each final pass, not after every pass", fsyncs, passes)
+	}
+}
 
+// TestDB_WALStartsOverWithoutSyncFileRange checks that where the checkpointer cannot
+// start its passes' writes (a kernel without sync_file_range, a sandbox that forbids
+// it) it fsyncs them instead, and still sees to it that the WAL starts over.
+func TestDB_WALStartsOverWithoutSyncFileRange(t *testing.T) {
+	sqlite.SetStartWriteBack(t, func(int) error { return unix.EPERM })
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "restart.db"), sqlite.Options{})
+	writeUntilRestarts(t, db, 1)
+	if _, _, fallbacks := db.CheckpointerStats(); fallbacks == 0 {
+		t.Error("no pass of the checkpointer fsynced instead: the failing sync_file_range was not used")
+	}
+}
+
+// writeUntilRestarts records deliveries from 16 goroutines without a pause until the
+// writer has finished restarts checkpoints that the checkpointer caught up (so that the
+// WAL started over), then checks that every delivery recorded is in the database.
+func writeUntilRestarts(t *testing.T, db *sqlite.DB, restarts int64) {
+	t.Helper()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
@@ -78,8 +105,8 @@ func TestDB_WALStartsOver(t *testing.T) {
 		}()
 	}
 	storagetest.Eventually(t, 30*time.Second, func() error {
-		if n := db.WALRestarts(); n < 2 && !t.Failed() {
-			return fmt.Errorf("the writer finished %d checkpoints under continuous writes, want at least 2", n)
+		if n := db.WALRestarts(); n < restarts && !t.Failed() {
+			return fmt.Errorf("the writer finished %d checkpoints under continuous writes, want at least %d", n, restarts)
 		}
 		return nil
 	})
@@ -93,7 +120,8 @@ func TestDB_WALStartsOver(t *testing.T) {
 		}
 		return true
 	})
-	t.Logf("%d deliveries, %d restarts", n, db.WALRestarts())
+	passes, fsyncs, fallbacks := db.CheckpointerStats()
+	t.Logf("%d deliveries, %d restarts, %d passes, %d fsyncs, %d passes fsynced instead", n, db.WALRestarts(), passes, fsyncs, fallbacks)
 }
 
 func fileSize(t *testing.T, path string) int64 {

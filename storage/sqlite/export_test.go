@@ -14,6 +14,21 @@ import (
 // had caught up, so that the WAL could start over (checkpoint.go).
 func (db *DB) WALRestarts() int64 { return db.walRestarts.Load() }
 
+// CheckpointerStats is how many of the checkpointer's passes copied pages, how many times
+// it fsynced the database file before it handed the writer a final pass, and how many of
+// its passes it fsynced because it could not start their writes (checkpoint.go).
+func (db *DB) CheckpointerStats() (passes, fsyncs, fallbacks int64) {
+	return db.cpPasses.Load(), db.cpFsyncs.Load(), db.cpFallbacks.Load()
+}
+
+// SetStartWriteBack makes the checkpointers of the databases opened after it, until the
+// test ends, start their passes' writes with f.
+func SetStartWriteBack(tb testing.TB, f func(fd int) error) {
+	old := startWriteBack
+	startWriteBack = f
+	tb.Cleanup(func() { startWriteBack = old })
+}
+
 // BatchStats is how many batches the writer has taken and how many deliveries they held.
 func (db *DB) BatchStats() (batches, rows int64) { return db.batches.Load(), db.batchRows.Load() }
 

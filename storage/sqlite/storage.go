@@ -190,10 +190,15 @@ type DB struct {
 	file             *os.File     // the database file, for the checkpointer's fsync
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
+	cpPasses         atomic.Int64 // the checkpointer's passes that copied pages
+	cpFsyncs         atomic.Int64 // the checkpointer's fsyncs of the database file before a final pass (writeBack)
+	cpFallbacks      atomic.Int64 // its passes whose writes it could not start, and fsynced instead (writeBack)
 	batches          atomic.Int64 // the writer's batches, committed or not
 	batchRows        atomic.Int64 // the deliveries those batches held
 	keyFilters       atomic.Int64 // filters of forensic keys the writer took into use (keyfilter.go)
 	traced           tracedKeys   // traces the sweep wrote on the write connection, for the writer's filter (keyfilter.go)
+
+	startWriteBack func(fd int) error // the package's startWriteBack when Open ran (checkpoint.go)
 
 	totals pendingTotals // what the writer stored, for the roll-ups to fold (totals.go)
 
@@ -296,6 +301,7 @@ func Open(path string, opt Options) (*DB, error) {
 
 		committed:        make(chan struct{}, 1),
 		checkpointerDone: make(chan struct{}),
+		startWriteBack:   startWriteBack,
 
 		busyTimeout: opt.BusyTimeout,
 		cacheSize:   opt.CacheSize,
