@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Checkpoints: under WAL, committed pages are appended to the -wal file and later copied
@@ -183,9 +181,7 @@ func (db *DB) writeBack(wait bool) error {
 
 // startWriteBack starts the disk writing the dirty pages of the file fd, without waiting
 // for them. Open gives it to each DB (DB.startWriteBack); tests replace it.
-var startWriteBack = func(fd int) error {
-	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-}
+var startWriteBack = syncFileRange
 
 // finishCheckpoint is the writer's last pass of a catch-up, between two batches: with no
 // transaction open it copies the few pages the checkpointer could not, and SQLite fsyncs

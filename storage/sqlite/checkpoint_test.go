@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
-	"golang.org/x/sys/unix"
 )
 
 // TestDB_Checkpointer checks that committed deliveries reach the database file soon
@@ -65,7 +65,7 @@ func TestDB_WALStartsOver(t *testing.T) {
 // start its passes' writes (a kernel without sync_file_range, a sandbox that forbids
 // it) it fsyncs them instead, and still sees to it that the WAL starts over.
 func TestDB_WALStartsOverWithoutSyncFileRange(t *testing.T) {
-	sqlite.SetStartWriteBack(t, func(int) error { return unix.EPERM })
+	sqlite.SetStartWriteBack(t, func(int) error { return syscall.EPERM })
 	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "restart.db"), sqlite.Options{})
 	writeUntilRestarts(t, db, 1)
 	if _, _, fallbacks := db.CheckpointerStats(); fallbacks == 0 {
