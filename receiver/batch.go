@@ -210,7 +210,9 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if !errors.Is(err, storage.ErrFileGone) {
-			rc.log.Warn("batch not stored", logSource, src.Name, logItems, len(items), logErr, err)
+			if log, unlogged := rc.storeFails.take(rc.now()); log {
+				rc.log.Warn("batch not stored", logSource, src.Name, logItems, len(items), logErr, err, logUnlogged, unlogged)
+			}
 		}
 		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Add(float64(len(items)))
 		w.Header().Set("Retry-After", "5")

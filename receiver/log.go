@@ -17,4 +17,5 @@ const (
 	logAttempts   = "attempts"   // how many attempts were made
 	logNext       = "next"       // when the next is due
 	logItems      = "items"      // how many items a batched request carried
+	logUnlogged   = "unlogged"   // how many like it since the last line went without one
 )

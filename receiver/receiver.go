@@ -121,6 +121,8 @@ type Receiver struct {
 	bufs    sync.Pool
 	rejects *rejections
 	skew    skewWindow // of the last hour's signed deliveries
+	// storeFails bounds the log lines of deliveries and batches not stored (storefail.go).
+	storeFails storeFailures
 }
 
 // New returns a Receiver for cfg.
@@ -325,8 +327,12 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	err = rc.store.Record(r.Context(), d, src.claimOptions())
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		if !errors.Is(err, storage.ErrFileGone) { // storage has said so once; not again per delivery
-			rc.log.Warn("delivery not stored", logSource, src.Name, logKey, der.Key, logErr, err)
+		// Storage says once that its file is gone; any other failure is logged at most
+		// every storeFailureEvery.
+		if !errors.Is(err, storage.ErrFileGone) {
+			if log, unlogged := rc.storeFails.take(rc.now()); log {
+				rc.log.Warn("delivery not stored", logSource, src.Name, logKey, der.Key, logErr, err, logUnlogged, unlogged)
+			}
 		}
 		rc.metrics.Deliveries.WithLabelValues(src.Name, "error").Inc()
 		w.Header().Set("Retry-After", "5")

@@ -229,3 +229,50 @@ func TestHandler_ForeignLockBound(t *testing.T) {
 		t.Fatalf("stored %+v; want only the delivery after the lock: a 503 means not stored", c)
 	}
 }
+
+// TestHandler_StoreFailuresLoggedAtMostEvery10s makes every delivery fail to be stored,
+// as a full disk does under load: each still answers 503, but the log gets one line per
+// 10 s, which says how many failures before it went without a line, not one line each.
+func TestHandler_StoreFailuresLoggedAtMostEvery10s(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	// A closed database refuses each write once its busy timeout has passed.
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{BusyTimeout: 20 * time.Millisecond})
+	var mu sync.Mutex
+	now := time.Now() // the signatures' timestamps are checked against it
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	src := otaSource(t)
+	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log, Now: clock}), nil)
+	e := &testEnv{db: db, srv: srv, src: src}
+	if err := db.Close(); err != nil { // every Record fails from here on
+		t.Fatal(err)
+	}
+	send := func(n int) {
+		t.Helper()
+		for i := range n {
+			if code, _, _ := e.post(t, "ota", fmt.Sprintf("evt_%d_%d", n, i), `{"amount":1}`, nil); code != http.StatusServiceUnavailable {
+				t.Fatalf("delivery %d with the database closed: %d, want 503", i, code)
+			}
+		}
+	}
+	lines := func() []string {
+		var out []string
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, `msg="delivery not stored"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	send(20)
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "unlogged=0") {
+		t.Fatalf("20 failures within 10 s logged %d lines, want 1 saying unlogged=0:\n%s", len(got), logs.String())
+	}
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	send(1)
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], "unlogged=19") {
+		t.Fatalf("a failure 10 s later: %d lines, want a second saying unlogged=19:\n%s", len(got), logs.String())
+	}
+}
