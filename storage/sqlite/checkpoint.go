@@ -132,7 +132,8 @@ func (db *DB) checkpointer() {
 				// What the passes copied is on its way to the disk (checkpointPass):
 				// waiting for it here, not in the writer's final pass, leaves that
 				// pass its own few pages to flush.
-				if err := db.writeBack(true); err == nil {
+				db.cpFsyncs.Add(1)
+				if err := db.syncFile(); err == nil {
 					db.walRestart.Store(true)
 				}
 				break
@@ -150,30 +151,30 @@ func (db *DB) checkpointPass() (logPages int, caughtUp bool, err error) {
 	logPages, caughtUp, done, err := passiveCheckpoint(db.cp)
 	if err == nil && done > 0 {
 		db.cpPasses.Add(1)
-		if err := db.writeBack(false); err != nil {
+		if err := db.writeBack(); err != nil {
 			return 0, false, err
 		}
 	}
 	return logPages, caughtUp, err
 }
 
-// writeBack has the disk write the database file's dirty pages: with wait, an fsync;
-// without, it only starts the writes (sync_file_range). Where that call fails, it
-// fsyncs instead: for a regular file the call fails only where the kernel lacks it
-// (ENOSYS) or a sandbox forbids it (EPERM), or on the disk's own error, which the fsync
-// reports too. Failing the pass instead would keep the checkpointer from ever catching
-// up there, and leave every start of the WAL to the writer's backstop.
-func (db *DB) writeBack(wait bool) error {
-	fd := int(db.file.Fd())
-	if !wait {
-		if db.startWriteBack(fd) == nil {
-			return nil
-		}
-		db.cpFallbacks.Add(1)
-	} else {
-		db.cpFsyncs.Add(1)
+// writeBack starts the disk writing the database file's dirty pages (sync_file_range)
+// and returns without waiting. Where that call fails it fsyncs instead: for a regular
+// file the call fails only where the kernel lacks it (ENOSYS) or a sandbox forbids it
+// (EPERM), or on the disk's own error, which the fsync reports too. Failing the pass
+// instead would keep the checkpointer from ever catching up there, and leave every
+// start of the WAL to the writer's backstop.
+func (db *DB) writeBack() error {
+	if db.startWriteBack(int(db.file.Fd())) == nil {
+		return nil
 	}
-	if err := syscall.Fdatasync(fd); err != nil {
+	db.cpFallbacks.Add(1)
+	return db.syncFile()
+}
+
+// syncFile waits until the disk holds the database file's pages (fdatasync).
+func (db *DB) syncFile() error {
+	if err := syscall.Fdatasync(int(db.file.Fd())); err != nil {
 		return fmt.Errorf("fsync %s: %w", db.path, err)
 	}
 	return nil

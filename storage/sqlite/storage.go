@@ -191,7 +191,7 @@ type DB struct {
 	walRestart       atomic.Bool  // the checkpointer has caught up: the writer may finish (checkpoint.go)
 	walRestarts      atomic.Int64 // finishCheckpoint's passes that reached the end of the WAL
 	cpPasses         atomic.Int64 // the checkpointer's passes that copied pages
-	cpFsyncs         atomic.Int64 // the checkpointer's fsyncs of the database file before a final pass (writeBack)
+	cpFsyncs         atomic.Int64 // the checkpointer's fsyncs of the database file before a final pass (checkpoint.go)
 	cpFallbacks      atomic.Int64 // its passes whose writes it could not start, and fsynced instead (writeBack)
 	batches          atomic.Int64 // the writer's batches, committed or not
 	batchRows        atomic.Int64 // the deliveries those batches held
