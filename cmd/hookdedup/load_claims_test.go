@@ -295,7 +295,7 @@ func BenchmarkRecordBeside(b *testing.B) {
 				var wg sync.WaitGroup
 				var left atomic.Int64
 				left.Store(int64(n))
-				cpu, wrote := besideCPU(), loadProcIO("self", "wchar")
+				cpu, wrote := besideCPU(), storagetest.ProcessIO("self").Written
 				for range 64 {
 					wg.Go(func() {
 						for left.Add(-1) >= 0 {
@@ -311,7 +311,7 @@ func BenchmarkRecordBeside(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				return besideCPU() - cpu, loadProcIO("self", "wchar") - wrote
+				return besideCPU() - cpu, storagetest.ProcessIO("self").Written - wrote
 			}
 			const turnSize = 4000
 			var spent [2]time.Duration

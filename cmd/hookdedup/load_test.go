@@ -649,12 +649,12 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
 	stopPerf := loadPerf(t, k, pid, fmt.Sprintf("%d-%s-%s", stored, mode, pid))
-	cpu0, read0 := postgrestest.ProcessCPU(pid), loadProcIO(pid, "rchar")
+	cpu0, read0 := postgrestest.ProcessCPU(pid), storagetest.ProcessIO(pid).Read
 	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
 	stopPerf()
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
-		r.ReadPerReq = float64(loadProcIO(pid, "rchar")-read0) / float64(r.Requests)
+		r.ReadPerReq = float64(storagetest.ProcessIO(pid).Read-read0) / float64(r.Requests)
 	}
 	if fi, err := os.Stat(s.db + "-wal"); err == nil {
 		r.WALBytes = fi.Size()
@@ -727,23 +727,6 @@ func loadPerf(t *testing.T, k loadKnobs, pid, name string) (stop func()) {
 
 // loadPerfRuns numbers the profiles of BENCH_PERF (loadPerf).
 var loadPerfRuns atomic.Int64
-
-// loadProcIO is the counter named field ("rchar", "wchar": bytes read or written
-// through system calls so far) of /proc/PID/io, pid "self" for this process; 0 where
-// it cannot be read.
-func loadProcIO(pid, field string) int64 {
-	b, err := os.ReadFile("/proc/" + pid + "/io")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, field+": "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
 
 // loadCached is the share of the file at path whose pages the file system's cache
 // holds (mincore over a map of it), 0 where that cannot be known. Past SQLite's memory

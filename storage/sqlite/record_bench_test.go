@@ -1,16 +1,13 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -65,31 +62,6 @@ func benchCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchWritten is what this process has written through system calls, in bytes and in
-// calls (wchar and syscw of /proc/self/io; zero where there is none). In a benchmark of
-// Record that is the WAL's frames and the checkpoints' copies of them, the writes whose
-// page-out and fsync cost the kernel more than SQLite's own work costs: per operation it
-// shows what a change of the pages a delivery touches saves, without the noise of a clock.
-func benchWritten() (bytes, calls int64) {
-	f, err := os.Open("/proc/self/io")
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, value, _ := strings.Cut(sc.Text(), ": ")
-		n, _ := strconv.ParseInt(value, 10, 64)
-		switch name {
-		case "wchar":
-			bytes = n
-		case "syscw":
-			calls = n
-		}
-	}
-	return bytes, calls
-}
-
 // benchKey is key i: random-looking, as providers' ids are, so that claims land all
 // over the key indexes rather than at their right edge.
 func benchKey(i int64) string {
@@ -123,7 +95,7 @@ func BenchmarkRecord(b *testing.B) {
 				b.SetParallelism(32) // 64 goroutines on 2 cores
 				b.ReportAllocs()
 				cpu := benchCPU()
-				wrote, writes := benchWritten()
+				io := storagetest.ProcessIO("self")
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -139,9 +111,9 @@ func BenchmarkRecord(b *testing.B) {
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 				b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-				w, c := benchWritten()
-				b.ReportMetric(float64(w-wrote)/float64(b.N), "written-B/op")
-				b.ReportMetric(float64(c-writes)/float64(b.N), "writes/op")
+				after := storagetest.ProcessIO("self")
+				b.ReportMetric(float64(after.Written-io.Written)/float64(b.N), "written-B/op")
+				b.ReportMetric(float64(after.Writes-io.Writes)/float64(b.N), "writes/op")
 				batches, rows := db.BatchStats()
 				b.ReportMetric(float64(rows)/float64(max(batches, 1)), "rows/batch")
 			})

@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
@@ -19,25 +18,6 @@ import (
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
-
-// benchRead is what this process has read through system calls, in bytes (rchar of
-// /proc/self/io; zero where there is none): the pages SQLite reads past its memory map
-// and its page cache, and the checkpoints' reads of the write-ahead log.
-func benchRead() int64 {
-	f, err := os.Open("/proc/self/io")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if value, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
-			n, _ := strconv.ParseInt(value, 10, 64)
-			return n
-		}
-	}
-	return 0
-}
 
 // benchWarmUp is how many deliveries BenchmarkRecord_Stored records before it measures.
 const benchWarmUp = 20_000
@@ -97,18 +77,17 @@ func BenchmarkRecord_Stored(b *testing.B) {
 			}
 			wg.Wait()
 			cpu := benchCPU()
-			wrote, writes := benchWritten()
-			read := benchRead()
+			io := storagetest.ProcessIO("self")
 			batches0, rows0 := db.BatchStats()
 			b.ResetTimer()
 			b.RunParallel(record)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-			w, c := benchWritten()
-			b.ReportMetric(float64(w-wrote)/float64(b.N), "written-B/op")
-			b.ReportMetric(float64(c-writes)/float64(b.N), "writes/op")
-			b.ReportMetric(float64(benchRead()-read)/float64(b.N), "read-B/op")
+			after := storagetest.ProcessIO("self")
+			b.ReportMetric(float64(after.Written-io.Written)/float64(b.N), "written-B/op")
+			b.ReportMetric(float64(after.Writes-io.Writes)/float64(b.N), "writes/op")
+			b.ReportMetric(float64(after.Read-io.Read)/float64(b.N), "read-B/op")
 			batches, rows := db.BatchStats()
 			b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 		})

@@ -46,14 +46,14 @@ func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 	const indexBytes = keys * 36
 	read := func(big int64) int64 {
 		sqlite.SetBigFile(t, big, 1024)
-		before := benchRead()
+		before := storagetest.ProcessIO("self").Read
 		db := storagetest.OpenPath(t, path, sqlite.Options{MmapSize: -1})
 		select {
 		case <-db.WarmDone():
 		case <-time.After(time.Minute):
 			t.Fatal("the read of the key index did not end within a minute")
 		}
-		return benchRead() - before
+		return storagetest.ProcessIO("self").Read - before
 	}
 	if got := read(fi.Size() - 1); got < indexBytes {
 		t.Errorf("a file past the size: Open read %d bytes, want the key index's %d at least", got, indexBytes)
