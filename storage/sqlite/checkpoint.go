@@ -100,6 +100,7 @@ func (db *DB) checkpointer() {
 	tick := time.NewTicker(checkpointEvery)
 	defer tick.Stop()
 	lastPass, rowsAtPass := time.Now(), db.batchRows.Load()
+	var failures checkpointFailures
 	for {
 		select {
 		case <-db.closing:
@@ -117,15 +118,18 @@ func (db *DB) checkpointer() {
 				db.batchRows.Load()-rowsAtPass >= checkpointRows
 		}
 		lastPass, rowsAtPass = time.Now(), db.batchRows.Load()
-		// A failure here is the database's (disk, permissions): the writer meets it too,
-		// and answers for it; the WAL then just waits for the next checkpoint.
+		// A failure here is the database file's (the disk, its size limit): the WAL
+		// grows until a checkpoint succeeds, and deliveries go on while it has room.
 		logPages, caughtUp, err := db.checkpointPass()
+		failures.note(db, err)
 		if err != nil || !caughtUp || logPages < restartPages {
 			continue
 		}
 		for range catchUpPasses {
 			before := logPages
-			if logPages, caughtUp, err = db.checkpointPass(); err != nil || !caughtUp {
+			logPages, caughtUp, err = db.checkpointPass()
+			failures.note(db, err)
+			if err != nil || !caughtUp {
 				break
 			}
 			if logPages-before <= smallTail {
@@ -133,12 +137,44 @@ func (db *DB) checkpointer() {
 				// waiting for it here, not in the writer's final pass, leaves that
 				// pass its own few pages to flush.
 				db.cpFsyncs.Add(1)
-				if err := db.syncFile(); err == nil {
+				err := db.syncFile()
+				failures.note(db, err)
+				if err == nil {
 					db.walRestart.Store(true)
 				}
 				break
 			}
 		}
+	}
+}
+
+// checkpointFailuresEvery is how often at most the checkpointer logs that its passes
+// fail: each pass fails alike while the cause lasts, twenty times a second.
+const checkpointFailuresEvery = time.Minute
+
+// checkpointFailures is what the checkpointer has told of its failures: an operator who
+// sees the -wal file grow learns why from the log, once a minute, and when it ends.
+type checkpointFailures struct {
+	failing  bool
+	loggedAt time.Time
+	unlogged int // failures since the last line
+}
+
+// note logs err, a pass's or its fsync's, within checkpointFailuresEvery, and the first
+// success after failures.
+func (f *checkpointFailures) note(db *DB, err error) {
+	switch {
+	case err == nil && f.failing:
+		db.log.Info("checkpoints copy the write-ahead log into the database file again", "path", db.path,
+			"failures", f.unlogged)
+		*f = checkpointFailures{}
+	case err == nil:
+	case !f.failing || time.Since(f.loggedAt) >= checkpointFailuresEvery:
+		db.log.Error("a checkpoint failed: the write-ahead log grows until one copies it into the database file",
+			"path", db.path, "err", err, "unlogged", f.unlogged)
+		f.failing, f.loggedAt, f.unlogged = true, time.Now(), 0
+	default:
+		f.unlogged++
 	}
 }
 
@@ -174,15 +210,19 @@ func (db *DB) writeBack() error {
 
 // syncFile waits until the disk holds the database file's pages (fdatasync).
 func (db *DB) syncFile() error {
-	if err := syscall.Fdatasync(int(db.file.Fd())); err != nil {
+	if err := db.fdatasyncFile(int(db.file.Fd())); err != nil {
 		return fmt.Errorf("fsync %s: %w", db.path, err)
 	}
 	return nil
 }
 
 // startWriteBack starts the disk writing the dirty pages of the file fd, without waiting
-// for them. Open gives it to each DB (DB.startWriteBack); tests replace it.
-var startWriteBack = syncFileRange
+// for them; fdatasyncFile waits until the disk holds them. Open gives them to each DB
+// (DB.startWriteBack, DB.fdatasyncFile); tests replace them.
+var (
+	startWriteBack = syncFileRange
+	fdatasyncFile  = syscall.Fdatasync
+)
 
 // finishCheckpoint is the writer's last pass of a catch-up, between two batches: with no
 // transaction open it copies the few pages the checkpointer could not, and SQLite fsyncs

@@ -2,10 +2,14 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +75,92 @@ func TestDB_WALStartsOverWithoutSyncFileRange(t *testing.T) {
 	if _, _, fallbacks := db.CheckpointerStats(); fallbacks == 0 {
 		t.Error("no pass of the checkpointer fsynced instead: the failing sync_file_range was not used")
 	}
+}
+
+// TestDB_CheckpointFailuresLogged checks that failing checkpoints are logged, once
+// while they go on (each pass fails alike, twenty times a second), and that their end is
+// logged too: the WAL grows meanwhile, and the log says why.
+func TestDB_CheckpointFailuresLogged(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	sqlite.SetStartWriteBack(t, func(int) error {
+		if failing.Load() {
+			return syscall.EIO
+		}
+		return nil
+	})
+	sqlite.SetFdatasyncFile(t, func(fd int) error {
+		if failing.Load() {
+			return syscall.EIO
+		}
+		return syscall.Fdatasync(fd)
+	})
+	var log logBuffer
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "cp.db"),
+		sqlite.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+
+	record := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := db.Record(context.Background(), delivery("ota", fmt.Sprintf("evt_%d", i), "h"), storage.ClaimOptions{TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const failed = "a checkpoint failed"
+	i := 0
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		record(i, i+10)
+		i += 10
+		if strings.Count(log.String(), failed) == 0 {
+			return errors.New("no failed checkpoint logged yet")
+		}
+		return nil
+	})
+	// Further passes fail alike without a line each.
+	passes, _, _ := db.CheckpointerStats()
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		record(i, i+10)
+		i += 10
+		if p, _, _ := db.CheckpointerStats(); p < passes+3 {
+			return fmt.Errorf("%d passes since the first failure logged, want 3", p-passes)
+		}
+		return nil
+	})
+	text := log.String()
+	if n := strings.Count(text, failed); n != 1 {
+		t.Errorf("%d lines of failed checkpoints within a minute, want 1:\n%s", n, text)
+	}
+	if !strings.Contains(text, "input/output error") || !strings.Contains(text, "level=ERROR") {
+		t.Errorf("the line does not give the error at level ERROR:\n%s", text)
+	}
+
+	failing.Store(false)
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		record(i, i+10)
+		i += 10
+		if !strings.Contains(log.String(), "checkpoints copy the write-ahead log into the database file again") {
+			return errors.New("the checkpoints' recovery not logged yet")
+		}
+		return nil
+	})
+}
+
+// logBuffer is a log's text, written by the database's goroutines and read by the test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // writeUntilRestarts records deliveries from 16 goroutines without a pause until the

@@ -29,6 +29,14 @@ func SetStartWriteBack(tb testing.TB, f func(fd int) error) {
 	tb.Cleanup(func() { startWriteBack = old })
 }
 
+// SetFdatasyncFile makes the checkpointers of the databases opened after it, until the
+// test ends, flush the database file with f.
+func SetFdatasyncFile(tb testing.TB, f func(fd int) error) {
+	old := fdatasyncFile
+	fdatasyncFile = f
+	tb.Cleanup(func() { fdatasyncFile = old })
+}
+
 // BatchStats is how many batches the writer has taken and how many deliveries they held.
 func (db *DB) BatchStats() (batches, rows int64) { return db.batches.Load(), db.batchRows.Load() }
 

@@ -199,6 +199,7 @@ type DB struct {
 	traced           tracedKeys   // traces the sweep wrote on the write connection, for the writer's filter (keyfilter.go)
 
 	startWriteBack func(fd int) error // the package's startWriteBack when Open ran (checkpoint.go)
+	fdatasyncFile  func(fd int) error // and its fdatasyncFile
 
 	totals pendingTotals // what the writer stored, for the roll-ups to fold (totals.go)
 
@@ -302,6 +303,7 @@ func Open(path string, opt Options) (*DB, error) {
 		committed:        make(chan struct{}, 1),
 		checkpointerDone: make(chan struct{}),
 		startWriteBack:   startWriteBack,
+		fdatasyncFile:    fdatasyncFile,
 
 		busyTimeout: opt.BusyTimeout,
 		cacheSize:   opt.CacheSize,
