@@ -166,7 +166,7 @@ func (f *checkpointFailures) note(db *DB, err error) {
 	switch {
 	case err == nil && f.failing:
 		db.log.Info("checkpoints copy the write-ahead log into the database file again", "path", db.path,
-			"failures", f.unlogged)
+			"unlogged", f.unlogged)
 		*f = checkpointFailures{}
 	case err == nil:
 	case !f.failing || time.Since(f.loggedAt) >= checkpointFailuresEvery:
