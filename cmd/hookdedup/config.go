@@ -986,8 +986,9 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // openDB opens the configured database with the configured durability. log receives
 // what storage has to say by itself (nil: nothing), such as its file leaving its path.
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
-// when there is no database; commands call it through openExisting.
-func (c config) openDB(log *slog.Logger, mustExist bool) (storage.Store, error) {
+// when there is no database; commands call it through openExisting. Only serving (serve)
+// reads a large SQLite file's key index ahead of deliveries.
+func (c config) openDB(log *slog.Logger, mustExist, serving bool) (storage.Store, error) {
 	if isPostgres(c.Database) {
 		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 		defer cancel()
@@ -998,5 +999,5 @@ func (c config) openDB(log *slog.Logger, mustExist bool) (storage.Store, error) 
 		mmap = -1 // off: storage's zero value is its default
 	}
 	return sqlite.Open(c.Database, sqlite.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
-		Logger: log, MustExist: mustExist})
+		Logger: log, MustExist: mustExist, NoReadAhead: !serving})
 }

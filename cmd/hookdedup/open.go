@@ -51,7 +51,7 @@ func cliLogger(e env) *slog.Logger {
 // one that exists: run from the wrong directory, it would otherwise create an empty
 // database there and report on that, as if nothing had ever arrived.
 func openExisting(cfg config, e env) (storage.Store, error) {
-	db, err := cfg.openDB(cliLogger(e), true)
+	db, err := cfg.openDB(cliLogger(e), true, false)
 	if errors.Is(err, storage.ErrNoDatabase) {
 		return nil, noDatabaseError{path: cfg.Database}
 	}

@@ -37,7 +37,7 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it. log is storage's, as for openDB.
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
-	db, err := cfg.openDB(log, false)
+	db, err := cfg.openDB(log, false, true)
 	if err != nil {
 		return nil, nil, err
 	}

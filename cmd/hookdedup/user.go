@@ -142,7 +142,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	}
 	// The one command besides serve that may create the database: adding the first
 	// admin before the first start is how a new install begins.
-	db, err := cfg.openDB(cliLogger(e), false)
+	db, err := cfg.openDB(cliLogger(e), false, false)
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,10 @@ type Options struct {
 	// map is shared by every connection and costs address space, not memory of the
 	// process's own. Default DefaultMmapSize; negative turns the map off.
 	MmapSize int64
+	// NoReadAhead keeps Open from reading the claims' key index ahead of deliveries in a
+	// large file (warm.go): for a command that opens the database for a moment, to read
+	// or change a few rows, and would only wait for that read to stop as it closes.
+	NoReadAhead bool
 	// MustExist makes Open fail with ErrNoDatabase, creating nothing, when there is no
 	// database file at the path. Without it Open creates the file (and its missing
 	// directories), private to its user.
@@ -353,7 +357,7 @@ func Open(path string, opt Options) (*DB, error) {
 	go db.writer()
 	go db.checkpointer()
 	go db.watchFile()
-	if db.fileInfo.Size() > bigFile {
+	if db.fileInfo.Size() > bigFile && !opt.NoReadAhead {
 		go db.warmKeys()
 	} else {
 		close(db.warmDone)

@@ -14,7 +14,8 @@ import (
 
 // A database file past the size from which Open reads the claims' key index ahead of
 // deliveries: Open reads the whole index, through system calls with the memory map off,
-// before the first delivery asks for a page of it. A file under that size is not read.
+// before the first delivery asks for a page of it. A file under that size is not read,
+// nor one opened with NoReadAhead (by a command, for a moment).
 func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	db, err := sqlite.Open(path, sqlite.Options{})
@@ -44,10 +45,11 @@ func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 
 	// Each index entry holds its key's 36 bytes at least.
 	const indexBytes = keys * 36
-	read := func(big int64) int64 {
+	read := func(big int64, opt sqlite.Options) int64 {
 		sqlite.SetBigFile(t, big, 1024)
 		before := storagetest.ProcessIO("self").Read
-		db := storagetest.OpenPath(t, path, sqlite.Options{MmapSize: -1})
+		opt.MmapSize = -1
+		db := storagetest.OpenPath(t, path, opt)
 		select {
 		case <-db.WarmDone():
 		case <-time.After(time.Minute):
@@ -55,10 +57,13 @@ func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 		}
 		return storagetest.ProcessIO("self").Read - before
 	}
-	if got := read(fi.Size() - 1); got < indexBytes {
+	if got := read(fi.Size()-1, sqlite.Options{}); got < indexBytes {
 		t.Errorf("a file past the size: Open read %d bytes, want the key index's %d at least", got, indexBytes)
 	}
-	if got := read(fi.Size()); got >= indexBytes {
+	if got := read(fi.Size(), sqlite.Options{}); got >= indexBytes {
 		t.Errorf("a file under the size: Open read %d bytes, as much as the key index's %d", got, indexBytes)
+	}
+	if got := read(fi.Size()-1, sqlite.Options{NoReadAhead: true}); got >= indexBytes {
+		t.Errorf("a file past the size, opened for a command: Open read %d bytes, as much as the key index's %d", got, indexBytes)
 	}
 }
