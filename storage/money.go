@@ -105,6 +105,55 @@ func SetCurrencyExponent(currency string, exp int) (restore func()) {
 	}
 }
 
+// SameAmount reports whether a and b, two amounts as stored, are the same money: the
+// same text, or the same plain decimal number spelt two ways ("412.50" and "412.5",
+// "-0" and "0"), as one provider may send an amount as a JSON string and again as a
+// number. A money mismatch compares amounts through it. A number of more than
+// maxAmountWhole digits before the point or maxAmountFrac after it, which no amount
+// has, is compared as text; the PostgreSQL store's statement bounds its cast alike.
+func SameAmount(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, ok := plainAmount(a)
+	if !ok {
+		return false
+	}
+	y, ok := plainAmount(b)
+	return ok && x == y
+}
+
+// The bounds of an amount SameAmount compares as a number.
+const (
+	maxAmountWhole = 200
+	maxAmountFrac  = 100
+)
+
+// plainAmount is the one spelling of amount, a plain decimal number (an optional "-",
+// digits, optionally "." and digits) within maxAmountWhole and maxAmountFrac digits,
+// for comparing: without leading or trailing zeros, "0" for any zero. ok is false for
+// anything else.
+func plainAmount(amount string) (string, bool) {
+	neg, digits := false, amount
+	if rest, cut := strings.CutPrefix(digits, "-"); cut {
+		neg, digits = true, rest
+	}
+	whole, frac, dot := strings.Cut(digits, ".")
+	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) ||
+		len(whole) > maxAmountWhole || len(frac) > maxAmountFrac {
+		return "", false
+	}
+	whole, frac = strings.TrimLeft(whole, "0"), strings.TrimRight(frac, "0")
+	if whole == "" && frac == "" {
+		return "0", true
+	}
+	out := whole + "." + frac
+	if neg {
+		out = "-" + out
+	}
+	return out, true
+}
+
 // maxCurrency bounds a currency code as stored: ISO codes have three letters, and
 // anything much longer is a pointer aimed at the wrong field.
 const maxCurrency = 16

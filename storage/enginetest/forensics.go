@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,13 @@ func TestRecord_MoneyMismatch(t *testing.T, e Engine) {
 		{"CurrencyDiffers", "h2", money{"120.00", "USD", "cancelled"}, false, true},
 		{"StatusDiffers", "h2", money{"120.00", "EUR", "confirmed"}, false, true},
 		{"AmountAbsent", "h2", money{"", "", "cancelled"}, false, true},
+		// One amount spelt as a JSON number and as a string, "120.00" and 120.
+		{"AmountSpeltOtherwise", "h2", money{"120", "EUR", "cancelled"}, false, false},
+		{"AmountWithMoreZeros", "h2", money{"0120.000", "EUR", "cancelled"}, false, false},
+		{"AmountNotANumber", "h2", money{"120.00 EUR", "EUR", "cancelled"}, false, true},
+		{"AmountNegated", "h2", money{"-120", "EUR", "cancelled"}, false, true},
+		{"AmountPastTheBounds", "h2", money{"120." + strings.Repeat("0", 101), "EUR", "cancelled"}, false, true},
+		{"AmountSpeltOtherwiseInOneRequest", "h2", money{"120.0", "EUR", "cancelled"}, true, false},
 		{"AmountDiffersInOneRequest", "h2", money{"99.00", "EUR", "cancelled"}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

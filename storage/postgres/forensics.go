@@ -449,13 +449,20 @@ func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
 // The statements that write what decide decided, after the deliveries' insert.
 const (
 	// sqlMoneyMismatches flags the duplicates $1 whose amount, currency or event status
-	// differs from that of the first delivery each lost to ($2), compared as stored: a
-	// first delivery swept by retention has nothing to compare with.
+	// differs from that of the first delivery each lost to ($2), compared as stored, the
+	// amounts as storage.SameAmount compares them: two plain decimals of the same value
+	// are the same amount. The CASE keeps the casts behind the patterns that make them
+	// safe. A first delivery swept by retention has nothing to compare with.
 	sqlMoneyMismatches = `UPDATE deliveries AS d SET money_mismatch = true
 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, first)
 JOIN deliveries AS f ON f.id = v.first
-WHERE d.id = v.id AND (f.amount <> d.amount OR f.currency <> d.currency OR f.event_status <> d.event_status)
+WHERE d.id = v.id AND (f.currency <> d.currency OR f.event_status <> d.event_status OR (f.amount <> d.amount AND
+	CASE WHEN f.amount ~ '` + sqlPlainAmount + `' AND d.amount ~ '` + sqlPlainAmount + `'
+	THEN f.amount::numeric <> d.amount::numeric ELSE true END))
 RETURNING d.id`
+
+	// sqlPlainAmount is storage.SameAmount's plain decimal, within its bounds.
+	sqlPlainAmount = `^-?[0-9]{1,200}(\.[0-9]{1,100})?$`
 
 	// sqlUnclaim undoes the claims ($1, $2) that the blocked deliveries $3 won.
 	sqlUnclaim = `DELETE FROM claims AS c

@@ -552,7 +552,7 @@ func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *
 		}
 	}
 	d := r.d
-	if amount == d.Amount && currency == d.Currency && status == d.EventStatus {
+	if storage.SameAmount(amount, d.Amount) && currency == d.Currency && status == d.EventStatus {
 		return nil
 	}
 	r.moneyMismatch = true
