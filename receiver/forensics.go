@@ -264,8 +264,8 @@ func (s *Source) claimOptions() storage.ClaimOptions {
 
 // ProbeFor describes, for a read-only lookup (WouldFlag of a storage engine), what a delivery of
 // body with headers h to src would be checked for at now: its key, its business key
-// and its correlation keys. For a batched source body is one item. Returns the
-// errors Derive returns.
+// and its correlation keys, and the payload hash and money a duplicate is compared on.
+// For a batched source body is one item. Returns the errors Derive returns.
 func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.Probe, error) {
 	der, doc, err := derive(src.Keys, h, body)
 	if err != nil {
@@ -274,6 +274,7 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 	opt := src.claimOptions()
 	var x docIndex
 	x.index(doc)
+	amount, currency := src.money(&x)
 	return storage.Probe{
 		Source:         src.Name,
 		Key:            der.Key,
@@ -281,5 +282,9 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 		BusinessWindow: opt.BusinessWindow,
 		Correlations:   src.correlationKeys(&x),
 		Now:            now,
+		PayloadHash:    der.PayloadHash,
+		Amount:         amount,
+		Currency:       currency,
+		EventStatus:    x.text(src.StatusField),
 	}, nil
 }

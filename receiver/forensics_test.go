@@ -319,3 +319,30 @@ func TestPresetBusinessKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeFor_DuplicateComparison: the probe carries the payload hash and the money
+// that intake stores for the same delivery, which the key lab compares a duplicate on.
+func TestProbeFor_DuplicateComparison(t *testing.T) {
+	src := otaSource(t)
+	src.CurrencyField, src.AmountMinorUnits = "/refund/currency", true
+	e := newEnv(t, sqlite.Options{}, src)
+	body := `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":18250,"currency":"eur"}}`
+	code, a, _ := e.post(t, "ota", "evt_1", body, nil)
+	if code != http.StatusOK {
+		t.Fatalf("POST = %d %+v", code, a)
+	}
+	id, _ := strconv.ParseInt(a.Delivery, 10, 64)
+	d, err := e.db.Delivery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := receiver.ProbeFor(&src, http.Header{"Webhook-Id": {"evt_1"}}, []byte(body), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [4]string{p.PayloadHash, p.Amount, p.Currency, p.EventStatus}
+	want := [4]string{d.PayloadHash, d.Amount, d.Currency, d.EventStatus}
+	if got != want || want[1] != "182.50" || want[2] != "EUR" {
+		t.Errorf("probe's payload hash, amount, currency, status = %q; stored %q", got, want)
+	}
+}

@@ -20,7 +20,9 @@ func KeyHash(key string) []byte {
 }
 
 // Probe is what the key lab asks of a payload it is shown: the flags a delivery of it
-// would get now, were it accepted.
+// would get now, were it accepted, and, were it a duplicate, what it would be compared
+// with its first delivery on (PayloadHash for a mismatch; Amount, Currency and
+// EventStatus, as a Delivery stores them, for a money mismatch).
 type Probe struct {
 	Source         string
 	Key            string
@@ -28,6 +30,9 @@ type Probe struct {
 	BusinessWindow time.Duration
 	Correlations   []CorrelationKey
 	Now            time.Time
+
+	PayloadHash                   string
+	Amount, Currency, EventStatus string
 }
 
 // DeliveryFlags are the forensic flags of one delivery.

@@ -1,11 +1,52 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
 )
+
+// duplicateFlags says what a duplicate of claim's key that p describes would be flagged
+// as, as intake decides it: a mismatch when its payload hash differs from the claim's,
+// and a money mismatch when its amount, currency or status differs from the first
+// delivery's too. A first delivery swept by retention has no money to compare with.
+func (s *Server) duplicateFlags(ctx context.Context, claim storage.Claim, p storage.Probe) ([]views.LabFlag, error) {
+	if p.PayloadHash == claim.PayloadHash {
+		return nil, nil
+	}
+	first, err := s.events.Delivery(ctx, claim.FirstDelivery)
+	if errors.Is(err, storage.ErrNotFound) {
+		return []views.LabFlag{{Kind: "mismatch", Text: "Its payload differs from the first delivery's, which retention has swept since."}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	url := eventURL(first.ID)
+	flags := []views.LabFlag{{Kind: "mismatch", URL: url,
+		Text: fmt.Sprintf("Its payload differs from delivery %d's, the first of this key.", first.ID)}}
+	if !storage.SameAmount(first.Amount, p.Amount) || first.Currency != p.Currency || first.EventStatus != p.EventStatus {
+		flags = append(flags, views.LabFlag{Kind: "money mismatch", URL: url,
+			Text: fmt.Sprintf("Its money (%s) differs from delivery %d's (%s).",
+				labMoney(p.Amount, p.Currency, p.EventStatus), first.ID, labMoney(first.Amount, first.Currency, first.EventStatus))})
+	}
+	return flags, nil
+}
+
+// labMoney words an amount, its currency and an event status for the key lab.
+func labMoney(amount, currency, status string) string {
+	m := strings.TrimSpace(amount + " " + currency)
+	if amount == "" {
+		m = "no amount"
+	}
+	if status == "" {
+		return m + ", no status"
+	}
+	return m + ", status " + status
+}
 
 // labFlags words the suspects the key lab foresees for a payload.
 func (s *Server) labFlags(flags []storage.Suspect) []views.LabFlag {

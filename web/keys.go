@@ -285,18 +285,30 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			res.Held, res.ClaimState = true, claim.State
 			res.Claim = fmt.Sprintf("Claimed (%s) until %s: a delivery of this payload now would be a duplicate.", claim.State, s.fullTime(claim.ExpiresAt))
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
+			if s.probe != nil {
+				if p, err := s.probe(v.Source, h, []byte(v.Payload)); err == nil {
+					if res.Flags, err = s.duplicateFlags(r.Context(), claim, p); err != nil {
+						return err
+					}
+					res.Foreseen = true
+				}
+			}
 		default:
 			res.ClaimState = claim.State
 			res.Claim = "Claimed before, but " + map[bool]string{true: "released", false: "expired"}[claim.State == storage.StateReleased] +
 				": a delivery sent now would be accepted."
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
 		}
-		if !res.Held && s.foresee != nil {
-			flags, err := s.foresee(r.Context(), v.Source, h, []byte(v.Payload))
-			if err != nil {
-				return err
+		if !res.Held && s.probe != nil {
+			// A payload the receiver cannot describe has no flags to foresee: the lab
+			// shows the derivation's error itself.
+			if p, err := s.probe(v.Source, h, []byte(v.Payload)); err == nil {
+				flags, err := s.suspects.WouldFlag(r.Context(), p)
+				if err != nil {
+					return err
+				}
+				res.Flags, res.Foreseen = s.labFlags(flags), true
 			}
-			res.Flags, res.Foreseen = s.labFlags(flags), true
 		}
 	}
 	v.Result = res

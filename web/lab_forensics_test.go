@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -19,9 +22,8 @@ func TestLab_Foresees(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t, func(cfg *web.Config) {
 		db := cfg.Store.(*sqlite.DB)
-		cfg.Foresee = func(ctx context.Context, source string, h http.Header, body []byte) ([]storage.Suspect, error) {
-			return db.WouldFlag(ctx, storage.Probe{Source: source, Key: "derived:abc", BusinessKey: "B",
-				BusinessWindow: time.Hour, Now: db.Now()})
+		cfg.Probe = func(source string, h http.Header, body []byte) (storage.Probe, error) {
+			return storage.Probe{Source: source, Key: "derived:abc", BusinessKey: "B", BusinessWindow: time.Hour, Now: db.Now()}, nil
 		}
 	})
 	c := e.as(t, "viewer")
@@ -44,5 +46,69 @@ func TestLab_Foresees(t *testing.T) {
 	flag.shows("suspected duplicate", fmt.Sprintf("Delivery %d of ota", first.ID))
 	if f, err := e.db.FlagsOf(ctx, first.ID); err != nil || len(f.Suspects) != 0 {
 		t.Errorf("the lab wrote suspects: %+v, %v", f, err)
+	}
+}
+
+// For a payload whose key is held, the lab says what the duplicate would be flagged as
+// against the key's first delivery: a mismatch when its payload differs, a money
+// mismatch when its amount (compared as a number), currency or status does too.
+func TestLab_ForeseesADuplicatesMismatch(t *testing.T) {
+	ctx := context.Background()
+	var probe storage.Probe
+	e := newConsoleEnv(t, func(cfg *web.Config) {
+		cfg.Probe = func(source string, h http.Header, body []byte) (storage.Probe, error) { return probe, nil }
+	})
+	first := &storage.Delivery{Source: "ota", Key: "derived:abc", KeyMethod: "derived", PayloadHash: "h1",
+		Amount: "120.00", Currency: "EUR", EventStatus: "cancelled", Body: []byte(`{}`)}
+	if err := e.db.Record(ctx, first, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.as(t, "viewer")
+	c.get("/lab")
+	for _, tc := range []struct {
+		name                    string
+		hash, amount, currency  string
+		status                  string
+		mismatch, moneyMismatch bool
+	}{
+		{"SamePayload", "h1", "120.00", "EUR", "cancelled", false, false},
+		{"OtherFields", "h2", "120.00", "EUR", "cancelled", true, false},
+		{"AmountSpeltOtherwise", "h2", "120", "EUR", "cancelled", true, false},
+		{"OtherAmount", "h2", "99.00", "EUR", "cancelled", true, true},
+		{"OtherCurrency", "h2", "120.00", "USD", "cancelled", true, true},
+		{"OtherStatus", "h2", "120.00", "EUR", "confirmed", true, true},
+		{"NoAmount", "h2", "", "", "cancelled", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			probe = storage.Probe{Source: "ota", Key: "derived:abc", PayloadHash: tc.hash,
+				Amount: tc.amount, Currency: tc.currency, EventStatus: tc.status, Now: e.db.Now()}
+			code, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{"booking_id":"BK-1"}`}})
+			if code != http.StatusOK {
+				t.Fatalf("POST /lab = %d", code)
+			}
+			res := parsePage(t, body).testid("lab-result")
+			res.testid("lab-claim").shows("would be a duplicate")
+			if !tc.mismatch {
+				res.testid("lab-flags-none").shows("As a duplicate", "flagged as nothing")
+				return
+			}
+			var kinds []string
+			for _, x := range res.testid("lab-flags").testid("lab-flag").list {
+				f := nodes{t, []*html.Node{x}}
+				f.shows(fmt.Sprintf("delivery %d", first.ID))
+				kinds = append(kinds, f.text())
+			}
+			want := 1
+			if tc.moneyMismatch {
+				want = 2
+			}
+			if len(kinds) != want || !strings.HasPrefix(kinds[0], "mismatch") ||
+				(tc.moneyMismatch && !strings.HasPrefix(kinds[1], "money mismatch")) {
+				t.Errorf("flags = %q, want a mismatch%s", kinds, map[bool]string{true: " and a money mismatch"}[tc.moneyMismatch])
+			}
+		})
+	}
+	if f, err := e.db.FlagsOf(ctx, first.ID); err != nil || f.MoneyMismatch || len(f.Suspects) != 0 {
+		t.Errorf("the lab wrote flags: %+v, %v", f, err)
 	}
 }

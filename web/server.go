@@ -51,9 +51,10 @@ type Config struct {
 	// Derive returns the key a payload gets from source, for the key lab. On an error
 	// the returned Derivation may still hold what was found (fields, payload hash).
 	Derive func(source string, h http.Header, body []byte) (storage.Derivation, error)
-	// Foresee, if set, returns the suspects a delivery of body to source would be
-	// flagged as, were it accepted now, for the key lab. It writes nothing.
-	Foresee func(ctx context.Context, source string, h http.Header, body []byte) ([]storage.Suspect, error)
+	// Probe, if set, describes what a delivery of body to source would be checked
+	// against, for the key lab to say what it would be flagged as (the store's
+	// WouldFlag, or its first delivery's payload and money were it a duplicate).
+	Probe func(source string, h http.Header, body []byte) (storage.Probe, error)
 	// RevealSecret returns the generated secret of a source (admins only, audited).
 	RevealSecret func(ctx context.Context, source string) (string, error)
 	// Wake, if set, is called after a key is reprocessed, to wake the dispatcher.
@@ -101,7 +102,7 @@ type Server struct {
 	suspects  suspectStore
 	sources   []Source
 	derive    func(string, http.Header, []byte) (storage.Derivation, error)
-	foresee   func(context.Context, string, http.Header, []byte) ([]storage.Suspect, error)
+	probe     func(string, http.Header, []byte) (storage.Probe, error)
 	reveal    func(context.Context, string) (string, error)
 	wake      func()
 	stuck     time.Duration
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, suspects: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
-		clockSkew: cfg.ClockSkew, foresee: cfg.Foresee,
+		clockSkew: cfg.ClockSkew, probe: cfg.Probe,
 		alerts: cfg.Store, alertRules: cfg.AlertRules, alertChannels: cfg.AlertChannels, alertsChanged: cfg.AlertsChanged,
 	}
 	if s.alertsChanged == nil {

@@ -27,6 +27,9 @@ type suspectStore interface {
 	// state other than confirmed or dismissed, or no reason.
 	ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error)
 	Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledger, error)
+	// WouldFlag returns the suspects a delivery p describes would be flagged as, were it
+	// accepted now. It writes nothing.
+	WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect, error)
 }
 
 // suspectKinds are the kinds of suspect in the order the console lists them, with

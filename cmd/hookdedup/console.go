@@ -70,16 +70,12 @@ func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source
 			}
 			return receiver.Derive(src.Keys, h, body)
 		},
-		Foresee: func(ctx context.Context, name string, h http.Header, body []byte) ([]storage.Suspect, error) {
+		Probe: func(name string, h http.Header, body []byte) (storage.Probe, error) {
 			src, ok := byName[name]
 			if !ok {
-				return nil, errors.New("unknown source")
+				return storage.Probe{}, errors.New("unknown source")
 			}
-			probe, err := receiver.ProbeFor(&src, h, body, db.Clock())
-			if err != nil {
-				return nil, nil // the lab shows the derivation's error itself
-			}
-			return db.WouldFlag(ctx, probe)
+			return receiver.ProbeFor(&src, h, body, db.Clock())
 		},
 		RevealSecret: func(ctx context.Context, name string) (string, error) {
 			return db.Setting(ctx, generatedSecretSetting(name))

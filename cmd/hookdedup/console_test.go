@@ -169,8 +169,16 @@ func TestConsole_Mounted(t *testing.T) {
 		t.Errorf("lab: %d", code)
 	}
 	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {string(body)}, "headers": {"webhook-id: msg_1"}})
-	if code != 200 || !strings.Contains(page, "would be a duplicate") {
+	if code != 200 || !strings.Contains(page, "would be a duplicate") || !strings.Contains(page, "its payload is the first delivery") {
 		t.Errorf("lab with the event id header: %d", code)
+	}
+	// The same key with another refund: the receiver's probe carries the money, and the
+	// lab compares it with the first delivery's.
+	changed := bytes.Replace(body, []byte("99.5"), []byte("12"), 1)
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {string(changed)}, "headers": {"webhook-id: msg_1"}})
+	if code != 200 || !strings.Contains(page, "would be a duplicate") || !strings.Contains(page, "money mismatch") ||
+		!strings.Contains(page, "12, status cancelled") {
+		t.Errorf("lab with another refund: %d", code)
 	}
 	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"ota"}, "payload": {"not json"}})
 	if code != 200 || !strings.Contains(page, "not valid JSON") {
