@@ -558,8 +558,12 @@ func eventBody(d storage.Delivery) []byte {
 
 // compare lays two deliveries side by side with a line diff of their normalised JSON;
 // a changed line of one of the members money names (the amount, the currency, the
-// status) is marked Money.
+// status) is marked Money, unless the two carry the same money as a money mismatch
+// compares it: one amount spelt two ways ("180.00" and 180.0) moved nothing more.
 func compare(left, right storage.Delivery, money []string) *views.Compare {
+	if storage.SameAmount(left.Amount, right.Amount) && left.Currency == right.Currency && left.EventStatus == right.EventStatus {
+		money = nil
+	}
 	lb, _ := prettyBody(eventBody(left), true)
 	rb, _ := prettyBody(eventBody(right), true)
 	c := &views.Compare{

@@ -203,6 +203,23 @@ func TestConsole_Flags(t *testing.T) {
 		}
 	})
 
+	t.Run("DiffLeavesOneAmountSpeltTwoWaysUnmarked", func(t *testing.T) {
+		d := &storage.Delivery{Source: "ota", Key: e.first.Key, KeyMethod: "derived", PayloadHash: "h3", Property: "HTL-1",
+			Booking: "BK-42", EventStatus: "cancelled", Amount: "180.0", ContentType: "application/json",
+			Body: []byte(`{"booking_id":"BK-42","property_id":"HTL-1","status":"cancelled","refund":{"amount":180.0},"note":"resent"}`)}
+		if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		_, p := c.page(fmt.Sprintf("/events/%d?with=%d", d.ID, e.first.ID))
+		diff := p.testid("diff")
+		if !strings.Contains(diff.text(), `"amount": 180.0`) || !strings.Contains(diff.text(), `"note"`) {
+			t.Fatalf("the diff lacks the changed lines: %q", diff.text())
+		}
+		if money := diff.class("diff-money"); money.len() != 0 {
+			t.Errorf("the diff marks %d lines as money: %q", money.len(), money.text())
+		}
+	})
+
 	t.Run("CSV", func(t *testing.T) {
 		_, body := c.get("/events.csv")
 		recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
