@@ -103,6 +103,10 @@ func BatchItems(body []byte, batch, item string, limit int) ([][]byte, error) {
 	for k, sp := range spans {
 		s, e := sp[0], sp[1]
 		if item != "" {
+			if doc[s] != '{' && doc[s] != '[' {
+				// "5" holds no member: saying its event is absent would hide what it is.
+				return nil, fmt.Errorf("%w: item %d is a JSON %s, not an object holding %q", ErrBadBatch, k, jsonKind(doc[s]), item)
+			}
 			is, ie, ok := ptrSpan(doc[s:e], item)
 			if !ok {
 				return nil, fmt.Errorf("%w: item %d: %q is absent", ErrBadBatch, k, item)

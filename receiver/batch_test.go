@@ -269,6 +269,8 @@ func TestBatch_AllOrNothing(t *testing.T) {
 			`{"notificationItems": []}`:         `the batch "/notificationItems" is empty`,
 			`{"live": "false"}`:                 `the batch "/notificationItems" is absent`,
 			`{"notificationItems": [{"x": 1}]}`: `item 0: "/NotificationRequestItem" is absent`,
+			`{"notificationItems": [5]}`:        `item 0 is a JSON number, not an object holding "/NotificationRequestItem"`,
+			`{"notificationItems": ["x"]}`:      `item 0 is a JSON string, not an object holding "/NotificationRequestItem"`,
 		} {
 			code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", body)
 			if code != http.StatusUnprocessableEntity || !strings.Contains(a.Error, want) {
