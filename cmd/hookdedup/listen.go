@@ -102,8 +102,13 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 		mux.Handle("GET /readyz", intake)
 	}
 	pub := http.NewServeMux()
-	// Every method: POST is a delivery, the rest get the receiver's 405 in JSON.
+	// Every method: POST is a delivery, the rest get the receiver's 405 in JSON. A path
+	// under /webhooks that names no source (/webhooks/ota/, a provider's URL with a
+	// slash too many) gets the receiver's JSON 404 naming it, a POST counted as a
+	// rejection, rather than the console's page.
 	pub.Handle("/webhooks/{source}", intake)
+	pub.Handle("/webhooks/", intake)
+	pub.Handle("/webhooks", intake)
 	health(pub)
 	if cfg.ConsoleAddr == "" {
 		consoleSrv.Register(pub)

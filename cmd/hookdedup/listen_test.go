@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // openSource is a source that checks no signature, so that a test can deliver to it
@@ -132,6 +134,39 @@ func expectJSONNotFound(t *testing.T, method, url, bearer string) {
 	}
 }
 
+// expectNoSource checks that paths under /webhooks of the address base that name no
+// source get the receiver's JSON 404 naming what was asked for, the console's page
+// never, and that each POST is counted as a rejection.
+func expectNoSource(t *testing.T, s *served, base string) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := storagetest.CountDeliveries(ctx, s.p.db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	posts := 0
+	for _, method := range []string{"POST", "GET"} {
+		for _, path := range []string{"/webhooks/open/", "/webhooks/open/extra", "/webhooks/", "/webhooks"} {
+			resp, got := call(t, method, base+path, "", "")
+			if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
+				!strings.Contains(got, `"error":"unknown source`) {
+				t.Errorf("%s %s: %s, Content-Type %q, body %q; want 404 and a JSON error naming an unknown source",
+					method, path, resp.Status, resp.Header.Get("Content-Type"), got)
+			}
+			if method == "POST" {
+				posts++
+			}
+		}
+	}
+	after, err := storagetest.CountDeliveries(ctx, s.p.db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Rejected-before.Rejected != int64(posts) || after.Accepted != before.Accepted {
+		t.Errorf("counts went from %+v to %+v; want the %d POSTs as rejections", before, after, posts)
+	}
+}
+
 // apiToken makes a bearer token of the JSON API for the first admin.
 func apiToken(t *testing.T, s *served) string {
 	t.Helper()
@@ -164,12 +199,13 @@ console_addr = "127.0.0.1:0"
 		expect(t, "GET", pub+"/healthz", "", http.StatusOK, `"status":"ok"`)
 		expect(t, "GET", pub+"/readyz", "", http.StatusOK, `"status":"ready"`)
 		for _, path := range []string{"/", "/login", "/events", "/events/1", "/keys", "/lab", "/users", "/sources",
-			"/api/v1/keys", "/api/v1/deliveries", "/metrics", "/static/style.css", "/static/app.js", "/webhooks/", "/no/such"} {
+			"/api/v1/keys", "/api/v1/deliveries", "/metrics", "/static/style.css", "/static/app.js", "/no/such"} {
 			// The API's and the metrics' credentials open nothing here either.
 			expectJSONNotFound(t, "GET", pub+path, token)
 		}
 		expectJSONNotFound(t, "POST", pub+"/login", "")
 		expectJSONNotFound(t, "POST", pub+"/api/v1/release", token)
+		expectNoSource(t, s, pub)
 	})
 
 	t.Run("Console", func(t *testing.T) {
@@ -215,6 +251,7 @@ func TestServe_SharedAddr(t *testing.T) {
 	expect(t, "GET", base+"/api/v1/keys", token, http.StatusOK, `"keys"`)
 	expectJSONNotFound(t, "GET", base+"/metrics", "")
 	expectJSONNotFound(t, "GET", base+"/metrics", token) // an API token is no metrics token
+	expectNoSource(t, s, base)
 
 	s.stop()
 	if out := s.stdout.String(); strings.Contains(out, "console on") {
