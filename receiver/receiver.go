@@ -253,6 +253,20 @@ func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
 	rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 }
 
+// contentCoding returns the Content-Encoding of a request other than identity, as sent
+// (cut to a bounded length), or "" for none: the body is taken as the bytes that were
+// signed and are stored and forwarded, and no coding is undone.
+func contentCoding(h http.Header) string {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return safeName(strings.TrimSpace(v), maxSourceName)
+			}
+		}
+	}
+	return ""
+}
+
 // maxSourceName bounds what an unknown source's name costs us to record.
 const maxSourceName = 64
 
@@ -301,6 +315,13 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
+	if coding := contentCoding(r.Header); coding != "" {
+		// A compressed body fails the signature over the sender's JSON, or its parse:
+		// either answer would hide what is wrong.
+		rc.reject(w, r, src, nil, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", coding))
+		return
+	}
 	if src.Batch != "" {
 		rc.handleBatch(w, r, src, body, start)
 		return

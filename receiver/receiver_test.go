@@ -2,6 +2,7 @@ package receiver_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -355,6 +356,37 @@ func TestHandler_Probes(t *testing.T) {
 // TestHandler_WrongMethod: any method but POST on a webhook path is answered 405 with
 // Allow: POST and a JSON error, as every intake answer is JSON, even on a mux whose
 // catch-all serves the console's HTML pages; and nothing is stored.
+// TestHandler_ContentEncoding: a compressed body is refused with an answer that names its
+// coding, before its signature (made over the JSON, it would not match) or its parse is
+// tried; identity is no coding.
+func TestHandler_ContentEncoding(t *testing.T) {
+	e := newEnv(t, sqlite.Options{})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(cancellation))
+	zw.Close()
+	for _, tc := range []struct {
+		name, coding, body string
+		code               int
+		want               string
+	}{
+		{"Gzip", "gzip", gz.String(), http.StatusUnsupportedMediaType, `Content-Encoding "gzip" is not supported: send the body uncompressed`},
+		{"GzipLabelOnPlainJSON", "gzip", cancellation, http.StatusUnsupportedMediaType, `Content-Encoding "gzip" is not supported`},
+		{"Listed", "identity, br", cancellation, http.StatusUnsupportedMediaType, `Content-Encoding "identity, br" is not supported`},
+		{"Identity", "identity", cancellation, http.StatusOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, a, _ := e.post(t, "ota", "evt_"+tc.name, tc.body, func(r *http.Request) { r.Header.Set("Content-Encoding", tc.coding) })
+			if code != tc.code || !strings.Contains(a.Error, tc.want) {
+				t.Errorf("%d %q, want %d %q", code, a.Error, tc.code, tc.want)
+			}
+		})
+	}
+	if c := e.counts(t); c.Accepted != 1 {
+		t.Errorf("stored %+v; want the identity delivery alone accepted", c)
+	}
+}
+
 func TestHandler_WrongMethod(t *testing.T) {
 	e := newEnv(t, sqlite.Options{})
 	mux := http.NewServeMux()
