@@ -280,6 +280,7 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 		Key:            der.Key,
 		BusinessKey:    src.businessKey(&x),
 		BusinessWindow: opt.BusinessWindow,
+		BusinessBlocks: opt.BusinessBlocks,
 		Correlations:   src.correlationKeys(&x),
 		Now:            now,
 		PayloadHash:    der.PayloadHash,

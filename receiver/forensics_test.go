@@ -46,6 +46,13 @@ func TestProbeFor_Keys(t *testing.T) {
 	if base.BusinessKey == "" || len(base.Correlations) != 1 || base.BusinessWindow != receiver.DefaultBusinessWindow {
 		t.Fatalf("probe = %+v, want a business key, its default window and a correlation key", base)
 	}
+	// The key lab words a business key found as intake would act on it: a suspect, or,
+	// with business_key_blocks, a duplicate.
+	blocking := ota
+	blocking.BusinessKeyBlocks = true
+	if p := probe(&blocking, `{"property_id":"P","booking_id":"B","status":"cancelled"}`); base.BusinessBlocks || !p.BusinessBlocks {
+		t.Errorf("probe's business_key_blocks = %v, and %v for a source that blocks", base.BusinessBlocks, p.BusinessBlocks)
+	}
 	for _, tc := range []struct {
 		name              string
 		src               *receiver.Source

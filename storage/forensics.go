@@ -28,6 +28,9 @@ type Probe struct {
 	Key            string
 	BusinessKey    string
 	BusinessWindow time.Duration
+	// BusinessBlocks: a business key found makes the delivery a duplicate of the one
+	// found, handed nowhere and flagged as nothing else (business_key_blocks).
+	BusinessBlocks bool
 	Correlations   []CorrelationKey
 	Now            time.Time
 

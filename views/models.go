@@ -364,7 +364,10 @@ type LabResult struct {
 	Claim       string // a sentence about the key's claim
 	ClaimState  string
 	Held        bool
-	EventsURL   string
+	// Blocked: the key is free, but business_key_blocks would make a delivery of the
+	// payload a duplicate of the delivery whose business key it repeats.
+	Blocked   bool
+	EventsURL string
 	// Flags are what a delivery of the payload would be flagged as, were it accepted
 	// now; Foreseen says that was looked up.
 	Flags    []LabFlag

@@ -36,6 +36,20 @@ func (s *Server) duplicateFlags(ctx context.Context, claim storage.Claim, p stor
 	return flags, nil
 }
 
+// labBlockedBy returns the business key suspect that business_key_blocks turns a delivery
+// p describes into a duplicate of, if p's source blocks and one was found.
+func labBlockedBy(p storage.Probe, flags []storage.Suspect) (storage.Suspect, bool) {
+	if !p.BusinessBlocks {
+		return storage.Suspect{}, false
+	}
+	for _, f := range flags {
+		if f.Kind == storage.SuspectBusinessKey {
+			return f, true
+		}
+	}
+	return storage.Suspect{}, false
+}
+
 // labMoney words an amount, its currency and an event status for the key lab.
 func labMoney(amount, currency, status string) string {
 	m := strings.TrimSpace(amount + " " + currency)

@@ -308,6 +308,16 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 					return err
 				}
 				res.Flags, res.Foreseen = s.labFlags(flags), true
+				if b, ok := labBlockedBy(p, flags); ok {
+					// Intake would answer it as a duplicate of b.Other and hand it nowhere:
+					// it is not accepted, and takes no other flag.
+					res.Blocked = true
+					res.Claim = fmt.Sprintf("No claim holds this key, but its business key repeats delivery %d's within the window, "+
+						"and this source blocks such re-sends: a delivery of this payload now would be a duplicate of it.", b.Other)
+					res.Flags = []views.LabFlag{{Kind: "blocked", URL: eventURL(b.Other),
+						Text: fmt.Sprintf("Delivery %d of %s carries the same business key under another key: answered duplicate, not handed downstream.",
+							b.Other, b.OtherSource)}}
+				}
 			}
 		}
 	}

@@ -112,3 +112,62 @@ func TestLab_ForeseesADuplicatesMismatch(t *testing.T) {
 		t.Errorf("the lab wrote flags: %+v, %v", f, err)
 	}
 }
+
+// A source with business_key_blocks answers a re-send of a business event under a new
+// key as a duplicate of the delivery found, and hands it nowhere: the lab must say so,
+// not that it would be accepted and flagged, nor foresee flags that a blocked delivery
+// never takes.
+func TestLab_ForeseesABlockedResend(t *testing.T) {
+	ctx := context.Background()
+	var db *sqlite.DB
+	e := newConsoleEnv(t, func(cfg *web.Config) {
+		db = cfg.Store.(*sqlite.DB)
+		cfg.Probe = func(source string, h http.Header, body []byte) (storage.Probe, error) {
+			return storage.Probe{Source: source, Key: "derived:abc", BusinessKey: "B", BusinessWindow: time.Hour,
+				BusinessBlocks: true, Now: db.Now(),
+				Correlations: []storage.CorrelationKey{{Rule: "double-refund", Hash: "C", Window: time.Hour}}}, nil
+		}
+	})
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	first := &storage.Delivery{Source: "ota", Key: "evt_1", KeyMethod: "event_id", PayloadHash: "x", BusinessKey: "B", Body: []byte(`{}`)}
+	if err := e.db.Record(ctx, first, opt); err != nil {
+		t.Fatal(err)
+	}
+	psp := &storage.Delivery{Source: "pms", Key: "pay_1", KeyMethod: "event_id", PayloadHash: "y", Body: []byte(`{}`),
+		Correlations: []storage.CorrelationKey{{Rule: "double-refund", Hash: "C", Window: time.Hour}}}
+	if err := e.db.Record(ctx, psp, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.as(t, "viewer")
+	c.get("/lab")
+	code, body, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{"booking_id":"BK-1"}`}})
+	if code != http.StatusOK {
+		t.Fatalf("POST /lab = %d", code)
+	}
+	res := parsePage(t, body).testid("lab-result")
+	res.testid("lab-claim").shows("would be a duplicate", fmt.Sprintf("delivery %d", first.ID))
+	if claim := res.testid("lab-claim").text(); strings.Contains(claim, "would be accepted") {
+		t.Errorf("the lab says %q of a delivery intake would block", claim)
+	}
+	flags := res.testid("lab-flags").testid("lab-flag")
+	if len(flags.list) != 1 {
+		t.Fatalf("flags = %q, want the business key's alone (a blocked delivery takes no other)", flags.text())
+	}
+	flags.shows(fmt.Sprintf("Delivery %d of ota", first.ID), "not handed downstream")
+
+	// What the lab foresaw is what intake does with that payload.
+	d := intakeOutcome(t, db, opt)
+	if d.Outcome != storage.Duplicate || d.FirstDelivery != first.ID {
+		t.Fatalf("intake = %s of %d; the lab's foresight is checked against it", d.Outcome, d.FirstDelivery)
+	}
+}
+
+// intakeOutcome records, as intake would, the re-send the lab was shown.
+func intakeOutcome(t *testing.T, db *sqlite.DB, opt storage.ClaimOptions) *storage.Delivery {
+	t.Helper()
+	d := &storage.Delivery{Source: "ota", Key: "derived:abc", KeyMethod: "derived", PayloadHash: "z", BusinessKey: "B", Body: []byte(`{}`)}
+	if err := db.Record(context.Background(), d, opt); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
