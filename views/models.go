@@ -117,6 +117,8 @@ type SourceStats struct {
 // known.
 type MoneySum struct {
 	Currency, Amount string
+	// Unsummed counts the amounts left out of Amount: no exact number of minor units.
+	Unsummed int64
 }
 
 // EventRow is one delivery in a list.

@@ -533,3 +533,36 @@ func TestConsole_LedgerCSVUnsummed(t *testing.T) {
 		t.Errorf("caught %s, money mismatches %s, unsummed %s; want 1, 1, 1 (one delivery): %q", caught, mm, unsummed, row)
 	}
 }
+
+// The money at stake that the suspects page and the dashboard show per currency leaves
+// out amounts that are no exact number of cents ("12,50" as some systems write it): it
+// must say how many it left out, as the ledger does, rather than show a smaller sum, or
+// 0.00, as if it were the whole.
+func TestConsole_SuspectMoneySaysWhatItLeftOut(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
+	pair := func(n int, business, amount string) {
+		t.Helper()
+		for i := range 2 {
+			d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("evt_%s_%d", business, i), KeyMethod: "event_id",
+				PayloadHash: fmt.Sprint(n, i), BusinessKey: business, Amount: amount, Currency: "EUR", Status: 200, Body: []byte(`{}`)}
+			if err := e.db.Record(ctx, d, opt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pair(1, "B1", "80.00")
+	pair(2, "B2", "12,50")
+	c := e.as(t, "viewer")
+	for _, path := range []string{"/suspects", "/"} {
+		_, p := c.page(path)
+		row := p.find(func(n *html.Node) bool {
+			return hasAttr(n, "data-testid") && attr(n, "data-testid") == "suspect-kind" && attr(n, "data-kind") == "business_key"
+		})
+		if got := row.testid("open-count").text(); got != "2" {
+			t.Fatalf("%s: open suspected duplicates %q, want 2", path, got)
+		}
+		row.testid("open-money").shows("EUR 80.00", "+1 unsummed")
+	}
+}

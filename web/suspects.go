@@ -170,7 +170,7 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 			OpenURL:      suspectsURL(storage.SuspectOpen, string(k.kind)),
 			ConfirmedURL: suspectsURL(storage.SuspectConfirmed, string(k.kind)),
 			AllURL:       suspectsURL("", string(k.kind))}
-		open, confirmed := map[string]int64{}, map[string]int64{}
+		open, confirmed := map[string]storage.Money{}, map[string]storage.Money{}
 		for _, c := range counts {
 			if c.Kind != k.kind {
 				continue
@@ -178,10 +178,14 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 			switch c.State {
 			case storage.SuspectOpen:
 				st.Open += c.Money.Count
-				open[c.Currency] += c.Money.Minor
+				m := open[c.Currency]
+				m.Add(c.Money)
+				open[c.Currency] = m
 			case storage.SuspectConfirmed:
 				st.Confirmed += c.Money.Count
-				confirmed[c.Currency] += c.Money.Minor
+				m := confirmed[c.Currency]
+				m.Add(c.Money)
+				confirmed[c.Currency] = m
 			case storage.SuspectDismissed:
 				st.Dismissed += c.Money.Count
 			}
@@ -193,8 +197,9 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 }
 
 // minorSums writes sums in minor units by currency, each in its currency's decimals
-// with thousands separators, in the order of their codes, no currency last.
-func minorSums(byCurrency map[string]int64) []views.MoneySum {
+// with thousands separators, in the order of their codes, no currency last, with the
+// amounts each left out of its sum.
+func minorSums(byCurrency map[string]storage.Money) []views.MoneySum {
 	codes := slices.Sorted(maps.Keys(byCurrency))
 	if len(codes) > 0 && codes[0] == "" {
 		codes = append(codes[1:], "")
@@ -205,7 +210,8 @@ func minorSums(byCurrency map[string]int64) []views.MoneySum {
 		if code == "" {
 			label = noCurrency
 		}
-		out = append(out, views.MoneySum{Currency: label, Amount: minorText(byCurrency[code], code)})
+		m := byCurrency[code]
+		out = append(out, views.MoneySum{Currency: label, Amount: minorText(m.Minor, code), Unsummed: m.Unsummed})
 	}
 	return out
 }
