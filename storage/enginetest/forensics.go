@@ -417,3 +417,35 @@ func TestRecord_BusinessKeyOfReleasedKey(t *testing.T, e Engine) {
 		})
 	}
 }
+
+// A key released after it came back late (its claim expired and was taken over) is
+// freed for the event it carries: a re-send of that event under a new id is the
+// delivery it was released for, not a double of the key's earlier delivery either.
+func TestRecord_BusinessKeyOfReleasedLateKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	for _, blocks := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Blocks", false: "Flags"}[blocks], func(t *testing.T) {
+			db := e.Open(t)
+			clock := newClock(e, db)
+			opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: blocks}
+			record(t, db, bk("ota", "evt_1", "B"), opt)
+			clock.Add(2 * time.Hour)
+			late := record(t, db, bk("ota", "evt_1", "B"), opt)
+			if late.Outcome != storage.Accepted {
+				t.Fatalf("the key's delivery after its claim expired = %s, want accepted", late.Outcome)
+			}
+			if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ops",
+				Reason: "downstream lost it"}); err != nil {
+				t.Fatal(err)
+			}
+			clock.Add(time.Minute)
+			again := record(t, db, bk("ota", "evt_2", "B"), opt)
+			if again.Outcome != storage.Accepted {
+				t.Fatalf("re-send after the release = %s of %d, want accepted", again.Outcome, again.FirstDelivery)
+			}
+			if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+				t.Errorf("re-send after the release carries suspects %+v", sus)
+			}
+		})
+	}
+}

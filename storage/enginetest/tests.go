@@ -32,6 +32,7 @@ var tests = []struct {
 	{"Record_Correlation", TestRecord_Correlation},
 	{"Record_LateDuplicate", TestRecord_LateDuplicate},
 	{"Record_BusinessKeyOfReleasedKey", TestRecord_BusinessKeyOfReleasedKey},
+	{"Record_BusinessKeyOfReleasedLateKey", TestRecord_BusinessKeyOfReleasedLateKey},
 	{"Forensics_InOneBatch", TestForensics_InOneBatch},
 	{"Forensics_ReplicasShareABusinessKey", TestForensics_ReplicasShareABusinessKey},
 	{"Forensics_OddBusinessKey", TestForensics_OddBusinessKey},

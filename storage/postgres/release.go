@@ -175,6 +175,15 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out 
 			_, err = tx.Exec(ctx, `DELETE FROM business_keys WHERE seen_at = $1 AND delivery = $2`,
 				millis(c.ClaimedAt), c.FirstDelivery)
 		}
+		if err == nil {
+			// The key's earlier accepted deliveries carry the same event, under the same
+			// id: a claim that expired and was taken over leaves its delivery's business
+			// key behind, which a re-send would otherwise double. Each was stored seen
+			// when its delivery was received.
+			_, err = tx.Exec(ctx, `DELETE FROM business_keys AS b USING deliveries AS d
+			WHERE d.source = $1 AND d.key = $2 AND d.outcome = 'accepted' AND b.seen_at = d.received_at AND b.delivery = d.id`,
+				c.Source, c.Key)
+		}
 	}
 	if err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)

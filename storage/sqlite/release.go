@@ -150,6 +150,17 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at = ? AND delivery = ?`,
 				millis(c.ClaimedAt), c.FirstDelivery)
 		}
+		if err == nil {
+			// The key's earlier accepted deliveries carry the same event, under the same
+			// id: a claim that expired and was taken over leaves its delivery's business
+			// key behind, which a re-send would otherwise double. The claim no longer
+			// names them, so the index of keys finds them.
+			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery IN (`+sqlEarlierAccepted+`)`, c.Source, c.Key)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND delivery IN (`+sqlEarlierAccepted+`)`,
+				c.Source, c.Key)
+		}
 	}
 	if err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
@@ -161,6 +172,11 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 	out.Changed = true
 	return out, nil, nil
 }
+
+// sqlEarlierAccepted is the accepted deliveries of a key (?1, ?2) that its claim does
+// not name, through the index of keys (which leaves out the one the claim names).
+const sqlEarlierAccepted = `SELECT id FROM deliveries WHERE source = ?1 AND key = ?2 AND body_from = 0 AND by_claim = 0
+	AND outcome = 'accepted'`
 
 // payloadGone says why c's payload cannot be sent again, or "" when it can: the
 // delivery its claim names must be stored, and be of c's own source and key.
