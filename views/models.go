@@ -214,6 +214,10 @@ type Event struct {
 	// CanReview and it is open.
 	Flags     []FlagItem
 	CanReview bool
+	// BlockedBy is the delivery of another key that this duplicate repeats the business
+	// key of (business_key_blocks), BlockedURL its page; 0 for any other delivery.
+	BlockedBy  int64
+	BlockedURL string
 }
 
 // Batch is a batched request as an item's page shows it: every item, each with its
@@ -278,6 +282,9 @@ type KeyState struct {
 	CanRelease  bool
 	Return      string // where the release form comes back to
 	Missing     bool   // no claim row: expired and swept
+	// Blocked: no claim row because the delivery was blocked by its business key, and
+	// a redelivery of its key meets that key again.
+	Blocked bool
 }
 
 // Compare shows two deliveries of one key side by side, with a line diff.

@@ -290,11 +290,39 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	u, _ := UserFrom(r.Context())
 	v := s.eventView(d, k, with, Allowed(u.Role, storage.RoleOperator))
+	if blocked, err := s.blockedBy(r.Context(), d); err != nil {
+		return err
+	} else if blocked != 0 {
+		// Nothing else on the page names the delivery it duplicates: not its key's.
+		v.BlockedBy, v.BlockedURL = blocked, eventURL(blocked)
+		if v.Key != nil {
+			v.Key.Blocked = true
+		}
+	}
 	v.Batch = batchView(d, siblings)
 	v.Flags, v.CanReview = s.flagItems(d, flagged.Suspects), Allowed(u.Role, storage.RoleOperator)
 	v.Row.Flags = flagBadges(d.ID, flagged.Suspects)
 	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
 	return s.render(w, r, http.StatusOK, views.EventView(v))
+}
+
+// blockedBy returns the delivery that d, a duplicate, was made a duplicate of by its
+// business key (business_key_blocks): a first delivery of another key. 0 for any other
+// delivery, and when that first delivery was swept by retention (nothing says then).
+func (s *Server) blockedBy(ctx context.Context, d storage.Delivery) (int64, error) {
+	if d.Outcome != storage.Duplicate || d.FirstDelivery == 0 || d.FirstDelivery == d.ID {
+		return 0, nil
+	}
+	first, err := s.events.Delivery(ctx, d.FirstDelivery)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case first.Source == d.Source && first.Key == d.Key:
+		return 0, nil
+	}
+	return first.ID, nil
 }
 
 // batchView places d among the items of its batched request, siblings (d among them);

@@ -566,3 +566,46 @@ func TestConsole_SuspectMoneySaysWhatItLeftOut(t *testing.T) {
 		row.testid("open-money").shows("EUR 80.00", "+1 unsummed")
 	}
 }
+
+// A delivery that business_key_blocks made a duplicate of another key's delivery holds
+// no claim, and its key's deliveries do not include the one it duplicates: its page
+// must name that delivery and why, and must not say that a new delivery of its key
+// would be accepted while the business key still blocks it.
+func TestConsole_BlockedDeliveryNamesWhatItDuplicates(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour, BusinessBlocks: true}
+	var ds []*storage.Delivery
+	for i, k := range []string{"evt_1", "evt_2"} {
+		d := &storage.Delivery{Source: "ota", Key: k, KeyMethod: "event_id", PayloadHash: fmt.Sprint(i), BusinessKey: "B",
+			Amount: "80.00", Currency: "EUR", Status: 200, Body: []byte(`{}`)}
+		if err := e.db.Record(ctx, d, opt); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	first, blocked := ds[0], ds[1]
+	if blocked.Outcome != storage.Duplicate || blocked.FirstDelivery != first.ID {
+		t.Fatalf("second = %s of %d, want a duplicate of %d", blocked.Outcome, blocked.FirstDelivery, first.ID)
+	}
+	c := e.as(t, "viewer")
+	_, p := c.page(fmt.Sprintf("/events/%d", blocked.ID))
+	note := p.testid("blocked-by")
+	note.shows(fmt.Sprintf("delivery %d", first.ID), "business key")
+	if hrefs := note.hrefs(); !slices.Contains(hrefs, fmt.Sprintf("/events/%d", first.ID)) {
+		t.Errorf("the note links to %q, want delivery %d", hrefs, first.ID)
+	}
+	if state := p.testid("key-state").text(); strings.Contains(state, "would be accepted") {
+		t.Errorf("key state %q of a key whose redelivery would be blocked", state)
+	}
+	// An ordinary duplicate, of its own key's first delivery, has no such note.
+	dup := &storage.Delivery{Source: "ota", Key: "evt_1", KeyMethod: "event_id", PayloadHash: "0", BusinessKey: "B",
+		Status: 200, Body: []byte(`{}`)}
+	if err := e.db.Record(ctx, dup, opt); err != nil {
+		t.Fatal(err)
+	}
+	_, p = c.page(fmt.Sprintf("/events/%d", dup.ID))
+	if p.testid("blocked-by").len() != 0 {
+		t.Error("an ordinary duplicate's page says it was blocked by a business key")
+	}
+}
