@@ -97,8 +97,9 @@ func checkPointer(p string) error {
 
 // businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
 // {pointer: value} over the source's business key fields in the document x indexes, as
-// a derived key is made; "" when the source has none, or when a field is absent or
-// null: a key of fewer fields would match events that differ in the missing one.
+// a derived key is made; "" when the source has none, or when a field is absent, null
+// or an empty string: a key of fewer fields would match events that differ in the
+// missing one, and two events with no booking id ("") are not one booking's.
 func (s *Source) businessKey(x *docIndex) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
@@ -119,7 +120,7 @@ func (s *Source) businessKey(x *docIndex) string {
 	for n, i := range idx {
 		p := s.BusinessKey[i]
 		v, ok := x.lookup(p)
-		if !ok || v == "null" {
+		if !ok || v == "null" || v == `""` {
 			return ""
 		}
 		if n > 0 {
