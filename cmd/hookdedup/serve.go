@@ -276,12 +276,12 @@ func (p *program) run(ctx context.Context) error {
 	if p.tls != nil && p.console != nil && !privateAddr(p.console.ln.Addr()) {
 		p.log.Warn(fmt.Sprintf("console_addr %s serves plain HTTP on an address that is neither loopback nor private: passwords and session cookies cross the network unencrypted; use 127.0.0.1 and an SSH tunnel, or a VPN address", p.cfg.ConsoleAddr))
 	}
-	// Before the listening line: whoever waits for it may send SIGHUP at once.
+	// Before the listening line: whoever waits for it may send SIGHUP at once. Taken
+	// with or without HTTPS: its default action ends the process on the spot, requests
+	// in flight unanswered, and operators send it out of habit (systemctl reload).
 	reload := make(chan os.Signal, 1)
-	if p.tls != nil {
-		signal.Notify(reload, syscall.SIGHUP)
-		defer signal.Stop(reload)
-	}
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
 	fmt.Fprintf(p.stdout, "hookdedup listening on %s\n", p.public.url())
 	consoleURL := p.public.url()
 	if p.console != nil {
@@ -310,9 +310,7 @@ func (p *program) run(ctx context.Context) error {
 	wg.Go(func() {
 		p.db.RunBulkActions(bg, storage.BulkRunConfig{StuckAfter: p.cfg.StuckAfter, Wake: p.dispatcher.Wake, Logger: p.log})
 	})
-	if p.tls != nil {
-		wg.Go(func() { p.reloadOnSignal(bg, reload) })
-	}
+	wg.Go(func() { p.reloadOnSignal(bg, reload) })
 	stopBackground := func() {
 		stopBG()
 		wg.Wait()
@@ -354,13 +352,18 @@ func (p *program) endpoints() []*endpoint {
 
 // reloadOnSignal reloads the certificate files at each signal on sig until ctx ends: an
 // operator or a certificate tool's hook sends SIGHUP after replacing them. A failed
-// reload keeps the previous certificate and is logged by Reload itself.
+// reload keeps the previous certificate and is logged by Reload itself. Without
+// certificate files it says that nothing is reloaded.
 func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sig:
+			if p.tls == nil {
+				p.log.Info("SIGHUP: nothing to reload: serve reads its configuration at start; restart it to apply a change")
+				continue
+			}
 			if p.tls.files == nil {
 				p.log.Info("SIGHUP: nothing to reload, ACME renews the certificates by itself")
 				continue

@@ -447,3 +447,24 @@ func TestServe_TLSPrivateAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_SIGHUPWithoutTLS: without HTTPS, SIGHUP is logged and changes nothing: its
+// default action would end serve on the spot, with requests in flight unanswered.
+func TestServe_SIGHUPWithoutTLS(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "hookdedup.toml")
+	writeFile(t, cfgPath, []byte(openSource))
+	s := startServe(t, dir, nil, "--config", cfgPath)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLogFile(t, filepath.Join(dir, "serve.log"), "SIGHUP: nothing to reload", "")
+	resp, err := http.Post(s.url+"/webhooks/open", "application/json", strings.NewReader(`{"id":"evt_after_hup"}`))
+	if err != nil {
+		t.Fatalf("serve stopped answering after SIGHUP: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook after SIGHUP: %s", resp.Status)
+	}
+}
