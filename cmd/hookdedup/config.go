@@ -356,7 +356,12 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		}
 		*d.dst = *d.file
 	}
-	if fc.MaxBody != 0 {
+	// Defined rather than non-zero: "max_body = 0" or a negative one would otherwise
+	// leave the default in place without a word, where the environment refuses them.
+	if md.IsDefined("max_body") {
+		if fc.MaxBody <= 0 {
+			return fmt.Errorf("max_body: %d is not a positive number of bytes", fc.MaxBody)
+		}
 		c.MaxBody = fc.MaxBody
 	}
 	if fc.Sync != "" {

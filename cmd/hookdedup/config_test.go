@@ -124,6 +124,8 @@ key_fields = ["/Value"]
 batch = "/Events"
 max_batch_items = -1`, nil, []string{`source "mews"`, "max_batch_items"}},
 		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
+		{"NegativeMaxBody", `max_body = -1`, nil, []string{"hookdedup.toml", "max_body", "-1"}},
+		{"ZeroMaxBody", `max_body = 0`, nil, []string{"hookdedup.toml", "max_body", "0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
