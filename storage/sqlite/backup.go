@@ -32,10 +32,19 @@ type BackupInfo struct {
 // synced and only then renamed over path, so path never holds a partial copy. Returns an
 // error if path is the database itself.
 func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
-	if same, err := sameFile(path, db.path); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
-	} else if same {
-		return BackupInfo{}, fmt.Errorf("backup to %s: that is the database itself", path)
+	// The files beside the database too: renamed over, the -wal would take the commits
+	// not yet checkpointed out of every path, and SQLite would read the copy as its log.
+	for _, side := range []struct{ suffix, what string }{
+		{"", "the database itself"}, {"-wal", "the database's write-ahead log"},
+		{"-shm", "the database's shared-memory index"}, {"-journal", "the database's rollback journal"},
+	} {
+		same, err := sameFile(path, db.path+side.suffix)
+		if err != nil {
+			return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		}
+		if same || samePath(path, db.path+side.suffix) {
+			return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, side.what)
+		}
 	}
 	tmp, err := tempBeside(path)
 	if err != nil {
@@ -364,6 +373,22 @@ func sameFile(a, b string) (bool, error) {
 		return false, err
 	}
 	return os.SameFile(sa, sb), nil
+}
+
+// samePath reports whether a and b name one path once made absolute, their
+// directories' symbolic links resolved; unlike sameFile, neither need exist.
+func samePath(a, b string) bool {
+	resolve := func(p string) string {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+			return filepath.Join(dir, filepath.Base(abs))
+		}
+		return abs
+	}
+	return resolve(a) == resolve(b)
 }
 
 func copyFile(from, to string) error {

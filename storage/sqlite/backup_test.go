@@ -338,3 +338,29 @@ func TestHelperHoldDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A backup written over one of the files SQLite keeps beside the database would
+// replace them under the open connections: the commits in the -wal would live on
+// only in a file no path names, and the next process to open the database would take
+// the backup for its log.
+func TestBackup_RefusesSideFiles(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	storagetest.Record(t, db, delivery("ota", "evt_1", "h"), day)
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		t.Run(suffix, func(t *testing.T) {
+			dest := db.Path() + suffix
+			before, statErr := os.Stat(dest)
+			if _, err := db.Backup(ctx, dest); err == nil {
+				t.Fatalf("a backup over the database's %s succeeded", suffix)
+			}
+			after, err := os.Stat(dest)
+			if statErr == nil && (err != nil || !os.SameFile(before, after)) {
+				t.Fatalf("the database's %s was replaced", suffix)
+			}
+		})
+	}
+	if _, err := db.Claim(ctx, "ota", "evt_1"); err != nil {
+		t.Fatalf("the delivery committed before the attempts: %v", err)
+	}
+}
