@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -139,5 +140,33 @@ func TestServe_ClockWarning(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `data-testid="clock-warning"`) ||
 		!strings.Contains(string(page), "behind the senders") {
 		t.Fatalf("dashboard: %s, want the clock warning:\n%s", resp.Status, page)
+	}
+}
+
+// A first start that cannot listen (the port taken, a typo in addr) must not spend the
+// first admin's one-time password: it would be printed beside the error, and the start
+// that then serves would print none, leaving no one able to sign in.
+func TestServe_FirstAdminOnlyOnceListening(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hookdedup.db")
+	var out, errb lockedBuffer
+	getenv := func(string) string { return "" }
+	err = run(context.Background(), []string{"serve", "--database", db, "--addr", taken.Addr().String()},
+		getenv, strings.NewReader(""), &out, &errb)
+	if err == nil {
+		t.Fatal("serve started on a port already taken")
+	}
+	if strings.Contains(out.String(), "one-time password") {
+		t.Errorf("a start that failed (%v) printed the first admin's password: %q", err, out.String())
+	}
+	var list lockedBuffer
+	if err := run(context.Background(), []string{"user", "list", "--database", db}, getenv, strings.NewReader(""), &list, &errb); err == nil &&
+		strings.Contains(list.String(), "admin") {
+		t.Errorf("a start that failed created the first admin:\n%s", list.String())
 	}
 }

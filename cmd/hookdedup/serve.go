@@ -174,15 +174,6 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 			p.close()
 		}
 	}()
-	pw, err := ensureAdmin(ctx, p.db)
-	if err != nil {
-		return nil, fmt.Errorf("create admin user: %w", err)
-	}
-	if pw != "" {
-		// Printed, never logged: it is shown once and only here.
-		fmt.Fprintf(e.stdout, "created user admin with one-time password: %s\n", pw)
-	}
-
 	p.metrics = receiver.NewMetrics(nil)
 	p.dispatcher = receiver.NewDispatcher(receiver.DispatchConfig{
 		Store:      p.db,
@@ -220,6 +211,17 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	}
 	if err := p.openHTTPS(); err != nil {
 		return nil, err
+	}
+	// Last, once every address is bound: a start that fails (a port taken, a typo in
+	// addr) would print the one-time password beside its error, and the start that
+	// then serves would print none.
+	pw, err := ensureAdmin(ctx, p.db)
+	if err != nil {
+		return nil, fmt.Errorf("create admin user: %w", err)
+	}
+	if pw != "" {
+		// Printed, never logged: it is shown once and only here.
+		fmt.Fprintf(e.stdout, "created user admin with one-time password: %s\n", pw)
 	}
 	return p, nil
 }
