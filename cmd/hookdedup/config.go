@@ -829,10 +829,16 @@ func readSource(sc sourceConfig, getenv func(string) string, generatedSecret fun
 		if v == "" {
 			return s, fmt.Errorf("secret_env: environment variable %s is empty or unset", sc.SecretEnv)
 		}
+		n := len(s.secrets)
 		for _, secret := range strings.Split(v, ",") {
 			if secret = strings.TrimSpace(secret); secret != "" {
 				s.secrets = append(s.secrets, secret)
 			}
+		}
+		// Named here: the verifier would only say that a secret is required, and send
+		// the operator to a table that does name one.
+		if len(s.secrets) == n {
+			return s, fmt.Errorf("secret_env: environment variable %s holds no secret, only commas and spaces", sc.SecretEnv)
 		}
 	}
 	if sc.generated && len(s.secrets) == 0 {

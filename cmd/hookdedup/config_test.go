@@ -77,6 +77,11 @@ signature = "hmac-sha256"
 signature_header = "X-Signature"
 secret_env = "CM_SECRET"
 event_id = "header:X-Event-Id"`, nil, []string{`source "cm"`, "secret_env", "CM_SECRET"}},
+		{"SeparatorsOnlySecretEnv", `
+[[source]]
+name = "cm"
+signature = "github"
+secret_env = "CM_SECRET"`, map[string]string{"CM_SECRET": " , "}, []string{`source "cm"`, "secret_env", "CM_SECRET"}},
 		{"UnknownSetting", `
 adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adress"`}},
 		{"BadTopLevelDuration", `retention = "a month"`, nil, []string{"retention", `"a month"`}},
