@@ -28,6 +28,9 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
+	if err := checkState(*state); err != nil {
+		return err
+	}
 	cfg, db, err := flags.open(e)
 	if err != nil {
 		return err
@@ -72,6 +75,16 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
+// checkState refuses a --state that no key can be in: a misspelt one would match
+// nothing, and "no keys match" would read as "none is failed".
+func checkState(state string) error {
+	switch state {
+	case "", storage.StateProcessing, storage.StateProcessed, storage.StateFailed, storage.StateReleased:
+		return nil
+	}
+	return fmt.Errorf("--state %q: want processing, processed, failed or released", state)
+}
+
 func releasedTo(reprocess bool) string {
 	if reprocess {
 		return "processing"
@@ -94,6 +107,9 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	stuck := flags.fs.Bool("stuck", false, "only stuck keys (failed, or processing longer than stuck_after), longest stuck first")
 	limit := flags.fs.Int("limit", 100, "at most this many keys")
 	if _, err := flags.parse(args); err != nil {
+		return err
+	}
+	if err := checkState(*state); err != nil {
 		return err
 	}
 	cfg, db, err := flags.open(e)

@@ -44,3 +44,41 @@ func TestCLI_ReleaseRefused(t *testing.T) {
 		t.Errorf("bulk release of a key in flight: %v\n%s", err, out)
 	}
 }
+
+// A state misspelt on the command line (--state proccessed, --state Failed) matches no
+// key: keys would report "no keys match" and release "0 keys matched", both exiting 0,
+// and the operator would read that nothing is failed. Such a state is refused instead.
+func TestCLI_KeysRefusesUnknownState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: "k", KeyMethod: storage.MethodEventID,
+		PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--database", path),
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		return out.String(), err
+	}
+	for _, args := range [][]string{
+		{"keys", "--state", "proccessed"},
+		{"keys", "--state", "Failed"},
+		{"release", "--source", "ota", "--state", "faild", "--reason", "r"},
+	} {
+		out, err := cli(args...)
+		if err == nil {
+			t.Errorf("%v: no error; printed %q", args, out)
+		} else if bad := args[len(args)-1]; args[0] == "keys" && !strings.Contains(err.Error(), bad) {
+			t.Errorf("%v: %v does not name %q", args, err, bad)
+		}
+	}
+	if out, err := cli("keys", "--state", "processed", "--limit", "1"); err != nil || !strings.Contains(out, "ota") {
+		t.Errorf("keys --state processed: %v\n%s", err, out)
+	}
+}
