@@ -38,11 +38,11 @@ func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 		{"", "the database itself"}, {"-wal", "the database's write-ahead log"},
 		{"-shm", "the database's shared-memory index"}, {"-journal", "the database's rollback journal"},
 	} {
-		same, err := sameFile(path, db.path+side.suffix)
+		same, err := sameFile(path, resolved(db.path)+side.suffix)
 		if err != nil {
 			return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 		}
-		if same || samePath(path, db.path+side.suffix) {
+		if same || samePath(path, db.path+side.suffix) || samePath(path, resolved(db.path)+side.suffix) {
 			return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, side.what)
 		}
 	}
@@ -178,6 +178,8 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	fail := func(err error) (RestoreInfo, error) {
 		return RestoreInfo{}, fmt.Errorf("restore %s from %s: %w", dbPath, from, err)
 	}
+	named := dbPath
+	dbPath = resolved(dbPath)
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)
 	} else if same {
@@ -224,7 +226,7 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	}
 
 	out := RestoreInfo{BackupInfo: info}
-	out.Path = dbPath
+	out.Path = named
 	if _, err := os.Stat(dbPath); err == nil {
 		// The check again, as late as possible: a serve may have started meanwhile.
 		if busy, err := InUse(dbPath); err != nil {
@@ -312,7 +314,7 @@ func continueIDs(ctx context.Context, path string, issued int64) error {
 // the test asks the kernel whether anyone holds it, without taking it. Locks of the
 // calling process itself do not count.
 func InUse(path string) (bool, error) {
-	f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
+	f, err := os.OpenFile(resolved(path)+"-shm", os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil // no -shm: nobody has the database open in WAL mode
 	}
@@ -326,6 +328,16 @@ func InUse(path string) (bool, error) {
 		return false, fmt.Errorf("check whether %s is in use: %w", path, err)
 	}
 	return lk.Type != syscall.F_UNLCK, nil
+}
+
+// resolved is path with its symbolic links resolved, or path as it is when that fails
+// (nothing there yet). SQLite names the -wal and -shm after the resolved path, so they
+// lie beside the file a link points to, not beside the link.
+func resolved(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return path
 }
 
 // tempBeside returns the name of a new empty file in path's directory, so that a

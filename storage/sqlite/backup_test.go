@@ -364,3 +364,60 @@ func TestBackup_RefusesSideFiles(t *testing.T) {
 		t.Fatalf("the delivery committed before the attempts: %v", err)
 	}
 }
+
+// A database reached through a symbolic link (its directory moved to a larger disk,
+// the old path linked to it) keeps its -wal and -shm beside the link's target, where
+// SQLite resolves the name. Restore through the link must see the serve holding it
+// open, and once it is closed put the restored file where the link points, with the
+// replaced database's WAL moved along beside it.
+func TestRestore_ThroughSymlink(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(dir, "data", "hookdedup.db")
+	link := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := sqlite.Open(real, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := os.Symlink(filepath.Join("data", "hookdedup.db"), link); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldDatabase$")
+	cmd.Env = append(os.Environ(), "HOOKDEDUP_HOLD_DB="+link)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	if busy, err := sqlite.InUse(link); err != nil || !busy {
+		t.Errorf("InUse through the link while another process has it open = %v, %v", busy, err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, link); !errors.Is(err, storage.ErrInUse) {
+		t.Fatalf("restore through the link while in use: %v, want ErrInUse", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, link); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced by a file: %v %v", fi.Mode(), err)
+	}
+}
