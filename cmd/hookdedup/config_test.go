@@ -210,7 +210,7 @@ func TestCLI_Tokens(t *testing.T) {
 			func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
 		return out.String(), err
 	}
-	if _, err := cli("long enough password\n", "user", "add", "ana", "--role", "viewer"); err != nil {
+	if _, err := cli("long enough password\n", "user", "add", "ana", "--role", "admin"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli("", "token", "add", "ghost"); err == nil || !strings.Contains(err.Error(), `no user "ghost"`) {

@@ -141,12 +141,29 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	// The one command besides serve that may create the database: adding the first
-	// admin before the first start is how a new install begins.
-	db, err := cfg.openDB(cliLogger(e), false, false)
+	// admin before the first start is how a new install begins. Only an admin: serve
+	// makes the first admin only where there is no user at all, so a first viewer
+	// would leave no one able to administer the server. A user of another role needs
+	// a database that exists, and an admin in it.
+	firstUser := errors.New("the first user must be an admin (--role admin): serve creates its admin only " +
+		"when there is no user at all, and without one no one could manage users or sources")
+	db, err := cfg.openDB(cliLogger(e), *role != storage.RoleAdmin, false)
+	if errors.Is(err, storage.ErrNoDatabase) {
+		return firstUser
+	}
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if *role != storage.RoleAdmin {
+		n, err := db.CountUsers(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return firstUser
+		}
+	}
 	if _, err := db.CreateUser(ctx, storage.User{Name: pos[0], Role: *role, PasswordHash: string(hash)}, cliActor()); err != nil {
 		if errors.Is(err, storage.ErrExists) {
 			return fmt.Errorf("user %q already exists", pos[0])

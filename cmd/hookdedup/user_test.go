@@ -86,8 +86,38 @@ func TestCLI_UserNameRule(t *testing.T) {
 		if err := storage.CheckUserName(name); err != nil {
 			t.Fatalf("%q: %v", name, err)
 		}
-		if _, _, err := runIn(t, "", nil, pw, "user", "add", name, "--role", "viewer"); err != nil {
+		if _, _, err := runIn(t, "", nil, pw, "user", "add", name, "--role", "admin"); err != nil {
 			t.Errorf("user add %q: %v", name, err)
 		}
+	}
+}
+
+// The first user added before the first start must be an admin: serve makes the first
+// admin only when there is no user at all, so a first viewer (the role user add gives
+// without --role) would leave a server no one can administer, its generated secret
+// out of everyone's reach.
+func TestCLI_FirstUserIsAdmin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	cli := func(stdin string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--database", path),
+			func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
+		return out.String(), err
+	}
+	const pw = "correct horse battery\n"
+	for _, args := range [][]string{{"user", "add", "ana"}, {"user", "add", "ana", "--role", "operator"}} {
+		if out, err := cli(pw, args...); err == nil || !strings.Contains(err.Error(), "admin") {
+			t.Errorf("%v as the first user: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := cli(pw, "user", "add", "root", "--role", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(pw, "user", "add", "ana"); err != nil {
+		t.Errorf("a viewer once an admin exists: %v", err)
+	}
+	out, err := cli("", "user", "list")
+	if err != nil || !strings.Contains(out, "root") || !strings.Contains(out, "ana") {
+		t.Errorf("user list: %v\n%s", err, out)
 	}
 }
