@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,8 +133,8 @@ func (db *DB) Close() error {
 func (db *DB) Clock() time.Time { return db.Now() }
 
 // Ping reports whether the database can commit a write now (readiness): the server
-// answers, and it is a primary, not a standby that a failover left behind, which
-// would refuse every write.
+// answers, it is a primary, not a standby that a failover left behind, which would
+// refuse every write, and a write commits.
 func (db *DB) Ping(ctx context.Context) error {
 	var standby bool
 	if err := db.pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
@@ -141,6 +142,13 @@ func (db *DB) Ping(ctx context.Context) error {
 	}
 	if standby {
 		return errors.New("ping database: the server is a standby (read-only)")
+	}
+	// A primary may refuse writes too (default_transaction_read_only set by a
+	// maintenance or failover script, a role without the privilege): only a commit
+	// shows that deliveries can be stored. The row is SQLite's readiness row.
+	if _, err := db.pool.Exec(ctx, `INSERT INTO settings (name, value) VALUES ('readyz', $1)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(db.Now().UnixMilli(), 10)); err != nil {
+		return fmt.Errorf("ping database: %w", err)
 	}
 	return nil
 }
