@@ -234,7 +234,7 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		} else if busy {
 			return fail(storage.ErrInUse)
 		}
-		out.Previous = dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+		out.Previous = keptAsideName(dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(dbPath, out.Previous); err != nil {
 			return fail(err)
 		}
@@ -256,6 +256,25 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		return fail(err)
 	}
 	return out, nil
+}
+
+// keptAsideName is name, or name with a number after it when a database (or its WAL)
+// is already kept there: a second restore within the same second would otherwise
+// rename its interim database over the one the first restore set aside.
+func keptAsideName(name string) string {
+	taken := func(p string) bool {
+		for _, suffix := range []string{"", "-wal"} {
+			if _, err := os.Lstat(p + suffix); !errors.Is(err, os.ErrNotExist) {
+				return true
+			}
+		}
+		return false
+	}
+	out := name
+	for i := 2; taken(out); i++ {
+		out = fmt.Sprintf("%s.%d", name, i)
+	}
+	return out
 }
 
 // issuedIDs returns the highest delivery id that the database at path has issued: its

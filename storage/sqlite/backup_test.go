@@ -421,3 +421,47 @@ func TestRestore_ThroughSymlink(t *testing.T) {
 		t.Errorf("the link was replaced by a file: %v %v", fi.Mode(), err)
 	}
 }
+
+// Two restores in one second (a script, or a wrong backup put right at once) name the
+// database each replaces alike; the second must not rename its interim database over
+// the first one kept aside, which holds what was written after the backup.
+func TestRestore_TwiceInOneSecond(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Record(t, db, delivery("ota", "before", "h"), day)
+	if _, err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		first, err := sqlite.Restore(ctx, backup, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := sqlite.Restore(ctx, backup, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stamp := len("hookdedup.db.before-restore-20060102T150405Z"); filepath.Base(first.Previous)[:stamp] ==
+			filepath.Base(second.Previous)[:stamp] {
+			kept := storagetest.OpenPath(t, first.Previous, sqlite.Options{})
+			if _, err := kept.Claim(ctx, "ota", "after"); err != nil {
+				t.Fatalf("the database the first restore replaced, kept as %s, lost what was written after the backup: %v", first.Previous, err)
+			}
+			return
+		}
+		// The second fell in the next second: nothing shown; restore the original and try again.
+		if _, err := sqlite.Restore(ctx, first.Previous, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
