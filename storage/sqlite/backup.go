@@ -30,7 +30,7 @@ type BackupInfo struct {
 // backup API: the copy is one snapshot (one read transaction), taken while writers carry
 // on. It is written to a temporary file beside path, checked (PRAGMA integrity_check),
 // synced and only then renamed over path, so path never holds a partial copy. Returns an
-// error if path is the database itself.
+// error if path is the database itself or one of the files SQLite keeps beside it.
 func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	// The files beside the database too: renamed over, the -wal would take the commits
 	// not yet checkpointed out of every path, and SQLite would read the copy as its log.
