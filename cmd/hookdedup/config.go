@@ -864,6 +864,10 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		return nil, errors.New("name: is used by another source")
 	case s.Signature == "":
 		return nil, fmt.Errorf("signature: is required (one of %s)", strings.Join(signature.Schemes, ", "))
+	case s.Signature == "none" && (len(s.Secret) > 0 || s.SecretEnv != ""):
+		// A secret beside "none" says the operator meant the source to be checked: it
+		// would take every delivery unchecked without a word.
+		return nil, errors.New(`signature: "none" checks nothing, yet a secret is set (secret or secret_env): name the scheme it is for, or remove it`)
 	}
 	v, err := signature.New(s.signatureConfig())
 	if err != nil {

@@ -39,6 +39,18 @@ func TestConfig_Errors(t *testing.T) {
 		env        map[string]string
 		want       []string // each must appear in the one error line
 	}{
+		{"SecretWithoutScheme", `
+[[source]]
+name = "ota"
+signature = "none"
+secret = "whsec_x"
+event_id = "/id"`, nil, []string{"hookdedup.toml", `source "ota"`, "signature", `"none" checks nothing, yet a secret is set`}},
+		{"SecretEnvWithoutScheme", `
+[[source]]
+name = "ota"
+signature = "none"
+secret_env = "OTA_SECRET"
+event_id = "/id"`, map[string]string{"OTA_SECRET": "x"}, []string{`source "ota"`, "signature", "secret_env"}},
 		{"UnknownScheme", `
 [[source]]
 name = "ota"
