@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -77,7 +78,7 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
 			Timestamped: src.Timestamped, Integrity: src.Integrity,
 			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: src.ForwardURL, MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
+			ForwardURL: redactedForward(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
 			Provider:  src.Provider, ProviderTitle: src.ProviderTitle, ProviderNote: src.ProviderNote,
 		}
@@ -88,6 +89,9 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			}
 		}
 		for _, set := range src.Settings {
+			if set.Name == "forward_url" {
+				set.Value = strconv.Quote(redactedForward(src.ForwardURL))
+			}
 			row.Settings = append(row.Settings, views.SettingRow{Name: set.Name, Value: set.Value, FromPreset: set.FromPreset, Default: set.Default})
 		}
 		for _, sec := range src.Secrets {
@@ -142,4 +146,30 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 	v.Page.Flash = append(v.Page.Flash, views.Flash{Kind: "info",
 		Text: "The secret of " + name + " is shown below, this once. Configure your provider with it; the reveal is in the audit log."})
 	return s.render(w, r, http.StatusOK, views.SourcesView(v))
+}
+
+// RedactURL returns a URL fit to show: a password in it, and the value of each query
+// parameter, become "xxxxx". A downstream that wants credentials gets them in
+// forward_url, the only place the configuration has for them, and every viewer opens
+// the event pages that name it.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not shown: not a valid URL)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+func redactedForward(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	return RedactURL(raw)
 }
