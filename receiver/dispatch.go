@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,7 +284,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.ForwardURL, bytes.NewReader(job.Body))
 	if err != nil {
-		return 0, "", err.Error()
+		return 0, "", attemptError(err)
 	}
 	// net/http silently resends a request that carries an Idempotency-Key when its
 	// connection breaks before the answer; without GetBody it cannot. Every hand-off is
@@ -309,7 +310,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, "", fmt.Sprintf("no answer within %s", src.AttemptTimeout)
 		}
-		return 0, "", err.Error()
+		return 0, "", attemptError(err)
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
@@ -319,6 +320,16 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		return resp.StatusCode, text, "downstream answered " + resp.Status
 	}
 	return resp.StatusCode, text, ""
+}
+
+// attemptError is the text of a hand-off's error as it is stored and shown to every
+// viewer. A *url.Error quotes forward_url, whose query may hold the downstream's token
+// (net/http hides only a password): it is named, not quoted.
+func attemptError(err error) string {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Op + " forward_url: " + ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // reportStuck keeps the hookdedup_stuck_keys gauge current.
