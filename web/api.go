@@ -69,8 +69,9 @@ func (a *api) auth(role string, h handlerFunc) http.Handler {
 // authorize returns the user of the request's bearer token if its role is at least
 // role, or says why not.
 func (a *api) authorize(r *http.Request, role string) (User, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
+	// The scheme is case-insensitive (RFC 9110, 11.1): "bearer" is no missing token.
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return User{}, Errorf(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>; create one with: hookdedup token add USER)")
 	}
 	u, err := a.tokens.TokenUser(r.Context(), strings.TrimSpace(token))
