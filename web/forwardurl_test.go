@@ -13,11 +13,21 @@ import (
 // token in the query): the only way the configuration offers. Every viewer opens event
 // pages, and admins the sources page, so neither may show them.
 func TestConsole_ForwardURLCredentialsNotShown(t *testing.T) {
-	const password, token = "fwd-PASSWORD-never-shown", "fwd-TOKEN-never-shown"
+	for _, tc := range []struct{ name, url string }{
+		{"PasswordAndQuery", "https://hookdedup:" + fwdPassword + "@downstream.example/events?token=" + fwdToken},
+		{"TokenAsUser", "https://" + fwdToken + "@downstream.example/events"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkForwardURLNotShown(t, tc.url) })
+	}
+}
+
+const fwdPassword, fwdToken = "fwd-PASSWORD-never-shown", "fwd-TOKEN-never-shown"
+
+func checkForwardURLNotShown(t *testing.T, forward string) {
 	e := newConsoleEnv(t, func(c *web.Config) {
 		for i := range c.Sources {
 			if c.Sources[i].Name == "pms" {
-				c.Sources[i].ForwardURL = "https://hookdedup:" + password + "@downstream.example/events?token=" + token
+				c.Sources[i].ForwardURL = forward
 				c.Sources[i].Settings = []web.SourceSetting{{Name: "forward_url", Value: strconv.Quote(c.Sources[i].ForwardURL)}}
 			}
 		}
@@ -36,7 +46,7 @@ func TestConsole_ForwardURLCredentialsNotShown(t *testing.T) {
 			if !strings.Contains(body, "downstream.example") {
 				t.Fatalf("%s GET %s: the forward URL is not shown at all", role, path)
 			}
-			for _, secret := range []string{password, token} {
+			for _, secret := range []string{fwdPassword, fwdToken} {
 				if strings.Contains(body, secret) {
 					t.Errorf("%s GET %s shows the forward_url credential %q", role, path, secret)
 				}

@@ -148,14 +148,20 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.SourcesView(v))
 }
 
-// RedactURL returns a URL fit to show: a password in it, and the value of each query
-// parameter, become "xxxxx". A downstream that wants credentials gets them in
-// forward_url, the only place the configuration has for them, and every viewer opens
-// the event pages that name it.
+// RedactURL returns a URL fit to show: a password in it, a user name without one (a
+// token sent as the user, as some APIs take it), and the value of each query parameter
+// become "xxxxx". A downstream that wants credentials gets them in forward_url, the
+// only place the configuration has for them, and every viewer opens the event pages
+// that name it.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(not shown: not a valid URL)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx")
+		}
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
