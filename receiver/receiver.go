@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,8 @@ type Config struct {
 // Receiver serves the intake endpoints.
 type Receiver struct {
 	sources map[string]*Source
+	// redact: the token headers of every source (Source.RedactHeaders).
+	redact  []string
 	store   Store
 	maxBody int64
 	log     *slog.Logger
@@ -136,8 +139,19 @@ func New(cfg Config) *Receiver {
 		now:     cfg.Now,
 		wake:    cfg.OnAccepted,
 	}
+	// A sender that has the path wrong (a typo, another source's URL) still sends its
+	// token: every source, and a path that names none, redacts the token headers of all.
+	for _, src := range cfg.Sources {
+		for _, name := range src.RedactHeaders {
+			if name = textproto.CanonicalMIMEHeaderKey(name); !slices.Contains(rc.redact, name) {
+				rc.redact = append(rc.redact, name)
+			}
+		}
+	}
 	for i := range cfg.Sources {
-		rc.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
+		src := cfg.Sources[i]
+		src.RedactHeaders = rc.redact
+		rc.sources[src.Name] = &src
 	}
 	if rc.maxBody <= 0 {
 		rc.maxBody = 1 << 20
@@ -250,7 +264,7 @@ func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown source %q: webhooks are delivered with POST to /webhooks/{source}", name)})
 		return
 	}
-	rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
+	rc.reject(w, r, &Source{Name: name, RedactHeaders: rc.redact}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 }
 
 // contentCoding returns the Content-Encoding of a request other than identity, as sent
@@ -291,7 +305,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	src, ok := rc.sources[name]
 	if !ok {
 		name = safeName(name, maxSourceName)
-		rc.reject(w, r, &Source{Name: name}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
+		rc.reject(w, r, &Source{Name: name, RedactHeaders: rc.redact}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
 		return
 	}
 
