@@ -564,7 +564,7 @@ func (s *Source) storedHeaders(h http.Header) http.Header {
 		}
 	}
 	for _, name := range s.RedactHeaders {
-		if out.Get(name) != "" {
+		if hasHeader(out, name) {
 			out.Set(name, "[redacted]")
 		}
 	}
@@ -579,11 +579,21 @@ func (s *Source) holdsRedacted(h http.Header) bool {
 		}
 	}
 	for _, name := range s.RedactHeaders {
-		if h.Get(name) != "" {
+		if hasHeader(h, name) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasHeader reports whether h holds name with any value, empty or not: a check
+// of the first value alone (h.Get) passes over a credential sent after an empty one.
+func hasHeader(h http.Header, name string) bool {
+	if _, ok := h[name]; ok {
+		return true
+	}
+	_, ok := h[textproto.CanonicalMIMEHeaderKey(name)]
+	return ok
 }
 
 func (rc *Receiver) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -505,3 +505,30 @@ func TestHandler_PathWithoutSource(t *testing.T) {
 		t.Fatalf("stored %+v; want the %d POSTs as rejections", c, posts)
 	}
 }
+
+// A token header sent twice, the first time empty, fails the check (which reads the
+// first value) and is stored as a rejection sample: the second value may be the token
+// itself and must not reach storage.
+func TestHandler_CredentialsRedactedBehindEmptyValue(t *testing.T) {
+	v, err := signature.New(signature.Config{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
+		RedactHeaders: []string{"X-Webhook-Token"}}
+	e := newEnv(t, sqlite.Options{}, src)
+	code, a, _ := e.post(t, "pms", "", `{"id":"e1"}`, func(r *http.Request) {
+		r.Header["X-Webhook-Token"] = []string{"", "s3cret-token"}
+	})
+	if code != 401 {
+		t.Fatalf("got %d %+v, want 401", code, a)
+	}
+	d, err := e.db.Delivery(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(d.Headers)
+	if bytes.Contains(raw, []byte("s3cret")) {
+		t.Fatalf("stored headers carry the token: %s", raw)
+	}
+}
