@@ -38,6 +38,9 @@ type canonState struct {
 	members []canonMember // a stack: each open object's members above its parent's
 	scratch []byte        // an object's members while they are put in order
 	depth   int
+	// exact keeps an integer written as plain digits as written when float64 cannot
+	// hold it (appendCanonicalExact).
+	exact bool
 }
 
 // canonScratch is what canonicalisations recycle, in canonScratches.
@@ -53,8 +56,21 @@ var canonScratches = sync.Pool{New: func() any { return new(canonScratch) }}
 // unchanged in length) when src is anything but a JSON text that canonicalises
 // without error.
 func appendCanonical(dst, src []byte) ([]byte, bool) {
+	return appendCanonicalMode(dst, src, false)
+}
+
+// appendCanonicalExact is appendCanonical, except that an integer written as plain
+// digits that float64 cannot hold (past 2^53, or 1e21 and up) stays as written:
+// RFC 8785 would round 9007199254740993 to 9007199254740992, and key fields that
+// differ only there would share a key. Every other value comes out as
+// appendCanonical writes it, so keys without such a number do not change.
+func appendCanonicalExact(dst, src []byte) ([]byte, bool) {
+	return appendCanonicalMode(dst, src, true)
+}
+
+func appendCanonicalMode(dst, src []byte, exact bool) ([]byte, bool) {
 	sc := canonScratches.Get().(*canonScratch)
-	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0]}
+	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0], exact: exact}
 	i, ok := st.value(st.skipSpace(0))
 	if ok {
 		ok = st.skipSpace(i) == len(src)
@@ -520,7 +536,11 @@ func (st *canonState) number(i int) (int, bool) {
 	if f == 0 {
 		f = 0 // -0.0 is 0
 	}
+	n := len(st.out)
 	st.out = appendES6Float(st.out, f)
+	if st.exact && !float && string(st.out[n:]) != string(lit) {
+		st.out = append(st.out[:n], lit...)
+	}
 	return i, true
 }
 

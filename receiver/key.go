@@ -187,13 +187,22 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 
 	d.Fields = make([]storage.Field, len(spec.KeyFields))
-	present := false
+	present, exact := false, false
 	obj := make([]byte, 0, 128)
 	obj = append(obj, '{')
 	for i, p := range spec.KeyFields {
 		v, ok := ptrLookup(doc, p)
 		if !ok {
 			v = "null"
+		}
+		if ok && mayBeRounded(v) {
+			// The canonical body holds the float64 of a big integer; the body as
+			// sent holds its digits, which tell two ids apart.
+			if rv, rok := ptrLookup(string(body), p); rok {
+				if ex, eok := appendCanonicalExact(nil, []byte(rv)); eok {
+					v, exact = string(ex), true
+				}
+			}
 		}
 		// A field that names null is as absent as one that names nothing:
 		// telling them apart would let a body of nulls claim the key of nothing.
@@ -215,7 +224,13 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	// The members are already canonical; canonicalising orders them and
 	// normalises the pointers' spelling, which is all that is left of RFC 8785
 	// here.
-	c, err := canonicalize(obj)
+	var c []byte
+	if exact {
+		c, exact = appendCanonicalExact(nil, obj)
+	}
+	if !exact {
+		c, err = canonicalize(obj)
+	}
 	if err != nil {
 		return storage.Derivation{}, "", fmt.Errorf("canonicalise key fields: %w", err)
 	}
@@ -224,6 +239,26 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	d.Hash = keySHA256Hex(c)
 	d.Key = derivedKeyPrefix + d.Hash
 	return d, doc, nil
+}
+
+// mayBeRounded reports whether the canonical JSON v may hold a number that float64
+// rounded: 16 digits in a row, or an exponent of 21 or more. Digits inside strings
+// count too; for those the exact path only finds the same text again.
+func mayBeRounded(v string) bool {
+	run := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case '0' <= c && c <= '9':
+			if run++; run >= 16 {
+				return true
+			}
+		case c == 'e' && i+1 < len(v) && v[i+1] == '+':
+			return true
+		default:
+			run = 0
+		}
+	}
+	return false
 }
 
 // maxText bounds what Text returns: it labels a delivery, it does not copy it.

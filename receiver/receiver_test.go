@@ -532,3 +532,27 @@ func TestHandler_CredentialsRedactedBehindEmptyValue(t *testing.T) {
 		t.Fatalf("stored headers carry the token: %s", raw)
 	}
 }
+
+// Two bookings whose numeric ids differ only past 2^53 (64-bit ids, as some systems
+// send) are two events: keyed on the fields, the second must not come back duplicate
+// of the first because both ids read as the same float64.
+func TestHandler_KeyFieldsBigIntegersDistinct(t *testing.T) {
+	src := otaSource(t)
+	src.Keys = receiver.KeySpec{KeyFields: []string{"/property_id", "/booking_id", "/status"}}
+	e := newEnv(t, sqlite.Options{}, src)
+	const first = `{"property_id":"HTL-LIS-01","booking_id":9007199254740993,"status":"cancelled"}`
+	const second = `{"property_id":"HTL-LIS-01","booking_id":9007199254740992,"status":"cancelled"}`
+	code, a1, _ := e.post(t, "ota", "msg_1", first, nil)
+	if code != 200 || a1.Status != "accepted" {
+		t.Fatalf("first: %d %+v", code, a1)
+	}
+	code, a2, _ := e.post(t, "ota", "msg_2", second, nil)
+	if code != 200 || a2.Status != "accepted" || a2.Key == a1.Key {
+		t.Fatalf("second booking: %d %+v, first key %s: want accepted under its own key", code, a2, a1.Key)
+	}
+	// Spelling still does not change a key where the number is exact.
+	code, a3, _ := e.post(t, "ota", "msg_3", `{"status":"cancelled","booking_id":9007199254740992.0,"property_id":"HTL-LIS-01"}`, nil)
+	if code != 200 || a3.Status != "duplicate" || a3.Key != a2.Key {
+		t.Fatalf("respelled second booking: %d %+v, want duplicate of %s", code, a3, a2.Key)
+	}
+}
