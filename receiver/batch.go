@@ -202,7 +202,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 			rc.reject(w, r, src, kept, deriveStatus(err), fmt.Sprintf("item %d: %v", i, err))
 			return
 		}
-		ds[i] = src.delivery(r, der, doc, item)
+		ds[i] = src.delivery(r, der, doc, item, item)
 		ds[i].BatchIndex = i
 		ptrs[i] = &ds[i]
 	}

@@ -100,7 +100,7 @@ func checkPointer(p string) error {
 // a derived key is made; "" when the source has none, or when a field is absent, null
 // or an empty string: a key of fewer fields would match events that differ in the
 // missing one, and two events with no booking id ("") are not one booking's.
-func (s *Source) businessKey(x *docIndex) string {
+func (s *Source) businessKey(x *docIndex, event []byte) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
 	}
@@ -114,7 +114,7 @@ func (s *Source) businessKey(x *docIndex) string {
 		idx = append(idx, i)
 	}
 	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(s.BusinessKey[a], s.BusinessKey[b]) })
-	plain := true
+	plain, exact := true, false
 	var buf [128]byte // on the stack: the object is hashed, never kept
 	obj := append(buf[:0], '{')
 	for n, i := range idx {
@@ -122,6 +122,15 @@ func (s *Source) businessKey(x *docIndex) string {
 		v, ok := x.lookup(p)
 		if !ok || v == "null" || v == `""` {
 			return ""
+		}
+		if mayBeRounded(v) {
+			// As for a derived key: the digits as sent, not the float64 that would
+			// make two bookings one.
+			if rv, rok := ptrLookup(string(event), p); rok {
+				if ex, eok := appendCanonicalExact(nil, []byte(rv)); eok && string(ex) != v {
+					v, exact = string(ex), true
+				}
+			}
 		}
 		if n > 0 {
 			obj = append(obj, ',')
@@ -132,6 +141,12 @@ func (s *Source) businessKey(x *docIndex) string {
 		obj = append(obj, v...)
 	}
 	obj = append(obj, '}')
+	if exact {
+		if c, ok := appendCanonicalExact(nil, obj); ok {
+			return keySHA256Hex(c)
+		}
+		return ""
+	}
 	if !plain {
 		// A copy goes to the canonicaliser, so that buf need not live on the heap.
 		c, err := canonicalize(bytes.Clone(obj))
@@ -279,7 +294,7 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 	return storage.Probe{
 		Source:         src.Name,
 		Key:            der.Key,
-		BusinessKey:    src.businessKey(&x),
+		BusinessKey:    src.businessKey(&x, body),
 		BusinessWindow: opt.BusinessWindow,
 		BusinessBlocks: opt.BusinessBlocks,
 		Correlations:   src.correlationKeys(&x),

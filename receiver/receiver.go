@@ -356,7 +356,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	dv := src.delivery(r, der, doc, body)
+	dv := src.delivery(r, der, doc, event, body)
 	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
 	err = rc.store.Record(r.Context(), d, src.claimOptions())

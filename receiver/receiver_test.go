@@ -556,3 +556,24 @@ func TestHandler_KeyFieldsBigIntegersDistinct(t *testing.T) {
 		t.Fatalf("respelled second booking: %d %+v, want duplicate of %s", code, a3, a2.Key)
 	}
 }
+
+// A business key that blocks must not block another booking whose numeric id differs
+// from the first's only past 2^53.
+func TestHandler_BusinessKeyBigIntegersDistinct(t *testing.T) {
+	src := otaSource(t)
+	src.BusinessKey = []string{"/booking_id", "/status"}
+	src.BusinessKeyBlocks = true
+	e := newEnv(t, sqlite.Options{}, src)
+	code, a1, _ := e.post(t, "ota", "msg_1", `{"booking_id":9007199254740993,"status":"cancelled"}`, nil)
+	if code != 200 || a1.Status != "accepted" {
+		t.Fatalf("first: %d %+v", code, a1)
+	}
+	code, a2, _ := e.post(t, "ota", "msg_2", `{"booking_id":9007199254740992,"status":"cancelled"}`, nil)
+	if code != 200 || a2.Status != "accepted" {
+		t.Fatalf("another booking: %d %+v, want accepted", code, a2)
+	}
+	code, a3, _ := e.post(t, "ota", "msg_3", `{"status":"cancelled","booking_id":9007199254740992}`, nil)
+	if code != 200 || a3.Status != "duplicate" {
+		t.Fatalf("the same booking again: %d %+v, want duplicate", code, a3)
+	}
+}

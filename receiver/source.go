@@ -54,11 +54,12 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 }
 
 // delivery is what intake stores of one event that has its key: the key and how it was
-// derived, the labels and the money read from doc, and body (the event's bytes as sent),
-// for a single delivery and for each item of a batch alike. Its headers are the caller's
+// derived, the labels and the money read from doc, and body (the bytes as sent, which are
+// stored); event is the JSON that doc canonicalises, as sent, for the digits that doc
+// rounds. For a single delivery and for each item of a batch alike. Its headers are the caller's
 // to set: a batch stores them once. It is a value, so that a batch fills its slice of
 // deliveries in place rather than allocating each item and copying it.
-func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, body []byte) storage.Delivery {
+func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, event, body []byte) storage.Delivery {
 	// Indexed once: the labels, the money and the forensic keys each read the event.
 	var x docIndex
 	x.index(doc)
@@ -79,7 +80,7 @@ func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, b
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Body:         body,
-		BusinessKey:  s.businessKey(&x),
+		BusinessKey:  s.businessKey(&x, event),
 		Correlations: s.correlationKeys(&x),
 	}
 }
