@@ -405,3 +405,23 @@ func TestBatch_Dispatch(t *testing.T) {
 		}
 	}
 }
+
+// Adyen signs success as the text "true" or "false", and the key holds the JSON value:
+// a replay of a captured item with "success":"true" respelled as the boolean true must
+// not pass the signature under a new key, which would hand the event downstream twice.
+func TestBatch_AdyenRespelledSuccessNotANewEvent(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, adyenSource(t))
+	item := adyenItem(t, "R3PL4YR3PL4YR3PL", "AUTHORISATION", 41250)
+	code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(item))
+	if code != 200 || outcomes(a) != "accepted" {
+		t.Fatalf("first: %d %+v", code, a)
+	}
+	replay := bytes.Replace(item, []byte(`"success": "true"`), []byte(`"success": true`), 1)
+	if bytes.Equal(replay, item) {
+		t.Fatalf("the item has no success to respell: %s", item)
+	}
+	code, a = postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(replay))
+	if code == 200 && outcomes(a) == "accepted" {
+		t.Fatalf("respelled replay accepted as a new event: %+v", a)
+	}
+}

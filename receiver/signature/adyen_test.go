@@ -262,22 +262,32 @@ func TestAdyenHMAC_MalformedItems(t *testing.T) {
 	}
 }
 
-// Absent fields sign as empty strings and a JSON boolean success as its
-// spelling, so items that differ only there agree with Adyen's libraries.
+// Absent fields sign as empty strings, so items that differ only there agree
+// with Adyen's libraries.
 func TestAdyenSigningString_AbsentAndTyped(t *testing.T) {
 	for _, tc := range []struct{ item, want string }{
 		// Adyen/adyen-java-api-library HMACValidatorTest.testValidateHMACMissingOptionalField.
 		{`{"eventCode": "REPORT_AVAILABLE", "merchantAccountCode": "Magento2Rik",
 			"merchantReference": "testMerchantRef1", "pspReference": "test_REPORT_AVAILABLE", "success": "true"}`,
 			"test_REPORT_AVAILABLE::Magento2Rik:testMerchantRef1:::REPORT_AVAILABLE:true"},
-		{`{"pspReference": null, "amount": null, "success": false}`, ":::::::false"},
-		{`{"amount": {"value": -5, "currency": null}, "success": true}`, "::::-5:::true"},
+		{`{"pspReference": null, "amount": null, "success": "false"}`, ":::::::false"},
+		{`{"amount": {"value": -5, "currency": null}, "success": "true"}`, "::::-5:::true"},
 		{`{"amount": {"value": "007"}}`, "::::7:::"},
 		{`{}`, ":::::::"},
 	} {
 		got, err := signature.AdyenSigningString([]byte(tc.item))
 		if err != nil || got != tc.want {
 			t.Errorf("AdyenSigningString(%s) = %q, %v; want %q", tc.item, got, err, tc.want)
+		}
+	}
+}
+
+// Adyen sends success as text; a boolean, which signs the same text but keys
+// differently, is refused rather than let a replay pass as a new event.
+func TestAdyenSigningString_BooleanSuccessRefused(t *testing.T) {
+	for _, item := range []string{`{"success": true}`, `{"success": false}`} {
+		if got, err := signature.AdyenSigningString([]byte(item)); err == nil || !strings.Contains(err.Error(), "success") {
+			t.Errorf("AdyenSigningString(%s) = %q, %v; want an error naming success", item, got, err)
 		}
 	}
 }
