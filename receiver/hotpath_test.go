@@ -61,6 +61,7 @@ func TestStoredHeaders(t *testing.T) {
 		{"SourceHeader", http.Header{"X-Webhook-Token": {"s3cret"}, "Webhook-Id": {"msg_1"}},
 			http.Header{"X-Webhook-Token": {"[redacted]"}, "Webhook-Id": {"msg_1"}}},
 		{"SourceHeaderEmpty", http.Header{"X-Webhook-Token": {""}}, http.Header{"X-Webhook-Token": {""}}},
+		{"SourceHeaderAfterEmpty", http.Header{"X-Webhook-Token": {"", "s3cret"}}, http.Header{"X-Webhook-Token": {"[redacted]"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -586,14 +586,20 @@ func (s *Source) holdsRedacted(h http.Header) bool {
 	return false
 }
 
-// hasHeader reports whether h holds name with any value, empty or not: a check
-// of the first value alone (h.Get) passes over a credential sent after an empty one.
+// hasHeader reports whether h holds name with a value that is not empty, in any
+// position: a check of the first value alone (h.Get) passes over a credential sent
+// after an empty one. A header sent only empty is kept so, to show it came empty.
 func hasHeader(h http.Header, name string) bool {
-	if _, ok := h[name]; ok {
-		return true
+	vs, ok := h[name]
+	if !ok {
+		vs = h[textproto.CanonicalMIMEHeaderKey(name)]
 	}
-	_, ok := h[textproto.CanonicalMIMEHeaderKey(name)]
-	return ok
+	for _, v := range vs {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (rc *Receiver) handleHealth(w http.ResponseWriter, r *http.Request) {
