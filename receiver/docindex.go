@@ -11,6 +11,10 @@ import "strings"
 // pointer walks the text, inside its member's value.
 type docIndex struct {
 	doc string
+	// event is the JSON that doc canonicalises, as sent, when known: the digits of an
+	// integer past 2^53, which doc holds rounded to a float64, are read from it
+	// (exactValue).
+	event []byte
 	// indexed says members[:n] holds every member of doc's top-level object: false when
 	// the top level is not an object, or has more members than members holds (then each
 	// lookup walks doc from its start, as ptrLookup does). An array in the struct, not a
@@ -27,9 +31,10 @@ type docMember struct {
 	start, end int
 }
 
-// index indexes doc, a canonical JSON document (one valid JSON text, as Derive gives).
-func (x *docIndex) index(doc string) {
-	x.doc, x.indexed, x.n = doc, false, 0
+// index indexes doc, a canonical JSON document (one valid JSON text, as Derive gives),
+// the canonical form of event, the JSON as sent (nil when not known).
+func (x *docIndex) index(doc string, event []byte) {
+	x.doc, x.event, x.indexed, x.n = doc, event, false, 0
 	i := jsonSkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return
@@ -98,10 +103,35 @@ func (x *docIndex) lookup(p string) (string, bool) {
 	return "", false
 }
 
-// text is textAt on the indexed document.
+// text is textAt on the indexed document, an integer past 2^53 with its digits as sent
+// (exactValue): a label, a booking a correlation rule compares, is an id, not a float.
 func (x *docIndex) text(pointer string) string {
 	if pointer == "" || x.doc == "" || pointerProblem(pointer) != "" {
 		return ""
 	}
-	return labelText(x.lookup(pointer))
+	v, ok := x.lookup(pointer)
+	if ok {
+		v, _ = x.exactValue(pointer, v)
+	}
+	return labelText(v, ok)
+}
+
+// exactValue returns v, the canonical value at pointer p, with each integer written as
+// plain digits that float64 rounded spelt as the event spells it (appendCanonicalExact),
+// and whether that changed v: RFC 8785 would make 9007199254740993 and
+// 9007199254740992 one value. v as it is when nothing was rounded or the event is not
+// known.
+func (x *docIndex) exactValue(p, v string) (string, bool) {
+	if x.event == nil || !mayBeRounded(v) {
+		return v, false
+	}
+	rv, ok := ptrLookup(string(x.event), p)
+	if !ok {
+		return v, false
+	}
+	ex, ok := appendCanonicalExact(nil, []byte(rv))
+	if !ok || string(ex) == v {
+		return v, false
+	}
+	return string(ex), true
 }

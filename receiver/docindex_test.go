@@ -46,7 +46,7 @@ func TestDocIndex(t *testing.T) {
 	// A document of more members than the index holds is still read whole.
 	doc, _, _ := canonicalBody([]byte(wide.String()))
 	var x docIndex
-	x.index(doc)
+	x.index(doc, nil)
 	if x.indexed {
 		t.Errorf("a top level of 40 members is indexed in room for %d", len(x.members))
 	}
@@ -162,7 +162,7 @@ func uEscaped(s string) string {
 // differs from ptrLookup's or textAt's walk of doc, said as a test failure; "" if none.
 func docIndexMismatch(doc string, pointers []string) string {
 	var x docIndex
-	x.index(doc)
+	x.index(doc, nil)
 	for _, p := range pointers {
 		wantV, wantOK := ptrLookup(doc, p)
 		gotV, gotOK := x.lookup(p)

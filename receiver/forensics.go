@@ -100,7 +100,7 @@ func checkPointer(p string) error {
 // a derived key is made; "" when the source has none, or when a field is absent, null
 // or an empty string: a key of fewer fields would match events that differ in the
 // missing one, and two events with no booking id ("") are not one booking's.
-func (s *Source) businessKey(x *docIndex, event []byte) string {
+func (s *Source) businessKey(x *docIndex) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
 	}
@@ -123,14 +123,10 @@ func (s *Source) businessKey(x *docIndex, event []byte) string {
 		if !ok || v == "null" || v == `""` {
 			return ""
 		}
-		if mayBeRounded(v) {
-			// As for a derived key: the digits as sent, not the float64 that would
-			// make two bookings one.
-			if rv, rok := ptrLookup(string(event), p); rok {
-				if ex, eok := appendCanonicalExact(nil, []byte(rv)); eok && string(ex) != v {
-					v, exact = string(ex), true
-				}
-			}
+		// As for a derived key: the digits as sent, not the float64 that would make two
+		// bookings one.
+		if ev, changed := x.exactValue(p, v); changed {
+			v, exact = ev, true
 		}
 		if n > 0 {
 			obj = append(obj, ',')
@@ -289,12 +285,12 @@ func ProbeFor(src *Source, h http.Header, body []byte, now time.Time) (storage.P
 	}
 	opt := src.claimOptions()
 	var x docIndex
-	x.index(doc)
+	x.index(doc, body)
 	amount, currency := src.money(&x)
 	return storage.Probe{
 		Source:         src.Name,
 		Key:            der.Key,
-		BusinessKey:    src.businessKey(&x, body),
+		BusinessKey:    src.businessKey(&x),
 		BusinessWindow: opt.BusinessWindow,
 		BusinessBlocks: opt.BusinessBlocks,
 		Correlations:   src.correlationKeys(&x),

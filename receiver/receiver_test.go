@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -554,6 +555,34 @@ func TestHandler_KeyFieldsBigIntegersDistinct(t *testing.T) {
 	code, a3, _ := e.post(t, "ota", "msg_3", `{"status":"cancelled","booking_id":9007199254740992.0,"property_id":"HTL-LIS-01"}`, nil)
 	if code != 200 || a3.Status != "duplicate" || a3.Key != a2.Key {
 		t.Fatalf("respelled second booking: %d %+v, want duplicate of %s", code, a3, a2.Key)
+	}
+	// The booking label the console filters on is the id as sent, not its float64.
+	id, _ := strconv.ParseInt(a1.Delivery, 10, 64)
+	d, err := e.db.Delivery(context.Background(), id)
+	if err != nil || d.Booking != "9007199254740993" {
+		t.Errorf("first delivery's booking label = %q (%v), want 9007199254740993", d.Booking, err)
+	}
+}
+
+// A correlation rule compares bookings as sent: two bookings whose numeric ids differ
+// only past 2^53 do not correlate.
+func TestProbeFor_CorrelationBigIntegerBookings(t *testing.T) {
+	ota := otaSource(t)
+	ota.Correlations = []receiver.Correlation{{Rule: "double-refund", Window: time.Hour,
+		Booking: "/booking_id", Amount: "/amount", Currency: "/currency"}}
+	key := func(body string) string {
+		t.Helper()
+		p, err := receiver.ProbeFor(&ota, http.Header{"Webhook-Id": {"evt_1"}}, []byte(body), time.Now())
+		if err != nil || len(p.Correlations) != 1 {
+			t.Fatalf("probe: %+v, %v", p, err)
+		}
+		return p.Correlations[0].Hash
+	}
+	a := key(`{"booking_id":9007199254740993,"amount":"10.00","currency":"EUR"}`)
+	b := key(`{"booking_id":9007199254740992,"amount":"10.00","currency":"EUR"}`)
+	c := key(`{"booking_id":9007199254740992.0,"amount":"10.00","currency":"EUR"}`)
+	if a == b || b != c {
+		t.Errorf("correlation keys: %s, %s, %s; want the first apart, the last two one", a, b, c)
 	}
 }
 

@@ -62,7 +62,7 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, event, body []byte) storage.Delivery {
 	// Indexed once: the labels, the money and the forensic keys each read the event.
 	var x docIndex
-	x.index(doc)
+	x.index(doc, event)
 	amount, currency := s.money(&x)
 	return storage.Delivery{
 		Source:       s.Name,
@@ -80,7 +80,7 @@ func (s *Source) delivery(r *http.Request, der storage.Derivation, doc string, e
 		RemoteAddr:   r.RemoteAddr,
 		ContentType:  r.Header.Get("Content-Type"),
 		Body:         body,
-		BusinessKey:  s.businessKey(&x, event),
+		BusinessKey:  s.businessKey(&x),
 		Correlations: s.correlationKeys(&x),
 	}
 }
