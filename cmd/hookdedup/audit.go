@@ -183,7 +183,7 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stderr, "exported %s\n", x)
 		return nil
 	}
-	if what, err := databaseFile(*output, cfg.Database); err != nil {
+	if what, err := sqlite.DatabaseFile(*output, cfg.Database); err != nil {
 		return fmt.Errorf("audit export to %s: %w", *output, err)
 	} else if what != "" {
 		return fmt.Errorf("audit export to %s: that is %s", *output, what)
@@ -375,55 +375,4 @@ func openAudit(ctx context.Context, flags *commonFlags, e env) (config, auditLog
 		return config{}, nil, err
 	}
 	return cfg, db, nil
-}
-
-// databaseFile says which file of the database at db the path out is, if any: the
-// database itself, or its -wal, -shm or -journal, existing or not (SQLite would take a
-// file written there for its own). "" when it is none of them.
-func databaseFile(out, db string) (string, error) {
-	for _, side := range []struct{ suffix, what string }{
-		{"", "the database itself"}, {"-wal", "the database's write-ahead log (-wal)"},
-		{"-shm", "the database's shared-memory index (-shm)"}, {"-journal", "the database's rollback journal (-journal)"},
-	} {
-		same, err := sameExisting(out, db+side.suffix)
-		if err != nil {
-			return "", err
-		}
-		if same || samePath(out, db+side.suffix) {
-			return side.what, nil
-		}
-	}
-	return "", nil
-}
-
-// samePath says whether a and b name one path, once made absolute and with their
-// directories' symbolic links resolved (the file itself need not exist).
-func samePath(a, b string) bool {
-	resolve := func(p string) string {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return filepath.Clean(p)
-		}
-		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-			return filepath.Join(dir, filepath.Base(abs))
-		}
-		return abs
-	}
-	return resolve(a) == resolve(b)
-}
-
-// sameExisting says whether a and b are one existing file.
-func sameExisting(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, nil
-	}
-	return os.SameFile(sa, sb), nil
 }

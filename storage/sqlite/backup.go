@@ -32,19 +32,10 @@ type BackupInfo struct {
 // synced and only then renamed over path, so path never holds a partial copy. Returns an
 // error if path is the database itself or one of the files SQLite keeps beside it.
 func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
-	// The files beside the database too: renamed over, the -wal would take the commits
-	// not yet checkpointed out of every path, and SQLite would read the copy as its log.
-	for _, side := range []struct{ suffix, what string }{
-		{"", "the database itself"}, {"-wal", "the database's write-ahead log"},
-		{"-shm", "the database's shared-memory index"}, {"-journal", "the database's rollback journal"},
-	} {
-		same, err := sameFile(path, resolved(db.path)+side.suffix)
-		if err != nil {
-			return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
-		}
-		if same || samePath(path, db.path+side.suffix) || samePath(path, resolved(db.path)+side.suffix) {
-			return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, side.what)
-		}
+	if what, err := DatabaseFile(path, db.path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	} else if what != "" {
+		return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, what)
 	}
 	tmp, err := tempBeside(path)
 	if err != nil {
@@ -385,6 +376,28 @@ func removeDB(path string) {
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 		os.Remove(path + suffix)
 	}
+}
+
+// DatabaseFile says which file of the database at db the path names, if any: the
+// database itself, or its -wal, -shm or -journal, existing or not, through symbolic
+// links (SQLite keeps the side files beside the link's target); "" when it is none of
+// them. A file written there would destroy the database: renamed over, the -wal would
+// take the commits not yet checkpointed out of every path, and SQLite would read the
+// file as its log.
+func DatabaseFile(path, db string) (string, error) {
+	for _, side := range []struct{ suffix, what string }{
+		{"", "the database itself"}, {"-wal", "the database's write-ahead log (-wal)"},
+		{"-shm", "the database's shared-memory index (-shm)"}, {"-journal", "the database's rollback journal (-journal)"},
+	} {
+		same, err := sameFile(path, resolved(db)+side.suffix)
+		if err != nil {
+			return "", err
+		}
+		if same || samePath(path, db+side.suffix) || samePath(path, resolved(db)+side.suffix) {
+			return side.what, nil
+		}
+	}
+	return "", nil
 }
 
 // sameFile reports whether a and b name one existing file.
