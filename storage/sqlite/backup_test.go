@@ -288,33 +288,44 @@ func TestRestore_RefusedWhileInUse(t *testing.T) {
 		t.Fatalf("InUse of a closed database = %v, %v", busy, err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldDatabase$")
-	cmd.Env = append(os.Environ(), "HOOKDEDUP_HOLD_DB="+live)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
-		t.Fatalf("helper: %q %v", line, err)
-	}
+	release := holdDatabase(t, live)
 	if busy, err := sqlite.InUse(live); err != nil || !busy {
 		t.Fatalf("InUse while another process has it open = %v, %v", busy, err)
 	}
 	if _, err := sqlite.Restore(ctx, backup, live); !errors.Is(err, storage.ErrInUse) {
 		t.Fatalf("restore while in use: %v, want ErrInUse", err)
 	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if busy, err := sqlite.InUse(live); err != nil || busy {
 		t.Fatalf("InUse after the other process closed it = %v, %v", busy, err)
 	}
 	if _, err := sqlite.Restore(ctx, backup, live); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdDatabase opens the database at path in another process (TestHelperHoldDatabase)
+// until release is called, which waits for that process to close it and end.
+func holdDatabase(t *testing.T, path string) (release func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldDatabase$")
+	cmd.Env = append(os.Environ(), "HOOKDEDUP_HOLD_DB="+path)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	return func() {
+		t.Helper()
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -392,28 +403,14 @@ func TestRestore_ThroughSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldDatabase$")
-	cmd.Env = append(os.Environ(), "HOOKDEDUP_HOLD_DB="+link)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
-		t.Fatalf("helper: %q %v", line, err)
-	}
+	release := holdDatabase(t, link)
 	if busy, err := sqlite.InUse(link); err != nil || !busy {
 		t.Errorf("InUse through the link while another process has it open = %v, %v", busy, err)
 	}
 	if _, err := sqlite.Restore(ctx, backup, link); !errors.Is(err, storage.ErrInUse) {
 		t.Fatalf("restore through the link while in use: %v, want ErrInUse", err)
 	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if _, err := sqlite.Restore(ctx, backup, link); err != nil {
 		t.Fatal(err)
 	}
