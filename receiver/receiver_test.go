@@ -239,13 +239,20 @@ func TestHandler_UnauthenticatedBodyNotKept(t *testing.T) {
 	}
 }
 
-func TestHandler_CredentialsRedacted(t *testing.T) {
+// pmsTokenSource is a source "pms" checked by the token "s3cret-token" in the header
+// X-Webhook-Token, which is redacted where headers are stored.
+func pmsTokenSource(t *testing.T) receiver.Source {
+	t.Helper()
 	v, err := signature.New(signature.Config{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
+	return receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
 		RedactHeaders: []string{"X-Webhook-Token"}}
+}
+
+func TestHandler_CredentialsRedacted(t *testing.T) {
+	src := pmsTokenSource(t)
 	e := newEnv(t, sqlite.Options{}, src)
 	code, a, _ := e.post(t, "pms", "", `{"id":"e1"}`, func(r *http.Request) {
 		r.Header.Set("X-Webhook-Token", "s3cret-token")
@@ -511,12 +518,7 @@ func TestHandler_PathWithoutSource(t *testing.T) {
 // first value) and is stored as a rejection sample: the second value may be the token
 // itself and must not reach storage.
 func TestHandler_CredentialsRedactedBehindEmptyValue(t *testing.T) {
-	v, err := signature.New(signature.Config{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
-		RedactHeaders: []string{"X-Webhook-Token"}}
+	src := pmsTokenSource(t)
 	e := newEnv(t, sqlite.Options{}, src)
 	code, a, _ := e.post(t, "pms", "", `{"id":"e1"}`, func(r *http.Request) {
 		r.Header["X-Webhook-Token"] = []string{"", "s3cret-token"}

@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
-	"time"
 
-	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
@@ -18,12 +15,7 @@ import (
 // token in its header. The rejection is stored and every viewer reads its headers: a
 // header that carries any source's token is redacted whichever path it came to.
 func TestHandler_TokenRedactedOnAnyPath(t *testing.T) {
-	v, err := signature.New(signature.Config{Scheme: "token", Secrets: []string{"s3cret-token"}, TokenHeader: "X-Webhook-Token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pms := receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
-		RedactHeaders: []string{"X-Webhook-Token"}}
+	pms := pmsTokenSource(t)
 	e := newEnv(t, sqlite.Options{}, pms, otaSource(t))
 	for i, path := range []string{"pms-typo", "ota"} {
 		code, _, _ := e.post(t, path, "", `{"id":"e1"}`, func(r *http.Request) {

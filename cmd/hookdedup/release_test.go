@@ -27,12 +27,7 @@ func TestCLI_ReleaseRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), append(args, "--database", path),
-			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		return out.String(), err
-	}
+	cli := cliOn(path)
 	why := "ota/busy: " + storage.RefusedBusy.Message()
 
 	if _, err := cli("release", "--source", "ota", "busy", "--reason", "r"); err == nil || err.Error() != why {
@@ -60,12 +55,7 @@ func TestCLI_KeysRefusesUnknownState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), append(args, "--database", path),
-			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		return out.String(), err
-	}
+	cli := cliOn(path)
 	for _, args := range [][]string{
 		{"keys", "--state", "proccessed"},
 		{"keys", "--state", "Failed"},
@@ -80,5 +70,16 @@ func TestCLI_KeysRefusesUnknownState(t *testing.T) {
 	}
 	if out, err := cli("keys", "--state", "processed", "--limit", "1"); err != nil || !strings.Contains(out, "ota") {
 		t.Errorf("keys --state processed: %v\n%s", err, out)
+	}
+}
+
+// cliOn runs a command line in-process on the database at path, with an empty
+// environment and stdin, and returns its stdout.
+func cliOn(path string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--database", path),
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		return out.String(), err
 	}
 }
