@@ -242,12 +242,21 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 }
 
 // mayBeRounded reports whether the canonical JSON v may hold a number that float64
-// rounded: 16 digits in a row, or an exponent of 21 or more. Digits inside strings
-// count too; for those the exact path only finds the same text again.
+// rounded: 16 digits in a row, or an exponent of 21 or more, outside a string. Digits
+// inside strings (an id sent as text) are never rounded, and looking them up again in
+// the body as sent would copy the body on every delivery for nothing.
 func mayBeRounded(v string) bool {
 	run := 0
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
+		case c == '"':
+			// Canonical JSON escapes only with a backslash: skip to the closing quote.
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' {
+					i++
+				}
+			}
+			run = 0
 		case '0' <= c && c <= '9':
 			if run++; run >= 16 {
 				return true
