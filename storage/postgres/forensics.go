@@ -461,8 +461,10 @@ WHERE d.id = v.id AND (f.currency <> d.currency OR f.event_status <> d.event_sta
 	THEN f.amount::numeric <> d.amount::numeric ELSE true END))
 RETURNING d.id`
 
-	// sqlPlainAmount is storage.SameAmount's plain decimal, within its bounds.
-	sqlPlainAmount = `^-?[0-9]{1,200}(\.[0-9]{1,100})?$`
+	// sqlPlainAmount is storage.SameAmount's plain decimal, within its bounds. It holds
+	// no backslash: with standard_conforming_strings off a literal's backslash is an
+	// escape, "\\." would match any character, and text such as "1x5" would reach the cast.
+	sqlPlainAmount = `^-?[0-9]{1,200}([.][0-9]{1,100})?$`
 
 	// sqlUnclaim undoes the claims ($1, $2) that the blocked deliveries $3 won.
 	sqlUnclaim = `DELETE FROM claims AS c
