@@ -225,7 +225,9 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		} else if busy {
 			return fail(storage.ErrInUse)
 		}
-		out.Previous = keptAsideName(dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z"))
+		if out.Previous, err = keptAsideName(dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")); err != nil {
+			return fail(fmt.Errorf("keep the database it replaces aside: %w", err))
+		}
 		if err := os.Rename(dbPath, out.Previous); err != nil {
 			return fail(err)
 		}
@@ -251,21 +253,29 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 
 // keptAsideName is name, or name with a number after it when a database (or its WAL)
 // is already kept there: a second restore within the same second would otherwise
-// rename its interim database over the one the first restore set aside.
-func keptAsideName(name string) string {
-	taken := func(p string) bool {
+// rename its interim database over the one the first restore set aside. Returns the
+// error of a name that cannot be looked at (too long, a directory it may not read):
+// no number after it would do better.
+func keptAsideName(name string) (string, error) {
+	taken := func(p string) (bool, error) {
 		for _, suffix := range []string{"", "-wal"} {
-			if _, err := os.Lstat(p + suffix); !errors.Is(err, os.ErrNotExist) {
-				return true
+			_, err := os.Lstat(p + suffix)
+			if err == nil {
+				return true, nil
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return false, err
 			}
 		}
-		return false
+		return false, nil
 	}
 	out := name
-	for i := 2; taken(out); i++ {
+	for i := 2; ; i++ {
+		if t, err := taken(out); err != nil || !t {
+			return out, err
+		}
 		out = fmt.Sprintf("%s.%d", name, i)
 	}
-	return out
 }
 
 // issuedIDs returns the highest delivery id that the database at path has issued: its
