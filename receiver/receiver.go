@@ -269,11 +269,13 @@ func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
 
 // contentCoding returns the Content-Encoding of a request other than identity, as sent
 // (cut to a bounded length), or "" for none: the body is taken as the bytes that were
-// signed and are stored and forwarded, and no coding is undone.
+// signed and are stored and forwarded, and no coding is undone. "UTF-8", which some
+// senders put there for the body's character set, names no coding and counts as none.
 func contentCoding(h http.Header) string {
 	for _, v := range h.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") &&
+				!strings.EqualFold(c, "utf-8") && !strings.EqualFold(c, "utf8") {
 				return safeName(strings.TrimSpace(v), maxSourceName)
 			}
 		}
