@@ -50,8 +50,8 @@ func TestDerive_DigitStringCopiesNoBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		var x docIndex
-		x.index(doc)
-		return func() { src.businessKey(&x, event) }
+		x.index(doc, event)
+		return func() { src.businessKey(&x) }
 	}
 	base, got = allocBytes(5, bk(short)), allocBytes(5, bk(long))
 	if got > base+uint64(len(pad))/2 {

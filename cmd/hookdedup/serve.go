@@ -137,6 +137,10 @@ func setServeGC(getenv func(string) string) {
 // ends, close releases the database. Building and running are apart so that what is
 // built (the listeners, the HTTP servers) can be reached before it runs.
 type program struct {
+	// reload takes SIGHUP from the start, migrations included (reloadOnSignal): its
+	// default action ends the process on the spot, requests in flight unanswered, and
+	// operators send it out of habit (systemctl reload).
+	reload chan os.Signal
 	cfg    config
 	log    *slog.Logger
 	stdout io.Writer
@@ -162,7 +166,13 @@ type program struct {
 // on their listeners. On error, what was opened is closed again.
 func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error) {
 	setServeGC(e.getenv)
-	p := &program{cfg: cfg, stdout: e.stdout}
+	p := &program{cfg: cfg, stdout: e.stdout, reload: make(chan os.Signal, 1)}
+	signal.Notify(p.reload, syscall.SIGHUP)
+	defer func() {
+		if err != nil {
+			signal.Stop(p.reload)
+		}
+	}()
 	if p.log, err = newLogger(cfg.LogLevel, e); err != nil {
 		return nil, err
 	}
@@ -278,12 +288,6 @@ func (p *program) run(ctx context.Context) error {
 	if p.tls != nil && p.console != nil && !privateAddr(p.console.ln.Addr()) {
 		p.log.Warn(fmt.Sprintf("console_addr %s serves plain HTTP on an address that is neither loopback nor private: passwords and session cookies cross the network unencrypted; use 127.0.0.1 and an SSH tunnel, or a VPN address", p.cfg.ConsoleAddr))
 	}
-	// Before the listening line: whoever waits for it may send SIGHUP at once. Taken
-	// with or without HTTPS: its default action ends the process on the spot, requests
-	// in flight unanswered, and operators send it out of habit (systemctl reload).
-	reload := make(chan os.Signal, 1)
-	signal.Notify(reload, syscall.SIGHUP)
-	defer signal.Stop(reload)
 	fmt.Fprintf(p.stdout, "hookdedup listening on %s\n", p.public.url())
 	consoleURL := p.public.url()
 	if p.console != nil {
@@ -312,7 +316,7 @@ func (p *program) run(ctx context.Context) error {
 	wg.Go(func() {
 		p.db.RunBulkActions(bg, storage.BulkRunConfig{StuckAfter: p.cfg.StuckAfter, Wake: p.dispatcher.Wake, Logger: p.log})
 	})
-	wg.Go(func() { p.reloadOnSignal(bg, reload) })
+	wg.Go(func() { p.reloadOnSignal(bg, p.reload) })
 	stopBackground := func() {
 		stopBG()
 		wg.Wait()
@@ -406,6 +410,7 @@ func (p *program) shutdown(stopBackground func()) error {
 // close releases what openProgram took: the listeners, if they never served, and the
 // database. Call it once run has returned.
 func (p *program) close() {
+	signal.Stop(p.reload)
 	for _, e := range []*endpoint{p.public, p.console, p.plain} {
 		if e != nil {
 			e.ln.Close() // already closed once served: the error says only that
