@@ -42,4 +42,11 @@ func TestRecord_MoneyMismatchLegacyStrings(t *testing.T) {
 	if dup.Outcome != storage.Duplicate || !dup.MoneyMismatch {
 		t.Errorf("duplicate: outcome %s, money mismatch %v; want duplicate, true", dup.Outcome, dup.MoneyMismatch)
 	}
+	// The dashboard's sums read amounts through a pattern too ("1x5" is summed as 1).
+	if _, err := db.RollupStats(t.Context(), 1000); err != nil {
+		t.Errorf("roll-up of the dashboard's totals: %v", err)
+	}
+	if _, err := db.DeliveryStats(t.Context(), time.Now().Add(-time.Hour), time.Now().Add(time.Hour), time.Hour); err != nil {
+		t.Errorf("the dashboard's totals: %v", err)
+	}
 }

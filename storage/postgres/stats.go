@@ -227,7 +227,7 @@ var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d
 // decimals, a two-digit exponent) so that no amount, however long, passes what a
 // float holds.
 const sqlAmountReal = `coalesce(substring(amount FROM
-	'^\s*([-+]?(?:[0-9]{1,200}(?:\.[0-9]{0,100})?|\.[0-9]{1,100})(?:[eE][-+]?[0-9]{1,2})?)')::float8, 0)`
+	'^[[:space:]]*([-+]?(?:[0-9]{1,200}(?:[.][0-9]{0,100})?|[.][0-9]{1,100})(?:[eE][-+]?[0-9]{1,2})?)')::float8, 0)`
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats and Ledger count
 // as they read. The roll-up runs every few seconds, so the tail is a few seconds of
