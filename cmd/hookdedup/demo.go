@@ -155,7 +155,7 @@ func runDemo(ctx context.Context, args []string, e env) error {
 		})
 		return runProviderDemo(ctx, e, cfg, *sender, named, cmp.Or(*target, "http://"+cfg.Addr), *events, *dupRate)
 	}
-	sources, db, err := existingSources(ctx, cfg, e)
+	sources, db, err := existingSources(ctx, cfg, e, true)
 	if err != nil {
 		return err
 	}

@@ -389,7 +389,7 @@ func runProviderDemo(ctx context.Context, e env, cfg config, name, source, base 
 	if !ok {
 		return fmt.Errorf("--provider %q: the demo has no traffic for it", name)
 	}
-	sources, db, err := existingSources(ctx, cfg, e)
+	sources, db, err := existingSources(ctx, cfg, e, true)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("reading payload: %w", err)
 	}
-	sources, db, err := existingSources(ctx, cfg, e)
+	sources, db, err := existingSources(ctx, cfg, e, false)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,19 @@ func openExisting(cfg config, e env) (storage.Store, error) {
 	return db, err
 }
 
+// placeholderSecret is a secret of the form scheme takes (standard-webhooks: whsec_ and
+// base64; adyen: a hex HMAC key; the others: any text), for a source whose secret a
+// command does not use.
+func placeholderSecret(scheme string) string {
+	switch scheme {
+	case "standard-webhooks":
+		return "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	case "adyen":
+		return strings.Repeat("00", 32)
+	}
+	return "placeholder"
+}
+
 // storedSecrets is config.sources' supply of generated secrets: each is kept in db, and
 // made there the first time it is asked for.
 func storedSecrets(ctx context.Context, db storage.Store) func(name string) (string, error) {
@@ -71,10 +85,33 @@ func storedSecrets(ctx context.Context, db storage.Store) func(name string) (str
 // in it, so that mistakes in the config are reported first and a config that holds every
 // secret needs no database at all. The DB is nil when it was not opened; otherwise the
 // caller closes it.
-func existingSources(ctx context.Context, cfg config, e env) ([]receiver.Source, storage.Store, error) {
+//
+// needSecrets says whether the command uses the secrets (demo signs with them). key and
+// sources do not, and run as the service's user on its server, where a secret_env
+// variable is set in the service's unit, not in the shell: for them such a variable,
+// unset, reads as a placeholder of the source's scheme (placeholderSecret), which
+// nothing shows or signs with.
+func existingSources(ctx context.Context, cfg config, e env, needSecrets bool) ([]receiver.Source, storage.Store, error) {
+	getenv := e.getenv
+	if !needSecrets {
+		placeholders := map[string]string{}
+		for _, sc := range cfg.Sources {
+			if sc.SecretEnv != "" {
+				if s, err := sc.settle(); err == nil {
+					placeholders[sc.SecretEnv] = placeholderSecret(s.Signature)
+				}
+			}
+		}
+		getenv = func(name string) string {
+			if v := e.getenv(name); v != "" {
+				return v
+			}
+			return placeholders[name]
+		}
+	}
 	var db storage.Store
 	var openErr error
-	sources, err := cfg.sources(e.getenv, func(name string) (string, error) {
+	sources, err := cfg.sources(getenv, func(name string) (string, error) {
 		if db == nil {
 			if db, openErr = openExisting(cfg, e); openErr != nil {
 				return "", openErr

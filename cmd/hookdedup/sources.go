@@ -198,7 +198,7 @@ func runSources(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	sources, db, err := existingSources(ctx, cfg, e)
+	sources, db, err := existingSources(ctx, cfg, e, false)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 const sourcesTOML = `
@@ -124,5 +129,61 @@ func TestConsoleSources_Preset(t *testing.T) {
 	}
 	if gh := got[1]; gh.CurrencyField != "" || len(gh.Secrets) != 2 || gh.Provider != "github" {
 		t.Errorf("github: %+v", gh)
+	}
+}
+
+// TestSourcesAndKey_WithoutSecretEnv: sources and key show no secret and sign nothing,
+// so they run where a source's secret_env variable is not set (a shell on the server,
+// the variable being the service's): the settings and a derivation as usual. demo signs,
+// and still needs it.
+func TestSourcesAndKey_WithoutSecretEnv(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, dbPath := filepath.Join(dir, "hookdedup.toml"), filepath.Join(dir, "hookdedup.db")
+	writeFile(t, cfgPath, []byte(`
+[[source]]
+name       = "ota"
+signature  = "standard-webhooks"
+secret_env = "OTA_SECRET"
+
+[[source]]
+name       = "adyen"
+provider   = "adyen"
+secret_env = "ADYEN_HMAC_KEY"
+
+[[source]]
+name       = "gh"
+signature  = "github"
+secret     = "in-the-file"
+secret_env = "GH_SECRET"
+`))
+	db, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cli := func(env map[string]string, stdin string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--config", cfgPath, "--database", dbPath),
+			func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
+		return out.String(), err
+	}
+	out, err := cli(nil, "", "sources")
+	if err != nil || !strings.Contains(out, `"OTA_SECRET"`) || !strings.Contains(out, `"ADYEN_HMAC_KEY"`) || !strings.Contains(out, `"GH_SECRET"`) {
+		t.Fatalf("sources without the variables: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "placeholder") || strings.Contains(out, "whsec_AAAA") {
+		t.Errorf("sources shows a placeholder secret:\n%s", out)
+	}
+	out, err = cli(nil, `{"booking_id":"BK-1"}`, "key", "--source", "ota", "--header", "webhook-id: msg_1")
+	if err != nil || !strings.Contains(out, "msg_1") {
+		t.Fatalf("key without the variable: %v\n%s", err, out)
+	}
+	if _, err := cli(nil, "", "demo", "--url", "http://127.0.0.1:9"); err == nil || !strings.Contains(err.Error(), "OTA_SECRET") {
+		t.Errorf("demo without the variable: %v; want an error naming OTA_SECRET", err)
+	}
+	// Set, a variable is read as before: a malformed secret is still an error.
+	if _, err := cli(map[string]string{"OTA_SECRET": "not-whsec", "ADYEN_HMAC_KEY": "00", "GH_SECRET": "x"}, "", "sources"); err == nil ||
+		!strings.Contains(err.Error(), "secret") {
+		t.Errorf("sources with a malformed secret in the variable: %v; want an error", err)
 	}
 }
