@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 )
@@ -59,19 +59,6 @@ func openExisting(cfg config, e env) (storage.Store, error) {
 	return db, err
 }
 
-// placeholderSecret is a secret of the form scheme takes (standard-webhooks: whsec_ and
-// base64; adyen: a hex HMAC key; the others: any text), for a source whose secret a
-// command does not use.
-func placeholderSecret(scheme string) string {
-	switch scheme {
-	case "standard-webhooks":
-		return "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
-	case "adyen":
-		return strings.Repeat("00", 32)
-	}
-	return "placeholder"
-}
-
 // storedSecrets is config.sources' supply of generated secrets: each is kept in db, and
 // made there the first time it is asked for.
 func storedSecrets(ctx context.Context, db storage.Store) func(name string) (string, error) {
@@ -89,7 +76,7 @@ func storedSecrets(ctx context.Context, db storage.Store) func(name string) (str
 // needSecrets says whether the command uses the secrets (demo signs with them). key and
 // sources do not, and run as the service's user on its server, where a secret_env
 // variable is set in the service's unit, not in the shell: for them such a variable,
-// unset, reads as a placeholder of the source's scheme (placeholderSecret), which
+// unset, reads as a placeholder of the source's scheme (signature.Placeholder), which
 // nothing shows or signs with.
 func existingSources(ctx context.Context, cfg config, e env, needSecrets bool) ([]receiver.Source, storage.Store, error) {
 	getenv := e.getenv
@@ -98,7 +85,7 @@ func existingSources(ctx context.Context, cfg config, e env, needSecrets bool) (
 		for _, sc := range cfg.Sources {
 			if sc.SecretEnv != "" {
 				if s, err := sc.settle(); err == nil {
-					placeholders[sc.SecretEnv] = placeholderSecret(s.Signature)
+					placeholders[sc.SecretEnv] = signature.Placeholder(s.Signature)
 				}
 			}
 		}

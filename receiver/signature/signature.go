@@ -69,6 +69,19 @@ type Config struct {
 	TokenQuery  string        // token: query parameter carrying the token (exactly one of the two)
 }
 
+// Placeholder returns a secret of the form scheme takes (standard-webhooks: whsec_ and
+// base64; adyen: a hex HMAC key; the others: any text), for a command that builds a
+// source to show or to key with, and never verifies or signs with its secret.
+func Placeholder(scheme string) string {
+	switch scheme {
+	case "standard-webhooks":
+		return "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	case "adyen":
+		return strings.Repeat("00", 32)
+	}
+	return "placeholder"
+}
+
 // Verifier checks and produces one scheme's signatures.
 //
 // A Verifier is safe for concurrent use: the intake handler shares one per

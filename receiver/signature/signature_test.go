@@ -692,3 +692,18 @@ func TestNew_Accepts(t *testing.T) {
 		}
 	}
 }
+
+// Every scheme that takes a secret takes its placeholder, with the other settings the
+// scheme requires.
+func TestPlaceholder(t *testing.T) {
+	for _, scheme := range signature.Schemes {
+		if scheme == "none" {
+			continue
+		}
+		cfg := signature.Config{Scheme: scheme, Secrets: []string{signature.Placeholder(scheme)},
+			Header: "X-Signature", BasicUser: "user", TokenHeader: "X-Token"}
+		if _, err := signature.New(cfg); err != nil {
+			t.Errorf("%s: %v", scheme, err)
+		}
+	}
+}
