@@ -150,7 +150,13 @@ max_batch_items = -1`, nil, []string{`source "mews"`, "max_batch_items"}},
 			if toml == "" {
 				toml = "# empty\n"
 			}
-			_, _, err := runIn(t, toml, tc.env, "", "key", "--source", "ota")
+			// Through key, which reads every setting; demo for a secret, which only a
+			// command that signs or verifies reads.
+			args := []string{"key", "--source", "ota"}
+			if tc.name == "EmptySecretEnv" {
+				args = []string{"demo", "--url", "http://127.0.0.1:9"}
+			}
+			_, _, err := runIn(t, toml, tc.env, "", args...)
 			if err == nil {
 				t.Fatal("no error")
 			}
