@@ -116,22 +116,5 @@ func (x *docIndex) text(pointer string) string {
 	return labelText(v, ok)
 }
 
-// exactValue returns v, the canonical value at pointer p, with each integer written as
-// plain digits that float64 rounded spelt as the event spells it (appendCanonicalExact),
-// and whether that changed v: RFC 8785 would make 9007199254740993 and
-// 9007199254740992 one value. v as it is when nothing was rounded or the event is not
-// known.
-func (x *docIndex) exactValue(p, v string) (string, bool) {
-	if x.event == nil || !mayBeRounded(v) {
-		return v, false
-	}
-	rv, ok := ptrLookup(string(x.event), p)
-	if !ok {
-		return v, false
-	}
-	ex, ok := appendCanonicalExact(nil, []byte(rv))
-	if !ok || string(ex) == v {
-		return v, false
-	}
-	return string(ex), true
-}
+// exactValue is exactAt on the indexed document's event.
+func (x *docIndex) exactValue(p, v string) (string, bool) { return exactAt(x.event, p, v) }

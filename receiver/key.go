@@ -195,13 +195,11 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 		if !ok {
 			v = "null"
 		}
-		if ok && mayBeRounded(v) {
+		if ok {
 			// The canonical body holds the float64 of a big integer; the body as
 			// sent holds its digits, which tell two ids apart.
-			if rv, rok := ptrLookup(string(body), p); rok {
-				if ex, eok := appendCanonicalExact(nil, []byte(rv)); eok {
-					v, exact = string(ex), true
-				}
+			if ev, changed := exactAt(body, p, v); changed {
+				v, exact = ev, true
 			}
 		}
 		// A field that names null is as absent as one that names nothing:
@@ -239,6 +237,26 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	d.Hash = keySHA256Hex(c)
 	d.Key = derivedKeyPrefix + d.Hash
 	return d, doc, nil
+}
+
+// exactAt returns v, the canonical value at pointer p of the JSON event (as sent), with
+// each integer written as plain digits that float64 rounded spelt as event spells it
+// (appendCanonicalExact), and whether that changed v: RFC 8785 would make
+// 9007199254740993 and 9007199254740992 one value. v as it is when nothing was rounded
+// or event is nil.
+func exactAt(event []byte, p, v string) (string, bool) {
+	if event == nil || !mayBeRounded(v) {
+		return v, false
+	}
+	rv, ok := ptrLookup(string(event), p)
+	if !ok {
+		return v, false
+	}
+	ex, ok := appendCanonicalExact(nil, []byte(rv))
+	if !ok || string(ex) == v {
+		return v, false
+	}
+	return string(ex), true
 }
 
 // mayBeRounded reports whether the canonical JSON v may hold a number that float64
