@@ -85,10 +85,8 @@ type BulkFilter struct {
 
 // Check says what is wrong with f, naming the field, or returns nil.
 func (f BulkFilter) Check() error {
-	switch f.State {
-	case "", StateProcessing, StateProcessed, StateFailed, StateReleased:
-	default:
-		return fmt.Errorf("state %q: want processing, processed, failed or released", f.State)
+	if err := CheckState(f.State); err != nil {
+		return err
 	}
 	if f.Stuck && f.State != "" {
 		return errors.New("choose stuck or a state, not both")

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -82,3 +83,14 @@ const (
 	StateFailed     = "failed"
 	StateReleased   = "released"
 )
+
+// CheckState says what is wrong with state as a filter of keys ("" for any state), or
+// returns nil: a misspelt one would match nothing, and an empty list would read as
+// "none is in that state".
+func CheckState(state string) error {
+	switch state {
+	case "", StateProcessing, StateProcessed, StateFailed, StateReleased:
+		return nil
+	}
+	return fmt.Errorf("state %q: want processing, processed, failed or released", state)
+}

@@ -392,10 +392,8 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: q.Get("stuck") == "true",
 		StuckBefore: a.now().Add(-a.stuck)}
-	switch f.State {
-	case "", storage.StateProcessing, storage.StateProcessed, storage.StateFailed, storage.StateReleased:
-	default:
-		return Errorf(http.StatusBadRequest, "state %q: want processing, processed, failed or released", f.State)
+	if err := storage.CheckState(f.State); err != nil {
+		return Errorf(http.StatusBadRequest, "%s", err)
 	}
 	before, err := apiInt(q, "before", 0)
 	if err != nil {

@@ -28,8 +28,8 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
-	if err := checkState(*state); err != nil {
-		return err
+	if err := storage.CheckState(*state); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	cfg, db, err := flags.open(e)
 	if err != nil {
@@ -75,16 +75,6 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// checkState refuses a --state that no key can be in: a misspelt one would match
-// nothing, and "no keys match" would read as "none is failed".
-func checkState(state string) error {
-	switch state {
-	case "", storage.StateProcessing, storage.StateProcessed, storage.StateFailed, storage.StateReleased:
-		return nil
-	}
-	return fmt.Errorf("--state %q: want processing, processed, failed or released", state)
-}
-
 func releasedTo(reprocess bool) string {
 	if reprocess {
 		return "processing"
@@ -109,8 +99,8 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
-	if err := checkState(*state); err != nil {
-		return err
+	if err := storage.CheckState(*state); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	cfg, db, err := flags.open(e)
 	if err != nil {
