@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
 	"strings"
 )
@@ -115,12 +116,12 @@ func SameAmount(a, b string) bool {
 	if a == b {
 		return true
 	}
-	x, ok := plainAmount(a)
+	x, ok := boundedDecimal(a)
 	if !ok {
 		return false
 	}
-	y, ok := plainAmount(b)
-	return ok && x == y
+	y, ok := boundedDecimal(b)
+	return ok && x.Cmp(y) == 0
 }
 
 // The bounds of an amount SameAmount compares as a number.
@@ -129,29 +130,14 @@ const (
 	maxAmountFrac  = 100
 )
 
-// plainAmount is the one spelling of amount, a plain decimal number (an optional "-",
-// digits, optionally "." and digits) within maxAmountWhole and maxAmountFrac digits,
-// for comparing: without leading or trailing zeros, "0" for any zero. ok is false for
-// anything else.
-func plainAmount(amount string) (string, bool) {
-	neg, digits := false, amount
-	if rest, cut := strings.CutPrefix(digits, "-"); cut {
-		neg, digits = true, rest
+// boundedDecimal is ParseDecimal within maxAmountWhole and maxAmountFrac digits.
+func boundedDecimal(s string) (*big.Rat, bool) {
+	r, places, ok := ParseDecimal(s)
+	whole := len(strings.TrimPrefix(s, "-")) - places
+	if places > 0 {
+		whole-- // the point
 	}
-	whole, frac, dot := strings.Cut(digits, ".")
-	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) ||
-		len(whole) > maxAmountWhole || len(frac) > maxAmountFrac {
-		return "", false
-	}
-	whole, frac = strings.TrimLeft(whole, "0"), strings.TrimRight(frac, "0")
-	if whole == "" && frac == "" {
-		return "0", true
-	}
-	out := whole + "." + frac
-	if neg {
-		out = "-" + out
-	}
-	return out, true
+	return r, ok && whole <= maxAmountWhole && places <= maxAmountFrac
 }
 
 // maxCurrency bounds a currency code as stored: ISO codes have three letters, and
