@@ -10,6 +10,32 @@ import (
 	"github.com/hookdedup/hookdedup/views"
 )
 
+// foresee says in res what a delivery that p describes would be flagged as now: as a
+// duplicate of claim's key when res says the claim holds it (duplicateFlags); otherwise
+// what the store's look-up finds, or, where business_key_blocks makes it a duplicate of
+// the delivery its business key repeats, that alone: not accepted, it takes no other flag.
+func (s *Server) foresee(ctx context.Context, res *views.LabResult, claim storage.Claim, p storage.Probe) error {
+	if res.Held {
+		flags, err := s.duplicateFlags(ctx, claim, p)
+		res.Flags, res.Foreseen = flags, err == nil
+		return err
+	}
+	flags, err := s.suspects.WouldFlag(ctx, p)
+	if err != nil {
+		return err
+	}
+	res.Flags, res.Foreseen = s.labFlags(flags), true
+	if b, ok := labBlockedBy(p, flags); ok {
+		res.Blocked = true
+		res.Claim = fmt.Sprintf("No claim holds this key, but its business key repeats delivery %d's within the window, "+
+			"and this source blocks such re-sends: a delivery of this payload now would be a duplicate of it.", b.Other)
+		res.Flags = []views.LabFlag{{Kind: "blocked", URL: eventURL(b.Other),
+			Text: fmt.Sprintf("Delivery %d of %s carries the same business key under another key: answered duplicate, not handed downstream.",
+				b.Other, b.OtherSource)}}
+	}
+	return nil
+}
+
 // duplicateFlags says what a duplicate of claim's key that p describes would be flagged
 // as, as intake decides it: a mismatch when its payload hash differs from the claim's,
 // and a money mismatch when its amount, currency or status differs from the first

@@ -285,38 +285,18 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			res.Held, res.ClaimState = true, claim.State
 			res.Claim = fmt.Sprintf("Claimed (%s) until %s: a delivery of this payload now would be a duplicate.", claim.State, s.fullTime(claim.ExpiresAt))
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
-			if s.probe != nil {
-				if p, err := s.probe(v.Source, h, []byte(v.Payload)); err == nil {
-					if res.Flags, err = s.duplicateFlags(r.Context(), claim, p); err != nil {
-						return err
-					}
-					res.Foreseen = true
-				}
-			}
 		default:
 			res.ClaimState = claim.State
 			res.Claim = "Claimed before, but " + map[bool]string{true: "released", false: "expired"}[claim.State == storage.StateReleased] +
 				": a delivery sent now would be accepted."
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
 		}
-		if !res.Held && s.probe != nil {
-			// A payload the receiver cannot describe has no flags to foresee: the lab
-			// shows the derivation's error itself.
+		// A payload the receiver cannot describe has no flags to foresee: the lab shows
+		// the derivation's error itself.
+		if s.probe != nil {
 			if p, err := s.probe(v.Source, h, []byte(v.Payload)); err == nil {
-				flags, err := s.suspects.WouldFlag(r.Context(), p)
-				if err != nil {
+				if err := s.foresee(r.Context(), res, claim, p); err != nil {
 					return err
-				}
-				res.Flags, res.Foreseen = s.labFlags(flags), true
-				if b, ok := labBlockedBy(p, flags); ok {
-					// Intake would answer it as a duplicate of b.Other and hand it nowhere:
-					// it is not accepted, and takes no other flag.
-					res.Blocked = true
-					res.Claim = fmt.Sprintf("No claim holds this key, but its business key repeats delivery %d's within the window, "+
-						"and this source blocks such re-sends: a delivery of this payload now would be a duplicate of it.", b.Other)
-					res.Flags = []views.LabFlag{{Kind: "blocked", URL: eventURL(b.Other),
-						Text: fmt.Sprintf("Delivery %d of %s carries the same business key under another key: answered duplicate, not handed downstream.",
-							b.Other, b.OtherSource)}}
 				}
 			}
 		}
