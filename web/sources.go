@@ -78,7 +78,7 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
 			Timestamped: src.Timestamped, Integrity: src.Integrity,
 			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: redactedForward(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
+			ForwardURL: redactURL(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
 			Provider:  src.Provider, ProviderTitle: src.ProviderTitle, ProviderNote: src.ProviderNote,
 		}
@@ -90,7 +90,7 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 		}
 		for _, set := range src.Settings {
 			if set.Name == "forward_url" {
-				set.Value = strconv.Quote(redactedForward(src.ForwardURL))
+				set.Value = strconv.Quote(redactURL(src.ForwardURL))
 			}
 			row.Settings = append(row.Settings, views.SettingRow{Name: set.Name, Value: set.Value, FromPreset: set.FromPreset, Default: set.Default})
 		}
@@ -148,12 +148,15 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.SourcesView(v))
 }
 
-// RedactURL returns a URL fit to show: a password in it, a user name without one (a
-// token sent as the user, as some APIs take it), and the value of each query parameter
-// become "xxxxx". A downstream that wants credentials gets them in forward_url, the
-// only place the configuration has for them, and every viewer opens the event pages
-// that name it.
-func RedactURL(raw string) string {
+// redactURL returns a URL fit to show ("" for none): a password in it, a user name
+// without one (a token sent as the user, as some APIs take it), and the value of each
+// query parameter become "xxxxx". A downstream that wants credentials gets them in
+// forward_url, the only place the configuration has for them, and every viewer opens
+// the event pages that name it.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(not shown: not a valid URL)"
@@ -171,11 +174,4 @@ func RedactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
-}
-
-func redactedForward(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	return RedactURL(raw)
 }

@@ -395,15 +395,16 @@ func removeDB(path string) {
 // take the commits not yet checkpointed out of every path, and SQLite would read the
 // file as its log.
 func DatabaseFile(path, db string) (string, error) {
+	target := resolved(db)
 	for _, side := range []struct{ suffix, what string }{
 		{"", "the database itself"}, {"-wal", "the database's write-ahead log (-wal)"},
 		{"-shm", "the database's shared-memory index (-shm)"}, {"-journal", "the database's rollback journal (-journal)"},
 	} {
-		same, err := sameFile(path, resolved(db)+side.suffix)
+		same, err := sameFile(path, target+side.suffix)
 		if err != nil {
 			return "", err
 		}
-		if same || samePath(path, db+side.suffix) || samePath(path, resolved(db)+side.suffix) {
+		if same || samePath(path, db+side.suffix) || samePath(path, target+side.suffix) {
 			return side.what, nil
 		}
 	}
