@@ -126,16 +126,7 @@ func TestRestore(t *testing.T) {
 	live := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
 
-	db, err := sqlite.Open(live, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 50 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
-	}
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, live, backup, numberedKeys(50)...)
 	// After the backup: written, then lost by the restore (kept aside).
 	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
 	if err := db.Close(); err != nil {
@@ -190,16 +181,7 @@ func TestRestore_ContinuesDeliveryIDs(t *testing.T) {
 	live := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
 
-	db, err := sqlite.Open(live, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
-	}
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, live, backup, numberedKeys(5)...)
 	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -224,16 +206,7 @@ func TestRestore_ContinuesIDsOfOldSchema(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
-	db, err := sqlite.Open(live, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		storagetest.Record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), day)
-	}
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, live, backup, numberedKeys(5)...)
 	after := storagetest.Record(t, db, delivery("ota", "after-backup", "h"), day)
 	if _, err := db.RollupStats(ctx, 1000); err != nil {
 		t.Fatal(err)
@@ -275,14 +248,7 @@ func TestRestore_RefusedWhileInUse(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
-	db, err := sqlite.Open(live, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, live, backup, "k")
 	db.Close()
 	if busy, err := sqlite.InUse(live); err != nil || busy {
 		t.Fatalf("InUse of a closed database = %v, %v", busy, err)
@@ -390,14 +356,7 @@ func TestRestore_ThroughSymlink(t *testing.T) {
 	real := filepath.Join(dir, "data", "hookdedup.db")
 	link := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
-	db, err := sqlite.Open(real, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, real, backup, "k")
 	db.Close()
 	if err := os.Symlink(filepath.Join("data", "hookdedup.db"), link); err != nil {
 		t.Fatal(err)
@@ -427,14 +386,7 @@ func TestRestore_TwiceInOneSecond(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "hookdedup.db")
 	backup := filepath.Join(dir, "backup.db")
-	db, err := sqlite.Open(live, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storagetest.Record(t, db, delivery("ota", "before", "h"), day)
-	if _, err := db.Backup(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
+	db := backedUp(t, live, backup, "before")
 	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -461,4 +413,30 @@ func TestRestore_TwiceInOneSecond(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// backedUp opens a database at path, records a delivery of each of keys, and backs it
+// up to backup; the database stays open, for what comes after the backup.
+func backedUp(t *testing.T, path, backup string, keys ...string) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		storagetest.Record(t, db, delivery("ota", k, "h"), day)
+	}
+	if _, err := db.Backup(context.Background(), backup); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// numberedKeys is k0 to k(n-1).
+func numberedKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	return keys
 }
