@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,10 @@ type config struct {
 	// [[correlation]] rules (forensics.go).
 	Remember     time.Duration
 	Correlations []correlationConfig
+
+	// IgnoredEnv says which HOOKDEDUP_ variables were set but name no setting
+	// (unknownEnv): serve logs them, the other commands print them.
+	IgnoredEnv []string
 
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound one
 	// connection's requests, as the fields of net/http.Server of the same names do.
@@ -464,6 +469,66 @@ func sourceLabel(i int, name string) string {
 		return fmt.Sprintf("#%d", i+1)
 	}
 	return name
+}
+
+// unknownEnv says, one line each, which of the HOOKDEDUP_ variables in environ (as
+// os.Environ lists them) that getenv sees set is no setting: a misspelt
+// HOOKDEDUP_DATABSE would otherwise leave serve on a new SQLite file without a word. They
+// are warnings, not errors: a name a deployment sets for its own tools must not stop the
+// service on an upgrade.
+func unknownEnv(environ []string, getenv func(string) string) []string {
+	known := []string{"HOOKDEDUP_CONFIG"}
+	var c config
+	for _, s := range c.settings() {
+		known = append(known, "HOOKDEDUP_"+strings.ToUpper(s.name))
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "HOOKDEDUP_") || slices.Contains(known, name) || getenv(name) == "" {
+			continue
+		}
+		line := name + " is set but is no hookdedup setting: it is ignored"
+		if near := nearest(name, known); near != "" {
+			line += " (did you mean " + near + "?)"
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// nearest returns the name of names that is at most two edits (a letter added, dropped
+// or changed) from s, the closest first, or "" when none is.
+func nearest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, byte by byte.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // applyEnv applies the HOOKDEDUP_<NAME> variables that are set.

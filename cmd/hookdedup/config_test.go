@@ -451,3 +451,61 @@ func TestConfig_Timeouts(t *testing.T) {
 		t.Errorf("file, environment and flags: %v, want %v", got, want)
 	}
 }
+
+// TestConfig_UnknownEnvWarns: a HOOKDEDUP_ variable that names no setting is said, with
+// the setting it is a letter or two away from: a misspelt HOOKDEDUP_DATABASE would
+// otherwise leave serve on a new SQLite file without a word. The command still runs.
+func TestConfig_UnknownEnvWarns(t *testing.T) {
+	env := map[string]string{
+		"HOOKDEDUP_DATABSE":      "postgres://h@127.0.0.1/h",
+		"HOOKDEDUP_SHIP_ID":      "7",
+		"HOOKDEDUP_RETENTION":    "48h",
+		"HOOKDEDUP_LOG_LEVL":     "debug",
+		"HOOKDEDUP_CONFIG_EMPTY": "",
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+
+	// serve says it in its log, in the log's own format.
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	s := startServe(t, dir, nil, "--database", db)
+	s.stop(t)
+	log, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
+	if !strings.Contains(string(log), `level=WARN msg="HOOKDEDUP_DATABSE is set but is no hookdedup setting: it is ignored (did you mean HOOKDEDUP_DATABASE?)"`) {
+		t.Errorf("serve's log does not warn of HOOKDEDUP_DATABSE:\n%s", log)
+	}
+
+	// The other commands print it.
+	var out, stderr bytes.Buffer
+	err := run(context.Background(), []string{"sources", "--database", db}, func(k string) string { return env[k] },
+		strings.NewReader(""), &out, &stderr)
+	if err != nil {
+		t.Fatalf("sources: %v\n%s", err, &stderr)
+	}
+	want := "warning: HOOKDEDUP_DATABSE is set but is no hookdedup setting: it is ignored (did you mean HOOKDEDUP_DATABASE?)\n" +
+		"warning: HOOKDEDUP_LOG_LEVL is set but is no hookdedup setting: it is ignored (did you mean HOOKDEDUP_LOG_LEVEL?)\n" +
+		"warning: HOOKDEDUP_SHIP_ID is set but is no hookdedup setting: it is ignored\n"
+	if stderr.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", &stderr, want)
+	}
+	if !strings.Contains(out.String(), "[[source]]") {
+		t.Errorf("sources printed:\n%s", &out)
+	}
+}
+
+func TestNearest(t *testing.T) {
+	names := []string{"HOOKDEDUP_ADDR", "HOOKDEDUP_CONSOLE_ADDR", "HOOKDEDUP_DATABASE"}
+	for in, want := range map[string]string{
+		"HOOKDEDUP_ADR":          "HOOKDEDUP_ADDR",
+		"HOOKDEDUP_CONSOLE_ADRR": "HOOKDEDUP_CONSOLE_ADDR",
+		"HOOKDEDUP_DB":           "",
+		"HOOKDEDUP_DATABASE_URL": "",
+		"":                       "",
+	} {
+		if got := nearest(in, names); got != want {
+			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

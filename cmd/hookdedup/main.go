@@ -120,6 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 // commonFlags are the flags every command takes: where the config and database are.
 type commonFlags struct {
+	cmd            string
 	fs             *flag.FlagSet
 	configPath     string
 	configExplicit bool
@@ -129,7 +130,7 @@ type commonFlags struct {
 // newFlags returns a flag set with --config and one flag per top-level setting (each
 // defaulting to "unset", so that the file and the environment apply below it).
 func newFlags(name string, e env) *commonFlags {
-	c := &commonFlags{fs: flag.NewFlagSet("hookdedup "+name, flag.ContinueOnError), overrides: map[string]string{}}
+	c := &commonFlags{cmd: name, fs: flag.NewFlagSet("hookdedup "+name, flag.ContinueOnError), overrides: map[string]string{}}
 	c.fs.SetOutput(e.stderr)
 	c.configPath = defaultConfigFile
 	if v := e.getenv("HOOKDEDUP_CONFIG"); v != "" {
@@ -192,6 +193,12 @@ func (c *commonFlags) load(e env) (config, error) {
 	}
 	if err := cfg.checkHTTPS(); err != nil {
 		return config{}, err
+	}
+	cfg.IgnoredEnv = unknownEnv(os.Environ(), e.getenv)
+	if c.cmd != "serve" { // serve logs them, in its log's format
+		for _, line := range cfg.IgnoredEnv {
+			fmt.Fprintln(e.stderr, "warning:", line)
+		}
 	}
 	return cfg, nil
 }

@@ -176,6 +176,9 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	if p.log, err = newLogger(cfg.LogLevel, e); err != nil {
 		return nil, err
 	}
+	for _, line := range cfg.IgnoredEnv {
+		p.log.Warn(line)
+	}
 	if p.db, p.sources, err = openStore(ctx, cfg, e, p.log); err != nil {
 		return nil, err
 	}
