@@ -182,7 +182,9 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		return fail(storage.ErrInUse)
 	}
 	for _, suffix := range []string{"-wal", "-journal"} {
-		if _, err := os.Stat(from + suffix); err == nil {
+		// An empty WAL holds no transaction: a read-only open leaves one behind, as
+		// issuedIDs does on the database a restore keeps aside.
+		if fi, err := os.Stat(from + suffix); err == nil && (suffix != "-wal" || fi.Size() > 0) {
 			return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; open it once with sqlite3 to fold it in", from, suffix))
 		}
 	}
@@ -232,8 +234,10 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 			return fail(err)
 		}
 		// A WAL belongs to its database: it moves along, or the restored file would
-		// have the old one's last transactions replayed into it.
-		if err := os.Rename(dbPath+"-wal", out.Previous+"-wal"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// have the old one's last transactions replayed into it. An empty one holds
+		// none (issuedIDs' read-only open leaves one behind) and is dropped, so that
+		// the database kept aside can itself be restored to undo this restore.
+		if err := moveWAL(dbPath+"-wal", out.Previous+"-wal"); err != nil {
 			return fail(err)
 		}
 		if err := os.Remove(dbPath + "-shm"); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -249,6 +253,21 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		return fail(err)
 	}
 	return out, nil
+}
+
+// moveWAL renames the WAL at from to to, or removes it when it is empty; a WAL that
+// is not there is no error.
+func moveWAL(from, to string) error {
+	fi, err := os.Stat(from)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Size() == 0:
+		return os.Remove(from)
+	}
+	return os.Rename(from, to)
 }
 
 // keptAsideName is name, or name with a number after it when a database (or its WAL)

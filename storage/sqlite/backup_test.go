@@ -440,3 +440,40 @@ func numberedKeys(n int) []string {
 	}
 	return keys
 }
+
+// A restore is undone by restoring the database it kept aside, which must therefore be
+// kept without the empty WAL that reading its delivery ids leaves behind; a WAL that
+// holds something still refuses, as it would on any backup.
+func TestRestore_UndoneByRestoringKeptAside(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db := backedUp(t, live, backup, "before")
+	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := sqlite.Restore(ctx, backup, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(restored.Previous + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the database kept aside has a WAL beside it: %v", err)
+	}
+	if _, err := sqlite.Restore(ctx, restored.Previous, live); err != nil {
+		t.Fatalf("undo the restore: %v", err)
+	}
+	undone := storagetest.OpenPath(t, live, sqlite.Options{})
+	if _, err := undone.Claim(ctx, "ota", "after"); err != nil {
+		t.Fatalf("the key claimed after the backup, once the restore is undone: %v", err)
+	}
+	undone.Close()
+
+	if err := os.WriteFile(backup+"-wal", []byte("a transaction not folded in"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Restore(ctx, backup, live); err == nil || !strings.Contains(err.Error(), "not closed cleanly") {
+		t.Fatalf("restore from a backup whose WAL holds something: %v, want a refusal", err)
+	}
+}
