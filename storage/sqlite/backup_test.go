@@ -383,14 +383,7 @@ func TestRestore_ThroughSymlink(t *testing.T) {
 // the first one kept aside, which holds what was written after the backup.
 func TestRestore_TwiceInOneSecond(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	live := filepath.Join(dir, "hookdedup.db")
-	backup := filepath.Join(dir, "backup.db")
-	db := backedUp(t, live, backup, "before")
-	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	live, backup := writtenAfterBackup(t)
 	for {
 		first, err := sqlite.Restore(ctx, backup, live)
 		if err != nil {
@@ -413,6 +406,21 @@ func TestRestore_TwiceInOneSecond(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// writtenAfterBackup makes a closed database, live, that holds the key ota/after
+// claimed after its backup, backup, was taken (which holds ota/before).
+func writtenAfterBackup(t *testing.T) (live, backup string) {
+	t.Helper()
+	dir := t.TempDir()
+	live = filepath.Join(dir, "hookdedup.db")
+	backup = filepath.Join(dir, "backup.db")
+	db := backedUp(t, live, backup, "before")
+	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return live, backup
 }
 
 // backedUp opens a database at path, records a delivery of each of keys, and backs it
@@ -446,14 +454,7 @@ func numberedKeys(n int) []string {
 // holds something still refuses, as it would on any backup.
 func TestRestore_UndoneByRestoringKeptAside(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	live := filepath.Join(dir, "hookdedup.db")
-	backup := filepath.Join(dir, "backup.db")
-	db := backedUp(t, live, backup, "before")
-	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	live, backup := writtenAfterBackup(t)
 	restored, err := sqlite.Restore(ctx, backup, live)
 	if err != nil {
 		t.Fatal(err)
