@@ -25,6 +25,10 @@ type Job struct {
 	BatchIndex int
 	Attempts   int       // attempts made before this one
 	Generation time.Time // the claim's claimed_at: a re-claimed key is another job
+	// Updated is the claim's updated_at when the job was leased: a reprocess sets it, so
+	// that an attempt begun before the reprocess cannot settle the key the reprocess
+	// queued again.
+	Updated time.Time
 }
 
 // Attempt is one hand-off attempt downstream.

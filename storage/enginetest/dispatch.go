@@ -108,15 +108,15 @@ func TestFinishAttempt(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	clk := newClock(e, db)
-	for _, k := range []string{"retry", "done", "fail", "released", "reclaimed"} {
+	for _, k := range []string{"retry", "done", "fail", "released", "reclaimed", "reprocessed"} {
 		record(t, db, delivery("ota", k, "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 	}
 	jobs := map[string]storage.Job{}
 	for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
 		jobs[j.Key] = j
 	}
-	if len(jobs) != 5 {
-		t.Fatalf("leased %d jobs, want 5", len(jobs))
+	if len(jobs) != 6 {
+		t.Fatalf("leased %d jobs, want 6", len(jobs))
 	}
 	if _, err := db.LastAttempt(ctx, "ota", "retry"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("LastAttempt before any attempt: %v, want ErrNotFound", err)
@@ -194,6 +194,22 @@ func TestFinishAttempt(t *testing.T, e Engine) {
 	if c, _ := db.Claim(ctx, "ota", "released"); c.State != storage.StateReleased {
 		t.Errorf("released key is %s after a late attempt", c.State)
 	}
+	// Reprocessed while its attempt ran (the key looked stuck): the reprocess stands,
+	// due now with no attempt counted, whatever the attempt that began before it did.
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "reprocessed", Actor: "sam", Reason: "r",
+		Reprocess: true, StuckBefore: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	reprocessedAt := clk.Now()
+	clk.Add(time.Millisecond)
+	if finish("reprocessed", storage.Attempt{StartedAt: clk.Now(), Status: 200}, storage.AttemptResult{Done: true}) {
+		t.Error("an attempt begun before a reprocess moved the key")
+	}
+	if c, _ := db.Claim(ctx, "ota", "reprocessed"); c.State != storage.StateProcessing || c.Attempts != 0 ||
+		!c.NextAttemptAt.Equal(reprocessedAt) {
+		t.Errorf("reprocessed key after an earlier attempt ended: %s, %d attempts, due %v; want processing, 0 attempts, due %v",
+			c.State, c.Attempts, c.NextAttemptAt, reprocessedAt)
+	}
 	// Claimed anew (another generation) while an old attempt ran: the new claim stands.
 	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "reclaimed", Actor: "sam", Reason: "r",
 		StuckBefore: clk.Now()}); err != nil {
@@ -207,7 +223,7 @@ func TestFinishAttempt(t *testing.T, e Engine) {
 	if c, _ := db.Claim(ctx, "ota", "reclaimed"); c.State != storage.StateProcessing || c.Attempts != 0 {
 		t.Errorf("the new claim is %s with %d attempts after the old one's attempt", c.State, c.Attempts)
 	}
-	for _, k := range []string{"released", "reclaimed"} {
+	for _, k := range []string{"released", "reclaimed", "reprocessed"} {
 		if atts, err := db.Attempts(ctx, "ota", k); err != nil || len(atts) != 1 {
 			t.Errorf("%s: %d attempts, %v; the late attempt is still recorded", k, len(atts), err)
 		}

@@ -24,9 +24,9 @@ WITH due AS MATERIALIZED (
 	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), leased AS (
 	UPDATE claims AS c SET next_attempt_at = $1 FROM due WHERE c.id = due.id
-	RETURNING c.id, c.source, c.key, c.first_delivery, c.attempts, c.claimed_at
+	RETURNING c.id, c.source, c.key, c.first_delivery, c.attempts, c.claimed_at, c.updated_at
 )
-SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at,
+SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at,
 	d.id IS NOT NULL, d.source, d.key, d.content_type,
 	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
 	d.batch, d.batch_index
@@ -52,16 +52,16 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		defer rows.Close()
 		for rows.Next() {
 			var j storage.Job
-			var gen int64
+			var gen, updated int64
 			var attempts int32
 			var source, key, contentType *string
 			var batch *int64
 			var index *int32
-			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen,
+			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen, &updated,
 				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index); err != nil {
 				return err
 			}
-			j.Attempts, j.Generation = int(attempts), fromMillis(gen)
+			j.Attempts, j.Generation, j.Updated = int(attempts), fromMillis(gen), fromMillis(updated)
 			if j.Stored {
 				j.DeliverySource, j.DeliveryKey, j.ContentType = *source, *key, *contentType
 				j.Batch, j.BatchIndex = *batch, int(*index)
@@ -108,22 +108,23 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		var q string
 		var args []any
 		// The key's row is updated only if it is still the job's: processing, and of the
-		// claim the job was leased from (claimed_at is its generation). A release, a
-		// reprocess or a takeover committed meanwhile makes PostgreSQL's re-check of the
-		// row fail, and the key is left as it is.
+		// claim the job was leased from (claimed_at is its generation) and not reprocessed
+		// since (a reprocess sets updated_at). A release, a reprocess or a takeover
+		// committed meanwhile makes PostgreSQL's re-check of the row fail, and the key is
+		// left as it is.
 		switch {
 		case res.Done:
 			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3`
-			args = []any{now, job.ClaimID, millis(job.Generation)}
+			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4`
+			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
 		case res.Failed:
 			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4`
-			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation)}
+			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2
-			WHERE id = $3 AND state = 'processing' AND claimed_at = $4`
-			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation)}
+			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5`
+			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated)}
 		}
 		tag, err := tx.Exec(ctx, q, args...)
 		if err != nil {
