@@ -45,6 +45,10 @@ const (
 	LeftOutPayloadGone = "payload gone" // a reprocess whose payload is no longer stored
 )
 
+// MaxPreviewAge, a day, is how long a preview may be started, and a start awaiting approval
+// approved, after the preview was made; a preview never started is deleted after it.
+const MaxPreviewAge = 24 * time.Hour
+
 // MaxBulkKeys bounds the keys one bulk action acts on: its preview lists them all, and
 // a larger set is a filter to narrow (or several actions).
 const MaxBulkKeys = 50000
@@ -58,6 +62,10 @@ var (
 	ErrNotRequester = errors.New("only the operator who made the preview can start it")
 	// ErrBulkState means the action is not in a state that allows what was asked.
 	ErrBulkState = errors.New("not possible in the action's current state")
+	// ErrPreviewStale means the action's preview was made more than MaxPreviewAge ago:
+	// the keys it lists, and their states and money, may no longer be what a new
+	// preview of its filter would show.
+	ErrPreviewStale = errors.New("its preview was made more than a day ago (MaxPreviewAge)")
 	// ErrTooManyKeys means a filter matched more than MaxBulkKeys keys.
 	ErrTooManyKeys = fmt.Errorf("the filter matches more than %d keys; narrow it", MaxBulkKeys)
 )
@@ -149,6 +157,12 @@ type BulkAction struct {
 	CancelRequested                            bool
 	CreatedAt, StartedAt, DecidedAt            time.Time // zero until then
 	FinishedAt, UpdatedAt                      time.Time
+}
+
+// Stale reports whether a's preview is too old to be started or approved at now
+// (ErrPreviewStale).
+func (a BulkAction) Stale(now time.Time) bool {
+	return now.Sub(a.CreatedAt) > MaxPreviewAge
 }
 
 // Finished reports whether a is over: done, cancelled or refused.

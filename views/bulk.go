@@ -68,6 +68,9 @@ type BulkDetail struct {
 	CancelRequested                            bool
 	Sample                                     []BulkKeyRow
 	CanStart, CanCancel, CanDecide             bool
+	// Stale: a preview, or a start awaiting approval, whose preview is too old to be
+	// started or approved (it may still be refused or cancelled).
+	Stale bool
 	// OwnPending: the viewer requested this action, which waits for someone else.
 	OwnPending bool
 }

@@ -49,6 +49,8 @@ func bulkError(err error) error {
 		return Errorf(http.StatusForbidden, "Only the operator who made this preview can start it; make your own preview to act.")
 	case errors.Is(err, storage.ErrBulkState):
 		return Errorf(http.StatusConflict, "This action's state does not allow that any more; reload to see where it stands.")
+	case errors.Is(err, storage.ErrPreviewStale):
+		return Errorf(http.StatusConflict, "This preview was made more than a day ago: its keys may have moved on since. Make a new preview of the same filter.")
 	case errors.Is(err, storage.ErrTooManyKeys):
 		return Errorf(http.StatusUnprocessableEntity, "The filter matches more than %d keys: narrow it (a source, a time range) or act in parts.", storage.MaxBulkKeys)
 	}
@@ -202,12 +204,14 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 	}
 	u, _ := UserFrom(r.Context())
 	operator := Allowed(u.Role, storage.RoleOperator)
+	stale := (a.State == storage.BulkPreview || a.State == storage.BulkPendingApproval) && a.Stale(s.now())
 	v := views.BulkDetail{Page: s.page(r, fmt.Sprintf("Bulk action %d", a.ID), "bulk"), Row: s.bulkRow(a),
 		Reason: a.Reason, Filter: s.describeFilter(a.Filter), NoAmount: a.NoAmount, Unreadable: a.Unreadable,
 		NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged, Skipped: a.Skipped,
 		Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, DecisionReason: a.DecisionReason,
 		CancelledBy: a.CancelledBy, CancelRequested: a.CancelRequested,
-		CanStart:   operator && a.State == storage.BulkPreview && u.Name == a.RequestedBy && a.Total > 0,
+		Stale:      stale,
+		CanStart:   operator && a.State == storage.BulkPreview && u.Name == a.RequestedBy && a.Total > 0 && !stale,
 		CanCancel:  operator && !a.Finished() && !a.CancelRequested,
 		CanDecide:  operator && a.State == storage.BulkPendingApproval && u.Name != a.RequestedBy,
 		OwnPending: a.State == storage.BulkPendingApproval && u.Name == a.RequestedBy,
@@ -536,6 +540,8 @@ func apiBulkError(err error) error {
 		return Errorf(http.StatusForbidden, "only the operator who made the preview can start it")
 	case errors.Is(err, storage.ErrBulkState):
 		return Errorf(http.StatusConflict, "the action's state does not allow this")
+	case errors.Is(err, storage.ErrPreviewStale):
+		return Errorf(http.StatusConflict, "the preview was made more than a day ago; make a new preview")
 	case errors.Is(err, storage.ErrTooManyKeys):
 		return Errorf(http.StatusUnprocessableEntity, "the filter matches more than %d keys; narrow it", storage.MaxBulkKeys)
 	}

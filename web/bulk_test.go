@@ -405,3 +405,71 @@ func TestConsole_BulkJunkFilter(t *testing.T) {
 		t.Errorf("previews made of junk: %d, %v", len(acts), err)
 	}
 }
+
+// TestConsole_BulkStalePreview: a day after its preview, an action offers neither Start
+// nor Approve and says why; either sent anyway is refused on the server, in the console
+// and the API, while Refuse still closes it.
+func TestConsole_BulkStalePreview(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	preview := func() (string, int64) {
+		t.Helper()
+		_, _, h := op.post("/bulk", url.Values{"kind": {"reprocess"}, "state": {"stuck"}, "reason": {"refunds again"}})
+		where := h.Get("Location")
+		var id int64
+		if _, err := fmt.Sscanf(where, "/bulk/%d", &id); err != nil {
+			t.Fatalf("preview: redirected to %q", where)
+		}
+		return where, id
+	}
+	pending, pendingID := preview()
+	op.post(pending+"/start", nil)
+	if a := bulkState(t, e, pendingID); a.State != storage.BulkPendingApproval {
+		t.Fatalf("started: %s; want pending_approval", a.State)
+	}
+	unstarted, unstartedID := preview()
+	_, page := op.page(unstarted)
+	page.has("bulk-start")
+	if page.testid("bulk-stale").len() != 0 {
+		t.Error("a fresh preview is said to be stale")
+	}
+
+	e.clock.Add(storage.MaxPreviewAge + time.Minute)
+	op = e.as(t, storage.RoleOperator) // a day on, the session has ended
+	_, page = op.page(unstarted)
+	page.has("bulk-stale", "bulk-cancel")
+	if page.testid("bulk-start").len() != 0 {
+		t.Error("a stale preview offers Start")
+	}
+	op.post(unstarted+"/start", nil)
+	if a := bulkState(t, e, unstartedID); a.State != storage.BulkPreview {
+		t.Errorf("a stale preview started anyway: %s", a.State)
+	}
+	if _, page = op.page(unstarted); !strings.Contains(page.text(), "Make a new preview of the same filter") {
+		t.Error("no word why the start was refused")
+	}
+
+	admin := e.as(t, storage.RoleAdmin)
+	_, page = admin.page(pending)
+	page.has("bulk-stale", "bulk-refuse")
+	if page.testid("bulk-approve").len() != 0 {
+		t.Error("a stale action offers Approve")
+	}
+	admin.post(pending+"/approve", url.Values{"reason": {"looks fine"}})
+	if a := bulkState(t, e, pendingID); a.State != storage.BulkPendingApproval {
+		t.Errorf("a stale action approved anyway: %s", a.State)
+	}
+	tok, _, err := e.db.CreateToken(context.Background(), storage.RoleAdmin, "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := apiPost(t, fmt.Sprintf("%s/api/v1/bulk/%d/approve", e.srv.URL, pendingID), tok, `{"reason":"ok"}`); code != http.StatusConflict ||
+		!strings.Contains(body, "more than a day ago") {
+		t.Errorf("API approval of a stale action: %d %s; want 409 naming its age", code, body)
+	}
+	admin.post(pending+"/refuse", url.Values{"reason": {"too old to trust"}})
+	if a := bulkState(t, e, pendingID); a.State != storage.BulkRefused {
+		t.Errorf("a stale action refused: %s; want refused", a.State)
+	}
+}

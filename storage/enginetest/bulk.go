@@ -380,3 +380,61 @@ func TestBulkOddText(t *testing.T, e Engine) {
 		t.Errorf("stored: %+v, %v", got, err)
 	}
 }
+
+// TestBulkStale: a preview made more than MaxPreviewAge ago can be neither started nor
+// approved, its keys' states and money being a day old; it can still be refused and
+// cancelled. Up to MaxPreviewAge it starts as usual.
+func TestBulkStale(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	stuckBefore := bulkFixture(t, db, clk)
+	th := storage.ApprovalThresholds{"EUR": "300.00"}
+	req := storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
+		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th}
+	fresh, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, err = db.StartBulkAction(ctx, old.ID, "ann", th); err != nil || old.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", old, err)
+	}
+	clk.Add(storage.MaxPreviewAge)
+	if a, err := db.StartBulkAction(ctx, fresh.ID, "ann", nil); err != nil || a.State != storage.BulkQueued {
+		t.Fatalf("start a preview exactly MaxPreviewAge old: %+v, %v", a, err)
+	}
+	if _, err := db.CancelBulkAction(ctx, fresh.ID, "ann", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Millisecond)
+	if !old.Stale(clk.Now()) {
+		t.Fatalf("Stale(%v) of an action created at %v = false", clk.Now(), old.CreatedAt)
+	}
+	if _, err := db.ApproveBulkAction(ctx, old.ID, "bob", "checked"); !errors.Is(err, storage.ErrPreviewStale) {
+		t.Errorf("approve a start whose preview is stale: %v; want ErrPreviewStale", err)
+	}
+	if a, _ := db.BulkAction(ctx, old.ID); a.State != storage.BulkPendingApproval {
+		t.Errorf("after a refused approval the action is %s, want it still awaiting approval", a.State)
+	}
+	if a, err := db.RefuseBulkAction(ctx, old.ID, "bob", "too old"); err != nil || a.State != storage.BulkRefused {
+		t.Errorf("refuse a stale action: %+v, %v", a, err)
+	}
+	clk.Add(storage.MaxPreviewAge)
+	if _, err := db.StartBulkAction(ctx, stale.ID, "ann", nil); !errors.Is(err, storage.ErrPreviewStale) {
+		t.Errorf("start a stale preview: %v; want ErrPreviewStale", err)
+	}
+	if a, _ := db.BulkAction(ctx, stale.ID); a.State != storage.BulkPreview || !a.StartedAt.IsZero() {
+		t.Errorf("a stale preview after a refused start: %+v", a)
+	}
+	if _, ok, _ := db.ClaimBulkAction(ctx, "r1", time.Minute); ok {
+		t.Error("a runner took a stale action")
+	}
+}

@@ -20,6 +20,7 @@ var tests = []struct {
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},
+	{"BulkStale", TestBulkStale},
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
 	{"Events", TestEvents},

@@ -99,7 +99,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	filter, _ := json.Marshal(a.Filter)
 	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})
 	left, _ := json.Marshal(leftOut)
-	if err := db.clearOldPreviews(ctx, now.Add(-24*time.Hour)); err != nil {
+	if err := db.clearOldPreviews(ctx, now.Add(-storage.MaxPreviewAge)); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk preview: clearing previews of more than a day ago: %w", err)
 	}
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
@@ -338,6 +338,8 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 			return storage.AuditEntry{}, fmt.Errorf("start: %w (%s)", storage.ErrBulkState, a.State)
 		case actor != a.RequestedBy:
 			return storage.AuditEntry{}, storage.ErrNotRequester
+		case a.Stale(now):
+			return storage.AuditEntry{}, fmt.Errorf("start: %w", storage.ErrPreviewStale)
 		}
 		over := t.Over(a.Money, a.Unreadable)
 		a.NeedsApproval = a.Kind == storage.BulkReprocess && len(over) > 0
@@ -385,6 +387,9 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w (%s)", verb, storage.ErrBulkState, a.State)
 		case actor == "" || actor == a.RequestedBy:
 			return storage.AuditEntry{}, storage.ErrSelfApproval
+		case approve && a.Stale(now):
+			// Refusing stays possible: it closes the action.
+			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, storage.ErrPreviewStale)
 		}
 		a.State = storage.BulkQueued
 		if !approve {
