@@ -21,9 +21,10 @@ type Claim struct {
 }
 
 // Held reports whether the claim still holds its key: a new delivery of the key now
-// would be a duplicate.
+// would be a duplicate. A key being handed downstream is held past its expiry, as
+// intake's claim never takes it over: a second hand-off could run beside the first.
 func (c Claim) Held(now time.Time) bool {
-	return c.State != StateReleased && c.ExpiresAt.After(now)
+	return c.State == StateProcessing || (c.State != StateReleased && c.ExpiresAt.After(now))
 }
 
 // Stuck reports whether the key is stuck: failed, or processing since before

@@ -283,7 +283,11 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			return err
 		case claim.Held(now):
 			res.Held, res.ClaimState = true, claim.State
-			res.Claim = fmt.Sprintf("Claimed (%s) until %s: a delivery of this payload now would be a duplicate.", claim.State, s.fullTime(claim.ExpiresAt))
+			until := "until " + s.fullTime(claim.ExpiresAt)
+			if !claim.ExpiresAt.After(now) {
+				until = "while it is handed downstream (its ttl ended " + s.fullTime(claim.ExpiresAt) + ")"
+			}
+			res.Claim = fmt.Sprintf("Claimed (%s) %s: a delivery of this payload now would be a duplicate.", claim.State, until)
 			res.EventsURL = keyEventsURL(v.Source, d.Key)
 		default:
 			res.ClaimState = claim.State

@@ -176,7 +176,11 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	case err != nil:
 		return err
 	case c.Held(time.Now()):
-		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, until %s\n", indent, c.State, c.FirstDelivery, c.ExpiresAt.Format(time.RFC3339))
+		until := "until " + c.ExpiresAt.Format(time.RFC3339)
+		if !c.ExpiresAt.After(time.Now()) {
+			until = "while it is handed downstream (its ttl ended " + c.ExpiresAt.Format(time.RFC3339) + ")"
+		}
+		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, %s\n", indent, c.State, c.FirstDelivery, until)
 	default:
 		fmt.Fprintf(w, "%sclaimed\tno: the claim is %s; a delivery now would be accepted\n", indent, freeWhy(c))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +188,53 @@ func TestKeys_ScanWindow(t *testing.T, e Engine) {
 	if len(all) != 1 || all[0].Key != rare.Key {
 		t.Fatalf("ListKeys: %v, want the rare key", claimKeys(all))
 	}
+}
+
+// TestClaimHeld_AgreesWithIntake: Claim.Held says of each state, in and past its ttl,
+// what intake does with the key's next delivery: a duplicate exactly when held. A key
+// being handed downstream is held past its ttl.
+func TestClaimHeld_AgreesWithIntake(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	hour := storage.ClaimOptions{TTL: time.Hour, Dispatch: true}
+	for _, k := range []string{"processing", "processed", "failed", "released", "processing-late", "processed-late", "failed-late"} {
+		record(t, db, delivery("ota", k, "h"), hour)
+	}
+	for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+		var res storage.AttemptResult
+		switch strings.TrimSuffix(j.Key, "-late") {
+		case "processed":
+			res = storage.AttemptResult{Done: true}
+		case "failed":
+			res = storage.AttemptResult{Failed: true, LastError: "refused"}
+		default:
+			continue
+		}
+		if _, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, StartedAt: clk.Now()}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "released", Actor: "sam", Reason: "r",
+		StuckBefore: clk.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			c, err := db.Claim(ctx, "ota", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := c.Held(clk.Now())
+			d := record(t, db, delivery("ota", k, "h"), hour)
+			if dup := d.Outcome == storage.Duplicate; dup != held {
+				t.Errorf("%s (%s, expires %v, now %v): Held = %v, but intake made its next delivery %s",
+					k, c.State, c.ExpiresAt, clk.Now(), held, d.Outcome)
+			}
+		}
+	}
+	check("processing", "processed", "failed", "released")
+	clk.Add(2 * time.Hour)
+	check("processing-late", "processed-late", "failed-late")
 }

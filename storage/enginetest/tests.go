@@ -82,6 +82,7 @@ var tests = []struct {
 	{"OneTimePassword", TestOneTimePassword},
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
+	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"Keys", TestKeys},
