@@ -16,6 +16,14 @@ var ErrBusy = errors.New("key is processing and not stuck")
 // delivery is then accepted, with its own payload.
 var ErrPayloadGone = errors.New("its payload is no longer stored")
 
+// AlreadyFree reports whether releasing a key in state, its claim ending at expires,
+// changes nothing at now: it is released, or settled (processed) and past its ttl. A
+// failed key past its ttl is not: it stays stuck (listed, alerted on, never swept)
+// until someone releases it; a processing one is held (Claim.Held).
+func AlreadyFree(state string, expires, now time.Time) bool {
+	return state == StateReleased || (state == StateProcessed && !expires.After(now))
+}
+
 // Release asks for a key to be released.
 type Release struct {
 	Source, Key string

@@ -247,3 +247,58 @@ func TestReleaseEach_Replicas(t *testing.T, e Engine) {
 		t.Fatalf("%d audit rows for %d keys; want one per key (%d)", len(log), len(seen), n)
 	}
 }
+
+// TestReleaseKey_ExpiredFailed: a failed key past its ttl is still stuck (listed, never
+// swept), so a release frees it, audited; one settled and past its ttl is already
+// free. A bulk release counts each the same way.
+func TestReleaseKey_ExpiredFailed(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for _, k := range []string{"failed", "processed"} {
+		record(t, db, delivery("ota", k, "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	}
+	for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+		res := storage.AttemptResult{Done: true}
+		if j.Key == "failed" {
+			res = storage.AttemptResult{Failed: true, LastError: "downstream refused it"}
+		}
+		if _, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, StartedAt: clk.Now()}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Add(2 * time.Hour)
+	stuck := storage.KeyFilter{Stuck: true, StuckBefore: clk.Now()}
+	if page, err := db.Keys(ctx, stuck); err != nil || len(page.Keys) != 1 || page.Keys[0].Key != "failed" {
+		t.Fatalf("stuck keys past their ttl: %+v, %v; want the failed one", page.Keys, err)
+	}
+	preview, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: storage.BulkFilter{Source: "ota"},
+		Reason: "r", Actor: "ann", StuckBefore: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if preview.Total != 1 || preview.LeftOut[storage.LeftOutFree] != 1 {
+		t.Errorf("bulk release preview: %d keys, left out %v; want the failed key, the processed one already free",
+			preview.Total, preview.LeftOut)
+	}
+
+	rel := storage.Release{Source: "ota", Key: "failed", Actor: "sam", Reason: "downstream fixed", StuckBefore: clk.Now()}
+	out, err := db.ReleaseKey(ctx, rel)
+	if err != nil || !out.Changed || out.Previous != storage.StateFailed {
+		t.Fatalf("release of a failed key past its ttl: %+v, %v; want changed, previously failed", out, err)
+	}
+	if c, _ := db.Claim(ctx, "ota", "failed"); c.State != storage.StateReleased {
+		t.Errorf("after the release the key is %s", c.State)
+	}
+	if page, err := db.Keys(ctx, stuck); err != nil || len(page.Keys) != 0 {
+		t.Errorf("stuck keys after the release: %+v, %v; want none", page.Keys, err)
+	}
+	log, err := db.AuditLog(ctx, 0, 10)
+	if err != nil || len(log) == 0 || log[0].Action != "release" || log[0].Key != "failed" || log[0].PreviousState != storage.StateFailed {
+		t.Errorf("audit: %+v, %v; want the release of the failed key, previously failed", log, err)
+	}
+	rel.Key = "processed"
+	if out, err := db.ReleaseKey(ctx, rel); err != nil || out.Changed || out.Previous != "expired" {
+		t.Errorf("release of a processed key past its ttl: %+v, %v; want unchanged, expired", out, err)
+	}
+}

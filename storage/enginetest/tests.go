@@ -61,6 +61,7 @@ var tests = []struct {
 	{"RejectionCounts_TwoHandles", TestRejectionCounts_TwoHandles},
 	{"RejectionCounts_OddNames", TestRejectionCounts_OddNames},
 	{"ReleaseKeys", TestReleaseKeys},
+	{"ReleaseKey_ExpiredFailed", TestReleaseKey_ExpiredFailed},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},

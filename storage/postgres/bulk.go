@@ -134,7 +134,7 @@ func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time
 		if !req.Filter.MatchAmount(k.Amount) {
 			continue
 		}
-		free := k.State == storage.StateReleased || (k.State != storage.StateProcessing && expires <= millis(now))
+		free := storage.AlreadyFree(k.State, fromMillis(expires), now)
 		switch {
 		case k.State == storage.StateProcessing && k.updatedAt >= millis(req.StuckBefore):
 			leftOut[storage.LeftOutInFlight]++

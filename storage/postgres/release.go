@@ -127,10 +127,10 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out 
 	}
 	now := db.Now()
 	out = storage.Released{Previous: c.State}
-	if !c.ExpiresAt.After(now) && c.State != storage.StateProcessing {
+	free := storage.AlreadyFree(c.State, c.ExpiresAt, now)
+	if free && c.State != storage.StateReleased {
 		out.Previous = "expired"
 	}
-	free := out.Previous == storage.StateReleased || out.Previous == "expired"
 	if free && !r.Reprocess {
 		return out, nil, nil
 	}

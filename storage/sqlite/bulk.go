@@ -68,7 +68,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		if !req.Filter.MatchAmount(k.Amount) {
 			continue
 		}
-		free := k.State == storage.StateReleased || (k.State != storage.StateProcessing && expires <= millis(now))
+		free := storage.AlreadyFree(k.State, fromMillis(expires), now)
 		switch {
 		case k.State == storage.StateProcessing && k.updatedAt >= millis(req.StuckBefore):
 			leftOut[storage.LeftOutInFlight]++
