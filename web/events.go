@@ -397,7 +397,7 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		RemoteAddr:  d.RemoteAddr,
 		ContentType: d.ContentType,
 		BodySize:    len(d.Body),
-		ForwardURL:  redactURL(src.ForwardURL),
+		ForwardURL:  RedactURL(src.ForwardURL),
 	}
 	v.Body, v.BodyIsJSON = prettyBody(d.Body, false)
 	if payload, ok := formPayload(d.ContentType, d.Body); ok {

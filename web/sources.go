@@ -78,7 +78,7 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
 			Timestamped: src.Timestamped, Integrity: src.Integrity,
 			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: redactURL(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
+			ForwardURL: RedactURL(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
 			Provider:  src.Provider, ProviderTitle: src.ProviderTitle, ProviderNote: src.ProviderNote,
 		}
@@ -90,7 +90,7 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 		}
 		for _, set := range src.Settings {
 			if set.Name == "forward_url" {
-				set.Value = strconv.Quote(redactURL(src.ForwardURL))
+				set.Value = strconv.Quote(RedactURL(src.ForwardURL))
 			}
 			row.Settings = append(row.Settings, views.SettingRow{Name: set.Name, Value: set.Value, FromPreset: set.FromPreset, Default: set.Default})
 		}
@@ -148,12 +148,12 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.SourcesView(v))
 }
 
-// redactURL returns a URL fit to show ("" for none): a password in it, a user name
+// RedactURL returns a URL fit to show ("" for none): a password in it, a user name
 // without one (a token sent as the user, as some APIs take it), and the value of each
 // query parameter become "xxxxx". A downstream that wants credentials gets them in
 // forward_url, the only place the configuration has for them, and every viewer opens
 // the event pages that name it.
-func redactURL(raw string) string {
+func RedactURL(raw string) string {
 	if raw == "" {
 		return ""
 	}

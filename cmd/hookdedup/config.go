@@ -23,6 +23,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // config is the whole configuration after defaults, the file, the environment and the
@@ -962,7 +963,7 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if s.ForwardURL != "" {
 		u, err := url.Parse(s.ForwardURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("forward_url: %q is not an http(s) URL", s.ForwardURL)
+			return nil, fmt.Errorf("forward_url: %q is not an http(s) URL", web.RedactURL(s.ForwardURL))
 		}
 	}
 	switch receiver.Answer(s.Answer) {

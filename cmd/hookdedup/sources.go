@@ -14,6 +14,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // settingOrigin says where the value of a source's setting came from.
@@ -136,7 +137,7 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 		add("item", sc.Item != nil, str(src.Item))
 	}
 	add("ttl", sc.TTL != nil, str(durationText(src.TTL)))
-	add("forward_url", sc.ForwardURL != "", str(src.ForwardURL))
+	add("forward_url", sc.ForwardURL != "", str(web.RedactURL(src.ForwardURL)))
 	if src.ForwardURL != "" {
 		add("max_attempts", sc.MaxAttempts != 0, strconv.Itoa(src.MaxAttempts))
 		add("attempt_timeout", sc.AttemptTimeout != nil, str(durationText(src.AttemptTimeout)))

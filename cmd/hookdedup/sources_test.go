@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,5 +186,35 @@ secret_env = "GH_SECRET"
 	if _, err := cli(map[string]string{"OTA_SECRET": "not-whsec", "ADYEN_HMAC_KEY": "00", "GH_SECRET": "x"}, "", "sources"); err == nil ||
 		!strings.Contains(err.Error(), "secret") {
 		t.Errorf("sources with a malformed secret in the variable: %v; want an error", err)
+	}
+}
+
+// forward_url may carry the downstream's credentials: hookdedup sources, whose output
+// goes to terminals and tickets, shows it as the console does, and so does the error of
+// one that is not an http(s) URL.
+func TestSources_RedactsForwardURL(t *testing.T) {
+	const conf = `
+[[source]]
+name        = "ota"
+provider    = "github"
+secret      = "s"
+forward_url = "https://hook:hunter2@pms.example/in?token=tok-123&site=9"
+`
+	out, stderr, err := runIn(t, conf, nil, "", "sources")
+	if err != nil {
+		t.Fatalf("sources: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, `forward_url     = "https://hook:xxxxx@pms.example/in?site=xxxxx&token=xxxxx"`) {
+		t.Errorf("forward_url not shown redacted:\n%s", out)
+	}
+	for _, secret := range []string{"hunter2", "tok-123"} {
+		if strings.Contains(out+stderr, secret) {
+			t.Errorf("sources printed %q", secret)
+		}
+	}
+	_, stderr, err = runIn(t, strings.Replace(conf, "https://", "ftp://", 1), nil, "", "sources")
+	if said := fmt.Sprint(err) + stderr; err == nil || !strings.Contains(said, "forward_url") || strings.Contains(said, "hunter2") ||
+		strings.Contains(said, "tok-123") {
+		t.Errorf("a forward_url that is no http(s) URL: %v\n%s; want an error naming it, without its credentials", err, stderr)
 	}
 }
