@@ -392,7 +392,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: q.Get("stuck") == "true",
 		StuckBefore: a.now().Add(-a.stuck)}
-	if err := storage.CheckState(f.State); err != nil {
+	if err := f.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err)
 	}
 	before, err := apiInt(q, "before", 0)
@@ -515,8 +515,11 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 		writeAPI(w, http.StatusOK, out)
 		return nil
 	}
-	outcomes, err := a.keys.ReleaseKeys(r.Context(), storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck,
-		StuckBefore: rel.StuckBefore}, rel)
+	f := storage.KeyFilter{Source: req.Source, State: req.State, Stuck: req.Stuck, StuckBefore: rel.StuckBefore}
+	if err := f.Check(); err != nil {
+		return Errorf(http.StatusBadRequest, "%s", err)
+	}
+	outcomes, err := a.keys.ReleaseKeys(r.Context(), f, rel)
 	if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
 		return apiNeedsApproval(over)
 	}

@@ -303,3 +303,25 @@ func TestAPI_BulkRefusalWords(t *testing.T) {
 		t.Fatalf("a key in flight: %v", r)
 	}
 }
+
+// A set named by a misspelt state, or stuck beside a state no stuck key is in, would
+// match nothing and answer "matched 0" (or an empty list), read as "nothing is stuck":
+// it is refused, naming what is wrong. Stuck with failed is a set like any other.
+func TestAPI_ReleaseSetFilter(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "k1", `{}`, false)
+	for _, tt := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/release", `{"source":"ota","state":"Failed","reason":"r"}`, `state "Failed"`},
+		{"POST", "/api/v1/release", `{"source":"ota","stuck":true,"state":"processed","reason":"r"}`, `stuck with state "processed"`},
+		{"GET", "/api/v1/keys?stuck=true&state=released", "", `stuck with state "released"`},
+	} {
+		code, out := e.call(t, storage.RoleOperator, tt.method, tt.path, tt.body)
+		if msg, _ := out["error"].(string); code != 400 || !strings.Contains(msg, tt.want) {
+			t.Errorf("%s %s %s: %d %v; want 400 naming %s", tt.method, tt.path, tt.body, code, out, tt.want)
+		}
+	}
+	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","stuck":true,"state":"failed","reason":"r"}`)
+	if code != 200 || out["matched"] != float64(0) {
+		t.Errorf("stuck and failed: %d %v; want 200, none matched", code, out)
+	}
+}

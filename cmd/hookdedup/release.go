@@ -28,7 +28,7 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
-	if err := storage.CheckState(*state); err != nil {
+	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
 	cfg, db, err := flags.open(e)
@@ -99,7 +99,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
-	if err := storage.CheckState(*state); err != nil {
+	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
 	cfg, db, err := flags.open(e)

@@ -42,7 +42,8 @@ func TestCLI_ReleaseRefused(t *testing.T) {
 
 // A state misspelt on the command line (--state proccessed, --state Failed) matches no
 // key: keys would report "no keys match" and release "0 keys matched", both exiting 0,
-// and the operator would read that nothing is failed. Such a state is refused instead.
+// and the operator would read that nothing is failed. Such a state is refused instead,
+// and so is --stuck beside a state no stuck key is in.
 func TestCLI_KeysRefusesUnknownState(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	db, err := sqlite.Open(path, sqlite.Options{})
@@ -60,6 +61,8 @@ func TestCLI_KeysRefusesUnknownState(t *testing.T) {
 		{"keys", "--state", "proccessed"},
 		{"keys", "--state", "Failed"},
 		{"release", "--source", "ota", "--state", "faild", "--reason", "r"},
+		{"keys", "--stuck", "--state", "processed"},
+		{"release", "--source", "ota", "--stuck", "--state", "released", "--reason", "r"},
 	} {
 		out, err := cli(args...)
 		if err == nil {
@@ -70,6 +73,9 @@ func TestCLI_KeysRefusesUnknownState(t *testing.T) {
 	}
 	if out, err := cli("keys", "--state", "processed", "--limit", "1"); err != nil || !strings.Contains(out, "ota") {
 		t.Errorf("keys --state processed: %v\n%s", err, out)
+	}
+	if out, err := cli("keys", "--stuck", "--state", "failed"); err != nil {
+		t.Errorf("keys --stuck --state failed: %v\n%s", err, out)
 	}
 }
 
