@@ -631,7 +631,7 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 func bulkFromEvents(vf views.DeliveryFilter) string {
 	q := url.Values{}
 	for _, p := range [][2]string{{"source", vf.Source}, {"property", vf.Property}, {"booking", vf.Booking},
-		{"status", vf.Status}, {"from", vf.From}, {"to", vf.To}} {
+		{"status", vf.Status}, {"currency", vf.Currency}, {"from", vf.From}, {"to", vf.To}} {
 		if p[1] != "" {
 			q.Set(p[0], p[1])
 		}

@@ -473,3 +473,32 @@ func TestConsole_BulkStalePreview(t *testing.T) {
 		t.Errorf("a stale action refused: %s; want refused", a.State)
 	}
 }
+
+// The events page's link to act on its events' keys carries the filters that describe
+// a key, the currency among them: a preview of more keys than the list showed would
+// reprocess money the operator never looked at.
+func TestConsole_BulkLinkFromEvents(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	_, page := op.page("/events?source=ota&currency=EUR&status=refunded")
+	links := page.testid("bulk-all").attrs("href")
+	if len(links) != 1 {
+		t.Fatalf("bulk links on the events page: %v", links)
+	}
+	u, err := url.Parse(links[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if q.Get("currency") != "EUR" || q.Get("source") != "ota" || q.Get("status") != "refunded" {
+		t.Errorf("bulk link %s; want the source, status and currency of the list", links[0])
+	}
+	q.Set("kind", "release")
+	q.Set("reason", "refunds")
+	_, _, h := op.post("/bulk", q)
+	_, page = op.page(h.Get("Location"))
+	if got := page.testid("bulk-total").text(); got != "3" {
+		t.Errorf("preview from the EUR events: %s keys; want the 3 EUR keys", got)
+	}
+}
