@@ -143,12 +143,8 @@ func runAll(t *testing.T, db storage.Store, id int64, runner string, stuckBefore
 // approval queues it, and it then reprocesses each key with its own audit row.
 func TestBulkFourEyes(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := e.Open(t)
-	clk := newClock(e, db)
-	stuckBefore := bulkFixture(t, db, clk)
-	th := storage.ApprovalThresholds{"EUR": "300.00"}
-	req := storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
-		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th}
+	db, clk, req := fourEyesFixture(t, e)
+	th, stuckBefore := req.Thresholds, req.StuckBefore
 	a, err := db.CreateBulkPreview(ctx, req)
 	if err != nil || !a.NeedsApproval {
 		t.Fatalf("%+v, %v; want a preview that needs approval", a, err)
@@ -381,17 +377,24 @@ func TestBulkOddText(t *testing.T, e Engine) {
 	}
 }
 
+// fourEyesFixture opens a database holding bulkFixture's keys and returns the request
+// of a reprocess of its stuck keys whose money is above its EUR threshold.
+func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.BulkRequest) {
+	t.Helper()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	stuckBefore := bulkFixture(t, db, clk)
+	return db, clk, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
+		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: storage.ApprovalThresholds{"EUR": "300.00"}}
+}
+
 // TestBulkStale: a preview made more than MaxPreviewAge ago can be neither started nor
 // approved, its keys' states and money being a day old; it can still be refused and
 // cancelled. Up to MaxPreviewAge it starts as usual.
 func TestBulkStale(t *testing.T, e Engine) {
 	ctx := context.Background()
-	db := e.Open(t)
-	clk := newClock(e, db)
-	stuckBefore := bulkFixture(t, db, clk)
-	th := storage.ApprovalThresholds{"EUR": "300.00"}
-	req := storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
-		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th}
+	db, clk, req := fourEyesFixture(t, e)
+	th := req.Thresholds
 	fresh, err := db.CreateBulkPreview(ctx, req)
 	if err != nil {
 		t.Fatal(err)
