@@ -65,7 +65,7 @@ var (
 	// ErrPreviewStale means the action's preview was made more than MaxPreviewAge ago:
 	// the keys it lists, and their states and money, may no longer be what a new
 	// preview of its filter would show.
-	ErrPreviewStale = errors.New("its preview was made more than a day ago (MaxPreviewAge)")
+	ErrPreviewStale = errors.New("its preview was made more than a day ago: make a new one")
 	// ErrTooManyKeys means a filter matched more than MaxBulkKeys keys.
 	ErrTooManyKeys = fmt.Errorf("the filter matches more than %d keys; narrow it", MaxBulkKeys)
 )
@@ -159,10 +159,10 @@ type BulkAction struct {
 	FinishedAt, UpdatedAt                      time.Time
 }
 
-// Stale reports whether a's preview is too old to be started or approved at now
-// (ErrPreviewStale).
+// Stale reports whether a waits to be started or approved on a preview too old for
+// either at now (ErrPreviewStale); an action past those steps is never stale.
 func (a BulkAction) Stale(now time.Time) bool {
-	return now.Sub(a.CreatedAt) > MaxPreviewAge
+	return (a.State == BulkPreview || a.State == BulkPendingApproval) && now.Sub(a.CreatedAt) > MaxPreviewAge
 }
 
 // Finished reports whether a is over: done, cancelled or refused.

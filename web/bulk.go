@@ -204,7 +204,7 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 	}
 	u, _ := UserFrom(r.Context())
 	operator := Allowed(u.Role, storage.RoleOperator)
-	stale := (a.State == storage.BulkPreview || a.State == storage.BulkPendingApproval) && a.Stale(s.now())
+	stale := a.Stale(s.now())
 	v := views.BulkDetail{Page: s.page(r, fmt.Sprintf("Bulk action %d", a.ID), "bulk"), Row: s.bulkRow(a),
 		Reason: a.Reason, Filter: s.describeFilter(a.Filter), NoAmount: a.NoAmount, Unreadable: a.Unreadable,
 		NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged, Skipped: a.Skipped,

@@ -170,14 +170,15 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	fmt.Fprintf(w, "%skey\t%s\n", indent, der.Key)
 	fmt.Fprintf(w, "%spayload hash\t%s\n", indent, der.PayloadHash)
 	c, err := db.Claim(ctx, src.Name, der.Key)
+	now := time.Now()
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)
 	case err != nil:
 		return err
-	case c.Held(time.Now()):
+	case c.Held(now):
 		until := "until " + c.ExpiresAt.Format(time.RFC3339)
-		if !c.ExpiresAt.After(time.Now()) {
+		if !c.ExpiresAt.After(now) {
 			until = "while it is handed downstream (its ttl ended " + c.ExpiresAt.Format(time.RFC3339) + ")"
 		}
 		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, %s\n", indent, c.State, c.FirstDelivery, until)
