@@ -18,6 +18,25 @@ type Claim struct {
 	Attempts      int
 	NextAttemptAt time.Time // zero when nothing is due
 	LastError     string
+	// TTL is the window the key was claimed for, stored once a reprocess moves
+	// ExpiresAt; zero while ExpiresAt - ClaimedAt tells it.
+	TTL time.Duration
+}
+
+// Reprocessed is the expiry and the window a reprocess at now gives c: a live claim
+// keeps its expiry; an expired one holds its key for its window again from now.
+// ClaimedAt stays (it is the job's generation and its business key's seen time), so
+// the window is stored rather than read again from ExpiresAt - ClaimedAt, which each
+// reprocess of an expired key would lengthen by the key's age.
+func (c Claim) Reprocessed(now time.Time) (expires time.Time, ttl time.Duration) {
+	ttl = c.TTL
+	if ttl == 0 {
+		ttl = c.ExpiresAt.Sub(c.ClaimedAt)
+	}
+	if c.ExpiresAt.After(now) {
+		return c.ExpiresAt, ttl
+	}
+	return now.Add(ttl), ttl
 }
 
 // Held reports whether the claim still holds its key: a new delivery of the key now

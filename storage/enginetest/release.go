@@ -302,3 +302,59 @@ func TestReleaseKey_ExpiredFailed(t *testing.T, e Engine) {
 		t.Errorf("release of a processed key past its ttl: %+v, %v; want unchanged, expired", out, err)
 	}
 }
+
+// TestReleaseKey_ReprocessKeepsTTL: a reprocess of an expired key holds it for the
+// window it was claimed for, however often the key is reprocessed; once a delivery
+// takes the key over, the window is that claim's.
+func TestReleaseKey_ReprocessKeepsTTL(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	settle := func() {
+		t.Helper()
+		jobs := lease(t, db, clk.Now(), time.Minute, 10)
+		if len(jobs) != 1 {
+			t.Fatalf("leased %d jobs; want the key's one", len(jobs))
+		}
+		j := jobs[0]
+		if _, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, StartedAt: clk.Now()},
+			storage.AttemptResult{Done: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reprocess := func(want time.Duration) {
+		t.Helper()
+		if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "downstream lost it",
+			Reprocess: true, StuckBefore: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := db.Claim(ctx, "ota", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ExpiresAt.Sub(clk.Now()); got != want {
+			t.Errorf("reprocessed at %s, the key is held for %s; want %s", clk.Now().Format(time.RFC3339), got, want)
+		}
+	}
+
+	record(t, db, delivery("ota", "k", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	settle()
+	for _, age := range []time.Duration{2 * time.Hour, 5 * time.Hour, 30 * time.Hour} {
+		clk.Add(age)
+		reprocess(time.Hour)
+		settle()
+	}
+	// Reprocessed while the claim still holds the key, its expiry stays.
+	clk.Add(10 * time.Minute)
+	reprocess(50 * time.Minute)
+	settle()
+
+	// A new claim of the key, taken over past its expiry, has a window of its own.
+	clk.Add(2 * time.Hour)
+	if rec := record(t, db, delivery("ota", "k", "h2"), storage.ClaimOptions{TTL: 20 * time.Minute, Dispatch: true}); rec.Outcome != storage.Accepted {
+		t.Fatalf("delivery after the claim expired: %s; want accepted", rec.Outcome)
+	}
+	settle()
+	clk.Add(time.Hour)
+	reprocess(20 * time.Minute)
+}

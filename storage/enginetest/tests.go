@@ -62,6 +62,7 @@ var tests = []struct {
 	{"RejectionCounts_OddNames", TestRejectionCounts_OddNames},
 	{"ReleaseKeys", TestReleaseKeys},
 	{"ReleaseKey_ExpiredFailed", TestReleaseKey_ExpiredFailed},
+	{"ReleaseKey_ReprocessKeepsTTL", TestReleaseKey_ReprocessKeepsTTL},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},

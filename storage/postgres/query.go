@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,15 +61,15 @@ func scanDelivery(s scanner) (storage.Delivery, error) {
 
 // claimColumns are a claim's columns, in the order scanClaim reads them.
 const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
-	updated_at, attempts, next_attempt_at, last_error`
+	updated_at, attempts, next_attempt_at, last_error, ttl`
 
 func scanClaim(s scanner) (storage.Claim, error) {
 	var c storage.Claim
 	var claimed, expires, updated int64
-	var next *int64
+	var next, ttl *int64
 	var attempts int32
 	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
-		&expires, &updated, &attempts, &next, &c.LastError)
+		&expires, &updated, &attempts, &next, &c.LastError, &ttl)
 	if err != nil {
 		return storage.Claim{}, err
 	}
@@ -76,6 +77,9 @@ func scanClaim(s scanner) (storage.Claim, error) {
 	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
 	if next != nil {
 		c.NextAttemptAt = fromMillis(*next)
+	}
+	if ttl != nil {
+		c.TTL = time.Duration(*ttl) * time.Millisecond
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -142,20 +143,23 @@ func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit 
 }
 
 const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
-	updated_at, attempts, next_attempt_at, last_error`
+	updated_at, attempts, next_attempt_at, last_error, ttl`
 
 func scanClaim(s scanner) (storage.Claim, error) {
 	var c storage.Claim
 	var claimed, expires, updated int64
-	var next sql.NullInt64
+	var next, ttl sql.NullInt64
 	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
-		&expires, &updated, &c.Attempts, &next, &c.LastError)
+		&expires, &updated, &c.Attempts, &next, &c.LastError, &ttl)
 	if err != nil {
 		return storage.Claim{}, err
 	}
 	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
 	if next.Valid {
 		c.NextAttemptAt = fromMillis(next.Int64)
+	}
+	if ttl.Valid {
+		c.TTL = time.Duration(ttl.Int64) * time.Millisecond
 	}
 	return c, nil
 }

@@ -266,7 +266,7 @@ ON CONFLICT (source, key) DO UPDATE SET
 	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
 	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
 	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
-	attempts = 0, last_error = ''
+	attempts = 0, last_error = '', ttl = NULL
 WHERE (claims.expires_at <= excluded.claimed_at AND claims.state != 'processing') OR claims.state = 'released'
 RETURNING first_delivery`
 

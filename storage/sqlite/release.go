@@ -121,12 +121,10 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 				r.Source, r.Key, storage.ErrPayloadGone, gone), nil
 		}
 		// Reprocessing claims the key again for as long as its first claim lasted.
-		expires := c.ExpiresAt
-		if !expires.After(now) {
-			expires = now.Add(c.ExpiresAt.Sub(c.ClaimedAt))
-		}
+		expires, ttl := c.Reprocessed(now)
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
-			next_attempt_at = ?1, updated_at = ?1, expires_at = ?2 WHERE id = ?3`, millis(now), millis(expires), c.ID)
+			next_attempt_at = ?1, updated_at = ?1, expires_at = ?2, ttl = ?3 WHERE id = ?4`,
+			millis(now), millis(expires), ttl.Milliseconds(), c.ID)
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
 			WHERE id = ?`, millis(now), c.ID)
