@@ -223,10 +223,24 @@ func ParseApprovalThresholds(in map[string]string) (ApprovalThresholds, error) {
 	return out, nil
 }
 
+// ReprocessWindow is how far back the reprocesses one operator made without approval add up
+// against the thresholds: several reprocesses, each under a threshold, need a second
+// operator once together they are above it, as one reprocess of them all would.
+const ReprocessWindow = 24 * time.Hour
+
 // Over returns, for each currency of money whose gross amount is above its threshold,
 // a line that says so ("EUR 12000.00 is above 1000.00"); none when t is empty.
 // Unreadable amounts, when t has any threshold, are over too: what they are is unknown.
 func (t ApprovalThresholds) Over(money []MoneyTotal, unreadable int) []string {
+	return t.OverWith(money, nil, unreadable)
+}
+
+// OverWith is Over for a reprocess of money by an operator who reprocessed earlier
+// within ReprocessWindow without approval: each currency of money is compared with its
+// threshold together with earlier's gross in it, and the line says how much of it came
+// before ("EUR 1200.00 is above 1000.00, 900.00 of it reprocessed in the last 24
+// hours"). A currency only earlier holds is not this reprocess's.
+func (t ApprovalThresholds) OverWith(money, earlier []MoneyTotal, unreadable int) []string {
 	if len(t) == 0 {
 		return nil
 	}
@@ -238,14 +252,32 @@ func (t ApprovalThresholds) Over(money []MoneyTotal, unreadable int) []string {
 				continue
 			}
 		}
-		g, _, gok := ParseDecimal(m.Gross)
+		g, places, gok := ParseDecimal(m.Gross)
 		l, _, lok := ParseDecimal(limit)
-		if gok && lok && g.Cmp(l) > 0 {
+		if !gok || !lok {
+			continue
+		}
+		before := ""
+		for _, e := range earlier {
+			if e.Currency != m.Currency {
+				continue
+			}
+			if eg, ep, ok := ParseDecimal(e.Gross); ok && eg.Sign() > 0 {
+				g.Add(g, eg)
+				places = max(places, ep)
+				before = e.Gross
+			}
+		}
+		if g.Cmp(l) > 0 {
 			code := m.Currency
 			if code == "" {
 				code = "(no currency)"
 			}
-			out = append(out, fmt.Sprintf("%s %s is above %s", code, m.Gross, limit))
+			line := fmt.Sprintf("%s %s is above %s", code, g.FloatString(places), limit)
+			if before != "" {
+				line += fmt.Sprintf(", %s of it reprocessed in the last %s", before, ReprocessWindowWords)
+			}
+			out = append(out, line)
 		}
 	}
 	if unreadable > 0 {
@@ -253,6 +285,9 @@ func (t ApprovalThresholds) Over(money []MoneyTotal, unreadable int) []string {
 	}
 	return out
 }
+
+// ReprocessWindowWords says ReprocessWindow in words.
+const ReprocessWindowWords = "24 hours"
 
 // MatchAmount reports whether amount is within f's amount range.
 func (f BulkFilter) MatchAmount(amount string) bool {

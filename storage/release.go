@@ -34,10 +34,12 @@ type Release struct {
 	Reprocess bool
 	// StuckBefore: a key processing since before this time is stuck and may be released.
 	StuckBefore time.Time
-	// Thresholds, when set, refuse a reprocess whose keys' money is above them
+	// Thresholds, when set, refuse a reprocess whose keys' money, together with what
+	// Actor reprocessed without approval within ReprocessWindow, is above them
 	// (NeedsApprovalError) before any key changes: a second operator approves such a
-	// reprocess, as a bulk action. Without them a reprocess of one key, or of a set,
-	// would go round four-eyes.
+	// reprocess, as a bulk action. The money of each key reprocessed then counts
+	// towards Actor's next. Without them a reprocess of one key, or of a set, would go
+	// round four-eyes.
 	Thresholds ApprovalThresholds
 }
 

@@ -138,9 +138,17 @@ type Store interface {
 	BulkSample(ctx context.Context, id int64) ([]BulkKey, error)
 
 	// StartBulkAction starts a preview on behalf of its requester (ErrNotRequester for
-	// anyone else): a reprocess whose money is above a threshold waits for approval
-	// (pending_approval), anything else is queued for the runner. Audited.
+	// anyone else): a reprocess whose money is above a threshold, together with what
+	// the requester reprocessed without approval within ReprocessWindow, waits for approval
+	// (pending_approval), anything else is queued for the runner (and, a reprocess
+	// under t, counts as reprocessed). Audited.
 	StartBulkAction(ctx context.Context, id int64, actor string, t ApprovalThresholds) (BulkAction, error)
+
+	// ReprocessedBy is the money actor reprocessed without a second operator's approval
+	// within ReprocessWindow, per currency: the keys reprocessed one by one or as a set
+	// under thresholds, and the bulk reprocesses started under them. A reprocess above
+	// the thresholds is one above them together with this.
+	ReprocessedBy(ctx context.Context, actor string) ([]MoneyTotal, error)
 
 	// ApproveBulkAction approves an action waiting for approval, which is then queued;
 	// RefuseBulkAction refuses it for good. Either is audited with its reason (required),

@@ -35,6 +35,26 @@ type bulkStore interface {
 	RefuseBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	// CancelBulkAction returns ErrBulkState for an action that is over.
 	CancelBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
+	ReprocessedBy(ctx context.Context, actor string) ([]storage.MoneyTotal, error)
+}
+
+// overThresholds says why a, a reprocess, needs a second operator's approval, or would
+// if it were started now: its money above the thresholds, together with what its
+// requester reprocessed without approval within storage.ReprocessWindow.
+func (s *Server) overThresholds(ctx context.Context, a storage.BulkAction) ([]string, error) {
+	if a.Kind != storage.BulkReprocess || len(s.thresholds) == 0 {
+		return s.thresholds.Over(a.Money, a.Unreadable), nil
+	}
+	earlier, err := s.bulk.ReprocessedBy(ctx, a.RequestedBy)
+	if err != nil {
+		return nil, err
+	}
+	over := s.thresholds.OverWith(a.Money, earlier, a.Unreadable)
+	if len(over) == 0 && a.State == storage.BulkPendingApproval {
+		// What its requester had reprocessed when it was started has aged out since.
+		over = []string{"its money together with what " + a.RequestedBy + " had reprocessed in the last " + storage.ReprocessWindowWords + " when it was started"}
+	}
+	return over, nil
 }
 
 // bulkListed is how many actions the bulk page lists.
@@ -220,7 +240,12 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 		v.Money = append(v.Money, views.BulkMoney{Currency: currencyLabel(m.Currency), Keys: m.Keys,
 			Sum: groupDigits(m.Sum), Gross: groupDigits(m.Gross)})
 	}
-	v.Over = s.thresholds.Over(a.Money, a.Unreadable)
+	if v.Over, err = s.overThresholds(r.Context(), a); err != nil {
+		return err
+	}
+	if a.State == storage.BulkPreview && a.Kind == storage.BulkReprocess {
+		v.NeedsApproval = len(v.Over) > 0 // as Start would decide now
+	}
 	for _, why := range []string{storage.LeftOutInFlight, storage.LeftOutFree, storage.LeftOutPayloadGone} {
 		if n := a.LeftOut[why]; n > 0 {
 			v.LeftOut = append(v.LeftOut, fmt.Sprintf("%d %s", n, leftOutWords[why]))

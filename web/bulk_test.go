@@ -502,3 +502,48 @@ func TestConsole_BulkLinkFromEvents(t *testing.T) {
 		t.Errorf("preview from the EUR events: %s keys; want the 3 EUR keys", got)
 	}
 }
+
+// TestConsole_FourEyesAddsUp: what an operator reprocessed without approval adds up
+// against the threshold, so that a reprocess above it cannot be split into ticked keys
+// or several bulk actions; the console says how much came before. Another operator's
+// reprocess of the same money is under the threshold.
+func TestConsole_FourEyesAddsUp(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	storagetest.CreateUser(t, e.db, "operator2", storage.RoleOperator, consolePassword)
+	op := e.as(t, storage.RoleOperator)
+	const over = "EUR 650.50 is above 500.00, 400.00 of it reprocessed in the last 24 hours"
+
+	_, _, h := op.post("/keys/release", url.Values{"action": {"reprocess"}, "reason": {"refunds again"}, "k": {"ota/refund-0"}})
+	if _, page := op.page(h.Get("Location")); strings.Contains(page.text(), "above") {
+		t.Fatalf("ticked reprocess of EUR 400.00: the page says %q; want it done", page.text())
+	}
+	_, _, h = op.post("/keys/release", url.Values{"action": {"reprocess"}, "reason": {"refunds again"}, "k": {"ota/refund-1"}})
+	if _, page := op.page(h.Get("Location")); !strings.Contains(page.text(), over) {
+		t.Errorf("ticked reprocess of EUR 250.50 after 400.00: the page says %q; want %q", page.text(), over)
+	}
+	if c, err := e.db.Claim(context.Background(), "ota", "refund-1"); err != nil || c.State != storage.StateProcessing || c.Attempts != 0 ||
+		!c.UpdatedAt.Before(e.clock.Now()) {
+		t.Errorf("refund-1 after a refused reprocess: %+v, %v; want untouched", c, err)
+	}
+
+	preview := func(c *client) nodes {
+		t.Helper()
+		code, _, h := c.post("/bulk", url.Values{"kind": {"reprocess"}, "source": {"ota"}, "currency": {"EUR"},
+			"amount_min": {"200"}, "amount_max": {"300"}, "reason": {"refund run failed at the PMS"}})
+		if code != http.StatusSeeOther {
+			t.Fatalf("preview: %d", code)
+		}
+		_, page := c.page(h.Get("Location"))
+		if got := page.testid("bulk-total").text(); got != "1" {
+			t.Errorf("keys: %q; want refund-1 alone", got)
+		}
+		return page
+	}
+	if got := preview(op).testid("bulk-needs-approval").text(); !strings.Contains(got, over) {
+		t.Errorf("the same operator's bulk preview of EUR 250.50: %q; want %q", got, over)
+	}
+	if page := preview(e.client(t).login("operator2")); page.testid("bulk-needs-approval").len() != 0 {
+		t.Errorf("another operator's bulk preview of EUR 250.50 needs approval: %q", page.testid("bulk-needs-approval").text())
+	}
+}

@@ -198,6 +198,98 @@ func TestReleaseKey_FourEyes(t *testing.T, e Engine) {
 	}
 }
 
+// TestFourEyes_AddsUp: the reprocesses one operator makes without approval add up
+// against the thresholds for storage.ReprocessWindow, one key at a time, as a set or as
+// a bulk action, so that splitting a reprocess above a threshold does not go round
+// four-eyes; another operator's count apart, and a reprocess approved by a second
+// operator counts nothing.
+func TestFourEyes_AddsUp(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	for _, d := range []*storage.Delivery{
+		moneyDelivery("ota", "a1", "400.00", "EUR", "p1"), moneyDelivery("ota", "a2", "-400.00", "EUR", "p1"),
+		moneyDelivery("ota", "a3", "400.00", "EUR", "p1"), moneyDelivery("ota", "a4", "300.00", "EUR", "p1"),
+		moneyDelivery("ota", "y1", "90000", "JPY", "p1"),
+		moneyDelivery("ota", "b1", "250.00", "EUR", "pb"), moneyDelivery("ota", "b2", "250.00", "EUR", "pb"),
+		moneyDelivery("ota", "c1", "250.00", "EUR", "pc"), moneyDelivery("ota", "c2", "250.00", "EUR", "pc"),
+	} {
+		record(t, db, d, day)
+	}
+	clk.Add(time.Minute)
+	th := storage.ApprovalThresholds{"EUR": "1000.00"}
+	by := func(actor, key string) storage.Release {
+		return storage.Release{Source: "ota", Key: key, Actor: actor, Reason: "downstream lost it", Reprocess: true,
+			StuckBefore: clk.Now(), Thresholds: th}
+	}
+	reprocessed := func(actor string, want ...storage.MoneyTotal) {
+		t.Helper()
+		got, err := db.ReprocessedBy(ctx, actor)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("reprocessed by %s: %+v, %v; want %+v", actor, got, err, want)
+		}
+	}
+
+	if _, err := db.ReleaseKey(ctx, by("sam", "a1")); err != nil {
+		t.Fatalf("sam reprocesses 400.00 EUR: %v", err)
+	}
+	if out, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "a2"}}, by("sam", "")); err != nil || storage.Summarize(out).Changed != 1 {
+		t.Fatalf("sam reprocesses a refund of 400.00 EUR: %+v, %v", out, err)
+	}
+	reprocessed("sam", storage.MoneyTotal{Currency: "EUR", Keys: 2, Sum: "800.00", Gross: "800.00"})
+	_, err := db.ReleaseKey(ctx, by("sam", "a3"))
+	var na *storage.NeedsApprovalError
+	if !errors.As(err, &na) || len(na.Over) != 1 || na.Over[0] != "EUR 1200.00 is above 1000.00, 800.00 of it reprocessed in the last 24 hours" {
+		t.Fatalf("sam's third reprocess of 400.00 EUR: %v; want it to need approval, 800.00 of it earlier", err)
+	}
+	if c, _ := db.Claim(ctx, "ota", "a3"); !c.UpdatedAt.Before(clk.Now()) {
+		t.Errorf("a3 changed by a refused reprocess: %+v", c)
+	}
+	// In a currency without a threshold, and by another operator, it goes through.
+	if _, err := db.ReleaseKey(ctx, by("sam", "y1")); err != nil {
+		t.Errorf("sam reprocesses 90000 JPY: %v; want no approval (no JPY threshold)", err)
+	}
+	if _, err := db.ReleaseKey(ctx, by("ann", "a3")); err != nil {
+		t.Errorf("ann reprocesses 400.00 EUR: %v; want no approval", err)
+	}
+	reprocessed("ann", storage.MoneyTotal{Currency: "EUR", Keys: 1, Sum: "400.00", Gross: "400.00"})
+
+	// A bulk reprocess counts what its requester reprocessed, in its preview and at its
+	// start; one started without approval counts towards the next.
+	bulk := func(actor, property string) storage.BulkAction {
+		t.Helper()
+		a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Property: property},
+			Reason: "downstream back", Actor: actor, StuckBefore: clk.Now(), Thresholds: th})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, err = db.StartBulkAction(ctx, a.ID, actor, th); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := bulk("ann", "pb"); a.NeedsApproval || a.State != storage.BulkQueued {
+		t.Errorf("ann's bulk reprocess of 500.00 EUR after 400.00: %s, needs approval %v; want queued", a.State, a.NeedsApproval)
+	}
+	reprocessed("ann", storage.MoneyTotal{Currency: "EUR", Keys: 2, Sum: "900.00", Gross: "900.00"})
+	if _, err := db.ReleaseKey(ctx, by("ann", "a4")); !errors.As(err, &na) {
+		t.Errorf("ann reprocesses 300.00 EUR after 900.00: %v; want it to need approval", err)
+	}
+	if a := bulk("sam", "pc"); !a.NeedsApproval || a.State != storage.BulkPendingApproval {
+		t.Errorf("sam's bulk reprocess of 500.00 EUR after 800.00: %s, needs approval %v; want pending approval", a.State, a.NeedsApproval)
+	}
+	reprocessed("sam", storage.MoneyTotal{Currency: "EUR", Keys: 2, Sum: "800.00", Gross: "800.00"},
+		storage.MoneyTotal{Currency: "JPY", Keys: 1, Sum: "90000", Gross: "90000"})
+
+	// A day on, what was reprocessed then counts no more.
+	clk.Add(storage.ReprocessWindow)
+	reprocessed("sam")
+	if _, err := db.ReleaseKey(ctx, by("sam", "a4")); err != nil {
+		t.Errorf("sam reprocesses 300.00 EUR a day later: %v; want no approval", err)
+	}
+	reprocessed("sam", storage.MoneyTotal{Currency: "EUR", Keys: 1, Sum: "300.00", Gross: "300.00"})
+}
+
 // TestReleaseEach_Replicas: two replicas release the same keys at once, in opposite
 // orders: each key is released once, by one of them, with one audit row; the other
 // finds it free.

@@ -63,6 +63,7 @@ var tests = []struct {
 	{"ReleaseKeys", TestReleaseKeys},
 	{"ReleaseKey_ExpiredFailed", TestReleaseKey_ExpiredFailed},
 	{"ReleaseKey_ReprocessKeepsTTL", TestReleaseKey_ReprocessKeepsTTL},
+	{"FourEyes_AddsUp", TestFourEyes_AddsUp},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},

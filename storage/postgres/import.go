@@ -20,7 +20,7 @@ var copiedTables = []string{
 	"suspects", "business_keys", "correlation_keys", "key_traces",
 	"ledger_days", "ledger_totals", "ledger_mark",
 	"bulk_actions", "bulk_action_keys",
-	"alerts", "alert_notifications",
+	"alerts", "alert_notifications", "reprocessed",
 }
 
 // leftTables are the tables of the schema that Import leaves as Open made them: the

@@ -21,7 +21,8 @@ import (
 // sqliteWithEverything is a SQLite database with rows in every table a copy moves:
 // deliveries of each outcome, a batch, a suspect, users, a token, a session, settings,
 // audit rows, an alert with its notifications, rejection counts, an attempt, a bulk
-// preview, and the roll-ups of statistics and the ledger.
+// preview, a reprocess counted for its operator, and the roll-ups of statistics and the
+// ledger.
 func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -74,6 +75,11 @@ func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
 	}
 	if _, err := db.FinishAttempt(ctx, jobs[0], storage.Attempt{Source: jobs[0].Source, Key: jobs[0].Key, Delivery: jobs[0].Delivery,
 		StartedAt: db.Now(), Status: 200}, storage.AttemptResult{Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A reprocess under a threshold is counted for its operator, and keeps its window.
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ann", Reason: "test", Reprocess: true,
+		StuckBefore: db.Now().Add(time.Hour), Thresholds: storage.ApprovalThresholds{"EUR": "1000.00"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Channels: []string{"ops", "pager"}}, db.Now()); err != nil {

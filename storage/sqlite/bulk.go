@@ -95,7 +95,13 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	a := storage.BulkAction{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason, RequestedBy: req.Actor, State: storage.BulkPreview,
 		Total: len(keys), LeftOut: leftOut, CreatedAt: now, UpdatedAt: now}
 	a.Money, a.NoAmount, a.Unreadable = storage.SumMoney(plain)
-	a.NeedsApproval = req.Kind == storage.BulkReprocess && len(req.Thresholds.Over(a.Money, a.Unreadable)) > 0
+	if req.Kind == storage.BulkReprocess && len(req.Thresholds) > 0 {
+		earlier, err := reprocessedBy(ctx, db.read, req.Actor, now)
+		if err != nil {
+			return storage.BulkAction{}, fmt.Errorf("bulk preview: %w", err)
+		}
+		a.NeedsApproval = len(req.Thresholds.OverWith(a.Money, earlier, a.Unreadable)) > 0
+	}
 	filter, _ := json.Marshal(a.Filter)
 	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})
 	left, _ := json.Marshal(leftOut)
@@ -329,8 +335,10 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx *sql.Tx, a *stora
 }
 
 // StartBulkAction starts a preview on behalf of its requester (ErrNotRequester for
-// anyone else): a reprocess whose money is above a threshold waits for approval
-// (pending_approval), anything else is queued for the runner. Audited.
+// anyone else): a reprocess whose money is above a threshold, together with what the
+// requester reprocessed without approval lately, waits for approval
+// (pending_approval), anything else is queued for the runner (a reprocess under t
+// counting as reprocessed by the requester). Audited.
 func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error) {
 	a, err := db.bulkTx(ctx, id, func(tx *sql.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
@@ -341,8 +349,15 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		case a.Stale(now):
 			return storage.AuditEntry{}, fmt.Errorf("start: %w", storage.ErrPreviewStale)
 		}
-		over := t.Over(a.Money, a.Unreadable)
-		a.NeedsApproval = a.Kind == storage.BulkReprocess && len(over) > 0
+		var over []string
+		if a.Kind == storage.BulkReprocess && len(t) > 0 {
+			earlier, err := reprocessedBy(ctx, tx, actor, now)
+			if err != nil {
+				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
+			}
+			over = t.OverWith(a.Money, earlier, a.Unreadable)
+		}
+		a.NeedsApproval = len(over) > 0
 		a.State = storage.BulkQueued
 		words := a.Describe(a.Reason)
 		if a.NeedsApproval {
@@ -352,6 +367,9 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		a.StartedAt = now
 		_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET state = ?, needs_approval = ?, started_at = ?, updated_at = ? WHERE id = ?`,
 			a.State, a.NeedsApproval, millis(now), millis(now), a.ID)
+		if err == nil && a.Kind == storage.BulkReprocess && len(t) > 0 && !a.NeedsApproval {
+			err = noteReprocessedMoney(ctx, tx, actor, now, a.Money)
+		}
 		return storage.AuditEntry{Actor: actor, Action: "bulk start", Reason: words}, err
 	})
 	if err == nil && a.State == storage.BulkQueued {

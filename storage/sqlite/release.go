@@ -12,7 +12,7 @@ import (
 
 // checkReprocessMoney returns a NeedsApprovalError when r is a reprocess whose keys'
 // money, read from each claim's first delivery (the payload sent again), is above
-// r.Thresholds. Every named key counts, also one that the release will then refuse.
+// r.Thresholds together with what r.Actor reprocessed without approval lately. Every named key counts, also one that the release will then refuse.
 // The amounts are read before the release's transactions: a key claimed anew in
 // between is in flight, which a release refuses.
 func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) error {
@@ -38,7 +38,11 @@ func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r 
 		money = append(money, b)
 	}
 	sums, _, unreadable := storage.SumMoney(money)
-	if over := r.Thresholds.Over(sums, unreadable); len(over) > 0 {
+	earlier, err := reprocessedBy(ctx, db.read, r.Actor, db.Now())
+	if err != nil {
+		return fmt.Errorf("reprocess: %w", err)
+	}
+	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
 	}
 	return nil
@@ -125,6 +129,9 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
 			next_attempt_at = ?1, updated_at = ?1, expires_at = ?2, ttl = ?3 WHERE id = ?4`,
 			millis(now), millis(expires), ttl.Milliseconds(), c.ID)
+		if err == nil && len(r.Thresholds) > 0 {
+			err = noteReprocessedKey(ctx, tx, r.Actor, now, c.FirstDelivery)
+		}
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
 			WHERE id = ?`, millis(now), c.ID)

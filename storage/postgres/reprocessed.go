@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// ReprocessedBy is the money actor reprocessed without approval within
+// storage.ReprocessWindow, per currency (migration 0013).
+func (db *DB) ReprocessedBy(ctx context.Context, actor string) ([]storage.MoneyTotal, error) {
+	return reprocessedBy(ctx, db.pool, actor, db.Now())
+}
+
+func reprocessedBy(ctx context.Context, q querier, actor string, now time.Time) ([]storage.MoneyTotal, error) {
+	rows, err := q.Query(ctx, `SELECT currency, amount FROM reprocessed WHERE actor = $1 AND at > $2`,
+		textReplaced(actor), millis(now.Add(-storage.ReprocessWindow)))
+	if err != nil {
+		return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
+	}
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.BulkKey, error) {
+		var k storage.BulkKey
+		err := row.Scan(&k.Currency, &k.Amount)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
+	}
+	money, _, _ := storage.SumMoney(keys)
+	return money, nil
+}
+
+// noteReprocessedKey counts the money of a key that actor reprocessed under the
+// thresholds, its first delivery's amount without its sign (a refund moves money as a
+// charge does), towards actor's next reprocess, inside the reprocess's transaction.
+// Rows past the window go meanwhile: the table holds a day.
+func noteReprocessedKey(ctx context.Context, tx pgx.Tx, actor string, now time.Time, delivery int64) error {
+	if err := forgetReprocessed(ctx, tx, now); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO reprocessed (actor, at, currency, amount)
+		SELECT $1, $2, currency, ltrim(amount, '-') FROM deliveries WHERE id = $3 AND amount <> ''`, textReplaced(actor), millis(now), delivery)
+	return err
+}
+
+// noteReprocessedMoney counts money, a bulk reprocess's, towards actor's next
+// reprocess, as noteReprocessedKey does a key's.
+func noteReprocessedMoney(ctx context.Context, tx pgx.Tx, actor string, now time.Time, money []storage.MoneyTotal) error {
+	if err := forgetReprocessed(ctx, tx, now); err != nil {
+		return err
+	}
+	for _, m := range money {
+		if _, err := tx.Exec(ctx, `INSERT INTO reprocessed (actor, at, currency, amount) VALUES ($1, $2, $3, $4)`,
+			textReplaced(actor), millis(now), m.Currency, m.Gross); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func forgetReprocessed(ctx context.Context, tx pgx.Tx, now time.Time) error {
+	_, err := tx.Exec(ctx, `DELETE FROM reprocessed WHERE at <= $1`, millis(now.Add(-storage.ReprocessWindow)))
+	return err
+}

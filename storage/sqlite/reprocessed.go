@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// ReprocessedBy is the money actor reprocessed without approval within
+// storage.ReprocessWindow, per currency (migration 0025).
+func (db *DB) ReprocessedBy(ctx context.Context, actor string) ([]storage.MoneyTotal, error) {
+	return reprocessedBy(ctx, db.read, actor, db.Now())
+}
+
+func reprocessedBy(ctx context.Context, q queryer, actor string, now time.Time) ([]storage.MoneyTotal, error) {
+	rows, err := q.QueryContext(ctx, `SELECT currency, amount FROM reprocessed WHERE actor = ? AND at > ?`,
+		actor, millis(now.Add(-storage.ReprocessWindow)))
+	if err != nil {
+		return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
+	}
+	defer rows.Close()
+	var keys []storage.BulkKey
+	for rows.Next() {
+		var k storage.BulkKey
+		if err := rows.Scan(&k.Currency, &k.Amount); err != nil {
+			return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
+	}
+	money, _, _ := storage.SumMoney(keys)
+	return money, nil
+}
+
+// noteReprocessedKey counts the money of a key that actor reprocessed under the
+// thresholds, its first delivery's amount without its sign (a refund moves money as a
+// charge does), towards actor's next reprocess, inside the reprocess's transaction.
+// Rows past the window go meanwhile: the table holds a day.
+func noteReprocessedKey(ctx context.Context, tx *sql.Tx, actor string, now time.Time, delivery int64) error {
+	if err := forgetReprocessed(ctx, tx, now); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO reprocessed (actor, at, currency, amount)
+		SELECT ?, ?, currency, ltrim(amount, '-') FROM deliveries WHERE id = ? AND amount != ''`, actor, millis(now), delivery)
+	return err
+}
+
+// noteReprocessedMoney counts money, a bulk reprocess's, towards actor's next
+// reprocess, as noteReprocessedKey does a key's.
+func noteReprocessedMoney(ctx context.Context, tx *sql.Tx, actor string, now time.Time, money []storage.MoneyTotal) error {
+	if err := forgetReprocessed(ctx, tx, now); err != nil {
+		return err
+	}
+	for _, m := range money {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO reprocessed (actor, at, currency, amount) VALUES (?, ?, ?, ?)`,
+			actor, millis(now), m.Currency, m.Gross); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func forgetReprocessed(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM reprocessed WHERE at <= ?`, millis(now.Add(-storage.ReprocessWindow)))
+	return err
+}
