@@ -290,6 +290,46 @@ func TestFourEyes_AddsUp(t *testing.T, e Engine) {
 	reprocessed("sam", storage.MoneyTotal{Currency: "EUR", Keys: 1, Sum: "300.00", Gross: "300.00"})
 }
 
+// TestFourEyes_AtOnce: reprocesses of one operator sent at once, each under the
+// threshold and together above it, pass only as far as the threshold allows: each is
+// checked against the others that went before it, never beside them.
+func TestFourEyes_AtOnce(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	const n = 8
+	for i := range n {
+		record(t, db, moneyDelivery("ota", fmt.Sprintf("k%d", i), "400.00", "EUR", "p1"), day)
+	}
+	clk.Add(time.Minute)
+	th := storage.ApprovalThresholds{"EUR": "1000.00"}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: fmt.Sprintf("k%d", i), Actor: "sam",
+				Reason: "downstream lost it", Reprocess: true, StuckBefore: clk.Now(), Thresholds: th})
+		})
+	}
+	wg.Wait()
+	passed := 0
+	for i, err := range errs {
+		var na *storage.NeedsApprovalError
+		switch {
+		case err == nil:
+			passed++
+		case !errors.As(err, &na):
+			t.Errorf("k%d: %v; want done or NeedsApprovalError", i, err)
+		}
+	}
+	if passed != 2 {
+		t.Errorf("%d reprocesses of 400.00 EUR at once went through; want 2 (800.00 of 1000.00)", passed)
+	}
+	if got, err := db.ReprocessedBy(ctx, "sam"); err != nil || len(got) != 1 || got[0].Gross != "800.00" {
+		t.Errorf("reprocessed by sam: %+v, %v; want EUR 800.00", got, err)
+	}
+}
+
 // TestReleaseEach_Replicas: two replicas release the same keys at once, in opposite
 // orders: each key is released once, by one of them, with one audit row; the other
 // finds it free.

@@ -64,6 +64,7 @@ var tests = []struct {
 	{"ReleaseKey_ExpiredFailed", TestReleaseKey_ExpiredFailed},
 	{"ReleaseKey_ReprocessKeepsTTL", TestReleaseKey_ReprocessKeepsTTL},
 	{"FourEyes_AddsUp", TestFourEyes_AddsUp},
+	{"FourEyes_AtOnce", TestFourEyes_AtOnce},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},

@@ -358,6 +358,10 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		}
 		var over []string
 		if a.Kind == storage.BulkReprocess && len(t) > 0 {
+			// Under the audit lock, as a release's check (checkReprocessMoney).
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
+			}
 			earlier, err := reprocessedBy(ctx, tx, actor, now)
 			if err != nil {
 				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)

@@ -10,38 +10,46 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// checkReprocessMoney returns a NeedsApprovalError when r is a reprocess whose keys'
-// money, read from each claim's first delivery (the payload sent again), is above
-// r.Thresholds together with what r.Actor reprocessed without approval lately. Every named key counts, also one that the release will then refuse.
-// The amounts are read before the release's transactions: a key claimed anew in
-// between is in flight, which a release refuses.
-func (db *DB) checkReprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) error {
+// reprocessMoney returns the money of keys that r would send again, in keys' order,
+// each read from its claim's first delivery (a key never claimed carries none); nil
+// unless r is a reprocess under thresholds. The amounts are read before the release's
+// transactions: a key claimed anew in between is in flight, which a release refuses.
+func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.BulkKey, error) {
 	if !r.Reprocess || len(r.Thresholds) == 0 {
-		return nil
+		return nil, nil
 	}
 	stmt, err := db.read.PrepareContext(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, '')
 		FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery WHERE c.source = ? AND c.key = ?`)
 	if err != nil {
-		return fmt.Errorf("reprocess: the money of its keys: %w", err)
+		return nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
 	}
 	defer stmt.Close()
-	money := make([]storage.BulkKey, 0, len(keys))
-	for _, k := range keys {
-		var b storage.BulkKey
-		err := stmt.QueryRowContext(ctx, k.Source, k.Key).Scan(&b.Amount, &b.Currency)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
+	money := make([]storage.BulkKey, len(keys))
+	for i, k := range keys {
+		err := stmt.QueryRowContext(ctx, k.Source, k.Key).Scan(&money[i].Amount, &money[i].Currency)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("reprocess: the money of %s/%s: %w", k.Source, k.Key, err)
 		}
-		if err != nil {
-			return fmt.Errorf("reprocess: the money of %s/%s: %w", k.Source, k.Key, err)
-		}
-		money = append(money, b)
 	}
-	sums, _, unreadable := storage.SumMoney(money)
-	earlier, err := reprocessedBy(ctx, db.read, r.Actor, db.Now())
+	return money, nil
+}
+
+// checkReprocessMoney returns a NeedsApprovalError when money, that of the keys r is
+// about to reprocess (every one named, also one the release will then refuse), is
+// above r.Thresholds together with what r.Actor reprocessed without approval within
+// storage.ReprocessWindow. It reads that inside tx, before any of the keys changes:
+// the write lock tx holds makes the check and the keys' counting (releaseIn) one step,
+// so that two reprocesses of one operator at once cannot each pass on what the other
+// has not counted yet.
+func (db *DB) checkReprocessMoney(ctx context.Context, tx *sql.Tx, r storage.Release, money []storage.BulkKey) error {
+	if !r.Reprocess || len(r.Thresholds) == 0 {
+		return nil
+	}
+	earlier, err := reprocessedBy(ctx, tx, r.Actor, db.Now())
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
+	sums, _, unreadable := storage.SumMoney(money)
 	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
 	}
@@ -57,12 +65,16 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 	if r.Reason == "" {
 		return storage.Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
 	}
-	if err := db.checkReprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r); err != nil {
+	money, err := db.reprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r)
+	if err != nil {
 		return storage.Released{}, err
 	}
 	var out storage.Released
 	var refused, failed error
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		if refused = db.checkReprocessMoney(ctx, tx, r, money); refused != nil {
+			return errRefused
+		}
 		out, refused, failed = db.releaseIn(ctx, tx, r)
 		switch {
 		case failed != nil:
@@ -236,28 +248,36 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 	if r.Reason == "" {
 		return nil, errors.New("bulk release: a reason is required")
 	}
-	if err := db.checkReprocessMoney(ctx, keys, r); err != nil {
+	money, err := db.reprocessMoney(ctx, keys, r)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]storage.KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {
 		batch := keys[:min(releaseBatch, len(keys))]
 		keys = keys[len(batch):]
-		done, err := db.releaseBatch(ctx, batch, r)
+		done, err := db.releaseBatch(ctx, batch, r, money)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, done...)
+		money = money[min(len(batch), len(money)):]
 	}
 	return out, nil
 }
 
-func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release) ([]storage.KeyOutcome, error) {
+// releaseBatch releases batch in one transaction; rest is the money of the keys of
+// the call not released yet, batch's first (see checkReprocessMoney), which a
+// reprocess under thresholds checks before the batch changes anything.
+func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, rest []storage.BulkKey) ([]storage.KeyOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []storage.KeyOutcome
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := db.checkReprocessMoney(ctx, tx, r, rest); err != nil {
+			return err
+		}
 		out = make([]storage.KeyOutcome, 0, len(batch))
 		for _, c := range batch {
 			one := r
@@ -278,6 +298,9 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 		}
 		return nil
 	})
+	if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
+		return nil, over
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bulk release: %w", err)
 	}
