@@ -289,7 +289,15 @@ func Open(path string, opt Options) (*DB, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > bigFile {
 		writerFull.Store(true)
 	}
-	write := sql.OpenDB(writeConnector(dsn, opt, writerFull))
+	writeDSN := dsn
+	if opt.Synchronous == "FULL" {
+		// Every commit of the writer syncs the log, which walbufVFS needs (walbuf.c).
+		if err := registerWalbuf(); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+		writeDSN += "&vfs=" + walbufVFS
+	}
+	write := sql.OpenDB(writeConnector(writeDSN, opt, writerFull))
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)

@@ -1,0 +1,244 @@
+/*
+** A VFS that writes the write-ahead log's frames in one system call a commit.
+**
+** SQLite writes each frame of a commit as two writes, its 24-byte header and then its
+** page, and syncs the log once at the end under synchronous=FULL. On a virtual machine a
+** write system call costs several microseconds whatever its size, so a commit of forty
+** frames spent more time entering the kernel than copying. This VFS is the default one
+** but for the log: there it holds each frame's header until its page comes, keeps
+** consecutive frames in memory, and passes them on as one write when the commit's last
+** frame (the one that carries the commit mark) has come, or before anything that looks
+** at the file (a read, a sync, its size, a truncation, a file control, its close). So
+** every frame has been written before the commit is synced and before SQLite makes it
+** visible to readers (which read through files of their own), and in the order SQLite
+** wrote them. It is used only by a connection whose every commit syncs the log
+** (synchronous=FULL), so nothing a commit wrote is ever left in memory after it.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include "walbuf.h"
+
+#define WALBUF_NAME "hookdedup-walbuf"
+#define WALBUF_FRAME_HEADER 24
+/* The most the default VFS writes in one call: it masks a write's length to 17 bits. */
+#define WALBUF_CAP 0x1ffff
+
+typedef struct WalBuf {
+  sqlite3_file base;
+  sqlite3_file *real;      /* the default VFS's file, right after this struct */
+  char *buf;               /* frames not passed on yet, from start on */
+  int len;
+  sqlite3_int64 start;
+  char header[WALBUF_FRAME_HEADER];  /* a frame's header waiting for its page */
+  int hasHeader;
+  sqlite3_int64 headerAt;
+} WalBuf;
+
+static sqlite3_vfs walbufVfs;
+static sqlite3_vfs *walbufReal;
+
+/* walbufPass writes what p holds: its frames, then a header that waits. */
+static int walbufPass(WalBuf *p){
+  int rc = SQLITE_OK;
+  if( p->len>0 ){
+    rc = p->real->pMethods->xWrite(p->real, p->buf, p->len, p->start);
+    p->len = 0;
+    if( rc!=SQLITE_OK ){
+      p->hasHeader = 0;
+      return rc;
+    }
+  }
+  if( p->hasHeader ){
+    p->hasHeader = 0;
+    rc = p->real->pMethods->xWrite(p->real, p->header, WALBUF_FRAME_HEADER, p->headerAt);
+  }
+  return rc;
+}
+
+static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
+  WalBuf *p = (WalBuf*)f;
+  int rc;
+  if( n==WALBUF_FRAME_HEADER && !p->hasHeader ){
+    if( p->len>0 && p->start+p->len!=at ){
+      rc = walbufPass(p);
+      if( rc!=SQLITE_OK ) return rc;
+    }
+    memcpy(p->header, z, WALBUF_FRAME_HEADER);
+    p->hasHeader = 1;
+    p->headerAt = at;
+    return SQLITE_OK;
+  }
+  if( p->hasHeader && at==p->headerAt+WALBUF_FRAME_HEADER && n<=WALBUF_CAP-WALBUF_FRAME_HEADER ){
+    const unsigned char *h = (const unsigned char*)p->header;
+    int commit = h[4]|h[5]|h[6]|h[7];  /* the database's size after a commit, else 0 */
+    if( p->buf==0 ){
+      p->buf = malloc(WALBUF_CAP);
+      if( p->buf==0 ) goto through;
+    }
+    if( p->len>0 && p->len+WALBUF_FRAME_HEADER+n>WALBUF_CAP ){
+      rc = p->real->pMethods->xWrite(p->real, p->buf, p->len, p->start);
+      p->len = 0;
+      if( rc!=SQLITE_OK ){
+        p->hasHeader = 0;
+        return rc;
+      }
+    }
+    if( p->len==0 ) p->start = p->headerAt;
+    memcpy(p->buf+p->len, p->header, WALBUF_FRAME_HEADER);
+    memcpy(p->buf+p->len+WALBUF_FRAME_HEADER, z, n);
+    p->len += WALBUF_FRAME_HEADER+n;
+    p->hasHeader = 0;
+    return commit ? walbufPass(p) : SQLITE_OK;
+  }
+through:
+  rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xWrite(p->real, z, n, at);
+}
+
+static int walbufClose(sqlite3_file *f){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  int rc2 = p->real->pMethods->xClose(p->real);
+  free(p->buf);
+  p->buf = 0;
+  return rc!=SQLITE_OK ? rc : rc2;
+}
+
+static int walbufRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xRead(p->real, z, n, at);
+}
+
+static int walbufTruncate(sqlite3_file *f, sqlite3_int64 size){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xTruncate(p->real, size);
+}
+
+static int walbufSync(sqlite3_file *f, int flags){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xSync(p->real, flags);
+}
+
+static int walbufFileSize(sqlite3_file *f, sqlite3_int64 *size){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xFileSize(p->real, size);
+}
+
+static int walbufFileControl(sqlite3_file *f, int op, void *arg){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  if( rc!=SQLITE_OK ) return rc;
+  return p->real->pMethods->xFileControl(p->real, op, arg);
+}
+
+static int walbufFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
+  WalBuf *p = (WalBuf*)f;
+  int rc = walbufPass(p);
+  *pp = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->real->pMethods->iVersion<3 ) return SQLITE_OK;  /* no map: SQLite reads instead */
+  return p->real->pMethods->xFetch(p->real, at, n, pp);
+}
+
+static int walbufUnfetch(sqlite3_file *f, sqlite3_int64 at, void *ptr){
+  WalBuf *p = (WalBuf*)f;
+  if( p->real->pMethods->iVersion<3 ) return SQLITE_OK;
+  return p->real->pMethods->xUnfetch(p->real, at, ptr);
+}
+
+static int walbufLock(sqlite3_file *f, int lock){
+  WalBuf *p = (WalBuf*)f;
+  return p->real->pMethods->xLock(p->real, lock);
+}
+
+static int walbufUnlock(sqlite3_file *f, int lock){
+  WalBuf *p = (WalBuf*)f;
+  return p->real->pMethods->xUnlock(p->real, lock);
+}
+
+static int walbufCheckReservedLock(sqlite3_file *f, int *out){
+  WalBuf *p = (WalBuf*)f;
+  return p->real->pMethods->xCheckReservedLock(p->real, out);
+}
+
+static int walbufSectorSize(sqlite3_file *f){
+  WalBuf *p = (WalBuf*)f;
+  return p->real->pMethods->xSectorSize(p->real);
+}
+
+static int walbufDeviceCharacteristics(sqlite3_file *f){
+  WalBuf *p = (WalBuf*)f;
+  return p->real->pMethods->xDeviceCharacteristics(p->real);
+}
+
+static int walbufShmMap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp){
+  WalBuf *p = (WalBuf*)f;
+  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return p->real->pMethods->xShmMap(p->real, pg, pgsz, extend, pp);
+}
+
+static int walbufShmLock(sqlite3_file *f, int offset, int n, int flags){
+  WalBuf *p = (WalBuf*)f;
+  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return p->real->pMethods->xShmLock(p->real, offset, n, flags);
+}
+
+static void walbufShmBarrier(sqlite3_file *f){
+  WalBuf *p = (WalBuf*)f;
+  if( p->real->pMethods->iVersion>=2 ) p->real->pMethods->xShmBarrier(p->real);
+}
+
+static int walbufShmUnmap(sqlite3_file *f, int deleteFlag){
+  WalBuf *p = (WalBuf*)f;
+  if( p->real->pMethods->iVersion<2 ) return SQLITE_OK;
+  return p->real->pMethods->xShmUnmap(p->real, deleteFlag);
+}
+
+static const sqlite3_io_methods walbufMethods = {
+  3,
+  walbufClose, walbufRead, walbufWrite, walbufTruncate, walbufSync, walbufFileSize,
+  walbufLock, walbufUnlock, walbufCheckReservedLock, walbufFileControl,
+  walbufSectorSize, walbufDeviceCharacteristics,
+  walbufShmMap, walbufShmLock, walbufShmBarrier, walbufShmUnmap,
+  walbufFetch, walbufUnfetch
+};
+
+/* walbufOpen opens every file as the default VFS does; the log's gets walbufMethods. */
+static int walbufOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *outFlags){
+  WalBuf *p;
+  int rc;
+  (void)vfs;
+  if( (flags & SQLITE_OPEN_WAL)==0 ){
+    return walbufReal->xOpen(walbufReal, name, f, flags, outFlags);
+  }
+  p = (WalBuf*)f;
+  memset(p, 0, sizeof(*p));
+  p->real = (sqlite3_file*)&p[1];
+  rc = walbufReal->xOpen(walbufReal, name, p->real, flags, outFlags);
+  p->base.pMethods = p->real->pMethods ? &walbufMethods : 0;
+  return rc;
+}
+
+/* hookdedup_walbuf_register registers the VFS under WALBUF_NAME, beside the default
+** one, which stays the default. It returns SQLite's result code. */
+int hookdedup_walbuf_register(void){
+  sqlite3_vfs *real = sqlite3_vfs_find(0);
+  if( real==0 ) return SQLITE_ERROR;
+  if( sqlite3_vfs_find(WALBUF_NAME)!=0 ) return SQLITE_OK;
+  walbufReal = real;
+  walbufVfs = *real;
+  walbufVfs.pNext = 0;
+  walbufVfs.zName = WALBUF_NAME;
+  walbufVfs.szOsFile = (int)sizeof(WalBuf) + real->szOsFile;
+  walbufVfs.xOpen = walbufOpen;
+  return sqlite3_vfs_register(&walbufVfs, 0);
+}
