@@ -8,7 +8,7 @@
 ** but for the log: there it holds each frame's header until its page comes, keeps
 ** consecutive frames in memory, and passes them on as one write when the commit's last
 ** frame (the one that carries the commit mark) has come, or before anything that looks
-** at the file (a read, a sync, its size, a truncation, a file control, its close). So
+** at the file (a read, a sync, its size, a truncation, a file control). So
 ** every frame has been written before the commit is synced and before SQLite makes it
 ** visible to readers (which read through files of their own), and in the order SQLite
 ** wrote them. It is used only by a connection whose every commit syncs the log
@@ -96,13 +96,17 @@ through:
   return p->real->pMethods->xWrite(p->real, z, n, at);
 }
 
+/* What a log holds when it is closed is never a commit's: each commit passes its
+** frames on before it is synced. It can only be what a transaction rolled back after
+** spilling frames left behind, past the end of the log, and is dropped: written now,
+** after a checkpoint through another connection truncated the log, it would leave
+** the log of a server that stopped cleanly not empty. */
 static int walbufClose(sqlite3_file *f){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
-  int rc2 = p->real->pMethods->xClose(p->real);
+  int rc = p->real->pMethods->xClose(p->real);
   free(p->buf);
   p->buf = 0;
-  return rc!=SQLITE_OK ? rc : rc2;
+  return rc;
 }
 
 static int walbufRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){
