@@ -289,15 +289,11 @@ func Open(path string, opt Options) (*DB, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > bigFile {
 		writerFull.Store(true)
 	}
-	writeDSN := dsn
-	if opt.Synchronous == "FULL" {
-		// Every commit of the writer syncs the log, which walbufVFS needs (walbuf.c).
-		if err := registerWalbuf(); err != nil {
-			return nil, fmt.Errorf("open database %s: %w", path, err)
-		}
-		writeDSN += "&vfs=" + walbufVFS
+	// The writer hands each commit's log frames to the kernel in one write (walbuf.c).
+	if err := registerWalbuf(); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	write := sql.OpenDB(writeConnector(writeDSN, opt, writerFull))
+	write := sql.OpenDB(writeConnector(dsn+"&vfs="+walbufVFS, opt, writerFull))
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)

@@ -2,17 +2,19 @@
 ** A VFS that writes the write-ahead log's frames in one system call a commit.
 **
 ** SQLite writes each frame of a commit as two writes, its 24-byte header and then its
-** page, and syncs the log once at the end under synchronous=FULL. On a virtual machine a
-** write system call costs several microseconds whatever its size, so a commit of forty
-** frames spent more time entering the kernel than copying. This VFS is the default one
-** but for the log: there it holds each frame's header until its page comes, keeps
-** consecutive frames in memory, and passes them on as one write when the commit's last
-** frame (the one that carries the commit mark) has come, or before anything that looks
-** at the file (a read, a sync, its size, a truncation, a file control). So
-** every frame has been written before the commit is synced and before SQLite makes it
-** visible to readers (which read through files of their own), and in the order SQLite
-** wrote them. It is used only by a connection whose every commit syncs the log
-** (synchronous=FULL), so nothing a commit wrote is ever left in memory after it.
+** page. On a virtual machine a write system call costs a few microseconds whatever its
+** size, so a commit of forty frames spent more time entering the kernel than copying.
+** This VFS is the default one but for the log: there it holds the header of a frame
+** appended right after the last write until the frame's page comes, keeps consecutive
+** frames in memory, and passes them on as one write once the commit's last frame (the
+** one that carries the commit mark, always the last frame a commit appends) has come,
+** or before anything that looks at the file (a read, a sync, its size, a truncation, a
+** file control). Any other write (the log's header, a page written again in place, the
+** checksums SQLite rewrites after one) passes on what waits and goes through at once.
+** So, under synchronous FULL or NORMAL, every frame of a commit is in the file before
+** SQLite syncs it and before it makes the commit visible to readers (which read
+** through files of their own), in the order SQLite wrote them: what a crash of the
+** process leaves is what it left without this VFS.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ typedef struct WalBuf {
   char header[WALBUF_FRAME_HEADER];  /* a frame's header waiting for its page */
   int hasHeader;
   sqlite3_int64 headerAt;
+  sqlite3_int64 end;       /* where SQLite's last write to the log ended */
 } WalBuf;
 
 static sqlite3_vfs walbufVfs;
@@ -58,7 +61,9 @@ static int walbufPass(WalBuf *p){
 static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
   WalBuf *p = (WalBuf*)f;
   int rc;
-  if( n==WALBUF_FRAME_HEADER && !p->hasHeader ){
+  /* A frame appended: its header comes where the last write ended. A checksum SQLite
+  ** rewrites is a header alone, over a frame written earlier, and goes through. */
+  if( n==WALBUF_FRAME_HEADER && !p->hasHeader && at==p->end ){
     if( p->len>0 && p->start+p->len!=at ){
       rc = walbufPass(p);
       if( rc!=SQLITE_OK ) return rc;
@@ -66,6 +71,7 @@ static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
     memcpy(p->header, z, WALBUF_FRAME_HEADER);
     p->hasHeader = 1;
     p->headerAt = at;
+    p->end = at+n;
     return SQLITE_OK;
   }
   if( p->hasHeader && at==p->headerAt+WALBUF_FRAME_HEADER && n<=WALBUF_CAP-WALBUF_FRAME_HEADER ){
@@ -88,9 +94,11 @@ static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
     memcpy(p->buf+p->len+WALBUF_FRAME_HEADER, z, n);
     p->len += WALBUF_FRAME_HEADER+n;
     p->hasHeader = 0;
+    p->end = at+n;
     return commit ? walbufPass(p) : SQLITE_OK;
   }
 through:
+  p->end = at+n;
   rc = walbufPass(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xWrite(p->real, z, n, at);

@@ -9,8 +9,7 @@ import (
 )
 
 // walbufVFS is the name of the VFS of walbuf.c, which writes the write-ahead log's
-// frames of a commit in one system call rather than two a frame. Only a connection
-// whose commits all sync the log may use it (synchronous FULL or EXTRA).
+// frames of a commit in one system call rather than two a frame.
 const walbufVFS = "hookdedup-walbuf"
 
 // registerWalbuf registers walbufVFS, once.
