@@ -37,9 +37,9 @@ type Release struct {
 	// Thresholds, when set, refuse a reprocess whose keys' money, together with what
 	// Actor reprocessed without approval within ReprocessWindow, is above them
 	// (NeedsApprovalError) before any key changes: a second operator approves such a
-	// reprocess, as a bulk action. The money of each key reprocessed then counts
-	// towards Actor's next. Without them a reprocess of one key, or of a set, would go
-	// round four-eyes.
+	// reprocess, as a bulk action. Otherwise the money of the keys named counts
+	// towards Actor's next, also that of a key of a set then refused. Without them a
+	// reprocess of one key, or of a set, would go round four-eyes.
 	Thresholds ApprovalThresholds
 }
 

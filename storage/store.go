@@ -146,8 +146,10 @@ type Store interface {
 
 	// ReprocessedBy is the money actor reprocessed without a second operator's approval
 	// within ReprocessWindow, per currency: the keys reprocessed one by one or as a set
-	// under thresholds, and the bulk reprocesses started under them. A reprocess above
-	// the thresholds is one above them together with this.
+	// under thresholds, and the bulk reprocesses started under them, each amount without
+	// its sign (Keys counts the reprocesses: a key, a set or a bulk action each as one
+	// in each of its currencies). A reprocess above the thresholds is one above them
+	// together with this.
 	ReprocessedBy(ctx context.Context, actor string) ([]MoneyTotal, error)
 
 	// ApproveBulkAction approves an action waiting for approval, which is then queued;

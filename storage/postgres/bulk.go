@@ -379,7 +379,7 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, needs_approval = $2, started_at = $3, updated_at = $3 WHERE id = $4`,
 			a.State, a.NeedsApproval, millis(now), a.ID)
 		if err == nil && a.Kind == storage.BulkReprocess && len(t) > 0 && !a.NeedsApproval {
-			err = noteReprocessedMoney(ctx, tx, actor, now, a.Money)
+			err = noteReprocessed(ctx, tx, actor, now, a.Money)
 		}
 		return storage.AuditEntry{Actor: actor, Action: "bulk start", Reason: words}, err
 	})

@@ -48,14 +48,16 @@ func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r stora
 }
 
 // checkReprocessMoney returns a NeedsApprovalError when money, that of the keys r is
-// about to reprocess (every one named, also one the release will then refuse), is
-// above r.Thresholds together with what r.Actor reprocessed without approval within
-// storage.ReprocessWindow. It reads that inside tx, before any of the keys changes,
-// holding the audit lock that every release takes first (releaseIn) until tx ends: the
-// check and the keys' counting are one step, so that two reprocesses of one operator
-// at once, on any replicas, cannot each pass on what the other has not counted yet.
+// about to reprocess, is above r.Thresholds together with what r.Actor reprocessed
+// without approval within storage.ReprocessWindow, and otherwise counts it as
+// reprocessed by r.Actor: every key named, also one the release will then refuse (a
+// release refused whole rolls the count back with it). It reads and counts inside tx,
+// before any of the keys changes, holding the audit lock that every release takes
+// first (releaseIn) until tx ends: the check and the count are one step, so that two
+// reprocesses of one operator at once, on any replicas, cannot each pass on what the
+// other has not counted yet.
 func (db *DB) checkReprocessMoney(ctx context.Context, tx pgx.Tx, r storage.Release, money []storage.BulkKey) error {
-	if !r.Reprocess || len(r.Thresholds) == 0 {
+	if !r.Reprocess || len(r.Thresholds) == 0 || money == nil {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
@@ -68,6 +70,9 @@ func (db *DB) checkReprocessMoney(ctx context.Context, tx pgx.Tx, r storage.Rele
 	sums, _, unreadable := storage.SumMoney(money)
 	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
+	}
+	if err := noteReprocessed(ctx, tx, r.Actor, db.Now(), sums); err != nil {
+		return fmt.Errorf("reprocess: %w", err)
 	}
 	return nil
 }
@@ -176,9 +181,6 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out 
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
 			next_attempt_at = $1, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
 			millis(now), millis(expires), ttl.Milliseconds(), c.ID)
-		if err == nil && len(r.Thresholds) > 0 {
-			err = noteReprocessedKey(ctx, tx, r.Actor, now, c.FirstDelivery)
-		}
 	} else {
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
 			WHERE id = $2`, millis(now), c.ID)
@@ -288,23 +290,24 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 			return out, err
 		}
 		out = append(out, done...)
-		money = money[min(len(batch), len(money)):]
+		money = nil // checked and counted whole with the first batch
 	}
 	return out, nil
 }
 
 // releaseBatch releases each key of batch in one transaction. It may run again from the
 // start when PostgreSQL aborts the transaction (writeTx), so it starts its outcomes
-// afresh each run. rest is the money of the keys of the call not released yet,
-// batch's first (see checkReprocessMoney), which a reprocess under thresholds checks
-// before the batch changes anything.
-func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, rest []storage.BulkKey) ([]storage.KeyOutcome, error) {
+// afresh each run. money is the money of all the call's keys for its first batch,
+// which a reprocess under thresholds checks and counts before the batch changes
+// anything (checkReprocessMoney), and nil for the others: a call is refused whole or
+// not at all.
+func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, money []storage.BulkKey) ([]storage.KeyOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []storage.KeyOutcome
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		if err := db.checkReprocessMoney(ctx, tx, r, rest); err != nil {
+		if err := db.checkReprocessMoney(ctx, tx, r, money); err != nil {
 			return err
 		}
 		out = make([]storage.KeyOutcome, 0, len(batch))

@@ -34,22 +34,10 @@ func reprocessedBy(ctx context.Context, q querier, actor string, now time.Time) 
 	return money, nil
 }
 
-// noteReprocessedKey counts the money of a key that actor reprocessed under the
-// thresholds, its first delivery's amount without its sign (a refund moves money as a
-// charge does), towards actor's next reprocess, inside the reprocess's transaction.
+// noteReprocessed counts money (each currency's gross), a reprocess's under the
+// thresholds, towards actor's next reprocess, inside the reprocess's transaction.
 // Rows past the window go meanwhile: the table holds a day.
-func noteReprocessedKey(ctx context.Context, tx pgx.Tx, actor string, now time.Time, delivery int64) error {
-	if err := forgetReprocessed(ctx, tx, now); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO reprocessed (actor, at, currency, amount)
-		SELECT $1, $2, currency, ltrim(amount, '-') FROM deliveries WHERE id = $3 AND amount <> ''`, textReplaced(actor), millis(now), delivery)
-	return err
-}
-
-// noteReprocessedMoney counts money, a bulk reprocess's, towards actor's next
-// reprocess, as noteReprocessedKey does a key's.
-func noteReprocessedMoney(ctx context.Context, tx pgx.Tx, actor string, now time.Time, money []storage.MoneyTotal) error {
+func noteReprocessed(ctx context.Context, tx pgx.Tx, actor string, now time.Time, money []storage.MoneyTotal) error {
 	if err := forgetReprocessed(ctx, tx, now); err != nil {
 		return err
 	}

@@ -368,7 +368,7 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET state = ?, needs_approval = ?, started_at = ?, updated_at = ? WHERE id = ?`,
 			a.State, a.NeedsApproval, millis(now), millis(now), a.ID)
 		if err == nil && a.Kind == storage.BulkReprocess && len(t) > 0 && !a.NeedsApproval {
-			err = noteReprocessedMoney(ctx, tx, actor, now, a.Money)
+			err = noteReprocessed(ctx, tx, actor, now, a.Money)
 		}
 		return storage.AuditEntry{Actor: actor, Action: "bulk start", Reason: words}, err
 	})

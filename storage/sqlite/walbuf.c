@@ -15,7 +15,16 @@
 ** SQLite syncs it and before it makes the commit visible to readers (which read
 ** through files of their own), in the order SQLite wrote them: what a crash of the
 ** process leaves is what it left without this VFS.
+**
+** What a transaction that is rolled back wrote of its frames (when it spilled pages
+** from a full cache) is dropped when the connection lets go of the log's write lock,
+** which this VFS sees on the database file's shared memory: written later, it would
+** land on frames another connection (the command line, another process) committed
+** meanwhile. A log whose database file this VFS did not open is written as SQLite
+** writes it. A deferred write that fails surfaces from the call that passed it on; from
+** any call but a write it is an I/O error, which rolls the whole transaction back.
 */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "walbuf.h"
@@ -25,9 +34,23 @@
 /* The most the default VFS writes in one call: it masks a write's length to 17 bits. */
 #define WALBUF_CAP 0x1ffff
 
-typedef struct WalBuf {
+typedef struct WalBuf WalBuf;
+typedef struct WalbufDb WalbufDb;
+
+/* WalbufDb is a database file: its log's WalBuf, while the log is open, learns from
+** it when the write lock is let go. */
+struct WalbufDb {
   sqlite3_file base;
   sqlite3_file *real;      /* the default VFS's file, right after this struct */
+  const char *name;        /* the name it was opened by, which its log's name leads to */
+  WalBuf *wal;
+  WalbufDb *next;          /* in walbufDbs */
+};
+
+struct WalBuf {
+  sqlite3_file base;
+  sqlite3_file *real;      /* the default VFS's file, right after this struct */
+  WalbufDb *db;            /* its database file; 0: every write goes through */
   char *buf;               /* frames not passed on yet, from start on */
   int len;
   sqlite3_int64 start;
@@ -35,10 +58,17 @@ typedef struct WalBuf {
   int hasHeader;
   sqlite3_int64 headerAt;
   sqlite3_int64 end;       /* where SQLite's last write to the log ended */
-} WalBuf;
+};
 
 static sqlite3_vfs walbufVfs;
 static sqlite3_vfs *walbufReal;
+
+/* The database files open, so that a log can find its own. */
+static pthread_mutex_t walbufMu = PTHREAD_MUTEX_INITIALIZER;
+static WalbufDb *walbufDbs;
+
+/* Frames written through a buffer: tests see that logs are buffered at all. */
+static long long walbufFramesBuffered;
 
 /* walbufPass writes what p holds: its frames, then a header that waits. */
 static int walbufPass(WalBuf *p){
@@ -63,7 +93,7 @@ static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
   int rc;
   /* A frame appended: its header comes where the last write ended. A checksum SQLite
   ** rewrites is a header alone, over a frame written earlier, and goes through. */
-  if( n==WALBUF_FRAME_HEADER && !p->hasHeader && at==p->end ){
+  if( n==WALBUF_FRAME_HEADER && !p->hasHeader && at==p->end && p->db!=0 ){
     if( p->len>0 && p->start+p->len!=at ){
       rc = walbufPass(p);
       if( rc!=SQLITE_OK ) return rc;
@@ -95,6 +125,7 @@ static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
     p->len += WALBUF_FRAME_HEADER+n;
     p->hasHeader = 0;
     p->end = at+n;
+    __atomic_add_fetch(&walbufFramesBuffered, 1, __ATOMIC_RELAXED);
     return commit ? walbufPass(p) : SQLITE_OK;
   }
 through:
@@ -111,22 +142,34 @@ through:
 ** the log of a server that stopped cleanly not empty. */
 static int walbufClose(sqlite3_file *f){
   WalBuf *p = (WalBuf*)f;
-  int rc = p->real->pMethods->xClose(p->real);
+  int rc;
+  pthread_mutex_lock(&walbufMu);
+  if( p->db ) p->db->wal = 0;
+  p->db = 0;
+  pthread_mutex_unlock(&walbufMu);
+  rc = p->real->pMethods->xClose(p->real);
   free(p->buf);
   p->buf = 0;
   return rc;
 }
 
+/* walbufPassFor passes on what p holds before a call that is no write: a failure is
+** an I/O error of that call, so that SQLite rolls the transaction back whole rather
+** than a statement of it, whose spilled frames would be gone. */
+static int walbufPassFor(WalBuf *p){
+  return walbufPass(p)==SQLITE_OK ? SQLITE_OK : SQLITE_IOERR_WRITE;
+}
+
 static int walbufRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xRead(p->real, z, n, at);
 }
 
 static int walbufTruncate(sqlite3_file *f, sqlite3_int64 size){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xTruncate(p->real, size);
 }
@@ -140,21 +183,21 @@ static int walbufSync(sqlite3_file *f, int flags){
 
 static int walbufFileSize(sqlite3_file *f, sqlite3_int64 *size){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xFileSize(p->real, size);
 }
 
 static int walbufFileControl(sqlite3_file *f, int op, void *arg){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xFileControl(p->real, op, arg);
 }
 
 static int walbufFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   *pp = 0;
   if( rc!=SQLITE_OK ) return rc;
   if( p->real->pMethods->iVersion<3 ) return SQLITE_OK;  /* no map: SQLite reads instead */
@@ -224,20 +267,131 @@ static const sqlite3_io_methods walbufMethods = {
   walbufFetch, walbufUnfetch
 };
 
-/* walbufOpen opens every file as the default VFS does; the log's gets walbufMethods. */
+/* The database file's methods: the default VFS's, but that letting go of the log's
+** write lock (the first lock of its shared memory) drops what the log holds, which by
+** then is never a commit's. */
+static int walbufDbClose(sqlite3_file *f){
+  WalbufDb *p = (WalbufDb*)f;
+  WalbufDb **q;
+  pthread_mutex_lock(&walbufMu);
+  for(q=&walbufDbs; *q; q=&(*q)->next){
+    if( *q==p ){
+      *q = p->next;
+      break;
+    }
+  }
+  if( p->wal ) p->wal->db = 0;
+  p->wal = 0;
+  pthread_mutex_unlock(&walbufMu);
+  return p->real->pMethods->xClose(p->real);
+}
+
+static int walbufDbShmLock(sqlite3_file *f, int offset, int n, int flags){
+  WalbufDb *p = (WalbufDb*)f;
+  if( p->wal && offset==0 && n>0 && (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) ){
+    p->wal->len = 0;
+    p->wal->hasHeader = 0;
+  }
+  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return p->real->pMethods->xShmLock(p->real, offset, n, flags);
+}
+
+#define WALBUF_DB(f) (((WalbufDb*)(f))->real)
+static int walbufDbRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){ return WALBUF_DB(f)->pMethods->xRead(WALBUF_DB(f), z, n, at); }
+static int walbufDbWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){ return WALBUF_DB(f)->pMethods->xWrite(WALBUF_DB(f), z, n, at); }
+static int walbufDbTruncate(sqlite3_file *f, sqlite3_int64 size){ return WALBUF_DB(f)->pMethods->xTruncate(WALBUF_DB(f), size); }
+static int walbufDbSync(sqlite3_file *f, int flags){ return WALBUF_DB(f)->pMethods->xSync(WALBUF_DB(f), flags); }
+static int walbufDbFileSize(sqlite3_file *f, sqlite3_int64 *size){ return WALBUF_DB(f)->pMethods->xFileSize(WALBUF_DB(f), size); }
+static int walbufDbLock(sqlite3_file *f, int lock){ return WALBUF_DB(f)->pMethods->xLock(WALBUF_DB(f), lock); }
+static int walbufDbUnlock(sqlite3_file *f, int lock){ return WALBUF_DB(f)->pMethods->xUnlock(WALBUF_DB(f), lock); }
+static int walbufDbCheckReservedLock(sqlite3_file *f, int *out){ return WALBUF_DB(f)->pMethods->xCheckReservedLock(WALBUF_DB(f), out); }
+static int walbufDbFileControl(sqlite3_file *f, int op, void *arg){ return WALBUF_DB(f)->pMethods->xFileControl(WALBUF_DB(f), op, arg); }
+static int walbufDbSectorSize(sqlite3_file *f){ return WALBUF_DB(f)->pMethods->xSectorSize(WALBUF_DB(f)); }
+static int walbufDbDeviceCharacteristics(sqlite3_file *f){ return WALBUF_DB(f)->pMethods->xDeviceCharacteristics(WALBUF_DB(f)); }
+static int walbufDbShmMap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp){
+  if( WALBUF_DB(f)->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return WALBUF_DB(f)->pMethods->xShmMap(WALBUF_DB(f), pg, pgsz, extend, pp);
+}
+static void walbufDbShmBarrier(sqlite3_file *f){
+  if( WALBUF_DB(f)->pMethods->iVersion>=2 ) WALBUF_DB(f)->pMethods->xShmBarrier(WALBUF_DB(f));
+}
+static int walbufDbShmUnmap(sqlite3_file *f, int deleteFlag){
+  if( WALBUF_DB(f)->pMethods->iVersion<2 ) return SQLITE_OK;
+  return WALBUF_DB(f)->pMethods->xShmUnmap(WALBUF_DB(f), deleteFlag);
+}
+static int walbufDbFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
+  *pp = 0;
+  if( WALBUF_DB(f)->pMethods->iVersion<3 ) return SQLITE_OK;
+  return WALBUF_DB(f)->pMethods->xFetch(WALBUF_DB(f), at, n, pp);
+}
+static int walbufDbUnfetch(sqlite3_file *f, sqlite3_int64 at, void *ptr){
+  if( WALBUF_DB(f)->pMethods->iVersion<3 ) return SQLITE_OK;
+  return WALBUF_DB(f)->pMethods->xUnfetch(WALBUF_DB(f), at, ptr);
+}
+
+static const sqlite3_io_methods walbufDbMethods = {
+  3,
+  walbufDbClose, walbufDbRead, walbufDbWrite, walbufDbTruncate, walbufDbSync, walbufDbFileSize,
+  walbufDbLock, walbufDbUnlock, walbufDbCheckReservedLock, walbufDbFileControl,
+  walbufDbSectorSize, walbufDbDeviceCharacteristics,
+  walbufDbShmMap, walbufDbShmLock, walbufDbShmBarrier, walbufDbShmUnmap,
+  walbufDbFetch, walbufDbUnfetch
+};
+
+/* walbufOpen opens every file as the default VFS does; the database file gets
+** walbufDbMethods and its log walbufMethods, linked to each other. */
 static int walbufOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *outFlags){
   WalBuf *p;
   int rc;
   (void)vfs;
-  if( (flags & SQLITE_OPEN_WAL)==0 ){
+  if( (flags & SQLITE_OPEN_MAIN_DB)!=0 && name!=0 ){
+    WalbufDb *d = (WalbufDb*)f;
+    memset(d, 0, sizeof(*d));
+    d->real = (sqlite3_file*)&d[1];
+    rc = walbufReal->xOpen(walbufReal, name, d->real, flags, outFlags);
+    if( d->real->pMethods==0 ){
+      d->base.pMethods = 0;
+      return rc;
+    }
+    d->base.pMethods = &walbufDbMethods;
+    d->name = name;
+    pthread_mutex_lock(&walbufMu);
+    d->next = walbufDbs;
+    walbufDbs = d;
+    pthread_mutex_unlock(&walbufMu);
+    return rc;
+  }
+  if( (flags & SQLITE_OPEN_WAL)==0 || name==0 ){
     return walbufReal->xOpen(walbufReal, name, f, flags, outFlags);
   }
   p = (WalBuf*)f;
   memset(p, 0, sizeof(*p));
   p->real = (sqlite3_file*)&p[1];
   rc = walbufReal->xOpen(walbufReal, name, p->real, flags, outFlags);
-  p->base.pMethods = p->real->pMethods ? &walbufMethods : 0;
+  if( p->real->pMethods==0 ){
+    p->base.pMethods = 0;
+    return rc;
+  }
+  p->base.pMethods = &walbufMethods;
+  {
+    const char *db = sqlite3_filename_database(name);
+    WalbufDb *d;
+    pthread_mutex_lock(&walbufMu);
+    for(d=walbufDbs; d; d=d->next){
+      if( d->name==db && d->wal==0 ){
+        d->wal = p;
+        p->db = d;
+        break;
+      }
+    }
+    pthread_mutex_unlock(&walbufMu);
+  }
   return rc;
+}
+
+/* hookdedup_walbuf_frames is how many frames went through a buffer so far. */
+long long hookdedup_walbuf_frames(void){
+  return __atomic_load_n(&walbufFramesBuffered, __ATOMIC_RELAXED);
 }
 
 /* hookdedup_walbuf_register registers the VFS under WALBUF_NAME, beside the default
@@ -250,7 +404,7 @@ int hookdedup_walbuf_register(void){
   walbufVfs = *real;
   walbufVfs.pNext = 0;
   walbufVfs.zName = WALBUF_NAME;
-  walbufVfs.szOsFile = (int)sizeof(WalBuf) + real->szOsFile;
+  walbufVfs.szOsFile = (int)(sizeof(WalBuf)>sizeof(WalbufDb) ? sizeof(WalBuf) : sizeof(WalbufDb)) + real->szOsFile;
   walbufVfs.xOpen = walbufOpen;
   return sqlite3_vfs_register(&walbufVfs, 0);
 }

@@ -19,3 +19,6 @@ var registerWalbuf = sync.OnceValue(func() error {
 	}
 	return nil
 })
+
+// walbufFrames is how many log frames went through walbufVFS's buffers so far.
+func walbufFrames() int64 { return int64(C.hookdedup_walbuf_frames()) }

@@ -62,13 +62,19 @@ struct sqlite3_vfs {
   const char *(*xNextSystemCall)(sqlite3_vfs*, const char *zName);
 };
 
-#define SQLITE_OK        0
-#define SQLITE_ERROR     1
-#define SQLITE_OPEN_WAL  0x00080000
+#define SQLITE_OK            0
+#define SQLITE_ERROR         1
+#define SQLITE_IOERR_WRITE   (10 | (3<<8))
+#define SQLITE_OPEN_MAIN_DB  0x00000100
+#define SQLITE_OPEN_WAL      0x00080000
+#define SQLITE_SHM_UNLOCK    1
+#define SQLITE_SHM_EXCLUSIVE 8
 
 sqlite3_vfs *sqlite3_vfs_find(const char *zVfsName);
+const char *sqlite3_filename_database(sqlite3_filename);
 int sqlite3_vfs_register(sqlite3_vfs*, int makeDflt);
 
 int hookdedup_walbuf_register(void);
+long long hookdedup_walbuf_frames(void);
 
 #endif
