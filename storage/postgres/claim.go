@@ -216,7 +216,7 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	// business and correlation keys are looked up under their locks before the claims,
 	// and the flags are committed with their deliveries.
 	var b pgx.Batch
-	b.Queue("begin")
+	b.Queue("begin isolation level read committed") // as writeTx (beginSQL), whatever the server's default
 	b.Queue(sqlIndexPlans)
 	look := &w.look
 	defer look.release()

@@ -129,8 +129,15 @@ func connectionLost(err error) bool {
 // row or lock held by another replica (or by a session left open) would otherwise
 // keep the write, and the caller, waiting for as long as it is held. One round trip:
 // a simple query may hold several statements.
+//
+// It is READ COMMITTED whatever the server's default_transaction_isolation says: each
+// statement must see what committed before it began, as the advisory locks, FOR UPDATE
+// and ON CONFLICT the engine builds on assume. Under repeatable read a transaction's
+// snapshot would be taken at its first statement, before the lock it waited for, and
+// miss what the lock's last holder committed (the audit log's next id, what an
+// operator reprocessed).
 func beginSQL(busyTimeout time.Duration) string {
-	return fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d", max(busyTimeout.Milliseconds(), 1))
+	return fmt.Sprintf("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = %d", max(busyTimeout.Milliseconds(), 1))
 }
 
 // lockTimedOut reports whether err is a statement that waited for a lock past
