@@ -18,7 +18,8 @@
 **
 ** What a transaction that is rolled back wrote of its frames (when it spilled pages
 ** from a full cache) is dropped when the connection lets go of the log's write lock,
-** which this VFS sees on the database file's shared memory: written later, it would
+** which this VFS sees on the database file's shared memory (or, in exclusive locking
+** mode, when it unlocks the database file): written later, it would
 ** land on frames another connection (the command line, another process) committed
 ** meanwhile. A log whose database file this VFS did not open is written as SQLite
 ** writes it. A deferred write that fails surfaces from the call that passed it on; from
@@ -176,7 +177,7 @@ static int walbufTruncate(sqlite3_file *f, sqlite3_int64 size){
 
 static int walbufSync(sqlite3_file *f, int flags){
   WalBuf *p = (WalBuf*)f;
-  int rc = walbufPass(p);
+  int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
   return p->real->pMethods->xSync(p->real, flags);
 }
@@ -268,8 +269,8 @@ static const sqlite3_io_methods walbufMethods = {
 };
 
 /* The database file's methods: the default VFS's, but that letting go of the log's
-** write lock (the first lock of its shared memory) drops what the log holds, which by
-** then is never a commit's. */
+** write lock (the first lock of its shared memory), or of the file's own lock, drops
+** what the log holds, which by then is never a commit's. */
 static int walbufDbClose(sqlite3_file *f){
   WalbufDb *p = (WalbufDb*)f;
   WalbufDb **q;
@@ -286,12 +287,17 @@ static int walbufDbClose(sqlite3_file *f){
   return p->real->pMethods->xClose(p->real);
 }
 
+/* walbufDrop forgets what d's log holds. */
+static void walbufDrop(WalbufDb *d){
+  if( d->wal ){
+    d->wal->len = 0;
+    d->wal->hasHeader = 0;
+  }
+}
+
 static int walbufDbShmLock(sqlite3_file *f, int offset, int n, int flags){
   WalbufDb *p = (WalbufDb*)f;
-  if( p->wal && offset==0 && n>0 && (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) ){
-    p->wal->len = 0;
-    p->wal->hasHeader = 0;
-  }
+  if( offset==0 && n>0 && (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) ) walbufDrop(p);
   if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
   return p->real->pMethods->xShmLock(p->real, offset, n, flags);
 }
@@ -303,7 +309,12 @@ static int walbufDbTruncate(sqlite3_file *f, sqlite3_int64 size){ return WALBUF_
 static int walbufDbSync(sqlite3_file *f, int flags){ return WALBUF_DB(f)->pMethods->xSync(WALBUF_DB(f), flags); }
 static int walbufDbFileSize(sqlite3_file *f, sqlite3_int64 *size){ return WALBUF_DB(f)->pMethods->xFileSize(WALBUF_DB(f), size); }
 static int walbufDbLock(sqlite3_file *f, int lock){ return WALBUF_DB(f)->pMethods->xLock(WALBUF_DB(f), lock); }
-static int walbufDbUnlock(sqlite3_file *f, int lock){ return WALBUF_DB(f)->pMethods->xUnlock(WALBUF_DB(f), lock); }
+/* In exclusive locking mode the log's write lock is never taken on the shared memory;
+** leaving that mode unlocks the database file instead, after the transaction ended. */
+static int walbufDbUnlock(sqlite3_file *f, int lock){
+  walbufDrop((WalbufDb*)f);
+  return WALBUF_DB(f)->pMethods->xUnlock(WALBUF_DB(f), lock);
+}
 static int walbufDbCheckReservedLock(sqlite3_file *f, int *out){ return WALBUF_DB(f)->pMethods->xCheckReservedLock(WALBUF_DB(f), out); }
 static int walbufDbFileControl(sqlite3_file *f, int op, void *arg){ return WALBUF_DB(f)->pMethods->xFileControl(WALBUF_DB(f), op, arg); }
 static int walbufDbSectorSize(sqlite3_file *f){ return WALBUF_DB(f)->pMethods->xSectorSize(WALBUF_DB(f)); }
