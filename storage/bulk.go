@@ -287,7 +287,7 @@ func (t ApprovalThresholds) OverWith(money, earlier []MoneyTotal, unreadable int
 }
 
 // ReprocessWindowWords says ReprocessWindow in words.
-const ReprocessWindowWords = "24 hours"
+var ReprocessWindowWords = fmt.Sprintf("%d hours", int(ReprocessWindow/time.Hour))
 
 // MatchAmount reports whether amount is within f's amount range.
 func (f BulkFilter) MatchAmount(amount string) bool {

@@ -13,6 +13,14 @@ import (
 // auditColumns are the audit log's columns, in the order scanAudit reads them.
 const auditColumns = `id, at, actor, action, source, key, reason, previous_state, hash`
 
+// lockAudit takes auditLock for tx, until it ends: every writer of the audit log takes
+// it first (insertAudit), and so do the releases and the four-eyes count, before the
+// rows they decide on.
+func lockAudit(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock)
+	return err
+}
+
 // insertAudit appends e to the audit log inside tx, chained after the newest row
 // (storage.AuditHash). Every writer takes auditLock for its transaction first, so that
 // no other transaction, on this replica or another, can commit a row between the read
@@ -31,7 +39,7 @@ func (db *DB) insertAudit(ctx context.Context, tx pgx.Tx, e storage.AuditEntry) 
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
 		*s = textReplaced(*s)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+	if err := lockAudit(ctx, tx); err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)
 	}
 	prev := storage.AuditGenesis

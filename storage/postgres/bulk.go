@@ -359,7 +359,7 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		var over []string
 		if a.Kind == storage.BulkReprocess && len(t) > 0 {
 			// Under the audit lock, as a release's check (checkReprocessMoney).
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+			if err := lockAudit(ctx, tx); err != nil {
 				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
 			}
 			earlier, err := reprocessedBy(ctx, tx, actor, now)
@@ -560,7 +560,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		// The audit lock before the claims, as every release takes them (releaseIn):
 		// the batch writes an audit row per key, and holding its claims while waiting
 		// for the lock could deadlock with a release of several keys holding it.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+		if err := lockAudit(ctx, tx); err != nil {
 			return err
 		}
 		claims, err := lockClaims(ctx, tx, batch)

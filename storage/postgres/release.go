@@ -57,13 +57,14 @@ func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r stora
 // reprocesses of one operator at once, on any replicas, cannot each pass on what the
 // other has not counted yet.
 func (db *DB) checkReprocessMoney(ctx context.Context, tx pgx.Tx, r storage.Release, money []storage.BulkKey) error {
-	if !r.Reprocess || len(r.Thresholds) == 0 || money == nil {
+	if money == nil { // not a reprocess under thresholds, or a batch after the first
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+	if err := lockAudit(ctx, tx); err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
-	earlier, err := reprocessedBy(ctx, tx, r.Actor, db.Now())
+	now := db.Now()
+	earlier, err := reprocessedBy(ctx, tx, r.Actor, now)
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
@@ -71,7 +72,7 @@ func (db *DB) checkReprocessMoney(ctx context.Context, tx pgx.Tx, r storage.Rele
 	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
 	}
-	if err := noteReprocessed(ctx, tx, r.Actor, db.Now(), sums); err != nil {
+	if err := noteReprocessed(ctx, tx, r.Actor, now, sums); err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
 	return nil
@@ -140,7 +141,7 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out 
 	// releases several keys holds the lock from its first audit row on, and one that
 	// locked its next key before waiting for it could deadlock with another holding the
 	// lock and waiting for that key. Every release takes them in this order.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock); err != nil {
+	if err := lockAudit(ctx, tx); err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
 	c, err := scanClaim(tx.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2 FOR UPDATE`,

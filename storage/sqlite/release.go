@@ -43,10 +43,11 @@ func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r stora
 // count one step, so that two reprocesses of one operator at once cannot each pass on
 // what the other has not counted yet.
 func (db *DB) checkReprocessMoney(ctx context.Context, tx *sql.Tx, r storage.Release, money []storage.BulkKey) error {
-	if !r.Reprocess || len(r.Thresholds) == 0 || money == nil {
+	if money == nil { // not a reprocess under thresholds, or a batch after the first
 		return nil
 	}
-	earlier, err := reprocessedBy(ctx, tx, r.Actor, db.Now())
+	now := db.Now()
+	earlier, err := reprocessedBy(ctx, tx, r.Actor, now)
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
@@ -54,7 +55,7 @@ func (db *DB) checkReprocessMoney(ctx context.Context, tx *sql.Tx, r storage.Rel
 	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
 	}
-	if err := noteReprocessed(ctx, tx, r.Actor, db.Now(), sums); err != nil {
+	if err := noteReprocessed(ctx, tx, r.Actor, now, sums); err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
 	return nil
