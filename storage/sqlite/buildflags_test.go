@@ -1,12 +1,16 @@
 package sqlite_test
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestBuild_SQLiteSyncsWithFdatasync checks that what make builds (`make test`, the CI's
@@ -41,4 +45,22 @@ func TestBuild_SQLiteSyncsWithFdatasync(t *testing.T) {
 		}
 	}
 	t.Fatal("the build information names no CGO_CFLAGS: was cgo off?")
+}
+
+// TestBuild_SQLiteMapsTheWholeFile checks that what make builds lets SQLite map a
+// database file of any size (SQLITE_MAX_MMAP_SIZE, from the Makefile): a database
+// asks for DefaultMmapSize, and SQLite silently maps less when built to allow less.
+func TestBuild_SQLiteMapsTheWholeFile(t *testing.T) {
+	if os.Getenv("MAKELEVEL") == "" {
+		t.Skip("not run by make: the C flags are the caller's")
+	}
+	db := storagetest.Open(t)
+	_, read, _, write, err := db.PageSettings(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != sqlite.DefaultMmapSize || write != sqlite.DefaultMmapSize {
+		t.Fatalf("mmap_size %d (readers) and %d (writer), want %d: SQLite is built without -DSQLITE_MAX_MMAP_SIZE=0x10000000000 (the Makefile sets it)",
+			read, write, sqlite.DefaultMmapSize)
+	}
 }
