@@ -183,8 +183,10 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	}
 	for _, suffix := range []string{"-wal", "-journal"} {
 		// An empty WAL holds no transaction: a read-only open leaves one behind, as
-		// issuedIDs does on the database a restore keeps aside.
-		if fi, err := os.Stat(from + suffix); err == nil && (suffix != "-wal" || fi.Size() > 0) {
+		// issuedIDs does on the database a restore keeps aside. Nor does an empty
+		// rollback journal, which SQLite never reads back (a crash between its creation
+		// and its first write leaves one).
+		if fi, err := os.Stat(from + suffix); err == nil && fi.Size() > 0 {
 			return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; open it once with sqlite3 to fold it in", from, suffix))
 		}
 	}

@@ -451,7 +451,8 @@ func numberedKeys(n int) []string {
 
 // A restore is undone by restoring the database it kept aside, which must therefore be
 // kept without the empty WAL that reading its delivery ids leaves behind; a WAL that
-// holds something still refuses, as it would on any backup.
+// holds something still refuses, as it would on any backup, and so does a rollback
+// journal that holds something (an empty one is nothing to fold in).
 func TestRestore_UndoneByRestoringKeptAside(t *testing.T) {
 	ctx := context.Background()
 	live, backup := writtenAfterBackup(t)
@@ -471,10 +472,21 @@ func TestRestore_UndoneByRestoringKeptAside(t *testing.T) {
 	}
 	undone.Close()
 
-	if err := os.WriteFile(backup+"-wal", []byte("a transaction not folded in"), 0o600); err != nil {
+	// An empty rollback journal beside the backup holds nothing to fold in; one that
+	// holds something is refused, as a WAL that does.
+	if err := os.WriteFile(backup+"-journal", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqlite.Restore(ctx, backup, live); err == nil || !strings.Contains(err.Error(), "not closed cleanly") {
-		t.Fatalf("restore from a backup whose WAL holds something: %v, want a refusal", err)
+	if _, err := sqlite.Restore(ctx, backup, live); err != nil {
+		t.Fatalf("restore from a backup beside an empty journal: %v", err)
+	}
+	for _, suffix := range []string{"-journal", "-wal"} {
+		if err := os.WriteFile(backup+suffix, []byte("a transaction not folded in"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sqlite.Restore(ctx, backup, live); err == nil || !strings.Contains(err.Error(), suffix+" exists") {
+			t.Fatalf("restore from a backup whose %s holds something: %v, want a refusal", suffix, err)
+		}
+		os.Remove(backup + suffix)
 	}
 }
