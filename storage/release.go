@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -41,6 +42,22 @@ type Release struct {
 	// towards Actor's next, also that of a key of a set then refused. Without them a
 	// reprocess of one key, or of a set, would go round four-eyes.
 	Thresholds ApprovalThresholds
+}
+
+// MoneyNotChecked is ClaimedAnew's checked for a release whose keys' money no four-eyes
+// check read.
+const MoneyNotChecked int64 = -1
+
+// ClaimedAnew refuses, as a key in flight (ErrBusy), the reprocess of a key whose claim
+// c no longer names checked, the delivery whose money a four-eyes check read before
+// the release's transaction (0: the key had no claim then). Its key expired and was
+// claimed by a delivery of another amount in between: sent again unchecked, that
+// amount would go round the thresholds. Tried again, the release checks the new one.
+func ClaimedAnew(c Claim, checked int64) error {
+	if checked == MoneyNotChecked || c.FirstDelivery == checked {
+		return nil
+	}
+	return fmt.Errorf("%w: claimed anew by delivery %d since its amount was checked; try again", ErrBusy, c.FirstDelivery)
 }
 
 // NeedsApprovalError is the refusal of a reprocess whose money is above

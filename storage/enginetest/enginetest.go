@@ -34,6 +34,9 @@ type Engine struct {
 	SetMoneyMismatch func(tb testing.TB, db storage.Store, id int64)
 	// SetClock makes db, one that Open returned, take now for the time in every method.
 	SetClock func(db storage.Store, now func() time.Time)
+	// SetMoneyRead makes a reprocess under thresholds on db run f once it has read its
+	// keys' money, before its transaction begins (nil: nothing).
+	SetMoneyRead func(db storage.Store, f func())
 }
 
 // Run runs every test of the suite against e, each as a subtest of its name.

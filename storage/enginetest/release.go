@@ -290,6 +290,65 @@ func TestFourEyes_AddsUp(t *testing.T, e Engine) {
 	reprocessed("sam", storage.MoneyTotal{Currency: "EUR", Keys: 1, Sum: "300.00", Gross: "300.00"})
 }
 
+// TestFourEyes_ClaimedAnew: a key whose claim expired and was taken over by a delivery
+// of another amount between the four-eyes check's read of its money and the release's
+// transaction is refused as in flight, by key and in a set, and nothing of the new
+// amount goes out unchecked; tried again, the release checks the new amount.
+func TestFourEyes_ClaimedAnew(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, moneyDelivery("ota", "k1", "100.00", "EUR", "p1"), day)
+	record(t, db, moneyDelivery("ota", "k2", "100.00", "EUR", "p1"), day)
+	clk.Add(25 * time.Hour) // both claims expired
+	rel := storage.Release{Source: "ota", Key: "k1", Actor: "sam", Reason: "downstream lost it", Reprocess: true,
+		StuckBefore: clk.Now(), Thresholds: storage.ApprovalThresholds{"EUR": "1000.00"}}
+	takeOver := func(key string) func() {
+		return func() {
+			e.SetMoneyRead(db, nil)
+			if d := record(t, db, moneyDelivery("ota", key, "5000.00", "EUR", "p1"), day); d.Outcome != storage.Accepted {
+				t.Fatalf("delivery of %s after its claim expired: %s; want it to take the key over", key, d.Outcome)
+			}
+		}
+	}
+	claimedBy := func(key string) int64 {
+		t.Helper()
+		c, err := db.Claim(ctx, "ota", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.FirstDelivery
+	}
+	e.SetMoneyRead(db, takeOver("k1"))
+	before := claimedBy("k2")
+	_, err := db.ReleaseKey(ctx, rel)
+	if !errors.Is(err, storage.ErrBusy) || !strings.Contains(err.Error(), "claimed anew") {
+		t.Fatalf("reprocess of k1, taken over since its 100.00 EUR were checked: %v; want it refused as claimed anew", err)
+	}
+	if c, err := db.Claim(ctx, "ota", "k1"); err != nil || c.State != storage.StateProcessed {
+		t.Fatalf("k1 after the refusal: %+v, %v; want it as the takeover left it", c, err)
+	}
+	if got, err := db.ReprocessedBy(ctx, "sam"); err != nil || len(got) != 0 {
+		t.Errorf("reprocessed by sam after a refusal: %+v, %v; want nothing", got, err)
+	}
+	var na *storage.NeedsApprovalError
+	if _, err := db.ReleaseKey(ctx, rel); !errors.As(err, &na) {
+		t.Fatalf("reprocess of k1 tried again: %v; want its 5000.00 EUR to need approval", err)
+	}
+
+	e.SetMoneyRead(db, takeOver("k2"))
+	out, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "k2"}}, rel)
+	if err != nil || len(out) != 1 || out[0].Refused != storage.RefusedBusy {
+		t.Fatalf("set with k2, taken over since its money was checked: %+v, %v; want k2 refused as busy", out, err)
+	}
+	if after := claimedBy("k2"); after == before {
+		t.Fatalf("k2 still claimed by delivery %d: the takeover did not happen", after)
+	}
+	if _, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "k2"}}, rel); !errors.As(err, &na) {
+		t.Fatalf("set with k2 tried again: %v; want its 5000.00 EUR to need approval", err)
+	}
+}
+
 // TestFourEyes_AtOnce: reprocesses of one operator sent at once, each under the
 // threshold and together above it, pass only as far as the threshold allows: each is
 // checked against the others that went before it, never beside them.

@@ -65,6 +65,7 @@ var tests = []struct {
 	{"ReleaseKey_ReprocessKeepsTTL", TestReleaseKey_ReprocessKeepsTTL},
 	{"FourEyes_AddsUp", TestFourEyes_AddsUp},
 	{"FourEyes_AtOnce", TestFourEyes_AtOnce},
+	{"FourEyes_ClaimedAnew", TestFourEyes_ClaimedAnew},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},

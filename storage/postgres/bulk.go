@@ -585,7 +585,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				outcome = storage.BulkKeySkipped
 			default:
 				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore})
+					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, storage.MoneyNotChecked)
 				if err != nil {
 					return err
 				}

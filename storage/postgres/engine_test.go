@@ -60,7 +60,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) R
 				tb.Fatalf("set money mismatch on delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
 			}
 		},
-		SetClock: func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
+		SetClock:     func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
+		SetMoneyRead: func(db storage.Store, f func()) { db.(*postgres.DB).SetMoneyRead(f) },
 	})
 }
 

@@ -88,3 +88,7 @@ func GenericPlanShapes(ctx context.Context, db *DB) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// SetMoneyRead makes a reprocess under thresholds run f once it has read its keys'
+// money, before its transaction begins.
+func (db *DB) SetMoneyRead(f func()) { db.moneyRead = f }

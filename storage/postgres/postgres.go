@@ -57,6 +57,8 @@ type DB struct {
 	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
 	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
 	intake      intake        // Record's group commit
+
+	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
 
 var _ storage.Store = (*DB)(nil)

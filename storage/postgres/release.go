@@ -12,12 +12,13 @@ import (
 )
 
 // reprocessMoney returns the money of keys that r would send again, in keys' order,
-// each read from its claim's first delivery (a key never claimed carries none); nil
-// unless r is a reprocess under thresholds. The amounts are read before the release's
-// transactions: a key claimed anew in between is in flight, which a release refuses.
-func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.BulkKey, error) {
+// each read from its claim's first delivery (a key never claimed carries none), and
+// those deliveries (0 for a key never claimed); nil unless r is a reprocess under
+// thresholds. They are read before the release's transactions: each key's release
+// refuses it if its claim names another delivery by then (storage.ClaimedAnew).
+func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.BulkKey, []int64, error) {
 	if !r.Reprocess || len(r.Thresholds) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sources := make([]string, len(keys))
 	names := make([]string, len(keys))
@@ -28,23 +29,29 @@ func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r stora
 	}
 	// One query for every key, a row each in keys' order (a key named twice counts
 	// twice, as it would read one by one).
-	rows, err := db.pool.Query(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, '')
+	rows, err := db.pool.Query(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, ''), coalesce(c.first_delivery, 0)
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(source, key, i)
 		LEFT JOIN claims AS c ON c.source = k.source AND c.key = k.key
 		LEFT JOIN deliveries AS d ON d.id = c.first_delivery
 		ORDER BY k.i`, sources, names)
 	if err != nil {
-		return nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
+		return nil, nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
 	}
-	money, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.BulkKey, error) {
-		var b storage.BulkKey
-		err := row.Scan(&b.Amount, &b.Currency)
-		return b, err
+	money := make([]storage.BulkKey, 0, len(keys))
+	firsts := make([]int64, 0, len(keys))
+	var b storage.BulkKey
+	var first int64
+	_, err = pgx.ForEachRow(rows, []any{&b.Amount, &b.Currency, &first}, func() error {
+		money, firsts = append(money, b), append(firsts, first)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
+		return nil, nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
 	}
-	return money, nil
+	if db.moneyRead != nil {
+		db.moneyRead()
+	}
+	return money, firsts, nil
 }
 
 // checkReprocessMoney returns a NeedsApprovalError when money, that of the keys r is
@@ -87,9 +94,13 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 	if r.Reason == "" {
 		return storage.Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
 	}
-	money, err := db.reprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r)
+	money, firsts, err := db.reprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r)
 	if err != nil {
 		return storage.Released{}, err
+	}
+	checked := storage.MoneyNotChecked
+	if firsts != nil {
+		checked = firsts[0]
 	}
 	var out storage.Released
 	var refused, failed error
@@ -97,7 +108,7 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 		if refused = db.checkReprocessMoney(ctx, tx, r, money); refused != nil {
 			return errRefused
 		}
-		out, refused, failed = db.releaseIn(ctx, tx, r)
+		out, refused, failed = db.releaseIn(ctx, tx, r, checked)
 		switch {
 		case failed != nil:
 			return failed
@@ -123,15 +134,17 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 var errRefused = errors.New("refused")
 
 // releaseIn releases (or reprocesses) one key inside tx. A refusal (no such key, a key
-// in flight, a reprocess without a payload) comes back as refused, wrapping ErrNotFound,
-// ErrBusy or ErrPayloadGone, with nothing written and tx still usable; err means the
-// transaction failed and must be rolled back. The caller has checked that r has a
-// reason. The bulk runner calls it too, for each key of a batch.
+// in flight or claimed anew since checked, a reprocess without a payload) comes back as
+// refused, wrapping ErrNotFound, ErrBusy or ErrPayloadGone, with nothing written and tx
+// still usable; err means the transaction failed and must be rolled back. checked is
+// the delivery whose money a four-eyes check read (reprocessMoney), or
+// storage.MoneyNotChecked. The caller has checked that r has a reason. The bulk runner
+// calls it too, for each key of a batch.
 //
 // The key's row is read FOR UPDATE: another replica's release, lease, attempt or
 // takeover of the key waits for this transaction, or this one for it and then reads
 // the row as it left it, so that the decision and the write see the same key.
-func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out storage.Released, refused, err error) {
+func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, checked int64) (out storage.Released, refused, err error) {
 	if !textOK(r.Source, r.Key) {
 		// PostgreSQL's text cannot hold it, so no such key was ever claimed; asked as a
 		// parameter it would fail the statement and with it the whole transaction.
@@ -151,6 +164,9 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release) (out 
 	}
 	if err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if err := storage.ClaimedAnew(c, checked); err != nil {
+		return storage.Released{Previous: c.State}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
 	now := db.Now()
 	out = storage.Released{Previous: c.State}
@@ -278,18 +294,22 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 	if r.Reason == "" {
 		return nil, errors.New("bulk release: a reason is required")
 	}
-	money, err := db.reprocessMoney(ctx, keys, r)
+	money, firsts, err := db.reprocessMoney(ctx, keys, r)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]storage.KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {
-		batch := keys[:min(releaseBatch, len(keys))]
-		keys = keys[len(batch):]
-		done, err := db.releaseBatch(ctx, batch, r, money)
+		n := min(releaseBatch, len(keys))
+		var checked []int64
+		if firsts != nil {
+			checked, firsts = firsts[:n], firsts[n:]
+		}
+		done, err := db.releaseBatch(ctx, keys[:n], r, money, checked)
 		if err != nil {
 			return out, err
 		}
+		keys = keys[n:]
 		out = append(out, done...)
 		money = nil // checked and counted whole with the first batch
 	}
@@ -301,8 +321,9 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 // afresh each run. money is the money of all the call's keys for its first batch,
 // which a reprocess under thresholds checks and counts before the batch changes
 // anything (checkReprocessMoney), and nil for the others: a call is refused whole or
-// not at all.
-func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, money []storage.BulkKey) ([]storage.KeyOutcome, error) {
+// not at all. checked is, for each key of batch, the delivery whose money was checked,
+// or nil when none was.
+func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, money []storage.BulkKey, checked []int64) ([]storage.KeyOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -312,10 +333,14 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 			return err
 		}
 		out = make([]storage.KeyOutcome, 0, len(batch))
-		for _, c := range batch {
+		for i, c := range batch {
 			one := r
 			one.Source, one.Key = c.Source, c.Key
-			res, refused, err := db.releaseIn(ctx, tx, one)
+			first := storage.MoneyNotChecked
+			if checked != nil {
+				first = checked[i]
+			}
+			res, refused, err := db.releaseIn(ctx, tx, one, first)
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ func TestEngine(t *testing.T) {
 		SetMoneyMismatch: func(tb testing.TB, db storage.Store, id int64) {
 			storagetest.SetMoneyMismatch(tb, db.(*sqlite.DB), id)
 		},
-		SetClock: func(db storage.Store, now func() time.Time) { db.(*sqlite.DB).Now = now },
+		SetClock:     func(db storage.Store, now func() time.Time) { db.(*sqlite.DB).Now = now },
+		SetMoneyRead: func(db storage.Store, f func()) { db.(*sqlite.DB).SetMoneyRead(f) },
 	})
 }

@@ -192,3 +192,7 @@ func (db *DB) ExplainActiveAlerts(ctx context.Context) (string, error) {
 func (db *DB) ExplainSweepAlerts(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlSweepAlerts, 1, 1000)
 }
+
+// SetMoneyRead makes a reprocess under thresholds run f once it has read its keys'
+// money, before its transaction begins.
+func (db *DB) SetMoneyRead(f func()) { db.moneyRead = f }

@@ -11,27 +11,32 @@ import (
 )
 
 // reprocessMoney returns the money of keys that r would send again, in keys' order,
-// each read from its claim's first delivery (a key never claimed carries none); nil
-// unless r is a reprocess under thresholds. The amounts are read before the release's
-// transactions: a key claimed anew in between is in flight, which a release refuses.
-func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.BulkKey, error) {
+// each read from its claim's first delivery (a key never claimed carries none), and
+// those deliveries (0 for a key never claimed); nil unless r is a reprocess under
+// thresholds. They are read before the release's transactions: each key's release
+// refuses it if its claim names another delivery by then (storage.ClaimedAnew).
+func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r storage.Release) ([]storage.BulkKey, []int64, error) {
 	if !r.Reprocess || len(r.Thresholds) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	stmt, err := db.read.PrepareContext(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, '')
+	stmt, err := db.read.PrepareContext(ctx, `SELECT coalesce(d.amount, ''), coalesce(d.currency, ''), coalesce(c.first_delivery, 0)
 		FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery WHERE c.source = ? AND c.key = ?`)
 	if err != nil {
-		return nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
+		return nil, nil, fmt.Errorf("reprocess: the money of its keys: %w", err)
 	}
 	defer stmt.Close()
 	money := make([]storage.BulkKey, len(keys))
+	firsts := make([]int64, len(keys))
 	for i, k := range keys {
-		err := stmt.QueryRowContext(ctx, k.Source, k.Key).Scan(&money[i].Amount, &money[i].Currency)
+		err := stmt.QueryRowContext(ctx, k.Source, k.Key).Scan(&money[i].Amount, &money[i].Currency, &firsts[i])
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("reprocess: the money of %s/%s: %w", k.Source, k.Key, err)
+			return nil, nil, fmt.Errorf("reprocess: the money of %s/%s: %w", k.Source, k.Key, err)
 		}
 	}
-	return money, nil
+	if db.moneyRead != nil {
+		db.moneyRead()
+	}
+	return money, firsts, nil
 }
 
 // checkReprocessMoney returns a NeedsApprovalError when money, that of the keys r is
@@ -70,9 +75,13 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 	if r.Reason == "" {
 		return storage.Released{}, fmt.Errorf("release %s/%s: a reason is required", r.Source, r.Key)
 	}
-	money, err := db.reprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r)
+	money, firsts, err := db.reprocessMoney(ctx, []storage.KeyRef{{Source: r.Source, Key: r.Key}}, r)
 	if err != nil {
 		return storage.Released{}, err
+	}
+	checked := storage.MoneyNotChecked
+	if firsts != nil {
+		checked = firsts[0]
 	}
 	var out storage.Released
 	var refused, failed error
@@ -80,7 +89,7 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 		if refused = db.checkReprocessMoney(ctx, tx, r, money); refused != nil {
 			return errRefused
 		}
-		out, refused, failed = db.releaseIn(ctx, tx, r)
+		out, refused, failed = db.releaseIn(ctx, tx, r, checked)
 		switch {
 		case failed != nil:
 			return failed
@@ -103,17 +112,22 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 // errRefused rolls back the transaction of a release that was refused.
 var errRefused = errors.New("refused")
 
-// releaseIn releases one key inside tx. A refusal (no such key, a key in flight, a
-// reprocess without a payload) comes back as refused, wrapping ErrNotFound, ErrBusy or
-// ErrPayloadGone, with nothing written; err means the transaction failed and must be
-// rolled back. The caller has checked that r has a reason.
-func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release) (out storage.Released, refused, err error) {
+// releaseIn releases one key inside tx. A refusal (no such key, a key in flight or
+// claimed anew since checked, a reprocess without a payload) comes back as refused,
+// wrapping ErrNotFound, ErrBusy or ErrPayloadGone, with nothing written; err means the
+// transaction failed and must be rolled back. checked is the delivery whose money a
+// four-eyes check read (reprocessMoney), or storage.MoneyNotChecked. The caller has checked that
+// r has a reason.
+func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, checked int64) (out storage.Released, refused, err error) {
 	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, r.Source, r.Key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
 	}
 	if err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if err := storage.ClaimedAnew(c, checked); err != nil {
+		return storage.Released{Previous: c.State}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
 	now := db.Now()
 	out = storage.Released{Previous: c.State}
@@ -250,18 +264,22 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 	if r.Reason == "" {
 		return nil, errors.New("bulk release: a reason is required")
 	}
-	money, err := db.reprocessMoney(ctx, keys, r)
+	money, firsts, err := db.reprocessMoney(ctx, keys, r)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]storage.KeyOutcome, 0, len(keys))
 	for len(keys) > 0 {
-		batch := keys[:min(releaseBatch, len(keys))]
-		keys = keys[len(batch):]
-		done, err := db.releaseBatch(ctx, batch, r, money)
+		n := min(releaseBatch, len(keys))
+		var checked []int64
+		if firsts != nil {
+			checked, firsts = firsts[:n], firsts[n:]
+		}
+		done, err := db.releaseBatch(ctx, keys[:n], r, money, checked)
 		if err != nil {
 			return out, err
 		}
+		keys = keys[n:]
 		out = append(out, done...)
 		money = nil // checked and counted whole with the first batch
 	}
@@ -271,8 +289,9 @@ func (db *DB) ReleaseEach(ctx context.Context, keys []storage.KeyRef, r storage.
 // releaseBatch releases batch in one transaction. money is the money of all the
 // call's keys for its first batch, which a reprocess under thresholds checks and counts
 // before the batch changes anything (checkReprocessMoney), and nil for the others: a
-// call is refused whole or not at all.
-func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, money []storage.BulkKey) ([]storage.KeyOutcome, error) {
+// call is refused whole or not at all. checked is, for each key of batch, the delivery
+// whose money was checked, or nil when none was.
+func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storage.Release, money []storage.BulkKey, checked []int64) ([]storage.KeyOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -282,10 +301,14 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 			return err
 		}
 		out = make([]storage.KeyOutcome, 0, len(batch))
-		for _, c := range batch {
+		for i, c := range batch {
 			one := r
 			one.Source, one.Key = c.Source, c.Key
-			res, refused, err := db.releaseIn(ctx, tx, one)
+			first := storage.MoneyNotChecked
+			if checked != nil {
+				first = checked[i]
+			}
+			res, refused, err := db.releaseIn(ctx, tx, one, first)
 			if err != nil {
 				return err
 			}

@@ -225,6 +225,8 @@ type DB struct {
 
 	auditMark auditMark     // how far AuditChain has checked the audit chain (auditchain.go)
 	bulkWake  chan struct{} // a bulk action became ready to run (bulk.go)
+
+	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
 
 // Open opens (creating if needed, unless opt.MustExist) the database file at path and
