@@ -25,20 +25,7 @@ type eventQuery struct {
 // newest ids that the driving index finds in [lo, hi], or 0 when it finds fewer. One
 // cursor stepped over the index finds it; gathering those ids into a list for the page
 // query to check (id IN (...)) cost 8-10 ms more a page with 5 M deliveries.
-//
-// With no index to drive (accepted, a property, a status), the cursor would step over
-// the table itself, whose leaves hold whole deliveries: 8,000 pages for a window, 130 ms
-// read cold from a file of 5 M. The window is then the ScanWindow ids below the newest
-// in range instead, found in one look-up. It holds no more rows than a window of rows
-// (ids are given in order; only the sweep deletes, oldest first), and no fewer where
-// nothing was deleted; a gap left by the sweep is stepped over in one page, the next
-// page's window starting at the newest id below it.
 func (q eventQuery) windowStart(lo, hi int64) (string, []any) {
-	if len(q.drive) == 0 {
-		return `SELECT CASE WHEN top - ?3 > ?1 THEN top - ?3 ELSE 0 END
-			FROM (SELECT max(id) AS top FROM deliveries WHERE id BETWEEN ?1 AND ?2)`,
-			[]any{lo, hi, storage.ScanWindow - 1}
-	}
 	drive := append([]string{"id BETWEEN ? AND ?"}, q.drive...)
 	return `SELECT coalesce((SELECT id FROM deliveries WHERE ` + strings.Join(drive, " AND ") +
 			` ORDER BY id DESC LIMIT 1 OFFSET ?), 0)`,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,61 +90,6 @@ func noScans(t *testing.T, plan string) {
 			t.Errorf("plan scans a table:\n%s", plan)
 		}
 	}
-}
-
-// TestDB_Events_WindowOfIDs checks the window of a filter that no index answers: the
-// ScanWindow ids below the newest in range, so that a page costs one look-up and not a
-// walk over the table's leaves. Where the sweep left a gap, a page holds fewer rows
-// than a window and says so; the next page's window starts below the gap and finds
-// what lies there.
-func TestDB_Events_WindowOfIDs(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db := storagetest.OpenPath(t, path, sqlite.Options{})
-	raw := rawDB(t, path)
-	const n = 50000
-	rawExec(t, raw, fmt.Sprintf(`
-INSERT INTO deliveries (source, received_at, outcome, status, key, key_method, payload_hash, mismatch,
-	property, booking, event_status, amount, headers, body)
-WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
-SELECT 'ota', 1764000000000 + i, 'accepted', 200, 'evt_' || i, 'event_id', 'h', 0, 'HTL-A', 'BK-' || i,
-	CASE i WHEN 100 THEN 'no-show' ELSE 'confirmed' END, '', '{}', x''
-FROM s`, n),
-		`DELETE FROM deliveries WHERE id BETWEEN 20001 AND 45000`)
-	f := storage.DeliveryFilter{Status: "no-show"}
-	p, err := db.Deliveries(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The newest id is 50000: the window is [30001, 50000], 5,000 rows above the gap.
-	if len(p.Deliveries) != 0 || !p.Partial || p.Next != n-storage.ScanWindow+1 {
-		t.Fatalf("first page: %d events, partial %v, next %d; want an empty partial page going on at %d",
-			len(p.Deliveries), p.Partial, p.Next, n-storage.ScanWindow+1)
-	}
-	f.Before = p.Next
-	if p, err = db.Deliveries(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Deliveries) != 1 || p.Deliveries[0].ID != 100 || p.Next != 0 || p.Partial {
-		t.Fatalf("second page: %v next %d partial %v; want delivery 100 and the end", listedIDs(p.Deliveries), p.Next, p.Partial)
-	}
-	// A filter that matches finds its page in the first window, and a cursor within the
-	// gap starts from the newest id below it.
-	all, err := db.Deliveries(ctx, storage.DeliveryFilter{Outcome: storage.Accepted, Before: 40000, Limit: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := listedIDs(all.Deliveries); !slices.Equal(got, []int64{20000, 19999, 19998}) || all.Next != 19998 {
-		t.Fatalf("accepted before 40000: %v next %d; want [20000 19999 19998] next 19998", got, all.Next)
-	}
-}
-
-func listedIDs(ds []storage.Delivery) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
 }
 
 // TestDB_Events_AtScale times the events list's filters on a large table and logs the
