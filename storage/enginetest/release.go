@@ -347,6 +347,32 @@ func TestFourEyes_ClaimedAnew(t *testing.T, e Engine) {
 	if _, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "k2"}}, rel); !errors.As(err, &na) {
 		t.Fatalf("set with k2 tried again: %v; want its 5000.00 EUR to need approval", err)
 	}
+
+	// A key no claim held when its money was read, claimed before the release.
+	e.SetMoneyRead(db, takeOver("new"))
+	rel.Key = "new"
+	if _, err := db.ReleaseKey(ctx, rel); !errors.Is(err, storage.ErrBusy) {
+		t.Fatalf("reprocess of a key claimed since its money was read (none): %v; want it refused as claimed anew", err)
+	}
+
+	// A key of a later batch of a set (a transaction takes 50), taken over before it.
+	var set []storage.KeyRef
+	for i := range 51 {
+		key := fmt.Sprintf("s%02d", i)
+		record(t, db, moneyDelivery("ota", key, "1.00", "EUR", "p2"), day)
+		set = append(set, storage.KeyRef{Source: "ota", Key: key})
+	}
+	clk.Add(25 * time.Hour)
+	e.SetMoneyRead(db, takeOver("s50"))
+	out, err = db.ReleaseEach(ctx, set, rel)
+	if err != nil || len(out) != 51 {
+		t.Fatalf("set of 51: %d outcomes, %v", len(out), err)
+	}
+	for i, o := range out {
+		if want := storage.Refusal(""); i == 50 && o.Refused != storage.RefusedBusy || i < 50 && (o.Refused != want || !o.Changed) {
+			t.Errorf("set of 51, %s: %+v; want it reprocessed, or refused as claimed anew for s50", o.Key, o)
+		}
+	}
 }
 
 // TestFourEyes_AtOnce: reprocesses of one operator sent at once, each under the
