@@ -13,8 +13,8 @@ export CGO_ENABLED := 1
 #   SQLite maps at most this much of the database file (mmap_size asks up to it);
 #   go-sqlite3's build stops just under 2 GiB, a file of about 1.3 M deliveries. Past
 #   the map, every page a reader needs is a system call and a copy: a console filter
-#   that looks at each row read its window cold in 142 ms at 5 M deliveries, 25 ms
-#   through the map.
+#   that looks at each row read its window cold in 142-158 ms at 5 M deliveries, 5-17
+#   ms through the map.
 # - HAVE_FDATASYNC (Linux, as SQLite's own Linux builds do): SQLite syncs its files with
 #   fdatasync, not fsync. On Linux fdatasync writes the data and the metadata needed to
 #   read it back, the file's size included, and skips only timestamps, so a commit is as
