@@ -14,9 +14,13 @@ import (
 // Visible returns s with every character that would hide itself or rearrange the text
 // around it written as an escape: control characters (Unicode category Cc), invisible
 // format characters (Cf: the bidi controls U+202A–U+202E, U+2066–U+2069, U+200E, U+200F
-// and U+061C, zero-width characters, soft hyphens, tag characters), the line and paragraph
-// separators U+2028 and U+2029, and bytes that are not UTF-8. An event id holding U+202E
-// would otherwise render reversed and pass for another key.
+// and U+061C, zero-width characters, soft hyphens, tag characters), the other characters
+// Unicode says render as nothing (Default_Ignorable_Code_Point: Hangul fillers, the
+// combining grapheme joiner, variation selectors), spaces other than U+0020 (category Zs:
+// U+00A0, U+3000…) and the blank Braille pattern U+2800, the line and paragraph separators
+// U+2028 and U+2029, and bytes that are not UTF-8. An event id holding U+202E would
+// otherwise render reversed, and one ending in U+3164 would look like the id without it:
+// either could pass for another key.
 //
 // The escapes are the ones JSON and Go read: \n, \r and \t for those three, \u202e for
 // the rest of the Basic Multilingual Plane, \U000e0041 above it, and \xff for a byte that
@@ -108,7 +112,9 @@ func hiddenAt(s string, i int, layout bool) (bool, int) {
 		return true, 1 // not UTF-8
 	case layout && (r == '\n' || r == '\t' || r == '\r'):
 		return false, w
-	case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), r == '\u2028', r == '\u2029':
+	case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), r == '\u2028', r == '\u2029',
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r),
+		unicode.Is(unicode.Zs, r) && r != ' ', r == '\u2800':
 		return true, w
 	}
 	return false, w

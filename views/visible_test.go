@@ -22,6 +22,11 @@ func TestVisible(t *testing.T) {
 		{"LineBreaksAndTab", "a\nb\rc\td", `a\nb\rc\td`},
 		{"C1", "a\u0085b\u009bc", `a\u0085b\u009bc`},
 		{"AboveTheBMP", "a\U000E0041b", `a\U000e0041b`},
+		{"HangulFillers", "evt_1\u3164\u115F\u1160\uFFA0", `evt_1\u3164\u115f\u1160\uffa0`},
+		{"GraphemeJoiner", "a\u034Fb\u17B4c", `a\u034fb\u17b4c`},
+		{"VariationSelectors", "a\uFE0Fb\U000E0100c", `a\ufe0fb\U000e0100c`},
+		{"SpacesButTheSpace", "a b\u00A0c\u202Fd\u3000e", `a b\u00a0c\u202fd\u3000e`},
+		{"BlankBraille", "evt\u2800", `evt\u2800`},
 		{"NotUTF8", "a\xffb\xe2\x80", `a\xffb\xe2\x80`},
 		{"TruncatedBeforeASCII", "\xe2\x80a", `\xe2\x80a`},
 	}
