@@ -165,15 +165,17 @@ func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) e
 func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
+	// Their own goes through the account page, which asks for the current password:
+	// a session left open must not be enough to take the account over.
+	if name == me.Name {
+		return backToUsers(w, r, "error", "Change your own password on your account page: it asks for your current one.")
+	}
 	if p := passwordProblem(password); p != "" {
 		return backToUsers(w, r, "error", p)
 	}
 	err := s.setPassword(w, r, name, password)
-	ok := fmt.Sprintf("New password set for %s, one-time: they choose their own at their next sign-in. Their sessions have ended.", name)
-	if name == me.Name {
-		ok = "Your password is changed; your other sessions have ended."
-	}
-	return s.userChangeDone(w, r, name, err, ok)
+	return s.userChangeDone(w, r, name, err,
+		fmt.Sprintf("New password set for %s, one-time: they choose their own at their next sign-in. Their sessions have ended.", name))
 }
 
 func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error {
