@@ -256,16 +256,8 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 			s.consoleError(w, r, errForbidden)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			token := r.Header.Get("X-CSRF-Token")
-			if token == "" {
-				token = r.PostFormValue("csrf")
-			}
-			if st.csrf == "" || subtle.ConstantTimeCompare([]byte(token), []byte(st.csrf)) != 1 {
-				s.renderError(w, r, http.StatusForbidden, "Request refused",
-					"This form has expired or did not come from the console. Reload the page and try again.")
-				return
-			}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !s.csrfChecked(w, r, st.csrf) {
+			return
 		}
 		// Keep the session alive (idle timeout): a write, so once a minute at most.
 		if now := s.now(); now.Sub(ss.SeenAt) > time.Minute {
@@ -402,11 +394,31 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// csrfChecked says whether r carries the session's CSRF token want (form field "csrf"
+// or header X-CSRF-Token), and answers 403 when it does not.
+func (s *Server) csrfChecked(w http.ResponseWriter, r *http.Request, want string) bool {
+	token := r.Header.Get("X-CSRF-Token")
+	if token == "" {
+		token = r.PostFormValue("csrf")
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
+		s.renderError(w, r, http.StatusForbidden, "Request refused",
+			"This form has expired or did not come from the console. Reload the page and try again.")
+		return false
+	}
+	return true
+}
+
 // handleLogout ends this browser's session, on the server: a copy of the cookie is of
-// no use afterwards.
+// no use afterwards. The sign-out form carries the session's CSRF token, as every form
+// of a signed-in user does: another site cannot sign the user out.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	sess := s.session(r)
 	if sid, _ := sess.Values["sid"].(string); sid != "" {
+		want, _ := sess.Values["csrf"].(string)
+		if !s.csrfChecked(w, r, want) {
+			return nil
+		}
 		if err := s.sessions.EndSession(r.Context(), sid); err != nil {
 			return err
 		}

@@ -70,6 +70,14 @@ func TestConsole_SignOutEndsSession(t *testing.T) {
 	if code, _ := stolen.get("/events"); code != http.StatusOK {
 		t.Fatalf("the copied cookie before sign-out: %d", code)
 	}
+	// A sign-out without the session's CSRF token (a form on another site, sent by a
+	// client that says nothing of its origin) is refused and the session goes on.
+	if code, _, _ := c.do(http.MethodPost, "/logout", url.Values{}); code != http.StatusForbidden {
+		t.Fatalf("sign out without the CSRF token: %d, want 403", code)
+	}
+	if code, _ := stolen.get("/events"); code != http.StatusOK {
+		t.Fatalf("the session after a refused sign-out: %d", code)
+	}
 	if code, _, _ := c.post("/logout", nil); code != http.StatusSeeOther {
 		t.Fatalf("sign out: %d", code)
 	}
