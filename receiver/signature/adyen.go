@@ -102,6 +102,10 @@ func (a *AdyenHMAC) VerifyItem(item []byte) error {
 	if p.signature == "" {
 		return errAdyenNoSignature
 	}
+	if p.colon != "" {
+		return fmt.Errorf("%s holds a colon: Adyen signs its fields joined by colons, unescaped, so text moved "+
+			"across that colon would be signed alike while the item's key changed; only merchantReference may hold one", p.colon)
+	}
 	var sig [1]digest
 	if !decodeBase64(&sig[0], p.signature, false) {
 		return errAdyenBadSignature
@@ -202,6 +206,12 @@ func AdyenSigningString(item []byte) (string, error) {
 type adyenItem struct {
 	signed    string // the signing string
 	signature string // additionalData.hmacSignature, "" when absent
+	// colon names the first signed field but merchantReference that holds a colon, ""
+	// when none does. The signing string escapes nothing: "A:" then "B" signs as "A"
+	// then ":B". With the merchant's own text the only field that may hold one, the
+	// string splits into its fields one way only. Adyen's references, account codes,
+	// currencies and event codes hold none.
+	colon string
 }
 
 // adyenItemJSON holds the signed members raw, so that each one's type can
@@ -275,7 +285,15 @@ func parseAdyenItem(item []byte) (adyenItem, error) {
 	if err != nil {
 		return adyenItem{}, err
 	}
-	return adyenItem{signed: strings.Join(parts[:], ":"), signature: sig}, nil
+	p := adyenItem{signed: strings.Join(parts[:], ":"), signature: sig}
+	for i, name := range [...]string{"pspReference", "originalReference", "merchantAccountCode", "", "",
+		"amount.currency", "eventCode", ""} {
+		if name != "" && strings.Contains(parts[i], ":") {
+			p.colon = name
+			break
+		}
+	}
+	return p, nil
 }
 
 func isNull(v jsontext.Value) bool { return len(v) == 0 || v.Kind() == 'n' }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +15,15 @@ import (
 // Adyen's published HMAC test vectors, from Adyen's own libraries. Each was
 // also recomputed independently (Python hmac over the signing string with
 // the hex-decoded key) before it was written down here.
-var adyenVectors = []struct {
+type adyenTestVector struct {
 	name, from string
 	key        string
 	item       string // the NotificationRequestItem, without its signature
 	signed     string // what Adyen signs
 	signature  string
-}{
+}
+
+var adyenVectors = []adyenTestVector{
 	{
 		name: "Authorisation",
 		from: "Adyen/adyen-php-api-library tests/Adyen/Util/HmacSignatureTest.php, testNotificationRequestItemHmac",
@@ -175,6 +178,36 @@ func TestAdyenHMAC_Tampered(t *testing.T) {
 	unsigned := strings.Replace(signed, `"success": "true"`, `"success": "true", "reason": "changed"`, 1)
 	if err := a.VerifyItem([]byte(unsigned)); err != nil {
 		t.Errorf("a change outside the signed fields: %v", err)
+	}
+}
+
+// TestAdyenHMAC_ColonMovedAcrossFields: Adyen joins the signed fields with colons and
+// escapes none, so text moved across a colon is signed alike. Moved out of
+// merchantReference into merchantAccountCode (which the key is derived from), the
+// signature still matches: such an item is refused, while the colon in the merchant's
+// own reference, as Adyen sent it, is accepted.
+func TestAdyenHMAC_ColonMovedAcrossFields(t *testing.T) {
+	i := slices.IndexFunc(adyenVectors, func(x adyenTestVector) bool { return x.name == "ColonsNotEscaped" })
+	v := adyenVectors[i]
+	a := mustAdyen(t, v.key)
+	signed := withSignature(v.item, v.signature)
+	if err := a.VerifyItem([]byte(signed)); err != nil {
+		t.Fatalf("the item as Adyen signed it: %v", err)
+	}
+	moved := strings.Replace(signed, `"merchantAccountCode": "AntoniStroinski"`, `"merchantAccountCode": "AntoniStroinski:\\"`, 1)
+	moved = strings.Replace(moved, `"merchantReference": "\\:/\\/slashes are fun"`, `"merchantReference": "/\\/slashes are fun"`, 1)
+	if got, err := signature.AdyenSigningString([]byte(moved)); err != nil || got != v.signed {
+		t.Fatalf("the moved item signs as %q (%v); want the same string as the item, %q", got, err, v.signed)
+	}
+	err := a.VerifyItem([]byte(moved))
+	if err == nil || !strings.Contains(err.Error(), "merchantAccountCode holds a colon") {
+		t.Errorf("VerifyItem(colon moved into merchantAccountCode) = %v, want a refusal naming the field", err)
+	}
+	for _, field := range []string{"pspReference", "eventCode"} {
+		item := strings.Replace(signed, `"`+field+`": "`, `"`+field+`": "x:`, 1)
+		if err := a.VerifyItem([]byte(item)); err == nil || !strings.Contains(err.Error(), field+" holds a colon") {
+			t.Errorf("VerifyItem(colon in %s) = %v, want a refusal naming it", field, err)
+		}
 	}
 }
 
