@@ -356,12 +356,9 @@ func findEventID(from string, h http.Header, doc string, raw []byte) (id, why st
 		return "", ""
 	}
 	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+		// webhook-id or svix-id: the one the Standard Webhooks signature covers.
+		name = signature.IDHeaderOf(name, h)
 		v := eventIDHeaderValue(h, name)
-		if alias := signature.HeaderAlias(name); v == "" && alias != "" {
-			// Svix's names for the Standard Webhooks headers, which its senders
-			// still use and Verify accepts: the same message id.
-			v = eventIDHeaderValue(h, alias)
-		}
 		if v == "" {
 			return "", fmt.Sprintf("header %s is absent", name)
 		}

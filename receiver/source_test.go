@@ -92,6 +92,34 @@ func TestHandler_SvixHeaders(t *testing.T) {
 	}
 }
 
+// An event id configured as svix-id is read from the headers the signature covers: a
+// captured delivery resent with its signed webhook-* headers and a svix-id of the
+// attacker's choosing is the same event (a duplicate), not a new one.
+func TestHandler_SvixIDIsTheSignedOne(t *testing.T) {
+	src := otaSource(t)
+	src.Keys = receiver.KeySpec{EventID: "header:svix-id"}
+	e := newEnv(t, sqlite.Options{}, src)
+	body := `{"event":"reservation.cancelled","reservation":{"_id":"R-1"}}`
+	signed := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_1"}}
+	if err := src.Verifier.Sign(signed, url.Values{}, []byte(body), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	svix := http.Header{"Content-Type": {"application/json"}}
+	for _, name := range []string{"Id", "Timestamp", "Signature"} {
+		svix.Set("Svix-"+name, signed.Get("Webhook-"+name))
+	}
+	code, _, first := rawPost(t, e, "ota", svix, body)
+	if code != 200 || !strings.Contains(first, `"status":"accepted"`) || !strings.Contains(first, `"key":"msg_1"`) {
+		t.Fatalf("first, svix-* headers: %d %s", code, first)
+	}
+	replay := signed.Clone()
+	replay.Set("Svix-Id", "msg_forged")
+	code, _, again := rawPost(t, e, "ota", replay, body)
+	if code != 200 || !strings.Contains(again, `"status":"duplicate"`) || !strings.Contains(again, `"key":"msg_1"`) {
+		t.Fatalf("replayed with webhook-* headers and another svix-id: %d %s; want a duplicate of msg_1", code, again)
+	}
+}
+
 const githubSecret = "It's a Secret to Everybody"
 
 func githubSource(t *testing.T, form bool) receiver.Source {

@@ -46,14 +46,26 @@ func TestVerify_StandardWebhooks_SvixHeaders(t *testing.T) {
 	})
 }
 
-func TestHeaderAlias(t *testing.T) {
-	for name, want := range map[string]string{
-		"webhook-id": "Svix-Id", "Webhook-Timestamp": "Svix-Timestamp", "WEBHOOK-SIGNATURE": "Svix-Signature",
-		"svix-id": "Webhook-Id", "svix-timestamp": "Webhook-Timestamp", "svix-signature": "Webhook-Signature",
-		"X-GitHub-Delivery": "", "": "",
+// TestIDHeaderOf: an event id configured as either spelling of the Standard Webhooks
+// message id is read from the family of headers Verify checks, never from the other.
+func TestIDHeaderOf(t *testing.T) {
+	both := http.Header{"Webhook-Id": {"msg_signed"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,x"},
+		"Svix-Id": {"msg_forged"}}
+	svixOnly := http.Header{"Svix-Id": {"msg_1"}, "Svix-Timestamp": {"1"}, "Svix-Signature": {"v1,x"}}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want string
+	}{
+		{"svix-id", both, "Webhook-Id"},
+		{"webhook-id", both, "Webhook-Id"},
+		{"SVIX-ID", svixOnly, "Svix-Id"},
+		{"webhook-id", svixOnly, "Svix-Id"},
+		{"X-GitHub-Delivery", both, "X-GitHub-Delivery"},
+		{"webhook-timestamp", svixOnly, "webhook-timestamp"},
 	} {
-		if got := signature.HeaderAlias(name); got != want {
-			t.Errorf("HeaderAlias(%q) = %q, want %q", name, got, want)
+		if got := signature.IDHeaderOf(tc.name, tc.h); got != tc.want {
+			t.Errorf("IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

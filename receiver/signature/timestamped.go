@@ -52,27 +52,19 @@ func swHeadersOf(h http.Header) *swHeaders {
 	return &standardHeaders
 }
 
-// HeaderAlias returns the other name of a Standard Webhooks header, as
-// Svix's own libraries accept it ("webhook-id" and "svix-id" name each
-// other, and so on), in canonical form; "" for any other header. The
-// receiver reads an event id configured as "header:webhook-id" from svix-id
-// when a delivery carries only that, as Verify does.
-func HeaderAlias(name string) string {
+// IDHeaderOf returns the header an event id configured as read from header name is read
+// from in h: for either spelling of the Standard Webhooks message id (webhook-id,
+// svix-id), the one of the family h carries, as Verify reads them (swHeadersOf), so that
+// the id is the one the signature covers. Read by its configured name, a delivery
+// carrying both families could sign one id and be keyed on another, unsigned: a
+// captured delivery could then be replayed under any id. Any other name is returned as
+// it is.
+func IDHeaderOf(name string, h http.Header) string {
 	switch canonicalKey(name) {
-	case standardHeaders.id:
-		return svixHeaders.id
-	case standardHeaders.timestamp:
-		return svixHeaders.timestamp
-	case standardHeaders.signature:
-		return svixHeaders.signature
-	case svixHeaders.id:
-		return standardHeaders.id
-	case svixHeaders.timestamp:
-		return standardHeaders.timestamp
-	case svixHeaders.signature:
-		return standardHeaders.signature
+	case standardHeaders.id, svixHeaders.id:
+		return swHeadersOf(h).id
 	}
-	return ""
+	return name
 }
 
 // standardWebhooksVerifier implements https://www.standardwebhooks.com
