@@ -119,6 +119,12 @@ url = "https://chat.example/hooks/abc"
 name = "chat"
 type = "slack"
 url = "https://chat.example/hooks/def"`, nil, []string{`alert_channel "chat"`, "used by another channel"}},
+		{"TimeoutOutlastsTheLease", `
+[[alert_channel]]
+name = "chat"
+type = "slack"
+url = "https://chat.example/hooks/abc"
+timeout = "10m"`, nil, []string{`alert_channel "chat"`, "timeout", "4m0s", "send it again"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

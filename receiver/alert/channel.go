@@ -40,6 +40,10 @@ const (
 	DefaultMaxBackoff     = 10 * time.Minute
 )
 
+// MaxChannelTimeout bounds a channel's timeout from above (exclusive): a send that may
+// take longer would outlast its lease, and another replica would send it again.
+const MaxChannelTimeout = 4 * time.Minute
+
 // ChannelConfig is one [[alert_channel]] table, its secrets read.
 type ChannelConfig struct {
 	Name string
@@ -104,6 +108,10 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	}
 	if cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
 		return nil, errors.New("timeout, max_attempts and max_backoff must not be negative")
+	}
+	if cfg.Timeout >= MaxChannelTimeout {
+		return nil, fmt.Errorf("timeout: %s is not below %s, how long a notification being sent is kept "+
+			"from other senders: another replica would send it again", cfg.Timeout, MaxChannelTimeout)
 	}
 	c := &Channel{name: cfg.Name, typ: cfg.Type, timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, maxBackoff: cfg.MaxBackoff}
 	if c.timeout == 0 {

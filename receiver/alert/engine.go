@@ -524,8 +524,9 @@ func (e *Engine) evaluate(ctx context.Context, r Rule, now time.Time) ([]finding
 }
 
 // notificationLease is how long a notification being sent is kept from other senders:
-// longer than any channel's timeout.
-const notificationLease = 5 * time.Minute
+// longer than any channel's timeout (NewChannel refuses one of MaxChannelTimeout or
+// more), so that a slow send is not sent again by another replica meanwhile.
+const notificationLease = MaxChannelTimeout + time.Minute
 
 // SendDue sends the notifications that are due, each to its channel, and records how
 // each went: sent; retried later with backoff; or, after the channel's last attempt,
