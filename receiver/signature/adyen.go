@@ -209,8 +209,9 @@ type adyenItem struct {
 	// colon names the first signed field but merchantReference that holds a colon, ""
 	// when none does. The signing string escapes nothing: "A:" then "B" signs as "A"
 	// then ":B". With the merchant's own text the only field that may hold one, the
-	// string splits into its fields one way only. Adyen's references, account codes,
-	// currencies and event codes hold none.
+	// three fields before it and the four after it are each the text between two
+	// colons, and the string splits into its fields one way only. Adyen's references,
+	// account codes, currencies, event codes and success ("true", "false") hold none.
 	colon string
 }
 
@@ -286,8 +287,9 @@ func parseAdyenItem(item []byte) (adyenItem, error) {
 		return adyenItem{}, err
 	}
 	p := adyenItem{signed: strings.Join(parts[:], ":"), signature: sig}
+	// amount.value is digits only (adyenMinorUnits).
 	for i, name := range [...]string{"pspReference", "originalReference", "merchantAccountCode", "", "",
-		"amount.currency", "eventCode", ""} {
+		"amount.currency", "eventCode", "success"} {
 		if name != "" && strings.Contains(parts[i], ":") {
 			p.colon = name
 			break

@@ -203,6 +203,17 @@ func TestAdyenHMAC_ColonMovedAcrossFields(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "merchantAccountCode holds a colon") {
 		t.Errorf("VerifyItem(colon moved into merchantAccountCode) = %v, want a refusal naming the field", err)
 	}
+	// Moved the other way, into the fields after it: merchantReference "ORD:12", 100 EUR,
+	// AUTHORISATION, "true" signs as merchantReference "ORD", value 12, currency "100",
+	// eventCode "EUR" and success "AUTHORISATION:true" do.
+	tail := withSignature(`{"merchantAccountCode": "M", "merchantReference": "ORD", "pspReference": "P",
+		"amount": {"value": 12, "currency": "100"}, "eventCode": "EUR", "success": "AUTHORISATION:true"}`, "c2lnbmF0dXJl")
+	if got, err := signature.AdyenSigningString([]byte(tail)); err != nil || got != "P::M:ORD:12:100:EUR:AUTHORISATION:true" {
+		t.Fatalf("the item moved towards the end signs as %q (%v)", got, err)
+	}
+	if err := a.VerifyItem([]byte(tail)); err == nil || !strings.Contains(err.Error(), "success holds a colon") {
+		t.Errorf("VerifyItem(colon moved into success) = %v, want a refusal naming it", err)
+	}
 	for _, field := range []string{"pspReference", "eventCode"} {
 		item := strings.Replace(signed, `"`+field+`": "`, `"`+field+`": "x:`, 1)
 		if err := a.VerifyItem([]byte(item)); err == nil || !strings.Contains(err.Error(), field+" holds a colon") {
