@@ -70,6 +70,11 @@ type KeySpec struct {
 	// KeyFields are JSON pointers of stable business fields, hashed into
 	// the key when there is no usable event id.
 	KeyFields []string
+	// Scheme is the source's signature scheme (New and the configuration set it
+	// from the source's verifier). Under standard-webhooks an event id read from
+	// webhook-id or svix-id is read from the family of headers the signature was
+	// checked on (signature.IDHeaderOf).
+	Scheme string
 }
 
 // Validate reports every bad pointer or header name in s, each naming the
@@ -180,9 +185,13 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 	d := storage.Derivation{PayloadHash: hash}
 
-	id, why := findEventID(spec.EventID, h, doc, body)
+	from := spec.EventID
+	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+		from = eventIDHeaderPrefix + signature.IDHeaderOf(spec.Scheme, name, h)
+	}
+	id, why := findEventID(from, h, doc, body)
 	if id != "" {
-		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, spec.EventID
+		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
 		return d, doc, nil
 	}
 
@@ -356,8 +365,6 @@ func findEventID(from string, h http.Header, doc string, raw []byte) (id, why st
 		return "", ""
 	}
 	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
-		// webhook-id or svix-id: the one the Standard Webhooks signature covers.
-		name = signature.IDHeaderOf(name, h)
 		v := eventIDHeaderValue(h, name)
 		if v == "" {
 			return "", fmt.Sprintf("header %s is absent", name)

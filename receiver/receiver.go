@@ -151,6 +151,9 @@ func New(cfg Config) *Receiver {
 	for i := range cfg.Sources {
 		src := cfg.Sources[i]
 		src.RedactHeaders = rc.redact
+		if src.Verifier != nil {
+			src.Keys.Scheme = src.Verifier.Scheme()
+		}
 		rc.sources[src.Name] = &src
 	}
 	if rc.maxBody <= 0 {

@@ -1023,7 +1023,7 @@ func (s sourceSettings) signatureConfig() signature.Config {
 // keySpec says how a delivery's key is derived; the scheme names the event id unless
 // the settings do.
 func (s sourceSettings) keySpec(v signature.Verifier) receiver.KeySpec {
-	spec := receiver.KeySpec{EventID: v.DefaultEventID(), KeyFields: s.KeyFields}
+	spec := receiver.KeySpec{EventID: v.DefaultEventID(), KeyFields: s.KeyFields, Scheme: v.Scheme()}
 	if s.EventID != nil {
 		spec.EventID = *s.EventID
 	}

@@ -46,8 +46,8 @@ func TestVerify_StandardWebhooks_SvixHeaders(t *testing.T) {
 	})
 }
 
-// TestIDHeaderOf: an event id configured as either spelling of the Standard Webhooks
-// message id is read from the family of headers Verify checks, never from the other.
+// TestIDHeaderOf: under standard-webhooks, an event id configured as either spelling of
+// the message id is read from the family of headers Verify checks, never from the other.
 func TestIDHeaderOf(t *testing.T) {
 	both := http.Header{"Webhook-Id": {"msg_signed"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,x"},
 		"Svix-Id": {"msg_forged"}}
@@ -64,8 +64,12 @@ func TestIDHeaderOf(t *testing.T) {
 		{"X-GitHub-Delivery", both, "X-GitHub-Delivery"},
 		{"webhook-timestamp", svixOnly, "webhook-timestamp"},
 	} {
-		if got := signature.IDHeaderOf(tc.name, tc.h); got != tc.want {
+		if got := signature.IDHeaderOf("standard-webhooks", tc.name, tc.h); got != tc.want {
 			t.Errorf("IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	// Another scheme signs no such header: the one configured is read.
+	if got := signature.IDHeaderOf("hmac-sha256", "svix-id", both); got != "svix-id" {
+		t.Errorf("IDHeaderOf under hmac-sha256 = %q, want svix-id as configured", got)
 	}
 }

@@ -53,13 +53,16 @@ func swHeadersOf(h http.Header) *swHeaders {
 }
 
 // IDHeaderOf returns the header an event id configured as read from header name is read
-// from in h: for either spelling of the Standard Webhooks message id (webhook-id,
-// svix-id), the one of the family h carries, as Verify reads them (swHeadersOf), so that
-// the id is the one the signature covers. Read by its configured name, a delivery
-// carrying both families could sign one id and be keyed on another, unsigned: a
-// captured delivery could then be replayed under any id. Any other name is returned as
-// it is.
-func IDHeaderOf(name string, h http.Header) string {
+// from in h, for a source signed with scheme: under standard-webhooks, for either
+// spelling of the message id (webhook-id, svix-id), the one of the family h carries, as
+// Verify reads them (swHeadersOf), so that the id is the one the signature covers. Read
+// by its configured name, a delivery carrying both families could sign one id and be
+// keyed on another, unsigned: a captured delivery could then be replayed under any id.
+// Any other name, or scheme, leaves name as it is: another scheme signs no such header.
+func IDHeaderOf(scheme, name string, h http.Header) string {
+	if scheme != schemeStandardWebhooks {
+		return name
+	}
 	switch canonicalKey(name) {
 	case standardHeaders.id, svixHeaders.id:
 		return swHeadersOf(h).id
