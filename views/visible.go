@@ -16,9 +16,10 @@ import (
 // format characters (Cf: the bidi controls U+202A–U+202E, U+2066–U+2069, U+200E, U+200F
 // and U+061C, zero-width characters, soft hyphens, tag characters), the other characters
 // Unicode says render as nothing (Default_Ignorable_Code_Point: Hangul fillers, the
-// combining grapheme joiner, variation selectors), spaces other than U+0020 (category Zs:
-// U+00A0, U+3000…) and the blank Braille pattern U+2800, the line and paragraph separators
-// U+2028 and U+2029, and bytes that are not UTF-8. An event id holding U+202E would
+// combining grapheme joiner), variation selectors, spaces other than U+0020 (category
+// Zs: U+00A0, U+3000…) and the blank Braille pattern U+2800, the line and paragraph
+// separators U+2028 and U+2029, and bytes that are not UTF-8. (visBlock, for bodies,
+// leaves variation selectors, spaces and U+2800 as they are: there they are text.) An event id holding U+202E would
 // otherwise render reversed, and one ending in U+3164 would look like the id without it:
 // either could pass for another key.
 //
@@ -113,8 +114,11 @@ func hiddenAt(s string, i int, layout bool) (bool, int) {
 	case layout && (r == '\n' || r == '\t' || r == '\r'):
 		return false, w
 	case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), r == '\u2028', r == '\u2029',
-		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r),
-		unicode.Is(unicode.Zs, r) && r != ' ', r == '\u2800':
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+		return true, w
+	case !layout && (unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Zs, r) && r != ' ' || r == '\u2800'):
+		// In a single value (a key, a booking, a name) these make it pass for another;
+		// in a body they are its text: an emoji's U+FE0F, a Japanese name's U+3000.
 		return true, w
 	}
 	return false, w

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -137,5 +138,44 @@ func TestAPI_BatchItems(t *testing.T) {
 	_, out = e.call(t, storage.RoleViewer, "GET", fmt.Sprintf("/api/v1/deliveries?batch=%d", items[0].ID), "")
 	if list, _ := out["deliveries"].([]any); len(list) != 3 {
 		t.Fatalf("deliveries of batch %d: %d, want its 3 items", items[0].ID, len(list))
+	}
+}
+
+// A key filter matches the key as stored: one that ends in U+00A0 is another key than the
+// one without it, and its link (or the escape typed back) lists it alone; ASCII spaces
+// typed around a value are trimmed.
+func TestConsole_KeyFilterKeepsUnicodeSpaces(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	for _, key := range []string{"evt_nb", "evt_nb\u00a0"} {
+		d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", KeyFrom: "/id", PayloadHash: key,
+			Booking: "BK\u00a0", Body: []byte(`{}`)}
+		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.as(t, "viewer")
+	for _, tc := range []struct {
+		query string
+		want  int
+		nbsp  bool // the rows listed are of the key that ends in U+00A0
+	}{
+		{"key=" + url.QueryEscape("evt_nb\u00a0") + "&source=ota", 1, true},
+		{"key=" + url.QueryEscape(" evt_nb\t") + "&source=ota", 1, false},
+		{"booking=" + url.QueryEscape("BK\u00a0"), 2, false},
+		{"booking=BK", 0, false},
+	} {
+		code, p := c.page("/events?" + tc.query)
+		if code != http.StatusOK {
+			t.Fatalf("GET /events?%s = %d", tc.query, code)
+		}
+		rows := p.testid("event-row")
+		if got := rows.len(); got != tc.want {
+			t.Errorf("/events?%s lists %d rows, want %d", tc.query, got, tc.want)
+		}
+		// The booking's escape, and the key's when it is the one ending in U+00A0.
+		if got := strings.Count(rows.text(), `\u00a0`) == 2; tc.want == 1 && got != tc.nbsp {
+			t.Errorf("/events?%s lists %q; want the key ending in U+00A0: %v", tc.query, rows.text(), tc.nbsp)
+		}
 	}
 }

@@ -91,8 +91,8 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 		Kind: q.Get("kind"), Reason: strings.TrimSpace(q.Get("reason")),
 		Source: strings.TrimSpace(q.Get("source")), State: q.Get("state"),
 		From: q.Get("from"), To: q.Get("to"),
-		Property: strings.TrimSpace(q.Get("property")), Booking: strings.TrimSpace(q.Get("booking")),
-		Status: strings.TrimSpace(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
+		Property: typed(q.Get("property")), Booking: typed(q.Get("booking")),
+		Status: typed(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
 		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
 	}
 	f := storage.BulkFilter{Source: v.Source, Property: v.Property, Booking: v.Booking, Status: v.Status,

@@ -210,3 +210,9 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// typed trims the ASCII spaces and tabs around a filter's value, which a user types or
+// pastes by accident, and nothing else: Unicode's other spaces (U+00A0, U+3000…) are part
+// of a stored key, booking or property, which a filter matches exactly, and evt_1
+// followed by U+00A0 is another key than evt_1, shown as such (views.Visible).
+func typed(s string) string { return strings.Trim(s, " \t") }
