@@ -187,7 +187,10 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 
 	from := spec.EventID
 	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
-		from = eventIDHeaderPrefix + signature.IDHeaderOf(spec.Scheme, name, h)
+		// Said as configured, unless the id is read from the other family's header.
+		if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
+			from = eventIDHeaderPrefix + strings.ToLower(read)
+		}
 	}
 	id, why := findEventID(from, h, doc, body)
 	if id != "" {
