@@ -1722,7 +1722,7 @@ func derivationSteps(d Derivation) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if d.Method == "event_id" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 164, "<li><span class=\"step-title\">The provider's event id</span> The source takes its event id from <code>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 164, "<li><span class=\"step-title\">The provider's event id</span> This delivery's event id was read from <code>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1730,7 +1730,7 @@ func derivationSteps(d Derivation) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 165, "</code>; this delivery carried one, so it is the key as sent.</li><li><span class=\"step-title\">Key</span> <code class=\"keyval\" data-testid=\"derived-key\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 165, "</code>: it is the key as sent.</li><li><span class=\"step-title\">Key</span> <code class=\"keyval\" data-testid=\"derived-key\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1793,7 +1793,7 @@ func derivationSteps(d Derivation) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = visBlock(d.Canonical).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = vis(d.Canonical).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2250,7 +2250,7 @@ func compareView(c Compare) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = visBlock(l.Text).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = visLine(l.Text).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -27,13 +27,13 @@ import (
 // the rest of the Basic Multilingual Plane, \U000e0041 above it, and \xff for a byte that
 // is not UTF-8. Everything else, backslashes included, is left as it is.
 func Visible(s string) string {
-	i, _ := nextHidden(s, 0, false)
+	i, _ := nextHidden(s, 0, visValue)
 	if i == len(s) {
 		return s
 	}
 	b := make([]byte, 0, len(s)+16)
 	for start := 0; start < len(s); {
-		i, w := nextHidden(s, start, false)
+		i, w := nextHidden(s, start, visValue)
 		b = append(b, s[start:i]...)
 		if w > 0 {
 			b = appendEscape(b, s[i:i+w])
@@ -47,18 +47,33 @@ func Visible(s string) string {
 // "esc", so that the page marks them as not part of the value as sent.
 func vis(s string) templ.Component { return visComponent{s: s} }
 
-// visBlock is vis for multi-line text in a <pre> (bodies, diffs, responses): line breaks
-// and tabs stay as they are, since they are the text's layout.
-func visBlock(s string) templ.Component { return visComponent{s: s, layout: true} }
+// visBlock is vis for a body in a <pre> (a payload, a response): line breaks and tabs
+// stay as they are, since they are the text's layout, and so do variation selectors,
+// Unicode's spaces and U+2800, which are a body's text (an emoji's U+FE0F, a Japanese
+// name's U+3000).
+func visBlock(s string) templ.Component { return visComponent{s: s, mode: visBody} }
+
+// visLine is vis for one line of a diff: its tabs stay as they are, and what visBlock
+// keeps as text is shown as escapes, since a line is there to show what differs.
+func visLine(s string) templ.Component { return visComponent{s: s, mode: visDiffLine} }
+
+// visMode says what a rendering of text keeps as it is.
+type visMode uint8
+
+const (
+	visValue    visMode = iota // a single value: every hidden character escaped
+	visDiffLine                // a line of a diff: tabs kept
+	visBody                    // a body: its layout and its text kept
+)
 
 type visComponent struct {
-	s      string
-	layout bool
+	s    string
+	mode visMode
 }
 
 func (c visComponent) Render(_ context.Context, w io.Writer) error {
 	s := c.s
-	i, width := nextHidden(s, 0, c.layout)
+	i, width := nextHidden(s, 0, c.mode)
 	if width == 0 {
 		_, err := io.WriteString(w, templ.EscapeString(s))
 		return err
@@ -74,11 +89,11 @@ func (c visComponent) Render(_ context.Context, w io.Writer) error {
 			var e [16]byte
 			b.Write(appendEscape(e[:0], s[i:i+width]))
 			i += width
-			hide, width = hiddenAt(s, i, c.layout)
+			hide, width = hiddenAt(s, i, c.mode)
 		}
 		b.WriteString(`</span>`)
 		start = i
-		i, width = nextHidden(s, start, c.layout)
+		i, width = nextHidden(s, start, c.mode)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -86,13 +101,13 @@ func (c visComponent) Render(_ context.Context, w io.Writer) error {
 
 // nextHidden returns where the first character to escape at or after i starts and its
 // width in bytes; len(s) and 0 when there is none.
-func nextHidden(s string, i int, layout bool) (int, int) {
+func nextHidden(s string, i int, mode visMode) (int, int) {
 	for i < len(s) {
 		if c := s[i]; c >= 0x20 && c < 0x7f {
 			i++ // printable ASCII: the common case, decided without decoding
 			continue
 		}
-		hide, w := hiddenAt(s, i, layout)
+		hide, w := hiddenAt(s, i, mode)
 		if hide {
 			return i, w
 		}
@@ -103,7 +118,7 @@ func nextHidden(s string, i int, layout bool) (int, int) {
 
 // hiddenAt decodes the character that starts at s[i] and says whether it is to be
 // escaped, with its width in bytes (0 past the end).
-func hiddenAt(s string, i int, layout bool) (bool, int) {
+func hiddenAt(s string, i int, mode visMode) (bool, int) {
 	if i >= len(s) {
 		return false, 0
 	}
@@ -111,12 +126,12 @@ func hiddenAt(s string, i int, layout bool) (bool, int) {
 	switch {
 	case r == utf8.RuneError && w == 1:
 		return true, 1 // not UTF-8
-	case layout && (r == '\n' || r == '\t' || r == '\r'):
+	case mode == visBody && (r == '\n' || r == '\t' || r == '\r'), mode == visDiffLine && r == '\t':
 		return false, w
 	case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), r == '\u2028', r == '\u2029',
 		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
 		return true, w
-	case !layout && (unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Zs, r) && r != ' ' || r == '\u2800'):
+	case mode != visBody && (unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Zs, r) && r != ' ' || r == '\u2800'):
 		// In a single value (a key, a booking, a name) these make it pass for another;
 		// in a body they are its text: an emoji's U+FE0F, a Japanese name's U+3000.
 		return true, w

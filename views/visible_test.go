@@ -66,3 +66,13 @@ func TestVis(t *testing.T) {
 		})
 	}
 }
+
+// A line of a diff keeps its tabs and shows what a body keeps as text: the line is there
+// to show what differs, such as U+00A0 against a space.
+func TestVisLine(t *testing.T) {
+	got := renderString(t, visLine("\t\"name\": \"a\u00a0b\u2764\uFE0F\""))
+	want := "\t&#34;name&#34;: &#34;a<span class=\"esc\">\\u00a0</span>b❤<span class=\"esc\">\\ufe0f</span>&#34;"
+	if got != want {
+		t.Errorf("visLine = %q, want %q", got, want)
+	}
+}

@@ -261,9 +261,11 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := http.Header{}
 	for line := range strings.SplitSeq(v.Headers, "\n") {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		// Trimmed as net/http trims a header it receives: spaces and tabs only, so that
+		// an id ending in U+00A0 gets the key intake would give it.
+		name, value, ok := strings.Cut(strings.Trim(line, " \t\r"), ":")
 		if ok && strings.TrimSpace(name) != "" {
-			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)), strings.TrimSpace(value))
+			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)), strings.Trim(value, " \t"))
 		}
 	}
 	d, err := s.derive(v.Source, h, []byte(v.Payload))

@@ -212,3 +212,25 @@ func TestConsole_CSVShowsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// The key lab reads pasted headers as intake receives them: trimmed of spaces and tabs
+// only, so that an id ending in U+00A0 is derived as intake derives it.
+func TestConsole_LabKeepsUnicodeSpaces(t *testing.T) {
+	var got string
+	e := newConsoleEnv(t, func(cfg *web.Config) {
+		cfg.Derive = func(source string, h http.Header, body []byte) (storage.Derivation, error) {
+			got = h.Get("Webhook-Id")
+			return storage.Derivation{Key: got, Method: "event_id", EventIDFrom: "header:webhook-id"}, nil
+		}
+	})
+	c := e.as(t, "viewer")
+	c.get("/lab")
+	code, _, _ := c.post("/lab", url.Values{"source": {"ota"}, "payload": {`{}`},
+		"headers": {"Webhook-Id:  evt_1\u00a0\t\r\nX-Other: 1"}})
+	if code != http.StatusOK {
+		t.Fatalf("POST /lab = %d", code)
+	}
+	if got != "evt_1\u00a0" {
+		t.Errorf("the lab derived from Webhook-Id %q, want %q", got, "evt_1\u00a0")
+	}
+}

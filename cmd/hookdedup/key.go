@@ -25,7 +25,8 @@ func (h headerFlags) Set(v string) error {
 	if !ok || strings.TrimSpace(name) == "" {
 		return fmt.Errorf("%q: want \"Name: value\"", v)
 	}
-	http.Header(h).Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	// Trimmed as net/http trims a header it receives: spaces and tabs only.
+	http.Header(h).Add(strings.TrimSpace(name), strings.Trim(value, " \t"))
 	return nil
 }
 
