@@ -67,14 +67,7 @@ func TestHandler_SvixHeaders(t *testing.T) {
 	src.Keys = receiver.KeySpec{EventID: "header:webhook-id"}
 	e := newEnv(t, sqlite.Options{}, src)
 	signed := func(body string) http.Header {
-		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_svix_1"}}
-		if err := src.Verifier.Sign(h, url.Values{}, []byte(body), time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		svix := http.Header{"Content-Type": {"application/json"}}
-		for _, name := range []string{"Id", "Timestamp", "Signature"} {
-			svix.Set("Svix-"+name, h.Get("Webhook-"+name))
-		}
+		_, svix := svixSigned(t, src, "msg_svix_1", body)
 		return svix
 	}
 	body := `{"event":"reservation.new","reservation":{"_id":"R-1"}}`
@@ -100,14 +93,7 @@ func TestHandler_SvixIDIsTheSignedOne(t *testing.T) {
 	src.Keys = receiver.KeySpec{EventID: "header:svix-id"}
 	e := newEnv(t, sqlite.Options{}, src)
 	body := `{"event":"reservation.cancelled","reservation":{"_id":"R-1"}}`
-	signed := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_1"}}
-	if err := src.Verifier.Sign(signed, url.Values{}, []byte(body), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	svix := http.Header{"Content-Type": {"application/json"}}
-	for _, name := range []string{"Id", "Timestamp", "Signature"} {
-		svix.Set("Svix-"+name, signed.Get("Webhook-"+name))
-	}
+	signed, svix := svixSigned(t, src, "msg_1", body)
 	code, _, first := rawPost(t, e, "ota", svix, body)
 	if code != 200 || !strings.Contains(first, `"status":"accepted"`) || !strings.Contains(first, `"key":"msg_1"`) {
 		t.Fatalf("first, svix-* headers: %d %s", code, first)
@@ -118,6 +104,21 @@ func TestHandler_SvixIDIsTheSignedOne(t *testing.T) {
 	if code != 200 || !strings.Contains(again, `"status":"duplicate"`) || !strings.Contains(again, `"key":"msg_1"`) {
 		t.Fatalf("replayed with webhook-* headers and another svix-id: %d %s; want a duplicate of msg_1", code, again)
 	}
+}
+
+// svixSigned returns the headers of body signed by src as message id under the
+// Standard Webhooks names, and the same under Svix's.
+func svixSigned(t *testing.T, src receiver.Source, id, body string) (standard, svix http.Header) {
+	t.Helper()
+	standard = http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {id}}
+	if err := src.Verifier.Sign(standard, url.Values{}, []byte(body), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	svix = http.Header{"Content-Type": {"application/json"}}
+	for _, name := range []string{"Id", "Timestamp", "Signature"} {
+		svix.Set("Svix-"+name, standard.Get("Webhook-"+name))
+	}
+	return standard, svix
 }
 
 const githubSecret = "It's a Secret to Everybody"
