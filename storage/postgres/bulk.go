@@ -358,15 +358,10 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		}
 		var over []string
 		if a.Kind == storage.BulkReprocess && len(t) > 0 {
-			// Under the audit lock, as a release's check (checkReprocessMoney).
-			if err := lockAudit(ctx, tx); err != nil {
+			var err error
+			if over, err = fourEyes(ctx, tx, actor, now, t, a.Money, a.Unreadable); err != nil {
 				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
 			}
-			earlier, err := reprocessedBy(ctx, tx, actor, now)
-			if err != nil {
-				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
-			}
-			over = t.OverWith(a.Money, earlier, a.Unreadable)
 		}
 		a.NeedsApproval = len(over) > 0
 		a.State = storage.BulkQueued
@@ -378,9 +373,6 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		a.StartedAt = now
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, needs_approval = $2, started_at = $3, updated_at = $3 WHERE id = $4`,
 			a.State, a.NeedsApproval, millis(now), a.ID)
-		if err == nil && a.Kind == storage.BulkReprocess && len(t) > 0 && !a.NeedsApproval {
-			err = noteReprocessed(ctx, tx, actor, now, a.Money)
-		}
 		return storage.AuditEntry{Actor: actor, Action: "bulk start", Reason: words}, err
 	})
 	if err == nil && a.State == storage.BulkQueued {

@@ -43,25 +43,19 @@ func (db *DB) reprocessMoney(ctx context.Context, keys []storage.KeyRef, r stora
 // about to reprocess, is above r.Thresholds together with what r.Actor reprocessed
 // without approval within storage.ReprocessWindow, and otherwise counts it as
 // reprocessed by r.Actor: every key named, also one the release will then refuse (a
-// release refused whole rolls the count back with it). It reads and counts inside tx,
-// before any of the keys changes: the write lock tx holds makes the check and the
-// count one step, so that two reprocesses of one operator at once cannot each pass on
-// what the other has not counted yet.
+// release refused whole rolls the count back with it), inside tx, before any of the
+// keys changes (fourEyes).
 func (db *DB) checkReprocessMoney(ctx context.Context, tx *sql.Tx, r storage.Release, money []storage.BulkKey) error {
 	if money == nil { // not a reprocess under thresholds, or a batch after the first
 		return nil
 	}
-	now := db.Now()
-	earlier, err := reprocessedBy(ctx, tx, r.Actor, now)
+	sums, _, unreadable := storage.SumMoney(money)
+	over, err := fourEyes(ctx, tx, r.Actor, db.Now(), r.Thresholds, sums, unreadable)
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
-	sums, _, unreadable := storage.SumMoney(money)
-	if over := r.Thresholds.OverWith(sums, earlier, unreadable); len(over) > 0 {
+	if len(over) > 0 {
 		return &storage.NeedsApprovalError{Over: over}
-	}
-	if err := noteReprocessed(ctx, tx, r.Actor, now, sums); err != nil {
-		return fmt.Errorf("reprocess: %w", err)
 	}
 	return nil
 }

@@ -37,6 +37,25 @@ func reprocessedBy(ctx context.Context, q queryer, actor string, now time.Time) 
 	return money, nil
 }
 
+// fourEyes compares money, a reprocess by actor at now (unreadable of its amounts not
+// read), with t together with what actor reprocessed without approval within
+// storage.ReprocessWindow, and returns a line for each currency over t
+// (ApprovalThresholds.OverWith). When none is, it counts money as reprocessed by actor.
+// It reads and counts inside tx, whose write lock makes the check and the count one
+// step: two reprocesses of one operator at once cannot each pass on what the other has
+// not counted yet.
+func fourEyes(ctx context.Context, tx *sql.Tx, actor string, now time.Time, t storage.ApprovalThresholds,
+	money []storage.MoneyTotal, unreadable int) ([]string, error) {
+	earlier, err := reprocessedBy(ctx, tx, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	if over := t.OverWith(money, earlier, unreadable); len(over) > 0 {
+		return over, nil
+	}
+	return nil, noteReprocessed(ctx, tx, actor, now, money)
+}
+
 // noteReprocessed counts money (each currency's gross), a reprocess's under the
 // thresholds, towards actor's next reprocess, inside the reprocess's transaction.
 // Rows past the window go meanwhile: the table holds a day.
