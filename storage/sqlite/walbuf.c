@@ -35,22 +35,29 @@
 /* The most the default VFS writes in one call: it masks a write's length to 17 bits. */
 #define WALBUF_CAP 0x1ffff
 
+typedef struct WalbufFile WalbufFile;
 typedef struct WalBuf WalBuf;
 typedef struct WalbufDb WalbufDb;
+
+/* WalbufFile is how both kinds of file begin: a call that this VFS only passes on goes
+** to real through one function for both (the pt* functions). */
+struct WalbufFile {
+  sqlite3_file base;
+  sqlite3_file *real;      /* the default VFS's file, right after the whole struct */
+};
+#define WALBUF_REAL(f) (((WalbufFile*)(f))->real)
 
 /* WalbufDb is a database file: its log's WalBuf, while the log is open, learns from
 ** it when the write lock is let go. */
 struct WalbufDb {
-  sqlite3_file base;
-  sqlite3_file *real;      /* the default VFS's file, right after this struct */
+  WalbufFile f;
   const char *name;        /* the name it was opened by, which its log's name leads to */
   WalBuf *wal;
   WalbufDb *next;          /* in walbufDbs */
 };
 
 struct WalBuf {
-  sqlite3_file base;
-  sqlite3_file *real;      /* the default VFS's file, right after this struct */
+  WalbufFile f;
   WalbufDb *db;            /* its database file; 0: every write goes through */
   char *buf;               /* frames not passed on yet, from start on */
   int len;
@@ -71,11 +78,48 @@ static WalbufDb *walbufDbs;
 /* Frames written through a buffer: tests see that logs are buffered at all. */
 static long long walbufFramesBuffered;
 
+/* The calls passed on as they are, for both kinds of file. */
+static int ptRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){ return WALBUF_REAL(f)->pMethods->xRead(WALBUF_REAL(f), z, n, at); }
+static int ptWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){ return WALBUF_REAL(f)->pMethods->xWrite(WALBUF_REAL(f), z, n, at); }
+static int ptTruncate(sqlite3_file *f, sqlite3_int64 size){ return WALBUF_REAL(f)->pMethods->xTruncate(WALBUF_REAL(f), size); }
+static int ptSync(sqlite3_file *f, int flags){ return WALBUF_REAL(f)->pMethods->xSync(WALBUF_REAL(f), flags); }
+static int ptFileSize(sqlite3_file *f, sqlite3_int64 *size){ return WALBUF_REAL(f)->pMethods->xFileSize(WALBUF_REAL(f), size); }
+static int ptLock(sqlite3_file *f, int lock){ return WALBUF_REAL(f)->pMethods->xLock(WALBUF_REAL(f), lock); }
+static int ptUnlock(sqlite3_file *f, int lock){ return WALBUF_REAL(f)->pMethods->xUnlock(WALBUF_REAL(f), lock); }
+static int ptCheckReservedLock(sqlite3_file *f, int *out){ return WALBUF_REAL(f)->pMethods->xCheckReservedLock(WALBUF_REAL(f), out); }
+static int ptFileControl(sqlite3_file *f, int op, void *arg){ return WALBUF_REAL(f)->pMethods->xFileControl(WALBUF_REAL(f), op, arg); }
+static int ptSectorSize(sqlite3_file *f){ return WALBUF_REAL(f)->pMethods->xSectorSize(WALBUF_REAL(f)); }
+static int ptDeviceCharacteristics(sqlite3_file *f){ return WALBUF_REAL(f)->pMethods->xDeviceCharacteristics(WALBUF_REAL(f)); }
+static int ptShmMap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp){
+  if( WALBUF_REAL(f)->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return WALBUF_REAL(f)->pMethods->xShmMap(WALBUF_REAL(f), pg, pgsz, extend, pp);
+}
+static int ptShmLock(sqlite3_file *f, int offset, int n, int flags){
+  if( WALBUF_REAL(f)->pMethods->iVersion<2 ) return SQLITE_ERROR;
+  return WALBUF_REAL(f)->pMethods->xShmLock(WALBUF_REAL(f), offset, n, flags);
+}
+static void ptShmBarrier(sqlite3_file *f){
+  if( WALBUF_REAL(f)->pMethods->iVersion>=2 ) WALBUF_REAL(f)->pMethods->xShmBarrier(WALBUF_REAL(f));
+}
+static int ptShmUnmap(sqlite3_file *f, int deleteFlag){
+  if( WALBUF_REAL(f)->pMethods->iVersion<2 ) return SQLITE_OK;
+  return WALBUF_REAL(f)->pMethods->xShmUnmap(WALBUF_REAL(f), deleteFlag);
+}
+static int ptFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
+  *pp = 0;
+  if( WALBUF_REAL(f)->pMethods->iVersion<3 ) return SQLITE_OK;  /* no map: SQLite reads instead */
+  return WALBUF_REAL(f)->pMethods->xFetch(WALBUF_REAL(f), at, n, pp);
+}
+static int ptUnfetch(sqlite3_file *f, sqlite3_int64 at, void *ptr){
+  if( WALBUF_REAL(f)->pMethods->iVersion<3 ) return SQLITE_OK;
+  return WALBUF_REAL(f)->pMethods->xUnfetch(WALBUF_REAL(f), at, ptr);
+}
+
 /* walbufPass writes what p holds: its frames, then a header that waits. */
 static int walbufPass(WalBuf *p){
   int rc = SQLITE_OK;
   if( p->len>0 ){
-    rc = p->real->pMethods->xWrite(p->real, p->buf, p->len, p->start);
+    rc = p->f.real->pMethods->xWrite(p->f.real, p->buf, p->len, p->start);
     p->len = 0;
     if( rc!=SQLITE_OK ){
       p->hasHeader = 0;
@@ -84,7 +128,7 @@ static int walbufPass(WalBuf *p){
   }
   if( p->hasHeader ){
     p->hasHeader = 0;
-    rc = p->real->pMethods->xWrite(p->real, p->header, WALBUF_FRAME_HEADER, p->headerAt);
+    rc = p->f.real->pMethods->xWrite(p->f.real, p->header, WALBUF_FRAME_HEADER, p->headerAt);
   }
   return rc;
 }
@@ -113,7 +157,7 @@ static int walbufWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){
       if( p->buf==0 ) goto through;
     }
     if( p->len>0 && p->len+WALBUF_FRAME_HEADER+n>WALBUF_CAP ){
-      rc = p->real->pMethods->xWrite(p->real, p->buf, p->len, p->start);
+      rc = p->f.real->pMethods->xWrite(p->f.real, p->buf, p->len, p->start);
       p->len = 0;
       if( rc!=SQLITE_OK ){
         p->hasHeader = 0;
@@ -133,7 +177,7 @@ through:
   p->end = at+n;
   rc = walbufPass(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xWrite(p->real, z, n, at);
+  return p->f.real->pMethods->xWrite(p->f.real, z, n, at);
 }
 
 /* What a log holds when it is closed is never a commit's: each commit passes its
@@ -148,7 +192,7 @@ static int walbufClose(sqlite3_file *f){
   if( p->db ) p->db->wal = 0;
   p->db = 0;
   pthread_mutex_unlock(&walbufMu);
-  rc = p->real->pMethods->xClose(p->real);
+  rc = p->f.real->pMethods->xClose(p->f.real);
   free(p->buf);
   p->buf = 0;
   return rc;
@@ -165,107 +209,51 @@ static int walbufRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){
   WalBuf *p = (WalBuf*)f;
   int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xRead(p->real, z, n, at);
+  return p->f.real->pMethods->xRead(p->f.real, z, n, at);
 }
 
 static int walbufTruncate(sqlite3_file *f, sqlite3_int64 size){
   WalBuf *p = (WalBuf*)f;
   int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xTruncate(p->real, size);
+  return p->f.real->pMethods->xTruncate(p->f.real, size);
 }
 
 static int walbufSync(sqlite3_file *f, int flags){
   WalBuf *p = (WalBuf*)f;
   int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xSync(p->real, flags);
+  return p->f.real->pMethods->xSync(p->f.real, flags);
 }
 
 static int walbufFileSize(sqlite3_file *f, sqlite3_int64 *size){
   WalBuf *p = (WalBuf*)f;
   int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xFileSize(p->real, size);
+  return p->f.real->pMethods->xFileSize(p->f.real, size);
 }
 
 static int walbufFileControl(sqlite3_file *f, int op, void *arg){
   WalBuf *p = (WalBuf*)f;
   int rc = walbufPassFor(p);
   if( rc!=SQLITE_OK ) return rc;
-  return p->real->pMethods->xFileControl(p->real, op, arg);
+  return p->f.real->pMethods->xFileControl(p->f.real, op, arg);
 }
 
 static int walbufFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
-  WalBuf *p = (WalBuf*)f;
-  int rc = walbufPassFor(p);
+  int rc = walbufPassFor((WalBuf*)f);
   *pp = 0;
   if( rc!=SQLITE_OK ) return rc;
-  if( p->real->pMethods->iVersion<3 ) return SQLITE_OK;  /* no map: SQLite reads instead */
-  return p->real->pMethods->xFetch(p->real, at, n, pp);
-}
-
-static int walbufUnfetch(sqlite3_file *f, sqlite3_int64 at, void *ptr){
-  WalBuf *p = (WalBuf*)f;
-  if( p->real->pMethods->iVersion<3 ) return SQLITE_OK;
-  return p->real->pMethods->xUnfetch(p->real, at, ptr);
-}
-
-static int walbufLock(sqlite3_file *f, int lock){
-  WalBuf *p = (WalBuf*)f;
-  return p->real->pMethods->xLock(p->real, lock);
-}
-
-static int walbufUnlock(sqlite3_file *f, int lock){
-  WalBuf *p = (WalBuf*)f;
-  return p->real->pMethods->xUnlock(p->real, lock);
-}
-
-static int walbufCheckReservedLock(sqlite3_file *f, int *out){
-  WalBuf *p = (WalBuf*)f;
-  return p->real->pMethods->xCheckReservedLock(p->real, out);
-}
-
-static int walbufSectorSize(sqlite3_file *f){
-  WalBuf *p = (WalBuf*)f;
-  return p->real->pMethods->xSectorSize(p->real);
-}
-
-static int walbufDeviceCharacteristics(sqlite3_file *f){
-  WalBuf *p = (WalBuf*)f;
-  return p->real->pMethods->xDeviceCharacteristics(p->real);
-}
-
-static int walbufShmMap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp){
-  WalBuf *p = (WalBuf*)f;
-  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
-  return p->real->pMethods->xShmMap(p->real, pg, pgsz, extend, pp);
-}
-
-static int walbufShmLock(sqlite3_file *f, int offset, int n, int flags){
-  WalBuf *p = (WalBuf*)f;
-  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
-  return p->real->pMethods->xShmLock(p->real, offset, n, flags);
-}
-
-static void walbufShmBarrier(sqlite3_file *f){
-  WalBuf *p = (WalBuf*)f;
-  if( p->real->pMethods->iVersion>=2 ) p->real->pMethods->xShmBarrier(p->real);
-}
-
-static int walbufShmUnmap(sqlite3_file *f, int deleteFlag){
-  WalBuf *p = (WalBuf*)f;
-  if( p->real->pMethods->iVersion<2 ) return SQLITE_OK;
-  return p->real->pMethods->xShmUnmap(p->real, deleteFlag);
+  return ptFetch(f, at, n, pp);
 }
 
 static const sqlite3_io_methods walbufMethods = {
   3,
   walbufClose, walbufRead, walbufWrite, walbufTruncate, walbufSync, walbufFileSize,
-  walbufLock, walbufUnlock, walbufCheckReservedLock, walbufFileControl,
-  walbufSectorSize, walbufDeviceCharacteristics,
-  walbufShmMap, walbufShmLock, walbufShmBarrier, walbufShmUnmap,
-  walbufFetch, walbufUnfetch
+  ptLock, ptUnlock, ptCheckReservedLock, walbufFileControl,
+  ptSectorSize, ptDeviceCharacteristics,
+  ptShmMap, ptShmLock, ptShmBarrier, ptShmUnmap,
+  walbufFetch, ptUnfetch
 };
 
 /* The database file's methods: the default VFS's, but that letting go of the log's
@@ -284,7 +272,7 @@ static int walbufDbClose(sqlite3_file *f){
   if( p->wal ) p->wal->db = 0;
   p->wal = 0;
   pthread_mutex_unlock(&walbufMu);
-  return p->real->pMethods->xClose(p->real);
+  return p->f.real->pMethods->xClose(p->f.real);
 }
 
 /* walbufDrop forgets what d's log holds. */
@@ -298,73 +286,47 @@ static void walbufDrop(WalbufDb *d){
 static int walbufDbShmLock(sqlite3_file *f, int offset, int n, int flags){
   WalbufDb *p = (WalbufDb*)f;
   if( offset==0 && n>0 && (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) ) walbufDrop(p);
-  if( p->real->pMethods->iVersion<2 ) return SQLITE_ERROR;
-  return p->real->pMethods->xShmLock(p->real, offset, n, flags);
+  return ptShmLock(f, offset, n, flags);
 }
 
-#define WALBUF_DB(f) (((WalbufDb*)(f))->real)
-static int walbufDbRead(sqlite3_file *f, void *z, int n, sqlite3_int64 at){ return WALBUF_DB(f)->pMethods->xRead(WALBUF_DB(f), z, n, at); }
-static int walbufDbWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 at){ return WALBUF_DB(f)->pMethods->xWrite(WALBUF_DB(f), z, n, at); }
-static int walbufDbTruncate(sqlite3_file *f, sqlite3_int64 size){ return WALBUF_DB(f)->pMethods->xTruncate(WALBUF_DB(f), size); }
-static int walbufDbSync(sqlite3_file *f, int flags){ return WALBUF_DB(f)->pMethods->xSync(WALBUF_DB(f), flags); }
-static int walbufDbFileSize(sqlite3_file *f, sqlite3_int64 *size){ return WALBUF_DB(f)->pMethods->xFileSize(WALBUF_DB(f), size); }
-static int walbufDbLock(sqlite3_file *f, int lock){ return WALBUF_DB(f)->pMethods->xLock(WALBUF_DB(f), lock); }
 /* In exclusive locking mode the log's write lock is never taken on the shared memory;
 ** leaving that mode unlocks the database file instead, after the transaction ended. */
 static int walbufDbUnlock(sqlite3_file *f, int lock){
   walbufDrop((WalbufDb*)f);
-  return WALBUF_DB(f)->pMethods->xUnlock(WALBUF_DB(f), lock);
-}
-static int walbufDbCheckReservedLock(sqlite3_file *f, int *out){ return WALBUF_DB(f)->pMethods->xCheckReservedLock(WALBUF_DB(f), out); }
-static int walbufDbFileControl(sqlite3_file *f, int op, void *arg){ return WALBUF_DB(f)->pMethods->xFileControl(WALBUF_DB(f), op, arg); }
-static int walbufDbSectorSize(sqlite3_file *f){ return WALBUF_DB(f)->pMethods->xSectorSize(WALBUF_DB(f)); }
-static int walbufDbDeviceCharacteristics(sqlite3_file *f){ return WALBUF_DB(f)->pMethods->xDeviceCharacteristics(WALBUF_DB(f)); }
-static int walbufDbShmMap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp){
-  if( WALBUF_DB(f)->pMethods->iVersion<2 ) return SQLITE_ERROR;
-  return WALBUF_DB(f)->pMethods->xShmMap(WALBUF_DB(f), pg, pgsz, extend, pp);
-}
-static void walbufDbShmBarrier(sqlite3_file *f){
-  if( WALBUF_DB(f)->pMethods->iVersion>=2 ) WALBUF_DB(f)->pMethods->xShmBarrier(WALBUF_DB(f));
-}
-static int walbufDbShmUnmap(sqlite3_file *f, int deleteFlag){
-  if( WALBUF_DB(f)->pMethods->iVersion<2 ) return SQLITE_OK;
-  return WALBUF_DB(f)->pMethods->xShmUnmap(WALBUF_DB(f), deleteFlag);
-}
-static int walbufDbFetch(sqlite3_file *f, sqlite3_int64 at, int n, void **pp){
-  *pp = 0;
-  if( WALBUF_DB(f)->pMethods->iVersion<3 ) return SQLITE_OK;
-  return WALBUF_DB(f)->pMethods->xFetch(WALBUF_DB(f), at, n, pp);
-}
-static int walbufDbUnfetch(sqlite3_file *f, sqlite3_int64 at, void *ptr){
-  if( WALBUF_DB(f)->pMethods->iVersion<3 ) return SQLITE_OK;
-  return WALBUF_DB(f)->pMethods->xUnfetch(WALBUF_DB(f), at, ptr);
+  return WALBUF_REAL(f)->pMethods->xUnlock(WALBUF_REAL(f), lock);
 }
 
 static const sqlite3_io_methods walbufDbMethods = {
   3,
-  walbufDbClose, walbufDbRead, walbufDbWrite, walbufDbTruncate, walbufDbSync, walbufDbFileSize,
-  walbufDbLock, walbufDbUnlock, walbufDbCheckReservedLock, walbufDbFileControl,
-  walbufDbSectorSize, walbufDbDeviceCharacteristics,
-  walbufDbShmMap, walbufDbShmLock, walbufDbShmBarrier, walbufDbShmUnmap,
-  walbufDbFetch, walbufDbUnfetch
+  walbufDbClose, ptRead, ptWrite, ptTruncate, ptSync, ptFileSize,
+  ptLock, walbufDbUnlock, ptCheckReservedLock, ptFileControl,
+  ptSectorSize, ptDeviceCharacteristics,
+  ptShmMap, walbufDbShmLock, ptShmBarrier, ptShmUnmap,
+  ptFetch, ptUnfetch
 };
+
+/* walbufOpenAs opens the file w (a WalBuf or a WalbufDb, of size bytes) through the
+** default VFS into the room after it, and gives it methods m; it leaves w without
+** methods when the default VFS opened nothing. */
+static int walbufOpenAs(WalbufFile *w, size_t size, const sqlite3_io_methods *m,
+                        sqlite3_filename name, int flags, int *outFlags){
+  int rc;
+  memset(w, 0, size);
+  w->real = (sqlite3_file*)((char*)w + size);
+  rc = walbufReal->xOpen(walbufReal, name, w->real, flags, outFlags);
+  w->base.pMethods = w->real->pMethods==0 ? 0 : m;
+  return rc;
+}
 
 /* walbufOpen opens every file as the default VFS does; the database file gets
 ** walbufDbMethods and its log walbufMethods, linked to each other. */
 static int walbufOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *outFlags){
-  WalBuf *p;
   int rc;
   (void)vfs;
   if( (flags & SQLITE_OPEN_MAIN_DB)!=0 && name!=0 ){
     WalbufDb *d = (WalbufDb*)f;
-    memset(d, 0, sizeof(*d));
-    d->real = (sqlite3_file*)&d[1];
-    rc = walbufReal->xOpen(walbufReal, name, d->real, flags, outFlags);
-    if( d->real->pMethods==0 ){
-      d->base.pMethods = 0;
-      return rc;
-    }
-    d->base.pMethods = &walbufDbMethods;
+    rc = walbufOpenAs(&d->f, sizeof(*d), &walbufDbMethods, name, flags, outFlags);
+    if( d->f.base.pMethods==0 ) return rc;
     d->name = name;
     pthread_mutex_lock(&walbufMu);
     d->next = walbufDbs;
@@ -372,21 +334,12 @@ static int walbufOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, 
     pthread_mutex_unlock(&walbufMu);
     return rc;
   }
-  if( (flags & SQLITE_OPEN_WAL)==0 || name==0 ){
-    return walbufReal->xOpen(walbufReal, name, f, flags, outFlags);
-  }
-  p = (WalBuf*)f;
-  memset(p, 0, sizeof(*p));
-  p->real = (sqlite3_file*)&p[1];
-  rc = walbufReal->xOpen(walbufReal, name, p->real, flags, outFlags);
-  if( p->real->pMethods==0 ){
-    p->base.pMethods = 0;
-    return rc;
-  }
-  p->base.pMethods = &walbufMethods;
-  {
+  if( (flags & SQLITE_OPEN_WAL)!=0 && name!=0 ){
+    WalBuf *p = (WalBuf*)f;
     const char *db = sqlite3_filename_database(name);
     WalbufDb *d;
+    rc = walbufOpenAs(&p->f, sizeof(*p), &walbufMethods, name, flags, outFlags);
+    if( p->f.base.pMethods==0 ) return rc;
     pthread_mutex_lock(&walbufMu);
     for(d=walbufDbs; d; d=d->next){
       if( d->name==db && d->wal==0 ){
@@ -396,8 +349,9 @@ static int walbufOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, 
       }
     }
     pthread_mutex_unlock(&walbufMu);
+    return rc;
   }
-  return rc;
+  return walbufReal->xOpen(walbufReal, name, f, flags, outFlags);
 }
 
 /* hookdedup_walbuf_frames is how many frames went through a buffer so far. */
