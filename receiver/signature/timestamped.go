@@ -63,8 +63,9 @@ func IDHeaderOf(scheme, name string, h http.Header) string {
 	if scheme != schemeStandardWebhooks {
 		return name
 	}
-	switch canonicalKey(name) {
-	case standardHeaders.id, svixHeaders.id:
+	// EqualFold rather than the canonical form: this runs for every delivery, and the
+	// configured name is usually lower case, which canonicalising would allocate for.
+	if strings.EqualFold(name, standardHeaders.id) || strings.EqualFold(name, svixHeaders.id) {
 		return swHeadersOf(h).id
 	}
 	return name
