@@ -29,6 +29,10 @@ type Job struct {
 	// that an attempt begun before the reprocess cannot settle the key the reprocess
 	// queued again.
 	Updated time.Time
+	// Lease is when the job's lease ends. Each lease of a key ends after the one before
+	// it, so it also names this lease: an attempt that outlived it (a stalled process, a
+	// slow disk) cannot move the key on once another dispatcher has leased it since.
+	Lease time.Time
 }
 
 // Attempt is one hand-off attempt downstream.

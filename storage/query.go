@@ -21,6 +21,17 @@ type Claim struct {
 	// TTL is the window the key was claimed for, stored once a reprocess moves
 	// ExpiresAt; zero while ExpiresAt - ClaimedAt tells it.
 	TTL time.Duration
+	// LeasedUntil is when the key's last dispatch lease ends (zero if it was never
+	// leased). A lease sets NextAttemptAt to the same time and the attempt's end moves
+	// NextAttemptAt on, so the two are equal only while an attempt is in flight.
+	LeasedUntil time.Time
+}
+
+// InFlight reports whether c is being handed downstream at now: a dispatcher holds its
+// lease and has not yet recorded the attempt. Releasing or reprocessing it then would
+// let a second hand-off start beside the first.
+func (c Claim) InFlight(now time.Time) bool {
+	return c.State == StateProcessing && !c.LeasedUntil.IsZero() && c.LeasedUntil.Equal(c.NextAttemptAt) && c.LeasedUntil.After(now)
 }
 
 // Reprocessed is the expiry and the window a reprocess at now gives c: a live claim

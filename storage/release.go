@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// ErrBusy means a key is being handed downstream right now and is not stuck yet:
-// releasing it could dispatch its event twice.
-var ErrBusy = errors.New("key is processing and not stuck")
+// ErrBusy means a key is being handed downstream: not stuck yet, or with an attempt
+// under way. Releasing it could dispatch its event twice.
+var ErrBusy = errors.New("key is being handed downstream")
 
 // ErrPayloadGone means a key cannot be reprocessed: the payload that reprocessing would
 // send again is no longer stored (retention removed it once the key was released,
@@ -42,6 +42,22 @@ type Release struct {
 	// towards Actor's next, also that of a key of a set then refused. Without them a
 	// reprocess of one key, or of a set, would go round four-eyes.
 	Thresholds ApprovalThresholds
+}
+
+// Busy refuses (ErrBusy) the release of c at now, a key processing since after
+// stuckBefore or one with an attempt under way, stuck or not: a key retrying through
+// an outage is stuck after stuck_after, and releasing or reprocessing it while an
+// attempt is out would start a second hand-off beside it.
+func Busy(c Claim, stuckBefore, now time.Time) error {
+	switch {
+	case c.State != StateProcessing:
+		return nil
+	case !c.UpdatedAt.Before(stuckBefore):
+		return fmt.Errorf("%w (processing since %s)", ErrBusy, c.UpdatedAt.Format(time.RFC3339))
+	case c.InFlight(now):
+		return fmt.Errorf("%w (an attempt is under way; its lease ends at %s)", ErrBusy, c.LeasedUntil.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // MoneyNotChecked is ClaimedAnew's checked for a release whose keys' money no four-eyes
@@ -88,7 +104,8 @@ type KeyOutcome struct {
 type Refusal string
 
 const (
-	// RefusedBusy: the key is being handed downstream and is not stuck yet (ErrBusy).
+	// RefusedBusy: the key is being handed downstream: not stuck yet, or with an
+	// attempt under way (ErrBusy).
 	RefusedBusy Refusal = "busy"
 	// RefusedNotFound: there is no such key, or it expired and was swept (ErrNotFound).
 	RefusedNotFound Refusal = "not found"
@@ -116,7 +133,7 @@ func RefusalOf(err error) (r Refusal, ok bool) {
 func (r Refusal) Message() string {
 	switch r {
 	case RefusedBusy:
-		return "in flight: being handed downstream and not stuck yet; try again later"
+		return "in flight: being handed downstream (not stuck yet, or an attempt under way); try again later"
 	case RefusedNotFound:
 		return "no such key"
 	case RefusedPayloadGone:

@@ -200,8 +200,9 @@ type Store interface {
 	NextDue(ctx context.Context) (time.Time, error)
 
 	// FinishAttempt records an attempt of job and moves its key on as res says, in one
-	// transaction. A key that was released, reprocessed or claimed anew meanwhile is left
-	// as it is (its attempt is still recorded). Reports whether the key moved.
+	// transaction. A key that was released, reprocessed, claimed anew or leased again
+	// meanwhile is left as it is (its attempt is still recorded). Reports whether the key
+	// moved.
 	FinishAttempt(ctx context.Context, job Job, a Attempt, res AttemptResult) (bool, error)
 
 	// Attempts returns the attempts made for one source's key, oldest first.

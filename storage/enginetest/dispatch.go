@@ -233,6 +233,83 @@ func TestFinishAttempt(t *testing.T, e Engine) {
 	}
 }
 
+// TestFinishAttempt_LeaseOutlived: an attempt that outlives its lease (a stalled
+// process, a slow disk) while another dispatcher leases the key again cannot move the
+// key: not to a retry that would let a third dispatcher lease it beside the second, nor
+// to processed while the second's attempt is out. A key with an attempt under way is
+// refused release and reprocess even once it is stuck, and freed again when the attempt
+// is recorded. Each lease of a key ends after the one before it, whatever was asked.
+func TestFinishAttempt_LeaseOutlived(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	t0 := clk.Now()
+	first := lease(t, db, t0, time.Minute, 10)
+	clk.Add(2 * time.Minute) // the first lease ran out with its attempt still out
+	second := lease(t, db, clk.Now(), time.Minute, 10)
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("leased %d, then %d jobs after the lease ended; want 1 and 1", len(first), len(second))
+	}
+	if !second[0].Lease.After(first[0].Lease) {
+		t.Fatalf("the second lease ends at %v, not after the first's %v", second[0].Lease, first[0].Lease)
+	}
+	finish := func(j storage.Job, res storage.AttemptResult) bool {
+		t.Helper()
+		moved, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+			StartedAt: t0, Status: 503, Error: res.LastError}, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return moved
+	}
+	soon := clk.Now().Add(time.Second)
+	if finish(first[0], storage.AttemptResult{NextAt: soon, LastError: "downstream answered 503"}) {
+		t.Error("an attempt whose lease ran out moved the key another dispatcher holds")
+	}
+	if again := lease(t, db, soon, time.Minute, 10); len(again) != 0 {
+		t.Fatalf("leased %v while the second dispatcher's lease holds", jobKeys(again))
+	}
+	if finish(first[0], storage.AttemptResult{Done: true}) {
+		t.Error("an attempt whose lease ran out settled the key another dispatcher holds")
+	}
+	c, err := db.Claim(ctx, "ota", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.State != storage.StateProcessing || c.Attempts != 0 || !c.NextAttemptAt.Equal(second[0].Lease) || !c.InFlight(clk.Now()) {
+		t.Fatalf("after the outlived attempts: %+v; want processing, no attempt counted, in flight until %v", c, second[0].Lease)
+	}
+
+	// Stuck (processing since before stuckBefore) with an attempt under way: refused.
+	for _, reprocess := range []bool{false, true} {
+		_, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+			Reprocess: reprocess, StuckBefore: clk.Now().Add(time.Hour)})
+		if !errors.Is(err, storage.ErrBusy) {
+			t.Errorf("release (reprocess %v) of a stuck key with an attempt under way: %v, want ErrBusy", reprocess, err)
+		}
+	}
+	retry := clk.Now().Add(time.Second) // before the second lease would have ended
+	if !finish(second[0], storage.AttemptResult{NextAt: retry, LastError: "downstream answered 503"}) {
+		t.Fatal("the attempt holding the lease did not move the key")
+	}
+	if c, _ := db.Claim(ctx, "ota", "k"); c.InFlight(clk.Now()) || !c.NextAttemptAt.Equal(retry) || c.Attempts != 1 {
+		t.Fatalf("after the attempt was recorded: %+v; want not in flight, 1 attempt, due at %v", c, retry)
+	}
+	// The next lease is asked for less than the first lasted: it still ends after it.
+	third := lease(t, db, retry, time.Millisecond, 10)
+	if len(third) != 1 || !third[0].Lease.After(second[0].Lease) {
+		t.Fatalf("third lease %+v; want one ending after %v", third, second[0].Lease)
+	}
+	if !finish(third[0], storage.AttemptResult{NextAt: retry.Add(time.Hour), LastError: "downstream answered 503"}) {
+		t.Fatal("the third attempt did not move the key")
+	}
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+		Reprocess: true, StuckBefore: clk.Now()}); err != nil {
+		t.Fatalf("reprocess of a stuck key between attempts: %v", err)
+	}
+}
+
 // TestFinishAttempt_UnusualText: a downstream's answer may hold any byte, a NUL
 // included; its attempt is still recorded (else the key would be sent again and again),
 // and names no engine can hold find nothing rather than fail.

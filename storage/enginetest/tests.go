@@ -90,6 +90,7 @@ var tests = []struct {
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
+	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
 	{"Keys", TestKeys},
 	{"Keys_ScanWindow", TestKeys_ScanWindow},
 	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},

@@ -23,10 +23,12 @@ WITH due AS MATERIALIZED (
 	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
 	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), leased AS (
-	UPDATE claims AS c SET next_attempt_at = $1 FROM due WHERE c.id = due.id
-	RETURNING c.id, c.source, c.key, c.first_delivery, c.attempts, c.claimed_at, c.updated_at
+	UPDATE claims AS c SET next_attempt_at = greatest($1, coalesce(c.leased_until, 0) + 1),
+		leased_until = greatest($1, coalesce(c.leased_until, 0) + 1)
+	FROM due WHERE c.id = due.id
+	RETURNING c.id, c.source, c.key, c.first_delivery, c.attempts, c.claimed_at, c.updated_at, c.leased_until
 )
-SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at,
+SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at, l.leased_until,
 	d.id IS NOT NULL, d.source, d.key, d.content_type,
 	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
 	d.batch, d.batch_index
@@ -52,16 +54,16 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		defer rows.Close()
 		for rows.Next() {
 			var j storage.Job
-			var gen, updated int64
+			var gen, updated, leased int64
 			var attempts int32
 			var source, key, contentType *string
 			var batch *int64
 			var index *int32
-			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen, &updated,
+			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen, &updated, &leased,
 				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index); err != nil {
 				return err
 			}
-			j.Attempts, j.Generation, j.Updated = int(attempts), fromMillis(gen), fromMillis(updated)
+			j.Attempts, j.Generation, j.Updated, j.Lease = int(attempts), fromMillis(gen), fromMillis(updated), fromMillis(leased)
 			if j.Stored {
 				j.DeliverySource, j.DeliveryKey, j.ContentType = *source, *key, *contentType
 				j.Batch, j.BatchIndex = *batch, int(*index)
@@ -90,8 +92,9 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
 }
 
 // FinishAttempt records an attempt of job and moves its key on as res says, in one
-// transaction. A key that was released, reprocessed or claimed anew meanwhile is left
-// as it is (its attempt is still recorded). Reports whether the key moved.
+// transaction. A key that was released, reprocessed, claimed anew or leased again
+// meanwhile is left as it is (its attempt is still recorded). Reports whether the key
+// moved.
 func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
 	var moved bool
 	// The answer's excerpt is the downstream's text, and the errors may quote it: a NUL
@@ -107,24 +110,24 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		now := millis(db.Now())
 		var q string
 		var args []any
-		// The key's row is updated only if it is still the job's: processing, and of the
-		// claim the job was leased from (claimed_at is its generation) and not reprocessed
-		// since (a reprocess sets updated_at). A release, a reprocess or a takeover
-		// committed meanwhile makes PostgreSQL's re-check of the row fail, and the key is
-		// left as it is.
+		// The key's row is updated only if it is still the job's: processing, of the claim
+		// the job was leased from (claimed_at is its generation), not reprocessed since (a
+		// reprocess sets updated_at) and not leased again (leased_until). A release, a
+		// reprocess, a takeover or another lease committed meanwhile makes PostgreSQL's
+		// re-check of the row fail, and the key is left as it is.
 		switch {
 		case res.Done:
 			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4`
-			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4 AND leased_until = $5`
+			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		case res.Failed:
 			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5`
-			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2
-			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5`
-			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6`
+			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		}
 		tag, err := tx.Exec(ctx, q, args...)
 		if err != nil {

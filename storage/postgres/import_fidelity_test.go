@@ -332,8 +332,11 @@ func TestImport_FailureCommitsNothing(t *testing.T) {
 func TestImport_AuditTextRefused(t *testing.T) {
 	ctx := context.Background()
 	lite, path := sqliteWithEverything(t)
+	// Past the leases sqliteWithEverything took, so that i2 has no attempt under way.
+	later := lite.Now().Add(2 * time.Minute)
+	lite.Now = func() time.Time { return later }
 	if _, err := lite.ReleaseKey(ctx, storage.Release{Source: "cm", Key: "i2", Actor: "ann", Reason: "a\x00b",
-		StuckBefore: lite.Now().Add(time.Hour)}); err != nil {
+		StuckBefore: later.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lite.Close(); err != nil {

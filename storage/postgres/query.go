@@ -61,17 +61,20 @@ func scanDelivery(s scanner) (storage.Delivery, error) {
 
 // claimColumns are a claim's columns, in the order scanClaim reads them.
 const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
-	updated_at, attempts, next_attempt_at, last_error, ttl`
+	updated_at, attempts, next_attempt_at, last_error, ttl, leased_until`
 
 func scanClaim(s scanner) (storage.Claim, error) {
 	var c storage.Claim
 	var claimed, expires, updated int64
-	var next, ttl *int64
+	var next, ttl, leased *int64
 	var attempts int32
 	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
-		&expires, &updated, &attempts, &next, &c.LastError, &ttl)
+		&expires, &updated, &attempts, &next, &c.LastError, &ttl, &leased)
 	if err != nil {
 		return storage.Claim{}, err
+	}
+	if leased != nil {
+		c.LeasedUntil = fromMillis(*leased)
 	}
 	c.Attempts = int(attempts)
 	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -167,8 +166,8 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	if free && !r.Reprocess {
 		return out, nil, nil
 	}
-	if c.State == storage.StateProcessing && !c.UpdatedAt.Before(r.StuckBefore) {
-		return out, fmt.Errorf("release %s/%s: %w (processing since %s)", r.Source, r.Key, storage.ErrBusy, c.UpdatedAt.Format(time.RFC3339)), nil
+	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
+		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
 	action := "release"
 	if r.Reprocess {

@@ -21,21 +21,21 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		jobs = nil
 		rows, err := tx.QueryContext(ctx, `
-UPDATE claims SET next_attempt_at = ?1
+UPDATE claims SET next_attempt_at = max(?1, coalesce(leased_until, 0) + 1), leased_until = max(?1, coalesce(leased_until, 0) + 1)
 WHERE id IN (SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2
 	ORDER BY next_attempt_at, id LIMIT ?3)
-RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at`, millis(now.Add(lease)), millis(now), limit)
+RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, millis(now.Add(lease)), millis(now), limit)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var j storage.Job
-			var gen, updated int64
-			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &j.Attempts, &gen, &updated); err != nil {
+			var gen, updated, leased int64
+			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &j.Attempts, &gen, &updated, &leased); err != nil {
 				rows.Close()
 				return err
 			}
-			j.Generation, j.Updated = fromMillis(gen), fromMillis(updated)
+			j.Generation, j.Updated, j.Lease = fromMillis(gen), fromMillis(updated), fromMillis(leased)
 			jobs = append(jobs, j)
 		}
 		rows.Close()
@@ -77,9 +77,10 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
 }
 
 // FinishAttempt records an attempt of job and moves its key on as res says, in one
-// transaction. A key that was released, reprocessed or claimed anew meanwhile is left
-// as it is (its attempt is still recorded): it is the job's only while its claimed_at
-// and updated_at are the ones leased. Reports whether the key moved.
+// transaction. A key that was released, reprocessed, claimed anew or leased again
+// meanwhile is left as it is (its attempt is still recorded): it is the job's only while
+// its claimed_at, updated_at and lease are the ones leased. Reports whether the key
+// moved.
 func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
 	var moved bool
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
@@ -94,16 +95,16 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		switch {
 		case res.Done:
 			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ?`
-			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
+			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		case res.Failed:
 			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ?`
-			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
-			WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ?`
-			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated)}
+			WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
+			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		}
 		r, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {

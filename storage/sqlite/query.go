@@ -143,16 +143,19 @@ func (db *DB) FirstKeyDeliveries(ctx context.Context, source, key string, limit 
 }
 
 const claimColumns = `id, source, key, state, first_delivery, payload_hash, claimed_at, expires_at,
-	updated_at, attempts, next_attempt_at, last_error, ttl`
+	updated_at, attempts, next_attempt_at, last_error, ttl, leased_until`
 
 func scanClaim(s scanner) (storage.Claim, error) {
 	var c storage.Claim
 	var claimed, expires, updated int64
-	var next, ttl sql.NullInt64
+	var next, ttl, leased sql.NullInt64
 	err := s.Scan(&c.ID, &c.Source, &c.Key, &c.State, &c.FirstDelivery, &c.PayloadHash, &claimed,
-		&expires, &updated, &c.Attempts, &next, &c.LastError, &ttl)
+		&expires, &updated, &c.Attempts, &next, &c.LastError, &ttl, &leased)
 	if err != nil {
 		return storage.Claim{}, err
+	}
+	if leased.Valid {
+		c.LeasedUntil = fromMillis(leased.Int64)
 	}
 	c.ClaimedAt, c.ExpiresAt, c.UpdatedAt = fromMillis(claimed), fromMillis(expires), fromMillis(updated)
 	if next.Valid {

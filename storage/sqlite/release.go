@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -132,8 +131,8 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, chec
 	if free && !r.Reprocess {
 		return out, nil, nil
 	}
-	if c.State == storage.StateProcessing && !c.UpdatedAt.Before(r.StuckBefore) {
-		return out, fmt.Errorf("release %s/%s: %w (processing since %s)", r.Source, r.Key, storage.ErrBusy, c.UpdatedAt.Format(time.RFC3339)), nil
+	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
+		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
 	action := "release"
 	if r.Reprocess {
