@@ -347,6 +347,7 @@ type KeyRow struct {
 	KeyShort    string
 	State       string
 	Stuck       bool
+	InFlight    bool // an attempt is under way: release and reprocess are refused until it ends
 	Since       string
 	SinceTitle  string
 	Attempts    int

@@ -115,6 +115,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 			Value: c.Source + "/" + c.Key, Source: c.Source, Key: c.Key, KeyShort: shortKey(c.Key),
 			State: c.State, Attempts: c.Attempts,
 			Stuck:      c.Stuck(stuckBefore),
+			InFlight:   c.InFlight(now),
 			Since:      s.ago(c.UpdatedAt),
 			SinceTitle: s.fullTime(c.UpdatedAt),
 			LastError:  c.LastError,
@@ -222,7 +223,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			msg += fmt.Sprintf(" %d already free: nothing changed.", sum.Unchanged)
 		}
 		if n := sum.Refusals[storage.RefusedBusy]; n > 0 {
-			msg += fmt.Sprintf(" %d still being handed downstream and not stuck yet: left alone.", n)
+			msg += fmt.Sprintf(" %d still being handed downstream (not stuck yet, or an attempt under way): left alone; try again later.", n)
 		}
 		if n := sum.Refusals[storage.RefusedNotFound]; n > 0 {
 			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", n)
