@@ -12,6 +12,10 @@ type TableSource interface {
 	ReadTable(ctx context.Context, table string, columns []string, fn func(row []any) error) error
 	// CountRows returns how many rows table holds.
 	CountRows(ctx context.Context, table string) (int64, error)
+	// Unchanged returns an error when the source may have been written since its
+	// snapshot began (a serve started during the copy): what it stored would be
+	// missing from the copy, which then commits nothing.
+	Unchanged(ctx context.Context) error
 }
 
 // TableCopy is what a copy did to one table.

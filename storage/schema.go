@@ -19,3 +19,19 @@ func NewerSchemaError(unknown []string) error {
 	return fmt.Errorf("the database's schema is newer than this hookdedup knows (migrations %s): run the newer version, or restore a backup taken before it migrated",
 		strings.Join(names, ", "))
 }
+
+// UpgradeInUseError is the error of an engine asked to open a database that another
+// process has open and that lacks migrations this version has (pending): migrating it
+// under that process (an earlier version's serve, most often) would leave it running on
+// a schema it does not know, and unable to start again on it.
+func UpgradeInUseError(pending []string) error {
+	names := make([]string, len(pending))
+	for i, n := range pending {
+		names[i] = strings.TrimPrefix(n, "migrations/")
+	}
+	slices.Sort(names)
+	return fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and another process has it open "+
+		"(an earlier version's serve?): stop it, then start this version's serve, which upgrades the schema; a backup taken "+
+		"before that is of the schema as it is",
+		strings.Join(names, ", "))
+}

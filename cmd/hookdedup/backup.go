@@ -43,15 +43,12 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	// Opened before the directory is made: a backup of no database makes nothing.
-	db, err := openExisting(cfg, e)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	file, ok := db.(*sqlite.DB)
-	if !ok {
+	if isPostgres(cfg.Database) {
 		return errors.New("backup copies a SQLite database file; back a PostgreSQL database up with pg_dump")
+	}
+	// Looked for before the directory is made: a backup of no database makes nothing.
+	if _, err := os.Stat(cfg.Database); errors.Is(err, os.ErrNotExist) {
+		return noDatabaseError{path: cfg.Database}
 	}
 	if intoDir {
 		if err := sqlite.MakeDirs(dest); err != nil {
@@ -59,7 +56,12 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
 	}
-	info, err := file.Backup(ctx, dest)
+	// The file as it is, never migrated: taken by a newer version before it upgrades,
+	// the backup is of the schema the running serve knows, which can go back to it.
+	info, err := sqlite.BackupFile(ctx, cfg.Database, dest)
+	if errors.Is(err, storage.ErrNoDatabase) {
+		return noDatabaseError{path: cfg.Database}
+	}
 	if err != nil {
 		return err
 	}

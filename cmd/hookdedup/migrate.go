@@ -41,16 +41,12 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("%s is open in another process: stop serve (and any other hookdedup command using it), then migrate",
 			displayPath(cfg.Database))
 	}
-	// Bring the file's schema up to date first, as serve would: the copy reads this
-	// build's tables.
-	file, err := openExisting(cfg, e)
-	if err != nil {
-		return err
-	}
-	if err := file.Close(); err != nil {
-		return err
-	}
+	// The file is read as it is, or through an upgraded copy beside it when an earlier
+	// version made it: it is never written, so that the earlier setup can run on.
 	src, err := sqlite.OpenSnapshot(ctx, cfg.Database)
+	if errors.Is(err, storage.ErrNoDatabase) {
+		return noDatabaseError{path: cfg.Database}
+	}
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,11 @@ func (db *DB) Import(ctx context.Context, src storage.TableSource, progress func
 			}
 			out = append(out, c)
 		}
-		return resetSequences(ctx, tx, src)
+		if err := resetSequences(ctx, tx, src); err != nil {
+			return err
+		}
+		// Last, as close to the commit as can be.
+		return src.Unchanged(ctx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("copy: %w", err)

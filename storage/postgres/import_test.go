@@ -2,6 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -202,5 +205,110 @@ func TestImport_RefusesNonEmpty(t *testing.T) {
 	}
 	if _, err := db.Delivery(ctx, 2); err == nil {
 		t.Error("the refused copy wrote delivery 2")
+	}
+}
+
+// fileMigrations lists the migrations the SQLite file at path records, read as it is.
+func fileMigrations(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var names string
+	if err := raw.QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM migrations ORDER BY name)`).Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestImport_OlderFileLeftAsItIs: a file an earlier version made is copied through an
+// upgraded copy of it, which goes when the copy is done; the file keeps its schema, so
+// that the earlier version can run on it again if the move is called off.
+func TestImport_OlderFileLeftAsItIs(t *testing.T) {
+	lite, path := sqliteWithEverything(t)
+	lite.Close()
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM migrations WHERE name = 'migrations/0026_dispatch_lease.sql'`,
+		`ALTER TABLE claims DROP COLUMN leased_until`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	before := fileMigrations(t, path)
+	if strings.Contains(before, "0026") {
+		t.Fatal("the file was not made older")
+	}
+	files := func() []string {
+		t.Helper()
+		des, err := os.ReadDir(filepath.Dir(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+	src, err := sqlite.OpenSnapshot(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := open(t, postgrestest.NewDatabase(t))
+	if _, err := db.Import(t.Context(), src, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(files()) < 2 {
+		t.Errorf("files beside the database during the copy: %v; want the upgraded copy among them", files())
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files() {
+		if strings.HasSuffix(f, ".tmp") || strings.Contains(f, ".tmp-") {
+			t.Errorf("%s is left beside the database after the copy", f)
+		}
+	}
+	if c, err := db.Claim(t.Context(), "cm", "i2"); err != nil || c.Key != "i2" {
+		t.Fatalf("the copy of an older file: claim %+v, %v", c, err)
+	}
+	if after := fileMigrations(t, path); after != before {
+		t.Errorf("the file records %s after the copy; want it as it was, %s", after, before)
+	}
+}
+
+// TestImport_RefusedWhenTheFileIsWritten: a write to the file after its snapshot began
+// (a serve started during the copy, acknowledging deliveries) would be missing from
+// PostgreSQL: the copy commits nothing and says why.
+func TestImport_RefusedWhenTheFileIsWritten(t *testing.T) {
+	ctx := context.Background()
+	lite, path := sqliteWithEverything(t)
+	lite.Close()
+	src, err := sqlite.OpenSnapshot(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`INSERT INTO settings (name, value) VALUES ('late', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db := open(t, postgrestest.NewDatabase(t))
+	_, err = db.Import(ctx, src, nil)
+	if err == nil || !strings.Contains(err.Error(), "during the copy") {
+		t.Fatalf("copy of a file written during it: %v; want a refusal", err)
+	}
+	if _, err := db.Claim(ctx, "cm", "i2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the refused copy committed claims: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,6 +35,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		// A failed unlock (the connection broke) ends the session, and the lock with it.
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
 	}()
+	if err := ownSchema(ctx, conn.Conn()); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx,
 		`CREATE TABLE IF NOT EXISTS migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
 		return fmt.Errorf("create migrations table: %w", err)
@@ -113,4 +117,35 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 		_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
 		return err
 	})
+}
+
+// ownSchema refuses to set hookdedup up in a schema that already holds tables of
+// something else: its first migration would fail on a name taken (users, for one) after
+// others had made tables beside them, or, worse, succeed among another application's
+// tables. A schema with hookdedup's migrations table is hookdedup's.
+func ownSchema(ctx context.Context, conn *pgx.Conn) error {
+	var ours bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&ours); err != nil {
+		return fmt.Errorf("look for the migrations table: %w", err)
+	}
+	if ours {
+		return nil
+	}
+	rows, err := conn.Query(ctx, `SELECT table_name::text FROM information_schema.tables
+		WHERE table_schema = current_schema() ORDER BY table_name LIMIT 6`)
+	if err != nil {
+		return fmt.Errorf("list the schema's tables: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list the schema's tables: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) > 5 {
+		names = append(names[:5], "…")
+	}
+	return fmt.Errorf("the database holds tables hookdedup did not make (%s): give hookdedup an empty database of its own; nothing was changed",
+		strings.Join(names, ", "))
 }

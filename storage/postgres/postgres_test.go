@@ -76,6 +76,26 @@ func TestOpen_Migrates(t *testing.T) {
 	}
 }
 
+// TestOpen_RefusesAnotherApplicationsTables: a database that holds tables hookdedup did
+// not make is refused by name before anything is made in it, rather than left with
+// half of hookdedup's schema beside them when a name clashes.
+func TestOpen_RefusesAnotherApplicationsTables(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	conn := connect(t, url)
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE users (id int); CREATE TABLE invoices (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err == nil || !strings.Contains(err.Error(), "tables hookdedup did not make (invoices, users)") {
+		t.Fatalf("open of a database with other tables: %v; want a refusal naming them", err)
+	}
+	var tables int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).
+		Scan(&tables); err != nil || tables != 2 {
+		t.Errorf("tables after the refusal: %d, %v; want the two that were there", tables, err)
+	}
+}
+
 // TestOpen_Concurrent: replicas that start together against an empty database all
 // open it, and each migration is applied once (a second CREATE TABLE would fail).
 func TestOpen_Concurrent(t *testing.T) {

@@ -35,16 +35,7 @@ func OpenAuditFile(ctx context.Context, path string, busyTimeout time.Duration) 
 	if busyTimeout <= 0 {
 		busyTimeout = 5 * time.Second
 	}
-	// mode=ro: SQLite opens the file read-only and never creates it. No journal_mode
-	// and no txlock in the DSN: setting WAL, or BEGIN IMMEDIATE, would be a write.
-	// Not immutable: that reads the database file alone, without the WAL, and would
-	// miss (or tear) what serve commits meanwhile.
-	params := url.Values{}
-	params.Set("mode", "ro")
-	params.Set("_query_only", "1")
-	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
-	read := sql.OpenDB(newConnector(dsn, nil))
+	read := openReadOnly(path, busyTimeout)
 	f := &AuditFile{path: path, read: read}
 	if err := f.checkSchema(ctx); err != nil {
 		read.Close()
@@ -91,3 +82,17 @@ func (f *AuditFile) AuditRows(ctx context.Context, fn func(storage.AuditEntry) e
 
 // Close closes the file's connections.
 func (f *AuditFile) Close() error { return f.read.Close() }
+
+// openReadOnly opens the database file at path for reading only, as it is: no
+// migration, no write. mode=ro: SQLite opens the file read-only and never creates it.
+// No journal_mode and no txlock in the DSN: setting WAL, or BEGIN IMMEDIATE, would be a
+// write. Not immutable: that reads the database file alone, without the WAL, and would
+// miss (or tear) what serve commits meanwhile.
+func openReadOnly(path string, busyTimeout time.Duration) *sql.DB {
+	params := url.Values{}
+	params.Set("mode", "ro")
+	params.Set("_query_only", "1")
+	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+	return sql.OpenDB(newConnector(dsn, nil))
+}

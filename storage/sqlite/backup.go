@@ -30,12 +30,35 @@ type BackupInfo struct {
 // backup API: the copy is one snapshot (one read transaction), taken while writers carry
 // on. It is written to a temporary file beside path, checked (PRAGMA integrity_check),
 // synced and only then renamed over path, so path never holds a partial copy. Returns an
-// error if path is the database itself or one of the files SQLite keeps beside it.
+// error if path is the database itself or one of the files SQLite keeps beside it, or
+// anything but an earlier copy (a SQLite file no process has open).
 func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
-	if what, err := DatabaseFile(path, db.path); err != nil {
+	return backup(ctx, db.read, db.path, path)
+}
+
+// BackupFile writes a copy of the database file at src to path, as Backup does, without
+// opening it as a DB: it neither migrates nor writes src. A backup taken before an
+// upgrade, by the upgrade's binary while the old serve still runs, must be of the schema
+// that serve knows, and must leave that serve's file as it is. Returns an error wrapping
+// storage.ErrNoDatabase when there is no file at src.
+func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
+	if missing(src) {
+		return BackupInfo{}, fmt.Errorf("backup %s: %w", src, storage.ErrNoDatabase)
+	}
+	read := openReadOnly(src, 5*time.Second)
+	defer read.Close()
+	return backup(ctx, read, src, path)
+}
+
+// backup copies the database at dbPath, read through read, to path.
+func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo, error) {
+	if what, err := DatabaseFile(path, dbPath); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	} else if what != "" {
 		return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, what)
+	}
+	if err := replaceable(path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
 	tmp, err := tempBeside(path)
 	if err != nil {
@@ -43,7 +66,7 @@ func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	}
 	defer removeDB(tmp) // gone after the rename; cleans up after a failure
 
-	if err := db.copyTo(ctx, tmp); err != nil {
+	if err := copyTo(ctx, read, tmp); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
 	info, err := checkCopy(ctx, tmp)
@@ -63,9 +86,43 @@ func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	return info, nil
 }
 
-// copyTo copies every page of the database into the empty file dst in one backup step,
-// which holds one read transaction on the source: a consistent snapshot.
-func (db *DB) copyTo(ctx context.Context, dst string) error {
+// replaceable refuses a backup over anything but nothing or an earlier copy: a file
+// that is no SQLite database (a mistyped name: the configuration, a report), or one a
+// process has open (another instance's live database).
+func replaceable(path string) error {
+	f, err := os.Open(path)
+	if absent(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if !st.Mode().IsRegular() {
+		return errors.New("it exists and is not a regular file: give the name of a new file, or of an earlier backup")
+	} else if st.Size() == 0 {
+		return nil // an empty file is an empty database to SQLite: nothing is lost
+	}
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
+		return errors.New("it exists and is not a SQLite database: give the name of a new file, or of an earlier backup")
+	}
+	if busy, err := InUse(path); err != nil {
+		return err
+	} else if busy {
+		return errors.New("it is a database another process has open: give the name of a new file, or of an earlier backup")
+	}
+	return nil
+}
+
+// sqliteHeader begins every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+// copyTo copies every page of the database read reads into the empty file dst in one
+// backup step, which holds one read transaction on the source: a consistent snapshot.
+func copyTo(ctx context.Context, read *sql.DB, dst string) error {
 	dstDB, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: dst}).EscapedPath())
 	if err != nil {
 		return err
@@ -76,7 +133,7 @@ func (db *DB) copyTo(ctx context.Context, dst string) error {
 		return err
 	}
 	defer dconn.Close()
-	sconn, err := db.read.Conn(ctx)
+	sconn, err := read.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -171,6 +228,8 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	}
 	named := dbPath
 	dbPath = resolved(dbPath)
+	// The backup's own -wal and -journal lie beside the file a link points to.
+	from = resolved(from)
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)
 	} else if same {
@@ -180,6 +239,11 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		return fail(err)
 	} else if busy {
 		return fail(storage.ErrInUse)
+	}
+	if busy, err := InUse(from); err != nil {
+		return fail(err)
+	} else if busy {
+		return fail(fmt.Errorf("%s is open in another process: restore a backup, a file no process is writing to", from))
 	}
 	for _, suffix := range []string{"-wal", "-journal"} {
 		// An empty WAL holds no transaction: a read-only open leaves one behind, as

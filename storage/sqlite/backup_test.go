@@ -302,6 +302,20 @@ func TestHelperHoldDatabase(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process only")
 	}
+	if os.Getenv("HOOKDEDUP_HOLD_AS_IS") != "" {
+		// As an earlier version's serve would: open, read, and migrate nothing.
+		raw, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec(`SELECT count(*) FROM deliveries`); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("open")
+		io.Copy(io.Discard, os.Stdin)
+		raw.Close()
+		return
+	}
 	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -313,6 +327,133 @@ func TestHelperHoldDatabase(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpen_UpgradeRefusedWhileInUse: a database of an earlier schema that another
+// process has open (the earlier version's serve, during an upgrade) is not migrated
+// under it: Open refuses, naming the migrations it lacks, and leaves the file as it
+// was; BackupFile copies it as it is, schema and all. Once that process is gone, Open
+// upgrades it.
+func TestOpen_UpgradeRefusedWhileInUse(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	db := backedUp(t, live, filepath.Join(dir, "first.db"), "k")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const last = "migrations/0026_dispatch_lease.sql"
+	execFile(t, live, `DELETE FROM migrations WHERE name = '`+last+`'`, `ALTER TABLE claims DROP COLUMN leased_until`)
+	before := fileMigrations(t, live)
+
+	t.Setenv("HOOKDEDUP_HOLD_AS_IS", "1")
+	release := holdDatabase(t, live)
+	_, err := sqlite.Open(live, sqlite.Options{MustExist: true})
+	if err == nil || !strings.Contains(err.Error(), "lacks migrations 0026_dispatch_lease.sql") ||
+		!strings.Contains(err.Error(), "another process has it open") {
+		t.Fatalf("open of an older schema held by another process: %v; want a refusal naming the migration", err)
+	}
+	if after := fileMigrations(t, live); after != before {
+		t.Errorf("migrations after the refusal: %s, before: %s", after, before)
+	}
+	backup := filepath.Join(dir, "pre-upgrade.db")
+	if _, err := sqlite.BackupFile(ctx, live, backup); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileMigrations(t, backup); got != before {
+		t.Errorf("the backup records %s; want the schema as it was, %s", got, before)
+	}
+	if after := fileMigrations(t, live); after != before {
+		t.Errorf("migrations after the backup: %s, before: %s", after, before)
+	}
+	release()
+	db, err = sqlite.Open(live, sqlite.Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("open once the other process is gone: %v", err)
+	}
+	db.Close()
+	if after := fileMigrations(t, live); !strings.Contains(after, last) {
+		t.Errorf("migrations once upgraded: %s; want %s among them", after, last)
+	}
+}
+
+// TestBackup_OnlyOverAnEarlierCopy: a backup replaces nothing but an earlier copy (or
+// an empty file): not a file of another kind, a name mistyped onto the configuration,
+// nor a database another process has open.
+func TestBackup_OnlyOverAnEarlierCopy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	earlier := filepath.Join(dir, "earlier.db")
+	db := backedUp(t, live, earlier, "k")
+	defer db.Close()
+	if _, err := db.Backup(ctx, earlier); err != nil {
+		t.Errorf("backup over an earlier copy: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.BackupFile(ctx, live, empty); err != nil {
+		t.Errorf("backup over an empty file: %v", err)
+	}
+	conf := filepath.Join(dir, "hookdedup.toml")
+	const text = "database = \"hookdedup.db\"\n"
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	storagetest.OpenPath(t, other, sqlite.Options{}).Close()
+	release := holdDatabase(t, other)
+	defer release()
+	for _, tt := range []struct{ path, want string }{
+		{conf, "not a SQLite database"},
+		{dir, "not a regular file"},
+		{other, "another process has open"},
+	} {
+		if _, err := sqlite.BackupFile(ctx, live, tt.path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("backup over %s: %v; want a refusal saying %q", filepath.Base(tt.path), err, tt.want)
+		}
+	}
+	if b, err := os.ReadFile(conf); err != nil || string(b) != text {
+		t.Errorf("the configuration after the refused backup: %q…, %v", b[:min(len(b), 40)], err)
+	}
+}
+
+// TestRestore_BackupThroughSymlink: a backup reached through a link keeps its WAL
+// beside the link's target. One whose WAL holds commits (the backup is open, or was
+// not closed cleanly) is refused through the link as it is by its own name: restored
+// without them, the commits would be lost.
+func TestRestore_BackupThroughSymlink(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	backup := filepath.Join(dir, "backup.db")
+	db := backedUp(t, live, backup, "k")
+	db.Close()
+	// A commit left in the backup's WAL, as a process killed with it open leaves one.
+	raw := rawDB(t, backup)
+	if _, err := raw.Exec(`PRAGMA journal_mode=WAL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`PRAGMA wal_autocheckpoint=0`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`INSERT INTO settings (name, value) VALUES ('late', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(backup + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the backup's WAL: %v, %v; want commits in it", fi, err)
+	}
+	link := filepath.Join(dir, "latest.db")
+	if err := os.Symlink("backup.db", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{backup, link} {
+		if _, err := sqlite.Restore(ctx, from, live); err == nil || !strings.Contains(err.Error(), "-wal exists") {
+			t.Errorf("restore from %s with commits in its WAL: %v; want a refusal naming the -wal", filepath.Base(from), err)
+		}
 	}
 }
 

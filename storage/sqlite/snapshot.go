@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
+	"io/fs"
+	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -17,22 +19,44 @@ import (
 type Snapshot struct {
 	conn *sql.DB
 	tx   *sql.Tx
+	// path is the file asked for, and seen how it was when the snapshot began: a
+	// process that writes it during the copy (a serve started meanwhile) changes it.
+	path string
+	seen fileState
+	// upgraded is the copy of an older file brought up to this build's schema, which
+	// is what the snapshot reads; "" when it reads the file itself.
+	upgraded string
 }
 
 var _ storage.TableSource = (*Snapshot)(nil)
 
-// OpenSnapshot opens the database at path read-only and begins its snapshot. Returns
-// an error wrapping storage.ErrNoDatabase when there is no file at path.
-func OpenSnapshot(ctx context.Context, path string) (*Snapshot, error) {
+// OpenSnapshot opens the database at path read-only and begins its snapshot. A file of
+// an earlier schema is read through a copy beside it, upgraded to this build's schema
+// and removed on Close: the file itself is left as it is, for the earlier version to
+// run on again. Returns an error wrapping storage.ErrNoDatabase when there is no file
+// at path.
+func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 	if missing(path) {
 		return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
 	}
-	params := url.Values{}
-	params.Set("mode", "ro")
-	params.Set("_query_only", "1")
-	params.Set("_busy_timeout", "5000")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
-	conn := sql.OpenDB(newConnector(dsn, nil))
+	s := &Snapshot{path: path, seen: stateOf(path)}
+	read := path
+	pending, err := pendingMigrations(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if len(pending) > 0 {
+		if s.upgraded, err = upgradedCopy(ctx, path); err != nil {
+			return nil, fmt.Errorf("open database %s: an upgraded copy to read: %w", path, err)
+		}
+		defer func() {
+			if err != nil {
+				removeDB(s.upgraded)
+			}
+		}()
+		read = s.upgraded
+	}
+	conn := openReadOnly(read, 5*time.Second)
 	conn.SetMaxOpenConns(1)
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err == nil {
@@ -43,7 +67,96 @@ func OpenSnapshot(ctx context.Context, path string) (*Snapshot, error) {
 		conn.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	return &Snapshot{conn: conn, tx: tx}, nil
+	s.conn, s.tx = conn, tx
+	return s, nil
+}
+
+// pendingMigrations names this build's migrations that the database at path has not
+// recorded, reading it as it is.
+func pendingMigrations(ctx context.Context, path string) ([]string, error) {
+	read := openReadOnly(path, 5*time.Second)
+	defer read.Close()
+	rows, err := read.QueryContext(ctx, `SELECT name FROM migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		applied[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var pending []string
+	for _, n := range names {
+		if !applied[n] {
+			pending = append(pending, n)
+		}
+	}
+	return pending, nil
+}
+
+// upgradedCopy copies the database at path beside it and brings the copy up to this
+// build's schema; it returns the copy's name, which the caller removes (removeDB).
+func upgradedCopy(ctx context.Context, path string) (string, error) {
+	tmp, err := tempBeside(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := BackupFile(ctx, path, tmp); err != nil {
+		removeDB(tmp)
+		return "", err
+	}
+	db, err := Open(tmp, Options{MustExist: true, NoReadAhead: true})
+	if err == nil {
+		err = db.Close()
+	}
+	if err != nil {
+		removeDB(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// fileState is what a write to a database leaves on its files: the size and time of
+// the file and of a WAL that holds anything (a read-only open leaves an empty one).
+type fileState struct {
+	size, walSize int64
+	mod, walMod   time.Time
+}
+
+func stateOf(path string) fileState {
+	var s fileState
+	if fi, err := os.Stat(path); err == nil {
+		s.size, s.mod = fi.Size(), fi.ModTime()
+	}
+	if fi, err := os.Stat(resolved(path) + "-wal"); err == nil && fi.Size() > 0 {
+		s.walSize, s.walMod = fi.Size(), fi.ModTime()
+	}
+	return s
+}
+
+// Unchanged returns an error when a process has written the file since the snapshot
+// began, or has it open now: what it stored meanwhile is not in the copy.
+func (s *Snapshot) Unchanged(ctx context.Context) error {
+	if busy, err := InUse(s.path); err != nil {
+		return err
+	} else if busy {
+		return fmt.Errorf("%s was opened by another process during the copy (a serve?): stop it, then copy again", s.path)
+	}
+	if stateOf(s.path) != s.seen {
+		return fmt.Errorf("%s was written during the copy (a serve started and stopped?): copy again", s.path)
+	}
+	return nil
 }
 
 // identifier is a table or column name fit to be written into a query.
@@ -112,8 +225,12 @@ func (s *Snapshot) CountRows(ctx context.Context, table string) (int64, error) {
 	return n, nil
 }
 
-// Close ends the snapshot and closes the file.
+// Close ends the snapshot and closes the file, and removes the upgraded copy it read.
 func (s *Snapshot) Close() error {
 	s.tx.Rollback()
-	return s.conn.Close()
+	err := s.conn.Close()
+	if s.upgraded != "" {
+		removeDB(s.upgraded)
+	}
+	return err
 }

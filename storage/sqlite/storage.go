@@ -457,12 +457,14 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("read applied migrations: %w", err)
 	}
 	var unknown []string
+	applied := map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
 			rows.Close()
 			return fmt.Errorf("read applied migrations: %w", err)
 		}
+		applied[name] = true
 		if !slices.Contains(names, name) {
 			unknown = append(unknown, name)
 		}
@@ -476,7 +478,22 @@ func (db *DB) migrate(ctx context.Context) error {
 	if len(unknown) > 0 {
 		return storage.NewerSchemaError(unknown)
 	}
+	var pending []string
 	for _, name := range names {
+		if !applied[name] {
+			pending = append(pending, name)
+		}
+	}
+	if len(pending) > 0 && len(applied) > 0 {
+		// Only another process's locks show (InUse): this one's own connection has the
+		// file open by now.
+		if busy, err := InUse(db.path); err != nil {
+			return err
+		} else if busy {
+			return storage.UpgradeInUseError(pending)
+		}
+	}
+	for _, name := range pending {
 		if err := db.migrateOne(ctx, name); err != nil {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
