@@ -338,3 +338,75 @@ func TestTrustedProxies(t *testing.T) {
 		})
 	}
 }
+
+// TestConsole_StrictTransport: a console reached over HTTPS, directly or through a
+// trusted proxy that says so, tells the browser to keep to HTTPS for its host; one
+// reached over plain HTTP says nothing, or a console served without TLS would lock
+// its users out.
+func TestConsole_StrictTransport(t *testing.T) {
+	e := newConsoleEnv(t)
+	tlsSrv := httptest.NewTLSServer(e.handler)
+	t.Cleanup(tlsSrv.Close)
+	get := func(c *http.Client, url string, hdr ...string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url+"/login", nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Strict-Transport-Security")
+	}
+	if got := get(tlsSrv.Client(), tlsSrv.URL); got != "max-age=31536000" {
+		t.Errorf("over HTTPS: Strict-Transport-Security %q, want max-age=31536000", got)
+	}
+	if got := get(http.DefaultClient, e.srv.URL); got != "" {
+		t.Errorf("over plain HTTP: Strict-Transport-Security %q, want none", got)
+	}
+	proxied := e.behind(t, "127.0.0.1/32")
+	if got := get(http.DefaultClient, proxied, "X-Forwarded-Proto", "https"); got != "max-age=31536000" {
+		t.Errorf("through a trusted proxy saying https: Strict-Transport-Security %q, want max-age=31536000", got)
+	}
+	if got := get(http.DefaultClient, proxied); got != "" {
+		t.Errorf("through a trusted proxy saying nothing: Strict-Transport-Security %q, want none", got)
+	}
+}
+
+// TestConsole_FormBodyBounded: a console form's body is bounded, for the signed-in and
+// the signed-out alike: one announced past the bound is answered 413 before it is read,
+// and one that does not say its length is read no further than the bound.
+func TestConsole_FormBodyBounded(t *testing.T) {
+	e := newConsoleEnv(t)
+	big := strings.Repeat("x", 5<<20)
+	resp, err := http.Post(e.srv.URL+"/login", "application/x-www-form-urlencoded", strings.NewReader("username=admin&password="+big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "over the console's") {
+		t.Errorf("a 5 MiB sign-in form: %d %q; want 413 saying why", resp.StatusCode, body)
+	}
+	op := e.as(t, "operator")
+	// Unannounced length (chunked): read up to the bound, then the form is incomplete
+	// and refused as a form without its token.
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/keys/release",
+		io.MultiReader(strings.NewReader("csrf="+url.QueryEscape(op.csrf)+"&action=release&reason=r&k="), strings.NewReader(big)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.srv.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err = op.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.ContentLength != 0 || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a 5 MiB ticked release of unannounced length (%d): %d; want it refused (403)", req.ContentLength, resp.StatusCode)
+	}
+}

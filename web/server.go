@@ -268,7 +268,19 @@ func (s *Server) Handler() http.Handler {
 // handlerFunc is a console handler: it returns an error instead of writing one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// protect adds the console's security headers and refuses cross-origin unsafe requests.
+// maxFormBytes bounds the body of a console form: the largest is the key lab's, whose
+// payload is refused past 1 MiB, and which form encoding can make three times as long.
+// Without it, net/http would hold up to 32 MiB of a form's fields in memory for anyone
+// with a session, or a session's cookie.
+const maxFormBytes = 4 << 20
+
+// hstsMaxAge is how long a browser that reached the console over HTTPS keeps to HTTPS
+// for its host: a year, so that a link or a typed name never goes out in the clear, where
+// a sign-in page could be put in the console's place.
+const hstsMaxAge = "max-age=31536000"
+
+// protect adds the console's security headers, refuses cross-origin unsafe requests and
+// bounds the body of the others.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -278,6 +290,17 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "same-origin")
+		if Scheme(r) == "https" {
+			hd.Set("Strict-Transport-Security", hstsMaxAge)
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if r.ContentLength > maxFormBytes {
+				http.Error(w, fmt.Sprintf("request body of %d bytes, over the console's %d", r.ContentLength, maxFormBytes),
+					http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		}
 		h.ServeHTTP(w, r)
 	})
 }
