@@ -57,12 +57,22 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	var body []byte
+	// Read as intake reads, from a file or stdin alike: max_body bytes and one more,
+	// which tells a payload intake refuses (413) from one it takes, without holding the
+	// rest. A file's size, when it has one, says how far over it is.
+	in, size := e.stdin, int64(-1)
 	if len(pos) == 1 && pos[0] != "-" {
-		body, err = os.ReadFile(pos[0])
-	} else {
-		body, err = io.ReadAll(io.LimitReader(e.stdin, cfg.MaxBody+1))
+		f, err := os.Open(pos[0])
+		if err != nil {
+			return fmt.Errorf("reading payload: %w", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		in = f
 	}
+	body, err := io.ReadAll(io.LimitReader(in, cfg.MaxBody+1))
 	if err != nil {
 		return fmt.Errorf("reading payload: %w", err)
 	}
@@ -79,6 +89,16 @@ func runKey(ctx context.Context, args []string, e env) error {
 	src, err := findSource(sources, *source)
 	if err != nil {
 		return err
+	}
+	// After the source, before anything else, as intake checks them: an unknown source
+	// is a 404 whatever the body, and an oversized body is refused unread, so neither its
+	// key nor its JSON matters.
+	if n := int64(len(body)); n > cfg.MaxBody {
+		what := fmt.Sprintf("%d bytes or more", n)
+		if size > cfg.MaxBody {
+			what = fmt.Sprintf("%d bytes", size)
+		}
+		return fmt.Errorf("the payload is %s, over max_body (%d bytes): intake would answer 413 and key nothing", what, cfg.MaxBody)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source\t%s\n", src.Name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,8 +15,15 @@ import (
 // keyIn runs `hookdedup key --source mews FILE` on a database that exists.
 func keyIn(t *testing.T, dir, file string) (string, error) {
 	t.Helper()
+	return keyWith(t, dir, mewsConfig, "", "--source", "mews", file)
+}
+
+// keyWith runs `hookdedup key args...` with the config toml, stdin and a database that
+// exists, all in dir.
+func keyWith(t *testing.T, dir, toml, stdin string, args ...string) (string, error) {
+	t.Helper()
 	cfg, dbPath := filepath.Join(dir, "hookdedup.toml"), filepath.Join(dir, "test.db")
-	if err := os.WriteFile(cfg, []byte(mewsConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sqlite.Open(dbPath, sqlite.Options{})
@@ -24,8 +32,8 @@ func keyIn(t *testing.T, dir, file string) (string, error) {
 	}
 	db.Close()
 	var out, errb bytes.Buffer
-	err = run(context.Background(), []string{"key", "--source", "mews", file, "--config", cfg, "--database", dbPath},
-		func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	err = run(context.Background(), append(append([]string{"key"}, args...), "--config", cfg, "--database", dbPath),
+		func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
 	return out.String(), err
 }
 
@@ -64,5 +72,70 @@ func TestKey_Batch(t *testing.T) {
 	out, err = keyIn(t, dir, bad)
 	if err == nil || !strings.Contains(err.Error(), "item 1: no key") || !strings.Contains(out, "item 0") {
 		t.Fatalf("err %v, output:\n%s\nwant item 0 explained and item 1 named as the refusal", err, out)
+	}
+}
+
+// TestKey_MaxBody: a payload over max_body is reported as intake would answer it, 413,
+// whether it comes from a file or from stdin: neither "would be accepted" (a file, once
+// read whole) nor invalid JSON (stdin, once cut at max_body). One of max_body bytes
+// exactly is keyed.
+func TestKey_MaxBody(t *testing.T) {
+	const maxBody = 1 << 20 // the default
+	const config = `
+[[source]]
+name = "ota"
+signature = "token"
+token_query = "token"
+secret = "ota-url-token-1"
+event_id = "/id"
+`
+	// payload is a JSON object of exactly n bytes.
+	payload := func(n int) string {
+		const head, tail = `{"id":"evt_1","pad":"`, `"}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	dir := t.TempDir()
+	over, fits := filepath.Join(dir, "over.json"), filepath.Join(dir, "fits.json")
+	if err := os.WriteFile(over, []byte(payload(1_100_000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fits, []byte(payload(maxBody)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		name, stdin string
+		args        []string
+		want        string
+	}{
+		{"File", "", []string{"--source", "ota", over}, "the payload is 1100000 bytes, over max_body (1048576 bytes): intake would answer 413"},
+		{"Stdin", payload(1_100_000), []string{"--source", "ota"}, "the payload is 1048577 bytes or more, over max_body (1048576 bytes): intake would answer 413"},
+		{"StdinDash", payload(1_100_000), []string{"--source", "ota", "-"}, "the payload is 1048577 bytes or more, over max_body"},
+		{"SmallerMaxBody", "", []string{"--source", "ota", fits, "--max-body", "1000"}, "the payload is 1048576 bytes, over max_body (1000 bytes)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := keyWith(t, dir, config, c.stdin, c.args...)
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q\n%s", err, c.want, out)
+			}
+			if strings.Contains(out, "claimed") {
+				t.Errorf("a refused payload is explained as if intake took it:\n%s", out)
+			}
+		})
+	}
+
+	for name, c := range map[string]struct {
+		stdin string
+		args  []string
+	}{
+		"FitsFile":  {"", []string{"--source", "ota", fits}},
+		"FitsStdin": {payload(maxBody), []string{"--source", "ota"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := keyWith(t, dir, config, c.stdin, c.args...)
+			if err != nil || !regexp.MustCompile(`(?m)^key\s+evt_1$`).MatchString(out) || !strings.Contains(out, "a delivery now would be accepted") {
+				t.Fatalf("a payload of max_body bytes: %v\n%s", err, out)
+			}
+		})
 	}
 }

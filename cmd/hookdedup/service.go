@@ -95,33 +95,48 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			}
 		}
 	}
-	// systemd gives the service none of this environment: a database named by
-	// HOOKDEDUP_DATABASE is carried like --database, or the service would start on a new
-	// SQLite file of its own.
-	if v := e.getenv("HOOKDEDUP_DATABASE"); v != "" {
-		if _, ok := flags.overrides["database"]; !ok {
-			if isPostgres(v) {
-				return errors.New("HOOKDEDUP_DATABASE: the service does not get this environment, and a database URL holds a password, " +
-					"which must not stand on its command line: set database in the config file and unset HOOKDEDUP_DATABASE")
-			}
-			flags.overrides["database"] = v
+	// systemd gives the service none of this environment, yet the checks below ran on
+	// it: every setting taken from a HOOKDEDUP_* variable is carried to serve as its
+	// flag, as a flag given here is, or the service would run on other settings than
+	// those checked (HOOKDEDUP_ADDR=0.0.0.0:443 would grant the capability to bind 443
+	// to a serve listening on 127.0.0.1:8080, and a database named there would be a new
+	// SQLite file of its own). A flag given here wins over the variable, as in serve.
+	given := map[string]string{} // each setting to carry: how it was given, for errors
+	for _, s := range cfg.settings() {
+		variable := "HOOKDEDUP_" + strings.ToUpper(s.name)
+		if _, ok := flags.overrides[s.name]; ok {
+			given[s.name] = "--" + strings.ReplaceAll(s.name, "_", "-")
+		} else if v := e.getenv(variable); v != "" {
+			flags.overrides[s.name] = v
+			given[s.name] = variable
 		}
 	}
-	if *backupTimer && isPostgres(cfg.Database) {
-		return errors.New("--backup-timer backs up a SQLite database file; back a PostgreSQL database up with pg_dump")
-	}
-	// Every override given here is handed to serve as given here, so that the unit runs
-	// what was asked for; the database as an absolute path, since serve runs elsewhere.
+	// Every setting given here is handed to serve as given here, so that the unit runs
+	// what was asked for and checked; the database as an absolute path, since serve runs
+	// elsewhere. A secret is refused, not carried: the unit file and serve's command line
+	// are readable by every user of the machine. Nor is it written to an environment
+	// file: the one the unit may name is the operator's, holding the sources' secrets;
+	// and it is not dropped either, which for metrics_token would leave /metrics open on
+	// console_addr.
 	for _, s := range cfg.settings() {
 		v, ok := flags.overrides[s.name]
 		if !ok {
 			continue
 		}
+		what, fromEnv := given[s.name], strings.HasPrefix(given[s.name], "HOOKDEDUP_")
 		if s.name == "metrics_token" {
+			if fromEnv {
+				return errors.New("HOOKDEDUP_METRICS_TOKEN: the service does not get this environment, and the unit file would show this secret " +
+					"to every user of the machine: set metrics_token in the config file (readable by the service's user alone) and unset HOOKDEDUP_METRICS_TOKEN")
+			}
 			return errors.New("--metrics-token: the unit file would show this secret to every user of the machine: set metrics_token in the config file instead")
 		}
 		if s.name == "database" {
 			if isPostgres(v) {
+				if fromEnv {
+					return errors.New("HOOKDEDUP_DATABASE: the service does not get this environment, and a database URL holds a password, " +
+						"which must not stand on its command line: set database in the config file and unset HOOKDEDUP_DATABASE")
+				}
 				return errors.New("--database: a database URL holds a password, which must not stand on a command line: set database in the config file")
 			}
 			if !filepath.IsAbs(v) {
@@ -129,12 +144,15 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 			}
 			u.Database = v
 		}
-		if err := plainArg("--"+s.name, v); err != nil {
+		if err := plainArg(what, v); err != nil {
 			return err
 		}
 		if s.name != "database" {
 			u.Overrides = append(u.Overrides, "--"+strings.ReplaceAll(s.name, "_", "-"), v)
 		}
+	}
+	if *backupTimer && isPostgres(cfg.Database) {
+		return errors.New("--backup-timer backs up a SQLite database file; back a PostgreSQL database up with pg_dump")
 	}
 	if !isPostgres(cfg.Database) {
 		db := cfg.Database
@@ -275,8 +293,8 @@ func within(path, dir string) bool {
 type unitSpec struct {
 	Exe         string
 	Config      string   // "" when there is no config file
-	Overrides   []string // flags other than --database, handed to serve as given to service
-	Database    string   // the database given by flag, absolute; "" when the config says
+	Overrides   []string // settings other than the database given to service, by flag or HOOKDEDUP_*, as serve's flags
+	Database    string   // the database given by flag or HOOKDEDUP_DATABASE, absolute; "" when the config says
 	WritableDir string   // the database's directory when outside the state directory
 	EnvFile     string   // the environment file for secret_env, "" when none is read
 	SecretEnvs  []string // the variables it must hold

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,9 +23,15 @@ import (
 // PrivateTmp hides; TestService_Refuses covers that), and returns the files it wrote.
 func generateUnits(t *testing.T, exe string, args ...string) map[string]string {
 	t.Helper()
+	return generateUnitsEnv(t, exe, nil, args...)
+}
+
+// generateUnitsEnv is generateUnits with the HOOKDEDUP_* variables of environ set.
+func generateUnitsEnv(t *testing.T, exe string, environ map[string]string, args ...string) map[string]string {
+	t.Helper()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	e := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+	e := env{getenv: func(k string) string { return environ[k] }, stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
 	if err := serviceUnits(append([]string{"--write", dir}, args...), e, exe, nil); err != nil {
 		t.Fatalf("service %v: %v\n%s", args, err, stderr.String())
 	}
@@ -488,5 +496,132 @@ func TestService_DatabaseOutsideItsReach(t *testing.T) {
 				t.Errorf("the units show the database's password:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestService_CarriesEnvironment: systemd gives the service none of the environment
+// "hookdedup service" ran in, yet its checks (the capability for a low port, the
+// sandbox's reach) use every HOOKDEDUP_* setting. Each is therefore carried onto serve's
+// command line: serve, started by the unit with no environment at all, must load the
+// configuration the command checked. HOOKDEDUP_ADDR=0.0.0.0:443 alone once gave a unit
+// that could bind 443 and a serve on 127.0.0.1:8080.
+func TestService_CarriesEnvironment(t *testing.T) {
+	exe := hookdedupBinary(t)
+	cfgFile := writeConfig(t, "addr = \"127.0.0.1:8080\"\nlog_level = \"warn\"\n")
+	common := map[string]string{
+		"HOOKDEDUP_ADDR":                "0.0.0.0:443",
+		"HOOKDEDUP_CONSOLE_ADDR":        "127.0.0.1:8081",
+		"HOOKDEDUP_DATABASE":            "/srv/hookdedup/h.db",
+		"HOOKDEDUP_RETENTION":           "240h",
+		"HOOKDEDUP_REMEMBER":            "1000h",
+		"HOOKDEDUP_STUCK_AFTER":         "15m",
+		"HOOKDEDUP_SESSION_IDLE":        "1h",
+		"HOOKDEDUP_SESSION_MAX":         "8h",
+		"HOOKDEDUP_READ_HEADER_TIMEOUT": "5s",
+		"HOOKDEDUP_READ_TIMEOUT":        "20s",
+		"HOOKDEDUP_WRITE_TIMEOUT":       "40s",
+		"HOOKDEDUP_IDLE_TIMEOUT":        "90s",
+		"HOOKDEDUP_MAX_BODY":            "2097152",
+		"HOOKDEDUP_SYNCHRONOUS":         "NORMAL",
+		"HOOKDEDUP_CACHE_SIZE":          "33554432",
+		"HOOKDEDUP_MMAP_SIZE":           "0",
+		"HOOKDEDUP_LOG_LEVEL":           "debug",
+		"HOOKDEDUP_TRUSTED_PROXIES":     "10.0.0.0/8,192.168.1.0/24",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := maps.Clone(common)
+		maps.Copy(m, extra)
+		return m
+	}
+	// HTTPS from files and from ACME exclude each other: one environment each.
+	environs := map[string]map[string]string{
+		"Files": with(map[string]string{"HOOKDEDUP_TLS_CERT_FILE": "/etc/hookdedup/cert.pem", "HOOKDEDUP_TLS_KEY_FILE": "/etc/hookdedup/key.pem"}),
+		"ACME": with(map[string]string{"HOOKDEDUP_ACME_DOMAINS": "hooks.example.com", "HOOKDEDUP_ACME_EMAIL": "ops@example.com",
+			"HOOKDEDUP_ACME_DIRECTORY": "https://acme-staging-v02.api.letsencrypt.org/directory", "HOOKDEDUP_HTTP_ADDR": "0.0.0.0:8080"}),
+	}
+	// Every setting but the secret, which is refused (TestService_SecretFromEnvironment):
+	// a setting added later must be added here, and so be checked to reach the service.
+	var cfg config
+	for _, s := range cfg.settings() {
+		name := "HOOKDEDUP_" + strings.ToUpper(s.name)
+		if s.name != "metrics_token" && environs["Files"][name] == "" && environs["ACME"][name] == "" {
+			t.Errorf("%s is in no environment of this test", name)
+		}
+	}
+	none := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	for name, environ := range environs {
+		t.Run(name, func(t *testing.T) {
+			// What the command checked: the file, under this environment.
+			e := env{getenv: func(k string) string { return environ[k] }, stdout: io.Discard, stderr: io.Discard}
+			checked := newFlags("service", e)
+			if _, err := checked.parse([]string{"--config", cfgFile}); err != nil {
+				t.Fatal(err)
+			}
+			want, err := checked.load(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Addr != "0.0.0.0:443" || want.LogLevel != "debug" {
+				t.Fatalf("the environment does not override the file: addr %q, log_level %q", want.Addr, want.LogLevel)
+			}
+
+			unit := generateUnitsEnv(t, exe, environ, "--config", cfgFile)["hookdedup.service"]
+			execStart := directives(unit, "ExecStart")
+			if len(execStart) != 1 || !strings.HasPrefix(execStart[0], exe+" serve ") {
+				t.Fatalf("ExecStart=%q, want one: %s serve …", execStart, exe)
+			}
+			if strings.Contains(execStart[0], "--metrics-token") {
+				t.Errorf("ExecStart carries a metrics token: %s", execStart[0])
+			}
+			// What the service runs: serve's flags alone, in an empty environment.
+			served := newFlags("serve", none)
+			pos, err := served.parse(strings.Fields(strings.TrimPrefix(execStart[0], exe+" serve ")))
+			if err != nil || len(pos) != 0 {
+				t.Fatalf("serve's command line %q: %v (arguments %q)", execStart[0], err, pos)
+			}
+			got, err := served.load(none)
+			if err != nil {
+				t.Fatalf("serve's command line %q: %v", execStart[0], err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the service runs another configuration than the one checked:\nExecStart=%s\nserve:   %+v\nchecked: %+v", execStart[0], got, want)
+			}
+			if !slices.Equal(directives(unit, "AmbientCapabilities"), []string{"CAP_NET_BIND_SERVICE"}) {
+				t.Errorf("HOOKDEDUP_ADDR=0.0.0.0:443: the unit cannot bind 443:\n%s", unit)
+			}
+			if got := directives(unit, "ReadWritePaths"); !slices.Equal(got, []string{"/srv/hookdedup"}) {
+				t.Errorf("ReadWritePaths=%q, want the directory of HOOKDEDUP_DATABASE", got)
+			}
+		})
+	}
+
+	// A flag given to service wins over the variable, as it would in serve.
+	unit := generateUnitsEnv(t, exe, map[string]string{"HOOKDEDUP_ADDR": "0.0.0.0:443"}, "--addr", "127.0.0.1:9090")["hookdedup.service"]
+	if got := directives(unit, "ExecStart"); !slices.Equal(got, []string{exe + " serve --addr 127.0.0.1:9090"}) {
+		t.Errorf("ExecStart=%q, want the flag's address alone", got)
+	}
+	if strings.Contains(unit, "CAP_NET_BIND_SERVICE") {
+		t.Errorf("the flag's 9090 needs no capability:\n%s", unit)
+	}
+}
+
+// TestService_SecretFromEnvironment: a secret set in the environment is neither carried
+// onto the unit's command line, which every user of the machine can read, nor dropped,
+// which would run a serve without the token the command checked (and /metrics open on
+// console_addr): it is refused, naming the variable and where the secret goes instead.
+func TestService_SecretFromEnvironment(t *testing.T) {
+	var out bytes.Buffer
+	const token = "0123456789abcdef0123456789abcdef"
+	environ := map[string]string{"HOOKDEDUP_METRICS_TOKEN": token, "HOOKDEDUP_CONSOLE_ADDR": "127.0.0.1:8081"}
+	e := env{getenv: func(k string) string { return environ[k] }, stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+	err := serviceUnits(nil, e, "/usr/local/bin/hookdedup", nil)
+	if err == nil || !strings.Contains(err.Error(), "HOOKDEDUP_METRICS_TOKEN") || !strings.Contains(err.Error(), "set metrics_token in the config file") {
+		t.Fatalf("error %v, want one naming HOOKDEDUP_METRICS_TOKEN and the config file\n%s", err, out.String())
+	}
+	if strings.Contains(err.Error()+out.String(), token) {
+		t.Errorf("the token is shown: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "ExecStart") {
+		t.Errorf("units were printed despite the refusal:\n%s", out.String())
 	}
 }

@@ -15,23 +15,35 @@ const tokenUsage = `usage: hookdedup token add USER --name NAME | token list | t
 
 // runToken manages API bearer tokens: each acts as its user, with the user's role.
 func runToken(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		return errors.New(tokenUsage)
+	sub, args, err := subcommand("token", "add, list or revoke", tokenUsage, args, e)
+	if sub == "" {
+		return err
 	}
-	sub, args := args[0], args[1:]
 	flags := newFlags("token "+sub, e)
 	name := flags.fs.String("name", "", "what the token is for (token add)")
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
 	}
+	// The command line is checked whole before the database is opened (which migrates
+	// it): a mistaken one changes nothing and names no database.
+	want := map[string]int{"add": 1, "list": 0, "revoke": 1}
+	if n, ok := want[sub]; !ok || len(pos) != n {
+		return errors.New(tokenUsage)
+	}
+	var id int64
+	if sub == "revoke" {
+		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
+			return fmt.Errorf("token revoke: %q is not a token id (see token list)", pos[0])
+		}
+	}
 	_, db, err := flags.open(e)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	switch {
-	case sub == "add" && len(pos) == 1:
+	switch sub {
+	case "add":
 		if *name == "" {
 			*name = "api"
 		}
@@ -45,7 +57,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stderr, "token %d for %s (%s); shown once, store it now:\n", meta.ID, meta.UserName, meta.Role)
 		fmt.Fprintln(e.stdout, tok)
 		return nil
-	case sub == "list" && len(pos) == 0:
+	case "list":
 		list, err := db.Tokens(ctx, "")
 		if err != nil {
 			return err
@@ -60,11 +72,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.UserName, t.Role, t.Name, t.CreatedAt.Format(time.RFC3339), revoked)
 		}
 		return w.Flush()
-	case sub == "revoke" && len(pos) == 1:
-		id, err := strconv.ParseInt(pos[0], 10, 64)
-		if err != nil {
-			return fmt.Errorf("token revoke: %q is not a token id (see token list)", pos[0])
-		}
+	default: // revoke
 		if err := db.RevokeToken(ctx, id, "", cliActor()); errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("no valid token %d", id)
 		} else if err != nil {
@@ -73,5 +81,4 @@ func runToken(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stdout, "revoked token %d\n", id)
 		return nil
 	}
-	return errors.New(tokenUsage)
 }

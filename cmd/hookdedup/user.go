@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -23,10 +24,10 @@ const userUsage = `usage: hookdedup user add NAME --role viewer|operator|admin  
 // runUser manages console users. Every change, add included, is written to the audit log, by
 // cli:<login name>; the console's sessions of a user see a change at their next request.
 func runUser(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		return errors.New(userUsage)
+	sub, args, err := subcommand("user", "add, list, role, password or remove", userUsage, args, e)
+	if sub == "" {
+		return err
 	}
-	sub, args := args[0], args[1:]
 	if sub == "add" {
 		return runUserAdd(ctx, args, e)
 	}
@@ -89,6 +90,32 @@ func runUser(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stdout, "removed user %s; their console sessions and API tokens no longer work\n", pos[0])
 	}
 	return nil
+}
+
+// subcommand splits the subcommand of user or token (cmd) off args; subs names them for
+// a message. It answers help itself, returning sub "" and no error.
+//
+// A flag where the subcommand belongs is refused, as audit refuses it. Read as the
+// subcommand, it would name none, and would not be applied: "token --database a.db
+// list" would look for ./hookdedup.db instead, and open (and migrate) it where it
+// exists. The flags stay after the subcommand, whose own they may be (user add --role,
+// token add --name). The refusal is a usage error, exit 2: nothing was run.
+func subcommand(cmd, subs, usage string, args []string, e env) (sub string, rest []string, err error) {
+	if len(args) == 0 {
+		return "", nil, errors.New(usage)
+	}
+	switch sub = args[0]; {
+	case sub == "help" || sub == "-h" || sub == "-help" || sub == "--help":
+		fmt.Fprintln(e.stdout, usage)
+		return "", nil, nil
+	case strings.HasPrefix(sub, "-") && sub != "-":
+		// The flag's name only: its value may hold a password (--database=postgres://…).
+		name, _, _ := strings.Cut(sub, "=")
+		fmt.Fprintf(e.stderr, "hookdedup %s: flag %s stands before the subcommand: name the subcommand (%s) first, then the flags, "+
+			"e.g. hookdedup %s list --database FILE\n%s\n", cmd, name, subs, cmd, usage)
+		return "", nil, flag.ErrHelp
+	}
+	return sub, args[1:], nil
 }
 
 // userError words the refusals of a change to a user for the command line.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +120,48 @@ func TestCLI_FirstUserIsAdmin(t *testing.T) {
 	out, err := cli("", "user", "list")
 	if err != nil || !strings.Contains(out, "root") || !strings.Contains(out, "ana") {
 		t.Errorf("user list: %v\n%s", err, out)
+	}
+}
+
+// TestCLI_UserFlagsBeforeSubcommand: "user --database a.db list" is refused as a usage
+// error naming the flag, as token and audit refuse it, rather than printing only the
+// usage.
+func TestCLI_UserFlagsBeforeSubcommand(t *testing.T) {
+	flagsBeforeSubcommand(t, "user")
+}
+
+// flagsBeforeSubcommand checks that cmd (user or token) refuses a flag standing where
+// its subcommand belongs, exit 2, naming the flag, and without opening any database:
+// read as the subcommand, "--database a.db" named none, and the database it named was
+// not the one the command went on to look for (./hookdedup.db, opened and migrated
+// when it existed). The same flag after the subcommand works.
+func flagsBeforeSubcommand(t *testing.T, cmd string) {
+	t.Helper()
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.db")
+	db, err := sqlite.Open(a, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, args := range [][]string{{cmd, "--database", a, "list"}, {cmd, "--database=postgres://hook:pw@db/hook", "list"}, {cmd, "-config", "x.toml", "list"}} {
+		out, code := cli(t, dir, nil, "", args...)
+		name, _, _ := strings.Cut(args[1], "=")
+		if code != 2 || !strings.Contains(out, "hookdedup "+cmd+": flag "+name+" stands before the subcommand") ||
+			!strings.Contains(out, "usage: hookdedup "+cmd) || strings.Contains(out, "no database") {
+			t.Errorf("%q: exit %d, want 2 naming %s before the subcommand\n%s", args, code, name, out)
+		}
+		if strings.Contains(out, "pw@") {
+			t.Errorf("%q: the refusal shows the database's password:\n%s", args, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hookdedup.db")); !os.IsNotExist(err) {
+		t.Errorf("a refused command line made ./hookdedup.db: %v", err)
+	}
+	if out, code := cli(t, dir, nil, "", cmd, "list", "--database", a); code != 0 {
+		t.Errorf("%s list --database: exit %d\n%s", cmd, code, out)
+	}
+	if out, code := cli(t, dir, nil, "", cmd, "--help"); code != 0 || !strings.Contains(out, "usage: hookdedup "+cmd) {
+		t.Errorf("%s --help: exit %d, want 0 and the usage\n%s", cmd, code, out)
 	}
 }
