@@ -141,6 +141,11 @@ func (c config) alerting(getenv func(string) string, sources []string) ([]alert.
 		if err != nil {
 			return nil, nil, fmt.Errorf("alert %q: %w", sourceLabel(i, ac.Name), err)
 		}
+		if r.Kind == alert.KindDiskSpace && isPostgres(c.Database) {
+			// It could never fire, and would log that it cannot every evaluation.
+			return nil, nil, fmt.Errorf("alert %q: kind disk_space watches the file system of a SQLite database, and the database is PostgreSQL: "+
+				"watch the PostgreSQL server's disk where it runs", sourceLabel(i, ac.Name))
+		}
 		rules = append(rules, r.WithDefaults())
 	}
 	if err := alert.CheckRules(rules, sources, names); err != nil {

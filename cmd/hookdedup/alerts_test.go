@@ -294,3 +294,18 @@ secret_env = "OPS_SECRET"
 		t.Errorf("slack got %d, webhook %d: want one each while the outage lasts", len(slackTexts), len(hookBodies))
 	}
 }
+
+// TestConfig_DiskSpaceNeedsAFile: a disk_space rule on a PostgreSQL database, which has
+// no file on this machine, could never fire; it is refused at start, naming why.
+func TestConfig_DiskSpaceNeedsAFile(t *testing.T) {
+	c := config{Database: "postgres://hookdedup@127.0.0.1:5432/hookdedup",
+		Alerts: []alertConfig{{Name: "disk", Kind: "disk_space", MinFree: "1GiB"}}}
+	_, _, err := c.alerting(func(string) string { return "" }, nil)
+	if err == nil || !strings.Contains(err.Error(), `alert "disk"`) || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("disk_space on PostgreSQL: %v; want a refusal naming the rule and why", err)
+	}
+	c.Database = "hookdedup.db"
+	if _, _, err := c.alerting(func(string) string { return "" }, nil); err != nil {
+		t.Fatalf("disk_space on SQLite: %v", err)
+	}
+}
