@@ -124,15 +124,22 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 // others had made tables beside them, or, worse, succeed among another application's
 // tables. A schema with hookdedup's migrations table is hookdedup's.
 func ownSchema(ctx context.Context, conn *pgx.Conn) error {
+	// pg_catalog, not information_schema, which shows a role only the tables it has a
+	// privilege on; and hookdedup's migrations table by its columns, since other tools
+	// name theirs migrations too.
 	var ours bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&ours); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT count(*) = 2 FROM pg_attribute AS a
+		JOIN pg_class AS c ON c.oid = a.attrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relname = 'migrations' AND a.attnum > 0 AND NOT a.attisdropped
+			AND ((a.attname = 'name' AND a.atttypid = 'text'::regtype) OR (a.attname = 'applied_at' AND a.atttypid = 'bigint'::regtype))`).
+		Scan(&ours); err != nil {
 		return fmt.Errorf("look for the migrations table: %w", err)
 	}
 	if ours {
 		return nil
 	}
-	rows, err := conn.Query(ctx, `SELECT table_name::text FROM information_schema.tables
-		WHERE table_schema = current_schema() ORDER BY table_name LIMIT 6`)
+	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6`)
 	if err != nil {
 		return fmt.Errorf("list the schema's tables: %w", err)
 	}

@@ -114,6 +114,12 @@ func replaceable(path string) error {
 	} else if busy {
 		return errors.New("it is a database another process has open: give the name of a new file, or of an earlier backup")
 	}
+	// A log left beside it would be read into the copy as its own next open.
+	for _, suffix := range []string{"-wal", "-journal"} {
+		if fi, err := os.Stat(resolved(path) + suffix); err == nil && fi.Size() > 0 {
+			return fmt.Errorf("%s%s holds transactions of the file there: give the name of a new file, or of an earlier backup", path, suffix)
+		}
+	}
 	return nil
 }
 
@@ -417,7 +423,9 @@ func continueIDs(ctx context.Context, path string, issued int64) error {
 // connection to a WAL database holds a shared POSIX lock on the "DMS" byte of its -shm
 // file for as long as it is open (https://sqlite.org/walformat.html, "The DMS lock");
 // the test asks the kernel whether anyone holds it, without taking it. Locks of the
-// calling process itself do not count.
+// calling process itself do not count. Never call it in a process that has the
+// database open: it opens and closes the -shm, and a close drops every POSIX lock the
+// process holds on that file, SQLite's own included.
 func InUse(path string) (bool, error) {
 	f, err := os.OpenFile(resolved(path)+"-shm", os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {

@@ -330,6 +330,72 @@ func TestHelperHoldDatabase(t *testing.T) {
 	}
 }
 
+// inUseElsewhere asks another process (TestHelperInUse) whether the database at path is
+// in use: this process's own locks are not reported to itself.
+func inUseElsewhere(t *testing.T, path string) bool {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperInUse$")
+	cmd.Env = append(os.Environ(), "HOOKDEDUP_INUSE_DB="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	switch first {
+	case "in use":
+		return true
+	case "not in use":
+		return false
+	}
+	t.Fatalf("helper: %q", out)
+	return false
+}
+
+// TestHelperInUse is not a test: inUseElsewhere runs it in a child process.
+func TestHelperInUse(t *testing.T) {
+	path := os.Getenv("HOOKDEDUP_INUSE_DB")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	busy, err := sqlite.InUse(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy {
+		fmt.Println("in use")
+	} else {
+		fmt.Println("not in use")
+	}
+}
+
+// TestOpen_UpgradeKeepsItsLocks: a database upgraded as it is opened stays marked as in
+// use for other processes while it is open. The look for another process holding it
+// comes before this one connects: had it come after, closing its descriptor of the -shm
+// would have dropped SQLite's locks, and a backup or a restore in another process would
+// have taken the serve's database for unused (truncating the -shm under it, or
+// replacing the file).
+func TestOpen_UpgradeKeepsItsLocks(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	db := backedUp(t, live, filepath.Join(dir, "first.db"), "k")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, live, `DELETE FROM migrations WHERE name = 'migrations/0026_dispatch_lease.sql'`, `ALTER TABLE claims DROP COLUMN leased_until`)
+	db, err := sqlite.Open(live, sqlite.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !strings.Contains(fileMigrations(t, live), "0026") {
+		t.Fatal("the open did not upgrade the file")
+	}
+	if !inUseElsewhere(t, live) {
+		t.Fatal("the upgraded database, open here, looks unused to another process")
+	}
+}
+
 // TestOpen_UpgradeRefusedWhileInUse: a database of an earlier schema that another
 // process has open (the earlier version's serve, during an upgrade) is not migrated
 // under it: Open refuses, naming the migrations it lacks, and leaves the file as it
@@ -407,10 +473,15 @@ func TestBackup_OnlyOverAnEarlierCopy(t *testing.T) {
 	storagetest.OpenPath(t, other, sqlite.Options{}).Close()
 	release := holdDatabase(t, other)
 	defer release()
+	// A file whose WAL still holds its transactions (its process was killed).
+	logged := filepath.Join(dir, "logged.db")
+	raw := rawDB(t, logged)
+	rawExec(t, raw, `PRAGMA journal_mode=WAL`, `PRAGMA wal_autocheckpoint=0`, `CREATE TABLE t (x)`, `INSERT INTO t VALUES (1)`)
 	for _, tt := range []struct{ path, want string }{
 		{conf, "not a SQLite database"},
 		{dir, "not a regular file"},
 		{other, "another process has open"},
+		{logged, "logged.db-wal holds transactions"},
 	} {
 		if _, err := sqlite.BackupFile(ctx, live, tt.path); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("backup over %s: %v; want a refusal saying %q", filepath.Base(tt.path), err, tt.want)

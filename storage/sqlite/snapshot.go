@@ -41,7 +41,7 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 	}
 	s := &Snapshot{path: path, seen: stateOf(path)}
 	read := path
-	pending, err := pendingMigrations(ctx, path)
+	pending, _, err := pendingMigrations(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -72,37 +72,44 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 }
 
 // pendingMigrations names this build's migrations that the database at path has not
-// recorded, reading it as it is.
-func pendingMigrations(ctx context.Context, path string) ([]string, error) {
+// recorded, reading it as it is, and counts those it has. A file with no migrations table
+// has none applied.
+func pendingMigrations(ctx context.Context, path string) (pending []string, applied int, err error) {
 	read := openReadOnly(path, 5*time.Second)
 	defer read.Close()
-	rows, err := read.QueryContext(ctx, `SELECT name FROM migrations`)
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
+	var tables int
+	if err := read.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'migrations'`).
+		Scan(&tables); err != nil {
+		return nil, 0, fmt.Errorf("read applied migrations: %w", err)
 	}
-	applied := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read applied migrations: %w", err)
+	done := map[string]bool{}
+	if tables > 0 {
+		rows, err := read.QueryContext(ctx, `SELECT name FROM migrations`)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read applied migrations: %w", err)
 		}
-		applied[name] = true
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				rows.Close()
+				return nil, 0, fmt.Errorf("read applied migrations: %w", err)
+			}
+			done[name] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, 0, err
+		}
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var pending []string
 	for _, n := range names {
-		if !applied[n] {
+		if !done[n] {
 			pending = append(pending, n)
 		}
 	}
-	return pending, nil
+	return pending, len(done), nil
 }
 
 // upgradedCopy copies the database at path beside it and brings the copy up to this
@@ -146,12 +153,16 @@ func stateOf(path string) fileState {
 }
 
 // Unchanged returns an error when a process has written the file since the snapshot
-// began, or has it open now: what it stored meanwhile is not in the copy.
+// began, or (when the snapshot reads an upgraded copy) has it open now: what it stored
+// meanwhile is not in the copy. A snapshot of the file itself does not ask InUse: the
+// close of its descriptor of the -shm would drop the snapshot connection's locks.
 func (s *Snapshot) Unchanged(ctx context.Context) error {
-	if busy, err := InUse(s.path); err != nil {
-		return err
-	} else if busy {
-		return fmt.Errorf("%s was opened by another process during the copy (a serve?): stop it, then copy again", s.path)
+	if s.upgraded != "" {
+		if busy, err := InUse(s.path); err != nil {
+			return err
+		} else if busy {
+			return fmt.Errorf("%s was opened by another process during the copy (a serve?): stop it, then copy again", s.path)
+		}
 	}
 	if stateOf(s.path) != s.seen {
 		return fmt.Errorf("%s was written during the copy (a serve started and stopped?): copy again", s.path)

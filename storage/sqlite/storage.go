@@ -288,6 +288,13 @@ func Open(path string, opt Options) (*DB, error) {
 		// database at the path.
 		params.Set("mode", "rw")
 	}
+	// Before this process connects to the file: InUse opens and closes the file's -shm,
+	// and closing any descriptor of a file drops every lock the process holds on it,
+	// SQLite's own included, after which other processes would take the database for
+	// unused.
+	if err := upgradeInUse(context.Background(), path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 
 	pragmas := connPragmas(opt)
@@ -439,6 +446,26 @@ const minFreeBytes = 1 << 20
 
 func (db *DB) now() int64 { return db.Now().UnixMilli() }
 
+// upgradeInUse refuses to open a database of an earlier schema that another process has
+// open (an earlier version's serve, during an upgrade): migrated under it, it would run
+// on a schema it does not know, and could not start again on it. A new database, or one
+// this build's schema, is not looked at further.
+func upgradeInUse(ctx context.Context, path string) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	pending, applied, err := pendingMigrations(ctx, path)
+	if err != nil || len(pending) == 0 || applied == 0 {
+		return nil // what is wrong with the file, Open's migration says
+	}
+	if busy, err := InUse(path); err != nil {
+		return err
+	} else if busy {
+		return storage.UpgradeInUseError(pending)
+	}
+	return nil
+}
+
 // migrate runs each embedded migration not yet recorded, each in its own transaction.
 func (db *DB) migrate(ctx context.Context) error {
 	if _, err := db.write.ExecContext(ctx,
@@ -478,22 +505,10 @@ func (db *DB) migrate(ctx context.Context) error {
 	if len(unknown) > 0 {
 		return storage.NewerSchemaError(unknown)
 	}
-	var pending []string
 	for _, name := range names {
-		if !applied[name] {
-			pending = append(pending, name)
+		if applied[name] {
+			continue
 		}
-	}
-	if len(pending) > 0 && len(applied) > 0 {
-		// Only another process's locks show (InUse): this one's own connection has the
-		// file open by now.
-		if busy, err := InUse(db.path); err != nil {
-			return err
-		} else if busy {
-			return storage.UpgradeInUseError(pending)
-		}
-	}
-	for _, name := range pending {
 		if err := db.migrateOne(ctx, name); err != nil {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
