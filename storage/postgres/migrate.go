@@ -126,14 +126,15 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 func ownSchema(ctx context.Context, conn *pgx.Conn) error {
 	// pg_catalog, not information_schema, which shows a role only the tables it has a
 	// privilege on; and hookdedup's migrations table by its columns, since other tools
-	// name theirs migrations too. Asked once, so not prepared: a statement left prepared
+	// name theirs migrations too. Asked once, so not prepared (QueryExecModeExec: unnamed,
+	// and unlike the simple protocol, whatever standard_conforming_strings): a statement left prepared
 	// on the pool's connection would be one more among intake's.
 	var ours bool
 	if err := conn.QueryRow(ctx, `SELECT count(*) = 2 FROM pg_attribute AS a
 		JOIN pg_class AS c ON c.oid = a.attrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace
 		WHERE n.nspname = current_schema() AND c.relname = 'migrations' AND a.attnum > 0 AND NOT a.attisdropped
 			AND ((a.attname = 'name' AND a.atttypid = 'text'::regtype) OR (a.attname = 'applied_at' AND a.atttypid = 'bigint'::regtype))`,
-		pgx.QueryExecModeSimpleProtocol).
+		pgx.QueryExecModeExec).
 		Scan(&ours); err != nil {
 		return fmt.Errorf("look for the migrations table: %w", err)
 	}
@@ -142,7 +143,7 @@ func ownSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
 		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6`,
-		pgx.QueryExecModeSimpleProtocol)
+		pgx.QueryExecModeExec)
 	if err != nil {
 		return fmt.Errorf("list the schema's tables: %w", err)
 	}
