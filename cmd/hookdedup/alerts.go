@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -234,7 +235,7 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	}
 	p.alerts, err = alert.New(alert.Config{
 		Store: p.db, Rules: rules, Channels: channels, Sources: names, StuckAfter: p.cfg.StuckAfter,
-		ClockSkew: p.intake.ClockSkew, Logger: p.log,
+		ClockSkew: p.intake.ClockSkew, Machine: machineName(), Logger: p.log,
 	})
 	if err != nil {
 		return nil, err
@@ -243,4 +244,14 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	return func(c *web.Config) {
 		c.AlertRules, c.AlertChannels, c.AlertsChanged = shownRules, shownChannels, p.alerts.Wake
 	}, nil
+}
+
+// machineName is this machine's host name, which a clock_skew alert names; "" when the
+// system will not say.
+func machineName() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return name
 }

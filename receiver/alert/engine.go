@@ -64,6 +64,11 @@ type Config struct {
 	// ClockSkew returns the median skew of signed timestamps of the last hour and how
 	// many there were (the receiver's ClockSkew); nil: clock_skew never fires.
 	ClockSkew func() (time.Duration, int)
+	// Machine names the machine this engine runs on (its host name). A clock_skew
+	// alert is of one machine's clock: it is opened with the machine as its subject and
+	// resolved only on that machine, since replicas on other machines, whose clocks
+	// may be right, see nothing of it.
+	Machine string
 	// ConsoleURL, if set, is the console's address; messages link to its alerts page.
 	ConsoleURL string
 	Logger     *slog.Logger
@@ -182,6 +187,13 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// ownCondition reports whether this engine judges the condition of rule r on subject:
+// every rule's but another machine's clock (clock_skew), which only that machine sees.
+// An alert opened with no machine (by an earlier version) is anyone's.
+func (e *Engine) ownCondition(r Rule, subject string) bool {
+	return r.Kind != KindClockSkew || subject == "" || subject == e.cfg.Machine
+}
+
 // finding is what a rule found on one subject: a condition that holds.
 type finding struct {
 	subject, summary, value string
@@ -233,7 +245,7 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		for k, a := range byKey {
-			if k.rule != r.Name || holding[k.subject] || !e.clearedFor(k, r.ClearFor, now) {
+			if k.rule != r.Name || holding[k.subject] || !e.ownCondition(r, k.subject) || !e.clearedFor(k, r.ClearFor, now) {
 				continue
 			}
 			if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
@@ -506,7 +518,7 @@ func (e *Engine) evaluate(ctx context.Context, r Rule, now time.Time) ([]finding
 		if median < 0 {
 			way = "behind"
 		}
-		return []finding{{value: median.Round(time.Second).String(),
+		return []finding{{subject: e.cfg.Machine, value: median.Round(time.Second).String(),
 			summary: fmt.Sprintf("Senders' signed timestamps are %s %s this machine's clock (median of %d deliveries in the last hour): check this machine's time (NTP).",
 				median.Abs().Round(time.Second), way, n)}}, nil
 	default:

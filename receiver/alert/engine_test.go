@@ -464,3 +464,43 @@ func TestEngine_ClearForAcrossRestart(t *testing.T) {
 	f.settle(t, e)
 	wantEvents(t, h, "alert.opened disk", "alert.resolved disk")
 }
+
+// TestEngine_ClockSkewOfOneMachine: replicas on several machines share one database. A
+// machine whose clock is off opens clock_skew under its own name, and a replica on a
+// machine whose clock is right leaves that alert alone instead of resolving it (to see
+// it opened again, over and over); the machine resolves it once its clock is right.
+func TestEngine_ClockSkewOfOneMachine(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var mu sync.Mutex
+	skewA := 5 * time.Minute
+	rules := func() []alert.Rule {
+		return []alert.Rule{{Name: "skew", Kind: alert.KindClockSkew, Channels: []string{"ops"}}}
+	}
+	a := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+		c.Machine = "hotel-a"
+		c.ClockSkew = func() (time.Duration, int) { mu.Lock(); defer mu.Unlock(); return skewA, 50 }
+	})
+	b := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+		c.Machine = "hotel-b"
+		c.ClockSkew = func() (time.Duration, int) { return 0, 50 }
+	})
+	for range 60 { // five minutes, both replicas every 5 s
+		f.evaluate(t, a)
+		f.evaluate(t, b)
+		f.clock.Add(5 * time.Second)
+	}
+	wantEvents(t, h, "alert.opened skew hotel-a")
+	if as := f.alerts(t); len(as) != 1 || as[0].Subject != "hotel-a" {
+		t.Fatalf("alerts %+v; want one, of hotel-a", as)
+	}
+	mu.Lock()
+	skewA = 0
+	mu.Unlock()
+	for range 60 {
+		f.evaluate(t, a)
+		f.evaluate(t, b)
+		f.clock.Add(5 * time.Second)
+	}
+	wantEvents(t, h, "alert.opened skew hotel-a", "alert.resolved skew hotel-a")
+}
