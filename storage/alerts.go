@@ -50,6 +50,10 @@ type Alert struct {
 	LastNotificationError                     string
 	PendingNotifications, FailedNotifications int
 	SentNotifications                         int
+	// OpenedSent, given to OpenAlert, says that the channels were already told of the
+	// opening straight away (the alert could not be stored then): no opened
+	// notification is queued, or they would be told twice.
+	OpenedSent bool
 }
 
 // Active reports whether the alert is open or acknowledged.

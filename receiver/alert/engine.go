@@ -307,7 +307,8 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	if now.Sub(first) < r.For {
 		return nil
 	}
-	a := storage.Alert{Rule: r.Name, Kind: r.Kind, Subject: f.subject, Summary: f.summary, Value: f.value, Channels: r.Channels}
+	a := storage.Alert{Rule: r.Name, Kind: r.Kind, Subject: f.subject, Summary: f.summary, Value: f.value, Channels: r.Channels,
+		OpenedSent: sentDirect}
 	stored, opened, err := e.cfg.Store.OpenAlert(ctx, a, now)
 	if err != nil {
 		if r.Kind == KindDatabaseNotReady && !sentDirect {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -503,4 +504,47 @@ func TestEngine_ClockSkewOfOneMachine(t *testing.T) {
 		f.clock.Add(5 * time.Second)
 	}
 	wantEvents(t, h, "alert.opened skew hotel-a", "alert.resolved skew hotel-a")
+}
+
+// unstorableAlerts is a database that cannot store an alert while down is set: a commit
+// that fails now and then, its readiness check failing all along.
+type unstorableAlerts struct {
+	*sqlite.DB
+	down *atomic.Bool
+}
+
+func (s unstorableAlerts) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (storage.Alert, bool, error) {
+	if s.down.Load() {
+		return storage.Alert{}, false, errors.New("disk I/O error")
+	}
+	return s.DB.OpenAlert(ctx, a, at)
+}
+
+// TestEngine_DatabaseNotReadyToldOnce: a database_not_ready alert told to the channels
+// straight away, since it could not be stored, and stored at a later evaluation is not
+// told again from the outbox; its resolution is told once.
+func TestEngine_DatabaseNotReadyToldOnce(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	var down atomic.Bool
+	var mu sync.Mutex
+	ready := errors.New("ping: slow commit")
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.Store = unstorableAlerts{f.db, &down}
+			c.Ready = func(context.Context) error { mu.Lock(); defer mu.Unlock(); return ready }
+		})
+	down.Store(true)
+	_ = e.Evaluate(context.Background()) // cannot store it: told straight away
+	down.Store(false)
+	f.clock.Add(5 * time.Second)
+	f.evaluate(t, e) // stored now
+	if as := f.alerts(t); len(as) != 1 || !as[0].Active() {
+		t.Fatalf("alerts %+v; want the one, stored and open", as)
+	}
+	mu.Lock()
+	ready = nil
+	mu.Unlock()
+	f.settle(t, e)
+	wantEvents(t, h, "alert.opened db", "alert.resolved db")
 }

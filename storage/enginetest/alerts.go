@@ -332,6 +332,29 @@ func TestAlerts_TwoHandles(t *testing.T, e Engine) {
 	})
 }
 
+// TestAlerts_OpenedSent: an alert whose opening the channels were already told of
+// straight away is stored with no opened notification queued; its resolution is.
+func TestAlerts_OpenedSent(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	a, opened, err := db.OpenAlert(ctx, storage.Alert{Rule: "db", Kind: "database_not_ready", Summary: "cannot commit",
+		Channels: []string{"ops"}, OpenedSent: true}, now)
+	if err != nil || !opened {
+		t.Fatalf("open: %v %v", opened, err)
+	}
+	if ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10); err != nil || len(ns) != 0 {
+		t.Fatalf("notifications of an alert told already: %d, %v; want none", len(ns), err)
+	}
+	if _, err := db.ResolveAlert(ctx, a.ID, "", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := db.LeaseNotifications(ctx, now.Add(time.Minute), time.Minute, 10); err != nil || len(ns) != 1 ||
+		ns[0].Event != storage.AlertResolved {
+		t.Fatalf("notifications once resolved: %+v, %v; want its resolution", ns, err)
+	}
+}
+
 // TestAlerts_OddText: an error a channel's server sent back may hold any bytes, a NUL
 // or invalid UTF-8 among them; recording it must not fail, or the notification would
 // be sent again and again.

@@ -11,6 +11,7 @@ var tests = []struct {
 	{"SweepAlerts", TestSweepAlerts},
 	{"Alerts_TwoHandles", TestAlerts_TwoHandles},
 	{"Alerts_OddText", TestAlerts_OddText},
+	{"Alerts_OpenedSent", TestAlerts_OpenedSent},
 	{"UsersAndAudit", TestUsersAndAudit},
 	{"AuditHash_Encoding", TestAuditHash_Encoding},
 	{"VerifyAudit_Intact", TestVerifyAudit_Intact},

@@ -186,9 +186,11 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 				strings.Join(channels, ","), millis(at)).Scan(&id)
 			if err == nil {
 				opened = true
-				if err := insertNotifications(ctx, tx, id, channels, storage.AlertOpened, textReplaced(a.Summary),
-					textReplaced(a.Value), "", at); err != nil {
-					return err
+				if !a.OpenedSent {
+					if err := insertNotifications(ctx, tx, id, channels, storage.AlertOpened, textReplaced(a.Summary),
+						textReplaced(a.Value), "", at); err != nil {
+						return err
+					}
 				}
 				out, err = alertIn(ctx, tx, id, "")
 				return err

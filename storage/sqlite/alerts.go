@@ -158,8 +158,10 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 			if err != nil {
 				return err
 			}
-			if err := insertNotifications(ctx, tx, id, a.Channels, storage.AlertOpened, a.Summary, a.Value, "", at); err != nil {
-				return err
+			if !a.OpenedSent {
+				if err := insertNotifications(ctx, tx, id, a.Channels, storage.AlertOpened, a.Summary, a.Value, "", at); err != nil {
+					return err
+				}
 			}
 		}
 		out, err = scanAlert(tx.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts a
