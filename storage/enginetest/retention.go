@@ -79,6 +79,26 @@ func TestSweepDeliveries_KeepsOwedPayloads(t *testing.T, e Engine) {
 			t.Errorf("%s (delivery %d): %v, want swept", name, d.ID, err)
 		}
 	}
+	// A delivery's attempts go with it: the downstream's answers they quote are kept no
+	// longer than the delivery; an owed delivery's stay.
+	attempts := func(key string) int {
+		t.Helper()
+		as, err := f.db.Attempts(ctx, "ota", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(as)
+	}
+	for _, key := range []string{"handed-expired", "released"} {
+		if n := attempts(key); n != 0 {
+			t.Errorf("%s: %d attempts left after its delivery was swept, want none", key, n)
+		}
+	}
+	for _, key := range []string{"failed", "handed"} {
+		if n := attempts(key); n != 1 {
+			t.Errorf("%s: %d attempts with its delivery kept, want 1", key, n)
+		}
+	}
 
 	// Once the handed-off key's ttl is over, nothing is owed for it any more.
 	f.clk.Add(24 * time.Hour)

@@ -200,7 +200,10 @@ WHERE id > $2 AND id <= $3 AND received_at < $4 AND NOT `+sqlOwed, args...)
 			return err
 		}
 		n = tag.RowsAffected()
-		return nil
+		// The attempts of the deliveries deleted go with them (migration 0015).
+		_, err = tx.Exec(ctx, `DELETE FROM attempts WHERE delivery > $1 AND delivery <= $2
+AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = attempts.delivery)`, next.Last, end)
+		return err
 	})
 	if err != nil {
 		return 0, from, fmt.Errorf("sweep old deliveries: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,26 @@ func TestDB_SweepDeliveries_ClockRanAhead(t *testing.T) {
 	}
 	if _, err := db.Delivery(ctx, ahead.ID); err != nil {
 		t.Errorf("the delivery stamped in the future: %v, want it kept", err)
+	}
+}
+
+// TestUpgrade_AttemptsOfSweptDeliveries: the attempts of deliveries that an earlier
+// version swept without them are deleted as the database is upgraded; those of
+// deliveries still stored stay.
+func TestUpgrade_AttemptsOfSweptDeliveries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	kept := storagetest.Record(t, db, delivery("ota", "kept", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, path, `DELETE FROM migrations WHERE name = 'migrations/0027_attempts_swept.sql'`, `DROP INDEX attempts_delivery`,
+		`INSERT INTO attempts (source, key, delivery, started_at, duration_ms) VALUES ('ota', 'gone', 999999, 1, 1), ('ota', 'kept', `+
+			strconv.FormatInt(kept.ID, 10)+`, 1, 1)`)
+	db = storagetest.OpenPath(t, path, sqlite.Options{})
+	for key, want := range map[string]int{"gone": 0, "kept": 1} {
+		if as, err := db.Attempts(context.Background(), "ota", key); err != nil || len(as) != want {
+			t.Errorf("%s after the upgrade: %d attempts, %v; want %d", key, len(as), err, want)
+		}
 	}
 }

@@ -127,7 +127,12 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		// The attempts of the deliveries deleted go with them (migration 0027).
+		_, err = tx.ExecContext(ctx, `DELETE FROM attempts WHERE delivery > ? AND delivery <= ?
+		AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = attempts.delivery)`, next.Last, end)
 		return err
 	})
 	if err != nil {
