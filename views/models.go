@@ -435,6 +435,9 @@ type UserRow struct {
 	You                 bool
 	// MustChangePassword: the user has not yet chosen their own password.
 	MustChangePassword bool
+	// Tokens is how many valid API tokens the user has: a new password or ended
+	// sessions leave them working, so an admin revokes them apart.
+	Tokens int
 }
 
 // UserForm is the add-user form as typed.

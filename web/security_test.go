@@ -410,3 +410,44 @@ func TestConsole_FormBodyBounded(t *testing.T) {
 		t.Errorf("a 5 MiB ticked release of unannounced length (%d): %d; want it refused (403)", req.ContentLength, resp.StatusCode)
 	}
 }
+
+// TestConsole_AdminRevokesUsersTokens: a new password set by an admin ends a user's
+// sessions but not their API tokens, and says so; the admin revokes the tokens on the
+// Users page (admins only), and the API refuses them at once.
+func TestConsole_AdminRevokesUsersTokens(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	tok, _, err := e.db.CreateToken(ctx, "operator", "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, operator := e.as(t, "viewer"), e.as(t, "operator")
+	admin := e.as(t, "admin")
+	for _, c := range []*client{viewer, operator} {
+		if code, _, _ := c.post("/users/tokens/revoke", url.Values{"name": {"operator"}}); code != http.StatusForbidden {
+			t.Errorf("a non-admin revoking a user's tokens: %d, want 403", code)
+		}
+	}
+	_, _, h := admin.post("/users/password", url.Values{"name": {"operator"}, "password": {"a-new-long-password-1"}})
+	_, p := admin.page(h.Get("Location"))
+	if !strings.Contains(p.text(), "Their API token still works") {
+		t.Errorf("after a new password: the page says %q; want it to say the token still works", p.text())
+	}
+	if n := p.testid("user-revoke-tokens").len(); n != 1 {
+		t.Fatalf("revoke-tokens forms: %d, want 1 (the operator's)", n)
+	}
+	if code := e.apiStatus(t, tok); code != http.StatusOK {
+		t.Fatalf("the token before its revocation: %d", code)
+	}
+	if code := e.apiStatus(t, tok); code != http.StatusOK {
+		t.Fatalf("the token after refused revocations: %d", code)
+	}
+	_, _, h = admin.post("/users/tokens/revoke", url.Values{"name": {"operator"}})
+	_, p = admin.page(h.Get("Location"))
+	if !strings.Contains(p.text(), "Revoked 1 API token of operator.") || p.testid("user-revoke-tokens").len() != 0 {
+		t.Errorf("after the revocation: the page says %q", p.text())
+	}
+	if code := e.apiStatus(t, tok); code != http.StatusUnauthorized {
+		t.Errorf("the revoked token: %d, want 401", code)
+	}
+}

@@ -241,6 +241,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /users/role", s.requireRole(admin, s.handleUserRole))
 	mux.Handle("POST /users/password", s.requireRole(admin, s.handleUserPassword))
 	mux.Handle("POST /users/sessions/end", s.requireRole(admin, s.handleEndUserSessions))
+	mux.Handle("POST /users/tokens/revoke", s.requireRole(admin, s.handleRevokeUserTokens))
 	mux.Handle("POST /users/remove", s.requireRole(admin, s.handleRemoveUser))
 	mux.Handle("GET /bulk", s.requireRole(viewer, s.handleBulk))
 	mux.Handle("POST /bulk", s.requireRole(operator, s.handleBulkPreview))

@@ -40,11 +40,21 @@ func (s *Server) usersView(r *http.Request, form views.UserForm) (views.Users, e
 	if err != nil {
 		return views.Users{}, err
 	}
+	tokens, err := s.tokens.Tokens(r.Context(), "")
+	if err != nil {
+		return views.Users{}, err
+	}
+	valid := map[string]int{}
+	for _, t := range tokens {
+		if t.RevokedAt.IsZero() {
+			valid[t.UserName]++
+		}
+	}
 	me, _ := UserFrom(r.Context())
 	v := views.Users{Page: s.page(r, "Users", "users"), Roles: roles, Form: form}
 	for _, u := range users {
 		v.Rows = append(v.Rows, views.UserRow{Name: u.Name, Role: u.Role, Created: s.fullTime(u.CreatedAt), You: u.Name == me.Name,
-			MustChangePassword: u.MustChangePassword})
+			MustChangePassword: u.MustChangePassword, Tokens: valid[u.Name]})
 	}
 	return v, nil
 }
@@ -162,6 +172,36 @@ func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request) e
 	return s.userChangeDone(w, r, name, err, fmt.Sprintf("Ended %d session%s of %s.", n, plural(int(n)), name))
 }
 
+// handleRevokeUserTokens revokes every valid API token of a user (each audited), for an
+// admin taking back an account that may have been taken: a new password and ended
+// sessions leave its tokens working.
+func (s *Server) handleRevokeUserTokens(w http.ResponseWriter, r *http.Request) error {
+	me, _ := UserFrom(r.Context())
+	name := r.PostFormValue("name")
+	if _, err := s.users.UserByName(r.Context(), name); err != nil {
+		return s.userChangeDone(w, r, name, err, "")
+	}
+	tokens, err := s.tokens.Tokens(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, t := range tokens {
+		if !t.RevokedAt.IsZero() {
+			continue
+		}
+		switch err := s.tokens.RevokeToken(r.Context(), t.ID, name, me.Name); {
+		case errors.Is(err, storage.ErrNotFound): // revoked meanwhile
+		case err != nil:
+			return err
+		default:
+			n++
+		}
+	}
+	s.log.Info("user's tokens revoked", logBy, me.Name, logUser, name, "tokens", n)
+	return s.userChangeDone(w, r, name, nil, fmt.Sprintf("Revoked %d API token%s of %s.", n, plural(n), name))
+}
+
 func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
@@ -174,8 +214,17 @@ func (s *Server) handleUserPassword(w http.ResponseWriter, r *http.Request) erro
 		return backToUsers(w, r, "error", p)
 	}
 	err := s.setPassword(w, r, name, password)
-	return s.userChangeDone(w, r, name, err,
-		fmt.Sprintf("New password set for %s, one-time: they choose their own at their next sign-in. Their sessions have ended.", name))
+	msg := fmt.Sprintf("New password set for %s, one-time: they choose their own at their next sign-in. Their sessions have ended.", name)
+	if err == nil {
+		if n := s.validTokens(r.Context(), name); n > 0 {
+			tokens := fmt.Sprintf("Their %d API tokens still work", n)
+			if n == 1 {
+				tokens = "Their API token still works"
+			}
+			msg += " " + tokens + ": revoke under Change… if the account may have been taken."
+		}
+	}
+	return s.userChangeDone(w, r, name, err, msg)
 }
 
 func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request) error {
@@ -221,4 +270,20 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, name, passw
 	// With the hash set here: should another change come in between, it wins.
 	u.PasswordHash = string(hash)
 	return s.startSession(w, r, st.session, u)
+}
+
+// validTokens counts name's valid API tokens, 0 when they cannot be read (the message
+// that says so is a courtesy).
+func (s *Server) validTokens(ctx context.Context, name string) int {
+	tokens, err := s.tokens.Tokens(ctx, name)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, t := range tokens {
+		if t.RevokedAt.IsZero() {
+			n++
+		}
+	}
+	return n
 }
