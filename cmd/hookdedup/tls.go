@@ -194,7 +194,16 @@ type tlsSetup struct {
 	acme    *autocert.Manager // nil with files
 	domains []string          // under ACME
 	poll    time.Duration
+
+	// failMu guards failLogged: when a failure to get a certificate for each domain was
+	// last logged. Every handshake asks, and anyone can open handshakes.
+	failMu     sync.Mutex
+	failLogged map[string]time.Time
 }
+
+// acmeFailureLogEvery bounds how often a failure to get a certificate is logged, per
+// domain.
+const acmeFailureLogEvery = time.Minute
 
 // newTLS checks s and prepares HTTPS: with files, it loads them now (an error names the
 // file that is missing, unreadable or does not match); with ACME, it creates the cache
@@ -219,13 +228,14 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 	if _, p, err := net.SplitHostPort(s.Addr); err == nil && p != "" {
 		httpsPort = p
 	}
-	toHTTPS := redirectToHTTPS(httpsPort)
-
 	if s.CertFile != "" {
 		t.files = &certFiles{certPath: s.CertFile, keyPath: s.KeyFile, log: log}
 		if err := t.files.reload(); err != nil {
 			return nil, err
 		}
+		toHTTPS := redirectToHTTPS(httpsPort, func(host string) bool {
+			return t.files.cur.Load().Leaf.VerifyHostname(host) == nil
+		})
 		t.Config = &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: t.files.get,
@@ -237,6 +247,9 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 
 	domains, _ := acmeDomains(s.ACMEDomains) // validated above
 	t.domains = domains
+	toHTTPS := redirectToHTTPS(httpsPort, func(host string) bool {
+		return hostPolicy(domains)(context.Background(), host) == nil
+	})
 	dir := s.CacheDir
 	if dir == "" {
 		return nil, errors.New("acme: no cache directory given")
@@ -335,11 +348,27 @@ func hostPolicy(domains []string) autocert.HostPolicy {
 // handshakes for other names (scanners, IP addresses) fail quietly.
 func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cert, err := t.acme.GetCertificate(hello)
-	if err != nil && slices.Contains(t.domains, strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))) &&
-		!slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) {
+	domain := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if err != nil && slices.Contains(t.domains, domain) && !slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) &&
+		t.logFailureNow(domain, time.Now()) {
 		t.log.Error("no certificate from the ACME CA", logDomain, hello.ServerName, logErr, err)
 	}
 	return cert, err
+}
+
+// logFailureNow reports whether a failure for domain is to be logged at now: the first,
+// and then one each acmeFailureLogEvery.
+func (t *tlsSetup) logFailureNow(domain string, now time.Time) bool {
+	t.failMu.Lock()
+	defer t.failMu.Unlock()
+	if last, ok := t.failLogged[domain]; ok && now.Sub(last) < acmeFailureLogEvery {
+		return false
+	}
+	if t.failLogged == nil {
+		t.failLogged = map[string]time.Time{}
+	}
+	t.failLogged[domain] = now
+	return true
 }
 
 // Reload reads the certificate files again now (serve calls it on SIGHUP). When they
@@ -528,8 +557,11 @@ func certNames(c *x509.Certificate) []string {
 // 302, a redirect no browser remembers once HTTPS is turned off again. Any other method
 // gets a JSON 400 naming the https URL: a webhook sender rarely follows a redirect with
 // its body, and one that did would hide that its deliveries cross the internet in clear
-// text; a refusal shows up in the sender's delivery log, where the URL gets fixed.
-func redirectToHTTPS(httpsPort string) http.Handler {
+// text; a refusal shows up in the sender's delivery log, where the URL gets fixed. Only
+// a host the certificate is for (served reports whether it is) is redirected to: any
+// other Host would make this an open redirect for whatever sits between the client and
+// this listener (a shared cache, a proxy that routes by address).
+func redirectToHTTPS(httpsPort string, served func(host string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -539,6 +571,10 @@ func redirectToHTTPS(httpsPort string) http.Handler {
 		}
 		if host == "" {
 			writeJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, and the request names no host")
+			return
+		}
+		if !served(host) {
+			writeJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, for the names of its certificate, and the request names another host")
 			return
 		}
 		switch {

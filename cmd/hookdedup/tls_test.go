@@ -420,8 +420,11 @@ func TestTLS_PlainHTTP(t *testing.T) {
 		{"Console", ":443", "GET", testDomain, "/events?source=ota", 302, "https://" + testDomain + "/events?source=ota", ""},
 		{"HostPortDropped", ":443", "HEAD", testDomain + ":80", "/", 302, "https://" + testDomain + "/", ""},
 		{"OtherHTTPSPort", "0.0.0.0:8443", "GET", testDomain, "/login", 302, "https://" + testDomain + ":8443/login", ""},
-		{"IPv6", ":443", "GET", "[2001:db8::1]:80", "/", 302, "https://[2001:db8::1]/", ""},
-		{"IPv6OtherPort", ":8443", "GET", "[2001:db8::1]", "/", 302, "https://[2001:db8::1]:8443/", ""},
+		{"IP", ":443", "GET", "127.0.0.1:80", "/", 302, "https://127.0.0.1/", ""},
+		{"IPOtherPort", ":8443", "GET", "127.0.0.1", "/", 302, "https://127.0.0.1:8443/", ""},
+		{"IPv6NotCertified", ":443", "GET", "[2001:db8::1]:80", "/", 400, "", "names another host"},
+		{"OtherHost", ":443", "GET", "evil.example", "/login", 400, "", "names another host"},
+		{"OtherHostLookingAlike", ":443", "GET", "evil." + testDomain + ".example", "/", 400, "", "names another host"},
 		{"Webhook", ":443", "POST", testDomain, "/webhooks/ota", 400, "", "send the request to https://" + testDomain + "/webhooks/ota"},
 		{"ConsoleForm", ":443", "POST", testDomain, "/login", 400, "", "serves only HTTPS"},
 	} {
@@ -842,20 +845,49 @@ func TestTLS_ACME_HTTP01(t *testing.T) {
 
 	// The plain-HTTP listener still sends the console to https and refuses webhooks.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: time.Minute}
-	resp, err := noRedirect.Get("http://" + httpLn.Addr().String() + "/events")
-	if err != nil {
-		t.Fatal(err)
+	// Only a name of acme_domains is sent on: any other would be an open redirect.
+	for host, want := range map[string]string{testDomain: "https://" + testDomain, "127.0.0.1": ""} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+httpLn.Addr().String()+"/events", nil)
+		req.Host = host
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		switch {
+		case want != "" && (resp.StatusCode != 302 || !strings.HasPrefix(loc, want)):
+			t.Errorf("GET /events for %s over plain HTTP: %d to %q, want a redirect to %s", host, resp.StatusCode, loc, want)
+		case want == "" && resp.StatusCode != http.StatusBadRequest:
+			t.Errorf("GET /events for %s, not an acme domain, over plain HTTP: %d to %q, want 400", host, resp.StatusCode, loc)
+		}
 	}
-	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != 302 || !strings.HasPrefix(loc, "https://127.0.0.1") {
-		t.Errorf("GET /events over plain HTTP: %d to %q, want a redirect to https", resp.StatusCode, loc)
-	}
-	resp, err = noRedirect.Post("http://"+httpLn.Addr().String()+"/webhooks/ota", "application/json", strings.NewReader("{}"))
+	resp, err := noRedirect.Post("http://"+httpLn.Addr().String()+"/webhooks/ota", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Errorf("POST /webhooks/ota over plain HTTP: %d, want 400", resp.StatusCode)
+	}
+}
+
+// TestTLS_ACMEFailureLoggedOnce: while no certificate can be had, every handshake for a
+// configured domain fails, and anyone can open handshakes: the failure is logged once
+// a minute per domain, not at each.
+func TestTLS_ACMEFailureLoggedOnce(t *testing.T) {
+	var s tlsSetup
+	now := time.Now()
+	for _, tc := range []struct {
+		domain string
+		at     time.Duration
+		want   bool
+	}{
+		{testDomain, 0, true}, {testDomain, time.Second, false}, {"other.example", time.Second, true},
+		{testDomain, 59 * time.Second, false}, {testDomain, 61 * time.Second, true}, {testDomain, 62 * time.Second, false},
+	} {
+		if got := s.logFailureNow(tc.domain, now.Add(tc.at)); got != tc.want {
+			t.Errorf("%s at +%v: log %v, want %v", tc.domain, tc.at, got, tc.want)
+		}
 	}
 }
