@@ -236,7 +236,7 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 		}
 		if c.AmountMinorUnits {
 			var ok bool
-			if amount, ok = storage.MajorUnits(amount, currency); !ok {
+			if amount, ok = storage.MajorUnits(amount, currency, s.CurrencyExponents); !ok {
 				continue
 			}
 		}

@@ -40,9 +40,11 @@ type Source struct {
 	PropertyField, BookingField, StatusField, AmountField string
 	// CurrencyField points at the currency of AmountField's amount ("" for none).
 	// AmountMinorUnits says the amount is a count of the currency's minor units (cents):
-	// it is stored in major units, by the currency's ISO 4217 exponent.
-	CurrencyField    string
-	AmountMinorUnits bool
+	// it is stored in major units, by the currency's ISO 4217 exponent, or by the
+	// sender's own where CurrencyExponents names the currency (upper case).
+	CurrencyField     string
+	AmountMinorUnits  bool
+	CurrencyExponents map[string]int
 	// Answer is the body of the 200 answer for an accepted or duplicate delivery.
 	Answer Answer
 	// FormEncoded accepts application/x-www-form-urlencoded deliveries whose JSON is

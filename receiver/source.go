@@ -48,7 +48,7 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 	}
 	currency = storage.CurrencyCode(x.text(s.CurrencyField))
 	if s.AmountMinorUnits {
-		amount, _ = storage.MajorUnits(amount, currency) // not a plain number: kept as sent
+		amount, _ = storage.MajorUnits(amount, currency, s.CurrencyExponents) // not a plain number: kept as sent
 	}
 	return amount, currency
 }

@@ -32,11 +32,12 @@ func CurrencyCode(s string) string {
 }
 
 // MajorUnits writes amount, a number of minor units of currency as text ("41250"), in
-// major units ("412.50"). The decimal point moves by the currency's exponent and
-// nothing is rounded, so no cent is lost to a float. ok is false, and amount is
-// returned as it is, when amount is not a plain decimal number (an optional "-",
-// digits, optionally "." and digits).
-func MajorUnits(amount, currency string) (major string, ok bool) {
+// major units ("412.50"). The decimal point moves by the currency's exponent, the
+// sender's own where exponents names it (Adyen counts Chilean pesos in hundredths,
+// which ISO 4217 has none of) and ISO 4217's otherwise, and nothing is rounded, so no
+// cent is lost to a float. ok is false, and amount is returned as it is, when amount is
+// not a plain decimal number (an optional "-", digits, optionally "." and digits).
+func MajorUnits(amount, currency string, exponents map[string]int) (major string, ok bool) {
 	neg, digits := false, amount
 	if rest, cut := strings.CutPrefix(digits, "-"); cut {
 		neg, digits = true, rest
@@ -45,7 +46,10 @@ func MajorUnits(amount, currency string) (major string, ok bool) {
 	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
 		return amount, false
 	}
-	exp := CurrencyExponent(currency)
+	exp, own := exponents[strings.ToUpper(currency)]
+	if !own {
+		exp = CurrencyExponent(currency)
+	}
 	if len(whole) <= exp {
 		whole = strings.Repeat("0", exp-len(whole)+1) + whole
 	}

@@ -42,9 +42,18 @@ func TestMajorUnits(t *testing.T) {
 		{"1.", "EUR", "1.", false},                                           //
 		{"99999999999999999999999", "EUR", "999999999999999999999.99", true}, // past float64, exact
 	} {
-		got, ok := storage.MajorUnits(c.amount, c.currency)
+		got, ok := storage.MajorUnits(c.amount, c.currency, nil)
 		if got != c.want || ok != c.ok {
 			t.Errorf("MajorUnits(%q, %q) = %q, %v; want %q, %v", c.amount, c.currency, got, ok, c.want, c.ok)
+		}
+	}
+	// A sender's own exponents (Adyen's) win over ISO 4217's, in any case of the code.
+	adyen := map[string]int{"CLP": 2, "ISK": 2, "CVE": 0}
+	for _, c := range []struct{ amount, currency, want string }{
+		{"10000", "CLP", "100.00"}, {"279000", "isk", "2790.00"}, {"500", "CVE", "500"}, {"1250", "EUR", "12.50"}, {"18000", "JPY", "18000"},
+	} {
+		if got, ok := storage.MajorUnits(c.amount, c.currency, adyen); got != c.want || !ok {
+			t.Errorf("MajorUnits(%q, %q, Adyen's) = %q, %v; want %q", c.amount, c.currency, got, ok, c.want)
 		}
 	}
 }

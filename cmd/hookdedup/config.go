@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
@@ -997,6 +998,17 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	return v, nil
 }
 
+// currencyExponents are the exponents of the source's provider where they differ from
+// ISO 4217's: the sender counts minor units by its own table, whatever field it is read
+// from.
+func (s sourceSettings) currencyExponents() map[string]int {
+	p, ok := provider.Lookup(s.Provider)
+	if !ok {
+		return nil
+	}
+	return p.CurrencyExponents
+}
+
 // tolerance is the tolerance the settings give, 0 for the scheme's default.
 func (s sourceSettings) tolerance() time.Duration {
 	if s.Tolerance == nil {
@@ -1046,13 +1058,14 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		BookingField:   *s.BookingField,
 		StatusField:    *s.StatusField,
 
-		CurrencyField:    *s.CurrencyField,
-		AmountMinorUnits: *s.AmountMinorUnits,
-		Batch:            *s.Batch,
-		Item:             *s.Item,
-		Answer:           receiver.Answer(s.Answer),
-		FormEncoded:      *s.FormEncoded,
-		MaxBatchItems:    s.MaxBatchItems,
+		CurrencyField:     *s.CurrencyField,
+		AmountMinorUnits:  *s.AmountMinorUnits,
+		CurrencyExponents: s.currencyExponents(),
+		Batch:             *s.Batch,
+		Item:              *s.Item,
+		Answer:            receiver.Answer(s.Answer),
+		FormEncoded:       *s.FormEncoded,
+		MaxBatchItems:     s.MaxBatchItems,
 
 		BusinessKey:       s.BusinessKey,
 		BusinessWindow:    *s.BusinessWindow,

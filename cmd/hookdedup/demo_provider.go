@@ -121,7 +121,7 @@ type adyenAmount struct {
 }
 
 func minorLabel(value int64, currency string) string {
-	major, _ := storage.MajorUnits(strconv.FormatInt(value, 10), currency)
+	major, _ := storage.MajorUnits(strconv.FormatInt(value, 10), currency, nil)
 	return major + " " + currency
 }
 

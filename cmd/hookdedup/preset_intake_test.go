@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -234,5 +235,85 @@ func checkPresetDelivery(t *testing.T, name string, d storage.Delivery, body []b
 	}
 	if d.Outcome != storage.Accepted || d.Status != http.StatusOK {
 		t.Errorf("%s: first delivery stored as %s %d", name, d.Outcome, d.Status)
+	}
+}
+
+// TestPresets_SendersOwnMinorUnits: Adyen counts Chilean pesos and Icelandic krónur in
+// hundredths and Cape Verde escudos whole, and Stripe krónur in hundredths, where ISO
+// 4217 says otherwise: a source of their provider stores the amount they meant, a
+// hundred times smaller (or larger) than ISO 4217's reading; the ledger and four-eyes
+// sum what is stored.
+func TestPresets_SendersOwnMinorUnits(t *testing.T) {
+	_, sources, err := loadSources(t, `
+[[source]]
+name = "adyen"
+provider = "adyen"
+secret = "`+adyenKey+`"
+
+[[source]]
+name = "own"
+signature = "none"
+key_fields = ["/id"]
+amount_field = "/amount"
+currency_field = "/currency"
+amount_minor_units = true
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rc := receiver.New(receiver.Config{Sources: sources, Store: db})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	post := func(source, body string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/webhooks/"+source, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", source, resp.StatusCode, answer)
+		}
+	}
+	a, err := signature.NewAdyenHMAC([]string{adyenKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []string
+	for i, m := range []struct {
+		currency string
+		value    int
+	}{{"ISK", 279000}, {"CLP", 10000}, {"CVE", 500}, {"EUR", 41250}} {
+		items = append(items, fmt.Sprintf(`{"NotificationRequestItem":{"amount":{"currency":%q,"value":%d},"eventCode":"REFUND",`+
+			`"merchantAccountCode":"HotelReykjavik","merchantReference":"BK-%d","pspReference":"PSP%d","success":"true"}}`,
+			m.currency, m.value, i, i))
+	}
+	body, err := a.SignNotification([]byte(`{"live":"false","notificationItems":[` + strings.Join(items, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post("adyen", string(body))
+	post("own", `{"id":"1","amount":279000,"currency":"ISK"}`)
+	want := map[string]string{"ISK": "2790.00", "CLP": "100.00", "CVE": "500", "EUR": "412.50"}
+	for id := int64(1); id <= 5; id++ {
+		d, err := db.Delivery(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want[d.Currency]
+		if d.Source == "own" {
+			w = "279000" // ISO 4217: krónur have no minor unit
+		}
+		if d.Amount != w {
+			t.Errorf("%s delivery %d: %s %s, want %s", d.Source, id, d.Amount, d.Currency, w)
+		}
 	}
 }

@@ -28,6 +28,9 @@ var presets = []Preset{
 		AmountField:      "/amount/value",
 		CurrencyField:    "/amount/currency",
 		AmountMinorUnits: true,
+		// Adyen's currency table: Chilean pesos and Icelandic krónur in hundredths,
+		// Cape Verde escudos whole, where ISO 4217 says otherwise.
+		CurrencyExponents: map[string]int{"CLP": 2, "ISK": 2, "CVE": 0},
 		// A second refund (or capture …) of one order for the same amount, under
 		// another pspReference. success is in it, as in the key: a shopper's second
 		// attempt at a payment Adyen refused is a new pspReference for the same order
@@ -226,6 +229,9 @@ var presets = []Preset{
 		AmountField:      "/data/object/amount",
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
+		// Stripe keeps ISK a two-decimal currency in its API (100 is one króna),
+		// where ISO 4217 has no minor unit.
+		CurrencyExponents: map[string]int{"ISK": 2},
 		// Two refunds (or disputes) of one charge for one amount under different
 		// event ids; other objects carry no charge field, so get no business key. The
 		// object's status is in it: a refund or dispute is reported again, under the

@@ -14,6 +14,7 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ type Preset struct {
 	// AmountMinorUnits reports that AmountField holds whole minor units
 	// (cents), to be shown divided by the currency's exponent.
 	AmountMinorUnits bool
+	// CurrencyExponents are the sender's exponents where they differ from ISO
+	// 4217's, by upper-case currency code: the minor units it counts in.
+	CurrencyExponents map[string]int
 	// BusinessKey are the fields that identify one business event (a refund
 	// of an order for an amount) whatever id the sender gives the message: two
 	// accepted deliveries with equal values under different keys are
@@ -148,5 +152,6 @@ func clonePreset(p Preset) Preset {
 	p.KeyFields = slices.Clone(p.KeyFields)
 	p.BusinessKey = slices.Clone(p.BusinessKey)
 	p.Docs = slices.Clone(p.Docs)
+	p.CurrencyExponents = maps.Clone(p.CurrencyExponents)
 	return p
 }
