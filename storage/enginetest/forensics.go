@@ -418,6 +418,38 @@ func TestRecord_BusinessKeyOfReleasedKey(t *testing.T, e Engine) {
 	}
 }
 
+// A key released once its ttl has passed (free, but its claim not yet swept) still has
+// its business key forgotten, and the release is audited: without it, a re-send of its
+// event under a new id would be flagged, or blocked, for the rest of the business
+// window, with nothing an operator could do. A second release changes nothing.
+func TestRecord_BusinessKeyOfExpiredReleasedKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clock := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clock.Add(2 * time.Hour) // past the ttl, not swept
+	rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "ops", Reason: "the OTA sends it again"}
+	out, err := db.ReleaseKey(ctx, rel)
+	if err != nil || !out.Changed || out.Previous != "expired" {
+		t.Fatalf("release of an expired key with a business key = %+v, %v; want changed, previously expired", out, err)
+	}
+	if again, err := db.ReleaseKey(ctx, rel); err != nil || again.Changed {
+		t.Errorf("a second release = %+v, %v; want nothing changed", again, err)
+	}
+	entries, err := db.AuditLog(ctx, 0, 10)
+	if err != nil || len(entries) != 1 || entries[0].Key != "evt_1" || entries[0].PreviousState != "expired" {
+		t.Errorf("audit = %+v, %v; want the one release", entries, err)
+	}
+	again := record(t, db, bk("ota", "evt_2", "B"), opt)
+	if again.Outcome != storage.Accepted {
+		t.Fatalf("re-send after the release = %s of %d, want accepted", again.Outcome, again.FirstDelivery)
+	}
+	if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+		t.Errorf("re-send after the release carries suspects %+v", sus)
+	}
+}
+
 // A key released after it came back late (its claim expired and was taken over) is
 // freed for the event it carries: a re-send of that event under a new id is the
 // delivery it was released for, not a double of the key's earlier delivery either.

@@ -35,6 +35,7 @@ var tests = []struct {
 	{"Record_LateDuplicate", TestRecord_LateDuplicate},
 	{"Record_BusinessKeyOfReleasedKey", TestRecord_BusinessKeyOfReleasedKey},
 	{"Record_BusinessKeyOfReleasedLateKey", TestRecord_BusinessKeyOfReleasedLateKey},
+	{"Record_BusinessKeyOfExpiredReleasedKey", TestRecord_BusinessKeyOfExpiredReleasedKey},
 	{"Forensics_InOneBatch", TestForensics_InOneBatch},
 	{"Forensics_ReplicasShareABusinessKey", TestForensics_ReplicasShareABusinessKey},
 	{"Forensics_OddBusinessKey", TestForensics_OddBusinessKey},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -164,6 +165,23 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		out.Previous = "expired"
 	}
 	if free && !r.Reprocess {
+		if c.State == storage.StateReleased {
+			return out, nil, nil
+		}
+		// Past its ttl the key is free, but its trace and business keys would still
+		// flag, or block, a re-send of its event: released, they are forgotten.
+		n, err := forget(ctx, tx, c)
+		if err != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+		}
+		if n == 0 {
+			return out, nil, nil
+		}
+		if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
+			Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+		}
+		out.Changed = true
 		return out, nil, nil
 	}
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
@@ -191,28 +209,7 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
 			WHERE id = $2`, millis(now), c.ID)
 		if err == nil {
-			// Freed on purpose, the key's next delivery is no late duplicate: not of
-			// this claim (a released claim leaves no trace), nor of one that expired
-			// before it and left a trace.
-			_, err = tx.Exec(ctx, `DELETE FROM key_traces WHERE source = $1 AND key_hash = $2`, c.Source, storage.KeyHash(c.Key))
-		}
-		if err == nil {
-			// Nor is a re-send of its event under a new id a double of it, to be
-			// flagged or, with business_key_blocks, blocked (never handed downstream)
-			// for as long as the business window lasts: its business key is forgotten.
-			// The key was stored as the claim was won, seen when it was claimed, so the
-			// index of seen times finds it in one seek.
-			_, err = tx.Exec(ctx, `DELETE FROM business_keys WHERE seen_at = $1 AND delivery = $2`,
-				millis(c.ClaimedAt), c.FirstDelivery)
-		}
-		if err == nil {
-			// The key's earlier accepted deliveries carry the same event, under the same
-			// id: a claim that expired and was taken over leaves its delivery's business
-			// key behind, which a re-send would otherwise double. Each was stored seen
-			// when its delivery was received.
-			_, err = tx.Exec(ctx, `DELETE FROM business_keys AS b USING deliveries AS d
-			WHERE d.source = $1 AND d.key = $2 AND d.outcome = 'accepted' AND b.seen_at = d.received_at AND b.delivery = d.id`,
-				c.Source, c.Key)
+			_, err = forget(ctx, tx, c)
 		}
 	}
 	if err != nil {
@@ -352,4 +349,38 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 		return nil, fmt.Errorf("bulk release: %w", err)
 	}
 	return out, nil
+}
+
+// forget deletes what would make c's key's next deliveries doubles: its trace and the
+// business keys of its deliveries. It returns how many rows it deleted.
+func forget(ctx context.Context, tx pgx.Tx, c storage.Claim) (n int64, err error) {
+	var tag pgconn.CommandTag
+	if err == nil {
+		// Freed on purpose, the key's next delivery is no late duplicate: not of
+		// this claim (a released claim leaves no trace), nor of one that expired
+		// before it and left a trace.
+		tag, err = tx.Exec(ctx, `DELETE FROM key_traces WHERE source = $1 AND key_hash = $2`, c.Source, storage.KeyHash(c.Key))
+		n += tag.RowsAffected()
+	}
+	if err == nil {
+		// Nor is a re-send of its event under a new id a double of it, to be
+		// flagged or, with business_key_blocks, blocked (never handed downstream)
+		// for as long as the business window lasts: its business key is forgotten.
+		// The key was stored as the claim was won, seen when it was claimed, so the
+		// index of seen times finds it in one seek.
+		tag, err = tx.Exec(ctx, `DELETE FROM business_keys WHERE seen_at = $1 AND delivery = $2`,
+			millis(c.ClaimedAt), c.FirstDelivery)
+		n += tag.RowsAffected()
+	}
+	if err == nil {
+		// The key's earlier accepted deliveries carry the same event, under the same
+		// id: a claim that expired and was taken over leaves its delivery's business
+		// key behind, which a re-send would otherwise double. Each was stored seen
+		// when its delivery was received.
+		tag, err = tx.Exec(ctx, `DELETE FROM business_keys AS b USING deliveries AS d
+		WHERE d.source = $1 AND d.key = $2 AND d.outcome = 'accepted' AND b.seen_at = d.received_at AND b.delivery = d.id`,
+			c.Source, c.Key)
+		n += tag.RowsAffected()
+	}
+	return n, err
 }

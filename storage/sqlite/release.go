@@ -129,6 +129,23 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, chec
 		out.Previous = "expired"
 	}
 	if free && !r.Reprocess {
+		if c.State == storage.StateReleased {
+			return out, nil, nil
+		}
+		// Past its ttl the key is free, but its trace and business keys would still
+		// flag, or block, a re-send of its event: released, they are forgotten.
+		n, err := forget(ctx, tx, c)
+		if err != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+		}
+		if n == 0 {
+			return out, nil, nil
+		}
+		if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
+			Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+		}
+		out.Changed = true
 		return out, nil, nil
 	}
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
@@ -157,35 +174,7 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, chec
 		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
 			WHERE id = ?`, millis(now), c.ID)
 		if err == nil {
-			// Freed on purpose, the key's next delivery is no late duplicate: not of
-			// this claim (a released claim leaves no trace), nor of one that expired
-			// before it and left a trace.
-			_, err = tx.ExecContext(ctx, `DELETE FROM key_traces WHERE source = ? AND key_hash = ?`, c.Source, storage.KeyHash(c.Key))
-		}
-		if err == nil {
-			// Nor is a re-send of its event under a new id a double of it, to be
-			// flagged or, with business_key_blocks, blocked (never handed downstream)
-			// for as long as the business window lasts: its business key is forgotten.
-			// The key was stored as the claim was won, under its delivery, seen when it
-			// was claimed.
-			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery = ? AND seen_at = ?`,
-				c.FirstDelivery, millis(c.ClaimedAt))
-		}
-		if err == nil {
-			// Or among the keys not yet moved there (forensics.go), few and unindexed.
-			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at = ? AND delivery = ?`,
-				millis(c.ClaimedAt), c.FirstDelivery)
-		}
-		if err == nil {
-			// The key's earlier accepted deliveries carry the same event, under the same
-			// id: a claim that expired and was taken over leaves its delivery's business
-			// key behind, which a re-send would otherwise double. The claim no longer
-			// names them, so the index of keys finds them.
-			_, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery IN (`+sqlEarlierAccepted+`)`, c.Source, c.Key)
-		}
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND delivery IN (`+sqlEarlierAccepted+`)`,
-				c.Source, c.Key)
+			_, err = forget(ctx, tx, c)
 		}
 	}
 	if err != nil {
@@ -324,4 +313,56 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 		return nil, fmt.Errorf("bulk release: %w", err)
 	}
 	return out, nil
+}
+
+// forget deletes what would make c's key's next deliveries doubles: its trace and the
+// business keys of its deliveries. It returns how many rows it deleted.
+func forget(ctx context.Context, tx *sql.Tx, c storage.Claim) (n int64, err error) {
+	var res sql.Result
+	if err == nil {
+		// Freed on purpose, the key's next delivery is no late duplicate: not of
+		// this claim (a released claim leaves no trace), nor of one that expired
+		// before it and left a trace.
+		res, err = tx.ExecContext(ctx, `DELETE FROM key_traces WHERE source = ? AND key_hash = ?`, c.Source, storage.KeyHash(c.Key))
+		n += affected(res)
+	}
+	if err == nil {
+		// Nor is a re-send of its event under a new id a double of it, to be
+		// flagged or, with business_key_blocks, blocked (never handed downstream)
+		// for as long as the business window lasts: its business key is forgotten.
+		// The key was stored as the claim was won, under its delivery, seen when it
+		// was claimed.
+		res, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery = ? AND seen_at = ?`,
+			c.FirstDelivery, millis(c.ClaimedAt))
+		n += affected(res)
+	}
+	if err == nil {
+		// Or among the keys not yet moved there (forensics.go), few and unindexed.
+		res, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND seen_at = ? AND delivery = ?`,
+			millis(c.ClaimedAt), c.FirstDelivery)
+		n += affected(res)
+	}
+	if err == nil {
+		// The key's earlier accepted deliveries carry the same event, under the same
+		// id: a claim that expired and was taken over leaves its delivery's business
+		// key behind, which a re-send would otherwise double. The claim no longer
+		// names them, so the index of keys finds them.
+		res, err = tx.ExecContext(ctx, `DELETE FROM business_keys WHERE delivery IN (`+sqlEarlierAccepted+`)`, c.Source, c.Key)
+		n += affected(res)
+	}
+	if err == nil {
+		res, err = tx.ExecContext(ctx, `DELETE FROM forensic_keys_pending WHERE rule = '' AND delivery IN (`+sqlEarlierAccepted+`)`,
+			c.Source, c.Key)
+		n += affected(res)
+	}
+	return n, err
+}
+
+// affected is res's count of rows, 0 for a failed statement's nil.
+func affected(res sql.Result) int64 {
+	if res == nil {
+		return 0
+	}
+	n, _ := res.RowsAffected()
+	return n
 }
