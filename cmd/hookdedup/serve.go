@@ -306,10 +306,16 @@ func (p *program) run(ctx context.Context) error {
 		}
 	}
 
+	business, correlation := longestWindows(p.sources)
+	if business > p.cfg.Retention {
+		// A business key outlives its delivery then: a late redelivery of a swept
+		// delivery's event, under its own id, is taken for a double of it.
+		p.log.Warn("retention is shorter than the longest business_window: a redelivery of an event whose delivery retention swept is flagged as a business-key double (or blocked, with business_key_blocks); keep retention at least as long",
+			"retention", p.cfg.Retention, "business_window", business)
+	}
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		business, correlation := longestWindows(p.sources)
 		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention, Remember: p.cfg.Remember,
 			BusinessWindow: business, CorrelationWindow: correlation}, p.metrics, p.log)
 	})
