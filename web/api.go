@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -390,8 +392,15 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) error {
 
 func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: q.Get("stuck") == "true",
-		StuckBefore: a.now().Add(-a.stuck)}
+	var stuck bool
+	switch v := q.Get("stuck"); v {
+	case "", "false":
+	case "true":
+		stuck = true
+	default:
+		return Errorf(http.StatusBadRequest, "stuck: %q is not true or false", v)
+	}
+	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: stuck, StuckBefore: a.now().Add(-a.stuck)}
 	if err := f.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err)
 	}
@@ -448,9 +457,40 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, want string) erro
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return Errorf(http.StatusBadRequest, "body: %v (want %s)", err, want)
+		return Errorf(http.StatusBadRequest, "body: %s (want %s)", bodyProblem(err), want)
 	}
 	return nil
+}
+
+// bodyProblem words a JSON decoding error for the API's caller: the field and the type
+// it takes, in JSON's terms rather than Go's (whose struct names are no business of the
+// caller's).
+func bodyProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	var tm *time.ParseError
+	switch {
+	case errors.As(err, &typ):
+		want := typ.Type.Kind().String()
+		switch typ.Type.Kind() {
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.String:
+			want = "a string"
+		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
+			want = "a number"
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		case reflect.Slice:
+			want = "an array"
+		}
+		if typ.Field == "" {
+			return fmt.Sprintf("a JSON %s where %s belongs", typ.Value, want)
+		}
+		return fmt.Sprintf("field %s: a JSON %s where %s belongs", typ.Field, typ.Value, want)
+	case errors.As(err, &tm):
+		return fmt.Sprintf("time %q is not RFC 3339 (2026-11-30T00:00:00Z)", tm.Value)
+	}
+	return err.Error()
 }
 
 // checkReason refuses the reason of an audited change when it is missing or longer than

@@ -325,3 +325,21 @@ func TestAPI_ReleaseSetFilter(t *testing.T) {
 		t.Errorf("stuck and failed: %d %v; want 200, none matched", code, out)
 	}
 }
+
+// TestAPI_BadValuesNamed: a value of the wrong kind is refused, naming the parameter or
+// the field in JSON's terms, never a Go type; stuck takes true or false only.
+func TestAPI_BadValuesNamed(t *testing.T) {
+	e := newAPIEnv(t)
+	for _, q := range []string{"stuck=1", "stuck=yes", "stuck=True"} {
+		code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/keys?"+q, "")
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "stuck") {
+			t.Errorf("%s: %d %v; want 400 naming stuck", q, code, out)
+		}
+	}
+	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"k","reason":"r","reprocess":"yes"}`)
+	msg := fmt.Sprint(out["error"])
+	if code != http.StatusBadRequest || !strings.Contains(msg, "field reprocess") || !strings.Contains(msg, "true or false") ||
+		strings.Contains(msg, "Go") || strings.Contains(msg, "releaseRequest") {
+		t.Errorf("reprocess of the wrong type: %d %q; want 400 naming the field in JSON's terms", code, msg)
+	}
+}

@@ -640,7 +640,7 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-			return Errorf(http.StatusBadRequest, "body: %v (want {\"reason\":…} or nothing)", err)
+			return Errorf(http.StatusBadRequest, "body: %s (want {\"reason\":…} or nothing)", bodyProblem(err))
 		}
 		u, _ := UserFrom(r.Context())
 		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
