@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -447,6 +448,44 @@ func TestRecord_BusinessKeyOfExpiredReleasedKey(t *testing.T, e Engine) {
 	}
 	if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
 		t.Errorf("re-send after the release carries suspects %+v", sus)
+	}
+}
+
+// A key expired and swept leaves a trace, and its delivery its business key: releasing
+// it (no claim is left) forgets both, audited, so that its event can come again under a
+// new id or its own without being flagged or blocked; a key that left nothing is still
+// no such key.
+func TestRecord_BusinessKeyOfSweptReleasedKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clock := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clock.Add(2 * time.Hour)
+	if n, err := db.SweepExpired(ctx, clock.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep = %d, %v; want the expired claim", n, err)
+	}
+	rel := storage.Release{Source: "ota", Key: "evt_1", Actor: "ops", Reason: "the OTA sends it again"}
+	out, err := db.ReleaseKey(ctx, rel)
+	if err != nil || !out.Changed || out.Previous != "expired" {
+		t.Fatalf("release of a swept key = %+v, %v; want changed, previously expired", out, err)
+	}
+	if _, err := db.ReleaseKey(ctx, rel); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("a second release: %v; want no such key, nothing being left", err)
+	}
+	if entries, err := db.AuditLog(ctx, 0, 10); err != nil || len(entries) != 1 || entries[0].Key != "evt_1" {
+		t.Errorf("audit = %+v, %v; want the one release", entries, err)
+	}
+	// Under a new id, with its business key; under its own id (with another business
+	// key, not to double the first): neither is flagged, the trace being forgotten too.
+	for _, d := range []*storage.Delivery{bk("ota", "evt_2", "B"), bk("ota", "evt_1", "C")} {
+		again := record(t, db, d, opt)
+		if again.Outcome != storage.Accepted {
+			t.Fatalf("%s after the release = %s of %d, want accepted", d.Key, again.Outcome, again.FirstDelivery)
+		}
+		if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+			t.Errorf("%s after the release carries suspects %+v", d.Key, sus)
+		}
 	}
 }
 

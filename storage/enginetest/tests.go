@@ -36,6 +36,7 @@ var tests = []struct {
 	{"Record_BusinessKeyOfReleasedKey", TestRecord_BusinessKeyOfReleasedKey},
 	{"Record_BusinessKeyOfReleasedLateKey", TestRecord_BusinessKeyOfReleasedLateKey},
 	{"Record_BusinessKeyOfExpiredReleasedKey", TestRecord_BusinessKeyOfExpiredReleasedKey},
+	{"Record_BusinessKeyOfSweptReleasedKey", TestRecord_BusinessKeyOfSweptReleasedKey},
 	{"Forensics_InOneBatch", TestForensics_InOneBatch},
 	{"Forensics_ReplicasShareABusinessKey", TestForensics_ReplicasShareABusinessKey},
 	{"Forensics_OddBusinessKey", TestForensics_OddBusinessKey},

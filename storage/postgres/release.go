@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -150,6 +151,24 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	c, err := scanClaim(tx.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2 FOR UPDATE`,
 		r.Source, r.Key))
 	if errors.Is(err, pgx.ErrNoRows) {
+		if !r.Reprocess {
+			// Expired and swept, the key left a trace, and its deliveries their
+			// business keys: released, they are forgotten, as for a key not yet swept.
+			// The trace names the claim's first delivery and when it was claimed,
+			// which its business key was stored under.
+			gone := storage.Claim{Source: r.Source, Key: r.Key}
+			var first, seen int64
+			switch err := tx.QueryRow(ctx, `SELECT first_delivery, first_seen FROM key_traces WHERE source = $1 AND key_hash = $2`, r.Source, storage.KeyHash(r.Key)).Scan(&first, &seen); {
+			case err == nil:
+				gone.FirstDelivery, gone.ClaimedAt = first, fromMillis(seen)
+			case !errors.Is(err, pgx.ErrNoRows):
+				return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+			}
+			out, err := db.releaseFreeKey(ctx, tx, r, gone, db.Now())
+			if err != nil || out.Changed {
+				return out, nil, err
+			}
+		}
 		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
 	}
 	if err != nil {
@@ -170,19 +189,8 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		}
 		// Past its ttl the key is free, but its trace and business keys would still
 		// flag, or block, a re-send of its event: released, they are forgotten.
-		n, err := forget(ctx, tx, c)
-		if err != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-		}
-		if n == 0 {
-			return out, nil, nil
-		}
-		if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
-			Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-		}
-		out.Changed = true
-		return out, nil, nil
+		out, err := db.releaseFreeKey(ctx, tx, r, c, now)
+		return out, nil, err
 	}
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
 		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
@@ -383,4 +391,24 @@ func forget(ctx context.Context, tx pgx.Tx, c storage.Claim) (n int64, err error
 		n += tag.RowsAffected()
 	}
 	return n, err
+}
+
+// releaseFreeKey releases c, a key already free (past its ttl, or expired and swept:
+// then c names only its source and key): it forgets c's trace and business keys, and
+// audits that, when there were any; otherwise it changes nothing.
+func (db *DB) releaseFreeKey(ctx context.Context, tx pgx.Tx, r storage.Release, c storage.Claim, now time.Time) (storage.Released, error) {
+	out := storage.Released{Previous: "expired"}
+	n, err := forget(ctx, tx, c)
+	if err != nil {
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if n == 0 {
+		return out, nil
+	}
+	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	out.Changed = true
+	return out, nil
 }

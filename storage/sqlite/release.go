@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -114,6 +115,24 @@ var errRefused = errors.New("refused")
 func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, checked int64) (out storage.Released, refused, err error) {
 	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, r.Source, r.Key))
 	if errors.Is(err, sql.ErrNoRows) {
+		if !r.Reprocess {
+			// Expired and swept, the key left a trace, and its deliveries their
+			// business keys: released, they are forgotten, as for a key not yet swept.
+			// The trace names the claim's first delivery and when it was claimed,
+			// which its business key was stored under.
+			gone := storage.Claim{Source: r.Source, Key: r.Key}
+			var first, seen int64
+			switch err := tx.QueryRowContext(ctx, `SELECT first_delivery, first_seen FROM key_traces WHERE source = ? AND key_hash = ?`, r.Source, storage.KeyHash(r.Key)).Scan(&first, &seen); {
+			case err == nil:
+				gone.FirstDelivery, gone.ClaimedAt = first, fromMillis(seen)
+			case !errors.Is(err, sql.ErrNoRows):
+				return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+			}
+			out, err := db.releaseFreeKey(ctx, tx, r, gone, db.Now())
+			if err != nil || out.Changed {
+				return out, nil, err
+			}
+		}
 		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
 	}
 	if err != nil {
@@ -134,19 +153,8 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, chec
 		}
 		// Past its ttl the key is free, but its trace and business keys would still
 		// flag, or block, a re-send of its event: released, they are forgotten.
-		n, err := forget(ctx, tx, c)
-		if err != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-		}
-		if n == 0 {
-			return out, nil, nil
-		}
-		if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
-			Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-		}
-		out.Changed = true
-		return out, nil, nil
+		out, err := db.releaseFreeKey(ctx, tx, r, c, now)
+		return out, nil, err
 	}
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
 		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
@@ -365,4 +373,24 @@ func affected(res sql.Result) int64 {
 	}
 	n, _ := res.RowsAffected()
 	return n
+}
+
+// releaseFreeKey releases c, a key already free (past its ttl, or expired and swept:
+// then c names only its source and key): it forgets c's trace and business keys, and
+// audits that, when there were any; otherwise it changes nothing.
+func (db *DB) releaseFreeKey(ctx context.Context, tx *sql.Tx, r storage.Release, c storage.Claim, now time.Time) (storage.Released, error) {
+	out := storage.Released{Previous: "expired"}
+	n, err := forget(ctx, tx, c)
+	if err != nil {
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if n == 0 {
+		return out, nil
+	}
+	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	out.Changed = true
+	return out, nil
 }
