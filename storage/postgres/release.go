@@ -154,14 +154,8 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		if !r.Reprocess {
 			// Expired and swept, the key left a trace, and its deliveries their
 			// business keys: released, they are forgotten, as for a key not yet swept.
-			// The trace names the claim's first delivery and when it was claimed,
-			// which its business key was stored under.
-			gone := storage.Claim{Source: r.Source, Key: r.Key}
-			var first, seen int64
-			switch err := tx.QueryRow(ctx, `SELECT first_delivery, first_seen FROM key_traces WHERE source = $1 AND key_hash = $2`, r.Source, storage.KeyHash(r.Key)).Scan(&first, &seen); {
-			case err == nil:
-				gone.FirstDelivery, gone.ClaimedAt = first, fromMillis(seen)
-			case !errors.Is(err, pgx.ErrNoRows):
+			gone, err := sweptClaim(ctx, tx, r.Source, r.Key)
+			if err != nil {
 				return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 			}
 			out, err := db.releaseFreeKey(ctx, tx, r, gone, db.Now())
@@ -363,13 +357,11 @@ func (db *DB) releaseBatch(ctx context.Context, batch []storage.KeyRef, r storag
 // business keys of its deliveries. It returns how many rows it deleted.
 func forget(ctx context.Context, tx pgx.Tx, c storage.Claim) (n int64, err error) {
 	var tag pgconn.CommandTag
-	if err == nil {
-		// Freed on purpose, the key's next delivery is no late duplicate: not of
-		// this claim (a released claim leaves no trace), nor of one that expired
-		// before it and left a trace.
-		tag, err = tx.Exec(ctx, `DELETE FROM key_traces WHERE source = $1 AND key_hash = $2`, c.Source, storage.KeyHash(c.Key))
-		n += tag.RowsAffected()
-	}
+	// Freed on purpose, the key's next delivery is no late duplicate: not of
+	// this claim (a released claim leaves no trace), nor of one that expired
+	// before it and left a trace.
+	tag, err = tx.Exec(ctx, `DELETE FROM key_traces WHERE source = $1 AND key_hash = $2`, c.Source, storage.KeyHash(c.Key))
+	n += tag.RowsAffected()
 	if err == nil {
 		// Nor is a re-send of its event under a new id a double of it, to be
 		// flagged or, with business_key_blocks, blocked (never handed downstream)
@@ -411,4 +403,20 @@ func (db *DB) releaseFreeKey(ctx context.Context, tx pgx.Tx, r storage.Release, 
 	}
 	out.Changed = true
 	return out, nil
+}
+
+// sweptClaim is what is left of the claim of a key expired and swept: its source and
+// key, and, from its trace (if it left one), its first delivery and when it was
+// claimed, which its business key was stored under.
+func sweptClaim(ctx context.Context, tx pgx.Tx, source, key string) (storage.Claim, error) {
+	c := storage.Claim{Source: source, Key: key}
+	var first, seen int64
+	err := tx.QueryRow(ctx, `SELECT first_delivery, first_seen FROM key_traces WHERE source = $1 AND key_hash = $2`, source, storage.KeyHash(key)).Scan(&first, &seen)
+	switch {
+	case err == nil:
+		c.FirstDelivery, c.ClaimedAt = first, fromMillis(seen)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return storage.Claim{}, err
+	}
+	return c, nil
 }
