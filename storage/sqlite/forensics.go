@@ -226,6 +226,15 @@ func (f *forensics) prepareStmts(ctx context.Context, db *sql.DB) error {
 
 // close closes the prepared statements.
 func (f *forensics) close() {
+	// A build still reading gave up when closing was closed; it must have ended its
+	// read transaction before Close closes the connections: while it lasts, the last
+	// of them to close cannot fold the WAL into the file and remove it and the -shm,
+	// and the build's own connection, closed after Close returned, outlives whatever
+	// the caller does next with the file (a restore over it, removing its directory).
+	if f.build != nil {
+		<-f.build.done
+		f.build = nil
+	}
 	for _, st := range f.stmts {
 		st.Close()
 	}

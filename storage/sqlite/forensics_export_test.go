@@ -73,6 +73,13 @@ func SetFilterBuilt(f func()) (restore func()) {
 	return func() { filterBuiltHook.Store(old) }
 }
 
+// SetFilterReading has every build of a writer's filter of keys call f while its
+// query holds a read connection, until the returned func removes it.
+func SetFilterReading(f func()) (restore func()) {
+	old := filterReadingHook.Swap(&f)
+	return func() { filterReadingHook.Store(old) }
+}
+
 // SetFilterQuiet has the writer build its filter of keys once no other connection has
 // committed for d, until the returned func restores the default.
 func SetFilterQuiet(d time.Duration) (restore func()) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -192,5 +193,49 @@ func TestDB_ForensicKeys_RowOfAReleasedKey(t *testing.T) {
 	}
 	if !flagged(double, storage.SuspectBusinessKey) {
 		t.Errorf("a double of delivery %d: flags %v, want a business key", next.ID, double.Suspects)
+	}
+}
+
+// Close waits for a build of the filter that is reading: its read connection, closed
+// after Close returned, would be the file's last, and the -wal and -shm that a clean
+// close removes stayed beside the file (a test's temporary directory could not be
+// removed once in a while).
+func TestDB_KeyFilter_CloseWaitsForBuild(t *testing.T) {
+	defer sqlite.SetFilterQuiet(0)()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	// Keys stored beforehand, so that the build of the next open has rows to read.
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	newClock(db)
+	recordOne(t, db, forensicDelivery("ota", "evt_0", "B0", "C0"))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reading := make(chan struct{})
+	var once sync.Once
+	defer sqlite.SetFilterReading(func() {
+		once.Do(func() {
+			close(reading)
+			time.Sleep(300 * time.Millisecond)
+		})
+	})()
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClock(db)
+	recordOne(t, db, forensicDelivery("ota", "evt_1", "B1", "C1"))
+	select {
+	case <-reading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer never built its filter of keys")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(path + side); err == nil {
+			t.Errorf("after Close the database's %s is still there: a connection outlived Close", side)
+		}
 	}
 }

@@ -207,6 +207,9 @@ func buildKeyFilter(ctx context.Context, pool *sql.DB) (*keyFilter, error) {
 		if err := rows.Scan(&trace, &rule, &source, &hash); err != nil {
 			return nil, fmt.Errorf("build key filter: %w", err)
 		}
+		if hook := filterReadingHook.Load(); hook != nil && len(keys) == 0 {
+			(*hook)()
+		}
 		if trace {
 			keys = append(keys, traceHash(string(source), hash))
 		} else {
@@ -234,6 +237,10 @@ type filterBuilt struct {
 	f   *keyFilter
 	err error
 }
+
+// filterReadingHook, when set (tests set it), runs in a build once its query has read
+// a row, in the middle of its read transaction.
+var filterReadingHook atomic.Pointer[func()]
 
 // filterBuiltHook, when set (tests set it), runs in the build once it has handed the
 // filter over: the writer takes it into use at its next batch.
