@@ -315,12 +315,17 @@ type DiffLine struct {
 
 // AttemptRow is one dispatch attempt.
 type AttemptRow struct {
-	Time     string
-	Status   int
-	OK       bool
-	Duration string
-	Error    string
-	Response string
+	// Delivery is the delivery whose payload the attempt sent, and DeliveryURL its page
+	// when it is not the one shown: a key claimed again after it expired or was
+	// released lists the attempts of its earlier claims too, each sending its own.
+	Delivery    int64
+	DeliveryURL string
+	Time        string
+	Status      int
+	OK          bool
+	Duration    string
+	Error       string
+	Response    string
 }
 
 // Keys lists claims by state.

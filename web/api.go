@@ -270,6 +270,9 @@ func toAPIDerivation(kd storage.Derivation) *apiDerivation {
 }
 
 type apiAttempt struct {
+	// Delivery is the delivery whose payload the attempt sent: a key claimed again
+	// lists the attempts of its earlier claims too.
+	Delivery   string    `json:"delivery"`
 	At         time.Time `json:"at"`
 	DurationMS int64     `json:"duration_ms"`
 	Status     int       `json:"status,omitempty"`
@@ -369,7 +372,7 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	}
 	k.Attempts = make([]apiAttempt, 0, len(atts))
 	for _, at := range atts {
-		k.Attempts = append(k.Attempts, apiAttempt{At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
+		k.Attempts = append(k.Attempts, apiAttempt{Delivery: strconv.FormatInt(at.Delivery, 10), At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
 	}
 	return k, nil
 }

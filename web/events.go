@@ -446,7 +446,12 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		v.Compare = compare(left, right, moneyMembers(src, known))
 	}
 	for _, a := range k.attempts {
+		url := ""
+		if a.Delivery != d.ID {
+			url = eventURL(a.Delivery)
+		}
 		v.Attempts = append(v.Attempts, views.AttemptRow{
+			Delivery: a.Delivery, DeliveryURL: url,
 			Time: s.fullTime(a.StartedAt), Status: a.Status, OK: a.Status >= 200 && a.Status < 300 && a.Error == "",
 			Duration: a.Duration.String(), Error: a.Error, Response: a.Response,
 		})

@@ -2,7 +2,11 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +93,68 @@ func TestConsole_KeyWithAttemptUnderWay(t *testing.T) {
 	op.post("/keys/release", url.Values{"action": {"reprocess"}, "reason": {"downstream back"}, "k": {"pms/slow"}})
 	if c, err := e.db.Claim(ctx, "pms", "slow"); err != nil || c.Attempts != 0 || c.LastError != "" {
 		t.Errorf("after a reprocess between attempts: %+v, %v; want queued again: no attempts, no error", c, err)
+	}
+}
+
+// TestConsole_AttemptsNameTheirDelivery: a key claimed again after a release lists the
+// attempts of its earlier claim too; each names the delivery whose payload it sent, on
+// the delivery's page and in the API, so that the earlier claim's failures are not
+// taken for the new event's.
+func TestConsole_AttemptsNameTheirDelivery(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	send := func(body string) *storage.Delivery {
+		t.Helper()
+		d := &storage.Delivery{Source: "pms", Status: 200, Key: "again", KeyMethod: "event_id", PayloadHash: body,
+			ContentType: "application/json", Body: []byte(`{"event_id":"again","n":"` + body + `"}`)}
+		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10)
+		if err != nil || len(jobs) != 1 || jobs[0].Delivery != d.ID {
+			t.Fatalf("lease: %v, %v; want delivery %d's job", jobs, err, d.ID)
+		}
+		if _, err := e.db.FinishAttempt(ctx, jobs[0], storage.Attempt{StartedAt: e.clock.Now(), Status: 500, Error: "HTTP 500 " + body},
+			storage.AttemptResult{Failed: true, LastError: "HTTP 500"}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := send("one")
+	if _, err := e.db.ReleaseKey(ctx, storage.Release{Source: "pms", Key: "again", Actor: "ann", Reason: "sent again by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	second := send("two")
+	if second.Outcome != storage.Accepted {
+		t.Fatalf("the key released: the next delivery was %s, want accepted", second.Outcome)
+	}
+
+	_, p := e.as(t, storage.RoleViewer).page(fmt.Sprintf("/events/%d", second.ID))
+	sent := p.testid("attempt-delivery")
+	if sent.len() != 2 {
+		t.Fatalf("the second delivery's page lists %d attempts, want both of the key's", sent.len())
+	}
+	if got, want := sent.hrefs(), []string{fmt.Sprintf("/events/%d", first.ID)}; !slices.Equal(got, want) {
+		t.Errorf("the attempts link to %v, want the earlier one to the first delivery %v", got, want)
+	}
+	if text := sent.text(); !strings.Contains(text, "this delivery") || !strings.Contains(text, fmt.Sprintf("delivery %d", first.ID)) {
+		t.Errorf("the attempts' deliveries read %q, want delivery %d and this delivery", text, first.ID)
+	}
+
+	tok, _, err := e.db.CreateToken(ctx, storage.RoleViewer, "test", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.clientAt(t, e.srv.URL, "Authorization", "Bearer "+tok).get("/api/v1/key?source=pms&key=again")
+	var out struct {
+		Attempts []struct{ Delivery string }
+	}
+	if err := json.Unmarshal([]byte(body), &out); code != 200 || err != nil || len(out.Attempts) != 2 {
+		t.Fatalf("API key: %d, %v, %d attempts; want 200 and 2: %s", code, err, len(out.Attempts), body)
+	}
+	for i, want := range []int64{first.ID, second.ID} {
+		if got := out.Attempts[i].Delivery; got != strconv.FormatInt(want, 10) {
+			t.Errorf("API attempt %d names delivery %v, want %d", i, got, want)
+		}
 	}
 }
