@@ -235,7 +235,7 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	}
 	p.alerts, err = alert.New(alert.Config{
 		Store: p.db, Rules: rules, Channels: channels, Sources: names, StuckAfter: p.cfg.StuckAfter,
-		ClockSkew: p.intake.ClockSkew, Machine: machineName(), Logger: p.log,
+		ClockSkew: p.intake.ClockSkew, Machine: machineName(), Now: p.db.Clock, Logger: p.log,
 	})
 	if err != nil {
 		return nil, err

@@ -62,6 +62,7 @@ func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source
 		Wake:            wake,
 		ClockSkew:       clockSkew,
 		Static:          static.FS,
+		Now:             db.Clock,
 		Logger:          log,
 		Derive: func(name string, h http.Header, body []byte) (storage.Derivation, error) {
 			src, ok := byName[name]

@@ -191,7 +191,7 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	fmt.Fprintf(w, "%skey\t%s\n", indent, der.Key)
 	fmt.Fprintf(w, "%spayload hash\t%s\n", indent, der.PayloadHash)
 	c, err := db.Claim(ctx, src.Name, der.Key)
-	now := time.Now()
+	now := db.Clock()
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)

@@ -36,7 +36,7 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	r := storage.Release{Actor: cliActor(), Reason: *reason, Reprocess: *reprocess, StuckBefore: time.Now().Add(-cfg.StuckAfter)}
+	r := storage.Release{Actor: cliActor(), Reason: *reason, Reprocess: *reprocess, StuckBefore: db.Clock().Add(-cfg.StuckAfter)}
 	if bulk {
 		outcomes, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck, StuckBefore: r.StuckBefore}, r)
 		if err != nil {
@@ -107,7 +107,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	now := time.Now()
+	now := db.Clock()
 	keys, err := db.ListKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck,
 		StuckBefore: now.Add(-cfg.StuckAfter), Limit: *limit})
 	if err != nil {

@@ -192,6 +192,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		Store:      p.db,
 		Sources:    p.sources,
 		StuckAfter: cfg.StuckAfter,
+		Now:        p.db.Clock,
 		Logger:     p.log,
 		Metrics:    p.metrics,
 	})
@@ -317,7 +318,7 @@ func (p *program) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention, Remember: p.cfg.Remember,
-			BusinessWindow: business, CorrelationWindow: correlation}, p.metrics, p.log)
+			BusinessWindow: business, CorrelationWindow: correlation, Now: p.db.Clock}, p.metrics, p.log)
 	})
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })

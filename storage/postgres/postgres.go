@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +38,9 @@ type Options struct {
 	// database that hookdedup never set up (no migrations table), instead of setting
 	// it up: every command but serve works on a database that exists.
 	MustExist bool
+	// Clock is this machine's clock, default time.Now; the DB's Now is it set by the
+	// server's clock. Tests give one that is off.
+	Clock func() time.Time
 	// NoMigrate opens the database as it is, never changing its schema, for a
 	// verifier that must not change what it checks. Open then refuses a database
 	// whose schema is older or newer than this build's.
@@ -47,8 +51,12 @@ type Options struct {
 // concurrent use, and any number of DBs, in any number of processes, may share one
 // database.
 type DB struct {
-	// Now is the clock every method uses; tests replace it to move time.
+	// Now is the clock every method uses: this machine's, set by the database
+	// server's (clock.go). Tests replace it to move time.
 	Now func() time.Time
+
+	clock     clock
+	closeOnce sync.Once
 
 	pool        *pgxpool.Pool
 	log         *slog.Logger
@@ -94,13 +102,20 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if opt.BusyTimeout <= 0 {
 		opt.BusyTimeout = 5 * time.Second
 	}
-	db := &DB{Now: time.Now, pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout,
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
+	db := &DB{pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout,
 		beginQuery: beginSQL(opt.BusyTimeout)}
+	db.clock = clock{machine: opt.Clock, stop: make(chan struct{}), done: make(chan struct{})}
+	db.Now = db.clock.now
 	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", where, err)
 	}
+	db.setClock(ctx)
+	go db.keepClock()
 	db.intake.start(db)
 	return db, nil
 }
@@ -126,8 +141,12 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 // pool's connections, waiting for those in use to come back. Closing again does
 // nothing.
 func (db *DB) Close() error {
-	db.intake.stop()
-	db.pool.Close()
+	db.closeOnce.Do(func() {
+		db.intake.stop()
+		close(db.clock.stop)
+		<-db.clock.done
+		db.pool.Close()
+	})
 	return nil
 }
 
