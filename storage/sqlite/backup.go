@@ -60,10 +60,13 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := replaceable(path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
-	tmp, err := tempBeside(path)
+	removeLeftTemps(dbPath)
+	removeLeftTemps(path)
+	tmp, release, err := tempBeside(path)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
+	defer release()
 	defer removeDB(tmp) // gone after the rename; cleans up after a failure
 
 	if err := copyTo(ctx, read, tmp); err != nil {
@@ -271,10 +274,12 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}
-	tmp, err := tempBeside(dbPath)
+	removeLeftTemps(dbPath)
+	tmp, release, err := tempBeside(dbPath)
 	if err != nil {
 		return fail(err)
 	}
+	defer release()
 	defer removeDB(tmp)
 	if err := copyFile(from, tmp); err != nil {
 		return fail(err)
@@ -455,23 +460,57 @@ func resolved(path string) string {
 
 // tempBeside returns the name of a new empty file in path's directory, so that a
 // rename onto path is atomic. The file is 0600 whatever the umask: it becomes a backup,
-// or the database, and holds the database's secrets.
-func tempBeside(path string) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+// or the database, and holds the database's secrets. It stays locked (flock) until
+// release is called, after SQLite has closed it (closing the lock's descriptor drops
+// the POSIX locks the process holds on the file): a copy as large as the database, left
+// by a process killed meanwhile, is unlocked, and removeLeftTemps removes it.
+func tempBeside(path string) (name string, release func(), err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*"+tempSuffix)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	name := f.Name()
+	name = f.Name()
 	if err := f.Chmod(privateFile); err != nil {
 		f.Close()
 		os.Remove(name)
-		return "", err
+		return "", nil, err
 	}
-	if err := f.Close(); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
 		os.Remove(name)
-		return "", err
+		return "", nil, err
 	}
-	return name, nil
+	return name, func() { f.Close() }, nil
+}
+
+const tempSuffix = ".tmp"
+
+func tempPrefix(path string) string { return "." + filepath.Base(path) + "." }
+
+// removeLeftTemps removes the copies that tempBeside made for path and that no process
+// holds any more: a backup, restore or migrate killed before it could remove its own.
+// One another process is still writing is locked, and left alone.
+func removeLeftTemps(path string) {
+	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, tempSuffix) {
+			continue
+		}
+		name := filepath.Join(dir, n)
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			removeDB(name)
+		}
+		f.Close()
+	}
 }
 
 // removeDB removes a database file and the files SQLite keeps beside it.

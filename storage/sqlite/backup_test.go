@@ -702,3 +702,106 @@ func TestRestore_UndoneByRestoringKeptAside(t *testing.T) {
 		os.Remove(backup + suffix)
 	}
 }
+
+// TestSnapshot_LeftCopyRemoved: migrate reads a file of an earlier schema through an
+// upgraded copy beside it, as large as the database. A migrate killed while it reads
+// (SIGKILL, the OOM killer) cannot remove its copy; the next migrate, backup or restore
+// beside it does. A copy that another process is still reading is left alone.
+func TestSnapshot_LeftCopyRemoved(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	db := storagetest.OpenPath(t, live, sqlite.Options{})
+	storagetest.Record(t, db, delivery("ota", "k1", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite3", "file:"+live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM migrations WHERE name = 'migrations/0027_attempts_swept.sql'`, `DROP INDEX attempts_delivery`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	copies := func() []string {
+		t.Helper()
+		names, err := filepath.Glob(filepath.Join(dir, ".hookdedup.db.*.tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperSnapshot$")
+	child.Env = append(os.Environ(), "HOOKDEDUP_SNAPSHOT_DB="+live)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "open\n" {
+		t.Fatalf("helper: %q", line)
+	}
+	held := copies()
+	if len(held) != 1 {
+		t.Fatalf("copies beside the file while another process reads it: %v, want its one", held)
+	}
+
+	// Another migrate meanwhile reads through a copy of its own, and leaves the other's.
+	snap, err := sqlite.OpenSnapshot(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := copies(); len(got) != 1 || got[0] != held[0] {
+		t.Fatalf("copies after a snapshot beside one another process reads: %v, want %v left alone", got, held)
+	}
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	if got := copies(); len(got) != 1 {
+		t.Fatalf("copies after the reader was killed: %v, want its copy still there", got)
+	}
+	snap, err = sqlite.OpenSnapshot(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := copies(); len(got) != 0 {
+		t.Fatalf("copies after the next snapshot: %v, want the killed reader's removed", got)
+	}
+}
+
+// TestHelperSnapshot is not a test: TestSnapshot_LeftCopyRemoved runs it in a child
+// process to read a database through OpenSnapshot until it is killed.
+func TestHelperSnapshot(t *testing.T) {
+	path := os.Getenv("HOOKDEDUP_SNAPSHOT_DB")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	snap, err := sqlite.OpenSnapshot(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("open")
+	io.Copy(io.Discard, os.Stdin)
+	snap.Close()
+}

@@ -26,6 +26,7 @@ type Snapshot struct {
 	// upgraded is the copy of an older file brought up to this build's schema, which
 	// is what the snapshot reads; "" when it reads the file itself.
 	upgraded string
+	release  func() // lets go of upgraded's lock (tempBeside)
 }
 
 var _ storage.TableSource = (*Snapshot)(nil)
@@ -46,12 +47,13 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	if len(pending) > 0 {
-		if s.upgraded, err = upgradedCopy(ctx, path); err != nil {
+		if s.upgraded, s.release, err = upgradedCopy(ctx, path); err != nil {
 			return nil, fmt.Errorf("open database %s: an upgraded copy to read: %w", path, err)
 		}
 		defer func() {
 			if err != nil {
 				removeDB(s.upgraded)
+				s.release()
 			}
 		}()
 		read = s.upgraded
@@ -113,15 +115,23 @@ func pendingMigrations(ctx context.Context, path string) (pending []string, appl
 }
 
 // upgradedCopy copies the database at path beside it and brings the copy up to this
-// build's schema; it returns the copy's name, which the caller removes (removeDB).
-func upgradedCopy(ctx context.Context, path string) (string, error) {
-	tmp, err := tempBeside(path)
+// build's schema; it returns the copy's name, which the caller removes (removeDB)
+// before it calls release (tempBeside).
+func upgradedCopy(ctx context.Context, path string) (string, func(), error) {
+	removeLeftTemps(path)
+	tmp, release, err := tempBeside(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if _, err := BackupFile(ctx, path, tmp); err != nil {
+	// Straight into the locked file: BackupFile would rename a copy of its own over it,
+	// and the copy at tmp would be another file, unlocked.
+	read := openReadOnly(path, 5*time.Second)
+	err = copyTo(ctx, read, tmp)
+	read.Close()
+	if err != nil {
 		removeDB(tmp)
-		return "", err
+		release()
+		return "", nil, err
 	}
 	db, err := Open(tmp, Options{MustExist: true, NoReadAhead: true})
 	if err == nil {
@@ -129,9 +139,10 @@ func upgradedCopy(ctx context.Context, path string) (string, error) {
 	}
 	if err != nil {
 		removeDB(tmp)
-		return "", err
+		release()
+		return "", nil, err
 	}
-	return tmp, nil
+	return tmp, release, nil
 }
 
 // fileState is what a write to a database leaves on its files: the size and time of
@@ -242,6 +253,7 @@ func (s *Snapshot) Close() error {
 	err := s.conn.Close()
 	if s.upgraded != "" {
 		removeDB(s.upgraded)
+		s.release()
 	}
 	return err
 }
