@@ -24,6 +24,8 @@ var tests = []struct {
 	{"BulkStale", TestBulkStale},
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
+	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
+	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
 	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
