@@ -584,3 +584,34 @@ func TestBulkRelease_ExpiredKey(t *testing.T, e Engine) {
 		t.Errorf("released key after the bulk release = %+v, %v; want it unchanged, %+v", after, err, before)
 	}
 }
+
+// TestBulkReprocess_ExpiredKey: a bulk reprocess takes a key past its ttl as
+// reprocessing it alone does: its stored payload is sent again and the key held again
+// for its ttl, from the reprocess; nothing is counted expired, nothing forgotten.
+func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, bk("ota", "evt_1", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour})
+	clk.Add(2 * time.Hour)
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},
+		Reason: "downstream lost it", Actor: "ann", StuckBefore: clk.Now().Add(-10 * time.Minute)})
+	if err != nil || a.Total != 1 || a.Expired != 0 || len(a.LeftOut) != 0 {
+		t.Fatalf("preview: %+v, %v; want the expired key, none counted expired", a, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	c, err := db.Claim(ctx, "ota", "evt_1")
+	if err != nil || c.State != storage.StateProcessing || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
+		t.Errorf("after the bulk reprocess: %+v, %v; want processing, held for its ttl from now", c, err)
+	}
+	if again := record(t, db, bk("ota", "evt_2", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send under a new id after the reprocess carries %v; want it flagged, the event having been sent again", again.Suspects)
+	}
+}

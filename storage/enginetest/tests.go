@@ -26,6 +26,7 @@ var tests = []struct {
 	{"BulkOddText", TestBulkOddText},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
+	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
 	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
