@@ -41,9 +41,26 @@ const (
 // BulkAction.LeftOut.
 const (
 	LeftOutInFlight    = "in flight"    // processing and not stuck yet
-	LeftOutFree        = "already free" // a release of a key released or expired
+	LeftOutFree        = "already free" // a release of a key released already
 	LeftOutPayloadGone = "payload gone" // a reprocess whose payload is no longer stored
 )
+
+// LeftOutOf says why an action of kind leaves out a key the filter matched, in state
+// and held until expires at now, or "" when it acts on the key; inFlight: the key is
+// processing and not stuck yet; stored: the payload a reprocess would send is stored.
+// expired reports that a release acts on a key settled and past its ttl
+// (BulkAction.Expired), as releasing it alone does.
+func LeftOutOf(kind, state string, inFlight, stored bool, expires, now time.Time) (why string, expired bool) {
+	switch {
+	case state == StateProcessing && inFlight:
+		return LeftOutInFlight, false
+	case kind == BulkRelease && state == StateReleased:
+		return LeftOutFree, false
+	case kind == BulkReprocess && !stored:
+		return LeftOutPayloadGone, false
+	}
+	return "", kind == BulkRelease && AlreadyFree(state, expires, now)
+}
 
 // MaxPreviewAge, a day, is how long a preview may be started, and a start awaiting approval
 // approved, after the preview was made; a preview never started is deleted after it.
@@ -72,19 +89,26 @@ var (
 
 // BulkFilter selects the keys of a bulk action: the filters of the keys page (source,
 // state, stuck) and those of the events page that describe a key, read from its first
-// delivery, the one a reprocess sends again (property, booking, status, amount). Empty
-// fields match everything.
+// delivery, the one a reprocess sends again (key, property, booking, status, amount,
+// flags). Empty fields match everything.
 type BulkFilter struct {
 	Source string `json:"source,omitempty"`
+	Key    string `json:"key,omitempty"`   // exactly this key, in Source or in any source
 	State  string `json:"state,omitempty"` // processing | processed | failed | released
 	Stuck  bool   `json:"stuck,omitempty"` // failed, or processing for longer than stuck_after
-	// From and To bound when the key was claimed: at or after From, before To.
+	// From and To bound when the key was claimed (its first delivery received): at or
+	// after From, before To. The events list's bound when any delivery was received.
 	From     time.Time `json:"from,omitzero"`
 	To       time.Time `json:"to,omitzero"`
 	Property string    `json:"property,omitempty"`
 	Booking  string    `json:"booking,omitempty"`
 	Status   string    `json:"status,omitempty"` // the event's own status, e.g. "cancelled"
 	Currency string    `json:"currency,omitempty"`
+	// Flag selects the keys whose first delivery is flagged by a suspect of this kind
+	// (FlagAny: of any kind); FlagState, alone or with it, by a suspect in that review
+	// state. Flags are only ever on accepted deliveries, which claim their keys.
+	Flag      SuspectKind `json:"flag,omitempty"`
+	FlagState string      `json:"flag_state,omitempty"`
 	// AmountMin and AmountMax bound the amount in major units ("100.00"), both
 	// included. A key whose delivery carries no amount matches neither.
 	AmountMin string `json:"amount_min,omitempty"`
@@ -98,6 +122,12 @@ func (f BulkFilter) Check() error {
 	}
 	if f.Stuck && f.State != "" {
 		return errors.New("choose stuck or a state, not both")
+	}
+	if f.Key != "" && strings.TrimSpace(f.Key) == "" {
+		return errors.New("key: blank; leave it out to match every key")
+	}
+	if err := CheckFlag(f.Flag, f.FlagState); err != nil {
+		return err
 	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return errors.New("the time range ends before it starts")
@@ -148,7 +178,12 @@ type BulkAction struct {
 	NoAmount, Unreadable int
 	// LeftOut counts the keys the filter matched that the action cannot act on, by
 	// reason (LeftOutInFlight …).
-	LeftOut       map[string]int
+	LeftOut map[string]int
+	// Expired counts, of a release's keys, those settled and past their ttl: free for
+	// their next delivery already, yet their trace and business keys would flag, or
+	// block, a re-send of their events. Released, those are forgotten, as a release
+	// of one of them alone does.
+	Expired       int
 	NeedsApproval bool
 	// Done counts the keys with an outcome: Changed + Unchanged + Skipped + Refused.
 	Done, Changed, Unchanged, Skipped, Refused int

@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // SuspectKind names why an accepted delivery is suspected of doubling another.
 type SuspectKind string
@@ -23,6 +26,22 @@ const (
 	SuspectConfirmed = "confirmed" // an operator confirmed it is a double
 	SuspectDismissed = "dismissed" // an operator found it is not a double
 )
+
+// CheckFlag says what is wrong with kind and state as a filter of flags, naming the
+// field ("" for any; kind FlagAny for a flag of any kind), or returns nil.
+func CheckFlag(kind SuspectKind, state string) error {
+	switch kind {
+	case "", FlagAny, SuspectBusinessKey, SuspectCorrelation, SuspectLateDuplicate:
+	default:
+		return fmt.Errorf("flag %q: want any, business_key, correlation or late_duplicate", kind)
+	}
+	switch state {
+	case "", SuspectOpen, SuspectConfirmed, SuspectDismissed:
+	default:
+		return fmt.Errorf("flag_state %q: want open, confirmed or dismissed", state)
+	}
+	return nil
+}
 
 // Suspect is one flag on an accepted delivery, linking it to the delivery it may double.
 type Suspect struct {

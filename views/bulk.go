@@ -3,8 +3,9 @@ package views
 // BulkForm is the filter, kind and reason of a bulk action as the form holds them.
 type BulkForm struct {
 	Kind, Reason                   string
-	Source, State, From, To        string
+	Source, Key, State, From, To   string
 	Property, Booking, Status      string
+	Flag, FlagState                string
 	Currency, AmountMin, AmountMax string
 }
 
@@ -52,11 +53,14 @@ type BulkKeyRow struct {
 // BulkDetail is one bulk action: its preview, then its progress, and what the viewer
 // may do with it.
 type BulkDetail struct {
-	Page                                       Page
-	Row                                        BulkRow
-	Reason                                     string
-	Filter                                     []string
-	Money                                      []BulkMoney
+	Page   Page
+	Row    BulkRow
+	Reason string
+	Filter []string
+	Money  []BulkMoney
+	// Expired: of a release's keys, those past their ttl, whose traces and business
+	// keys it forgets.
+	Expired                                    int
 	NoAmount, Unreadable                       int
 	LeftOut                                    []string
 	NeedsApproval                              bool

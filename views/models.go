@@ -180,8 +180,9 @@ type Events struct {
 	// NotStored is how many rejections the filter matches that were counted without
 	// being stored individually (shown on the first page).
 	NotStored int64
-	// BulkURL opens a bulk action over the keys of the filter's events (operators).
-	BulkURL string
+	// BulkURL opens a bulk action over the keys of the filter's events (operators);
+	// BulkWhyNot says why there is none when the filter has no bulk equivalent.
+	BulkURL, BulkWhyNot string
 }
 
 // Event is one delivery with everything known about it.

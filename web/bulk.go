@@ -89,14 +89,16 @@ func needsApprovalWords(e *storage.NeedsApprovalError) string {
 func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilter, error) {
 	v := views.BulkForm{
 		Kind: q.Get("kind"), Reason: strings.TrimSpace(q.Get("reason")),
-		Source: strings.TrimSpace(q.Get("source")), State: q.Get("state"),
+		Source: strings.TrimSpace(q.Get("source")), Key: typed(q.Get("key")), State: q.Get("state"),
 		From: q.Get("from"), To: q.Get("to"),
+		Flag: strings.TrimSpace(q.Get("flag")), FlagState: strings.TrimSpace(q.Get("flag_state")),
 		Property: typed(q.Get("property")), Booking: typed(q.Get("booking")),
 		Status: typed(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
 		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
 	}
-	f := storage.BulkFilter{Source: v.Source, Property: v.Property, Booking: v.Booking, Status: v.Status,
-		Currency: v.Currency, AmountMin: v.AmountMin, AmountMax: v.AmountMax}
+	f := storage.BulkFilter{Source: v.Source, Key: v.Key, Property: v.Property, Booking: v.Booking, Status: v.Status,
+		Currency: v.Currency, Flag: storage.SuspectKind(v.Flag), FlagState: v.FlagState,
+		AmountMin: v.AmountMin, AmountMax: v.AmountMax}
 	switch v.State {
 	case "", "all":
 	case "stuck":
@@ -226,7 +228,7 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 	operator := Allowed(u.Role, storage.RoleOperator)
 	stale := a.Stale(s.now())
 	v := views.BulkDetail{Page: s.page(r, fmt.Sprintf("Bulk action %d", a.ID), "bulk"), Row: s.bulkRow(a),
-		Reason: a.Reason, Filter: s.describeFilter(a.Filter), NoAmount: a.NoAmount, Unreadable: a.Unreadable,
+		Reason: a.Reason, Filter: s.describeFilter(a.Filter), Expired: a.Expired, NoAmount: a.NoAmount, Unreadable: a.Unreadable,
 		NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged, Skipped: a.Skipped,
 		Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, DecisionReason: a.DecisionReason,
 		CancelledBy: a.CancelledBy, CancelRequested: a.CancelRequested,
@@ -272,7 +274,7 @@ func (s *Server) handleBulkAction(w http.ResponseWriter, r *http.Request) error 
 // leftOutWords say why keys the filter matched are left out of an action.
 var leftOutWords = map[string]string{
 	storage.LeftOutInFlight:    "in flight (being handed downstream, not stuck yet)",
-	storage.LeftOutFree:        "already free (released or expired): nothing to release",
+	storage.LeftOutFree:        "released already: nothing to release",
 	storage.LeftOutPayloadGone: "whose payload is no longer stored (past the retention period): release them instead",
 }
 
@@ -432,6 +434,7 @@ func (s *Server) describeFilter(f storage.BulkFilter) []string {
 		}
 	}
 	add("source", f.Source)
+	add("key", f.Key)
 	add("state", f.State)
 	if f.Stuck {
 		out = append(out, "stuck")
@@ -446,6 +449,13 @@ func (s *Server) describeFilter(f storage.BulkFilter) []string {
 	add("booking", f.Booking)
 	add("status", f.Status)
 	add("currency", f.Currency)
+	switch {
+	case f.Flag == storage.FlagAny || (f.Flag == "" && f.FlagState != ""):
+		out = append(out, "first delivery flagged")
+	case f.Flag != "":
+		out = append(out, "first delivery flagged: "+string(f.Flag))
+	}
+	add("flag's review state", f.FlagState)
 	add("amount at least", f.AmountMin)
 	add("amount at most", f.AmountMax)
 	if len(out) == 0 {
@@ -489,6 +499,7 @@ type apiBulkAction struct {
 	NoAmount      int                  `json:"no_amount"`
 	Unreadable    int                  `json:"unreadable_amounts,omitempty"`
 	LeftOut       map[string]int       `json:"left_out"`
+	Expired       int                  `json:"expired"`
 	NeedsApproval bool                 `json:"needs_approval"`
 	Done          int                  `json:"done"`
 	Changed       int                  `json:"changed"`
@@ -519,7 +530,7 @@ type apiBulkKey struct {
 func toAPIBulk(a storage.BulkAction) apiBulkAction {
 	out := apiBulkAction{ID: strconv.FormatInt(a.ID, 10), Kind: a.Kind, State: a.State, Filter: a.Filter, Reason: a.Reason,
 		RequestedBy: a.RequestedBy, Total: a.Total, Money: a.Money, NoAmount: a.NoAmount, Unreadable: a.Unreadable,
-		LeftOut: a.LeftOut, NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged,
+		LeftOut: a.LeftOut, Expired: a.Expired, NeedsApproval: a.NeedsApproval, Done: a.Done, Changed: a.Changed, Unchanged: a.Unchanged,
 		Skipped: a.Skipped, Refused: a.Refused, LastError: a.LastError, DecidedBy: a.DecidedBy, Decision: a.DecisionReason,
 		CancelledBy: a.CancelledBy, Cancelling: a.CancelRequested, CreatedAt: a.CreatedAt, StartedAt: a.StartedAt,
 		DecidedAt: a.DecidedAt, FinishedAt: a.FinishedAt}
@@ -651,15 +662,39 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 	}
 }
 
-// bulkFromEvents is the bulk page for the keys of the events a filter lists: those of
-// its fields that describe a key (outcome, mismatch and batch describe a delivery).
-func bulkFromEvents(vf views.DeliveryFilter) string {
+// bulkFromEvents is the bulk page for the keys of the events vf lists, or "" and why
+// there is none. A bulk filter reads a key's first delivery, the accepted one that
+// claimed it: the events list's key, flag (only accepted deliveries are flagged),
+// property, booking, status and currency carry over, and an outcome of accepted
+// selects the same keys as none. A duplicate, a mismatch, a rejection or a batch's
+// item is a later or another delivery, which no bulk filter reads: left out, the
+// action would take in every key whose first delivery matches the rest, far more than
+// the list shows. From and To carry over, though they bound when a key was claimed
+// there (the bulk page says so): at most fewer keys, never more.
+func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
+	var cannot []string
+	switch vf.Outcome {
+	case "duplicate", "rejected":
+		cannot = append(cannot, "outcome "+vf.Outcome)
+	}
+	if vf.Mismatch || vf.MoneyMismatch {
+		cannot = append(cannot, "mismatch")
+	}
+	if vf.Batch != "" {
+		cannot = append(cannot, "batch")
+	}
+	if len(cannot) > 0 {
+		return "", "A bulk action selects keys by their first, accepted delivery; this list is filtered by " +
+			strings.Join(cannot, " and ") + ", which no bulk filter reads, so a bulk action from here would act on more keys " +
+			"than it shows. Filter by key, flag, property, booking, status or currency to act on these events' keys."
+	}
 	q := url.Values{}
-	for _, p := range [][2]string{{"source", vf.Source}, {"property", vf.Property}, {"booking", vf.Booking},
-		{"status", vf.Status}, {"currency", vf.Currency}, {"from", vf.From}, {"to", vf.To}} {
+	for _, p := range [][2]string{{"source", vf.Source}, {"key", vf.Key}, {"property", vf.Property}, {"booking", vf.Booking},
+		{"status", vf.Status}, {"currency", vf.Currency}, {"flag", vf.Flag}, {"flag_state", vf.FlagState},
+		{"from", vf.From}, {"to", vf.To}} {
 		if p[1] != "" {
 			q.Set(p[0], p[1])
 		}
 	}
-	return "/bulk?" + q.Encode()
+	return "/bulk?" + q.Encode(), ""
 }

@@ -257,6 +257,10 @@ func TestAPI_Bulk(t *testing.T) {
 		{`{"kind":"release","reason":"x","filter":{"source":"otaa"}}`, `source "otaa"`},
 		{`{"kind":"release","reason":"x","filter":{"state":"stuck"}}`, `state "stuck"`},
 		{`{"kind":"release","reason":"x","filter":{"from":"yesterday"}}`, "yesterday"},
+		{`{"kind":"release","reason":"x","filter":{"flag":"maybe"}}`, `flag "maybe"`},
+		{`{"kind":"release","reason":"x","filter":{"flag_state":"closed"}}`, `flag_state "closed"`},
+		{`{"kind":"release","reason":"x","filter":{"key":7}}`, "filter.key"},
+		{`{"kind":"release","reason":"x","filter":{"key":"  "}}`, "key"},
 	} {
 		if code, out := call("operator", "POST", "/api/v1/bulk", tt.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), tt.want) {
 			t.Errorf("%s: %d %v; want 400 naming %q", tt.body, code, out, tt.want)
@@ -394,6 +398,8 @@ func TestConsole_BulkJunkFilter(t *testing.T) {
 		{"from", "yesterday", "From must be a date"},
 		{"amount_min", "1e3", "amount_min"},
 		{"state", "gone", `state "gone"`},
+		{"flag", "maybe", `flag "maybe"`},
+		{"flag_state", "closed", `flag_state "closed"`},
 	} {
 		form := url.Values{"kind": {"release"}, "reason": {"x"}, tt.field: {tt.value}}
 		code, body, _ := op.post("/bulk", form)
@@ -546,4 +552,105 @@ func TestConsole_FourEyesAddsUp(t *testing.T) {
 	if page := preview(e.client(t).login("operator2")); page.testid("bulk-needs-approval").len() != 0 {
 		t.Errorf("another operator's bulk preview of EUR 250.50 needs approval: %q", page.testid("bulk-needs-approval").text())
 	}
+}
+
+// bulkFromEventsPage follows the events page's bulk link for query, makes a release
+// preview of it, and returns the preview's page.
+func bulkFromEventsPage(t *testing.T, op *client, query string) nodes {
+	t.Helper()
+	_, page := op.page("/events?" + query)
+	links := page.testid("bulk-all").attrs("href")
+	if len(links) != 1 {
+		t.Fatalf("bulk links on the events page of %s: %v", query, links)
+	}
+	u, err := url.Parse(links[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, form := op.page(links[0])
+	form.has("bulk-form")
+	q := u.Query()
+	q.Set("kind", "release")
+	q.Set("reason", "from the events")
+	code, body, h := op.post("/bulk", q)
+	if code != http.StatusSeeOther {
+		t.Fatalf("preview of %v: %d %s", q, code, body)
+	}
+	_, page = op.page(h.Get("Location"))
+	return page
+}
+
+// TestConsole_BulkLinkFromEventsKey: an events list filtered to one key leads to a
+// preview of that key alone, saying so, not of every key of its source.
+func TestConsole_BulkLinkFromEventsKey(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	page := bulkFromEventsPage(t, op, "source=ota&key=refund-1")
+	if got := page.testid("bulk-total").text(); got != "1" {
+		t.Errorf("preview from the events of one key: %s keys; want 1", got)
+	}
+	if rows := page.testid("bulk-sample-row"); rows.len() != 1 || !strings.Contains(rows.text(), "refund-1") {
+		t.Errorf("sample %q; want refund-1 alone", rows.text())
+	}
+	page.has("bulk-preview")
+	if !strings.Contains(page.text(), "key: refund-1") {
+		t.Errorf("the preview does not show its key filter: %s", page.text())
+	}
+}
+
+// TestConsole_BulkLinkFromEventsNarrowOnly: an events list filtered by what no bulk
+// filter reads (a duplicate, a mismatch, a batch) offers no bulk link, and says why,
+// rather than one to every key of its source; one filtered by a flag leads to the
+// flagged keys only.
+func TestConsole_BulkLinkFromEventsNarrowOnly(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	dup := &storage.Delivery{Source: "ota", Key: "refund-0", KeyMethod: "event_id", PayloadHash: "0",
+		Property: "HTL-9", EventStatus: "refunded", Amount: "400.00", Currency: "EUR", ContentType: "application/json",
+		Body: []byte(`{"refund":1}`)}
+	storagetest.Record(t, e.db, dup, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	if dup.Outcome != storage.Duplicate {
+		t.Fatalf("second delivery of refund-0: %s; want a duplicate", dup.Outcome)
+	}
+	op := e.as(t, storage.RoleOperator)
+	for _, query := range []string{"source=ota&outcome=duplicate", "source=ota&mismatch=1", "source=ota&mismatch=money",
+		"source=ota&batch=41", "source=ota&outcome=rejected"} {
+		_, page := op.page("/events?" + query)
+		if links := page.testid("bulk-all").attrs("href"); len(links) != 0 {
+			t.Errorf("%s: bulk link %v; want none", query, links)
+		}
+		if why := page.testid("bulk-why-not").text(); !strings.Contains(why, "first, accepted delivery") {
+			t.Errorf("%s: no word why there is no bulk link (%q)", query, why)
+		}
+	}
+	page := bulkFromEventsPage(t, op, "source=ota&outcome=accepted&status=refunded")
+	if got := page.testid("bulk-total").text(); got != "5" {
+		t.Errorf("preview from the accepted events: %s keys; want 5", got)
+	}
+	page = bulkFromEventsPage(t, op, "source=ota&flag=any")
+	if got := page.testid("bulk-total").text(); got != "0" {
+		t.Errorf("preview from the flagged events, none flagged: %s keys; want 0", got)
+	}
+	if !strings.Contains(page.text(), "first delivery flagged") {
+		t.Errorf("the preview does not show its flag filter: %s", page.text())
+	}
+}
+
+// TestConsole_BulkExpiredKeys: a release's preview says how many of its keys are past
+// their ttl, whose traces and business keys it forgets.
+func TestConsole_BulkExpiredKeys(t *testing.T) {
+	e := newConsoleEnv(t)
+	for _, k := range []string{"old-1", "old-2"} {
+		storagetest.Record(t, e.db, &storage.Delivery{Source: "ota", Key: k, KeyMethod: "event_id", PayloadHash: k,
+			Property: "HTL-OLD", ContentType: "application/json", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
+	}
+	e.clock.Add(2 * time.Hour)
+	op := e.as(t, storage.RoleOperator)
+	_, _, h := op.post("/bulk", url.Values{"kind": {"release"}, "property": {"HTL-OLD"}, "reason": {"resend"}})
+	_, page := op.page(h.Get("Location"))
+	if got := page.testid("bulk-total").text(); got != "2" {
+		t.Errorf("preview: %s keys; want the 2 expired keys", got)
+	}
+	page.testid("bulk-expired").shows("2 of them expired")
 }

@@ -156,7 +156,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
 	}
 	if u, _ := UserFrom(r.Context()); Allowed(u.Role, storage.RoleOperator) {
-		v.BulkURL = bulkFromEvents(vf)
+		v.BulkURL, v.BulkWhyNot = bulkFromEvents(vf)
 	}
 	page, err := s.events.Deliveries(r.Context(), f)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +440,178 @@ func TestBulkStale(t *testing.T, e Engine) {
 	}
 	if _, ok, _ := db.ClaimBulkAction(ctx, "r1", time.Minute); ok {
 		t.Error("a runner took a stale action")
+	}
+}
+
+// previewKeys makes a preview of a release of f and returns it with its keys as
+// "source/key", in order.
+func previewKeys(t *testing.T, db storage.Store, f storage.BulkFilter) (storage.BulkAction, []string) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: f, Reason: "check",
+		Actor: "ann", StuckBefore: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatalf("preview of %+v: %v", f, err)
+	}
+	keys, err := db.BulkKeys(ctx, a.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.Source+"/"+k.Key)
+	}
+	return a, out
+}
+
+// TestBulkFilter_KeyAndFlags: the events list's key and flag filters select, in a bulk
+// action, exactly the keys of the events they list: a key in its source or in every
+// source; the keys whose first delivery is flagged, by kind and review state.
+func TestBulkFilter_KeyAndFlags(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	opt := storage.ClaimOptions{TTL: 24 * time.Hour, BusinessWindow: 24 * time.Hour}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	if d := record(t, db, bk("ota", "evt_2", "B"), opt); !slices.Contains(d.Suspects, storage.SuspectBusinessKey) {
+		t.Fatalf("evt_2 carries %v; want it flagged as a double of evt_1's business key", d.Suspects)
+	}
+	record(t, db, bk("ota", "evt_3", "C"), opt)
+	record(t, db, bk("pms", "evt_1", "B"), opt)
+	for _, tt := range []struct {
+		name   string
+		filter storage.BulkFilter
+		want   []string
+	}{
+		{"KeyInEverySource", storage.BulkFilter{Key: "evt_1"}, []string{"ota/evt_1", "pms/evt_1"}},
+		{"KeyInItsSource", storage.BulkFilter{Source: "ota", Key: "evt_1"}, []string{"ota/evt_1"}},
+		{"KeyNowhere", storage.BulkFilter{Key: "evt_9"}, nil},
+		{"FlagOfAKind", storage.BulkFilter{Flag: storage.SuspectBusinessKey}, []string{"ota/evt_2"}},
+		{"FlagOfAnyKind", storage.BulkFilter{Flag: storage.FlagAny}, []string{"ota/evt_2"}},
+		{"FlagState", storage.BulkFilter{FlagState: storage.SuspectOpen}, []string{"ota/evt_2"}},
+		{"FlagStateNone", storage.BulkFilter{Flag: storage.SuspectBusinessKey, FlagState: storage.SuspectDismissed}, nil},
+		{"FlagOtherKind", storage.BulkFilter{Flag: storage.SuspectCorrelation}, nil},
+		{"KeyAndFlag", storage.BulkFilter{Key: "evt_1", Flag: storage.FlagAny}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, got := previewKeys(t, db, tt.filter)
+			if !slices.Equal(got, tt.want) || a.Total != len(tt.want) {
+				t.Errorf("keys %v (total %d); want %v", got, a.Total, tt.want)
+			}
+			if stored, err := db.BulkAction(ctx, a.ID); err != nil || stored.Filter != tt.filter {
+				t.Errorf("stored filter %+v, %v; want %+v", stored.Filter, err, tt.filter)
+			}
+		})
+	}
+	t.Run("BadInput", func(t *testing.T) {
+		for _, tt := range []struct {
+			filter storage.BulkFilter
+			want   string
+		}{
+			{storage.BulkFilter{Flag: "maybe"}, `flag "maybe"`},
+			{storage.BulkFilter{FlagState: "closed"}, `flag_state "closed"`},
+			{storage.BulkFilter{Key: " \t"}, "key"},
+		} {
+			_, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: tt.filter, Reason: "x", Actor: "ann"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%+v: %v; want an error naming %q", tt.filter, err, tt.want)
+			}
+		}
+	})
+}
+
+// TestBulkRelease_ExpiredKey: a bulk release acts on a key past its ttl as releasing
+// it alone does: its business key is forgotten (audited), so that a re-send of its
+// event under a new id is neither flagged nor blocked; the preview counts it. A key
+// released already is left out, and left as it was.
+func TestBulkRelease_ExpiredKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	record(t, db, bk("ota", "evt_r", "R"), opt)
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_r", Actor: "bob", Reason: "by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := db.Claim(ctx, "ota", "evt_r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Hour) // evt_1 past its ttl, not swept
+	a, keys := previewKeys(t, db, storage.BulkFilter{Source: "ota"})
+	if !slices.Equal(keys, []string{"ota/evt_1"}) || a.Expired != 1 || !reflect.DeepEqual(a.LeftOut, map[string]int{storage.LeftOutFree: 1}) {
+		t.Fatalf("preview: keys %v, %d expired, left out %v; want evt_1, 1 expired, the released key already free", keys, a.Expired, a.LeftOut)
+	}
+	if stored, err := db.BulkAction(ctx, a.ID); err != nil || stored.Expired != 1 {
+		t.Errorf("stored: %d expired, %v; want 1", stored.Expired, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	if a, _ = db.BulkAction(ctx, id); a.State != storage.BulkDone || a.Changed != 1 {
+		t.Errorf("run: %+v; want done, the expired key changed", a)
+	}
+	entries, err := db.AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	for _, x := range entries {
+		if x.Action == "release" && x.Key == "evt_1" {
+			released++
+			if x.PreviousState != "expired" || x.Actor != "ann" || !strings.Contains(x.Reason, fmt.Sprintf("bulk action %d", id)) {
+				t.Errorf("audit of evt_1 = %+v; want ann's release of an expired key, naming the action", x)
+			}
+		}
+	}
+	if released != 1 {
+		t.Errorf("%d audited releases of evt_1; want 1 (audit %+v)", released, entries)
+	}
+	again := record(t, db, bk("ota", "evt_2", "B"), opt)
+	if again.Outcome != storage.Accepted {
+		t.Fatalf("re-send after the bulk release = %s of %d, want accepted", again.Outcome, again.FirstDelivery)
+	}
+	if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 {
+		t.Errorf("re-send after the bulk release carries suspects %+v", sus)
+	}
+	if after, err := db.Claim(ctx, "ota", "evt_r"); err != nil || after != before {
+		t.Errorf("released key after the bulk release = %+v, %v; want it unchanged, %+v", after, err, before)
+	}
+}
+
+// TestBulkReprocess_ExpiredKey: a bulk reprocess takes a key past its ttl as
+// reprocessing it alone does: its stored payload is sent again and the key held again
+// for its ttl, from the reprocess; nothing is counted expired, nothing forgotten.
+func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, bk("ota", "evt_1", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour})
+	clk.Add(2 * time.Hour)
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},
+		Reason: "downstream lost it", Actor: "ann", StuckBefore: clk.Now().Add(-10 * time.Minute)})
+	if err != nil || a.Total != 1 || a.Expired != 0 || len(a.LeftOut) != 0 {
+		t.Fatalf("preview: %+v, %v; want the expired key, none counted expired", a, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	c, err := db.Claim(ctx, "ota", "evt_1")
+	if err != nil || c.State != storage.StateProcessing || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
+		t.Errorf("after the bulk reprocess: %+v, %v; want processing, held for its ttl from now", c, err)
+	}
+	if again := record(t, db, bk("ota", "evt_2", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send under a new id after the reprocess carries %v; want it flagged, the event having been sent again", again.Suspects)
 	}
 }

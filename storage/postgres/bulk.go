@@ -53,7 +53,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	req.Reason, req.Actor = textReplaced(req.Reason), textReplaced(req.Actor)
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
 	now := db.Now()
-	keys, leftOut, err := db.previewKeys(ctx, req, now)
+	keys, leftOut, expired, err := db.previewKeys(ctx, req, now)
 	if err != nil {
 		return storage.BulkAction{}, err
 	}
@@ -63,7 +63,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		plain[i] = k.BulkKey
 	}
 	a := storage.BulkAction{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason, RequestedBy: req.Actor, State: storage.BulkPreview,
-		Total: len(keys), LeftOut: leftOut, CreatedAt: now, UpdatedAt: now}
+		Total: len(keys), LeftOut: leftOut, Expired: expired, CreatedAt: now, UpdatedAt: now}
 	a.Money, a.NoAmount, a.Unreadable = storage.SumMoney(plain)
 	if req.Kind == storage.BulkReprocess && len(req.Thresholds) > 0 {
 		earlier, err := reprocessedBy(ctx, db.pool, req.Actor, now)
@@ -75,7 +75,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	// The filter's text may hold what PostgreSQL's text cannot (a NUL byte): JSON
 	// escapes it, and Marshal writes invalid UTF-8 as U+FFFD.
 	filter, _ := json.Marshal(a.Filter)
-	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})
+	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable, a.Expired})
 	left, _ := json.Marshal(leftOut)
 	if err := db.clearOldPreviews(ctx, now.Add(-storage.MaxPreviewAge)); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk preview: clearing previews of more than a day ago: %w", err)
@@ -120,45 +120,44 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 }
 
 // previewKeys reads the keys req's filter matches, in one statement (one snapshot),
-// and sorts them into those the action acts on and those it leaves out, by reason.
-func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time.Time) ([]previewKey, map[string]int, error) {
+// and sorts them into those the action acts on and those it leaves out, by reason,
+// counting the expired keys a release acts on (storage.BulkAction.Expired).
+func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time.Time) (keys []previewKey, leftOut map[string]int, expired int, err error) {
 	query, args := bulkQuery(req.Filter, req.StuckBefore)
 	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bulk preview: %w", err)
+		return nil, nil, 0, fmt.Errorf("bulk preview: %w", err)
 	}
 	defer rows.Close()
-	var keys []previewKey
-	leftOut := map[string]int{}
+	leftOut = map[string]int{}
 	for rows.Next() {
 		var k previewKey
 		var expires int64
 		var stored bool
 		if err := rows.Scan(&k.claim, &k.Source, &k.Key, &k.State, &k.updatedAt, &expires, &stored, &k.Amount, &k.Currency); err != nil {
-			return nil, nil, fmt.Errorf("bulk preview: %w", err)
+			return nil, nil, 0, fmt.Errorf("bulk preview: %w", err)
 		}
 		if !req.Filter.MatchAmount(k.Amount) {
 			continue
 		}
-		free := storage.AlreadyFree(k.State, fromMillis(expires), now)
+		why, isExpired := storage.LeftOutOf(req.Kind, k.State, k.updatedAt >= millis(req.StuckBefore), stored, fromMillis(expires), now)
 		switch {
-		case k.State == storage.StateProcessing && k.updatedAt >= millis(req.StuckBefore):
-			leftOut[storage.LeftOutInFlight]++
-		case req.Kind == storage.BulkRelease && free:
-			leftOut[storage.LeftOutFree]++
-		case req.Kind == storage.BulkReprocess && !stored:
-			leftOut[storage.LeftOutPayloadGone]++
+		case why != "":
+			leftOut[why]++
 		default:
+			if isExpired {
+				expired++
+			}
 			if len(keys) == storage.MaxBulkKeys {
-				return nil, nil, storage.ErrTooManyKeys
+				return nil, nil, 0, storage.ErrTooManyKeys
 			}
 			keys = append(keys, k)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("bulk preview: %w", err)
+		return nil, nil, 0, fmt.Errorf("bulk preview: %w", err)
 	}
-	return keys, leftOut, nil
+	return keys, leftOut, expired, nil
 }
 
 // clearOldPreviews deletes the previews made before cutoff and never started, of no use
@@ -216,11 +215,13 @@ func (db *DB) dropPreview(ctx context.Context, id, total int64) error {
 	return err
 }
 
-// moneyRecord is how a preview's money is stored.
+// moneyRecord is how a preview's figures are stored, in its money column: the money,
+// and the expired keys among those of a release (BulkAction.Expired).
 type moneyRecord struct {
 	Money      []storage.MoneyTotal `json:"money"`
 	NoAmount   int                  `json:"no_amount"`
 	Unreadable int                  `json:"unreadable"`
+	Expired    int                  `json:"expired,omitempty"`
 }
 
 const bulkColumns = `id, kind, filter, reason, requested_by, state, total, money, left_out, needs_approval,
@@ -242,7 +243,7 @@ func scanBulk(s scanner) (storage.BulkAction, error) {
 		json.Unmarshal([]byte(left), &a.LeftOut)); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk action %d: %w", a.ID, err)
 	}
-	a.Money, a.NoAmount, a.Unreadable = m.Money, m.NoAmount, m.Unreadable
+	a.Money, a.NoAmount, a.Unreadable, a.Expired = m.Money, m.NoAmount, m.Unreadable, m.Expired
 	a.CreatedAt, a.StartedAt, a.DecidedAt, a.FinishedAt, a.UpdatedAt = fromMillis(created), fromMillis(started),
 		fromMillis(decided), fromMillis(finished), fromMillis(updated)
 	return a, nil
@@ -701,6 +702,9 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	if f.Source != "" {
 		equal("c.source", f.Source)
 	}
+	if f.Key != "" {
+		equal("c.key", f.Key)
+	}
 	if f.State != "" {
 		equal("c.state", f.State)
 	}
@@ -724,6 +728,17 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	}
 	if f.Currency != "" {
 		equal("d.currency", storage.CurrencyCode(f.Currency))
+	}
+	// Flags are found through the suspects of the key's first delivery, by index.
+	if f.Flag != "" || f.FlagState != "" {
+		cond := "EXISTS (SELECT 1 FROM suspects s WHERE s.delivery = c.first_delivery"
+		if f.Flag != storage.FlagAny && f.Flag != "" {
+			cond += " AND s.kind = " + arg(string(f.Flag))
+		}
+		if f.FlagState != "" {
+			cond += " AND s.state = " + arg(f.FlagState)
+		}
+		where = append(where, cond+")")
 	}
 	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.expires_at,
 	coalesce(d.source = c.source AND d.key = c.key, false), coalesce(d.amount, ''), coalesce(d.currency, '')

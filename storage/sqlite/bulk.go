@@ -58,6 +58,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	defer rows.Close()
 	var keys []previewKey
 	leftOut := map[string]int{}
+	expired := 0
 	for rows.Next() {
 		var k previewKey
 		var expires int64
@@ -68,15 +69,14 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		if !req.Filter.MatchAmount(k.Amount) {
 			continue
 		}
-		free := storage.AlreadyFree(k.State, fromMillis(expires), now)
+		why, isExpired := storage.LeftOutOf(req.Kind, k.State, k.updatedAt >= millis(req.StuckBefore), stored, fromMillis(expires), now)
 		switch {
-		case k.State == storage.StateProcessing && k.updatedAt >= millis(req.StuckBefore):
-			leftOut[storage.LeftOutInFlight]++
-		case req.Kind == storage.BulkRelease && free:
-			leftOut[storage.LeftOutFree]++
-		case req.Kind == storage.BulkReprocess && !stored:
-			leftOut[storage.LeftOutPayloadGone]++
+		case why != "":
+			leftOut[why]++
 		default:
+			if isExpired {
+				expired++
+			}
 			if len(keys) == storage.MaxBulkKeys {
 				return storage.BulkAction{}, storage.ErrTooManyKeys
 			}
@@ -93,7 +93,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		plain[i] = k.BulkKey
 	}
 	a := storage.BulkAction{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason, RequestedBy: req.Actor, State: storage.BulkPreview,
-		Total: len(keys), LeftOut: leftOut, CreatedAt: now, UpdatedAt: now}
+		Total: len(keys), LeftOut: leftOut, Expired: expired, CreatedAt: now, UpdatedAt: now}
 	a.Money, a.NoAmount, a.Unreadable = storage.SumMoney(plain)
 	if req.Kind == storage.BulkReprocess && len(req.Thresholds) > 0 {
 		earlier, err := reprocessedBy(ctx, db.read, req.Actor, now)
@@ -103,7 +103,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		a.NeedsApproval = len(req.Thresholds.OverWith(a.Money, earlier, a.Unreadable)) > 0
 	}
 	filter, _ := json.Marshal(a.Filter)
-	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable})
+	money, _ := json.Marshal(moneyRecord{a.Money, a.NoAmount, a.Unreadable, a.Expired})
 	left, _ := json.Marshal(leftOut)
 	if err := db.clearOldPreviews(ctx, now.Add(-storage.MaxPreviewAge)); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk preview: clearing previews of more than a day ago: %w", err)
@@ -202,11 +202,13 @@ func (db *DB) clearOldPreviews(ctx context.Context, cutoff time.Time) error {
 	return err
 }
 
-// moneyRecord is how a preview's money is stored.
+// moneyRecord is how a preview's figures are stored, in its money column: the money,
+// and the expired keys among those of a release (BulkAction.Expired).
 type moneyRecord struct {
 	Money      []storage.MoneyTotal `json:"money"`
 	NoAmount   int                  `json:"no_amount"`
 	Unreadable int                  `json:"unreadable"`
+	Expired    int                  `json:"expired,omitempty"`
 }
 
 const bulkColumns = `id, kind, filter, reason, requested_by, state, total, money, left_out, needs_approval,
@@ -228,7 +230,7 @@ func scanBulk(s scanner) (storage.BulkAction, error) {
 		json.Unmarshal([]byte(left), &a.LeftOut)); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk action %d: %w", a.ID, err)
 	}
-	a.Money, a.NoAmount, a.Unreadable = m.Money, m.NoAmount, m.Unreadable
+	a.Money, a.NoAmount, a.Unreadable, a.Expired = m.Money, m.NoAmount, m.Unreadable, m.Expired
 	when := func(ms int64) time.Time {
 		if ms == 0 {
 			return time.Time{}
@@ -633,6 +635,9 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	if f.Source != "" {
 		add("c.source = ?", f.Source)
 	}
+	if f.Key != "" {
+		add("c.key = ?", f.Key)
+	}
 	if f.State != "" {
 		add("c.state = ?", f.State)
 	}
@@ -656,6 +661,17 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	}
 	if f.Currency != "" {
 		add("d.currency = ?", storage.CurrencyCode(f.Currency))
+	}
+	// Flags are found through the suspects of the key's first delivery, by index.
+	if f.Flag != "" || f.FlagState != "" {
+		cond, a := "EXISTS (SELECT 1 FROM suspects s WHERE s.delivery = c.first_delivery", []any{}
+		if f.Flag != storage.FlagAny && f.Flag != "" {
+			cond, a = cond+" AND s.kind = ?", append(a, string(f.Flag))
+		}
+		if f.FlagState != "" {
+			cond, a = cond+" AND s.state = ?", append(a, f.FlagState)
+		}
+		add(cond+")", a...)
 	}
 	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.expires_at,
 	coalesce(d.source = c.source AND d.key = c.key, 0), coalesce(d.amount, ''), coalesce(d.currency, '')
