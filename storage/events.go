@@ -22,6 +22,10 @@ type DeliveryFilter struct {
 	Booking   string
 	Status    string // the event's own status (Delivery.EventStatus), e.g. "cancelled"
 	Key       string
+	// NoProperty selects only the deliveries that carry no property, and NoCurrency
+	// those that carry no currency: the ledger's rows of none. An empty Property or
+	// Currency matches every delivery instead.
+	NoProperty, NoCurrency bool
 	// Batch selects the items of one batched request (the id of its first item
 	// delivery); 0 matches every delivery.
 	Batch int64

@@ -211,3 +211,58 @@ func TestEvents_BatchAndKey(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// TestEvents_NoPropertyOrCurrency: the events list of the deliveries without a property,
+// or without a currency, holds exactly those, however it is driven (by source, by
+// outcome, by nothing), and none of a property or a currency that others carry.
+func TestEvents_NoPropertyOrCurrency(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	rec := func(key, hash, property, amount, currency string) *storage.Delivery {
+		t.Helper()
+		d := delivery("ota", key, hash)
+		d.Property, d.Amount, d.Currency = property, amount, currency
+		return record(t, db, d, day)
+	}
+	a := rec("a", "h", "HTL-A", "10.00", "EUR")
+	aDup := rec("a", "h", "HTL-A", "10.00", "EUR")
+	b := rec("b", "h", "", "20.00", "EUR")
+	bDup := rec("b", "h2", "", "25.00", "EUR")
+	c := rec("c", "h", "", "30", "")
+	cDup := rec("c", "h", "", "30", "")
+	d := rec("d", "h", "HTL-A", "40", "")
+	other := record(t, db, delivery("pms", "e", "h"), day)
+	for _, tc := range []struct {
+		name string
+		f    storage.DeliveryFilter
+		want []int64
+	}{
+		{"NoProperty", storage.DeliveryFilter{NoProperty: true}, []int64{other.ID, cDup.ID, c.ID, bDup.ID, b.ID}},
+		{"NoPropertySource", storage.DeliveryFilter{NoProperty: true, Source: "ota"}, []int64{cDup.ID, c.ID, bDup.ID, b.ID}},
+		{"NoPropertyDuplicates", storage.DeliveryFilter{NoProperty: true, Outcome: storage.Duplicate}, []int64{cDup.ID, bDup.ID}},
+		{"NoPropertyCurrency", storage.DeliveryFilter{NoProperty: true, Currency: "EUR", Outcome: storage.Duplicate}, []int64{bDup.ID}},
+		{"NoCurrency", storage.DeliveryFilter{NoCurrency: true, Source: "ota"}, []int64{d.ID, cDup.ID, c.ID}},
+		{"NoCurrencyProperty", storage.DeliveryFilter{NoCurrency: true, Property: "HTL-A"}, []int64{d.ID}},
+		{"NoneOfEither", storage.DeliveryFilter{NoProperty: true, NoCurrency: true, Outcome: storage.Duplicate}, []int64{cDup.ID}},
+		{"Property", storage.DeliveryFilter{Property: "HTL-A"}, []int64{d.ID, aDup.ID, a.ID}},
+		{"AnyProperty", storage.DeliveryFilter{Outcome: storage.Duplicate}, []int64{cDup.ID, bDup.ID, aDup.ID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := db.Deliveries(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(p.Deliveries); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			var each []int64
+			if err := db.EachDelivery(ctx, tc.f, func(d storage.Delivery) error {
+				each = append(each, d.ID)
+				return nil
+			}); err != nil || fmt.Sprint(each) != fmt.Sprint(tc.want) {
+				t.Fatalf("EachDelivery: %v, %v; want %v", each, err, tc.want)
+			}
+		})
+	}
+}

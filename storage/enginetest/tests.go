@@ -31,6 +31,7 @@ var tests = []struct {
 	{"Events_ScanWindow", TestEvents_ScanWindow},
 	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
 	{"Events_BatchAndKey", TestEvents_BatchAndKey},
+	{"Events_NoPropertyOrCurrency", TestEvents_NoPropertyOrCurrency},
 	{"Record_MoneyMismatch", TestRecord_MoneyMismatch},
 	{"Record_BusinessKey", TestRecord_BusinessKey},
 	{"Record_BusinessKeyBlocks", TestRecord_BusinessKeyBlocks},

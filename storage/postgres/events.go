@@ -201,8 +201,8 @@ const sqlDuplicates = `outcome = ANY('{duplicate}')`
 // planEvents chooses, for f, the most selective filter that has an index, in this
 // order: batch, key, flag, booking, mismatch, source, outcome (duplicate or rejected);
 // the others are checked on each row the driving index finds. Property, status,
-// currency and accepted have no index: a few values share most rows, so a stretch of
-// rows in id order finds a page of them.
+// currency (or none of them) and accepted have no index: a few values share most rows,
+// so a stretch of rows in id order finds a page of them.
 func planEvents(f storage.DeliveryFilter) eventQuery {
 	var q eventQuery
 	driven := false
@@ -290,11 +290,17 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	if f.Property != "" {
 		add(false, "", "property = ?", textSafe(f.Property))
 	}
+	if f.NoProperty {
+		add(false, "", "property = ''")
+	}
 	if f.Status != "" {
 		add(false, "", "event_status = ?", textSafe(f.Status))
 	}
 	if f.Currency != "" {
 		add(false, "", "currency = ?", textSafe(f.Currency))
+	}
+	if f.NoCurrency {
+		add(false, "", "currency = ''")
 	}
 	return q
 }
