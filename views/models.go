@@ -163,6 +163,9 @@ type DeliveryFilter struct {
 	Property, Booking, Status, Key string
 	From, To                       string // datetime-local values
 	Batch                          string // the items of one batched request
+	// NoProperty and NoCurrency select the deliveries without one (property_none,
+	// currency_none), as the ledger's rows of none link to them.
+	NoProperty, NoCurrency bool
 }
 
 // Events is the events list.

@@ -163,6 +163,13 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return Errorf(http.StatusBadRequest, "mismatch %q: want true (any mismatch) or money (amount, currency or status)", m)
 	}
+	var err error
+	if f.NoProperty, err = noneFilter(q, "property", f.Property); err != nil {
+		return err
+	}
+	if f.NoCurrency, err = noneFilter(q, "currency", f.Currency); err != nil {
+		return err
+	}
 	if f.Flag != "" && f.Flag != storage.FlagAny && !validKind(string(f.Flag)) {
 		return Errorf(http.StatusBadRequest, "flag %q: want any, business_key, correlation or late_duplicate", f.Flag)
 	}
@@ -174,7 +181,6 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 			f.KeySources = append(f.KeySources, src.Name)
 		}
 	}
-	var err error
 	if f.From, err = apiTime(q, "from"); err != nil {
 		return err
 	}

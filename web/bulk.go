@@ -669,8 +669,10 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 // selects the same keys as none. A duplicate, a mismatch, a rejection or a batch's
 // item is a later or another delivery, which no bulk filter reads: left out, the
 // action would take in every key whose first delivery matches the rest, far more than
-// the list shows. From and To carry over, though they bound when a key was claimed
-// there (the bulk page says so): at most fewer keys, never more.
+// the list shows. No bulk filter selects the keys without a property or a currency
+// either: left out, those would widen the action to every property or currency. From
+// and To carry over, though they bound when a key was claimed there (the bulk page
+// says so): at most fewer keys, never more.
 func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
 	var cannot []string
 	switch vf.Outcome {
@@ -682,6 +684,12 @@ func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
 	}
 	if vf.Batch != "" {
 		cannot = append(cannot, "batch")
+	}
+	if vf.NoProperty {
+		cannot = append(cannot, "property: none")
+	}
+	if vf.NoCurrency {
+		cannot = append(cannot, "currency: none")
 	}
 	if len(cannot) > 0 {
 		return "", "A bulk action selects keys by their first, accepted delivery; this list is filtered by " +

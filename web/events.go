@@ -70,6 +70,14 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		MoneyMismatch: vf.MoneyMismatch, Currency: vf.Currency,
 		Flag: storage.SuspectKind(vf.Flag), FlagState: vf.FlagState,
 	}
+	var err error
+	if f.NoProperty, err = noneFilter(q, "property", vf.Property); err != nil {
+		return vf, f, err.Error()
+	}
+	if f.NoCurrency, err = noneFilter(q, "currency", vf.Currency); err != nil {
+		return vf, f, err.Error()
+	}
+	vf.NoProperty, vf.NoCurrency = f.NoProperty, f.NoCurrency
 	if vf.Flag != "" && vf.Flag != string(storage.FlagAny) && !validKind(vf.Flag) {
 		return vf, f, "Flag must be any, business_key, correlation or late_duplicate."
 	}
@@ -113,6 +121,29 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	return vf, f, ""
 }
 
+// noneFilter reads name_none, the events filter's parameter that selects the
+// deliveries without a name (property, currency): the ledger's rows of none link to
+// them. It is a parameter of its own, not a value of name: a property is free text from
+// the payload, so any value could be a real one, and a form sends property= for a field
+// left blank. 1 or true selects them; absent, empty, 0 or false does not; value is
+// name's own value, which cannot stand beside it. A problem is returned as an *Error
+// that names the parameter.
+func noneFilter(q url.Values, name, value string) (bool, error) {
+	param := name + "_none"
+	switch v := q.Get(param); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		if value != "" {
+			return false, Errorf(http.StatusBadRequest, "%s=%q and %s=%s: give one of them (%s selects the deliveries without a %s)",
+				name, value, param, v, param, name)
+		}
+		return true, nil
+	default:
+		return false, Errorf(http.StatusBadRequest, "%s=%q: want 1 (only the deliveries without a %s) or 0", param, v, name)
+	}
+}
+
 func filterQuery(vf views.DeliveryFilter) url.Values {
 	q := url.Values{}
 	set := func(k, v string) {
@@ -129,9 +160,15 @@ func filterQuery(vf views.DeliveryFilter) url.Values {
 		q.Set("mismatch", "money")
 	}
 	set("currency", vf.Currency)
+	if vf.NoCurrency {
+		q.Set("currency_none", "1")
+	}
 	set("flag", vf.Flag)
 	set("flag_state", vf.FlagState)
 	set("property", vf.Property)
+	if vf.NoProperty {
+		q.Set("property_none", "1")
+	}
 	set("booking", vf.Booking)
 	set("status", vf.Status)
 	set("key", vf.Key)

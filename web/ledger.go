@@ -61,20 +61,33 @@ func (s *Server) ledgerFilter(q url.Values) (views.LedgerFilter, storage.LedgerF
 }
 
 // ledgerLinks builds the events list's links of one ledger row: its deliveries of a
-// kind, received in [from, to), of source, property and currency ("" for any).
+// kind, received in [from, to), of source ("" for any), property and currency. A
+// row's property and currency are its deliveries' own, "" for none: the link then
+// selects the deliveries without one, not every property's or currency's. The totals
+// of a ledger not filtered by property span every property: anyProperty.
 type ledgerLinks struct {
 	s                          *Server
 	from, to                   time.Time
 	source, property, currency string
+	anyProperty                bool
 	api                        bool // links to the API's deliveries instead of the console's events list
 }
 
 func (l ledgerLinks) url(set url.Values) string {
 	q := url.Values{}
-	for k, v := range map[string]string{"source": l.source, "property": l.property, "currency": l.currency} {
-		if v != "" {
-			q.Set(k, v)
-		}
+	if l.source != "" {
+		q.Set("source", l.source)
+	}
+	switch {
+	case l.property != "":
+		q.Set("property", l.property)
+	case !l.anyProperty:
+		q.Set("property_none", "1")
+	}
+	if l.currency != "" {
+		q.Set("currency", l.currency)
+	} else {
+		q.Set("currency_none", "1")
 	}
 	for k, v := range set {
 		q[k] = v
@@ -158,7 +171,7 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) error {
 	v.More = l.More
 	for _, t := range l.Totals {
 		v.Totals = append(v.Totals, ledgerLinks{s: s, from: f.From, to: f.To, source: f.Source, property: f.Property,
-			currency: t.Currency}.line(t))
+			anyProperty: f.Property == "", currency: t.Currency}.line(t))
 	}
 	for _, row := range l.Rows {
 		v.Rows = append(v.Rows, ledgerLinks{s: s, from: row.Day, to: row.Day.AddDate(0, 0, 1), source: row.Source,
