@@ -8,82 +8,111 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// clock is this machine's time set by the database server's. Replicas on several
+// clock is the database server's time, as read by this machine. Replicas on several
 // machines compare the times one another stored: a claim's expiry, a dispatch lease, a
 // session's last use. A machine whose clock ran a minute ahead took over leases a
 // minute early and sent an event downstream while another replica's attempt was still
-// out, and took expired keys as free while the others held them. Every replica that
-// reads the server's clock keeps one time, however far the machines' clocks are apart.
+// out, and took keys others held for expired. Every replica that reads the server's
+// clock keeps one time, however far the machines' clocks are apart.
+//
+// Between two readings the time runs on by this machine's monotonic clock, which a
+// step of its wall clock (NTP setting right a clock that was minutes off at boot) does
+// not move: a replica that took the wall clock for the server's plus an offset would
+// run minutes ahead until the next reading.
 type clock struct {
-	machine func() time.Time
-	offset  atomic.Int64 // nanoseconds added to machine's time
+	machine func() time.Time     // the machine's wall clock: before the first reading, and in what is logged
+	at      atomic.Pointer[mark] // the reading in use; nil before the first
 	stop    chan struct{}
 	done    chan struct{}
 }
 
+// mark is one reading: the server's time at the monotonic instant at.
+type mark struct {
+	server time.Time
+	at     time.Time // time.Now, with its monotonic reading
+}
+
 const (
-	// clockEvery is how often the offset is measured again: a machine's clock drifts
-	// slowly, or is set at once (an NTP step), and a minute of either is tolerable.
+	// clockEvery is how often the server's clock is read again: the machine's
+	// monotonic clock drifts slowly, and a minute of drift is far under clockSlack.
 	clockEvery = time.Minute
-	// clockSlack is how far a measurement may be from the offset in use before it
-	// replaces it. A machine kept in time by NTP measures a few milliseconds either
-	// way, from the round trip; its clock is then used as it is, without jitter.
+	// clockSlack is how far a reading may be from the time in use before it replaces
+	// it: readings vary by a few milliseconds with the round trip, and taking each
+	// would move the time back and forth.
 	clockSlack = 100 * time.Millisecond
+	// clockFar is how far off a machine's clock, or how uncertain a reading, is logged.
+	clockFar = time.Second
 )
 
 func (c *clock) now() time.Time {
-	return c.machine().Add(time.Duration(c.offset.Load()))
+	m := c.at.Load()
+	if m == nil {
+		return c.machine()
+	}
+	return m.server.Add(time.Since(m.at))
 }
 
-// measure reads the server's clock and returns how far it is from the machine's, from
-// the quickest of a few round trips (its error is at most half the round trip), or
-// false when every round trip took longer than clockSlack.
-func (c *clock) measure(ctx context.Context, pool *pgxpool.Pool) (time.Duration, bool, error) {
-	var best, offset time.Duration
+// read reads the server's clock, from the quickest of a few round trips: its error is at
+// most half that round trip, which it returns.
+func (c *clock) read(ctx context.Context, pool *pgxpool.Pool) (mark, time.Duration, error) {
+	var best mark
+	bestRTT := time.Duration(-1)
 	for range 3 {
-		before := c.machine()
+		before := time.Now()
 		var server time.Time
 		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&server); err != nil {
-			return 0, false, err
+			return mark{}, 0, err
 		}
-		rtt := c.machine().Sub(before)
-		if rtt <= clockSlack && (best == 0 || rtt < best) {
-			best, offset = max(rtt, 1), server.Sub(before.Add(rtt/2))
+		rtt := time.Since(before)
+		if bestRTT < 0 || rtt < bestRTT {
+			best, bestRTT = mark{server: server, at: before.Add(rtt / 2)}, rtt
 		}
 	}
-	return offset, best != 0, nil
+	return best, bestRTT / 2, nil
 }
 
-// setClock measures the offset and uses it if it differs by more than clockSlack from the one
-// in use, logging a machine clock off by a second or more.
+// replaces says whether the reading next, known to within uncertain, replaces the one
+// in use, cur (nil before the first): when they disagree by more than the slack and the
+// reading's own uncertainty, or there is none yet.
+func replaces(cur *mark, next mark, uncertain time.Duration) bool {
+	if cur == nil {
+		return true
+	}
+	d := next.server.Sub(cur.server.Add(next.at.Sub(cur.at)))
+	return d > clockSlack+uncertain || d < -(clockSlack+uncertain)
+}
+
+// setClock reads the server's clock and takes the reading into use if it replaces the
+// one in use, logging a machine clock a second or more off the server's, and a server
+// so far away that its time is known only to a second or worse.
 func (db *DB) setClock(ctx context.Context) {
-	offset, ok, err := db.clock.measure(ctx, db.pool)
-	if err != nil || !ok {
-		if err != nil && ctx.Err() == nil {
-			db.log.Warn("could not read the database server's clock; times are this machine's, set by the last reading", "err", err)
+	m, uncertain, err := db.clock.read(ctx, db.pool)
+	if err != nil {
+		if ctx.Err() == nil {
+			db.log.Warn("could not read the database server's clock; keeping the time of the last reading, or this machine's before the first",
+				"err", err)
 		}
 		return
 	}
-	if d := offset - time.Duration(db.clock.offset.Load()); d > -clockSlack && d < clockSlack {
+	if !replaces(db.clock.at.Load(), m, uncertain) {
 		return
 	}
-	if offset > -clockSlack && offset < clockSlack {
-		offset = 0
+	db.clock.at.Store(&m)
+	if uncertain >= clockFar {
+		db.log.Warn("the database server answers so slowly that its time is known only roughly", "within", uncertain.Round(time.Millisecond))
 	}
-	db.clock.offset.Store(int64(offset))
+	off := db.clock.machine().Sub(db.clock.now())
 	switch {
-	case offset >= time.Second:
-		db.log.Warn("this machine's clock is behind the database server's: hookdedup keeps the server's time for what it stores",
-			"behind", offset.Round(time.Millisecond))
-	case offset <= -time.Second:
+	case off >= clockFar:
 		db.log.Warn("this machine's clock is ahead of the database server's: hookdedup keeps the server's time for what it stores",
-			"ahead", (-offset).Round(time.Millisecond))
-	default:
-		db.log.Info("keeping the database server's time", "offset", offset.Round(time.Millisecond))
+			"ahead", off.Round(time.Millisecond))
+	case off <= -clockFar:
+		db.log.Warn("this machine's clock is behind the database server's: hookdedup keeps the server's time for what it stores",
+			"behind", (-off).Round(time.Millisecond))
 	}
 }
 
-// keepClock measures the offset every clockEvery until Close.
+// keepClock reads the server's clock every clockEvery until Close.
 func (db *DB) keepClock() {
 	defer close(db.clock.done)
 	ctx, cancel := context.WithCancel(context.Background())

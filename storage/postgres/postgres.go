@@ -38,8 +38,9 @@ type Options struct {
 	// database that hookdedup never set up (no migrations table), instead of setting
 	// it up: every command but serve works on a database that exists.
 	MustExist bool
-	// Clock is this machine's clock, default time.Now; the DB's Now is it set by the
-	// server's clock. Tests give one that is off.
+	// Clock is this machine's wall clock, default time.Now: the DB's Now before it has
+	// read the server's clock, and what it says is off about it. Tests give one that is
+	// off, or stepped.
 	Clock func() time.Time
 	// NoMigrate opens the database as it is, never changing its schema, for a
 	// verifier that must not change what it checks. Open then refuses a database
@@ -51,8 +52,8 @@ type Options struct {
 // concurrent use, and any number of DBs, in any number of processes, may share one
 // database.
 type DB struct {
-	// Now is the clock every method uses: this machine's, set by the database
-	// server's (clock.go). Tests replace it to move time.
+	// Now is the clock every method uses: the database server's, as this machine
+	// reads it (clock.go). Tests replace it to move time.
 	Now func() time.Time
 
 	clock     clock
