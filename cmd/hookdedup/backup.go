@@ -55,6 +55,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("backup: %w", err)
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
+		removeLeftBackupCopies(filepath.Dir(dest))
 	}
 	// The file as it is, never migrated: taken by a newer version before it upgrades,
 	// the backup is of the schema the running serve knows, which can go back to it.
@@ -85,6 +86,25 @@ func backupName(t time.Time) string {
 
 // backupFile matches the names backupName gives, and nothing else in the directory.
 var backupFile = regexp.MustCompile(`^hookdedup-[0-9]{8}T[0-9]{6}Z\.db$`)
+
+// leftBackupCopy matches the copy a backup into a directory writes before it renames
+// it to its name (sqlite.RemoveLeftCopies), capturing that name.
+var leftBackupCopy = regexp.MustCompile(`^\.(hookdedup-[0-9]{8}T[0-9]{6}Z\.db)\.[0-9]+\.tmp$`)
+
+// removeLeftBackupCopies removes the copies that backups into dir killed before they
+// finished left behind, each under the name of its own moment: the next backup, of
+// another name, would never come across them.
+func removeLeftBackupCopies(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, ent := range entries {
+		if m := leftBackupCopy.FindStringSubmatch(ent.Name()); m != nil {
+			sqlite.RemoveLeftCopies(filepath.Join(dir, m[1]))
+		}
+	}
+}
 
 // pruneBackups removes all but the newest keep backups in dir, judged by their names;
 // other files there are left alone. It returns the paths it removed.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -371,6 +372,15 @@ func TestBackup_Keep(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(backups, name), []byte("keep me"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// The copy a backup killed halfway left, an hour ago, under its own moment's name.
+	left := filepath.Join(backups, ".hookdedup-20200106T020000Z.db.4242.tmp")
+	if err := os.WriteFile(left, []byte("half a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(left, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
 	}
 
 	out, code := cli(t, dir, nil, "", "backup", "--keep", "3", backups+"/")

@@ -60,8 +60,8 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := replaceable(path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
-	removeLeftTemps(dbPath)
-	removeLeftTemps(path)
+	RemoveLeftCopies(dbPath)
+	RemoveLeftCopies(path)
 	tmp, release, err := tempBeside(path)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
@@ -274,7 +274,7 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}
-	removeLeftTemps(dbPath)
+	RemoveLeftCopies(dbPath)
 	tmp, release, err := tempBeside(dbPath)
 	if err != nil {
 		return fail(err)
@@ -463,34 +463,64 @@ func resolved(path string) string {
 // or the database, and holds the database's secrets. It stays locked (flock) until
 // release is called, after SQLite has closed it (closing the lock's descriptor drops
 // the POSIX locks the process holds on the file): a copy as large as the database, left
-// by a process killed meanwhile, is unlocked, and removeLeftTemps removes it.
+// by a process killed meanwhile, is unlocked, and RemoveLeftCopies removes it. On a file
+// system without flock the copy goes unlocked, and is never taken for a left one.
 func tempBeside(path string) (name string, release func(), err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*"+tempSuffix)
+	for range 10 {
+		f, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*"+tempSuffix)
+		if err != nil {
+			return "", nil, err
+		}
+		name = f.Name()
+		if err := f.Chmod(privateFile); err != nil {
+			f.Close()
+			os.Remove(name)
+			return "", nil, err
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) {
+			return name, func() { f.Close() }, nil
+		}
+		// Another process's RemoveLeftCopies may have locked and removed the file
+		// between its creation and the lock: then the lock is on a file no longer at
+		// the name, and the copy would go at the name unlocked.
+		if err == nil && samePathFile(f, name) {
+			return name, func() { f.Close() }, nil
+		}
+		f.Close()
+		if err == nil {
+			os.Remove(name)
+		}
+	}
+	return "", nil, fmt.Errorf("could not make a locked file beside %s", path)
+}
+
+// samePathFile reports whether f is the file at name.
+func samePathFile(f *os.File, name string) bool {
+	a, err := f.Stat()
 	if err != nil {
-		return "", nil, err
+		return false
 	}
-	name = f.Name()
-	if err := f.Chmod(privateFile); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", nil, err
-	}
-	return name, func() { f.Close() }, nil
+	b, err := os.Lstat(name)
+	return err == nil && os.SameFile(a, b)
 }
 
 const tempSuffix = ".tmp"
 
 func tempPrefix(path string) string { return "." + filepath.Base(path) + "." }
 
-// removeLeftTemps removes the copies that tempBeside made for path and that no process
-// holds any more: a backup, restore or migrate killed before it could remove its own.
-// One another process is still writing is locked, and left alone.
-func removeLeftTemps(path string) {
+// leftCopyAge is how long a copy goes unmodified before RemoveLeftCopies may take it for
+// left: a copy is written continuously until it is complete, and read, never written,
+// only while its maker holds its lock.
+const leftCopyAge = time.Minute
+
+// RemoveLeftCopies removes the copies that tempBeside made beside path
+// (.<name>.<digits>.tmp) and that no process holds any more: left by a backup, restore
+// or migrate killed before it could remove its own, as large as the database. A copy
+// is left alone while another process holds its lock or has it open as a database, and
+// for a minute after it was last written: it may be one another process has only just
+// made.
+func RemoveLeftCopies(path string) {
 	dir, prefix := filepath.Dir(path), tempPrefix(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -498,19 +528,37 @@ func removeLeftTemps(path string) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, tempSuffix) {
+		middle, ok := strings.CutPrefix(n, prefix)
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		name := filepath.Join(dir, n)
-		f, err := os.Open(name)
-		if err != nil {
+		if middle, ok = strings.CutSuffix(middle, tempSuffix); !ok || middle == "" || strings.Trim(middle, "0123456789") != "" {
 			continue
 		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			removeDB(name)
-		}
-		f.Close()
+		removeLeftCopy(filepath.Join(dir, n))
 	}
+}
+
+// removeLeftCopy removes the copy at name, and the files SQLite keeps beside it, if no
+// process holds it (RemoveLeftCopies). A copy that a process reads as a database (an
+// earlier version's migrate, which took no lock) is in use by SQLite's own locks; that
+// look is safe here, as this process does not hold the copy (its lock was free).
+func removeLeftCopy(name string) {
+	f, err := os.Open(name)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || time.Since(fi.ModTime()) < leftCopyAge {
+		return
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil || !samePathFile(f, name) {
+		return
+	}
+	if busy, err := InUse(name); err != nil || busy {
+		return
+	}
+	removeDB(name)
 }
 
 // removeDB removes a database file and the files SQLite keeps beside it.

@@ -778,6 +778,21 @@ func TestSnapshot_LeftCopyRemoved(t *testing.T) {
 	if got := copies(); len(got) != 1 {
 		t.Fatalf("copies after the reader was killed: %v, want its copy still there", got)
 	}
+	// A copy written in the last minute may be one another process has only just made.
+	snap, err = sqlite.OpenSnapshot(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := copies(); len(got) != 1 {
+		t.Fatalf("copies after a snapshot just after the reader was killed: %v, want its copy left for a minute", got)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(held[0], old, old); err != nil {
+		t.Fatal(err)
+	}
 	snap, err = sqlite.OpenSnapshot(ctx, live)
 	if err != nil {
 		t.Fatal(err)
@@ -787,6 +802,11 @@ func TestSnapshot_LeftCopyRemoved(t *testing.T) {
 	}
 	if got := copies(); len(got) != 0 {
 		t.Fatalf("copies after the next snapshot: %v, want the killed reader's removed", got)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(held[0] + suffix); err == nil {
+			t.Errorf("the killed reader's copy was removed but not its %s", suffix)
+		}
 	}
 }
 
@@ -804,4 +824,52 @@ func TestHelperSnapshot(t *testing.T) {
 	fmt.Println("open")
 	io.Copy(io.Discard, os.Stdin)
 	snap.Close()
+}
+
+// TestRemoveLeftCopies_OnlyOurs: what looks like a left copy is removed only if it is
+// one: named as tempBeside names them, unlocked, unwritten for a minute, and open as a
+// database in no process (an earlier version's copies took no lock).
+func TestRemoveLeftCopies_OnlyOurs(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	old := time.Now().Add(-2 * time.Minute)
+	file := func(name string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	left := file(".hookdedup.db.123456.tmp")
+	fresh := filepath.Join(dir, ".hookdedup.db.654321.tmp")
+	if err := os.WriteFile(fresh, []byte("just made"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	named := file(".hookdedup.db.staging.tmp")
+	other := file(".other.db.123.tmp")
+	open := filepath.Join(dir, ".hookdedup.db.777.tmp")
+	db := storagetest.OpenPath(t, open, sqlite.Options{})
+	storagetest.Record(t, db, delivery("ota", "k", "h"), day)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	release := holdDatabase(t, open)
+	if err := os.Chtimes(open, old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	sqlite.RemoveLeftCopies(live)
+	if _, err := os.Stat(left); err == nil {
+		t.Errorf("%s, unlocked and old, is still there", left)
+	}
+	for _, p := range []string{fresh, named, other, open} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	release()
 }

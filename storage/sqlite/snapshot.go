@@ -118,7 +118,7 @@ func pendingMigrations(ctx context.Context, path string) (pending []string, appl
 // build's schema; it returns the copy's name, which the caller removes (removeDB)
 // before it calls release (tempBeside).
 func upgradedCopy(ctx context.Context, path string) (string, func(), error) {
-	removeLeftTemps(path)
+	RemoveLeftCopies(path)
 	tmp, release, err := tempBeside(path)
 	if err != nil {
 		return "", nil, err
