@@ -102,8 +102,14 @@ type Config struct {
 	MaxBody int64
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Now is the clock for signature timestamps; default time.Now.
+	// Now is the clock for signature timestamps, which come from the senders' clocks:
+	// this machine's; default time.Now.
 	Now func() time.Time
+	// Clock is the time of what is stored (the minutes of the rejections counted, not
+	// stored one by one), the store's; default Now. Replicas on PostgreSQL keep the
+	// server's, and a count bucketed by a machine's clock minutes off would be added
+	// to the wrong minute beside the rejections stored.
+	Clock func() time.Time
 	// OnAccepted, if set, is called after an accepted delivery whose source forwards
 	// downstream has committed (a wake-up for the dispatcher; it must not block).
 	OnAccepted func()
@@ -122,6 +128,7 @@ type Receiver struct {
 	log     *slog.Logger
 	metrics *Metrics
 	now     func() time.Time
+	clock   func() time.Time
 	wake    func()
 	bufs    sync.Pool
 	rejects *rejections
@@ -139,6 +146,7 @@ func New(cfg Config) *Receiver {
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 		now:     cfg.Now,
+		clock:   cfg.Clock,
 		wake:    cfg.OnAccepted,
 	}
 	// A sender that has the path wrong (a typo, another source's URL) still sends its
@@ -170,6 +178,9 @@ func New(cfg Config) *Receiver {
 	}
 	if rc.now == nil {
 		rc.now = time.Now
+	}
+	if rc.clock == nil {
+		rc.clock = rc.now
 	}
 	if rc.wake == nil {
 		rc.wake = func() {}
@@ -412,7 +423,7 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	}
 	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
 	rc.metrics.Rejections.WithLabelValues(label, rejectionReason(code, body != nil)).Inc()
-	now := rc.now()
+	now := rc.clock()
 	if body == nil && !rc.rejects.sample(r.RemoteAddr, now) {
 		rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
 		writeJSON(w, code, answer{Error: reason})

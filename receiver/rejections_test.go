@@ -763,3 +763,38 @@ func TestRejections_UnknownNamesTotalledTogether(t *testing.T) {
 		t.Errorf("the hourly totals count %d rejections of unknown names, want all %d", unknown, want)
 	}
 }
+
+// TestRejections_CountedInTheStoresMinute: the rejections counted rather than stored
+// fall in the minute of the store's clock (a PostgreSQL replica keeps the server's),
+// beside the rejections stored, not in that of a machine whose clock is hours off.
+func TestRejections_CountedInTheStoresMinute(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	clock := storagetest.NewClock(time.Date(2026, 3, 2, 10, 0, 1, 0, time.UTC))
+	db.Now = clock.Now
+	machine := func() time.Time { return clock.Now().Add(-3 * time.Hour) }
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{otaSource(t)}, Store: db, Now: machine, Clock: db.Clock})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	for i := range receiver.DefaultRejectionsTotal + 5 {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/nope", strings.NewReader(`{}`))
+		req.RemoteAddr = fmt.Sprintf("198.51.100.%d:1000", i+1)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		if w.Code != http.StatusNotFound {
+			t.Fatalf("junk: %d, want 404", w.Code)
+		}
+	}
+	if err := rc.FlushRejections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var minute, n int64
+	if err := rawDB(t, db.Path()).QueryRowContext(ctx, `SELECT minute, sum(rejections) FROM rejection_counts GROUP BY minute`).
+		Scan(&minute, &n); err != nil {
+		t.Fatal(err)
+	}
+	if want := clock.Now().UnixMilli() / 60000; minute != want || n == 0 {
+		t.Fatalf("%d rejections counted in minute %d, want minute %d, the store's (the machine's is %d)",
+			n, minute, want, machine().UnixMilli()/60000)
+	}
+}

@@ -200,6 +200,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		Sources:    p.sources,
 		Store:      p.db,
 		MaxBody:    cfg.MaxBody,
+		Clock:      p.db.Clock,
 		Logger:     p.log,
 		Metrics:    p.metrics,
 		OnAccepted: p.dispatcher.Wake,
