@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,8 +15,13 @@ type KeyFilter struct {
 	// Stuck selects only stuck keys: failed, or processing since before StuckBefore.
 	Stuck       bool
 	StuckBefore time.Time
-	Before      int64 // keyset cursor: keys with a smaller id than this (0 = from the newest)
-	Limit       int   // default 100
+	// Before is the keyset cursor of the listings newest first: keys with a smaller id
+	// than this (0 = from the newest). A stuck listing pages by After instead.
+	Before int64
+	// After is the keyset cursor of a stuck listing, which comes oldest first: the keys
+	// after this one in (UpdatedAt, ID) order (zero = from the longest stuck).
+	After KeyCursor
+	Limit int // default 100
 }
 
 // Check says what is wrong with f, naming the setting, or returns nil: a state that
@@ -26,15 +34,58 @@ func (f KeyFilter) Check() error {
 	if f.Stuck && f.State != "" && f.State != StateFailed && f.State != StateProcessing {
 		return fmt.Errorf("stuck with state %q: a stuck key is failed, or processing for too long", f.State)
 	}
+	if f.Stuck && f.Before != 0 {
+		return errors.New("before with stuck: a stuck listing goes on from after, the cursor its next page gives")
+	}
+	if !f.Stuck && !f.After.IsZero() {
+		return errors.New("after without stuck: only a stuck listing goes on from after; the others from before")
+	}
 	return nil
+}
+
+// KeyCursor is a place in a stuck listing: its last key's time of entering its state,
+// and its id. Stuck keys come oldest first, and many may share one millisecond (a
+// batch's keys, claimed together and failing together); the id orders those, so that
+// the next page starts exactly after the last key shown. Being values rather than a
+// row, a cursor stays good when its key changes state or is released.
+type KeyCursor struct {
+	UpdatedAt time.Time
+	ID        int64
+}
+
+// IsZero reports whether c is no cursor: the first page.
+func (c KeyCursor) IsZero() bool { return c.ID == 0 }
+
+// String is c as the console's links and the API carry it, which ParseKeyCursor reads
+// ("" for no cursor): updated_at is stored in milliseconds, so the round trip is exact.
+func (c KeyCursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(c.UpdatedAt.UnixMilli(), 10) + "." + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseKeyCursor reads a cursor that KeyCursor.String wrote. Its error says what is
+// wrong with s without naming where it came from: the caller names the parameter.
+func ParseKeyCursor(s string) (KeyCursor, error) {
+	ms, id, ok := strings.Cut(s, ".")
+	t, err1 := strconv.ParseInt(ms, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || t < 0 || n <= 0 || strings.ContainsAny(s, "+-") {
+		return KeyCursor{}, fmt.Errorf("%q is not a cursor of a stuck listing: pass on the next of the page before", s)
+	}
+	return KeyCursor{UpdatedAt: time.UnixMilli(t).UTC(), ID: n}, nil
 }
 
 // KeyPage is one page of a keys listing.
 type KeyPage struct {
 	Keys []Claim
 	// Next is the cursor of the following page (KeyFilter.Before), 0 when there is
-	// none. Stuck listings have no next page.
+	// none. A stuck listing gives After instead.
 	Next int64
+	// After is the cursor of the page following a stuck listing's (KeyFilter.After),
+	// zero when there is none.
+	After KeyCursor
 	// Partial is true when the page was cut short to stay fast: the filter needs a look
 	// at each claim, and only ScanWindow claims were looked at. Next goes on from there.
 	Partial bool

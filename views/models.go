@@ -341,7 +341,8 @@ type Keys struct {
 	Sources    []string
 	Rows       []KeyRow
 	NextURL    string
-	Partial    bool // only a bounded stretch of keys was searched; NextURL searches on
+	FirstURL   string // when not on the first page
+	Partial    bool   // only a bounded stretch of keys was searched; NextURL searches on
 	CanRelease bool
 	Return     string
 	Empty      string // what to say when there are no rows

@@ -410,18 +410,25 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "stuck: %q is not true or false", v)
 	}
 	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: stuck, StuckBefore: a.now().Add(-a.stuck)}
-	if err := f.Check(); err != nil {
-		return Errorf(http.StatusBadRequest, "%s", err)
-	}
 	before, err := apiInt(q, "before", 0)
 	if err != nil {
 		return err
+	}
+	// A stuck listing comes oldest first, so its cursor is a time and an id, not an id
+	// to go below: it has a parameter of its own.
+	if v := q.Get("after"); v != "" {
+		if f.After, err = storage.ParseKeyCursor(v); err != nil {
+			return Errorf(http.StatusBadRequest, "after=%q: not a cursor; pass on the next of a stuck listing's page as it is", v)
+		}
 	}
 	limit, err := apiInt(q, "limit", 100)
 	if err != nil {
 		return err
 	}
 	f.Before, f.Limit = before, int(min(max(limit, 1), 1000))
+	if err := f.Check(); err != nil {
+		return Errorf(http.StatusBadRequest, "%s", err)
+	}
 	page, err := a.keys.Keys(r.Context(), f)
 	if err != nil {
 		return err
@@ -435,6 +442,9 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	if page.Next != 0 {
 		out.Next = strconv.FormatInt(page.Next, 10)
+	}
+	if !page.After.IsZero() {
+		out.Next = page.After.String()
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil

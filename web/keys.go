@@ -44,8 +44,8 @@ var keyTabs = []struct{ name, label string }{
 	{"all", "All"},
 }
 
-// maxKeysPerForm bounds the keys one release from the console names. The stuck tab,
-// one page with no next, lists as many, so that all of them can go in one release.
+// maxKeysPerForm bounds the keys one release from the console names. The stuck tab
+// lists as many a page, so that a page's keys can all go in one release.
 const maxKeysPerForm = 500
 
 func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
@@ -74,6 +74,13 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("That page address is not valid.")
 		}
 		f.Before = n
+	}
+	if a := q.Get("after"); a != "" && f.Stuck {
+		c, err := storage.ParseKeyCursor(a)
+		if err != nil {
+			return badRequest("That page address is not valid: its after is not a place in the stuck keys. Start again from the Stuck tab.")
+		}
+		f.After = c
 	}
 	page, err := s.keys.Keys(ctx, f)
 	if err != nil {
@@ -140,12 +147,26 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if page.Next != 0 {
-		nq := url.Values{"state": {tab}, "before": {strconv.FormatInt(page.Next, 10)}}
+	if page.Next != 0 || !page.After.IsZero() {
+		nq := url.Values{"state": {tab}}
+		if page.Next != 0 {
+			nq.Set("before", strconv.FormatInt(page.Next, 10))
+		} else {
+			nq.Set("after", page.After.String())
+		}
 		if source != "" {
 			nq.Set("source", source)
 		}
 		v.NextURL = "/keys?" + nq.Encode()
+	}
+	// Shown on an empty page too: the keys after a stuck page's cursor may all have
+	// been released since.
+	if f.Before != 0 || !f.After.IsZero() {
+		fq := url.Values{"state": {tab}}
+		if source != "" {
+			fq.Set("source", source)
+		}
+		v.FirstURL = "/keys?" + fq.Encode()
 	}
 	if v.CanRelease {
 		bq := url.Values{"state": {tab}}

@@ -22,7 +22,7 @@ func claimKeys(cs []storage.Claim) []string {
 }
 
 // TestKeys: the keys listings filter by source, state and stuckness, page newest first
-// by their cursor (stuck keys: the longest stuck first, on one page), and StuckCounts
+// by their cursor (stuck keys: the longest stuck first, by theirs), and StuckCounts
 // counts what the stuck listing lists.
 func TestKeys(t *testing.T, e Engine) {
 	ctx := context.Background()
@@ -106,13 +106,21 @@ func TestKeys(t *testing.T, e Engine) {
 	if ks, err := db.ListKeys(ctx, storage.KeyFilter{Source: "ota", Limit: 2}); err != nil || !slices.Equal(claimKeys(ks), []string{"ota/fresh", "ota/released"}) {
 		t.Errorf("ListKeys with a limit: %v, %v; want the two newest", claimKeys(ks), err)
 	}
-	// A stuck listing is one page: its cursor only leaves that key out.
+	// A stuck listing goes on from After, never Before.
 	stuck, err := db.Keys(ctx, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := claimKeys(stuck.Keys); !slices.Equal(got, []string{"ota/failed", "ota/old"}) || stuck.Next != 0 {
-		t.Errorf("stuck page of 2: %v, next %d; want the two longest stuck and no next page", got, stuck.Next)
+	if got, last := claimKeys(stuck.Keys), stuck.Keys[len(stuck.Keys)-1]; !slices.Equal(got, []string{"ota/failed", "ota/old"}) || stuck.Next != 0 ||
+		stuck.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}) {
+		t.Errorf("stuck page of 2: %v, next %d, after %v; want the two longest stuck and the second's cursor", got, stuck.Next, stuck.After)
+	}
+	stuck, err = db.Keys(ctx, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 2, After: stuck.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimKeys(stuck.Keys); !slices.Equal(got, []string{"pms/old"}) || !stuck.After.IsZero() {
+		t.Errorf("stuck page after it: %v, after %v; want the last stuck key and no next page", got, stuck.After)
 	}
 
 	counts, err := db.StuckCounts(ctx, stuckBefore)
@@ -129,6 +137,205 @@ func TestKeys(t *testing.T, e Engine) {
 	if counts, err := db.StuckCounts(ctx, time.Time{}); err != nil || !maps.Equal(counts, map[string]int{"ota": 1}) {
 		t.Errorf("StuckCounts with nothing processing stuck = %v, %v; want the failed key alone", counts, err)
 	}
+}
+
+// stuckKeys records n keys of ota and pms (one in five) handed downstream, in batches of
+// batch keys, each batch a millisecond after the one before, so that many keys share
+// one updated_at; an hour later one key in ten fails its attempt and enters failed then,
+// all in one millisecond again, behind keys of higher ids; the others' attempts stay
+// under way for a minute. It returns the keys' names, the time before which a processing
+// key is stuck, and the database's clock.
+func stuckKeys(t *testing.T, e Engine, db storage.Store, n, batch int) (names []string, stuckBefore time.Time, clk *Clock) {
+	t.Helper()
+	ctx := context.Background()
+	clk = newClock(e, db)
+	var ds []*storage.Delivery
+	for i := range n {
+		source := "ota"
+		if i%5 == 0 {
+			source = "pms"
+		}
+		ds = append(ds, delivery(source, fmt.Sprintf("k%03d", i), "h"))
+		names = append(names, source+"/"+ds[len(ds)-1].Key)
+		if len(ds) == batch || i == n-1 {
+			if err := db.RecordBatch(ctx, ds, dispatchDay); err != nil {
+				t.Fatal(err)
+			}
+			ds = ds[:0]
+			clk.Add(time.Millisecond)
+		}
+	}
+	clk.Add(time.Hour)
+	for _, j := range lease(t, db, clk.Now(), time.Minute, 2*n) {
+		var i int
+		if _, err := fmt.Sscanf(j.Key, "k%d", &i); err != nil || i%10 != 3 {
+			continue
+		}
+		a := storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery, StartedAt: clk.Now(), Error: "downstream answered 503"}
+		if moved, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{Failed: true, LastError: a.Error}); err != nil || !moved {
+			t.Fatalf("fail %s: moved %v, %v", j.Key, moved, err)
+		}
+	}
+	return names, clk.Now().Add(-10 * time.Minute), clk
+}
+
+// stuckOrder is keys (source/key) in a stuck listing's order, longest stuck first and
+// by id among keys of one millisecond, as each key's claim says.
+func stuckOrder(t *testing.T, db storage.Store, keys []string) []string {
+	t.Helper()
+	claims := make([]storage.Claim, len(keys))
+	for i, k := range keys {
+		source, key, _ := strings.Cut(k, "/")
+		c, err := db.Claim(context.Background(), source, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims[i] = c
+	}
+	slices.SortFunc(claims, func(a, b storage.Claim) int {
+		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	return claimKeys(claims)
+}
+
+// stuckPages follows a stuck listing of f from its first page through After, its cursor
+// taken through its wire form as the console and the API carry it, calling between
+// after each page but the last. It returns the keys listed and each page's size.
+func stuckPages(t *testing.T, db storage.Store, f storage.KeyFilter, between func(page []storage.Claim)) (keys []string, sizes []int) {
+	t.Helper()
+	for range 100 {
+		p, err := db.Keys(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Next != 0 || p.Partial {
+			t.Fatalf("stuck page: next %d, partial %v; want neither", p.Next, p.Partial)
+		}
+		keys, sizes = append(keys, claimKeys(p.Keys)...), append(sizes, len(p.Keys))
+		if p.After.IsZero() {
+			return keys, sizes
+		}
+		if last := p.Keys[len(p.Keys)-1]; p.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}) {
+			t.Fatalf("after %v, want the last key's cursor (%v, %d)", p.After, last.UpdatedAt, last.ID)
+		}
+		if between != nil {
+			between(p.Keys)
+		}
+		if f.After, err = storage.ParseKeyCursor(p.After.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("a stuck listing did not end in 100 pages")
+	return nil, nil
+}
+
+// TestKeys_StuckPages: a stuck listing of more keys than a page, many of one millisecond
+// and a page ending among them, is paged by its cursor oldest first, each key once,
+// by source as well, and ListKeys lists the same keys in the same order.
+func TestKeys_StuckPages(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	names, stuckBefore, _ := stuckKeys(t, e, db, 250, 60)
+	want := stuckOrder(t, db, names)
+	if want[len(want)-1] != "ota/k243" {
+		t.Fatalf("test setup: the key of the highest id to fail is not the last stuck: %v", want[len(want)-5:])
+	}
+	f := storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 100}
+	first, err := db.Keys(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := db.Keys(ctx, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 100, After: first.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Keys) == 0 || !first.Keys[99].UpdatedAt.Equal(second.Keys[0].UpdatedAt) {
+		t.Fatal("test setup: the first page does not end among keys of one millisecond")
+	}
+
+	got, sizes := stuckPages(t, db, f, nil)
+	if !slices.Equal(got, want) || !slices.Equal(sizes, []int{100, 100, 50}) {
+		t.Errorf("paged %d keys in pages of %v, want %d in pages of 100, 100, 50; first difference at %d",
+			len(got), sizes, len(want), firstDiff(got, want))
+	}
+
+	var pms []string
+	for _, k := range want {
+		if strings.HasPrefix(k, "pms/") {
+			pms = append(pms, k)
+		}
+	}
+	got, sizes = stuckPages(t, db, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Source: "pms", Limit: 20}, nil)
+	if !slices.Equal(got, pms) || !slices.Equal(sizes, []int{20, 20, 10}) {
+		t.Errorf("paged pms: %v in pages of %v, want %v in pages of 20, 20, 10", got, sizes, pms)
+	}
+
+	all, err := db.ListKeys(ctx, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimKeys(all); !slices.Equal(got, want) {
+		t.Errorf("ListKeys: first difference with the stuck order at %d", firstDiff(got, want))
+	}
+}
+
+// TestKeys_StuckPagesWhileChanging: keys released between pages (the last one shown,
+// the cursor's own, among them) make no other key skipped or shown twice; a key
+// released before its page comes is not shown; a key shown that then fails enters
+// failed now, and so comes again at the end, failed.
+func TestKeys_StuckPagesWhileChanging(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	names, stuckBefore, clk := stuckKeys(t, e, db, 40, 7)
+	want := stuckOrder(t, db, names)
+	clk.Add(2 * time.Minute) // past the attempts under way: a key in one is not released
+	release := func(k string) {
+		t.Helper()
+		source, key, _ := strings.Cut(k, "/")
+		r, err := db.ReleaseKey(ctx, storage.Release{Source: source, Key: key, Actor: "sam", Reason: "downstream back", StuckBefore: stuckBefore})
+		if err != nil || !r.Changed {
+			t.Fatalf("release %s: %+v, %v", k, r, err)
+		}
+	}
+	var failed string
+	pages := 0
+	got, _ := stuckPages(t, db, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 10}, func(page []storage.Claim) {
+		pages++
+		if pages != 1 {
+			return
+		}
+		release(want[9])  // the cursor's own key
+		release(want[0])  // one shown before it
+		release(want[14]) // one of the next page, not shown yet
+		for _, k := range want[1:9] {
+			if strings.HasPrefix(k, "ota/") && !strings.HasSuffix(k, "3") {
+				failed = k
+				break
+			}
+		}
+		_, key, _ := strings.Cut(failed, "/")
+		handOff(t, db, key, storage.AttemptResult{Failed: true, LastError: "downstream answered 500"})
+	})
+	expect := append(slices.Delete(slices.Clone(want), 14, 15), failed)
+	if !slices.Equal(got, expect) {
+		t.Errorf("paged %v\nwant   %v", got, expect)
+	}
+	if c, err := db.Claim(ctx, "ota", strings.TrimPrefix(failed, "ota/")); err != nil || c.State != storage.StateFailed {
+		t.Errorf("%s: %s, %v; want failed", failed, c.State, err)
+	}
+}
+
+// firstDiff is the first index at which a and b differ, or the shorter's length.
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
 
 // TestKeys_ScanWindow: a keys listing that checks each claim (here a source with one old

@@ -99,6 +99,8 @@ var tests = []struct {
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
 	{"Keys", TestKeys},
+	{"Keys_StuckPages", TestKeys_StuckPages},
+	{"Keys_StuckPagesWhileChanging", TestKeys_StuckPagesWhileChanging},
 	{"Keys_ScanWindow", TestKeys_ScanWindow},
 	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},

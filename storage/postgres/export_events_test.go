@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -68,6 +69,50 @@ func (db *DB) explain(ctx context.Context, analyze bool, query string, args ...a
 		opts = "EXPLAIN (ANALYZE, BUFFERS) "
 	}
 	rows, err := db.pool.Query(ctx, opts+query, customPlan(args)...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(lines, "\n") + "\n", nil
+}
+
+// ExplainKeys returns PostgreSQL's plan of a page of Keys for f (a listing that does
+// not walk), with f's values known to the planner as Keys runs it.
+func (db *DB) ExplainKeys(ctx context.Context, f storage.KeyFilter) (string, error) {
+	query, args := keyQuery(f, 0)
+	return db.explain(ctx, false, query, args...)
+}
+
+// ExplainKeysGeneric returns the plan PostgreSQL runs a page of Keys for f by once it
+// has cached a generic plan of the statement: the one made without the values.
+func (db *DB) ExplainKeysGeneric(ctx context.Context, f storage.KeyFilter) (string, error) {
+	query, args := keyQuery(f, 0)
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `RESET plan_cache_mode`)
+	if _, err := conn.Exec(ctx, `PREPARE keys_plan AS `+query); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `DEALLOCATE keys_plan`)
+	params := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			params[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		default:
+			params[i] = fmt.Sprint(v)
+		}
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE keys_plan(`+strings.Join(params, ", ")+`)`, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return "", err
 	}

@@ -40,8 +40,11 @@ func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, e
 	var page storage.KeyPage
 	if len(claims) > limit {
 		page.Keys = claims[:limit]
-		if !f.Stuck {
-			page.Next = page.Keys[limit-1].ID
+		last := page.Keys[limit-1]
+		if f.Stuck {
+			page.After = storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+		} else {
+			page.Next = last.ID
 		}
 		return page, nil
 	}
@@ -152,9 +155,11 @@ func keyQuery(f storage.KeyFilter, from int64) (string, []any) {
 	order := "id DESC"
 	switch {
 	case f.Stuck:
+		// claims_unsettled holds (updated_at, id): the row comparison is where its scan
+		// starts, exactly, however many keys share the cursor's millisecond.
 		order = "updated_at, id"
-		if f.Before > 0 {
-			where += " AND id <> " + args.add(f.Before) // stuck listings are short; the cursor only skips
+		if !f.After.IsZero() {
+			where += " AND (updated_at, id) > (" + args.add(millis(f.After.UpdatedAt)) + ", " + args.add(f.After.ID) + ")"
 		}
 	case from > 0:
 		where += " AND id >= " + args.add(from) + " AND id < " + args.add(keysBelow(f))

@@ -37,8 +37,11 @@ func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, e
 	var page storage.KeyPage
 	if len(claims) > limit {
 		page.Keys = claims[:limit]
-		if !f.Stuck {
-			page.Next = page.Keys[limit-1].ID
+		last := page.Keys[limit-1]
+		if f.Stuck {
+			page.After = storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+		} else {
+			page.Next = last.ID
 		}
 		return page, nil
 	}
@@ -147,12 +150,10 @@ func keyQuery(f storage.KeyFilter, from int64) (string, []any) {
 	}
 	order := "id DESC"
 	switch {
+	case f.Stuck && !f.After.IsZero():
+		return stuckAfter(table, where, args, f)
 	case f.Stuck:
 		order = "updated_at, id"
-		if f.Before > 0 {
-			where += " AND id != ?" // stuck listings are short; the cursor only skips
-			args = append(args, f.Before)
-		}
 	case from > 0:
 		where += " AND id >= ? AND id < ?"
 		args = append(args, from, keysBelow(f))
@@ -162,6 +163,22 @@ func keyQuery(f storage.KeyFilter, from int64) (string, []any) {
 	}
 	args = append(args, f.Limit)
 	return `SELECT ` + claimColumns + ` FROM ` + table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`, args
+}
+
+// stuckAfter is the query of a stuck listing's page after f.After: of the keys that
+// pass where on table (claims_unsettled), first those of the cursor's millisecond with
+// a greater id, then those of later milliseconds. SQLite does not seek an index by a
+// row value whose second column is the rowid, as (updated_at, id) > (?, ?) would need:
+// it would seek to the millisecond and read every key of it shown before, a batch's
+// worth on each page. Each arm seeks exactly, both come in (updated_at, id) order, and
+// UNION ALL merges them without a sort, reading no more than the page.
+func stuckAfter(table, where string, args []any, f storage.KeyFilter) (string, []any) {
+	at := millis(f.After.UpdatedAt)
+	arm := `SELECT ` + claimColumns + ` FROM ` + table + ` WHERE ` + where
+	all := make([]any, 0, 2*len(args)+4)
+	all = append(append(all, args...), at, f.After.ID)
+	all = append(append(all, args...), at, f.Limit)
+	return arm + ` AND updated_at = ? AND id > ? UNION ALL ` + arm + ` AND updated_at > ? ORDER BY updated_at, id LIMIT ?`, all
 }
 
 // walks reports whether f's listing walks the claims newest first and checks each one

@@ -77,9 +77,11 @@ func TestDB_Keys_Plans(t *testing.T) {
 	db := storagetest.Open(t)
 	// The keys listings walk the claims newest first or read claims_unsettled; none may
 	// read a whole source's claims through the UNIQUE index to sort them.
+	after := storage.KeyCursor{UpdatedAt: time.Now(), ID: 5}
 	for _, f := range []storage.KeyFilter{{}, {Source: "ota"}, {State: storage.StateProcessed},
 		{Source: "ota", State: storage.StateReleased, Before: 5}, {State: storage.StateFailed},
-		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", Before: 5}} {
+		{Source: "ota", State: storage.StateProcessing}, {Stuck: true}, {Stuck: true, Source: "ota", After: after},
+		{Stuck: true, After: after}, {Stuck: true, State: storage.StateFailed, After: after}} {
 		for _, window := range []bool{false, true} {
 			plan, err := db.ExplainKeys(ctx, f, window)
 			if err != nil {
@@ -95,6 +97,13 @@ func TestDB_Keys_Plans(t *testing.T) {
 			// key to show the processing and failed tabs.
 			if strings.Contains(plan, "TEMP B-TREE") {
 				t.Errorf("keys plan for %+v sorts:\n%s", f, plan)
+			}
+			// A stuck page after a cursor seeks to it: the keys of its millisecond after
+			// it, then those of later ones; not every unsettled key from the oldest.
+			if !f.After.IsZero() && (strings.Contains(plan, "SCAN") ||
+				!strings.Contains(plan, "INDEX claims_unsettled (updated_at=? AND rowid>?)") ||
+				!strings.Contains(plan, "INDEX claims_unsettled (updated_at>?)")) {
+				t.Errorf("stuck keys plan for %+v does not start at its cursor:\n%s", f, plan)
 			}
 			// Keys bounds a walk that checks each claim to a window of ids.
 			walk := !f.Stuck && !tab && !released && (f.Source != "" || f.State != "")
