@@ -496,9 +496,9 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key whose claim changed since the preview (another state, re-claimed, gone) is
-// skipped. A cancel asked for is honoured before any key; with no key left the action
-// is done.
+// A key whose claim changed since the preview (another state, re-claimed) is skipped;
+// one whose claim is gone, swept, is released or refused as releasing it alone would.
+// A cancel asked for is honoured before any key; with no key left the action is done.
 func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (storage.BulkBatch, error) {
 	var out storage.BulkBatch
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
@@ -562,15 +562,21 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, k.source, k.key))
 			outcome := ""
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				outcome = string(storage.RefusedNotFound)
-			case err != nil:
+			case err != nil && !errors.Is(err, sql.ErrNoRows):
 				return err
-			case c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt:
+			case err == nil && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
 				outcome = storage.BulkKeySkipped
 			default:
+				// A key with no claim left expired and was swept since the preview (the
+				// sweep runs every minute): releaseIn forgets its trace and business keys
+				// as it does for a release of the key alone, or refuses it. Checked as
+				// having no claim, a key claimed anew in between is refused, not acted on.
+				checked := storage.MoneyNotChecked
+				if errors.Is(err, sql.ErrNoRows) {
+					checked = 0
+				}
 				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, storage.MoneyNotChecked)
+					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, checked)
 				if err != nil {
 					return err
 				}
