@@ -443,13 +443,13 @@ func TestBulkStale(t *testing.T, e Engine) {
 	}
 }
 
-// previewKeys makes a preview of a release of f and returns it with its keys as
-// "source/key", in order.
+// previewKeys makes a preview of a release of f, with the sources the tests record
+// under configured, and returns it with its keys as "source/key", in order.
 func previewKeys(t *testing.T, db storage.Store, f storage.BulkFilter) (storage.BulkAction, []string) {
 	t.Helper()
 	ctx := context.Background()
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: f, Reason: "check",
-		Actor: "ann", StuckBefore: time.Unix(0, 0)})
+		Actor: "ann", KeySources: []string{"ota", "pms"}, StuckBefore: time.Unix(0, 0)})
 	if err != nil {
 		t.Fatalf("preview of %+v: %v", f, err)
 	}

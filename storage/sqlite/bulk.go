@@ -50,7 +50,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	}
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
 	now := db.Now()
-	query, args := bulkQuery(req.Filter, req.StuckBefore)
+	query, args := bulkQuery(req)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk preview: %w", err)
@@ -629,9 +629,10 @@ func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failur
 	})
 }
 
-// query selects the claims f matches, oldest first, with what a preview needs of
-// each: whether its payload is stored, and its first delivery's amount.
-func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
+// bulkQuery selects the claims req's filter matches, oldest first, with what a preview
+// needs of each: whether its payload is stored, and its first delivery's amount.
+func bulkQuery(req storage.BulkRequest) (string, []any) {
+	f, keySources, stuckBefore := req.Filter, req.KeySources, req.StuckBefore
 	where := []string{"1 = 1"}
 	var args []any
 	add := func(cond string, a ...any) {
@@ -642,7 +643,18 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 		add("c.source = ?", f.Source)
 	}
 	if f.Key != "" {
-		add("c.key = ?", f.Key)
+		// The claims' index is on (source, key): a key of no source is looked up in each
+		// configured source by it, where c.key alone would read every claim.
+		switch {
+		case f.Source != "" || len(keySources) == 0:
+			add("c.key = ?", f.Key)
+		default:
+			in := make([]any, len(keySources))
+			for i, s := range keySources {
+				in[i] = s
+			}
+			add("c.source IN ("+placeholders(len(in))+") AND c.key = ?", append(in, f.Key)...)
+		}
 	}
 	if f.State != "" {
 		add("c.state = ?", f.State)
@@ -668,9 +680,11 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	if f.Currency != "" {
 		add("d.currency = ?", storage.CurrencyCode(f.Currency))
 	}
-	// Flags are found through the suspects of the key's first delivery, by index.
+	// Flags are few: the keys are found from the suspects, through their deliveries and
+	// the claims' index on (source, key), and only a suspect of the key's first delivery
+	// counts. Checked per claim instead, every claim would be read.
 	if f.Flag != "" || f.FlagState != "" {
-		cond, a := "EXISTS (SELECT 1 FROM suspects s WHERE s.delivery = c.first_delivery", []any{}
+		cond, a := "(c.source, c.key, c.first_delivery) IN (SELECT fd.source, fd.key, fd.id FROM suspects s JOIN deliveries fd ON fd.id = s.delivery WHERE 1 = 1", []any{}
 		if f.Flag != storage.FlagAny && f.Flag != "" {
 			cond, a = cond+" AND s.kind = ?", append(a, string(f.Flag))
 		}
