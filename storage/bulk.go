@@ -219,6 +219,11 @@ type BulkRequest struct {
 	Filter BulkFilter
 	Reason string // required: it goes to the audit row of each key
 	Actor  string
+	// KeySources are the sources searched for Filter.Key when Filter.Source is empty:
+	// the configured ones, as the events list searches (DeliveryFilter.KeySources).
+	// Keys are scoped by source and found through an index that starts with it;
+	// without them a key is searched for in every claim stored.
+	KeySources []string
 	// StuckBefore: a key processing since before this time is stuck.
 	StuckBefore time.Time
 	// Thresholds say whether a reprocess will need approval (shown in the preview;

@@ -175,9 +175,10 @@ type Store interface {
 	// RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 	// transaction that writes each key's release and audit row (actor: the requester;
 	// reason: the action's, naming it) and its outcome together, then renews runner's lease.
-	// A key whose claim changed since the preview (another state, re-claimed, gone) is
-	// skipped. A cancel asked for is honoured before any key; with no key left the action
-	// is done.
+	// A key whose claim changed since the preview (another state, re-claimed) is skipped;
+	// one whose claim is gone, expired and swept, is released (its trace and business
+	// keys forgotten) or refused as releasing or reprocessing it alone would be. A cancel
+	// asked for is honoured before any key; with no key left the action is done.
 	RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (BulkBatch, error)
 
 	// The runner of bulk actions.

@@ -193,7 +193,7 @@ func (s *Server) handleBulkPreview(w http.ResponseWriter, r *http.Request) error
 		return s.render(w, r, http.StatusBadRequest, views.BulkView(v))
 	}
 	a, err := s.bulk.CreateBulkPreview(r.Context(), storage.BulkRequest{Kind: form.Kind, Filter: f, Reason: form.Reason,
-		Actor: u.Name, StuckBefore: s.now().Add(-s.stuck), Thresholds: s.thresholds})
+		Actor: u.Name, KeySources: s.sourceNames(), StuckBefore: s.now().Add(-s.stuck), Thresholds: s.thresholds})
 	if err != nil {
 		return bulkError(err)
 	}
@@ -560,7 +560,7 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	u, _ := UserFrom(r.Context())
 	act, err := a.bulk.CreateBulkPreview(r.Context(), storage.BulkRequest{Kind: req.Kind, Filter: req.Filter, Reason: req.Reason,
-		Actor: u.Name, StuckBefore: a.now().Add(-a.stuck), Thresholds: a.thresholds})
+		Actor: u.Name, KeySources: a.sourceNames(), StuckBefore: a.now().Add(-a.stuck), Thresholds: a.thresholds})
 	if err != nil {
 		return apiBulkError(err)
 	}

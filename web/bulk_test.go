@@ -599,6 +599,32 @@ func TestConsole_BulkLinkFromEventsKey(t *testing.T) {
 	}
 }
 
+// TestBulk_KeyOfNoSource: a preview of a key in no source, from the events page's bulk
+// link or the API, searches the configured sources for it, as the events list does: a
+// claim of the key in a source no longer configured is not among its keys.
+func TestBulk_KeyOfNoSource(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	storagetest.Record(t, e.db, &storage.Delivery{Source: "retired", Key: "refund-1", KeyMethod: "event_id", PayloadHash: "r",
+		ContentType: "application/json", Body: []byte(`{"refund":1}`)}, storage.ClaimOptions{TTL: 24 * time.Hour})
+	op := e.as(t, storage.RoleOperator)
+	page := bulkFromEventsPage(t, op, "key=refund-1")
+	if got := page.testid("bulk-total").text(); got != "1" {
+		t.Errorf("preview from the events of a key in no source: %s keys; want 1, ota's", got)
+	}
+	if rows := page.testid("bulk-sample-row"); rows.len() != 1 || !strings.Contains(rows.text(), "ota") {
+		t.Errorf("sample %q; want ota's refund-1 alone", rows.text())
+	}
+	tok, _, err := e.db.CreateToken(context.Background(), storage.RoleOperator, "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := apiPost(t, e.srv.URL+"/api/v1/bulk", tok, `{"kind":"release","reason":"x","filter":{"key":"refund-1"}}`)
+	if code != http.StatusCreated || !strings.Contains(body, `"total": 1,`) {
+		t.Errorf("API preview of a key in no source: %d %s; want ota's key alone", code, body)
+	}
+}
+
 // TestConsole_BulkLinkFromEventsNarrowOnly: an events list filtered by what no bulk
 // filter reads (a duplicate, a mismatch, a batch) offers no bulk link, and says why,
 // rather than one to every key of its source; one filtered by a flag leads to the

@@ -443,13 +443,13 @@ func TestBulkStale(t *testing.T, e Engine) {
 	}
 }
 
-// previewKeys makes a preview of a release of f and returns it with its keys as
-// "source/key", in order.
+// previewKeys makes a preview of a release of f, with the sources the tests record
+// under configured, and returns it with its keys as "source/key", in order.
 func previewKeys(t *testing.T, db storage.Store, f storage.BulkFilter) (storage.BulkAction, []string) {
 	t.Helper()
 	ctx := context.Background()
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: f, Reason: "check",
-		Actor: "ann", StuckBefore: time.Unix(0, 0)})
+		Actor: "ann", KeySources: []string{"ota", "pms"}, StuckBefore: time.Unix(0, 0)})
 	if err != nil {
 		t.Fatalf("preview of %+v: %v", f, err)
 	}
@@ -613,5 +613,106 @@ func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
 	}
 	if again := record(t, db, bk("ota", "evt_2", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
 		t.Errorf("a re-send under a new id after the reprocess carries %v; want it flagged, the event having been sent again", again.Suspects)
+	}
+}
+
+// TestBulkRelease_ExpiredSwept: a key past its ttl in a release's preview is usually
+// swept before the run (the sweep runs every minute), leaving a trace: the run still
+// releases it as releasing it alone does, forgetting its trace and business key
+// (audited), so that a re-send of its event under a new id is accepted unflagged.
+func TestBulkRelease_ExpiredSwept(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clk.Add(2 * time.Hour)
+	a, keys := previewKeys(t, db, storage.BulkFilter{Source: "ota"})
+	if !slices.Equal(keys, []string{"ota/evt_1"}) || a.Expired != 1 {
+		t.Fatalf("preview: keys %v, %d expired; want evt_1, expired", keys, a.Expired)
+	}
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want evt_1 swept", n, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	if a, _ = db.BulkAction(ctx, id); a.State != storage.BulkDone || a.Changed != 1 || a.Refused != 0 {
+		t.Errorf("run: changed %d, refused %d, skipped %d (%s); want the swept key changed", a.Changed, a.Refused, a.Skipped, a.State)
+	}
+	if ks, err := db.BulkKeys(ctx, id, 10); err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeyChanged {
+		t.Errorf("keys %+v, %v; want evt_1 changed", ks, err)
+	}
+	entries, err := db.AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	for _, x := range entries {
+		if x.Action == "release" && x.Key == "evt_1" {
+			released++
+			if x.PreviousState != "expired" || x.Actor != "ann" || !strings.Contains(x.Reason, fmt.Sprintf("bulk action %d", id)) {
+				t.Errorf("audit of evt_1 = %+v; want ann's release of an expired key, naming the action", x)
+			}
+		}
+	}
+	if released != 1 {
+		t.Errorf("%d audited releases of evt_1; want 1 (audit %+v)", released, entries)
+	}
+	again := record(t, db, bk("ota", "evt_2", "B"), opt)
+	if again.Outcome != storage.Accepted {
+		t.Fatalf("re-send after the bulk release = %s, want accepted", again.Outcome)
+	}
+	if _, sus := flagsOf(t, db, again.ID); len(sus) != 0 || len(again.Suspects) != 0 {
+		t.Errorf("re-send after the bulk release carries suspects %+v %v", sus, again.Suspects)
+	}
+}
+
+// TestBulkReprocess_ExpiredSwept: a key past its ttl in a reprocess's preview, swept
+// before a second operator approves the reprocess, is refused as not found, as
+// reprocessing it alone is: its claim, which a reprocess sends again, is gone. Nothing
+// is forgotten, so a re-send under a new id is still flagged.
+func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clk.Add(2 * time.Hour)
+	limits := storage.ApprovalThresholds{"EUR": "10.00"}
+	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},
+		Reason: "downstream lost it", Actor: "ann", StuckBefore: clk.Now().Add(-10 * time.Minute), Thresholds: limits})
+	if err != nil || a.Total != 1 {
+		t.Fatalf("preview: %+v, %v; want the expired key", a, err)
+	}
+	if a, err = db.StartBulkAction(ctx, a.ID, "ann", limits); err != nil || a.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %s, %v; want it awaiting approval", a.State, err)
+	}
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want evt_1 swept", n, err)
+	}
+	if _, err := db.ApproveBulkAction(ctx, a.ID, "bob", "checked"); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	ks, err := db.BulkKeys(ctx, id, 10)
+	if err != nil || len(ks) != 1 || ks[0].Outcome != string(storage.RefusedNotFound) {
+		t.Errorf("keys %+v, %v; want evt_1 refused as not found", ks, err)
+	}
+	_, single := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "evt_1", Actor: "ann", Reason: "x", Reprocess: true})
+	if r, _ := storage.RefusalOf(single); r != storage.RefusedNotFound {
+		t.Errorf("a reprocess of the key alone: %v; the bulk run's outcome should be its refusal", single)
+	}
+	if again := record(t, db, bk("ota", "evt_2", "B"), opt); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send under a new id carries %v; want it flagged, nothing forgotten", again.Suspects)
 	}
 }

@@ -27,6 +27,8 @@ var tests = []struct {
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
+	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},
+	{"BulkReprocess_ExpiredSwept", TestBulkReprocess_ExpiredSwept},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},
 	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},

@@ -123,7 +123,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 // and sorts them into those the action acts on and those it leaves out, by reason,
 // counting the expired keys a release acts on (storage.BulkAction.Expired).
 func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time.Time) (keys []previewKey, leftOut map[string]int, expired int, err error) {
-	query, args := bulkQuery(req.Filter, req.StuckBefore)
+	query, args := bulkQuery(req)
 	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("bulk preview: %w", err)
@@ -501,8 +501,9 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key whose claim changed since the preview (another state, re-claimed, gone) is
-// skipped. A cancel asked for is honoured before any key; with no key left the action
+// A key whose claim changed since the preview (another state, re-claimed) is skipped;
+// one whose claim is gone, swept, is released or refused as releasing it alone would.
+// A cancel asked for is honoured before any key; with no key left the action
 // is done.
 //
 // The batch locks the action's row first: a claim by another runner waits for the
@@ -572,13 +573,19 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			c, found := claims[[2]string{k.source, k.key}]
 			outcome := ""
 			switch {
-			case !found:
-				outcome = string(storage.RefusedNotFound)
-			case c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt:
+			case found && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
 				outcome = storage.BulkKeySkipped
 			default:
+				// A key with no claim left expired and was swept since the preview (the
+				// sweep runs every minute): releaseIn forgets its trace and business keys
+				// as it does for a release of the key alone, or refuses it. Checked as
+				// having no claim, a key claimed anew in between is refused, not acted on.
+				checked := storage.MoneyNotChecked
+				if !found {
+					checked = 0
+				}
 				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, storage.MoneyNotChecked)
+					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, checked)
 				if err != nil {
 					return err
 				}
@@ -680,9 +687,10 @@ func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failur
 	})
 }
 
-// bulkQuery selects the claims f matches, oldest first, with what a preview needs of
-// each: whether its payload is stored, and its first delivery's amount.
-func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
+// bulkQuery selects the claims req's filter matches, oldest first, with what a preview
+// needs of each: whether its payload is stored, and its first delivery's amount.
+func bulkQuery(req storage.BulkRequest) (string, []any) {
+	f, keySources, stuckBefore := req.Filter, req.KeySources, req.StuckBefore
 	where := []string{"true"}
 	var args []any
 	arg := func(v any) string {
@@ -703,6 +711,15 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 		equal("c.source", f.Source)
 	}
 	if f.Key != "" {
+		// The claims' index is on (source, key): a key of no source is looked up in each
+		// configured source by it, where c.key alone would read every claim.
+		if f.Source == "" && len(keySources) > 0 {
+			texts := make([]string, len(keySources))
+			for i, s := range keySources {
+				texts[i] = textSafe(s)
+			}
+			where = append(where, "c.source = ANY("+arg(texts)+")")
+		}
 		equal("c.key", f.Key)
 	}
 	if f.State != "" {
@@ -729,9 +746,11 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	if f.Currency != "" {
 		equal("d.currency", storage.CurrencyCode(f.Currency))
 	}
-	// Flags are found through the suspects of the key's first delivery, by index.
+	// Flags are few: the keys are found from the suspects, through their deliveries and
+	// the claims' index on (source, key), and only a suspect of the key's first delivery
+	// counts. Checked per claim instead, every claim would be read.
 	if f.Flag != "" || f.FlagState != "" {
-		cond := "EXISTS (SELECT 1 FROM suspects s WHERE s.delivery = c.first_delivery"
+		cond := "(c.source, c.key, c.first_delivery) IN (SELECT fd.source, fd.key, fd.id FROM suspects s JOIN deliveries fd ON fd.id = s.delivery WHERE true"
 		if f.Flag != storage.FlagAny && f.Flag != "" {
 			cond += " AND s.kind = " + arg(string(f.Flag))
 		}

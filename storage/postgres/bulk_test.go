@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,5 +108,64 @@ WHERE action = 'release'`).Scan(&rows, &distinct); err != nil {
 	}
 	if released != keys || outcomes != keys {
 		t.Errorf("%d keys released, %d outcomes 'changed'; want %d of each", released, outcomes, keys)
+	}
+}
+
+// TestBulkPreview_Plans checks that a preview's key and flag filters find their claims
+// through the claims' index on (source, key), with PostgreSQL's statistics of planRows
+// deliveries and as many claims: a key of no source in each configured source, flagged
+// keys from their suspects. No step reads the claims or the deliveries in full.
+func TestBulkPreview_Plans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores many deliveries")
+	}
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	db := openEngine(t, url)
+	fillDeliveries(t, url, planRows, start)
+	// A claim for each key of the accepted deliveries, won by the first of them, and
+	// as many again of a source with no delivery stored any more.
+	conn := connect(t, url)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+SELECT DISTINCT ON (source, key) source, key, 'processed', id, 'h', received_at, received_at + 86400000, received_at
+FROM deliveries WHERE outcome = 'accepted' ORDER BY source, key, id`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `
+INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+SELECT 'cm', 'evt_' || i, 'processed', 0, 'h', $1::bigint, $1::bigint + 86400000, $1::bigint
+FROM generate_series(1, (SELECT $2::bigint - count(*) FROM claims)) AS i`, start.UnixMilli(), planRows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `VACUUM ANALYZE claims`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    storage.BulkFilter
+	}{
+		{"Key", storage.BulkFilter{Key: fmt.Sprint("evt_", planRows/4)}},
+		{"KeyOneSource", storage.BulkFilter{Key: fmt.Sprint("evt_", planRows/4), Source: "ota"}},
+		{"Flag", storage.BulkFilter{Flag: storage.FlagAny}},
+		{"FlagKind", storage.BulkFilter{Flag: storage.SuspectBusinessKey, FlagState: storage.SuspectOpen}},
+		{"FlagState", storage.BulkFilter{FlagState: storage.SuspectDismissed, State: storage.StateProcessed}},
+		{"FlagSource", storage.BulkFilter{Flag: storage.SuspectBusinessKey, Source: "ota"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := db.ExplainBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: tc.f,
+				KeySources: []string{"ota", "pms", "cm"}, StuckBefore: start}, testing.Verbose())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, "claims_source_key_key") {
+				t.Errorf("plan does not find the claims by their key index:\n%s", plan)
+			}
+			if strings.Contains(plan, "Seq Scan on claims") || strings.Contains(plan, "Seq Scan on deliveries") {
+				t.Errorf("plan reads a table in full:\n%s", plan)
+			}
+			t.Logf("%+v\n%s", tc.f, plan)
+		})
 	}
 }

@@ -50,7 +50,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	}
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
 	now := db.Now()
-	query, args := bulkQuery(req.Filter, req.StuckBefore)
+	query, args := bulkQuery(req)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return storage.BulkAction{}, fmt.Errorf("bulk preview: %w", err)
@@ -496,9 +496,9 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key whose claim changed since the preview (another state, re-claimed, gone) is
-// skipped. A cancel asked for is honoured before any key; with no key left the action
-// is done.
+// A key whose claim changed since the preview (another state, re-claimed) is skipped;
+// one whose claim is gone, swept, is released or refused as releasing it alone would.
+// A cancel asked for is honoured before any key; with no key left the action is done.
 func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (storage.BulkBatch, error) {
 	var out storage.BulkBatch
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
@@ -562,15 +562,21 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, k.source, k.key))
 			outcome := ""
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				outcome = string(storage.RefusedNotFound)
-			case err != nil:
+			case err != nil && !errors.Is(err, sql.ErrNoRows):
 				return err
-			case c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt:
+			case err == nil && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
 				outcome = storage.BulkKeySkipped
 			default:
+				// A key with no claim left expired and was swept since the preview (the
+				// sweep runs every minute): releaseIn forgets its trace and business keys
+				// as it does for a release of the key alone, or refuses it. Checked as
+				// having no claim, a key claimed anew in between is refused, not acted on.
+				checked := storage.MoneyNotChecked
+				if errors.Is(err, sql.ErrNoRows) {
+					checked = 0
+				}
 				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, storage.MoneyNotChecked)
+					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, checked)
 				if err != nil {
 					return err
 				}
@@ -623,9 +629,10 @@ func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failur
 	})
 }
 
-// query selects the claims f matches, oldest first, with what a preview needs of
-// each: whether its payload is stored, and its first delivery's amount.
-func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
+// bulkQuery selects the claims req's filter matches, oldest first, with what a preview
+// needs of each: whether its payload is stored, and its first delivery's amount.
+func bulkQuery(req storage.BulkRequest) (string, []any) {
+	f, keySources, stuckBefore := req.Filter, req.KeySources, req.StuckBefore
 	where := []string{"1 = 1"}
 	var args []any
 	add := func(cond string, a ...any) {
@@ -636,7 +643,18 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 		add("c.source = ?", f.Source)
 	}
 	if f.Key != "" {
-		add("c.key = ?", f.Key)
+		// The claims' index is on (source, key): a key of no source is looked up in each
+		// configured source by it, where c.key alone would read every claim.
+		switch {
+		case f.Source != "" || len(keySources) == 0:
+			add("c.key = ?", f.Key)
+		default:
+			in := make([]any, len(keySources))
+			for i, s := range keySources {
+				in[i] = s
+			}
+			add("c.source IN ("+placeholders(len(in))+") AND c.key = ?", append(in, f.Key)...)
+		}
 	}
 	if f.State != "" {
 		add("c.state = ?", f.State)
@@ -662,9 +680,11 @@ func bulkQuery(f storage.BulkFilter, stuckBefore time.Time) (string, []any) {
 	if f.Currency != "" {
 		add("d.currency = ?", storage.CurrencyCode(f.Currency))
 	}
-	// Flags are found through the suspects of the key's first delivery, by index.
+	// Flags are few: the keys are found from the suspects, through their deliveries and
+	// the claims' index on (source, key), and only a suspect of the key's first delivery
+	// counts. Checked per claim instead, every claim would be read.
 	if f.Flag != "" || f.FlagState != "" {
-		cond, a := "EXISTS (SELECT 1 FROM suspects s WHERE s.delivery = c.first_delivery", []any{}
+		cond, a := "(c.source, c.key, c.first_delivery) IN (SELECT fd.source, fd.key, fd.id FROM suspects s JOIN deliveries fd ON fd.id = s.delivery WHERE 1 = 1", []any{}
 		if f.Flag != storage.FlagAny && f.Flag != "" {
 			cond, a = cond+" AND s.kind = ?", append(a, string(f.Flag))
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,37 @@ func TestDB_BulkOldPreviewsClearedInParts(t *testing.T) {
 	}
 	if acts, err := db.BulkActions(ctx, "", 10); err != nil || len(acts) != 1 || acts[0].Filter.Source != "none" {
 		t.Errorf("actions: %+v, %v; want the new preview alone", acts, err)
+	}
+}
+
+// TestDB_BulkPreview_Plans: a preview's key and flag filters find their claims through
+// the claims' index on (source, key), a key of no source in each configured source and
+// flagged keys from their suspects: no step reads every claim.
+func TestDB_BulkPreview_Plans(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	for _, tc := range []struct {
+		name string
+		f    storage.BulkFilter
+	}{
+		{"Key", storage.BulkFilter{Key: "evt_1"}},
+		{"KeyOneSource", storage.BulkFilter{Key: "evt_1", Source: "ota"}},
+		{"Flag", storage.BulkFilter{Flag: storage.FlagAny}},
+		{"FlagKind", storage.BulkFilter{Flag: storage.SuspectBusinessKey, FlagState: storage.SuspectOpen}},
+		{"FlagState", storage.BulkFilter{FlagState: storage.SuspectDismissed, State: storage.StateProcessed}},
+		{"FlagSource", storage.BulkFilter{Flag: storage.SuspectCorrelation, Source: "ota"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := db.ExplainBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: tc.f,
+				KeySources: []string{"ota", "pms"}, StuckBefore: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, "SEARCH c USING INDEX sqlite_autoindex_claims_1 (source=? AND key=?)") {
+				t.Errorf("plan does not find the claims by their key index:\n%s", plan)
+			}
+			noScans(t, plan)
+			t.Logf("%s", plan)
+		})
 	}
 }
