@@ -26,6 +26,10 @@ type DeliveryFilter struct {
 	// those that carry no currency: the ledger's rows of none. An empty Property or
 	// Currency matches every delivery instead.
 	NoProperty, NoCurrency bool
+	// HasAmount selects only the deliveries that carry an amount (read from their
+	// source's amount field), whether or not it is a plain decimal: the ledger counts
+	// those as money caught.
+	HasAmount bool
 	// Batch selects the items of one batched request (the id of its first item
 	// delivery); 0 matches every delivery.
 	Batch int64

@@ -106,13 +106,16 @@ type LedgerRow struct {
 	Source   string
 	Property string
 	Currency string // "" for amounts whose source reads no currency
-	// Caught: duplicates that carried an amount, blocked (not handed downstream).
+	// Caught: duplicates that carried an amount (a plain decimal or not), blocked (not
+	// handed downstream).
 	Caught Money
 	// MoneyMismatch: duplicates whose amount, currency or status differed from the
-	// first delivery's; blocked too (also in Caught when they carried an amount), and
-	// at risk: the delivery handed downstream may not be the one that counts.
+	// first delivery's, whether or not they carried an amount; blocked too (also in
+	// Caught when they carried one), and at risk: the delivery handed downstream may
+	// not be the one that counts.
 	MoneyMismatch Money
-	// The open suspects of each kind: accepted and handed downstream, not reviewed yet.
+	// The open suspects of each kind, whether or not their delivery carried an amount:
+	// accepted and handed downstream, not reviewed yet.
 	BusinessKey, Correlation, LateDuplicate Money
 	// Confirmed: the deliveries an operator confirmed as doubles, of every kind, each
 	// once however many of its suspects were confirmed.

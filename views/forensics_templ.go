@@ -1466,7 +1466,7 @@ func ledgerHead(first string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 123, "</th><th scope=\"col\" class=\"num\" title=\"duplicates blocked before they reached downstream\">Caught</th><th scope=\"col\" class=\"num\">Money mismatches</th><th scope=\"col\" class=\"num\" title=\"suspected duplicates within a source\">Suspected duplicates</th><th scope=\"col\" class=\"num\" title=\"suspected double refunds across sources\">Double refunds</th><th scope=\"col\" class=\"num\">Late duplicates</th><th scope=\"col\" class=\"num\">At risk</th><th scope=\"col\" class=\"num\">Confirmed</th></tr></thead>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 123, "</th><th scope=\"col\" class=\"num\" title=\"duplicates that carried an amount, blocked before they reached downstream\">Caught</th><th scope=\"col\" class=\"num\">Money mismatches</th><th scope=\"col\" class=\"num\" title=\"suspected duplicates within a source\">Suspected duplicates</th><th scope=\"col\" class=\"num\" title=\"suspected double refunds across sources\">Double refunds</th><th scope=\"col\" class=\"num\">Late duplicates</th><th scope=\"col\" class=\"num\">At risk</th><th scope=\"col\" class=\"num\">Confirmed</th></tr></thead>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1620,7 +1620,7 @@ func LedgerView(v Ledger) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 134, "<p class=\"hint\">Money caught: duplicates blocked before they reached downstream. Money at risk: money mismatches (a duplicate whose amount, currency or status changed) and suspects not reviewed yet. Sums are exact and per currency, never across currencies; days are UTC.</p><form class=\"filters\" method=\"get\" action=\"/ledger\" role=\"search\" data-testid=\"ledger-filters\"><label>Source <select name=\"source\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 134, "<p class=\"hint\">Money caught: duplicates that carried an amount, blocked before they reached downstream. Money at risk: money mismatches (a duplicate whose amount, currency or status changed) and suspects not reviewed yet. Sums are exact and per currency, never across currencies; days are UTC.</p><form class=\"filters\" method=\"get\" action=\"/ledger\" role=\"search\" data-testid=\"ledger-filters\"><label>Source <select name=\"source\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1784,7 +1784,7 @@ func LedgerView(v Ledger) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 150, "</tbody></table></div></section><section aria-labelledby=\"ledger-rows\"><h2 id=\"ledger-rows\">By day, source, property and currency</h2><div class=\"table-wrap\"><table class=\"data ledger\" data-testid=\"ledger\"><thead><tr><th scope=\"col\">Day</th><th scope=\"col\">Source</th><th scope=\"col\">Property</th><th scope=\"col\">Currency</th><th scope=\"col\" class=\"num\">Caught</th><th scope=\"col\" class=\"num\">Money mismatches</th><th scope=\"col\" class=\"num\" title=\"suspected duplicates within a source\">Suspected duplicates</th><th scope=\"col\" class=\"num\" title=\"suspected double refunds across sources\">Double refunds</th><th scope=\"col\" class=\"num\">Late duplicates</th><th scope=\"col\" class=\"num\">At risk</th><th scope=\"col\" class=\"num\">Confirmed</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 150, "</tbody></table></div></section><section aria-labelledby=\"ledger-rows\"><h2 id=\"ledger-rows\">By day, source, property and currency</h2><div class=\"table-wrap\"><table class=\"data ledger\" data-testid=\"ledger\"><thead><tr><th scope=\"col\">Day</th><th scope=\"col\">Source</th><th scope=\"col\">Property</th><th scope=\"col\">Currency</th><th scope=\"col\" class=\"num\" title=\"duplicates that carried an amount, blocked before they reached downstream\">Caught</th><th scope=\"col\" class=\"num\">Money mismatches</th><th scope=\"col\" class=\"num\" title=\"suspected duplicates within a source\">Suspected duplicates</th><th scope=\"col\" class=\"num\" title=\"suspected double refunds across sources\">Double refunds</th><th scope=\"col\" class=\"num\">Late duplicates</th><th scope=\"col\" class=\"num\">At risk</th><th scope=\"col\" class=\"num\">Confirmed</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

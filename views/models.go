@@ -166,6 +166,9 @@ type DeliveryFilter struct {
 	// NoProperty and NoCurrency select the deliveries without one (property_none,
 	// currency_none), as the ledger's rows of none link to them.
 	NoProperty, NoCurrency bool
+	// Amount is "any" to select only the deliveries that carry an amount, as the
+	// ledger's money caught links to them; "" selects every delivery.
+	Amount string
 }
 
 // Events is the events list.

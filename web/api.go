@@ -170,6 +170,9 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if f.NoCurrency, err = noneFilter(q, "currency", f.Currency); err != nil {
 		return err
 	}
+	if f.HasAmount, err = amountFilter(q); err != nil {
+		return err
+	}
 	if f.Flag != "" && f.Flag != storage.FlagAny && !validKind(string(f.Flag)) {
 		return Errorf(http.StatusBadRequest, "flag %q: want any, business_key, correlation or late_duplicate", f.Flag)
 	}

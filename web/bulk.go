@@ -670,9 +670,12 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 // item is a later or another delivery, which no bulk filter reads: left out, the
 // action would take in every key whose first delivery matches the rest, far more than
 // the list shows. No bulk filter selects the keys without a property or a currency
-// either: left out, those would widen the action to every property or currency. From
-// and To carry over, though they bound when a key was claimed there (the bulk page
-// says so): at most fewer keys, never more.
+// either: left out, those would widen the action to every property or currency. Nor
+// the keys whose delivery carries an amount: the bulk filter's amount range matches
+// plain decimals only, so a range leaves out an amount like 12,50 that the list shows,
+// and without one the action takes in the keys that carry none. From and To carry
+// over, though they bound when a key was claimed there (the bulk page says so): at
+// most fewer keys, never more.
 func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
 	var cannot []string
 	switch vf.Outcome {
@@ -690,6 +693,9 @@ func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
 	}
 	if vf.NoCurrency {
 		cannot = append(cannot, "currency: none")
+	}
+	if vf.Amount != "" {
+		cannot = append(cannot, "amount: "+vf.Amount)
 	}
 	if len(cannot) > 0 {
 		return "", "A bulk action selects keys by their first, accepted delivery; this list is filtered by " +

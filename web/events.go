@@ -78,6 +78,12 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		return vf, f, err.Error()
 	}
 	vf.NoProperty, vf.NoCurrency = f.NoProperty, f.NoCurrency
+	if f.HasAmount, err = amountFilter(q); err != nil {
+		return vf, f, err.Error()
+	}
+	if f.HasAmount {
+		vf.Amount = amountAny
+	}
 	if vf.Flag != "" && vf.Flag != string(storage.FlagAny) && !validKind(vf.Flag) {
 		return vf, f, "Flag must be any, business_key, correlation or late_duplicate."
 	}
@@ -144,6 +150,26 @@ func noneFilter(q url.Values, name, value string) (bool, error) {
 	}
 }
 
+// amountAny is the value of the events filter's amount parameter that selects the
+// deliveries carrying an amount, of any value, as flag=any selects those flagged by any
+// kind; the ledger's money caught links to it.
+const amountAny = "any"
+
+// amountFilter reads the events filter's amount parameter: amount=any selects only the
+// deliveries that carry an amount (a plain decimal or not: the ledger counts both); absent
+// or empty selects every delivery. A problem is returned as an *Error that names the
+// parameter.
+func amountFilter(q url.Values) (bool, error) {
+	switch v := strings.TrimSpace(q.Get("amount")); v {
+	case "":
+		return false, nil
+	case amountAny:
+		return true, nil
+	default:
+		return false, Errorf(http.StatusBadRequest, "amount=%q: want any (only the deliveries that carry an amount)", v)
+	}
+}
+
 func filterQuery(vf views.DeliveryFilter) url.Values {
 	q := url.Values{}
 	set := func(k, v string) {
@@ -163,6 +189,7 @@ func filterQuery(vf views.DeliveryFilter) url.Values {
 	if vf.NoCurrency {
 		q.Set("currency_none", "1")
 	}
+	set("amount", vf.Amount)
 	set("flag", vf.Flag)
 	set("flag_state", vf.FlagState)
 	set("property", vf.Property)

@@ -111,9 +111,13 @@ func (l ledgerLinks) url(set url.Values) string {
 }
 
 // ledgerFilters are the events list's filters of each kind of ledger cell, by the
-// API's name of it; the money at risk, of several kinds, has none.
+// API's name of it, each selecting exactly the deliveries the cell counts (storage's
+// LedgerRow says which): caught counts only the duplicates that carried an amount, a
+// plain decimal or not; a money mismatch or a suspect counts whether or not its
+// delivery carried one. The money at risk, the deliveries of several kinds at once, has
+// none: no one events filter selects a money mismatch or an open suspect.
 var ledgerFilters = map[string]url.Values{
-	"caught":              {"outcome": {"duplicate"}},
+	"caught":              {"outcome": {"duplicate"}, "amount": {amountAny}},
 	"money_mismatch":      {"mismatch": {"money"}},
 	"business_key_open":   {"flag": {string(storage.SuspectBusinessKey)}, "flag_state": {storage.SuspectOpen}},
 	"correlation_open":    {"flag": {string(storage.SuspectCorrelation)}, "flag_state": {storage.SuspectOpen}},

@@ -56,9 +56,51 @@ func recordNoneLedger(t *testing.T, db *sqlite.DB) {
 func TestConsole_LedgerLinksOfNone(t *testing.T) {
 	e := newConsoleEnv(t)
 	recordNoneLedger(t, e.db)
-	c := e.as(t, "viewer")
-	_, p := c.page("/ledger")
 	var noneRow, noneCurrency int
+	totals := map[string]bool{}
+	for _, l := range followLedgerLinks(t, e.as(t, "viewer")) {
+		if l.total {
+			totals[l.currency] = true
+			continue
+		}
+		if l.property == "" {
+			noneRow++
+		}
+		if l.currency == "—" {
+			noneCurrency++
+		}
+	}
+	if noneRow < 3 || noneCurrency < 3 {
+		t.Fatalf("links of rows of no property: %d, of no currency: %d; want the cells of each", noneRow, noneCurrency)
+	}
+	if len(totals) != 2 {
+		t.Fatalf("links of the totals of %v; want EUR and none", totals)
+	}
+}
+
+// ledgerLink is a count of the ledger page that links to its deliveries: in a row of
+// property and currency (as the page shows them), or in the totals.
+type ledgerLink struct {
+	property, currency, href string
+	total                    bool
+}
+
+// followLedgerLinks follows every count's link of the ledger page, rows and totals,
+// fails the test where the events list it leads to lists other than as many deliveries
+// as the count, and returns the links.
+func followLedgerLinks(t *testing.T, c *client) []ledgerLink {
+	t.Helper()
+	_, p := c.page("/ledger")
+	var out []ledgerLink
+	follow := func(where string, l ledgerLink, link nodes) {
+		t.Helper()
+		want := link.text()
+		code, ev := c.page(l.href)
+		if got := strconv.Itoa(ev.testid("event-link").len()); code != http.StatusOK || got != want {
+			t.Errorf("%s: %s lists %s deliveries (%d); the cell counts %s", where, l.href, got, code, want)
+		}
+		out = append(out, l)
+	}
 	for _, row := range p.testid("ledger-row").list {
 		r := nodes{t, []*html.Node{row}}
 		cells := r.tag("td")
@@ -68,33 +110,17 @@ func TestConsole_LedgerLinksOfNone(t *testing.T) {
 		property, currency := nodes{t, cells.list[2:3]}.text(), nodes{t, cells.list[3:4]}.text()
 		links := r.testid("ledger-link")
 		for i, href := range links.attrs("href") {
-			if property == "" {
-				noneRow++
-			}
-			if currency == "—" {
-				noneCurrency++
-			}
-			want := nodes{t, links.list[i : i+1]}.text()
-			code, ev := c.page(href)
-			if got := strconv.Itoa(ev.testid("event-link").len()); code != http.StatusOK || got != want {
-				t.Errorf("row %q: %s lists %s deliveries (%d); the cell counts %s", r.text(), href, got, code, want)
-			}
+			follow("row "+r.text(), ledgerLink{property: property, currency: currency, href: href}, nodes{t, links.list[i : i+1]})
 		}
 	}
-	if noneRow < 3 || noneCurrency < 3 {
-		t.Fatalf("links of rows of no property: %d, of no currency: %d; want the cells of each", noneRow, noneCurrency)
-	}
-	totals := p.testid("ledger-total")
-	if totals.len() != 2 {
-		t.Fatalf("ledger totals: %q; want EUR and none", totals.text())
-	}
-	links := totals.testid("ledger-link")
-	for i, href := range links.attrs("href") {
-		want := nodes{t, links.list[i : i+1]}.text()
-		if code, ev := c.page(href); code != http.StatusOK || strconv.Itoa(ev.testid("event-link").len()) != want {
-			t.Errorf("total: %s lists %d deliveries (%d); the cell counts %s", href, ev.testid("event-link").len(), code, want)
+	for _, row := range p.testid("ledger-total").list {
+		r := nodes{t, []*html.Node{row}}
+		links := r.testid("ledger-link")
+		for i, href := range links.attrs("href") {
+			follow("total "+r.text(), ledgerLink{currency: r.tag("th").text(), href: href, total: true}, nodes{t, links.list[i : i+1]})
 		}
 	}
+	return out
 }
 
 // TestAPI_LedgerLinksOfNone: the API's ledger rows link, per kind, to exactly the
@@ -102,12 +128,38 @@ func TestConsole_LedgerLinksOfNone(t *testing.T) {
 func TestAPI_LedgerLinksOfNone(t *testing.T) {
 	e := newAPIEnv(t)
 	recordNoneLedger(t, e.db)
-	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger", "")
-	rows, _ := out["rows"].([]any)
-	if code != http.StatusOK || len(rows) != 4 {
-		t.Fatalf("ledger = %d %v; want 4 rows", code, out)
+	rows, links := followAPILedgerLinks(t, e)
+	if rows != 4 {
+		t.Fatalf("%d ledger rows; want 4", rows)
 	}
 	var none int
+	for _, l := range links {
+		if l.property == nil || l.currency == "" {
+			none++
+		}
+	}
+	if none < 3 {
+		t.Fatalf("%d links of rows of no property or currency; want at least 3", none)
+	}
+}
+
+// apiLedgerLink is one of an API ledger row's links to its deliveries of a kind.
+type apiLedgerLink struct {
+	property, currency any // as the row has them (nil: none)
+	kind, link         string
+}
+
+// followAPILedgerLinks follows every link of the API's ledger rows, fails the test
+// where the deliveries it lists are other than as many as the row counts of its kind,
+// and returns how many rows there are and the links.
+func followAPILedgerLinks(t *testing.T, e *apiEnv) (int, []apiLedgerLink) {
+	t.Helper()
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger", "")
+	rows, _ := out["rows"].([]any)
+	if code != http.StatusOK {
+		t.Fatalf("ledger = %d %v", code, out)
+	}
+	var seen []apiLedgerLink
 	for _, x := range rows {
 		row := x.(map[string]any)
 		links, _ := row["deliveries"].(map[string]any)
@@ -119,13 +171,90 @@ func TestAPI_LedgerLinksOfNone(t *testing.T) {
 				t.Errorf("row %v/%v %s: GET %s = %d, %d deliveries; the row counts %v", row["property"], row["currency"], kind,
 					link, code, len(got), want)
 			}
-			if row["property"] == nil || row["currency"] == "" {
-				none++
-			}
+			seen = append(seen, apiLedgerLink{property: row["property"], currency: row["currency"], kind: kind, link: link.(string)})
 		}
 	}
-	if none < 3 {
-		t.Fatalf("%d links of rows of no property or currency; want at least 3", none)
+	return len(rows), seen
+}
+
+// recordAmountLedger stores, today, deliveries of source ota, property HTL-3, whose
+// ledger cells count some deliveries with an amount and some without: duplicates with
+// an amount (one of them no plain decimal, counted unsummed) beside duplicates without
+// one (a currency but no amount, neither), a money mismatch without an amount, and open
+// and confirmed suspects on deliveries with and without one. A link that selected a
+// cell's deliveries by outcome, mismatch or flag alone would list more or fewer than
+// the cell counts.
+func recordAmountLedger(t *testing.T, db *sqlite.DB) {
+	t.Helper()
+	ctx := context.Background()
+	rec := func(key, hash, amount, currency string) *storage.Delivery {
+		t.Helper()
+		d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: hash, Property: "HTL-3",
+			Amount: amount, Currency: currency, Status: 200}
+		if err := db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	paid := rec("paid", "h", "15.00", "EUR")
+	rec("paid", "h", "15.00", "EUR")
+	mm := rec("paid", "h2", "", "EUR")
+	storagetest.SetMoneyMismatch(t, db, mm.ID)
+	rec("text", "h", "12,50", "EUR")
+	rec("text", "h", "12,50", "EUR")
+	unpaid := rec("unpaid", "h", "", "EUR")
+	rec("unpaid", "h", "", "EUR")
+	rec("unpaid", "h", "", "EUR")
+	rec("bare", "h", "7", "")
+	rec("bare", "h", "7", "")
+	bare := rec("bare-none", "h", "", "")
+	rec("bare-none", "h", "", "")
+	for _, s := range []storage.Suspect{
+		{Kind: storage.SuspectBusinessKey, Delivery: paid.ID, Amount: "15.00", Currency: "EUR"},
+		{Kind: storage.SuspectBusinessKey, Delivery: unpaid.ID, Currency: "EUR"},
+		{Kind: storage.SuspectCorrelation, Delivery: unpaid.ID, Currency: "EUR"},
+		{Kind: storage.SuspectLateDuplicate, Delivery: bare.ID, State: storage.SuspectConfirmed},
+	} {
+		s.Source, s.Property = "ota", "HTL-3"
+		storagetest.AddSuspect(t, db, s)
+	}
+}
+
+// TestConsole_LedgerLinksOfAmounts: every count of the ledger links to the events list
+// of exactly the deliveries it counts where some of a kind carry an amount and some do
+// not: caught to the duplicates that carried one (an unsummed amount included), a money
+// mismatch and a suspect to theirs with an amount or without.
+func TestConsole_LedgerLinksOfAmounts(t *testing.T) {
+	e := newConsoleEnv(t)
+	recordAmountLedger(t, e.db)
+	c := e.as(t, "viewer")
+	_, p := c.page("/ledger")
+	eur := p.testid("ledger-totals").withAttr("data-currency", "EUR")
+	eur.testid("caught").shows("2", "EUR 15.00", "+1 unsummed")
+	eur.testid("money-mismatches").shows("1")
+	var caught int
+	for _, l := range followLedgerLinks(t, c) {
+		if l.property == "HTL-3" && strings.Contains(l.href, "outcome=duplicate") {
+			caught++
+		}
+	}
+	if caught != 2 {
+		t.Fatalf("%d links of money caught of HTL-3; want 2 (EUR and none)", caught)
+	}
+}
+
+// TestAPI_LedgerLinksOfAmounts: the API's ledger rows link, per kind, to exactly the
+// deliveries they count, where some of a kind carry an amount and some do not.
+func TestAPI_LedgerLinksOfAmounts(t *testing.T) {
+	e := newAPIEnv(t)
+	recordAmountLedger(t, e.db)
+	rows, links := followAPILedgerLinks(t, e)
+	kinds := map[string]bool{}
+	for _, l := range links {
+		kinds[l.kind] = true
+	}
+	if rows != 2 || len(kinds) != 5 {
+		t.Fatalf("%d rows, links of %v; want 2 rows and links of caught, money_mismatch, every open kind and confirmed", rows, kinds)
 	}
 }
 
@@ -234,4 +363,81 @@ func selectedOption(n nodes) string {
 		_, ok := viewstest.Attr(x, "selected")
 		return x.Data == "option" && ok
 	}).text()
+}
+
+// TestEvents_AmountFilter: amount=any selects the deliveries that carry an amount, in
+// the console, its CSV and the API alike; the events page shows the filter and offers
+// no bulk action, which could not keep it; any other value is refused with the
+// parameter named.
+func TestEvents_AmountFilter(t *testing.T) {
+	e := newConsoleEnv(t)
+	recordAmountLedger(t, e.db)
+	op := e.as(t, storage.RoleOperator)
+	const withAmount = "/events?property=HTL-3&outcome=duplicate&amount=any"
+
+	t.Run("Console", func(t *testing.T) {
+		code, p := op.page(withAmount)
+		if n := p.testid("event-link").len(); code != http.StatusOK || n != 3 {
+			t.Fatalf("duplicates of HTL-3 with an amount: %d, %d rows; want 3", code, n)
+		}
+		if got := selectedOption(p.testid("filter-amount")); got != "with an amount" {
+			t.Errorf("the amount filter shows %q; want with an amount", got)
+		}
+		if links := p.testid("bulk-all").attrs("href"); len(links) != 0 {
+			t.Errorf("bulk link %v; want none", links)
+		}
+		_, accepted := op.page("/events?outcome=accepted&amount=any")
+		if links := accepted.testid("bulk-all").attrs("href"); len(links) != 0 {
+			t.Errorf("bulk link %v from accepted deliveries with an amount; want none (it would take keys without one)", links)
+		}
+		if why := accepted.testid("bulk-why-not").text(); !strings.Contains(why, "amount: any") {
+			t.Errorf("no word why there is no bulk link: %q", why)
+		}
+		csvURL := p.testid("csv").attrs("href")
+		if len(csvURL) != 1 || !strings.Contains(csvURL[0], "amount=any") {
+			t.Fatalf("CSV link %v does not keep amount", csvURL)
+		}
+		_, body := op.get(csvURL[0])
+		if recs, err := csv.NewReader(strings.NewReader(body)).ReadAll(); err != nil || len(recs) != 4 {
+			t.Fatalf("CSV of duplicates with an amount: %q, %v; want a header and 3 rows", recs, err)
+		}
+		if _, p := op.page("/events?property=HTL-3&outcome=duplicate"); p.testid("event-link").len() != 7 {
+			t.Errorf("duplicates of HTL-3: %d; want 7, with an amount or not", p.testid("event-link").len())
+		}
+	})
+
+	t.Run("API", func(t *testing.T) {
+		a := newAPIEnv(t)
+		recordAmountLedger(t, a.db)
+		for query, want := range map[string]int{
+			"outcome=duplicate&amount=any":                 3,
+			"outcome=duplicate&amount=any&currency=EUR":    2,
+			"outcome=duplicate&amount=any&currency_none=1": 1,
+			"amount=any":                6,
+			"outcome=duplicate&amount=": 7,
+		} {
+			code, out := a.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?"+query, "")
+			if got, _ := out["deliveries"].([]any); code != http.StatusOK || len(got) != want {
+				t.Errorf("deliveries?%s = %d, %d deliveries; want %d", query, code, len(got), want)
+			}
+		}
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		a := newAPIEnv(t)
+		for _, v := range []string{"1", "true", "none", "15.00"} {
+			q := url.Values{"amount": {v}}
+			code, out := a.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?"+q.Encode(), "")
+			if msg, _ := out["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, "amount") {
+				t.Errorf("API deliveries?%s = %d %v; want 400 naming amount", q.Encode(), code, out)
+			}
+			code, p := op.page("/events?" + q.Encode())
+			if msg := p.withAttr("role", "alert").text(); code != http.StatusBadRequest || !strings.Contains(msg, "amount") {
+				t.Errorf("/events?%s = %d %q; want 400 naming amount", q.Encode(), code, msg)
+			}
+			if code, body := op.get("/events.csv?" + q.Encode()); code != http.StatusBadRequest || !strings.Contains(body, "amount") {
+				t.Errorf("/events.csv?%s = %d %q; want 400 naming amount", q.Encode(), code, body)
+			}
+		}
+	})
 }

@@ -266,3 +266,60 @@ func TestEvents_NoPropertyOrCurrency(t *testing.T, e Engine) {
 		})
 	}
 }
+
+// TestEvents_HasAmount: the events list of the deliveries that carry an amount holds
+// exactly those, an amount that is no plain decimal included (the ledger counts it,
+// unsummed), however it is driven (by source, by outcome, by nothing); a delivery with
+// a currency but no amount is not among them.
+func TestEvents_HasAmount(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	rec := func(source, key, hash, amount, currency string) *storage.Delivery {
+		t.Helper()
+		d := delivery(source, key, hash)
+		d.Amount, d.Currency = amount, currency
+		return record(t, db, d, day)
+	}
+	a := rec("ota", "a", "h", "10.00", "EUR")
+	aDup := rec("ota", "a", "h", "10.00", "EUR")
+	rec("ota", "b", "h", "", "EUR")
+	bDup := rec("ota", "b", "h", "", "EUR")
+	c := rec("ota", "c", "h", "12,50", "EUR")
+	cDup := rec("ota", "c", "h", "12,50", "EUR")
+	d := rec("ota", "d", "h", "0", "")
+	dDup := rec("ota", "d", "h2", "", "")
+	other := rec("pms", "e", "h", "7.00", "USD")
+	otherDup := rec("pms", "e", "h", "", "")
+	for _, tc := range []struct {
+		name string
+		f    storage.DeliveryFilter
+		want []int64
+	}{
+		{"HasAmount", storage.DeliveryFilter{HasAmount: true}, []int64{other.ID, d.ID, cDup.ID, c.ID, aDup.ID, a.ID}},
+		{"Source", storage.DeliveryFilter{HasAmount: true, Source: "ota"}, []int64{d.ID, cDup.ID, c.ID, aDup.ID, a.ID}},
+		{"Duplicates", storage.DeliveryFilter{HasAmount: true, Outcome: storage.Duplicate}, []int64{cDup.ID, aDup.ID}},
+		{"DuplicatesOfCurrency", storage.DeliveryFilter{HasAmount: true, Outcome: storage.Duplicate, Currency: "EUR"}, []int64{cDup.ID, aDup.ID}},
+		{"NoCurrency", storage.DeliveryFilter{HasAmount: true, NoCurrency: true}, []int64{d.ID}},
+		{"Accepted", storage.DeliveryFilter{HasAmount: true, Outcome: storage.Accepted, Source: "ota"}, []int64{d.ID, c.ID, a.ID}},
+		{"OtherSource", storage.DeliveryFilter{HasAmount: true, Source: "pms"}, []int64{other.ID}},
+		{"AnyAmount", storage.DeliveryFilter{Outcome: storage.Duplicate}, []int64{otherDup.ID, dDup.ID, cDup.ID, bDup.ID, aDup.ID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := db.Deliveries(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(p.Deliveries); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			var each []int64
+			if err := db.EachDelivery(ctx, tc.f, func(d storage.Delivery) error {
+				each = append(each, d.ID)
+				return nil
+			}); err != nil || fmt.Sprint(each) != fmt.Sprint(tc.want) {
+				t.Fatalf("EachDelivery: %v, %v; want %v", each, err, tc.want)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ var tests = []struct {
 	{"Events_UnstorableFilter", TestEvents_UnstorableFilter},
 	{"Events_BatchAndKey", TestEvents_BatchAndKey},
 	{"Events_NoPropertyOrCurrency", TestEvents_NoPropertyOrCurrency},
+	{"Events_HasAmount", TestEvents_HasAmount},
 	{"Record_MoneyMismatch", TestRecord_MoneyMismatch},
 	{"Record_BusinessKey", TestRecord_BusinessKey},
 	{"Record_BusinessKeyBlocks", TestRecord_BusinessKeyBlocks},

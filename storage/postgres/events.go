@@ -201,8 +201,8 @@ const sqlDuplicates = `outcome = ANY('{duplicate}')`
 // planEvents chooses, for f, the most selective filter that has an index, in this
 // order: batch, key, flag, booking, mismatch, source, outcome (duplicate or rejected);
 // the others are checked on each row the driving index finds. Property, status,
-// currency (or none of them) and accepted have no index: a few values share most rows,
-// so a stretch of rows in id order finds a page of them.
+// currency (or none of them), carrying an amount and accepted have no index: a few
+// values share most rows, so a stretch of rows in id order finds a page of them.
 func planEvents(f storage.DeliveryFilter) eventQuery {
 	var q eventQuery
 	driven := false
@@ -301,6 +301,9 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	}
 	if f.NoCurrency {
 		add(false, "", "currency = ''")
+	}
+	if f.HasAmount {
+		add(false, "", "amount <> ''")
 	}
 	return q
 }

@@ -76,13 +76,13 @@ func (db *DB) AddRejectionCounts(ctx context.Context, counts []storage.Rejection
 // RejectionsNotStored returns how many rejections that f would list were counted
 // without being stored individually. Such a rejection has a source, a status and a
 // minute, nothing else: a filter on any other field (an outcome other than rejected, a
-// key, a booking, a property, an event status, mismatches) matches none of them. From
-// and To select whole minutes: a minute counts when it starts at or after From's
-// minute and before To. The cursor (Before) is ignored: the count belongs to the
-// filter, not to a page.
+// key, a booking, a property, an event status, mismatches, an amount) matches none of
+// them. From and To select whole minutes: a minute counts when it starts at or after
+// From's minute and before To. The cursor (Before) is ignored: the count belongs to
+// the filter, not to a page.
 func (db *DB) RejectionsNotStored(ctx context.Context, f storage.DeliveryFilter) (int64, error) {
 	if (f.Outcome != "" && f.Outcome != storage.Rejected) || f.Mismatch || f.Key != "" || f.Booking != "" ||
-		f.Property != "" || f.Status != "" {
+		f.Property != "" || f.Status != "" || f.HasAmount {
 		return 0, nil
 	}
 	lo, hi := int64(0), int64(1<<62)

@@ -238,8 +238,9 @@ func (db *DB) RecentDuplicates(ctx context.Context, since time.Time, limit int) 
 // plan chooses, for f, the most selective filter that has an index, in this order:
 // key, booking, mismatch, source, outcome (duplicate or rejected). The unary + on the
 // others keeps SQLite from choosing an index by guesswork (there are no statistics).
-// Property, status, currency (or none of them) and accepted have no index: a few
-// values share most rows, so a stretch of rows in id order finds a page of them.
+// Property, status, currency (or none of them), carrying an amount and accepted have no
+// index: a few values share most rows, so a stretch of rows in id order finds a page of
+// them.
 func planEvents(f storage.DeliveryFilter) eventQuery {
 	var q eventQuery
 	driven := false
@@ -328,6 +329,9 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	}
 	if f.NoCurrency {
 		add(false, "", "+currency = ''")
+	}
+	if f.HasAmount {
+		add(false, "", "+amount != ''")
 	}
 	return q
 }
