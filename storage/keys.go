@@ -48,9 +48,15 @@ func (f KeyFilter) Check() error {
 // batch's keys, claimed together and failing together); the id orders those, so that
 // the next page starts exactly after the last key shown. Being values rather than a
 // row, a cursor stays good when its key changes state or is released.
+//
+// StuckBefore is the pass's own: every page of it takes the first page's, so that all
+// agree on which keys are stuck. A processing key that passed stuck_after meanwhile
+// would otherwise fall among the keys a page before had passed, and no page would show
+// it; it comes in the next pass, from the first page.
 type KeyCursor struct {
-	UpdatedAt time.Time
-	ID        int64
+	UpdatedAt   time.Time
+	ID          int64
+	StuckBefore time.Time
 }
 
 // IsZero reports whether c is no cursor: the first page.
@@ -62,19 +68,30 @@ func (c KeyCursor) String() string {
 	if c.IsZero() {
 		return ""
 	}
-	return strconv.FormatInt(c.UpdatedAt.UnixMilli(), 10) + "." + strconv.FormatInt(c.ID, 10)
+	return strconv.FormatInt(c.UpdatedAt.UnixMilli(), 10) + "." + strconv.FormatInt(c.ID, 10) + "." +
+		strconv.FormatInt(c.StuckBefore.UnixMilli(), 10)
 }
 
 // ParseKeyCursor reads a cursor that KeyCursor.String wrote. Its error says what is
 // wrong with s without naming where it came from: the caller names the parameter.
 func ParseKeyCursor(s string) (KeyCursor, error) {
-	ms, id, ok := strings.Cut(s, ".")
-	t, err1 := strconv.ParseInt(ms, 10, 64)
-	n, err2 := strconv.ParseInt(id, 10, 64)
-	if !ok || err1 != nil || err2 != nil || t < 0 || n <= 0 || strings.ContainsAny(s, "+-") {
-		return KeyCursor{}, fmt.Errorf("%q is not a cursor of a stuck listing: pass on the next of the page before", s)
+	parts := strings.Split(s, ".")
+	bad := fmt.Errorf("%q is not a cursor of a stuck listing: pass on the next of the page before", s)
+	if len(parts) != 3 || strings.ContainsAny(s, "+-") {
+		return KeyCursor{}, bad
 	}
-	return KeyCursor{UpdatedAt: time.UnixMilli(t).UTC(), ID: n}, nil
+	var n [3]int64
+	for i, p := range parts {
+		v, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || v < 0 {
+			return KeyCursor{}, bad
+		}
+		n[i] = v
+	}
+	if n[1] == 0 {
+		return KeyCursor{}, bad
+	}
+	return KeyCursor{UpdatedAt: time.UnixMilli(n[0]).UTC(), ID: n[1], StuckBefore: time.UnixMilli(n[2]).UTC()}, nil
 }
 
 // KeyPage is one page of a keys listing.

@@ -337,18 +337,22 @@ type AttemptRow struct {
 
 // Keys lists claims by state.
 type Keys struct {
-	Page       Page
-	Tabs       []Link
-	Tab        string
-	Source     string
-	Sources    []string
-	Rows       []KeyRow
-	NextURL    string
-	FirstURL   string // when not on the first page
-	Partial    bool   // only a bounded stretch of keys was searched; NextURL searches on
-	CanRelease bool
-	Return     string
-	Empty      string // what to say when there are no rows
+	Page     Page
+	Tabs     []Link
+	Tab      string
+	Source   string
+	Sources  []string
+	Rows     []KeyRow
+	NextURL  string
+	FirstURL string // when not on the first page
+	PastLast bool   // a later stuck page with no keys left after the one before
+	// BecameStuck counts, on a stuck listing's last page after the first, the keys
+	// that became stuck since its first page: a pass keeps the first page's threshold.
+	BecameStuck int
+	Partial     bool // only a bounded stretch of keys was searched; NextURL searches on
+	CanRelease  bool
+	Return      string
+	Empty       string // what to say when there are no rows
 	// BulkURL opens a bulk action over every key of the listing (operators).
 	BulkURL string
 }

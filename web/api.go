@@ -423,6 +423,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		if f.After, err = storage.ParseKeyCursor(v); err != nil {
 			return Errorf(http.StatusBadRequest, "after=%q: not a cursor; pass on the next of a stuck listing's page as it is", v)
 		}
+		f.StuckBefore = f.After.StuckBefore
 	}
 	limit, err := apiInt(q, "limit", 100)
 	if err != nil {

@@ -80,7 +80,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return badRequest("That page address is not valid: its after is not a place in the stuck keys. Start again from the Stuck tab.")
 		}
-		f.After = c
+		f.After, f.StuckBefore = c, c.StuckBefore
 	}
 	page, err := s.keys.Keys(ctx, f)
 	if err != nil {
@@ -90,21 +90,28 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	stuck := 0
-	for name, n := range counts {
-		if source == "" || name == source {
-			stuck += n
+	stuck := stuckOf(counts, source)
+	// A pass through the stuck keys keeps its first page's threshold (KeyCursor); the
+	// keys that passed it since fall among those already paged, and its last page says
+	// how many there are, from the first page.
+	becameStuck := 0
+	if f.Stuck && !f.After.IsZero() && page.After.IsZero() {
+		then, err := s.keys.StuckCounts(ctx, f.StuckBefore)
+		if err != nil {
+			return err
 		}
+		becameStuck = max(stuck-stuckOf(then, source), 0)
 	}
 	u, _ := UserFrom(ctx)
 	v := views.Keys{
-		Page:       s.page(r, "Keys", "keys"),
-		Tab:        tab,
-		Source:     source,
-		Sources:    s.sourceNames(),
-		CanRelease: Allowed(u.Role, storage.RoleOperator),
-		Return:     r.URL.RequestURI(),
-		Partial:    page.Partial,
+		Page:        s.page(r, "Keys", "keys"),
+		Tab:         tab,
+		Source:      source,
+		Sources:     s.sourceNames(),
+		CanRelease:  Allowed(u.Role, storage.RoleOperator),
+		Return:      r.URL.RequestURI(),
+		Partial:     page.Partial,
+		BecameStuck: becameStuck,
 	}
 	for _, t := range keyTabs {
 		tq := url.Values{"state": {t.name}}
@@ -175,10 +182,13 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.BulkURL = "/bulk?" + bq.Encode()
 	}
-	switch tab {
-	case "stuck":
+	switch {
+	case !f.After.IsZero():
+		v.Empty = "No more stuck keys"
+		v.PastLast = true
+	case tab == "stuck":
 		v.Empty = "No stuck keys"
-	case "all":
+	case tab == "all":
 		v.Empty = "No keys yet"
 	default:
 		v.Empty = "No " + tab + " keys"
@@ -331,4 +341,15 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Result = res
 	return s.render(w, r, http.StatusOK, views.LabView(v))
+}
+
+// stuckOf is the stuck keys counts holds for source ("" for every source).
+func stuckOf(counts map[string]int, source string) int {
+	n := 0
+	for name, c := range counts {
+		if source == "" || name == source {
+			n += c
+		}
+	}
+	return n
 }

@@ -68,7 +68,8 @@ func TestAPI_StuckKeysPages(t *testing.T) {
 		{"stuck=true&after=1764000000000.-5", "after"},
 		{"stuck=true&after=1764000000000.0", "after"},
 		{"stuck=true&before=5", "before"},
-		{"after=1764000000000.5", "after"},
+		{"after=1764000000000.5.1764000000000", "after"},
+		{"stuck=true&after=1764000000000.5", "after"},
 	} {
 		code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/keys?"+tc.query, "")
 		if msg := fmt.Sprint(out["error"]); code != http.StatusBadRequest || !strings.HasPrefix(msg, tc.want) {
@@ -122,5 +123,44 @@ func TestConsole_StuckKeysPages(t *testing.T) {
 	code, p = c.page("/keys?state=stuck&after=junk")
 	if code != http.StatusBadRequest || !strings.Contains(p.text(), "after") {
 		t.Errorf("a junk cursor: %d %q; want 400 naming after", code, p.text())
+	}
+}
+
+// TestConsole_StuckPassKeepsItsThreshold: the pages of one pass through the stuck keys
+// agree on which keys are stuck (the first page's threshold travels in the cursor). A
+// key that became stuck while the operator paged falls among the keys already paged;
+// the last page says so and sends them back to the first page, where it now is.
+func TestConsole_StuckPassKeepsItsThreshold(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	load := func(key, state string, at time.Time) {
+		t.Helper()
+		if err := storagetest.BulkLoad(ctx, e.db, storagetest.Fill{Source: "ota", Keys: 1, ClaimedAt: at, TTL: 24 * time.Hour,
+			Headers: "{}", State: state, Key: func(int) string { return key }, Body: func(int) []byte { return []byte("{}") }}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("slow", storage.StateProcessing, now.Add(-9*time.Minute)) // stuck in a minute (stuck_after 10m)
+	failedKeys(t, e.db, "ota", 501, now.Add(-time.Minute))
+	c := e.as(t, "operator")
+	_, p := c.page("/keys")
+	next := p.testid("next").attrs("href")
+	if len(next) != 1 || p.testid("became-stuck").len() != 0 {
+		t.Fatalf("first page: next %q, became-stuck %d; want a next page and no note", next, p.testid("became-stuck").len())
+	}
+	e.clock.Add(2 * time.Minute)
+	_, p = c.page(next[0])
+	keys := p.testid("key-check").attrs("value")
+	if len(keys) == 0 || slices.Contains(keys, "ota/slow") {
+		t.Fatalf("the last page lists %q; want the failed keys left, not slow, stuck only since the first page", keys)
+	}
+	note := p.testid("became-stuck")
+	if !strings.Contains(note.text(), "1 key became stuck") || !slices.Equal(note.hrefs(), []string{"/keys?state=stuck"}) {
+		t.Fatalf("the last page's note: %q %q; want 1 key became stuck, linking to the first page", note.text(), note.hrefs())
+	}
+	_, p = c.page("/keys")
+	if !slices.Contains(p.testid("key-check").attrs("value"), "ota/slow") {
+		t.Error("slow is not on the first page once stuck")
 	}
 }

@@ -112,7 +112,7 @@ func TestKeys(t *testing.T, e Engine) {
 		t.Fatal(err)
 	}
 	if got, last := claimKeys(stuck.Keys), stuck.Keys[len(stuck.Keys)-1]; !slices.Equal(got, []string{"ota/failed", "ota/old"}) || stuck.Next != 0 ||
-		stuck.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}) {
+		stuck.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: stuckBefore}) {
 		t.Errorf("stuck page of 2: %v, next %d, after %v; want the two longest stuck and the second's cursor", got, stuck.Next, stuck.After)
 	}
 	stuck, err = db.Keys(ctx, storage.KeyFilter{Stuck: true, StuckBefore: stuckBefore, Limit: 2, After: stuck.After})
@@ -218,7 +218,7 @@ func stuckPages(t *testing.T, db storage.Store, f storage.KeyFilter, between fun
 		if p.After.IsZero() {
 			return keys, sizes
 		}
-		if last := p.Keys[len(p.Keys)-1]; p.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}) {
+		if last := p.Keys[len(p.Keys)-1]; p.After != (storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}) {
 			t.Fatalf("after %v, want the last key's cursor (%v, %d)", p.After, last.UpdatedAt, last.ID)
 		}
 		if between != nil {

@@ -39,7 +39,7 @@ func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, e
 		page.Keys = claims[:limit]
 		last := page.Keys[limit-1]
 		if f.Stuck {
-			page.After = storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+			page.After = storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}
 		} else {
 			page.Next = last.ID
 		}
