@@ -323,13 +323,17 @@ func textAt(doc, pointer string) string {
 	return labelText(ptrLookup(doc, pointer))
 }
 
-// labelText is a looked-up value (v, found) as Text gives it.
+// labelText is a looked-up value (v, found) as Text gives it, without the blanks
+// around it: the console's filters take what is typed without them, so a property
+// sent as "HTL-2 " would be listed under a ledger row of its own whose link found
+// HTL-2's deliveries instead, and one of blanks alone under a row that looks like no
+// property's and linked to every property's.
 func labelText(v string, found bool) string {
 	if !found || v == "null" {
 		return ""
 	}
 	if v[0] == '"' {
-		v = jsonStringValue(v)
+		v = strings.TrimSpace(jsonStringValue(v))
 	}
 	if len(v) > maxText {
 		v = strings.ToValidUTF8(v[:maxText], "")

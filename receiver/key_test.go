@@ -744,7 +744,8 @@ func BenchmarkDerive(b *testing.B) {
 }
 
 func TestText(t *testing.T) {
-	body := []byte(`{"property_id":"HTL-1","booking_id":12345,"status":"cancelled","refund":{"amount":182.50},"guest":{"name":"Ana"},"nil":null}`)
+	body := []byte(`{"property_id":"HTL-1","booking_id":12345,"status":"cancelled","refund":{"amount":182.50},"guest":{"name":"Ana"},"nil":null,` +
+		`"padded":" HTL-2\t ","blank":"  "}`)
 	// Intake reads its labels from the canonical body derive returns: the same text.
 	_, doc, err := derive(KeySpec{KeyFields: []string{"/booking_id"}}, nil, body)
 	if err != nil {
@@ -756,6 +757,8 @@ func TestText(t *testing.T) {
 		"/refund/amount": "182.5",
 		"/guest":         `{"name":"Ana"}`,
 		"/nil":           "",
+		"/padded":        "HTL-2", // as the console's filters take it typed
+		"/blank":         "",
 		"/missing":       "",
 		"":               "",
 		"not-a-pointer":  "",
