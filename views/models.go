@@ -161,8 +161,13 @@ type DeliveryFilter struct {
 	Currency                       string // of the amount
 	Flag, FlagState                string // flagged by a suspect of this kind ("any"), in this state
 	Property, Booking, Status, Key string
-	From, To                       string // datetime-local values
-	Batch                          string // the items of one batched request
+	// From and To are as the URL gave them: datetime-local values, or RFC 3339 times
+	// with their offset, which the ledger's links give (exact also in the hour that
+	// comes twice when summer time ends). FromInput and ToInput are them as the form's
+	// datetime-local boxes show them.
+	From, To           string
+	FromInput, ToInput string
+	Batch              string // the items of one batched request
 	// NoProperty and NoCurrency select the deliveries without one (property_none,
 	// currency_none), as the ledger's rows of none link to them.
 	NoProperty, NoCurrency bool

@@ -107,18 +107,18 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 		f.State = v.State
 	}
 	for _, t := range []struct {
-		in   string
+		in   *string
 		out  *time.Time
 		name string
-	}{{v.From, &f.From, "From"}, {v.To, &f.To, "To"}} {
-		if t.in == "" {
+	}{{&v.From, &f.From, "From"}, {&v.To, &f.To, "To"}} {
+		if *t.in == "" {
 			continue
 		}
-		tm, err := time.ParseInLocation(dateTimeLocal, t.in, s.loc)
+		tm, input, err := s.formTime(*t.in)
 		if err != nil {
 			return v, f, badRequest(t.name + " must be a date and time like 2026-11-30T14:00.")
 		}
-		*t.out = tm
+		*t.out, *t.in = tm, input
 	}
 	if err := f.Check(); err != nil {
 		return v, f, badRequest("Filter: " + err.Error() + ".")

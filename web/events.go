@@ -96,19 +96,21 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	default:
 		return vf, f, "Outcome must be accepted, duplicate or rejected."
 	}
+	vf.FromInput, vf.ToInput = vf.From, vf.To
 	for _, t := range []struct {
-		in   string
-		out  *time.Time
-		name string
-	}{{vf.From, &f.From, "From"}, {vf.To, &f.To, "To"}} {
+		in    string
+		out   *time.Time
+		input *string
+		name  string
+	}{{vf.From, &f.From, &vf.FromInput, "From"}, {vf.To, &f.To, &vf.ToInput, "To"}} {
 		if t.in == "" {
 			continue
 		}
-		v, err := time.ParseInLocation(dateTimeLocal, t.in, s.loc)
+		v, input, err := s.formTime(t.in)
 		if err != nil {
 			return vf, f, t.name + " must be a date and time like 2026-11-30T14:00."
 		}
-		*t.out = v
+		*t.out, *t.input = v, input
 	}
 	if vf.Batch != "" {
 		n, err := strconv.ParseInt(vf.Batch, 10, 64)

@@ -216,3 +216,16 @@ func plural(n int) string {
 // of a stored key, booking or property, which a filter matches exactly, and evt_1
 // followed by U+00A0 is another key than evt_1, shown as such (views.Visible).
 func typed(s string) string { return strings.Trim(s, " \t") }
+
+// formTime reads a time from a console form or link: a datetime-local value in the
+// server's location, or an RFC 3339 time with its offset, which the ledger's links
+// give (exact also in the hour that comes twice when summer time ends, which a wall
+// clock time cannot tell apart). It also returns the time as a datetime-local box
+// shows it.
+func (s *Server) formTime(in string) (time.Time, string, error) {
+	if t, err := time.Parse(time.RFC3339, in); err == nil {
+		return t, t.In(s.loc).Format(dateTimeLocal), nil
+	}
+	t, err := time.ParseInLocation(dateTimeLocal, in, s.loc)
+	return t, in, err
+}

@@ -102,10 +102,10 @@ func (l ledgerLinks) url(set url.Values) string {
 		return "/api/v1/deliveries?" + q.Encode()
 	}
 	if !l.from.IsZero() {
-		q.Set("from", l.from.In(l.s.loc).Format(dateTimeLocal))
+		q.Set("from", l.from.In(l.s.loc).Format(time.RFC3339))
 	}
 	if !l.to.IsZero() {
-		q.Set("to", l.to.In(l.s.loc).Format(dateTimeLocal))
+		q.Set("to", l.to.In(l.s.loc).Format(time.RFC3339))
 	}
 	return "/events?" + q.Encode()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/views/viewstest"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // recordNoneLedger stores, today, duplicates of source ota that the ledger counts in
@@ -440,4 +441,47 @@ func TestEvents_AmountFilter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestConsole_LedgerLinksAcrossFallBack: with the console in Europe/Berlin, UTC midnight
+// on the day summer time ends falls in the hour that comes twice. Written as a wall
+// clock time, a day's link named the later of the two instants: the day before listed
+// an hour too many, the day itself one too few. Written with their offset, each lists
+// what its cell counts; the form shows the time as its box takes it.
+func TestConsole_LedgerLinksAcrossFallBack(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip(err)
+	}
+	e := newConsoleEnv(t, func(c *web.Config) { c.Location = berlin })
+	ctx := context.Background()
+	e.clock.Add(time.Date(2026, 10, 24, 23, 30, 0, 0, time.UTC).Sub(e.clock.Now()))
+	rec := func(key string) {
+		t.Helper()
+		for range 2 {
+			d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id", PayloadHash: "h", Property: "HTL-1",
+				Amount: "10.00", Currency: "EUR", Status: 200}
+			if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rec("before-midnight") // 2026-10-24 23:30 UTC, 01:30 in Berlin (summer time)
+	e.clock.Add(time.Hour)
+	rec("after-midnight") // 2026-10-25 00:30 UTC, 02:30 in Berlin, the second time
+	e.clock.Add(12 * time.Hour)
+	c := e.as(t, "viewer")
+	var days int
+	for _, l := range followLedgerLinks(t, c) {
+		if !l.total {
+			days++
+		}
+	}
+	if days < 2 {
+		t.Fatalf("%d row links; want one for each day", days)
+	}
+	_, p := c.page("/events?from=" + url.QueryEscape("2026-10-25T02:00:00+01:00"))
+	if got := p.named("from").attrs("value"); len(got) != 1 || got[0] != "2026-10-25T02:00" {
+		t.Errorf("the from box shows %q, want 2026-10-25T02:00", got)
+	}
 }
