@@ -57,6 +57,15 @@ func (c Claim) Held(now time.Time) bool {
 	return c.State == StateProcessing || (c.State != StateReleased && c.ExpiresAt.After(now))
 }
 
+// ClaimedAnewSince reports whether c, what is left of a swept claim (its trace), is of
+// a claim made at or after t: a bulk action previewed at t listed an earlier claim of
+// the key, expired, and a release by the action must not forget the newer one's trace
+// and business keys, which no preview showed. The previewed claim had expired by t, so
+// it was made before it.
+func (c Claim) ClaimedAnewSince(t time.Time) bool {
+	return c.FirstDelivery != 0 && !c.ClaimedAt.Before(t)
+}
+
 // Stuck reports whether the key is stuck: failed, or processing since before
 // stuckBefore. sqlStuck selects the same keys in SQL.
 func (c Claim) Stuck(stuckBefore time.Time) bool {

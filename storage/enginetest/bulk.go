@@ -716,3 +716,46 @@ func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
 		t.Errorf("a re-send under a new id carries %v; want it flagged, nothing forgotten", again.Suspects)
 	}
 }
+
+// TestBulkRelease_ClaimedAnewAndSwept: the key a preview listed expired, was swept,
+// claimed anew by another delivery, and that claim expired and was swept too, all
+// before the run. The run finds no claim either way; the trace it finds is the newer
+// claim's, which no preview showed, so the key is skipped as changed, as it is while
+// the newer claim is there, and the newer delivery's business key still flags a
+// re-send of its event.
+func TestBulkRelease_ClaimedAnewAndSwept(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clk.Add(2 * time.Hour)
+	a, keys := previewKeys(t, db, storage.BulkFilter{Source: "ota"})
+	if !slices.Equal(keys, []string{"ota/evt_1"}) {
+		t.Fatalf("preview: keys %v; want evt_1", keys)
+	}
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want the expired claim swept", n, err)
+	}
+	clk.Add(time.Minute)
+	anew := record(t, db, bk("ota", "evt_1", "B2"), opt)
+	clk.Add(2 * time.Hour)
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("second sweep: %d, %v; want the newer claim swept", n, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatalf("claim the action: %v, %v", ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	ks, err := db.BulkKeys(ctx, id, 10)
+	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeySkipped {
+		t.Fatalf("outcomes %+v, %v; want evt_1 skipped: the trace is of delivery %d's claim, made after the preview", ks, err, anew.ID)
+	}
+	if again := record(t, db, bk("ota", "evt_3", "B2"), opt); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send of delivery %d's event under a new id: flags %v, want its business key", anew.ID, again.Suspects)
+	}
+}

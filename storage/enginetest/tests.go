@@ -28,6 +28,7 @@ var tests = []struct {
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},
+	{"BulkRelease_ClaimedAnewAndSwept", TestBulkRelease_ClaimedAnewAndSwept},
 	{"BulkReprocess_ExpiredSwept", TestBulkReprocess_ExpiredSwept},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},

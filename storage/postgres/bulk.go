@@ -575,6 +575,16 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			switch {
 			case found && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
 				outcome = storage.BulkKeySkipped
+			case !found && a.Kind == storage.BulkRelease:
+				gone, err := sweptClaim(ctx, tx, k.source, k.key)
+				if err != nil {
+					return err
+				}
+				if gone.ClaimedAnewSince(a.CreatedAt) {
+					outcome = storage.BulkKeySkipped
+					break
+				}
+				fallthrough
 			default:
 				// A key with no claim left expired and was swept since the preview (the
 				// sweep runs every minute): releaseIn forgets its trace and business keys
