@@ -15,10 +15,11 @@ import (
 // out, and took keys others held for expired. Every replica that reads the server's
 // clock keeps one time, however far the machines' clocks are apart.
 //
-// Between two readings the time runs on by this machine's monotonic clock, which a
-// step of its wall clock (NTP setting right a clock that was minutes off at boot) does
-// not move: a replica that took the wall clock for the server's plus an offset would
-// run minutes ahead until the next reading.
+// Between two readings the time runs on by the time since the machine started
+// (sinceBoot), which a step of its wall clock (NTP setting right a clock that was
+// minutes off at boot) does not move, and which counts a suspend: a replica that took
+// the wall clock for the server's plus an offset would run minutes ahead until the
+// next reading.
 type clock struct {
 	machine func() time.Time     // the machine's wall clock: before the first reading, and in what is logged
 	at      atomic.Pointer[mark] // the reading in use; nil before the first
@@ -26,10 +27,10 @@ type clock struct {
 	done    chan struct{}
 }
 
-// mark is one reading: the server's time at the monotonic instant at.
+// mark is one reading: the server's time when the machine had been up for at.
 type mark struct {
 	server time.Time
-	at     time.Time // time.Now, with its monotonic reading
+	at     time.Duration // sinceBoot
 }
 
 const (
@@ -49,7 +50,7 @@ func (c *clock) now() time.Time {
 	if m == nil {
 		return c.machine()
 	}
-	return m.server.Add(time.Since(m.at))
+	return m.server.Add(sinceBoot() - m.at)
 }
 
 // read reads the server's clock, from the quickest of a few round trips: its error is at
@@ -58,14 +59,14 @@ func (c *clock) read(ctx context.Context, pool *pgxpool.Pool) (mark, time.Durati
 	var best mark
 	bestRTT := time.Duration(-1)
 	for range 3 {
-		before := time.Now()
+		before := sinceBoot()
 		var server time.Time
 		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&server); err != nil {
 			return mark{}, 0, err
 		}
-		rtt := time.Since(before)
+		rtt := sinceBoot() - before
 		if bestRTT < 0 || rtt < bestRTT {
-			best, bestRTT = mark{server: server, at: before.Add(rtt / 2)}, rtt
+			best, bestRTT = mark{server: server, at: before + rtt/2}, rtt
 		}
 	}
 	return best, bestRTT / 2, nil
@@ -78,7 +79,7 @@ func replaces(cur *mark, next mark, uncertain time.Duration) bool {
 	if cur == nil {
 		return true
 	}
-	d := next.server.Sub(cur.server.Add(next.at.Sub(cur.at)))
+	d := next.server.Sub(cur.server.Add(next.at - cur.at))
 	return d > clockSlack+uncertain || d < -(clockSlack+uncertain)
 }
 
@@ -112,7 +113,8 @@ func (db *DB) setClock(ctx context.Context) {
 	}
 }
 
-// keepClock reads the server's clock every clockEvery until Close.
+// keepClock reads the server's clock every clockEvery until Close; every second until
+// a first reading has succeeded, since until then the replica keeps its machine's time.
 func (db *DB) keepClock() {
 	defer close(db.clock.done)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,13 +123,15 @@ func (db *DB) keepClock() {
 		<-db.clock.stop
 		cancel()
 	}()
-	t := time.NewTicker(clockEvery)
-	defer t.Stop()
 	for {
+		wait := clockEvery
+		if db.clock.at.Load() == nil {
+			wait = time.Second
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 			db.setClock(ctx)
 		}
 	}

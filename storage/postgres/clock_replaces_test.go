@@ -10,9 +10,9 @@ import (
 // server's readings, however uncertain, still set right a clock minutes off, and a
 // near one's few milliseconds of jitter never move the time back and forth.
 func TestClock_Replaces(t *testing.T) {
-	at := time.Now()
-	cur := &mark{server: at.Add(2 * time.Minute), at: at}
-	later := at.Add(time.Minute)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cur := &mark{server: at.Add(2 * time.Minute), at: time.Hour}
+	later, laterUp := at.Add(time.Minute), time.Hour+time.Minute
 	for _, c := range []struct {
 		name      string
 		cur       *mark
@@ -20,14 +20,14 @@ func TestClock_Replaces(t *testing.T) {
 		uncertain time.Duration
 		want      bool
 	}{
-		{"the first reading", nil, mark{server: later, at: later}, time.Second, true},
-		{"the same time", cur, mark{server: later.Add(2 * time.Minute), at: later}, 0, false},
-		{"jitter", cur, mark{server: later.Add(2*time.Minute + 5*time.Millisecond), at: later}, time.Millisecond, false},
-		{"minutes off, near", cur, mark{server: later, at: later}, time.Millisecond, true},
-		{"minutes off, 150 ms away", cur, mark{server: later, at: later}, 75 * time.Millisecond, true},
-		{"minutes off, seconds away", cur, mark{server: later, at: later}, 3 * time.Second, true},
-		{"within a far reading's uncertainty", cur, mark{server: later.Add(2*time.Minute + time.Second), at: later}, 2 * time.Second, false},
-		{"behind, past slack", cur, mark{server: later.Add(2*time.Minute - 150*time.Millisecond), at: later}, 10 * time.Millisecond, true},
+		{"the first reading", nil, mark{server: later, at: laterUp}, time.Second, true},
+		{"the same time", cur, mark{server: later.Add(2 * time.Minute), at: laterUp}, 0, false},
+		{"jitter", cur, mark{server: later.Add(2*time.Minute + 5*time.Millisecond), at: laterUp}, time.Millisecond, false},
+		{"minutes off, near", cur, mark{server: later, at: laterUp}, time.Millisecond, true},
+		{"minutes off, 150 ms away", cur, mark{server: later, at: laterUp}, 75 * time.Millisecond, true},
+		{"minutes off, seconds away", cur, mark{server: later, at: laterUp}, 3 * time.Second, true},
+		{"within a far reading's uncertainty", cur, mark{server: later.Add(2*time.Minute + time.Second), at: laterUp}, 2 * time.Second, false},
+		{"behind, past slack", cur, mark{server: later.Add(2*time.Minute - 150*time.Millisecond), at: laterUp}, 10 * time.Millisecond, true},
 	} {
 		if got := replaces(c.cur, c.next, c.uncertain); got != c.want {
 			t.Errorf("%s: replaces = %v, want %v", c.name, got, c.want)
