@@ -323,20 +323,22 @@ func textAt(doc, pointer string) string {
 	return labelText(ptrLookup(doc, pointer))
 }
 
-// labelText is a looked-up value (v, found) as Text gives it, without the blanks
-// around it: the console's filters take what is typed without them, so a property
-// sent as "HTL-2 " would be listed under a ledger row of its own whose link found
-// HTL-2's deliveries instead, and one of blanks alone under a row that looks like no
-// property's and linked to every property's.
+// labelText is a looked-up value (v, found) as Text gives it, a label as it is stored
+// (storage.Label): the console's filters take what is typed without the spaces around
+// it, so a property sent as "HTL-2 " would be listed under a ledger row of its own
+// whose link found HTL-2's deliveries instead, and one of spaces alone under a row that
+// looks like no property's and linked to every property's.
 func labelText(v string, found bool) string {
 	if !found || v == "null" {
 		return ""
 	}
 	if v[0] == '"' {
-		v = strings.TrimSpace(jsonStringValue(v))
+		v = jsonStringValue(v)
 	}
+	v = storage.Label(v)
 	if len(v) > maxText {
-		v = strings.ToValidUTF8(v[:maxText], "")
+		// A cut may end in a blank, or in part of a character.
+		v = storage.Label(strings.ToValidUTF8(v[:maxText], ""))
 	}
 	return v
 }

@@ -773,4 +773,14 @@ func TestText(t *testing.T) {
 	if got := Text([]byte(`{"a":1`), "/a"); got != "" {
 		t.Errorf("Text of a body that is not JSON = %q, want \"\"", got)
 	}
+	// Cut to maxText, a label ends as it would have been stored whole: not in a blank.
+	long := strings.Repeat("A", maxText-1) + " tail"
+	if got := Text([]byte(`{"p":"`+long+`"}`), "/p"); got != strings.Repeat("A", maxText-1) {
+		t.Errorf("Text of a long label = %q (%d bytes), want its first %d bytes without the blank", got, len(got), maxText-1)
+	}
+	// A blank other than a space or a tab is part of the label, as of a typed filter.
+	nbsp := "HTL-2\u00a0"
+	if got := Text([]byte(`{"p":" `+nbsp+` "}`), "/p"); got != nbsp || storage.Label(" "+nbsp+"\t") != nbsp {
+		t.Errorf("Text of a label ending in U+00A0 = %q, want %q as a filter typed for it is matched", got, nbsp)
+	}
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,13 @@ const (
 	Duplicate Outcome = "duplicate" // its key was already claimed
 	Rejected  Outcome = "rejected"  // it failed a check before any claim
 )
+
+// Label is a label (a delivery's property, booking or event status) as it is stored, and
+// a filter typed for one as it is matched: without the spaces and tabs around it, so
+// that a ledger row's link finds its row's deliveries. Other blanks (U+00A0, a line
+// feed) are kept, in both: they are part of the value, which the console shows
+// (views.Visible) and a filter matches exactly.
+func Label(s string) string { return strings.Trim(s, " \t") }
 
 // Delivery is one HTTP delivery of a webhook, as received and as stored.
 type Delivery struct {

@@ -92,8 +92,8 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 		Source: strings.TrimSpace(q.Get("source")), Key: typed(q.Get("key")), State: q.Get("state"),
 		From: q.Get("from"), To: q.Get("to"),
 		Flag: strings.TrimSpace(q.Get("flag")), FlagState: strings.TrimSpace(q.Get("flag_state")),
-		Property: typed(q.Get("property")), Booking: typed(q.Get("booking")),
-		Status: typed(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
+		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
+		Status: storage.Label(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
 		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
 	}
 	f := storage.BulkFilter{Source: v.Source, Key: v.Key, Property: v.Property, Booking: v.Booking, Status: v.Status,

@@ -211,10 +211,11 @@ func plural(n int) string {
 	return "s"
 }
 
-// typed trims the ASCII spaces and tabs around a filter's value, which a user types or
-// pastes by accident, and nothing else: Unicode's other spaces (U+00A0, U+3000…) are part
-// of a stored key, booking or property, which a filter matches exactly, and evt_1
-// followed by U+00A0 is another key than evt_1, shown as such (views.Visible).
+// typed trims the ASCII spaces and tabs around a key filter's value, which a user types
+// or pastes by accident, and nothing else: Unicode's other spaces (U+00A0, U+3000…) are
+// part of a stored key, which a filter matches exactly, and evt_1 followed by U+00A0 is
+// another key than evt_1, shown as such (views.Visible). Labels are trimmed as they are
+// stored (storage.Label).
 func typed(s string) string { return strings.Trim(s, " \t") }
 
 // formTime reads a time from a console form or link: a datetime-local value in the

@@ -29,7 +29,7 @@ const dateOnly = "2006-01-02"
 func (s *Server) ledgerFilter(q url.Values) (views.LedgerFilter, storage.LedgerFilter, error) {
 	vf := views.LedgerFilter{
 		Source:   strings.TrimSpace(q.Get("source")),
-		Property: typed(q.Get("property")),
+		Property: storage.Label(q.Get("property")),
 		Currency: storage.CurrencyCode(q.Get("currency")),
 		From:     strings.TrimSpace(q.Get("from")),
 		To:       strings.TrimSpace(q.Get("to")),
