@@ -44,6 +44,20 @@ type DeliveryFilter struct {
 	Limit int
 }
 
+// SelectsRejections reports whether f can select a rejection. A rejection failed a
+// check before its key was derived: it carries no key, labels, amount or currency, no
+// suspect flags it and it belongs to no batch's items, so those filters never select
+// one, nor does an outcome other than rejected; the filters of none (NoProperty,
+// NoCurrency) select every one. RejectionsNotStored counts nothing for a filter that
+// cannot.
+func (f DeliveryFilter) SelectsRejections() bool {
+	if f.Outcome != "" && f.Outcome != Rejected {
+		return false
+	}
+	return !f.Mismatch && !f.MoneyMismatch && f.Currency == "" && f.Flag == "" && f.FlagState == "" &&
+		f.Property == "" && f.Booking == "" && f.Status == "" && f.Key == "" && !f.HasAmount && f.Batch == 0
+}
+
 // FlagAny as DeliveryFilter.Flag selects the deliveries flagged by a suspect of any kind.
 const FlagAny SuspectKind = "any"
 

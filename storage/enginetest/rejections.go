@@ -53,6 +53,13 @@ func TestRejectionCounts(t *testing.T, e Engine) {
 		{"Property", storage.DeliveryFilter{Property: "HTL"}, 0},
 		{"Status", storage.DeliveryFilter{Status: "cancelled"}, 0},
 		{"Mismatch", storage.DeliveryFilter{Mismatch: true}, 0},
+		{"MoneyMismatch", storage.DeliveryFilter{MoneyMismatch: true}, 0},
+		{"Currency", storage.DeliveryFilter{Currency: "EUR"}, 0},
+		{"HasAmount", storage.DeliveryFilter{HasAmount: true}, 0},
+		{"Flag", storage.DeliveryFilter{Flag: storage.FlagAny}, 0},
+		{"FlagState", storage.DeliveryFilter{FlagState: "open"}, 0},
+		{"Batch", storage.DeliveryFilter{Batch: 1}, 0},
+		{"NoPropertyNoCurrency", storage.DeliveryFilter{NoProperty: true, NoCurrency: true, Source: "ota"}, 125},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := db.RejectionsNotStored(ctx, tc.f)

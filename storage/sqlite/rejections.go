@@ -58,8 +58,7 @@ ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET deliveries = deliver
 // From's minute and before To. The cursor (Before) is ignored: the count belongs to
 // the filter, not to a page.
 func (db *DB) RejectionsNotStored(ctx context.Context, f storage.DeliveryFilter) (int64, error) {
-	if (f.Outcome != "" && f.Outcome != storage.Rejected) || f.Mismatch || f.Key != "" || f.Booking != "" ||
-		f.Property != "" || f.Status != "" || f.HasAmount {
+	if !f.SelectsRejections() {
 		return 0, nil
 	}
 	lo, hi := int64(0), int64(1<<62)
