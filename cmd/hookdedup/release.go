@@ -96,10 +96,26 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	state := flags.fs.String("state", "", "only keys in this state: processing, processed, failed, released")
 	stuck := flags.fs.Bool("stuck", false, "only stuck keys (failed, or processing longer than stuck_after), longest stuck first")
 	limit := flags.fs.Int("limit", 100, "at most this many keys")
+	before := flags.fs.Int64("before", 0, "only keys older than this id: the next page, as the page before says")
+	after := flags.fs.String("after", "", "with --stuck, only the stuck keys after this place: the next page, as the page before says")
 	if _, err := flags.parse(args); err != nil {
 		return err
 	}
-	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
+	if *limit <= 0 {
+		return fmt.Errorf("--limit %d: want a number of keys, 1 or more", *limit)
+	}
+	if *before < 0 {
+		return fmt.Errorf("--before %d: want the id the page before gave", *before)
+	}
+	f := storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck, Before: *before, Limit: *limit}
+	if *after != "" {
+		c, err := storage.ParseKeyCursor(*after)
+		if err != nil {
+			return fmt.Errorf("--after: %w", err)
+		}
+		f.After = c
+	}
+	if err := f.Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
 	cfg, db, err := flags.open(e)
@@ -108,8 +124,13 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	now := db.Clock()
-	keys, err := db.ListKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck,
-		StuckBefore: now.Add(-cfg.StuckAfter), Limit: *limit})
+	// Every page of a pass through the stuck keys takes its first page's threshold
+	// (storage.KeyCursor), as the console's do.
+	f.StuckBefore = now.Add(-cfg.StuckAfter)
+	if !f.After.IsZero() {
+		f.StuckBefore = f.After.StuckBefore
+	}
+	keys, err := db.ListKeys(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -123,5 +144,18 @@ func runKeys(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", k.Source, k.Key, k.State,
 			now.Sub(k.UpdatedAt).Round(time.Second), k.Attempts, k.LastError)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// A full page may have more after it. The way on goes to stderr: stdout stays the
+	// table that scripts read.
+	if len(keys) == *limit {
+		last := keys[len(keys)-1]
+		next := fmt.Sprintf("--before %d", last.ID)
+		if f.Stuck {
+			next = "--after " + storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}.String()
+		}
+		fmt.Fprintf(e.stderr, "%d keys listed; there may be more: run again with %s\n", len(keys), next)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,82 @@ func cliOn(path string) func(args ...string) (string, error) {
 		err := run(context.Background(), append(args, "--database", path),
 			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
 		return out.String(), err
+	}
+}
+
+// TestCLI_KeysPages: keys lists a page at a time, and says on stderr how to go on; the
+// pages of a listing, stuck or not, hold each key once, in the listing's order, and
+// many keys stuck since one millisecond are paged through one by one.
+func TestCLI_KeysPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Being handed downstream since an hour ago: stuck past stuck_after (10 min). Three
+	// keys share each millisecond.
+	hourAgo := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var want []string
+	for i := range 8 {
+		key := "evt_" + string(rune('a'+i))
+		d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: storage.MethodEventID, PayloadHash: "h",
+			Body: []byte(`{}`), ReceivedAt: hourAgo.Add(time.Duration(i/3) * time.Millisecond)}
+		if err := db.Record(context.Background(), d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, key)
+	}
+	db.Close()
+	newest := slices.Clone(want)
+	slices.Reverse(newest)
+	page := func(args ...string) (keys []string, next []string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(append([]string{"keys", "--limit", "2"}, args...), "--database", path),
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		if err != nil {
+			t.Fatalf("keys %v: %v\n%s", args, err, errb.String())
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+			keys = append(keys, strings.Fields(line)[1])
+		}
+		if msg := errb.String(); msg != "" {
+			_, on, ok := strings.Cut(strings.TrimSpace(msg), "run again with ")
+			if !ok {
+				t.Fatalf("keys %v: stderr %q does not say how to go on", args, msg)
+			}
+			next = strings.Fields(on)
+		}
+		return keys, next
+	}
+	for _, tc := range []struct {
+		name  string
+		first []string
+		want  []string
+	}{
+		{"Stuck", []string{"--stuck"}, want}, // longest stuck first
+		{"Newest", nil, newest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			args := tc.first
+			for range 10 {
+				keys, next := page(args...)
+				got = append(got, keys...)
+				if next == nil {
+					break
+				}
+				args = append(slices.Clone(tc.first), next...)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("pages listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := cliOn(path)("keys", "--after", "1.2.3"); err == nil || !strings.Contains(err.Error(), "after without stuck") {
+		t.Errorf("keys --after without --stuck: %v", err)
+	}
+	if _, err := cliOn(path)("keys", "--stuck", "--after", "junk"); err == nil || !strings.Contains(err.Error(), `--after: "junk"`) {
+		t.Errorf("keys --stuck --after junk: %v", err)
 	}
 }
