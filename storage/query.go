@@ -57,13 +57,19 @@ func (c Claim) Held(now time.Time) bool {
 	return c.State == StateProcessing || (c.State != StateReleased && c.ExpiresAt.After(now))
 }
 
-// ClaimedAnewSince reports whether c, what is left of a swept claim (its trace), is of
-// a claim made at or after t: a bulk action previewed at t listed an earlier claim of
-// the key, expired, and a release by the action must not forget the newer one's trace
-// and business keys, which no preview showed. The previewed claim had expired by t, so
-// it was made before it.
-func (c Claim) ClaimedAnewSince(t time.Time) bool {
-	return c.FirstDelivery != 0 && !c.ClaimedAt.Before(t)
+// ClaimedAnewSincePreview reports whether c, what is left of a swept claim (its trace),
+// is of a claim other than the one a bulk action's preview listed, whose first delivery
+// was previewedFirst: the previewed claim was swept, the key claimed anew and that claim
+// swept too, and a release by the action must not forget the newer claim's trace and
+// business keys, which no preview showed. Delivery ids tell the claims apart, as times
+// cannot: a claim's time is its delivery's arrival, stamped before it waited for the
+// writer and on whichever replica's clock took it, so a newer claim can be stamped
+// before the preview and the previewed one after it. Where the preview's first
+// delivery is not known (nil: previewed by an earlier version, and swept or changed
+// before the upgrade), any trace may be a newer claim's, and the key is skipped, which
+// forgets nothing.
+func (c Claim) ClaimedAnewSincePreview(previewedFirst *int64) bool {
+	return c.FirstDelivery != 0 && (previewedFirst == nil || c.FirstDelivery != *previewedFirst)
 }
 
 // Stuck reports whether the key is stuck: failed, or processing since before

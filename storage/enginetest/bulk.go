@@ -759,3 +759,84 @@ func TestBulkRelease_ClaimedAnewAndSwept(t *testing.T, e Engine) {
 		t.Errorf("a re-send of delivery %d's event under a new id: flags %v, want its business key", anew.ID, again.Suspects)
 	}
 }
+
+// TestBulkRelease_ClaimedAnewStampedBeforePreview: a delivery stamped (its ReceivedAt,
+// which becomes its claim's claimed_at) a moment before the preview but committed after
+// it, as one waiting for the writer is, takes over the expired claim the preview
+// listed; its own claim expires and is swept before the run. The trace the run finds
+// is of that newer claim, which no preview showed, though it was stamped first: the key
+// is skipped, and the newer delivery's business key still flags a re-send of its event.
+func TestBulkRelease_ClaimedAnewStampedBeforePreview(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
+	record(t, db, bk("ota", "evt_1", "B"), opt)
+	clk.Add(2 * time.Hour)
+	stamped := clk.Now().Add(-time.Millisecond) // received, queued, not yet committed
+	a, keys := previewKeys(t, db, storage.BulkFilter{Source: "ota"})
+	if !slices.Equal(keys, []string{"ota/evt_1"}) {
+		t.Fatalf("preview: keys %v; want evt_1", keys)
+	}
+	y := bk("ota", "evt_1", "B2")
+	y.ReceivedAt = stamped
+	anew := record(t, db, y, opt) // commits after the preview: takes over the expired claim
+	clk.Add(2 * time.Hour)
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want the newer claim swept", n, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatalf("claim the action: %v, %v", ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	ks, err := db.BulkKeys(ctx, id, 10)
+	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeySkipped {
+		t.Errorf("outcomes %+v, %v; want evt_1 skipped: the trace is of delivery %d's claim, made after the preview", ks, err, anew.ID)
+	}
+	if again := record(t, db, bk("ota", "evt_3", "B2"), opt); !slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send of delivery %d's event under a new id: flags %v, want its business key", anew.ID, again.Suspects)
+	}
+}
+
+// TestBulkRelease_PreviewedClaimStampedAhead: the claim a preview listed was stamped by
+// a replica whose time runs 50 ms ahead of the one that made the preview (within the
+// PostgreSQL engine's clockSlack), and is expired and swept before the run. The trace
+// the run finds is of the previewed claim itself, though stamped after the preview:
+// the key is released, and its business key, which the preview said would be
+// forgotten, no longer flags.
+func TestBulkRelease_PreviewedClaimStampedAhead(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
+	x := bk("ota", "evt_1", "B")
+	x.ReceivedAt = clk.Now().Add(50 * time.Millisecond) // another replica's stamp
+	record(t, db, x, opt)
+	a, keys := previewKeys(t, db, storage.BulkFilter{Source: "ota"})
+	if !slices.Equal(keys, []string{"ota/evt_1"}) {
+		t.Fatalf("preview: keys %v; want evt_1", keys)
+	}
+	clk.Add(2 * time.Hour)
+	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want the previewed claim swept", n, err)
+	}
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatalf("claim the action: %v, %v", ok, err)
+	}
+	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	ks, err := db.BulkKeys(ctx, id, 10)
+	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeyChanged {
+		t.Errorf("outcomes %+v, %v; want evt_1 changed: the trace is of the previewed claim", ks, err)
+	}
+	if again := record(t, db, bk("ota", "evt_3", "B"), opt); slices.Contains(again.Suspects, storage.SuspectBusinessKey) {
+		t.Errorf("a re-send of the released event under a new id: flags %v, want its business key forgotten", again.Suspects)
+	}
+}

@@ -29,6 +29,8 @@ var tests = []struct {
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},
 	{"BulkRelease_ClaimedAnewAndSwept", TestBulkRelease_ClaimedAnewAndSwept},
+	{"BulkRelease_ClaimedAnewStampedBeforePreview", TestBulkRelease_ClaimedAnewStampedBeforePreview},
+	{"BulkRelease_PreviewedClaimStampedAhead", TestBulkRelease_PreviewedClaimStampedAhead},
 	{"BulkReprocess_ExpiredSwept", TestBulkReprocess_ExpiredSwept},
 	{"Events", TestEvents},
 	{"Events_ScanWindow", TestEvents_ScanWindow},

@@ -28,6 +28,9 @@ type previewKey struct {
 	storage.BulkKey
 	claim     int64
 	updatedAt int64
+	// first is the claim's first delivery: once the claim is swept, it tells the
+	// claim's trace from that of a later claim of the key (Claim.ClaimedAnewSincePreview).
+	first int64
 }
 
 // CreateBulkPreview finds the keys req's filter matches, leaves out those the action
@@ -95,10 +98,10 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		part := keys[i:min(i+previewPart, len(keys))]
 		err = db.writeTx(ctx, func(tx pgx.Tx) error {
 			_, err := tx.CopyFrom(ctx, pgx.Identifier{"bulk_action_keys"},
-				[]string{"action", "seq", "claim", "source", "key", "state", "updated_at", "amount", "currency"},
+				[]string{"action", "seq", "claim", "source", "key", "state", "updated_at", "first_delivery", "amount", "currency"},
 				pgx.CopyFromSlice(len(part), func(j int) ([]any, error) {
 					k := part[j]
-					return []any{a.ID, int64(i + j), k.claim, k.Source, k.Key, k.State, k.updatedAt, k.Amount, k.Currency}, nil
+					return []any{a.ID, int64(i + j), k.claim, k.Source, k.Key, k.State, k.updatedAt, k.first, k.Amount, k.Currency}, nil
 				}))
 			return err
 		})
@@ -134,7 +137,7 @@ func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time
 		var k previewKey
 		var expires int64
 		var stored bool
-		if err := rows.Scan(&k.claim, &k.Source, &k.Key, &k.State, &k.updatedAt, &expires, &stored, &k.Amount, &k.Currency); err != nil {
+		if err := rows.Scan(&k.claim, &k.Source, &k.Key, &k.State, &k.updatedAt, &k.first, &expires, &stored, &k.Amount, &k.Currency); err != nil {
 			return nil, nil, 0, fmt.Errorf("bulk preview: %w", err)
 		}
 		if !req.Filter.MatchAmount(k.Amount) {
@@ -501,10 +504,9 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key whose claim changed since the preview (another state, re-claimed) is skipped;
-// one whose claim is gone, swept, is released or refused as releasing it alone would.
-// A cancel asked for is honoured before any key; with no key left the action
-// is done.
+// A key that changed since the preview is skipped (changedSincePreview); one whose
+// claim is gone, swept, is released or refused as releasing it alone would. A cancel
+// asked for is honoured before any key; with no key left the action is done.
 //
 // The batch locks the action's row first: a claim by another runner waits for the
 // batch to commit (and then finds the lease renewed), and a batch of this runner after
@@ -571,21 +573,12 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		outcomes := make([]string, len(batch))
 		for i, k := range batch {
 			c, found := claims[[2]string{k.source, k.key}]
-			outcome := ""
-			switch {
-			case found && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
-				outcome = storage.BulkKeySkipped
-			case !found && a.Kind == storage.BulkRelease:
-				gone, err := sweptClaim(ctx, tx, k.source, k.key)
-				if err != nil {
-					return err
-				}
-				if gone.ClaimedAnewSince(a.CreatedAt) {
-					outcome = storage.BulkKeySkipped
-					break
-				}
-				fallthrough
-			default:
+			skip, err := changedSincePreview(ctx, tx, a.Kind, k, c, found)
+			if err != nil {
+				return err
+			}
+			outcome := storage.BulkKeySkipped
+			if !skip {
 				// A key with no claim left expired and was swept since the preview (the
 				// sweep runs every minute): releaseIn forgets its trace and business keys
 				// as it does for a release of the key alone, or refuses it. Checked as
@@ -645,20 +638,39 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 type bulkKeyTodo struct {
 	seq, claim, updatedAt int64
 	source, key, state    string
+	first                 *int64 // nil: previewed by an earlier version, and swept or changed before the upgrade
+}
+
+// changedSincePreview reports whether k's key changed since the preview of an action
+// of kind: its claim c, when found, is another or in another state; or, for a release,
+// its claim is gone and the trace left is of a later claim of the key. A reprocess
+// needs no trace: it refuses a swept key.
+func changedSincePreview(ctx context.Context, tx pgx.Tx, kind string, k bulkKeyTodo, c storage.Claim, found bool) (bool, error) {
+	switch {
+	case found:
+		return c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt, nil
+	case kind != storage.BulkRelease:
+		return false, nil
+	}
+	gone, err := sweptClaim(ctx, tx, k.source, k.key)
+	if err != nil {
+		return false, err
+	}
+	return gone.ClaimedAnewSincePreview(k.first), nil
 }
 
 // bulkTodo returns the next n keys of action id without an outcome. Keys are done in
 // order, each batch whole, so the first done have theirs: starting there keeps each
 // batch's look-up short in a long action.
 func bulkTodo(ctx context.Context, tx pgx.Tx, id int64, done, n int) ([]bulkKeyTodo, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, claim, source, key, state, updated_at FROM bulk_action_keys
+	rows, err := tx.Query(ctx, `SELECT seq, claim, source, key, state, updated_at, first_delivery FROM bulk_action_keys
 	WHERE action = $1 AND seq >= $2 AND outcome = '' ORDER BY seq LIMIT $3`, id, done, limitArg(n))
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bulkKeyTodo, error) {
 		var k bulkKeyTodo
-		err := row.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt)
+		err := row.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt, &k.first)
 		return k, err
 	})
 }
@@ -769,7 +781,7 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 		}
 		where = append(where, cond+")")
 	}
-	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.expires_at,
+	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.first_delivery, c.expires_at,
 	coalesce(d.source = c.source AND d.key = c.key, false), coalesce(d.amount, ''), coalesce(d.currency, '')
 FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery
 WHERE ` + strings.Join(where, " AND ") + ` ORDER BY c.id`, args

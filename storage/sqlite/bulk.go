@@ -26,6 +26,9 @@ type previewKey struct {
 	storage.BulkKey
 	claim     int64
 	updatedAt int64
+	// first is the claim's first delivery: once the claim is swept, it tells the
+	// claim's trace from that of a later claim of the key (Claim.ClaimedAnewSincePreview).
+	first int64
 }
 
 // CreateBulkPreview finds the keys req's filter matches, leaves out those the action
@@ -63,7 +66,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		var k previewKey
 		var expires int64
 		var stored bool
-		if err := rows.Scan(&k.claim, &k.Source, &k.Key, &k.State, &k.updatedAt, &expires, &stored, &k.Amount, &k.Currency); err != nil {
+		if err := rows.Scan(&k.claim, &k.Source, &k.Key, &k.State, &k.updatedAt, &k.first, &expires, &stored, &k.Amount, &k.Currency); err != nil {
 			return storage.BulkAction{}, fmt.Errorf("bulk preview: %w", err)
 		}
 		if !req.Filter.MatchAmount(k.Amount) {
@@ -129,12 +132,12 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 			const chunk = 100 // rows per INSERT: well under SQLite's limit of variables
 			for j := i; j < min(i+previewPart, len(keys)); j += chunk {
 				part := keys[j:min(j+chunk, i+previewPart, len(keys))]
-				vals := make([]any, 0, len(part)*9)
+				vals := make([]any, 0, len(part)*10)
 				for n, k := range part {
-					vals = append(vals, a.ID, j+n, k.claim, k.Source, k.Key, k.State, k.updatedAt, k.Amount, k.Currency)
+					vals = append(vals, a.ID, j+n, k.claim, k.Source, k.Key, k.State, k.updatedAt, k.first, k.Amount, k.Currency)
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO bulk_action_keys (action, seq, claim, source, key, state, updated_at,
-					amount, currency) VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),", len(part)), ","), vals...); err != nil {
+					first_delivery, amount, currency) VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?),", len(part)), ","), vals...); err != nil {
 					return err
 				}
 			}
@@ -496,9 +499,9 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key whose claim changed since the preview (another state, re-claimed) is skipped;
-// one whose claim is gone, swept, is released or refused as releasing it alone would.
-// A cancel asked for is honoured before any key; with no key left the action is done.
+// A key that changed since the preview is skipped (changedSincePreview); one whose
+// claim is gone, swept, is released or refused as releasing it alone would. A cancel
+// asked for is honoured before any key; with no key left the action is done.
 func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (storage.BulkBatch, error) {
 	var out storage.BulkBatch
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
@@ -524,19 +527,15 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		}
 		// Keys are done in order, each batch whole, so the first a.Done have their
 		// outcome: starting there keeps each batch's look-up short in a long action.
-		rows, err := tx.QueryContext(ctx, `SELECT seq, claim, source, key, state, updated_at FROM bulk_action_keys
+		rows, err := tx.QueryContext(ctx, `SELECT seq, claim, source, key, state, updated_at, first_delivery FROM bulk_action_keys
 			WHERE action = ? AND seq >= ? AND outcome = '' ORDER BY seq LIMIT ?`, id, a.Done, n)
 		if err != nil {
 			return err
 		}
-		type todo struct {
-			seq, claim, updatedAt int64
-			source, key, state    string
-		}
-		var batch []todo
+		var batch []bulkKeyTodo
 		for rows.Next() {
-			var k todo
-			if err := rows.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt); err != nil {
+			var k bulkKeyTodo
+			if err := rows.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt, &k.first); err != nil {
 				rows.Close()
 				return err
 			}
@@ -560,29 +559,22 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		var changed, unchanged, skipped, refused int
 		for _, k := range batch {
 			c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, k.source, k.key))
-			outcome := ""
-			switch {
-			case err != nil && !errors.Is(err, sql.ErrNoRows):
+			found := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
-			case err == nil && (c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt):
-				outcome = storage.BulkKeySkipped
-			case err != nil && a.Kind == storage.BulkRelease:
-				gone, err := sweptClaim(ctx, tx, k.source, k.key)
-				if err != nil {
-					return err
-				}
-				if gone.ClaimedAnewSince(a.CreatedAt) {
-					outcome = storage.BulkKeySkipped
-					break
-				}
-				fallthrough
-			default:
+			}
+			skip, err := changedSincePreview(ctx, tx, a.Kind, k, c, found)
+			if err != nil {
+				return err
+			}
+			outcome := storage.BulkKeySkipped
+			if !skip {
 				// A key with no claim left expired and was swept since the preview (the
 				// sweep runs every minute): releaseIn forgets its trace and business keys
 				// as it does for a release of the key alone, or refuses it. Checked as
 				// having no claim, a key claimed anew in between is refused, not acted on.
 				checked := storage.MoneyNotChecked
-				if errors.Is(err, sql.ErrNoRows) {
+				if !found {
 					checked = 0
 				}
 				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
@@ -627,6 +619,31 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		return storage.BulkBatch{}, fmt.Errorf("bulk action %d: %w", id, err)
 	}
 	return out, nil
+}
+
+// bulkKeyTodo is a key of a running action without an outcome, as its preview saw it.
+type bulkKeyTodo struct {
+	seq, claim, updatedAt int64
+	source, key, state    string
+	first                 *int64 // nil: previewed by an earlier version, and swept or changed before the upgrade
+}
+
+// changedSincePreview reports whether k's key changed since the preview of an action
+// of kind: its claim c, when found, is another or in another state; or, for a release,
+// its claim is gone and the trace left is of a later claim of the key. A reprocess
+// needs no trace: it refuses a swept key.
+func changedSincePreview(ctx context.Context, tx *sql.Tx, kind string, k bulkKeyTodo, c storage.Claim, found bool) (bool, error) {
+	switch {
+	case found:
+		return c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt, nil
+	case kind != storage.BulkRelease:
+		return false, nil
+	}
+	gone, err := sweptClaim(ctx, tx, k.source, k.key)
+	if err != nil {
+		return false, err
+	}
+	return gone.ClaimedAnewSincePreview(k.first), nil
 }
 
 // NoteBulkError keeps the last failure of a running action, for its page, unless
@@ -703,7 +720,7 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 		}
 		add(cond+")", a...)
 	}
-	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.expires_at,
+	return `SELECT c.id, c.source, c.key, c.state, c.updated_at, c.first_delivery, c.expires_at,
 	coalesce(d.source = c.source AND d.key = c.key, 0), coalesce(d.amount, ''), coalesce(d.currency, '')
 FROM claims c LEFT JOIN deliveries d ON d.id = c.first_delivery
 WHERE ` + strings.Join(where, " AND ") + ` ORDER BY c.id`, args
