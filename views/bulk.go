@@ -3,7 +3,8 @@ package views
 // BulkForm is the filter, kind and reason of a bulk action as the form holds them.
 type BulkForm struct {
 	Kind, Reason                   string
-	Source, Key, State, From, To   string
+	Source, Key, State             string
+	From, To                       TimeBound
 	Property, Booking, Status      string
 	Flag, FlagState                string
 	Currency, AmountMin, AmountMax string

@@ -153,6 +153,24 @@ type EventRow struct {
 	BatchURL   string
 }
 
+// TimeBound is a filter's from or to. Input is its datetime-local box's value, a
+// wall-clock time in the console's zone. Exact is the RFC 3339 time with its offset
+// that the box stands for when the bound came as one (the ledger's and the dashboard's
+// links give them), "" otherwise: a wall-clock time cannot tell apart the two instants
+// of the hour that comes twice when summer time ends, so the form sends Exact back
+// beside the box.
+type TimeBound struct {
+	Input, Exact string
+}
+
+// Param is the bound as a link gives it: the exact time when there is one.
+func (b TimeBound) Param() string {
+	if b.Exact != "" {
+		return b.Exact
+	}
+	return b.Input
+}
+
 // DeliveryFilter is the events list's filter form, as typed.
 type DeliveryFilter struct {
 	Source, Outcome                string
@@ -161,13 +179,8 @@ type DeliveryFilter struct {
 	Currency                       string // of the amount
 	Flag, FlagState                string // flagged by a suspect of this kind ("any"), in this state
 	Property, Booking, Status, Key string
-	// From and To are as the URL gave them: datetime-local values, or RFC 3339 times
-	// with their offset, which the ledger's links give (exact also in the hour that
-	// comes twice when summer time ends). FromInput and ToInput are them as the form's
-	// datetime-local boxes show them.
-	From, To           string
-	FromInput, ToInput string
-	Batch              string // the items of one batched request
+	From, To                       TimeBound
+	Batch                          string // the items of one batched request
 	// NoProperty and NoCurrency select the deliveries without one (property_none,
 	// currency_none), as the ledger's rows of none link to them.
 	NoProperty, NoCurrency bool

@@ -90,7 +90,6 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	v := views.BulkForm{
 		Kind: q.Get("kind"), Reason: strings.TrimSpace(q.Get("reason")),
 		Source: strings.TrimSpace(q.Get("source")), Key: typed(q.Get("key")), State: q.Get("state"),
-		From: q.Get("from"), To: q.Get("to"),
 		Flag: strings.TrimSpace(q.Get("flag")), FlagState: strings.TrimSpace(q.Get("flag_state")),
 		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
 		Status: storage.Label(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
@@ -106,19 +105,12 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	default:
 		f.State = v.State
 	}
-	for _, t := range []struct {
-		in   *string
-		out  *time.Time
-		name string
-	}{{&v.From, &f.From, "From"}, {&v.To, &f.To, "To"}} {
-		if *t.in == "" {
-			continue
-		}
-		tm, input, err := s.formTime(*t.in)
-		if err != nil {
-			return v, f, badRequest(t.name + " must be a date and time like 2026-11-30T14:00.")
-		}
-		*t.out, *t.in = tm, input
+	var err error
+	if f.From, v.From, err = s.timeBound(q, "from"); err != nil {
+		return v, f, badRequest("From must be a date and time like 2026-11-30T14:00.")
+	}
+	if f.To, v.To, err = s.timeBound(q, "to"); err != nil {
+		return v, f, badRequest("To must be a date and time like 2026-11-30T14:00.")
 	}
 	if err := f.Check(); err != nil {
 		return v, f, badRequest("Filter: " + err.Error() + ".")
@@ -705,7 +697,7 @@ func bulkFromEvents(vf views.DeliveryFilter) (link, whyNot string) {
 	q := url.Values{}
 	for _, p := range [][2]string{{"source", vf.Source}, {"key", vf.Key}, {"property", vf.Property}, {"booking", vf.Booking},
 		{"status", vf.Status}, {"currency", vf.Currency}, {"flag", vf.Flag}, {"flag_state", vf.FlagState},
-		{"from", vf.From}, {"to", vf.To}} {
+		{"from", vf.From.Param()}, {"to", vf.To.Param()}} {
 		if p[1] != "" {
 			q.Set(p[0], p[1])
 		}

@@ -190,7 +190,9 @@ func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket)
 // starting at from.
 func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.Dashboard {
 	order, bySource, tot := s.tally(rg, from, d.stats)
-	since := from.Format("2006-01-02T15:04")
+	// With its offset: the 24 hours can start in the hour that comes twice when summer
+	// time ends, which a wall-clock time would read as its later instant.
+	since := from.Format(time.RFC3339)
 	events := func(q url.Values) string {
 		q.Set("from", since)
 		return "/events?" + q.Encode()

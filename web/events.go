@@ -60,8 +60,6 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		Booking:       storage.Label(q.Get("booking")),
 		Status:        storage.Label(q.Get("status")),
 		Key:           typed(q.Get("key")),
-		From:          q.Get("from"),
-		To:            q.Get("to"),
 		Batch:         strings.TrimSpace(q.Get("batch")),
 	}
 	f := storage.DeliveryFilter{
@@ -96,21 +94,11 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	default:
 		return vf, f, "Outcome must be accepted, duplicate or rejected."
 	}
-	vf.FromInput, vf.ToInput = vf.From, vf.To
-	for _, t := range []struct {
-		in    string
-		out   *time.Time
-		input *string
-		name  string
-	}{{vf.From, &f.From, &vf.FromInput, "From"}, {vf.To, &f.To, &vf.ToInput, "To"}} {
-		if t.in == "" {
-			continue
-		}
-		v, input, err := s.formTime(t.in)
-		if err != nil {
-			return vf, f, t.name + " must be a date and time like 2026-11-30T14:00."
-		}
-		*t.out, *t.input = v, input
+	if f.From, vf.From, err = s.timeBound(q, "from"); err != nil {
+		return vf, f, "From must be a date and time like 2026-11-30T14:00."
+	}
+	if f.To, vf.To, err = s.timeBound(q, "to"); err != nil {
+		return vf, f, "To must be a date and time like 2026-11-30T14:00."
 	}
 	if vf.Batch != "" {
 		n, err := strconv.ParseInt(vf.Batch, 10, 64)
@@ -201,8 +189,8 @@ func filterQuery(vf views.DeliveryFilter) url.Values {
 	set("booking", vf.Booking)
 	set("status", vf.Status)
 	set("key", vf.Key)
-	set("from", vf.From)
-	set("to", vf.To)
+	set("from", vf.From.Param())
+	set("to", vf.To.Param())
 	set("batch", vf.Batch)
 	return q
 }

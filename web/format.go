@@ -218,15 +218,26 @@ func plural(n int) string {
 // stored (storage.Label).
 func typed(s string) string { return strings.Trim(s, " \t") }
 
-// formTime reads a time from a console form or link: a datetime-local value in the
-// server's location, or an RFC 3339 time with its offset, which the ledger's links
-// give (exact also in the hour that comes twice when summer time ends, which a wall
-// clock time cannot tell apart). It also returns the time as a datetime-local box
-// shows it.
-func (s *Server) formTime(in string) (time.Time, string, error) {
-	if t, err := time.Parse(time.RFC3339, in); err == nil {
-		return t, t.In(s.loc).Format(dateTimeLocal), nil
+// timeBound reads a filter's bound name (from, to) in the server's location: a
+// datetime-local box's wall-clock time, or an RFC 3339 time with its offset, as the
+// ledger's and the dashboard's links give it, exact also in the hour that comes twice
+// when summer time ends, where a wall-clock time names the later instant. A box can show
+// such a time only as a wall-clock time, so the form sends it back beside the box with
+// the value the box showed (views.TimeBound): the exact time is meant until the user
+// changes the box, which then says what is meant. An empty box is no bound.
+func (s *Server) timeBound(q url.Values, name string) (time.Time, views.TimeBound, error) {
+	box := q.Get(name)
+	if box == "" {
+		return time.Time{}, views.TimeBound{}, nil
 	}
-	t, err := time.ParseInLocation(dateTimeLocal, in, s.loc)
-	return t, in, err
+	if t, err := time.Parse(time.RFC3339, box); err == nil {
+		return t, views.TimeBound{Input: t.In(s.loc).Format(dateTimeLocal), Exact: box}, nil
+	}
+	if exact := q.Get(name + "_exact"); box == q.Get(name+"_shown") {
+		if t, err := time.Parse(time.RFC3339, exact); err == nil {
+			return t, views.TimeBound{Input: box, Exact: exact}, nil
+		}
+	}
+	t, err := time.ParseInLocation(dateTimeLocal, box, s.loc)
+	return t, views.TimeBound{Input: box}, err
 }

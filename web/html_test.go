@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -137,6 +138,65 @@ func (n nodes) has(ids ...string) {
 			n.t.Errorf("page has no data-testid=%q", id)
 		}
 	}
+}
+
+// formValues is what a browser submits for the forms of the selection unchanged: each
+// enabled field's value, hidden ones included, a checkbox or radio button only when
+// checked, a select's selected option (its first when none is), a textarea's text.
+// Buttons send nothing: a test adds what it types or clicks.
+func (n nodes) formValues() url.Values {
+	out := url.Values{}
+	for _, x := range n.find(func(x *html.Node) bool {
+		return (x.Data == "input" || x.Data == "select" || x.Data == "textarea") && attr(x, "name") != ""
+	}).list {
+		if _, disabled := viewstest.Attr(x, "disabled"); disabled {
+			continue
+		}
+		name := attr(x, "name")
+		switch x.Data {
+		case "input":
+			switch attr(x, "type") {
+			case "submit", "button", "reset", "image", "file":
+				continue
+			case "checkbox", "radio":
+				if _, checked := viewstest.Attr(x, "checked"); !checked {
+					continue
+				}
+				v, ok := viewstest.Attr(x, "value")
+				if !ok {
+					v = "on"
+				}
+				out.Add(name, v)
+				continue
+			}
+			out.Add(name, attr(x, "value"))
+		case "select":
+			opts := nodes{n.t, []*html.Node{x}}.tag("option").list
+			if len(opts) == 0 {
+				continue
+			}
+			chosen := opts[0]
+			for _, o := range opts {
+				if _, selected := viewstest.Attr(o, "selected"); selected {
+					chosen = o
+				}
+			}
+			v, ok := viewstest.Attr(chosen, "value")
+			if !ok {
+				v = nodes{n.t, []*html.Node{chosen}}.text()
+			}
+			out.Add(name, v)
+		case "textarea":
+			var b strings.Builder
+			for c := range x.ChildNodes() {
+				if c.Type == html.TextNode {
+					b.WriteString(c.Data)
+				}
+			}
+			out.Add(name, b.String())
+		}
+	}
+	return out
 }
 
 // attr is x's attribute key, "" when it has none.
