@@ -778,7 +778,11 @@ func TestText(t *testing.T) {
 	if got := Text([]byte(`{"p":"`+long+`"}`), "/p"); got != strings.Repeat("A", maxText-1) {
 		t.Errorf("Text of a long label = %q (%d bytes), want its first %d bytes without the blank", got, len(got), maxText-1)
 	}
-	// A blank other than a space or a tab is part of the label, as of a typed filter.
+	if got := Text([]byte(`{"p":"HTL-2\r\n"}`), "/p"); got != "HTL-2" {
+		t.Errorf("Text of a label ending in a line break = %q, want HTL-2: a browser's text box drops it", got)
+	}
+	// A blank other than a space, a tab or a line break is part of the label, as of a
+	// typed filter.
 	nbsp := "HTL-2\u00a0"
 	if got := Text([]byte(`{"p":" `+nbsp+` "}`), "/p"); got != nbsp || storage.Label(" "+nbsp+"\t") != nbsp {
 		t.Errorf("Text of a label ending in U+00A0 = %q, want %q as a filter typed for it is matched", got, nbsp)

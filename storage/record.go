@@ -17,11 +17,13 @@ const (
 )
 
 // Label is a label (a delivery's property, booking or event status) as it is stored, and
-// a filter typed for one as it is matched: without the spaces and tabs around it, so
-// that a ledger row's link finds its row's deliveries. Other blanks (U+00A0, a line
-// feed) are kept, in both: they are part of the value, which the console shows
-// (views.Visible) and a filter matches exactly.
-func Label(s string) string { return strings.Trim(s, " \t") }
+// a filter typed for one as it is matched: without the spaces, tabs and line breaks
+// around it, which a user types or pastes by accident and a browser drops from a text
+// box's value (line breaks), so that a ledger row's link, and the console's form sent
+// again, find the row's deliveries. Other blanks (U+00A0, U+3000) are kept, in both:
+// they are part of the value, which the console shows (views.Visible), a form keeps
+// and a filter matches exactly.
+func Label(s string) string { return strings.Trim(s, " \t\r\n") }
 
 // Delivery is one HTTP delivery of a webhook, as received and as stored.
 type Delivery struct {

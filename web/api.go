@@ -149,7 +149,8 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := storage.DeliveryFilter{
 		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")), Mismatch: q.Get("mismatch") == "true",
-		Property: q.Get("property"), Booking: q.Get("booking"), Status: q.Get("status"), Key: q.Get("key"),
+		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
+		Status: storage.Label(q.Get("status")), Key: q.Get("key"),
 		MoneyMismatch: q.Get("mismatch") == "money", Currency: storage.CurrencyCode(q.Get("currency")),
 		Flag: storage.SuspectKind(q.Get("flag")), FlagState: q.Get("flag_state"),
 	}

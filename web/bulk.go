@@ -105,11 +105,15 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	default:
 		f.State = v.State
 	}
-	var err error
-	if f.From, v.From, err = s.timeBound(q, "from"); err != nil {
+	// Both bounds are read before either is refused: the form shows both again as they
+	// were, and one left out would be a filter without that end once corrected.
+	var fromErr, toErr error
+	f.From, v.From, fromErr = s.timeBound(q, "from")
+	f.To, v.To, toErr = s.timeBound(q, "to")
+	if fromErr != nil {
 		return v, f, badRequest("From must be a date and time like 2026-11-30T14:00.")
 	}
-	if f.To, v.To, err = s.timeBound(q, "to"); err != nil {
+	if toErr != nil {
 		return v, f, badRequest("To must be a date and time like 2026-11-30T14:00.")
 	}
 	if err := f.Check(); err != nil {
@@ -541,6 +545,9 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
+	// Labels are matched as they are stored, as the console's filters match them.
+	f := &req.Filter
+	f.Property, f.Booking, f.Status = storage.Label(f.Property), storage.Label(f.Booking), storage.Label(f.Status)
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}

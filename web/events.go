@@ -51,7 +51,7 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	vf := views.DeliveryFilter{
 		Source:        strings.TrimSpace(q.Get("source")),
 		Outcome:       q.Get("outcome"),
-		Mismatch:      q.Get("mismatch") != "" && q.Get("mismatch") != "money",
+		Mismatch:      !slices.Contains([]string{"", "0", "false", "money"}, q.Get("mismatch")),
 		MoneyMismatch: q.Get("mismatch") == "money",
 		Currency:      storage.CurrencyCode(q.Get("currency")),
 		Flag:          strings.TrimSpace(q.Get("flag")),
@@ -94,10 +94,15 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	default:
 		return vf, f, "Outcome must be accepted, duplicate or rejected."
 	}
-	if f.From, vf.From, err = s.timeBound(q, "from"); err != nil {
+	// Both bounds are read before either is refused: the form shows both again as they
+	// were, and one left out would be a filter without that end once corrected.
+	var fromErr, toErr error
+	f.From, vf.From, fromErr = s.timeBound(q, "from")
+	f.To, vf.To, toErr = s.timeBound(q, "to")
+	if fromErr != nil {
 		return vf, f, "From must be a date and time like 2026-11-30T14:00."
 	}
-	if f.To, vf.To, err = s.timeBound(q, "to"); err != nil {
+	if toErr != nil {
 		return vf, f, "To must be a date and time like 2026-11-30T14:00."
 	}
 	if vf.Batch != "" {

@@ -222,9 +222,9 @@ func typed(s string) string { return strings.Trim(s, " \t") }
 // datetime-local box's wall-clock time, or an RFC 3339 time with its offset, as the
 // ledger's and the dashboard's links give it, exact also in the hour that comes twice
 // when summer time ends, where a wall-clock time names the later instant. A box can show
-// such a time only as a wall-clock time, so the form sends it back beside the box with
-// the value the box showed (views.TimeBound): the exact time is meant until the user
-// changes the box, which then says what is meant. An empty box is no bound.
+// such a time only as a wall-clock time, so the form sends it back beside the box
+// (views.TimeBound): the exact time is meant while the box shows it, and a box changed
+// to another time says what is meant. An empty box is no bound.
 func (s *Server) timeBound(q url.Values, name string) (time.Time, views.TimeBound, error) {
 	box := q.Get(name)
 	if box == "" {
@@ -233,8 +233,11 @@ func (s *Server) timeBound(q url.Values, name string) (time.Time, views.TimeBoun
 	if t, err := time.Parse(time.RFC3339, box); err == nil {
 		return t, views.TimeBound{Input: t.In(s.loc).Format(dateTimeLocal), Exact: box}, nil
 	}
-	if exact := q.Get(name + "_exact"); box == q.Get(name+"_shown") {
-		if t, err := time.Parse(time.RFC3339, exact); err == nil {
+	// The exact time counts only while the box shows it: a box the user changed, or an
+	// exact time that is not the box's (a stale form, a crafted link), would filter by
+	// a time the page does not show.
+	if exact := q.Get(name + "_exact"); exact != "" {
+		if t, err := time.Parse(time.RFC3339, exact); err == nil && t.In(s.loc).Format(dateTimeLocal) == box {
 			return t, views.TimeBound{Input: box, Exact: exact}, nil
 		}
 	}

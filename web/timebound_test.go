@@ -190,3 +190,96 @@ func TestConsole_DashboardLinksExactFrom(t *testing.T) {
 		t.Fatalf("no links to the events list: %v", page.hrefs())
 	}
 }
+
+// TestConsole_BadFromKeepsTo: a From refused leaves To in its box, on the events list
+// and on the bulk form: corrected and sent again, the filter still has its end.
+func TestConsole_BadFromKeepsTo(t *testing.T) {
+	e := newConsoleEnv(t)
+	_, page := e.as(t, storage.RoleViewer).page("/events?from=2026-11-30+14%3A00&to=2026-12-01T00%3A00")
+	if got := page.named("to").attrs("value"); len(got) != 1 || got[0] != "2026-12-01T00:00" {
+		t.Errorf("events: to box %q after a bad From", got)
+	}
+	_, body, _ := e.as(t, storage.RoleOperator).post("/bulk", url.Values{"kind": {"release"}, "reason": {"r"},
+		"from": {"2026-11-30 14:00"}, "to": {"2026-12-01T00:00"}})
+	if got := parsePage(t, body).named("to").attrs("value"); len(got) != 1 || got[0] != "2026-12-01T00:00" {
+		t.Errorf("bulk: to box %q after a bad From", got)
+	}
+}
+
+// TestConsole_ExactBoundIsTheBoxs: an exact time counts only while the box shows it;
+// one that is not the box's time (a stale form, a crafted link) gives way to the box.
+func TestConsole_ExactBoundIsTheBoxs(t *testing.T) {
+	e := newConsoleEnv(t)
+	rec := func(key string) {
+		t.Helper()
+		if err := e.db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: key, KeyMethod: "event_id",
+			PayloadHash: "h"}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Add(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
+	rec("day-before")
+	e.clock.Add(28 * time.Hour)
+	rec("after-noon")
+	_, page := e.as(t, storage.RoleViewer).page("/events?source=ota&from=2026-11-30T12%3A00" +
+		"&from_shown=2026-11-30T12%3A00&from_exact=2026-11-29T00%3A00%3A00Z") // from_shown as the box's value makes no difference
+	if rows := page.testid("event-row").text(); strings.Contains(rows, "day-before") || !strings.Contains(rows, "after-noon") {
+		t.Errorf("box shows %q, with an exact time of another day beside it; list: %q", page.named("from").attrs("value"), rows)
+	}
+}
+
+// TestConsole_MismatchOff: mismatch=0 and mismatch=false leave the mismatch filter
+// off, as the other flags' 0 and false do; they turned it on.
+func TestConsole_MismatchOff(t *testing.T) {
+	e := newConsoleEnv(t)
+	if err := e.db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: "evt_plain", KeyMethod: "event_id",
+		PayloadHash: "h"}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	v := e.as(t, storage.RoleViewer)
+	for _, off := range []string{"0", "false", ""} {
+		if _, page := v.page("/events?mismatch=" + off); !strings.Contains(page.testid("event-row").text(), "evt_plain") {
+			t.Errorf("mismatch=%s: the list lacks a delivery without a mismatch", off)
+		}
+	}
+	if _, page := v.page("/events?mismatch=1"); strings.Contains(page.testid("event-row").text(), "evt_plain") {
+		t.Errorf("mismatch=1 lists a delivery without a mismatch")
+	}
+}
+
+// TestLabels_MatchedAsStored: a label filter is matched as labels are stored
+// (storage.Label), in the console's form sent again by a browser, which drops line
+// breaks from a text box, and in the API.
+func TestLabels_MatchedAsStored(t *testing.T) {
+	e := newConsoleEnv(t)
+	for _, d := range []struct{ key, property string }{{"evt_htl2", storage.Label("HTL-2\r\n")}, {"evt_htl3", "HTL-3"}} {
+		if err := e.db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: d.key, KeyMethod: "event_id",
+			PayloadHash: "h", Property: d.property}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := e.as(t, storage.RoleViewer)
+	_, page := v.page("/events?property=HTL-2%0D%0A")
+	form := page.testid("filters").formValues()
+	form.Set("property", strings.NewReplacer("\r", "", "\n", "").Replace(form.Get("property"))) // as a browser sends it
+	for name, q := range map[string]string{"link": "property=HTL-2%0D%0A", "form sent again": form.Encode(),
+		"blanks typed": "property=+HTL-2%09"} {
+		_, page := v.page("/events?" + q)
+		if rows := page.testid("event-row").text(); !strings.Contains(rows, "evt_htl2") || strings.Contains(rows, "evt_htl3") {
+			t.Errorf("%s (%s): lists %q; want evt_htl2 alone", name, q, rows)
+		}
+	}
+}
+
+// TestAPI_LabelsMatchedAsStored: the API's label filters trim as the console's do.
+func TestAPI_LabelsMatchedAsStored(t *testing.T) {
+	e := newAPIEnv(t)
+	if err := e.db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: "evt_1", KeyMethod: "event_id",
+		PayloadHash: "h", Property: "HTL-2"}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/deliveries?property=HTL-2%20", "")
+	if got, _ := out["deliveries"].([]any); code != http.StatusOK || len(got) != 1 {
+		t.Errorf("GET deliveries?property=HTL-2%%20 = %d, %v; want HTL-2's one delivery", code, out)
+	}
+}
