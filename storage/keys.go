@@ -43,6 +43,27 @@ func (f KeyFilter) Check() error {
 	return nil
 }
 
+// StuckOf is how many keys of source ("" for every source) counts, StuckCounts's
+// answer, holds.
+func StuckOf(counts map[string]int, source string) int {
+	n := 0
+	for name, c := range counts {
+		if source == "" || name == source {
+			n += c
+		}
+	}
+	return n
+}
+
+// BecameStuck is how many keys of source ("" for every source) became stuck during a
+// pass through the stuck keys: stuck by now, StuckCounts at the current threshold, and
+// not by then, StuckCounts at the pass's own (KeyCursor.StuckBefore). They fall among
+// the keys the pass had paged already, and its last page says so: the next pass, from
+// the first page, lists them.
+func BecameStuck(now, then map[string]int, source string) int {
+	return max(StuckOf(now, source)-StuckOf(then, source), 0)
+}
+
 // KeyCursor is a place in a stuck listing: its last key's time of entering its state,
 // and its id. Stuck keys come oldest first, and many may share one millisecond (a
 // batch's keys, claimed together and failing together); the id orders those, so that

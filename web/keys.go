@@ -90,7 +90,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	stuck := stuckOf(counts, source)
+	stuck := storage.StuckOf(counts, source)
 	// A pass through the stuck keys keeps its first page's threshold (KeyCursor); the
 	// keys that passed it since fall among those already paged, and its last page says
 	// how many there are, from the first page.
@@ -100,7 +100,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		becameStuck = max(stuck-stuckOf(then, source), 0)
+		becameStuck = storage.BecameStuck(counts, then, source)
 	}
 	u, _ := UserFrom(ctx)
 	v := views.Keys{
@@ -341,15 +341,4 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Result = res
 	return s.render(w, r, http.StatusOK, views.LabView(v))
-}
-
-// stuckOf is the stuck keys counts holds for source ("" for every source).
-func stuckOf(counts map[string]int, source string) int {
-	n := 0
-	for name, c := range counts {
-		if source == "" || name == source {
-			n += c
-		}
-	}
-	return n
 }

@@ -134,8 +134,28 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	// The last page of a pass through the stuck keys says how many became stuck during
+	// it: they fall among the keys paged already, and support staff would end the pass
+	// believing they saw every stuck key.
+	if !f.After.IsZero() && len(keys) < *limit {
+		current, err := db.StuckCounts(ctx, now.Add(-cfg.StuckAfter))
+		if err != nil {
+			return err
+		}
+		then, err := db.StuckCounts(ctx, f.StuckBefore)
+		if err != nil {
+			return err
+		}
+		if n := storage.BecameStuck(current, then, f.Source); n > 0 {
+			defer fmt.Fprintf(e.stderr, "%d keys became stuck after this pass's first page: run again without --after to list them\n", n)
+		}
+	}
 	if len(keys) == 0 {
-		fmt.Fprintln(e.stdout, "no keys match")
+		if f.Before != 0 || !f.After.IsZero() {
+			fmt.Fprintln(e.stdout, "no more keys: the page before was the last")
+		} else {
+			fmt.Fprintln(e.stdout, "no keys match")
+		}
 		return nil
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

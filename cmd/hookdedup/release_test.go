@@ -167,3 +167,57 @@ func TestCLI_KeysPages(t *testing.T) {
 		t.Errorf("keys --stuck --after junk: %v", err)
 	}
 }
+
+// TestCLI_KeysLastPage: the page after a full last page says there are no more keys,
+// not that none match; and the last page of a pass through the stuck keys says how many
+// became stuck since its first page, which no page of it lists.
+func TestCLI_KeysLastPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Processing since 2 h ago and since 30 min ago: both stuck past stuck_after (10 min).
+	for key, ago := range map[string]time.Duration{"evt_old": 2 * time.Hour, "evt_new": 30 * time.Minute} {
+		d := &storage.Delivery{Source: "ota", Key: key, KeyMethod: storage.MethodEventID, PayloadHash: "h",
+			Body: []byte(`{}`), ReceivedAt: time.Now().Add(-ago)}
+		if err := db.Record(context.Background(), d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	keys := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), append(append([]string{"keys"}, args...), "--database", path),
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("keys %v: %v", args, err)
+		}
+		return out.String(), errb.String()
+	}
+	after := func(hint string) storage.KeyCursor {
+		t.Helper()
+		_, on, _ := strings.Cut(hint, "--after ")
+		fields := strings.Fields(on)
+		if len(fields) == 0 {
+			t.Fatalf("no --after in %q", hint)
+		}
+		c, err := storage.ParseKeyCursor(fields[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	_, hint := keys("--stuck", "--limit", "2")
+	if out, msg := keys("--stuck", "--limit", "2", "--after", after(hint).String()); !strings.Contains(out, "no more keys") || msg != "" {
+		t.Errorf("the page after a full last page: %q, stderr %q; want no more keys", out, msg)
+	}
+	// A pass whose first page was read an hour ago: evt_new was not stuck then.
+	_, hint = keys("--stuck", "--limit", "1")
+	c := after(hint)
+	c.StuckBefore = time.Now().Add(-time.Hour)
+	out, msg := keys("--stuck", "--limit", "1", "--after", c.String())
+	if strings.Contains(out, "evt_new") || !strings.Contains(msg, "1 keys became stuck after this pass's first page") {
+		t.Errorf("the pass's last page: %q, stderr %q; want it to say 1 key became stuck meanwhile", out, msg)
+	}
+}
