@@ -57,6 +57,34 @@ func (c Claim) Held(now time.Time) bool {
 	return c.State == StateProcessing || (c.State != StateReleased && c.ExpiresAt.After(now))
 }
 
+// PreviewedClaim is a key's claim as a bulk action's preview saw it: its id, state,
+// time of entering that state (milliseconds) and first delivery (nil: previewed by an
+// earlier version, and swept or changed before the upgrade).
+type PreviewedClaim struct {
+	ID        int64
+	State     string
+	UpdatedAt int64
+	First     *int64
+}
+
+// ChangedSincePreview reports whether a key previewed as p changed since, for an action
+// of kind: its claim c, when found, is another or in another state; or, for a release,
+// its claim is gone and the trace left, read by trace, is of a later claim of the key
+// (ClaimedAnewSincePreview). A reprocess needs no trace: it refuses a swept key.
+func (p PreviewedClaim) ChangedSincePreview(kind string, c Claim, found bool, trace func() (Claim, error)) (bool, error) {
+	switch {
+	case found:
+		return c.ID != p.ID || c.State != p.State || c.UpdatedAt.UnixMilli() != p.UpdatedAt, nil
+	case kind != BulkRelease:
+		return false, nil
+	}
+	gone, err := trace()
+	if err != nil {
+		return false, err
+	}
+	return gone.ClaimedAnewSincePreview(p.First), nil
+}
+
 // ClaimedAnewSincePreview reports whether c, what is left of a swept claim (its trace),
 // is of a claim other than the one a bulk action's preview listed, whose first delivery
 // was previewedFirst: the previewed claim was swept, the key claimed anew and that claim

@@ -504,7 +504,7 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // RunBulkBatch acts on up to n keys of action id that have no outcome yet, in one
 // transaction that writes each key's release and audit row (actor: the requester;
 // reason: the action's, naming it) and its outcome together, then renews runner's lease.
-// A key that changed since the preview is skipped (changedSincePreview); one whose
+// A key that changed since the preview is skipped (storage.PreviewedClaim.ChangedSincePreview); one whose
 // claim is gone, swept, is released or refused as releasing it alone would. A cancel
 // asked for is honoured before any key; with no key left the action is done.
 //
@@ -573,7 +573,8 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		outcomes := make([]string, len(batch))
 		for i, k := range batch {
 			c, found := claims[[2]string{k.source, k.key}]
-			skip, err := changedSincePreview(ctx, tx, a.Kind, k, c, found)
+			skip, err := (storage.PreviewedClaim{ID: k.claim, State: k.state, UpdatedAt: k.updatedAt, First: k.first}).
+				ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
 			if err != nil {
 				return err
 			}
@@ -639,24 +640,6 @@ type bulkKeyTodo struct {
 	seq, claim, updatedAt int64
 	source, key, state    string
 	first                 *int64 // nil: previewed by an earlier version, and swept or changed before the upgrade
-}
-
-// changedSincePreview reports whether k's key changed since the preview of an action
-// of kind: its claim c, when found, is another or in another state; or, for a release,
-// its claim is gone and the trace left is of a later claim of the key. A reprocess
-// needs no trace: it refuses a swept key.
-func changedSincePreview(ctx context.Context, tx pgx.Tx, kind string, k bulkKeyTodo, c storage.Claim, found bool) (bool, error) {
-	switch {
-	case found:
-		return c.ID != k.claim || c.State != k.state || millis(c.UpdatedAt) != k.updatedAt, nil
-	case kind != storage.BulkRelease:
-		return false, nil
-	}
-	gone, err := sweptClaim(ctx, tx, k.source, k.key)
-	if err != nil {
-		return false, err
-	}
-	return gone.ClaimedAnewSincePreview(k.first), nil
 }
 
 // bulkTodo returns the next n keys of action id without an outcome. Keys are done in
