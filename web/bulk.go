@@ -545,9 +545,18 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	// Labels are matched as they are stored, as the console's filters match them.
+	// Labels are matched as they are stored, as the console's filters match them; one of
+	// blanks alone is refused, as a blank key is: trimmed, it would match every key.
 	f := &req.Filter
-	f.Property, f.Booking, f.Status = storage.Label(f.Property), storage.Label(f.Booking), storage.Label(f.Status)
+	for _, l := range []struct {
+		name  string
+		label *string
+	}{{"property", &f.Property}, {"booking", &f.Booking}, {"status", &f.Status}} {
+		raw := *l.label
+		if *l.label = storage.Label(raw); raw != "" && *l.label == "" {
+			return Errorf(http.StatusBadRequest, "filter: %s: blank; leave it out to match every key", l.name)
+		}
+	}
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}

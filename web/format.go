@@ -233,11 +233,12 @@ func (s *Server) timeBound(q url.Values, name string) (time.Time, views.TimeBoun
 	if t, err := time.Parse(time.RFC3339, box); err == nil {
 		return t, views.TimeBound{Input: t.In(s.loc).Format(dateTimeLocal), Exact: box}, nil
 	}
-	// The exact time counts only while the box shows it: a box the user changed, or an
-	// exact time that is not the box's (a stale form, a crafted link), would filter by
-	// a time the page does not show.
+	// The exact time counts only while the box shows it, to the second: a box the user
+	// changed, or an exact time that is not the box's (a stale form, a crafted link, one
+	// with seconds the box cannot show), would filter by a time the page does not show.
 	if exact := q.Get(name + "_exact"); exact != "" {
-		if t, err := time.Parse(time.RFC3339, exact); err == nil && t.In(s.loc).Format(dateTimeLocal) == box {
+		if t, err := time.Parse(time.RFC3339, exact); err == nil && t.Truncate(time.Minute).Equal(t) &&
+			t.In(s.loc).Format(dateTimeLocal) == box {
 			return t, views.TimeBound{Input: box, Exact: exact}, nil
 		}
 	}

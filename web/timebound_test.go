@@ -283,3 +283,31 @@ func TestAPI_LabelsMatchedAsStored(t *testing.T) {
 		t.Errorf("GET deliveries?property=HTL-2%%20 = %d, %v; want HTL-2's one delivery", code, out)
 	}
 }
+
+// TestAPI_BulkBlankLabelRefused: a bulk action's label of blanks alone is refused, as
+// a blank key is: trimmed as labels are, it would match every key of the source.
+func TestAPI_BulkBlankLabelRefused(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	tok, _, err := e.db.CreateToken(context.Background(), storage.RoleOperator, "script", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{`"property":"\r\n"`, `"booking":" "`, `"status":"\t"`} {
+		code, body := apiPost(t, e.srv.URL+"/api/v1/bulk", tok, `{"kind":"release","reason":"x","filter":{"source":"ota",`+label+`}}`)
+		if code != http.StatusBadRequest || !strings.Contains(body, "blank") {
+			t.Errorf("filter %s: %d %.120s; want 400 naming the blank label", label, code, body)
+		}
+	}
+}
+
+// TestConsole_ExactBoundWithSeconds: an exact bound with seconds, which the box cannot
+// show, gives way to the box's minute.
+func TestConsole_ExactBoundWithSeconds(t *testing.T) {
+	op := fallBackOperator(t, 0)
+	_, page := op.page("/events?source=ota&to=2026-10-25T01%3A30&to_exact=2026-10-25T01%3A30%3A59.999%2B02%3A00")
+	if strings.Contains(page.testid("event-row").text(), "before-midnight") {
+		t.Errorf("box To shows %q (23:30 UTC, exclusive) yet the list holds before-midnight, received 23:30:00 UTC",
+			page.named("to").attrs("value"))
+	}
+}

@@ -137,7 +137,8 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	// The last page of a pass through the stuck keys says how many became stuck during
 	// it: they fall among the keys paged already, and support staff would end the pass
 	// believing they saw every stuck key.
-	if !f.After.IsZero() && len(keys) < *limit {
+	// Only processing keys become stuck by time: a pass through the failed ones has none.
+	if !f.After.IsZero() && len(keys) < *limit && f.State != storage.StateFailed {
 		current, err := db.StuckCounts(ctx, now.Add(-cfg.StuckAfter))
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestCLI_ReleaseRefused: release says why it left a key as it was in the refusal's
@@ -219,5 +220,51 @@ func TestCLI_KeysLastPage(t *testing.T) {
 	out, msg := keys("--stuck", "--limit", "1", "--after", c.String())
 	if strings.Contains(out, "evt_new") || !strings.Contains(msg, "1 keys became stuck after this pass's first page") {
 		t.Errorf("the pass's last page: %q, stderr %q; want it to say 1 key became stuck meanwhile", out, msg)
+	}
+}
+
+// TestCLI_KeysFailedPassSaysNothingBecameStuck: only processing keys become stuck by
+// time, so the last page of a pass through the failed ones has none to tell of.
+func TestCLI_KeysFailedPassSaysNothingBecameStuck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, name := range []string{"evt_failed_a", "evt_failed_b"} {
+		if err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: 1, Key: func(int) string { return name },
+			ClaimedAt: time.Now().Add(-time.Duration(3+i) * time.Hour), TTL: 48 * time.Hour, Headers: `{}`,
+			Body: func(int) []byte { return []byte(`{}`) }, State: storage.StateFailed}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &storage.Delivery{Source: "ota", Key: "evt_processing", KeyMethod: storage.MethodEventID, PayloadHash: "h",
+		Body: []byte(`{}`), ReceivedAt: time.Now().Add(-30 * time.Minute)}
+	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	keys := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(ctx, append(append([]string{"keys"}, args...), "--database", path),
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("keys %v: %v", args, err)
+		}
+		return errb.String()
+	}
+	_, on, _ := strings.Cut(keys("--stuck", "--state", "failed", "--limit", "1"), "--after ")
+	fields := strings.Fields(on)
+	if len(fields) == 0 {
+		t.Fatal("the first page did not say how to go on")
+	}
+	c, err := storage.ParseKeyCursor(fields[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StuckBefore = time.Now().Add(-time.Hour) // the first page was read an hour ago
+	if msg := keys("--stuck", "--state", "failed", "--limit", "5", "--after", c.String()); strings.Contains(msg, "became stuck") {
+		t.Errorf("a pass through the failed keys says %q", strings.TrimSpace(msg))
 	}
 }
