@@ -121,6 +121,22 @@ func TestBulkPreview(t *testing.T, e Engine) {
 
 // runAll runs action id's batches as runner until it is over; it returns the done
 // counts after each batch.
+// approveAndRun starts action a as ann, claims it as runner r1 and runs it to its end,
+// and returns its id.
+func approveAndRun(t *testing.T, db storage.Store, a storage.BulkAction, stuckBefore time.Time) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
+	if !ok || err != nil {
+		t.Fatalf("claim the action: %v, %v", ok, err)
+	}
+	runAll(t, db, id, "r1", stuckBefore, 10)
+	return id
+}
+
 func runAll(t *testing.T, db storage.Store, id int64, runner string, stuckBefore time.Time, n int) []int {
 	t.Helper()
 	var progress []int
@@ -546,14 +562,7 @@ func TestBulkRelease_ExpiredKey(t *testing.T, e Engine) {
 	if stored, err := db.BulkAction(ctx, a.ID); err != nil || stored.Expired != 1 {
 		t.Errorf("stored: %d expired, %v; want 1", stored.Expired, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	id := approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	if a, _ = db.BulkAction(ctx, id); a.State != storage.BulkDone || a.Changed != 1 {
 		t.Errorf("run: %+v; want done, the expired key changed", a)
 	}
@@ -599,14 +608,7 @@ func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
 	if err != nil || a.Total != 1 || a.Expired != 0 || len(a.LeftOut) != 0 {
 		t.Fatalf("preview: %+v, %v; want the expired key, none counted expired", a, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	c, err := db.Claim(ctx, "ota", "evt_1")
 	if err != nil || c.State != storage.StateProcessing || !c.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
 		t.Errorf("after the bulk reprocess: %+v, %v; want processing, held for its ttl from now", c, err)
@@ -634,14 +636,7 @@ func TestBulkRelease_ExpiredSwept(t *testing.T, e Engine) {
 	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want evt_1 swept", n, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	id := approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	if a, _ = db.BulkAction(ctx, id); a.State != storage.BulkDone || a.Changed != 1 || a.Refused != 0 {
 		t.Errorf("run: changed %d, refused %d, skipped %d (%s); want the swept key changed", a.Changed, a.Refused, a.Skipped, a.State)
 	}
@@ -743,14 +738,7 @@ func TestBulkRelease_ClaimedAnewAndSwept(t *testing.T, e Engine) {
 	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("second sweep: %d, %v; want the newer claim swept", n, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatalf("claim the action: %v, %v", ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	id := approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	ks, err := db.BulkKeys(ctx, id, 10)
 	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeySkipped {
 		t.Fatalf("outcomes %+v, %v; want evt_1 skipped: the trace is of delivery %d's claim, made after the preview", ks, err, anew.ID)
@@ -785,14 +773,7 @@ func TestBulkRelease_ClaimedAnewStampedBeforePreview(t *testing.T, e Engine) {
 	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want the newer claim swept", n, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatalf("claim the action: %v, %v", ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	id := approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	ks, err := db.BulkKeys(ctx, id, 10)
 	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeySkipped {
 		t.Errorf("outcomes %+v, %v; want evt_1 skipped: the trace is of delivery %d's claim, made after the preview", ks, err, anew.ID)
@@ -824,14 +805,7 @@ func TestBulkRelease_PreviewedClaimStampedAhead(t *testing.T, e Engine) {
 	if n, err := db.SweepExpired(ctx, clk.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want the previewed claim swept", n, err)
 	}
-	if _, err := db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
-		t.Fatal(err)
-	}
-	id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Minute)
-	if !ok || err != nil {
-		t.Fatalf("claim the action: %v, %v", ok, err)
-	}
-	runAll(t, db, id, "r1", clk.Now().Add(-10*time.Minute), 10)
+	id := approveAndRun(t, db, a, clk.Now().Add(-10*time.Minute))
 	ks, err := db.BulkKeys(ctx, id, 10)
 	if err != nil || len(ks) != 1 || ks[0].Outcome != storage.BulkKeyChanged {
 		t.Errorf("outcomes %+v, %v; want evt_1 changed: the trace is of the previewed claim", ks, err)

@@ -573,8 +573,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		outcomes := make([]string, len(batch))
 		for i, k := range batch {
 			c, found := claims[[2]string{k.source, k.key}]
-			skip, err := (storage.PreviewedClaim{ID: k.claim, State: k.state, UpdatedAt: k.updatedAt, First: k.first}).
-				ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
+			skip, err := k.ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
 			if err != nil {
 				return err
 			}
@@ -637,9 +636,9 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 
 // bulkKeyTodo is a key of a running action without an outcome, as its preview saw it.
 type bulkKeyTodo struct {
-	seq, claim, updatedAt int64
-	source, key, state    string
-	first                 *int64 // nil: previewed by an earlier version, and swept or changed before the upgrade
+	seq         int64
+	source, key string
+	storage.PreviewedClaim
 }
 
 // bulkTodo returns the next n keys of action id without an outcome. Keys are done in
@@ -653,7 +652,7 @@ func bulkTodo(ctx context.Context, tx pgx.Tx, id int64, done, n int) ([]bulkKeyT
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bulkKeyTodo, error) {
 		var k bulkKeyTodo
-		err := row.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt, &k.first)
+		err := row.Scan(&k.seq, &k.ID, &k.source, &k.key, &k.State, &k.UpdatedAt, &k.First)
 		return k, err
 	})
 }

@@ -535,7 +535,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		var batch []bulkKeyTodo
 		for rows.Next() {
 			var k bulkKeyTodo
-			if err := rows.Scan(&k.seq, &k.claim, &k.source, &k.key, &k.state, &k.updatedAt, &k.first); err != nil {
+			if err := rows.Scan(&k.seq, &k.ID, &k.source, &k.key, &k.State, &k.UpdatedAt, &k.First); err != nil {
 				rows.Close()
 				return err
 			}
@@ -563,8 +563,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			skip, err := (storage.PreviewedClaim{ID: k.claim, State: k.state, UpdatedAt: k.updatedAt, First: k.first}).
-				ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
+			skip, err := k.ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
 			if err != nil {
 				return err
 			}
@@ -624,9 +623,9 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 
 // bulkKeyTodo is a key of a running action without an outcome, as its preview saw it.
 type bulkKeyTodo struct {
-	seq, claim, updatedAt int64
-	source, key, state    string
-	first                 *int64 // nil: previewed by an earlier version, and swept or changed before the upgrade
+	seq         int64
+	source, key string
+	storage.PreviewedClaim
 }
 
 // NoteBulkError keeps the last failure of a running action, for its page, unless
