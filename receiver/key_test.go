@@ -650,9 +650,18 @@ func ktCheckDerivation(t *testing.T, spec KeySpec, body []byte, d storage.Deriva
 		if d.Key != "derived:"+d.Hash || d.Hash != ktSHA256(d.Canonical) || len(d.Fields) != len(spec.KeyFields) {
 			t.Fatalf("bad derived key %+v", d)
 		}
+		// RFC 8785 all through, but for an integer float64 cannot hold, which keeps its
+		// digits (appendCanonicalExact): the exact writer must find it canonical, and
+		// only such a number may set it apart from RFC 8785's.
 		c, err := jcs.Transform([]byte(d.Canonical))
-		if err != nil || string(c) != d.Canonical {
-			t.Fatalf("Canonical %q is not canonical JSON (%v)", d.Canonical, err)
+		if err != nil {
+			t.Fatalf("Canonical %q is not JSON (%v)", d.Canonical, err)
+		}
+		if string(c) != d.Canonical {
+			ex, ok := appendCanonicalExact(nil, []byte(d.Canonical))
+			if !ok || string(ex) != d.Canonical || !mayBeRounded(d.Canonical) {
+				t.Fatalf("Canonical %q is not canonical JSON: RFC 8785 says %q", d.Canonical, c)
+			}
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(d.Canonical), &m); err != nil || len(m) != len(spec.KeyFields) {
