@@ -63,21 +63,28 @@ func FormatMinor(minor int64, currency string) string {
 }
 
 // Money is the deliveries or suspects of one kind in one ledger row: how many, and
-// their amounts summed exactly in minor units of the row's currency.
+// their amounts summed exactly in minor units of the row's currency. Each is summed in
+// Minor, or counted in Unsummed or NoAmount.
 type Money struct {
 	Count int64
 	Minor int64 // the exact amounts summed, in minor units
 	// Unsummed counts those whose amount is no exact number of minor units (text, or a
 	// fraction of a cent): counted in Count, left out of Minor.
 	Unsummed int64
+	// NoAmount counts those that carried no amount at all: counted in Count, adding
+	// nothing to Minor. Kept apart so that money not known is never read as a sum of
+	// zero: a cell of such deliveries alone is no refund of 0.00.
+	NoAmount int64
 }
 
 // Add adds o to m.
 func (m *Money) Add(o Money) {
 	m.Count += o.Count
+	m.NoAmount += o.NoAmount
 	if addOverflows(m.Minor, o.Minor) {
-		// No int64 holds the sum: o's amounts are counted, left out of it.
-		m.Unsummed += o.Count
+		// No int64 holds the sum: o's amounts are counted, left out of it. Those of o
+		// that carried none stay counted as such: no sum lost them.
+		m.Unsummed += o.Count - o.NoAmount
 		return
 	}
 	m.Minor += o.Minor
@@ -88,6 +95,7 @@ func (m *Money) Add(o Money) {
 func (m *Money) AddAmount(amount, currency string) {
 	m.Count++
 	if amount == "" {
+		m.NoAmount++
 		return
 	}
 	if n, ok := MinorUnits(amount, currency); ok && !addOverflows(m.Minor, n) {
@@ -136,6 +144,7 @@ func (r LedgerRow) AtRisk() Money {
 	m.Count -= r.Overlap.Count
 	m.Minor -= r.Overlap.Minor
 	m.Unsummed -= r.Overlap.Unsummed
+	m.NoAmount -= r.Overlap.NoAmount
 	return m
 }
 

@@ -75,3 +75,76 @@ func TestLedgerBuilderOrderLimitTotals(t *testing.T) {
 		t.Errorf("limit 2: EUR totals caught %+v, want every row counted", eur.Caught)
 	}
 }
+
+// Money keeps apart what carried no amount at all, so that a count of such deliveries
+// alone is never read as a sum of 0.00: through AddAmount, Add (one that overflows too:
+// a sum no int64 holds loses the amounts, not the knowledge that some had none) and the
+// money at risk, which takes a delivery flagged twice out once.
+func TestMoneyNoAmount(t *testing.T) {
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	var m storage.Money
+	for _, a := range []string{"", "", "10.00", "12,50"} {
+		m.AddAmount(a, "EUR")
+	}
+	if want := (storage.Money{Count: 4, Minor: 1000, Unsummed: 1, NoAmount: 2}); m != want {
+		t.Fatalf("counted %+v, want %+v", m, want)
+	}
+	var none storage.Money
+	none.AddAmount("", "EUR")
+	if none != (storage.Money{Count: 1, NoAmount: 1}) {
+		t.Fatalf("one without an amount: %+v", none)
+	}
+	sum := m
+	sum.Add(none)
+	if want := (storage.Money{Count: 5, Minor: 1000, Unsummed: 1, NoAmount: 3}); sum != want {
+		t.Fatalf("added %+v, want %+v", sum, want)
+	}
+	var big storage.Money
+	big.AddAmount(huge, "EUR")
+	big.AddAmount("", "EUR")
+	sum.Add(big)
+	if want := (storage.Money{Count: 7, Minor: 1000, Unsummed: 2, NoAmount: 4}); sum != want {
+		t.Fatalf("added past the int64: %+v, want %+v (the huge amount unsummed, none carried counted apart)", sum, want)
+	}
+
+	r := storage.LedgerRow{Currency: "EUR"}
+	r.MoneyMismatch.AddAmount("", "EUR")
+	r.BusinessKey.AddAmount("", "EUR")
+	r.Correlation.AddAmount("", "EUR") // the same delivery as the business key's
+	r.Overlap.AddAmount("", "EUR")
+	r.LateDuplicate.AddAmount("5.00", "EUR")
+	if risk, want := r.AtRisk(), (storage.Money{Count: 3, Minor: 500, NoAmount: 2}); risk != want {
+		t.Fatalf("at risk %+v, want %+v", risk, want)
+	}
+}
+
+// The builder counts duplicates and suspects without an amount as such, in the rows
+// and the totals alike, and a delivery flagged twice once in the money at risk.
+func TestLedgerBuilderNoAmount(t *testing.T) {
+	k := storage.LedgerKey{Day: 20_000, Source: "ota", Property: "p", Currency: "EUR"}
+	b := storage.NewLedgerBuilder(0)
+	b.Duplicate(k, "", true)
+	b.Suspect(k, storage.SuspectBusinessKey, storage.SuspectOpen, "", 9)
+	b.Suspect(k, storage.SuspectCorrelation, storage.SuspectOpen, "", 9)
+	b.Suspect(k, storage.SuspectLateDuplicate, storage.SuspectConfirmed, "", 10)
+	b.Total("EUR", storage.LedgerMoneyMismatch, storage.Money{Count: 2, Minor: 300, NoAmount: 1})
+	b.DayTotal(k, storage.LedgerMoneyMismatch, storage.Money{Count: 2, Minor: 300, NoAmount: 1})
+	l := b.Result()
+	if len(l.Rows) != 1 || len(l.Totals) != 1 {
+		t.Fatalf("ledger %+v, want one row and one total", l)
+	}
+	for _, r := range []storage.LedgerRow{l.Rows[0], l.Totals[0]} {
+		if r.Caught != (storage.Money{}) {
+			t.Errorf("caught %+v: a duplicate without an amount is not money caught", r.Caught)
+		}
+		if want := (storage.Money{Count: 3, Minor: 300, NoAmount: 2}); r.MoneyMismatch != want {
+			t.Errorf("money mismatches %+v, want %+v", r.MoneyMismatch, want)
+		}
+		if want := (storage.Money{Count: 4, Minor: 300, NoAmount: 3}); r.AtRisk() != want {
+			t.Errorf("at risk %+v, want %+v", r.AtRisk(), want)
+		}
+		if want := (storage.Money{Count: 1, NoAmount: 1}); r.Confirmed != want {
+			t.Errorf("confirmed %+v, want %+v", r.Confirmed, want)
+		}
+	}
+}

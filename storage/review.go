@@ -92,6 +92,7 @@ type SuspectTotal struct {
 	High     int64 // the sum of each amount / 1e9 (minor units, truncated)
 	Low      int64 // the sum of each amount % 1e9
 	Unsummed int64 // as Money.Unsummed: amounts that are no exact number of minor units
+	NoAmount int64 // as Money.NoAmount: suspects that carried no amount
 }
 
 // minorSplit is where SuspectTotal splits an amount in minor units.
@@ -102,6 +103,7 @@ const minorSplit = 1_000_000_000
 func (t *SuspectTotal) AddAmount(amount, currency string, sign int64) {
 	t.Count += sign
 	if amount == "" {
+		t.NoAmount += sign
 		return
 	}
 	n, ok := MinorUnits(amount, currency)
@@ -119,15 +121,16 @@ func (t *SuspectTotal) Add(o SuspectTotal) {
 	t.High += o.High
 	t.Low += o.Low
 	t.Unsummed += o.Unsummed
+	t.NoAmount += o.NoAmount
 }
 
 // Money is t as the console shows it: the amounts summed in minor units when the sum
-// fits an int64; otherwise, as the ledger reads a total too large, every suspect is
-// counted as unsummed.
+// fits an int64; otherwise, as the ledger reads a total too large, every suspect that
+// carried an amount is counted as unsummed.
 func (t SuspectTotal) Money() Money {
 	sum := new(big.Int).Mul(big.NewInt(t.High), big.NewInt(minorSplit))
 	if sum.Add(sum, big.NewInt(t.Low)); !sum.IsInt64() {
-		return Money{Count: t.Count, Unsummed: t.Count}
+		return Money{Count: t.Count, Unsummed: t.Count - t.NoAmount, NoAmount: t.NoAmount}
 	}
-	return Money{Count: t.Count, Minor: sum.Int64(), Unsummed: t.Unsummed}
+	return Money{Count: t.Count, Minor: sum.Int64(), Unsummed: t.Unsummed, NoAmount: t.NoAmount}
 }

@@ -128,7 +128,7 @@ var ledgerFilters = map[string]url.Values{
 // line writes r as the page shows it, with links to its deliveries.
 func (l ledgerLinks) line(r storage.LedgerRow) views.LedgerLine {
 	cell := func(m storage.Money, kind string) views.LedgerCell {
-		c := views.LedgerCell{Count: m.Count, Amount: minorText(m.Minor, r.Currency), Unsummed: m.Unsummed}
+		c := views.LedgerCell{Count: m.Count, Amount: minorText(m.Minor, r.Currency), Unsummed: m.Unsummed, NoAmount: m.NoAmount}
 		if m.Count > 0 && ledgerFilters[kind] != nil {
 			c.URL = l.url(ledgerFilters[kind])
 		}
@@ -186,12 +186,13 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) error {
 
 // ledgerCSVHeader names the ledger export's columns: amounts in major units of the
 // row's currency, without separators; unsummed counts the amounts left out of the sums
-// (no exact number of minor units).
+// (no exact number of minor units), and no_amount the deliveries that carried none,
+// counted but adding nothing to them. New columns go last: scripts read them by place.
 var ledgerCSVHeader = []string{"day", "source", "property", "currency",
 	"caught", "caught_amount", "money_mismatches", "money_mismatch_amount",
 	"suspected_duplicates_open", "suspected_duplicates_amount", "suspected_double_refunds_open", "suspected_double_refunds_amount",
 	"late_duplicates_open", "late_duplicates_amount", "at_risk", "at_risk_amount",
-	"confirmed_doubles", "confirmed_amount", "unsummed"}
+	"confirmed_doubles", "confirmed_amount", "unsummed", "no_amount"}
 
 func (s *Server) handleLedgerCSV(w http.ResponseWriter, r *http.Request) error {
 	_, f, err := s.ledgerFilter(r.URL.Query())
@@ -211,10 +212,13 @@ func (s *Server) handleLedgerCSV(w http.ResponseWriter, r *http.Request) error {
 		risk := row.AtRisk()
 		// A money mismatch is caught and at risk alike: its amount is left out once.
 		unsummed := row.Caught.Unsummed + risk.Unsummed - row.MoneyMismatch.Unsummed + row.Confirmed.Unsummed
+		// Caught counts only duplicates that carried an amount: those without one are
+		// at risk or confirmed.
+		noAmount := row.Caught.NoAmount + risk.NoAmount + row.Confirmed.NoAmount
 		for _, m := range []storage.Money{row.Caught, row.MoneyMismatch, row.BusinessKey, row.Correlation, row.LateDuplicate, risk, row.Confirmed} {
 			rec = append(rec, strconv.FormatInt(m.Count, 10), storage.FormatMinor(m.Minor, row.Currency))
 		}
-		cw.Write(append(rec, strconv.FormatInt(unsummed, 10)))
+		cw.Write(append(rec, strconv.FormatInt(unsummed, 10), strconv.FormatInt(noAmount, 10)))
 	}
 	cw.Flush()
 	return cw.Error()
@@ -227,6 +231,8 @@ type apiMoney struct {
 	Amount   string `json:"amount"`
 	Minor    int64  `json:"minor"`
 	Unsummed int64  `json:"unsummed,omitempty"`
+	// NoAmount counts those that carried no amount: amount is no sum of theirs.
+	NoAmount int64 `json:"no_amount,omitempty"`
 }
 
 // apiLedgerRow is one ledger row in the API; a currency's totals have no day, source
@@ -250,7 +256,8 @@ type apiLedgerRow struct {
 
 func toAPILedgerRow(r storage.LedgerRow) apiLedgerRow {
 	m := func(x storage.Money) apiMoney {
-		return apiMoney{Count: x.Count, Amount: storage.FormatMinor(x.Minor, r.Currency), Minor: x.Minor, Unsummed: x.Unsummed}
+		return apiMoney{Count: x.Count, Amount: storage.FormatMinor(x.Minor, r.Currency), Minor: x.Minor, Unsummed: x.Unsummed,
+			NoAmount: x.NoAmount}
 	}
 	out := apiLedgerRow{Source: r.Source, Property: r.Property, Currency: r.Currency,
 		Caught: m(r.Caught), MoneyMismatch: m(r.MoneyMismatch), BusinessKey: m(r.BusinessKey), Correlation: m(r.Correlation),

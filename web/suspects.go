@@ -198,7 +198,7 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 
 // minorSums writes sums in minor units by currency, each in its currency's decimals
 // with thousands separators, in the order of their codes, no currency last, with the
-// amounts each left out of its sum.
+// amounts each left out of its sum and those that carried none.
 func minorSums(byCurrency map[string]storage.Money) []views.MoneySum {
 	codes := slices.Sorted(maps.Keys(byCurrency))
 	if len(codes) > 0 && codes[0] == "" {
@@ -211,7 +211,8 @@ func minorSums(byCurrency map[string]storage.Money) []views.MoneySum {
 			label = noCurrency
 		}
 		m := byCurrency[code]
-		out = append(out, views.MoneySum{Currency: label, Amount: minorText(m.Minor, code), Unsummed: m.Unsummed})
+		out = append(out, views.MoneySum{Currency: label, Amount: minorText(m.Minor, code), Unsummed: m.Unsummed,
+			Count: m.Count, NoAmount: m.NoAmount})
 	}
 	return out
 }

@@ -328,3 +328,253 @@ func TestLedger_OneDeliveryTwoFlags(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// noAmountMoney writes m as count/sum, then +N? for the amounts left out of the sum
+// and ~N for the deliveries or suspects that carried no amount at all.
+func noAmountMoney(m storage.Money, cur string) string {
+	s := fmt.Sprintf("%d/%s", m.Count, storage.FormatMinor(m.Minor, cur))
+	if m.Unsummed != 0 {
+		s += fmt.Sprintf("+%d?", m.Unsummed)
+	}
+	if m.NoAmount != 0 {
+		s += fmt.Sprintf("~%d", m.NoAmount)
+	}
+	return s
+}
+
+// noAmountLedger writes the ledger of f on db, a line a row (day and property) and a
+// line a currency's totals, each kind's money as noAmountMoney writes it.
+func noAmountLedger(t *testing.T, db storage.Store, f storage.LedgerFilter) string {
+	t.Helper()
+	l, err := db.Ledger(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w strings.Builder
+	line := func(r storage.LedgerRow, head string) {
+		fmt.Fprintf(&w, "%s caught=%s mm=%s bk=%s corr=%s late=%s confirmed=%s risk=%s\n", head,
+			noAmountMoney(r.Caught, r.Currency), noAmountMoney(r.MoneyMismatch, r.Currency),
+			noAmountMoney(r.BusinessKey, r.Currency), noAmountMoney(r.Correlation, r.Currency),
+			noAmountMoney(r.LateDuplicate, r.Currency), noAmountMoney(r.Confirmed, r.Currency),
+			noAmountMoney(r.AtRisk(), r.Currency))
+	}
+	for _, r := range l.Rows {
+		line(r, r.Day.Format("01-02")+" "+r.Property)
+	}
+	for _, r := range l.Totals {
+		line(r, "total "+r.Currency)
+	}
+	return w.String()
+}
+
+// recordMoneyMismatch records, on db, a delivery of key to property carrying first (""
+// for no amount) and a duplicate of it carrying again, both in EUR, whose status
+// differs too: intake flags it a money mismatch, whether or not either carried an
+// amount. It returns the first, the one accepted and handed downstream.
+func recordMoneyMismatch(t *testing.T, db storage.Store, key, property, first, again string) *storage.Delivery {
+	t.Helper()
+	rec := func(hash, status, amount string) *storage.Delivery {
+		t.Helper()
+		d := delivery("ota", key, hash)
+		d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency = property, "B-"+key, status, amount, "EUR"
+		return record(t, db, d, storage.ClaimOptions{TTL: time.Hour})
+	}
+	d := rec("h", "cancelled", first)
+	if dup := rec("h2", "refunded", again); dup.Outcome != storage.Duplicate || !dup.MoneyMismatch {
+		t.Fatalf("%s again: %s, money mismatch %v; want a money mismatch", key, dup.Outcome, dup.MoneyMismatch)
+	}
+	return d
+}
+
+// rollUpAll rolls up db's ledger and suspects' totals until nothing is left to fold.
+func rollUpAll(t *testing.T, db storage.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for range 100 {
+		n, err := db.RollupLedger(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := db.RollupSuspects(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && ns == 0 {
+			return
+		}
+	}
+	t.Fatal("the roll-ups did not catch up")
+}
+
+// TestLedger_NoAmount: money mismatches and suspects whose delivery states a currency
+// but carries no amount are counted as such, apart from the sum, in the rows and the
+// totals alike, before the roll-up, half way, after it, on another handle and filtered
+// by property (the daily rows of each property summed rather than their totals): a
+// row of them alone must not read as money of 0.00.
+func TestLedger_NoAmount(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	recordMoneyMismatch(t, db, "a", "P1", "80.00", "") // the amount left out of the redelivery
+	b := recordMoneyMismatch(t, db, "b", "P1", "", "")
+	recordMoneyMismatch(t, db, "c", "P1", "10.00", "12.00") // caught 12.00, and a money mismatch of it
+	for range 2 {
+		d := delivery("ota", "d", "h")
+		d.Property, d.Currency = "P1", "EUR"
+		record(t, db, d, day) // the duplicate is neither caught nor at risk
+	}
+	p2 := recordMoneyMismatch(t, db, "e", "P2", "", "")
+	day1 := time.Date(2026, 11, 30, 18, 0, 0, 0, time.UTC)
+	for _, s := range []storage.Suspect{
+		{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Property: "P1"},
+		{Kind: storage.SuspectCorrelation, Delivery: b.ID, Property: "P1"}, // b's money at risk once
+		{Kind: storage.SuspectLateDuplicate, Delivery: b.ID + 100, Property: "P1", State: storage.SuspectConfirmed},
+		{Kind: storage.SuspectLateDuplicate, Delivery: p2.ID, Property: "P2"},
+		{Kind: storage.SuspectLateDuplicate, Delivery: p2.ID + 100, Property: "P2", Amount: "5.00", State: storage.SuspectDismissed},
+	} {
+		s.Source, s.Currency, s.FlaggedAt = "ota", "EUR", day1
+		e.AddSuspect(t, db, s)
+	}
+	const want = `11-30 P1 caught=1/12.00 mm=3/12.00~2 bk=1/0.00~1 corr=1/0.00~1 late=0/0.00 confirmed=1/0.00~1 risk=4/12.00~3
+11-30 P2 caught=0/0.00 mm=1/0.00~1 bk=0/0.00 corr=0/0.00 late=1/0.00~1 confirmed=0/0.00 risk=2/0.00~2
+total EUR caught=1/12.00 mm=4/12.00~3 bk=1/0.00~1 corr=1/0.00~1 late=1/0.00~1 confirmed=1/0.00~1 risk=6/12.00~5
+`
+	const wantP2 = `11-30 P2 caught=0/0.00 mm=1/0.00~1 bk=0/0.00 corr=0/0.00 late=1/0.00~1 confirmed=0/0.00 risk=2/0.00~2
+total EUR caught=0/0.00 mm=1/0.00~1 bk=0/0.00 corr=0/0.00 late=1/0.00~1 confirmed=0/0.00 risk=2/0.00~2
+`
+	check := func(db storage.Store, when string) {
+		t.Helper()
+		if got := noAmountLedger(t, db, storage.LedgerFilter{}); got != want {
+			t.Errorf("%s:\n%swant:\n%s", when, got, want)
+		}
+		if got := noAmountLedger(t, db, storage.LedgerFilter{Property: "P2"}); got != wantP2 {
+			t.Errorf("%s, P2 alone:\n%swant:\n%s", when, got, wantP2)
+		}
+	}
+	check(db, "before the roll-up")
+	if n, err := db.RollupLedger(ctx, 2); err != nil || n != 2 {
+		t.Fatalf("roll-up of 2: %d, %v", n, err)
+	}
+	check(db, "half rolled up")
+	rollUpAll(t, db)
+	check(db, "rolled up")
+	check(e.Reopen(t, db), "rolled up, another handle")
+}
+
+// TestLedger_NoAmountPastTheInt64: a sum of money mismatches that no int64 of minor
+// units holds, in a daily total and over days, counts the deliveries that carried an
+// amount as unsummed, and those that carried none still as such: none of their money
+// was lost with the sum, it was never known.
+func TestLedger_NoAmountPastTheInt64(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	c := newClock(e, db)
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	rollUp := func() {
+		t.Helper()
+		if _, err := db.RollupLedger(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordMoneyMismatch(t, db, "a", "P1", "1.00", huge)
+	rollUp()
+	recordMoneyMismatch(t, db, "b", "P1", "1.00", huge)
+	recordMoneyMismatch(t, db, "c", "P1", "1.00", "") // folded with b, whose amount passes the int64 in the daily total
+	rollUp()
+	c.Add(24 * time.Hour)
+	recordMoneyMismatch(t, db, "d", "P1", "1.00", "5.00")
+	recordMoneyMismatch(t, db, "e", "P1", "1.00", "")
+	rollUp()
+	l, err := db.Ledger(ctx, storage.LedgerFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Rows) != 2 || len(l.Totals) != 1 {
+		t.Fatalf("ledger %+v, want two days and one total", l)
+	}
+	if got := l.Rows[0].MoneyMismatch; got != (storage.Money{Count: 2, Minor: 500, NoAmount: 1}) {
+		t.Errorf("day 2: %+v, want 5.00 and one without an amount", got)
+	}
+	if got := l.Rows[1].MoneyMismatch; got.Count != 3 || got.Unsummed != 1 || got.NoAmount != 1 {
+		t.Errorf("day 1: %+v, want 3 with b's amount unsummed and c's none counted as such", got)
+	}
+	if got := l.Totals[0].MoneyMismatch; got.Count != 5 || got.Unsummed != 3 || got.NoAmount != 2 {
+		t.Errorf("totals: %+v, want 5, the 3 with an amount unsummed, 2 without one", got)
+	}
+}
+
+// NoAmountUpgrade is the upgrade to totals that count the deliveries and suspects that
+// carried no amount, on a database whose ledger and suspects were rolled up by the
+// version before, and some of whose deliveries retention swept: downgrade closes db,
+// puts its database back to that version's schema, and returns a handle this version
+// opened on it (so migrated it). The money mismatches and suspects already folded are
+// counted again, exactly, those after the marks too, and the days retention swept keep
+// their counts and sums: only whether their money mismatches carried an amount is lost
+// with the deliveries.
+func NoAmountUpgrade(t *testing.T, e Engine, downgrade func(t *testing.T, db storage.Store) storage.Store) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db) // 2026-11-30 12:00 UTC
+	// Day 1: swept by retention before the upgrade.
+	recordMoneyMismatch(t, db, "old-none", "P1", "1.00", "")
+	recordMoneyMismatch(t, db, "old-paid", "P1", "10.00", "12.00")
+	rollUpAll(t, db)
+	clk.Add(48 * time.Hour)
+	none := recordMoneyMismatch(t, db, "none", "P1", "", "")
+	paid := recordMoneyMismatch(t, db, "paid", "P1", "4.00", "5.00")
+	p2 := recordMoneyMismatch(t, db, "none-p2", "P2", "", "")
+	suspect := func(kind storage.SuspectKind, d *storage.Delivery) storage.Suspect {
+		t.Helper()
+		return e.AddSuspect(t, db, storage.Suspect{Kind: kind, Delivery: d.ID, Source: d.Source, Property: d.Property,
+			Amount: d.Amount, Currency: d.Currency, FlaggedAt: clk.Now()})
+	}
+	suspect(storage.SuspectBusinessKey, p2)
+	suspect(storage.SuspectCorrelation, paid)
+	late := suspect(storage.SuspectLateDuplicate, none)
+	rollUpAll(t, db)
+	if _, err := db.ReviewSuspect(ctx, late.ID, "olga", storage.SuspectConfirmed, "refunded twice"); err != nil {
+		t.Fatal(err)
+	}
+	// After the marks: read as they are, before the upgrade and after it.
+	suspect(storage.SuspectBusinessKey, recordMoneyMismatch(t, db, "tail", "P1", "", ""))
+	if n := sweepAll(t, db, clk.Now().Add(-24*time.Hour), 100); n != 4 {
+		t.Fatalf("retention swept %d deliveries, want day 1's 4", n)
+	}
+
+	const counts = `business_key open "EUR" n=2 minor=0 unsummed=0 no_amount=2
+correlation open "EUR" n=1 minor=400 unsummed=0
+late_duplicate confirmed "EUR" n=1 minor=0 unsummed=0 no_amount=1
+`
+	check := func(db storage.Store, when, ledger string) {
+		t.Helper()
+		if got := noAmountLedger(t, db, storage.LedgerFilter{}); got != ledger {
+			t.Errorf("%s: ledger:\n%swant:\n%s", when, got, ledger)
+		}
+		cs, err := db.SuspectCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := formatSuspectCounts(cs); got != counts {
+			t.Errorf("%s: suspect counts:\n%swant:\n%s", when, got, counts)
+		}
+	}
+	check(db, "before the upgrade", `12-02 P1 caught=1/5.00 mm=3/5.00~2 bk=1/0.00~1 corr=1/4.00 late=0/0.00 confirmed=1/0.00~1 risk=5/9.00~3
+12-02 P2 caught=0/0.00 mm=1/0.00~1 bk=1/0.00~1 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=2/0.00~2
+11-30 P1 caught=1/12.00 mm=2/12.00~1 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=2/12.00~1
+total EUR caught=2/17.00 mm=6/17.00~4 bk=2/0.00~2 corr=1/4.00 late=0/0.00 confirmed=1/0.00~1 risk=9/21.00~6
+`)
+
+	db = downgrade(t, db)
+	e.SetClock(db, clk.Now)
+	// Day 1's money mismatch without an amount is in its count still, no longer told
+	// apart: its delivery is gone.
+	const upgraded = `12-02 P1 caught=1/5.00 mm=3/5.00~2 bk=1/0.00~1 corr=1/4.00 late=0/0.00 confirmed=1/0.00~1 risk=5/9.00~3
+12-02 P2 caught=0/0.00 mm=1/0.00~1 bk=1/0.00~1 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=2/0.00~2
+11-30 P1 caught=1/12.00 mm=2/12.00 bk=0/0.00 corr=0/0.00 late=0/0.00 confirmed=0/0.00 risk=2/12.00
+total EUR caught=2/17.00 mm=6/17.00~3 bk=2/0.00~2 corr=1/4.00 late=0/0.00 confirmed=1/0.00~1 risk=9/21.00~5
+`
+	check(db, "upgraded", upgraded)
+	rollUpAll(t, db)
+	check(db, "upgraded and rolled up", upgraded)
+	check(e.Reopen(t, db), "upgraded, another handle", upgraded)
+}

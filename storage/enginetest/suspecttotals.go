@@ -87,7 +87,11 @@ func (b *suspectBook) open() string {
 func formatSuspectCounts(cs []storage.SuspectCount) string {
 	var w strings.Builder
 	for _, c := range cs {
-		fmt.Fprintf(&w, "%s %s %q n=%d minor=%d unsummed=%d\n", c.Kind, c.State, c.Currency, c.Money.Count, c.Money.Minor, c.Money.Unsummed)
+		fmt.Fprintf(&w, "%s %s %q n=%d minor=%d unsummed=%d", c.Kind, c.State, c.Currency, c.Money.Count, c.Money.Minor, c.Money.Unsummed)
+		if c.Money.NoAmount != 0 {
+			fmt.Fprintf(&w, " no_amount=%d", c.Money.NoAmount)
+		}
+		w.WriteString("\n")
 	}
 	return w.String()
 }
@@ -342,4 +346,56 @@ func TestSuspectCounts_CurrencyTableChanged(t *testing.T, e Engine) {
 	b.review(t, db, ids[3], storage.SuspectConfirmed)
 	rollupSuspects(t, db, 100, 2)
 	b.check(t, db, "all folded again with two decimals")
+}
+
+// TestSuspectCounts_NoAmount: suspects whose delivery states a currency but carries no
+// amount are counted as such, apart from the sum, before the roll-up, folded in,
+// through reviews that move them from one state's total to another's, beside a sum
+// that no int64 holds (which loses the amounts, not them), and on another handle.
+func TestSuspectCounts_NoAmount(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	b := newSuspectBook(e, db)
+	const huge = "92233720368547758.07" // the largest int64 of cents
+	var ids []int64
+	for i, amount := range []string{"", "", "20.00", "", huge, huge, ""} {
+		kind := storage.SuspectBusinessKey
+		if i >= 4 {
+			kind = storage.SuspectCorrelation
+		}
+		ids = append(ids, b.add(t, storage.Suspect{Kind: kind, Delivery: int64(i + 1), Source: "ota", Amount: amount, Currency: "EUR"}).ID)
+	}
+	// The counts are written out rather than taken from the hand count, which sums the
+	// huge amounts one at a time where the engines' totals sum them as one
+	// (storage.SuspectTotal).
+	want := func(db storage.Store, when, w string) {
+		t.Helper()
+		cs, err := db.SuspectCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := formatSuspectCounts(cs); got != w {
+			t.Errorf("%s: counts:\n%swant:\n%s", when, got, w)
+		}
+	}
+	const open = `business_key open "EUR" n=4 minor=2000 unsummed=0 no_amount=3
+correlation open "EUR" n=3 minor=0 unsummed=2 no_amount=1
+`
+	want(db, "none folded", open)
+	rollupSuspects(t, db, 3, 3)
+	want(db, "three folded", open)
+	rollupSuspects(t, db, 100, 4)
+	want(db, "all folded", open)
+	b.review(t, db, ids[0], storage.SuspectConfirmed)
+	b.review(t, db, ids[1], storage.SuspectDismissed)
+	b.review(t, db, ids[6], storage.SuspectDismissed)
+	const reviewed = `business_key confirmed "EUR" n=1 minor=0 unsummed=0 no_amount=1
+business_key dismissed "EUR" n=1 minor=0 unsummed=0 no_amount=1
+business_key open "EUR" n=2 minor=2000 unsummed=0 no_amount=1
+correlation dismissed "EUR" n=1 minor=0 unsummed=0 no_amount=1
+correlation open "EUR" n=2 minor=0 unsummed=2
+`
+	want(db, "reviewed", reviewed)
+	want(e.Reopen(t, db), "another handle", reviewed)
 }

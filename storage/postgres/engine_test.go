@@ -22,47 +22,50 @@ var urls sync.Map // *postgres.DB → string
 // per test, cloned from a migrated template, and a second DB on that database for what
 // two replicas do together.
 func TestEngine(t *testing.T) {
-	enginetest.Run(t, enginetest.Engine{
-		Open: func(tb testing.TB) storage.Store {
-			url := postgrestest.NewDatabase(tb)
-			return openEngine(tb, url)
-		},
-		Reopen: func(tb testing.TB, db storage.Store) storage.Store {
-			url, _ := urls.Load(db.(*postgres.DB))
-			return openEngine(tb, url.(string))
-		},
-		AddSuspect: func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect {
-			tb.Helper()
-			if s.State == "" {
-				s.State = storage.SuspectOpen
-			}
-			if s.FlaggedAt.IsZero() {
-				s.FlaggedAt = db.Clock()
-			}
-			conn := rawConn(tb, db)
-			defer conn.Close(context.Background()) // not at the test's end: a test may add hundreds
-			err := conn.QueryRow(context.Background(), `INSERT INTO suspects (kind, delivery, other, source, other_source,
+	enginetest.Run(t, engine)
+}
+
+// engine is PostgreSQL as the engine-neutral suite takes it.
+var engine = enginetest.Engine{
+	Open: func(tb testing.TB) storage.Store {
+		url := postgrestest.NewDatabase(tb)
+		return openEngine(tb, url)
+	},
+	Reopen: func(tb testing.TB, db storage.Store) storage.Store {
+		url, _ := urls.Load(db.(*postgres.DB))
+		return openEngine(tb, url.(string))
+	},
+	AddSuspect: func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect {
+		tb.Helper()
+		if s.State == "" {
+			s.State = storage.SuspectOpen
+		}
+		if s.FlaggedAt.IsZero() {
+			s.FlaggedAt = db.Clock()
+		}
+		conn := rawConn(tb, db)
+		defer conn.Close(context.Background()) // not at the test's end: a test may add hundreds
+		err := conn.QueryRow(context.Background(), `INSERT INTO suspects (kind, delivery, other, source, other_source,
 	rule, property, booking, amount, currency, first_seen, flagged_at, state, reviewed_by, reviewed_at, reason)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id`,
-				string(s.Kind), s.Delivery, s.Other, s.Source, s.OtherSource, s.Rule, s.Property, s.Booking, s.Amount,
-				s.Currency, unixMilli(s.FirstSeen), s.FlaggedAt.UnixMilli(), s.State, s.ReviewedBy,
-				unixMilli(s.ReviewedAt), s.Reason).Scan(&s.ID)
-			if err != nil {
-				tb.Fatalf("add suspect: %v", err)
-			}
-			return s
-		},
-		SetMoneyMismatch: func(tb testing.TB, db storage.Store, id int64) {
-			tb.Helper()
-			tag, err := rawConn(tb, db).Exec(context.Background(),
-				`UPDATE deliveries SET money_mismatch = true, mismatch = true WHERE id = $1`, id)
-			if err != nil || tag.RowsAffected() != 1 {
-				tb.Fatalf("set money mismatch on delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
-			}
-		},
-		SetClock:     func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
-		SetMoneyRead: func(db storage.Store, f func()) { db.(*postgres.DB).SetMoneyRead(f) },
-	})
+			string(s.Kind), s.Delivery, s.Other, s.Source, s.OtherSource, s.Rule, s.Property, s.Booking, s.Amount,
+			s.Currency, unixMilli(s.FirstSeen), s.FlaggedAt.UnixMilli(), s.State, s.ReviewedBy,
+			unixMilli(s.ReviewedAt), s.Reason).Scan(&s.ID)
+		if err != nil {
+			tb.Fatalf("add suspect: %v", err)
+		}
+		return s
+	},
+	SetMoneyMismatch: func(tb testing.TB, db storage.Store, id int64) {
+		tb.Helper()
+		tag, err := rawConn(tb, db).Exec(context.Background(),
+			`UPDATE deliveries SET money_mismatch = true, mismatch = true WHERE id = $1`, id)
+		if err != nil || tag.RowsAffected() != 1 {
+			tb.Fatalf("set money mismatch on delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
+		}
+	},
+	SetClock:     func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
+	SetMoneyRead: func(db storage.Store, f func()) { db.(*postgres.DB).SetMoneyRead(f) },
 }
 
 // openEngine opens the database at url and closes it when tb ends.

@@ -78,16 +78,16 @@ FROM suspects WHERE flagged_at >= $1::bigint * `+strconv.Itoa(dayMillis)+` AND f
 		tr, err := tx.Query(ctx, `SELECT currency, kind, sum(deliveries)::bigint,
 	CASE WHEN sum(amount) BETWEEN `+strconv.FormatInt(math.MinInt64, 10)+` AND `+strconv.FormatInt(math.MaxInt64, 10)+`
 		THEN sum(amount)::bigint END,
-	sum(unsummed)::bigint
+	sum(unsummed)::bigint, sum(no_amount)::bigint
 FROM `+table+` WHERE day >= $1 AND day < $2`+where+` GROUP BY currency, kind`, args...)
 		if err != nil {
 			return err
 		}
 		var currency string
-		var count, unsummed int64
+		var count, unsummed, noAmount int64
 		var minor *int64
-		_, err = pgx.ForEachRow(tr, []any{&currency, &kind, &count, &minor, &unsummed}, func() error {
-			m := storage.Money{Count: count, Unsummed: count}
+		_, err = pgx.ForEachRow(tr, []any{&currency, &kind, &count, &minor, &unsummed, &noAmount}, func() error {
+			m := storage.Money{Count: count, Unsummed: count - noAmount, NoAmount: noAmount}
 			if minor != nil {
 				m.Minor, m.Unsummed = *minor, unsummed
 			}
@@ -101,7 +101,7 @@ FROM `+table+` WHERE day >= $1 AND day < $2`+where+` GROUP BY currency, kind`, a
 		// The daily rows in the builder's order, read only up to the limit: byte by
 		// byte (COLLATE "C"), as the builder merges them, whatever the database's
 		// collation.
-		rows, err := tx.Query(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed
+		rows, err := tx.Query(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed, no_amount
 FROM ledger_days WHERE day >= $1 AND day < $2`+where+`
 ORDER BY day DESC, source COLLATE "C", property COLLATE "C", currency = '', currency COLLATE "C"`, args...)
 		if err != nil {
@@ -112,7 +112,7 @@ ORDER BY day DESC, source COLLATE "C", property COLLATE "C", currency = '', curr
 			var k storage.LedgerKey
 			var kind string
 			var m storage.Money
-			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed, &m.NoAmount); err != nil {
 				return err
 			}
 			if !b.DayTotal(k, kind, m) {
@@ -150,13 +150,15 @@ func ledgerWhere(f storage.LedgerFilter) (string, []any) {
 
 // sqlLedgerAdd adds a roll-up's counts and amounts to a daily total (alias t). bigint
 // arithmetic fails on overflow: a sum no int64 holds keeps the total's amount and
-// counts the roll-up's summed deliveries as unsummed instead, as Money.Add does.
+// counts the roll-up's summed deliveries as unsummed instead, as Money.Add does (those
+// without an amount stay counted apart).
 const sqlLedgerAdd = `
 	deliveries = t.deliveries + excluded.deliveries,
 	amount     = CASE WHEN t.amount::numeric + excluded.amount BETWEEN -9223372036854775808 AND 9223372036854775807
 		THEN t.amount + excluded.amount ELSE t.amount END,
 	unsummed   = t.unsummed + CASE WHEN t.amount::numeric + excluded.amount BETWEEN -9223372036854775808 AND 9223372036854775807
-		THEN excluded.unsummed ELSE excluded.deliveries END`
+		THEN excluded.unsummed ELSE excluded.deliveries - excluded.no_amount END,
+	no_amount  = t.no_amount + excluded.no_amount`
 
 // RollupLedger folds up to limit duplicates not yet counted into the daily totals that
 // Ledger reads, and reports how many it folded (fewer than limit: it has caught up, or
@@ -225,14 +227,14 @@ WHERE `+sqlDuplicates+` AND id > $1 AND id <= $2 ORDER BY outcome, id LIMIT $3`,
 		}
 		batch := &pgx.Batch{}
 		for k, m := range totals {
-			batch.Queue(`INSERT INTO ledger_days AS t (day, source, property, currency, kind, deliveries, amount, unsummed)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			batch.Queue(`INSERT INTO ledger_days AS t (day, source, property, currency, kind, deliveries, amount, unsummed, no_amount)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET`+sqlLedgerAdd,
-				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed)
-			batch.Queue(`INSERT INTO ledger_totals AS t (day, source, currency, kind, deliveries, amount, unsummed)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+				k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed, m.NoAmount)
+			batch.Queue(`INSERT INTO ledger_totals AS t (day, source, currency, kind, deliveries, amount, unsummed, no_amount)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (day, source, currency, kind) DO UPDATE SET`+sqlLedgerAdd,
-				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed)
+				k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed, m.NoAmount)
 		}
 		batch.Queue(`INSERT INTO ledger_mark (id, rolled_up_to) VALUES (1, $1)
 ON CONFLICT (id) DO UPDATE SET rolled_up_to = excluded.rolled_up_to`, upto)

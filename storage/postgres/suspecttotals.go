@@ -57,24 +57,27 @@ const sqlSuspectFold = `SELECT id, source, kind, state, currency, amount FROM su
 WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
 
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
-const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals`
+const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount
+FROM suspect_totals`
 
 // sqlSuspectTotalAdd adds one row's counts to the totals (alias t). Neither part of
 // the amounts can overflow a bigint before a billion suspects (storage.SuspectTotal).
-const sqlSuspectTotalAdd = `INSERT INTO suspect_totals AS t (source, kind, state, currency, suspects, amount_high, amount_low, unsummed)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+const sqlSuspectTotalAdd = `INSERT INTO suspect_totals AS t (source, kind, state, currency, suspects, amount_high, amount_low, unsummed,
+	no_amount)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (source, kind, state, currency) DO UPDATE SET
 	suspects    = t.suspects + excluded.suspects,
 	amount_high = t.amount_high + excluded.amount_high,
 	amount_low  = t.amount_low + excluded.amount_low,
-	unsummed    = t.unsummed + excluded.unsummed`
+	unsummed    = t.unsummed + excluded.unsummed,
+	no_amount   = t.no_amount + excluded.no_amount`
 
 // suspectKey is a row of the totals.
 type suspectKey struct{ source, kind, state, currency string }
 
 // queueSuspectTotal queues the addition of t to the totals' row k.
 func queueSuspectTotal(b *pgx.Batch, k suspectKey, t storage.SuspectTotal) {
-	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed)
+	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount)
 }
 
 // readSuspects runs fn in one snapshot, a read-only REPEATABLE READ transaction, with
@@ -111,7 +114,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			if err != nil {
 				return err
 			}
-			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed},
+			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount},
 				func() error {
 					sums.At(k.kind, k.state, k.currency).Add(t)
 					return nil

@@ -84,7 +84,7 @@ FROM suspects WHERE flagged_at >= ?1 * `+strconv.Itoa(dayMillis)+` AND flagged_a
 		// sum() (an error, not a wrap), and put together here, where a total that no
 		// int64 holds is counted as unsummed.
 		tr, err := c.QueryContext(ctx, `SELECT currency, kind, sum(deliveries), sum(amount / `+minorSplit+`),
-	sum(amount % `+minorSplit+`), sum(unsummed) FROM `+table+`
+	sum(amount % `+minorSplit+`), sum(unsummed), sum(no_amount) FROM `+table+`
 WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		if err != nil {
 			return err
@@ -94,14 +94,14 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 			var currency, kind string
 			var m storage.Money
 			var high, low int64
-			if err := tr.Scan(&currency, &kind, &m.Count, &high, &low, &m.Unsummed); err != nil {
+			if err := tr.Scan(&currency, &kind, &m.Count, &high, &low, &m.Unsummed, &m.NoAmount); err != nil {
 				return err
 			}
 			n := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000))
 			if n.Add(n, big.NewInt(low)); n.IsInt64() {
 				m.Minor = n.Int64()
 			} else {
-				m.Unsummed = m.Count
+				m.Unsummed = m.Count - m.NoAmount
 			}
 			b.Total(currency, kind, m)
 		}
@@ -110,7 +110,7 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 		}
 
 		// The daily rows in the builder's order, read only up to the limit.
-		rows, err := c.QueryContext(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed
+		rows, err := c.QueryContext(ctx, `SELECT day, source, property, currency, kind, deliveries, amount, unsummed, no_amount
 FROM ledger_days WHERE day >= ?1 AND day < ?2`+where+`
 ORDER BY day DESC, source, property, currency = '', currency`, args...)
 		if err != nil {
@@ -121,7 +121,7 @@ ORDER BY day DESC, source, property, currency = '', currency`, args...)
 			var k storage.LedgerKey
 			var kind string
 			var m storage.Money
-			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed); err != nil {
+			if err := rows.Scan(&k.Day, &k.Source, &k.Property, &k.Currency, &kind, &m.Count, &m.Minor, &m.Unsummed, &m.NoAmount); err != nil {
 				return err
 			}
 			if !b.DayTotal(k, kind, m) {
@@ -176,11 +176,13 @@ func ledgerWhere(f storage.LedgerFilter) (string, []any) {
 // sqlLedgerAddAmount adds a roll-up's amounts to a daily total's. SQLite turns an
 // integer sum that overflows into a float, which no reader could take for an exact
 // amount again: a sum no int64 holds keeps the total's amount and counts the roll-up's
-// summed deliveries as unsummed instead.
+// summed deliveries as unsummed instead (those without an amount stay counted apart,
+// as Money.Add counts them).
 const sqlLedgerAddAmount = `
-	amount   = CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN amount + excluded.amount ELSE amount END,
-	unsummed = unsummed + CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN excluded.unsummed
-		ELSE excluded.deliveries END`
+	amount    = CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN amount + excluded.amount ELSE amount END,
+	unsummed  = unsummed + CASE WHEN typeof(amount + excluded.amount) = 'integer' THEN excluded.unsummed
+		ELSE excluded.deliveries - excluded.no_amount END,
+	no_amount = no_amount + excluded.no_amount`
 
 // minorSplit splits amounts in minor units in two for the ledger's totals: each part
 // summed over every row stays far within an int64.
@@ -266,8 +268,8 @@ WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id > ? AND id <= ? ORD
 		// Prepared once for all the totals: a statement per total parsed anew each time
 		// cost the roll-up as much as the rest of its write.
 		days, err := tx.PrepareContext(ctx, `
-INSERT INTO ledger_days (day, source, property, currency, kind, deliveries, amount, unsummed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO ledger_days (day, source, property, currency, kind, deliveries, amount, unsummed, no_amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
 	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount)
 		if err != nil {
@@ -275,8 +277,8 @@ ON CONFLICT (day, source, property, currency, kind) DO UPDATE SET
 		}
 		defer days.Close()
 		sums, err := tx.PrepareContext(ctx, `
-INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO ledger_totals (day, source, currency, kind, deliveries, amount, unsummed, no_amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, source, currency, kind) DO UPDATE SET
 	deliveries = deliveries + excluded.deliveries,`+sqlLedgerAddAmount)
 		if err != nil {
@@ -284,10 +286,10 @@ ON CONFLICT (day, source, currency, kind) DO UPDATE SET
 		}
 		defer sums.Close()
 		for k, m := range totals {
-			if _, err := days.ExecContext(ctx, k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
+			if _, err := days.ExecContext(ctx, k.day, k.source, k.property, k.curr, k.kind, m.Count, m.Minor, m.Unsummed, m.NoAmount); err != nil {
 				return err
 			}
-			if _, err := sums.ExecContext(ctx, k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed); err != nil {
+			if _, err := sums.ExecContext(ctx, k.day, k.source, k.curr, k.kind, m.Count, m.Minor, m.Unsummed, m.NoAmount); err != nil {
 				return err
 			}
 		}

@@ -35,7 +35,7 @@ const sqlSuspectMark = `(SELECT CASE currency_table WHEN ?1 THEN rolled_up_to EL
 
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
 // None when they were summed under another currency table than ?1.
-const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed FROM suspect_totals
+const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount FROM suspect_totals
 WHERE (SELECT currency_table FROM suspect_totals_mark) = ?1`
 
 // sqlOpenSuspects counts the open suspects per source: the totals and the suspects
@@ -50,19 +50,21 @@ const sqlOpenSuspects = `SELECT source, sum(n) FROM (
 GROUP BY source HAVING sum(n) > 0`
 
 // sqlSuspectTotalAdd adds one row's counts to the totals.
-const sqlSuspectTotalAdd = `INSERT INTO suspect_totals (source, kind, state, currency, suspects, amount_high, amount_low, unsummed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+const sqlSuspectTotalAdd = `INSERT INTO suspect_totals (source, kind, state, currency, suspects, amount_high, amount_low, unsummed,
+	no_amount)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, kind, state, currency) DO UPDATE SET
 	suspects    = suspects + excluded.suspects,
 	amount_high = amount_high + excluded.amount_high,
 	amount_low  = amount_low + excluded.amount_low,
-	unsummed    = unsummed + excluded.unsummed`
+	unsummed    = unsummed + excluded.unsummed,
+	no_amount   = no_amount + excluded.no_amount`
 
 // suspectKey is a row of the totals.
 type suspectKey struct{ source, kind, state, currency string }
 
 func addSuspectTotal(ctx context.Context, tx *sql.Tx, k suspectKey, t storage.SuspectTotal) error {
-	_, err := tx.ExecContext(ctx, sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed)
+	_, err := tx.ExecContext(ctx, sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount)
 	return err
 }
 
@@ -85,7 +87,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		for rows.Next() {
 			var k key
 			var t storage.SuspectTotal
-			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed); err != nil {
+			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount); err != nil {
 				return err
 			}
 			sums.At(k.kind, k.state, k.currency).Add(t)

@@ -92,8 +92,8 @@ func checkFoldedIsRead(t *testing.T, db *sqlite.DB, path string, limit int) {
 		for _, q := range []string{
 			`SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, printf('%.6f', amount)
 				FROM delivery_stats ORDER BY 1, 2, 3, 4`,
-			`SELECT day, source, property, currency, kind, deliveries, amount, unsummed FROM ledger_days ORDER BY 1, 2, 3, 4, 5`,
-			`SELECT day, source, currency, kind, deliveries, amount, unsummed FROM ledger_totals ORDER BY 1, 2, 3, 4`,
+			`SELECT day, source, property, currency, kind, deliveries, amount, unsummed, no_amount FROM ledger_days ORDER BY 1, 2, 3, 4, 5`,
+			`SELECT day, source, currency, kind, deliveries, amount, unsummed, no_amount FROM ledger_totals ORDER BY 1, 2, 3, 4`,
 		} {
 			rows, err := raw.Query(q)
 			if err != nil {

@@ -126,8 +126,8 @@ func TestRollup_FoldsWhatTheWriterStored(t *testing.T) {
 		for _, q := range []string{
 			`SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, printf('%.6f', amount)
 				FROM delivery_stats ORDER BY 1, 2, 3, 4`,
-			`SELECT day, source, property, currency, kind, deliveries, amount, unsummed, 0, 0 FROM ledger_days ORDER BY 1, 2, 3, 4, 5`,
-			`SELECT day, source, currency, kind, deliveries, amount, unsummed, 0, 0 FROM ledger_totals ORDER BY 1, 2, 3, 4`,
+			`SELECT day, source, property, currency, kind, deliveries, amount, unsummed, no_amount, 0, 0 FROM ledger_days ORDER BY 1, 2, 3, 4, 5`,
+			`SELECT day, source, currency, kind, deliveries, amount, unsummed, no_amount, 0, 0 FROM ledger_totals ORDER BY 1, 2, 3, 4`,
 			// The ledger's mark is left out: reading, it stops at the last duplicate; folding,
 			// at the last delivery of a span. Either says every duplicate up to it is counted.
 			`SELECT rolled_up_to FROM delivery_stats_mark`,
