@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
@@ -567,5 +569,39 @@ func TestHostile_LockedBurst(t *testing.T) {
 	// k+1 times.
 	if slowest > 5*busy {
 		t.Fatalf("the slowest 503 came after %s, %d × busy_timeout", slowest.Round(time.Millisecond), slowest/busy)
+	}
+}
+
+// TestHostile_UnauthenticatedReasonBounded: a batch is parsed before its items'
+// signatures are checked, and the parse error quotes what it found; a stranger's member
+// name quoted whole would be stored, answered and logged at up to the body's size.
+func TestHostile_UnauthenticatedReasonBounded(t *testing.T) {
+	db := storagetest.Open(t)
+	var logged bytes.Buffer
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{adyenSource(t)}, Store: db, MaxBody: 1 << 20,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	srv := serveReceiver(t, rc, nil)
+	name := strings.Repeat("A", 200_000)
+	resp, err := http.Post(srv.URL+"/webhooks/adyen", "application/json", strings.NewReader(`{"`+name+`":1,"`+name+`":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || len(answer) > 512 || !strings.Contains(string(answer), "…") {
+		t.Errorf("answer %d, %d bytes: %.200s", resp.StatusCode, len(answer), answer)
+	}
+	page, err := db.Deliveries(context.Background(), storage.DeliveryFilter{Source: "adyen", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Deliveries) != 1 {
+		t.Fatalf("stored %d deliveries", len(page.Deliveries))
+	}
+	if e := page.Deliveries[0].Error; len(e) > 320 || !utf8.ValidString(e) || !strings.Contains(e, "AAAA") {
+		t.Errorf("stored error of %d bytes: %.200s", len(e), e)
+	}
+	if logged.Len() > 4096 {
+		t.Errorf("logged %d bytes", logged.Len())
 	}
 }

@@ -421,6 +421,13 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	if code == http.StatusNotFound {
 		label = "" // unknown names must not grow the metric's label set
 	}
+	// A reason can quote the body (a member name, a pointer), and what an unauthenticated
+	// sender chose must not be stored, answered and logged at any length.
+	if body == nil {
+		reason = cutReason(reason, maxSampleReason)
+	} else {
+		reason = cutReason(reason, maxReason)
+	}
 	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
 	rc.metrics.Rejections.WithLabelValues(label, rejectionReason(code, body != nil)).Inc()
 	now := rc.clock()
@@ -454,6 +461,15 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	}
 	rc.log.Info("delivery rejected", logSource, src.Name, logStatus, code, logReason, reason, logRemote, r.RemoteAddr)
 	writeJSON(w, code, answer{Error: reason})
+}
+
+// cutReason is reason cut to at most limit bytes on a character boundary, ending in
+// "…" where it was cut.
+func cutReason(reason string, limit int) string {
+	if len(reason) <= limit {
+		return reason
+	}
+	return safeName(reason, limit-len("…")) + "…"
 }
 
 // rejectionReason is the reason label of hookdedup_rejections_total for a rejection

@@ -46,6 +46,14 @@ const (
 	// fits ("application/x-www-form-urlencoded; charset=UTF-8" is 48), and it is in the
 	// sample's headers too.
 	maxSampleContentType = 48
+	// maxSampleReason bounds the error kept of a stored sample, and answered and logged
+	// with it: room for the longest reason hookdedup writes of its own (an unknown
+	// 64-byte name quoted at up to four bytes a byte), not for a body's member name
+	// quoted whole in a parse error.
+	maxSampleReason = 320
+	// maxReason bounds the error of a rejection whose body is kept (its sender passed
+	// the source's check): long enough for any reason that names fields and pointers.
+	maxReason = 2048
 
 	// maxNamedUnknown is how many unknown source names a minute are counted by name;
 	// further names are counted together under "". The sampled deliveries still show
