@@ -79,6 +79,9 @@ var _ storage.Store = (*DB)(nil)
 // shows the URL's password.
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	where := Redact(dsn)
+	if unencodedUserinfo(dsn) {
+		return nil, fmt.Errorf("open database %s: the URL has an @ after its host: percent-encode the password's /, ?, # and @ (%%2F, %%3F, %%23, %%40)", where)
+	}
 	// pgx knows the schemes in lower case only; hookdedup takes POSTGRES:// as well.
 	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
 		dsn = strings.ToLower(scheme) + "://" + rest
@@ -195,9 +198,26 @@ func parseReason(err error) string {
 // the password from the query as well as from the user part (postgres://u@h/db?password=…).
 var secretParams = []string{"password", "sslpassword"}
 
+// unencodedUserinfo reports whether dsn has an "@" past the end of its host part: a
+// password holding "/", "?" or "#" that is not percent-encoded ends the host part early
+// (postgres://app:2024/Summer!@db/hookdedup reads as host app, port 2024), and the
+// password then stands in what parses as the path or the query, where no redaction
+// finds it and a connection error quotes it.
+func unencodedUserinfo(dsn string) bool {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return false
+	}
+	end := strings.IndexAny(rest, "/?#")
+	return end >= 0 && strings.Contains(rest[end:], "@")
+}
+
 // Redact is dsn fit for a message or a log: the password of its user part, and every
 // parameter that holds a secret, replaced by xxxxx.
 func Redact(dsn string) string {
+	if unencodedUserinfo(dsn) {
+		return "(a database URL with an unencoded password)"
+	}
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(a database URL that does not parse)"

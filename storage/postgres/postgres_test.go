@@ -182,7 +182,15 @@ func TestOpen_KeepsPasswordOut(t *testing.T) {
 		{"postgres://hook:s3cret@127.0.0.1:5432/hook?sslmode=bogus", "sslmode"},
 		{"postgres://hook:s3cret@127.0.0.1:1/hook?pool_max_conns=lots", "pool_max_conns"},
 		{"postgres://hook:s3cret@[::1/hook", "does not parse"},
+		// A password whose /, ? or # is not percent-encoded ends the host part early,
+		// and would stand in the path or the query, where pgx's error quotes it.
+		{"postgres://hook:2024/s3cret!@127.0.0.1:1/hook?connect_timeout=1", "percent-encode"},
+		{"postgres://hook:1234?s3cret@127.0.0.1:1/hook", "percent-encode"},
+		{"postgres://hook:9876#s3cret@127.0.0.1:1/hook", "percent-encode"},
 	} {
+		if r := postgres.Redact(tt.dsn); strings.Contains(r, "s3cret") {
+			t.Errorf("Redact shows the password: %s", r)
+		}
 		_, err := postgres.Open(t.Context(), tt.dsn, postgres.Options{})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error saying %q", postgres.Redact(tt.dsn), err, tt.want)
