@@ -36,6 +36,17 @@ func TestOpen_NewerSchema(t *testing.T) {
 	if after := fileMigrations(t, path); after != before {
 		t.Errorf("migrations after the refusal: %s, before: %s", after, before)
 	}
+
+	// The snapshot that `hookdedup migrate --to` copies from refuses it too: read as it
+	// is, the newer schema's tables and columns would be left out of the copy.
+	s, err := sqlite.OpenSnapshot(t.Context(), path)
+	if err == nil {
+		s.Close()
+		t.Fatal("a snapshot of a database with migrations this version does not have was opened")
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("snapshot: %v\nwant it to say: %s", err, want)
+	}
 }
 
 // fileMigrations lists the migrations the database file at path records.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,9 +43,14 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 	}
 	s := &Snapshot{path: path, seen: stateOf(path)}
 	read := path
-	pending, _, err := pendingMigrations(ctx, path)
+	pending, unknown, _, err := pendingMigrations(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if len(unknown) > 0 {
+		// Read as it is, a newer schema's tables and columns this build does not know
+		// would be left out of every copy made from it, without a word.
+		return nil, fmt.Errorf("open database %s: %w", path, storage.NewerSchemaError(unknown))
 	}
 	if len(pending) > 0 {
 		if s.upgraded, s.release, err = upgradedCopy(ctx, path); err != nil {
@@ -74,44 +80,51 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 }
 
 // pendingMigrations names this build's migrations that the database at path has not
-// recorded, reading it as it is, and counts those it has. A file with no migrations table
-// has none applied.
-func pendingMigrations(ctx context.Context, path string) (pending []string, applied int, err error) {
+// recorded and those it has recorded that this build does not know (a newer version's),
+// reading it as it is, and counts those it has. A file with no migrations table has none
+// applied.
+func pendingMigrations(ctx context.Context, path string) (pending, unknown []string, applied int, err error) {
 	read := openReadOnly(path, 5*time.Second)
 	defer read.Close()
 	var tables int
 	if err := read.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'migrations'`).
 		Scan(&tables); err != nil {
-		return nil, 0, fmt.Errorf("read applied migrations: %w", err)
+		return nil, nil, 0, fmt.Errorf("read applied migrations: %w", err)
 	}
 	done := map[string]bool{}
 	if tables > 0 {
 		rows, err := read.QueryContext(ctx, `SELECT name FROM migrations`)
 		if err != nil {
-			return nil, 0, fmt.Errorf("read applied migrations: %w", err)
+			return nil, nil, 0, fmt.Errorf("read applied migrations: %w", err)
 		}
 		for rows.Next() {
 			var name string
 			if err := rows.Scan(&name); err != nil {
 				rows.Close()
-				return nil, 0, fmt.Errorf("read applied migrations: %w", err)
+				return nil, nil, 0, fmt.Errorf("read applied migrations: %w", err)
 			}
 			done[name] = true
 		}
 		if err := rows.Close(); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	for _, n := range names {
 		if !done[n] {
 			pending = append(pending, n)
 		}
 	}
-	return pending, len(done), nil
+	for n := range done {
+		if !slices.Contains(names, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	slices.Sort(unknown)
+	return pending, unknown, len(done), nil
 }
 
 // upgradedCopy copies the database at path beside it and brings the copy up to this

@@ -454,7 +454,7 @@ func upgradeInUse(ctx context.Context, path string) error {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}
-	pending, applied, err := pendingMigrations(ctx, path)
+	pending, _, applied, err := pendingMigrations(ctx, path)
 	if err != nil || len(pending) == 0 || applied == 0 {
 		return nil // what is wrong with the file, Open's migration says
 	}
