@@ -955,6 +955,14 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			return nil, err
 		}
 	}
+	if _, perItem := v.(receiver.ItemVerifier); perItem && *s.Batch != "" && *s.Item == "" {
+		// Its signatures sit inside the object each element of the batch wraps: checked
+		// on the element, every genuine delivery would be refused as unsigned. (With no
+		// batch, the whole body is one event and every item of it is checked.)
+		p, _ := provider.Lookup(v.Scheme())
+		return nil, fmt.Errorf("signature %q signs the object inside each element of the batch: set item (provider = %q sets batch %q and item %q)",
+			v.Scheme(), v.Scheme(), p.Batch, p.Item)
+	}
 	if s.MaxBatchItems < 0 {
 		return nil, errors.New("max_batch_items: must not be negative")
 	}

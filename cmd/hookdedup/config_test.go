@@ -117,6 +117,13 @@ secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 key_fields = ["/pspReference"]
 batch = "/notificationItems"
 item = "/a~2"`, nil, []string{`source "adyen"`, "item", `"/a~2"`}},
+		{"PerItemSignatureWithoutItem", `
+[[source]]
+name = "adyen"
+signature = "adyen"
+secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+key_fields = ["/pspReference"]
+batch = "/notificationItems"`, nil, []string{`source "adyen"`, `signature "adyen" signs the object inside each element`, "set item", `"/NotificationRequestItem"`}},
 		{"ItemWithoutBatch", `
 [[source]]
 name = "mews"

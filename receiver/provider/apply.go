@@ -99,9 +99,12 @@ func (p Preset) Apply(s *Settings) []string {
 		s.KeyFields = &fields
 		filled = append(filled, "key_fields")
 	}
-	batchUnset := s.Batch == nil
+	// The item pointer belongs to the preset's batch: a table that sets its own batch
+	// sets its own item, but one that repeats the preset's batch still needs its item
+	// (Adyen's signed fields are inside it).
+	ownBatch := s.Batch != nil && *s.Batch != p.Batch
 	str("batch", &s.Batch, p.Batch, false)
-	if batchUnset {
+	if !ownBatch {
 		str("item", &s.Item, p.Item, false)
 	}
 	str("property_field", &s.PropertyField, p.PropertyField, true)

@@ -126,6 +126,13 @@ func TestApply_ItemFollowsBatch(t *testing.T) {
 	if s.Item != nil {
 		t.Errorf("item %q filled for a source that set its own batch", *s.Item)
 	}
+
+	// A table that writes out the preset's own batch gets the preset's item with it.
+	s = provider.Settings{Batch: ptr(p.Batch)}
+	p.Apply(&s)
+	if s.Item == nil || *s.Item != p.Item {
+		t.Errorf("item %v for a source that repeats the preset's batch %q, want %q", s.Item, p.Batch, p.Item)
+	}
 }
 
 // The shape a config reader uses: Settings embedded in the [[source]]
