@@ -51,7 +51,7 @@ func (c Correlation) Check() error {
 		if p.pointer == "" {
 			return fmt.Errorf("%s: is required (a JSON pointer such as \"/refund/%s\")", p.field, p.field)
 		}
-		if err := checkPointer(p.pointer); err != nil {
+		if err := CheckPointer(p.pointer); err != nil {
 			return fmt.Errorf("%s: %w", p.field, err)
 		}
 	}
@@ -61,7 +61,7 @@ func (c Correlation) Check() error {
 	case c.Kind == "" && len(c.Kinds) > 0:
 		return errors.New("kind: is required with kinds (the JSON pointer to the event's kind)")
 	case c.Kind != "":
-		if err := checkPointer(c.Kind); err != nil {
+		if err := CheckPointer(c.Kind); err != nil {
 			return fmt.Errorf("kind: %w", err)
 		}
 	}
@@ -75,7 +75,7 @@ func CheckBusinessKey(fields []string) error {
 		if f == "" {
 			return fmt.Errorf("business_key[%d]: \"\" is the whole body; name the fields that identify the business event", i)
 		}
-		if err := checkPointer(f); err != nil {
+		if err := CheckPointer(f); err != nil {
 			return fmt.Errorf("business_key[%d]: %w", i, err)
 		}
 		if j := slices.Index(fields[:i], f); j >= 0 {
@@ -85,7 +85,9 @@ func CheckBusinessKey(fields []string) error {
 	return nil
 }
 
-func checkPointer(p string) error {
+// CheckPointer returns an error naming what is wrong with p as a JSON pointer, nil when
+// it is one.
+func CheckPointer(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("%q is not a JSON pointer (it must start with \"/\")", p)
 	}

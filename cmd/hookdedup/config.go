@@ -993,8 +993,13 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		{"item", *s.Item},
 	}
 	for _, l := range labels {
-		if l.pointer != "" && !strings.HasPrefix(l.pointer, "/") {
-			return nil, fmt.Errorf("%s: %q is not a JSON pointer (it must start with \"/\")", l.field, l.pointer)
+		if l.pointer == "" {
+			continue
+		}
+		// A pointer no document can match (a "~" not followed by 0 or 1) would leave its
+		// label empty on every delivery, without a word.
+		if err := receiver.CheckPointer(l.pointer); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.field, err)
 		}
 	}
 	if err := receiver.CheckBusinessKey(s.BusinessKey); err != nil {

@@ -124,6 +124,12 @@ signature = "adyen"
 secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 key_fields = ["/pspReference"]
 batch = "/notificationItems"`, nil, []string{`source "adyen"`, `signature "adyen" signs the object inside each element`, "set item", `"/NotificationRequestItem"`}},
+		{"BadLabelPointer", `
+[[source]]
+name = "gh"
+signature = "github"
+secret = "x"
+property_field = "/hotel~2id"`, nil, []string{`source "gh"`, "property_field", `"/hotel~2id"`}},
 		{"ItemWithoutBatch", `
 [[source]]
 name = "mews"
