@@ -540,31 +540,60 @@ func TestConsole_LedgerCSVUnsummed(t *testing.T) {
 // 0.00, as if it were the whole.
 func TestConsole_SuspectMoneySaysWhatItLeftOut(t *testing.T) {
 	e := newConsoleEnv(t)
-	ctx := context.Background()
-	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
-	pair := func(n int, business, amount string) {
-		t.Helper()
-		for i := range 2 {
-			d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("evt_%s_%d", business, i), KeyMethod: "event_id",
-				PayloadHash: fmt.Sprint(n, i), BusinessKey: business, Amount: amount, Currency: "EUR", Status: 200, Body: []byte(`{}`)}
-			if err := e.db.Record(ctx, d, opt); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	pair(1, "B1", "80.00")
-	pair(2, "B2", "12,50")
+	e.businessKeyPair(t, 1, "B1", "80.00")
+	e.businessKeyPair(t, 2, "B2", "12,50")
 	c := e.as(t, "viewer")
 	for _, path := range []string{"/suspects", "/"} {
-		_, p := c.page(path)
-		row := p.find(func(n *html.Node) bool {
-			return hasAttr(n, "data-testid") && attr(n, "data-testid") == "suspect-kind" && attr(n, "data-kind") == "business_key"
-		})
+		row := openBusinessKeySuspects(c, path)
 		if got := row.testid("open-count").text(); got != "2" {
 			t.Fatalf("%s: open suspected duplicates %q, want 2", path, got)
 		}
 		row.testid("open-money").shows("EUR 80.00", "+1 unsummed")
 	}
+}
+
+// The same money says when the suspects carried no amount, rather than show EUR 0.00,
+// which a revenue manager reads as nothing at stake; beside suspects that carried one,
+// it counts those that did not.
+func TestConsole_SuspectMoneyNoAmount(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	e.businessKeyPair(t, 1, "B1", "")
+	for _, path := range []string{"/suspects", "/"} {
+		m := openBusinessKeySuspects(c, path).testid("open-money")
+		m.shows("EUR", "no amount (1)")
+		if strings.Contains(m.text(), "0.00") {
+			t.Errorf("%s: money at stake of a suspect without an amount shows %q; want no sum", path, m.text())
+		}
+	}
+	e.businessKeyPair(t, 2, "B2", "80.00")
+	for _, path := range []string{"/suspects", "/"} {
+		openBusinessKeySuspects(c, path).testid("open-money").shows("EUR 80.00", "+1 without an amount")
+	}
+}
+
+// businessKeyPair records two deliveries of source ota under different keys with one
+// business key and amount (EUR): an open business-key suspect. n tells pairs' payloads
+// apart.
+func (e *consoleEnv) businessKeyPair(t *testing.T, n int, business, amount string) {
+	t.Helper()
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
+	for i := range 2 {
+		d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("evt_%s_%d", business, i), KeyMethod: "event_id",
+			PayloadHash: fmt.Sprint(n, i), BusinessKey: business, Amount: amount, Currency: "EUR", Status: 200, Body: []byte(`{}`)}
+		if err := e.db.Record(context.Background(), d, opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openBusinessKeySuspects is the row of open business-key suspects on the page at path
+// (the suspects page or the dashboard).
+func openBusinessKeySuspects(c *client, path string) nodes {
+	_, p := c.page(path)
+	return p.find(func(n *html.Node) bool {
+		return hasAttr(n, "data-testid") && attr(n, "data-testid") == "suspect-kind" && attr(n, "data-kind") == "business_key"
+	})
 }
 
 // A delivery that business_key_blocks made a duplicate of another key's delivery holds

@@ -1,16 +1,11 @@
 package web_test
 
 import (
-	"context"
 	"encoding/csv"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/net/html"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -80,45 +75,5 @@ func TestAPI_LedgerNoAmount(t *testing.T) {
 		if got := eur[kind].(map[string]any)["no_amount"]; got != want {
 			t.Errorf("EUR %s no_amount = %v, want %v", kind, got, want)
 		}
-	}
-}
-
-// TestConsole_SuspectMoneyNoAmount: the money at stake that the suspects page and the
-// dashboard show per currency says when the suspects carried no amount, rather than
-// show EUR 0.00; beside suspects that carried one, it counts those that did not.
-func TestConsole_SuspectMoneyNoAmount(t *testing.T) {
-	e := newConsoleEnv(t)
-	ctx := context.Background()
-	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
-	pair := func(n int, business, amount string) {
-		t.Helper()
-		for i := range 2 {
-			d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("evt_%s_%d", business, i), KeyMethod: "event_id",
-				PayloadHash: fmt.Sprint(n, i), BusinessKey: business, Amount: amount, Currency: "EUR", Status: 200, Body: []byte(`{}`)}
-			if err := e.db.Record(ctx, d, opt); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	c := e.as(t, "viewer")
-	money := func(path string) nodes {
-		t.Helper()
-		_, p := c.page(path)
-		row := p.find(func(n *html.Node) bool {
-			return hasAttr(n, "data-testid") && attr(n, "data-testid") == "suspect-kind" && attr(n, "data-kind") == "business_key"
-		})
-		return row.testid("open-money")
-	}
-	pair(1, "B1", "")
-	for _, path := range []string{"/suspects", "/"} {
-		m := money(path)
-		m.shows("EUR", "no amount (1)")
-		if strings.Contains(m.text(), "0.00") {
-			t.Errorf("%s: money at stake of a suspect without an amount shows %q; want no sum", path, m.text())
-		}
-	}
-	pair(2, "B2", "80.00")
-	for _, path := range []string{"/suspects", "/"} {
-		money(path).shows("EUR 80.00", "+1 without an amount")
 	}
 }
