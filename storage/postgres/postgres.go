@@ -40,6 +40,10 @@ type Options struct {
 	// well one that an earlier version set up (storage.UpgradeByServeError), instead
 	// of upgrading it under that version's replicas.
 	MustExist bool
+	// NoUpgrade sets up a database that hookdedup never set up, but refuses one that an
+	// earlier version set up, as MustExist does: a command that may create the
+	// database (user add) must not migrate it under that version's replicas.
+	NoUpgrade bool
 	// Clock is this machine's wall clock, default time.Now: the DB's Now before it has
 	// read the server's clock, and what it says is off about it. Tests give one that is
 	// off, or stepped.
@@ -140,7 +144,7 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	if opt.NoMigrate {
 		return db.checkSchema(ctx)
 	}
-	return db.migrate(ctx, !opt.MustExist)
+	return db.migrate(ctx, !opt.MustExist && !opt.NoUpgrade)
 }
 
 // Close waits for the deliveries queued for intake's writers to commit, then closes the
