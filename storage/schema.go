@@ -35,3 +35,20 @@ func UpgradeInUseError(pending []string) error {
 		"before that is of the schema as it is",
 		strings.Join(names, ", "))
 }
+
+// UpgradeByServeError is the error of an engine that many processes share (PostgreSQL)
+// asked by a command other than serve to open a database that lacks migrations this
+// version has (pending). Whether an earlier version's replicas still run on it cannot
+// be told from here, and migrated under them they would run on a schema they do not
+// know: only serve, started once they are stopped, upgrades it.
+func UpgradeByServeError(pending []string) error {
+	names := make([]string, len(pending))
+	for i, n := range pending {
+		names[i] = strings.TrimPrefix(n, "migrations/")
+	}
+	slices.Sort(names)
+	return fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and only serve "+
+		"upgrades it, since replicas of an earlier version may have it open: stop them, then start this version's "+
+		"serve first; nothing was changed",
+		strings.Join(names, ", "))
+}

@@ -1094,12 +1094,13 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // what storage has to say by itself (nil: nothing), such as its file leaving its path.
 // With mustExist it creates nothing and returns an error wrapping storage.ErrNoDatabase
 // when there is no database; commands call it through openExisting. Only serving (serve)
-// reads a large SQLite file's key index ahead of deliveries.
+// reads a large SQLite file's key index ahead of deliveries, and upgrades a PostgreSQL
+// schema an earlier version set up, which that version's replicas may be running on.
 func (c config) openDB(log *slog.Logger, mustExist, serving bool) (storage.Store, error) {
 	if isPostgres(c.Database) {
 		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 		defer cancel()
-		return postgres.Open(ctx, c.Database, postgres.Options{Logger: log, MustExist: mustExist})
+		return postgres.Open(ctx, c.Database, postgres.Options{Logger: log, MustExist: mustExist, NoUpgrade: !serving})
 	}
 	mmap := c.MmapSize
 	if mmap == 0 {

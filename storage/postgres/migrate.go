@@ -19,8 +19,9 @@ var migrations embed.FS
 // migrate applies each embedded migration that the database has not recorded, each in
 // its own transaction, in the order of their names, holding migrateLock on one
 // connection of its own throughout. Returns an error naming them when the database
-// records migrations that this build does not have.
-func (db *DB) migrate(ctx context.Context) error {
+// records migrations that this build does not have, and, unless upgrade, when it lacks
+// some of this build's but has others (an earlier version set it up).
+func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -64,10 +65,18 @@ func (db *DB) migrate(ctx context.Context) error {
 	if len(unknown) > 0 {
 		return storage.NewerSchemaError(unknown)
 	}
+	var pending []string
 	for _, name := range names {
-		if slices.Contains(applied, name) {
-			continue
+		if !slices.Contains(applied, name) {
+			pending = append(pending, name)
 		}
+	}
+	if !upgrade && len(pending) > 0 && len(applied) > 0 {
+		// A database none applied to is being set up, not upgraded: no earlier
+		// version runs on it.
+		return storage.UpgradeByServeError(pending)
+	}
+	for _, name := range pending {
 		if err := db.migrateOne(ctx, conn.Conn(), name); err != nil {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}

@@ -36,8 +36,14 @@ type Options struct {
 	Logger *slog.Logger
 	// MustExist makes Open refuse, with an error wrapping storage.ErrNoDatabase, a
 	// database that hookdedup never set up (no migrations table), instead of setting
-	// it up: every command but serve works on a database that exists.
+	// it up: every command but serve works on a database that exists. It refuses as
+	// well one that an earlier version set up (storage.UpgradeByServeError), instead
+	// of upgrading it under that version's replicas.
 	MustExist bool
+	// NoUpgrade sets up a database that hookdedup never set up, but refuses one that an
+	// earlier version set up, as MustExist does: a command that may create the
+	// database (user add) must not migrate it under that version's replicas.
+	NoUpgrade bool
 	// Clock is this machine's wall clock, default time.Now: the DB's Now before it has
 	// read the server's clock, and what it says is off about it. Tests give one that is
 	// off, or stepped.
@@ -124,7 +130,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	return db, nil
 }
 
-// open checks the schema (MustExist, NoMigrate) and brings it up to date.
+// open checks the schema (MustExist, NoMigrate) and brings it up to date, when it may.
 func (db *DB) open(ctx context.Context, opt Options) error {
 	if opt.MustExist || opt.NoMigrate {
 		var set bool
@@ -138,7 +144,7 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	if opt.NoMigrate {
 		return db.checkSchema(ctx)
 	}
-	return db.migrate(ctx)
+	return db.migrate(ctx, !opt.MustExist && !opt.NoUpgrade)
 }
 
 // Close waits for the deliveries queued for intake's writers to commit, then closes the

@@ -172,6 +172,49 @@ func TestOpen_NoMigrate(t *testing.T) {
 	}
 }
 
+// TestOpen_MustExistDoesNotUpgrade: a command's open (MustExist, NoUpgrade) of a
+// database an earlier version set up refuses it, naming what it lacks, and migrates
+// nothing: that version's replicas may run on it still. serve's open then upgrades it.
+func TestOpen_MustExistDoesNotUpgrade(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	open(t, url) // stays open, as an earlier version's replica would
+	conn := connect(t, url)
+	for _, q := range []string{`ALTER TABLE bulk_action_keys DROP COLUMN first_delivery`,
+		`DELETE FROM migrations WHERE name = 'migrations/0017_bulk_key_first_delivery.sql'`} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	before := migrationsApplied(t, conn)
+	for _, opt := range []postgres.Options{{MustExist: true}, {NoUpgrade: true}} {
+		_, err := postgres.Open(t.Context(), url, opt)
+		if err == nil || !strings.Contains(err.Error(), "lacks migrations 0017_bulk_key_first_delivery.sql") ||
+			!strings.Contains(err.Error(), "serve") {
+			t.Errorf("open with %+v of an older schema: %v, want a refusal naming 0017 and serve", opt, err)
+		}
+		if after := migrationsApplied(t, conn); len(after) != len(before) {
+			t.Fatalf("open with %+v migrated: %v, then %v", opt, before, after)
+		}
+	}
+	open(t, url)
+	if after := migrationsApplied(t, conn); len(after) != len(before)+1 {
+		t.Errorf("serve's open did not upgrade the schema: %v, then %v", before, after)
+	}
+	db, err := postgres.Open(t.Context(), url, postgres.Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("a command's open once serve upgraded the schema: %v", err)
+	}
+	db.Close()
+
+	// user add sets up a database that hookdedup never set up.
+	fresh := postgrestest.NewDatabase(t)
+	db, err = postgres.Open(t.Context(), fresh, postgres.Options{NoUpgrade: true})
+	if err != nil {
+		t.Fatalf("open with NoUpgrade of an empty database: %v", err)
+	}
+	db.Close()
+}
+
 // TestOpen_KeepsPasswordOut: an error about the URL never shows its password.
 // A URL that does not parse is named with what is wrong with it, as far as that can
 // be said without quoting it; a scheme in capitals is a URL like any other.
