@@ -105,7 +105,7 @@ type sourceConfig struct {
 	KeyFields         []string       `toml:"key_fields"`
 	TTL               *time.Duration `toml:"ttl"`
 	ForwardURL        string         `toml:"forward_url"`
-	MaxAttempts       int            `toml:"max_attempts"`
+	MaxAttempts       *int           `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
 	AttemptTimeout    *time.Duration `toml:"attempt_timeout"`
 	MaxBackoff        *time.Duration `toml:"max_backoff"`
 	AmountField       *string        `toml:"amount_field"`
@@ -799,7 +799,7 @@ func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) str
 func sourceDefaults() sourceConfig {
 	return sourceConfig{
 		TTL:               new(24 * time.Hour),
-		MaxAttempts:       10,
+		MaxAttempts:       new(10),
 		AttemptTimeout:    new(10 * time.Second),
 		MaxBackoff:        new(10 * time.Minute),
 		PropertyField:     new("/property_id"),
@@ -966,8 +966,8 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if s.MaxBatchItems < 0 {
 		return nil, errors.New("max_batch_items: must not be negative")
 	}
-	if s.MaxAttempts < 1 {
-		return nil, errors.New("max_attempts: must be at least 1")
+	if *s.MaxAttempts < 1 {
+		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)
 	}
 	if s.ForwardURL != "" {
 		u, err := url.Parse(s.ForwardURL)
@@ -1063,7 +1063,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		Keys:           s.keySpec(v),
 		TTL:            *s.TTL,
 		ForwardURL:     s.ForwardURL,
-		MaxAttempts:    s.MaxAttempts,
+		MaxAttempts:    *s.MaxAttempts,
 		AttemptTimeout: *s.AttemptTimeout,
 		MaxBackoff:     *s.MaxBackoff,
 		AmountField:    *s.AmountField,

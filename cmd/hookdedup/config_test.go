@@ -78,6 +78,13 @@ name = "ota"
 signature = "github"
 secret = "x"
 ttl = "24hours"`, nil, []string{`source "ota"`, "ttl", `"24hours" is not a duration`}},
+		{"ZeroMaxAttempts", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+forward_url = "http://127.0.0.1:1/"
+max_attempts = 0`, nil, []string{`source "ota"`, "max_attempts", "at least 1"}},
 		{"MissingSecret", `
 [[source]]
 name = "ota"
