@@ -629,6 +629,9 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
+// maxQuotedName bounds a member name or pointer from the body quoted in a reason.
+const maxQuotedName = 64
+
 // explainJSON turns a jsontext error into the reason the provider reads in the 400: what
 // is wrong, in which value (a JSON pointer) and at which byte. TestDerive_NotJSON pins
 // each wording, so an upgrade that changes one fails loudly rather than silently
@@ -640,6 +643,14 @@ func explainJSON(err error) string {
 		return msg
 	}
 	switch {
+	case se.Err == jsontext.ErrDuplicateName:
+		// jsontext quotes the member name whole, and it is the sender's to make as long
+		// as the body: the reason must point at it, not copy it.
+		msg = "duplicate object member name " + strconv.Quote(cutReason(se.JSONPointer.LastToken(), maxQuotedName))
+		if within := se.JSONPointer.Parent(); within != "" {
+			msg += " within " + strconv.Quote(cutReason(string(within), maxQuotedName))
+		}
+		return msg + fmt.Sprintf(" at byte %d", se.ByteOffset)
 	case errors.Is(se.Err, io.ErrUnexpectedEOF):
 		return "unexpected end of body"
 	case strings.Contains(se.Err.Error(), "after top-level value"):

@@ -412,6 +412,22 @@ func TestDerive_NotJSON(t *testing.T) {
 	}
 }
 
+// TestDerive_NotJSONLongName: the reason quotes a duplicate member name and the object it
+// is in, both the sender's to make as long as the body, so both are cut.
+func TestDerive_NotJSONLongName(t *testing.T) {
+	long := strings.Repeat("A", 10_000)
+	body := `{"` + long + `":{"` + long + `":1,"` + long + `":2}}`
+	_, err := Derive(KeySpec{KeyFields: []string{"/a"}}, nil, []byte(body))
+	if !errors.Is(err, ErrNotJSON) {
+		t.Fatalf("err = %v, want ErrNotJSON", err)
+	}
+	msg := err.Error()
+	if len(msg) > 256 || !strings.Contains(msg, `duplicate object member name "AAAA`) ||
+		!strings.Contains(msg, `…" within "/AAAA`) || !strings.Contains(msg, " at byte ") {
+		t.Errorf("err of %d bytes: %.300s", len(msg), msg)
+	}
+}
+
 // TestDerive_Accepts covers bodies near the edges of what is refused.
 func TestDerive_Accepts(t *testing.T) {
 	spec := KeySpec{EventID: "header:Webhook-Id"}

@@ -363,7 +363,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		rc.reject(w, r, src, nil, http.StatusUnauthorized, "signature: "+err.Error())
 		return
 	}
-	event, err := src.event(r.Header, body)
+	event, err := src.Event(r.Header, body)
 	if err != nil {
 		rc.reject(w, r, src, body, http.StatusBadRequest, err.Error())
 		return

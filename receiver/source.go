@@ -14,10 +14,11 @@ import (
 // beside JSON: the JSON is then the payload field.
 const formContentType = "application/x-www-form-urlencoded"
 
-// event returns the JSON a delivery's key and labels are read from: body itself, or,
+// Event returns the JSON a delivery's key and labels are read from: body itself, or,
 // for a source that takes form-encoded deliveries and one sent as a form, its payload
-// field. body is what was verified, and stays what is stored and forwarded.
-func (s *Source) event(h http.Header, body []byte) ([]byte, error) {
+// field. body is what was verified, and stays what is stored and forwarded. An error
+// says why intake would refuse the form (400).
+func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 	if !s.FormEncoded {
 		return body, nil
 	}

@@ -105,7 +105,7 @@ type sourceConfig struct {
 	KeyFields         []string       `toml:"key_fields"`
 	TTL               *time.Duration `toml:"ttl"`
 	ForwardURL        string         `toml:"forward_url"`
-	MaxAttempts       int            `toml:"max_attempts"`
+	MaxAttempts       *int           `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
 	AttemptTimeout    *time.Duration `toml:"attempt_timeout"`
 	MaxBackoff        *time.Duration `toml:"max_backoff"`
 	AmountField       *string        `toml:"amount_field"`
@@ -311,7 +311,11 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	}
 	// Only now: the keys of a source's table count as unknown until it is decoded.
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
-		return config{}, fmt.Errorf("%s: unknown setting %q", path, undecoded[0].String())
+		key := undecoded[0]
+		if i, name, ok := sourceWriting(md, fc.Sources, key); ok {
+			return config{}, fmt.Errorf("%s: source %q: unknown setting %q", path, sourceLabel(i, name), key[1:].String())
+		}
+		return config{}, fmt.Errorf("%s: unknown setting %q", path, key.String())
 	}
 	if err := cfg.applyEnv(getenv); err != nil {
 		return config{}, err
@@ -462,6 +466,37 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 		}
 	}
 	return sc, nil
+}
+
+// sourceWriting finds the first [[source]] table that writes key, an unknown setting:
+// TOML names it source.<setting> whichever table it is in, and a file of many sources
+// needs to say which one to fix. ok is false when key is no source's.
+func sourceWriting(md toml.MetaData, sources []toml.Primitive, key toml.Key) (i int, name string, ok bool) {
+	if len(key) < 2 || key[0] != "source" {
+		return 0, "", false
+	}
+	for i, p := range sources {
+		var table map[string]any
+		if md.PrimitiveDecode(p, &table) != nil {
+			continue
+		}
+		var v any = table
+		for _, part := range key[1:] {
+			t, isTable := v.(map[string]any)
+			if !isTable {
+				ok = false
+				break
+			}
+			if v, ok = t[part]; !ok {
+				break
+			}
+		}
+		if ok {
+			name, _ = table["name"].(string)
+			return i, name, true
+		}
+	}
+	return 0, "", false
 }
 
 // sourceLabel names the i-th source in errors: by its name, or by its place when it has
@@ -799,7 +834,7 @@ func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) str
 func sourceDefaults() sourceConfig {
 	return sourceConfig{
 		TTL:               new(24 * time.Hour),
-		MaxAttempts:       10,
+		MaxAttempts:       new(10),
 		AttemptTimeout:    new(10 * time.Second),
 		MaxBackoff:        new(10 * time.Minute),
 		PropertyField:     new("/property_id"),
@@ -966,8 +1001,8 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if s.MaxBatchItems < 0 {
 		return nil, errors.New("max_batch_items: must not be negative")
 	}
-	if s.MaxAttempts < 1 {
-		return nil, errors.New("max_attempts: must be at least 1")
+	if *s.MaxAttempts < 1 {
+		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)
 	}
 	if s.ForwardURL != "" {
 		u, err := url.Parse(s.ForwardURL)
@@ -1063,7 +1098,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		Keys:           s.keySpec(v),
 		TTL:            *s.TTL,
 		ForwardURL:     s.ForwardURL,
-		MaxAttempts:    s.MaxAttempts,
+		MaxAttempts:    *s.MaxAttempts,
 		AttemptTimeout: *s.AttemptTimeout,
 		MaxBackoff:     *s.MaxBackoff,
 		AmountField:    *s.AmountField,

@@ -78,6 +78,13 @@ name = "ota"
 signature = "github"
 secret = "x"
 ttl = "24hours"`, nil, []string{`source "ota"`, "ttl", `"24hours" is not a duration`}},
+		{"ZeroMaxAttempts", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+forward_url = "http://127.0.0.1:1/"
+max_attempts = 0`, nil, []string{`source "ota"`, "max_attempts", "at least 1"}},
 		{"MissingSecret", `
 [[source]]
 name = "ota"
@@ -96,6 +103,24 @@ signature = "github"
 secret_env = "CM_SECRET"`, map[string]string{"CM_SECRET": " , "}, []string{`source "cm"`, "secret_env", "CM_SECRET"}},
 		{"UnknownSetting", `
 adress = "127.0.0.1:1"`, nil, []string{"hookdedup.toml", `unknown setting "adress"`}},
+		{"UnknownSourceSetting", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+[[source]]
+name = "cm"
+signature = "github"
+secret = "y"
+evnet_id = "/id"`, nil, []string{`source "cm"`, `unknown setting "evnet_id"`}},
+		{"UnknownSettingOfUnnamedSource", `
+[[source]]
+signature = "github"
+secret = "x"
+[[source]]
+signature = "github"
+secret = "y"
+evnet_id = "/id"`, nil, []string{`source "#2"`, `unknown setting "evnet_id"`}},
 		{"BadTopLevelDuration", `retention = "a month"`, nil, []string{"retention", `"a month"`}},
 		{"SessionIdleOverMax", "session_idle = \"3h\"\nsession_max = \"2h\"", nil, []string{"session_idle (3h0m0s)", "session_max (2h0m0s)"}},
 		{"BadSessionMax", `session_max = "forever"`, nil, []string{"session_max", `"forever"`}},

@@ -106,7 +106,13 @@ func runKey(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(w, "event id from\t%s\n", src.Keys.EventID)
 	}
 	if src.Batch == "" {
-		der, derr := receiver.Derive(src.Keys, http.Header(headers), body)
+		// The JSON intake keys: a form-encoded delivery's is its payload field.
+		event, err := src.Event(http.Header(headers), body)
+		if err != nil {
+			w.Flush()
+			return err
+		}
+		der, derr := receiver.Derive(src.Keys, http.Header(headers), event)
 		if derr != nil {
 			w.Flush()
 			return fmt.Errorf("no key: %w", derr)

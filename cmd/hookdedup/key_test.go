@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -137,5 +138,32 @@ event_id = "/id"
 				t.Fatalf("a payload of max_body bytes: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// TestKey_FormEncoded: a form-encoded delivery to a source that takes them is keyed on its
+// payload field, as intake keys it, with the content type given as a header.
+func TestKey_FormEncoded(t *testing.T) {
+	dir := t.TempDir()
+	const toml = `
+[[source]]
+name = "gh"
+signature = "github"
+secret = "x"
+form_encoded = true
+`
+	form := "payload=" + url.QueryEscape(`{"action":"opened","number":7}`)
+	out, err := keyWith(t, dir, toml, form, "--source", "gh",
+		"--header", "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		"--header", "Content-Type: application/x-www-form-urlencoded")
+	if err != nil || !strings.Contains(out, "72d3162e-cc78-11e3-81ab-4c9367dc0958") {
+		t.Fatalf("err %v, output:\n%s", err, out)
+	}
+
+	_, err = keyWith(t, dir, toml, "action=opened", "--source", "gh",
+		"--header", "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		"--header", "Content-Type: application/x-www-form-urlencoded")
+	if err == nil || !strings.Contains(err.Error(), "no payload field") {
+		t.Errorf("err %v for a form without payload, want intake's refusal", err)
 	}
 }

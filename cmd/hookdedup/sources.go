@@ -139,7 +139,7 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 	add("ttl", sc.TTL != nil, str(durationText(src.TTL)))
 	add("forward_url", sc.ForwardURL != "", str(web.RedactURL(src.ForwardURL)))
 	if src.ForwardURL != "" {
-		add("max_attempts", sc.MaxAttempts != 0, strconv.Itoa(src.MaxAttempts))
+		add("max_attempts", sc.MaxAttempts != nil, strconv.Itoa(src.MaxAttempts))
 		add("attempt_timeout", sc.AttemptTimeout != nil, str(durationText(src.AttemptTimeout)))
 		add("max_backoff", sc.MaxBackoff != nil, str(durationText(src.MaxBackoff)))
 	}
