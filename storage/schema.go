@@ -11,13 +11,8 @@ import (
 // migrated it, and an older one would run on a schema it does not know, with triggers
 // and columns whose upkeep it skips. Both engines refuse with these words.
 func NewerSchemaError(unknown []string) error {
-	names := make([]string, len(unknown))
-	for i, n := range unknown {
-		names[i] = strings.TrimPrefix(n, "migrations/")
-	}
-	slices.Sort(names)
 	return fmt.Errorf("the database's schema is newer than this hookdedup knows (migrations %s): run the newer version, or restore a backup taken before it migrated",
-		strings.Join(names, ", "))
+		migrationNames(unknown))
 }
 
 // UpgradeInUseError is the error of an engine asked to open a database that another
@@ -25,15 +20,10 @@ func NewerSchemaError(unknown []string) error {
 // under that process (an earlier version's serve, most often) would leave it running on
 // a schema it does not know, and unable to start again on it.
 func UpgradeInUseError(pending []string) error {
-	names := make([]string, len(pending))
-	for i, n := range pending {
-		names[i] = strings.TrimPrefix(n, "migrations/")
-	}
-	slices.Sort(names)
 	return fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and another process has it open "+
 		"(an earlier version's serve?): stop it, then start this version's serve, which upgrades the schema; a backup taken "+
 		"before that is of the schema as it is",
-		strings.Join(names, ", "))
+		migrationNames(pending))
 }
 
 // UpgradeByServeError is the error of an engine that many processes share (PostgreSQL)
@@ -42,13 +32,18 @@ func UpgradeInUseError(pending []string) error {
 // be told from here, and migrated under them they would run on a schema they do not
 // know: only serve, started once they are stopped, upgrades it.
 func UpgradeByServeError(pending []string) error {
-	names := make([]string, len(pending))
-	for i, n := range pending {
-		names[i] = strings.TrimPrefix(n, "migrations/")
-	}
-	slices.Sort(names)
 	return fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and only serve "+
 		"upgrades it, since replicas of an earlier version may have it open: stop them, then start this version's "+
 		"serve first; nothing was changed",
-		strings.Join(names, ", "))
+		migrationNames(pending))
+}
+
+// migrationNames lists migrations as the errors name them: by file name, in order.
+func migrationNames(migrations []string) string {
+	names := make([]string, len(migrations))
+	for i, n := range migrations {
+		names[i] = strings.TrimPrefix(n, "migrations/")
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
