@@ -77,14 +77,20 @@ type Money struct {
 	NoAmount int64
 }
 
+// SumLost is m when no int64 holds its sum: every one that carried an amount is
+// counted as unsummed, those that carried none stay counted as such (no sum lost
+// them), and Minor is 0.
+func (m Money) SumLost() Money {
+	return Money{Count: m.Count, Unsummed: m.Count - m.NoAmount, NoAmount: m.NoAmount}
+}
+
 // Add adds o to m.
 func (m *Money) Add(o Money) {
 	m.Count += o.Count
 	m.NoAmount += o.NoAmount
 	if addOverflows(m.Minor, o.Minor) {
-		// No int64 holds the sum: o's amounts are counted, left out of it. Those of o
-		// that carried none stay counted as such: no sum lost them.
-		m.Unsummed += o.Count - o.NoAmount
+		// No int64 holds the sum: o's amounts are counted, left out of it.
+		m.Unsummed += o.SumLost().Unsummed
 		return
 	}
 	m.Minor += o.Minor

@@ -130,7 +130,7 @@ func (t *SuspectTotal) Add(o SuspectTotal) {
 func (t SuspectTotal) Money() Money {
 	sum := new(big.Int).Mul(big.NewInt(t.High), big.NewInt(minorSplit))
 	if sum.Add(sum, big.NewInt(t.Low)); !sum.IsInt64() {
-		return Money{Count: t.Count, Unsummed: t.Count - t.NoAmount, NoAmount: t.NoAmount}
+		return Money{Count: t.Count, NoAmount: t.NoAmount}.SumLost()
 	}
 	return Money{Count: t.Count, Minor: sum.Int64(), Unsummed: t.Unsummed, NoAmount: t.NoAmount}
 }

@@ -87,9 +87,11 @@ FROM `+table+` WHERE day >= $1 AND day < $2`+where+` GROUP BY currency, kind`, a
 		var count, unsummed, noAmount int64
 		var minor *int64
 		_, err = pgx.ForEachRow(tr, []any{&currency, &kind, &count, &minor, &unsummed, &noAmount}, func() error {
-			m := storage.Money{Count: count, Unsummed: count - noAmount, NoAmount: noAmount}
-			if minor != nil {
-				m.Minor, m.Unsummed = *minor, unsummed
+			m := storage.Money{Count: count, Unsummed: unsummed, NoAmount: noAmount}
+			if minor == nil {
+				m = m.SumLost() // no int64 holds the sum
+			} else {
+				m.Minor = *minor
 			}
 			b.Total(currency, kind, m)
 			return nil

@@ -101,7 +101,7 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 			if n.Add(n, big.NewInt(low)); n.IsInt64() {
 				m.Minor = n.Int64()
 			} else {
-				m.Unsummed = m.Count - m.NoAmount
+				m = m.SumLost()
 			}
 			b.Total(currency, kind, m)
 		}
