@@ -101,16 +101,9 @@ type LedgerLine struct {
 // LedgerCell is the deliveries of one kind in a ledger row: how many, their amounts
 // summed in the row's currency, and the events list of them ("" for none).
 type LedgerCell struct {
-	Count    int64
-	Amount   string
-	Unsummed int64 // amounts that are no exact number of minor units, left out of Amount
-	NoAmount int64 // deliveries that carried no amount at all, adding nothing to Amount
-	URL      string
+	Sum
+	URL string
 }
-
-// AmountUnknown says that every delivery the cell counts carried no amount: Amount is
-// no sum of anything, and 0.00 would read as money known to be none.
-func (c LedgerCell) AmountUnknown() bool { return c.NoAmount > 0 && c.NoAmount == c.Count }
 
 // Option is one choice of a select.
 type Option struct{ Value, Label string }

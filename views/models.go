@@ -116,17 +116,24 @@ type SourceStats struct {
 // never taken across currencies; Currency is "—" for amounts whose currency is not
 // known.
 type MoneySum struct {
-	Currency, Amount string
+	Currency string
+	Sum
+}
+
+// Sum is deliveries or suspects counted, and their amounts summed in one currency
+// ("182.50").
+type Sum struct {
+	Count  int64 // how many it counts; 0 where the sum does not say
+	Amount string
 	// Unsummed counts the amounts left out of Amount: no exact number of minor units.
 	Unsummed int64
-	// Count is how many the sum counts, and NoAmount how many of them carried no amount
-	// at all, adding nothing to Amount; both 0 where the sum does not say.
-	Count, NoAmount int64
+	// NoAmount counts those that carried no amount at all, adding nothing to Amount.
+	NoAmount int64
 }
 
 // AmountUnknown says that every one the sum counts carried no amount: Amount is no sum
 // of anything, and 0.00 would read as money known to be none.
-func (m MoneySum) AmountUnknown() bool { return m.NoAmount > 0 && m.NoAmount == m.Count }
+func (s Sum) AmountUnknown() bool { return s.NoAmount > 0 && s.NoAmount == s.Count }
 
 // EventRow is one delivery in a list.
 type EventRow struct {

@@ -376,7 +376,7 @@ func (s *Server) bulkRow(a storage.BulkAction) views.BulkRow {
 		row.StateLabel = "cancelling"
 	}
 	for _, m := range a.Money {
-		row.Money = append(row.Money, views.MoneySum{Currency: currencyLabel(m.Currency), Amount: groupDigits(m.Gross)})
+		row.Money = append(row.Money, views.MoneySum{Currency: currencyLabel(m.Currency), Sum: views.Sum{Amount: groupDigits(m.Gross)}})
 	}
 	return row
 }

@@ -124,7 +124,7 @@ func moneySums(byCurrency map[string]float64) []views.MoneySum {
 			label = noCurrency
 		}
 		out = append(out, views.MoneySum{Currency: label,
-			Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code))})
+			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code))}})
 	}
 	return out
 }

@@ -128,7 +128,7 @@ var ledgerFilters = map[string]url.Values{
 // line writes r as the page shows it, with links to its deliveries.
 func (l ledgerLinks) line(r storage.LedgerRow) views.LedgerLine {
 	cell := func(m storage.Money, kind string) views.LedgerCell {
-		c := views.LedgerCell{Count: m.Count, Amount: minorText(m.Minor, r.Currency), Unsummed: m.Unsummed, NoAmount: m.NoAmount}
+		c := views.LedgerCell{Sum: viewSum(m, r.Currency)}
 		if m.Count > 0 && ledgerFilters[kind] != nil {
 			c.URL = l.url(ledgerFilters[kind])
 		}

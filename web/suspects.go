@@ -210,11 +210,14 @@ func minorSums(byCurrency map[string]storage.Money) []views.MoneySum {
 		if code == "" {
 			label = noCurrency
 		}
-		m := byCurrency[code]
-		out = append(out, views.MoneySum{Currency: label, Amount: minorText(m.Minor, code), Unsummed: m.Unsummed,
-			Count: m.Count, NoAmount: m.NoAmount})
+		out = append(out, views.MoneySum{Currency: label, Sum: viewSum(byCurrency[code], code)})
 	}
 	return out
+}
+
+// viewSum is m as the console shows it, its amounts written in currency.
+func viewSum(m storage.Money, currency string) views.Sum {
+	return views.Sum{Count: m.Count, Amount: minorText(m.Minor, currency), Unsummed: m.Unsummed, NoAmount: m.NoAmount}
 }
 
 // minorText writes minor units of currency in major units with thousands separators:
