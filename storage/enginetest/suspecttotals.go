@@ -97,6 +97,19 @@ func formatSuspectCounts(cs []storage.SuspectCount) string {
 }
 
 // check compares what db reports with the hand count.
+// wantSuspectCounts checks db's suspect counts, as formatSuspectCounts writes them,
+// against want.
+func wantSuspectCounts(t *testing.T, db storage.Store, when, want string) {
+	t.Helper()
+	cs, err := db.SuspectCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := formatSuspectCounts(cs); got != want {
+		t.Errorf("%s: counts:\n%swant:\n%s", when, got, want)
+	}
+}
+
 func (b *suspectBook) check(t *testing.T, db storage.Store, when string) {
 	t.Helper()
 	ctx := context.Background()
@@ -201,27 +214,17 @@ func TestSuspectCounts_HugeAmounts(t *testing.T, e Engine) {
 			Amount: huge, Currency: "EUR"})
 		ids = append(ids, s.ID)
 	}
-	want := func(when, w string) {
-		t.Helper()
-		cs, err := db.SuspectCounts(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := formatSuspectCounts(cs); got != w {
-			t.Errorf("%s: counts:\n%swant:\n%s", when, got, w)
-		}
-	}
 	const all = "business_key open \"EUR\" n=3 minor=0 unsummed=3\n"
-	want("none folded", all)
+	wantSuspectCounts(t, db, "none folded", all)
 	rollupSuspects(t, db, 2, 2)
-	want("two folded", all)
+	wantSuspectCounts(t, db, "two folded", all)
 	if _, err := db.ReviewSuspect(ctx, ids[0], "olga", storage.SuspectDismissed, "no"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ReviewSuspect(ctx, ids[2], "olga", storage.SuspectDismissed, "no"); err != nil {
 		t.Fatal(err)
 	}
-	want("one folded, one not, dismissed", "business_key dismissed \"EUR\" n=2 minor=0 unsummed=2\n"+
+	wantSuspectCounts(t, db, "one folded, one not, dismissed", "business_key dismissed \"EUR\" n=2 minor=0 unsummed=2\n"+
 		"business_key open \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n")
 	rollupSuspects(t, db, 100, 1)
 	if _, err := db.ReviewSuspect(ctx, ids[0], "olga", storage.SuspectOpen+"x", "no"); err == nil {
@@ -230,7 +233,7 @@ func TestSuspectCounts_HugeAmounts(t *testing.T, e Engine) {
 	if _, err := db.ReviewSuspect(ctx, ids[2], "olga", storage.SuspectConfirmed, "yes"); err != nil {
 		t.Fatal(err)
 	}
-	want("all folded", "business_key confirmed \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n"+
+	wantSuspectCounts(t, db, "all folded", "business_key confirmed \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n"+
 		"business_key dismissed \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n"+
 		"business_key open \"EUR\" n=1 minor=9223372036854775807 unsummed=0\n")
 }
@@ -353,7 +356,6 @@ func TestSuspectCounts_CurrencyTableChanged(t *testing.T, e Engine) {
 // through reviews that move them from one state's total to another's, beside a sum
 // that no int64 holds (which loses the amounts, not them), and on another handle.
 func TestSuspectCounts_NoAmount(t *testing.T, e Engine) {
-	ctx := context.Background()
 	db := e.Open(t)
 	newClock(e, db)
 	b := newSuspectBook(e, db)
@@ -369,24 +371,14 @@ func TestSuspectCounts_NoAmount(t *testing.T, e Engine) {
 	// The counts are written out rather than taken from the hand count, which sums the
 	// huge amounts one at a time where the engines' totals sum them as one
 	// (storage.SuspectTotal).
-	want := func(db storage.Store, when, w string) {
-		t.Helper()
-		cs, err := db.SuspectCounts(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := formatSuspectCounts(cs); got != w {
-			t.Errorf("%s: counts:\n%swant:\n%s", when, got, w)
-		}
-	}
 	const open = `business_key open "EUR" n=4 minor=2000 unsummed=0 no_amount=3
 correlation open "EUR" n=3 minor=0 unsummed=2 no_amount=1
 `
-	want(db, "none folded", open)
+	wantSuspectCounts(t, db, "none folded", open)
 	rollupSuspects(t, db, 3, 3)
-	want(db, "three folded", open)
+	wantSuspectCounts(t, db, "three folded", open)
 	rollupSuspects(t, db, 100, 4)
-	want(db, "all folded", open)
+	wantSuspectCounts(t, db, "all folded", open)
 	b.review(t, db, ids[0], storage.SuspectConfirmed)
 	b.review(t, db, ids[1], storage.SuspectDismissed)
 	b.review(t, db, ids[6], storage.SuspectDismissed)
@@ -396,6 +388,6 @@ business_key open "EUR" n=2 minor=2000 unsummed=0 no_amount=1
 correlation dismissed "EUR" n=1 minor=0 unsummed=0 no_amount=1
 correlation open "EUR" n=2 minor=0 unsummed=2
 `
-	want(db, "reviewed", reviewed)
-	want(e.Reopen(t, db), "another handle", reviewed)
+	wantSuspectCounts(t, db, "reviewed", reviewed)
+	wantSuspectCounts(t, e.Reopen(t, db), "another handle", reviewed)
 }
