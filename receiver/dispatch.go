@@ -22,9 +22,9 @@ import (
 // events, so that nothing waits in memory alone. LeaseDue and FinishAttempt return an
 // error wrapping storage.ErrFileGone once the database file has left its path.
 type DispatchStore interface {
-	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error)
+	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error)
 	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
-	NextDue(ctx context.Context) (time.Time, error)
+	NextDue(ctx context.Context, sources []string) (time.Time, error)
 	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
 }
 
@@ -42,10 +42,15 @@ type DispatchConfig struct {
 	// FirstBackoff is the wait after the first failed attempt; it doubles after each
 	// one. Default 1s.
 	FirstBackoff time.Duration
-	Client       *http.Client
-	Logger       *slog.Logger
-	Metrics      *Metrics
-	Now          func() time.Time
+	// RecordOnlyAfter is how long a queued key of a source without a forward_url waits
+	// before this dispatcher settles it as processed, unsent: long enough for a replica
+	// whose configuration gives the source a forward_url to take it first. Default: the
+	// dispatcher's lease.
+	RecordOnlyAfter time.Duration
+	Client          *http.Client
+	Logger          *slog.Logger
+	Metrics         *Metrics
+	Now             func() time.Time
 }
 
 // Dispatcher hands accepted events to their source's forward_url, once each, retrying
@@ -53,9 +58,14 @@ type DispatchConfig struct {
 type Dispatcher struct {
 	cfg     DispatchConfig
 	sources map[string]*Source
-	lease   time.Duration
-	wake    chan struct{}
-	log     *slog.Logger
+	// forwarding and recordOnly name the configured sources with and without a
+	// forward_url. Only their keys are leased: a key of a source this configuration
+	// does not have belongs to a replica whose configuration has it (during a rolling
+	// change of the sources), and is never settled or failed here.
+	forwarding, recordOnly []string
+	lease                  time.Duration
+	wake                   chan struct{}
+	log                    *slog.Logger
 }
 
 // responseExcerpt bounds how much of a downstream answer is kept per attempt.
@@ -101,9 +111,24 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
 		d.sources[s.Name] = s
+		if s.ForwardURL == "" {
+			d.recordOnly = append(d.recordOnly, s.Name)
+			continue
+		}
+		d.forwarding = append(d.forwarding, s.Name)
 		if l := s.AttemptTimeout + margin; l > d.lease {
 			d.lease = l
 		}
+	}
+	if d.cfg.RecordOnlyAfter <= 0 {
+		d.cfg.RecordOnlyAfter = d.lease
+	}
+	// Non-nil, so that a configuration with none leases none rather than every source's.
+	if d.forwarding == nil {
+		d.forwarding = []string{}
+	}
+	if d.recordOnly == nil {
+		d.recordOnly = []string{}
 	}
 	return d
 }
@@ -142,7 +167,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				break fill
 			}
 		}
-		jobs, err := d.cfg.Store.LeaseDue(ctx, d.cfg.Now(), d.lease, free)
+		jobs, err := d.leaseDue(ctx, free)
 		switch {
 		case err == nil, ctx.Err() != nil:
 		case errors.Is(err, storage.ErrFileGone):
@@ -173,10 +198,44 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
+// leaseDue leases up to limit due jobs of the configured sources: the forwarding
+// sources' first, then record-only sources' keys that have waited RecordOnlyAfter.
+func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
+	now := d.cfg.Now()
+	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, limit, d.forwarding)
+	if err != nil || len(jobs) == limit {
+		return jobs, err
+	}
+	// Due at now-RecordOnlyAfter, leased until now+lease as every other job.
+	more, err := d.cfg.Store.LeaseDue(ctx, now.Add(-d.cfg.RecordOnlyAfter), d.lease+d.cfg.RecordOnlyAfter,
+		limit-len(jobs), d.recordOnly)
+	return append(jobs, more...), err
+}
+
+// nextDue is when the earliest job leaseDue would take falls due, or the zero time.
+func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
+	next, err := d.cfg.Store.NextDue(ctx, d.forwarding)
+	if err != nil {
+		return time.Time{}, err
+	}
+	rec, err := d.cfg.Store.NextDue(ctx, d.recordOnly)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if rec.IsZero() {
+		return next, nil
+	}
+	rec = rec.Add(d.cfg.RecordOnlyAfter)
+	if next.IsZero() || rec.Before(next) {
+		return rec, nil
+	}
+	return next, nil
+}
+
 // sleep waits for a wake-up, the next due job, or the poll interval.
 func (d *Dispatcher) sleep(ctx context.Context) {
 	wait := d.cfg.Poll
-	if next, err := d.cfg.Store.NextDue(ctx); err == nil && !next.IsZero() {
+	if next, err := d.nextDue(ctx); err == nil && !next.IsZero() {
 		if until := next.Sub(d.cfg.Now()); until < wait {
 			wait = max(until, 10*time.Millisecond)
 		}
@@ -209,12 +268,10 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	res := storage.AttemptResult{}
 	problem := payloadProblem(job)
 	switch {
-	case src == nil:
-		a.Error = fmt.Sprintf("source %q is not in the configuration now", job.Source)
-		res.Failed = true
 	case src.ForwardURL == "":
-		// A record-only source (or one whose forward_url was removed): there is nothing
-		// to hand off, so reprocessing it completes at once.
+		// A record-only source (or one whose forward_url was removed), and no replica
+		// with a forward_url for it took the key within RecordOnlyAfter: there is
+		// nothing to hand off, so reprocessing it completes.
 		a.Response = "record only: the source has no forward_url"
 		res.Done = true
 	case problem != "":

@@ -97,7 +97,7 @@ func startDispatcher(t *testing.T, db *sqlite.DB, sources ...receiver.Source) *r
 func runDispatcher(t *testing.T, db *sqlite.DB, sources ...receiver.Source) (*receiver.Dispatcher, func()) {
 	t.Helper()
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: db, Sources: sources, FirstBackoff: 40 * time.Millisecond,
-		Poll: 50 * time.Millisecond})
+		Poll: 50 * time.Millisecond, RecordOnlyAfter: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -306,6 +306,70 @@ func TestDispatch_ReprocessRecordOnly(t *testing.T) {
 	}
 }
 
+// TestDispatch_ReplicasWithDifferentConfigs: during a rolling change of the sources,
+// replicas on one database run different configurations. A replica whose configuration
+// lacks a source, or gives it no forward_url, must leave that source's queued keys to a
+// replica that forwards them: settling them unsent or failing them would lose the
+// hand-off for good. A record-only replica settles a key only once no forwarding replica
+// has taken it for RecordOnlyAfter.
+func TestDispatch_ReplicasWithDifferentConfigs(t *testing.T) {
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	ds := newDownstream(t, 0, nil)
+	accept(t, db, "evt_1", `{"id":"evt_1"}`)
+	accept(t, db, "evt_2", `{"id":"evt_2"}`)
+	other := storagetest.Record(t, db, &storage.Delivery{Source: "cm", Key: "c1", KeyMethod: "event_id", PayloadHash: "h",
+		ContentType: "application/json", Body: []byte(`{"id":"c1"}`)}, storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+
+	// The old replica: ota is record-only there, and cm unknown.
+	old := &leaseCounter{DB: db}
+	oldDisp := receiver.NewDispatcher(receiver.DispatchConfig{Store: old, Sources: []receiver.Source{otaSource(t)},
+		Poll: 10 * time.Millisecond, RecordOnlyAfter: time.Hour})
+	oldCtx, stopOld := context.WithCancel(ctx)
+	oldDone := make(chan struct{})
+	go func() { oldDisp.Run(oldCtx); close(oldDone) }()
+	t.Cleanup(func() { stopOld(); <-oldDone })
+	for i := 0; old.leases.Load() < 10; i++ {
+		if i == 1000 {
+			t.Fatal("the old replica's dispatcher did not look for work ten times")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, k := range []struct{ source, key string }{{"ota", "evt_1"}, {"ota", "evt_2"}, {"cm", "c1"}} {
+		c, err := db.Claim(ctx, k.source, k.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts, err := db.Attempts(ctx, k.source, k.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State != storage.StateProcessing || len(atts) != 0 {
+			t.Fatalf("%s/%s is %s after %d attempts (%+v) on the replica without its forward_url; want it left processing",
+				k.source, k.key, c.State, len(atts), atts)
+		}
+	}
+
+	// The new replica forwards both sources: every key reaches the downstream once.
+	cm := forwardSource(t, ds.srv.URL, 3)
+	cm.Name = "cm"
+	startDispatcher(t, db, forwardSource(t, ds.srv.URL, 3), cm)
+	waitState(t, db, "evt_1", storage.StateProcessed)
+	waitState(t, db, "evt_2", storage.StateProcessed)
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if c, err := db.Claim(ctx, "cm", "c1"); err != nil || c.State != storage.StateProcessed {
+			return fmt.Errorf("cm/c1 is %s, %v; want processed", c.State, err)
+		}
+		return nil
+	})
+	if got := ds.received(); len(got) != 3 || got["ota:evt_1"] != 1 || got["ota:evt_2"] != 1 || got["cm:c1"] != 1 {
+		t.Fatalf("downstream received %v, want each of the three keys once", got)
+	}
+	if atts, err := db.Attempts(ctx, "cm", "c1"); err != nil || len(atts) != 1 || atts[0].Delivery != other.ID || atts[0].Status != 202 {
+		t.Fatalf("cm/c1's attempts: %+v, %v; want the one hand-off", atts, err)
+	}
+}
+
 // TestDispatcher_PausesOnceFileGone: once the database file has left its path, the
 // dispatcher leases nothing, so it hands nothing downstream and counts no attempt: a
 // hand-off recorded only in the removed file would be lost at the restart, and made
@@ -357,7 +421,7 @@ type leaseCounter struct {
 	leases atomic.Int64
 }
 
-func (c *leaseCounter) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+func (c *leaseCounter) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
 	c.leases.Add(1)
-	return c.DB.LeaseDue(ctx, now, lease, limit)
+	return c.DB.LeaseDue(ctx, now, lease, limit, sources)
 }

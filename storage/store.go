@@ -191,14 +191,15 @@ type Store interface {
 
 	// Dispatch: the queue of accepted events and their attempts.
 
-	// LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
-	// now+lease: another dispatcher, in this process or another, skips them until then. A
-	// dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
-	// lease ends.
-	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Job, error)
+	// LeaseDue returns up to limit jobs of sources (nil: of every source; empty: none) due
+	// at now, oldest first, and leases them until now+lease: another dispatcher, in this
+	// process or another, skips them until then. A dispatcher that dies mid-attempt loses
+	// nothing: its jobs fall due again when the lease ends.
+	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]Job, error)
 
-	// NextDue returns when the earliest processing key falls due, or the zero time if none.
-	NextDue(ctx context.Context) (time.Time, error)
+	// NextDue returns when the earliest processing key of sources (nil: of every source;
+	// empty: none) falls due, or the zero time if none.
+	NextDue(ctx context.Context, sources []string) (time.Time, error)
 
 	// FinishAttempt records an attempt of job and moves its key on as res says, in one
 	// transaction. A key that was released, reprocessed, claimed anew or leased again

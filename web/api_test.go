@@ -270,7 +270,7 @@ func TestAPI_Release(t *testing.T) {
 // leased leases key's job as a dispatcher would.
 func leased(t *testing.T, db *sqlite.DB, key string) storage.Job {
 	t.Helper()
-	jobs, err := db.LeaseDue(context.Background(), time.Now().Add(time.Second), time.Minute, 100)
+	jobs, err := db.LeaseDue(context.Background(), time.Now().Add(time.Second), time.Minute, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

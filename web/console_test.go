@@ -113,7 +113,7 @@ func newConsoleEnvOn(t testing.TB, opt sqlite.Options, configure ...func(*web.Co
 	rec(&storage.Delivery{Source: "pms", Key: "=cmd|evil", KeyMethod: "event_id", KeyFrom: "/event_id", PayloadHash: "p",
 		Booking: "=HYPERLINK(1)", Body: []byte(`{"event_id":"=cmd|evil"}`)}, true)
 	e.failedKey = "=cmd|evil"
-	jobs, err := db.LeaseDue(ctx, clock.Now(), time.Minute, 10)
+	jobs, err := db.LeaseDue(ctx, clock.Now(), time.Minute, 10, nil)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("lease: %v %v", jobs, err)
 	}

@@ -63,7 +63,7 @@ func TestConsole_KeyWithAttemptUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(15 * time.Minute) // stuck: processing longer than stuck_after
-	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10)
+	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
 	if err != nil || len(jobs) != 1 || jobs[0].Key != "slow" {
 		t.Fatalf("lease: %v, %v", jobs, err)
 	}
@@ -110,7 +110,7 @@ func TestConsole_AttemptsNameTheirDelivery(t *testing.T) {
 		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10)
+		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
 		if err != nil || len(jobs) != 1 || jobs[0].Delivery != d.ID {
 			t.Fatalf("lease: %v, %v; want delivery %d's job", jobs, err, d.ID)
 		}

@@ -101,7 +101,7 @@ func TestAlerts(t *testing.T, e Engine) {
 				t.Fatal(err)
 			}
 		}
-		jobs, err := db.LeaseDue(ctx, time.Now().Add(time.Hour), time.Minute, 10)
+		jobs, err := db.LeaseDue(ctx, time.Now().Add(time.Hour), time.Minute, 10, nil)
 		if err != nil || len(jobs) != 2 {
 			t.Fatalf("lease: %v %v", jobs, err)
 		}

@@ -27,7 +27,7 @@ func jobKeys(jobs []storage.Job) []string {
 // lease leases up to limit jobs due at now, for lease, and fails the test on an error.
 func lease(t *testing.T, db storage.Store, now time.Time, d time.Duration, limit int) []storage.Job {
 	t.Helper()
-	jobs, err := db.LeaseDue(context.Background(), now, d, limit)
+	jobs, err := db.LeaseDue(context.Background(), now, d, limit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestLeaseDue(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	clk := newClock(e, db)
-	if next, err := db.NextDue(ctx); err != nil || !next.IsZero() {
+	if next, err := db.NextDue(ctx, nil); err != nil || !next.IsZero() {
 		t.Fatalf("NextDue of an empty queue = %v, %v; want the zero time", next, err)
 	}
 	start := clk.Now()
@@ -55,7 +55,7 @@ func TestLeaseDue(t *testing.T, e Engine) {
 	if err := db.RecordBatch(ctx, batch, dispatchDay); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := db.NextDue(ctx); err != nil || !next.Equal(start) {
+	if next, err := db.NextDue(ctx, nil); err != nil || !next.Equal(start) {
 		t.Fatalf("NextDue = %v, %v; want the first key's receipt, %v", next, err, start)
 	}
 	if jobs := lease(t, db, start.Add(-time.Millisecond), time.Minute, 10); len(jobs) != 0 {
@@ -91,7 +91,7 @@ func TestLeaseDue(t *testing.T, e Engine) {
 	if again := lease(t, db, now.Add(time.Minute-time.Millisecond), time.Minute, 10); len(again) != 0 {
 		t.Fatalf("leased %v again before their leases ended", jobKeys(again))
 	}
-	if next, err := db.NextDue(ctx); err != nil || !next.Equal(now.Add(time.Minute)) {
+	if next, err := db.NextDue(ctx, nil); err != nil || !next.Equal(now.Add(time.Minute)) {
 		t.Fatalf("NextDue = %v, %v; want the end of the leases, %v", next, err, now.Add(time.Minute))
 	}
 
@@ -99,6 +99,58 @@ func TestLeaseDue(t *testing.T, e Engine) {
 	later := now.Add(time.Minute)
 	if again := lease(t, db, later, time.Minute, 10); !slices.Equal(jobKeys(again), []string{"k1", "k2", "b0", "b1"}) {
 		t.Fatalf("after the leases ended: %v, want every key again", jobKeys(again))
+	}
+}
+
+// TestLeaseDue_Sources: a dispatcher that names its sources leases and waits for their
+// keys only: the keys of a source it does not know stay as they are, due, for a replica
+// that knows it. No source named leases nothing; nil names every source.
+func TestLeaseDue_Sources(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "o1", "h"), dispatchDay)
+	clk.Add(time.Second)
+	start := clk.Now()
+	record(t, db, delivery("pms", "p1", "h"), dispatchDay)
+	if err := db.RecordBatch(ctx, items("pms", "p2", "p3"), dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	record(t, db, delivery("it's \"odd\"", "q1", "h"), dispatchDay)
+	clk.Add(time.Second)
+	now := clk.Now()
+
+	if next, err := db.NextDue(ctx, []string{"pms"}); err != nil || !next.Equal(start) {
+		t.Fatalf("NextDue of pms = %v, %v; want its first key's receipt, %v", next, err, start)
+	}
+	if next, err := db.NextDue(ctx, []string{"gone"}); err != nil || !next.IsZero() {
+		t.Fatalf("NextDue of a source with no keys = %v, %v; want the zero time", next, err)
+	}
+	if next, err := db.NextDue(ctx, []string{}); err != nil || !next.IsZero() {
+		t.Fatalf("NextDue of no source = %v, %v; want the zero time", next, err)
+	}
+	if jobs, err := db.LeaseDue(ctx, now, time.Minute, 10, []string{}); err != nil || len(jobs) != 0 {
+		t.Fatalf("leased %v, %v for no source; want nothing", jobKeys(jobs), err)
+	}
+	jobs, err := db.LeaseDue(ctx, now, time.Minute, 10, []string{"pms", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"p1", "p2", "p3"}) {
+		t.Fatalf("leased %v for pms, want p1, p2, p3 and nothing of ota", got)
+	}
+	jobs, err = db.LeaseDue(ctx, now, time.Minute, 10, []string{"it's \"odd\""})
+	if err != nil || !slices.Equal(jobKeys(jobs), []string{"q1"}) {
+		t.Fatalf("leased %v, %v for a source named with quotes; want q1", jobKeys(jobs), err)
+	}
+	if c, err := db.Claim(ctx, "ota", "o1"); err != nil || c.State != storage.StateProcessing || c.NextAttemptAt.After(now) {
+		t.Fatalf("ota's key: %+v, %v; want it processing and due, untouched", c, err)
+	}
+	if next, err := db.NextDue(ctx, nil); err != nil || !next.Before(start) {
+		t.Fatalf("NextDue of every source = %v, %v; want ota's key, due before %v", next, err, start)
+	}
+	if jobs := lease(t, db, now, time.Minute, 10); !slices.Equal(jobKeys(jobs), []string{"o1"}) {
+		t.Fatalf("leased %v for every source, want ota's o1 (the others are leased)", jobKeys(jobs))
 	}
 }
 
@@ -399,7 +451,7 @@ func TestLeaseDue_Replicas(t *testing.T, e Engine) {
 		wg.Go(func() {
 			<-start
 			for range keys { // bounded: each round leases at least one key or ends
-				jobs, err := db.LeaseDue(ctx, now, leaseFor, limit)
+				jobs, err := db.LeaseDue(ctx, now, leaseFor, limit, nil)
 				if err != nil {
 					t.Error(err)
 					return

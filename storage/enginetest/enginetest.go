@@ -159,7 +159,7 @@ func sweepAll(t *testing.T, db storage.Store, cutoff time.Time, limit int) int64
 func handOff(t *testing.T, db storage.Store, key string, res storage.AttemptResult) {
 	t.Helper()
 	ctx := context.Background()
-	jobs, err := db.LeaseDue(ctx, db.Clock(), time.Minute, 100)
+	jobs, err := db.LeaseDue(ctx, db.Clock(), time.Minute, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,7 @@ var tests = []struct {
 	{"OneTimePassword", TestOneTimePassword},
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
+	{"LeaseDue_Sources", TestLeaseDue_Sources},
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},

@@ -38,10 +38,10 @@ func TestClock_MachinesApart(t *testing.T) {
 	if err := a.Record(ctx, delivery("leased"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
 		t.Fatal(err)
 	}
-	if jobs, err := a.LeaseDue(ctx, a.Clock(), 30*time.Second, 10); err != nil || len(jobs) != 1 {
+	if jobs, err := a.LeaseDue(ctx, a.Clock(), 30*time.Second, 10, nil); err != nil || len(jobs) != 1 {
 		t.Fatalf("the first replica leased %d jobs (%v), want 1", len(jobs), err)
 	}
-	if jobs, err := b.LeaseDue(ctx, b.Clock(), 30*time.Second, 10); err != nil || len(jobs) != 0 {
+	if jobs, err := b.LeaseDue(ctx, b.Clock(), 30*time.Second, 10, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("the replica whose clock is ahead leased %d jobs (%v) while the other's lease lasts, want none", len(jobs), err)
 	}
 
@@ -90,10 +90,10 @@ func TestClock_MachineStepped(t *testing.T) {
 	if err := a.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
 		t.Fatal(err)
 	}
-	if jobs, err := a.LeaseDue(ctx, a.Clock(), 30*time.Second, 10); err != nil || len(jobs) != 1 {
+	if jobs, err := a.LeaseDue(ctx, a.Clock(), 30*time.Second, 10, nil); err != nil || len(jobs) != 1 {
 		t.Fatalf("the first replica leased %d jobs (%v), want 1", len(jobs), err)
 	}
-	if jobs, err := b.LeaseDue(ctx, b.Clock(), 30*time.Second, 10); err != nil || len(jobs) != 0 {
+	if jobs, err := b.LeaseDue(ctx, b.Clock(), 30*time.Second, 10, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("the replica whose machine's clock was set right after it started leased %d jobs (%v) while the other's lease lasts, want none",
 			len(jobs), err)
 	}

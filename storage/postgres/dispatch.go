@@ -11,7 +11,8 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// sqlLeaseDue leases up to $3 keys due at $2 until $1 and returns each with its payload,
+// sqlLeaseDue leases up to $3 keys of the sources $4 (NULL: of every source) due at $2
+// until $1 and returns each with its payload,
 // oldest first. The due keys are locked FOR UPDATE SKIP LOCKED before their lease is
 // set, so that dispatchers on several replicas leasing at once never take the same key:
 // each skips the keys another is leasing right now, and a key whose lease was committed
@@ -21,6 +22,7 @@ import (
 const sqlLeaseDue = `
 WITH due AS MATERIALIZED (
 	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
+		AND ($4::text[] IS NULL OR source = ANY($4::text[]))
 	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), leased AS (
 	UPDATE claims AS c SET next_attempt_at = greatest($1, coalesce(c.leased_until, 0) + 1),
@@ -35,11 +37,14 @@ SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.upda
 FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
 ORDER BY l.id`
 
-// LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
-// now+lease: another dispatcher, on this replica or another, skips them until then. A
-// dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
-// lease ends, and any replica's dispatcher takes them.
-func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+// LeaseDue returns up to limit jobs of sources (nil: of every source) due at now, oldest
+// first, and leases them until now+lease: another dispatcher, on this replica or another,
+// skips them until then. A dispatcher that dies mid-attempt loses nothing: its jobs fall
+// due again when the lease ends, and any replica's dispatcher takes them.
+func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	if sources != nil && len(sources) == 0 {
+		return nil, nil
+	}
 	var upTo *int // NULL: no limit, as a negative one is on SQLite; PostgreSQL refuses it
 	if limit >= 0 {
 		upTo = &limit
@@ -47,7 +52,7 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	var jobs []storage.Job
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		jobs = nil
-		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), upTo)
+		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), upTo, sources)
 		if err != nil {
 			return err
 		}
@@ -78,10 +83,15 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	return jobs, nil
 }
 
-// NextDue returns when the earliest processing key falls due, or the zero time if none.
-func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
+// NextDue returns when the earliest processing key of sources (nil: of every source) falls
+// due, or the zero time if none.
+func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) {
+	if sources != nil && len(sources) == 0 {
+		return time.Time{}, nil
+	}
 	var next *int64
-	err := db.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`).Scan(&next)
+	err := db.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'
+	AND ($1::text[] IS NULL OR source = ANY($1::text[]))`, sources).Scan(&next)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("next due: %w", err)
 	}

@@ -193,7 +193,7 @@ func TestImport_NewRowsAfterCopied(t *testing.T) {
 	if err := db.Record(ctx, d, opt); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := db.LeaseDue(ctx, db.Now().Add(time.Minute), time.Minute, 100)
+	jobs, err := db.LeaseDue(ctx, db.Now().Add(time.Minute), time.Minute, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
 	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "cm", Key: "i1", Actor: "ann", Reason: "test", StuckBefore: db.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10)
+	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10, nil)
 	if err != nil || len(jobs) == 0 {
 		t.Fatalf("lease: %d jobs, %v", len(jobs), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,19 +13,27 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// LeaseDue returns up to limit jobs due at now, oldest first, and leases them until
-// now+lease: another dispatcher, in this process or another, skips them until then. A
-// dispatcher that dies mid-attempt loses nothing: its jobs fall due again when the
-// lease ends.
-func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Job, error) {
+// LeaseDue returns up to limit jobs of sources (nil: of every source) due at now, oldest
+// first, and leases them until now+lease: another dispatcher, in this process or another,
+// skips them until then. A dispatcher that dies mid-attempt loses nothing: its jobs fall
+// due again when the lease ends.
+func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	if sources != nil && len(sources) == 0 {
+		return nil, nil
+	}
+	only, err := sourceList(sources)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
 	var jobs []storage.Job
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		jobs = nil
 		rows, err := tx.QueryContext(ctx, `
 UPDATE claims SET next_attempt_at = max(?1, coalesce(leased_until, 0) + 1), leased_until = max(?1, coalesce(leased_until, 0) + 1)
 WHERE id IN (SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2
+	AND (?4 IS NULL OR source IN (SELECT value FROM json_each(?4)))
 	ORDER BY next_attempt_at, id LIMIT ?3)
-RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, millis(now.Add(lease)), millis(now), limit)
+RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, millis(now.Add(lease)), millis(now), limit, only)
 		if err != nil {
 			return err
 		}
@@ -63,10 +72,19 @@ RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, lea
 	return jobs, nil
 }
 
-// NextDue returns when the earliest processing key falls due, or the zero time if none.
-func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
+// NextDue returns when the earliest processing key of sources (nil: of every source) falls
+// due, or the zero time if none.
+func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) {
+	if sources != nil && len(sources) == 0 {
+		return time.Time{}, nil
+	}
+	only, err := sourceList(sources)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next due: %w", err)
+	}
 	var next sql.NullInt64
-	err := db.read.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`).Scan(&next)
+	err = db.read.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'
+	AND (?1 IS NULL OR source IN (SELECT value FROM json_each(?1)))`, only).Scan(&next)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("next due: %w", err)
 	}
@@ -74,6 +92,19 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return fromMillis(next.Int64), nil
+}
+
+// sourceList is sources as the JSON array the queue's statements read with json_each, or
+// nil (SQL NULL) for every source.
+func sourceList(sources []string) (any, error) {
+	if sources == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(sources)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 // FinishAttempt records an attempt of job and moves its key on as res says, in one

@@ -81,7 +81,7 @@ func TestDB_WritesRefusedOnceFileGone(t *testing.T) {
 	db := storagetest.OpenPath(t, live, sqlite.Options{})
 	storagetest.Record(t, db, delivery("ota", "evt_1", "h"), day)
 	storagetest.Record(t, db, delivery("ota", "evt_2", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
-	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10)
+	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10, nil)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("lease: %v %v", jobs, err)
 	}
@@ -108,7 +108,7 @@ func TestDB_WritesRefusedOnceFileGone(t *testing.T) {
 			_, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "evt_1"}}, storage.Release{Actor: "ana", Reason: "r"})
 			return err
 		}},
-		{"lease", func() error { _, err := db.LeaseDue(ctx, now.Add(time.Hour), time.Minute, 10); return err }},
+		{"lease", func() error { _, err := db.LeaseDue(ctx, now.Add(time.Hour), time.Minute, 10, nil); return err }},
 		{"finish attempt", func() error {
 			_, err := db.FinishAttempt(ctx, jobs[0], storage.Attempt{StartedAt: now}, storage.AttemptResult{Done: true})
 			return err

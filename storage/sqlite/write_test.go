@@ -52,7 +52,7 @@ func TestDB_WriteWaitBounded(t *testing.T) {
 		name  string
 		write func() error
 	}{
-		{"lease", func() error { _, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10); return err }},
+		{"lease", func() error { _, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10, nil); return err }},
 		{"sweep", func() error { _, err := db.SweepExpired(ctx, db.Now(), 1000); return err }},
 		{"audit", func() error { return db.AppendAudit(ctx, storage.AuditEntry{Actor: "ana", Action: "test"}) }},
 	}
