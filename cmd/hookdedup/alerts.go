@@ -44,7 +44,7 @@ type alertChannelConfig struct {
 	To          []string       `toml:"to"`
 	CAFile      string         `toml:"ca_file"`
 	Timeout     *time.Duration `toml:"timeout"`
-	MaxAttempts int            `toml:"max_attempts"`
+	MaxAttempts *int           `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
 	MaxBackoff  *time.Duration `toml:"max_backoff"`
 }
 
@@ -197,7 +197,13 @@ func (cc alertChannelConfig) build(getenv func(string) string) (*alert.Channel, 
 		}
 	}
 	cfg := alert.ChannelConfig{Name: cc.Name, Type: cc.Type, URL: cc.URL, Secrets: secrets, SMTPAddr: cc.SMTPAddr,
-		Username: cc.Username, From: cc.From, To: cc.To, CAFile: cc.CAFile, MaxAttempts: cc.MaxAttempts}
+		Username: cc.Username, From: cc.From, To: cc.To, CAFile: cc.CAFile}
+	if cc.MaxAttempts != nil {
+		if *cc.MaxAttempts < 1 {
+			return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *cc.MaxAttempts)
+		}
+		cfg.MaxAttempts = *cc.MaxAttempts
+	}
 	if cc.Timeout != nil {
 		cfg.Timeout = *cc.Timeout
 	}

@@ -41,7 +41,27 @@ kind = "stuck"`, nil, []string{`alert "a"`, "kind", `"stuck"`, "stuck_keys"}},
 [[alert]]
 name = "a"
 kind = "stuck_keys"
-threshhold = 3`, nil, []string{"unknown setting", "threshhold"}},
+threshhold = 3`, nil, []string{`alert "a"`, `unknown setting "threshhold"`}},
+		{"UnknownSettingOfSecondAlert", `
+[[alert]]
+name = "a"
+kind = "stuck_keys"
+[[alert]]
+name = "b"
+kind = "stuck_keys"
+treshold = 3`, nil, []string{`alert "b"`, `unknown setting "treshold"`}},
+		{"UnknownChannelSetting", `
+[[alert_channel]]
+name = "chat"
+type = "slack"
+url = "https://chat.example/hooks/abc"
+max_attempt = 3`, nil, []string{`alert_channel "chat"`, `unknown setting "max_attempt"`}},
+		{"ZeroChannelMaxAttempts", `
+[[alert_channel]]
+name = "chat"
+type = "slack"
+url = "https://chat.example/hooks/abc"
+max_attempts = 0`, nil, []string{`alert_channel "chat"`, "max_attempts", "at least 1, not 0"}},
 		{"SettingOfAnotherKind", `
 [[alert]]
 name = "a"
@@ -128,9 +148,11 @@ timeout = "10m"`, nil, []string{`alert_channel "chat"`, "timeout", "4m0s", "send
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := runIn(t, src+tc.toml, tc.env, "", "serve", "--addr", "127.0.0.1:0")
-			if err == nil {
-				t.Fatal("serve started")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, _, err := runInContext(t, ctx, src+tc.toml, tc.env, "", "serve", "--addr", "127.0.0.1:0")
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("serve started (%v)", err)
 			}
 			msg := err.Error()
 			if strings.Contains(msg, "\n") {

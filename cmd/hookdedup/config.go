@@ -312,8 +312,10 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	// Only now: the keys of a source's table count as unknown until it is decoded.
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		key := undecoded[0]
-		if i, name, ok := sourceWriting(md, fc.Sources, key); ok {
-			return config{}, fmt.Errorf("%s: source %q: unknown setting %q", path, sourceLabel(i, name), key[1:].String())
+		for section, tables := range map[string][]toml.Primitive{"source": fc.Sources, "alert": fc.Alerts, "alert_channel": fc.AlertChannels} {
+			if i, name, ok := tableWriting(md, section, tables, key); ok {
+				return config{}, fmt.Errorf("%s: %s %q: unknown setting %q", path, section, sourceLabel(i, name), key[1:].String())
+			}
 		}
 		return config{}, fmt.Errorf("%s: unknown setting %q", path, key.String())
 	}
@@ -468,14 +470,15 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 	return sc, nil
 }
 
-// sourceWriting finds the first [[source]] table that writes key, an unknown setting:
-// TOML names it source.<setting> whichever table it is in, and a file of many sources
-// needs to say which one to fix. ok is false when key is no source's.
-func sourceWriting(md toml.MetaData, sources []toml.Primitive, key toml.Key) (i int, name string, ok bool) {
-	if len(key) < 2 || key[0] != "source" {
+// tableWriting finds the first of the [[section]] tables that writes key, an unknown
+// setting: TOML names it section.<setting> whichever table it is in, and a file of many
+// sources or alerts needs to say which one to fix. ok is false when key is no such
+// table's.
+func tableWriting(md toml.MetaData, section string, tables []toml.Primitive, key toml.Key) (i int, name string, ok bool) {
+	if len(key) < 2 || key[0] != section {
 		return 0, "", false
 	}
-	for i, p := range sources {
+	for i, p := range tables {
 		var table map[string]any
 		if md.PrimitiveDecode(p, &table) != nil {
 			continue

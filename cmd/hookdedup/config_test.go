@@ -17,6 +17,13 @@ import (
 // toml is ""), returning stdout, stderr and the error.
 func runIn(t *testing.T, toml string, env map[string]string, stdin string, args ...string) (string, string, error) {
 	t.Helper()
+	return runInContext(t, context.Background(), toml, env, stdin, args...)
+}
+
+// runInContext is runIn until ctx ends: a serve expected to refuse its configuration
+// that starts instead then ends, and its test fails rather than hangs.
+func runInContext(t *testing.T, ctx context.Context, toml string, env map[string]string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	full := append([]string{}, args...)
 	if toml != "" {
@@ -29,7 +36,7 @@ func runIn(t *testing.T, toml string, env map[string]string, stdin string, args 
 	full = append(full, "--database", filepath.Join(dir, "test.db"))
 	var out, errb bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	err := run(context.Background(), full, getenv, strings.NewReader(stdin), &out, &errb)
+	err := run(ctx, full, getenv, strings.NewReader(stdin), &out, &errb)
 	return out.String(), errb.String(), err
 }
 
