@@ -334,6 +334,9 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if !s.formRead(w, r) {
+		return nil
+	}
 	name := strings.TrimSpace(r.PostFormValue("username"))
 	password := r.PostFormValue("password")
 	next := localPath(r.PostFormValue("next"), "/")
@@ -395,8 +398,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 // csrfChecked says whether r carries the session's CSRF token want (form field "csrf"
-// or header X-CSRF-Token), and answers 403 when it does not.
+// or header X-CSRF-Token), and answers 403 when it does not, or 413 when its form is
+// over the bound (formRead), whichever field the token came in.
 func (s *Server) csrfChecked(w http.ResponseWriter, r *http.Request, want string) bool {
+	if !s.formRead(w, r) {
+		return false
+	}
 	token := r.Header.Get("X-CSRF-Token")
 	if token == "" {
 		token = r.PostFormValue("csrf")

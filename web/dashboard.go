@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -21,19 +22,22 @@ type statsStore interface {
 	RecentDuplicates(ctx context.Context, since time.Time, limit int) ([]storage.Delivery, error)
 }
 
-// dashRange is one of the dashboard's periods: n buckets of step.
+// dashRange is one of the dashboard's periods: n buckets of step, or n calendar days.
 type dashRange struct {
 	name, label string
-	step        time.Duration
+	step        time.Duration // a bucket's length; of a calendar day, its usual one
 	n           int
 	tick        int    // label every tick-th bucket
 	format      string // its label's layout
+	// days makes the buckets calendar days in the console's location: summer time makes
+	// two of them a year 23 and 25 hours long, which a fixed step would spill over.
+	days bool
 }
 
 var dashRanges = []dashRange{
-	{"24h", "24 hours", time.Hour, 24, 3, "15:04"},
-	{"7d", "7 days", 6 * time.Hour, 28, 4, "Mon 2"},
-	{"30d", "30 days", 24 * time.Hour, 30, 5, "Jan 2"},
+	{"24h", "24 hours", time.Hour, 24, 3, "15:04", false},
+	{"7d", "7 days", 6 * time.Hour, 28, 4, "Mon 2", false},
+	{"30d", "30 days", 24 * time.Hour, 30, 5, "Jan 2", true},
 }
 
 // otherSources labels deliveries to names no source has (rejected with 404).
@@ -45,12 +49,12 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := s.now()
-	from, end := dashWindow(rg, now.In(s.loc))
-	d, err := s.dashboardData(r.Context(), rg, from, end, now.Add(-s.stuck))
+	bounds := dashBounds(rg, now.In(s.loc))
+	d, err := s.dashboardData(r.Context(), rg, bounds, now.Add(-s.stuck))
 	if err != nil {
 		return err
 	}
-	v := s.dashboardView(rg, from, d)
+	v := s.dashboardView(rg, bounds, d)
 	v.Page = s.page(r, "Dashboard", "dashboard")
 	v.ClockWarning = s.clockWarning()
 	return s.render(w, r, http.StatusOK, views.DashboardView(v))
@@ -68,17 +72,37 @@ func parseDashRange(name string) (dashRange, error) {
 	return dashRanges[i], nil
 }
 
-// dashWindow returns the time the range's buckets cover at now: they end with the one
-// that holds now, each starting on a whole step (local days, in now's location).
-func dashWindow(rg dashRange, now time.Time) (from, end time.Time) {
-	loc := now.Location()
-	if rg.step == 24*time.Hour {
-		end = time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, loc)
-		from = time.Date(now.Year(), now.Month(), now.Day()-rg.n+1, 0, 0, 0, 0, loc)
-		return from, end
+// dashBounds returns where the range's buckets start at now, and where the last ends:
+// n+1 times, ascending, the last bucket the one that holds now. Days are calendar days
+// in now's location, whatever their length; other buckets start on a whole step.
+func dashBounds(rg dashRange, now time.Time) []time.Time {
+	bounds := make([]time.Time, rg.n+1)
+	if rg.days {
+		y, m, d := now.Date()
+		for i := range bounds {
+			bounds[i] = time.Date(y, m, d-rg.n+1+i, 0, 0, 0, 0, now.Location())
+		}
+		return bounds
 	}
-	end = now.Truncate(rg.step).Add(rg.step)
-	return end.Add(-time.Duration(rg.n) * rg.step), end
+	end := now.Truncate(rg.step).Add(rg.step)
+	for i := range bounds {
+		bounds[i] = end.Add(-time.Duration(rg.n-i) * rg.step)
+	}
+	return bounds
+}
+
+// bucketOf returns which of the buckets that bounds delimit (dashBounds) holds a
+// period of storage's totals that starts at start: the last to start at or before it.
+// Storage counts by the hour of UTC, so in a zone whose offset is not a whole number of
+// hours (India's +05:30) an hour straddles each local midnight: it goes to the day that
+// holds its start, and the window's first hour, which starts before the window, to the
+// first day (with the half hour before the window: storage cannot split an hour). Every
+// period storage returns for the window overlaps it, so every one has a bucket: the
+// chart's bars add up to the totals.
+func bucketOf(bounds []time.Time, start time.Time) int {
+	starts := bounds[:len(bounds)-1]
+	i := sort.Search(len(starts), func(i int) bool { return starts[i].After(start) })
+	return max(i-1, 0)
 }
 
 // dashData is what the dashboard shows, as storage gives it.
@@ -89,10 +113,17 @@ type dashData struct {
 	suspects []storage.SuspectCount
 }
 
-func (s *Server) dashboardData(ctx context.Context, rg dashRange, from, end, stuckBefore time.Time) (dashData, error) {
+func (s *Server) dashboardData(ctx context.Context, rg dashRange, bounds []time.Time, stuckBefore time.Time) (dashData, error) {
 	var d dashData
 	var err error
-	if d.stats, err = s.stats.DeliveryStats(ctx, from, end, rg.step); err != nil {
+	from, end := bounds[0], bounds[len(bounds)-1]
+	step := rg.step
+	if rg.days {
+		// Storage's periods are whole hours from the window's start; a day that summer
+		// time lengthens or shortens is not, so its hours are placed by bucketOf.
+		step = time.Hour
+	}
+	if d.stats, err = s.stats.DeliveryStats(ctx, from, end, step); err != nil {
 		return dashData{}, err
 	}
 	if d.stuck, err = s.stats.StuckCounts(ctx, stuckBefore); err != nil {
@@ -137,8 +168,9 @@ func (c *dashCounts) add(b storage.StatBucket) {
 }
 
 // tally sums stats by source, in the configured sources' order, deliveries to names no
-// source has under otherSources (last), and over all sources.
-func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket) (order []string, bySource map[string]*dashCounts, total dashCounts) {
+// source has under otherSources (last), and over all sources, into the buckets that
+// bounds delimit (dashBounds).
+func (s *Server) tally(rg dashRange, bounds []time.Time, stats []storage.StatBucket) (order []string, bySource map[string]*dashCounts, total dashCounts) {
 	bySource = map[string]*dashCounts{}
 	order = s.sourceNames()
 	get := func(name string) *dashCounts {
@@ -146,11 +178,15 @@ func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket)
 		if c == nil {
 			c = &dashCounts{buckets: make([]views.ChartBucket, rg.n)}
 			for i := range c.buckets {
-				start := from.Add(time.Duration(i) * rg.step)
+				start := bounds[i]
 				if i%rg.tick == 0 {
 					c.buckets[i].Label = start.Format(rg.format)
 				}
-				c.buckets[i].Long = start.Format("Mon Jan 2 15:04") + " – " + start.Add(rg.step).Format("15:04")
+				if rg.days {
+					c.buckets[i].Long = start.Format("Mon Jan 2")
+				} else {
+					c.buckets[i].Long = start.Format("Mon Jan 2 15:04") + " – " + bounds[i+1].Format("15:04")
+				}
 			}
 			bySource[name] = c
 		}
@@ -165,10 +201,7 @@ func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket)
 			name = otherSources
 		}
 		c := get(name)
-		i := int(b.Start.Sub(from) / rg.step)
-		if i < 0 || i >= rg.n {
-			continue
-		}
+		i := bucketOf(bounds, b.Start)
 		c.add(b)
 		total.add(b)
 		switch b.Outcome {
@@ -186,13 +219,13 @@ func (s *Server) tally(rg dashRange, from time.Time, stats []storage.StatBucket)
 	return order, bySource, total
 }
 
-// dashboardView builds the dashboard (all but its Page) from d, over the range rg
-// starting at from.
-func (s *Server) dashboardView(rg dashRange, from time.Time, d dashData) views.Dashboard {
-	order, bySource, tot := s.tally(rg, from, d.stats)
+// dashboardView builds the dashboard (all but its Page) from d, over the range rg in
+// the buckets that bounds delimit (dashBounds).
+func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) views.Dashboard {
+	order, bySource, tot := s.tally(rg, bounds, d.stats)
 	// With its offset: the 24 hours can start in the hour that comes twice when summer
 	// time ends, which a wall-clock time would read as its later instant.
-	since := from.Format(time.RFC3339)
+	since := bounds[0].Format(time.RFC3339)
 	events := func(q url.Values) string {
 		q.Set("from", since)
 		return "/events?" + q.Encode()

@@ -78,6 +78,18 @@ func humanDuration(d time.Duration) string {
 	return d.String()
 }
 
+// sizeText writes a number of bytes in the largest binary unit that divides it: "4 MiB",
+// "16 KiB", "1000 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
 // money writes an amount with two decimals and thousands separators.
 func money(v float64) string { return moneyPlaces(v, 2) }
 

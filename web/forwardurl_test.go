@@ -16,6 +16,8 @@ func TestConsole_ForwardURLCredentialsNotShown(t *testing.T) {
 	for _, tc := range []struct{ name, url string }{
 		{"PasswordAndQuery", "https://hookdedup:" + fwdPassword + "@downstream.example/events?token=" + fwdToken},
 		{"TokenAsUser", "https://" + fwdToken + "@downstream.example/events"},
+		{"TokenAsBareQuery", "https://downstream.example/events?" + fwdToken},
+		{"TokenInFragment", "https://downstream.example/events#" + fwdToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkForwardURLNotShown(t, tc.url) })
 	}
@@ -51,6 +53,32 @@ func checkForwardURLNotShown(t *testing.T, forward string) {
 					t.Errorf("%s GET %s shows the forward_url credential %q", role, path, secret)
 				}
 			}
+		}
+	}
+}
+
+// TestRedactURL: what may carry a credential is masked, a query parameter without a
+// value and a fragment included; what names the downstream (scheme, host, port, path)
+// and the names of the query's parameters stay, so that an operator can tell which URL
+// it is.
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"https://pms.example/in", "https://pms.example/in"},
+		{"https://hook:hunter2@pms.example/in", "https://hook:xxxxx@pms.example/in"},
+		{"https://tok-123@pms.example/in", "https://xxxxx@pms.example/in"},
+		{"https://pms.example:8443/in?token=tok-123&site=9", "https://pms.example:8443/in?site=xxxxx&token=xxxxx"},
+		{"https://pms.example/in?token=", "https://pms.example/in?token=xxxxx"},
+		{"https://down.example/hook?s3cr3tT0k3n", "https://down.example/hook?xxxxx"},
+		{"https://down.example/hook?site=9&s3cr3tT0k3n&t0k3n2", "https://down.example/hook?site=xxxxx&xxxxx"},
+		{"https://down.example/hook?site=9&%zz=s3cr3t", "https://down.example/hook?site=xxxxx&xxxxx"},
+		{"https://down.example/hook#s3cr3tT0k3n", "https://down.example/hook#xxxxx"},
+		{"https://down.example/hook?a=1#access_token=s3cr3t", "https://down.example/hook?a=xxxxx#xxxxx"},
+		{"https://down.example/hook?", "https://down.example/hook?"},
+		{"https://down.example/%zz", "(not shown: not a valid URL)"},
+	} {
+		if got := web.RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

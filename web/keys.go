@@ -283,7 +283,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.render(w, r, http.StatusOK, views.LabView(v))
 	}
-	// The form was parsed (within net/http's 10 MB bound) by the CSRF check.
+	// The form was read by the CSRF check, within the console's bound (maxFormBytes).
 	v.Source, v.Payload, v.Headers = r.PostFormValue("source"), r.PostFormValue("payload"), r.PostFormValue("headers")
 	if len(v.Payload) > 1<<20 {
 		return badRequest("The payload is too large for the lab (1 MiB at most).")

@@ -92,22 +92,32 @@ func (l ledgerLinks) url(set url.Values) string {
 	for k, v := range set {
 		q[k] = v
 	}
+	path, loc := "/events?", l.s.loc
 	if l.api {
-		if !l.from.IsZero() {
-			q.Set("from", l.from.UTC().Format(time.RFC3339))
-		}
-		if !l.to.IsZero() {
-			q.Set("to", l.to.UTC().Format(time.RFC3339))
-		}
-		return "/api/v1/deliveries?" + q.Encode()
+		path, loc = "/api/v1/deliveries?", time.UTC
 	}
 	if !l.from.IsZero() {
-		q.Set("from", l.from.In(l.s.loc).Format(time.RFC3339))
+		q.Set("from", linkable(l.from, loc).Format(time.RFC3339))
 	}
 	if !l.to.IsZero() {
-		q.Set("to", l.to.In(l.s.loc).Format(time.RFC3339))
+		q.Set("to", linkable(l.to, loc).Format(time.RFC3339))
 	}
-	return "/events?" + q.Encode()
+	return path + q.Encode()
+}
+
+// linkable returns t in loc, moved if need be into the years RFC 3339 can write, 0000 to
+// 9999, so that the page a link leads to reads it back. A ledger to 9999-12-31 ends at
+// the start of year 10000, and one from 0000-01-01 starts, west of Greenwich, in the
+// year before; the moments moved past hold no delivery.
+func linkable(t time.Time, loc *time.Location) time.Time {
+	first, last := time.Date(0, 1, 1, 0, 0, 0, 0, loc), time.Date(9999, 12, 31, 23, 59, 59, 0, loc)
+	switch {
+	case t.Before(first):
+		return first
+	case t.After(last):
+		return last
+	}
+	return t.In(loc)
 }
 
 // ledgerFilters are the events list's filters of each kind of ledger cell, by the

@@ -91,7 +91,16 @@ type ledgerLink struct {
 // as the count, and returns the links.
 func followLedgerLinks(t *testing.T, c *client) []ledgerLink {
 	t.Helper()
-	_, p := c.page("/ledger")
+	return followLedgerLinksOf(t, c, "/ledger")
+}
+
+// followLedgerLinksOf is followLedgerLinks on the ledger at path, which has a filter.
+func followLedgerLinksOf(t *testing.T, c *client, path string) []ledgerLink {
+	t.Helper()
+	code, p := c.page(path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d", path, code)
+	}
 	var out []ledgerLink
 	follow := func(where string, l ledgerLink, link nodes) {
 		t.Helper()
@@ -483,5 +492,59 @@ func TestConsole_LedgerLinksAcrossFallBack(t *testing.T) {
 	_, p := c.page("/events?from=" + url.QueryEscape("2026-10-25T02:00:00+01:00"))
 	if got := p.named("from").attrs("value"); len(got) != 1 || got[0] != "2026-10-25T02:00" {
 		t.Errorf("the from box shows %q, want 2026-10-25T02:00", got)
+	}
+}
+
+// TestConsole_LedgerLinksAtTheEndsOfTime: a ledger from year 0 or to 9999-12-31, the
+// widest a script or a user asks for, links only to pages that answer: its counts'
+// links to the events list lists what the count counts, its CSV downloads. Its end, the
+// start of year 10000, and its start, year 0 at UTC midnight, which west of Greenwich
+// is still the year before, are no time RFC 3339 can write.
+func TestConsole_LedgerLinksAtTheEndsOfTime(t *testing.T) {
+	for _, zone := range []string{"UTC", "Europe/Berlin", "America/New_York"} {
+		t.Run(strings.ReplaceAll(zone, "/", "_"), func(t *testing.T) {
+			loc, err := time.LoadLocation(zone)
+			if err != nil {
+				t.Skip(err)
+			}
+			e := newConsoleEnv(t, func(c *web.Config) { c.Location = loc })
+			recordAmountLedger(t, e.db)
+			c := e.as(t, storage.RoleViewer)
+			for _, q := range []string{"to=9999-12-31", "from=0000-01-01", "from=0000-01-01&to=9999-12-31"} {
+				var totals int
+				for _, l := range followLedgerLinksOf(t, c, "/ledger?"+q) {
+					if l.total {
+						totals++
+					}
+				}
+				if totals == 0 {
+					t.Errorf("/ledger?%s: no links of the totals", q)
+				}
+				_, p := c.page("/ledger?" + q)
+				for _, href := range p.testid("ledger-csv").attrs("href") {
+					if code, body := c.get(href); code != http.StatusOK {
+						t.Errorf("/ledger?%s: its CSV %s = %d %q", q, href, code, body)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAPI_LedgerAtTheEndsOfTime: the API's ledger from year 0 to 9999-12-31 answers,
+// naming the days it was asked for, and its rows' links answer too.
+func TestAPI_LedgerAtTheEndsOfTime(t *testing.T) {
+	e := newAPIEnv(t)
+	recordAmountLedger(t, e.db)
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger?from=0000-01-01&to=9999-12-31", "")
+	if code != http.StatusOK || out["from"] != "0000-01-01" || out["to"] != "9999-12-31" {
+		t.Fatalf("ledger = %d from %v to %v", code, out["from"], out["to"])
+	}
+	for _, x := range out["rows"].([]any) {
+		for kind, link := range x.(map[string]any)["deliveries"].(map[string]any) {
+			if code, _ := e.call(t, storage.RoleViewer, "GET", link.(string), ""); code != http.StatusOK {
+				t.Errorf("%s: GET %s = %d", kind, link, code)
+			}
+		}
 	}
 }

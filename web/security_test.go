@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -376,38 +378,89 @@ func TestConsole_StrictTransport(t *testing.T) {
 }
 
 // TestConsole_FormBodyBounded: a console form's body is bounded, for the signed-in and
-// the signed-out alike: one announced past the bound is answered 413 before it is read,
-// and one that does not say its length is read no further than the bound.
+// the signed-out alike, and one past the bound is answered 413 naming the bound, whether
+// it announced its length (refused before it is read) or not (chunked: read no further
+// than the bound). Cut short, a form would read as one without its CSRF token, or, its
+// token in a header, as one without its fields: neither is what went wrong, and neither
+// may pass.
 func TestConsole_FormBodyBounded(t *testing.T) {
 	e := newConsoleEnv(t)
 	big := strings.Repeat("x", 5<<20)
-	resp, err := http.Post(e.srv.URL+"/login", "application/x-www-form-urlencoded", strings.NewReader("username=admin&password="+big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "over the console's") {
-		t.Errorf("a 5 MiB sign-in form: %d %q; want 413 saying why", resp.StatusCode, body)
-	}
 	op := e.as(t, "operator")
-	// Unannounced length (chunked): read up to the bound, then the form is incomplete
-	// and refused as a form without its token.
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/keys/release",
-		io.MultiReader(strings.NewReader("csrf="+url.QueryEscape(op.csrf)+"&action=release&reason=r&k="), strings.NewReader(big)))
-	if err != nil {
-		t.Fatal(err)
+	hc := *op.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	post := func(path string, body io.Reader, hdr ...string) (*http.Request, int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", e.srv.URL)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return req, resp.StatusCode, string(b)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", e.srv.URL)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err = op.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// unannounced hides a body's length from net/http, which then sends it chunked.
+	unannounced := func(parts ...string) io.Reader {
+		var rs []io.Reader
+		for _, p := range parts {
+			rs = append(rs, strings.NewReader(p))
+		}
+		return io.MultiReader(rs...)
 	}
-	resp.Body.Close()
-	if req.ContentLength != 0 || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a 5 MiB ticked release of unannounced length (%d): %d; want it refused (403)", req.ContentLength, resp.StatusCode)
+	release := "csrf=" + url.QueryEscape(op.csrf) + "&action=release&reason=r&k=pms%2F" + url.QueryEscape(e.failedKey) + "&pad="
+	var multi strings.Builder
+	mw := multipart.NewWriter(&multi)
+	for _, f := range [][2]string{{"csrf", op.csrf}, {"action", "release"}, {"reason", "r"}, {"k", "pms/" + e.failedKey}, {"pad", big}} {
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mw.Close()
+	for _, tc := range []struct {
+		name, path string
+		body       io.Reader
+		hdr        []string
+		want       int
+		limit      string // named in the answer
+	}{
+		{"SignInAnnounced", "/login", strings.NewReader("username=admin&password=" + big), nil, http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"SignInChunked", "/login", unannounced("username=admin&password=", big), nil, http.StatusRequestEntityTooLarge, "16 KiB"},
+		{"FormAnnounced", "/keys/release", strings.NewReader(release + big), nil, http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"FormChunked", "/keys/release", unannounced(release, big), nil, http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"FormChunkedTokenInHeader", "/keys/release", unannounced("action=release&reason=r&pad=", big),
+			[]string{"X-CSRF-Token", op.csrf}, http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"FormChunkedWrongToken", "/keys/release", unannounced("csrf=wrong&action=release&reason=r&pad=", big), nil,
+			http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"MultipartFormChunked", "/keys/release", unannounced(multi.String()), []string{"Content-Type", mw.FormDataContentType()},
+			http.StatusRequestEntityTooLarge, "4 MiB"},
+		{"FormChunkedUnderTheBound", "/keys/release", unannounced(release, "x"), nil, http.StatusSeeOther, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, code, body := post(tc.path, tc.body, tc.hdr...)
+			if chunked := req.ContentLength == 0; chunked != strings.Contains(tc.name, "Chunked") {
+				t.Fatalf("sent with Content-Length %d", req.ContentLength)
+			}
+			if code != tc.want || !strings.Contains(body, tc.limit) {
+				t.Errorf("POST %s: %d %.300q; want %d naming %q", tc.path, code, body, tc.want, tc.limit)
+			}
+			cl, err := e.db.Claim(context.Background(), "pms", e.failedKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if released := cl.State != storage.StateFailed; released != (tc.want == http.StatusSeeOther && tc.path == "/keys/release") {
+				t.Errorf("after POST %s the key is %s", tc.path, cl.State)
+			}
+		})
 	}
 }
 

@@ -296,14 +296,39 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if r.ContentLength > maxFormBytes {
-				http.Error(w, fmt.Sprintf("request body of %d bytes, over the console's %d", r.ContentLength, maxFormBytes),
-					http.StatusRequestEntityTooLarge)
+				s.tooLarge(w, r, maxFormBytes)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// formRead parses r's form and says whether it could; when it could not because the
+// body is over its bound (protect's, or a smaller one of the handler's), it answers 413.
+// Read by PostFormValue, which drops the error, such a form would be one without its
+// fields: refused as if it lacked its CSRF token, or, the token sent in a header,
+// handed to the handler empty. Other faults of a form are left to whoever reads its
+// fields.
+func (s *Server) formRead(w http.ResponseWriter, r *http.Request) bool {
+	err := r.ParseForm()
+	if err == nil {
+		if err = r.ParseMultipartForm(maxFormBytes); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	if over, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		s.tooLarge(w, r, over.Limit)
+		return false
+	}
+	return true
+}
+
+// tooLarge answers 413 to a request whose body is over limit bytes.
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	s.renderError(w, r, http.StatusRequestEntityTooLarge, "Request too large",
+		"The request's body is over the console's limit of "+sizeText(limit)+": nothing was done.")
 }
 
 // render writes a templ component with status code.

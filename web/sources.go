@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -149,10 +150,15 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 }
 
 // RedactURL returns a URL fit to show ("" for none): a password in it, a user name
-// without one (a token sent as the user, as some APIs take it), and the value of each
-// query parameter become "xxxxx". A downstream that wants credentials gets them in
+// without one (a token sent as the user, as some APIs take it), the value of each
+// query parameter, a query parameter without a value (a token as the whole query) and
+// the fragment become "xxxxx". A downstream that wants credentials gets them in
 // forward_url, the only place the configuration has for them, and every viewer opens
-// the event pages that name it.
+// the event pages that name it. The names of key=value parameters stay, in order of
+// name. A parameter without "=", or whose name does not decode (or holds a semicolon,
+// which Go's query parser refuses), is no name to show: such parameters are one
+// "xxxxx" after the others, however many there are, which says that something is there
+// and not what.
 func RedactURL(raw string) string {
 	if raw == "" {
 		return ""
@@ -167,11 +173,25 @@ func RedactURL(raw string) string {
 		}
 	}
 	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"xxxxx"}
+		q, masked := url.Values{}, false
+		for _, p := range strings.Split(u.RawQuery, "&") {
+			k, _, ok := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(k)
+			switch {
+			case p == "":
+			case !ok || err != nil || strings.Contains(k, ";"):
+				masked = true
+			default:
+				q[name] = []string{"xxxxx"}
+			}
 		}
 		u.RawQuery = q.Encode()
+		if masked {
+			u.RawQuery = strings.TrimPrefix(u.RawQuery+"&xxxxx", "&")
+		}
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "xxxxx", ""
 	}
 	return u.Redacted()
 }
