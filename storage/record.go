@@ -59,6 +59,12 @@ type Delivery struct {
 	// BatchIndex is its place in the request, from 0. RecordBatch sets both.
 	Batch      int64
 	BatchIndex int
+	// BatchEnvelope is what the request held besides its events, for an item of a
+	// batched request: the request's JSON with the array of events taken out, compact
+	// (every other value as the sender wrote it). Every item of a request carries it,
+	// so that each is handed downstream with it on its own, and it is "" for a
+	// delivery that came alone.
+	BatchEnvelope string
 
 	// Forensics (forensics.go). BusinessKey is the hex SHA-256 of the canonical JSON of
 	// the source's business key fields, "" when it has none or a field is absent;

@@ -3,7 +3,9 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -96,4 +98,57 @@ func TestRecordBatch(t *testing.T, e Engine) {
 			t.Fatal("a rejection was recorded as a batch item")
 		}
 	})
+}
+
+// TestRecordBatch_Envelope: what a batched request held besides its events is stored
+// with every item, duplicates too, and comes back with each item read whole and with
+// each item's job, so that each is handed downstream with it; a delivery that came
+// alone has none.
+func TestRecordBatch_Envelope(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	single := record(t, db, delivery("mews", "alone", "h"), dispatchDay)
+	clk.Add(time.Second)
+	const envelope = `{"EnterpriseId":"851df8c8-90f2-4c4a-8e01-a4fc46b25178","IntegrationId":"c8bee838-7fb1-4f4e-8fac-ac87008b2f90",` +
+		`"Note":"Zürich 😀 <script>","Big":12345678901234567890,"Rate":1.50}`
+	b := items("mews", "e0", "e1", "e0")
+	for _, d := range b {
+		d.BatchEnvelope = envelope
+	}
+	if err := db.RecordBatch(ctx, b, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	if b[2].Outcome != storage.Duplicate {
+		t.Fatalf("item 2: %s, want a duplicate of item 0", b[2].Outcome)
+	}
+	for i, d := range b {
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchEnvelope != envelope {
+			t.Errorf("item %d stored with envelope %q, want %q", i, got.BatchEnvelope, envelope)
+		}
+	}
+	if got, err := db.Delivery(ctx, single.ID); err != nil || got.BatchEnvelope != "" {
+		t.Fatalf("a delivery that came alone: envelope %q, %v; want none", got.BatchEnvelope, err)
+	}
+	keyed, err := db.KeyDeliveries(ctx, "mews", "e0")
+	if err != nil || len(keyed) != 2 || keyed[0].BatchEnvelope != envelope || keyed[1].BatchEnvelope != envelope {
+		t.Fatalf("the key's deliveries: %d, %v; want both with the envelope", len(keyed), err)
+	}
+
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"alone", "e0", "e1"}) {
+		t.Fatalf("leased %v, want alone, e0 and e1", got)
+	}
+	if jobs[0].BatchEnvelope != "" {
+		t.Errorf("the job of a delivery that came alone carries envelope %q", jobs[0].BatchEnvelope)
+	}
+	for _, j := range jobs[1:] {
+		if j.BatchEnvelope != envelope || j.Batch != b[0].ID {
+			t.Errorf("job of %s: batch %d, envelope %q; want %d and %q", j.Key, j.Batch, j.BatchEnvelope, b[0].ID, envelope)
+		}
+	}
 }

@@ -18,6 +18,7 @@ var tests = []struct {
 	{"AuditChain_ConcurrentWriters", TestAuditChain_ConcurrentWriters},
 	{"RecordBatch", TestRecordBatch},
 	{"RecordBatch_ClaimExpiresWithin", TestRecordBatch_ClaimExpiresWithin},
+	{"RecordBatch_Envelope", TestRecordBatch_Envelope},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},

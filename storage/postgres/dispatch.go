@@ -33,7 +33,7 @@ WITH due AS MATERIALIZED (
 SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at, l.leased_until,
 	d.id IS NOT NULL, d.source, d.key, d.content_type,
 	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
-	d.batch, d.batch_index
+	d.batch, d.batch_index, d.batch_envelope
 FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
 ORDER BY l.id`
 
@@ -64,14 +64,15 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 			var source, key, contentType *string
 			var batch *int64
 			var index *int32
+			var envelope *string
 			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen, &updated, &leased,
-				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index); err != nil {
+				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index, &envelope); err != nil {
 				return err
 			}
 			j.Attempts, j.Generation, j.Updated, j.Lease = int(attempts), fromMillis(gen), fromMillis(updated), fromMillis(leased)
 			if j.Stored {
 				j.DeliverySource, j.DeliveryKey, j.ContentType = *source, *key, *contentType
-				j.Batch, j.BatchIndex = *batch, int(*index)
+				j.Batch, j.BatchIndex, j.BatchEnvelope = *batch, int(*index), *envelope
 			}
 			jobs = append(jobs, j)
 		}

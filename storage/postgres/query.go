@@ -15,16 +15,16 @@ import (
 // deliveryFields are a delivery's columns but its headers and body, in the order that
 // scanDelivery reads them and the writer inserts them. Every query that reads deliveries
 // selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
-// the headers and body, the bulky columns, left empty and not read).
+// the headers, batch envelope and body, the bulky columns, left empty and not read).
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	currency, remote_addr, content_type, batch, batch_index`
-	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody
-	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL::bytea`
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, batch_envelope, ` + sqlBody
+	deliveryListColumns = deliveryFields + `, money_mismatch, '', '', NULL::bytea`
 	// deliveryInsertColumns are the columns the writer inserts: a delivery whole, and
 	// body_from.
-	deliveryInsertColumns = deliveryFields + `, headers, body, body_from`
+	deliveryInsertColumns = deliveryFields + `, headers, batch_envelope, body, body_from`
 
 	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
 	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
@@ -44,7 +44,7 @@ func scanDelivery(s scanner) (storage.Delivery, error) {
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
 		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &batchIndex,
-		&d.MoneyMismatch, &headers, &d.Body)
+		&d.MoneyMismatch, &headers, &d.BatchEnvelope, &d.Body)
 	if err != nil {
 		return storage.Delivery{}, err
 	}
