@@ -24,8 +24,8 @@ type Job struct {
 	// place in that request.
 	Batch      int64
 	BatchIndex int
-	// BatchEnvelope is the stored delivery's (Delivery.BatchEnvelope): "" when its
-	// request carried one event.
+	// BatchEnvelope is the stored delivery's (Delivery.BatchEnvelope, its first
+	// item's when it keeps none of its own): "" when its request carried one event.
 	BatchEnvelope string
 
 	Attempts   int       // attempts made before this one

@@ -61,9 +61,11 @@ type Delivery struct {
 	BatchIndex int
 	// BatchEnvelope is what the request held besides its events, for an item of a
 	// batched request: the request's JSON with the array of events taken out, compact
-	// (every other value as the sender wrote it). Every item of a request carries it,
-	// so that each is handed downstream with it on its own, and it is "" for a
-	// delivery that came alone.
+	// (every other value as the sender wrote it); "" for a delivery that came alone.
+	// RecordBatch stores each item's as given. An item stored without one, past the
+	// first, is read with its first item's (Delivery, KeyDeliveries, LeaseDue): a large
+	// envelope is stored once, with the first item, as a request's headers are, and a
+	// copy with each of a thousand items would cost a thousand times its size.
 	BatchEnvelope string
 
 	// Forensics (forensics.go). BusinessKey is the hex SHA-256 of the canonical JSON of

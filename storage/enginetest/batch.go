@@ -152,3 +152,58 @@ func TestRecordBatch_Envelope(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// TestRecordBatch_EnvelopeKeptOnce: an item stored without an envelope of its own, past
+// the first, is read with its first item's, whole and in its job: a large envelope is
+// stored once. Once retention has swept that first item, the others read none, and
+// reading them does not fail.
+func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	// Item 0 repeats this key, so that it is a duplicate, owed to no one, which the
+	// retention sweep takes while the items after it wait to be handed downstream.
+	record(t, db, delivery("mews", "e0", "hash-e0"), day)
+	clk.Add(time.Second)
+	const envelope = `{"EnterpriseId":"851df8c8","City":"Zürich"}`
+	b := items("mews", "e0", "e1", "e2")
+	b[0].BatchEnvelope = envelope
+	if err := db.RecordBatch(ctx, b, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range b {
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchEnvelope != envelope {
+			t.Errorf("item %d read with envelope %q, want its first item's %q", i, got.BatchEnvelope, envelope)
+		}
+	}
+	if keyed, err := db.KeyDeliveries(ctx, "mews", "e1"); err != nil || len(keyed) != 1 || keyed[0].BatchEnvelope != envelope {
+		t.Fatalf("the deliveries of e1: %+v, %v; want one with its first item's envelope", keyed, err)
+	}
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Fatalf("leased %v, want e1 and e2", got)
+	}
+	for _, j := range jobs {
+		if j.BatchEnvelope != envelope {
+			t.Errorf("job of %s: envelope %q, want its first item's %q", j.Key, j.BatchEnvelope, envelope)
+		}
+	}
+
+	clk.Add(2 * time.Minute)
+	sweepAll(t, db, clk.Now(), 100)
+	if _, err := db.Delivery(ctx, b[0].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("item 0 after the sweep: %v, want it swept", err)
+	}
+	got, err := db.Delivery(ctx, b[1].ID)
+	if err != nil || got.BatchEnvelope != "" {
+		t.Fatalf("item 1, its first item swept: envelope %q, %v; want none", got.BatchEnvelope, err)
+	}
+	jobs = lease(t, db, clk.Now(), time.Minute, 10)
+	if len(jobs) != 2 || !jobs[0].Stored || jobs[0].BatchEnvelope != "" {
+		t.Fatalf("jobs after the sweep: %+v; want e1 and e2, stored, without an envelope", jobs)
+	}
+}

@@ -19,6 +19,7 @@ var tests = []struct {
 	{"RecordBatch", TestRecordBatch},
 	{"RecordBatch_ClaimExpiresWithin", TestRecordBatch_ClaimExpiresWithin},
 	{"RecordBatch_Envelope", TestRecordBatch_Envelope},
+	{"RecordBatch_EnvelopeKeptOnce", TestRecordBatch_EnvelopeKeptOnce},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},
