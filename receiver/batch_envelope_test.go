@@ -2,6 +2,7 @@ package receiver_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -186,7 +187,9 @@ func TestBatch_EnvelopeNonASCII(t *testing.T) {
 
 // TestBatch_EnvelopeTooLargeForAHeader: an envelope whose header would pass
 // BatchEnvelopeHeaderMax bytes (counted as sent, escapes and all) is not sent; its
-// size is, and the items go on. One of exactly that size is sent whole.
+// size is, and the items go on. One of exactly that size is sent whole. One larger
+// than that as sent is stored once, with the first item, and every item still reads
+// it and goes downstream with its size.
 func TestBatch_EnvelopeTooLargeForAHeader(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	e := envelopeEnv(t, ds)
@@ -198,9 +201,11 @@ func TestBatch_EnvelopeTooLargeForAHeader(t *testing.T) {
 	base := len(`{"EnterpriseId":"x","Pad":""}`) + 600*6
 	fits := pad(storage.BatchEnvelopeHeaderMax - base)
 	over := pad(storage.BatchEnvelopeHeaderMax - base + 1)
+	large := `"EnterpriseId":"x","Pad":"` + strings.Repeat("a", storage.BatchEnvelopeHeaderMax) + `"`
 	fitKeys := postMews(t, e, mewsBatch(fits, "c1"))
 	overKeys := postMews(t, e, mewsBatch(over, "d1", "d2"))
-	got := handOffs(t, ds, 3)
+	largeKeys := postMews(t, e, mewsBatch(large, "e1", "e2", "e3"))
+	got := handOffs(t, ds, 6)
 
 	h := got["mews:"+fitKeys[0]]
 	if env := h.Get("X-Hookdedup-Batch-Envelope"); len(env) != storage.BatchEnvelopeHeaderMax ||
@@ -217,13 +222,42 @@ func TestBatch_EnvelopeTooLargeForAHeader(t *testing.T) {
 			t.Errorf("item %d: X-Hookdedup-Batch-Envelope-Omitted %q, want %q", i, o, want)
 		}
 	}
-	page, err := e.db.Deliveries(context.Background(), storage.DeliveryFilter{Source: "mews"})
-	if err != nil || len(page.Deliveries) != 3 {
+	for i, k := range largeKeys {
+		o, want := got["mews:"+k].Get("X-Hookdedup-Batch-Envelope-Omitted"), fmt.Sprintf("%d bytes", len(large)+2)
+		if o != want {
+			t.Errorf("large envelope, item %d: X-Hookdedup-Batch-Envelope-Omitted %q, want %q", i, o, want)
+		}
+	}
+
+	ctx := context.Background()
+	page, err := e.db.Deliveries(ctx, storage.DeliveryFilter{Source: "mews"})
+	if err != nil || len(page.Deliveries) != 6 {
 		t.Fatalf("stored: %d, %v", len(page.Deliveries), err)
 	}
-	d, err := e.db.Delivery(context.Background(), page.Deliveries[0].ID) // newest: d2
-	if err != nil || d.BatchEnvelope != "{"+over+"}" {
-		t.Errorf("an envelope too large for a header is stored as %d bytes, %v; want it whole (%d bytes)",
-			len(d.BatchEnvelope), err, len(over)+2)
+	want := map[string]string{"d1": "{" + over + "}", "d2": "{" + over + "}", "e1": "{" + large + "}", "e2": "{" + large + "}", "e3": "{" + large + "}"}
+	for _, listed := range page.Deliveries {
+		d, err := e.db.Delivery(ctx, listed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id struct{ Value struct{ Id string } }
+		json.Unmarshal(d.Body, &id)
+		if w, ok := want[id.Value.Id]; ok && d.BatchEnvelope != w {
+			t.Errorf("item %s read with an envelope of %d bytes, want it whole (%d bytes)", id.Value.Id, len(d.BatchEnvelope), len(w))
+		}
+	}
+	// Stored: with each item while a header could carry it, then once.
+	raw, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var copies, bytes int
+	if err := raw.QueryRow(`SELECT count(*), coalesce(sum(length(batch_envelope)), 0) FROM deliveries
+		WHERE source = 'mews' AND batch_envelope LIKE '%"Pad":"aaaa%'`).Scan(&copies, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	if copies != 1 || bytes != len(large)+2 {
+		t.Errorf("the large envelope is stored %d times (%d bytes), want once, with the first item", copies, bytes)
 	}
 }
