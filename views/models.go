@@ -279,6 +279,9 @@ type Batch struct {
 	EnvelopeHeaderSize int
 	EnvelopeHeaderMax  int
 	EnvelopeOmitted    bool
+	// EnvelopeShared: the envelope is stored once, with the first item (HeadersURL),
+	// being too large to copy to each.
+	EnvelopeShared bool
 	// Forwarded: the source hands its events downstream (it has a forward_url).
 	Forwarded bool
 }

@@ -402,6 +402,7 @@ func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
 		b.EnvelopeHeaderSize = len(storage.BatchEnvelopeHeader(d.BatchEnvelope))
 		b.EnvelopeHeaderMax = storage.BatchEnvelopeHeaderMax
 		b.EnvelopeOmitted = b.EnvelopeHeaderSize > storage.BatchEnvelopeHeaderMax
+		b.EnvelopeShared = b.HeadersURL != "" && len(d.BatchEnvelope) > storage.BatchEnvelopeHeaderMax // as intake stores it
 	}
 	for _, o := range siblings {
 		b.Items = append(b.Items, views.BatchItem{
