@@ -54,26 +54,33 @@ type ItemVerifier interface {
 // not shaped as the pointers say (each error names the pointer, or the item's index),
 // and ErrTooManyItems, naming the count and the limit, past limit.
 func BatchItems(body []byte, batch, item string, limit int) ([][]byte, error) {
+	items, _, err := splitBatch(body, batch, item, limit)
+	return items, err
+}
+
+// splitBatch is BatchItems, which also returns the request's envelope (batchEnvelope),
+// from the one scan of the body that found its items.
+func splitBatch(body []byte, batch, item string, limit int) (items [][]byte, envelope string, err error) {
 	if limit <= 0 {
 		limit = DefaultMaxBatchItems
 	}
 	if err := precheckBody(body); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotJSON, err)
+		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
 	if !jsontext.Value(body).IsValid() {
 		// canonicalBody says what is wrong, at which byte.
 		if _, _, err := canonicalBody(body); err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return nil, fmt.Errorf("%w: invalid JSON", ErrNotJSON)
+		return nil, "", fmt.Errorf("%w: invalid JSON", ErrNotJSON)
 	}
 	doc := string(body)
 	start, end, ok := ptrSpan(doc, batch)
 	if !ok {
-		return nil, fmt.Errorf("%w: the batch %q is absent", ErrBadBatch, batch)
+		return nil, "", fmt.Errorf("%w: the batch %q is absent", ErrBadBatch, batch)
 	}
 	if doc[start] != '[' {
-		return nil, fmt.Errorf("%w: the batch %q is a JSON %s, not an array", ErrBadBatch, batch, jsonKind(doc[start]))
+		return nil, "", fmt.Errorf("%w: the batch %q is a JSON %s, not an array", ErrBadBatch, batch, jsonKind(doc[start]))
 	}
 
 	// The elements' spans, counted to the end so that the limit's error can say how
@@ -93,32 +100,91 @@ func BatchItems(body []byte, batch, item string, limit int) ([][]byte, error) {
 	}
 	switch {
 	case n == 0:
-		return nil, fmt.Errorf("%w: the batch %q is empty: there is no event to key", ErrBadBatch, batch)
+		return nil, "", fmt.Errorf("%w: the batch %q is empty: there is no event to key", ErrBadBatch, batch)
 	case n > limit:
-		return nil, fmt.Errorf("%w: the batch %q has %d items, more than max_batch_items (%d)",
+		return nil, "", fmt.Errorf("%w: the batch %q has %d items, more than max_batch_items (%d)",
 			ErrTooManyItems, batch, n, limit)
 	}
 
-	items := make([][]byte, len(spans))
+	items = make([][]byte, len(spans))
 	for k, sp := range spans {
 		s, e := sp[0], sp[1]
 		if item != "" {
 			if doc[s] != '{' && doc[s] != '[' {
 				// "5" holds no member: saying its event is absent would hide what it is.
-				return nil, fmt.Errorf("%w: item %d is a JSON %s, not an object holding %q", ErrBadBatch, k, jsonKind(doc[s]), item)
+				return nil, "", fmt.Errorf("%w: item %d is a JSON %s, not an object holding %q", ErrBadBatch, k, jsonKind(doc[s]), item)
 			}
 			is, ie, ok := ptrSpan(doc[s:e], item)
 			if !ok {
-				return nil, fmt.Errorf("%w: item %d: %q is absent", ErrBadBatch, k, item)
+				return nil, "", fmt.Errorf("%w: item %d: %q is absent", ErrBadBatch, k, item)
 			}
 			s, e = s+is, s+ie
 		}
 		if doc[s] != '{' {
-			return nil, fmt.Errorf("%w: item %d is a JSON %s, not an object", ErrBadBatch, k, jsonKind(doc[s]))
+			return nil, "", fmt.Errorf("%w: item %d is a JSON %s, not an object", ErrBadBatch, k, jsonKind(doc[s]))
 		}
 		items[k] = body[s:e:e]
 	}
-	return items, nil
+	return items, batchEnvelope(doc, batch, start, end), nil
+}
+
+// batchEnvelope is what a batched request says of all its events together (Mews'
+// EnterpriseId and IntegrationId, Adyen's live): doc, the request's valid JSON, without
+// the array of events at doc[start:end], which the pointer batch names. The array goes
+// with its member from an object; in an array it leaves null in its place, as taking
+// it out would renumber what follows. The whitespace between tokens goes too, and every
+// name, string and number stays as the sender wrote it: RFC 8785 would respell 1.50 and
+// round an id past 2^53, and the downstream needs what was sent. It is never longer
+// than doc, and costs nothing but a copy of what is outside the array.
+func batchEnvelope(doc, batch string, start, end int) string {
+	from, to, fill := start, end, "null"
+	if ps, _, ok := ptrSpan(doc, batch[:strings.LastIndexByte(batch, '/')]); ok && doc[ps] == '{' {
+		comma := -1 // the comma before the member looked at, if any
+		for i := ps + 1; i < len(doc); {
+			key := jsonSkipSpace(doc, i)
+			i = jsonSkipSpace(doc, jsonSkipSpace(doc, jsonStringEnd(doc, key))+1) // past the ':'
+			if i == start {
+				// The member goes with one comma: the one after it, or else the one
+				// before it (the last member), or none (the only one).
+				from, fill = key, ""
+				if after := jsonSkipSpace(doc, end); after < len(doc) && doc[after] == ',' {
+					to = after + 1
+				} else if comma >= 0 {
+					from = comma
+				}
+				break
+			}
+			comma = jsonSkipSpace(doc, jsonSkipValue(doc, i))
+			if comma >= len(doc) || doc[comma] != ',' {
+				break // not found: null in its place still leaves valid JSON
+			}
+			i = comma + 1
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(doc) - (to - from) + len(fill))
+	appendCompact(&b, doc[:from])
+	b.WriteString(fill)
+	appendCompact(&b, doc[to:])
+	return b.String()
+}
+
+// appendCompact writes s, JSON text cut at token boundaries, to b without the
+// whitespace between its tokens; strings are copied as they are.
+func appendCompact(b *strings.Builder, s string) {
+	for i := 0; i < len(s); {
+		switch c := s[i]; c {
+		case ' ', '\t', '\n', '\r':
+			i++
+		case '"':
+			e := jsonStringEnd(s, i)
+			b.WriteString(s[i:e])
+			i = e
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
 }
 
 // jsonKind names the kind of the JSON value that starts with c, for messages.
@@ -170,7 +236,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		}
 		kept = body
 	}
-	items, err := BatchItems(body, src.Batch, src.Item, src.MaxBatchItems)
+	items, envelope, err := splitBatch(body, src.Batch, src.Item, src.MaxBatchItems)
 	if err != nil {
 		code := http.StatusBadRequest
 		switch {
@@ -196,6 +262,14 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 
 	ds := make([]storage.Delivery, len(items))
 	ptrs := make([]*storage.Delivery, len(items))
+	// Each item keeps the envelope, one string shared here, unless it is too large for
+	// a header: then only the first does, as it keeps the request's headers, and the
+	// others read it from there (storage.Delivery.BatchEnvelope). A copy with each of
+	// max_batch_items items would let one request store a thousand times its size.
+	copied := envelope
+	if len(envelope) > storage.BatchEnvelopeHeaderMax {
+		copied = ""
+	}
 	for i, item := range items {
 		der, doc, err := derive(src.Keys, r.Header, item)
 		if err != nil {
@@ -204,8 +278,10 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		}
 		ds[i] = src.delivery(r, der, doc, item, item)
 		ds[i].BatchIndex = i
+		ds[i].BatchEnvelope = copied
 		ptrs[i] = &ds[i]
 	}
+	ds[0].BatchEnvelope = envelope
 	// The request's headers are stored once, with the first item: they are the same
 	// for every item, and a thousand copies of them would cost more than the items.
 	ds[0].Headers = src.storedHeaders(r.Header)

@@ -360,6 +360,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		// request (its first item's delivery) and the item's place in it.
 		req.Header.Set("X-Hookdedup-Batch", strconv.FormatInt(job.Batch, 10))
 		req.Header.Set("X-Hookdedup-Batch-Index", strconv.Itoa(job.BatchIndex))
+		setEnvelope(req.Header, job.BatchEnvelope)
 	}
 	req.Header.Set("User-Agent", "hookdedup")
 	resp, err := d.cfg.Client.Do(req)
@@ -377,6 +378,24 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		return resp.StatusCode, text, "downstream answered " + resp.Status
 	}
 	return resp.StatusCode, text, ""
+}
+
+// setEnvelope gives an item's hand-off what its request said of all its events (Mews'
+// enterprise, Adyen's live), which the item's body alone does not: the envelope in
+// X-Hookdedup-Batch-Envelope, or, past BatchEnvelopeHeaderMax, only its size in
+// X-Hookdedup-Batch-Envelope-Omitted, so that the downstream knows there is one to
+// fetch rather than take a request that proxies would refuse. An item stored before
+// envelopes were kept has none, and gets neither.
+func setEnvelope(h http.Header, envelope string) {
+	if envelope == "" {
+		return
+	}
+	v := storage.BatchEnvelopeHeader(envelope)
+	if len(v) > storage.BatchEnvelopeHeaderMax {
+		h.Set("X-Hookdedup-Batch-Envelope-Omitted", strconv.Itoa(len(v))+" bytes")
+		return
+	}
+	h.Set("X-Hookdedup-Batch-Envelope", v)
 }
 
 // attemptError is the text of a hand-off's error as it is stored and shown to every

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"time"
+	"unicode/utf16"
 )
 
 // Job is an accepted event due downstream, leased to one dispatcher.
@@ -23,6 +24,10 @@ type Job struct {
 	// place in that request.
 	Batch      int64
 	BatchIndex int
+	// BatchEnvelope is the stored delivery's (Delivery.BatchEnvelope, its first
+	// item's when it keeps none of its own): "" when its request carried one event.
+	BatchEnvelope string
+
 	Attempts   int       // attempts made before this one
 	Generation time.Time // the claim's claimed_at: a re-claimed key is another job
 	// Updated is the claim's updated_at when the job was leased: a reprocess sets it, so
@@ -53,4 +58,44 @@ type AttemptResult struct {
 	Failed    bool      // the last allowed attempt failed: failed
 	NextAt    time.Time // otherwise: when to try again
 	LastError string
+}
+
+// BatchEnvelopeHeaderMax is the longest envelope, as BatchEnvelopeHeader writes it, that
+// the dispatcher sends in a header. Past it the header is left out and its size sent
+// instead: a field line near 8 KiB is refused by nginx's and Apache's defaults (the
+// name counts), and the downstream's other headers need room under Node's 16 KiB.
+const BatchEnvelopeHeaderMax = 4 << 10
+
+// BatchEnvelopeHeader is envelope as the X-Hookdedup-Batch-Envelope header carries it:
+// plain ASCII, each other character escaped as JSON does (\uXXXX, a surrogate pair past
+// U+FFFF), so that the header is the same JSON and no proxy or client has to guess an
+// encoding. A valid envelope has such characters only inside its strings, where the
+// escape means the same. Control characters and DEL, which no header may carry raw,
+// are escaped too, and bytes that are not UTF-8 become \ufffd.
+func BatchEnvelopeHeader(envelope string) string {
+	plain := true
+	for i := 0; i < len(envelope) && plain; i++ {
+		plain = envelope[i] >= 0x20 && envelope[i] < 0x7f
+	}
+	if plain {
+		return envelope
+	}
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, len(envelope)+len(envelope)/2)
+	esc := func(r rune) {
+		b = append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+	}
+	for _, r := range envelope {
+		switch {
+		case r >= 0x20 && r < 0x7f:
+			b = append(b, byte(r))
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			esc(r1)
+			esc(r2)
+		default:
+			esc(r) // range gives U+FFFD for a byte that is not UTF-8
+		}
+	}
+	return string(b)
 }

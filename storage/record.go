@@ -59,6 +59,14 @@ type Delivery struct {
 	// BatchIndex is its place in the request, from 0. RecordBatch sets both.
 	Batch      int64
 	BatchIndex int
+	// BatchEnvelope is what the request held besides its events, for an item of a
+	// batched request: the request's JSON with the array of events taken out, compact
+	// (every other value as the sender wrote it); "" for a delivery that came alone.
+	// RecordBatch stores each item's as given. An item stored without one, past the
+	// first, is read with its first item's (Delivery, KeyDeliveries, LeaseDue): a large
+	// envelope is stored once, with the first item, as a request's headers are, and a
+	// copy with each of a thousand items would cost a thousand times its size.
+	BatchEnvelope string
 
 	// Forensics (forensics.go). BusinessKey is the hex SHA-256 of the canonical JSON of
 	// the source's business key fields, "" when it has none or a field is absent;

@@ -269,6 +269,21 @@ type Batch struct {
 	// that page).
 	HeadersURL string
 	Items      []BatchItem
+	// Envelope is what the request held besides its events, pretty-printed, kept with
+	// each item ("" for an item stored before envelopes were kept). EnvelopeSize is its
+	// size as stored, and EnvelopeHeaderSize as the X-Hookdedup-Batch-Envelope header
+	// carries it, escaped; EnvelopeOmitted says that is past the header's limit
+	// (EnvelopeHeaderMax), so that each item goes downstream with its size instead.
+	Envelope           string
+	EnvelopeSize       int
+	EnvelopeHeaderSize int
+	EnvelopeHeaderMax  int
+	EnvelopeOmitted    bool
+	// EnvelopeShared: the envelope is stored once, with the first item (HeadersURL),
+	// being too large to copy to each.
+	EnvelopeShared bool
+	// Forwarded: the source hands its events downstream (it has a forward_url).
+	Forwarded bool
 }
 
 // BatchItem is one item of a batched request.

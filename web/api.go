@@ -116,6 +116,10 @@ type apiDelivery struct {
 	// its own.
 	Batch      string `json:"batch,omitempty"`
 	BatchIndex *int   `json:"batch_index,omitempty"`
+	// BatchEnvelope is what that request held besides its events, as the JSON it is,
+	// with a delivery read whole (as its headers and body are); absent for a request of
+	// its own, and for an item stored before envelopes were kept.
+	BatchEnvelope json.RawMessage `json:"batch_envelope,omitempty"`
 	// Flags are the suspects that name this delivery, as the one flagged or as the
 	// other one it may double.
 	Flags []apiSuspect `json:"flags,omitempty"`
@@ -135,6 +139,11 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 		out.Batch, out.BatchIndex = strconv.FormatInt(d.Batch, 10), &index
 	}
 	if full {
+		// Intake stores only valid JSON there; anything else is left out rather than
+		// let it break the whole answer.
+		if d.BatchEnvelope != "" && json.Valid([]byte(d.BatchEnvelope)) {
+			out.BatchEnvelope = json.RawMessage(d.BatchEnvelope)
+		}
 		out.Headers = d.Headers
 		if json.Valid(d.Body) {
 			out.Body = d.Body

@@ -358,7 +358,9 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 			v.Key.Blocked = true
 		}
 	}
-	v.Batch = batchView(d, siblings)
+	if v.Batch = batchView(d, siblings); v.Batch != nil {
+		v.Batch.Forwarded = v.ForwardURL != ""
+	}
 	v.Flags, v.CanReview = s.flagItems(d, flagged.Suspects), Allowed(u.Role, storage.RoleOperator)
 	v.Row.Flags = flagBadges(d.ID, flagged.Suspects)
 	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
@@ -393,6 +395,14 @@ func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
 	b := &views.Batch{ID: d.Batch, Index: d.BatchIndex, Count: len(siblings)}
 	if d.ID != d.Batch {
 		b.HeadersURL = eventURL(d.Batch)
+	}
+	if d.BatchEnvelope != "" {
+		b.Envelope, _ = prettyBody([]byte(d.BatchEnvelope), false)
+		b.EnvelopeSize = len(d.BatchEnvelope)
+		b.EnvelopeHeaderSize = len(storage.BatchEnvelopeHeader(d.BatchEnvelope))
+		b.EnvelopeHeaderMax = storage.BatchEnvelopeHeaderMax
+		b.EnvelopeOmitted = b.EnvelopeHeaderSize > storage.BatchEnvelopeHeaderMax
+		b.EnvelopeShared = b.HeadersURL != "" && len(d.BatchEnvelope) > storage.BatchEnvelopeHeaderMax // as intake stores it
 	}
 	for _, o := range siblings {
 		b.Items = append(b.Items, views.BatchItem{

@@ -3,7 +3,9 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -96,4 +98,112 @@ func TestRecordBatch(t *testing.T, e Engine) {
 			t.Fatal("a rejection was recorded as a batch item")
 		}
 	})
+}
+
+// TestRecordBatch_Envelope: what a batched request held besides its events is stored
+// with every item, duplicates too, and comes back with each item read whole and with
+// each item's job, so that each is handed downstream with it; a delivery that came
+// alone has none.
+func TestRecordBatch_Envelope(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	single := record(t, db, delivery("mews", "alone", "h"), dispatchDay)
+	clk.Add(time.Second)
+	const envelope = `{"EnterpriseId":"851df8c8-90f2-4c4a-8e01-a4fc46b25178","IntegrationId":"c8bee838-7fb1-4f4e-8fac-ac87008b2f90",` +
+		`"Note":"Zürich 😀 <script>","Big":12345678901234567890,"Rate":1.50}`
+	b := items("mews", "e0", "e1", "e0")
+	for _, d := range b {
+		d.BatchEnvelope = envelope
+	}
+	if err := db.RecordBatch(ctx, b, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	if b[2].Outcome != storage.Duplicate {
+		t.Fatalf("item 2: %s, want a duplicate of item 0", b[2].Outcome)
+	}
+	for i, d := range b {
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchEnvelope != envelope {
+			t.Errorf("item %d stored with envelope %q, want %q", i, got.BatchEnvelope, envelope)
+		}
+	}
+	if got, err := db.Delivery(ctx, single.ID); err != nil || got.BatchEnvelope != "" {
+		t.Fatalf("a delivery that came alone: envelope %q, %v; want none", got.BatchEnvelope, err)
+	}
+	keyed, err := db.KeyDeliveries(ctx, "mews", "e0")
+	if err != nil || len(keyed) != 2 || keyed[0].BatchEnvelope != envelope || keyed[1].BatchEnvelope != envelope {
+		t.Fatalf("the key's deliveries: %d, %v; want both with the envelope", len(keyed), err)
+	}
+
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"alone", "e0", "e1"}) {
+		t.Fatalf("leased %v, want alone, e0 and e1", got)
+	}
+	if jobs[0].BatchEnvelope != "" {
+		t.Errorf("the job of a delivery that came alone carries envelope %q", jobs[0].BatchEnvelope)
+	}
+	for _, j := range jobs[1:] {
+		if j.BatchEnvelope != envelope || j.Batch != b[0].ID {
+			t.Errorf("job of %s: batch %d, envelope %q; want %d and %q", j.Key, j.Batch, j.BatchEnvelope, b[0].ID, envelope)
+		}
+	}
+}
+
+// TestRecordBatch_EnvelopeKeptOnce: an item stored without an envelope of its own, past
+// the first, is read with its first item's, whole and in its job: a large envelope is
+// stored once. Once retention has swept that first item, the others read none, and
+// reading them does not fail.
+func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	// Item 0 repeats this key, so that it is a duplicate, owed to no one, which the
+	// retention sweep takes while the items after it wait to be handed downstream.
+	record(t, db, delivery("mews", "e0", "hash-e0"), day)
+	clk.Add(time.Second)
+	const envelope = `{"EnterpriseId":"851df8c8","City":"Zürich"}`
+	b := items("mews", "e0", "e1", "e2")
+	b[0].BatchEnvelope = envelope
+	if err := db.RecordBatch(ctx, b, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range b {
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchEnvelope != envelope {
+			t.Errorf("item %d read with envelope %q, want its first item's %q", i, got.BatchEnvelope, envelope)
+		}
+	}
+	if keyed, err := db.KeyDeliveries(ctx, "mews", "e1"); err != nil || len(keyed) != 1 || keyed[0].BatchEnvelope != envelope {
+		t.Fatalf("the deliveries of e1: %+v, %v; want one with its first item's envelope", keyed, err)
+	}
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Fatalf("leased %v, want e1 and e2", got)
+	}
+	for _, j := range jobs {
+		if j.BatchEnvelope != envelope {
+			t.Errorf("job of %s: envelope %q, want its first item's %q", j.Key, j.BatchEnvelope, envelope)
+		}
+	}
+
+	clk.Add(2 * time.Minute)
+	sweepAll(t, db, clk.Now(), 100)
+	if _, err := db.Delivery(ctx, b[0].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("item 0 after the sweep: %v, want it swept", err)
+	}
+	got, err := db.Delivery(ctx, b[1].ID)
+	if err != nil || got.BatchEnvelope != "" {
+		t.Fatalf("item 1, its first item swept: envelope %q, %v; want none", got.BatchEnvelope, err)
+	}
+	jobs = lease(t, db, clk.Now(), time.Minute, 10)
+	if len(jobs) != 2 || !jobs[0].Stored || jobs[0].BatchEnvelope != "" {
+		t.Fatalf("jobs after the sweep: %+v; want e1 and e2, stored, without an envelope", jobs)
+	}
 }

@@ -18,6 +18,8 @@ var tests = []struct {
 	{"AuditChain_ConcurrentWriters", TestAuditChain_ConcurrentWriters},
 	{"RecordBatch", TestRecordBatch},
 	{"RecordBatch_ClaimExpiresWithin", TestRecordBatch_ClaimExpiresWithin},
+	{"RecordBatch_Envelope", TestRecordBatch_Envelope},
+	{"RecordBatch_EnvelopeKeptOnce", TestRecordBatch_EnvelopeKeptOnce},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},

@@ -74,7 +74,7 @@ LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[], $7::text[],
 	$8::text[], $9::text[], $10::text[], $11::text[], $12::boolean[], $13::bigint[], $14::text[], $15::text[],
 	$16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bigint[], $22::int[], $23::text[],
-	$24::bytea[], $25::bigint[])`
+	$24::text[], $25::bytea[], $26::bigint[])`
 )
 
 // commitTx writes in one transaction the requests of batch that it takes, and returns
@@ -646,7 +646,7 @@ type deliveryArrays struct {
 	status, index                        []int32
 	mismatch                             []bool
 	source, outcome, errText, key, keyMethod, keyFrom, keyCanonical, hash,
-	property, booking, eventStatus, amount, currency, remoteAddr, contentType, headers []string
+	property, booking, eventStatus, amount, currency, remoteAddr, contentType, headers, envelope []string
 	body [][]byte
 }
 
@@ -661,7 +661,7 @@ func (w *batchWriter) queueInsertDeliveries(b *pgx.Batch, rows []*recordRow) {
 		keyMethod: c.keyMethod[:0], keyFrom: c.keyFrom[:0], keyCanonical: c.keyCanonical[:0], hash: c.hash[:0],
 		property: c.property[:0], booking: c.booking[:0], eventStatus: c.eventStatus[:0], amount: c.amount[:0],
 		currency: c.currency[:0], remoteAddr: c.remoteAddr[:0], contentType: c.contentType[:0],
-		headers: c.headers[:0], body: c.body[:0],
+		headers: c.headers[:0], envelope: c.envelope[:0], body: c.body[:0],
 	}
 	for _, r := range rows {
 		d := r.d
@@ -678,10 +678,11 @@ func (w *batchWriter) queueInsertDeliveries(b *pgx.Batch, rows []*recordRow) {
 		c.amount, c.currency = append(c.amount, d.Amount), append(c.currency, d.Currency)
 		c.remoteAddr, c.contentType = append(c.remoteAddr, d.RemoteAddr), append(c.contentType, d.ContentType)
 		c.batch, c.index = append(c.batch, r.batch), append(c.index, int32(r.index))
-		c.headers, c.body, c.bodyFrom = append(c.headers, r.headers), append(c.body, body), append(c.bodyFrom, r.bodyFrom)
+		c.headers, c.envelope = append(c.headers, r.headers), append(c.envelope, d.BatchEnvelope)
+		c.body, c.bodyFrom = append(c.body, body), append(c.bodyFrom, r.bodyFrom)
 	}
 	b.Queue(sqlInsertDeliveries, c.id, c.source, c.received, c.outcome, c.status, c.errText,
 		c.key, c.keyMethod, c.keyFrom, c.keyCanonical, c.hash, c.mismatch, c.first, c.property, c.booking,
 		c.eventStatus, c.amount, c.currency, c.remoteAddr, c.contentType, c.batch, c.index, c.headers,
-		c.body, c.bodyFrom)
+		c.envelope, c.body, c.bodyFrom)
 }

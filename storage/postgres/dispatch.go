@@ -33,9 +33,13 @@ WITH due AS MATERIALIZED (
 SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at, l.leased_until,
 	d.id IS NOT NULL, d.source, d.key, d.content_type,
 	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
-	d.batch, d.batch_index
+	d.batch, d.batch_index, ` + sqlLeasedEnvelope + `
 FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
 ORDER BY l.id`
+
+// sqlLeasedEnvelope is sqlEnvelope of the delivery d of sqlLeaseDue.
+const sqlLeasedEnvelope = `CASE WHEN d.batch_envelope <> '' OR d.batch = 0 OR d.batch = d.id THEN d.batch_envelope
+	ELSE coalesce((SELECT f.batch_envelope FROM deliveries AS f WHERE f.id = d.batch), '') END`
 
 // LeaseDue returns up to limit jobs of sources (nil: of every source) due at now, oldest
 // first, and leases them until now+lease: another dispatcher, on this replica or another,
@@ -64,14 +68,15 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 			var source, key, contentType *string
 			var batch *int64
 			var index *int32
+			var envelope *string
 			if err := rows.Scan(&j.ClaimID, &j.Source, &j.Key, &j.Delivery, &attempts, &gen, &updated, &leased,
-				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index); err != nil {
+				&j.Stored, &source, &key, &contentType, &j.Body, &batch, &index, &envelope); err != nil {
 				return err
 			}
 			j.Attempts, j.Generation, j.Updated, j.Lease = int(attempts), fromMillis(gen), fromMillis(updated), fromMillis(leased)
 			if j.Stored {
 				j.DeliverySource, j.DeliveryKey, j.ContentType = *source, *key, *contentType
-				j.Batch, j.BatchIndex = *batch, int(*index)
+				j.Batch, j.BatchIndex, j.BatchEnvelope = *batch, int(*index), *envelope
 			}
 			jobs = append(jobs, j)
 		}

@@ -52,8 +52,10 @@ func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
 	batch := []*storage.Delivery{
-		{Source: "cm", Status: 200, Key: "i1", KeyMethod: "event_id", PayloadHash: "x1", Body: []byte(`{"i":1}`)},
-		{Source: "cm", Status: 200, Key: "i2", KeyMethod: "event_id", PayloadHash: "x2", Body: []byte(`{"i":2}`)},
+		{Source: "cm", Status: 200, Key: "i1", KeyMethod: "event_id", PayloadHash: "x1", Body: []byte(`{"i":1}`),
+			BatchEnvelope: `{"live":"false"}`},
+		{Source: "cm", Status: 200, Key: "i2", KeyMethod: "event_id", PayloadHash: "x2", Body: []byte(`{"i":2}`),
+			BatchEnvelope: `{"live":"false"}`},
 	}
 	if err := db.RecordBatch(ctx, batch, opt); err != nil {
 		t.Fatal(err)
@@ -179,6 +181,57 @@ func TestImport(t *testing.T) {
 	for _, tb := range tables {
 		if !slices.Contains(names, tb) && !slices.Contains(postgres.LeftTables, tb) {
 			t.Errorf("table %s is neither copied nor named as left out", tb)
+		}
+	}
+}
+
+// TestImport_BatchEnvelope: what a batched request held besides its events arrives in
+// PostgreSQL with each of its items, byte for byte (its non-ASCII text, its numbers as
+// sent), and a copied item still owed downstream is leased with it, so that the
+// replicas hand it on as the SQLite setup would have.
+func TestImport_BatchEnvelope(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	lite := storagetest.OpenPath(t, path, sqlite.Options{})
+	const envelope = `{"EnterpriseId":"851df8c8-90f2-4c4a-8e01-a4fc46b25178","IntegrationId":"c8bee838-7fb1-4f4e-8fac-ac87008b2f90",` +
+		`"Name":"Hôtel Zürich 東京","Big":12345678901234567890}`
+	b := []*storage.Delivery{
+		{Source: "mews", Status: 200, Key: "e0", KeyMethod: "derived", PayloadHash: "x0", BatchEnvelope: envelope,
+			Body: []byte(`{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"0"}}`)},
+		{Source: "mews", Status: 200, Key: "e1", KeyMethod: "derived", PayloadHash: "x1", BatchEnvelope: envelope,
+			Body: []byte(`{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"1"}}`)},
+	}
+	if err := lite.RecordBatch(ctx, b, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	alone := storagetest.Record(t, lite, &storage.Delivery{Source: "ota", Status: 200, Key: "evt_1", KeyMethod: "event_id",
+		PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
+	if err := lite.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, _, _, err := importFile(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range b {
+		got, err := db.Delivery(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchEnvelope != envelope {
+			t.Errorf("item %d in PostgreSQL: envelope %q, want %q", i, got.BatchEnvelope, envelope)
+		}
+	}
+	if got, err := db.Delivery(ctx, alone.ID); err != nil || got.BatchEnvelope != "" {
+		t.Errorf("a delivery that came alone, in PostgreSQL: envelope %q, %v; want none", got.BatchEnvelope, err)
+	}
+	jobs, err := db.LeaseDue(ctx, db.Now(), time.Minute, 10, nil)
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("lease after the copy: %d jobs, %v; want the two items", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if j.BatchEnvelope != envelope {
+			t.Errorf("job of %s after the copy: envelope %q, want %q", j.Key, j.BatchEnvelope, envelope)
 		}
 	}
 }

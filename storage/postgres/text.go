@@ -106,8 +106,8 @@ func storable(d *storage.Delivery) *storage.Delivery {
 }
 
 // textFields are d's fields that text columns hold. (Its headers are held as JSON.)
-func textFields(d *storage.Delivery) [15]*string {
+func textFields(d *storage.Delivery) [16]*string {
 	return [...]*string{&d.Source, &d.Key, &d.Error, &d.KeyMethod, &d.KeyFrom, &d.KeyCanonical,
 		&d.PayloadHash, &d.Property, &d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr,
-		&d.ContentType, &d.BusinessKey}
+		&d.ContentType, &d.BusinessKey, &d.BatchEnvelope}
 }

@@ -53,8 +53,9 @@ RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, lea
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body, batch, batch_index FROM deliveries WHERE id = ?`,
-				j.Delivery).Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body, &j.Batch, &j.BatchIndex)
+			err := tx.QueryRowContext(ctx, `SELECT source, key, content_type, body, batch, batch_index, `+sqlEnvelope+`
+FROM deliveries WHERE id = ?`, j.Delivery).Scan(&j.DeliverySource, &j.DeliveryKey, &j.ContentType, &j.Body,
+				&j.Batch, &j.BatchIndex, &j.BatchEnvelope)
 			switch {
 			case err == nil:
 				j.Stored = true

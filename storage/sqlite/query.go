@@ -14,22 +14,30 @@ import (
 // deliveryFields are a delivery's columns but its headers and body, in the order that
 // scanDelivery reads them and the writer inserts them. Every query that reads deliveries
 // selects deliveryReadColumns (a delivery whole) or deliveryListColumns (for listings:
-// the headers and body, the bulky columns, left empty and not read).
+// the headers, batch envelope and body, the bulky columns, left empty and not read).
 const (
 	deliveryFields = `id, source, received_at, outcome, status, error, key, key_method, key_from,
 	key_canonical, payload_hash, mismatch, first_delivery, property, booking, event_status, amount,
 	currency, remote_addr, content_type, batch, batch_index`
-	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlBody // with what intake sets after the insert
-	deliveryListColumns = deliveryFields + `, money_mismatch, '', NULL`
+	deliveryReadColumns = deliveryFields + `, money_mismatch, headers, ` + sqlEnvelope + `, ` + sqlBody // with what intake sets after the insert
+	deliveryListColumns = deliveryFields + `, money_mismatch, '', '', NULL`
 	// deliveryInsertColumns are the columns the writer inserts: a delivery whole,
 	// body_from and by_claim.
-	deliveryInsertColumns = deliveryFields + `, headers, body, body_from, by_claim`
+	deliveryInsertColumns = deliveryFields + `, headers, batch_envelope, body, body_from, by_claim`
 
 	// sqlBody is a delivery's body, in a query of the deliveries table not aliased: its
 	// own, or (a duplicate whose body was byte for byte its first delivery's) that of
 	// the delivery body_from names, which the retention sweep never deletes first
 	// (sweep.go). Only a delivery read whole pays for that look-up.
 	sqlBody = `CASE WHEN body_from = 0 THEN body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = deliveries.body_from) END`
+
+	// sqlEnvelope is a delivery's batch envelope, in a query of the deliveries table
+	// not aliased: its own, or, an item past the first that stores none, its first
+	// item's (the one its batch names), where a request's large envelope is kept once
+	// (Delivery.BatchEnvelope). A delivery that came alone, and an item stored before
+	// envelopes were kept, read "". Only a delivery read whole pays for the look-up.
+	sqlEnvelope = `CASE WHEN batch_envelope <> '' OR batch = 0 OR batch = id THEN batch_envelope
+	ELSE coalesce((SELECT f.batch_envelope FROM deliveries AS f WHERE f.id = deliveries.batch), '') END`
 )
 
 type scanner interface{ Scan(dest ...any) error }
@@ -43,7 +51,7 @@ func scanDelivery(s scanner) (storage.Delivery, error) {
 	err := s.Scan(&d.ID, &d.Source, &received, &outcome, &d.Status, &d.Error, &d.Key, &d.KeyMethod,
 		&d.KeyFrom, &d.KeyCanonical, &d.PayloadHash, &d.Mismatch, &d.FirstDelivery, &d.Property,
 		&d.Booking, &d.EventStatus, &d.Amount, &d.Currency, &d.RemoteAddr, &d.ContentType, &d.Batch, &d.BatchIndex,
-		&d.MoneyMismatch, &headers, &d.Body)
+		&d.MoneyMismatch, &headers, &d.BatchEnvelope, &d.Body)
 	if err != nil {
 		return storage.Delivery{}, err
 	}

@@ -288,7 +288,7 @@ LEFT JOIN deliveries AS f ON f.id = c.first_delivery AND f.body_from = 0`
 	sqlDeliveryHead = `
 INSERT INTO deliveries (` + deliveryInsertColumns + `)
 VALUES `
-	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeliveryRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeliveryTail = ``
 )
 
@@ -559,11 +559,11 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 				args = append(args, r.id, d.Source, millis(d.ReceivedAt), string(r.outcome), d.Status, d.Error,
 					d.Key, d.KeyMethod, d.KeyFrom, d.KeyCanonical, d.PayloadHash, r.mismatch, r.first,
 					d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency, d.RemoteAddr, d.ContentType,
-					r.batch, index, r.headers, body, r.bodyFrom, r.byClaim)
+					r.batch, index, r.headers, d.BatchEnvelope, body, r.bodyFrom, r.byClaim)
 			}
 			w.args = args
 			// Query, not Exec: go-sqlite3 binds a query's arguments and runs its first
-			// step in one cgo call, where Exec crosses once per argument (25 a row).
+			// step in one cgo call, where Exec crosses once per argument (27 a row).
 			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if err != nil {
 				return fmt.Errorf("insert deliveries: %w", err)

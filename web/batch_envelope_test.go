@@ -1,0 +1,174 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+)
+
+// hostileEnvelope is an envelope whose text a page or an answer must never pass on
+// as markup.
+const hostileEnvelope = `{"EnterpriseId":"851df8c8","Note":"<script>alert(1)</script>","City":"Zürich"}`
+
+// recordEnvelopeBatch stores a batched request of source with envelope, two items, and
+// returns them.
+func recordEnvelopeBatch(t *testing.T, db *sqlite.DB, source, envelope string, keys ...string) []*storage.Delivery {
+	t.Helper()
+	var items []*storage.Delivery
+	for _, k := range keys {
+		items = append(items, &storage.Delivery{Source: source, Status: 200, Key: k, KeyMethod: "event_id", KeyFrom: "/id",
+			PayloadHash: "h-" + k, ContentType: "application/json", Body: []byte(`{"id":"` + k + `"}`), BatchEnvelope: envelope})
+	}
+	if err := db.RecordBatch(context.Background(), items, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// TestConsole_BatchEnvelope: an item's page shows what its request held besides its
+// events, as text, and says how it goes downstream: in a header, or, too large for
+// one, by its size.
+func TestConsole_BatchEnvelope(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	items := recordEnvelopeBatch(t, e.db, "pms", hostileEnvelope, "m1", "m2")
+
+	t.Run("Shown", func(t *testing.T) {
+		code, body, _ := c.do(http.MethodGet, fmt.Sprintf("/events/%d", items[1].ID), nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET = %d", code)
+		}
+		if strings.Contains(body, "<script>alert(1)") {
+			t.Fatal("the envelope's text is on the page as markup")
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Fatal("the envelope's text is not on the page, escaped")
+		}
+		p := parsePage(t, body)
+		// Members in the sender's order, one a line (text() reads runs of white space as
+		// one space); the markup as text.
+		want := `{ "EnterpriseId": "851df8c8", "Note": "<script>alert(1)</script>", "City": "Zürich" }`
+		if got := p.testid("batch-envelope-json").text(); got != want {
+			t.Errorf("envelope shown as %q, want %q", got, want)
+		}
+		if !strings.Contains(p.testid("batch-envelope-forwarded").text(), "X-Hookdedup-Batch-Envelope") {
+			t.Error("the page does not say the envelope goes downstream in X-Hookdedup-Batch-Envelope")
+		}
+	})
+
+	t.Run("TooLargeForAHeader", func(t *testing.T) {
+		big := `{"Pad":"` + strings.Repeat("é", storage.BatchEnvelopeHeaderMax/6+1) + `"}`
+		large := recordEnvelopeBatch(t, e.db, "pms", big, "l1")
+		_, p := c.page(fmt.Sprintf("/events/%d", large[0].ID))
+		size := len(storage.BatchEnvelopeHeader(big))
+		if got := p.testid("batch-envelope-omitted").text(); !strings.Contains(got, fmt.Sprintf("X-Hookdedup-Batch-Envelope-Omitted: %d bytes", size)) {
+			t.Errorf("an envelope too large for a header: the page says %q", got)
+		}
+		if p.testid("batch-envelope-forwarded").len() != 0 {
+			t.Error("an envelope too large for a header is said to go in one")
+		}
+	})
+
+	// As intake stores one larger than a header may carry: with the first item only.
+	t.Run("StoredOnce", func(t *testing.T) {
+		large := `{"Pad":"` + strings.Repeat("a", storage.BatchEnvelopeHeaderMax) + `"}`
+		items := []*storage.Delivery{
+			{Source: "pms", Status: 200, Key: "t1", KeyMethod: "event_id", PayloadHash: "t1", Body: []byte(`{}`), BatchEnvelope: large},
+			{Source: "pms", Status: 200, Key: "t2", KeyMethod: "event_id", PayloadHash: "t2", Body: []byte(`{}`)},
+		}
+		if err := e.db.RecordBatch(context.Background(), items, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+		if got := p.testid("batch-envelope-json").text(); got != `{ "Pad": "`+strings.Repeat("a", storage.BatchEnvelopeHeaderMax)+`" }` {
+			t.Errorf("the second item shows an envelope of %d bytes, want its first item's", len(got))
+		}
+		shared := p.testid("batch-envelope-shared")
+		if hrefs := shared.hrefs(); len(hrefs) != 1 || hrefs[0] != fmt.Sprintf("/events/%d", items[0].ID) {
+			t.Errorf("the second item does not say its envelope is stored with the first: %q", shared.text())
+		}
+		if p.testid("batch-envelope-omitted").len() != 1 {
+			t.Error("an envelope past the header's limit is not said to be left out of the hand-off")
+		}
+		if _, p := c.page(fmt.Sprintf("/events/%d", items[0].ID)); p.testid("batch-envelope-shared").len() != 0 {
+			t.Error("the first item says its envelope is stored elsewhere")
+		}
+	})
+
+	t.Run("RecordOnlySource", func(t *testing.T) {
+		kept := recordEnvelopeBatch(t, e.db, "ota", `{"live":"false"}`, "o1")
+		_, p := c.page(fmt.Sprintf("/events/%d", kept[0].ID))
+		if p.testid("batch-envelope-json").text() != `{ "live": "false" }` || p.testid("batch-envelope-forwarded").len() != 0 {
+			t.Error("a record-only source's envelope: not shown, or said to go downstream")
+		}
+	})
+
+	t.Run("StoredWithout", func(t *testing.T) {
+		old := recordEnvelopeBatch(t, e.db, "pms", "", "n1")
+		_, p := c.page(fmt.Sprintf("/events/%d", old[0].ID))
+		if p.testid("batch-envelope-none").len() != 1 || p.testid("batch-envelope-json").len() != 0 {
+			t.Error("an item stored without an envelope does not say it has none")
+		}
+	})
+
+	t.Run("DeliveryAlone", func(t *testing.T) {
+		alone := &storage.Delivery{Source: "pms", Status: 200, Key: "s1", KeyMethod: "event_id", PayloadHash: "s", Body: []byte(`{}`)}
+		if err := e.db.Record(context.Background(), alone, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		_, p := c.page(fmt.Sprintf("/events/%d", alone.ID))
+		if p.testid("batch-envelope").len() != 0 {
+			t.Error("a delivery that came alone shows an envelope")
+		}
+	})
+}
+
+// TestAPI_BatchEnvelope: a delivery read whole carries its request's envelope as the
+// JSON it is, its markup escaped in the answer; a delivery that came alone has none.
+func TestAPI_BatchEnvelope(t *testing.T) {
+	e := newAPIEnv(t)
+	items := recordEnvelopeBatch(t, e.db, "ota", hostileEnvelope, "m1", "m2")
+	get := func(id int64) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/deliveries/%d", e.srv.URL, id), nil)
+		req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET delivery %d: %d %s", id, resp.StatusCode, raw)
+		}
+		return string(raw)
+	}
+	raw := get(items[1].ID)
+	if strings.Contains(raw, "<script>") || !strings.Contains(raw, `\u003cscript\u003e`) {
+		t.Errorf("the envelope's markup is not escaped in the answer: %s", raw)
+	}
+	var out struct {
+		Delivery struct {
+			BatchEnvelope map[string]string `json:"batch_envelope"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"EnterpriseId": "851df8c8", "Note": "<script>alert(1)</script>", "City": "Zürich"}
+	if fmt.Sprint(out.Delivery.BatchEnvelope) != fmt.Sprint(want) {
+		t.Errorf("batch_envelope %v, want %v", out.Delivery.BatchEnvelope, want)
+	}
+	alone := e.record(t, "evt_alone", `{"id":"evt_alone"}`, false)
+	if raw := get(alone.ID); strings.Contains(raw, "batch_envelope") {
+		t.Errorf("a delivery that came alone has a batch_envelope: %s", raw)
+	}
+}
