@@ -3,6 +3,7 @@ package receiver
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,8 @@ type DispatchStore interface {
 	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error)
 	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
 	NextDue(ctx context.Context, sources []string) (time.Time, error)
+	DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error
+	ForwardedSources(ctx context.Context, since time.Time) ([]string, error)
 	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
 }
 
@@ -42,15 +46,18 @@ type DispatchConfig struct {
 	// FirstBackoff is the wait after the first failed attempt; it doubles after each
 	// one. Default 1s.
 	FirstBackoff time.Duration
-	// RecordOnlyAfter is how long a queued key of a source without a forward_url waits
-	// before this dispatcher settles it as processed, unsent: long enough for a replica
-	// whose configuration gives the source a forward_url to take it first. Default: the
-	// dispatcher's lease.
+	// RecordOnlyAfter is how long a queued key of a source without a forward_url has
+	// been due before this dispatcher settles it as processed, unsent, provided no
+	// dispatcher seen within ForwarderGone forwards the source: the margin for a
+	// replica that began forwarding it between that look and the lease. Default 2s.
 	RecordOnlyAfter time.Duration
-	Client          *http.Client
-	Logger          *slog.Logger
-	Metrics         *Metrics
-	Now             func() time.Time
+	// ForwarderGone is how long after a dispatcher was last seen its sources count as
+	// forwarded by no one. It is renewed every ForwarderGone/6. Default 30s.
+	ForwarderGone time.Duration
+	Client        *http.Client
+	Logger        *slog.Logger
+	Metrics       *Metrics
+	Now           func() time.Time
 }
 
 // Dispatcher hands accepted events to their source's forward_url, once each, retrying
@@ -61,11 +68,14 @@ type Dispatcher struct {
 	// forwarding and recordOnly name the configured sources with and without a
 	// forward_url. Only their keys are leased: a key of a source this configuration
 	// does not have belongs to a replica whose configuration has it (during a rolling
-	// change of the sources), and is never settled or failed here.
+	// change of the sources), and is never settled or failed here; a key of a
+	// record-only source is settled only while no other dispatcher forwards it.
 	forwarding, recordOnly []string
-	lease                  time.Duration
-	wake                   chan struct{}
-	log                    *slog.Logger
+	// id names this dispatcher among those that record what they forward.
+	id    string
+	lease time.Duration
+	wake  chan struct{}
+	log   *slog.Logger
 }
 
 // responseExcerpt bounds how much of a downstream answer is kept per attempt.
@@ -121,8 +131,12 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		}
 	}
 	if d.cfg.RecordOnlyAfter <= 0 {
-		d.cfg.RecordOnlyAfter = d.lease
+		d.cfg.RecordOnlyAfter = 2 * time.Second
 	}
+	if d.cfg.ForwarderGone <= 0 {
+		d.cfg.ForwarderGone = 30 * time.Second
+	}
+	d.id = crand.Text()
 	// Non-nil, so that a configuration with none leases none rather than every source's.
 	if d.forwarding == nil {
 		d.forwarding = []string{}
@@ -149,6 +163,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	slots := make(chan struct{}, d.cfg.Workers)
 	paused := false // the database file left its path; said once
 	go d.reportStuck(ctx)
+	if len(d.forwarding) > 0 {
+		// Seen before the first lease, and kept seen: a replica that has these sources
+		// without a forward_url must leave their keys to this one, however long it
+		// takes to work through them.
+		d.seen(ctx)
+		wg.Go(func() { d.keepSeen(ctx) })
+	}
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -199,26 +220,79 @@ func (d *Dispatcher) Run(ctx context.Context) {
 }
 
 // leaseDue leases up to limit due jobs of the configured sources: the forwarding
-// sources' first, then record-only sources' keys that have waited RecordOnlyAfter.
+// sources' first, then the keys of record-only sources that no other dispatcher forwards
+// and that have been due for RecordOnlyAfter.
 func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
 	now := d.cfg.Now()
 	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, limit, d.forwarding)
 	if err != nil || len(jobs) == limit {
 		return jobs, err
 	}
+	settle, err := d.settleable(ctx, now)
+	if err != nil {
+		return jobs, err
+	}
 	// Due at now-RecordOnlyAfter, leased until now+lease as every other job.
 	more, err := d.cfg.Store.LeaseDue(ctx, now.Add(-d.cfg.RecordOnlyAfter), d.lease+d.cfg.RecordOnlyAfter,
-		limit-len(jobs), d.recordOnly)
+		limit-len(jobs), settle)
 	return append(jobs, more...), err
+}
+
+// settleable returns the record-only sources whose keys this dispatcher may settle
+// unsent: those no dispatcher seen within ForwarderGone forwards.
+func (d *Dispatcher) settleable(ctx context.Context, now time.Time) ([]string, error) {
+	if len(d.recordOnly) == 0 {
+		return d.recordOnly, nil
+	}
+	forwarded, err := d.cfg.Store.ForwardedSources(ctx, now.Add(-d.cfg.ForwarderGone))
+	if err != nil {
+		return nil, err
+	}
+	settle := make([]string, 0, len(d.recordOnly))
+	for _, s := range d.recordOnly {
+		if !slices.Contains(forwarded, s) {
+			settle = append(settle, s)
+		}
+	}
+	return settle, nil
+}
+
+// seen records that this dispatcher runs and what it forwards.
+func (d *Dispatcher) seen(ctx context.Context) {
+	err := d.cfg.Store.DispatcherSeen(ctx, d.id, d.forwarding, d.cfg.Now())
+	if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrFileGone) {
+		d.log.Warn("recording what this dispatcher forwards failed", logErr, err)
+	}
+}
+
+// keepSeen renews seen until ctx ends, several times within ForwarderGone, so that a
+// write that fails now and then does not make this dispatcher's sources look
+// forwarded by no one.
+func (d *Dispatcher) keepSeen(ctx context.Context) {
+	t := time.NewTicker(d.cfg.ForwarderGone / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.seen(ctx)
+		}
+	}
 }
 
 // nextDue is when the earliest job leaseDue would take falls due, or the zero time.
 func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
+	now := d.cfg.Now()
 	next, err := d.cfg.Store.NextDue(ctx, d.forwarding)
 	if err != nil {
 		return time.Time{}, err
 	}
-	rec, err := d.cfg.Store.NextDue(ctx, d.recordOnly)
+	settle, err := d.settleable(ctx, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	rec, err := d.cfg.Store.NextDue(ctx, settle)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -269,9 +343,9 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	problem := payloadProblem(job)
 	switch {
 	case src.ForwardURL == "":
-		// A record-only source (or one whose forward_url was removed), and no replica
-		// with a forward_url for it took the key within RecordOnlyAfter: there is
-		// nothing to hand off, so reprocessing it completes.
+		// A record-only source (or one whose forward_url was removed) that no
+		// dispatcher forwards: there is nothing to hand off, so reprocessing it
+		// completes.
 		a.Response = "record only: the source has no forward_url"
 		res.Done = true
 	case problem != "":

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,8 +311,7 @@ func TestDispatch_ReprocessRecordOnly(t *testing.T) {
 // replicas on one database run different configurations. A replica whose configuration
 // lacks a source, or gives it no forward_url, must leave that source's queued keys to a
 // replica that forwards them: settling them unsent or failing them would lose the
-// hand-off for good. A record-only replica settles a key only once no forwarding replica
-// has taken it for RecordOnlyAfter.
+// hand-off for good.
 func TestDispatch_ReplicasWithDifferentConfigs(t *testing.T) {
 	ctx := context.Background()
 	db := storagetest.Open(t)
@@ -321,10 +321,14 @@ func TestDispatch_ReplicasWithDifferentConfigs(t *testing.T) {
 	other := storagetest.Record(t, db, &storage.Delivery{Source: "cm", Key: "c1", KeyMethod: "event_id", PayloadHash: "h",
 		ContentType: "application/json", Body: []byte(`{"id":"c1"}`)}, storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
 
-	// The old replica: ota is record-only there, and cm unknown.
+	// The old replica: ota is record-only there, and cm unknown. A replica that forwards
+	// ota is running, but has not got to its keys yet.
+	if err := db.DispatcherSeen(ctx, "new", []string{"ota", "cm"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	old := &leaseCounter{DB: db}
 	oldDisp := receiver.NewDispatcher(receiver.DispatchConfig{Store: old, Sources: []receiver.Source{otaSource(t)},
-		Poll: 10 * time.Millisecond, RecordOnlyAfter: time.Hour})
+		Poll: 10 * time.Millisecond, RecordOnlyAfter: time.Millisecond})
 	oldCtx, stopOld := context.WithCancel(ctx)
 	oldDone := make(chan struct{})
 	go func() { oldDisp.Run(oldCtx); close(oldDone) }()
@@ -367,6 +371,67 @@ func TestDispatch_ReplicasWithDifferentConfigs(t *testing.T) {
 	}
 	if atts, err := db.Attempts(ctx, "cm", "c1"); err != nil || len(atts) != 1 || atts[0].Delivery != other.ID || atts[0].Status != 202 {
 		t.Fatalf("cm/c1's attempts: %+v, %v; want the one hand-off", atts, err)
+	}
+}
+
+// TestDispatch_RecordOnlyWaitsForBusyForwarder: a replica that has a source without a
+// forward_url leaves its keys to a replica that forwards it for as long as that one is
+// seen, however far behind its downstream keeps it; once no replica has been seen
+// forwarding the source for ForwarderGone, its queued keys are settled unsent.
+func TestDispatch_RecordOnlyWaitsForBusyForwarder(t *testing.T) {
+	t.Parallel() // waits on a slow downstream, with no tight time bound
+	ctx := context.Background()
+	db := storagetest.Open(t)
+	hang := map[int]time.Duration{}
+	const n = 12
+	for i := 1; i <= n; i++ {
+		hang[i] = 100 * time.Millisecond
+	}
+	ds := newDownstream(t, 0, hang)
+	for i := range n {
+		accept(t, db, fmt.Sprintf("evt_%02d", i), fmt.Sprintf(`{"id":"evt_%02d"}`, i))
+	}
+	run := func(cfg receiver.DispatchConfig) {
+		cfg.Store, cfg.Poll = db, 10*time.Millisecond
+		d := receiver.NewDispatcher(cfg)
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	src := forwardSource(t, ds.srv.URL, 3)
+	src.AttemptTimeout = 2 * time.Second
+	run(receiver.DispatchConfig{Sources: []receiver.Source{src}, Workers: 2})
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if f, err := db.ForwardedSources(ctx, time.Now().Add(-time.Minute)); err != nil || !slices.Contains(f, "ota") {
+			return fmt.Errorf("forwarded sources %v, %v; want the forwarder seen with ota", f, err)
+		}
+		return nil
+	})
+	run(receiver.DispatchConfig{Sources: []receiver.Source{otaSource(t)}, RecordOnlyAfter: 20 * time.Millisecond})
+	for i := range n {
+		waitState(t, db, fmt.Sprintf("evt_%02d", i), storage.StateProcessed)
+	}
+	if got := ds.received(); len(got) != n {
+		t.Fatalf("downstream received %d of %d keys; the record-only replica settled the rest unsent", len(got), n)
+	}
+
+	// A forwarder gone (last seen longer ago than ForwarderGone): its source's queued
+	// key is settled by the record-only replica, unsent.
+	seenOnly := storagetest.Open(t)
+	accept(t, seenOnly, "evt_late", `{"id":"evt_late"}`)
+	if err := seenOnly.DispatcherSeen(ctx, "gone", []string{"ota"}, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: seenOnly, Sources: []receiver.Source{otaSource(t)},
+		Poll: 10 * time.Millisecond, RecordOnlyAfter: 20 * time.Millisecond})
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Run(dctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitState(t, seenOnly, "evt_late", storage.StateProcessed)
+	if atts, err := seenOnly.Attempts(ctx, "ota", "evt_late"); err != nil || len(atts) != 1 || !strings.Contains(atts[0].Response, "record only") {
+		t.Fatalf("attempts = %+v, %v; want the one record-only settlement", atts, err)
 	}
 }
 

@@ -201,6 +201,14 @@ type Store interface {
 	// empty: none) falls due, or the zero time if none.
 	NextDue(ctx context.Context, sources []string) (time.Time, error)
 
+	// DispatcherSeen records that the dispatcher id runs at now and hands the sources
+	// forwarding downstream, and forgets the dispatchers not seen for a day.
+	DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error
+
+	// ForwardedSources returns the sources that a dispatcher seen at since or later hands
+	// downstream.
+	ForwardedSources(ctx context.Context, since time.Time) ([]string, error)
+
 	// FinishAttempt records an attempt of job and moves its key on as res says, in one
 	// transaction. A key that was released, reprocessed, claimed anew or leased again
 	// meanwhile is left as it is (its attempt is still recorded). Reports whether the key

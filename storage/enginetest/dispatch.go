@@ -132,7 +132,16 @@ func TestLeaseDue_Sources(t *testing.T, e Engine) {
 	if jobs, err := db.LeaseDue(ctx, now, time.Minute, 10, []string{}); err != nil || len(jobs) != 0 {
 		t.Fatalf("leased %v, %v for no source; want nothing", jobKeys(jobs), err)
 	}
-	jobs, err := db.LeaseDue(ctx, now, time.Minute, 10, []string{"pms", "gone"})
+	// The oldest first across the sources named, the limit over all of them.
+	jobs, err := db.LeaseDue(ctx, now, time.Minute, 2, []string{"it's \"odd\"", "ota", "pms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jobKeys(jobs); !slices.Equal(got, []string{"o1", "p1"}) {
+		t.Fatalf("leased %v with a limit of 2, want the two oldest, o1 and p1", got)
+	}
+	now = now.Add(time.Minute)
+	jobs, err = db.LeaseDue(ctx, now, time.Minute, 10, []string{"pms", "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +153,56 @@ func TestLeaseDue_Sources(t *testing.T, e Engine) {
 		t.Fatalf("leased %v, %v for a source named with quotes; want q1", jobKeys(jobs), err)
 	}
 	if c, err := db.Claim(ctx, "ota", "o1"); err != nil || c.State != storage.StateProcessing || c.NextAttemptAt.After(now) {
-		t.Fatalf("ota's key: %+v, %v; want it processing and due, untouched", c, err)
+		t.Fatalf("ota's key: %+v, %v; want it processing and due, untouched since its first lease", c, err)
 	}
-	if next, err := db.NextDue(ctx, nil); err != nil || !next.Before(start) {
-		t.Fatalf("NextDue of every source = %v, %v; want ota's key, due before %v", next, err, start)
+	if next, err := db.NextDue(ctx, []string{"ota", "pms"}); err != nil || !next.Equal(now) {
+		t.Fatalf("NextDue of ota and pms = %v, %v; want ota's key, due at %v", next, err, now)
 	}
 	if jobs := lease(t, db, now, time.Minute, 10); !slices.Equal(jobKeys(jobs), []string{"o1"}) {
 		t.Fatalf("leased %v for every source, want ota's o1 (the others are leased)", jobKeys(jobs))
 	}
+}
+
+// TestDispatcherSeen: the sources forwarded are those of the dispatchers seen since the
+// time asked about, as each last said; a dispatcher not seen for a day is forgotten.
+func TestDispatcherSeen(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	now := db.Clock()
+	forwarded := func(since time.Time, want ...string) {
+		t.Helper()
+		got, err := db.ForwardedSources(ctx, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("forwarded since %v: %v, want %v", since, got, want)
+		}
+	}
+	forwarded(now.Add(-time.Hour))
+	for _, d := range []struct {
+		id      string
+		sources []string
+		at      time.Time
+	}{
+		{"a", []string{"ota", "pms"}, now},
+		{"b", []string{"ota", "cm"}, now.Add(-time.Minute)},
+		{"c", nil, now},
+		{"old", []string{"stripe"}, now.Add(-25 * time.Hour)},
+	} {
+		if err := db.DispatcherSeen(ctx, d.id, d.sources, d.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarded(now.Add(-2*time.Minute), "cm", "ota", "pms")
+	forwarded(now.Add(-30*time.Second), "ota", "pms")
+	forwarded(now.Add(time.Second))
+	// a stops forwarding pms; the day-old dispatcher is forgotten at the next sighting.
+	if err := db.DispatcherSeen(ctx, "a", []string{"ota"}, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	forwarded(now.Add(-30*time.Second), "ota")
+	forwarded(now.Add(-48*time.Hour), "cm", "ota")
 }
 
 // TestFinishAttempt: an attempt is recorded and moves its key on (retry, processed,

@@ -106,6 +106,7 @@ var tests = []struct {
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},
+	{"DispatcherSeen", TestDispatcherSeen},
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},

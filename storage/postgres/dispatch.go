@@ -11,19 +11,16 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// sqlLeaseDue leases up to $3 keys of the sources $4 (NULL: of every source) due at $2
-// until $1 and returns each with its payload,
-// oldest first. The due keys are locked FOR UPDATE SKIP LOCKED before their lease is
-// set, so that dispatchers on several replicas leasing at once never take the same key:
-// each skips the keys another is leasing right now, and a key whose lease was committed
-// meanwhile is seen with its new next_attempt_at (PostgreSQL re-checks a locked row's
-// newest version) and left out. MATERIALIZED keeps the locking select a step of its
-// own, run once, whatever plan the update gets.
-const sqlLeaseDue = `
-WITH due AS MATERIALIZED (
-	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
-		AND ($4::text[] IS NULL OR source = ANY($4::text[]))
-	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+// leaseSQL leases the keys that due selects (up to $3, due at $2) until $1 and returns
+// each with its payload, oldest first. The due keys are locked FOR UPDATE SKIP LOCKED
+// before their lease is set, so that dispatchers on several replicas leasing at once
+// never take the same key: each skips the keys another is leasing right now, and a key
+// whose lease was committed meanwhile is seen with its new next_attempt_at (PostgreSQL
+// re-checks a locked row's newest version) and left out. MATERIALIZED keeps the locking
+// select a step of its own, run once, whatever plan the update gets.
+func leaseSQL(due string) string {
+	return `
+WITH due AS MATERIALIZED (` + due + `
 ), leased AS (
 	UPDATE claims AS c SET next_attempt_at = greatest($1, coalesce(c.leased_until, 0) + 1),
 		leased_until = greatest($1, coalesce(c.leased_until, 0) + 1)
@@ -36,6 +33,26 @@ SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.upda
 	d.batch, d.batch_index, ` + sqlLeasedEnvelope + `
 FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
 ORDER BY l.id`
+}
+
+var (
+	// sqlLeaseDue leases the due keys of every source.
+	sqlLeaseDue = leaseSQL(`
+	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
+	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED`)
+	// sqlLeaseDueOf leases the due keys of the sources $4. Each source's keys are read
+	// on their own from claims_due (source, next_attempt_at, id), oldest first and at
+	// most $3, so that neither another source's due keys nor a long queue of one's own
+	// are walked: a source removed from every configuration with a backlog left behind
+	// costs nothing.
+	sqlLeaseDueOf = leaseSQL(`
+	SELECT c.id FROM unnest($4::text[]) AS s (source) CROSS JOIN LATERAL (
+		SELECT id, next_attempt_at FROM claims
+		WHERE state = 'processing' AND source = s.source AND next_attempt_at <= $2
+		ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+	) AS c
+	ORDER BY c.next_attempt_at, c.id LIMIT $3`)
+)
 
 // sqlLeasedEnvelope is sqlEnvelope of the delivery d of sqlLeaseDue.
 const sqlLeasedEnvelope = `CASE WHEN d.batch_envelope <> '' OR d.batch = 0 OR d.batch = d.id THEN d.batch_envelope
@@ -56,7 +73,11 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	var jobs []storage.Job
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		jobs = nil
-		rows, err := tx.Query(ctx, sqlLeaseDue, millis(now.Add(lease)), millis(now), upTo, sources)
+		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo}
+		if sources != nil {
+			q, args = sqlLeaseDueOf, append(args, sources)
+		}
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -94,9 +115,15 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 	if sources != nil && len(sources) == 0 {
 		return time.Time{}, nil
 	}
+	q, args := `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`, []any{}
+	if sources != nil {
+		// One look-up of the index per source: min() over source = ANY would read every
+		// queued key of each.
+		q, args = `SELECT min(m.due) FROM unnest($1::text[]) AS s (source) CROSS JOIN LATERAL (
+	SELECT min(next_attempt_at) AS due FROM claims WHERE state = 'processing' AND source = s.source) AS m`, []any{sources}
+	}
 	var next *int64
-	err := db.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'
-	AND ($1::text[] IS NULL OR source = ANY($1::text[]))`, sources).Scan(&next)
+	err := db.pool.QueryRow(ctx, q, args...).Scan(&next)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("next due: %w", err)
 	}
@@ -104,6 +131,41 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 		return time.Time{}, nil
 	}
 	return fromMillis(*next), nil
+}
+
+// DispatcherSeen records that the dispatcher id runs at now and hands the sources
+// forwarding downstream, and forgets the dispatchers not seen for a day.
+func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error {
+	if forwarding == nil {
+		forwarding = []string{}
+	}
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO dispatchers (id, forwarding, seen_at) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET forwarding = excluded.forwarding, seen_at = excluded.seen_at`, id, forwarding, millis(now)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM dispatchers WHERE seen_at < $1`, millis(now.Add(-24*time.Hour)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dispatcher seen: %w", err)
+	}
+	return nil
+}
+
+// ForwardedSources returns the sources that a dispatcher seen at since or later hands
+// downstream.
+func (db *DB) ForwardedSources(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT f FROM dispatchers, unnest(forwarding) AS f
+WHERE seen_at >= $1 ORDER BY f`, millis(since))
+	if err != nil {
+		return nil, fmt.Errorf("forwarded sources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("forwarded sources: %w", err)
+	}
+	return out, nil
 }
 
 // FinishAttempt records an attempt of job and moves its key on as res says, in one

@@ -27,8 +27,9 @@ var copiedTables = []string{
 // migrations applied, the roll-ups' fences, which only this engine has and which the
 // first roll-up sets, and the suspects' running totals, left empty with their mark at
 // 0: every suspect copied is read as after the mark, so the counts are the source's
-// from the start, and this engine's roll-up folds them in its own way (fence and all).
-var leftTables = []string{"migrations", "rollup_fences", "suspect_totals", "suspect_totals_mark"}
+// from the start, and this engine's roll-up folds them in its own way (fence and all);
+// and the running dispatchers, which the copy's serve records anew as it starts.
+var leftTables = []string{"migrations", "rollup_fences", "suspect_totals", "suspect_totals_mark", "dispatchers"}
 
 // sourceColumn is the name a column has in the SQLite engine's schema, where it differs.
 func sourceColumn(table, column string) string {

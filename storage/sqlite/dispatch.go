@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -21,19 +22,17 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	if sources != nil && len(sources) == 0 {
 		return nil, nil
 	}
-	only, err := sourceList(sources)
-	if err != nil {
-		return nil, fmt.Errorf("lease jobs: %w", err)
+	args := []any{millis(now.Add(lease)), millis(now), limit}
+	for _, s := range sources {
+		args = append(args, s)
 	}
 	var jobs []storage.Job
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		jobs = nil
 		rows, err := tx.QueryContext(ctx, `
 UPDATE claims SET next_attempt_at = max(?1, coalesce(leased_until, 0) + 1), leased_until = max(?1, coalesce(leased_until, 0) + 1)
-WHERE id IN (SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2
-	AND (?4 IS NULL OR source IN (SELECT value FROM json_each(?4)))
-	ORDER BY next_attempt_at, id LIMIT ?3)
-RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, millis(now.Add(lease)), millis(now), limit, only)
+WHERE id IN (`+sqlDue(len(sources))+`)
+RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, args...)
 		if err != nil {
 			return err
 		}
@@ -73,20 +72,48 @@ FROM deliveries WHERE id = ?`, j.Delivery).Scan(&j.DeliverySource, &j.DeliveryKe
 	return jobs, nil
 }
 
+// sqlDue selects the ids of up to ?3 keys due at ?2, oldest first: of every source when
+// sources is 0, else of the sources ?4 … ?(3+sources). Each source's keys are read on
+// their own from claims_due (source, next_attempt_at), oldest first and at most ?3, so
+// that neither another source's due keys nor a long queue of one's own are walked:
+// a source removed from every configuration with a backlog left behind costs nothing.
+func sqlDue(sources int) string {
+	if sources == 0 {
+		return `SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3`
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT id FROM (`)
+	for i := range sources {
+		if i > 0 {
+			b.WriteString(` UNION ALL `)
+		}
+		fmt.Fprintf(&b, `SELECT * FROM (SELECT id, next_attempt_at FROM claims INDEXED BY claims_due
+	WHERE state = 'processing' AND source = ?%d AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)`, 4+i)
+	}
+	b.WriteString(`) ORDER BY next_attempt_at, id LIMIT ?3`)
+	return b.String()
+}
+
 // NextDue returns when the earliest processing key of sources (nil: of every source) falls
 // due, or the zero time if none.
 func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) {
 	if sources != nil && len(sources) == 0 {
 		return time.Time{}, nil
 	}
-	only, err := sourceList(sources)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("next due: %w", err)
+	q := `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'`
+	args := make([]any, len(sources))
+	if sources != nil {
+		// One look-up of the index per source: min() over an IN list would read
+		// every queued key of each.
+		arms := make([]string, len(sources))
+		for i, s := range sources {
+			arms[i] = `SELECT (SELECT min(next_attempt_at) FROM claims INDEXED BY claims_due WHERE state = 'processing' AND source = ?) AS due`
+			args[i] = s
+		}
+		q = `SELECT min(due) FROM (` + strings.Join(arms, ` UNION ALL `) + `)`
 	}
 	var next sql.NullInt64
-	err = db.read.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM claims WHERE state = 'processing'
-	AND (?1 IS NULL OR source IN (SELECT value FROM json_each(?1)))`, only).Scan(&next)
-	if err != nil {
+	if err := db.read.QueryRowContext(ctx, q, args...).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("next due: %w", err)
 	}
 	if !next.Valid {
@@ -95,17 +122,51 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 	return fromMillis(next.Int64), nil
 }
 
-// sourceList is sources as the JSON array the queue's statements read with json_each, or
-// nil (SQL NULL) for every source.
-func sourceList(sources []string) (any, error) {
-	if sources == nil {
-		return nil, nil
+// DispatcherSeen records that the dispatcher id runs at now and hands the sources
+// forwarding downstream, and forgets the dispatchers not seen for a day.
+func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error {
+	if forwarding == nil {
+		forwarding = []string{} // [], not null: json_each reads null as one value
 	}
-	b, err := json.Marshal(sources)
+	list, err := json.Marshal(forwarding)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("dispatcher seen: %w", err)
 	}
-	return string(b), nil
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO dispatchers (id, forwarding, seen_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (id) DO UPDATE SET forwarding = excluded.forwarding, seen_at = excluded.seen_at`, id, string(list), millis(now)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM dispatchers WHERE seen_at < ?`, millis(now.Add(-24*time.Hour)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dispatcher seen: %w", err)
+	}
+	return nil
+}
+
+// ForwardedSources returns the sources that a dispatcher seen at since or later hands
+// downstream.
+func (db *DB) ForwardedSources(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT DISTINCT f.value FROM dispatchers AS d, json_each(d.forwarding) AS f
+WHERE d.seen_at >= ? ORDER BY f.value`, millis(since))
+	if err != nil {
+		return nil, fmt.Errorf("forwarded sources: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("forwarded sources: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("forwarded sources: %w", err)
+	}
+	return out, nil
 }
 
 // FinishAttempt records an attempt of job and moves its key on as res says, in one
