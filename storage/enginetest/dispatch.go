@@ -502,7 +502,11 @@ func TestLeaseDue_Replicas(t *testing.T, e Engine) {
 		wg.Go(func() {
 			<-start
 			for range keys { // bounded: each round leases at least one key or ends
-				jobs, err := db.LeaseDue(ctx, now, leaseFor, limit, nil)
+				var sources []string // every source, or by source: both ways skip what another holds
+				if w%4 >= 2 {
+					sources = []string{"cm", "ota"}
+				}
+				jobs, err := db.LeaseDue(ctx, now, leaseFor, limit, sources)
 				if err != nil {
 					t.Error(err)
 					return
