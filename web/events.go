@@ -402,7 +402,7 @@ func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
 		b.EnvelopeHeaderSize = len(storage.BatchEnvelopeHeader(d.BatchEnvelope))
 		b.EnvelopeHeaderMax = storage.BatchEnvelopeHeaderMax
 		b.EnvelopeOmitted = b.EnvelopeHeaderSize > storage.BatchEnvelopeHeaderMax
-		b.EnvelopeShared = b.HeadersURL != "" && len(d.BatchEnvelope) > storage.BatchEnvelopeHeaderMax // as intake stores it
+		b.EnvelopeShared = b.HeadersURL != "" // intake stores it with the first item only
 	}
 	for _, o := range siblings {
 		b.Items = append(b.Items, views.BatchItem{

@@ -154,8 +154,8 @@ func TestRecordBatch_Envelope(t *testing.T, e Engine) {
 }
 
 // TestRecordBatch_EnvelopeKeptOnce: an item stored without an envelope of its own, past
-// the first, is read with its first item's, whole and in its job: a large envelope is
-// stored once. Once retention has swept that first item, the others read none, and
+// the first, is read with its first item's, whole and in its job: intake stores the
+// envelope once. Once retention has swept that first item, the others read none, and
 // reading them does not fail.
 func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
 	ctx := context.Background()
