@@ -280,7 +280,7 @@ type Batch struct {
 	EnvelopeHeaderMax  int
 	EnvelopeOmitted    bool
 	// EnvelopeShared: the envelope is stored once, with the first item (HeadersURL),
-	// and read from there.
+	// and read from there; false once retention has deleted that item.
 	EnvelopeShared bool
 	// Forwarded: the source hands its events downstream (it has a forward_url).
 	Forwarded bool

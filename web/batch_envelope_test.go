@@ -132,6 +132,37 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 	})
 }
 
+// TestConsole_BatchEnvelopeFirstItemSwept: an item still owed downstream whose first
+// item, a duplicate, retention has deleted shows its envelope, its own copy now, and
+// does not send the operator to a page that is gone for it.
+func TestConsole_BatchEnvelopeFirstItemSwept(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	ctx := context.Background()
+	if err := e.db.Record(ctx, &storage.Delivery{Source: "pms", Status: 200, Key: "w0", KeyMethod: "event_id",
+		PayloadHash: "h-w0", Body: []byte(`{"id":"w0"}`)}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	items := []*storage.Delivery{
+		{Source: "pms", Status: 200, Key: "w0", KeyMethod: "event_id", PayloadHash: "h-w0", Body: []byte(`{"id":"w0"}`), BatchEnvelope: `{"live":"true"}`},
+		{Source: "pms", Status: 200, Key: "w1", KeyMethod: "event_id", PayloadHash: "h-w1", Body: []byte(`{"id":"w1"}`)},
+	}
+	if err := e.db.RecordBatch(ctx, items, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	sweepPayloads(t, e.db)
+	if code, _, _ := c.do(http.MethodGet, fmt.Sprintf("/events/%d", items[0].ID), nil); code != http.StatusNotFound {
+		t.Fatalf("the first item after the sweep: %d, want it deleted", code)
+	}
+	_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+	if got := p.testid("batch-envelope-json").text(); got != `{ "live": "true" }` {
+		t.Errorf("the item kept shows envelope %q, want its request's", got)
+	}
+	if shared := p.testid("batch-envelope-shared"); shared.len() != 0 {
+		t.Errorf("the item kept says its envelope is read from its deleted first item: %q", shared.text())
+	}
+}
+
 // TestAPI_BatchEnvelope: a delivery read whole carries its request's envelope as the
 // JSON it is, its markup escaped in the answer; a delivery that came alone has none.
 func TestAPI_BatchEnvelope(t *testing.T) {
