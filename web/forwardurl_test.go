@@ -82,6 +82,8 @@ func TestRedactURL(t *testing.T) {
 		{"https://down.example/hook?a=1#access_token=s3cr3t", "https://down.example/hook?a=xxxxx#xxxxx"},
 		{"https://down.example/hook?", "https://down.example/hook?"},
 		{"https://down.example/%zz", "(not shown: not a valid URL)"},
+		{"https:hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},
+		{"hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},
 	} {
 		if got := web.RedactURL(tc.in); got != tc.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)

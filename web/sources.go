@@ -168,6 +168,12 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(not shown: not a valid URL)"
 	}
+	if u.Opaque != "" {
+		// "https:user:secret@host/x", without "//", has no user to mask: its password
+		// is in the opaque part, as is all of "user:secret@host/x" but the user name,
+		// read as the scheme.
+		return "(not shown: not a valid URL)"
+	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); !ok {
 			u.User = url.User("xxxxx")
