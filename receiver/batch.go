@@ -262,14 +262,6 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 
 	ds := make([]storage.Delivery, len(items))
 	ptrs := make([]*storage.Delivery, len(items))
-	// Each item keeps the envelope, one string shared here, unless it is too large for
-	// a header: then only the first does, as it keeps the request's headers, and the
-	// others read it from there (storage.Delivery.BatchEnvelope). A copy with each of
-	// max_batch_items items would let one request store a thousand times its size.
-	copied := envelope
-	if len(envelope) > storage.BatchEnvelopeHeaderMax {
-		copied = ""
-	}
 	for i, item := range items {
 		der, doc, err := derive(src.Keys, r.Header, item)
 		if err != nil {
@@ -278,13 +270,14 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		}
 		ds[i] = src.delivery(r, der, doc, item, item)
 		ds[i].BatchIndex = i
-		ds[i].BatchEnvelope = copied
 		ptrs[i] = &ds[i]
 	}
-	ds[0].BatchEnvelope = envelope
-	// The request's headers are stored once, with the first item: they are the same
-	// for every item, and a thousand copies of them would cost more than the items.
+	// The request's headers and its envelope are stored once, with the first item, and
+	// the other items read the envelope from there (storage.Delivery.BatchEnvelope):
+	// both are the same for every item, and a copy with each would let a request of a
+	// thousand tiny events, duplicates included, store a thousand times their size.
 	ds[0].Headers = src.storedHeaders(r.Header)
+	ds[0].BatchEnvelope = envelope
 
 	err = rc.store.RecordBatch(r.Context(), ptrs, src.claimOptions())
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())

@@ -63,8 +63,8 @@ type Delivery struct {
 	// batched request: the request's JSON with the array of events taken out, compact
 	// (every other value as the sender wrote it); "" for a delivery that came alone.
 	// RecordBatch stores each item's as given. An item stored without one, past the
-	// first, is read with its first item's (Delivery, KeyDeliveries, LeaseDue): a large
-	// envelope is stored once, with the first item, as a request's headers are, and a
+	// first, is read with its first item's (Delivery, KeyDeliveries, LeaseDue): intake
+	// stores the envelope once, with the first item, as a request's headers are, since a
 	// copy with each of a thousand items would cost a thousand times its size.
 	BatchEnvelope string
 

@@ -2607,7 +2607,7 @@ func batchEnvelope(b Batch) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if b.Envelope == "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 253, "<p class=\"muted\" data-testid=\"batch-envelope-none\">None stored: this item was stored before hookdedup kept what a batched request holds besides its events, or its request's large envelope was kept with item 1, which retention has since deleted.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 253, "<p class=\"muted\" data-testid=\"batch-envelope-none\">None stored: this item was stored before hookdedup kept what a batched request holds besides its events.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2643,7 +2643,7 @@ func batchEnvelope(b Batch) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 257, "\">item 1</a>, and read from there: one this large is not copied to every item.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 257, "\">item 1</a>, as the request's headers are, and read from there.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

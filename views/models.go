@@ -269,7 +269,7 @@ type Batch struct {
 	// that page).
 	HeadersURL string
 	Items      []BatchItem
-	// Envelope is what the request held besides its events, pretty-printed, kept with
+	// Envelope is what the request held besides its events, pretty-printed, read with
 	// each item ("" for an item stored before envelopes were kept). EnvelopeSize is its
 	// size as stored, and EnvelopeHeaderSize as the X-Hookdedup-Batch-Envelope header
 	// carries it, escaped; EnvelopeOmitted says that is past the header's limit
@@ -280,7 +280,7 @@ type Batch struct {
 	EnvelopeHeaderMax  int
 	EnvelopeOmitted    bool
 	// EnvelopeShared: the envelope is stored once, with the first item (HeadersURL),
-	// being too large to copy to each.
+	// and read from there; false once retention has deleted that item.
 	EnvelopeShared bool
 	// Forwarded: the source hands its events downstream (it has a forward_url).
 	Forwarded bool

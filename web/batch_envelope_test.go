@@ -77,29 +77,30 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 		}
 	})
 
-	// As intake stores one larger than a header may carry: with the first item only.
+	// As intake stores every envelope, small or large: with the first item only.
 	t.Run("StoredOnce", func(t *testing.T) {
-		large := `{"Pad":"` + strings.Repeat("a", storage.BatchEnvelopeHeaderMax) + `"}`
-		items := []*storage.Delivery{
-			{Source: "pms", Status: 200, Key: "t1", KeyMethod: "event_id", PayloadHash: "t1", Body: []byte(`{}`), BatchEnvelope: large},
-			{Source: "pms", Status: 200, Key: "t2", KeyMethod: "event_id", PayloadHash: "t2", Body: []byte(`{}`)},
-		}
-		if err := e.db.RecordBatch(context.Background(), items, storage.ClaimOptions{TTL: time.Hour}); err != nil {
-			t.Fatal(err)
-		}
-		_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
-		if got := p.testid("batch-envelope-json").text(); got != `{ "Pad": "`+strings.Repeat("a", storage.BatchEnvelopeHeaderMax)+`" }` {
-			t.Errorf("the second item shows an envelope of %d bytes, want its first item's", len(got))
-		}
-		shared := p.testid("batch-envelope-shared")
-		if hrefs := shared.hrefs(); len(hrefs) != 1 || hrefs[0] != fmt.Sprintf("/events/%d", items[0].ID) {
-			t.Errorf("the second item does not say its envelope is stored with the first: %q", shared.text())
-		}
-		if p.testid("batch-envelope-omitted").len() != 1 {
-			t.Error("an envelope past the header's limit is not said to be left out of the hand-off")
-		}
-		if _, p := c.page(fmt.Sprintf("/events/%d", items[0].ID)); p.testid("batch-envelope-shared").len() != 0 {
-			t.Error("the first item says its envelope is stored elsewhere")
+		for _, envelope := range []string{`{"live":"true"}`, `{"Pad":"` + strings.Repeat("a", storage.BatchEnvelopeHeaderMax) + `"}`} {
+			items := []*storage.Delivery{
+				{Source: "pms", Status: 200, Key: "t1-" + envelope[:5], KeyMethod: "event_id", PayloadHash: "t1", Body: []byte(`{}`), BatchEnvelope: envelope},
+				{Source: "pms", Status: 200, Key: "t2-" + envelope[:5], KeyMethod: "event_id", PayloadHash: "t2", Body: []byte(`{}`)},
+			}
+			if err := e.db.RecordBatch(context.Background(), items, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+			if got, want := p.testid("batch-envelope-json").text(), strings.NewReplacer(`{`, `{ `, `}`, ` }`, `:`, `: `).Replace(envelope); got != want {
+				t.Errorf("the second item shows an envelope of %d bytes, want its first item's (%d bytes)", len(got), len(want))
+			}
+			shared := p.testid("batch-envelope-shared")
+			if hrefs := shared.hrefs(); len(hrefs) != 1 || hrefs[0] != fmt.Sprintf("/events/%d", items[0].ID) {
+				t.Errorf("envelope of %d bytes: the second item does not say it is stored with the first: %q", len(envelope), shared.text())
+			}
+			if omitted := p.testid("batch-envelope-omitted").len() == 1; omitted != (len(envelope) > storage.BatchEnvelopeHeaderMax) {
+				t.Errorf("envelope of %d bytes: said to be left out of the hand-off: %t", len(envelope), omitted)
+			}
+			if _, p := c.page(fmt.Sprintf("/events/%d", items[0].ID)); p.testid("batch-envelope-shared").len() != 0 {
+				t.Error("the first item says its envelope is stored elsewhere")
+			}
 		}
 	})
 
@@ -129,6 +130,37 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 			t.Error("a delivery that came alone shows an envelope")
 		}
 	})
+}
+
+// TestConsole_BatchEnvelopeFirstItemSwept: an item still owed downstream whose first
+// item, a duplicate, retention has deleted shows its envelope, its own copy now, and
+// does not send the operator to a page that is gone for it.
+func TestConsole_BatchEnvelopeFirstItemSwept(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.as(t, "viewer")
+	ctx := context.Background()
+	if err := e.db.Record(ctx, &storage.Delivery{Source: "pms", Status: 200, Key: "w0", KeyMethod: "event_id",
+		PayloadHash: "h-w0", Body: []byte(`{"id":"w0"}`)}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	items := []*storage.Delivery{
+		{Source: "pms", Status: 200, Key: "w0", KeyMethod: "event_id", PayloadHash: "h-w0", Body: []byte(`{"id":"w0"}`), BatchEnvelope: `{"live":"true"}`},
+		{Source: "pms", Status: 200, Key: "w1", KeyMethod: "event_id", PayloadHash: "h-w1", Body: []byte(`{"id":"w1"}`)},
+	}
+	if err := e.db.RecordBatch(ctx, items, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	sweepPayloads(t, e.db)
+	if code, _, _ := c.do(http.MethodGet, fmt.Sprintf("/events/%d", items[0].ID), nil); code != http.StatusNotFound {
+		t.Fatalf("the first item after the sweep: %d, want it deleted", code)
+	}
+	_, p := c.page(fmt.Sprintf("/events/%d", items[1].ID))
+	if got := p.testid("batch-envelope-json").text(); got != `{ "live": "true" }` {
+		t.Errorf("the item kept shows envelope %q, want its request's", got)
+	}
+	if shared := p.testid("batch-envelope-shared"); shared.len() != 0 {
+		t.Errorf("the item kept says its envelope is read from its deleted first item: %q", shared.text())
+	}
 }
 
 // TestAPI_BatchEnvelope: a delivery read whole carries its request's envelope as the

@@ -402,7 +402,9 @@ func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
 		b.EnvelopeHeaderSize = len(storage.BatchEnvelopeHeader(d.BatchEnvelope))
 		b.EnvelopeHeaderMax = storage.BatchEnvelopeHeaderMax
 		b.EnvelopeOmitted = b.EnvelopeHeaderSize > storage.BatchEnvelopeHeaderMax
-		b.EnvelopeShared = b.HeadersURL != "" && len(d.BatchEnvelope) > storage.BatchEnvelopeHeaderMax // as intake stores it
+		// Intake stores it with the first item only; once retention deletes that item,
+		// the items it keeps have their own copy.
+		b.EnvelopeShared = b.HeadersURL != "" && siblings[0].ID == d.Batch
 	}
 	for _, o := range siblings {
 		b.Items = append(b.Items, views.BatchItem{

@@ -68,7 +68,13 @@ func TestRedactURL(t *testing.T) {
 		{"https://hook:hunter2@pms.example/in", "https://hook:xxxxx@pms.example/in"},
 		{"https://tok-123@pms.example/in", "https://xxxxx@pms.example/in"},
 		{"https://pms.example:8443/in?token=tok-123&site=9", "https://pms.example:8443/in?site=xxxxx&token=xxxxx"},
-		{"https://pms.example/in?token=", "https://pms.example/in?token=xxxxx"},
+		// A name with no value may be the secret itself, a token ending in base64's "=".
+		{"https://pms.example/in?token=", "https://pms.example/in?xxxxx"},
+		{"https://down.example/hook?c2VjcmV0dG9rZW4=", "https://down.example/hook?xxxxx"},
+		{"https://down.example/hook?c2VjcmV0dG9r==", "https://down.example/hook?xxxxx"},
+		{"https://down.example/hook?secret-token=", "https://down.example/hook?xxxxx"},
+		{"https://down.example/hook?a=1&c2VjcmV0=&b=2", "https://down.example/hook?a=xxxxx&b=xxxxx&xxxxx"},
+		{"https://down.example/hook?=s3cr3t", "https://down.example/hook?=xxxxx"},
 		{"https://down.example/hook?s3cr3tT0k3n", "https://down.example/hook?xxxxx"},
 		{"https://down.example/hook?site=9&s3cr3tT0k3n&t0k3n2", "https://down.example/hook?site=xxxxx&xxxxx"},
 		{"https://down.example/hook?site=9&%zz=s3cr3t", "https://down.example/hook?site=xxxxx&xxxxx"},
@@ -76,6 +82,8 @@ func TestRedactURL(t *testing.T) {
 		{"https://down.example/hook?a=1#access_token=s3cr3t", "https://down.example/hook?a=xxxxx#xxxxx"},
 		{"https://down.example/hook?", "https://down.example/hook?"},
 		{"https://down.example/%zz", "(not shown: not a valid URL)"},
+		{"https:hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},
+		{"hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},
 	} {
 		if got := web.RedactURL(tc.in); got != tc.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)

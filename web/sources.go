@@ -155,16 +155,23 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 // the fragment become "xxxxx". A downstream that wants credentials gets them in
 // forward_url, the only place the configuration has for them, and every viewer opens
 // the event pages that name it. The names of key=value parameters stay, in order of
-// name. A parameter without "=", or whose name does not decode (or holds a semicolon,
-// which Go's query parser refuses), is no name to show: such parameters are one
-// "xxxxx" after the others, however many there are, which says that something is there
-// and not what.
+// name. A parameter without a value (none, "", or only the "=" that pads base64: a
+// token as the whole query, "?c2VjcmV0dG9rZW4="), or whose name does not decode (or
+// holds a semicolon, which Go's query parser refuses), is no name to show: such
+// parameters are one "xxxxx" after the others, however many there are, which says
+// that something is there and not what.
 func RedactURL(raw string) string {
 	if raw == "" {
 		return ""
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		return "(not shown: not a valid URL)"
+	}
+	if u.Opaque != "" {
+		// "https:user:secret@host/x", without "//", has no user to mask: its password
+		// is in the opaque part, as is all of "user:secret@host/x" but the user name,
+		// read as the scheme.
 		return "(not shown: not a valid URL)"
 	}
 	if u.User != nil {
@@ -175,11 +182,11 @@ func RedactURL(raw string) string {
 	if u.RawQuery != "" {
 		q, masked := url.Values{}, false
 		for _, p := range strings.Split(u.RawQuery, "&") {
-			k, _, ok := strings.Cut(p, "=")
+			k, v, _ := strings.Cut(p, "=")
 			name, err := url.QueryUnescape(k)
 			switch {
 			case p == "":
-			case !ok || err != nil || strings.Contains(k, ";"):
+			case strings.Trim(v, "=") == "" || err != nil || strings.Contains(k, ";"):
 				masked = true
 			default:
 				q[name] = []string{"xxxxx"}

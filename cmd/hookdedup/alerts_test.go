@@ -179,7 +179,12 @@ secret = "whsec_not*base64*TOPSECRET"`, `
 [[alert_channel]]
 name = "chat"
 type = "slack"
-secret = "hooks.example/TOPSECRET"`} {
+secret = "hooks.example/TOPSECRET"`, `
+[[alert_channel]]
+name = "ops"
+type = "webhook"
+url = "https:ops:TOPSECRET@hooks.example/alerts"
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`} {
 		_, _, err := runIn(t, table, nil, "", "serve", "--addr", "127.0.0.1:0")
 		if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
 			t.Fatalf("err = %v; want an error that does not show the secret", err)

@@ -24,7 +24,6 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
-	"github.com/hookdedup/hookdedup/web"
 )
 
 // config is the whole configuration after defaults, the file, the environment and the
@@ -1008,9 +1007,8 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)
 	}
 	if s.ForwardURL != "" {
-		u, err := url.Parse(s.ForwardURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("forward_url: %q is not an http(s) URL", web.RedactURL(s.ForwardURL))
+		if why := notHTTPURL(s.ForwardURL, false); why != "" {
+			return nil, fmt.Errorf("forward_url: is not an http(s) URL: %s (write it like https://host/path)", why)
 		}
 	}
 	switch receiver.Answer(s.Answer) {
@@ -1146,4 +1144,29 @@ func (c config) openDB(log *slog.Logger, mustExist, serving bool) (storage.Store
 	}
 	return sqlite.Open(c.Database, sqlite.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
 		Logger: log, MustExist: mustExist, NoReadAhead: !serving})
+}
+
+// notHTTPURL says why raw, a URL setting's value, is not an http(s) URL (https only,
+// when httpsOnly), and "" when it is one. It quotes none of raw, not even its scheme:
+// the setting may carry credentials in a shape that url.Parse reads otherwise than
+// meant ("https:user:secret@host/x", without "//", has no host and keeps the password
+// in its opaque part; "user:secret@host/x" has the user name for its scheme), and a
+// configuration error goes to stderr and the journal.
+func notHTTPURL(raw string, httpsOnly bool) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "it does not parse as a URL"
+	case u.Scheme == "":
+		return "it has no scheme"
+	case httpsOnly && u.Scheme != "https":
+		return "its scheme is not https"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "its scheme is not http or https"
+	case u.Opaque != "":
+		return `"//" is missing after "` + u.Scheme + `:"`
+	case u.Host == "":
+		return "it has no host"
+	}
+	return ""
 }

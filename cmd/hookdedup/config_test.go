@@ -230,6 +230,44 @@ event_id = "/id"`, nil, "", "key", "--source", "ota")
 	}
 }
 
+// TestConfig_URLSecretsNeverInErrors: a URL setting that is not an http(s) URL is
+// refused by name without quoting any of it, whatever shape its credentials take: one
+// without "//" keeps them where a URL's redaction does not look, and one without a
+// scheme has its user name for one.
+func TestConfig_URLSecretsNeverInErrors(t *testing.T) {
+	for _, tc := range []struct{ setting, toml, why string }{
+		{"forward_url", `"https:user:TOPSECRET@pms.example/in"`, `"//" is missing after "https:"`},
+		{"forward_url", `"https:TOPSECRET"`, `"//" is missing`},
+		{"forward_url", `"user:TOPSECRET@pms.example/in"`, "scheme is not http or https"},
+		{"forward_url", `"TOPSECRET@pms.example/in"`, "no scheme"},
+		{"forward_url", `"ftp://user:TOPSECRET@pms.example/in?token=TOPSECRET"`, "scheme is not http or https"},
+		{"forward_url", `"https:///in?token=TOPSECRET"`, "no host"},
+		{"forward_url", `"https://pms.example/%zz?token=TOPSECRET"`, "does not parse"},
+		{"acme_directory", `"https:acme:TOPSECRET@acme.example/dir"`, `"//" is missing after "https:"`},
+		{"acme_directory", `"http://acme:TOPSECRET@acme.example/dir"`, "scheme is not https"},
+	} {
+		conf := `
+[[source]]
+name = "ota"
+signature = "none"
+event_id = "/id"
+`
+		if tc.setting == "forward_url" {
+			conf += "forward_url = " + tc.toml + "\n"
+		} else {
+			conf = "acme_domains = [\"hooks.example.com\"]\n" + tc.setting + " = " + tc.toml + "\n" + conf
+		}
+		_, stderr, err := runIn(t, conf, nil, "", "key", "--source", "ota")
+		said := fmt.Sprint(err) + stderr
+		if err == nil || !strings.Contains(said, tc.setting) || !strings.Contains(said, tc.why) {
+			t.Errorf("%s = %s: %v; want an error naming %s and saying %q", tc.setting, tc.toml, err, tc.setting, tc.why)
+		}
+		if strings.Contains(said, "TOPSECRET") {
+			t.Errorf("%s = %s: the error quotes the secret: %s", tc.setting, tc.toml, said)
+		}
+	}
+}
+
 func TestConfig_Precedence(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "h.toml")

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/mail"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,9 +111,8 @@ func (s tlsSettings) validate() error {
 		}
 	}
 	if s.ACMEDirectory != "" {
-		u, err := url.Parse(s.ACMEDirectory)
-		if err != nil || u.Scheme != "https" || u.Host == "" {
-			return fmt.Errorf("acme_directory %q is not an https:// URL (ACME directories are served over HTTPS)", s.ACMEDirectory)
+		if why := notHTTPURL(s.ACMEDirectory, true); why != "" {
+			return fmt.Errorf("acme_directory is not an https:// URL (ACME directories are served over HTTPS): %s", why)
 		}
 	}
 	if s.HTTPAddr != "" {

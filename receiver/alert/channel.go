@@ -185,20 +185,31 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	return c, nil
 }
 
+// httpURL parses raw, the http(s) URL that setting holds. Its errors quote none of raw,
+// not even a part of it: url.Parse's quotes it whole; one without "//"
+// ("https:user:secret@host/x") keeps its password in the opaque part that a URL
+// without credentials or query would still show; "user:secret@host/x" has the user
+// name for its scheme; and a slack URL's path is its credential.
 func httpURL(setting, raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if raw == "" {
+	why := ""
+	switch {
+	case raw == "":
 		return nil, fmt.Errorf("%s: is required", setting)
+	case err != nil:
+		why = "it does not parse as a URL"
+	case u.Scheme == "":
+		why = "it has no scheme"
+	case u.Scheme != "http" && u.Scheme != "https":
+		why = "its scheme is not http or https"
+	case u.Opaque != "":
+		why = `"//" is missing after "` + u.Scheme + `:"`
+	case u.Host == "":
+		why = "it has no host"
+	default:
+		return u, nil
 	}
-	if err != nil {
-		// url.Parse's error quotes the URL whole.
-		return nil, fmt.Errorf("%s: is not an http(s) URL", setting)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// Quoted as the page shows it: without credentials and query.
-		return nil, fmt.Errorf("%s: %q is not an http(s) URL", setting, maskURL(u, false))
-	}
-	return u, nil
+	return nil, fmt.Errorf("%s: is not an http(s) URL: %s (write it like https://host/path)", setting, why)
 }
 
 // maskURL shows u without credentials and query; hostOnly shows its host alone (a slack

@@ -35,19 +35,29 @@ func TestEmail_LineBreakInAddress(t *testing.T) {
 	}
 }
 
-// TestWebhook_BadURLNotQuotedWhole: a webhook URL that is refused is not quoted with
-// the credentials or query it may hold, which the channel's target hides too.
+// TestWebhook_BadURLNotQuotedWhole: a webhook or slack URL that is refused is not
+// quoted with the credentials, query or slack path it may hold, which the channel's
+// target hides too, in whatever shape they come.
 func TestWebhook_BadURLNotQuotedWhole(t *testing.T) {
 	for _, raw := range []string{
 		"ftp://alerts:TOPSECRET@hooks.example/alerts",
 		"https://alerts:TOPSECRET@/alerts",
 		"hooks.example/alerts?token=TOPSECRET",
 		"https://hooks.example/alerts?token=TOPSECRET\x7f",
+		"https:alerts:TOPSECRET@hooks.example/alerts",
+		"alerts:TOPSECRET@hooks.example/alerts",
+		"TOPSECRET@hooks.example/alerts",
+		"hooks.slack.example/services/T0/B0/TOPSECRET",
+		"https:hooks.slack.example/services/T0/B0/TOPSECRET",
 	} {
 		_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: raw,
 			Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), "url:") || strings.Contains(err.Error(), "TOPSECRET") {
 			t.Errorf("url %q: err = %v; want a refusal naming url, without the credential", raw, err)
+		}
+		_, err = alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeSlack, URL: raw}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "url:") || strings.Contains(err.Error(), "TOPSECRET") {
+			t.Errorf("slack url %q: err = %v; want a refusal naming url, without the credential", raw, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -154,15 +155,13 @@ func TestRecordBatch_Envelope(t *testing.T, e Engine) {
 }
 
 // TestRecordBatch_EnvelopeKeptOnce: an item stored without an envelope of its own, past
-// the first, is read with its first item's, whole and in its job: a large envelope is
-// stored once. Once retention has swept that first item, the others read none, and
-// reading them does not fail.
+// the first, is read with its first item's, whole and in its job: intake stores the
+// envelope once.
 func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	clk := newClock(e, db)
-	// Item 0 repeats this key, so that it is a duplicate, owed to no one, which the
-	// retention sweep takes while the items after it wait to be handed downstream.
+	// Item 0 repeats this key, so that it is a duplicate, as in a redelivered request.
 	record(t, db, delivery("mews", "e0", "hash-e0"), day)
 	clk.Add(time.Second)
 	const envelope = `{"EnterpriseId":"851df8c8","City":"Zürich"}`
@@ -192,18 +191,73 @@ func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
 			t.Errorf("job of %s: envelope %q, want its first item's %q", j.Key, j.BatchEnvelope, envelope)
 		}
 	}
+}
 
-	clk.Add(2 * time.Minute)
-	sweepAll(t, db, clk.Now(), 100)
-	if _, err := db.Delivery(ctx, b[0].ID); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("item 0 after the sweep: %v, want it swept", err)
-	}
-	got, err := db.Delivery(ctx, b[1].ID)
-	if err != nil || got.BatchEnvelope != "" {
-		t.Fatalf("item 1, its first item swept: envelope %q, %v; want none", got.BatchEnvelope, err)
-	}
-	jobs = lease(t, db, clk.Now(), time.Minute, 10)
-	if len(jobs) != 2 || !jobs[0].Stored || jobs[0].BatchEnvelope != "" {
-		t.Fatalf("jobs after the sweep: %+v; want e1 and e2, stored, without an envelope", jobs)
+// TestSweepDeliveries_HandsOverEnvelopes: before retention deletes the first item of a
+// batched request, which keeps the request's envelope for all, every item it keeps gets
+// a copy: one still owed downstream (processing, or failed and then reprocessed) goes
+// on with its envelope. The first item here is a duplicate, owed to no one, as in a
+// redelivered request, and goes while the items after it wait. Retention deletes what
+// it deleted before, and a walk one delivery a batch, which deletes the first item
+// before it has looked at the others, hands over as much.
+func TestSweepDeliveries_HandsOverEnvelopes(t *testing.T, e Engine) {
+	for _, limit := range []int{100, 1} {
+		t.Run(fmt.Sprintf("Limit%d", limit), func(t *testing.T) {
+			ctx := context.Background()
+			db := e.Open(t)
+			clk := newClock(e, db)
+			record(t, db, delivery("mews", "e0", "hash-e0"), day)
+			clk.Add(time.Second)
+			const envelope = `{"EnterpriseId":"851df8c8","City":"Zürich"}`
+			// e0: a duplicate; e1: processing; e2: failed; e3: handed on, then expired;
+			// and a duplicate of e1.
+			b := items("mews", "e0", "e1", "e2", "e3", "e1")
+			b[0].BatchEnvelope = envelope
+			if err := db.RecordBatch(ctx, b, dispatchDay); err != nil {
+				t.Fatal(err)
+			}
+			res := map[string]storage.AttemptResult{"e2": {Failed: true, LastError: "downstream answered 500"}, "e3": {Done: true}}
+			for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+				if r, ok := res[j.Key]; ok {
+					a := storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery, StartedAt: clk.Now(), Error: r.LastError}
+					if moved, err := db.FinishAttempt(ctx, j, a, r); err != nil || !moved {
+						t.Fatalf("finish attempt of %s: moved %v, %v", j.Key, moved, err)
+					}
+				}
+			}
+			clk.Add(25 * time.Hour) // e3's claim has expired: its payload is owed no more
+			if n := sweepAll(t, db, clk.Now(), limit); n != 4 {
+				t.Errorf("the sweep deleted %d deliveries, want 4: e0 alone, items 0 and 3, and item 4, a duplicate", n)
+			}
+			for i, d := range b {
+				got, err := db.Delivery(ctx, d.ID)
+				switch {
+				case i == 1 || i == 2:
+					if err != nil || got.BatchEnvelope != envelope {
+						t.Errorf("item %d (%s), still owed, its first item swept: envelope %q, %v; want %q",
+							i, d.Key, got.BatchEnvelope, err, envelope)
+					}
+				case !errors.Is(err, storage.ErrNotFound):
+					t.Errorf("item %d (%s) after the sweep: %v, want it swept", i, d.Key, err)
+				}
+			}
+			if keyed, err := db.KeyDeliveries(ctx, "mews", "e2"); err != nil || len(keyed) != 1 || keyed[0].BatchEnvelope != envelope {
+				t.Errorf("the deliveries of e2 after the sweep: %+v, %v; want one with its request's envelope", keyed, err)
+			}
+			if _, err := db.ReleaseKey(ctx, storage.Release{Source: "mews", Key: "e2", Actor: "sam",
+				Reason: "downstream is back", Reprocess: true}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Add(time.Hour) // past e1's lease
+			jobs := lease(t, db, clk.Now(), time.Minute, 10)
+			if got := jobKeys(jobs); !slices.Equal(got, []string{"e1", "e2"}) {
+				t.Fatalf("leased %v after the sweep, want e1 and e2", got)
+			}
+			for _, j := range jobs {
+				if !j.Stored || j.BatchEnvelope != envelope {
+					t.Errorf("job of %s after the sweep: stored %t, envelope %q; want its request's %q", j.Key, j.Stored, j.BatchEnvelope, envelope)
+				}
+			}
+		})
 	}
 }

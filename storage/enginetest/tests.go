@@ -85,6 +85,7 @@ var tests = []struct {
 	{"FourEyes_ClaimedAnew", TestFourEyes_ClaimedAnew},
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
+	{"SweepDeliveries_HandsOverEnvelopes", TestSweepDeliveries_HandsOverEnvelopes},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},
 	{"Suspects", TestSuspects},
 	{"ReviewSuspect", TestReviewSuspect},

@@ -185,10 +185,11 @@ func TestImport(t *testing.T) {
 	}
 }
 
-// TestImport_BatchEnvelope: what a batched request held besides its events arrives in
-// PostgreSQL with each of its items, byte for byte (its non-ASCII text, its numbers as
-// sent), and a copied item still owed downstream is leased with it, so that the
-// replicas hand it on as the SQLite setup would have.
+// TestImport_BatchEnvelope: what a batched request held besides its events, stored
+// with its first item as intake stores it, arrives in PostgreSQL and is read with each
+// of its items, byte for byte (its non-ASCII text, its numbers as sent), and a copied
+// item still owed downstream is leased with it, so that the replicas hand it on as the
+// SQLite setup would have.
 func TestImport_BatchEnvelope(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
@@ -198,7 +199,7 @@ func TestImport_BatchEnvelope(t *testing.T) {
 	b := []*storage.Delivery{
 		{Source: "mews", Status: 200, Key: "e0", KeyMethod: "derived", PayloadHash: "x0", BatchEnvelope: envelope,
 			Body: []byte(`{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"0"}}`)},
-		{Source: "mews", Status: 200, Key: "e1", KeyMethod: "derived", PayloadHash: "x1", BatchEnvelope: envelope,
+		{Source: "mews", Status: 200, Key: "e1", KeyMethod: "derived", PayloadHash: "x1",
 			Body: []byte(`{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"1"}}`)},
 	}
 	if err := lite.RecordBatch(ctx, b, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {

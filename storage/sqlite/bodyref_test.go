@@ -262,8 +262,8 @@ func TestRestore_DuplicateBodyByReference(t *testing.T) {
 	wantWhole(t, rdb, dup.ID, first.Body, "Webhook-Signature", "v1,second")
 }
 
-// The writer's look-up of holders and the sweep's hand-over of bodies go through
-// indexes: neither reads every claim or every delivery.
+// The writer's look-up of holders and the sweep's hand-over of bodies and of envelopes
+// go through indexes: none reads every claim or every delivery.
 func TestDB_BodyByReferencePlans(t *testing.T) {
 	ctx := context.Background()
 	db := storagetest.Open(t)
@@ -275,8 +275,12 @@ func TestDB_BodyByReferencePlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("holders:\n%s\nhand-over:\n%s", holders, handOver)
-	for _, plan := range []string{holders, handOver} {
+	envelopes, err := db.ExplainHandOverEnvelopes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("holders:\n%s\nhand-over:\n%s\nenvelopes:\n%s", holders, handOver, envelopes)
+	for _, plan := range []string{holders, handOver, envelopes} {
 		for _, line := range strings.Split(plan, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "SCAN") && !strings.Contains(line, "VALUES CLAUSE") {
 				t.Errorf("plan reads a whole table or index: %q in\n%s", line, plan)
