@@ -279,7 +279,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	ds[0].Headers = src.storedHeaders(r.Header)
 	ds[0].BatchEnvelope = envelope
 
-	err = rc.store.RecordBatch(r.Context(), ptrs, src.claimOptions())
+	err = rc.store.RecordBatch(r.Context(), ptrs, rc.claimOptions(src))
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if !errors.Is(err, storage.ErrFileGone) {

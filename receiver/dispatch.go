@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -72,10 +73,13 @@ type Dispatcher struct {
 	// record-only source is settled only while no other dispatcher forwards it.
 	forwarding, recordOnly []string
 	// id names this dispatcher among those that record what they forward.
-	id    string
-	lease time.Duration
-	wake  chan struct{}
-	log   *slog.Logger
+	id string
+	// elsewhere holds the record-only sources that other dispatchers were last seen
+	// forwarding (ForwardedElsewhere).
+	elsewhere atomic.Pointer[[]string]
+	lease     time.Duration
+	wake      chan struct{}
+	log       *slog.Logger
 }
 
 // responseExcerpt bounds how much of a downstream answer is kept per attempt.
@@ -170,6 +174,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		d.seen(ctx)
 		wg.Go(func() { d.keepSeen(ctx) })
 	}
+	if len(d.recordOnly) > 0 {
+		d.settleable(ctx, d.cfg.Now())
+		wg.Go(func() { d.watchForwarders(ctx) })
+	}
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -249,12 +257,40 @@ func (d *Dispatcher) settleable(ctx context.Context, now time.Time) ([]string, e
 		return nil, err
 	}
 	settle := make([]string, 0, len(d.recordOnly))
+	var elsewhere []string
 	for _, s := range d.recordOnly {
-		if !slices.Contains(forwarded, s) {
+		if slices.Contains(forwarded, s) {
+			elsewhere = append(elsewhere, s)
+		} else {
 			settle = append(settle, s)
 		}
 	}
+	d.elsewhere.Store(&elsewhere)
 	return settle, nil
+}
+
+// ForwardedElsewhere reports whether source, which this configuration has without a
+// forward_url, was last seen forwarded by another replica's dispatcher: intake then
+// queues its deliveries for that one rather than settling them at once. It never
+// blocks: it reads what the dispatcher last found, at most ForwarderGone/6 ago.
+func (d *Dispatcher) ForwardedElsewhere(source string) bool {
+	p := d.elsewhere.Load()
+	return p != nil && slices.Contains(*p, source)
+}
+
+// watchForwarders keeps ForwardedElsewhere current until ctx ends, also while the
+// dispatcher is too busy with its own sources to look.
+func (d *Dispatcher) watchForwarders(ctx context.Context) {
+	t := time.NewTicker(d.cfg.ForwarderGone / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.settleable(ctx, d.cfg.Now())
+		}
+	}
 }
 
 // seen records that this dispatcher runs and what it forwards.

@@ -435,6 +435,63 @@ func TestDispatch_RecordOnlyWaitsForBusyForwarder(t *testing.T) {
 	}
 }
 
+// TestDispatch_RecordOnlyIntakeWhileForwardedElsewhere: a delivery taken in by a replica
+// that has its source without a forward_url, while another replica forwards the source,
+// is queued rather than settled at once, and the forwarding replica hands it on; once
+// no replica forwards the source any more, intake settles its deliveries at once again.
+func TestDispatch_RecordOnlyIntakeWhileForwardedElsewhere(t *testing.T) {
+	t.Parallel() // waits for a forwarder to count as gone, with no tight time bound
+	ctx := context.Background()
+	ds := newDownstream(t, 0, nil)
+	e := newEnv(t, sqlite.Options{})
+	if err := e.db.DispatcherSeen(ctx, "new", []string{"ota"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recordOnly := receiver.NewDispatcher(receiver.DispatchConfig{Store: e.db, Sources: []receiver.Source{otaSource(t)},
+		Poll: 10 * time.Millisecond, RecordOnlyAfter: time.Millisecond, ForwarderGone: 3 * time.Second})
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { recordOnly.Run(dctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if !recordOnly.ForwardedElsewhere("ota") {
+			return errors.New("the record-only replica has not seen ota forwarded elsewhere")
+		}
+		return nil
+	})
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{otaSource(t)}, Store: e.db, MaxBody: 4096,
+		ForwardedElsewhere: recordOnly.ForwardedElsewhere})
+	e.srv = serveReceiver(t, rc, nil)
+	if code, a, _ := e.post(t, "ota", "msg_1", cancellation, nil); code != 200 || a.Status != "accepted" {
+		t.Fatalf("delivery: %d %+v", code, a)
+	}
+	if c, err := e.db.Claim(ctx, "ota", "msg_1"); err != nil || c.State != storage.StateProcessing {
+		t.Fatalf("claim = %+v, %v; want it queued for the replica that forwards ota", c, err)
+	}
+	// The forwarding replica hands it on.
+	forwarding := forwardSource(t, ds.srv.URL, 3)
+	_, stop := runDispatcher(t, e.db, forwarding)
+	waitState(t, e.db, "msg_1", storage.StateProcessed)
+	if got := ds.received(); got["ota:msg_1"] != 1 {
+		t.Fatalf("downstream received %v, want ota:msg_1 once", got)
+	}
+
+	// The forwarding replica stops, and is soon counted gone.
+	stop()
+	storagetest.Eventually(t, 20*time.Second, func() error {
+		if recordOnly.ForwardedElsewhere("ota") {
+			return errors.New("the record-only replica still sees ota forwarded elsewhere")
+		}
+		return nil
+	})
+	if code, a, _ := e.post(t, "ota", "msg_2", cancellation, nil); code != 200 || a.Status != "accepted" {
+		t.Fatalf("delivery: %d %+v", code, a)
+	}
+	if c, err := e.db.Claim(ctx, "ota", "msg_2"); err != nil || c.State != storage.StateProcessed || c.Attempts != 0 {
+		t.Fatalf("claim = %+v, %v; want it settled at once, unsent, with no replica forwarding ota", c, err)
+	}
+}
+
 // TestDispatcher_PausesOnceFileGone: once the database file has left its path, the
 // dispatcher leases nothing, so it hands nothing downstream and counts no attempt: a
 // hand-off recorded only in the removed file would be lost at the restart, and made

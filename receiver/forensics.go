@@ -276,6 +276,16 @@ func (s *Source) claimOptions() storage.ClaimOptions {
 	return opt
 }
 
+// claimOptions is how src's deliveries are claimed on this replica: also queued for
+// dispatch, though src has no forward_url here, while another replica forwards it.
+func (rc *Receiver) claimOptions(src *Source) storage.ClaimOptions {
+	opt := src.claimOptions()
+	if !opt.Dispatch && rc.elsewhere(src.Name) {
+		opt.Dispatch = true
+	}
+	return opt
+}
+
 // ProbeFor describes, for a read-only lookup (WouldFlag of a storage engine), what a delivery of
 // body with headers h to src would be checked for at now: its key, its business key
 // and its correlation keys, and the payload hash and money a duplicate is compared on.

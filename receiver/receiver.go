@@ -113,6 +113,11 @@ type Config struct {
 	// OnAccepted, if set, is called after an accepted delivery whose source forwards
 	// downstream has committed (a wake-up for the dispatcher; it must not block).
 	OnAccepted func()
+	// ForwardedElsewhere, if set, reports whether a source that this configuration has
+	// without a forward_url is forwarded by another replica (Dispatcher's): its
+	// deliveries are then queued for that replica instead of settled at once, as while
+	// the replicas' configurations change one at a time.
+	ForwardedElsewhere func(source string) bool
 	// Rejections bounds the unauthenticated rejections stored individually (the rest
 	// are counted); the zero value takes the defaults.
 	Rejections RejectionLimits
@@ -130,9 +135,11 @@ type Receiver struct {
 	now     func() time.Time
 	clock   func() time.Time
 	wake    func()
-	bufs    sync.Pool
-	rejects *rejections
-	skew    skewWindow // of the last hour's signed deliveries
+	// elsewhere is Config.ForwardedElsewhere, never nil.
+	elsewhere func(source string) bool
+	bufs      sync.Pool
+	rejects   *rejections
+	skew      skewWindow // of the last hour's signed deliveries
 	// storeFails bounds the log lines of deliveries and batches not stored (storefail.go).
 	storeFails storeFailures
 }
@@ -140,14 +147,18 @@ type Receiver struct {
 // New returns a Receiver for cfg.
 func New(cfg Config) *Receiver {
 	rc := &Receiver{
-		sources: make(map[string]*Source, len(cfg.Sources)),
-		store:   cfg.Store,
-		maxBody: cfg.MaxBody,
-		log:     cfg.Logger,
-		metrics: cfg.Metrics,
-		now:     cfg.Now,
-		clock:   cfg.Clock,
-		wake:    cfg.OnAccepted,
+		sources:   make(map[string]*Source, len(cfg.Sources)),
+		store:     cfg.Store,
+		maxBody:   cfg.MaxBody,
+		log:       cfg.Logger,
+		metrics:   cfg.Metrics,
+		now:       cfg.Now,
+		clock:     cfg.Clock,
+		wake:      cfg.OnAccepted,
+		elsewhere: cfg.ForwardedElsewhere,
+	}
+	if rc.elsewhere == nil {
+		rc.elsewhere = func(string) bool { return false }
 	}
 	// A sender that has the path wrong (a typo, another source's URL) still sends its
 	// token: every source, and a path that names none, redacts the token headers of all.
@@ -377,7 +388,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	dv := src.delivery(r, der, doc, event, body)
 	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
-	err = rc.store.Record(r.Context(), d, src.claimOptions())
+	err = rc.store.Record(r.Context(), d, rc.claimOptions(src))
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		// Storage says once that its file is gone; any other failure is logged at most

@@ -204,6 +204,9 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		Logger:     p.log,
 		Metrics:    p.metrics,
 		OnAccepted: p.dispatcher.Wake,
+		// During a change of the sources one replica at a time, a source this one
+		// records only may be forwarded by another: its deliveries wait for that one.
+		ForwardedElsewhere: p.dispatcher.ForwardedElsewhere,
 	})
 	intake := http.NewServeMux()
 	p.intake.Register(intake)

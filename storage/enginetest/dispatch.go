@@ -158,8 +158,20 @@ func TestLeaseDue_Sources(t *testing.T, e Engine) {
 	if next, err := db.NextDue(ctx, []string{"ota", "pms"}); err != nil || !next.Equal(now) {
 		t.Fatalf("NextDue of ota and pms = %v, %v; want ota's key, due at %v", next, err, now)
 	}
-	if jobs := lease(t, db, now, time.Minute, 10); !slices.Equal(jobKeys(jobs), []string{"o1"}) {
-		t.Fatalf("leased %v for every source, want ota's o1 (the others are leased)", jobKeys(jobs))
+	// A configuration of a thousand sources, more than one SQL compound may join.
+	many := []string{"pms"}
+	for i := range 1200 {
+		many = append(many, fmt.Sprintf("s%04d", i))
+	}
+	many = append(many, "ota")
+	if next, err := db.NextDue(ctx, many); err != nil || !next.Equal(now) {
+		t.Fatalf("NextDue of %d sources = %v, %v; want ota's key, due at %v", len(many), next, err, now)
+	}
+	if jobs, err := db.LeaseDue(ctx, now.Add(-time.Second), time.Minute, 10, many); err != nil || len(jobs) != 0 {
+		t.Fatalf("leased %v, %v of %d sources before anything was due; want nothing", jobKeys(jobs), err, len(many))
+	}
+	if jobs, err := db.LeaseDue(ctx, now, time.Minute, 10, many); err != nil || !slices.Equal(jobKeys(jobs), []string{"o1"}) {
+		t.Fatalf("leased %v, %v of %d sources, want ota's o1 (the others are leased)", jobKeys(jobs), err, len(many))
 	}
 }
 

@@ -262,8 +262,9 @@ func TestRestore_DuplicateBodyByReference(t *testing.T) {
 	wantWhole(t, rdb, dup.ID, first.Body, "Webhook-Signature", "v1,second")
 }
 
-// The writer's look-up of holders and the sweep's hand-over of bodies and of envelopes
-// go through indexes: none reads every claim or every delivery.
+// The writer's look-up of holders, the sweep's hand-over of bodies and its delete (which
+// looks for the items that still read a first item's envelope) go through indexes: none
+// reads every claim or every delivery.
 func TestDB_BodyByReferencePlans(t *testing.T) {
 	ctx := context.Background()
 	db := storagetest.Open(t)
@@ -275,11 +276,11 @@ func TestDB_BodyByReferencePlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envelopes, err := db.ExplainHandOverEnvelopes(ctx)
+	envelopes, err := db.ExplainSweepDeliveries(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("holders:\n%s\nhand-over:\n%s\nenvelopes:\n%s", holders, handOver, envelopes)
+	t.Logf("holders:\n%s\nhand-over:\n%s\ndelete:\n%s", holders, handOver, envelopes)
 	for _, plan := range []string{holders, handOver, envelopes} {
 		for _, line := range strings.Split(plan, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "SCAN") && !strings.Contains(line, "VALUES CLAUSE") {

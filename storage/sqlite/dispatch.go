@@ -81,17 +81,30 @@ func sqlDue(sources int) string {
 	if sources == 0 {
 		return `SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3`
 	}
-	var b strings.Builder
-	b.WriteString(`SELECT id FROM (`)
-	for i := range sources {
-		if i > 0 {
-			b.WriteString(` UNION ALL `)
-		}
-		fmt.Fprintf(&b, `SELECT * FROM (SELECT id, next_attempt_at FROM claims INDEXED BY claims_due
+	arms := make([]string, sources)
+	for i := range arms {
+		arms[i] = fmt.Sprintf(`SELECT * FROM (SELECT id, next_attempt_at FROM claims INDEXED BY claims_due
 	WHERE state = 'processing' AND source = ?%d AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)`, 4+i)
 	}
-	b.WriteString(`) ORDER BY next_attempt_at, id LIMIT ?3`)
-	return b.String()
+	return `SELECT id FROM (` + unionAll(arms, func(u string) string { return `SELECT * FROM (` + u + `)` }) +
+		`) ORDER BY next_attempt_at, id LIMIT ?3`
+}
+
+// maxCompound is how many selects one UNION ALL joins at most: SQLite refuses more
+// than 500 (SQLITE_MAX_COMPOUND_SELECT).
+const maxCompound = 400
+
+// unionAll joins arms with UNION ALL, nesting them maxCompound at a time, each group
+// made a select of its own by group, so that no compound joins more than maxCompound.
+func unionAll(arms []string, group func(union string) string) string {
+	for len(arms) > maxCompound {
+		var groups []string
+		for chunk := range slices.Chunk(arms, maxCompound) {
+			groups = append(groups, group(strings.Join(chunk, ` UNION ALL `)))
+		}
+		arms = groups
+	}
+	return strings.Join(arms, ` UNION ALL `)
 }
 
 // NextDue returns when the earliest processing key of sources (nil: of every source) falls
@@ -110,7 +123,7 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 			arms[i] = `SELECT (SELECT min(next_attempt_at) FROM claims INDEXED BY claims_due WHERE state = 'processing' AND source = ?) AS due`
 			args[i] = s
 		}
-		q = `SELECT min(due) FROM (` + strings.Join(arms, ` UNION ALL `) + `)`
+		q = `SELECT min(due) FROM (` + unionAll(arms, func(u string) string { return `SELECT min(due) AS due FROM (` + u + `)` }) + `)`
 	}
 	var next sql.NullInt64
 	if err := db.read.QueryRowContext(ctx, q, args...).Scan(&next); err != nil {

@@ -132,10 +132,10 @@ func (db *DB) ExplainHandOverBodies(ctx context.Context) (string, error) {
 	return db.explain(ctx, sqlHandOverBodies, 1, 0, 1000, 1)
 }
 
-// ExplainHandOverEnvelopes returns the query plan of the retention sweep's hand-over of
-// a request's envelope to the items of a first item it deletes.
-func (db *DB) ExplainHandOverEnvelopes(ctx context.Context) (string, error) {
-	return db.explain(ctx, sqlHandOverEnvelopes, 1, 0, 1000, 1)
+// ExplainSweepDeliveries returns the query plan of the retention sweep's delete, which
+// keeps the first items whose envelope other items still read.
+func (db *DB) ExplainSweepDeliveries(ctx context.Context) (string, error) {
+	return db.explain(ctx, sqlSweepDeliveries, 1, 0, 1000, 1)
 }
 
 // ExplainReceivedSince returns the query plans of the binary search of receipt times:

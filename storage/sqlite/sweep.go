@@ -122,11 +122,7 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 		if _, err := tx.ExecContext(ctx, sqlHandOverBodies, args...); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, sqlHandOverEnvelopes, args...); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM deliveries
-		WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT `+sqlOwed, args...)
+		res, err := tx.ExecContext(ctx, sqlSweepDeliveries, args...)
 		if err != nil {
 			return err
 		}
@@ -160,17 +156,18 @@ WHERE id IN (
 	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
 	AND (d.id > ?3 OR d.received_at >= ?4))`
 
-// sqlHandOverEnvelopes gives its own copy of its request's envelope to every item of a
-// batched request whose first item, which keeps the envelope for all (intake stores it
-// there once), the sweep's DELETE (same ?1 to ?4) is about to delete, and that is not
-// deleted itself: an item still owed downstream would otherwise be handed on, or
-// reprocessed, without what its request said of all its events. The first item can go
-// before the others, being a duplicate (a redelivered request's) or settled sooner.
-var sqlHandOverEnvelopes = `
-UPDATE deliveries SET batch_envelope = (SELECT f.batch_envelope FROM deliveries AS f WHERE f.id = deliveries.batch)
-WHERE id IN (
-	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.batch = f.id AND d.batch != 0
-	WHERE f.id > ?2 AND f.id <= ?3 AND f.received_at < ?4 AND f.batch = f.id AND f.batch_envelope != ''
-	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
-	AND d.id != f.id AND d.batch_envelope = ''
-	AND (d.id > ?3 OR d.received_at >= ?4 OR ` + strings.ReplaceAll(sqlOwed, "deliveries.", "d.") + `))`
+// sqlSweepDeliveries deletes the deliveries with ids in (?2, ?3] received before ?4 that
+// nothing needs at ?1: neither owed downstream nor holding an envelope still read.
+var sqlSweepDeliveries = `DELETE FROM deliveries
+WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT ` + sqlOwed + ` AND NOT ` + sqlEnvelopeNeeded
+
+// sqlEnvelopeNeeded is true for the first item of a batched request, which keeps the
+// request's envelope for all its items (intake stores it there once), while another
+// item that reads it from there outlives the sweep's DELETE (same ?1 to ?4): one still
+// owed downstream, or one past this batch of the walk. The first item can come due
+// before the others, being a duplicate (a redelivered request's) or settled sooner; it
+// is then kept, and a later walk deletes it once they are gone. Copying the envelope to
+// each item kept instead would store a large one up to a thousand times.
+var sqlEnvelopeNeeded = `(deliveries.batch = deliveries.id AND deliveries.batch_envelope != '' AND EXISTS (
+	SELECT 1 FROM deliveries AS s WHERE s.batch = deliveries.id AND s.batch != 0 AND s.id != deliveries.id AND s.batch_envelope = ''
+	AND (s.id > ?3 OR s.received_at >= ?4 OR ` + strings.ReplaceAll(sqlOwed, "deliveries.", "s.") + `)))`
