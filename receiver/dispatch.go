@@ -167,17 +167,20 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	slots := make(chan struct{}, d.cfg.Workers)
 	paused := false // the database file left its path; said once
 	go d.reportStuck(ctx)
-	if len(d.forwarding) > 0 {
-		// Seen before the first lease, and kept seen: a replica that has these sources
-		// without a forward_url must leave their keys to this one, however long it
-		// takes to work through them.
-		d.seen(ctx)
-		wg.Go(func() { d.keepSeen(ctx) })
-	}
-	if len(d.recordOnly) > 0 {
-		d.settleable(ctx, d.cfg.Now())
-		wg.Go(func() { d.watchForwarders(ctx) })
-	}
+	// Before the first lease, and then every ForwarderGone/6.
+	d.lookAround(ctx)
+	wg.Go(func() {
+		t := time.NewTicker(d.cfg.ForwarderGone / 6)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				d.lookAround(ctx)
+			}
+		}
+	})
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -278,42 +281,20 @@ func (d *Dispatcher) ForwardedElsewhere(source string) bool {
 	return p != nil && slices.Contains(*p, source)
 }
 
-// watchForwarders keeps ForwardedElsewhere current until ctx ends, also while the
-// dispatcher is too busy with its own sources to look.
-func (d *Dispatcher) watchForwarders(ctx context.Context) {
-	t := time.NewTicker(d.cfg.ForwarderGone / 6)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.settleable(ctx, d.cfg.Now())
+// lookAround records what this dispatcher forwards, several times within ForwarderGone
+// so that a write that fails now and then does not make its sources look forwarded by
+// no one: a replica that has them without a forward_url must leave their keys to this
+// one, however long it takes to work through them. It also keeps ForwardedElsewhere
+// current, even while the dispatcher is too busy with its own sources to look.
+func (d *Dispatcher) lookAround(ctx context.Context) {
+	if len(d.forwarding) > 0 {
+		err := d.cfg.Store.DispatcherSeen(ctx, d.id, d.forwarding, d.cfg.Now())
+		if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrFileGone) {
+			d.log.Warn("recording what this dispatcher forwards failed", logErr, err)
 		}
 	}
-}
-
-// seen records that this dispatcher runs and what it forwards.
-func (d *Dispatcher) seen(ctx context.Context) {
-	err := d.cfg.Store.DispatcherSeen(ctx, d.id, d.forwarding, d.cfg.Now())
-	if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrFileGone) {
-		d.log.Warn("recording what this dispatcher forwards failed", logErr, err)
-	}
-}
-
-// keepSeen renews seen until ctx ends, several times within ForwarderGone, so that a
-// write that fails now and then does not make this dispatcher's sources look
-// forwarded by no one.
-func (d *Dispatcher) keepSeen(ctx context.Context) {
-	t := time.NewTicker(d.cfg.ForwarderGone / 6)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.seen(ctx)
-		}
+	if len(d.recordOnly) > 0 {
+		d.settleable(ctx, d.cfg.Now())
 	}
 }
 
