@@ -30,7 +30,7 @@ WITH due AS MATERIALIZED (` + due + `
 SELECT l.id, l.source, l.key, l.first_delivery, l.attempts, l.claimed_at, l.updated_at, l.leased_until,
 	d.id IS NOT NULL, d.source, d.key, d.content_type,
 	CASE WHEN d.body_from = 0 THEN d.body ELSE (SELECT b.body FROM deliveries AS b WHERE b.id = d.body_from) END,
-	d.batch, d.batch_index, ` + sqlLeasedEnvelope + `
+	d.batch, d.batch_index, ` + envelopeOf("d") + `
 FROM leased AS l LEFT JOIN deliveries AS d ON d.id = l.first_delivery
 ORDER BY l.id`
 }
@@ -53,10 +53,6 @@ var (
 	) AS c
 	ORDER BY c.next_attempt_at, c.id LIMIT $3`)
 )
-
-// sqlLeasedEnvelope is sqlEnvelope of the delivery d of sqlLeaseDue.
-const sqlLeasedEnvelope = `CASE WHEN d.batch_envelope <> '' OR d.batch = 0 OR d.batch = d.id THEN d.batch_envelope
-	ELSE coalesce((SELECT f.batch_envelope FROM deliveries AS f WHERE f.id = d.batch), '') END`
 
 // LeaseDue returns up to limit jobs of sources (nil: of every source) due at now, oldest
 // first, and leases them until now+lease: another dispatcher, on this replica or another,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,12 +34,18 @@ const (
 
 	// sqlEnvelope is a delivery's batch envelope, in a query of the deliveries table
 	// not aliased: its own, or, an item past the first that stores none, its first
-	// item's (the one its batch names), where a request's large envelope is kept once
+	// item's (the one its batch names), where intake keeps a request's envelope once
 	// (Delivery.BatchEnvelope). A delivery that came alone, and an item stored before
 	// envelopes were kept, read "". Only a delivery read whole pays for the look-up.
-	sqlEnvelope = `CASE WHEN batch_envelope <> '' OR batch = 0 OR batch = id THEN batch_envelope
+	sqlEnvelope = `CASE WHEN deliveries.batch_envelope <> '' OR deliveries.batch = 0 OR deliveries.batch = deliveries.id
+	THEN deliveries.batch_envelope
 	ELSE coalesce((SELECT f.batch_envelope FROM deliveries AS f WHERE f.id = deliveries.batch), '') END`
 )
+
+// envelopeOf is sqlEnvelope of the delivery that alias names.
+func envelopeOf(alias string) string {
+	return strings.ReplaceAll(sqlEnvelope, "deliveries.", alias+".")
+}
 
 type scanner interface{ Scan(dest ...any) error }
 
