@@ -259,17 +259,25 @@ func (d *Dispatcher) settleable(ctx context.Context, now time.Time) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	settle := make([]string, 0, len(d.recordOnly))
 	var elsewhere []string
 	for _, s := range d.recordOnly {
 		if slices.Contains(forwarded, s) {
 			elsewhere = append(elsewhere, s)
-		} else {
-			settle = append(settle, s)
 		}
 	}
 	d.elsewhere.Store(&elsewhere)
-	return settle, nil
+	return d.unforwarded(), nil
+}
+
+// unforwarded is recordOnly less the sources ForwardedElsewhere last found forwarded.
+func (d *Dispatcher) unforwarded() []string {
+	settle := make([]string, 0, len(d.recordOnly))
+	for _, s := range d.recordOnly {
+		if !d.ForwardedElsewhere(s) {
+			settle = append(settle, s)
+		}
+	}
+	return settle
 }
 
 // ForwardedElsewhere reports whether source, which this configuration has without a
@@ -300,16 +308,13 @@ func (d *Dispatcher) lookAround(ctx context.Context) {
 
 // nextDue is when the earliest job leaseDue would take falls due, or the zero time.
 func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
-	now := d.cfg.Now()
 	next, err := d.cfg.Store.NextDue(ctx, d.forwarding)
 	if err != nil {
 		return time.Time{}, err
 	}
-	settle, err := d.settleable(ctx, now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	rec, err := d.cfg.Store.NextDue(ctx, settle)
+	// Who forwards as last read: this only times the next look, and leaseDue reads
+	// afresh before it settles anything (and keeps what it read for the next sleep).
+	rec, err := d.cfg.Store.NextDue(ctx, d.unforwarded())
 	if err != nil {
 		return time.Time{}, err
 	}
