@@ -5,6 +5,13 @@ import (
 	"unicode/utf16"
 )
 
+// DispatcherForgetAfter is how long the record of a dispatcher not seen since is kept
+// (Store.DispatcherSeen). A dispatcher's sources count as forwarded by no one half a
+// minute after it was last seen; its record is kept well past that, and no longer: a
+// forwarder restarting in a loop leaves a record under a new id at every start, and
+// every lease of a record-only source reads them all.
+const DispatcherForgetAfter = 10 * time.Minute
+
 // Job is an accepted event due downstream, leased to one dispatcher.
 type Job struct {
 	ClaimID     int64

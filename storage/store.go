@@ -202,7 +202,7 @@ type Store interface {
 	NextDue(ctx context.Context, sources []string) (time.Time, error)
 
 	// DispatcherSeen records that the dispatcher id runs at now and hands the sources
-	// forwarding downstream, and forgets the dispatchers not seen for a day.
+	// forwarding downstream, and forgets the dispatchers not seen for DispatcherForgetAfter.
 	DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error
 
 	// ForwardedSources returns the sources that a dispatcher seen at since or later hands

@@ -176,7 +176,9 @@ func TestLeaseDue_Sources(t *testing.T, e Engine) {
 }
 
 // TestDispatcherSeen: the sources forwarded are those of the dispatchers seen since the
-// time asked about, as each last said; a dispatcher not seen for a day is forgotten.
+// time asked about, as each last said; a dispatcher not seen for
+// storage.DispatcherForgetAfter is forgotten at the next sighting of any, one seen just
+// before that is kept.
 func TestDispatcherSeen(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
@@ -200,7 +202,9 @@ func TestDispatcherSeen(t *testing.T, e Engine) {
 		{"a", []string{"ota", "pms"}, now},
 		{"b", []string{"ota", "cm"}, now.Add(-time.Minute)},
 		{"c", nil, now},
-		{"old", []string{"stripe"}, now.Add(-25 * time.Hour)},
+		{"old", []string{"stripe"}, now.Add(-storage.DispatcherForgetAfter - time.Minute)},
+		{"kept", []string{"adyen"}, now.Add(-storage.DispatcherForgetAfter + time.Minute)},
+		{"older", []string{"mews"}, now.Add(-25 * time.Hour)}, // forgets none: it is the oldest
 	} {
 		if err := db.DispatcherSeen(ctx, d.id, d.sources, d.at); err != nil {
 			t.Fatal(err)
@@ -209,12 +213,14 @@ func TestDispatcherSeen(t *testing.T, e Engine) {
 	forwarded(now.Add(-2*time.Minute), "cm", "ota", "pms")
 	forwarded(now.Add(-30*time.Second), "ota", "pms")
 	forwarded(now.Add(time.Second))
-	// a stops forwarding pms; the day-old dispatcher is forgotten at the next sighting.
+	forwarded(now.Add(-48*time.Hour), "adyen", "cm", "mews", "ota", "pms", "stripe")
+	// a stops forwarding pms; the dispatchers not seen for longer than
+	// DispatcherForgetAfter are forgotten at the next sighting.
 	if err := db.DispatcherSeen(ctx, "a", []string{"ota"}, now.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	forwarded(now.Add(-30*time.Second), "ota")
-	forwarded(now.Add(-48*time.Hour), "cm", "ota")
+	forwarded(now.Add(-48*time.Hour), "adyen", "cm", "ota")
 }
 
 // TestFinishAttempt: an attempt is recorded and moves its key on (retry, processed,

@@ -130,7 +130,7 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 }
 
 // DispatcherSeen records that the dispatcher id runs at now and hands the sources
-// forwarding downstream, and forgets the dispatchers not seen for a day.
+// forwarding downstream, and forgets the dispatchers not seen for storage.DispatcherForgetAfter.
 func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error {
 	if forwarding == nil {
 		forwarding = []string{}
@@ -140,7 +140,7 @@ func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string
 ON CONFLICT (id) DO UPDATE SET forwarding = excluded.forwarding, seen_at = excluded.seen_at`, id, forwarding, millis(now)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM dispatchers WHERE seen_at < $1`, millis(now.Add(-24*time.Hour)))
+		_, err := tx.Exec(ctx, `DELETE FROM dispatchers WHERE seen_at < $1`, millis(now.Add(-storage.DispatcherForgetAfter)))
 		return err
 	})
 	if err != nil {

@@ -136,7 +136,7 @@ func (db *DB) NextDue(ctx context.Context, sources []string) (time.Time, error) 
 }
 
 // DispatcherSeen records that the dispatcher id runs at now and hands the sources
-// forwarding downstream, and forgets the dispatchers not seen for a day.
+// forwarding downstream, and forgets the dispatchers not seen for storage.DispatcherForgetAfter.
 func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error {
 	if forwarding == nil {
 		forwarding = []string{} // [], not null: json_each reads null as one value
@@ -150,7 +150,7 @@ func (db *DB) DispatcherSeen(ctx context.Context, id string, forwarding []string
 ON CONFLICT (id) DO UPDATE SET forwarding = excluded.forwarding, seen_at = excluded.seen_at`, id, string(list), millis(now)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM dispatchers WHERE seen_at < ?`, millis(now.Add(-24*time.Hour)))
+		_, err := tx.ExecContext(ctx, `DELETE FROM dispatchers WHERE seen_at < ?`, millis(now.Add(-storage.DispatcherForgetAfter)))
 		return err
 	})
 	if err != nil {
