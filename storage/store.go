@@ -209,6 +209,11 @@ type Store interface {
 	// downstream.
 	ForwardedSources(ctx context.Context, since time.Time) ([]string, error)
 
+	// UnknownMigrations returns the migrations the database records that this build
+	// does not have, in order (none: nil): a newer version's serve migrated it since
+	// this one opened it (NewerSchemaError says so).
+	UnknownMigrations(ctx context.Context) ([]string, error)
+
 	// FinishAttempt records an attempt of job and moves its key on as res says, in one
 	// transaction. A key that was released, reprocessed, claimed anew or leased again
 	// meanwhile is left as it is (its attempt is still recorded). Reports whether the key

@@ -331,6 +331,8 @@ func (p *program) run(ctx context.Context) error {
 		p.db.RunBulkActions(bg, storage.BulkRunConfig{StuckAfter: p.cfg.StuckAfter, Wake: p.dispatcher.Wake, Logger: p.log})
 	})
 	wg.Go(func() { p.reloadOnSignal(bg, p.reload) })
+	newerSchema := make(chan error, 1)
+	wg.Go(func() { watchSchema(bg, p.db, p.log, newerSchema) })
 	stopBackground := func() {
 		stopBG()
 		wg.Wait()
@@ -353,9 +355,47 @@ func (p *program) run(ctx context.Context) error {
 	case err := <-serveErr:
 		// One address failed: stop the other too, as for a signal, and say why.
 		return errors.Join(err, p.shutdown(stopBackground))
+	case err := <-newerSchema:
+		p.log.Error("a newer version migrated the database: stopping", logErr, err)
+		return errors.Join(err, p.shutdown(stopBackground))
 	case <-ctx.Done():
 	}
 	return p.shutdown(stopBackground)
+}
+
+// schemaCheckEvery is how often serve looks for migrations it does not know. Tests
+// lower it.
+var schemaCheckEvery = 5 * time.Second
+
+// watchSchema sends an error on newer, once, when the database records migrations this
+// build does not have: a newer version's serve, started on the same PostgreSQL database
+// while this replica still runs, migrated it. This one would go on running on a schema
+// it does not know, skipping the upkeep the new one asks for (a newer replica reads
+// tables this one never writes): it stops instead, and a restart of it refuses the
+// database with the same words. Until it looks, it runs for up to schemaCheckEvery on
+// the new schema. A failed look (the database unreachable for a moment) is logged and
+// tried again.
+func watchSchema(ctx context.Context, db storage.Store, log *slog.Logger, newer chan<- error) {
+	t := time.NewTicker(schemaCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		unknown, err := db.UnknownMigrations(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("could not check the database's schema", logErr, err)
+			}
+			continue
+		}
+		if len(unknown) > 0 {
+			newer <- storage.NewerSchemaError(unknown)
+			return
+		}
+	}
 }
 
 // endpoints are the addresses the program listens on: the public one, then the

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // lockedBuffer is a bytes.Buffer that the server's goroutines may write while a test
@@ -85,5 +88,62 @@ func TestServe_Program(t *testing.T) {
 	order := regexp.MustCompile(`(?s)msg=serving .*msg="shutting down: finishing requests in flight".*msg=stopped`)
 	if log := stderr.String(); !order.MatchString(log) {
 		t.Errorf("log does not say serving, shutting down, stopped in that order:\n%s", log)
+	}
+}
+
+// TestServe_StopsOnNewerSchema: once a newer version records a migration this build does
+// not have (its serve, on another replica, migrated the database), serve stops, saying
+// why, and no longer answers; a restart refuses the database with the same words.
+func TestServe_StopsOnNewerSchema(t *testing.T) {
+	old := schemaCheckEvery
+	schemaCheckEvery = 20 * time.Millisecond
+	t.Cleanup(func() { schemaCheckEvery = old })
+	dir := t.TempDir()
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Database = filepath.Join(dir, "hookdedup.db")
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := env{getenv: getenv, stdout: &stdout, stderr: &stderr}
+	p, err := openProgram(ctx, cfg, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx) }()
+	health := p.public.url() + "/healthz"
+	resp, err := http.Get(health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Serving for many looks at the schema: only an unknown migration stops it.
+	select {
+	case err := <-done:
+		t.Fatalf("run returned %v before the schema changed", err)
+	case <-time.After(10 * schemaCheckEvery):
+	}
+
+	storagetest.AddMigration(t, p.db.(*sqlite.DB), "migrations/9999_later.sql")
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "schema is newer than this hookdedup knows (migrations 9999_later.sql)") {
+			t.Fatalf("run returned %v, want the newer schema named", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop within 30s of a newer version migrating the database")
+	}
+	p.close()
+	if resp, err := http.Get(health); err == nil {
+		resp.Body.Close()
+		t.Fatalf("/healthz answered %s after serve stopped", resp.Status)
+	}
+	if _, err := openProgram(ctx, cfg, e); err == nil || !strings.Contains(err.Error(), "9999_later.sql") {
+		t.Fatalf("serve started again on the newer schema: %v", err)
 	}
 }

@@ -223,6 +223,26 @@ func TestDispatcherSeen(t *testing.T, e Engine) {
 	forwarded(now.Add(-48*time.Hour), "adyen", "cm", "ota")
 }
 
+// TestUnknownMigrations: a database this build set up records no migration it does not
+// have; once a newer version records its own, they are named, in order, to a handle
+// opened before, as to one on another replica.
+func TestUnknownMigrations(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	other := e.Reopen(t, db)
+	if got, err := db.UnknownMigrations(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("unknown migrations of a database this build set up: %q, %v; want none", got, err)
+	}
+	e.AddMigration(t, db, "migrations/9999_later.sql")
+	e.AddMigration(t, db, "migrations/9998_later.sql")
+	for _, h := range []storage.Store{db, other} {
+		got, err := h.UnknownMigrations(ctx)
+		if err != nil || !slices.Equal(got, []string{"migrations/9998_later.sql", "migrations/9999_later.sql"}) {
+			t.Fatalf("unknown migrations once a newer version migrated: %q, %v; want 9998 and 9999", got, err)
+		}
+	}
+}
+
 // TestFinishAttempt: an attempt is recorded and moves its key on (retry, processed,
 // failed); a key that changed meanwhile is left as it is, its attempt still recorded.
 func TestFinishAttempt(t *testing.T, e Engine) {

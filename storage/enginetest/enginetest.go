@@ -32,6 +32,9 @@ type Engine struct {
 	// AddSuspect returns s with its id.
 	AddSuspect       func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect
 	SetMoneyMismatch func(tb testing.TB, db storage.Store, id int64)
+	// AddMigration records the migration name as applied to db's database, as a newer
+	// version's serve would, without changing the schema.
+	AddMigration func(tb testing.TB, db storage.Store, name string)
 	// SetClock makes db, one that Open returned, take now for the time in every method.
 	SetClock func(db storage.Store, now func() time.Time)
 	// SetMoneyRead makes a reprocess under thresholds on db run f once it has read its

@@ -108,6 +108,7 @@ var tests = []struct {
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},
 	{"DispatcherSeen", TestDispatcherSeen},
+	{"UnknownMigrations", TestUnknownMigrations},
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},

@@ -64,6 +64,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) R
 			tb.Fatalf("set money mismatch on delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
 		}
 	},
+	AddMigration: func(tb testing.TB, db storage.Store, name string) {
+		tb.Helper()
+		if _, err := rawConn(tb, db).Exec(context.Background(),
+			`INSERT INTO migrations (name, applied_at) VALUES ($1, 0)`, name); err != nil {
+			tb.Fatalf("add migration %s: %v", name, err)
+		}
+	},
 	SetClock:     func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
 	SetMoneyRead: func(db storage.Store, f func()) { db.(*postgres.DB).SetMoneyRead(f) },
 }

@@ -84,32 +84,52 @@ func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 	return nil
 }
 
+// UnknownMigrations returns the migrations the database records that this build does
+// not have, in order.
+func (db *DB) UnknownMigrations(ctx context.Context) ([]string, error) {
+	_, unknown, err := db.appliedMigrations(ctx)
+	return unknown, err
+}
+
+// appliedMigrations reads the migrations the database records: how many, and those of
+// them this build does not have, in order.
+func (db *DB) appliedMigrations(ctx context.Context) (applied int, unknown []string, err error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return 0, nil, err
+	}
+	rows, err := db.pool.Query(ctx, `SELECT name FROM migrations ORDER BY name`)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	for _, a := range all {
+		if !slices.Contains(names, a) {
+			unknown = append(unknown, a)
+		}
+	}
+	return len(all), unknown, nil
+}
+
 // checkSchema returns an error unless the database has exactly this build's migrations.
 func (db *DB) checkSchema(ctx context.Context) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
-	rows, err := db.pool.Query(ctx, `SELECT name FROM migrations`)
+	applied, unknown, err := db.appliedMigrations(ctx)
 	if err != nil {
-		return fmt.Errorf("read applied migrations: %w", err)
-	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("read applied migrations: %w", err)
-	}
-	var unknown []string
-	for _, a := range applied {
-		if !slices.Contains(names, a) {
-			unknown = append(unknown, a)
-		}
+		return err
 	}
 	if len(unknown) > 0 {
 		return storage.NewerSchemaError(unknown)
 	}
-	if len(applied) < len(names) {
+	if applied < len(names) {
 		return fmt.Errorf("the database's schema predates this hookdedup's (%d of its %d migrations applied): "+
-			"start hookdedup serve of this version on it first: %w", len(applied), len(names), storage.ErrAuditSchema)
+			"start hookdedup serve of this version on it first: %w", applied, len(names), storage.ErrAuditSchema)
 	}
 	return nil
 }

@@ -516,6 +516,30 @@ func (db *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
+// UnknownMigrations returns the migrations the database records that this build does
+// not have, in order.
+func (db *DB) UnknownMigrations(ctx context.Context) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT name FROM migrations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	var unknown []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		if _, err := fs.Stat(migrations, name); err != nil {
+			unknown = append(unknown, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return unknown, nil
+}
+
 func (db *DB) migrateOne(ctx context.Context, name string) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {

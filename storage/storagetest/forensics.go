@@ -51,6 +51,17 @@ func SetMoneyMismatch(tb testing.TB, db *sqlite.DB, id int64) {
 	}
 }
 
+// AddMigration records the migration name as applied, as a newer version would, without
+// changing the schema.
+func AddMigration(tb testing.TB, db *sqlite.DB, name string) {
+	tb.Helper()
+	raw := rawConn(tb, db)
+	defer raw.Close()
+	if _, err := raw.Exec(`INSERT INTO migrations (name, applied_at) VALUES (?, 0)`, name); err != nil {
+		tb.Fatalf("add migration %s: %v", name, err)
+	}
+}
+
 // unixMilli is t as the schema keeps times, 0 for none.
 func unixMilli(t time.Time) int64 {
 	if t.IsZero() {
