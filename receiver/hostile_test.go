@@ -247,6 +247,30 @@ func TestHostile_EventIDInjection(t *testing.T) {
 
 // hostileRaw sends raw bytes on a fresh connection and returns the status line and
 // body of the answer.
+// TestHostile_DeclaredTooLarge: a body whose Content-Length is over the limit is refused
+// before any of it is read: a sender that asks to continue is not invited to upload it,
+// and one that declared more than it sends is not held until the read timeout.
+func TestHostile_DeclaredTooLarge(t *testing.T) {
+	e := newHostileEnv(t, func(s *http.Server) { s.ReadTimeout = 10 * time.Second })
+	for _, tc := range []struct{ name, head, body string }{
+		{"ExpectContinue", "Expect: 100-continue\r\n", ""},
+		{"ShortBody", "", `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.counts(t)
+			start := time.Now()
+			code, raw := hostileRaw(t, e.srv.URL, "POST /webhooks/ota HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+				tc.head+"Content-Length: 99999999\r\n\r\n"+tc.body)
+			var a answer
+			json.Unmarshal([]byte(raw), &a)
+			if code != http.StatusRequestEntityTooLarge || !strings.Contains(a.Error, "larger than the limit of 4096 bytes (Content-Length: 99999999)") {
+				t.Fatalf("a declared body of 99999999 bytes: %d %s after %v; want 413 naming the limit and the length", code, raw, time.Since(start))
+			}
+			e.expectRejected(t, before, 0, a, code, 413, "larger than the limit", false)
+		})
+	}
+}
+
 func hostileRaw(t *testing.T, srvURL, raw string) (int, string) {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(srvURL, "http://"))

@@ -338,6 +338,14 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if r.ContentLength > rc.maxBody {
+		// Said up front: answered before a byte of it is read, so that a sender that
+		// asked to continue (Expect: 100-continue) is not invited to upload it, and one
+		// that declared more than it sends is not held until the read timeout.
+		rc.reject(w, r, src, nil, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("body is larger than the limit of %d bytes (Content-Length: %d)", rc.maxBody, r.ContentLength))
+		return
+	}
 	buf := rc.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer rc.bufs.Put(buf)
