@@ -1,6 +1,8 @@
 package receiver
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -19,13 +21,27 @@ func (rc *Receiver) verify(src *Source, r *http.Request, body []byte) error {
 	now := rc.now()
 	tv, ok := src.Verifier.(signature.TimestampVerifier)
 	if !ok {
-		return src.Verifier.Verify(r.Header, requestQuery(r), body, now)
+		return queryUnread(r, src.Verifier.Verify(r.Header, requestQuery(r), body, now))
 	}
 	signed, err := tv.VerifyTimestamp(r.Header, requestQuery(r), body, now)
 	if !signed.IsZero() {
 		skew := signed.Sub(now)
 		rc.metrics.SignatureSkew.WithLabelValues(src.Name).Observe(skew.Seconds())
 		rc.skew.observe(skew, now)
+	}
+	return queryUnread(r, err)
+}
+
+// queryUnread adds to err, a verifier's missing query parameter, why the query did not
+// give it when it could not be decoded: url.Values leaves out every pair that does not
+// decode, so "?token=…;x=1", which Go refuses to split at the semicolon, reads as no
+// token at all.
+func queryUnread(r *http.Request, err error) error {
+	if !errors.Is(err, signature.ErrMissingQueryParameter) {
+		return err
+	}
+	if _, qerr := url.ParseQuery(r.URL.RawQuery); qerr != nil {
+		return fmt.Errorf("%w (the query string could not be decoded: %v)", err, qerr)
 	}
 	return err
 }

@@ -30,6 +30,11 @@ var (
 	errToken     = errors.New("token does not match any secret")
 )
 
+// ErrMissingQueryParameter is the error of a verifier whose credential is a query
+// parameter that the request's query does not hold. The caller, which has the raw
+// query, can say why a parameter that is there was not read (a semicolon in it).
+var ErrMissingQueryParameter = errors.New("missing query parameter")
+
 // maxCredential bounds what an unauthenticated caller makes us decode
 // and hash.
 const maxCredential = 4 << 10
@@ -152,7 +157,7 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 	var tok string
 	if v.query != "" {
 		if tok = q.Get(v.query); tok == "" {
-			return fmt.Errorf("missing query parameter %s", v.query)
+			return fmt.Errorf("%w %s", ErrMissingQueryParameter, v.query)
 		}
 	} else if tok = headerValue(h, v.canonical); tok == "" {
 		return missingHeader(v.header)
