@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,6 +293,45 @@ func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.reject(w, r, &Source{Name: name, RedactHeaders: rc.redact}, nil, http.StatusNotFound, fmt.Sprintf("unknown source %q", name))
+}
+
+// CleanPaths answers, as a path under /webhooks that names no source is answered (in
+// JSON, a POST recorded), a request whose path is under /webhooks but not in its clean
+// form (/webhooks//ota, /webhooks/./ota, //webhooks/ota, /webhooks/ota/../stripe), and
+// hands every other request to next. An http.ServeMux redirects such a path to its clean
+// form with an empty 307: a provider's client that follows it delivers to whatever
+// source the path cleans to, and one that does not goes uncounted.
+func (rc *Receiver) CleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if clean := cleanPath(p); clean != p && (underWebhooks(p) || underWebhooks(clean)) {
+			rc.handleNoSource(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// underWebhooks says whether path p is /webhooks or under it.
+func underWebhooks(p string) bool { return p == "/webhooks" || strings.HasPrefix(p, "/webhooks/") }
+
+// cleanPath is p as an http.ServeMux cleans it before it routes: "." and ".." elements
+// and repeated slashes removed, a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		np += "/"
+	}
+	return np
 }
 
 // contentCoding returns the Content-Encoding of a request other than identity, as sent

@@ -219,6 +219,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		return nil, err
 	}
 	public, console := routes(intake, consoleSrv, p.metrics.Handler(), cfg)
+	public = p.intake.CleanPaths(public)
 	if p.public, err = newEndpoint("addr", cfg.Addr, public, cfg, p.log); err != nil {
 		return nil, err
 	}
