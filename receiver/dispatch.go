@@ -448,7 +448,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		ct = "application/json"
 	}
 	req.Header.Set("Content-Type", ct)
-	req.Header.Set("Idempotency-Key", job.Source+":"+job.Key)
+	req.Header.Set("Idempotency-Key", idempotencyKey(job.Source, job.Key))
 	req.Header.Set("X-Hookdedup-Source", job.Source)
 	req.Header.Set("X-Hookdedup-Delivery", strconv.FormatInt(job.Delivery, 10))
 	if job.Batch != 0 {
@@ -474,6 +474,63 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		return resp.StatusCode, text, "downstream answered " + resp.Status
 	}
 	return resp.StatusCode, text, ""
+}
+
+// idempotencyKey is the Idempotency-Key a hand-off of source's key carries: distinct for
+// each (source, key) and unchanged by transport. HTTP trims spaces and tabs around a
+// header value and leaves bytes past ASCII to each server's reading, so "abc" and "abc "
+// would reach the downstream as one key, and it would drop the second event as a repeat.
+//
+// A plain key (only visible ASCII and inner spaces) of a source whose name has no ':' is
+// sent as "<source>:<key>", as it always was. Any other is sent as "!<source>:<key>",
+// each part percent-encoded: every byte outside 0x21-0x7E, and '%', becomes %XX, and ':'
+// does too in the key. The forms cannot meet, whatever an event id spells out:
+//   - an encoded form starts with '!', a plain form with its source name, which is
+//     never '!' (the configuration refuses it, and such a name would be encoded);
+//   - in a plain form the first ':' ends the source, which has none;
+//   - in an encoded form the last ':' ends the source, as the key's are encoded, and
+//     percent-encoding with '%' itself encoded is undone one way only.
+//
+// A source name may hold ':' ("a:b"), which would make the plain forms of ("a", "b:c")
+// and ("a:b", "c") one: such a source's keys are always encoded.
+func idempotencyKey(source, key string) string {
+	if plainKey(key) && plainKey(source) && source[0] != '!' && !strings.ContainsRune(source, ':') {
+		return source + ":" + key
+	}
+	b := make([]byte, 0, 1+len(source)+1+len(key)+16)
+	b = append(b, '!')
+	b = appendPercent(b, source, false)
+	b = append(b, ':')
+	return string(appendPercent(b, key, true))
+}
+
+// plainKey reports whether s is sent as it is: not empty, only visible ASCII and
+// spaces, and no space at either end, where HTTP would trim it.
+func plainKey(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// appendPercent appends s with every byte outside 0x21-0x7E, '%', and ':' when colon is
+// set, written as %XX.
+func appendPercent(b []byte, s string, colon bool) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == '%' || colon && c == ':' {
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 // setEnvelope gives an item's hand-off what its request said of all its events (Mews'

@@ -9,8 +9,8 @@ import (
 	"github.com/hookdedup/hookdedup/web"
 )
 
-// A downstream that wants credentials gets them in forward_url (user:password@, or a
-// token in the query): the only way the configuration offers. Every viewer opens event
+// A downstream that wants credentials gets them in forward_url (user:password@, a
+// token in the query, or one in the path as Slack's and Discord's webhooks): the only way the configuration offers. Every viewer opens event
 // pages, and admins the sources page, so neither may show them.
 func TestConsole_ForwardURLCredentialsNotShown(t *testing.T) {
 	for _, tc := range []struct{ name, url string }{
@@ -18,6 +18,7 @@ func TestConsole_ForwardURLCredentialsNotShown(t *testing.T) {
 		{"TokenAsUser", "https://" + fwdToken + "@downstream.example/events"},
 		{"TokenAsBareQuery", "https://downstream.example/events?" + fwdToken},
 		{"TokenInFragment", "https://downstream.example/events#" + fwdToken},
+		{"TokenInPath", "https://downstream.example/services/T00000000/" + fwdToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkForwardURLNotShown(t, tc.url) })
 	}
@@ -57,10 +58,18 @@ func checkForwardURLNotShown(t *testing.T, forward string) {
 	}
 }
 
+// Incoming webhooks of Slack and Discord, as their documentation spells them: the token
+// is the last path segment.
+const (
+	slackURL   = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+	discordURL = "https://discord.com/api/webhooks/123456789012345678/" +
+		"Kq7fZ2xR9mW4tY8uP3sL6vN1bC5hJ0gD-aE_iO2kQ7rT4yU9wX3zM8nB1cV6fG5hJ0lA"
+)
+
 // TestRedactURL: what may carry a credential is masked, a query parameter without a
-// value and a fragment included; what names the downstream (scheme, host, port, path)
-// and the names of the query's parameters stay, so that an operator can tell which URL
-// it is.
+// value, a fragment and a path segment that may be a token included; what names the
+// downstream (scheme, host, port, an ordinary path) and the names of the query's
+// parameters stay, so that an operator can tell which URL it is.
 func TestRedactURL(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
@@ -81,6 +90,26 @@ func TestRedactURL(t *testing.T) {
 		{"https://down.example/hook#s3cr3tT0k3n", "https://down.example/hook#xxxxx"},
 		{"https://down.example/hook?a=1#access_token=s3cr3t", "https://down.example/hook?a=xxxxx#xxxxx"},
 		{"https://down.example/hook?", "https://down.example/hook?"},
+		// Path segments that may be tokens: 16 characters or more, unless lower-case
+		// words joined by - _ . (each under 16 letters); 32 or more always.
+		{slackURL, "https://hooks.slack.com/services/T00000000/B00000000/xxxxx"},
+		{"https://hooks.slack.com/services/T0123ABCD/B0123ABCDEF/aB3dE5gH7jK9mN1pQ3sT5vW7", "https://hooks.slack.com/services/T0123ABCD/B0123ABCDEF/xxxxx"},
+		{discordURL, "https://discord.com/api/webhooks/xxxxx/xxxxx"},
+		{"https://chat.example/hooks/3ogxh8o9njbxdyfbe9b5qyy5ah", "https://chat.example/hooks/xxxxx"},
+		{"https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage", "https://api.telegram.org/xxxxx/sendMessage"},
+		{"https://webhook.site/550e8400-e29b-41d4-a716-446655440000", "https://webhook.site/xxxxx"},
+		{"https://down.example/hook/" + strings.Repeat("abcdefgh-", 4), "https://down.example/hook/xxxxx"},
+		{"https://down.example/hook/incomingwebhooks", "https://down.example/hook/xxxxx"},
+		{"https://down.example/hook/s3cr3t%2Fs3cr3t%2Fs3cr3t", "https://down.example/hook/xxxxx"},
+		{"https://down.example/hook/r%C3%A9servations-h%C3%B4tel", "https://down.example/hook/xxxxx"},
+		// Under 16 characters a token is not recognised (the README says so); the query is
+		// masked as ever.
+		{"https://down.example/t0k3n/x?sig=s3cr3t", "https://down.example/t0k3n/x?sig=xxxxx"},
+		{"https://pms.example/hooks/booking", "https://pms.example/hooks/booking"},
+		{"https://pms.example/api/v1/events", "https://pms.example/api/v1/events"},
+		{"https://pms.example/webhook-receiver/booking_events/", "https://pms.example/webhook-receiver/booking_events/"},
+		{"https://pms.example/hotels/HTL-LIS-01/events.json", "https://pms.example/hotels/HTL-LIS-01/events.json"},
+		{"https://pms.example/r%C3%A9servations", "https://pms.example/r%C3%A9servations"},
 		{"https://down.example/%zz", "(not shown: not a valid URL)"},
 		{"https:hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},
 		{"hook:s3cr3t@down.example/hook", "(not shown: not a valid URL)"},

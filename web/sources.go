@@ -150,9 +150,10 @@ func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
 }
 
 // RedactURL returns a URL fit to show ("" for none): a password in it, a user name
-// without one (a token sent as the user, as some APIs take it), the value of each
-// query parameter, a query parameter without a value (a token as the whole query) and
-// the fragment become "xxxxx". A downstream that wants credentials gets them in
+// without one (a token sent as the user, as some APIs take it), each path segment that
+// may be a token (storage.RedactPath: 16 characters or more, unless lower-case words),
+// the value of each query parameter, a query parameter without a value (a token as the
+// whole query) and the fragment become "xxxxx". A downstream that wants credentials gets them in
 // forward_url, the only place the configuration has for them, and every viewer opens
 // the event pages that name it. The names of key=value parameters stay, in order of
 // name. A parameter without a value (none, "", or only the "=" that pads base64: a
@@ -200,5 +201,6 @@ func RedactURL(raw string) string {
 	if u.Fragment != "" {
 		u.Fragment, u.RawFragment = "xxxxx", ""
 	}
+	storage.RedactPath(u)
 	return u.Redacted()
 }

@@ -86,7 +86,7 @@ func (c *Channel) Name() string { return c.name }
 func (c *Channel) Type() string { return c.typ }
 
 // Target says where the channel sends, without its secrets: a webhook's URL without
-// query or credentials, a slack URL's host only, an email's server and recipients.
+// query, credentials or path segments that may be tokens, a slack URL's host only, an email's server and recipients.
 func (c *Channel) Target() string { return c.target }
 
 // Send sends one message, within the channel's timeout. Its errors never hold a
@@ -212,14 +212,16 @@ func httpURL(setting, raw string) (*url.URL, error) {
 	return nil, fmt.Errorf("%s: is not an http(s) URL: %s (write it like https://host/path)", setting, why)
 }
 
-// maskURL shows u without credentials and query; hostOnly shows its host alone (a slack
-// URL's path is its credential).
+// maskURL shows u without credentials, query, and path segments that may be tokens
+// (storage.RedactPath), as the console shows a forward_url; hostOnly shows its host
+// alone (a slack URL's path is its credential).
 func maskURL(u *url.URL, hostOnly bool) string {
 	if hostOnly {
 		return u.Scheme + "://" + u.Host + "/…"
 	}
 	v := *u
 	v.User, v.RawQuery, v.Fragment = nil, "", ""
+	storage.RedactPath(&v)
 	return v.String()
 }
 

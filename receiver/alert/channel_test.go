@@ -62,6 +62,26 @@ func TestWebhook_BadURLNotQuotedWhole(t *testing.T) {
 	}
 }
 
+// TestWebhook_TargetMasksPathToken: a webhook channel's target, shown on the console's
+// alerts page, masks a path segment that may be a token, as the console does a
+// forward_url, and keeps an ordinary path.
+func TestWebhook_TargetMasksPathToken(t *testing.T) {
+	const token = "Kq7fZ2xR9mW4tY8uP3sL6vN1bC5hJ0gD-aE_iO2kQ7rT4yU9wX3zM8nB1cV6fG5hJ0lA"
+	for _, tc := range []struct{ url, want string }{
+		{"https://discord.com/api/webhooks/123456789012345678/" + token, "https://discord.com/api/webhooks/xxxxx/xxxxx"},
+		{"https://ops.example/hooks/alerts?token=" + token, "https://ops.example/hooks/alerts"},
+	} {
+		c, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: tc.url,
+			Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Target(); got != tc.want {
+			t.Errorf("url %q: Target() = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}
+
 // TestNames_CarriageReturn: a rule's or a channel's name holding a carriage return is
 // refused like one holding a line feed: the name goes into mails' subjects and texts,
 // where a bare CR is a line break to some readers and refused by some SMTP servers.
