@@ -556,6 +556,11 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	case req.Key != "" && (req.State != "" || req.Stuck):
 		return Errorf(http.StatusBadRequest, "name a key or a set (state, stuck), not both")
 	}
+	if req.Reprocess {
+		if err := a.checkReprocessSource(req.Source); err != nil {
+			return Errorf(http.StatusBadRequest, "%s", err)
+		}
+	}
 	u, _ := UserFrom(r.Context())
 	rel := storage.Release{Source: req.Source, Key: req.Key, Actor: u.Name, Reason: req.Reason, Reprocess: req.Reprocess,
 		StuckBefore: a.now().Add(-a.stuck), Thresholds: a.thresholds}

@@ -265,6 +265,26 @@ func TestAPI_Release(t *testing.T) {
 	if c.State != storage.StateProcessing {
 		t.Fatalf("f1 after bulk reprocess = %s", c.State)
 	}
+
+	// A key of a source this server does not run (renamed or removed): nothing here
+	// would send it, so it is not reprocessed, one key or a set; a release frees it.
+	gone := &storage.Delivery{Source: "pms", Key: "g1", KeyMethod: storage.MethodEventID, PayloadHash: "h", Body: []byte(`{}`)}
+	if err := e.db.Record(context.Background(), gone, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"source":"pms","key":"g1","reason":"r","reprocess":true}`, `{"source":"pms","state":"processed","reason":"r","reprocess":true}`} {
+		code, out = e.call(t, storage.RoleOperator, "POST", "/api/v1/release", body)
+		if msg, _ := out["error"].(string); code != 400 || !strings.Contains(msg, `source "pms" is not in this server's configuration`) {
+			t.Fatalf("reprocess %s: %d %v; want 400 naming the source", body, code, out)
+		}
+	}
+	if c, _ := e.db.Claim(context.Background(), "pms", "g1"); c.State != storage.StateProcessed {
+		t.Fatalf("pms/g1 after refused reprocesses = %s, want processed as it was", c.State)
+	}
+	code, out = e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"pms","key":"g1","reason":"r"}`)
+	if code != 200 || out["changed"] != true {
+		t.Fatalf("release of a key of a source not run: %d %v", code, out)
+	}
 }
 
 // leased leases key's job as a dispatcher would.

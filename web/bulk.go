@@ -134,6 +134,17 @@ func (s *Server) checkBulkSource(name string) error {
 	return fmt.Errorf("source %q: no such source (%s)", name, strings.Join(s.sourceNames(), ", "))
 }
 
+// checkReprocessSource refuses to reprocess a key of a source the server does not run:
+// no dispatcher of this configuration would send it, and the key would wait in
+// processing for one that has the source. Releasing it is still allowed: that frees a
+// key whose source is gone.
+func (s *Server) checkReprocessSource(name string) error {
+	if _, ok := s.source(name); ok || len(s.sources) == 0 {
+		return nil
+	}
+	return fmt.Errorf("source %q is not in this server's configuration, so nothing here would send a reprocessed key of it downstream: put the source back, or release the key instead", name)
+}
+
 // checkBulkRequest checks what storage would refuse, in words for the user.
 func checkBulkRequest(kind, reason string) error {
 	switch {

@@ -680,3 +680,21 @@ func TestConsole_BulkExpiredKeys(t *testing.T) {
 	}
 	page.testid("bulk-expired").shows("2 of them expired")
 }
+
+// TestConsole_ReprocessOfASourceNotRun: the keys page does not reprocess a key of a
+// source this server does not run (renamed or removed while its event was owed): no
+// dispatcher here would send it. It says so, and the key stays as it was.
+func TestConsole_ReprocessOfASourceNotRun(t *testing.T) {
+	e := newConsoleEnv(t)
+	gone := &storage.Delivery{Source: "gone", Key: "g1", KeyMethod: "event_id", PayloadHash: "h", Body: []byte(`{}`)}
+	storagetest.Record(t, e.db, gone, storage.ClaimOptions{TTL: 24 * time.Hour})
+	op := e.as(t, storage.RoleOperator)
+	_, _, h := op.post("/keys/release", url.Values{"action": {"reprocess"}, "reason": {"again"}, "k": {"gone/g1"}})
+	_, page := op.page(h.Get("Location"))
+	if !strings.Contains(page.text(), `Source "gone" is not in this server's configuration`) {
+		t.Errorf("reprocess of a key of a source not run: the page says %q; want why it was refused", page.text())
+	}
+	if c, err := e.db.Claim(context.Background(), "gone", "g1"); err != nil || c.State != storage.StateProcessed {
+		t.Errorf("gone/g1 after a refused reprocess: %s, %v; want processed, as it was", c.State, err)
+	}
+}

@@ -223,6 +223,14 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			if !ok || source == "" || key == "" {
 				return badRequest("A key to release is malformed.")
 			}
+			if action == "reprocess" {
+				if err := s.checkReprocessSource(source); err != nil {
+					msg := err.Error()
+					flash(r, w, "error", strings.ToUpper(msg[:1])+msg[1:]+".")
+					http.Redirect(w, r, back, http.StatusSeeOther)
+					return nil
+				}
+			}
 			refs[i] = storage.KeyRef{Source: source, Key: key}
 		}
 		outcomes, err := s.keys.ReleaseEach(ctx, refs, storage.Release{Actor: u.Name, Reason: reason,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,6 +37,11 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
+	if *reprocess && !slices.ContainsFunc(cfg.Sources, func(s sourceConfig) bool { return s.Name == *source }) {
+		// Reprocessed, the key would wait in processing for a dispatcher that has its
+		// source, and none of this configuration does.
+		return fmt.Errorf("source %q is not in the configuration, so nothing would send a reprocessed key of it downstream: put the source back, or release without --reprocess", *source)
+	}
 	r := storage.Release{Actor: cliActor(), Reason: *reason, Reprocess: *reprocess, StuckBefore: db.Clock().Add(-cfg.StuckAfter)}
 	if bulk {
 		outcomes, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck, StuckBefore: r.StuckBefore}, r)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,5 +267,43 @@ func TestCLI_KeysFailedPassSaysNothingBecameStuck(t *testing.T) {
 	c.StuckBefore = time.Now().Add(-time.Hour) // the first page was read an hour ago
 	if msg := keys("--stuck", "--state", "failed", "--limit", "5", "--after", c.String()); strings.Contains(msg, "became stuck") {
 		t.Errorf("a pass through the failed keys says %q", strings.TrimSpace(msg))
+	}
+}
+
+// TestCLI_ReprocessOfASourceNotConfigured: a key of a source the configuration no longer
+// has (renamed or removed while its events were owed downstream) is not reprocessed, as
+// nothing would send it; serve warns of such keys as it starts; a release frees them.
+func TestCLI_ReprocessOfASourceNotConfigured(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Now = func() time.Time { return time.Now().Add(-time.Hour) } // stuck by now
+	for _, k := range []string{"q1", "q2"} {
+		err = errors.Join(err, db.Record(context.Background(), &storage.Delivery{Source: "pms", Key: k, KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}))
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := runServeInProcess(t, openSource, nil, "--database", path)
+	s.stop()
+	if log := s.stderr.String(); !strings.Contains(log, `source \"pms\" is not in the configuration, and 2 of its keys are processing or failed`) {
+		t.Errorf("serve's log says nothing of pms's two queued keys:\n%s", log)
+	}
+
+	cli := cliOn(path)
+	out, err := cli("release", "--source", "pms", "q1", "--reason", "r", "--reprocess")
+	if err == nil || !strings.Contains(err.Error(), `source "pms" is not in the configuration, so nothing would send a reprocessed key of it downstream`) {
+		t.Errorf("reprocess of a key of a source not configured: %q, %v; want it refused, saying why", out, err)
+	}
+	if out, err := cli("release", "--source", "pms", "--stuck", "--reason", "r", "--reprocess"); err == nil {
+		t.Errorf("reprocess of every stuck key of a source not configured: %q; want it refused", out)
+	}
+	if out, err := cli("release", "--source", "pms", "q1", "--reason", "r"); err != nil || !strings.Contains(out, "pms/q1: processing -> released") {
+		t.Errorf("release of a key of a source not configured: %q, %v; want it freed", out, err)
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -187,6 +189,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 			p.close()
 		}
 	}()
+	p.warnSourcelessKeys(ctx)
 	p.metrics = receiver.NewMetrics(nil)
 	p.dispatcher = receiver.NewDispatcher(receiver.DispatchConfig{
 		Store:      p.db,
@@ -362,6 +365,27 @@ func (p *program) run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return p.shutdown(stopBackground)
+}
+
+// warnSourcelessKeys logs each source that the database holds processing or failed keys
+// of but the configuration does not have (renamed or removed with events still owed
+// downstream): no dispatcher of this configuration sends them, and they wait for one
+// that has the source. Not an error: during a change of the sources one replica at a
+// time, another replica may still have it.
+func (p *program) warnSourcelessKeys(ctx context.Context) {
+	counts, err := p.db.StuckCounts(ctx, p.db.Clock().AddDate(100, 0, 0)) // every processing key
+	if err != nil {
+		p.log.Warn("could not count the keys of sources the configuration does not have", logErr, err)
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		if slices.ContainsFunc(p.sources, func(s receiver.Source) bool { return s.Name == name }) {
+			continue
+		}
+		p.log.Warn(fmt.Sprintf("source %q is not in the configuration, and %d of its keys are processing or failed: "+
+			"none of them is sent downstream until a replica that has the source runs; put the source back, "+
+			"or release them (hookdedup keys --source %s)", name, counts[name], name))
+	}
 }
 
 // schemaCheckEvery is how often serve looks for migrations it does not know. Tests
