@@ -28,6 +28,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the other process's connection in the lock test
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -518,5 +519,66 @@ func TestFault_SlowLoris(t *testing.T) {
 	defer db.Close()
 	if c, err := db.Claim(context.Background(), "ota", "evt_loris"); err == nil {
 		t.Errorf("the trickled delivery was claimed: %+v", c)
+	}
+}
+
+// TestFault_RestoreDiskFull: a restore onto a full disk says the disk is full and to
+// free space, not to move the database aside (which would give up the ids it issued),
+// and changes nothing; once there is room, it restores.
+func TestFault_RestoreDiskFull(t *testing.T) {
+	t.Parallel() // its own mount and files
+	mnt := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(mnt, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v: %s)", err, out)
+	}
+	t.Cleanup(func() {
+		if err := exec.Command("umount", mnt).Run(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	path := filepath.Join(mnt, "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: "k1", KeyMethod: storage.MethodEventID,
+		PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOn(path)
+	backup := filepath.Join(t.TempDir(), "b.db")
+	if out, err := cli("backup", backup); err != nil {
+		t.Fatalf("backup: %v %s", err, out)
+	}
+	ballast := filepath.Join(mnt, "ballast")
+	f, err := os.Create(ballast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Full to the last byte.
+	for _, size := range []int{64 << 10, 4 << 10, 1} {
+		buf := make([]byte, size)
+		for i := 0; i < 70000; i++ { // 4 MiB fills long before
+			if _, err := f.Write(buf); err != nil {
+				break // ENOSPC: full
+			}
+		}
+	}
+	f.Close()
+	_, err = cli("restore", backup)
+	if err == nil || !strings.Contains(err.Error(), "(the disk is full: free space on it and run restore again)") ||
+		strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("restore onto a full disk: %v; want it to say the disk is full, and not to move the database aside", err)
+	}
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("restore", backup); err != nil {
+		t.Fatalf("restore once there is room: %v %s", err, out)
 	}
 }

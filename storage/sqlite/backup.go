@@ -233,6 +233,9 @@ type RestoreInfo struct {
 // dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone.
 func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	fail := func(err error) (RestoreInfo, error) {
+		if diskFull(err) {
+			err = fmt.Errorf("%w (the disk is full: free space on it and run restore again)", err)
+		}
 		return RestoreInfo{}, fmt.Errorf("restore %s from %s: %w", dbPath, from, err)
 	}
 	named := dbPath
@@ -268,6 +271,11 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	var issued int64
 	if _, err := os.Stat(dbPath); err == nil {
 		if issued, err = issuedIDs(ctx, dbPath); err != nil {
+			if diskFull(err) {
+				// Not the database's fault: moving it aside, as the advice below says,
+				// would give up the ids it issued for nothing.
+				return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w", err))
+			}
 			return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w "+
 				"(to restore without it, move it aside first: the ids it issued since the backup may then be issued again)", err))
 		}
@@ -372,6 +380,15 @@ func keptAsideName(name string) (string, error) {
 		}
 		out = fmt.Sprintf("%s.%d", name, i)
 	}
+}
+
+// diskFull reports whether err says that the disk (or the user's quota on it) is full.
+func diskFull(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrFull || se.SystemErrno == syscall.ENOSPC || se.SystemErrno == syscall.EDQUOT) {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // issuedIDs returns the highest delivery id that the database at path has issued: its
