@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -590,5 +591,34 @@ func TestNearest(t *testing.T) {
 		if got := nearest(in, names); got != want {
 			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestConfig_SourceErrorsCreateNoDatabase: a start stopped by a mistake in a source
+// (a misspelt scheme, two sources of one name, a bad encoding) leaves no database
+// behind: the sources are checked before it is created.
+func TestConfig_SourceErrorsCreateNoDatabase(t *testing.T) {
+	for name, toml := range map[string]string{
+		"Scheme": "[[source]]\nname = \"ota\"\nsignature = \"standard-webhook\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+		"SameName": "[[source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n" +
+			"[[source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n",
+		"StoredSecretSameName": "[[source]]\nname = \"ota\"\n[[source]]\nname = \"ota\"\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg, db := filepath.Join(dir, "hookdedup.toml"), filepath.Join(dir, "hookdedup.db")
+			if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			err := run(context.Background(), []string{"serve", "--config", cfg, "--database", db},
+				func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), `source "ota"`) {
+				t.Fatalf("serve: %v; want the source's mistake", err)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a start refused for its sources left %s behind (%v)", db, err)
+			}
+		})
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/alert"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -39,6 +40,12 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it. log is storage's, as for openDB.
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
+	// The sources are checked before the database is opened, with a stand-in for each
+	// secret kept in the database: a start that cannot serve (a misspelt scheme, two
+	// sources of one name) must not create or migrate one first.
+	if _, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil }); err != nil {
+		return nil, nil, err
+	}
 	db, err := cfg.openDB(log, false, true)
 	if err != nil {
 		return nil, nil, err
@@ -49,6 +56,20 @@ func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storag
 		return nil, nil, err
 	}
 	return db, sources, nil
+}
+
+// standInSecret is a secret of the scheme of source name that its verifier takes, for
+// checking the sources before the database that keeps the real one is opened.
+func standInSecret(cfg config, name string) string {
+	for _, sc := range cfg.Sources {
+		if sc.Name != name {
+			continue
+		}
+		if s, err := sc.settle(); err == nil {
+			return signature.Placeholder(s.Signature)
+		}
+	}
+	return signature.Placeholder("standard-webhooks")
 }
 
 // newSecret returns a standard-webhooks secret: whsec_ and 32 random bytes in base64.
