@@ -17,10 +17,10 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// startProgram builds serve on the defaults (no config file: the ota source, the first
-// admin) in a temp dir and runs it until the test ends. It returns the program, its
-// base URL and what it printed.
-func startProgram(t *testing.T) (*program, string, *lockedBuffer) {
+// defaultProgram builds serve on the defaults (no config file: the ota source, the first
+// admin) in a temp dir, without running it, and returns it with its configuration, its
+// environment and what it printed. The caller closes it.
+func defaultProgram(t *testing.T, ctx context.Context) (*program, config, env, *lockedBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	getenv := func(string) string { return "" }
@@ -31,12 +31,21 @@ func startProgram(t *testing.T) (*program, string, *lockedBuffer) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Database = filepath.Join(dir, "hookdedup.db")
 	var stdout, stderr lockedBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := openProgram(ctx, cfg, env{getenv: getenv, stdout: &stdout, stderr: &stderr})
+	e := env{getenv: getenv, stdout: &stdout, stderr: &stderr}
+	p, err := openProgram(ctx, cfg, e)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
+	return p, cfg, e, &stdout
+}
+
+// startProgram builds serve on the defaults (defaultProgram) and runs it until the test
+// ends. It returns the program, its base URL and what it printed.
+func startProgram(t *testing.T) (*program, string, *lockedBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, _, _, stdout := defaultProgram(t, ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
 	t.Cleanup(func() {
@@ -51,7 +60,7 @@ func startProgram(t *testing.T) (*program, string, *lockedBuffer) {
 		}
 		p.close()
 	})
-	return p, p.public.url(), &stdout
+	return p, p.public.url(), stdout
 }
 
 // consoleClient signs in to the console at base and returns a client that does not

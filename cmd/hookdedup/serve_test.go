@@ -98,22 +98,9 @@ func TestServe_StopsOnNewerSchema(t *testing.T) {
 	old := schemaCheckEvery
 	schemaCheckEvery = 20 * time.Millisecond
 	t.Cleanup(func() { schemaCheckEvery = old })
-	dir := t.TempDir()
-	getenv := func(string) string { return "" }
-	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Database = filepath.Join(dir, "hookdedup.db")
-	var stdout, stderr lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := env{getenv: getenv, stdout: &stdout, stderr: &stderr}
-	p, err := openProgram(ctx, cfg, e)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, cfg, e, _ := defaultProgram(t, ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
 	health := p.public.url() + "/healthz"
