@@ -45,22 +45,17 @@ type ItemVerifier interface {
 	VerifyItem(item []byte) error
 }
 
-// BatchItems returns the items of a batched body: the elements of the array that the
+// SplitBatch returns the items of a batched body: the elements of the array that the
 // batch pointer names, each narrowed to the value that the item pointer names inside
 // it ("" for the element itself). Each item is a slice of body, the sender's own bytes,
-// not a re-encoding. At most limit items are taken (0: DefaultMaxBatchItems).
+// not a re-encoding. At most limit items are taken (0: DefaultMaxBatchItems). It also
+// returns the request's envelope (batchEnvelope), what each item is handed downstream
+// with, from the one scan of the body that found the items.
 //
 // Returns an error wrapping ErrNotJSON if body is not valid JSON, ErrBadBatch if it is
 // not shaped as the pointers say (each error names the pointer, or the item's index),
 // and ErrTooManyItems, naming the count and the limit, past limit.
-func BatchItems(body []byte, batch, item string, limit int) ([][]byte, error) {
-	items, _, err := splitBatch(body, batch, item, limit)
-	return items, err
-}
-
-// splitBatch is BatchItems, which also returns the request's envelope (batchEnvelope),
-// from the one scan of the body that found its items.
-func splitBatch(body []byte, batch, item string, limit int) (items [][]byte, envelope string, err error) {
+func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, envelope string, err error) {
 	if limit <= 0 {
 		limit = DefaultMaxBatchItems
 	}
@@ -236,7 +231,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		}
 		kept = body
 	}
-	items, envelope, err := splitBatch(body, src.Batch, src.Item, src.MaxBatchItems)
+	items, envelope, err := SplitBatch(body, src.Batch, src.Item, src.MaxBatchItems)
 	if err != nil {
 		code := http.StatusBadRequest
 		switch {

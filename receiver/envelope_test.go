@@ -27,7 +27,7 @@ var envelopeCases = []struct{ batch, body, want string }{
 
 func TestBatchEnvelope(t *testing.T) {
 	for _, c := range envelopeCases {
-		items, got, err := splitBatch([]byte(c.body), c.batch, "", 0)
+		items, got, err := SplitBatch([]byte(c.body), c.batch, "", 0)
 		if err != nil || len(items) == 0 {
 			t.Fatalf("%s: %v", c.body, err)
 		}
@@ -47,7 +47,7 @@ func FuzzBatchEnvelope(f *testing.F) {
 		if CheckBatch(batch, "", KeySpec{}) != nil {
 			return
 		}
-		_, env, err := splitBatch([]byte(body), batch, "", 0)
+		_, env, err := SplitBatch([]byte(body), batch, "", 0)
 		if err != nil {
 			return
 		}

@@ -675,7 +675,7 @@ func (d *providerDemo) storedOutcomes(ctx context.Context, body []byte) []itemRe
 	if d.db == nil {
 		return nil
 	}
-	items, err := receiver.BatchItems(body, d.src.Batch, d.src.Item, d.src.MaxBatchItems)
+	items, _, err := receiver.SplitBatch(body, d.src.Batch, d.src.Item, d.src.MaxBatchItems)
 	if err != nil {
 		return nil
 	}

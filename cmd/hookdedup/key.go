@@ -126,12 +126,13 @@ func runKey(ctx context.Context, args []string, e env) error {
 
 	// A batch: every item explained on its own, as intake keys it; the first item
 	// that intake would refuse refuses the whole request, and is the error.
-	items, err := receiver.BatchItems(body, src.Batch, src.Item, src.MaxBatchItems)
+	items, envelope, err := receiver.SplitBatch(body, src.Batch, src.Item, src.MaxBatchItems)
 	if err != nil {
 		w.Flush()
 		return fmt.Errorf("batch: %w", err)
 	}
 	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), src.Batch, itemNote(src.Item))
+	explainEnvelope(w, envelope)
 	iv, perItem := src.Verifier.(receiver.ItemVerifier)
 	var first error
 	for i, item := range items {
@@ -162,6 +163,22 @@ func runKey(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("the request would be refused whole: %w", first)
 	}
 	return nil
+}
+
+// explainEnvelope writes what the request says besides its events, as each item's
+// hand-off carries it: the header's ASCII spelling, which is also safe to print.
+func explainEnvelope(w io.Writer, envelope string) {
+	if envelope == "" {
+		return
+	}
+	v := storage.BatchEnvelopeHeader(envelope)
+	if len(v) > storage.BatchEnvelopeHeaderMax {
+		fmt.Fprintf(w, "envelope\t%d bytes, over %d: each hand-off says only its size, in X-Hookdedup-Batch-Envelope-Omitted\n",
+			len(v), storage.BatchEnvelopeHeaderMax)
+		return
+	}
+	fmt.Fprintf(w, "envelope\t%s\n", v)
+	fmt.Fprintf(w, "\thanded downstream with each item, in X-Hookdedup-Batch-Envelope\n")
 }
 
 // itemNote says where the event sits inside each element of a batch.

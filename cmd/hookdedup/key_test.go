@@ -48,18 +48,21 @@ key_fields = ["/Discriminator", "/Value"]
 batch = "/Events"
 `
 
-// TestKey_Batch: `hookdedup key` explains a batch item by item, and says which item
-// would make intake refuse the request.
+// TestKey_Batch: `hookdedup key` explains a batch item by item, with the envelope each
+// item is handed downstream with (as the header spells it), and says which item would
+// make intake refuse the request.
 func TestKey_Batch(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
-	os.WriteFile(good, []byte(`{"Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a5"}},`+
+	os.WriteFile(good, []byte(`{"EnterpriseId":"Hôtel-7", "Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a5"}},`+
 		`{"Discriminator":"CustomerUpdated","Value":{"Id":"a5"}}]}`), 0o600)
 	out, err := keyIn(t, dir, good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 items at /Events", "item 0", "item 1", `"CustomerAdded"`, `"CustomerUpdated"`} {
+	for _, want := range []string{"2 items at /Events", `envelope  {"EnterpriseId":"H\u00f4tel-7"}`,
+		"handed downstream with each item, in X-Hookdedup-Batch-Envelope",
+		"item 0", "item 1", `"CustomerAdded"`, `"CustomerUpdated"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
 		}
