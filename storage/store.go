@@ -328,6 +328,11 @@ type Store interface {
 	// stored.
 	BatchDeliveries(ctx context.Context, batch int64) ([]Delivery, error)
 
+	// BatchEnvelopes returns the batch envelope of each of the deliveries ids (a page's
+	// worth) that has one, by delivery id, as Delivery reads it: its own, or its first
+	// item's. A listing reads none; an export reads its rows' in one query a stretch.
+	BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error)
+
 	// Intake: claims and deliveries, group-committed.
 
 	// Record stores d and, unless d is a rejection, claims its key: the delivery is Accepted

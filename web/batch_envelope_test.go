@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -131,6 +132,47 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 			t.Error("a delivery that came alone shows an envelope")
 		}
 	})
+
+	// The export gives each item its request's envelope, the one stored with its first
+	// item too, and a delivery that came alone none.
+	t.Run("CSV", func(t *testing.T) {
+		_, body, _ := c.do(http.MethodGet, "/events.csv?source=pms", nil)
+		recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+		if err != nil || len(recs) < 2 {
+			t.Fatalf("csv: %v, %d records", err, len(recs))
+		}
+		head := recs[0]
+		at := func(name string) int {
+			i := slices.Index(head, name)
+			if i < 0 {
+				t.Fatalf("no column %s in %v", name, head)
+			}
+			return i
+		}
+		id, envelope := at("id"), at("batch_envelope")
+		got := map[string]string{}
+		for _, rec := range recs[1:] {
+			got[rec[id]] = rec[envelope]
+		}
+		for _, want := range []struct {
+			d        *storage.Delivery
+			envelope string
+		}{{items[0], hostileEnvelope}, {items[1], hostileEnvelope}, {alone(t, e), ""}} {
+			if g := got[fmt.Sprint(want.d.ID)]; g != want.envelope {
+				t.Errorf("delivery %d exported with envelope %q, want %q", want.d.ID, g, want.envelope)
+			}
+		}
+	})
+}
+
+// alone records a delivery of pms that came alone.
+func alone(t *testing.T, e *consoleEnv) *storage.Delivery {
+	t.Helper()
+	d := &storage.Delivery{Source: "pms", Status: 200, Key: "alone-" + t.Name(), KeyMethod: "event_id", PayloadHash: "a", Body: []byte(`{}`)}
+	if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestConsole_BatchEnvelopeFirstItemSwept: retention keeps a request's first item, a

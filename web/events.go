@@ -37,6 +37,9 @@ type deliveryStore interface {
 	// BatchDeliveries returns the items of a batched request in order; ErrNotFound if
 	// none is stored.
 	BatchDeliveries(ctx context.Context, batch int64) ([]storage.Delivery, error)
+	// BatchEnvelopes returns the batch envelope of each of the deliveries ids that has
+	// one, by delivery id.
+	BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error)
 }
 
 const dateTimeLocal = "2006-01-02T15:04"
@@ -277,12 +280,17 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"id", "received_at", "source", "outcome", "mismatch", "http_status", "event_status",
 		"property", "booking", "amount", "currency", "key", "key_method", "first_delivery", "payload_hash", "error",
-		"batch", "batch_index", "money_mismatch", "flags", "flagged_with"})
-	// Rows go out a stretch at a time, with the flags of the stretch's deliveries read
-	// in one query.
+		"batch", "batch_index", "money_mismatch", "flags", "flagged_with", "batch_envelope"})
+	// Rows go out a stretch at a time, with the flags and the batch envelopes of the
+	// stretch's deliveries read in one query each.
 	var stretch []storage.Delivery
 	write := func() error {
-		of, err := s.suspects.SuspectsOf(r.Context(), deliveryIDs(stretch))
+		ids := deliveryIDs(stretch)
+		of, err := s.suspects.SuspectsOf(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		envelopes, err := s.events.BatchEnvelopes(r.Context(), ids)
 		if err != nil {
 			return err
 		}
@@ -294,7 +302,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 				csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
 				strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
 				strconv.FormatInt(d.Batch, 10), strconv.Itoa(d.BatchIndex),
-				strconv.FormatBool(d.MoneyMismatch), kinds, with,
+				strconv.FormatBool(d.MoneyMismatch), kinds, with, csvCell(envelopes[d.ID]),
 			})
 		}
 		stretch = stretch[:0]

@@ -189,6 +189,39 @@ func (db *DB) Claim(ctx context.Context, source, key string) (storage.Claim, err
 	return c, nil
 }
 
+// BatchEnvelopes returns the batch envelope of each of the deliveries ids that has one,
+// by delivery id, as Delivery reads it: its own, or its first item's.
+func (db *DB) BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error) {
+	out := map[int64]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id, `+sqlEnvelope+` FROM deliveries
+WHERE id IN (`+placeholders(len(ids))+`) AND batch != 0`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("batch envelopes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var envelope string
+		if err := rows.Scan(&id, &envelope); err != nil {
+			return nil, fmt.Errorf("batch envelopes: %w", err)
+		}
+		if envelope != "" {
+			out[id] = envelope
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("batch envelopes: %w", err)
+	}
+	return out, nil
+}
+
 // BatchDeliveries returns the item deliveries of one batched request (batch is the id
 // of its first item's delivery), in the request's order, without their headers and
 // bodies, as listings read them. A request holds at most a bounded number of items (the
