@@ -73,6 +73,13 @@ type AttemptResult struct {
 // name counts), and the downstream's other headers need room under Node's 16 KiB.
 const BatchEnvelopeHeaderMax = 4 << 10
 
+// EnvelopeText is a batch envelope as BatchEnvelopes reads it: its size in bytes, and
+// its text, "" when it is over the size asked for.
+type EnvelopeText struct {
+	Size int
+	Text string
+}
+
 // BatchEnvelopeHeader is envelope as the X-Hookdedup-Batch-Envelope header carries it:
 // plain ASCII, each other character escaped as JSON does (\uXXXX, a surrogate pair past
 // U+FFFF), so that the header is the same JSON and no proxy or client has to guess an

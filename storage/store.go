@@ -329,9 +329,11 @@ type Store interface {
 	BatchDeliveries(ctx context.Context, batch int64) ([]Delivery, error)
 
 	// BatchEnvelopes returns the batch envelope of each of the deliveries ids (a page's
-	// worth) that has one, by delivery id, as Delivery reads it: its own, or its first
-	// item's. A listing reads none; an export reads its rows' in one query a stretch.
-	BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error)
+	// worth) that has one, by delivery id, as Delivery reads it (its own, or its first
+	// item's), its text only when it is max bytes or fewer: an export reads its rows' in
+	// one query a stretch, and an envelope may be nearly as large as max_body, once for
+	// each of a thousand items.
+	BatchEnvelopes(ctx context.Context, ids []int64, max int) (map[int64]EnvelopeText, error)
 
 	// Intake: claims and deliveries, group-committed.
 

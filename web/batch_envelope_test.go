@@ -134,8 +134,12 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 	})
 
 	// The export gives each item its request's envelope, the one stored with its first
-	// item too, and a delivery that came alone none.
+	// item too, and a delivery that came alone none; an envelope over 4096 bytes, its
+	// size.
 	t.Run("CSV", func(t *testing.T) {
+		largeEnvelope := `{"Pad":"` + strings.Repeat("ü", 2100) + `"}`
+		large := recordEnvelopeBatch(t, e.db, "pms", largeEnvelope, "csv1", "csv2")
+		single := alone(t, e)
 		_, body, _ := c.do(http.MethodGet, "/events.csv?source=pms", nil)
 		recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
 		if err != nil || len(recs) < 2 {
@@ -157,8 +161,9 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 		for _, want := range []struct {
 			d        *storage.Delivery
 			envelope string
-		}{{items[0], hostileEnvelope}, {items[1], hostileEnvelope}, {alone(t, e), ""}} {
-			if g := got[fmt.Sprint(want.d.ID)]; g != want.envelope {
+		}{{items[0], hostileEnvelope}, {items[1], hostileEnvelope}, {single, ""},
+			{large[0], "omitted: 4210 bytes"}, {large[1], "omitted: 4210 bytes"}} {
+			if g, ok := got[fmt.Sprint(want.d.ID)]; !ok || g != want.envelope {
 				t.Errorf("delivery %d exported with envelope %q, want %q", want.d.ID, g, want.envelope)
 			}
 		}

@@ -38,8 +38,8 @@ type deliveryStore interface {
 	// none is stored.
 	BatchDeliveries(ctx context.Context, batch int64) ([]storage.Delivery, error)
 	// BatchEnvelopes returns the batch envelope of each of the deliveries ids that has
-	// one, by delivery id.
-	BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error)
+	// one, by delivery id, its text only when it is max bytes or fewer.
+	BatchEnvelopes(ctx context.Context, ids []int64, max int) (map[int64]storage.EnvelopeText, error)
 }
 
 const dateTimeLocal = "2006-01-02T15:04"
@@ -267,6 +267,18 @@ func csvCell(v string) string {
 	return v
 }
 
+// csvEnvelope is an export's cell of a batch envelope: its text up to
+// BatchEnvelopeHeaderMax bytes, the hand-off header's limit; past that its size, as the
+// hand-off says it (the delivery's page and the API give it whole). A spreadsheet's cell holds
+// 32,767 characters at most, and an envelope may be nearly max_body, once for each of
+// a request's thousand items.
+func csvEnvelope(e storage.EnvelopeText) string {
+	if e.Size > storage.BatchEnvelopeHeaderMax {
+		return fmt.Sprintf("omitted: %d bytes", e.Size)
+	}
+	return csvCell(e.Text)
+}
+
 func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	_, f, problem := s.eventFilter(r.URL.Query())
 	if problem != "" {
@@ -290,7 +302,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		envelopes, err := s.events.BatchEnvelopes(r.Context(), ids)
+		envelopes, err := s.events.BatchEnvelopes(r.Context(), ids, storage.BatchEnvelopeHeaderMax)
 		if err != nil {
 			return err
 		}
@@ -302,7 +314,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 				csvCell(d.Property), csvCell(d.Booking), csvCell(d.Amount), csvCell(d.Currency), csvCell(d.Key), d.KeyMethod,
 				strconv.FormatInt(d.FirstDelivery, 10), d.PayloadHash, csvCell(d.Error),
 				strconv.FormatInt(d.Batch, 10), strconv.Itoa(d.BatchIndex),
-				strconv.FormatBool(d.MoneyMismatch), kinds, with, csvCell(envelopes[d.ID]),
+				strconv.FormatBool(d.MoneyMismatch), kinds, with, csvEnvelope(envelopes[d.ID]),
 			})
 		}
 		stretch = stretch[:0]

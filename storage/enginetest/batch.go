@@ -136,10 +136,18 @@ func TestRecordBatch_Envelope(t *testing.T, e Engine) {
 	if got, err := db.Delivery(ctx, single.ID); err != nil || got.BatchEnvelope != "" {
 		t.Fatalf("a delivery that came alone: envelope %q, %v; want none", got.BatchEnvelope, err)
 	}
-	envelopes, err := db.BatchEnvelopes(ctx, []int64{single.ID, b[0].ID, b[1].ID, b[2].ID, 99999})
-	want := map[int64]string{b[0].ID: envelope, b[1].ID: envelope, b[2].ID: envelope}
-	if err != nil || !maps.Equal(envelopes, want) {
-		t.Fatalf("batch envelopes = %v, %v; want %v (none for the delivery that came alone, or for no delivery)", envelopes, err, want)
+	// Read whole up to the size asked for, in bytes; past it, only its size.
+	whole := storage.EnvelopeText{Size: len(envelope), Text: envelope}
+	for _, c := range []struct {
+		max  int
+		want storage.EnvelopeText
+	}{{len(envelope), whole}, {len(envelope) - 1, storage.EnvelopeText{Size: len(envelope)}}} {
+		envelopes, err := db.BatchEnvelopes(ctx, []int64{single.ID, b[0].ID, b[1].ID, b[2].ID, 99999}, c.max)
+		want := map[int64]storage.EnvelopeText{b[0].ID: c.want, b[1].ID: c.want, b[2].ID: c.want}
+		if err != nil || !maps.Equal(envelopes, want) {
+			t.Fatalf("batch envelopes up to %d bytes = %v, %v; want %v (none for the delivery that came alone, or for no delivery)",
+				c.max, envelopes, err, want)
+		}
 	}
 	keyed, err := db.KeyDeliveries(ctx, "mews", "e0")
 	if err != nil || len(keyed) != 2 || keyed[0].BatchEnvelope != envelope || keyed[1].BatchEnvelope != envelope {
@@ -188,10 +196,12 @@ func TestRecordBatch_EnvelopeKeptOnce(t *testing.T, e Engine) {
 	if keyed, err := db.KeyDeliveries(ctx, "mews", "e1"); err != nil || len(keyed) != 1 || keyed[0].BatchEnvelope != envelope {
 		t.Fatalf("the deliveries of e1: %+v, %v; want one with its first item's envelope", keyed, err)
 	}
-	if got, err := db.BatchEnvelopes(ctx, []int64{b[2].ID, b[1].ID}); err != nil || len(got) != 2 || got[b[1].ID] != envelope || got[b[2].ID] != envelope {
+	whole := storage.EnvelopeText{Size: len(envelope), Text: envelope}
+	if got, err := db.BatchEnvelopes(ctx, []int64{b[2].ID, b[1].ID}, storage.BatchEnvelopeHeaderMax); err != nil || len(got) != 2 ||
+		got[b[1].ID] != whole || got[b[2].ID] != whole {
 		t.Fatalf("batch envelopes of items 1 and 2 = %v, %v; want their first item's", got, err)
 	}
-	if got, err := db.BatchEnvelopes(ctx, nil); err != nil || len(got) != 0 {
+	if got, err := db.BatchEnvelopes(ctx, nil, storage.BatchEnvelopeHeaderMax); err != nil || len(got) != 0 {
 		t.Fatalf("batch envelopes of no delivery = %v, %v", got, err)
 	}
 	jobs := lease(t, db, clk.Now(), time.Minute, 10)

@@ -190,9 +190,10 @@ func (db *DB) Claim(ctx context.Context, source, key string) (storage.Claim, err
 }
 
 // BatchEnvelopes returns the batch envelope of each of the deliveries ids that has one,
-// by delivery id, as Delivery reads it: its own, or its first item's.
-func (db *DB) BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string, error) {
-	out := map[int64]string{}
+// by delivery id, as Delivery reads it (its own, or its first item's), its text only
+// when it is max bytes or fewer: a larger one is not read out of the database.
+func (db *DB) BatchEnvelopes(ctx context.Context, ids []int64, max int) (map[int64]storage.EnvelopeText, error) {
+	out := map[int64]storage.EnvelopeText{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -200,20 +201,22 @@ func (db *DB) BatchEnvelopes(ctx context.Context, ids []int64) (map[int64]string
 	for i, id := range ids {
 		args[i] = id
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, `+sqlEnvelope+` FROM deliveries
-WHERE id IN (`+placeholders(len(ids))+`) AND batch != 0`, args...)
+	args = append(args, max)
+	rows, err := db.read.QueryContext(ctx, `WITH e AS (SELECT id, `+sqlEnvelope+` AS envelope FROM deliveries
+	WHERE id IN (`+placeholders(len(ids))+`) AND batch != 0)
+SELECT id, octet_length(envelope), CASE WHEN octet_length(envelope) <= ? THEN envelope ELSE '' END FROM e`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("batch envelopes: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var envelope string
-		if err := rows.Scan(&id, &envelope); err != nil {
+		var e storage.EnvelopeText
+		if err := rows.Scan(&id, &e.Size, &e.Text); err != nil {
 			return nil, fmt.Errorf("batch envelopes: %w", err)
 		}
-		if envelope != "" {
-			out[id] = envelope
+		if e.Size > 0 {
+			out[id] = e
 		}
 	}
 	if err := rows.Err(); err != nil {
