@@ -534,21 +534,12 @@ func appendPercent(b []byte, s string, colon bool) []byte {
 }
 
 // setEnvelope gives an item's hand-off what its request said of all its events (Mews'
-// enterprise, Adyen's live), which the item's body alone does not: the envelope in
-// X-Hookdedup-Batch-Envelope, or, past BatchEnvelopeHeaderMax, only its size in
-// X-Hookdedup-Batch-Envelope-Omitted, so that the downstream knows there is one to
-// fetch rather than take a request that proxies would refuse. An item stored before
-// envelopes were kept has none, and gets neither.
+// enterprise, Adyen's live), which the item's body alone does not
+// (storage.BatchEnvelopeHandOff).
 func setEnvelope(h http.Header, envelope string) {
-	if envelope == "" {
-		return
+	if name, value := storage.BatchEnvelopeHandOff(envelope); name != "" {
+		h.Set(name, value)
 	}
-	v := storage.BatchEnvelopeHeader(envelope)
-	if len(v) > storage.BatchEnvelopeHeaderMax {
-		h.Set("X-Hookdedup-Batch-Envelope-Omitted", strconv.Itoa(len(v))+" bytes")
-		return
-	}
-	h.Set("X-Hookdedup-Batch-Envelope", v)
 }
 
 // attemptError is the text of a hand-off's error as it is stored and shown to every

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf16"
 )
@@ -72,6 +73,23 @@ type AttemptResult struct {
 // instead: a field line near 8 KiB is refused by nginx's and Apache's defaults (the
 // name counts), and the downstream's other headers need room under Node's 16 KiB.
 const BatchEnvelopeHeaderMax = 4 << 10
+
+// BatchEnvelopeHandOff is the header that a hand-off of an item with envelope carries:
+// X-Hookdedup-Batch-Envelope with the envelope (BatchEnvelopeHeader), or, past
+// BatchEnvelopeHeaderMax, only its size in X-Hookdedup-Batch-Envelope-Omitted, so that
+// the downstream knows there is one to fetch rather than take a request that proxies
+// would refuse. No envelope (an item stored before envelopes were kept), no header: name
+// is "".
+func BatchEnvelopeHandOff(envelope string) (name, value string) {
+	if envelope == "" {
+		return "", ""
+	}
+	v := BatchEnvelopeHeader(envelope)
+	if len(v) > BatchEnvelopeHeaderMax {
+		return "X-Hookdedup-Batch-Envelope-Omitted", strconv.Itoa(len(v)) + " bytes"
+	}
+	return "X-Hookdedup-Batch-Envelope", v
+}
 
 // EnvelopeText is a batch envelope as BatchEnvelopes reads it: its size in bytes, and
 // its text, "" when it is over the size asked for.

@@ -123,11 +123,7 @@ func TestConsole_BatchEnvelope(t *testing.T) {
 	})
 
 	t.Run("DeliveryAlone", func(t *testing.T) {
-		alone := &storage.Delivery{Source: "pms", Status: 200, Key: "s1", KeyMethod: "event_id", PayloadHash: "s", Body: []byte(`{}`)}
-		if err := e.db.Record(context.Background(), alone, storage.ClaimOptions{TTL: time.Hour}); err != nil {
-			t.Fatal(err)
-		}
-		_, p := c.page(fmt.Sprintf("/events/%d", alone.ID))
+		_, p := c.page(fmt.Sprintf("/events/%d", alone(t, e).ID))
 		if p.testid("batch-envelope").len() != 0 {
 			t.Error("a delivery that came alone shows an envelope")
 		}

@@ -165,20 +165,12 @@ func runKey(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// explainEnvelope writes what the request says besides its events, as each item's
-// hand-off carries it: the header's ASCII spelling, which is also safe to print.
+// explainEnvelope writes what the request says besides its events, as the header each
+// item's hand-off carries: its ASCII spelling is also safe to print.
 func explainEnvelope(w io.Writer, envelope string) {
-	if envelope == "" {
-		return
+	if name, value := storage.BatchEnvelopeHandOff(envelope); name != "" {
+		fmt.Fprintf(w, "envelope\thanded downstream with each item as %s: %s\n", name, value)
 	}
-	v := storage.BatchEnvelopeHeader(envelope)
-	if len(v) > storage.BatchEnvelopeHeaderMax {
-		fmt.Fprintf(w, "envelope\t%d bytes, over %d: each hand-off says only its size, in X-Hookdedup-Batch-Envelope-Omitted\n",
-			len(v), storage.BatchEnvelopeHeaderMax)
-		return
-	}
-	fmt.Fprintf(w, "envelope\t%s\n", v)
-	fmt.Fprintf(w, "\thanded downstream with each item, in X-Hookdedup-Batch-Envelope\n")
 }
 
 // itemNote says where the event sits inside each element of a batch.

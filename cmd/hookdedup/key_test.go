@@ -60,8 +60,8 @@ func TestKey_Batch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 items at /Events", `envelope  {"EnterpriseId":"H\u00f4tel-7"}`,
-		"handed downstream with each item, in X-Hookdedup-Batch-Envelope",
+	for _, want := range []string{"2 items at /Events",
+		`envelope  handed downstream with each item as X-Hookdedup-Batch-Envelope: {"EnterpriseId":"H\u00f4tel-7"}`,
 		"item 0", "item 1", `"CustomerAdded"`, `"CustomerUpdated"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
@@ -69,6 +69,15 @@ func TestKey_Batch(t *testing.T) {
 	}
 	if strings.Count(out, "derived:") < 2 {
 		t.Errorf("output does not give two keys:\n%s", out)
+	}
+
+	// An envelope too large for a header goes by its size, as the dispatcher sends it.
+	large := filepath.Join(dir, "large.json")
+	pad := strings.Repeat("é", 700) // 4,200 bytes as the header spells it
+	os.WriteFile(large, []byte(`{"Pad":"`+pad+`","Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a6"}}]}`), 0o600)
+	if out, err := keyIn(t, dir, large); err != nil ||
+		!strings.Contains(out, "envelope  handed downstream with each item as X-Hookdedup-Batch-Envelope-Omitted: 4210 bytes") {
+		t.Errorf("err %v, output:\n%s\nwant the envelope's size in X-Hookdedup-Batch-Envelope-Omitted", err, out)
 	}
 
 	bad := filepath.Join(dir, "bad.json")

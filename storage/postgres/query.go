@@ -160,7 +160,7 @@ func (db *DB) Claim(ctx context.Context, source, key string) (storage.Claim, err
 
 // BatchEnvelopes returns the batch envelope of each of the deliveries ids that has one,
 // by delivery id, as Delivery reads it (its own, or its first item's), its text only
-// when it is max bytes or fewer: a larger one is not read out of the database.
+// when it is max bytes or fewer: a larger one's text is not returned, only its size.
 func (db *DB) BatchEnvelopes(ctx context.Context, ids []int64, max int) (map[int64]storage.EnvelopeText, error) {
 	out := map[int64]storage.EnvelopeText{}
 	if len(ids) == 0 {
