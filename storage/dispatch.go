@@ -60,6 +60,16 @@ type Attempt struct {
 	Response    string // a bounded excerpt of the answer
 }
 
+// AttemptInterrupted is the error of an attempt whose lease ran out before its outcome
+// was recorded: the process was killed, or stalled, or could not write, mid-attempt.
+// It is recorded when the key is leased again, released or reprocessed, with the
+// lease's end as its StartedAt, so that a key's history counts every hand-off the
+// downstream may have received. If the attempt's process was only stalled and records
+// its outcome after all, that outcome takes the interrupted one's place. It does not count towards max_attempts (a process
+// killed again and again must not fail a key) nor towards a failing streak (the
+// downstream did not fail).
+const AttemptInterrupted = "interrupted: the lease ran out before an outcome was recorded (the process stopped or stalled mid-attempt); the downstream may have received it"
+
 // AttemptResult says what follows an attempt.
 type AttemptResult struct {
 	Done      bool      // the downstream took it: processed

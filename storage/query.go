@@ -34,6 +34,23 @@ func (c Claim) InFlight(now time.Time) bool {
 	return c.State == StateProcessing && !c.LeasedUntil.IsZero() && c.LeasedUntil.Equal(c.NextAttemptAt) && c.LeasedUntil.After(now)
 }
 
+// Interrupted reports whether c's last lease ran out by now with its attempt never
+// recorded (see AttemptInterrupted). The engines' LeaseDue read the same condition in
+// SQL: next_attempt_at = leased_until on a due key.
+func (c Claim) Interrupted(now time.Time) bool {
+	return c.State == StateProcessing && !c.LeasedUntil.IsZero() && c.LeasedUntil.Equal(c.NextAttemptAt) && !c.LeasedUntil.After(now)
+}
+
+// NotALease is when a key set due at due is due instead: a millisecond later if due is,
+// to the millisecond the engines keep, the end of its last lease, which would read as
+// an attempt in flight, or interrupted.
+func NotALease(due, leasedUntil time.Time) time.Time {
+	if due.UnixMilli() == leasedUntil.UnixMilli() {
+		return due.Add(time.Millisecond)
+	}
+	return due
+}
+
 // Reprocessed is the expiry and the window a reprocess at now gives c: a live claim
 // keeps its expiry; an expired one holds its key for its window again from now.
 // ClaimedAt stays (it is the job's generation and its business key's seen time), so

@@ -377,6 +377,9 @@ type AttemptRow struct {
 	Time        string
 	Status      int
 	OK          bool
+	// Interrupted: its lease ran out before its outcome was recorded (Time is the
+	// lease's end); the downstream may have received it.
+	Interrupted bool
 	Duration    string
 	Error       string
 	Response    string

@@ -297,6 +297,9 @@ type apiAttempt struct {
 	Status     int       `json:"status,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	Response   string    `json:"response,omitempty"`
+	// Interrupted: its lease ran out (at At) before its outcome was recorded; the
+	// downstream may have received it.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 type apiClaim struct {
@@ -391,7 +394,8 @@ func (a *api) keyDetail(ctx context.Context, source, key string) (apiKey, error)
 	}
 	k.Attempts = make([]apiAttempt, 0, len(atts))
 	for _, at := range atts {
-		k.Attempts = append(k.Attempts, apiAttempt{Delivery: strconv.FormatInt(at.Delivery, 10), At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response})
+		k.Attempts = append(k.Attempts, apiAttempt{Delivery: strconv.FormatInt(at.Delivery, 10), At: at.StartedAt, DurationMS: at.Duration.Milliseconds(), Status: at.Status, Error: at.Error, Response: at.Response,
+			Interrupted: at.Error == storage.AttemptInterrupted})
 	}
 	return k, nil
 }

@@ -142,7 +142,10 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 			switch {
 			case err == nil:
 				row.LastStatus = "HTTP " + strconv.Itoa(a.Status)
-				if a.Status == 0 {
+				switch {
+				case a.Error == storage.AttemptInterrupted:
+					row.LastStatus = "interrupted"
+				case a.Status == 0:
 					row.LastStatus = "no answer"
 				}
 				if row.LastError == "" {

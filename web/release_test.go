@@ -158,3 +158,68 @@ func TestConsole_AttemptsNameTheirDelivery(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_InterruptedAttempt: a hand-off whose outcome was never recorded (its
+// process was killed mid-attempt) shows as interrupted with an unknown answer on the
+// delivery's page, on the Keys page and in the API, not as the downstream failing.
+func TestConsole_InterruptedAttempt(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	d := &storage.Delivery{Source: "pms", Status: 200, Key: "cut", KeyMethod: "event_id", PayloadHash: "c",
+		ContentType: "application/json", Body: []byte(`{"event_id":"cut"}`)}
+	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	leaseOne := func() storage.Job {
+		t.Helper()
+		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("lease: %v, %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	if _, err := e.db.FinishAttempt(ctx, leaseOne(), storage.Attempt{StartedAt: e.clock.Now(), Status: 502, Error: "HTTP 502"},
+		storage.AttemptResult{NextAt: e.clock.Now(), LastError: "HTTP 502"}); err != nil {
+		t.Fatal(err)
+	}
+	leaseOne() // and its process is killed
+	e.clock.Add(2 * time.Minute)
+	leaseOne()
+
+	viewer := e.as(t, storage.RoleViewer)
+	_, p := viewer.page(fmt.Sprintf("/events/%d", d.ID))
+	rows := p.testid("attempts").tag("tbody").tag("tr")
+	row := func(i int) nodes { return nodes{t, rows.list[i : i+1]} }
+	if rows.len() != 2 {
+		t.Fatalf("the delivery's page lists %d attempts, want 2: %q", rows.len(), p.testid("attempts").text())
+	}
+	if got := row(1).text(); !strings.Contains(got, "unknown") || !strings.Contains(got, "(lease ended)") ||
+		!strings.Contains(got, "interrupted: the lease ran out") || strings.Contains(got, "none") {
+		t.Errorf("the interrupted attempt reads %q; want its answer unknown, its time the lease's end", got)
+	}
+	if got := row(0).text(); strings.Contains(got, "unknown") || !strings.Contains(got, "502") {
+		t.Errorf("the recorded attempt reads %q", got)
+	}
+	_, p = viewer.page("/keys?source=pms&state=processing")
+	if got := p.text(); !strings.Contains(got, "interrupted") {
+		t.Errorf("the Keys page does not say the last attempt was interrupted: %q", got)
+	}
+
+	tok, _, err := e.db.CreateToken(ctx, storage.RoleViewer, "test", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.clientAt(t, e.srv.URL, "Authorization", "Bearer "+tok).get("/api/v1/key?source=pms&key=cut")
+	var out struct {
+		Attempts []struct {
+			Status      int
+			Interrupted bool
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &out); code != 200 || err != nil || len(out.Attempts) != 2 {
+		t.Fatalf("API key: %d, %v; want 200 and 2 attempts: %s", code, err, body)
+	}
+	if a, b := out.Attempts[0], out.Attempts[1]; a.Interrupted || a.Status != 502 || !b.Interrupted || b.Status != 0 {
+		t.Errorf("API attempts %+v; want the 502, then the interrupted one", out.Attempts)
+	}
+}

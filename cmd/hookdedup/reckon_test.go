@@ -21,6 +21,7 @@ type crashReckoning struct {
 	total                               storagetest.Counts
 	lostAnswers, notDispatched          int
 	dispatched, handoffs                int
+	attempts, interrupted               int
 	explained, unexplained              int
 	longestGap                          time.Duration
 }
@@ -32,14 +33,14 @@ func (x crashReckoning) String() string {
   no answer (killed)     %d, 503 with Retry-After %d, other answers %d
   stored                 %d (%d accepted, %d duplicate, %d rejected); stored but never answered %d
   lost                   %d answered-200 not stored, %d keys answered 200 never dispatched
-  dispatched             %d keys, %d hand-offs
+  dispatched             %d keys, %d hand-offs; %d attempts recorded, %d of them interrupted
   double dispatches      %d explained (in flight at a kill or an outage, same Idempotency-Key; longest hand-off-to-kill gap %s), %d unexplained`,
 		x.sends, x.events, x.keys,
 		x.answered, x.acceptedAns, x.duplicateAns,
 		x.noAnswer, x.unavailable, x.sends-x.answered-x.noAnswer-x.unavailable,
 		x.stored, x.total.Accepted, x.total.Duplicate, x.total.Rejected, x.stored-(x.answered-x.lostAnswers),
 		x.lostAnswers, x.notDispatched,
-		x.dispatched, x.handoffs,
+		x.dispatched, x.handoffs, x.attempts, x.interrupted,
 		x.explained, x.longestGap.Round(time.Millisecond), x.unexplained)
 }
 
@@ -118,7 +119,7 @@ func reckon(t *testing.T, db storage.Store, traffic *crashTraffic, sink *crashSi
 	for _, r := range sink.receipts() {
 		byKey[r.key] = append(byKey[r.key], r)
 	}
-	var stored, notDispatched, explained, unexplained, handoffs int
+	var stored, notDispatched, explained, unexplained, handoffs, recorded, interrupted int
 	var longestGap time.Duration
 	for ik, ev := range wantKeys {
 		all, err := db.KeyDeliveries(ctx, ev.source, ev.key)
@@ -173,12 +174,21 @@ func reckon(t *testing.T, db storage.Store, traffic *crashTraffic, sink *crashSi
 		}
 		succeeded := 0
 		for _, a := range attempts {
-			if a.Error == "" {
+			switch a.Error {
+			case "":
 				succeeded++
+			case storage.AttemptInterrupted:
+				interrupted++
 			}
 		}
 		if succeeded != 1 {
 			t.Errorf("%s: %d successful attempts recorded, want 1: %+v", ik, succeeded, attempts)
+		}
+		// Every hand-off the downstream got is in the key's history: one cut off by a
+		// kill as an interrupted attempt. A kill may also cut one before it arrived.
+		recorded += len(attempts)
+		if len(attempts) < len(rs) {
+			t.Errorf("%s: the downstream got %d hand-offs, the key's history holds %d attempts: %+v", ik, len(rs), len(attempts), attempts)
 		}
 
 		if len(rs) == 0 {
@@ -235,6 +245,7 @@ func reckon(t *testing.T, db storage.Store, traffic *crashTraffic, sink *crashSi
 	x.answered, x.acceptedAns, x.duplicateAns, x.noAnswer = answered, acceptedAns, duplicateAns, noAnswer
 	x.lostAnswers, x.notDispatched = lostAnswers, notDispatched
 	x.dispatched, x.handoffs = len(byKey), handoffs
+	x.attempts, x.interrupted = recorded, interrupted
 	x.explained, x.unexplained, x.longestGap = explained, unexplained, longestGap
 	return x
 }

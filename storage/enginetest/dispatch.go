@@ -604,3 +604,111 @@ func TestLeaseDue_Replicas(t *testing.T, e Engine) {
 		t.Fatalf("%s is %s, %v; want processed", taken.Key, c.State, err)
 	}
 }
+
+// TestLeaseDue_Interrupted: a hand-off whose lease runs out before its outcome is
+// recorded (its process was killed mid-attempt) is recorded as interrupted, once, when
+// its key is leased again, reprocessed or released: the downstream may have received
+// it. An attempt recorded in time is not, even one retried exactly when its lease would
+// have ended. Interrupted attempts count neither as attempts made nor as failures.
+func TestLeaseDue_Interrupted(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	first := record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	attempts := func(want ...string) []storage.Attempt {
+		t.Helper()
+		atts, err := db.Attempts(ctx, "ota", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range atts {
+			got = append(got, a.Error)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("attempts: %q, want %q", got, want)
+		}
+		return atts
+	}
+	leaseOne := func(now time.Time) storage.Job {
+		t.Helper()
+		jobs := lease(t, db, now, time.Minute, 10)
+		if len(jobs) != 1 {
+			t.Fatalf("leased %v at %v, want k", jobKeys(jobs), now)
+		}
+		return jobs[0]
+	}
+	const failed = "downstream answered 503"
+	finish := func(j storage.Job, at time.Time) bool {
+		t.Helper()
+		moved, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+			StartedAt: clk.Now(), Status: 503, Error: failed}, storage.AttemptResult{NextAt: at, LastError: failed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return moved
+	}
+	interrupted := storage.AttemptInterrupted
+
+	killed := leaseOne(clk.Now())
+	clk.Add(time.Minute)
+	again := leaseOne(clk.Now())
+	a := attempts(interrupted)[0]
+	if a.Delivery != first.ID || !a.StartedAt.Equal(killed.Lease) || a.Status != 0 || a.Duration != 0 || a.Response != "" {
+		t.Errorf("interrupted attempt %+v; want delivery %d at the lease's end %v, no status", a, first.ID, killed.Lease)
+	}
+	if c, err := db.Claim(ctx, "ota", "k"); err != nil || c.Attempts != 0 {
+		t.Errorf("claim %+v, %v; want no attempt counted for the interrupted one", c, err)
+	}
+
+	// Retried at the very end of its lease: recorded in time, so not interrupted.
+	if !finish(again, again.Lease) {
+		t.Fatal("the attempt holding the lease did not move the key")
+	}
+	c, err := db.Claim(ctx, "ota", "k")
+	if err != nil || c.NextAttemptAt.Equal(c.LeasedUntil) {
+		t.Fatalf("claim %+v, %v; want due apart from its lease's end", c, err)
+	}
+	third := leaseOne(c.NextAttemptAt)
+	attempts(interrupted, failed)
+	// Retried long after its lease ended: not interrupted either.
+	if !finish(third, third.Lease.Add(time.Hour)) {
+		t.Fatal("the third attempt did not move the key")
+	}
+	clk.Set(third.Lease.Add(time.Hour))
+	killedAgain := leaseOne(clk.Now())
+	attempts(interrupted, failed, failed)
+
+	// Reprocessed the instant its lease ends: recorded by the reprocess, and not again
+	// by the lease that follows it.
+	clk.Set(killedAgain.Lease)
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+		Reprocess: true, StuckBefore: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("reprocess: %v", err)
+	}
+	next := leaseOne(clk.Now().Add(time.Millisecond))
+	atts := attempts(interrupted, failed, failed, interrupted)
+	if !atts[3].StartedAt.Equal(killedAgain.Lease) {
+		t.Errorf("reprocess recorded the interrupted attempt at %v, want its lease's end %v", atts[3].StartedAt, killedAgain.Lease)
+	}
+	if got, err := db.FailingStreaks(ctx, []string{"ota"}, 10); err != nil || got["ota"] != 2 {
+		t.Errorf("failing streak %v, %v; want 2: interrupted attempts are not the downstream failing", got, err)
+	}
+
+	// Released once its lease ran out: recorded by the release.
+	clk.Set(next.Lease.Add(time.Second))
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+		StuckBefore: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	attempts(interrupted, failed, failed, interrupted, interrupted)
+	if jobs := lease(t, db, clk.Now().Add(time.Hour), time.Minute, 10); len(jobs) != 0 {
+		t.Fatalf("leased %v after the release", jobKeys(jobs))
+	}
+	// Its process was only stalled and records the outcome after all: the outcome takes
+	// the place of that lease's interrupted attempt, and of no other.
+	if finish(next, clk.Now()) {
+		t.Fatal("a late attempt moved the released key")
+	}
+	attempts(interrupted, failed, failed, interrupted, failed)
+}

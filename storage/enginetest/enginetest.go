@@ -133,6 +133,9 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 // Add moves the clock by d.
 func (c *Clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
+
 // sweepAll walks the retention sweep to its end, limit deliveries a batch, and returns
 // how many it deleted. It fails the test if a batch deletes more than limit, or if the
 // walk takes more batches than deliveries exist.

@@ -107,6 +107,7 @@ var tests = []struct {
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},
+	{"LeaseDue_Interrupted", TestLeaseDue_Interrupted},
 	{"DispatcherSeen", TestDispatcherSeen},
 	{"UnknownMigrations", TestUnknownMigrations},
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},

@@ -509,9 +509,9 @@ func (db *DB) FailingStreaks(ctx context.Context, sources []string, limit int) (
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE w.failing) AS n FROM (
 				SELECT bool_and(l.error <> '') OVER (ORDER BY l.id DESC) AS failing
-				FROM (SELECT id, error FROM attempts WHERE source = s.source ORDER BY id DESC LIMIT $2) l
+				FROM (SELECT id, error FROM attempts WHERE source = s.source AND error <> $3 ORDER BY id DESC LIMIT $2) l
 			) w
-		) f`, asked, limit)
+		) f`, asked, limit, storage.AttemptInterrupted)
 	if err != nil {
 		return nil, fmt.Errorf("failing streaks: %w", err)
 	}

@@ -18,9 +18,18 @@ import (
 // whose lease was committed meanwhile is seen with its new next_attempt_at (PostgreSQL
 // re-checks a locked row's newest version) and left out. MATERIALIZED keeps the locking
 // select a step of its own, run once, whatever plan the update gets.
+//
+// A due key whose next_attempt_at is still its lease's end was never settled: its last
+// attempt's outcome is unknown (storage.Claim.Interrupted), and interrupted records it
+// as such ($4). due gives the columns it reads: the locked rows' newest versions, which
+// a plain read of claims in the same statement would not see.
 func leaseSQL(due string) string {
 	return `
 WITH due AS MATERIALIZED (` + due + `
+), interrupted AS (
+	INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+	SELECT source, key, first_delivery, leased_until, 0, 0, $4, '' FROM due
+	WHERE next_attempt_at = leased_until ORDER BY id
 ), leased AS (
 	UPDATE claims AS c SET next_attempt_at = greatest($1, coalesce(c.leased_until, 0) + 1),
 		leased_until = greatest($1, coalesce(c.leased_until, 0) + 1)
@@ -38,21 +47,24 @@ ORDER BY l.id`
 var (
 	// sqlLeaseDue leases the due keys of every source.
 	sqlLeaseDue = leaseSQL(`
-	SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
+	SELECT ` + dueColumns + ` FROM claims WHERE state = 'processing' AND next_attempt_at <= $2
 	ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED`)
-	// sqlLeaseDueOf leases the due keys of the sources $4. Each source's keys are read
+	// sqlLeaseDueOf leases the due keys of the sources $5. Each source's keys are read
 	// on their own from claims_due (source, next_attempt_at, id), oldest first and at
 	// most $3, so that neither another source's due keys nor a long queue of one's own
 	// are walked: a source removed from every configuration with a backlog left behind
 	// costs nothing.
 	sqlLeaseDueOf = leaseSQL(`
-	SELECT c.id FROM unnest($4::text[]) AS s (source) CROSS JOIN LATERAL (
-		SELECT id, next_attempt_at FROM claims
+	SELECT c.* FROM unnest($5::text[]) AS s (source) CROSS JOIN LATERAL (
+		SELECT ` + dueColumns + ` FROM claims
 		WHERE state = 'processing' AND source = s.source AND next_attempt_at <= $2
 		ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 	) AS c
 	ORDER BY c.next_attempt_at, c.id LIMIT $3`)
 )
+
+// dueColumns are the columns of a due key that leaseSQL reads.
+const dueColumns = `id, source, key, first_delivery, next_attempt_at, leased_until`
 
 // LeaseDue returns up to limit jobs of sources (nil: of every source) due at now, oldest
 // first, and leases them until now+lease: another dispatcher, on this replica or another,
@@ -69,7 +81,7 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	var jobs []storage.Job
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		jobs = nil
-		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo}
+		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo, storage.AttemptInterrupted}
 		if sources != nil {
 			q, args = sqlLeaseDueOf, append(args, sources)
 		}
@@ -200,14 +212,20 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2
 			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6`
-			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		}
 		tag, err := tx.Exec(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		moved = tag.RowsAffected() == 1
-		return nil
+		if !moved {
+			// Its lease ran out, and a lease, release or reprocess since may have
+			// recorded it as interrupted: its outcome, known now, takes that one's place.
+			_, err = tx.Exec(ctx, `DELETE FROM attempts WHERE source = $1 AND key = $2 AND started_at = $3 AND error = $4`,
+				job.Source, job.Key, millis(job.Lease), storage.AttemptInterrupted)
+		}
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)

@@ -189,6 +189,11 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
 		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
+	if c.Interrupted(now) {
+		if err := recordInterrupted(ctx, tx, c); err != nil {
+			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+		}
+	}
 	action := "release"
 	if r.Reprocess {
 		action = "reprocess"
@@ -205,8 +210,8 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		// Reprocessing claims the key again for as long as its first claim lasted.
 		expires, ttl := c.Reprocessed(now)
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
-			next_attempt_at = $1, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
-			millis(now), millis(expires), ttl.Milliseconds(), c.ID)
+			next_attempt_at = $5, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
+			millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
 	} else {
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
 			WHERE id = $2`, millis(now), c.ID)
@@ -223,6 +228,13 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	}
 	out.Changed = true
 	return out, nil, nil
+}
+
+// recordInterrupted records the attempt of c that its lease outlived (storage.AttemptInterrupted).
+func recordInterrupted(ctx context.Context, tx pgx.Tx, c storage.Claim) error {
+	_, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+	VALUES ($1, $2, $3, $4, 0, 0, $5, '')`, c.Source, c.Key, c.FirstDelivery, millis(c.LeasedUntil), storage.AttemptInterrupted)
+	return err
 }
 
 // payloadGone says why c's payload cannot be sent again, or "" when it can: the

@@ -450,7 +450,7 @@ func (db *DB) FailingStreaks(ctx context.Context, sources []string, limit int) (
 	out := map[string]int{}
 	for _, s := range sources {
 		rows, err := db.read.QueryContext(ctx, `SELECT error FROM attempts INDEXED BY attempts_source_id
-			WHERE source = ? ORDER BY id DESC LIMIT ?`, s, limit)
+			WHERE source = ? AND error != ? ORDER BY id DESC LIMIT ?`, s, storage.AttemptInterrupted, limit)
 		if err != nil {
 			return nil, fmt.Errorf("failing streak of %s: %w", s, err)
 		}

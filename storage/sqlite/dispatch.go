@@ -29,6 +29,15 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	var jobs []storage.Job
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		jobs = nil
+		// A due key whose next_attempt_at is still its lease's end was never settled:
+		// its last attempt's outcome is unknown (storage.Claim.Interrupted). The same
+		// keys are selected again below: this transaction holds the writer.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+SELECT source, key, first_delivery, leased_until, 0, 0, ?1, '' FROM claims
+WHERE id IN (`+sqlDue(len(sources))+`) AND next_attempt_at = leased_until ORDER BY id`,
+			append([]any{storage.AttemptInterrupted}, args[1:]...)...); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, `
 UPDATE claims SET next_attempt_at = max(?1, coalesce(leased_until, 0) + 1), leased_until = max(?1, coalesce(leased_until, 0) + 1)
 WHERE id IN (`+sqlDue(len(sources))+`)
@@ -210,7 +219,7 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
 			WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
-			args = []any{millis(res.NextAt), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
 		}
 		r, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
@@ -218,7 +227,13 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		}
 		n, _ := r.RowsAffected()
 		moved = n == 1
-		return nil
+		if !moved {
+			// Its lease ran out, and a lease, release or reprocess since may have
+			// recorded it as interrupted: its outcome, known now, takes that one's place.
+			_, err = tx.ExecContext(ctx, `DELETE FROM attempts WHERE source = ? AND key = ? AND started_at = ? AND error = ?`,
+				job.Source, job.Key, millis(job.Lease), storage.AttemptInterrupted)
+		}
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("finish attempt %s/%s: %w", job.Source, job.Key, err)
