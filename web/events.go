@@ -544,8 +544,8 @@ func (s *Server) eventView(d storage.Delivery, k *keyData, with int64, canReleas
 		v.Attempts = append(v.Attempts, views.AttemptRow{
 			Delivery: a.Delivery, DeliveryURL: url,
 			Time: s.fullTime(a.StartedAt), Status: a.Status, OK: a.Status >= 200 && a.Status < 300 && a.Error == "",
-			Interrupted: a.Error == storage.AttemptInterrupted,
 			Duration: a.Duration.String(), Error: a.Error, Response: a.Response,
+			Interrupted: a.Error == storage.AttemptInterrupted,
 		})
 	}
 	return v
