@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // The console's figures at scale: the events list, its filters and a key's deliveries
@@ -183,7 +184,7 @@ func loadConsole(t *testing.T, s *loadServer, token string, fillRound, fillKeys 
 	add("events, source", "/events?source=ota")
 	add("events, property (1 in 400)", "/events?property=PROP-000123")
 	add("events, status no row has", "/events?status=confirmed")
-	add("events, booking", fmt.Sprintf("/events?booking=BK-%010d", i))
+	add("events, booking", "/events?booking="+storagetest.BookingOf(fillKey))
 	add("events, key", "/events?key="+url.QueryEscape(fillKey))
 	add("event with its key's deliveries", "/events/"+dup)
 	add("keys, stuck", "/keys")

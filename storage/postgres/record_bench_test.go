@@ -14,6 +14,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // benchBody is a realistic OTA cancellation of about 600 bytes.
@@ -35,7 +36,7 @@ func benchDelivery(key string) *storage.Delivery {
 		KeyFrom:     "header:webhook-id",
 		PayloadHash: "9f2b5c0e4a7d1f3b6c8e0a2d4f6b8c0e2a4d6f8b0c2e4a6d8f0b2c4e6a8d0f2b",
 		Property:    "PROP-000417",
-		Booking:     "BK-2025-118734",
+		Booking:     storagetest.BookingOf(key),
 		EventStatus: "cancelled",
 		Amount:      "412.50",
 		RemoteAddr:  "127.0.0.1:53412",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"strings"
 	"time"
@@ -14,8 +15,19 @@ import (
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
+// BookingOf is the booking of the delivery of key: a hash of it, so that bookings, like
+// the bookings that cancellations and refunds name (made weeks or months before, in any
+// order), land all over the booking index rather than at its right edge, and every
+// delivery of one key names one booking.
+func BookingOf(key string) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("BK-%012x", h.Sum64()>>16)
+}
+
 // Fill says what BulkLoad writes: Keys claims of one source, each with the accepted
-// delivery that won it, as intake would have stored them.
+// delivery that won it, as intake would have stored them. Each delivery's booking is its key's
+// BookingOf.
 type Fill struct {
 	Source string
 	Keys   int
@@ -160,7 +172,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
 		}
 		if _, err := deliver.ExecContext(ctx, id, f.Source, at, string(storage.Accepted), 200, "", key,
 			"event_id", "header:webhook-id", "", hash, false, id, fmt.Sprintf("PROP-%06d", i%400),
-			fmt.Sprintf("BK-%010d", i), "cancelled", "412.50", "EUR", "127.0.0.1:40000", "application/json",
+			BookingOf(key), "cancelled", "412.50", "EUR", "127.0.0.1:40000", "application/json",
 			f.Headers, f.Body(i)); err != nil {
 			return fmt.Errorf("delivery of %s: %w", key, err)
 		}

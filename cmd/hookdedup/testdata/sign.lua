@@ -92,20 +92,23 @@ end
 
 -- The event numbered n of this thread: its id spreads uniformly over the key space (as
 -- random provider ids do), and its body depends on n alone, so a redelivery is identical.
--- Its booking carries the nonce too: two runs against one server (a warm-up, then the
--- run measured) book apart, rather than the second's every refund doubling the first's
--- under refund forensics' business key.
+-- Its booking is a hash of the nonce, the thread and n, as the fill's are of their keys:
+-- bookings that cancellations name were made weeks before, in any order, so each new one
+-- lands anywhere in the booking index. With the nonce, two runs against one server (a
+-- warm-up, then the run measured) book apart, rather than the second's every refund
+-- doubling the first's under refund forensics' business key.
 local function event(n)
   local id = "msg_" .. tohex(hmac(nonce .. "/" .. tid .. "/" .. n), 8) .. "_" .. nonce .. "_" .. tid .. "_" .. n
+  local booking = "BK-" .. tohex(hmac("booking/" .. nonce .. "/" .. tid .. "/" .. n), 6)
   local body = string.format(
     '{"event_id":"%s","type":"booking.cancelled","created_at":"2025-11-29T18:42:07Z",' ..
-    '"property_id":"PROP-%06d","booking_id":"BK-%s-%d-%d","status":"cancelled","effective_date":"2025-12-20",' ..
+    '"property_id":"PROP-%06d","booking_id":"%s","status":"cancelled","effective_date":"2025-12-20",' ..
     '"channel":"booking.com","guest":{"name":"A. Guest","country":"DE"},"stay":{"arrival":"2025-12-20",' ..
     '"departure":"2025-12-23","nights":3,"rooms":[{"type":"DBL","rate_plan":"BAR-FLEX","adults":2,' ..
     '"children":0,"amount":{"value":"412.50","currency":"EUR"}}]},"refund":{"amount":"412.50",' ..
     '"currency":"EUR","reason":"guest_request","policy":"free_cancellation"},"cancellation":' ..
     '{"id":"CXL-%d","requested_at":"2025-11-29T18:41:55Z","source":"guest"},"version":3}',
-    id, n % 400, nonce, tid, n, n)
+    id, n % 400, booking, n)
   return id, body
 end
 
