@@ -258,12 +258,6 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 		q.checkArgs = append(q.checkArgs, checkArgs...)
 	}
 	add := func(indexed bool, drive, check string, args ...any) { addArgs(indexed, drive, args, check, args) }
-	// addRefs is add for a booking, whose index the writer leaves duplicates stored by
-	// reference out of (sqlWithReferrers): cond is written as it says. A key is found
-	// through its claim too (sqlKeyIDs).
-	addRefs := func(cond string, args ...any) {
-		addArgs(true, "id IN ("+sqlWithReferrers(cond)+")", append(args, args...), fmt.Sprintf(cond, "+"), args)
-	}
 	// A batch holds at most a request's items: the most selective filter there is. Its
 	// partial index is used only when the query implies batch != 0.
 	if f.Batch != 0 {
@@ -299,9 +293,12 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 		in := "id IN (SELECT delivery FROM suspects WHERE " + cond + ")"
 		add(true, in, "+"+in, args...)
 	}
+	// The index of bookings leaves duplicates stored by reference out
+	// (sqlWithReferrers), and is ordered by stretches of ids first (sqlBookingStretches).
 	// A partial index is used only when the query implies its WHERE: hence the != ''.
 	if f.Booking != "" {
-		addRefs("%[1]sbooking = ? AND %[1]sbooking != ''", f.Booking)
+		drive := "%[1]sbooking = ? AND %[1]sbooking != '' AND %[1]sid / 8192 IN (" + sqlBookingStretches + ")"
+		addArgs(true, "id IN ("+sqlWithReferrers(drive)+")", []any{f.Booking, f.Booking}, "+booking = ?", []any{f.Booking})
 	}
 	if f.Mismatch || f.MoneyMismatch {
 		add(true, "mismatch", "+mismatch != 0")

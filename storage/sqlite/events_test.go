@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,4 +196,40 @@ FROM s`, have+1, n, start.UnixMilli())
 	t0 = time.Now()
 	dups, err := db.RecentDuplicates(ctx, start.Add(25*24*time.Hour), 10)
 	t.Logf("RecentDuplicates %3d rows %s (%v)", len(dups), time.Since(t0), err)
+}
+
+// TestDB_Events_BookingAcrossStretches: the index of bookings is ordered by stretches of
+// 8,192 delivery ids first; a booking is found in every stretch the deliveries span,
+// the first, the last and one after a gap, with the duplicates that refer to one of
+// them for their body.
+func TestDB_Events_BookingAcrossStretches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	var ids []int64
+	for _, last := range []int64{0, 70_000, 300_000} {
+		if last != 0 {
+			execFile(t, path, fmt.Sprintf(`UPDATE delivery_seq SET last = %d`, last))
+		}
+		db, err := sqlite.Open(path, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprint("evt_", last)
+		first := storagetest.Record(t, db, withBooking(delivery("ota", key, "h"), "BK-7"), day)
+		dup := storagetest.Record(t, db, withBooking(withSignature(delivery("ota", key, "h"), "v1,a"), "BK-7"), day)
+		storagetest.Record(t, db, withBooking(delivery("ota", key+"_other", "h2"), "BK-8"), day)
+		if own, from := storedBody(t, path, dup.ID); own || from != first.ID {
+			t.Fatalf("duplicate %d: own body %v, body_from %d; want a reference to %d", dup.ID, own, from, first.ID)
+		}
+		ids = append(ids, first.ID, dup.ID)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids[2]/8192 < ids[0]/8192+2 || ids[4]/8192 < ids[2]/8192+2 {
+		t.Fatalf("ids %v; want stretches between them that hold no delivery", ids)
+	}
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	wantListed(t, db, storage.DeliveryFilter{Booking: "BK-7"}, slices.Clone(ids)...)
+	wantListed(t, db, storage.DeliveryFilter{Booking: "BK-7", Before: ids[4]}, slices.Clone(ids[:4])...)
+	wantListed(t, db, storage.DeliveryFilter{Booking: "BK-7", Outcome: storage.Duplicate}, ids[1], ids[3], ids[5])
 }
