@@ -5,6 +5,6 @@
 -- Ordered first by the stretch of 8,192 delivery ids it falls in, a new entry lands
 -- among the latest stretch's, a few dozen leaves that stay in the cache and that many
 -- deliveries share; a booking is looked up once in each stretch (sqlBookingStretches:
--- 611 look-ups at 5 M deliveries, about 15 ms, or 70 ms from a cold disk).
+-- 122 look-ups at 1 M deliveries, 611 at 5 M).
 DROP INDEX deliveries_booking;
 CREATE INDEX deliveries_booking ON deliveries (id / 8192, booking) WHERE booking != '' AND body_from = 0;
