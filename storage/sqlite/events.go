@@ -297,7 +297,7 @@ func planEvents(f storage.DeliveryFilter) eventQuery {
 	// (sqlWithReferrers), and is ordered by stretches of ids first (sqlBookingStretches).
 	// A partial index is used only when the query implies its WHERE: hence the != ''.
 	if f.Booking != "" {
-		drive := "%[1]sbooking = ? AND %[1]sbooking != '' AND %[1]sid / 8192 IN (" + sqlBookingStretches + ")"
+		drive := "%[1]sbooking = ? AND %[1]sbooking != '' AND %[1]sid / 16384 IN (" + sqlBookingStretches + ")"
 		addArgs(true, "id IN ("+sqlWithReferrers(drive)+")", []any{f.Booking, f.Booking}, "+booking = ?", []any{f.Booking})
 	}
 	if f.Mismatch || f.MoneyMismatch {

@@ -199,7 +199,7 @@ FROM s`, have+1, n, start.UnixMilli())
 }
 
 // TestDB_Events_BookingAcrossStretches: the index of bookings is ordered by stretches of
-// 8,192 delivery ids first; a booking is found in every stretch the deliveries span,
+// 16,384 delivery ids first; a booking is found in every stretch the deliveries span,
 // the first, the last and one after a gap, with the duplicates that refer to one of
 // them for their body.
 func TestDB_Events_BookingAcrossStretches(t *testing.T) {
@@ -225,7 +225,7 @@ func TestDB_Events_BookingAcrossStretches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ids[2]/8192 < ids[0]/8192+2 || ids[4]/8192 < ids[2]/8192+2 {
+	if ids[2]/16384 < ids[0]/16384+2 || ids[4]/16384 < ids[2]/16384+2 {
 		t.Fatalf("ids %v; want stretches between them that hold no delivery", ids)
 	}
 	db := storagetest.OpenPath(t, path, sqlite.Options{})

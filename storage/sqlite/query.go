@@ -97,11 +97,11 @@ func sqlWithReferrers(cond string) string {
 	WHERE ` + fmt.Sprintf(cond, "o.") + ` AND o.body_from = 0`
 }
 
-// sqlBookingStretches selects the stretches of 8,192 delivery ids that the deliveries
+// sqlBookingStretches selects the stretches of 16,384 delivery ids that the deliveries
 // stored span, from the lowest id's to the highest's: the first column of the index of
 // bookings (migration 0032), which a booking is looked up in once a stretch.
-const sqlBookingStretches = `WITH RECURSIVE s (n) AS (SELECT (SELECT min(id) FROM deliveries) / 8192
-	UNION ALL SELECT n + 1 FROM s WHERE n < (SELECT max(id) FROM deliveries) / 8192) SELECT n FROM s`
+const sqlBookingStretches = `WITH RECURSIVE s (n) AS (SELECT (SELECT min(id) FROM deliveries) / 16384
+	UNION ALL SELECT n + 1 FROM s WHERE n < (SELECT max(id) FROM deliveries) / 16384) SELECT n FROM s`
 
 // sqlKeyIDs is the ids of the deliveries of one key: sources is a condition on the
 // source, written with %[1]s before the column as sqlWithReferrers' cond is; the
