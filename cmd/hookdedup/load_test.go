@@ -69,9 +69,9 @@
 //	                            number, stored keys, mix and process id; the
 //	                            figures then include perf's sampling
 //
-// Each serve row also prints what the server read through system calls (rchar) per
-// request and the size of its -wal file when the run ended: past the memory map, those
-// say where a stored size's extra CPU goes.
+// Each serve row also prints what the server read through system calls (rchar) and the
+// minor page faults it took per request, and the size of its -wal file when the run
+// ended: past the memory map, those say where a stored size's extra CPU goes.
 package main
 
 import (
@@ -219,28 +219,29 @@ func loadReadKnobs(t *testing.T) loadKnobs {
 
 // loadResult is one wrk run.
 type loadResult struct {
-	Requests    int64   `json:"requests"`
-	DurationUS  int64   `json:"duration_us"`
-	ErrConnect  int64   `json:"errors_connect"`
-	ErrRead     int64   `json:"errors_read"`
-	ErrWrite    int64   `json:"errors_write"`
-	ErrStatus   int64   `json:"errors_status"`
-	ErrTimeout  int64   `json:"errors_timeout"`
-	P50US       int64   `json:"p50_us"`
-	P90US       int64   `json:"p90_us"`
-	P99US       int64   `json:"p99_us"`
-	P999US      int64   `json:"p999_us"`
-	MaxUS       int64   `json:"max_us"`
-	MeanUS      float64 `json:"mean_us"`
-	RPS         float64 `json:"-"`
-	Load1       float64 `json:"-"`
-	Outcomes    loadOutcomes
-	CPUPerReq   float64 // CPU time (user+system) the server spent per request, µs
-	Swept       float64 // claims the server's sweep deleted during the run
-	StoredAtRun int64   // claims stored when the run began
-	ReadPerReq  float64 // bytes the server read through system calls per request (serve only)
-	WALBytes    int64   // the size of serve's -wal file when the run ended
-	Cached      float64 // the share of serve's database file in the file system's cache as the run began
+	Requests     int64   `json:"requests"`
+	DurationUS   int64   `json:"duration_us"`
+	ErrConnect   int64   `json:"errors_connect"`
+	ErrRead      int64   `json:"errors_read"`
+	ErrWrite     int64   `json:"errors_write"`
+	ErrStatus    int64   `json:"errors_status"`
+	ErrTimeout   int64   `json:"errors_timeout"`
+	P50US        int64   `json:"p50_us"`
+	P90US        int64   `json:"p90_us"`
+	P99US        int64   `json:"p99_us"`
+	P999US       int64   `json:"p999_us"`
+	MaxUS        int64   `json:"max_us"`
+	MeanUS       float64 `json:"mean_us"`
+	RPS          float64 `json:"-"`
+	Load1        float64 `json:"-"`
+	Outcomes     loadOutcomes
+	CPUPerReq    float64 // CPU time (user+system) the server spent per request, µs
+	Swept        float64 // claims the server's sweep deleted during the run
+	StoredAtRun  int64   // claims stored when the run began
+	ReadPerReq   float64 // bytes the server read through system calls per request (serve only)
+	FaultsPerReq float64 // minor page faults the server took per request (serve only)
+	WALBytes     int64   // the size of serve's -wal file when the run ended
+	Cached       float64 // the share of serve's database file in the file system's cache as the run began
 }
 
 // loadOutcomes counts deliveries by outcome, and the suspects that refund forensics
@@ -649,12 +650,13 @@ func (s *loadServer) runPaced(t *testing.T, k loadKnobs, mode string, stored int
 	o0, sw0 := s.metrics(t)
 	pid := strconv.Itoa(s.cmd.Process.Pid)
 	stopPerf := loadPerf(t, k, pid, fmt.Sprintf("%d-%s-%s", stored, mode, pid))
-	cpu0, read0 := postgrestest.ProcessCPU(pid), storagetest.ProcessIO(pid).Read
+	cpu0, read0, faults0 := postgrestest.ProcessCPU(pid), storagetest.ProcessIO(pid).Read, storagetest.MinorFaults(pid)
 	r := loadWrkPaced(t, k, s.url, mode, k.duration, pace)
 	stopPerf()
 	if r.Requests > 0 {
 		r.CPUPerReq = float64((postgrestest.ProcessCPU(pid) - cpu0).Microseconds()) / float64(r.Requests)
 		r.ReadPerReq = float64(storagetest.ProcessIO(pid).Read-read0) / float64(r.Requests)
+		r.FaultsPerReq = float64(storagetest.MinorFaults(pid)-faults0) / float64(r.Requests)
 	}
 	if fi, err := os.Stat(s.db + "-wal"); err == nil {
 		r.WALBytes = fi.Size()
@@ -971,8 +973,8 @@ func TestLoad(t *testing.T) {
 			r.scenario, r.mix, x.RPS, float64(x.P50US)/1000, float64(x.P99US)/1000, x.CPUPerReq,
 			x.Outcomes.accepted, x.Outcomes.duplicate, x.Swept, x.Load1)
 		if x.ReadPerReq > 0 || x.WALBytes > 0 {
-			fmt.Printf("    read %.1f KB a request through system calls; -wal %.1f MiB at the end; %.0f %% of the file cached at the start\n",
-				x.ReadPerReq/1000, float64(x.WALBytes)/(1<<20), 100*x.Cached)
+			fmt.Printf("    read %.1f KB and %.2f page faults a request; -wal %.1f MiB at the end; %.0f %% of the file cached at the start\n",
+				x.ReadPerReq/1000, x.FaultsPerReq, float64(x.WALBytes)/(1<<20), 100*x.Cached)
 		}
 		if x.Outcomes.suspects > 0 {
 			fmt.Printf("    (%.0f suspects flagged: this run's figures include flagging them)\n", x.Outcomes.suspects)
