@@ -137,7 +137,9 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		if c.FirstDelivery != 0 {
 			row.EventURL = eventURL(c.FirstDelivery)
 		}
-		if c.Attempts > 0 {
+		// An interrupted hand-off is not counted in Attempts (a crash loop must not fail
+		// the key), but a key leased since it was claimed may have one as its last.
+		if c.Attempts > 0 || c.LeasedUntil.After(c.ClaimedAt) {
 			a, err := s.keys.LastAttempt(ctx, c.Source, c.Key)
 			switch {
 			case err == nil:

@@ -44,7 +44,9 @@ const (
 	// new row, or a takeover of an expired or released one; a live claim refuses. It
 	// returns the first_delivery of every row it wrote, that is the id of each row that
 	// won. Its conflict check locks each existing row, won or not, until the
-	// transaction ends.
+	// transaction ends. A takeover keeps the old claim's leased_until, and a
+	// next_attempt_at equal to it would read as a hand-off cut off
+	// (storage.NotALease): one that falls due at that very millisecond is moved by one.
 	sqlClaim = `
 INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at, next_attempt_at)
 SELECT v.source, v.key, v.state, v.first, v.hash, v.at, v.expires, v.at, v.next
@@ -53,7 +55,9 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bi
 ON CONFLICT (source, key) DO UPDATE SET
 	state = excluded.state, first_delivery = excluded.first_delivery, payload_hash = excluded.payload_hash,
 	claimed_at = excluded.claimed_at, expires_at = excluded.expires_at,
-	updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+	updated_at = excluded.updated_at,
+	next_attempt_at = CASE WHEN excluded.next_attempt_at = claims.leased_until
+		THEN excluded.next_attempt_at + 1 ELSE excluded.next_attempt_at END,
 	attempts = 0, last_error = '', ttl = NULL
 WHERE (claims.expires_at <= excluded.claimed_at AND claims.state <> 'processing') OR claims.state = 'released'
 RETURNING first_delivery`

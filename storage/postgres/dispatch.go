@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,7 +84,7 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		jobs = nil
 		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo, storage.AttemptInterrupted}
 		if sources != nil {
-			q, args = sqlLeaseDueOf, append(args, sources)
+			q, args = sqlLeaseDueOf, append(args, distinct(sources))
 		}
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
@@ -187,11 +188,6 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 	// being recorded (the key would be leased and sent again and again).
 	a.Error, a.Response, res.LastError = textReplaced(a.Error), textReplaced(a.Response), textReplaced(res.LastError)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
-			a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
-			return err
-		}
 		now := millis(db.Now())
 		var q string
 		var args []any
@@ -221,10 +217,22 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		moved = tag.RowsAffected() == 1
 		if !moved {
 			// Its lease ran out, and a lease, release or reprocess since may have
-			// recorded it as interrupted: its outcome, known now, takes that one's place.
-			_, err = tx.Exec(ctx, `DELETE FROM attempts WHERE source = $1 AND key = $2 AND started_at = $3 AND error = $4`,
+			// recorded it as interrupted: its outcome, known now, takes that one's place,
+			// in the same row, so that the key's history keeps its hand-offs in order.
+			tag, err := tx.Exec(ctx, `UPDATE attempts SET delivery = $1, started_at = $2, duration_ms = $3, status = $4,
+			error = $5, response = $6 WHERE id = (SELECT min(id) FROM attempts WHERE source = $7 AND key = $8 AND started_at = $9 AND error = $10)`,
+				job.Delivery, millis(a.StartedAt), a.Duration.Milliseconds(), a.Status, a.Error, a.Response,
 				job.Source, job.Key, millis(job.Lease), storage.AttemptInterrupted)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 1 {
+				return nil
+			}
 		}
+		_, err = tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
+			a.Duration.Milliseconds(), a.Status, a.Error, a.Response)
 		return err
 	})
 	if err != nil {
@@ -287,4 +295,17 @@ func (db *DB) LastAttempt(ctx context.Context, source, key string) (storage.Atte
 		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, err)
 	}
 	return a, nil
+}
+
+// distinct is sources without repeats, in their order. sqlLeaseDueOf walks the claims
+// of each source it is given, and a key found twice (a transaction does not skip the
+// rows it locked itself) would have its interrupted attempt recorded twice.
+func distinct(sources []string) []string {
+	out := make([]string, 0, len(sources))
+	for _, s := range sources {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -189,11 +189,6 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
 		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
 	}
-	if c.Interrupted(now) {
-		if err := recordInterrupted(ctx, tx, c); err != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-		}
-	}
 	action := "release"
 	if r.Reprocess {
 		action = "reprocess"
@@ -209,14 +204,20 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 		}
 		// Reprocessing claims the key again for as long as its first claim lasted.
 		expires, ttl := c.Reprocessed(now)
-		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
+		err = recordIfInterrupted(ctx, tx, c, now)
+		if err == nil {
+			_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
 			next_attempt_at = $5, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
-			millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
+				millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
+		}
 	} else {
 		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
 			WHERE id = $2`, millis(now), c.ID)
 		if err == nil {
 			_, err = forget(ctx, tx, c)
+		}
+		if err == nil {
+			err = recordIfInterrupted(ctx, tx, c, now)
 		}
 	}
 	if err != nil {
@@ -230,8 +231,15 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	return out, nil, nil
 }
 
-// recordInterrupted records the attempt of c that its lease outlived (storage.AttemptInterrupted).
-func recordInterrupted(ctx context.Context, tx pgx.Tx, c storage.Claim) error {
+// recordIfInterrupted records the attempt of c that its lease outlived
+// (storage.AttemptInterrupted), if one did at now. Its callers call it once the release
+// or reprocess is certain to go ahead: a refused one writes nothing (the bulk actions
+// commit the keys of a batch that were not refused), and the next lease would record
+// the same hand-off again.
+func recordIfInterrupted(ctx context.Context, tx pgx.Tx, c storage.Claim, now time.Time) error {
+	if !c.Interrupted(now) {
+		return nil
+	}
 	_, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 	VALUES ($1, $2, $3, $4, 0, 0, $5, '')`, c.Source, c.Key, c.FirstDelivery, millis(c.LeasedUntil), storage.AttemptInterrupted)
 	return err

@@ -199,11 +199,6 @@ WHERE d.seen_at >= ? ORDER BY f.value`, millis(since))
 func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
 	var moved bool
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
-			a.Duration.Milliseconds(), a.Status, a.Error, a.Response); err != nil {
-			return err
-		}
 		now := millis(db.Now())
 		var q string
 		var args []any
@@ -229,10 +224,22 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		moved = n == 1
 		if !moved {
 			// Its lease ran out, and a lease, release or reprocess since may have
-			// recorded it as interrupted: its outcome, known now, takes that one's place.
-			_, err = tx.ExecContext(ctx, `DELETE FROM attempts WHERE source = ? AND key = ? AND started_at = ? AND error = ?`,
+			// recorded it as interrupted: its outcome, known now, takes that one's place,
+			// in the same row, so that the key's history keeps its hand-offs in order.
+			r, err := tx.ExecContext(ctx, `UPDATE attempts SET delivery = ?, started_at = ?, duration_ms = ?, status = ?,
+			error = ?, response = ? WHERE id = (SELECT min(id) FROM attempts WHERE source = ? AND key = ? AND started_at = ? AND error = ?)`,
+				job.Delivery, millis(a.StartedAt), a.Duration.Milliseconds(), a.Status, a.Error, a.Response,
 				job.Source, job.Key, millis(job.Lease), storage.AttemptInterrupted)
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n == 1 {
+				return nil
+			}
 		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, job.Source, job.Key, job.Delivery, millis(a.StartedAt),
+			a.Duration.Milliseconds(), a.Status, a.Error, a.Response)
 		return err
 	})
 	if err != nil {

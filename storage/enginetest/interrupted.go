@@ -1,0 +1,261 @@
+package enginetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// attemptErrors returns the errors of source/key's attempts, oldest first.
+func attemptErrors(t *testing.T, db storage.Store, source, key string) []string {
+	t.Helper()
+	atts, err := db.Attempts(context.Background(), source, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range atts {
+		got = append(got, a.Error)
+	}
+	return got
+}
+
+const answered503 = "downstream answered 503"
+
+// finishRetry records a failed attempt of j and asks for a retry at next.
+func finishRetry(t *testing.T, db storage.Store, j storage.Job, started, next time.Time) bool {
+	t.Helper()
+	moved, err := db.FinishAttempt(context.Background(), j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+		StartedAt: started, Status: 503, Error: answered503}, storage.AttemptResult{NextAt: next, LastError: answered503})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return moved
+}
+
+// TestLeaseDue_TakeoverAtLeaseEnd: a released key keeps its last lease's end
+// (leased_until); a new delivery that claims the key anew at exactly that millisecond
+// must not leave next_attempt_at = leased_until, which LeaseDue would read as an
+// interrupted hand-off, though the only attempt was recorded in time and the new claim
+// was never handed to anyone.
+func TestLeaseDue_TakeoverAtLeaseEnd(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	jobs := lease(t, db, clk.Now(), time.Minute, 10)
+	if len(jobs) != 1 {
+		t.Fatalf("leased %v", jobKeys(jobs))
+	}
+	j := jobs[0]
+	clk.Add(time.Second)
+	if !finishRetry(t, db, j, clk.Now(), clk.Now().Add(time.Hour)) {
+		t.Fatal("attempt did not move the key")
+	}
+	clk.Add(time.Second)
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+		StuckBefore: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	// The provider sends the event again exactly when the old lease would have ended.
+	clk.Set(j.Lease)
+	d := record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	if d.Outcome != storage.Accepted {
+		t.Fatalf("new delivery %s; want it to claim the released key", d.Outcome)
+	}
+	// Due a millisecond later than it came: at the old lease's end, it would read as
+	// that lease cut off.
+	clk.Add(time.Millisecond)
+	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
+		t.Fatalf("leased %v, want k", jobKeys(jobs))
+	}
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{answered503}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q: no hand-off of the new claim was interrupted", got, want)
+	}
+}
+
+// TestLeaseDue_SourceTwice: LeaseDue of an interrupted key with its source named
+// twice records the interrupted hand-off once, as it leases the key once.
+func TestLeaseDue_SourceTwice(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
+		t.Fatalf("leased %v", jobKeys(jobs))
+	}
+	clk.Add(2 * time.Minute)
+	jobs, err := db.LeaseDue(ctx, clk.Now(), time.Minute, 10, []string{"ota", "ota"})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("leased %v, %v; want k once", jobKeys(jobs), err)
+	}
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{storage.AttemptInterrupted}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want one interrupted", got)
+	}
+}
+
+// TestLeaseDue_InterruptedReplicas: every key's lease runs out unsettled; two replicas'
+// dispatchers lease at once while an operator reprocesses and releases some of the
+// keys: each key's interrupted hand-off is recorded exactly once.
+func TestLeaseDue_InterruptedReplicas(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	clk := newClock(e, a)
+	b := e.Reopen(t, a)
+	e.SetClock(b, clk.Now)
+	const keys = 200
+	batch := make([]*storage.Delivery, 0, keys)
+	for i := range keys {
+		batch = append(batch, delivery("ota", spreadName(i), "h"))
+	}
+	if err := a.RecordBatch(ctx, batch, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := lease(t, a, clk.Now(), time.Minute, keys); len(jobs) != keys {
+		t.Fatalf("leased %d", len(jobs))
+	}
+	clk.Add(2 * time.Minute)
+	now := clk.Now()
+	done := make(chan struct{})
+	errs := make(chan error, 16)
+	for w := range 4 {
+		db := a
+		if w%2 == 1 {
+			db = b
+		}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				var sources []string
+				if w >= 2 {
+					sources = []string{"ota"}
+				}
+				jobs, err := db.LeaseDue(ctx, now, time.Minute, 3, sources)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for i := 0; i < keys; i += 7 {
+			_, _ = b.ReleaseKey(ctx, storage.Release{Source: "ota", Key: spreadName(i), Actor: "sam", Reason: "r",
+				Reprocess: i%2 == 0, StuckBefore: now.Add(time.Hour)})
+		}
+	}()
+	for range 5 {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		got := attemptErrors(t, a, "ota", spreadName(i))
+		if !slices.Equal(got, []string{storage.AttemptInterrupted}) {
+			t.Errorf("%s: %d attempt rows %q, want one interrupted", spreadName(i), len(got), got)
+		}
+	}
+}
+
+// spreadName is the name of key i of a few hundred.
+func spreadName(i int) string {
+	return "k" + string(rune('a'+i/26%26)) + string(rune('a'+i%26)) + string(rune('a'+i/676))
+}
+
+// TestFinishAttempt_LateOutcomeRace: stalled attempts record their outcome while another
+// replica leases their keys again: each hand-off is in the history once, as its outcome
+// or (had it never come) as interrupted, never both.
+func TestFinishAttempt_LateOutcomeRace(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	clk := newClock(e, a)
+	b := e.Reopen(t, a)
+	e.SetClock(b, clk.Now)
+	const keys = 200
+	batch := make([]*storage.Delivery, 0, keys)
+	for i := range keys {
+		batch = append(batch, delivery("ota", spreadName(i), "h"))
+	}
+	if err := a.RecordBatch(ctx, batch, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	jobs := lease(t, a, clk.Now(), time.Minute, keys)
+	if len(jobs) != keys {
+		t.Fatalf("leased %d", len(jobs))
+	}
+	clk.Add(2 * time.Minute)
+	now := clk.Now()
+	done := make(chan struct{})
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for _, j := range jobs {
+			if _, err := a.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+				StartedAt: now, Status: 503, Error: answered503}, storage.AttemptResult{NextAt: now.Add(time.Hour), LastError: answered503}); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for {
+			js, err := b.LeaseDue(ctx, now, time.Minute, 2, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(js) == 0 {
+				return
+			}
+		}
+	}()
+	<-done
+	<-done
+	for i := range keys {
+		got := attemptErrors(t, a, "ota", spreadName(i))
+		if len(got) != 1 || got[0] != answered503 {
+			t.Errorf("%s: attempts %q, want the late outcome only", spreadName(i), got)
+		}
+	}
+}
+
+// TestFinishAttempt_LateOutcomeInPlace: a stalled process's late outcome takes its
+// interrupted row's place in the key's history, before the hand-offs that came after
+// it: after the next dispatcher succeeded, the key's last attempt (the Keys page's) is
+// that success, not the stalled attempt's 503, and the source's failing streak does
+// not count the 503.
+func TestFinishAttempt_LateOutcomeInPlace(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	stalled := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	startedStalled := clk.Now()
+	clk.Add(2 * time.Minute)
+	next := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	if moved, err := db.FinishAttempt(ctx, next, storage.Attempt{Source: "ota", Key: "k", Delivery: next.Delivery,
+		StartedAt: clk.Now(), Status: 200}, storage.AttemptResult{Done: true}); err != nil || !moved {
+		t.Fatalf("success: %v, %v", moved, err)
+	}
+	clk.Add(time.Second)
+	if finishRetry(t, db, stalled, startedStalled, clk.Now().Add(time.Hour)) {
+		t.Fatal("the stalled attempt moved the key")
+	}
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{answered503, ""}; !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q: the late outcome in the interrupted one's place", got, want)
+	}
+	if last, err := db.LastAttempt(ctx, "ota", "k"); err != nil || last.Error != "" {
+		t.Errorf("last attempt of the processed key: %q, %v; want the success", last.Error, err)
+	}
+	if got, err := db.FailingStreaks(ctx, []string{"ota"}, 10); err != nil || got["ota"] != 0 {
+		t.Errorf("failing streak %v, %v; want 0: the downstream's latest answer was a success", got, err)
+	}
+}
