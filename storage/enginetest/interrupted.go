@@ -97,24 +97,34 @@ func TestLeaseDue_SourceTwice(t *testing.T, e Engine) {
 	}
 }
 
+// twoReplicas opens one database twice, as two replicas sharing one clock, and records
+// n keys to hand downstream, named spreadName(0) to spreadName(n-1).
+func twoReplicas(t *testing.T, e Engine, n int) (a, b storage.Store, clk *Clock) {
+	t.Helper()
+	a = e.Open(t)
+	clk = newClock(e, a)
+	b = e.Reopen(t, a)
+	e.SetClock(b, clk.Now)
+	batch := make([]*storage.Delivery, 0, n)
+	for i := range n {
+		batch = append(batch, delivery("ota", spreadName(i), "h"))
+	}
+	if err := a.RecordBatch(context.Background(), batch, dispatchDay); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, clk
+}
+
+// replicaKeys is how many keys the replica tests hand off.
+const replicaKeys = 200
+
 // TestLeaseDue_InterruptedReplicas: every key's lease runs out unsettled; two replicas'
 // dispatchers lease at once while an operator reprocesses and releases some of the
 // keys: each key's interrupted hand-off is recorded exactly once.
 func TestLeaseDue_InterruptedReplicas(t *testing.T, e Engine) {
 	ctx := context.Background()
-	a := e.Open(t)
-	clk := newClock(e, a)
-	b := e.Reopen(t, a)
-	e.SetClock(b, clk.Now)
-	const keys = 200
-	batch := make([]*storage.Delivery, 0, keys)
-	for i := range keys {
-		batch = append(batch, delivery("ota", spreadName(i), "h"))
-	}
-	if err := a.RecordBatch(ctx, batch, dispatchDay); err != nil {
-		t.Fatal(err)
-	}
-	if jobs := lease(t, a, clk.Now(), time.Minute, keys); len(jobs) != keys {
+	a, b, clk := twoReplicas(t, e, replicaKeys)
+	if jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys); len(jobs) != replicaKeys {
 		t.Fatalf("leased %d", len(jobs))
 	}
 	clk.Add(2 * time.Minute)
@@ -146,7 +156,7 @@ func TestLeaseDue_InterruptedReplicas(t *testing.T, e Engine) {
 	}
 	go func() {
 		defer func() { done <- struct{}{} }()
-		for i := 0; i < keys; i += 7 {
+		for i := 0; i < replicaKeys; i += 7 {
 			_, _ = b.ReleaseKey(ctx, storage.Release{Source: "ota", Key: spreadName(i), Actor: "sam", Reason: "r",
 				Reprocess: i%2 == 0, StuckBefore: now.Add(time.Hour)})
 		}
@@ -158,7 +168,7 @@ func TestLeaseDue_InterruptedReplicas(t *testing.T, e Engine) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for i := range keys {
+	for i := range replicaKeys {
 		got := attemptErrors(t, a, "ota", spreadName(i))
 		if !slices.Equal(got, []string{storage.AttemptInterrupted}) {
 			t.Errorf("%s: %d attempt rows %q, want one interrupted", spreadName(i), len(got), got)
@@ -176,20 +186,9 @@ func spreadName(i int) string {
 // or (had it never come) as interrupted, never both.
 func TestFinishAttempt_LateOutcomeRace(t *testing.T, e Engine) {
 	ctx := context.Background()
-	a := e.Open(t)
-	clk := newClock(e, a)
-	b := e.Reopen(t, a)
-	e.SetClock(b, clk.Now)
-	const keys = 200
-	batch := make([]*storage.Delivery, 0, keys)
-	for i := range keys {
-		batch = append(batch, delivery("ota", spreadName(i), "h"))
-	}
-	if err := a.RecordBatch(ctx, batch, dispatchDay); err != nil {
-		t.Fatal(err)
-	}
-	jobs := lease(t, a, clk.Now(), time.Minute, keys)
-	if len(jobs) != keys {
+	a, b, clk := twoReplicas(t, e, replicaKeys)
+	jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys)
+	if len(jobs) != replicaKeys {
 		t.Fatalf("leased %d", len(jobs))
 	}
 	clk.Add(2 * time.Minute)
@@ -219,7 +218,7 @@ func TestFinishAttempt_LateOutcomeRace(t *testing.T, e Engine) {
 	}()
 	<-done
 	<-done
-	for i := range keys {
+	for i := range replicaKeys {
 		got := attemptErrors(t, a, "ota", spreadName(i))
 		if len(got) != 1 || got[0] != answered503 {
 			t.Errorf("%s: attempts %q, want the late outcome only", spreadName(i), got)
