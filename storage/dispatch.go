@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -140,4 +141,21 @@ func BatchEnvelopeHeader(envelope string) string {
 		}
 	}
 	return string(b)
+}
+
+// DistinctSources is sources without repeats, in their order, nil for nil: the
+// engines' LeaseDue read the keys of each source they are given once, so that a source
+// named twice neither records a key's interrupted hand-off twice nor counts its keys
+// twice against the limit.
+func DistinctSources(sources []string) []string {
+	if sources == nil {
+		return nil
+	}
+	out := make([]string, 0, len(sources))
+	for _, s := range sources {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -97,6 +97,25 @@ func TestLeaseDue_SourceTwice(t *testing.T, e Engine) {
 	}
 }
 
+// TestLeaseDue_SourceTwiceLimit: a source named twice is one source on both engines:
+// its keys count once each against the limit.
+func TestLeaseDue_SourceTwiceLimit(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k1", "h"), dispatchDay)
+	clk.Add(time.Millisecond)
+	record(t, db, delivery("ota", "k2", "h"), dispatchDay)
+	clk.Add(time.Second)
+	jobs, err := db.LeaseDue(ctx, clk.Now(), time.Minute, 2, []string{"ota", "ota"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jobKeys(jobs), []string{"k1", "k2"}; !slices.Equal(got, want) {
+		t.Errorf("leased %v with a limit of 2, want %v", got, want)
+	}
+}
+
 // twoReplicas opens one database twice, as two replicas sharing one clock, and records
 // n keys to hand downstream, named spreadName(0) to spreadName(n-1).
 func twoReplicas(t *testing.T, e Engine, n int) (a, b storage.Store, clk *Clock) {

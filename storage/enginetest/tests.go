@@ -110,6 +110,7 @@ var tests = []struct {
 	{"LeaseDue_Interrupted", TestLeaseDue_Interrupted},
 	{"LeaseDue_TakeoverAtLeaseEnd", TestLeaseDue_TakeoverAtLeaseEnd},
 	{"LeaseDue_SourceTwice", TestLeaseDue_SourceTwice},
+	{"LeaseDue_SourceTwiceLimit", TestLeaseDue_SourceTwiceLimit},
 	{"LeaseDue_InterruptedReplicas", TestLeaseDue_InterruptedReplicas},
 	{"FinishAttempt_LateOutcomeRace", TestFinishAttempt_LateOutcomeRace},
 	{"FinishAttempt_LateOutcomeInPlace", TestFinishAttempt_LateOutcomeInPlace},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,7 +83,7 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		jobs = nil
 		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo, storage.AttemptInterrupted}
 		if sources != nil {
-			q, args = sqlLeaseDueOf, append(args, distinct(sources))
+			q, args = sqlLeaseDueOf, append(args, storage.DistinctSources(sources))
 		}
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
@@ -295,17 +294,4 @@ func (db *DB) LastAttempt(ctx context.Context, source, key string) (storage.Atte
 		return storage.Attempt{}, fmt.Errorf("last attempt of %s/%s: %w", source, key, err)
 	}
 	return a, nil
-}
-
-// distinct is sources without repeats, in their order. sqlLeaseDueOf walks the claims
-// of each source it is given, and a key found twice (a transaction does not skip the
-// rows it locked itself) would have its interrupted attempt recorded twice.
-func distinct(sources []string) []string {
-	out := make([]string, 0, len(sources))
-	for _, s := range sources {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

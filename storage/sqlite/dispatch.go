@@ -22,6 +22,7 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	if sources != nil && len(sources) == 0 {
 		return nil, nil
 	}
+	sources = storage.DistinctSources(sources)
 	args := []any{millis(now.Add(lease)), millis(now), limit}
 	for _, s := range sources {
 		args = append(args, s)
