@@ -277,3 +277,91 @@ func TestFinishAttempt_LateOutcomeInPlace(t *testing.T, e Engine) {
 		t.Errorf("failing streak %v, %v; want 0: the downstream's latest answer was a success", got, err)
 	}
 }
+
+// TestFinishAttempt_LateOutcomesAfterReclaim: a key released at its lease's very end
+// and claimed anew in that millisecond, then two leases of the new claim each cut
+// off: when both stalled processes report late, each outcome takes its own
+// interrupted row's place.
+func TestFinishAttempt_LateOutcomesAfterReclaim(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	j1 := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	start1 := clk.Now()
+	clk.Set(j1.Lease)
+	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",
+		StuckBefore: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if d := record(t, db, delivery("ota", "k", "h2"), dispatchDay); d.Outcome != storage.Accepted {
+		t.Fatalf("re-claim %s", d.Outcome)
+	}
+	clk.Add(time.Millisecond)
+	js := lease(t, db, clk.Now(), time.Minute, 10)
+	if len(js) != 1 {
+		t.Fatalf("leased %v", jobKeys(js))
+	}
+	j2 := js[0]
+	start2 := clk.Now()
+	clk.Set(j2.Lease)
+	js = lease(t, db, clk.Now(), time.Minute, 10)
+	if len(js) != 1 {
+		t.Fatalf("leased %v", jobKeys(js))
+	}
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{storage.AttemptInterrupted, storage.AttemptInterrupted}; !slices.Equal(got, want) {
+		t.Fatalf("history %q, want two interrupted", got)
+	}
+	clk.Add(time.Second)
+	fin := func(j storage.Job, started time.Time, errText string) {
+		t.Helper()
+		moved, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+			StartedAt: started, Status: 500, Error: errText}, storage.AttemptResult{NextAt: clk.Now().Add(time.Hour), LastError: errText})
+		if err != nil || moved {
+			t.Fatalf("late outcome: moved %v, %v", moved, err)
+		}
+	}
+	fin(j2, start2, "late2")
+	fin(j1, start1, "late1")
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{"late1", "late2"}; !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+}
+
+// TestFinishAttempt_LateOutcomeReleaseRace: stalled attempts report late while another replica
+// releases or reprocesses their keys: each key's history holds the late outcome once.
+func TestFinishAttempt_LateOutcomeReleaseRace(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a, b, clk := twoReplicas(t, e, replicaKeys)
+	jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys)
+	if len(jobs) != replicaKeys {
+		t.Fatalf("leased %d", len(jobs))
+	}
+	clk.Add(2 * time.Minute)
+	now := clk.Now()
+	done := make(chan struct{})
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for _, j := range jobs {
+			if _, err := a.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+				StartedAt: now.Add(-90 * time.Second), Status: 503, Error: answered503}, storage.AttemptResult{NextAt: now.Add(time.Hour), LastError: answered503}); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for i := range replicaKeys {
+			_, _ = b.ReleaseKey(ctx, storage.Release{Source: "ota", Key: spreadName(i), Actor: "sam", Reason: "r",
+				Reprocess: i%2 == 0, StuckBefore: now.Add(time.Hour)})
+		}
+	}()
+	<-done
+	<-done
+	for i := range replicaKeys {
+		got := attemptErrors(t, a, "ota", spreadName(i))
+		if len(got) != 1 || got[0] != answered503 {
+			t.Errorf("%s: attempts %q, want the late outcome only", spreadName(i), got)
+		}
+	}
+}

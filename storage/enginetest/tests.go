@@ -111,6 +111,8 @@ var tests = []struct {
 	{"LeaseDue_TakeoverAtLeaseEnd", TestLeaseDue_TakeoverAtLeaseEnd},
 	{"LeaseDue_SourceTwice", TestLeaseDue_SourceTwice},
 	{"LeaseDue_SourceTwiceLimit", TestLeaseDue_SourceTwiceLimit},
+	{"FinishAttempt_LateOutcomesAfterReclaim", TestFinishAttempt_LateOutcomesAfterReclaim},
+	{"FinishAttempt_LateOutcomeReleaseRace", TestFinishAttempt_LateOutcomeReleaseRace},
 	{"LeaseDue_InterruptedReplicas", TestLeaseDue_InterruptedReplicas},
 	{"FinishAttempt_LateOutcomeRace", TestFinishAttempt_LateOutcomeRace},
 	{"FinishAttempt_LateOutcomeInPlace", TestFinishAttempt_LateOutcomeInPlace},
