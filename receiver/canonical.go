@@ -39,8 +39,8 @@ type canonState struct {
 	scratch []byte        // an object's members while they are put in order
 	depth   int
 	// exact keeps an integer written as plain digits as written when float64 cannot
-	// hold it (appendCanonicalExact).
-	exact bool
+	// hold it (appendCanonicalExact); rounded says such an integer was met.
+	exact, rounded bool
 }
 
 // canonScratch is what canonicalisations recycle, in canonScratches.
@@ -56,7 +56,8 @@ var canonScratches = sync.Pool{New: func() any { return new(canonScratch) }}
 // unchanged in length) when src is anything but a JSON text that canonicalises
 // without error.
 func appendCanonical(dst, src []byte) ([]byte, bool) {
-	return appendCanonicalMode(dst, src, false)
+	out, ok, _ := appendCanonicalMode(dst, src, false)
+	return out, ok
 }
 
 // appendCanonicalExact is appendCanonical, except that an integer written as plain
@@ -65,10 +66,14 @@ func appendCanonical(dst, src []byte) ([]byte, bool) {
 // differ only there would share a key. Every other value comes out as
 // appendCanonical writes it, so keys without such a number do not change.
 func appendCanonicalExact(dst, src []byte) ([]byte, bool) {
-	return appendCanonicalMode(dst, src, true)
+	out, ok, _ := appendCanonicalMode(dst, src, true)
+	return out, ok
 }
 
-func appendCanonicalMode(dst, src []byte, exact bool) ([]byte, bool) {
+// appendCanonicalMode is appendCanonical, or appendCanonicalExact when exact; rounded
+// reports whether src holds an integer that float64 cannot hold, which the two write
+// differently.
+func appendCanonicalMode(dst, src []byte, exact bool) (out []byte, ok, rounded bool) {
 	sc := canonScratches.Get().(*canonScratch)
 	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0], exact: exact}
 	i, ok := st.value(st.skipSpace(0))
@@ -80,9 +85,9 @@ func appendCanonicalMode(dst, src []byte, exact bool) ([]byte, bool) {
 		canonScratches.Put(sc)
 	}
 	if !ok {
-		return dst, false
+		return dst, false, false
 	}
-	return st.out, true
+	return st.out, true, st.rounded
 }
 
 // canonicalize is Value.Canonicalize, on the single-pass path when it can be.
@@ -538,8 +543,11 @@ func (st *canonState) number(i int) (int, bool) {
 	}
 	n := len(st.out)
 	st.out = appendES6Float(st.out, f)
-	if st.exact && !float && string(st.out[n:]) != string(lit) {
-		st.out = append(st.out[:n], lit...)
+	if !float && string(st.out[n:]) != string(lit) {
+		st.rounded = true
+		if st.exact {
+			st.out = append(st.out[:n], lit...)
+		}
 	}
 	return i, true
 }

@@ -179,6 +179,26 @@ func TestDerive_DifferentKey(t *testing.T) {
 		}
 	})
 
+	// RFC 8785 rounds both to 9007199254740992: the payload hash keeps the digits, as a
+	// key does, and a body whose integers float64 holds hashes as RFC 8785 has it.
+	t.Run("integer past 2^53", func(t *testing.T) {
+		a := ktDerive(t, spec, nil, `{"booking_id":"B","seq":9007199254740993}`)
+		b := ktDerive(t, spec, nil, `{"booking_id":"B","seq":9007199254740992}`)
+		if a.Key != b.Key {
+			t.Errorf("key changed with a field outside key_fields")
+		}
+		if a.PayloadHash == b.PayloadHash {
+			t.Errorf("payload hash did not change with the integer's last digit")
+		}
+		c := ktDerive(t, spec, nil, `{"seq":9007199254740992.0,"booking_id":"B"}`)
+		if c.PayloadHash != b.PayloadHash {
+			t.Errorf("payload hash of an integer float64 holds changed with its spelling")
+		}
+		if want := keySHA256Hex([]byte(`{"booking_id":"B","seq":9007199254740992}`)); b.PayloadHash != want {
+			t.Errorf("payload hash %s, want RFC 8785's %s", b.PayloadHash, want)
+		}
+	})
+
 	// An explicit null and an absent field both enter the hash as null.
 	t.Run("null is absent", func(t *testing.T) {
 		a := ktDerive(t, spec, nil, `{"booking_id":"B","stay":null}`)
@@ -331,7 +351,15 @@ func TestDerive_EventID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := ktDerive(t, tt.spec, tt.h, tt.body)
-			if want := ktSHA256(string(mustJCS(t, tt.body))); d.PayloadHash != want {
+			// RFC 8785's form, but for an integer past 2^53, which keeps its digits.
+			hashed := map[string]string{
+				"big integer kept digit for digit": `{"event_id":9007199254740993}`,
+				"64-bit integer":                   `{"event_id":-12345678901234567891}`,
+			}[tt.name]
+			if hashed == "" {
+				hashed = string(mustJCS(t, tt.body))
+			}
+			if want := ktSHA256(hashed); d.PayloadHash != want {
 				t.Errorf("PayloadHash = %s, want %s", d.PayloadHash, want)
 			}
 			if tt.want == "" {
@@ -702,8 +730,16 @@ func ktSameAsJCS(t *testing.T, body []byte) {
 		return
 	case (err == nil) != (jerr == nil):
 		t.Fatalf("canonicalBody(%q): err %v, but jcs: err %v", body, err, jerr)
-	case err == nil && (doc != string(want) || hash != ktSHA256(string(want))):
+	case err == nil && doc != string(want):
 		t.Fatalf("canonicalBody(%q) = %q, jcs says %q", body, doc, want)
+	}
+	// The hash is of jcs's form, but for the digits of integers past 2^53.
+	hashed := want
+	if ex, ok := appendCanonicalExact(nil, body); ok {
+		hashed = ex
+	}
+	if err == nil && hash != ktSHA256(string(hashed)) {
+		t.Fatalf("canonicalBody(%q): hash %s, want that of %q", body, hash, hashed)
 	}
 }
 
