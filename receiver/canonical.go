@@ -38,10 +38,26 @@ type canonState struct {
 	members []canonMember // a stack: each open object's members above its parent's
 	scratch []byte        // an object's members while they are put in order
 	depth   int
-	// exact keeps an integer written as plain digits as written when float64 cannot
-	// hold it (appendCanonicalExact); rounded says such an integer was met.
-	exact, rounded bool
+	// digits says which integers written as plain digits stay as written (keepDigits);
+	// unheld says an integer float64 cannot hold was met, whatever digits says.
+	digits keepDigits
+	unheld bool
 }
+
+// keepDigits says which integers written as plain digits a canonicalisation keeps as
+// written rather than in RFC 8785's spelling.
+type keepDigits int
+
+const (
+	// keepNone is RFC 8785: every number as the float64 it reads as.
+	keepNone keepDigits = iota
+	// keepRespelled keeps each integer that RFC 8785 spells otherwise: 16 digits and
+	// more, or 1e21 and up. Keys are made so (appendCanonicalExact), and stay so.
+	keepRespelled
+	// keepUnheld keeps each integer that float64 cannot hold, whose value RFC 8785
+	// changes: 9007199254740993, not 2^60 (appendCanonicalValue).
+	keepUnheld
+)
 
 // canonScratch is what canonicalisations recycle, in canonScratches.
 type canonScratch struct {
@@ -56,7 +72,7 @@ var canonScratches = sync.Pool{New: func() any { return new(canonScratch) }}
 // unchanged in length) when src is anything but a JSON text that canonicalises
 // without error.
 func appendCanonical(dst, src []byte) ([]byte, bool) {
-	out, ok, _ := appendCanonicalMode(dst, src, false)
+	out, ok, _ := appendCanonicalMode(dst, src, keepNone)
 	return out, ok
 }
 
@@ -66,16 +82,25 @@ func appendCanonical(dst, src []byte) ([]byte, bool) {
 // differ only there would share a key. Every other value comes out as
 // appendCanonical writes it, so keys without such a number do not change.
 func appendCanonicalExact(dst, src []byte) ([]byte, bool) {
-	out, ok, _ := appendCanonicalMode(dst, src, true)
+	out, ok, _ := appendCanonicalMode(dst, src, keepRespelled)
 	return out, ok
 }
 
-// appendCanonicalMode is appendCanonical, or appendCanonicalExact when exact; rounded
-// reports whether src holds an integer that float64 cannot hold, which the two write
-// differently.
-func appendCanonicalMode(dst, src []byte, exact bool) (out []byte, ok, rounded bool) {
+// appendCanonicalValue is appendCanonical, except that an integer written as plain
+// digits that float64 cannot hold stays as written: two bodies that differ only in
+// such an integer's last digits are told apart, and one that float64 holds (2^60,
+// 1e21) comes out as RFC 8785 writes it, however it is spelt.
+func appendCanonicalValue(dst, src []byte) ([]byte, bool) {
+	out, ok, _ := appendCanonicalMode(dst, src, keepUnheld)
+	return out, ok
+}
+
+// appendCanonicalMode canonicalises src keeping the digits that digits says; unheld
+// reports whether src holds an integer written as plain digits that float64 cannot
+// hold, whose value RFC 8785's spelling is not.
+func appendCanonicalMode(dst, src []byte, digits keepDigits) (out []byte, ok, unheld bool) {
 	sc := canonScratches.Get().(*canonScratch)
-	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0], exact: exact}
+	st := canonState{src: src, out: dst, members: sc.members[:0], scratch: sc.scratch[:0], digits: digits}
 	i, ok := st.value(st.skipSpace(0))
 	if ok {
 		ok = st.skipSpace(i) == len(src)
@@ -87,7 +112,7 @@ func appendCanonicalMode(dst, src []byte, exact bool) (out []byte, ok, rounded b
 	if !ok {
 		return dst, false, false
 	}
-	return st.out, true, st.rounded
+	return st.out, true, st.unheld
 }
 
 // canonicalize is Value.Canonicalize, on the single-pass path when it can be.
@@ -544,8 +569,11 @@ func (st *canonState) number(i int) (int, bool) {
 	n := len(st.out)
 	st.out = appendES6Float(st.out, f)
 	if !float && string(st.out[n:]) != string(lit) {
-		st.rounded = true
-		if st.exact {
+		// Respelled; held if float64's exact value, in plain digits, is the literal.
+		var buf [32]byte
+		held := string(strconv.AppendFloat(buf[:0], f, 'f', 0, 64)) == string(lit)
+		st.unheld = st.unheld || !held
+		if st.digits == keepRespelled || st.digits == keepUnheld && !held {
 			st.out = append(st.out[:n], lit...)
 		}
 	}

@@ -518,16 +518,16 @@ const maxPooledCanon = 64 << 10
 var clampedFloat = []byte("1.7976931348623157e+308")
 
 // canonicalBody returns the RFC 8785 canonical form of body and the hex SHA-256 of it
-// (of appendCanonicalExact's form, where that keeps an integer's digits), or an error
+// (of appendCanonicalValue's form, where that keeps an integer's digits), or an error
 // wrapping ErrNotJSON that says what is wrong. The single-pass canonicaliser
 // (canonical.go) writes it; what that one declines goes the reference way, which
 // also explains what is wrong.
 func canonicalBody(body []byte) (canon, hash string, err error) {
 	bp := canonBufs.Get().(*[]byte)
-	v, ok, rounded := appendCanonicalMode((*bp)[:0], body, false)
+	v, ok, unheld := appendCanonicalMode((*bp)[:0], body, keepNone)
 	if !ok {
 		v, err = canonicalBodyReference((*bp)[:0], body)
-		rounded = err == nil && mayBeRounded(string(v))
+		unheld = err == nil && mayBeRounded(string(v))
 	}
 	if cap(v) <= maxPooledCanon {
 		*bp = v[:0]
@@ -536,11 +536,11 @@ func canonicalBody(body []byte) (canon, hash string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	// The hash tells payloads apart by their integers' digits, as keys do (exactAt):
-	// RFC 8785 rounds an integer past 2^53, and two deliveries of a key that differ
-	// only there would otherwise read as one payload, not a mismatch.
-	if rounded {
-		if ex, ok := appendCanonicalExact(nil, body); ok {
+	// The hash tells payloads apart by their integers' values: RFC 8785 rounds an
+	// integer that float64 cannot hold, and two deliveries of a key that differ only
+	// there would otherwise read as one payload, not a mismatch.
+	if unheld {
+		if ex, ok := appendCanonicalValue(nil, body); ok {
 			return string(v), keySHA256Hex(ex), nil
 		}
 	}

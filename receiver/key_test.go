@@ -144,6 +144,29 @@ func TestDerive_SameKey(t *testing.T) {
 	}
 }
 
+// TestDerive_PayloadHashOfHeldIntegers: an integer past 2^53 that float64 holds
+// exactly (2^60, 10^21) reads the same however it is spelt, so its body's payload hash
+// is RFC 8785's whatever the spelling: a redelivery that respells it is no mismatch.
+func TestDerive_PayloadHashOfHeldIntegers(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/booking_id"}}
+	for _, g := range []struct{ name, a, b string }{
+		{"2^60", `{"booking_id":"B","total":1152921504606846976}`, `{"booking_id":"B","total":1152921504606846976.0}`},
+		{"-2^60", `{"booking_id":"B","total":-1152921504606846976}`, `{"booking_id":"B","total":-1.152921504606846976e18}`},
+		{"10^21", `{"booking_id":"B","total":1000000000000000000000}`, `{"booking_id":"B","total":1e21}`},
+		{"10^21 nested", `{"booking_id":"B","x":[{"y":1000000000000000000000}]}`, `{"booking_id":"B","x":[{"y":1E+21}]}`},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			a, b := ktDerive(t, spec, nil, g.a), ktDerive(t, spec, nil, g.b)
+			if want := ktSHA256(string(mustJCS(t, g.a))); a.PayloadHash != want {
+				t.Errorf("payload hash of %s is not RFC 8785's", g.a)
+			}
+			if a.PayloadHash != b.PayloadHash {
+				t.Errorf("payload hash differs for one integer spelt two ways:\n%s %s\n%s %s", g.a, a.PayloadHash, g.b, b.PayloadHash)
+			}
+		})
+	}
+}
+
 // TestDerive_DifferentKey lists pairs that must not share a key, and one
 // that shares the key but not the payload hash.
 func TestDerive_DifferentKey(t *testing.T) {
@@ -179,9 +202,9 @@ func TestDerive_DifferentKey(t *testing.T) {
 		}
 	})
 
-	// RFC 8785 rounds both to 9007199254740992: the payload hash keeps the digits, as a
-	// key does, and a body whose integers float64 holds hashes as RFC 8785 has it.
-	t.Run("integer past 2^53", func(t *testing.T) {
+	// RFC 8785 rounds both to 9007199254740992: the payload hash keeps the digits of an
+	// integer that float64 cannot hold, and hashes any other number as RFC 8785 spells it.
+	t.Run("integer float64 cannot hold", func(t *testing.T) {
 		a := ktDerive(t, spec, nil, `{"booking_id":"B","seq":9007199254740993}`)
 		b := ktDerive(t, spec, nil, `{"booking_id":"B","seq":9007199254740992}`)
 		if a.Key != b.Key {
@@ -190,9 +213,8 @@ func TestDerive_DifferentKey(t *testing.T) {
 		if a.PayloadHash == b.PayloadHash {
 			t.Errorf("payload hash did not change with the integer's last digit")
 		}
-		c := ktDerive(t, spec, nil, `{"seq":9007199254740992.0,"booking_id":"B"}`)
-		if c.PayloadHash != b.PayloadHash {
-			t.Errorf("payload hash of an integer float64 holds changed with its spelling")
+		if want := keySHA256Hex([]byte(`{"booking_id":"B","seq":9007199254740993}`)); a.PayloadHash != want {
+			t.Errorf("payload hash %s, want that of the digits as sent, %s", a.PayloadHash, want)
 		}
 		if want := keySHA256Hex([]byte(`{"booking_id":"B","seq":9007199254740992}`)); b.PayloadHash != want {
 			t.Errorf("payload hash %s, want RFC 8785's %s", b.PayloadHash, want)
@@ -733,9 +755,9 @@ func ktSameAsJCS(t *testing.T, body []byte) {
 	case err == nil && doc != string(want):
 		t.Fatalf("canonicalBody(%q) = %q, jcs says %q", body, doc, want)
 	}
-	// The hash is of jcs's form, but for the digits of integers past 2^53.
+	// The hash is of jcs's form, but for the digits of integers float64 cannot hold.
 	hashed := want
-	if ex, ok := appendCanonicalExact(nil, body); ok {
+	if ex, ok := appendCanonicalValue(nil, body); ok {
 		hashed = ex
 	}
 	if err == nil && hash != ktSHA256(string(hashed)) {

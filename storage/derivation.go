@@ -47,8 +47,8 @@ type Derivation struct {
 	Hash string
 	// PayloadHash is the hex SHA-256 of the canonical JSON of the whole body, so bodies
 	// that differ only in member order, whitespace or number spelling are not flagged
-	// as a mismatch between deliveries of one key. An integer past 2^53 keeps its
-	// digits there, as in a key: bodies that differ in one are not the same payload.
+	// as a mismatch between deliveries of one key. An integer that float64 cannot hold
+	// keeps its digits there: bodies that differ in one are not the same payload.
 	PayloadHash string
 }
 
