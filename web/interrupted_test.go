@@ -124,3 +124,87 @@ func TestConsole_KeysReprocessedShowsNoEarlierAttempt(t *testing.T) {
 		t.Errorf("the reprocessed key (attempts and last error reset) shows the attempt from before the reprocess: %q", got)
 	}
 }
+
+// TestConsole_KeysLateOutcomeOfFirstHandOff: a key's first hand-off outlives its
+// lease, the next lease records it as interrupted, and then its outcome comes late and
+// takes the interrupted row's place: the key still has no attempts counted, and the
+// Keys page shows that outcome as its last attempt.
+func TestConsole_KeysLateOutcomeOfFirstHandOff(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	d := &storage.Delivery{Source: "pms", Status: 200, Key: "late", KeyMethod: "event_id", PayloadHash: "l",
+		ContentType: "application/json", Body: []byte(`{"event_id":"late"}`)}
+	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	lease := func() storage.Job {
+		t.Helper()
+		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("lease: %v, %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	e.clock.Add(time.Second)
+	first := lease()
+	started := e.clock.Now()
+	e.clock.Add(2 * time.Minute) // the first hand-off outlives its lease
+	lease()                      // records it as interrupted; a second hand-off is in flight
+	viewer := e.as(t, storage.RoleViewer)
+	if _, p := viewer.page("/keys?source=pms&state=processing"); !strings.Contains(p.text(), "interrupted") {
+		t.Fatalf("before the late outcome the page does not say interrupted: %q", p.text())
+	}
+	// The first hand-off's outcome comes late: the downstream answered 503.
+	const why = "downstream answered 503"
+	moved, err := e.db.FinishAttempt(ctx, first, storage.Attempt{Source: first.Source, Key: first.Key, Delivery: first.Delivery,
+		StartedAt: started, Duration: 2 * time.Minute, Status: 503, Error: why}, storage.AttemptResult{NextAt: e.clock.Now().Add(time.Minute), LastError: why})
+	if err != nil || moved {
+		t.Fatalf("late finish: moved %v, %v", moved, err)
+	}
+	atts, err := e.db.Attempts(ctx, "pms", "late")
+	if err != nil || len(atts) != 1 || atts[0].Status != 503 {
+		t.Fatalf("attempts %+v, %v; want the late outcome in the interrupted row's place", atts, err)
+	}
+	_, p := viewer.page("/keys?source=pms&state=processing")
+	if got := p.text(); !strings.Contains(got, "HTTP 503") {
+		t.Errorf("the key's last hand-off (this claim's, its outcome known late) is not shown: %q", got)
+	}
+}
+
+// TestConsole_KeysEarlierClaimsInterruptedHidden: a delivery received just before a
+// key's lease ended (its claim's UpdatedAt) and claimed after the key was released, the
+// release recording the cut-off hand-off at the lease's end: the new claim, handed to
+// no one yet, does not show the earlier claim's interrupted hand-off as its own.
+func TestConsole_KeysEarlierClaimsInterruptedHidden(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	rec := func(hash string, at time.Time) {
+		t.Helper()
+		d := &storage.Delivery{Source: "pms", Status: 200, Key: "race", KeyMethod: "event_id", PayloadHash: hash,
+			ContentType: "application/json", Body: []byte(`{"event_id":"race"}`), ReceivedAt: at}
+		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != storage.Accepted {
+			t.Fatalf("delivery %s", d.Outcome)
+		}
+	}
+	rec("a", time.Time{})
+	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("lease: %v, %v", jobs, err)
+	}
+	e.clock.Add(time.Minute - 50*time.Millisecond)
+	received := e.clock.Now() // the new delivery is received (and queued) 50 ms before the lease ends
+	e.clock.Add(100 * time.Millisecond)
+	if _, err := e.db.ReleaseKey(ctx, storage.Release{Source: "pms", Key: "race", Actor: "sam", Reason: "stuck",
+		StuckBefore: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rec("b", received) // its claim commits after the release
+	viewer := e.as(t, storage.RoleViewer)
+	_, p := viewer.page("/keys?source=pms&state=processing")
+	if got := p.text(); strings.Contains(got, "interrupted") {
+		t.Errorf("the new claim, never handed off, shows the previous claim's interrupted hand-off: %q", got)
+	}
+}
