@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -104,6 +105,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		useFastArrays(c.TypeMap())
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
