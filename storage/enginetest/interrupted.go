@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,28 +205,9 @@ func spreadName(i int) string {
 // replica leases their keys again: each hand-off is in the history once, as its outcome
 // or (had it never come) as interrupted, never both.
 func TestFinishAttempt_LateOutcomeRace(t *testing.T, e Engine) {
-	ctx := context.Background()
-	a, b, clk := twoReplicas(t, e, replicaKeys)
-	jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys)
-	if len(jobs) != replicaKeys {
-		t.Fatalf("leased %d", len(jobs))
-	}
-	clk.Add(2 * time.Minute)
-	now := clk.Now()
-	done := make(chan struct{})
-	go func() {
-		defer func() { done <- struct{}{} }()
-		for _, j := range jobs {
-			if _, err := a.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
-				StartedAt: now, Status: 503, Error: answered503}, storage.AttemptResult{NextAt: now.Add(time.Hour), LastError: answered503}); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	go func() {
-		defer func() { done <- struct{}{} }()
+	lateOutcomesBeside(t, e, 0, func(b storage.Store, now time.Time) {
 		for {
-			js, err := b.LeaseDue(ctx, now, time.Minute, 2, nil)
+			js, err := b.LeaseDue(context.Background(), now, time.Minute, 2, nil)
 			if err != nil {
 				t.Error(err)
 				return
@@ -234,9 +216,32 @@ func TestFinishAttempt_LateOutcomeRace(t *testing.T, e Engine) {
 				return
 			}
 		}
-	}()
-	<-done
-	<-done
+	})
+}
+
+// lateOutcomesBeside leases replicaKeys keys on one replica, lets the leases run out,
+// and records each key's late outcome (a 503 that started ago before then) while beside
+// runs on another replica: each key's history then holds that outcome alone.
+func lateOutcomesBeside(t *testing.T, e Engine, ago time.Duration, beside func(b storage.Store, now time.Time)) {
+	ctx := context.Background()
+	a, b, clk := twoReplicas(t, e, replicaKeys)
+	jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys)
+	if len(jobs) != replicaKeys {
+		t.Fatalf("leased %d", len(jobs))
+	}
+	clk.Add(2 * time.Minute)
+	now := clk.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, j := range jobs {
+			if _, err := a.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
+				StartedAt: now.Add(-ago), Status: 503, Error: answered503}, storage.AttemptResult{NextAt: now.Add(time.Hour), LastError: answered503}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() { beside(b, now) })
+	wg.Wait()
 	for i := range replicaKeys {
 		got := attemptErrors(t, a, "ota", spreadName(i))
 		if len(got) != 1 || got[0] != answered503 {
@@ -328,40 +333,13 @@ func TestFinishAttempt_LateOutcomesAfterReclaim(t *testing.T, e Engine) {
 	}
 }
 
-// TestFinishAttempt_LateOutcomeReleaseRace: stalled attempts report late while another replica
-// releases or reprocesses their keys: each key's history holds the late outcome once.
+// TestFinishAttempt_LateOutcomeReleaseRace: stalled attempts report late while another
+// replica releases or reprocesses their keys: each key's history holds the late outcome once.
 func TestFinishAttempt_LateOutcomeReleaseRace(t *testing.T, e Engine) {
-	ctx := context.Background()
-	a, b, clk := twoReplicas(t, e, replicaKeys)
-	jobs := lease(t, a, clk.Now(), time.Minute, replicaKeys)
-	if len(jobs) != replicaKeys {
-		t.Fatalf("leased %d", len(jobs))
-	}
-	clk.Add(2 * time.Minute)
-	now := clk.Now()
-	done := make(chan struct{})
-	go func() {
-		defer func() { done <- struct{}{} }()
-		for _, j := range jobs {
-			if _, err := a.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
-				StartedAt: now.Add(-90 * time.Second), Status: 503, Error: answered503}, storage.AttemptResult{NextAt: now.Add(time.Hour), LastError: answered503}); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	go func() {
-		defer func() { done <- struct{}{} }()
+	lateOutcomesBeside(t, e, 90*time.Second, func(b storage.Store, now time.Time) {
 		for i := range replicaKeys {
-			_, _ = b.ReleaseKey(ctx, storage.Release{Source: "ota", Key: spreadName(i), Actor: "sam", Reason: "r",
+			_, _ = b.ReleaseKey(context.Background(), storage.Release{Source: "ota", Key: spreadName(i), Actor: "sam", Reason: "r",
 				Reprocess: i%2 == 0, StuckBefore: now.Add(time.Hour)})
 		}
-	}()
-	<-done
-	<-done
-	for i := range replicaKeys {
-		got := attemptErrors(t, a, "ota", spreadName(i))
-		if len(got) != 1 || got[0] != answered503 {
-			t.Errorf("%s: attempts %q, want the late outcome only", spreadName(i), got)
-		}
-	}
+	})
 }
