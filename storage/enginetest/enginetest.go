@@ -32,6 +32,9 @@ type Engine struct {
 	// AddSuspect returns s with its id.
 	AddSuspect       func(tb testing.TB, db storage.Store, s storage.Suspect) storage.Suspect
 	SetMoneyMismatch func(tb testing.TB, db storage.Store, id int64)
+	// DeleteDelivery removes delivery id's row directly, as a claim from before every
+	// delivery was stored names one that is not there: its payload is gone.
+	DeleteDelivery func(tb testing.TB, db storage.Store, id int64)
 	// AddMigration records the migration name as applied to db's database, as a newer
 	// version's serve would, without changing the schema.
 	AddMigration func(tb testing.TB, db storage.Store, name string)

@@ -98,6 +98,36 @@ func TestLeaseDue_SourceTwice(t *testing.T, e Engine) {
 	}
 }
 
+// TestReleaseEach_RefusedReprocessRecordsNoInterruption: a bulk reprocess refused for its
+// payload ("payload gone") writes nothing, though a bulk action commits the rest of its
+// batch: the key is unchanged, and the next lease records its interrupted hand-off
+// once, not twice.
+func TestReleaseEach_RefusedReprocessRecordsNoInterruption(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	d := record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
+		t.Fatalf("leased %v", jobKeys(jobs))
+	}
+	// The process holding the lease is killed, and the payload is gone (a claim from
+	// before every delivery was stored: the dispatcher's payloadProblem handles such keys).
+	e.DeleteDelivery(t, db, d.ID)
+	clk.Add(2 * time.Minute)
+	out, err := db.ReleaseEach(ctx, []storage.KeyRef{{Source: "ota", Key: "k"}}, storage.Release{Actor: "sam",
+		Reason: "r", Reprocess: true, StuckBefore: clk.Now().Add(time.Hour)})
+	if err != nil || len(out) != 1 || out[0].Refused != storage.RefusedPayloadGone {
+		t.Fatalf("bulk reprocess: %+v, %v; want refused, payload gone", out, err)
+	}
+	if got := attemptErrors(t, db, "ota", "k"); len(got) != 0 {
+		t.Errorf("a refused reprocess wrote attempts %q; want none", got)
+	}
+	lease(t, db, clk.Now(), time.Minute, 10)
+	if got, want := attemptErrors(t, db, "ota", "k"), []string{storage.AttemptInterrupted}; !slices.Equal(got, want) {
+		t.Errorf("after the next lease: attempts %q, want one interrupted hand-off", got)
+	}
+}
+
 // TestLeaseDue_SourceTwiceLimit: a source named twice is one source on both engines:
 // its keys count once each against the limit.
 func TestLeaseDue_SourceTwiceLimit(t *testing.T, e Engine) {

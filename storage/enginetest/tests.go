@@ -111,6 +111,7 @@ var tests = []struct {
 	{"LeaseDue_TakeoverAtLeaseEnd", TestLeaseDue_TakeoverAtLeaseEnd},
 	{"LeaseDue_SourceTwice", TestLeaseDue_SourceTwice},
 	{"LeaseDue_SourceTwiceLimit", TestLeaseDue_SourceTwiceLimit},
+	{"ReleaseEach_RefusedReprocessRecordsNoInterruption", TestReleaseEach_RefusedReprocessRecordsNoInterruption},
 	{"FinishAttempt_LateOutcomesAfterReclaim", TestFinishAttempt_LateOutcomesAfterReclaim},
 	{"FinishAttempt_LateOutcomeReleaseRace", TestFinishAttempt_LateOutcomeReleaseRace},
 	{"LeaseDue_InterruptedReplicas", TestLeaseDue_InterruptedReplicas},

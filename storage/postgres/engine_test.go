@@ -64,6 +64,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) R
 			tb.Fatalf("set money mismatch on delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
 		}
 	},
+	DeleteDelivery: func(tb testing.TB, db storage.Store, id int64) {
+		tb.Helper()
+		tag, err := rawConn(tb, db).Exec(context.Background(), `DELETE FROM deliveries WHERE id = $1`, id)
+		if err != nil || tag.RowsAffected() != 1 {
+			tb.Fatalf("delete delivery %d: %v (%d rows)", id, err, tag.RowsAffected())
+		}
+	},
 	AddMigration: func(tb testing.TB, db storage.Store, name string) {
 		tb.Helper()
 		if _, err := rawConn(tb, db).Exec(context.Background(),

@@ -28,6 +28,9 @@ var engine = enginetest.Engine{
 	SetMoneyMismatch: func(tb testing.TB, db storage.Store, id int64) {
 		storagetest.SetMoneyMismatch(tb, db.(*sqlite.DB), id)
 	},
+	DeleteDelivery: func(tb testing.TB, db storage.Store, id int64) {
+		storagetest.DeleteDelivery(tb, db.(*sqlite.DB), id)
+	},
 	AddMigration: func(tb testing.TB, db storage.Store, name string) {
 		storagetest.AddMigration(tb, db.(*sqlite.DB), name)
 	},

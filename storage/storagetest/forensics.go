@@ -51,6 +51,18 @@ func SetMoneyMismatch(tb testing.TB, db *sqlite.DB, id int64) {
 	}
 }
 
+// DeleteDelivery removes delivery id's row directly (enginetest.Engine.DeleteDelivery).
+func DeleteDelivery(tb testing.TB, db *sqlite.DB, id int64) {
+	tb.Helper()
+	raw := rawConn(tb, db)
+	defer raw.Close()
+	if res, err := raw.Exec(`DELETE FROM deliveries WHERE id = ?`, id); err != nil {
+		tb.Fatalf("delete delivery %d: %v", id, err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		tb.Fatalf("delete delivery %d: %d rows, want 1", id, n)
+	}
+}
+
 // AddMigration records the migration name as applied, as a newer version would, without
 // changing the schema.
 func AddMigration(tb testing.TB, db *sqlite.DB, name string) {
