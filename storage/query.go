@@ -41,6 +41,23 @@ func (c Claim) Interrupted(now time.Time) bool {
 	return c.State == StateProcessing && !c.LeasedUntil.IsZero() && c.LeasedUntil.Equal(c.NextAttemptAt) && !c.LeasedUntil.After(now)
 }
 
+// OwnsAttempt reports whether a, the last attempt of c's key, is one of c's own
+// hand-offs. With attempts counted it is. Without, it may still be: an interrupted
+// hand-off is not counted (a crash loop must not fail the key), nor is the late outcome
+// that takes its place. Such an attempt is of the claim's first delivery and started
+// after UpdatedAt, which only a claim or a reprocess moves while Attempts is 0: an
+// earlier claim's attempt is of another delivery, and one from before a reprocess
+// started by then (a reprocess waits for an attempt in flight).
+func (c Claim) OwnsAttempt(a Attempt) bool {
+	return c.Attempts > 0 || a.Delivery == c.FirstDelivery && a.StartedAt.After(c.UpdatedAt)
+}
+
+// MayOwnAttempt reports whether c can have an attempt of its own (OwnsAttempt): one
+// counted, or a lease taken since it was claimed or reprocessed.
+func (c Claim) MayOwnAttempt() bool {
+	return c.Attempts > 0 || c.LeasedUntil.After(c.UpdatedAt)
+}
+
 // NotALease is when a key set due at due is due instead: a millisecond later if due is,
 // to the millisecond the engines keep, the end of its last lease, which would read as
 // an attempt in flight, or interrupted.

@@ -137,17 +137,10 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		if c.FirstDelivery != 0 {
 			row.EventURL = eventURL(c.FirstDelivery)
 		}
-		// An interrupted hand-off is not counted in Attempts (a crash loop must not fail
-		// the key), so a key without attempts may still have a last one: from a lease
-		// taken since the key was claimed or reprocessed, which are what move UpdatedAt
-		// while Attempts is 0, and so of the claim's first delivery, started after
-		// UpdatedAt (interrupted, or its outcome come late). An earlier claim's is of
-		// another delivery; one from before a reprocess, when the lease it held had
-		// ended (a reprocess waits for an attempt in flight), started by UpdatedAt.
-		if c.Attempts > 0 || c.LeasedUntil.After(c.UpdatedAt) {
+		if c.MayOwnAttempt() {
 			a, err := s.keys.LastAttempt(ctx, c.Source, c.Key)
 			switch {
-			case err == nil && c.Attempts == 0 && (a.Delivery != c.FirstDelivery || !a.StartedAt.After(c.UpdatedAt)):
+			case err == nil && !c.OwnsAttempt(a): // an earlier claim's, or from before a reprocess
 			case err == nil:
 				row.LastStatus = "HTTP " + strconv.Itoa(a.Status)
 				switch {
