@@ -3,6 +3,8 @@ package receiver
 import (
 	"cmp"
 	"math"
+	"math/big"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -569,15 +571,46 @@ func (st *canonState) number(i int) (int, bool) {
 	n := len(st.out)
 	st.out = appendES6Float(st.out, f)
 	if !float && string(st.out[n:]) != string(lit) {
-		// Respelled; held if float64's exact value, in plain digits, is the literal.
-		var buf [32]byte
-		held := string(strconv.AppendFloat(buf[:0], f, 'f', 0, 64)) == string(lit)
+		held := heldInteger(lit)
 		st.unheld = st.unheld || !held
 		if st.digits == keepRespelled || st.digits == keepUnheld && !held {
 			st.out = append(st.out[:n], lit...)
 		}
 	}
 	return i, true
+}
+
+// heldInteger reports whether float64 holds the integer lit (plain digits, a sign
+// maybe) exactly: whether its bits, from the highest set to the lowest, fit the 53 of
+// a float64's mantissa. That is read from the integer itself, in a word when it fits
+// one: the exact decimal of a large float64 (strconv's 'f') costs many times more, and
+// a body may hold thousands of such numbers.
+func heldInteger(lit []byte) bool {
+	digits := lit
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) <= 19 { // below 10^19: a uint64
+		var n uint64
+		for _, c := range digits {
+			n = n*10 + uint64(c-'0')
+		}
+		return n == 0 || bits.Len64(n)-bits.TrailingZeros64(n) <= 53
+	}
+	// From 10^19 up, past 2^63, the lowest set bit is 2^11 or higher: the last 11
+	// digits, 10^11 being a multiple of 2^11, tell most such integers (ids) at once.
+	var low uint64
+	for _, c := range digits[len(digits)-11:] {
+		low = low*10 + uint64(c-'0')
+	}
+	if low%(1<<11) != 0 {
+		return false
+	}
+	var n big.Int
+	if _, ok := n.SetString(string(digits), 10); !ok {
+		return false
+	}
+	return n.BitLen()-int(n.TrailingZeroBits()) <= 53
 }
 
 // appendES6Float appends f as ECMAScript's Number.prototype.toString spells it, which

@@ -2,6 +2,8 @@ package receiver
 
 import (
 	"errors"
+	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -128,4 +130,29 @@ func BenchmarkCanonicalBody(b *testing.B) {
 			buf, _ = canonicalBodyReference(buf[:0], body)
 		}
 	})
+}
+
+// TestHeldInteger: heldInteger agrees with float64's own exact decimal (strconv's 'f')
+// on each side of the word it reads small integers in, and past it.
+func TestHeldInteger(t *testing.T) {
+	two := func(e int) string { return new(big.Int).Lsh(big.NewInt(1), uint(e)).String() }
+	plus1 := func(s string) string {
+		n, _ := new(big.Int).SetString(s, 10)
+		return n.Add(n, big.NewInt(1)).String()
+	}
+	lits := []string{"0", "1", "-1", "9007199254740991", "9007199254740992", "9007199254740993",
+		"-9007199254740993", two(60), plus1(two(60)), "-" + two(63), two(64), plus1(two(64)),
+		"9999999999999999999", "10000000000000000000", "1" + strings.Repeat("0", 21),
+		"1" + strings.Repeat("0", 22), "1" + strings.Repeat("0", 23), two(100), plus1(two(100)),
+		two(1000), "1" + strings.Repeat("0", 307), "12345678901234567890123"}
+	for _, lit := range lits {
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strconv.FormatFloat(f, 'f', 0, 64) == lit || lit == "-0"
+		if got := heldInteger([]byte(lit)); got != want {
+			t.Errorf("heldInteger(%s) = %v, want %v", lit, got, want)
+		}
+	}
 }

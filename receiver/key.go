@@ -524,10 +524,11 @@ var clampedFloat = []byte("1.7976931348623157e+308")
 // also explains what is wrong.
 func canonicalBody(body []byte) (canon, hash string, err error) {
 	bp := canonBufs.Get().(*[]byte)
+	// A body the single-pass canonicaliser declines keeps RFC 8785's hash: only that one
+	// keeps digits (appendCanonicalValue), and it would decline the body again.
 	v, ok, unheld := appendCanonicalMode((*bp)[:0], body, keepNone)
 	if !ok {
 		v, err = canonicalBodyReference((*bp)[:0], body)
-		unheld = err == nil && mayBeRounded(string(v))
 	}
 	if cap(v) <= maxPooledCanon {
 		*bp = v[:0]
