@@ -25,8 +25,8 @@ type fastArray struct {
 // useFastArrays registers fastArray over pgx's codecs of the array types that the
 // statements use, in m, a connection's type map.
 func useFastArrays(m *pgtype.Map) {
-	for _, elem := range []uint32{pgtype.TextOID, pgtype.Int8OID, pgtype.Int4OID, pgtype.ByteaOID, pgtype.BoolOID} {
-		t, ok := m.TypeForOID(arrayOf[elem])
+	for elem, array := range arrayOf {
+		t, ok := m.TypeForOID(array)
 		if !ok {
 			continue
 		}
