@@ -9,34 +9,53 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
+// queue records a delivery of pms/key with payload hash hash, received at at (the zero
+// time: the clock's now), to hand downstream, and fails the test unless it is accepted.
+func (e *consoleEnv) queue(t *testing.T, key, hash string, at time.Time) *storage.Delivery {
+	t.Helper()
+	d := &storage.Delivery{Source: "pms", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: hash,
+		ContentType: "application/json", Body: []byte(`{"event_id":"` + key + `"}`), ReceivedAt: at}
+	if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d.Outcome != storage.Accepted {
+		t.Fatalf("delivery of %s: %s, want accepted", key, d.Outcome)
+	}
+	return d
+}
+
+// leaseOne leases the one job due at the clock's now, for a minute.
+func (e *consoleEnv) leaseOne(t *testing.T) storage.Job {
+	t.Helper()
+	jobs, err := e.db.LeaseDue(context.Background(), e.clock.Now(), time.Minute, 10, nil)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("lease: %v, %v; want one job", jobs, err)
+	}
+	return jobs[0]
+}
+
+// processingKeys is the text of the Keys page of pms's processing keys, as a viewer
+// reads it.
+func (e *consoleEnv) processingKeys(t *testing.T) string {
+	t.Helper()
+	_, p := e.as(t, storage.RoleViewer).page("/keys?source=pms&state=processing")
+	return p.text()
+}
+
 // TestConsole_KeysFirstHandOffInterrupted: a key whose only hand-off so far was
 // interrupted (its process killed on the first attempt) has no attempt counted
 // (interrupted ones are not), and the Keys page still says its last hand-off was
 // interrupted.
 func TestConsole_KeysFirstHandOffInterrupted(t *testing.T) {
-	ctx := context.Background()
 	e := newConsoleEnv(t)
-	d := &storage.Delivery{Source: "pms", Status: 200, Key: "cut", KeyMethod: "event_id", PayloadHash: "c",
-		ContentType: "application/json", Body: []byte(`{"event_id":"cut"}`)}
-	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-		t.Fatal(err)
-	}
-	lease := func() {
-		t.Helper()
-		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-		if err != nil || len(jobs) != 1 {
-			t.Fatalf("lease: %v, %v", jobs, err)
-		}
-	}
-	lease() // and its process is killed
+	e.queue(t, "cut", "c", time.Time{})
+	e.leaseOne(t) // and its process is killed
 	e.clock.Add(2 * time.Minute)
-	lease() // records the interrupted hand-off; this one is in flight
-	if atts, err := e.db.Attempts(ctx, "pms", "cut"); err != nil || len(atts) != 1 || atts[0].Error != storage.AttemptInterrupted {
+	e.leaseOne(t) // records the interrupted hand-off; this one is in flight
+	if atts, err := e.db.Attempts(context.Background(), "pms", "cut"); err != nil || len(atts) != 1 || atts[0].Error != storage.AttemptInterrupted {
 		t.Fatalf("attempts %+v, %v; want the interrupted one", atts, err)
 	}
-	viewer := e.as(t, storage.RoleViewer)
-	_, p := viewer.page("/keys?source=pms&state=processing")
-	if got := p.text(); !strings.Contains(got, "interrupted") {
+	if got := e.processingKeys(t); !strings.Contains(got, "interrupted") {
 		t.Errorf("the Keys page does not say the last hand-off was interrupted: %q", got)
 	}
 }
@@ -48,23 +67,8 @@ func TestConsole_KeysFirstHandOffInterrupted(t *testing.T) {
 func TestConsole_KeysReclaimedShowsNoEarlierClaimsAttempt(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t)
-	rec := func(hash string) {
-		t.Helper()
-		d := &storage.Delivery{Source: "pms", Status: 200, Key: "re", KeyMethod: "event_id", PayloadHash: hash,
-			ContentType: "application/json", Body: []byte(`{"event_id":"re"}`)}
-		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-			t.Fatal(err)
-		}
-		if d.Outcome != storage.Accepted {
-			t.Fatalf("delivery %s", d.Outcome)
-		}
-	}
-	rec("a")
-	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("lease: %v, %v", jobs, err)
-	}
-	j := jobs[0]
+	e.queue(t, "re", "a", time.Time{})
+	j := e.leaseOne(t)
 	e.clock.Add(time.Second)
 	if moved, err := e.db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
 		StartedAt: e.clock.Now(), Status: 299}, storage.AttemptResult{Done: true}); err != nil || !moved {
@@ -75,10 +79,8 @@ func TestConsole_KeysReclaimedShowsNoEarlierClaimsAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Second)
-	rec("b") // a new event claims the key; nobody has handed it off yet
-	viewer := e.as(t, storage.RoleViewer)
-	_, p := viewer.page("/keys?source=pms&state=processing")
-	got := p.text()
+	e.queue(t, "re", "b", time.Time{}) // a new event claims the key; nobody has handed it off yet
+	got := e.processingKeys(t)
 	if !strings.Contains(got, "re") {
 		t.Fatalf("key not listed: %q", got)
 	}
@@ -93,16 +95,8 @@ func TestConsole_KeysReclaimedShowsNoEarlierClaimsAttempt(t *testing.T) {
 func TestConsole_KeysReprocessedShowsNoEarlierAttempt(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t)
-	d := &storage.Delivery{Source: "pms", Status: 200, Key: "rp", KeyMethod: "event_id", PayloadHash: "h",
-		ContentType: "application/json", Body: []byte(`{"event_id":"rp"}`)}
-	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("lease: %v, %v", jobs, err)
-	}
-	j := jobs[0]
+	e.queue(t, "rp", "h", time.Time{})
+	j := e.leaseOne(t)
 	e.clock.Add(time.Second)
 	const oldErr = "downstream answered 418 teapot-review"
 	if moved, err := e.db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
@@ -114,9 +108,7 @@ func TestConsole_KeysReprocessedShowsNoEarlierAttempt(t *testing.T) {
 		Reprocess: true, StuckBefore: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	viewer := e.as(t, storage.RoleViewer)
-	_, p := viewer.page("/keys?source=pms&state=processing")
-	got := p.text()
+	got := e.processingKeys(t)
 	if !strings.Contains(got, "rp") {
 		t.Fatalf("key not listed: %q", got)
 	}
@@ -132,27 +124,14 @@ func TestConsole_KeysReprocessedShowsNoEarlierAttempt(t *testing.T) {
 func TestConsole_KeysLateOutcomeOfFirstHandOff(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t)
-	d := &storage.Delivery{Source: "pms", Status: 200, Key: "late", KeyMethod: "event_id", PayloadHash: "l",
-		ContentType: "application/json", Body: []byte(`{"event_id":"late"}`)}
-	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-		t.Fatal(err)
-	}
-	lease := func() storage.Job {
-		t.Helper()
-		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-		if err != nil || len(jobs) != 1 {
-			t.Fatalf("lease: %v, %v", jobs, err)
-		}
-		return jobs[0]
-	}
+	e.queue(t, "late", "l", time.Time{})
 	e.clock.Add(time.Second)
-	first := lease()
+	first := e.leaseOne(t)
 	started := e.clock.Now()
 	e.clock.Add(2 * time.Minute) // the first hand-off outlives its lease
-	lease()                      // records it as interrupted; a second hand-off is in flight
-	viewer := e.as(t, storage.RoleViewer)
-	if _, p := viewer.page("/keys?source=pms&state=processing"); !strings.Contains(p.text(), "interrupted") {
-		t.Fatalf("before the late outcome the page does not say interrupted: %q", p.text())
+	e.leaseOne(t)                // records it as interrupted; a second hand-off is in flight
+	if got := e.processingKeys(t); !strings.Contains(got, "interrupted") {
+		t.Fatalf("before the late outcome the page does not say interrupted: %q", got)
 	}
 	// The first hand-off's outcome comes late: the downstream answered 503.
 	const why = "downstream answered 503"
@@ -165,8 +144,7 @@ func TestConsole_KeysLateOutcomeOfFirstHandOff(t *testing.T) {
 	if err != nil || len(atts) != 1 || atts[0].Status != 503 {
 		t.Fatalf("attempts %+v, %v; want the late outcome in the interrupted row's place", atts, err)
 	}
-	_, p := viewer.page("/keys?source=pms&state=processing")
-	if got := p.text(); !strings.Contains(got, "HTTP 503") {
+	if got := e.processingKeys(t); !strings.Contains(got, "HTTP 503") {
 		t.Errorf("the key's last hand-off (this claim's, its outcome known late) is not shown: %q", got)
 	}
 }
@@ -176,35 +154,18 @@ func TestConsole_KeysLateOutcomeOfFirstHandOff(t *testing.T) {
 // release recording the cut-off hand-off at the lease's end: the new claim, handed to
 // no one yet, does not show the earlier claim's interrupted hand-off as its own.
 func TestConsole_KeysEarlierClaimsInterruptedHidden(t *testing.T) {
-	ctx := context.Background()
 	e := newConsoleEnv(t)
-	rec := func(hash string, at time.Time) {
-		t.Helper()
-		d := &storage.Delivery{Source: "pms", Status: 200, Key: "race", KeyMethod: "event_id", PayloadHash: hash,
-			ContentType: "application/json", Body: []byte(`{"event_id":"race"}`), ReceivedAt: at}
-		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-			t.Fatal(err)
-		}
-		if d.Outcome != storage.Accepted {
-			t.Fatalf("delivery %s", d.Outcome)
-		}
-	}
-	rec("a", time.Time{})
-	jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("lease: %v, %v", jobs, err)
-	}
+	e.queue(t, "race", "a", time.Time{})
+	e.leaseOne(t)
 	e.clock.Add(time.Minute - 50*time.Millisecond)
 	received := e.clock.Now() // the new delivery is received (and queued) 50 ms before the lease ends
 	e.clock.Add(100 * time.Millisecond)
-	if _, err := e.db.ReleaseKey(ctx, storage.Release{Source: "pms", Key: "race", Actor: "sam", Reason: "stuck",
+	if _, err := e.db.ReleaseKey(context.Background(), storage.Release{Source: "pms", Key: "race", Actor: "sam", Reason: "stuck",
 		StuckBefore: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	rec("b", received) // its claim commits after the release
-	viewer := e.as(t, storage.RoleViewer)
-	_, p := viewer.page("/keys?source=pms&state=processing")
-	if got := p.text(); strings.Contains(got, "interrupted") {
+	e.queue(t, "race", "b", received) // its claim commits after the release
+	if got := e.processingKeys(t); strings.Contains(got, "interrupted") {
 		t.Errorf("the new claim, never handed off, shows the previous claim's interrupted hand-off: %q", got)
 	}
 }

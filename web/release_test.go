@@ -165,26 +165,14 @@ func TestConsole_AttemptsNameTheirDelivery(t *testing.T) {
 func TestConsole_InterruptedAttempt(t *testing.T) {
 	ctx := context.Background()
 	e := newConsoleEnv(t)
-	d := &storage.Delivery{Source: "pms", Status: 200, Key: "cut", KeyMethod: "event_id", PayloadHash: "c",
-		ContentType: "application/json", Body: []byte(`{"event_id":"cut"}`)}
-	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour, Dispatch: true}); err != nil {
-		t.Fatal(err)
-	}
-	leaseOne := func() storage.Job {
-		t.Helper()
-		jobs, err := e.db.LeaseDue(ctx, e.clock.Now(), time.Minute, 10, nil)
-		if err != nil || len(jobs) != 1 {
-			t.Fatalf("lease: %v, %v", jobs, err)
-		}
-		return jobs[0]
-	}
-	if _, err := e.db.FinishAttempt(ctx, leaseOne(), storage.Attempt{StartedAt: e.clock.Now(), Status: 502, Error: "HTTP 502"},
+	d := e.queue(t, "cut", "c", time.Time{})
+	if _, err := e.db.FinishAttempt(ctx, e.leaseOne(t), storage.Attempt{StartedAt: e.clock.Now(), Status: 502, Error: "HTTP 502"},
 		storage.AttemptResult{NextAt: e.clock.Now(), LastError: "HTTP 502"}); err != nil {
 		t.Fatal(err)
 	}
-	leaseOne() // and its process is killed
+	e.leaseOne(t) // and its process is killed
 	e.clock.Add(2 * time.Minute)
-	leaseOne()
+	e.leaseOne(t)
 
 	viewer := e.as(t, storage.RoleViewer)
 	_, p := viewer.page(fmt.Sprintf("/events/%d", d.ID))
