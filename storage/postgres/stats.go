@@ -222,11 +222,21 @@ var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d
 
 // sqlAmountReal is a delivery's amount as a float, for the dashboard's sums: the
 // longest prefix of it that reads as a number, 0 if none, as SQLite's CAST(amount AS
-// REAL) reads it. An amount is whatever text the sender put in the field, and a cast
-// of the whole would fail the query on "n/a"; the prefix is bounded (200 digits, 100
-// decimals, a two-digit exponent) so that no amount, however long, passes what a
-// float holds.
-const sqlAmountReal = `coalesce(substring(amount FROM
+// REAL) reads it (sqlAmountPrefix). An amount as senders write it, a plain decimal of a
+// few digits, is the whole of its prefix and is cast as it is: PostgreSQL's regular
+// expressions expand each bounded repetition of sqlAmountPrefix into as many states,
+// and reading a prefix through it took about 15 µs an amount, where the plain decimal's
+// test takes well under one. The dashboard reads the deliveries not rolled up yet
+// this way, thousands of them after a burst of intake.
+const sqlAmountReal = `CASE WHEN length(amount) <= 40 AND amount ~ '^-?[0-9]+([.][0-9]+)?$' THEN amount::float8
+	ELSE ` + sqlAmountPrefix + ` END`
+
+// sqlAmountPrefix is an amount's longest prefix that reads as a number, as a float, 0
+// if none. An amount is whatever text the sender put in the field, and a cast of the
+// whole would fail the query on "n/a"; the prefix is bounded (200 digits, 100
+// decimals, a two-digit exponent) so that no amount, however long, passes what a float
+// holds.
+const sqlAmountPrefix = `coalesce(substring(amount FROM
 	'^[[:space:]]*([-+]?(?:[0-9]{1,200}(?:[.][0-9]{0,100})?|[.][0-9]{1,100})(?:[eE][-+]?[0-9]{1,2})?)')::float8, 0)`
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats and Ledger count
