@@ -27,8 +27,10 @@ import (
 // the headers it adds, and what the test changes to tamper with it.
 type presetDelivery struct {
 	headers http.Header
-	svix    bool // sent with Svix's header names
-	form    bool // sent as GitHub's form, payload=
+	// rename renames headers once the delivery is signed: a sender's other spelling of
+	// them (Svix's names for Standard Webhooks', Shopify's Events' for its webhooks').
+	rename map[string]string
+	form   bool // sent as GitHub's form, payload=
 	// tamper changes a signed body so that its check fails; "" for a sender whose check
 	// covers no body (a shared token): the token is changed instead.
 	tamper func([]byte) []byte
@@ -44,11 +46,21 @@ var presetDeliveries = map[string]presetDelivery{
 	"cloudbeds": {},
 	"github": {headers: http.Header{"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "X-Github-Event": {"issues"}},
 		form: true, tamper: appendSpace},
-	"guesty": {headers: http.Header{"Webhook-Id": {"msg_2mQ8dWqz5pT4vK9sL1nB7xR3cY"}}, svix: true, tamper: appendSpace},
-	"mews":   {},
+	"guesty": {headers: http.Header{"Webhook-Id": {"msg_2mQ8dWqz5pT4vK9sL1nB7xR3cY"}}, rename: map[string]string{
+		"Webhook-Id": "Svix-Id", "Webhook-Timestamp": "Svix-Timestamp", "Webhook-Signature": "Svix-Signature"},
+		tamper: appendSpace},
+	"mews": {},
 	"shopify": {headers: http.Header{"X-Shopify-Webhook-Id": {"b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"}, "X-Shopify-Topic": {"orders/updated"}},
 		tamper: appendSpace},
 	"stripe": {tamper: appendSpace},
+}
+
+// presetVariants are deliveries of a preset's sender in another shape it sends, tested
+// as the presets' own are; each is named by its preset, "/", and the shape.
+var presetVariants = map[string]presetDelivery{
+	// Shopify's Events spell Shopify's headers without "X-".
+	"shopify/events": {headers: http.Header{"Shopify-Webhook-Id": {"b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"}, "Shopify-Topic": {"Order"}},
+		rename: map[string]string{"X-Shopify-Hmac-Sha256": "Shopify-Hmac-Sha256"}, tamper: appendSpace},
 }
 
 func appendSpace(b []byte) []byte { return append(bytes.Clone(b), ' ') }
@@ -73,133 +85,138 @@ func TestPresets_Intake(t *testing.T) {
 		t.Fatalf("deliveries for %d presets, want one for each of %v", len(presetDeliveries), provider.Names())
 	}
 	for _, name := range provider.Names() {
-		t.Run(name, func(t *testing.T) {
-			p, _ := provider.Lookup(name)
-			pd := presetDeliveries[name]
-			_, sources, err := loadSources(t, "[[source]]\nname = \""+name+"\"\nprovider = \""+name+"\"\nsecret = \""+
-				presetSecret(p)+"\"\n", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := sources[0]
-			db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			rc := receiver.New(receiver.Config{Sources: sources, Store: db})
-			mux := http.NewServeMux()
-			rc.Register(mux)
-			srv := httptest.NewServer(mux)
-			t.Cleanup(srv.Close)
-
-			body, err := os.ReadFile(filepath.Join("..", "..", "receiver", "provider", "testdata", name+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, q := pd.headers.Clone(), url.Values{}
-			if h == nil {
-				h = http.Header{}
-			}
-			h.Set("Content-Type", "application/json")
-			if pd.form {
-				body = []byte("payload=" + url.QueryEscape(string(body)))
-				h.Set("Content-Type", "application/x-www-form-urlencoded")
-			}
-			if p.Signature == "adyen" {
-				a, err := signature.NewAdyenHMAC([]string{adyenKey})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if body, err = a.SignNotification(body); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := src.Verifier.Sign(h, q, body, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if pd.svix {
-				for _, part := range []string{"Id", "Timestamp", "Signature"} {
-					h.Set("Svix-"+part, h.Get("Webhook-"+part))
-					h.Del("Webhook-" + part)
-				}
-			}
-			send := func(h http.Header, q url.Values, body []byte) (int, string, string) {
-				t.Helper()
-				u := srv.URL + "/webhooks/" + name
-				if len(q) > 0 {
-					u += "?" + q.Encode()
-				}
-				req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header = h.Clone()
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
-			}
-			answered := func(what string, code int, ct, got, status string) {
-				t.Helper()
-				if code != http.StatusOK {
-					t.Fatalf("%s: %d %s", what, code, got)
-				}
-				if p.Answer == provider.AnswerAccepted {
-					if got != "[accepted]" || !strings.HasPrefix(ct, "text/plain") {
-						t.Fatalf("%s: answer %q (%s), want [accepted] as text", what, got, ct)
-					}
-					return
-				}
-				var a struct{ Status string }
-				if err := json.Unmarshal([]byte(got), &a); err != nil || a.Status != status {
-					t.Fatalf("%s: answer %s, want status %s", what, got, status)
-				}
-			}
-
-			// A batch sender's request is answered per item: each is accepted first, then
-			// each a duplicate.
-			want, again := "accepted", "duplicate"
-			if p.Batch != "" {
-				want, again = "batch", "batch"
-			}
-			code, ct, got := send(h, q, body)
-			answered("delivery", code, ct, got, want)
-			code, ct, got = send(h, q, body)
-			answered("redelivery", code, ct, got, again)
-			counts, err := storagetest.CountDeliveries(context.Background(), db, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if counts.Accepted < 1 || counts.Duplicate != counts.Accepted || counts.Mismatch != 0 || (p.Batch == "" && counts.Accepted != 1) {
-				t.Fatalf("stored %+v; want one accepted and its duplicate", counts)
-			}
-
-			badH, badQ, badBody := h.Clone(), url.Values{}, body
-			for k, v := range q {
-				badQ[k] = v
-			}
-			switch {
-			case pd.tamper != nil:
-				badBody = pd.tamper(body)
-			case src.Verifier.Scheme() == "token" && len(q) > 0:
-				badQ.Set(p.TokenQuery, "not-the-token")
-			default:
-				badH.Set(p.TokenHeader, "not-the-token")
-			}
-			if code, _, got := send(badH, badQ, badBody); code != http.StatusUnauthorized {
-				t.Fatalf("tampered: %d %s; want 401", code, got)
-			}
-
-			first, err := db.Delivery(context.Background(), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkPresetDelivery(t, name, first, body)
-		})
+		t.Run(name, func(t *testing.T) { presetIntake(t, name, name, presetDeliveries[name]) })
 	}
+	for variant, pd := range presetVariants {
+		name, _, _ := strings.Cut(variant, "/")
+		t.Run(variant, func(t *testing.T) { presetIntake(t, name, variant, pd) })
+	}
+}
+
+// presetIntake runs TestPresets_Intake's checks on delivery pd of preset name's sender,
+// checked as variant's (checkPresetDelivery).
+func presetIntake(t *testing.T, name, variant string, pd presetDelivery) {
+	p, _ := provider.Lookup(name)
+	_, sources, err := loadSources(t, "[[source]]\nname = \""+name+"\"\nprovider = \""+name+"\"\nsecret = \""+
+		presetSecret(p)+"\"\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sources[0]
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rc := receiver.New(receiver.Config{Sources: sources, Store: db})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	body, err := os.ReadFile(filepath.Join("..", "..", "receiver", "provider", "testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, q := pd.headers.Clone(), url.Values{}
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	if pd.form {
+		body = []byte("payload=" + url.QueryEscape(string(body)))
+		h.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if p.Signature == "adyen" {
+		a, err := signature.NewAdyenHMAC([]string{adyenKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err = a.SignNotification(body); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := src.Verifier.Sign(h, q, body, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range pd.rename {
+		h.Set(to, h.Get(from))
+		h.Del(from)
+	}
+	send := func(h http.Header, q url.Values, body []byte) (int, string, string) {
+		t.Helper()
+		u := srv.URL + "/webhooks/" + name
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	answered := func(what string, code int, ct, got, status string) {
+		t.Helper()
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", what, code, got)
+		}
+		if p.Answer == provider.AnswerAccepted {
+			if got != "[accepted]" || !strings.HasPrefix(ct, "text/plain") {
+				t.Fatalf("%s: answer %q (%s), want [accepted] as text", what, got, ct)
+			}
+			return
+		}
+		var a struct{ Status string }
+		if err := json.Unmarshal([]byte(got), &a); err != nil || a.Status != status {
+			t.Fatalf("%s: answer %s, want status %s", what, got, status)
+		}
+	}
+
+	// A batch sender's request is answered per item: each is accepted first, then
+	// each a duplicate.
+	want, again := "accepted", "duplicate"
+	if p.Batch != "" {
+		want, again = "batch", "batch"
+	}
+	code, ct, got := send(h, q, body)
+	answered("delivery", code, ct, got, want)
+	code, ct, got = send(h, q, body)
+	answered("redelivery", code, ct, got, again)
+	counts, err := storagetest.CountDeliveries(context.Background(), db, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.Accepted < 1 || counts.Duplicate != counts.Accepted || counts.Mismatch != 0 || (p.Batch == "" && counts.Accepted != 1) {
+		t.Fatalf("stored %+v; want one accepted and its duplicate", counts)
+	}
+
+	badH, badQ, badBody := h.Clone(), url.Values{}, body
+	for k, v := range q {
+		badQ[k] = v
+	}
+	switch {
+	case pd.tamper != nil:
+		badBody = pd.tamper(body)
+	case src.Verifier.Scheme() == "token" && len(q) > 0:
+		badQ.Set(p.TokenQuery, "not-the-token")
+	default:
+		badH.Set(p.TokenHeader, "not-the-token")
+	}
+	if code, _, got := send(badH, badQ, badBody); code != http.StatusUnauthorized {
+		t.Fatalf("tampered: %d %s; want 401", code, got)
+	}
+
+	first, err := db.Delivery(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPresetDelivery(t, variant, first, body)
 }
 
 // checkPresetDelivery checks what a sender's first delivery was stored with, where its
@@ -211,9 +228,14 @@ func checkPresetDelivery(t *testing.T, name string, d storage.Delivery, body []b
 		if d.Amount != "412.50" || d.Currency != "EUR" || d.EventStatus != "charge.refunded" {
 			t.Errorf("stripe: amount %q currency %q status %q; want 412.50 EUR charge.refunded", d.Amount, d.Currency, d.EventStatus)
 		}
-	case "shopify": // already in major units
+	case "shopify", "shopify/events": // already in major units
 		if d.Amount != "412.50" || d.Currency != "EUR" {
-			t.Errorf("shopify: amount %q currency %q; want 412.50 EUR", d.Amount, d.Currency)
+			t.Errorf("%s: amount %q currency %q; want 412.50 EUR", name, d.Amount, d.Currency)
+		}
+		// Keyed on the delivery id, read from Shopify-Webhook-Id in Events.
+		keyFrom := map[string]string{"shopify": "header:X-Shopify-Webhook-Id", "shopify/events": "header:shopify-webhook-id"}[name]
+		if d.Key != "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043" || d.KeyFrom != keyFrom {
+			t.Errorf("%s: key %q from %q; want the delivery id from %s", name, d.Key, d.KeyFrom, keyFrom)
 		}
 	case "guesty": // keyed on svix-id as on webhook-id
 		// Sent with Svix's header names: the id is read from the svix-id it signs.

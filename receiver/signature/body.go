@@ -12,8 +12,12 @@ import (
 // bodyHMACConfig describes a scheme that signs the body alone, with one
 // signature in one header: GitHub, Shopify and the generic hmac-sha256.
 type bodyHMACConfig struct {
-	scheme    string
-	header    string // as configured or documented; used in messages
+	scheme string
+	header string // as configured or documented; used in messages
+	// altHeader is another spelling of header, read when a delivery carries none of
+	// it: Shopify's Events send Shopify-Hmac-Sha256 where its webhooks send
+	// X-Shopify-Hmac-Sha256.
+	altHeader string
 	prefix    string // required before the signature when set
 	base64    bool   // else hex
 	base64URL bool   // also accept the URL-safe alphabet
@@ -25,10 +29,11 @@ type bodyHMACConfig struct {
 // console say so.
 type bodyHMACVerifier struct {
 	bodyHMACConfig
-	canonical string // header, canonicalised once for map lookups
-	keys      *hmacKeys
-	noPrefix  string // "malformed" reasons, built once
-	badSig    string
+	canonical    string // header, canonicalised once for map lookups
+	altCanonical string
+	keys         *hmacKeys
+	noPrefix     string // "malformed" reasons, built once
+	badSig       string
 }
 
 func newBodyHMACVerifier(cfg bodyHMACConfig, secrets []string) (Verifier, error) {
@@ -47,6 +52,7 @@ func newBodyHMACVerifier(cfg bodyHMACConfig, secrets []string) (Verifier, error)
 	return &bodyHMACVerifier{
 		bodyHMACConfig: cfg,
 		canonical:      canonicalKey(cfg.header),
+		altCanonical:   canonicalKey(cfg.altHeader),
 		keys:           k,
 		noPrefix:       "signature does not start with " + cfg.prefix,
 		badSig:         badSig,
@@ -59,7 +65,13 @@ func (v *bodyHMACVerifier) Integrity() bool        { return true }
 func (v *bodyHMACVerifier) DefaultEventID() string { return v.eventID }
 
 func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ time.Time) error {
-	s := headerValue(h, v.canonical)
+	name, s := v.header, headerValue(h, v.canonical)
+	if s == "" && v.altHeader != "" {
+		name, s = v.altHeader, headerValue(h, v.altCanonical)
+		if s == "" {
+			return missingHeader(v.header + " (or " + v.altHeader + ")")
+		}
+	}
 	if s == "" {
 		return missingHeader(v.header)
 	}
@@ -67,7 +79,7 @@ func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ ti
 	// ("SHA256=" from a provider that upper-cases it).
 	if n := len(v.prefix); n > 0 {
 		if len(s) < n || !strings.EqualFold(s[:n], v.prefix) {
-			return malformed(v.header, v.noPrefix)
+			return malformed(name, v.noPrefix)
 		}
 		s = s[n:]
 	}
@@ -79,7 +91,7 @@ func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ ti
 		ok = decodeHex(&sig[0], s)
 	}
 	if !ok {
-		return malformed(v.header, v.badSig)
+		return malformed(name, v.badSig)
 	}
 
 	st := v.keys.get()

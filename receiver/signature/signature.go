@@ -164,7 +164,7 @@ func New(cfg Config) (Verifier, error) {
 		}, cfg.Secrets)
 	case schemeShopify:
 		return newBodyHMACVerifier(bodyHMACConfig{
-			scheme: schemeShopify, header: "X-Shopify-Hmac-Sha256", base64: true,
+			scheme: schemeShopify, header: shopifyHMACHeader, altHeader: shopifyEventsHMACHeader, base64: true,
 			eventID: "header:X-Shopify-Webhook-Id",
 		}, cfg.Secrets)
 	case schemeHMACSHA256:

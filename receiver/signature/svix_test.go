@@ -47,7 +47,8 @@ func TestVerify_StandardWebhooks_SvixHeaders(t *testing.T) {
 }
 
 // TestIDHeaderOf: under standard-webhooks, an event id configured as either spelling of
-// the message id is read from the family of headers Verify checks, never from the other.
+// the message id is read from the family of headers Verify checks, never from the other;
+// under shopify, Shopify's headers are read in the spelling of the delivery's family.
 func TestIDHeaderOf(t *testing.T) {
 	both := http.Header{"Webhook-Id": {"msg_signed"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,x"},
 		"Svix-Id": {"msg_forged"}}
@@ -66,6 +67,27 @@ func TestIDHeaderOf(t *testing.T) {
 	} {
 		if got := signature.IDHeaderOf("standard-webhooks", tc.name, tc.h); got != tc.want {
 			t.Errorf("IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// Under shopify, a delivery of Shopify's Events (signed in Shopify-Hmac-Sha256) is
+	// read in its spelling, without "X-"; a webhook's, or one with both, as configured.
+	events := http.Header{"Shopify-Hmac-Sha256": {"x"}, "Shopify-Webhook-Id": {"d1"}}
+	webhook := http.Header{"X-Shopify-Hmac-Sha256": {"x"}, "X-Shopify-Webhook-Id": {"d1"}}
+	both = http.Header{"X-Shopify-Hmac-Sha256": {"x"}, "Shopify-Hmac-Sha256": {"x"}}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want string
+	}{
+		{"X-Shopify-Webhook-Id", events, "Shopify-Webhook-Id"},
+		{"x-shopify-event-id", events, "shopify-event-id"},
+		{"X-Shopify-Webhook-Id", webhook, "X-Shopify-Webhook-Id"},
+		{"X-Shopify-Webhook-Id", both, "X-Shopify-Webhook-Id"},
+		{"X-Shopify-", events, "X-Shopify-"},
+		{"X-Request-Id", events, "X-Request-Id"},
+	} {
+		if got := signature.IDHeaderOf("shopify", tc.name, tc.h); got != tc.want {
+			t.Errorf("shopify: IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 	// Another scheme signs no such header: the one configured is read.
