@@ -115,7 +115,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		}
 		return s.renderAccount(w, r, code, views.Account{Error: why})
 	}
-	th := throttleFor(r, me.Name)
+	th := throttleFor(r, me.Name, "")
 	wait, err := s.throttled(w, r, s.now(), th)
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		s.log.Info("password change refused: wrong current password", logUser, me.Name)
 		return refuse(http.StatusUnprocessableEntity, "Your current password is not right.")
 	}
-	if err := s.throttles.LoginSucceeded(ctx, th.pair, th.addr); err != nil {
+	if err := s.throttles.LoginSucceeded(ctx, th.pair, th.keep()...); err != nil {
 		return err
 	}
 	if p := passwordProblem(password); p != "" {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"golang.org/x/crypto/bcrypt"
 
@@ -90,7 +91,7 @@ func Allowed(role, need string) bool {
 
 // cookieStore reads the cookie keys from the settings, creating them on first start:
 // a 64-byte authentication key and a 32-byte encryption key.
-func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, error) {
+func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, *securecookie.SecureCookie, error) {
 	v, err := s.sessions.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
 		b := make([]byte, 96)
 		if _, err := rand.Read(b); err != nil {
@@ -99,11 +100,11 @@ func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, error)
 		return base64.StdEncoding.EncodeToString(b), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("console: session keys: %w", err)
+		return nil, nil, fmt.Errorf("console: session keys: %w", err)
 	}
 	b, err := base64.StdEncoding.DecodeString(v)
 	if err != nil || len(b) != 96 {
-		return nil, fmt.Errorf("console: setting %s is not 96 bytes of base64: delete it to make new keys", sessionKeySetting)
+		return nil, nil, fmt.Errorf("console: setting %s is not 96 bytes of base64: delete it to make new keys", sessionKeySetting)
 	}
 	cs := sessions.NewCookieStore(b[:64], b[64:])
 	cs.Options = &sessions.Options{
@@ -113,7 +114,10 @@ func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, error)
 		SameSite: http.SameSiteLaxMode,
 	}
 	cs.MaxAge(cs.Options.MaxAge) // also bounds the signed timestamp inside the cookie
-	return cs, nil
+	// The device cookie is signed and encrypted with the same keys: its name, which
+	// the signature covers, keeps a session cookie from passing for one.
+	devices := securecookie.New(b[:64], b[64:]).MaxAge(int(deviceMaxAge.Seconds()))
+	return cs, devices, nil
 }
 
 // session returns the request's session cookie (a new one when the cookie is missing
@@ -348,7 +352,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "Enter your username and password.")
 	}
 	addr := clientAddr(r)
-	th := throttleFor(r, name)
+	dev := s.deviceOf(r, name)
+	th := throttleFor(r, name, dev)
 	now := s.now()
 	wait, err := s.throttled(w, r, now, th)
 	if err != nil {
@@ -369,9 +374,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("sign-in failed", logUser, name, logRemote, addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
-	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.addr); err != nil {
+	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.keep()...); err != nil {
 		return err
 	}
+	s.setDevice(w, r, u.Name, dev)
 	sess := s.session(r)
 	if old, _ := sess.Values["sid"].(string); old != "" {
 		// Signing in again (maybe as someone else) ends the session this browser had.

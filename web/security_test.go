@@ -167,6 +167,58 @@ func TestConsole_AdminEndsSessions(t *testing.T) {
 	}
 }
 
+// TestConsole_ThrottleDevice: behind an SSH tunnel every user comes from one address,
+// and a guesser failing 30 names there keeps the address waiting. A browser where a user
+// signed in before carries a device cookie, and that user's sign-ins from it count apart:
+// the right password goes through. A new browser still waits with the address, the
+// cookie speaks for its own name only, one not signed by the console for nobody, and the
+// device's own wrong passwords are slowed as a name's at an address are.
+func TestConsole_ThrottleDevice(t *testing.T) {
+	e := newConsoleEnv(t)
+	signIn := func(c *client, name, password string) int {
+		t.Helper()
+		code, _, _ := c.do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {password}})
+		return code
+	}
+	admins := e.as(t, "admin") // the admin's own browser, signed in before
+	guesser := e.client(t)
+	for i := range 30 {
+		if code := signIn(guesser, fmt.Sprintf("nobody-%d", i), "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i, code)
+		}
+	}
+	if code := signIn(e.client(t), "admin", consolePassword); code != http.StatusTooManyRequests {
+		t.Fatalf("admin from a new browser at the guessing address: %d, want 429", code)
+	}
+	if code := signIn(admins, "admin", consolePassword); code != http.StatusSeeOther {
+		t.Fatalf("admin from the browser admin signed in with before, at the guessing address: %d, want 303", code)
+	}
+	if code := signIn(admins, "operator", consolePassword); code != http.StatusTooManyRequests {
+		t.Fatalf("operator from admin's browser: %d, want 429: the cookie is admin's", code)
+	}
+	forged := e.client(t)
+	u, _ := url.Parse(e.srv.URL + "/login")
+	for _, c := range admins.http.Jar.Cookies(u) {
+		if c.Name == "hookdedup_device" {
+			forged.http.Jar.SetCookies(u, []*http.Cookie{{Name: c.Name, Value: c.Value[:len(c.Value)-2] + "AA", Path: "/login"}})
+		}
+	}
+	if len(forged.http.Jar.Cookies(u)) == 0 {
+		t.Fatal("admin's browser holds no device cookie")
+	}
+	if code := signIn(forged, "admin", consolePassword); code != http.StatusTooManyRequests {
+		t.Fatalf("admin with a device cookie altered: %d, want 429", code)
+	}
+	for range 3 {
+		if code := signIn(admins, "admin", "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("a wrong password from admin's browser: %d, want 401", code)
+		}
+	}
+	if code := signIn(admins, "admin", consolePassword); code != http.StatusTooManyRequests {
+		t.Fatalf("admin's browser after 3 wrong passwords of its own: %d, want 429", code)
+	}
+}
+
 // TestConsole_Throttle checks that failed sign-ins slow the guesser down without
 // locking the user out: the waits grow at the guessing address only, the right password
 // from another address goes through meanwhile, and an address guessing many names is

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
+	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"golang.org/x/crypto/bcrypt"
 
@@ -114,6 +115,7 @@ type Server struct {
 	idle      time.Duration
 	absolute  time.Duration
 	cookies   *sessions.CookieStore
+	devices   *securecookie.SecureCookie // the device cookie (throttle.go)
 	cop       *http.CrossOriginProtection
 	cost      int
 	clockSkew func() (time.Duration, int)
@@ -190,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sum := sha256.Sum256(b)
 		s.assets[name] = hex.EncodeToString(sum[:6])
 	}
-	if s.cookies, err = s.cookieStore(ctx); err != nil {
+	if s.cookies, s.devices, err = s.cookieStore(ctx); err != nil {
 		return nil, err
 	}
 	s.cop = http.NewCrossOriginProtection()

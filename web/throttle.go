@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"math"
 	"net"
@@ -31,21 +33,56 @@ type throttleStore interface {
 // up to 15 minutes between tries; an address gets 30 tries at once whatever the names,
 // then waits the same way. Each wait runs from the last failure; a success clears the
 // name's count at that address.
+//
+// Behind an SSH tunnel, or a proxy that trusted_proxies does not name, every user comes
+// from one address, and anyone there could keep the address waiting for all of them.
+// So a browser where a name signed in before carries a device cookie (signed, for that
+// name, deviceMaxAge): a sign-in of that name from it counts against the name on that
+// device alone, with the same waits, and never against the address. A guesser without
+// the cookie cannot slow it, and with it is slowed as one name at one address is.
 var (
 	throttlePair = storage.Throttle{Free: 3, First: time.Second, Max: 15 * time.Minute, Forget: 24 * time.Hour}
 	throttleAddr = storage.Throttle{Free: 30, First: time.Second, Max: 15 * time.Minute, Forget: time.Hour}
 )
 
+// The device cookie: which name signed in from this browser, and an id of the browser
+// of its own, so that its failures are its own.
+const (
+	deviceCookie  = "hookdedup_device"
+	deviceMaxAge  = 90 * 24 * time.Hour
+	deviceIDBytes = 16
+)
+
+// device is what the device cookie holds.
+type device struct {
+	Name, ID string
+}
+
 // throttle is what a password check of one name from one client counts against.
 type throttle struct {
-	pair, addr string // the scopes: the name at the address, and the address
+	pair, addr string // the scopes: the name at the address (or on the device), and the address ("" on a device)
 	scopes     map[string]storage.Throttle
 }
 
-// throttleFor returns the throttle of a password check of name from r's client. IPv6
-// clients are grouped by /64, the block one subscriber usually holds, so that a client
-// cannot step to a fresh address.
-func throttleFor(r *http.Request, name string) throttle {
+// keep is the scopes a success takes its one failure back from, beside the pair's,
+// which it clears.
+func (t throttle) keep() []string {
+	if t.addr == "" {
+		return nil
+	}
+	return []string{t.addr}
+}
+
+// throttleFor returns the throttle of a password check of name from r's client, or
+// from the device dev when the client carries the device cookie of name (deviceOf).
+// IPv6 clients are grouped by /64, the block one subscriber usually holds, so that a
+// client cannot step to a fresh address.
+func throttleFor(r *http.Request, name, dev string) throttle {
+	if dev != "" {
+		t := throttle{pair: "device:" + dev + " " + name}
+		t.scopes = map[string]storage.Throttle{t.pair: throttlePair}
+		return t
+	}
 	addr := clientAddr(r)
 	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
 		p, _ := a.Prefix(64)
@@ -54,6 +91,38 @@ func throttleFor(r *http.Request, name string) throttle {
 	t := throttle{pair: "pair:" + addr + " " + name, addr: "addr:" + addr} // an address holds no space
 	t.scopes = map[string]storage.Throttle{t.pair: throttlePair, t.addr: throttleAddr}
 	return t
+}
+
+// deviceOf returns the id of the device cookie r carries if name signed in with it,
+// "" otherwise (none, another name's, expired, or not one this console signed).
+func (s *Server) deviceOf(r *http.Request, name string) string {
+	c, err := r.Cookie(deviceCookie)
+	if err != nil {
+		return ""
+	}
+	var d device
+	if s.devices.Decode(deviceCookie, c.Value, &d) != nil || d.Name != name || d.ID == "" {
+		return ""
+	}
+	return d.ID
+}
+
+// setDevice gives the browser of r the device cookie of name, who has just signed in:
+// with the device's id if it had one for name (dev), so that its count stays its own,
+// or a new one.
+func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev string) {
+	if dev == "" {
+		b := make([]byte, deviceIDBytes)
+		rand.Read(b) // never fails (crypto/rand)
+		dev = base64.RawURLEncoding.EncodeToString(b)
+	}
+	v, err := s.devices.Encode(deviceCookie, device{Name: name, ID: dev})
+	if err != nil {
+		s.log.Warn("device cookie", logErr, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: deviceCookie, Value: v, Path: "/login", MaxAge: int(deviceMaxAge.Seconds()),
+		HttpOnly: true, Secure: Scheme(r) == "https", SameSite: http.SameSiteStrictMode})
 }
 
 // clientAddr is the client's address without its port (see TrustedProxies).
