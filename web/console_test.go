@@ -253,26 +253,45 @@ func TestConsole_SignIn(t *testing.T) {
 		}
 	})
 	t.Run("CookieFlags", func(t *testing.T) {
+		// cookies are the Set-Cookie lines of h by the cookie's name.
+		cookies := func(h http.Header) map[string]string {
+			out := map[string]string{}
+			for _, ck := range h.Values("Set-Cookie") {
+				name, _, _ := strings.Cut(ck, "=")
+				out[name] = ck
+			}
+			return out
+		}
 		c := e.client(t)
 		_, _, h := c.do(http.MethodPost, "/login", url.Values{"username": {"viewer"}, "password": {consolePassword}})
-		ck := h.Get("Set-Cookie")
-		for _, want := range []string{"hookdedup_session=", "HttpOnly", "SameSite=Lax", "Max-Age="} {
-			if !strings.Contains(ck, want) {
-				t.Errorf("cookie %q lacks %s", ck, want)
+		for name, wants := range map[string][]string{
+			"hookdedup_session": {"HttpOnly", "SameSite=Lax", "Max-Age="},
+			// The device cookie goes to the sign-in form's target alone.
+			"hookdedup_device": {"HttpOnly", "SameSite=Strict", "Max-Age=7776000", "Path=/login;"},
+		} {
+			ck := cookies(h)[name]
+			for _, want := range wants {
+				if !strings.Contains(ck, want) {
+					t.Errorf("cookie %s %q lacks %s", name, ck, want)
+				}
 			}
-		}
-		if strings.Contains(ck, "Secure") {
-			t.Errorf("cookie %q is Secure over plain HTTP", ck)
+			if strings.Contains(ck, "Secure") {
+				t.Errorf("cookie %q is Secure over plain HTTP", ck)
+			}
 		}
 		// Secure follows the scheme a trusted proxy reports, and only a trusted one.
 		login := url.Values{"username": {"viewer"}, "password": {consolePassword}}
 		_, _, h = e.clientAt(t, e.behind(t, "127.0.0.1/32")).do(http.MethodPost, "/login", login, "X-Forwarded-Proto", "https")
-		if !strings.Contains(h.Get("Set-Cookie"), "Secure") {
-			t.Errorf("cookie under TLS at a trusted proxy is not Secure: %q", h.Get("Set-Cookie"))
+		for _, name := range []string{"hookdedup_session", "hookdedup_device"} {
+			if ck := cookies(h)[name]; !strings.Contains(ck, "Secure") {
+				t.Errorf("cookie %s under TLS at a trusted proxy is not Secure: %q", name, ck)
+			}
 		}
 		_, _, h = e.clientAt(t, e.behind(t, "10.0.0.0/8")).do(http.MethodPost, "/login", login, "X-Forwarded-Proto", "https")
-		if ck := h.Get("Set-Cookie"); !strings.Contains(ck, "hookdedup_session=") || strings.Contains(ck, "Secure") {
-			t.Errorf("an untrusted peer's X-Forwarded-Proto made the cookie %q", ck)
+		for _, name := range []string{"hookdedup_session", "hookdedup_device"} {
+			if ck := cookies(h)[name]; ck == "" || strings.Contains(ck, "Secure") {
+				t.Errorf("an untrusted peer's X-Forwarded-Proto made the cookie %s %q", name, ck)
+			}
 		}
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
