@@ -377,7 +377,6 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.keep()...); err != nil {
 		return err
 	}
-	s.setDevice(w, r, u.Name, dev)
 	sess := s.session(r)
 	if old, _ := sess.Values["sid"].(string); old != "" {
 		// Signing in again (maybe as someone else) ends the session this browser had.
@@ -394,6 +393,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.setDevice(w, r, u.Name, dev)
 	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
 	if _, err := s.sessions.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
 		s.log.Warn("ending idle sessions", logErr, err)
