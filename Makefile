@@ -144,7 +144,7 @@ bench: bench-deps
 	go test -run '^$$' -bench '^Benchmark(Derive|Verify_StandardWebhooks(Parallel)?|Intake|Record|Console|SweepExpired)' \
 		-benchtime $(BENCH_TIME) -benchmem ./receiver/ ./receiver/signature/ ./storage/sqlite/ ./storage/postgres/ ./web/
 	@if [ "$(BENCH_LOAD)" != 0 ]; then \
-		go test -tags load -run '^TestLoad$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
+		go test -tags load -run '^TestLoad(ConsolePostgres)?$$' -count=1 -v -timeout 60m ./cmd/hookdedup/ | grep --line-buffered -v '^=== RUN'; \
 		exit $${PIPESTATUS[0]}; fi
 
 # `make crash-test`: the long crash test. SIGKILLs serve CRASH_KILLS times at random

@@ -64,6 +64,8 @@
 //	                            happen while others measure
 //	BENCH_STORED_CLAIMS=0       skips the claims-only store at the stored sizes
 //	BENCH_CONSOLE=0             skips the console's timings at the largest size
+//	BENCH_PG_CONSOLE_KEYS=1000000  keys stored for the console's timings on PostgreSQL
+//	                            (TestLoadConsolePostgres; 0 skips them)
 //	BENCH_PERF=dir              records each serve run's profile there with perf
 //	                            (perf record -g), one file a run, named by its
 //	                            number, stored keys, mix and process id; the
