@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"golang.org/x/crypto/bcrypt"
 
@@ -91,7 +90,7 @@ func Allowed(role, need string) bool {
 
 // cookieStore reads the cookie keys from the settings, creating them on first start:
 // a 64-byte authentication key and a 32-byte encryption key.
-func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, *securecookie.SecureCookie, error) {
+func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, *sessions.CookieStore, error) {
 	v, err := s.sessions.SettingOrInit(ctx, sessionKeySetting, func() (string, error) {
 		b := make([]byte, 96)
 		if _, err := rand.Read(b); err != nil {
@@ -115,8 +114,16 @@ func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, *secur
 	}
 	cs.MaxAge(cs.Options.MaxAge) // also bounds the signed timestamp inside the cookie
 	// The device cookie is signed and encrypted with the same keys: its name, which
-	// the signature covers, keeps a session cookie from passing for one.
-	devices := securecookie.New(b[:64], b[64:]).MaxAge(int(deviceMaxAge.Seconds()))
+	// the signature covers, keeps a session cookie from passing for one. It goes to the
+	// sign-in form's target alone.
+	devices := sessions.NewCookieStore(b[:64], b[64:])
+	devices.Options = &sessions.Options{
+		Path:     "/login",
+		MaxAge:   int(deviceMaxAge.Seconds()),
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+	}
+	devices.MaxAge(devices.Options.MaxAge)
 	return cs, devices, nil
 }
 

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -63,6 +64,44 @@ func TrustedProxies(cidrs []netip.Prefix) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// viaTrustedProxy reports whether r came from a proxy that TrustedProxies trusts.
+func viaTrustedProxy(r *http.Request) bool {
+	_, ok := r.Context().Value(ctxScheme{}).(string)
+	return ok
+}
+
+// hostServed reports whether the console answers r's Host. A page on any site can point
+// its own name at 127.0.0.1 once it is loaded (DNS rebinding): the browser then sends
+// that page's requests to a console on a loopback address, the one an SSH tunnel
+// reaches, as requests of the page's own origin, which http.CrossOriginProtection lets
+// through, and could guess passwords from the user's own machine. Such a request names
+// the page's site in Host. So a request over plain HTTP to a loopback address must name
+// the console by an address or as localhost (what a tunnel's user types); any other
+// name reaches the console through a trusted proxy, over TLS (whose certificate names
+// the host), or on an address of another interface.
+func hostServed(r *http.Request) bool {
+	if r.TLS != nil || viaTrustedProxy(r) {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(local.String())
+	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if _, err := netip.ParseAddr(host); err == nil || host == "" {
+		return true
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // Scheme returns "https" when the client reached the server over TLS, directly or

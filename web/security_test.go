@@ -167,6 +167,50 @@ func TestConsole_AdminEndsSessions(t *testing.T) {
 	}
 }
 
+// TestConsole_HostOnLoopback: a page that re-points its own name at 127.0.0.1 (DNS
+// rebinding) sends its requests to a console on loopback as same-origin requests, with
+// its name in Host: they are refused before anything reads them, a password included.
+// The names a tunnel's user types (an address, localhost) are served, and so is any
+// name through a trusted proxy.
+func TestConsole_HostOnLoopback(t *testing.T) {
+	e := newConsoleEnv(t)
+	send := func(base, method, host, path string) (int, string) {
+		t.Helper()
+		form := url.Values{"username": {"admin"}, "password": {consolePassword}}
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(form.Encode()))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, host := range []string{"attacker.example:8081", "attacker.example", "127.0.0.1.nip.io:8081", "LOCALHOST.example:1"} {
+		code, body := send(e.srv.URL, http.MethodPost, host, "/login")
+		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "trusted_proxies") {
+			t.Errorf("a sign-in sent as %s to the loopback console: %d, want 421 that says why", host, code)
+		}
+		if code, _ := send(e.srv.URL, http.MethodGet, host, "/login"); code != http.StatusMisdirectedRequest {
+			t.Errorf("the sign-in page as %s: %d, want 421", host, code)
+		}
+	}
+	for _, host := range []string{"127.0.0.1:9999", "localhost:9999", "LocalHost.", "app.localhost:8081", "[::1]:8081", "127.0.0.2"} {
+		if code, body := send(e.srv.URL, http.MethodPost, host, "/login"); code != http.StatusSeeOther {
+			t.Errorf("the right password sent as %s: %d, want 303\n%.300s", host, code, body)
+		}
+	}
+	if code, _ := send(e.behind(t, "127.0.0.1/32"), http.MethodPost, "console.example.com", "/login"); code != http.StatusSeeOther {
+		t.Errorf("the right password as console.example.com through a trusted proxy: %d, want 303", code)
+	}
+}
+
 // TestConsole_ThrottleDevice: behind an SSH tunnel every user comes from one address,
 // and a guesser failing 30 names there keeps the address waiting. A browser where a user
 // signed in before carries a device cookie, and that user's sign-ins from it count apart:

@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
-	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"golang.org/x/crypto/bcrypt"
 
@@ -115,7 +114,7 @@ type Server struct {
 	idle      time.Duration
 	absolute  time.Duration
 	cookies   *sessions.CookieStore
-	devices   *securecookie.SecureCookie // the device cookie (throttle.go)
+	devices   *sessions.CookieStore // the device cookie (throttle.go)
 	cop       *http.CrossOriginProtection
 	cost      int
 	clockSkew func() (time.Duration, int)
@@ -282,8 +281,9 @@ const maxFormBytes = 4 << 20
 // a sign-in page could be put in the console's place.
 const hstsMaxAge = "max-age=31536000"
 
-// protect adds the console's security headers, refuses cross-origin unsafe requests and
-// bounds the body of the others.
+// protect refuses a request for a host name the console does not answer to
+// (hostServed), adds the console's security headers, refuses cross-origin unsafe
+// requests and bounds the body of the others.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -295,6 +295,12 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		hd.Set("Referrer-Policy", "same-origin")
 		if Scheme(r) == "https" {
 			hd.Set("Strict-Transport-Security", hstsMaxAge)
+		}
+		if !hostServed(r) {
+			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
+				"This console answers on its loopback address to 127.0.0.1, [::1] or localhost, not to "+
+					"the name this page was reached by. Behind a reverse proxy, list the proxy in trusted_proxies.")
+			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if r.ContentLength > maxFormBytes {

@@ -53,11 +53,6 @@ const (
 	deviceIDBytes = 16
 )
 
-// device is what the device cookie holds.
-type device struct {
-	Name, ID string
-}
-
 // throttle is what a password check of one name from one client counts against.
 type throttle struct {
 	pair, addr string // the scopes: the name at the address (or on the device), and the address ("" on a device)
@@ -96,15 +91,15 @@ func throttleFor(r *http.Request, name, dev string) throttle {
 // deviceOf returns the id of the device cookie r carries if name signed in with it,
 // "" otherwise (none, another name's, expired, or not one this console signed).
 func (s *Server) deviceOf(r *http.Request, name string) string {
-	c, err := r.Cookie(deviceCookie)
-	if err != nil {
+	d, err := s.devices.Get(r, deviceCookie)
+	if err != nil || d.IsNew {
 		return ""
 	}
-	var d device
-	if s.devices.Decode(deviceCookie, c.Value, &d) != nil || d.Name != name || d.ID == "" {
+	id, _ := d.Values["id"].(string)
+	if who, _ := d.Values["name"].(string); who != name {
 		return ""
 	}
-	return d.ID
+	return id
 }
 
 // setDevice gives the browser of r the device cookie of name, who has just signed in:
@@ -116,13 +111,14 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 		rand.Read(b) // never fails (crypto/rand)
 		dev = base64.RawURLEncoding.EncodeToString(b)
 	}
-	v, err := s.devices.Encode(deviceCookie, device{Name: name, ID: dev})
-	if err != nil {
+	d, _ := s.devices.New(r, deviceCookie)
+	opts := *s.devices.Options
+	opts.Secure = Scheme(r) == "https"
+	d.Options = &opts
+	d.Values = map[any]any{"name": name, "id": dev}
+	if err := d.Save(r, w); err != nil {
 		s.log.Warn("device cookie", logErr, err)
-		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: deviceCookie, Value: v, Path: "/login", MaxAge: int(deviceMaxAge.Seconds()),
-		HttpOnly: true, Secure: Scheme(r) == "https", SameSite: http.SameSiteStrictMode})
 }
 
 // clientAddr is the client's address without its port (see TrustedProxies).
