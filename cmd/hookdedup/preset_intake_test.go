@@ -63,6 +63,22 @@ var presetVariants = map[string]presetDelivery{
 		rename: map[string]string{"X-Shopify-Hmac-Sha256": "Shopify-Hmac-Sha256"}, tamper: appendSpace},
 }
 
+// presetServer serves sources' intake on a new database until the test ends.
+func presetServer(t *testing.T, sources []receiver.Source) (*sqlite.DB, *httptest.Server) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rc := receiver.New(receiver.Config{Sources: sources, Store: db})
+	mux := http.NewServeMux()
+	rc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return db, srv
+}
+
 func appendSpace(b []byte) []byte { return append(bytes.Clone(b), ' ') }
 
 // presetSecret is a secret of the shape the preset's scheme takes.
@@ -103,16 +119,7 @@ func presetIntake(t *testing.T, name, variant string, pd presetDelivery) {
 		t.Fatal(err)
 	}
 	src := sources[0]
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	rc := receiver.New(receiver.Config{Sources: sources, Store: db})
-	mux := http.NewServeMux()
-	rc.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	db, srv := presetServer(t, sources)
 
 	body, err := os.ReadFile(filepath.Join("..", "..", "receiver", "provider", "testdata", name+".json"))
 	if err != nil {
@@ -283,16 +290,7 @@ amount_minor_units = true
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	rc := receiver.New(receiver.Config{Sources: sources, Store: db})
-	mux := http.NewServeMux()
-	rc.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	db, srv := presetServer(t, sources)
 	post := func(source, body string) {
 		t.Helper()
 		resp, err := http.Post(srv.URL+"/webhooks/"+source, "application/json", strings.NewReader(body))

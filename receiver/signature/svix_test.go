@@ -53,41 +53,31 @@ func TestIDHeaderOf(t *testing.T) {
 	both := http.Header{"Webhook-Id": {"msg_signed"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,x"},
 		"Svix-Id": {"msg_forged"}}
 	svixOnly := http.Header{"Svix-Id": {"msg_1"}, "Svix-Timestamp": {"1"}, "Svix-Signature": {"v1,x"}}
-	for _, tc := range []struct {
-		name string
-		h    http.Header
-		want string
-	}{
-		{"svix-id", both, "Webhook-Id"},
-		{"webhook-id", both, "Webhook-Id"},
-		{"SVIX-ID", svixOnly, "Svix-Id"},
-		{"webhook-id", svixOnly, "Svix-Id"},
-		{"X-GitHub-Delivery", both, "X-GitHub-Delivery"},
-		{"webhook-timestamp", svixOnly, "webhook-timestamp"},
-	} {
-		if got := signature.IDHeaderOf("standard-webhooks", tc.name, tc.h); got != tc.want {
-			t.Errorf("IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	// Under shopify, a delivery of Shopify's Events (signed in Shopify-Hmac-Sha256) is
-	// read in its spelling, without "X-"; a webhook's, or one with both, as configured.
+	// A delivery of Shopify's Events is signed in Shopify-Hmac-Sha256, a webhook's in
+	// X-Shopify-Hmac-Sha256; one with both is read as a webhook's.
 	events := http.Header{"Shopify-Hmac-Sha256": {"x"}, "Shopify-Webhook-Id": {"d1"}}
 	webhook := http.Header{"X-Shopify-Hmac-Sha256": {"x"}, "X-Shopify-Webhook-Id": {"d1"}}
-	both = http.Header{"X-Shopify-Hmac-Sha256": {"x"}, "Shopify-Hmac-Sha256": {"x"}}
+	shopifyBoth := http.Header{"X-Shopify-Hmac-Sha256": {"x"}, "Shopify-Hmac-Sha256": {"x"}}
 	for _, tc := range []struct {
-		name string
-		h    http.Header
-		want string
+		scheme, name string
+		h            http.Header
+		want         string
 	}{
-		{"X-Shopify-Webhook-Id", events, "Shopify-Webhook-Id"},
-		{"x-shopify-event-id", events, "shopify-event-id"},
-		{"X-Shopify-Webhook-Id", webhook, "X-Shopify-Webhook-Id"},
-		{"X-Shopify-Webhook-Id", both, "X-Shopify-Webhook-Id"},
-		{"X-Shopify-", events, "X-Shopify-"},
-		{"X-Request-Id", events, "X-Request-Id"},
+		{"standard-webhooks", "svix-id", both, "Webhook-Id"},
+		{"standard-webhooks", "webhook-id", both, "Webhook-Id"},
+		{"standard-webhooks", "SVIX-ID", svixOnly, "Svix-Id"},
+		{"standard-webhooks", "webhook-id", svixOnly, "Svix-Id"},
+		{"standard-webhooks", "X-GitHub-Delivery", both, "X-GitHub-Delivery"},
+		{"standard-webhooks", "webhook-timestamp", svixOnly, "webhook-timestamp"},
+		{"shopify", "X-Shopify-Webhook-Id", events, "Shopify-Webhook-Id"},
+		{"shopify", "x-shopify-event-id", events, "shopify-event-id"},
+		{"shopify", "X-Shopify-Webhook-Id", webhook, "X-Shopify-Webhook-Id"},
+		{"shopify", "X-Shopify-Webhook-Id", shopifyBoth, "X-Shopify-Webhook-Id"},
+		{"shopify", "X-Shopify-", events, "X-Shopify-"},
+		{"shopify", "X-Request-Id", events, "X-Request-Id"},
 	} {
-		if got := signature.IDHeaderOf("shopify", tc.name, tc.h); got != tc.want {
-			t.Errorf("shopify: IDHeaderOf(%q) = %q, want %q", tc.name, got, tc.want)
+		if got := signature.IDHeaderOf(tc.scheme, tc.name, tc.h); got != tc.want {
+			t.Errorf("%s: IDHeaderOf(%q) = %q, want %q", tc.scheme, tc.name, got, tc.want)
 		}
 	}
 	// Another scheme signs no such header: the one configured is read.
