@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,8 +62,7 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 	if err := precheckBody(body); err != nil {
 		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
-	// Escaped lone surrogates are read as canonicalisation reads them (mendLoneSurrogates).
-	if !jsontext.Value(mendLoneSurrogates(bytes.Clone(body))).IsValid() {
+	if !jsontext.Value(body).IsValid() {
 		// canonicalBody says what is wrong, at which byte.
 		if _, _, err := canonicalBody(body); err != nil {
 			return nil, "", err

@@ -19,9 +19,8 @@ import (
 // reorders objects through a decoder of its own: most of the intake's CPU besides
 // HTTP and SQLite. This one writes the canonical form as it scans and sorts each
 // object's members in place. It declines (ok false) whatever it is not sure of:
-// malformed JSON, duplicate names, a number outside float64's range, nesting past
-// maxJSONDepth. An escaped lone surrogate reads as U+FFFD, as mendLoneSurrogates has
-// the reference path read it. The caller then takes the reference path
+// malformed JSON, duplicate names, a number outside float64's range, a lone
+// surrogate, nesting past maxJSONDepth. The caller then takes the reference path
 // (precheckBody and jsontext), so a refused body gets the same error it always got,
 // and an accepted one the same bytes: FuzzCanonical holds the two to that.
 
@@ -433,17 +432,17 @@ func (st *canonState) str(i int) (next int, escaped, ok bool) {
 			}
 			r, i = rune(v), i+6
 			if utf16.IsSurrogate(r) {
-				// A high surrogate escaped before the low one is one character; any
-				// other surrogate is alone, read as U+FFFD (mendLoneSurrogates).
-				r2 := utf8.RuneError
-				if i+1 < len(src) && src[i] == '\\' && src[i+1] == 'u' {
-					if v2, ok := hex4(src, i+2); ok {
-						r2 = utf16.DecodeRune(r, rune(v2))
-					}
+				if i+1 >= len(src) || src[i] != '\\' || src[i+1] != 'u' {
+					return i, false, false
 				}
-				if r = r2; r != utf8.RuneError {
-					i += 6
+				v2, ok := hex4(src, i+2)
+				if !ok {
+					return i, false, false
 				}
+				if r = utf16.DecodeRune(r, rune(v2)); r == utf8.RuneError {
+					return i, false, false
+				}
+				i += 6
 			}
 		default:
 			return i, false, false

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -555,7 +554,7 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 	if err := precheckBody(body); err != nil {
 		return dst, fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
-	v := jsontext.Value(mendLoneSurrogates(append(dst, body...)))
+	v := jsontext.Value(append(dst, body...))
 	if err := v.Canonicalize(); err != nil {
 		return v, fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
 	}
@@ -565,40 +564,6 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 		}
 	}
 	return v, nil
-}
-
-// mendLoneSurrogates rewrites in place each escaped surrogate of b that is not half of a
-// pair (a high one escaped right before a low one) as \ufffd, the replacement character,
-// and returns b. RFC 8259 lets a string hold one, and .NET's, Node's and Python's
-// serialisers write one for text cut in the middle of an emoji, but RFC 8785 refuses
-// it; a signed delivery refused for it would be sent again until its sender gave up.
-// Read so, it is the character encoding/json reads it as, in key fields too. The escape
-// keeps its six bytes, so any error found later names the same offset.
-func mendLoneSurrogates(b []byte) []byte {
-	const replacement = `\ufffd`
-	for i := 0; i+1 < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		if b[i+1] != 'u' {
-			i++ // an escaped character, a backslash perhaps: not the start of another
-			continue
-		}
-		v, ok := hex4(b, i+2)
-		if !ok || !utf16.IsSurrogate(rune(v)) {
-			i += 5
-			continue
-		}
-		if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if v2, ok := hex4(b, i+8); ok && utf16.DecodeRune(rune(v), rune(v2)) != utf8.RuneError {
-				i += 11
-				continue
-			}
-		}
-		copy(b[i:], replacement)
-		i += 5
-	}
-	return b
 }
 
 // numbersInRange reports the first number in body (valid JSON) that float64 cannot hold:

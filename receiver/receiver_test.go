@@ -120,27 +120,6 @@ func (e *testEnv) post(t testing.TB, source, id string, body string, mutate func
 
 const cancellation = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5}}`
 
-// TestHandler_LoneSurrogate: a signed delivery whose text was cut in the middle of an
-// emoji by its sender's serialiser (an escaped lone surrogate, which RFC 8259 allows) is
-// accepted and stored byte for byte, and its redelivery is a duplicate of it, not a 400
-// its sender would retry until it gave up.
-func TestHandler_LoneSurrogate(t *testing.T) {
-	e := newEnv(t, sqlite.Options{})
-	body := `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"message","text":"Merci \ud83d"}`
-	code, a, _ := e.post(t, "ota", "msg_lone_surrogate", body, nil)
-	if code != http.StatusOK || a.Status != "accepted" {
-		t.Fatalf("a signed delivery with an escaped lone surrogate: %d %+v, want accepted", code, a)
-	}
-	id, _ := strconv.ParseInt(a.Delivery, 10, 64)
-	d, err := e.db.Delivery(context.Background(), id)
-	if err != nil || string(d.Body) != body {
-		t.Fatalf("stored body %q, %v; want the body as sent", d.Body, err)
-	}
-	if code, a, _ := e.post(t, "ota", "msg_lone_surrogate", body, nil); code != http.StatusOK || a.Status != "duplicate" {
-		t.Fatalf("its redelivery: %d %+v, want a duplicate", code, a)
-	}
-}
-
 func TestHandler_Contract(t *testing.T) {
 	e := newEnv(t, sqlite.Options{})
 	ctx := context.Background()
