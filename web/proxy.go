@@ -72,7 +72,7 @@ func viaTrustedProxy(r *http.Request) bool {
 	return ok
 }
 
-// hostServed reports whether the console answers r's Host. A page on any site can point
+// HostServed reports whether the console answers r's Host. A page on any site can point
 // its own name at 127.0.0.1 once it is loaded (DNS rebinding): the browser then sends
 // that page's requests to a console on a loopback address, the one an SSH tunnel
 // reaches, as requests of the page's own origin, which http.CrossOriginProtection lets
@@ -81,7 +81,7 @@ func viaTrustedProxy(r *http.Request) bool {
 // the console by an address or as localhost (what a tunnel's user types); any other
 // name reaches the console through a trusted proxy, over TLS (whose certificate names
 // the host), or on an address of another interface.
-func hostServed(r *http.Request) bool {
+func HostServed(r *http.Request) bool {
 	if r.TLS != nil || viaTrustedProxy(r) {
 		return true
 	}

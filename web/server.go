@@ -282,7 +282,7 @@ const maxFormBytes = 4 << 20
 const hstsMaxAge = "max-age=31536000"
 
 // protect refuses a request for a host name the console does not answer to
-// (hostServed), adds the console's security headers, refuses cross-origin unsafe
+// (HostServed), adds the console's security headers, refuses cross-origin unsafe
 // requests and bounds the body of the others.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
@@ -296,7 +296,7 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		if Scheme(r) == "https" {
 			hd.Set("Strict-Transport-Security", hstsMaxAge)
 		}
-		if !hostServed(r) {
+		if !HostServed(r) {
 			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
 				"This console answers on its loopback address to 127.0.0.1, [::1] or localhost, not to "+
 					"the name this page was reached by. Behind a reverse proxy, list the proxy in trusted_proxies.")

@@ -26,7 +26,7 @@ type endpoint struct {
 }
 
 // newEndpoint listens on addr and builds the server that answers there with h, with the
-// configured timeouts, behind the trusted-proxy rules. It serves plain HTTP unless its
+// configured timeouts, behind the trusted-proxy rules on addr. It serves plain HTTP unless its
 // tls is set before the program runs: serve and url follow that one field, so TLS is
 // attached to either address, or both, in one place.
 func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Logger) (*endpoint, error) {
@@ -34,10 +34,19 @@ func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", setting, addr, err)
 	}
+	// Behind a trusted reverse proxy, the receiver and the console alike see the
+	// client's address and scheme. The proxy reaches addr; console_addr is reached
+	// directly, through an SSH tunnel or a VPN, and believes no forwarding header: a
+	// tunnel's connections come from 127.0.0.1, the address a proxy on the same machine
+	// is trusted by, and a page in the user's browser (DNS rebinding) could then name
+	// any client address per guess, and pass for a proxy (web.HostServed).
+	if setting == "console_addr" {
+		h = web.TrustedProxies(nil)(h)
+	} else {
+		h = web.TrustedProxies(cfg.TrustedProxies)(h)
+	}
 	return &endpoint{setting: setting, ln: ln, srv: &http.Server{
-		// Behind a trusted reverse proxy, the receiver and the console alike see the
-		// client's address and scheme.
-		Handler:           web.TrustedProxies(cfg.TrustedProxies)(h),
+		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
 		ReadTimeout:       cfg.ReadTimeout,
@@ -125,13 +134,21 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 }
 
 // metricsRoute is /metrics as served: behind token when one is set; otherwise open on a
-// private address and off (404) on a shared one.
+// private address, to the names the console answers to there (web.HostServed: a page
+// rebound to 127.0.0.1 would read the sources' names and counts), and off (404) on a
+// shared one.
 func metricsRoute(metrics http.Handler, token string, private bool) http.Handler {
 	switch {
 	case token != "":
 		return requireBearer(token, metrics)
 	case private:
-		return metrics
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !web.HostServed(r) {
+				writeJSONError(w, http.StatusMisdirectedRequest, "not this server's name: use 127.0.0.1, [::1] or localhost")
+				return
+			}
+			metrics.ServeHTTP(w, r)
+		})
 	default:
 		return http.HandlerFunc(jsonNotFound)
 	}

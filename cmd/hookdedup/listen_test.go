@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -245,6 +246,58 @@ console_addr = "127.0.0.1:0"
 	}
 	if log := s.stderr.String(); !strings.Contains(log, "console_addr="+strings.TrimPrefix(con, "http://")) {
 		t.Errorf("the serving line does not name the console address:\n%s", log)
+	}
+}
+
+// TestServe_ConsoleAddrBelievesNoProxy: with a proxy on the same machine trusted for
+// addr (trusted_proxies = 127.0.0.1/32, as the README sets it) and the console on
+// console_addr reached through an SSH tunnel, whose connections come from 127.0.0.1
+// too: a page in the user's browser rebound to 127.0.0.1 is refused for its name on
+// every route of the console address, and the client addresses it writes in
+// X-Forwarded-For are not believed, so its guesses are throttled as one address's.
+// (TestEndToEnd_TrustedProxies has addr believe the proxy.)
+func TestServe_ConsoleAddrBelievesNoProxy(t *testing.T) {
+	s := runServeInProcess(t, `addr = "127.0.0.1:0"
+console_addr = "127.0.0.1:0"
+trusted_proxies = ["127.0.0.1/32"]
+`+openSource, nil)
+	con := s.p.console.url()
+	send := func(method, path, host, xff string) int {
+		t.Helper()
+		form := "username=admin&password=guess"
+		req, _ := http.NewRequest(method, con+path, strings.NewReader(form))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		resp, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/login", "/metrics"} {
+		if code := send(http.MethodGet, path, "attacker.example:8081", "203.0.113.9"); code != http.StatusMisdirectedRequest {
+			t.Errorf("GET %s as attacker.example through the tunnel: %d, want 421", path, code)
+		}
+	}
+	if code := send(http.MethodPost, "/login", "attacker.example:8081", "203.0.113.9"); code != http.StatusMisdirectedRequest {
+		t.Errorf("a sign-in as attacker.example through the tunnel: %d, want 421", code)
+	}
+	throttled := false
+	for i := range 10 {
+		if code := send(http.MethodPost, "/login", "127.0.0.1", fmt.Sprintf("198.51.100.%d", i+1)); code == http.StatusTooManyRequests {
+			throttled = true
+			break
+		}
+	}
+	if !throttled {
+		t.Error("10 wrong passwords for admin on console_addr, each naming another X-Forwarded-For: never 429")
 	}
 }
 
