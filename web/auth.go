@@ -360,7 +360,11 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	addr := clientAddr(r)
 	dev := s.deviceOf(r, name)
-	th := throttleFor(r, name, dev)
+	var own string
+	if dev != "" {
+		own = "device:" + dev
+	}
+	th := throttleFor(r, name, own)
 	now := s.now()
 	wait, err := s.throttled(w, r, now, th)
 	if err != nil {

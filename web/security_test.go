@@ -263,6 +263,37 @@ func TestConsole_ThrottleDevice(t *testing.T) {
 	}
 }
 
+// TestConsole_ThrottleDeviceShared: two users of one browser (a front desk's) both
+// signed in there before; while a guesser keeps the address waiting, each still signs
+// in from it, and changes a password once signed in: that check counts against the
+// session, not the address.
+func TestConsole_ThrottleDeviceShared(t *testing.T) {
+	e := newConsoleEnv(t)
+	desk := e.as(t, "admin")
+	if code, _, _ := desk.post("/logout", nil); code != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", code)
+	}
+	desk.login("operator")
+	guesser := e.client(t)
+	for i := range 30 {
+		if code, _, _ := guesser.do(http.MethodPost, "/login", url.Values{"username": {fmt.Sprintf("nobody-%d", i)}, "password": {"guess"}}); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i, code)
+		}
+	}
+	for _, name := range []string{"admin", "operator"} {
+		if code, _, _ := desk.do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {consolePassword}}); code != http.StatusSeeOther {
+			t.Fatalf("%s from the shared browser at the guessing address: %d, want 303", name, code)
+		}
+	}
+	if code, _ := desk.get("/account"); code != http.StatusOK {
+		t.Fatalf("account page: %d", code)
+	}
+	const better = "a much better passphrase 42"
+	if code, body, _ := desk.post("/account/password", url.Values{"current": {consolePassword}, "password": {better}, "again": {better}}); code == http.StatusTooManyRequests || code >= 400 {
+		t.Fatalf("operator, signed in, changing the password with the right current one: %d\n%.300s", code, body)
+	}
+}
+
 // TestConsole_Throttle checks that failed sign-ins slow the guesser down without
 // locking the user out: the waits grow at the guessing address only, the right password
 // from another address goes through meanwhile, and an address guessing many names is

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/gob"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,8 +47,8 @@ var (
 	throttleAddr = storage.Throttle{Free: 30, First: time.Second, Max: 15 * time.Minute, Forget: time.Hour}
 )
 
-// The device cookie: which name signed in from this browser, and an id of the browser
-// of its own, so that its failures are its own.
+// The device cookie: which names signed in from this browser, each with an id of the
+// browser of its own, so that its failures are its own.
 const (
 	deviceCookie  = "hookdedup_device"
 	deviceMaxAge  = 90 * 24 * time.Hour
@@ -55,7 +57,7 @@ const (
 
 // throttle is what a password check of one name from one client counts against.
 type throttle struct {
-	pair, addr string // the scopes: the name at the address (or on the device), and the address ("" on a device)
+	pair, addr string // the scopes: the name at the address (or its own client), and the address ("" then)
 	scopes     map[string]storage.Throttle
 }
 
@@ -68,13 +70,15 @@ func (t throttle) keep() []string {
 	return []string{t.addr}
 }
 
-// throttleFor returns the throttle of a password check of name from r's client, or
-// from the device dev when the client carries the device cookie of name (deviceOf).
+// throttleFor returns the throttle of a password check of name from r's client, or,
+// when own is not "", from a client of name's own: the browser of name's device cookie
+// ("device:" and its id, deviceOf) or one of name's sessions ("session:" and its id),
+// which count alone, never against the address.
 // IPv6 clients are grouped by /64, the block one subscriber usually holds, so that a
 // client cannot step to a fresh address.
-func throttleFor(r *http.Request, name, dev string) throttle {
-	if dev != "" {
-		t := throttle{pair: "device:" + dev + " " + name}
+func throttleFor(r *http.Request, name, own string) throttle {
+	if own != "" {
+		t := throttle{pair: own + " " + name}
 		t.scopes = map[string]storage.Throttle{t.pair: throttlePair}
 		return t
 	}
@@ -89,22 +93,29 @@ func throttleFor(r *http.Request, name, dev string) throttle {
 }
 
 // deviceOf returns the id of the device cookie r carries if name signed in with it,
-// "" otherwise (none, another name's, expired, or not one this console signed).
+// "" otherwise (none, not name's, expired, or not one this console signed).
 func (s *Server) deviceOf(r *http.Request, name string) string {
 	d, err := s.devices.Get(r, deviceCookie)
 	if err != nil || d.IsNew {
 		return ""
 	}
-	id, _ := d.Values["id"].(string)
-	if who, _ := d.Values["name"].(string); who != name {
-		return ""
-	}
-	return id
+	names, _ := d.Values["names"].(map[string]string)
+	return names[name]
 }
+
+// The device cookie's values travel gob-encoded, which must know their types.
+func init() {
+	gob.Register(map[string]string{})
+	gob.Register([]string{})
+}
+
+// deviceNames bounds the names one device cookie speaks for: the users who share a
+// browser (a front desk's), the ones who signed in last.
+const deviceNames = 8
 
 // setDevice gives the browser of r the device cookie of name, who has just signed in:
 // with the device's id if it had one for name (dev), so that its count stays its own,
-// or a new one.
+// or a new one, beside the names it held for others who signed in there.
 func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev string) {
 	if dev == "" {
 		b := make([]byte, deviceIDBytes)
@@ -112,10 +123,23 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 		dev = base64.RawURLEncoding.EncodeToString(b)
 	}
 	d, _ := s.devices.New(r, deviceCookie)
+	names, _ := d.Values["names"].(map[string]string)
+	order, _ := d.Values["order"].([]string) // oldest sign-in first
+	if names == nil {
+		names = map[string]string{}
+	}
+	order = append(slices.DeleteFunc(order, func(n string) bool { return n == name }), name)
+	if len(order) > deviceNames {
+		for _, n := range order[:len(order)-deviceNames] {
+			delete(names, n)
+		}
+		order = order[len(order)-deviceNames:]
+	}
+	names[name] = dev
 	opts := *s.devices.Options
 	opts.Secure = Scheme(r) == "https"
 	d.Options = &opts
-	d.Values = map[any]any{"name": name, "id": dev}
+	d.Values = map[any]any{"names": names, "order": order}
 	if err := d.Save(r, w); err != nil {
 		s.log.Warn("device cookie", logErr, err)
 	}
