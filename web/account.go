@@ -97,7 +97,7 @@ func (s *Server) renderPasswordPage(w http.ResponseWriter, r *http.Request, code
 
 // handleAccountPassword changes the signed-in user's own password. The current one is
 // asked, so that a session left open is not enough to take the account over, and a
-// wrong one counts as a failed sign-in of the user on this session. The form comes
+// wrong one counts as a failed sign-in of the user on this session at this address. The form comes
 // from the account page or from the password page (which sends next); a refusal is
 // shown on the page it came from.
 func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
@@ -115,12 +115,14 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 		}
 		return s.renderAccount(w, r, code, views.Account{Error: why})
 	}
-	// A signed-in user's check counts against the session, not the address, which a
-	// guesser at the same address (an SSH tunnel's) may keep waiting.
+	// A signed-in user's check counts against the session at the client's address, not
+	// the address alone, which a guesser there (an SSH tunnel's) may keep waiting; nor
+	// the session alone, which a thief of its cookie elsewhere could keep waiting to stop
+	// its user changing the password.
 	var own string
 	if st != nil && st.session != nil {
 		if sid, _ := st.session.Values["sid"].(string); sid != "" {
-			own = "session:" + sid
+			own = "session:" + sid + " " + clientAddr(r)
 		}
 	}
 	th := throttleFor(r, me.Name, own)

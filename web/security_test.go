@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -291,6 +292,76 @@ func TestConsole_ThrottleDeviceShared(t *testing.T) {
 	const better = "a much better passphrase 42"
 	if code, body, _ := desk.post("/account/password", url.Values{"current": {consolePassword}, "password": {better}, "again": {better}}); code == http.StatusTooManyRequests || code >= 400 {
 		t.Fatalf("operator, signed in, changing the password with the right current one: %d\n%.300s", code, body)
+	}
+}
+
+// stealSession copies the session cookie of from into to (a stolen cookie).
+func stealSession(t *testing.T, e *consoleEnv, from, to *client) {
+	t.Helper()
+	for _, base := range []string{from.base, to.base} {
+		u, _ := url.Parse(base + "/")
+		for _, c := range from.http.Jar.Cookies(u) {
+			if c.Name == "hookdedup_session" {
+				tu, _ := url.Parse(to.base + "/")
+				to.http.Jar.SetCookies(tu, []*http.Cookie{{Name: c.Name, Value: c.Value, Path: "/"}})
+				return
+			}
+		}
+	}
+	t.Fatal("no session cookie to steal")
+}
+
+// TestConsole_StolenSessionCannotBlockPasswordChange: the thief (another address)
+// guesses the current password on the stolen session; the victim, on the same session
+// from their own address, still changes the password (the remedy that ends the other
+// sessions) with the right current one: the check counts against the session at each
+// address.
+func TestConsole_StolenSessionCannotBlockPasswordChange(t *testing.T) {
+	e := newConsoleEnv(t)
+	proxied := e.behind(t, "127.0.0.1/32")
+	victim := e.clientAt(t, proxied, "X-Forwarded-For", "198.51.100.7").login("operator")
+	thief := e.clientAt(t, proxied, "X-Forwarded-For", "203.0.113.66")
+	stealSession(t, e, victim, thief)
+	if code, _ := thief.get("/account"); code != http.StatusOK {
+		t.Fatalf("account page with the stolen cookie: %d", code)
+	}
+	for i := 0; i < 4; i++ {
+		thief.post("/account/password", url.Values{"current": {"guess"}, "password": {"a much better passphrase 42"}, "again": {"a much better passphrase 42"}})
+	}
+	if code, _ := victim.get("/account"); code != http.StatusOK {
+		t.Fatalf("victim's account page: %d", code)
+	}
+	const better = "a much better passphrase 42"
+	code, body, _ := victim.post("/account/password", url.Values{"current": {consolePassword}, "password": {better}, "again": {better}})
+	if code == http.StatusTooManyRequests {
+		t.Errorf("victim, from their own address, changing the password with the right current one after a thief's 4 guesses on the stolen session: %d, want it to go through\n%.200s", code, body)
+	}
+}
+
+// TestConsole_DeviceCookieLongNames: names longer than user add's 64 characters (an
+// older version took any; sign-in takes 128): eight of them pass what a cookie holds,
+// and the device cookie drops its oldest names to keep the newest, so the last user
+// to sign in at the desk is not left waiting with the address.
+func TestConsole_DeviceCookieLongNames(t *testing.T) {
+	e := newConsoleEnv(t)
+	var names []string
+	for i := 0; i < 8; i++ {
+		name := fmt.Sprintf("u%d", i) + strings.Repeat("x", 126)
+		storagetest.CreateUser(t, e.db, name, storage.RoleViewer, consolePassword) // as an older user add could
+		names = append(names, name)
+	}
+	desk := e.client(t)
+	for _, name := range names {
+		if code, _, _ := desk.do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {consolePassword}}); code != http.StatusSeeOther {
+			t.Fatalf("sign-in %s: %d", name[:2], code)
+		}
+	}
+	guesser := e.client(t)
+	for i := range 30 {
+		guesser.do(http.MethodPost, "/login", url.Values{"username": {fmt.Sprintf("nobody-%d", i)}, "password": {"guess"}})
+	}
+	if code, _, _ := desk.do(http.MethodPost, "/login", url.Values{"username": {names[7]}, "password": {consolePassword}}); code != http.StatusSeeOther {
+		t.Errorf("the 8th user (128-char name), signed in from the desk before, at the guessing address: %d, want 303", code)
 	}
 }
 

@@ -298,8 +298,9 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		}
 		if !HostServed(r) {
 			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
-				"This console answers on its loopback address to 127.0.0.1, [::1] or localhost, not to "+
-					"the name this page was reached by. Behind a reverse proxy, list the proxy in trusted_proxies.")
+				"On its loopback address this console answers plain HTTP only to 127.0.0.1, [::1] or "+
+					"localhost, not to the name this page was reached by. A reverse proxy in front of it must "+
+					"pass one of those as Host, or, on addr, be listed in trusted_proxies.")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

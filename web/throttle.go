@@ -72,8 +72,8 @@ func (t throttle) keep() []string {
 
 // throttleFor returns the throttle of a password check of name from r's client, or,
 // when own is not "", from a client of name's own: the browser of name's device cookie
-// ("device:" and its id, deviceOf) or one of name's sessions ("session:" and its id),
-// which count alone, never against the address.
+// ("device:" and its id, deviceOf) or one of name's sessions at the client's address
+// ("session:", its id and the address), which count alone, never against the address.
 // IPv6 clients are grouped by /64, the block one subscriber usually holds, so that a
 // client cannot step to a fresh address.
 func throttleFor(r *http.Request, name, own string) throttle {
@@ -139,9 +139,20 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 	opts := *s.devices.Options
 	opts.Secure = Scheme(r) == "https"
 	d.Options = &opts
-	d.Values = map[any]any{"names": names, "order": order}
-	if err := d.Save(r, w); err != nil {
-		s.log.Warn("device cookie", logErr, err)
+	// A cookie past what a browser keeps (securecookie refuses it) drops its oldest
+	// names until it fits: long names, eight of them.
+	for {
+		d.Values = map[any]any{"names": names, "order": order}
+		err := d.Save(r, w)
+		if err == nil {
+			return
+		}
+		if len(order) <= 1 {
+			s.log.Warn("device cookie", logErr, err)
+			return
+		}
+		delete(names, order[0])
+		order = order[1:]
 	}
 }
 
