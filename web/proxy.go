@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -98,10 +99,27 @@ func HostServed(r *http.Request) bool {
 		host = h
 	}
 	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if _, err := netip.ParseAddr(host); err == nil || host == "" {
+	if _, err := netip.ParseAddr(host); err == nil || host == "" || numericIPv4(host) {
 		return true
 	}
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "localhost.localdomain"
+}
+
+// numericIPv4 reports whether host is an IPv4 address in one of the forms inet_aton
+// reads besides the dotted quad (127.1, 2130706433, 0x7f.1, 0177.0.0.1), which curl and
+// wget send as typed. A browser sends such an address as the dotted quad, and a name a
+// page could point anywhere is never all numbers.
+func numericIPv4(host string) bool {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 0, 32); err != nil || strings.HasPrefix(p, "+") {
+			return false
+		}
+	}
+	return true
 }
 
 // Scheme returns "https" when the client reached the server over TLS, directly or

@@ -193,7 +193,8 @@ func TestConsole_HostOnLoopback(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for _, host := range []string{"attacker.example:8081", "attacker.example", "127.0.0.1.nip.io:8081", "LOCALHOST.example:1"} {
+	for _, host := range []string{"attacker.example:8081", "attacker.example", "127.0.0.1.nip.io:8081", "LOCALHOST.example:1",
+		"1.2.3.4.5", "0x7g.1", "127.0.0.1x", "_0x7f.1", "localhost.localdomain.example"} {
 		code, body := send(e.srv.URL, http.MethodPost, host, "/login")
 		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "trusted_proxies") {
 			t.Errorf("a sign-in sent as %s to the loopback console: %d, want 421 that says why", host, code)
@@ -202,7 +203,8 @@ func TestConsole_HostOnLoopback(t *testing.T) {
 			t.Errorf("the sign-in page as %s: %d, want 421", host, code)
 		}
 	}
-	for _, host := range []string{"127.0.0.1:9999", "localhost:9999", "LocalHost.", "app.localhost:8081", "[::1]:8081", "127.0.0.2"} {
+	for _, host := range []string{"127.0.0.1:9999", "localhost:9999", "LocalHost.", "app.localhost:8081", "[::1]:8081", "127.0.0.2",
+		"127.1:8081", "2130706433:8081", "0x7f.1", "0177.0.0.1", "localhost.localdomain:8081"} {
 		if code, body := send(e.srv.URL, http.MethodPost, host, "/login"); code != http.StatusSeeOther {
 			t.Errorf("the right password sent as %s: %d, want 303\n%.300s", host, code, body)
 		}
