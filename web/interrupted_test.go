@@ -34,6 +34,18 @@ func (e *consoleEnv) leaseOne(t *testing.T) storage.Job {
 	return jobs[0]
 }
 
+// finish records j's hand-off, started at started, as answered status with the error
+// why ("" for none) and the outcome res, and reports whether it moved the key.
+func (e *consoleEnv) finish(t *testing.T, j storage.Job, started time.Time, status int, why string, res storage.AttemptResult) bool {
+	t.Helper()
+	moved, err := e.db.FinishAttempt(context.Background(), j, storage.Attempt{Source: j.Source, Key: j.Key,
+		Delivery: j.Delivery, StartedAt: started, Duration: e.clock.Now().Sub(started), Status: status, Error: why}, res)
+	if err != nil {
+		t.Fatalf("finish %s/%s: %v", j.Source, j.Key, err)
+	}
+	return moved
+}
+
 // processingKeys is the text of the Keys page of pms's processing keys, as a viewer
 // reads it.
 func (e *consoleEnv) processingKeys(t *testing.T) string {
@@ -70,9 +82,8 @@ func TestConsole_KeysReclaimedShowsNoEarlierClaimsAttempt(t *testing.T) {
 	e.queue(t, "re", "a", time.Time{})
 	j := e.leaseOne(t)
 	e.clock.Add(time.Second)
-	if moved, err := e.db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
-		StartedAt: e.clock.Now(), Status: 299}, storage.AttemptResult{Done: true}); err != nil || !moved {
-		t.Fatalf("finish: %v %v", moved, err)
+	if !e.finish(t, j, e.clock.Now(), 299, "", storage.AttemptResult{Done: true}) {
+		t.Fatal("the hand-off did not move the key")
 	}
 	e.clock.Add(time.Second)
 	if _, err := e.db.ReleaseKey(ctx, storage.Release{Source: "pms", Key: "re", Actor: "sam", Reason: "resend"}); err != nil {
@@ -99,9 +110,8 @@ func TestConsole_KeysReprocessedShowsNoEarlierAttempt(t *testing.T) {
 	j := e.leaseOne(t)
 	e.clock.Add(time.Second)
 	const oldErr = "downstream answered 418 teapot-review"
-	if moved, err := e.db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery,
-		StartedAt: e.clock.Now(), Status: 418, Error: oldErr}, storage.AttemptResult{Failed: true, LastError: oldErr}); err != nil || !moved {
-		t.Fatalf("finish: %v %v", moved, err)
+	if !e.finish(t, j, e.clock.Now(), 418, oldErr, storage.AttemptResult{Failed: true, LastError: oldErr}) {
+		t.Fatal("the hand-off did not move the key")
 	}
 	e.clock.Add(2 * time.Minute)
 	if _, err := e.db.ReleaseKey(ctx, storage.Release{Source: "pms", Key: "rp", Actor: "sam", Reason: "retry",
@@ -135,10 +145,8 @@ func TestConsole_KeysLateOutcomeOfFirstHandOff(t *testing.T) {
 	}
 	// The first hand-off's outcome comes late: the downstream answered 503.
 	const why = "downstream answered 503"
-	moved, err := e.db.FinishAttempt(ctx, first, storage.Attempt{Source: first.Source, Key: first.Key, Delivery: first.Delivery,
-		StartedAt: started, Duration: 2 * time.Minute, Status: 503, Error: why}, storage.AttemptResult{NextAt: e.clock.Now().Add(time.Minute), LastError: why})
-	if err != nil || moved {
-		t.Fatalf("late finish: moved %v, %v", moved, err)
+	if e.finish(t, first, started, 503, why, storage.AttemptResult{NextAt: e.clock.Now().Add(time.Minute), LastError: why}) {
+		t.Fatal("the late outcome moved the key, leased again since")
 	}
 	atts, err := e.db.Attempts(ctx, "pms", "late")
 	if err != nil || len(atts) != 1 || atts[0].Status != 503 {

@@ -34,6 +34,17 @@ func lease(t *testing.T, db storage.Store, now time.Time, d time.Duration, limit
 	return jobs
 }
 
+// leaseOne leases at now, for a minute, the one key due, and fails the test unless
+// exactly one was.
+func leaseOne(t *testing.T, db storage.Store, now time.Time) storage.Job {
+	t.Helper()
+	jobs := lease(t, db, now, time.Minute, 10)
+	if len(jobs) != 1 {
+		t.Fatalf("leased %v; want one key", jobKeys(jobs))
+	}
+	return jobs[0]
+}
+
 // TestLeaseDue: the queue hands out the keys due, oldest first, each with the payload to
 // send, and skips a leased key until its lease ends; NextDue says when the next falls
 // due.
@@ -459,13 +470,10 @@ func TestFinishAttempt_UnusualText(t *testing.T, e Engine) {
 	db := e.Open(t)
 	clk := newClock(e, db)
 	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	jobs := lease(t, db, clk.Now(), time.Minute, 10)
-	if len(jobs) != 1 {
-		t.Fatalf("leased %d jobs, want 1", len(jobs))
-	}
-	a := storage.Attempt{Source: "ota", Key: "k", Delivery: jobs[0].Delivery, StartedAt: clk.Now(), Status: 500,
+	j := leaseOne(t, db, clk.Now())
+	a := storage.Attempt{Source: "ota", Key: "k", Delivery: j.Delivery, StartedAt: clk.Now(), Status: 500,
 		Error: "downstream answered 500: bad\x00byte", Response: "before\x00after \xff"}
-	moved, err := db.FinishAttempt(ctx, jobs[0], a, storage.AttemptResult{NextAt: clk.Now().Add(time.Second), LastError: a.Error})
+	moved, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{NextAt: clk.Now().Add(time.Second), LastError: a.Error})
 	if err != nil || !moved {
 		t.Fatalf("an answer with a NUL byte: moved %v, %v; want its attempt recorded", moved, err)
 	}

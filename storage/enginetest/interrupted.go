@@ -47,11 +47,7 @@ func TestLeaseDue_TakeoverAtLeaseEnd(t *testing.T, e Engine) {
 	db := e.Open(t)
 	clk := newClock(e, db)
 	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	jobs := lease(t, db, clk.Now(), time.Minute, 10)
-	if len(jobs) != 1 {
-		t.Fatalf("leased %v", jobKeys(jobs))
-	}
-	j := jobs[0]
+	j := leaseOne(t, db, clk.Now())
 	clk.Add(time.Second)
 	if !finishRetry(t, db, j, clk.Now(), clk.Now().Add(time.Hour)) {
 		t.Fatal("attempt did not move the key")
@@ -70,9 +66,7 @@ func TestLeaseDue_TakeoverAtLeaseEnd(t *testing.T, e Engine) {
 	// Due a millisecond later than it came: at the old lease's end, it would read as
 	// that lease cut off.
 	clk.Add(time.Millisecond)
-	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
-		t.Fatalf("leased %v, want k", jobKeys(jobs))
-	}
+	leaseOne(t, db, clk.Now())
 	if got, want := attemptErrors(t, db, "ota", "k"), []string{answered503}; !slices.Equal(got, want) {
 		t.Errorf("attempts %q, want %q: no hand-off of the new claim was interrupted", got, want)
 	}
@@ -85,9 +79,7 @@ func TestLeaseDue_SourceTwice(t *testing.T, e Engine) {
 	db := e.Open(t)
 	clk := newClock(e, db)
 	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
-		t.Fatalf("leased %v", jobKeys(jobs))
-	}
+	leaseOne(t, db, clk.Now())
 	clk.Add(2 * time.Minute)
 	jobs, err := db.LeaseDue(ctx, clk.Now(), time.Minute, 10, []string{"ota", "ota"})
 	if err != nil || len(jobs) != 1 {
@@ -107,9 +99,7 @@ func TestReleaseEach_RefusedReprocessRecordsNoInterruption(t *testing.T, e Engin
 	db := e.Open(t)
 	clk := newClock(e, db)
 	d := record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	if jobs := lease(t, db, clk.Now(), time.Minute, 10); len(jobs) != 1 {
-		t.Fatalf("leased %v", jobKeys(jobs))
-	}
+	leaseOne(t, db, clk.Now())
 	// The process holding the lease is killed, and the payload is gone (a claim from
 	// before every delivery was stored: the dispatcher's payloadProblem handles such keys).
 	e.DeleteDelivery(t, db, d.ID)
@@ -290,10 +280,10 @@ func TestFinishAttempt_LateOutcomeInPlace(t *testing.T, e Engine) {
 	db := e.Open(t)
 	clk := newClock(e, db)
 	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	stalled := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	stalled := leaseOne(t, db, clk.Now())
 	startedStalled := clk.Now()
 	clk.Add(2 * time.Minute)
-	next := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	next := leaseOne(t, db, clk.Now())
 	if moved, err := db.FinishAttempt(ctx, next, storage.Attempt{Source: "ota", Key: "k", Delivery: next.Delivery,
 		StartedAt: clk.Now(), Status: 200}, storage.AttemptResult{Done: true}); err != nil || !moved {
 		t.Fatalf("success: %v, %v", moved, err)
@@ -322,7 +312,7 @@ func TestFinishAttempt_LateOutcomesAfterReclaim(t *testing.T, e Engine) {
 	db := e.Open(t)
 	clk := newClock(e, db)
 	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	j1 := lease(t, db, clk.Now(), time.Minute, 10)[0]
+	j1 := leaseOne(t, db, clk.Now())
 	start1 := clk.Now()
 	clk.Set(j1.Lease)
 	if _, err := db.ReleaseKey(ctx, storage.Release{Source: "ota", Key: "k", Actor: "sam", Reason: "r",

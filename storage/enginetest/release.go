@@ -530,11 +530,7 @@ func TestReleaseKey_ReprocessKeepsTTL(t *testing.T, e Engine) {
 	clk := newClock(e, db)
 	settle := func() {
 		t.Helper()
-		jobs := lease(t, db, clk.Now(), time.Minute, 10)
-		if len(jobs) != 1 {
-			t.Fatalf("leased %d jobs; want the key's one", len(jobs))
-		}
-		j := jobs[0]
+		j := leaseOne(t, db, clk.Now())
 		if _, err := db.FinishAttempt(ctx, j, storage.Attempt{Source: j.Source, Key: j.Key, StartedAt: clk.Now()},
 			storage.AttemptResult{Done: true}); err != nil {
 			t.Fatal(err)
