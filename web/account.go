@@ -122,7 +122,7 @@ func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) e
 	var own string
 	if st != nil && st.session != nil {
 		if sid, _ := st.session.Values["sid"].(string); sid != "" {
-			own = "session:" + sid + " " + clientAddr(r)
+			own = sessionScope(r, sid)
 		}
 	}
 	th := throttleFor(r, me.Name, own)

@@ -340,6 +340,31 @@ func TestConsole_StolenSessionCannotBlockPasswordChange(t *testing.T) {
 	}
 }
 
+// TestConsole_StolenSessionIPv6: a thief of a session cookie holding an IPv6 /64 steps
+// to a fresh address for each guess of the current password: the /64 is one address to
+// the throttle, as at sign-in.
+func TestConsole_StolenSessionIPv6(t *testing.T) {
+	e := newConsoleEnv(t)
+	proxied := e.behind(t, "127.0.0.1/32")
+	victim := e.clientAt(t, proxied, "X-Forwarded-For", "198.51.100.7").login("operator")
+	throttled := false
+	for i := range 6 {
+		thief := e.clientAt(t, proxied, "X-Forwarded-For", fmt.Sprintf("2001:db8:0:1::%x", i+1))
+		stealSession(t, e, victim, thief)
+		if code, _ := thief.get("/account"); code != http.StatusOK {
+			t.Fatalf("account page with the stolen cookie: %d", code)
+		}
+		code, _, _ := thief.post("/account/password", url.Values{"current": {"guess"}, "password": {"a much better passphrase 42"},
+			"again": {"a much better passphrase 42"}})
+		if throttled = code == http.StatusTooManyRequests; throttled {
+			break
+		}
+	}
+	if !throttled {
+		t.Error("6 wrong current passwords on a stolen session, each from another address of one /64: never 429")
+	}
+}
+
 // TestConsole_DeviceCookieLongNames: names longer than user add's 64 characters (an
 // older version took any; sign-in takes 128): eight of them pass what a cookie holds,
 // and the device cookie drops its oldest names to keep the newest, so the last user

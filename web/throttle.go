@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -82,14 +83,27 @@ func throttleFor(r *http.Request, name, own string) throttle {
 		t.scopes = map[string]storage.Throttle{t.pair: throttlePair}
 		return t
 	}
+	addr := throttledAddr(r)
+	t := throttle{pair: "pair:" + addr + " " + name, addr: "addr:" + addr} // an address holds no space
+	t.scopes = map[string]storage.Throttle{t.pair: throttlePair, t.addr: throttleAddr}
+	return t
+}
+
+// throttledAddr is the address r's client is throttled by: its own, or for IPv6 its
+// /64.
+func throttledAddr(r *http.Request) string {
 	addr := clientAddr(r)
 	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
 		p, _ := a.Prefix(64)
 		addr = p.String()
 	}
-	t := throttle{pair: "pair:" + addr + " " + name, addr: "addr:" + addr} // an address holds no space
-	t.scopes = map[string]storage.Throttle{t.pair: throttlePair, t.addr: throttleAddr}
-	return t
+	return addr
+}
+
+// sessionScope is the scope of a password check on the session sid at r's client's
+// address (throttleFor's own).
+func sessionScope(r *http.Request, sid string) string {
+	return "session:" + sid + " " + throttledAddr(r)
 }
 
 // deviceOf returns the id of the device cookie r carries if name signed in with it,
@@ -99,15 +113,23 @@ func (s *Server) deviceOf(r *http.Request, name string) string {
 	if err != nil || d.IsNew {
 		return ""
 	}
-	names, _ := d.Values["names"].(map[string]string)
-	return names[name]
+	for _, e := range deviceEntries(d.Values) {
+		if id, who, _ := strings.Cut(e, " "); who == name {
+			return id
+		}
+	}
+	return ""
 }
 
-// The device cookie's values travel gob-encoded, which must know their types.
-func init() {
-	gob.Register(map[string]string{})
-	gob.Register([]string{})
+// deviceEntries are a device cookie's names with their ids, each "id name" (an id
+// holds no space), oldest sign-in first.
+func deviceEntries(v map[any]any) []string {
+	entries, _ := v["devices"].([]string)
+	return entries
 }
+
+// The device cookie's values travel gob-encoded, which must know their type.
+func init() { gob.Register([]string{}) }
 
 // deviceNames bounds the names one device cookie speaks for: the users who share a
 // browser (a front desk's), the ones who signed in last.
@@ -123,36 +145,28 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 		dev = base64.RawURLEncoding.EncodeToString(b)
 	}
 	d, _ := s.devices.New(r, deviceCookie)
-	names, _ := d.Values["names"].(map[string]string)
-	order, _ := d.Values["order"].([]string) // oldest sign-in first
-	if names == nil {
-		names = map[string]string{}
-	}
-	order = append(slices.DeleteFunc(order, func(n string) bool { return n == name }), name)
-	if len(order) > deviceNames {
-		for _, n := range order[:len(order)-deviceNames] {
-			delete(names, n)
-		}
-		order = order[len(order)-deviceNames:]
-	}
-	names[name] = dev
+	entries := slices.DeleteFunc(deviceEntries(d.Values), func(e string) bool {
+		_, who, _ := strings.Cut(e, " ")
+		return who == name
+	})
+	entries = append(entries, dev+" "+name)
+	entries = entries[max(len(entries)-deviceNames, 0):]
 	opts := *s.devices.Options
 	opts.Secure = Scheme(r) == "https"
 	d.Options = &opts
 	// A cookie past what a browser keeps (securecookie refuses it) drops its oldest
 	// names until it fits: long names, eight of them.
 	for {
-		d.Values = map[any]any{"names": names, "order": order}
+		d.Values = map[any]any{"devices": entries}
 		err := d.Save(r, w)
 		if err == nil {
 			return
 		}
-		if len(order) <= 1 {
+		if len(entries) <= 1 {
 			s.log.Warn("device cookie", logErr, err)
 			return
 		}
-		delete(names, order[0])
-		order = order[1:]
+		entries = entries[1:]
 	}
 }
 
