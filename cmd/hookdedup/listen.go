@@ -40,9 +40,7 @@ func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Log
 	// tunnel's connections come from 127.0.0.1, the address a proxy on the same machine
 	// is trusted by, and a page in the user's browser (DNS rebinding) could then name
 	// any client address per guess, and pass for a proxy (web.HostServed).
-	if setting == "console_addr" {
-		h = web.TrustedProxies(nil)(h)
-	} else {
+	if setting != "console_addr" {
 		h = web.TrustedProxies(cfg.TrustedProxies)(h)
 	}
 	return &endpoint{setting: setting, ln: ln, srv: &http.Server{

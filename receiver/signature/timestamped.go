@@ -52,44 +52,6 @@ func swHeadersOf(h http.Header) *swHeaders {
 	return &standardHeaders
 }
 
-// IDHeaderOf returns the header an event id configured as read from header name is read
-// from in h, for a source signed with scheme, in the spelling of the family of headers
-// that h carries, as Verify reads them:
-//
-//   - under standard-webhooks, for either spelling of the message id (webhook-id,
-//     svix-id), the one of the family h carries (swHeadersOf), so that the id is the
-//     one the signature covers. Read by its configured name, a delivery carrying both
-//     families could sign one id and be keyed on another, unsigned: a captured
-//     delivery could then be replayed under any id.
-//   - under shopify, a header of Shopify's webhooks (X-Shopify-…) is read without its
-//     "X-" from a delivery of Shopify's Events, which spell them so and whose signature
-//     Verify reads from Shopify-Hmac-Sha256: the delivery id of Events is
-//     Shopify-Webhook-Id.
-//
-// Any other name, or scheme, leaves name as it is.
-func IDHeaderOf(scheme, name string, h http.Header) string {
-	switch scheme {
-	case schemeStandardWebhooks:
-		// EqualFold rather than the canonical form: this runs for every delivery, and the
-		// configured name is usually lower case, which canonicalising would allocate for.
-		if strings.EqualFold(name, standardHeaders.id) || strings.EqualFold(name, svixHeaders.id) {
-			return swHeadersOf(h).id
-		}
-	case schemeShopify:
-		if len(name) > len("X-Shopify-") && strings.EqualFold(name[:len("X-Shopify-")], "X-Shopify-") &&
-			headerValue(h, shopifyHMACHeader) == "" && headerValue(h, shopifyEventsHMACHeader) != "" {
-			return name[len("X-"):]
-		}
-	}
-	return name
-}
-
-// The headers of Shopify's signature: its webhooks' and its Events'.
-const (
-	shopifyHMACHeader       = "X-Shopify-Hmac-Sha256"
-	shopifyEventsHMACHeader = "Shopify-Hmac-Sha256"
-)
-
 // standardWebhooksVerifier implements https://www.standardwebhooks.com
 // (the scheme Svix uses): HMAC-SHA256 over "id.timestamp.body".
 type standardWebhooksVerifier struct {
