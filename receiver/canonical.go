@@ -19,8 +19,9 @@ import (
 // reorders objects through a decoder of its own: most of the intake's CPU besides
 // HTTP and SQLite. This one writes the canonical form as it scans and sorts each
 // object's members in place. It declines (ok false) whatever it is not sure of:
-// malformed JSON, duplicate names, a number outside float64's range, a lone
-// surrogate, nesting past maxJSONDepth. The caller then takes the reference path
+// malformed JSON, duplicate names, a number outside float64's range, nesting past
+// maxJSONDepth. An escaped lone surrogate, which jsontext refuses, is kept as its
+// escape (str). The caller then takes the reference path
 // (precheckBody and jsontext), so a refused body gets the same error it always got,
 // and an accepted one the same bytes: FuzzCanonical holds the two to that.
 
@@ -122,7 +123,7 @@ func canonicalize(v []byte) ([]byte, error) {
 	if c, ok := appendCanonical(make([]byte, 0, len(v)), v); ok {
 		return c, nil
 	}
-	c := jsontext.Value(slices.Clone(v))
+	c := jsontext.Value(mendLoneSurrogates(slices.Clone(v)))
 	if err := c.Canonicalize(); err != nil {
 		return nil, err
 	}
@@ -301,23 +302,27 @@ func (st *canonState) order(body int, ms []canonMember) bool {
 func (st *canonState) compareNames(a, b canonMember) int {
 	x, y := st.out[a.start+1:a.colon-1], st.out[b.start+1:b.colon-1]
 	if a.escaped || b.escaped {
-		// Rare: a name with a quote, a backslash or a control character in it.
-		x, y = unescapeCanonical(x), unescapeCanonical(y)
+		// Rare: a name with a quote, a backslash, a control character or a lone
+		// surrogate in it.
+		return slices.Compare(canonicalUnits(x), canonicalUnits(y))
 	}
 	return compareUTF16(x, y)
 }
 
-// unescapeCanonical undoes the escapes that a canonical JSON string can hold: \" \\
-// \b \f \n \r \t and \u00XX.
-func unescapeCanonical(s []byte) []byte {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 == len(s) {
-			out = append(out, s[i])
+// canonicalUnits returns the UTF-16 code units of the canonical JSON string s (quotes
+// excluded), undoing the escapes it can hold: \" \\ \b \f \n \r \t, \u00XX and a lone
+// surrogate's \udXXX, which stays the one code unit it is.
+func canonicalUnits(s []byte) []uint16 {
+	out := make([]uint16, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' || i+1 == len(s) {
+			r, size := utf8.DecodeRune(s[i:])
+			out = utf16.AppendRune(out, r)
+			i += size
 			continue
 		}
-		i++
-		switch s[i] {
+		switch e := s[i+1]; e {
 		case 'b':
 			out = append(out, '\b')
 		case 'f':
@@ -329,14 +334,13 @@ func unescapeCanonical(s []byte) []byte {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			if i+4 < len(s) {
-				v, _ := strconv.ParseUint(string(s[i+1:i+5]), 16, 8)
-				out = append(out, byte(v))
-				i += 4
-			}
+			v, _ := hex4(s, i+2)
+			out = append(out, v)
+			i += 4
 		default:
-			out = append(out, s[i])
+			out = append(out, uint16(e))
 		}
+		i += 2
 	}
 	return out
 }
@@ -432,17 +436,23 @@ func (st *canonState) str(i int) (next int, escaped, ok bool) {
 			}
 			r, i = rune(v), i+6
 			if utf16.IsSurrogate(r) {
-				if i+1 >= len(src) || src[i] != '\\' || src[i+1] != 'u' {
-					return i, false, false
+				// A high surrogate escaped right before a low one is one character.
+				// Any other surrogate is alone, as RFC 8259 allows and serialisers
+				// write for text cut in the middle of an emoji: it is kept as its
+				// escape, in lower case as ECMAScript's JSON.stringify writes it, so
+				// that texts differing only in it stay apart (not read as U+FFFD).
+				pair := utf8.RuneError
+				if i+1 < len(src) && src[i] == '\\' && src[i+1] == 'u' {
+					if v2, ok := hex4(src, i+2); ok {
+						pair = utf16.DecodeRune(r, rune(v2))
+					}
 				}
-				v2, ok := hex4(src, i+2)
-				if !ok {
-					return i, false, false
+				if pair == utf8.RuneError {
+					run, escaped = i, true
+					st.out = appendLoneSurrogate(st.out, v)
+					continue
 				}
-				if r = utf16.DecodeRune(r, rune(v2)); r == utf8.RuneError {
-					return i, false, false
-				}
-				i += 6
+				r, i = pair, i+6
 			}
 		default:
 			return i, false, false
@@ -486,6 +496,57 @@ func appendEscapedRune(dst []byte, r rune) []byte {
 	}
 	const hex = "0123456789abcdef"
 	return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+}
+
+// appendLoneSurrogate appends the surrogate v, not half of a pair, as its escape.
+func appendLoneSurrogate(dst []byte, v uint16) []byte {
+	const hex = "0123456789abcdef"
+	return append(dst, '\\', 'u', hex[v>>12], hex[v>>8&0xf], hex[v>>4&0xf], hex[v&0xf])
+}
+
+// hasLoneSurrogate reports whether the canonical JSON string s (quotes included) holds
+// an escaped lone surrogate: the only \u escape past U+001F that a canonical string has.
+func hasLoneSurrogate(s string) bool {
+	for i := 0; i+5 < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if s[i+1] == 'u' && s[i+2] == 'd' {
+			return true
+		}
+		i++ // the escaped character, a backslash perhaps
+	}
+	return false
+}
+
+// mendLoneSurrogates rewrites in place each escaped lone surrogate of b, valid JSON or
+// not, as \ufffd, and returns b. jsontext refuses such an escape, which str keeps: the
+// reference path reads a body mended so, to name what else is wrong with it at the
+// offset it is at (the escape keeps its six bytes), and batches are checked so.
+func mendLoneSurrogates(b []byte) []byte {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // an escaped character, a backslash perhaps: not the start of another
+			continue
+		}
+		v, ok := hex4(b, i+2)
+		if !ok || !utf16.IsSurrogate(rune(v)) {
+			i += 5
+			continue
+		}
+		if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if v2, ok := hex4(b, i+8); ok && utf16.DecodeRune(rune(v), rune(v2)) != utf8.RuneError {
+				i += 11
+				continue
+			}
+		}
+		copy(b[i:], `\ufffd`)
+		i += 5
+	}
+	return b
 }
 
 // hex4 reads the four hex digits at src[i:], either case.

@@ -26,10 +26,13 @@ var canonicalCases = []string{
 	`"\u0000\u001f\u001F\u0007"`, `"\u007f\u0080"`, `"\u2028\u2029"`, "\"\u2028\"", `"<>&"`, `"\u003c\u003e\u0026"`,
 	`"\"\\"`, `"\u0022\u005c"`, `"\ud83d\ude00"`, `"\uD83D\uDE00"`, `"😀"`, `"\ufffd"`, `"\uffff"`, `"\ue000"`,
 	`"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\ud800x"`, `"\ud83d\ude00\ud800"`, `"\u12"`, `"\u12g4"`, `"\x"`,
+	`"\ude00\ud83d"`, `"\ud83d\ud83d\ude00"`, `"\\ud83d"`, `"\\\ud83d"`, `"\ud83d\u12"`, `"\ud83d`, `"\ud83d\`, `"\uD83D\u0022"`,
 	`"\'"`, "\"a\tb\"", "\"a\x01\"", "\"\x7f\"", "\"\xff\"", "\"\xc3\"", "\"\xed\xa0\x80\"", `"abc`, `"abc\`,
 	// Objects: order, names, duplicates.
 	`{}`, `{"b":1,"a":2}`, `{"a":1,"b":2}`, `{"a":{"d":1,"c":[{"z":1,"y":2}]},"B":0}`,
 	`{"\u00e9":1,"e":2,"z":3,"é":4}`, `{"😀":1,"\ue000":2,"\uffff":3,"a":4}`, `{"\ud83d\ude00":1,"\uff61":2}`,
+	`{"\ud83e":1,"\ud83d":2}`, `{"\ud83d":1,"\ud83d":2}`, `{"\ud83d":1,"\uD83D":2}`, `{"\ud83d":1,"\ufffd":2}`,
+	`{"\ue000":1,"😀":2,"\ud83d":3,"\ud800":4,"\ud7ff":5,"\ud83d\ud83d":6}`, `{"\ud83d\u0001":1,"\ud83d":2}`,
 	`{"a\"b":1,"a":2,"a\\":3,"a\n":4,"a\u0000":5}`, `{"\u0041":1,"A":2}`, `{"a":1,"a":2}`, `{"a":1,"b":2,"a":3}`,
 	`{"\/":1,"/":2}`, `{"":1,"a":2,"":3}`, `{"":0}`, `{"10":1,"9":2,"1":3}`, `{"ab":1,"a":2,"abc":3,"b":4}`,
 	`{"a" : 1 , "b" : [ 1 , 2 ] }`, " \t\n\r{\"a\":1}\r\n\t ", `{"a":1,}`, `{"a":1`, `{"a"}`, `{"a":}`, `{a:1}`,
@@ -54,6 +57,10 @@ func checkCanonical(t *testing.T, body []byte) {
 	t.Helper()
 	want, werr := canonicalBodyReference(nil, body)
 	got, ok := appendCanonical(nil, body)
+	if loneSurrogateIn(body) {
+		checkCanonicalLone(t, body, got, ok, want, werr)
+		return
+	}
 	switch {
 	case ok && werr != nil:
 		t.Fatalf("appendCanonical(%q) = %q, but the reference refuses it: %v", body, got, werr)
@@ -76,6 +83,49 @@ func checkCanonical(t *testing.T, body []byte) {
 	}
 	if err == nil && (doc != string(want) || hash != ktSHA256(string(hashed))) {
 		t.Fatalf("canonicalBody(%q) = %q %s, reference %q", body, doc, hash, hashed)
+	}
+}
+
+// loneSurrogateIn reports whether b holds an escaped lone surrogate.
+func loneSurrogateIn(b []byte) bool {
+	return string(mendLoneSurrogates([]byte(string(b)))) != string(b)
+}
+
+// checkCanonicalLone is checkCanonical for a body with an escaped lone surrogate, which
+// jsontext refuses and the single-pass canonicaliser keeps as its escape. The reference
+// reads the body with each such surrogate as U+FFFD (mendLoneSurrogates); the canonical
+// form, so read and canonicalised again, is the reference's. Where the single-pass
+// canonicaliser declines, the reference refuses the body too, and canonicalBody says
+// what the reference says; where it answers, the reference agrees but for a name that
+// U+FFFD makes a duplicate.
+func checkCanonicalLone(t *testing.T, body, got []byte, ok bool, want []byte, werr error) {
+	t.Helper()
+	doc, hash, err := canonicalBody(body)
+	if !ok {
+		if werr == nil || err == nil || err.Error() != werr.Error() {
+			t.Fatalf("appendCanonical(%q) declined; canonicalBody: %v; the reference: %v", body, err, werr)
+		}
+		return
+	}
+	if err != nil || doc != string(got) {
+		t.Fatalf("canonicalBody(%q) = %q, %v; appendCanonical wrote %q", body, doc, err, got)
+	}
+	if again, ok := appendCanonical(nil, got); !ok || string(again) != string(got) {
+		t.Fatalf("the canonical form %q of %q is not its own canonical form: %q", got, body, again)
+	}
+	read, rerr := canonicalBodyReference(nil, got)
+	switch {
+	case werr != nil && (rerr == nil || !strings.Contains(werr.Error(), "duplicate")):
+		t.Fatalf("appendCanonical(%q) = %q, but the reference refuses it: %v", body, got, werr)
+	case werr == nil && (rerr != nil || string(read) != string(want)):
+		t.Fatalf("appendCanonical(%q) = %q, read as %q (%v); the reference wrote %q", body, got, read, rerr, want)
+	}
+	hashed := got
+	if ex, ok := appendCanonicalValue(nil, body); ok {
+		hashed = ex
+	}
+	if hash != ktSHA256(string(hashed)) {
+		t.Fatalf("canonicalBody(%q): hash %s, want that of %q", body, hash, hashed)
 	}
 }
 

@@ -23,6 +23,9 @@ var envelopeCases = []struct{ batch, body, want string }{
 	{"/Events", `{"note":"\"Events\":[{}]","Events":[{}]}`, `{"note":"\"Events\":[{}]"}`},
 	{"/Events", `{"Name":"Hôtel Zürich 東京 😀","Events":[{}]}`, `{"Name":"Hôtel Zürich 東京 😀"}`},
 	{"/Events", `{"Nested":{"x":[1, 2]},"Events":[{"Events":[]}],"End":null}`, `{"Nested":{"x":[1,2]},"End":null}`},
+	// Text cut in the middle of an emoji by the sender's serialiser, in the envelope and
+	// in an item.
+	{"/Events", `{"Note":"cut \ud83d","Events":[{"Text":"x \udc00"}]}`, `{"Note":"cut \ud83d"}`},
 }
 
 func TestBatchEnvelope(t *testing.T) {

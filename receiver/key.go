@@ -153,9 +153,15 @@ func validEventIDHeader(name string) bool {
 // other id is treated as absent and the key falls back to the key fields:
 // null, an object, array or boolean, a fraction or an exponent-spelled big
 // number, an empty string, one longer than 512 bytes, one with control
-// characters (it travels downstream in the Idempotency-Key header) or one
-// that starts with "derived:". The fallback depends on the delivery alone,
-// so every redelivery of an event falls back the same way.
+// characters (it travels downstream in the Idempotency-Key header), one
+// that starts with "derived:" or one with an escaped lone surrogate (text
+// cut in the middle of a character, which no text column holds as it is).
+// The fallback depends on the delivery alone, so every redelivery of an
+// event falls back the same way.
+//
+// An escaped lone surrogate, which RFC 8259 allows and RFC 8785 does not,
+// is kept as its escape (\ud83d) in the canonical body and key fields, so
+// that texts differing only in it stay apart.
 //
 // Returns an error wrapping ErrNotJSON if the body is not JSON that RFC 8785
 // can canonicalise: empty, malformed or followed by more data, not UTF-8 or
@@ -390,6 +396,11 @@ func findEventID(from string, h http.Header, doc string, raw []byte) (id, why st
 	}
 	switch c := v[0]; {
 	case c == '"':
+		if hasLoneSurrogate(v) {
+			// Read as text it would be U+FFFD, and two events whose ids differ only there
+			// would share a key: the second silently a duplicate.
+			return "", fmt.Sprintf("event id %q holds a lone surrogate (text cut in the middle of a character)", from)
+		}
 		id = jsonStringValue(v)
 	case c == '-' || '0' <= c && c <= '9':
 		id, why = numberEventID(from, v, raw)
@@ -554,7 +565,7 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 	if err := precheckBody(body); err != nil {
 		return dst, fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
-	v := jsontext.Value(append(dst, body...))
+	v := jsontext.Value(mendLoneSurrogates(append(dst, body...)))
 	if err := v.Canonicalize(); err != nil {
 		return v, fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
 	}

@@ -120,6 +120,38 @@ func (e *testEnv) post(t testing.TB, source, id string, body string, mutate func
 
 const cancellation = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"cancelled","refund":{"amount":182.5}}`
 
+// TestHandler_LoneSurrogate: a signed delivery whose text was cut in the middle of an
+// emoji by its sender's serialiser (an escaped lone surrogate, which RFC 8259 allows) is
+// accepted and stored byte for byte, and its redelivery is a duplicate of it, not a 400
+// its sender would retry until it gave up. Another text cut elsewhere is another
+// payload: a mismatch, not the same one read as U+FFFD.
+func TestHandler_LoneSurrogate(t *testing.T) {
+	e := newEnv(t, sqlite.Options{})
+	ctx := context.Background()
+	body := `{"property_id":"HTL-LIS-01","booking_id":"BK-1042","status":"message","text":"Merci \ud83d"}`
+	code, a, _ := e.post(t, "ota", "msg_lone_surrogate", body, nil)
+	if code != http.StatusOK || a.Status != "accepted" {
+		t.Fatalf("a signed delivery with an escaped lone surrogate: %d %+v, want accepted", code, a)
+	}
+	id, _ := strconv.ParseInt(a.Delivery, 10, 64)
+	if d, err := e.db.Delivery(ctx, id); err != nil || string(d.Body) != body {
+		t.Fatalf("stored body %q, %v; want the body as sent", d.Body, err)
+	}
+	if code, a, _ := e.post(t, "ota", "msg_lone_surrogate", body, nil); code != http.StatusOK || a.Status != "duplicate" {
+		t.Fatalf("its redelivery: %d %+v, want a duplicate", code, a)
+	}
+	for _, other := range []string{`Merci \ud83e`, `Merci \ufffd`} {
+		code, a, _ := e.post(t, "ota", "msg_lone_surrogate", strings.Replace(body, `Merci \ud83d`, other, 1), nil)
+		if code != http.StatusOK || a.Status != "duplicate" {
+			t.Fatalf("%s under the same id: %d %+v, want a duplicate", other, code, a)
+		}
+		id, _ := strconv.ParseInt(a.Delivery, 10, 64)
+		if d, err := e.db.Delivery(ctx, id); err != nil || !d.Mismatch {
+			t.Errorf("%s under the same id: mismatch %v (%v), want its payload told apart", other, d.Mismatch, err)
+		}
+	}
+}
+
 func TestHandler_Contract(t *testing.T) {
 	e := newEnv(t, sqlite.Options{})
 	ctx := context.Background()
