@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"cmp"
 	"math"
 	"math/big"
@@ -55,7 +56,8 @@ const (
 	// keepNone is RFC 8785: every number as the float64 it reads as.
 	keepNone keepDigits = iota
 	// keepRespelled keeps each integer that RFC 8785 spells otherwise: 16 digits and
-	// more, or 1e21 and up. Keys are made so (appendCanonicalExact), and stay so.
+	// more, or 1e21 and up, written as its plain digits however it is spelt (2^60 with
+	// ".0", 1e21). Keys are made so (appendCanonicalExact), and stay so.
 	keepRespelled
 	// keepUnheld keeps each integer that float64 cannot hold, whose value RFC 8785
 	// changes: 9007199254740993, not 2^60 (appendCanonicalValue).
@@ -638,7 +640,70 @@ func (st *canonState) number(i int) (int, bool) {
 			st.out = append(st.out[:n], lit...)
 		}
 	}
+	if float && st.digits == keepRespelled {
+		// A key holds an integer by its value, however it is spelt: 2^60 written
+		// with ".0", or 1e21, is the key of its digits, not of RFC 8785's spelling.
+		if digits, ok := integerDigits(lit); ok && string(st.out[n:]) != digits {
+			st.out = append(st.out[:n], digits...)
+		}
+	}
 	return i, true
+}
+
+// integerDigits returns the integer that the JSON number lit (in float64's range) is,
+// as plain digits, and true; false when lit is no integer (1.5, 1e-400).
+func integerDigits(lit []byte) (string, bool) {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	mant, exp10 := lit, 0
+	if e := bytes.IndexAny(lit, "eE"); e >= 0 {
+		mant = lit[:e]
+		exp := lit[e+1:]
+		sign := 1
+		if exp[0] == '+' || exp[0] == '-' {
+			if exp[0] == '-' {
+				sign = -1
+			}
+			exp = exp[1:]
+		}
+		exp = bytes.TrimLeft(exp, "0")
+		if len(exp) > 6 {
+			// A mantissa that is not zero is then out of float64's range, or far
+			// below one: no integer. Zero is zero whatever its exponent.
+			if len(bytes.Trim(mant, "0.")) == 0 {
+				return "0", true
+			}
+			return "", false
+		}
+		for _, c := range exp {
+			exp10 = exp10*10 + int(c-'0')
+		}
+		exp10 *= sign
+	}
+	digits := mant
+	if dot := bytes.IndexByte(mant, '.'); dot >= 0 {
+		exp10 -= len(mant) - dot - 1
+		digits = append(slices.Clip(mant[:dot]), mant[dot+1:]...)
+	}
+	digits = bytes.TrimLeft(digits, "0")
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits, exp10 = digits[:len(digits)-1], exp10+1
+	}
+	switch {
+	case len(digits) == 0:
+		return "0", true
+	case exp10 < 0, len(digits)+exp10 > 400:
+		return "", false
+	}
+	out := make([]byte, 0, 1+len(digits)+exp10)
+	if neg {
+		out = append(out, '-')
+	}
+	out = append(out, digits...)
+	out = append(out, bytes.Repeat([]byte{'0'}, exp10)...)
+	return string(out), true
 }
 
 // heldInteger reports whether float64 holds the integer lit (plain digits, a sign

@@ -541,6 +541,43 @@ func TestDerive_LoneSurrogates(t *testing.T) {
 	}
 }
 
+// TestDerive_IntegerSpellings: a key field holds an integer by its value, however the
+// sender spells it: 2^60 with ".0", 10^21 as 1e21, an integer past 2^53 in an exponent.
+// Each group shares one key; no two groups do.
+func TestDerive_IntegerSpellings(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/booking_id", "/total"}}
+	big := "1" + strings.Repeat("0", 308)
+	groups := [][]string{
+		{"1152921504606846976", "1152921504606846976.0", "1.152921504606846976e18", "115292150460684697600e-2"},
+		{"1000000000000000000000", "1e21", "1E+21", "10e20", "1.0e21", "0.001e24"},
+		{"-1000000000000000000000", "-1e21", "-1.000e+21"},
+		{"9007199254740993", "9007199254740993.0", "9.007199254740993e15", "90071992547409930e-1"},
+		{"9007199254740992", "9007199254740992.000", "9.007199254740992E15"},
+		{"12345678901234567", "12345678901234567.00"},
+		{big, "1e308", "0.1e309"},
+		{"42", "42.0", "4.2e1", "4200e-2"},
+		{"0", "-0", "0.0", "-0e99999999", "0e-5", "1e-400"}, // 1e-400 reads as 0, as in RFC 8785
+		{"0.5", "5e-1"},
+	}
+	group := map[string]string{} // key: the first spelling of its group
+	for _, g := range groups {
+		key := ""
+		for _, n := range g {
+			d := ktDerive(t, spec, nil, `{"booking_id":"B","total":`+n+`}`)
+			switch {
+			case key == "":
+				key = d.Key
+				if other, ok := group[key]; ok {
+					t.Errorf("%s shares its key with %s", n, other)
+				}
+				group[key] = n
+			case d.Key != key:
+				t.Errorf("%s and %s: two keys for one value (%s)", g[0], n, d.Canonical)
+			}
+		}
+	}
+}
+
 // TestDerive_NotJSONLongName: the reason quotes a duplicate member name and the object it
 // is in, both the sender's to make as long as the body, so both are cut.
 func TestDerive_NotJSONLongName(t *testing.T) {
