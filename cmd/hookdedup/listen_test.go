@@ -435,6 +435,37 @@ func TestServe_ExposedWarning(t *testing.T) {
 	}
 }
 
+// TestServe_UnsignedIDHeaderWarning: a timestamped scheme's source keyed on a header its
+// signature leaves out logs one warning, naming the source and the id the signature
+// covers; keyed on the scheme's own id, or under a scheme that signs no time, none.
+func TestServe_UnsignedIDHeaderWarning(t *testing.T) {
+	const swSecret = `secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
+	for _, c := range []struct {
+		name, source, want string
+	}{
+		{"StripeHeader", "signature = \"stripe\"\nsecret = \"x\"\nevent_id = \"header:X-Request-Id\"",
+			`source \"ota\": event_id \"header:X-Request-Id\" is a header the stripe signature does not cover: a captured delivery sent again within the tolerance under another id is taken as a new event; leave event_id out to key on \"/id\", which it covers`},
+		{"StandardWebhooksOtherHeader", "signature = \"standard-webhooks\"\n" + swSecret + "\nevent_id = \"header:X-Event-Id\"",
+			`leave event_id out to key on \"header:webhook-id\"`},
+		{"StandardWebhooksOwnHeader", "signature = \"standard-webhooks\"\n" + swSecret + "\nevent_id = \"header:Svix-Id\"", ""},
+		{"StripeBody", "signature = \"stripe\"\nsecret = \"x\"\nevent_id = \"/data/object/id\"", ""},
+		{"GitHubHeader", "signature = \"github\"\nsecret = \"x\"", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := runServeInProcess(t, "addr = \"127.0.0.1:0\"\n[[source]]\nname = \"ota\"\n"+c.source+"\n", nil)
+			s.stop()
+			log := s.stderr.String()
+			n := strings.Count(log, "signature does not cover")
+			switch {
+			case c.want == "" && n != 0:
+				t.Errorf("want no warning:\n%s", log)
+			case c.want != "" && (n != 1 || !strings.Contains(log, c.want)):
+				t.Errorf("want the warning once, with %s:\n%s", c.want, log)
+			}
+		})
+	}
+}
+
 // TestConfig_Listen: console_addr and metrics_token come from the file, the environment
 // and flags, in that order of precedence; bad values are refused with errors that name
 // the setting and never show the token.

@@ -343,6 +343,16 @@ func (p *program) run(ctx context.Context) error {
 		p.log.Warn("retention is shorter than the longest business_window: a redelivery of an event whose delivery retention swept is flagged as a business-key double (or blocked, with business_key_blocks); keep retention at least as long",
 			"retention", p.cfg.Retention, "business_window", business)
 	}
+	for _, s := range p.sources {
+		// A timestamped scheme refuses a replay after its tolerance, and its event id
+		// catches one within it (ttl outlasts the tolerance): not when that id is a
+		// header the signature leaves out, which a replay may change.
+		name, header := strings.CutPrefix(s.Keys.EventID, "header:")
+		if header && s.Verifier.Timestamped() && !signature.SignsIDHeader(s.Verifier.Scheme(), name) {
+			p.log.Warn(fmt.Sprintf("source %q: event_id %q is a header the %s signature does not cover: a captured delivery sent again within the tolerance under another id is taken as a new event; leave event_id out to key on %q, which it covers",
+				s.Name, s.Keys.EventID, s.Verifier.Scheme(), s.Verifier.DefaultEventID()))
+		}
+	}
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -143,6 +143,14 @@ func IDHeaderOf(scheme, name string, h http.Header) string {
 	return name
 }
 
+// SignsIDHeader reports whether scheme's signature covers the header name, read as an
+// event id: only Standard Webhooks signs its message id (webhook-id, svix-id). Keyed on
+// any other header, a captured delivery sent again under another id is a new event.
+func SignsIDHeader(scheme, name string) bool {
+	return scheme == schemeStandardWebhooks &&
+		(strings.EqualFold(name, standardHeaders.id) || strings.EqualFold(name, svixHeaders.id))
+}
+
 // The headers of Shopify's signature: its webhooks' and its Events'.
 const (
 	shopifyHMACHeader       = "X-Shopify-Hmac-Sha256"
