@@ -50,12 +50,16 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if _, err := os.Stat(cfg.Database); errors.Is(err, os.ErrNotExist) {
 		return noDatabaseError{path: cfg.Database}
 	}
+	// The directory is made as serve makes the database's (0700): a backup holds every
+	// delivery and the sources' secrets.
 	if intoDir {
 		if err := sqlite.MakeDirs(dest); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		dest = filepath.Join(dest, backupName(time.Now()))
 		removeLeftBackupCopies(filepath.Dir(dest))
+	} else if err := sqlite.MakeDirs(filepath.Dir(dest)); err != nil {
+		return fmt.Errorf("backup: %w", err)
 	}
 	// The file as it is, never migrated: taken by a newer version before it upgrades,
 	// the backup is of the schema the running serve knows, which can go back to it.
@@ -71,9 +75,12 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if !intoDir || *keep == 0 {
 		return nil
 	}
-	removed, err := pruneBackups(filepath.Dir(dest), *keep)
+	removed, later, err := pruneBackups(filepath.Dir(dest), filepath.Base(info.Path), *keep)
 	for _, name := range removed {
 		fmt.Fprintf(e.stdout, "removed old backup %s\n", name)
+	}
+	for _, name := range later {
+		fmt.Fprintf(e.stdout, "kept %s, named for a time after this backup's (was the clock ahead?): it neither counts toward --keep nor is removed\n", name)
 	}
 	return err
 }
@@ -106,28 +113,36 @@ func removeLeftBackupCopies(dir string) {
 	}
 }
 
-// pruneBackups removes all but the newest keep backups in dir, judged by their names;
-// other files there are left alone. It returns the paths it removed.
-func pruneBackups(dir string, keep int) ([]string, error) {
+// pruneBackups removes all but the newest keep backups in dir, judged by their names,
+// the one just written (newest, by its name) among them; other files there are left
+// alone. A backup named for a later time than newest's was taken while the clock was
+// ahead: removing by name would remove newest first, and every backup after it, until
+// the clock caught up, so such a one is neither counted nor removed, and returned in
+// later. It returns the paths it removed.
+func pruneBackups(dir, newest string, keep int) (removed, later []string, err error) {
 	entries, err := os.ReadDir(dir) // sorted by name, so oldest first
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
+		return nil, nil, fmt.Errorf("backup: %w", err)
 	}
 	var backups []string
 	for _, ent := range entries {
-		if ent.Type().IsRegular() && backupFile.MatchString(ent.Name()) {
-			backups = append(backups, filepath.Join(dir, ent.Name()))
+		if !ent.Type().IsRegular() || !backupFile.MatchString(ent.Name()) {
+			continue
 		}
+		if ent.Name() > newest {
+			later = append(later, filepath.Join(dir, ent.Name()))
+			continue
+		}
+		backups = append(backups, filepath.Join(dir, ent.Name()))
 	}
-	var removed []string
 	for len(backups) > keep {
 		if err := os.Remove(backups[0]); err != nil {
-			return removed, fmt.Errorf("backup: removing an old backup: %w", err)
+			return removed, later, fmt.Errorf("backup: removing an old backup: %w", err)
 		}
 		removed = append(removed, backups[0])
 		backups = backups[1:]
 	}
-	return removed, nil
+	return removed, later, nil
 }
 
 // runRestore replaces the database with the backup FILE. It refuses while any process
@@ -147,6 +162,13 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	}
 	if isPostgres(cfg.Database) {
 		return errors.New("restore replaces a SQLite database file; restore a PostgreSQL database with pg_restore")
+	}
+	// On a new machine the database's directory may not be made yet: made as serve
+	// makes it (0700), once the backup is known to be there.
+	if _, err := os.Stat(pos[0]); err == nil {
+		if err := sqlite.MakeDirs(filepath.Dir(cfg.Database)); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
 	}
 	info, err := sqlite.Restore(ctx, pos[0], cfg.Database)
 	if errors.Is(err, storage.ErrInUse) {

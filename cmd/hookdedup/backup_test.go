@@ -143,3 +143,114 @@ func TestBackupRestore(t *testing.T) {
 	s.stop(t)
 	checkLogs(t, dir)
 }
+
+// TestBackup_KeepClockWasAhead: a backup named for a time after the one just written
+// (taken while the clock was ahead) neither counts toward --keep nor is removed, and
+// the backup just written stays: pruned by name alone, it would be removed first, and
+// every daily backup after it until the clock caught up.
+func TestBackup_KeepClockWasAhead(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	backups := filepath.Join(dir, "backups")
+	if out, err := runCmd(t, "", "backup", "--database", dbPath, backups+"/"); err != nil {
+		t.Fatalf("first backup: %v\n%s", err, out)
+	}
+	entries, _ := os.ReadDir(backups)
+	if len(entries) != 1 {
+		t.Fatalf("backups: %v", entries)
+	}
+	// The clock was a year ahead when that one was taken.
+	future := filepath.Join(backups, "hookdedup-20991231T000000Z.db")
+	if err := os.Rename(filepath.Join(backups, entries[0].Name()), future); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "", "backup", "--database", dbPath, "--keep", "1", backups+"/")
+	if err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	var written string
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "backed up "+dbPath+" to "); ok {
+			written, _, _ = strings.Cut(rest, ":")
+		}
+	}
+	if _, err := os.Stat(written); err != nil {
+		t.Errorf("the backup just written (%s) is gone: %v\n%s", written, err, out)
+	}
+	if _, err := os.Stat(future); err != nil || !strings.Contains(out, "kept "+future+", named for a time after this backup's") {
+		t.Errorf("the backup named for a later time: %v\n%s", err, out)
+	}
+	// An older backup still counts, and goes.
+	older := filepath.Join(backups, "hookdedup-20000101T000000Z.db")
+	if err := os.Rename(written, older); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = runCmd(t, "", "backup", "--database", dbPath, "--keep", "1", backups+"/"); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "removed old backup "+older) {
+		t.Errorf("want %s removed:\n%s", older, out)
+	}
+	if entries, _ := os.ReadDir(backups); len(entries) != 2 {
+		t.Errorf("backups left: %v, want the later-named one and the one just written", entries)
+	}
+}
+
+// TestRestore_IntoNewDirectory: a restore on a new machine, into a database path whose
+// directory is not made yet, makes it as serve does (0700).
+func TestRestore_IntoNewDirectory(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "old.db")
+	db, err := sqlite.Open(src, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	backup := filepath.Join(dir, "backup.db")
+	if out, err := runCmd(t, "", "backup", "--database", src, backup); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	target := filepath.Join(dir, "var", "lib", "hookdedup", "hookdedup.db")
+	out, err := runCmd(t, "", "restore", "--database", target, backup)
+	if err != nil {
+		t.Errorf("restore into a directory not made yet: %v\n%s", err, out)
+		if strings.Contains(err.Error(), ".tmp") {
+			t.Errorf("the error names a temporary file, not the missing directory: %v", err)
+		}
+		return
+	}
+	if fi, err := os.Stat(filepath.Dir(target)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory made for the restored database: %v %v, want 0700", fi.Mode(), err)
+	}
+}
+
+// TestBackup_RefusesLaterDatabase: a backup of an older copy over a database that holds
+// more (the live one, stopped, named by an operator who meant restore) is refused, and
+// that database keeps what it holds.
+func TestBackup_RefusesLaterDatabase(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	if out, err := runCmd(t, "first-admin-password\n", "user", "add", "alice", "--role", "admin", "--database", live); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	old := filepath.Join(dir, "backup-yesterday.db")
+	if out, err := runCmd(t, "", "backup", "--database", live, old); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, "second-user-password\n", "user", "add", "bob", "--role", "operator", "--database", live); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	out, err := runCmd(t, "", "backup", "--database", old, live)
+	if err == nil {
+		t.Errorf("backup of an older copy over the newer live database was not refused:\n%s", out)
+	}
+	list, err := runCmd(t, "", "user", "list", "--database", live)
+	if err != nil || !strings.Contains(list, "bob") {
+		t.Errorf("the live database lost what was added after the old backup: %v\n%s", err, list)
+	}
+}

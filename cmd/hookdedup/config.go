@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,6 +198,44 @@ func fileDuration(d time.Duration, bare bool) error {
 	return nil
 }
 
+// tomlError rewords the TOML decoder's refusals that would say less than they should,
+// or more: of a setting that holds a secret, which the decoder would quote (an unquoted
+// secret is text it cannot read, and its message shows that text); of a table written
+// with one pair of brackets where a list of them is meant ([source] for [[source]]),
+// which it words in Go's types; of a duration (durationError). Other errors are returned
+// as they are.
+func tomlError(err error) error {
+	// The decoder words a type it cannot fill as text of its own, not a ParseError.
+	if m := incompatibleTable.FindStringSubmatch(err.Error()); m != nil && tableLists[m[2]] {
+		return fmt.Errorf("line %s: [%s] is written [[%s]], with two pairs of brackets: one such table for each %s",
+			m[1], m[2], m[2], strings.ReplaceAll(m[2], "_", " "))
+	}
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	key := pe.LastKey
+	if i := strings.LastIndex(key, "."); i >= 0 {
+		key = key[i+1:]
+	}
+	if secretSettings[key] {
+		return fmt.Errorf("line %d: %s: not a value TOML reads; write it as a quoted string, %s = \"…\" (the text is not shown: it may be a secret)",
+			pe.Position.Line, pe.LastKey, key)
+	}
+	return durationError(err)
+}
+
+// incompatibleTable is the decoder's refusal of a table where a list of them is meant.
+var incompatibleTable = regexp.MustCompile(`^toml: line ([0-9]+) \(last key "([a-z_]+)"\): incompatible types`)
+
+// secretSettings are the settings whose values may hold a secret: a source's or alert
+// channel's secret, the metrics token, and the URLs and database address that may carry
+// credentials.
+var secretSettings = map[string]bool{"secret": true, "metrics_token": true, "url": true, "forward_url": true, "database": true}
+
+// tableLists are the settings written as lists of tables ([[source]]).
+var tableLists = map[string]bool{"source": true, "alert": true, "alert_channel": true, "correlation": true}
+
 // durationError rewords the TOML decoder's refusal of a duration so that it names the
 // setting and shows how to write one; other errors are returned as they are.
 func durationError(err error) error {
@@ -293,7 +332,7 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	case errors.Is(err, os.ErrNotExist) && !explicit:
 		// No file: the defaults, secure as they are.
 	default:
-		return config{}, fmt.Errorf("%s: %w", path, durationError(err))
+		return config{}, fmt.Errorf("%s: %w", path, tomlError(err))
 	}
 	if err := cfg.applyFile(fc, md); err != nil {
 		return config{}, fmt.Errorf("%s: %w", path, err)
@@ -406,6 +445,11 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	c.ACMEEmail = cmp.Or(fc.ACMEEmail, c.ACMEEmail)
 	c.ACMEDirectory = cmp.Or(fc.ACMEDirectory, c.ACMEDirectory)
 	c.HTTPAddr = cmp.Or(fc.HTTPAddr, c.HTTPAddr)
+	// A value that is not a table would decode as no thresholds at all, and approval
+	// would be off without a word.
+	if t := md.Type("approval_threshold"); t != "" && t != "Hash" {
+		return errors.New(`approval_threshold: write it as a table of amounts per currency, [approval_threshold] then EUR = "1000.00" on the next line`)
+	}
 	if c.ApprovalThreshold, err = approvalThresholds(fc.ApprovalThreshold); err != nil {
 		return err
 	}
@@ -743,6 +787,17 @@ func checkMetricsToken(tok string) error {
 // checkListen checks the listening settings together, once the file, the environment
 // and the flags have all applied.
 func (c config) checkListen() error {
+	// Checked before serve makes or migrates the database, not when it listens.
+	for _, a := range []struct{ name, addr, example string }{
+		{"addr", c.Addr, "0.0.0.0:8080"}, {"http_addr", c.HTTPAddr, "0.0.0.0:80"},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.name, a.addr, a.example)
+		}
+	}
 	if c.ConsoleAddr == "" {
 		return nil
 	}
@@ -790,6 +845,11 @@ func parseCIDRs(list []string) ([]netip.Prefix, error) {
 				return nil, fmt.Errorf("%q is not a CIDR (write it like \"10.0.0.0/8\", \"192.168.1.10/32\" or \"fd00::/8\")", item)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Bits() == 0 {
+			// Every client would then name its own address in X-Forwarded-For: a new
+			// one for each wrong password, past the sign-in throttle.
+			return nil, fmt.Errorf("%q trusts every address as a proxy, so any client could name its own address; list the proxies' addresses (\"10.0.0.5/32\", \"172.16.0.0/12\")", item)
 		}
 		out = append(out, p.Masked())
 	}

@@ -622,3 +622,91 @@ func TestConfig_SourceErrorsCreateNoDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestServe_BadAddrCreatesNothing: an addr without a port is refused, naming the setting
+// and its value, before serve makes the database's directory or the database.
+func TestServe_BadAddrCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hookdedup.toml")
+	if err := os.WriteFile(cfg, []byte("addr = \"127.0.0.1\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dbPath := filepath.Join(dir, "data", "hookdedup.db")
+	out, err := runCmd(t, "", "serve", "--config", cfg, "--database", dbPath)
+	if err == nil {
+		t.Fatalf("serve started with addr = \"127.0.0.1\"\n%s", out)
+	}
+	if !strings.Contains(err.Error(), `addr "127.0.0.1" is not host:port`) {
+		t.Errorf("error %q does not name the setting and its value", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "data")); serr == nil {
+		t.Errorf("a config error made the database's directory (and the database) before it was reported: %v", err)
+	}
+}
+
+// TestConfig_UnquotedSecretNotShown: a secret written without its quotes stops start-up
+// with an error that does not quote what the decoder found there, which is the secret.
+func TestConfig_UnquotedSecretNotShown(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hookdedup.toml")
+	const secret = "deadbeefcafebabe0123456789abcdef"
+	body := "[[source]]\nname = \"gh\"\nsignature = \"github\"\nsecret = " + secret + "\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "", "sources", "--config", cfg, "--database", filepath.Join(dir, "h.db"))
+	if err == nil {
+		t.Fatalf("an unquoted secret was accepted\n%s", out)
+	}
+	if strings.Contains(err.Error(), secret[:8]) || strings.Contains(out, secret[:8]) {
+		t.Errorf("the error shows part of the secret: %v\n%s", err, out)
+	}
+}
+
+// TestConfig_ApprovalThresholdNotATable: approval_threshold written as anything but a
+// table of amounts per currency is refused; decoded, it would be no threshold at all, and
+// no bulk reprocess would wait for a second pair of eyes.
+func TestConfig_ApprovalThresholdNotATable(t *testing.T) {
+	for _, v := range []string{`"1000.00"`, `5`, `true`, `["EUR"]`} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		if err := os.WriteFile(path, []byte("approval_threshold = "+v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(path, true, func(string) string { return "" })
+		if err == nil {
+			t.Errorf("approval_threshold = %s: accepted, thresholds %v (four-eyes approval off)", v, cfg.ApprovalThreshold)
+		}
+	}
+}
+
+// TestConfig_SingleBracketTableList: [source] written for [[source]] is refused with an
+// error that says how to write it, not in Go's types.
+func TestConfig_SingleBracketTableList(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	body := "[source]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(path, true, func(string) string { return "" })
+	if err == nil {
+		t.Fatal("[source] accepted")
+	}
+	if !strings.Contains(err.Error(), "[[source]]") || strings.Contains(err.Error(), "map[string]any") {
+		t.Errorf("error %q: want one that says to write [[source]], without Go type names", err)
+	}
+}
+
+// TestConfig_TrustedProxiesNotEveryone: a trusted proxy range that covers every address
+// is refused: every client could then name its own address in X-Forwarded-For, a new
+// one for each guess at a password.
+func TestConfig_TrustedProxiesNotEveryone(t *testing.T) {
+	for _, cidr := range []string{"0.0.0.0/0", "::/0"} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		if err := os.WriteFile(path, []byte(`trusted_proxies = ["`+cidr+`"]`+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(path, true, func(string) string { return "" }); err == nil {
+			t.Errorf("trusted_proxies = [%q] accepted: every client may then pick its address", cidr)
+		}
+	}
+}

@@ -200,6 +200,11 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 		}
 		return nil
 	}
+	// Named as given, not as the temporary file beside a unit: a typo in the directory
+	// is the likely cause.
+	if fi, err := os.Stat(*write); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--write %s: not a directory (systemd reads units from /etc/systemd/system)", *write)
+	}
 	var names []string
 	for _, f := range files {
 		path := filepath.Join(*write, f.name)

@@ -635,3 +635,14 @@ func TestService_SecretFromEnvironment(t *testing.T) {
 		t.Errorf("units were printed despite the refusal:\n%s", out.String())
 	}
 }
+
+// TestService_WriteMissingDirectory: --write into a directory that is not there names
+// that directory, not the temporary file a unit is written through.
+func TestService_WriteMissingDirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	e := env{getenv: func(string) string { return "" }, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	err := serviceUnits([]string{"--write", missing}, e, "/usr/local/bin/hookdedup", nil)
+	if err == nil || !strings.Contains(err.Error(), "--write "+missing+": not a directory") || strings.Contains(err.Error(), ".tmp") {
+		t.Errorf("service --write %s: %v, want the directory named", missing, err)
+	}
+}
