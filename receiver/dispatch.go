@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -80,6 +81,26 @@ type Dispatcher struct {
 	lease     time.Duration
 	wake      chan struct{}
 	log       *slog.Logger
+
+	// kept holds, by key, the outcome of an attempt made whose record failed (a full
+	// disk): the downstream took the event, or refused it, and only the database does
+	// not know. It is recorded again until it is (keepRecording), and a later lease of
+	// the same job records it rather than handing the event off a second time.
+	keptMu sync.Mutex
+	kept   map[keptKey]*keptOutcome
+	// leaseFailures decides which failed leases get a log line: while the disk is full
+	// every turn of the loop fails alike.
+	leaseFailures storeFailures
+}
+
+// keptKey names a key whose attempt's outcome is kept.
+type keptKey struct{ source, key string }
+
+// keptOutcome is an attempt's outcome not recorded yet, and the job it was of.
+type keptOutcome struct {
+	job storage.Job
+	a   storage.Attempt
+	res storage.AttemptResult
 }
 
 // responseExcerpt bounds how much of a downstream answer is kept per attempt.
@@ -181,6 +202,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		}
 	})
+	failures := 0 // leases failed in a row
+	defer func() {
+		d.keptMu.Lock()
+		defer d.keptMu.Unlock()
+		for _, o := range d.kept {
+			d.log.Error("attempt not recorded at shutdown: its event is handed off again, with the same Idempotency-Key, after a restart",
+				logSource, o.job.Source, logKey, o.job.Key)
+		}
+	}()
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -199,6 +229,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				break fill
 			}
 		}
+		// Before a lease: a lease that took a kept outcome's key over would have it
+		// recorded through that one (takeKept), as a second attempt in its history.
+		d.recordKept(context.WithoutCancel(ctx))
 		jobs, err := d.leaseDue(ctx, free)
 		switch {
 		case err == nil, ctx.Err() != nil:
@@ -211,24 +244,110 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				paused = true
 			}
 		default:
-			d.log.Warn("lease failed", logErr, err)
+			if log, unlogged := d.leaseFailures.take(time.Now()); log {
+				d.log.Warn("lease failed", logErr, err, "unlogged_since", unlogged)
+			}
 		}
 		for _, job := range jobs {
 			free--
 			wg.Go(func() {
 				defer func() { <-slots }()
+				if o := d.takeKept(job); o != nil {
+					// Handed off already: its outcome is recorded, not the event sent again.
+					d.record(context.WithoutCancel(ctx), job, o.a, o.res)
+					return
+				}
 				d.attempt(context.WithoutCancel(ctx), job)
 			})
 		}
 		for range free {
 			<-slots
 		}
-		if len(jobs) > 0 && err == nil {
+		switch {
+		case len(jobs) > 0 && err == nil:
 			continue // there may be more due
+		case err != nil && ctx.Err() == nil:
+			// A lease that failed fails again at once (a full disk): not every 10 ms
+			// that a due key would have the loop wait.
+			failures++
+			t := time.NewTimer(backoff(failures, 100*time.Millisecond, 5*time.Second))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
 		}
+		failures = 0
 		d.sleep(ctx)
 	}
 }
+
+// takeKept removes and returns the outcome kept for job's key when it is of this very
+// job (the same claim, delivery, generation, reprocess and attempt count, leased again
+// once its lease ran out): nil otherwise. A kept outcome of another job of the key (a
+// reprocess or a new claim since) is dropped: that job is attempted on its own.
+func (d *Dispatcher) takeKept(job storage.Job) *keptOutcome {
+	d.keptMu.Lock()
+	defer d.keptMu.Unlock()
+	k := keptKey{job.Source, job.Key}
+	o := d.kept[k]
+	if o == nil {
+		return nil
+	}
+	delete(d.kept, k)
+	j := o.job
+	if j.ClaimID != job.ClaimID || j.Delivery != job.Delivery || !j.Generation.Equal(job.Generation) ||
+		!j.Updated.Equal(job.Updated) || j.Attempts != job.Attempts {
+		return nil
+	}
+	return o
+}
+
+// record records the outcome of an attempt of job, and reports whether it moved the key
+// on. When the record fails for any reason but the file's leaving its path (a full
+// disk, an I/O error), the outcome is kept (errKept): Run records it again before each
+// lease until it is, and a later lease of the job records it (takeKept), so that the
+// event is handed off a second time only across a restart, never for want of a record.
+func (d *Dispatcher) record(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
+	moved, err := d.cfg.Store.FinishAttempt(ctx, job, a, res)
+	if err == nil || errors.Is(err, storage.ErrFileGone) {
+		return moved, err
+	}
+	d.keptMu.Lock()
+	if d.kept == nil {
+		d.kept = map[keptKey]*keptOutcome{}
+	}
+	d.kept[keptKey{job.Source, job.Key}] = &keptOutcome{job: job, a: a, res: res}
+	d.keptMu.Unlock()
+	d.log.Error("recording attempt failed; its outcome is kept and recorded again until it is, the event not handed off again",
+		logSource, job.Source, logKey, job.Key, logErr, err)
+	return false, errKept
+}
+
+// recordKept records the outcomes kept since their records failed.
+func (d *Dispatcher) recordKept(ctx context.Context) {
+	d.keptMu.Lock()
+	kept := slices.Collect(maps.Values(d.kept))
+	d.keptMu.Unlock()
+	for _, o := range kept {
+		_, err := d.cfg.Store.FinishAttempt(ctx, o.job, o.a, o.res)
+		if err != nil && !errors.Is(err, storage.ErrFileGone) {
+			continue
+		}
+		d.keptMu.Lock()
+		if k := (keptKey{o.job.Source, o.job.Key}); d.kept[k] == o {
+			delete(d.kept, k)
+		}
+		d.keptMu.Unlock()
+		if err == nil {
+			d.log.Info("attempt recorded after all", logSource, o.job.Source, logKey, o.job.Key)
+		}
+	}
+}
+
+// errKept says that an attempt's record failed and its outcome is kept (record).
+var errKept = errors.New("attempt not recorded yet: its outcome is kept")
 
 // leaseDue leases up to limit due jobs of the configured sources: the forwarding
 // sources' first, then the keys of record-only sources that no other dispatcher forwards
@@ -397,7 +516,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		result = "retry"
 	}
 	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
-	moved, err := d.cfg.Store.FinishAttempt(ctx, job, a, res)
+	moved, err := d.record(ctx, job, a, res)
 	switch {
 	case errors.Is(err, storage.ErrFileGone):
 		// Not recorded where it will be found: after a restart with the file back, the
@@ -405,9 +524,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		d.log.Warn("attempt not recorded: the database file is no longer at its path",
 			logSource, job.Source, logKey, job.Key)
 	case err != nil:
-		// The lease ends and the job is tried again: a second hand-off, with the same
-		// Idempotency-Key, rather than a lost one.
-		d.log.Error("recording attempt failed", logSource, job.Source, logKey, job.Key, logErr, err)
+		// Said by record, which keeps the outcome (errKept).
 	case !moved:
 		d.log.Info("key changed during its attempt; left as it is", logSource, job.Source, logKey, job.Key)
 	case res.Failed:
