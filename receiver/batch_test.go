@@ -431,3 +431,20 @@ func TestBatch_AdyenRespelledSuccessNotANewEvent(t *testing.T) {
 		t.Fatalf("respelled replay accepted as a new event: %+v", a)
 	}
 }
+
+// TestBatch_AdyenItemWithLoneSurrogate: an Adyen item whose unsigned additionalData
+// holds a lone surrogate (a shopper's name cut in the middle of an emoji), its signed
+// fields and HMAC intact, is verified and accepted.
+func TestBatch_AdyenItemWithLoneSurrogate(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, adyenSource(t))
+	item := adyenItem(t, "L0NE5URR0GATE001", "AUTHORISATION", 1000)
+	// An unsigned member, as Adyen's additionalData carries (shopper name, etc.).
+	item = bytes.Replace(item, []byte(`"additionalData": {`), []byte(`"additionalData": {"shopperName": "Jo \ud83d",`), 1)
+	if !bytes.Contains(item, []byte(`\ud83d`)) {
+		t.Fatalf("item not built as meant: %s", item)
+	}
+	code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(item))
+	if code != http.StatusOK || outcomes(a) != "accepted" {
+		t.Fatalf("signed Adyen item with a lone surrogate in additionalData: %d %+v, want accepted", code, a)
+	}
+}

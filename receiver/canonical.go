@@ -11,8 +11,6 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // A single-pass RFC 8785 canonicaliser for the bodies that are valid, which is
@@ -125,11 +123,7 @@ func canonicalize(v []byte) ([]byte, error) {
 	if c, ok := appendCanonical(make([]byte, 0, len(v)), v); ok {
 		return c, nil
 	}
-	c := jsontext.Value(mendLoneSurrogates(slices.Clone(v)))
-	if err := c.Canonicalize(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return canonicalBodyReference(nil, v)
 }
 
 func (st *canonState) skipSpace(i int) int {
@@ -519,36 +513,6 @@ func hasLoneSurrogate(s string) bool {
 		i++ // the escaped character, a backslash perhaps
 	}
 	return false
-}
-
-// mendLoneSurrogates rewrites in place each escaped lone surrogate of b, valid JSON or
-// not, as \ufffd, and returns b. jsontext refuses such an escape, which str keeps: the
-// reference path reads a body mended so, to name what else is wrong with it at the
-// offset it is at (the escape keeps its six bytes), and batches are checked so.
-func mendLoneSurrogates(b []byte) []byte {
-	for i := 0; i+1 < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		if b[i+1] != 'u' {
-			i++ // an escaped character, a backslash perhaps: not the start of another
-			continue
-		}
-		v, ok := hex4(b, i+2)
-		if !ok || !utf16.IsSurrogate(rune(v)) {
-			i += 5
-			continue
-		}
-		if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if v2, ok := hex4(b, i+8); ok && utf16.DecodeRune(rune(v), rune(v2)) != utf8.RuneError {
-				i += 11
-				continue
-			}
-		}
-		copy(b[i:], `\ufffd`)
-		i += 5
-	}
-	return b
 }
 
 // hex4 reads the four hex digits at src[i:], either case.

@@ -565,14 +565,35 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 	if err := precheckBody(body); err != nil {
 		return dst, fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
-	v := jsontext.Value(mendLoneSurrogates(append(dst, body...)))
+	mended := signature.MendLoneSurrogates(bytes.Clone(body))
+	lone := !bytes.Equal(mended, body)
+	if lone {
+		// U+FFFD in place of each lone surrogate may make two names one: what else is
+		// wrong is said first, and a duplicate only if nothing is.
+		c := jsontext.Value(bytes.Clone(mended))
+		if err := c.Canonicalize(jsontext.AllowDuplicateNames(true)); err != nil {
+			return dst, fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
+		}
+		if bytes.Contains(c, clampedFloat) {
+			if err := numbersInRange(mended); err != nil {
+				return dst, fmt.Errorf("%w: %s", ErrNotJSON, err)
+			}
+		}
+	}
+	v := jsontext.Value(append(dst, mended...))
 	if err := v.Canonicalize(); err != nil {
 		return v, fmt.Errorf("%w: %s", ErrNotJSON, explainJSON(err))
 	}
 	if bytes.Contains(v, clampedFloat) {
-		if err := numbersInRange(body); err != nil {
+		if err := numbersInRange(mended); err != nil {
 			return v, fmt.Errorf("%w: %s", ErrNotJSON, err)
 		}
+	}
+	if lone {
+		// The single-pass canonicaliser declined a body that, read with U+FFFD, is
+		// valid: its canonical form here would have lost the surrogates, and with them
+		// what tells two texts apart. Refused, never keyed so.
+		return v, fmt.Errorf("%w: a lone surrogate in a body this server cannot canonicalise", ErrNotJSON)
 	}
 	return v, nil
 }
@@ -580,11 +601,16 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 // numbersInRange reports the first number in body (valid JSON) that float64 cannot hold:
 // canonicalisation would have written it as the largest float64 instead.
 func numbersInRange(body []byte) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
 	for {
 		tok, err := dec.ReadToken()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			return nil // io.EOF: the body was already parsed once, without error
+			// The body was parsed once without error: reading it again must not fail, and
+			// a failure must not pass for a body in range.
+			return fmt.Errorf("reading numbers: %s", explainJSON(err))
 		}
 		if tok.Kind() != '0' {
 			continue

@@ -578,6 +578,51 @@ func TestDerive_IntegerSpellings(t *testing.T) {
 	}
 }
 
+// TestDerive_LoneSurrogateBesideAnotherFault: a body refused for another fault (a number
+// beyond float64) is refused for it with a lone surrogate beside it too, never taken in
+// with the surrogate read as U+FFFD: two events would share a key.
+func TestDerive_LoneSurrogateBesideAnotherFault(t *testing.T) {
+	spec := KeySpec{KeyFields: []string{"/a", "/n"}}
+	a := `{"a":"cut \ud83d","n":1e400}`
+	b := `{"a":"cut \udc00","n":1e500}`
+	for _, body := range []string{a, b} {
+		if _, err := Derive(spec, http.Header{}, []byte(body)); !errors.Is(err, ErrNotJSON) ||
+			!strings.Contains(err.Error(), "outside the float64 range") {
+			t.Errorf("Derive(%s) = %v; want ErrNotJSON naming the number outside the float64 range", body, err)
+		}
+	}
+	da, errA := Derive(spec, http.Header{}, []byte(a))
+	db, errB := Derive(spec, http.Header{}, []byte(b))
+	if errA == nil && errB == nil && da.Key == db.Key {
+		t.Errorf("two different events share key %s (canonical %s)", da.Key, da.Canonical)
+	}
+	// Keyed on an event id, the lone surrogate (read as U+FFFD) is used as the id, which
+	// the change refuses to do: the key of a plain, valid event whose id holds U+FFFD.
+	ids := KeySpec{EventID: "/id", KeyFields: []string{"/a"}}
+	plain, err := Derive(ids, http.Header{}, []byte(`{"id":"evt_\ufffd","a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Derive(ids, http.Header{}, []byte(`{"id":"evt_\ud83d","a":1,"n":1e400}`)); err == nil && d.Key == plain.Key {
+		t.Errorf("event id evt_\\ud83d (next to 1e400) is keyed %q, the key of the event whose id is evt_\\ufffd", d.Key)
+	}
+}
+
+// TestDerive_LoneSurrogateNamesErrors: lone surrogates in two names do not make the
+// names one in the error of a body refused for something else: that is what it names.
+func TestDerive_LoneSurrogateNamesErrors(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"\ud83d":1,"\udc00":2,"b":tru}`, "in literal true"},
+		{`{"x\ud83d":1,"x\ufffd":2,"b":tru}`, "in literal true"},
+		{`{"\ud83d":1,"\udc00":2,"n":1e400}`, "outside the float64 range"},
+	} {
+		_, _, err := canonicalBody([]byte(c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("canonicalBody(%s) = %v; want the error to name %q", c.body, err, c.want)
+		}
+	}
+}
+
 // TestDerive_NotJSONLongName: the reason quotes a duplicate member name and the object it
 // is in, both the sender's to make as long as the body, so both are cut.
 func TestDerive_NotJSONLongName(t *testing.T) {

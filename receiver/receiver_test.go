@@ -152,6 +152,25 @@ func TestHandler_LoneSurrogate(t *testing.T) {
 	}
 }
 
+// TestHandler_LoneSurrogateBesideAnotherFault: a delivery whose id holds a lone
+// surrogate and whose body a number beyond float64 is refused 400, never answered a
+// duplicate of the event whose id holds U+FFFD there.
+func TestHandler_LoneSurrogateBesideAnotherFault(t *testing.T) {
+	v, err := signature.New(signature.Config{Scheme: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "plain", Verifier: v, TTL: time.Hour, Keys: receiver.KeySpec{EventID: "/id"}}
+	e := newEnv(t, sqlite.Options{}, src)
+	if code, a, _ := e.post(t, "plain", "", `{"id":"evt_\ufffd","amount":1}`, nil); code != http.StatusOK || a.Status != "accepted" {
+		t.Fatalf("first event: %d %+v", code, a)
+	}
+	code, a, _ := e.post(t, "plain", "", `{"id":"evt_\ud83d","amount":1e400}`, nil)
+	if code != http.StatusBadRequest {
+		t.Errorf("event with 1e400 and a lone surrogate: %d %+v, want 400", code, a)
+	}
+}
+
 func TestHandler_Contract(t *testing.T) {
 	e := newEnv(t, sqlite.Options{})
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -235,6 +236,9 @@ func parseAdyenItem(item []byte) (adyenItem, error) {
 	if len(item) == 0 {
 		return adyenItem{}, errors.New("NotificationRequestItem is missing")
 	}
+	// A lone surrogate in the item's text (a shopper's name cut in the middle of an
+	// emoji) reads as U+FFFD, as intake reads it in labels, rather than refusing the item.
+	item = MendLoneSurrogates(bytes.Clone(item))
 	var raw adyenItemJSON
 	if err := json.Unmarshal(item, &raw); err != nil {
 		return adyenItem{}, fmt.Errorf("NotificationRequestItem is not a valid JSON object: %w", err)
