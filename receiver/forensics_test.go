@@ -360,3 +360,38 @@ func TestProbeFor_DuplicateComparison(t *testing.T) {
 		t.Errorf("probe's payload hash, amount, currency, status = %q; stored %q", got, want)
 	}
 }
+
+// TestForensics_BusinessKeyBlankField: a business-key field of blanks alone is as empty
+// as "", as a correlation rule takes it: no business key, so two bookings whose ids are
+// blank are not one booking's, and business_key_blocks blocks neither.
+func TestForensics_BusinessKeyBlankField(t *testing.T) {
+	ota := otaSource(t)
+	ota.BusinessKey = []string{"/property_id", "/booking_id", "/status", "/refund/amount"}
+	probe := func(body string) string {
+		t.Helper()
+		p, err := receiver.ProbeFor(&ota, http.Header{"Webhook-Id": {"evt_1"}}, []byte(body), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.BusinessKey
+	}
+	for _, blank := range []string{`" "`, `"   "`, `"\t"`} {
+		if bk := probe(`{"property_id":"P","booking_id":` + blank + `,"status":"cancelled","refund":{"amount":80}}`); bk != "" {
+			t.Errorf("booking_id %s: business key %q, want none (an empty field, as a correlation rule takes it)", blank, bk)
+		}
+	}
+
+	// End to end, with business_key_blocks: two cancellations of two different bookings,
+	// each with a blank booking id, under two ids: the second is answered duplicate and
+	// never handed downstream.
+	ota.BusinessKeyBlocks = true
+	e := newEnv(t, sqlite.Options{}, ota)
+	const a = `{"property_id":"P","booking_id":" ","status":"cancelled","guest":"Ana","refund":{"amount":80}}`
+	const b = `{"property_id":"P","booking_id":" ","status":"cancelled","guest":"Bob","refund":{"amount":80}}`
+	if code, r, _ := e.post(t, "ota", "evt_a", a, nil); code != 200 || r.Status != "accepted" {
+		t.Fatalf("first: %d %+v", code, r)
+	}
+	if code, r, _ := e.post(t, "ota", "evt_b", b, nil); code != 200 || r.Status != "accepted" {
+		t.Errorf("another booking's cancellation, booking id blank: %d %+v, want accepted (not blocked)", code, r)
+	}
+}
