@@ -12,7 +12,8 @@ var (
 	ErrClosed = errors.New("database closed")
 	// ErrWriteTimeout means a write (a delivery, a release, any change) was not
 	// committed within the busy timeout of its call (a lock held by another process,
-	// most likely), and nothing of it was stored.
+	// most likely) or could not be now (a full disk, a read-only database), and
+	// nothing of it was stored.
 	ErrWriteTimeout = errors.New("not committed within the busy timeout")
 )
 

@@ -151,7 +151,8 @@ func lockTimedOut(err error) bool {
 // a standby, or a database set read-only.
 func readOnly(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "25006"
+	// 25006: a standby, or default_transaction_read_only; 53100: the disk is full.
+	return errors.As(err, &pe) && (pe.Code == "25006" || pe.Code == "53100")
 }
 
 // isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint refusing

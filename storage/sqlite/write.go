@@ -121,11 +121,12 @@ func discard(conn *sql.Conn, err error) error {
 	return err
 }
 
-// busyAsTimeout wraps ErrWriteTimeout around err when err is SQLite's busy error: the
-// write lock stayed held by another connection past the wait.
+// busyAsTimeout wraps ErrWriteTimeout around err when err says the write could not be
+// taken now and nothing of it is stored: SQLite's busy error (the write lock stayed held
+// by another connection past the wait), a full disk, a read-only database.
 func busyAsTimeout(err error) error {
 	var se sqlite3.Error
-	if errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrReadonly) || diskFull(err) {
 		return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 	}
 	return err
