@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -252,5 +253,78 @@ func TestBackup_RefusesLaterDatabase(t *testing.T) {
 	list, err := runCmd(t, "", "user", "list", "--database", live)
 	if err != nil || !strings.Contains(list, "bob") {
 		t.Errorf("the live database lost what was added after the old backup: %v\n%s", err, list)
+	}
+}
+
+// TestRestore_UndoAfterCrash: restoring the database that a restore kept aside undoes
+// the restore, also when that database was left by a crash with commits in its WAL,
+// which the undo copies with it and folds in.
+func TestRestore_UndoAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live", "hookdedup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	backup := filepath.Join(dir, "backup.db")
+	if out, err := runCmd(t, "", "backup", "--database", live, backup); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	// A commit after the backup, still in the WAL when the process dies: copy the files
+	// while the connection is open, as a crash leaves them.
+	raw, err := sql.Open("sqlite3", "file:"+live+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetMaxOpenConns(1)
+	if _, err := raw.Exec(`PRAGMA wal_autocheckpoint=0`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE delivery_seq SET last = last + 100`); err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(dir, "crashed")
+	if err := os.Mkdir(crashed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"", "-wal"} {
+		b, err := os.ReadFile(live + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, "hookdedup.db"+s), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbPath := filepath.Join(crashed, "hookdedup.db")
+	out, err := runCmd(t, "", "restore", "--database", dbPath, backup)
+	if err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	_, previous, ok := strings.Cut(out, "the database it replaced is kept as ")
+	if !ok {
+		t.Fatalf("restore names no kept database:\n%s", out)
+	}
+	previous = strings.TrimSpace(previous)
+	if out, err := runCmd(t, "", "restore", "--database", dbPath, previous); err != nil {
+		t.Fatalf("undoing the restore: %v\n%s", err, out)
+	}
+	// What the crashed database's WAL held is back.
+	check, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	var last, was int64
+	if err := check.QueryRow(`SELECT last FROM delivery_seq`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueryRow(`SELECT last FROM delivery_seq`).Scan(&was); err != nil {
+		t.Fatal(err)
+	}
+	if last < was {
+		t.Errorf("after the undo the sequence is at %d, the crashed database's at %d: its WAL was not folded in", last, was)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -262,6 +263,10 @@ func checkCopy(ctx context.Context, path string) (BackupInfo, error) {
 	return info, nil
 }
 
+// keptAside matches the name under which a restore keeps the database it replaces
+// (keptAsideName).
+var keptAside = regexp.MustCompile(`\.before-restore-[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?$`)
+
 // RestoreInfo says what a restore did.
 type RestoreInfo struct {
 	BackupInfo
@@ -301,14 +306,26 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	} else if busy {
 		return fail(fmt.Errorf("%s is open in another process: restore a backup, a file no process is writing to", from))
 	}
+	// An empty WAL holds no transaction: a read-only open leaves one behind, as
+	// issuedIDs does on the database a restore keeps aside. One that holds some is part
+	// of the database a restore kept aside (a crash left it so, and the restore moved
+	// it there, where no process has it open): it is copied with the file, and the
+	// copy's first open folds it in. Beside any other backup it may be another
+	// process's, written as it is copied: refused. Nor does an empty rollback journal
+	// hold anything, which SQLite never reads back (a crash between its creation and
+	// its first write leaves one).
+	wal := false
 	for _, suffix := range []string{"-wal", "-journal"} {
-		// An empty WAL holds no transaction: a read-only open leaves one behind, as
-		// issuedIDs does on the database a restore keeps aside. Nor does an empty
-		// rollback journal, which SQLite never reads back (a crash between its creation
-		// and its first write leaves one).
-		if fi, err := os.Stat(from + suffix); err == nil && fi.Size() > 0 {
-			return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; open it once with sqlite3 to fold it in", from, suffix))
+		fi, err := os.Stat(from + suffix)
+		if err != nil || fi.Size() == 0 {
+			continue
 		}
+		if suffix == "-wal" && keptAside.MatchString(filepath.Base(from)) {
+			wal = true
+			continue
+		}
+		return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; once no process has it open, "+
+			"take a copy of it with hookdedup backup --database %s COPY, which reads its %s, and restore that", from, suffix, from, suffix))
 	}
 	// The ids the database being replaced has issued: providers were answered them, and
 	// the downstream was sent them, so the restored database must not issue them again.
@@ -335,6 +352,19 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	defer removeDB(tmp)
 	if err := copyFile(from, tmp); err != nil {
 		return fail(err)
+	}
+	if wal {
+		// Made 0600 before it is written: it holds the same deliveries.
+		f, err := os.OpenFile(tmp+"-wal", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			err = f.Close()
+		}
+		if err == nil {
+			err = copyFile(from+"-wal", tmp+"-wal")
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	info, err := checkCopy(ctx, tmp)
 	if err != nil {
