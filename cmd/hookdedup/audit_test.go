@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -471,5 +472,35 @@ func TestCLI_AuditReadOnly(t *testing.T) {
 	}
 	if out, code := cli(t, dir, nil, "", "audit", "verify", db); code != 0 || !strings.Contains(out, "6 rows checked") {
 		t.Fatalf("verify beside a writer: exit %d\n%s", code, out)
+	}
+}
+
+// TestAudit_VerifyReadOnlyCopy: audit verify reads an auditor's copy on read-only
+// media (here a directory made immutable, which root cannot write either), where SQLite
+// cannot make the -shm beside it, and so does backup from it.
+func TestAudit_VerifyReadOnlyCopy(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	if out, err := runCmd(t, "first-admin-password\n", "user", "add", "alice", "--role", "admin", "--database", live); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	media := filepath.Join(dir, "usb")
+	if err := os.Mkdir(media, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(media, "auditor.db")
+	if out, err := runCmd(t, "", "backup", "--database", live, copyPath); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chattr", "+i", media).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", media).Run() })
+	out, err := runCmd(t, "", "audit", "verify", "--database", copyPath)
+	if err != nil || !strings.Contains(out, "audit log intact") {
+		t.Errorf("audit verify of a copy on read-only media: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, "", "backup", "--database", copyPath, filepath.Join(dir, "again.db")); err != nil {
+		t.Errorf("backup of a copy on read-only media: %v\n%s", err, out)
 	}
 }

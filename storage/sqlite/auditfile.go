@@ -3,10 +3,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"github.com/hookdedup/hookdedup/storage"
 	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // auditChainMigration is the migration that adds the chain's hashes.
@@ -87,12 +92,29 @@ func (f *AuditFile) Close() error { return f.read.Close() }
 // migration, no write. mode=ro: SQLite opens the file read-only and never creates it.
 // No journal_mode and no txlock in the DSN: setting WAL, or BEGIN IMMEDIATE, would be a
 // write. Not immutable: that reads the database file alone, without the WAL, and would
-// miss (or tear) what serve commits meanwhile.
+// miss (or tear) what serve commits meanwhile; except on read-only media (an auditor's
+// copy on a stick mounted read-only, a snapshot), where SQLite cannot make the -shm a
+// WAL database is read through, and where nothing commits: with no WAL holding
+// anything beside the file, the file alone is the database.
 func openReadOnly(path string, busyTimeout time.Duration) *sql.DB {
 	params := url.Values{}
 	params.Set("mode", "ro")
+	if readOnlyMedia(path) {
+		params.Set("immutable", "1")
+	}
 	params.Set("_query_only", "1")
 	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 	return sql.OpenDB(newConnector(dsn, nil))
+}
+
+// readOnlyMedia reports whether the database at path lies where nothing can be written
+// (its directory is on a read-only mount, or made immutable) and has no WAL holding
+// anything beside it.
+func readOnlyMedia(path string) bool {
+	if syscall.Access(filepath.Dir(path), 2 /* W_OK */) == nil {
+		return false
+	}
+	fi, err := os.Stat(path + "-wal")
+	return errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0
 }
