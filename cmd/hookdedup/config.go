@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -83,6 +84,8 @@ type config struct {
 	// ApprovalThreshold is, per currency, the money above which a bulk reprocess waits
 	// for a second operator's approval; empty: none does.
 	ApprovalThreshold storage.ApprovalThresholds
+	// fileToken says the metrics token was set in the file, not the environment.
+	fileToken bool
 }
 
 // sourceConfig is one [[source]] table as written in the file. A setting the table
@@ -378,7 +381,7 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		if err := checkMetricsToken(fc.MetricsToken); err != nil {
 			return fmt.Errorf("metrics_token: %w", err)
 		}
-		c.MetricsToken = fc.MetricsToken
+		c.MetricsToken, c.fileToken = fc.MetricsToken, true
 	}
 	if fc.Database != "" {
 		c.Database = fc.Database
@@ -786,6 +789,42 @@ func checkMetricsToken(tok string) error {
 
 // checkListen checks the listening settings together, once the file, the environment
 // and the flags have all applied.
+// sharedSecretFile says, when the configuration file holds a secret (a source's or an
+// alert channel's, the metrics token) and other users of the machine can read it, how
+// to make it private; "" otherwise. Its mode is left as it is: as the database's, it is
+// its owner's decision.
+func (c config) sharedSecretFile() string {
+	if c.File == "" {
+		return ""
+	}
+	fi, err := os.Stat(c.File)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	held := c.fileToken           // not one from the environment
+	for _, s := range c.Sources { // secret_env's are not in Secret
+		held = held || len(s.Secret) > 0
+	}
+	for _, a := range c.AlertChannels {
+		held = held || len(a.Secret) > 0
+	}
+	if !held {
+		return ""
+	}
+	return fmt.Sprintf("the configuration file %s (%#o) holds secrets and can be read by other users of this machine: make it private with chmod 600",
+		c.File, uint32(fi.Mode().Perm()))
+}
+
+// checkDatabase refuses a database path that begins with ~: no shell reads the
+// configuration, so it would name a directory called "~" where hookdedup runs.
+func (c config) checkDatabase() error {
+	if c.Database == "~" || strings.HasPrefix(c.Database, "~/") {
+		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",
+			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))
+	}
+	return nil
+}
+
 func (c config) checkListen() error {
 	// Checked before serve makes or migrates the database, not when it listens.
 	for _, a := range []struct{ name, addr, example string }{

@@ -710,3 +710,80 @@ func TestConfig_TrustedProxiesNotEveryone(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_DatabaseTilde: a database path that begins with ~ is refused, saying to
+// write the whole path: nothing expands it, and it would name a directory called "~".
+func TestConfig_DatabaseTilde(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookdedup.toml")
+	if err := os.WriteFile(path, []byte("database = \"~/hd/hookdedup.db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "", "keys", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), `database "~/hd/hookdedup.db": ~ is not expanded here`) {
+		t.Errorf("database = \"~/hd/hookdedup.db\": %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "~")); err == nil {
+		t.Error(`a directory named "~" was made`)
+	}
+}
+
+// TestConfig_SharedSecretFile: a configuration file that holds a secret and that other
+// users can read is warned of, naming it and its mode; a private one, or a shared one
+// that holds no secret, is not.
+func TestConfig_SharedSecretFile(t *testing.T) {
+	const withSecret = "[[source]]\nname = \"ota\"\nsignature = \"github\"\nsecret = \"s3cr3t-value\"\n"
+	for _, c := range []struct {
+		name, toml string
+		mode       os.FileMode
+		warn       bool
+	}{
+		{"SharedWithSecret", withSecret, 0o644, true},
+		{"GroupWithSecret", withSecret, 0o640, true},
+		{"PrivateWithSecret", withSecret, 0o600, false},
+		{"SharedWithoutSecret", "retention = \"240h\"\n", 0o644, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			if err := os.WriteFile(path, []byte(c.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := loadConfig(path, true, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cfg.sharedSecretFile()
+			want := fmt.Sprintf("the configuration file %s (%#o) holds secrets and can be read by other users of this machine: make it private with chmod 600", path, uint32(c.mode))
+			if c.warn && got != want || !c.warn && got != "" {
+				t.Errorf("warning %q, want %v", got, c.warn)
+			}
+			if strings.Contains(got, "s3cr3t") {
+				t.Errorf("the warning shows the secret: %s", got)
+			}
+		})
+	}
+}
+
+// TestConfig_SharedSecretFileEnv: secrets the environment holds (secret_env,
+// HOOKDEDUP_METRICS_TOKEN) are not the file's, which is not warned of for them.
+func TestConfig_SharedSecretFileEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	toml := "[[source]]\nname = \"ota\"\nsignature = \"github\"\nsecret_env = \"OTA_SECRET\"\n"
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"OTA_SECRET": "s3cr3t-value", "HOOKDEDUP_METRICS_TOKEN": "0123456789abcdef0123"}
+	cfg, err := loadConfig(path, true, func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.sharedSecretFile(); w != "" {
+		t.Errorf("warning %q for secrets the environment holds", w)
+	}
+}

@@ -191,6 +191,9 @@ func (c *commonFlags) load(e env) (config, error) {
 	if err := cfg.checkListen(); err != nil {
 		return config{}, err
 	}
+	if err := cfg.checkDatabase(); err != nil {
+		return config{}, err
+	}
 	if err := cfg.checkHTTPS(); err != nil {
 		return config{}, err
 	}

@@ -202,6 +202,9 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	for _, line := range cfg.IgnoredEnv {
 		p.log.Warn(line)
 	}
+	if shared := cfg.sharedSecretFile(); shared != "" {
+		p.log.Warn(shared)
+	}
 	if p.db, p.sources, err = openStore(ctx, cfg, e, p.log); err != nil {
 		return nil, err
 	}
