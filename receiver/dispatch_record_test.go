@@ -25,6 +25,20 @@ type fullDisk struct {
 
 var errDiskFull = errors.New("commit: database or disk is full")
 
+// newFullDisk returns a downstream and a database, not full yet, with one event accepted
+// and due: ota:evt_1.
+func newFullDisk(t *testing.T) (*downstream, *fullDisk) {
+	t.Helper()
+	ds := newDownstream(t, 0, nil)
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	accept(t, db, "evt_1", `{"id":"evt_1"}`)
+	return ds, &fullDisk{DB: db}
+}
+
 func (f *fullDisk) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
 	if f.full.Load() {
 		f.failures.Add(1)
@@ -70,14 +84,8 @@ func TestDispatch_RecordFailsHandsOffOnce(t *testing.T) {
 		}, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ds := newDownstream(t, 0, nil)
-			db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			accept(t, db, "evt_1", `{"id":"evt_1"}`)
-			st := &fullDisk{DB: db}
+			ds, st := newFullDisk(t)
+			db := st.DB
 			st.full.Store(true)
 			var skew atomic.Int64
 			now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -116,14 +124,7 @@ func waitFailures(t *testing.T, st *fullDisk, n int64) {
 // and a key is due, the dispatcher backs off and logs the failure at most once in
 // storeFailureEvery, not on every turn of its loop.
 func TestDispatch_LeaseFailuresLoggedSeldom(t *testing.T) {
-	ds := newDownstream(t, 0, nil)
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	accept(t, db, "evt_1", `{"id":"evt_1"}`)
-	st := &fullDisk{DB: db}
+	ds, st := newFullDisk(t)
 	st.leaseFull.Store(true)
 	var logs syncBuffer
 	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: st, Sources: []receiver.Source{forwardSource(t, ds.srv.URL, 5)},

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -41,19 +42,6 @@ func hexUnit(b []byte, i int) (uint16, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	var v uint16
-	for _, c := range b[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint16(c)
-	}
-	return v, true
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return uint16(v), err == nil
 }
