@@ -93,8 +93,17 @@ type Dispatcher struct {
 	leaseFailures storeFailures
 }
 
-// keptKey names a key whose attempt's outcome is kept.
-type keptKey struct{ source, key string }
+// keptKey names the job whose attempt's outcome is kept: its key, claim, generation,
+// reprocess and attempt count, which a later lease of the same job repeats.
+type keptKey struct {
+	source, key         string
+	claim, gen, updated int64
+	attempts            int
+}
+
+func keptKeyOf(j storage.Job) keptKey {
+	return keptKey{j.Source, j.Key, j.ClaimID, j.Generation.UnixMilli(), j.Updated.UnixMilli(), j.Attempts}
+}
 
 // keptOutcome is an attempt's outcome not recorded yet, and the job it was of.
 type keptOutcome struct {
@@ -183,6 +192,9 @@ func (d *Dispatcher) Wake() {
 // Run dispatches until ctx ends, then waits for the attempts in flight (each bounded by
 // its source's attempt_timeout) so that their outcome is recorded.
 func (d *Dispatcher) Run(ctx context.Context) {
+	// Once the attempts in flight are over (deferred calls run last first): their
+	// outcomes too are recorded, or said not to be.
+	defer d.reportKept()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, d.cfg.Workers)
@@ -203,14 +215,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 	})
 	failures := 0 // leases failed in a row
-	defer func() {
-		d.keptMu.Lock()
-		defer d.keptMu.Unlock()
-		for _, o := range d.kept {
-			d.log.Error("attempt not recorded at shutdown: its event is handed off again, with the same Idempotency-Key, after a restart",
-				logSource, o.job.Source, logKey, o.job.Key)
-		}
-	}()
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -263,6 +267,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		for range free {
 			<-slots
 		}
+		if err == nil {
+			failures = 0
+		}
 		switch {
 		case len(jobs) > 0 && err == nil:
 			continue // there may be more due
@@ -278,29 +285,21 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			t.Stop()
 			continue
 		}
-		failures = 0
 		d.sleep(ctx)
 	}
 }
 
-// takeKept removes and returns the outcome kept for job's key when it is of this very
-// job (the same claim, delivery, generation, reprocess and attempt count, leased again
-// once its lease ran out): nil otherwise. A kept outcome of another job of the key (a
-// reprocess or a new claim since) is dropped: that job is attempted on its own.
+// takeKept removes and returns the outcome kept for job when it is of this very job
+// (the same claim, generation, reprocess and attempt count, leased again once its lease
+// ran out); nil otherwise. An outcome kept of another job of the key (a reprocess or a
+// new claim since) stays kept, and recordKept records it against its own job, whose
+// record leaves the key as it is now and puts the attempt in its history.
 func (d *Dispatcher) takeKept(job storage.Job) *keptOutcome {
 	d.keptMu.Lock()
 	defer d.keptMu.Unlock()
-	k := keptKey{job.Source, job.Key}
+	k := keptKeyOf(job)
 	o := d.kept[k]
-	if o == nil {
-		return nil
-	}
 	delete(d.kept, k)
-	j := o.job
-	if j.ClaimID != job.ClaimID || j.Delivery != job.Delivery || !j.Generation.Equal(job.Generation) ||
-		!j.Updated.Equal(job.Updated) || j.Attempts != job.Attempts {
-		return nil
-	}
 	return o
 }
 
@@ -318,14 +317,16 @@ func (d *Dispatcher) record(ctx context.Context, job storage.Job, a storage.Atte
 	if d.kept == nil {
 		d.kept = map[keptKey]*keptOutcome{}
 	}
-	d.kept[keptKey{job.Source, job.Key}] = &keptOutcome{job: job, a: a, res: res}
+	d.kept[keptKeyOf(job)] = &keptOutcome{job: job, a: a, res: res}
 	d.keptMu.Unlock()
 	d.log.Error("recording attempt failed; its outcome is kept and recorded again until it is, the event not handed off again",
 		logSource, job.Source, logKey, job.Key, logErr, err)
 	return false, errKept
 }
 
-// recordKept records the outcomes kept since their records failed.
+// recordKept records the outcomes kept since their records failed. It stops at the
+// first that fails again: the others would fail alike (a disk still full), each after
+// the busy timeout.
 func (d *Dispatcher) recordKept(ctx context.Context) {
 	d.keptMu.Lock()
 	kept := slices.Collect(maps.Values(d.kept))
@@ -333,16 +334,31 @@ func (d *Dispatcher) recordKept(ctx context.Context) {
 	for _, o := range kept {
 		_, err := d.cfg.Store.FinishAttempt(ctx, o.job, o.a, o.res)
 		if err != nil && !errors.Is(err, storage.ErrFileGone) {
-			continue
+			return
 		}
 		d.keptMu.Lock()
-		if k := (keptKey{o.job.Source, o.job.Key}); d.kept[k] == o {
+		if k := keptKeyOf(o.job); d.kept[k] == o {
 			delete(d.kept, k)
 		}
 		d.keptMu.Unlock()
-		if err == nil {
-			d.log.Info("attempt recorded after all", logSource, o.job.Source, logKey, o.job.Key)
+		if err != nil {
+			d.log.Warn("attempt not recorded: the database file is no longer at its path; its event is handed off again, with the same Idempotency-Key, after a restart with the file back",
+				logSource, o.job.Source, logKey, o.job.Key)
+			continue
 		}
+		d.log.Info("attempt recorded after all", logSource, o.job.Source, logKey, o.job.Key)
+	}
+}
+
+// reportKept records, once Run is over, the outcomes still kept, and says which could
+// not be: their events are handed off again after a restart.
+func (d *Dispatcher) reportKept() {
+	d.recordKept(context.Background())
+	d.keptMu.Lock()
+	defer d.keptMu.Unlock()
+	for _, o := range d.kept {
+		d.log.Error("attempt not recorded at shutdown: its event is handed off again, with the same Idempotency-Key, after a restart",
+			logSource, o.job.Source, logKey, o.job.Key)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // config is the whole configuration after defaults, the file, the environment and the
@@ -84,8 +85,9 @@ type config struct {
 	// ApprovalThreshold is, per currency, the money above which a bulk reprocess waits
 	// for a second operator's approval; empty: none does.
 	ApprovalThreshold storage.ApprovalThresholds
-	// fileToken says the metrics token was set in the file, not the environment.
-	fileToken bool
+	// fileToken and fileDatabasePassword say that the file, not the environment, set
+	// the metrics token, and a database URL with a password.
+	fileToken, fileDatabasePassword bool
 }
 
 // sourceConfig is one [[source]] table as written in the file. A setting the table
@@ -384,7 +386,7 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MetricsToken, c.fileToken = fc.MetricsToken, true
 	}
 	if fc.Database != "" {
-		c.Database = fc.Database
+		c.Database, c.fileDatabasePassword = fc.Database, urlPassword(fc.Database)
 	}
 	durations := []struct {
 		key  string
@@ -790,7 +792,8 @@ func checkMetricsToken(tok string) error {
 // checkListen checks the listening settings together, once the file, the environment
 // and the flags have all applied.
 // sharedSecretFile says, when the configuration file holds a secret (a source's or an
-// alert channel's, the metrics token) and other users of the machine can read it, how
+// alert channel's, the metrics token, a database URL's password, a URL that the console
+// would show masked) and other users of the machine can read it, how
 // to make it private; "" otherwise. Its mode is left as it is: as the database's, it is
 // its owner's decision.
 func (c config) sharedSecretFile() string {
@@ -801,18 +804,28 @@ func (c config) sharedSecretFile() string {
 	if err != nil || fi.Mode().Perm()&0o077 == 0 {
 		return ""
 	}
-	held := c.fileToken           // not one from the environment
-	for _, s := range c.Sources { // secret_env's are not in Secret
-		held = held || len(s.Secret) > 0
+	held := c.fileToken || c.fileDatabasePassword // not from the environment
+	for _, s := range c.Sources {                 // secret_env's are not in Secret
+		held = held || len(s.Secret) > 0 || web.RedactURL(s.ForwardURL) != s.ForwardURL
 	}
 	for _, a := range c.AlertChannels {
-		held = held || len(a.Secret) > 0
+		held = held || len(a.Secret) > 0 || web.RedactURL(a.URL) != a.URL
 	}
 	if !held {
 		return ""
 	}
 	return fmt.Sprintf("the configuration file %s (%#o) holds secrets and can be read by other users of this machine: make it private with chmod 600",
 		c.File, uint32(fi.Mode().Perm()))
+}
+
+// urlPassword reports whether the URL s carries a password.
+func urlPassword(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, set := u.User.Password()
+	return set
 }
 
 // checkDatabase refuses a database path that begins with ~: no shell reads the

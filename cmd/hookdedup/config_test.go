@@ -787,3 +787,29 @@ func TestConfig_SharedSecretFileEnv(t *testing.T) {
 		t.Errorf("warning %q for secrets the environment holds", w)
 	}
 }
+
+// TestConfig_SharedFileWithCredentials: a shared configuration file whose database URL
+// holds a password, or whose forward_url holds what the console masks, is warned of.
+func TestConfig_SharedFileWithCredentials(t *testing.T) {
+	for _, body := range []string{
+		"database = \"postgres://hookdedup:s3cretPassw0rd@db.internal/hookdedup\"\n",
+		"[[source]]\nname = \"ota\"\nsignature = \"none\"\nforward_url = \"https://down.example/hook?token=s3cretPassw0rd\"\n",
+		"[[source]]\nname = \"ota\"\nsignature = \"none\"\nforward_url = \"https://user:s3cretPassw0rd@down.example/hook\"\n",
+	} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(path, true, func(string) string { return "" })
+		if err != nil {
+			t.Logf("refused (%q): %v", body, err)
+			continue
+		}
+		if cfg.sharedSecretFile() == "" {
+			t.Errorf("a 0644 configuration file holding a credential gives no warning:\n%s", body)
+		}
+	}
+}

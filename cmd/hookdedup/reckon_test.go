@@ -181,8 +181,11 @@ func reckon(t *testing.T, db storage.Store, traffic *crashTraffic, sink *crashSi
 				interrupted++
 			}
 		}
-		if succeeded != 1 {
-			t.Errorf("%s: %d successful attempts recorded, want 1: %+v", ik, succeeded, attempts)
+		// One success, or one for each hand-off the downstream took: an attempt whose
+		// record failed in an outage keeps its outcome and records it once it can, also
+		// after another replica took the key over and handed it off again.
+		if succeeded < 1 || succeeded > len(rs) {
+			t.Errorf("%s: %d successful attempts recorded, want 1, or one a hand-off of %d: %+v", ik, succeeded, len(rs), attempts)
 		}
 		// Every hand-off the downstream got is in the key's history: one cut off by a
 		// kill as an interrupted attempt. A kill may also cut one before it arrived.

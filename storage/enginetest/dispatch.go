@@ -254,6 +254,31 @@ func TestUnknownMigrations(t *testing.T, e Engine) {
 	}
 }
 
+// TestFinishAttempt_RecordedAgain: an attempt recorded a second time (its first record
+// committed but the answer was lost, and the dispatcher, which keeps an outcome it could
+// not record, records it again) leaves one attempt in the key's history, moved on once.
+func TestFinishAttempt_RecordedAgain(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	j := leaseOne(t, db, clk.Now())
+	a := storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery, StartedAt: clk.Now(), Duration: time.Second, Status: 200}
+	for i, want := range []bool{true, false} {
+		moved, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{Done: true})
+		if err != nil || moved != want {
+			t.Fatalf("record %d: moved %v, %v; want %v", i+1, moved, err, want)
+		}
+	}
+	as, err := db.Attempts(ctx, "ota", "k")
+	if err != nil || len(as) != 1 {
+		t.Fatalf("attempts %+v, %v; want the one", as, err)
+	}
+	if c, err := db.Claim(ctx, "ota", "k"); err != nil || c.Attempts != 1 || c.State != storage.StateProcessed {
+		t.Fatalf("claim %+v, %v; want processed after 1 attempt", c, err)
+	}
+}
+
 // TestFinishAttempt: an attempt is recorded and moves its key on (retry, processed,
 // failed); a key that changed meanwhile is left as it is, its attempt still recorded.
 func TestFinishAttempt(t *testing.T, e Engine) {

@@ -121,6 +121,7 @@ var tests = []struct {
 	{"UnknownMigrations", TestUnknownMigrations},
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
+	{"FinishAttempt_RecordedAgain", TestFinishAttempt_RecordedAgain},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
 	{"Keys", TestKeys},

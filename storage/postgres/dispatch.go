@@ -215,6 +215,14 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		}
 		moved = tag.RowsAffected() == 1
 		if !moved {
+			// Recorded already: its record committed, and the answer was lost (the
+			// dispatcher records an outcome again until it hears it was).
+			var again bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE source = $1 AND key = $2
+			AND delivery = $3 AND started_at = $4 AND status = $5 AND error = $6)`, job.Source, job.Key, job.Delivery,
+				millis(a.StartedAt), a.Status, a.Error).Scan(&again); err != nil || again {
+				return err
+			}
 			// Its lease ran out, and a lease, release or reprocess since may have
 			// recorded it as interrupted: its outcome, known now, takes that one's place,
 			// in the same row, so that the key's history keeps its hand-offs in order.

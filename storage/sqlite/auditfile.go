@@ -108,11 +108,16 @@ func openReadOnly(path string, busyTimeout time.Duration) *sql.DB {
 	return sql.OpenDB(newConnector(dsn, nil))
 }
 
-// readOnlyMedia reports whether the database at path lies where nothing can be written
-// (its directory is on a read-only mount, or made immutable) and has no WAL holding
-// anything beside it.
+// readOnlyMedia reports whether the database at path lies where this process can write
+// nothing (its directory is on a read-only mount, made immutable, or another user's) and
+// is closed: no -shm beside it, which every process with the database open keeps, and
+// no WAL holding anything. A live database in a directory this user cannot write (serve
+// running as another user) has a -shm, and is read through it as usual.
 func readOnlyMedia(path string) bool {
 	if syscall.Access(filepath.Dir(path), 2 /* W_OK */) == nil {
+		return false
+	}
+	if _, err := os.Stat(path + "-shm"); !errors.Is(err, os.ErrNotExist) {
 		return false
 	}
 	fi, err := os.Stat(path + "-wal")

@@ -131,8 +131,8 @@ func replaceable(path string) error {
 }
 
 // notAhead refuses a backup of src over the database at path when that one holds what
-// src does not: delivery ids src never issued, or audit rows past src's. It is no
-// earlier copy of src then, but a later database (the live one, stopped, named by an
+// src does not: delivery ids src never issued (a restore carries the ids on, so a copy
+// taken before one is still an earlier copy). It is no earlier copy of src then, but a later database (the live one, stopped, named by an
 // operator who meant restore): writing over it would lose what it holds since, and
 // src's ids would be issued again. A file that is not a hookdedup database (replaceable
 // let through only SQLite files, or nothing) has nothing to compare.
@@ -140,35 +140,18 @@ func notAhead(ctx context.Context, src, path string) error {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}
-	theirs, theirAudit, err := progress(ctx, path)
+	theirs, err := issuedIDs(ctx, path)
 	if err != nil {
 		return nil // not a hookdedup database: replaceable judged it
 	}
-	ours, ourAudit, err := progress(ctx, src)
+	ours, err := issuedIDs(ctx, src)
 	if err != nil {
 		return err
 	}
-	if theirs > ours || theirAudit > ourAudit {
-		return fmt.Errorf("it holds more than %s (delivery ids up to %d against %d, %d audit rows against %d): it is a later database, not an earlier copy of this one; to put a backup back in place, use restore", src, theirs, ours, theirAudit, ourAudit)
+	if theirs > ours {
+		return fmt.Errorf("it holds more than %s (delivery ids up to %d against %d): it is a later database, not an earlier copy of this one; to put a backup back in place, use restore", src, theirs, ours)
 	}
 	return nil
-}
-
-// progress returns how far the database at path has gone: the delivery ids it issued
-// (issuedIDs) and its audit rows.
-func progress(ctx context.Context, path string) (ids, audit int64, err error) {
-	if ids, err = issuedIDs(ctx, path); err != nil {
-		return 0, 0, err
-	}
-	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	if err := c.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM audit_log`).Scan(&audit); err != nil {
-		return 0, 0, err
-	}
-	return ids, audit, c.Close()
 }
 
 // sqliteHeader begins every SQLite database file.
