@@ -12,10 +12,19 @@ var (
 	ErrClosed = errors.New("database closed")
 	// ErrWriteTimeout means a write (a delivery, a release, any change) was not
 	// committed within the busy timeout of its call (a lock held by another process,
-	// most likely) or could not be now (a full disk, a read-only database), and
-	// nothing of it was stored.
+	// most likely), and nothing of it was stored: retry later.
 	ErrWriteTimeout = errors.New("not committed within the busy timeout")
+	// ErrCannotStore means the database refused a write it may take later (a full
+	// disk, a read-only database or standby), and nothing of it was stored. It is an
+	// ErrWriteTimeout to every caller that answers "retry later" (errors.Is), and says
+	// what it is in logs rather than blaming a lock.
+	ErrCannotStore error = cannotStore{}
 )
+
+type cannotStore struct{}
+
+func (cannotStore) Error() string        { return "the database cannot store changes now" }
+func (cannotStore) Is(target error) bool { return target == ErrWriteTimeout }
 
 // Errors of opening a database's audit log to check it, without changing it.
 var (

@@ -44,7 +44,10 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		// times.
 		lost := !stored && connectionLost(err)
 		if !lost && !(retryable(err) && attempt < maxAttempts) {
-			if !stored && (readOnly(err) || lockTimedOut(err)) {
+			switch {
+			case !stored && readOnly(err):
+				return fmt.Errorf("%w: %w", storage.ErrCannotStore, err)
+			case !stored && lockTimedOut(err):
 				return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 			}
 			return err

@@ -121,13 +121,17 @@ func discard(conn *sql.Conn, err error) error {
 	return err
 }
 
-// busyAsTimeout wraps ErrWriteTimeout around err when err says the write could not be
-// taken now and nothing of it is stored: SQLite's busy error (the write lock stayed held
-// by another connection past the wait), a full disk, a read-only database.
+// busyAsTimeout wraps ErrWriteTimeout around err when err is SQLite's busy error (the
+// write lock stayed held by another connection past the wait), and ErrCannotStore when
+// the database refused the write for a full disk or a read-only file: either way
+// nothing of it is stored, and it may pass later.
 func busyAsTimeout(err error) error {
 	var se sqlite3.Error
-	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrReadonly) || diskFull(err) {
+	switch {
+	case errors.As(err, &se) && se.Code == sqlite3.ErrBusy:
 		return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
+	case errors.As(err, &se) && se.Code == sqlite3.ErrReadonly, diskFull(err):
+		return fmt.Errorf("%w: %w", storage.ErrCannotStore, err)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -31,6 +32,11 @@ func TestBusyAsTimeout(t *testing.T) {
 		err := busyAsTimeout(fmt.Errorf("commit: %w", c.err))
 		if got := errors.Is(err, storage.ErrWriteTimeout); got != c.timeout {
 			t.Errorf("%s: %v wraps ErrWriteTimeout: %v, want %v", c.name, err, got, c.timeout)
+		}
+		// A refusal says what it is: not a lock that outlasted the busy timeout.
+		if refused := c.timeout && c.name != "busy"; refused != errors.Is(err, storage.ErrCannotStore) ||
+			refused && strings.Contains(err.Error(), "busy timeout") {
+			t.Errorf("%s: %v; want ErrCannotStore %v, and no busy timeout named", c.name, err, refused)
 		}
 	}
 }
