@@ -246,9 +246,15 @@ func checkCopy(ctx context.Context, path string) (BackupInfo, error) {
 	return info, nil
 }
 
-// keptAside matches the name under which a restore keeps the database it replaces
-// (keptAsideName).
-var keptAside = regexp.MustCompile(`\.before-restore-[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?$`)
+// keptAsideInfix and keptAsideTime make the name under which a restore keeps the
+// database it replaces: the database's, the infix, the time, and .2, .3 … after a
+// name taken (keptAsideName). keptAside matches such a name.
+const (
+	keptAsideInfix = ".before-restore-"
+	keptAsideTime  = "20060102T150405Z"
+)
+
+var keptAside = regexp.MustCompile(regexp.QuoteMeta(keptAsideInfix) + `[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?$`)
 
 // RestoreInfo says what a restore did.
 type RestoreInfo struct {
@@ -369,7 +375,7 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 		} else if busy {
 			return fail(storage.ErrInUse)
 		}
-		if out.Previous, err = keptAsideName(dbPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")); err != nil {
+		if out.Previous, err = keptAsideName(dbPath + keptAsideInfix + time.Now().UTC().Format(keptAsideTime)); err != nil {
 			return fail(fmt.Errorf("keep the database it replaces aside: %w", err))
 		}
 		if err := os.Rename(dbPath, out.Previous); err != nil {
