@@ -61,7 +61,7 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := replaceable(path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
-	if err := notAhead(ctx, dbPath, path); err != nil {
+	if err := notAhead(ctx, read, dbPath, path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
 	RemoveLeftCopies(dbPath)
@@ -130,13 +130,14 @@ func replaceable(path string) error {
 	return nil
 }
 
-// notAhead refuses a backup of src over the database at path when that one holds what
-// src does not: delivery ids src never issued (a restore carries the ids on, so a copy
-// taken before one is still an earlier copy). It is no earlier copy of src then, but a later database (the live one, stopped, named by an
+// notAhead refuses a backup of src, read through read (the snapshot's own reader), over
+// the database at path when that one issued delivery ids src never did. It is no
+// earlier copy of src then, but a later database (the live one, stopped, named by an
 // operator who meant restore): writing over it would lose what it holds since, and
-// src's ids would be issued again. A file that is not a hookdedup database (replaceable
-// let through only SQLite files, or nothing) has nothing to compare.
-func notAhead(ctx context.Context, src, path string) error {
+// src's ids would be issued again. A restore carries the ids on, so a copy taken before
+// one is still an earlier copy. A file that is not a hookdedup database (replaceable let
+// through only SQLite files, or nothing) has nothing to compare.
+func notAhead(ctx context.Context, read *sql.DB, src, path string) error {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}
@@ -144,7 +145,7 @@ func notAhead(ctx context.Context, src, path string) error {
 	if err != nil {
 		return nil // not a hookdedup database: replaceable judged it
 	}
-	ours, err := issuedIDs(ctx, src)
+	ours, err := issuedIDsOf(ctx, read)
 	if err != nil {
 		return err
 	}
@@ -464,6 +465,15 @@ func issuedIDs(ctx context.Context, path string) (int64, error) {
 	}
 	defer c.Close()
 	c.SetMaxOpenConns(1)
+	n, err := issuedIDsOf(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return n, c.Close()
+}
+
+// issuedIDsOf is issuedIDs of the database c reads.
+func issuedIDsOf(ctx context.Context, c *sql.DB) (int64, error) {
 	var seq int
 	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'delivery_seq'`).
 		Scan(&seq); err != nil {
@@ -482,10 +492,8 @@ func issuedIDs(ctx context.Context, path string) (int64, error) {
 			(SELECT coalesce(max(rolled_up_to), 0) FROM delivery_stats_mark))`
 	}
 	var n int64
-	if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {
-		return 0, err
-	}
-	return n, c.Close()
+	err := c.QueryRowContext(ctx, q).Scan(&n)
+	return n, err
 }
 
 // continueIDs brings the database at path (a restored copy, not yet in place) up to
