@@ -370,19 +370,27 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	u, err := s.users.UserByName(r.Context(), name)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	// The log names the account tried only when there is one: a name no user has is
+	// often a password typed into the wrong field, and the log is read by more people
+	// than the users' passwords are meant for.
+	logged := name
+	if err != nil {
+		logged = "(no such user)"
+	}
 	if wait != "" {
-		s.log.Warn("sign-in throttled", logUser, name, logRemote, addr)
+		s.log.Warn("sign-in throttled", logUser, logged, logRemote, addr)
 		return fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait+".")
 	}
-	u, err := s.users.UserByName(r.Context(), name)
 	hash := s.dummyHash
 	if err == nil {
 		hash = []byte(u.PasswordHash)
-	} else if !errors.Is(err, storage.ErrNotFound) {
-		return err
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		s.log.Info("sign-in failed", logUser, name, logRemote, addr)
+		s.log.Info("sign-in failed", logUser, logged, logRemote, addr)
 		return fail(http.StatusUnauthorized, "Wrong username or password.")
 	}
 	if err := s.throttles.LoginSucceeded(r.Context(), th.pair, th.keep()...); err != nil {

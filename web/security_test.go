@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -727,5 +728,52 @@ func TestConsole_AdminRevokesUsersTokens(t *testing.T) {
 	}
 	if code := e.apiStatus(t, tok); code != http.StatusUnauthorized {
 		t.Errorf("the revoked token: %d, want 401", code)
+	}
+}
+
+// TestConsole_SignInLogNamesOnlyUsers: a failed or throttled sign-in under a name no
+// user has is logged without that name, which is often a password typed into the
+// wrong field; one under a user's name is logged with it, so that an operator sees
+// which account is being guessed.
+func TestConsole_SignInLogNamesOnlyUsers(t *testing.T) {
+	var logs logBuffer
+	e := newConsoleEnv(t, func(c *web.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	signIn := func(c *client, name, password string) int {
+		t.Helper()
+		code, _, _ := c.do(http.MethodPost, "/login", url.Values{"username": {name}, "password": {password}})
+		return code
+	}
+	const typedPassword = "Tr0ub4dor&3-typed-as-a-name"
+	c := e.client(t)
+	if code := signIn(c, "viewer", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %d, want 401", code)
+	}
+	throttled := false
+	for range 40 {
+		code := signIn(c, typedPassword, "guess")
+		if code == http.StatusTooManyRequests {
+			throttled = true
+			break
+		}
+		if code != http.StatusUnauthorized {
+			t.Fatalf("an unknown name: %d, want 401 or 429", code)
+		}
+	}
+	if !throttled {
+		t.Fatal("40 failures under one name at one address were never throttled")
+	}
+	out := logs.String()
+	if strings.Contains(out, typedPassword) {
+		t.Errorf("the log holds the name no user has:\n%s", out)
+	}
+	for _, want := range [][2]string{{`msg="sign-in failed"`, `user=viewer `}, {`msg="sign-in failed"`, `user="(no such user)"`},
+		{`msg="sign-in throttled"`, `user="(no such user)"`}} {
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			found = found || strings.Contains(l, want[0]) && strings.Contains(l, want[1])
+		}
+		if !found {
+			t.Errorf("the log lacks a line %s with %s:\n%s", want[0], want[1], out)
+		}
 	}
 }
