@@ -581,7 +581,18 @@ func redirectToHTTPS(httpsPort string, served func(host string) bool) http.Handl
 		case strings.Contains(host, ":"):
 			host = "[" + host + "]"
 		}
-		target := "https://" + host + r.URL.RequestURI()
+		// The target is the request's path and query, never its request-target as
+		// sent: an absolute-form target with an opaque part ("x:@evil.example/")
+		// keeps the certified Host yet would make the Location's host evil.example.
+		path := r.URL.EscapedPath()
+		if r.URL.Opaque != "" || !strings.HasPrefix(path, "/") {
+			writeJSONError(w, http.StatusBadRequest, "this address serves only HTTPS, and the request's target is not a path")
+			return
+		}
+		target := "https://" + host + path
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			http.Redirect(w, r, target, http.StatusFound)
 			return

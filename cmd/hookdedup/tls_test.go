@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -889,5 +890,63 @@ func TestTLS_ACMEFailureLoggedOnce(t *testing.T) {
 		if got := s.logFailureNow(tc.domain, now.Add(tc.at)); got != tc.want {
 			t.Errorf("%s at +%v: log %v, want %v", tc.domain, tc.at, got, tc.want)
 		}
+	}
+}
+
+// TestTLS_PlainHTTPOpaqueTarget: a request to the plain-HTTP listener whose target is
+// in absolute form with an opaque part ("x:@evil.example/phish"), under the certified
+// Host, is not redirected to another host: "https://<certified host>" followed by that
+// target would be a Location whose host is evil.example. With certificate files and
+// with ACME alike, it is refused, and a path's redirect keeps its query.
+func TestTLS_PlainHTTPOpaqueTarget(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	c, k := ca.issue(t, testDomain)
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	replaceFile(t, certPath, c)
+	replaceFile(t, keyPath, k)
+	files, err := newTLS(tlsSettings{CertFile: certPath, KeyFile: keyPath, Addr: ":443"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, err := newTLS(tlsSettings{ACMEDomains: []string{testDomain}, CacheDir: filepath.Join(dir, "acme"), Addr: ":443"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Files", func(t *testing.T) { checkRedirectStaysHome(t, files.HTTPHandler) })
+	t.Run("ACME", func(t *testing.T) { checkRedirectStaysHome(t, acme.HTTPHandler) })
+}
+
+func checkRedirectStaysHome(t *testing.T, h http.Handler) {
+	ln := listen(t)
+	serveHTTP(t, ln, h)
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET x:@evil.example/phish HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", testDomain)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusBadRequest || loc != "" {
+		t.Errorf("an opaque target: %d to %q, want 400 and no redirect", resp.StatusCode, loc)
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/webhooks/ota?a=1&b=%2F", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = testDomain
+	resp, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc, want := resp.Header.Get("Location"), "https://"+testDomain+"/webhooks/ota?a=1&b=%2F"; resp.StatusCode != http.StatusFound || loc != want {
+		t.Errorf("a path: %d to %q, want 302 to %q", resp.StatusCode, loc, want)
 	}
 }
