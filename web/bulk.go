@@ -83,6 +83,18 @@ func needsApprovalWords(e *storage.NeedsApprovalError) string {
 		"Make it a bulk action under Bulk actions: a second operator approves it there."
 }
 
+// blankLabel names the first of a bulk filter's labels given as blanks alone, or says
+// "": read as a label (storage.Label), such a one would be empty, a filter left out,
+// and the action would cover every key. It is refused, as a blank key is.
+func blankLabel(property, booking, status string) string {
+	for _, l := range [...]struct{ name, raw string }{{"property", property}, {"booking", booking}, {"status", status}} {
+		if l.raw != "" && storage.Label(l.raw) == "" {
+			return l.name
+		}
+	}
+	return ""
+}
+
 // bulkFilterForm reads a bulk filter from the console's form or query (the names of
 // the keys and events pages' filters), times in the console's zone. A problem is said
 // in words for the user.
@@ -94,6 +106,12 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
 		Status: storage.Label(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
 		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
+	}
+	if name := blankLabel(q.Get("property"), q.Get("booking"), q.Get("status")); name != "" {
+		return v, storage.BulkFilter{}, badRequest("Filter: " + name + ": blanks alone would match every key; leave it empty for that.")
+	}
+	if raw := q.Get("key"); raw != "" && v.Key == "" {
+		return v, storage.BulkFilter{}, badRequest("Filter: key: blanks alone would match every key; leave it empty for that.")
 	}
 	f := storage.BulkFilter{Source: v.Source, Key: v.Key, Property: v.Property, Booking: v.Booking, Status: v.Status,
 		Currency: v.Currency, Flag: storage.SuspectKind(v.Flag), FlagState: v.FlagState,
@@ -556,18 +574,12 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "kind %q: want release or reprocess", req.Kind)
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	// Labels are matched as they are stored, as the console's filters match them; one of
-	// blanks alone is refused, as a blank key is: trimmed, it would match every key.
+	// Labels are matched as they are stored, as the console's filters match them.
 	f := &req.Filter
-	for _, l := range []struct {
-		name  string
-		label *string
-	}{{"property", &f.Property}, {"booking", &f.Booking}, {"status", &f.Status}} {
-		raw := *l.label
-		if *l.label = storage.Label(raw); raw != "" && *l.label == "" {
-			return Errorf(http.StatusBadRequest, "filter: %s: blank; leave it out to match every key", l.name)
-		}
+	if name := blankLabel(f.Property, f.Booking, f.Status); name != "" {
+		return Errorf(http.StatusBadRequest, "filter: %s: blank; leave it out to match every key", name)
 	}
+	f.Property, f.Booking, f.Status = storage.Label(f.Property), storage.Label(f.Booking), storage.Label(f.Status)
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}

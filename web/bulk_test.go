@@ -698,3 +698,26 @@ func TestConsole_ReprocessOfASourceNotRun(t *testing.T) {
 		t.Errorf("gone/g1 after a refused reprocess: %s, %v; want processed, as it was", c.State, err)
 	}
 }
+
+// TestBulk_ConsoleBlankFilterRefused: the console's bulk form refuses a property,
+// booking, status or key of blanks alone, as the API does: read as given, each would be
+// a filter left out, and the action would cover every key of the source. No preview is
+// made.
+func TestBulk_ConsoleBlankFilterRefused(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	c := e.as(t, storage.RoleOperator)
+	for _, field := range []string{"property", "booking", "status", "key"} {
+		code, body, h := c.post("/bulk", url.Values{"kind": {"release"}, "source": {"ota"}, field: {" \t "}, "reason": {"narrow"}})
+		if code != http.StatusBadRequest || !strings.Contains(parsePage(t, body).text(), field+": blanks alone") {
+			t.Errorf("bulk form with a %s of blanks: %d (Location %q), want 400 naming it", field, code, h.Get("Location"))
+		}
+	}
+	acts, err := e.db.BulkActions(context.Background(), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acts {
+		t.Errorf("a preview was made from a blank filter: action %d of %d keys, filter %+v", a.ID, a.Total, a.Filter)
+	}
+}
