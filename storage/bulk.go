@@ -222,7 +222,9 @@ type BulkRequest struct {
 	// KeySources are the sources searched for Filter.Key when Filter.Source is empty:
 	// the configured ones, as the events list searches (DeliveryFilter.KeySources).
 	// Keys are scoped by source and found through an index that starts with it;
-	// without them a key is searched for in every claim stored.
+	// without them a key is searched for in every claim stored. A reprocess whose
+	// filter names no source covers their keys alone: a key of a source no longer run
+	// would wait in processing for a dispatcher that nothing here starts.
 	KeySources []string
 	// StuckBefore: a key processing since before this time is stuck.
 	StuckBefore time.Time

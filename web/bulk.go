@@ -212,6 +212,11 @@ func (s *Server) handleBulkPreview(w http.ResponseWriter, r *http.Request) error
 	if err == nil {
 		err = checkBulkRequest(form.Kind, form.Reason)
 	}
+	if err == nil {
+		if serr := s.checkBulkSource(f.Source); serr != nil {
+			err = badRequest("Filter: " + serr.Error() + ".")
+		}
+	}
 	if err != nil {
 		v := views.Bulk{Page: s.page(r, "Bulk actions", "bulk"), Form: form, Sources: s.sourceNames(), CanAct: true,
 			Error: errorMessage(err, http.StatusBadRequest, consoleWords), Thresholds: thresholdText(s.thresholds)}

@@ -814,3 +814,44 @@ func TestBulkRelease_PreviewedClaimStampedAhead(t *testing.T, e Engine) {
 		t.Errorf("a re-send of the released event under a new id: flags %v, want its business key forgotten", again.Suspects)
 	}
 }
+
+// TestBulkReprocess_SourcesRun: a reprocess whose filter names no source covers the keys
+// of the sources run (KeySources) alone: a key of a source no longer configured would
+// wait in processing for a dispatcher nothing starts. A release covers every source's:
+// freeing such a key is what an operator may want.
+func TestBulkReprocess_SourcesRun(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	opt := storage.ClaimOptions{TTL: 24 * time.Hour}
+	for _, d := range []*storage.Delivery{bk("ota", "evt_1", ""), bk("gone", "evt_2", "")} {
+		record(t, db, d, opt)
+	}
+	for _, tt := range []struct {
+		kind string
+		want []string
+	}{
+		{storage.BulkReprocess, []string{"ota/evt_1"}},
+		{storage.BulkRelease, []string{"ota/evt_1", "gone/evt_2"}},
+	} {
+		a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: tt.kind, Reason: "check", Actor: "ann",
+			KeySources: []string{"ota", "pms"}, StuckBefore: time.Unix(0, 0)})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.kind, err)
+		}
+		keys, err := db.BulkKeys(ctx, a.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range keys {
+			got = append(got, k.Source+"/"+k.Key)
+		}
+		if slices.Sort(got); !slices.Equal(got, slices.Sorted(slices.Values(tt.want))) || a.Total != len(tt.want) {
+			t.Errorf("%s of no source: %d keys %v, want %v", tt.kind, a.Total, got, tt.want)
+		}
+		if _, err := db.CancelBulkAction(ctx, a.ID, "ann", "checked"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -27,6 +27,7 @@ var tests = []struct {
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
+	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},

@@ -726,6 +726,13 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 		}
 		equal("c.key", f.Key)
 	}
+	if req.Kind == storage.BulkReprocess && f.Source == "" && f.Key == "" && len(keySources) > 0 {
+		texts := make([]string, len(keySources))
+		for i, s := range keySources {
+			texts[i] = textSafe(s)
+		}
+		where = append(where, "c.source = ANY("+arg(texts)+")")
+	}
 	if f.State != "" {
 		equal("c.state", f.State)
 	}

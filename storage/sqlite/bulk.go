@@ -665,6 +665,13 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 			add("c.source IN ("+placeholders(len(in))+") AND c.key = ?", append(in, f.Key)...)
 		}
 	}
+	if req.Kind == storage.BulkReprocess && f.Source == "" && f.Key == "" && len(keySources) > 0 {
+		in := make([]any, len(keySources))
+		for i, s := range keySources {
+			in[i] = s
+		}
+		add("c.source IN ("+placeholders(len(in))+")", in...)
+	}
 	if f.State != "" {
 		add("c.state = ?", f.State)
 	}
