@@ -73,6 +73,16 @@ func newTestCA(t *testing.T) *testCA {
 var testSerial atomic.Int64
 
 // issue returns a PEM certificate for names (and 127.0.0.1) and its PEM key.
+// files writes a certificate for names, issued by ca, and its key into dir, and
+// returns their paths.
+func (ca *testCA) files(t *testing.T, dir string, names ...string) (certPath, keyPath string) {
+	c, k := ca.issue(t, names...)
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	replaceFile(t, certPath, c)
+	replaceFile(t, keyPath, k)
+	return certPath, keyPath
+}
+
 func (ca *testCA) issue(t *testing.T, names ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -407,12 +417,7 @@ func TestTLSSettings_Validate(t *testing.T) {
 }
 
 func TestTLS_PlainHTTP(t *testing.T) {
-	ca := newTestCA(t)
-	dir := t.TempDir()
-	c, k := ca.issue(t, testDomain)
-	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	replaceFile(t, certPath, c)
-	replaceFile(t, keyPath, k)
+	certPath, keyPath := newTestCA(t).files(t, t.TempDir(), testDomain)
 	for _, tc := range []struct {
 		name, addr, method, host, target string
 		status                           int
@@ -899,17 +904,12 @@ func TestTLS_ACMEFailureLoggedOnce(t *testing.T) {
 // target would be a Location whose host is evil.example. With certificate files and
 // with ACME alike, it is refused, and a path's redirect keeps its query.
 func TestTLS_PlainHTTPOpaqueTarget(t *testing.T) {
-	ca := newTestCA(t)
-	dir := t.TempDir()
-	c, k := ca.issue(t, testDomain)
-	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	replaceFile(t, certPath, c)
-	replaceFile(t, keyPath, k)
+	certPath, keyPath := newTestCA(t).files(t, t.TempDir(), testDomain)
 	files, err := newTLS(tlsSettings{CertFile: certPath, KeyFile: keyPath, Addr: ":443"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme, err := newTLS(tlsSettings{ACMEDomains: []string{testDomain}, CacheDir: filepath.Join(dir, "acme"), Addr: ":443"}, slog.New(slog.DiscardHandler))
+	acme, err := newTLS(tlsSettings{ACMEDomains: []string{testDomain}, CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: ":443"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
