@@ -219,18 +219,27 @@ type BulkRequest struct {
 	Filter BulkFilter
 	Reason string // required: it goes to the audit row of each key
 	Actor  string
-	// KeySources are the sources searched for Filter.Key when Filter.Source is empty:
-	// the configured ones, as the events list searches (DeliveryFilter.KeySources).
-	// Keys are scoped by source and found through an index that starts with it;
-	// without them a key is searched for in every claim stored. A reprocess whose
-	// filter names no source covers their keys alone: a key of a source no longer run
-	// would wait in processing for a dispatcher that nothing here starts.
+	// KeySources are the configured sources, searched when Filter.Source is empty
+	// (SourcesSearched).
 	KeySources []string
 	// StuckBefore: a key processing since before this time is stuck.
 	StuckBefore time.Time
 	// Thresholds say whether a reprocess will need approval (shown in the preview;
 	// Start decides with the thresholds of its own time).
 	Thresholds ApprovalThresholds
+}
+
+// SourcesSearched returns the sources whose claims r covers when its filter names no
+// source, or nil for every claim: the configured ones (KeySources) for a key, as the
+// events list searches (DeliveryFilter.KeySources), since keys are scoped by source
+// and found through an index that starts with it (without them a key would be searched
+// for in every claim stored); and for a reprocess, since a key of a source no longer
+// run would wait in processing for a dispatcher that nothing here starts.
+func (r BulkRequest) SourcesSearched() []string {
+	if r.Filter.Source != "" || (r.Filter.Key == "" && r.Kind != BulkReprocess) {
+		return nil
+	}
+	return r.KeySources
 }
 
 // ApprovalThresholds are the amounts per currency (upper-case codes, "*" for every

@@ -694,7 +694,7 @@ func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failur
 // bulkQuery selects the claims req's filter matches, oldest first, with what a preview
 // needs of each: whether its payload is stored, and its first delivery's amount.
 func bulkQuery(req storage.BulkRequest) (string, []any) {
-	f, keySources, stuckBefore := req.Filter, req.KeySources, req.StuckBefore
+	f, stuckBefore := req.Filter, req.StuckBefore
 	where := []string{"true"}
 	var args []any
 	arg := func(v any) string {
@@ -714,24 +714,15 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 	if f.Source != "" {
 		equal("c.source", f.Source)
 	}
-	if f.Key != "" {
-		// The claims' index is on (source, key): a key of no source is looked up in each
-		// configured source by it, where c.key alone would read every claim.
-		if f.Source == "" && len(keySources) > 0 {
-			texts := make([]string, len(keySources))
-			for i, s := range keySources {
-				texts[i] = textSafe(s)
-			}
-			where = append(where, "c.source = ANY("+arg(texts)+")")
-		}
-		equal("c.key", f.Key)
-	}
-	if req.Kind == storage.BulkReprocess && f.Source == "" && f.Key == "" && len(keySources) > 0 {
-		texts := make([]string, len(keySources))
-		for i, s := range keySources {
+	if sources := req.SourcesSearched(); len(sources) > 0 {
+		texts := make([]string, len(sources))
+		for i, s := range sources {
 			texts[i] = textSafe(s)
 		}
 		where = append(where, "c.source = ANY("+arg(texts)+")")
+	}
+	if f.Key != "" {
+		equal("c.key", f.Key)
 	}
 	if f.State != "" {
 		equal("c.state", f.State)

@@ -641,7 +641,7 @@ func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failur
 // bulkQuery selects the claims req's filter matches, oldest first, with what a preview
 // needs of each: whether its payload is stored, and its first delivery's amount.
 func bulkQuery(req storage.BulkRequest) (string, []any) {
-	f, keySources, stuckBefore := req.Filter, req.KeySources, req.StuckBefore
+	f, stuckBefore := req.Filter, req.StuckBefore
 	where := []string{"1 = 1"}
 	var args []any
 	add := func(cond string, a ...any) {
@@ -651,26 +651,15 @@ func bulkQuery(req storage.BulkRequest) (string, []any) {
 	if f.Source != "" {
 		add("c.source = ?", f.Source)
 	}
-	if f.Key != "" {
-		// The claims' index is on (source, key): a key of no source is looked up in each
-		// configured source by it, where c.key alone would read every claim.
-		switch {
-		case f.Source != "" || len(keySources) == 0:
-			add("c.key = ?", f.Key)
-		default:
-			in := make([]any, len(keySources))
-			for i, s := range keySources {
-				in[i] = s
-			}
-			add("c.source IN ("+placeholders(len(in))+") AND c.key = ?", append(in, f.Key)...)
-		}
-	}
-	if req.Kind == storage.BulkReprocess && f.Source == "" && f.Key == "" && len(keySources) > 0 {
-		in := make([]any, len(keySources))
-		for i, s := range keySources {
+	if sources := req.SourcesSearched(); len(sources) > 0 {
+		in := make([]any, len(sources))
+		for i, s := range sources {
 			in[i] = s
 		}
 		add("c.source IN ("+placeholders(len(in))+")", in...)
+	}
+	if f.Key != "" {
+		add("c.key = ?", f.Key)
 	}
 	if f.State != "" {
 		add("c.state = ?", f.State)
