@@ -289,7 +289,7 @@ func TestCLI_ReprocessOfASourceNotConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := runServeInProcess(t, openSource, nil, "--database", path)
+	s := runServeInProcess(t, openSource, nil, "--database", path, "--addr", "127.0.0.1:0")
 	s.stop()
 	if log := s.stderr.String(); !strings.Contains(log, `source \"pms\" is not in the configuration, and 2 of its keys are processing or failed`) {
 		t.Errorf("serve's log says nothing of pms's two queued keys:\n%s", log)
