@@ -277,6 +277,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	err = rc.store.RecordBatch(r.Context(), ptrs, rc.claimOptions(src))
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
+		rc.storeFails.seen()
 		if !errors.Is(err, storage.ErrFileGone) {
 			if log, unlogged := rc.storeFails.take(rc.now()); log {
 				rc.log.Warn("batch not stored", logSource, src.Name, logItems, len(items), logErr, err, logUnlogged, unlogged)

@@ -143,6 +143,7 @@ type Receiver struct {
 	skew      skewWindow // of the last hour's signed deliveries
 	// storeFails bounds the log lines of deliveries and batches not stored (storefail.go).
 	storeFails storeFailures
+	ready      readiness // ready.go
 }
 
 // New returns a Receiver for cfg.
@@ -439,6 +440,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	err = rc.store.Record(r.Context(), d, rc.claimOptions(src))
 	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
+		rc.storeFails.seen()
 		// Storage says once that its file is gone; any other failure is logged at most
 		// every storeFailureEvery.
 		if !errors.Is(err, storage.ErrFileGone) {
@@ -697,19 +699,4 @@ func hasHeader(h http.Header, name string) bool {
 
 func (rc *Receiver) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, answer{Status: "ok"})
-}
-
-func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := rc.store.Ping(ctx); err != nil {
-		if errors.Is(err, storage.ErrFileGone) {
-			writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the database file is no longer at its path: restart needed"})
-			return
-		}
-		rc.log.Warn("not ready", logErr, err)
-		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "database is not writable"})
-		return
-	}
-	writeJSON(w, http.StatusOK, answer{Status: "ready"})
 }

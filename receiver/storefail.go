@@ -16,6 +16,14 @@ type storeFailures struct {
 	mu       sync.Mutex
 	next     time.Time // when the next failure may be logged
 	unlogged int       // failures since the last line that got none
+	total    uint64    // failures since the start, logged or not (readiness reads it)
+}
+
+// seen counts a failure, whether or not it gets a log line.
+func (f *storeFailures) seen() {
+	f.mu.Lock()
+	f.total++
+	f.mu.Unlock()
 }
 
 // take reports whether a failure at now gets a log line, and if so how many failures
@@ -30,4 +38,11 @@ func (f *storeFailures) take(now time.Time) (log bool, unlogged int) {
 	unlogged, f.unlogged = f.unlogged, 0
 	f.next = now.Add(storeFailureEvery)
 	return true, unlogged
+}
+
+// count is the number of failures since the start.
+func (f *storeFailures) count() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total
 }

@@ -1,0 +1,115 @@
+package receiver_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// pingCounter is a real store that counts its readiness checks.
+type pingCounter struct {
+	receiver.Store
+	pings atomic.Int64
+}
+
+func (p *pingCounter) Ping(ctx context.Context) error {
+	p.pings.Add(1)
+	return p.Store.Ping(ctx)
+}
+
+// TestHandler_ReadyProbesShareOneCheck floods the unauthenticated /readyz while senders
+// deliver. Each readiness check commits a write on the connection intake uses: the
+// probes must share checks (about one a second), every probe must still be answered 200,
+// and every delivery stored.
+func TestHandler_ReadyProbesShareOneCheck(t *testing.T) {
+	db := storagetest.OpenPath(t, filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	store := &pingCounter{Store: db}
+	src := otaSource(t)
+	e := &testEnv{db: db, src: src,
+		srv: serveReceiver(t, receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: store, MaxBody: 4096}), nil)}
+
+	start := time.Now()
+	const probers, probes, senders, each = 32, 10, 4, 10
+	var probed atomic.Int64
+	var wg sync.WaitGroup
+	for range probers {
+		wg.Go(func() {
+			for range probes {
+				if code, body := e.ready(t); code != 200 {
+					t.Errorf("readyz = %d %s, want 200", code, body)
+					return
+				}
+				probed.Add(1)
+			}
+		})
+	}
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				if code, a, _ := e.post(t, "ota", fmt.Sprintf("msg_probed_%d_%d", s, i), cancellation, nil); code != 200 || a.Status != "accepted" {
+					t.Errorf("delivery %d/%d: %d %+v, want accepted", s, i, code, a)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+
+	// A probe that comes while a check is under way waits for it, and the next check
+	// starts a second after the last ended: one check a second, and one more at each end.
+	want := int64(took/time.Second) + 2
+	if got := store.pings.Load(); got > want {
+		t.Errorf("%d probes in %v made %d readiness checks, want at most %d", probed.Load(), took.Round(time.Millisecond), got, want)
+	}
+	var stored int
+	if err := rawDB(t, db.Path()).QueryRow(`SELECT COUNT(*) FROM deliveries`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != senders*each {
+		t.Errorf("%d deliveries stored, want %d", stored, senders*each)
+	}
+}
+
+// TestHandler_ReadySeesALockWithinASecond: a database that stops taking writes while no
+// delivery comes (another process holds its write lock) is seen by the first probe after
+// the reused answer's second, not later.
+func TestHandler_ReadySeesALockWithinASecond(t *testing.T) {
+	e := newEnv(t, sqlite.Options{BusyTimeout: 200 * time.Millisecond})
+	if code, body := e.ready(t); code != 200 {
+		t.Fatalf("readyz before = %d %s", code, body)
+	}
+	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if code, body := e.ready(t); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz a second after the lock = %d %s, want 503", code, body)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if code, body := e.ready(t); code != 200 {
+		t.Errorf("readyz a second after the lock ended = %d %s, want 200", code, body)
+	}
+}
