@@ -50,7 +50,7 @@ func TestSweeps_ResolvedAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range ns {
-		if err := db.FinishNotification(ctx, n.ID, storage.NotificationResult{Sent: true}, now.Add(time.Hour)); err != nil {
+		if err := db.FinishNotification(ctx, n, storage.NotificationResult{Sent: true}, now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}

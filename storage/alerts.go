@@ -28,6 +28,14 @@ const ResolvedRuleRemoved = "(rule removed)"
 // (acknowledging a resolved alert, resolving one twice).
 var ErrAlertState = errors.New("alert is not in a state that allows this")
 
+// ErrAlertHeld means an alert was not resolved by itself (ClearAlert): an evaluation,
+// maybe another replica's, found its condition holding within the clear period.
+var ErrAlertHeld = errors.New("alert's condition held within its clear period")
+
+// ErrLeaseLost means a notification's outcome was not recorded: its lease had run out
+// and another sender leased it since, whose outcome counts.
+var ErrLeaseLost = errors.New("the lease ran out and another sender holds it now")
+
 // Alert is one alert: a rule's condition on one subject, from when it opened until it
 // was resolved.
 type Alert struct {
@@ -41,10 +49,15 @@ type Alert struct {
 	// Channels are the names of the channels its transitions are sent to.
 	Channels            []string
 	OpenedAt, UpdatedAt time.Time
-	AcknowledgedBy      string
-	AcknowledgedAt      time.Time
-	ResolvedBy          string // the user; "" when it resolved by itself; or ResolvedRuleRemoved
-	ResolvedAt          time.Time
+	// HeldAt is when an evaluation, of any replica, last found its condition holding
+	// (HoldAlert); OpenedAt at first. Replicas evaluate at their own moments, and a
+	// condition that flaps may hold at one's and be clear at another's: it resolves by
+	// itself only once clear for its rule's clear period since this (ClearAlert).
+	HeldAt         time.Time
+	AcknowledgedBy string
+	AcknowledgedAt time.Time
+	ResolvedBy     string // the user; "" when it resolved by itself; or ResolvedRuleRemoved
+	ResolvedAt     time.Time
 	// How its notifications fared (filled by Alerts only): the last error a channel
 	// gave, and how many are waiting (retrying), given up on, and sent.
 	LastNotificationError                     string
@@ -79,6 +92,9 @@ type Notification struct {
 	At       time.Time
 	Attempts int // attempts made before this one
 	Alert    Alert
+	// LeasedUntil is the end of the lease LeaseNotifications gave it: its outcome is
+	// recorded (FinishNotification) only while no other sender leased it since.
+	LeasedUntil time.Time
 }
 
 // NotificationResult says how an attempt to send a notification went, and what follows.

@@ -33,9 +33,10 @@ type Store interface {
 	// subject is already active it is left as it is and returned with opened false.
 	OpenAlert(ctx context.Context, a Alert, at time.Time) (_ Alert, opened bool, err error)
 
-	// UpdateAlertValue records what the rule last measured of an active alert. It sends
-	// nothing: notifications are for transitions only.
-	UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error
+	// HoldAlert records that an evaluation found the condition of an active alert
+	// holding at time at (Alert.HeldAt: the latest of every replica's), and what the rule
+	// measured then. It sends nothing: notifications are for transitions only.
+	HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error
 
 	// AcknowledgeAlert marks an open alert acknowledged by actor, audited in the same
 	// transaction. Returns ErrNotFound for an unknown alert and ErrAlertState for one that
@@ -48,6 +49,13 @@ type Store interface {
 	// ErrNotFound for an unknown alert and ErrAlertState for one already resolved.
 	ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (Alert, error)
 
+	// ClearAlert resolves an active alert by itself (as ResolveAlert with actor ""), its
+	// condition clear: only when no evaluation found it holding within clearFor before at
+	// (Alert.HeldAt), decided in the transaction that resolves it. Returns ErrAlertHeld
+	// otherwise, ErrNotFound for an unknown alert and ErrAlertState for one already
+	// resolved.
+	ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (Alert, error)
+
 	// SweepAlerts deletes at most limit alerts resolved before cutoff, with their
 	// notifications, oldest first, and returns how many alerts it deleted. An alert
 	// with a notification still being retried is kept until that is sent or given up
@@ -59,8 +67,10 @@ type Store interface {
 	// mid-send loses nothing.
 	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Notification, error)
 
-	// FinishNotification records an attempt to send notification id at time at.
-	FinishNotification(ctx context.Context, id int64, res NotificationResult, at time.Time) error
+	// FinishNotification records an attempt to send notification n (as leased) at time
+	// at. Returns ErrLeaseLost, recording nothing, when n's lease ran out and another
+	// sender leased it since: that one's outcome is the one recorded.
+	FinishNotification(ctx context.Context, n Notification, res NotificationResult, at time.Time) error
 
 	// NotificationCounts returns how many notifications are in each state (pending, sent,
 	// failed) per channel: channel → state → count.

@@ -21,11 +21,14 @@ type Store interface {
 	ActiveAlerts(ctx context.Context) ([]storage.Alert, error)
 	// OpenAlert opens an alert with its notifications, or returns the active one.
 	OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (storage.Alert, bool, error)
-	UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error
+	HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error
 	// ResolveAlert returns storage.ErrAlertState for an alert already resolved.
 	ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error)
+	// ClearAlert returns storage.ErrAlertHeld for an alert held within clearFor.
+	ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error)
 	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error)
-	FinishNotification(ctx context.Context, id int64, res storage.NotificationResult, at time.Time) error
+	// FinishNotification returns storage.ErrLeaseLost when another sender leased n since.
+	FinishNotification(ctx context.Context, n storage.Notification, res storage.NotificationResult, at time.Time) error
 
 	StuckCounts(ctx context.Context, stuckBefore time.Time) (map[string]int, error)
 	MoneyMismatches(ctx context.Context, since time.Time) (map[string]int64, error)
@@ -245,10 +248,15 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		for k, a := range byKey {
-			if k.rule != r.Name || holding[k.subject] || !e.ownCondition(r, k.subject) || !e.clearedFor(k, r.ClearFor, now) {
+			if k.rule != r.Name || holding[k.subject] || !e.ownCondition(r, k.subject) || !e.clearedFor(k, r.ClearFor, now) ||
+				now.Sub(a.HeldAt) < r.ClearFor { // another replica saw it hold
 				continue
 			}
-			if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, "", now); err != nil && !errors.Is(err, storage.ErrAlertState) {
+			_, err := e.cfg.Store.ClearAlert(ctx, a.ID, r.ClearFor, now)
+			if errors.Is(err, storage.ErrAlertHeld) {
+				continue // held by another replica since ActiveAlerts read it
+			}
+			if err != nil && !errors.Is(err, storage.ErrAlertState) {
 				errs = append(errs, fmt.Errorf("alert %q: %w", r.Name, err))
 				continue
 			}
@@ -291,10 +299,10 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	delete(e.clear, k) // held again within the hold: the same alert goes on
 	e.mu.Unlock()
 	if a, ok := active[k]; ok {
-		if a.Summary != f.summary || a.Value != f.value {
-			return e.cfg.Store.UpdateAlertValue(ctx, a.ID, f.summary, f.value, now)
-		}
-		return nil
+		// Written at every evaluation that finds it holding, on every replica: another
+		// replica, whose evaluations come at other moments, may see it clear meanwhile,
+		// and must not resolve it while any replica sees it hold (ClearAlert).
+		return e.cfg.Store.HoldAlert(ctx, a.ID, f.summary, f.value, now)
 	}
 	e.mu.Lock()
 	first, seen := e.since[k]
@@ -601,7 +609,14 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 	default:
 		e.log.Warn("alert notification failed; will retry", append(attrs, "err", res.Error, "next", res.NextAt)...)
 	}
-	if err := e.cfg.Store.FinishNotification(ctx, n.ID, res, e.cfg.Now()); err != nil {
+	if err := e.cfg.Store.FinishNotification(ctx, n, res, e.cfg.Now()); err != nil {
+		if errors.Is(err, storage.ErrLeaseLost) {
+			// This attempt outlasted its lease (a machine paused, a process stopped):
+			// another sender has the notification now, and its outcome stands.
+			e.log.Warn("alert notification's outcome not recorded: its lease ran out and another sender has it",
+				append(attrs, "sent", res.Sent)...)
+			return res.Sent, nil
+		}
 		return res.Sent, err
 	}
 	return res.Sent, nil

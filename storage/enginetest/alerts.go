@@ -46,7 +46,7 @@ func TestAlerts(t *testing.T, e Engine) {
 			if i == 0 {
 				res = storage.NotificationResult{Error: "HTTP 500", NextAt: now.Add(2 * time.Minute)}
 			}
-			if err := db.FinishNotification(ctx, n.ID, res, now); err != nil {
+			if err := db.FinishNotification(ctx, n, res, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -142,7 +142,7 @@ func TestSweepAlerts(t *testing.T, e Engine) {
 			t.Fatal(err)
 		}
 		for _, n := range ns {
-			if err := db.FinishNotification(ctx, n.ID, res, at); err != nil {
+			if err := db.FinishNotification(ctx, n, res, at); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -370,10 +370,10 @@ func TestAlerts_OddText(t *testing.T, e Engine) {
 	if err != nil || len(ns) != 2 {
 		t.Fatalf("lease: %d %v", len(ns), err)
 	}
-	if err := db.FinishNotification(ctx, ns[0].ID, storage.NotificationResult{Error: "HTTP 500: a\x00b\xff", NextAt: now.Add(time.Minute)}, now); err != nil {
+	if err := db.FinishNotification(ctx, ns[0], storage.NotificationResult{Error: "HTTP 500: a\x00b\xff", NextAt: now.Add(time.Minute)}, now); err != nil {
 		t.Fatalf("an error with a NUL byte and invalid UTF-8: %v", err)
 	}
-	if err := db.FinishNotification(ctx, ns[1].ID, storage.NotificationResult{Failed: true, Error: "550 \x00"}, now); err != nil {
+	if err := db.FinishNotification(ctx, ns[1], storage.NotificationResult{Failed: true, Error: "550 \x00"}, now); err != nil {
 		t.Fatalf("a last error with a NUL byte: %v", err)
 	}
 	as, err := db.Alerts(ctx, storage.AlertFilter{})
@@ -382,5 +382,113 @@ func TestAlerts_OddText(t *testing.T, e Engine) {
 	}
 	if got := as[0].LastNotificationError; !strings.HasPrefix(got, "550 ") {
 		t.Fatalf("last notification error %q, want the last one recorded", got)
+	}
+}
+
+// TestAlerts_HeldByEitherHandle: replicas evaluate the rules at their own moments, so a
+// flapping condition may hold at one's evaluations and be clear at the other's. The
+// alert resolves by itself (ClearAlert) only once no handle held it for the clear period,
+// and a hold never moves back in time.
+func TestAlerts_HeldByEitherHandle(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	const clearFor = 2 * time.Minute
+	al, opened, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Summary: "1 failed", Value: "1", Channels: []string{"ops"}}, t0)
+	if err != nil || !opened || !al.HeldAt.Equal(t0) {
+		t.Fatalf("open: %+v %v %v; want held at its opening", al, opened, err)
+	}
+	if err := b.HoldAlert(ctx, al.ID, "2 failed", "2", t0.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldAlert(ctx, al.ID, "2 failed", "2", t0.Add(30*time.Second)); err != nil { // an evaluation that ran late
+		t.Fatal(err)
+	}
+	active, err := a.ActiveAlerts(ctx)
+	if err != nil || len(active) != 1 {
+		t.Fatalf("active: %+v %v", active, err)
+	}
+	if got := active[0]; !got.HeldAt.Equal(t0.Add(90*time.Second)) || got.Value != "2" || got.Summary != "2 failed" {
+		t.Errorf("after the holds: held at %v, %q %q; want the latest hold, %v, and the last value", got.HeldAt, got.Summary, got.Value,
+			t0.Add(90*time.Second))
+	}
+	if _, err := a.ClearAlert(ctx, al.ID, clearFor, t0.Add(clearFor)); !errors.Is(err, storage.ErrAlertHeld) {
+		t.Fatalf("clear %v after opening, held by the other handle %v before: %v, want ErrAlertHeld", clearFor, clearFor-90*time.Second, err)
+	}
+	if got, err := b.GetAlert(ctx, al.ID); err != nil || got.State != storage.AlertOpen {
+		t.Fatalf("after a refused clear: %+v %v, want it open", got, err)
+	}
+	r, err := a.ClearAlert(ctx, al.ID, clearFor, t0.Add(90*time.Second+clearFor))
+	if err != nil || r.State != storage.AlertResolved || r.ResolvedBy != "" {
+		t.Fatalf("clear once clear for %v since the last hold: %+v %v", clearFor, r, err)
+	}
+	if _, err := b.ClearAlert(ctx, al.ID, clearFor, t0.Add(time.Hour)); !errors.Is(err, storage.ErrAlertState) {
+		t.Errorf("clear twice: %v, want ErrAlertState", err)
+	}
+	if err := b.HoldAlert(ctx, al.ID, "3 failed", "3", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.GetAlert(ctx, al.ID); err != nil || got.Value != "2" || !got.HeldAt.Equal(t0.Add(90*time.Second)) {
+		t.Errorf("a hold after it resolved changed it: %+v %v", got, err)
+	}
+	ns, err := a.LeaseNotifications(ctx, t0.Add(time.Hour), time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, n := range ns {
+		events = append(events, n.Event)
+	}
+	if want := []string{storage.AlertOpened, storage.AlertResolvedEvent}; fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("notifications %v, want %v", events, want)
+	}
+}
+
+// TestAlerts_LateSenderRecordsNothing: a sender that stalls past its notification's
+// lease (a paused machine) while another leases it again must record nothing when it
+// wakes: neither a retry, which would let a third sender lease it while the second is
+// still sending, nor a failure over the second's success.
+func TestAlerts_LateSenderRecordsNothing(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	const lease = 5 * time.Minute
+	if _, opened, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops"}}, t0); err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	gotA, err := a.LeaseNotifications(ctx, t0, lease, 10)
+	if err != nil || len(gotA) != 1 {
+		t.Fatalf("first lease: %d %v", len(gotA), err)
+	}
+	tB := t0.Add(lease + time.Second)
+	gotB, err := b.LeaseNotifications(ctx, tB, lease, 10)
+	if err != nil || len(gotB) != 1 || gotB[0].ID != gotA[0].ID {
+		t.Fatalf("second lease, after the first ran out: %+v %v", gotB, err)
+	}
+	if err := a.FinishNotification(ctx, gotA[0], storage.NotificationResult{Error: "timeout", NextAt: tB.Add(time.Second)}, tB); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Errorf("the first sender's late retry: %v, want ErrLeaseLost", err)
+	}
+	if again, err := b.LeaseNotifications(ctx, tB.Add(2*time.Second), lease, 10); err != nil || len(again) != 0 {
+		t.Errorf("leased again while the second sender's lease runs: %d %v, want none", len(again), err)
+	}
+	if err := b.FinishNotification(ctx, gotB[0], storage.NotificationResult{Sent: true}, tB.Add(3*time.Second)); err != nil {
+		t.Fatalf("the second sender's outcome: %v", err)
+	}
+	if err := a.FinishNotification(ctx, gotA[0], storage.NotificationResult{Failed: true, Error: "timeout"}, tB.Add(4*time.Second)); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Errorf("the first sender's late failure: %v, want ErrLeaseLost", err)
+	}
+	if err := b.FinishNotification(ctx, gotB[0], storage.NotificationResult{Sent: true}, tB.Add(5*time.Second)); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Errorf("an outcome recorded twice: %v, want ErrLeaseLost", err)
+	}
+	counts, err := a.NotificationCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"sent": 1}; fmt.Sprint(counts["ops"]) != fmt.Sprint(want) {
+		t.Errorf("notification counts %v, want ops %v", counts, want)
 	}
 }

@@ -12,6 +12,8 @@ var tests = []struct {
 	{"Alerts_TwoHandles", TestAlerts_TwoHandles},
 	{"Alerts_OddText", TestAlerts_OddText},
 	{"Alerts_OpenedSent", TestAlerts_OpenedSent},
+	{"Alerts_HeldByEitherHandle", TestAlerts_HeldByEitherHandle},
+	{"Alerts_LateSenderRecordsNothing", TestAlerts_LateSenderRecordsNothing},
 	{"UsersAndAudit", TestUsersAndAudit},
 	{"AuditHash_Encoding", TestAuditHash_Encoding},
 	{"VerifyAudit_Intact", TestVerifyAudit_Intact},

@@ -13,14 +13,14 @@ import (
 )
 
 const alertColumns = `a.id, a.rule, a.kind, a.subject, a.state, a.summary, a.value, a.channels, a.opened_at, a.updated_at,
-	a.acknowledged_by, a.acknowledged_at, a.resolved_by, a.resolved_at`
+	a.acknowledged_by, a.acknowledged_at, a.resolved_by, a.resolved_at, a.held_at`
 
 // alertFields are the destinations of alertColumns in a scan, and finish fills a from
 // what they read.
 type alertFields struct {
-	a                                *storage.Alert
-	channels                         string
-	opened, updated, acked, resolved int64
+	a                                      *storage.Alert
+	channels                               string
+	opened, updated, acked, resolved, held int64
 }
 
 func newAlertFields(a *storage.Alert) *alertFields { return &alertFields{a: a} }
@@ -28,7 +28,7 @@ func newAlertFields(a *storage.Alert) *alertFields { return &alertFields{a: a} }
 func (f *alertFields) dest() []any {
 	a := f.a
 	return []any{&a.ID, &a.Rule, &a.Kind, &a.Subject, &a.State, &a.Summary, &a.Value, &f.channels, &f.opened, &f.updated,
-		&a.AcknowledgedBy, &f.acked, &a.ResolvedBy, &f.resolved}
+		&a.AcknowledgedBy, &f.acked, &a.ResolvedBy, &f.resolved, &f.held}
 }
 
 func (f *alertFields) finish() {
@@ -37,7 +37,7 @@ func (f *alertFields) finish() {
 	if f.channels != "" {
 		a.Channels = strings.Split(f.channels, ",")
 	}
-	a.OpenedAt, a.UpdatedAt = fromMillis(f.opened), fromMillis(f.updated)
+	a.OpenedAt, a.UpdatedAt, a.HeldAt = fromMillis(f.opened), fromMillis(f.updated), fromMillis(f.held)
 	a.AcknowledgedAt, a.ResolvedAt = fromMillis(f.acked), fromMillis(f.resolved)
 }
 
@@ -179,8 +179,8 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 		opened = false
 		for range openAlertTries {
 			var id int64
-			err := tx.QueryRow(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at)
-				VALUES ($1, $2, $3, 'open', $4, $5, $6, $7, $7)
+			err := tx.QueryRow(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at, held_at)
+				VALUES ($1, $2, $3, 'open', $4, $5, $6, $7, $7, $7)
 				ON CONFLICT (rule, subject) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
 				rule, textReplaced(a.Kind), subject, textReplaced(a.Summary), textReplaced(a.Value),
 				strings.Join(channels, ","), millis(at)).Scan(&id)
@@ -215,17 +215,19 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 	return out, opened, nil
 }
 
-// UpdateAlertValue records what the rule last measured of an active alert. It sends
-// nothing: notifications are for transitions only.
-func (db *DB) UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error {
+// HoldAlert records that an evaluation found the condition of an active alert holding at
+// time at, and what the rule measured then. It sends nothing: notifications are for
+// transitions only. Of replicas holding it at once, the latest time stays.
+func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error {
 	summary, value = textReplaced(summary), textReplaced(value)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE alerts SET summary = $1, value = $2, updated_at = $3
-			WHERE id = $4 AND state <> 'resolved' AND (summary <> $1 OR value <> $2)`, summary, value, millis(at), id)
+		_, err := tx.Exec(ctx, `UPDATE alerts SET held_at = greatest(held_at, $3), summary = $1, value = $2,
+			updated_at = CASE WHEN summary <> $1 OR value <> $2 THEN $3 ELSE updated_at END
+			WHERE id = $4 AND state <> 'resolved'`, summary, value, millis(at), id)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("update alert %d: %w", id, err)
+		return fmt.Errorf("hold alert %d: %w", id, err)
 	}
 	return nil
 }
@@ -267,6 +269,20 @@ func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at t
 // of two replicas resolving one alert at once, one resolves it and writes its
 // notifications, the other gets ErrAlertState.
 func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error) {
+	return db.resolveAlert(ctx, id, actor, at, -1)
+}
+
+// ClearAlert resolves an active alert by itself, its condition clear, when no
+// evaluation, of any replica, found it holding within clearFor before at; ErrAlertHeld
+// otherwise. A replica's HoldAlert committed before this locked the row is seen here;
+// one after it finds the alert resolved, and the condition opens a new one.
+func (db *DB) ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error) {
+	return db.resolveAlert(ctx, id, "", at, millis(at.Add(-clearFor)))
+}
+
+// resolveAlert is ResolveAlert, and ClearAlert when heldBefore is not negative: then the
+// alert must not have been held after it.
+func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, heldBefore int64) (storage.Alert, error) {
 	actor = textReplaced(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -276,6 +292,9 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 		}
 		if !a.Active() {
 			return storage.ErrAlertState
+		}
+		if heldBefore >= 0 && millis(a.HeldAt) > heldBefore {
+			return storage.ErrAlertHeld
 		}
 		out, err = scanAlert(tx.QueryRow(ctx, `UPDATE alerts a SET state = 'resolved', resolved_by = $1, resolved_at = $2,
 			updated_at = $2 WHERE a.id = $3 RETURNING `+alertColumns, actor, millis(at), id))
@@ -357,9 +376,10 @@ ORDER BY n.due_at, n.id`
 // until then, and one that dies mid-send loses nothing.
 func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error) {
 	var out []storage.Notification
+	leasedUntil := fromMillis(millis(now.Add(lease)))
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, sqlLeaseNotifications, millis(now), limit, millis(now.Add(lease)))
+		rows, err := tx.Query(ctx, sqlLeaseNotifications, millis(now), limit, millis(leasedUntil))
 		if err != nil {
 			return err
 		}
@@ -373,7 +393,7 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 				return err
 			}
 			fields.finish()
-			n.At = fromMillis(at)
+			n.At, n.LeasedUntil = fromMillis(at), leasedUntil
 			out = append(out, n)
 		}
 		return rows.Err()
@@ -384,27 +404,36 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 	return out, nil
 }
 
-// FinishNotification records an attempt to send notification id at time at.
-func (db *DB) FinishNotification(ctx context.Context, id int64, res storage.NotificationResult, at time.Time) error {
+// FinishNotification records an attempt to send notification n at time at, while n is
+// pending under the lease it was given (storage.ErrLeaseLost otherwise): a sender that
+// stalled past its lease, while another replica leased the notification again, neither
+// lets a third lease it meanwhile nor writes over the other's outcome.
+func (db *DB) FinishNotification(ctx context.Context, n storage.Notification, res storage.NotificationResult, at time.Time) error {
 	var q string
 	var args []any
 	switch {
 	case res.Sent:
-		q, args = `UPDATE alert_notifications SET state = 'sent', attempts = attempts + 1, sent_at = $1, last_error = '' WHERE id = $2`,
-			[]any{millis(at), id}
+		q, args = `UPDATE alert_notifications SET state = 'sent', attempts = attempts + 1, sent_at = $3, last_error = ''`,
+			[]any{millis(at)}
 	case res.Failed:
-		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2`,
-			[]any{textReplaced(res.Error), id}
+		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = $3`,
+			[]any{textReplaced(res.Error)}
 	default:
-		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2 WHERE id = $3`,
-			[]any{millis(res.NextAt), textReplaced(res.Error), id}
+		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = $3, last_error = $4`,
+			[]any{millis(res.NextAt), textReplaced(res.Error)}
 	}
+	var done int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, q, args...)
+		tag, err := tx.Exec(ctx, q+` WHERE id = $1 AND state = 'pending' AND next_attempt_at = $2`,
+			append([]any{n.ID, millis(n.LeasedUntil)}, args...)...)
+		done = tag.RowsAffected()
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("finish notification %d: %w", id, err)
+		return fmt.Errorf("finish notification %d: %w", n.ID, err)
+	}
+	if done == 0 {
+		return fmt.Errorf("finish notification %d: %w", n.ID, storage.ErrLeaseLost)
 	}
 	return nil
 }

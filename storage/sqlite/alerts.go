@@ -12,22 +12,41 @@ import (
 )
 
 const alertColumns = `a.id, a.rule, a.kind, a.subject, a.state, a.summary, a.value, a.channels, a.opened_at, a.updated_at,
-	a.acknowledged_by, a.acknowledged_at, a.resolved_by, a.resolved_at`
+	a.acknowledged_by, a.acknowledged_at, a.resolved_by, a.resolved_at, a.held_at`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
+// alertFields are the destinations of alertColumns in a scan, and finish fills a from
+// what they read.
+type alertFields struct {
+	a                                      *storage.Alert
+	channels                               string
+	opened, updated, acked, resolved, held int64
+}
+
+func (f *alertFields) dest() []any {
+	a := f.a
+	return []any{&a.ID, &a.Rule, &a.Kind, &a.Subject, &a.State, &a.Summary, &a.Value, &f.channels, &f.opened, &f.updated,
+		&a.AcknowledgedBy, &f.acked, &a.ResolvedBy, &f.resolved, &f.held}
+}
+
+func (f *alertFields) finish() {
+	a := f.a
+	a.Channels = nil
+	if f.channels != "" {
+		a.Channels = strings.Split(f.channels, ",")
+	}
+	a.OpenedAt, a.UpdatedAt, a.HeldAt = fromMillis(f.opened), fromMillis(f.updated), fromMillis(f.held)
+	a.AcknowledgedAt, a.ResolvedAt = fromMillis(f.acked), fromMillis(f.resolved)
+}
+
 func scanAlert(r rowScanner) (storage.Alert, error) {
 	var a storage.Alert
-	var channels string
-	var opened, updated, acked, resolved int64
-	if err := r.Scan(&a.ID, &a.Rule, &a.Kind, &a.Subject, &a.State, &a.Summary, &a.Value, &channels, &opened, &updated,
-		&a.AcknowledgedBy, &acked, &a.ResolvedBy, &resolved); err != nil {
+	f := &alertFields{a: &a}
+	if err := r.Scan(f.dest()...); err != nil {
 		return storage.Alert{}, err
 	}
-	if channels != "" {
-		a.Channels = strings.Split(channels, ",")
-	}
-	a.OpenedAt, a.UpdatedAt, a.AcknowledgedAt, a.ResolvedAt = fromMillis(opened), fromMillis(updated), fromMillis(acked), fromMillis(resolved)
+	f.finish()
 	return a, nil
 }
 
@@ -46,17 +65,12 @@ func (db *DB) Alerts(ctx context.Context, f storage.AlertFilter) ([]storage.Aler
 	var out []storage.Alert
 	for rows.Next() {
 		var a storage.Alert
-		var channels string
-		var opened, updated, acked, resolved int64
-		if err := rows.Scan(&a.ID, &a.Rule, &a.Kind, &a.Subject, &a.State, &a.Summary, &a.Value, &channels, &opened, &updated,
-			&a.AcknowledgedBy, &acked, &a.ResolvedBy, &resolved,
-			&a.PendingNotifications, &a.FailedNotifications, &a.SentNotifications, &a.LastNotificationError); err != nil {
+		fields := &alertFields{a: &a}
+		if err := rows.Scan(append(fields.dest(),
+			&a.PendingNotifications, &a.FailedNotifications, &a.SentNotifications, &a.LastNotificationError)...); err != nil {
 			return nil, fmt.Errorf("alerts: %w", err)
 		}
-		if channels != "" {
-			a.Channels = strings.Split(channels, ",")
-		}
-		a.OpenedAt, a.UpdatedAt, a.AcknowledgedAt, a.ResolvedAt = fromMillis(opened), fromMillis(updated), fromMillis(acked), fromMillis(resolved)
+		fields.finish()
 		out = append(out, a)
 	}
 	return out, rows.Err()
@@ -146,9 +160,9 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 	var out storage.Alert
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		opened = false
-		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at)
-			VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?) ON CONFLICT (rule, subject) WHERE state != 'resolved' DO NOTHING`,
-			a.Rule, a.Kind, a.Subject, a.Summary, a.Value, strings.Join(a.Channels, ","), millis(at), millis(at))
+		res, err := tx.ExecContext(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at, held_at)
+			VALUES (?1, ?2, ?3, 'open', ?4, ?5, ?6, ?7, ?7, ?7) ON CONFLICT (rule, subject) WHERE state != 'resolved' DO NOTHING`,
+			a.Rule, a.Kind, a.Subject, a.Summary, a.Value, strings.Join(a.Channels, ","), millis(at))
 		if err != nil {
 			return err
 		}
@@ -174,13 +188,15 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 	return out, opened, nil
 }
 
-// UpdateAlertValue records what the rule last measured of an active alert. It sends
-// nothing: notifications are for transitions only.
-func (db *DB) UpdateAlertValue(ctx context.Context, id int64, summary, value string, at time.Time) error {
-	_, err := db.writeExec(ctx, `UPDATE alerts SET summary = ?, value = ?, updated_at = ?
-		WHERE id = ? AND state != 'resolved' AND (summary != ? OR value != ?)`, summary, value, millis(at), id, summary, value)
+// HoldAlert records that an evaluation found the condition of an active alert holding at
+// time at, and what the rule measured then. It sends nothing: notifications are for
+// transitions only.
+func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error {
+	_, err := db.writeExec(ctx, `UPDATE alerts SET held_at = max(held_at, ?1), summary = ?2, value = ?3,
+		updated_at = CASE WHEN summary != ?2 OR value != ?3 THEN ?1 ELSE updated_at END
+		WHERE id = ?4 AND state != 'resolved'`, millis(at), summary, value, id)
 	if err != nil {
-		return fmt.Errorf("update alert %d: %w", id, err)
+		return fmt.Errorf("hold alert %d: %w", id, err)
 	}
 	return nil
 }
@@ -221,6 +237,18 @@ func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at t
 // resolution is audited in the same transaction. Returns
 // ErrNotFound for an unknown alert and ErrAlertState for one already resolved.
 func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error) {
+	return db.resolveAlert(ctx, id, actor, at, -1)
+}
+
+// ClearAlert resolves an active alert by itself, its condition clear, when no
+// evaluation found it holding within clearFor before at; ErrAlertHeld otherwise.
+func (db *DB) ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error) {
+	return db.resolveAlert(ctx, id, "", at, millis(at.Add(-clearFor)))
+}
+
+// resolveAlert is ResolveAlert, and ClearAlert when heldBefore is not negative: then the
+// alert must not have been held after it.
+func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, heldBefore int64) (storage.Alert, error) {
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		a, err := alertIn(ctx, tx, id)
@@ -229,6 +257,9 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 		}
 		if !a.Active() {
 			return storage.ErrAlertState
+		}
+		if heldBefore >= 0 && millis(a.HeldAt) > heldBefore {
+			return storage.ErrAlertHeld
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET state = 'resolved', resolved_by = ?, resolved_at = ?, updated_at = ?
 			WHERE id = ?`, actor, millis(at), millis(at), id); err != nil {
@@ -295,6 +326,7 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 		return nil, nil
 	}
 	var out []storage.Notification
+	leasedUntil := fromMillis(millis(now.Add(lease)))
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.attempts, `+alertColumns+`
@@ -306,20 +338,14 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 		for rows.Next() {
 			var n storage.Notification
 			var at int64
-			var channels string
-			var opened, updated, acked, resolved int64
-			a := &n.Alert
-			if err := rows.Scan(&n.ID, &n.Channel, &n.Event, &n.Summary, &n.Value, &n.Actor, &at, &n.Attempts,
-				&a.ID, &a.Rule, &a.Kind, &a.Subject, &a.State, &a.Summary, &a.Value, &channels, &opened, &updated,
-				&a.AcknowledgedBy, &acked, &a.ResolvedBy, &resolved); err != nil {
+			fields := &alertFields{a: &n.Alert}
+			if err := rows.Scan(append([]any{&n.ID, &n.Channel, &n.Event, &n.Summary, &n.Value, &n.Actor, &at, &n.Attempts},
+				fields.dest()...)...); err != nil {
 				rows.Close()
 				return err
 			}
-			if channels != "" {
-				a.Channels = strings.Split(channels, ",")
-			}
-			a.OpenedAt, a.UpdatedAt, a.AcknowledgedAt, a.ResolvedAt = fromMillis(opened), fromMillis(updated), fromMillis(acked), fromMillis(resolved)
-			n.At = fromMillis(at)
+			fields.finish()
+			n.At, n.LeasedUntil = fromMillis(at), leasedUntil
 			out = append(out, n)
 		}
 		rows.Close()
@@ -328,7 +354,7 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 		}
 		for _, n := range out {
 			if _, err := tx.ExecContext(ctx, `UPDATE alert_notifications SET next_attempt_at = ? WHERE id = ?`,
-				millis(now.Add(lease)), n.ID); err != nil {
+				millis(leasedUntil), n.ID); err != nil {
 				return err
 			}
 		}
@@ -340,23 +366,31 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 	return out, nil
 }
 
-// FinishNotification records an attempt to send notification id at time at.
-func (db *DB) FinishNotification(ctx context.Context, id int64, res storage.NotificationResult, at time.Time) error {
+// FinishNotification records an attempt to send notification n at time at, while n is
+// pending under the lease it was given (storage.ErrLeaseLost otherwise).
+func (db *DB) FinishNotification(ctx context.Context, n storage.Notification, res storage.NotificationResult, at time.Time) error {
 	var q string
 	var args []any
 	switch {
 	case res.Sent:
-		q, args = `UPDATE alert_notifications SET state = 'sent', attempts = attempts + 1, sent_at = ?, last_error = '' WHERE id = ?`,
-			[]any{millis(at), id}
+		q, args = `UPDATE alert_notifications SET state = 'sent', attempts = attempts + 1, sent_at = ?, last_error = ''`,
+			[]any{millis(at)}
 	case res.Failed:
-		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = ? WHERE id = ?`,
-			[]any{res.Error, id}
+		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = ?`,
+			[]any{res.Error}
 	default:
-		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ?`,
-			[]any{millis(res.NextAt), res.Error, id}
+		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?`,
+			[]any{millis(res.NextAt), res.Error}
 	}
-	if _, err := db.writeExec(ctx, q, args...); err != nil {
-		return fmt.Errorf("finish notification %d: %w", id, err)
+	r, err := db.writeExec(ctx, q+` WHERE id = ? AND state = 'pending' AND next_attempt_at = ?`,
+		append(args, n.ID, millis(n.LeasedUntil))...)
+	if err != nil {
+		return fmt.Errorf("finish notification %d: %w", n.ID, err)
+	}
+	if done, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("finish notification %d: %w", n.ID, err)
+	} else if done == 0 {
+		return fmt.Errorf("finish notification %d: %w", n.ID, storage.ErrLeaseLost)
 	}
 	return nil
 }
