@@ -432,6 +432,55 @@ func TestBatch_AdyenRespelledSuccessNotANewEvent(t *testing.T) {
 	}
 }
 
+// TestBatch_AdyenLoneSurrogateInKeyFieldRefused: Adyen signs every lone surrogate (an
+// escape such as \ud83d) as one character, U+FFFD, while the key keeps each spelling
+// apart. A captured item whose pspReference (or another signed field of its key) held
+// U+FFFD or a lone surrogate could be replayed with it spelled another way, its HMAC
+// intact, as a new event handed downstream again: such an item is refused, naming the
+// field, as one holding a colon is. merchantReference, the merchant's own text and in no
+// key, may hold one.
+func TestBatch_AdyenLoneSurrogateInKeyFieldRefused(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, adyenSource(t))
+	a, err := signature.NewAdyenHMAC([]string{adyenKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// item signs an item whose fields may hold U+FFFD (written \ufffd), and then spells
+	// it as spelled: a lone surrogate escape signs as U+FFFD.
+	item := func(psp, account, reference, spelled string) []byte {
+		t.Helper()
+		signed, err := a.SignItem([]byte(`{"amount":{"currency":"EUR","value":41250},"eventCode":"REFUND",` +
+			`"merchantAccountCode":"` + account + `","merchantReference":"` + reference + `","originalReference":"",` +
+			`"pspReference":"` + psp + `","success":"true"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(signed, []byte("\uFFFD")) {
+			t.Fatalf("no U+FFFD in the signed item %s", signed)
+		}
+		return bytes.ReplaceAll(signed, []byte("\uFFFD"), []byte(spelled))
+	}
+	for _, c := range []struct {
+		name, psp, account, spelled, field string
+	}{
+		{"PSPReferenceFFFD", `Z4HB8C2D6F1G9J3\ufffd`, "HotelBerlinMitte", "\uFFFD", "pspReference"},
+		{"PSPReferenceEscaped", `Z4HB8C2D6F1G9J3\ufffd`, "HotelBerlinMitte", `\ufffd`, "pspReference"},
+		{"PSPReferenceLoneSurrogate", `Z4HB8C2D6F1G9J3\ufffd`, "HotelBerlinMitte", `\ud83d`, "pspReference"},
+		{"MerchantAccountCode", "Z4HB8C2D6F1G9J3K", `HotelBerlin\ufffdMitte`, `\udc00`, "merchantAccountCode"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, ans := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(item(c.psp, c.account, "BK-1", c.spelled)))
+			if code != http.StatusUnauthorized || !strings.Contains(ans.Error, c.field+" holds U+FFFD or a lone surrogate") {
+				t.Errorf("%s holding U+FFFD or a lone surrogate: %d %+v; want 401 naming the field", c.field, code, ans)
+			}
+		})
+	}
+	code, ans := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(item("Z4HB8C2D6F1G9J3K", "HotelBerlinMitte", `BK-1 Jo \ufffd`, `\ud83d`)))
+	if code != http.StatusOK || outcomes(ans) != "accepted" {
+		t.Errorf("a lone surrogate in merchantReference: %d %+v, want accepted", code, ans)
+	}
+}
+
 // TestBatch_AdyenItemWithLoneSurrogate: an Adyen item whose unsigned additionalData
 // holds a lone surrogate (a shopper's name cut in the middle of an emoji), its signed
 // fields and HMAC intact, is verified and accepted.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -103,9 +104,8 @@ func (a *AdyenHMAC) VerifyItem(item []byte) error {
 	if p.signature == "" {
 		return errAdyenNoSignature
 	}
-	if p.colon != "" {
-		return fmt.Errorf("%s holds a colon: Adyen signs its fields joined by colons, unescaped, so text moved "+
-			"across that colon would be signed alike while the item's key changed; only merchantReference may hold one", p.colon)
+	if p.ambiguous != "" {
+		return errors.New(p.ambiguous)
 	}
 	var sig [1]digest
 	if !decodeBase64(&sig[0], p.signature, false) {
@@ -207,13 +207,18 @@ func AdyenSigningString(item []byte) (string, error) {
 type adyenItem struct {
 	signed    string // the signing string
 	signature string // additionalData.hmacSignature, "" when absent
-	// colon names the first signed field but merchantReference that holds a colon, ""
-	// when none does. The signing string escapes nothing: "A:" then "B" signs as "A"
-	// then ":B". With the merchant's own text the only field that may hold one, the
-	// three fields before it and the four after it are each the text between two
-	// colons, and the string splits into its fields one way only. Adyen's references,
-	// account codes, currencies, event codes and success ("true", "false") hold none.
-	colon string
+	// ambiguous says why the signature would not pin the item's key, "" when it does:
+	// a signed field but merchantReference (the merchant's own text) holds
+	//   - a colon. The signing string escapes nothing: "A:" then "B" signs as "A" then
+	//     ":B". With merchantReference the only field that may hold one, the three
+	//     fields before it and the four after it are each the text between two colons,
+	//     and the string splits into its fields one way only.
+	//   - U+FFFD. Every lone surrogate (a \ud83d escape) signs as that one character,
+	//     as Adyen's libraries sign it (Node writes U+FFFD, Java '?'), while the key
+	//     keeps each spelling apart: 2,049 spellings of one signed text.
+	// Adyen's references, account codes, currencies, event codes and success ("true",
+	// "false") hold neither.
+	ambiguous string
 }
 
 // adyenItemJSON holds the signed members raw, so that each one's type can
@@ -294,8 +299,17 @@ func parseAdyenItem(item []byte) (adyenItem, error) {
 	// amount.value is digits only (adyenMinorUnits).
 	for i, name := range [...]string{"pspReference", "originalReference", "merchantAccountCode", "", "",
 		"amount.currency", "eventCode", "success"} {
-		if name != "" && strings.Contains(parts[i], ":") {
-			p.colon = name
+		if name == "" {
+			continue
+		}
+		if strings.Contains(parts[i], ":") {
+			p.ambiguous = name + " holds a colon: Adyen signs its fields joined by colons, unescaped, so text moved " +
+				"across that colon would be signed alike while the item's key changed; only merchantReference may hold one"
+			break
+		}
+		if strings.ContainsRune(parts[i], utf8.RuneError) {
+			p.ambiguous = name + " holds U+FFFD or a lone surrogate: Adyen signs every lone surrogate as one character, " +
+				"so the text could be spelled another way and signed alike while the item's key changed; only merchantReference may hold one"
 			break
 		}
 	}
