@@ -10,13 +10,15 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// readyReuse is how long the answer of a readiness check serves the probes that come
-// after it. A check commits a write on the database (readiness is that the database
+// readyReuse is how long a ready answer of a readiness check serves the probes that
+// come after it. A check commits a write on the database (readiness is that the database
 // takes writes), and on SQLite that write queues for the one write connection intake
 // uses. /readyz answers anyone: a flood of probes, each a transaction and a flush of its
 // own, queued ahead of deliveries, and under 1,500 concurrent probes 6 % of them timed
-// out. One check at a time, its answer reused for a second, bounds what probes cost the
-// database at about one small commit a second, however many come.
+// out. One check at a time, a ready answer reused for a second, bounds what probes cost
+// the database at about one small commit a second, however many come. A not-ready
+// answer is not reused: the probe after it looks again, so a database that recovers is
+// seen ready at once (and a failing check writes nothing).
 const readyReuse = time.Second
 
 // readyTimeout bounds one readiness check.
@@ -32,9 +34,9 @@ type readiness struct {
 }
 
 // checkReady is the answer to a readiness probe: that of the check under way when the
-// probe came, or of one that ended less than readyReuse before it, or of a check of its
-// own. A success is not reused once a delivery has failed to be stored since its check
-// began: intake saw the database fail, so the probe looks again.
+// probe came, or a ready answer of one that ended less than readyReuse before it, or of
+// a check of its own. A ready answer is not reused once a delivery has failed to be
+// stored since its check began: intake saw the database fail, so the probe looks again.
 func (rc *Receiver) checkReady(ctx context.Context) error {
 	r := &rc.ready
 	for {
@@ -50,10 +52,9 @@ func (rc *Receiver) checkReady(ctx context.Context) error {
 			}
 		}
 		fails := rc.storeFails.count()
-		if !r.ended.IsZero() && time.Since(r.ended) < readyReuse && (r.err != nil || r.fails == fails) {
-			err := r.err
+		if !r.ended.IsZero() && r.err == nil && time.Since(r.ended) < readyReuse && r.fails == fails {
 			r.mu.Unlock()
-			return err
+			return nil
 		}
 		running := make(chan struct{})
 		r.running = running
