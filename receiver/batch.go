@@ -343,9 +343,11 @@ func CheckBatch(batch, item string, spec KeySpec) error {
 	if p := pointerProblem(item); p != "" {
 		return fmt.Errorf("item: %q %s", item, p)
 	}
-	if strings.HasPrefix(spec.EventID, eventIDHeaderPrefix) {
-		return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
-			"name a field inside the item instead", spec.EventID)
+	for _, from := range spec.EventID {
+		if strings.HasPrefix(from, eventIDHeaderPrefix) {
+			return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
+				"name a field inside the item instead", from)
+		}
 	}
 	return nil
 }

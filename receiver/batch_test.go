@@ -232,7 +232,7 @@ func TestBatch_AllOrNothing(t *testing.T) {
 
 	t.Run("ItemWithoutKey", func(t *testing.T) {
 		src := adyenSource(t)
-		src.Keys = receiver.KeySpec{EventID: "/pspReference"}
+		src.Keys = receiver.KeySpec{EventID: []string{"/pspReference"}}
 		e := newEnv(t, sqlite.Options{}, src)
 		a, err := signature.NewAdyenHMAC([]string{adyenKey})
 		if err != nil {

@@ -204,7 +204,7 @@ func TestHostile_JSON(t *testing.T) {
 func TestHostile_EventIDInjection(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	src := forwardSource(t, ds.srv.URL, 3)
-	src.Keys = receiver.KeySpec{EventID: "/id", KeyFields: []string{"/booking_id", "/status"}}
+	src.Keys = receiver.KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/booking_id", "/status"}}
 	e := newHostileEnv(t, nil, src)
 	startDispatcher(t, e.db, src)
 
@@ -220,7 +220,7 @@ func TestHostile_EventIDInjection(t *testing.T) {
 	}
 	// Without key fields to fall back on: 422, nothing claimed.
 	src2 := otaSource(t)
-	src2.Keys = receiver.KeySpec{EventID: "/id"}
+	src2.Keys = receiver.KeySpec{EventID: []string{"/id"}}
 	e2 := newHostileEnv(t, nil, src2)
 	before := e2.counts(t)
 	code, a, _ := e2.post(t, "ota", "msg_unused", `{"id":"evt\r\nX-Injected: yes"}`, nil)
@@ -295,7 +295,7 @@ func hostileRaw(t *testing.T, srvURL, raw string) (int, string) {
 func TestHostile_HeaderInjection(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	src := forwardSource(t, ds.srv.URL, 3)
-	src.Keys = receiver.KeySpec{EventID: "header:webhook-id", KeyFields: []string{"/booking_id"}}
+	src.Keys = receiver.KeySpec{EventID: []string{"header:webhook-id"}, KeyFields: []string{"/booking_id"}}
 	e := newHostileEnv(t, nil, src)
 	startDispatcher(t, e.db, src)
 	body := `{"booking_id":"BK-7","status":"cancelled"}`

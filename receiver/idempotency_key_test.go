@@ -39,7 +39,7 @@ func waitHandOffs(t *testing.T, ds *downstream, n int) []http.Header {
 func TestDispatch_IdempotencyKeyDistinctEventIDs(t *testing.T) {
 	ds := newDownstream(t, 0, nil)
 	src := forwardSource(t, ds.srv.URL, 3)
-	src.Keys = receiver.KeySpec{EventID: "/id"}
+	src.Keys = receiver.KeySpec{EventID: []string{"/id"}}
 	e := newEnv(t, sqlite.Options{}, src)
 	startDispatcher(t, e.db, src)
 

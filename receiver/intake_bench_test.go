@@ -98,7 +98,7 @@ func benchIntakeWith(b *testing.B, store string, half bool, configure func(*rece
 	src := receiver.Source{
 		Name:     "ota",
 		Verifier: v,
-		Keys: receiver.KeySpec{EventID: "header:webhook-id",
+		Keys: receiver.KeySpec{EventID: []string{"header:webhook-id"},
 			KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
 		TTL:         24 * time.Hour,
 		AmountField: "/refund/amount",
@@ -175,7 +175,7 @@ func benchIntakeBatch(b *testing.B, batched bool) {
 	src := receiver.Source{
 		Name:        "ota",
 		Verifier:    v,
-		Keys:        receiver.KeySpec{EventID: "/event_id"},
+		Keys:        receiver.KeySpec{EventID: []string{"/event_id"}},
 		TTL:         24 * time.Hour,
 		AmountField: "/refund/amount",
 	}

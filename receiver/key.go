@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,9 +65,12 @@ var (
 
 // KeySpec says how a source's deliveries get their idempotency key.
 type KeySpec struct {
-	// EventID names the provider's event id: "" (none), an RFC 6901 JSON
-	// pointer such as "/event_id" or "/data/id", or "header:Webhook-Id".
-	EventID string
+	// EventID names where the provider's event id is: nowhere (empty), or one
+	// place or more, each an RFC 6901 JSON pointer such as "/event_id" or
+	// "/data/id", or "header:Webhook-Id". The first that holds a usable id gives
+	// it: a sender that writes one id under two names in different events
+	// (Channex's revision_id and booking_revision_id) is read under either.
+	EventID []string
 	// KeyFields are JSON pointers of stable business fields, hashed into
 	// the key when there is no usable event id.
 	KeyFields []string
@@ -76,6 +80,10 @@ type KeySpec struct {
 	// checked on (signature.IDHeaderOf).
 	Scheme string
 }
+
+// EventIDText is where s looks for an event id, as the console and the command line
+// say it: its places in order, joined by " or "; "" for none.
+func (s KeySpec) EventIDText() string { return strings.Join(s.EventID, " or ") }
 
 // Validate reports every bad pointer or header name in s, each naming the
 // setting it came from, joined with errors.Join. A spec with neither EventID
@@ -87,17 +95,29 @@ type KeySpec struct {
 // would not be recognised. Name the stable fields instead.
 func (s KeySpec) Validate() error {
 	var errs []error
-	if s.EventID == "" && len(s.KeyFields) == 0 {
+	if len(s.EventID) == 0 && len(s.KeyFields) == 0 {
 		return errors.New("set event_id or key_fields")
 	}
-	if name, ok := strings.CutPrefix(s.EventID, eventIDHeaderPrefix); ok {
-		if name == "" {
-			errs = append(errs, fmt.Errorf("event_id %q names no header", s.EventID))
-		} else if !validEventIDHeader(name) {
-			errs = append(errs, fmt.Errorf("event_id %q: %q is not a valid header name", s.EventID, name))
+	for i, from := range s.EventID {
+		// Named as written: event_id "x" when it is one place, event_id[i] "x" in a list.
+		setting := "event_id"
+		if len(s.EventID) > 1 {
+			setting = fmt.Sprintf("event_id[%d]", i)
 		}
-	} else if p := pointerProblem(s.EventID); p != "" {
-		errs = append(errs, fmt.Errorf("event_id %q %s", s.EventID, p))
+		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+			if name == "" {
+				errs = append(errs, fmt.Errorf("%s %q names no header", setting, from))
+			} else if !validEventIDHeader(name) {
+				errs = append(errs, fmt.Errorf("%s %q: %q is not a valid header name", setting, from, name))
+			}
+		} else if from == "" {
+			errs = append(errs, fmt.Errorf("%s \"\" is the whole body, which is no id; name the id's field", setting))
+		} else if p := pointerProblem(from); p != "" {
+			errs = append(errs, fmt.Errorf("%s %q %s", setting, from, p))
+		}
+		if j := slices.Index(s.EventID[:i], from); j >= 0 {
+			errs = append(errs, fmt.Errorf("%s %q repeats event_id[%d]", setting, from, j))
+		}
 	}
 	for i, f := range s.KeyFields {
 		switch {
@@ -191,17 +211,23 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 	d := storage.Derivation{PayloadHash: hash}
 
-	from := spec.EventID
-	if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
-		// Said as configured, unless the id is read from the other family's header.
-		if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
-			from = eventIDHeaderPrefix + strings.ToLower(read)
+	var why string
+	for _, from := range spec.EventID {
+		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+			// Said as configured, unless the id is read from the other family's header.
+			if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
+				from = eventIDHeaderPrefix + strings.ToLower(read)
+			}
 		}
-	}
-	id, why := findEventID(from, h, doc, body)
-	if id != "" {
-		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
-		return d, doc, nil
+		id, whyNot := findEventID(from, h, doc, body)
+		if id != "" {
+			d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
+			return d, doc, nil
+		}
+		if why != "" {
+			why += ", "
+		}
+		why += whyNot
 	}
 
 	d.Fields = make([]storage.Field, len(spec.KeyFields))

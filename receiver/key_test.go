@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -279,11 +280,11 @@ func TestDerive_NoKey(t *testing.T) {
 		{"empty object", KeySpec{KeyFields: []string{"/a"}}, nil, `{}`, `"/a"`},
 		{"top-level scalar", KeySpec{KeyFields: []string{"/a"}}, nil, `"a"`, `"/a"`},
 		{"top-level array", KeySpec{KeyFields: []string{"/a"}}, nil, `[{"a":1}]`, `"/a"`},
-		{"id absent, no fields", KeySpec{EventID: "/id"}, nil, `{"a":1}`,
+		{"id absent, no fields", KeySpec{EventID: []string{"/id"}}, nil, `{"a":1}`,
 			`event id "/id" is absent, and no key_fields are configured`},
-		{"id unusable, fields absent", KeySpec{EventID: "/id", KeyFields: []string{"/a"}}, nil, `{"id":true}`,
+		{"id unusable, fields absent", KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/a"}}, nil, `{"id":true}`,
 			`event id "/id" is a boolean, and none of the key fields "/a" is present`},
-		{"header absent, no fields", KeySpec{EventID: "header:Webhook-Id"}, http.Header{}, `{}`,
+		{"header absent, no fields", KeySpec{EventID: []string{"header:Webhook-Id"}}, http.Header{}, `{}`,
 			`header Webhook-Id is absent`},
 	}
 	for _, tt := range tests {
@@ -319,7 +320,7 @@ func mustJCS(t *testing.T, s string) []byte {
 
 func TestDerive_EventID(t *testing.T) {
 	fields := []string{"/booking_id"}
-	byPointer := KeySpec{EventID: "/event_id", KeyFields: fields}
+	byPointer := KeySpec{EventID: []string{"/event_id"}, KeyFields: fields}
 	long := strings.Repeat("x", 512)
 	tests := []struct {
 		name string
@@ -330,9 +331,9 @@ func TestDerive_EventID(t *testing.T) {
 	}{
 		{"string", byPointer, nil, `{"event_id":"evt_1","booking_id":"B"}`, "evt_1"},
 		{"string with escapes", byPointer, nil, `{"event_id":"\u0065vt_\u00e9\/1\"q"}`, `evt_é/1"q`},
-		{"nested pointer", KeySpec{EventID: "/data/id"}, nil, `{"data":{"id":"in_1"}}`, "in_1"},
-		{"array index", KeySpec{EventID: "/events/1/id"}, nil, `{"events":[{"id":"a"},{"id":"b"}]}`, "b"},
-		{"escaped pointer", KeySpec{EventID: "/a~1b/c~0d"}, nil, `{"a/b":{"c~d":"x"}}`, "x"},
+		{"nested pointer", KeySpec{EventID: []string{"/data/id"}}, nil, `{"data":{"id":"in_1"}}`, "in_1"},
+		{"array index", KeySpec{EventID: []string{"/events/1/id"}}, nil, `{"events":[{"id":"a"},{"id":"b"}]}`, "b"},
+		{"escaped pointer", KeySpec{EventID: []string{"/a~1b/c~0d"}}, nil, `{"a/b":{"c~d":"x"}}`, "x"},
 		{"integer", byPointer, nil, `{"event_id":42}`, "42"},
 		{"integer spelled 42.0", byPointer, nil, `{"event_id":42.0}`, "42"},
 		{"integer spelled 4.2e1", byPointer, nil, `{"event_id":4.2e1}`, "42"},
@@ -342,13 +343,13 @@ func TestDerive_EventID(t *testing.T) {
 		{"big integer neighbour", byPointer, nil, `{"event_id": 9007199254740992}`, "9007199254740992"},
 		{"64-bit integer", byPointer, nil, `{"event_id":-12345678901234567891}`, "-12345678901234567891"},
 		{"512 bytes", byPointer, nil, `{"event_id":"` + long + `"}`, long},
-		{"header", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields},
+		{"header", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields},
 			http.Header{"Webhook-Id": {"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"}}, `{"event_id":"ignored"}`, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"},
-		{"header name in any case", KeySpec{EventID: "header:WEBHOOK-id"},
+		{"header name in any case", KeySpec{EventID: []string{"header:WEBHOOK-id"}},
 			http.Header{"Webhook-Id": {"msg_1"}}, `{}`, "msg_1"},
-		{"header map not canonicalised", KeySpec{EventID: "header:Webhook-Id"},
+		{"header map not canonicalised", KeySpec{EventID: []string{"header:Webhook-Id"}},
 			http.Header{"webhook-id": {"msg_1"}}, `{}`, "msg_1"},
-		{"first of several header values", KeySpec{EventID: "header:X-Event-Id"},
+		{"first of several header values", KeySpec{EventID: []string{"header:X-Event-Id"}},
 			http.Header{"X-Event-Id": {"a", "b"}}, `{}`, "a"},
 
 		// Each of these falls back to the key fields.
@@ -363,12 +364,12 @@ func TestDerive_EventID(t *testing.T) {
 		{"513 bytes", byPointer, nil, `{"event_id":"` + long + `x","booking_id":"B"}`, ""},
 		{"control character", byPointer, nil, `{"event_id":"a\nb","booking_id":"B"}`, ""},
 		{"derived: prefix", byPointer, nil, `{"event_id":"derived:abc","booking_id":"B"}`, ""},
-		{"pointer into a scalar", KeySpec{EventID: "/event_id/x", KeyFields: fields}, nil, `{"event_id":"e","booking_id":"B"}`, ""},
-		{"header absent", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Other": {"x"}}, `{"booking_id":"B"}`, ""},
-		{"header empty", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {""}}, `{"booking_id":"B"}`, ""},
-		{"nil headers", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, nil, `{"booking_id":"B"}`, ""},
-		{"header not UTF-8", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {"\xff"}}, `{"booking_id":"B"}`, ""},
-		{"header too long", KeySpec{EventID: "header:Webhook-Id", KeyFields: fields}, http.Header{"Webhook-Id": {long + "x"}}, `{"booking_id":"B"}`, ""},
+		{"pointer into a scalar", KeySpec{EventID: []string{"/event_id/x"}, KeyFields: fields}, nil, `{"event_id":"e","booking_id":"B"}`, ""},
+		{"header absent", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields}, http.Header{"Other": {"x"}}, `{"booking_id":"B"}`, ""},
+		{"header empty", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields}, http.Header{"Webhook-Id": {""}}, `{"booking_id":"B"}`, ""},
+		{"nil headers", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields}, nil, `{"booking_id":"B"}`, ""},
+		{"header not UTF-8", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields}, http.Header{"Webhook-Id": {"\xff"}}, `{"booking_id":"B"}`, ""},
+		{"header too long", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: fields}, http.Header{"Webhook-Id": {long + "x"}}, `{"booking_id":"B"}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -391,7 +392,7 @@ func TestDerive_EventID(t *testing.T) {
 				}
 				return
 			}
-			if d.Method != storage.MethodEventID || d.Key != tt.want || d.EventIDFrom != tt.spec.EventID {
+			if d.Method != storage.MethodEventID || d.Key != tt.want || !slices.Contains(tt.spec.EventID, d.EventIDFrom) {
 				t.Errorf("got %s key %q from %q, want event id %q from %q", d.Method, d.Key, d.EventIDFrom, tt.want, tt.spec.EventID)
 			}
 			if d.Fields != nil || d.Canonical != "" || d.Hash != "" {
@@ -440,7 +441,7 @@ func TestDerive_NotJSON(t *testing.T) {
 	}
 	specs := []KeySpec{
 		{KeyFields: []string{"/a"}},
-		{EventID: "header:Webhook-Id"}, // the body is checked even when the id is not in it
+		{EventID: []string{"header:Webhook-Id"}}, // the body is checked even when the id is not in it
 	}
 	h := http.Header{"Webhook-Id": {"msg_1"}}
 	for _, tt := range tests {
@@ -527,7 +528,7 @@ func TestDerive_LoneSurrogates(t *testing.T) {
 	}
 	// An event id that holds one would be read as U+FFFD, its key shared with an id that
 	// differs there: it is no event id, and the key falls back to the key fields.
-	idSpec := KeySpec{EventID: "/id", KeyFields: []string{"/a"}}
+	idSpec := KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/a"}}
 	x, err := Derive(idSpec, nil, []byte(`{"id":"evt_\ud83d","a":1}`))
 	if err != nil || x.Method != storage.MethodDerived {
 		t.Fatalf("an event id with a lone surrogate: %+v, %v; want the key fields' key", x, err)
@@ -536,7 +537,7 @@ func TestDerive_LoneSurrogates(t *testing.T) {
 	if err != nil || y.Key == x.Key {
 		t.Errorf("two events apart in their ids' lone surrogates and in their key fields share the key %s (%v)", x.Key, err)
 	}
-	if _, err := Derive(KeySpec{EventID: "/id", KeyFields: []string{"/b"}}, nil, []byte(`{"id":"evt_\udc00","a":1}`)); !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "lone surrogate") {
+	if _, err := Derive(KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/b"}}, nil, []byte(`{"id":"evt_\udc00","a":1}`)); !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "lone surrogate") {
 		t.Errorf("with no key field present: %v, want ErrNoKey saying why the id is not one", err)
 	}
 }
@@ -598,7 +599,7 @@ func TestDerive_LoneSurrogateBesideAnotherFault(t *testing.T) {
 	}
 	// Keyed on an event id, the lone surrogate (read as U+FFFD) is used as the id, which
 	// the change refuses to do: the key of a plain, valid event whose id holds U+FFFD.
-	ids := KeySpec{EventID: "/id", KeyFields: []string{"/a"}}
+	ids := KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/a"}}
 	plain, err := Derive(ids, http.Header{}, []byte(`{"id":"evt_\ufffd","a":1}`))
 	if err != nil {
 		t.Fatal(err)
@@ -641,7 +642,7 @@ func TestDerive_NotJSONLongName(t *testing.T) {
 
 // TestDerive_Accepts covers bodies near the edges of what is refused.
 func TestDerive_Accepts(t *testing.T) {
-	spec := KeySpec{EventID: "header:Webhook-Id"}
+	spec := KeySpec{EventID: []string{"header:Webhook-Id"}}
 	h := http.Header{"Webhook-Id": {"msg_1"}}
 	for name, body := range map[string]string{
 		"64 levels":                  strings.Repeat("[", 64) + strings.Repeat("]", 64),
@@ -669,8 +670,8 @@ func TestDerive_Accepts(t *testing.T) {
 func TestDerive_PureFunction(t *testing.T) {
 	for _, spec := range []KeySpec{
 		{KeyFields: ktOTAFields},
-		{EventID: "/event_id"},
-		{EventID: "header:Webhook-Id", KeyFields: ktOTAFields},
+		{EventID: []string{"/event_id"}},
+		{EventID: []string{"header:Webhook-Id"}, KeyFields: ktOTAFields},
 	} {
 		h := http.Header{"Webhook-Id": {"msg_1"}}
 		a := ktDerive(t, spec, h, ktCancellation)
@@ -697,32 +698,32 @@ func TestKeySpec_Validate(t *testing.T) {
 		spec KeySpec
 		want []string // each in the message; none means valid
 	}{
-		{"event id pointer", KeySpec{EventID: "/event_id"}, nil},
-		{"nested pointer", KeySpec{EventID: "/data/id"}, nil},
-		{"header", KeySpec{EventID: "header:Webhook-Id"}, nil},
+		{"event id pointer", KeySpec{EventID: []string{"/event_id"}}, nil},
+		{"nested pointer", KeySpec{EventID: []string{"/data/id"}}, nil},
+		{"header", KeySpec{EventID: []string{"header:Webhook-Id"}}, nil},
 		{"key fields", KeySpec{KeyFields: ktOTAFields}, nil},
-		{"both", KeySpec{EventID: "header:X-Event-Id", KeyFields: []string{"/a"}}, nil},
+		{"both", KeySpec{EventID: []string{"header:X-Event-Id"}, KeyFields: []string{"/a"}}, nil},
 		{"escapes", KeySpec{KeyFields: []string{"/a~1b", "/m~0n", "/~01"}}, nil},
-		{"member named empty", KeySpec{EventID: "/", KeyFields: []string{"//x"}}, nil},
+		{"member named empty", KeySpec{EventID: []string{"/"}, KeyFields: []string{"//x"}}, nil},
 		{"non-ASCII", KeySpec{KeyFields: []string{"/café", `/"q"`}}, nil},
 
 		{"neither", KeySpec{}, []string{"set event_id or key_fields"}},
 		{"empty key_fields", KeySpec{KeyFields: []string{}}, []string{"set event_id or key_fields"}},
-		{"event id without slash", KeySpec{EventID: "data/id"},
+		{"event id without slash", KeySpec{EventID: []string{"data/id"}},
 			[]string{`event_id "data/id" is not a JSON pointer (must start with "/")`}},
-		{"header without name", KeySpec{EventID: "header:"}, []string{`event_id "header:" names no header`}},
-		{"header with space", KeySpec{EventID: "header: Webhook-Id"},
+		{"header without name", KeySpec{EventID: []string{"header:"}}, []string{`event_id "header:" names no header`}},
+		{"header with space", KeySpec{EventID: []string{"header: Webhook-Id"}},
 			[]string{`event_id "header: Webhook-Id": " Webhook-Id" is not a valid header name`}},
-		{"header with colon", KeySpec{EventID: "header:A:B"}, []string{`"A:B" is not a valid header name`}},
+		{"header with colon", KeySpec{EventID: []string{"header:A:B"}}, []string{`"A:B" is not a valid header name`}},
 		{"bad escape", KeySpec{KeyFields: []string{"/a", "/b", "/c~2d"}},
 			[]string{`key_fields[2] "/c~2d" is not a JSON pointer ("~" must be followed by 0 or 1)`}},
-		{"trailing tilde", KeySpec{EventID: "/a~"}, []string{`event_id "/a~" is not a JSON pointer ("~" must be followed by 0 or 1)`}},
+		{"trailing tilde", KeySpec{EventID: []string{"/a~"}}, []string{`event_id "/a~" is not a JSON pointer ("~" must be followed by 0 or 1)`}},
 		{"whole body", KeySpec{KeyFields: []string{""}}, []string{`key_fields[0] "" is the whole body`}},
 		{"header as key field", KeySpec{KeyFields: []string{"header:X-Id"}},
 			[]string{`key_fields[0] "header:X-Id": only event_id may name a header`}},
 		{"repeat", KeySpec{KeyFields: []string{"/a", "/b", "/a"}}, []string{`key_fields[2] "/a" repeats key_fields[0]`}},
 		{"not UTF-8", KeySpec{KeyFields: []string{"/\xff"}}, []string{`key_fields[0] "/\xff" is not valid UTF-8`}},
-		{"every problem at once", KeySpec{EventID: "id", KeyFields: []string{"a", "/b", "/b"}}, []string{
+		{"every problem at once", KeySpec{EventID: []string{"id"}, KeyFields: []string{"a", "/b", "/b"}}, []string{
 			`event_id "id" is not a JSON pointer`,
 			`key_fields[0] "a" is not a JSON pointer`,
 			`key_fields[2] "/b" repeats key_fields[1]`,
@@ -829,8 +830,8 @@ func FuzzDerive(f *testing.F) {
 		f.Add([]byte(s), "msg_1")
 	}
 	specs := []KeySpec{
-		{EventID: "/id", KeyFields: []string{"/a", "/b/0", "/c~1d/"}},
-		{EventID: "header:Webhook-Id", KeyFields: []string{"/a"}},
+		{EventID: []string{"/id"}, KeyFields: []string{"/a", "/b/0", "/c~1d/"}},
+		{EventID: []string{"header:Webhook-Id"}, KeyFields: []string{"/a"}},
 		{KeyFields: []string{"/a", "/b", "/0"}},
 	}
 	f.Fuzz(func(t *testing.T, body []byte, headerID string) {
@@ -876,7 +877,7 @@ func ktCheckDerivation(t *testing.T, spec KeySpec, body []byte, d storage.Deriva
 	}
 	switch d.Method {
 	case storage.MethodEventID:
-		if strings.HasPrefix(d.Key, "derived:") || len(d.Key) > 512 || d.EventIDFrom != spec.EventID {
+		if strings.HasPrefix(d.Key, "derived:") || len(d.Key) > 512 || !slices.Contains(spec.EventID, d.EventIDFrom) {
 			t.Fatalf("bad event id derivation %+v", d)
 		}
 	case storage.MethodDerived:
@@ -973,8 +974,8 @@ func BenchmarkDerive(b *testing.B) {
 		name string
 		spec KeySpec
 	}{
-		{"EventIDPointer", KeySpec{EventID: "/event_id", KeyFields: ktOTAFields}},
-		{"EventIDHeader", KeySpec{EventID: "header:Webhook-Id", KeyFields: ktOTAFields}},
+		{"EventIDPointer", KeySpec{EventID: []string{"/event_id"}, KeyFields: ktOTAFields}},
+		{"EventIDHeader", KeySpec{EventID: []string{"header:Webhook-Id"}, KeyFields: ktOTAFields}},
 		{"Derived4Fields", KeySpec{KeyFields: ktOTAFields}},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
@@ -1043,5 +1044,42 @@ func TestText(t *testing.T) {
 	nbsp := "HTL-2\u00a0"
 	if got := Text([]byte(`{"p":" `+nbsp+` "}`), "/p"); got != nbsp || storage.Label(" "+nbsp+"\t") != nbsp {
 		t.Errorf("Text of a label ending in U+00A0 = %q, want %q as a filter typed for it is matched", got, nbsp)
+	}
+}
+
+// TestDerive_EventIDPlaces: of several places for the event id, the first that holds a
+// usable id gives the key, and the derivation names it; one that is absent or holds
+// no usable id (null, a boolean) passes to the next, and with none usable the key is
+// derived, the error of a delivery without key fields naming every place looked in.
+func TestDerive_EventIDPlaces(t *testing.T) {
+	spec := KeySpec{EventID: []string{"/payload/revision_id", "/payload/booking_revision_id", "header:X-Event-Id"},
+		KeyFields: []string{"/event"}}
+	for _, tc := range []struct {
+		name, body, header, key, from string
+	}{
+		{"First", `{"payload":{"revision_id":"r1","booking_revision_id":"r2"}}`, "h1", "r1", "/payload/revision_id"},
+		{"Second", `{"payload":{"booking_revision_id":"r2"}}`, "h1", "r2", "/payload/booking_revision_id"},
+		{"FirstNull", `{"payload":{"revision_id":null,"booking_revision_id":"r2"}}`, "", "r2", "/payload/booking_revision_id"},
+		{"Header", `{"payload":{"revision_id":true}}`, "h1", "h1", "header:X-Event-Id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("X-Event-Id", tc.header)
+			}
+			d := ktDerive(t, spec, h, tc.body)
+			if d.Method != storage.MethodEventID || d.Key != tc.key || d.EventIDFrom != tc.from {
+				t.Errorf("%s key %q from %q, want event id %q from %q", d.Method, d.Key, d.EventIDFrom, tc.key, tc.from)
+			}
+		})
+	}
+	if d := ktDerive(t, spec, nil, `{"event":"ari","payload":{}}`); d.Method != storage.MethodDerived {
+		t.Errorf("no id in any place: %s key %q, want it derived from the key fields", d.Method, d.Key)
+	}
+	_, err := Derive(spec, nil, []byte(`{"payload":{"revision_id":false}}`))
+	for _, want := range []string{`"/payload/revision_id" is a boolean`, `"/payload/booking_revision_id" is absent`, "header X-Event-Id is absent", `"/event"`} {
+		if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), want) {
+			t.Errorf("no id and no key field: %v; want ErrNoKey naming %s", err, want)
+		}
 	}
 }

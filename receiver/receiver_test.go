@@ -44,7 +44,7 @@ func otaSource(t testing.TB) receiver.Source {
 	return receiver.Source{
 		Name:     "ota",
 		Verifier: v,
-		Keys:     receiver.KeySpec{EventID: "header:webhook-id", KeyFields: []string{"/property_id", "/booking_id", "/status"}},
+		Keys:     receiver.KeySpec{EventID: []string{"header:webhook-id"}, KeyFields: []string{"/property_id", "/booking_id", "/status"}},
 		TTL:      24 * time.Hour,
 
 		PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status", AmountField: "/refund/amount",
@@ -160,7 +160,7 @@ func TestHandler_LoneSurrogateBesideAnotherFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := receiver.Source{Name: "plain", Verifier: v, TTL: time.Hour, Keys: receiver.KeySpec{EventID: "/id"}}
+	src := receiver.Source{Name: "plain", Verifier: v, TTL: time.Hour, Keys: receiver.KeySpec{EventID: []string{"/id"}}}
 	e := newEnv(t, sqlite.Options{}, src)
 	if code, a, _ := e.post(t, "plain", "", `{"id":"evt_\ufffd","amount":1}`, nil); code != http.StatusOK || a.Status != "accepted" {
 		t.Fatalf("first event: %d %+v", code, a)
@@ -298,7 +298,7 @@ func pmsTokenSource(t *testing.T) receiver.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour,
+	return receiver.Source{Name: "pms", Verifier: v, Keys: receiver.KeySpec{EventID: []string{"/id"}}, TTL: time.Hour,
 		RedactHeaders: []string{"X-Webhook-Token"}}
 }
 

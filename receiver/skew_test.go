@@ -39,7 +39,7 @@ func TestReceiver_ClockSkew(t *testing.T) {
 		t.Fatal(err)
 	}
 	ota := otaSource(t)
-	pay := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: "/id"}, TTL: time.Hour}
+	pay := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: []string{"/id"}}, TTL: time.Hour}
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{ota, pay}, Store: db, Now: clock})
 	mux := http.NewServeMux()
 	rc.Register(mux)
@@ -205,7 +205,7 @@ func TestReceiver_ClockSkewBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: "/id"},
+	src := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: []string{"/id"}},
 		TTL: time.Hour, Batch: "/events"}
 	rc := receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, Now: clock})
 	mux := http.NewServeMux()

@@ -64,7 +64,7 @@ func stored(t *testing.T, e *testEnv, answerBody string) storage.Delivery {
 // duplicate.
 func TestHandler_SvixHeaders(t *testing.T) {
 	src := otaSource(t)
-	src.Keys = receiver.KeySpec{EventID: "header:webhook-id"}
+	src.Keys = receiver.KeySpec{EventID: []string{"header:webhook-id"}}
 	e := newEnv(t, sqlite.Options{}, src)
 	signed := func(body string) http.Header {
 		_, svix := svixSigned(t, src, "msg_svix_1", body)
@@ -90,7 +90,7 @@ func TestHandler_SvixHeaders(t *testing.T) {
 // attacker's choosing is the same event (a duplicate), not a new one.
 func TestHandler_SvixIDIsTheSignedOne(t *testing.T) {
 	src := otaSource(t)
-	src.Keys = receiver.KeySpec{EventID: "header:svix-id"}
+	src.Keys = receiver.KeySpec{EventID: []string{"header:svix-id"}}
 	e := newEnv(t, sqlite.Options{}, src)
 	body := `{"event":"reservation.cancelled","reservation":{"_id":"R-1"}}`
 	signed, svix := svixSigned(t, src, "msg_1", body)
@@ -129,7 +129,7 @@ func githubSource(t *testing.T, form bool) receiver.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return receiver.Source{Name: "github", Verifier: v, Keys: receiver.KeySpec{EventID: "header:X-GitHub-Delivery"},
+	return receiver.Source{Name: "github", Verifier: v, Keys: receiver.KeySpec{EventID: []string{"header:X-GitHub-Delivery"}},
 		TTL: time.Hour, StatusField: "/action", FormEncoded: form}
 }
 
@@ -235,10 +235,10 @@ func TestHandler_AnswerAccepted(t *testing.T) {
 // the currency in upper case; amounts in major units are stored as sent.
 func TestHandler_Money(t *testing.T) {
 	minor := otaSource(t)
-	minor.Name, minor.Keys = "stripe", receiver.KeySpec{EventID: "/id"}
+	minor.Name, minor.Keys = "stripe", receiver.KeySpec{EventID: []string{"/id"}}
 	minor.AmountField, minor.CurrencyField, minor.AmountMinorUnits = "/data/object/amount", "/data/object/currency", true
 	major := otaSource(t)
-	major.Name, major.Keys = "shop", receiver.KeySpec{EventID: "/id"}
+	major.Name, major.Keys = "shop", receiver.KeySpec{EventID: []string{"/id"}}
 	major.AmountField, major.CurrencyField = "/total_price", "/currency"
 	e := newEnv(t, sqlite.Options{}, minor, major)
 

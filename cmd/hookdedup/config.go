@@ -94,39 +94,39 @@ type config struct {
 // leaves unset is "", 0 or nil, so that defaults can be told from choices (a nil
 // property_field takes the default, "" turns the label off).
 type sourceConfig struct {
-	Name              string         `toml:"name"`
-	Provider          string         `toml:"provider"`
-	Signature         string         `toml:"signature"`
-	Secret            secrets        `toml:"secret"`
-	SecretEnv         string         `toml:"secret_env"`
-	SignatureHeader   string         `toml:"signature_header"`
-	SignatureEncoding string         `toml:"signature_encoding"`
-	SignaturePrefix   string         `toml:"signature_prefix"`
-	BasicUser         string         `toml:"basic_user"`
-	TokenHeader       string         `toml:"token_header"`
-	TokenQuery        string         `toml:"token_query"`
-	Tolerance         *time.Duration `toml:"tolerance"`
-	EventID           *string        `toml:"event_id"`
-	KeyFields         []string       `toml:"key_fields"`
-	TTL               *time.Duration `toml:"ttl"`
-	ForwardURL        string         `toml:"forward_url"`
-	MaxAttempts       *int           `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
-	AttemptTimeout    *time.Duration `toml:"attempt_timeout"`
-	MaxBackoff        *time.Duration `toml:"max_backoff"`
-	AmountField       *string        `toml:"amount_field"`
-	CurrencyField     *string        `toml:"currency_field"`
-	AmountMinorUnits  *bool          `toml:"amount_minor_units"`
-	PropertyField     *string        `toml:"property_field"`
-	BookingField      *string        `toml:"booking_field"`
-	StatusField       *string        `toml:"status_field"`
-	Batch             *string        `toml:"batch"`
-	Item              *string        `toml:"item"`
-	Answer            string         `toml:"answer"`
-	FormEncoded       *bool          `toml:"form_encoded"`
-	MaxBatchItems     int            `toml:"max_batch_items"` // items one request may carry; 0: receiver's default
-	BusinessKey       []string       `toml:"business_key"`
-	BusinessWindow    *time.Duration `toml:"business_window"`
-	BusinessKeyBlocks *bool          `toml:"business_key_blocks"`
+	Name              string             `toml:"name"`
+	Provider          string             `toml:"provider"`
+	Signature         string             `toml:"signature"`
+	Secret            secrets            `toml:"secret"`
+	SecretEnv         string             `toml:"secret_env"`
+	SignatureHeader   string             `toml:"signature_header"`
+	SignatureEncoding string             `toml:"signature_encoding"`
+	SignaturePrefix   string             `toml:"signature_prefix"`
+	BasicUser         string             `toml:"basic_user"`
+	TokenHeader       string             `toml:"token_header"`
+	TokenQuery        string             `toml:"token_query"`
+	Tolerance         *time.Duration     `toml:"tolerance"`
+	EventID           *provider.EventIDs `toml:"event_id"`
+	KeyFields         []string           `toml:"key_fields"`
+	TTL               *time.Duration     `toml:"ttl"`
+	ForwardURL        string             `toml:"forward_url"`
+	MaxAttempts       *int               `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
+	AttemptTimeout    *time.Duration     `toml:"attempt_timeout"`
+	MaxBackoff        *time.Duration     `toml:"max_backoff"`
+	AmountField       *string            `toml:"amount_field"`
+	CurrencyField     *string            `toml:"currency_field"`
+	AmountMinorUnits  *bool              `toml:"amount_minor_units"`
+	PropertyField     *string            `toml:"property_field"`
+	BookingField      *string            `toml:"booking_field"`
+	StatusField       *string            `toml:"status_field"`
+	Batch             *string            `toml:"batch"`
+	Item              *string            `toml:"item"`
+	Answer            string             `toml:"answer"`
+	FormEncoded       *bool              `toml:"form_encoded"`
+	MaxBatchItems     int                `toml:"max_batch_items"` // items one request may carry; 0: receiver's default
+	BusinessKey       []string           `toml:"business_key"`
+	BusinessWindow    *time.Duration     `toml:"business_window"`
+	BusinessKeyBlocks *bool              `toml:"business_key_blocks"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -313,11 +313,10 @@ func defaultConfig() config {
 // defaultSource is the zero-config source: standard-webhooks signed with a secret
 // generated on first start and kept in the database.
 func defaultSource() sourceConfig {
-	id := "header:webhook-id"
 	return sourceConfig{
 		Name:          defaultSourceName,
 		Signature:     "standard-webhooks",
-		EventID:       &id,
+		EventID:       &provider.EventIDs{"header:webhook-id"},
 		KeyFields:     []string{"/property_id", "/booking_id", "/status", "/effective_date"},
 		AmountField:   new("/refund/amount"),
 		CurrencyField: new("/refund/currency"),
@@ -1196,9 +1195,12 @@ func (s sourceSettings) signatureConfig() signature.Config {
 // keySpec says how a delivery's key is derived; the scheme names the event id unless
 // the settings do.
 func (s sourceSettings) keySpec(v signature.Verifier) receiver.KeySpec {
-	spec := receiver.KeySpec{EventID: v.DefaultEventID(), KeyFields: s.KeyFields, Scheme: v.Scheme()}
+	spec := receiver.KeySpec{KeyFields: s.KeyFields, Scheme: v.Scheme()}
+	if def := v.DefaultEventID(); def != "" {
+		spec.EventID = []string{def}
+	}
 	if s.EventID != nil {
-		spec.EventID = *s.EventID
+		spec.EventID = slices.Clone(*s.EventID)
 	}
 	return spec
 }

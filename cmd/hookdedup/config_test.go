@@ -186,6 +186,37 @@ secret = "x"
 key_fields = ["/Value"]
 batch = "/Events"
 max_batch_items = -1`, nil, []string{`source "mews"`, "max_batch_items"}},
+		{"EventIDNotText", `
+[[source]]
+name = "cm"
+signature = "none"
+event_id = 5`, nil, []string{"hookdedup.toml", "event_id", "array of strings"}},
+		{"EventIDListNotText", `
+[[source]]
+name = "cm"
+signature = "none"
+event_id = ["/id", 5]`, nil, []string{"hookdedup.toml", "event_id[1]", "not a string"}},
+		{"EventIDListRepeats", `
+[[source]]
+name = "cm"
+signature = "none"
+event_id = ["/id", "/revision_id", "/id"]`, nil, []string{`source "cm"`, `event_id[2] "/id" repeats event_id[0]`}},
+		{"EventIDListWholeBody", `
+[[source]]
+name = "cm"
+signature = "none"
+event_id = ["/id", ""]`, nil, []string{`source "cm"`, `event_id[1] ""`, "whole body"}},
+		{"EventIDListBadPointer", `
+[[source]]
+name = "cm"
+signature = "none"
+event_id = ["/id", "revision_id"]`, nil, []string{`source "cm"`, `event_id[1] "revision_id"`}},
+		{"BatchKeyedOnHeaderInAList", `
+[[source]]
+name = "mews"
+signature = "none"
+event_id = ["/Id", "header:X-Event-Id"]
+batch = "/Events"`, nil, []string{`source "mews"`, "event_id", "header:X-Event-Id", "every item"}},
 		{"NotTOML", `[[source]`, nil, []string{"hookdedup.toml"}},
 		{"NegativeMaxBody", `max_body = -1`, nil, []string{"hookdedup.toml", "max_body", "-1"}},
 		{"ZeroMaxBody", `max_body = 0`, nil, []string{"hookdedup.toml", "max_body", "0"}},

@@ -103,7 +103,7 @@ func consoleSources(sources []receiver.Source, cfg config) []web.Source {
 	for _, s := range sources {
 		ws := web.Source{
 			Name: s.Name, Scheme: s.Verifier.Scheme(), Timestamped: s.Verifier.Timestamped(), Integrity: s.Verifier.Integrity(),
-			EventID: s.Keys.EventID, KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
+			EventID: s.Keys.EventIDText(), KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
 			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField, CurrencyField: s.CurrencyField,
 			PropertyField: s.PropertyField, BookingField: s.BookingField, StatusField: s.StatusField,
 		}

@@ -195,7 +195,7 @@ func (c *crashTraffic) newEvent() *crashEvent {
 		n%7, n, 50+n%400, n%100)
 	sum := sha256.Sum256(ev.body)
 	ev.hash = hex.EncodeToString(sum[:])
-	spec := receiver.KeySpec{EventID: "header:webhook-id"}
+	spec := receiver.KeySpec{EventID: []string{"header:webhook-id"}}
 	if ev.source == "cm" {
 		spec = receiver.KeySpec{KeyFields: crashKeyFields}
 	}

@@ -255,8 +255,11 @@ func demoSend(ctx context.Context, client *http.Client, endpoint string, src rec
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
 	q := url.Values{}
-	if name, ok := strings.CutPrefix(src.Keys.EventID, "header:"); ok {
-		h.Set(name, msgID)
+	for _, from := range src.Keys.EventID {
+		if name, ok := strings.CutPrefix(from, "header:"); ok {
+			h.Set(name, msgID)
+			break
+		}
 	}
 	if err := src.Verifier.Sign(h, q, body, time.Now()); err != nil {
 		return demoAnswer{}, fmt.Errorf("sign: %w", err)

@@ -102,8 +102,8 @@ func runKey(ctx context.Context, args []string, e env) error {
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source\t%s\n", src.Name)
-	if src.Keys.EventID != "" {
-		fmt.Fprintf(w, "event id from\t%s\n", src.Keys.EventID)
+	if from := src.Keys.EventIDText(); from != "" {
+		fmt.Fprintf(w, "event id from\t%s\n", from)
 	}
 	if src.Batch == "" {
 		// The JSON intake keys: a form-encoded delivery's is its payload field.
@@ -188,8 +188,8 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
 	default:
-		if src.Keys.EventID != "" {
-			fmt.Fprintf(w, "%smethod\tderived (the delivery carries no %s)\n", indent, src.Keys.EventID)
+		if from := src.Keys.EventIDText(); from != "" {
+			fmt.Fprintf(w, "%smethod\tderived (the delivery carries no %s)\n", indent, from)
 		} else {
 			fmt.Fprintf(w, "%smethod\tderived from key fields\n", indent)
 		}

@@ -378,7 +378,7 @@ func loadIntake(t *testing.T, store receiver.Store) string {
 		Sources: []receiver.Source{{
 			Name:     "ota",
 			Verifier: v,
-			Keys: receiver.KeySpec{EventID: v.DefaultEventID(),
+			Keys: receiver.KeySpec{EventID: []string{v.DefaultEventID()},
 				KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
 			TTL:           24 * time.Hour,
 			PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status",

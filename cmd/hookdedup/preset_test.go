@@ -48,7 +48,7 @@ booking_field = ""
 	if src.Verifier.Scheme() != "adyen" || src.Batch != "/notificationItems" || src.Item != "/NotificationRequestItem" ||
 		src.CurrencyField != "/amount/currency" || !src.AmountMinorUnits || src.Answer != receiver.AnswerAccepted ||
 		!slices.Equal(src.Keys.KeyFields, []string{"/merchantAccountCode", "/pspReference", "/eventCode", "/success"}) ||
-		src.Keys.EventID != "" || src.PropertyField != "/merchantAccountCode" {
+		len(src.Keys.EventID) != 0 || src.PropertyField != "/merchantAccountCode" {
 		t.Errorf("preset settings not applied: %+v", src)
 	}
 	// The file's own, over the preset's.
@@ -146,7 +146,7 @@ forward_url = "http://127.0.0.1:9/events"
 		t.Fatal(err)
 	}
 	src := sources[0]
-	if src.Keys.EventID != "/data/object/id" || src.AmountMinorUnits || src.AmountField != "/data/object/amount" {
+	if !slices.Equal(src.Keys.EventID, []string{"/data/object/id"}) || src.AmountMinorUnits || src.AmountField != "/data/object/amount" {
 		t.Errorf("event_id %q, amount_minor_units %v, amount_field %q", src.Keys.EventID, src.AmountMinorUnits, src.AmountField)
 	}
 	if src.BookingField != "" || src.PropertyField != "" {

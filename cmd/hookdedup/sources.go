@@ -130,7 +130,11 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 		out = append(out, shownSetting{name: "secret", value: str("whsec_" + secretMask), secret: true, origin: fromDefault,
 			note: "generated on first start, kept in the database"})
 	}
-	add("event_id", sc.EventID != nil, str(src.Keys.EventID))
+	if len(src.Keys.EventID) > 1 {
+		add("event_id", sc.EventID != nil, tomlList(src.Keys.EventID))
+	} else {
+		add("event_id", sc.EventID != nil, str(src.Keys.EventIDText()))
+	}
 	add("key_fields", sc.KeyFields != nil, tomlList(src.Keys.KeyFields))
 	add("batch", sc.Batch != nil, str(src.Batch))
 	if src.Batch != "" {

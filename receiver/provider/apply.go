@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -20,7 +21,7 @@ type Settings struct {
 	BasicUser         *string   `toml:"basic_user"`
 	TokenHeader       *string   `toml:"token_header"`
 	TokenQuery        *string   `toml:"token_query"`
-	EventID           *string   `toml:"event_id"`
+	EventID           *EventIDs `toml:"event_id"`
 	KeyFields         *[]string `toml:"key_fields"`
 	Batch             *string   `toml:"batch"`
 	Item              *string   `toml:"item"`
@@ -32,6 +33,50 @@ type Settings struct {
 	AmountMinorUnits  *bool     `toml:"amount_minor_units"`
 	TTL               *string   `toml:"ttl"` // a Go duration, as the ttl setting is written
 	BusinessKey       *[]string `toml:"business_key"`
+}
+
+// EventIDs is the event_id setting: where an event id is, one place or several, the first
+// that holds one winning. The file writes one place as a string and several as an array
+// of strings; "" and [] say none.
+type EventIDs []string
+
+// UnmarshalTOML reads a string or an array of strings.
+func (e *EventIDs) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*e = EventIDs{}
+		if v != "" {
+			*e = EventIDs{v}
+		}
+		return nil
+	case []any:
+		ids := make(EventIDs, len(v))
+		for i, x := range v {
+			s, ok := x.(string)
+			if !ok {
+				return fmt.Errorf("event_id[%d] is %s, not a string", i, tomlKind(x))
+			}
+			ids[i] = s
+		}
+		*e = ids
+		return nil
+	}
+	return fmt.Errorf("event_id is %s: write a string, or an array of strings for several places", tomlKind(v))
+}
+
+// tomlKind names the kind of a TOML value as a reader of the file would.
+func tomlKind(v any) string {
+	switch v.(type) {
+	case int64, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "a table"
+	case []any:
+		return "an array"
+	}
+	return "a date or time"
 }
 
 // Apply fills each unset field of s from the preset and returns the config
@@ -93,7 +138,11 @@ func (p Preset) Apply(s *Settings) []string {
 			str("token_query", &s.TokenQuery, p.TokenQuery, false)
 		}
 	}
-	str("event_id", &s.EventID, p.EventID, true)
+	if s.EventID == nil {
+		ids := EventIDs(slices.Clone(p.EventID))
+		s.EventID = &ids
+		filled = append(filled, "event_id")
+	}
 	if s.KeyFields == nil && len(p.KeyFields) > 0 {
 		fields := slices.Clone(p.KeyFields)
 		s.KeyFields = &fields

@@ -38,7 +38,7 @@ func TestApply_FillsUnsetSettings(t *testing.T) {
 				t.Errorf("Apply reported %v, but set %v", filled, got)
 			}
 			// The filled settings say what the preset says.
-			if *s.Signature != p.Signature || *s.EventID != p.EventID || *s.PropertyField != p.PropertyField {
+			if *s.Signature != p.Signature || !slices.Equal(*s.EventID, p.EventID) || *s.PropertyField != p.PropertyField {
 				t.Errorf("signature %q, event_id %q, property_field %q; preset %q, %q, %q",
 					*s.Signature, *s.EventID, *s.PropertyField, p.Signature, p.EventID, p.PropertyField)
 			}
@@ -68,7 +68,7 @@ func TestApply_FillsUnsetSettings(t *testing.T) {
 func TestApply_ExplicitSettingsWin(t *testing.T) {
 	p, _ := provider.Lookup("adyen")
 	s := provider.Settings{
-		EventID:       ptr(""),
+		EventID:       ptr(provider.EventIDs{}),
 		KeyFields:     ptr([]string{}),
 		PropertyField: ptr("/additionalData/hotelId"),
 		AmountField:   ptr(""),
@@ -80,7 +80,7 @@ func TestApply_ExplicitSettingsWin(t *testing.T) {
 			t.Errorf("Apply filled %s, which the source set", own)
 		}
 	}
-	if *s.EventID != "" || len(*s.KeyFields) != 0 || *s.PropertyField != "/additionalData/hotelId" ||
+	if len(*s.EventID) != 0 || len(*s.KeyFields) != 0 || *s.PropertyField != "/additionalData/hotelId" ||
 		*s.AmountField != "" || *s.TTL != "2160h" {
 		t.Errorf("the source's own settings changed: %+v", s)
 	}

@@ -101,7 +101,7 @@ var presets = []Preset{
 		Title:         "Channex",
 		Signature:     "token",
 		TokenHeader:   tokenHeader,
-		EventID:       "/payload/revision_id",
+		EventID:       []string{"/payload/revision_id", "/payload/booking_revision_id"},
 		KeyFields:     []string{"/event", "/property_id", "/timestamp", "/payload"},
 		PropertyField: "/property_id",
 		BookingField:  "/payload/booking_id",
@@ -111,7 +111,9 @@ var presets = []Preset{
 		Docs: []string{
 			"https://docs.channex.io/api-v.1-documentation/webhook-collection",
 		},
-		Note: "Booking events are keyed on payload.revision_id, one per booking revision, so a \"booking\" and a " +
+		Note: "Booking events are keyed on their booking revision's id, one per revision, read from " +
+			"payload.revision_id (the booking event) or payload.booking_revision_id (booking_new, " +
+			"booking_modification, booking_cancellation, the unmapped room and rate events), so a \"booking\" and a " +
 			"\"booking_new\" webhook for one revision count once; other events (ari, message, …) on event, " +
 			"property, timestamp and payload. The token goes in a header set in the webhook's headers field. " +
 			"Channex retries failed webhooks but does not say for how long; the ttl is 7 days.",
@@ -142,7 +144,7 @@ var presets = []Preset{
 		Name:        "github",
 		Title:       "GitHub",
 		Signature:   "github",
-		EventID:     "header:X-GitHub-Delivery",
+		EventID:     []string{"header:X-GitHub-Delivery"},
 		StatusField: "/action",
 		TTL:         8 * day,
 		Redelivery:  3 * day,
@@ -164,7 +166,7 @@ var presets = []Preset{
 		Name:      "guesty",
 		Title:     "Guesty",
 		Signature: "standard-webhooks",
-		EventID:   "header:webhook-id",
+		EventID:   []string{"header:webhook-id"},
 		TTL:       7 * day,
 		Answer:    AnswerJSON,
 		Docs: []string{
@@ -202,7 +204,7 @@ var presets = []Preset{
 		Name:          "shopify",
 		Title:         "Shopify",
 		Signature:     "shopify",
-		EventID:       "header:X-Shopify-Webhook-Id",
+		EventID:       []string{"header:X-Shopify-Webhook-Id"},
 		AmountField:   "/total_price",
 		CurrencyField: "/currency",
 		// One order in one state (its updated_at), sent again under a new webhook id.
@@ -224,7 +226,7 @@ var presets = []Preset{
 		Name:             "stripe",
 		Title:            "Stripe",
 		Signature:        "stripe",
-		EventID:          "/id",
+		EventID:          []string{"/id"},
 		StatusField:      "/type",
 		AmountField:      "/data/object/amount",
 		CurrencyField:    "/data/object/currency",

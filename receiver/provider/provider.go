@@ -52,10 +52,11 @@ type Preset struct {
 	TokenHeader       string
 	TokenQuery        string
 
-	// EventID names the sender's event id ("" when it has none usable), in
-	// the syntax of the event_id setting; KeyFields are the fields hashed
-	// into the key when there is no event id.
-	EventID   string
+	// EventID names where the sender's event id is (none when it has none
+	// usable), each place in the syntax of the event_id setting, the first that
+	// holds one winning; KeyFields are the fields hashed into the key when there
+	// is no event id.
+	EventID   []string
 	KeyFields []string
 
 	// Batch points at the array of events in one request ("" when a

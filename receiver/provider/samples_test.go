@@ -216,7 +216,7 @@ func TestPresets_KeyMethod(t *testing.T) {
 func TestPresets_KeyFieldsDistinguish(t *testing.T) {
 	for _, name := range provider.Names() {
 		p, _ := provider.Lookup(name)
-		if p.EventID != "" {
+		if len(p.EventID) > 0 {
 			continue // keyed on the sender's id where present
 		}
 		ev := events(t, p, samples(t, name)[name])[0]

@@ -1,0 +1,87 @@
+package receiver_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/provider"
+	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+)
+
+// channexPresetSource is a source as `provider = "channex"` configures it.
+func channexPresetSource(t *testing.T) receiver.Source {
+	t.Helper()
+	p, ok := provider.Lookup("channex")
+	if !ok {
+		t.Fatal("no channex preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, TokenHeader: p.TokenHeader, Secrets: []string{"channex-token-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{Name: "channex", Verifier: v, TTL: p.TTL,
+		Keys:          receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		PropertyField: p.PropertyField, BookingField: p.BookingField, StatusField: p.StatusField}
+}
+
+func postChannex(t *testing.T, base, body string) (int, answer) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/channex", bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Webhook-Token", "channex-token-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var a answer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
+	}
+	return resp.StatusCode, a
+}
+
+// TestPresets_ChannexRevisionUnderEitherName: Channex's booking event carries the booking
+// revision as payload.revision_id, its per-status events (booking_new, …,
+// booking_unmapped_room/rate) as payload.booking_revision_id (Channex's own samples for
+// the unmapped room and rate events; integrators' captures of booking_new). The preset
+// reads either, so a booking and a booking_new webhook for one revision count once,
+// rather than the second falling back to a key derived from its whole payload and being
+// handed downstream again.
+func TestPresets_ChannexRevisionUnderEitherName(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, channexPresetSource(t))
+	const rev = "80b3b60c-5e24-35c5-ad1b-da67cd704093"
+	booking := `{"event":"booking","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","revision_id":"` + rev + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	bookingNew := `{"event":"booking_new","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + rev + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+
+	code, a := postChannex(t, e.srv.URL, booking)
+	if code != http.StatusOK || a.Status != "accepted" || a.Key != rev {
+		t.Fatalf("booking: %d %+v, want accepted under the revision id %s", code, a, rev)
+	}
+	code, b := postChannex(t, e.srv.URL, bookingNew)
+	if code != http.StatusOK {
+		t.Fatalf("booking_new: %d %+v", code, b)
+	}
+	if b.Status != "duplicate" || b.Key != rev {
+		t.Errorf("booking_new for revision %s: %s under key %q; want a duplicate of the booking webhook "+
+			"(README: \"a booking and a booking_new webhook for the same revision therefore count once\")", rev, b.Status, b.Key)
+	}
+	// Another revision's unmapped-room event is keyed on its own revision.
+	const other = "6c1ca2a4-0b5c-4f1e-9d6a-0f0e6d1b2c3d"
+	unmapped := `{"event":"booking_unmapped_room","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + other + `","ota_room_id":"R1"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:05:00.0000Z"}`
+	if code, u := postChannex(t, e.srv.URL, unmapped); code != http.StatusOK || u.Status != "accepted" || u.Key != other {
+		t.Errorf("booking_unmapped_room: %d %+v, want accepted under its revision id %s", code, u, other)
+	}
+}
