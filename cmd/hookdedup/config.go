@@ -828,13 +828,50 @@ func urlPassword(s string) bool {
 }
 
 // checkDatabase refuses a database path that begins with ~: no shell reads the
-// configuration, so it would name a directory called "~" where hookdedup runs.
+// configuration, so it would name a directory called "~" where hookdedup runs. It also
+// refuses what is meant for a database server rather than a file: anything but a
+// postgres:// URL is taken for the path of a SQLite file, and a PostgreSQL connection
+// string in libpq's keyword form, or a URL with its // mistyped, would become a file
+// named after it, password and all, shown in every log line, and each replica given
+// one would deduplicate on a database of its own. Such a value is never quoted back.
 func (c config) checkDatabase() error {
+	if isPostgres(c.Database) {
+		return nil
+	}
 	if c.Database == "~" || strings.HasPrefix(c.Database, "~/") {
 		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",
 			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))
 	}
+	const postgresForm = "postgres://USER:PASSWORD@HOST:5432/DBNAME"
+	if scheme, _, ok := strings.Cut(c.Database, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return fmt.Errorf("database: a %s: URL without its // after the scheme (not shown, as it may hold a password); write it as %s",
+			strings.ToLower(scheme), postgresForm)
+	}
+	if scheme, _, ok := strings.Cut(c.Database, "://"); ok && schemeName(scheme) {
+		return fmt.Errorf("database: a %s:// URL (not shown, as it may hold a password): hookdedup stores in PostgreSQL (%s) or in a SQLite file, named by its path",
+			strings.ToLower(scheme), postgresForm)
+	}
+	if libpqKeywords.MatchString(c.Database) {
+		return fmt.Errorf("database: a PostgreSQL connection string in keyword form (host=… dbname=…; not shown, as it may hold a password); hookdedup takes it as a URL: %s",
+			postgresForm)
+	}
 	return nil
+}
+
+// libpqKeywords matches the keywords that begin the pairs of a libpq connection string
+// (host=db port=5432 …), which no sensible file name starts a word with.
+var libpqKeywords = regexp.MustCompile(`(?i)(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout|application_name|options|target_session_attrs)\s*=`)
+
+// schemeName reports whether s is a URL scheme (RFC 3986: a letter, then letters,
+// digits, "+", "-" or ".").
+func schemeName(s string) bool {
+	for i, c := range s {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (c config) checkListen() error {
@@ -897,10 +934,21 @@ func parseCIDRs(list []string) ([]netip.Prefix, error) {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			// Peers are compared unmapped (web.TrustedProxies): ::ffff:10.0.0.0/104 is
+			// 10.0.0.0/8, and as written it would match no peer.
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
 		if p.Bits() == 0 {
 			// Every client would then name its own address in X-Forwarded-For: a new
 			// one for each wrong password, past the sign-in throttle.
 			return nil, fmt.Errorf("%q trusts every address as a proxy, so any client could name its own address; list the proxies' addresses (\"10.0.0.5/32\", \"172.16.0.0/12\")", item)
+		}
+		// Nor may a few wide prefixes do it together (0.0.0.0/1 and 128.0.0.0/1): no
+		// network of proxies is wider than the widest private ones, 10.0.0.0/8 and
+		// fc00::/7.
+		if widest := map[bool]int{true: 8, false: 7}[p.Addr().Is4()]; p.Bits() < widest {
+			return nil, fmt.Errorf("%q trusts more addresses than any network of proxies holds (wider than /%d), so a client among them could name its own address; list the proxies' networks (\"10.0.0.0/8\", \"172.16.0.0/12\", \"fd00::/8\")", item, widest)
 		}
 		out = append(out, p.Masked())
 	}

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -729,16 +732,30 @@ func TestConfig_SingleBracketTableList(t *testing.T) {
 
 // TestConfig_TrustedProxiesNotEveryone: a trusted proxy range that covers every address
 // is refused: every client could then name its own address in X-Forwarded-For, a new
-// one for each guess at a password.
+// one for each guess at a password. So are ranges wider than any network of proxies,
+// which together do the same, and an IPv4-mapped range is read as the IPv4 range it is.
 func TestConfig_TrustedProxiesNotEveryone(t *testing.T) {
-	for _, cidr := range []string{"0.0.0.0/0", "::/0"} {
+	load := func(list string) (config, error) {
+		t.Helper()
 		path := filepath.Join(t.TempDir(), "hookdedup.toml")
-		if err := os.WriteFile(path, []byte(`trusted_proxies = ["`+cidr+`"]`+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(`trusted_proxies = [`+list+`]`+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path, true, func(string) string { return "" }); err == nil {
-			t.Errorf("trusted_proxies = [%q] accepted: every client may then pick its address", cidr)
+		return loadConfig(path, true, func(string) string { return "" })
+	}
+	for _, list := range []string{`"0.0.0.0/0"`, `"::/0"`, `"0.0.0.0/1", "128.0.0.0/1"`, `"::/1", "8000::/1"`,
+		`"10.0.0.0/7"`, `"::ffff:0.0.0.0/96"`, `"::ffff:0.0.0.0/97", "::ffff:128.0.0.0/97"`} {
+		if _, err := load(list); err == nil || !strings.Contains(err.Error(), "could name its own address") {
+			t.Errorf("trusted_proxies = [%s]: %v; want it refused: every client in it may pick its address", list, err)
 		}
+	}
+	cfg, err := load(`"10.0.0.0/8", "fc00::/7", "::ffff:192.168.1.0/120"`)
+	if err != nil {
+		t.Fatalf("the widest private networks refused: %v", err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("192.168.1.0/24")}
+	if !slices.Equal(cfg.TrustedProxies, want) {
+		t.Errorf("trusted proxies %v, want %v", cfg.TrustedProxies, want)
 	}
 }
 
@@ -756,6 +773,53 @@ func TestConfig_DatabaseTilde(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "~")); err == nil {
 		t.Error(`a directory named "~" was made`)
+	}
+}
+
+// TestConfig_DatabaseMeantForAServer: a PostgreSQL connection string in libpq's keyword
+// form, a postgres URL with its // mistyped, or a URL of another scheme is refused,
+// naming the setting and never showing the value (it holds the password), and nothing
+// is made where hookdedup runs: taken for a file's path, it became a SQLite database
+// named after it, and each replica given it deduplicated alone.
+func TestConfig_DatabaseMeantForAServer(t *testing.T) {
+	for _, c := range []struct{ database, want string }{
+		{"host=127.0.0.1 port=1 user=hook password=S3CRETPW dbname=hook", "keyword form"},
+		{"dbname=hook password=S3CRETPW", "keyword form"},
+		{"postgres:/hook:S3CRETPW@127.0.0.1:1/hook", "postgres: URL without its //"},
+		{"PostgreSQL:hook:S3CRETPW@db/hook", "postgresql: URL without its //"},
+		{"mysql://hook:S3CRETPW@127.0.0.1/hook", "a mysql:// URL"},
+	} {
+		dir := t.TempDir()
+		t.Chdir(dir) // where a file named after it would be made
+		path := filepath.Join(dir, "hookdedup.toml")
+		if err := os.WriteFile(path, []byte("database = "+strconv.Quote(c.database)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"keys", "--config", path}, {"serve", "--addr", "127.0.0.1:0", "--database", c.database}} {
+			// Bounded: a serve that took it for a file would serve until stopped.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var outb bytes.Buffer
+			err := run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &outb, &outb)
+			cancel()
+			out := outb.String()
+			if err == nil || !strings.Contains(err.Error(), "database: ") || !strings.Contains(err.Error(), c.want) ||
+				!strings.Contains(err.Error(), "postgres://USER:PASSWORD@HOST:5432/DBNAME") {
+				t.Errorf("%s with database %q: %v; want it refused, saying it is %s and how to write the URL", args[0], c.database, err, c.want)
+			}
+			if strings.Contains(fmt.Sprint(err)+out, "S3CRETPW") {
+				t.Errorf("%s with database %q shows the password: %v\n%s", args[0], c.database, err, out)
+			}
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("database %q: %d entries in its directory, want the configuration alone", c.database, len(entries))
+		}
+	}
+	// A file whose name only looks like it, or a path with a colon, is still a file.
+	for _, name := range []string{"user-data.db", "host_2.db", "a:b.db"} {
+		cfg := config{Database: filepath.Join(t.TempDir(), name)}
+		if err := cfg.checkDatabase(); err != nil {
+			t.Errorf("database %q: %v, want it taken as a file", cfg.Database, err)
+		}
 	}
 }
 
