@@ -14,7 +14,6 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
-	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
@@ -394,57 +393,5 @@ func TestForensics_BusinessKeyBlankField(t *testing.T) {
 	}
 	if code, r, _ := e.post(t, "ota", "evt_b", b, nil); code != 200 || r.Status != "accepted" {
 		t.Errorf("another booking's cancellation, booking id blank: %d %+v, want accepted (not blocked)", code, r)
-	}
-}
-
-// adyenItemRef is a signed Adyen refund item of merchantReference ref.
-func adyenItemRef(t testing.TB, psp, ref string, value int) []byte {
-	t.Helper()
-	a, err := signature.NewAdyenHMAC([]string{adyenKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	item := fmt.Appendf(nil, `{"amount":{"currency":"EUR","value":%d},"eventCode":"REFUND","merchantAccountCode":"HotelBerlinMitte",`+
-		`"merchantReference":%q,"originalReference":"","pspReference":%q,"success":"true"}`, value, ref, psp)
-	signed, err := a.SignItem(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signed
-}
-
-// TestBatch_AdyenBlockedRefundRedeliveredUnflagged: an Adyen source with
-// business_key_blocks (a business key without the amount). A refund of order R for
-// 412.50 is accepted. A later notification batch carries a second refund of R under
-// another pspReference (500.00: blocked, a duplicate of the first) and a redelivery of
-// that pspReference with 412.50. The redelivery is a duplicate of the first refund,
-// flagged as it would be sent alone: as a blocked delivery, with no money mismatch.
-func TestBatch_AdyenBlockedRefundRedeliveredUnflagged(t *testing.T) {
-	src := adyenSource(t)
-	src.BusinessKey = []string{"/merchantAccountCode", "/merchantReference", "/eventCode"}
-	src.BusinessKeyBlocks = true
-	e := newEnv(t, sqlite.Options{}, src)
-	code, first := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(adyenItemRef(t, "P1", "R-1", 41250)))
-	if code != http.StatusOK || outcomes(first) != "accepted" {
-		t.Fatalf("first: %d %+v", code, first)
-	}
-	code, a := postBatch(t, e.srv.URL, "/webhooks/adyen", adyenBody(adyenItemRef(t, "P2", "R-1", 50000), adyenItemRef(t, "P2", "R-1", 41250)))
-	if code != http.StatusOK || outcomes(a) != "duplicate,duplicate" {
-		t.Fatalf("second batch: %d %+v", code, a)
-	}
-	if a.Items[1].FirstDelivery != first.Items[0].Delivery {
-		t.Fatalf("redelivery's first delivery = %s, want %s", a.Items[1].FirstDelivery, first.Items[0].Delivery)
-	}
-	id, _ := strconv.ParseInt(a.Items[1].Delivery, 10, 64)
-	f, err := e.db.FlagsOf(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstID, _ := strconv.ParseInt(first.Items[0].Delivery, 10, 64)
-	d1, _ := e.db.Delivery(context.Background(), firstID)
-	d2, _ := e.db.Delivery(context.Background(), id)
-	if f.MoneyMismatch || d2.Mismatch {
-		t.Errorf("redelivery (amount %s %s) of first delivery %d (amount %s %s) is flagged: mismatch %v, money mismatch %v",
-			d2.Amount, d2.Currency, firstID, d1.Amount, d1.Currency, d2.Mismatch, f.MoneyMismatch)
 	}
 }

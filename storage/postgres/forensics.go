@@ -425,14 +425,10 @@ func (l *forensicLookups) decide(rows []*recordRow) {
 // a claim says that its first delivery's event was taken in, and this one was not, so
 // the keys pages list it nowhere, and a redelivery of its key meets the same business
 // key and is blocked the same way (while the window lasts). Rows of the transaction
-// that lost their key's claim to r are repointed to other too, as r's redeliveries, and
-// flagged as each would be on its own in a later transaction, where it would claim the
-// key r left and be blocked in turn: a duplicate of other, compared with it for no
-// mismatch (its payload is another event's, under another id). Compared with r, as
-// decide queued them, the flags would depend on whether they came in r's request or
-// another. One that would have stored its body as a reference to r's stores its own,
-// the same bytes: the blocked delivery is owed nothing and no longer accepted, so the
-// retention sweep deletes it without handing its body over.
+// that lost their key's claim to r are repointed to other too, as r's redeliveries;
+// one that would have stored its body as a reference to r's stores its own, the same
+// bytes: the blocked delivery is owed nothing and no longer accepted, so the retention
+// sweep deletes it without handing its body over.
 func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
 	l.unclaim = append(l.unclaim, r)
 	blocked := r.id
@@ -442,11 +438,7 @@ func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
 			continue
 		}
 		if o.outcome == storage.Duplicate && o.first == blocked {
-			o.first, o.mismatch = other, false
-			if i := slices.Index(l.mismatch, o.id); i >= 0 {
-				l.mismatch = slices.Delete(l.mismatch, i, i+1)
-				l.mismatchFirst = slices.Delete(l.mismatchFirst, i, i+1)
-			}
+			o.first = other
 		}
 		if o.bodyFrom == blocked {
 			o.bodyFrom = 0

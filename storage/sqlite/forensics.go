@@ -366,7 +366,7 @@ WHERE delivery IS NOT NULL`
 
 	sqlBlockDelivery = `UPDATE deliveries SET outcome = 'duplicate', first_delivery = ?2 WHERE id = ?1`
 	sqlBlockClaim    = `DELETE FROM claims WHERE source = ? AND key = ? AND first_delivery = ?`
-	sqlRepoint       = `UPDATE deliveries SET first_delivery = ?2, mismatch = 0, money_mismatch = 0 WHERE id = ?1`
+	sqlRepoint       = `UPDATE deliveries SET first_delivery = ?2 WHERE id = ?1`
 	sqlOwnBody       = `UPDATE deliveries SET body = ?2, body_from = 0 WHERE id = ?1`
 
 	sqlTraceAdd = `INSERT OR REPLACE INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at) VALUES (?, ?, ?, ?, ?)`
@@ -879,11 +879,7 @@ func (f *forensics) correlations(ctx context.Context, keys []forensicKey) error 
 // event was taken in, and this one was not, so the keys pages list it nowhere, and a
 // redelivery of its key meets the same business key and is blocked the same way (while
 // the window lasts). Rows of the batch that lost their key's claim to r are repointed
-// to other too, as r's redeliveries, and flagged as each would be on its own in a later
-// batch, where it would claim the key r left and be blocked in turn: a duplicate of
-// other, compared with it for no mismatch (its payload is another event's, under
-// another id). Compared with r, as they were, the flags would depend on whether they
-// came in r's request or another.
+// to other too, as r's redeliveries.
 func (f *forensics) block(ctx context.Context, rows []*recordRow, r *recordRow, other int64) error {
 	d := r.d
 	if err := f.exec(ctx, sqlBlockClaim, d.Source, d.Key, r.id); err != nil {
@@ -896,7 +892,7 @@ func (f *forensics) block(ctx context.Context, rows []*recordRow, r *recordRow, 
 	r.outcome, r.first = storage.Duplicate, other
 	for _, o := range rows {
 		if o != r && o.outcome == storage.Duplicate && o.first == blocked {
-			o.first, o.mismatch, o.moneyMismatch = other, false, false
+			o.first = other
 			if err := f.exec(ctx, sqlRepoint, o.id, other); err != nil {
 				return fmt.Errorf("block: %w", err)
 			}
