@@ -2,9 +2,11 @@ package receiver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/receiver"
@@ -83,5 +85,41 @@ func TestPresets_ChannexRevisionUnderEitherName(t *testing.T) {
 		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:05:00.0000Z"}`
 	if code, u := postChannex(t, e.srv.URL, unmapped); code != http.StatusOK || u.Status != "accepted" || u.Key != other {
 		t.Errorf("booking_unmapped_room: %d %+v, want accepted under its revision id %s", code, u, other)
+	}
+}
+
+// TestPresets_ChannexBookingAndBookingNewNoMoneyMismatch: a webhook of every event gets a
+// booking and a booking_new webhook for each new revision. Counted once, the second is
+// a duplicate whose payload differs (the event's name, the revision's field name), and
+// that is all: the event's name is no status, so the pair is no money mismatch, which
+// would raise the money_mismatch alert for every revision.
+func TestPresets_ChannexBookingAndBookingNewNoMoneyMismatch(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, channexPresetSource(t))
+	const rev = "80b3b60c-5e24-35c5-ad1b-da67cd704093"
+	booking := `{"event":"booking","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","revision_id":"` + rev + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	bookingNew := `{"event":"booking_new","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + rev + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	if code, a := postChannex(t, e.srv.URL, booking); code != http.StatusOK || a.Status != "accepted" {
+		t.Fatalf("booking: %d %+v", code, a)
+	}
+	code, b := postChannex(t, e.srv.URL, bookingNew)
+	if code != http.StatusOK || b.Status != "duplicate" {
+		t.Fatalf("booking_new: %d %+v, want a duplicate", code, b)
+	}
+	id, _ := strconv.ParseInt(b.Delivery, 10, 64)
+	f, err := e.db.FlagsOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.db.Delivery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.MoneyMismatch || !d.Mismatch {
+		t.Errorf("booking_new of the booking webhook's revision: money mismatch %v (status %q), mismatch %v; "+
+			"want only a mismatch (its payload differs)", f.MoneyMismatch, d.EventStatus, d.Mismatch)
 	}
 }

@@ -113,3 +113,47 @@ func TestHandler_ReadySeesALockWithinASecond(t *testing.T) {
 		t.Errorf("readyz once the lock ended = %d %s, want 200", code, body)
 	}
 }
+
+// TestHandler_ReadyLooksAgainAfterAFailedStore: a ready answer is reused for a second
+// unless a delivery failed to be stored since, a rejected one (signed, but not JSON: a
+// 400, stored for the console) as much as an accepted one: the probe right after either
+// failed, while another process holds the write lock, looks again and says 503.
+func TestHandler_ReadyLooksAgainAfterAFailedStore(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+	}{{"Accepted", cancellation}, {"Rejected", `not json at all`}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sqlite.Options{BusyTimeout: 100 * time.Millisecond})
+			if code, body := e.ready(t); code != 200 {
+				t.Fatalf("readyz before = %d %s", code, body)
+			}
+			other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			conn, err := other.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.ExecContext(context.Background(), "ROLLBACK")
+			start := time.Now()
+			code, a, _ := e.post(t, "ota", "msg_ready_failed", tc.body, nil)
+			if code != http.StatusServiceUnavailable && code != http.StatusBadRequest {
+				t.Fatalf("delivery under the lock: %d %+v", code, a)
+			}
+			got, body := e.ready(t)
+			if time.Since(start) > 900*time.Millisecond {
+				t.Skip("too slow to stay within the reuse second")
+			}
+			if got != http.StatusServiceUnavailable {
+				t.Errorf("readyz right after a %s delivery failed to be stored = %d %s, want 503 (the ready answer is not to be reused)",
+					tc.name, got, body)
+			}
+		})
+	}
+}

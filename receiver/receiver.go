@@ -513,6 +513,9 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	}
 	// WithoutCancel: a sender that hung up (a timed-out body) is still recorded.
 	err := rc.store.Record(context.WithoutCancel(r.Context()), d, storage.ClaimOptions{})
+	if err != nil {
+		rc.storeFails.seen() // a readiness answer from before is not to be reused
+	}
 	if err != nil && !errors.Is(err, storage.ErrFileGone) {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
 		rc.log.Warn("rejected delivery not stored", logSource, src.Name, logStatus, code, logErr, err)

@@ -843,6 +843,11 @@ func (c config) checkDatabase() error {
 			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))
 	}
 	const postgresForm = "postgres://USER:PASSWORD@HOST:5432/DBNAME"
+	if strings.TrimSpace(c.Database) != c.Database {
+		// " postgres://…" is no URL, and would be a file named after it.
+		return fmt.Errorf("database: begins or ends with a blank (not shown, as it may hold a password); write it without: a file's path, or a URL such as %s",
+			postgresForm)
+	}
 	if scheme, _, ok := strings.Cut(c.Database, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
 		return fmt.Errorf("database: a %s: URL without its // after the scheme (not shown, as it may hold a password); write it as %s",
 			strings.ToLower(scheme), postgresForm)
@@ -851,12 +856,20 @@ func (c config) checkDatabase() error {
 		return fmt.Errorf("database: a %s:// URL (not shown, as it may hold a password): hookdedup stores in PostgreSQL (%s) or in a SQLite file, named by its path",
 			strings.ToLower(scheme), postgresForm)
 	}
+	if userAtHost.MatchString(c.Database) {
+		return fmt.Errorf("database: a URL's USER:PASSWORD@HOST without its scheme (not shown, as it holds a password); write it as %s",
+			postgresForm)
+	}
 	if libpqKeywords.MatchString(c.Database) {
 		return fmt.Errorf("database: a PostgreSQL connection string in keyword form (host=… dbname=…; not shown, as it may hold a password); hookdedup takes it as a URL: %s",
 			postgresForm)
 	}
 	return nil
 }
+
+// userAtHost matches the user, password and host of a URL written without its scheme
+// (hook:secret@db/hook), which no sensible file name starts with.
+var userAtHost = regexp.MustCompile(`^[^/\s:@]+:[^/\s@]*@[^/\s]`)
 
 // libpqKeywords matches the keywords that begin the pairs of a libpq connection string
 // (host=db port=5432 …), which no sensible file name starts a word with.

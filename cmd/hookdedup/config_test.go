@@ -788,6 +788,9 @@ func TestConfig_DatabaseMeantForAServer(t *testing.T) {
 		{"postgres:/hook:S3CRETPW@127.0.0.1:1/hook", "postgres: URL without its //"},
 		{"PostgreSQL:hook:S3CRETPW@db/hook", "postgresql: URL without its //"},
 		{"mysql://hook:S3CRETPW@127.0.0.1/hook", "a mysql:// URL"},
+		{" postgres://hook:S3CRETPW@127.0.0.1:1/hook", "begins or ends with a blank"},
+		{"\tpostgresql://hook:S3CRETPW@127.0.0.1:1/hook", "begins or ends with a blank"},
+		{"hook:S3CRETPW@127.0.0.1:1/hook", "USER:PASSWORD@HOST without its scheme"},
 	} {
 		dir := t.TempDir()
 		t.Chdir(dir) // where a file named after it would be made
@@ -815,7 +818,7 @@ func TestConfig_DatabaseMeantForAServer(t *testing.T) {
 		}
 	}
 	// A file whose name only looks like it, or a path with a colon, is still a file.
-	for _, name := range []string{"user-data.db", "host_2.db", "a:b.db"} {
+	for _, name := range []string{"user-data.db", "host_2.db", "a:b.db", "a@b.db", "x:y/a@b.db"} {
 		cfg := config{Database: filepath.Join(t.TempDir(), name)}
 		if err := cfg.checkDatabase(); err != nil {
 			t.Errorf("database %q: %v, want it taken as a file", cfg.Database, err)

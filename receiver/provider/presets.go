@@ -105,7 +105,7 @@ var presets = []Preset{
 		KeyFields:     []string{"/event", "/property_id", "/timestamp", "/payload"},
 		PropertyField: "/property_id",
 		BookingField:  "/payload/booking_id",
-		StatusField:   "/event",
+		StatusField:   "",
 		TTL:           7 * day,
 		Answer:        AnswerJSON,
 		Docs: []string{
