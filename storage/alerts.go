@@ -33,7 +33,7 @@ var ErrAlertState = errors.New("alert is not in a state that allows this")
 var ErrAlertHeld = errors.New("alert's condition held within its clear period")
 
 // ErrLeaseLost means a notification's outcome was not recorded: its lease had run out
-// and another sender leased it since, whose outcome counts.
+// and another sender leased it since, whose outcome counts, or it was deleted since.
 var ErrLeaseLost = errors.New("the lease ran out and another sender holds it now")
 
 // Alert is one alert: a rule's condition on one subject, from when it opened until it

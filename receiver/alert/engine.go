@@ -302,7 +302,13 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 		// Written at every evaluation that finds it holding, on every replica: another
 		// replica, whose evaluations come at other moments, may see it clear meanwhile,
 		// and must not resolve it while any replica sees it hold (ClearAlert).
-		return e.cfg.Store.HoldAlert(ctx, a.ID, f.summary, f.value, now)
+		err := e.cfg.Store.HoldAlert(ctx, a.ID, f.summary, f.value, now)
+		if err != nil && r.Kind == KindDatabaseNotReady {
+			// The write fails for the very reason the alert is open: an error every
+			// evaluation would say nothing new. It resolves only once writes pass.
+			return nil
+		}
+		return err
 	}
 	e.mu.Lock()
 	first, seen := e.since[k]
@@ -613,7 +619,7 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 		if errors.Is(err, storage.ErrLeaseLost) {
 			// This attempt outlasted its lease (a machine paused, a process stopped):
 			// another sender has the notification now, and its outcome stands.
-			e.log.Warn("alert notification's outcome not recorded: its lease ran out and another sender has it",
+			e.log.Warn("alert notification's outcome not recorded: its lease ran out, and another sender has it or it was deleted",
 				append(attrs, "sent", res.Sent)...)
 			return res.Sent, nil
 		}
