@@ -104,7 +104,11 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	limit := flags.fs.Int("limit", 100, "at most this many keys")
 	before := flags.fs.Int64("before", 0, "only keys older than this id: the next page, as the page before says")
 	after := flags.fs.String("after", "", "with --stuck, only the stuck keys after this place: the next page, as the page before says")
-	if _, err := flags.parse(args); err != nil {
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments("keys", pos, "--source"); err != nil {
 		return err
 	}
 	if *limit <= 0 {
