@@ -846,18 +846,46 @@ func (c config) checkListen() error {
 		if a.addr == "" {
 			continue
 		}
-		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(a.addr)
+		if err != nil || port == "" {
 			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.name, a.addr, a.example)
+		}
+		if err := checkPort(port); err != nil {
+			return fmt.Errorf("%s %q: %w", a.name, a.addr, err)
 		}
 	}
 	if c.ConsoleAddr == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.ConsoleAddr); err != nil {
+	_, port, err := net.SplitHostPort(c.ConsoleAddr)
+	if err != nil {
 		return fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err)
+	}
+	if err := checkPort(port); err != nil {
+		return fmt.Errorf("console_addr %q: %w", c.ConsoleAddr, err)
 	}
 	if sameListenAddr(c.ConsoleAddr, c.Addr) {
 		return fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr)
+	}
+	return nil
+}
+
+// checkPort refuses a port that listening would refuse, as listening reads it: a number
+// from 0 to 65535, or a service name the system knows (/etc/services). SplitHostPort
+// alone passes "99999" and "htp", which would fail only at listen, after serve has
+// created or migrated the database. An empty port is left to the caller.
+func checkPort(port string) error {
+	if port == "" {
+		return nil
+	}
+	if strings.Trim(port, "0123456789") == "" {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("port %s is out of range: a port is a number from 0 to 65535", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a service name this system knows", port)
 	}
 	return nil
 }

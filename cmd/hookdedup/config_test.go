@@ -644,6 +644,49 @@ func TestServe_BadAddrCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestServe_BadListenPortCreatesNothing: a port that listening would refuse (past 65535,
+// or a name the system has no service of) is refused, in each of the three listen
+// addresses, naming the setting and its value, before serve makes the database's
+// directory or the database. A service name the system knows is a port.
+func TestServe_BadListenPortCreatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		want       string
+	}{
+		{"AddrOutOfRange", "addr = \"127.0.0.1:99999\"\n", nil, `addr "127.0.0.1:99999": port 99999 is out of range`},
+		{"AddrUnknownName", "addr = \"127.0.0.1:http-alt-nonexistent\"\n", nil, `addr "127.0.0.1:http-alt-nonexistent": port "http-alt-nonexistent" is neither a number`},
+		{"AddrFromEnvironment", "", map[string]string{"HOOKDEDUP_ADDR": "127.0.0.1:65536"}, `addr "127.0.0.1:65536": port 65536 is out of range`},
+		{"ConsoleAddr", "console_addr = \"127.0.0.1:70000\"\n", nil, `console_addr "127.0.0.1:70000": port 70000 is out of range`},
+		{"HTTPAddr", "http_addr = \":8o\"\n", nil, `http_addr ":8o": port "8o" is neither a number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hookdedup.toml")
+			if err := os.WriteFile(cfg, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			err := run(ctx, []string{"serve", "--config", cfg, "--database", filepath.Join(dir, "data", "hookdedup.db")},
+				func(k string) string { return tc.env[k] }, strings.NewReader(""), &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve: %v; want an error containing %q\n%s", err, tc.want, errb.String())
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "data")); serr == nil {
+				t.Errorf("the listen address was refused only after the database was made: %v", err)
+			}
+		})
+	}
+	t.Run("ServiceName", func(t *testing.T) {
+		_, _, err := runIn(t, "addr = \"127.0.0.1:http\"\nconsole_addr = \"127.0.0.1:8081\"\n", nil, "", "sources")
+		if err != nil && strings.Contains(err.Error(), "port") {
+			t.Errorf("a port named by its service was refused: %v", err)
+		}
+	})
+}
+
 // TestConfig_UnquotedSecretNotShown: a secret written without its quotes stops start-up
 // with an error that does not quote what the decoder found there, which is the secret.
 func TestConfig_UnquotedSecretNotShown(t *testing.T) {
