@@ -421,11 +421,14 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MaxBody = fc.MaxBody
 	}
 	if fc.Sync != "" {
+		if err := checkSynchronous(fc.Sync); err != nil {
+			return fmt.Errorf("synchronous: %w", err)
+		}
 		c.Sync = fc.Sync
 	}
 	if fc.Cache != nil {
-		if *fc.Cache <= 0 {
-			return fmt.Errorf("cache_size: %d is not a positive number of bytes", *fc.Cache)
+		if err := checkCacheSize(*fc.Cache); err != nil {
+			return fmt.Errorf("cache_size: %w", err)
 		}
 		c.CacheSize = *fc.Cache
 	}
@@ -436,6 +439,9 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MmapSize = *fc.Mmap
 	}
 	if fc.LogLevel != "" {
+		if err := checkLogLevel(fc.LogLevel); err != nil {
+			return fmt.Errorf("log_level: %w", err)
+		}
 		c.LogLevel = fc.LogLevel
 	}
 	var err error
@@ -679,11 +685,20 @@ func (c *config) settings() []setting {
 			c.MaxBody = n
 			return nil
 		}},
-		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
+		{"synchronous", "SQLite durability: FULL or NORMAL", func(v string) error {
+			if err := checkSynchronous(v); err != nil {
+				return err
+			}
+			c.Sync = v
+			return nil
+		}},
 		{"cache_size", "SQLite page cache of each database connection, in bytes (the writer's is 8 MiB at most below 1 GiB of file)", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				return fmt.Errorf("%q is not a positive number of bytes", v)
+			if err != nil {
+				return fmt.Errorf("%q is not a number of bytes from %d to %d (2 TiB)", v, sqlite.MinCacheSize, sqlite.MaxCacheSize)
+			}
+			if err := checkCacheSize(n); err != nil {
+				return err
 			}
 			c.CacheSize = n
 			return nil
@@ -696,7 +711,13 @@ func (c *config) settings() []setting {
 			c.MmapSize = n
 			return nil
 		}},
-		{"log_level", "debug, info, warn or error", str(&c.LogLevel)},
+		{"log_level", "debug, info, warn or error", func(v string) error {
+			if err := checkLogLevel(v); err != nil {
+				return err
+			}
+			c.LogLevel = v
+			return nil
+		}},
 		{"trusted_proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For, Forwarded and X-Forwarded-Proto are believed",
 			func(v string) error {
 				p, err := parseCIDRs(strings.Split(v, ","))
@@ -718,6 +739,32 @@ func (c *config) settings() []setting {
 		{"acme_directory", "ACME directory URL (default: Let's Encrypt's production directory)", str(&c.ACMEDirectory)},
 		{"http_addr", "with HTTPS on: plain-HTTP listen address (host:port) for ACME's HTTP-01 challenges and redirects to https (default :80)", str(&c.HTTPAddr)},
 	}
+}
+
+// checkSynchronous, checkCacheSize and checkLogLevel refuse what the database and the
+// logger would refuse only once in use: checked as the setting is read, the error names
+// the file, the variable or the flag that set it, and every command refuses it alike,
+// before serve creates or migrates the database.
+func checkSynchronous(v string) error {
+	if u := strings.ToUpper(v); u != "FULL" && u != "NORMAL" {
+		return fmt.Errorf("%q is not FULL or NORMAL", v)
+	}
+	return nil
+}
+
+func checkCacheSize(n int64) error {
+	if n < sqlite.MinCacheSize || n > sqlite.MaxCacheSize {
+		return fmt.Errorf("%d is not a number of bytes from %d to %d (2 TiB)", n, sqlite.MinCacheSize, sqlite.MaxCacheSize)
+	}
+	return nil
+}
+
+func checkLogLevel(v string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return fmt.Errorf("%q is not one of debug, info, warn, error", v)
+	}
+	return nil
 }
 
 // tls is the HTTPS part of the configuration, for newTLS.

@@ -856,3 +856,50 @@ func TestConfig_SharedFileWithCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_DatabaseAndLogSettingsNameTheirOrigin: synchronous, cache_size and log_level
+// are refused as the setting is read, like every other setting, so that the error names
+// the file, the variable or the flag that set it, every command refuses them alike, and
+// serve creates no database first.
+func TestConfig_DatabaseAndLogSettingsNameTheirOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{"SynchronousFile", "synchronous = \"OFF\"\n", nil, nil, `hookdedup.toml: synchronous: "OFF" is not FULL or NORMAL`},
+		{"SynchronousEnvironment", "", map[string]string{"HOOKDEDUP_SYNCHRONOUS": "OFF"}, nil, `HOOKDEDUP_SYNCHRONOUS: "OFF" is not FULL or NORMAL`},
+		{"SynchronousFlag", "", nil, []string{"--synchronous", "OFF"}, `--synchronous: "OFF" is not FULL or NORMAL`},
+		{"CacheSizeFile", "cache_size = 10\n", nil, nil, "hookdedup.toml: cache_size: 10 is not a number of bytes from 1024 to 2199023255552"},
+		{"CacheSizeTooLargeFile", "cache_size = 2199023255553\n", nil, nil, "hookdedup.toml: cache_size: 2199023255553 is not a number of bytes"},
+		{"CacheSizeEnvironment", "", map[string]string{"HOOKDEDUP_CACHE_SIZE": "10"}, nil, "HOOKDEDUP_CACHE_SIZE: 10 is not a number of bytes from 1024"},
+		{"CacheSizeFlag", "", nil, []string{"--cache-size", "10"}, "--cache-size: 10 is not a number of bytes from 1024"},
+		{"LogLevelFile", "log_level = \"trace\"\n", nil, nil, `hookdedup.toml: log_level: "trace" is not one of debug, info, warn, error`},
+		{"LogLevelEnvironment", "", map[string]string{"HOOKDEDUP_LOG_LEVEL": "trace"}, nil, `HOOKDEDUP_LOG_LEVEL: "trace" is not one of debug, info, warn, error`},
+		{"LogLevelFlag", "", nil, []string{"--log-level", "trace"}, `--log-level: "trace" is not one of debug, info, warn, error`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cmd := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"keys"}, {"sources"}} {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := runInContext(t, ctx, tc.toml, tc.env, "", append(cmd, tc.args...)...)
+				cancel()
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v; want an error containing %q", cmd[0], err, tc.want)
+				}
+			}
+		})
+	}
+	// What they accept is unchanged: SQLite's words in any case, slog's levels.
+	for _, tc := range []struct{ name, toml string }{
+		{"SynchronousLowerCase", "synchronous = \"normal\"\n"},
+		{"CacheSizeBounds", "cache_size = 1024\n"},
+		{"LogLevelUpperCase", "log_level = \"WARN\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := runIn(t, tc.toml, nil, "", "sources"); err != nil && !strings.Contains(err.Error(), "no database") {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}
