@@ -420,11 +420,14 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MaxBody = fc.MaxBody
 	}
 	if fc.Sync != "" {
+		if err := checkSynchronous(fc.Sync); err != nil {
+			return fmt.Errorf("synchronous: %w", err)
+		}
 		c.Sync = fc.Sync
 	}
 	if fc.Cache != nil {
-		if *fc.Cache <= 0 {
-			return fmt.Errorf("cache_size: %d is not a positive number of bytes", *fc.Cache)
+		if err := checkCacheSize(*fc.Cache); err != nil {
+			return fmt.Errorf("cache_size: %w", err)
 		}
 		c.CacheSize = *fc.Cache
 	}
@@ -435,6 +438,9 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MmapSize = *fc.Mmap
 	}
 	if fc.LogLevel != "" {
+		if err := checkLogLevel(fc.LogLevel); err != nil {
+			return fmt.Errorf("log_level: %w", err)
+		}
 		c.LogLevel = fc.LogLevel
 	}
 	var err error
@@ -678,11 +684,20 @@ func (c *config) settings() []setting {
 			c.MaxBody = n
 			return nil
 		}},
-		{"synchronous", "SQLite durability: FULL or NORMAL", str(&c.Sync)},
+		{"synchronous", "SQLite durability: FULL or NORMAL", func(v string) error {
+			if err := checkSynchronous(v); err != nil {
+				return err
+			}
+			c.Sync = v
+			return nil
+		}},
 		{"cache_size", "SQLite page cache of each database connection, in bytes (the writer's is 8 MiB at most below 1 GiB of file)", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				return fmt.Errorf("%q is not a positive number of bytes", v)
+			if err != nil {
+				return fmt.Errorf("%q is not a number of bytes from %d to %d (2 TiB)", v, sqlite.MinCacheSize, sqlite.MaxCacheSize)
+			}
+			if err := checkCacheSize(n); err != nil {
+				return err
 			}
 			c.CacheSize = n
 			return nil
@@ -695,7 +710,13 @@ func (c *config) settings() []setting {
 			c.MmapSize = n
 			return nil
 		}},
-		{"log_level", "debug, info, warn or error", str(&c.LogLevel)},
+		{"log_level", "debug, info, warn or error", func(v string) error {
+			if err := checkLogLevel(v); err != nil {
+				return err
+			}
+			c.LogLevel = v
+			return nil
+		}},
 		{"trusted_proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For, Forwarded and X-Forwarded-Proto are believed",
 			func(v string) error {
 				p, err := parseCIDRs(strings.Split(v, ","))
@@ -717,6 +738,32 @@ func (c *config) settings() []setting {
 		{"acme_directory", "ACME directory URL (default: Let's Encrypt's production directory)", str(&c.ACMEDirectory)},
 		{"http_addr", "with HTTPS on: plain-HTTP listen address (host:port) for ACME's HTTP-01 challenges and redirects to https (default :80)", str(&c.HTTPAddr)},
 	}
+}
+
+// checkSynchronous, checkCacheSize and checkLogLevel refuse what the database and the
+// logger would refuse only once in use: checked as the setting is read, the error names
+// the file, the variable or the flag that set it, and every command refuses it alike,
+// before serve creates or migrates the database.
+func checkSynchronous(v string) error {
+	if u := strings.ToUpper(v); u != "FULL" && u != "NORMAL" {
+		return fmt.Errorf("%q is not FULL or NORMAL", v)
+	}
+	return nil
+}
+
+func checkCacheSize(n int64) error {
+	if n < sqlite.MinCacheSize || n > sqlite.MaxCacheSize {
+		return fmt.Errorf("%d is not a number of bytes from %d to %d (2 TiB)", n, sqlite.MinCacheSize, sqlite.MaxCacheSize)
+	}
+	return nil
+}
+
+func checkLogLevel(v string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return fmt.Errorf("%q is not one of debug, info, warn, error", v)
+	}
+	return nil
 }
 
 // tls is the HTTPS part of the configuration, for newTLS.
@@ -895,18 +942,46 @@ func (c config) checkListen() error {
 		if a.addr == "" {
 			continue
 		}
-		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(a.addr)
+		if err != nil || port == "" {
 			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.name, a.addr, a.example)
+		}
+		if err := checkPort(port); err != nil {
+			return fmt.Errorf("%s %q: %w", a.name, a.addr, err)
 		}
 	}
 	if c.ConsoleAddr == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.ConsoleAddr); err != nil {
+	_, port, err := net.SplitHostPort(c.ConsoleAddr)
+	if err != nil {
 		return fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err)
+	}
+	if err := checkPort(port); err != nil {
+		return fmt.Errorf("console_addr %q: %w", c.ConsoleAddr, err)
 	}
 	if sameListenAddr(c.ConsoleAddr, c.Addr) {
 		return fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr)
+	}
+	return nil
+}
+
+// checkPort refuses a port that listening would refuse, as listening reads it: a number
+// from 0 to 65535, or a service name the system knows (/etc/services). SplitHostPort
+// alone passes "99999" and "htp", which would fail only at listen, after serve has
+// created or migrated the database. An empty port is left to the caller.
+func checkPort(port string) error {
+	if port == "" {
+		return nil
+	}
+	if strings.Trim(port, "0123456789") == "" {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("port %s is out of range: a port is a number from 0 to 65535", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a service name this system knows", port)
 	}
 	return nil
 }

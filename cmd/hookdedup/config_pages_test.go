@@ -55,7 +55,7 @@ func TestConfig_PageSettings(t *testing.T) {
 	}{
 		{"FileZeroCache", "cache_size = 0\n", nil, "cache_size"},
 		{"FileNegativeMmap", "mmap_size = -1\n", nil, "mmap_size"},
-		{"EnvironmentWords", "", map[string]string{"HOOKDEDUP_CACHE_SIZE": "64MiB"}, `"64MiB" is not a positive number of bytes`},
+		{"EnvironmentWords", "", map[string]string{"HOOKDEDUP_CACHE_SIZE": "64MiB"}, `"64MiB" is not a number of bytes from 1024 to 2199023255552`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.toml, tc.env)

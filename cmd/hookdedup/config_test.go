@@ -678,6 +678,49 @@ func TestServe_BadAddrCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestServe_BadListenPortCreatesNothing: a port that listening would refuse (past 65535,
+// or a name the system has no service of) is refused, in each of the three listen
+// addresses, naming the setting and its value, before serve makes the database's
+// directory or the database. A service name the system knows is a port.
+func TestServe_BadListenPortCreatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		want       string
+	}{
+		{"AddrOutOfRange", "addr = \"127.0.0.1:99999\"\n", nil, `addr "127.0.0.1:99999": port 99999 is out of range`},
+		{"AddrUnknownName", "addr = \"127.0.0.1:http-alt-nonexistent\"\n", nil, `addr "127.0.0.1:http-alt-nonexistent": port "http-alt-nonexistent" is neither a number`},
+		{"AddrFromEnvironment", "", map[string]string{"HOOKDEDUP_ADDR": "127.0.0.1:65536"}, `addr "127.0.0.1:65536": port 65536 is out of range`},
+		{"ConsoleAddr", "console_addr = \"127.0.0.1:70000\"\n", nil, `console_addr "127.0.0.1:70000": port 70000 is out of range`},
+		{"HTTPAddr", "http_addr = \":8o\"\n", nil, `http_addr ":8o": port "8o" is neither a number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hookdedup.toml")
+			if err := os.WriteFile(cfg, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			err := run(ctx, []string{"serve", "--config", cfg, "--database", filepath.Join(dir, "data", "hookdedup.db")},
+				func(k string) string { return tc.env[k] }, strings.NewReader(""), &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve: %v; want an error containing %q\n%s", err, tc.want, errb.String())
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "data")); serr == nil {
+				t.Errorf("the listen address was refused only after the database was made: %v", err)
+			}
+		})
+	}
+	t.Run("ServiceName", func(t *testing.T) {
+		_, _, err := runIn(t, "addr = \"127.0.0.1:http\"\nconsole_addr = \"127.0.0.1:8081\"\n", nil, "", "sources")
+		if err != nil && strings.Contains(err.Error(), "port") {
+			t.Errorf("a port named by its service was refused: %v", err)
+		}
+	})
+}
+
 // TestConfig_UnquotedSecretNotShown: a secret written without its quotes stops start-up
 // with an error that does not quote what the decoder found there, which is the secret.
 func TestConfig_UnquotedSecretNotShown(t *testing.T) {
@@ -909,5 +952,52 @@ func TestConfig_SharedFileWithCredentials(t *testing.T) {
 		if cfg.sharedSecretFile() == "" {
 			t.Errorf("a 0644 configuration file holding a credential gives no warning:\n%s", body)
 		}
+	}
+}
+
+// TestConfig_DatabaseAndLogSettingsNameTheirOrigin: synchronous, cache_size and log_level
+// are refused as the setting is read, like every other setting, so that the error names
+// the file, the variable or the flag that set it, every command refuses them alike, and
+// serve creates no database first.
+func TestConfig_DatabaseAndLogSettingsNameTheirOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{"SynchronousFile", "synchronous = \"OFF\"\n", nil, nil, `hookdedup.toml: synchronous: "OFF" is not FULL or NORMAL`},
+		{"SynchronousEnvironment", "", map[string]string{"HOOKDEDUP_SYNCHRONOUS": "OFF"}, nil, `HOOKDEDUP_SYNCHRONOUS: "OFF" is not FULL or NORMAL`},
+		{"SynchronousFlag", "", nil, []string{"--synchronous", "OFF"}, `--synchronous: "OFF" is not FULL or NORMAL`},
+		{"CacheSizeFile", "cache_size = 10\n", nil, nil, "hookdedup.toml: cache_size: 10 is not a number of bytes from 1024 to 2199023255552"},
+		{"CacheSizeTooLargeFile", "cache_size = 2199023255553\n", nil, nil, "hookdedup.toml: cache_size: 2199023255553 is not a number of bytes"},
+		{"CacheSizeEnvironment", "", map[string]string{"HOOKDEDUP_CACHE_SIZE": "10"}, nil, "HOOKDEDUP_CACHE_SIZE: 10 is not a number of bytes from 1024"},
+		{"CacheSizeFlag", "", nil, []string{"--cache-size", "10"}, "--cache-size: 10 is not a number of bytes from 1024"},
+		{"LogLevelFile", "log_level = \"trace\"\n", nil, nil, `hookdedup.toml: log_level: "trace" is not one of debug, info, warn, error`},
+		{"LogLevelEnvironment", "", map[string]string{"HOOKDEDUP_LOG_LEVEL": "trace"}, nil, `HOOKDEDUP_LOG_LEVEL: "trace" is not one of debug, info, warn, error`},
+		{"LogLevelFlag", "", nil, []string{"--log-level", "trace"}, `--log-level: "trace" is not one of debug, info, warn, error`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cmd := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"keys"}, {"sources"}} {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := runInContext(t, ctx, tc.toml, tc.env, "", append(cmd, tc.args...)...)
+				cancel()
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v; want an error containing %q", cmd[0], err, tc.want)
+				}
+			}
+		})
+	}
+	// What they accept is unchanged: SQLite's words in any case, slog's levels.
+	for _, tc := range []struct{ name, toml string }{
+		{"SynchronousLowerCase", "synchronous = \"normal\"\n"},
+		{"CacheSizeBounds", "cache_size = 1024\n"},
+		{"LogLevelUpperCase", "log_level = \"WARN\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := runIn(t, tc.toml, nil, "", "sources"); err != nil && !strings.Contains(err.Error(), "no database") {
+				t.Errorf("refused: %v", err)
+			}
+		})
 	}
 }

@@ -132,7 +132,15 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	sender := flags.fs.String("provider", "", "send as this provider does, in its shape and signature, to a source configured with it (adyen, mews, stripe, …)")
 	forensic := flags.fs.Bool("forensics", false, "send one double of each kind that transport deduplication cannot see (money mismatch, suspected duplicate, double refund, late duplicate) to the sources of --print-config")
 	printConfig := flags.fs.Bool("print-config", false, "print the configuration --forensics sends to, with fresh secrets, and exit")
-	if _, err := flags.parse(args); err != nil {
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	meant := "--source"
+	if len(pos) > 0 && (strings.HasPrefix(pos[0], "http://") || strings.HasPrefix(pos[0], "https://")) {
+		meant = "--url"
+	}
+	if err := noArguments("demo", pos, meant); err != nil {
 		return err
 	}
 	if *printConfig {

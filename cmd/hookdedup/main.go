@@ -171,6 +171,28 @@ func (c *commonFlags) parse(args []string) ([]string, error) {
 	}
 }
 
+// noArguments refuses the positional arguments of a command that takes flags only. Left
+// unread, an argument meant as a flag's value would be dropped without a word, and the
+// command would run on its defaults: "serve 127.0.0.1:9000" on the default address and
+// database, "keys pms" over every source. meant is the flag the argument most likely
+// belongs to, unless it looks like a config file or a database.
+func noArguments(cmd string, pos []string, meant string) error {
+	if len(pos) == 0 {
+		return nil
+	}
+	arg := pos[0]
+	switch {
+	case strings.HasSuffix(arg, ".toml"):
+		meant = "--config"
+	case isPostgres(arg) || strings.HasSuffix(arg, ".db"):
+		meant = "--database"
+	}
+	if isPostgres(arg) {
+		arg = displayPath(arg) // never the URL's password
+	}
+	return fmt.Errorf("unexpected argument %q: %s takes flags only (did you mean %s %s?)", arg, cmd, meant, arg)
+}
+
 // load reads the configuration: defaults, file, environment, then these flags.
 func (c *commonFlags) load(e env) (config, error) {
 	cfg, err := loadConfig(c.configPath, c.configExplicit, e.getenv)

@@ -96,6 +96,26 @@ func cliActor() string {
 	return "cli"
 }
 
+// knownSource refuses a source name that is neither configured nor holds a stored key:
+// a misspelt --source would otherwise read as a source without keys. A source the
+// configuration no longer has may still hold keys, to be listed and released, so only
+// a name the database knows nothing of either is refused.
+func knownSource(ctx context.Context, db storage.Store, cfg config, name string) error {
+	var names []string
+	for _, s := range cfg.Sources {
+		if s.Name == name {
+			return nil
+		}
+		names = append(names, s.Name)
+	}
+	held, err := db.ListKeys(ctx, storage.KeyFilter{Source: name, Limit: 1})
+	if err != nil || len(held) > 0 {
+		return err
+	}
+	return fmt.Errorf("no source %q: the configuration has none of that name (configured: %s) and the database holds no key of it",
+		name, strings.Join(names, ", "))
+}
+
 func runKeys(ctx context.Context, args []string, e env) error {
 	flags := newFlags("keys", e)
 	source := flags.fs.String("source", "", "only this source's keys")
@@ -104,7 +124,11 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	limit := flags.fs.Int("limit", 100, "at most this many keys")
 	before := flags.fs.Int64("before", 0, "only keys older than this id: the next page, as the page before says")
 	after := flags.fs.String("after", "", "with --stuck, only the stuck keys after this place: the next page, as the page before says")
-	if _, err := flags.parse(args); err != nil {
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments("keys", pos, "--source"); err != nil {
 		return err
 	}
 	if *limit <= 0 {
@@ -155,6 +179,11 @@ func runKeys(ctx context.Context, args []string, e env) error {
 		}
 		if n := storage.BecameStuck(current, then, f.Source); n > 0 {
 			defer fmt.Fprintf(e.stderr, "%d keys became stuck after this pass's first page: run again without --after to list them\n", n)
+		}
+	}
+	if len(keys) == 0 && f.Source != "" {
+		if err := knownSource(ctx, db, cfg, f.Source); err != nil {
+			return err
 		}
 	}
 	if len(keys) == 0 {

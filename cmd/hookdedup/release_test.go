@@ -307,3 +307,41 @@ func TestCLI_ReprocessOfASourceNotConfigured(t *testing.T) {
 		t.Errorf("release of a key of a source not configured: %q, %v; want it freed", out, err)
 	}
 }
+
+// TestCLI_KeysOfAnUnknownSource: keys --source of a name that is neither configured nor
+// holds a stored key is refused, naming it and the configured sources, where it would
+// read as a source without keys; a source removed from the configuration whose keys are
+// stored is still listed, and a configured source without keys matches none.
+func TestCLI_KeysOfAnUnknownSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Record(context.Background(), &storage.Delivery{Source: "pms", Key: "q1", KeyMethod: storage.MethodEventID,
+		PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: 24 * time.Hour})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOn(path)
+
+	_, err = cli("keys", "--source", "nope")
+	if err == nil || !strings.Contains(err.Error(), `no source "nope"`) || !strings.Contains(err.Error(), "configured: ota") {
+		t.Errorf("keys --source nope: %v; want an error naming nope and the configured sources", err)
+	}
+	if _, err = cli("keys", "--source", "nope", "--stuck"); err == nil || !strings.Contains(err.Error(), `no source "nope"`) {
+		t.Errorf("keys --source nope --stuck: %v; want an error naming nope", err)
+	}
+	out, err := cli("keys", "--source", "pms")
+	if err != nil || !strings.Contains(out, "q1") {
+		t.Errorf("keys --source pms (removed from the configuration, a key stored): %v\n%s", err, out)
+	}
+	// Its keys in another state: none match, but the source is known.
+	if out, err = cli("keys", "--source", "pms", "--state", "failed"); err != nil || !strings.Contains(out, "no keys match") {
+		t.Errorf("keys --source pms --state failed: %v\n%s", err, out)
+	}
+	if out, err = cli("keys", "--source", "ota"); err != nil || !strings.Contains(out, "no keys match") {
+		t.Errorf("keys --source ota (configured, no key): %v\n%s", err, out)
+	}
+}

@@ -115,7 +115,11 @@ func ensureAdmin(ctx context.Context, db storage.Store) (string, error) {
 func runServe(ctx context.Context, args []string, e env) error {
 	flags := newFlags("serve", e)
 	browse := flags.fs.Bool("open", false, "open the console in the default browser once the server listens")
-	if _, err := flags.parse(args); err != nil {
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArguments("serve", pos, "--addr"); err != nil {
 		return err
 	}
 	cfg, err := flags.load(e)

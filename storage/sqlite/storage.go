@@ -173,6 +173,14 @@ const (
 	DefaultMmapSize  int64 = 1 << 40
 )
 
+// MinCacheSize and MaxCacheSize bound Options.CacheSize. SQLite takes the cache in KiB,
+// in a 32-bit integer: less than a KiB, or more than it holds, would silently be no
+// cache at all.
+const (
+	MinCacheSize int64 = 1 << 10
+	MaxCacheSize int64 = 1 << 41
+)
+
 // DB is a hookdedup database. Its methods are safe for concurrent use. A method that
 // writes returns an error wrapping ErrFileGone once the database file has left its path
 // (what it wrote, if anything, will not be found), and one wrapping ErrWriteTimeout
@@ -255,10 +263,8 @@ func Open(path string, opt Options) (*DB, error) {
 	if opt.CacheSize <= 0 {
 		opt.CacheSize = DefaultCacheSize
 	}
-	// SQLite takes the cache in KiB, in a 32-bit integer: less than a KiB, or more than
-	// it holds, would silently be no cache at all.
-	if opt.CacheSize < 1<<10 || opt.CacheSize > 1<<41 {
-		return nil, fmt.Errorf("open database: cache_size %d is not a number of bytes from 1024 to %d", opt.CacheSize, int64(1)<<41)
+	if opt.CacheSize < MinCacheSize || opt.CacheSize > MaxCacheSize {
+		return nil, fmt.Errorf("open database: cache_size %d is not a number of bytes from %d to %d", opt.CacheSize, MinCacheSize, MaxCacheSize)
 	}
 	if opt.MmapSize == 0 {
 		opt.MmapSize = DefaultMmapSize

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliFor runs a subcommand of the binary in dir for at most d, and returns its output,
+// its exit code, and whether it was still running when d ran out (and was killed): a
+// serve that should have refused its command line and started instead ends, and its
+// test fails rather than hangs.
+func cliFor(t *testing.T, dir string, d time.Duration, args ...string) (string, int, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hookdedupBinary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), -1, true
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode(), false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0, false
+}
+
+// TestCLI_FlagsOnlyCommandsRefuseArguments: serve, keys and demo take flags only. An
+// argument given where a flag was meant ("serve 127.0.0.1:9000", "keys pms") is a usage
+// error that names it and the flag it was likely meant for, with the exit status of the
+// other commands' usage errors, before the configuration is read or a database opened:
+// not a server on the default address and a new database, nor every source's keys.
+func TestCLI_FlagsOnlyCommandsRefuseArguments(t *testing.T) {
+	// The exit status every other command gives a stray argument.
+	out, usageCode := cli(t, t.TempDir(), nil, "", "sources", "stray")
+	if usageCode == 0 {
+		t.Fatalf("sources with a stray argument exited 0:\n%s", out)
+	}
+
+	withKeys := t.TempDir() // a database that keys would list without a word
+	if out, code := cli(t, withKeys, nil, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		name  string
+		dir   string
+		args  []string
+		want  string // the argument and the flag it was meant for
+		empty bool   // dir starts empty, and must stay so
+	}{
+		{"ServeAddress", "", []string{"serve", "127.0.0.1:0", "--addr", "127.0.0.1:0"}, `"127.0.0.1:0"`, true},
+		{"ServeAddressHint", "", []string{"serve", "127.0.0.1:9000"}, "--addr 127.0.0.1:9000", true},
+		{"ServeConfigFile", "", []string{"serve", "other.toml"}, "--config other.toml", true},
+		{"ServeDatabaseFile", "", []string{"serve", "other.db"}, "--database other.db", true},
+		// Refused before the configuration is read: the argument is the mistake to fix first.
+		{"ServeBeforeConfig", "", []string{"serve", "--config", "missing.toml", "127.0.0.1:0"}, `"127.0.0.1:0"`, true},
+		{"ServeDatabaseURL", "", []string{"serve", "postgres://hook:s3cret@127.0.0.1:1/hook"}, "--database postgres://hook:xxxxx@127.0.0.1:1/hook", true},
+		{"Keys", withKeys, []string{"keys", "pms"}, "--source pms", false},
+		{"KeysStuck", withKeys, []string{"keys", "--stuck", "pms"}, "--source pms", false},
+		{"KeysNoDatabase", "", []string{"keys", "pms"}, "--source pms", true},
+		{"Demo", withKeys, []string{"demo", "pms", "--url", "http://127.0.0.1:1"}, "--source pms", false},
+		{"DemoURL", withKeys, []string{"demo", "http://127.0.0.1:1"}, "--url http://127.0.0.1:1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			out, code, running := cliFor(t, dir, 10*time.Second, tc.args...)
+			if running || code != usageCode {
+				t.Errorf("%v: still running %v, exit %d; want exit %d, as other commands' usage errors:\n%s", tc.args, running, code, usageCode, out)
+			}
+			if !strings.Contains(out, "unexpected argument") || !strings.Contains(out, tc.want) {
+				t.Errorf("%v: want an error naming the stray argument and %s:\n%s", tc.args, tc.want, out)
+			}
+			if strings.Contains(out, "s3cret") {
+				t.Errorf("%v: the error shows the URL's password:\n%s", tc.args, out)
+			}
+			if tc.empty {
+				if left, _ := os.ReadDir(dir); len(left) > 0 {
+					t.Errorf("%v left %s behind", tc.args, filepath.Join(dir, left[0].Name()))
+				}
+			}
+		})
+	}
+}
