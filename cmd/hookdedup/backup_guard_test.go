@@ -2,7 +2,9 @@ package main
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,96 @@ func TestBackup_RefusesAnotherDatabase(t *testing.T) {
 		if out, code := cli(t, dir, nil, "", step...); code != 0 {
 			t.Errorf("%s: exit %d\n%s", strings.Join(step, " "), code, out)
 		}
+	}
+}
+
+// TestBackup_KeepPrunesOnlyItsDatabase: backups into a directory are named after the
+// database they copy, and --keep counts and removes only its own database's: two
+// instances whose daily timers share a directory keep each their own backups, also
+// when their databases have one file name (in two directories), where the identity
+// tells them apart. Two backups within one second each get a file of their own.
+func TestBackup_KeepPrunesOnlyItsDatabase(t *testing.T) {
+	dir := t.TempDir()
+	for _, u := range []struct{ name, db string }{
+		{"alice", "a.db"}, {"bob", "b.db"}, {"carol", "one/hookdedup.db"}, {"dave", "two/hookdedup.db"},
+	} {
+		if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", u.name, "--role", "admin", "--database", u.db); code != 0 {
+			t.Fatalf("user add: %d\n%s", code, out)
+		}
+	}
+	backup := func(db string) string {
+		t.Helper()
+		out, code := cli(t, dir, nil, "", "backup", "--database", db, "--keep", "1", "bk/")
+		if code != 0 {
+			t.Fatalf("backup %s: %d\n%s", db, code, out)
+		}
+		return out
+	}
+	// Each database twice, within one second or not: its second backup removes its
+	// first, and nothing of another database.
+	var out string
+	for _, db := range []string{"a.db", "b.db", "one/hookdedup.db", "two/hookdedup.db"} {
+		backup(db)
+		out += backup(db)
+	}
+	holder := map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "bk", "*.db"))
+	for _, f := range files {
+		list, code := cli(t, dir, nil, "", "user", "list", "--database", f)
+		if code != 0 {
+			t.Fatalf("user list of %s: %d\n%s", f, code, list)
+		}
+		for _, u := range []string{"alice", "bob", "carol", "dave"} {
+			if strings.Contains(list, u) {
+				holder[u] = filepath.Base(f)
+			}
+		}
+	}
+	if len(files) != 4 || len(holder) != 4 {
+		t.Errorf("backups left in bk/: %v, holding the users of %v; want one of each database\n%s", files, holder, out)
+	}
+	for u, prefix := range map[string]string{"alice": "a-", "bob": "b-", "carol": "hookdedup-", "dave": "hookdedup-"} {
+		if !strings.HasPrefix(holder[u], prefix) {
+			t.Errorf("%s's backup is %q, want a name beginning %q", u, holder[u], prefix)
+		}
+	}
+
+	// The name a backup killed before its copy reserved is an empty file: the next
+	// backup into the directory removes it.
+	left := filepath.Join(dir, "bk", "a-20000101T000000Z.db")
+	if err := os.WriteFile(left, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	backup("b.db")
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the empty file a killed backup left (%s): %v, want it removed", left, err)
+	}
+
+	// Backups of one database within one second: each a file of its own, numbered on
+	// after the highest of the second, so the one just written is the newest by its
+	// name, and --keep 2 keeps it and the one before.
+	var names []string
+	for range 3 {
+		o, code := cli(t, dir, nil, "", "backup", "--database", "a.db", "--keep", "2", "same/")
+		if code != 0 || strings.Contains(o, "named for a time after") {
+			t.Fatalf("backup: %d\n%s", code, o)
+		}
+		names = append(names, regexp.MustCompile(`to (\S+):`).FindStringSubmatch(o)[1])
+	}
+	if names[0] == names[1] || names[1] == names[2] {
+		t.Errorf("backups within one second written to one name: %v", names)
+	}
+	for _, n := range names[1:] {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+			t.Errorf("backup %s: %v %v, want a copy, 0600", n, fi, err)
+			continue
+		}
+		if list, code := cli(t, dir, nil, "", "user", "list", "--database", n); code != 0 || !strings.Contains(list, "alice") {
+			t.Errorf("backup %s: user list %d, want alice\n%s", n, code, list)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "same")); len(left) != 2 {
+		t.Errorf("same/ holds %v, want the last two backups and nothing beside them", left)
 	}
 }
