@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 // newest --keep of them, which is what a daily timer needs.
 func runBackup(ctx context.Context, args []string, e env) error {
 	flags := newFlags("backup", e)
-	keep := flags.fs.Int("keep", defaultKeep, "with a DIR/: how many backups to keep there; older ones are removed (0 keeps all)")
+	keep := flags.fs.Int("keep", defaultKeep, "with a DIR/: how many of the database's backups to keep there; its older ones are removed (0 keeps all)")
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
@@ -56,8 +58,10 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		if err := sqlite.MakeDirs(dest); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
-		dest = filepath.Join(dest, backupName(time.Now()))
-		removeLeftBackupCopies(filepath.Dir(dest))
+		removeLeftBackupCopies(dest)
+		if dest, err = reserveBackupName(dest, backupStem(cfg.Database), time.Now()); err != nil {
+			return err
+		}
 	} else if err := sqlite.MakeDirs(filepath.Dir(dest)); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -68,6 +72,9 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		return noDatabaseError{path: cfg.Database}
 	}
 	if err != nil {
+		if intoDir {
+			removeIfEmpty(dest)
+		}
 		return err
 	}
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %d deliveries, %d keys, %d bytes\n",
@@ -75,7 +82,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if !intoDir || *keep == 0 {
 		return nil
 	}
-	removed, later, err := pruneBackups(filepath.Dir(dest), filepath.Base(info.Path), *keep)
+	removed, later, err := pruneBackups(ctx, filepath.Dir(dest), filepath.Base(info.Path), backupStem(cfg.Database), info.ID, *keep)
 	for _, name := range removed {
 		fmt.Fprintf(e.stdout, "removed old backup %s\n", name)
 	}
@@ -85,22 +92,116 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	return err
 }
 
-// backupName is the name of a backup taken at t in a directory of backups: UTC, so that
-// names sort in time order whatever the machine's zone or its changes.
-func backupName(t time.Time) string {
-	return "hookdedup-" + t.UTC().Format("20060102T150405Z") + ".db"
+// backupTime is the time in a dated backup's name: UTC, so that names sort in time
+// order whatever the machine's zone or its changes.
+const backupTime = "20060102T150405Z"
+
+// backupStem begins the names of the dated backups of the database at dbPath: its file
+// name without the extension (hookdedup.db's are hookdedup-<time>.db), so that the
+// backups of two databases sharing a directory are told apart, and one database's
+// --keep leaves the other's alone.
+func backupStem(dbPath string) string {
+	base := filepath.Base(dbPath)
+	if stem := strings.TrimSuffix(base, filepath.Ext(base)); stem != "" {
+		return stem
+	}
+	return base
 }
 
-// backupFile matches the names backupName gives, and nothing else in the directory.
-var backupFile = regexp.MustCompile(`^hookdedup-[0-9]{8}T[0-9]{6}Z\.db$`)
+// reserveBackupName makes an empty file (0600) in dir under the name of a backup of
+// stem's database taken at t, <stem>-<time>.db, or <stem>-<time>.2.db, .3 … after a
+// name taken, and returns its path. The file keeps the name for this backup: two
+// taken within one second (a timer and an operator; two databases of one file name in
+// different directories) would otherwise both write to one name, where the second
+// replaces the first or is refused. A backup writes over an empty file. The number
+// goes on after the highest of that second, also when --keep removed a lower one:
+// the first name again would sort before the backups taken since.
+func reserveBackupName(dir, stem string, t time.Time) (string, error) {
+	at := t.UTC().Format(backupTime)
+	base := stem + "-" + at
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	first := 1
+	for _, ent := range entries {
+		if b, ok := parseBackupName(stem, ent.Name()); ok && b.at == at {
+			first = max(first, b.n+1)
+		}
+	}
+	for n := first; ; n++ {
+		name := base + ".db"
+		if n > 1 {
+			name = fmt.Sprintf("%s.%d.db", base, n)
+		}
+		path := filepath.Join(dir, name)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("backup: %w", err)
+		}
+		return path, f.Close()
+	}
+}
+
+// removeIfEmpty removes the file at path if it is empty: the name a backup that failed
+// had reserved.
+func removeIfEmpty(path string) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		os.Remove(path)
+	}
+}
+
+// datedBackup is a dated backup in a directory: its path, the time in its name and its
+// number within that second (1 when it has none).
+type datedBackup struct {
+	path string
+	at   string
+	n    int
+}
+
+// before reports whether b was taken before c, by their names.
+func (b datedBackup) before(c datedBackup) bool {
+	return b.at < c.at || b.at == c.at && b.n < c.n
+}
+
+// parseBackupName reads a name that reserveBackupName gives to a backup of stem's
+// database; ok is false for any other name.
+func parseBackupName(stem, name string) (b datedBackup, ok bool) {
+	rest, ok := strings.CutPrefix(name, stem+"-")
+	if !ok {
+		return b, false
+	}
+	m := datedSuffix.FindStringSubmatch(rest)
+	if m == nil {
+		return b, false
+	}
+	b.at, b.n = m[1], 1
+	if m[2] != "" {
+		n, err := strconv.Atoi(m[2])
+		if err != nil || n < 2 {
+			return b, false
+		}
+		b.n = n
+	}
+	return b, true
+}
+
+// datedSuffix matches what follows "<stem>-" in a dated backup's name.
+var datedSuffix = regexp.MustCompile(`^([0-9]{8}T[0-9]{6}Z)(?:\.([0-9]+))?\.db$`)
 
 // leftBackupCopy matches the copy a backup into a directory writes before it renames
 // it to its name (sqlite.RemoveLeftCopies), capturing that name.
-var leftBackupCopy = regexp.MustCompile(`^\.(hookdedup-[0-9]{8}T[0-9]{6}Z\.db)\.[0-9]+\.tmp$`)
+var leftBackupCopy = regexp.MustCompile(`^\.(.+-[0-9]{8}T[0-9]{6}Z(?:\.[0-9]+)?\.db)\.[0-9]+\.tmp$`)
 
 // removeLeftBackupCopies removes the copies that backups into dir killed before they
 // finished left behind, each under the name of its own moment: the next backup, of
-// another name, would never come across them.
+// another name, would never come across them. The name such a backup reserved is left
+// as an empty file: once no copy for it lies beside it, it is removed too. A backup
+// that has reserved its name and not yet begun its copy loses nothing by that: its
+// copy is renamed to the name all the same.
 func removeLeftBackupCopies(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -111,35 +212,70 @@ func removeLeftBackupCopies(dir string) {
 			sqlite.RemoveLeftCopies(filepath.Join(dir, m[1]))
 		}
 	}
+	if entries, err = os.ReadDir(dir); err != nil {
+		return
+	}
+	copying := map[string]bool{}
+	for _, ent := range entries {
+		if m := leftBackupCopy.FindStringSubmatch(ent.Name()); m != nil {
+			copying[m[1]] = true
+		}
+	}
+	for _, ent := range entries {
+		if reservedName.MatchString(ent.Name()) && !copying[ent.Name()] {
+			if info, err := ent.Info(); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
+				os.Remove(filepath.Join(dir, ent.Name()))
+			}
+		}
+	}
 }
 
-// pruneBackups removes all but the newest keep backups in dir, judged by their names,
-// the one just written (newest, by its name) among them; other files there are left
-// alone. A backup named for a later time than newest's was taken while the clock was
-// ahead: removing by name would remove newest first, and every backup after it, until
-// the clock caught up, so such a one is neither counted nor removed, and returned in
-// later. It returns the paths it removed.
-func pruneBackups(dir, newest string, keep int) (removed, later []string, err error) {
-	entries, err := os.ReadDir(dir) // sorted by name, so oldest first
+// reservedName matches the names reserveBackupName gives, of any database's backups.
+var reservedName = regexp.MustCompile(`^.+-[0-9]{8}T[0-9]{6}Z(?:\.[0-9]+)?\.db$`)
+
+// pruneBackups removes all but the newest keep backups in dir of the database whose
+// backups' names begin with stem and whose identity is id, judged by their names, the
+// one just written (newest) among them. Other files there are left alone: those of
+// other names, those of this name that are another database's (another identity: a
+// database of the same file name in another directory), and those it cannot read as a
+// hookdedup database (an empty one is a name another backup is writing to). A backup
+// without an identity (taken before identities existed) is judged by its name alone,
+// as is every one when id is "". A backup named for a later time than newest's was
+// taken while the clock was ahead: removing by name would remove newest first, and
+// every backup after it, until the clock caught up, so such a one is neither counted
+// nor removed, and returned in later. It returns the paths it removed.
+func pruneBackups(ctx context.Context, dir, newest, stem, id string, keep int) (removed, later []string, err error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("backup: %w", err)
 	}
-	var backups []string
-	for _, ent := range entries {
-		if !ent.Type().IsRegular() || !backupFile.MatchString(ent.Name()) {
-			continue
-		}
-		if ent.Name() > newest {
-			later = append(later, filepath.Join(dir, ent.Name()))
-			continue
-		}
-		backups = append(backups, filepath.Join(dir, ent.Name()))
+	last, ok := parseBackupName(stem, newest)
+	if !ok {
+		return nil, nil, fmt.Errorf("backup: %s is not named as a dated backup of %s", newest, stem)
 	}
-	for len(backups) > keep {
-		if err := os.Remove(backups[0]); err != nil {
+	var backups []datedBackup
+	for _, ent := range entries {
+		b, ok := parseBackupName(stem, ent.Name())
+		if !ok || !ent.Type().IsRegular() || ent.Name() == newest {
+			continue
+		}
+		b.path = filepath.Join(dir, ent.Name())
+		theirs, err := sqlite.BackupID(ctx, b.path)
+		if err != nil || id != "" && theirs != "" && theirs != id {
+			continue
+		}
+		if last.before(b) {
+			later = append(later, b.path)
+			continue
+		}
+		backups = append(backups, b)
+	}
+	sort.Slice(backups, func(i, j int) bool { return backups[i].before(backups[j]) })
+	for len(backups) > keep-1 {
+		if err := os.Remove(backups[0].path); err != nil {
 			return removed, later, fmt.Errorf("backup: removing an old backup: %w", err)
 		}
-		removed = append(removed, backups[0])
+		removed = append(removed, backups[0].path)
 		backups = backups[1:]
 	}
 	return removed, later, nil

@@ -25,6 +25,9 @@ type BackupInfo struct {
 	Bytes      int64
 	Deliveries int64
 	Claims     int64
+	// ID is the database's identity (BackupID): "" for a database made before
+	// identities, until it is next opened.
+	ID string
 }
 
 // Backup writes a consistent copy of the live database to path, through SQLite's online
@@ -32,7 +35,8 @@ type BackupInfo struct {
 // on. It is written to a temporary file beside path, checked (PRAGMA integrity_check),
 // synced and only then renamed over path, so path never holds a partial copy. Returns an
 // error if path is the database itself or one of the files SQLite keeps beside it, or
-// anything but an earlier copy (a SQLite file no process has open).
+// anything but an earlier copy (a copy of this database, no later than it, that no
+// process has open), an empty file or a SQLite file without a table.
 func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	return backup(ctx, db.read, db.path, path)
 }
@@ -61,7 +65,7 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := replaceable(path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
-	if err := notAhead(ctx, read, dbPath, path); err != nil {
+	if err := earlierCopy(ctx, read, dbPath, path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
 	RemoveLeftCopies(dbPath)
@@ -130,29 +134,50 @@ func replaceable(path string) error {
 	return nil
 }
 
-// notAhead refuses a backup of src, read through read (the snapshot's own reader), over
-// the database at path when that one issued delivery ids src never did. It is no
-// earlier copy of src then, but a later database (the live one, stopped, named by an
-// operator who meant restore): writing over it would lose what it holds since, and
-// src's ids would be issued again. A restore carries the ids on, so a copy taken before
-// one is still an earlier copy. A file that is not a hookdedup database (replaceable let
-// through only SQLite files, or nothing) has nothing to compare.
-func notAhead(ctx context.Context, read *sql.DB, src, path string) error {
+// earlierCopy refuses a backup of src, read through read (the snapshot's own reader),
+// over the SQLite file at path unless that is an earlier copy of src or holds nothing:
+// not another application's database, nor another hookdedup database (its identity is
+// not src's), nor a later database than src, one that issued delivery ids src never did
+// (the live one, stopped, named by an operator who meant restore): writing over it
+// would lose what it holds since, and src's ids would be issued again. A restore
+// carries the ids and the identity on, so a copy taken before one is still an earlier
+// copy. When either side has no identity (made before identities, and not opened by
+// this version since: a backup taken before the upgrade), the delivery ids alone judge.
+func earlierCopy(ctx context.Context, read *sql.DB, src, path string) error {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
-		return nil
+		return nil // nothing there, or what replaceable let through as empty
 	}
-	theirs, err := issuedIDs(ctx, path)
+	c := openReadOnly(path, 5*time.Second)
+	defer c.Close()
+	kind, theirs, err := identify(ctx, c)
 	if err != nil {
-		return nil // not a hookdedup database: replaceable judged it
+		return fmt.Errorf("cannot tell what database it is (%w): give the name of a new file, or of an earlier backup", err)
 	}
-	ours, err := issuedIDsOf(ctx, read)
+	switch kind {
+	case noSchema:
+		return nil
+	case otherApplication:
+		return errors.New("it is a SQLite database that hookdedup did not make (another application's): give the name of a new file, or of an earlier backup")
+	}
+	_, ours, err := identify(ctx, read)
+	if err != nil {
+		return fmt.Errorf("read the identity of %s: %w", src, err)
+	}
+	if ours != "" && theirs != "" && ours != theirs {
+		return fmt.Errorf("it is another hookdedup database (database id %s, and %s's is %s), not a copy of %s: give the name of a new file, or of an earlier backup of %s", theirs, src, ours, src, src)
+	}
+	issued, err := issuedIDsOf(ctx, c)
+	if err != nil {
+		return fmt.Errorf("read the delivery ids it issued: %w", err)
+	}
+	ownIssued, err := issuedIDsOf(ctx, read)
 	if err != nil {
 		return err
 	}
-	if theirs > ours {
-		return fmt.Errorf("it holds more than %s (delivery ids up to %d against %d): it is a later database, not an earlier copy of this one; to put a backup back in place, use restore", src, theirs, ours)
+	if issued > ownIssued {
+		return fmt.Errorf("it holds more than %s (delivery ids up to %d against %d): it is a later database, not an earlier copy of this one; to put a backup back in place, use restore", src, issued, ownIssued)
 	}
-	return nil
+	return c.Close()
 }
 
 // sqliteHeader begins every SQLite database file.
@@ -232,6 +257,11 @@ func checkCopy(ctx context.Context, path string) (BackupInfo, error) {
 		Scan(&info.Deliveries, &info.Claims); err != nil {
 		return BackupInfo{}, fmt.Errorf("not a hookdedup database: %w", err)
 	}
+	_, id, err := identify(ctx, c)
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("read the database id: %w", err)
+	}
+	info.ID = id
 	// Leave a single self-contained file: fold any WAL back in before closing.
 	if _, err := c.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return BackupInfo{}, err
@@ -320,8 +350,9 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	// The ids the database being replaced has issued: providers were answered them, and
 	// the downstream was sent them, so the restored database must not issue them again.
 	var issued int64
+	var previousID string
 	if _, err := os.Stat(dbPath); err == nil {
-		if issued, err = issuedIDs(ctx, dbPath); err != nil {
+		if issued, previousID, err = issuedIDs(ctx, dbPath); err != nil {
 			if diskFull(err) {
 				// Not the database's fault: moving it aside, as the advice below says,
 				// would give up the ids it issued for nothing.
@@ -360,7 +391,14 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
 	}
-	if err := continueIDs(ctx, tmp, issued); err != nil {
+	// The restored database is the backup's, and keeps its identity, so that the
+	// backups taken of it before stay earlier copies; a backup taken before identities
+	// has none, and takes the identity of the database it replaces, not a new one.
+	keepID := info.ID
+	if keepID == "" {
+		keepID = previousID
+	}
+	if info.ID, err = continueIDs(ctx, tmp, issued, keepID); err != nil {
 		return fail(err)
 	}
 	if err := syncFile(tmp); err != nil {
@@ -457,19 +495,24 @@ func diskFull(err error) bool {
 
 // issuedIDs returns the highest delivery id that the database at path has issued: its
 // sequence's, or (a database older than the sequence) the highest id it names anywhere,
-// as the migration that made the sequence counts it. The database is opened read-only.
-func issuedIDs(ctx context.Context, path string) (int64, error) {
+// as the migration that made the sequence counts it; and its identity ("" for a
+// database made before identities). The database is opened read-only.
+func issuedIDs(ctx context.Context, path string) (int64, string, error) {
 	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer c.Close()
 	c.SetMaxOpenConns(1)
 	n, err := issuedIDsOf(ctx, c)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return n, c.Close()
+	_, id, err := identify(ctx, c)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, id, c.Close()
 }
 
 // issuedIDsOf is issuedIDs of the database c reads.
@@ -498,18 +541,28 @@ func issuedIDsOf(ctx context.Context, c *sql.DB) (int64, error) {
 
 // continueIDs brings the database at path (a restored copy, not yet in place) up to
 // date and makes its delivery sequence go on after issued: the ids that the database it
-// replaces issued after the backup are never issued again.
-func continueIDs(ctx context.Context, path string, issued int64) error {
+// replaces issued after the backup are never issued again. It gives the database the
+// identity id, unless id is "" (then the one it has, or the one its migration makes),
+// and returns the identity it has.
+func continueIDs(ctx context.Context, path string, issued int64, id string) (string, error) {
 	db, err := Open(path, Options{MustExist: true})
 	if err != nil {
-		return err
+		return "", err
 	}
 	_, err = db.writeExec(ctx, `UPDATE delivery_seq SET last = max(last, ?) WHERE only = 1`, issued)
 	if err != nil {
 		err = fmt.Errorf("continue the delivery ids after %d: %w", issued, err)
 	}
+	if err == nil && id != "" {
+		if _, err = db.writeExec(ctx, `UPDATE settings SET value = ? WHERE name = ?`, id, databaseIDSetting); err != nil {
+			err = fmt.Errorf("keep the database id %s: %w", id, err)
+		}
+	}
+	if err == nil {
+		id, err = db.Setting(ctx, databaseIDSetting)
+	}
 	// Closing the last connection folds the WAL back in: one self-contained file again.
-	return errors.Join(err, db.Close())
+	return id, errors.Join(err, db.Close())
 }
 
 // InUse reports whether a process has the SQLite database at path open. Every

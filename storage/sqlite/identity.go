@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
+
+// databaseIDSetting names the setting that holds a database's identity (migration
+// 0034_database_id.sql).
+const databaseIDSetting = "database_id"
+
+// fileKind is what a SQLite file holds, as a backup about to replace it sees it.
+type fileKind int
+
+const (
+	// noSchema: a SQLite file without a table, which holds nothing to lose.
+	noSchema fileKind = iota
+	// otherApplication: a SQLite database hookdedup did not make.
+	otherApplication
+	// hookdedupDatabase: a database hookdedup made (and migrated at least once).
+	hookdedupDatabase
+)
+
+// identify says what the database c reads is and, for a hookdedup database, its
+// identity: "" for one made, and not opened since, by a version before identities. A
+// hookdedup database is told by its migrations table and the first migration recorded
+// there: another application may keep a table of that name (Laravel does), with other
+// columns.
+func identify(ctx context.Context, c *sql.DB) (fileKind, string, error) {
+	var objects, ours int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&objects); err != nil {
+		return 0, "", err
+	}
+	if objects == 0 {
+		return noSchema, "", nil
+	}
+	err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('migrations') WHERE name = 'name'`).Scan(&ours)
+	if err != nil {
+		return 0, "", err
+	}
+	if ours > 0 {
+		err = c.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = 'migrations/0001_init.sql'`).Scan(&ours)
+		if err != nil {
+			return 0, "", err
+		}
+	}
+	if ours == 0 {
+		return otherApplication, "", nil
+	}
+	var id string
+	err = c.QueryRowContext(ctx, `SELECT value FROM settings WHERE name = ?`, databaseIDSetting).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return hookdedupDatabase, "", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	return hookdedupDatabase, id, nil
+}
+
+// BackupID returns the identity of the hookdedup database at path, a backup: a random
+// id made with the schema of the database it copies, the same in every copy of it. It
+// is "" for a backup of a database made by a version before identities. The file is
+// read as a closed one that nothing writes to (immutable): a look at each backup in a
+// directory leaves no -wal and -shm beside it, as a read-only open of a database in WAL
+// mode would; a backup holds everything in its file. Returns an error wrapping
+// storage.ErrNoDatabase when there is no file at path, and storage.ErrNotHookdedup for
+// a file hookdedup did not make (an empty one among them).
+func BackupID(ctx context.Context, path string) (string, error) {
+	if missing(path) {
+		return "", fmt.Errorf("database id of %s: %w", path, storage.ErrNoDatabase)
+	}
+	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
+	if err != nil {
+		return "", fmt.Errorf("database id of %s: %w", path, err)
+	}
+	defer c.Close()
+	kind, id, err := identify(ctx, c)
+	if err != nil {
+		return "", fmt.Errorf("database id of %s: %w", path, err)
+	}
+	if kind != hookdedupDatabase {
+		return "", fmt.Errorf("database id of %s: %w", path, storage.ErrNotHookdedup)
+	}
+	return id, c.Close()
+}
