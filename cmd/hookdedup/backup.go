@@ -199,9 +199,8 @@ var leftBackupCopy = regexp.MustCompile(`^\.(.+-[0-9]{8}T[0-9]{6}Z(?:\.[0-9]+)?\
 // removeLeftBackupCopies removes the copies that backups into dir killed before they
 // finished left behind, each under the name of its own moment: the next backup, of
 // another name, would never come across them. The name such a backup reserved is left
-// as an empty file: once no copy for it lies beside it, it is removed too. A backup
-// that has reserved its name and not yet begun its copy loses nothing by that: its
-// copy is renamed to the name all the same.
+// as an empty file: once no copy for it lies beside it, and it is a day old, it is
+// removed too. A younger one may be another backup's that has not begun its copy.
 func removeLeftBackupCopies(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -222,25 +221,41 @@ func removeLeftBackupCopies(dir string) {
 		}
 	}
 	for _, ent := range entries {
-		if reservedName.MatchString(ent.Name()) && !copying[ent.Name()] {
-			if info, err := ent.Info(); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
-				os.Remove(filepath.Join(dir, ent.Name()))
-			}
+		m := reservedName.FindStringSubmatch(ent.Name())
+		if m == nil || copying[ent.Name()] {
+			continue
+		}
+		// Only an old one, by the moment its name was reserved for: another backup may
+		// have reserved it a moment ago and not begun its copy yet; removed, the name
+		// would be reserved again by the next backup that second, and one copy renamed
+		// over the other.
+		reserved, err := time.Parse(backupTime, m[1])
+		if err != nil || time.Since(reserved) < leftReservationAge {
+			continue
+		}
+		if info, err := ent.Info(); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
+			os.Remove(filepath.Join(dir, ent.Name()))
 		}
 	}
 }
 
+// leftReservationAge is how old an empty reserved name must be to be taken for one a
+// killed backup left: longer than any backup takes.
+const leftReservationAge = 24 * time.Hour
+
 // reservedName matches the names reserveBackupName gives, of any database's backups.
-var reservedName = regexp.MustCompile(`^.+-[0-9]{8}T[0-9]{6}Z(?:\.[0-9]+)?\.db$`)
+var reservedName = regexp.MustCompile(`^.+-([0-9]{8}T[0-9]{6}Z)(?:\.[0-9]+)?\.db$`)
 
 // pruneBackups removes all but the newest keep backups in dir of the database whose
 // backups' names begin with stem and whose identity is id, judged by their names, the
 // one just written (newest) among them. Other files there are left alone: those of
-// other names, those of this name that are another database's (another identity: a
-// database of the same file name in another directory), and those it cannot read as a
-// hookdedup database (an empty one is a name another backup is writing to). A backup
-// without an identity (taken before identities existed) is judged by its name alone,
-// as is every one when id is "". A backup named for a later time than newest's was
+// other names, those of this name whose identity is not id (another database of the
+// same file name in another directory), and those it cannot read as a hookdedup
+// database (an empty one is a name another backup is writing to). So a backup without
+// an identity, taken before identities existed, is never pruned by a database that has
+// one (it may be another database's, not yet upgraded): remove those by hand. A
+// database without one yet (its serve not restarted since the upgrade) prunes only the
+// backups without one, by their names, as before identities. A backup named for a later time than newest's was
 // taken while the clock was ahead: removing by name would remove newest first, and
 // every backup after it, until the clock caught up, so such a one is neither counted
 // nor removed, and returned in later. It returns the paths it removed.
@@ -261,7 +276,7 @@ func pruneBackups(ctx context.Context, dir, newest, stem, id string, keep int) (
 		}
 		b.path = filepath.Join(dir, ent.Name())
 		theirs, err := sqlite.BackupID(ctx, b.path)
-		if err != nil || id != "" && theirs != "" && theirs != id {
+		if err != nil || theirs != id {
 			continue
 		}
 		if last.before(b) {

@@ -3,9 +3,11 @@ package main
 import (
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -153,5 +155,130 @@ func TestBackup_KeepPrunesOnlyItsDatabase(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(dir, "same")); len(left) != 2 {
 		t.Errorf("same/ holds %v, want the last two backups and nothing beside them", left)
+	}
+}
+
+// TestBackup_KeepOfADatabaseWithoutIDLeavesOthersBackups: a backup of a database made
+// before identities (the new binary backs it up while the old serve runs, and backup
+// never migrates) has no identity. Its --keep must leave alone the backups of another
+// database of the same file name sharing the directory, which carry an identity.
+func TestBackup_KeepOfADatabaseWithoutIDLeavesOthersBackups(t *testing.T) {
+	dir := t.TempDir()
+	for _, u := range []struct{ name, db string }{{"carol", "one/hookdedup.db"}, {"dave", "two/hookdedup.db"}} {
+		if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", u.name, "--role", "admin", "--database", u.db); code != 0 {
+			t.Fatalf("user add: %d\n%s", code, out)
+		}
+	}
+	// dave's instance (upgraded, identified) backs up into the shared directory.
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "two/hookdedup.db", "--keep", "3", "bk/"); code != 0 {
+		t.Fatalf("backup two: %d\n%s", code, out)
+	}
+	daves, _ := filepath.Glob(filepath.Join(dir, "bk", "*.db"))
+	if len(daves) != 1 {
+		t.Fatalf("bk/ holds %v", daves)
+	}
+	// carol's database was made by the version before identities, not reopened since.
+	tamper(t, filepath.Join(dir, "one", "hookdedup.db"),
+		`DELETE FROM settings WHERE name = 'database_id'`,
+		`DELETE FROM migrations WHERE name = 'migrations/0034_database_id.sql'`)
+	out, code := cli(t, dir, nil, "", "backup", "--database", "one/hookdedup.db", "--keep", "1", "bk/")
+	if code != 0 {
+		t.Fatalf("backup one: %d\n%s", code, out)
+	}
+	if _, err := os.Stat(daves[0]); err != nil {
+		t.Errorf("carol's backup --keep 1 removed dave's only backup %s (another database, with an identity of its own): %v\n%s",
+			filepath.Base(daves[0]), err, strings.TrimSpace(out))
+	}
+}
+
+// TestBackup_ConcurrentBackupsKeepTheirOwnFiles: two databases of one file name
+// (one/hookdedup.db, two/hookdedup.db) back up into one directory at the same moment,
+// again and again. Each reserves its name by an exclusive create; one must never take
+// the other's reservation for a killed backup's and remove it, or both would reserve
+// the same name and one copy be renamed over the other. Every backup succeeds and
+// names a file of its own.
+func TestBackup_ConcurrentBackupsKeepTheirOwnFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, u := range []struct{ name, db string }{{"carol", "one/hookdedup.db"}, {"dave", "two/hookdedup.db"}} {
+		if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", u.name, "--role", "admin", "--database", u.db); code != 0 {
+			t.Fatalf("user add: %d\n%s", code, out)
+		}
+	}
+	bin := hookdedupBinary(t)
+	to := regexp.MustCompile(`backed up \S+ to (\S+):`)
+	for round := 0; round < 60; round++ {
+		bk := "bk"
+		var wg sync.WaitGroup
+		outs := make([]string, 2)
+		codes := make([]int, 2)
+		start := make(chan struct{})
+		for i, db := range []string{"one/hookdedup.db", "two/hookdedup.db"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.Command(bin, "backup", "--database", db, "--keep", "0", bk+"/")
+				cmd.Dir = dir
+				<-start
+				out, err := cmd.CombinedOutput()
+				outs[i] = string(out)
+				if ee, ok := err.(*exec.ExitError); ok {
+					codes[i] = ee.ExitCode()
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range outs {
+			if codes[i] != 0 {
+				t.Fatalf("round %d: a backup racing another database's failed: exit %d\n%s\nthe other said:\n%s", round, codes[i], outs[i], outs[1-i])
+			}
+		}
+		a, b := to.FindStringSubmatch(outs[0]), to.FindStringSubmatch(outs[1])
+		if a == nil || b == nil {
+			t.Fatalf("round %d: %q %q", round, outs[0], outs[1])
+		}
+		if a[1] == b[1] {
+			files, _ := os.ReadDir(filepath.Join(dir, bk))
+			var names []string
+			for _, f := range files {
+				names = append(names, f.Name())
+			}
+			t.Fatalf("round %d: both backups report writing %s (one overwrote the other); the directory holds %v", round, a[1], names)
+		}
+	}
+}
+
+// TestRestore_RehearsalIsAnotherDatabase: the README's rehearsal, a restore into another
+// file, is another database from then on: kept in a directory of its own under the
+// usual file name (rehearse/hookdedup.db) and backed up into the shared directory with
+// --keep, it must leave the live database's backups alone.
+func TestRestore_RehearsalIsAnotherDatabase(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", "live/hookdedup.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	var live []string
+	for range 2 {
+		out, code := cli(t, dir, nil, "", "backup", "--database", "live/hookdedup.db", "--keep", "7", "bk/")
+		if code != 0 {
+			t.Fatalf("backup: %d\n%s", code, out)
+		}
+		live = append(live, regexp.MustCompile(`to (\S+):`).FindStringSubmatch(out)[1])
+	}
+	if out, code := cli(t, dir, nil, "", "restore", "--database", "rehearse/hookdedup.db", live[1]); code != 0 {
+		t.Fatalf("rehearsal restore: %d\n%s", code, out)
+	}
+	// The rehearsal is used (a user added), then backed up with the timer's --keep.
+	if out, code := cli(t, dir, nil, "another-long-password\n", "user", "add", "rita", "--role", "admin", "--database", "rehearse/hookdedup.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	out, code := cli(t, dir, nil, "", "backup", "--database", "rehearse/hookdedup.db", "--keep", "1", "bk/")
+	if code != 0 {
+		t.Fatalf("backup of the rehearsal: %d\n%s", code, out)
+	}
+	for _, p := range live {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("the rehearsal's backup removed the live database's backup %s: %v\n%s", p, err, out)
+		}
 	}
 }

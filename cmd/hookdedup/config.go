@@ -889,29 +889,41 @@ func (c config) checkDatabase() error {
 		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",
 			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))
 	}
-	const postgresForm = "postgres://USER:PASSWORD@HOST:5432/DBNAME"
 	if strings.TrimSpace(c.Database) != c.Database {
 		// " postgres://…" is no URL, and would be a file named after it.
 		return fmt.Errorf("database: begins or ends with a blank (not shown, as it may hold a password); write it without: a file's path, or a URL such as %s",
 			postgresForm)
 	}
-	if scheme, _, ok := strings.Cut(c.Database, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
-		return fmt.Errorf("database: a %s: URL without its // after the scheme (not shown, as it may hold a password); write it as %s",
-			strings.ToLower(scheme), postgresForm)
-	}
-	if scheme, _, ok := strings.Cut(c.Database, "://"); ok && schemeName(scheme) {
-		return fmt.Errorf("database: a %s:// URL (not shown, as it may hold a password): hookdedup stores in PostgreSQL (%s) or in a SQLite file, named by its path",
-			strings.ToLower(scheme), postgresForm)
-	}
-	if userAtHost.MatchString(c.Database) {
-		return fmt.Errorf("database: a URL's USER:PASSWORD@HOST without its scheme (not shown, as it holds a password); write it as %s",
-			postgresForm)
-	}
-	if libpqKeywords.MatchString(c.Database) {
-		return fmt.Errorf("database: a PostgreSQL connection string in keyword form (host=… dbname=…; not shown, as it may hold a password); hookdedup takes it as a URL: %s",
-			postgresForm)
+	if what := serverForm(c.Database); what != "" {
+		return fmt.Errorf("database: %s (not shown, as it may hold a password): hookdedup stores in a SQLite file, named by its path, or in PostgreSQL, named by a URL: %s",
+			what, postgresForm)
 	}
 	return nil
+}
+
+// postgresForm is how a PostgreSQL database is named, as the messages show it.
+const postgresForm = "postgres://USER:PASSWORD@HOST:5432/DBNAME"
+
+// serverForm says what s is when it names a database server in a form hookdedup does
+// not take ("a mysql:// URL"), and "" for anything else, a postgres:// URL or a path.
+// Such a value may hold a password, and is never quoted.
+func serverForm(s string) string {
+	if isPostgres(s) {
+		return ""
+	}
+	if scheme, _, ok := strings.Cut(s, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return "a " + strings.ToLower(scheme) + ": URL without its // after the scheme"
+	}
+	if scheme, _, ok := strings.Cut(s, "://"); ok && schemeName(scheme) {
+		return "a " + strings.ToLower(scheme) + ":// URL"
+	}
+	if userAtHost.MatchString(strings.TrimSpace(s)) {
+		return "a URL's USER:PASSWORD@HOST without its scheme"
+	}
+	if libpqKeywords.MatchString(s) {
+		return "a PostgreSQL connection string in keyword form (host=… dbname=…)"
+	}
+	return ""
 }
 
 // userAtHost matches the user, password and host of a URL written without its scheme

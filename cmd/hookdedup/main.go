@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -181,14 +182,18 @@ func noArguments(cmd string, pos []string, meant string) error {
 		return nil
 	}
 	arg := pos[0]
-	switch {
+	switch u, err := url.Parse(arg); {
+	case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
+		arg = u.Redacted() // a web address, never its password
+	case isPostgres(arg):
+		arg, meant = displayPath(arg), "--database" // never the URL's password
+	case serverForm(arg) != "":
+		// A connection string in another form may hold a password anywhere: not shown.
+		return fmt.Errorf("unexpected argument (a database connection string, not shown): %s takes flags only (did you mean --database?)", cmd)
 	case strings.HasSuffix(arg, ".toml"):
 		meant = "--config"
-	case isPostgres(arg) || strings.HasSuffix(arg, ".db"):
+	case strings.HasSuffix(arg, ".db"):
 		meant = "--database"
-	}
-	if isPostgres(arg) {
-		arg = displayPath(arg) // never the URL's password
 	}
 	return fmt.Errorf("unexpected argument %q: %s takes flags only (did you mean %s %s?)", arg, cmd, meant, arg)
 }

@@ -391,11 +391,19 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
 	}
-	// The restored database is the backup's, and keeps its identity, so that the
-	// backups taken of it before stay earlier copies; a backup taken before identities
-	// has none, and takes the identity of the database it replaces, not a new one.
+	// Restored over a database, it is that database's again, and keeps the backup's
+	// identity, so that the backups taken of it before stay earlier copies; a backup
+	// taken before identities has none, and takes the identity of the database it
+	// replaces. Restored where there was none (a rehearsal, a move to another machine),
+	// it is another database from then on, with an identity of its own: sharing the
+	// original's, its backups would be taken for the original's, and pruned with them,
+	// and a backup of either would write over the other's.
 	keepID := info.ID
-	if keepID == "" {
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		if keepID, err = newDatabaseID(); err != nil {
+			return fail(err)
+		}
+	} else if keepID == "" {
 		keepID = previousID
 	}
 	if info.ID, err = continueIDs(ctx, tmp, issued, keepID); err != nil {

@@ -120,10 +120,11 @@ func TestBackup_OverCopyWithoutID(t *testing.T) {
 	}
 }
 
-// TestRestore_KeepsDatabaseID: a restored database has the backup's identity, so the
-// copies taken before stay earlier ones; from a backup taken before identities, the
-// identity of the database it replaced, not a new one.
-func TestRestore_KeepsDatabaseID(t *testing.T) {
+// TestRestore_DatabaseID: a database restored over another has the backup's identity,
+// so the copies taken before stay earlier ones; from a backup taken before identities,
+// the identity of the database it replaced. Restored where no database was, it has a
+// new one.
+func TestRestore_DatabaseID(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "hookdedup.db")
@@ -147,7 +148,8 @@ func TestRestore_KeepsDatabaseID(t *testing.T) {
 	if got := databaseID(t, live); got != id {
 		t.Errorf("restored from a backup without an identity, the id is %q, want the replaced database's %q", got, id)
 	}
-	// On a new machine: the backup's own.
+	// Where no database was (a rehearsal, a new machine): an identity of its own, so
+	// that its backups are neither taken for the original's nor pruned with them.
 	elsewhere := filepath.Join(dir, "new", "hookdedup.db")
 	copyOf := filepath.Join(dir, "copy.db")
 	db, err := sqlite.Open(live, sqlite.Options{})
@@ -164,7 +166,7 @@ func TestRestore_KeepsDatabaseID(t *testing.T) {
 	if _, err := sqlite.Restore(ctx, copyOf, elsewhere); err != nil {
 		t.Fatal(err)
 	}
-	if got := databaseID(t, elsewhere); got != id {
-		t.Errorf("restored where no database was, the id is %q, want the backup's %q", got, id)
+	if got := databaseID(t, elsewhere); got == id || len(got) != 32 {
+		t.Errorf("restored where no database was, the id is %q, want a new one, not the backup's %q", got, id)
 	}
 }

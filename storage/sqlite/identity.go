@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -61,6 +63,15 @@ func identify(ctx context.Context, c *sql.DB) (fileKind, string, error) {
 		return 0, "", err
 	}
 	return hookdedupDatabase, id, nil
+}
+
+// newDatabaseID returns a new random identity, as migration 0034 makes one.
+func newDatabaseID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make a database id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // BackupID returns the identity of the hookdedup database at path, a backup: a random
