@@ -418,11 +418,20 @@ func (d *Dispatcher) unforwarded() []string {
 // ForwardedElsewhere reports whether source, which this configuration has without a
 // forward_url, was last seen forwarded by another replica's dispatcher: intake then
 // queues its deliveries for that one rather than settling them at once. It never
-// blocks: it reads what the dispatcher last found, at most ForwarderGone/6 ago.
+// blocks: it reads what the dispatcher last found, at most ForwarderGone/6 ago. Before
+// the dispatcher has first looked it cannot say, and answers yes: a delivery settled
+// unsent while another replica forwards its source would never reach the downstream,
+// where one queued is settled by this dispatcher RecordOnlyAfter later if no one does.
 func (d *Dispatcher) ForwardedElsewhere(source string) bool {
 	p := d.elsewhere.Load()
-	return p != nil && slices.Contains(*p, source)
+	return p == nil || slices.Contains(*p, source)
 }
+
+// Look does what Run does first: records what this dispatcher forwards and finds which
+// of its sources without a forward_url another replica forwards. serve calls it before
+// intake serves, so that a delivery of such a source is settled at once, as usual,
+// rather than queued until the first look (ForwardedElsewhere).
+func (d *Dispatcher) Look(ctx context.Context) { d.lookAround(ctx) }
 
 // lookAround records what this dispatcher forwards, several times within ForwarderGone
 // so that a write that fails now and then does not make its sources look forwarded by

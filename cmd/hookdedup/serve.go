@@ -368,6 +368,7 @@ func (p *program) run(ctx context.Context) error {
 		receiver.RunSweeps(bg, p.db, receiver.SweepConfig{Retention: p.cfg.Retention, Remember: p.cfg.Remember,
 			BusinessWindow: business, CorrelationWindow: correlation, Now: p.db.Clock}, p.metrics, p.log)
 	})
+	p.dispatcher.Look(bg) // before intake serves: see ForwardedElsewhere
 	wg.Go(func() { p.dispatcher.Run(bg) })
 	wg.Go(func() { rollupStats(bg, p.db, p.log) })
 	wg.Go(func() { p.alerts.Run(bg) })
