@@ -520,7 +520,8 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		a.Error = problem
 		res.Failed = true
 	default:
-		a.Status, a.Response, a.Error = d.post(ctx, src, job)
+		var wait time.Duration
+		a.Status, a.Response, a.Error, wait = d.post(ctx, src, job)
 		a.Duration = d.cfg.Now().Sub(start)
 		n := job.Attempts + 1
 		switch {
@@ -529,7 +530,9 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		case n >= src.MaxAttempts:
 			res.Failed = true
 		default:
-			res.NextAt = d.cfg.Now().Add(backoff(n, d.cfg.FirstBackoff, src.MaxBackoff))
+			// A downstream that says how long to leave it alone is left that long, up to
+			// max_backoff: a wait of its own choosing must not park the key for good.
+			res.NextAt = d.cfg.Now().Add(max(backoff(n, d.cfg.FirstBackoff, src.MaxBackoff), min(wait, src.MaxBackoff)))
 		}
 	}
 	res.LastError = a.Error
@@ -572,14 +575,15 @@ func payloadProblem(job storage.Job) string {
 	return ""
 }
 
-// post makes one hand-off and returns the status, an excerpt of the answer and what
-// went wrong ("" on a 2xx).
-func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (int, string, string) {
+// post makes one hand-off and returns the status, an excerpt of the answer, what went
+// wrong ("" on a 2xx), and how long a downstream that answered 429 or 503 asked to be
+// left alone (Retry-After; 0 when it did not say).
+func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (int, string, string, time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, src.AttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.ForwardURL, bytes.NewReader(job.Body))
 	if err != nil {
-		return 0, "", attemptError(err)
+		return 0, "", attemptError(err), 0
 	}
 	// net/http silently resends a request that carries an Idempotency-Key when its
 	// connection breaks before the answer; without GetBody it cannot. Every hand-off is
@@ -604,18 +608,41 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, "", fmt.Sprintf("no answer within %s", src.AttemptTimeout)
+			return 0, "", fmt.Sprintf("no answer within %s", src.AttemptTimeout), 0
 		}
-		return 0, "", attemptError(err)
+		return 0, "", attemptError(err), 0
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	text := strings.ToValidUTF8(string(excerpt), "\uFFFD")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, text, "downstream answered " + resp.Status
+		var wait time.Duration
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			wait = retryAfter(resp.Header.Get("Retry-After"), d.cfg.Now())
+		}
+		return resp.StatusCode, text, "downstream answered " + resp.Status, wait
 	}
-	return resp.StatusCode, text, ""
+	return resp.StatusCode, text, "", 0
+}
+
+// retryAfter reads a Retry-After header (RFC 9110: a number of seconds, or a date) as
+// the wait from now it asks for; 0 for none, one already past or one it cannot read.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 // idempotencyKey is the Idempotency-Key a hand-off of source's key carries: distinct for
