@@ -49,6 +49,18 @@ func postChannex(t *testing.T, base, body string) (int, answer) {
 	return resp.StatusCode, a
 }
 
+// A booking and a booking_new webhook of one revision, as Channex sends them: the revision
+// as payload.revision_id in the first, payload.booking_revision_id in the second.
+const (
+	channexRevision = "80b3b60c-5e24-35c5-ad1b-da67cd704093"
+	channexBooking  = `{"event":"booking","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","revision_id":"` + channexRevision + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	channexBookingNew = `{"event":"booking_new","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + channexRevision + `"},` +
+		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+)
+
 // TestPresets_ChannexRevisionUnderEitherName: Channex's booking event carries the booking
 // revision as payload.revision_id, its per-status events (booking_new, …,
 // booking_unmapped_room/rate) as payload.booking_revision_id (Channex's own samples for
@@ -58,13 +70,7 @@ func postChannex(t *testing.T, base, body string) (int, answer) {
 // handed downstream again.
 func TestPresets_ChannexRevisionUnderEitherName(t *testing.T) {
 	e := newEnv(t, sqlite.Options{}, channexPresetSource(t))
-	const rev = "80b3b60c-5e24-35c5-ad1b-da67cd704093"
-	booking := `{"event":"booking","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","revision_id":"` + rev + `"},` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
-	bookingNew := `{"event":"booking_new","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + rev + `"},` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	const rev, booking, bookingNew = channexRevision, channexBooking, channexBookingNew
 
 	code, a := postChannex(t, e.srv.URL, booking)
 	if code != http.StatusOK || a.Status != "accepted" || a.Key != rev {
@@ -95,13 +101,7 @@ func TestPresets_ChannexRevisionUnderEitherName(t *testing.T) {
 // would raise the money_mismatch alert for every revision.
 func TestPresets_ChannexBookingAndBookingNewNoMoneyMismatch(t *testing.T) {
 	e := newEnv(t, sqlite.Options{}, channexPresetSource(t))
-	const rev = "80b3b60c-5e24-35c5-ad1b-da67cd704093"
-	booking := `{"event":"booking","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","revision_id":"` + rev + `"},` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
-	bookingNew := `{"event":"booking_new","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + rev + `"},` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:00:00.0000Z"}`
+	const booking, bookingNew = channexBooking, channexBookingNew
 	if code, a := postChannex(t, e.srv.URL, booking); code != http.StatusOK || a.Status != "accepted" {
 		t.Fatalf("booking: %d %+v", code, a)
 	}

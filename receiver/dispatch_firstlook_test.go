@@ -2,8 +2,6 @@ package receiver_test
 
 import (
 	"context"
-	"database/sql"
-	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,19 +38,7 @@ func TestDispatch_RecordOnlyQueuedBeforeFirstLook(t *testing.T) {
 	e := &testEnv{db: db, srv: serveReceiver(t, rc, nil), src: sources[0]}
 
 	// Another process holds the write lock for a moment.
-	other, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, path, "BEGIN IMMEDIATE")
 	// As serve would be without its Look first: Run under way, intake serving.
 	dctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -61,7 +47,7 @@ func TestDispatch_RecordOnlyQueuedBeforeFirstLook(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // Run is well under way: its look-around waits for the lock
 	go func() {
 		time.Sleep(time.Second)
-		conn.ExecContext(ctx, "ROLLBACK")
+		release()
 	}()
 	if code, a, _ := e.post(t, "ota", "msg_startup", cancellation, nil); code != 200 || a.Status != "accepted" {
 		t.Fatalf("delivery: %d %+v", code, a)

@@ -2,7 +2,6 @@ package receiver_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -89,26 +88,12 @@ func TestHandler_ReadySeesALockWithinASecond(t *testing.T) {
 	if code, body := e.ready(t); code != 200 {
 		t.Fatalf("readyz before = %d %s", code, body)
 	}
-	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, e.db.Path(), "BEGIN EXCLUSIVE")
 	time.Sleep(1100 * time.Millisecond)
 	if code, body := e.ready(t); code != http.StatusServiceUnavailable {
 		t.Errorf("readyz a second after the lock = %d %s, want 503", code, body)
 	}
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if code, body := e.ready(t); code != 200 {
 		t.Errorf("readyz once the lock ended = %d %s, want 200", code, body)
 	}
@@ -127,20 +112,7 @@ func TestHandler_ReadyLooksAgainAfterAFailedStore(t *testing.T) {
 			if code, body := e.ready(t); code != 200 {
 				t.Fatalf("readyz before = %d %s", code, body)
 			}
-			other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close()
-			conn, err := other.Conn(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-				t.Fatal(err)
-			}
-			defer conn.ExecContext(context.Background(), "ROLLBACK")
+			holdWriteLock(t, e.db.Path(), "BEGIN EXCLUSIVE")
 			start := time.Now()
 			code, a, _ := e.post(t, "ota", "msg_ready_failed", tc.body, nil)
 			if code != http.StatusServiceUnavailable && code != http.StatusBadRequest {

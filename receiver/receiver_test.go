@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -357,18 +356,7 @@ func TestHandler_Concurrent(t *testing.T) {
 func TestHandler_DatabaseLocked(t *testing.T) {
 	t.Parallel() // waits on timers and locks of its own, with no tight time bound
 	e := newEnv(t, sqlite.Options{BusyTimeout: 200 * time.Millisecond})
-	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, e.db.Path(), "BEGIN EXCLUSIVE")
 	code, a, h := e.post(t, "ota", "msg_locked", cancellation, nil)
 	if code != 503 || a.Status != "" || a.Error == "" || h.Get("Retry-After") == "" {
 		t.Fatalf("locked: %d %+v Retry-After %q; want 503 with Retry-After", code, a, h.Get("Retry-After"))
@@ -381,10 +369,7 @@ func TestHandler_DatabaseLocked(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("readyz while locked = %d, want 503", resp.StatusCode)
 	}
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	release()
 	code, a, _ = e.post(t, "ota", "msg_locked", cancellation, nil)
 	if code != 200 || a.Status != "accepted" {
 		t.Fatalf("after the lock: %d %+v, want accepted (nothing was stored before)", code, a)

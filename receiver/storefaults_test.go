@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,37 @@ import (
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
+
+// holdWriteLock takes the write lock of the database at path on a connection of its own,
+// as another process would (begin is "BEGIN IMMEDIATE" or "BEGIN EXCLUSIVE"), and
+// returns what lets it go, which the test's end does too.
+func holdWriteLock(t *testing.T, path, begin string) (release func()) {
+	t.Helper()
+	other, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		other.Close()
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), begin); err != nil {
+		conn.Close()
+		other.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			conn.ExecContext(context.Background(), "ROLLBACK")
+			conn.Close()
+			other.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
 
 // syncBuffer is a log destination that several goroutines write at once.
 type syncBuffer struct {
@@ -150,19 +182,7 @@ func TestHandler_ForeignLockBound(t *testing.T) {
 	const busy = 300 * time.Millisecond
 	e := newEnv(t, sqlite.Options{BusyTimeout: busy})
 
-	other, err := sql.Open("sqlite3", "file:"+e.db.Path()+"?_busy_timeout=100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, e.db.Path(), "BEGIN IMMEDIATE")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	probing, stopProbes := context.WithCancel(ctx)
@@ -207,10 +227,7 @@ func TestHandler_ForeignLockBound(t *testing.T) {
 	wg.Wait()
 
 	stopProbes()
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	release()
 	recovered := false
 	for range 20 {
 		code, a, _ := e.post(t, "ota", "msg_after_lock", cancellation, nil)
