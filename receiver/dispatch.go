@@ -633,11 +633,16 @@ func retryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
+	const longest = 365 * 24 * time.Hour // beyond any max_backoff, and no overflow
+	if strings.Trim(v, "0123456789") == "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil: // more digits than an int64 holds
+			return longest
+		case secs <= 0:
 			return 0
 		}
-		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second
+		return min(time.Duration(secs), longest/time.Second) * time.Second
 	}
 	if at, err := http.ParseTime(v); err == nil && at.After(now) {
 		return at.Sub(now)

@@ -17,7 +17,7 @@ import (
 // Retry-After (a date, or seconds) is left alone that long before the next attempt,
 // rather than retried on the backoff's own schedule (40 ms here), which would spend the
 // key's attempts while the downstream said when it would take the event; but never
-// longer than max_backoff, however long it asks for.
+// longer than max_backoff, however long it asks for (past what an int64 holds too).
 func TestDispatch_RetryAfterHonoured(t *testing.T) {
 	var mu sync.Mutex
 	var arrivals []time.Time
@@ -32,7 +32,7 @@ func TestDispatch_RetryAfterHonoured(t *testing.T) {
 			w.Header().Set("Retry-After", time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat))
 			w.WriteHeader(http.StatusTooManyRequests)
 		case 2:
-			w.Header().Set("Retry-After", "3600")
+			w.Header().Set("Retry-After", "99999999999999999999") // more seconds than an int64 holds
 			w.WriteHeader(http.StatusServiceUnavailable)
 		default:
 			w.WriteHeader(http.StatusOK)
@@ -60,6 +60,6 @@ func TestDispatch_RetryAfterHonoured(t *testing.T) {
 		t.Errorf("second hand-off %v after a 429 with Retry-After two seconds ahead; want at least a second", gap)
 	}
 	if gap := arrivals[2].Sub(arrivals[1]); gap < 1400*time.Millisecond || gap > 10*time.Second {
-		t.Errorf("third hand-off %v after a 503 with Retry-After: 3600; want max_backoff, 1.5 s", gap)
+		t.Errorf("third hand-off %v after a 503 with a Retry-After of 20 digits; want max_backoff, 1.5 s", gap)
 	}
 }

@@ -121,3 +121,60 @@ func TestCLI_StrayConnectionStringNotShown(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_StrayConnectionStringOtherForms: a JDBC URL, or a postgres:// URL with a
+// blank before it (as a badly quoted "$DB" gives), given to serve, keys or demo as an
+// argument is refused without its password.
+func TestCLI_StrayConnectionStringOtherForms(t *testing.T) {
+	dir := t.TempDir()
+	for _, arg := range []string{
+		"jdbc:postgresql://db.internal:5432/hook?user=hook&password=s3cretPW",
+		" postgres://hook:s3cretPW@db.internal/hook",
+	} {
+		for _, cmd := range []string{"serve", "keys", "demo"} {
+			out, code, hung := cliFor(t, dir, 20*time.Second, cmd, arg)
+			if hung || code == 0 {
+				t.Errorf("%s %q: exit %d, hung %v; want a refusal\n%s", cmd, arg, code, hung, out)
+				continue
+			}
+			if strings.Contains(out, "s3cretPW") {
+				t.Errorf("%s %q: the refusal shows the password:\n%s", cmd, arg, strings.TrimSpace(out))
+			}
+		}
+	}
+}
+
+// TestConfig_JDBCDatabaseRefused: a JDBC URL given as --database is refused, not taken
+// for a SQLite file named after it (password and all), and its password is not shown.
+func TestConfig_JDBCDatabaseRefused(t *testing.T) {
+	dir := t.TempDir()
+	const db = "jdbc:postgresql://db.internal:5432/hook?user=hook&password=s3cretPW"
+	out, code, hung := cliFor(t, dir, 5*time.Second, "serve", "--addr", "127.0.0.1:0", "--database", db)
+	if hung || code == 0 || strings.Contains(out, "s3cretPW") {
+		t.Errorf("serve --database <JDBC URL>: exit %d, hung (served) %v; want a refusal that does not show the password:\n%s", code, hung, strings.TrimSpace(out))
+	}
+	out, code, _ = cliFor(t, dir, 5*time.Second, "keys", "--database", db)
+	if code == 0 || strings.Contains(out, "s3cretPW") {
+		t.Errorf("keys --database <JDBC URL>: exit %d; the message shows the password:\n%s", code, strings.TrimSpace(out))
+	}
+}
+
+// TestBackup_ServerURLForAFile: backup and restore take a FILE; a postgres:// URL in
+// its place (an operator who thinks backup takes the database's URL) is refused without
+// its password, and nothing is written under a path named after it.
+func TestBackup_ServerURLForAFile(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", "a.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	const url = "postgres://hook:s3cretPW@db.internal/hook"
+	for _, cmd := range []string{"backup", "restore"} {
+		out, code := cli(t, dir, nil, "", cmd, "--database", "a.db", url)
+		if code == 0 || strings.Contains(out, "s3cretPW") {
+			t.Errorf("%s --database a.db <postgres URL>: exit %d; want a refusal that does not show the password:\n%s", cmd, code, strings.TrimSpace(out))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postgres:")); err == nil {
+		t.Errorf("backup made a directory postgres:/hook:s3cretPW@db.internal/ holding a SQLite copy: the password is on disk as a path")
+	}
+}

@@ -31,6 +31,9 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup backup FILE | hookdedup backup [--keep N] DIR/")
 	}
 	dest := pos[0]
+	if isPostgres(dest) || serverForm(dest) != "" {
+		return errors.New("backup: the destination (not shown, as it may hold a password) names a database server, not a file; back a PostgreSQL database up with pg_dump")
+	}
 	st, err := os.Stat(dest)
 	intoDir := strings.HasSuffix(dest, "/") || (err == nil && st.IsDir())
 	keepSet := false
@@ -300,12 +303,16 @@ func pruneBackups(ctx context.Context, dir, newest, stem, id string, keep int) (
 // (serve, or another command) has the database open.
 func runRestore(ctx context.Context, args []string, e env) error {
 	flags := newFlags("restore", e)
+	copyOf := flags.fs.Bool("copy", false, "restore a copy that is another database from then on (a rehearsal): it gets an identity of its own, so that its backups are kept and pruned apart from the original's")
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: hookdedup restore FILE")
+		return errors.New("usage: hookdedup restore [--copy] FILE")
+	}
+	if isPostgres(pos[0]) || serverForm(pos[0]) != "" {
+		return errors.New("restore: FILE (not shown, as it may hold a password) names a database server, not a backup file; restore a PostgreSQL database with pg_restore")
 	}
 	cfg, err := flags.load(e)
 	if err != nil {
@@ -321,7 +328,11 @@ func runRestore(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	info, err := sqlite.Restore(ctx, pos[0], cfg.Database)
+	restore := sqlite.Restore
+	if *copyOf {
+		restore = sqlite.RestoreCopy
+	}
+	info, err := restore(ctx, pos[0], cfg.Database)
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("restore: %s is open in another process: stop serve (and any other hookdedup command using it), then restore", cfg.Database)
 	}

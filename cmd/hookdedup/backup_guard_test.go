@@ -248,10 +248,11 @@ func TestBackup_ConcurrentBackupsKeepTheirOwnFiles(t *testing.T) {
 	}
 }
 
-// TestRestore_RehearsalIsAnotherDatabase: the README's rehearsal, a restore into another
-// file, is another database from then on: kept in a directory of its own under the
-// usual file name (rehearse/hookdedup.db) and backed up into the shared directory with
-// --keep, it must leave the live database's backups alone.
+// TestRestore_RehearsalIsAnotherDatabase: the README's rehearsal, restore --copy into
+// another file, is another database from then on, a second rehearsal over the first
+// too: kept in a directory of its own under the usual file name (rehearse/hookdedup.db)
+// and backed up into the shared directory with --keep, it must leave the live
+// database's backups alone.
 func TestRestore_RehearsalIsAnotherDatabase(t *testing.T) {
 	dir := t.TempDir()
 	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", "live/hookdedup.db"); code != 0 {
@@ -265,8 +266,10 @@ func TestRestore_RehearsalIsAnotherDatabase(t *testing.T) {
 		}
 		live = append(live, regexp.MustCompile(`to (\S+):`).FindStringSubmatch(out)[1])
 	}
-	if out, code := cli(t, dir, nil, "", "restore", "--database", "rehearse/hookdedup.db", live[1]); code != 0 {
-		t.Fatalf("rehearsal restore: %d\n%s", code, out)
+	for _, b := range live { // a second rehearsal restores over the first
+		if out, code := cli(t, dir, nil, "", "restore", "--copy", "--database", "rehearse/hookdedup.db", b); code != 0 {
+			t.Fatalf("rehearsal restore: %d\n%s", code, out)
+		}
 	}
 	// The rehearsal is used (a user added), then backed up with the timer's --keep.
 	if out, code := cli(t, dir, nil, "another-long-password\n", "user", "add", "rita", "--role", "admin", "--database", "rehearse/hookdedup.db"); code != 0 {
@@ -280,5 +283,37 @@ func TestRestore_RehearsalIsAnotherDatabase(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			t.Errorf("the rehearsal's backup removed the live database's backup %s: %v\n%s", p, err, out)
 		}
+	}
+}
+
+// TestRestore_RecoveryKeepsItsBackups: a database lost (or moved aside, as restore
+// advises when it cannot read the one it would replace) is restored where none is now:
+// it is the same database, so a backup over the very file it was restored from, and
+// the --keep of its dated backups, go on as before.
+func TestRestore_RecoveryKeepsItsBackups(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", "live/hookdedup.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "live/hookdedup.db", "daily.db"); code != 0 {
+		t.Fatalf("backup: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "live/hookdedup.db", "--keep", "1", "bk/"); code != 0 {
+		t.Fatalf("backup into bk/: %d\n%s", code, out)
+	}
+	if err := os.Rename(filepath.Join(dir, "live"), filepath.Join(dir, "lost")); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, dir, nil, "", "restore", "--database", "live/hookdedup.db", "daily.db"); code != 0 {
+		t.Fatalf("restore: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "live/hookdedup.db", "daily.db"); code != 0 {
+		t.Errorf("backup over the file it was restored from: %d, want it taken\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "live/hookdedup.db", "--keep", "1", "bk/"); code != 0 {
+		t.Fatalf("backup into bk/: %d\n%s", code, out)
+	}
+	if kept, _ := filepath.Glob(filepath.Join(dir, "bk", "hookdedup-*.db")); len(kept) != 1 {
+		t.Errorf("bk/ holds %v after --keep 1, want the newest backup alone", kept)
 	}
 }

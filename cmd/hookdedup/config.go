@@ -914,10 +914,15 @@ func serverForm(s string) string {
 	if scheme, _, ok := strings.Cut(s, ":"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
 		return "a " + strings.ToLower(scheme) + ": URL without its // after the scheme"
 	}
-	if scheme, _, ok := strings.Cut(s, "://"); ok && schemeName(scheme) {
+	s = strings.TrimSpace(s)
+	if isPostgres(s) {
+		return "a postgres:// URL with a blank around it"
+	}
+	if scheme, _, ok := strings.Cut(s, "://"); ok && schemeName(strings.ReplaceAll(scheme, ":", "")) {
+		// jdbc:postgresql://… too: a scheme within a scheme.
 		return "a " + strings.ToLower(scheme) + ":// URL"
 	}
-	if userAtHost.MatchString(strings.TrimSpace(s)) {
+	if userAtHost.MatchString(s) {
 		return "a URL's USER:PASSWORD@HOST without its scheme"
 	}
 	if libpqKeywords.MatchString(s) {

@@ -299,8 +299,21 @@ type RestoreInfo struct {
 // refuses (ErrInUse) while any process has the database open: a running serve would
 // go on writing to the replaced file and lose what it wrote. The backup is copied and
 // checked before anything is moved; the database it replaces is kept beside it as
-// dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone.
+// dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone. The
+// restored database is the one backed up, and keeps its identity: backups taken of it
+// before stay earlier copies of it.
 func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
+	return restore(ctx, from, dbPath, false)
+}
+
+// RestoreCopy is Restore for a copy that is to be another database from then on (a
+// rehearsal of a restore, a test system): it gets an identity of its own, so that its
+// backups are never taken for the original's, pruned with them or written over them.
+func RestoreCopy(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
+	return restore(ctx, from, dbPath, true)
+}
+
+func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo, error) {
 	fail := func(err error) (RestoreInfo, error) {
 		if diskFull(err) {
 			err = fmt.Errorf("%w (the disk is full: free space on it and run restore again)", err)
@@ -391,15 +404,10 @@ func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
 	}
-	// Restored over a database, it is that database's again, and keeps the backup's
-	// identity, so that the backups taken of it before stay earlier copies; a backup
-	// taken before identities has none, and takes the identity of the database it
-	// replaces. Restored where there was none (a rehearsal, a move to another machine),
-	// it is another database from then on, with an identity of its own: sharing the
-	// original's, its backups would be taken for the original's, and pruned with them,
-	// and a backup of either would write over the other's.
+	// A backup taken before identities has none, and takes the identity of the
+	// database it replaces, not a new one; a copy takes a new one.
 	keepID := info.ID
-	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+	if copyOf {
 		if keepID, err = newDatabaseID(); err != nil {
 			return fail(err)
 		}

@@ -120,10 +120,10 @@ func TestBackup_OverCopyWithoutID(t *testing.T) {
 	}
 }
 
-// TestRestore_DatabaseID: a database restored over another has the backup's identity,
-// so the copies taken before stay earlier ones; from a backup taken before identities,
-// the identity of the database it replaced. Restored where no database was, it has a
-// new one.
+// TestRestore_DatabaseID: a restored database has the backup's identity, so the copies
+// taken before stay earlier ones, over another database or where none was (a lost one,
+// a move); from a backup taken before identities, the identity of the database it
+// replaced. A copy (RestoreCopy) has a new one.
 func TestRestore_DatabaseID(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -148,8 +148,7 @@ func TestRestore_DatabaseID(t *testing.T) {
 	if got := databaseID(t, live); got != id {
 		t.Errorf("restored from a backup without an identity, the id is %q, want the replaced database's %q", got, id)
 	}
-	// Where no database was (a rehearsal, a new machine): an identity of its own, so
-	// that its backups are neither taken for the original's nor pruned with them.
+	// Where no database was (a lost one, a new machine): still the backup's.
 	elsewhere := filepath.Join(dir, "new", "hookdedup.db")
 	copyOf := filepath.Join(dir, "copy.db")
 	db, err := sqlite.Open(live, sqlite.Options{})
@@ -166,7 +165,16 @@ func TestRestore_DatabaseID(t *testing.T) {
 	if _, err := sqlite.Restore(ctx, copyOf, elsewhere); err != nil {
 		t.Fatal(err)
 	}
-	if got := databaseID(t, elsewhere); got == id || len(got) != 32 {
-		t.Errorf("restored where no database was, the id is %q, want a new one, not the backup's %q", got, id)
+	if got := databaseID(t, elsewhere); got != id {
+		t.Errorf("restored where no database was, the id is %q, want the backup's %q", got, id)
+	}
+	// A copy, over that one or anywhere: an identity of its own each time.
+	for range 2 {
+		if _, err := sqlite.RestoreCopy(ctx, copyOf, elsewhere); err != nil {
+			t.Fatal(err)
+		}
+		if got := databaseID(t, elsewhere); got == id || len(got) != 32 {
+			t.Errorf("restored as a copy, the id is %q, want a new one, not the backup's %q", got, id)
+		}
 	}
 }
