@@ -178,3 +178,18 @@ func TestBackup_ServerURLForAFile(t *testing.T) {
 		t.Errorf("backup made a directory postgres:/hook:s3cretPW@db.internal/ holding a SQLite copy: the password is on disk as a path")
 	}
 }
+
+// TestCLI_HelpMentionsRestoreCopy: `hookdedup help` lists each command with what it
+// takes; restore's line names --copy, the README's rehearsal.
+func TestCLI_HelpMentionsRestoreCopy(t *testing.T) {
+	out, _ := cli(t, t.TempDir(), nil, "", "help")
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(strings.TrimSpace(line), "restore ") {
+			if !strings.Contains(line, "--copy") {
+				t.Errorf("hookdedup help: the restore line does not mention --copy: %q", line)
+			}
+			return
+		}
+	}
+	t.Errorf("hookdedup help lists no restore:\n%s", out)
+}

@@ -317,3 +317,70 @@ func TestRestore_RecoveryKeepsItsBackups(t *testing.T) {
 		t.Errorf("bk/ holds %v after --keep 1, want the newest backup alone", kept)
 	}
 }
+
+// TestRestore_AnotherDatabasesBackupRefused: two instances (live/, other/) share a
+// backup directory. Restoring the other instance's backup over live, by mistake, is
+// refused, naming both identities: taken, live would share the other's identity, its
+// --keep would remove the other's backups and a backup of it could write over the
+// other's. With --copy it is restored as a database of its own.
+func TestRestore_AnotherDatabasesBackupRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, db := range []string{"live/hookdedup.db", "other/hookdedup.db"} {
+		if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", db); code != 0 {
+			t.Fatalf("user add %s: %d\n%s", db, code, out)
+		}
+	}
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "other/hookdedup.db", "odaily.db"); code != 0 {
+		t.Fatalf("backup other: %d\n%s", code, out)
+	}
+	live, other := filepath.Join(dir, "live", "hookdedup.db"), filepath.Join(dir, "other", "hookdedup.db")
+	liveID, otherID := databaseIDOf(t, live), databaseIDOf(t, other)
+	out, code := cli(t, dir, nil, "", "restore", "--database", "live/hookdedup.db", "odaily.db")
+	if code == 0 || !strings.Contains(out, "another hookdedup database") || !strings.Contains(out, "--copy") {
+		t.Errorf("restore of another database's backup over live: exit %d, want it refused, saying so and naming --copy:\n%s", code, out)
+	}
+	if got := databaseIDOf(t, live); got != liveID {
+		t.Errorf("after the refusal live's identity is %s, was %s", got, liveID)
+	}
+	if out, code := cli(t, dir, nil, "", "restore", "--copy", "--database", "live/hookdedup.db", "odaily.db"); code != 0 {
+		t.Fatalf("restore --copy: %d\n%s", code, out)
+	}
+	if got := databaseIDOf(t, live); got == otherID || got == liveID {
+		t.Errorf("restored with --copy, live's identity is %s (live's was %s, other's %s), want a new one", got, liveID, otherID)
+	}
+}
+
+// databaseIDOf reads a database's identity without writing to it.
+func databaseIDOf(t *testing.T, path string) string {
+	t.Helper()
+	c, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&immutable=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var id string
+	if err := c.QueryRow(`SELECT value FROM settings WHERE name = 'database_id'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestBackup_OverAnEarlierCopyLeavesNoSideFiles: the README's daily backup name is
+// written over by a second backup the same day. Looking at what is there must not
+// leave a -wal and -shm beside it, as a read-only open of a WAL database does.
+func TestBackup_OverAnEarlierCopyLeavesNoSideFiles(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", "hookdedup.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	for range 2 {
+		if out, code := cli(t, dir, nil, "", "backup", "--database", "hookdedup.db", "backups/hookdedup-2026-12-06.db"); code != 0 {
+			t.Fatalf("backup: %d\n%s", code, out)
+		}
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(filepath.Join(dir, "backups", "hookdedup-2026-12-06.db"+suffix)); err == nil {
+			t.Errorf("a backup over an earlier copy left %s beside it", "hookdedup-2026-12-06.db"+suffix)
+		}
+	}
+}

@@ -56,7 +56,7 @@ commands:
   token     add, list or revoke API bearer tokens
   demo      send realistic signed OTA traffic to a running server
   backup    write a consistent copy of the live database to FILE, or into DIR/ (keeping --keep)
-  restore   replace the database with a backup FILE (serve stopped)
+  restore   replace the database with a backup FILE (serve stopped; --copy: as a database of its own)
   audit     verify the audit log's hash chain, or export the log with its hashes
   migrate   copy the SQLite database into an empty PostgreSQL database (--to URL)
   service   print the hardened systemd unit that runs serve (--backup-timer, --write DIR)

@@ -147,7 +147,12 @@ func earlierCopy(ctx context.Context, read *sql.DB, src, path string) error {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil // nothing there, or what replaceable let through as empty
 	}
-	c := openReadOnly(path, 5*time.Second)
+	// Read as a closed file nothing writes to (replaceable found no process with it
+	// open): a read-only open of a WAL database would leave a -wal and -shm beside it.
+	c, err := openImmutable(path)
+	if err != nil {
+		return err
+	}
 	defer c.Close()
 	kind, theirs, err := identify(ctx, c)
 	if err != nil {
@@ -403,6 +408,14 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	info, err := checkCopy(ctx, tmp)
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
+	}
+	// A backup of another database than the one it replaces would give two databases
+	// one identity (the other still running elsewhere, or its backups in a shared
+	// directory), and each one's backups would be taken for the other's.
+	if !copyOf && previousID != "" && info.ID != "" && info.ID != previousID {
+		return fail(fmt.Errorf("the backup is of another hookdedup database (database id %s) than the one it would replace (%s): "+
+			"restore it with --copy to make it a database of its own here, or move %s aside first (serve made it on a new machine) "+
+			"to restore it as the database it is", info.ID, previousID, dbPath))
 	}
 	// A backup taken before identities has none, and takes the identity of the
 	// database it replaces, not a new one; a copy takes a new one.

@@ -74,6 +74,12 @@ func newDatabaseID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// openImmutable opens the database at path to read as a closed file that nothing writes
+// to: unlike a read-only open, it leaves no -wal and -shm beside a file in WAL mode.
+func openImmutable(path string) (*sql.DB, error) {
+	return sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
+}
+
 // BackupID returns the identity of the hookdedup database at path, a backup: a random
 // id made with the schema of the database it copies, the same in every copy of it. It
 // is "" for a backup of a database made by a version before identities. The file is
@@ -86,7 +92,7 @@ func BackupID(ctx context.Context, path string) (string, error) {
 	if missing(path) {
 		return "", fmt.Errorf("database id of %s: %w", path, storage.ErrNoDatabase)
 	}
-	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
+	c, err := openImmutable(path)
 	if err != nil {
 		return "", fmt.Errorf("database id of %s: %w", path, err)
 	}
