@@ -78,9 +78,11 @@ type Dispatcher struct {
 	// elsewhere holds the record-only sources that other dispatchers were last seen
 	// forwarding (ForwardedElsewhere).
 	elsewhere atomic.Pointer[[]string]
-	lease     time.Duration
-	wake      chan struct{}
-	log       *slog.Logger
+	// looked says that Look has run: Run then does not look again at once.
+	looked atomic.Bool
+	lease  time.Duration
+	wake   chan struct{}
+	log    *slog.Logger
 
 	// kept holds, by key, the outcome of an attempt made whose record failed (a full
 	// disk): the downstream took the event, or refused it, and only the database does
@@ -200,8 +202,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	slots := make(chan struct{}, d.cfg.Workers)
 	paused := false // the database file left its path; said once
 	go d.reportStuck(ctx)
-	// Before the first lease, and then every ForwarderGone/6.
-	d.lookAround(ctx)
+	// Before the first lease (unless serve's Look just did), and then every
+	// ForwarderGone/6.
+	if !d.looked.Load() {
+		d.lookAround(ctx)
+	}
 	wg.Go(func() {
 		t := time.NewTicker(d.cfg.ForwarderGone / 6)
 		defer t.Stop()
@@ -431,7 +436,10 @@ func (d *Dispatcher) ForwardedElsewhere(source string) bool {
 // of its sources without a forward_url another replica forwards. serve calls it before
 // intake serves, so that a delivery of such a source is settled at once, as usual,
 // rather than queued until the first look (ForwardedElsewhere).
-func (d *Dispatcher) Look(ctx context.Context) { d.lookAround(ctx) }
+func (d *Dispatcher) Look(ctx context.Context) {
+	d.lookAround(ctx)
+	d.looked.Store(true)
+}
 
 // lookAround records what this dispatcher forwards, several times within ForwarderGone
 // so that a write that fails now and then does not make its sources look forwarded by
