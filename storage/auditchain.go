@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // AuditFormat is the version tag hashed into every row, and the name of the encoding.
@@ -109,6 +110,61 @@ type AuditPos struct {
 	ID   int64
 	Hash string
 	Rows int64
+}
+
+// AuditMark is how far a console's bounded checks of the audit chain (AuditChain) have
+// gone. It is kept in memory, each process its own, not in the database: a mark stored
+// beside the rows could be forged with them. Its zero value is the genesis.
+type AuditMark struct {
+	mu  sync.Mutex
+	pos AuditPos
+	// anchor is the mark's row as it was checked, once that row was found changed or
+	// gone: until a check passes through it again, every check starts from the genesis
+	// and must find it. Nothing hookdedup does changes or removes a row while it runs
+	// (a restore needs serve stopped), so a row gone from under the mark, or chaining
+	// under another hash, is the log rewritten or cut, and it stays on the page.
+	anchor AuditAnchor
+}
+
+// Next runs the next bounded check from m: hashOf reads the hash of the audit row id
+// (ok false when there is none), and check checks the chain from a point, through an
+// anchor unless its Hash is empty. Each call goes on from the last row found to chain,
+// once that row still has the hash it was checked with.
+func (m *AuditMark) Next(hashOf func(id int64) (hash string, ok bool, err error),
+	check func(from AuditPos, anchor AuditAnchor) (AuditCheck, error)) (AuditCheck, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	from := m.pos
+	if from.Rows == 0 {
+		from = AuditStart
+	} else {
+		hash, ok, err := hashOf(from.ID)
+		if err != nil {
+			return AuditCheck{}, err
+		}
+		if !ok || hash != from.Hash {
+			if m.anchor.Hash == "" {
+				m.anchor = AuditAnchor{ID: from.ID, Hash: from.Hash}
+			}
+			from = AuditStart
+		}
+	}
+	c, err := check(from, m.anchor)
+	if err != nil {
+		return AuditCheck{}, err
+	}
+	m.pos = AuditPos{ID: c.LastID, Hash: c.LastHash, Rows: c.Rows}
+	if c.Break == nil && m.anchor.Hash != "" && c.Rows > 0 && c.LastID >= m.anchor.ID {
+		m.anchor = AuditAnchor{}
+	}
+	return c, nil
+}
+
+// Forget takes m back to the genesis, as a restart does.
+func (m *AuditMark) Forget() {
+	m.mu.Lock()
+	m.pos, m.anchor = AuditPos{}, AuditAnchor{}
+	m.mu.Unlock()
 }
 
 // AuditStart is the genesis, where a check of the whole chain starts.
@@ -299,6 +355,12 @@ func classifyBreak(before *AuditPos, pos AuditPos, cur AuditEntry, next *AuditEn
 		case chains(cur.Hash, as(*next, next.ID+1)):
 			return brk(cur.ID, AuditDeleted, "a row before row %d was deleted and the rows after it renumbered: row %d chains from row %d as row %d",
 				cur.ID, next.ID, cur.ID, next.ID+1)
+		}
+		if chains(AuditHash(pos.Hash, cur), *next) {
+			// Its content chains from the row before, and the next row from the hash it
+			// would have: only the hash it holds was changed.
+			return brk(cur.ID, AuditEdited, "row %d's hash was changed: its content chains from %s, and row %d from the hash row %d should have",
+				cur.ID, prevRow, next.ID, cur.ID)
 		}
 		return brk(cur.ID, AuditBroken, "row %d does not chain from %s, nor row %d from row %d: rows around row %d were changed",
 			cur.ID, prevRow, next.ID, cur.ID, cur.ID)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,51 +93,36 @@ func (db *DB) VerifyAudit(ctx context.Context, anchor storage.AuditAnchor) (stor
 // console page once per that many new rows, as in the SQLite engine.
 const auditCheckBatch = 10000
 
-// auditMark is how far AuditChain has checked the chain. It is kept in memory, each
-// replica its own, not in the database: a mark stored beside the rows could be forged
-// with them.
-type auditMark struct {
-	mu  sync.Mutex
-	pos storage.AuditPos
-}
-
 // AuditChain reports the state of the audit chain for the console, checking only what
-// the calls before it have not: each call goes on from the last row found to chain (held
-// in memory, from the genesis at start), after making sure that row still has the hash
-// it was checked with, and checks auditCheckBatch rows at most (More then says rows are
-// left for the next call). A change to the rows below that mark that leaves the mark's
-// own hash alone (a row edited, its hash kept) shows only to VerifyAudit, or after a
-// restart; an anchor check of the mark's row catches every rewrite of the chain up to it.
+// the calls before it have not (storage.AuditMark, each replica its own),
+// auditCheckBatch rows at most (More then says rows are left for the next call). A
+// change to the rows below the mark that leaves the mark's own hash alone (a row
+// edited, its hash kept) shows only to VerifyAudit, or after a restart; the mark's row
+// changed or gone shows at once, as a rewritten or cut log, until the chain passes
+// through it again.
 //
 // The mark's row and the rows after it are read in one snapshot, so that the rows
 // checked follow the mark's row as it was found.
 func (db *DB) AuditChain(ctx context.Context) (storage.AuditCheck, error) {
-	db.auditMark.mu.Lock()
-	defer db.auditMark.mu.Unlock()
 	var c storage.AuditCheck
 	err := db.auditSnapshot(ctx, func(tx pgx.Tx) error {
-		from := db.auditMark.pos
-		if from.ID == 0 {
-			from = storage.AuditStart
-		} else {
-			var hash string
-			err := tx.QueryRow(ctx, `SELECT hash FROM audit_log WHERE id = $1`, from.ID).Scan(&hash)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			if hash != from.Hash {
-				from = storage.AuditStart // changed under the mark: from the start again
-			}
-		}
 		var err error
-		// The row after the last: for More, and to tell how a break came.
-		c, err = storage.CheckAudit(from, auditCheckBatch, storage.AuditAnchor{}, auditRowsAfter(ctx, tx, from.After(), auditCheckBatch+1))
+		c, err = db.auditMark.Next(func(id int64) (string, bool, error) {
+			var hash string
+			err := tx.QueryRow(ctx, `SELECT hash FROM audit_log WHERE id = $1`, id).Scan(&hash)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return "", false, nil
+			}
+			return hash, err == nil, err
+		}, func(from storage.AuditPos, anchor storage.AuditAnchor) (storage.AuditCheck, error) {
+			// The row after the last: for More, and to tell how a break came.
+			return storage.CheckAudit(from, auditCheckBatch, anchor, auditRowsAfter(ctx, tx, from.After(), auditCheckBatch+1))
+		})
 		return err
 	})
 	if err != nil {
 		return storage.AuditCheck{}, fmt.Errorf("audit chain: %w", err)
 	}
-	db.auditMark.pos = storage.AuditPos{ID: c.LastID, Hash: c.LastHash, Rows: c.Rows}
 	return c, nil
 }
 

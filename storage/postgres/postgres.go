@@ -69,10 +69,10 @@ type DB struct {
 	pool        *pgxpool.Pool
 	log         *slog.Logger
 	busyTimeout time.Duration
-	beginQuery  string        // how writeTx begins a transaction (beginSQL)
-	bulkWake    chan struct{} // a bulk action became ready to run here (bulk.go)
-	auditMark   auditMark     // how far AuditChain has checked the audit chain (auditlog.go)
-	intake      intake        // Record's group commit
+	beginQuery  string            // how writeTx begins a transaction (beginSQL)
+	bulkWake    chan struct{}     // a bulk action became ready to run here (bulk.go)
+	auditMark   storage.AuditMark // how far AuditChain has checked the audit chain (auditlog.go)
+	intake      intake            // Record's group commit
 
 	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -65,41 +64,26 @@ func (db *DB) VerifyAudit(ctx context.Context, anchor storage.AuditAnchor) (stor
 // nothing new to check costs one lookup, about 50 µs.
 const auditCheckBatch = 10000
 
-// auditMark is how far AuditChain has checked the chain. It is kept in memory, not in
-// the database: a mark stored beside the rows could be forged with them.
-type auditMark struct {
-	mu  sync.Mutex
-	pos storage.AuditPos
-}
-
 // AuditChain reports the state of the audit chain for the console, checking only what
-// the calls before it have not: each call goes on from the last row found to chain (held
-// in memory, from the genesis at start), after making sure that row still has the hash
-// it was checked with, and checks auditCheckBatch rows at most (More then says rows are
-// left for the next call). A change to the rows below that mark that leaves the mark's
-// own hash alone (a row edited, its hash kept) shows only to VerifyAudit, or after a
-// restart; an anchor check of the mark's row catches every rewrite of the chain up to it.
+// the calls before it have not (storage.AuditMark), auditCheckBatch rows at most (More
+// then says rows are left for the next call). A change to the rows below the mark that
+// leaves the mark's own hash alone (a row edited, its hash kept) shows only to
+// VerifyAudit, or after a restart; the mark's row changed or gone shows at once, as a
+// rewritten or cut log, until the chain passes through it again.
 func (db *DB) AuditChain(ctx context.Context) (storage.AuditCheck, error) {
-	db.auditMark.mu.Lock()
-	defer db.auditMark.mu.Unlock()
-	from := db.auditMark.pos
-	if from.ID == 0 {
-		from = storage.AuditStart
-	} else {
+	c, err := db.auditMark.Next(func(id int64) (string, bool, error) {
 		var hash string
-		err := db.read.QueryRowContext(ctx, `SELECT hash FROM audit_log WHERE id = ?`, from.ID).Scan(&hash)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return storage.AuditCheck{}, fmt.Errorf("audit chain: %w", err)
+		err := db.read.QueryRowContext(ctx, `SELECT hash FROM audit_log WHERE id = ?`, id).Scan(&hash)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", false, nil
 		}
-		if hash != from.Hash {
-			from = storage.AuditStart // changed under the mark: from the start again
-		}
-	}
-	c, err := checkChain(ctx, db.read, from, auditCheckBatch, storage.AuditAnchor{})
+		return hash, err == nil, err
+	}, func(from storage.AuditPos, anchor storage.AuditAnchor) (storage.AuditCheck, error) {
+		return checkChain(ctx, db.read, from, auditCheckBatch, anchor)
+	})
 	if err != nil {
 		return storage.AuditCheck{}, fmt.Errorf("audit chain: %w", err)
 	}
-	db.auditMark.pos = storage.AuditPos{ID: c.LastID, Hash: c.LastHash, Rows: c.Rows}
 	return c, nil
 }
 

@@ -1,13 +1,7 @@
 package sqlite
 
-import "github.com/hookdedup/hookdedup/storage"
-
 // AuditCheckBatch is how many rows one AuditChain call checks at most.
 const AuditCheckBatch = auditCheckBatch
 
 // ForgetAuditMark makes the next AuditChain start from the genesis, as after a restart.
-func (db *DB) ForgetAuditMark() {
-	db.auditMark.mu.Lock()
-	db.auditMark.pos = storage.AuditPos{}
-	db.auditMark.mu.Unlock()
-}
+func (db *DB) ForgetAuditMark() { db.auditMark.Forget() }

@@ -231,8 +231,8 @@ type DB struct {
 	watcherDone chan struct{}
 	warmDone    chan struct{} // warmKeys has ended, or was never started (warm.go)
 
-	auditMark auditMark     // how far AuditChain has checked the audit chain (auditchain.go)
-	bulkWake  chan struct{} // a bulk action became ready to run (bulk.go)
+	auditMark storage.AuditMark // how far AuditChain has checked the audit chain (auditchain.go)
+	bulkWake  chan struct{}     // a bulk action became ready to run (bulk.go)
 
 	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
