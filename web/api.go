@@ -530,18 +530,6 @@ func bodyProblem(err error) string {
 	return err.Error()
 }
 
-// checkReason refuses the reason of an audited change when it is missing or longer than
-// the console's forms take.
-func checkReason(reason string) error {
-	switch {
-	case reason == "":
-		return Errorf(http.StatusBadRequest, "reason is required: it goes to the audit log")
-	case len(reason) > 500:
-		return Errorf(http.StatusBadRequest, "reason: keep it under 500 characters")
-	}
-	return nil
-}
-
 func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	var req releaseRequest
 	if err := decodeBody(w, r, &req, `{"source":…,"key":…,"reason":…,"reprocess":false}`); err != nil {

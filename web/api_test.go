@@ -232,7 +232,15 @@ func TestAPI_Release(t *testing.T) {
 	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", long); code != 400 || !strings.Contains(out["error"].(string), "under 500") {
 		t.Fatalf("a 501-character reason: %d %v", code, out)
 	}
-	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"nope","reason":"r"}`); code != 404 || !strings.Contains(out["error"].(string), "no such key") {
+	// A control character is refused, named: the reason is kept in the audit log for
+	// good, and a NUL is text PostgreSQL cannot hold. A line break is text.
+	for _, bad := range []string{`refund \u0000reissued`, `refund \u001b[31mreissued`, `re\u0085fund`} {
+		body := `{"source":"ota","key":"k1","reason":"` + bad + `"}`
+		if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", body); code != 400 || !strings.Contains(out["error"].(string), "control character (U+") {
+			t.Fatalf("reason %s: %d %v", bad, code, out)
+		}
+	}
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"nope","reason":"two\nlines"}`); code != 404 || !strings.Contains(out["error"].(string), "no such key") {
 		t.Fatalf("unknown key: %d %v", code, out)
 	}
 	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", req)

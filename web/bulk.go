@@ -170,8 +170,8 @@ func checkBulkRequest(kind, reason string) error {
 		return badRequest("Choose release or reprocess.")
 	case reason == "":
 		return badRequest("Give a reason: it goes to the audit log, on every key.")
-	case len(reason) > 500:
-		return badRequest("Keep the reason under 500 characters.")
+	case reasonProblem(reason, true) != "":
+		return badRequest(reasonProblem(reason, true))
 	}
 	return nil
 }
@@ -336,11 +336,8 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 
 // bulkStep does one step of an action for u, for the console and the API alike.
 func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, reason string) (storage.BulkAction, error) {
-	if (step == "approve" || step == "refuse") && reason == "" {
-		return storage.BulkAction{}, badRequest("Give a reason: it goes to the audit log.")
-	}
-	if len(reason) > 500 {
-		return storage.BulkAction{}, badRequest("Keep the reason under 500 characters.")
+	if p := reasonProblem(reason, step == "approve" || step == "refuse"); p != "" {
+		return storage.BulkAction{}, badRequest(p)
 	}
 	var a storage.BulkAction
 	var err error

@@ -216,10 +216,8 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 		flash(r, w, "error", "Select at least one key.")
 	case len(keys) > maxKeysPerForm:
 		flash(r, w, "error", fmt.Sprintf("Release at most %d keys at once.", maxKeysPerForm))
-	case reason == "":
-		flash(r, w, "error", "Give a reason: it goes to the audit log.")
-	case len(reason) > 500:
-		flash(r, w, "error", "Keep the reason under 500 characters.")
+	case reasonProblem(reason, true) != "":
+		flash(r, w, "error", reasonProblem(reason, true))
 	default:
 		refs := make([]storage.KeyRef, len(keys))
 		for i, k := range keys {

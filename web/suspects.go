@@ -342,10 +342,8 @@ func (s *Server) handleReview(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case state != storage.SuspectConfirmed && state != storage.SuspectDismissed:
 		return badRequest("Choose confirmed double or not a double.")
-	case reason == "":
-		flash(r, w, "error", "Give a reason: it goes to the audit log.")
-	case len(reason) > 500:
-		flash(r, w, "error", "Keep the reason under 500 characters.")
+	case reasonProblem(reason, true) != "":
+		flash(r, w, "error", reasonProblem(reason, true))
 	default:
 		x, err := s.suspects.ReviewSuspect(ctx, id, u.Name, state, reason)
 		if errors.Is(err, storage.ErrInvalidReview) {

@@ -326,20 +326,23 @@ func TestImport_FailureCommitsNothing(t *testing.T) {
 	}
 }
 
-// TestImport_AuditTextRefused: an audit row whose text PostgreSQL cannot hold is not
-// escaped, which would break the copied chain at that row, but refused by name, and
-// nothing is committed.
+// TestImport_AuditTextRefused: an audit row whose text PostgreSQL cannot hold (a NUL,
+// as an earlier version stored one) is not escaped, which would break the copied chain
+// at that row, but refused by name, and nothing is committed.
 func TestImport_AuditTextRefused(t *testing.T) {
 	ctx := context.Background()
 	lite, path := sqliteWithEverything(t)
 	// Past the leases sqliteWithEverything took, so that i2 has no attempt under way.
 	later := lite.Now().Add(2 * time.Minute)
 	lite.Now = func() time.Time { return later }
-	if _, err := lite.ReleaseKey(ctx, storage.Release{Source: "cm", Key: "i2", Actor: "ann", Reason: "a\x00b",
+	if _, err := lite.ReleaseKey(ctx, storage.Release{Source: "cm", Key: "i2", Actor: "ann", Reason: "ab",
 		StuckBefore: later.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lite.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawSQLite(t, path).Exec(`UPDATE audit_log SET reason = 'a' || char(0) || 'b' WHERE reason = 'ab'`); err != nil {
 		t.Fatal(err)
 	}
 	_, url, _, err := importFile(t, path)

@@ -106,8 +106,11 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e storage.AuditEntry)
 	if e.At.IsZero() {
 		e.At = db.Now()
 	}
+	// As the PostgreSQL engine stores them (its textReplaced), so that a row hashes
+	// alike on both and migrate can copy it: a NUL, which PostgreSQL text cannot hold,
+	// and bytes that are not UTF-8 become U+FFFD.
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
-		*s = strings.ToValidUTF8(*s, "\uFFFD")
+		*s = strings.ToValidUTF8(strings.ReplaceAll(*s, "\x00", "\uFFFD"), "\uFFFD")
 	}
 	prev := storage.AuditGenesis
 	err := tx.QueryRowContext(ctx, `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`).Scan(&e.ID, &prev)
