@@ -15,12 +15,18 @@ import (
 const auditColumns = `id, at, actor, action, source, key, reason, previous_state, hash`
 
 // scanAudit reads one row of auditColumns. The time is taken as stored, 0 included,
-// so that the row's hash can be recomputed from what it returns.
+// so that the row's hash can be recomputed from what it returns. A time stored as
+// anything but an integer (the column takes text or a fraction from whoever edits the
+// file) was not written by insertAudit: the row is read with the zero time, which no
+// hash was made over, so that a check finds the row edited rather than failing to
+// read it, and the console still lists the log.
 func scanAudit(s interface{ Scan(...any) error }) (storage.AuditEntry, error) {
 	var e storage.AuditEntry
-	var at int64
+	var at any
 	err := s.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState, &e.Hash)
-	e.At = time.UnixMilli(at).UTC()
+	if ms, ok := at.(int64); ok {
+		e.At = time.UnixMilli(ms).UTC()
+	}
 	return e, err
 }
 
