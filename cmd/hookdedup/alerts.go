@@ -20,7 +20,7 @@ type alertConfig struct {
 	Kind      string         `toml:"kind"`
 	Source    string         `toml:"source"`
 	Threshold int64          `toml:"threshold"`
-	Times     int            `toml:"times"`
+	Times     *int           `toml:"times"` // nil when unset: 0 written out is refused, not defaulted
 	Window    *time.Duration `toml:"window"`
 	For       *time.Duration `toml:"for"`
 	ClearFor  *time.Duration `toml:"clear_for"`
@@ -156,7 +156,13 @@ func (c config) alerting(getenv func(string) string, sources []string) ([]alert.
 }
 
 func (ac alertConfig) rule() (alert.Rule, error) {
-	r := alert.Rule{Name: ac.Name, Kind: ac.Kind, Source: ac.Source, Threshold: ac.Threshold, Times: ac.Times, Channels: ac.Channels}
+	r := alert.Rule{Name: ac.Name, Kind: ac.Kind, Source: ac.Source, Threshold: ac.Threshold, Channels: ac.Channels}
+	if ac.Times != nil {
+		if *ac.Times < 1 {
+			return r, fmt.Errorf("times: must be at least 1, not %d", *ac.Times)
+		}
+		r.Times = *ac.Times
+	}
 	for _, d := range []struct {
 		file *time.Duration
 		dst  *time.Duration

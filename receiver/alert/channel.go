@@ -367,9 +367,12 @@ func post(ctx context.Context, client *http.Client, target string, h http.Header
 type email struct {
 	addr, host     string
 	user, password string
-	from           string
-	to             []string
-	roots          *x509.CertPool // nil: the system's
+	from           string   // the address, for MAIL FROM
+	to             []string // the addresses, for RCPT TO
+	// The header fields, as configured, a display name that is not plain ASCII
+	// encoded (RFC 2047): a server that does not offer SMTPUTF8 takes only ASCII.
+	fromHeader, toHeader string
+	roots                *x509.CertPool // nil: the system's
 }
 
 func newEmail(cfg ChannelConfig) (*email, error) {
@@ -390,7 +393,7 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	case cfg.Username != "" && len(cfg.Secrets) == 0:
 		return nil, errors.New("secret: username is set but no password: give secret or secret_env")
 	}
-	e := &email{addr: cfg.SMTPAddr, host: host, user: cfg.Username, to: cfg.To}
+	e := &email{addr: cfg.SMTPAddr, host: host, user: cfg.Username}
 	if len(cfg.Secrets) == 1 {
 		e.password = cfg.Secrets[0]
 	}
@@ -404,15 +407,19 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	if err != nil {
 		return nil, fmt.Errorf("from: %q is not an email address", cfg.From)
 	}
-	e.from = from.Address
+	e.from, e.fromHeader = from.Address, headerAddress(from)
+	var to []string
 	for _, t := range cfg.To {
 		if strings.ContainsAny(t, "\r\n") {
 			return nil, fmt.Errorf("to: %q holds a line break", t)
 		}
-		if _, err := mail.ParseAddress(t); err != nil {
+		a, err := mail.ParseAddress(t)
+		if err != nil {
 			return nil, fmt.Errorf("to: %q is not an email address", t)
 		}
+		e.to, to = append(e.to, a.Address), append(to, headerAddress(a))
 	}
+	e.toHeader = strings.Join(to, ", ")
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
@@ -458,22 +465,27 @@ func (e *email) send(ctx context.Context, m Message) error {
 	if err := c.Mail(e.from); err != nil {
 		return fmt.Errorf("smtp MAIL FROM: %w", err)
 	}
+	// A recipient the server refuses (a colleague who left) is left out, not the
+	// message: the others still hear of the alert, and the refusal is told (PartlySent).
+	var refused []error
 	for _, t := range e.to {
-		a, _ := mail.ParseAddress(t) // checked by newEmail
-		if err := c.Rcpt(a.Address); err != nil {
-			return fmt.Errorf("smtp RCPT TO: %w", err)
+		if err := c.Rcpt(t); err != nil {
+			refused = append(refused, fmt.Errorf("%s: %w", t, err))
 		}
+	}
+	if len(refused) == len(e.to) {
+		return fmt.Errorf("smtp RCPT TO: every recipient refused: %w", errors.Join(refused...))
 	}
 	w, err := c.Data()
 	if err != nil {
 		return fmt.Errorf("smtp DATA: %w", err)
 	}
 	var msg bytes.Buffer
-	fmt.Fprintf(&msg, "From: %s\r\n", e.from)
-	fmt.Fprintf(&msg, "To: %s\r\n", strings.Join(e.to, ", "))
+	fmt.Fprintf(&msg, "From: %s\r\n", e.fromHeader)
+	fmt.Fprintf(&msg, "To: %s\r\n", e.toHeader)
 	fmt.Fprintf(&msg, "Subject: %s\r\n", mimeHeader(m.Title()))
 	fmt.Fprintf(&msg, "Date: %s\r\n", m.At.Format(time.RFC1123Z))
-	fmt.Fprintf(&msg, "Message-ID: <%s@hookdedup>\r\n", m.ID)
+	fmt.Fprintf(&msg, "Message-ID: <%s@%s>\r\n", msgIDPart(m.ID), msgIDPart(messageHost))
 	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
 	msg.WriteString(strings.ReplaceAll(m.Text(), "\n", "\r\n"))
 	msg.WriteString("\r\n")
@@ -486,7 +498,49 @@ func (e *email) send(ctx context.Context, m Message) error {
 	// The server has taken the message: a QUIT that fails loses nothing, and counted
 	// as a failure it would have the message sent again.
 	c.Quit()
+	if len(refused) > 0 {
+		return &PartlySent{Err: fmt.Errorf("smtp RCPT TO: %w", errors.Join(refused...))}
+	}
 	return nil
+}
+
+// headerAddress is a as a From or To header holds it: the bare address without a
+// display name, the name RFC 2047-encoded when it is not plain ASCII.
+func headerAddress(a *mail.Address) string {
+	if a.Name == "" {
+		return a.Address
+	}
+	return a.String()
+}
+
+// PartlySent is the error of a notification that its channel took, but not for every
+// recipient: it counts as sent, and what was refused is told.
+type PartlySent struct{ Err error }
+
+func (p *PartlySent) Error() string { return "sent, but not to every recipient: " + p.Err.Error() }
+func (p *PartlySent) Unwrap() error { return p.Err }
+
+// messageHost is the right-hand side of the Message-IDs this process writes: the
+// machine's name, so that two installations that number their notifications alike
+// still write Message-IDs of their own.
+var messageHost = func() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "hookdedup"
+}()
+
+// msgIDPart is s as a part of a Message-ID can hold it (RFC 5322 dot-atom text): every
+// other character, a blank in a channel's name among them, becomes '-'.
+func msgIDPart(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("!#$%&'*+-/=?^_`{|}~.", r):
+			return r
+		}
+		return '-'
+	}, s)
+	return strings.Trim(strings.ReplaceAll(s, "..", "."), ".")
 }
 
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not

@@ -594,10 +594,19 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 	if c == nil {
 		res = storage.NotificationResult{Failed: true, Error: "channel " + n.Channel + " is no longer configured"}
 	} else {
-		m := Message{ID: "alert_notification_" + strconv.FormatInt(n.ID, 10), Event: n.Event, Actor: n.Actor, At: n.At,
+		// The id names the notification, the same on every attempt, and no other: with
+		// the time it was written, two installations (or a database restored beside
+		// its copy) that number their notifications alike still tell theirs apart.
+		m := Message{ID: "alert_notification_" + strconv.FormatInt(n.ID, 10) + "_" + strconv.FormatInt(n.At.UnixMilli(), 10),
+			Event: n.Event, Actor: n.Actor, At: n.At,
 			Summary: n.Summary, Value: n.Value, Alert: n.Alert, ConsoleURL: e.alertsURL()}
 		err := c.Send(ctx, m)
+		var partly *PartlySent
 		switch {
+		case errors.As(err, &partly):
+			res.Sent = true
+			e.log.Warn("alert notification sent, but not to every recipient", "channel", n.Channel, "rule", n.Alert.Rule,
+				"err", partly.Err)
 		case err == nil:
 			res.Sent = true
 		case n.Attempts+1 >= c.maxAttempts:

@@ -134,4 +134,6 @@ var tests = []struct {
 	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 	{"Accounts_OddBytes", TestAccounts_OddBytes},
+	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},
+	{"SweepDeliveries_ClockBehindNotEarly", TestSweepDeliveries_ClockBehindNotEarly},
 }

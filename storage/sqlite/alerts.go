@@ -437,10 +437,16 @@ func (db *DB) SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int
 
 // sqlSweepAlerts deletes up to ?2 alerts resolved before ?1; their notifications go
 // with them (ON DELETE CASCADE, through alert_notifications_alert). The state condition
-// is alerts_resolved's, word for word, so that SQLite can use that partial index.
+// is alerts_resolved's, word for word, so that SQLite can use that partial index. The
+// alert with the highest id, and the one whose notification has the highest id, are
+// kept: SQLite gives a new row the highest id plus one, and a sweep that emptied the
+// tables would give the next outage the ids of an earlier one, its notification the
+// webhook-id a receiver dropped as a retry of that one.
 const sqlSweepAlerts = `DELETE FROM alerts WHERE id IN (
 	SELECT id FROM alerts WHERE state = 'resolved' AND resolved_at < ?1
 		AND NOT EXISTS (SELECT 1 FROM alert_notifications n WHERE n.alert = alerts.id AND n.state = 'pending')
+		AND id != (SELECT max(id) FROM alerts)
+		AND id != coalesce((SELECT alert FROM alert_notifications ORDER BY id DESC LIMIT 1), 0)
 	ORDER BY resolved_at LIMIT ?2)`
 
 // What the alert rules read.
