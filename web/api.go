@@ -122,7 +122,7 @@ type apiDelivery struct {
 	BatchEnvelope json.RawMessage `json:"batch_envelope,omitempty"`
 	// Flags are the suspects that name this delivery, as the one flagged or as the
 	// other one it may double.
-	Flags []apiSuspect `json:"flags,omitempty"`
+	Flags []apiSuspect `json:"flags"`
 }
 
 func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
@@ -130,6 +130,7 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 		ID: strconv.FormatInt(d.ID, 10), Source: d.Source, ReceivedAt: d.ReceivedAt, Outcome: string(d.Outcome),
 		Status: d.Status, Error: d.Error, Key: d.Key, Mismatch: d.Mismatch, MoneyMismatch: d.MoneyMismatch, PayloadHash: d.PayloadHash,
 		Property: d.Property, Booking: d.Booking, EventStatus: d.EventStatus, Amount: d.Amount, Currency: d.Currency, ContentType: d.ContentType,
+		Flags: []apiSuspect{},
 	}
 	if d.FirstDelivery != 0 && d.FirstDelivery != d.ID {
 		out.FirstDelivery = strconv.FormatInt(d.FirstDelivery, 10)

@@ -396,10 +396,7 @@ func toAPISuspect(x storage.Suspect) apiSuspect {
 }
 
 func toAPISuspects(xs []storage.Suspect) []apiSuspect {
-	if len(xs) == 0 {
-		return nil
-	}
-	out := make([]apiSuspect, len(xs))
+	out := make([]apiSuspect, len(xs)) // [] rather than null when there are none
 	for i, x := range xs {
 		out[i] = toAPISuspect(x)
 	}

@@ -139,6 +139,7 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 	add("batch", sc.Batch != nil, str(src.Batch))
 	if src.Batch != "" {
 		add("item", sc.Item != nil, str(src.Item))
+		add("max_batch_items", sc.MaxBatchItems != 0, strconv.Itoa(cmp.Or(src.MaxBatchItems, receiver.DefaultMaxBatchItems)))
 	}
 	add("ttl", sc.TTL != nil, str(durationText(src.TTL)))
 	add("forward_url", sc.ForwardURL != "", str(web.RedactURL(src.ForwardURL)))

@@ -42,6 +42,7 @@ event_id            = ""                                                        
 key_fields          = ["/merchantAccountCode", "/pspReference", "/eventCode", "/success"]                                           # from provider adyen
 batch               = "/notificationItems"                                                                                          # from provider adyen
 item                = "/NotificationRequestItem"                                                                                    # from provider adyen
+max_batch_items     = 1000                                                                                                          # default
 ttl                 = "2160h"
 forward_url         = ""                                                                                                            # default
 property_field      = "/merchantAccountCode"                                                                                        # from provider adyen

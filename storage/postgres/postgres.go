@@ -87,7 +87,7 @@ var _ storage.Store = (*DB)(nil)
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	where := Redact(dsn)
 	if unencodedUserinfo(dsn) {
-		return nil, fmt.Errorf("open database %s: the URL has an @ after its host: percent-encode the password's /, ?, # and @ (%%2F, %%3F, %%23, %%40)", where)
+		return nil, fmt.Errorf("open database %s: the URL has an @ where its host should be: percent-encode the password's /, ?, # and @ (%%2F, %%3F, %%23, %%40)", where)
 	}
 	// pgx knows the schemes in lower case only; hookdedup takes POSTGRES:// as well.
 	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
@@ -209,7 +209,8 @@ func parseReason(err error) string {
 // the password from the query as well as from the user part (postgres://u@h/db?password=…).
 var secretParams = []string{"password", "sslpassword"}
 
-// unencodedUserinfo reports whether dsn has an "@" past the end of its host part: a
+// unencodedUserinfo reports whether dsn has an "@" past the end of its host part, or
+// two in it: a
 // password holding "/", "?" or "#" that is not percent-encoded ends the host part early
 // (postgres://app:2024/Summer!@db/hookdedup reads as host app, port 2024), and the
 // password then stands in what parses as the path or the query, where no redaction
@@ -220,7 +221,15 @@ func unencodedUserinfo(dsn string) bool {
 		return false
 	}
 	end := strings.IndexAny(rest, "/?#")
-	return end >= 0 && strings.Contains(rest[end:], "@")
+	if end >= 0 && strings.Contains(rest[end:], "@") {
+		return true
+	}
+	// Two @ in the authority: Go's URL parser takes the last as the end of the user
+	// part, pgx the first, and would quote the rest of the password as the host.
+	if end < 0 {
+		end = len(rest)
+	}
+	return strings.Count(rest[:end], "@") > 1
 }
 
 // Redact is dsn fit for a message or a log: the password of its user part, and every
