@@ -175,8 +175,17 @@ func (e *Engine) Run(ctx context.Context) {
 		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("evaluating alert rules", "err", err)
 		}
-		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("sending alert notifications", "err", err)
+		// Again while some were sent: a notification waits for the one before it to the
+		// same channel (an alert's resolved for its opened), and more may be due than
+		// one batch holds.
+		for range 10 {
+			sent, err := e.SendDue(ctx)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("sending alert notifications", "err", err)
+			}
+			if err != nil || sent == 0 {
+				break
+			}
 		}
 		if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
 			return

@@ -135,16 +135,23 @@ func TestSweepAlerts(t *testing.T, e Engine) {
 		}
 		return a
 	}
+	// send finishes with res every notification due at at, each alert's in turn.
 	send := func(at time.Time, res storage.NotificationResult) {
 		t.Helper()
-		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range ns {
-			if err := db.FinishNotification(ctx, n, res, at); err != nil {
+		for range 10 {
+			ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if len(ns) == 0 {
+				return
+			}
+			for _, n := range ns {
+				if err := db.FinishNotification(ctx, n, res, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			at = at.Add(time.Millisecond)
 		}
 	}
 	var old []int64
@@ -437,7 +444,18 @@ func TestAlerts_HeldByEitherHandle(t *testing.T, e Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The resolved waits for the opened to be told first.
 	var events []string
+	for _, n := range ns {
+		events = append(events, n.Event)
+		if err := a.FinishNotification(ctx, n, storage.NotificationResult{Sent: true}, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err = a.LeaseNotifications(ctx, t0.Add(time.Hour+time.Second), time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range ns {
 		events = append(events, n.Event)
 	}
@@ -490,5 +508,48 @@ func TestAlerts_LateSenderRecordsNothing(t *testing.T, e Engine) {
 	}
 	if want := map[string]int{"sent": 1}; fmt.Sprint(counts["ops"]) != fmt.Sprint(want) {
 		t.Errorf("notification counts %v, want ops %v", counts, want)
+	}
+}
+
+// TestAlerts_ToldInTheOrderOfTransitions: an alert's "opened" is refused once and
+// waits for its retry; the alert is resolved meanwhile. Its "resolved" is not leased
+// while the "opened" to the same channel is pending, on either handle, so the channel
+// hears of the two in their order; another channel is not held back.
+func TestAlerts_ToldInTheOrderOfTransitions(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	al, opened, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops"}}, t0)
+	if err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	got, err := a.LeaseNotifications(ctx, t0, time.Minute, 10)
+	if err != nil || len(got) != 1 || got[0].Event != storage.AlertOpened {
+		t.Fatalf("lease: %+v %v", got, err)
+	}
+	// Refused; retried in 10 s. The alert resolves meanwhile.
+	if err := a.FinishNotification(ctx, got[0], storage.NotificationResult{Error: "HTTP 500", NextAt: t0.Add(10 * time.Second)}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ResolveAlert(ctx, al.ID, "rita", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []storage.Store{a, b} {
+		if early, err := db.LeaseNotifications(ctx, t0.Add(2*time.Second), time.Minute, 10); err != nil || len(early) != 0 {
+			t.Fatalf("lease while the opened waits for its retry: %+v %v; want nothing (the resolved waits behind it)", early, err)
+		}
+	}
+	opened1, err := b.LeaseNotifications(ctx, t0.Add(10*time.Second), time.Minute, 10)
+	if err != nil || len(opened1) != 1 || opened1[0].Event != storage.AlertOpened {
+		t.Fatalf("lease at the retry: %+v %v; want the opened alone", opened1, err)
+	}
+	if err := b.FinishNotification(ctx, opened1[0], storage.NotificationResult{Sent: true}, t0.Add(11*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := a.LeaseNotifications(ctx, t0.Add(12*time.Second), time.Minute, 10)
+	if err != nil || len(resolved) != 1 || resolved[0].Event != storage.AlertResolvedEvent {
+		t.Fatalf("lease once the opened was sent: %+v %v; want the resolved", resolved, err)
 	}
 }

@@ -358,8 +358,8 @@ func insertNotifications(ctx context.Context, tx pgx.Tx, alert int64, channels [
 // version). No notification is leased by two senders at once; one whose lease ended
 // without a FinishNotification (its sender died) is due again and leased anew.
 const sqlLeaseNotifications = `WITH due AS (
-	SELECT id, next_attempt_at FROM alert_notifications
-	WHERE state = 'pending' AND next_attempt_at <= $1
+	SELECT id, next_attempt_at FROM alert_notifications AS n
+	WHERE state = 'pending' AND next_attempt_at <= $1 AND NOT ` + sqlToldEarlierFirst + `
 	ORDER BY next_attempt_at, id LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), leased AS (
@@ -370,6 +370,13 @@ const sqlLeaseNotifications = `WITH due AS (
 SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.attempts, ` + alertColumns + `
 FROM leased n JOIN alerts a ON a.id = n.alert
 ORDER BY n.due_at, n.id`
+
+// sqlToldEarlierFirst is true for a notification n whose alert has an earlier
+// notification to the same channel still pending (being sent, or waiting for its
+// retry): a channel hears of an alert's transitions in their order, never "resolved"
+// before the "opened" that a failed attempt held back.
+const sqlToldEarlierFirst = `EXISTS (SELECT 1 FROM alert_notifications AS e
+	WHERE e.alert = n.alert AND e.channel = n.channel AND e.id < n.id AND e.state = 'pending')`
 
 // LeaseNotifications returns up to limit notifications due at now, oldest first, and
 // leases them until now+lease: another sender, on this replica or another, skips them

@@ -310,6 +310,13 @@ func insertNotifications(ctx context.Context, tx *sql.Tx, alert int64, channels 
 	return nil
 }
 
+// sqlToldEarlierFirst is true for a notification n whose alert has an earlier
+// notification to the same channel still pending (being sent, or waiting for its
+// retry): a channel hears of an alert's transitions in their order, never "resolved"
+// before the "opened" that a failed attempt held back.
+const sqlToldEarlierFirst = `EXISTS (SELECT 1 FROM alert_notifications AS e
+	WHERE e.alert = n.alert AND e.channel = n.channel AND e.id < n.id AND e.state = 'pending')`
+
 // LeaseNotifications returns up to limit notifications due at now, oldest first, and
 // leases them until now+lease: another sender skips them until then, and one that dies
 // mid-send loses nothing.
@@ -331,7 +338,8 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.attempts, `+alertColumns+`
 			FROM alert_notifications n JOIN alerts a ON a.id = n.alert
-			WHERE n.state = 'pending' AND n.next_attempt_at <= ? ORDER BY n.next_attempt_at, n.id LIMIT ?`, millis(now), limit)
+			WHERE n.state = 'pending' AND n.next_attempt_at <= ? AND NOT `+sqlToldEarlierFirst+`
+			ORDER BY n.next_attempt_at, n.id LIMIT ?`, millis(now), limit)
 		if err != nil {
 			return err
 		}
