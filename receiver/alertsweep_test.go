@@ -45,13 +45,17 @@ func TestSweeps_ResolvedAlerts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ns, err := db.LeaseNotifications(ctx, now.Add(time.Hour), time.Minute, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range ns {
-		if err := db.FinishNotification(ctx, n, storage.NotificationResult{Sent: true}, now.Add(time.Hour)); err != nil {
+	// Each alert's opened, then its resolved, which waits for it.
+	for round := range 2 {
+		at := now.Add(time.Hour + time.Duration(round)*time.Second)
+		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+		if err != nil {
 			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if err := db.FinishNotification(ctx, n, storage.NotificationResult{Sent: true}, at); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	active, _, err := db.OpenAlert(ctx, storage.Alert{Rule: "disk", Kind: "disk_space", Channels: []string{"ops"}}, now)

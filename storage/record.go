@@ -112,3 +112,21 @@ func CheckState(state string) error {
 	}
 	return fmt.Errorf("state %q: want processing, processed, failed or released", state)
 }
+
+// stepBackSlack is how far a clock may have been set back and a delivery still be
+// stamped no earlier than the one stored before it (ReceivedAfter).
+const stepBackSlack = time.Hour
+
+// ReceivedAfter is the receipt time to store for a delivery received at at, stored
+// right after one stamped last: at, or last when at is before it by no more than
+// stepBackSlack. A clock set back (NTP correcting one that ran fast) would otherwise
+// stamp deliveries earlier than those stored before them, and receipt times that grow
+// with ids are what the engines find a time range by, without an index of them: the
+// events of a day, the retention sweep's end. A larger step is a clock that was wrong
+// by more than a correction, and is left as it was.
+func ReceivedAfter(at, last time.Time) time.Time {
+	if at.Before(last) && last.Sub(at) <= stepBackSlack {
+		return last
+	}
+	return at
+}

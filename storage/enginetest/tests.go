@@ -134,6 +134,7 @@ var tests = []struct {
 	{"ReleaseKey_FourEyes", TestReleaseKey_FourEyes},
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 	{"Accounts_OddBytes", TestAccounts_OddBytes},
+	{"Record_ClockSetBackStampsInOrder", TestRecord_ClockSetBackStampsInOrder},
 	{"Alerts_ToldInTheOrderOfTransitions", TestAlerts_ToldInTheOrderOfTransitions},
 	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},
 	{"SweepDeliveries_ClockBehindNotEarly", TestSweepDeliveries_ClockBehindNotEarly},

@@ -215,6 +215,24 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	w.rows, w.ask = rows, ask
 	defer clear(w.rows)
 	defer clear(w.ask)
+	// Receipt times follow ids (storage.ReceivedAfter), from the last one this writer
+	// stamped, or, at its first transaction, the last one stored. Before any statement
+	// reads them.
+	if !w.stampRead {
+		var stamped int64
+		if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1), 0)`).Scan(&stamped); err != nil {
+			return false, fmt.Errorf("last receipt time: %w", err)
+		}
+		w.lastStamp, w.stampRead = fromMillis(stamped), true
+	}
+	for _, row := range rows {
+		if at := storage.ReceivedAfter(row.d.ReceivedAt, w.lastStamp); !at.Equal(row.d.ReceivedAt) {
+			row.d.ReceivedAt, row.out.ReceivedAt = at, at
+		}
+		if row.d.ReceivedAt.After(w.lastStamp) {
+			w.lastStamp = row.d.ReceivedAt
+		}
+	}
 	// The forensic checks (forensics.go) ride in the same transaction: the claims
 	// that rows take over leave their traces before the claims overwrite them, the
 	// business and correlation keys are looked up under their locks before the claims,
@@ -375,6 +393,9 @@ func closeBatch(br pgx.BatchResults, err error) error {
 // claimBuffers are a writer's buffers for the statements of its transactions, reused
 // batch after batch.
 type claimBuffers struct {
+	// lastStamp is the latest receipt time the writer stored (stampRead: known).
+	lastStamp    time.Time
+	stampRead    bool
 	ids          []int64
 	ask          []*recordRow
 	holders      map[claimKey]*holder

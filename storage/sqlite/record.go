@@ -526,6 +526,13 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(w.rows)).Scan(&last); err != nil {
 		return batch, fmt.Errorf("take delivery ids: %w", err)
 	}
+	// Receipt times follow ids (storage.ReceivedAfter), from the last one stored.
+	var stamped int64
+	if err := tx.QueryRowContext(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&stamped); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return batch, fmt.Errorf("last receipt time: %w", err)
+	}
+	lastAt := fromMillis(stamped)
 	next := last
 	for _, r := range batch {
 		var batchID int64
@@ -535,6 +542,10 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		for i := range r.rows {
 			row := &r.rows[i]
 			next++
+			row.d.ReceivedAt = storage.ReceivedAfter(row.d.ReceivedAt, lastAt)
+			if row.d.ReceivedAt.After(lastAt) {
+				lastAt = row.d.ReceivedAt
+			}
 			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
 			row.bodyFrom, row.byClaim = 0, false
 			row.moneyMismatch, row.suspects = false, nil
