@@ -165,36 +165,75 @@ func (e *Engine) Wake() {
 	}
 }
 
-// Run evaluates the rules and sends due notifications every Interval until ctx ends.
+// Run evaluates the rules every Interval, and sends due notifications, until ctx ends.
 // With neither rules nor channels it makes one pass, which resolves the alerts of rules
-// no longer configured, and returns.
+// no longer configured, and returns. Notifications are sent apart from the evaluations
+// (sendLoop): a channel that hangs until its timeout holds up neither the rules nor
+// the other channels.
 func (e *Engine) Run(ctx context.Context) {
+	if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
+		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("evaluating alert rules", "err", err)
+		}
+		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("sending alert notifications", "err", err)
+		}
+		return
+	}
+	sendWake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case sendWake <- struct{}{}:
+		default:
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { e.sendLoop(ctx, sendWake, poke) })
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()
 	for {
 		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("evaluating alert rules", "err", err)
 		}
-		// Again while some were sent: a notification waits for the one before it to the
-		// same channel (an alert's resolved for its opened), and more may be due than
-		// one batch holds.
-		for range 10 {
-			sent, err := e.SendDue(ctx)
-			if err != nil && ctx.Err() == nil {
-				e.log.Warn("sending alert notifications", "err", err)
-			}
-			if err != nil || sent == 0 {
-				break
-			}
-		}
-		if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
-			return
-		}
+		poke() // what the evaluation opened or resolved is due at once
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-e.wake:
+		}
+	}
+}
+
+// sendLoop leases the notifications due every Interval, when woken, and whenever a
+// send ends (the next notification of that alert to that channel may be due then), and
+// sends each in a goroutine of its own, until ctx ends; then it waits for the sends
+// under way. A leased notification is due again only once its lease has run out, so
+// a send that hangs is not started twice.
+func (e *Engine) sendLoop(ctx context.Context, wake <-chan struct{}, poke func()) {
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	var sends sync.WaitGroup
+	defer sends.Wait()
+	for {
+		due, err := e.cfg.Store.LeaseNotifications(ctx, e.cfg.Now(), notificationLease, 50)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("sending alert notifications", "err", err)
+		}
+		for _, n := range due {
+			sends.Go(func() {
+				if _, err := e.send(ctx, n); err != nil && ctx.Err() == nil {
+					e.log.Warn("sending alert notifications", "err", err)
+				}
+				poke()
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
 		}
 	}
 }
@@ -425,29 +464,38 @@ func (e *Engine) clearedFor(k condKey, hold time.Duration, now time.Time) bool {
 // sendDirect sends one message to each of the alert's channels, bypassing the outbox,
 // each with a few quick retries.
 func (e *Engine) sendDirect(ctx context.Context, a storage.Alert, event string, now time.Time) {
+	// The channels at once, each with its own retries: one that hangs holds up only
+	// itself.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, name := range a.Channels {
 		c := e.channels[name]
 		if c == nil {
 			continue
 		}
-		m := Message{ID: fmt.Sprintf("alert_direct_%s_%d_%s", event, a.OpenedAt.UnixMilli(), name), Event: event, At: now,
-			Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
-		var err error
-		for try := range 3 {
-			if err = c.Send(ctx, m); err == nil {
-				break
-			}
-			if try < 2 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Duration(try+1) * time.Second):
-				}
+		wg.Go(func() { e.sendDirectTo(ctx, c, name, a, event, now) })
+	}
+}
+
+// sendDirectTo sends one message of sendDirect to channel c (named name).
+func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a storage.Alert, event string, now time.Time) {
+	m := Message{ID: fmt.Sprintf("alert_direct_%s_%d_%s", event, a.OpenedAt.UnixMilli(), name), Event: event, At: now,
+		Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
+	var err error
+	for try := range 3 {
+		if err = c.Send(ctx, m); err == nil {
+			break
+		}
+		if try < 2 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(try+1) * time.Second):
 			}
 		}
-		if err != nil {
-			e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
-		}
+	}
+	if err != nil {
+		e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
 	}
 }
 
@@ -612,6 +660,11 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 		err := c.Send(ctx, m)
 		var partly *PartlySent
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// serve is stopping: the attempt was cut short, not refused. The lease is
+			// handed back (due at once, as the stop left it) so that the next start
+			// sends it without waiting for the lease to run out.
+			res = storage.NotificationResult{Error: "interrupted: serve stopped while sending", NextAt: e.cfg.Now()}
 		case errors.As(err, &partly):
 			res.Sent = true
 			e.log.Warn("alert notification sent, but not to every recipient", "channel", n.Channel, "rule", n.Alert.Rule,
@@ -633,7 +686,9 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 	default:
 		e.log.Warn("alert notification failed; will retry", append(attrs, "err", res.Error, "next", res.NextAt)...)
 	}
-	if err := e.cfg.Store.FinishNotification(ctx, n, res, e.cfg.Now()); err != nil {
+	finish, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.FinishNotification(finish, n, res, e.cfg.Now()); err != nil {
 		if errors.Is(err, storage.ErrLeaseLost) {
 			// This attempt outlasted its lease (a machine paused, a process stopped):
 			// another sender has the notification now, and its outcome stands.
