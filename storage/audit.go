@@ -1,7 +1,11 @@
 package storage
 
 import (
+	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // AuditEntry is one row of the audit log.
@@ -15,4 +19,26 @@ type AuditEntry struct {
 	// Hash is the row's link in the audit chain (auditchain.go): 64 lowercase hex
 	// digits. The log sets it; it is ignored when appending.
 	Hash string
+}
+
+// MaxReason bounds the reason of an audited change, in characters, wherever one is
+// asked: the console's forms (their maxlength), the API and the command line.
+const MaxReason = 500
+
+// ReasonProblem says, in a sentence for whoever typed it, what is wrong with the reason
+// of an audited change, or "" when nothing is. A control character other than a line
+// break or a tab is refused: the reason is kept in the audit log for good, shown and
+// exported as it is (an escape sequence would act on a terminal), and a NUL is text
+// PostgreSQL cannot hold. Whether a reason must be given is the caller's to say.
+func ReasonProblem(reason string) string {
+	if n := utf8.RuneCountInString(reason); n > MaxReason {
+		return fmt.Sprintf("Keep the reason under %d characters (it has %d).", MaxReason, n)
+	}
+	if i := strings.IndexFunc(reason, func(r rune) bool {
+		return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
+	}); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(reason[i:])
+		return fmt.Sprintf("The reason holds a control character (U+%04X): write it as plain text.", r)
+	}
+	return ""
 }

@@ -154,6 +154,24 @@ func (m *AuditMark) Next(hashOf func(id int64) (hash string, ok bool, err error)
 		return AuditCheck{}, err
 	}
 	m.pos = AuditPos{ID: c.LastID, Hash: c.LastHash, Rows: c.Rows}
+	if c.Break == nil && c.More && m.anchor.Hash != "" && c.LastID < m.anchor.ID {
+		// The bounded check has not reached the anchor's row yet (a log longer than
+		// one check): what it finds there is told now, not once the checks get there.
+		hash, ok, err := hashOf(m.anchor.ID)
+		if err != nil {
+			return AuditCheck{}, err
+		}
+		switch {
+		case !ok:
+			c.Break = &AuditBreak{ID: m.anchor.ID, Kind: AuditDeleted, Detail: fmt.Sprintf(
+				"row %d, which this server had found in the chain, is gone: rows were deleted, or the database was restored from an older backup",
+				m.anchor.ID)}
+		case hash != m.anchor.Hash:
+			c.Break = &AuditBreak{ID: m.anchor.ID, Kind: AuditRewritten, Detail: fmt.Sprintf(
+				"row %d's hash is %s, not the %s this server had found in the chain: the chain up to it was rewritten",
+				m.anchor.ID, hash, m.anchor.Hash)}
+		}
+	}
 	if c.Break == nil && m.anchor.Hash != "" && c.Rows > 0 && c.LastID >= m.anchor.ID {
 		m.anchor = AuditAnchor{}
 	}

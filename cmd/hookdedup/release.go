@@ -29,6 +29,9 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
+	if p := storage.ReasonProblem(strings.TrimSpace(*reason)); p != "" {
+		return fmt.Errorf("--reason: %s", p)
+	}
 	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/smtp"
+	"net/textproto"
 	"net/url"
 	"os"
 	"strings"
@@ -467,9 +468,15 @@ func (e *email) send(ctx context.Context, m Message) error {
 	}
 	// A recipient the server refuses (a colleague who left) is left out, not the
 	// message: the others still hear of the alert, and the refusal is told (PartlySent).
+	// A refusal for now (4xx: a mailbox over quota, greylisting) fails the attempt
+	// before the message is sent to anyone, so that the retry reaches every recipient
+	// once; a refusal for good (5xx) leaves the recipient out.
 	var refused []error
 	for _, t := range e.to {
 		if err := c.Rcpt(t); err != nil {
+			if tp := (*textproto.Error)(nil); errors.As(err, &tp) && tp.Code >= 400 && tp.Code < 500 {
+				return fmt.Errorf("smtp RCPT TO: %s refused for now, the message is sent again: %w", t, err)
+			}
 			refused = append(refused, fmt.Errorf("%s: %w", t, err))
 		}
 	}
@@ -540,7 +547,10 @@ func msgIDPart(s string) string {
 		}
 		return '-'
 	}, s)
-	return strings.Trim(strings.ReplaceAll(s, "..", "."), ".")
+	for strings.Contains(s, "..") {
+		s = strings.ReplaceAll(s, "..", ".")
+	}
+	return strings.Trim(s, ".")
 }
 
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not

@@ -483,7 +483,15 @@ func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a st
 		Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
 	var err error
 	for try := range 3 {
-		if err = c.Send(ctx, m); err == nil {
+		var partly *PartlySent
+		if err = c.Send(ctx, m); errors.As(err, &partly) {
+			// Taken, if not for every recipient: sent again it would reach the others
+			// twice.
+			e.log.Warn("alert notification sent, but not to every recipient", "channel", name, "rule", a.Rule,
+				"event", event, "err", partly.Err)
+			err = nil
+		}
+		if err == nil {
 			break
 		}
 		if try < 2 {
