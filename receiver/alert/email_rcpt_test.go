@@ -10,25 +10,48 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 )
 
-// rcptServer is an SMTP server with STARTTLS that refuses one recipient (550, a mailbox
-// that no longer exists) and takes every other, recording which recipients each
+// rcptServer is an SMTP server with STARTTLS that answers each RCPT TO as refuse says
+// (the refusal line, or "" to take the recipient), recording which recipients each
 // message it accepted went to.
 type rcptServer struct {
 	ln     net.Listener
 	caFile string
-	refuse string
+	refuse func(addr string) string
 
 	mu        sync.Mutex
 	delivered [][]string
 }
 
-func startRcptServer(t *testing.T, refuse string) *rcptServer {
+// refusing refuses addr for good (550, a mailbox that no longer exists).
+func refusing(addr string) func(string) string {
+	return func(a string) string {
+		if a == addr {
+			return "550 5.1.1 <" + a + ">: Recipient address rejected: User unknown"
+		}
+		return ""
+	}
+}
+
+// busyOnce refuses addr for now (450: a mailbox busy, greylisted, over quota) the first
+// time only.
+func busyOnce(addr string) func(string) string {
+	var refused atomic.Int32
+	return func(a string) string {
+		if a == addr && refused.Add(1) == 1 {
+			return "450 4.2.1 <" + a + ">: Mailbox temporarily unavailable, try again later"
+		}
+		return ""
+	}
+}
+
+func startRcptServer(t *testing.T, refuse func(addr string) string) *rcptServer {
 	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -86,8 +109,8 @@ func (s *rcptServer) serve(conn net.Conn, cert tls.Certificate) {
 			fmt.Fprint(c, "250 ok\r\n")
 		case strings.HasPrefix(strings.ToUpper(cmd), "RCPT TO:"):
 			addr := strings.Trim(cmd[len("RCPT TO:"):], "<> ")
-			if addr == s.refuse {
-				fmt.Fprint(c, "550 5.1.1 <"+addr+">: Recipient address rejected: User unknown\r\n")
+			if no := s.refuse(addr); no != "" {
+				fmt.Fprint(c, no+"\r\n")
 				continue
 			}
 			rcpts = append(rcpts, addr)
@@ -130,7 +153,7 @@ func (s *rcptServer) deliveredTo() []string {
 // of them left and their mailbox is gone (550 User unknown). The message goes to the
 // others, and the refusal is told, not every attempt stopped at that RCPT TO.
 func TestEmail_OneRefusedRecipientLeftOut(t *testing.T) {
-	s := startRcptServer(t, "gone@hotel.example")
+	s := startRcptServer(t, refusing("gone@hotel.example"))
 	f := newFixture(t)
 	c, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: s.ln.Addr().String(),
 		From: "alerts@hotel.example", To: []string{"gone@hotel.example", "ops@hotel.example", "night@hotel.example"},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
@@ -18,21 +17,7 @@ func TestAuditChain_MarkCutShowsAtOnceBeyondBatch(t *testing.T) {
 	db, path := auditFixture(t, 0)
 	raw := rawDB(t, path)
 	n := int64(sqlite.AuditCheckBatch + 5)
-	tx, err := raw.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev := storage.AuditGenesis
-	for id := int64(1); id <= n; id++ {
-		prev = refHash(prev, id, 1767225600000+id, "ana", "test", "", "", fmt.Sprint(id), "")
-		if _, err := tx.Exec(`INSERT INTO audit_log (id, at, actor, action, reason, hash) VALUES (?, ?, 'ana', 'test', ?, ?)`,
-			id, 1767225600000+id, fmt.Sprint(id), prev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	writeAuditRows(t, raw, n)
 	for range 2 {
 		if _, err := db.AuditChain(ctx); err != nil {
 			t.Fatal(err)

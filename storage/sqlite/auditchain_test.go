@@ -286,14 +286,10 @@ func TestAuditChain_Migration(t *testing.T) {
 	}
 }
 
-// TestAuditChain_Bounded: the console's check goes on from where the last one stopped,
-// a bounded number of rows at a time, and starts over when the row it stopped at changed.
-func TestAuditChain_Bounded(t *testing.T) {
-	ctx := context.Background()
-	db, path := auditFixture(t, 0)
-	raw := rawDB(t, path)
-	n := int64(sqlite.AuditCheckBatch + 5)
-	// Rows as insertAudit writes them, in one transaction: quicker than n of its own.
+// writeAuditRows writes rows 1 to n of an audit log as insertAudit writes them, in one
+// transaction: quicker than n of its own. It returns the last row's hash.
+func writeAuditRows(t *testing.T, raw *sql.DB, n int64) string {
+	t.Helper()
 	tx, err := raw.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +305,17 @@ func TestAuditChain_Bounded(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	return prev
+}
+
+// TestAuditChain_Bounded: the console's check goes on from where the last one stopped,
+// a bounded number of rows at a time, and starts over when the row it stopped at changed.
+func TestAuditChain_Bounded(t *testing.T) {
+	ctx := context.Background()
+	db, path := auditFixture(t, 0)
+	raw := rawDB(t, path)
+	n := int64(sqlite.AuditCheckBatch + 5)
+	prev := writeAuditRows(t, raw, n)
 	c, err := db.AuditChain(ctx)
 	if err != nil || c.Break != nil || !c.More || c.LastID != sqlite.AuditCheckBatch || c.Rows != sqlite.AuditCheckBatch {
 		t.Fatalf("first check: %+v, %v; want %d rows and more", c, err, sqlite.AuditCheckBatch)
