@@ -264,7 +264,9 @@ type Event struct {
 type Batch struct {
 	ID    int64 // the first item's delivery
 	Index int   // the shown item's place, from 0
-	Count int
+	Count int   // the items the request held, as far as those still stored tell
+	// Stored is how many of them are still stored: fewer once retention deleted some.
+	Stored int
 	// HeadersURL is the first item's page, where the request's headers are kept ("" on
 	// that page).
 	HeadersURL string

@@ -412,7 +412,12 @@ func batchView(d storage.Delivery, siblings []storage.Delivery) *views.Batch {
 	if d.Batch == 0 || len(siblings) == 0 {
 		return nil
 	}
-	b := &views.Batch{ID: d.Batch, Index: d.BatchIndex, Count: len(siblings)}
+	// Retention deletes a request's items one by one (a duplicate before the event it
+	// repeats): the request held at least as many as the highest place still stored.
+	b := &views.Batch{ID: d.Batch, Index: d.BatchIndex, Count: len(siblings), Stored: len(siblings)}
+	for _, o := range siblings {
+		b.Count = max(b.Count, o.BatchIndex+1)
+	}
 	if d.ID != d.Batch {
 		b.HeadersURL = eventURL(d.Batch)
 	}
