@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,14 +234,15 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	}
 	items, envelope, err := SplitBatch(body, src.Batch, src.Item, src.MaxBatchItems)
 	if err != nil {
-		code := http.StatusBadRequest
+		code, why := http.StatusBadRequest, ""
 		switch {
 		case errors.Is(err, ErrTooManyItems):
 			code = http.StatusRequestEntityTooLarge
 		case errors.Is(err, ErrBadBatch):
-			code = http.StatusUnprocessableEntity
+			// A body not shaped as the batch is an invalid body, whatever its keys.
+			code, why = http.StatusUnprocessableEntity, "invalid_body"
 		}
-		rc.reject(w, r, src, kept, code, err.Error())
+		rc.rejectAs(w, r, src, kept, code, err.Error(), cmp.Or(why, rejectionReason(code, kept != nil)))
 		return
 	}
 	// Every signature before any key: a request with a forged item is refused as

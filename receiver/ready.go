@@ -65,8 +65,12 @@ func (rc *Receiver) checkReady(ctx context.Context) error {
 		check, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		err := rc.store.Ping(check)
 		cancel()
+		// Probes are unauthenticated and a not-ready answer is not reused: logged at
+		// most every storeFailureEvery, as a failure to store is.
 		if err != nil && !errors.Is(err, storage.ErrFileGone) {
-			rc.log.Warn("not ready", logErr, err)
+			if log, unlogged := rc.storeFails.take(rc.now()); log {
+				rc.log.Warn("not ready", logErr, err, logUnlogged, unlogged)
+			}
 		}
 
 		r.mu.Lock()

@@ -478,6 +478,12 @@ func deriveStatus(err error) int {
 // able to store content of its choosing, and its rejections are stored only as a bounded
 // sample, the others counted (rejections.go).
 func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason string) {
+	rc.rejectAs(w, r, src, body, code, reason, rejectionReason(code, body != nil))
+}
+
+// rejectAs is reject with the reason label of hookdedup_rejections_total given, for a
+// rejection whose status alone does not tell it.
+func (rc *Receiver) rejectAs(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason, why string) {
 	label := src.Name
 	if code == http.StatusNotFound {
 		label = "" // unknown names must not grow the metric's label set
@@ -490,7 +496,7 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 		reason = cutReason(reason, maxReason)
 	}
 	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
-	rc.metrics.Rejections.WithLabelValues(label, rejectionReason(code, body != nil)).Inc()
+	rc.metrics.Rejections.WithLabelValues(label, why).Inc()
 	now := rc.clock()
 	if body == nil && !rc.rejects.sample(r.RemoteAddr, now) {
 		rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
@@ -518,10 +524,12 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 	}
 	if err != nil && !errors.Is(err, storage.ErrFileGone) {
 		// The answer stays the rejection: the provider must fix the delivery, not retry it.
-		rc.log.Warn("rejected delivery not stored", logSource, src.Name, logStatus, code, logErr, err)
-		if body == nil {
-			rc.rejects.count(src.Name, code != http.StatusNotFound, code, now)
+		// Logged at most every storeFailureEvery, as any store failure; counted, so that
+		// the dashboard, once the counts are written, has it as the metrics do.
+		if log, unlogged := rc.storeFails.take(rc.now()); log {
+			rc.log.Warn("rejected delivery not stored", logSource, src.Name, logStatus, code, logErr, err, logUnlogged, unlogged)
 		}
+		rc.rejects.count(src.Name, body != nil || code != http.StatusNotFound, code, now)
 	}
 	rc.log.Info("delivery rejected", logSource, src.Name, logStatus, code, logReason, reason, logRemote, r.RemoteAddr)
 	writeJSON(w, code, answer{Error: reason})
@@ -550,7 +558,7 @@ func rejectionReason(code int, authenticated bool) string {
 		return "timeout"
 	case http.StatusUnprocessableEntity:
 		return "no_key"
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType: // a compressed body is not read
 		if authenticated {
 			return "invalid_body"
 		}

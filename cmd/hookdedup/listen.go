@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,8 +51,24 @@ func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Log
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          stdlog.New(serverErrors{log}, "", 0),
 	}}, nil
+}
+
+// serverErrors is what net/http has to say about connections it could not serve, as
+// log lines: a handshake that failed is anyone's doing (a scanner, a client that hung
+// up, a name without a certificate) and comes at the rate they choose, so it is a debug
+// line; the rest are warnings.
+type serverErrors struct{ log *slog.Logger }
+
+func (e serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	if strings.Contains(msg, "TLS handshake error") {
+		e.log.Debug(msg)
+	} else {
+		e.log.Warn(msg)
+	}
+	return len(p), nil
 }
 
 // serve answers on the endpoint's listener until its server shuts down.
