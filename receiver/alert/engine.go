@@ -326,9 +326,16 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	// An alert of a rule no longer configured (removed or renamed) has no condition
-	// left to clear: left active it would stay open for good.
+	// left to clear: left active it would stay open for good. It is resolved once no
+	// replica has seen its condition hold for DefaultClearFor: during a rolling restart
+	// that renames a rule, a replica still on the old configuration holds it, and
+	// resolving it at once would have each replica resolve the other's alert and the
+	// other open it again, over and over.
 	for k, a := range byKey {
 		if slices.ContainsFunc(e.cfg.Rules, func(r Rule) bool { return r.Name == k.rule }) {
+			continue
+		}
+		if now.Sub(a.HeldAt) < DefaultClearFor {
 			continue
 		}
 		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, storage.ResolvedRuleRemoved, now); err != nil && !errors.Is(err, storage.ErrAlertState) {

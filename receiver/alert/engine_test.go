@@ -348,10 +348,17 @@ func TestEngine_RuleRemoved(t *testing.T) {
 	f.evaluate(t, old)
 	wantEvents(t, h, "alert.opened db")
 
-	// Restarted with the rule renamed: the old one's alert resolves, the new one opens.
+	// Restarted with the rule renamed: the new one opens; the old one's alert resolves
+	// once no one has seen its condition hold for DefaultClearFor (another replica may
+	// still run the old configuration).
 	renamed := f.engine(t, []alert.Rule{{Name: "database", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
 		[]*alert.Channel{h.channel(t, "ops")}, down)
 	f.clock.Add(time.Minute)
+	f.evaluate(t, renamed)
+	if as := f.alerts(t); len(as) != 2 || !as[1].Active() {
+		t.Fatalf("alerts a minute after the rename = %+v, want the old one still active", as)
+	}
+	f.clock.Add(alert.DefaultClearFor)
 	f.evaluate(t, renamed)
 	// Sent in one pass, concurrently: in either order.
 	var got []string
@@ -377,8 +384,9 @@ func TestEngine_RuleRemoved(t *testing.T) {
 		}
 	}
 
-	// Restarted with no rule and no channel: one pass resolves what is left, then Run
-	// returns.
+	// Restarted with no rule and no channel, once no one has held it for DefaultClearFor:
+	// one pass resolves what is left, then Run returns.
+	f.clock.Add(alert.DefaultClearFor)
 	none := f.engine(t, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
