@@ -99,8 +99,11 @@ type Notification struct {
 
 // NotificationResult says how an attempt to send a notification went, and what follows.
 type NotificationResult struct {
-	Sent   bool      // the channel took it
-	Failed bool      // the last allowed attempt failed: given up
-	NextAt time.Time // otherwise: when to try again
-	Error  string    // what went wrong; "" when sent
+	Sent   bool // the channel took it
+	Failed bool // the last allowed attempt failed: given up
+	// Returned hands the notification back, due again at NextAt, with no attempt
+	// counted: its sender stopped mid-send.
+	Returned bool
+	NextAt   time.Time // otherwise: when to try again
+	Error    string    // what went wrong; "" when sent
 }

@@ -175,8 +175,16 @@ func (e *Engine) Run(ctx context.Context) {
 		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("evaluating alert rules", "err", err)
 		}
-		if _, err := e.SendDue(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("sending alert notifications", "err", err)
+		// Again while any were due: a notification waits for the one before it to the
+		// same channel (an alert's resolved for its opened given up just now).
+		for range 10 {
+			due, _, err := e.sendDue(ctx)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("sending alert notifications", "err", err)
+			}
+			if err != nil || due == 0 {
+				break
+			}
 		}
 		return
 	}
@@ -631,11 +639,23 @@ const notificationLease = MaxChannelTimeout + time.Minute
 // each went: sent; retried later with backoff; or, after the channel's last attempt,
 // given up (logged). Returns how many were sent.
 func (e *Engine) SendDue(ctx context.Context) (int, error) {
+	_, sent, err := e.sendDue(ctx)
+	return sent, err
+}
+
+// sendDue is SendDue, saying as well how many notifications were due.
+func (e *Engine) sendDue(ctx context.Context) (due, sent int, err error) {
 	now := e.cfg.Now()
-	due, err := e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50)
+	leased, err := e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	sent, err = e.sendAll(ctx, leased)
+	return len(leased), sent, err
+}
+
+// sendAll sends due, each in a goroutine of its own, and waits for them all.
+func (e *Engine) sendAll(ctx context.Context, due []storage.Notification) (int, error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -663,9 +683,10 @@ func (e *Engine) SendDue(ctx context.Context) (int, error) {
 func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error) {
 	c := e.channels[n.Channel]
 	var res storage.NotificationResult
-	if c == nil {
+	switch {
+	case c == nil:
 		res = storage.NotificationResult{Failed: true, Error: "channel " + n.Channel + " is no longer configured"}
-	} else {
+	default:
 		// The id names the notification, the same on every attempt, and no other: with
 		// the time it was written, two installations (or a database restored beside
 		// its copy) that number their notifications alike still tell theirs apart.
@@ -676,10 +697,10 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 		var partly *PartlySent
 		switch {
 		case err != nil && ctx.Err() != nil:
-			// serve is stopping: the attempt was cut short, not refused. The lease is
-			// handed back (due at once, as the stop left it) so that the next start
-			// sends it without waiting for the lease to run out.
-			res = storage.NotificationResult{Error: "interrupted: serve stopped while sending", NextAt: e.cfg.Now()}
+			// serve is stopping: the attempt was cut short, not refused. It is handed
+			// back (due at once, as the stop left it, no attempt counted) so that the
+			// next start sends it without waiting for the lease to run out.
+			res = storage.NotificationResult{Returned: true, NextAt: e.cfg.Now()}
 		case errors.As(err, &partly):
 			res.Sent = true
 			e.log.Warn("alert notification sent, but not to every recipient", "channel", n.Channel, "rule", n.Alert.Rule,
@@ -696,6 +717,8 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 	switch {
 	case res.Sent:
 		e.log.Info("alert notification sent", attrs...)
+	case res.Returned:
+		e.log.Info("alert notification left for the next start: serve is stopping", attrs...)
 	case res.Failed:
 		e.log.Error("alert notification given up", append(attrs, "err", res.Error)...)
 	default:

@@ -553,3 +553,27 @@ func TestAlerts_ToldInTheOrderOfTransitions(t *testing.T, e Engine) {
 		t.Fatalf("lease once the opened was sent: %+v %v; want the resolved", resolved, err)
 	}
 }
+
+// TestAlerts_ReturnedCountsNoAttempt: a notification handed back by a sender that
+// stopped mid-send is due again at once, on either handle, with no attempt counted.
+func TestAlerts_ReturnedCountsNoAttempt(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if _, opened, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops"}}, t0); err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	got, err := a.LeaseNotifications(ctx, t0, 5*time.Minute, 10)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("lease: %+v %v", got, err)
+	}
+	if err := a.FinishNotification(ctx, got[0], storage.NotificationResult{Returned: true, NextAt: t0.Add(time.Second)}, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.LeaseNotifications(ctx, t0.Add(time.Second), 5*time.Minute, 10)
+	if err != nil || len(again) != 1 || again[0].ID != got[0].ID || again[0].Attempts != 0 {
+		t.Fatalf("lease after it was handed back: %+v %v; want it again, with no attempt counted", again, err)
+	}
+}

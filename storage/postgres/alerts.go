@@ -425,6 +425,8 @@ func (db *DB) FinishNotification(ctx context.Context, n storage.Notification, re
 	case res.Failed:
 		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = $3`,
 			[]any{textReplaced(res.Error)}
+	case res.Returned:
+		q, args = `UPDATE alert_notifications SET next_attempt_at = $3`, []any{millis(res.NextAt)}
 	default:
 		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = $3, last_error = $4`,
 			[]any{millis(res.NextAt), textReplaced(res.Error)}

@@ -226,6 +226,9 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		w.lastStamp, w.stampRead = fromMillis(stamped), true
 	}
 	for _, row := range rows {
+		if row.arrived.IsZero() { // not again when the transaction runs again
+			row.arrived = row.d.ReceivedAt
+		}
 		if at := storage.ReceivedAfter(row.d.ReceivedAt, w.lastStamp); !at.Equal(row.d.ReceivedAt) {
 			row.d.ReceivedAt, row.out.ReceivedAt = at, at
 		}
@@ -544,7 +547,7 @@ func (w *batchWriter) claimRound(ctx context.Context, conn *pgx.Conn, round, pen
 		d := r.d
 		state, next := storage.StateProcessed, (*int64)(nil)
 		if r.claim.Dispatch {
-			state, next = storage.StateProcessing, nullMillis(d.ReceivedAt)
+			state, next = storage.StateProcessing, nullMillis(r.arrived)
 		}
 		at := millis(d.ReceivedAt)
 		c.source, c.key, c.state, c.hash = append(c.source, d.Source), append(c.key, d.Key), append(c.state, state), append(c.hash, d.PayloadHash)

@@ -54,6 +54,10 @@ type recordRow struct {
 	suspects      []storage.SuspectKind
 
 	out *storage.Delivery // the caller's, which the results go to
+	// arrived is the delivery's receipt time as the clock gave it, before it was
+	// stamped no earlier than the one stored before it (storage.ReceivedAfter): its
+	// key is due downstream from then, not once the clock catches up with the stamp.
+	arrived time.Time
 	// sameBody is, for a row that lost its key's claim to a delivery stored before its
 	// transaction, whether its body is that delivery's byte for byte.
 	sameBody bool

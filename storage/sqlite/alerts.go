@@ -386,6 +386,8 @@ func (db *DB) FinishNotification(ctx context.Context, n storage.Notification, re
 	case res.Failed:
 		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = ?`,
 			[]any{res.Error}
+	case res.Returned:
+		q, args = `UPDATE alert_notifications SET next_attempt_at = ?`, []any{millis(res.NextAt)}
 	default:
 		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?`,
 			[]any{millis(res.NextAt), res.Error}

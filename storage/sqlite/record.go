@@ -50,6 +50,10 @@ type recordRow struct {
 	byClaim       bool
 	moneyMismatch bool
 	suspects      []storage.SuspectKind
+	// arrived is the delivery's receipt time as the clock gave it, before it was
+	// stamped no earlier than the one stored before it (storage.ReceivedAfter): its
+	// key is due downstream from then, not once the clock catches up with the stamp.
+	arrived time.Time
 }
 
 // The states of a recordReq.
@@ -542,6 +546,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		for i := range r.rows {
 			row := &r.rows[i]
 			next++
+			if row.arrived.IsZero() { // not again when the transaction runs again
+				row.arrived = row.d.ReceivedAt
+			}
 			row.d.ReceivedAt = storage.ReceivedAfter(row.d.ReceivedAt, lastAt)
 			if row.d.ReceivedAt.After(lastAt) {
 				lastAt = row.d.ReceivedAt
@@ -631,7 +638,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 			d := r.d
 			state, next := storage.StateProcessed, sql.NullInt64{}
 			if r.claim.Dispatch {
-				state, next = storage.StateProcessing, nullMillis(d.ReceivedAt)
+				state, next = storage.StateProcessing, nullMillis(r.arrived)
 			}
 			at := millis(d.ReceivedAt)
 			args = append(args, d.Source, d.Key, state, r.id, d.PayloadHash, at, at+r.claim.TTL.Milliseconds(), at, next)
