@@ -144,17 +144,16 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// TestServe_TLSFiles runs the binary with a self-signed certificate from files: a signed
-// webhook over HTTPS is accepted, plain HTTP on http_addr redirects a browser and refuses
-// a webhook, the console on console_addr stays plain HTTP, and SIGHUP serves a new pair
-// that the poll of the files could not have noticed.
-func TestServe_TLSFiles(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM, first := selfSigned(t, testDomain)
-	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+// tlsFilesConfig writes into dir a self-signed certificate for testDomain and a
+// configuration that serves HTTPS with it, the console on plain HTTP, and one source;
+// it returns the certificate, the files' paths and the configuration's.
+func tlsFilesConfig(t *testing.T, dir string) (cert *x509.Certificate, certPath, keyPath, cfgPath string) {
+	t.Helper()
+	certPEM, keyPEM, cert := selfSigned(t, testDomain)
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeFile(t, certPath, certPEM)
 	writeFile(t, keyPath, keyPEM)
-	cfgPath := filepath.Join(dir, "hookdedup.toml")
+	cfgPath = filepath.Join(dir, "hookdedup.toml")
 	writeFile(t, cfgPath, fmt.Appendf(nil, `
 tls_cert_file = %q
 tls_key_file  = %q
@@ -166,7 +165,24 @@ name      = "ota"
 signature = "standard-webhooks"
 secret    = %q
 `, certPath, keyPath, tlsOTASecret))
+	return cert, certPath, keyPath, cfgPath
+}
 
+// TestServe_TLSFiles runs the binary with a self-signed certificate from files: a signed
+// webhook over HTTPS is accepted, plain HTTP on http_addr redirects a browser and refuses
+// a webhook, the console on console_addr stays plain HTTP, and SIGHUP serves a new pair
+// that the poll of the files could not have noticed.
+func TestServe_TLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	first, certPath, keyPath, cfgPath := tlsFilesConfig(t, dir)
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := startServe(t, dir, nil, "--config", cfgPath)
 	if !strings.HasPrefix(s.url, "https://127.0.0.1:") {
 		t.Fatalf("serve listens on %s, want an https:// URL", s.url)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,22 +15,7 @@ import (
 // writes no warning to serve's log.
 func TestServe_TLSHandshakeFailuresNotWarned(t *testing.T) {
 	dir := t.TempDir()
-	certPEM, keyPEM, _ := selfSigned(t, testDomain)
-	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeFile(t, certPath, certPEM)
-	writeFile(t, keyPath, keyPEM)
-	cfgPath := filepath.Join(dir, "hookdedup.toml")
-	writeFile(t, cfgPath, fmt.Appendf(nil, `
-tls_cert_file = %q
-tls_key_file  = %q
-http_addr     = "127.0.0.1:0"
-console_addr  = "127.0.0.1:0"
-
-[[source]]
-name      = "ota"
-signature = "standard-webhooks"
-secret    = %q
-`, certPath, keyPath, tlsOTASecret))
+	_, _, _, cfgPath := tlsFilesConfig(t, dir)
 	s := startServe(t, dir, nil, "--config", cfgPath)
 	addr := strings.TrimPrefix(s.url, "https://")
 
