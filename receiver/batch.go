@@ -239,8 +239,13 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		case errors.Is(err, ErrTooManyItems):
 			code = http.StatusRequestEntityTooLarge
 		case errors.Is(err, ErrBadBatch):
-			// A body not shaped as the batch is an invalid body, whatever its keys.
-			code, why = http.StatusUnprocessableEntity, "invalid_body"
+			// A body not shaped as the batch is an invalid body, whatever its keys, once
+			// the request is authenticated; before (the items are signed each), anyone's
+			// body that could not be taken apart.
+			code, why = http.StatusUnprocessableEntity, "unreadable"
+			if kept != nil {
+				why = "invalid_body"
+			}
 		}
 		rc.rejectAs(w, r, src, kept, code, err.Error(), cmp.Or(why, rejectionReason(code, kept != nil)))
 		return

@@ -264,7 +264,8 @@ type finding struct {
 // clear for the rule's ClearFor. The opening and the resolution each queue one
 // notification per channel: a condition that holds over many evaluations sends
 // nothing more, and one that flaps keeps its alert open until it stays clear. The
-// active alerts of a rule no longer configured are resolved at once, as such. A rule
+// active alerts of a rule no longer configured are resolved, as such, once no replica
+// has held them for DefaultClearFor (at once when no alerting is configured). A rule
 // that cannot be evaluated (a query failed) leaves its alerts as they are; its error
 // is returned with the others' after every rule had its turn.
 func (e *Engine) Evaluate(ctx context.Context) error {
@@ -343,7 +344,9 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		if slices.ContainsFunc(e.cfg.Rules, func(r Rule) bool { return r.Name == k.rule }) {
 			continue
 		}
-		if now.Sub(a.HeldAt) < DefaultClearFor {
+		// With no alerting configured at all, this evaluation is the last (Run makes one
+		// pass): nothing would resolve it later.
+		if now.Sub(a.HeldAt) < DefaultClearFor && (len(e.cfg.Rules) > 0 || len(e.channels) > 0) {
 			continue
 		}
 		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, storage.ResolvedRuleRemoved, now); err != nil && !errors.Is(err, storage.ErrAlertState) {
