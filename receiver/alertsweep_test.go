@@ -48,7 +48,7 @@ func TestSweeps_ResolvedAlerts(t *testing.T) {
 	// Each alert's opened, then its resolved, which waits for it.
 	for round := range 2 {
 		at := now.Add(time.Hour + time.Duration(round)*time.Second)
-		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

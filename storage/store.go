@@ -62,10 +62,17 @@ type Store interface {
 	// on. Active alerts are never deleted.
 	SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 
-	// LeaseNotifications returns up to limit notifications due at now, oldest first, and
-	// leases them until now+lease: another sender skips them until then, and one that dies
-	// mid-send loses nothing.
-	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Notification, error)
+	// LeaseNotifications returns up to limit notifications to the channels named (nil:
+	// to any) due at now, oldest first, and leases them until now+lease: another sender
+	// skips them until then, and one that dies mid-send loses nothing.
+	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int, channels []string) ([]Notification, error)
+
+	// GiveUpNotifications gives up, as no longer configured, the notifications still
+	// pending to channels other than those named that were due before before and that
+	// no sender has leased since, and returns how many. A sender leases only its own
+	// channels' notifications, so that a replica not yet restarted with a new channel
+	// leaves them to one that has it; one that no replica has would wait for good.
+	GiveUpNotifications(ctx context.Context, channels []string, before time.Time) (int64, error)
 
 	// FinishNotification records an attempt to send notification n (as leased) at time
 	// at. Returns ErrLeaseLost, recording nothing, when n's lease ran out and another

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -26,7 +27,8 @@ type Store interface {
 	ResolveAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error)
 	// ClearAlert returns storage.ErrAlertHeld for an alert held within clearFor.
 	ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error)
-	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error)
+	LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int, channels []string) ([]storage.Notification, error)
+	GiveUpNotifications(ctx context.Context, channels []string, before time.Time) (int64, error)
 	// FinishNotification returns storage.ErrLeaseLost when another sender leased n since.
 	FinishNotification(ctx context.Context, n storage.Notification, res storage.NotificationResult, at time.Time) error
 
@@ -225,7 +227,7 @@ func (e *Engine) sendLoop(ctx context.Context, wake <-chan struct{}, poke func()
 	var sends sync.WaitGroup
 	defer sends.Wait()
 	for {
-		due, err := e.cfg.Store.LeaseNotifications(ctx, e.cfg.Now(), notificationLease, 50)
+		due, err := e.lease(ctx, e.cfg.Now())
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("sending alert notifications", "err", err)
 		}
@@ -638,6 +640,30 @@ func (e *Engine) evaluate(ctx context.Context, r Rule, now time.Time) ([]finding
 // more), so that a slow send is not sent again by another replica meanwhile.
 const notificationLease = MaxChannelTimeout + time.Minute
 
+// unknownChannelGrace is how long a notification due to a channel that no running
+// replica's configuration has waits before it is given up as no longer configured:
+// longer than a rolling restart that adds the channel takes.
+const unknownChannelGrace = 10 * time.Minute
+
+// lease leases the notifications due at now to this engine's channels, after giving up
+// those that no replica has tried for unknownChannelGrace. With no channel at all
+// (alerting removed from the configuration), it leases every notification, to give
+// each up at once (send).
+func (e *Engine) lease(ctx context.Context, now time.Time) ([]storage.Notification, error) {
+	var names []string // nil: any channel
+	if len(e.channels) > 0 {
+		names = slices.Sorted(maps.Keys(e.channels))
+		n, err := e.cfg.Store.GiveUpNotifications(ctx, names, now.Add(-unknownChannelGrace))
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			e.log.Warn("alert notifications given up: their channel is in no replica's configuration", "notifications", n)
+		}
+	}
+	return e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50, names)
+}
+
 // SendDue sends the notifications that are due, each to its channel, and records how
 // each went: sent; retried later with backoff; or, after the channel's last attempt,
 // given up (logged). Returns how many were sent.
@@ -649,7 +675,7 @@ func (e *Engine) SendDue(ctx context.Context) (int, error) {
 // sendDue is SendDue, saying as well how many notifications were due.
 func (e *Engine) sendDue(ctx context.Context) (due, sent int, err error) {
 	now := e.cfg.Now()
-	leased, err := e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50)
+	leased, err := e.lease(ctx, now)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -33,12 +33,12 @@ func TestAlerts(t *testing.T, e Engine) {
 			t.Fatalf("another subject: %v %v", opened, err)
 		}
 		// One notification per channel for each opening, none for the second call.
-		ns, err := db.LeaseNotifications(ctx, now, time.Minute, 100)
+		ns, err := db.LeaseNotifications(ctx, now, time.Minute, 100, nil)
 		if err != nil || len(ns) != 4 {
 			t.Fatalf("lease: %d %v, want 4", len(ns), err)
 		}
 		// Leased: not handed out again until the lease ends.
-		if again, err := db.LeaseNotifications(ctx, now.Add(30*time.Second), time.Minute, 100); err != nil || len(again) != 0 {
+		if again, err := db.LeaseNotifications(ctx, now.Add(30*time.Second), time.Minute, 100, nil); err != nil || len(again) != 0 {
 			t.Fatalf("leased twice: %d %v", len(again), err)
 		}
 		for i, n := range ns {
@@ -50,10 +50,10 @@ func TestAlerts(t *testing.T, e Engine) {
 				t.Fatal(err)
 			}
 		}
-		if due, err := db.LeaseNotifications(ctx, now.Add(90*time.Second), time.Minute, 100); err != nil || len(due) != 0 {
+		if due, err := db.LeaseNotifications(ctx, now.Add(90*time.Second), time.Minute, 100, nil); err != nil || len(due) != 0 {
 			t.Fatalf("retried before NextAt: %d %v", len(due), err)
 		}
-		due, err := db.LeaseNotifications(ctx, now.Add(2*time.Minute), time.Minute, 100)
+		due, err := db.LeaseNotifications(ctx, now.Add(2*time.Minute), time.Minute, 100, nil)
 		if err != nil || len(due) != 1 || due[0].ID != ns[0].ID || due[0].Attempts != 1 {
 			t.Fatalf("retry: %+v %v", due, err)
 		}
@@ -139,7 +139,7 @@ func TestSweepAlerts(t *testing.T, e Engine) {
 	send := func(at time.Time, res storage.NotificationResult) {
 		t.Helper()
 		for range 10 {
-			ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100)
+			ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +279,7 @@ func TestAlerts_TwoHandles(t *testing.T, e Engine) {
 				wg.Go(func() {
 					<-start
 					for range 4 * subjects {
-						ns, err := db.LeaseNotifications(ctx, at, time.Hour, 3)
+						ns, err := db.LeaseNotifications(ctx, at, time.Hour, 3, nil)
 						if err != nil {
 							errs <- err
 							return
@@ -308,7 +308,7 @@ func TestAlerts_TwoHandles(t *testing.T, e Engine) {
 		}
 		// A sender that found every due notification locked by the others may have
 		// stopped early: nothing must be left due.
-		if left, err := a.LeaseNotifications(ctx, at, time.Hour, 100); err != nil || len(left) != 0 {
+		if left, err := a.LeaseNotifications(ctx, at, time.Hour, 100, nil); err != nil || len(left) != 0 {
 			t.Fatalf("left due after the senders stopped: %d %v", len(left), err)
 		}
 		times := map[int64]int{}
@@ -350,13 +350,13 @@ func TestAlerts_OpenedSent(t *testing.T, e Engine) {
 	if err != nil || !opened {
 		t.Fatalf("open: %v %v", opened, err)
 	}
-	if ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10); err != nil || len(ns) != 0 {
+	if ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10, nil); err != nil || len(ns) != 0 {
 		t.Fatalf("notifications of an alert told already: %d, %v; want none", len(ns), err)
 	}
 	if _, err := db.ResolveAlert(ctx, a.ID, "", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if ns, err := db.LeaseNotifications(ctx, now.Add(time.Minute), time.Minute, 10); err != nil || len(ns) != 1 ||
+	if ns, err := db.LeaseNotifications(ctx, now.Add(time.Minute), time.Minute, 10, nil); err != nil || len(ns) != 1 ||
 		ns[0].Event != storage.AlertResolved {
 		t.Fatalf("notifications once resolved: %+v, %v; want its resolution", ns, err)
 	}
@@ -373,7 +373,7 @@ func TestAlerts_OddText(t *testing.T, e Engine) {
 		Channels: []string{"ops", "mail"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10)
+	ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10, nil)
 	if err != nil || len(ns) != 2 {
 		t.Fatalf("lease: %d %v", len(ns), err)
 	}
@@ -440,7 +440,7 @@ func TestAlerts_HeldByEitherHandle(t *testing.T, e Engine) {
 	if got, err := a.GetAlert(ctx, al.ID); err != nil || got.Value != "2" || !got.HeldAt.Equal(t0.Add(90*time.Second)) {
 		t.Errorf("a hold after it resolved changed it: %+v %v", got, err)
 	}
-	ns, err := a.LeaseNotifications(ctx, t0.Add(time.Hour), time.Minute, 10)
+	ns, err := a.LeaseNotifications(ctx, t0.Add(time.Hour), time.Minute, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestAlerts_HeldByEitherHandle(t *testing.T, e Engine) {
 			t.Fatal(err)
 		}
 	}
-	ns, err = a.LeaseNotifications(ctx, t0.Add(time.Hour+time.Second), time.Minute, 10)
+	ns, err = a.LeaseNotifications(ctx, t0.Add(time.Hour+time.Second), time.Minute, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,19 +478,19 @@ func TestAlerts_LateSenderRecordsNothing(t *testing.T, e Engine) {
 		Channels: []string{"ops"}}, t0); err != nil || !opened {
 		t.Fatalf("open alert: %v %v", opened, err)
 	}
-	gotA, err := a.LeaseNotifications(ctx, t0, lease, 10)
+	gotA, err := a.LeaseNotifications(ctx, t0, lease, 10, nil)
 	if err != nil || len(gotA) != 1 {
 		t.Fatalf("first lease: %d %v", len(gotA), err)
 	}
 	tB := t0.Add(lease + time.Second)
-	gotB, err := b.LeaseNotifications(ctx, tB, lease, 10)
+	gotB, err := b.LeaseNotifications(ctx, tB, lease, 10, nil)
 	if err != nil || len(gotB) != 1 || gotB[0].ID != gotA[0].ID {
 		t.Fatalf("second lease, after the first ran out: %+v %v", gotB, err)
 	}
 	if err := a.FinishNotification(ctx, gotA[0], storage.NotificationResult{Error: "timeout", NextAt: tB.Add(time.Second)}, tB); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Errorf("the first sender's late retry: %v, want ErrLeaseLost", err)
 	}
-	if again, err := b.LeaseNotifications(ctx, tB.Add(2*time.Second), lease, 10); err != nil || len(again) != 0 {
+	if again, err := b.LeaseNotifications(ctx, tB.Add(2*time.Second), lease, 10, nil); err != nil || len(again) != 0 {
 		t.Errorf("leased again while the second sender's lease runs: %d %v, want none", len(again), err)
 	}
 	if err := b.FinishNotification(ctx, gotB[0], storage.NotificationResult{Sent: true}, tB.Add(3*time.Second)); err != nil {
@@ -525,7 +525,7 @@ func TestAlerts_ToldInTheOrderOfTransitions(t *testing.T, e Engine) {
 	if err != nil || !opened {
 		t.Fatalf("open alert: %v %v", opened, err)
 	}
-	got, err := a.LeaseNotifications(ctx, t0, time.Minute, 10)
+	got, err := a.LeaseNotifications(ctx, t0, time.Minute, 10, nil)
 	if err != nil || len(got) != 1 || got[0].Event != storage.AlertOpened {
 		t.Fatalf("lease: %+v %v", got, err)
 	}
@@ -537,18 +537,18 @@ func TestAlerts_ToldInTheOrderOfTransitions(t *testing.T, e Engine) {
 		t.Fatal(err)
 	}
 	for _, db := range []storage.Store{a, b} {
-		if early, err := db.LeaseNotifications(ctx, t0.Add(2*time.Second), time.Minute, 10); err != nil || len(early) != 0 {
+		if early, err := db.LeaseNotifications(ctx, t0.Add(2*time.Second), time.Minute, 10, nil); err != nil || len(early) != 0 {
 			t.Fatalf("lease while the opened waits for its retry: %+v %v; want nothing (the resolved waits behind it)", early, err)
 		}
 	}
-	opened1, err := b.LeaseNotifications(ctx, t0.Add(10*time.Second), time.Minute, 10)
+	opened1, err := b.LeaseNotifications(ctx, t0.Add(10*time.Second), time.Minute, 10, nil)
 	if err != nil || len(opened1) != 1 || opened1[0].Event != storage.AlertOpened {
 		t.Fatalf("lease at the retry: %+v %v; want the opened alone", opened1, err)
 	}
 	if err := b.FinishNotification(ctx, opened1[0], storage.NotificationResult{Sent: true}, t0.Add(11*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	resolved, err := a.LeaseNotifications(ctx, t0.Add(12*time.Second), time.Minute, 10)
+	resolved, err := a.LeaseNotifications(ctx, t0.Add(12*time.Second), time.Minute, 10, nil)
 	if err != nil || len(resolved) != 1 || resolved[0].Event != storage.AlertResolvedEvent {
 		t.Fatalf("lease once the opened was sent: %+v %v; want the resolved", resolved, err)
 	}
@@ -565,15 +565,50 @@ func TestAlerts_ReturnedCountsNoAttempt(t *testing.T, e Engine) {
 		Channels: []string{"ops"}}, t0); err != nil || !opened {
 		t.Fatalf("open alert: %v %v", opened, err)
 	}
-	got, err := a.LeaseNotifications(ctx, t0, 5*time.Minute, 10)
+	got, err := a.LeaseNotifications(ctx, t0, 5*time.Minute, 10, nil)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("lease: %+v %v", got, err)
 	}
 	if err := a.FinishNotification(ctx, got[0], storage.NotificationResult{Returned: true, NextAt: t0.Add(time.Second)}, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	again, err := b.LeaseNotifications(ctx, t0.Add(time.Second), 5*time.Minute, 10)
+	again, err := b.LeaseNotifications(ctx, t0.Add(time.Second), 5*time.Minute, 10, nil)
 	if err != nil || len(again) != 1 || again[0].ID != got[0].ID || again[0].Attempts != 0 {
 		t.Fatalf("lease after it was handed back: %+v %v; want it again, with no attempt counted", again, err)
+	}
+}
+
+// TestAlerts_LeaseOnlyNamedChannels: a sender leases only the notifications of the
+// channels it names, and the notifications due to a channel that no sender names are
+// given up, once due for long enough, as no longer configured; one leased is not.
+func TestAlerts_LeaseOnlyNamedChannels(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if _, opened, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops", "pager"}}, t0); err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	got, err := db.LeaseNotifications(ctx, t0, time.Minute, 10, []string{"ops"})
+	if err != nil || len(got) != 1 || got[0].Channel != "ops" {
+		t.Fatalf("lease for ops: %+v %v; want ops's alone", got, err)
+	}
+	// Not yet due long enough: kept for a sender that has pager.
+	if n, err := db.GiveUpNotifications(ctx, []string{"ops"}, t0); err != nil || n != 0 {
+		t.Fatalf("give up at once: %d %v, want none", n, err)
+	}
+	// Later: pager's, due since t0 and leased by no one, is given up; ops's, leased, is not.
+	if n, err := db.GiveUpNotifications(ctx, []string{"ops"}, t0.Add(30*time.Second)); err != nil || n != 1 {
+		t.Fatalf("give up later: %d %v, want pager's", n, err)
+	}
+	if left, err := db.LeaseNotifications(ctx, t0.Add(2*time.Minute), time.Minute, 10, nil); err != nil || len(left) != 1 || left[0].Channel != "ops" {
+		t.Fatalf("left pending: %+v %v; want ops's alone", left, err)
+	}
+	counts, err := db.NotificationCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["pager"]["failed"] != 1 {
+		t.Errorf("pager's notifications %v, want one failed", counts["pager"])
 	}
 }

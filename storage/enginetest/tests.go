@@ -135,6 +135,7 @@ var tests = []struct {
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 	{"Accounts_OddBytes", TestAccounts_OddBytes},
 	{"Record_ClockSetBackStampsInOrder", TestRecord_ClockSetBackStampsInOrder},
+	{"Alerts_LeaseOnlyNamedChannels", TestAlerts_LeaseOnlyNamedChannels},
 	{"Alerts_ReturnedCountsNoAttempt", TestAlerts_ReturnedCountsNoAttempt},
 	{"Alerts_ToldInTheOrderOfTransitions", TestAlerts_ToldInTheOrderOfTransitions},
 	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},

@@ -359,7 +359,8 @@ func insertNotifications(ctx context.Context, tx pgx.Tx, alert int64, channels [
 // without a FinishNotification (its sender died) is due again and leased anew.
 const sqlLeaseNotifications = `WITH due AS (
 	SELECT id, next_attempt_at FROM alert_notifications AS n
-	WHERE state = 'pending' AND next_attempt_at <= $1 AND NOT ` + sqlToldEarlierFirst + `
+	WHERE state = 'pending' AND next_attempt_at <= $1 AND ($4::text[] IS NULL OR channel = ANY($4))
+		AND NOT ` + sqlToldEarlierFirst + `
 	ORDER BY next_attempt_at, id LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), leased AS (
@@ -371,6 +372,27 @@ SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.at
 FROM leased n JOIN alerts a ON a.id = n.alert
 ORDER BY n.due_at, n.id`
 
+// GiveUpNotifications gives up the notifications pending to channels other than
+// channels that were due before before and that no sender has leased since (see
+// storage.Store).
+func (db *DB) GiveUpNotifications(ctx context.Context, channels []string, before time.Time) (int64, error) {
+	if channels == nil {
+		return 0, nil // nil names every channel
+	}
+	var n int64
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alert_notifications SET state = 'failed',
+	last_error = 'channel ' || channel || ' is no longer configured'
+WHERE state = 'pending' AND next_attempt_at < $1 AND NOT channel = ANY($2::text[])`, millis(before), channels)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("give up notifications: %w", err)
+	}
+	return n, nil
+}
+
 // sqlToldEarlierFirst is true for a notification n whose alert has an earlier
 // notification to the same channel still pending (being sent, or waiting for its
 // retry): a channel hears of an alert's transitions in their order, never "resolved"
@@ -381,12 +403,12 @@ const sqlToldEarlierFirst = `EXISTS (SELECT 1 FROM alert_notifications AS e
 // LeaseNotifications returns up to limit notifications due at now, oldest first, and
 // leases them until now+lease: another sender, on this replica or another, skips them
 // until then, and one that dies mid-send loses nothing.
-func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error) {
+func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int, channels []string) ([]storage.Notification, error) {
 	var out []storage.Notification
 	leasedUntil := fromMillis(millis(now.Add(lease)))
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, sqlLeaseNotifications, millis(now), limit, millis(leasedUntil))
+		rows, err := tx.Query(ctx, sqlLeaseNotifications, millis(now), limit, millis(leasedUntil), channels)
 		if err != nil {
 			return err
 		}

@@ -310,6 +310,45 @@ func insertNotifications(ctx context.Context, tx *sql.Tx, alert int64, channels 
 	return nil
 }
 
+// channelsIn is the condition that column is one of channels, with its arguments:
+// true for nil (any channel), false for none.
+func channelsIn(column string, channels []string) (string, []any) {
+	if channels == nil {
+		return "1", nil
+	}
+	if len(channels) == 0 {
+		return "0", nil
+	}
+	args := make([]any, len(channels))
+	for i, c := range channels {
+		args[i] = c
+	}
+	return column + " IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(channels)), ", ") + ")", args
+}
+
+// GiveUpNotifications gives up the notifications pending to channels other than
+// channels that were due before before and that no sender has leased since (see
+// storage.Store).
+func (db *DB) GiveUpNotifications(ctx context.Context, channels []string, before time.Time) (int64, error) {
+	of, ofArgs := channelsIn("channel", channels)
+	// Looked for first through a reader, as LeaseNotifications does.
+	var waiting int
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM alert_notifications
+		WHERE state = 'pending' AND next_attempt_at < ? AND NOT `+of+` LIMIT 1)`,
+		append([]any{millis(before)}, ofArgs...)...).Scan(&waiting)
+	if err != nil || waiting == 0 {
+		return 0, err
+	}
+	res, err := db.writeExec(ctx, `UPDATE alert_notifications SET state = 'failed',
+		last_error = 'channel ' || channel || ' is no longer configured'
+		WHERE state = 'pending' AND next_attempt_at < ? AND NOT `+of,
+		append([]any{millis(before)}, ofArgs...)...)
+	if err != nil {
+		return 0, fmt.Errorf("give up notifications: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // sqlToldEarlierFirst is true for a notification n whose alert has an earlier
 // notification to the same channel still pending (being sent, or waiting for its
 // retry): a channel hears of an alert's transitions in their order, never "resolved"
@@ -320,12 +359,14 @@ const sqlToldEarlierFirst = `EXISTS (SELECT 1 FROM alert_notifications AS e
 // LeaseNotifications returns up to limit notifications due at now, oldest first, and
 // leases them until now+lease: another sender skips them until then, and one that dies
 // mid-send loses nothing.
-func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]storage.Notification, error) {
+func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.Duration, limit int, channels []string) ([]storage.Notification, error) {
+	of, ofArgs := channelsIn("channel", channels)
+	ofN, _ := channelsIn("n.channel", channels)
 	// Looked for first through a reader: most of the time nothing is due, and a write
 	// transaction every few seconds would contend with intake for nothing.
 	var due int
 	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM alert_notifications
-		WHERE state = 'pending' AND next_attempt_at <= ? LIMIT 1)`, millis(now)).Scan(&due)
+		WHERE state = 'pending' AND next_attempt_at <= ? AND `+of+` LIMIT 1)`, append([]any{millis(now)}, ofArgs...)...).Scan(&due)
 	if err != nil {
 		return nil, fmt.Errorf("lease notifications: %w", err)
 	}
@@ -338,8 +379,8 @@ func (db *DB) LeaseNotifications(ctx context.Context, now time.Time, lease time.
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT n.id, n.channel, n.event, n.summary, n.value, n.actor, n.created_at, n.attempts, `+alertColumns+`
 			FROM alert_notifications n JOIN alerts a ON a.id = n.alert
-			WHERE n.state = 'pending' AND n.next_attempt_at <= ? AND NOT `+sqlToldEarlierFirst+`
-			ORDER BY n.next_attempt_at, n.id LIMIT ?`, millis(now), limit)
+			WHERE n.state = 'pending' AND n.next_attempt_at <= ? AND `+ofN+` AND NOT `+sqlToldEarlierFirst+`
+			ORDER BY n.next_attempt_at, n.id LIMIT ?`, append(append([]any{millis(now)}, ofArgs...), limit)...)
 		if err != nil {
 			return err
 		}
