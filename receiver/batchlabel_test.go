@@ -30,7 +30,7 @@ func TestMetrics_UnsignedPerItemBatchNotLabelledInvalidBody(t *testing.T) {
 	if code := post(`{"live":"false","notificationItems":{"x":1}}`); code != http.StatusUnprocessableEntity {
 		t.Fatalf("unsigned body not shaped as the batch: %d, want 422", code)
 	}
-	for _, l := range reviewLabels(t, e.srv.URL, "hookdedup_rejections_total") {
+	for _, l := range metricLabels(t, e.srv.URL, "hookdedup_rejections_total") {
 		if reason(l) == "invalid_body" {
 			t.Errorf("an unauthenticated per-item batch request (no item signature checked, body not kept) is counted as "+
 				"hookdedup_rejections_total{%s}: invalid_body is documented as a signed body's; an unauthenticated "+

@@ -76,9 +76,9 @@ func TestReady_NotReadyProbesLogBounded(t *testing.T) {
 	}
 }
 
-// reviewScrape returns the value of the series line of GET /metrics that starts with
+// scrapeMetric returns the value of the series line of GET /metrics that starts with
 // series (name and labels as the exposition writes them), and whether there is one.
-func reviewScrape(t *testing.T, base, series string) (float64, bool) {
+func scrapeMetric(t *testing.T, base, series string) (float64, bool) {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -98,8 +98,8 @@ func reviewScrape(t *testing.T, base, series string) (float64, bool) {
 	return 0, false
 }
 
-// reviewLabels returns the label sets of name's series in GET /metrics.
-func reviewLabels(t *testing.T, base, name string) []string {
+// metricLabels returns the label sets of name's series in GET /metrics.
+func metricLabels(t *testing.T, base, name string) []string {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -163,7 +163,7 @@ func TestReject_AuthenticatedNotStoredIsCounted(t *testing.T) {
 	if err := rc.FlushRejections(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	metric, _ := reviewScrape(t, srv.URL, `hookdedup_deliveries_total{outcome="rejected",source="ota"}`)
+	metric, _ := scrapeMetric(t, srv.URL, `hookdedup_deliveries_total{outcome="rejected",source="ota"}`)
 	raw := rawDB(t, db.Path())
 	var stored, counted, stats int64
 	if err := raw.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE outcome = 'rejected'`).Scan(&stored); err != nil {
@@ -206,7 +206,7 @@ func TestMetrics_RejectionReasonLabels(t *testing.T) {
 		if code != http.StatusUnsupportedMediaType {
 			t.Fatalf("gzip: %d, want 415", code)
 		}
-		for _, l := range reviewLabels(t, srv.URL, "hookdedup_rejections_total") {
+		for _, l := range metricLabels(t, srv.URL, "hookdedup_rejections_total") {
 			if !documented[reason(l)] {
 				t.Errorf("a 415 for Content-Encoding is counted as hookdedup_rejections_total{%s}: reason %q is not one the metric documents",
 					l, reason(l))
@@ -225,7 +225,7 @@ func TestMetrics_RejectionReasonLabels(t *testing.T) {
 		if code != http.StatusUnprocessableEntity {
 			t.Fatalf("a signed body whose batch is an object: %d %+v, want 422", code, a)
 		}
-		for _, l := range reviewLabels(t, srv.URL, "hookdedup_rejections_total") {
+		for _, l := range metricLabels(t, srv.URL, "hookdedup_rejections_total") {
 			if r := reason(l); r != "invalid_body" {
 				t.Errorf("a signed batch that is not an array (%q) is counted as hookdedup_rejections_total{%s}: want reason invalid_body, not %q",
 					a.Error, l, r)
