@@ -359,6 +359,9 @@ type batchWriter struct {
 	rows   []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
 	ask    []*recordRow
 	fx     forensics
+	// lastStamp is the latest receipt time the writer stamped (stampRead: known).
+	lastStamp time.Time
+	stampRead bool
 }
 
 // prepare prepares the writer's statements, once. It must run outside a transaction:
@@ -530,13 +533,17 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(w.rows)).Scan(&last); err != nil {
 		return batch, fmt.Errorf("take delivery ids: %w", err)
 	}
-	// Receipt times follow ids (storage.ReceivedAfter), from the last one stored.
-	var stamped int64
-	if err := tx.QueryRowContext(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&stamped); err != nil &&
-		!errors.Is(err, sql.ErrNoRows) {
-		return batch, fmt.Errorf("last receipt time: %w", err)
+	// Receipt times follow ids (storage.ReceivedAfter), from the last one this writer
+	// stamped, or, at its first transaction, the last one stored: read once, not at
+	// every commit.
+	if !w.stampRead {
+		var stamped int64
+		if err := tx.QueryRowContext(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&stamped); err != nil &&
+			!errors.Is(err, sql.ErrNoRows) {
+			return batch, fmt.Errorf("last receipt time: %w", err)
+		}
+		w.lastStamp, w.stampRead = fromMillis(stamped), true
 	}
-	lastAt := fromMillis(stamped)
 	next := last
 	for _, r := range batch {
 		var batchID int64
@@ -549,9 +556,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			if row.arrived.IsZero() { // not again when the transaction runs again
 				row.arrived = row.d.ReceivedAt
 			}
-			row.d.ReceivedAt = storage.ReceivedAfter(row.d.ReceivedAt, lastAt)
-			if row.d.ReceivedAt.After(lastAt) {
-				lastAt = row.d.ReceivedAt
+			row.d.ReceivedAt = storage.ReceivedAfter(row.d.ReceivedAt, w.lastStamp)
+			if row.d.ReceivedAt.After(w.lastStamp) {
+				w.lastStamp = row.d.ReceivedAt
 			}
 			row.id, row.outcome, row.first, row.mismatch, row.batch = next, row.d.Outcome, 0, false, batchID
 			row.bodyFrom, row.byClaim = 0, false
