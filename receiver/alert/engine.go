@@ -99,6 +99,8 @@ type Engine struct {
 	// direct holds the conditions whose opening could not be stored (the database not
 	// ready): their notifications were sent straight away, not through the outbox.
 	direct map[condKey]storage.Alert
+	// gaveUpAt is when lease last gave up the notifications of channels no replica has.
+	gaveUpAt time.Time
 }
 
 type condKey struct{ rule, subject string }
@@ -497,21 +499,25 @@ func (e *Engine) sendDirect(ctx context.Context, a storage.Alert, event string, 
 	}
 }
 
+// sentDespite is err, or nil when err only says that the channel took the message for
+// some of its recipients (PartlySent), logged: sent again, it would reach the others
+// twice.
+func (e *Engine) sentDespite(err error, channel, rule string) error {
+	var partly *PartlySent
+	if errors.As(err, &partly) {
+		e.log.Warn("alert notification sent, but not to every recipient", "channel", channel, "rule", rule, "err", partly.Err)
+		return nil
+	}
+	return err
+}
+
 // sendDirectTo sends one message of sendDirect to channel c (named name).
 func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a storage.Alert, event string, now time.Time) {
 	m := Message{ID: fmt.Sprintf("alert_direct_%s_%d_%s", event, a.OpenedAt.UnixMilli(), name), Event: event, At: now,
 		Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
 	var err error
 	for try := range 3 {
-		var partly *PartlySent
-		if err = c.Send(ctx, m); errors.As(err, &partly) {
-			// Taken, if not for every recipient: sent again it would reach the others
-			// twice.
-			e.log.Warn("alert notification sent, but not to every recipient", "channel", name, "rule", a.Rule,
-				"event", event, "err", partly.Err)
-			err = nil
-		}
-		if err == nil {
+		if err = e.sentDespite(c.Send(ctx, m), name, a.Rule); err == nil {
 			break
 		}
 		if try < 2 {
@@ -650,9 +656,19 @@ const unknownChannelGrace = 10 * time.Minute
 // (alerting removed from the configuration), it leases every notification, to give
 // each up at once (send).
 func (e *Engine) lease(ctx context.Context, now time.Time) ([]storage.Notification, error) {
-	var names []string // nil: any channel
-	if len(e.channels) > 0 {
-		names = slices.Sorted(maps.Keys(e.channels))
+	if len(e.channels) == 0 {
+		return e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50, nil) // nil: any channel
+	}
+	names := slices.Sorted(maps.Keys(e.channels))
+	// Once a minute at most: the grace is minutes, and on PostgreSQL each look is a
+	// write transaction of every replica.
+	e.mu.Lock()
+	giveUp := now.Sub(e.gaveUpAt) >= time.Minute
+	if giveUp {
+		e.gaveUpAt = now
+	}
+	e.mu.Unlock()
+	if giveUp {
 		n, err := e.cfg.Store.GiveUpNotifications(ctx, names, now.Add(-unknownChannelGrace))
 		if err != nil {
 			return nil, err
@@ -712,10 +728,9 @@ func (e *Engine) sendAll(ctx context.Context, due []storage.Notification) (int, 
 func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error) {
 	c := e.channels[n.Channel]
 	var res storage.NotificationResult
-	switch {
-	case c == nil:
+	if c == nil {
 		res = storage.NotificationResult{Failed: true, Error: "channel " + n.Channel + " is no longer configured"}
-	default:
+	} else {
 		// The id names the notification, the same on every attempt, and no other: with
 		// the time it was written, two installations (or a database restored beside
 		// its copy) that number their notifications alike still tell theirs apart.
@@ -723,18 +738,13 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 			Event: n.Event, Actor: n.Actor, At: n.At,
 			Summary: n.Summary, Value: n.Value, Alert: n.Alert, ConsoleURL: e.alertsURL()}
 		err := c.Send(ctx, m)
-		var partly *PartlySent
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// serve is stopping: the attempt was cut short, not refused. It is handed
 			// back (due at once, as the stop left it, no attempt counted) so that the
 			// next start sends it without waiting for the lease to run out.
 			res = storage.NotificationResult{Returned: true, NextAt: e.cfg.Now()}
-		case errors.As(err, &partly):
-			res.Sent = true
-			e.log.Warn("alert notification sent, but not to every recipient", "channel", n.Channel, "rule", n.Alert.Rule,
-				"err", partly.Err)
-		case err == nil:
+		case e.sentDespite(err, n.Channel, n.Alert.Rule) == nil:
 			res.Sent = true
 		case n.Attempts+1 >= c.maxAttempts:
 			res = storage.NotificationResult{Failed: true, Error: err.Error()}

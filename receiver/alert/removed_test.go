@@ -42,3 +42,40 @@ func TestAlerts_RemovedConfigSettlesEveryNotification(t *testing.T) {
 			a.PendingNotifications, a.FailedNotifications, a.LastNotificationError)
 	}
 }
+
+// TestAlerts_RemovedChannelGivenUpAfterGrace: a channel ("pager") is removed from the
+// configuration while one of its notifications waits for a retry; the rule keeps another
+// channel. The engine leaves pager's notification to a replica that may still have the
+// channel, then, once it has been due for ten minutes with no one taking it, gives it up
+// as no longer configured: nothing of a removed channel stays pending for good.
+func TestAlerts_RemovedChannelGivenUpAfterGrace(t *testing.T) {
+	f := newFixture(t)
+	pager := newHook(t, 1000) // refuses everything
+	ops := newHook(t, 0)
+	down := func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("ping: database is locked") } }
+	before := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"pager"}}},
+		[]*alert.Channel{pager.channel(t, "pager")}, down)
+	f.evaluate(t, before) // opened; pager refuses, retried later
+
+	after := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
+		[]*alert.Channel{ops.channel(t, "ops")}, down)
+	pending := func() int {
+		t.Helper()
+		as := f.alerts(t)
+		return as[len(as)-1].PendingNotifications
+	}
+	f.clock.Add(time.Minute)
+	if _, err := after.SendDue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(); n != 1 {
+		t.Fatalf("a minute on: %d of pager's notifications pending, want it left to a replica that has pager", n)
+	}
+	f.clock.Add(11 * time.Minute)
+	if _, err := after.SendDue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(); n != 0 {
+		t.Errorf("due for more than ten minutes with no one taking it: %d pending, want it given up", n)
+	}
+}
