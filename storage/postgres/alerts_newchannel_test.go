@@ -2,16 +2,15 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestAlerts_ChannelAddedDuringRollingRestart: an operator adds a channel ("pager") to a
@@ -25,10 +24,7 @@ func TestAlerts_ChannelAddedDuringRollingRestart(t *testing.T) {
 	dbA, dbB := openEngine(t, url), openEngine(t, url)
 	conn := connect(t, url)
 
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clk := storagetest.NewClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 
 	var opsGot, pagerGot atomic.Int32
 	receiver := func(n *atomic.Int32) *httptest.Server {
@@ -37,32 +33,24 @@ func TestAlerts_ChannelAddedDuringRollingRestart(t *testing.T) {
 		return srv
 	}
 	opsSrv, pagerSrv := receiver(&opsGot), receiver(&pagerGot)
-	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	channel := func(name, url string) *alert.Channel {
-		c, err := alert.NewChannel(alert.ChannelConfig{Name: name, Type: alert.TypeWebhook, URL: url, Secrets: []string{secret}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	engine := func(st alert.Store, channels ...*alert.Channel) *alert.Engine {
 		var names []string
 		for _, c := range channels {
 			names = append(names, c.Name())
 		}
 		rule := alert.Rule{Name: "pms-down", Kind: alert.KindDownstreamFailing, Source: "ota", Times: 1, Channels: names}
-		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clock,
+		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clk.Now,
 			Channels: channels, Ready: func(context.Context) error { return nil }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	a := engine(dbA, channel("ops", opsSrv.URL), channel("pager", pagerSrv.URL)) // restarted with the new channel
-	b := engine(dbB, channel("ops", opsSrv.URL))                                 // not yet
+	a := engine(dbA, webhookChannel(t, "ops", opsSrv.URL), webhookChannel(t, "pager", pagerSrv.URL)) // restarted with the new channel
+	b := engine(dbB, webhookChannel(t, "ops", opsSrv.URL))                                           // not yet
 
 	if _, err := conn.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
-		VALUES ('ota', 'k', 1, $1, 5, 502, 'status 502', '')`, clock().UnixMilli()); err != nil {
+		VALUES ('ota', 'k', 1, $1, 5, 502, 'status 502', '')`, clk.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Evaluate(ctx); err != nil { // A opens the alert: ops and pager to tell
@@ -75,7 +63,7 @@ func TestAlerts_ChannelAddedDuringRollingRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		advance(5 * time.Second)
+		clk.Add(5 * time.Second)
 	}
 	if n := opsGot.Load(); n != 1 {
 		t.Errorf("ops told %d times, want 1", n)

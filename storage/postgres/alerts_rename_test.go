@@ -2,13 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/base64"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestAlerts_RuleRenamedDuringRollingRestart: an operator renames a rule
@@ -22,20 +21,13 @@ func TestAlerts_RuleRenamedDuringRollingRestart(t *testing.T) {
 	dbA, dbB := openEngine(t, url), openEngine(t, url)
 	conn := connect(t, url)
 
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clk := storagetest.NewClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 
-	ops, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: "http://127.0.0.1:9/",
-		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := webhookChannel(t, "ops", "http://127.0.0.1:9/")
 	engine := func(st alert.Store, name string) *alert.Engine {
 		rule := alert.Rule{Name: name, Kind: alert.KindDownstreamFailing, Source: "ota", Times: 1, ClearFor: 2 * time.Minute,
 			Channels: []string{"ops"}}
-		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clock,
+		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clk.Now,
 			Channels: []*alert.Channel{ops}, Ready: func(context.Context) error { return nil }})
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +37,7 @@ func TestAlerts_RuleRenamedDuringRollingRestart(t *testing.T) {
 	a, b := engine(dbA, "pms-failing"), engine(dbB, "pms-down") // A restarted with the new name; B not yet
 
 	if _, err := conn.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
-		VALUES ('ota', 'k', 1, $1, 5, 502, 'status 502', '')`, clock().UnixMilli()); err != nil {
+		VALUES ('ota', 'k', 1, $1, 5, 502, 'status 502', '')`, clk.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	// One minute of overlap, each replica evaluating every 5 s at its own moments.
@@ -54,7 +46,7 @@ func TestAlerts_RuleRenamedDuringRollingRestart(t *testing.T) {
 			if err := e.Evaluate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			advance(2500 * time.Millisecond)
+			clk.Add(2500 * time.Millisecond)
 		}
 	}
 	var alerts, notes int

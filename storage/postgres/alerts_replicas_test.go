@@ -3,13 +3,24 @@ package postgres_test
 import (
 	"context"
 	"encoding/base64"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
+
+// webhookChannel is a webhook alert channel named name that posts to url.
+func webhookChannel(t *testing.T, name, url string) *alert.Channel {
+	t.Helper()
+	c, err := alert.NewChannel(alert.ChannelConfig{Name: name, Type: alert.TypeWebhook, URL: url,
+		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // TestAlerts_FlappingAcrossReplicasKeepsOneAlert: two replicas evaluate the rules of one
 // database, each every 5 s at its own moments. A downstream that flaps (fails, then
@@ -24,22 +35,15 @@ func TestAlerts_FlappingAcrossReplicasKeepsOneAlert(t *testing.T) {
 	dbA, dbB := openEngine(t, url), openEngine(t, url)
 	conn := connect(t, url)
 
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clk := storagetest.NewClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 
 	// A channel that is never sent to here (SendDue is not called): its notifications
 	// stay queued, to be counted.
-	ops, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: "http://127.0.0.1:9/",
-		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := webhookChannel(t, "ops", "http://127.0.0.1:9/")
 	rule := alert.Rule{Name: "pms-down", Kind: alert.KindDownstreamFailing, Source: "ota", Times: 1, ClearFor: 2 * time.Minute,
 		Channels: []string{"ops"}}
 	engine := func(st alert.Store) *alert.Engine {
-		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clock,
+		e, err := alert.New(alert.Config{Store: st, Rules: []alert.Rule{rule}, Sources: []string{"ota"}, Now: clk.Now,
 			Channels: []*alert.Channel{ops}, Ready: func(context.Context) error { return nil }})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +58,7 @@ func TestAlerts_FlappingAcrossReplicasKeepsOneAlert(t *testing.T) {
 			e = "status 502"
 		}
 		if _, err := conn.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
-			VALUES ('ota', 'k', 1, $1, 5, 502, $2, '')`, clock().UnixMilli(), e); err != nil {
+			VALUES ('ota', 'k', 1, $1, 5, 502, $2, '')`, clk.Now().UnixMilli(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,12 +69,12 @@ func TestAlerts_FlappingAcrossReplicasKeepsOneAlert(t *testing.T) {
 		if err := b.Evaluate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		advance(2500 * time.Millisecond)
+		clk.Add(2500 * time.Millisecond)
 		attempt(false)
 		if err := a.Evaluate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		advance(2500 * time.Millisecond)
+		clk.Add(2500 * time.Millisecond)
 	}
 	counts := func() (opened, resolved, notes int) {
 		t.Helper()
@@ -96,7 +100,7 @@ func TestAlerts_FlappingAcrossReplicasKeepsOneAlert(t *testing.T) {
 			if err := e.Evaluate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			advance(2500 * time.Millisecond)
+			clk.Add(2500 * time.Millisecond)
 		}
 	}
 	if opened, resolved, notes := counts(); opened != 1 || resolved != 1 || notes != 2 {
