@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -720,6 +721,7 @@ func TestRejections_UnknownNamesTotalledTogether(t *testing.T) {
 	e.clock.Add(2 * time.Hour)
 	now := e.clock.Now()
 	cutoff := now.Add(-time.Hour)
+	enginetest.CatchUpRollups(t, e.db)
 	var from storage.SweepCursor
 	for range 1000 {
 		_, next, err := e.db.SweepDeliveries(ctx, now, cutoff, from, 1000)

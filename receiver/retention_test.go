@@ -101,6 +101,12 @@ type sweepWatch struct {
 }
 
 func (s sweepWatch) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from storage.SweepCursor, limit int) (int64, storage.SweepCursor, error) {
+	if from == (storage.SweepCursor{}) {
+		// As serve's roll-up loop would have: retention deletes nothing not counted.
+		if _, err := s.DB.RollupStats(ctx, 10000); err != nil {
+			return 0, from, err
+		}
+	}
 	n, next, err := s.DB.SweepDeliveries(ctx, now, cutoff, from, limit)
 	if next.Done() || err != nil {
 		select {

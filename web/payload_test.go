@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
@@ -15,6 +16,7 @@ import (
 // retention; it deletes those no longer owed downstream.
 func sweepPayloads(t *testing.T, db *sqlite.DB) {
 	t.Helper()
+	enginetest.CatchUpRollups(t, db)
 	now := db.Now()
 	var from storage.SweepCursor
 	for range 100 {

@@ -52,7 +52,9 @@ func TestAlerts_RemovedChannelGivenUpAfterGrace(t *testing.T) {
 	f := newFixture(t)
 	pager := newHook(t, 1000) // refuses everything
 	ops := newHook(t, 0)
-	down := func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("ping: database is locked") } }
+	down := func(c *alert.Config) {
+		c.Ready = func(context.Context) error { return errors.New("ping: database is locked") }
+	}
 	before := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"pager"}}},
 		[]*alert.Channel{pager.channel(t, "pager")}, down)
 	f.evaluate(t, before) // opened; pager refuses, retried later

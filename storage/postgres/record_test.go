@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
@@ -464,6 +465,7 @@ func TestSweep_AnotherReplicaSweeps(t *testing.T) {
 		t.Errorf("claims sweep: %d, %v; want 3", n, err)
 	}
 
+	enginetest.CatchUpRollups(t, db)
 	unlock = hold(postgres.SweepDeliveriesLock)
 	n, next, err := db.SweepDeliveries(ctx, now, now.Add(-time.Hour), storage.SweepCursor{}, 100)
 	if n != 0 || err != nil || !next.Done() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -19,6 +20,7 @@ import (
 // walk takes more batches than deliveries exist.
 func sweepAll(t *testing.T, db *sqlite.DB, cutoff time.Time, limit int) int64 {
 	t.Helper()
+	enginetest.CatchUpRollups(t, db)
 	var total int64
 	var from storage.SweepCursor
 	for range 1000 {

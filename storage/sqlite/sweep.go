@@ -107,11 +107,9 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 		}
 		// Nor past what the daily roll-ups have counted (the dashboard's every delivery,
 		// the ledger's every duplicate): a delivery deleted before they fold it in would
-		// be missing from their figures for good. They catch up first; what they cannot
-		// count yet waits for a later walk.
-		if err := storage.CatchUpRollups(ctx, db); err != nil {
-			return 0, from, fmt.Errorf("sweep old deliveries: %w", err)
-		}
+		// be missing from their figures for good. serve rolls up as deliveries come, and
+		// after a start with a backlog until it has caught up (a roll-up here would do
+		// that work a second time); what it has not counted yet waits for a later walk.
 		var rolled int64
 		if err := db.read.QueryRowContext(ctx, `SELECT min(coalesce((SELECT rolled_up_to FROM delivery_stats_mark), 0),
 	coalesce((SELECT id - 1 FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted'
