@@ -90,6 +90,13 @@ type Dispatcher struct {
 	// the same job records it rather than handing the event off a second time.
 	keptMu sync.Mutex
 	kept   map[keptKey]*keptOutcome
+	// flying holds, by job, the attempts this dispatcher has under way, each with the
+	// newest lease of its job. A lease runs out by the clock, and a clock stepped
+	// forward during an attempt makes the lease look over while the hand-off is still
+	// open: the job leased again here is not handed off a second time, the attempt
+	// under way records its outcome against the newer lease (fly, land).
+	flyingMu sync.Mutex
+	flying   map[keptKey]*storage.Job
 	// leaseFailures decides which failed leases get a log line: while the disk is full
 	// every turn of the loop fails alike.
 	leaseFailures storeFailures
@@ -266,6 +273,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 					d.record(context.WithoutCancel(ctx), job, o.a, o.res)
 					return
 				}
+				if !d.fly(job) {
+					return // being handed off already: that attempt records against this lease
+				}
 				d.attempt(context.WithoutCancel(ctx), job)
 			})
 		}
@@ -306,6 +316,39 @@ func (d *Dispatcher) takeKept(job storage.Job) *keptOutcome {
 	o := d.kept[k]
 	delete(d.kept, k)
 	return o
+}
+
+// fly notes that an attempt of job is about to start, and reports whether it should: not
+// when an attempt of the same job (keptKeyOf) is under way in this dispatcher, whose
+// lease ran out by the clock before it ended. That attempt then records its outcome
+// against job, the newer lease (land).
+func (d *Dispatcher) fly(job storage.Job) bool {
+	d.flyingMu.Lock()
+	defer d.flyingMu.Unlock()
+	k := keptKeyOf(job)
+	if newest, ok := d.flying[k]; ok {
+		*newest = job
+		return false
+	}
+	if d.flying == nil {
+		d.flying = map[keptKey]*storage.Job{}
+	}
+	d.flying[k] = &job
+	return true
+}
+
+// land ends the attempt of job that fly started, and returns the newest lease of the
+// job, which its outcome is recorded against.
+func (d *Dispatcher) land(job storage.Job) storage.Job {
+	d.flyingMu.Lock()
+	defer d.flyingMu.Unlock()
+	k := keptKeyOf(job)
+	newest, ok := d.flying[k]
+	if !ok {
+		return job
+	}
+	delete(d.flying, k)
+	return *newest
 }
 
 // record records the outcome of an attempt of job, and reports whether it moved the key
@@ -498,15 +541,15 @@ func (d *Dispatcher) sleep(ctx context.Context) {
 }
 
 // backoff is the wait before attempt n+1 after n failed ones: first, 2×first, 4×first …
-// capped at max, each ±20 % so that a recovering downstream is not hit by every retry at
-// once.
+// each ±20 % so that a recovering downstream is not hit by every retry at once, and
+// never more than max.
 func backoff(n int, first, max time.Duration) time.Duration {
 	b := first
 	for i := 1; i < n && b < max; i++ {
 		b *= 2
 	}
-	b = min(b, max)
-	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
+	// Jittered, then capped: max_backoff is the longest wait, as documented.
+	return min(time.Duration(float64(min(b, max))*(0.8+0.4*rand.Float64())), max)
 }
 
 func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
@@ -521,7 +564,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		// dispatcher forwards: there is nothing to hand off, so reprocessing it
 		// completes.
 		a.Response = "record only: the source has no forward_url"
-		res.Done = true
+		res.Done, res.Unsent = true, true
 	case problem != "":
 		// Retrying cannot bring a payload back; sending anything else would hand the
 		// downstream an empty or foreign event under this key's Idempotency-Key.
@@ -552,6 +595,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		result = "retry"
 	}
 	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
+	job = d.land(job)
 	moved, err := d.record(ctx, job, a, res)
 	switch {
 	case errors.Is(err, storage.ErrFileGone):
@@ -621,6 +665,14 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		return 0, "", attemptError(err), 0
 	}
 	defer resp.Body.Close()
+	// A 101 answer hands over the raw connection, which net/http no longer watches the
+	// request's context for: a downstream that then sends nothing would hold the read,
+	// and the attempt, for good. Every read of the answer ends with the attempt's time.
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer stop()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp.StatusCode, "", "downstream answered " + resp.Status + ": a hand-off is a plain POST", 0
+	}
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	text := strings.ToValidUTF8(string(excerpt), "\uFFFD")

@@ -73,10 +73,23 @@ const AttemptInterrupted = "interrupted: the lease ran out before an outcome was
 
 // AttemptResult says what follows an attempt.
 type AttemptResult struct {
-	Done      bool      // the downstream took it: processed
+	Done bool // the downstream took it: processed
+	// Unsent: Done without a hand-off (a key of a source without forward_url): not
+	// counted as an attempt, so that retention does not keep its payload as one owed to
+	// a downstream that never had it.
+	Unsent    bool
 	Failed    bool      // the last allowed attempt failed: failed
 	NextAt    time.Time // otherwise: when to try again
 	LastError string
+}
+
+// AttemptsCounted is what an attempt with result r adds to its key's count of attempts:
+// 1, or 0 for a settlement without a hand-off (Unsent).
+func AttemptsCounted(r AttemptResult) int {
+	if r.Unsent {
+		return 0
+	}
+	return 1
 }
 
 // BatchEnvelopeHeaderMax is the longest envelope, as BatchEnvelopeHeader writes it, that

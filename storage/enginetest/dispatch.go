@@ -256,26 +256,54 @@ func TestUnknownMigrations(t *testing.T, e Engine) {
 
 // TestFinishAttempt_RecordedAgain: an attempt recorded a second time (its first record
 // committed but the answer was lost, and the dispatcher, which keeps an outcome it could
-// not record, records it again) leaves one attempt in the key's history, moved on once.
+// not record, records it again) leaves one attempt in the key's history, moved on once:
+// a success, a retry, whose record changes no other mark of the job's than the count
+// of attempts, and the settlement of a key no downstream had (Unsent), which that count
+// leaves as it was.
 func TestFinishAttempt_RecordedAgain(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	clk := newClock(e, db)
-	record(t, db, delivery("ota", "k", "h"), dispatchDay)
-	j := leaseOne(t, db, clk.Now())
-	a := storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery, StartedAt: clk.Now(), Duration: time.Second, Status: 200}
-	for i, want := range []bool{true, false} {
-		moved, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{Done: true})
-		if err != nil || moved != want {
-			t.Fatalf("record %d: moved %v, %v; want %v", i+1, moved, err, want)
+	record(t, db, delivery("ota", "done", "h"), dispatchDay)
+	record(t, db, delivery("ota", "retry", "h"), dispatchDay)
+	record(t, db, delivery("ota", "unsent", "h"), dispatchDay)
+	jobs := map[string]storage.Job{}
+	for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+		jobs[j.Key] = j
+	}
+	for _, tc := range []struct {
+		key      string
+		a        storage.Attempt
+		res      storage.AttemptResult
+		state    string
+		attempts int
+	}{
+		{"done", storage.Attempt{Status: 200}, storage.AttemptResult{Done: true}, storage.StateProcessed, 1},
+		{"retry", storage.Attempt{Status: 500, Error: "downstream answered 500 Internal Server Error"},
+			storage.AttemptResult{NextAt: clk.Now().Add(2 * time.Second), LastError: "downstream answered 500 Internal Server Error"},
+			storage.StateProcessing, 1},
+		{"unsent", storage.Attempt{Response: "record only: the source has no forward_url"},
+			storage.AttemptResult{Done: true, Unsent: true}, storage.StateProcessed, 0},
+	} {
+		j, ok := jobs[tc.key]
+		if !ok {
+			t.Fatalf("%s not leased: %+v", tc.key, jobs)
 		}
-	}
-	as, err := db.Attempts(ctx, "ota", "k")
-	if err != nil || len(as) != 1 {
-		t.Fatalf("attempts %+v, %v; want the one", as, err)
-	}
-	if c, err := db.Claim(ctx, "ota", "k"); err != nil || c.Attempts != 1 || c.State != storage.StateProcessed {
-		t.Fatalf("claim %+v, %v; want processed after 1 attempt", c, err)
+		a := tc.a
+		a.Source, a.Key, a.Delivery, a.StartedAt, a.Duration = j.Source, j.Key, j.Delivery, clk.Now(), time.Second
+		for i, want := range []bool{true, false} {
+			moved, err := db.FinishAttempt(ctx, j, a, tc.res)
+			if err != nil || moved != want {
+				t.Fatalf("%s: record %d: moved %v, %v; want %v", tc.key, i+1, moved, err, want)
+			}
+		}
+		as, err := db.Attempts(ctx, "ota", tc.key)
+		if err != nil || len(as) != 1 {
+			t.Fatalf("%s: attempts %+v, %v; want the one", tc.key, as, err)
+		}
+		if c, err := db.Claim(ctx, "ota", tc.key); err != nil || c.Attempts != tc.attempts || c.State != tc.state {
+			t.Fatalf("%s: claim %+v, %v; want %s, %d attempts counted", tc.key, c, err, tc.state, tc.attempts)
+		}
 	}
 }
 

@@ -192,22 +192,23 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		var args []any
 		// The key's row is updated only if it is still the job's: processing, of the claim
 		// the job was leased from (claimed_at is its generation), not reprocessed since (a
-		// reprocess sets updated_at) and not leased again (leased_until). A release, a
+		// reprocess sets updated_at), not leased again (leased_until) and not recorded
+		// already (attempts: a retry moves no other of these). A release, a
 		// reprocess, a takeover or another lease committed meanwhile makes PostgreSQL's
 		// re-check of the row fail, and the key is left as it is.
 		switch {
 		case res.Done:
-			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4 AND leased_until = $5`
-			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			q = `UPDATE claims SET state = 'processed', attempts = attempts + $7, next_attempt_at = NULL,
+			last_error = '', updated_at = $1 WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4 AND leased_until = $5 AND attempts = $6`
+			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts, storage.AttemptsCounted(res)}
 		case res.Failed:
 			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6`
-			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			last_error = $1, updated_at = $2 WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6 AND attempts = $7`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts}
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = $1, last_error = $2
-			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6`
-			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			WHERE id = $3 AND state = 'processing' AND claimed_at = $4 AND updated_at = $5 AND leased_until = $6 AND attempts = $7`
+			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts}
 		}
 		tag, err := tx.Exec(ctx, q, args...)
 		if err != nil {

@@ -205,17 +205,17 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		var args []any
 		switch {
 		case res.Done:
-			q = `UPDATE claims SET state = 'processed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
-			args = []any{now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			q = `UPDATE claims SET state = 'processed', attempts = attempts + ?, next_attempt_at = NULL,
+			last_error = '', updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ? AND attempts = ?`
+			args = []any{storage.AttemptsCounted(res), now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts}
 		case res.Failed:
 			q = `UPDATE claims SET state = 'failed', attempts = attempts + 1, next_attempt_at = NULL,
-			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
-			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			last_error = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ? AND attempts = ?`
+			args = []any{res.LastError, now, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts}
 		default:
 			q = `UPDATE claims SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
-			WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ?`
-			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease)}
+			WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ? AND attempts = ?`
+			args = []any{millis(storage.NotALease(res.NextAt, job.Lease)), res.LastError, job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts}
 		}
 		r, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
