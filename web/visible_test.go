@@ -234,3 +234,44 @@ func TestConsole_LabKeepsUnicodeSpaces(t *testing.T) {
 		t.Errorf("the lab derived from Webhook-Id %q, want %q", got, "evt_1\u00a0")
 	}
 }
+
+// TestConsole_CurrencyShownAsEscapes: a currency comes from the payload as sent, so one
+// of "\u202eRUE" renders as "EUR" unless escaped; the bulk preview's money, the
+// dashboard's and the ledger's totals and rows show it as `\u202eRUE`, apart from EUR.
+func TestConsole_CurrencyShownAsEscapes(t *testing.T) {
+	e := newConsoleEnv(t)
+	const fake = "\u202eRUE"
+	for i, m := range [][2]string{{"400.00", "EUR"}, {"9000.00", fake}} {
+		d := &storage.Delivery{Source: "ota", Key: "bidi-" + string(rune('a'+i)), KeyMethod: "event_id", PayloadHash: m[0],
+			EventStatus: "refunded", Amount: m[0], Currency: m[1], ContentType: "application/json", Body: []byte(`{"refund":1}`)}
+		storagetest.Record(t, e.db, d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+		dup := *d // sent again: a duplicate caught, its money on the dashboard and the ledger
+		dup.ID, dup.Outcome = 0, ""
+		storagetest.Record(t, e.db, &dup, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	}
+	e.clock.Add(time.Hour) // stuck
+	op := e.as(t, storage.RoleOperator)
+
+	code, _, h := op.post("/bulk", url.Values{"kind": {"reprocess"}, "source": {"ota"}, "state": {"stuck"},
+		"status": {"refunded"}, "reason": {"refund run failed at the PMS"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("preview: %d", code)
+	}
+	_, bulk := op.page(h.Get("Location"))
+	_, dashboard := op.page("/")
+	_, ledger := op.page("/ledger")
+	for _, shown := range []struct {
+		where string
+		n     nodes
+	}{
+		{"bulk preview's money", bulk.testid("bulk-money-row")},
+		{"dashboard's money", dashboard.testid("money")},
+		{"ledger's totals", ledger.testid("ledger-total")},
+		{"ledger's rows", ledger.testid("ledger-row")},
+	} {
+		txt := shown.n.text()
+		if strings.ContainsRune(txt, '\u202e') || !strings.Contains(txt, `\u202e`) || !strings.Contains(txt, "EUR") {
+			t.Errorf("%s: %q; want EUR, and %q shown with the escape \\u202e", shown.where, txt, fake)
+		}
+	}
+}
