@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -109,8 +110,8 @@ type apiDelivery struct {
 	Currency      string          `json:"currency,omitempty"`
 	ContentType   string          `json:"content_type,omitempty"`
 	Headers       http.Header     `json:"headers,omitempty"`
-	Body          json.RawMessage `json:"body,omitempty"`      // the payload when it is JSON
-	BodyText      string          `json:"body_text,omitempty"` // otherwise, as text
+	Body          json.RawMessage `json:"body,omitempty"`      // the payload when it is JSON in UTF-8
+	BodyText      string          `json:"body_text,omitempty"` // otherwise, as text made valid UTF-8
 	// Batch is the first item's delivery of the batched request this delivery is an
 	// item of, and BatchIndex its place there from 0; both absent for a request of
 	// its own.
@@ -146,7 +147,10 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 			out.BatchEnvelope = json.RawMessage(d.BatchEnvelope)
 		}
 		out.Headers = d.Headers
-		if json.Valid(d.Body) {
+		// json.Valid passes bytes that are not UTF-8 inside a string, and RawMessage
+		// copies them through: the whole answer would then be no JSON text (RFC 8259
+		// §8.1) for a strict client. Intake stores such a body, refused, once signed.
+		if json.Valid(d.Body) && utf8.Valid(d.Body) {
 			out.Body = d.Body
 		} else {
 			out.BodyText = strings.ToValidUTF8(string(d.Body), "\uFFFD")

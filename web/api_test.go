@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
@@ -162,6 +163,44 @@ func TestAPI_DeliveriesAndKeys(t *testing.T) {
 	code, out = e.call(t, storage.RoleViewer, "GET", "/api/v1/key?source=ota&key=k1", "")
 	if code != 200 || out["claim"].(map[string]any)["state"] != "processed" || len(out["deliveries"].([]any)) != 2 {
 		t.Fatalf("key: %d %v", code, out)
+	}
+}
+
+// TestAPI_DeliveryBodyNotUTF8: a stored body that is JSON in shape but holds a byte that
+// is not UTF-8 in a string (a Latin-1 "José", stored as intake refused it) comes as
+// body_text, made valid UTF-8, so that the answer stays JSON text a strict client reads.
+func TestAPI_DeliveryBodyNotUTF8(t *testing.T) {
+	e := newAPIEnv(t)
+	d := &storage.Delivery{Source: "ota", Outcome: storage.Rejected, Status: 400, Error: "body: not UTF-8",
+		ContentType: "application/json", Body: []byte("{\"guest\":\"Jos\xe9\"}")}
+	if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/deliveries/"+idStr(d.ID), nil)
+	req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET delivery: %d %s", resp.StatusCode, raw)
+	}
+	if !utf8.Valid(raw) {
+		t.Fatalf("the answer is not UTF-8: %q", raw)
+	}
+	var out struct {
+		Delivery struct {
+			Body     json.RawMessage `json:"body"`
+			BodyText string          `json:"body_text"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Delivery; got.Body != nil || got.BodyText != "{\"guest\":\"Jos\uFFFD\"}" {
+		t.Errorf("body %s, body_text %q; want only body_text, with U+FFFD for the byte", got.Body, got.BodyText)
 	}
 }
 
