@@ -420,7 +420,12 @@ func currencyLabel(code string) string {
 }
 
 // groupDigits writes an exact decimal amount ("-12345.50") with thousands separators.
+// Anything else is returned as it is: an amount is stored as the payload sent it, and
+// separators put into "1234,50" would show money the payload never held.
 func groupDigits(amount string) string {
+	if _, _, ok := storage.ParseDecimal(amount); !ok {
+		return amount
+	}
 	sign, digits := "", amount
 	if rest, ok := strings.CutPrefix(digits, "-"); ok {
 		sign, digits = "-", rest

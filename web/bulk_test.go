@@ -792,3 +792,33 @@ func bulkID(t *testing.T, s string) int64 {
 	}
 	return id
 }
+
+// TestConsole_BulkSampleAmountsAsStored: the preview's sample writes a plain decimal with
+// its places and thousands separators ("EUR 1,234.50"), and any other amount as stored:
+// a comma decimal "1234,50" is not made into "1,234,,50".
+func TestConsole_BulkSampleAmountsAsStored(t *testing.T) {
+	e := newConsoleEnv(t)
+	for i, amount := range []string{"1234,50", "12,50", "1234.5"} {
+		d := &storage.Delivery{Source: "ota", Key: fmt.Sprintf("amount-%d", i), KeyMethod: "event_id", PayloadHash: amount,
+			EventStatus: "refunded", Amount: amount, Currency: "EUR", ContentType: "application/json", Body: []byte(`{"refund":1}`)}
+		storagetest.Record(t, e.db, d, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	}
+	e.clock.Add(time.Hour) // stuck
+	op := e.as(t, storage.RoleOperator)
+	code, _, h := op.post("/bulk", url.Values{"kind": {"release"}, "source": {"ota"}, "state": {"stuck"},
+		"status": {"refunded"}, "reason": {"PMS restored"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("preview: %d", code)
+	}
+	_, page := op.page(h.Get("Location"))
+	shown := map[string]bool{}
+	for _, row := range page.testid("bulk-sample-row").list {
+		cells := nodes{t: t, list: []*html.Node{row}}.tag("td")
+		shown[strings.TrimSpace(nodes{t: t, list: cells.list[3:4]}.text())] = true
+	}
+	for _, want := range []string{"EUR 1234,50", "EUR 12,50", "EUR 1,234.50"} {
+		if !shown[want] {
+			t.Errorf("sample amounts %v: no %q", shown, want)
+		}
+	}
+}
