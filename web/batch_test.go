@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -177,5 +180,46 @@ func TestConsole_KeyFilterKeepsUnicodeSpaces(t *testing.T) {
 		if got := strings.Count(rows.text(), `\u00a0`) == 2; tc.want == 1 && got != tc.nbsp {
 			t.Errorf("/events?%s lists %q; want the key ending in U+00A0: %v", tc.query, rows.text(), tc.nbsp)
 		}
+	}
+}
+
+// TestConsole_SourceFilterKeepsUnicodeSpaces: the events list's and the ledger's source
+// filters match the source as stored: "ota" followed by U+00A0 (an unknown source anyone
+// can make by posting to it) lists its own deliveries, not ota's; ASCII spaces and tabs
+// typed around a value are trimmed.
+func TestConsole_SourceFilterKeepsUnicodeSpaces(t *testing.T) {
+	e := newConsoleEnv(t)
+	odd := &storage.Delivery{Source: "ota\u00a0", Outcome: storage.Rejected, Status: 404, Error: `unknown source "ota\u00a0"`}
+	if err := e.db.Record(context.Background(), odd, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	v := e.as(t, "viewer")
+	for _, tc := range []struct {
+		source string
+		want   []int64
+	}{
+		{"ota\u00a0", []int64{odd.ID}},
+		{" ota\t", []int64{e.rejected.ID, e.dup.ID, e.first.ID}},
+	} {
+		code, p := v.page("/events?" + url.Values{"source": {tc.source}}.Encode())
+		if code != http.StatusOK {
+			t.Fatalf("events of source %q: %d", tc.source, code)
+		}
+		var ids []int64
+		for _, s := range p.testid("event-link").list {
+			id, _ := strconv.ParseInt(nodes{list: []*html.Node{s}}.text(), 10, 64)
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		slices.Sort(tc.want)
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("events of source %q: deliveries %v, want %v", tc.source, ids, tc.want)
+		}
+	}
+	if _, p := v.page("/ledger?" + url.Values{"source": {" ota\t"}}.Encode()); p.testid("ledger-row").len() == 0 {
+		t.Fatal("the ledger of source ota has no rows")
+	}
+	if _, p := v.page("/ledger?" + url.Values{"source": {"ota\u00a0"}}.Encode()); p.testid("ledger-row").len() != 0 {
+		t.Errorf("the ledger of source %q shows ota's rows: %q", "ota\u00a0", p.testid("ledger-row").text())
 	}
 }

@@ -101,11 +101,11 @@ func blankLabel(property, booking, status string) string {
 func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilter, error) {
 	v := views.BulkForm{
 		Kind: q.Get("kind"), Reason: strings.TrimSpace(q.Get("reason")),
-		Source: strings.TrimSpace(q.Get("source")), Key: typed(q.Get("key")), State: q.Get("state"),
-		Flag: strings.TrimSpace(q.Get("flag")), FlagState: strings.TrimSpace(q.Get("flag_state")),
+		Source: typed(q.Get("source")), Key: typed(q.Get("key")), State: q.Get("state"),
+		Flag: typed(q.Get("flag")), FlagState: typed(q.Get("flag_state")),
 		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
-		Status: storage.Label(q.Get("status")), Currency: strings.TrimSpace(q.Get("currency")),
-		AmountMin: strings.TrimSpace(q.Get("amount_min")), AmountMax: strings.TrimSpace(q.Get("amount_max")),
+		Status: storage.Label(q.Get("status")), Currency: storage.CurrencyCode(q.Get("currency")),
+		AmountMin: typed(q.Get("amount_min")), AmountMax: typed(q.Get("amount_max")),
 	}
 	if name := blankLabel(q.Get("property"), q.Get("booking"), q.Get("status")); name != "" {
 		return v, storage.BulkFilter{}, badRequest("Filter: " + name + ": blanks alone would match every key; leave it empty for that.")

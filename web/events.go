@@ -52,18 +52,18 @@ const KeyDeliveriesShown = 100
 // for the user ("" when there is none).
 func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.DeliveryFilter, string) {
 	vf := views.DeliveryFilter{
-		Source:        strings.TrimSpace(q.Get("source")),
+		Source:        typed(q.Get("source")),
 		Outcome:       q.Get("outcome"),
 		Mismatch:      !slices.Contains([]string{"", "0", "false", "money"}, q.Get("mismatch")),
 		MoneyMismatch: q.Get("mismatch") == "money",
 		Currency:      storage.CurrencyCode(q.Get("currency")),
-		Flag:          strings.TrimSpace(q.Get("flag")),
-		FlagState:     strings.TrimSpace(q.Get("flag_state")),
+		Flag:          typed(q.Get("flag")),
+		FlagState:     typed(q.Get("flag_state")),
 		Property:      storage.Label(q.Get("property")),
 		Booking:       storage.Label(q.Get("booking")),
 		Status:        storage.Label(q.Get("status")),
 		Key:           typed(q.Get("key")),
-		Batch:         strings.TrimSpace(q.Get("batch")),
+		Batch:         typed(q.Get("batch")),
 	}
 	f := storage.DeliveryFilter{
 		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
@@ -158,7 +158,7 @@ const amountAny = "any"
 // or empty selects every delivery. A problem is returned as an *Error that names the
 // parameter.
 func amountFilter(q url.Values) (bool, error) {
-	switch v := strings.TrimSpace(q.Get("amount")); v {
+	switch v := typed(q.Get("amount")); v {
 	case "":
 		return false, nil
 	case amountAny:

@@ -223,11 +223,13 @@ func plural(n int) string {
 	return "s"
 }
 
-// typed trims the ASCII spaces and tabs around a key filter's value, which a user types
-// or pastes by accident, and nothing else: Unicode's other spaces (U+00A0, U+3000…) are
-// part of a stored key, which a filter matches exactly, and evt_1 followed by U+00A0 is
-// another key than evt_1, shown as such (views.Visible). Labels are trimmed as they are
-// stored (storage.Label).
+// typed trims the ASCII spaces and tabs around a filter's value, which a user types or
+// pastes by accident, and nothing else; every filter of the console that trims what is
+// typed trims it here. Unicode's other spaces (U+00A0, U+3000…) are part of a stored key
+// or source name, which a filter matches exactly: evt_1 followed by U+00A0 is another
+// key than evt_1, and ota followed by it another source (one anyone can make by posting
+// to it), shown as such (views.Visible). Labels and currencies are trimmed as they are
+// stored (storage.Label, storage.CurrencyCode).
 func typed(s string) string { return strings.Trim(s, " \t") }
 
 // timeBound reads a filter's bound name (from, to) in the server's location: a

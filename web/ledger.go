@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -28,11 +27,11 @@ const dateOnly = "2006-01-02"
 // returned as an *Error.
 func (s *Server) ledgerFilter(q url.Values) (views.LedgerFilter, storage.LedgerFilter, error) {
 	vf := views.LedgerFilter{
-		Source:   strings.TrimSpace(q.Get("source")),
+		Source:   typed(q.Get("source")),
 		Property: storage.Label(q.Get("property")),
 		Currency: storage.CurrencyCode(q.Get("currency")),
-		From:     strings.TrimSpace(q.Get("from")),
-		To:       strings.TrimSpace(q.Get("to")),
+		From:     typed(q.Get("from")),
+		To:       typed(q.Get("to")),
 	}
 	f := storage.LedgerFilter{Source: vf.Source, Property: vf.Property, Currency: vf.Currency}
 	today := s.now().UTC().Truncate(24 * time.Hour)
