@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -494,14 +495,39 @@ type releaseResult struct {
 }
 
 // decodeBody reads a request's JSON body, at most 64 KiB, into v, refusing fields v
-// does not have; want shows the shape expected in the error.
+// does not have and anything after the one JSON value; want shows the shape expected
+// in the error.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, want string) error {
+	return readBody(w, r, v, want, false)
+}
+
+// decodeOptionalBody is decodeBody for a body that may be left out: an empty one leaves
+// v as it is.
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any, want string) error {
+	return readBody(w, r, v, want, true)
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, v any, want string, optional bool) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if optional && errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
 		return Errorf(http.StatusBadRequest, "body: %s (want %s)", bodyProblem(err), want)
 	}
-	return nil
+	// A second value would be dropped without a word: two objects run together (a
+	// script appending where it meant to replace) would release the first key and not
+	// reprocess the second, and the caller would never hear of it.
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil, errors.As(err, new(*json.SyntaxError)):
+		return Errorf(http.StatusBadRequest, "body: more data after the JSON value (want %s)", want)
+	default:
+		return Errorf(http.StatusBadRequest, "body: %s (want %s)", bodyProblem(err), want)
+	}
 }
 
 // bodyProblem words a JSON decoding error for the API's caller: the field and the type

@@ -393,6 +393,35 @@ func TestAPI_ReleaseSetFilter(t *testing.T) {
 	}
 }
 
+// TestAPI_BodyTrailingDataRefused: a body holds one JSON value: two objects run
+// together, or anything else after the first, is refused with 400 saying so, and
+// nothing of it is done; white space after the value is no more data.
+func TestAPI_BodyTrailingDataRefused(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "k1", `{}`, false)
+	e.record(t, "k2", `{}`, false)
+	k1 := `{"source":"ota","key":"k1","reason":"PMS restored"}`
+	for _, tc := range []struct{ path, body string }{
+		{"/api/v1/release", k1 + "\n" + `{"source":"ota","key":"k2","reason":"PMS restored","reprocess":true}`},
+		{"/api/v1/release", k1 + "]"},
+		{"/api/v1/release", k1 + " 1"},
+		{"/api/v1/bulk/1/cancel", `{"reason":"a"}{"reason":"b"}`},
+	} {
+		code, out := e.call(t, storage.RoleOperator, "POST", tc.path, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "more data after the JSON value") {
+			t.Errorf("POST %s %q: %d %v; want 400, more data after the JSON value", tc.path, tc.body, code, out)
+		}
+	}
+	for _, key := range []string{"k1", "k2"} {
+		if cl, err := e.db.Claim(context.Background(), "ota", key); err != nil || cl.State != storage.StateProcessed {
+			t.Errorf("%s after bodies refused: %+v, %v; want it processed still", key, cl, err)
+		}
+	}
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", k1+" \r\n\t"); code != http.StatusOK {
+		t.Errorf("a body with white space after its value: %d %v; want 200", code, out)
+	}
+}
+
 // TestAPI_BadValuesNamed: a value of the wrong kind is refused, naming the parameter or
 // the field in JSON's terms, never a Go type; stuck takes true or false only.
 func TestAPI_BadValuesNamed(t *testing.T) {

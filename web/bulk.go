@@ -2,10 +2,8 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -686,10 +684,8 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-			return Errorf(http.StatusBadRequest, "body: %s (want {\"reason\":…} or nothing)", bodyProblem(err))
+		if err := decodeOptionalBody(w, r, &body, `{"reason":…} or nothing`); err != nil {
+			return err
 		}
 		u, _ := UserFrom(r.Context())
 		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
