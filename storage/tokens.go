@@ -4,6 +4,16 @@ import (
 	"time"
 )
 
+// MaxTokenName bounds the name of an API token, in characters, as the console's form
+// counts them (its maxlength).
+const MaxTokenName = 64
+
+// TokenNameProblem says, in a sentence for whoever typed it, what is wrong with the name
+// of a new API token, or "" when nothing is: it is counted and checked as a reason is
+// (ReasonProblem), since it too is kept and shown (token list prints it on a terminal).
+// Whether a name must be given is the caller's to say.
+func TokenNameProblem(name string) string { return textProblem("name", name, MaxTokenName) }
+
 // Token is an API bearer token's metadata; the token itself is never stored.
 type Token struct {
 	ID        int64

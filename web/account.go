@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,9 +52,12 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, code int,
 func (s *Server) handleNewToken(w http.ResponseWriter, r *http.Request) error {
 	me, _ := UserFrom(r.Context())
 	name := strings.TrimSpace(r.PostFormValue("name"))
-	if name == "" || len(name) > 64 {
-		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name,
-			TokenError: "Say what the token is for, in 64 characters at most."})
+	why := storage.TokenNameProblem(name)
+	if name == "" {
+		why = fmt.Sprintf("Say what the token is for, in %d characters at most.", storage.MaxTokenName)
+	}
+	if why != "" {
+		return s.renderAccount(w, r, http.StatusUnprocessableEntity, views.Account{TokenName: name, TokenError: why})
 	}
 	tok, meta, err := s.tokens.CreateToken(r.Context(), me.Name, name, me.Name)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/net/html"
@@ -1042,5 +1043,31 @@ func TestConsole_AccountTokens(t *testing.T) {
 	if err != nil || len(log) != 2 || log[0].Action != "revoke token" || log[1].Action != "create token" ||
 		log[0].Actor != "operator" || log[1].Actor != "operator" {
 		t.Fatalf("audit: %+v %v", log, err)
+	}
+}
+
+// TestConsole_TokenNameCountsCharacters: a token's name is counted in characters, as the
+// form's maxlength counts them: 40 accented letters or 24 Japanese characters (more than
+// 64 bytes) make a token, 65 letters do not, and neither does a control character.
+func TestConsole_TokenNameCountsCharacters(t *testing.T) {
+	e := newConsoleEnv(t)
+	v := e.as(t, storage.RoleViewer)
+	v.get("/account")
+	for _, name := range []string{strings.Repeat("é", 40), "予約システム連携スクリプト・本番環境用トークン一"} {
+		code, body, _ := v.post("/account/tokens", url.Values{"name": {name}})
+		if code != http.StatusOK || parsePage(t, body).testid("new-token").len() != 1 {
+			t.Errorf("token named %q (%d characters, %d bytes): %d, no token made", name, utf8.RuneCountInString(name), len(name), code)
+		}
+	}
+	for name, want := range map[string]string{
+		strings.Repeat("é", 65): "Keep the name under 64 characters (it has 65).",
+		"ci\x1b[2J":             "control character (U+001B)",
+	} {
+		code, body, _ := v.post("/account/tokens", url.Values{"name": {name}})
+		if code != http.StatusUnprocessableEntity {
+			t.Errorf("token named %q: %d, want 422", name, code)
+			continue
+		}
+		parsePage(t, body).testid("new-token-form").withAttr("role", "alert").shows(want)
 	}
 }
