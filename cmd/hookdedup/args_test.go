@@ -160,6 +160,33 @@ func TestBackup_ServerURLForAFile(t *testing.T) {
 	}
 }
 
+// TestBackup_EmptyFileArgumentRefused: an empty FILE, as "$BACKUP" gives it with the
+// variable unset, is refused as such, before any copy, by backup and restore; and so is
+// audit export --output "", which would otherwise write the log to stdout.
+func TestBackup_EmptyFileArgumentRefused(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", "a.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"backup", "--database", "a.db", ""}, 1, "backup: FILE is empty (an unset variable?)"},
+		{[]string{"restore", "--database", "restored.db", ""}, 1, "restore: FILE is empty (an unset variable?)"},
+		{[]string{"audit", "export", "--format", "csv", "--database", "a.db", "--output", ""}, 2, "--output is empty (an unset variable?)"},
+	} {
+		out, code := cli(t, dir, nil, "", tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%q: exit %d\n%s\nwant exit %d saying %q", tc.args, code, out, tc.code, tc.want)
+		}
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+		t.Errorf("the directory holds %v afterwards (%v), want a.db only", ents, err)
+	}
+}
+
 // TestCLI_HelpMentionsRestoreCopy: `hookdedup help` lists each command with what it
 // takes; restore's line names --copy, the README's rehearsal.
 func TestCLI_HelpMentionsRestoreCopy(t *testing.T) {

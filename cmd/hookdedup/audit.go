@@ -151,6 +151,13 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 	if err := parseAuditFlags(flags, "export", args, e); err != nil {
 		return err
 	}
+	outputSet := false
+	flags.fs.Visit(func(f *flag.Flag) { outputSet = outputSet || f.Name == "output" })
+	if outputSet && *output == "" {
+		// --output "$FILE" with the variable unset: the log would go to stdout, where
+		// no file was asked for.
+		return auditUsageError(e, "export", "--output is empty (an unset variable?): give a file, or leave --output out to write to stdout")
+	}
 	var write func(io.Writer, auditLog) (auditExported, error)
 	switch *format {
 	case "csv":

@@ -31,6 +31,11 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup backup FILE | hookdedup backup [--keep N] DIR/")
 	}
 	dest := pos[0]
+	if dest == "" {
+		// "$BACKUP" with the variable unset: refused before the copy, which would end in
+		// a failed rename to "".
+		return errors.New("backup: FILE is empty (an unset variable?): give the backup's file, or DIR/")
+	}
 	if isPostgres(dest) || serverForm(dest) != "" {
 		return errors.New("backup: the destination (not shown, as it may hold a password) names a database server, not a file; back a PostgreSQL database up with pg_dump")
 	}
@@ -310,6 +315,10 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	}
 	if len(pos) != 1 {
 		return errors.New("usage: hookdedup restore [--copy] FILE")
+	}
+	if pos[0] == "" {
+		// "$BACKUP" with the variable unset, which restore would read as ".".
+		return errors.New("restore: FILE is empty (an unset variable?): give the backup's file")
 	}
 	if isPostgres(pos[0]) || serverForm(pos[0]) != "" {
 		return errors.New("restore: FILE (not shown, as it may hold a password) names a database server, not a backup file; restore a PostgreSQL database with pg_restore")

@@ -384,3 +384,57 @@ func TestBackup_OverAnEarlierCopyLeavesNoSideFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestBackup_StaleWALBesideTheFileRefused: a backup to FILE where no FILE is, but a
+// FILE-wal that holds commits is (its database removed or moved without it), is
+// refused, naming it, and nothing is written: the backup's first open would replay that
+// other file's WAL into it, here its schema page, and it would be no hookdedup
+// database. An empty -wal and a -shm hold nothing: they are removed, and the backup is
+// written and reads as one.
+func TestBackup_StaleWALBesideTheFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "a-long-enough-password\n", "user", "add", "carol", "--role", "admin", "--database", "hookdedup.db"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	// Another SQLite file with a commit in its WAL, as a crash leaves it.
+	other := filepath.Join(dir, "other.db")
+	raw, err := sql.Open("sqlite3", "file:"+other+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `CREATE TABLE t (a)`, `INSERT INTO t VALUES (1)`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal, err := os.ReadFile(other + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	nightly := filepath.Join(dir, "nightly.db")
+	writeFile(t, nightly+"-wal", wal)
+
+	out, code := cli(t, dir, nil, "", "backup", "--database", "hookdedup.db", "nightly.db")
+	if code != 1 || !strings.Contains(out, "nightly.db-wal holds transactions of a database that is no longer there") {
+		t.Fatalf("backup beside a WAL that holds commits: exit %d\n%s\nwant exit 1 and a refusal naming nightly.db-wal", code, out)
+	}
+	if _, err := os.Stat(nightly); !os.IsNotExist(err) {
+		t.Fatalf("the refused backup left a file at its name (%v)", err)
+	}
+
+	writeFile(t, nightly+"-wal", nil)
+	writeFile(t, nightly+"-shm", make([]byte, 32768))
+	if out, code := cli(t, dir, nil, "", "backup", "--database", "hookdedup.db", "nightly.db"); code != 0 {
+		t.Fatalf("backup beside an empty WAL: exit %d\n%s", code, out)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(nightly + suffix); err == nil {
+			t.Errorf("the backup left nightly.db%s beside it", suffix)
+		}
+	}
+	if out, code := cli(t, dir, nil, "", "audit", "verify", "--database", "nightly.db"); code != 0 {
+		t.Errorf("audit verify of the backup: exit %d\n%s", code, out)
+	}
+}

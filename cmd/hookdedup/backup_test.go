@@ -345,3 +345,79 @@ func TestRestore_UndoAfterCrash(t *testing.T) {
 		t.Errorf("after the undo the sequence is at %d, the crashed database's at %d: its WAL was not folded in", last, was)
 	}
 }
+
+// TestRestore_StaleWALBesideThePathRefused: a crashed database moved aside without its
+// -wal leaves commits in that WAL at the path. restore refuses to put the backup beside
+// it, naming it, and puts nothing there: at its first open the restored file would have
+// the other database's commits replayed into it (or be corrupted by them). Once the WAL
+// has gone along with its database, the restore goes ahead and holds the backup only.
+func TestRestore_StaleWALBesideThePathRefused(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if out, err := runCmd(t, "", "backup", "--database", live, backup); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	// A commit after the backup, still in the WAL when the process dies: the WAL is
+	// copied while the connection is open, as a crash leaves it.
+	raw, err := sql.Open("sqlite3", "file:"+live+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `INSERT INTO settings (name, value) VALUES ('written_after_backup', 'x')`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal, err := os.ReadFile(live + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	moved := filepath.Join(dir, "moved-aside.db")
+	if err := os.Rename(live, moved); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(live + "-shm")
+	writeFile(t, live+"-wal", wal)
+
+	for _, args := range [][]string{
+		{"restore", "--database", live, backup},
+		{"restore", "--copy", "--database", live, backup},
+	} {
+		out, err := runCmd(t, "", args...)
+		if err == nil || !strings.Contains(err.Error(), "hookdedup.db-wal holds transactions of a database that is no longer there") {
+			t.Fatalf("%v beside a WAL that holds commits: %v\n%s\nwant a refusal naming hookdedup.db-wal", args, err, out)
+		}
+		if _, err := os.Stat(live); !os.IsNotExist(err) {
+			t.Fatalf("%v was refused, yet put a file at the path (%v)", args, err)
+		}
+	}
+
+	if err := os.Rename(live+"-wal", moved+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(t, "", "restore", "--database", live, backup); err != nil {
+		t.Fatalf("restore once the WAL went along with its database: %v\n%s", err, out)
+	}
+	check, err := sql.Open("sqlite3", "file:"+live+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	var n int
+	if err := check.QueryRow(`SELECT count(*) FROM settings WHERE name = 'written_after_backup'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the restored database holds a row written after the backup")
+	}
+}

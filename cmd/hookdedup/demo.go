@@ -242,7 +242,19 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stdout, "\nsent %d deliveries to %s: %d accepted, %d duplicate, %d rejected\n",
 		n, endpoint, counts["accepted"], counts["duplicate"], counts["rejected"])
-	return nil
+	return demoRejected(counts["rejected"], src.Name)
+}
+
+// demoRejected is the error of a demo whose deliveries to source were rejected, nil
+// when none was. Every one is signed with the source's own secret and well formed, so
+// a rejection says that the server is not the one this demo was set up for: a setup
+// check or a smoke test that runs demo must not pass.
+func demoRejected(rejected int, source string) error {
+	if rejected == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d deliveries were rejected (the answers above say why): a rejected signature means that the server does not run "+
+		"with the secret of source %q that demo signed with; give demo the server's --config and --database", rejected, source)
 }
 
 func mustFloat(n json.Number) float64 {

@@ -443,7 +443,7 @@ func runProviderDemo(ctx context.Context, e env, cfg config, name, source, base 
 	}
 	fmt.Fprintf(e.stdout, "\nsent %d %s as %s to %s: %d accepted, %d duplicate, %d rejected\n",
 		d.n, unit, name, d.endpoint, d.counts["accepted"], d.counts["duplicate"], d.counts["rejected"])
-	return nil
+	return demoRejected(d.counts["rejected"], d.src.Name)
 }
 
 // singles sends events one per request; a share of them is delivered again, and at

@@ -170,3 +170,35 @@ key_fields = ["/Discriminator", "/Value"]
 		}
 	}
 }
+
+// TestDemo_RejectedDeliveriesFail: a demo signed with another secret than the server's
+// (the wrong --config or --database, a server started on another database) has every
+// delivery rejected; it prints what it was answered and fails, saying what to check,
+// for demo and demo --provider alike, so that a setup check or a smoke test that runs
+// demo does not pass.
+func TestDemo_RejectedDeliveriesFail(t *testing.T) {
+	_, dbPath, base := startConfigured(t, "[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = \""+testSecret+
+		"\"\nevent_id = \"header:webhook-id\"\nkey_fields = [\"/booking_id\"]\n\n"+
+		"[[source]]\nname = \"cards\"\nprovider = \"stripe\"\nsecret = \""+testSecret+"\"\n")
+	const other = "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldG90aGVyc2VjcmV0"
+	otherCfg := filepath.Join(t.TempDir(), "other.toml")
+	writeFile(t, otherCfg, []byte("[[source]]\nname = \"ota\"\nsignature = \"standard-webhooks\"\nsecret = \""+other+
+		"\"\nevent_id = \"header:webhook-id\"\nkey_fields = [\"/booking_id\"]\n\n"+
+		"[[source]]\nname = \"cards\"\nprovider = \"stripe\"\nsecret = \""+other+"\"\n"))
+	for _, tc := range []struct {
+		args    []string
+		summary string
+		source  string
+	}{
+		{[]string{"--events", "3", "--duplicates", "0"}, "0 accepted, 0 duplicate, 3 rejected", "ota"},
+		{[]string{"--provider", "stripe", "--events", "2"}, "0 accepted, 0 duplicate, ", "cards"},
+	} {
+		out, err := runDemoCmd(t, append([]string{"--config", otherCfg, "--database", dbPath, "--url", base}, tc.args...)...)
+		if !strings.Contains(out, tc.summary) {
+			t.Errorf("%v: want every delivery rejected; got (err %v):\n%s", tc.args, err, out)
+		}
+		if err == nil || !strings.Contains(err.Error(), "deliveries were rejected") || !strings.Contains(err.Error(), `source "`+tc.source+`"`) {
+			t.Errorf("%v: %v; want an error saying deliveries to %s were rejected\n%s", tc.args, err, tc.source, out)
+		}
+	}
+}

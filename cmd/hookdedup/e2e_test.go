@@ -242,6 +242,18 @@ func cli(t *testing.T, dir string, env []string, stdin string, args ...string) (
 	return string(out), code
 }
 
+// devFull opens /dev/full, where every write fails as on a full disk (ENOSPC), for a
+// command's stdout; the test is skipped where there is none.
+func devFull(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func TestEndToEnd_ZeroConfigDemo(t *testing.T) {
 	t.Parallel() // its own serve processes, files and ports
 	dir := t.TempDir()

@@ -186,3 +186,31 @@ func TestCLI_NoDatabase(t *testing.T) {
 		}
 	})
 }
+
+// TestFiles_ReadOnlyDirectoryNamed: a database that is there, on a read-only file
+// system (a snapshot, a stick mounted read-only), cannot be opened, as SQLite must
+// create its -wal and -shm beside it. The refusal names the directory and says it is on
+// a read-only file system, rather than SQLite's "no such file or directory" about a
+// file that exists. It mounts a tmpfs, so it needs root, and is skipped without.
+func TestFiles_ReadOnlyDirectoryNamed(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if out, code := cli(t, mnt, nil, "a long enough password\n", "user", "add", "ana", "--role", "admin"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	if err := syscall.Mount("", mnt, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Skipf("cannot remount read-only: %v", err)
+	}
+	dbPath := filepath.Join(mnt, "hookdedup.db")
+	for _, args := range [][]string{{"keys"}, {"user", "list"}} {
+		out, code := cli(t, t.TempDir(), nil, "", append(args, "--database", dbPath)...)
+		if code != 1 || strings.Contains(out, "no such file or directory") ||
+			!strings.Contains(out, "its directory "+mnt+" is not writable (read-only file system)") {
+			t.Errorf("hookdedup %s on a database on a read-only file system: exit %d\n%s\nwant exit 1 naming the directory as read-only",
+				strings.Join(args, " "), code, out)
+		}
+	}
+}

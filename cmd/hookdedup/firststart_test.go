@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,5 +181,44 @@ func TestServe_FirstAdminOnlyOnceListening(t *testing.T) {
 	if err := run(context.Background(), []string{"user", "list", "--database", db}, getenv, strings.NewReader(""), &list, &errb); err == nil &&
 		strings.Contains(list.String(), "admin") {
 		t.Errorf("a start that failed created the first admin:\n%s", list.String())
+	}
+}
+
+// TestServe_OneTimePasswordUnprintedIsLogged: when the first admin's one-time password
+// cannot be printed (stdout on a full disk), serve still starts, and its log says so,
+// without the password, and names the command that sets one: no later start prints a
+// password, as a user then exists.
+func TestServe_OneTimePasswordUnprintedIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(hookdedupBinary(t), "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = devFull(t), logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var log []byte
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !bytes.Contains(log, []byte("msg=serving")); {
+		time.Sleep(100 * time.Millisecond)
+		log, _ = os.ReadFile(logPath)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	log, _ = os.ReadFile(logPath)
+	if !bytes.Contains(log, []byte("msg=serving")) {
+		t.Fatalf("serve did not start:\n%s", log)
+	}
+	if !bytes.Contains(log, []byte("level=WARN")) || !bytes.Contains(log, []byte("one-time password could not be printed")) ||
+		!bytes.Contains(log, []byte("hookdedup user password admin")) {
+		t.Errorf("serve's log does not say that the admin's password could not be printed, and how to set one:\n%s", log)
+	}
+	if bytes.Contains(log, []byte("one-time password:")) {
+		t.Errorf("serve's log shows the password:\n%s", log)
 	}
 }

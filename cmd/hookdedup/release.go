@@ -47,6 +47,10 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	}
 	r := storage.Release{Actor: cliActor(), Reason: *reason, Reprocess: *reprocess, StuckBefore: db.Clock().Add(-cfg.StuckAfter)}
 	if bulk {
+		// A misspelt source would match no key, and read as a source with nothing stuck.
+		if err := knownSource(ctx, db, cfg, *source); err != nil {
+			return err
+		}
 		outcomes, err := db.ReleaseKeys(ctx, storage.KeyFilter{Source: *source, State: *state, Stuck: *stuck, StuckBefore: r.StuckBefore}, r)
 		if err != nil {
 			return err

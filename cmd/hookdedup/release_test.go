@@ -345,3 +345,42 @@ func TestCLI_KeysOfAnUnknownSource(t *testing.T) {
 		t.Errorf("keys --source ota (configured, no key): %v\n%s", err, out)
 	}
 }
+
+// TestCLI_BulkReleaseOfAnUnknownSource: a bulk release naming a source that is neither
+// configured nor holds a stored key (a typo) is refused, naming it, as keys refuses it,
+// where it would answer "0 keys matched" and read as a source with nothing stuck. A
+// configured source without keys matches none, and a source removed from the
+// configuration whose keys are stored is still released.
+func TestCLI_BulkReleaseOfAnUnknownSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Now = func() time.Time { return time.Now().Add(-time.Hour) } // stuck by now
+	err = db.Record(context.Background(), &storage.Delivery{Source: "pms", Key: "q1", KeyMethod: storage.MethodEventID,
+		PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOn(path)
+
+	for _, args := range [][]string{
+		{"release", "--source", "pmss", "--stuck", "--reason", "downstream back"},
+		{"release", "--source", "pmss", "--state", "failed", "--reason", "downstream back"},
+	} {
+		out, err := cli(args...)
+		if err == nil || !strings.Contains(err.Error(), `no source "pmss"`) || !strings.Contains(err.Error(), "configured: ota") {
+			t.Errorf("%v: %v, printed %q; want an error naming pmss and the configured sources", args, err, out)
+		}
+	}
+	if out, err := cli("release", "--source", "ota", "--stuck", "--reason", "downstream back"); err != nil ||
+		out != "0 keys matched, 0 changed, 0 refused\n" {
+		t.Errorf("bulk release of a configured source without keys: %v\n%s", err, out)
+	}
+	if out, err := cli("release", "--source", "pms", "--stuck", "--reason", "downstream back"); err != nil ||
+		!strings.Contains(out, "pms/q1: processing -> released") {
+		t.Errorf("bulk release of a source removed from the configuration, a key stored: %v\n%s", err, out)
+	}
+}

@@ -270,8 +270,13 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		return nil, fmt.Errorf("create admin user: %w", err)
 	}
 	if pw != "" {
-		// Printed, never logged: it is shown once and only here.
-		fmt.Fprintf(e.stdout, "created user admin with one-time password: %s\n", pw)
+		// Printed, never logged: it is shown once and only here. Lost (stdout on a full
+		// disk), it is never printed again, as a user now exists: the log says how to set
+		// one instead.
+		if _, err := fmt.Fprintf(e.stdout, "created user admin with one-time password: %s\n", pw); err != nil {
+			p.log.Warn("created user admin, but its one-time password could not be printed: set one with "+
+				"`hookdedup user password admin` (the password on stdin) and this serve's --config or --database", "err", err)
+		}
 	}
 	return p, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,5 +32,41 @@ func TestCLI_TokenUsageBeforeDatabase(t *testing.T) {
 		if code != 1 || !strings.Contains(out, c.want) || strings.Contains(out, "no database") {
 			t.Errorf("%q: exit %d, want 1 saying %q\n%s", c.args, code, c.want, out)
 		}
+	}
+}
+
+// TestCLI_TokenAddUnprintedIsRevoked: a token that token add cannot print (stdout on a
+// full disk) was shown to no one and never can be: it is revoked, and token add exits 1
+// saying so, rather than exit 0 leaving a valid credential that nobody holds.
+func TestCLI_TokenAddUnprintedIsRevoked(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "correct horse battery\n", "user", "add", "alice", "--role", "admin"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	cmd := exec.Command(hookdedupBinary(t), "token", "add", "alice", "--name", "ci")
+	cmd.Dir = dir
+	cmd.Stdout = devFull(t)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "it was revoked, run token add again") {
+		t.Errorf("token add with stdout on a full disk: %v\n%s\nwant exit 1 saying that the token was revoked", err, stderr.String())
+	}
+	list, code := cli(t, dir, nil, "", "token", "list")
+	if code != 0 {
+		t.Fatalf("token list: %d\n%s", code, list)
+	}
+	listed := false
+	for line := range strings.Lines(list) {
+		if f := strings.Fields(line); len(f) == 6 && f[3] == "ci" {
+			listed = true
+			if f[5] == "-" {
+				t.Errorf("the token no one was shown is still valid: %s", line)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("token list shows no token ci:\n%s", list)
 	}
 }

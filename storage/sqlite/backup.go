@@ -87,6 +87,9 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := syncFile(tmp); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
+	if err := clearLogs(path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
@@ -103,6 +106,12 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 func replaceable(path string) error {
 	f, err := os.Open(path)
 	if absent(err) {
+		// No file, yet its log may be there: its database was moved or removed without it.
+		if log, err := heldLog(resolved(path)); err != nil {
+			return err
+		} else if log != "" {
+			return strayLogError(log, ", or give the name of a new file")
+		}
 		return nil
 	}
 	if err != nil {
@@ -113,22 +122,70 @@ func replaceable(path string) error {
 		return err
 	} else if !st.Mode().IsRegular() {
 		return errors.New("it exists and is not a regular file: give the name of a new file, or of an earlier backup")
-	} else if st.Size() == 0 {
-		return nil // an empty file is an empty database to SQLite: nothing is lost
+	} else if st.Size() > 0 {
+		head := make([]byte, len(sqliteHeader))
+		if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
+			return errors.New("it exists and is not a SQLite database: give the name of a new file, or of an earlier backup")
+		}
+		if busy, err := InUse(path); err != nil {
+			return err
+		} else if busy {
+			return errors.New("it is a database another process has open: give the name of a new file, or of an earlier backup")
+		}
 	}
-	head := make([]byte, len(sqliteHeader))
-	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
-		return errors.New("it exists and is not a SQLite database: give the name of a new file, or of an earlier backup")
+	// An empty file is an empty database to SQLite, and nothing is lost, unless a log
+	// beside it holds some.
+	if log, err := heldLog(resolved(path)); err != nil {
+		return err
+	} else if log != "" {
+		return fmt.Errorf("%s holds transactions of the file there: give the name of a new file, or of an earlier backup", log)
 	}
+	return nil
+}
+
+// heldLog returns the -wal or -journal beside path that holds transactions, or "" when
+// neither does (an empty one holds none). SQLite takes such a log for the log of
+// whatever file it next opens at path: a file renamed there, with no file there before
+// or another one, would have another database's commits replayed into it, or rolled
+// back over it, and be corrupted.
+func heldLog(path string) (string, error) {
+	for _, suffix := range []string{"-wal", "-journal"} {
+		fi, err := os.Stat(path + suffix)
+		if err == nil && fi.Size() > 0 {
+			return path + suffix, nil
+		}
+		if err != nil && !absent(err) {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// strayLogError refuses the log that holds transactions (heldLog) beside a path where
+// its database no longer is, moved or removed without it; orElse ends the advice.
+func strayLogError(log, orElse string) error {
+	return fmt.Errorf("%s holds transactions of a database that is no longer there (moved or removed without it?): "+
+		"move it along with its database, or remove it%s", log, orElse)
+}
+
+// clearLogs readies path to take a file renamed onto it: it refuses while a process has
+// a database open there (storage.ErrInUse), or a -wal or -journal there holds
+// transactions (heldLog), and otherwise removes them, with the -shm, which would index
+// a log that is gone.
+func clearLogs(path string) error {
 	if busy, err := InUse(path); err != nil {
 		return err
 	} else if busy {
-		return errors.New("it is a database another process has open: give the name of a new file, or of an earlier backup")
+		return fmt.Errorf("%s: %w", path, storage.ErrInUse)
 	}
-	// A log left beside it would be read into the copy as its own next open.
-	for _, suffix := range []string{"-wal", "-journal"} {
-		if fi, err := os.Stat(resolved(path) + suffix); err == nil && fi.Size() > 0 {
-			return fmt.Errorf("%s%s holds transactions of the file there: give the name of a new file, or of an earlier backup", path, suffix)
+	if log, err := heldLog(path); err != nil {
+		return err
+	} else if log != "" {
+		return strayLogError(log, "")
+	}
+	for _, suffix := range []string{"-wal", "-journal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
@@ -304,9 +361,11 @@ type RestoreInfo struct {
 // refuses (ErrInUse) while any process has the database open: a running serve would
 // go on writing to the replaced file and lose what it wrote. The backup is copied and
 // checked before anything is moved; the database it replaces is kept beside it as
-// dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone. The
-// restored database is the one backed up, and keeps its identity: backups taken of it
-// before stay earlier copies of it.
+// dbPath.before-restore-<time>, with its WAL, so a restore can itself be undone. A
+// -wal or -journal that holds transactions at dbPath without a database there (one
+// moved aside without it) is refused, as the restored file would take it for its own.
+// The restored database is the one backed up, and keeps its identity: backups taken of
+// it before stay earlier copies of it.
 func Restore(ctx context.Context, from, dbPath string) (RestoreInfo, error) {
 	return restore(ctx, from, dbPath, false)
 }
@@ -369,7 +428,14 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	// the downstream was sent them, so the restored database must not issue them again.
 	var issued int64
 	var previousID string
-	if _, err := os.Stat(dbPath); err == nil {
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		// Looked for before the copy, and again before the rename (clearLogs).
+		if log, err := heldLog(dbPath); err != nil {
+			return fail(err)
+		} else if log != "" {
+			return fail(strayLogError(log, ", then restore"))
+		}
+	} else if err == nil {
 		if issued, previousID, err = issuedIDs(ctx, dbPath); err != nil {
 			if diskFull(err) {
 				// Not the database's fault: moving it aside, as the advice below says,
@@ -377,9 +443,9 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 				return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w", err))
 			}
 			return fail(fmt.Errorf("read the delivery ids issued by the database it would replace: %w "+
-				"(to restore without it, move it aside first: the ids it issued since the backup may then be issued again)", err))
+				"(to restore without it, move it aside first, with its -wal and -shm: the ids it issued since the backup may then be issued again)", err))
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else {
 		return fail(err)
 	}
 	RemoveLeftCopies(dbPath)
@@ -414,7 +480,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	// directory), and each one's backups would be taken for the other's.
 	if !copyOf && previousID != "" && info.ID != "" && info.ID != previousID {
 		return fail(fmt.Errorf("the backup is of another hookdedup database (database id %s) than the one it would replace (%s): "+
-			"restore it with --copy to make it a database of its own here, or move %s aside first (serve made it on a new machine) "+
+			"restore it with --copy to make it a database of its own here, or move %s aside first, with its -wal and -shm (serve made it on a new machine), "+
 			"to restore it as the database it is", info.ID, previousID, dbPath))
 	}
 	// A backup taken before identities has none, and takes the identity of the
@@ -449,17 +515,22 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		if err := os.Rename(dbPath, out.Previous); err != nil {
 			return fail(err)
 		}
-		// A WAL belongs to its database: it moves along, or the restored file would
-		// have the old one's last transactions replayed into it. An empty one holds
-		// none (issuedIDs' read-only open leaves one behind) and is dropped, so that
-		// the database kept aside can itself be restored to undo this restore.
-		if err := moveWAL(dbPath+"-wal", out.Previous+"-wal"); err != nil {
-			return fail(err)
-		}
-		if err := os.Remove(dbPath + "-shm"); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fail(err)
+		// A log belongs to its database: it moves along, or the restored file would
+		// have the old one's last transactions replayed into it (or rolled back over
+		// it). An empty one holds none (issuedIDs' read-only open leaves a WAL behind)
+		// and is dropped, so that the database kept aside can itself be restored to
+		// undo this restore.
+		for _, suffix := range []string{"-wal", "-journal"} {
+			if err := moveLog(dbPath+suffix, out.Previous+suffix); err != nil {
+				return fail(err)
+			}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	// Whatever is left beside the path: the logs of a database moved or removed without
+	// them are not the restored file's.
+	if err := clearLogs(dbPath); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(tmp, dbPath); err != nil {
@@ -471,9 +542,9 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	return out, nil
 }
 
-// moveWAL renames the WAL at from to to, or removes it when it is empty; a WAL that
-// is not there is no error.
-func moveWAL(from, to string) error {
+// moveLog renames the -wal or -journal at from to to, or removes it when it is empty;
+// one that is not there is no error.
+func moveLog(from, to string) error {
 	fi, err := os.Stat(from)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -493,7 +564,7 @@ func moveWAL(from, to string) error {
 // no number after it would do better.
 func keptAsideName(name string) (string, error) {
 	taken := func(p string) (bool, error) {
-		for _, suffix := range []string{"", "-wal"} {
+		for _, suffix := range []string{"", "-wal", "-journal"} {
 			_, err := os.Lstat(p + suffix)
 			if err == nil {
 				return true, nil

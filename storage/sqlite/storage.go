@@ -347,7 +347,7 @@ func Open(path string, opt Options) (*DB, error) {
 		if opt.MustExist && missing(path) {
 			err = storage.ErrNoDatabase // removed since the look above
 		}
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, fmt.Errorf("open database %s: %w", path, unwritableDir(path, err))
 	}
 	warnShared(db.log, path)
 	read := sql.OpenDB(newConnector(dsn+"&_query_only=1", pragmas))
@@ -387,6 +387,40 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	return db, nil
 }
+
+// unwritableDir is err, an open's failure, told as what it is when the database's
+// directory cannot be written: SQLite creates the -wal and -shm of a WAL database
+// beside it, even to read it, and when it cannot, says "unable to open database file: no
+// such file or directory" or "attempt to write a readonly database" of a file that is
+// there (on a read-only mount, in a directory of another user).
+func unwritableDir(path string, err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || (se.Code != sqlite3.ErrCantOpen && se.Code != sqlite3.ErrReadonly) {
+		return err
+	}
+	const wOK = 2 // W_OK of access(2)
+	dir := filepath.Dir(path)
+	why := syscall.Access(dir, wOK)
+	if why == nil {
+		return err
+	}
+	advice := "copy the database to a directory you may write, or run as a user who may write to this one"
+	if errors.Is(why, syscall.EROFS) {
+		advice = "copy the database to a writable file system"
+	}
+	return unwritableDirError{err: err, msg: fmt.Sprintf("its directory %s is not writable (%v): SQLite must create %s-wal and -shm there, "+
+		"even to read the database; %s", dir, why, filepath.Base(path), advice)}
+}
+
+// unwritableDirError says why an open failed in its own words (unwritableDir), the
+// error SQLite gave underneath, for errors.Is and errors.As.
+type unwritableDirError struct {
+	err error
+	msg string
+}
+
+func (e unwritableDirError) Error() string { return e.msg }
+func (e unwritableDirError) Unwrap() error { return e.err }
 
 // Path is the database file's path.
 func (db *DB) Path() string { return db.path }
