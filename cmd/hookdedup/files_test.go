@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -188,29 +189,62 @@ func TestCLI_NoDatabase(t *testing.T) {
 }
 
 // TestFiles_ReadOnlyDirectoryNamed: a database that is there, on a read-only file
-// system (a snapshot, a stick mounted read-only), cannot be opened, as SQLite must
-// create its -wal and -shm beside it. The refusal names the directory and says it is on
-// a read-only file system, rather than SQLite's "no such file or directory" about a
-// file that exists. It mounts a tmpfs, so it needs root, and is skipped without.
+// system (a snapshot, a stick mounted read-only), cannot be opened where SQLite must
+// write its -wal and -shm beside it: by the commands that open it, and by audit verify
+// when a WAL holds commits (a closed database alone it reads as it is). The refusal
+// names the directory and says it is on a read-only file system, rather than SQLite's
+// "no such file or directory" about a file that exists. It mounts a tmpfs, so it needs
+// root, and is skipped without.
 func TestFiles_ReadOnlyDirectoryNamed(t *testing.T) {
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
 		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	if out, code := cli(t, mnt, nil, "a long enough password\n", "user", "add", "ana", "--role", "admin"); code != 0 {
-		t.Fatalf("user add: %d\n%s", code, out)
+	closed, crashed := filepath.Join(mnt, "closed.db"), filepath.Join(mnt, "crashed.db")
+	for _, db := range []string{closed, crashed} {
+		if out, code := cli(t, mnt, nil, "a long enough password\n", "user", "add", "ana", "--role", "admin", "--database", db); code != 0 {
+			t.Fatalf("user add: %d\n%s", code, out)
+		}
 	}
+	// A commit still in the WAL, as a crash leaves it: the WAL is copied while the
+	// connection is open.
+	raw, err := sql.Open("sqlite3", "file:"+crashed+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `INSERT INTO settings (name, value) VALUES ('in_the_wal', 'x')`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal, err := os.ReadFile(crashed + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	writeFile(t, crashed+"-wal", wal)
 	if err := syscall.Mount("", mnt, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
 		t.Skipf("cannot remount read-only: %v", err)
 	}
-	dbPath := filepath.Join(mnt, "hookdedup.db")
-	for _, args := range [][]string{{"keys"}, {"user", "list"}} {
-		out, code := cli(t, t.TempDir(), nil, "", append(args, "--database", dbPath)...)
-		if code != 1 || strings.Contains(out, "no such file or directory") ||
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"keys", "--database", closed}, 1},
+		{[]string{"user", "list", "--database", closed}, 1},
+		{[]string{"keys", "--database", crashed}, 1},
+		{[]string{"audit", "verify", "--database", crashed}, 2},
+	} {
+		out, code := cli(t, t.TempDir(), nil, "", tc.args...)
+		if code != tc.code || strings.Contains(out, "no such file or directory") ||
 			!strings.Contains(out, "its directory "+mnt+" is not writable (read-only file system)") {
-			t.Errorf("hookdedup %s on a database on a read-only file system: exit %d\n%s\nwant exit 1 naming the directory as read-only",
-				strings.Join(args, " "), code, out)
+			t.Errorf("hookdedup %s on a database on a read-only file system: exit %d\n%s\nwant exit %d naming the directory as read-only",
+				strings.Join(tc.args, " "), code, out, tc.code)
 		}
+	}
+	if out, code := cli(t, t.TempDir(), nil, "", "audit", "verify", "--database", closed); code != 0 {
+		t.Errorf("audit verify of a closed database on a read-only file system: exit %d\n%s", code, out)
 	}
 }

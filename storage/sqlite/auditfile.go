@@ -44,7 +44,7 @@ func OpenAuditFile(ctx context.Context, path string, busyTimeout time.Duration) 
 	f := &AuditFile{path: path, read: read}
 	if err := f.checkSchema(ctx); err != nil {
 		read.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, fmt.Errorf("open database %s: %w", path, unwritableDir(path, err))
 	}
 	return f, nil
 }

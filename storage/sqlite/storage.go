@@ -389,26 +389,29 @@ func Open(path string, opt Options) (*DB, error) {
 }
 
 // unwritableDir is err, an open's failure, told as what it is when the database's
-// directory cannot be written: SQLite creates the -wal and -shm of a WAL database
-// beside it, even to read it, and when it cannot, says "unable to open database file: no
-// such file or directory" or "attempt to write a readonly database" of a file that is
-// there (on a read-only mount, in a directory of another user).
+// directory cannot be written: SQLite creates or opens for writing the -wal and -shm of
+// a WAL database beside it, even to read it, and when it cannot, says "unable to open
+// database file: no such file or directory" or "attempt to write a readonly database" of
+// a file that is there (on a read-only mount, in a directory of another user).
 func unwritableDir(path string, err error) error {
 	var se sqlite3.Error
 	if !errors.As(err, &se) || (se.Code != sqlite3.ErrCantOpen && se.Code != sqlite3.ErrReadonly) {
 		return err
 	}
-	const wOK = 2 // W_OK of access(2)
 	dir := filepath.Dir(path)
-	why := syscall.Access(dir, wOK)
+	why := syscall.Access(dir, 2 /* W_OK */)
 	if why == nil {
 		return err
 	}
-	advice := "copy the database to a directory you may write, or run as a user who may write to this one"
-	if errors.Is(why, syscall.EROFS) {
-		advice = "copy the database to a writable file system"
+	what := "the database"
+	if log, _ := heldLog(path); log != "" {
+		what += " with its " + filepath.Base(log) // a copy without it would lack its last commits
 	}
-	return unwritableDirError{err: err, msg: fmt.Sprintf("its directory %s is not writable (%v): SQLite must create %s-wal and -shm there, "+
+	advice := "copy " + what + " to a directory you may write, or run as a user who may write to this one"
+	if errors.Is(why, syscall.EROFS) {
+		advice = "copy " + what + " to a writable file system"
+	}
+	return unwritableDirError{err: err, msg: fmt.Sprintf("its directory %s is not writable (%v): SQLite must write %s-wal and -shm there, "+
 		"even to read the database; %s", dir, why, filepath.Base(path), advice)}
 }
 
