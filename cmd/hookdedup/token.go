@@ -56,8 +56,8 @@ func runToken(ctx context.Context, args []string, e env) error {
 		}
 		fmt.Fprintf(e.stderr, "token %d for %s (%s); shown once, store it now:\n", meta.ID, meta.UserName, meta.Role)
 		if _, err := fmt.Fprintln(e.stdout, tok); err != nil {
-			// Shown to no one (a full disk, a closed pipe), it would stay a valid
-			// credential that nobody holds, and can never be shown again.
+			// Shown to no one (stdout on a full disk), it would stay a valid credential
+			// that nobody holds, and can never be shown again.
 			if rerr := db.RevokeToken(ctx, meta.ID, "", cliActor()); rerr != nil {
 				return fmt.Errorf("could not print token %d (%w), nor revoke it (%w): revoke it with hookdedup token revoke %d", meta.ID, err, rerr, meta.ID)
 			}

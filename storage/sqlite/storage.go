@@ -415,8 +415,9 @@ func unwritableDir(path string, err error) error {
 		"even to read the database; %s", dir, why, filepath.Base(path), advice)}
 }
 
-// unwritableDirError says why an open failed in its own words (unwritableDir), the
-// error SQLite gave underneath, for errors.Is and errors.As.
+// unwritableDirError says why an open failed (unwritableDir) instead of SQLite's
+// words, which would mislead; SQLite's error stays underneath, for errors.Is and
+// errors.As.
 type unwritableDirError struct {
 	err error
 	msg string
