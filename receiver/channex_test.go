@@ -62,9 +62,8 @@ const (
 )
 
 // TestPresets_ChannexRevisionUnderEitherName: Channex's booking event carries the booking
-// revision as payload.revision_id, its per-status events (booking_new, …,
-// booking_unmapped_room/rate) as payload.booking_revision_id (Channex's own samples for
-// the unmapped room and rate events; integrators' captures of booking_new). The preset
+// revision as payload.revision_id, its per-status events (booking_new, …) as
+// payload.booking_revision_id (integrators' captures of booking_new). The preset
 // reads either, so a booking and a booking_new webhook for one revision count once,
 // rather than the second falling back to a key derived from its whole payload and being
 // handed downstream again.
@@ -83,14 +82,6 @@ func TestPresets_ChannexRevisionUnderEitherName(t *testing.T) {
 	if b.Status != "duplicate" || b.Key != rev {
 		t.Errorf("booking_new for revision %s: %s under key %q; want a duplicate of the booking webhook "+
 			"(README: \"a booking and a booking_new webhook for the same revision therefore count once\")", rev, b.Status, b.Key)
-	}
-	// Another revision's unmapped-room event is keyed on its own revision.
-	const other = "6c1ca2a4-0b5c-4f1e-9d6a-0f0e6d1b2c3d"
-	unmapped := `{"event":"booking_unmapped_room","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + other + `","ota_room_id":"R1"},` +
-		`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"2021-12-24T00:05:00.0000Z"}`
-	if code, u := postChannex(t, e.srv.URL, unmapped); code != http.StatusOK || u.Status != "accepted" || u.Key != other {
-		t.Errorf("booking_unmapped_room: %d %+v, want accepted under its revision id %s", code, u, other)
 	}
 }
 
@@ -121,5 +112,37 @@ func TestPresets_ChannexBookingAndBookingNewNoMoneyMismatch(t *testing.T) {
 	if f.MoneyMismatch || !d.Mismatch {
 		t.Errorf("booking_new of the booking webhook's revision: money mismatch %v (status %q), mismatch %v; "+
 			"want only a mismatch (its payload differs)", f.MoneyMismatch, d.EventStatus, d.Mismatch)
+	}
+}
+
+// TestPresets_ChannexRevisionAlertsAreEventsOfTheirOwn: beside the booking webhook of a
+// revision, Channex sends events of other kinds that name the same revision as
+// payload.booking_revision_id: booking_unmapped_room (the booking came in on a room nobody
+// mapped) and, 30 minutes on, non_acked_booking (the revision was never acknowledged).
+// Each is accepted as an event of its own, keyed with its kind, not taken for a duplicate
+// of the booking webhook; a redelivery of one is still a duplicate.
+func TestPresets_ChannexRevisionAlertsAreEventsOfTheirOwn(t *testing.T) {
+	e := newEnv(t, sqlite.Options{}, channexPresetSource(t))
+	if code, a := postChannex(t, e.srv.URL, channexBooking); code != http.StatusOK || a.Status != "accepted" {
+		t.Fatalf("booking: %d %+v", code, a)
+	}
+	for _, c := range []struct{ event, extra, ts string }{
+		{"booking_unmapped_room", `,"ota_room_id":"R1"`, "2021-12-24T00:00:01.0000Z"},
+		{"booking_unmapped_rate", `,"ota_rate_id":"BAR"`, "2021-12-24T00:00:01.0000Z"},
+		{"non_acked_booking", ``, "2021-12-24T00:30:00.0000Z"},
+	} {
+		body := `{"event":"` + c.event + `","payload":{"booking_id":"e10de9d1-3e2c-431c-b88c-ffca9ed5db5d",` +
+			`"property_id":"90958ec0-9713-1196-873e-4add0d834670","booking_revision_id":"` + channexRevision + `"` + c.extra + `},` +
+			`"property_id":"90958ec0-9713-1196-873e-4add0d834670","user_id":null,"timestamp":"` + c.ts + `"}`
+		code, a := postChannex(t, e.srv.URL, body)
+		if code != http.StatusOK || a.Status != "accepted" {
+			t.Errorf("%s for revision %s after its booking webhook: %d %s (key %q, first delivery %s); "+
+				"want accepted: it is another event, not a redelivery of the booking webhook", c.event, channexRevision,
+				code, a.Status, a.Key, a.FirstDelivery)
+			continue
+		}
+		if code, again := postChannex(t, e.srv.URL, body); code != http.StatusOK || again.Status != "duplicate" || again.Key != a.Key {
+			t.Errorf("%s sent again: %d %+v, want a duplicate under %s", c.event, code, again, a.Key)
+		}
 	}
 }

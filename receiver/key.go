@@ -27,6 +27,11 @@ const (
 	// in the body.
 	eventIDHeaderPrefix = "header:"
 
+	// eventIDWhen and eventIDIs qualify an event id place: "/id when /type = a|b"
+	// reads /id only in events whose /type is a or b.
+	eventIDWhen = " when "
+	eventIDIs   = " = "
+
 	// derivedKeyPrefix starts every derived key. Event ids that start with it
 	// are refused, so that a provider's id can never collide with a key
 	// derived from another delivery's fields, and a key alone says how it
@@ -70,6 +75,10 @@ type KeySpec struct {
 	// "/data/id", or "header:Webhook-Id". The first that holds a usable id gives
 	// it: a sender that writes one id under two names in different events
 	// (Channex's revision_id and booking_revision_id) is read under either.
+	// A place may be qualified, "/payload/booking_revision_id when /event =
+	// booking_new|booking_cancellation": it is read only in events whose
+	// field (a pointer) holds one of the values, so that a sender that names
+	// one id in events of different kinds can have only some of them share it.
 	EventID []string
 	// KeyFields are JSON pointers of stable business fields, hashed into
 	// the key when there is no usable event id.
@@ -104,6 +113,12 @@ func (s KeySpec) Validate() error {
 		if len(s.EventID) > 1 {
 			setting = fmt.Sprintf("event_id[%d]", i)
 		}
+		from, when, values := splitEventIDPlace(from)
+		if values != nil {
+			if p := whenProblem(when, values); p != "" {
+				errs = append(errs, fmt.Errorf("%s %q: %s", setting, s.EventID[i], p))
+			}
+		}
 		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
 			if name == "" {
 				errs = append(errs, fmt.Errorf("%s %q names no header", setting, from))
@@ -115,7 +130,7 @@ func (s KeySpec) Validate() error {
 		} else if p := pointerProblem(from); p != "" {
 			errs = append(errs, fmt.Errorf("%s %q %s", setting, from, p))
 		}
-		if j := slices.Index(s.EventID[:i], from); j >= 0 {
+		if j := slices.Index(s.EventID[:i], s.EventID[i]); j >= 0 {
 			errs = append(errs, fmt.Errorf("%s %q repeats event_id[%d]", setting, from, j))
 		}
 	}
@@ -142,6 +157,44 @@ func (s KeySpec) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EventIDPlace is where an event_id place reads its id: the place without the
+// qualifier it may carry ("/id when /type = a|b" reads /id).
+func EventIDPlace(place string) string {
+	from, _, _ := splitEventIDPlace(place)
+	return from
+}
+
+// splitEventIDPlace cuts an event_id place into the place itself and, when it is
+// qualified ("/id when /type = a|b"), the pointer and the values it is read for; values
+// is nil for a plain place. A header name holds no space, and a pointer is cut at the
+// first " when ", so a place whose own pointer holds " when " cannot be named.
+func splitEventIDPlace(s string) (from, when string, values []string) {
+	from, cond, ok := strings.Cut(s, eventIDWhen)
+	if !ok {
+		return s, "", nil
+	}
+	when, list, ok := strings.Cut(cond, eventIDIs)
+	if !ok {
+		return from, cond, []string{}
+	}
+	return from, when, strings.Split(list, "|")
+}
+
+// whenProblem says what is wrong with an event id place's qualifier, "" if nothing.
+func whenProblem(when string, values []string) string {
+	switch {
+	case len(values) == 0:
+		return fmt.Sprintf("write the qualifier as \"when POINTER = VALUE|VALUE\", not %q", when)
+	case strings.HasPrefix(when, eventIDHeaderPrefix) || when == "":
+		return fmt.Sprintf("the qualifier's %q is not a JSON pointer to a field of the event", when)
+	case pointerProblem(when) != "":
+		return fmt.Sprintf("the qualifier's %q %s", when, pointerProblem(when))
+	case slices.Contains(values, ""):
+		return "the qualifier names an empty value"
+	}
+	return ""
 }
 
 // validEventIDHeader reports whether name is an RFC 9110 token, which is
@@ -212,7 +265,15 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	d := storage.Derivation{PayloadHash: hash}
 
 	var why string
-	for _, from := range spec.EventID {
+	for _, place := range spec.EventID {
+		from, when, values := splitEventIDPlace(place)
+		if values != nil && !slices.Contains(values, textAt(doc, when)) {
+			if why != "" {
+				why += ", "
+			}
+			why += fmt.Sprintf("event id %q is read only when %s is %s", from, when, strings.Join(values, " or "))
+			continue
+		}
 		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
 			// Said as configured, unless the id is read from the other family's header.
 			if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {

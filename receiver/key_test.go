@@ -723,6 +723,17 @@ func TestKeySpec_Validate(t *testing.T) {
 			[]string{`key_fields[0] "header:X-Id": only event_id may name a header`}},
 		{"repeat", KeySpec{KeyFields: []string{"/a", "/b", "/a"}}, []string{`key_fields[2] "/a" repeats key_fields[0]`}},
 		{"not UTF-8", KeySpec{KeyFields: []string{"/\xff"}}, []string{`key_fields[0] "/\xff" is not valid UTF-8`}},
+		{"qualified place", KeySpec{EventID: []string{"/id when /type = a|b", "header:X-Id when /kind = c"}}, nil},
+		{"qualifier without values", KeySpec{EventID: []string{"/id when /type"}},
+			[]string{`event_id "/id when /type": write the qualifier as "when POINTER = VALUE|VALUE"`}},
+		{"qualifier on a header", KeySpec{EventID: []string{"/id when header:X-Type = a"}},
+			[]string{`the qualifier's "header:X-Type" is not a JSON pointer to a field of the event`}},
+		{"qualifier not a pointer", KeySpec{EventID: []string{"/id when type = a"}},
+			[]string{`the qualifier's "type" is not a JSON pointer`}},
+		{"qualifier with an empty value", KeySpec{EventID: []string{"/id when /type = a||b"}},
+			[]string{"the qualifier names an empty value"}},
+		{"qualified place not a pointer", KeySpec{EventID: []string{"id when /type = a"}},
+			[]string{`event_id "id" is not a JSON pointer`}},
 		{"every problem at once", KeySpec{EventID: []string{"id"}, KeyFields: []string{"a", "/b", "/b"}}, []string{
 			`event_id "id" is not a JSON pointer`,
 			`key_fields[0] "a" is not a JSON pointer`,
@@ -1081,5 +1092,30 @@ func TestDerive_EventIDPlaces(t *testing.T) {
 		if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), want) {
 			t.Errorf("no id and no key field: %v; want ErrNoKey naming %s", err, want)
 		}
+	}
+}
+
+// TestDerive_QualifiedEventID: an event id place qualified "when POINTER = A|B" gives the
+// key only in events whose field holds one of the values; other events read the next
+// place, then the key fields, and the error of a keyless one says why the place was
+// passed over.
+func TestDerive_QualifiedEventID(t *testing.T) {
+	spec := KeySpec{EventID: []string{"/rev when /event = booking|booking_new"}, KeyFields: []string{"/event", "/rev"}}
+	for _, ev := range []string{"booking", "booking_new"} {
+		d := ktDerive(t, spec, nil, `{"event":"`+ev+`","rev":"r1"}`)
+		if d.Method != storage.MethodEventID || d.Key != "r1" || d.EventIDFrom != "/rev" {
+			t.Errorf("%s: %s key %q from %q, want event id r1 from /rev", ev, d.Method, d.Key, d.EventIDFrom)
+		}
+	}
+	alert := ktDerive(t, spec, nil, `{"event":"non_acked_booking","rev":"r1"}`)
+	if alert.Method != storage.MethodDerived {
+		t.Errorf("non_acked_booking: %s key %q, want it derived from the key fields", alert.Method, alert.Key)
+	}
+	if other := ktDerive(t, spec, nil, `{"event":"booking_unmapped_room","rev":"r1"}`); other.Key == alert.Key {
+		t.Errorf("two kinds of event about one revision share the key %q", other.Key)
+	}
+	_, err := Derive(KeySpec{EventID: spec.EventID, KeyFields: []string{"/x"}}, nil, []byte(`{"event":"ari","rev":"r1"}`))
+	if want := `event id "/rev" is read only when /event is booking or booking_new`; !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), want) {
+		t.Errorf("no id for its kind and no key field: %v; want ErrNoKey saying %s", err, want)
 	}
 }

@@ -276,7 +276,7 @@ func demoSend(ctx context.Context, client *http.Client, endpoint string, src rec
 	h := http.Header{"Content-Type": {"application/json"}}
 	q := url.Values{}
 	for _, from := range src.Keys.EventID {
-		if name, ok := strings.CutPrefix(from, "header:"); ok {
+		if name, ok := strings.CutPrefix(receiver.EventIDPlace(from), "header:"); ok {
 			h.Set(name, msgID)
 			break
 		}

@@ -8,6 +8,10 @@ const day = 24 * time.Hour
 // shared token in, where the sender lets its user choose the header.
 const tokenHeader = "X-Webhook-Token"
 
+// channexBookingEvents are Channex's events that report a booking revision
+// itself, as an event_id qualifier's values.
+const channexBookingEvents = "booking|booking_new|booking_modification|booking_cancellation"
+
 // presets is the table, sorted by Name (Lookup searches it; a test keeps
 // it sorted).
 var presets = []Preset{
@@ -97,11 +101,18 @@ var presets = []Preset{
 			"Beds24's booking webhook (version 1) is not JSON and is not covered.",
 	},
 	{
-		Name:          "channex",
-		Title:         "Channex",
-		Signature:     "token",
-		TokenHeader:   tokenHeader,
-		EventID:       []string{"/payload/revision_id", "/payload/booking_revision_id"},
+		Name:        "channex",
+		Title:       "Channex",
+		Signature:   "token",
+		TokenHeader: tokenHeader,
+		// Only the booking family shares the revision's id: the unmapped room and rate
+		// events and non_acked_booking name the same revision, yet each reports
+		// something else about it (non_acked_booking that the first hand-off went
+		// wrong), so they fall back to the key fields, which hold /event.
+		EventID: []string{
+			"/payload/revision_id when /event = " + channexBookingEvents,
+			"/payload/booking_revision_id when /event = " + channexBookingEvents,
+		},
 		KeyFields:     []string{"/event", "/property_id", "/timestamp", "/payload"},
 		PropertyField: "/property_id",
 		BookingField:  "/payload/booking_id",
@@ -111,11 +122,12 @@ var presets = []Preset{
 		Docs: []string{
 			"https://docs.channex.io/api-v.1-documentation/webhook-collection",
 		},
-		Note: "Booking events are keyed on their booking revision's id, one per revision, read from " +
-			"payload.revision_id (the booking event) or payload.booking_revision_id (booking_new, " +
-			"booking_modification, booking_cancellation, the unmapped room and rate events), so a \"booking\" and a " +
-			"\"booking_new\" webhook for one revision count once; other events (ari, message, …) on event, " +
-			"property, timestamp and payload. The token goes in a header set in the webhook's headers field. " +
+		Note: "Booking events (booking, booking_new, booking_modification, booking_cancellation) are keyed on " +
+			"their booking revision's id, one per revision, read from payload.revision_id (booking) or " +
+			"payload.booking_revision_id (the others), so a \"booking\" and a \"booking_new\" webhook for one " +
+			"revision count once; other events (the unmapped room and rate events, non_acked_booking, ari, " +
+			"message, …) on event, property, timestamp and payload, so an alert about a revision is never taken " +
+			"for its booking webhook. The token goes in a header set in the webhook's headers field. " +
 			"Channex retries failed webhooks but does not say for how long; the ttl is 7 days.",
 	},
 	{
