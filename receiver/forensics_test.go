@@ -1,7 +1,9 @@
 package receiver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
@@ -393,5 +396,61 @@ func TestForensics_BusinessKeyBlankField(t *testing.T) {
 	}
 	if code, r, _ := e.post(t, "ota", "evt_b", b, nil); code != 200 || r.Status != "accepted" {
 		t.Errorf("another booking's cancellation, booking id blank: %d %+v, want accepted (not blocked)", code, r)
+	}
+}
+
+// TestPresets_ShopifyTopicsOfOneOrderAreNoSuspects: Shopify sends one webhook per
+// subscribed topic, each with its own X-Shopify-Webhook-Id and X-Shopify-Topic and the
+// resource itself as its body, so an order created paid is an orders/create and an
+// orders/paid webhook with one body. The second is a webhook of its own, not a re-send of
+// the first under a new id: the preset flags no suspect for it.
+func TestPresets_ShopifyTopicsOfOneOrderAreNoSuspects(t *testing.T) {
+	p, ok := provider.Lookup("shopify")
+	if !ok {
+		t.Fatal("no shopify preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"shpss_0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "shopify", Verifier: v, TTL: p.TTL,
+		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		AmountField: p.AmountField, CurrencyField: p.CurrencyField, BusinessKey: p.BusinessKey}
+	e := newEnv(t, sqlite.Options{}, src)
+	const order = `{"id":5798234170418,"name":"#1042","currency":"EUR","total_price":"412.50",` +
+		`"financial_status":"paid","created_at":"2026-01-01T10:15:00+01:00","updated_at":"2026-01-01T10:15:01+01:00"}`
+
+	post := func(topic, webhookID string) answer {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/shopify", bytes.NewReader([]byte(order)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Shopify-Topic", topic)
+		req.Header.Set("X-Shopify-Webhook-Id", webhookID)
+		req.Header.Set("X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5")
+		if err := v.Sign(req.Header, nil, []byte(order), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var a answer
+		if err := json.Unmarshal(raw, &a); err != nil || resp.StatusCode != http.StatusOK || a.Status != "accepted" {
+			t.Fatalf("%s: %d %s, want 200 accepted", topic, resp.StatusCode, raw)
+		}
+		return a
+	}
+	post("orders/create", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043")
+	paid := post("orders/paid", "0d4c5b0e-6a51-4c2f-9d38-7f2f0b1c9e11")
+	id, _ := strconv.ParseInt(paid.Delivery, 10, 64)
+	f, err := e.db.FlagsOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Suspects) != 0 {
+		t.Errorf("the orders/paid webhook of an order whose orders/create came first is flagged %+v: "+
+			"a webhook of another topic is no re-send; want no suspect", f.Suspects)
 	}
 }

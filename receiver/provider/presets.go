@@ -219,11 +219,14 @@ var presets = []Preset{
 		EventID:       []string{"header:X-Shopify-Webhook-Id"},
 		AmountField:   "/total_price",
 		CurrencyField: "/currency",
-		// One order in one state (its updated_at), sent again under a new webhook id.
-		BusinessKey: []string{"/id", "/updated_at"},
-		TTL:         48 * time.Hour,
-		Redelivery:  4 * time.Hour,
-		Answer:      AnswerJSON,
+		// No business key: Shopify sends one webhook per subscribed topic with the
+		// resource as its body, so orders/create, orders/paid and orders/updated of one
+		// order share every body field, and only the X-Shopify-Topic header tells them
+		// apart. Any body fields would flag (or, with business_key_blocks, drop) the
+		// second topic's webhook of every order.
+		TTL:        48 * time.Hour,
+		Redelivery: 4 * time.Hour,
+		Answer:     AnswerJSON,
 		Docs: []string{
 			"https://shopify.dev/docs/apps/build/webhooks/verify-deliveries",
 			"https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates",
@@ -232,7 +235,8 @@ var presets = []Preset{
 		Note: "Keyed on X-Shopify-Webhook-Id, one per delivery and kept by its retries. Shopify's duplicates " +
 			"guide also names X-Shopify-Event-Id, shared by the webhooks of several subscriptions to one " +
 			"event: set event_id to \"header:X-Shopify-Event-Id\" to count those once. Shopify retries 8 times " +
-			"over 4 hours; the ttl is 48 hours. Order amounts (total_price) are decimal strings in major units.",
+			"over 4 hours; the ttl is 48 hours. Order amounts (total_price) are decimal strings in major units. " +
+			"No business key: the webhooks of different topics for one order carry the same body.",
 	},
 	{
 		Name:             "stripe",
