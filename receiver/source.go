@@ -40,6 +40,23 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 	return []byte(payload[0]), nil
 }
 
+// Events returns the JSON events intake keys in a delivery of body, each on its own: the
+// items of a batched source's batch (SplitBatch), or the delivery's one event (Event).
+// An error is intake's refusal of the body before any event is keyed: a batch that
+// cannot be taken apart, or a form without its payload field. Signatures are not
+// checked.
+func (s *Source) Events(h http.Header, body []byte) ([][]byte, error) {
+	if s.Batch != "" {
+		items, _, err := SplitBatch(body, s.Batch, s.Item, s.MaxBatchItems)
+		return items, err
+	}
+	event, err := s.Event(h, body)
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{event}, nil
+}
+
 // money returns the amount and currency of the event that x indexes (canonical JSON) as
 // stored: the amount in major units, the currency in upper case.
 func (s *Source) money(x *docIndex) (amount, currency string) {

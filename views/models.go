@@ -432,10 +432,18 @@ type Lab struct {
 	Source  string
 	Payload string
 	Headers string
-	Result  *LabResult
+	// Error is why intake would refuse the payload whole before keying any event (a
+	// form without its payload field, a body that holds no batch); "" when it would not.
+	Error string
+	// Batch is where a batched source's events are (its batch pointer); "" for a source
+	// whose deliveries are one event each.
+	Batch string
+	// Results are one per event intake keys in the payload: the delivery's one event, or
+	// each item of a batch in order. None before the form is sent.
+	Results []LabResult
 }
 
-// LabResult is what the lab found.
+// LabResult is what the lab found for one event.
 type LabResult struct {
 	Error       string
 	Derivation  Derivation

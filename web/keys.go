@@ -310,21 +310,45 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)), strings.Trim(value, " \t"))
 		}
 	}
-	d, err := s.derive(v.Source, h, []byte(v.Payload))
-	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	src, _ := s.source(v.Source)
+	// The events intake would key, each on its own: a form's payload field, a batch's
+	// items; what intake would refuse before keying any is the lab's answer.
+	events, err := s.eventsOf(v.Source, h, []byte(v.Payload))
+	if err != nil {
+		v.Error = err.Error()
+		if src.Batch != "" {
+			v.Error = "batch: " + v.Error
+		}
+		return s.render(w, r, http.StatusOK, views.LabView(v))
+	}
+	v.Batch = src.Batch
+	for _, event := range events {
+		res, err := s.labEvent(r.Context(), src, h, event)
+		if err != nil {
+			return err
+		}
+		v.Results = append(v.Results, res)
+	}
+	return s.render(w, r, http.StatusOK, views.LabView(v))
+}
+
+// labEvent derives the key of one event of a pasted delivery to src, says whether it is
+// claimed now, and foresees what a delivery of it would be flagged as.
+func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte) (views.LabResult, error) {
+	d, err := s.derive(src.Name, h, event)
+	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	res.Derivation = viewDerivation(d, src, true)
 	if err != nil {
 		res.Error = err.Error()
 		res.Derivation.Key = ""
 	} else {
-		claim, err := s.keys.Claim(r.Context(), v.Source, d.Key)
+		claim, err := s.keys.Claim(ctx, src.Name, d.Key)
 		now := s.now()
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			res.Claim = "No delivery holds this key: one sent now would be accepted."
 		case err != nil:
-			return err
+			return views.LabResult{}, err
 		case claim.Held(now):
 			res.Held, res.ClaimState = true, claim.State
 			until := "until " + s.fullTime(claim.ExpiresAt)
@@ -332,23 +356,22 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 				until = "while it is handed downstream (its ttl ended " + s.fullTime(claim.ExpiresAt) + ")"
 			}
 			res.Claim = fmt.Sprintf("Claimed (%s) %s: a delivery of this payload now would be a duplicate.", claim.State, until)
-			res.EventsURL = keyEventsURL(v.Source, d.Key)
+			res.EventsURL = keyEventsURL(src.Name, d.Key)
 		default:
 			res.ClaimState = claim.State
 			res.Claim = "Claimed before, but " + map[bool]string{true: "released", false: "expired"}[claim.State == storage.StateReleased] +
 				": a delivery sent now would be accepted."
-			res.EventsURL = keyEventsURL(v.Source, d.Key)
+			res.EventsURL = keyEventsURL(src.Name, d.Key)
 		}
 		// A payload the receiver cannot describe has no flags to foresee: the lab shows
 		// the derivation's error itself.
 		if s.probe != nil {
-			if p, err := s.probe(v.Source, h, []byte(v.Payload)); err == nil {
-				if err := s.foresee(r.Context(), res, claim, p); err != nil {
-					return err
+			if p, err := s.probe(src.Name, h, event); err == nil {
+				if err := s.foresee(ctx, res, claim, p); err != nil {
+					return views.LabResult{}, err
 				}
 			}
 		}
 	}
-	v.Result = res
-	return s.render(w, r, http.StatusOK, views.LabView(v))
+	return *res, nil
 }

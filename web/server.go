@@ -48,6 +48,11 @@ type Store interface {
 type Config struct {
 	Store   Store
 	Sources []Source
+	// Events, if set, returns the events intake keys in a delivery of body to source,
+	// each on its own (the payload field of a form, the items of a batch), or why intake
+	// would refuse the body first; the key lab derives each. Unset: the body is the one
+	// event.
+	Events func(source string, h http.Header, body []byte) ([][]byte, error)
 	// Derive returns the key a payload gets from source, for the key lab. On an error
 	// the returned Derivation may still hold what was found (fields, payload hash).
 	Derive func(source string, h http.Header, body []byte) (storage.Derivation, error)
@@ -101,6 +106,7 @@ type Server struct {
 	tokens    tokenStore
 	suspects  suspectStore
 	sources   []Source
+	eventsOf  func(string, http.Header, []byte) ([][]byte, error)
 	derive    func(string, http.Header, []byte) (storage.Derivation, error)
 	probe     func(string, http.Header, []byte) (storage.Probe, error)
 	reveal    func(context.Context, string) (string, error)
@@ -142,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, suspects: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
-		clockSkew: cfg.ClockSkew, probe: cfg.Probe,
+		clockSkew: cfg.ClockSkew, probe: cfg.Probe, eventsOf: cfg.Events,
 		alerts: cfg.Store, alertRules: cfg.AlertRules, alertChannels: cfg.AlertChannels, alertsChanged: cfg.AlertsChanged,
 	}
 	if s.alertsChanged == nil {
@@ -167,6 +173,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if s.absolute <= 0 {
 		s.absolute = 12 * time.Hour
+	}
+	if s.eventsOf == nil {
+		s.eventsOf = func(_ string, _ http.Header, body []byte) ([][]byte, error) { return [][]byte{body}, nil }
 	}
 	if s.derive == nil {
 		s.derive = func(string, http.Header, []byte) (storage.Derivation, error) {

@@ -25,6 +25,9 @@ type Source struct {
 	ForwardURL  string
 	MaxAttempts int
 	AmountField string
+	// Batch is where a batched source's events are in a delivery (a JSON pointer); ""
+	// when each delivery is one event.
+	Batch string
 	// Where the console's labels come from: JSON pointers, "" when not read.
 	PropertyField, BookingField, StatusField, CurrencyField string
 	Secrets                                                 []Secret

@@ -64,6 +64,13 @@ func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source
 		Static:          static.FS,
 		Now:             db.Clock,
 		Logger:          log,
+		Events: func(name string, h http.Header, body []byte) ([][]byte, error) {
+			src, ok := byName[name]
+			if !ok {
+				return nil, errors.New("unknown source")
+			}
+			return src.Events(h, body)
+		},
 		Derive: func(name string, h http.Header, body []byte) (storage.Derivation, error) {
 			src, ok := byName[name]
 			if !ok {
@@ -104,7 +111,7 @@ func consoleSources(sources []receiver.Source, cfg config) []web.Source {
 		ws := web.Source{
 			Name: s.Name, Scheme: s.Verifier.Scheme(), Timestamped: s.Verifier.Timestamped(), Integrity: s.Verifier.Integrity(),
 			EventID: s.Keys.EventIDText(), KeyFields: s.Keys.KeyFields, TTL: s.TTL, ForwardURL: s.ForwardURL,
-			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField, CurrencyField: s.CurrencyField,
+			MaxAttempts: s.MaxAttempts, AmountField: s.AmountField, CurrencyField: s.CurrencyField, Batch: s.Batch,
 			PropertyField: s.PropertyField, BookingField: s.BookingField, StatusField: s.StatusField,
 		}
 		sc := configs[s.Name]

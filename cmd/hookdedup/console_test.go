@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -251,5 +252,67 @@ func TestConsoleSources_Masked(t *testing.T) {
 				t.Errorf("%s: a secret leaks into %+v", s.Name, sec)
 			}
 		}
+	}
+}
+
+// TestConsole_LabKeysAsIntakeDoes: the key lab takes a pasted body the way intake does. A
+// batched source's body (Mews) gives one result per item, each keyed on its own and
+// looked up as claimed or free, so that a delivery intake has just accepted is shown a
+// duplicate now; a form-encoded one (GitHub) is keyed on its payload field; a body intake
+// would refuse before keying any event is answered with intake's reason.
+func TestConsole_LabKeysAsIntakeDoes(t *testing.T) {
+	mews := sourceConfig{Name: "mews", Provider: "mews", Secret: secrets{"mews-token-0123456789abcdef"}}
+	github := sourceConfig{Name: "github", Provider: "github", Secret: secrets{"github-secret-0123456789"}}
+	srv, _, _ := consoleSite(t, mews, github)
+	const body = `{"EnterpriseId":"851df8c8-90f2-4c4a-8e01-a4fc46b25178","IntegrationId":"c8bee838-7fb1-4f4e-8fac-ac870003e6b6",` +
+		`"Events":[{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"bfc7d1b8-8f5c-4a91-9a0f-ac870003e7a1"}}]}`
+	resp, err := http.Post(srv.URL+"/webhooks/mews?token=mews-token-0123456789abcdef", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("intake: %d, want 200", resp.StatusCode)
+	}
+
+	b := signIn(t, srv.URL)
+	code, page := b.do(http.MethodPost, "/lab", url.Values{"source": {"mews"}, "payload": {body}})
+	page = html.UnescapeString(page)
+	if code != http.StatusOK || strings.Contains(page, "no idempotency key") || !strings.Contains(page, "would be a duplicate") {
+		i := strings.Index(page, "no idempotency key")
+		excerpt := ""
+		if i >= 0 {
+			excerpt = page[i:min(len(page), i+160)]
+		}
+		t.Errorf("lab on the body of a Mews delivery intake accepted: %d %q; want its event's key, a duplicate now", code, excerpt)
+	}
+
+	// Two events in one batch: one result each, the first a duplicate now, the second
+	// free; a body that holds no batch is answered as intake would refuse it.
+	two := strings.Replace(body, `}}]}`, `}},{"Discriminator":"ReservationUpdated","Value":{"Id":"0b0e5c1a-1d2e-4f3a-9b8c-7d6e5f4a3b2c"}}]}`, 1)
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"mews"}, "payload": {two}})
+	page = html.UnescapeString(page)
+	if code != http.StatusOK || strings.Count(page, `data-testid="lab-item"`) != 2 || !strings.Contains(page, "2 items at") ||
+		!strings.Contains(page, "would be a duplicate") || !strings.Contains(page, "would be accepted") {
+		t.Errorf("lab on a batch of two events, the first delivered: %d, want one result per item", code)
+	}
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"mews"}, "payload": {`{"Events":{}}`}})
+	if code != http.StatusOK || !strings.Contains(page, `data-testid="lab-error"`) || !strings.Contains(page, "batch: ") {
+		t.Errorf("lab on a body whose batch is no array: %d, want the batch's error", code)
+	}
+
+	// A form-encoded delivery is keyed on its payload field, as intake keys it.
+	form := url.Values{"payload": {`{"action":"opened","number":7}`}}.Encode()
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"github"}, "payload": {form},
+		"headers": {"Content-Type: application/x-www-form-urlencoded\nX-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958"}})
+	page = html.UnescapeString(page)
+	if code != http.StatusOK || strings.Contains(page, "not valid JSON") || !strings.Contains(page, "72d3162e-cc78-11e3-81ab-4c9367dc0958") ||
+		!strings.Contains(page, "would be accepted") {
+		t.Errorf("lab on a form-encoded GitHub delivery: %d, want it keyed on its delivery id", code)
+	}
+	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"github"}, "payload": {"action=opened"},
+		"headers": {"Content-Type: application/x-www-form-urlencoded"}})
+	if code != http.StatusOK || !strings.Contains(page, "no payload field") {
+		t.Errorf("lab on a form without its payload field: %d, want intake's refusal", code)
 	}
 }
