@@ -36,7 +36,7 @@ func adyenSource(t testing.TB) receiver.Source {
 		Item:     "/NotificationRequestItem",
 
 		PropertyField: "/merchantAccountCode", BookingField: "/merchantReference", StatusField: "/eventCode",
-		AmountField: "/amount/value", CurrencyField: "/amount/currency", AmountMinorUnits: true,
+		AmountField: []string{"/amount/value"}, CurrencyField: "/amount/currency", AmountMinorUnits: true,
 	}
 }
 

@@ -97,6 +97,27 @@ func CheckPointer(p string) error {
 	return nil
 }
 
+// CheckAmountField reports the first bad place of an amount_field setting, naming it:
+// each a JSON pointer, which may be qualified as an event_id place is.
+func CheckAmountField(places []string) error {
+	for i, place := range places {
+		setting := "amount_field"
+		if len(places) > 1 {
+			setting = fmt.Sprintf("amount_field[%d]", i)
+		}
+		from, when, values := splitEventIDPlace(place)
+		if values != nil {
+			if p := whenProblem(when, values); p != "" {
+				return fmt.Errorf("%s %q: %s", setting, place, p)
+			}
+		}
+		if err := CheckPointer(from); err != nil {
+			return fmt.Errorf("%s: %w", setting, err)
+		}
+	}
+	return nil
+}
+
 // businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
 // {pointer: value} over the source's business key fields in the document x indexes, as
 // a derived key is made; "" when the source has none, or when a field is absent, null

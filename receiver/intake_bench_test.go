@@ -101,7 +101,7 @@ func benchIntakeWith(b *testing.B, store string, half bool, configure func(*rece
 		Keys: receiver.KeySpec{EventID: []string{"header:webhook-id"},
 			KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
 		TTL:         24 * time.Hour,
-		AmountField: "/refund/amount",
+		AmountField: []string{"/refund/amount"},
 	}
 	if configure != nil {
 		configure(&src)
@@ -177,7 +177,7 @@ func benchIntakeBatch(b *testing.B, batched bool) {
 		Verifier:    v,
 		Keys:        receiver.KeySpec{EventID: []string{"/event_id"}},
 		TTL:         24 * time.Hour,
-		AmountField: "/refund/amount",
+		AmountField: []string{"/refund/amount"},
 	}
 	if batched {
 		src.Batch = "/events"

@@ -38,7 +38,11 @@ type Source struct {
 	// Pointers to the business fields that label a delivery in the console: the
 	// property, the booking, the event's status and the money a duplicate would have
 	// moved. "" leaves a label empty.
-	PropertyField, BookingField, StatusField, AmountField string
+	PropertyField, BookingField, StatusField string
+	// AmountField names where the amount is: nowhere (empty), or one place or more, each
+	// a pointer that may be qualified as an event_id place is ("/amount_refunded when
+	// /type = charge.refunded"), the first that holds a value giving it.
+	AmountField []string
 	// CurrencyField points at the currency of AmountField's amount ("" for none).
 	// AmountMinorUnits says the amount is a count of the currency's minor units (cents):
 	// it is stored in major units, by the currency's ISO 4217 exponent, or by the

@@ -46,7 +46,7 @@ func otaSource(t testing.TB) receiver.Source {
 		Keys:     receiver.KeySpec{EventID: []string{"header:webhook-id"}, KeyFields: []string{"/property_id", "/booking_id", "/status"}},
 		TTL:      24 * time.Hour,
 
-		PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status", AmountField: "/refund/amount",
+		PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status", AmountField: []string{"/refund/amount"},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -60,7 +61,7 @@ func (s *Source) Events(h http.Header, body []byte) ([][]byte, error) {
 // money returns the amount and currency of the event that x indexes (canonical JSON) as
 // stored: the amount in major units, the currency in upper case.
 func (s *Source) money(x *docIndex) (amount, currency string) {
-	amount = x.text(s.AmountField)
+	amount = s.amountText(x)
 	if amount == "" {
 		return "", ""
 	}
@@ -69,6 +70,21 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 		amount, _ = storage.MajorUnits(amount, currency, s.CurrencyExponents) // not a plain number: kept as sent
 	}
 	return amount, currency
+}
+
+// amountText is the amount of the event x indexes as sent: the value at the first of
+// AmountField's places that applies to the event and holds one; "" for none.
+func (s *Source) amountText(x *docIndex) string {
+	for _, place := range s.AmountField {
+		from, when, values := splitEventIDPlace(place)
+		if values != nil && !slices.Contains(values, x.text(when)) {
+			continue
+		}
+		if v := x.text(from); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // delivery is what intake stores of one event that has its key: the key and how it was

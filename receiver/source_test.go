@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -236,10 +238,10 @@ func TestHandler_AnswerAccepted(t *testing.T) {
 func TestHandler_Money(t *testing.T) {
 	minor := otaSource(t)
 	minor.Name, minor.Keys = "stripe", receiver.KeySpec{EventID: []string{"/id"}}
-	minor.AmountField, minor.CurrencyField, minor.AmountMinorUnits = "/data/object/amount", "/data/object/currency", true
+	minor.AmountField, minor.CurrencyField, minor.AmountMinorUnits = []string{"/data/object/amount"}, "/data/object/currency", true
 	major := otaSource(t)
 	major.Name, major.Keys = "shop", receiver.KeySpec{EventID: []string{"/id"}}
-	major.AmountField, major.CurrencyField = "/total_price", "/currency"
+	major.AmountField, major.CurrencyField = []string{"/total_price"}, "/currency"
 	e := newEnv(t, sqlite.Options{}, minor, major)
 
 	for _, c := range []struct{ source, body, amount, currency string }{
@@ -262,5 +264,74 @@ func TestHandler_Money(t *testing.T) {
 		if d := stored(t, e, got); d.Amount != c.amount || d.Currency != c.currency {
 			t.Errorf("%s: stored amount %q currency %q; want %q %q", c.body, d.Amount, d.Currency, c.amount, c.currency)
 		}
+	}
+}
+
+// TestPresets_StripeRefundAmount: the Stripe preset stores the money an event moves.
+// charge.refunded carries the Charge, whose amount is what was charged and
+// amount_refunded what was refunded: a partial refund of 50.00 on a 500.00 charge, and
+// its retry caught as a duplicate, are stored as 50.00; a charge.succeeded as its amount.
+func TestPresets_StripeRefundAmount(t *testing.T) {
+	p, ok := provider.Lookup("stripe")
+	if !ok {
+		t.Fatal("no stripe preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
+		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
+		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	e := newEnv(t, sqlite.Options{}, src)
+	const event = `{"id":"evt_1QPartialRefund01","object":"event","type":"charge.refunded","data":{"object":` +
+		`{"id":"ch_3QHotelCharge0002","object":"charge","amount":50000,"amount_captured":50000,"amount_refunded":5000,` +
+		`"currency":"eur","refunded":false,"status":"succeeded"}}}`
+	var last answer
+	for range 2 { // the event, then Stripe's retry of it: a duplicate caught
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/stripe", bytes.NewReader([]byte(event)))
+		req.Header.Set("Content-Type", "application/json")
+		if err := v.Sign(req.Header, nil, []byte(event), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(raw, &last); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+	}
+	if last.Status != "duplicate" {
+		t.Fatalf("the retry: %+v, want a duplicate", last)
+	}
+	id, _ := strconv.ParseInt(last.Delivery, 10, 64)
+	d, err := e.db.Delivery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Amount != "50.00" {
+		t.Errorf("the duplicate of a 50.00 partial refund is stored with amount %s %s; want 50.00 EUR, "+
+			"the money the refund moves, not the charge's total", d.Amount, d.Currency)
+	}
+
+	// Any other event's object holds its money in amount, a Charge's too: one that has
+	// not been refunded carries amount_refunded 0.
+	const succeeded = `{"id":"evt_1QChargeSucceeded1","object":"event","type":"charge.succeeded","data":{"object":` +
+		`{"id":"ch_3QHotelCharge0003","object":"charge","amount":50000,"amount_captured":50000,"amount_refunded":0,` +
+		`"currency":"eur","refunded":false,"status":"succeeded"}}}`
+	h := http.Header{"Content-Type": {"application/json"}}
+	if err := v.Sign(h, nil, []byte(succeeded), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	code, _, got := rawPost(t, e, "stripe", h, succeeded)
+	if code != http.StatusOK {
+		t.Fatalf("charge.succeeded: %d %s", code, got)
+	}
+	if d := stored(t, e, got); d.Amount != "500.00" || d.Currency != "EUR" {
+		t.Errorf("charge.succeeded of 500.00: stored amount %s %s; want 500.00 EUR", d.Amount, d.Currency)
 	}
 }

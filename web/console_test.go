@@ -68,7 +68,7 @@ func newConsoleEnvOn(t testing.TB, opt sqlite.Options, configure ...func(*web.Co
 		BcryptCost: bcrypt.MinCost,
 		Sources: []web.Source{
 			{Name: "ota", Scheme: "standard-webhooks", Timestamped: true, Integrity: true, EventID: "/event_id",
-				KeyFields: []string{"/property_id", "/booking_id", "/status"}, TTL: 24 * time.Hour, AmountField: "/refund/amount",
+				KeyFields: []string{"/property_id", "/booking_id", "/status"}, TTL: 24 * time.Hour, AmountField: []string{"/refund/amount"},
 				Secrets: []web.Secret{{Masked: "whsec_••••", Origin: "generated", Revealable: true}}},
 			{Name: "pms", Scheme: "token", EventID: "/event_id", TTL: time.Hour, ForwardURL: "http://127.0.0.1:9/events", MaxAttempts: 1,
 				Secrets: []web.Secret{{Masked: "••••", Origin: "from environment variable PMS_TOKEN"}}},

@@ -760,7 +760,14 @@ func moneyMembers(src Source, known bool) []string {
 		return nil
 	}
 	var out []string
-	for _, p := range []string{src.AmountField, src.CurrencyField, src.StatusField} {
+	// An amount place may be qualified ("/amount_refunded when /type = …"): its member
+	// is the pointer's.
+	var amounts []string
+	for _, place := range src.AmountField {
+		p, _, _ := strings.Cut(place, " when ")
+		amounts = append(amounts, p)
+	}
+	for _, p := range append(amounts, src.CurrencyField, src.StatusField) {
 		if i := strings.LastIndex(p, "/"); i >= 0 && i < len(p)-1 {
 			name := strings.ReplaceAll(strings.ReplaceAll(p[i+1:], "~1", "/"), "~0", "~")
 			out = append(out, name)

@@ -17,7 +17,7 @@ import (
 // payments adds a source "pay" whose amounts carry a currency.
 func payments(cfg *web.Config) {
 	cfg.Sources = append(cfg.Sources, web.Source{Name: "pay", Scheme: "stripe", Timestamped: true, Integrity: true,
-		EventID: "/id", TTL: 7 * 24 * time.Hour, AmountField: "/data/object/amount", CurrencyField: "/data/object/currency"})
+		EventID: "/id", TTL: 7 * 24 * time.Hour, AmountField: []string{"/data/object/amount"}, CurrencyField: "/data/object/currency"})
 }
 
 // The money duplicates would have moved is summed per currency, never across them:

@@ -24,7 +24,9 @@ type Source struct {
 	TTL         time.Duration
 	ForwardURL  string
 	MaxAttempts int
-	AmountField string
+	// AmountField names where the amount is, the first place that holds one winning;
+	// a place may be qualified ("/amount_refunded when /type = charge.refunded").
+	AmountField []string
 	// Batch is where a batched source's events are in a delivery (a JSON pointer); ""
 	// when each delivery is one event.
 	Batch string
@@ -82,12 +84,12 @@ func (s *Server) sourcesView(r *http.Request) views.Sources {
 			Name: src.Name, Path: "/webhooks/" + src.Name, Scheme: src.Scheme,
 			Timestamped: src.Timestamped, Integrity: src.Integrity,
 			EventID: src.EventID, KeyFields: src.KeyFields, TTL: humanDuration(src.TTL),
-			ForwardURL: RedactURL(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: src.AmountField,
+			ForwardURL: RedactURL(src.ForwardURL), MaxAttempts: src.MaxAttempts, AmountField: strings.Join(src.AmountField, " or "),
 			EventsURL: "/events?" + url.Values{"source": {src.Name}}.Encode(),
 			Provider:  src.Provider, ProviderTitle: src.ProviderTitle, ProviderNote: src.ProviderNote,
 		}
 		for _, l := range []views.Header{{Name: "property", Value: src.PropertyField}, {Name: "booking", Value: src.BookingField},
-			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: src.AmountField}, {Name: "currency", Value: src.CurrencyField}} {
+			{Name: "status", Value: src.StatusField}, {Name: "amount", Value: strings.Join(src.AmountField, " or ")}, {Name: "currency", Value: src.CurrencyField}} {
 			if l.Value != "" {
 				row.Labels = append(row.Labels, l)
 			}

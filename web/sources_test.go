@@ -20,7 +20,7 @@ import (
 func TestConsole_SourcesPreset(t *testing.T) {
 	e := newConsoleEnv(t, func(cfg *web.Config) {
 		cfg.Sources = append(cfg.Sources, web.Source{Name: "payments", Scheme: "adyen", TTL: 35 * 24 * time.Hour,
-			KeyFields: []string{"/pspReference"}, AmountField: "/amount/value", CurrencyField: "/amount/currency",
+			KeyFields: []string{"/pspReference"}, AmountField: []string{"/amount/value"}, CurrencyField: "/amount/currency",
 			Provider: "adyen", ProviderTitle: "Adyen", ProviderNote: "Each notification item is checked against its own HMAC.",
 			Secrets: []web.Secret{{Masked: "••••", Origin: "from environment variable ADYEN_HMAC_KEY"}},
 			Settings: []web.SourceSetting{

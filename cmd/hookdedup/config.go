@@ -113,7 +113,7 @@ type sourceConfig struct {
 	MaxAttempts       *int               `toml:"max_attempts"` // nil when unset: 0 written out is refused, not defaulted
 	AttemptTimeout    *time.Duration     `toml:"attempt_timeout"`
 	MaxBackoff        *time.Duration     `toml:"max_backoff"`
-	AmountField       *string            `toml:"amount_field"`
+	AmountField       *provider.Places   `toml:"amount_field"`
 	CurrencyField     *string            `toml:"currency_field"`
 	AmountMinorUnits  *bool              `toml:"amount_minor_units"`
 	PropertyField     *string            `toml:"property_field"`
@@ -318,7 +318,7 @@ func defaultSource() sourceConfig {
 		Signature:     "standard-webhooks",
 		EventID:       &provider.EventIDs{"header:webhook-id"},
 		KeyFields:     []string{"/property_id", "/booking_id", "/status", "/effective_date"},
-		AmountField:   new("/refund/amount"),
+		AmountField:   &provider.Places{"/refund/amount"},
 		CurrencyField: new("/refund/currency"),
 		generated:     true,
 	}
@@ -1106,7 +1106,7 @@ func sourceDefaults() sourceConfig {
 		PropertyField:     new("/property_id"),
 		BookingField:      new("/booking_id"),
 		StatusField:       new("/status"),
-		AmountField:       new(""),
+		AmountField:       &provider.Places{},
 		CurrencyField:     new(""),
 		AmountMinorUnits:  new(false),
 		Batch:             new(""),
@@ -1287,7 +1287,6 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		{"property_field", *s.PropertyField},
 		{"booking_field", *s.BookingField},
 		{"status_field", *s.StatusField},
-		{"amount_field", *s.AmountField},
 		{"currency_field", *s.CurrencyField},
 		{"batch", *s.Batch},
 		{"item", *s.Item},
@@ -1301,6 +1300,9 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		if err := receiver.CheckPointer(l.pointer); err != nil {
 			return nil, fmt.Errorf("%s: %w", l.field, err)
 		}
+	}
+	if err := receiver.CheckAmountField(*s.AmountField); err != nil {
+		return nil, err
 	}
 	if err := receiver.CheckBusinessKey(s.BusinessKey); err != nil {
 		return nil, err
@@ -1369,7 +1371,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		MaxAttempts:    *s.MaxAttempts,
 		AttemptTimeout: *s.AttemptTimeout,
 		MaxBackoff:     *s.MaxBackoff,
-		AmountField:    *s.AmountField,
+		AmountField:    slices.Clone(*s.AmountField),
 		PropertyField:  *s.PropertyField,
 		BookingField:   *s.BookingField,
 		StatusField:    *s.StatusField,

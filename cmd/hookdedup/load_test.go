@@ -382,7 +382,7 @@ func loadIntake(t *testing.T, store receiver.Store) string {
 				KeyFields: []string{"/property_id", "/booking_id", "/status", "/effective_date"}},
 			TTL:           24 * time.Hour,
 			PropertyField: "/property_id", BookingField: "/booking_id", StatusField: "/status",
-			AmountField: "/refund/amount",
+			AmountField: []string{"/refund/amount"},
 		}},
 		Store: store,
 	})

@@ -108,6 +108,9 @@ func TestConfig_ProviderErrors(t *testing.T) {
 		{"ItemWithoutBatch", `signature = "github"` + "\n" + `item = "/event"`, `item: "/event" is set without batch`},
 		{"BatchNotAPointer", `signature = "github"` + "\n" + `batch = "events"`, `batch: "events" is not a JSON pointer`},
 		{"CurrencyNotAPointer", `signature = "github"` + "\n" + `currency_field = "currency"`, `currency_field: "currency" is not a JSON pointer`},
+		{"AmountNotAPointer", `signature = "github"` + "\n" + `amount_field = ["/refund/amount", "amount"]`, `amount_field[1]: "amount" is not a JSON pointer`},
+		{"AmountQualifier", `signature = "github"` + "\n" + `amount_field = "/amount_refunded when /type"`, `amount_field "/amount_refunded when /type": write the qualifier as`},
+		{"AmountNumber", `signature = "github"` + "\n" + `amount_field = 5`, `amount_field is a number: write a string, or an array of strings`},
 		{"Answer", `signature = "github"` + "\n" + `answer = "ok"`, `answer: "ok" is not an answer hookdedup gives (want "json" or "[accepted]")`},
 		// A preset's batch, turned off by the source: item is not the preset's either.
 		{"BatchOff", `provider = "adyen"` + "\n" + `batch = ""` + "\n" + `key_fields = ["/pspReference"]`, ``},
@@ -146,7 +149,7 @@ forward_url = "http://127.0.0.1:9/events"
 		t.Fatal(err)
 	}
 	src := sources[0]
-	if !slices.Equal(src.Keys.EventID, []string{"/data/object/id"}) || src.AmountMinorUnits || src.AmountField != "/data/object/amount" {
+	if !slices.Equal(src.Keys.EventID, []string{"/data/object/id"}) || src.AmountMinorUnits || !slices.Equal(src.AmountField, []string{"/data/object/amount_refunded when /type = charge.refunded", "/data/object/amount"}) {
 		t.Errorf("event_id %q, amount_minor_units %v, amount_field %q", src.Keys.EventID, src.AmountMinorUnits, src.AmountField)
 	}
 	if src.BookingField != "" || src.PropertyField != "" {

@@ -151,8 +151,12 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 	add("property_field", sc.PropertyField != nil, str(src.PropertyField))
 	add("booking_field", sc.BookingField != nil, str(src.BookingField))
 	add("status_field", sc.StatusField != nil, str(src.StatusField))
-	add("amount_field", sc.AmountField != nil, str(src.AmountField))
-	if src.AmountField != "" {
+	if len(src.AmountField) > 1 {
+		add("amount_field", sc.AmountField != nil, tomlList(src.AmountField))
+	} else {
+		add("amount_field", sc.AmountField != nil, str(strings.Join(src.AmountField, "")))
+	}
+	if len(src.AmountField) > 0 {
 		add("currency_field", sc.CurrencyField != nil, str(src.CurrencyField))
 		add("amount_minor_units", sc.AmountMinorUnits != nil, strconv.FormatBool(src.AmountMinorUnits))
 	}

@@ -28,7 +28,7 @@ type Settings struct {
 	PropertyField     *string   `toml:"property_field"`
 	BookingField      *string   `toml:"booking_field"`
 	StatusField       *string   `toml:"status_field"`
-	AmountField       *string   `toml:"amount_field"`
+	AmountField       *Places   `toml:"amount_field"`
 	CurrencyField     *string   `toml:"currency_field"`
 	AmountMinorUnits  *bool     `toml:"amount_minor_units"`
 	TTL               *string   `toml:"ttl"` // a Go duration, as the ttl setting is written
@@ -42,26 +42,44 @@ type EventIDs []string
 
 // UnmarshalTOML reads a string or an array of strings.
 func (e *EventIDs) UnmarshalTOML(v any) error {
+	places, err := readPlaces("event_id", v)
+	*e = places
+	return err
+}
+
+// Places is a setting that names one place or several, such as amount_field, the first
+// that holds a value winning: the file writes one as a string and several as an array
+// of strings; "" and [] say none.
+type Places []string
+
+// UnmarshalTOML reads a string or an array of strings.
+func (p *Places) UnmarshalTOML(v any) error {
+	places, err := readPlaces("amount_field", v)
+	*p = places
+	return err
+}
+
+// readPlaces reads the TOML value v of setting, one place or several: a string, or an
+// array of strings; "" and [] give none.
+func readPlaces(setting string, v any) ([]string, error) {
 	switch v := v.(type) {
 	case string:
-		*e = EventIDs{}
-		if v != "" {
-			*e = EventIDs{v}
+		if v == "" {
+			return []string{}, nil
 		}
-		return nil
+		return []string{v}, nil
 	case []any:
-		ids := make(EventIDs, len(v))
+		places := make([]string, len(v))
 		for i, x := range v {
 			s, ok := x.(string)
 			if !ok {
-				return fmt.Errorf("event_id[%d] is %s, not a string", i, tomlKind(x))
+				return nil, fmt.Errorf("%s[%d] is %s, not a string", setting, i, tomlKind(x))
 			}
-			ids[i] = s
+			places[i] = s
 		}
-		*e = ids
-		return nil
+		return places, nil
 	}
-	return fmt.Errorf("event_id is %s: write a string, or an array of strings for several places", tomlKind(v))
+	return nil, fmt.Errorf("%s is %s: write a string, or an array of strings for several places", setting, tomlKind(v))
 }
 
 // tomlKind names the kind of a TOML value as a reader of the file would.
@@ -159,9 +177,13 @@ func (p Preset) Apply(s *Settings) []string {
 	str("property_field", &s.PropertyField, p.PropertyField, true)
 	str("booking_field", &s.BookingField, p.BookingField, true)
 	str("status_field", &s.StatusField, p.StatusField, true)
-	str("amount_field", &s.AmountField, p.AmountField, false)
+	if s.AmountField == nil && len(p.AmountField) > 0 {
+		places := Places(slices.Clone(p.AmountField))
+		s.AmountField = &places
+		filled = append(filled, "amount_field")
+	}
 	str("currency_field", &s.CurrencyField, p.CurrencyField, false)
-	if s.AmountMinorUnits == nil && p.AmountField != "" {
+	if s.AmountMinorUnits == nil && len(p.AmountField) > 0 {
 		minor := p.AmountMinorUnits
 		s.AmountMinorUnits = &minor
 		filled = append(filled, "amount_minor_units")

@@ -71,7 +71,7 @@ func TestApply_ExplicitSettingsWin(t *testing.T) {
 		EventID:       ptr(provider.EventIDs{}),
 		KeyFields:     ptr([]string{}),
 		PropertyField: ptr("/additionalData/hotelId"),
-		AmountField:   ptr(""),
+		AmountField:   ptr(provider.Places{}),
 		TTL:           ptr("2160h"),
 	}
 	filled := p.Apply(&s)
@@ -81,7 +81,7 @@ func TestApply_ExplicitSettingsWin(t *testing.T) {
 		}
 	}
 	if len(*s.EventID) != 0 || len(*s.KeyFields) != 0 || *s.PropertyField != "/additionalData/hotelId" ||
-		*s.AmountField != "" || *s.TTL != "2160h" {
+		len(*s.AmountField) != 0 || *s.TTL != "2160h" {
 		t.Errorf("the source's own settings changed: %+v", s)
 	}
 	// The rest still comes from the preset.

@@ -29,7 +29,7 @@ var presets = []Preset{
 		PropertyField:    "/merchantAccountCode",
 		BookingField:     "/merchantReference",
 		StatusField:      "/eventCode",
-		AmountField:      "/amount/value",
+		AmountField:      []string{"/amount/value"},
 		CurrencyField:    "/amount/currency",
 		AmountMinorUnits: true,
 		// Adyen's currency table: Chilean pesos and Icelandic krónur in hundredths,
@@ -217,7 +217,7 @@ var presets = []Preset{
 		Title:         "Shopify",
 		Signature:     "shopify",
 		EventID:       []string{"header:X-Shopify-Webhook-Id"},
-		AmountField:   "/total_price",
+		AmountField:   []string{"/total_price"},
 		CurrencyField: "/currency",
 		// No business key: Shopify sends one webhook per subscribed topic with the
 		// resource as its body, so orders/create, orders/paid and orders/updated of one
@@ -239,12 +239,16 @@ var presets = []Preset{
 			"No business key: the webhooks of different topics for one order carry the same body.",
 	},
 	{
-		Name:             "stripe",
-		Title:            "Stripe",
-		Signature:        "stripe",
-		EventID:          []string{"/id"},
-		StatusField:      "/type",
-		AmountField:      "/data/object/amount",
+		Name:        "stripe",
+		Title:       "Stripe",
+		Signature:   "stripe",
+		EventID:     []string{"/id"},
+		StatusField: "/type",
+		// charge.refunded carries the Charge, whose amount is what was charged; what was
+		// refunded is its amount_refunded (all refunds of the charge so far). Every other
+		// object with money (a Refund, a Dispute, a PaymentIntent, a Charge of another
+		// event) holds it in amount.
+		AmountField:      []string{"/data/object/amount_refunded when /type = charge.refunded", "/data/object/amount"},
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
 		// Stripe keeps ISK a two-decimal currency in its API (100 is one króna),
@@ -264,7 +268,9 @@ var presets = []Preset{
 			"https://docs.stripe.com/currencies",
 		},
 		Note: "Keyed on the event id (/id); Stripe-Signature is checked with its timestamp. Stripe retries for " +
-			"up to 3 days in live mode; the ttl is 7 days. Amounts are in the currency's smallest unit; " +
+			"up to 3 days in live mode; the ttl is 7 days. Amounts are in the currency's smallest unit, read " +
+			"from data.object.amount, or for charge.refunded from the charge's amount_refunded (everything " +
+			"refunded of it so far, where amount is what was charged); " +
 			"Stripe writes currency codes in lower case, and its currencies page lists currencies with " +
 			"rules of their own.",
 	},

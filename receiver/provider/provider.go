@@ -70,7 +70,9 @@ type Preset struct {
 	PropertyField string
 	BookingField  string
 	StatusField   string
-	AmountField   string
+	// AmountField names where the amount is, each place in the syntax of the
+	// amount_field setting, the first that holds one winning.
+	AmountField   []string
 	CurrencyField string
 	// AmountMinorUnits reports that AmountField holds whole minor units
 	// (cents), to be shown divided by the currency's exponent.

@@ -88,7 +88,7 @@ func TestPresets_Table(t *testing.T) {
 			for field, ptr := range map[string]string{
 				"batch": p.Batch, "item": p.Item, "property_field": p.PropertyField,
 				"booking_field": p.BookingField, "status_field": p.StatusField,
-				"amount_field": p.AmountField, "currency_field": p.CurrencyField,
+				"currency_field": p.CurrencyField,
 			} {
 				if ptr == "" {
 					continue
@@ -97,13 +97,16 @@ func TestPresets_Table(t *testing.T) {
 					t.Errorf("%s %q: %v", field, ptr, err)
 				}
 			}
+			if err := receiver.CheckAmountField(p.AmountField); err != nil {
+				t.Error(err)
+			}
 			if p.Item != "" && p.Batch == "" {
 				t.Errorf("item %q without batch", p.Item)
 			}
-			if p.AmountMinorUnits && p.AmountField == "" {
+			if p.AmountMinorUnits && len(p.AmountField) == 0 {
 				t.Error("amount in minor units, but no amount field")
 			}
-			if (p.AmountField == "") != (p.CurrencyField == "") {
+			if (len(p.AmountField) == 0) != (p.CurrencyField == "") {
 				t.Error("an amount is summed per currency: want both amount_field and currency_field, or neither")
 			}
 			switch p.Answer {

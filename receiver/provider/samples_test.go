@@ -131,7 +131,10 @@ func TestPresets_DocumentedDeliveries(t *testing.T) {
 			spec := receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields}
 			labels := map[string]string{
 				"property": p.PropertyField, "booking": p.BookingField, "status": p.StatusField,
-				"amount": p.AmountField, "currency": p.CurrencyField,
+				"currency": p.CurrencyField,
+			}
+			for i, place := range p.AmountField {
+				labels[fmt.Sprintf("amount[%d]", i)] = receiver.EventIDPlace(place)
 			}
 			found := map[string]bool{}
 
