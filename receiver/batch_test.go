@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -361,6 +362,29 @@ func TestBatch_Mews(t *testing.T) {
 	code, a = postBatch(t, e.srv.URL, "/webhooks/mews?token=mews-url-token-1;x=1", body)
 	if want := "signature: missing query parameter token (the query string could not be decoded: invalid semicolon separator in query)"; code != http.StatusUnauthorized || a.Error != want {
 		t.Fatalf("a semicolon in the query: %d %q, want 401 %q", code, a.Error, want)
+	}
+}
+
+// TestBatch_MewsBase64Token: a token_query secret made with `openssl rand -base64 32`
+// holds '+', '/' and '=': the URL the operator gives the sender verifies whether the
+// token is written into it as it is (its '+' read back as spaces) or percent-encoded.
+func TestBatch_MewsBase64Token(t *testing.T) {
+	const token = "q8Zr+4mW/Lk2v7Xn+TtA1pY9cE3sH6uJ0oR5fB8dG2w="
+	v, err := signature.New(signature.Config{Scheme: "token", TokenQuery: "token", Secrets: []string{token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "mews", Verifier: v, TTL: 5 * time.Minute, Batch: "/Events",
+		Keys: receiver.KeySpec{KeyFields: []string{"/Discriminator", "/Value"}}}
+	e := newEnv(t, sqlite.Options{}, src)
+	body := `{"EnterpriseId":"2f7c8e3a","Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a5c7e9b1"}}]}`
+	for _, query := range []string{"token=" + token, url.Values{"token": {token}}.Encode()} {
+		if code, a := postBatch(t, e.srv.URL, "/webhooks/mews?"+query, body); code != http.StatusOK {
+			t.Errorf("the source's own token in the URL as ?%s: %d %q, want it verified", query, code, a.Error)
+		}
+	}
+	if code, _ := postBatch(t, e.srv.URL, "/webhooks/mews?token="+strings.Replace(token, "+", "-", 1), body); code != http.StatusUnauthorized {
+		t.Errorf("another token: %d, want 401", code)
 	}
 }
 

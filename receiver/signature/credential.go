@@ -167,9 +167,23 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 	}
 	var buf [128]byte
 	th := sha256.Sum256(append(buf[:0], tok...))
+	// A query decodes '+' as a space, so a token with '+' (any base64 one) written into
+	// the URL as it is arrives with spaces in their place: the token as the sender wrote
+	// it is compared too. Both comparisons run whichever matches, so the time taken does
+	// not tell one spelling from the other.
+	written := th
+	if v.query != "" {
+		b := append(buf[:0], tok...)
+		for i, c := range b {
+			if c == ' ' {
+				b[i] = '+'
+			}
+		}
+		written = sha256.Sum256(b)
+	}
 	match := 0
 	for i := range v.tokens {
-		match |= subtle.ConstantTimeCompare(th[:], v.tokens[i][:])
+		match |= subtle.ConstantTimeCompare(th[:], v.tokens[i][:]) | subtle.ConstantTimeCompare(written[:], v.tokens[i][:])
 	}
 	if match != 1 {
 		return errToken

@@ -515,6 +515,8 @@ func TestVerify_BasicAuth(t *testing.T) {
 func TestVerify_Token(t *testing.T) {
 	inHeader := mustVerifier(t, signature.Config{Scheme: "token", TokenHeader: "X-Webhook-Token", Secrets: []string{"tok-new", "tok-old"}})
 	inQuery := mustVerifier(t, signature.Config{Scheme: "token", TokenQuery: "token", Secrets: []string{"tok-new", "tok-old"}})
+	inPlusQuery := mustVerifier(t, signature.Config{Scheme: "token", TokenQuery: "token", Secrets: []string{"tok+new"}})
+	inPlusHeader := mustVerifier(t, signature.Config{Scheme: "token", TokenHeader: "X-Webhook-Token", Secrets: []string{"tok+new"}})
 	now := time.Now()
 
 	runCases(t, inHeader, []verifyCase{
@@ -528,6 +530,11 @@ func TestVerify_Token(t *testing.T) {
 		{name: "Query", v: inQuery, query: url.Values{"token": {"tok-new"}}, now: now},
 		{name: "QueryRotated", v: inQuery, query: url.Values{"token": {"tok-old"}}, now: now},
 		{name: "QueryWrong", v: inQuery, query: url.Values{"token": {"TOK-NEW"}}, now: now, want: "token does not match any secret"},
+		// A query reads '+' as a space: a token written into the URL as it is verifies.
+		{name: "QueryPlusAsSpace", v: inPlusQuery, query: url.Values{"token": {"tok new"}}, now: now},
+		{name: "QueryPlus", v: inPlusQuery, query: url.Values{"token": {"tok+new"}}, now: now},
+		{name: "QueryPlusWrong", v: inPlusQuery, query: url.Values{"token": {"tok+ne"}}, now: now, want: "token does not match any secret"},
+		{name: "HeaderSpaceIsNoPlus", v: inPlusHeader, header: headers("X-Webhook-Token", "tok new"), now: now, want: "token does not match any secret"},
 		{name: "QueryMissing", v: inQuery, header: headers("X-Webhook-Token", "tok-new"), now: now,
 			want: "missing query parameter token"},
 		{name: "QueryNil", v: inQuery, query: nil, now: now, want: "missing query parameter token"},
