@@ -31,6 +31,11 @@ func runToken(ctx context.Context, args []string, e env) error {
 	if n, ok := want[sub]; !ok || len(pos) != n {
 		return errors.New(tokenUsage)
 	}
+	if sub == "add" && *name != "" {
+		if p := storage.TokenNameProblem(*name); p != "" {
+			return fmt.Errorf("token add --name: %s", p)
+		}
+	}
 	var id int64
 	if sub == "revoke" {
 		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {

@@ -27,6 +27,8 @@ func TestCLI_TokenUsageBeforeDatabase(t *testing.T) {
 		{[]string{"token", "lis", "--database", none}, "usage: hookdedup token"},
 		{[]string{"token", "add", "--database", none}, "usage: hookdedup token"},
 		{[]string{"token", "revoke", "one", "--database", none}, `token revoke: "one" is not a token id`},
+		{[]string{"token", "add", "admin", "--name", "ci\x1b[2J", "--database", none}, "token add --name: The name holds a control character (U+001B)"},
+		{[]string{"token", "add", "admin", "--name", strings.Repeat("é", 65), "--database", none}, "token add --name: Keep the name under 64 characters (it has 65)"},
 	} {
 		out, code := cli(t, dir, nil, "", c.args...)
 		if code != 1 || !strings.Contains(out, c.want) || strings.Contains(out, "no database") {
