@@ -1,9 +1,7 @@
 package receiver_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -422,23 +420,16 @@ func TestPresets_ShopifyTopicsOfOneOrderAreNoSuspects(t *testing.T) {
 
 	post := func(topic, webhookID string) answer {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/shopify", bytes.NewReader([]byte(order)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Shopify-Topic", topic)
-		req.Header.Set("X-Shopify-Webhook-Id", webhookID)
-		req.Header.Set("X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5")
-		if err := v.Sign(req.Header, nil, []byte(order), time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var a answer
-		if err := json.Unmarshal(raw, &a); err != nil || resp.StatusCode != http.StatusOK || a.Status != "accepted" {
-			t.Fatalf("%s: %d %s, want 200 accepted", topic, resp.StatusCode, raw)
+		code, a, _ := e.post(t, "shopify", "", order, func(req *http.Request) {
+			req.Header.Set("X-Shopify-Topic", topic)
+			req.Header.Set("X-Shopify-Webhook-Id", webhookID)
+			req.Header.Set("X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5")
+			if err := v.Sign(req.Header, nil, []byte(order), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if code != http.StatusOK || a.Status != "accepted" {
+			t.Fatalf("%s: %d %+v, want 200 accepted", topic, code, a)
 		}
 		return a
 	}

@@ -398,21 +398,7 @@ func TestBackup_StaleWALBesideTheFileRefused(t *testing.T) {
 	}
 	// Another SQLite file with a commit in its WAL, as a crash leaves it.
 	other := filepath.Join(dir, "other.db")
-	raw, err := sql.Open("sqlite3", "file:"+other+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.SetMaxOpenConns(1)
-	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `CREATE TABLE t (a)`, `INSERT INTO t VALUES (1)`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wal, err := os.ReadFile(other + "-wal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+	wal := walAsACrashLeavesIt(t, other, `CREATE TABLE t (a)`, `INSERT INTO t VALUES (1)`)
 	nightly := filepath.Join(dir, "nightly.db")
 	writeFile(t, nightly+"-wal", wal)
 

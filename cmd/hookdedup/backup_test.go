@@ -290,18 +290,8 @@ func TestRestore_UndoAfterCrash(t *testing.T) {
 	}
 	// A commit after the backup, still in the WAL when the process dies: copy the files
 	// while the connection is open, as a crash leaves them.
-	raw, err := sql.Open("sqlite3", "file:"+live+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := commitLeftInWAL(t, live, `UPDATE delivery_seq SET last = last + 100`)
 	defer raw.Close()
-	raw.SetMaxOpenConns(1)
-	if _, err := raw.Exec(`PRAGMA wal_autocheckpoint=0`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.Exec(`UPDATE delivery_seq SET last = last + 100`); err != nil {
-		t.Fatal(err)
-	}
 	crashed := filepath.Join(dir, "crashed")
 	if err := os.Mkdir(crashed, 0o700); err != nil {
 		t.Fatal(err)
@@ -367,21 +357,7 @@ func TestRestore_StaleWALBesideThePathRefused(t *testing.T) {
 	}
 	// A commit after the backup, still in the WAL when the process dies: the WAL is
 	// copied while the connection is open, as a crash leaves it.
-	raw, err := sql.Open("sqlite3", "file:"+live+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.SetMaxOpenConns(1)
-	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `INSERT INTO settings (name, value) VALUES ('written_after_backup', 'x')`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wal, err := os.ReadFile(live + "-wal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+	wal := walAsACrashLeavesIt(t, live, `INSERT INTO settings (name, value) VALUES ('written_after_backup', 'x')`)
 	moved := filepath.Join(dir, "moved-aside.db")
 	if err := os.Rename(live, moved); err != nil {
 		t.Fatal(err)
@@ -420,4 +396,36 @@ func TestRestore_StaleWALBesideThePathRefused(t *testing.T) {
 	if n != 0 {
 		t.Errorf("the restored database holds a row written after the backup")
 	}
+}
+
+// commitLeftInWAL commits qs to the SQLite file at path on a connection of its own that
+// never checkpoints, and returns that connection, open: until it closes, the commits
+// are in the -wal only, as a process killed at that moment leaves them.
+func commitLeftInWAL(t *testing.T, path string, qs ...string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	for _, q := range append([]string{`PRAGMA wal_autocheckpoint = 0`}, qs...) {
+		if _, err := raw.Exec(q); err != nil {
+			raw.Close()
+			t.Fatal(err)
+		}
+	}
+	return raw
+}
+
+// walAsACrashLeavesIt commits qs to the SQLite file at path and returns its -wal as a
+// process killed before a checkpoint leaves it, holding those commits.
+func walAsACrashLeavesIt(t *testing.T, path string, qs ...string) []byte {
+	t.Helper()
+	raw := commitLeftInWAL(t, path, qs...)
+	defer raw.Close()
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wal
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"database/sql"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -209,21 +208,7 @@ func TestFiles_ReadOnlyDirectoryNamed(t *testing.T) {
 	}
 	// A commit still in the WAL, as a crash leaves it: the WAL is copied while the
 	// connection is open.
-	raw, err := sql.Open("sqlite3", "file:"+crashed+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.SetMaxOpenConns(1)
-	for _, q := range []string{`PRAGMA wal_autocheckpoint = 0`, `INSERT INTO settings (name, value) VALUES ('in_the_wal', 'x')`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wal, err := os.ReadFile(crashed + "-wal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+	wal := walAsACrashLeavesIt(t, crashed, `INSERT INTO settings (name, value) VALUES ('in_the_wal', 'x')`)
 	writeFile(t, crashed+"-wal", wal)
 	if err := syscall.Mount("", mnt, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
 		t.Skipf("cannot remount read-only: %v", err)
