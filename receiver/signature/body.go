@@ -91,7 +91,7 @@ func (v *bodyHMACVerifier) Verify(h http.Header, _ url.Values, body []byte, _ ti
 		ok = decodeHex(&sig[0], s)
 	}
 	if !ok {
-		return malformed(name, v.badSig)
+		return malformed(name, v.badSig+prefixHint(v.prefix, s))
 	}
 
 	st := v.keys.get()
@@ -117,4 +117,25 @@ func (v *bodyHMACVerifier) Sign(h http.Header, _ url.Values, body []byte, _ time
 	}
 	h.Set(v.canonical, v.prefix+enc)
 	return nil
+}
+
+// prefixHint says, of a signature s that did not decode under a source with no
+// signature_prefix, that it starts with a label such as "sha256=", which the setting
+// would take off: the sender labels its signature and the configuration does not say
+// so. "" otherwise. The label is a few letters and digits, not the signature: nothing
+// secret is quoted.
+func prefixHint(prefix, s string) string {
+	if prefix != "" {
+		return ""
+	}
+	label, _, ok := strings.Cut(s, "=")
+	if !ok || label == "" || len(label) > 16 {
+		return ""
+	}
+	for i := 0; i < len(label); i++ {
+		if c := label[i] | 0x20; (c < 'a' || c > 'z') && (label[i] < '0' || label[i] > '9') && label[i] != '-' {
+			return ""
+		}
+	}
+	return `: it starts with "` + label + `=", which signature_prefix = "` + label + `=" would take off`
 }

@@ -479,8 +479,25 @@ func TestVerify_HMACSHA256(t *testing.T) {
 		{name: "Base64WhereHex", header: hdr("sha256=" + shopifyBase64), body: shopifyBody, now: now, want: "not 64 hex digits"},
 		{name: "HexWhereBase64", v: b64, header: hdr(shopifyHex), body: shopifyBody, now: now,
 			want: "malformed header X-Signature: signature is not a base64 HMAC-SHA256"},
-		{name: "PrefixWhereNone", v: plain, header: hdr("sha256=" + shopifyHex), body: shopifyBody, now: now, want: "not 64 hex digits"},
+		{name: "PrefixWhereNone", v: plain, header: hdr("sha256=" + shopifyHex), body: shopifyBody, now: now,
+			want: `malformed header X-Signature: signature is not 64 hex digits: it starts with "sha256=", which signature_prefix = "sha256=" would take off`},
+		{name: "PrefixWhereNoneBase64", v: b64, header: hdr("v1=" + shopifyBase64), body: shopifyBody, now: now,
+			want: `signature is not a base64 HMAC-SHA256: it starts with "v1=", which signature_prefix = "v1=" would take off`},
 	}, shopifySecret, shopifyHex, shopifyBase64)
+}
+
+// TestVerify_HMACSHA256PrefixHintQuotesALabelOnly: the hint about an unconfigured
+// signature_prefix quotes what comes before the "=" only when it is a short label of
+// letters and digits: a header of anything else is not echoed into the answer and the
+// log.
+func TestVerify_HMACSHA256PrefixHintQuotesALabelOnly(t *testing.T) {
+	v := mustVerifier(t, signature.Config{Scheme: "hmac-sha256", Header: "X-Signature", Secrets: []string{shopifySecret}})
+	for _, junk := range []string{"<script>=", "a-very-long-label-indeed=", "=", "sha 256="} {
+		err := v.Verify(headers("X-Signature", junk+shopifyHex), nil, []byte(shopifyBody), time.Now())
+		if err == nil || !strings.HasSuffix(err.Error(), "signature is not 64 hex digits") {
+			t.Errorf("%q: %v; want the bare malformed signature", junk, err)
+		}
+	}
 }
 
 func TestVerify_BasicAuth(t *testing.T) {
