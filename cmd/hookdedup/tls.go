@@ -37,6 +37,9 @@ const (
 	// certPollInterval is how often tls_cert_file and tls_key_file are checked for a
 	// change. Two stat calls: nothing, next to the certificate tools' own schedules.
 	certPollInterval = 5 * time.Second
+	// certWatchInterval is how often an ACME certificate's validity is checked, and so
+	// how often a renewal that is overdue, or a certificate that has expired, is logged.
+	certWatchInterval = time.Minute
 )
 
 // tlsSettings are the configuration's HTTPS settings.
@@ -62,6 +65,9 @@ type tlsSettings struct {
 	acmeHTTPClient *http.Client
 	// poll is how often the certificate files are checked; 0 is certPollInterval.
 	poll time.Duration
+	// watch is how often the ACME certificates' validity is checked; 0 is
+	// certWatchInterval.
+	watch time.Duration
 }
 
 // enabled reports whether the settings ask for HTTPS at all.
@@ -192,11 +198,29 @@ type tlsSetup struct {
 	acme    *autocert.Manager // nil with files
 	domains []string          // under ACME
 	poll    time.Duration
+	watch   time.Duration
 
 	// failMu guards failLogged: when a failure to get a certificate for each domain was
-	// last logged. Every handshake asks, and anyone can open handshakes.
+	// last logged (and, under other keys, a failure to cache one, or a renewal that is
+	// overdue). Every handshake asks, and anyone can open handshakes.
 	failMu     sync.Mutex
 	failLogged map[string]time.Time
+
+	// heldMu guards held, the domains that have a certificate in autocert's memory:
+	// only those are watched, since asking autocert for any other would order one.
+	heldMu sync.Mutex
+	held   map[string]bool
+
+	// lastFailure is the last error met talking to the CA or writing the cache, with
+	// its time: autocert keeps a failed renewal's error to itself, and this is the
+	// nearest to it that a warning of an overdue renewal can name.
+	lastFailure atomic.Pointer[timedError]
+}
+
+// timedError is an error and when it happened.
+type timedError struct {
+	at  time.Time
+	err error
 }
 
 // acmeFailureLogEvery bounds how often a failure to get a certificate is logged, per
@@ -218,9 +242,13 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 		HTTPAddr: s.httpAddr(),
 		log:      log,
 		poll:     s.poll,
+		watch:    s.watch,
 	}
 	if t.poll <= 0 {
 		t.poll = certPollInterval
+	}
+	if t.watch <= 0 {
+		t.watch = certWatchInterval
 	}
 	httpsPort := "443"
 	if _, p, err := net.SplitHostPort(s.Addr); err == nil && p != "" {
@@ -259,16 +287,25 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 	if directory == "" {
 		directory = defaultACMEDirectory
 	}
+	client := &http.Client{}
+	if s.acmeHTTPClient != nil {
+		*client = *s.acmeHTTPClient
+	}
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = noteErrors{next: base, note: t.noteFailure}
 	t.acme = &autocert.Manager{
 		// Configuring acme_domains is the operator's acceptance of the CA's terms, as
 		// with every ACME client that runs unattended.
 		Prompt:     autocert.AcceptTOS,
-		Cache:      autocert.DirCache(dir),
+		Cache:      loggedCache{DirCache: autocert.DirCache(dir), dir: dir, t: t},
 		HostPolicy: hostPolicy(domains),
 		Email:      s.ACMEEmail,
 		Client: &acme.Client{
 			DirectoryURL: directory,
-			HTTPClient:   s.acmeHTTPClient,
+			HTTPClient:   client,
 			UserAgent:    "hookdedup",
 		},
 	}
@@ -369,6 +406,50 @@ func (t *tlsSetup) logFailureNow(domain string, now time.Time) bool {
 	return true
 }
 
+// noteFailure keeps err as the last failure met under ACME.
+func (t *tlsSetup) noteFailure(err error) {
+	t.lastFailure.Store(&timedError{at: time.Now(), err: err})
+}
+
+// noteErrors is the ACME client's transport, keeping each request's failure to reach
+// the CA (refused, timed out, a name that does not resolve): a renewal that fails in
+// autocert's background leaves no other trace.
+type noteErrors struct {
+	next http.RoundTripper
+	note func(error)
+}
+
+func (n noteErrors) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := n.next.RoundTrip(r)
+	if err != nil {
+		n.note(fmt.Errorf("ACME CA %s: %w", r.URL.Host, err))
+	}
+	return resp, err
+}
+
+// loggedCache is autocert's cache directory, with each failure to write it logged:
+// autocert drops the error when it stores a certificate it has just obtained (the next
+// start then orders another, against the CA's limits), and a renewal it cannot store is
+// thrown away and ordered again half an hour later, until the certificate expires.
+type loggedCache struct {
+	autocert.DirCache
+	dir string
+	t   *tlsSetup
+}
+
+func (c loggedCache) Put(ctx context.Context, key string, data []byte) error {
+	err := c.DirCache.Put(ctx, key, data)
+	if err != nil {
+		err = fmt.Errorf("acme cache %s: %w", filepath.Join(c.dir, key), err)
+		c.t.noteFailure(err)
+		if c.t.logFailureNow("cache "+key, time.Now()) {
+			c.t.log.Error("could not keep a certificate in the ACME cache: it serves until serve stops, then the CA is asked again (the CA limits how often it issues), and a renewal is thrown away",
+				logCache, c.dir, logErr, err)
+		}
+	}
+	return err
+}
+
 // Reload reads the certificate files again now (serve calls it on SIGHUP). When they
 // cannot be loaded the previous certificate stays in use and the error says why. Under
 // ACME there is nothing to reload: autocert renews on its own, and Reload returns nil.
@@ -400,21 +481,84 @@ func (t *tlsSetup) Run(ctx context.Context) {
 	for _, d := range t.domains {
 		go t.obtain(d)
 	}
-	<-ctx.Done()
+	tick := time.NewTicker(t.watch)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, d := range t.domains {
+				t.checkRenewal(d, now)
+			}
+		}
+	}
 }
 
-// obtain gets domain's certificate as an ECDSA-capable client would, and logs the outcome.
-func (t *tlsSetup) obtain(domain string) {
-	cert, err := t.acme.GetCertificate(&tls.ClientHelloInfo{
+// ecdsaHello is a ClientHello for domain from an ECDSA-capable client.
+func ecdsaHello(domain string) *tls.ClientHelloInfo {
+	return &tls.ClientHelloInfo{
 		ServerName:       domain,
 		CipherSuites:     []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
 		SignatureSchemes: []tls.SignatureScheme{tls.ECDSAWithP256AndSHA256},
 		SupportedCurves:  []tls.CurveID{tls.CurveP256},
-	})
+	}
+}
+
+// checkRenewal logs domain's certificate when autocert has not renewed it by the time it
+// should have: a warning until it expires, then an error, each at most once a minute.
+// autocert renews in the background and keeps a failure to itself, and once the
+// certificate has expired it goes on handing it out, so that every client refuses the
+// handshake and nothing else reaches the log above debug.
+func (t *tlsSetup) checkRenewal(domain string, now time.Time) {
+	t.heldMu.Lock()
+	held := t.held[domain]
+	t.heldMu.Unlock()
+	if !held {
+		return // obtain or a handshake logs why there is none
+	}
+	cert, err := t.acme.GetCertificate(ecdsaHello(domain))
+	if err != nil || cert.Leaf == nil {
+		return
+	}
+	leaf := cert.Leaf
+	// autocert's schedule without RenewBefore: a third of the lifetime before expiry
+	// (30 days at most), later by a jitter of up to a tenth of that (an hour at most).
+	// Overdue is that latest start and as long again for the order to go through.
+	threshold := min(leaf.NotAfter.Sub(leaf.NotBefore)/3, 30*24*time.Hour)
+	jitter := min(threshold/10, time.Hour)
+	due := leaf.NotAfter.Add(-threshold + 2*jitter)
+	if now.Before(due) {
+		return
+	}
+	attrs := []any{logDomain, domain, logNotAfter, leaf.NotAfter.UTC().Format(time.RFC3339)}
+	if f := t.lastFailure.Load(); f != nil {
+		attrs = append(attrs, logErr, f.err, "err_at", f.at.UTC().Format(time.RFC3339))
+	}
+	if now.After(leaf.NotAfter) {
+		if t.logFailureNow("expired "+domain, now) {
+			t.log.Error("the ACME certificate has expired and was not renewed: every client refuses it; check that the CA can be reached and can reach this server on port 80 or 443, and that the acme cache can be written", attrs...)
+		}
+		return
+	}
+	if t.logFailureNow("overdue "+domain, now) {
+		t.log.Warn("the ACME certificate was not renewed when due: autocert tries again every 30 to 60 minutes; check that the CA can be reached and can reach this server on port 80 or 443, and that the acme cache can be written", attrs...)
+	}
+}
+
+// obtain gets domain's certificate as an ECDSA-capable client would, and logs the outcome.
+func (t *tlsSetup) obtain(domain string) {
+	cert, err := t.acme.GetCertificate(ecdsaHello(domain))
 	if err != nil {
 		t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
 		return
 	}
+	t.heldMu.Lock()
+	if t.held == nil {
+		t.held = map[string]bool{}
+	}
+	t.held[domain] = true
+	t.heldMu.Unlock()
 	attrs := []any{logDomain, domain}
 	if cert.Leaf != nil {
 		attrs = append(attrs, logNotAfter, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))

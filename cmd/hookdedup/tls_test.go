@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -27,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -603,6 +605,13 @@ func freePort(t *testing.T) int {
 // way of the DNS server dns), and waits until its directory answers.
 func startPebble(t *testing.T, httpPort, tlsPort int, dns string) *pebble {
 	t.Helper()
+	return startPebbleValidity(t, httpPort, tlsPort, dns, 0)
+}
+
+// startPebbleValidity is startPebble with the certificates valid for validity (whole
+// seconds), so that renewal and expiry come within a test; 0 is Pebble's default.
+func startPebbleValidity(t *testing.T, httpPort, tlsPort int, dns string, validity time.Duration) *pebble {
+	t.Helper()
 	bin := pebbleBinary(t)
 	dir := t.TempDir()
 	ca := newTestCA(t)
@@ -621,7 +630,7 @@ func startPebble(t *testing.T, httpPort, tlsPort int, dns string) *pebble {
 	for attempt := 1; ; attempt++ {
 		listenAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		mgmtAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		cfg, _ := json.Marshal(map[string]any{"pebble": map[string]any{
+		settings := map[string]any{
 			"listenAddress":                  listenAddr,
 			"managementListenAddress":        mgmtAddr,
 			"certificate":                    certPath,
@@ -630,7 +639,11 @@ func startPebble(t *testing.T, httpPort, tlsPort int, dns string) *pebble {
 			"tlsPort":                        tlsPort,
 			"ocspResponderURL":               "",
 			"externalAccountBindingRequired": false,
-		}})
+		}
+		if validity > 0 {
+			settings["certificateValidityPeriod"] = int(validity.Seconds())
+		}
+		cfg, _ := json.Marshal(map[string]any{"pebble": settings})
 		cfgPath := filepath.Join(dir, "pebble-config.json")
 		if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
 			t.Fatal(err)
@@ -799,6 +812,103 @@ func TestTLS_ACME_TLSALPN(t *testing.T) {
 		}
 		waitLog(t, logs, "certificate ready")
 	})
+}
+
+// TestTLS_ACMERenewalOverdueLogged has Pebble issue a certificate valid for 6 s and
+// then stop, so that autocert cannot renew it: serve warns once the renewal is overdue,
+// and logs an error, naming the CA that could not be reached, once it has expired.
+func TestTLS_ACMERenewalOverdueLogged(t *testing.T) {
+	dns := startDNS(t)
+	httpsLn := listen(t)
+	p := startPebbleValidity(t, refusingPort(t), portOf(t, httpsLn.Addr()), dns, 6*time.Second)
+	logger, logs := testLog(t)
+	s := p.settings(filepath.Join(t.TempDir(), "acme"))
+	s.watch = 100 * time.Millisecond
+	setup, err := newTLS(s, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveTLS(t, httpsLn, setup.Config, okHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { setup.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitLog(t, logs, "certificate ready")
+	p.stop() // the CA cannot be reached from now on
+
+	waitLog(t, logs, "level=WARN msg=\"the ACME certificate was not renewed when due")
+	if strings.Contains(logs.String(), "has expired") {
+		t.Errorf("no warning came before the expiry:\n%s", logs.String())
+	}
+	waitLog(t, logs, "level=ERROR msg=\"the ACME certificate has expired and was not renewed")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "has expired") && !strings.Contains(line, "ACME CA 127.0.0.1") {
+			t.Errorf("the error does not name the CA that could not be reached: %s", line)
+		}
+	}
+}
+
+// TestTLS_ACMECacheWriteFailureLogged puts the ACME cache on a full file system (the
+// account key written before it filled up): the certificate is obtained and served, and
+// that it could not be kept is logged with the cache's path and the reason.
+func TestTLS_ACMECacheWriteFailureLogged(t *testing.T) {
+	cacheDir := filepath.Join(t.TempDir(), "acme")
+	if err := os.Mkdir(cacheDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", cacheDir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v: %s)", err, out)
+	}
+	t.Cleanup(func() {
+		if err := exec.Command("umount", cacheDir).Run(); err != nil {
+			exec.Command("umount", "-l", cacheDir).Run()
+		}
+	})
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(cacheDir, "acme_account+key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	fill, err := os.Create(filepath.Join(cacheDir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	fill.Close()
+
+	dns := startDNS(t)
+	httpsLn := listen(t)
+	p := startPebble(t, refusingPort(t), portOf(t, httpsLn.Addr()), dns)
+	logger, logs := testLog(t)
+	setup, err := newTLS(p.settings(cacheDir), logger)
+	if err != nil {
+		t.Fatalf("newTLS: %v", err)
+	}
+	serveTLS(t, httpsLn, setup.Config, okHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { setup.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitLog(t, logs, "certificate ready")
+	waitLog(t, logs, "could not keep a certificate in the ACME cache")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "could not keep") && (!strings.Contains(line, "level=ERROR") ||
+			!strings.Contains(line, filepath.Join(cacheDir, testDomain)) || !strings.Contains(line, "no space left")) {
+			t.Errorf("want an error naming the file and the reason: %s", line)
+		}
+	}
 }
 
 // waitLog waits (a minute at most) until logs holds want, and fails at once when they
