@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hookdedup/hookdedup/web"
 )
@@ -52,7 +54,42 @@ func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Log
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          stdlog.New(serverErrors{log}, "", 0),
+		ConnState:         h2HeaderDeadline(cfg.ReadHeaderTimeout),
 	}}, nil
+}
+
+// h2HeaderDeadline bounds an HTTP/2 connection's wait for its first request's headers by
+// read_header_timeout, as net/http bounds HTTP/1.1's. Its HTTP/2 server sets no read
+// deadline until a request's headers are complete, so a client that opens a header block
+// and never ends it (or sends no request at all) would hold the connection until
+// idle_timeout. The deadline is set when the server, having read the preface, turns the
+// connection idle, and lifted when the first request begins; the HTTP/2 server then sets
+// its own per request (read_timeout).
+func h2HeaderDeadline(d time.Duration) func(net.Conn, http.ConnState) {
+	var mu sync.Mutex
+	armed := map[net.Conn]bool{} // an HTTP/2 connection seen idle: true until its first request
+	return func(c net.Conn, state http.ConnState) {
+		tc, ok := c.(*tls.Conn)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch state {
+		case http.StateIdle:
+			if _, seen := armed[c]; !seen && tc.ConnectionState().NegotiatedProtocol == "h2" {
+				armed[c] = true
+				tc.SetReadDeadline(time.Now().Add(d))
+			}
+		case http.StateActive:
+			if armed[c] {
+				armed[c] = false
+				tc.SetReadDeadline(time.Time{})
+			}
+		case http.StateClosed, http.StateHijacked:
+			delete(armed, c)
+		}
+	}
 }
 
 // serverErrors is what net/http has to say about connections it could not serve, as

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,19 +11,25 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 )
@@ -482,5 +489,108 @@ func TestServe_SIGHUPWithoutTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("webhook after SIGHUP: %s", resp.Status)
+	}
+}
+
+// TestServe_TLSSlowHeadersEndAfterReadHeaderTimeout opens HTTPS connections that begin
+// a request and never finish its headers, over HTTP/1.1 and over HTTP/2 (a HEADERS frame
+// without END_HEADERS): both are closed once read_header_timeout has passed, not kept
+// until idle_timeout.
+func TestServe_TLSSlowHeadersEndAfterReadHeaderTimeout(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, _ := selfSigned(t, testDomain)
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certPath, certPEM)
+	writeFile(t, keyPath, keyPEM)
+	s := runServeInProcess(t, fmt.Sprintf(`addr = "127.0.0.1:0"
+http_addr = "127.0.0.1:0"
+console_addr = "127.0.0.1:0"
+tls_cert_file = %q
+tls_key_file = %q
+read_header_timeout = "1s"
+read_timeout = "3s"
+`+openSource, certPath, keyPath), nil)
+	addr := s.p.public.ln.Addr().String()
+
+	// openFor reports how long the server kept a connection open (up to limit) after
+	// send wrote an unfinished request on it.
+	openFor := func(proto string, send func(c *tls.Conn), limit time.Duration) (time.Duration, bool) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := c.ConnectionState().NegotiatedProtocol; got != proto {
+			t.Fatalf("negotiated %q, want %q", got, proto)
+		}
+		start := time.Now()
+		send(c)
+		c.SetReadDeadline(start.Add(limit))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return time.Since(start), true // still open
+				}
+				return time.Since(start), false
+			}
+		}
+	}
+
+	// HTTP/1.1: the unfinished headers end the connection after read_header_timeout.
+	d, open := openFor("http/1.1", func(c *tls.Conn) {
+		fmt.Fprintf(c, "POST /webhooks/open HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n", testDomain)
+	}, 4*time.Second)
+	if open {
+		t.Fatalf("HTTP/1.1: the connection with unfinished headers was still open after %v", d)
+	}
+
+	// HTTP/2: a HEADERS frame without END_HEADERS, and no CONTINUATION.
+	d, open = openFor("h2", func(c *tls.Conn) {
+		io.WriteString(c, http2.ClientPreface)
+		fr := http2.NewFramer(c, c)
+		if err := fr.WriteSettings(); err != nil {
+			t.Fatal(err)
+		}
+		var block bytes.Buffer
+		enc := hpack.NewEncoder(&block)
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "https"},
+			{Name: ":authority", Value: testDomain}, {Name: ":path", Value: "/webhooks/open"}} {
+			enc.WriteField(f)
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: false}); err != nil {
+			t.Fatal(err)
+		}
+	}, 4*time.Second)
+	if open {
+		t.Errorf("HTTP/2: the connection with unfinished headers was still open %v after they began (read_header_timeout 1s)", d.Round(100*time.Millisecond))
+	}
+
+	// A connection whose first request came in time stays open past it for the next.
+	tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var conns atomic.Int32
+	trace := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) {
+			if !i.Reused {
+				conns.Add(1)
+			}
+		},
+	})
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		req, _ := http.NewRequestWithContext(trace, "GET", "https://"+addr+"/healthz", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("HTTP/2 request %d: %v", i+1, err)
+		}
+		resp.Body.Close()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("HTTP/2: two requests 1.5 s apart took %d connections, want 1", n)
 	}
 }
