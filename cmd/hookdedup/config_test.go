@@ -721,6 +721,44 @@ func TestServe_BadListenPortCreatesNothing(t *testing.T) {
 	})
 }
 
+// TestServe_UnusableTLSOrAddressCreatesNothing: certificate files that cannot serve (a
+// missing file, a key of another certificate) and a console_addr that names addr's port
+// by another name of the same interface are refused, naming the setting, before serve
+// makes the database's directory or the database.
+func TestServe_UnusableTLSOrAddressCreatesNothing(t *testing.T) {
+	ca := newTestCA(t)
+	certDir := t.TempDir()
+	_, keyPath := ca.files(t, certDir, testDomain)
+	otherCert, _ := ca.issue(t, testDomain)
+	other := filepath.Join(certDir, "other.pem")
+	writeFile(t, other, otherCert)
+	port := freePort(t)
+	for _, tc := range []struct{ name, toml, want string }{
+		{"MissingCert", fmt.Sprintf("addr = \"127.0.0.1:0\"\nhttp_addr = \"127.0.0.1:0\"\ntls_cert_file = %q\ntls_key_file = %q\n",
+			filepath.Join(certDir, "missing.pem"), keyPath), "tls_cert_file"},
+		{"MismatchedKey", fmt.Sprintf("addr = \"127.0.0.1:0\"\nhttp_addr = \"127.0.0.1:0\"\ntls_cert_file = %q\ntls_key_file = %q\n",
+			other, keyPath), "does not go with"},
+		{"ConsoleAddrOnAddrsPort", fmt.Sprintf("addr = \"127.0.0.1:%d\"\nconsole_addr = \"localhost:%d\"\n", port, port), "console_addr: listen on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hookdedup.toml")
+			writeFile(t, cfg, []byte(tc.toml))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			err := run(ctx, []string{"serve", "--config", cfg, "--database", filepath.Join(dir, "data", "hookdedup.db")},
+				func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve: %v; want an error containing %q\n%s", err, tc.want, errb.String())
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "data")); serr == nil {
+				t.Errorf("refused (%v) only after the database was made", err)
+			}
+		})
+	}
+}
+
 // TestConfig_UnquotedSecretNotShown: a secret written without its quotes stops start-up
 // with an error that does not quote what the decoder found there, which is the secret.
 func TestConfig_UnquotedSecretNotShown(t *testing.T) {

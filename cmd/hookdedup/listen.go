@@ -28,26 +28,16 @@ type endpoint struct {
 	tls *tls.Config
 }
 
-// newEndpoint listens on addr and builds the server that answers there with h, with the
-// configured timeouts, behind the trusted-proxy rules on addr. It serves plain HTTP unless its
-// tls is set before the program runs: serve and url follow that one field, so TLS is
+// newEndpoint listens on addr and builds the server that is to answer there, with the
+// configured timeouts; handle gives it its handler. It serves plain HTTP unless its tls
+// is set before the program runs: serve and url follow that one field, so TLS is
 // attached to either address, or both, in one place.
-func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Logger) (*endpoint, error) {
+func newEndpoint(setting, addr string, cfg config, log *slog.Logger) (*endpoint, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", setting, addr, err)
 	}
-	// Behind a trusted reverse proxy, the receiver and the console alike see the
-	// client's address and scheme. The proxy reaches addr; console_addr is reached
-	// directly, through an SSH tunnel or a VPN, and believes no forwarding header: a
-	// tunnel's connections come from 127.0.0.1, the address a proxy on the same machine
-	// is trusted by, and a page in the user's browser (DNS rebinding) could then name
-	// any client address per guess, and pass for a proxy (web.HostServed).
-	if setting != "console_addr" {
-		h = web.TrustedProxies(cfg.TrustedProxies)(h)
-	}
 	return &endpoint{setting: setting, ln: ln, srv: &http.Server{
-		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
 		ReadTimeout:       cfg.ReadTimeout,
@@ -56,6 +46,20 @@ func newEndpoint(setting, addr string, h http.Handler, cfg config, log *slog.Log
 		ErrorLog:          stdlog.New(serverErrors{log}, "", 0),
 		ConnState:         h2HeaderDeadline(cfg.ReadHeaderTimeout),
 	}}, nil
+}
+
+// handle makes h the endpoint's handler, behind the trusted-proxy rules on its address.
+func (e *endpoint) handle(h http.Handler, cfg config) {
+	// Behind a trusted reverse proxy, the receiver and the console alike see the
+	// client's address and scheme. The proxy reaches addr; console_addr is reached
+	// directly, through an SSH tunnel or a VPN, and believes no forwarding header: a
+	// tunnel's connections come from 127.0.0.1, the address a proxy on the same machine
+	// is trusted by, and a page in the user's browser (DNS rebinding) could then name
+	// any client address per guess, and pass for a proxy (web.HostServed).
+	if e.setting != "console_addr" {
+		h = web.TrustedProxies(cfg.TrustedProxies)(h)
+	}
+	e.srv.Handler = h
 }
 
 // h2HeaderDeadline bounds an HTTP/2 connection's wait for its first request's headers by

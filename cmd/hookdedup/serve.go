@@ -209,14 +209,20 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	if shared := cfg.sharedSecretFile(); shared != "" {
 		p.log.Warn(shared)
 	}
-	if p.db, p.sources, err = openStore(ctx, cfg, e, p.log); err != nil {
-		return nil, err
-	}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
+	// Every address bound and HTTPS ready before the database: a port taken, an
+	// address that clashes with another, or certificate files that cannot serve must
+	// not leave a database made or migrated behind them.
+	if err := p.listen(); err != nil {
+		return nil, err
+	}
+	if p.db, p.sources, err = openStore(ctx, cfg, e, p.log); err != nil {
+		return nil, err
+	}
 	p.warnSourcelessKeys(ctx)
 	p.metrics = receiver.NewMetrics(nil)
 	p.dispatcher = receiver.NewDispatcher(receiver.DispatchConfig{
@@ -250,17 +256,9 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 		return nil, err
 	}
 	public, console := routes(intake, consoleSrv, p.metrics.Handler(), cfg)
-	public = p.intake.CleanPaths(public)
-	if p.public, err = newEndpoint("addr", cfg.Addr, public, cfg, p.log); err != nil {
-		return nil, err
-	}
-	if console != nil {
-		if p.console, err = newEndpoint("console_addr", cfg.ConsoleAddr, console, cfg, p.log); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.openHTTPS(); err != nil {
-		return nil, err
+	p.public.handle(p.intake.CleanPaths(public), cfg)
+	if p.console != nil {
+		p.console.handle(console, cfg)
 	}
 	// Last, once every address is bound: a start that fails (a port taken, a typo in
 	// addr) would print the one-time password beside its error, and the start that
@@ -281,6 +279,20 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	return p, nil
 }
 
+// listen binds addr, console_addr when set, and with HTTPS on, http_addr, and makes
+// HTTPS ready (openHTTPS). The endpoints get their handlers later (handle).
+func (p *program) listen() (err error) {
+	if p.public, err = newEndpoint("addr", p.cfg.Addr, p.cfg, p.log); err != nil {
+		return err
+	}
+	if p.cfg.ConsoleAddr != "" {
+		if p.console, err = newEndpoint("console_addr", p.cfg.ConsoleAddr, p.cfg, p.log); err != nil {
+			return err
+		}
+	}
+	return p.openHTTPS()
+}
+
 // openHTTPS turns HTTPS on for the public address when the configuration asks for it,
 // and listens on http_addr for plain HTTP. The console's own address stays plain HTTP:
 // it is meant for loopback, reached through an SSH tunnel, or for a VPN address, and
@@ -298,10 +310,11 @@ func (p *program) openHTTPS() error {
 	if err != nil {
 		return err
 	}
-	plain, err := newEndpoint("http_addr", setup.HTTPAddr, setup.HTTPHandler, p.cfg, p.log)
+	plain, err := newEndpoint("http_addr", setup.HTTPAddr, p.cfg, p.log)
 	if err != nil {
 		return err
 	}
+	plain.handle(setup.HTTPHandler, p.cfg)
 	p.tls, p.plain = setup, plain
 	p.public.tls = setup.Config
 	return nil
@@ -533,13 +546,16 @@ func (p *program) shutdown(stopBackground func()) error {
 }
 
 // close releases what openProgram took: the listeners, if they never served, and the
-// database. Call it once run has returned.
+// database, if it was opened. Call it once run has returned.
 func (p *program) close() {
 	signal.Stop(p.reload)
 	for _, e := range []*endpoint{p.public, p.console, p.plain} {
 		if e != nil {
 			e.ln.Close() // already closed once served: the error says only that
 		}
+	}
+	if p.db == nil {
+		return // openProgram failed before it opened one
 	}
 	if err := p.db.Close(); err != nil {
 		p.log.Error("closing database", logErr, err)
