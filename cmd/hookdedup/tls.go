@@ -575,6 +575,9 @@ type certFiles struct {
 
 	mu   sync.Mutex // one reload at a time (poll and SIGHUP)
 	seen fileStamps // the files as they were at the last load attempt
+	// failed says the last attempt failed: the poll tries again though the stamps stay
+	// the same, as a fix of the files' mode or owner (chmod, chown) changes none of them.
+	failed bool
 }
 
 // fileStamps identify the two files' contents cheaply: replaced (a new inode, as a
@@ -602,21 +605,28 @@ func (f *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return f.cur.Load(), nil
 }
 
-// reloadIfChanged reloads when either file differs from the last attempt. A failure is
-// logged once per change of the files, not at every poll.
+// reloadIfChanged reloads when either file differs from the last attempt, or when that
+// attempt failed. A failure is logged once per change of the files, not at every poll.
 func (f *certFiles) reloadIfChanged() {
 	now := fileStamps{cert: stampOf(f.certPath), key: stampOf(f.keyPath)}
 	f.mu.Lock()
 	changed := !sameStamp(now.cert, f.seen.cert) || !sameStamp(now.key, f.seen.key)
+	retry := f.failed
 	f.mu.Unlock()
-	if changed {
-		f.reload() // logs its outcome
+	if changed || retry {
+		f.load(changed) // logs its outcome
 	}
 }
 
 // reload loads the pair; on failure the previous pair stays and the error is logged
 // (once one is serving) and returned.
 func (f *certFiles) reload() error {
+	return f.load(true)
+}
+
+// load is reload, logging a failure only when logFailure is set: a retry of files that
+// have not changed fails, as a rule, for the reason already logged.
+func (f *certFiles) load(logFailure bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Stamped before reading: a write that lands during the read changes the stamp, so
@@ -624,9 +634,10 @@ func (f *certFiles) reload() error {
 	f.seen = fileStamps{cert: stampOf(f.certPath), key: stampOf(f.keyPath)}
 	cert, err := loadKeyPair(f.certPath, f.keyPath)
 	old := f.cur.Load()
+	f.failed = err != nil
 	if err != nil {
-		if old != nil {
-			f.log.Error("certificate files not reloaded: still serving the previous certificate", logErr, err)
+		if old != nil && logFailure {
+			f.log.Error("certificate files not reloaded: still serving the previous certificate; they are read again at each check until they load", logErr, err)
 		}
 		return err
 	}

@@ -911,6 +911,81 @@ func TestTLS_ACMECacheWriteFailureLogged(t *testing.T) {
 	}
 }
 
+// TestTLS_FilesReloadRetriedAfterFailure: a renewed pair lands with its key unreadable
+// to serve; the poll logs that once, and keeps the old certificate. Then the key's mode
+// is fixed, which changes neither the files' contents, mtime, size nor inode: the next
+// poll loads the renewed pair. Root reads any file, so the test runs itself again
+// without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv), as a service user would.
+func TestTLS_FilesReloadRetriedAfterFailure(t *testing.T) {
+	if os.Getenv("HOOKDEDUP_TEST_NODAC") == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to drop capabilities with setpriv")
+		}
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Skip("no setpriv")
+		}
+		cmd := exec.Command("setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--",
+			os.Args[0], "-test.run", "^TestTLS_FilesReloadRetriedAfterFailure$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "HOOKDEDUP_TEST_NODAC=1")
+		out, err := cmd.CombinedOutput()
+		if strings.Contains(string(out), "--- SKIP") {
+			t.Skipf("child skipped:\n%s", out)
+		}
+		if err != nil {
+			t.Fatalf("without CAP_DAC_OVERRIDE: %v\n%s", err, out)
+		}
+		return
+	}
+
+	dir := t.TempDir()
+	certPEM, keyPEM, first := selfSigned(t, testDomain)
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certPath, certPEM)
+	writeFile(t, keyPath, keyPEM)
+	probe := filepath.Join(dir, "probe")
+	writeFile(t, probe, []byte("x"))
+	os.Chmod(probe, 0)
+	if _, err := os.ReadFile(probe); err == nil {
+		t.Skip("a file of mode 000 is still readable here")
+	}
+
+	logger, logs := testLog(t)
+	setup, err := newTLS(tlsSettings{CertFile: certPath, KeyFile: keyPath, Addr: "127.0.0.1:0"}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := func() *x509.Certificate {
+		c, _ := setup.files.get(nil)
+		return c.Leaf
+	}
+	if serving().SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("not serving the first certificate")
+	}
+
+	// The renewal lands, the key unreadable to us.
+	newCert, newKey, second := selfSigned(t, testDomain)
+	replaceFile(t, certPath, newCert)
+	replaceFile(t, keyPath, newKey)
+	if err := os.Chmod(keyPath, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		setup.files.reloadIfChanged() // polls
+	}
+	if n := strings.Count(logs.String(), "certificate files not reloaded"); n != 1 {
+		t.Fatalf("the unreadable key was reported %d times, want once:\n%s", n, logs.String())
+	}
+	// The operator fixes the mode.
+	if err := os.Chmod(keyPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setup.files.reloadIfChanged() // the next poll
+	if got := serving(); got.SerialNumber.Cmp(second.SerialNumber) != 0 {
+		t.Errorf("after the key's mode was fixed, the poll still serves the old certificate (serial %v, want the renewed %v)\n%s",
+			got.SerialNumber, second.SerialNumber, logs.String())
+	}
+}
+
 // waitLog waits (a minute at most) until logs holds want, and fails at once when they
 // say a certificate could not be obtained.
 func waitLog(t *testing.T, logs *syncBuffer, want string) {
