@@ -435,6 +435,33 @@ func TestServe_ExposedWarning(t *testing.T) {
 	}
 }
 
+// TestServe_PublicConsoleAddrWarning: console_addr on every interface, without HTTPS and
+// without a metrics token, is warned of at start, naming the setting and the open
+// /metrics; on loopback it is not. (Bound to 0.0.0.0 as TestServe_ExposedWarning does;
+// nothing is sent to it.)
+func TestServe_PublicConsoleAddrWarning(t *testing.T) {
+	const warning = `level=WARN msg="console_addr 0.0.0.0:0 serves plain HTTP on an address that is neither loopback nor private`
+	for _, c := range []struct {
+		console string
+		warns   bool
+	}{
+		{"0.0.0.0:0", true},
+		{"127.0.0.1:0", false},
+	} {
+		t.Run(c.console, func(t *testing.T) {
+			s := runServeInProcess(t, "addr = \"127.0.0.1:0\"\nconsole_addr = \""+c.console+"\"\n", nil)
+			s.stop()
+			log := s.stderr.String()
+			if got := strings.Contains(log, "neither loopback nor private"); got != c.warns {
+				t.Fatalf("console_addr %s: warned %v, want %v:\n%s", c.console, got, c.warns, log)
+			}
+			if c.warns && (!strings.Contains(log, warning) || !strings.Contains(log, "/metrics is open there")) {
+				t.Errorf("want a warning naming console_addr and /metrics:\n%s", log)
+			}
+		})
+	}
+}
+
 // TestServe_UnsignedIDHeaderWarning: a timestamped scheme's source keyed on a header its
 // signature leaves out logs one warning, naming the source and the id the signature
 // covers; keyed on the scheme's own id, or under a scheme that signs no time, none.

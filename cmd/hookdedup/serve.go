@@ -343,8 +343,14 @@ func (p *program) run(ctx context.Context) error {
 		}
 		p.log.Warn(fmt.Sprintf("%s exposed on %s; set console_addr to serve them privately", exposed, p.cfg.Addr))
 	}
-	if p.tls != nil && p.console != nil && !privateAddr(p.console.ln.Addr()) {
-		p.log.Warn(fmt.Sprintf("console_addr %s serves plain HTTP on an address that is neither loopback nor private: passwords and session cookies cross the network unencrypted; use 127.0.0.1 and an SSH tunnel, or a VPN address", p.cfg.ConsoleAddr))
+	if p.console != nil && !privateAddr(p.console.ln.Addr()) {
+		// With HTTPS on addr or without it: console_addr is plain HTTP either way, and
+		// it serves /metrics without a token, as an address meant to be private.
+		metrics := ""
+		if p.cfg.MetricsToken == "" {
+			metrics = ", and /metrics is open there to anyone who reaches it (set metrics_token)"
+		}
+		p.log.Warn(fmt.Sprintf("console_addr %s serves plain HTTP on an address that is neither loopback nor private: passwords and session cookies cross the network unencrypted%s; use 127.0.0.1 and an SSH tunnel, or a VPN address", p.cfg.ConsoleAddr, metrics))
 	}
 	fmt.Fprintf(p.stdout, "hookdedup listening on %s\n", p.public.url())
 	consoleURL := p.public.url()
