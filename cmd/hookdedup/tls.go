@@ -5,6 +5,7 @@ package main
 // which answers ACME's HTTP-01 challenges and sends everything else to https.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -652,7 +653,29 @@ func (f *certFiles) load(logFailure bool) error {
 	if time.Now().After(leaf.NotAfter) {
 		f.log.Warn("the certificate has expired: clients will refuse it", attrs...)
 	}
+	if err := unchained(cert); err != nil {
+		f.log.Warn("tls_cert_file holds the certificate alone, without the chain that issued it, and it does not verify against this system's roots: "+
+			"senders refuse it (they do not fetch a missing intermediate); use the full chain (certbot's fullchain.pem), or, for your own CA, have the senders trust it",
+			append(attrs, logErr, err)...)
+	}
 	return nil
+}
+
+// unchained returns why cert, a leaf alone that its issuer did not sign itself, does not
+// verify against the system's roots; nil when it does, when a chain follows it (whose
+// root the senders may be told to trust), or when it is self-signed (and so deliberately
+// trusted by name). Webhook senders, unlike browsers, do not fetch a missing
+// intermediate, and their refusals reach the log at debug only.
+func unchained(cert *tls.Certificate) error {
+	leaf := cert.Leaf
+	if len(cert.Certificate) > 1 {
+		return nil
+	}
+	if bytes.Equal(leaf.RawIssuer, leaf.RawSubject) && leaf.CheckSignature(leaf.SignatureAlgorithm, leaf.RawTBSCertificate, leaf.Signature) == nil {
+		return nil
+	}
+	_, err := leaf.Verify(x509.VerifyOptions{})
+	return err
 }
 
 // loadKeyPair reads and matches the pair; its errors name the file at fault.

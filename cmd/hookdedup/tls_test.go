@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -983,6 +984,44 @@ func TestTLS_FilesReloadRetriedAfterFailure(t *testing.T) {
 	if got := serving(); got.SerialNumber.Cmp(second.SerialNumber) != 0 {
 		t.Errorf("after the key's mode was fixed, the poll still serves the old certificate (serial %v, want the renewed %v)\n%s",
 			got.SerialNumber, second.SerialNumber, logs.String())
+	}
+}
+
+// TestTLS_FilesUnverifiableChainWarned: a leaf alone in tls_cert_file, from a CA this
+// system does not trust and without the chain that issued it (cert.pem instead of
+// fullchain.pem), is loaded with a warning that senders will refuse it; a self-signed
+// certificate, or a leaf followed by its chain, is loaded without one.
+func TestTLS_FilesUnverifiableChainWarned(t *testing.T) {
+	ca := newTestCA(t)
+	const warning = "level=WARN msg=\"tls_cert_file holds the certificate alone, without the chain"
+	leafPEM, leafKey := ca.issue(t, testDomain)
+	selfPEM, selfKey, _ := selfSigned(t, testDomain)
+	chainPEM := append(slices.Clone(leafPEM), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})...)
+	for _, c := range []struct {
+		name      string
+		cert, key []byte
+		warns     bool
+	}{
+		{"LeafAlone", leafPEM, leafKey, true},
+		{"SelfSigned", selfPEM, selfKey, false},
+		{"LeafAndChain", chainPEM, leafKey, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+			writeFile(t, certPath, c.cert)
+			writeFile(t, keyPath, c.key)
+			logger, logs := testLog(t)
+			if _, err := newTLS(tlsSettings{CertFile: certPath, KeyFile: keyPath, Addr: "127.0.0.1:0"}, logger); err != nil {
+				t.Fatalf("newTLS: %v", err)
+			}
+			if got := strings.Contains(logs.String(), warning); got != c.warns {
+				t.Errorf("warned %v, want %v:\n%s", got, c.warns, logs.String())
+			}
+			if c.warns && !strings.Contains(logs.String(), "unknown authority") {
+				t.Errorf("the warning does not give the verification's error:\n%s", logs.String())
+			}
+		})
 	}
 }
 
