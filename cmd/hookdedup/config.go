@@ -1241,6 +1241,9 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if err != nil {
 		return nil, err // the verifier's errors name their field
 	}
+	if err := s.checkSchemeSettings(); err != nil {
+		return nil, err
+	}
 	if err := s.keySpec(v).Validate(); err != nil {
 		return nil, fmt.Errorf("event_id/key_fields: %w", err)
 	}
@@ -1311,6 +1314,49 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		return nil, errors.New("business_key_blocks: is set without business_key (it blocks deliveries whose business key was seen)")
 	}
 	return v, nil
+}
+
+// schemeSettings are the signature settings that some schemes read, each with those
+// schemes; every other scheme ignores it.
+var schemeSettings = []struct {
+	setting string
+	schemes []string
+}{
+	{"tolerance", []string{"standard-webhooks", "stripe"}},
+	{"signature_header", []string{"hmac-sha256"}},
+	{"signature_encoding", []string{"hmac-sha256"}},
+	{"signature_prefix", []string{"hmac-sha256"}},
+	{"basic_user", []string{"basic-auth"}},
+	{"token_header", []string{"token"}},
+	{"token_query", []string{"token"}},
+}
+
+// checkSchemeSettings refuses a signature setting that the table sets (not its
+// provider's preset) and its scheme does not read: it would do nothing, and read as if
+// it did, as tolerance on github promises a replay window that GitHub's signature,
+// which covers no timestamp, cannot give.
+func (s sourceSettings) checkSchemeSettings() error {
+	set := map[string]bool{
+		"tolerance":          s.Tolerance != nil,
+		"signature_header":   s.SignatureHeader != "",
+		"signature_encoding": s.SignatureEncoding != "",
+		"signature_prefix":   s.SignaturePrefix != "",
+		"basic_user":         s.BasicUser != "",
+		"token_header":       s.TokenHeader != "",
+		"token_query":        s.TokenQuery != "",
+	}
+	for _, ss := range schemeSettings {
+		if !set[ss.setting] || slices.Contains(ss.schemes, s.Signature) || slices.Contains(s.fromPreset, ss.setting) {
+			continue
+		}
+		if ss.setting == "tolerance" {
+			return fmt.Errorf("tolerance: signature %q signs no timestamp, so it has no tolerance (only %s do): remove it",
+				s.Signature, strings.Join(ss.schemes, " and "))
+		}
+		return fmt.Errorf("%s: signature %q does not read it (only %s does): remove it, or set the signature it is for",
+			ss.setting, s.Signature, strings.Join(ss.schemes, " and "))
+	}
+	return nil
 }
 
 // currencyExponents are the exponents of the source's provider where they differ from

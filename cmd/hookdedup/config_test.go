@@ -759,6 +759,37 @@ func TestServe_UnusableTLSOrAddressCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestConfig_SettingOfAnotherSchemeRefused: a signature setting that the source's scheme
+// does not read (tolerance on github, which signs no timestamp; signature_header or
+// basic_user on github; token_query on shopify) is refused, naming the setting and the
+// scheme; on a scheme that reads it, it is accepted.
+func TestConfig_SettingOfAnotherSchemeRefused(t *testing.T) {
+	for _, tc := range []struct{ name, scheme, extra, want string }{
+		{"ToleranceOnGitHub", "github", `tolerance = "1m"`, `tolerance: signature "github" signs no timestamp`},
+		{"SignatureHeaderOnGitHub", "github", `signature_header = "X-Signature"`, `signature_header: signature "github" does not read it (only hmac-sha256 does)`},
+		{"BasicUserOnGitHub", "github", `basic_user = "bob"`, `basic_user: signature "github" does not read it`},
+		{"TokenQueryOnShopify", "shopify", `token_query = "t"`, `token_query: signature "shopify" does not read it (only token does)`},
+		{"ToleranceOnStripe", "stripe", `tolerance = "1m"`, ""},
+		{"BasicUserOnBasicAuth", "basic-auth", "basic_user = \"bob\"\nevent_id = \"/id\"", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte("[[source]]\nname = \"s\"\nsignature = \""+tc.scheme+"\"\nsecret = \"s3cr3t-s3cr3t\"\n"+tc.extra+"\n"))
+			getenv := func(string) string { return "" }
+			cfg, err := loadConfig(path, true, getenv)
+			if err == nil {
+				_, err = cfg.sources(getenv, func(string) (string, error) { return "", nil })
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%s on %s: %v; want it accepted", tc.extra, tc.scheme, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%s on %s: %v; want an error containing %q", tc.extra, tc.scheme, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestConfig_UnquotedSecretNotShown: a secret written without its quotes stops start-up
 // with an error that does not quote what the decoder found there, which is the secret.
 func TestConfig_UnquotedSecretNotShown(t *testing.T) {
