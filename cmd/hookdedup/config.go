@@ -732,6 +732,11 @@ func (c *config) settings() []setting {
 					c.ACMEDomains = append(c.ACMEDomains, d)
 				}
 			}
+			if len(c.ACMEDomains) == 0 {
+				// A blank value (a templated environment file's) would turn off the HTTPS
+				// the file asks for, and serve would answer in clear text without a word.
+				return fmt.Errorf("%q names no domain: to keep the file's domains, leave it unset; to turn HTTPS off, remove acme_domains from the file", v)
+			}
 			return nil
 		}},
 		{"acme_email", "contact address the ACME CA may write to about the certificates (optional)", str(&c.ACMEEmail)},

@@ -348,7 +348,8 @@ secret    = %q
 
 // TestConfig_TLS reads the HTTPS settings from the file, the environment and flags, in
 // that order of precedence (acme_domains a list in the file, comma-separated elsewhere),
-// and refuses at load what could not serve, naming the setting.
+// and refuses at load, naming the setting, what could not serve, and a value that names
+// no domain, which would turn off the HTTPS the file asks for.
 func TestConfig_TLS(t *testing.T) {
 	load := func(toml string, vars map[string]string, args ...string) (config, error) {
 		t.Helper()
@@ -408,6 +409,9 @@ http_addr      = "0.0.0.0:8090"
 		{"CertWithoutKey", `tls_cert_file = "/etc/hookdedup/cert.pem"`, nil, nil, "tls_cert_file is set but tls_key_file is not"},
 		{"FilesAndACME", "tls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"", nil, []string{"--acme-domains", "hooks.example.com"}, "choose certificate files or ACME"},
 		{"BadDomainInEnv", "", map[string]string{"HOOKDEDUP_ACME_DOMAINS": "hooks.example.com,https://hooks.example.com"}, nil, `acme_domains: "https://hooks.example.com" is not a host name`},
+		{"BlankDomainsInEnv", `acme_domains = ["hooks.example.com"]`, map[string]string{"HOOKDEDUP_ACME_DOMAINS": " "}, nil, `HOOKDEDUP_ACME_DOMAINS: " " names no domain`},
+		{"EmptyDomainsFlag", `acme_domains = ["hooks.example.com"]`, nil, []string{"--acme-domains", ""}, `acme-domains: "" names no domain`},
+		{"CommasForDomainsFlag", "", nil, []string{"--acme-domains", " , "}, `acme-domains: " , " names no domain`},
 		{"EmailWithoutDomains", `acme_email = "ops@example.com"`, nil, nil, "acme_email is set but acme_domains is empty"},
 		{"PlainDirectory", "acme_domains = [\"hooks.example.com\"]\nacme_directory = \"http://acme.example/dir\"", nil, nil, "acme_directory"},
 		{"HTTPAddrWithoutHTTPS", `http_addr = "0.0.0.0:80"`, nil, nil, "http_addr is set but HTTPS is not"},
@@ -568,7 +572,9 @@ read_timeout = "3s"
 	}
 
 	// A connection whose first request came in time stays open past it for the next.
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	var h2only http.Protocols
+	h2only.SetHTTP2(true)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: &h2only}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	var conns atomic.Int32
@@ -589,6 +595,9 @@ read_timeout = "3s"
 			t.Fatalf("HTTP/2 request %d: %v", i+1, err)
 		}
 		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("request %d went over %s, want HTTP/2", i+1, resp.Proto)
+		}
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("HTTP/2: two requests 1.5 s apart took %d connections, want 1", n)
