@@ -395,15 +395,21 @@ func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate
 // logFailureNow reports whether a failure for domain is to be logged at now: the first,
 // and then one each acmeFailureLogEvery.
 func (t *tlsSetup) logFailureNow(domain string, now time.Time) bool {
+	return t.logEvery(domain, now, acmeFailureLogEvery)
+}
+
+// logEvery reports whether what key names is to be logged at now: the first time, and
+// then once each every.
+func (t *tlsSetup) logEvery(key string, now time.Time, every time.Duration) bool {
 	t.failMu.Lock()
 	defer t.failMu.Unlock()
-	if last, ok := t.failLogged[domain]; ok && now.Sub(last) < acmeFailureLogEvery {
+	if last, ok := t.failLogged[key]; ok && now.Sub(last) < every {
 		return false
 	}
 	if t.failLogged == nil {
 		t.failLogged = map[string]time.Time{}
 	}
-	t.failLogged[domain] = now
+	t.failLogged[key] = now
 	return true
 }
 
@@ -461,11 +467,13 @@ func (t *tlsSetup) Reload() error {
 	return t.files.reload()
 }
 
-// Run keeps HTTPS current until ctx ends. With files it reloads them when they change.
+// Run keeps HTTPS current until ctx ends. With files it reloads them when they change,
+// and logs a certificate that has expired or is overdue for replacement (checkFiles).
 // Under ACME it obtains each domain's certificate at once (from the cache, or from the CA
 // through the listeners, which must already be serving), so that the first webhook does
-// not wait for issuance and a failure shows in the log at start; it returns when ctx ends
-// without waiting for an issuance in flight, which autocert bounds itself.
+// not wait for issuance and a failure shows in the log at start, and then logs each
+// renewal that is overdue (checkRenewal); it returns when ctx ends without waiting for
+// an issuance in flight, which autocert bounds itself.
 func (t *tlsSetup) Run(ctx context.Context) {
 	if t.files != nil {
 		tick := time.NewTicker(t.poll)
@@ -474,8 +482,9 @@ func (t *tlsSetup) Run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
+			case now := <-tick.C:
 				t.files.reloadIfChanged()
+				t.checkFiles(now)
 			}
 		}
 	}
@@ -492,6 +501,39 @@ func (t *tlsSetup) Run(ctx context.Context) {
 			for _, d := range t.domains {
 				t.checkRenewal(d, now)
 			}
+		}
+	}
+}
+
+// renewalDue is when a certificate renewed on autocert's schedule (without RenewBefore;
+// certbot's is alike) has been replaced: renewal starts a third of its lifetime before
+// expiry (30 days at most), later by a jitter of up to a tenth of that (an hour at
+// most), and is given as long again to go through.
+func renewalDue(leaf *x509.Certificate) time.Time {
+	threshold := min(leaf.NotAfter.Sub(leaf.NotBefore)/3, 30*24*time.Hour)
+	jitter := min(threshold/10, time.Hour)
+	return leaf.NotAfter.Add(-threshold + 2*jitter)
+}
+
+// filesReplacedEvery bounds how often a certificate file not replaced when due is
+// warned of: someone else's tool renews it, perhaps by hand, for weeks ahead.
+const filesReplacedEvery = 24 * time.Hour
+
+// checkFiles logs the certificate from files when it has expired (an error, at most once
+// a minute) or has not been replaced by the time a renewal on schedule would have (a
+// warning, at most once a day): load warns of an expired one only when it reads it, and
+// one that expires while serve runs would otherwise go unsaid.
+func (t *tlsSetup) checkFiles(now time.Time) {
+	leaf := t.files.cur.Load().Leaf
+	attrs := []any{logCert, t.files.certPath, logNotAfter, leaf.NotAfter.UTC().Format(time.RFC3339)}
+	switch {
+	case now.After(leaf.NotAfter):
+		if t.logFailureNow("expired "+t.files.certPath, now) {
+			t.log.Error("the certificate from tls_cert_file has expired: every client refuses it; put a renewed pair in place", attrs...)
+		}
+	case !now.Before(renewalDue(leaf)):
+		if t.logEvery("overdue "+t.files.certPath, now, filesReplacedEvery) {
+			t.log.Warn("the certificate from tls_cert_file expires soon and has not been replaced: check the tool that renews it", attrs...)
 		}
 	}
 }
@@ -523,13 +565,7 @@ func (t *tlsSetup) checkRenewal(domain string, now time.Time) {
 		return
 	}
 	leaf := cert.Leaf
-	// autocert's schedule without RenewBefore: a third of the lifetime before expiry
-	// (30 days at most), later by a jitter of up to a tenth of that (an hour at most).
-	// Overdue is that latest start and as long again for the order to go through.
-	threshold := min(leaf.NotAfter.Sub(leaf.NotBefore)/3, 30*24*time.Hour)
-	jitter := min(threshold/10, time.Hour)
-	due := leaf.NotAfter.Add(-threshold + 2*jitter)
-	if now.Before(due) {
+	if now.Before(renewalDue(leaf)) {
 		return
 	}
 	attrs := []any{logDomain, domain, logNotAfter, leaf.NotAfter.UTC().Format(time.RFC3339)}

@@ -1122,6 +1122,39 @@ func TestTLS_ACMEFailureLoggedOnce(t *testing.T) {
 	}
 }
 
+// TestTLS_FilesExpiryLogged: a certificate from files that nothing replaces is warned of
+// once it is past the point where a renewal on schedule would have replaced it (once a
+// day), and logged as an error once it has expired (once a minute), though the files
+// never change.
+func TestTLS_FilesExpiryLogged(t *testing.T) {
+	ca := newTestCA(t)
+	certPath, keyPath := ca.files(t, t.TempDir(), testDomain)
+	logger, logs := testLog(t)
+	setup, err := newTLS(tlsSettings{CertFile: certPath, KeyFile: keyPath, Addr: "127.0.0.1:0"}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAfter := setup.files.cur.Load().Leaf.NotAfter
+	const warning, expired = "has not been replaced", "level=ERROR msg=\"the certificate from tls_cert_file has expired"
+	for _, tc := range []struct {
+		at             time.Time
+		warns, expires int // counts in the log so far
+	}{
+		{time.Now(), 0, 0},
+		{notAfter.Add(-time.Hour), 1, 0},
+		{notAfter.Add(-30 * time.Minute), 1, 0},
+		{notAfter.Add(time.Minute), 1, 1},
+		{notAfter.Add(90 * time.Second), 1, 1},
+		{notAfter.Add(150 * time.Second), 1, 2},
+	} {
+		setup.checkFiles(tc.at)
+		if w, e := strings.Count(logs.String(), warning), strings.Count(logs.String(), expired); w != tc.warns || e != tc.expires {
+			t.Fatalf("at %s (expiry %s): %d warnings and %d errors, want %d and %d:\n%s",
+				tc.at.Format(time.RFC3339), notAfter.Format(time.RFC3339), w, e, tc.warns, tc.expires, logs.String())
+		}
+	}
+}
+
 // TestTLS_PlainHTTPOpaqueTarget: a request to the plain-HTTP listener whose target is
 // in absolute form with an opaque part ("x:@evil.example/phish"), under the certified
 // Host, is not redirected to another host: "https://<certified host>" followed by that
