@@ -19,4 +19,5 @@ const (
 	logCert        = "cert"         // a certificate file's path
 	logNames       = "names"        // the names a certificate is good for, comma-separated
 	logNotAfter    = "not_after"    // when a certificate expires (RFC 3339, UTC)
+	logErrAt       = "err_at"       // when the error beside it happened (RFC 3339, UTC)
 )

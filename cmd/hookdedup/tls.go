@@ -381,13 +381,20 @@ func hostPolicy(domains []string) autocert.HostPolicy {
 
 // acmeCertificate is GetCertificate under ACME. A failure to obtain a certificate for a
 // configured domain is logged, as the operator must see why HTTPS does not work;
-// handshakes for other names (scanners, IP addresses) fail quietly.
+// handshakes for other names (scanners, IP addresses) fail quietly. A domain it gets an
+// ECDSA certificate for is watched for renewal (hold).
 func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cert, err := t.acme.GetCertificate(hello)
 	domain := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
-	if err != nil && slices.Contains(t.domains, domain) && !slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) &&
-		t.logFailureNow(domain, time.Now()) {
+	if !slices.Contains(t.domains, domain) || slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) {
+		return cert, err // another name, or the CA's validation, answered with its challenge
+	}
+	if err != nil && t.logFailureNow(domain, time.Now()) {
 		t.log.Error("no certificate from the ACME CA", logDomain, hello.ServerName, logErr, err)
+	}
+	// A handshake that got one after obtain failed at start: watched from now on.
+	if err == nil && cert.Leaf != nil && cert.Leaf.PublicKeyAlgorithm == x509.ECDSA {
+		t.hold(domain)
 	}
 	return cert, err
 }
@@ -570,7 +577,7 @@ func (t *tlsSetup) checkRenewal(domain string, now time.Time) {
 	}
 	attrs := []any{logDomain, domain, logNotAfter, leaf.NotAfter.UTC().Format(time.RFC3339)}
 	if f := t.lastFailure.Load(); f != nil {
-		attrs = append(attrs, logErr, f.err, "err_at", f.at.UTC().Format(time.RFC3339))
+		attrs = append(attrs, logErr, f.err, logErrAt, f.at.UTC().Format(time.RFC3339))
 	}
 	if now.After(leaf.NotAfter) {
 		if t.logFailureNow("expired "+domain, now) {
@@ -583,6 +590,17 @@ func (t *tlsSetup) checkRenewal(domain string, now time.Time) {
 	}
 }
 
+// hold records that autocert holds an ECDSA certificate for domain, which checkRenewal
+// may then ask for without ordering one.
+func (t *tlsSetup) hold(domain string) {
+	t.heldMu.Lock()
+	defer t.heldMu.Unlock()
+	if t.held == nil {
+		t.held = map[string]bool{}
+	}
+	t.held[domain] = true
+}
+
 // obtain gets domain's certificate as an ECDSA-capable client would, and logs the outcome.
 func (t *tlsSetup) obtain(domain string) {
 	cert, err := t.acme.GetCertificate(ecdsaHello(domain))
@@ -590,12 +608,7 @@ func (t *tlsSetup) obtain(domain string) {
 		t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
 		return
 	}
-	t.heldMu.Lock()
-	if t.held == nil {
-		t.held = map[string]bool{}
-	}
-	t.held[domain] = true
-	t.heldMu.Unlock()
+	t.hold(domain)
 	attrs := []any{logDomain, domain}
 	if cert.Leaf != nil {
 		attrs = append(attrs, logNotAfter, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
