@@ -724,7 +724,8 @@ func TestServe_BadListenPortCreatesNothing(t *testing.T) {
 // TestServe_UnusableTLSOrAddressCreatesNothing: certificate files that cannot serve (a
 // missing file, a key of another certificate) and a console_addr that names addr's port
 // by another name of the same interface are refused, naming the setting, before serve
-// makes the database's directory or the database.
+// makes the database's directory or the database; a source's mistake under ACME is
+// refused before the ACME cache is made there.
 func TestServe_UnusableTLSOrAddressCreatesNothing(t *testing.T) {
 	ca := newTestCA(t)
 	certDir := t.TempDir()
@@ -739,6 +740,8 @@ func TestServe_UnusableTLSOrAddressCreatesNothing(t *testing.T) {
 		{"MismatchedKey", fmt.Sprintf("addr = \"127.0.0.1:0\"\nhttp_addr = \"127.0.0.1:0\"\ntls_cert_file = %q\ntls_key_file = %q\n",
 			other, keyPath), "does not go with"},
 		{"ConsoleAddrOnAddrsPort", fmt.Sprintf("addr = \"127.0.0.1:%d\"\nconsole_addr = \"localhost:%d\"\n", port, port), "console_addr: listen on"},
+		{"SourceErrorUnderACME", "addr = \"127.0.0.1:0\"\nhttp_addr = \"127.0.0.1:0\"\nacme_domains = [\"hooks.example.com\"]\n" +
+			"[[source]]\nname = \"ota\"\nsignature = \"standard-webhook\"\nsecret = \"x\"\n", `source "ota"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -37,13 +37,19 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
+// checkSources builds the sources with a stand-in for each secret kept in the
+// database, so that a start that cannot serve (a misspelt scheme, two sources of one
+// name) is refused before anything is made for it: the database, or the ACME cache.
+func checkSources(cfg config, e env) error {
+	_, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
+	return err
+}
+
 // openStore opens the configured database and builds the sources, whose generated
-// secrets live in it. log is storage's, as for openDB.
+// secrets live in it. log is storage's, as for openDB. The sources are checked first
+// (checkSources).
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
-	// The sources are checked before the database is opened, with a stand-in for each
-	// secret kept in the database: a start that cannot serve (a misspelt scheme, two
-	// sources of one name) must not create or migrate one first.
-	if _, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil }); err != nil {
+	if err := checkSources(cfg, e); err != nil {
 		return nil, nil, err
 	}
 	db, err := cfg.openDB(log, false, true)
@@ -216,7 +222,11 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	}()
 	// Every address bound and HTTPS ready before the database: a port taken, an
 	// address that clashes with another, or certificate files that cannot serve must
-	// not leave a database made or migrated behind them.
+	// not leave a database made or migrated behind them. The sources first, as the
+	// ACME cache is made beside the database.
+	if err := checkSources(cfg, e); err != nil {
+		return nil, err
+	}
 	if err := p.listen(); err != nil {
 		return nil, err
 	}
