@@ -363,6 +363,11 @@ func TestBatch_Mews(t *testing.T) {
 	if want := "signature: missing query parameter token (the query string could not be decoded: invalid semicolon separator in query)"; code != http.StatusUnauthorized || a.Error != want {
 		t.Fatalf("a semicolon in the query: %d %q, want 401 %q", code, a.Error, want)
 	}
+	// A broken escape: said, without quoting the bytes after the '%' (a token's).
+	code, a = postBatch(t, e.srv.URL, "/webhooks/mews?token=mews-url%zq-token-1", body)
+	if want := "signature: missing query parameter token (the query string could not be decoded: a % not followed by two hex digits)"; code != http.StatusUnauthorized || a.Error != want {
+		t.Fatalf("a broken escape in the query: %d %q, want 401 %q", code, a.Error, want)
+	}
 }
 
 // TestBatch_MewsBase64Token: a token_query secret made with `openssl rand -base64 32`

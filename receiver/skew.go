@@ -41,9 +41,19 @@ func queryUnread(r *http.Request, err error) error {
 		return err
 	}
 	if _, qerr := url.ParseQuery(r.URL.RawQuery); qerr != nil {
-		return fmt.Errorf("%w (the query string could not be decoded: %v)", err, qerr)
+		return fmt.Errorf("%w (the query string could not be decoded: %s)", err, queryProblem(qerr))
 	}
 	return err
+}
+
+// queryProblem says what url.ParseQuery found wrong with a query, without quoting it:
+// its escape error quotes the bytes after a '%', which may be a mistyped token's, and
+// the answer and the log would carry them.
+func queryProblem(err error) string {
+	if _, ok := errors.AsType[url.EscapeError](err); ok {
+		return "a % not followed by two hex digits"
+	}
+	return err.Error() // a semicolon separator: it quotes nothing
 }
 
 // requestQuery is r's query for a verifier, nil when the URL has none: most deliveries
