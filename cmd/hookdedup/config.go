@@ -1288,6 +1288,10 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	default:
 		return nil, fmt.Errorf("answer: %q is not an answer hookdedup gives (want %q or %q)", s.Answer, receiver.AnswerJSON, receiver.AnswerAccepted)
 	}
+	if *s.FormEncoded && *s.Batch != "" {
+		// A batch is split from the JSON body; a form's payload field would never be.
+		return nil, fmt.Errorf("form_encoded: a batched source (batch %q) reads its events from a JSON body, not from a form's payload field: set one or the other", *s.Batch)
+	}
 	if *s.Item != "" && *s.Batch == "" {
 		return nil, fmt.Errorf("item: %q is set without batch (it points inside the elements of a batch)", *s.Item)
 	}

@@ -106,6 +106,8 @@ func TestConfig_ProviderErrors(t *testing.T) {
 		{"Unknown", `provider = "adyn"`, `source "s": provider: "adyn" is not a known provider (want one of adyen, apaleo, beds24, channex, cloudbeds, github, guesty, mews, shopify, stripe)`},
 		{"Empty", `provider = ""`, `signature: is required`}, // no preset: as if provider were left out
 		{"ItemWithoutBatch", `signature = "github"` + "\n" + `item = "/event"`, `item: "/event" is set without batch`},
+		{"FormBatch", `signature = "github"` + "\n" + `form_encoded = true` + "\n" + `batch = "/events"`,
+			`form_encoded: a batched source (batch "/events") reads its events from a JSON body, not from a form's payload field`},
 		{"BatchNotAPointer", `signature = "github"` + "\n" + `batch = "events"`, `batch: "events" is not a JSON pointer`},
 		{"CurrencyNotAPointer", `signature = "github"` + "\n" + `currency_field = "currency"`, `currency_field: "currency" is not a JSON pointer`},
 		{"AmountNotAPointer", `signature = "github"` + "\n" + `amount_field = ["/refund/amount", "amount"]`, `amount_field[1]: "amount" is not a JSON pointer`},
