@@ -28,21 +28,21 @@ const MaxReason = 500
 // ReasonProblem says, in a sentence for whoever typed it, what is wrong with the reason
 // of an audited change, or "" when nothing is (textProblem). Whether a reason must be
 // given is the caller's to say.
-func ReasonProblem(reason string) string { return textProblem("reason", reason, MaxReason) }
+func ReasonProblem(reason string) string { return textProblem("reason", reason, MaxReason, true) }
 
 // textProblem says, in a sentence for whoever typed it, what is wrong with text named
 // what that is kept for good and shown, or "" when nothing is. Its length is counted in
 // characters, as a form's maxlength counts them, not in bytes, which would refuse
-// accented or Japanese text the form let through. A control character other than a
-// line break or a tab is refused: the text is kept in the audit log, shown and exported
-// as it is (an escape sequence would act on a terminal), and a NUL is text PostgreSQL
-// cannot hold.
-func textProblem(what, s string, max int) string {
+// accented or Japanese text the form let through. A control character is refused, but
+// for line breaks and tabs in lines of text (lines): the text is kept in the audit log,
+// shown and exported as it is (an escape sequence would act on a terminal), and a NUL
+// is text PostgreSQL cannot hold.
+func textProblem(what, s string, max int, lines bool) string {
 	if n := utf8.RuneCountInString(s); n > max {
 		return fmt.Sprintf("Keep the %s under %d characters (it has %d).", what, max, n)
 	}
 	if i := strings.IndexFunc(s, func(r rune) bool {
-		return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
+		return unicode.IsControl(r) && !(lines && (r == '\n' || r == '\r' || r == '\t'))
 	}); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
 		return fmt.Sprintf("The %s holds a control character (U+%04X): write it as plain text.", what, r)

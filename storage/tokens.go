@@ -9,10 +9,11 @@ import (
 const MaxTokenName = 64
 
 // TokenNameProblem says, in a sentence for whoever typed it, what is wrong with the name
-// of a new API token, or "" when nothing is: it is counted and checked as a reason is
-// (ReasonProblem), since it too is kept and shown (token list prints it on a terminal).
-// Whether a name must be given is the caller's to say.
-func TokenNameProblem(name string) string { return textProblem("name", name, MaxTokenName) }
+// of a new API token, or "" when nothing is: it is counted as a reason is
+// (ReasonProblem), and holds no control character at all, not even a line break or a
+// tab: token list prints it in a row of a table on a terminal. Whether a name must be
+// given is the caller's to say.
+func TokenNameProblem(name string) string { return textProblem("name", name, MaxTokenName, false) }
 
 // Token is an API bearer token's metadata; the token itself is never stored.
 type Token struct {

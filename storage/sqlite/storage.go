@@ -398,6 +398,7 @@ func unwritableDir(path string, err error) error {
 	if !errors.As(err, &se) || (se.Code != sqlite3.ErrCantOpen && se.Code != sqlite3.ErrReadonly) {
 		return err
 	}
+	path = resolved(path) // SQLite writes the -wal and -shm beside the file a link leads to
 	dir := filepath.Dir(path)
 	why := syscall.Access(dir, 2 /* W_OK */)
 	if why == nil {
