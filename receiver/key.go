@@ -175,11 +175,18 @@ func splitEventIDPlace(s string) (from, when string, values []string) {
 	if !ok {
 		return s, "", nil
 	}
+	// Spaces around the parts are layout, as one writes a list ("a | b"): an event's
+	// value is read trimmed, and a value kept with its spaces would match no event.
+	from = strings.TrimSpace(from)
 	when, list, ok := strings.Cut(cond, eventIDIs)
 	if !ok {
-		return from, cond, []string{}
+		return from, strings.TrimSpace(cond), []string{}
 	}
-	return from, when, strings.Split(list, "|")
+	values = strings.Split(list, "|")
+	for i, v := range values {
+		values[i] = strings.TrimSpace(v)
+	}
+	return from, strings.TrimSpace(when), values
 }
 
 // whenProblem says what is wrong with an event id place's qualifier, "" if nothing.

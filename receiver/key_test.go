@@ -1119,3 +1119,39 @@ func TestDerive_QualifiedEventID(t *testing.T) {
 		t.Errorf("no id for its kind and no key field: %v; want ErrNoKey saying %s", err, want)
 	}
 }
+
+// TestQualifiedPlace_SpacesAreLayout: a qualified event_id or amount_field place
+// written with spaces around its bars, after its last value or doubled around "when" and
+// "=" (as one writes a list) reads as written without them: the event's value is read
+// trimmed, and a value kept with its spaces would match no event, every event falling
+// back to its key fields, every amount empty.
+func TestQualifiedPlace_SpacesAreLayout(t *testing.T) {
+	for _, place := range []string{
+		"/rev when /event = booking_new | booking_cancellation",
+		"/rev when /event = booking_new ",
+		"/rev when /event =  booking_new",
+		"/rev  when  /event  =  booking_new|booking_cancellation",
+	} {
+		spec := KeySpec{EventID: []string{place}, KeyFields: []string{"/event", "/rev"}}
+		if err := spec.Validate(); err != nil {
+			t.Fatalf("event_id %q: %v", place, err)
+		}
+		d := ktDerive(t, spec, nil, `{"event":"booking_new","rev":"r1"}`)
+		if d.Method != storage.MethodEventID || d.Key != "r1" {
+			t.Errorf("event_id %q: Validate accepts it, yet a booking_new event gets a %s key %q, not its event id r1",
+				place, d.Method, d.Key)
+		}
+		// amount_field reads its qualifier the same way.
+		if err := CheckAmountField([]string{place}); err != nil {
+			t.Errorf("amount_field %q: %v", place, err)
+		} else {
+			src := Source{AmountField: []string{place}}
+			var x docIndex
+			doc, _, _ := canonicalBody([]byte(`{"event":"booking_new","rev":"12.50"}`))
+			x.index(doc, []byte(`{"event":"booking_new","rev":"12.50"}`))
+			if got := src.amountText(&x); got != "12.50" {
+				t.Errorf("amount_field %q: CheckAmountField accepts it, yet a booking_new event's amount reads %q, want 12.50", place, got)
+			}
+		}
+	}
+}
