@@ -322,10 +322,21 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusOK, views.LabView(v))
 	}
 	v.Batch = src.Batch
-	for _, event := range events {
+	first := map[string]int{} // the item each key was first derived in
+	for i, event := range events {
 		res, err := s.labEvent(r.Context(), src, h, event)
 		if err != nil {
 			return err
+		}
+		// Intake claims a key with the first item that has it, in one transaction: a
+		// later item of the request is that one's duplicate, whatever the database holds.
+		if k := res.Derivation.Key; k != "" {
+			if j, ok := first[k]; ok {
+				res.Held, res.Blocked, res.Flags, res.Foreseen = true, false, nil, false
+				res.Claim = fmt.Sprintf("Item %d of this request has the same key, and claims it first: this item would be a duplicate of it.", j)
+			} else {
+				first[k] = i
+			}
 		}
 		v.Results = append(v.Results, res)
 	}

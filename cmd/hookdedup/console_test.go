@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"html"
 	"io"
 	"log/slog"
@@ -314,5 +315,49 @@ func TestConsole_LabKeysAsIntakeDoes(t *testing.T) {
 		"headers": {"Content-Type: application/x-www-form-urlencoded"}})
 	if code != http.StatusOK || !strings.Contains(page, "no payload field") {
 		t.Errorf("lab on a form without its payload field: %d, want intake's refusal", code)
+	}
+}
+
+// TestConsole_LabBatchItemRepeatingAKeyIsADuplicate: two items of one key in one
+// request (a sender that puts one event in a batch twice) are keyed by the lab as intake
+// keys them: intake claims the key with the first and answers the second a duplicate,
+// whatever the database holds, and the lab says so of the second.
+func TestConsole_LabBatchItemRepeatingAKeyIsADuplicate(t *testing.T) {
+	mews := sourceConfig{Name: "mews", Provider: "mews", Secret: secrets{"mews-token-0123456789abcdef"}}
+	srv, _, _ := consoleSite(t, mews)
+	const event = `{"Discriminator":"ServiceOrderUpdated","Value":{"Id":"bfc7d1b8-8f5c-4a91-9a0f-ac870003e7a1"}}`
+	body := `{"EnterpriseId":"851df8c8-90f2-4c4a-8e01-a4fc46b25178","IntegrationId":"c8bee838-7fb1-4f4e-8fac-ac870003e6b6",` +
+		`"Events":[` + event + `,` + event + `]}`
+
+	b := signIn(t, srv.URL)
+	code, page := b.do(http.MethodPost, "/lab", url.Values{"source": {"mews"}, "payload": {body}})
+	page = html.UnescapeString(page)
+	if code != http.StatusOK || strings.Count(page, `data-testid="lab-item"`) != 2 {
+		t.Fatalf("lab on a batch of two items: %d, want one result per item", code)
+	}
+	accepted := strings.Count(page, "would be accepted")
+	dup := strings.Count(page, "would be a duplicate")
+
+	// What intake does with that very request.
+	resp, err := http.Post(srv.URL+"/webhooks/mews?token=mews-token-0123456789abcdef", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Items []struct {
+			Status string `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || len(ans.Items) != 2 {
+		t.Fatalf("intake: %d %v %+v", resp.StatusCode, err, ans)
+	}
+	if ans.Items[1].Status != "duplicate" {
+		t.Fatalf("intake answered the second item %q; the premise (a duplicate) does not hold", ans.Items[1].Status)
+	}
+	if !strings.Contains(page, "Item 0 of this request has the same key") || dup != 1 || accepted != 1 {
+		t.Errorf("the lab says of a batch whose two items share a key: %d \"would be accepted\", %d \"would be a duplicate\"; "+
+			"intake answers its second item %q: the lab should say the second would be a duplicate (of the first item)",
+			accepted, dup, ans.Items[1].Status)
 	}
 }
