@@ -173,3 +173,11 @@ func Summarize(outcomes []KeyOutcome) ReleaseSummary {
 
 // KeyRef names a key.
 type KeyRef struct{ Source, Key string }
+
+// MaxKeysPerRelease bounds the keys one ReleaseKeys call releases: a larger set is
+// released in several calls, each told that it may have stopped short (ReachedLimit).
+const MaxKeysPerRelease = 10000
+
+// ReachedLimit reports whether a ReleaseKeys call that matched matched keys stopped at
+// MaxKeysPerRelease: more keys may match its filter, for another call to release.
+func ReachedLimit(matched int) bool { return matched >= MaxKeysPerRelease }

@@ -410,12 +410,12 @@ type Store interface {
 	// Releasing a key that is already free changes nothing and reports Changed false.
 	ReleaseKey(ctx context.Context, r Release) (Released, error)
 
-	// ReleaseKeys releases (or reprocesses) every key matching f, at most 10,000, each with
-	// its own audit row as ReleaseKey does, committed releaseBatch keys at a time. A key
-	// refused (in flight, gone meanwhile) gets its Refused reason and the others go on; a
-	// failed transaction ends the call with its error, and the outcomes committed before
-	// it. r's Source and Key are ignored; a release without a reason is an error. It stops
-	// early only if ctx ends.
+	// ReleaseKeys releases (or reprocesses) every key matching f, at most
+	// MaxKeysPerRelease, each with its own audit row as ReleaseKey does, committed
+	// releaseBatch keys at a time. A key refused (in flight, gone meanwhile) gets its
+	// Refused reason and the others go on; a failed transaction ends the call with its
+	// error, and the outcomes committed before it. r's Source and Key are ignored; a
+	// release without a reason is an error. It stops early only if ctx ends.
 	ReleaseKeys(ctx context.Context, f KeyFilter, r Release) ([]KeyOutcome, error)
 
 	// ReleaseEach releases (or reprocesses) each of keys as ReleaseKeys does: one outcome

@@ -629,10 +629,12 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	sum := storage.Summarize(outcomes)
 	out := struct {
-		Matched int             `json:"matched"`
-		Changed int             `json:"changed"`
+		Matched int `json:"matched"`
+		Changed int `json:"changed"`
+		// More: the call stopped at the most keys one call takes; more may match.
+		More    bool            `json:"more"`
 		Results []releaseResult `json:"results"`
-	}{Matched: sum.Matched, Changed: sum.Changed, Results: []releaseResult{}}
+	}{Matched: sum.Matched, Changed: sum.Changed, More: storage.ReachedLimit(sum.Matched), Results: []releaseResult{}}
 	for _, o := range outcomes {
 		rr := releaseResult{Source: o.Source, Key: o.Key, Previous: o.Previous, Changed: o.Changed}
 		if o.Refused != "" {

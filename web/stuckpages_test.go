@@ -164,3 +164,21 @@ func TestConsole_StuckPassKeepsItsThreshold(t *testing.T) {
 		t.Error("slow is not on the first page once stuck")
 	}
 }
+
+// TestAPI_ReleaseSetSaysWhenItStoppedShort: a set release takes at most
+// storage.MaxKeysPerRelease keys a call: a call that stopped there says more may match,
+// and the next releases the rest and says nothing is left.
+func TestAPI_ReleaseSetSaysWhenItStoppedShort(t *testing.T) {
+	e := newAPIEnv(t)
+	failedKeys(t, e.db, "ota", storage.MaxKeysPerRelease+1, time.Now().Add(-time.Hour))
+	const set = `{"source":"ota","state":"failed","reason":"PMS back after the outage"}`
+	for _, want := range []struct {
+		matched int
+		more    bool
+	}{{storage.MaxKeysPerRelease, true}, {1, false}} {
+		code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", set)
+		if code != 200 || out["matched"] != float64(want.matched) || out["more"] != want.more {
+			t.Fatalf("set release: %d matched %v more %v; want matched %d more %t", code, out["matched"], out["more"], want.matched, want.more)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		}
 		sum := storage.Summarize(outcomes)
 		fmt.Fprintf(e.stdout, "%d keys matched, %d changed, %d refused\n", sum.Matched, sum.Changed, sum.Refused)
+		if storage.ReachedLimit(sum.Matched) {
+			fmt.Fprintf(e.stdout, "stopped at %d keys, the most one call takes: more may match; run it again for the rest\n", storage.MaxKeysPerRelease)
+		}
 		if sum.Refused > 0 {
 			return fmt.Errorf("%d keys could not be released", sum.Refused)
 		}

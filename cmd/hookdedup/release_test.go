@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -382,5 +383,35 @@ func TestCLI_BulkReleaseOfAnUnknownSource(t *testing.T) {
 	if out, err := cli("release", "--source", "pms", "--stuck", "--reason", "downstream back"); err != nil ||
 		!strings.Contains(out, "pms/q1: processing -> released") {
 		t.Errorf("bulk release of a source removed from the configuration, a key stored: %v\n%s", err, out)
+	}
+}
+
+// TestCLI_BulkReleaseSaysWhenItStoppedShort: a bulk release takes at most
+// storage.MaxKeysPerRelease keys a run: a run that stopped there says so, and the next
+// releases the rest without that line.
+func TestCLI_BulkReleaseSaysWhenItStoppedShort(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = storagetest.BulkLoad(context.Background(), db, storagetest.Fill{Source: "ota", Keys: storage.MaxKeysPerRelease + 1,
+		ClaimedAt: time.Now().Add(-time.Hour), TTL: 24 * time.Hour, Headers: "{}", State: storage.StateFailed,
+		Key:  func(i int) string { return fmt.Sprintf("outage-%05d", i) },
+		Body: func(int) []byte { return []byte("{}") }}, nil)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOn(path)
+	const more = "stopped at 10000 keys, the most one call takes: more may match; run it again for the rest"
+	for _, want := range []struct {
+		matched string
+		more    bool
+	}{{"10000 keys matched, 10000 changed", true}, {"1 keys matched, 1 changed", false}} {
+		out, err := cli("release", "--source", "ota", "--state", "failed", "--reason", "downstream back")
+		if err != nil || !strings.Contains(out, want.matched) || strings.Contains(out, more) != want.more {
+			t.Fatalf("bulk release: %v; want %q, the line that more may match %t\n…%s", err, want.matched, want.more, out[max(0, len(out)-300):])
+		}
 	}
 }

@@ -263,10 +263,6 @@ func payloadGone(ctx context.Context, tx pgx.Tx, c storage.Claim) (string, error
 	return "", nil
 }
 
-// maxKeysPerBulkRelease bounds the keys one ReleaseKeys call releases; a larger set is
-// released in several calls.
-const maxKeysPerBulkRelease = 10000
-
 // releaseBatch is how many keys of a bulk release share a transaction, as on SQLite: a
 // transaction's row locks and audit lock are held for a few milliseconds, so that
 // intake and the other replicas' releases wait no longer than that behind it.
@@ -282,7 +278,7 @@ func (db *DB) ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Re
 	if r.Reason == "" {
 		return nil, errors.New("bulk release: a reason is required")
 	}
-	f.Limit = maxKeysPerBulkRelease
+	f.Limit = storage.MaxKeysPerRelease
 	f.Before = 0
 	claims, err := db.ListKeys(ctx, f)
 	if err != nil {

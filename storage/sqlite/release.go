@@ -231,10 +231,6 @@ func payloadGone(ctx context.Context, tx *sql.Tx, c storage.Claim) (string, erro
 	return "", nil
 }
 
-// maxKeysPerBulkRelease bounds the keys one ReleaseKeys call releases; a larger set is
-// released in several calls.
-const maxKeysPerBulkRelease = 10000
-
 // releaseBatch is how many keys of a bulk release share a transaction: 50 keys hold the
 // write connection about 5 ms, like one of intake's batches, so 10,000 keys under full
 // intake load take 1.1-1.3 s (11.3 s at one key per transaction) and raise intake's p99
@@ -248,7 +244,7 @@ const releaseBatch = 50
 // it. r's Source and Key are ignored; a release without a reason is an error. It stops
 // early only if ctx ends.
 func (db *DB) ReleaseKeys(ctx context.Context, f storage.KeyFilter, r storage.Release) ([]storage.KeyOutcome, error) {
-	f.Limit = maxKeysPerBulkRelease
+	f.Limit = storage.MaxKeysPerRelease
 	f.Before = 0
 	claims, err := db.ListKeys(ctx, f)
 	if err != nil {
