@@ -385,9 +385,8 @@ type BulkBatch struct {
 // ParseDecimal reads a plain decimal number ("-12.50") exactly, with the number of its
 // decimal places; ok is false for anything else (exponents, fractions, spaces).
 func ParseDecimal(s string) (r *big.Rat, places int, ok bool) {
-	digits := strings.TrimPrefix(s, "-")
-	whole, frac, dot := strings.Cut(digits, ".")
-	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
+	_, _, frac, plain := plainDecimal(s)
+	if !plain {
 		return nil, 0, false
 	}
 	r, ok = new(big.Rat).SetString(s)

@@ -16,12 +16,8 @@ import (
 // optionally "." and digits), when it has more decimals than the currency has (a
 // fraction of a cent is no amount that can be summed exactly), or when it is too large.
 func MinorUnits(amount, currency string) (minor int64, ok bool) {
-	neg, digits := false, amount
-	if rest, cut := strings.CutPrefix(digits, "-"); cut {
-		neg, digits = true, rest
-	}
-	whole, frac, dot := strings.Cut(digits, ".")
-	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
+	neg, whole, frac, ok := plainDecimal(amount)
+	if !ok {
 		return 0, false
 	}
 	exp := CurrencyExponent(currency)

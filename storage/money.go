@@ -38,12 +38,8 @@ func CurrencyCode(s string) string {
 // cent is lost to a float. ok is false, and amount is returned as it is, when amount is
 // not a plain decimal number (an optional "-", digits, optionally "." and digits).
 func MajorUnits(amount, currency string, exponents map[string]int) (major string, ok bool) {
-	neg, digits := false, amount
-	if rest, cut := strings.CutPrefix(digits, "-"); cut {
-		neg, digits = true, rest
-	}
-	whole, frac, dot := strings.Cut(digits, ".")
-	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
+	neg, whole, frac, ok := plainDecimal(amount)
+	if !ok {
 		return amount, false
 	}
 	exp, own := exponents[strings.ToUpper(currency)]
@@ -114,7 +110,7 @@ func SetCurrencyExponent(currency string, exp int) (restore func()) {
 // same text, or the same plain decimal number spelt two ways ("412.50" and "412.5",
 // "-0" and "0"), as one provider may send an amount as a JSON string and again as a
 // number. A money mismatch compares amounts through it. A number of more than
-// maxAmountWhole digits before the point or maxAmountFrac after it, which no amount
+// MaxAmountWhole digits before the point or MaxAmountFrac after it, which no amount
 // has, is compared as text; the PostgreSQL store's statement bounds its cast alike.
 func SameAmount(a, b string) bool {
 	if a == b {
@@ -128,20 +124,45 @@ func SameAmount(a, b string) bool {
 	return ok && x.Cmp(y) == 0
 }
 
-// The bounds of an amount SameAmount compares as a number.
+// The bounds of a PlainAmount: digits before the point, and after it. No amount has
+// so many; a float holds every number within them.
 const (
-	maxAmountWhole = 200
-	maxAmountFrac  = 100
+	MaxAmountWhole = 200
+	MaxAmountFrac  = 100
 )
 
-// boundedDecimal is ParseDecimal within maxAmountWhole and maxAmountFrac digits.
+// boundedDecimal is ParseDecimal within MaxAmountWhole and MaxAmountFrac digits.
 func boundedDecimal(s string) (*big.Rat, bool) {
-	r, places, ok := ParseDecimal(s)
-	whole := len(strings.TrimPrefix(s, "-")) - places
-	if places > 0 {
-		whole-- // the point
+	if !PlainAmount(s) {
+		return nil, false
 	}
-	return r, ok && whole <= maxAmountWhole && places <= maxAmountFrac
+	r, _, ok := ParseDecimal(s)
+	return r, ok
+}
+
+// PlainAmount reports whether amount is a plain decimal number (an optional "-",
+// digits, optionally "." and digits) of at most MaxAmountWhole digits before the point
+// and MaxAmountFrac after it: the amounts that are read as numbers wherever amounts are
+// summed or compared, the ledger's exact sums and the dashboard's alike. Anything else
+// ("1.234,56", "1e1", "n/a") is counted as unsummed, never read by a numeric prefix.
+// The engines' SQL holds the same rule for the sums they take in a statement.
+func PlainAmount(amount string) bool {
+	_, whole, frac, ok := plainDecimal(amount)
+	return ok && len(whole) <= MaxAmountWhole && len(frac) <= MaxAmountFrac
+}
+
+// plainDecimal splits a plain decimal number into its sign, its digits before the
+// point and those after it; ok is false for anything else.
+func plainDecimal(s string) (neg bool, whole, frac string, ok bool) {
+	digits := s
+	if rest, cut := strings.CutPrefix(digits, "-"); cut {
+		neg, digits = true, rest
+	}
+	whole, frac, dot := strings.Cut(digits, ".")
+	if whole == "" || !allDigits(whole) || (dot && (frac == "" || !allDigits(frac))) {
+		return false, "", "", false
+	}
+	return neg, whole, frac, true
 }
 
 // maxCurrency bounds a currency code as stored: ISO codes have three letters, and

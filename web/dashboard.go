@@ -143,6 +143,7 @@ type dashCounts struct {
 	acc, dup, rej, mm, moneyN int64
 	moneyMM                   int64               // money mismatches
 	money                     map[string]float64  // by currency: never summed across them
+	unsummed                  map[string]int64    // by currency: amounts left out of money
 	buckets                   []views.ChartBucket // one per step; not kept for the totals
 }
 
@@ -155,9 +156,10 @@ func (c *dashCounts) add(b storage.StatBucket) {
 		c.dup += b.Deliveries
 		if b.WithAmount > 0 {
 			if c.money == nil {
-				c.money = map[string]float64{}
+				c.money, c.unsummed = map[string]float64{}, map[string]int64{}
 			}
 			c.money[b.Currency] += b.Amount
+			c.unsummed[b.Currency] += b.Unsummed
 			c.moneyN += b.WithAmount
 		}
 	case storage.Rejected:
@@ -236,7 +238,7 @@ func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) vie
 		Totals: views.Totals{
 			Accepted: tot.acc, Duplicate: tot.dup, Rejected: tot.rej, Mismatch: tot.mm,
 			DuplicateRate: views.Percent(tot.dup, tot.acc+tot.dup),
-			Money:         moneySums(tot.money), MoneyCount: tot.moneyN,
+			Money:         moneySums(tot.money, tot.unsummed), MoneyCount: tot.moneyN,
 			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
 			MoneyURL:      events(url.Values{"outcome": {"duplicate"}, "status": {"cancelled"}}),
 			MismatchURL:   events(url.Values{"mismatch": {"1"}}),
@@ -256,7 +258,7 @@ func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) vie
 		st := views.SourceStats{
 			Name: name, Accepted: c.acc, Duplicate: c.dup, Rejected: c.rej, Mismatch: c.mm,
 			DuplicateRate: views.Percent(c.dup, c.acc+c.dup),
-			Money:         moneySums(c.money), MoneyCount: c.moneyN,
+			Money:         moneySums(c.money, c.unsummed), MoneyCount: c.moneyN,
 			Stuck:         d.stuck[name],
 			EventsURL:     events(url.Values{"source": {name}}),
 			DuplicatesURL: events(url.Values{"source": {name}, "outcome": {"duplicate"}}),

@@ -123,8 +123,9 @@ func moneyPlaces(v float64, places int) string {
 const noCurrency = "—"
 
 // moneySums writes sums by currency, each in its own currency's decimals (JPY none,
-// KWD three), in the order of their codes, the amounts of no known currency last.
-func moneySums(byCurrency map[string]float64) []views.MoneySum {
+// KWD three), in the order of their codes, the amounts of no known currency last, with
+// how many amounts of each were left out of its sum (unsummed).
+func moneySums(byCurrency map[string]float64, unsummed map[string]int64) []views.MoneySum {
 	codes := slices.Sorted(maps.Keys(byCurrency))
 	if len(codes) > 0 && codes[0] == "" {
 		codes = append(codes[1:], "")
@@ -136,7 +137,7 @@ func moneySums(byCurrency map[string]float64) []views.MoneySum {
 			label = noCurrency
 		}
 		out = append(out, views.MoneySum{Currency: label,
-			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code))}})
+			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code)), Unsummed: unsummed[code]}})
 	}
 	return out
 }

@@ -100,3 +100,23 @@ func TestConsole_MoneyPerCurrency(t *testing.T) {
 		t.Errorf("CSV without its currency column:\n%s", csvBody)
 	}
 }
+
+// The money card sums only amounts that are plain decimal numbers, and says how many it
+// left out, as the ledger does: a refund of "1.234,56" CHF (European style) is neither
+// summed as the CHF 1.23 its text starts with nor dropped unseen.
+func TestConsole_MoneyCardUnsummed(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	for range 2 {
+		d := &storage.Delivery{Source: "ota", Key: "chf-refund", KeyMethod: "event_id", PayloadHash: "h", Property: "HTL-9",
+			Amount: "1.234,56", Currency: "CHF", Status: 200}
+		if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := e.as(t, "viewer").get("/")
+	money := parsePage(t, body).testid("card-money").text()
+	if strings.Contains(money, "CHF 1.23") || !strings.Contains(money, "CHF 0.00 +1 unsummed") {
+		t.Errorf("money card %q: want the refund of \"1.234,56\" CHF counted as unsummed, not summed", money)
+	}
+}

@@ -3,6 +3,8 @@ package enginetest
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +79,53 @@ pay duplicate "USD" n=1 amt=1/40.00
 	if err != nil || len(dups) != 4 || dups[0].Currency != "JPY" || dups[0].Amount != "18000" {
 		t.Fatalf("recent duplicates = %+v, %v", dups, err)
 	}
+}
+
+// The dashboard's money sums only the amounts that are plain decimal numbers
+// (storage.PlainAmount) and counts the others as unsummed, as the ledger does, before
+// the roll-up and after it: the number that "1.234,56" or "1e1" starts with is no money
+// that was sent.
+func TestDeliveryStats_OnlyPlainAmountsSummed(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	c := newClock(e, db)
+	from := c.Now().Truncate(time.Hour)
+	amounts := []string{"412.50", "-3", "0", "-0", "007", "0.1", "1.234,56", "12,50", "1e1", "2E-2", "n/a", " 5", "5 ",
+		"+5", "5.", ".5", "-", "--5", "1.2.3", "1x5", "0x10", "Inf", "NaN",
+		strings.Repeat("9", storage.MaxAmountWhole), strings.Repeat("9", storage.MaxAmountWhole+1),
+		"-1." + strings.Repeat("1", storage.MaxAmountFrac), "1." + strings.Repeat("1", storage.MaxAmountFrac+1)}
+	currency := func(i int) string { return fmt.Sprintf("C%02d", i) }
+	for i, amount := range amounts {
+		for range 2 {
+			mustRecordMoney(t, db, currency(i), "h", amount, currency(i))
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		stats, err := db.DeliveryStats(ctx, from, c.Now().Add(time.Minute), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]storage.StatBucket{}
+		for _, b := range stats {
+			if b.Outcome == storage.Duplicate {
+				seen[b.Currency] = b
+			}
+		}
+		for i, amount := range amounts {
+			b := seen[currency(i)]
+			want, unsummed := 0.0, int64(1)
+			if storage.PlainAmount(amount) {
+				want, _ = strconv.ParseFloat(amount, 64)
+				unsummed = 0
+			}
+			if b.WithAmount != 1 || b.Unsummed != unsummed || math.Abs(b.Amount-want) > math.Abs(want)*1e-12 {
+				t.Errorf("%s: the duplicate of amount %q: %d with an amount, summed %g, %d unsummed; want 1, %g, %d",
+					when, amount, b.WithAmount, b.Amount, b.Unsummed, want, unsummed)
+			}
+		}
+	}
+	check("not rolled up")
+	CatchUpRollups(t, db)
+	check("rolled up")
 }

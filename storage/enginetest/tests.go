@@ -65,6 +65,7 @@ var tests = []struct {
 	{"Ledger_NoAmount", TestLedger_NoAmount},
 	{"Ledger_NoAmountPastTheInt64", TestLedger_NoAmountPastTheInt64},
 	{"DeliveryStats_PerCurrency", TestDeliveryStats_PerCurrency},
+	{"DeliveryStats_OnlyPlainAmountsSummed", TestDeliveryStats_OnlyPlainAmountsSummed},
 	{"FirstKeyDeliveries", TestFirstKeyDeliveries},
 	{"Record", TestRecord},
 	{"Record_Expired", TestRecord_Expired},

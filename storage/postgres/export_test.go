@@ -13,13 +13,6 @@ const (
 	SweepDeliveriesLock = sweepDeliveriesLock
 )
 
-// The dashboard's reading of an amount as a float, and the prefix reading it falls
-// back on.
-const (
-	SQLAmountReal   = sqlAmountReal
-	SQLAmountPrefix = sqlAmountPrefix
-)
-
 // QueuedRecords is how many Record and RecordBatch calls wait in db's queue for a
 // writer to take them.
 func QueuedRecords(db *DB) int { return len(db.intake.reqs) }

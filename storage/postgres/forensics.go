@@ -461,7 +461,8 @@ WHERE d.id = v.id AND (f.currency <> d.currency OR f.event_status <> d.event_sta
 	THEN f.amount::numeric <> d.amount::numeric ELSE true END))
 RETURNING d.id`
 
-	// sqlPlainAmount is storage.SameAmount's plain decimal, within its bounds. It holds
+	// sqlPlainAmount is storage.PlainAmount: a plain decimal, within its bounds
+	// (storage.MaxAmountWhole, storage.MaxAmountFrac). It holds
 	// no backslash: with standard_conforming_strings off a literal's backslash is an
 	// escape, "\\." would match any character, and text such as "1x5" would reach the cast.
 	sqlPlainAmount = `^-?[0-9]{1,200}([.][0-9]{1,100})?$`

@@ -1,14 +1,12 @@
 package postgres_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookdedup/hookdedup/storage"
-	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
@@ -44,43 +42,11 @@ func TestRecord_MoneyMismatchLegacyStrings(t *testing.T) {
 	if dup.Outcome != storage.Duplicate || !dup.MoneyMismatch {
 		t.Errorf("duplicate: outcome %s, money mismatch %v; want duplicate, true", dup.Outcome, dup.MoneyMismatch)
 	}
-	// The dashboard's sums read amounts through a pattern too ("1x5" is summed as 1).
+	// The dashboard's sums read amounts through the pattern too ("1x5" is unsummed).
 	if _, err := db.RollupStats(t.Context(), 1000); err != nil {
 		t.Errorf("roll-up of the dashboard's totals: %v", err)
 	}
 	if _, err := db.DeliveryStats(t.Context(), time.Now().Add(-time.Hour), time.Now().Add(time.Hour), time.Hour); err != nil {
 		t.Errorf("the dashboard's totals: %v", err)
-	}
-}
-
-// The dashboard reads a plain decimal amount by casting it whole, and any other by its
-// longest numeric prefix: both must give every amount the float the prefix gives it,
-// at the fast path's bounds and past them.
-func TestAmountReal_AsPrefix(t *testing.T) {
-	conn := connect(t, postgrestest.NewDatabase(t))
-	amounts := []string{"412.50", "-3", "0", "-0", "0.1", "007", "18000", "5.", ".5", "+5", " 5", "5 ", "1e3", "2E-2",
-		"1x5", "n/a", "", "-", "1.2.3", "12,50", "1_000",
-		strings.Repeat("9", 40), strings.Repeat("9", 41), "-" + strings.Repeat("9", 39), "-" + strings.Repeat("9", 40),
-		"1." + strings.Repeat("3", 38), "1." + strings.Repeat("3", 39), strings.Repeat("7", 250), "0." + strings.Repeat("1", 150)}
-	rows, err := conn.Query(t.Context(), `SELECT amount, `+postgres.SQLAmountReal+`, `+postgres.SQLAmountPrefix+`
-FROM unnest($1::text[]) AS amount`, amounts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var amount string
-		var got, want float64
-		if err := rows.Scan(&amount, &got, &want); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("amount %q: %g, its prefix reads %g", amount, got, want)
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil || n != len(amounts) {
-		t.Fatalf("%d of %d amounts read: %v", n, len(amounts), err)
 	}
 }

@@ -185,17 +185,19 @@ WITH stretch AS (
 		CASE WHEN amount <> '' THEN currency ELSE '' END AS currency, mismatch, money_mismatch, amount
 	FROM deliveries WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3),
 added AS (
-	INSERT INTO delivery_stats AS s (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount)
+	INSERT INTO delivery_stats AS s (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount,
+		unsummed)
 	SELECT source, hour, outcome, currency, count(*), count(*) FILTER (WHERE mismatch),
 		count(*) FILTER (WHERE money_mismatch), count(*) FILTER (WHERE amount <> ''),
-		coalesce(sum(`+sqlAmountReal+`) FILTER (WHERE amount <> ''), 0)
+		coalesce(sum(`+sqlAmountReal+`), 0), sum(`+sqlAmountUnsummed+`)
 	FROM stretch GROUP BY source, hour, outcome, currency
 	ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 		deliveries       = s.deliveries + excluded.deliveries,
 		mismatches       = s.mismatches + excluded.mismatches,
 		money_mismatches = s.money_mismatches + excluded.money_mismatches,
 		with_amount      = s.with_amount + excluded.with_amount,
-		amount           = s.amount + excluded.amount)
+		amount           = s.amount + excluded.amount,
+		unsummed         = s.unsummed + excluded.unsummed)
 SELECT count(*), coalesce(max(id), 0) FROM stretch`, mark, safe, limit).Scan(&n, &upto)
 		if err != nil {
 			return fmt.Errorf("fold: %w", err)
@@ -220,24 +222,14 @@ ON CONFLICT (id) DO UPDATE SET rolled_up_to = excluded.rolled_up_to`, upto)
 var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d THEN '%s' ELSE source END`,
 	storage.StatusUnknownSource, storage.UnknownSources)
 
-// sqlAmountReal is a delivery's amount as a float, for the dashboard's sums: the
-// longest prefix of it that reads as a number, 0 if none, as SQLite's CAST(amount AS
-// REAL) reads it (sqlAmountPrefix). An amount as senders write it, a plain decimal of a
-// few digits, is the whole of its prefix and is cast as it is: PostgreSQL's regular
-// expressions expand each bounded repetition of sqlAmountPrefix into as many states,
-// and reading a prefix through it took about 15 µs an amount, where the plain decimal's
-// test takes well under one. The dashboard reads the deliveries not rolled up yet
-// this way, thousands of them after a burst of intake.
-const sqlAmountReal = `CASE WHEN length(amount) <= 40 AND amount ~ '^-?[0-9]+([.][0-9]+)?$' THEN amount::float8
-	ELSE ` + sqlAmountPrefix + ` END`
+// sqlAmountReal is a delivery's amount as a float, for the dashboard's sums, when it is
+// a storage.PlainAmount (sqlPlainAmount), and NULL otherwise: such an amount is counted
+// as unsummed (sqlAmountUnsummed), never read by the number its text starts with.
+const sqlAmountReal = `CASE WHEN amount ~ '` + sqlPlainAmount + `' THEN amount::float8 END`
 
-// sqlAmountPrefix is an amount's longest prefix that reads as a number, as a float, 0
-// if none. An amount is whatever text the sender put in the field, and a cast of the
-// whole would fail the query on "n/a"; the prefix is bounded (200 digits, 100
-// decimals, a two-digit exponent) so that no amount, however long, passes what a float
-// holds.
-const sqlAmountPrefix = `coalesce(substring(amount FROM
-	'^[[:space:]]*([-+]?(?:[0-9]{1,200}(?:[.][0-9]{0,100})?|[.][0-9]{1,100})(?:[eE][-+]?[0-9]{1,2})?)')::float8, 0)`
+// sqlAmountUnsummed is 1 for a delivery whose amount the dashboard cannot sum, 0
+// otherwise (no amount included).
+const sqlAmountUnsummed = `(amount <> '' AND amount !~ '` + sqlPlainAmount + `')::int`
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats and Ledger count
 // as they read. The roll-up runs every few seconds, so the tail is a few seconds of
@@ -266,14 +258,14 @@ WITH tail AS (
 	FROM deliveries
 	WHERE id > coalesce((SELECT rolled_up_to FROM delivery_stats_mark WHERE id = 1), 0) ORDER BY id LIMIT $4),
 counts AS (
-	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount, unsummed
 	FROM delivery_stats WHERE hour >= $1 AND hour < $3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount <> '' THEN currency ELSE '' END, 1, mismatch::int,
-		money_mismatch::int, (amount <> '')::int, CASE WHEN amount <> '' THEN `+sqlAmountReal+` ELSE 0 END
+		money_mismatch::int, (amount <> '')::int, coalesce(`+sqlAmountReal+`, 0), `+sqlAmountUnsummed+`
 	FROM tail WHERE hour >= $1 AND hour < $3)
 SELECT source, (hour - $1) / $2 AS period, outcome, currency, sum(deliveries)::bigint, sum(mismatches)::bigint,
-	sum(money_mismatches)::bigint, sum(with_amount)::bigint, sum(amount)
+	sum(money_mismatches)::bigint, sum(with_amount)::bigint, sum(amount), sum(unsummed)::bigint
 FROM counts GROUP BY source, period, outcome, currency
 ORDER BY period, source COLLATE "C", outcome COLLATE "C", currency COLLATE "C"`,
 		first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
@@ -287,7 +279,7 @@ ORDER BY period, source COLLATE "C", outcome COLLATE "C", currency COLLATE "C"`,
 		var n int64
 		var outcome string
 		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches,
-			&b.WithAmount, &b.Amount); err != nil {
+			&b.WithAmount, &b.Amount, &b.Unsummed); err != nil {
 			return nil, fmt.Errorf("delivery stats: %w", err)
 		}
 		b.Outcome = storage.Outcome(outcome)

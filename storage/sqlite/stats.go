@@ -56,7 +56,8 @@ WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 AND id <= ?3 ORDER BY i
 SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
 	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
 	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
-	total(CASE WHEN d.amount != '' THEN CAST(d.amount AS REAL) END)
+	total(CASE WHEN `+sqlPlainAmount("d.amount")+` THEN CAST(d.amount AS REAL) END),
+	coalesce(sum(d.amount != '' AND NOT `+sqlPlainAmount("d.amount")+`), 0)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
 GROUP BY 3, 4, 5, 6`, after, limit, upto)
 		if err != nil {
@@ -69,7 +70,7 @@ GROUP BY 3, 4, 5, 6`, after, limit, upto)
 			var hour sql.NullInt64
 			var count int64
 			if err := rows.Scan(&last, &count, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
-				&st.moneyMismatches, &st.withAmount, &st.amount); err != nil {
+				&st.moneyMismatches, &st.withAmount, &st.amount, &st.unsummed); err != nil {
 				return 0, 0, err
 			}
 			n = int(count)
@@ -114,15 +115,18 @@ GROUP BY 3, 4, 5, 6`, after, limit, upto)
 		moved = true
 		for k, st := range totals {
 			if _, err := tx.ExecContext(ctx, `
-INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount,
+	unsummed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	deliveries  = deliveries + excluded.deliveries,
 	mismatches  = mismatches + excluded.mismatches,
 	money_mismatches = money_mismatches + excluded.money_mismatches,
 	with_amount = with_amount + excluded.with_amount,
-	amount      = amount + excluded.amount`,
-				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount+st.amountErr); err != nil {
+	amount      = amount + excluded.amount,
+	unsummed    = unsummed + excluded.unsummed`,
+				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount+st.amountErr,
+				st.unsummed); err != nil {
 				return err
 			}
 		}
@@ -144,6 +148,7 @@ func (st *statsSum) add(o statsSum) {
 	st.mismatches += o.mismatches
 	st.moneyMismatches += o.moneyMismatches
 	st.withAmount += o.withAmount
+	st.unsummed += o.unsummed
 	st.addAmount(o.amount)
 	st.amountErr += o.amountErr
 }
@@ -162,6 +167,18 @@ func statsSource(outcome storage.Outcome, status int, source string) string {
 		return storage.UnknownSources
 	}
 	return source
+}
+
+// sqlPlainAmount is storage.PlainAmount in SQL, for column: a plain decimal number
+// within its bounds. GLOB has no repetition, so the sign is cut off first and the rest
+// must start with a digit, hold digits and at most one point, and not end with it.
+func sqlPlainAmount(column string) string {
+	return fmt.Sprintf(`((CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '[0-9]*' AND
+	NOT (CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '*[^0-9.]*' AND
+	NOT %[1]s GLOB '*.*.*' AND NOT %[1]s GLOB '*.' AND
+	CASE WHEN instr(%[1]s, '.') = 0 THEN length(ltrim(%[1]s, '-')) <= %[2]d
+		ELSE instr(ltrim(%[1]s, '-'), '.') - 1 <= %[2]d AND length(%[1]s) - instr(%[1]s, '.') <= %[3]d END)`,
+		column, storage.MaxAmountWhole, storage.MaxAmountFrac)
 }
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats counts as it
@@ -189,14 +206,15 @@ WITH tail AS (
 	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency FROM deliveries
 	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
 counts AS (
-	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount, unsummed
 	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
-		money_mismatch != 0, amount != '', CASE WHEN amount != '' THEN CAST(amount AS REAL) END
+		money_mismatch != 0, amount != '', CASE WHEN `+sqlPlainAmount("amount")+` THEN CAST(amount AS REAL) END,
+		amount != '' AND NOT `+sqlPlainAmount("amount")+`
 	FROM tail WHERE hour >= ?1 AND hour < ?3)
 SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(money_mismatches),
-	sum(with_amount), total(amount)
+	sum(with_amount), total(amount), sum(unsummed)
 FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
 	if err != nil {
 		return nil, fmt.Errorf("delivery stats: %w", err)
@@ -207,7 +225,8 @@ FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMill
 		var b storage.StatBucket
 		var n int64
 		var outcome string
-		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches, &b.WithAmount, &b.Amount); err != nil {
+		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches, &b.WithAmount, &b.Amount,
+			&b.Unsummed); err != nil {
 			return nil, fmt.Errorf("delivery stats: %w", err)
 		}
 		b.Outcome = storage.Outcome(outcome)

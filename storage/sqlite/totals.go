@@ -48,7 +48,7 @@ type statsEntry struct {
 
 // statsSum is what a span adds to a row of delivery_stats.
 type statsSum struct {
-	deliveries, mismatches, moneyMismatches, withAmount int64
+	deliveries, mismatches, moneyMismatches, withAmount, unsummed int64
 	// amount is summed as SQLite's total() sums, with amountErr the rounding errors it
 	// compensates (Kahan-Babuska-Neumaier): summed naively, a charge and its refund of
 	// a large amount wipe out the small amounts between them. The total is their sum.
@@ -166,8 +166,11 @@ func (s *span) count(row *recordRow) {
 	}
 	if d.Amount != "" {
 		st.withAmount++
-		v, _ := castReal(d.Amount)
-		st.addAmount(v)
+		if v, ok := castReal(d.Amount); ok && storage.PlainAmount(d.Amount) {
+			st.addAmount(v)
+		} else {
+			st.unsummed++
+		}
 	}
 	if row.outcome != storage.Duplicate {
 		return
