@@ -5,10 +5,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -188,60 +186,6 @@ func plainJSONString(s string) bool {
 	return true
 }
 
-// maxAmountText and maxAmountExp bound an amount spelt otherwise than as a plain
-// decimal (with an exponent, a fraction): its length, and its exponent either way.
-const (
-	maxAmountText = 64
-	maxAmountExp  = 40
-)
-
-// decimalText is the one spelling of a number: a plain decimal without padding
-// ("-0120.50" → "-120.5", "7.00" and "7e0" → "7"), or, for a fraction with no finite
-// decimal, its exact rational ("1/3"); false when amount is not a number, or is one
-// spelt otherwise than as a plain decimal beyond maxAmountText or maxAmountExp.
-func decimalText(amount string) (string, bool) {
-	neg := strings.HasPrefix(amount, "-")
-	digits := strings.TrimPrefix(amount, "-")
-	whole, frac, _ := strings.Cut(digits, ".")
-	simple := whole != "" && strings.Trim(whole, "0123456789") == "" && strings.Trim(frac, "0123456789") == ""
-	if !simple {
-		// big.Rat spells out the exponent it is given: "1e999999" is a megabyte of
-		// digits and seconds of CPU. No amount is that long, nor that large or small.
-		if len(amount) > maxAmountText {
-			return "", false
-		}
-		if i := strings.IndexAny(amount, "eEpP"); i >= 0 {
-			if exp, err := strconv.Atoi(amount[i+1:]); err != nil || exp < -maxAmountExp || exp > maxAmountExp {
-				return "", false
-			}
-		}
-		n, ok := new(big.Rat).SetString(amount)
-		if !ok {
-			return "", false
-		}
-		// Spelt as a plain decimal where one is exact, so that "1.825e2" and "182.5"
-		// agree; a fraction with no finite decimal keeps its rational spelling.
-		d := n.FloatString(30)
-		if back, ok := new(big.Rat).SetString(d); !ok || back.Cmp(n) != 0 {
-			return n.RatString(), true
-		}
-		return decimalText(d)
-	}
-	whole = strings.TrimLeft(whole, "0")
-	frac = strings.TrimRight(frac, "0")
-	if whole == "" {
-		whole = "0"
-	}
-	out := whole
-	if frac != "" {
-		out += "." + frac
-	}
-	if neg && out != "0" {
-		out = "-" + out
-	}
-	return out, true
-}
-
 // correlationKeys are what the source's correlation rules read of the document x
 // indexes: for each rule whose kind filter the event passes and whose booking, amount
 // and currency it carries, the hash of those three, the amount as an exact number in
@@ -263,7 +207,7 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 				continue
 			}
 		}
-		amount, ok := decimalText(amount)
+		amount, ok := storage.NumberText(amount)
 		if !ok {
 			continue // not a number: nothing to compare
 		}

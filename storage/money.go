@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -107,21 +108,53 @@ func SetCurrencyExponent(currency string, exp int) (restore func()) {
 }
 
 // SameAmount reports whether a and b, two amounts as stored, are the same money: the
-// same text, or the same plain decimal number spelt two ways ("412.50" and "412.5",
-// "-0" and "0"), as one provider may send an amount as a JSON string and again as a
-// number. A money mismatch compares amounts through it. A number of more than
-// MaxAmountWhole digits before the point or MaxAmountFrac after it, which no amount
-// has, is compared as text; the PostgreSQL store's statement bounds its cast alike.
+// same text, or the same number spelt two ways ("412.50" and "412.5", "-0" and "0",
+// "10" and "1e1"), as one provider may send an amount as a JSON string and again as a
+// number, or quote a number as its serializer wrote it. A money mismatch compares
+// amounts through it. Numbers are read as plain decimals within PlainAmount's bounds,
+// or as JSON writes a number with an exponent within NumberText's bounds; any other
+// text (a fraction, a comma) is compared as text. The PostgreSQL store's statement
+// reads the same two spellings alike.
 func SameAmount(a, b string) bool {
 	if a == b {
 		return true
 	}
-	x, ok := boundedDecimal(a)
-	if !ok {
+	if x, ok := boundedDecimal(a); ok {
+		if y, ok := boundedDecimal(b); ok {
+			return x.Cmp(y) == 0
+		}
+	}
+	if !numberAmount(a) || !numberAmount(b) {
 		return false
 	}
-	y, ok := boundedDecimal(b)
-	return ok && x.Cmp(y) == 0
+	x, okx := NumberText(a)
+	y, oky := NumberText(b)
+	return okx && oky && x == y
+}
+
+// numberAmount reports whether s is a PlainAmount, or a plain decimal followed by an
+// exponent ("1.825e2", "1E+1") within MaxNumberText and MaxNumberExp: a number as JSON
+// writes one.
+func numberAmount(s string) bool {
+	if PlainAmount(s) {
+		return true
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 || len(s) > MaxNumberText {
+		return false
+	}
+	if _, _, _, ok := plainDecimal(s[:i]); !ok {
+		return false
+	}
+	exp := s[i+1:]
+	if exp != "" && (exp[0] == '+' || exp[0] == '-') {
+		exp = exp[1:]
+	}
+	if exp == "" || !allDigits(exp) {
+		return false
+	}
+	n, err := strconv.Atoi(exp)
+	return err == nil && n <= MaxNumberExp
 }
 
 // The bounds of a PlainAmount: digits before the point, and after it. No amount has
@@ -176,4 +209,61 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// MaxNumberText and MaxNumberExp bound an amount spelt otherwise than as a plain
+// decimal (with an exponent, a fraction): its length, and its exponent either way.
+// Past them it is no number that anything reads: big.Rat spells out the exponent it is
+// given, and no amount is that long, nor that large or small.
+const (
+	MaxNumberText = 64
+	MaxNumberExp  = 40
+)
+
+// NumberText is the one spelling of a number, as correlation rules compare amounts and
+// SameAmount compares those written with an exponent: a plain decimal without padding
+// ("-0120.50" → "-120.5", "7.00" and "7e0" → "7"), or, for a fraction with no finite
+// decimal, its exact rational ("1/3"); false when amount is not a number, or is one
+// spelt otherwise than as a plain decimal beyond MaxNumberText or MaxNumberExp.
+func NumberText(amount string) (string, bool) {
+	neg := strings.HasPrefix(amount, "-")
+	digits := strings.TrimPrefix(amount, "-")
+	whole, frac, _ := strings.Cut(digits, ".")
+	simple := whole != "" && strings.Trim(whole, "0123456789") == "" && strings.Trim(frac, "0123456789") == ""
+	if !simple {
+		// big.Rat spells out the exponent it is given: "1e999999" is a megabyte of
+		// digits and seconds of CPU. No amount is that long, nor that large or small.
+		if len(amount) > MaxNumberText {
+			return "", false
+		}
+		if i := strings.IndexAny(amount, "eEpP"); i >= 0 {
+			if exp, err := strconv.Atoi(amount[i+1:]); err != nil || exp < -MaxNumberExp || exp > MaxNumberExp {
+				return "", false
+			}
+		}
+		n, ok := new(big.Rat).SetString(amount)
+		if !ok {
+			return "", false
+		}
+		// Spelt as a plain decimal where one is exact, so that "1.825e2" and "182.5"
+		// agree; a fraction with no finite decimal keeps its rational spelling.
+		d := n.FloatString(30)
+		if back, ok := new(big.Rat).SetString(d); !ok || back.Cmp(n) != 0 {
+			return n.RatString(), true
+		}
+		return NumberText(d)
+	}
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg && out != "0" {
+		out = "-" + out
+	}
+	return out, true
 }

@@ -49,6 +49,14 @@ func TestRecord_MoneyMismatch(t *testing.T, e Engine) {
 		{"AmountNotANumber", "h2", money{"120.00 EUR", "EUR", "cancelled"}, false, true},
 		{"AmountNegated", "h2", money{"-120", "EUR", "cancelled"}, false, true},
 		{"AmountPastTheBounds", "h2", money{"120." + strings.Repeat("0", 101), "EUR", "cancelled"}, false, true},
+		// A number with an exponent is read as the number it is, as correlation reads it.
+		{"AmountWithAnExponent", "h2", money{"1.2e2", "EUR", "cancelled"}, false, false},
+		{"AmountWithAnExponentUpperCase", "h2", money{"12000E-2", "EUR", "cancelled"}, false, false},
+		{"AmountWithAnExponentDiffers", "h2", money{"1.2e1", "EUR", "cancelled"}, false, true},
+		{"AmountWithAnExponentAtTheBound", "h2", money{"120" + strings.Repeat("0", 40) + "e-40", "EUR", "cancelled"}, false, false},
+		{"AmountWithAnExponentPastTheBound", "h2", money{"120" + strings.Repeat("0", 41) + "e-41", "EUR", "cancelled"}, false, true},
+		{"AmountWithAnExponentTooLong", "h2", money{"120." + strings.Repeat("0", 60) + "e0", "EUR", "cancelled"}, false, true},
+		{"AmountAsAFraction", "h2", money{"240/2", "EUR", "cancelled"}, false, true},
 		{"AmountSpeltOtherwiseInOneRequest", "h2", money{"120.0", "EUR", "cancelled"}, true, false},
 		{"AmountDiffersInOneRequest", "h2", money{"99.00", "EUR", "cancelled"}, true, true},
 	} {

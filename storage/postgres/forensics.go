@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -446,21 +447,33 @@ func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
 	}
 }
 
-// The statements that write what decide decided, after the deliveries' insert.
-const (
+// sqlMaxNumberText is storage.MaxNumberText, in a statement.
+var sqlMaxNumberText = strconv.Itoa(storage.MaxNumberText)
+
+// The statement that writes money mismatches, built with storage's bounds.
+var (
 	// sqlMoneyMismatches flags the duplicates $1 whose amount, currency or event status
 	// differs from that of the first delivery each lost to ($2), compared as stored, the
-	// amounts as storage.SameAmount compares them: two plain decimals of the same value
+	// amounts as storage.SameAmount compares them: two numbers of the same value
 	// are the same amount. The CASE keeps the casts behind the patterns that make them
 	// safe. A first delivery swept by retention has nothing to compare with.
 	sqlMoneyMismatches = `UPDATE deliveries AS d SET money_mismatch = true
 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, first)
 JOIN deliveries AS f ON f.id = v.first
 WHERE d.id = v.id AND (f.currency <> d.currency OR f.event_status <> d.event_status OR (f.amount <> d.amount AND
-	CASE WHEN f.amount ~ '` + sqlPlainAmount + `' AND d.amount ~ '` + sqlPlainAmount + `'
+	CASE WHEN (f.amount ~ '` + sqlPlainAmount + `' OR (length(f.amount) <= ` + sqlMaxNumberText + ` AND f.amount ~ '` + sqlExponentAmount + `'))
+		AND (d.amount ~ '` + sqlPlainAmount + `' OR (length(d.amount) <= ` + sqlMaxNumberText + ` AND d.amount ~ '` + sqlExponentAmount + `'))
 	THEN f.amount::numeric <> d.amount::numeric ELSE true END))
 RETURNING d.id`
 
+	// sqlExponentAmount is a plain decimal with an exponent within
+	// storage.MaxNumberExp, which storage.SameAmount reads as a number as it reads a
+	// plain one (with the length bound sqlMaxNumberText). No backslash, as above.
+	sqlExponentAmount = `^-?[0-9]+([.][0-9]+)?[eE][-+]?0*([0-9]|[1-3][0-9]|40)$`
+)
+
+// The statements that write what decide decided, after the deliveries' insert.
+const (
 	// sqlPlainAmount is storage.PlainAmount: a plain decimal, within its bounds
 	// (storage.MaxAmountWhole, storage.MaxAmountFrac). It holds
 	// no backslash: with standard_conforming_strings off a literal's backslash is an
