@@ -201,15 +201,19 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 		if booking == "" || amount == "" || currency == "" {
 			continue
 		}
-		if c.AmountMinorUnits {
-			var ok bool
-			if amount, ok = storage.MajorUnits(amount, currency, s.CurrencyExponents); !ok {
-				continue
-			}
-		}
 		amount, ok := storage.NumberText(amount)
 		if !ok {
 			continue // not a number: nothing to compare
+		}
+		if c.AmountMinorUnits {
+			// Read first, then moved by the currency's exponent: "1.825e4" cents are
+			// 182.50 as 18250 are. A fraction of no finite decimal is left unread.
+			if amount, ok = storage.MajorUnits(amount, currency, s.CurrencyExponents); !ok {
+				continue
+			}
+			if amount, ok = storage.NumberText(amount); !ok {
+				continue
+			}
 		}
 		var buf [96]byte // on the stack: the array is hashed, never kept
 		obj := append(buf[:0], '[')

@@ -71,6 +71,9 @@ func TestProbeFor_Keys(t *testing.T) {
 		{"NotARefund", &ota, `{"property_id":"P","booking_id":"B","status":"confirmed","refund":{"amount":182.5,"currency":"EUR"}}`, false, false, true},
 		{"NoCurrency", &ota, `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":182.5}}`, true, false, true},
 		{"PaymentProviderInCents", &psp, `{"type":"refund.created","amount":18250,"currency":"eur","metadata":{"booking":"B"}}`, false, true, false},
+		{"PaymentProviderInCentsWithExponent", &psp, `{"type":"refund.created","amount":"1.825e4","currency":"eur","metadata":{"booking":"B"}}`, false, true, false},
+		{"PaymentProviderInCentsAsFraction", &psp, `{"type":"refund.created","amount":"36500/2","currency":"eur","metadata":{"booking":"B"}}`, false, true, false},
+		{"PaymentProviderInCentsOtherExponent", &psp, `{"type":"refund.created","amount":"1.825e3","currency":"eur","metadata":{"booking":"B"}}`, false, false, false},
 		{"PaymentProviderOtherBooking", &psp, `{"type":"refund.created","amount":18250,"currency":"eur","metadata":{"booking":"C"}}`, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
