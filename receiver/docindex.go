@@ -1,6 +1,10 @@
 package receiver
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/hookdedup/hookdedup/storage"
+)
 
 // docIndex is where each member of a canonical document's top-level object lies, found
 // in one pass over the document. Intake reads many pointers of one event (its labels,
@@ -114,6 +118,31 @@ func (x *docIndex) text(pointer string) string {
 		v, _ = x.exactValue(pointer, v)
 	}
 	return labelText(v, ok)
+}
+
+// exactNumber is v, the text at pointer p, with a number's value as the event spells
+// it, exactly, when that is not what the canonical document holds: the document holds
+// a float64, and an amount such as 12345678901234567.12 or 0.10000000000000000001 is
+// rounded there, so a changed refund would read as the same money and sums would add
+// money that was not sent. The number is read as storage.NumberText reads it, as a
+// plain decimal ("1e1" is "10"), within its bounds; a string is left as it is. Only
+// numbers are looked up again in the event as sent.
+func (x *docIndex) exactNumber(p, v string) string {
+	if x.event == nil || v == "" {
+		return v
+	}
+	if cv, ok := x.lookup(p); !ok || cv == "" || cv[0] == '"' {
+		return v
+	}
+	raw, ok := ptrLookup(string(x.event), p)
+	if !ok {
+		return v
+	}
+	exact, ok := storage.NumberText(raw)
+	if !ok || len(exact) > maxText || strings.Contains(exact, "/") {
+		return v
+	}
+	return exact
 }
 
 // exactValue is exactAt on the indexed document's event.

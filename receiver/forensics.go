@@ -196,7 +196,7 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 		if c.Kind != "" && !slices.Contains(c.Kinds, x.text(c.Kind)) {
 			continue
 		}
-		booking, amount := x.text(c.Booking), x.text(c.Amount)
+		booking, amount := x.text(c.Booking), x.exactNumber(c.Amount, x.text(c.Amount))
 		currency := storage.CurrencyCode(x.text(c.Currency))
 		if booking == "" || amount == "" || currency == "" {
 			continue

@@ -81,7 +81,7 @@ func (s *Source) amountText(x *docIndex) string {
 			continue
 		}
 		if v := x.text(from); v != "" {
-			return v
+			return x.exactNumber(from, v)
 		}
 	}
 	return ""
