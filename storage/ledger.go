@@ -134,6 +134,21 @@ type LedgerRow struct {
 	// Overlap is what the open suspects of each kind count more than once: the second
 	// and later open suspects of one delivery, whose money is at risk only once.
 	Overlap Money
+	// RiskConfirmed is the deliveries both at risk (an open suspect) and confirmed (a
+	// confirmed one): counted in AtRisk and in Confirmed alike, and once in Deliveries.
+	RiskConfirmed Money
+}
+
+// Deliveries is the row's deliveries at risk or confirmed, each once: a delivery with
+// an open suspect and a confirmed one is one delivery, whose money is counted once.
+func (r LedgerRow) Deliveries() Money {
+	m := r.AtRisk()
+	m.Add(r.Confirmed)
+	m.Count -= r.RiskConfirmed.Count
+	m.Minor -= r.RiskConfirmed.Minor
+	m.Unsummed -= r.RiskConfirmed.Unsummed
+	m.NoAmount -= r.RiskConfirmed.NoAmount
+	return m
 }
 
 // AtRisk is the row's money at risk: money mismatches and the deliveries of open
@@ -172,6 +187,7 @@ func (r *LedgerRow) Add(o LedgerRow) {
 	r.LateDuplicate.Add(o.LateDuplicate)
 	r.Confirmed.Add(o.Confirmed)
 	r.Overlap.Add(o.Overlap)
+	r.RiskConfirmed.Add(o.RiskConfirmed)
 }
 
 // LedgerFilter selects the ledger's rows. Empty fields match everything.
@@ -346,9 +362,16 @@ func (b *LedgerBuilder) Duplicate(k LedgerKey, amount string, moneyMismatch bool
 
 // Suspect counts a suspect of kind in state (open or confirmed) on delivery: a
 // confirmed delivery once, and the second and later open suspects of one delivery as
-// Overlap too, so that its money is at risk once.
+// Overlap too, so that its money is at risk once; a delivery both open and confirmed
+// in RiskConfirmed as well.
 func (b *LedgerBuilder) Suspect(k LedgerKey, kind SuspectKind, state, amount string, delivery int64) {
 	r := b.extraRow(k)
+	both := b.open[delivery] && b.confirmed[delivery]
+	defer func() {
+		if !both && b.open[delivery] && b.confirmed[delivery] {
+			r.RiskConfirmed.AddAmount(amount, k.Currency)
+		}
+	}()
 	if state == SuspectConfirmed {
 		if !b.confirmed[delivery] {
 			b.confirmed[delivery] = true

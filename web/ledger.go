@@ -218,12 +218,13 @@ func (s *Server) handleLedgerCSV(w http.ResponseWriter, r *http.Request) error {
 	cw.Write(ledgerCSVHeader)
 	for _, row := range l.Rows {
 		rec := []string{row.Day.Format(dateOnly), csvCell(row.Source), csvCell(row.Property), csvCell(row.Currency)}
-		risk := row.AtRisk()
-		// A money mismatch is caught and at risk alike: its amount is left out once.
-		unsummed := row.Caught.Unsummed + risk.Unsummed - row.MoneyMismatch.Unsummed + row.Confirmed.Unsummed
+		risk, flagged := row.AtRisk(), row.Deliveries()
+		// A money mismatch is caught and at risk alike, and a delivery may be at risk
+		// and confirmed: each amount is left out once.
+		unsummed := row.Caught.Unsummed + flagged.Unsummed - row.MoneyMismatch.Unsummed
 		// Caught counts only duplicates that carried an amount: those without one are
 		// at risk or confirmed.
-		noAmount := row.Caught.NoAmount + risk.NoAmount + row.Confirmed.NoAmount
+		noAmount := row.Caught.NoAmount + flagged.NoAmount
 		for _, m := range []storage.Money{row.Caught, row.MoneyMismatch, row.BusinessKey, row.Correlation, row.LateDuplicate, risk, row.Confirmed} {
 			rec = append(rec, strconv.FormatInt(m.Count, 10), storage.FormatMinor(m.Minor, row.Currency))
 		}

@@ -548,3 +548,33 @@ func TestAPI_LedgerAtTheEndsOfTime(t *testing.T) {
 		}
 	}
 }
+
+// The ledger CSV's no_amount counts the row's deliveries at risk or confirmed that
+// carried no amount, each once: a delivery with an open suspect and a confirmed one (a
+// re-send confirmed a double by business key, still open as a suspected double refund)
+// is one delivery.
+func TestConsole_LedgerCSVCountsADeliveryOnce(t *testing.T) {
+	e := newConsoleEnv(t)
+	ctx := context.Background()
+	d := &storage.Delivery{Source: "ota", Key: "one", KeyMethod: "event_id", PayloadHash: "h", Property: "HTL-7",
+		Currency: "EUR", Status: 200}
+	if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []storage.Suspect{
+		{Kind: storage.SuspectBusinessKey, Delivery: d.ID, Currency: "EUR", State: storage.SuspectConfirmed},
+		{Kind: storage.SuspectCorrelation, Delivery: d.ID, Currency: "EUR"},
+	} {
+		s.Source, s.Property = "ota", "HTL-7"
+		storagetest.AddSuspect(t, e.db, s)
+	}
+	c := e.as(t, "viewer")
+	_, body := c.get("/ledger.csv?property=HTL-7")
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("ledger CSV %q, %v: want a header and one row", recs, err)
+	}
+	if got := recs[1][len(recs[1])-1]; got != "1" {
+		t.Errorf("no_amount = %s for the one delivery without an amount (row %q)", got, recs[1])
+	}
+}
