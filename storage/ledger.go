@@ -316,7 +316,9 @@ type LedgerBuilder struct {
 	// One delivery may carry several suspects (a re-send under a new id that a
 	// correlation rule finds too); its money is at risk, or confirmed, once.
 	open, confirmed map[int64]bool
-	totals          map[string]*LedgerRow
+	// openOfKind: the deliveries counted in each kind's cell, each once.
+	openOfKind map[kindDelivery]bool
+	totals     map[string]*LedgerRow
 	// cur is the daily row being summed, kind by kind.
 	cur    *LedgerRow
 	curKey LedgerKey
@@ -326,12 +328,19 @@ type LedgerBuilder struct {
 // NewLedgerBuilder returns a builder of a Ledger of at most limit rows (0: all of them).
 func NewLedgerBuilder(limit int) *LedgerBuilder {
 	return &LedgerBuilder{
-		limit:     limit,
-		extra:     map[LedgerKey]*LedgerRow{},
-		open:      map[int64]bool{},
-		confirmed: map[int64]bool{},
-		totals:    map[string]*LedgerRow{},
+		limit:      limit,
+		extra:      map[LedgerKey]*LedgerRow{},
+		open:       map[int64]bool{},
+		confirmed:  map[int64]bool{},
+		openOfKind: map[kindDelivery]bool{},
+		totals:     map[string]*LedgerRow{},
 	}
+}
+
+// kindDelivery is a delivery's place in one kind's cell.
+type kindDelivery struct {
+	kind     SuspectKind
+	delivery int64
 }
 
 func (b *LedgerBuilder) extraRow(k LedgerKey) *LedgerRow {
@@ -361,8 +370,8 @@ func (b *LedgerBuilder) Duplicate(k LedgerKey, amount string, moneyMismatch bool
 }
 
 // Suspect counts a suspect of kind in state (open or confirmed) on delivery: a
-// confirmed delivery once, and the second and later open suspects of one delivery as
-// Overlap too, so that its money is at risk once; a delivery both open and confirmed
+// confirmed delivery once, an open one once in its kind's cell, and the open suspects
+// of one delivery in a second and later kind as Overlap too, so that its money is at risk once; a delivery both open and confirmed
 // in RiskConfirmed as well.
 func (b *LedgerBuilder) Suspect(k LedgerKey, kind SuspectKind, state, amount string, delivery int64) {
 	r := b.extraRow(k)
@@ -377,7 +386,10 @@ func (b *LedgerBuilder) Suspect(k LedgerKey, kind SuspectKind, state, amount str
 			b.confirmed[delivery] = true
 			r.Confirmed.AddAmount(amount, k.Currency)
 		}
-	} else if m := r.Open(kind); m != nil {
+	} else if m := r.Open(kind); m != nil && !b.openOfKind[kindDelivery{kind, delivery}] {
+		// A kind's cell counts deliveries, as its link lists them: two rules of one
+		// kind that flag one refund are one refund.
+		b.openOfKind[kindDelivery{kind, delivery}] = true
 		m.AddAmount(amount, k.Currency)
 		if b.open[delivery] {
 			r.Overlap.AddAmount(amount, k.Currency)

@@ -329,6 +329,44 @@ func TestLedger_OneDeliveryTwoFlags(t *testing.T, e Engine) {
 	}
 }
 
+// One delivery that two correlation rules flag (an OTA's refund doubled by the payment
+// provider's and by the bank's) is one delivery in its kind's cell, its money counted
+// once, as the cell's link lists it once and at risk counts it.
+func TestLedger_OneDeliveryTwoRulesOfAKind(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: time.Hour}
+	psp := storage.CorrelationKey{Rule: "double-refund", Hash: "R", Window: time.Hour}
+	bank := storage.CorrelationKey{Rule: "bank-refund", Hash: "S", Window: time.Hour}
+	refund := func(source, key string, corr ...storage.CorrelationKey) *storage.Delivery {
+		d := bk(source, key, "B-"+source)
+		d.Correlations = corr
+		return record(t, db, d, opt)
+	}
+	refund("psp", "re_1", psp)
+	refund("bank", "tx_1", bank)
+	ota := refund("ota", "evt_1", psp, bank)
+	if len(ota.Suspects) != 2 {
+		t.Fatalf("the OTA's refund flagged %v, want one correlation per rule", ota.Suspects)
+	}
+	l, err := db.Ledger(ctx, storage.LedgerFilter{Source: "ota"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Rows) != 1 || len(l.Totals) != 1 {
+		t.Fatalf("ledger = %+v, want the OTA's row and one total", l)
+	}
+	for _, r := range append(l.Rows, l.Totals...) {
+		if r.Correlation.Count != 1 || r.Correlation.Minor != 8000 {
+			t.Errorf("%q correlation %+v, want 1 delivery, 80.00", r.Source, r.Correlation)
+		}
+		if risk := r.AtRisk(); risk.Count != 1 || risk.Minor != 8000 {
+			t.Errorf("%q at risk = %+v, want 1 delivery, 80.00", r.Source, risk)
+		}
+	}
+}
+
 // noAmountMoney writes m as count/sum, then +N? for the amounts left out of the sum
 // and ~N for the deliveries or suspects that carried no amount at all.
 func noAmountMoney(m storage.Money, cur string) string {

@@ -62,6 +62,7 @@ var tests = []struct {
 	{"RollupLedger_Concurrent", TestRollupLedger_Concurrent},
 	{"Ledger_HugeAmounts", TestLedger_HugeAmounts},
 	{"Ledger_OneDeliveryTwoFlags", TestLedger_OneDeliveryTwoFlags},
+	{"Ledger_OneDeliveryTwoRulesOfAKind", TestLedger_OneDeliveryTwoRulesOfAKind},
 	{"Ledger_NoAmount", TestLedger_NoAmount},
 	{"Ledger_NoAmountPastTheInt64", TestLedger_NoAmountPastTheInt64},
 	{"DeliveryStats_PerCurrency", TestDeliveryStats_PerCurrency},
