@@ -71,7 +71,9 @@ func (e *endpoint) handle(h http.Handler, cfg config) {
 // its own per request (read_timeout).
 func h2HeaderDeadline(d time.Duration) func(net.Conn, http.ConnState) {
 	var mu sync.Mutex
-	armed := map[net.Conn]bool{} // an HTTP/2 connection seen idle: true until its first request
+	// A TLS connection seen idle: true for HTTP/2 until its first request. HTTP/1.1's go
+	// idle after every request: each is looked at once, not at every turn.
+	armed := map[net.Conn]bool{}
 	return func(c net.Conn, state http.ConnState) {
 		tc, ok := c.(*tls.Conn)
 		if !ok {
@@ -81,9 +83,12 @@ func h2HeaderDeadline(d time.Duration) func(net.Conn, http.ConnState) {
 		defer mu.Unlock()
 		switch state {
 		case http.StateIdle:
-			if _, seen := armed[c]; !seen && tc.ConnectionState().NegotiatedProtocol == "h2" {
-				armed[c] = true
-				tc.SetReadDeadline(time.Now().Add(d))
+			if _, seen := armed[c]; !seen {
+				h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
+				armed[c] = h2
+				if h2 {
+					tc.SetReadDeadline(time.Now().Add(d))
+				}
 			}
 		case http.StateActive:
 			if armed[c] {
