@@ -11,8 +11,6 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/hookdedup/hookdedup/storage"
 )
 
 // A single-pass RFC 8785 canonicaliser for the bodies that are valid, which is
@@ -606,20 +604,6 @@ func (st *canonState) number(i int) (int, bool) {
 			st.out = append(st.out[:n], lit...)
 		}
 	}
-	if float && st.digits != keepRespelled && len(lit) > maxHeldDigits {
-		// A decimal of more significant digits than a float64 holds: RFC 8785 rounds
-		// it, and two payloads that differ only past its 15th digit (a refund of
-		// 12345678901234567.12, then .99) would read as one. Its exact value, spelt as
-		// storage.NumberText spells it, tells them apart in the payload hash; keys are
-		// left as they were, so that a key once given is given again.
-		exact, ok := storage.NumberText(string(lit))
-		if ok && significantDigits(lit) > maxHeldDigits && !heldDecimal(exact, f, st.out[n:]) {
-			st.unheld = true
-			if st.digits == keepUnheld {
-				st.out = append(st.out[:n], exact...)
-			}
-		}
-	}
 	if float && st.digits == keepRespelled {
 		// A key holds an integer by its value, however it is spelt: 2^60 written
 		// with ".0", or 1e21, is the key of its digits, not of RFC 8785's spelling.
@@ -628,50 +612,6 @@ func (st *canonState) number(i int) (int, bool) {
 		}
 	}
 	return i, true
-}
-
-// maxHeldDigits is how many significant decimal digits every float64 holds: a decimal
-// of no more reads back from its float64 as the same number.
-const maxHeldDigits = 15
-
-// heldDecimal reports whether exact, a decimal number as storage.NumberText spells it,
-// is what f, the float64 it reads as, stands for: f's value itself (2^60 written with
-// ".0"), or es6, f's RFC 8785 spelling, as a serialiser that prints floats writes them
-// (0.30000000000000004).
-func heldDecimal(exact string, f float64, es6 []byte) bool {
-	if s, ok := storage.NumberText(string(es6)); ok && s == exact {
-		return true
-	}
-	r, ok := new(big.Rat).SetString(exact)
-	if !ok || math.IsInf(f, 0) {
-		return false
-	}
-	return r.Cmp(new(big.Rat).SetFloat64(f)) == 0
-}
-
-// significantDigits counts the digits of the JSON number lit from its first digit
-// other than 0 to its last, the point and the exponent aside.
-func significantDigits(lit []byte) int {
-	if e := bytes.IndexAny(lit, "eE"); e >= 0 {
-		lit = lit[:e]
-	}
-	first, last, n := -1, -1, 0
-	for _, c := range lit {
-		if c < '0' || c > '9' {
-			continue
-		}
-		if c != '0' {
-			if first < 0 {
-				first = n
-			}
-			last = n
-		}
-		n++
-	}
-	if first < 0 {
-		return 0
-	}
-	return last - first + 1
 }
 
 // integerDigits returns the integer that the JSON number lit (in float64's range) is,

@@ -451,16 +451,16 @@ func TestPresets_ShopifyTopicsOfOneOrderAreNoSuspects(t *testing.T) {
 
 // TestHandler_AmountNumberKeptExactly: an amount sent as a JSON number is stored with
 // its value as sent, not as the float64 the canonical document holds: what the ledger
-// sums is the money that was sent, and a redelivery whose amount changed past a float's
-// digits is a money mismatch.
+// sums is the money that was sent, and a redelivery whose payload changed, its amount
+// past a float's digits among it, is a money mismatch.
 func TestHandler_AmountNumberKeptExactly(t *testing.T) {
 	ctx := context.Background()
 	ota := otaSource(t)
 	ota.CurrencyField = "/refund/currency"
 	e := newEnv(t, sqlite.Options{}, ota)
-	post := func(id, amount string) int64 {
+	post := func(id, amount, note string) int64 {
 		t.Helper()
-		body := `{"property_id":"P","booking_id":"B","status":"cancelled","refund":{"amount":` + amount + `,"currency":"IDR"}}`
+		body := `{"property_id":"P","booking_id":"B","status":"cancelled","note":"` + note + `","refund":{"amount":` + amount + `,"currency":"IDR"}}`
 		code, a, _ := e.post(t, "ota", id, body, nil)
 		if code != http.StatusOK {
 			t.Fatalf("%s: %d %+v", id, code, a)
@@ -474,8 +474,8 @@ func TestHandler_AmountNumberKeptExactly(t *testing.T) {
 		{"1.2345678901234567e16", "1.2345678901234568e16", "12345678901234567"},
 	} {
 		id := "evt_" + tc.first
-		first := post(id, tc.first)
-		changed := post(id, tc.changed)
+		first := post(id, tc.first, "sent")
+		changed := post(id, tc.changed, "sent again")
 		if d, err := e.db.Delivery(ctx, first); err != nil || d.Amount != tc.stored {
 			t.Errorf("amount %s stored as %q, %v; want %q", tc.first, d.Amount, err, tc.stored)
 		}
