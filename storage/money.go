@@ -246,8 +246,10 @@ func NumberText(amount string) (string, bool) {
 			return "", false
 		}
 		// Spelt as a plain decimal where one is exact, so that "1.825e2" and "182.5"
-		// agree; a fraction with no finite decimal keeps its rational spelling.
-		d := n.FloatString(30)
+		// agree; a fraction with no finite decimal keeps its rational spelling. A
+		// decimal within the bounds above has at most MaxNumberText+MaxNumberExp
+		// places: all of them are spelt, as PostgreSQL's numeric holds them.
+		d := n.FloatString(MaxNumberText + MaxNumberExp)
 		if back, ok := new(big.Rat).SetString(d); !ok || back.Cmp(n) != 0 {
 			return n.RatString(), true
 		}

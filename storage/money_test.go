@@ -126,6 +126,9 @@ func TestNumberText(t *testing.T) {
 		{"18250E-2", "182.5", true},
 		{".5", "0.5", true},
 		{"1/3", "1/3", true},
+		{"1e-31", "0.0000000000000000000000000000001", true},
+		{"1.5e-40", "0.00000000000000000000000000000000000000015", true},
+		{"1.0000000000000000000000000000001e0", "1.0000000000000000000000000000001", true},
 		{"abc", "", false},
 		{"1e999999", "", false},
 		{"1E-999999", "", false},
@@ -140,5 +143,24 @@ func TestNumberText(t *testing.T) {
 			}
 			t.Errorf("NumberText(%.40q) = %q, %v; want %q, %v", tc.in, short, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestSameAmount_DecimalsPastThirty: an amount spelt with an exponent compares as the
+// decimal it is to its plain spelling, however many places it has within an amount's
+// bounds, as PostgreSQL's numeric compares them: the two engines flag the same money
+// mismatches.
+func TestSameAmount_DecimalsPastThirty(t *testing.T) {
+	for _, c := range [][2]string{
+		{"1e-31", "0.0000000000000000000000000000001"},
+		{"1.0000000000000000000000000000001e0", "1.0000000000000000000000000000001"},
+		{"1.5e-40", "0.00000000000000000000000000000000000000015"},
+	} {
+		if !storage.SameAmount(c[0], c[1]) {
+			t.Errorf("SameAmount(%q, %q) = false; want the same amount", c[0], c[1])
+		}
+	}
+	if storage.SameAmount("1e-31", "0.0000000000000000000000000000002") {
+		t.Error("SameAmount(1e-31, 2e-31) = true")
 	}
 }
