@@ -595,7 +595,17 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		result = "retry"
 	}
 	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
-	job = d.land(job)
+	if newest := d.land(job); !newest.Lease.Equal(job.Lease) {
+		// Leased again while under way: the newer lease recorded this attempt as
+		// interrupted. The outcome takes that row's place first, against this lease
+		// (which moves the key no further), then moves the key on under the newer one
+		// without listing it again: the history lists the one hand-off once. If the
+		// first record fails, the second lists it, beside that row.
+		if _, err := d.cfg.Store.FinishAttempt(ctx, job, a, res); err == nil {
+			res.Listed = true
+		}
+		job = newest
+	}
 	moved, err := d.record(ctx, job, a, res)
 	switch {
 	case errors.Is(err, storage.ErrFileGone):

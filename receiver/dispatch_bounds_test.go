@@ -19,8 +19,9 @@ import (
 // clock, which on SQLite is the machine's. A clock stepped forward while a hand-off is
 // open (NTP setting a board without a real-time clock, a VM resumed) makes the lease
 // look over: the dispatcher leases the key again, and must not hand the event off a
-// second time while the first is open. The first attempt records its outcome against
-// the newer lease, so the key is processed and not leased again.
+// second time while the first is open. The first attempt records its outcome in the
+// interrupted row the newer lease wrote, and moves the key on under that lease, so the
+// key is processed, not leased again, and its history lists the one hand-off once.
 func TestDispatch_ClockStepDuringAttemptHandsOffOnce(t *testing.T) {
 	db := storagetest.Open(t)
 	clk := storagetest.NewClock(time.Now())
@@ -59,6 +60,11 @@ func TestDispatch_ClockStepDuringAttemptHandsOffOnce(t *testing.T) {
 	})
 	if n := ds.arrived(); n != 1 {
 		t.Fatalf("%d hand-offs of one event; want 1", n)
+	}
+	// The newer lease recorded the attempt as interrupted; its outcome took that row's
+	// place: the history lists the one hand-off once.
+	if as, err := db.Attempts(context.Background(), "ota", "evt_step"); err != nil || len(as) != 1 || as[0].Error != "" || as[0].Status/100 != 2 {
+		t.Fatalf("history %+v, %v; want the one hand-off, answered 2xx", as, err)
 	}
 }
 

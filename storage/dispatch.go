@@ -77,7 +77,11 @@ type AttemptResult struct {
 	// Unsent: Done without a hand-off (a key of a source without forward_url): not
 	// counted as an attempt, so that retention does not keep its payload as one owed to
 	// a downstream that never had it.
-	Unsent    bool
+	Unsent bool
+	// Listed: the attempt is in the key's history already, recorded against the lease it
+	// ran under, which a newer lease of the same job took over mid-attempt; the record
+	// against the newer lease only moves the key on.
+	Listed    bool
 	Failed    bool      // the last allowed attempt failed: failed
 	NextAt    time.Time // otherwise: when to try again
 	LastError string

@@ -303,6 +303,38 @@ func TestFinishAttempt_LateOutcomeInPlace(t *testing.T, e Engine) {
 	}
 }
 
+// TestFinishAttempt_LateOutcomeThenNewerLease: a dispatcher whose job was leased again
+// while its attempt was under way (its lease ran out by a clock stepped forward)
+// records the outcome against its own lease, where it takes the interrupted row's
+// place, then against the newer lease as listed already, which moves the key on: the
+// key's history lists the one hand-off once, counted once.
+func TestFinishAttempt_LateOutcomeThenNewerLease(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), dispatchDay)
+	first := leaseOne(t, db, clk.Now())
+	started := clk.Now()
+	clk.Add(2 * time.Minute)
+	newer := leaseOne(t, db, clk.Now())
+	a := storage.Attempt{Source: "ota", Key: "k", Delivery: first.Delivery, StartedAt: started, Duration: time.Second, Status: 200}
+	for _, step := range []struct {
+		job   storage.Job
+		res   storage.AttemptResult
+		moved bool
+	}{{first, storage.AttemptResult{Done: true}, false}, {newer, storage.AttemptResult{Done: true, Listed: true}, true}} {
+		if moved, err := db.FinishAttempt(ctx, step.job, a, step.res); err != nil || moved != step.moved {
+			t.Fatalf("record: moved %v, %v; want %v", moved, err, step.moved)
+		}
+	}
+	if as, err := db.Attempts(ctx, "ota", "k"); err != nil || len(as) != 1 || as[0].Status != 200 || as[0].Error != "" {
+		t.Errorf("history %+v, %v; want the one hand-off, answered 200", as, err)
+	}
+	if c, err := db.Claim(ctx, "ota", "k"); err != nil || c.State != storage.StateProcessed || c.Attempts != 1 {
+		t.Errorf("claim %+v, %v; want processed after 1 attempt", c, err)
+	}
+}
+
 // TestFinishAttempt_LateOutcomesAfterReclaim: a key released at its lease's very end
 // and claimed anew in that millisecond, then two leases of the new claim each cut
 // off: when both stalled processes report late, each outcome takes its own

@@ -127,6 +127,7 @@ var tests = []struct {
 	{"ClaimHeld_AgreesWithIntake", TestClaimHeld_AgreesWithIntake},
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_RecordedAgain", TestFinishAttempt_RecordedAgain},
+	{"FinishAttempt_LateOutcomeThenNewerLease", TestFinishAttempt_LateOutcomeThenNewerLease},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
 	{"Keys", TestKeys},

@@ -223,6 +223,9 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		}
 		n, _ := r.RowsAffected()
 		moved = n == 1
+		if res.Listed {
+			return nil // the attempt is in the key's history already: only the key moves
+		}
 		if !moved {
 			// Recorded already: its record committed, and the answer was lost (the
 			// dispatcher records an outcome again until it hears it was).
