@@ -482,32 +482,28 @@ func (t *tlsSetup) Reload() error {
 // renewal that is overdue (checkRenewal); it returns when ctx ends without waiting for
 // an issuance in flight, which autocert bounds itself.
 func (t *tlsSetup) Run(ctx context.Context) {
-	if t.files != nil {
-		tick := time.NewTicker(t.poll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				t.files.reloadIfChanged()
-				t.checkFiles(now)
+	every, check := t.poll, func(now time.Time) {
+		t.files.reloadIfChanged()
+		t.checkFiles(now)
+	}
+	if t.files == nil {
+		for _, d := range t.domains {
+			go t.obtain(d)
+		}
+		every, check = t.watch, func(now time.Time) {
+			for _, d := range t.domains {
+				t.checkRenewal(d, now)
 			}
 		}
 	}
-	for _, d := range t.domains {
-		go t.obtain(d)
-	}
-	tick := time.NewTicker(t.watch)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, d := range t.domains {
-				t.checkRenewal(d, now)
-			}
+			check(now)
 		}
 	}
 }

@@ -299,10 +299,7 @@ func TestTLS_Files(t *testing.T) {
 	})
 
 	t.Run("Poll", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { setup.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		runTLS(t, setup)
 		third := writePair(testDomain, "other.example.test")
 		var leaf *x509.Certificate
 		for i := 0; i < 1000; i++ { // at most ~10 s
@@ -830,10 +827,7 @@ func TestTLS_ACMERenewalOverdueLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveTLS(t, httpsLn, setup.Config, okHandler)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { setup.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runTLS(t, setup)
 	waitLog(t, logs, "certificate ready")
 	p.stop() // the CA cannot be reached from now on
 
@@ -898,10 +892,7 @@ func TestTLS_ACMECacheWriteFailureLogged(t *testing.T) {
 		t.Fatalf("newTLS: %v", err)
 	}
 	serveTLS(t, httpsLn, setup.Config, okHandler)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { setup.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runTLS(t, setup)
 	waitLog(t, logs, "certificate ready")
 	waitLog(t, logs, "could not keep a certificate in the ACME cache")
 	for _, line := range strings.Split(logs.String(), "\n") {
@@ -1055,10 +1046,7 @@ func TestTLS_ACME_HTTP01(t *testing.T) {
 	var challenges atomic.Int64
 	serveHTTP(t, httpLn, countChallenges(setup.HTTPHandler, &challenges))
 	serveTLS(t, httpsLn, setup.Config, okHandler)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { setup.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runTLS(t, setup)
 
 	waitLog(t, logs, "certificate ready")
 	if challenges.Load() == 0 {
@@ -1206,4 +1194,12 @@ func checkRedirectStaysHome(t *testing.T, h http.Handler) {
 	if loc, want := resp.Header.Get("Location"), "https://"+testDomain+"/webhooks/ota?a=1&b=%2F"; resp.StatusCode != http.StatusFound || loc != want {
 		t.Errorf("a path: %d to %q, want 302 to %q", resp.StatusCode, loc, want)
 	}
+}
+
+// runTLS runs setup (tlsSetup.Run) until the test ends, and waits for it to return.
+func runTLS(t *testing.T, setup *tlsSetup) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { setup.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
