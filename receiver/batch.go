@@ -351,7 +351,7 @@ func CheckBatch(batch, item string, spec KeySpec) error {
 		return fmt.Errorf("item: %q %s", item, p)
 	}
 	for _, from := range spec.EventID {
-		if strings.HasPrefix(EventIDPlace(from), eventIDHeaderPrefix) {
+		if strings.HasPrefix(storage.PlacePointer(from), eventIDHeaderPrefix) {
 			return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
 				"name a field inside the item instead", from)
 		}

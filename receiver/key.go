@@ -27,11 +27,6 @@ const (
 	// in the body.
 	eventIDHeaderPrefix = "header:"
 
-	// eventIDWhen and eventIDIs qualify an event id place: "/id when /type = a|b"
-	// reads /id only in events whose /type is a or b.
-	eventIDWhen = " when "
-	eventIDIs   = " = "
-
 	// derivedKeyPrefix starts every derived key. Event ids that start with it
 	// are refused, so that a provider's id can never collide with a key
 	// derived from another delivery's fields, and a key alone says how it
@@ -159,34 +154,22 @@ func (s KeySpec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// EventIDPlace is where an event_id place reads its id: the place without the
-// qualifier it may carry ("/id when /type = a|b" reads /id).
-func EventIDPlace(place string) string {
-	from, _, _ := splitEventIDPlace(place)
-	return from
-}
-
-// splitEventIDPlace cuts an event_id place into the place itself and, when it is
-// qualified ("/id when /type = a|b"), the pointer and the values it is read for; values
-// is nil for a plain place. A header name holds no space, and a pointer is cut at the
-// first " when ", so a place whose own pointer holds " when " cannot be named.
+// splitEventIDPlace cuts an event_id or amount_field place as storage.CutPlace does,
+// with the values its qualifier names, for checking and saying them; values is nil for
+// a plain place and empty for a qualifier without " = ".
 func splitEventIDPlace(s string) (from, when string, values []string) {
-	from, cond, ok := strings.Cut(s, eventIDWhen)
-	if !ok {
-		return s, "", nil
+	from, when, list, qualified := storage.CutPlace(s)
+	if !qualified {
+		return from, "", nil
 	}
-	// Spaces around the parts are layout, as one writes a list ("a | b"): an event's
-	// value is read trimmed, and a value kept with its spaces would match no event.
-	from = strings.TrimSpace(from)
-	when, list, ok := strings.Cut(cond, eventIDIs)
-	if !ok {
-		return from, strings.TrimSpace(cond), []string{}
+	values = []string{}
+	if list != "" || strings.Contains(s, " = ") {
+		values = strings.Split(list, "|")
+		for i, v := range values {
+			values[i] = strings.TrimSpace(v)
+		}
 	}
-	values = strings.Split(list, "|")
-	for i, v := range values {
-		values[i] = strings.TrimSpace(v)
-	}
-	return from, strings.TrimSpace(when), values
+	return from, when, values
 }
 
 // whenProblem says what is wrong with an event id place's qualifier, "" if nothing.
@@ -273,8 +256,9 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 
 	var why string
 	for _, place := range spec.EventID {
-		from, when, values := splitEventIDPlace(place)
-		if values != nil && !slices.Contains(values, textAt(doc, when)) {
+		from, when, list, qualified := storage.CutPlace(place)
+		if qualified && !storage.PlaceListHas(list, textAt(doc, when)) {
+			_, _, values := splitEventIDPlace(place) // said only: built only then
 			if why != "" {
 				why += ", "
 			}

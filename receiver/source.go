@@ -5,7 +5,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -76,8 +75,8 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 // AmountField's places that applies to the event and holds one; "" for none.
 func (s *Source) amountText(x *docIndex) string {
 	for _, place := range s.AmountField {
-		from, when, values := splitEventIDPlace(place)
-		if values != nil && !slices.Contains(values, x.text(when)) {
+		from, when, list, qualified := storage.CutPlace(place)
+		if qualified && !storage.PlaceListHas(list, x.text(when)) {
 			continue
 		}
 		if v := x.text(from); v != "" {

@@ -764,8 +764,7 @@ func moneyMembers(src Source, known bool) []string {
 	// is the pointer's.
 	var amounts []string
 	for _, place := range src.AmountField {
-		p, _, _ := strings.Cut(place, " when ")
-		amounts = append(amounts, p)
+		amounts = append(amounts, storage.PlacePointer(place))
 	}
 	for _, p := range append(amounts, src.CurrencyField, src.StatusField) {
 		if i := strings.LastIndex(p, "/"); i >= 0 && i < len(p)-1 {

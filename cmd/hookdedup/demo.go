@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // otaEvent is the shape of the demo's webhook payloads: what an online travel agency
@@ -276,7 +277,7 @@ func demoSend(ctx context.Context, client *http.Client, endpoint string, src rec
 	h := http.Header{"Content-Type": {"application/json"}}
 	q := url.Values{}
 	for _, from := range src.Keys.EventID {
-		if name, ok := strings.CutPrefix(receiver.EventIDPlace(from), "header:"); ok {
+		if name, ok := strings.CutPrefix(storage.PlacePointer(from), "header:"); ok {
 			h.Set(name, msgID)
 			break
 		}

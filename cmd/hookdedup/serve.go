@@ -389,7 +389,7 @@ func (p *program) run(ctx context.Context) error {
 		// catches one within it (ttl outlasts the tolerance): not when that id is a
 		// header the signature leaves out, which a replay may change.
 		for _, from := range s.Keys.EventID {
-			name, header := strings.CutPrefix(receiver.EventIDPlace(from), "header:")
+			name, header := strings.CutPrefix(storage.PlacePointer(from), "header:")
 			if header && s.Verifier.Timestamped() && !signature.SignsIDHeader(s.Verifier.Scheme(), name) {
 				p.log.Warn(fmt.Sprintf("source %q: event_id %q is a header the %s signature does not cover: a captured delivery sent again within the tolerance under another id is taken as a new event; leave event_id out to key on %q, which it covers",
 					s.Name, from, s.Verifier.Scheme(), s.Verifier.DefaultEventID()))

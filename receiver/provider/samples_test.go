@@ -134,7 +134,7 @@ func TestPresets_DocumentedDeliveries(t *testing.T) {
 				"currency": p.CurrencyField,
 			}
 			for i, place := range p.AmountField {
-				labels[fmt.Sprintf("amount[%d]", i)] = receiver.EventIDPlace(place)
+				labels[fmt.Sprintf("amount[%d]", i)] = storage.PlacePointer(place)
 			}
 			found := map[string]bool{}
 
