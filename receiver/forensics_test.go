@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -133,19 +132,8 @@ func TestCorrelation_Check(t *testing.T) {
 // metric returns the value of one series of the receiver's /metrics, 0 if absent.
 func metric(t *testing.T, base, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	v, _ := scrapeMetric(t, base, series)
+	return v
 }
 
 func TestHandler_Forensics(t *testing.T) {
