@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bulk action kinds.
@@ -227,6 +228,37 @@ type BulkRequest struct {
 	// Thresholds say whether a reprocess will need approval (shown in the preview;
 	// Start decides with the thresholds of its own time).
 	Thresholds ApprovalThresholds
+}
+
+// Check says what is wrong with r, or nil: its kind, its reason (Reason, trimmed first,
+// as it is stored), its actor and its filter. Every engine checks a request this way
+// before it looks for a key.
+func (r *BulkRequest) Check() error {
+	r.Reason = strings.TrimSpace(r.Reason)
+	switch {
+	case r.Kind != BulkRelease && r.Kind != BulkReprocess:
+		return fmt.Errorf("kind %q: want release or reprocess", r.Kind)
+	case r.Reason == "":
+		return errors.New("a reason is required: it goes to the audit log")
+	}
+	if err := BulkReasonTooLong(r.Reason); err != nil {
+		return err
+	}
+	if r.Actor == "" {
+		return errors.New("bulk action: no actor")
+	}
+	return r.Filter.Check()
+}
+
+// BulkReasonTooLong refuses a reason of a bulk action or of its decision longer than
+// MaxReason characters, the bound the console's forms, the API and the command line
+// check (ReasonProblem). What else a reason may hold is theirs to say: an engine stores
+// whatever it is given, escaped where its text cannot hold it.
+func BulkReasonTooLong(reason string) error {
+	if n := utf8.RuneCountInString(reason); n > MaxReason {
+		return fmt.Errorf("keep the reason under %d characters (it has %d)", MaxReason, n)
+	}
+	return nil
 }
 
 // SourcesSearched returns the sources whose claims r covers when its filter names no

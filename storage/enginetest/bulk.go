@@ -394,6 +394,43 @@ func TestBulkOddText(t *testing.T, e Engine) {
 	}
 }
 
+// TestBulkReasonCountsCharacters: a reason is bounded at storage.MaxReason characters,
+// as the console's forms, the API and the command line count it, not in bytes: a reason
+// of accented or Japanese text that they let through is stored whole, at every step of
+// an action, and one a character too long is refused, saying so.
+func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db, _, req := fourEyesFixture(t, e)
+	long, tooLong := strings.Repeat("é", storage.MaxReason), strings.Repeat("払", storage.MaxReason+1)
+	req.Reason = tooLong
+	if _, err := db.CreateBulkPreview(ctx, req); err == nil || !strings.Contains(err.Error(), "under 500 characters (it has 501)") {
+		t.Errorf("preview with a reason of 501 characters: %v; want it refused, saying so", err)
+	}
+	req.Reason = long
+	a, err := db.CreateBulkPreview(ctx, req)
+	if err != nil || a.Reason != long {
+		t.Fatalf("preview with a reason of 500 characters (1,000 bytes): %q, %v; want it stored whole", a.Reason, err)
+	}
+	if a, err = db.StartBulkAction(ctx, a.ID, "ann", req.Thresholds); err != nil || a.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", a, err)
+	}
+	for _, decide := range []func(context.Context, int64, string, string) (storage.BulkAction, error){db.ApproveBulkAction, db.RefuseBulkAction} {
+		if _, err := decide(ctx, a.ID, "bob", tooLong); err == nil || !strings.Contains(err.Error(), "under 500 characters") {
+			t.Errorf("decided with a reason of 501 characters: %v; want it refused, saying so", err)
+		}
+	}
+	decision := strings.Repeat("€", storage.MaxReason)
+	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob", decision); err != nil || a.DecisionReason != decision {
+		t.Fatalf("approved with a reason of 500 characters (1,500 bytes): %q, %v; want it stored whole", a.DecisionReason, err)
+	}
+	if _, err := db.CancelBulkAction(ctx, a.ID, "cat", tooLong); err == nil || !strings.Contains(err.Error(), "under 500 characters") {
+		t.Errorf("cancelled with a reason of 501 characters: %v; want it refused, saying so", err)
+	}
+	if a, err = db.CancelBulkAction(ctx, a.ID, "cat", long); err != nil || a.State != storage.BulkCancelled {
+		t.Errorf("cancelled with a reason of 500 characters: %+v, %v", a, err)
+	}
+}
+
 // fourEyesFixture opens a database holding bulkFixture's keys and returns the request
 // of a reprocess of its stuck keys whose money is above its EUR threshold.
 func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.BulkRequest) {

@@ -28,6 +28,7 @@ var tests = []struct {
 	{"BulkStale", TestBulkStale},
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
+	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},

@@ -39,18 +39,7 @@ type previewKey struct {
 // released until Start. Returns ErrTooManyKeys past MaxBulkKeys; a bad kind, filter or
 // reason is an error that names it.
 func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (storage.BulkAction, error) {
-	req.Reason = strings.TrimSpace(req.Reason)
-	switch {
-	case req.Kind != storage.BulkRelease && req.Kind != storage.BulkReprocess:
-		return storage.BulkAction{}, fmt.Errorf("kind %q: want release or reprocess", req.Kind)
-	case req.Reason == "":
-		return storage.BulkAction{}, errors.New("a reason is required: it goes to the audit log")
-	case len(req.Reason) > 500:
-		return storage.BulkAction{}, errors.New("keep the reason under 500 characters")
-	case req.Actor == "":
-		return storage.BulkAction{}, errors.New("bulk action: no actor")
-	}
-	if err := req.Filter.Check(); err != nil {
+	if err := req.Check(); err != nil {
 		return storage.BulkAction{}, err
 	}
 	req.Reason, req.Actor = textReplaced(req.Reason), textReplaced(req.Actor)
@@ -403,8 +392,9 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 	switch {
 	case reason == "":
 		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: a reason is required: it goes to the audit log", verb, id)
-	case len(reason) > 500:
-		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: keep the reason under 500 characters", verb, id)
+	}
+	if err := storage.BulkReasonTooLong(reason); err != nil {
+		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: %w", verb, id, err)
 	}
 	actor, reason = textReplaced(actor), textReplaced(reason)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
@@ -441,8 +431,8 @@ func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason stri
 	if reason == "" {
 		reason = "cancelled"
 	}
-	if len(reason) > 500 {
-		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: keep the reason under 500 characters", id)
+	if err := storage.BulkReasonTooLong(reason); err != nil {
+		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: %w", id, err)
 	}
 	actor, reason = textReplaced(actor), textReplaced(reason)
 	return db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {

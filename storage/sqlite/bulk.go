@@ -37,18 +37,7 @@ type previewKey struct {
 // released until Start. Returns ErrTooManyKeys past MaxBulkKeys; a bad kind, filter or
 // reason is an error that names it.
 func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (storage.BulkAction, error) {
-	req.Reason = strings.TrimSpace(req.Reason)
-	switch {
-	case req.Kind != storage.BulkRelease && req.Kind != storage.BulkReprocess:
-		return storage.BulkAction{}, fmt.Errorf("kind %q: want release or reprocess", req.Kind)
-	case req.Reason == "":
-		return storage.BulkAction{}, errors.New("a reason is required: it goes to the audit log")
-	case len(req.Reason) > 500:
-		return storage.BulkAction{}, errors.New("keep the reason under 500 characters")
-	case req.Actor == "":
-		return storage.BulkAction{}, errors.New("bulk action: no actor")
-	}
-	if err := req.Filter.Check(); err != nil {
+	if err := req.Check(); err != nil {
 		return storage.BulkAction{}, err
 	}
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
@@ -397,8 +386,9 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 	switch {
 	case reason == "":
 		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: a reason is required: it goes to the audit log", verb, id)
-	case len(reason) > 500:
-		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: keep the reason under 500 characters", verb, id)
+	}
+	if err := storage.BulkReasonTooLong(reason); err != nil {
+		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: %w", verb, id, err)
 	}
 	a, err := db.bulkTx(ctx, id, func(tx *sql.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
@@ -442,8 +432,8 @@ func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason stri
 	if reason == "" {
 		reason = "cancelled"
 	}
-	if len(reason) > 500 {
-		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: keep the reason under 500 characters", id)
+	if err := storage.BulkReasonTooLong(reason); err != nil {
+		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: %w", id, err)
 	}
 	return db.bulkTx(ctx, id, func(tx *sql.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch a.State {
