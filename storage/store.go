@@ -552,7 +552,8 @@ type Store interface {
 	// them cannot all pass while the first is being checked. A right password takes the
 	// count back with LoginSucceeded. When a scope has to wait, it counts nothing and returns
 	// until when the longest wait lasts. A scope whose last failure is older than its
-	// policy's Forget starts counting again.
+	// policy's Forget starts counting again. A scope is stored by its ThrottleKey, never
+	// as given.
 	LoginAttempt(ctx context.Context, now time.Time, scopes map[string]Throttle) (time.Time, error)
 
 	// LoginSucceeded takes back the attempt LoginAttempt counted, the password being right:

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 )
 
@@ -27,4 +29,16 @@ func (t Throttle) Wait(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, t.Max)
+}
+
+// ThrottleKey is the key a scope's failures are stored under: the hex SHA-256 of the
+// scope. A scope names what it counts (a session id, a device cookie's id, a name as
+// typed, which may be a password typed into the wrong field, a client's address), and
+// none of that may stand in the database, its backups or a copy in clear; counting
+// needs only a key that is the same for the same scope and differs between scopes.
+// The digest is plain, not keyed: every process on the database must agree on it, and
+// a key would have to be kept in that same database, beside the rows it hides.
+func ThrottleKey(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(sum[:])
 }

@@ -76,7 +76,9 @@ func (t throttle) keep() []string {
 // ("device:" and its id, deviceOf) or one of name's sessions at the client's address
 // ("session:", its id and the address), which count alone, never against the address.
 // IPv6 clients are grouped by /64, the block one subscriber usually holds, so that a
-// client cannot step to a fresh address.
+// client cannot step to a fresh address. A scope holds a session's id, a device's id,
+// a name as typed (maybe a password in the wrong field) and an address: storage keeps
+// it under its digest alone (storage.ThrottleKey), never as written here.
 func throttleFor(r *http.Request, name, own string) throttle {
 	if own != "" {
 		t := throttle{pair: own + " " + name}

@@ -38,6 +38,9 @@ type Engine struct {
 	// AddMigration records the migration name as applied to db's database, as a newer
 	// version's serve would, without changing the schema.
 	AddMigration func(tb testing.TB, db storage.Store, name string)
+	// ThrottleKeys returns the keys login_failures holds its rows under, as read from
+	// the table by whoever has the database, sorted.
+	ThrottleKeys func(tb testing.TB, db storage.Store) []string
 	// SetClock makes db, one that Open returned, take now for the time in every method.
 	SetClock func(db storage.Store, now func() time.Time)
 	// SetMoneyRead makes a reprocess under thresholds on db run f once it has read its

@@ -108,6 +108,7 @@ var tests = []struct {
 	{"DeliveryStats_UnknownNamesTogether", TestDeliveryStats_UnknownNamesTogether},
 	{"LoginThrottle", TestLoginThrottle},
 	{"LoginAttemptConcurrent", TestLoginAttemptConcurrent},
+	{"LoginThrottle_KeyedByDigest", TestLoginThrottle_KeyedByDigest},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
 	{"LeaseDue", TestLeaseDue},

@@ -78,6 +78,18 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) R
 			tb.Fatalf("add migration %s: %v", name, err)
 		}
 	},
+	ThrottleKeys: func(tb testing.TB, db storage.Store) []string {
+		tb.Helper()
+		rows, err := rawConn(tb, db).Query(context.Background(), `SELECT scope FROM login_failures ORDER BY scope`)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return keys
+	},
 	SetClock:     func(db storage.Store, now func() time.Time) { db.(*postgres.DB).Now = now },
 	SetMoneyRead: func(db storage.Store, f func()) { db.(*postgres.DB).SetMoneyRead(f) },
 }

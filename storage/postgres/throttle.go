@@ -24,21 +24,22 @@ const throttleSweepBatch = 100
 // them cannot all pass while the first is being checked. A right password takes the
 // count back with LoginSucceeded. When a scope has to wait, it counts nothing and returns
 // until when the longest wait lasts. A scope whose last failure is older than its
-// policy's Forget starts counting again.
+// policy's Forget starts counting again. A scope's row is keyed by its
+// storage.ThrottleKey, never by the scope as given.
 //
 // Attempts on every replica are counted one after the other by the scopes' rows: the
 // first statement makes a row for each scope that has none and locks them all, in the
-// scopes' bytewise order (so that two attempts sharing scopes cannot deadlock),
+// keys' bytewise order (so that two attempts sharing scopes cannot deadlock),
 // returning their counts as the last attempt committed them; the wait is decided on
 // those, and a second statement counts the attempt in every scope at once, or nothing
 // is counted. A scope new to the table gets a row of no failures, which another attempt
 // of it waits on like any other: fifty first attempts at once are counted one by one.
 func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error) {
-	// Each scope's row, by the name the table holds it under (two names may share
-	// one), with the longest Forget asked of it.
+	// Each scope's row, by the key the table holds it under, with the longest Forget
+	// asked of it.
 	forgetOf := map[string]int64{}
 	for scope, t := range scopes {
-		s, f := textReplaced(scope), min(t.Forget, throttleMemory).Milliseconds()
+		s, f := storage.ThrottleKey(scope), min(t.Forget, throttleMemory).Milliseconds()
 		if old, ok := forgetOf[s]; !ok || f > old {
 			forgetOf[s] = f
 		}
@@ -71,7 +72,7 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 			return err
 		}
 		for scope, t := range scopes {
-			c := counted[textReplaced(scope)]
+			c := counted[storage.ThrottleKey(scope)]
 			lastAt := fromMillis(c.lastAt)
 			if c.lastAt == 0 || !lastAt.Add(min(t.Forget, throttleMemory)).After(now) {
 				continue // forgotten, or never failed
@@ -111,10 +112,10 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 // The scopes' rows are locked first in the order LoginAttempt locks them (bytewise, as
 // Go sorts), so that the two never hold one row each while waiting for the other's.
 func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
-	clear = textReplaced(clear)
+	clear = storage.ThrottleKey(clear)
 	kept := make([]string, len(keep))
 	for i, scope := range keep {
-		kept[i] = textReplaced(scope)
+		kept[i] = storage.ThrottleKey(scope)
 	}
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT FROM login_failures WHERE scope = ANY($1) ORDER BY scope COLLATE "C" FOR UPDATE`,

@@ -34,6 +34,10 @@ var engine = enginetest.Engine{
 	AddMigration: func(tb testing.TB, db storage.Store, name string) {
 		storagetest.AddMigration(tb, db.(*sqlite.DB), name)
 	},
+	ThrottleKeys: func(tb testing.TB, db storage.Store) []string {
+		tb.Helper()
+		return throttleKeys(tb, db.(*sqlite.DB).Path())
+	},
 	SetClock:     func(db storage.Store, now func() time.Time) { db.(*sqlite.DB).Now = now },
 	SetMoneyRead: func(db storage.Store, f func()) { db.(*sqlite.DB).SetMoneyRead(f) },
 }

@@ -94,3 +94,31 @@ BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
 	}
 	return raw
 }
+
+// throttleKeys returns the keys login_failures holds in the database file at path,
+// sorted, read through a connection of its own, closed before it returns.
+func throttleKeys(t testing.TB, path string) []string {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rows, err := raw.Query(`SELECT scope FROM login_failures ORDER BY scope`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}

@@ -19,14 +19,19 @@ const throttleMemory = 24 * time.Hour
 // them cannot all pass while the first is being checked. A right password takes the
 // count back with LoginSucceeded. When a scope has to wait, it counts nothing and returns
 // until when the longest wait lasts. A scope whose last failure is older than its
-// policy's Forget starts counting again.
+// policy's Forget starts counting again. A scope's row is keyed by its
+// storage.ThrottleKey, never by the scope as given.
 func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string]storage.Throttle) (time.Time, error) {
+	keyed := make(map[string]storage.Throttle, len(scopes))
+	for scope, t := range scopes {
+		keyed[storage.ThrottleKey(scope)] = t
+	}
 	var until time.Time
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		until = time.Time{}
-		for scope, t := range scopes {
+		for key, t := range keyed {
 			var failures, last int64
-			err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE scope = ?`, scope).
+			err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE scope = ?`, key).
 				Scan(&failures, &last)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
@@ -45,12 +50,12 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 		if !until.IsZero() {
 			return nil
 		}
-		for scope, t := range scopes {
+		for key, t := range keyed {
 			_, err := tx.ExecContext(ctx, `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES (?1, 1, ?2, ?2)
 			ON CONFLICT (scope) DO UPDATE SET
 				failures = CASE WHEN last_at <= ?2 - ?3 THEN 1 ELSE failures + 1 END,
 				first_at = CASE WHEN last_at <= ?2 - ?3 THEN ?2 ELSE first_at END,
-				last_at = ?2`, scope, millis(now), min(t.Forget, throttleMemory).Milliseconds())
+				last_at = ?2`, key, millis(now), min(t.Forget, throttleMemory).Milliseconds())
 			if err != nil {
 				return err
 			}
@@ -70,11 +75,12 @@ func (db *DB) LoginAttempt(ctx context.Context, now time.Time, scopes map[string
 // taken off its count (an address keeps the failures it made for other names).
 func (db *DB) LoginSucceeded(ctx context.Context, clear string, keep ...string) error {
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, clear); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE scope = ?`, storage.ThrottleKey(clear)); err != nil {
 			return err
 		}
 		for _, scope := range keep {
-			if _, err := tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ? AND failures > 0`, scope); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE scope = ? AND failures > 0`,
+				storage.ThrottleKey(scope)); err != nil {
 				return err
 			}
 		}
