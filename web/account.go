@@ -103,9 +103,9 @@ func (s *Server) renderPasswordPage(w http.ResponseWriter, r *http.Request, code
 // asked, so that a session left open is not enough to take the account over, and a
 // wrong one counts as a failed sign-in of the user on this session at this address. The form comes
 // from the account page or from the password page (which sends next); a refusal is
-// shown on the page it came from.
+// shown on the page it came from. Its body is bounded in Register (passwordForm),
+// before the CSRF check reads the form.
 func (s *Server) handleAccountPassword(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	ctx := r.Context()
 	me, _ := UserFrom(ctx)
 	current, password, again := r.PostFormValue("current"), r.PostFormValue("password"), r.PostFormValue("again")

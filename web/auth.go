@@ -343,8 +343,8 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.LoginView(v))
 }
 
+// handleLogin signs a user in; its body is bounded in Register (passwordForm).
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if !s.formRead(w, r) {
 		return nil
 	}

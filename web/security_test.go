@@ -777,3 +777,56 @@ func TestConsole_SignInLogNamesOnlyUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_PasswordFormBounded: the password form takes 16 KiB at most, as the
+// sign-in form does, though a signed-in user's form is read before the handler runs
+// (for its CSRF token): one over it is answered 413 naming the bound, and the database
+// shows nothing done: no password changed, no failure counted.
+func TestConsole_PasswordFormBounded(t *testing.T) {
+	const next = "a much better passphrase 42"
+	for _, tc := range []struct{ name, current string }{
+		{"RightPassword", consolePassword},
+		{"WrongPassword", "not my password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newConsoleEnv(t)
+			op := e.as(t, "operator")
+			if code, _ := op.get("/account"); code != http.StatusOK {
+				t.Fatalf("GET /account: %d", code)
+			}
+			raw := rawFile(t, e)
+			hash := func() string {
+				t.Helper()
+				var h string
+				if err := raw.QueryRow(`SELECT password_hash FROM users WHERE name = 'operator'`).Scan(&h); err != nil {
+					t.Fatal(err)
+				}
+				return h
+			}
+			counted := func() string {
+				t.Helper()
+				var n, sum int
+				if err := raw.QueryRow(`SELECT count(*), coalesce(sum(failures), 0) FROM login_failures`).Scan(&n, &sum); err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprintf("%d rows, %d failures", n, sum)
+			}
+			before, failures := hash(), counted()
+			code, body, _ := op.post("/account/password", url.Values{"current": {tc.current}, "password": {next}, "again": {next},
+				"pad": {strings.Repeat("x", 20<<10)}})
+			if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "16 KiB") {
+				t.Errorf("a 20 KiB password form: %d %.300q; want 413 naming 16 KiB", code, body)
+			}
+			if hash() != before {
+				t.Error("the password changed")
+			}
+			if got := counted(); got != failures {
+				t.Errorf("login_failures holds %s, want %s as before: nothing was checked", got, failures)
+			}
+			// Under the bound, the form does what it did.
+			if code, _, _ := op.post("/account/password", url.Values{"current": {tc.current}, "password": {next}, "again": {next}}); code == http.StatusRequestEntityTooLarge {
+				t.Errorf("a short password form: %d", code)
+			}
+		})
+	}
+}

@@ -221,7 +221,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	)
 	mux.Handle("GET /static/{file}", s.protect(http.HandlerFunc(s.handleStatic)))
 	mux.Handle("GET /login", s.public(s.handleLoginForm))
-	mux.Handle("POST /login", s.public(s.handleLogin))
+	mux.Handle("POST /login", passwordForm(s.public(s.handleLogin)))
 	mux.Handle("POST /logout", s.public(s.handleLogout))
 
 	mux.Handle("GET /{$}", s.requireRole(viewer, s.handleDashboard))
@@ -242,7 +242,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /alerts/{id}/resolve", s.requireRole(operator, s.handleAlertAction("resolve")))
 	mux.Handle("GET /account", s.requireRole(viewer, s.handleAccount))
 	mux.Handle("GET /account/password", s.choosingPassword(s.handlePasswordPage))
-	mux.Handle("POST /account/password", s.choosingPassword(s.handleAccountPassword))
+	mux.Handle("POST /account/password", passwordForm(s.choosingPassword(s.handleAccountPassword)))
 	mux.Handle("POST /account/sessions/end", s.requireRole(viewer, s.handleEndMySessions))
 	mux.Handle("POST /account/tokens", s.requireRole(viewer, s.handleNewToken))
 	mux.Handle("POST /account/tokens/revoke", s.requireRole(viewer, s.handleRevokeToken))
@@ -284,6 +284,21 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // Without it, net/http would hold up to 32 MiB of a form's fields in memory for anyone
 // with a session, or a session's cookie.
 const maxFormBytes = 4 << 20
+
+// maxPasswordFormBytes bounds the body of a form that carries a password (sign-in, a
+// new password): a few short fields, sent by whoever asks for the sign-in page, or
+// checked against a bcrypt hash.
+const maxPasswordFormBytes = 16 << 10
+
+// passwordForm bounds the body of h's requests to maxPasswordFormBytes before anything
+// reads it: a bound set in h itself would come too late for a signed-in user's form,
+// which the CSRF check has read by then under maxFormBytes.
+func passwordForm(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxPasswordFormBytes)
+		h.ServeHTTP(w, r)
+	})
+}
 
 // hstsMaxAge is how long a browser that reached the console over HTTPS keeps to HTTPS
 // for its host: a year, so that a link or a typed name never goes out in the clear, where
