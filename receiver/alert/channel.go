@@ -441,9 +441,15 @@ func (e *email) send(ctx context.Context, m Message) error {
 		return fmt.Errorf("smtp: %w", err)
 	}
 	defer conn.Close()
+	// The SMTP conversation reads and writes the connection, which knows nothing of
+	// ctx: its deadline bounds the conversation, and a stop (ctx cancelled) ends it at
+	// once, as it ends a webhook's request. Without this, a server that takes the
+	// connection and never answers holds serve's shutdown for the channel's timeout.
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
 	c, err := smtp.NewClient(conn, e.host)
 	if err != nil {
 		return fmt.Errorf("smtp: %w", err)
