@@ -75,6 +75,7 @@ func TestEmail_DirectMessageIDWithChannelName(t *testing.T) {
 			c.Ready = func(context.Context) error { return errors.New("disk I/O error") }
 		})
 	_ = e.Evaluate(context.Background()) // cannot store it: told straight away
+	e.WaitDirect()
 	msgs := s.messages(t)
 	if len(msgs) != 1 {
 		t.Fatalf("server took %d messages, want 1; log:\n%s", len(msgs), f.logs.String())

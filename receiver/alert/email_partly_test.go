@@ -33,6 +33,7 @@ func TestEmail_DirectPartlySentNotResent(t *testing.T) {
 			c.Ready = func(context.Context) error { return errors.New("ping: disk I/O error") }
 		})
 	_ = e.Evaluate(context.Background()) // cannot store it: told straight away
+	e.WaitDirect()
 	got := 0
 	for _, to := range s.deliveredTo() {
 		if to == "ops@hotel.example" {

@@ -97,13 +97,25 @@ type Engine struct {
 	// early.
 	clear map[condKey]time.Time
 	// direct holds the conditions whose opening could not be stored (the database not
-	// ready): their notifications were sent straight away, not through the outbox.
-	direct map[condKey]storage.Alert
+	// ready): their notifications are sent straight away, not through the outbox.
+	direct map[condKey]*directAlert
+	// directSends are the messages being sent straight away: apart from the
+	// evaluations, which they would hold up for every try of a channel that hangs.
+	// Run waits for them before it returns.
+	directSends sync.WaitGroup
 	// gaveUpAt is when lease last gave up the notifications of channels no replica has.
 	gaveUpAt time.Time
 }
 
 type condKey struct{ rule, subject string }
+
+// directAlert is an alert whose opening was sent straight away (sendDirect).
+type directAlert struct {
+	alert storage.Alert
+	// told is closed once the opening's send has ended (sent or given up): the
+	// resolution waits for it, so that no channel hears of the end before the start.
+	told chan struct{}
+}
 
 // New returns an Engine for cfg.
 func New(cfg Config) (*Engine, error) {
@@ -136,7 +148,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e := &Engine{cfg: cfg, channels: map[string]*Channel{}, log: cfg.Logger.With("component", "alerts"),
-		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, clear: map[condKey]time.Time{}, direct: map[condKey]storage.Alert{}}
+		wake: make(chan struct{}, 1), since: map[condKey]time.Time{}, clear: map[condKey]time.Time{}, direct: map[condKey]*directAlert{}}
 	for _, c := range cfg.Channels {
 		e.channels[c.Name()] = c
 	}
@@ -173,8 +185,10 @@ func (e *Engine) Wake() {
 // With neither rules nor channels it makes one pass, which resolves the alerts of rules
 // no longer configured, and returns. Notifications are sent apart from the evaluations
 // (sendLoop): a channel that hangs until its timeout holds up neither the rules nor
-// the other channels.
+// the other channels; so are the messages sent straight away (a database_not_ready
+// alert that cannot be stored), which Run waits for before it returns.
 func (e *Engine) Run(ctx context.Context) {
+	defer e.directSends.Wait()
 	if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
 		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("evaluating alert rules", "err", err)
@@ -271,7 +285,9 @@ type finding struct {
 // active alerts of a rule no longer configured are resolved, as such, once no replica
 // has held them for DefaultClearFor (at once when no alerting is configured). A rule
 // that cannot be evaluated (a query failed) leaves its alerts as they are; its error
-// is returned with the others' after every rule had its turn.
+// is returned with the others' after every rule had its turn. The messages of an
+// alert that cannot be stored are sent straight away, in the background: Evaluate
+// does not wait for them (Run does).
 func (e *Engine) Evaluate(ctx context.Context) error {
 	now := e.cfg.Now()
 	active, err := e.cfg.Store.ActiveAlerts(ctx)
@@ -397,12 +413,17 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	if err != nil {
 		if r.Kind == KindDatabaseNotReady && !sentDirect {
 			// The alert cannot be stored, nor its notifications queued: tell the
-			// channels straight away, once.
+			// channels straight away, once, apart from the evaluation, which a
+			// channel that hangs would hold up for three tries of its timeout.
 			a.OpenedAt, a.State = now, storage.AlertOpen
+			d := &directAlert{alert: a, told: make(chan struct{})}
 			e.mu.Lock()
-			e.direct[k] = a
+			e.direct[k] = d
 			e.mu.Unlock()
-			e.sendDirect(ctx, a, storage.AlertOpened, now)
+			e.directSends.Go(func() {
+				defer close(d.told)
+				e.sendDirect(ctx, a, storage.AlertOpened, now)
+			})
 		}
 		return err
 	}
@@ -441,27 +462,26 @@ func (e *Engine) evaluateUnstored(ctx context.Context, now time.Time) error {
 // resolveDirect tells the channels of the conditions notified straight away that they
 // cleared.
 func (e *Engine) resolveDirect(ctx context.Context, r Rule, holding map[string]bool, now time.Time) {
-	var cleared []storage.Alert
-	for k, a := range e.directOf(r.Name) {
+	for k, d := range e.directOf(r.Name) {
 		if holding[k.subject] || !e.clearedFor(k, r.ClearFor, now) {
 			continue
 		}
-		cleared = append(cleared, a)
 		e.mu.Lock()
 		delete(e.direct, k)
 		delete(e.clear, k)
 		e.mu.Unlock()
-	}
-	for _, a := range cleared {
-		e.sendDirect(ctx, a, storage.AlertResolvedEvent, now)
+		e.directSends.Go(func() {
+			<-d.told // the opening first, however long its tries take
+			e.sendDirect(ctx, d.alert, storage.AlertResolvedEvent, now)
+		})
 	}
 }
 
 // directOf returns the conditions of rule notified straight away.
-func (e *Engine) directOf(rule string) map[condKey]storage.Alert {
+func (e *Engine) directOf(rule string) map[condKey]*directAlert {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := map[condKey]storage.Alert{}
+	out := map[condKey]*directAlert{}
 	for k, a := range e.direct {
 		if k.rule == rule {
 			out[k] = a

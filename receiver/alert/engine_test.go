@@ -181,6 +181,7 @@ func TestEngine_DatabaseGone(t *testing.T) {
 			t.Fatal("Evaluate stored an alert in a database whose file is gone")
 		}
 	}
+	e.WaitDirect()
 	wantEvents(t, h, "alert.opened db")
 }
 
@@ -544,6 +545,7 @@ func TestEngine_DatabaseNotReadyToldOnce(t *testing.T) {
 		})
 	down.Store(true)
 	_ = e.Evaluate(context.Background()) // cannot store it: told straight away
+	e.WaitDirect()
 	down.Store(false)
 	f.clock.Add(5 * time.Second)
 	f.evaluate(t, e) // stored now

@@ -76,7 +76,9 @@ func (f *fixture) engine(t *testing.T, rules []alert.Rule, channels []*alert.Cha
 // evaluate evaluates the rules once and sends what is due, failing the test on an error.
 func (f *fixture) evaluate(t *testing.T, e *alert.Engine) {
 	t.Helper()
-	if err := e.Evaluate(context.Background()); err != nil {
+	err := e.Evaluate(context.Background())
+	e.WaitDirect()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.SendDue(context.Background()); err != nil {

@@ -111,7 +111,7 @@ func TestAlerts_DirectSendNotBehindHangingChannel(t *testing.T) {
 			c.Ready = func(context.Context) error { return errors.New("disk I/O error") }
 		})
 	done := make(chan struct{})
-	go func() { defer close(done); _ = e.Evaluate(context.Background()) }()
+	go func() { defer close(done); _ = e.Evaluate(context.Background()); e.WaitDirect() }()
 	defer func() { <-done }()
 	took, ok := waitFor(20*time.Second, func() bool { return len(fast.payloads()) > 0 })
 	if !ok {
@@ -123,5 +123,47 @@ func TestAlerts_DirectSendNotBehindHangingChannel(t *testing.T) {
 	if took > 1500*time.Millisecond {
 		t.Errorf("ops was told %v after the database failed, behind the hanging pager channel (timeout 2s): "+
 			"not straight away", took.Round(100*time.Millisecond))
+	}
+}
+
+// TestAlerts_DirectSendHoldsUpNoRule: the database reads but cannot store the
+// database_not_ready alert (a trigger refuses the row, as a full disk refuses a
+// write), so that rule tells its channel straight away, and that channel's receiver
+// hangs. The direct send, three tries of the channel's timeout, is made apart from
+// the evaluation: the rules after it, disk_space here (the very rule a full disk
+// should fire), are evaluated, and their alerts told, as if it were not there.
+func TestAlerts_DirectSendHoldsUpNoRule(t *testing.T) {
+	f := newFixture(t)
+	execSQL(t, f.db, `CREATE TRIGGER refuse_db_alert BEFORE INSERT ON alerts WHEN NEW.kind = 'database_not_ready'
+		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`)
+	slowSrv, slowGot := hangingHook(t)
+	fast := newHook(t, 0)
+	const timeout = 2 * time.Second
+	e := f.engine(t, []alert.Rule{
+		{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"pager"}},
+		{Name: "disk", Kind: alert.KindDiskSpace, MinFree: 1 << 30, Channels: []string{"ops"}},
+	}, []*alert.Channel{hangingChannel(t, "pager", slowSrv.URL, timeout), fast.channel(t, "ops")}, func(c *alert.Config) {
+		c.Interval = 50 * time.Millisecond
+		c.Ready = func(context.Context) error { return errors.New("database or disk is full") }
+		c.DiskFree = func() (uint64, error) { return 1 << 20, nil }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	took, ok := waitFor(20*time.Second, func() bool { return len(fast.payloads()) > 0 })
+	if !ok {
+		t.Fatal("ops was never told of the disk alert")
+	}
+	if _, ok := waitFor(5*time.Second, func() bool { return slowGot.Load() > 0 }); !ok {
+		t.Fatal("the pager channel was never tried")
+	}
+	if took > time.Second {
+		t.Errorf("ops was told of the disk alert %v after start, evaluations every 50ms: the database_not_ready rule's "+
+			"direct send to the hanging pager channel (timeout %v) held up the evaluation of the rules after it",
+			took.Round(100*time.Millisecond), timeout)
+	}
+	if p := fast.payloads()[0]; p.Type != "alert.opened" || p.Data.Rule != "disk" {
+		t.Errorf("ops was told %s of %s; want the disk alert's opening", p.Type, p.Data.Rule)
 	}
 }
