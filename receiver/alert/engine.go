@@ -188,7 +188,13 @@ func (e *Engine) Wake() {
 // the other channels; so are the messages sent straight away (a database_not_ready
 // alert that cannot be stored), which Run waits for before it returns.
 func (e *Engine) Run(ctx context.Context) {
-	defer e.directSends.Wait()
+	defer func() {
+		// Last, once every send has ended: an alert told straight away is kept in
+		// memory until the database takes it, and a restart would forget it, its
+		// channels never told that it resolved.
+		e.directSends.Wait()
+		e.storeDirectAtStop(ctx)
+	}()
 	if len(e.cfg.Rules) == 0 && len(e.channels) == 0 {
 		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("evaluating alert rules", "err", err)
@@ -304,6 +310,9 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		byKey[condKey{a.Rule, a.Subject}] = a
 	}
 	var errs []error
+	if err := e.storeDirect(ctx, byKey); err != nil {
+		errs = append(errs, err)
+	}
 	for _, r := range e.cfg.Rules {
 		found, err := e.evaluate(ctx, r, now)
 		if err != nil {
@@ -407,11 +416,13 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	if now.Sub(first) < r.For {
 		return nil
 	}
-	a := storage.Alert{Rule: r.Name, Kind: r.Kind, Subject: f.subject, Summary: f.summary, Value: f.value, Channels: r.Channels,
-		OpenedSent: sentDirect}
+	if sentDirect {
+		return nil // told straight away: storeDirect stores it once the database takes it
+	}
+	a := storage.Alert{Rule: r.Name, Kind: r.Kind, Subject: f.subject, Summary: f.summary, Value: f.value, Channels: r.Channels}
 	stored, opened, err := e.cfg.Store.OpenAlert(ctx, a, now)
 	if err != nil {
-		if r.Kind == KindDatabaseNotReady && !sentDirect {
+		if r.Kind == KindDatabaseNotReady {
 			// The alert cannot be stored, nor its notifications queued: tell the
 			// channels straight away, once, apart from the evaluation, which a
 			// channel that hangs would hold up for three tries of its timeout.
@@ -429,12 +440,61 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	}
 	e.mu.Lock()
 	delete(e.since, k)
-	delete(e.direct, k) // stored now: its resolution goes through the outbox
 	e.mu.Unlock()
 	if opened {
 		e.log.Warn("alert opened", "rule", r.Name, "subject", f.subject, "alert", stored.ID, "summary", f.summary)
 	}
 	return nil
+}
+
+// storeDirect stores each alert told straight away whose opening's send has ended, as
+// soon as the database takes it, whether its condition still holds or not: stored,
+// it is active (added to active) and resolves through the outbox, and a restart
+// knows of it. Stored as opened at the moment it was told, with its opening marked
+// sent, it is not told again. One the database does not take yet stays in memory,
+// tried again at the next evaluation and resolved straight away if it clears before.
+func (e *Engine) storeDirect(ctx context.Context, active map[condKey]storage.Alert) error {
+	e.mu.Lock()
+	var told []*directAlert
+	for _, d := range e.direct {
+		select {
+		case <-d.told:
+			told = append(told, d)
+		default: // still being sent: its resolution would not wait for it
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, d := range told {
+		a := d.alert
+		a.OpenedSent = true
+		stored, _, err := e.cfg.Store.OpenAlert(ctx, a, a.OpenedAt)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("alert %q: %w", a.Rule, err))
+			continue
+		}
+		k := condKey{a.Rule, a.Subject}
+		e.mu.Lock()
+		delete(e.direct, k)
+		e.mu.Unlock()
+		if active != nil {
+			active[k] = stored
+		}
+		e.log.Info("alert told straight away is stored", "rule", a.Rule, "subject", a.Subject, "alert", stored.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// storeDirectAtStop makes one last try, as serve stops, at storing the alerts told
+// straight away: the usual remedy for a full disk is to free space and restart, and
+// the next start must know to tell their resolution.
+func (e *Engine) storeDirectAtStop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.storeDirect(ctx, nil); err != nil {
+		e.log.Warn("alert told straight away not stored at the stop: the next start tells its opening again if its condition holds, "+
+			"and never its resolution otherwise", "err", err)
+	}
 }
 
 // evaluateUnstored runs the database_not_ready rules when the active alerts could not

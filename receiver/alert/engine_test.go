@@ -177,11 +177,12 @@ func TestEngine_DatabaseGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if err := e.Evaluate(context.Background()); err == nil {
+		err := e.Evaluate(context.Background())
+		e.WaitDirect() // the opening told: the next evaluation tries to store it
+		if err == nil {
 			t.Fatal("Evaluate stored an alert in a database whose file is gone")
 		}
 	}
-	e.WaitDirect()
 	wantEvents(t, h, "alert.opened db")
 }
 
@@ -557,4 +558,86 @@ func TestEngine_DatabaseNotReadyToldOnce(t *testing.T) {
 	mu.Unlock()
 	f.settle(t, e)
 	wantEvents(t, h, "alert.opened db", "alert.resolved db")
+}
+
+// TestEngine_DirectAlertResolvedAfterRestart: the database cannot store the
+// database_not_ready alert (a full disk), so its channel is told of the opening
+// straight away. The alert is stored, its opening marked sent, as soon as the database
+// takes it: at an evaluation, or at the latest as serve stops. The usual remedy, space
+// freed and serve restarted, then ends in one resolution, told through the outbox by
+// the new process, which would otherwise know nothing of an alert its channels were
+// told of.
+func TestEngine_DirectAlertResolvedAfterRestart(t *testing.T) {
+	rules := func() []alert.Rule {
+		return []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}}
+	}
+	notReady := func(context.Context) error { return errors.New("database or disk is full") }
+	// restart runs a new engine on the healthy database for ten minutes of
+	// evaluations, five times the clear_for.
+	restart := func(t *testing.T, f *fixture, h *hook) {
+		t.Helper()
+		as := f.alerts(t)
+		if len(as) != 1 || !as[0].Active() || as[0].PendingNotifications != 0 {
+			t.Fatalf("alerts before the restart %+v; want the one told straight away, stored, nothing left to tell of its opening", as)
+		}
+		after := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")})
+		for range 60 {
+			f.evaluate(t, after)
+			f.clock.Add(10 * time.Second)
+		}
+		wantEvents(t, h, "alert.opened db", "alert.resolved db")
+		if as := f.alerts(t); len(as) != 1 || as[0].Active() {
+			t.Errorf("alerts after the restart %+v; want the one, resolved", as)
+		}
+	}
+
+	t.Run("FreedThenRestarted", func(t *testing.T) {
+		f := newFixture(t)
+		h := newHook(t, 0)
+		var down atomic.Bool
+		down.Store(true)
+		before := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.Store = unstorableAlerts{f.db, &down}
+			c.Ready = notReady
+			c.Interval = time.Hour // one evaluation, at the start
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); before.Run(ctx) }()
+		if _, ok := waitFor(10*time.Second, func() bool { return len(h.payloads()) > 0 }); !ok {
+			cancel()
+			<-done
+			t.Fatal("the channel was never told of the outage")
+		}
+		down.Store(false) // space freed
+		cancel()          // and serve restarted at once, before its next evaluation
+		<-done
+		f.clock.Add(30 * time.Second)
+		restart(t, f, h)
+	})
+
+	t.Run("ClearedThenRestarted", func(t *testing.T) {
+		f := newFixture(t)
+		h := newHook(t, 0)
+		var down atomic.Bool
+		down.Store(true)
+		before := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+			c.Store = unstorableAlerts{f.db, &down}
+			c.Ready = func(ctx context.Context) error {
+				if down.Load() {
+					return notReady(ctx)
+				}
+				return nil
+			}
+		})
+		_ = before.Evaluate(context.Background()) // cannot store it: told straight away
+		before.WaitDirect()
+		// Space freed: writes pass and the condition is clear. The next evaluation
+		// stores the alert; serve is restarted before it has been clear for clear_for.
+		down.Store(false)
+		f.clock.Add(5 * time.Second)
+		f.evaluate(t, before)
+		f.clock.Add(30 * time.Second)
+		restart(t, f, h)
+	})
 }
