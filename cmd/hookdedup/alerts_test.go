@@ -109,6 +109,15 @@ kind = "database_not_ready"
 [[alert]]
 name = "a"
 kind = "clock_skew"`, nil, []string{`alert "a"`, "used by another alert"}},
+		{"RuleNameWithNUL", `
+[[alert]]
+name = "db\u0000down"
+kind = "database_not_ready"`, nil, []string{`alert "db\x00down"`, "name", "control character"}},
+		{"ChannelNameWithNUL", `
+[[alert_channel]]
+name = "spare\u0000"
+type = "slack"
+url = "https://chat.example/hooks/abc"`, nil, []string{`alert_channel "spare\x00"`, "name", "control character"}},
 		{"UnknownChannelType", `
 [[alert_channel]]
 name = "ops"

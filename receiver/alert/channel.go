@@ -101,11 +101,8 @@ func (c *Channel) Send(ctx context.Context, m Message) error {
 // NewChannel checks cfg and builds its channel, which posts through client (nil: one
 // that follows no redirect). Errors name the setting at fault and never quote a secret.
 func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("name: is required")
-	}
-	if strings.ContainsAny(cfg.Name, ",\r\n") {
-		return nil, errors.New("name: must not hold a comma or a line break")
+	if err := checkName(cfg.Name); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
 		return nil, errors.New("timeout, max_attempts and max_backoff must not be negative")

@@ -82,17 +82,31 @@ func TestWebhook_TargetMasksPathToken(t *testing.T) {
 	}
 }
 
-// TestNames_CarriageReturn: a rule's or a channel's name holding a carriage return is
-// refused like one holding a line feed: the name goes into mails' subjects and texts,
-// where a bare CR is a line break to some readers and refused by some SMTP servers.
-func TestNames_CarriageReturn(t *testing.T) {
-	if err := alert.CheckRules([]alert.Rule{{Name: "db\rdown", Kind: alert.KindDatabaseNotReady}}, nil, nil); err == nil ||
-		!strings.Contains(err.Error(), "name:") {
-		t.Errorf("rule: err = %v, want a refusal naming name", err)
+// TestNames_ControlCharacters: a rule's or a channel's name holding a comma or a
+// control character is refused, naming the setting. A carriage return is a line break
+// to some mail readers and refused by some SMTP servers; a NUL, which TOML's "\u0000"
+// writes, PostgreSQL cannot store: a rule's name came back with U+FFFD, its alert
+// resolved and opened again every clear_for, and a channel's failed every lease, so
+// that no channel was told anything.
+func TestNames_ControlCharacters(t *testing.T) {
+	for _, name := range []string{"db\rdown", "db\ndown", "db\x00down", "db\tdown", "db\x7fdown", "db\u0085down", "db,down", "db\xffdown"} {
+		err := alert.CheckRules([]alert.Rule{{Name: name, Kind: alert.KindDatabaseNotReady}}, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "name:") || strings.ContainsAny(err.Error(), "\x00\r\n") {
+			t.Errorf("rule %q: err = %v, want a refusal naming name, in one line of printable text", name, err)
+		}
+		_, err = alert.NewChannel(alert.ChannelConfig{Name: name, Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "name:") {
+			t.Errorf("channel %q: err = %v, want a refusal naming name", name, err)
+		}
 	}
-	_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops\rchat", Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil)
-	if err == nil || !strings.HasPrefix(err.Error(), "name:") {
-		t.Errorf("channel: err = %v, want a refusal naming name", err)
+	for _, name := range []string{"db-down", "db down", "base de données", "ops.chat_1"} {
+		r := alert.Rule{Name: name, Kind: alert.KindDatabaseNotReady}.WithDefaults()
+		if err := alert.CheckRules([]alert.Rule{r}, nil, nil); err != nil {
+			t.Errorf("rule %q: %v, want it taken", name, err)
+		}
+		if _, err := alert.NewChannel(alert.ChannelConfig{Name: name, Type: alert.TypeSlack, URL: "https://chat.example/hooks/x"}, nil); err != nil {
+			t.Errorf("channel %q: %v, want it taken", name, err)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The kinds of rule, as the config's `kind` names them.
@@ -120,11 +122,10 @@ func (r Rule) WithDefaults() Rule {
 // Check applies every rule to r's settings (after WithDefaults); sources and channels
 // are the names configured. Errors name the setting at fault.
 func (r Rule) Check(sources, channels []string) error {
+	if err := checkName(r.Name); err != nil {
+		return err
+	}
 	switch {
-	case r.Name == "":
-		return errors.New("name: is required")
-	case strings.ContainsAny(r.Name, ",\r\n"):
-		return errors.New("name: must not hold a comma or a line break")
 	case r.Kind == "":
 		return fmt.Errorf("kind: is required (one of %s)", strings.Join(Kinds, ", "))
 	case !slices.Contains(Kinds, r.Kind):
@@ -186,6 +187,23 @@ func (r Rule) Check(sources, channels []string) error {
 			return fmt.Errorf("channels: %q is named twice", c)
 		}
 		seen[c] = true
+	}
+	return nil
+}
+
+// checkName applies the rule for a rule's or a channel's name. Both are stored (a
+// channel's in a list with commas) and written into messages' subjects and texts, and
+// PostgreSQL stores no NUL in text: a control character, invisible on the console
+// and refused or changed by the database, would set apart a name that looks the
+// same as the configured one.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("name: is required")
+	case !utf8.ValidString(name):
+		return errors.New("name: is not valid UTF-8")
+	case strings.ContainsFunc(name, func(r rune) bool { return r == ',' || unicode.IsControl(r) }):
+		return errors.New("name: must not hold a comma or a control character (a line break, a tab, NUL)")
 	}
 	return nil
 }
