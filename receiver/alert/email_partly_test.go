@@ -75,3 +75,49 @@ func TestEmail_TransientRecipientRefusalRetried(t *testing.T) {
 			got, a.SentNotifications, a.FailedNotifications)
 	}
 }
+
+// TestEmail_PartlySentCountsAsSentDespiteAStop: serve stops (ctx cancelled) once the
+// mail server has taken the message for ops@, having refused gone@ for good (550),
+// and before the send has ended (at its QUIT). The notification counts as sent, as it
+// does without a stop: handed back as cut short, the next start would send it to
+// ops@ a second time.
+func TestEmail_PartlySentCountsAsSentDespiteAStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startRcptServerQuit(t, refusing("gone@hotel.example"), cancel)
+	f := newFixture(t)
+	c, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: s.ln.Addr().String(),
+		From: "alerts@hotel.example", To: []string{"gone@hotel.example", "ops@hotel.example"},
+		CAFile: s.caFile, MaxAttempts: 3, Timeout: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"mail"}}},
+		[]*alert.Channel{c}, func(c *alert.Config) {
+			c.Ready = func(context.Context) error { return errors.New("ping: database is locked") }
+		})
+	if err := e.Evaluate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SendDue(ctx); err != nil { // the send during which serve stops
+		t.Fatal(err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the server never saw the client's QUIT")
+	}
+	if got := s.deliveredTo(); len(got) != 1 || got[0] != "ops@hotel.example" {
+		t.Fatalf("before the restart the server delivered to %v; want ops@ once", got)
+	}
+	if a := f.alerts(t)[0]; a.SentNotifications != 1 || a.PendingNotifications != 0 {
+		t.Errorf("notification: %d sent, %d pending; want it sent", a.SentNotifications, a.PendingNotifications)
+	}
+	// serve starts again.
+	for range 3 {
+		f.clock.Add(10 * time.Second)
+		f.evaluate(t, e)
+	}
+	if got := s.deliveredTo(); len(got) != 1 {
+		t.Errorf("after the restart the server delivered to %v; want ops@ once (the first attempt reached ops@ and "+
+			"counts as sent, stop or not)", got)
+	}
+}

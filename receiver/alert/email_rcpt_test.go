@@ -24,6 +24,9 @@ type rcptServer struct {
 	ln     net.Listener
 	caFile string
 	refuse func(addr string) string
+	// quit, if set, is called when a client sends QUIT, before the server answers:
+	// the message, if any, has been taken.
+	quit func()
 
 	mu        sync.Mutex
 	delivered [][]string
@@ -53,6 +56,12 @@ func busyOnce(addr string) func(string) string {
 
 func startRcptServer(t *testing.T, refuse func(addr string) string) *rcptServer {
 	t.Helper()
+	return startRcptServerQuit(t, refuse, nil)
+}
+
+// startRcptServerQuit is startRcptServer calling quit at each QUIT.
+func startRcptServerQuit(t *testing.T, refuse func(addr string) string, quit func()) *rcptServer {
+	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeSelfSigned(t, certFile, keyFile)
@@ -64,7 +73,7 @@ func startRcptServer(t *testing.T, refuse func(addr string) string) *rcptServer 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &rcptServer{ln: ln, caFile: certFile, refuse: refuse}
+	s := &rcptServer{ln: ln, caFile: certFile, refuse: refuse, quit: quit}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -131,6 +140,9 @@ func (s *rcptServer) serve(conn net.Conn, cert tls.Certificate) {
 			s.mu.Unlock()
 			fmt.Fprint(c, "250 queued\r\n")
 		case strings.EqualFold(cmd, "QUIT"):
+			if s.quit != nil {
+				s.quit()
+			}
 			fmt.Fprint(c, "221 bye\r\n")
 			return
 		default:

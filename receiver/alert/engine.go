@@ -819,13 +819,15 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 			Summary: n.Summary, Value: n.Value, Alert: n.Alert, ConsoleURL: e.alertsURL()}
 		err := c.Send(ctx, m)
 		switch {
-		case err != nil && ctx.Err() != nil:
+		case e.sentDespite(err, n.Channel, n.Alert.Rule) == nil:
+			// Sent, to every recipient or to some (PartlySent), stop or not: sent
+			// again, it would reach them twice.
+			res.Sent = true
+		case ctx.Err() != nil:
 			// serve is stopping: the attempt was cut short, not refused. It is handed
 			// back (due at once, as the stop left it, no attempt counted) so that the
 			// next start sends it without waiting for the lease to run out.
 			res = storage.NotificationResult{Returned: true, NextAt: e.cfg.Now()}
-		case e.sentDespite(err, n.Channel, n.Alert.Rule) == nil:
-			res.Sent = true
 		case n.Attempts+1 >= c.maxAttempts:
 			res = storage.NotificationResult{Failed: true, Error: err.Error()}
 		default:
