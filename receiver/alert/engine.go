@@ -87,8 +87,10 @@ type Engine struct {
 	wake     chan struct{}
 
 	mu sync.Mutex
-	// since holds when each firing condition not yet opened (its rule has For) was
-	// first seen, by rule and subject.
+	// since holds when each condition that holds was first seen holding, by rule and
+	// subject, its alert opened or not: forgotten only once an evaluation finds it
+	// clear, so that an alert resolved by hand while its condition still holds opens
+	// again at the next evaluation, not after another For.
 	since map[condKey]time.Time
 	// clear holds when the condition of each active alert (stored or direct) was first
 	// seen clear, by rule and subject: it resolves once clear for its rule's ClearFor.
@@ -392,6 +394,12 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	k := condKey{r.Name, f.subject}
 	e.mu.Lock()
 	delete(e.clear, k) // held again within the hold: the same alert goes on
+	first, seen := e.since[k]
+	if !seen {
+		first = now
+		e.since[k] = now
+	}
+	_, sentDirect := e.direct[k]
 	e.mu.Unlock()
 	if a, ok := active[k]; ok {
 		// Written at every evaluation that finds it holding, on every replica: another
@@ -405,14 +413,6 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 		}
 		return err
 	}
-	e.mu.Lock()
-	first, seen := e.since[k]
-	if !seen {
-		first = now
-		e.since[k] = now
-	}
-	_, sentDirect := e.direct[k]
-	e.mu.Unlock()
 	if now.Sub(first) < r.For {
 		return nil
 	}
@@ -438,9 +438,6 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 		}
 		return err
 	}
-	e.mu.Lock()
-	delete(e.since, k)
-	e.mu.Unlock()
 	if opened {
 		e.log.Warn("alert opened", "rule", r.Name, "subject", f.subject, "alert", stored.ID, "summary", f.summary)
 	}

@@ -337,6 +337,50 @@ func TestEngine_ResolveByHand(t *testing.T) {
 	}
 }
 
+// TestEngine_ResolveByHandReopensAtOnceWithFor: an operator resolves an alert by hand
+// while its condition still holds. The next evaluation opens a new one, also for a
+// rule with `for`: the condition has held all along, for longer than its for, and no
+// new wait starts (with for = 10m, the page would be silent for ten minutes while the
+// problem goes on).
+func TestEngine_ResolveByHandReopensAtOnceWithFor(t *testing.T) {
+	f := newFixture(t)
+	h := newHook(t, 0)
+	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, For: 10 * time.Minute, Channels: []string{"ops"}}},
+		[]*alert.Channel{h.channel(t, "ops")},
+		func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("down") } })
+	for range 12 { // eleven minutes of the condition holding: the alert opens after ten
+		f.evaluate(t, e)
+		f.clock.Add(time.Minute)
+	}
+	as := f.alerts(t)
+	if len(as) != 1 || !as[0].Active() {
+		t.Fatalf("alerts %+v; want one open", as)
+	}
+	if _, err := f.db.ResolveAlert(context.Background(), as[0].ID, "kim", f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(5 * time.Second)
+	f.evaluate(t, e) // the next evaluation, the condition still holding
+	as = f.alerts(t)
+	if len(as) != 2 || !as[0].Active() || as[1].Active() {
+		t.Fatalf("after resolving by hand while the database is still down, the next evaluation left alerts %+v; "+
+			"want a new one open beside the resolved one (the condition has held for 11 minutes, more than its for of 10m)", as)
+	}
+	// The resolution by hand and the new opening are sent in one pass, concurrently:
+	// in either order. Each names its own alert.
+	var got []string
+	for _, p := range h.payloads() {
+		got = append(got, p.Type+" "+p.Data.Rule)
+	}
+	if len(got) != 3 || got[0] != "alert.opened db" {
+		t.Fatalf("webhook got %q; want the first alert's opening, then its resolution and the new one's opening", got)
+	}
+	slices.Sort(got[1:])
+	if want := []string{"alert.opened db", "alert.opened db", "alert.resolved db"}; !slices.Equal(got, want) {
+		t.Errorf("webhook got %q; want %q", got, want)
+	}
+}
+
 // TestEngine_RuleRemoved: an alert whose rule is no longer configured (removed or
 // renamed, then serve restarted) is resolved by the engine, which can no longer tell
 // whether its condition holds; with no rule left at all too. Left active, it would
