@@ -303,3 +303,77 @@ func TestSweepDeliveries_HandsOverEnvelopes(t *testing.T, e Engine) {
 		})
 	}
 }
+
+// A redelivered request whose first item is a byte-for-byte duplicate, stored by
+// reference to the first request's item (body_from), and whose second item is a new
+// event still owed downstream: at retention the duplicate is kept, as it holds the
+// envelope the owed item reads, while the first delivery it refers to is deleted. The
+// duplicate gets its own copy of the body first, whichever walk deletes that delivery.
+func TestSweepDeliveries_EnvelopeHolderKeepsItsBody(t *testing.T, e Engine) {
+	for _, limit := range []int{100, 1} {
+		t.Run(fmt.Sprintf("Limit%d", limit), func(t *testing.T) {
+			ctx := context.Background()
+			db := e.Open(t)
+			clk := newClock(e, db)
+			opt := storage.ClaimOptions{TTL: time.Hour, Dispatch: true}
+			const envelope = `{"EnterpriseId":"e1","Events":null}`
+
+			// The first request: A and B, both handed downstream.
+			first := items("mews", "A", "B")
+			first[0].BatchEnvelope = envelope
+			if err := db.RecordBatch(ctx, first, opt); err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range lease(t, db, clk.Now(), time.Minute, 10) {
+				a := storage.Attempt{Source: j.Source, Key: j.Key, Delivery: j.Delivery, StartedAt: clk.Now(), Status: 200}
+				if moved, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{Done: true}); err != nil || !moved {
+					t.Fatalf("finish attempt of %s: moved %v, %v", j.Key, moved, err)
+				}
+			}
+			// A minute later the sender sends A again, byte for byte, with a new event C,
+			// whose downstream is down: C stays processing, owed.
+			clk.Add(time.Minute)
+			again := items("mews", "A", "C")
+			again[0].BatchEnvelope = envelope
+			if err := db.RecordBatch(ctx, again, opt); err != nil {
+				t.Fatal(err)
+			}
+			dup, owed := again[0], again[1]
+			if dup.Outcome != storage.Duplicate || dup.FirstDelivery != first[0].ID || owed.Outcome != storage.Accepted {
+				t.Fatalf("the redelivered request: %s (first %d), %s; want a duplicate of %d, accepted",
+					dup.Outcome, dup.FirstDelivery, owed.Outcome, first[0].ID)
+			}
+
+			// Three hours on, with two hours' retention: A's and B's claims expired, C owed.
+			// A walk that looks at the first request's A alone keeps it for B, which is
+			// past that batch; the next walk deletes it.
+			clk.Add(3 * time.Hour)
+			n := sweepAll(t, db, clk.Now().Add(-2*time.Hour), limit)
+			if limit == 1 {
+				n += sweepAll(t, db, clk.Now().Add(-2*time.Hour), limit)
+			}
+			if n != 2 {
+				t.Errorf("the sweeps deleted %d deliveries, want 2: A and B of the first request", n)
+			}
+			for _, d := range first {
+				if _, err := db.Delivery(ctx, d.ID); !errors.Is(err, storage.ErrNotFound) {
+					t.Errorf("%s of the first request after the sweep: %v, want it swept", d.Key, err)
+				}
+			}
+			got, err := db.Delivery(ctx, owed.ID)
+			if err != nil || got.BatchEnvelope != envelope {
+				t.Errorf("the owed item C after the sweep: envelope %q, %v; want kept with %q", got.BatchEnvelope, err, envelope)
+			}
+			got, err = db.Delivery(ctx, dup.ID)
+			if err != nil || string(got.Body) != string(first[0].Body) {
+				t.Errorf("the duplicate of A, kept for its envelope, after the sweep: body %q, %v; want %q",
+					got.Body, err, first[0].Body)
+			}
+			keyed, err := db.KeyDeliveries(ctx, "mews", "A")
+			if err != nil || len(keyed) != 1 || keyed[0].ID != dup.ID || string(keyed[0].Body) != string(first[0].Body) {
+				t.Errorf("the deliveries of A after the sweep: %+v, %v; want the duplicate %d with body %q",
+					keyed, err, dup.ID, first[0].Body)
+			}
+		})
+	}
+}

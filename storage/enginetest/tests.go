@@ -92,6 +92,7 @@ var tests = []struct {
 	{"ReleaseEach_Refusals", TestReleaseEach_Refusals},
 	{"SweepDeliveries_KeepsOwedPayloads", TestSweepDeliveries_KeepsOwedPayloads},
 	{"SweepDeliveries_HandsOverEnvelopes", TestSweepDeliveries_HandsOverEnvelopes},
+	{"SweepDeliveries_EnvelopeHolderKeepsItsBody", TestSweepDeliveries_EnvelopeHolderKeepsItsBody},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},
 	{"Suspects", TestSuspects},
 	{"ReviewSuspect", TestReviewSuspect},

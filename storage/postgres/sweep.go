@@ -216,16 +216,9 @@ ORDER BY c.source COLLATE "C", c.key COLLATE "C"
 FOR SHARE OF c`, next.Last, end, millis(cutoff)); err != nil {
 			return err
 		}
-		args := []any{millis(now), next.Last, end, millis(cutoff)}
-		if _, err := tx.Exec(ctx, sqlHandOverBodies, args...); err != nil {
+		if err := tx.QueryRow(ctx, sqlSweepDeliveries, millis(now), next.Last, end, millis(cutoff)).Scan(&n); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM deliveries
-WHERE id > $2 AND id <= $3 AND received_at < $4 AND NOT `+sqlOwed+` AND NOT `+sqlEnvelopeNeeded, args...)
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
 		// The attempts of the deliveries deleted go with them (migration 0015).
 		_, err = tx.Exec(ctx, `DELETE FROM attempts WHERE delivery > $1 AND delivery <= $2
 AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = attempts.delivery)`, next.Last, end)
@@ -241,20 +234,28 @@ AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = attempts.delivery)`, 
 	return n, next, nil
 }
 
-// sqlHandOverBodies gives its own copy of the body to every delivery that refers to the
-// body of one the sweep's DELETE (same $1 to $4) is about to delete and that is not
-// deleted itself: a duplicate stored by reference (body_from) keeps its body for as long
-// as it is kept. Those duplicates are found through the key index, as every duplicate
-// shares its first delivery's source and key; a duplicate is never owed, so the one
-// deleted with its first delivery is the one in the same range and received before
-// cutoff.
-var sqlHandOverBodies = `
-UPDATE deliveries AS d SET body = f.body, body_from = 0
-FROM deliveries AS f
-WHERE d.source = f.source AND d.key = f.key AND d.body_from = f.id
-	AND f.id > $2 AND f.id <= $3 AND f.received_at < $4 AND f.outcome = 'accepted'
-	AND NOT ` + owedOf("f") + `
-	AND (d.id > $3 OR d.received_at >= $4)`
+// sqlSweepDeliveries deletes the deliveries with ids in ($2, $3] received before $4 that
+// nothing needs at $1, neither owed downstream nor holding an envelope still read, and
+// returns how many it deleted. In the same statement it gives its own copy of the body
+// to every delivery that refers to the body of one it deletes and that it does not
+// delete itself: a duplicate stored by reference (body_from) keeps its body for as long
+// as it is kept, whatever keeps it (received since cutoff, past this batch of the walk,
+// or holding its request's envelope for an item still owed). The hand-over reads what
+// the DELETE deleted (gone), not a second judgement of what stays, which a change
+// committed between two statements could make disagree; the statement's parts share one
+// snapshot, so the hand-over still reads the bodies deleted. Those duplicates are found
+// through the key index, as every duplicate shares its first delivery's source and key.
+var sqlSweepDeliveries = `
+WITH gone AS (
+	DELETE FROM deliveries
+	WHERE id > $2 AND id <= $3 AND received_at < $4 AND NOT ` + sqlOwed + ` AND NOT ` + sqlEnvelopeNeeded + `
+	RETURNING id, source, key, outcome),
+handed AS (
+	UPDATE deliveries AS d SET body = f.body, body_from = 0
+	FROM gone AS g JOIN deliveries AS f ON f.id = g.id
+	WHERE g.outcome = 'accepted' AND d.source = g.source AND d.key = g.key AND d.body_from = g.id
+		AND d.id NOT IN (SELECT id FROM gone))
+SELECT count(*) FROM gone`
 
 // sqlEnvelopeNeeded is true for the first item of a batched request, which keeps the
 // request's envelope for all its items (intake stores it there once), while another

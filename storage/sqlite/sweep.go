@@ -170,22 +170,27 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 // sqlHandOverBodies gives its own copy of the body to every delivery that refers to the
 // body of one the sweep's DELETE (same ?1 to ?4) is about to delete and that is not
 // deleted itself: a duplicate stored by reference (body_from) keeps its body for as long
-// as it is kept. Those duplicates are found through the index of body_from; a duplicate
-// is never owed, so the one deleted with its first delivery is the one in the same range
-// and received before cutoff. With a body of its own, the duplicate joins the indexes
-// of keys and bookings (migration 0020).
+// as it is kept, whatever keeps it (received since cutoff, past this batch of the walk,
+// or holding its request's envelope for an item still owed). Both sides are sqlSwept,
+// the DELETE's own condition, so the two statements cannot disagree on what stays (the
+// writer runs them in one transaction, alone). Those duplicates are found through the
+// index of body_from. With a body of its own, the duplicate joins the indexes of keys
+// and bookings (migration 0020).
 var sqlHandOverBodies = `
 UPDATE deliveries SET body = (SELECT f.body FROM deliveries AS f WHERE f.id = deliveries.body_from), body_from = 0
 WHERE id IN (
 	SELECT d.id FROM deliveries AS f JOIN deliveries AS d ON d.body_from = f.id AND d.body_from != 0
-	WHERE f.id > ?2 AND f.id <= ?3 AND f.received_at < ?4 AND f.outcome = 'accepted'
-	AND NOT ` + strings.ReplaceAll(sqlOwed, "deliveries.", "f.") + `
-	AND (d.id > ?3 OR d.received_at >= ?4))`
+	WHERE f.outcome = 'accepted' AND ` + strings.ReplaceAll(sqlSwept, "deliveries.", "f.") + `
+	AND NOT ` + strings.ReplaceAll(sqlSwept, "deliveries.", "d.") + `)`
 
-// sqlSweepDeliveries deletes the deliveries with ids in (?2, ?3] received before ?4 that
-// nothing needs at ?1: neither owed downstream nor holding an envelope still read.
-var sqlSweepDeliveries = `DELETE FROM deliveries
-WHERE id > ?2 AND id <= ?3 AND received_at < ?4 AND NOT ` + sqlOwed + ` AND NOT ` + sqlEnvelopeNeeded
+// sqlSweepDeliveries deletes the deliveries that the sweep's batch deletes (sqlSwept).
+var sqlSweepDeliveries = `DELETE FROM deliveries WHERE ` + sqlSwept
+
+// sqlSwept is true for a delivery that the sweep's DELETE deletes: one with an id in
+// (?2, ?3] received before ?4 that nothing needs at ?1, neither owed downstream nor
+// holding an envelope still read.
+var sqlSwept = `(deliveries.id > ?2 AND deliveries.id <= ?3 AND deliveries.received_at < ?4
+	AND NOT ` + sqlOwed + ` AND NOT ` + sqlEnvelopeNeeded + `)`
 
 // sqlEnvelopeNeeded is true for the first item of a batched request, which keeps the
 // request's envelope for all its items (intake stores it there once), while another
