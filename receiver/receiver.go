@@ -355,6 +355,24 @@ func contentCoding(h http.Header) string {
 	return ""
 }
 
+// MaxHeaderBytes is the most that a delivery's request line and headers may take: one
+// with more is refused 431, in JSON, and recorded as any rejection before the source's
+// check. The HTTP server in front must let more through (net/http's own limit answers
+// in plain text, and records nothing).
+const MaxHeaderBytes = 64 << 10
+
+// headerBytes is how many bytes r's request line and headers took as sent over
+// HTTP/1.1, near enough: each header line's name, value, ": " and line end.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len("Host: ") + len(r.Host) + 2
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(v) + 4
+		}
+	}
+	return n
+}
+
 // maxSourceName bounds what an unknown source's name costs us to record.
 const maxSourceName = 64
 
@@ -383,6 +401,11 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if n := headerBytes(r); n > MaxHeaderBytes {
+		rc.reject(w, r, src, nil, http.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("headers are larger than the limit of %d bytes (%d)", MaxHeaderBytes, n))
+		return
+	}
 	if r.ContentLength > rc.maxBody {
 		// Said up front: answered before a byte of it is read, so that a sender that
 		// asked to continue (Expect: 100-continue) is not invited to upload it, and one
@@ -556,7 +579,7 @@ func rejectionReason(code int, authenticated bool) string {
 		return "unknown_source"
 	case http.StatusUnauthorized:
 		return "signature"
-	case http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
 		return "too_large"
 	case http.StatusRequestTimeout:
 		return "timeout"

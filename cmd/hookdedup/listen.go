@@ -39,12 +39,15 @@ func newEndpoint(setting, addr string, cfg config, log *slog.Logger) (*endpoint,
 	}
 	return &endpoint{setting: setting, ln: ln, srv: &http.Server{
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		MaxHeaderBytes:    64 << 10, // webhooks carry a few headers; 1 MiB is net/http's default
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          stdlog.New(serverErrors{log}, "", 0),
-		ConnState:         h2HeaderDeadline(cfg.ReadHeaderTimeout),
+		// Past receiver.MaxHeaderBytes, so that intake answers a delivery with too many
+		// headers itself, in JSON, and records it; net/http's answer to more (1 MiB, as
+		// much as a body may take) is plain text.
+		MaxHeaderBytes: http.DefaultMaxHeaderBytes,
+		ReadTimeout:    cfg.ReadTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		IdleTimeout:    cfg.IdleTimeout,
+		ErrorLog:       stdlog.New(serverErrors{log}, "", 0),
+		ConnState:      h2HeaderDeadline(cfg.ReadHeaderTimeout),
 	}}, nil
 }
 
