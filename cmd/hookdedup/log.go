@@ -20,4 +20,5 @@ const (
 	logNames       = "names"        // the names a certificate is good for, comma-separated
 	logNotAfter    = "not_after"    // when a certificate expires (RFC 3339, UTC)
 	logErrAt       = "err_at"       // when the error beside it happened (RFC 3339, UTC)
+	logWithin      = "within"       // the longest a shutdown waits for requests in flight
 )

@@ -535,11 +535,12 @@ func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 }
 
 // shutdown stops a running program in order: the servers take no new request and
-// finish those in flight, the last rejection counts are stored, then the background
-// loops end. The database stays open for close.
+// finish those in flight (for up to drainTimeout), the last rejection counts are
+// stored, then the background loops end. The database stays open for close.
 func (p *program) shutdown(stopBackground func()) error {
-	p.log.Info("shutting down: finishing requests in flight")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	drain := drainTimeout(p.cfg)
+	p.log.Info("shutting down: finishing requests in flight", logWithin, drain)
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	var errs []error
 	for _, e := range p.endpoints() {
@@ -549,8 +550,10 @@ func (p *program) shutdown(stopBackground func()) error {
 	}
 	err := errors.Join(errs...)
 	// The last seconds' counts of rejections not stored individually, before the
-	// database closes.
-	if ferr := p.intake.FlushRejections(ctx); ferr != nil {
+	// database closes: with a time of their own, however long the drain took.
+	fctx, fcancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer fcancel()
+	if ferr := p.intake.FlushRejections(fctx); ferr != nil {
 		p.log.Warn("rejection counts not stored", logErr, ferr)
 	}
 	stopBackground()
@@ -560,6 +563,18 @@ func (p *program) shutdown(stopBackground func()) error {
 	p.log.Info("stopped")
 	return nil
 }
+
+// drainTimeout is how long shutdown waits for the requests in flight: as long as one
+// may take under the server's timeouts. Its headers arrive within read_header_timeout;
+// then its body may take until read_timeout (counted from the start of the request) and
+// its answer until write_timeout. A delivery whose body is still arriving when the
+// signal comes is stored and answered, not cut off with a 503.
+func drainTimeout(cfg config) time.Duration {
+	return cfg.ReadHeaderTimeout + max(cfg.ReadTimeout, cfg.WriteTimeout)
+}
+
+// flushTimeout bounds the store of the last rejection counts at shutdown.
+const flushTimeout = 10 * time.Second
 
 // close releases what openProgram took: the listeners, if they never served, and the
 // database, if it was opened. Call it once run has returned.

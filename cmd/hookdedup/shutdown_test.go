@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A delivery whose body is still arriving when serve is told to stop, and arrives within
+// read_timeout, is stored and answered 200, and serve then exits cleanly: the drain
+// waits as long as a request may take under the configured timeouts, here longer than
+// a fixed wait of 15 s would have.
+func TestServe_ShutdownFinishesSlowUpload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a body that takes 17 s to arrive")
+	}
+	s := runServeInProcess(t, `addr = "127.0.0.1:0"
+read_header_timeout = "2s"
+read_timeout = "20s"
+write_timeout = "25s"
+`+openSource, nil)
+	pr, pw := io.Pipe()
+	go func() {
+		io.WriteString(pw, `{"id":"slow-upload-1",`)
+		time.Sleep(17 * time.Second) // within read_timeout, past 15 s
+		io.WriteString(pw, `"x":1}`)
+		pw.Close()
+	}()
+	type answer struct {
+		code   int
+		status string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.p.public.url()+"/webhooks/open", pr)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a struct{ Status, Error string }
+		json.NewDecoder(resp.Body).Decode(&a)
+		done <- answer{code: resp.StatusCode, status: a.Status + a.Error}
+	}()
+	time.Sleep(time.Second) // the request is in flight, its body arriving
+	s.stop()                // as SIGTERM does; fails the test unless run returns nil
+	if a := <-done; a.err != nil || a.code != http.StatusOK || a.status != "accepted" {
+		t.Errorf("a delivery in flight at shutdown, its body complete within read_timeout: %d %q %v; want 200 accepted",
+			a.code, a.status, a.err)
+	}
+}
