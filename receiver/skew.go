@@ -3,6 +3,7 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -27,7 +28,7 @@ func (rc *Receiver) verify(src *Source, r *http.Request, body []byte) error {
 	if !signed.IsZero() {
 		skew := signed.Sub(now)
 		rc.metrics.SignatureSkew.WithLabelValues(src.Name).Observe(skew.Seconds())
-		rc.skew.observe(skew, now)
+		rc.skew.observe(src.Name, signed, body, skew, now)
 	}
 	return queryUnread(r, err)
 }
@@ -66,28 +67,42 @@ func requestQuery(r *http.Request) url.Values {
 	return r.URL.Query()
 }
 
-// ClockSkew returns the median of signed time minus time of receipt over the
-// authentic deliveries of timestamped schemes in the last hour (positive: the senders'
-// clocks are ahead of this machine's), and how many deliveries that is; 0, 0 when there
-// were none. A median of minutes, whichever the sender, says this machine's clock is
+// ClockSkew returns how far the senders' clocks are from this machine's, as the
+// authentic deliveries of timestamped schemes in the last hour show it (positive: the
+// senders' clocks are ahead), and how many deliveries that is; 0, 0 when there were none.
+// It is each source's median of signed time minus time of receipt, that of the source
+// nearest to this machine's clock: when this clock is off, every source's deliveries
+// show it, while one source's can be a captured delivery replayed, or one sender's own
+// clock. A signed message counts once however often it arrives (a replay is refused as
+// too old, but its signature matches). A median of minutes says this machine's clock is
 // off: the deliveries more than a source's tolerance off are refused.
 func (rc *Receiver) ClockSkew() (median time.Duration, n int) {
 	return rc.skew.median(rc.now())
 }
 
-// skewSamples bounds what one minute keeps of its skews: a sample, taken uniformly
-// (reservoir sampling), whatever the traffic.
+// skewSamples bounds what one minute keeps of a source's skews: a sample, taken
+// uniformly (reservoir sampling), whatever the traffic.
 const skewSamples = 32
+
+// skewRemembered is how many signed messages the window remembers having counted, so
+// that a replay of one counts no more: far more than a replayer's captured deliveries,
+// and few enough to hold in memory whatever the traffic.
+const skewRemembered = 4096
 
 // maxSkew bounds a recorded skew, so that absurd timestamps cannot overflow the sums
 // of a median; it is far beyond any tolerance.
 const maxSkew = 24 * time.Hour
 
-// skewWindow keeps the skews of the last hour in memory: one slot per minute, each
-// with how many were seen in it and a bounded sample of them. The zero value is ready.
+// skewWindow keeps the skews of the last hour in memory, per source: one slot per
+// minute, each with how many were seen in it and a bounded sample of them; and the
+// signed messages counted lately. The zero value is ready.
 type skewWindow struct {
 	mu      sync.Mutex
-	minutes [60]skewMinute
+	sources map[string]*[60]skewMinute
+	seed    maphash.Seed
+	seen    map[uint64]struct{} // the last skewRemembered messages counted, by hash
+	order   [skewRemembered]uint64
+	next    int // where order takes the next one, past the oldest
 }
 
 type skewMinute struct {
@@ -96,12 +111,39 @@ type skewMinute struct {
 	samples [skewSamples]time.Duration
 }
 
-func (w *skewWindow) observe(skew time.Duration, now time.Time) {
+// observe counts skew, the skew of a signed message (its source, signed time and body)
+// received at now, unless that message was counted already.
+func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew time.Duration, now time.Time) {
 	skew = min(max(skew, -maxSkew), maxSkew)
 	m := now.Unix() / 60
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := &w.minutes[(m%60+60)%60]
+	if w.seen == nil {
+		w.sources, w.seed, w.seen = map[string]*[60]skewMinute{}, maphash.MakeSeed(), make(map[uint64]struct{}, skewRemembered)
+	}
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	h.WriteString(source)
+	h.WriteByte(0)
+	maphash.WriteComparable(&h, signed.UnixNano())
+	h.Write(body)
+	id := h.Sum64()
+	if _, ok := w.seen[id]; ok {
+		return
+	}
+	if len(w.seen) == skewRemembered {
+		delete(w.seen, w.order[w.next])
+	}
+	w.seen[id] = struct{}{}
+	w.order[w.next] = id
+	w.next = (w.next + 1) % skewRemembered
+
+	minutes := w.sources[source]
+	if minutes == nil {
+		minutes = new([60]skewMinute)
+		w.sources[source] = minutes
+	}
+	s := &minutes[(m%60+60)%60]
 	if s.minute != m || s.n == 0 {
 		s.minute, s.n = m, 0
 	}
@@ -116,22 +158,40 @@ func (w *skewWindow) observe(skew time.Duration, now time.Time) {
 	s.n++
 }
 
-// median returns the median of the samples of the 60 minutes up to now, and how many
-// skews those minutes saw.
+// median returns, of the sources' medians over the samples of the 60 minutes up to
+// now, the one nearest zero, and how many skews those minutes saw in all.
 func (w *skewWindow) median(now time.Time) (time.Duration, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var nearest time.Duration
+	total := 0
+	for _, minutes := range w.sources {
+		median, n := minutesMedian(minutes, now)
+		if n == 0 {
+			continue
+		}
+		if total == 0 || median.Abs() < nearest.Abs() {
+			nearest = median
+		}
+		total += n
+	}
+	return nearest, total
+}
+
+// minutesMedian returns the median of one source's samples of the 60 minutes up to
+// now, and how many skews those minutes saw.
+func minutesMedian(minutes *[60]skewMinute, now time.Time) (time.Duration, int) {
 	m := now.Unix() / 60
 	var all []time.Duration
 	n := 0
-	w.mu.Lock()
-	for i := range w.minutes {
-		s := &w.minutes[i]
+	for i := range minutes {
+		s := &minutes[i]
 		if s.n == 0 || s.minute > m || s.minute <= m-60 {
 			continue
 		}
 		n += s.n
 		all = append(all, s.samples[:min(s.n, skewSamples)]...)
 	}
-	w.mu.Unlock()
 	if n == 0 {
 		return 0, 0
 	}

@@ -231,3 +231,98 @@ func TestReceiver_ClockSkewBatch(t *testing.T) {
 		t.Errorf("ClockSkew = %v over %d, want 2m0s over 1 request", median, n)
 	}
 }
+
+// TestReceiver_ClockSkewReplays: replays of captured deliveries, refused as too old
+// though their signatures match, do not make a correct clock look off: a signed message
+// counts once however often it arrives, and the estimate is the source nearest this
+// machine's clock, so many captured deliveries of one source do not outweigh another's
+// deliveries in time. A clock really off shows all the same, in every source's
+// deliveries.
+func TestReceiver_ClockSkewReplays(t *testing.T) {
+	ota := otaSource(t)
+	stripe, err := signature.New(signature.Config{Scheme: "stripe", Secrets: []string{"whsec_pay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := receiver.Source{Name: "pay", Verifier: stripe, Keys: receiver.KeySpec{EventID: []string{"/id"}}, TTL: time.Hour}
+	sources := []receiver.Source{ota, pay}
+	start := func(t *testing.T) (*receiver.Receiver, func(src receiver.Source, id string, signed time.Time) int) {
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		rc := receiver.New(receiver.Config{Sources: sources, Store: db})
+		srv := serveReceiver(t, rc, nil)
+		return rc, func(src receiver.Source, id string, signed time.Time) int {
+			t.Helper()
+			body := fmt.Sprintf(`{"id":%q,"property_id":"P-1","booking_id":%q,"status":"cancelled"}`, id, id)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/"+src.Name, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("webhook-id", id)
+			if err := src.Verifier.Sign(req.Header, url.Values{}, []byte(body), signed); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+	}
+	near := func(got, want time.Duration) bool { return (got - want).Abs() < time.Minute }
+
+	t.Run("OneDeliveryReplayed", func(t *testing.T) {
+		rc, send := start(t)
+		for i := range 10 {
+			if code := send(ota, fmt.Sprintf("evt_live_%d", i), time.Now()); code != http.StatusOK {
+				t.Fatalf("genuine delivery: %d", code)
+			}
+		}
+		captured := time.Now().Add(-2 * time.Hour)
+		for range 30 {
+			if code := send(ota, "evt_captured", captured); code != http.StatusUnauthorized {
+				t.Fatalf("replay of a two-hour-old delivery: %d, want 401", code)
+			}
+		}
+		if median, n := rc.ClockSkew(); !near(median, 0) || n != 11 {
+			t.Errorf("ClockSkew() = %v over %d; want about 0 over 11: ten deliveries in time, and one captured "+
+				"delivery however often replayed", median, n)
+		}
+	})
+
+	t.Run("ManyDeliveriesOfOneSourceReplayed", func(t *testing.T) {
+		rc, send := start(t)
+		for i := range 3 {
+			if code := send(pay, fmt.Sprintf("evt_live_%d", i), time.Now()); code != http.StatusOK {
+				t.Fatalf("genuine delivery: %d", code)
+			}
+		}
+		captured := time.Now().Add(-2 * time.Hour)
+		for i := range 30 {
+			if code := send(ota, fmt.Sprintf("evt_captured_%d", i), captured.Add(time.Duration(i)*time.Second)); code != http.StatusUnauthorized {
+				t.Fatalf("replay of a two-hour-old delivery: %d, want 401", code)
+			}
+		}
+		if median, n := rc.ClockSkew(); !near(median, 0) || n != 33 {
+			t.Errorf("ClockSkew() = %v over %d; want about 0 over 33: pay's deliveries are in time", median, n)
+		}
+	})
+
+	t.Run("ClockOff", func(t *testing.T) {
+		rc, send := start(t)
+		// This machine's clock two hours ahead: every sender's deliveries look two hours
+		// old, and are refused.
+		for i := range 5 {
+			for _, src := range sources {
+				if code := send(src, fmt.Sprintf("evt_%d", i), time.Now().Add(-2*time.Hour)); code != http.StatusUnauthorized {
+					t.Fatalf("%s delivery signed two hours behind: %d, want 401", src.Name, code)
+				}
+			}
+		}
+		if median, n := rc.ClockSkew(); !near(median, -2*time.Hour) || n != 10 {
+			t.Errorf("ClockSkew() = %v over %d; want about -2h0m0s over 10: every source shows it", median, n)
+		}
+	})
+}
