@@ -363,9 +363,7 @@ func openAudit(ctx context.Context, flags *commonFlags, e env) (config, auditLog
 	}
 	var db auditLog
 	if isPostgres(cfg.Database) {
-		openCtx, cancel := context.WithTimeout(ctx, postgresOpenTimeout)
-		db, err = postgres.Open(openCtx, cfg.Database, postgres.Options{NoMigrate: true})
-		cancel()
+		db, err = postgres.Open(ctx, cfg.Database, postgres.Options{NoMigrate: true})
 	} else {
 		db, err = sqlite.OpenAuditFile(ctx, cfg.Database, 0)
 	}

@@ -1456,10 +1456,8 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 // when there is no database; commands call it through openExisting. Only serving (serve)
 // reads a large SQLite file's key index ahead of deliveries, and upgrades a PostgreSQL
 // schema an earlier version set up, which that version's replicas may be running on.
-func (c config) openDB(log *slog.Logger, mustExist, serving bool) (storage.Store, error) {
+func (c config) openDB(ctx context.Context, log *slog.Logger, mustExist, serving bool) (storage.Store, error) {
 	if isPostgres(c.Database) {
-		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
-		defer cancel()
 		return postgres.Open(ctx, c.Database, postgres.Options{Logger: log, MustExist: mustExist, NoUpgrade: !serving})
 	}
 	mmap := c.MmapSize

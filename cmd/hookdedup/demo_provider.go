@@ -415,7 +415,7 @@ func runProviderDemo(ctx context.Context, e env, cfg config, name, source, base 
 	if d.src.Answer == receiver.AnswerAccepted && d.src.Batch != "" && db == nil {
 		// The answer says only "[accepted]": each item's outcome is read from the
 		// database, when this machine has it.
-		db, _ = openExisting(cfg, e)
+		db, _ = openExisting(ctx, cfg, e)
 	}
 	if db != nil {
 		defer db.Close()

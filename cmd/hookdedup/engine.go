@@ -1,13 +1,6 @@
 package main
 
-import (
-	"strings"
-	"time"
-)
-
-// postgresOpenTimeout bounds how long opening a PostgreSQL database may take: connecting
-// and, when replicas start together, waiting for the one that migrates.
-const postgresOpenTimeout = time.Minute
+import "strings"
 
 // The engine is chosen here, in the wiring, by the form of the database setting: a
 // postgres:// or postgresql:// URL names a PostgreSQL database, anything else is the path

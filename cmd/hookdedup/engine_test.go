@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
@@ -150,4 +153,61 @@ func passwordOf(t *testing.T, dsn string) string {
 		t.Fatalf("%s: no password to look for", u.Redacted())
 	}
 	return pw
+}
+
+// TestServe_PostgresMigrationEndsOnlyWithTheProcess: serve's schema upgrade is bounded
+// by nothing but a stop of the process: past the URL's connect_timeout it still runs
+// (here it waits for a lock that a pg_dump-like reader holds), and a stop (SIGTERM,
+// Ctrl-C: run's context ending) interrupts it at once, rolled back and saying so.
+func TestServe_PostgresMigrationEndsOnlyWithTheProcess(t *testing.T) {
+	t.Chdir(t.TempDir())
+	url := postgrestest.NewDatabase(t)
+	if out, err := runCmd(t, "a-long-enough-password\n", "user", "add", "alice", "--role", "admin", "--database", url); err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	const last = "migrations/0022_stats_unsummed.sql"
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE delivery_stats DROP COLUMN unsummed;
+		DELETE FROM migrations WHERE name = '`+last+`'`); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(context.WithoutCancel(t.Context())) // lets the migration go, if it still waits
+	if _, err := reader.Exec(t.Context(), `BEGIN; LOCK TABLE delivery_stats IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan error, 1)
+	var out lockedBuffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--database", url + "&connect_timeout=1"},
+			func(string) string { return "" }, strings.NewReader(""), &out, &out)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("serve gave up on its upgrade before it was stopped: %v\n%s", err, out.String())
+	case <-time.After(2 * time.Second): // twice the connect limit
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "migration "+last+" interrupted") || !strings.Contains(err.Error(), "rolled back") {
+			t.Errorf("serve stopped during its upgrade: %v, want an error saying the migration was interrupted and rolled back\n%s", err, out.String())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("serve, stopped during its upgrade, still runs 3 s later:\n%s", out.String())
+	}
+	var applied bool
+	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM migrations WHERE name = '`+last+`')`).Scan(&applied); err != nil || applied {
+		t.Errorf("the interrupted migration is recorded as applied (%v)", err)
+	}
 }

@@ -81,7 +81,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if db == nil {
-		if db, err = openExisting(cfg, e); err != nil {
+		if db, err = openExisting(ctx, cfg, e); err != nil {
 			return err
 		}
 	}

@@ -234,12 +234,12 @@ func (c *commonFlags) load(e env) (config, error) {
 }
 
 // open loads the configuration and opens its database, which must exist (openExisting).
-func (c *commonFlags) open(e env) (config, storage.Store, error) {
+func (c *commonFlags) open(ctx context.Context, e env) (config, storage.Store, error) {
 	cfg, err := c.load(e)
 	if err != nil {
 		return config{}, nil, err
 	}
-	db, err := openExisting(cfg, e)
+	db, err := openExisting(ctx, cfg, e)
 	if err != nil {
 		return config{}, nil, err
 	}

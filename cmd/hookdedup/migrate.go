@@ -51,9 +51,7 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer src.Close()
-	openCtx, cancel := context.WithTimeout(ctx, postgresOpenTimeout)
-	dst, err := postgres.Open(openCtx, *to, postgres.Options{Logger: cliLogger(e)})
-	cancel()
+	dst, err := postgres.Open(ctx, *to, postgres.Options{Logger: cliLogger(e)})
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,8 @@ func cliLogger(e env) *slog.Logger {
 // Only serve, user add and restore make a database. Every other command reads or changes
 // one that exists: run from the wrong directory, it would otherwise create an empty
 // database there and report on that, as if nothing had ever arrived.
-func openExisting(cfg config, e env) (storage.Store, error) {
-	db, err := cfg.openDB(cliLogger(e), true, false)
+func openExisting(ctx context.Context, cfg config, e env) (storage.Store, error) {
+	db, err := cfg.openDB(ctx, cliLogger(e), true, false)
 	if errors.Is(err, storage.ErrNoDatabase) {
 		return nil, noDatabaseError{path: cfg.Database}
 	}
@@ -100,7 +100,7 @@ func existingSources(ctx context.Context, cfg config, e env, needSecrets bool) (
 	var openErr error
 	sources, err := cfg.sources(getenv, func(name string) (string, error) {
 		if db == nil {
-			if db, openErr = openExisting(cfg, e); openErr != nil {
+			if db, openErr = openExisting(ctx, cfg, e); openErr != nil {
 				return "", openErr
 			}
 		}

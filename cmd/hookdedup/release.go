@@ -35,7 +35,7 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	cfg, db, err := flags.open(e)
+	cfg, db, err := flags.open(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	if err := f.Check(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	cfg, db, err := flags.open(e)
+	cfg, db, err := flags.open(ctx, e)
 	if err != nil {
 		return err
 	}

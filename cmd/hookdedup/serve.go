@@ -52,7 +52,7 @@ func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storag
 	if err := checkSources(cfg, e); err != nil {
 		return nil, nil, err
 	}
-	db, err := cfg.openDB(log, false, true)
+	db, err := cfg.openDB(ctx, log, false, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -42,7 +42,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("token revoke: %q is not a token id (see token list)", pos[0])
 		}
 	}
-	_, db, err := flags.open(e)
+	_, db, err := flags.open(ctx, e)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func runUser(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	_, db, err := flags.open(e)
+	_, db, err := flags.open(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	// a database that exists, and an admin in it.
 	firstUser := errors.New("the first user must be an admin (--role admin): serve creates its admin only " +
 		"when there is no user at all, and without one no one could manage users or sources")
-	db, err := cfg.openDB(cliLogger(e), *role != storage.RoleAdmin, false)
+	db, err := cfg.openDB(ctx, cliLogger(e), *role != storage.RoleAdmin, false)
 	if errors.Is(err, storage.ErrNoDatabase) {
 		return firstUser
 	}

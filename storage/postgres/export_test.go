@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -92,3 +93,15 @@ func GenericPlanShapes(ctx context.Context, db *DB) (map[string]string, error) {
 // SetMoneyRead makes a reprocess under thresholds run f once it has read its keys'
 // money, before its transaction begins.
 func (db *DB) SetMoneyRead(f func()) { db.moneyRead = f }
+
+// MigrateLock is the advisory lock the replica that migrates holds, for tests that hold
+// it as another replica would.
+const MigrateLock = migrateLock
+
+// ReportWaitsEvery makes a migration, and a wait for another's, logged every d instead
+// of every waitReport, until the test ends. The test must not run in parallel.
+func ReportWaitsEvery(t interface{ Cleanup(func()) }, d time.Duration) {
+	was := waitReport
+	waitReport = d
+	t.Cleanup(func() { waitReport = was })
+}

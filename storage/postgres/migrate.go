@@ -5,8 +5,10 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,8 +31,8 @@ func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 	defer conn.Release()
 	// A session lock, taken and given back on this connection, which goes back to the
 	// pool only after the unlock.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
-		return fmt.Errorf("wait for the migration lock: %w", err)
+	if err := db.lockMigrations(ctx, conn.Conn()); err != nil {
+		return err
 	}
 	defer func() {
 		// A failed unlock (the connection broke) ends the session, and the lock with it.
@@ -76,12 +78,107 @@ func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 		// version runs on it.
 		return storage.UpgradeByServeError(pending)
 	}
+	if len(pending) > 0 {
+		db.log.Info("migrating the schema", "migrations", len(pending), "first", pending[0])
+	}
 	for _, name := range pending {
 		if err := db.migrateOne(ctx, conn.Conn(), name); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("migration %s interrupted (%w): rolled back, the next start runs it again", name, context.Cause(ctx))
+			}
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// waitReport is how often a migration, or a wait for another process's, is logged
+// while it lasts: a slow upgrade is seen, and what holds it up is named.
+var waitReport = 15 * time.Second
+
+// lockMigrations takes migrateLock on conn, waiting for as long as another process
+// holds it (that process is migrating the schema) unless ctx ends first: the wait is
+// logged at once and every waitReport, naming the holder.
+func (db *DB) lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, migrateLock).Scan(&got); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	if got {
+		return nil
+	}
+	const waiting = "waiting for the migration lock: another process is migrating the schema"
+	var holder string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(`+session+`, '; '), '') FROM pg_stat_activity
+		WHERE pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1)`,
+		migrateLock).Scan(&holder); err != nil {
+		return fmt.Errorf("look for the migration lock's holder: %w", err)
+	}
+	db.log.Warn(waiting, "held_by", holder)
+	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelWarn, waiting)()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for the migration lock, which another process migrating the schema holds: interrupted (%w)", context.Cause(ctx))
+		}
+		return fmt.Errorf("wait for the migration lock: %w", err)
+	}
+	return nil
+}
+
+// reportWait logs msg with attrs, as level, every waitReport until the function it
+// returns is called, with how long it has lasted and the sessions that the server
+// process pid waits for a lock of, if any. It asks the server on another connection of
+// the pool, and leaves the sessions out when none comes within a second (a pool of one
+// connection).
+func (db *DB) reportWait(ctx context.Context, pid uint32, level slog.Level, msg string, attrs ...any) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(waitReport)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				a := append(slices.Clip(attrs), "for", time.Since(start).Round(time.Second))
+				if by := db.blockers(ctx, pid); by != "" {
+					a = append(a, "blocked_by", by)
+				}
+				db.log.Log(ctx, level, msg, a...)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// session describes a row of pg_stat_activity in a log line: the server process, the
+// client's application and address, its state and the start of its statement.
+const session = `format('pid %s (%s%s) %s: %s', pid,
+	coalesce(nullif(application_name, ''), 'no application name'), coalesce(', ' || host(client_addr), ''),
+	coalesce(state, 'unknown state'), left(regexp_replace(coalesce(query, ''), '\s+', ' ', 'g'), 120))`
+
+// blockers describes the sessions that the server process pid waits for a lock of,
+// "" when it waits for none or they cannot be read now.
+func (db *DB) blockers(ctx context.Context, pid uint32) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `SELECT `+session+` FROM pg_stat_activity WHERE pid = ANY (pg_blocking_pids($1)) ORDER BY pid`,
+		pgx.QueryExecModeExec, int32(pid))
+	if err != nil {
+		return ""
+	}
+	by, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return ""
+	}
+	return strings.Join(by, "; ")
 }
 
 // UnknownMigrations returns the migrations the database records that this build does
@@ -139,6 +236,7 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 	if err != nil {
 		return err
 	}
+	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelInfo, "applying migration", "migration", name)()
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, string(body)); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,11 @@ type Options struct {
 	NoMigrate bool
 }
 
+// connectTimeout bounds connecting to a server when the URL sets no connect_timeout:
+// a server that does not answer (a host down, packets dropped) is an error, not a
+// start that hangs.
+const connectTimeout = time.Minute
+
 // DB is a hookdedup database on a PostgreSQL server. Its methods are safe for
 // concurrent use, and any number of DBs, in any number of processes, may share one
 // database.
@@ -84,6 +90,12 @@ var _ storage.Store = (*DB)(nil)
 // starting together migrate once. It refuses a database whose schema has migrations
 // this build does not know (a newer hookdedup migrated it). A connection error never
 // shows the URL's password.
+//
+// Connecting to a server takes at most the URL's connect_timeout, or connectTimeout
+// when it sets none. Nothing else is bounded but by ctx: waiting while another process
+// migrates, and a migration, however long its index builds or lock waits take, run
+// until they end or ctx does (the process is stopped), each logged every so often with
+// what holds it up. A migration that ctx ends rolls back whole.
 func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	where := Redact(dsn)
 	if unencodedUserinfo(dsn) {
@@ -96,6 +108,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string%s", where, parseReason(err))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") && os.Getenv("PGCONNECT_TIMEOUT") == "" {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout // 0 in either: wait as long as it takes
 	}
 	switch {
 	case opt.MaxConns > 0:

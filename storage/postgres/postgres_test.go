@@ -3,9 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -213,6 +217,118 @@ func TestOpen_MustExistDoesNotUpgrade(t *testing.T) {
 		t.Fatalf("open with NoUpgrade of an empty database: %v", err)
 	}
 	db.Close()
+}
+
+// lockedLog is a log that Open's goroutines write while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestOpen_MigrationsOutlastTheConnectTimeout: only connecting is bounded by the URL's
+// connect_timeout. A migration that takes longer (here it waits for a lock that a
+// pg_dump-like reader holds, as an index build on a large table takes long by itself)
+// runs to its end, logged every so often with the session that holds it up, and so does
+// a replica's wait while another holds the migration lock. Only ctx ends either (the
+// process stopped): the migration then rolls back, and the error says so.
+func TestOpen_MigrationsOutlastTheConnectTimeout(t *testing.T) {
+	postgres.ReportWaitsEvery(t, 300*time.Millisecond)
+	const hold = 2 * time.Second
+	const last = "migrations/0022_stats_unsummed.sql"
+	url := postgrestest.NewDatabase(t)
+	open(t, url).Close()
+	limited := url + "&connect_timeout=1"
+	conn := connect(t, url)
+	// The database as the previous release left it: without the last migration.
+	behind := func(t *testing.T) {
+		t.Helper()
+		if _, err := conn.Exec(t.Context(), `ALTER TABLE delivery_stats DROP COLUMN IF EXISTS unsummed;
+			DELETE FROM migrations WHERE name = '`+last+`'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// hold takes a lock on a connection of its own, in a transaction that ends after
+	// d, and returns that connection's server process.
+	holdLock := func(t *testing.T, lock string, d time.Duration) uint32 {
+		t.Helper()
+		c := connect(t, url)
+		if _, err := c.Exec(t.Context(), `BEGIN; `+lock); err != nil {
+			t.Fatal(err)
+		}
+		timer := time.AfterFunc(d, func() { c.Exec(context.Background(), `COMMIT`) })
+		t.Cleanup(func() { timer.Stop() })
+		return c.PgConn().PID()
+	}
+	applied := func(t *testing.T) bool {
+		return slices.Contains(migrationsApplied(t, conn), last)
+	}
+
+	t.Run("SlowMigration", func(t *testing.T) {
+		behind(t)
+		reader := holdLock(t, `LOCK TABLE delivery_stats IN ACCESS SHARE MODE`, hold)
+		var log lockedLog
+		start := time.Now()
+		db, err := postgres.Open(t.Context(), limited, postgres.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("open gave up after %v, the migration waiting for a lock held %v: %v", took.Round(time.Millisecond), hold, err)
+		}
+		db.Close()
+		if took < hold-100*time.Millisecond || !applied(t) {
+			t.Errorf("open took %v, the lock held %v; migration applied: %v", took, hold, applied(t))
+		}
+		if want := fmt.Sprintf("blocked_by=\"pid %d ", reader); !strings.Contains(log.String(), "applying migration") ||
+			!strings.Contains(log.String(), last) || !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not say which migration runs and which session (%s…) holds it up:\n%s", want, log.String())
+		}
+	})
+
+	t.Run("WaitingReplica", func(t *testing.T) {
+		holder := holdLock(t, fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, postgres.MigrateLock), hold)
+		var log lockedLog
+		start := time.Now()
+		db, err := postgres.Open(t.Context(), limited, postgres.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("open gave up after %v while another held the migration lock for %v: %v", took.Round(time.Millisecond), hold, err)
+		}
+		db.Close()
+		if took < hold-100*time.Millisecond {
+			t.Errorf("open took %v, the migration lock held %v", took, hold)
+		}
+		if held, by := fmt.Sprintf("held_by=\"pid %d ", holder), fmt.Sprintf("blocked_by=\"pid %d ", holder); !strings.Contains(log.String(), "waiting for the migration lock") ||
+			!strings.Contains(log.String(), held) || !strings.Contains(log.String(), by) {
+			t.Errorf("the log does not say, at once and while it lasts, that it waits for the migration lock that pid %d holds:\n%s", holder, log.String())
+		}
+	})
+
+	t.Run("Stopped", func(t *testing.T) {
+		behind(t)
+		holdLock(t, `LOCK TABLE delivery_stats IN ACCESS SHARE MODE`, time.Minute)
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(hold/2, cancel)
+		start := time.Now()
+		_, err := postgres.Open(ctx, limited, postgres.Options{})
+		if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "migration "+last+" interrupted") ||
+			!strings.Contains(err.Error(), "rolled back") || took > hold {
+			t.Errorf("open stopped after %v: %v, want at once an error saying the migration was interrupted and rolled back", took, err)
+		}
+		if applied(t) {
+			t.Error("the interrupted migration is recorded as applied")
+		}
+	})
 }
 
 // TestOpen_KeepsPasswordOut: an error about the URL never shows its password.
