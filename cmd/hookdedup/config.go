@@ -86,7 +86,7 @@ type config struct {
 	// for a second operator's approval; empty: none does.
 	ApprovalThreshold storage.ApprovalThresholds
 	// fileToken and fileDatabasePassword say that the file, not the environment, set
-	// the metrics token, and a database URL with a password.
+	// the metrics token, and a database URL that holds a password (postgres.HoldsSecret).
 	fileToken, fileDatabasePassword bool
 }
 
@@ -385,7 +385,7 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 		c.MetricsToken, c.fileToken = fc.MetricsToken, true
 	}
 	if fc.Database != "" {
-		c.Database, c.fileDatabasePassword = fc.Database, urlPassword(fc.Database)
+		c.Database, c.fileDatabasePassword = fc.Database, isPostgres(fc.Database) && postgres.HoldsSecret(fc.Database)
 	}
 	durations := []struct {
 		key  string
@@ -867,16 +867,6 @@ func (c config) sharedSecretFile() string {
 	}
 	return fmt.Sprintf("the configuration file %s (%#o) holds secrets and can be read by other users of this machine: make it private with chmod 600",
 		c.File, uint32(fi.Mode().Perm()))
-}
-
-// urlPassword reports whether the URL s carries a password.
-func urlPassword(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return false
-	}
-	_, set := u.User.Password()
-	return set
 }
 
 // checkDatabase refuses a database path that begins with ~: no shell reads the

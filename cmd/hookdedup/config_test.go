@@ -1005,7 +1005,6 @@ func TestConfig_SharedSecretFileEnv(t *testing.T) {
 // holds a password, or whose forward_url holds what the console masks, is warned of.
 func TestConfig_SharedFileWithCredentials(t *testing.T) {
 	for _, body := range []string{
-		"database = \"postgres://hookdedup:s3cretPassw0rd@db.internal/hookdedup\"\n",
 		"[[source]]\nname = \"ota\"\nsignature = \"none\"\nforward_url = \"https://down.example/hook?token=s3cretPassw0rd\"\n",
 		"[[source]]\nname = \"ota\"\nsignature = \"none\"\nforward_url = \"https://user:s3cretPassw0rd@down.example/hook\"\n",
 	} {
@@ -1023,6 +1022,42 @@ func TestConfig_SharedFileWithCredentials(t *testing.T) {
 		}
 		if cfg.sharedSecretFile() == "" {
 			t.Errorf("a 0644 configuration file holding a credential gives no warning:\n%s", body)
+		}
+	}
+}
+
+// TestConfig_SharedFileWithDatabasePassword: a shared configuration file whose
+// PostgreSQL URL holds a password is warned of wherever the URL holds it: in its user
+// part, or as a query parameter that pgx takes a secret from (password, and sslpassword,
+// the client key's), in any case, with several hosts too. A URL that holds none (the
+// password from PGPASSWORD or ~/.pgpass) is not warned of.
+func TestConfig_SharedFileWithDatabasePassword(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"postgres://hookdedup:s3cretPassw0rd@db.internal/hookdedup", true},
+		{"postgres://hookdedup@db.internal:5432/hookdedup?password=s3cretPassw0rd", true},
+		{"postgresql://hookdedup@db.internal/hookdedup?sslmode=verify-full&sslpassword=s3cretPassw0rd", true},
+		{"postgres://hookdedup@db.internal/hookdedup?sslmode=verify-full&Password=s3cretPassw0rd", true},
+		{"postgres://hookdedup:s3cretPassw0rd@db1.internal:5432,db2.internal:5432/hookdedup?target_session_attrs=read-write", true},
+		{"postgres://hookdedup@db1.internal:5432,db2.internal:5432/hookdedup?target_session_attrs=read-write&password=s3cretPassw0rd", true},
+		{"postgres://hookdedup@db.internal/hookdedup?sslmode=verify-full&sslkey=/etc/hookdedup/client.key", false},
+		{"postgres://hookdedup@db1.internal:5432,db2.internal:5432/hookdedup?target_session_attrs=read-write", false},
+	} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		if err := os.WriteFile(path, []byte("database = \""+c.url+"\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(path, true, func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("%s: refused: %v", c.url, err)
+		}
+		if w := cfg.sharedSecretFile(); (w != "") != c.warn {
+			t.Errorf("a 0644 configuration file with database = %q: warning %q, want one: %v", c.url, w, c.warn)
 		}
 	}
 }

@@ -224,6 +224,26 @@ func parseReason(err error) string {
 // the password from the query as well as from the user part (postgres://u@h/db?password=…).
 var secretParams = []string{"password", "sslpassword"}
 
+// HoldsSecret reports whether the connection URL dsn itself holds a secret: a password
+// in its user part, or a parameter of secretParams in its query, in any case (Redact
+// masks the same). A URL that does not parse holds none that pgx would use: Open
+// refuses it.
+func HoldsSecret(dsn string) bool {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return false
+	}
+	if _, set := u.User.Password(); set {
+		return true
+	}
+	for k := range u.Query() {
+		if slices.Contains(secretParams, strings.ToLower(k)) {
+			return true
+		}
+	}
+	return false
+}
+
 // unencodedUserinfo reports whether dsn has an "@" past the end of its host part, or
 // two in it: a
 // password holding "/", "?" or "#" that is not percent-encoded ends the host part early
