@@ -372,7 +372,7 @@ func openAudit(ctx context.Context, flags *commonFlags, e env) (config, auditLog
 		return config{}, nil, noDatabaseError{path: cfg.Database}
 	case errors.Is(err, storage.ErrAuditSchema):
 		return config{}, nil, auditSchemaError{fmt.Errorf("%s: the database's schema predates the audit log's hash chain, "+
-			"and this command does not change the file it checks: upgrade the database by starting hookdedup serve on it "+
+			"and this command does not change the database it checks: upgrade the database by starting hookdedup serve on it "+
 			"(or check a copy upgraded that way)", displayPath(cfg.Database))}
 	case errors.Is(err, storage.ErrNotHookdedup):
 		return config{}, nil, auditSchemaError{fmt.Errorf("%s: not a hookdedup database", displayPath(cfg.Database))}

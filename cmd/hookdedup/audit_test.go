@@ -16,7 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
@@ -503,4 +506,63 @@ func TestAudit_VerifyReadOnlyCopy(t *testing.T) {
 	if out, err := runCmd(t, "", "backup", "--database", copyPath, filepath.Join(dir, "again.db")); err != nil {
 		t.Errorf("backup of a copy on read-only media: %v\n%s", err, out)
 	}
+}
+
+// TestAudit_VerifyAnotherVersionsSchema: audit verify and export ask of a database's
+// schema only the audit log's hash chain, on PostgreSQL as on SQLite: a database one
+// migration behind this build (an auditor's newer binary, the replicas not upgraded
+// yet), or with a migration this build does not know (the auditor's binary older than
+// the replicas), is checked as it is and left so, never refused as predating the chain.
+func TestAudit_VerifyAnotherVersionsSchema(t *testing.T) {
+	ctx := t.Context()
+	const pw = "a-long-enough-password\n"
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	url := postgrestest.NewDatabase(t)
+	for _, db := range []string{path, url} {
+		if out, err := runCmd(t, pw, "user", "add", "alice", "--role", "admin", "--database", db); err != nil {
+			t.Fatalf("user add: %v\n%s", err, out)
+		}
+	}
+	lite, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// change applies sql to the database on either engine, as another version left it.
+	change := func(sqliteSQL, postgresSQL string) {
+		t.Helper()
+		if _, err := lite.Exec(sqliteSQL); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, postgresSQL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(schema string) {
+		t.Helper()
+		for _, db := range []string{path, url} {
+			for _, args := range [][]string{{"verify"}, {"export", "--format", "json"}} {
+				out, err := runCmd(t, "", append(append([]string{"audit"}, args...), "--database", db)...)
+				if err != nil || args[0] == "verify" && !strings.Contains(out, "audit log intact") {
+					t.Errorf("%s, %s: audit %s: %v\n%s", displayPath(db), schema, args[0], err, out)
+				}
+			}
+		}
+	}
+
+	change(`ALTER TABLE delivery_stats DROP COLUMN unsummed;
+		DELETE FROM migrations WHERE name = 'migrations/0035_stats_unsummed.sql'`,
+		`ALTER TABLE delivery_stats DROP COLUMN unsummed;
+		DELETE FROM migrations WHERE name = 'migrations/0022_stats_unsummed.sql'`)
+	check("one migration behind")
+	change(`ALTER TABLE delivery_stats ADD COLUMN unsummed INTEGER NOT NULL DEFAULT 0;
+		INSERT INTO migrations (name, applied_at) VALUES ('migrations/0035_stats_unsummed.sql', 0), ('migrations/9999_future.sql', 0)`,
+		`ALTER TABLE delivery_stats ADD COLUMN unsummed bigint NOT NULL DEFAULT 0;
+		INSERT INTO migrations (name, applied_at) VALUES ('migrations/0022_stats_unsummed.sql', 0), ('migrations/9999_future.sql', 0)`)
+	check("a migration ahead")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -184,49 +185,43 @@ func (db *DB) blockers(ctx context.Context, pid uint32) string {
 // UnknownMigrations returns the migrations the database records that this build does
 // not have, in order.
 func (db *DB) UnknownMigrations(ctx context.Context) ([]string, error) {
-	_, unknown, err := db.appliedMigrations(ctx)
-	return unknown, err
-}
-
-// appliedMigrations reads the migrations the database records: how many, and those of
-// them this build does not have, in order.
-func (db *DB) appliedMigrations(ctx context.Context) (applied int, unknown []string, err error) {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT name FROM migrations ORDER BY name`)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read applied migrations: %w", err)
+		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
 	all, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, nil, fmt.Errorf("read applied migrations: %w", err)
+		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
+	var unknown []string
 	for _, a := range all {
 		if !slices.Contains(names, a) {
 			unknown = append(unknown, a)
 		}
 	}
-	return len(all), unknown, nil
+	return unknown, nil
 }
 
-// checkSchema returns an error unless the database has exactly this build's migrations.
-func (db *DB) checkSchema(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
+// auditChainMigration is the migration that made the audit log, a hash chain from its
+// first row: every schema since has it.
+const auditChainMigration = "migrations/0002_everything_else.sql"
+
+// checkAuditSchema returns an error wrapping storage.ErrAuditSchema unless the database
+// records auditChainMigration. It asks nothing more, as SQLite's OpenAuditFile does: a
+// schema that lacks later migrations (serve not upgraded yet) or has some this build does
+// not know (the verifier older than the replicas) holds a chain it can check all the same.
+func (db *DB) checkAuditSchema(ctx context.Context) error {
+	var chained bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM migrations WHERE name = $1)`, auditChainMigration).
+		Scan(&chained); err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
 	}
-	applied, unknown, err := db.appliedMigrations(ctx)
-	if err != nil {
-		return err
-	}
-	if len(unknown) > 0 {
-		return storage.NewerSchemaError(unknown)
-	}
-	if applied < len(names) {
-		return fmt.Errorf("the database's schema predates this hookdedup's (%d of its %d migrations applied): "+
-			"start hookdedup serve of this version on it first: %w", applied, len(names), storage.ErrAuditSchema)
+	if !chained {
+		return fmt.Errorf("it lacks migration %s, which made the audit log: %w", path.Base(auditChainMigration), storage.ErrAuditSchema)
 	}
 	return nil
 }

@@ -51,8 +51,12 @@ type Options struct {
 	// off, or stepped.
 	Clock func() time.Time
 	// NoMigrate opens the database as it is, never changing its schema, for a
-	// verifier that must not change what it checks. Open then refuses a database
-	// whose schema is older or newer than this build's.
+	// verifier of the audit log that must not change what it checks. Open then asks of
+	// the schema only the audit log's hash chain, whatever migrations it lacks or has
+	// that this build does not know, as SQLite's OpenAuditFile does: it refuses a
+	// database hookdedup never set up (storage.ErrNoDatabase) and one whose schema
+	// predates the chain (storage.ErrAuditSchema). Methods other than the audit log's
+	// may then find a schema without what they need.
 	NoMigrate bool
 }
 
@@ -162,7 +166,7 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 		}
 	}
 	if opt.NoMigrate {
-		return db.checkSchema(ctx)
+		return db.checkAuditSchema(ctx)
 	}
 	return db.migrate(ctx, !opt.MustExist && !opt.NoUpgrade)
 }
