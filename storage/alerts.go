@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -63,10 +64,23 @@ type Alert struct {
 	LastNotificationError                     string
 	PendingNotifications, FailedNotifications int
 	SentNotifications                         int
-	// OpenedSent, given to OpenAlert, says that the channels were already told of the
-	// opening straight away (the alert could not be stored then): no opened
-	// notification is queued, or they would be told twice.
-	OpenedSent bool
+	// OpenedTold, given to OpenAlert, names the channels already told of the opening
+	// straight away (the alert could not be stored then): no opened notification is
+	// queued for them, or they would be told twice. The others of Channels (a send cut
+	// by a stop, or given up) get theirs through the outbox (UntoldOfOpening).
+	OpenedTold []string
+}
+
+// UntoldOfOpening returns the channels of a that OpenAlert queues an opened
+// notification for: those not told of the opening already (OpenedTold), in order.
+func (a Alert) UntoldOfOpening() []string {
+	var out []string
+	for _, c := range a.Channels {
+		if !slices.Contains(a.OpenedTold, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Active reports whether the alert is open or acknowledged.

@@ -117,6 +117,9 @@ type directAlert struct {
 	// told is closed once the opening's send has ended (sent or given up): the
 	// resolution waits for it, so that no channel hears of the end before the start.
 	told chan struct{}
+	// toldTo names the channels that took the opening, set before told is closed:
+	// stored, the alert queues the opening for the others (storage.Alert.OpenedTold).
+	toldTo []string
 }
 
 // New returns an Engine for cfg.
@@ -433,7 +436,7 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 			e.mu.Unlock()
 			e.directSends.Go(func() {
 				defer close(d.told)
-				e.sendDirect(ctx, a, storage.AlertOpened, now)
+				d.toldTo = e.sendDirect(ctx, a, storage.AlertOpened, now)
 			})
 		}
 		return err
@@ -447,8 +450,9 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 // storeDirect stores each alert told straight away whose opening's send has ended, as
 // soon as the database takes it, whether its condition still holds or not: stored,
 // it is active (added to active) and resolves through the outbox, and a restart
-// knows of it. Stored as opened at the moment it was told, with its opening marked
-// sent, it is not told again. One the database does not take yet stays in memory,
+// knows of it. Stored as opened at the moment it was told, it is not told again to the
+// channels that took the opening; the others (a send a stop cut short, or given up)
+// get it through the outbox. One the database does not take yet stays in memory,
 // tried again at the next evaluation and resolved straight away if it clears before.
 func (e *Engine) storeDirect(ctx context.Context, active map[condKey]storage.Alert) error {
 	e.mu.Lock()
@@ -464,7 +468,7 @@ func (e *Engine) storeDirect(ctx context.Context, active map[condKey]storage.Ale
 	var errs []error
 	for _, d := range told {
 		a := d.alert
-		a.OpenedSent = true
+		a.OpenedTold = d.toldTo
 		stored, _, err := e.cfg.Store.OpenAlert(ctx, a, a.OpenedAt)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("alert %q: %w", a.Rule, err))
@@ -562,18 +566,26 @@ func (e *Engine) clearedFor(k condKey, hold time.Duration, now time.Time) bool {
 
 // sendDirect sends one message to each of the alert's channels, bypassing the outbox,
 // each with a few quick retries.
-func (e *Engine) sendDirect(ctx context.Context, a storage.Alert, event string, now time.Time) {
+func (e *Engine) sendDirect(ctx context.Context, a storage.Alert, event string, now time.Time) (took []string) {
 	// The channels at once, each with its own retries: one that hangs holds up only
 	// itself.
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	var mu sync.Mutex
 	for _, name := range a.Channels {
 		c := e.channels[name]
 		if c == nil {
 			continue
 		}
-		wg.Go(func() { e.sendDirectTo(ctx, c, name, a, event, now) })
+		wg.Go(func() {
+			if e.sendDirectTo(ctx, c, name, a, event, now) {
+				mu.Lock()
+				took = append(took, name)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
+	return took
 }
 
 // sentDespite is err, or nil when err only says that the channel took the message for
@@ -588,8 +600,9 @@ func (e *Engine) sentDespite(err error, channel, rule string) error {
 	return err
 }
 
-// sendDirectTo sends one message of sendDirect to channel c (named name).
-func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a storage.Alert, event string, now time.Time) {
+// sendDirectTo sends one message of sendDirect to channel c (named name), and reports
+// whether c took it: false when its tries failed or a stop cut them short.
+func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a storage.Alert, event string, now time.Time) bool {
 	m := Message{ID: fmt.Sprintf("alert_direct_%s_%d_%s", event, a.OpenedAt.UnixMilli(), name), Event: event, At: now,
 		Summary: a.Summary, Value: a.Value, Alert: a, ConsoleURL: e.alertsURL()}
 	var err error
@@ -600,14 +613,16 @@ func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a st
 		if try < 2 {
 			select {
 			case <-ctx.Done():
-				return
+				return false
 			case <-time.After(time.Duration(try+1) * time.Second):
 			}
 		}
 	}
 	if err != nil {
 		e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
+		return false
 	}
+	return true
 }
 
 func (e *Engine) alertsURL() string {

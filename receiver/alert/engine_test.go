@@ -606,7 +606,7 @@ func TestEngine_DatabaseNotReadyToldOnce(t *testing.T) {
 
 // TestEngine_DirectAlertResolvedAfterRestart: the database cannot store the
 // database_not_ready alert (a full disk), so its channel is told of the opening
-// straight away. The alert is stored, its opening marked sent, as soon as the database
+// straight away. The alert is stored, its opening told, as soon as the database
 // takes it: at an evaluation, or at the latest as serve stops. The usual remedy, space
 // freed and serve restarted, then ends in one resolution, told through the outbox by
 // the new process, which would otherwise know nothing of an alert its channels were
@@ -684,4 +684,69 @@ func TestEngine_DirectAlertResolvedAfterRestart(t *testing.T) {
 		f.clock.Add(30 * time.Second)
 		restart(t, f, h)
 	})
+}
+
+// TestEngine_DirectOpeningCutByStopToldAfterRestart: the database cannot store the
+// database_not_ready alert, so its opening is sent straight away, to a channel that
+// hangs. Space is freed and serve stops while that send is under way: the send is cut,
+// the channel never took the opening, and the alert is stored at the stop with its
+// opening queued for that channel. The next start tells it the opening, then, once the
+// condition clears, the resolution: never a resolution alone.
+func TestEngine_DirectOpeningCutByStopToldAfterRestart(t *testing.T) {
+	f := newFixture(t)
+	rules := func() []alert.Rule {
+		return []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}}
+	}
+	notReady := func(context.Context) error { return errors.New("ping: database is locked") }
+	slowSrv, slowGot := hangingHook(t)
+	var down atomic.Bool
+	down.Store(true)
+	before := f.engine(t, rules(), []*alert.Channel{hangingChannel(t, "ops", slowSrv.URL, 30*time.Second)},
+		func(c *alert.Config) {
+			c.Store = unstorableAlerts{f.db, &down}
+			c.Ready = notReady
+			c.Interval = time.Hour
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); before.Run(ctx) }()
+	if _, ok := waitFor(10*time.Second, func() bool { return slowGot.Load() > 0 }); !ok {
+		cancel()
+		<-done
+		t.Fatal("the opening was never attempted")
+	}
+	down.Store(false) // the database takes writes again
+	cancel()          // serve stops while the opening is still being sent: cut, never received
+	<-done
+
+	f.clock.Add(10 * time.Second)
+	h := newHook(t, 0)
+	var ready atomic.Bool
+	after := f.engine(t, rules(), []*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
+		c.Ready = func(ctx context.Context) error {
+			if ready.Load() {
+				return nil
+			}
+			return notReady(ctx)
+		}
+	})
+	for range 6 { // a minute of evaluations, the condition still holding
+		f.evaluate(t, after)
+		f.clock.Add(10 * time.Second)
+	}
+	told := len(h.payloads())
+	ready.Store(true) // then the condition clears for good
+	for range 60 {
+		f.evaluate(t, after)
+		f.clock.Add(10 * time.Second)
+	}
+	if told == 0 {
+		var got []string
+		for _, p := range h.payloads() {
+			got = append(got, p.Type)
+		}
+		t.Errorf("the channel was never told of the alert's opening (its only send was cut by the stop, yet it was "+
+			"stored as told); all it ever got: %q", got)
+	}
+	wantEvents(t, h, "alert.opened db", "alert.resolved db")
 }

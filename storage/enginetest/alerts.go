@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -342,26 +343,36 @@ func TestAlerts_TwoHandles(t *testing.T, e Engine) {
 	})
 }
 
-// TestAlerts_OpenedSent: an alert whose opening the channels were already told of
-// straight away is stored with no opened notification queued; its resolution is.
-func TestAlerts_OpenedSent(t *testing.T, e Engine) {
+// TestAlerts_OpenedTold: an alert whose opening some of its channels were already told
+// of straight away is stored with an opened notification queued for the others only
+// (a send cut by a stop, or given up); its resolution is queued for every channel.
+func TestAlerts_OpenedTold(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	a, opened, err := db.OpenAlert(ctx, storage.Alert{Rule: "db", Kind: "database_not_ready", Summary: "cannot commit",
-		Channels: []string{"ops"}, OpenedSent: true}, now)
+		Channels: []string{"ops", "mail"}, OpenedTold: []string{"ops"}}, now)
 	if err != nil || !opened {
 		t.Fatalf("open: %v %v", opened, err)
 	}
-	if ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10, nil); err != nil || len(ns) != 0 {
-		t.Fatalf("notifications of an alert told already: %d, %v; want none", len(ns), err)
+	ns, err := db.LeaseNotifications(ctx, now, time.Minute, 10, nil)
+	if err != nil || len(ns) != 1 || ns[0].Channel != "mail" || ns[0].Event != storage.AlertOpened {
+		t.Fatalf("notifications of an alert told already on ops: %+v, %v; want mail's opening alone", ns, err)
+	}
+	if err := db.FinishNotification(ctx, ns[0], storage.NotificationResult{Sent: true}, now); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := db.ResolveAlert(ctx, a.ID, "", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if ns, err := db.LeaseNotifications(ctx, now.Add(time.Minute), time.Minute, 10, nil); err != nil || len(ns) != 1 ||
-		ns[0].Event != storage.AlertResolved {
-		t.Fatalf("notifications once resolved: %+v, %v; want its resolution", ns, err)
+	ns, err = db.LeaseNotifications(ctx, now.Add(time.Minute), time.Minute, 10, nil)
+	var got []string
+	for _, n := range ns {
+		got = append(got, n.Channel+" "+n.Event)
+	}
+	slices.Sort(got)
+	if want := []string{"mail " + storage.AlertResolved, "ops " + storage.AlertResolved}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("notifications once resolved: %q, %v; want %q", got, err, want)
 	}
 }
 

@@ -11,7 +11,7 @@ var tests = []struct {
 	{"SweepAlerts", TestSweepAlerts},
 	{"Alerts_TwoHandles", TestAlerts_TwoHandles},
 	{"Alerts_OddText", TestAlerts_OddText},
-	{"Alerts_OpenedSent", TestAlerts_OpenedSent},
+	{"Alerts_OpenedTold", TestAlerts_OpenedTold},
 	{"Alerts_HeldByEitherHandle", TestAlerts_HeldByEitherHandle},
 	{"Alerts_LateSenderRecordsNothing", TestAlerts_LateSenderRecordsNothing},
 	{"UsersAndAudit", TestUsersAndAudit},

@@ -186,8 +186,11 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 				strings.Join(channels, ","), millis(at)).Scan(&id)
 			if err == nil {
 				opened = true
-				if !a.OpenedSent {
-					if err := insertNotifications(ctx, tx, id, channels, storage.AlertOpened, textReplaced(a.Summary),
+				if untold := a.UntoldOfOpening(); len(untold) > 0 {
+					for i, c := range untold {
+						untold[i] = textReplaced(c)
+					}
+					if err := insertNotifications(ctx, tx, id, untold, storage.AlertOpened, textReplaced(a.Summary),
 						textReplaced(a.Value), "", at); err != nil {
 						return err
 					}

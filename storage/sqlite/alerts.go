@@ -172,8 +172,8 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 			if err != nil {
 				return err
 			}
-			if !a.OpenedSent {
-				if err := insertNotifications(ctx, tx, id, a.Channels, storage.AlertOpened, a.Summary, a.Value, "", at); err != nil {
+			if untold := a.UntoldOfOpening(); len(untold) > 0 {
+				if err := insertNotifications(ctx, tx, id, untold, storage.AlertOpened, a.Summary, a.Value, "", at); err != nil {
 					return err
 				}
 			}
