@@ -67,21 +67,22 @@ func requestQuery(r *http.Request) url.Values {
 	return r.URL.Query()
 }
 
-// ClockSkew returns how far the senders' clocks are from this machine's, as the
-// authentic deliveries of timestamped schemes in the last hour show it (positive: the
-// senders' clocks are ahead), and how many deliveries that is; 0, 0 when there were none.
-// It is each source's median of signed time minus time of receipt, that of the source
-// nearest to this machine's clock: when this clock is off, every source's deliveries
-// show it, while one source's can be a captured delivery replayed, or one sender's own
-// clock. A signed message counts once however often it arrives (a replay is refused as
-// too old, but its signature matches). A median of minutes says this machine's clock is
-// off: the deliveries more than a source's tolerance off are refused.
+// ClockSkew returns the median of signed time minus time of receipt over the
+// authentic deliveries of timestamped schemes in the last hour (positive: the senders'
+// clocks are ahead of this machine's), and how many deliveries that is; 0, 0 when there
+// were none. A signed message counts once however often it arrives: a replay of a
+// captured delivery is refused as too old, but its signature matches. A median of
+// minutes, whichever the sender, says this machine's clock is off: the deliveries more
+// than a source's tolerance off are refused. Every delivery counts alike, whatever its
+// source: a source's few deliveries in time cannot hide the others' showing this
+// clock off, at the price that many different captured deliveries, replayed, can move
+// the median as much as a clock that is off would.
 func (rc *Receiver) ClockSkew() (median time.Duration, n int) {
 	return rc.skew.median(rc.now())
 }
 
-// skewSamples bounds what one minute keeps of a source's skews: a sample, taken
-// uniformly (reservoir sampling), whatever the traffic.
+// skewSamples bounds what one minute keeps of its skews: a sample, taken uniformly
+// (reservoir sampling), whatever the traffic.
 const skewSamples = 32
 
 // skewRemembered is how many signed messages the window remembers having counted, so
@@ -93,12 +94,12 @@ const skewRemembered = 4096
 // of a median; it is far beyond any tolerance.
 const maxSkew = 24 * time.Hour
 
-// skewWindow keeps the skews of the last hour in memory, per source: one slot per
-// minute, each with how many were seen in it and a bounded sample of them; and the
-// signed messages counted lately. The zero value is ready.
+// skewWindow keeps the skews of the last hour in memory: one slot per minute, each
+// with how many were seen in it and a bounded sample of them; and the signed messages
+// counted lately. The zero value is ready.
 type skewWindow struct {
 	mu      sync.Mutex
-	sources map[string]*[60]skewMinute
+	minutes [60]skewMinute
 	seed    maphash.Seed
 	seen    map[uint64]struct{} // the last skewRemembered messages counted, by hash
 	order   [skewRemembered]uint64
@@ -119,7 +120,7 @@ func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seen == nil {
-		w.sources, w.seed, w.seen = map[string]*[60]skewMinute{}, maphash.MakeSeed(), make(map[uint64]struct{}, skewRemembered)
+		w.seed, w.seen = maphash.MakeSeed(), make(map[uint64]struct{}, skewRemembered)
 	}
 	var h maphash.Hash
 	h.SetSeed(w.seed)
@@ -138,12 +139,7 @@ func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew 
 	w.order[w.next] = id
 	w.next = (w.next + 1) % skewRemembered
 
-	minutes := w.sources[source]
-	if minutes == nil {
-		minutes = new([60]skewMinute)
-		w.sources[source] = minutes
-	}
-	s := &minutes[(m%60+60)%60]
+	s := &w.minutes[(m%60+60)%60]
 	if s.minute != m || s.n == 0 {
 		s.minute, s.n = m, 0
 	}
@@ -158,34 +154,16 @@ func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew 
 	s.n++
 }
 
-// median returns, of the sources' medians over the samples of the 60 minutes up to
-// now, the one nearest zero, and how many skews those minutes saw in all.
+// median returns the median of the samples of the 60 minutes up to now, and how many
+// skews those minutes saw.
 func (w *skewWindow) median(now time.Time) (time.Duration, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var nearest time.Duration
-	total := 0
-	for _, minutes := range w.sources {
-		median, n := minutesMedian(minutes, now)
-		if n == 0 {
-			continue
-		}
-		if total == 0 || median.Abs() < nearest.Abs() {
-			nearest = median
-		}
-		total += n
-	}
-	return nearest, total
-}
-
-// minutesMedian returns the median of one source's samples of the 60 minutes up to
-// now, and how many skews those minutes saw.
-func minutesMedian(minutes *[60]skewMinute, now time.Time) (time.Duration, int) {
 	m := now.Unix() / 60
 	var all []time.Duration
 	n := 0
-	for i := range minutes {
-		s := &minutes[i]
+	for i := range w.minutes {
+		s := &w.minutes[i]
 		if s.n == 0 || s.minute > m || s.minute <= m-60 {
 			continue
 		}
