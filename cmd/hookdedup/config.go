@@ -33,6 +33,10 @@ import (
 // flags have been applied, in that order.
 type config struct {
 	File string // the file it came from, "" when none
+	// origin says where each top-level setting that is not a default came from: the
+	// file's path, its HOOKDEDUP_* variable or its flag, for the errors of the checks
+	// that read several settings together.
+	origin map[string]string
 	// Addr is where the webhooks are received. Without ConsoleAddr the console, the
 	// JSON API and /metrics are served there too; with it, they are served only there.
 	Addr, ConsoleAddr string
@@ -307,6 +311,7 @@ func defaultConfig() config {
 		MmapSize:          sqlite.DefaultMmapSize,
 		LogLevel:          "info",
 		Remember:          defaultRemember,
+		origin:            map[string]string{},
 	}
 }
 
@@ -340,6 +345,11 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	}
 	if err := cfg.applyFile(fc, md); err != nil {
 		return config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, s := range cfg.settings() {
+		if md.IsDefined(s.name) {
+			cfg.from(s.name, path)
+		}
 	}
 	for i, p := range fc.Sources {
 		sc, err := decodeSource(md, p)
@@ -627,13 +637,42 @@ func editDistance(a, b string) int {
 // applyEnv applies the HOOKDEDUP_<NAME> variables that are set.
 func (c *config) applyEnv(getenv func(string) string) error {
 	for _, s := range c.settings() {
-		if v := getenv("HOOKDEDUP_" + strings.ToUpper(s.name)); v != "" {
+		name := "HOOKDEDUP_" + strings.ToUpper(s.name)
+		if v := getenv(name); v != "" {
 			if err := s.set(v); err != nil {
-				return fmt.Errorf("HOOKDEDUP_%s: %w", strings.ToUpper(s.name), err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
+			c.from(s.name, name)
 		}
 	}
 	return nil
+}
+
+// from records where the setting name came from: a file's path, a variable, a flag.
+func (c *config) from(name, origin string) {
+	if c.origin == nil {
+		c.origin = map[string]string{}
+	}
+	c.origin[name] = origin
+}
+
+// placed prefixes err, the error of a check that reads the named settings together,
+// with where those of them that are set came from (the file, a variable, a flag), as
+// the errors of one setting are: "hookdedup.toml: session_idle (3h0m0s) is longer…".
+func (c config) placed(err error, names ...string) error {
+	if err == nil {
+		return nil
+	}
+	var from []string
+	for _, n := range names {
+		if o := c.origin[n]; o != "" && !slices.Contains(from, o) {
+			from = append(from, o)
+		}
+	}
+	if len(from) == 0 {
+		return err // every one a default
+	}
+	return fmt.Errorf("%s: %w", strings.Join(from, ", "), err)
 }
 
 // setting is one top-level setting that the environment and flags may override.
@@ -790,17 +829,17 @@ func (c config) tls() tlsSettings {
 func (c config) checkHTTPS() error {
 	s := c.tls()
 	if err := s.validate(); err != nil {
-		return err
+		return c.placed(err, "tls_cert_file", "tls_key_file", "acme_domains", "acme_email", "acme_directory", "http_addr")
 	}
 	if !s.enabled() {
 		if c.HTTPAddr != "" {
-			return errors.New("http_addr is set but HTTPS is not: it is the plain-HTTP listener beside HTTPS on addr; set tls_cert_file and tls_key_file, or acme_domains, or unset http_addr")
+			return c.placed(errors.New("http_addr is set but HTTPS is not: it is the plain-HTTP listener beside HTTPS on addr; set tls_cert_file and tls_key_file, or acme_domains, or unset http_addr"), "http_addr")
 		}
 		return nil
 	}
 	for _, other := range []struct{ setting, addr string }{{"addr", c.Addr}, {"console_addr", c.ConsoleAddr}} {
 		if other.addr != "" && sameListenAddr(s.httpAddr(), other.addr) {
-			return fmt.Errorf("http_addr %q is the same as %s: the plain-HTTP listener needs an address of its own (the default is :80)", s.httpAddr(), other.setting)
+			return c.placed(fmt.Errorf("http_addr %q is the same as %s: the plain-HTTP listener needs an address of its own (the default is :80)", s.httpAddr(), other.setting), "http_addr", other.setting)
 		}
 	}
 	return nil
@@ -956,10 +995,10 @@ func (c config) checkListen() error {
 		}
 		_, port, err := net.SplitHostPort(a.addr)
 		if err != nil || port == "" {
-			return fmt.Errorf("%s %q is not host:port (e.g. %s)", a.name, a.addr, a.example)
+			return c.placed(fmt.Errorf("%s %q is not host:port (e.g. %s)", a.name, a.addr, a.example), a.name)
 		}
 		if err := checkPort(port); err != nil {
-			return fmt.Errorf("%s %q: %w", a.name, a.addr, err)
+			return c.placed(fmt.Errorf("%s %q: %w", a.name, a.addr, err), a.name)
 		}
 	}
 	if c.ConsoleAddr == "" {
@@ -967,13 +1006,13 @@ func (c config) checkListen() error {
 	}
 	_, port, err := net.SplitHostPort(c.ConsoleAddr)
 	if err != nil {
-		return fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err)
+		return c.placed(fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err), "console_addr")
 	}
 	if err := checkPort(port); err != nil {
-		return fmt.Errorf("console_addr %q: %w", c.ConsoleAddr, err)
+		return c.placed(fmt.Errorf("console_addr %q: %w", c.ConsoleAddr, err), "console_addr")
 	}
 	if sameListenAddr(c.ConsoleAddr, c.Addr) {
-		return fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr)
+		return c.placed(fmt.Errorf("console_addr %q is the same as addr: give the console an address of its own (e.g. 127.0.0.1:8081), or leave console_addr unset to serve everything on addr", c.ConsoleAddr), "console_addr", "addr")
 	}
 	return nil
 }

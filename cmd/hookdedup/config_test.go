@@ -1108,3 +1108,83 @@ func TestConfig_DatabaseAndLogSettingsNameTheirOrigin(t *testing.T) {
 		})
 	}
 }
+
+// loadWith loads the configuration as a command does, from a file holding toml (none
+// when toml is ""), the variables vars and the flags args.
+func loadWith(t *testing.T, toml string, vars map[string]string, args ...string) (config, error) {
+	t.Helper()
+	full := append([]string{}, args...)
+	if toml != "" {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		writeFile(t, path, []byte(toml))
+		full = append(full, "--config", path)
+	}
+	getenv := func(k string) string { return vars[k] }
+	f := newFlags("serve", env{getenv: getenv, stderr: &bytes.Buffer{}})
+	if _, err := f.parse(full); err != nil {
+		t.Fatal(err)
+	}
+	return f.load(env{getenv: getenv, stderr: &bytes.Buffer{}})
+}
+
+// TestConfig_FlagWinsOverInvalidVariable: a flag overrides its HOOKDEDUP_* variable even
+// when the variable's value would be refused: passing the flag is how an operator works
+// around an environment they do not control (a unit, a container image), and the
+// variable is not read for that setting at all.
+func TestConfig_FlagWinsOverInvalidVariable(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, flag, value string
+		got                    func(config) string
+	}{
+		{"LogLevel", "HOOKDEDUP_LOG_LEVEL", "--log-level", "warn", func(c config) string { return c.LogLevel }},
+		{"StuckAfter", "HOOKDEDUP_STUCK_AFTER", "--stuck-after", "15m0s", func(c config) string { return c.StuckAfter.String() }},
+		{"MaxBody", "HOOKDEDUP_MAX_BODY", "--max-body", "2048", func(c config) string { return strconv.FormatInt(c.MaxBody, 10) }},
+		{"ACMEDomains", "HOOKDEDUP_ACME_DOMAINS", "--acme-domains", "hooks.example.com", func(c config) string { return strings.Join(c.ACMEDomains, ",") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadWith(t, "addr = \"127.0.0.1:1111\"\n", map[string]string{tc.env: " bogus "}, tc.flag, tc.value)
+			if err != nil {
+				t.Fatalf("%s set wrongly, with %s %s: %v; want the flag to win", tc.env, tc.flag, tc.value, err)
+			}
+			if got := tc.got(cfg); got != tc.value {
+				t.Errorf("%s = %q, want the flag's %q", tc.flag, got, tc.value)
+			}
+		})
+	}
+	// Without the flag, the variable is still read, and refused.
+	if _, err := loadWith(t, "", map[string]string{"HOOKDEDUP_LOG_LEVEL": "bogus"}); err == nil || !strings.Contains(err.Error(), "HOOKDEDUP_LOG_LEVEL:") {
+		t.Errorf("HOOKDEDUP_LOG_LEVEL=bogus without --log-level: %v; want it refused", err)
+	}
+}
+
+// TestConfig_CrossSettingErrorsNameTheirOrigin: a check that reads several settings
+// together names where those it is about came from, as every other configuration error
+// does: the file, the variable or the flag.
+func TestConfig_CrossSettingErrorsNameTheirOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{"SessionIdleFile", "session_idle = \"3h\"\nsession_max = \"2h\"\n", nil, nil, "hookdedup.toml: session_idle (3h0m0s) is longer than session_max"},
+		{"SessionIdleVariable", "", map[string]string{"HOOKDEDUP_SESSION_IDLE": "13h"}, nil, "HOOKDEDUP_SESSION_IDLE: session_idle (13h0m0s) is longer than session_max"},
+		{"SessionMaxFlag", "session_idle = \"3h\"\n", nil, []string{"--session-max", "2h"}, "hookdedup.toml, --session-max: session_idle (3h0m0s)"},
+		{"HTTPAddrWithoutHTTPS", "http_addr = \":8088\"\n", nil, nil, "hookdedup.toml: http_addr is set but HTTPS is not"},
+		{"CertWithoutKeyFile", "tls_cert_file = \"a.pem\"\n", nil, nil, "hookdedup.toml: tls_cert_file is set but tls_key_file is not"},
+		{"CertWithoutKeyFlag", "", nil, []string{"--tls-cert-file", "a.pem"}, "--tls-cert-file: tls_cert_file is set but tls_key_file is not"},
+		{"EmailWithoutDomains", "acme_email = \"ops@example.com\"\n", nil, nil, "hookdedup.toml: acme_email is set but acme_domains is empty"},
+		{"HTTPAddrIsAddr", "acme_domains = [\"hooks.example.com\"]\naddr = \":80\"\n", nil, nil, `hookdedup.toml: http_addr ":80" is the same as addr`},
+		{"AddrNotHostPort", "addr = \"127.0.0.1\"\n", nil, nil, `hookdedup.toml: addr "127.0.0.1" is not host:port`},
+		{"ConsoleAddrIsAddr", "console_addr = \"127.0.0.1:8080\"\n", nil, nil, `hookdedup.toml: console_addr "127.0.0.1:8080" is the same as addr`},
+		{"ConsoleAddrVariable", "", map[string]string{"HOOKDEDUP_CONSOLE_ADDR": "8081"}, nil, `HOOKDEDUP_CONSOLE_ADDR: console_addr "8081" is not host:port`},
+		{"DatabaseTilde", "database = \"~/hd.db\"\n", nil, nil, `hookdedup.toml: database "~/hd.db": ~ is not expanded here`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadWith(t, tc.toml, tc.env, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -198,28 +198,41 @@ func noArguments(cmd string, pos []string, meant string) error {
 	return fmt.Errorf("unexpected argument %q: %s takes flags only (did you mean %s %s?)", arg, cmd, meant, arg)
 }
 
-// load reads the configuration: defaults, file, environment, then these flags.
+// load reads the configuration: defaults, file, environment, then these flags. A
+// variable whose setting a flag gives is not read at all: the flag wins, even over a
+// value that would be refused, as a flag is how an operator works around an
+// environment they do not control.
 func (c *commonFlags) load(e env) (config, error) {
-	cfg, err := loadConfig(c.configPath, c.configExplicit, e.getenv)
+	getenv := func(k string) string {
+		if name, ok := strings.CutPrefix(k, "HOOKDEDUP_"); ok {
+			if _, given := c.overrides[strings.ToLower(name)]; given {
+				return ""
+			}
+		}
+		return e.getenv(k)
+	}
+	cfg, err := loadConfig(c.configPath, c.configExplicit, getenv)
 	if err != nil {
 		return config{}, err
 	}
 	for _, s := range cfg.settings() {
 		if v, ok := c.overrides[s.name]; ok {
+			flag := "--" + strings.ReplaceAll(s.name, "_", "-")
 			if err := s.set(v); err != nil {
-				return config{}, fmt.Errorf("--%s: %w", strings.ReplaceAll(s.name, "_", "-"), err)
+				return config{}, fmt.Errorf("%s: %w", flag, err)
 			}
+			cfg.from(s.name, flag)
 		}
 	}
 	if cfg.SessionIdle > cfg.SessionMax {
-		return config{}, fmt.Errorf("session_idle (%s) is longer than session_max (%s): a session would never end for want of activity",
-			cfg.SessionIdle, cfg.SessionMax)
+		return config{}, cfg.placed(fmt.Errorf("session_idle (%s) is longer than session_max (%s): a session would never end for want of activity",
+			cfg.SessionIdle, cfg.SessionMax), "session_idle", "session_max")
 	}
 	if err := cfg.checkListen(); err != nil {
 		return config{}, err
 	}
 	if err := cfg.checkDatabase(); err != nil {
-		return config{}, err
+		return config{}, cfg.placed(err, "database")
 	}
 	if err := cfg.checkHTTPS(); err != nil {
 		return config{}, err
