@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -99,6 +100,14 @@ func runKey(ctx context.Context, args []string, e env) error {
 			what = fmt.Sprintf("%d bytes", size)
 		}
 		return fmt.Errorf("the payload is %s, over max_body (%d bytes): intake would answer 413 and key nothing", what, cfg.MaxBody)
+	}
+	// Then the signature, whose check of the message id needs no secret: a scheme that
+	// signs the id refuses a delivery without it, and a key derived for it from the key
+	// fields is one that intake never gives.
+	if ids, ok := src.Verifier.(signature.IDSigner); ok {
+		if err := ids.CheckID(http.Header(headers)); err != nil {
+			return fmt.Errorf("intake would answer 401 and key nothing: signature: %w (%s signs the message id; give it with --header)", err, src.Verifier.Scheme())
+		}
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source\t%s\n", src.Name)

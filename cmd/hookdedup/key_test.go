@@ -179,3 +179,33 @@ form_encoded = true
 		t.Errorf("err %v for a form without payload, want intake's refusal", err)
 	}
 }
+
+// TestKey_SignedMessageIDRequired: on a standard-webhooks source the signature covers
+// the message id, so intake refuses a delivery without one (401) whatever its key
+// fields; `key` says so, with intake's own words, instead of deriving a key that no
+// delivery is ever given. With the id, or with Svix's spelling of it, it keys as before.
+func TestKey_SignedMessageIDRequired(t *testing.T) {
+	const config = `
+[[source]]
+name = "ota"
+signature = "standard-webhooks"
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+key_fields = ["/property_id", "/booking_id"]
+`
+	const body = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042"}`
+	dir := t.TempDir()
+	out, err := keyWith(t, dir, config, body, "--source", "ota")
+	const want = "intake would answer 401 and key nothing: signature: missing header webhook-id"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("no webhook-id: %v; want an error containing %q", err, want)
+	}
+	if strings.Contains(out, "would be accepted") || strings.Contains(out, "derived:") {
+		t.Errorf("no webhook-id: a key was derived for a delivery intake refuses:\n%s", out)
+	}
+	for _, h := range []string{"webhook-id: msg_1", "svix-id: msg_1"} {
+		out, err := keyWith(t, dir, config, body, "--source", "ota", "--header", h)
+		if err != nil || !regexp.MustCompile(`(?m)^key +msg_1$`).MatchString(out) {
+			t.Errorf("--header %q: %v; want the key msg_1:\n%s", h, err, out)
+		}
+	}
+}

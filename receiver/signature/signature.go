@@ -157,6 +157,16 @@ const (
 	shopifyEventsHMACHeader = "Shopify-Hmac-Sha256"
 )
 
+// IDSigner is a Verifier whose scheme signs the delivery's message id
+// (standard-webhooks: webhook-id, or svix-id), so that Verify refuses a delivery
+// without one whatever its signature: such a delivery is never keyed.
+type IDSigner interface {
+	Verifier
+	// CheckID returns the error Verify returns for the message id in h when it is
+	// missing or malformed, and nil when Verify would go on to the signature.
+	CheckID(h http.Header) error
+}
+
 // TimestampVerifier is a Verifier of a timestamped scheme (standard-webhooks, stripe),
 // which can also say when an authentic delivery was signed: set against the time it
 // arrived, how far the senders' clocks are from this machine's.

@@ -105,12 +105,9 @@ func (v *standardWebhooksVerifier) VerifyTimestamp(h http.Header, _ url.Values, 
 // verify is Verify, setting *signed (when not nil) as VerifyTimestamp says.
 func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.Time, signed *time.Time) error {
 	names := swHeadersOf(h)
-	id := headerValue(h, names.id)
-	if id == "" {
-		return missingHeader(names.idName)
-	}
-	if len(id) > maxID {
-		return malformed(names.idName, fmt.Sprintf("longer than %d bytes", maxID))
+	id, err := swID(h, names)
+	if err != nil {
+		return err
 	}
 	ts := headerValue(h, names.timestamp)
 	if ts == "" {
@@ -176,6 +173,25 @@ func (v *standardWebhooksVerifier) verify(h http.Header, body []byte, now time.T
 	ok = v.keys.match(st, body, sigs[:n])
 	v.keys.put(st)
 	return signedTime(ok, unix, late, signed)
+}
+
+// CheckID is the check of the message id that Verify makes first.
+func (v *standardWebhooksVerifier) CheckID(h http.Header) error {
+	_, err := swID(h, swHeadersOf(h))
+	return err
+}
+
+// swID returns the message id h carries under names, or Verify's error when it is
+// missing or too long.
+func swID(h http.Header, names *swHeaders) (string, error) {
+	id := headerValue(h, names.id)
+	if id == "" {
+		return "", missingHeader(names.idName)
+	}
+	if len(id) > maxID {
+		return "", malformed(names.idName, fmt.Sprintf("longer than %d bytes", maxID))
+	}
+	return id, nil
 }
 
 func (v *standardWebhooksVerifier) Sign(h http.Header, _ url.Values, body []byte, now time.Time) error {
