@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // otaEvent is the shape of the demo's webhook payloads: what an online travel agency
@@ -267,6 +268,16 @@ type demoAnswer struct {
 	Status, Key, Delivery, FirstDelivery, Error string
 }
 
+// unreachable says that a demo's request found no server, its URL masked as everywhere
+// hookdedup shows one: a token_query source's token travels in the query, and such
+// errors are pasted into tickets.
+func unreachable(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = &url.Error{Op: ue.Op, URL: web.RedactURL(ue.URL), Err: ue.Err}
+	}
+	return fmt.Errorf("is hookdedup serve running? %w", err)
+}
+
 // demoSend signs ev, as JSON, as the source's provider would and posts it; msgID goes
 // in the event id header of a source that reads it from one.
 func demoSend(ctx context.Context, client *http.Client, endpoint string, src receiver.Source, ev any, msgID string) (demoAnswer, error) {
@@ -296,7 +307,7 @@ func demoSend(ctx context.Context, client *http.Client, endpoint string, src rec
 	req.Header = h
 	resp, err := client.Do(req)
 	if err != nil {
-		return demoAnswer{}, fmt.Errorf("is hookdedup serve running? %w", err)
+		return demoAnswer{}, unreachable(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -564,7 +564,7 @@ type itemReply struct {
 func (d *providerDemo) post(req *http.Request) (demoReply, error) {
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return demoReply{}, fmt.Errorf("is hookdedup serve running? %w", err)
+		return demoReply{}, unreachable(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

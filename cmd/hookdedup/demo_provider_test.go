@@ -202,3 +202,32 @@ func TestDemo_RejectedDeliveriesFail(t *testing.T) {
 		}
 	}
 }
+
+// TestDemo_UnreachableServerMasksToken: a provider that authenticates with a token in
+// the URL's query (mews, apaleo, cloudbeds) has it in every request the demo sends; when
+// no server answers, the error shows the URL masked, as everywhere hookdedup shows one,
+// never the token.
+func TestDemo_UnreachableServerMasksToken(t *testing.T) {
+	for _, name := range []string{"mews", "apaleo", "cloudbeds"} {
+		t.Run(name, func(t *testing.T) {
+			const secret = "secret-0123456789abcdef-demo"
+			dir := t.TempDir()
+			cfgPath := filepath.Join(dir, "hookdedup.toml")
+			toml := "addr = \"" + freeAddr(t) + "\"\n[[source]]\nname = \"" + name + "\"\nprovider = \"" + name + "\"\nsecret = \"" + secret + "\"\n"
+			if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := runDemoCmd(t, "--config", cfgPath, "--database", filepath.Join(dir, "hookdedup.db"),
+				"--provider", name, "--events", "1")
+			if err == nil {
+				t.Fatalf("demo with no server: no error\n%s", out)
+			}
+			if strings.Contains(err.Error()+out, secret) {
+				t.Errorf("the token is shown in clear: %v\n%s", err, out)
+			}
+			if !strings.Contains(err.Error(), "is hookdedup serve running?") || !strings.Contains(err.Error(), "=xxxxx") {
+				t.Errorf("error %q: want the server's URL with its query masked", err)
+			}
+		})
+	}
+}
