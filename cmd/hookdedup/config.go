@@ -1260,8 +1260,14 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	switch {
 	case s.Name == "":
 		return nil, errors.New("name: is required")
-	case url.PathEscape(s.Name) != s.Name || strings.Contains(s.Name, "/"):
-		return nil, errors.New("name: must be usable in a URL path (letters, digits, - _ .)")
+	case s.Name == "." || s.Name == "..":
+		// The path /webhooks/.. is cleaned before it is routed: no delivery reaches it.
+		return nil, fmt.Errorf("name: %q cannot be a URL path segment (/webhooks/%s is not a clean path): no delivery could reach the source", s.Name, s.Name)
+	case url.PathEscape(s.Name) != s.Name:
+		// What PathEscape leaves alone is what one path segment holds as it is. The
+		// characters it keeps besides letters, digits and - _ . ~ (: @ & = + $) have
+		// always been accepted, and configurations use them.
+		return nil, errors.New("name: must be one URL path segment as it is: ASCII letters, digits and - _ . ~ : @ & = + $ only")
 	case taken[s.Name]:
 		return nil, errors.New("name: is used by another source")
 	case s.Signature == "":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -1186,5 +1187,37 @@ func TestConfig_CrossSettingErrorsNameTheirOrigin(t *testing.T) {
 				t.Errorf("%v; want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfig_SourceNames: a source's name is its URL path segment, as it is. "." and
+// "..", which no delivery can reach (the path is cleaned), and a name that is not one
+// segment as it is (/, ?, #, %, ;, a space, a control character, a letter beyond ASCII) stop
+// every command, naming the setting. The characters one segment holds as they are have
+// always loaded, and still do: each such source receives its deliveries.
+func TestConfig_SourceNames(t *testing.T) {
+	source := func(name string) string {
+		quoted := strings.ReplaceAll(fmt.Sprintf("%q", name), `\x7f`, `\u007f`) // TOML's escape
+		return "[[source]]\nname = " + quoted + "\nsignature = \"none\"\nkey_fields = [\"/a\"]\n"
+	}
+	for _, name := range []string{".", "..", "a/b", "a?b", "a#b", "a%41", "a b", "a\tb", "a\x7fb", "hôtel", "a;b", "a,b", "a!b", "a'b", "a(b)", "a*b"} {
+		t.Run(fmt.Sprintf("Refused%q", name), func(t *testing.T) {
+			_, _, err := runIn(t, source(name), nil, "", "key", "--source", name)
+			if err == nil || !strings.Contains(err.Error(), "hookdedup.toml: source ") || !strings.Contains(err.Error(), ": name: ") {
+				t.Errorf("source name %q: %v; want it refused, naming the file and the setting", name, err)
+			}
+		})
+	}
+	accepted := []string{"ota", "OTA-2", "a.b", "a_b-c", "a:b", "a@b", "a+b", "a=b", "a~b", "a$b", "a&b", "..a", ".a", "..."}
+	var toml strings.Builder
+	for _, name := range accepted {
+		toml.WriteString(source(name))
+	}
+	s := runServeInProcess(t, toml.String(), nil, "--addr", "127.0.0.1:0")
+	for _, name := range accepted {
+		resp, body := call(t, "POST", s.p.public.url()+"/webhooks/"+name, "", `{"a":1}`)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"accepted"`) {
+			t.Errorf("POST /webhooks/%s: %d %s; want it accepted", name, resp.StatusCode, body)
+		}
 	}
 }
