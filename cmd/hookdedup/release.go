@@ -83,12 +83,22 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return err
 	case !res.Changed:
 		fmt.Fprintf(e.stdout, "%s/%s is already free (%s): nothing changed\n", *source, pos[0], res.Previous)
+	case *reprocess && recordOnly(cfg, *source):
+		// Nothing is sent: serve's dispatcher settles the key, a few seconds on, unless
+		// another replica forwards the source by then. Until then it is in flight.
+		fmt.Fprintf(e.stdout, "%s/%s: %s -> processing; the source has no forward_url, so serve records it processed again within seconds, sending nothing\n", *source, pos[0], res.Previous)
 	case *reprocess:
 		fmt.Fprintf(e.stdout, "%s/%s: %s -> processing; its stored payload will be dispatched again\n", *source, pos[0], res.Previous)
 	default:
 		fmt.Fprintf(e.stdout, "%s/%s: %s -> released; its next delivery will be accepted\n", *source, pos[0], res.Previous)
 	}
 	return nil
+}
+
+// recordOnly reports whether the configuration has source without a forward_url.
+func recordOnly(cfg config, source string) bool {
+	i := slices.IndexFunc(cfg.Sources, func(s sourceConfig) bool { return s.Name == source })
+	return i >= 0 && cfg.Sources[i].ForwardURL == ""
 }
 
 func releasedTo(reprocess bool) string {

@@ -415,3 +415,46 @@ func TestCLI_BulkReleaseSaysWhenItStoppedShort(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_ReprocessSaysWhetherThePayloadIsSent: release --reprocess says that a key of a
+// source without forward_url is recorded processed again and nothing is sent, and that
+// one of a forwarding source is dispatched again.
+func TestCLI_ReprocessSaysWhetherThePayloadIsSent(t *testing.T) {
+	dir := t.TempDir()
+	path, cfg := filepath.Join(dir, "t.db"), filepath.Join(dir, "hookdedup.toml")
+	writeFile(t, cfg, []byte(`
+[[source]]
+name = "pms"
+signature = "none"
+event_id = "/id"
+
+[[source]]
+name = "crs"
+signature = "none"
+event_id = "/id"
+forward_url = "http://127.0.0.1:9/events"
+`))
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Now = func() time.Time { return time.Now().Add(-time.Hour) } // stuck by now
+	for _, src := range []string{"pms", "crs"} {
+		err = errors.Join(err, db.Record(context.Background(), &storage.Delivery{Source: src, Key: "k1", KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true}))
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cliOn(path)
+	for _, c := range []struct{ source, want string }{
+		{"pms", "pms/k1: processing -> processing; the source has no forward_url, so serve records it processed again within seconds, sending nothing"},
+		{"crs", "crs/k1: processing -> processing; its stored payload will be dispatched again"},
+	} {
+		out, err := cli("release", "--config", cfg, "--source", c.source, "k1", "--reason", "r", "--reprocess")
+		if err != nil || strings.TrimSpace(out) != c.want {
+			t.Errorf("reprocess of a %s key: %q, %v; want %q", c.source, out, err, c.want)
+		}
+	}
+}
