@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -87,6 +88,11 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %d deliveries, %d keys, %d bytes\n",
 		cfg.Database, info.Path, info.Deliveries, info.Claims, info.Bytes)
+	if len(info.Newer) > 0 {
+		// The copy is sound, and the newer version restores it; this one cannot.
+		fmt.Fprintf(e.stderr, "warning: a newer hookdedup migrated %s (migrations %s): only that version or a later one can restore %s, not this one\n",
+			cfg.Database, migrationList(info.Newer), info.Path)
+	}
 	if !intoDir || *keep == 0 {
 		return nil
 	}
@@ -98,6 +104,15 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stdout, "kept %s, named for a time after this backup's (was the clock ahead?): it neither counts toward --keep nor is removed\n", name)
 	}
 	return err
+}
+
+// migrationList names migrations by their files, as the refusals of a newer schema do.
+func migrationList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = path.Base(n)
+	}
+	return strings.Join(out, ", ")
 }
 
 // backupTime is the time in a dated backup's name: UTC, so that names sort in time

@@ -429,3 +429,53 @@ func walAsACrashLeavesIt(t *testing.T, path string, qs ...string) []byte {
 	}
 	return wal
 }
+
+// TestBackup_NewerSchema: a database that a newer version migrated is backed up as it
+// is, whole and sound, for that version to restore, with a warning that this version
+// cannot; this version's restore refuses the copy, and its other commands but the audit
+// log's the database, as the README says.
+func TestBackup_NewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	dbPath, copyPath := filepath.Join(dir, "hookdedup.db"), filepath.Join(dir, "copy.db")
+	db, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	raw, err := sql.Open("sqlite3", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = raw.Exec(`INSERT INTO migrations (name, applied_at) VALUES ('migrations/9999_future.sql', 1)`)
+	raw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runCmd(t, "", "backup", "--database", dbPath, copyPath)
+	if err != nil {
+		t.Fatalf("backup of a newer database: %v\n%s", err, out)
+	}
+	const warning = "warning: a newer hookdedup migrated " // then the file
+	if !strings.Contains(out, warning) || !strings.Contains(out, "(migrations 9999_future.sql): only that version or a later one can restore "+copyPath+", not this one") {
+		t.Errorf("backup of a newer database says nothing of who can restore it:\n%s", out)
+	}
+	if out, err := runCmd(t, "", "restore", "--copy", "--database", filepath.Join(dir, "r.db"), copyPath); err == nil || !strings.Contains(err.Error(), "schema is newer") {
+		t.Errorf("restore of the newer copy: %v\n%s; want it refused", err, out)
+	}
+	if out, err := runCmd(t, "", "audit", "verify", "--database", dbPath); err != nil {
+		t.Errorf("audit verify of a newer database: %v\n%s; want it read as it is", err, out)
+	}
+	if _, err := runCmd(t, "", "keys", "--database", dbPath); err == nil || !strings.Contains(err.Error(), "schema is newer") {
+		t.Errorf("keys on a newer database: %v; want it refused", err)
+	}
+	// A backup of a database this version knows warns of nothing.
+	known := filepath.Join(dir, "known.db")
+	if db, err = sqlite.Open(known, sqlite.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if out, err := runCmd(t, "", "backup", "--database", known, filepath.Join(dir, "known-copy.db")); err != nil || strings.Contains(out, "warning") {
+		t.Errorf("backup of a database this version knows: %v\n%s", err, out)
+	}
+}

@@ -28,6 +28,10 @@ type BackupInfo struct {
 	// ID is the database's identity (BackupID): "" for a database made before
 	// identities, until it is next opened.
 	ID string
+	// Newer names the migrations the copy records that this build does not know: a
+	// newer version migrated the database, and only a version that has them can
+	// restore the copy (restore refuses it otherwise). Empty for every other copy.
+	Newer []string
 }
 
 // Backup writes a consistent copy of the live database to path, through SQLite's online
@@ -83,6 +87,9 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	info, err := checkCopy(ctx, tmp)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: the copy does not check: %w", path, err)
+	}
+	if _, info.Newer, _, err = pendingMigrations(ctx, tmp); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
 	}
 	if err := syncFile(tmp); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
