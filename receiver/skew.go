@@ -100,11 +100,13 @@ const maxSkew = 24 * time.Hour
 type skewWindow struct {
 	mu      sync.Mutex
 	minutes [60]skewMinute
-	seed    maphash.Seed
 	seen    map[uint64]struct{} // the last skewRemembered messages counted, by hash
 	order   [skewRemembered]uint64
 	next    int // where order takes the next one, past the oldest
 }
+
+// skewSeed seeds the hashes by which skewWindow knows the signed messages it counted.
+var skewSeed = maphash.MakeSeed()
 
 type skewMinute struct {
 	minute  int64 // unix minute the slot holds
@@ -117,18 +119,19 @@ type skewMinute struct {
 func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew time.Duration, now time.Time) {
 	skew = min(max(skew, -maxSkew), maxSkew)
 	m := now.Unix() / 60
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seed, w.seen = maphash.MakeSeed(), make(map[uint64]struct{}, skewRemembered)
-	}
+	// The message's hash before the lock, which every signed delivery takes.
 	var h maphash.Hash
-	h.SetSeed(w.seed)
+	h.SetSeed(skewSeed)
 	h.WriteString(source)
 	h.WriteByte(0)
 	maphash.WriteComparable(&h, signed.UnixNano())
 	h.Write(body)
 	id := h.Sum64()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = make(map[uint64]struct{}, skewRemembered)
+	}
 	if _, ok := w.seen[id]; ok {
 		return
 	}
