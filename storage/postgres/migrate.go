@@ -160,10 +160,13 @@ func (db *DB) reportWait(ctx context.Context, pid uint32, level slog.Level, msg 
 }
 
 // session describes a row of pg_stat_activity in a log line: the server process, the
-// client's application and address, its state and the start of its statement.
-const session = `format('pid %s (%s%s) %s: %s', pid,
+// client's application and address, its state, how long its transaction has been open
+// and its statement's first word (SELECT, COPY, ALTER …). Never the statement's text,
+// which may hold what another client sent (ALTER ROLE … PASSWORD '…').
+const session = `format('pid %s (%s%s) %s, transaction open %s, %s', pid,
 	coalesce(nullif(application_name, ''), 'no application name'), coalesce(', ' || host(client_addr), ''),
-	coalesce(state, 'unknown state'), left(regexp_replace(coalesce(query, ''), '\s+', ' ', 'g'), 120))`
+	coalesce(state, 'unknown state'), coalesce(date_trunc('second', now() - xact_start)::text, 'none'),
+	coalesce(nullif(upper(substring(query from '^[[:space:]]*([A-Za-z]+)')), ''), 'no statement'))`
 
 // blockers describes the sessions that the server process pid waits for a lock of,
 // "" when it waits for none or they cannot be read now.
@@ -232,14 +235,44 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 		return err
 	}
 	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelInfo, "applying migration", "migration", name)()
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, string(body)); err != nil {
+	for {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrationLockTimeoutSQL); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
+			return err
+		})
+		if !lockTimedOut(err) {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
-		return err
-	})
+		// A table's lock not granted within migrationLockTimeout: rolled back whole,
+		// and tried again after a pause, for as long as it takes.
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(migrationRetryPause):
+		}
+	}
 }
+
+// migrationLockTimeout bounds each wait of a migration for a lock. A request for a
+// table's exclusive lock (an ALTER TABLE) waiting behind a long reader (a pg_dump, a
+// session left idle in a transaction) queues every later request of that table behind
+// it: the running replicas' writes would wait with it, and fail after their busy
+// timeout, for as long as the reader runs. Bounded well under any busy timeout, the
+// migration gives its place up, rolled back, and asks again after migrationRetryPause,
+// leaving the replicas their turn in between.
+const migrationLockTimeout = 500 * time.Millisecond
+
+// migrationRetryPause is how long a migration that could not have its locks waits
+// before it runs again.
+const migrationRetryPause = time.Second
+
+var migrationLockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())
 
 // ownSchema refuses to set hookdedup up in a schema that already holds tables of
 // something else: its first migration would fail on a name taken (users, for one) after
