@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -157,13 +158,19 @@ func (w *skewWindow) observe(source string, signed time.Time, body []byte, skew 
 	s.n++
 }
 
-// median returns the median of the samples of the 60 minutes up to now, and how many
-// skews those minutes saw.
+// median returns the median of the skews the 60 minutes up to now saw, and how many
+// those were. Each minute's sample stands for all the skews of its minute, each of its
+// skews weighing its minute's count over the sample's size: a busy minute weighs as
+// much as its deliveries, not as much as a quiet minute's.
 func (w *skewWindow) median(now time.Time) (time.Duration, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := now.Unix() / 60
-	var all []time.Duration
+	type weighted struct {
+		skew   time.Duration
+		weight float64
+	}
+	var all []weighted
 	n := 0
 	for i := range w.minutes {
 		s := &w.minutes[i]
@@ -171,15 +178,26 @@ func (w *skewWindow) median(now time.Time) (time.Duration, int) {
 			continue
 		}
 		n += s.n
-		all = append(all, s.samples[:min(s.n, skewSamples)]...)
+		kept := s.samples[:min(s.n, skewSamples)]
+		for _, skew := range kept {
+			all = append(all, weighted{skew, float64(s.n) / float64(len(kept))})
+		}
 	}
 	if n == 0 {
 		return 0, 0
 	}
-	slices.Sort(all)
-	mid := len(all) / 2
-	if len(all)%2 == 1 {
-		return all[mid], n
+	slices.SortFunc(all, func(a, b weighted) int { return cmp.Compare(a.skew, b.skew) })
+	half, below := float64(n)/2, 0.0
+	for i, s := range all {
+		below += s.weight
+		switch {
+		case below > half:
+			return s.skew, n
+		case below == half && i+1 < len(all):
+			// Exactly half the weight at or below this one: the median lies between
+			// it and the next, as for an even count of skews.
+			return (s.skew + all[i+1].skew) / 2, n
+		}
 	}
-	return (all[mid-1] + all[mid]) / 2, n
+	return all[len(all)-1].skew, n
 }
