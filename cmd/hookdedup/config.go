@@ -829,7 +829,11 @@ func (c config) tls() tlsSettings {
 func (c config) checkHTTPS() error {
 	s := c.tls()
 	if err := s.validate(); err != nil {
-		return c.placed(err, "tls_cert_file", "tls_key_file", "acme_domains", "acme_email", "acme_directory", "http_addr")
+		names := []string{"tls_cert_file", "tls_key_file", "acme_domains", "acme_email", "acme_directory", "http_addr"}
+		if se := (settingsError{}); errors.As(err, &se) {
+			names = se.names // where the settings at fault were set, not every HTTPS one
+		}
+		return c.placed(err, names...)
 	}
 	if !s.enabled() {
 		if c.HTTPAddr != "" {

@@ -1221,3 +1221,17 @@ func TestConfig_SourceNames(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_HTTPSErrorNamesWhereItsSettingWasSet: an error of one HTTPS setting is
+// prefixed with where that setting was set, not where every HTTPS setting set was: the
+// file names the domains, a flag gives a bad acme_email, and the error names the flag
+// alone, not a file that holds no acme_email.
+func TestConfig_HTTPSErrorNamesWhereItsSettingWasSet(t *testing.T) {
+	_, err := loadWith(t, "acme_domains = [\"hooks.example.com\"]\n", nil, "--acme-email", "not-an-address")
+	if err == nil {
+		t.Fatal("a bad acme_email was accepted")
+	}
+	if want := "--acme-email: acme_email"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("%v\nwant it to begin %q: only the flag set acme_email", err, want)
+	}
+}

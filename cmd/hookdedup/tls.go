@@ -94,37 +94,49 @@ func acmeCacheDir(database string) string {
 	return filepath.Join(filepath.Dir(database), "acme")
 }
 
+// settingsError is an error of the settings it names: the ones to look at, among those
+// a check reads together.
+type settingsError struct {
+	error
+	names []string
+}
+
+func (e settingsError) Unwrap() error { return e.error }
+
+// about says that err is of the settings names.
+func about(err error, names ...string) error { return settingsError{err, names} }
+
 // validate checks the settings together and one by one; each error names the setting.
 func (s tlsSettings) validate() error {
 	switch {
 	case s.CertFile != "" && s.KeyFile == "":
-		return errors.New("tls_cert_file is set but tls_key_file is not: HTTPS from files needs both")
+		return about(errors.New("tls_cert_file is set but tls_key_file is not: HTTPS from files needs both"), "tls_cert_file")
 	case s.KeyFile != "" && s.CertFile == "":
-		return errors.New("tls_key_file is set but tls_cert_file is not: HTTPS from files needs both")
+		return about(errors.New("tls_key_file is set but tls_cert_file is not: HTTPS from files needs both"), "tls_key_file")
 	case s.CertFile != "" && len(s.ACMEDomains) > 0:
-		return errors.New("tls_cert_file and acme_domains are both set: choose certificate files or ACME, not both")
+		return about(errors.New("tls_cert_file and acme_domains are both set: choose certificate files or ACME, not both"), "tls_cert_file", "acme_domains")
 	case len(s.ACMEDomains) == 0 && s.ACMEEmail != "":
-		return errors.New("acme_email is set but acme_domains is empty: name the domains to obtain certificates for")
+		return about(errors.New("acme_email is set but acme_domains is empty: name the domains to obtain certificates for"), "acme_email", "acme_domains")
 	case len(s.ACMEDomains) == 0 && s.ACMEDirectory != "":
-		return errors.New("acme_directory is set but acme_domains is empty: name the domains to obtain certificates for")
+		return about(errors.New("acme_directory is set but acme_domains is empty: name the domains to obtain certificates for"), "acme_directory", "acme_domains")
 	}
 	if _, err := acmeDomains(s.ACMEDomains); err != nil {
-		return err
+		return about(err, "acme_domains")
 	}
 	if s.ACMEEmail != "" {
 		a, err := mail.ParseAddress(s.ACMEEmail)
 		if err != nil || a.Address != s.ACMEEmail {
-			return fmt.Errorf("acme_email %q is not a plain e-mail address (write it like ops@example.com)", s.ACMEEmail)
+			return about(fmt.Errorf("acme_email %q is not a plain e-mail address (write it like ops@example.com)", s.ACMEEmail), "acme_email")
 		}
 	}
 	if s.ACMEDirectory != "" {
 		if why := notHTTPURL(s.ACMEDirectory, true); why != "" {
-			return fmt.Errorf("acme_directory is not an https:// URL (ACME directories are served over HTTPS): %s", why)
+			return about(fmt.Errorf("acme_directory is not an https:// URL (ACME directories are served over HTTPS): %s", why), "acme_directory")
 		}
 	}
 	if s.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
-			return fmt.Errorf("http_addr %q is not host:port", s.HTTPAddr)
+			return about(fmt.Errorf("http_addr %q is not host:port", s.HTTPAddr), "http_addr")
 		}
 	}
 	return nil
