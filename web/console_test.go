@@ -39,6 +39,7 @@ type consoleEnv struct {
 	db      *sqlite.DB
 	srv     *httptest.Server
 	handler http.Handler // what srv serves: the console alone
+	server  *web.Server
 	clock   *storagetest.Clock
 	// what was recorded
 	first, dup, rejected *storage.Delivery
@@ -89,7 +90,7 @@ func newConsoleEnvOn(t testing.TB, opt sqlite.Options, configure ...func(*web.Co
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &consoleEnv{db: db, srv: srv, handler: h, clock: clock}
+	e := &consoleEnv{db: db, srv: srv, handler: h, server: s, clock: clock}
 
 	canonical := `{"/booking_id":"BK-42","/property_id":"HTL-1","/status":"cancelled"}`
 	body := func(refund string) string {
@@ -556,6 +557,69 @@ func TestConsole_CSV(t *testing.T) {
 	_, body, _ = c.do(http.MethodGet, "/events.csv?booking=BK-42", nil)
 	if rows, _ := csv.NewReader(strings.NewReader(body)).ReadAll(); len(rows) != 3 {
 		t.Errorf("booking filter: %d rows, want header and 2", len(rows))
+	}
+}
+
+// endlessExport is the console's store with a CSV export of the events that never ends
+// by itself: its first rows are out, and the rest wait for its context. started is
+// closed once the rows are out.
+type endlessExport struct {
+	web.Store
+	started chan struct{}
+}
+
+func (s endlessExport) EachDelivery(ctx context.Context, f storage.DeliveryFilter, fn func(storage.Delivery) error) error {
+	for i := range 600 { // past a stretch of 500: rows go out to the client
+		if err := fn(storage.Delivery{ID: int64(i + 1), Source: "pms", Outcome: storage.Accepted}); err != nil {
+			return err
+		}
+	}
+	close(s.started)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestConsole_CSVEndsWhenTheServerStops: a CSV export in progress lifts the server's
+// write timeout for up to 30 minutes, so a stop that waits for requests in flight would
+// wait for it. EndLongResponses, which serve calls as it begins to stop, ends it at once,
+// and cuts it off: the download fails rather than end as if it were the whole export.
+func TestConsole_CSVEndsWhenTheServerStops(t *testing.T) {
+	started := make(chan struct{})
+	e := newConsoleEnv(t, func(c *web.Config) { c.Store = endlessExport{Store: c.Store, started: started} })
+	c := e.as(t, "viewer")
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := c.http.Get(e.srv.URL + "/events.csv")
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- result{code: resp.StatusCode, body: string(b), err: err}
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the export did not start")
+	}
+	e.server.EndLongResponses()
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Errorf("the export ended as if whole (%d, %d bytes); want it cut off", r.code, len(r.body))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the export still runs 5 s after EndLongResponses")
+	}
+	// The rest of the console is not stopped: pages still answer.
+	if code, _ := c.get("/events"); code != http.StatusOK {
+		t.Errorf("/events after EndLongResponses: %d, want 200", code)
 	}
 }
 

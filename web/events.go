@@ -286,7 +286,10 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	}
 	f.Before = 0
 	// A large export outlasts the server's write timeout, which suits pages: lift it.
+	// A stop of the server does not wait for it (EndLongResponses).
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30 * time.Minute))
+	ctx, done := s.untilStop(w, r)
+	defer done()
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-events-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
 	cw := csv.NewWriter(w)
@@ -298,11 +301,11 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	var stretch []storage.Delivery
 	write := func() error {
 		ids := deliveryIDs(stretch)
-		of, err := s.suspects.SuspectsOf(r.Context(), ids)
+		of, err := s.suspects.SuspectsOf(ctx, ids)
 		if err != nil {
 			return err
 		}
-		envelopes, err := s.events.BatchEnvelopes(r.Context(), ids, storage.BatchEnvelopeHeaderMax)
+		envelopes, err := s.events.BatchEnvelopes(ctx, ids, storage.BatchEnvelopeHeaderMax)
 		if err != nil {
 			return err
 		}
@@ -321,7 +324,7 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 		cw.Flush()
 		return cw.Error()
 	}
-	err := s.events.EachDelivery(r.Context(), f, func(d storage.Delivery) error {
+	err := s.events.EachDelivery(ctx, f, func(d storage.Delivery) error {
 		if stretch = append(stretch, d); len(stretch) == 500 {
 			return write()
 		}
@@ -330,13 +333,22 @@ func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	if err == nil && len(stretch) > 0 {
 		err = write()
 	}
-	cw.Flush()
-	if err != nil {
-		// Headers are gone: all that is left is to stop and log.
-		s.log.Error("csv export stopped", logErr, err)
-		return nil
+	if err == nil {
+		cw.Flush()
+		err = cw.Error()
 	}
-	return cw.Error()
+	if err != nil {
+		// Headers may be gone, and a 200 with them. The connection is cut rather than
+		// the answer ended as if whole: the browser then reports the download as
+		// failed instead of keeping part of the export as all of it.
+		if errors.Is(context.Cause(ctx), errStopping) {
+			s.log.Warn("csv export cut off: the server is stopping")
+		} else {
+			s.log.Error("csv export stopped", logErr, err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return nil
 }
 
 func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -135,6 +136,11 @@ type Server struct {
 
 	bulk       bulkStore // bulk actions: bulk.go
 	thresholds storage.ApprovalThresholds
+
+	// stopping ends at EndLongResponses: the responses that may outlast the HTTP
+	// server's write timeout watch it (untilStop).
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // New returns a Server for cfg. It reads (creating on first start) the session keys
@@ -155,6 +161,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.alertsChanged = func() {}
 	}
 	s.bulk, s.thresholds = cfg.Store, cfg.ApprovalThreshold
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
 	}
@@ -209,6 +216,41 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			"This form was sent from another site. Reload the console and try again.")
 	}))
 	return s, nil
+}
+
+// EndLongResponses ends the responses in progress that may outlast the HTTP server's
+// write timeout, and any that begins after: the CSV export of the events, which lifts
+// that timeout for up to 30 minutes. Call it when the server begins to stop, which
+// otherwise waits for such an export as long as it lasts. An export ended so is cut
+// off, its connection closed, so that the browser reports the download as failed
+// rather than keep part of the export as the whole.
+func (s *Server) EndLongResponses() { s.stop() }
+
+// errStopping is why untilStop's context ends at EndLongResponses.
+var errStopping = errors.New("the server is stopping")
+
+// untilStop returns r's context, ended also by EndLongResponses, which then sets w's
+// write deadline to now as well, so that a write waiting on a client that does not
+// read returns at once. Call done before the handler returns: w is not touched after.
+func (s *Server) untilStop(w http.ResponseWriter, r *http.Request) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	var mu sync.Mutex
+	finished := false
+	stop := context.AfterFunc(s.stopping, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now())
+			cancel(errStopping)
+		}
+	})
+	return ctx, func() {
+		stop()
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // Register adds the console's routes, and the JSON API's, to mux. The whole URL

@@ -27,6 +27,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 func newLogger(level string, e env) (*slog.Logger, error) {
@@ -185,6 +186,7 @@ type program struct {
 	dispatcher *receiver.Dispatcher
 	intake     *receiver.Receiver
 	alerts     *alert.Engine
+	site       *web.Server // the console and the API
 	// public listens on addr; console on console_addr, nil when that is unset (then
 	// public serves the console too).
 	public, console *endpoint
@@ -265,6 +267,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	if err != nil {
 		return nil, err
 	}
+	p.site = consoleSrv
 	public, console := routes(intake, consoleSrv, p.metrics.Handler(), cfg)
 	p.public.handle(p.intake.CleanPaths(public), cfg)
 	if p.console != nil {
@@ -540,6 +543,8 @@ func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 func (p *program) shutdown(stopBackground func()) error {
 	drain := drainTimeout(p.cfg)
 	p.log.Info("shutting down: finishing requests in flight", logWithin, drain)
+	// A CSV export may run for 30 minutes: it is cut off, not waited for.
+	p.site.EndLongResponses()
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	var errs []error
