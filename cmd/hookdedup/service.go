@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The service's fixed places: systemd creates the state directory (StateDirectory=) for
@@ -75,7 +76,7 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 		return err
 	}
 
-	u := unitSpec{Exe: exe, User: *user, BackupTimer: *backupTimer, Keep: *keep}
+	u := unitSpec{Exe: exe, User: *user, BackupTimer: *backupTimer, Keep: *keep, StopTimeout: stopTimeout(cfg)}
 	if err := plainPath("the binary", exe, "install it as /usr/local/bin/hookdedup and run that", hidden); err != nil {
 		return err
 	}
@@ -307,6 +308,18 @@ type unitSpec struct {
 	Privileged  bool // serve binds a port below 1024
 	BackupTimer bool
 	Keep        int
+	StopTimeout time.Duration // the longest a stop of serve takes on this configuration
+}
+
+// stopMargin is what a stop takes after the drain and the store of the rejection
+// counts: the background loops end (the alerts store their state, up to 5 s) and the
+// database closes (SQLite checkpoints its write-ahead log).
+const stopMargin = 30 * time.Second
+
+// stopTimeout is the unit's TimeoutStopSec for cfg: the drain its timeouts give, the
+// store of the last rejection counts, and stopMargin. systemd kills serve past it.
+func stopTimeout(cfg config) time.Duration {
+	return drainTimeout(cfg) + flushTimeout + stopMargin
 }
 
 // unitFile is one file of the output.
@@ -341,6 +354,9 @@ func (u unitSpec) files() []unitFile {
 	}
 	line("Restart=on-failure")
 	line("RestartSec=5s")
+	line("# A stop finishes the requests in flight for as long as the configured timeouts")
+	line("# let one take, then closes the database: systemd's default of 90 s may be less.")
+	line("TimeoutStopSec=%ds", int((u.StopTimeout+time.Second-1)/time.Second))
 	u.sandbox(line, u.Privileged)
 	line("")
 	line("[Install]")

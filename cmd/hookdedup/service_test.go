@@ -649,3 +649,20 @@ func TestService_WriteMissingDirectory(t *testing.T) {
 		t.Errorf("service --write %s: %v, want the directory named", missing, err)
 	}
 }
+
+// TestService_StopTimeoutCoversTheDrain: with read_timeout raised for slow links (2m),
+// a stop drains requests in flight for up to 2m10s; the unit's TimeoutStopSec is past
+// that, so systemd does not kill serve mid-stop at its default of 90 s.
+func TestService_StopTimeoutCoversTheDrain(t *testing.T) {
+	exe := hookdedupBinary(t)
+	cfg := writeConfig(t, "read_timeout = \"2m\"\n"+openSource)
+	unit := generateUnits(t, exe, "--config", cfg)["hookdedup.service"]
+	got := directives(unit, "TimeoutStopSec")
+	if len(got) == 0 {
+		t.Fatalf("the unit sets no TimeoutStopSec\n%s", unit)
+	}
+	d, err := time.ParseDuration(got[len(got)-1])
+	if err != nil || d < 130*time.Second {
+		t.Errorf("TimeoutStopSec=%q, want at least the drain, 2m10s", got)
+	}
+}
