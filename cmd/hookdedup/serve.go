@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -545,15 +546,41 @@ func (p *program) shutdown(stopBackground func()) error {
 	p.log.Info("shutting down: finishing requests in flight", logWithin, drain)
 	// A CSV export may run for 30 minutes: it is cut off, not waited for.
 	p.site.EndLongResponses()
+	// A SIGINT or SIGTERM during the stop cuts the requests still in flight: nothing
+	// answered 200 is lost (a 200 follows the commit), and a cut sender retries.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	var errs []error
-	for _, e := range p.endpoints() {
-		if err := e.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", e.setting, err))
+	var cut atomic.Bool
+	go func() {
+		select {
+		case <-again:
+			cut.Store(true)
+			p.log.Warn("signal during the stop: cutting off the requests in flight")
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, e := range p.endpoints() {
+		wg.Go(func() {
+			if err := e.srv.Shutdown(ctx); err != nil {
+				e.srv.Close()
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", e.setting, err))
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	err := errors.Join(errs...)
+	if cut.Load() {
+		err = nil
+	}
 	// The last seconds' counts of rejections not stored individually, before the
 	// database closes: with a time of their own, however long the drain took.
 	fctx, fcancel := context.WithTimeout(context.Background(), flushTimeout)

@@ -2,8 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -52,5 +58,39 @@ write_timeout = "25s"
 	if a := <-done; a.err != nil || a.code != http.StatusOK || a.status != "accepted" {
 		t.Errorf("a delivery in flight at shutdown, its body complete within read_timeout: %d %q %v; want 200 accepted",
 			a.code, a.status, a.err)
+	}
+}
+
+// TestServe_ShutdownSecondSignalCutsRequestsInFlight: a delivery's body is still
+// arriving when serve is told to stop (SIGTERM), so the stop waits for it; a second
+// signal (SIGINT) ends the wait at once, and serve exits cleanly.
+func TestServe_ShutdownSecondSignalCutsRequestsInFlight(t *testing.T) {
+	dir := t.TempDir()
+	toml := "read_header_timeout = \"2s\"\nread_timeout = \"20s\"\n" + openSource
+	if err := os.WriteFile(filepath.Join(dir, "hookdedup.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, dir, nil)
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /webhooks/open HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", u.Host)
+	time.Sleep(500 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(time.Second)
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("serve exited with %v after a second signal; want a clean exit", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("serve still running 5 s after a second signal")
 	}
 }
