@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -67,6 +70,11 @@ func readCorrelation(f correlationFile, taken map[string]bool) (correlationConfi
 	switch {
 	case f.Name == "":
 		return cc, errors.New("name: is required")
+	case !utf8.ValidString(f.Name) || strings.ContainsFunc(f.Name, unicode.IsControl):
+		// The name is stored with every correlation key and suspect it makes, and
+		// PostgreSQL text holds no NUL: stored escaped, it would never match the name
+		// looked up again, and the rule would never flag.
+		return cc, errors.New("name: must not hold a control character (a line break, a tab, NUL) or bytes that are not UTF-8")
 	case taken[f.Name]:
 		return cc, errors.New("name: is used by another correlation rule")
 	}
