@@ -18,6 +18,9 @@ const (
 // writer to take them.
 func QueuedRecords(db *DB) int { return len(db.intake.reqs) }
 
+// SetsConnectTimeout is setsConnectTimeout.
+var SetsConnectTimeout = setsConnectTimeout
+
 // LeftTables are the tables a copy from SQLite leaves as Open made them.
 var LeftTables = leftTables
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,7 +114,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: the URL does not parse as a PostgreSQL connection string%s", where, parseReason(err))
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") && os.Getenv("PGCONNECT_TIMEOUT") == "" {
+	if cfg.ConnConfig.ConnectTimeout == 0 && !setsConnectTimeout(dsn) && os.Getenv("PGCONNECT_TIMEOUT") == "" {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout // 0 in either: wait as long as it takes
 	}
 	switch {
@@ -227,6 +228,20 @@ func parseReason(err error) string {
 // secretParams are the parameters of a connection URL that hold a secret: pgx takes
 // the password from the query as well as from the user part (postgres://u@h/db?password=…).
 var secretParams = []string{"password", "sslpassword"}
+
+// setsConnectTimeout reports whether dsn sets connect_timeout itself, as a URL's query
+// parameter or a keyword of the keyword/value form: 0 there is the operator's "wait as
+// long as it takes", which Open keeps. The word elsewhere (in an application_name, a
+// password) sets nothing.
+func setsConnectTimeout(dsn string) bool {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		return err == nil && u.Query().Has("connect_timeout")
+	}
+	return connectTimeoutKeyword.MatchString(dsn)
+}
+
+var connectTimeoutKeyword = regexp.MustCompile(`(^|\s)connect_timeout\s*=`)
 
 // HoldsSecret reports whether the connection URL dsn itself holds a secret: a password
 // in its user part, or a parameter of secretParams in its query, in any case (Redact

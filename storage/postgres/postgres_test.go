@@ -376,3 +376,23 @@ func TestOpen_KeepsPasswordOut(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_ConnectTimeoutSetByTheURL: a connect_timeout the URL sets, 0 included, is the
+// operator's; the word anywhere else in it sets nothing, and connecting keeps its
+// default bound.
+func TestOpen_ConnectTimeoutSetByTheURL(t *testing.T) {
+	for dsn, want := range map[string]bool{
+		"postgres://u@h/db?connect_timeout=0":                    true,
+		"postgres://u@h/db?sslmode=disable&connect_timeout=5":    true,
+		"postgres://u@h/db?application_name=no_connect_timeout=": false,
+		"postgres://u:connect_timeout=1@h/db":                    false,
+		"postgres://u@h/db":                                      false,
+		"host=h dbname=db connect_timeout=0":                     true,
+		"host=h connect_timeout = 3":                             true,
+		"host=h application_name=x_connect_timeout=1":            false,
+	} {
+		if got := postgres.SetsConnectTimeout(dsn); got != want {
+			t.Errorf("%s: sets connect_timeout %v, want %v", dsn, got, want)
+		}
+	}
+}
