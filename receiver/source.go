@@ -2,11 +2,13 @@ package receiver
 
 import (
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 
+	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -38,6 +40,22 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 		return nil, errors.New("the form body has " + strconv.Itoa(len(payload)) + " payload fields; want one")
 	}
 	return []byte(payload[0]), nil
+}
+
+// MessageIDProblem returns the error intake's signature check gives a delivery with
+// headers h before it reads any secret, nil when there is none: a scheme that signs the
+// message id (standard-webhooks) refuses a delivery without one, which is then never
+// keyed, whatever its key fields. The key lab and the key command say so as intake
+// would.
+func (s *Source) MessageIDProblem(h http.Header) error {
+	ids, ok := s.Verifier.(signature.IDSigner)
+	if !ok {
+		return nil
+	}
+	if err := ids.CheckID(h); err != nil {
+		return fmt.Errorf("intake would answer 401 and key nothing: signature: %w (%s signs the message id)", err, s.Verifier.Scheme())
+	}
+	return nil
 }
 
 // Events returns the JSON events intake keys in a delivery of body, each on its own: the

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -104,10 +103,8 @@ func runKey(ctx context.Context, args []string, e env) error {
 	// Then the signature, whose check of the message id needs no secret: a scheme that
 	// signs the id refuses a delivery without it, and a key derived for it from the key
 	// fields is one that intake never gives.
-	if ids, ok := src.Verifier.(signature.IDSigner); ok {
-		if err := ids.CheckID(http.Header(headers)); err != nil {
-			return fmt.Errorf("intake would answer 401 and key nothing: signature: %w (%s signs the message id; give it with --header)", err, src.Verifier.Scheme())
-		}
+	if err := src.MessageIDProblem(http.Header(headers)); err != nil {
+		return fmt.Errorf("%w; give it with --header", err)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source\t%s\n", src.Name)
