@@ -101,8 +101,16 @@ func TestOpen_WaitLogKeepsOtherSessionsStatements(t *testing.T) {
 			t.Fatal(q, err)
 		}
 	}
-	timer := time.AfterFunc(1500*time.Millisecond, func() { op.Exec(context.Background(), `ROLLBACK`) })
-	t.Cleanup(func() { timer.Stop() })
+	done := make(chan struct{})
+	timer := time.AfterFunc(1500*time.Millisecond, func() {
+		defer close(done)
+		op.Exec(context.Background(), `ROLLBACK`)
+	})
+	t.Cleanup(func() {
+		if !timer.Stop() {
+			<-done // the ROLLBACK ran: the connection is closed after it
+		}
+	})
 
 	var log lockedLog
 	db, err := postgres.Open(t.Context(), url, postgres.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})

@@ -283,8 +283,16 @@ func TestOpen_MigrationsOutlastTheConnectTimeout(t *testing.T) {
 		if _, err := c.Exec(t.Context(), `BEGIN; `+lock); err != nil {
 			t.Fatal(err)
 		}
-		timer := time.AfterFunc(d, func() { c.Exec(context.Background(), `COMMIT`) })
-		t.Cleanup(func() { timer.Stop() })
+		done := make(chan struct{})
+		timer := time.AfterFunc(d, func() {
+			defer close(done)
+			c.Exec(context.Background(), `COMMIT`)
+		})
+		t.Cleanup(func() {
+			if !timer.Stop() {
+				<-done // the COMMIT ran: the connection is closed after it
+			}
+		})
 		return c.PgConn().PID()
 	}
 	applied := func(t *testing.T) bool {
