@@ -45,8 +45,8 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 // MessageIDProblem returns the error intake's signature check gives a delivery with
 // headers h before it reads any secret, nil when there is none: a scheme that signs the
 // message id (standard-webhooks) refuses a delivery without one, which is then never
-// keyed, whatever its key fields. The key lab and the key command say so as intake
-// would.
+// keyed, whatever its key fields. The key command says so as intake would; the key
+// lab, which checks no signature, leaves it out as it leaves the signature out.
 func (s *Source) MessageIDProblem(h http.Header) error {
 	ids, ok := s.Verifier.(signature.IDSigner)
 	if !ok {

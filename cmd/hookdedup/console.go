@@ -69,9 +69,6 @@ func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source
 			if !ok {
 				return nil, errors.New("unknown source")
 			}
-			if err := src.MessageIDProblem(h); err != nil {
-				return nil, err
-			}
 			return src.Events(h, body)
 		},
 		Derive: func(name string, h http.Header, body []byte) (storage.Derivation, error) {

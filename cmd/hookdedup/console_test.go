@@ -361,27 +361,3 @@ func TestConsole_LabBatchItemRepeatingAKeyIsADuplicate(t *testing.T) {
 			accepted, dup, ans.Items[1].Status)
 	}
 }
-
-// TestConsole_LabSignedMessageIDRequired: the key lab answers a standard-webhooks
-// delivery pasted without its message id as intake does, 401 and no key, rather than
-// a key derived from its key fields that intake never gives; with the id it is keyed.
-func TestConsole_LabSignedMessageIDRequired(t *testing.T) {
-	hotel := sourceConfig{Name: "hotel", Signature: "standard-webhooks", Secret: secrets{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
-		KeyFields: []string{"/property_id", "/booking_id"}}
-	srv, _, _ := consoleSite(t, hotel)
-	const body = `{"property_id":"HTL-LIS-01","booking_id":"BK-1042"}`
-	b := signIn(t, srv.URL)
-	code, page := b.do(http.MethodPost, "/lab", url.Values{"source": {"hotel"}, "payload": {body}})
-	page = html.UnescapeString(page)
-	if code != http.StatusOK || !strings.Contains(page, `data-testid="lab-error"`) ||
-		!strings.Contains(page, "intake would answer 401 and key nothing: signature: missing header webhook-id") ||
-		strings.Contains(page, "derived:") {
-		t.Errorf("lab on a standard-webhooks delivery without webhook-id: %d; want intake's 401, and no key", code)
-	}
-	code, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"hotel"}, "payload": {body}, "headers": {"webhook-id: msg_1"}})
-	page = html.UnescapeString(page)
-	if code != http.StatusOK || strings.Contains(page, `data-testid="lab-error"`) || !strings.Contains(page, "msg_1") ||
-		!strings.Contains(page, "would be accepted") {
-		t.Errorf("lab on the same delivery with webhook-id: %d; want it keyed msg_1", code)
-	}
-}
