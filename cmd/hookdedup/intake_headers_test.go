@@ -50,3 +50,28 @@ func TestServe_HeadersOverLimitRefusedInJSON(t *testing.T) {
 		t.Errorf("deliveries of the source after it: %+v, %v; want the one rejected 431 with its error", rejected, err)
 	}
 }
+
+// Headers past twice intake's limit are refused by the HTTP server before they are all
+// read, so that a connection cannot make serve hold a megabyte of them until
+// read_header_timeout (net/http's own default bound).
+func TestServe_HeadersFarOverLimitNotReadWhole(t *testing.T) {
+	s := runServeInProcess(t, `addr = "127.0.0.1:0"`+"\n"+openSource, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.p.public.url(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	// Written apart from the reading: the server answers, and stops reading, long before
+	// a megabyte has gone.
+	go fmt.Fprint(conn, "POST /webhooks/open HTTP/1.1\r\nHost: x\r\nX-Trace: "+strings.Repeat("a", 1<<20)+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || resp.Header.Get("Content-Type") == "application/json" {
+		t.Errorf("a request with 1 MiB of headers: %d %q; want net/http's own 431, the headers never read whole",
+			resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
