@@ -25,11 +25,15 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	bulk := *state != "" || *stuck
-	if *source == "" || strings.TrimSpace(*reason) == "" || (bulk && len(pos) != 0) || (!bulk && len(pos) != 1) {
+	// Trimmed as the console and the API trim it, and kept as checked: the blanks that
+	// TrimSpace takes include control characters (a form feed, U+0085) that the check
+	// refuses anywhere else.
+	*reason = strings.TrimSpace(*reason)
+	if *source == "" || *reason == "" || (bulk && len(pos) != 0) || (!bulk && len(pos) != 1) {
 		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
-	if p := storage.ReasonProblem(strings.TrimSpace(*reason)); p != "" {
+	if p := storage.ReasonProblem(*reason); p != "" {
 		return fmt.Errorf("--reason: %s", p)
 	}
 	if err := (storage.KeyFilter{State: *state, Stuck: *stuck}).Check(); err != nil {
