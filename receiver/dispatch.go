@@ -124,6 +124,10 @@ type keptOutcome struct {
 // responseExcerpt bounds how much of a downstream answer is kept per attempt.
 const responseExcerpt = 1024
 
+// answerHeaderMax bounds the headers of a downstream's answer: past it the attempt
+// fails, as a downstream that answers so is broken or hostile.
+const answerHeaderMax = 64 << 10
+
 // NewDispatcher returns a Dispatcher for cfg.
 func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 	if cfg.Workers <= 0 {
@@ -139,7 +143,12 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		cfg.FirstBackoff = time.Second
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// net/http would read up to 10 MiB of an answer's headers, in every worker at
+		// once; only the status and Retry-After are used.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxResponseHeaderBytes = answerHeaderMax
+		cfg.Client = &http.Client{Transport: t,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
