@@ -317,9 +317,18 @@ type unitSpec struct {
 const stopMargin = 30 * time.Second
 
 // stopTimeout is the unit's TimeoutStopSec for cfg: the drain its timeouts give, the
-// store of the last rejection counts, and stopMargin. systemd kills serve past it.
+// store of the last rejection counts, the longest hand-off, and stopMargin. systemd
+// kills serve past it. The dispatcher hands events off until the drain is over, and the
+// stop waits for the attempts then under way: killed mid-attempt, serve would leave
+// the event to be sent again.
 func stopTimeout(cfg config) time.Duration {
-	return drainTimeout(cfg) + flushTimeout + stopMargin
+	var attempt time.Duration
+	for _, s := range cfg.Sources {
+		if s.ForwardURL != "" && s.AttemptTimeout != nil {
+			attempt = max(attempt, *s.AttemptTimeout)
+		}
+	}
+	return drainTimeout(cfg) + flushTimeout + attempt + stopMargin
 }
 
 // unitFile is one file of the output.
