@@ -67,6 +67,10 @@ type DispatchConfig struct {
 type Dispatcher struct {
 	cfg     DispatchConfig
 	sources map[string]*Source
+	// secrets holds, by source, what of its forward_url the console masks
+	// (forwardSecrets): a downstream's answer may echo it, and the excerpt stored with
+	// an attempt is shown to every viewer.
+	secrets map[string][]string
 	// forwarding and recordOnly name the configured sources with and without a
 	// forward_url. Only their keys are leased: a key of a source this configuration
 	// does not have belongs to a replica whose configuration has it (during a rolling
@@ -162,6 +166,7 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 	d := &Dispatcher{
 		cfg:     cfg,
 		sources: make(map[string]*Source, len(cfg.Sources)),
+		secrets: make(map[string][]string, len(cfg.Sources)),
 		wake:    make(chan struct{}, 1),
 		log:     cfg.Logger.With(logComponent, "dispatch"),
 	}
@@ -178,6 +183,7 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 			continue
 		}
 		d.forwarding = append(d.forwarding, s.Name)
+		d.secrets[s.Name] = forwardSecrets(s.ForwardURL)
 		if l := s.AttemptTimeout + margin; l > d.lease {
 			d.lease = l
 		}
@@ -692,17 +698,93 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp.StatusCode, "", "downstream answered " + resp.Status + ": a hand-off is a plain POST", 0
 	}
-	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
+	// Read past the excerpt by the longest secret, so that one begun within it is
+	// masked whole before the cut.
+	secrets := d.secrets[job.Source]
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, int64(responseExcerpt+longest(secrets))))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	text := strings.ToValidUTF8(string(excerpt), "\uFFFD")
+	excerpt = []byte(maskSecrets(string(excerpt), secrets))
+	text := strings.ToValidUTF8(string(excerpt[:min(len(excerpt), responseExcerpt)]), "\uFFFD")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var wait time.Duration
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			wait = retryAfter(resp.Header.Get("Retry-After"), d.cfg.Now())
 		}
-		return resp.StatusCode, text, "downstream answered " + resp.Status, wait
+		return resp.StatusCode, text, "downstream answered " + maskSecrets(resp.Status, secrets), wait
 	}
 	return resp.StatusCode, text, "", 0
+}
+
+// minSecret is the shortest part of a forward_url that maskSecrets masks in an answer:
+// a shorter query value ("?v=2") is no credential, and masking it would blot out the
+// answer's text wherever it occurs.
+const minSecret = 6
+
+// forwardSecrets returns what of forward_url raw the console masks (web's RedactURL,
+// storage.RedactPath), as written and as decoded, longest first: the password, or the
+// user name standing for a token; each query value, or a parameter without one whole;
+// each path segment that may be a token.
+func forwardSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	add := func(escaped string, unescape func(string) (string, error)) {
+		forms := []string{escaped}
+		if s, err := unescape(escaped); err == nil {
+			forms = append(forms, s, url.QueryEscape(s), url.PathEscape(s))
+		}
+		for _, f := range forms {
+			if len(f) >= minSecret && !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	plain := func(s string) (string, error) { return s, nil }
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			add(pw, plain)
+		} else {
+			add(u.User.Username(), plain)
+		}
+	}
+	for _, p := range strings.Split(u.RawQuery, "&") {
+		k, v, _ := strings.Cut(p, "=")
+		if strings.Trim(v, "=") == "" {
+			add(p, url.QueryUnescape)
+			add(k, url.QueryUnescape)
+			continue
+		}
+		add(v, url.QueryUnescape)
+	}
+	masked := *u
+	storage.RedactPath(&masked)
+	was, is := strings.Split(u.EscapedPath(), "/"), strings.Split(masked.EscapedPath(), "/")
+	for i := range min(len(was), len(is)) {
+		if is[i] == storage.RedactedSegment && was[i] != is[i] {
+			add(was[i], url.PathUnescape)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// maskSecrets writes each of secrets in text as storage.RedactedSegment.
+func maskSecrets(text string, secrets []string) string {
+	for _, s := range secrets {
+		text = strings.ReplaceAll(text, s, storage.RedactedSegment)
+	}
+	return text
+}
+
+// longest is the length of the longest of secrets.
+func longest(secrets []string) int {
+	n := 0
+	for _, s := range secrets {
+		n = max(n, len(s))
+	}
+	return n
 }
 
 // retryAfter reads a Retry-After header (RFC 9110: a number of seconds, or a date) as

@@ -1,7 +1,13 @@
 package receiver_test
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -31,5 +37,69 @@ func TestDispatch_ErrorHidesForwardURLCredentials(t *testing.T) {
 		if strings.Contains(c.LastError, secret) {
 			t.Errorf("the recorded error %q holds the forward_url credential %q", c.LastError, secret)
 		}
+	}
+}
+
+// The excerpt of a downstream's answer is stored with the attempt and shown to every
+// viewer too. A downstream that echoes the request's URL (Express's "Cannot POST
+// /path", a framework's 404 or 401 page quoting the query) would hand it forward_url's
+// credentials: the path segment and query value that the console masks, and the URL's
+// password, are masked in the excerpt as well.
+func TestDispatch_AnswerHidesForwardURLCredentials(t *testing.T) {
+	const (
+		pathToken  = "Pt7hS3cr3tT0kenInThePath"
+		queryToken = "qT0kenInTheQuery-never-stored"
+		password   = "fwd-PASSWORD-never-stored"
+	)
+	db := storagetest.Open(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		_, pw, _ := r.BasicAuth()
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, "Cannot POST %s (query %s, escaped %s, password %s) status 404 for evt_1", r.URL.Path, r.URL.Query().Get("token"),
+			r.URL.RawQuery, pw)
+	}))
+	t.Cleanup(srv.Close)
+	u := strings.Replace(srv.URL, "http://", "http://hookdedup:"+password+"@", 1) +
+		"/hooks/" + pathToken + "/events?token=" + url.QueryEscape(queryToken+" ok")
+	startDispatcher(t, db, forwardSource(t, u, 1))
+	accept(t, db, "evt_1", `{}`)
+	waitState(t, db, "evt_1", storage.StateFailed)
+	last, err := db.LastAttempt(context.Background(), "ota", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(last.Response, "Cannot POST /hooks/") || !strings.Contains(last.Response, "status 404 for evt_1") {
+		t.Fatalf("recorded answer %q; want the downstream's text kept", last.Response)
+	}
+	for _, secret := range []string{pathToken, queryToken, url.QueryEscape(queryToken), password} {
+		if strings.Contains(last.Response, secret) {
+			t.Errorf("the recorded answer %q holds the forward_url credential %q", last.Response, secret)
+		}
+	}
+}
+
+// A credential the excerpt's bound cuts in two is masked all the same.
+func TestDispatch_AnswerHidesCredentialAtTheCut(t *testing.T) {
+	const token = "qT0kenAtTheCut-never-stored"
+	db := storagetest.Open(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, "%s%s", strings.Repeat("a", 1024-10), r.URL.Query().Get("token"))
+	}))
+	t.Cleanup(srv.Close)
+	startDispatcher(t, db, forwardSource(t, srv.URL+"/events?token="+token, 1))
+	accept(t, db, "evt_1", `{}`)
+	waitState(t, db, "evt_1", storage.StateFailed)
+	last, err := db.LastAttempt(context.Background(), "ota", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last.Response) > 1024 || !strings.HasPrefix(last.Response, "aaaa") {
+		t.Fatalf("recorded answer of %d bytes; want the excerpt, at most 1024", len(last.Response))
+	}
+	if strings.Contains(last.Response, token[:10]) {
+		t.Errorf("the recorded answer ends %q: the start of the forward_url credential", last.Response[len(last.Response)-20:])
 	}
 }
