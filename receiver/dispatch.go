@@ -887,15 +887,31 @@ func attemptError(err error) string {
 	return err.Error()
 }
 
-// reportStuck keeps the hookdedup_stuck_keys gauge current.
+// reportStuck keeps the hookdedup_stuck_keys gauge current: for every configured
+// source, and for every other source with stuck keys (one renamed or removed with
+// events still owed downstream, which no dispatcher of this configuration sends), until
+// it has none: monitoring alerts on the gauge, and such keys are stuck too.
 func (d *Dispatcher) reportStuck(ctx context.Context) {
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
+	others := map[string]bool{} // unconfigured sources on the gauge
 	for {
 		counts, err := d.cfg.Store.StuckCounts(ctx, d.cfg.Now().Add(-d.cfg.StuckAfter))
 		if err == nil {
 			for name := range d.sources {
 				d.cfg.Metrics.StuckKeys.WithLabelValues(name).Set(float64(counts[name]))
+			}
+			for name, n := range counts {
+				if _, ok := d.sources[name]; !ok && n > 0 {
+					d.cfg.Metrics.StuckKeys.WithLabelValues(name).Set(float64(n))
+					others[name] = true
+				}
+			}
+			for name := range others {
+				if counts[name] == 0 {
+					d.cfg.Metrics.StuckKeys.DeleteLabelValues(name)
+					delete(others, name)
+				}
 			}
 		}
 		select {
