@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -193,11 +194,17 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 
 	files := u.files()
 	if *write == "" {
+		var units strings.Builder
 		for i, f := range files {
 			if i > 0 {
-				fmt.Fprintln(e.stdout)
+				units.WriteString("\n")
 			}
-			fmt.Fprint(e.stdout, f.text)
+			units.WriteString(f.text)
+		}
+		// Redirected into /etc/systemd/system on a full disk, a unit cut short would
+		// otherwise be left there with exit 0, for systemd to run as it is.
+		if _, err := io.WriteString(e.stdout, units.String()); err != nil {
+			return fmt.Errorf("print the units: %w", err)
 		}
 		return nil
 	}

@@ -215,6 +215,7 @@ func runSources(ctx context.Context, args []string, e env) error {
 	if db != nil {
 		db.Close()
 	}
+	var out strings.Builder
 	for i, src := range sources {
 		sc := cfg.Sources[i]
 		shown, err := describeSource(sc, src)
@@ -222,13 +223,17 @@ func runSources(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		if i > 0 {
-			fmt.Fprintln(e.stdout)
+			out.WriteString("\n")
 		}
 		head := "POST /webhooks/" + src.Name
 		if p, ok := provider.Lookup(sc.Provider); ok {
 			head += ", preset for " + p.Title
 		}
-		writeTable(e.stdout, head, shown, sc.Provider)
+		writeTable(&out, head, shown, sc.Provider)
+	}
+	// Saved to a file on a full disk, the settings cut short would read as all there is.
+	if _, err := io.WriteString(e.stdout, out.String()); err != nil {
+		return fmt.Errorf("print the sources: %w", err)
 	}
 	return nil
 }
