@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -209,5 +210,28 @@ func TestServe_PostgresMigrationEndsOnlyWithTheProcess(t *testing.T) {
 	var applied bool
 	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM migrations WHERE name = '`+last+`')`).Scan(&applied); err != nil || applied {
 		t.Errorf("the interrupted migration is recorded as applied (%v)", err)
+	}
+}
+
+// TestMigrate_MistypedTargetHidden: a --to that is no postgres:// URL but a connection
+// string in another form (libpq's keywords, a URL missing a slash) is refused without
+// being shown, as it holds the password where no redaction looks for it.
+func TestMigrate_MistypedTargetHidden(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, to := range []string{
+		"host=db.internal user=hook password=S3CRETPW dbname=hook",
+		"postgres:/hook:S3CRETPW@db.internal:5432/hook",
+		" postgres://hook:S3CRETPW@db.internal:5432/hook",
+		"mysql://hook:S3CRETPW@db.internal/hook",
+		"hook:S3CRETPW@db.internal:5432/hook",
+	} {
+		out, err := runCmd(t, "", "migrate", "--to", to)
+		if err == nil || !strings.Contains(err.Error(), "postgres://") {
+			t.Errorf("migrate --to %q: %v, want it refused, saying how to write the URL", to, err)
+		}
+		if strings.Contains(fmt.Sprint(err)+out, "S3CRETPW") {
+			t.Errorf("migrate --to %q shows the password: %v\n%s", to, err, out)
+		}
 	}
 }

@@ -26,6 +26,12 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 		return errors.New("usage: hookdedup migrate --to postgres://USER:PASSWORD@HOST:5432/DB [--config FILE | --database FILE]")
 	}
 	if !isPostgres(*to) {
+		// A connection string in another form (host=… password=…, postgres:/…) holds
+		// its password where no redaction finds it: named for what it is, never shown.
+		if what := serverForm(*to); what != "" {
+			return fmt.Errorf("--to: %s (not shown, as it may hold a password): give the postgres:// (or postgresql://) URL of an empty PostgreSQL database: %s",
+				what, postgresForm)
+		}
 		return fmt.Errorf("--to %s: give the postgres:// (or postgresql://) URL of an empty PostgreSQL database", displayPath(*to))
 	}
 	cfg, err := flags.load(e)
