@@ -919,6 +919,7 @@ func (c config) sharedSecretFile() string {
 // string in libpq's keyword form, or a URL with its // mistyped, would become a file
 // named after it, password and all, shown in every log line, and each replica given
 // one would deduplicate on a database of its own. Such a value is never quoted back.
+// A path with a NUL byte is refused too, quoted, as no file can be named by it.
 func (c config) checkDatabase() error {
 	if isPostgres(c.Database) {
 		return nil
@@ -935,6 +936,11 @@ func (c config) checkDatabase() error {
 	if what := serverForm(c.Database); what != "" {
 		return fmt.Errorf("database: %s (not shown, as it may hold a password): hookdedup stores in a SQLite file, named by its path, or in PostgreSQL, named by a URL: %s",
 			what, postgresForm)
+	}
+	if strings.ContainsRune(c.Database, 0) {
+		// No file's name can hold one (open fails, "invalid argument"), and printed
+		// raw it would cut the name short on a terminal.
+		return fmt.Errorf("database %s: holds a NUL byte, which no file's name can", strconv.Quote(c.Database))
 	}
 	return nil
 }

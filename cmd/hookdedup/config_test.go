@@ -1235,3 +1235,28 @@ func TestConfig_HTTPSErrorNamesWhereItsSettingWasSet(t *testing.T) {
 		t.Errorf("%v\nwant it to begin %q: only the flag set acme_email", err, want)
 	}
 }
+
+// TestConfig_DatabaseNUL: a database path with a NUL byte (\u0000 in the file) is
+// refused before anything is opened, naming the setting and showing the byte escaped,
+// rather than failing at the open with "invalid argument" under a name printed raw.
+func TestConfig_DatabaseNUL(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hookdedup.toml")
+	if err := os.WriteFile(cfg, []byte("database = \"a\\u0000b.db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"keys"}, {"user", "add", "alice", "--role", "admin"}, {"serve"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "--config", cfg), func(string) string { return "" },
+			strings.NewReader("a-long-enough-password\n"), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), `database "a\x00b.db": holds a NUL byte`) || !strings.Contains(err.Error(), "hookdedup.toml") {
+			t.Errorf("%s with a NUL in database: %v, want it refused naming the setting, its file and the byte", args[0], err)
+		}
+		if strings.ContainsRune(fmt.Sprint(err)+out.String(), 0) {
+			t.Errorf("%s prints a NUL byte: %q\n%q", args[0], err, out.String())
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d entries in the directory, want the configuration alone", len(entries))
+	}
+}
