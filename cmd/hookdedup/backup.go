@@ -338,6 +338,10 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if isPostgres(pos[0]) || serverForm(pos[0]) != "" {
 		return errors.New("restore: FILE (not shown, as it may hold a password) names a database server, not a backup file; restore a PostgreSQL database with pg_restore")
 	}
+	if fi, err := os.Stat(pos[0]); err == nil && fi.IsDir() {
+		// Read as a file, it failed as a write ("copy_file_range: is a directory").
+		return fmt.Errorf("restore: %s is a directory: give the backup's file (backups into a directory are named <name>-<time>.db)", pos[0])
+	}
 	cfg, err := flags.load(e)
 	if err != nil {
 		return err

@@ -919,7 +919,8 @@ func (c config) sharedSecretFile() string {
 // string in libpq's keyword form, or a URL with its // mistyped, would become a file
 // named after it, password and all, shown in every log line, and each replica given
 // one would deduplicate on a database of its own. Such a value is never quoted back.
-// A path with a NUL byte is refused too, quoted, as no file can be named by it.
+// A path with a NUL byte is refused too, quoted, as no file can be named by it, and
+// so is a directory.
 func (c config) checkDatabase() error {
 	if isPostgres(c.Database) {
 		return nil
@@ -941,6 +942,13 @@ func (c config) checkDatabase() error {
 		// No file's name can hold one (open fails, "invalid argument"), and printed
 		// raw it would cut the name short on a terminal.
 		return fmt.Errorf("database %s: holds a NUL byte, which no file's name can", strconv.Quote(c.Database))
+	}
+	if fi, err := os.Stat(c.Database); err == nil && fi.IsDir() {
+		// The directory meant to hold it (/var/lib/hookdedup), which SQLite would
+		// answer with "disk I/O error" or "unable to open database file", blamed on
+		// whatever the command was doing.
+		return fmt.Errorf("database %s is a directory: name the database file, such as %s",
+			displayPath(c.Database), displayPath(filepath.Join(c.Database, "hookdedup.db")))
 	}
 	return nil
 }

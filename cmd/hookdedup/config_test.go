@@ -1260,3 +1260,33 @@ func TestConfig_DatabaseNUL(t *testing.T) {
 		t.Errorf("%d entries in the directory, want the configuration alone", len(entries))
 	}
 }
+
+// TestConfig_DatabaseDirectory: a database that names a directory (the one meant to
+// hold it) is refused by every command, saying so and naming a file in it, rather than
+// failing on SQLite's "disk I/O error" blamed on the backup, or "unable to open"; and a
+// restore from a directory says the backup is one.
+func TestConfig_DatabaseDirectory(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"keys"}, {"serve"}, {"user", "add", "alice", "--role", "admin"}, {"backup", filepath.Join(dir, "b.db")},
+		{"migrate", "--to", "postgres://hook:pw@127.0.0.1:1/hook"}, {"restore", filepath.Join(dir, "b.db")}, {"audit", "verify"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "--database", state), func(string) string { return "" },
+			strings.NewReader("a-long-enough-password\n"), &out, &out)
+		if want := state + " is a directory: name the database file, such as " + filepath.Join(state, "hookdedup.db"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s with --database a directory: %v, want %q", args[0], err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(state); len(entries) != 0 {
+		t.Errorf("%d entries made in the directory, want none", len(entries))
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"restore", "--database", filepath.Join(dir, "hookdedup.db"), state}, func(string) string { return "" },
+		strings.NewReader(""), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), state+" is a directory: give the backup's file") {
+		t.Errorf("restore from a directory: %v, want it said that the backup named is a directory", err)
+	}
+}
