@@ -61,47 +61,55 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 
 // backup copies the database at dbPath, read through read, to path.
 func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo, error) {
-	if what, err := DatabaseFile(path, dbPath); err != nil {
+	fail := func(err error) (BackupInfo, error) {
+		if diskFull(err) {
+			// SQLite's own words, "database or disk is full", could be taken for the
+			// database backed up.
+			err = fmt.Errorf("%w (the backup's disk is full: free space on it, or back up to another disk, and run backup again)", err)
+		}
 		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	if what, err := DatabaseFile(path, dbPath); err != nil {
+		return fail(err)
 	} else if what != "" {
 		return BackupInfo{}, fmt.Errorf("backup to %s: that is %s", path, what)
 	}
 	if err := replaceable(path); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	if err := earlierCopy(ctx, read, dbPath, path); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	RemoveLeftCopies(dbPath)
 	RemoveLeftCopies(path)
 	tmp, release, err := tempBeside(path)
 	if err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	defer release()
 	defer removeDB(tmp) // gone after the rename; cleans up after a failure
 
 	if err := copyTo(ctx, read, tmp); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	info, err := checkCopy(ctx, tmp)
 	if err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: the copy does not check: %w", path, err)
+		return fail(fmt.Errorf("the copy does not check: %w", err))
 	}
 	if _, info.Newer, _, err = pendingMigrations(ctx, tmp); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	if err := syncFile(tmp); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	if err := clearLogs(path); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup to %s: %w", path, err)
+		return fail(err)
 	}
 	info.Path = path
 	return info, nil
