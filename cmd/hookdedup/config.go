@@ -925,6 +925,10 @@ func (c config) checkDatabase() error {
 	if isPostgres(c.Database) {
 		return nil
 	}
+	if c.Database == "" {
+		// --database "$DB" with the variable unset: SQLite would answer "empty path".
+		return errors.New("database is empty (an unset variable?): give the database's file or URL, or leave it out for ./hookdedup.db")
+	}
 	if c.Database == "~" || strings.HasPrefix(c.Database, "~/") {
 		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",
 			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))

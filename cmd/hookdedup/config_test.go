@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // runIn runs the command line in-process with a config file holding toml (none when
@@ -1288,5 +1289,40 @@ func TestConfig_DatabaseDirectory(t *testing.T) {
 		strings.NewReader(""), &out, &out)
 	if err == nil || !strings.Contains(err.Error(), state+" is a directory: give the backup's file") {
 		t.Errorf("restore from a directory: %v, want it said that the backup named is a directory", err)
+	}
+}
+
+// TestConfig_EmptyConfigOrDatabaseFlag: --config "$F" or --database "$F" with the
+// variable unset is refused, naming the flag and the likely cause, rather than failing
+// on a file named "" (": open : no such file or directory", "empty path").
+func TestConfig_EmptyConfigOrDatabaseFlag(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys", "--config", ""}, "--config is empty (an unset variable?)"},
+		{[]string{"user", "list", "--config", ""}, "--config is empty (an unset variable?)"},
+		{[]string{"keys", "--database", ""}, "--database"},
+		{[]string{"backup", "--database", "", "b.db"}, "--database"},
+		{[]string{"serve", "--database", ""}, "--database"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), c.args, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "empty (an unset variable?)") {
+			t.Errorf("%q: %v, want it refused saying %s is empty", c.args, err, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("%d files made, want none", len(entries))
+	}
+	// In the file, an empty database is the default, as it always was.
+	if err := os.WriteFile("hookdedup.toml", []byte("database = \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"keys"}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+	if !errors.Is(err, storage.ErrNoDatabase) {
+		t.Errorf("keys with database = \"\" in the file: %v, want no database at the default path", err)
 	}
 }

@@ -211,6 +211,11 @@ func (c *commonFlags) load(e env) (config, error) {
 		}
 		return e.getenv(k)
 	}
+	if c.configExplicit && c.configPath == "" {
+		// --config "$CONFIG" with the variable unset: read as no file at all, the
+		// error would name none (": open : no such file or directory").
+		return config{}, errors.New("--config is empty (an unset variable?): give the configuration file, or leave --config out to read ./" + defaultConfigFile)
+	}
 	cfg, err := loadConfig(c.configPath, c.configExplicit, getenv)
 	if err != nil {
 		return config{}, err
