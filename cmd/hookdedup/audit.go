@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -312,9 +313,19 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return errors.New("that is a directory; give a file name")
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		// Named by the directory, not by the temporary file the error names, which the
+		// operator never gave: a directory mistyped, or not made yet.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("there is no directory %s to write it in", dir)
+		}
+		return fmt.Errorf("cannot write in the directory %s: %w", dir, err)
 	}
 	defer os.Remove(f.Name()) // gone after the rename; cleans up after a failure
 	if err := f.Chmod(0o600); err != nil {

@@ -566,3 +566,16 @@ func TestAudit_VerifyAnotherVersionsSchema(t *testing.T) {
 		INSERT INTO migrations (name, applied_at) VALUES ('migrations/0022_stats_unsummed.sql', 0), ('migrations/9999_future.sql', 0)`)
 	check("a migration ahead")
 }
+
+// TestCLI_AuditExportMissingDirectory: an export into a directory that is not there
+// names that directory, not the temporary file beside the output that the operator
+// never gave.
+func TestCLI_AuditExportMissingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cli := cliOn(auditDB(t, dir))
+	missing := filepath.Join(dir, "exports")
+	_, err := cli("audit", "export", "--format", "csv", "--output", filepath.Join(missing, "audit.csv"))
+	if err == nil || !strings.Contains(err.Error(), "there is no directory "+missing+" to write it in") || strings.Contains(err.Error(), ".tmp-") {
+		t.Errorf("export into a missing directory: %v, want it to name the directory", err)
+	}
+}
