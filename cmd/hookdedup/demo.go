@@ -149,7 +149,8 @@ func runDemo(ctx context.Context, args []string, e env) error {
 		_, err := io.WriteString(e.stdout, demoForensicsConfig())
 		return err
 	}
-	if *events < 1 || *dupRate < 0 || *dupRate > 1 {
+	// Written so that NaN, which no comparison holds for, is refused too.
+	if *events < 1 || !(*dupRate >= 0 && *dupRate <= 1) {
 		return errors.New("--events must be at least 1 and --duplicates between 0 and 1")
 	}
 	cfg, err := flags.load(e)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -229,5 +230,18 @@ func TestDemo_UnreachableServerMasksToken(t *testing.T) {
 				t.Errorf("error %q: want the server's URL with its query masked", err)
 			}
 		})
+	}
+}
+
+// TestDemo_DuplicatesOutOfRange: --duplicates outside 0 to 1, NaN included (which
+// strconv reads as a float), is refused before anything is sent.
+func TestDemo_DuplicatesOutOfRange(t *testing.T) {
+	for _, v := range []string{"NaN", "-0.1", "1.5", "+Inf"} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"demo", "--duplicates", v, "--url", "http://127.0.0.1:1", "--database", filepath.Join(t.TempDir(), "x.db")},
+			func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), "--duplicates between 0 and 1") {
+			t.Errorf("demo --duplicates %s: %v, want it refused", v, err)
+		}
 	}
 }
