@@ -62,6 +62,12 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 // backup copies the database at dbPath, read through read, to path.
 func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo, error) {
 	fail := func(err error) (BackupInfo, error) {
+		if ctx.Err() != nil {
+			// Interrupted (Ctrl-C, a stop): the copy is not checked because it was
+			// cut short, not because it failed its check, which would read as a
+			// damaged database.
+			return BackupInfo{}, fmt.Errorf("backup to %s: interrupted before it was done (%w); nothing was written there", path, ctx.Err())
+		}
 		if diskFull(err) {
 			// SQLite's own words, "database or disk is full", could be taken for the
 			// database backed up.

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,5 +56,40 @@ func TestBackup_DiskFull(t *testing.T) {
 	}
 	if _, err := sqlite.BackupFile(ctx, path, filepath.Join(t.TempDir(), "b.db")); err != nil {
 		t.Errorf("backup where there is room: %v", err)
+	}
+}
+
+// TestBackup_Interrupted: a backup interrupted while it copies (Ctrl-C) says so, and
+// not that the copy "does not check", which reads as a damaged database; it leaves
+// nothing at the destination.
+func TestBackup_Interrupted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 4<<20)
+	for i := range 25 { // 100 MiB: a copy that takes a while
+		if err := db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: fmt.Sprint("k", i), KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: body}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	dest := filepath.Join(dir, "b.db")
+	_, err = sqlite.BackupFile(ctx, path, dest)
+	if err == nil || !strings.Contains(err.Error(), "interrupted before it was done") || strings.Contains(err.Error(), "does not check") {
+		t.Fatalf("backup interrupted: %v, want it said to be interrupted", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "b.db") {
+			t.Errorf("%s left after the interrupted backup", e.Name())
+		}
 	}
 }
