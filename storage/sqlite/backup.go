@@ -62,10 +62,9 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 // backup copies the database at dbPath, read through read, to path.
 func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo, error) {
 	fail := func(err error) (BackupInfo, error) {
-		if ctx.Err() != nil {
-			// Interrupted (Ctrl-C, a stop): the copy is not checked because it was
-			// cut short, not because it failed its check, which would read as a
-			// damaged database.
+		if interrupted(ctx, err) {
+			// The copy is not checked because it was cut short, not because it failed
+			// its check, which would read as a damaged database.
 			return BackupInfo{}, fmt.Errorf("backup to %s: interrupted before it was done (%w); nothing was written there", path, ctx.Err())
 		}
 		if diskFull(err) {
@@ -400,6 +399,11 @@ func RestoreCopy(ctx context.Context, from, dbPath string) (RestoreInfo, error) 
 
 func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo, error) {
 	fail := func(err error) (RestoreInfo, error) {
+		if interrupted(ctx, err) {
+			// Before the swap, where alone the context is read: "the backup does not
+			// check" would read as a damaged backup.
+			return RestoreInfo{}, fmt.Errorf("restore %s from %s: interrupted before it was done (%w); the database is as it was", dbPath, from, ctx.Err())
+		}
 		if diskFull(err) {
 			err = fmt.Errorf("%w (the disk is full: free space on it and run restore again)", err)
 		}
@@ -603,6 +607,16 @@ func keptAsideName(name string) (string, error) {
 		}
 		out = fmt.Sprintf("%s.%d", name, i)
 	}
+}
+
+// interrupted reports whether err is ctx's end (Ctrl-C, a stop) rather than a failure
+// of what was being done.
+func interrupted(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	var se sqlite3.Error
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt)
 }
 
 // diskFull reports whether err says that the disk (or the user's quota on it) is full.

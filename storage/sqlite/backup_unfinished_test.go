@@ -93,3 +93,42 @@ func TestBackup_Interrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestRestore_Interrupted: a restore interrupted while it checks the backup (Ctrl-C)
+// says so, and not that the backup "does not check", which reads as a damaged backup;
+// the database it would replace is left as it was.
+func TestRestore_Interrupted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 4<<20)
+	for i := range 25 { // 100 MiB: a check that takes a while
+		if err := db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: fmt.Sprint("k", i), KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: body}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "b.db")
+	if _, err := sqlite.BackupFile(context.Background(), path, backup); err != nil {
+		t.Fatal(err)
+	}
+	into := filepath.Join(dir, "restored.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err = sqlite.RestoreCopy(ctx, backup, into)
+	if err == nil || !strings.Contains(err.Error(), "interrupted before it was done") || strings.Contains(err.Error(), "does not check") {
+		t.Fatalf("restore interrupted: %v, want it said to be interrupted", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "restored.db") {
+			t.Errorf("%s left after the interrupted restore", e.Name())
+		}
+	}
+}
