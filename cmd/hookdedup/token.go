@@ -28,6 +28,9 @@ func runToken(ctx context.Context, args []string, e env) error {
 	// The command line is checked whole before the database is opened (which migrates
 	// it): a mistaken one changes nothing and names no database.
 	want := map[string]int{"add": 1, "list": 0, "revoke": 1}
+	if _, ok := want[sub]; !ok {
+		return unknownSubcommand(sub, tokenUsage)
+	}
 	if n, ok := want[sub]; !ok || len(pos) != n {
 		return errors.New(tokenUsage)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,9 @@ func runUser(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	want := map[string]int{"list": 0, "role": 2, "password": 1, "remove": 1}
+	if _, ok := want[sub]; !ok {
+		return unknownSubcommand(sub, userUsage)
+	}
 	if n, ok := want[sub]; !ok || len(pos) != n {
 		return errors.New(userUsage)
 	}
@@ -116,6 +120,17 @@ func subcommand(cmd, subs, usage string, args []string, e env) (sub string, rest
 		return "", nil, flag.ErrHelp
 	}
 	return sub, args[1:], nil
+}
+
+// unknownSubcommand names a subcommand that user or token does not have, as audit
+// names it: the usage alone leaves a typo to be found. A database URL or connection
+// string given there by mistake is not shown: it may hold a password.
+func unknownSubcommand(sub, usage string) error {
+	shown := strconv.Quote(sub)
+	if isPostgres(sub) || serverForm(sub) != "" {
+		shown = "(a database connection string, not shown)"
+	}
+	return fmt.Errorf("unknown subcommand %s\n%s", shown, usage)
 }
 
 // userError words the refusals of a change to a user for the command line.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,21 @@ func flagsBeforeSubcommand(t *testing.T, cmd string) {
 	}
 	if out, code := cli(t, dir, nil, "", cmd, "--help"); code != 0 || !strings.Contains(out, "usage: hookdedup "+cmd) {
 		t.Errorf("%s --help: exit %d, want 0 and the usage\n%s", cmd, code, out)
+	}
+}
+
+// TestCLI_UnknownSubcommand: user and token name a subcommand they do not have, as
+// audit does, rather than print their usage alone.
+func TestCLI_UnknownSubcommand(t *testing.T) {
+	for _, args := range [][]string{{"user", "lsit"}, {"token", "delete", "3"}, {"user", "postgres://hook:S3CRETPW@db/hook", "list"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		want := fmt.Sprintf("unknown subcommand %q", args[1])
+		if strings.Contains(args[1], "S3CRETPW") {
+			want = "unknown subcommand (a database connection string, not shown)"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "usage:") || strings.Contains(err.Error(), "S3CRETPW") {
+			t.Errorf("%q: %v, want %s, then the usage", args[:2], err, want)
+		}
 	}
 }
