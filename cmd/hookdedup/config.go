@@ -912,6 +912,23 @@ func (c config) sharedSecretFile() string {
 		c.File, uint32(fi.Mode().Perm()))
 }
 
+// writableFile says, when other users of the machine can write the configuration file,
+// what they could do with it and how to stop them; "" otherwise. Whatever it holds:
+// anyone who can change it can send every event elsewhere (forward_url) or put in a
+// secret of their own, with which they can sign deliveries that intake then accepts.
+// Its mode is left as it is, as in sharedSecretFile.
+func (c config) writableFile() string {
+	if c.File == "" {
+		return ""
+	}
+	fi, err := os.Stat(c.File)
+	if err != nil || fi.Mode().Perm()&0o022 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the configuration file %s (%#o) can be changed by other users of this machine, who could send the events elsewhere "+
+		"or set secrets of their own to sign deliveries with: make it writable by its owner alone with chmod go-w", c.File, uint32(fi.Mode().Perm()))
+}
+
 // checkDatabase refuses a database path that begins with ~: no shell reads the
 // configuration, so it would name a directory called "~" where hookdedup runs. It also
 // refuses what is meant for a database server rather than a file: anything but a

@@ -1326,3 +1326,30 @@ func TestConfig_EmptyConfigOrDatabaseFlag(t *testing.T) {
 		t.Errorf("keys with database = \"\" in the file: %v, want no database at the default path", err)
 	}
 }
+
+// TestConfig_WritableByOthers: a configuration file that other users can write is
+// warned of, whatever it holds, naming it and its mode: they could change forward_url
+// or put in a secret of their own. One only its owner writes is not.
+func TestConfig_WritableByOthers(t *testing.T) {
+	for _, c := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o666, true}, {0o664, true}, {0o620, true}, {0o644, false}, {0o600, false}} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		if err := os.WriteFile(path, []byte("retention = \"240h\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(path, true, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.writableFile()
+		want := fmt.Sprintf("the configuration file %s (%#o) can be changed by other users of this machine", path, uint32(c.mode))
+		if c.warn && !strings.HasPrefix(got, want) || !c.warn && got != "" {
+			t.Errorf("mode %#o: warning %q, want one: %v", uint32(c.mode), got, c.warn)
+		}
+	}
+}

@@ -218,6 +218,9 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	if shared := cfg.sharedSecretFile(); shared != "" {
 		p.log.Warn(shared)
 	}
+	if writable := cfg.writableFile(); writable != "" {
+		p.log.Warn(writable)
+	}
 	defer func() {
 		if err != nil {
 			p.close()
