@@ -152,7 +152,9 @@ func Names() []string {
 // clonePreset copies the slices, so that a caller changing its copy
 // cannot change the table.
 func clonePreset(p Preset) Preset {
+	p.EventID = slices.Clone(p.EventID)
 	p.KeyFields = slices.Clone(p.KeyFields)
+	p.AmountField = slices.Clone(p.AmountField)
 	p.BusinessKey = slices.Clone(p.BusinessKey)
 	p.Docs = slices.Clone(p.Docs)
 	p.CurrencyExponents = maps.Clone(p.CurrencyExponents)

@@ -160,6 +160,12 @@ func TestLookup_ReturnsACopy(t *testing.T) {
 	if again.KeyFields[0] == "/changed" || again.Docs[0] == "changed" {
 		t.Error("changing a looked-up preset changed the table")
 	}
+	stripe, _ := provider.Lookup("stripe")
+	stripe.EventID[0] = "/changed"
+	stripe.AmountField[0] = "/changed"
+	if again, _ := provider.Lookup("stripe"); again.EventID[0] == "/changed" || again.AmountField[0] == "/changed" {
+		t.Error("changing a looked-up preset's event_id or amount_field changed the table")
+	}
 	n := provider.Names()
 	n[0] = "changed"
 	if provider.Names()[0] == "changed" {
