@@ -123,7 +123,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 			w.Flush()
 			return fmt.Errorf("no key: %w", derr)
 		}
-		if err := explainKey(ctx, w, db, src, der, ""); err != nil {
+		if err := explainKey(ctx, w, db, src, der, "", -1); err != nil {
 			w.Flush()
 			return err
 		}
@@ -141,6 +141,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 	explainEnvelope(w, envelope)
 	iv, perItem := src.Verifier.(receiver.ItemVerifier)
 	var first error
+	firstWith := map[string]int{} // the item each key was first derived in
 	for i, item := range items {
 		fmt.Fprintf(w, "\nitem %d\n", i)
 		if perItem {
@@ -157,7 +158,11 @@ func runKey(ctx context.Context, args []string, e env) error {
 			first = cmp.Or(first, fmt.Errorf("item %d: no key: %w", i, derr))
 			continue
 		}
-		if err := explainKey(ctx, w, db, src, der, "  "); err != nil {
+		earlier, ok := firstWith[der.Key]
+		if !ok {
+			earlier, firstWith[der.Key] = -1, i
+		}
+		if err := explainKey(ctx, w, db, src, der, "  ", earlier); err != nil {
 			w.Flush()
 			return err
 		}
@@ -188,8 +193,10 @@ func itemNote(item string) string {
 }
 
 // explainKey writes how der was derived and whether its key is claimed, each line
-// starting with indent.
-func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string) error {
+// starting with indent. earlier is the item of the same request that has the same key
+// before this one, -1 for none: intake claims the key with that item, in the same
+// transaction, so this one is its duplicate whatever the database holds now.
+func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string, earlier int) error {
 	switch der.Method {
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
@@ -214,16 +221,18 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	c, err := db.Claim(ctx, src.Name, der.Key)
 	now := db.Clock()
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)
-	case err != nil:
+	case err != nil && !errors.Is(err, storage.ErrNotFound):
 		return err
-	case c.Held(now):
+	case err == nil && c.Held(now):
 		until := "until " + c.ExpiresAt.Format(time.RFC3339)
 		if !c.ExpiresAt.After(now) {
 			until = "while it is handed downstream (its ttl ended " + c.ExpiresAt.Format(time.RFC3339) + ")"
 		}
 		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, %s\n", indent, c.State, c.FirstDelivery, until)
+	case earlier >= 0:
+		fmt.Fprintf(w, "%sclaimed\tno, but item %d of this request has the same key and claims it first: this item would be its duplicate\n", indent, earlier)
+	case err != nil: // storage.ErrNotFound
+		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)
 	default:
 		fmt.Fprintf(w, "%sclaimed\tno: the claim is %s; a delivery now would be accepted\n", indent, freeWhy(c))
 	}

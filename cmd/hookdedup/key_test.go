@@ -88,6 +88,28 @@ func TestKey_Batch(t *testing.T) {
 	}
 }
 
+// TestKey_BatchItemsSharingAKey: two items of one request with one key are claimed in one
+// transaction, the first accepted and the second its duplicate; `hookdedup key` says so of
+// the second, as the key lab does, instead of that a delivery of it would be accepted.
+func TestKey_BatchItemsSharingAKey(t *testing.T) {
+	dir := t.TempDir()
+	twice := filepath.Join(dir, "twice.json")
+	os.WriteFile(twice, []byte(`{"Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a7"}},`+
+		`{"Discriminator":"CustomerAdded","Value":{"Id":"a7"}},{"Discriminator":"CustomerAdded","Value":{"Id":"a8"}}]}`), 0o600)
+	out, err := keyIn(t, dir, twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, item1, _ := strings.Cut(out, "item 1")
+	item1, item2, _ := strings.Cut(item1, "item 2")
+	if !strings.Contains(item1, "item 0 of this request has the same key") || strings.Contains(item1, "would be accepted") {
+		t.Errorf("item 1 is not said to be item 0's duplicate:\n%s", out)
+	}
+	if !strings.Contains(item2, "would be accepted") {
+		t.Errorf("item 2, of a key of its own, is not said to be accepted:\n%s", out)
+	}
+}
+
 // TestKey_MaxBody: a payload over max_body is reported as intake would answer it, 413,
 // whether it comes from a file or from stdin: neither "would be accepted" (a file, once
 // read whole) nor invalid JSON (stdin, once cut at max_body). One of max_body bytes
