@@ -329,13 +329,17 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		// Intake claims a key with the first item that has it, in one transaction: a
-		// later item of the request is that one's duplicate, whatever the database holds.
+		// later item of the request is that one's duplicate. A key held already is
+		// claimed by no item: each is a duplicate of the delivery that holds it, as
+		// labEvent says.
 		if k := res.Derivation.Key; k != "" {
-			if j, ok := first[k]; ok {
+			j, ok := first[k]
+			switch {
+			case !ok:
+				first[k] = i
+			case !res.Held:
 				res.Held, res.Blocked, res.Flags, res.Foreseen = true, false, nil, false
 				res.Claim = fmt.Sprintf("Item %d of this request has the same key, and claims it first: this item would be a duplicate of it.", j)
-			} else {
-				first[k] = i
 			}
 		}
 		v.Results = append(v.Results, res)

@@ -360,4 +360,14 @@ func TestConsole_LabBatchItemRepeatingAKeyIsADuplicate(t *testing.T) {
 			"intake answers its second item %q: the lab should say the second would be a duplicate (of the first item)",
 			accepted, dup, ans.Items[1].Status)
 	}
+
+	// Once the key is held, the request's first item claims nothing: both items are
+	// duplicates of the delivery that holds it, and the lab says so of each.
+	_, page = b.do(http.MethodPost, "/lab", url.Values{"source": {"mews"}, "payload": {body}})
+	page = html.UnescapeString(page)
+	if n := strings.Count(page, "a delivery of this payload now would be a duplicate"); n != 2 ||
+		strings.Contains(page, "claims it first") {
+		t.Errorf("the lab on a batch whose two items share a held key says %d of them are the holder's duplicates, "+
+			"or says the first item claims it; want both the holder's duplicates", n)
+	}
 }
