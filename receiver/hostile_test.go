@@ -179,6 +179,8 @@ func TestHostile_JSON(t *testing.T) {
 		{"InvalidUTF8", "{\"booking_id\":\"BK-\xff1\"}", "invalid UTF-8 at byte 18"},
 		{"OverlongUTF8", "{\"booking_id\":\"\xc0\xaf\"}", "invalid UTF-8"},
 		{"ByteOrderMark", "\xef\xbb\xbf{\"booking_id\":\"BK-1\"}", "byte-order mark"},
+		{"UTF16", "{\x00\"\x00b\x00\"\x00:\x00\"\x00B\x00\"\x00}\x00", "body is UTF-16 (little-endian), not UTF-8"},
+		{"UTF16ByteOrderMark", "\xfe\xff\x00{\x00}", "body is UTF-16 (big-endian), not UTF-8"},
 		{"DuplicateKey", `{"booking_id":"BK-1","status":"confirmed","status":"cancelled"}`, "duplicate object member name"},
 		{"DuplicateKeyNested", `{"booking_id":"BK-1","refund":{"amount":1,"amount":100}}`, "duplicate object member name"},
 		// The same name spelled twice: a parser that compares raw bytes would let it by.

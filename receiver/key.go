@@ -708,6 +708,11 @@ func precheckBody(body []byte) error {
 	if bytes.HasPrefix(body, utf8BOM) {
 		return errors.New("body starts with a UTF-8 byte-order mark")
 	}
+	if enc := wideEncoding(body); enc != "" {
+		// Said before its bytes are found not to be UTF-8, or a NUL not to start a value:
+		// either would leave the sender to guess that the whole body is in another encoding.
+		return fmt.Errorf("body is %s, not UTF-8: send JSON in UTF-8 (RFC 8259)", enc)
+	}
 	if !utf8.Valid(body) {
 		return fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
 	}
@@ -742,6 +747,37 @@ func precheckBody(body []byte) error {
 		return errors.New("empty body")
 	}
 	return nil
+}
+
+// wideEncoding names the encoding of body when it is UTF-16 or UTF-32, as RFC 4627 (3)
+// tells one from its first four bytes: a byte-order mark, or the NULs beside its first
+// two characters, which are ASCII in any JSON text; "" otherwise. It never names one for
+// JSON in UTF-8, whose first two bytes hold no NUL.
+func wideEncoding(body []byte) string {
+	switch {
+	case bytes.HasPrefix(body, []byte{0, 0, 0xfe, 0xff}):
+		return "UTF-32 (big-endian)"
+	case bytes.HasPrefix(body, []byte{0xff, 0xfe, 0, 0}):
+		return "UTF-32 (little-endian)"
+	case bytes.HasPrefix(body, []byte{0xfe, 0xff}):
+		return "UTF-16 (big-endian)"
+	case bytes.HasPrefix(body, []byte{0xff, 0xfe}):
+		return "UTF-16 (little-endian)"
+	case len(body) < 4:
+		return ""
+	}
+	b0, b1, b2, b3 := body[0] == 0, body[1] == 0, body[2] == 0, body[3] == 0
+	switch {
+	case b0 && b1 && b2 && !b3:
+		return "UTF-32 (big-endian)"
+	case !b0 && b1 && b2 && b3:
+		return "UTF-32 (little-endian)"
+	case b0 && !b1 && b2 && !b3:
+		return "UTF-16 (big-endian)"
+	case !b0 && b1 && !b2 && b3:
+		return "UTF-16 (little-endian)"
+	}
+	return ""
 }
 
 func invalidUTF8At(b []byte) int {

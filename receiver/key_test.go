@@ -425,6 +425,15 @@ func TestDerive_NotJSON(t *testing.T) {
 		{"overlong UTF-8", "[\"\xc0\xaf\"]", "invalid UTF-8 at byte 2"},
 		{"UTF-8 surrogate", "[\"\xed\xa0\x80\"]", "invalid UTF-8 at byte 2"},
 		{"byte-order mark", "\xef\xbb\xbf{}", "byte-order mark"},
+		// JSON in UTF-16 or UTF-32, as a .NET or Java sender may write it: told by its
+		// byte-order mark, or by the NULs around its first characters (RFC 4627, 3).
+		{"UTF-16LE with a byte-order mark", "\xff\xfe{\x00}\x00", "body is UTF-16 (little-endian), not UTF-8"},
+		{"UTF-16BE with a byte-order mark", "\xfe\xff\x00{\x00}", "body is UTF-16 (big-endian), not UTF-8"},
+		{"UTF-16LE", "{\x00\"\x00a\x00\"\x00:\x001\x00}\x00", "body is UTF-16 (little-endian), not UTF-8"},
+		{"UTF-16BE", "\x00{\x00\"\x00a\x00\"\x00:\x001\x00}", "body is UTF-16 (big-endian), not UTF-8"},
+		{"UTF-32LE", "{\x00\x00\x00}\x00\x00\x00", "body is UTF-32 (little-endian), not UTF-8"},
+		{"UTF-32BE", "\x00\x00\x00{\x00\x00\x00}", "body is UTF-32 (big-endian), not UTF-8"},
+		{"UTF-32LE with a byte-order mark", "\xff\xfe\x00\x00{\x00\x00\x00", "body is UTF-32 (little-endian), not UTF-8"},
 		{"non-ASCII outside a string", "[1,\u00a0 2]", `invalid character '\u00a0' at start of value within "/1" at byte 3`},
 		{"control character in a string", "[\"a\tb\"]", `invalid character '\t' in string (expecting non-control character) within "/0" at byte 3`},
 		{"bad escape", `["\x41"]`, "invalid escape sequence `\\x` in string within \"/0\" at byte 2"},
