@@ -688,6 +688,12 @@ func TestNew_Errors(t *testing.T) {
 		{"SWNotBase64NoPrefix", signature.Config{Scheme: "standard-webhooks", Secrets: []string{"TOP SECRET!"}},
 			"secret #1 is not valid base64 (want whsec_ followed by base64)"},
 		{"SWPrefixOnly", signature.Config{Scheme: "standard-webhooks", Secrets: []string{"whsec_"}}, "secret #1 is empty after whsec_"},
+		// Stripe's API keys, pasted where the endpoint's signing secret goes: every
+		// delivery would fail as a mismatch, and the config would hold an API key.
+		{"StripeSecretKey", signature.Config{Scheme: "stripe", Secrets: []string{good, "sk_live_TOP+SECRET+VALUE!"}},
+			"secret #2 is a Stripe API key (sk_live_…), not the webhook endpoint's signing secret (whsec_…)"},
+		{"StripeRestrictedKey", signature.Config{Scheme: "stripe", Secrets: []string{"rk_test_TOP+SECRET+VALUE!"}}, "secret #1 is a Stripe API key (rk_test_…)"},
+		{"StripePublishableKey", signature.Config{Scheme: "stripe", Secrets: []string{"pk_live_TOP+SECRET+VALUE!"}}, "secret #1 is a Stripe API key (pk_live_…)"},
 		{"HMACNoHeader", signature.Config{Scheme: "hmac-sha256", Secrets: []string{secret}}, "signature_header is required for hmac-sha256"},
 		{"HMACBadHeader", signature.Config{Scheme: "hmac-sha256", Header: "X Signature", Secrets: []string{secret}},
 			`signature_header "X Signature" is not a valid header name`},

@@ -224,6 +224,10 @@ type stripeVerifier struct {
 func newStripeVerifier(secrets []string, tol time.Duration) (Verifier, error) {
 	keys := make([][]byte, len(secrets))
 	for i, s := range secrets {
+		if kind := stripeAPIKey(s); kind != "" {
+			return nil, fmt.Errorf("secret #%d is a Stripe API key (%s…), not the webhook endpoint's signing secret (whsec_…): "+
+				"copy the signing secret from the endpoint's page in Stripe's Dashboard", i+1, kind)
+		}
 		keys[i] = []byte(s)
 	}
 	k, err := newHMACKeys(keys)
@@ -231,6 +235,20 @@ func newStripeVerifier(secrets []string, tol time.Duration) (Verifier, error) {
 		return nil, err
 	}
 	return &stripeVerifier{keys: k, tol: tol}, nil
+}
+
+// stripeAPIKey returns the prefix of a Stripe API key (secret, restricted or
+// publishable), "" for anything else. Pasted where the endpoint's signing secret goes, it
+// would sign nothing Stripe sends, every delivery refused as a mismatch no answer
+// explains, and the configuration would hold a key to the Stripe account. The prefix
+// says which key it is and nothing of it.
+func stripeAPIKey(s string) string {
+	for _, prefix := range [...]string{"sk_live_", "sk_test_", "rk_live_", "rk_test_", "pk_live_", "pk_test_"} {
+		if strings.HasPrefix(s, prefix) {
+			return prefix
+		}
+	}
+	return ""
 }
 
 func (v *stripeVerifier) Scheme() string         { return schemeStripe }
