@@ -370,6 +370,29 @@ func TestBatch_Mews(t *testing.T) {
 	}
 }
 
+// TestBatch_FormBody: a form posted to a batched source is refused as not JSON, saying
+// that the Content-Type is a form and that a batched source takes JSON.
+func TestBatch_FormBody(t *testing.T) {
+	v, err := signature.New(signature.Config{Scheme: "token", TokenQuery: "token", Secrets: []string{"mews-url-token-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "mews", Verifier: v, TTL: 5 * time.Minute, Batch: "/Events",
+		Keys: receiver.KeySpec{KeyFields: []string{"/Discriminator", "/Value"}}}
+	e := newEnv(t, sqlite.Options{}, src)
+	form := "payload=" + url.QueryEscape(`{"Events":[{"Discriminator":"CustomerAdded","Value":{"Id":"a5c7e9b1"}}]}`)
+	resp, err := http.Post(e.srv.URL+"/webhooks/mews?token=mews-url-token-1", "application/x-www-form-urlencoded", strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(got), "not valid JSON") ||
+		!strings.Contains(string(got), "a batched source takes a JSON body") {
+		t.Fatalf("a form to a batched source: %d %s; want 400 saying the form is not taken", resp.StatusCode, got)
+	}
+}
+
 // TestBatch_MewsBase64Token: a token_query secret made with `openssl rand -base64 32`
 // holds '+', '/' and '=': the URL the operator gives the sender verifies whether the
 // token is written into it as it is (its '+' read back as spaces) or percent-encoded.

@@ -457,7 +457,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	der, doc, err := derive(src.Keys, r.Header, event)
 	if err != nil {
-		rc.reject(w, r, src, body, deriveStatus(err), err.Error())
+		rc.reject(w, r, src, body, deriveStatus(err), err.Error()+src.formHint(r.Header, err))
 		return
 	}
 

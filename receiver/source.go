@@ -42,6 +42,25 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 	return []byte(payload[0]), nil
 }
 
+// formHint says, of a delivery refused as not JSON (err wraps ErrNotJSON) by a source
+// that takes no form, that its Content-Type is a form and which setting takes one: GitHub
+// offers the form content type, and the parser's own words ("invalid character 'p' at
+// start of value") would not say why a whole sender's deliveries are refused. "" for any
+// other refusal or delivery.
+func (s *Source) formHint(h http.Header, err error) string {
+	if s.FormEncoded || !errors.Is(err, ErrNotJSON) {
+		return ""
+	}
+	if mt, _, perr := mime.ParseMediaType(h.Get("Content-Type")); perr != nil || mt != formContentType {
+		return ""
+	}
+	if s.Batch != "" {
+		return " (the Content-Type is " + formContentType + ": a batched source takes a JSON body; have the sender send application/json)"
+	}
+	return " (the Content-Type is " + formContentType + ": set form_encoded = true to take a form with the JSON in its payload field, " +
+		"as GitHub sends it, or have the sender send application/json)"
+}
+
 // MessageIDProblem returns the error intake's signature check gives a delivery with
 // headers h before it reads any secret, nil when there is none: a scheme that signs the
 // message id (standard-webhooks) refuses a delivery without one, which is then never

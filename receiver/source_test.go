@@ -194,13 +194,22 @@ func TestHandler_FormEncoded(t *testing.T) {
 	}
 }
 
-// Without form_encoded a form body is not JSON, as before.
+// Without form_encoded a form body is not JSON, as before; the refusal names the form
+// and the setting that takes it (GitHub's webhook form offers the form content type, and
+// a source set up as signature = "github" without the preset would otherwise only hear
+// of an invalid character 'p').
 func TestHandler_FormEncodedOff(t *testing.T) {
 	e := newEnv(t, sqlite.Options{}, githubSource(t, false))
 	form := "payload=" + url.QueryEscape(`{"action":"opened"}`)
 	code, _, got := rawPost(t, e, "github", githubHeaders(form, "application/x-www-form-urlencoded", "d-1"), form)
-	if code != 400 || !strings.Contains(got, "not valid JSON") {
-		t.Fatalf("form body to a JSON-only source: %d %s", code, got)
+	if code != 400 || !strings.Contains(got, "not valid JSON") || !strings.Contains(got, "form_encoded = true") {
+		t.Fatalf("form body to a JSON-only source: %d %s; want 400 naming form_encoded", code, got)
+	}
+	// JSON that is not valid, sent as JSON: no word of forms.
+	bad := `{"action":`
+	code, _, got = rawPost(t, e, "github", githubHeaders(bad, "application/json", "d-2"), bad)
+	if code != 400 || strings.Contains(got, "form") {
+		t.Fatalf("invalid JSON body: %d %s; want 400 without a word of forms", code, got)
 	}
 }
 
