@@ -251,18 +251,18 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // csvCell keeps a spreadsheet from reading a value as a formula (a cell starting with
-// = + - @ or a control character), unless it is a plain number such as -12.50, and shows
+// = + - @ or a control character), unless it is a plain decimal such as -12.50, and shows
 // control and bidi characters as escapes, as the console does: a key holding U+202E
-// must not pass for another in a spreadsheet either.
+// must not pass for another in a spreadsheet either. Only a plain decimal is left as
+// it is: Go's float syntax also takes "-Inf", "+infinity", "-0x1p3" and "-1_0", which a
+// spreadsheet reads as formulas.
 func csvCell(v string) string {
 	if v == "" {
 		return v
 	}
 	v = views.Visible(v)
-	if strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			return "'" + v
-		}
+	if strings.ContainsRune("=+-@\t\r", rune(v[0])) && !storage.PlainAmount(v) {
+		return "'" + v
 	}
 	return v
 }
