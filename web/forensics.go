@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -110,4 +111,35 @@ func (s *Server) labFlags(flags []storage.Suspect) []views.LabFlag {
 		out = append(out, lf)
 	}
 	return out
+}
+
+// labBusinessInBatch judges item i of a pasted request, res as foreseen from p, against
+// the request's earlier items, as intake judges them in the one transaction: an item
+// accepted whose business key an earlier accepted item of another key carries, and
+// that the database matches with nothing, is a suspected duplicate of that item, or,
+// where business_key_blocks, its duplicate. first holds the first accepted item of
+// each business key, and takes item i's if it is the first.
+func labBusinessInBatch(res *views.LabResult, p storage.Probe, i int, first map[string]int) {
+	if p.Source == "" || p.BusinessKey == "" || p.BusinessWindow <= 0 || res.Held || res.Blocked || !res.Foreseen {
+		return
+	}
+	j, ok := first[p.BusinessKey]
+	if !ok {
+		first[p.BusinessKey] = i
+	}
+	switch {
+	case !ok:
+	case slices.ContainsFunc(res.Flags, func(f views.LabFlag) bool { return f.Kind == "suspected duplicate" }):
+		// The database's match is the earlier one, and the one intake names.
+	case p.BusinessBlocks:
+		res.Blocked = true
+		res.Claim = fmt.Sprintf("No claim holds this key, but its business key repeats item %d's of this request, "+
+			"and this source blocks such re-sends: a delivery of this payload now would be a duplicate of it.", j)
+		res.Flags = []views.LabFlag{{Kind: "blocked",
+			Text: fmt.Sprintf("Item %d of this request carries the same business key under another key: answered duplicate, not handed downstream.", j)}}
+	default:
+		// First, as intake finds business keys before the other flags.
+		res.Flags = slices.Insert(res.Flags, 0, views.LabFlag{Kind: "suspected duplicate",
+			Text: fmt.Sprintf("Item %d of this request carries the same business key, under another key.", j)})
+	}
 }

@@ -322,9 +322,10 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusOK, views.LabView(v))
 	}
 	v.Batch = src.Batch
-	first := map[string]int{} // the item each key was first derived in
+	first := map[string]int{}         // the item each key was first derived in
+	firstBusiness := map[string]int{} // the first item accepted with each business key
 	for i, event := range events {
-		res, err := s.labEvent(r.Context(), src, h, event)
+		res, p, err := s.labEvent(r.Context(), src, h, event)
 		if err != nil {
 			return err
 		}
@@ -342,6 +343,7 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 				res.Claim = fmt.Sprintf("Item %d of this request has the same key, and claims it first: this item would be a duplicate of it.", j)
 			}
 		}
+		labBusinessInBatch(&res, p, i, firstBusiness)
 		v.Results = append(v.Results, res)
 	}
 	return s.render(w, r, http.StatusOK, views.LabView(v))
@@ -349,7 +351,9 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 
 // labEvent derives the key of one event of a pasted delivery to src, says whether it is
 // claimed now, and foresees what a delivery of it would be flagged as.
-func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte) (views.LabResult, error) {
+// It returns the probe the look-up was made for, its Source "" when there was none.
+func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte) (views.LabResult, storage.Probe, error) {
+	var probe storage.Probe
 	d, err := s.derive(src.Name, h, event)
 	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	res.Derivation = viewDerivation(d, src, true)
@@ -363,7 +367,7 @@ func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event 
 		case errors.Is(err, storage.ErrNotFound):
 			res.Claim = "No delivery holds this key: one sent now would be accepted."
 		case err != nil:
-			return views.LabResult{}, err
+			return views.LabResult{}, probe, err
 		case claim.Held(now):
 			res.Held, res.ClaimState = true, claim.State
 			until := "until " + s.fullTime(claim.ExpiresAt)
@@ -383,10 +387,11 @@ func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event 
 		if s.probe != nil {
 			if p, err := s.probe(src.Name, h, event); err == nil {
 				if err := s.foresee(ctx, res, claim, p); err != nil {
-					return views.LabResult{}, err
+					return views.LabResult{}, probe, err
 				}
+				probe = p
 			}
 		}
 	}
-	return *res, nil
+	return *res, probe, nil
 }
