@@ -63,6 +63,23 @@ func (s *Server) duplicateFlags(ctx context.Context, claim storage.Claim, p stor
 	return flags, nil
 }
 
+// labDuplicateOfItem says what p, a duplicate of item j of the same request (first, the
+// item that claims the key, or that business_key_blocks made a duplicate), would be
+// flagged as, as intake compares the two: a mismatch when its payload differs, and a
+// money mismatch when its amount, currency or status does too.
+func labDuplicateOfItem(j int, first, p storage.Probe) []views.LabFlag {
+	if p.PayloadHash == first.PayloadHash {
+		return nil
+	}
+	flags := []views.LabFlag{{Kind: "mismatch", Text: fmt.Sprintf("Its payload differs from item %d's, the first of this key.", j)}}
+	if !storage.SameAmount(first.Amount, p.Amount) || first.Currency != p.Currency || first.EventStatus != p.EventStatus {
+		flags = append(flags, views.LabFlag{Kind: "money mismatch",
+			Text: fmt.Sprintf("Its money (%s) differs from item %d's (%s).",
+				labMoney(p.Amount, p.Currency, p.EventStatus), j, labMoney(first.Amount, first.Currency, first.EventStatus))})
+	}
+	return flags
+}
+
 // labBlockedBy returns the business key suspect that business_key_blocks turns a delivery
 // p describes into a duplicate of, if p's source blocks and one was found.
 func labBlockedBy(p storage.Probe, flags []storage.Suspect) (storage.Suspect, bool) {

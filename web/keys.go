@@ -324,23 +324,29 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	v.Batch = src.Batch
 	first := map[string]int{}         // the item each key was first derived in
 	firstBusiness := map[string]int{} // the first item accepted with each business key
+	probes := make([]storage.Probe, 0, len(events))
 	for i, event := range events {
 		res, p, err := s.labEvent(r.Context(), src, h, event)
 		if err != nil {
 			return err
 		}
+		probes = append(probes, p)
 		// Intake claims a key with the first item that has it, in one transaction: a
-		// later item of the request is that one's duplicate. A key held already is
-		// claimed by no item: each is a duplicate of the delivery that holds it, as
-		// labEvent says.
+		// later item of the request is that one's duplicate, compared with it. An
+		// item whose key the database holds is, like the first, a duplicate of the
+		// delivery that holds it, and compared with that one.
 		if k := res.Derivation.Key; k != "" {
-			j, ok := first[k]
-			switch {
-			case !ok:
+			if j, ok := first[k]; !ok {
 				first[k] = i
-			case !res.Held:
+			} else if !v.Results[j].Held {
 				res.Held, res.Blocked, res.Flags, res.Foreseen = true, false, nil, false
 				res.Claim = fmt.Sprintf("Item %d of this request has the same key, and claims it first: this item would be a duplicate of it.", j)
+				if v.Results[j].Blocked {
+					res.Claim = fmt.Sprintf("Item %d of this request has the same key and is blocked: this item would be a duplicate of the delivery it repeats, compared with item %d.", j, j)
+				}
+				if p.Source != "" && probes[j].Source != "" {
+					res.Flags, res.Foreseen = labDuplicateOfItem(j, probes[j], p), true
+				}
 			}
 		}
 		labBusinessInBatch(&res, p, i, firstBusiness)
