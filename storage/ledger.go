@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,26 +143,35 @@ type LedgerRow struct {
 // Deliveries is the row's deliveries at risk or confirmed, each once: a delivery with
 // an open suspect and a confirmed one is one delivery, whose money is counted once.
 func (r LedgerRow) Deliveries() Money {
-	m := r.AtRisk()
-	m.Add(r.Confirmed)
-	m.Count -= r.RiskConfirmed.Count
-	m.Minor -= r.RiskConfirmed.Minor
-	m.Unsummed -= r.RiskConfirmed.Unsummed
-	m.NoAmount -= r.RiskConfirmed.NoAmount
-	return m
+	return netMoney([]Money{r.MoneyMismatch, r.BusinessKey, r.Correlation, r.LateDuplicate, r.Confirmed},
+		r.Overlap, r.RiskConfirmed)
 }
 
 // AtRisk is the row's money at risk: money mismatches and the deliveries of open
 // suspects, each delivery once, however many kinds flag it.
 func (r LedgerRow) AtRisk() Money {
-	m := r.MoneyMismatch
-	m.Add(r.BusinessKey)
-	m.Add(r.Correlation)
-	m.Add(r.LateDuplicate)
-	m.Count -= r.Overlap.Count
-	m.Minor -= r.Overlap.Minor
-	m.Unsummed -= r.Overlap.Unsummed
-	m.NoAmount -= r.Overlap.NoAmount
+	return netMoney([]Money{r.MoneyMismatch, r.BusinessKey, r.Correlation, r.LateDuplicate}, r.Overlap)
+}
+
+// netMoney is the sum of add less the sum of sub, what add counts twice. The sums are
+// taken exactly, then written as a Money: adding one by one would leave an amount
+// unsummed when a partial sum passes the int64 and still take it away again with sub,
+// making a sum of no deliveries. A result that no int64 holds is SumLost.
+func netMoney(add []Money, sub ...Money) Money {
+	var m Money
+	minor, n := new(big.Int), new(big.Int)
+	for _, o := range add {
+		m.Count, m.Unsummed, m.NoAmount = m.Count+o.Count, m.Unsummed+o.Unsummed, m.NoAmount+o.NoAmount
+		minor.Add(minor, n.SetInt64(o.Minor))
+	}
+	for _, o := range sub {
+		m.Count, m.Unsummed, m.NoAmount = m.Count-o.Count, m.Unsummed-o.Unsummed, m.NoAmount-o.NoAmount
+		minor.Sub(minor, n.SetInt64(o.Minor))
+	}
+	if !minor.IsInt64() {
+		return m.SumLost()
+	}
+	m.Minor = minor.Int64()
 	return m
 }
 

@@ -66,6 +66,7 @@ var tests = []struct {
 	{"Ledger_OneDeliveryTwoRulesOfAKind", TestLedger_OneDeliveryTwoRulesOfAKind},
 	{"Ledger_NoAmount", TestLedger_NoAmount},
 	{"Ledger_NoAmountPastTheInt64", TestLedger_NoAmountPastTheInt64},
+	{"Ledger_AtRiskPastTheInt64", TestLedger_AtRiskPastTheInt64},
 	{"DeliveryStats_PerCurrency", TestDeliveryStats_PerCurrency},
 	{"DeliveryStats_OnlyPlainAmountsSummed", TestDeliveryStats_OnlyPlainAmountsSummed},
 	{"FirstKeyDeliveries", TestFirstKeyDeliveries},
