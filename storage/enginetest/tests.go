@@ -97,6 +97,7 @@ var tests = []struct {
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},
 	{"Suspects", TestSuspects},
 	{"ReviewSuspect", TestReviewSuspect},
+	{"ReviewSuspect_TextNotUTF8", TestReviewSuspect_TextNotUTF8},
 	{"SuspectCounts_Rollup", TestSuspectCounts_Rollup},
 	{"SuspectCounts_HugeAmounts", TestSuspectCounts_HugeAmounts},
 	{"SuspectCounts_NoAmount", TestSuspectCounts_NoAmount},
