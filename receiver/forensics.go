@@ -118,9 +118,10 @@ func CheckAmountField(places []string) error {
 
 // businessKey is the hex SHA-256 of the RFC 8785 canonical JSON of the object
 // {pointer: value} over the source's business key fields in the document x indexes, as
-// a derived key is made; "" when the source has none, or when a field is absent, null
-// or an empty string (or blanks alone): a key of fewer fields would match events that differ in the
-// missing one, and two events with no booking id ("") are not one booking's.
+// a derived key is made; "" when the source has none, or when a field is absent, null,
+// an empty string (or blanks alone), or an empty object or array: a key of fewer fields
+// would match events that differ in the missing one, and two events with no booking id
+// ("", or a booking object with nothing in it) are not one booking's.
 func (s *Source) businessKey(x *docIndex) string {
 	if len(s.BusinessKey) == 0 {
 		return ""
@@ -141,8 +142,10 @@ func (s *Source) businessKey(x *docIndex) string {
 	for n, i := range idx {
 		p := s.BusinessKey[i]
 		v, ok := x.lookup(p)
-		if !ok || v == "null" || v[0] == '"' && storage.Label(jsonStringValue(v)) == "" {
-			return "" // blanks alone are as empty as "", as a correlation rule takes them
+		if !ok || v == "null" || v == "{}" || v == "[]" || v[0] == '"' && storage.Label(jsonStringValue(v)) == "" {
+			// Blanks alone are as empty as "", as a correlation rule takes them. The
+			// document is canonical: an empty object or array is spelt so.
+			return ""
 		}
 		// As for a derived key: the digits as sent, not the float64 that would make two
 		// bookings one.

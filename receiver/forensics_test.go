@@ -94,9 +94,11 @@ func TestProbeFor_Keys(t *testing.T) {
 			}
 		})
 	}
-	// A field absent, null or empty gives no business key at all: two events that both
-	// lack a booking id are not one booking's.
-	for _, v := range []string{`"property_id":null,`, `"property_id":"",`, ``} {
+	// A field absent, null or empty (an empty string, object or array, however spaced)
+	// gives no business key at all: two events that both lack a booking id are not one
+	// booking's.
+	for _, v := range []string{`"property_id":null,`, `"property_id":"",`, ``, `"property_id":{},`,
+		`"property_id":[],`, `"property_id":{ },`, `"property_id":[ ` + "\n" + ` ],`} {
 		if p := probe(&ota, `{`+v+`"booking_id":"B","status":"cancelled","refund":{"amount":182.5,"currency":"EUR"}}`); p.BusinessKey != "" {
 			t.Errorf("property_id %q: business key %q, want none", v, p.BusinessKey)
 		}
