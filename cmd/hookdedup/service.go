@@ -480,7 +480,8 @@ func (u unitSpec) sandbox(line func(string, ...any), bindLow bool) {
 }
 
 // writeFileAtomic writes data to path through a temporary file beside it, so that
-// systemd never reads half a unit.
+// systemd never reads half a unit. The file is flushed before the rename and the
+// directory after it: a power cut would otherwise leave an empty unit in its place.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -495,8 +496,20 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		f.Close()
 		return err
 	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }
