@@ -98,8 +98,10 @@ e2e:
 	PLAYWRIGHT_DRIVER_PATH=$(PLAYWRIGHT_DRIVER) PLAYWRIGHT_NODEJS_PATH="$$(command -v node)" CHROMIUM=$(CHROMIUM) \
 		go test -tags e2e -count=1 -run Browser ./cmd/hookdedup/
 
+# go test stops a package at 10 minutes by default: on a machine shared with other work
+# the largest packages (cmd/hookdedup, storage/postgres) under -race come close to it.
 unit:
-	go test -race -count=1 ./...
+	go test -race -count=1 -timeout 30m ./...
 
 test: deps check-generated lint unit fuzz e2e
 
