@@ -883,8 +883,6 @@ func checkMetricsToken(tok string) error {
 	return nil
 }
 
-// checkListen checks the listening settings together, once the file, the environment
-// and the flags have all applied.
 // sharedSecretFile says, when the configuration file holds a secret (a source's or an
 // alert channel's, the metrics token, a database URL's password, a URL that the console
 // would show masked) and other users of the machine can read it, how
@@ -1024,6 +1022,8 @@ func schemeName(s string) bool {
 	return s != ""
 }
 
+// checkListen checks the listening settings together, once the file, the environment
+// and the flags have all applied.
 func (c config) checkListen() error {
 	// Checked before serve makes or migrates the database, not when it listens.
 	for _, a := range []struct{ name, addr, example string }{
