@@ -56,10 +56,17 @@ func writeAPI(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// apiCSP: an API answer is data, never a page: it loads nothing and no page frames it.
+const apiCSP = "default-src 'none'; frame-ancestors 'none'"
+
 // auth checks the bearer token and the role, then runs h; apiError answers an error
-// of either.
+// of either. Every answer, a refusal too, carries the security headers, and no-store:
+// it holds deliveries' bodies and headers, or says which token was refused, and no cache
+// on the way, nor the browser, is to keep it.
 func (a *api) auth(role string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header(), r, apiCSP, "no-referrer")
+		w.Header().Set("Cache-Control", "no-store")
 		u, err := a.authorize(r, role)
 		if err == nil {
 			err = h(w, r.WithContext(WithUser(r.Context(), u)))

@@ -347,21 +347,32 @@ func passwordForm(h http.Handler) http.Handler {
 // a sign-in page could be put in the console's place.
 const hstsMaxAge = "max-age=31536000"
 
+// consoleCSP lets the console's pages load the console's own files and nothing else, be
+// framed by no page, and send their forms only to the console.
+const consoleCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// securityHeaders sets the headers every answer of the console and of the API carries:
+// csp and referrer as the answer's kind asks, nosniff and no framing for all, and over
+// HTTPS the same Strict-Transport-Security, as both are served on one host name and a
+// browser that reached either in the clear would reach the other so.
+func securityHeaders(hd http.Header, r *http.Request, csp, referrer string) {
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", referrer)
+	if Scheme(r) == "https" {
+		hd.Set("Strict-Transport-Security", hstsMaxAge)
+	}
+}
+
 // protect refuses a request for a host name the console does not answer to
 // (HostServed), adds the console's security headers, refuses cross-origin unsafe
 // requests and bounds the body of the others.
 func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd := w.Header()
-		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
-			"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "same-origin")
-		if Scheme(r) == "https" {
-			hd.Set("Strict-Transport-Security", hstsMaxAge)
-		}
+		securityHeaders(w.Header(), r, consoleCSP, "same-origin")
 		if !HostServed(r) {
 			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
 				"On its loopback address this console answers plain HTTP only to 127.0.0.1, [::1] or "+
