@@ -42,6 +42,20 @@ const (
 	sessionKeySetting = "console.session_keys"
 )
 
+// cookieName is what the cookie name is called for r: over HTTPS (see Scheme) with prefix,
+// "__Host-" or "__Secure-", which a browser takes only from a secure origin (__Host- only
+// for Path=/ and no Domain). Another host under the same domain, or anyone on the
+// network while a page is fetched in plain HTTP, can then set no cookie the console
+// reads, neither a session of their own (signed in to the same console) nor a broken
+// one that signs the user out. The signature covers the name: a cookie set in plain HTTP
+// is not read over HTTPS.
+func cookieName(r *http.Request, prefix, name string) string {
+	if Scheme(r) == "https" {
+		return prefix + name
+	}
+	return name
+}
+
 // User is who a request acts as.
 type User struct {
 	Name string
@@ -128,13 +142,15 @@ func (s *Server) cookieStore(ctx context.Context) (*sessions.CookieStore, *sessi
 }
 
 // session returns the request's session cookie (a new one when the cookie is missing
-// or invalid), marked Secure when the client came over TLS (see Scheme). The cookie holds
-// the id of a server-side session (storage.Session), the CSRF token and flashes.
+// or invalid), marked Secure and named with __Host- when the client came over TLS (see
+// Scheme, cookieName). The cookie holds the id of a server-side session
+// (storage.Session), the CSRF token and flashes.
 func (s *Server) session(r *http.Request) *sessions.Session {
-	sess, err := s.cookies.Get(r, sessionCookie)
+	name := cookieName(r, "__Host-", sessionCookie)
+	sess, err := s.cookies.Get(r, name)
 	if err != nil {
 		// Invalid or old cookie (rotated keys): start afresh.
-		sess, _ = s.cookies.New(r, sessionCookie)
+		sess, _ = s.cookies.New(r, name)
 	}
 	opts := *s.cookies.Options
 	opts.Secure = Scheme(r) == "https"

@@ -284,7 +284,7 @@ func TestConsole_SignIn(t *testing.T) {
 		// Secure follows the scheme a trusted proxy reports, and only a trusted one.
 		login := url.Values{"username": {"viewer"}, "password": {consolePassword}}
 		_, _, h = e.clientAt(t, e.behind(t, "127.0.0.1/32")).do(http.MethodPost, "/login", login, "X-Forwarded-Proto", "https")
-		for _, name := range []string{"hookdedup_session", "hookdedup_device"} {
+		for _, name := range []string{"__Host-hookdedup_session", "__Secure-hookdedup_device"} {
 			if ck := cookies(h)[name]; !strings.Contains(ck, "Secure") {
 				t.Errorf("cookie %s under TLS at a trusted proxy is not Secure: %q", name, ck)
 			}

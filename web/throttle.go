@@ -111,7 +111,7 @@ func sessionScope(r *http.Request, sid string) string {
 // deviceOf returns the id of the device cookie r carries if name signed in with it,
 // "" otherwise (none, not name's, expired, or not one this console signed).
 func (s *Server) deviceOf(r *http.Request, name string) string {
-	d, err := s.devices.Get(r, deviceCookie)
+	d, err := s.devices.Get(r, cookieName(r, "__Secure-", deviceCookie))
 	if err != nil || d.IsNew {
 		return ""
 	}
@@ -146,7 +146,7 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 		rand.Read(b) // never fails (crypto/rand)
 		dev = base64.RawURLEncoding.EncodeToString(b)
 	}
-	d, _ := s.devices.New(r, deviceCookie)
+	d, _ := s.devices.New(r, cookieName(r, "__Secure-", deviceCookie))
 	entries := slices.DeleteFunc(deviceEntries(d.Values), func(e string) bool {
 		_, who, _ := strings.Cut(e, " ")
 		return who == name

@@ -593,7 +593,7 @@ func TestBrowser(t *testing.T) {
 		must(err)
 		var session *playwright.Cookie
 		for i := range cookies {
-			if cookies[i].Name == "hookdedup_session" {
+			if cookies[i].Name == "__Host-hookdedup_session" {
 				session = &cookies[i]
 			}
 		}
