@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -73,16 +74,21 @@ func viaTrustedProxy(r *http.Request) bool {
 	return ok
 }
 
-// HostServed reports whether the console answers r's Host. A page on any site can point
-// its own name at 127.0.0.1 once it is loaded (DNS rebinding): the browser then sends
-// that page's requests to a console on a loopback address, the one an SSH tunnel
-// reaches, as requests of the page's own origin, which http.CrossOriginProtection lets
-// through, and could guess passwords from the user's own machine. Such a request names
-// the page's site in Host. So a request over plain HTTP to a loopback address must name
-// the console by an address or as localhost (what a tunnel's user types); any other
-// name reaches the console through a trusted proxy, over TLS (whose certificate names
-// the host), or on an address of another interface.
-func HostServed(r *http.Request) bool {
+// HostServed reports whether the console answers r's Host, names being the host names
+// it is configured to answer to (lower case, no trailing dot) besides addresses and
+// localhost. A page on any site can point its own name at a private address once it is
+// loaded (DNS rebinding): the browser then sends that page's requests to a console on
+// loopback (the address an SSH tunnel reaches) or on a private network (a VPN's, a
+// LAN's) as requests of the page's own origin, which http.CrossOriginProtection lets
+// through, and the page could guess passwords from the user's own machine, or read
+// /metrics. Such a request names the page's site in Host. So a request over plain HTTP
+// to a loopback or private address, from a client on loopback or a private network,
+// must name the console by an address, as localhost, by a name no public site can have
+// (one without a dot, or under .local, .lan, .internal or .home.arpa), or by one of
+// names. Any name reaches the console through a trusted proxy, over TLS (whose
+// certificate names the host), on a public address, or from a public one, whose page
+// could reach the console as directly as the page's own site can.
+func HostServed(r *http.Request, names []string) bool {
 	if r.TLS != nil || viaTrustedProxy(r) {
 		return true
 	}
@@ -91,8 +97,14 @@ func HostServed(r *http.Request) bool {
 		return true
 	}
 	ap, err := netip.ParseAddrPort(local.String())
-	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+	if err != nil || !PrivateAddr(ap.Addr()) {
 		return true
+	}
+	if !ap.Addr().Unmap().IsLoopback() {
+		peer, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !PrivateAddr(peer.Addr()) {
+			return true
+		}
 	}
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -102,8 +114,31 @@ func HostServed(r *http.Request) bool {
 	if _, err := netip.ParseAddr(host); err == nil || host == "" || numericIPv4(host) {
 		return true
 	}
-	return host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "localhost.localdomain"
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "localhost.localdomain" {
+		return true
+	}
+	if !strings.Contains(host, ".") || slices.ContainsFunc(privateSuffixes, func(suffix string) bool {
+		return strings.HasSuffix(host, suffix)
+	}) {
+		return true
+	}
+	return slices.Contains(names, host)
 }
+
+// privateSuffixes end names that resolve on a private network alone (RFC 6762's .local,
+// RFC 8375's .home.arpa, ICANN's .internal, and .lan, which no registry delegates): no
+// public site can be served under them.
+var privateSuffixes = []string{".local", ".home.arpa", ".internal", ".lan"}
+
+// PrivateAddr reports whether a is loopback or on a private network: RFC 1918 and
+// fc00::/7, link-local, and 100.64.0.0/10, the shared range that Tailscale's VPN hands
+// out.
+func PrivateAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || cgnat.Contains(a)
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // numericIPv4 reports whether host is an IPv4 address in one of the forms inet_aton
 // reads besides the dotted quad (127.1, 2130706433, 0x7f.1, 0177.0.0.1), which curl and

@@ -93,6 +93,9 @@ type Config struct {
 	// threshold waits for a second operator's approval; a reprocess of keys named one
 	// by one (keys page, event page, POST /api/v1/release) above it is refused.
 	ApprovalThreshold storage.ApprovalThresholds
+	// ConsoleNames are the host names the console answers to over plain HTTP on a
+	// loopback or private address, besides the ones HostServed always takes.
+	ConsoleNames []string
 }
 
 // Server serves the console.
@@ -136,6 +139,7 @@ type Server struct {
 
 	bulk       bulkStore // bulk actions: bulk.go
 	thresholds storage.ApprovalThresholds
+	names      []string // HostServed's: lower case, no trailing dot
 
 	// stopping ends at EndLongResponses: the responses that may outlast the HTTP
 	// server's write timeout watch it (untilStop).
@@ -161,6 +165,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.alertsChanged = func() {}
 	}
 	s.bulk, s.thresholds = cfg.Store, cfg.ApprovalThreshold
+	for _, n := range cfg.ConsoleNames {
+		s.names = append(s.names, strings.ToLower(strings.TrimSuffix(n, ".")))
+	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if s.stuck <= 0 {
 		s.stuck = 10 * time.Minute
@@ -373,11 +380,13 @@ func (s *Server) protect(h http.Handler) http.Handler {
 	h = s.cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header(), r, consoleCSP, "same-origin")
-		if !HostServed(r) {
+		if !HostServed(r, s.names) {
 			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
-				"On its loopback address this console answers plain HTTP only to 127.0.0.1, [::1] or "+
-					"localhost, not to the name this page was reached by. A reverse proxy in front of it must "+
-					"pass one of those as Host, or, on addr, be listed in trusted_proxies.")
+				"On a loopback or private address this console answers plain HTTP only to an address "+
+					"(127.0.0.1, [::1], 10.8.0.1), localhost, a name without a dot or under .local, .lan, "+
+					".internal or .home.arpa, and the names in console_names, not to the name this page was "+
+					"reached by ("+r.Host+"). Add that name to console_names if it is this console's. A reverse "+
+					"proxy in front of it must pass such a name as Host, or, on addr, be listed in trusted_proxies.")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"golang.org/x/net/idna"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
@@ -77,6 +78,11 @@ type config struct {
 	// TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
 	// Forwarded, X-Forwarded-Proto) are believed; see web.TrustedProxies.
 	TrustedProxies []netip.Prefix
+
+	// ConsoleNames are the host names the console answers to over plain HTTP on a
+	// loopback or private address besides addresses, localhost and names no public
+	// site can have (web.HostServed): lower case, ASCII, no trailing dot.
+	ConsoleNames []string
 
 	// HTTPS on addr: a certificate from TLSCertFile and TLSKeyFile, or from an ACME CA
 	// for ACMEDomains. HTTPAddr is the plain-HTTP listener that then answers ACME's
@@ -166,6 +172,7 @@ type fileConfig struct {
 	Correlations  []correlationFile `toml:"correlation"`
 
 	TrustedProxies []string `toml:"trusted_proxies"`
+	ConsoleNames   []string `toml:"console_names"`
 
 	TLSCertFile   string   `toml:"tls_cert_file"`
 	TLSKeyFile    string   `toml:"tls_key_file"`
@@ -456,6 +463,11 @@ func (c *config) applyFile(fc fileConfig, md toml.MetaData) error {
 	var err error
 	if c.TrustedProxies, err = parseCIDRs(fc.TrustedProxies); err != nil {
 		return fmt.Errorf("trusted_proxies: %w", err)
+	}
+	if fc.ConsoleNames != nil {
+		if c.ConsoleNames, err = consoleNames(fc.ConsoleNames); err != nil {
+			return fmt.Errorf("console_names: %w", err)
+		}
 	}
 	c.TLSCertFile = cmp.Or(fc.TLSCertFile, c.TLSCertFile)
 	c.TLSKeyFile = cmp.Or(fc.TLSKeyFile, c.TLSKeyFile)
@@ -760,6 +772,12 @@ func (c *config) settings() []setting {
 			func(v string) error {
 				p, err := parseCIDRs(strings.Split(v, ","))
 				c.TrustedProxies = p
+				return err
+			}},
+		{"console_names", "comma-separated host names the console answers to over plain HTTP on a loopback or private address, besides its addresses and localhost",
+			func(v string) error {
+				names, err := consoleNames(strings.Split(v, ","))
+				c.ConsoleNames = names
 				return err
 			}},
 		{"tls_cert_file", "PEM certificate chain for HTTPS on addr, leaf first (with tls_key_file; reloaded when it changes or on SIGHUP)", str(&c.TLSCertFile)},
@@ -1093,6 +1111,30 @@ func minReplayTTL(tol time.Duration) time.Duration {
 		return math.MaxInt64 // no ttl is long enough; never let the sum wrap negative
 	}
 	return 2*tol + replayMargin
+}
+
+// consoleNames checks console_names and returns them as a browser sends them in Host:
+// in ASCII (an internationalised name in its xn-- form), lower case, without a
+// trailing dot. Blank items are skipped.
+func consoleNames(list []string) ([]string, error) {
+	var out []string
+	for _, item := range list {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if strings.Contains(item, "://") || strings.ContainsAny(item, "/:[]@ ") {
+			return nil, fmt.Errorf("%q is not a host name (write it like hookdedup.corp.example.com, without scheme, port or path)", item)
+		}
+		name, err := idna.Lookup.ToASCII(strings.TrimSuffix(item, "."))
+		if err != nil || name == "" {
+			return nil, fmt.Errorf("%q is not a valid host name", item)
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // parseCIDRs reads a list of CIDRs ("10.0.0.0/8", "2001:db8::/32"); a bare address

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -152,17 +153,15 @@ func loopback(a net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-// privateAddr reports whether a listener's address is loopback or on a private network:
-// RFC 1918 and fc00::/7, link-local, and 100.64.0.0/10, the shared range that Tailscale's
-// VPN hands out. An unspecified address (every interface) is not.
+// privateAddr reports whether a listener's address is loopback or on a private network
+// (web.PrivateAddr). An unspecified address (every interface) is not.
 func privateAddr(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	if !ok {
 		return false
 	}
-	ip := tcp.IP
-	cgnat := net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
+	ip, ok := netip.AddrFromSlice(tcp.IP)
+	return ok && web.PrivateAddr(ip)
 }
 
 // routes says what each address serves. Without a console address (console is nil) the
@@ -191,7 +190,7 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 	health(pub)
 	if cfg.ConsoleAddr == "" {
 		consoleSrv.Register(pub)
-		pub.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, false))
+		pub.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, false, nil))
 		return pub, nil
 	}
 	pub.HandleFunc("/", jsonNotFound)
@@ -199,22 +198,22 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 	priv := http.NewServeMux()
 	health(priv)
 	consoleSrv.Register(priv)
-	priv.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, true))
+	priv.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, true, cfg.ConsoleNames))
 	return pub, priv
 }
 
 // metricsRoute is /metrics as served: behind token when one is set; otherwise open on a
-// private address, to the names the console answers to there (web.HostServed: a page
-// rebound to 127.0.0.1 would read the sources' names and counts), and off (404) on a
-// shared one.
-func metricsRoute(metrics http.Handler, token string, private bool) http.Handler {
+// private address, to the names the console answers to there (web.HostServed with
+// names, console_names: a page rebound to 127.0.0.1 or a VPN's address would read the
+// sources' names and counts), and off (404) on a shared one.
+func metricsRoute(metrics http.Handler, token string, private bool, names []string) http.Handler {
 	switch {
 	case token != "":
 		return requireBearer(token, metrics)
 	case private:
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !web.HostServed(r) {
-				writeJSONError(w, http.StatusMisdirectedRequest, "not this server's name: use 127.0.0.1, [::1] or localhost")
+			if !web.HostServed(r, names) {
+				writeJSONError(w, http.StatusMisdirectedRequest, "not this server's name: use its address, localhost, or a name in console_names")
 				return
 			}
 			metrics.ServeHTTP(w, r)

@@ -537,6 +537,7 @@ func TestService_CarriesEnvironment(t *testing.T) {
 		"HOOKDEDUP_MMAP_SIZE":           "0",
 		"HOOKDEDUP_LOG_LEVEL":           "debug",
 		"HOOKDEDUP_TRUSTED_PROXIES":     "10.0.0.0/8,192.168.1.0/24",
+		"HOOKDEDUP_CONSOLE_NAMES":       "hookdedup.corp.example.com,box.tail1234.ts.net",
 	}
 	with := func(extra map[string]string) map[string]string {
 		m := maps.Clone(common)
