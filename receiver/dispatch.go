@@ -283,13 +283,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			free--
 			wg.Go(func() {
 				defer func() { <-slots }()
+				if !d.fly(job) {
+					return // being handed off or recorded already: that records against this lease
+				}
 				if o := d.takeKept(job); o != nil {
 					// Handed off already: its outcome is recorded, not the event sent again.
-					d.record(context.WithoutCancel(ctx), job, o.a, o.res)
+					d.finish(context.WithoutCancel(ctx), job, o.a, o.res)
 					return
-				}
-				if !d.fly(job) {
-					return // being handed off already: that attempt records against this lease
 				}
 				d.attempt(context.WithoutCancel(ctx), job)
 			})
@@ -333,10 +333,12 @@ func (d *Dispatcher) takeKept(job storage.Job) *keptOutcome {
 	return o
 }
 
-// fly notes that an attempt of job is about to start, and reports whether it should: not
-// when an attempt of the same job (keptKeyOf) is under way in this dispatcher, whose
-// lease ran out by the clock before it ended. That attempt then records its outcome
-// against job, the newer lease (land).
+// fly notes that an attempt of job, or the record of its kept outcome, is about to
+// start, and reports whether it should: not when one of the same job (keptKeyOf) is
+// under way in this dispatcher, whose lease ran out by the clock before it ended. That
+// one then records its outcome against job, the newer lease (finish). The job stays
+// flying until its outcome is recorded or kept: a lease in between would find neither
+// the attempt nor its outcome, and hand the event off again.
 func (d *Dispatcher) fly(job storage.Job) bool {
 	d.flyingMu.Lock()
 	defer d.flyingMu.Unlock()
@@ -352,18 +354,52 @@ func (d *Dispatcher) fly(job storage.Job) bool {
 	return true
 }
 
-// land ends the attempt of job that fly started, and returns the newest lease of the
-// job, which its outcome is recorded against.
-func (d *Dispatcher) land(job storage.Job) storage.Job {
+// newest returns the newest lease of the job that fly started, which its outcome is
+// recorded against.
+func (d *Dispatcher) newest(job storage.Job) storage.Job {
+	d.flyingMu.Lock()
+	defer d.flyingMu.Unlock()
+	if newest, ok := d.flying[keptKeyOf(job)]; ok {
+		return *newest
+	}
+	return job
+}
+
+// land ends what fly started for job, whose outcome was recorded (or kept) against
+// job's lease, and reports whether it did: not when the job was leased again meanwhile,
+// whose lease the outcome must be recorded against too.
+func (d *Dispatcher) land(job storage.Job) bool {
 	d.flyingMu.Lock()
 	defer d.flyingMu.Unlock()
 	k := keptKeyOf(job)
-	newest, ok := d.flying[k]
-	if !ok {
-		return job
+	if newest, ok := d.flying[k]; ok && !newest.Lease.Equal(job.Lease) {
+		return false
 	}
 	delete(d.flying, k)
-	return *newest
+	return true
+}
+
+// finish records the outcome of an attempt of job, against the newest lease of the job
+// (newest), and ends what fly started. It returns the job it recorded against, and
+// record's answer.
+func (d *Dispatcher) finish(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (storage.Job, bool, error) {
+	for {
+		if newest := d.newest(job); !newest.Lease.Equal(job.Lease) {
+			// Leased again while under way: the newer lease recorded this attempt as
+			// interrupted. The outcome takes that row's place first, against this lease
+			// (which moves the key no further), then moves the key on under the newer
+			// one without listing it again: the history lists the one hand-off once. If
+			// the first record fails, the second lists it, beside that row.
+			if _, err := d.cfg.Store.FinishAttempt(ctx, job, a, res); err == nil {
+				res.Listed = true
+			}
+			job = newest
+		}
+		moved, err := d.record(ctx, job, a, res)
+		if d.land(job) {
+			return job, moved, err
+		}
+	}
 }
 
 // record records the outcome of an attempt of job, and reports whether it moved the key
@@ -610,18 +646,7 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		result = "retry"
 	}
 	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
-	if newest := d.land(job); !newest.Lease.Equal(job.Lease) {
-		// Leased again while under way: the newer lease recorded this attempt as
-		// interrupted. The outcome takes that row's place first, against this lease
-		// (which moves the key no further), then moves the key on under the newer one
-		// without listing it again: the history lists the one hand-off once. If the
-		// first record fails, the second lists it, beside that row.
-		if _, err := d.cfg.Store.FinishAttempt(ctx, job, a, res); err == nil {
-			res.Listed = true
-		}
-		job = newest
-	}
-	moved, err := d.record(ctx, job, a, res)
+	job, moved, err := d.finish(ctx, job, a, res)
 	switch {
 	case errors.Is(err, storage.ErrFileGone):
 		// Not recorded where it will be found: after a restart with the file back, the

@@ -13,6 +13,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // fullDisk is a database whose attempt records fail as a full disk makes them fail
@@ -21,6 +22,10 @@ type fullDisk struct {
 	*sqlite.DB
 	full, leaseFull atomic.Bool
 	failures        atomic.Int64
+	// hold, when set, holds each failing record until it is closed: a full disk's
+	// commit that takes its time (the busy timeout, a slow disk) to fail.
+	hold   chan struct{}
+	leases atomic.Int64 // leases that took a job
 }
 
 var errDiskFull = errors.New("commit: database or disk is full")
@@ -41,6 +46,9 @@ func newFullDisk(t *testing.T) (*downstream, *fullDisk) {
 
 func (f *fullDisk) FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error) {
 	if f.full.Load() {
+		if f.hold != nil {
+			<-f.hold
+		}
 		f.failures.Add(1)
 		return false, errDiskFull
 	}
@@ -51,7 +59,11 @@ func (f *fullDisk) LeaseDue(ctx context.Context, now time.Time, lease time.Durat
 	if f.leaseFull.Load() {
 		return nil, errDiskFull
 	}
-	return f.DB.LeaseDue(ctx, now, lease, limit, sources)
+	jobs, err := f.DB.LeaseDue(ctx, now, lease, limit, sources)
+	if len(jobs) > 0 {
+		f.leases.Add(1)
+	}
+	return jobs, err
 }
 
 // TestDispatch_RecordFailsHandsOffOnce: the downstream takes an event and its attempt's
@@ -106,6 +118,62 @@ func TestDispatch_RecordFailsHandsOffOnce(t *testing.T) {
 				t.Errorf("attempts recorded: %+v (%v), want %d, the last a success", as, err, c.records)
 			}
 		})
+	}
+}
+
+// TestDispatch_SlowFailingRecordHandsOffOnce: the downstream takes an event and its
+// attempt's record takes its time to fail (a full disk), while the job's lease runs
+// out and the job is leased again. The new lease finds the attempt's outcome neither
+// under way nor kept yet: it must wait for it, not hand the event off again.
+func TestDispatch_SlowFailingRecordHandsOffOnce(t *testing.T) {
+	ds, st := newFullDisk(t)
+	db := st.DB
+	st.full.Store(true)
+	st.hold = make(chan struct{})
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: st, Sources: []receiver.Source{forwardSource(t, ds.srv.URL, 5)},
+		Poll: 10 * time.Millisecond, FirstBackoff: 10 * time.Millisecond, Now: now})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(st.hold)
+		}
+	}
+	t.Cleanup(func() { release(); cancel(); <-done })
+
+	requests := func() int {
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		return ds.requests
+	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if requests() == 0 {
+			return errors.New("no hand-off yet")
+		}
+		return nil
+	})
+	// The record now hangs; the lease runs out and the job is leased again.
+	skew.Store(int64(time.Hour))
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if st.leases.Load() < 2 {
+			return errors.New("not leased again yet")
+		}
+		return nil
+	})
+	// A second hand-off would start at once: give it the time it would take.
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline) && requests() < 2; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	release()
+	st.full.Store(false)
+	waitState(t, db, "evt_1", storage.StateProcessed)
+	if n := requests(); n != 1 {
+		t.Errorf("the downstream took ota:evt_1 %d times; want once", n)
 	}
 }
 
