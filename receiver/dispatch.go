@@ -728,8 +728,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	secrets := d.secrets[job.Source]
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, int64(responseExcerpt+longest(secrets))))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	excerpt = []byte(maskSecrets(string(excerpt), secrets))
-	text := strings.ToValidUTF8(string(excerpt[:min(len(excerpt), responseExcerpt)]), "\uFFFD")
+	text := strings.ToValidUTF8(maskedPrefix(string(excerpt), secrets, responseExcerpt), "\uFFFD")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var wait time.Duration
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
@@ -793,6 +792,32 @@ func forwardSecrets(raw string) []string {
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
+}
+
+// maskedPrefix returns the first n bytes of text, each of secrets (longest first) that
+// begins among them written whole as storage.RedactedSegment. The cut is made in text
+// as read, not in the masked text: a mask is shorter than its secret, and cutting the
+// masked text would pull in the bytes after n, where the read may have cut a secret in
+// two that no mask then matches. text holds n bytes and the longest secret's length
+// more, so that a secret begun before n is read whole.
+func maskedPrefix(text string, secrets []string, n int) string {
+	var b strings.Builder
+	for i := 0; i < min(len(text), n); {
+		masked := false
+		for _, s := range secrets {
+			if strings.HasPrefix(text[i:], s) {
+				b.WriteString(storage.RedactedSegment)
+				i += len(s)
+				masked = true
+				break
+			}
+		}
+		if !masked {
+			b.WriteByte(text[i])
+			i++
+		}
+	}
+	return b.String()
 }
 
 // maskSecrets writes each of secrets in text as storage.RedactedSegment.
