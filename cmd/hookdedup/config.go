@@ -933,9 +933,18 @@ func (c config) sharedSecretFile() string {
 // anyone who can change it can send every event elsewhere (forward_url) or put in a
 // secret of their own, with which they can sign deliveries that intake then accepts.
 // Its mode is left as it is, as in sharedSecretFile.
+//
+// The same holds of the directory that holds it, unless its sticky bit is set (as on
+// /tmp): in a directory others can write, any of them can put another file in its place.
 func (c config) writableFile() string {
 	if c.File == "" {
 		return ""
+	}
+	dir := filepath.Dir(c.File)
+	if di, err := os.Stat(dir); err == nil && di.Mode().Perm()&0o022 != 0 && di.Mode()&os.ModeSticky == 0 {
+		return fmt.Sprintf("the directory %s (%#o) of the configuration file %s can be written by other users of this machine, who could put a file "+
+			"of their own in its place, to send the events elsewhere or set secrets of their own to sign deliveries with: make it writable by its owner alone with chmod go-w",
+			dir, uint32(di.Mode().Perm()), c.File)
 	}
 	fi, err := os.Stat(c.File)
 	if err != nil || fi.Mode().Perm()&0o022 == 0 {
