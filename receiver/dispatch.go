@@ -390,8 +390,10 @@ func (d *Dispatcher) finish(ctx context.Context, job storage.Job, a storage.Atte
 			// (which moves the key no further), then moves the key on under the newer
 			// one without listing it again: the history lists the one hand-off once. If
 			// the first record fails, the second lists it, beside that row.
-			if _, err := d.cfg.Store.FinishAttempt(ctx, job, a, res); err == nil {
-				res.Listed = true
+			if !res.Listed {
+				if _, err := d.cfg.Store.FinishAttempt(ctx, job, a, res); err == nil {
+					res.Listed = true
+				}
 			}
 			job = newest
 		}
@@ -399,6 +401,9 @@ func (d *Dispatcher) finish(ctx context.Context, job storage.Job, a storage.Atte
 		if d.land(job) {
 			return job, moved, err
 		}
+		// Leased again during the record: a record that went through listed the
+		// attempt already, against the lease the newer one takes over.
+		res.Listed = res.Listed || err == nil
 	}
 }
 
