@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"golang.org/x/net/idna"
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/receiver/provider"
@@ -1122,9 +1121,8 @@ func minReplayTTL(tol time.Duration) time.Duration {
 	return 2*tol + replayMargin
 }
 
-// consoleNames checks console_names and returns them as a browser sends them in Host:
-// in ASCII (an internationalised name in its xn-- form), lower case, without a
-// trailing dot. Blank items are skipped.
+// consoleNames checks console_names and returns them as a browser sends them in Host
+// (hostName), without repeats. Blank items are skipped.
 func consoleNames(list []string) ([]string, error) {
 	var out []string
 	for _, item := range list {
@@ -1132,12 +1130,9 @@ func consoleNames(list []string) ([]string, error) {
 		if item == "" {
 			continue
 		}
-		if strings.Contains(item, "://") || strings.ContainsAny(item, "/:[]@ ") {
-			return nil, fmt.Errorf("%q is not a host name (write it like hookdedup.corp.example.com, without scheme, port or path)", item)
-		}
-		name, err := idna.Lookup.ToASCII(strings.TrimSuffix(item, "."))
-		if err != nil || name == "" {
-			return nil, fmt.Errorf("%q is not a valid host name", item)
+		name, err := hostName(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q %w", item, err)
 		}
 		if !slices.Contains(out, name) {
 			out = append(out, name)

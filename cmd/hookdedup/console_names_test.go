@@ -59,6 +59,8 @@ func TestConfig_ConsoleNames(t *testing.T) {
 		{"URL", `console_names = ["http://console.example.com"]`, nil, `console_names: "http://console.example.com" is not a host name`},
 		{"Port", `console_names = ["console.example.com:8081"]`, nil, `console_names: "console.example.com:8081" is not a host name`},
 		{"EnvPath", "", map[string]string{"HOOKDEDUP_CONSOLE_NAMES": "console.example.com/"}, `HOOKDEDUP_CONSOLE_NAMES: "console.example.com/" is not a host name`},
+		{"LongLabel", `console_names = ["` + strings.Repeat("a", 64) + `.example.com"]`, nil, `.example.com" is not a valid host name (each dot-separated part is 1 to 63`},
+		{"Underscore", `console_names = ["hook_dedup.example.com"]`, nil, `console_names: "hook_dedup.example.com" is not a valid host name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := load(c.toml, c.vars)

@@ -168,21 +168,32 @@ func checkDomain(d string) (string, error) {
 		return "", errors.New("is a wildcard: wildcard certificates need the DNS-01 challenge, which hookdedup does not answer; list each name")
 	case net.ParseIP(d) != nil:
 		return "", errors.New("is an IP address: ACME certificates here name hosts")
-	case strings.Contains(d, "://") || strings.ContainsAny(d, "/:"):
+	}
+	name, err := hostName(d)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(name, ".") {
+		return "", errors.New("is not a fully qualified name (a CA issues for names like hooks.example.com)")
+	}
+	return name, nil
+}
+
+// hostName returns the host name d as a browser sends it in Host: in ASCII (an
+// internationalised name in its xn-- form), lower case, without a trailing dot; or why
+// it is none.
+func hostName(d string) (string, error) {
+	if strings.Contains(d, "://") || strings.ContainsAny(d, "/:[]@") {
 		return "", errors.New("is not a host name (write it like hooks.example.com, without scheme, port or path)")
 	}
 	name, err := idna.Lookup.ToASCII(strings.TrimSuffix(d, "."))
-	if err != nil {
+	if err != nil || name == "" {
 		return "", errors.New("is not a valid host name")
 	}
 	if len(name) > 253 {
 		return "", errors.New("is longer than 253 characters")
 	}
-	labels := strings.Split(name, ".")
-	if len(labels) < 2 {
-		return "", errors.New("is not a fully qualified name (a CA issues for names like hooks.example.com)")
-	}
-	for _, l := range labels {
+	for _, l := range strings.Split(name, ".") {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
 			return "", errors.New("is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)")
 		}
