@@ -49,3 +49,15 @@ func textProblem(what, s string, max int, lines bool) string {
 	}
 	return ""
 }
+
+// ReplacedText is s as both engines keep free text from outside that is not a
+// delivery's (a reason, an actor, a token's name, a throttle's scope, an error a
+// downstream sent back): each NUL byte and each byte that is not part of valid UTF-8
+// becomes U+FFFD. PostgreSQL's text holds neither, and an audit row must hash alike on
+// both engines, so that migrate can copy it.
+func ReplacedText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}

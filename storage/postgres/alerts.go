@@ -171,9 +171,9 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 		if c == "" || strings.Contains(c, ",") {
 			return storage.Alert{}, false, fmt.Errorf("open alert %s: channel name %q is empty or holds a comma", a.Rule, c)
 		}
-		channels[i] = textReplaced(c)
+		channels[i] = storage.ReplacedText(c)
 	}
-	rule, subject := textReplaced(a.Rule), textReplaced(a.Subject)
+	rule, subject := storage.ReplacedText(a.Rule), storage.ReplacedText(a.Subject)
 	var out storage.Alert
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		opened = false
@@ -182,16 +182,16 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 			err := tx.QueryRow(ctx, `INSERT INTO alerts (rule, kind, subject, state, summary, value, channels, opened_at, updated_at, held_at)
 				VALUES ($1, $2, $3, 'open', $4, $5, $6, $7, $7, $7)
 				ON CONFLICT (rule, subject) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
-				rule, textReplaced(a.Kind), subject, textReplaced(a.Summary), textReplaced(a.Value),
+				rule, storage.ReplacedText(a.Kind), subject, storage.ReplacedText(a.Summary), storage.ReplacedText(a.Value),
 				strings.Join(channels, ","), millis(at)).Scan(&id)
 			if err == nil {
 				opened = true
 				if untold := a.UntoldOfOpening(); len(untold) > 0 {
 					for i, c := range untold {
-						untold[i] = textReplaced(c)
+						untold[i] = storage.ReplacedText(c)
 					}
-					if err := insertNotifications(ctx, tx, id, untold, storage.AlertOpened, textReplaced(a.Summary),
-						textReplaced(a.Value), "", at); err != nil {
+					if err := insertNotifications(ctx, tx, id, untold, storage.AlertOpened, storage.ReplacedText(a.Summary),
+						storage.ReplacedText(a.Value), "", at); err != nil {
 						return err
 					}
 				}
@@ -222,7 +222,7 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 // time at, and what the rule measured then. It sends nothing: notifications are for
 // transitions only. Of replicas holding it at once, the latest time stays.
 func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error {
-	summary, value = textReplaced(summary), textReplaced(value)
+	summary, value = storage.ReplacedText(summary), storage.ReplacedText(value)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE alerts SET held_at = greatest(held_at, $3), summary = $1, value = $2,
 			updated_at = CASE WHEN summary <> $1 OR value <> $2 THEN $3 ELSE updated_at END
@@ -240,7 +240,7 @@ func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at
 // is not open. The alert's row is locked first, so that a replica resolving it at the
 // same time either goes first (and this finds it resolved) or waits for this.
 func (db *DB) AcknowledgeAlert(ctx context.Context, id int64, actor string, at time.Time) (storage.Alert, error) {
-	actor = textReplaced(actor)
+	actor = storage.ReplacedText(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		a, err := alertIn(ctx, tx, id, "FOR UPDATE")
@@ -286,7 +286,7 @@ func (db *DB) ClearAlert(ctx context.Context, id int64, clearFor time.Duration, 
 // resolveAlert is ResolveAlert, and ClearAlert when heldBefore is not negative: then the
 // alert must not have been held after it.
 func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, heldBefore int64) (storage.Alert, error) {
-	actor = textReplaced(actor)
+	actor = storage.ReplacedText(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		a, err := alertIn(ctx, tx, id, "FOR UPDATE")
@@ -449,12 +449,12 @@ func (db *DB) FinishNotification(ctx context.Context, n storage.Notification, re
 			[]any{millis(at)}
 	case res.Failed:
 		q, args = `UPDATE alert_notifications SET state = 'failed', attempts = attempts + 1, last_error = $3`,
-			[]any{textReplaced(res.Error)}
+			[]any{storage.ReplacedText(res.Error)}
 	case res.Returned:
 		q, args = `UPDATE alert_notifications SET next_attempt_at = $3`, []any{millis(res.NextAt)}
 	default:
 		q, args = `UPDATE alert_notifications SET attempts = attempts + 1, next_attempt_at = $3, last_error = $4`,
-			[]any{millis(res.NextAt), textReplaced(res.Error)}
+			[]any{millis(res.NextAt), storage.ReplacedText(res.Error)}
 	}
 	var done int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -566,7 +566,7 @@ func (db *DB) FailingStreaks(ctx context.Context, sources []string, limit int) (
 	}
 	asked := make([]string, len(sources))
 	for i, s := range sources {
-		asked[i] = textReplaced(s)
+		asked[i] = storage.ReplacedText(s)
 	}
 	rows, err := db.pool.Query(ctx, `SELECT s.i, f.n FROM unnest($1::text[]) WITH ORDINALITY AS s(source, i)
 		CROSS JOIN LATERAL (

@@ -37,7 +37,7 @@ func (db *DB) insertAudit(ctx context.Context, tx pgx.Tx, e storage.AuditEntry) 
 		e.At = db.Now()
 	}
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
-		*s = textReplaced(*s)
+		*s = storage.ReplacedText(*s)
 	}
 	if err := lockAudit(ctx, tx); err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)

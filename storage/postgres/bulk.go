@@ -42,7 +42,7 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	if err := req.Check(); err != nil {
 		return storage.BulkAction{}, err
 	}
-	req.Reason, req.Actor = textReplaced(req.Reason), textReplaced(req.Actor)
+	req.Reason, req.Actor = storage.ReplacedText(req.Reason), storage.ReplacedText(req.Actor)
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
 	now := db.Now()
 	keys, leftOut, expired, err := db.previewKeys(ctx, req, now)
@@ -258,7 +258,7 @@ func (db *DB) BulkAction(ctx context.Context, id int64) (storage.BulkAction, err
 // of them when state is "".
 func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error) {
 	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = $1 ORDER BY id DESC LIMIT $2`
-	args := []any{textReplaced(state), limitArg(limit)}
+	args := []any{storage.ReplacedText(state), limitArg(limit)}
 	if state == "" {
 		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state <> 'building' ORDER BY id DESC LIMIT $1`, []any{limitArg(limit)}
 	}
@@ -339,7 +339,7 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx pgx.Tx, a *storag
 // (pending_approval), anything else is queued for the runner (a reprocess under t
 // counting as reprocessed by the requester). Audited.
 func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error) {
-	actor = textReplaced(actor)
+	actor = storage.ReplacedText(actor)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
 		case a.State != storage.BulkPreview:
@@ -396,7 +396,7 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 	if err := storage.BulkReasonTooLong(reason); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("%s bulk action %d: %w", verb, id, err)
 	}
-	actor, reason = textReplaced(actor), textReplaced(reason)
+	actor, reason = storage.ReplacedText(actor), storage.ReplacedText(reason)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch {
 		case a.State != storage.BulkPendingApproval:
@@ -434,7 +434,7 @@ func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason stri
 	if err := storage.BulkReasonTooLong(reason); err != nil {
 		return storage.BulkAction{}, fmt.Errorf("cancel bulk action %d: %w", id, err)
 	}
-	actor, reason = textReplaced(actor), textReplaced(reason)
+	actor, reason = storage.ReplacedText(actor), storage.ReplacedText(reason)
 	return db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
 		switch a.State {
 		case storage.BulkPreview, storage.BulkPendingApproval, storage.BulkQueued:
@@ -472,7 +472,7 @@ func (db *DB) wakeBulk() {
 // and each batch checks that the action is still its runner's. ok is false when none
 // is ready.
 func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Duration) (id int64, ok bool, err error) {
-	runner = textReplaced(runner)
+	runner = storage.ReplacedText(runner)
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		now := millis(db.Now())
 		err := tx.QueryRow(ctx, `UPDATE bulk_actions SET state = 'running', runner = $1, lease_until = $2, updated_at = $3
@@ -506,7 +506,7 @@ func (db *DB) ClaimBulkAction(ctx context.Context, runner string, lease time.Dur
 // lock, as a release takes them), so that intake or a release of one of them waits for
 // the batch rather than changes the claim between its check and its release.
 func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (storage.BulkBatch, error) {
-	runner = textReplaced(runner)
+	runner = storage.ReplacedText(runner)
 	var out storage.BulkBatch
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		out = storage.BulkBatch{}
@@ -676,7 +676,7 @@ func lockClaims(ctx context.Context, tx pgx.Tx, batch []bulkKeyTodo) (map[[2]str
 func (db *DB) NoteBulkError(ctx context.Context, id int64, runner string, failure error) error {
 	return db.writeTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET last_error = $1, updated_at = $2 WHERE id = $3 AND runner = $4`,
-			textReplaced(failure.Error()), millis(db.Now()), id, textReplaced(runner))
+			storage.ReplacedText(failure.Error()), millis(db.Now()), id, storage.ReplacedText(runner))
 		return err
 	})
 }

@@ -185,7 +185,7 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 	// The answer's excerpt is the downstream's text, and the errors may quote it: a NUL
 	// in either, which PostgreSQL's text cannot hold, must not keep the attempt from
 	// being recorded (the key would be leased and sent again and again).
-	a.Error, a.Response, res.LastError = textReplaced(a.Error), textReplaced(a.Response), textReplaced(res.LastError)
+	a.Error, a.Response, res.LastError = storage.ReplacedText(a.Error), storage.ReplacedText(a.Response), storage.ReplacedText(res.LastError)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		now := millis(db.Now())
 		var q string

@@ -18,7 +18,7 @@ func (db *DB) ReprocessedBy(ctx context.Context, actor string) ([]storage.MoneyT
 
 func reprocessedBy(ctx context.Context, q querier, actor string, now time.Time) ([]storage.MoneyTotal, error) {
 	rows, err := q.Query(ctx, `SELECT currency, amount FROM reprocessed WHERE actor = $1 AND at > $2`,
-		textReplaced(actor), millis(now.Add(-storage.ReprocessWindow)))
+		storage.ReplacedText(actor), millis(now.Add(-storage.ReprocessWindow)))
 	if err != nil {
 		return nil, fmt.Errorf("money reprocessed by %s: %w", actor, err)
 	}
@@ -66,7 +66,7 @@ func noteReprocessed(ctx context.Context, tx pgx.Tx, actor string, now time.Time
 	}
 	for _, m := range money {
 		if _, err := tx.Exec(ctx, `INSERT INTO reprocessed (actor, at, currency, amount) VALUES ($1, $2, $3, $4)`,
-			textReplaced(actor), millis(now), m.Currency, m.Gross); err != nil {
+			storage.ReplacedText(actor), millis(now), m.Currency, m.Gross); err != nil {
 			return err
 		}
 	}

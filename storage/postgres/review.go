@@ -151,7 +151,7 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 	case reason == "":
 		return storage.Suspect{}, fmt.Errorf("review suspect %d: %w: a reason is required", id, storage.ErrInvalidReview)
 	}
-	actor, reason = textReplaced(actor), textReplaced(reason) // as every audit row's
+	actor, reason = storage.ReplacedText(actor), storage.ReplacedText(reason) // as every audit row's
 	var out storage.Suspect
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {

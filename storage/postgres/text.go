@@ -31,19 +31,6 @@ func textOK(ss ...string) bool {
 	return true
 }
 
-// textReplaced is s as a text column can hold it, for free text from outside that is
-// not a delivery's (a reason, an actor, a token's name, a throttle's scope, an error a
-// downstream sent back): each NUL byte and each byte that is not part of valid UTF-8
-// becomes U+FFFD, as the SQLite engine's audit log stores them, so that an audit row
-// hashes alike on both engines. A delivery's own fields are escaped instead
-// (textSafe), to keep what was sent readable.
-func textReplaced(s string) string {
-	if textOK(s) {
-		return s
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
-}
-
 // textSafe is s as a text column can hold it: s itself when it can, otherwise s with
 // each NUL byte and each byte that is not part of valid UTF-8 written as \xNN, the
 // way Go quotes a byte, so that a reader sees what was sent.

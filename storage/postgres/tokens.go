@@ -38,7 +38,7 @@ func (db *DB) CreateToken(ctx context.Context, userName, name, actor string) (st
 		return "", storage.Token{}, err
 	}
 	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	name = textReplaced(name)
+	name = storage.ReplacedText(name)
 	t := storage.Token{UserName: userName, Name: name, CreatedAt: db.Now().UTC().Truncate(time.Millisecond)}
 	err := db.changeUser(ctx, userName, actor, func(tx pgx.Tx, u storage.User) (storage.AuditEntry, error) {
 		t.UserID, t.Role = u.ID, u.Role

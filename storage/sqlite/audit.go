@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -112,11 +111,11 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e storage.AuditEntry)
 	if e.At.IsZero() {
 		e.At = db.Now()
 	}
-	// As the PostgreSQL engine stores them (its textReplaced), so that a row hashes
+	// As both engines keep free text (storage.ReplacedText), so that a row hashes
 	// alike on both and migrate can copy it: a NUL, which PostgreSQL text cannot hold,
 	// and bytes that are not UTF-8 become U+FFFD.
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
-		*s = auditText(*s)
+		*s = storage.ReplacedText(*s)
 	}
 	prev := storage.AuditGenesis
 	err := tx.QueryRowContext(ctx, `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`).Scan(&e.ID, &prev)
@@ -131,11 +130,4 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e storage.AuditEntry)
 		return fmt.Errorf("audit %s: %w", e.Action, err)
 	}
 	return nil
-}
-
-// auditText is s as the audit log and what an audited change writes beside it keep it:
-// a NUL, which PostgreSQL text cannot hold, and each byte that is not UTF-8 become
-// U+FFFD, as the PostgreSQL engine's textReplaced writes them.
-func auditText(s string) string {
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }

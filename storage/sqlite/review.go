@@ -159,7 +159,7 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		return storage.Suspect{}, fmt.Errorf("review suspect %d: %w: a reason is required", id, storage.ErrInvalidReview)
 	}
 	// As the audit row keeps them, and the PostgreSQL engine the suspect's.
-	actor, reason = auditText(actor), auditText(reason)
+	actor, reason = storage.ReplacedText(actor), storage.ReplacedText(reason)
 	var out storage.Suspect
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		x, err := scanSuspect(tx.QueryRowContext(ctx, `SELECT `+suspectColumns+` FROM suspects WHERE id = ?`, id))
