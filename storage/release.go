@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -181,3 +182,147 @@ const MaxKeysPerRelease = 10000
 // ReachedLimit reports whether a ReleaseKeys call that matched matched keys stopped at
 // MaxKeysPerRelease: more keys may match its filter, for another call to release.
 func ReachedLimit(matched int) bool { return matched >= MaxKeysPerRelease }
+
+// ReleaseTx is one engine's transaction as ReleaseIn uses it: the reads and writes of a
+// release, each in the engine's own SQL. Every method's error fails the transaction.
+type ReleaseTx interface {
+	// Now is the engine's clock.
+	Now() time.Time
+	// LockedClaim reads the claim of source's key, held against every other writer of it
+	// until the transaction ends; found is false when the key has no claim.
+	LockedClaim(ctx context.Context, source, key string) (c Claim, found bool, err error)
+	// SweptClaim is what is left of the claim of a key expired and swept: its source and
+	// key, and, from its trace (if it left one), its first delivery and when it was
+	// claimed, which its business key was stored under.
+	SweptClaim(ctx context.Context, source, key string) (Claim, error)
+	// Forget deletes what would make c's key's next deliveries doubles (its trace and
+	// the business keys of its deliveries), and says how many rows that was.
+	Forget(ctx context.Context, c Claim) (int64, error)
+	// PayloadGone says why c's payload cannot be sent again, or "" when it can: the
+	// delivery its claim names must be stored, and be of c's own source and key.
+	PayloadGone(ctx context.Context, c Claim) (string, error)
+	// RecordInterrupted records the attempt of c that its lease outlived
+	// (AttemptInterrupted), when one did at now.
+	RecordInterrupted(ctx context.Context, c Claim, now time.Time) error
+	// Requeue claims c's key again, processing from now until expires, for ttl.
+	Requeue(ctx context.Context, c Claim, now, expires time.Time, ttl time.Duration) error
+	// MarkReleased frees c's key.
+	MarkReleased(ctx context.Context, c Claim, now time.Time) error
+	// Audit writes e to the audit log.
+	Audit(ctx context.Context, e AuditEntry) error
+}
+
+// ReleaseIn releases (or reprocesses) r's key inside tx, with its audit row. A refusal
+// (no such key, a key in flight or claimed anew since checked, a reprocess without a
+// payload) comes back as refused, wrapping ErrNotFound, ErrBusy or ErrPayloadGone,
+// with nothing written; err means the transaction failed and must be rolled back.
+// checked is the delivery whose money a four-eyes check read, or MoneyNotChecked. The
+// caller has checked that r has a reason.
+//
+// A write that records an interrupted hand-off comes only once the release is certain
+// to go ahead: a refused one writes nothing (the bulk actions commit the keys of a
+// batch that were not refused), and the next lease would record the same hand-off
+// again.
+func ReleaseIn(ctx context.Context, tx ReleaseTx, r Release, checked int64) (out Released, refused, err error) {
+	failed := func(err error) (Released, error, error) {
+		return Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	c, found, err := tx.LockedClaim(ctx, r.Source, r.Key)
+	if err != nil {
+		return failed(err)
+	}
+	if !found {
+		if !r.Reprocess {
+			// Expired and swept, the key left a trace, and its deliveries their
+			// business keys: released, they are forgotten, as for a key not yet swept.
+			gone, err := tx.SweptClaim(ctx, r.Source, r.Key)
+			if err != nil {
+				return failed(err)
+			}
+			out, err := releaseFreeKey(ctx, tx, r, gone, tx.Now())
+			if err != nil || out.Changed {
+				return out, nil, err
+			}
+		}
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, ErrNotFound), nil
+	}
+	if err := ClaimedAnew(c, checked); err != nil {
+		return Released{Previous: c.State}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
+	}
+	now := tx.Now()
+	out = Released{Previous: c.State}
+	free := AlreadyFree(c.State, c.ExpiresAt, now)
+	if free && c.State != StateReleased {
+		out.Previous = "expired"
+	}
+	if free && !r.Reprocess {
+		if c.State == StateReleased {
+			return out, nil, nil
+		}
+		// Past its ttl the key is free, but its trace and business keys would still
+		// flag, or block, a re-send of its event: released, they are forgotten.
+		out, err := releaseFreeKey(ctx, tx, r, c, now)
+		return out, nil, err
+	}
+	if err := Busy(c, r.StuckBefore, now); err != nil {
+		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
+	}
+	action := "release"
+	if r.Reprocess {
+		action = "reprocess"
+		// The payload is checked here, in the transaction that queues the key, so that
+		// no sweep can remove it in between (a processing key's payload is kept).
+		// Without it the dispatcher could only fail the key.
+		gone, perr := tx.PayloadGone(ctx, c)
+		if perr != nil {
+			return failed(perr)
+		}
+		if gone != "" {
+			return out, fmt.Errorf("release %s/%s: cannot reprocess: %w (%s); release the key instead, so that its next delivery is accepted",
+				r.Source, r.Key, ErrPayloadGone, gone), nil
+		}
+		// Reprocessing claims the key again for as long as its first claim lasted.
+		expires, ttl := c.Reprocessed(now)
+		err = tx.RecordInterrupted(ctx, c, now)
+		if err == nil {
+			err = tx.Requeue(ctx, c, now, expires, ttl)
+		}
+	} else {
+		err = tx.MarkReleased(ctx, c, now)
+		if err == nil {
+			_, err = tx.Forget(ctx, c)
+		}
+		if err == nil {
+			err = tx.RecordInterrupted(ctx, c, now)
+		}
+	}
+	if err != nil {
+		return failed(err)
+	}
+	if err := tx.Audit(ctx, AuditEntry{At: now, Actor: r.Actor, Action: action, Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return failed(err)
+	}
+	out.Changed = true
+	return out, nil, nil
+}
+
+// releaseFreeKey releases c, a key already free (past its ttl, or expired and swept:
+// then c names only its source and key): it forgets c's trace and business keys, and
+// audits that, when there were any; otherwise it changes nothing.
+func releaseFreeKey(ctx context.Context, tx ReleaseTx, r Release, c Claim, now time.Time) (Released, error) {
+	out := Released{Previous: "expired"}
+	n, err := tx.Forget(ctx, c)
+	if err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	if n == 0 {
+		return out, nil
+	}
+	if err := tx.Audit(ctx, AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
+		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
+		return Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
+	}
+	out.Changed = true
+	return out, nil
+}

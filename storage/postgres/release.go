@@ -124,17 +124,8 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 // errRefused rolls back the transaction of a release that was refused.
 var errRefused = errors.New("refused")
 
-// releaseIn releases (or reprocesses) one key inside tx. A refusal (no such key, a key
-// in flight or claimed anew since checked, a reprocess without a payload) comes back as
-// refused, wrapping ErrNotFound, ErrBusy or ErrPayloadGone, with nothing written and tx
-// still usable; err means the transaction failed and must be rolled back. checked is
-// the delivery whose money a four-eyes check read (reprocessMoney), or
-// storage.MoneyNotChecked. The caller has checked that r has a reason. The bulk runner
-// calls it too, for each key of a batch.
-//
-// The key's row is read FOR UPDATE: another replica's release, lease, attempt or
-// takeover of the key waits for this transaction, or this one for it and then reads
-// the row as it left it, so that the decision and the write see the same key.
+// releaseIn releases (or reprocesses) one key inside tx, as storage.ReleaseIn does; the
+// bulk runner calls it too, for each key of a batch.
 func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, checked int64) (out storage.Released, refused, err error) {
 	if !textOK(r.Source, r.Key) {
 		// PostgreSQL's text cannot hold it, so no such key was ever claimed; asked as a
@@ -148,110 +139,68 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	if err := lockAudit(ctx, tx); err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
-	c, err := scanClaim(tx.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2 FOR UPDATE`,
-		r.Source, r.Key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		if !r.Reprocess {
-			// Expired and swept, the key left a trace, and its deliveries their
-			// business keys: released, they are forgotten, as for a key not yet swept.
-			gone, err := sweptClaim(ctx, tx, r.Source, r.Key)
-			if err != nil {
-				return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-			}
-			out, err := db.releaseFreeKey(ctx, tx, r, gone, db.Now())
-			if err != nil || out.Changed {
-				return out, nil, err
-			}
-		}
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
-	}
-	if err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if err := storage.ClaimedAnew(c, checked); err != nil {
-		return storage.Released{Previous: c.State}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
-	}
-	now := db.Now()
-	out = storage.Released{Previous: c.State}
-	free := storage.AlreadyFree(c.State, c.ExpiresAt, now)
-	if free && c.State != storage.StateReleased {
-		out.Previous = "expired"
-	}
-	if free && !r.Reprocess {
-		if c.State == storage.StateReleased {
-			return out, nil, nil
-		}
-		// Past its ttl the key is free, but its trace and business keys would still
-		// flag, or block, a re-send of its event: released, they are forgotten.
-		out, err := db.releaseFreeKey(ctx, tx, r, c, now)
-		return out, nil, err
-	}
-	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
-		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
-	}
-	action := "release"
-	if r.Reprocess {
-		action = "reprocess"
-		// The payload is checked here, in the transaction that queues the key: without it
-		// the dispatcher could only fail the key.
-		gone, perr := payloadGone(ctx, tx, c)
-		if perr != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, perr)
-		}
-		if gone != "" {
-			return out, fmt.Errorf("release %s/%s: cannot reprocess: %w (%s); release the key instead, so that its next delivery is accepted",
-				r.Source, r.Key, storage.ErrPayloadGone, gone), nil
-		}
-		// Reprocessing claims the key again for as long as its first claim lasted.
-		expires, ttl := c.Reprocessed(now)
-		err = recordIfInterrupted(ctx, tx, c, now)
-		if err == nil {
-			_, err = tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
-			next_attempt_at = $5, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
-				millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
-		}
-	} else {
-		_, err = tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
-			WHERE id = $2`, millis(now), c.ID)
-		if err == nil {
-			_, err = forget(ctx, tx, c)
-		}
-		if err == nil {
-			err = recordIfInterrupted(ctx, tx, c, now)
-		}
-	}
-	if err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: action, Source: r.Source, Key: r.Key,
-		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	out.Changed = true
-	return out, nil, nil
+	return storage.ReleaseIn(ctx, releaseTx{db, tx}, r, checked)
 }
 
-// recordIfInterrupted records the attempt of c that its lease outlived
-// (storage.AttemptInterrupted), if one did at now. Its callers call it once the release
-// or reprocess is certain to go ahead: a refused one writes nothing (the bulk actions
-// commit the keys of a batch that were not refused), and the next lease would record
-// the same hand-off again.
-func recordIfInterrupted(ctx context.Context, tx pgx.Tx, c storage.Claim, now time.Time) error {
+// releaseTx is a release's transaction as storage.ReleaseIn uses it.
+type releaseTx struct {
+	db *DB
+	tx pgx.Tx
+}
+
+func (t releaseTx) Now() time.Time { return t.db.Now() }
+
+// LockedClaim reads the key's row FOR UPDATE: another replica's release, lease, attempt
+// or takeover of the key waits for this transaction, or this one for it and then reads
+// the row as it left it, so that the decision and the write see the same key.
+func (t releaseTx) LockedClaim(ctx context.Context, source, key string) (storage.Claim, bool, error) {
+	c, err := scanClaim(t.tx.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = $1 AND key = $2 FOR UPDATE`,
+		source, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Claim{}, false, nil
+	}
+	return c, err == nil, err
+}
+
+func (t releaseTx) SweptClaim(ctx context.Context, source, key string) (storage.Claim, error) {
+	return sweptClaim(ctx, t.tx, source, key)
+}
+
+func (t releaseTx) Forget(ctx context.Context, c storage.Claim) (int64, error) {
+	return forget(ctx, t.tx, c)
+}
+
+func (t releaseTx) Requeue(ctx context.Context, c storage.Claim, now, expires time.Time, ttl time.Duration) error {
+	_, err := t.tx.Exec(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
+	next_attempt_at = $5, updated_at = $1, expires_at = $2, ttl = $3 WHERE id = $4`,
+		millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
+	return err
+}
+
+func (t releaseTx) MarkReleased(ctx context.Context, c storage.Claim, now time.Time) error {
+	_, err := t.tx.Exec(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = $1
+	WHERE id = $2`, millis(now), c.ID)
+	return err
+}
+
+func (t releaseTx) Audit(ctx context.Context, e storage.AuditEntry) error {
+	return t.db.insertAudit(ctx, t.tx, e)
+}
+
+func (t releaseTx) RecordInterrupted(ctx context.Context, c storage.Claim, now time.Time) error {
 	if !c.Interrupted(now) {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+	_, err := t.tx.Exec(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 	VALUES ($1, $2, $3, $4, 0, 0, $5, '')`, c.Source, c.Key, c.FirstDelivery, millis(c.LeasedUntil), storage.AttemptInterrupted)
 	return err
 }
 
-// payloadGone says why c's payload cannot be sent again, or "" when it can: the
-// delivery its claim names must be stored, and be of c's own source and key. The row is
-// read FOR KEY SHARE: a retention sweep deleting it right now is waited for, and the
-// delivery is then seen gone rather than sent for.
-func payloadGone(ctx context.Context, tx pgx.Tx, c storage.Claim) (string, error) {
+// PayloadGone reads the delivery FOR KEY SHARE: a retention sweep deleting it right now
+// is waited for, and the delivery is then seen gone rather than sent for.
+func (t releaseTx) PayloadGone(ctx context.Context, c storage.Claim) (string, error) {
 	var source, key string
-	err := tx.QueryRow(ctx, `SELECT source, key FROM deliveries WHERE id = $1 FOR KEY SHARE`, c.FirstDelivery).Scan(&source, &key)
+	err := t.tx.QueryRow(ctx, `SELECT source, key FROM deliveries WHERE id = $1 FOR KEY SHARE`, c.FirstDelivery).Scan(&source, &key)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Sprintf("delivery %d was deleted after the retention period", c.FirstDelivery), nil
@@ -399,26 +348,6 @@ func forget(ctx context.Context, tx pgx.Tx, c storage.Claim) (n int64, err error
 		n += tag.RowsAffected()
 	}
 	return n, err
-}
-
-// releaseFreeKey releases c, a key already free (past its ttl, or expired and swept:
-// then c names only its source and key): it forgets c's trace and business keys, and
-// audits that, when there were any; otherwise it changes nothing.
-func (db *DB) releaseFreeKey(ctx context.Context, tx pgx.Tx, r storage.Release, c storage.Claim, now time.Time) (storage.Released, error) {
-	out := storage.Released{Previous: "expired"}
-	n, err := forget(ctx, tx, c)
-	if err != nil {
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if n == 0 {
-		return out, nil
-	}
-	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
-		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	out.Changed = true
-	return out, nil
 }
 
 // sweptClaim is what is left of the claim of a key expired and swept: its source and

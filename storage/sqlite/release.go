@@ -106,94 +106,52 @@ func (db *DB) ReleaseKey(ctx context.Context, r storage.Release) (storage.Releas
 // errRefused rolls back the transaction of a release that was refused.
 var errRefused = errors.New("refused")
 
-// releaseIn releases one key inside tx. A refusal (no such key, a key in flight or
-// claimed anew since checked, a reprocess without a payload) comes back as refused,
-// wrapping ErrNotFound, ErrBusy or ErrPayloadGone, with nothing written; err means the
-// transaction failed and must be rolled back. checked is the delivery whose money a
-// four-eyes check read (reprocessMoney), or storage.MoneyNotChecked. The caller has checked that
-// r has a reason.
+// releaseIn releases (or reprocesses) one key inside tx, as storage.ReleaseIn does; the
+// bulk runner calls it too, for each key of a batch.
 func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, checked int64) (out storage.Released, refused, err error) {
-	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, r.Source, r.Key))
+	return storage.ReleaseIn(ctx, releaseTx{db, tx}, r, checked)
+}
+
+// releaseTx is a release's transaction as storage.ReleaseIn uses it. SQLite's one
+// writer holds every key against other writers.
+type releaseTx struct {
+	db *DB
+	tx *sql.Tx
+}
+
+func (t releaseTx) Now() time.Time { return t.db.Now() }
+
+func (t releaseTx) LockedClaim(ctx context.Context, source, key string) (storage.Claim, bool, error) {
+	c, err := scanClaim(t.tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, source, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		if !r.Reprocess {
-			// Expired and swept, the key left a trace, and its deliveries their
-			// business keys: released, they are forgotten, as for a key not yet swept.
-			gone, err := sweptClaim(ctx, tx, r.Source, r.Key)
-			if err != nil {
-				return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-			}
-			out, err := db.releaseFreeKey(ctx, tx, r, gone, db.Now())
-			if err != nil || out.Changed {
-				return out, nil, err
-			}
-		}
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, storage.ErrNotFound), nil
+		return storage.Claim{}, false, nil
 	}
-	if err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if err := storage.ClaimedAnew(c, checked); err != nil {
-		return storage.Released{Previous: c.State}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
-	}
-	now := db.Now()
-	out = storage.Released{Previous: c.State}
-	free := storage.AlreadyFree(c.State, c.ExpiresAt, now)
-	if free && c.State != storage.StateReleased {
-		out.Previous = "expired"
-	}
-	if free && !r.Reprocess {
-		if c.State == storage.StateReleased {
-			return out, nil, nil
-		}
-		// Past its ttl the key is free, but its trace and business keys would still
-		// flag, or block, a re-send of its event: released, they are forgotten.
-		out, err := db.releaseFreeKey(ctx, tx, r, c, now)
-		return out, nil, err
-	}
-	if err := storage.Busy(c, r.StuckBefore, now); err != nil {
-		return out, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err), nil
-	}
-	action := "release"
-	if r.Reprocess {
-		action = "reprocess"
-		// The payload is checked here, in the transaction that queues the key, so that no
-		// sweep can remove it in between (a processing key's payload is kept: sweep.go).
-		// Without it the dispatcher could only fail the key.
-		gone, perr := payloadGone(ctx, tx, c)
-		if perr != nil {
-			return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, perr)
-		}
-		if gone != "" {
-			return out, fmt.Errorf("release %s/%s: cannot reprocess: %w (%s); release the key instead, so that its next delivery is accepted",
-				r.Source, r.Key, storage.ErrPayloadGone, gone), nil
-		}
-		// Reprocessing claims the key again for as long as its first claim lasted.
-		expires, ttl := c.Reprocessed(now)
-		err = recordIfInterrupted(ctx, tx, c, now)
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
-			next_attempt_at = ?5, updated_at = ?1, expires_at = ?2, ttl = ?3 WHERE id = ?4`,
-				millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
-		}
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
-			WHERE id = ?`, millis(now), c.ID)
-		if err == nil {
-			_, err = forget(ctx, tx, c)
-		}
-		if err == nil {
-			err = recordIfInterrupted(ctx, tx, c, now)
-		}
-	}
-	if err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: action, Source: r.Source, Key: r.Key,
-		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	out.Changed = true
-	return out, nil, nil
+	return c, err == nil, err
+}
+
+func (t releaseTx) SweptClaim(ctx context.Context, source, key string) (storage.Claim, error) {
+	return sweptClaim(ctx, t.tx, source, key)
+}
+
+func (t releaseTx) Forget(ctx context.Context, c storage.Claim) (int64, error) {
+	return forget(ctx, t.tx, c)
+}
+
+func (t releaseTx) Requeue(ctx context.Context, c storage.Claim, now, expires time.Time, ttl time.Duration) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE claims SET state = 'processing', attempts = 0, last_error = '',
+	next_attempt_at = ?5, updated_at = ?1, expires_at = ?2, ttl = ?3 WHERE id = ?4`,
+		millis(now), millis(expires), ttl.Milliseconds(), c.ID, millis(storage.NotALease(now, c.LeasedUntil)))
+	return err
+}
+
+func (t releaseTx) MarkReleased(ctx context.Context, c storage.Claim, now time.Time) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE claims SET state = 'released', next_attempt_at = NULL, updated_at = ?
+	WHERE id = ?`, millis(now), c.ID)
+	return err
+}
+
+func (t releaseTx) Audit(ctx context.Context, e storage.AuditEntry) error {
+	return t.db.insertAudit(ctx, t.tx, e)
 }
 
 // sqlEarlierAccepted is the accepted deliveries of a key (?1, ?2) that its claim does
@@ -201,25 +159,18 @@ func (db *DB) releaseIn(ctx context.Context, tx *sql.Tx, r storage.Release, chec
 const sqlEarlierAccepted = `SELECT id FROM deliveries WHERE source = ?1 AND key = ?2 AND body_from = 0 AND by_claim = 0
 	AND outcome = 'accepted'`
 
-// recordIfInterrupted records the attempt of c that its lease outlived
-// (storage.AttemptInterrupted), if one did at now. Its callers call it once the release
-// or reprocess is certain to go ahead: a refused one writes nothing (the bulk actions
-// commit the keys of a batch that were not refused), and the next lease would record
-// the same hand-off again.
-func recordIfInterrupted(ctx context.Context, tx *sql.Tx, c storage.Claim, now time.Time) error {
+func (t releaseTx) RecordInterrupted(ctx context.Context, c storage.Claim, now time.Time) error {
 	if !c.Interrupted(now) {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 	VALUES (?, ?, ?, ?, 0, 0, ?, '')`, c.Source, c.Key, c.FirstDelivery, millis(c.LeasedUntil), storage.AttemptInterrupted)
 	return err
 }
 
-// payloadGone says why c's payload cannot be sent again, or "" when it can: the
-// delivery its claim names must be stored, and be of c's own source and key.
-func payloadGone(ctx context.Context, tx *sql.Tx, c storage.Claim) (string, error) {
+func (t releaseTx) PayloadGone(ctx context.Context, c storage.Claim) (string, error) {
 	var source, key string
-	err := tx.QueryRowContext(ctx, `SELECT source, key FROM deliveries WHERE id = ?`, c.FirstDelivery).Scan(&source, &key)
+	err := t.tx.QueryRowContext(ctx, `SELECT source, key FROM deliveries WHERE id = ?`, c.FirstDelivery).Scan(&source, &key)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Sprintf("delivery %d was deleted after the retention period", c.FirstDelivery), nil
@@ -381,26 +332,6 @@ func affected(res sql.Result) int64 {
 	}
 	n, _ := res.RowsAffected()
 	return n
-}
-
-// releaseFreeKey releases c, a key already free (past its ttl, or expired and swept:
-// then c names only its source and key): it forgets c's trace and business keys, and
-// audits that, when there were any; otherwise it changes nothing.
-func (db *DB) releaseFreeKey(ctx context.Context, tx *sql.Tx, r storage.Release, c storage.Claim, now time.Time) (storage.Released, error) {
-	out := storage.Released{Previous: "expired"}
-	n, err := forget(ctx, tx, c)
-	if err != nil {
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	if n == 0 {
-		return out, nil
-	}
-	if err := db.insertAudit(ctx, tx, storage.AuditEntry{At: now, Actor: r.Actor, Action: "release", Source: r.Source, Key: r.Key,
-		Reason: r.Reason, PreviousState: out.Previous}); err != nil {
-		return storage.Released{}, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
-	}
-	out.Changed = true
-	return out, nil
 }
 
 // sweptClaim is what is left of the claim of a key expired and swept: its source and
