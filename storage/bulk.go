@@ -463,3 +463,66 @@ func SumMoney(keys []BulkKey) (money []MoneyTotal, noAmount, unreadable int) {
 	}
 	return money, noAmount, unreadable
 }
+
+// AuditReason is the reason the audit row of each key a running action changes gives:
+// the action's own, its number, and who approved it.
+func (a BulkAction) AuditReason() string {
+	reason := fmt.Sprintf("%s (bulk action %d", a.Reason, a.ID)
+	if a.DecidedBy != "" {
+		reason += ", approved by " + a.DecidedBy
+	}
+	return reason + ")"
+}
+
+// BulkTally counts the outcomes of a running action's keys.
+type BulkTally struct{ Changed, Unchanged, Skipped, Refused int }
+
+// Add counts one key's outcome.
+func (t *BulkTally) Add(outcome string) {
+	switch outcome {
+	case BulkKeyChanged:
+		t.Changed++
+	case BulkKeyUnchanged:
+		t.Unchanged++
+	case BulkKeySkipped:
+		t.Skipped++
+	default:
+		t.Refused++
+	}
+}
+
+// ActOnBulkKey does action a to one of its keys, source's key as previewed p, inside the
+// batch's transaction, and returns the key's outcome: skipped when it changed since the
+// preview, or what release (the engine's ReleaseIn) did. c is the key's claim, held by
+// the transaction when found; trace reads what is left of a swept one. reason is
+// a.AuditReason().
+func ActOnBulkKey(a BulkAction, source, key string, p PreviewedClaim, c Claim, found bool, trace func() (Claim, error),
+	release func(Release, int64) (Released, error, error), reason string, stuckBefore time.Time) (string, error) {
+	skip, err := p.ChangedSincePreview(a.Kind, c, found, trace)
+	if err != nil || skip {
+		return BulkKeySkipped, err
+	}
+	// A key with no claim left expired and was swept since the preview (the sweep runs
+	// every minute): the release forgets its trace and business keys as it does for a
+	// release of the key alone, or refuses it. Checked as having no claim, a key
+	// claimed anew in between is refused, not acted on.
+	checked := MoneyNotChecked
+	if !found {
+		checked = 0
+	}
+	res, why, err := release(Release{Source: source, Key: key, Actor: a.RequestedBy, Reason: reason,
+		Reprocess: a.Kind == BulkReprocess, StuckBefore: stuckBefore}, checked)
+	switch {
+	case err != nil:
+		return "", err
+	case why != nil:
+		r, ok := RefusalOf(why)
+		if !ok {
+			return "", why
+		}
+		return string(r), nil
+	case res.Changed:
+		return BulkKeyChanged, nil
+	}
+	return BulkKeyUnchanged, nil
+}

@@ -553,58 +553,22 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		if err != nil {
 			return err
 		}
-		reason := fmt.Sprintf("%s (bulk action %d", a.Reason, a.ID)
-		if a.DecidedBy != "" {
-			reason += ", approved by " + a.DecidedBy
-		}
-		reason += ")"
-		var changed, unchanged, skipped, refused int
+		reason := a.AuditReason()
+		var tally storage.BulkTally
 		seqs := make([]int64, len(batch))
 		outcomes := make([]string, len(batch))
 		for i, k := range batch {
 			c, found := claims[[2]string{k.source, k.key}]
-			skip, err := k.ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
+			outcome, err := storage.ActOnBulkKey(a, k.source, k.key, k.PreviewedClaim, c, found,
+				func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) },
+				func(r storage.Release, checked int64) (storage.Released, error, error) {
+					return db.releaseIn(ctx, tx, r, checked)
+				},
+				reason, stuckBefore)
 			if err != nil {
 				return err
 			}
-			outcome := storage.BulkKeySkipped
-			if !skip {
-				// A key with no claim left expired and was swept since the preview (the
-				// sweep runs every minute): releaseIn forgets its trace and business keys
-				// as it does for a release of the key alone, or refuses it. Checked as
-				// having no claim, a key claimed anew in between is refused, not acted on.
-				checked := storage.MoneyNotChecked
-				if !found {
-					checked = 0
-				}
-				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, checked)
-				if err != nil {
-					return err
-				}
-				switch {
-				case why != nil:
-					r, ok := storage.RefusalOf(why)
-					if !ok {
-						return why
-					}
-					outcome = string(r)
-				case res.Changed:
-					outcome = storage.BulkKeyChanged
-				default:
-					outcome = storage.BulkKeyUnchanged
-				}
-			}
-			switch outcome {
-			case storage.BulkKeyChanged:
-				changed++
-			case storage.BulkKeyUnchanged:
-				unchanged++
-			case storage.BulkKeySkipped:
-				skipped++
-			default:
-				refused++
-			}
+			tally.Add(outcome)
 			seqs[i], outcomes[i] = k.seq, outcome
 		}
 		_, err = tx.Exec(ctx, `UPDATE bulk_action_keys AS k SET outcome = o.outcome
@@ -612,10 +576,10 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		if err != nil {
 			return err
 		}
-		out.Changed = changed
+		out.Changed = tally.Changed
 		_, err = tx.Exec(ctx, `UPDATE bulk_actions SET done = done + $1, changed = changed + $2, unchanged = unchanged + $3,
 	skipped = skipped + $4, refused = refused + $5, lease_until = $6, updated_at = $7, last_error = '' WHERE id = $8`,
-			len(batch), changed, unchanged, skipped, refused, millis(now.Add(lease)), millis(now), id)
+			len(batch), tally.Changed, tally.Unchanged, tally.Skipped, tally.Refused, millis(now.Add(lease)), millis(now), id)
 		return err
 	})
 	if err != nil {

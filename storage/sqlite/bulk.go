@@ -541,68 +541,32 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				last_error = '' WHERE id = ?2`, millis(now), id)
 			return err
 		}
-		reason := fmt.Sprintf("%s (bulk action %d", a.Reason, a.ID)
-		if a.DecidedBy != "" {
-			reason += ", approved by " + a.DecidedBy
-		}
-		reason += ")"
-		var changed, unchanged, skipped, refused int
+		reason := a.AuditReason()
+		var tally storage.BulkTally
 		for _, k := range batch {
 			c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, k.source, k.key))
 			found := err == nil
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			skip, err := k.ChangedSincePreview(a.Kind, c, found, func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) })
+			outcome, err := storage.ActOnBulkKey(a, k.source, k.key, k.PreviewedClaim, c, found,
+				func() (storage.Claim, error) { return sweptClaim(ctx, tx, k.source, k.key) },
+				func(r storage.Release, checked int64) (storage.Released, error, error) {
+					return db.releaseIn(ctx, tx, r, checked)
+				},
+				reason, stuckBefore)
 			if err != nil {
 				return err
 			}
-			outcome := storage.BulkKeySkipped
-			if !skip {
-				// A key with no claim left expired and was swept since the preview (the
-				// sweep runs every minute): releaseIn forgets its trace and business keys
-				// as it does for a release of the key alone, or refuses it. Checked as
-				// having no claim, a key claimed anew in between is refused, not acted on.
-				checked := storage.MoneyNotChecked
-				if !found {
-					checked = 0
-				}
-				res, why, err := db.releaseIn(ctx, tx, storage.Release{Source: k.source, Key: k.key, Actor: a.RequestedBy,
-					Reason: reason, Reprocess: a.Kind == storage.BulkReprocess, StuckBefore: stuckBefore}, checked)
-				if err != nil {
-					return err
-				}
-				switch {
-				case why != nil:
-					r, ok := storage.RefusalOf(why)
-					if !ok {
-						return why
-					}
-					outcome = string(r)
-				case res.Changed:
-					outcome = storage.BulkKeyChanged
-				default:
-					outcome = storage.BulkKeyUnchanged
-				}
-			}
-			switch outcome {
-			case storage.BulkKeyChanged:
-				changed++
-			case storage.BulkKeyUnchanged:
-				unchanged++
-			case storage.BulkKeySkipped:
-				skipped++
-			default:
-				refused++
-			}
+			tally.Add(outcome)
 			if _, err := tx.ExecContext(ctx, `UPDATE bulk_action_keys SET outcome = ? WHERE action = ? AND seq = ?`, outcome, id, k.seq); err != nil {
 				return err
 			}
 		}
-		out.Changed = changed
+		out.Changed = tally.Changed
 		_, err = tx.ExecContext(ctx, `UPDATE bulk_actions SET done = done + ?, changed = changed + ?, unchanged = unchanged + ?,
 			skipped = skipped + ?, refused = refused + ?, lease_until = ?, updated_at = ?, last_error = '' WHERE id = ?`,
-			len(batch), changed, unchanged, skipped, refused, millis(now.Add(lease)), millis(now), id)
+			len(batch), tally.Changed, tally.Unchanged, tally.Skipped, tally.Refused, millis(now.Add(lease)), millis(now), id)
 		return err
 	})
 	if err != nil {
