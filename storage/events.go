@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"time"
 )
 
@@ -75,3 +76,27 @@ type DeliveryPage struct {
 // cannot be answered by an index alone: a page never costs more than this many row
 // reads, at any table size.
 const ScanWindow = 20000
+
+// EachDelivery calls fn for every delivery that matches f (ignoring f.Limit), newest
+// first, reading them a page at a time through deliveries (an engine's Deliveries), and
+// stops at fn's first error, which it returns. Each page is a query of its own: an
+// export as slow as the client that reads it holds no transaction open.
+func EachDelivery(ctx context.Context, deliveries func(context.Context, DeliveryFilter) (DeliveryPage, error),
+	f DeliveryFilter, fn func(Delivery) error) error {
+	f.Limit = 500
+	for {
+		page, err := deliveries(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Deliveries {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if page.Next == 0 {
+			return nil
+		}
+		f.Before = page.Next
+	}
+}

@@ -144,27 +144,9 @@ func (db *DB) Deliveries(ctx context.Context, f storage.DeliveryFilter) (storage
 	return page, nil
 }
 
-// EachDelivery calls fn for every delivery that matches f (ignoring f.Limit), newest
-// first, a page at a time, and stops at fn's first error, which it returns. Each page
-// is a query of its own: an export as slow as the client that reads it holds no
-// transaction open, and so holds back no vacuum.
+// EachDelivery calls fn for every delivery that matches f, as storage.EachDelivery does.
 func (db *DB) EachDelivery(ctx context.Context, f storage.DeliveryFilter, fn func(storage.Delivery) error) error {
-	f.Limit = 500
-	for {
-		page, err := db.Deliveries(ctx, f)
-		if err != nil {
-			return err
-		}
-		for _, d := range page.Deliveries {
-			if err := fn(d); err != nil {
-				return err
-			}
-		}
-		if page.Next == 0 {
-			return nil
-		}
-		f.Before = page.Next
-	}
+	return storage.EachDelivery(ctx, db.Deliveries, f, fn)
 }
 
 // RecentDuplicates returns up to limit duplicates that carried an amount, received at or
