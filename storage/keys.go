@@ -128,3 +128,26 @@ type KeyPage struct {
 	// at each claim, and only ScanWindow claims were looked at. Next goes on from there.
 	Partial bool
 }
+
+// PageOfKeys makes the page of a keys listing by f from claims, the claims read for it:
+// at most f.Limit and one more, which says that another page follows. from is where a
+// listing that looks at each claim began its window of ScanWindow claims (0: it looked
+// at all of them): fewer than a page found there, older claims may match.
+func PageOfKeys(claims []Claim, f KeyFilter, from int64) KeyPage {
+	var page KeyPage
+	if len(claims) > f.Limit {
+		page.Keys = claims[:f.Limit]
+		last := page.Keys[f.Limit-1]
+		if f.Stuck {
+			page.After = KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}
+		} else {
+			page.Next = last.ID
+		}
+		return page
+	}
+	page.Keys = claims
+	if from > 0 {
+		page.Next, page.Partial = from, true
+	}
+	return page
+}

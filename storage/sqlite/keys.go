@@ -21,36 +21,21 @@ func (db *DB) Keys(ctx context.Context, f storage.KeyFilter) (storage.KeyPage, e
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	limit := f.Limit
-	f.Limit++ // one more than a page says whether another follows
 	var from int64
 	if keysWalk(f) {
 		if err := db.read.QueryRowContext(ctx, sqlKeyWindow, keysBelow(f), storage.ScanWindow-1).Scan(&from); err != nil {
 			return storage.KeyPage{}, fmt.Errorf("list keys: %w", err)
 		}
 	}
-	query, args := keyQuery(f, from)
+	// One more than a page says whether another follows.
+	more := f
+	more.Limit++
+	query, args := keyQuery(more, from)
 	claims, err := db.listKeys(ctx, query, args)
 	if err != nil {
 		return storage.KeyPage{}, err
 	}
-	var page storage.KeyPage
-	if len(claims) > limit {
-		page.Keys = claims[:limit]
-		last := page.Keys[limit-1]
-		if f.Stuck {
-			page.After = storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}
-		} else {
-			page.Next = last.ID
-		}
-		return page, nil
-	}
-	page.Keys = claims
-	if from > 0 {
-		// Fewer than a page in a full window: older claims may match.
-		page.Next, page.Partial = from, true
-	}
-	return page, nil
+	return storage.PageOfKeys(claims, f, from), nil
 }
 
 // ListKeys returns every claim matching f, up to f.Limit. Stuck keys come oldest first
