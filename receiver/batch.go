@@ -330,8 +330,7 @@ func (rc *Receiver) writeBatchAnswer(w http.ResponseWriter, src *Source, a batch
 		writeJSON(w, http.StatusInternalServerError, answer{Error: "the answer could not be written"})
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	answerHeaders(w.Header(), "application/json", len(b)+1)
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(b, '\n'))
 }

@@ -81,7 +81,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 
 // Handler serves the Prometheus text exposition.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Live counts of every source, read anew at each scrape: no cache on the way,
+		// nor a browser, is to keep them.
+		w.Header().Set("Cache-Control", "no-store")
+		dataHeaders(w.Header())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // flags counts the forensic flags a stored delivery of source was given.

@@ -244,11 +244,27 @@ type answer struct {
 func writeJSON(w http.ResponseWriter, code int, a answer) {
 	var scratch [256]byte
 	b := appendAnswer(scratch[:0], a)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	answerHeaders(w.Header(), "application/json", len(b))
 	w.WriteHeader(code)
 	w.Write(b)
 }
+
+// answerHeaders sets the headers of an answer of intake's: its type and length, and
+// dataHeaders.
+func answerHeaders(hd http.Header, contentType string, n int) {
+	hd.Set("Content-Type", contentType)
+	hd.Set("Content-Length", strconv.Itoa(n))
+	dataHeaders(hd)
+}
+
+// nosniff is X-Content-Type-Options' value, its slice made once for the hot path.
+var nosniff = []string{"nosniff"}
+
+// dataHeaders sets what every answer of intake and of /metrics carries: nosniff. Each is
+// data for a program (a sender, a probe, a scraper), never a page; an error quotes what
+// a sender wrote (a source's name, a JSON fault), and a browser sent to the URL is not to
+// guess HTML from it.
+func dataHeaders(hd http.Header) { hd["X-Content-Type-Options"] = nosniff }
 
 // appendAnswer appends a as json.Marshal writes it, and a newline: built by hand, as
 // the reflection of json.Marshal costs more than the rest of the answer on the hot path.

@@ -169,8 +169,7 @@ func writeStored(w http.ResponseWriter, src *Source, a answer) {
 // "[accepted]", for a single delivery and for a batch alike.
 func writeAccepted(w http.ResponseWriter) {
 	const body = "[accepted]"
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	answerHeaders(w.Header(), "text/plain; charset=utf-8", len(body))
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte(body))
 }
