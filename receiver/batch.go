@@ -247,7 +247,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 				why = "invalid_body"
 			}
 		}
-		rc.rejectAs(w, r, src, kept, code, err.Error()+src.formHint(r.Header, err), cmp.Or(why, rejectionReason(code, kept != nil)))
+		rc.rejectAs(w, r, src, kept, code, err.Error()+src.notJSONHint(r.Header, body, err), cmp.Or(why, rejectionReason(code, kept != nil)))
 		return
 	}
 	// Every signature before any key: a request with a forged item is refused as

@@ -473,7 +473,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	der, doc, err := derive(src.Keys, r.Header, event)
 	if err != nil {
-		rc.reject(w, r, src, body, deriveStatus(err), err.Error()+src.formHint(r.Header, err))
+		rc.reject(w, r, src, body, deriveStatus(err), err.Error()+src.notJSONHint(r.Header, body, err))
 		return
 	}
 

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
@@ -42,18 +44,39 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 	return []byte(payload[0]), nil
 }
 
-// formHint says, of a delivery refused as not JSON (err wraps ErrNotJSON) by a source
-// that takes no form, that its Content-Type is a form and which setting takes one: GitHub
-// offers the form content type, and the parser's own words ("invalid character 'p' at
-// start of value") would not say why a whole sender's deliveries are refused. "" for any
-// other refusal or delivery.
-func (s *Source) formHint(h http.Header, err error) string {
-	if s.FormEncoded || !errors.Is(err, ErrNotJSON) {
+// notJSONHint says, of a delivery refused as not JSON (err wraps ErrNotJSON), what its
+// Content-Type tells of why, as the parser's own words ("invalid character 'p' at start of
+// value", "invalid UTF-8 at byte 83") would not say why a whole sender's deliveries are
+// refused: a form sent to a source that takes none (formHint), or a body, not UTF-8, in
+// the charset the Content-Type declares (charsetHint). "" for any other refusal or
+// delivery.
+func (s *Source) notJSONHint(h http.Header, body []byte, err error) string {
+	if !errors.Is(err, ErrNotJSON) {
 		return ""
 	}
-	if mt, _, perr := mime.ParseMediaType(h.Get("Content-Type")); perr != nil || mt != formContentType {
+	mt, params, perr := mime.ParseMediaType(h.Get("Content-Type"))
+	if perr != nil {
 		return ""
 	}
+	if mt == formContentType && !s.FormEncoded {
+		return s.formHint()
+	}
+	return charsetHint(params["charset"], body)
+}
+
+// charsetHint names charset, the one a Content-Type declares, for a body that is not
+// UTF-8, unless it is UTF-8's own name: a sender whose encoder writes ISO-8859-1 or
+// windows-1252 is told so, not only that its bytes are not UTF-8.
+func charsetHint(charset string, body []byte) string {
+	if charset == "" || strings.EqualFold(charset, "utf-8") || strings.EqualFold(charset, "utf8") || utf8.Valid(body) {
+		return ""
+	}
+	return " (the body is declared charset=" + safeName(strings.ToLower(charset), maxSourceName) + "; hookdedup takes UTF-8 JSON)"
+}
+
+// formHint says, of a form refused as not JSON by a source that takes no form, which
+// setting takes one: GitHub offers the form content type.
+func (s *Source) formHint() string {
 	if s.Batch != "" {
 		return " (the Content-Type is " + formContentType + ": a batched source takes a JSON body; have the sender send application/json)"
 	}
