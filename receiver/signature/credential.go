@@ -156,8 +156,16 @@ func (v *tokenVerifier) DefaultEventID() string { return "" }
 func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Time) error {
 	var tok string
 	if v.query != "" {
-		if tok = q.Get(v.query); tok == "" {
+		// More than one value is refused, whatever each is, saying so: matched one by
+		// one, a request could carry any number of guesses; read first only,
+		// "?token=&token=…" was refused as missing a token it carries.
+		switch vals := q[v.query]; {
+		case len(vals) > 1:
+			return fmt.Errorf("query parameter %s is given %d times: send it once", v.query, len(vals))
+		case len(vals) == 0 || vals[0] == "":
 			return fmt.Errorf("%w %s", ErrMissingQueryParameter, v.query)
+		default:
+			tok = vals[0]
 		}
 	} else if tok = headerValue(h, v.canonical); tok == "" {
 		return missingHeader(v.header)

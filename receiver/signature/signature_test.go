@@ -555,6 +555,14 @@ func TestVerify_Token(t *testing.T) {
 		{name: "QueryMissing", v: inQuery, header: headers("X-Webhook-Token", "tok-new"), now: now,
 			want: "missing query parameter token"},
 		{name: "QueryNil", v: inQuery, query: nil, now: now, want: "missing query parameter token"},
+		// More than one value is refused whatever they are, never matched one by one: which
+		// one a proxy, a log or the sender meant is not for the verifier to guess.
+		{name: "QueryRepeatedEmptyFirst", v: inQuery, query: url.Values{"token": {"", "tok-new"}}, now: now,
+			want: "query parameter token is given 2 times: send it once"},
+		{name: "QueryRepeatedWrongFirst", v: inQuery, query: url.Values{"token": {"x", "tok-new"}}, now: now,
+			want: "query parameter token is given 2 times: send it once"},
+		{name: "QueryRepeatedRight", v: inQuery, query: url.Values{"token": {"tok-new", "tok-new", "tok-old"}}, now: now,
+			want: "query parameter token is given 3 times: send it once"},
 	}, "tok-new", "tok-old")
 }
 
