@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -728,10 +729,10 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp.StatusCode, "", "downstream answered " + resp.Status + ": a hand-off is a plain POST", 0
 	}
-	// Read past the excerpt by the longest secret, so that one begun within it is
-	// masked whole before the cut.
+	// Read past the excerpt by the longest secret, each of its characters escaped at
+	// the longest, so that one begun within it is masked whole before the cut.
 	secrets := d.secrets[job.Source]
-	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, int64(responseExcerpt+longest(secrets))))
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, int64(responseExcerpt+maxEscaped*longest(secrets))))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	text := strings.ToValidUTF8(maskedPrefix(string(excerpt), secrets, responseExcerpt), "\uFFFD")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -800,19 +801,20 @@ func forwardSecrets(raw string) []string {
 }
 
 // maskedPrefix returns the first n bytes of text, each of secrets (longest first) that
-// begins among them written whole as storage.RedactedSegment. The cut is made in text
-// as read, not in the masked text: a mask is shorter than its secret, and cutting the
-// masked text would pull in the bytes after n, where the read may have cut a secret in
-// two that no mask then matches. text holds n bytes and the longest secret's length
-// more, so that a secret begun before n is read whole.
+// begins among them, written whole as it is or escaped (matchEscaped), as
+// storage.RedactedSegment. The cut is made in text as read, not in the masked text: a
+// mask is shorter than its secret, and cutting the masked text would pull in the bytes
+// after n, where the read may have cut a secret in two that no mask then matches. text
+// holds n bytes and maxEscaped times the longest secret's length more, so that a secret
+// begun before n is read whole.
 func maskedPrefix(text string, secrets []string, n int) string {
 	var b strings.Builder
 	for i := 0; i < min(len(text), n); {
 		masked := false
 		for _, s := range secrets {
-			if strings.HasPrefix(text[i:], s) {
+			if m := matchEscaped(text[i:], s); m > 0 {
 				b.WriteString(storage.RedactedSegment)
-				i += len(s)
+				i += m
 				masked = true
 				break
 			}
@@ -825,12 +827,88 @@ func maskedPrefix(text string, secrets []string, n int) string {
 	return b.String()
 }
 
-// maskSecrets writes each of secrets in text as storage.RedactedSegment.
+// maskSecrets writes each of secrets in text, as it is or escaped, as
+// storage.RedactedSegment.
 func maskSecrets(text string, secrets []string) string {
-	for _, s := range secrets {
-		text = strings.ReplaceAll(text, s, storage.RedactedSegment)
+	return maskedPrefix(text, secrets, len(text))
+}
+
+// maxEscaped is the most bytes matchEscaped takes for one character of a secret:
+// "&#x0002F;" and a digit more.
+const maxEscaped = 10
+
+// matchEscaped returns how many bytes at the start of text spell secret, 0 if they do
+// not. Each character of secret may be written as it is or escaped as HTML writes it
+// (&amp;, &#x2F;, &#47;, &sol;) or JSON (\u0026, \/): a downstream that quotes the
+// request's URL in a page or a JSON error writes the credential so, and each form is as
+// much the secret as the plain one.
+func matchEscaped(text, secret string) int {
+	j := 0
+	for i := 0; i < len(secret); {
+		r, size := utf8.DecodeRuneInString(secret[i:])
+		if got, n := escapedRune(text[j:]); n > 0 && got == r && (r != utf8.RuneError || size > 1) {
+			// The escape, or else the '&' or '\\' that begins it taken as itself: a secret
+			// may hold "&amp;" as its own five characters.
+			if m := matchEscaped(text[j+n:], secret[i+size:]); m > 0 || i+size == len(secret) {
+				return j + n + m
+			}
+		}
+		if !strings.HasPrefix(text[j:], secret[i:i+size]) {
+			return 0
+		}
+		i, j = i+size, j+size
 	}
-	return text
+	return j
+}
+
+// htmlNames are the named HTML character references of the characters a URL's
+// credential may hold (the legacy upper-case spellings among them).
+var htmlNames = map[string]rune{
+	"amp": '&', "AMP": '&', "lt": '<', "LT": '<', "gt": '>', "GT": '>', "quot": '"', "QUOT": '"',
+	"apos": '\'', "sol": '/', "equals": '=', "quest": '?', "colon": ':', "plus": '+', "percnt": '%',
+	"num": '#', "commat": '@', "period": '.', "lowbar": '_', "excl": '!', "dollar": '$',
+	"lpar": '(', "rpar": ')', "ast": '*', "comma": ',', "semi": ';', "bsol": '\\',
+}
+
+// escapedRune reads the HTML character reference or JSON escape at the start of s: the
+// character it stands for and its length, or 0 when s starts with neither.
+func escapedRune(s string) (rune, int) {
+	switch {
+	case len(s) >= 2 && s[0] == '\\':
+		switch s[1] {
+		case '/', '\\', '"':
+			return rune(s[1]), 2
+		case 'u':
+			if len(s) >= 6 {
+				if v, err := strconv.ParseUint(s[2:6], 16, 16); err == nil {
+					return rune(v), 6
+				}
+			}
+		}
+	case len(s) >= 3 && s[0] == '&':
+		end := strings.IndexByte(s[:min(len(s), maxEscaped)], ';')
+		if end < 2 {
+			return 0, 0
+		}
+		ref := s[1:end]
+		if ref[0] != '#' {
+			if r, ok := htmlNames[ref]; ok {
+				return r, end + 1
+			}
+			return 0, 0
+		}
+		digits, base := ref[1:], 10
+		if digits != "" && (digits[0] == 'x' || digits[0] == 'X') {
+			digits, base = digits[1:], 16
+		}
+		if digits == "" || digits[0] == '+' || digits[0] == '-' {
+			return 0, 0
+		}
+		if v, err := strconv.ParseUint(digits, base, 21); err == nil && utf8.ValidRune(rune(v)) {
+			return rune(v), end + 1
+		}
+	}
+	return 0, 0
 }
 
 // longest is the length of the longest of secrets.
