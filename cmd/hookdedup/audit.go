@@ -104,22 +104,29 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return auditUncheckedError{err}
 	}
+	w := bufio.NewWriter(e.stdout)
 	if c.Break != nil {
 		if c.Rows > 0 {
-			fmt.Fprintf(e.stdout, "%d rows chain, from the genesis to row %d (hash %s)\n", c.Rows, c.LastID, c.LastHash)
+			fmt.Fprintf(w, "%d rows chain, from the genesis to row %d (hash %s)\n", c.Rows, c.LastID, c.LastHash)
+			w.Flush() // the break is the news, and its error says it whatever became of this
 		}
 		return fmt.Errorf("audit log broken at row %d (%s): %s", c.Break.ID, c.Break.Kind, c.Break.Detail)
 	}
 	if c.Rows == 0 {
-		fmt.Fprintln(e.stdout, "audit log empty: nothing to check")
-		return nil
+		fmt.Fprintln(w, "audit log empty: nothing to check")
+	} else {
+		fmt.Fprintf(w, "audit log intact: %d rows checked, from the genesis to row %d\nlast hash: %s\n", c.Rows, c.LastID, c.LastHash)
+		if anchor.Hash != "" {
+			fmt.Fprintf(w, "passes through the anchor, row %d\n", anchor.ID)
+		}
+		fmt.Fprintf(w, "to check later that nothing up to here changed, keep this outside the database:\n  hookdedup audit verify --anchor %d:%s\n",
+			c.LastID, c.LastHash)
 	}
-	fmt.Fprintf(e.stdout, "audit log intact: %d rows checked, from the genesis to row %d\nlast hash: %s\n", c.Rows, c.LastID, c.LastHash)
-	if anchor.Hash != "" {
-		fmt.Fprintf(e.stdout, "passes through the anchor, row %d\n", anchor.ID)
+	// A report that could not be written (stdout on a full disk) lost the anchor to keep:
+	// not a pass a script may take from exit status 0, nor a broken chain (1).
+	if err := w.Flush(); err != nil {
+		return auditUncheckedError{fmt.Errorf("the chain was checked, but its report could not be printed: %w", err)}
 	}
-	fmt.Fprintf(e.stdout, "to check later that nothing up to here changed, keep this outside the database:\n  hookdedup audit verify --anchor %d:%s\n",
-		c.LastID, c.LastHash)
 	return nil
 }
 
