@@ -126,6 +126,12 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 func replaceable(path string) error {
 	f, err := os.Open(path)
 	if absent(err) {
+		if to, lerr := os.Readlink(path); lerr == nil {
+			// Renamed onto, the link would be replaced: the backup would stay on the disk
+			// it was made to leave (the link's target on a disk not mounted), the link gone.
+			return fmt.Errorf("it is a symbolic link to %s, which does not exist (a disk not mounted?): "+
+				"give the backup's own path (once its disk is there), or the name of a new file", to)
+		}
 		// No file, yet its log may be there: its database was moved or removed without it.
 		if log, err := heldLog(resolved(path)); err != nil {
 			return err
