@@ -107,6 +107,29 @@ func SetCurrencyExponent(currency string, exp int) (restore func()) {
 	}
 }
 
+// MoneyTerms is what a money mismatch compares of two deliveries of one key whose
+// payloads differ: the amount, the currency and the event status, as stored.
+type MoneyTerms struct{ Amount, Currency, Status string }
+
+// Same reports whether m and o carry the same money: the same amount (SameAmount: one
+// number spelt two ways is one amount), the same currency and the same event status. A
+// duplicate whose payload differs from its first delivery's is a money mismatch when
+// they do not; intake, the key lab and the comparison of two deliveries all ask here.
+// The PostgreSQL store's statement (sqlMoneyMismatches) spells the same rule in SQL.
+func (m MoneyTerms) Same(o MoneyTerms) bool {
+	return SameAmount(m.Amount, o.Amount) && m.Currency == o.Currency && m.Status == o.Status
+}
+
+// MoneyTerms is what a money mismatch compares of d.
+func (d *Delivery) MoneyTerms() MoneyTerms {
+	return MoneyTerms{Amount: d.Amount, Currency: d.Currency, Status: d.EventStatus}
+}
+
+// MoneyTerms is what a money mismatch would compare of a delivery p describes.
+func (p *Probe) MoneyTerms() MoneyTerms {
+	return MoneyTerms{Amount: p.Amount, Currency: p.Currency, Status: p.EventStatus}
+}
+
 // SameAmount reports whether a and b, two amounts as stored, are the same money: the
 // same text, or the same number spelt two ways ("412.50" and "412.5", "-0" and "0",
 // "10" and "1e1"), as one provider may send an amount as a JSON string and again as a

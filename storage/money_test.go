@@ -164,3 +164,29 @@ func TestSameAmount_DecimalsPastThirty(t *testing.T) {
 		t.Error("SameAmount(1e-31, 2e-31) = true")
 	}
 }
+
+// TestMoneyTerms_Same: the money mismatch rule, as intake, the key lab and the
+// comparison of two deliveries ask it: one amount spelt two ways is the same money; a
+// different amount, currency or status is not.
+func TestMoneyTerms_Same(t *testing.T) {
+	first := storage.Delivery{Amount: "182.50", Currency: "EUR", EventStatus: "cancelled"}
+	for _, c := range []struct {
+		p    storage.Probe
+		same bool
+	}{
+		{storage.Probe{Amount: "182.50", Currency: "EUR", EventStatus: "cancelled"}, true},
+		{storage.Probe{Amount: "182.5", Currency: "EUR", EventStatus: "cancelled"}, true},
+		{storage.Probe{Amount: "1.825e2", Currency: "EUR", EventStatus: "cancelled"}, true},
+		{storage.Probe{Amount: "182.51", Currency: "EUR", EventStatus: "cancelled"}, false},
+		{storage.Probe{Amount: "182.50", Currency: "USD", EventStatus: "cancelled"}, false},
+		{storage.Probe{Amount: "182.50", Currency: "EUR", EventStatus: "refunded"}, false},
+		{storage.Probe{Amount: "", Currency: "EUR", EventStatus: "cancelled"}, false},
+	} {
+		if got := first.MoneyTerms().Same(c.p.MoneyTerms()); got != c.same {
+			t.Errorf("%+v against %+v: Same = %v, want %v", first.MoneyTerms(), c.p.MoneyTerms(), got, c.same)
+		}
+		if got := c.p.MoneyTerms().Same(first.MoneyTerms()); got != c.same {
+			t.Errorf("%+v against %+v: Same = %v, want %v", c.p.MoneyTerms(), first.MoneyTerms(), got, c.same)
+		}
+	}
+}

@@ -703,7 +703,7 @@ func eventBody(d storage.Delivery) []byte {
 // status) is marked Money, unless the two carry the same money as a money mismatch
 // compares it: one amount spelt two ways ("180.00" and 180.0) moved nothing more.
 func compare(left, right storage.Delivery, money []string) *views.Compare {
-	if storage.SameAmount(left.Amount, right.Amount) && left.Currency == right.Currency && left.EventStatus == right.EventStatus {
+	if left.MoneyTerms().Same(right.MoneyTerms()) {
 		money = nil
 	}
 	lb, _ := prettyBody(eventBody(left), true)

@@ -55,7 +55,7 @@ func (s *Server) duplicateFlags(ctx context.Context, claim storage.Claim, p stor
 	url := eventURL(first.ID)
 	flags := []views.LabFlag{{Kind: "mismatch", URL: url,
 		Text: fmt.Sprintf("Its payload differs from delivery %d's, the first of this key.", first.ID)}}
-	if !storage.SameAmount(first.Amount, p.Amount) || first.Currency != p.Currency || first.EventStatus != p.EventStatus {
+	if !first.MoneyTerms().Same(p.MoneyTerms()) {
 		flags = append(flags, views.LabFlag{Kind: "money mismatch", URL: url,
 			Text: fmt.Sprintf("Its money (%s) differs from delivery %d's (%s).",
 				labMoney(p.Amount, p.Currency, p.EventStatus), first.ID, labMoney(first.Amount, first.Currency, first.EventStatus))})
@@ -72,7 +72,7 @@ func labDuplicateOfItem(j int, first, p storage.Probe) []views.LabFlag {
 		return nil
 	}
 	flags := []views.LabFlag{{Kind: "mismatch", Text: fmt.Sprintf("Its payload differs from item %d's, the first of this key.", j)}}
-	if !storage.SameAmount(first.Amount, p.Amount) || first.Currency != p.Currency || first.EventStatus != p.EventStatus {
+	if !first.MoneyTerms().Same(p.MoneyTerms()) {
 		flags = append(flags, views.LabFlag{Kind: "money mismatch",
 			Text: fmt.Sprintf("Its money (%s) differs from item %d's (%s).",
 				labMoney(p.Amount, p.Currency, p.EventStatus), j, labMoney(first.Amount, first.Currency, first.EventStatus))})

@@ -546,22 +546,21 @@ func (f *forensics) flush(ctx context.Context) error {
 // when the amount, the currency or the event status differ too. The first delivery is
 // among earlier (earlier rows of the batch) or stored before it.
 func (f *forensics) moneyMismatch(ctx context.Context, earlier []*recordRow, r *recordRow) error {
-	var amount, currency, status string
+	var first storage.MoneyTerms
 	found := false
 	for _, e := range earlier {
 		if e.id == r.first {
-			amount, currency, status, found = e.d.Amount, e.d.Currency, e.d.EventStatus, true
+			first, found = e.d.MoneyTerms(), true
 			break
 		}
 	}
 	if !found {
-		ok, err := f.queryRow(ctx, sqlFirstMoney, []any{r.first}, &amount, &currency, &status)
+		ok, err := f.queryRow(ctx, sqlFirstMoney, []any{r.first}, &first.Amount, &first.Currency, &first.Status)
 		if err != nil || !ok {
 			return err // a first delivery swept by retention has nothing to compare with
 		}
 	}
-	d := r.d
-	if storage.SameAmount(amount, d.Amount) && currency == d.Currency && status == d.EventStatus {
+	if first.Same(r.d.MoneyTerms()) {
 		return nil
 	}
 	r.moneyMismatch = true
