@@ -84,7 +84,8 @@ func viaTrustedProxy(r *http.Request) bool {
 // /metrics. Such a request names the page's site in Host. So a request over plain HTTP
 // to a loopback or private address, from a client on loopback or a private network,
 // must name the console by an address, as localhost, by a name no public site can have
-// (one without a dot, or under .local, .lan, .internal or .home.arpa), or by one of
+// (one without a dot, as the network's search domain completes it, not "ai.", a
+// top-level domain; or one under .local, .lan, .internal or .home.arpa), or by one of
 // names. Any name reaches the console through a trusted proxy, over TLS (whose
 // certificate names the host), on a public address, or from a public one, whose page
 // could reach the console as directly as the page's own site can.
@@ -110,14 +111,18 @@ func HostServed(r *http.Request, names []string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	// A name written absolute ("ai.") is never one the search domain completes: without
+	// a dot of its own it is a top-level domain, which a public site can have.
+	absolute := strings.HasSuffix(host, ".")
+	host = strings.TrimSuffix(host, ".")
 	if _, err := netip.ParseAddr(host); err == nil || host == "" || numericIPv4(host) {
 		return true
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "localhost.localdomain" {
 		return true
 	}
-	if !strings.Contains(host, ".") || slices.ContainsFunc(privateSuffixes, func(suffix string) bool {
+	if (!strings.Contains(host, ".") && !absolute) || slices.ContainsFunc(privateSuffixes, func(suffix string) bool {
 		return strings.HasSuffix(host, suffix)
 	}) {
 		return true

@@ -383,7 +383,7 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		if !HostServed(r, s.names) {
 			s.renderError(w, r, http.StatusMisdirectedRequest, "Not this console's name",
 				"On a loopback or private address this console answers plain HTTP only to an address "+
-					"(127.0.0.1, [::1], 10.8.0.1), localhost, a name without a dot or under .local, .lan, "+
+					"(127.0.0.1, [::1], 10.8.0.1), localhost, a name without a dot (not even a last one: not ai.) or under .local, .lan, "+
 					".internal or .home.arpa, and the names in console_names, not to the name this page was "+
 					"reached by ("+r.Host+"). Add that name to console_names if it is this console's. A reverse "+
 					"proxy in front of it must pass such a name as Host, or, on addr, be listed in trusted_proxies.")
