@@ -371,6 +371,21 @@ func contentCoding(h http.Header) string {
 	return ""
 }
 
+// compressions are the content codings of HTTP's registry that compress a body.
+var compressions = []string{"gzip", "x-gzip", "deflate", "br", "compress", "x-compress", "zstd", "dcb", "dcz", "pack200-gzip", "exi", "aes128gcm"}
+
+// compressed reports whether codings, a Content-Encoding as contentCoding returns it,
+// lists a compression: a value that lists none ("latin1", a character set in the wrong
+// header) is refused without sending the sender after a compression it never applied.
+func compressed(codings string) bool {
+	for c := range strings.SplitSeq(codings, ",") {
+		if slices.ContainsFunc(compressions, func(k string) bool { return strings.EqualFold(strings.TrimSpace(c), k) }) {
+			return true
+		}
+	}
+	return false
+}
+
 // MaxHeaderBytes is the most that a delivery's request line and headers may take: one
 // with more is refused 431, in JSON, and recorded as any rejection before the source's
 // check. The HTTP server in front must let more through (net/http's own limit answers
@@ -453,8 +468,12 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if coding := contentCoding(r.Header); coding != "" {
 		// A compressed body fails the signature over the sender's JSON, or its parse:
 		// either answer would hide what is wrong.
+		advice := "send the body uncompressed"
+		if !compressed(coding) {
+			advice = "it names no compression (a character set belongs in Content-Type's charset); send UTF-8 JSON without Content-Encoding"
+		}
 		rc.reject(w, r, src, nil, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", coding))
+			fmt.Sprintf("Content-Encoding %q is not supported: %s", coding, advice))
 		return
 	}
 	if src.Batch != "" {
