@@ -438,6 +438,10 @@ type Lab struct {
 	// Batch is where a batched source's events are (its batch pointer); "" for a source
 	// whose deliveries are one event each.
 	Batch string
+	// Refused is why intake would refuse a batch whole after taking it apart, as its
+	// answer says it ("item 2: no idempotency key: …"), claiming none of its items; ""
+	// when it would not.
+	Refused string
 	// Results are one per event intake keys in the payload: the delivery's one event, or
 	// each item of a batch in order. None before the form is sent.
 	Results []LabResult

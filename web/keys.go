@@ -322,13 +322,29 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusOK, views.LabView(v))
 	}
 	v.Batch = src.Batch
+	// Intake refuses a request whole for its first item that it cannot key, and claims
+	// none of its items: what the lab would foresee of the others would not happen.
+	refused := false
+	if src.Batch != "" {
+		for i, event := range events {
+			if _, err := s.derive(v.Source, h, event); err != nil {
+				v.Refused = fmt.Sprintf("item %d: %s", i, err)
+				refused = true
+				break
+			}
+		}
+	}
 	first := map[string]int{}         // the item each key was first derived in
 	firstBusiness := map[string]int{} // the first item accepted with each business key
 	probes := make([]storage.Probe, 0, len(events))
 	for i, event := range events {
-		res, p, err := s.labEvent(r.Context(), src, h, event)
+		res, p, err := s.labEvent(r.Context(), src, h, event, refused)
 		if err != nil {
 			return err
+		}
+		if refused {
+			v.Results = append(v.Results, res)
+			continue
 		}
 		probes = append(probes, p)
 		// Intake claims a key with the first item that has it, in one transaction: a
@@ -356,9 +372,10 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 }
 
 // labEvent derives the key of one event of a pasted delivery to src, says whether it is
-// claimed now, and foresees what a delivery of it would be flagged as.
+// claimed now, and foresees what a delivery of it would be flagged as; refused says that
+// intake refuses the event's request whole, so that nothing is foreseen of it.
 // It returns the probe the look-up was made for, its Source "" when there was none.
-func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte) (views.LabResult, storage.Probe, error) {
+func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte, refused bool) (views.LabResult, storage.Probe, error) {
 	var probe storage.Probe
 	d, err := s.derive(src.Name, h, event)
 	res := &views.LabResult{PayloadHash: d.PayloadHash}
@@ -369,9 +386,17 @@ func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event 
 	} else {
 		claim, err := s.keys.Claim(ctx, src.Name, d.Key)
 		now := s.now()
+		// What a delivery sent now would be; in a request that intake refuses whole,
+		// nothing.
+		accepted, again := "one sent now would be accepted", "a delivery sent now would be accepted"
+		duplicate := "a delivery of this payload now would be a duplicate"
+		if refused {
+			accepted = "this request would not claim it, as intake refuses it whole"
+			again, duplicate = accepted, "this request would not be stored as its duplicate, as intake refuses it whole"
+		}
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
-			res.Claim = "No delivery holds this key: one sent now would be accepted."
+			res.Claim = "No delivery holds this key: " + accepted + "."
 		case err != nil:
 			return views.LabResult{}, probe, err
 		case claim.Held(now):
@@ -380,13 +405,16 @@ func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event 
 			if !claim.ExpiresAt.After(now) {
 				until = "while it is handed downstream (its ttl ended " + s.fullTime(claim.ExpiresAt) + ")"
 			}
-			res.Claim = fmt.Sprintf("Claimed (%s) %s: a delivery of this payload now would be a duplicate.", claim.State, until)
+			res.Claim = fmt.Sprintf("Claimed (%s) %s: %s.", claim.State, until, duplicate)
 			res.EventsURL = keyEventsURL(src.Name, d.Key)
 		default:
 			res.ClaimState = claim.State
 			res.Claim = "Claimed before, but " + map[bool]string{true: "released", false: "expired"}[claim.State == storage.StateReleased] +
-				": a delivery sent now would be accepted."
+				": " + again + "."
 			res.EventsURL = keyEventsURL(src.Name, d.Key)
+		}
+		if refused {
+			return *res, probe, nil
 		}
 		// A payload the receiver cannot describe has no flags to foresee: the lab shows
 		// the derivation's error itself.
