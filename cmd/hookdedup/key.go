@@ -140,29 +140,46 @@ func runKey(ctx context.Context, args []string, e env) error {
 	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), src.Batch, itemNote(src.Item))
 	explainEnvelope(w, envelope)
 	iv, perItem := src.Verifier.(receiver.ItemVerifier)
-	var first error
-	firstWith := map[string]int{} // the item each key was first derived in
+	// What intake would refuse the request for, found first, as intake finds it: every
+	// item's signature before any item's key. A refused request claims nothing, so no
+	// item is then said to be accepted or a duplicate.
+	sigs, ders, derrs := make([]error, len(items)), make([]storage.Derivation, len(items)), make([]error, len(items))
+	var refusedSig, refusedKey error
 	for i, item := range items {
+		if perItem {
+			sigs[i] = iv.VerifyItem(item)
+			if sigs[i] != nil {
+				refusedSig = cmp.Or(refusedSig, fmt.Errorf("item %d: signature: %w", i, sigs[i]))
+			}
+		}
+		ders[i], derrs[i] = receiver.Derive(src.Keys, http.Header(headers), item)
+		if derrs[i] != nil {
+			refusedKey = cmp.Or(refusedKey, fmt.Errorf("item %d: no key: %w", i, derrs[i]))
+		}
+	}
+	refused := cmp.Or(refusedSig, refusedKey)
+	firstWith := map[string]int{} // the item each key was first derived in
+	for i := range items {
 		fmt.Fprintf(w, "\nitem %d\n", i)
 		if perItem {
-			if err := iv.VerifyItem(item); err != nil {
-				fmt.Fprintf(w, "  signature\tfails: %v\n", err)
-				first = cmp.Or(first, fmt.Errorf("item %d: signature: %w", i, err))
+			if sigs[i] != nil {
+				fmt.Fprintf(w, "  signature\tfails: %v\n", sigs[i])
 			} else {
 				fmt.Fprintf(w, "  signature\tverifies\n")
 			}
 		}
-		der, derr := receiver.Derive(src.Keys, http.Header(headers), item)
-		if derr != nil {
-			fmt.Fprintf(w, "  key\tnone: %v\n", derr)
-			first = cmp.Or(first, fmt.Errorf("item %d: no key: %w", i, derr))
+		if derrs[i] != nil {
+			fmt.Fprintf(w, "  key\tnone: %v\n", derrs[i])
 			continue
 		}
-		earlier, ok := firstWith[der.Key]
+		earlier, ok := firstWith[ders[i].Key]
 		if !ok {
-			earlier, firstWith[der.Key] = -1, i
+			earlier, firstWith[ders[i].Key] = -1, i
 		}
-		if err := explainKey(ctx, w, db, src, der, "  ", earlier); err != nil {
+		if refused != nil {
+			earlier = refusedRequest
+		}
+		if err := explainKey(ctx, w, db, src, ders[i], "  ", earlier); err != nil {
 			w.Flush()
 			return err
 		}
@@ -170,8 +187,8 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if first != nil {
-		return fmt.Errorf("the request would be refused whole: %w", first)
+	if refused != nil {
+		return fmt.Errorf("the request would be refused whole: %w", refused)
 	}
 	return nil
 }
@@ -192,10 +209,15 @@ func itemNote(item string) string {
 	return ", each at " + item
 }
 
+// refusedRequest, as explainKey's earlier, says that intake refuses the item's request
+// whole: nothing of it is claimed or stored as a duplicate.
+const refusedRequest = -2
+
 // explainKey writes how der was derived and whether its key is claimed, each line
 // starting with indent. earlier is the item of the same request that has the same key
 // before this one, -1 for none: intake claims the key with that item, in the same
-// transaction, so this one is its duplicate whatever the database holds now.
+// transaction, so this one is its duplicate whatever the database holds now;
+// refusedRequest for an item of a request that intake refuses whole.
 func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string, earlier int) error {
 	switch der.Method {
 	case storage.MethodEventID:
@@ -223,6 +245,10 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 	switch {
 	case err != nil && !errors.Is(err, storage.ErrNotFound):
 		return err
+	case earlier == refusedRequest && err == nil && c.Held(now):
+		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d; this request would not be stored as its duplicate, as intake refuses it whole\n", indent, c.State, c.FirstDelivery)
+	case earlier == refusedRequest:
+		fmt.Fprintf(w, "%sclaimed\tno; this request would not claim it, as intake refuses it whole\n", indent)
 	case err == nil && c.Held(now):
 		until := "until " + c.ExpiresAt.Format(time.RFC3339)
 		if !c.ExpiresAt.After(now) {
