@@ -310,6 +310,11 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)), strings.Trim(value, " \t"))
 		}
 	}
+	if s.maxBody > 0 && int64(len(v.Payload)) > s.maxBody {
+		// As intake checks it, after the source and before anything else.
+		v.Error = fmt.Sprintf("The payload is %d bytes, over max_body (%d bytes): intake would answer 413 and key nothing.", len(v.Payload), s.maxBody)
+		return s.render(w, r, http.StatusOK, views.LabView(v))
+	}
 	src, _ := s.source(v.Source)
 	// The events intake would key, each on its own: a form's payload field, a batch's
 	// items; what intake would refuse before keying any is the lab's answer.

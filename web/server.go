@@ -54,6 +54,9 @@ type Config struct {
 	// would refuse the body first; the key lab derives each. Unset: the body is the one
 	// event.
 	Events func(source string, h http.Header, body []byte) ([][]byte, error)
+	// MaxBody is intake's limit on a delivery's body (max_body): the key lab says that
+	// intake refuses a longer payload (413) rather than key it. 0: no limit but the lab's.
+	MaxBody int64
 	// Derive returns the key a payload gets from source, for the key lab. On an error
 	// the returned Derivation may still hold what was found (fields, payload hash).
 	Derive func(source string, h http.Header, body []byte) (storage.Derivation, error)
@@ -111,6 +114,7 @@ type Server struct {
 	suspects  suspectStore
 	sources   []Source
 	eventsOf  func(string, http.Header, []byte) ([][]byte, error)
+	maxBody   int64
 	derive    func(string, http.Header, []byte) (storage.Derivation, error)
 	probe     func(string, http.Header, []byte) (storage.Probe, error)
 	reveal    func(context.Context, string) (string, error)
@@ -158,7 +162,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: cfg.Store, throttles: cfg.Store, tokens: cfg.Store, suspects: cfg.Store, sources: cfg.Sources, derive: cfg.Derive, reveal: cfg.RevealSecret, wake: cfg.Wake,
 		stuck: cfg.StuckAfter, static: cfg.Static, log: cfg.Logger, loc: cfg.Location, now: cfg.Now,
 		idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout, assets: map[string]string{}, cost: cfg.BcryptCost,
-		clockSkew: cfg.ClockSkew, probe: cfg.Probe, eventsOf: cfg.Events,
+		clockSkew: cfg.ClockSkew, probe: cfg.Probe, eventsOf: cfg.Events, maxBody: cfg.MaxBody,
 		alerts: cfg.Store, alertRules: cfg.AlertRules, alertChannels: cfg.AlertChannels, alertsChanged: cfg.AlertsChanged,
 	}
 	if s.alertsChanged == nil {

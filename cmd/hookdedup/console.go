@@ -57,6 +57,7 @@ func newConsole(ctx context.Context, db storage.Store, sources []receiver.Source
 		Store:           db,
 		Sources:         consoleSources(sources, cfg),
 		StuckAfter:      cfg.StuckAfter,
+		MaxBody:         cfg.MaxBody,
 		ConsoleNames:    cfg.ConsoleNames,
 		IdleTimeout:     cfg.SessionIdle,
 		AbsoluteTimeout: cfg.SessionMax,

@@ -49,7 +49,7 @@ func consoleSiteWith(t *testing.T, cfg config) (*httptest.Server, *sqlite.DB, []
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	receiver.New(receiver.Config{Sources: sources, Store: db}).Register(mux)
+	receiver.New(receiver.Config{Sources: sources, Store: db, MaxBody: cfg.MaxBody}).Register(mux)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel) // stops the background roll-up before the database closes
 	console, err := newConsole(ctx, db, sources, cfg, slog.New(slog.DiscardHandler), nil, nil)
