@@ -142,7 +142,7 @@ func (s *Source) businessKey(x *docIndex) string {
 	for n, i := range idx {
 		p := s.BusinessKey[i]
 		v, ok := x.lookup(p)
-		if !ok || v == "null" || v == "{}" || v == "[]" || v[0] == '"' && storage.Label(jsonStringValue(v)) == "" {
+		if !ok || v == "null" || emptyValue(v) {
 			// Blanks alone are as empty as "", as a correlation rule takes them. The
 			// document is canonical: an empty object or array is spelt so.
 			return ""

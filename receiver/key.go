@@ -283,7 +283,7 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 
 	d.Fields = make([]storage.Field, len(spec.KeyFields))
-	present, exact := false, false
+	present, valued, exact := false, false, false
 	obj := make([]byte, 0, 128)
 	obj = append(obj, '{')
 	for i, p := range spec.KeyFields {
@@ -302,6 +302,9 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 		// telling them apart would let a body of nulls claim the key of nothing.
 		ok = ok && v != "null"
 		present = present || ok
+		// An empty value enters the key as it is, but a key of empty values alone is a
+		// key of nothing too: every such event would be the first one's duplicate.
+		valued = valued || ok && !emptyValue(v)
 		d.Fields[i] = storage.Field{Pointer: p, Present: ok, Value: v}
 		if i > 0 {
 			obj = append(obj, ',')
@@ -311,8 +314,8 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 		obj = append(obj, v...)
 	}
 	obj = append(obj, '}')
-	if !present {
-		return d, doc, errNoKeyFor(why, spec.KeyFields)
+	if !valued {
+		return d, doc, errNoKeyFor(why, spec.KeyFields, present)
 	}
 
 	// The members are already canonical; canonicalising orders them and
@@ -427,9 +430,17 @@ func labelText(v string, found bool) string {
 	return v
 }
 
+// emptyValue reports whether the canonical JSON v is an empty string (or blanks alone,
+// as storage.Label reads them), an empty object or an empty array: present, but no
+// value that tells one event from another.
+func emptyValue(v string) bool {
+	return v == "{}" || v == "[]" || v[0] == '"' && storage.Label(jsonStringValue(v)) == ""
+}
+
 // errNoKeyFor builds the ErrNoKey error, saying what was looked for, so
-// that the provider (who reads it in the 422) and the operator see why.
-func errNoKeyFor(why string, fields []string) error {
+// that the provider (who reads it in the 422) and the operator see why;
+// empty says some key field was present, but empty.
+func errNoKeyFor(why string, fields []string, empty bool) error {
 	var b strings.Builder
 	b.WriteString(why)
 	if b.Len() > 0 {
@@ -445,7 +456,11 @@ func errNoKeyFor(why string, fields []string) error {
 			}
 			b.WriteString(strconv.Quote(f))
 		}
-		b.WriteString(" is present")
+		if empty {
+			b.WriteString(" holds a value (an empty string, object or array is none)")
+		} else {
+			b.WriteString(" is present")
+		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoKey, b.String())
 }

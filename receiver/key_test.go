@@ -278,6 +278,13 @@ func TestDerive_NoKey(t *testing.T) {
 			`none of the key fields "/property_id", "/booking_id", "/status", "/effective_date" is present`},
 		{"all fields null", KeySpec{KeyFields: []string{"/a", "/b"}}, nil, `{"a":null,"b":null}`, `"/a", "/b"`},
 		{"empty object", KeySpec{KeyFields: []string{"/a"}}, nil, `{}`, `"/a"`},
+		// A key of empty values is as much a key of nothing as one of nulls: every such
+		// event would be a duplicate of the first, silently.
+		{"all fields empty", KeySpec{KeyFields: []string{"/a", "/b", "/c", "/d"}}, nil, `{"a":"","b":{},"c":[],"d":" \t"}`,
+			`none of the key fields "/a", "/b", "/c", "/d" holds a value`},
+		{"fields empty or absent", KeySpec{KeyFields: []string{"/a", "/b"}}, nil, `{"a":""}`, `holds a value`},
+		{"id absent, fields empty", KeySpec{EventID: []string{"/id"}, KeyFields: []string{"/a"}}, nil, `{"a":""}`,
+			`event id "/id" is absent, and none of the key fields "/a" holds a value`},
 		{"top-level scalar", KeySpec{KeyFields: []string{"/a"}}, nil, `"a"`, `"/a"`},
 		{"top-level array", KeySpec{KeyFields: []string{"/a"}}, nil, `[{"a":1}]`, `"/a"`},
 		{"id absent, no fields", KeySpec{EventID: []string{"/id"}}, nil, `{"a":1}`,
