@@ -254,32 +254,10 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 	d := storage.Derivation{PayloadHash: hash}
 
-	var why string
-	for _, place := range spec.EventID {
-		from, when, list, qualified := storage.CutPlace(place)
-		if qualified && !storage.PlaceListHas(list, textAt(doc, when)) {
-			_, _, values := splitEventIDPlace(place) // said only: built only then
-			if why != "" {
-				why += ", "
-			}
-			why += fmt.Sprintf("event id %q is read only when %s is %s", from, when, strings.Join(values, " or "))
-			continue
-		}
-		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
-			// Said as configured, unless the id is read from the other family's header.
-			if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
-				from = eventIDHeaderPrefix + strings.ToLower(read)
-			}
-		}
-		id, whyNot := findEventID(from, h, doc, body)
-		if id != "" {
-			d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
-			return d, doc, nil
-		}
-		if why != "" {
-			why += ", "
-		}
-		why += whyNot
+	id, from, why := eventID(spec, h, doc, body)
+	if id != "" {
+		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
+		return d, doc, nil
 	}
 
 	d.Fields = make([]storage.Field, len(spec.KeyFields))
@@ -336,6 +314,52 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	d.Hash = keySHA256Hex(c)
 	d.Key = derivedKeyPrefix + d.Hash
 	return d, doc, nil
+}
+
+// eventID returns the first usable event id of the places spec names in the delivery
+// (doc its canonical body, body as sent) and the place it was read from, as said (a
+// header of the other family spelt as read); or "" and why none is usable, "" too when
+// spec names no place.
+func eventID(spec KeySpec, h http.Header, doc string, body []byte) (id, from, why string) {
+	for _, place := range spec.EventID {
+		from, when, list, qualified := storage.CutPlace(place)
+		if qualified && !storage.PlaceListHas(list, textAt(doc, when)) {
+			_, _, values := splitEventIDPlace(place) // said only: built only then
+			if why != "" {
+				why += ", "
+			}
+			why += fmt.Sprintf("event id %q is read only when %s is %s", from, when, strings.Join(values, " or "))
+			continue
+		}
+		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
+			// Said as configured, unless the id is read from the other family's header.
+			if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
+				from = eventIDHeaderPrefix + strings.ToLower(read)
+			}
+		}
+		id, whyNot := findEventID(from, h, doc, body)
+		if id != "" {
+			return id, from, ""
+		}
+		if why != "" {
+			why += ", "
+		}
+		why += whyNot
+	}
+	return "", "", why
+}
+
+// NoEventID says why a delivery with headers h and body is keyed from its key fields
+// rather than by an event id, as the 422 of one without key fields would say it
+// (`event id "/id" is 1.5, not an integer`); "" when spec names no event id, the
+// delivery carries a usable one, or body is not JSON that Derive accepts.
+func NoEventID(spec KeySpec, h http.Header, body []byte) string {
+	doc, _, err := canonicalBody(body)
+	if err != nil {
+		return ""
+	}
+	_, _, why := eventID(spec, h, doc, body)
+	return why
 }
 
 // exactAt returns v, the canonical value at pointer p of the JSON event (as sent), with

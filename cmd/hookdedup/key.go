@@ -123,7 +123,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 			w.Flush()
 			return fmt.Errorf("no key: %w", derr)
 		}
-		if err := explainKey(ctx, w, db, src, der, "", -1); err != nil {
+		if err := explainKey(ctx, w, db, src, der, receiver.NoEventID(src.Keys, http.Header(headers), event), "", -1); err != nil {
 			w.Flush()
 			return err
 		}
@@ -179,7 +179,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 		if refused != nil {
 			earlier = refusedRequest
 		}
-		if err := explainKey(ctx, w, db, src, ders[i], "  ", earlier); err != nil {
+		if err := explainKey(ctx, w, db, src, ders[i], receiver.NoEventID(src.Keys, http.Header(headers), items[i]), "  ", earlier); err != nil {
 			w.Flush()
 			return err
 		}
@@ -213,18 +213,18 @@ func itemNote(item string) string {
 // whole: nothing of it is claimed or stored as a duplicate.
 const refusedRequest = -2
 
-// explainKey writes how der was derived and whether its key is claimed, each line
-// starting with indent. earlier is the item of the same request that has the same key
+// explainKey writes how der was derived (noID: why no event id was used, for a derived
+// key) and whether its key is claimed, each line starting with indent. earlier is the item of the same request that has the same key
 // before this one, -1 for none: intake claims the key with that item, in the same
 // transaction, so this one is its duplicate whatever the database holds now;
 // refusedRequest for an item of a request that intake refuses whole.
-func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, indent string, earlier int) error {
+func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, noID, indent string, earlier int) error {
 	switch der.Method {
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
 	default:
-		if from := src.Keys.EventIDText(); from != "" {
-			fmt.Fprintf(w, "%smethod\tderived (the delivery carries no %s)\n", indent, from)
+		if noID != "" {
+			fmt.Fprintf(w, "%smethod\tderived from key fields (%s)\n", indent, noID)
 		} else {
 			fmt.Fprintf(w, "%smethod\tderived from key fields\n", indent)
 		}
