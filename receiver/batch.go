@@ -70,6 +70,12 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 			return nil, "", err
 		}
 	}
+	// Each item's numbers are checked as it is keyed, but a number outside them (in the
+	// envelope, which goes downstream with every item, or beside an item in its element)
+	// would never be: the body is refused as a single delivery's is.
+	if err := numbersInRange(body); err != nil {
+		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, err)
+	}
 	doc := string(body)
 	start, end, ok := ptrSpan(doc, batch)
 	if !ok {
