@@ -267,6 +267,11 @@ func (a *api) alertChange(w http.ResponseWriter, r *http.Request, action string)
 	if err != nil || id <= 0 {
 		return Errorf(http.StatusNotFound, "no such alert: %s", r.PathValue("id"))
 	}
+	// It takes no field: a body that names one (a reason the caller would believe
+	// recorded) is refused as any endpoint refuses a field it does not know.
+	if err := decodeOptionalBody(w, r, &struct{}{}, `{} or nothing`); err != nil {
+		return err
+	}
 	u, _ := UserFrom(r.Context())
 	al, err := a.Server.alertAction(r.Context(), id, action, u.Name)
 	switch {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -131,5 +132,32 @@ func TestAPI_Alerts(t *testing.T) {
 	}
 	if code, _ := e.call(t, storage.RoleViewer, http.MethodGet, "/api/v1/alerts?state=nope", ""); code != http.StatusBadRequest {
 		t.Fatalf("bad state: %d", code)
+	}
+}
+
+// TestAPI_AlertActionBody: acknowledging or resolving takes no fields, so a body that
+// names one (a reason the caller believes is recorded), or is no JSON object, is refused
+// with 400 and the alert is left as it was, as every endpoint refuses a body it does not
+// take; no body at all, or an empty object, acts.
+func TestAPI_AlertActionBody(t *testing.T) {
+	e := newAPIEnv(t)
+	a := openAlert(t, e.db, "downstream", "ota")
+	id := idStr(a.ID)
+	for _, action := range []string{"acknowledge", "resolve"} {
+		for _, body := range []string{`{"reason":"PMS restored"}`, `not json`, `{}{}`, `[]`} {
+			code, out := e.call(t, storage.RoleOperator, http.MethodPost, "/api/v1/alerts/"+id+"/"+action, body)
+			if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "body") {
+				t.Errorf("%s with body %q: %d %v; want 400 naming the body", action, body, code, out)
+			}
+		}
+		if got, err := e.db.GetAlert(context.Background(), a.ID); err != nil || got.State != storage.AlertOpen {
+			t.Fatalf("after bodies refused: %+v %v; want the alert open still", got, err)
+		}
+	}
+	if code, out := e.call(t, storage.RoleOperator, http.MethodPost, "/api/v1/alerts/"+id+"/acknowledge", "{}"); code != http.StatusOK {
+		t.Fatalf("acknowledge with {}: %d %v", code, out)
+	}
+	if code, out := e.call(t, storage.RoleOperator, http.MethodPost, "/api/v1/alerts/"+id+"/resolve", ""); code != http.StatusOK {
+		t.Fatalf("resolve without a body: %d %v", code, out)
 	}
 }
