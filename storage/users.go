@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"time"
+	"unicode/utf8"
 )
 
 // Roles, each allowed what the one before it is and more.
@@ -19,10 +20,13 @@ func ValidRole(role string) bool {
 }
 
 // CheckPassword applies the rule for a new console password, the same from the console
-// and the command line. Its error is worded for the person choosing the password.
+// and the command line. Its error is worded for the person choosing the password. The
+// least is counted in characters, as it is worded: counted in bytes, four Japanese
+// characters or six accented letters would pass for twelve. The most is bcrypt's, in
+// bytes.
 func CheckPassword(password string) error {
 	switch {
-	case len(password) < 12:
+	case utf8.RuneCountInString(password) < 12:
 		return errors.New("password needs at least 12 characters")
 	case len(password) > 72:
 		return errors.New("password can have at most 72 bytes (bcrypt's limit)")

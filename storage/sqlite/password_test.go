@@ -7,7 +7,8 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
-// TestCheckPassword pins the one password rule at its bounds: 12 characters at least,
+// TestCheckPassword pins the one password rule at its bounds: 12 characters at least
+// (characters, not bytes: four Japanese ones are twelve bytes),
 // and no more than the 72 bytes bcrypt reads (a longer one would be cut without a word).
 func TestCheckPassword(t *testing.T) {
 	tests := []struct {
@@ -17,6 +18,9 @@ func TestCheckPassword(t *testing.T) {
 		{"Empty", "", "at least 12 characters"},
 		{"Eleven", strings.Repeat("a", 11), "at least 12 characters"},
 		{"Twelve", strings.Repeat("a", 12), ""},
+		{"ElevenAccented", strings.Repeat("é", 11), "at least 12 characters"},
+		{"FourOfTwelveBytes", "日本語パ", "at least 12 characters"},
+		{"TwelveJapanese", strings.Repeat("パ", 12), ""},
 		{"SeventyTwoBytes", strings.Repeat("é", 36), ""},
 		{"SeventyThreeBytes", strings.Repeat("é", 36) + "a", "at most 72 bytes"},
 	}
