@@ -42,7 +42,7 @@ const (
 	// maxJSONDepth bounds how deeply arrays and objects may nest in a body.
 	// Webhook payloads are a few levels deep; the bound keeps a small body
 	// from costing deep nesting in the canonicaliser and the pointer lookups.
-	maxJSONDepth = 64
+	maxJSONDepth = storage.MaxJSONDepth
 
 	// maxSafeInteger is the largest integer n such that every integer up to
 	// n is exactly a float64 (2^53 − 1, JavaScript's Number.MAX_SAFE_INTEGER).

@@ -25,6 +25,12 @@ const (
 // and a filter matches exactly.
 func Label(s string) string { return strings.Trim(s, " \t\r\n") }
 
+// MaxJSONDepth is how deeply arrays and objects may nest in a body intake reads:
+// webhook payloads are a few levels deep. A deeper body is refused; stored as a
+// rejection's, it is shown and given as text, not indented as JSON, whose indentation
+// grows with the square of the depth.
+const MaxJSONDepth = 64
+
 // Delivery is one HTTP delivery of a webhook, as received and as stored.
 type Delivery struct {
 	ID         int64

@@ -649,10 +649,14 @@ func viewDerivation(d storage.Derivation, src Source, known bool) views.Derivati
 }
 
 // prettyBody indents a JSON body (or, with normalise, also sorts its members so that
-// two deliveries compare by content, not by spelling). Anything else is returned as text.
+// two deliveries compare by content, not by spelling). Anything else is returned as text,
+// and so is JSON nested deeper than intake reads (nestedDeeper).
 func prettyBody(body []byte, normalise bool) (string, bool) {
 	if len(body) == 0 {
 		return "", false
+	}
+	if nestedDeeper(body) {
+		return strings.ToValidUTF8(string(body), "\uFFFD"), false
 	}
 	if normalise {
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -673,6 +677,38 @@ func prettyBody(body []byte, normalise bool) (string, bool) {
 		return buf.String(), true
 	}
 	return strings.ToValidUTF8(string(body), "\uFFFD"), false
+}
+
+// nestedDeeper reports whether the JSON text body nests arrays and objects deeper than
+// storage.MaxJSONDepth, as only a body intake refused does. Such a body is shown and
+// given as sent: indented, each level's line carries the indentation of all those above
+// it, and a few kilobytes of brackets from a sender became hundreds of megabytes for
+// whoever opened the rejection, in the console or through the API.
+func nestedDeeper(body []byte) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			if depth++; depth > storage.MaxJSONDepth {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
 }
 
 // formPayload returns the JSON of a form body's payload field, as GitHub sends it with
