@@ -96,3 +96,39 @@ func TestAPI_DeepBodyAsText(t *testing.T) {
 		t.Errorf("a body 64 levels deep: body %.40s, body_text %.40q; want it as body", b, text)
 	}
 }
+
+// TestConsole_WideBodyShownAsSent: a body within intake's nesting whose indentation
+// would add megabytes (an array of ones 60 levels deep, each one a line of 120 spaces)
+// is shown as sent, on its page and in the comparison with its duplicate: indented, a
+// megabyte from a sender made a page of 62 MB, three times over with a duplicate. A
+// payload of a usual shape is still indented.
+func TestConsole_WideBodyShownAsSent(t *testing.T) {
+	e := newConsoleEnv(t)
+	wide := func(n int) string {
+		return `{"event_id":"evt_wide","x":` + strings.Repeat("[", 60) + strings.TrimSuffix(strings.Repeat("1,", n), ",") + strings.Repeat("]", 60) + `}`
+	}
+	var ids []int64
+	for _, body := range []string{wide(40000), wide(40001)} {
+		d := &storage.Delivery{Source: "ota", Key: "evt_wide", KeyMethod: "event_id", KeyFrom: "/event_id", PayloadHash: body[len(body)-70:],
+			ContentType: "application/json", Body: []byte(body)}
+		if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	viewer := e.as(t, storage.RoleViewer)
+	code, page := viewer.get("/events/" + idStr(ids[1]))
+	if code != http.StatusOK {
+		t.Fatalf("GET the duplicate: %d", code)
+	}
+	if limit := 3*len(wide(40001)) + 256<<10; len(page) > limit {
+		t.Errorf("the duplicate's page is %d bytes for bodies of %d; want at most %d, the bodies as sent", len(page), len(wide(40001)), limit)
+	}
+	if !strings.Contains(page, strings.Repeat("[", 60)+"1,1,1") {
+		t.Errorf("the page does not show the body as sent")
+	}
+	// The console's own payloads, of a usual shape, are still indented.
+	if _, page := viewer.get("/events/" + idStr(e.first.ID)); !strings.Contains(page, "{\n  &#34;booking_id&#34;: &#34;BK-42&#34;") {
+		t.Errorf("a usual payload is not indented")
+	}
+}
