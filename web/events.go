@@ -651,12 +651,12 @@ func viewDerivation(d storage.Derivation, src Source, known bool) views.Derivati
 // prettyBody indents a JSON body (or, with normalise, also sorts its members so that
 // two deliveries compare by content, not by spelling). Anything else is returned as text,
 // and so is JSON nested deeper than intake reads (nestedDeeper) or whose indentation
-// would add more than maxIndentGrowth: the body as sent.
+// would add more than maxIndentGrowth (jsonShape): the body as sent.
 func prettyBody(body []byte, normalise bool) (string, bool) {
 	if len(body) == 0 {
 		return "", false
 	}
-	if nestedDeeper(body) || indentGrowth(body) > maxIndentGrowth {
+	if deepest, growth := jsonShape(body); deepest > storage.MaxJSONDepth || growth > maxIndentGrowth {
 		return strings.ToValidUTF8(string(body), "\uFFFD"), false
 	}
 	if normalise {
@@ -686,6 +686,22 @@ func prettyBody(body []byte, normalise bool) (string, bool) {
 // it, and a few kilobytes of brackets from a sender became hundreds of megabytes for
 // whoever opened the rejection, in the console or through the API.
 func nestedDeeper(body []byte) bool {
+	depth, _ := jsonShape(body)
+	return depth > storage.MaxJSONDepth
+}
+
+// maxIndentGrowth bounds what indenting a body may add to a delivery's page. Each line
+// of indented JSON carries two spaces for each level above it, so a payload can be made
+// to grow sixtyfold within intake's nesting (a megabyte of ones in an array 60 levels
+// deep made a page of 62 MB, three times over for a duplicate's comparison) for whoever
+// opens it. A real payload grows by a fraction of its size.
+const maxIndentGrowth = 4 << 20
+
+// jsonShape scans the JSON text body once, outside its strings: how deeply its arrays
+// and objects nest, and how many bytes, at most, indenting it two spaces a level adds
+// (a line break and the indentation before each member, element and closing bracket,
+// a space after each colon).
+func jsonShape(body []byte) (deepest, growth int) {
 	depth, inString := 0, false
 	for i := 0; i < len(body); i++ {
 		c := body[i]
@@ -702,44 +718,8 @@ func nestedDeeper(body []byte) bool {
 		case '"':
 			inString = true
 		case '[', '{':
-			if depth++; depth > storage.MaxJSONDepth {
-				return true
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return false
-}
-
-// maxIndentGrowth bounds what indenting a body may add to a delivery's page. Each line
-// of indented JSON carries two spaces for each level above it, so a payload can be made
-// to grow sixtyfold within intake's nesting (a megabyte of ones in an array 60 levels
-// deep made a page of 62 MB, three times over for a duplicate's comparison) for whoever
-// opens it. A real payload grows by a fraction of its size.
-const maxIndentGrowth = 4 << 20
-
-// indentGrowth is how many bytes, at most, indenting the JSON text body two spaces a
-// level adds to it: a line break and the indentation before each member, element and
-// closing bracket, and a space after each colon.
-func indentGrowth(body []byte) int {
-	growth, depth, inString := 0, 0, false
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
 			depth++
+			deepest = max(deepest, depth)
 			growth += 1 + 2*depth
 		case ',':
 			growth += 1 + 2*depth
@@ -750,7 +730,7 @@ func indentGrowth(body []byte) int {
 			growth++
 		}
 	}
-	return growth
+	return deepest, growth
 }
 
 // formPayload returns the JSON of a form body's payload field, as GitHub sends it with
