@@ -41,8 +41,31 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/suspects/{id}/review", api.auth(storage.RoleOperator, api.reviewSuspect))
 	mux.Handle("GET /api/v1/ledger", api.auth(storage.RoleViewer, api.ledger))
 	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		if allow := otherMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return Errorf(http.StatusMethodNotAllowed, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+		}
 		return Errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
+}
+
+// otherMethods returns the methods besides r's that an endpoint of mux at r's path
+// takes, none when the path is no endpoint: the catch-all under /api/v1/ matches
+// every method, so the mux's own 405 never comes, and a script that used the wrong
+// method would be told there is no such endpoint and look for a mistake in its path.
+func otherMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/api/v1/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 type api struct{ *Server }
