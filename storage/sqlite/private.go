@@ -105,3 +105,19 @@ func warnShared(log *slog.Logger, path string) {
 		"session keys and password hashes: make it private with chmod 600 (SQLite gives its -wal and -shm files the database's mode)",
 		"files", strings.Join(shared, ", "))
 }
+
+// refuseStrayLog refuses to create a database at path beside a -wal or -journal that
+// holds transactions (heldLog): its database was moved or removed without it, or a
+// crash cut a restore short between its renames. SQLite deletes the -wal of a database
+// file that holds no page at its first read, and with it the commits it alone holds,
+// which an empty database made there would then accept again as new.
+func refuseStrayLog(path string) error {
+	if !missing(path) {
+		return nil
+	}
+	log, err := heldLog(resolved(path))
+	if err != nil || log == "" {
+		return err
+	}
+	return strayLogError(log, ", then try again")
+}

@@ -286,6 +286,8 @@ func Open(path string, opt Options) (*DB, error) {
 		if missing(path) {
 			return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
 		}
+	} else if err := refuseStrayLog(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	} else if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	} else {
