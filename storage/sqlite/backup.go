@@ -533,6 +533,14 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 
 	out := RestoreInfo{BackupInfo: info}
 	out.Path = named
+	// The second name of a database still at its path, removed if the restore fails
+	// before the restored file takes that path.
+	linked := ""
+	defer func() {
+		if linked != "" {
+			os.Remove(linked)
+		}
+	}()
 	if _, err := os.Stat(dbPath); err == nil {
 		// The check again, as late as possible: a serve may have started meanwhile.
 		if busy, err := InUse(dbPath); err != nil {
@@ -543,7 +551,20 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		if out.Previous, err = keptAsideName(dbPath + keptAsideInfix + time.Now().UTC().Format(keptAsideTime)); err != nil {
 			return fail(fmt.Errorf("keep the database it replaces aside: %w", err))
 		}
-		if err := os.Rename(dbPath, out.Previous); err != nil {
+		// The database stays at its path, under a second name, until the restored
+		// file is renamed over it: a restore killed before that rename leaves it
+		// there, where a path with no file would have the next serve make an empty
+		// database and take every redelivery for a new event. A log that holds
+		// commits cannot move along at the same instant: the database is renamed
+		// aside with it, and a serve started before the restored file is in place
+		// refuses the path (refuseStrayLog) rather than leave the log behind.
+		held, err := heldLog(dbPath)
+		if err != nil {
+			return fail(err)
+		}
+		if held == "" && os.Link(dbPath, out.Previous) == nil {
+			linked = out.Previous
+		} else if err := os.Rename(dbPath, out.Previous); err != nil {
 			return fail(err)
 		}
 		// A log belongs to its database: it moves along, or the restored file would
@@ -564,14 +585,20 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	if err := clearLogs(dbPath); err != nil {
 		return fail(err)
 	}
+	beforeRestoreSwap()
 	if err := os.Rename(tmp, dbPath); err != nil {
 		return fail(err)
 	}
+	linked = ""
 	if err := syncDir(filepath.Dir(dbPath)); err != nil {
 		return fail(err)
 	}
 	return out, nil
 }
+
+// beforeRestoreSwap runs just before a restore renames the restored file onto the
+// database's path; tests stop a restore there.
+var beforeRestoreSwap = func() {}
 
 // moveLog renames the -wal or -journal at from to to, or removes it when it is empty;
 // one that is not there is no error.

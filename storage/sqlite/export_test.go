@@ -202,3 +202,11 @@ func (db *DB) ExplainSweepAlerts(ctx context.Context) (string, error) {
 // SetMoneyRead makes a reprocess under thresholds run f once it has read its keys'
 // money, before its transaction begins.
 func (db *DB) SetMoneyRead(f func()) { db.moneyRead = f }
+
+// SetBeforeRestoreSwap makes every restore until the test ends run f just before it
+// renames the restored file onto the database's path.
+func SetBeforeRestoreSwap(tb testing.TB, f func()) {
+	old := beforeRestoreSwap
+	beforeRestoreSwap = f
+	tb.Cleanup(func() { beforeRestoreSwap = old })
+}
