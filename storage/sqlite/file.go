@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -68,6 +69,9 @@ func (db *DB) watchFile() {
 		case errors.Is(err, storage.ErrFileGone):
 			return
 		case err == nil:
+			if errors.Is(db.checkLog(), storage.ErrFileGone) {
+				return
+			}
 			db.noteSideFiles()
 		}
 	}
@@ -98,6 +102,11 @@ func (db *DB) noteSideFiles() {
 // last close could write into whatever has come to the path meanwhile. Files of the
 // same names that another process has made since (another inode) are left alone.
 func (db *DB) setSideFilesAside() {
+	if fi, err := os.Stat(db.path); err == nil && os.SameFile(fi, db.fileInfo) {
+		// In place (gone only in that its -wal was removed): the files beside it are
+		// its own, and its last close copies the removed log into it.
+		return
+	}
 	if !errors.Is(db.checkFile(), storage.ErrFileGone) {
 		return
 	}
@@ -121,4 +130,52 @@ func (db *DB) setSideFilesAside() {
 		db.log.Warn("set aside the "+suffix+" of the database file that left its path, so that it is not "+
 			"applied to the file now there", "path", name, "aside", aside)
 	}
+}
+
+// checkLog returns an error wrapping ErrFileGone, and marks the database gone as
+// checkFile does, once the -wal or -shm that its connections use has been removed from
+// beside it (a cleaner of stray files). They go on writing to the removed -wal, which a
+// crash takes with it, commits the checkpointer has not copied yet included; and a
+// process opening the database meanwhile makes a -wal or -shm of its own there, whose
+// locks are not this process's: two writers at once corrupt the database. The first
+// time, it logs one error saying so. It looks only when the file there is not the one
+// noted (noteSideFiles): SQLite makes new ones itself once every connection has closed.
+func (db *DB) checkLog() error {
+	abs, err := filepath.Abs(db.path)
+	if err != nil {
+		return nil
+	}
+	for i, suffix := range sideSuffixes {
+		side := resolved(abs) + suffix
+		if fi, err := os.Stat(side); err == nil && db.sides[i] != nil && os.SameFile(fi, db.sides[i]) {
+			continue
+		}
+		if !holdsRemoved(side) {
+			continue
+		}
+		gone := fmt.Errorf("%w: its %s was removed while open", storage.ErrFileGone, side)
+		if db.gone.CompareAndSwap(nil, &gone) {
+			db.log.Error("the database's "+suffix+" was removed while hookdedup had it open: what it commits from now on "+
+				"would be lost at a crash, or corrupt the database beside another process's writes, so deliveries and "+
+				"readiness answer 503 from now on; stop hookdedup (a clean stop copies its log into the database file) "+
+				"and start it again", "path", side)
+		}
+		return *db.gone.Load()
+	}
+	return nil
+}
+
+// holdsRemoved reports whether this process has a file open that was at name and has
+// been removed since (Linux: /proc/self/fd; elsewhere it never knows).
+func holdsRemoved(name string) bool {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && target == name+" (deleted)" {
+			return true
+		}
+	}
+	return false
 }
