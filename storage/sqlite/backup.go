@@ -672,38 +672,59 @@ func issuedIDs(ctx context.Context, path string) (int64, string, error) {
 	}
 	defer c.Close()
 	c.SetMaxOpenConns(1)
-	n, err := issuedIDsOf(ctx, c)
+	kind, id, err := identify(ctx, c)
 	if err != nil {
 		return 0, "", err
 	}
-	_, id, err := identify(ctx, c)
+	if kind == otherApplication {
+		// Not the database the configuration meant: nothing of hookdedup's to carry on.
+		return 0, "", fmt.Errorf("%s is a SQLite database that hookdedup did not make (another application's): check database in the configuration", path)
+	}
+	n, err := issuedIDsOf(ctx, c)
 	if err != nil {
 		return 0, "", err
 	}
 	return n, id, c.Close()
 }
 
-// issuedIDsOf is issuedIDs of the database c reads.
+// issuedIDsOf is issuedIDs of the database c reads. A table it lacks names no id: an
+// empty file (a first serve that failed on a full disk) issued none, nor did one whose
+// first migrations alone committed.
 func issuedIDsOf(ctx context.Context, c *sql.DB) (int64, error) {
-	var seq int
-	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'delivery_seq'`).
-		Scan(&seq); err != nil {
+	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table'`)
+	if err != nil {
+		return 0, err
+	}
+	tables := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		tables[name] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
 	}
 	// The sequence is above every id named anywhere; the deliveries' own max is one
-	// seek, and covers a row stored without the sequence.
-	q := `SELECT max((SELECT coalesce(max(last), 0) FROM delivery_seq), (SELECT coalesce(max(id), 0) FROM deliveries))`
-	if seq == 0 {
-		// Every id still named anywhere, as migration 0006 counts them: the roll-up's
-		// mark too, which names a delivery that may have been swept since.
-		q = `SELECT max(
-			(SELECT coalesce(max(id), 0) FROM deliveries),
-			(SELECT coalesce(max(first_delivery), 0) FROM claims),
-			(SELECT coalesce(max(delivery), 0) FROM attempts),
-			(SELECT coalesce(max(rolled_up_to), 0) FROM delivery_stats_mark))`
+	// seek, and covers a row stored without the sequence. Without the sequence, every id
+	// still named anywhere, as migration 0006 counts them: the roll-up's mark too, which
+	// names a delivery that may have been swept since.
+	named := []struct{ table, expr string }{{"delivery_seq", "max(last)"}, {"deliveries", "max(id)"}}
+	if !tables["delivery_seq"] {
+		named = append(named[1:], struct{ table, expr string }{"claims", "max(first_delivery)"},
+			struct{ table, expr string }{"attempts", "max(delivery)"},
+			struct{ table, expr string }{"delivery_stats_mark", "max(rolled_up_to)"})
+	}
+	q := `SELECT max(0`
+	for _, n := range named {
+		if tables[n.table] {
+			q += fmt.Sprintf(`, (SELECT coalesce(%s, 0) FROM %s)`, n.expr, n.table)
+		}
 	}
 	var n int64
-	err := c.QueryRowContext(ctx, q).Scan(&n)
+	err = c.QueryRowContext(ctx, q+`, 0)`).Scan(&n)
 	return n, err
 }
 
