@@ -181,9 +181,8 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 		// json.Valid passes bytes that are not UTF-8 inside a string, and RawMessage
 		// copies them through: the whole answer would then be no JSON text (RFC 8259
 		// §8.1) for a strict client. Intake stores such a body, refused, once signed;
-		// and one nested deeper than it reads, which the answer's indentation would
-		// blow up (nestedDeeper).
-		if json.Valid(d.Body) && utf8.Valid(d.Body) && !nestedDeeper(d.Body) {
+		// and one that is not indentable, which the answer's indentation would blow up.
+		if json.Valid(d.Body) && utf8.Valid(d.Body) && indentable(d.Body) {
 			out.Body = d.Body
 		} else {
 			out.BodyText = strings.ToValidUTF8(string(d.Body), "\uFFFD")

@@ -95,6 +95,13 @@ func TestAPI_DeepBodyAsText(t *testing.T) {
 	if b, text, _ := get(deepBody(63)); b == nil || text != "" {
 		t.Errorf("a body 64 levels deep: body %.40s, body_text %.40q; want it as body", b, text)
 	}
+	// Within intake's depth, a body whose indentation would add more than the console
+	// shows indented: the answer's own indentation would make 40 MB of 160 KB.
+	wide := `{"x":` + strings.Repeat("[", 60) + strings.TrimSuffix(strings.Repeat("1,", 80000), ",") + strings.Repeat("]", 60) + `}`
+	if b, text, n := get(wide); b != nil || text != wide || n > len(wide)+8<<10 {
+		t.Errorf("a body of %d bytes 60 levels deep: body of %d bytes, body_text of %d, an answer of %d bytes; want it as body_text alone",
+			len(wide), len(b), len(text), n)
+	}
 }
 
 // TestConsole_WideBodyShownAsSent: a body within intake's nesting whose indentation

@@ -650,13 +650,12 @@ func viewDerivation(d storage.Derivation, src Source, known bool) views.Derivati
 
 // prettyBody indents a JSON body (or, with normalise, also sorts its members so that
 // two deliveries compare by content, not by spelling). Anything else is returned as text,
-// and so is JSON nested deeper than intake reads (nestedDeeper) or whose indentation
-// would add more than maxIndentGrowth (jsonShape): the body as sent.
+// and so is JSON that is not indentable: the body as sent.
 func prettyBody(body []byte, normalise bool) (string, bool) {
 	if len(body) == 0 {
 		return "", false
 	}
-	if deepest, growth := jsonShape(body); deepest > storage.MaxJSONDepth || growth > maxIndentGrowth {
+	if !indentable(body) {
 		return strings.ToValidUTF8(string(body), "\uFFFD"), false
 	}
 	if normalise {
@@ -680,14 +679,16 @@ func prettyBody(body []byte, normalise bool) (string, bool) {
 	return strings.ToValidUTF8(string(body), "\uFFFD"), false
 }
 
-// nestedDeeper reports whether the JSON text body nests arrays and objects deeper than
-// storage.MaxJSONDepth, as only a body intake refused does. Such a body is shown and
-// given as sent: indented, each level's line carries the indentation of all those above
-// it, and a few kilobytes of brackets from a sender became hundreds of megabytes for
-// whoever opened the rejection, in the console or through the API.
-func nestedDeeper(body []byte) bool {
-	depth, _ := jsonShape(body)
-	return depth > storage.MaxJSONDepth
+// indentable reports whether the JSON text body may be shown and given indented: nested
+// no deeper than intake reads (storage.MaxJSONDepth), as only a body intake refused is,
+// and with no more than maxIndentGrowth of indentation. Indented, each level's line
+// carries the indentation of all those above it: a few kilobytes of brackets from a
+// sender became hundreds of megabytes for whoever opened the rejection, and a megabyte
+// of ones 60 levels deep, within intake's depth, sixty megabytes, in the console or
+// through the API.
+func indentable(body []byte) bool {
+	deepest, growth := jsonShape(body)
+	return deepest <= storage.MaxJSONDepth && growth <= maxIndentGrowth
 }
 
 // maxIndentGrowth bounds what indenting a body may add to a delivery's page. Each line
