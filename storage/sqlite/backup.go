@@ -61,6 +61,13 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 
 // backup copies the database at dbPath, read through read, to path.
 func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo, error) {
+	// A symbolic link (latest.db to the newest on a mounted disk) is written through, as
+	// cp writes: renamed onto, it would be replaced by the copy, which would then stay
+	// beside the link rather than go where it leads. A link to nothing is refused
+	// (replaceable).
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
 	fail := func(err error) (BackupInfo, error) {
 		if interrupted(ctx, err) {
 			// The copy is not checked because it was cut short, not because it failed

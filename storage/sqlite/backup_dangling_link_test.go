@@ -37,3 +37,44 @@ func TestBackup_RefusesDanglingLink(t *testing.T) {
 		t.Errorf("the link's target after the refused backup: %v; want nothing made there", err)
 	}
 }
+
+// A backup's FILE that is a symbolic link to an earlier backup is written through: the
+// link stays, and the file it leads to holds the new copy.
+func TestBackup_WritesThroughALink(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "hookdedup.db")
+	db := storagetest.OpenPath(t, live, sqlite.Options{})
+	db.Close()
+	if err := os.MkdirAll(filepath.Join(dir, "nas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "nas", "hookdedup-backup.db")
+	if _, err := sqlite.BackupFile(ctx, live, target); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "latest.db")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.BackupFile(ctx, live, link); err != nil {
+		t.Fatalf("backup through a link to an earlier backup: %v", err)
+	}
+	if got, err := os.Readlink(link); err != nil || got != target {
+		t.Errorf("the link after the backup: %q, %v; want it as it was, to %s", got, err, target)
+	}
+	after, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(before, after) {
+		t.Errorf("the link's target is the earlier backup's file; want the new copy there")
+	}
+	if after.Mode().Perm() != 0o600 {
+		t.Errorf("the new copy's mode is %v; want 0600", after.Mode().Perm())
+	}
+}
