@@ -345,6 +345,9 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 	case "cancel":
 		a, err = s.bulk.CancelBulkAction(ctx, id, u.Name, reason)
 	case "approve":
+		if err := s.requesterStands(ctx, id); err != nil {
+			return storage.BulkAction{}, err
+		}
 		a, err = s.bulk.ApproveBulkAction(ctx, id, u.Name, reason)
 	case "refuse":
 		a, err = s.bulk.RefuseBulkAction(ctx, id, u.Name, reason)
@@ -356,6 +359,27 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 	}
 	s.log.Info("bulk action", logBy, u.Name, logAction, step, "bulk", id, "state", a.State)
 	return a, nil
+}
+
+// requesterStands refuses the approval of action id unless its requester is still an
+// operator (or an admin): made a viewer or removed since the request, they may no longer
+// reprocess, and the action would run under their name, a second operator approving a
+// request no current operator stands behind. Refusing it stays possible, which closes it.
+func (s *Server) requesterStands(ctx context.Context, id int64) error {
+	a, err := s.bulk.BulkAction(ctx, id)
+	if err != nil {
+		return bulkError(err)
+	}
+	requester, err := s.users.UserByName(ctx, a.RequestedBy)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s was removed): refuse it, and ask again under a current operator's name.", a.RequestedBy)
+	case err != nil:
+		return err
+	case !Allowed(requester.Role, storage.RoleOperator):
+		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s is a %s now): refuse it, and ask again under a current operator's name.", a.RequestedBy, requester.Role)
+	}
+	return nil
 }
 
 func stepWords(step string, a storage.BulkAction) string {
