@@ -108,3 +108,10 @@ func ReportWaitsEvery(t interface{ Cleanup(func()) }, d time.Duration) {
 	waitReport = d
 	t.Cleanup(func() { waitReport = was })
 }
+
+// Setting returns the setting name as a connection of db's pool has it.
+func Setting(ctx context.Context, db *DB, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

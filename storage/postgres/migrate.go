@@ -30,6 +30,22 @@ func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 		return err
 	}
 	defer conn.Release()
+	// The server's or the role's own bounds (statement_timeout, lock_timeout,
+	// transaction_timeout) are lifted on this connection while it migrates, and put
+	// back before it goes back to the pool: a migration cut by one would roll back and
+	// be cut at the same place at every start, and a replica waiting for another's
+	// would give up while the upgrade runs.
+	if _, err := conn.Exec(ctx, sqlSetTimeouts, pgx.QueryExecModeExec, "0"); err != nil {
+		return fmt.Errorf("lift the server's timeouts for the migrations: %w", err)
+	}
+	defer func() {
+		rctx, cancel := rollbackContext(ctx)
+		defer cancel()
+		if _, err := conn.Exec(rctx, sqlResetTimeouts); err != nil {
+			// Not back in the pool with no bound: closed, the pool drops it.
+			conn.Conn().Close(rctx)
+		}
+	}()
 	// A session lock, taken and given back on this connection, which goes back to the
 	// pool only after the unlock.
 	if err := db.lockMigrations(ctx, conn.Conn()); err != nil {
@@ -92,6 +108,19 @@ func (db *DB) migrate(ctx context.Context, upgrade bool) error {
 	}
 	return nil
 }
+
+// sessionTimeouts are the settings that bound a statement, a lock wait or a
+// transaction, as far as the server has them (transaction_timeout came with
+// PostgreSQL 17).
+const sessionTimeouts = `name IN ('statement_timeout', 'lock_timeout', 'transaction_timeout')`
+
+var (
+	// sqlSetTimeouts sets each of sessionTimeouts to $1 for the session.
+	sqlSetTimeouts = `SELECT count(set_config(name, $1, false)) FROM pg_settings WHERE ` + sessionTimeouts
+	// sqlResetTimeouts gives each of sessionTimeouts back the value the server, the
+	// database or the role gives the session.
+	sqlResetTimeouts = `SELECT count(set_config(name, reset_val, false)) FROM pg_settings WHERE ` + sessionTimeouts
+)
 
 // waitReport is how often a migration, or a wait for another process's, is logged
 // while it lasts: a slow upgrade is seen, and what holds it up is named.
