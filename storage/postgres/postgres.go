@@ -157,6 +157,17 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 
 // open checks the schema (MustExist, NoMigrate) and brings it up to date, when it may.
 func (db *DB) open(ctx context.Context, opt Options) error {
+	// Every table is made and looked for in the first schema of the search_path that
+	// exists: with none, PostgreSQL would say only that none was selected, and a
+	// command that looks for hookdedup's tables that it never set the database up.
+	var schema *string
+	var path string
+	if err := db.pool.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path')`, pgx.QueryExecModeExec).Scan(&schema, &path); err != nil {
+		return err
+	}
+	if schema == nil {
+		return fmt.Errorf("the search_path (%s) names no schema of this database that this role may use: create it (CREATE SCHEMA … AUTHORIZATION the role), or correct search_path in the URL", path)
+	}
 	if opt.MustExist || opt.NoMigrate {
 		var set bool
 		if err := db.pool.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&set); err != nil {
