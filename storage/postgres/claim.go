@@ -314,10 +314,10 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	br = conn.SendBatch(ctx, &b)
 	defer clear(w.deliveryCols.body)
 	if _, err := br.Exec(); err != nil {
-		return true, closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
+		return committing(err), closeBatch(br, fmt.Errorf("insert deliveries: %w", err))
 	}
 	if err := look.readWrites(br, rows); err != nil {
-		return true, closeBatch(br, err)
+		return committing(err), closeBatch(br, err)
 	}
 	if err := commit(br.Exec()); err != nil {
 		return true, closeBatch(br, err)
@@ -385,6 +385,20 @@ func commit(tag pgconn.CommandTag, err error) error {
 		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return nil
+}
+
+// committing reports whether the commit that follows, in the last round trip, a
+// statement that failed with err may have run. Not when the server answered that
+// statement with an error (an ERROR aborts the transaction, and a FATAL, as when an
+// administrator or a restart ends the connection, ends the session before it reads
+// the commit), nor when pgx never sent the round trip (it prepares the statements a
+// connection has not prepared yet first, and failed there): nothing of the
+// transaction was stored, and it may run again. A connection that broke without an
+// answer may have run it.
+func committing(err error) bool {
+	var pe *pgconn.PgError
+	var unsent pgx.ErrPreprocessingBatch
+	return !errors.As(err, &pe) && !errors.As(err, &unsent)
 }
 
 // closeBatch closes br after err, its first error, and returns err.

@@ -267,18 +267,23 @@ func TestRecord_OwnErrorFailsOnlyItself(t *testing.T) {
 
 // TestRecord_ConnectionLost: a server that ends intake's connection in the middle of a
 // transaction (a restart, a failover, an administrator) has stored none of it. Lost
-// before the commit was sent, the transaction is run again on a new connection and the
-// delivery is stored, once; lost once the commit was sent, it may have been stored, so
-// the delivery fails (the provider sends it again) rather than being stored twice.
+// before the commit ran, as the server's answer to a statement before it says, the
+// transaction is run again on a new connection and the delivery is stored, once: in
+// the insert of its claim, and in the insert of its delivery, which the commit follows
+// in the same round trip. Lost at the commit itself, it may have been stored, so the
+// delivery fails (the provider sends it again) rather than being stored twice.
 func TestRecord_ConnectionLost(t *testing.T) {
 	for _, tc := range []struct {
+		name   string
 		table  string // whose first insert ends the connection
+		timing string // when the trigger that ends it runs
 		stored bool
 	}{
-		{"claims", true},      // the second round trip: the commit is not sent yet
-		{"deliveries", false}, // the last round trip, which carries the commit
+		{"in the insert into claims", "claims", "BEFORE INSERT", true},         // the second round trip
+		{"in the insert into deliveries", "deliveries", "BEFORE INSERT", true}, // the last, before the commit
+		{"at the commit", "deliveries", "AFTER INSERT", false},                 // a deferred trigger: the commit runs it
 	} {
-		t.Run("ended in the insert into "+tc.table, func(t *testing.T) {
+		t.Run("ended "+tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			url := postgrestest.NewDatabase(t)
 			db := openEngine(t, url)
@@ -288,6 +293,10 @@ func TestRecord_ConnectionLost(t *testing.T) {
 			// The server ends the connection of the first insert only: a sequence is
 			// not rolled back with the transaction it ends.
 			admin := connect(t, url)
+			trigger := `CREATE TRIGGER lose_once ` + tc.timing + ` ON ` + tc.table
+			if tc.timing == "AFTER INSERT" {
+				trigger = `CREATE CONSTRAINT TRIGGER lose_once AFTER INSERT ON ` + tc.table + ` DEFERRABLE INITIALLY DEFERRED`
+			}
 			if _, err := admin.Exec(ctx, `CREATE SEQUENCE lose_once;
 CREATE FUNCTION lose_once() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -296,7 +305,7 @@ BEGIN
 	END IF;
 	RETURN NEW;
 END $$;
-CREATE TRIGGER lose_once BEFORE INSERT ON `+tc.table+` FOR EACH ROW EXECUTE FUNCTION lose_once()`); err != nil {
+`+trigger+` FOR EACH ROW EXECUTE FUNCTION lose_once()`); err != nil {
 				t.Fatal(err)
 			}
 			d := testDelivery("evt_1")
