@@ -322,7 +322,16 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	if err := commit(br.Exec()); err != nil {
 		return true, closeBatch(br, err)
 	}
-	return true, br.Close()
+	// Committed: what comes after the commit's answer cannot undo it. A server that
+	// ends the connection as it commits (a restart, an administrator) says so right
+	// after that answer, and the deliveries are stored all the same. The connection,
+	// unusable, is closed, and the pool drops it.
+	if err := br.Close(); err != nil {
+		cctx, cancel := rollbackContext(ctx)
+		conn.Close(cctx)
+		cancel()
+	}
+	return true, nil
 }
 
 // maxClaimKeyLocks bounds the key locks of one transaction, of its claim keys and its
