@@ -302,6 +302,9 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		return
 	}
 
+	if log, unlogged := rc.storeFails.stored(rc.now()); log {
+		rc.log.Info("deliveries stored again", logUnlogged, unlogged)
+	}
 	a := batchAnswer{Status: "batch", Batch: strconv.FormatInt(ds[0].Batch, 10), Items: make([]itemAnswer, len(ds))}
 	accepted := false
 	for i := range ds {

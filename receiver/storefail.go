@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,13 +18,42 @@ type storeFailures struct {
 	next     time.Time // when the next failure may be logged
 	unlogged int       // failures since the last line that got none
 	total    uint64    // failures since the start, logged or not (readiness reads it)
+	// failing says that a failure came after the last store, or after the last line
+	// saying that stores succeed again: a store then looks whether to say so.
+	failing atomic.Bool
+	// quietUntil is next, in unix nanoseconds, for stored to read without the lock.
+	quietUntil atomic.Int64
 }
 
 // seen counts a failure, whether or not it gets a log line.
 func (f *storeFailures) seen() {
 	f.mu.Lock()
 	f.total++
+	f.failing.Store(true)
 	f.mu.Unlock()
+}
+
+// stored reports, of a store at now that succeeded, whether it gets a line saying that
+// stores succeed again, and if so how many failures since the previous line got none:
+// the first after failures does, unless a line came less than storeFailureEvery
+// before it; then the first after that. Without it, the failures after the last line
+// would never be told, nor when the database took writes again. Lines of failures and
+// of recoveries share the bound, so a database that fails every other write writes no
+// more lines than one that fails them all.
+func (f *storeFailures) stored(now time.Time) (log bool, unlogged int) {
+	if !f.failing.Load() || now.UnixNano() < f.quietUntil.Load() {
+		return false, 0 // the hot path: atomic reads, no lock
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.failing.Load() || now.Before(f.next) {
+		return false, 0
+	}
+	f.failing.Store(false)
+	unlogged, f.unlogged = f.unlogged, 0
+	f.next = now.Add(storeFailureEvery)
+	f.quietUntil.Store(f.next.UnixNano())
+	return true, unlogged
 }
 
 // take reports whether a failure at now gets a log line, and if so how many failures
@@ -37,6 +67,7 @@ func (f *storeFailures) take(now time.Time) (log bool, unlogged int) {
 	}
 	unlogged, f.unlogged = f.unlogged, 0
 	f.next = now.Add(storeFailureEvery)
+	f.quietUntil.Store(f.next.UnixNano())
 	return true, unlogged
 }
 

@@ -293,3 +293,70 @@ func TestHandler_StoreFailuresLoggedAtMostEvery10s(t *testing.T) {
 		t.Fatalf("a failure 10 s later: %d lines, want a second saying unlogged=19:\n%s", len(got), logs.String())
 	}
 }
+
+// TestHandler_StoredAgainLogged: once the database takes writes again after failures
+// (another process held the write lock past the busy timeout; on PostgreSQL a restart),
+// the first delivery stored says so in the log, with the failures since the last line
+// that got none: without it the log ends at a failure, and what failed after that
+// line is never told. The line shares the bound of the failures' lines.
+func TestHandler_StoredAgainLogged(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{BusyTimeout: 500 * time.Millisecond})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	later := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	src := otaSource(t)
+	srv := serveReceiver(t, receiver.New(receiver.Config{Sources: []receiver.Source{src}, Store: db, MaxBody: 4096, Logger: log, Now: clock}), nil)
+	e := &testEnv{db: db, srv: srv, src: src}
+	count := func(msg string) int { return strings.Count(logs.String(), `msg="`+msg+`"`) }
+	// lastSays reports whether the last line of msg ends with attr.
+	lastSays := func(msg, attr string) bool {
+		last := ""
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, `msg="`+msg+`"`) {
+				last = line
+			}
+		}
+		return strings.HasSuffix(strings.TrimSpace(last), " "+attr)
+	}
+	send := func(key string, want int) {
+		t.Helper()
+		if code, _, _ := e.post(t, "ota", key, `{"amount":1}`, nil); code != want {
+			t.Fatalf("delivery %s: %d, want %d\n%s", key, code, want, logs.String())
+		}
+	}
+
+	send("evt_before", http.StatusOK)
+	release := holdWriteLock(t, path, "BEGIN IMMEDIATE")
+	for i := range 3 {
+		send(fmt.Sprintf("evt_failed_%d", i), http.StatusServiceUnavailable)
+	}
+	release()
+	later(10 * time.Second)
+	send("evt_after_1", http.StatusOK)
+	send("evt_after_2", http.StatusOK)
+	if n := count("delivery not stored"); n != 1 {
+		t.Fatalf("%d lines of deliveries not stored, want 1:\n%s", n, logs.String())
+	}
+	if n := count("deliveries stored again"); n != 1 || !lastSays("deliveries stored again", "unlogged=2") {
+		t.Fatalf("%d lines saying that deliveries are stored again, want 1 saying unlogged=2:\n%s", n, logs.String())
+	}
+
+	// Within the bound of the last line, the recovery waits for the first delivery
+	// stored after it.
+	release = holdWriteLock(t, path, "BEGIN IMMEDIATE")
+	send("evt_failed_again", http.StatusServiceUnavailable)
+	release()
+	send("evt_soon", http.StatusOK)
+	if n := count("deliveries stored again"); n != 1 {
+		t.Fatalf("a recovery within 10 s of the last line logged at once:\n%s", logs.String())
+	}
+	later(10 * time.Second)
+	send("evt_later", http.StatusOK)
+	if n := count("deliveries stored again"); n != 2 || !lastSays("deliveries stored again", "unlogged=1") {
+		t.Fatalf("the recovery after the bound: %d lines, want a second saying unlogged=1:\n%s", n, logs.String())
+	}
+}
