@@ -744,14 +744,19 @@ const notificationLease = MaxChannelTimeout + time.Minute
 const unknownChannelGrace = 10 * time.Minute
 
 // lease leases the notifications due at now to this engine's channels, after giving up
-// those that no replica has tried for unknownChannelGrace. With no channel at all
-// (alerting removed from the configuration), it leases every notification, to give
-// each up at once (send).
+// those that no replica has tried for unknownChannelGrace. With no alerting configured
+// at all (Run's one pass), it leases every notification, to give each up at once
+// (send). Rules without a channel are not that: during a rolling restart that adds the
+// first channel, the replicas still on the old configuration leave its notifications
+// to the new ones, as they would another channel's.
 func (e *Engine) lease(ctx context.Context, now time.Time) ([]storage.Notification, error) {
-	if len(e.channels) == 0 {
+	if len(e.channels) == 0 && len(e.cfg.Rules) == 0 {
 		return e.cfg.Store.LeaseNotifications(ctx, now, notificationLease, 50, nil) // nil: any channel
 	}
 	names := slices.Sorted(maps.Keys(e.channels))
+	if names == nil {
+		names = []string{} // no channel, not nil: any
+	}
 	// Once a minute at most: the grace is minutes, and on PostgreSQL each look is a
 	// write transaction of every replica.
 	e.mu.Lock()

@@ -626,3 +626,25 @@ func TestAlerts_LeaseOnlyNamedChannels(t *testing.T, e Engine) {
 		t.Errorf("pager's notifications %v, want one failed", counts["pager"])
 	}
 }
+
+// TestAlerts_LeaseNoChannel: a sender whose configuration has rules but no channel names
+// none (an empty list, not nil, which is any): it leases nothing, and gives up, once due
+// for long enough, the notifications of every channel.
+func TestAlerts_LeaseNoChannel(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if _, opened, err := db.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota",
+		Channels: []string{"ops", "pager"}}, t0); err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	if got, err := db.LeaseNotifications(ctx, t0, time.Minute, 10, []string{}); err != nil || len(got) != 0 {
+		t.Fatalf("lease for no channel: %+v %v; want none", got, err)
+	}
+	if n, err := db.GiveUpNotifications(ctx, []string{}, t0); err != nil || n != 0 {
+		t.Fatalf("give up at once: %d %v, want none", n, err)
+	}
+	if n, err := db.GiveUpNotifications(ctx, []string{}, t0.Add(30*time.Second)); err != nil || n != 2 {
+		t.Fatalf("give up later: %d %v, want both", n, err)
+	}
+}

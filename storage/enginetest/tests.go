@@ -144,6 +144,7 @@ var tests = []struct {
 	{"Accounts_OddBytes", TestAccounts_OddBytes},
 	{"Record_ClockSetBackStampsInOrder", TestRecord_ClockSetBackStampsInOrder},
 	{"Alerts_LeaseOnlyNamedChannels", TestAlerts_LeaseOnlyNamedChannels},
+	{"Alerts_LeaseNoChannel", TestAlerts_LeaseNoChannel},
 	{"Alerts_ReturnedCountsNoAttempt", TestAlerts_ReturnedCountsNoAttempt},
 	{"Alerts_ToldInTheOrderOfTransitions", TestAlerts_ToldInTheOrderOfTransitions},
 	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},
