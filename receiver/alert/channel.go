@@ -17,6 +17,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,10 +205,28 @@ func httpURL(setting, raw string) (*url.URL, error) {
 		why = `"//" is missing after "` + u.Scheme + `:"`
 	case u.Host == "":
 		why = "it has no host"
+	case u.Port() != "" && dialPort(u.Port()) != nil:
+		why = dialPort(u.Port()).Error()
 	default:
 		return u, nil
 	}
 	return nil, fmt.Errorf("%s: is not an http(s) URL: %s (write it like https://host/path)", setting, why)
+}
+
+// dialPort refuses a port that no connection can be made to, as dialling reads it: a
+// number from 1 to 65535 or a service name this system knows. Taken at start, such a
+// port would fail every attempt of the first alert.
+func dialPort(port string) error {
+	if strings.Trim(port, "0123456789") == "" {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return fmt.Errorf("port %s is out of range: a port is a number from 1 to 65535", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 1 to 65535 nor a service name this system knows", port)
+	}
+	return nil
 }
 
 // maskURL shows u without credentials, query, and path segments that may be tokens
@@ -380,6 +399,8 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 		return nil, errors.New("smtp_addr: is required (host:port of the SMTP server, e.g. smtp.example.com:587)")
 	case err != nil || host == "" || port == "":
 		return nil, fmt.Errorf("smtp_addr: %q is not host:port (e.g. smtp.example.com:587)", cfg.SMTPAddr)
+	case dialPort(port) != nil:
+		return nil, fmt.Errorf("smtp_addr: %q: %w", cfg.SMTPAddr, dialPort(port))
 	case cfg.From == "":
 		return nil, errors.New("from: is required")
 	case len(cfg.To) == 0:

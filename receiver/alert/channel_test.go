@@ -191,3 +191,30 @@ func TestEmail_QuitFailsAfterAccepted(t *testing.T) {
 		t.Fatalf("Send = %v after the server accepted the message; want nil", err)
 	}
 }
+
+// TestChannel_PortThatCannotBeDialled: an smtp_addr or a webhook url whose port no
+// connection can be made to (a word that names no service, 0, past 65535) is refused
+// when the channel is built, naming the setting: it used to be taken, and the first
+// alert, at the worst moment, failed every attempt on "unknown port".
+func TestChannel_PortThatCannotBeDialled(t *testing.T) {
+	for _, addr := range []string{"smtp.example.com:smtp-tls", "smtp.example.com:0", "smtp.example.com:99999", "smtp.example.com:-1"} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: addr,
+			From: "alerts@hotel.example", To: []string{"ops@hotel.example"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "smtp_addr:") || !strings.Contains(err.Error(), "port") {
+			t.Errorf("smtp_addr %q: err = %v; want a refusal naming smtp_addr and its port", addr, err)
+		}
+	}
+	for _, raw := range []string{"https://hooks.example:0/alerts", "https://hooks.example:99999/alerts"} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeWebhook, URL: raw,
+			Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "url:") || !strings.Contains(err.Error(), "port") {
+			t.Errorf("url %q: err = %v; want a refusal naming url and its port", raw, err)
+		}
+	}
+	for _, addr := range []string{"smtp.example.com:587", "smtp.example.com:smtp", "[::1]:25"} {
+		if _, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: addr,
+			From: "alerts@hotel.example", To: []string{"ops@hotel.example"}}, nil); err != nil {
+			t.Errorf("smtp_addr %q: %v; want it taken", addr, err)
+		}
+	}
+}
