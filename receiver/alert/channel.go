@@ -229,6 +229,12 @@ func dialPort(port string) error {
 	return nil
 }
 
+// implicitTLSPort reports whether port is 465, submissions (RFC 8314).
+func implicitTLSPort(port string) bool {
+	n, err := net.LookupPort("tcp", port)
+	return err == nil && n == 465
+}
+
 // maskURL shows u without credentials, query, and path segments that may be tokens
 // (storage.RedactPath), as the console shows a forward_url; hostOnly shows its host
 // alone (a slack URL's path is its credential).
@@ -401,6 +407,11 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 		return nil, fmt.Errorf("smtp_addr: %q is not host:port (e.g. smtp.example.com:587)", cfg.SMTPAddr)
 	case dialPort(port) != nil:
 		return nil, fmt.Errorf("smtp_addr: %q: %w", cfg.SMTPAddr, dialPort(port))
+	case implicitTLSPort(port):
+		// Such a server waits for a TLS handshake and never greets in clear: every
+		// attempt would wait out its timeout and fail on "i/o timeout".
+		return nil, fmt.Errorf("smtp_addr: %q: port 465 speaks TLS from the first byte, and hookdedup speaks STARTTLS: "+
+			"give the server's submission port, 587", cfg.SMTPAddr)
 	case cfg.From == "":
 		return nil, errors.New("from: is required")
 	case len(cfg.To) == 0:

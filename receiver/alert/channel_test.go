@@ -218,3 +218,17 @@ func TestChannel_PortThatCannotBeDialled(t *testing.T) {
 		}
 	}
 }
+
+// TestEmail_ImplicitTLSPortRefused: port 465 (submissions) speaks TLS from the first
+// byte and never greets in clear; the channel speaks STARTTLS, so every attempt waited
+// out its timeout for a greeting and failed on "i/o timeout", which says nothing of the
+// port. It is refused when the channel is built, pointing to the STARTTLS port.
+func TestEmail_ImplicitTLSPortRefused(t *testing.T) {
+	for _, addr := range []string{"smtp.example.com:465", "smtp.example.com:submissions"} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: addr,
+			From: "alerts@hotel.example", To: []string{"ops@hotel.example"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "smtp_addr:") || !strings.Contains(err.Error(), "587") {
+			t.Errorf("smtp_addr %q: err = %v; want a refusal naming smtp_addr and the STARTTLS port, 587", addr, err)
+		}
+	}
+}
