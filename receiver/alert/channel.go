@@ -523,9 +523,9 @@ func (e *email) send(ctx context.Context, m Message) error {
 		return fmt.Errorf("smtp DATA: %w", err)
 	}
 	var msg bytes.Buffer
-	fmt.Fprintf(&msg, "From: %s\r\n", e.fromHeader)
-	fmt.Fprintf(&msg, "To: %s\r\n", e.toHeader)
-	fmt.Fprintf(&msg, "Subject: %s\r\n", mimeHeader(m.Title()))
+	msg.WriteString(foldHeader("From", e.fromHeader))
+	msg.WriteString(foldHeader("To", e.toHeader))
+	msg.WriteString(foldHeader("Subject", mimeHeader(m.Title())))
 	fmt.Fprintf(&msg, "Date: %s\r\n", m.At.Format(time.RFC1123Z))
 	fmt.Fprintf(&msg, "Message-ID: <%s@%s>\r\n", msgIDPart(m.ID), msgIDPart(messageHost))
 	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
@@ -586,6 +586,28 @@ func msgIDPart(s string) string {
 		s = strings.ReplaceAll(s, "..", ".")
 	}
 	return strings.Trim(s, ".")
+}
+
+// foldHeader writes the header field name: value, and its line break, folded before a
+// blank so that its lines stay within 78 characters where a blank allows: a line of a
+// message holds 998 at most (RFC 5322 2.1.1), and a server refuses one longer ("500
+// Line too long"), which a Subject encoded beyond ASCII or a To of a whole team passes.
+// Unfolded, the value reads as written; no line is left blank.
+func foldHeader(name, value string) string {
+	const width = 78
+	var b strings.Builder
+	b.WriteString(name + ":")
+	n := len(name) + 1
+	for i, word := range strings.Split(value, " ") {
+		if i > 0 && word != "" && n+1+len(word) > width {
+			b.WriteString("\r\n")
+			n = 0
+		}
+		b.WriteString(" " + word)
+		n += 1 + len(word)
+	}
+	b.WriteString("\r\n")
+	return b.String()
 }
 
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not
