@@ -484,7 +484,7 @@ func (e *email) send(ctx context.Context, m Message) error {
 		return fmt.Errorf("smtp: %w", err)
 	}
 	defer c.Close()
-	if err := c.Hello("hookdedup"); err != nil {
+	if err := c.Hello(heloName(conn)); err != nil {
 		return fmt.Errorf("smtp EHLO: %w", err)
 	}
 	if ok, _ := c.Extension("STARTTLS"); !ok {
@@ -571,6 +571,44 @@ var messageHost = func() string {
 	}
 	return "hookdedup"
 }()
+
+// heloName is the name an email channel gives in EHLO: this machine's name when it is a
+// fully-qualified domain name, else the address of the connection's end here, as
+// RFC 5321 (4.1.4) asks. A relay may refuse a bare word ("need fully-qualified
+// hostname"), and then every recipient of every attempt.
+func heloName(conn net.Conn) string {
+	if fqdn(messageHost) {
+		return messageHost
+	}
+	a, ok := conn.LocalAddr().(*net.TCPAddr)
+	switch {
+	case !ok:
+		return "[127.0.0.1]"
+	case a.IP.To4() != nil:
+		return "[" + a.IP.To4().String() + "]"
+	}
+	return "[IPv6:" + a.IP.String() + "]"
+}
+
+// fqdn reports whether name is a domain name of two labels or more, each of letters,
+// digits and inner hyphens.
+func fqdn(name string) bool {
+	labels := strings.Split(name, ".")
+	if len(name) > 253 || len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // msgIDPart is s as a part of a Message-ID can hold it (RFC 5322 dot-atom text): every
 // other character, a blank in a channel's name among them, becomes '-'.

@@ -30,6 +30,7 @@ type rcptServer struct {
 
 	mu        sync.Mutex
 	delivered [][]string
+	helos     []string // the names the client gave in EHLO, in order
 }
 
 // refusing refuses addr for good (550, a mailbox that no longer exists).
@@ -101,6 +102,9 @@ func (s *rcptServer) serve(conn net.Conn, cert tls.Certificate) {
 		}
 		switch cmd := strings.TrimSpace(line); {
 		case strings.HasPrefix(strings.ToUpper(cmd), "EHLO"):
+			s.mu.Lock()
+			s.helos = append(s.helos, strings.TrimSpace(cmd[len("EHLO"):]))
+			s.mu.Unlock()
 			if _, ok := c.(*tls.Conn); ok {
 				fmt.Fprint(c, "250 test\r\n")
 			} else {
