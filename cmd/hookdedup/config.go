@@ -21,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
@@ -918,7 +919,9 @@ func (c config) sharedSecretFile() string {
 		held = held || len(s.Secret) > 0 || web.RedactURL(s.ForwardURL) != s.ForwardURL
 	}
 	for _, a := range c.AlertChannels {
-		held = held || len(a.Secret) > 0 || web.RedactURL(a.URL) != a.URL
+		// A slack channel's URL is its credential whole (alert.TypeSlack), however
+		// plain it looks.
+		held = held || len(a.Secret) > 0 || web.RedactURL(a.URL) != a.URL || a.Type == alert.TypeSlack && a.URL != ""
 	}
 	if !held {
 		return ""

@@ -957,6 +957,8 @@ func TestConfig_SharedSecretFile(t *testing.T) {
 		{"GroupWithSecret", withSecret, 0o640, true},
 		{"PrivateWithSecret", withSecret, 0o600, false},
 		{"SharedWithoutSecret", "retention = \"240h\"\n", 0o644, false},
+		// A slack channel's URL is its credential whole, however short its token.
+		{"SharedWithSlackURL", "[[alert_channel]]\nname = \"chat\"\ntype = \"slack\"\nurl = \"https://chat.hotel.example/hooks/s3cr3t\"\n", 0o644, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "hookdedup.toml")
