@@ -403,6 +403,11 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	switch {
 	case cfg.SMTPAddr == "":
 		return nil, errors.New("smtp_addr: is required (host:port of the SMTP server, e.g. smtp.example.com:587)")
+	case strings.ContainsAny(cfg.SMTPAddr, "@/"):
+		// An SMTP URL (smtp://user:password@host:587) or its user part: never quoted,
+		// as it may hold the password, which would go to stderr and the journal.
+		return nil, errors.New("smtp_addr: is not host:port: it holds a URL's scheme or user part; " +
+			"give the server alone (smtp.example.com:587), the user as username and the password as secret_env")
 	case err != nil || host == "" || port == "":
 		return nil, fmt.Errorf("smtp_addr: %q is not host:port (e.g. smtp.example.com:587)", cfg.SMTPAddr)
 	case dialPort(port) != nil:

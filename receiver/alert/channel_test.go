@@ -232,3 +232,25 @@ func TestEmail_ImplicitTLSPortRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestEmail_SMTPAddrWithCredentialsNotQuoted: an operator used to SMTP URLs writes the
+// user and password into smtp_addr. It is refused, naming smtp_addr and where the user
+// and password go, without quoting the password (the error goes to stderr and the
+// journal); and one whose host holds a user part ("secret@host:587", which splits
+// as host:port) is refused too, not taken and looked up in DNS at every attempt.
+func TestEmail_SMTPAddrWithCredentialsNotQuoted(t *testing.T) {
+	for _, addr := range []string{
+		"smtp://alerts:TOPSECRET@smtp.example.com:587",
+		"smtps://alerts:TOPSECRET@smtp.example.com",
+		"alerts:TOPSECRET@smtp.example.com:587",
+		"TOPSECRET@smtp.example.com:587",
+		"alerts@hotel.example:TOPSECRET@smtp.example.com:587",
+	} {
+		_, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: addr,
+			From: "alerts@hotel.example", To: []string{"ops@hotel.example"}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "smtp_addr:") || strings.Contains(err.Error(), "TOPSECRET") ||
+			!strings.Contains(err.Error(), "username") {
+			t.Errorf("smtp_addr %q: err = %v; want a refusal naming smtp_addr and username, without the password", addr, err)
+		}
+	}
+}
