@@ -379,7 +379,12 @@ func post(ctx context.Context, client *http.Client, target string, h http.Header
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
+		// Where it points is not quoted: it may hold a token, as the URL may.
+		return fmt.Errorf("POST: HTTP %d, a redirect, which a channel does not follow: give the channel the address it points to",
+			resp.StatusCode)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("POST: HTTP %d", resp.StatusCode)
 	}
 	return nil

@@ -155,7 +155,10 @@ func TestSlackPayload(t *testing.T) {
 }
 
 // TestChannel_RedirectIsFailure: a channel's URL answering with a redirect has not taken
-// the notification; the POST is not turned into a GET of the other address.
+// the notification; the POST is not turned into a GET of the other address, and the
+// error says that it was a redirect, not followed, without quoting where it pointed
+// (a URL that may hold a token), rather than a bare status an operator reads as an
+// outage of the receiver.
 func TestChannel_RedirectIsFailure(t *testing.T) {
 	var gets atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +166,7 @@ func TestChannel_RedirectIsFailure(t *testing.T) {
 			gets.Add(1)
 			return
 		}
-		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		http.Redirect(w, r, "/elsewhere?token=TOPSECRET", http.StatusFound)
 	}))
 	defer srv.Close()
 	c, err := alert.NewChannel(alert.ChannelConfig{Name: "chat", Type: alert.TypeSlack, URL: srv.URL + "/hook"}, nil)
@@ -173,5 +176,8 @@ func TestChannel_RedirectIsFailure(t *testing.T) {
 	err = c.Send(context.Background(), alert.Message{ID: "x", Event: storage.AlertOpened})
 	if err == nil || !strings.Contains(err.Error(), "HTTP 302") || gets.Load() != 0 {
 		t.Fatalf("Send = %v (%d GETs), want a failure on the 302", err, gets.Load())
+	}
+	if !strings.Contains(err.Error(), "redirect") || strings.Contains(err.Error(), "TOPSECRET") {
+		t.Errorf("Send = %v; want it to say that a redirect was not followed, without its location", err)
 	}
 }
