@@ -1612,6 +1612,16 @@ func notHTTPURL(raw string, httpsOnly bool) string {
 		return `"//" is missing after "` + u.Scheme + `:"`
 	case u.Host == "":
 		return "it has no host"
+	case u.Port() != "" && !inPortRange(u.Port()):
+		// url.Parse takes any digits: every connection would fail.
+		return "its port " + u.Port() + " is out of range (a port is a number from 1 to 65535)"
 	}
 	return ""
+}
+
+// inPortRange reports whether port, a URL's digits, is a port a connection can be made
+// to: 1 to 65535.
+func inPortRange(port string) bool {
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && n > 0
 }

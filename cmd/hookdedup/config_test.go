@@ -280,6 +280,8 @@ func TestConfig_URLSecretsNeverInErrors(t *testing.T) {
 		{"forward_url", `"ftp://user:TOPSECRET@pms.example/in?token=TOPSECRET"`, "scheme is not http or https"},
 		{"forward_url", `"https:///in?token=TOPSECRET"`, "no host"},
 		{"forward_url", `"https://pms.example/%zz?token=TOPSECRET"`, "does not parse"},
+		{"forward_url", `"https://user:TOPSECRET@pms.example:0/in"`, "port 0 is out of range"},
+		{"forward_url", `"https://pms.example:99999/in?token=TOPSECRET"`, "port 99999 is out of range"},
 		{"acme_directory", `"https:acme:TOPSECRET@acme.example/dir"`, `"//" is missing after "https:"`},
 		{"acme_directory", `"http://acme:TOPSECRET@acme.example/dir"`, "scheme is not https"},
 	} {
