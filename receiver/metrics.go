@@ -16,6 +16,7 @@ type Metrics struct {
 	Rejections       *prometheus.CounterVec   // hookdedup_rejections_total{source,reason}
 	ClaimDuration    prometheus.Histogram     // hookdedup_claim_duration_seconds
 	SweepDeleted     *prometheus.CounterVec   // hookdedup_sweep_deleted_total{table}
+	SweepClockHeld   prometheus.Gauge         // hookdedup_sweep_clock_step_seconds
 	DispatchAttempts *prometheus.CounterVec   // hookdedup_dispatch_attempts_total{source,result}
 	StuckKeys        *prometheus.GaugeVec     // hookdedup_stuck_keys{source}
 	SignatureSkew    *prometheus.HistogramVec // hookdedup_signature_skew_seconds{source}
@@ -50,6 +51,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "hookdedup_sweep_deleted_total",
 			Help: "Rows deleted by the background sweeps: expired claims and deliveries past retention.",
 		}, []string{"table"}),
+		SweepClockHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookdedup_sweep_clock_step_seconds",
+			Help: "How far the wall clock leapt forward while the background sweeps hold their deletes for it; 0 when they do not.",
+		}),
 		DispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookdedup_dispatch_attempts_total",
 			Help: "Downstream hand-off attempts by source and result.",
@@ -74,7 +79,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"source"}),
 		gatherer: reg,
 	}
-	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew,
+	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.SweepClockHeld, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew,
 		m.Suspects, m.MoneyMismatches)
 	return m
 }

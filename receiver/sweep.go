@@ -30,6 +30,9 @@ type SweepConfig struct {
 	// and correlation keys older than that are matched by nothing and go.
 	Remember, BusinessWindow, CorrelationWindow time.Duration
 	Now                                         func() time.Time
+	// ClockStepHold is how long the sweeps hold their deletes after the clock leapt
+	// forward, unless it is set right first (clockGuard); default DefaultClockStepHold.
+	ClockStepHold time.Duration
 }
 
 // RunSweeps deletes expired claims, and deliveries, counts of rejections not stored
@@ -37,7 +40,8 @@ type SweepConfig struct {
 // to one batch, sized to hold the write lock for about BatchTime, and it pauses between
 // batches, so intake never waits behind a sweep for more than one short batch. A
 // delivery whose payload is still owed downstream is kept past retention
-// (storage.SweepDeliveries says which are).
+// (storage.SweepDeliveries says which are). Nothing is deleted while the clock stands
+// far ahead of where it was (clockGuard).
 func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log *slog.Logger) {
 	if cfg.Every <= 0 {
 		cfg.Every = time.Minute
@@ -54,11 +58,23 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ClockStepHold <= 0 {
+		cfg.ClockStepHold = DefaultClockStepHold
+	}
 	log = log.With(logComponent, "sweep")
+	guard := clockGuard{hold: cfg.ClockStepHold, mono: time.Now}
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	for {
 		now := cfg.Now()
+		if !guard.deletes(ctx, st, now, cfg.Retention, m, log) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				continue
+			}
+		}
 		sweep(ctx, "claims", func(limit int) (int64, bool, error) {
 			n, err := st.SweepExpired(ctx, now, limit)
 			return n, n >= int64(limit), err

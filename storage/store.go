@@ -544,6 +544,11 @@ type Store interface {
 	// before it were received before cutoff too (received_at is checked all the same).
 	SweepDeliveries(ctx context.Context, now, cutoff time.Time, from SweepCursor, limit int) (int64, SweepCursor, error)
 
+	// NewestReceivedAt returns the receipt time of the newest delivery stored (by id),
+	// zero when there is none: the retention sweep's reference, at a start, for a clock
+	// that was stepped far forward while the server was down.
+	NewestReceivedAt(ctx context.Context) (time.Time, error)
+
 	// Login throttling.
 
 	// LoginAttempt reserves a password check against scopes at now. When none of them has

@@ -68,3 +68,22 @@ func TestRecord_ClockSetBackStampsInOrder(t *testing.T, e Engine) {
 		t.Errorf("received with the clock two hours back: stamped %v, want the clock's %v", wrong.ReceivedAt, dec1.Add(-2*time.Hour))
 	}
 }
+
+// TestNewestReceivedAt: the retention sweep checks the clock at a start against the
+// newest delivery's receipt time (a clock stepped forward while serve was down would
+// have it delete every delivery): none in an empty database, then the last one stored.
+func TestNewestReceivedAt(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	if at, err := db.NewestReceivedAt(ctx); err != nil || !at.IsZero() {
+		t.Fatalf("empty database: %v, %v; want the zero time", at, err)
+	}
+	record(t, db, delivery("ota", "evt_1", "h"), day)
+	clk.Add(time.Hour)
+	want := clk.Now()
+	record(t, db, delivery("ota", "evt_2", "h"), day)
+	if at, err := db.NewestReceivedAt(ctx); err != nil || !at.Equal(want) {
+		t.Errorf("newest delivery received at %v (%v), want %v", at, err, want)
+	}
+}

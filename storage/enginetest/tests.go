@@ -143,6 +143,7 @@ var tests = []struct {
 	{"ReleaseEach_Replicas", TestReleaseEach_Replicas},
 	{"Accounts_OddBytes", TestAccounts_OddBytes},
 	{"Record_ClockSetBackStampsInOrder", TestRecord_ClockSetBackStampsInOrder},
+	{"NewestReceivedAt", TestNewestReceivedAt},
 	{"Alerts_LeaseOnlyNamedChannels", TestAlerts_LeaseOnlyNamedChannels},
 	{"Alerts_LeaseNoChannel", TestAlerts_LeaseNoChannel},
 	{"Alerts_ReturnedCountsNoAttempt", TestAlerts_ReturnedCountsNoAttempt},

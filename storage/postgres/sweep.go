@@ -267,3 +267,17 @@ SELECT count(*) FROM gone`
 var sqlEnvelopeNeeded = `(deliveries.batch = deliveries.id AND deliveries.batch_envelope <> '' AND EXISTS (
 	SELECT 1 FROM deliveries AS s WHERE s.batch = deliveries.id AND s.batch <> 0 AND s.id <> deliveries.id AND s.batch_envelope = ''
 	AND (s.id > $3 OR s.received_at >= $4 OR ` + owedOf("s") + `)))`
+
+// NewestReceivedAt returns the receipt time of the newest delivery stored, by id; zero
+// when there is none.
+func (db *DB) NewestReceivedAt(ctx context.Context) (time.Time, error) {
+	var ms int64
+	err := db.pool.QueryRow(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&ms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("newest delivery: %w", err)
+	}
+	return fromMillis(ms), nil
+}
