@@ -838,27 +838,43 @@ func maskSecrets(text string, secrets []string) string {
 const maxEscaped = 10
 
 // matchEscaped returns how many bytes at the start of text spell secret, 0 if they do
-// not. Each character of secret may be written as it is or escaped as HTML writes it
-// (&amp;, &#x2F;, &#47;, &sol;) or JSON (\u0026, \/): a downstream that quotes the
-// request's URL in a page or a JSON error writes the credential so, and each form is as
-// much the secret as the plain one.
+// not; the most, when they spell it more than one way. Each character of secret may be
+// written as it is or escaped as HTML writes it (&amp;, &#x2F;, &#47;, &sol;) or JSON
+// (\u0026, \/): a downstream that quotes the request's URL in a page or a JSON error
+// writes the credential so, and each form is as much the secret as the plain one.
+//
+// An '&' or '\\' of text may begin an escape or be itself (a secret may hold "&amp;"
+// as its own five characters), so text can spell a prefix of secret ending at several
+// offsets: all of them are followed at once, character by character, never each way in
+// turn, which a hostile answer of backslash runs made take exponential time.
 func matchEscaped(text, secret string) int {
-	j := 0
+	if secret == "" || text == "" || text[0] != secret[0] && text[0] != '&' && text[0] != '\\' {
+		return 0 // most offsets of an answer: no allocation for them
+	}
+	ends, next := []int{0}, []int(nil) // offsets of text where secret[:i] can end
+	add := func(j int) {
+		if !slices.Contains(next, j) {
+			next = append(next, j)
+		}
+	}
 	for i := 0; i < len(secret); {
 		r, size := utf8.DecodeRuneInString(secret[i:])
-		if got, n := escapedRune(text[j:]); n > 0 && got == r && (r != utf8.RuneError || size > 1) {
-			// The escape, or else the '&' or '\\' that begins it taken as itself: a secret
-			// may hold "&amp;" as its own five characters.
-			if m := matchEscaped(text[j+n:], secret[i+size:]); m > 0 || i+size == len(secret) {
-				return j + n + m
+		next = next[:0]
+		for _, j := range ends {
+			if strings.HasPrefix(text[j:], secret[i:i+size]) {
+				add(j + size)
+			}
+			if got, n := escapedRune(text[j:]); n > 0 && got == r && (r != utf8.RuneError || size > 1) {
+				add(j + n)
 			}
 		}
-		if !strings.HasPrefix(text[j:], secret[i:i+size]) {
+		if len(next) == 0 {
 			return 0
 		}
-		i, j = i+size, j+size
+		ends, next = next, ends
+		i += size
 	}
-	return j
+	return slices.Max(ends)
 }
 
 // htmlNames are the named HTML character references of the characters a URL's

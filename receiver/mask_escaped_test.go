@@ -1,6 +1,10 @@
 package receiver
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // The forms of a secret that matchEscaped takes, and a few that are not the secret.
 func TestMatchEscaped(t *testing.T) {
@@ -31,5 +35,29 @@ func TestMatchEscaped(t *testing.T) {
 		if got := matchEscaped(c.text, c.secret); got != c.want {
 			t.Errorf("matchEscaped(%q, %q) = %d, want %d", c.text, c.secret, got, c.want)
 		}
+	}
+}
+
+// A secret holding a run of backslashes (a query's %5C) can be spelt in a JSON answer
+// with each of them escaped or not, in any mix: an answer of such runs cut one short,
+// at every offset of the excerpt, is read in time linear in their length, not in the
+// number of mixes (Fibonacci in it), which held a dispatch worker for hours.
+func TestMatchEscapedBackslashRunIsQuick(t *testing.T) {
+	secret := strings.Repeat(`\`, 48)
+	text := strings.Repeat(strings.Repeat(`\`, 47)+"x", 30)
+	done := make(chan string, 1)
+	go func() { done <- maskedPrefix(text, []string{secret}, responseExcerpt) }()
+	select {
+	case got := <-done:
+		if got != text[:min(len(text), responseExcerpt)] {
+			t.Errorf("masked an answer that does not hold the secret: %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("masking an answer of backslash runs took over 5 s")
+	}
+	// Each run spelt whole, with its backslashes escaped or not, is masked.
+	mixed := strings.Repeat(`\\`, 24) + strings.Repeat(`\`, 24) + "!"
+	if got := matchEscaped(mixed, secret); got != len(mixed)-1 {
+		t.Errorf("matchEscaped(mixed run) = %d, want %d", got, len(mixed)-1)
 	}
 }
