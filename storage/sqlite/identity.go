@@ -20,7 +20,8 @@ const databaseIDSetting = "database_id"
 type fileKind int
 
 const (
-	// noSchema: a SQLite file without a table, which holds nothing to lose.
+	// noSchema: a SQLite file without a table, or with only hookdedup's table of
+	// migrations and none recorded there: it holds nothing to lose.
 	noSchema fileKind = iota
 	// otherApplication: a SQLite database hookdedup did not make.
 	otherApplication
@@ -41,14 +42,28 @@ func identify(ctx context.Context, c *sql.DB) (fileKind, string, error) {
 	if objects == 0 {
 		return noSchema, "", nil
 	}
-	err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('migrations') WHERE name = 'name'`).Scan(&ours)
+	var shaped int // the migrations table has hookdedup's column
+	err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('migrations') WHERE name = 'name'`).Scan(&shaped)
 	if err != nil {
 		return 0, "", err
 	}
-	if ours > 0 {
+	if shaped > 0 {
 		err = c.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = 'migrations/0001_init.sql'`).Scan(&ours)
 		if err != nil {
 			return 0, "", err
+		}
+	}
+	if ours == 0 && shaped > 0 {
+		// migrate makes its table before the first migration's transaction: a first
+		// serve stopped in between (a full disk, a kill) left that table alone, empty,
+		// which holds nothing to lose.
+		var others, recorded int
+		if err := c.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM sqlite_schema WHERE tbl_name != 'migrations'),
+			(SELECT count(*) FROM migrations)`).Scan(&others, &recorded); err != nil {
+			return 0, "", err
+		}
+		if others == 0 && recorded == 0 {
+			return noSchema, "", nil
 		}
 	}
 	if ours == 0 {

@@ -12,8 +12,8 @@ import (
 )
 
 // TestRestore_OverADatabaseThatHoldsNothing: on a new machine the first serve failed
-// on a full disk (or a touch made the file) and left an empty database file, or one
-// whose first migrations alone committed. It issued no delivery id, so a restore over
+// on a full disk (or a touch made the file) and left an empty database file, one
+// whose table of migrations records none, or one whose first migrations alone committed. It issued no delivery id, so a restore over
 // it has none to carry on: it restores, rather than refusing as if the ids it issued
 // could not be read and warning that they may be issued again.
 func TestRestore_OverADatabaseThatHoldsNothing(t *testing.T) {
@@ -32,6 +32,11 @@ func TestRestore_OverADatabaseThatHoldsNothing(t *testing.T) {
 			if err := os.WriteFile(path, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
+		}},
+		// migrate makes its table of migrations before the first migration's
+		// transaction, which the full disk then failed.
+		{"migrations table only", func(t *testing.T, path string) {
+			execFile(t, path, `CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`)
 		}},
 		{"first migration only", func(t *testing.T, path string) {
 			schema, err := os.ReadFile("migrations/0001_init.sql")
