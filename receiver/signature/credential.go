@@ -167,6 +167,10 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 		default:
 			tok = vals[0]
 		}
+	} else if vals := h[v.canonical]; len(vals) > 1 {
+		// As for the query parameter: which line a proxy or the sender meant is not for
+		// the verifier to guess.
+		return fmt.Errorf("header %s is given %d times: send it once", v.header, len(vals))
 	} else if tok = headerValue(h, v.canonical); tok == "" {
 		return missingHeader(v.header)
 	}

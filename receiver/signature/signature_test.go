@@ -563,6 +563,11 @@ func TestVerify_Token(t *testing.T) {
 			want: "query parameter token is given 2 times: send it once"},
 		{name: "QueryRepeatedRight", v: inQuery, query: url.Values{"token": {"tok-new", "tok-new", "tok-old"}}, now: now,
 			want: "query parameter token is given 3 times: send it once"},
+		// As a header, the same: a second line of it is no second chance.
+		{name: "HeaderRepeatedWrongFirst", header: http.Header{"X-Webhook-Token": {"x", "tok-new"}}, now: now,
+			want: "header X-Webhook-Token is given 2 times: send it once"},
+		{name: "HeaderRepeatedRightFirst", header: http.Header{"X-Webhook-Token": {"tok-new", "x"}}, now: now,
+			want: "header X-Webhook-Token is given 2 times: send it once"},
 	}, "tok-new", "tok-old")
 }
 
