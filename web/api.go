@@ -152,6 +152,8 @@ type apiDelivery struct {
 	// with a delivery read whole (as its headers and body are); absent for a request of
 	// its own, and for an item stored before envelopes were kept.
 	BatchEnvelope json.RawMessage `json:"batch_envelope,omitempty"`
+	// BatchEnvelopeText is the envelope as sent when it is not indentable, as BodyText.
+	BatchEnvelopeText string `json:"batch_envelope_text,omitempty"`
 	// Flags are the suspects that name this delivery, as the one flagged or as the
 	// other one it may double.
 	Flags []apiSuspect `json:"flags"`
@@ -174,8 +176,13 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 	if full {
 		// Intake stores only valid JSON there; anything else is left out rather than
 		// let it break the whole answer.
-		if d.BatchEnvelope != "" && json.Valid([]byte(d.BatchEnvelope)) {
-			out.BatchEnvelope = json.RawMessage(d.BatchEnvelope)
+		switch env := []byte(d.BatchEnvelope); {
+		case d.BatchEnvelope == "" || !json.Valid(env):
+		case indentable(env):
+			out.BatchEnvelope = env
+		default:
+			// The answer's indentation would blow it up, as it would such a body.
+			out.BatchEnvelopeText = d.BatchEnvelope
 		}
 		out.Headers = d.Headers
 		// json.Valid passes bytes that are not UTF-8 inside a string, and RawMessage

@@ -248,3 +248,36 @@ func TestAPI_BatchEnvelope(t *testing.T) {
 		t.Errorf("a delivery that came alone has a batch_envelope: %s", raw)
 	}
 }
+
+// TestAPI_BatchEnvelopeWide: an envelope that indenting would grow by more than the
+// console shows indented is given as batch_envelope_text, as sent, as such a body is
+// given as body_text: the answer's own indentation made megabytes of it for each item.
+func TestAPI_BatchEnvelopeWide(t *testing.T) {
+	e := newAPIEnv(t)
+	wide := `{"rates":` + strings.Repeat("[", 60) + strings.TrimSuffix(strings.Repeat("1,", 80000), ",") + strings.Repeat("]", 60) + `}`
+	items := recordEnvelopeBatch(t, e.db, "ota", wide, "w1", "w2")
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/deliveries/%d", e.srv.URL, items[1].ID), nil)
+	req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET delivery: %d %.200s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Delivery struct {
+			BatchEnvelope     json.RawMessage `json:"batch_envelope"`
+			BatchEnvelopeText string          `json:"batch_envelope_text"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Delivery.BatchEnvelope != nil || out.Delivery.BatchEnvelopeText != wide || len(raw) > len(wide)+8<<10 {
+		t.Errorf("an envelope of %d bytes 60 levels deep: batch_envelope of %d bytes, batch_envelope_text of %d, an answer of %d bytes; "+
+			"want it as batch_envelope_text alone", len(wide), len(out.Delivery.BatchEnvelope), len(out.Delivery.BatchEnvelopeText), len(raw))
+	}
+}
