@@ -22,6 +22,7 @@ type Metrics struct {
 	SignatureSkew    *prometheus.HistogramVec // hookdedup_signature_skew_seconds{source}
 	Suspects         *prometheus.CounterVec   // hookdedup_suspects_total{source,kind}
 	MoneyMismatches  *prometheus.CounterVec   // hookdedup_money_mismatches_total{source}
+	AlertsNotified   *prometheus.CounterVec   // hookdedup_alert_notifications_total{channel,result}
 
 	gatherer prometheus.Gatherer
 }
@@ -77,10 +78,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "hookdedup_money_mismatches_total",
 			Help: "Duplicates whose amount, currency or event status differs from their first delivery's, by source.",
 		}, []string{"source"}),
+		AlertsNotified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookdedup_alert_notifications_total",
+			Help: "Attempts to send an alert's notification, by channel and result (sent, retry, failed: given up).",
+		}, []string{"channel", "result"}),
 		gatherer: reg,
 	}
 	reg.MustRegister(m.Deliveries, m.Rejections, m.ClaimDuration, m.SweepDeleted, m.SweepClockHeld, m.DispatchAttempts, m.StuckKeys, m.SignatureSkew,
-		m.Suspects, m.MoneyMismatches)
+		m.Suspects, m.MoneyMismatches, m.AlertsNotified)
 	return m
 }
 

@@ -248,6 +248,7 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	p.alerts, err = alert.New(alert.Config{
 		Store: p.db, Rules: rules, Channels: channels, Sources: names, StuckAfter: p.cfg.StuckAfter,
 		ClockSkew: p.intake.ClockSkew, Machine: machineName(), Now: p.db.Clock, Logger: p.log,
+		Notified: func(channel, result string) { p.metrics.AlertsNotified.WithLabelValues(channel, result).Inc() },
 	})
 	if err != nil {
 		return nil, err

@@ -324,6 +324,16 @@ secret_env = "OPS_SECRET"
 			t.Errorf("log shows a secret (%q):\n%s", secret, stderr.String())
 		}
 	}
+	// Each channel's notification is counted where the other series are watched.
+	rec := httptest.NewRecorder()
+	p.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metrics := rec.Body.String()
+	for _, want := range []string{`hookdedup_alert_notifications_total{channel="chat",result="sent"} 1`,
+		`hookdedup_alert_notifications_total{channel="ops",result="sent"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(slackTexts) != 1 || len(hookBodies) != 1 {

@@ -77,7 +77,19 @@ type Config struct {
 	// ConsoleURL, if set, is the console's address; messages link to its alerts page.
 	ConsoleURL string
 	Logger     *slog.Logger
+	// Notified, if set, is told the result of each attempt to send a notification on a
+	// channel: NotifiedSent, NotifiedRetry or NotifiedFailed (given up). A channel that
+	// keeps failing is then seen where the other series are watched, not only in the
+	// log and on the Alerts page.
+	Notified func(channel, result string)
 }
+
+// The results Config.Notified is told.
+const (
+	NotifiedSent   = "sent"
+	NotifiedRetry  = "retry"
+	NotifiedFailed = "failed"
+)
 
 // Engine evaluates the rules, opens and resolves alerts, and sends their notifications.
 type Engine struct {
@@ -138,6 +150,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Notified == nil {
+		cfg.Notified = func(string, string) {}
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Store.Ping
@@ -620,8 +635,10 @@ func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a st
 	}
 	if err != nil {
 		e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
+		e.cfg.Notified(name, NotifiedFailed)
 		return false
 	}
+	e.cfg.Notified(name, NotifiedSent)
 	return true
 }
 
@@ -855,12 +872,15 @@ func (e *Engine) send(ctx context.Context, n storage.Notification) (bool, error)
 	switch {
 	case res.Sent:
 		e.log.Info("alert notification sent", attrs...)
+		e.cfg.Notified(n.Channel, NotifiedSent)
 	case res.Returned:
 		e.log.Info("alert notification left for the next start: serve is stopping", attrs...)
 	case res.Failed:
 		e.log.Error("alert notification given up", append(attrs, "err", res.Error)...)
+		e.cfg.Notified(n.Channel, NotifiedFailed)
 	default:
 		e.log.Warn("alert notification failed; will retry", append(attrs, "err", res.Error, "next", res.NextAt)...)
+		e.cfg.Notified(n.Channel, NotifiedRetry)
 	}
 	finish, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

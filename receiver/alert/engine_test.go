@@ -233,9 +233,11 @@ func TestEngine_RetryWithBackoff(t *testing.T) {
 	h := newHook(t, 1)
 	var mu sync.Mutex
 	var ready error = errors.New("down")
+	var told notified
 	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}},
 		[]*alert.Channel{h.channel(t, "ops")}, func(c *alert.Config) {
 			c.Ready = func(context.Context) error { mu.Lock(); defer mu.Unlock(); return ready }
+			c.Notified = told.add
 		})
 	f.evaluate(t, e)
 	if h.count() != 1 || len(h.payloads()) != 0 {
@@ -259,6 +261,27 @@ func TestEngine_RetryWithBackoff(t *testing.T) {
 	if as[0].PendingNotifications != 0 || as[0].SentNotifications != 1 {
 		t.Fatalf("alert = %+v, want its notification sent", as[0])
 	}
+	if got := told.String(); got != "ops retry, ops sent" {
+		t.Errorf("results told (the metric's): %s; want ops retry, ops sent", got)
+	}
+}
+
+// notified gathers what Config.Notified is told, as the metric counts it.
+type notified struct {
+	mu   sync.Mutex
+	told []string
+}
+
+func (n *notified) add(channel, result string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.told = append(n.told, channel+" "+result)
+}
+
+func (n *notified) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return strings.Join(n.told, ", ")
 }
 
 // TestEngine_GivesUp: after the channel's last attempt the notification is failed and
@@ -271,8 +294,12 @@ func TestEngine_GivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var told notified
 	e := f.engine(t, []alert.Rule{{Name: "db", Kind: alert.KindDatabaseNotReady, Channels: []string{"ops"}}}, []*alert.Channel{c},
-		func(c *alert.Config) { c.Ready = func(context.Context) error { return errors.New("down") } })
+		func(c *alert.Config) {
+			c.Ready = func(context.Context) error { return errors.New("down") }
+			c.Notified = told.add
+		})
 	for range 6 {
 		f.evaluate(t, e)
 		f.clock.Add(2 * time.Second)
@@ -285,6 +312,9 @@ func TestEngine_GivesUp(t *testing.T) {
 	}
 	if !strings.Contains(f.logs.String(), "alert notification given up") {
 		t.Errorf("log does not say it gave up:\n%s", f.logs.String())
+	}
+	if got := told.String(); got != "ops retry, ops retry, ops failed" {
+		t.Errorf("results told (the metric's): %s; want ops retry, ops retry, ops failed", got)
 	}
 }
 
