@@ -302,9 +302,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		return
 	}
 
-	if log, unlogged := rc.storeFails.stored(rc.now()); log {
-		rc.log.Info("deliveries stored again", logUnlogged, unlogged)
-	}
+	rc.noteStored()
 	a := batchAnswer{Status: "batch", Batch: strconv.FormatInt(ds[0].Batch, 10), Items: make([]itemAnswer, len(ds))}
 	accepted := false
 	for i := range ds {

@@ -515,9 +515,7 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the delivery could not be stored; retry later"})
 		return
 	}
-	if log, unlogged := rc.storeFails.stored(rc.now()); log {
-		rc.log.Info("deliveries stored again", logUnlogged, unlogged)
-	}
+	rc.noteStored()
 	rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
 	rc.metrics.flags(src.Name, d)
 	a := answer{Status: string(d.Outcome), Key: d.Key, Delivery: strconv.FormatInt(d.ID, 10)}

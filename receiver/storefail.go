@@ -19,10 +19,9 @@ type storeFailures struct {
 	unlogged int       // failures since the last line that got none
 	total    uint64    // failures since the start, logged or not (readiness reads it)
 	// failing says that a failure came after the last store, or after the last line
-	// saying that stores succeed again: a store then looks whether to say so.
+	// saying that stores succeed again: a store then looks whether to say so. Read
+	// without the lock, it keeps a store's usual path to one atomic load.
 	failing atomic.Bool
-	// quietUntil is next, in unix nanoseconds, for stored to read without the lock.
-	quietUntil atomic.Int64
 }
 
 // seen counts a failure, whether or not it gets a log line.
@@ -33,26 +32,26 @@ func (f *storeFailures) seen() {
 	f.mu.Unlock()
 }
 
-// stored reports, of a store at now that succeeded, whether it gets a line saying that
-// stores succeed again, and if so how many failures since the previous line got none:
-// the first after failures does, unless a line came less than storeFailureEvery
-// before it; then the first after that. Without it, the failures after the last line
-// would never be told, nor when the database took writes again. Lines of failures and
-// of recoveries share the bound, so a database that fails every other write writes no
-// more lines than one that fails them all.
-func (f *storeFailures) stored(now time.Time) (log bool, unlogged int) {
-	if !f.failing.Load() || now.UnixNano() < f.quietUntil.Load() {
-		return false, 0 // the hot path: atomic reads, no lock
+// stored reports, of a store at now (read only while failures are unsaid) that
+// succeeded, whether it gets a line saying that stores succeed again, and if so how many
+// failures since the previous line got none: the first after failures does, unless a
+// line came less than storeFailureEvery before it; then the first after that. Without
+// it, the failures after the last line would never be told, nor when the database took
+// writes again. Lines of failures and of recoveries share the bound, so a database that
+// fails every other write writes no more lines than one that fails them all.
+func (f *storeFailures) stored(now func() time.Time) (log bool, unlogged int) {
+	if !f.failing.Load() {
+		return false, 0 // the hot path: one atomic load, no lock, no clock
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.failing.Load() || now.Before(f.next) {
+	t := now()
+	if !f.failing.Load() || t.Before(f.next) {
 		return false, 0
 	}
 	f.failing.Store(false)
 	unlogged, f.unlogged = f.unlogged, 0
-	f.next = now.Add(storeFailureEvery)
-	f.quietUntil.Store(f.next.UnixNano())
+	f.next = t.Add(storeFailureEvery)
 	return true, unlogged
 }
 
@@ -67,7 +66,6 @@ func (f *storeFailures) take(now time.Time) (log bool, unlogged int) {
 	}
 	unlogged, f.unlogged = f.unlogged, 0
 	f.next = now.Add(storeFailureEvery)
-	f.quietUntil.Store(f.next.UnixNano())
 	return true, unlogged
 }
 
@@ -76,4 +74,12 @@ func (f *storeFailures) count() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.total
+}
+
+// noteStored logs, after failures, that a delivery or batch was stored again
+// (storeFailures.stored).
+func (rc *Receiver) noteStored() {
+	if log, unlogged := rc.storeFails.stored(rc.now); log {
+		rc.log.Info("deliveries stored again", logUnlogged, unlogged)
+	}
 }
