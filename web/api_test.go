@@ -84,6 +84,24 @@ func (e *apiEnv) call(t *testing.T, role, method, path, body string) (int, map[s
 	return resp.StatusCode, out
 }
 
+// delivery reads delivery id through the API as a viewer and returns the answer as
+// sent, failing the test unless it is a 200.
+func (e *apiEnv) delivery(t *testing.T, id int64) []byte {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/deliveries/"+idStr(id), nil)
+	req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET delivery %d: %d %.200s", id, resp.StatusCode, raw)
+	}
+	return raw
+}
+
 func TestAPI_Auth(t *testing.T) {
 	e := newAPIEnv(t)
 	code, out := e.call(t, "", "GET", "/api/v1/deliveries", "")

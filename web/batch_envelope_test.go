@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -212,21 +211,7 @@ func TestConsole_BatchEnvelopeFirstItemSwept(t *testing.T) {
 func TestAPI_BatchEnvelope(t *testing.T) {
 	e := newAPIEnv(t)
 	items := recordEnvelopeBatch(t, e.db, "ota", hostileEnvelope, "m1", "m2")
-	get := func(id int64) string {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/deliveries/%d", e.srv.URL, id), nil)
-		req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET delivery %d: %d %s", id, resp.StatusCode, raw)
-		}
-		return string(raw)
-	}
+	get := func(id int64) string { return string(e.delivery(t, id)) }
 	raw := get(items[1].ID)
 	if strings.Contains(raw, "<script>") || !strings.Contains(raw, `\u003cscript\u003e`) {
 		t.Errorf("the envelope's markup is not escaped in the answer: %s", raw)
@@ -256,17 +241,7 @@ func TestAPI_BatchEnvelopeWide(t *testing.T) {
 	e := newAPIEnv(t)
 	wide := `{"rates":` + strings.Repeat("[", 60) + strings.TrimSuffix(strings.Repeat("1,", 80000), ",") + strings.Repeat("]", 60) + `}`
 	items := recordEnvelopeBatch(t, e.db, "ota", wide, "w1", "w2")
-	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/deliveries/%d", e.srv.URL, items[1].ID), nil)
-	req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET delivery: %d %.200s", resp.StatusCode, raw)
-	}
+	raw := e.delivery(t, items[1].ID)
 	var out struct {
 		Delivery struct {
 			BatchEnvelope     json.RawMessage `json:"batch_envelope"`

@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,17 +64,7 @@ func TestAPI_DeepBodyAsText(t *testing.T) {
 		if err := e.db.Record(context.Background(), d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/deliveries/"+idStr(d.ID), nil)
-		req.Header.Set("Authorization", "Bearer "+e.tokens[storage.RoleViewer])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET delivery: %d %.200s", resp.StatusCode, raw)
-		}
+		raw := e.delivery(t, d.ID)
 		var out struct {
 			Delivery struct {
 				Body     json.RawMessage `json:"body"`
