@@ -1402,7 +1402,7 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)
 	}
 	if s.ForwardURL != "" {
-		if why := notHTTPURL(s.ForwardURL, false); why != "" {
+		if why := alert.URLProblem(s.ForwardURL, false); why != "" {
 			return nil, fmt.Errorf("forward_url: is not an http(s) URL: %s (write it like https://host/path)", why)
 		}
 	}
@@ -1589,39 +1589,4 @@ func (c config) openDB(ctx context.Context, log *slog.Logger, mustExist, serving
 	}
 	return sqlite.Open(c.Database, sqlite.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
 		Logger: log, MustExist: mustExist, NoReadAhead: !serving})
-}
-
-// notHTTPURL says why raw, a URL setting's value, is not an http(s) URL (https only,
-// when httpsOnly), and "" when it is one. It quotes none of raw, not even its scheme:
-// the setting may carry credentials in a shape that url.Parse reads otherwise than
-// meant ("https:user:secret@host/x", without "//", has no host and keeps the password
-// in its opaque part; "user:secret@host/x" has the user name for its scheme), and a
-// configuration error goes to stderr and the journal.
-func notHTTPURL(raw string, httpsOnly bool) string {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return "it does not parse as a URL"
-	case u.Scheme == "":
-		return "it has no scheme"
-	case httpsOnly && u.Scheme != "https":
-		return "its scheme is not https"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "its scheme is not http or https"
-	case u.Opaque != "":
-		return `"//" is missing after "` + u.Scheme + `:"`
-	case u.Host == "":
-		return "it has no host"
-	case u.Port() != "" && !inPortRange(u.Port()):
-		// url.Parse takes any digits: every connection would fail.
-		return "its port " + u.Port() + " is out of range (a port is a number from 1 to 65535)"
-	}
-	return ""
-}
-
-// inPortRange reports whether port, a URL's digits, is a port a connection can be made
-// to: 1 to 65535.
-func inPortRange(port string) bool {
-	n, err := strconv.ParseUint(port, 10, 16)
-	return err == nil && n > 0
 }

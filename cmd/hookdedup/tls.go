@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver/alert"
+
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
 	"golang.org/x/net/idna"
@@ -130,7 +132,7 @@ func (s tlsSettings) validate() error {
 		}
 	}
 	if s.ACMEDirectory != "" {
-		if why := notHTTPURL(s.ACMEDirectory, true); why != "" {
+		if why := alert.URLProblem(s.ACMEDirectory, true); why != "" {
 			return about(fmt.Errorf("acme_directory is not an https:// URL (ACME directories are served over HTTPS): %s", why), "acme_directory")
 		}
 	}

@@ -190,27 +190,43 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 // without credentials or query would still show; "user:secret@host/x" has the user
 // name for its scheme; and a slack URL's path is its credential.
 func httpURL(setting, raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	why := ""
-	switch {
-	case raw == "":
+	if raw == "" {
 		return nil, fmt.Errorf("%s: is required", setting)
-	case err != nil:
-		why = "it does not parse as a URL"
-	case u.Scheme == "":
-		why = "it has no scheme"
-	case u.Scheme != "http" && u.Scheme != "https":
-		why = "its scheme is not http or https"
-	case u.Opaque != "":
-		why = `"//" is missing after "` + u.Scheme + `:"`
-	case u.Host == "":
-		why = "it has no host"
-	case u.Port() != "" && dialPort(u.Port()) != nil:
-		why = dialPort(u.Port()).Error()
-	default:
-		return u, nil
 	}
-	return nil, fmt.Errorf("%s: is not an http(s) URL: %s (write it like https://host/path)", setting, why)
+	if why := URLProblem(raw, false); why != "" {
+		return nil, fmt.Errorf("%s: is not an http(s) URL: %s (write it like https://host/path)", setting, why)
+	}
+	return url.Parse(raw)
+}
+
+// URLProblem says why raw, a URL setting's value (a channel's url, forward_url,
+// acme_directory), is not an http(s) URL that a connection can be made to (https only,
+// with httpsOnly), and "" when it is one. It quotes none of raw, not even its scheme:
+// the setting may carry credentials in a shape that url.Parse reads otherwise than
+// meant ("https:user:secret@host/x", without "//", has no host and keeps the password
+// in its opaque part; "user:secret@host/x" has the user name for its scheme), and a
+// configuration error goes to stderr and the journal.
+func URLProblem(raw string, httpsOnly bool) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "it does not parse as a URL"
+	case u.Scheme == "":
+		return "it has no scheme"
+	case httpsOnly && u.Scheme != "https":
+		return "its scheme is not https"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "its scheme is not http or https"
+	case u.Opaque != "":
+		return `"//" is missing after "` + u.Scheme + `:"`
+	case u.Host == "":
+		return "it has no host"
+	case u.Port() != "":
+		if err := dialPort(u.Port()); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // dialPort refuses a port that no connection can be made to, as dialling reads it: a
@@ -415,8 +431,11 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 			"give the server alone (smtp.example.com:587), the user as username and the password as secret_env")
 	case err != nil || host == "" || port == "":
 		return nil, fmt.Errorf("smtp_addr: %q is not host:port (e.g. smtp.example.com:587)", cfg.SMTPAddr)
-	case dialPort(port) != nil:
-		return nil, fmt.Errorf("smtp_addr: %q: %w", cfg.SMTPAddr, dialPort(port))
+	}
+	if err := dialPort(port); err != nil {
+		return nil, fmt.Errorf("smtp_addr: %q: %w", cfg.SMTPAddr, err)
+	}
+	switch {
 	case implicitTLSPort(port):
 		// Such a server waits for a TLS handshake and never greets in clear: every
 		// attempt would wait out its timeout and fail on "i/o timeout".
