@@ -603,6 +603,33 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	return out, nil
 }
 
+// dropAliasedKeptAside removes each name a restore keeps a database aside under
+// (keptAsideInfix) that is the database at path itself: a restore killed after it
+// linked the database aside, before it renamed the restored file over it, leaves the
+// live database under that name too, which every later write would change while it
+// passed for the copy the restore replaced. Removing a second name of a file loses
+// nothing.
+func dropAliasedKeptAside(path string) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	prefix := filepath.Base(path) + keptAsideInfix
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		name := filepath.Join(filepath.Dir(path), e.Name())
+		if ai, err := os.Lstat(name); err == nil && os.SameFile(fi, ai) {
+			os.Remove(name)
+		}
+	}
+}
+
 // beforeRestoreSwap runs just before a restore renames the restored file onto the
 // database's path; tests stop a restore there.
 var beforeRestoreSwap = func() {}

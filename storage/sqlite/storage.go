@@ -279,6 +279,7 @@ func Open(path string, opt Options) (*DB, error) {
 	params.Set("_foreign_keys", "on")
 	params.Set("_synchronous", opt.Synchronous)
 	params.Set("_txlock", "immediate")
+	dropAliasedKeptAside(path)
 	if opt.MustExist {
 		// SQLite itself refuses to create the file, so that a file missing now or
 		// removed in the next instant is never replaced by an empty database.
