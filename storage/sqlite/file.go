@@ -87,7 +87,7 @@ var sideSuffixes = [...]string{"-wal", "-shm"}
 func (db *DB) noteSideFiles() {
 	for i, suffix := range sideSuffixes {
 		db.sides[i] = nil
-		if fi, err := os.Stat(db.path + suffix); err == nil {
+		if fi, err := os.Stat(db.sidePath(suffix)); err == nil {
 			db.sides[i] = fi
 		}
 	}
@@ -141,12 +141,8 @@ func (db *DB) setSideFilesAside() {
 // time, it logs one error saying so. It looks only when the file there is not the one
 // noted (noteSideFiles): SQLite makes new ones itself once every connection has closed.
 func (db *DB) checkLog() error {
-	abs, err := filepath.Abs(db.path)
-	if err != nil {
-		return nil
-	}
 	for i, suffix := range sideSuffixes {
-		side := resolved(abs) + suffix
+		side := db.sidePath(suffix)
 		if fi, err := os.Stat(side); err == nil && db.sides[i] != nil && os.SameFile(fi, db.sides[i]) {
 			continue
 		}
@@ -163,6 +159,19 @@ func (db *DB) checkLog() error {
 		return *db.gone.Load()
 	}
 	return nil
+}
+
+// sidePath is the -wal or -shm (suffix) of the open database where SQLite keeps it:
+// beside the file its path leads to, named as /proc names the files a process holds.
+// noteSideFiles and checkLog look at the same one, or a database opened through a
+// symbolic link would have none noted, and checkLog would read every descriptor of the
+// process each second.
+func (db *DB) sidePath(suffix string) string {
+	abs, err := filepath.Abs(db.path)
+	if err != nil {
+		abs = db.path
+	}
+	return resolved(abs) + suffix
 }
 
 // holdsRemoved reports whether this process has a file open that was at name and has
