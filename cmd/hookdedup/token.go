@@ -28,10 +28,11 @@ func runToken(ctx context.Context, args []string, e env) error {
 	// The command line is checked whole before the database is opened (which migrates
 	// it): a mistaken one changes nothing and names no database.
 	want := map[string]int{"add": 1, "list": 0, "revoke": 1}
-	if _, ok := want[sub]; !ok {
+	n, ok := want[sub]
+	if !ok {
 		return unknownSubcommand(sub, tokenUsage)
 	}
-	if n, ok := want[sub]; !ok || len(pos) != n {
+	if len(pos) != n {
 		return errors.New(tokenUsage)
 	}
 	if sub == "add" && *name != "" {

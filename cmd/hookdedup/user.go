@@ -38,10 +38,11 @@ func runUser(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	want := map[string]int{"list": 0, "role": 2, "password": 1, "remove": 1}
-	if _, ok := want[sub]; !ok {
+	n, ok := want[sub]
+	if !ok {
 		return unknownSubcommand(sub, userUsage)
 	}
-	if n, ok := want[sub]; !ok || len(pos) != n {
+	if len(pos) != n {
 		return errors.New(userUsage)
 	}
 	if sub == "role" && !storage.ValidRole(pos[1]) {
