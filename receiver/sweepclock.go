@@ -42,13 +42,13 @@ type clockGuard struct {
 
 // deletes reports whether this round of sweeps may delete, at now by the sweeps'
 // clock, logging and setting the metric when a hold begins or ends.
-func (g *clockGuard) deletes(ctx context.Context, st any, now time.Time, retention time.Duration, m *Metrics, log *slog.Logger) bool {
+func (g *clockGuard) deletes(ctx context.Context, st NewestReceived, now time.Time, retention time.Duration, m *Metrics, log *slog.Logger) bool {
 	mono := g.mono()
 	start := g.seen.IsZero()
 	if start {
 		g.base, g.slack, g.seen = now, ClockStepBound, mono
-		if nr, ok := st.(NewestReceived); ok && retention > 0 {
-			newest, err := nr.NewestReceivedAt(ctx)
+		if retention > 0 {
+			newest, err := st.NewestReceivedAt(ctx)
 			if err != nil {
 				g.seen = time.Time{}
 				log.Warn("sweep held: could not read the newest delivery's receipt time to check the clock against", logErr, err)
