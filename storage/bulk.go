@@ -494,10 +494,9 @@ func (t *BulkTally) Add(outcome string) {
 // ActOnBulkKey does action a to one of its keys, source's key as previewed p, inside the
 // batch's transaction, and returns the key's outcome: skipped when it changed since the
 // preview, or what release (the engine's ReleaseIn) did. c is the key's claim, held by
-// the transaction when found; trace reads what is left of a swept one. reason is
-// a.AuditReason().
+// the transaction when found; trace reads what is left of a swept one.
 func ActOnBulkKey(a BulkAction, source, key string, p PreviewedClaim, c Claim, found bool, trace func() (Claim, error),
-	release func(Release, int64) (Released, error, error), reason string, stuckBefore time.Time) (string, error) {
+	release func(Release, int64) (Released, error, error), stuckBefore time.Time) (string, error) {
 	skip, err := p.ChangedSincePreview(a.Kind, c, found, trace)
 	if err != nil || skip {
 		return BulkKeySkipped, err
@@ -510,7 +509,7 @@ func ActOnBulkKey(a BulkAction, source, key string, p PreviewedClaim, c Claim, f
 	if !found {
 		checked = 0
 	}
-	res, why, err := release(Release{Source: source, Key: key, Actor: a.RequestedBy, Reason: reason,
+	res, why, err := release(Release{Source: source, Key: key, Actor: a.RequestedBy, Reason: a.AuditReason(),
 		Reprocess: a.Kind == BulkReprocess, StuckBefore: stuckBefore}, checked)
 	switch {
 	case err != nil:

@@ -553,7 +553,6 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		if err != nil {
 			return err
 		}
-		reason := a.AuditReason()
 		var tally storage.BulkTally
 		seqs := make([]int64, len(batch))
 		outcomes := make([]string, len(batch))
@@ -564,7 +563,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				func(r storage.Release, checked int64) (storage.Released, error, error) {
 					return db.releaseIn(ctx, tx, r, checked)
 				},
-				reason, stuckBefore)
+				stuckBefore)
 			if err != nil {
 				return err
 			}

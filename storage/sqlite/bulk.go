@@ -541,7 +541,6 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				last_error = '' WHERE id = ?2`, millis(now), id)
 			return err
 		}
-		reason := a.AuditReason()
 		var tally storage.BulkTally
 		for _, k := range batch {
 			c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE source = ? AND key = ?`, k.source, k.key))
@@ -554,7 +553,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 				func(r storage.Release, checked int64) (storage.Released, error, error) {
 					return db.releaseIn(ctx, tx, r, checked)
 				},
-				reason, stuckBefore)
+				stuckBefore)
 			if err != nil {
 				return err
 			}
