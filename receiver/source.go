@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"mime"
@@ -59,6 +60,11 @@ func (s *Source) notJSONHint(h http.Header, body []byte, err error) string {
 		return ""
 	}
 	if mt == formContentType && !s.FormEncoded {
+		// A body that begins as JSON does is JSON under a form's Content-Type (curl -d
+		// sends one), refused for what is wrong in it, which the hint would hide.
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			return ""
+		}
 		return s.formHint()
 	}
 	return charsetHint(params["charset"], body)

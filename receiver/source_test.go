@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -210,6 +211,14 @@ func TestHandler_FormEncodedOff(t *testing.T) {
 	code, _, got = rawPost(t, e, "github", githubHeaders(bad, "application/json", "d-2"), bad)
 	if code != 400 || strings.Contains(got, "form") {
 		t.Fatalf("invalid JSON body: %d %s; want 400 without a word of forms", code, got)
+	}
+	// JSON under a form's Content-Type (curl -d sends one) is taken as JSON; refused for
+	// what is wrong in it, it is told that, not to send a form's payload field.
+	for i, bad := range []string{`{"action":`, ` [1e400]`} {
+		code, _, got = rawPost(t, e, "github", githubHeaders(bad, "application/x-www-form-urlencoded", fmt.Sprintf("d-%d", 3+i)), bad)
+		if code != 400 || strings.Contains(got, "form_encoded") {
+			t.Fatalf("JSON body %q under a form's Content-Type: %d %s; want 400 without the form's hint", bad, code, got)
+		}
 	}
 }
 
