@@ -13,7 +13,7 @@ type Sweeper interface {
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int64, error)
 	SweepDeliveries(ctx context.Context, now, cutoff time.Time, from storage.SweepCursor, limit int) (int64, storage.SweepCursor, error)
 	SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit int) (int64, error)
-	NewestReceived
+	ClockReference
 }
 
 // SweepConfig tunes RunSweeps.

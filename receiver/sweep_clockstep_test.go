@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +26,15 @@ type steppedSweeps struct {
 	m      *receiver.Metrics
 	rounds chan struct{}
 	logs   *syncBuffer
+	stop   func() // ends the sweeps, as stopping serve does; the test's cleanup does too
 }
 
 func loadHourOld(t *testing.T) (*sqlite.DB, *hostileClock) {
+	t.Helper()
+	return loadReceivedAgo(t, time.Hour)
+}
+
+func loadReceivedAgo(t *testing.T, ago time.Duration) (*sqlite.DB, *hostileClock) {
 	t.Helper()
 	ctx := context.Background()
 	db := storagetest.Open(t)
@@ -35,7 +42,7 @@ func loadHourOld(t *testing.T) (*sqlite.DB, *hostileClock) {
 	db.Now = clock.Now
 	err := storagetest.BulkLoad(ctx, db, storagetest.Fill{Source: "ota", Keys: 10,
 		Key:       func(i int) string { return fmt.Sprintf("evt_%02d", i) },
-		ClaimedAt: time.Now().Add(-time.Hour), TTL: 24 * time.Hour,
+		ClaimedAt: time.Now().Add(-ago), TTL: 24 * time.Hour,
 		Headers: "{}", Body: func(int) []byte { return []byte(`{}`) }}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +71,9 @@ func startSweeps(t *testing.T, db *sqlite.DB, clock *hostileClock, hold time.Dur
 			ClockStepHold: hold, Now: now}, s.m, slog.New(slog.NewTextHandler(s.logs, nil)))
 		close(done)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	s.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(s.stop)
 	s.next() // the first round has begun
 	return s
 }
@@ -181,5 +190,45 @@ func TestSweeps_ClockAheadAtStartHoldsDeletes(t *testing.T) {
 	}
 	if logs := s.logs.String(); !strings.Contains(logs, "newest delivery stored") {
 		t.Errorf("want an error naming the newest delivery, logged:\n%s", logs)
+	}
+}
+
+// TestSweeps_StartAfterAStopChecksTheLastSweep: serve runs, sweeps, and is stopped (for
+// the night, say) on a property that received nothing for a while. The deliveries
+// were received 20 hours before, within retention (24 hours), so the sweeps before the
+// stop deleted none. Restarted 10 hours later, the newest delivery is past retention;
+// the last sweep, whose time the database kept, is not, so the clock is taken for
+// right and retention deletes them (held a day instead, a server stopped each night
+// would never delete again). Restarted with the clock a year ahead, the sweeps hold.
+func TestSweeps_StartAfterAStopChecksTheLastSweep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		down time.Duration
+		left int
+		held bool
+	}{
+		{"DownOvernight", 10 * time.Hour, 0, false},
+		{"ClockAYearAhead", 365 * 24 * time.Hour, 10, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, clock := loadReceivedAgo(t, 20*time.Hour)
+			before := startSweeps(t, db, clock, time.Hour)
+			before.next()
+			before.next() // the first round has ended
+			before.stop()
+			if n := before.deliveries(t); n != 10 {
+				t.Fatalf("before the stop: %d deliveries, want 10 (within retention)", n)
+			}
+			clock.Add(c.down)
+			s := startSweeps(t, db, clock, time.Hour)
+			s.next()
+			s.next()
+			if n := s.deliveries(t); n != c.left {
+				t.Errorf("restarted %s later: %d deliveries left, want %d", c.down, n, c.left)
+			}
+			if held := s.stepMetric(t) > 0; held != c.held {
+				t.Errorf("restarted %s later: held %v, want %v; logged:\n%s", c.down, held, c.held, s.logs.String())
+			}
+		})
 	}
 }

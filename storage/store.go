@@ -604,6 +604,9 @@ type Store interface {
 	// was never set. Two processes racing here agree on one value: the first insert wins.
 	SettingOrInit(ctx context.Context, name string, init func() (string, error)) (string, error)
 
+	// SetSetting stores value under name, in place of what was stored there.
+	SetSetting(ctx context.Context, name, value string) error
+
 	// SetUserRole gives a user another role, ends their console sessions, and writes the
 	// audit row in the same transaction. Returns the previous role (unchanged, and nothing
 	// written, when it was already role), ErrNotFound for an unknown user and ErrLastAdmin

@@ -375,6 +375,27 @@ func TestSettingOrInit(t *testing.T, e Engine) {
 	}
 }
 
+// TestSetSetting: a setting set is read back, by this connection and another, and
+// setting it again replaces it; other settings are left as they were.
+func TestSetSetting(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	if _, err := db.SettingOrInit(ctx, "other", func() (string, error) { return "kept", nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if err := db.SetSetting(ctx, "mark", v); err != nil {
+			t.Fatalf("set %q: %v", v, err)
+		}
+		if got, err := e.Reopen(t, db).Setting(ctx, "mark"); err != nil || got != v {
+			t.Fatalf("after setting %q: read %q, %v", v, got, err)
+		}
+	}
+	if got, err := db.Setting(ctx, "other"); err != nil || got != "kept" {
+		t.Errorf("another setting: %q, %v; want it kept", got, err)
+	}
+}
+
 func TestTokens(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)

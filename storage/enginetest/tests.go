@@ -79,6 +79,7 @@ var tests = []struct {
 	{"Users", TestUsers},
 	{"SettingOrInit", TestSettingOrInit},
 	{"SettingOrInit_Concurrent", TestSettingOrInit_Concurrent},
+	{"SetSetting", TestSetSetting},
 	{"Tokens", TestTokens},
 	{"Record_ExpiredButOwed", TestRecord_ExpiredButOwed},
 	{"RejectionCounts", TestRejectionCounts},

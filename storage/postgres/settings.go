@@ -45,3 +45,16 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 	}
 	return db.Setting(ctx, name)
 }
+
+// SetSetting stores value under name, in place of what was stored there.
+func (db *DB) SetSetting(ctx context.Context, name, value string) error {
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set setting %q: %w", name, err)
+	}
+	return nil
+}

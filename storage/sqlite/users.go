@@ -95,6 +95,15 @@ func (db *DB) SettingOrInit(ctx context.Context, name string, init func() (strin
 	return db.Setting(ctx, name)
 }
 
+// SetSetting stores value under name, in place of what was stored there.
+func (db *DB) SetSetting(ctx context.Context, name, value string) error {
+	if _, err := db.writeExec(ctx, `INSERT INTO settings (name, value) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value); err != nil {
+		return fmt.Errorf("set setting %q: %w", name, err)
+	}
+	return nil
+}
+
 // SetUserRole gives a user another role, ends their console sessions, and writes the
 // audit row in the same transaction. Returns the previous role (unchanged, and nothing
 // written, when it was already role), ErrNotFound for an unknown user and ErrLastAdmin
