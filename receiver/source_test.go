@@ -353,3 +353,46 @@ func TestPresets_StripeRefundAmount(t *testing.T) {
 		t.Errorf("charge.succeeded of 500.00: stored amount %s %s; want 500.00 EUR", d.Amount, d.Currency)
 	}
 }
+
+// TestPresets_StripeSecondPartialRefundAmount: a charge.refunded of an API version that
+// still lists the charge's refunds (before 2022-11-15) carries the refund it reports as
+// the list's first, newest, element; amount_refunded is the sum of every refund so far.
+// The second partial refund of a charge, 30.00 after 50.00, and its retry caught as a
+// duplicate, are stored as 30.00, not 80.00.
+func TestPresets_StripeSecondPartialRefundAmount(t *testing.T) {
+	p, ok := provider.Lookup("stripe")
+	if !ok {
+		t.Fatal("no stripe preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
+		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
+		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	e := newEnv(t, sqlite.Options{}, src)
+	const event = `{"id":"evt_1QSecondRefund01","object":"event","api_version":"2020-08-27","type":"charge.refunded",` +
+		`"data":{"object":{"id":"ch_3QHotelCharge0004","object":"charge","amount":50000,"amount_captured":50000,` +
+		`"amount_refunded":8000,"currency":"eur","refunded":false,"status":"succeeded","refunds":{"object":"list",` +
+		`"data":[{"id":"re_3QSecond","object":"refund","amount":3000,"charge":"ch_3QHotelCharge0004","currency":"eur","status":"succeeded"},` +
+		`{"id":"re_3QFirst","object":"refund","amount":5000,"charge":"ch_3QHotelCharge0004","currency":"eur","status":"succeeded"}],` +
+		`"has_more":false,"total_count":2,"url":"/v1/charges/ch_3QHotelCharge0004/refunds"}}}}`
+	var got string
+	for range 2 { // the event, then Stripe's retry of it
+		h := http.Header{"Content-Type": {"application/json"}}
+		if err := v.Sign(h, nil, []byte(event), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var code int
+		code, _, got = rawPost(t, e, "stripe", h, event)
+		if code != http.StatusOK {
+			t.Fatalf("charge.refunded: %d %s", code, got)
+		}
+	}
+	if d := stored(t, e, got); d.Outcome != storage.Duplicate || d.Amount != "30.00" || d.Currency != "EUR" {
+		t.Errorf("the retry of a second partial refund of 30.00: stored %s with amount %s %s; want a duplicate of 30.00 EUR, "+
+			"the refund's own money, not the charge's refunds so far", d.Outcome, d.Amount, d.Currency)
+	}
+}

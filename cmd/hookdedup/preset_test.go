@@ -151,7 +151,7 @@ forward_url = "http://127.0.0.1:9/events"
 		t.Fatal(err)
 	}
 	src := sources[0]
-	if !slices.Equal(src.Keys.EventID, []string{"/data/object/id"}) || src.AmountMinorUnits || !slices.Equal(src.AmountField, []string{"/data/object/amount_refunded when /type = charge.refunded", "/data/object/amount"}) {
+	if !slices.Equal(src.Keys.EventID, []string{"/data/object/id"}) || src.AmountMinorUnits || !slices.Equal(src.AmountField, []string{"/data/object/refunds/data/0/amount when /type = charge.refunded", "/data/object/amount_refunded when /type = charge.refunded", "/data/object/amount"}) {
 		t.Errorf("event_id %q, amount_minor_units %v, amount_field %q", src.Keys.EventID, src.AmountMinorUnits, src.AmountField)
 	}
 	if src.BookingField != "" || src.PropertyField != "" {

@@ -244,11 +244,17 @@ var presets = []Preset{
 		Signature:   "stripe",
 		EventID:     []string{"/id"},
 		StatusField: "/type",
-		// charge.refunded carries the Charge, whose amount is what was charged; what was
-		// refunded is its amount_refunded (all refunds of the charge so far). Every other
-		// object with money (a Refund, a Dispute, a PaymentIntent, a Charge of another
-		// event) holds it in amount.
-		AmountField:      []string{"/data/object/amount_refunded when /type = charge.refunded", "/data/object/amount"},
+		// charge.refunded carries the Charge, whose amount is what was charged. The refund
+		// the event reports is the newest of the charge's refunds list, first in it, which
+		// API versions before 2022-11-15 include; later ones leave the list out, and only
+		// amount_refunded (all refunds of the charge so far) is left. Every other object
+		// with money (a Refund, a Dispute, a PaymentIntent, a Charge of another event)
+		// holds it in amount.
+		AmountField: []string{
+			"/data/object/refunds/data/0/amount when /type = charge.refunded",
+			"/data/object/amount_refunded when /type = charge.refunded",
+			"/data/object/amount",
+		},
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
 		// Stripe keeps ISK a two-decimal currency in its API (100 is one króna),
@@ -269,7 +275,8 @@ var presets = []Preset{
 		},
 		Note: "Keyed on the event id (/id); Stripe-Signature is checked with its timestamp. Stripe retries for " +
 			"up to 3 days in live mode; the ttl is 7 days. Amounts are in the currency's smallest unit, read " +
-			"from data.object.amount, or for charge.refunded from the charge's amount_refunded (everything " +
+			"from data.object.amount, or for charge.refunded from the newest of the charge's refunds where the " +
+			"event lists them (API versions before 2022-11-15), else from its amount_refunded (everything " +
 			"refunded of it so far, where amount is what was charged); " +
 			"Stripe writes currency codes in lower case, and its currencies page lists currencies with " +
 			"rules of their own.",
