@@ -396,3 +396,48 @@ func TestPresets_StripeSecondPartialRefundAmount(t *testing.T) {
 			"the refund's own money, not the charge's refunds so far", d.Outcome, d.Amount, d.Currency)
 	}
 }
+
+// TestPresets_StripeZeroDecimalCurrencies: Stripe counts the Malagasy ariary whole, as
+// one of its zero-decimal currencies, where ISO 4217 gives it two decimals, and the
+// Icelandic króna in hundredths, where ISO 4217 gives it none: a Stripe source stores the
+// money Stripe meant.
+func TestPresets_StripeZeroDecimalCurrencies(t *testing.T) {
+	p, ok := provider.Lookup("stripe")
+	if !ok {
+		t.Fatal("no stripe preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
+		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
+		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	e := newEnv(t, sqlite.Options{}, src)
+	for i, c := range []struct {
+		currency string
+		amount   int
+		want     string
+	}{
+		{"mga", 50000, "50000"}, // Ar 50,000: Stripe's amount 50000, not 500.00
+		{"isk", 27900, "279.00"},
+		{"jpy", 18000, "18000"},
+		{"eur", 41250, "412.50"},
+	} {
+		event := fmt.Sprintf(`{"id":"evt_1QZeroDecimal%02d","object":"event","type":"payment_intent.succeeded","data":{"object":`+
+			`{"id":"pi_3QZeroDecimal%02d","object":"payment_intent","amount":%d,"currency":%q,"status":"succeeded"}}}`,
+			i, i, c.amount, c.currency)
+		h := http.Header{"Content-Type": {"application/json"}}
+		if err := v.Sign(h, nil, []byte(event), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		code, _, got := rawPost(t, e, "stripe", h, event)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.currency, code, got)
+		}
+		if d := stored(t, e, got); d.Amount != c.want {
+			t.Errorf("Stripe amount %d %s: stored %s %s; want %s", c.amount, c.currency, d.Amount, d.Currency, c.want)
+		}
+	}
+}

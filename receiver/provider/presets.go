@@ -258,8 +258,9 @@ var presets = []Preset{
 		CurrencyField:    "/data/object/currency",
 		AmountMinorUnits: true,
 		// Stripe keeps ISK a two-decimal currency in its API (100 is one króna),
-		// where ISO 4217 has no minor unit.
-		CurrencyExponents: map[string]int{"ISK": 2},
+		// where ISO 4217 has no minor unit, and counts MGA among its zero-decimal
+		// currencies (100 is a hundred ariary), where ISO 4217 gives it two decimals.
+		CurrencyExponents: map[string]int{"ISK": 2, "MGA": 0},
 		// Two refunds (or disputes) of one charge for one amount under different
 		// event ids; other objects carry no charge field, so get no business key. The
 		// object's status is in it: a refund or dispute is reported again, under the
