@@ -192,7 +192,8 @@ func plainJSONString(s string) bool {
 // correlationKeys are what the source's correlation rules read of the document x
 // indexes: for each rule whose kind filter the event passes and whose booking, amount
 // and currency it carries, the hash of those three, the amount as an exact number in
-// major units.
+// major units. A currency longer than any code is not read: cut as it is stored, two
+// texts that differ past the cut would pass for one currency.
 func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 	var out []storage.CorrelationKey
 	for _, c := range s.Correlations {
@@ -200,8 +201,8 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 			continue
 		}
 		booking, amount := x.text(c.Booking), x.exactNumber(c.Amount, x.text(c.Amount))
-		currency := storage.CurrencyCode(x.text(c.Currency))
-		if booking == "" || amount == "" || currency == "" {
+		currency, whole := storage.CurrencyCodeWhole(x.text(c.Currency))
+		if booking == "" || amount == "" || currency == "" || !whole {
 			continue
 		}
 		amount, ok := storage.NumberText(amount)

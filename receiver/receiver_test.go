@@ -644,3 +644,30 @@ func TestHandler_BusinessKeyBigIntegersDistinct(t *testing.T) {
 		t.Fatalf("the same booking again: %d %+v, want duplicate", code, a3)
 	}
 }
+
+// A correlation rule reads a currency only where it can be a currency code: text longer
+// than any code (a pointer aimed at a description) is stored cut to 16 characters, and
+// two such texts that differ past the cut must not correlate as one currency; the event
+// is not read, as one without a currency is not.
+func TestProbeFor_CorrelationCurrencyPastCodeLength(t *testing.T) {
+	ota := otaSource(t)
+	ota.Correlations = []receiver.Correlation{{Rule: "double-refund", Window: time.Hour,
+		Booking: "/booking_id", Amount: "/amount", Currency: "/currency"}}
+	keys := func(body string) []storage.CorrelationKey {
+		t.Helper()
+		p, err := receiver.ProbeFor(&ota, http.Header{"Webhook-Id": {"evt_1"}}, []byte(body), time.Now())
+		if err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		return p.Correlations
+	}
+	for _, currency := range []string{"refund to card ending 4242", "refund to card ending 1881"} {
+		if k := keys(`{"booking_id":"BK-1042","amount":"182.50","currency":"` + currency + `"}`); len(k) != 0 {
+			t.Errorf("currency %q: correlation keys %+v; want none, the text is no currency code", currency, k)
+		}
+	}
+	a, b := keys(`{"booking_id":"BK-1042","amount":"182.50","currency":"eur"}`), keys(`{"booking_id":"BK-1042","amount":182.5,"currency":" EUR "}`)
+	if len(a) != 1 || len(b) != 1 || a[0].Hash != b[0].Hash {
+		t.Errorf("eur and \" EUR \": %+v, %+v; want one key each, the same", a, b)
+	}
+}

@@ -25,11 +25,20 @@ func CurrencyExponent(currency string) int {
 // trimmed and in upper case (Stripe writes "eur", Adyen "EUR"). Text longer than any
 // currency code is cut.
 func CurrencyCode(s string) string {
+	code, _ := CurrencyCodeWhole(s)
+	return code
+}
+
+// CurrencyCodeWhole is CurrencyCode, and whether s was kept whole: false when it was
+// longer than any currency code and cut, when two texts that differ past the cut read
+// as one currency. What compares currencies across deliveries by a hash (a correlation
+// rule) reads no currency there.
+func CurrencyCodeWhole(s string) (code string, whole bool) {
 	s = strings.ToUpper(strings.TrimSpace(s))
 	if len(s) > maxCurrency {
-		s = strings.ToValidUTF8(s[:maxCurrency], "")
+		return strings.ToValidUTF8(s[:maxCurrency], ""), false
 	}
-	return s
+	return s, true
 }
 
 // MajorUnits writes amount, a number of minor units of currency as text ("41250"), in
