@@ -268,7 +268,8 @@ func checkPresetDelivery(t *testing.T, name string, d storage.Delivery, body []b
 }
 
 // TestPresets_SendersOwnMinorUnits: Adyen counts Chilean pesos and Icelandic krónur in
-// hundredths and Cape Verde escudos whole, and Stripe krónur in hundredths, where ISO
+// hundredths and Cape Verde escudos and Indonesian rupiah whole (as Adyen's Java library's
+// Util.getDecimalPlaces does), and Stripe krónur in hundredths, where ISO
 // 4217 says otherwise: a source of their provider stores the amount they meant, a
 // hundred times smaller (or larger) than ISO 4217's reading; the ledger and four-eyes
 // sum what is stored.
@@ -311,7 +312,7 @@ amount_minor_units = true
 	for i, m := range []struct {
 		currency string
 		value    int
-	}{{"ISK", 279000}, {"CLP", 10000}, {"CVE", 500}, {"EUR", 41250}} {
+	}{{"ISK", 279000}, {"CLP", 10000}, {"CVE", 500}, {"EUR", 41250}, {"IDR", 1500000}} {
 		items = append(items, fmt.Sprintf(`{"NotificationRequestItem":{"amount":{"currency":%q,"value":%d},"eventCode":"REFUND",`+
 			`"merchantAccountCode":"HotelReykjavik","merchantReference":"BK-%d","pspReference":"PSP%d","success":"true"}}`,
 			m.currency, m.value, i, i))
@@ -322,8 +323,8 @@ amount_minor_units = true
 	}
 	post("adyen", string(body))
 	post("own", `{"id":"1","amount":279000,"currency":"ISK"}`)
-	want := map[string]string{"ISK": "2790.00", "CLP": "100.00", "CVE": "500", "EUR": "412.50"}
-	for id := int64(1); id <= 5; id++ {
+	want := map[string]string{"ISK": "2790.00", "CLP": "100.00", "CVE": "500", "EUR": "412.50", "IDR": "1500000"}
+	for id := int64(1); id <= 6; id++ {
 		d, err := db.Delivery(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)

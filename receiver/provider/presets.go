@@ -33,8 +33,9 @@ var presets = []Preset{
 		CurrencyField:    "/amount/currency",
 		AmountMinorUnits: true,
 		// Adyen's currency table: Chilean pesos and Icelandic krónur in hundredths,
-		// Cape Verde escudos whole, where ISO 4217 says otherwise.
-		CurrencyExponents: map[string]int{"CLP": 2, "ISK": 2, "CVE": 0},
+		// Cape Verde escudos and Indonesian rupiah whole, where ISO 4217 says otherwise
+		// (Adyen's libraries' getDecimalPlaces agree).
+		CurrencyExponents: map[string]int{"CLP": 2, "ISK": 2, "CVE": 0, "IDR": 0},
 		// A second refund (or capture …) of one order for the same amount, under
 		// another pspReference. success is in it, as in the key: a shopper's second
 		// attempt at a payment Adyen refused is a new pspReference for the same order
@@ -49,6 +50,8 @@ var presets = []Preset{
 			"https://docs.adyen.com/development-resources/webhooks/webhook-types",
 			"https://docs.adyen.com/development-resources/webhooks/handle-webhook-events",
 			"https://docs.adyen.com/development-resources/webhooks/troubleshoot",
+			"https://docs.adyen.com/development-resources/currency-codes",
+			"https://github.com/Adyen/adyen-java-api-library/blob/main/src/main/java/com/adyen/util/Util.java",
 		},
 		Note: "Each notification item is checked against its own HMAC (additionalData.hmacSignature; " +
 			"the secret is the hex HMAC key from the Customer Area) and keyed on merchant account, " +
