@@ -29,6 +29,7 @@ import (
 type DispatchStore interface {
 	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error)
 	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
+	YieldLease(ctx context.Context, job storage.Job) (bool, error)
 	NextDue(ctx context.Context, sources []string) (time.Time, error)
 	DispatcherSeen(ctx context.Context, id string, forwarding []string, now time.Time) error
 	ForwardedSources(ctx context.Context, since time.Time) ([]string, error)
@@ -282,6 +283,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 		for _, job := range jobs {
 			free--
+			if d.leaseTooShort(job, d.cfg.Now()) {
+				// Given back before the next lease, which would take the key over as
+				// interrupted, listing a hand-off that was never made.
+				if d.fly(job) {
+					d.yield(context.WithoutCancel(ctx), job)
+				}
+				<-slots
+				continue
+			}
 			wg.Go(func() {
 				defer func() { <-slots }()
 				if !d.fly(job) {
@@ -627,6 +637,9 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		// downstream an empty or foreign event under this key's Idempotency-Key.
 		a.Error = problem
 		res.Failed = true
+	case d.leaseTooShort(job, start):
+		d.yield(ctx, job)
+		return
 	default:
 		var wait time.Duration
 		a.Status, a.Response, a.Error, wait = d.post(ctx, src, job)
@@ -667,6 +680,37 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 		d.log.Warn("dispatch failed for good", logSource, job.Source, logKey, job.Key, logAttempts, job.Attempts+1, logErr, a.Error)
 	case !res.Done:
 		d.log.Info("dispatch will retry", logSource, job.Source, logKey, job.Key, logAttempts, job.Attempts+1, logNext, res.NextAt, logErr, a.Error)
+	}
+}
+
+// leaseTooShort reports whether job's lease, at now, no longer covers a hand-off of its
+// source's attempt_timeout. The process stalled since the lease (a paused virtual
+// machine, a suspend), or the clock leapt forward: the lease would run out during the
+// hand-off, or has, and another dispatcher may have leased the key and sent it already.
+// Nothing is sent under such a lease.
+func (d *Dispatcher) leaseTooShort(job storage.Job, now time.Time) bool {
+	src := d.sources[job.Source]
+	return src != nil && src.ForwardURL != "" && now.Add(src.AttemptTimeout).After(job.Lease)
+}
+
+// yield gives back, unused, the lease of job that fly started (the newest, when the job
+// was leased again meanwhile), and ends what fly started: the key falls due at once,
+// with no attempt listed, as nothing was handed off.
+func (d *Dispatcher) yield(ctx context.Context, job storage.Job) {
+	for {
+		job = d.newest(job)
+		given, err := d.cfg.Store.YieldLease(ctx, job)
+		switch {
+		case err != nil:
+			d.log.Warn("giving back a lease too short for the hand-off failed; the key is tried again once it runs out",
+				logSource, job.Source, logKey, job.Key, logErr, err)
+		case given:
+			d.log.Warn("lease too short for the hand-off (the process stalled, or the clock leapt forward, since it was leased): nothing sent, the key is leased again",
+				logSource, job.Source, logKey, job.Key)
+		}
+		if d.land(job) {
+			return
+		}
 	}
 }
 

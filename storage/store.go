@@ -237,6 +237,12 @@ type Store interface {
 	// moved.
 	FinishAttempt(ctx context.Context, job Job, a Attempt, res AttemptResult) (bool, error)
 
+	// YieldLease gives job's lease back unused, nothing handed off: the key falls due
+	// at once, and the next lease lists no interrupted attempt for it. A key leased
+	// again, settled, released, reprocessed or claimed anew meanwhile is left as it is.
+	// Reports whether the lease was given back.
+	YieldLease(ctx context.Context, job Job) (bool, error)
+
 	// Attempts returns the attempts made for one source's key, oldest first.
 	Attempts(ctx context.Context, source, key string) ([]Attempt, error)
 

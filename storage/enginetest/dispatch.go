@@ -773,3 +773,41 @@ func TestLeaseDue_Interrupted(t *testing.T, e Engine) {
 	}
 	attempts(interrupted, failed, failed, interrupted, failed)
 }
+
+// TestYieldLease: a lease given back unused (the dispatcher stalled past it before its
+// hand-off) leaves the key due at once, and the next lease, taken before the given
+// lease's end, lists no interrupted attempt, as nothing was handed off. A lease given
+// back once it was taken again, or settled, leaves the key as it is.
+func TestYieldLease(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clk := newClock(e, db)
+	record(t, db, delivery("ota", "k", "h"), storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+	first := leaseOne(t, db, clk.Now())
+	if given, err := db.YieldLease(ctx, first); err != nil || !given {
+		t.Fatalf("yield the lease held: given %v, %v; want given", given, err)
+	}
+	second := leaseOne(t, db, clk.Now())
+	if !second.Lease.After(first.Lease) {
+		t.Errorf("the lease after the one given back ends at %v, not after %v", second.Lease, first.Lease)
+	}
+	if as, err := db.Attempts(ctx, "ota", "k"); err != nil || len(as) != 0 {
+		t.Errorf("after a lease given back unused: attempts %+v, %v; want none", as, err)
+	}
+	if given, err := db.YieldLease(ctx, first); err != nil || given {
+		t.Errorf("yield a lease taken again since: given %v, %v; want not", given, err)
+	}
+	if again := lease(t, db, clk.Now(), time.Minute, 10); len(again) != 0 {
+		t.Errorf("leased %v while the second lease holds", jobKeys(again))
+	}
+	if moved, err := db.FinishAttempt(ctx, second, storage.Attempt{Source: "ota", Key: "k", Delivery: second.Delivery,
+		StartedAt: clk.Now(), Status: 202}, storage.AttemptResult{Done: true}); err != nil || !moved {
+		t.Fatalf("finish under the second lease: moved %v, %v", moved, err)
+	}
+	if given, err := db.YieldLease(ctx, second); err != nil || given {
+		t.Errorf("yield the lease of a key settled: given %v, %v; want not", given, err)
+	}
+	if c, err := db.Claim(ctx, "ota", "k"); err != nil || c.State != "processed" {
+		t.Errorf("key %+v, %v; want processed", c, err)
+	}
+}

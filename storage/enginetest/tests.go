@@ -136,6 +136,7 @@ var tests = []struct {
 	{"FinishAttempt_LateOutcomeThenNewerLease", TestFinishAttempt_LateOutcomeThenNewerLease},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
+	{"YieldLease", TestYieldLease},
 	{"Keys", TestKeys},
 	{"Keys_StuckPages", TestKeys_StuckPages},
 	{"Keys_StuckPagesWhileChanging", TestKeys_StuckPagesWhileChanging},

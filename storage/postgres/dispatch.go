@@ -176,6 +176,25 @@ WHERE seen_at >= $1 ORDER BY f`, millis(since))
 	return out, nil
 }
 
+// YieldLease gives job's lease back unused, nothing handed off: the key falls due
+// at once, and the next lease lists no interrupted attempt for it (next_attempt_at is
+// no longer the lease's end). A key leased again, settled, released, reprocessed or
+// claimed anew meanwhile is left as it is. Reports whether the lease was given back.
+func (db *DB) YieldLease(ctx context.Context, job storage.Job) (bool, error) {
+	var n int64
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE claims SET next_attempt_at = $1
+		WHERE id = $2 AND state = 'processing' AND claimed_at = $3 AND updated_at = $4 AND leased_until = $5 AND attempts = $6 AND next_attempt_at = leased_until`,
+			millis(storage.NotALease(db.Now(), job.Lease)), job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("yield lease of %s/%s: %w", job.Source, job.Key, err)
+	}
+	return n == 1, nil
+}
+
 // FinishAttempt records an attempt of job and moves its key on as res says, in one
 // transaction. A key that was released, reprocessed, claimed anew or leased again
 // meanwhile is left as it is (its attempt is still recorded). Reports whether the key

@@ -192,6 +192,21 @@ WHERE d.seen_at >= ? ORDER BY f.value`, millis(since))
 	return out, nil
 }
 
+// YieldLease gives job's lease back unused, nothing handed off: the key falls due
+// at once, and the next lease lists no interrupted attempt for it (next_attempt_at is
+// no longer the lease's end). A key leased again, settled, released, reprocessed or
+// claimed anew meanwhile is left as it is. Reports whether the lease was given back.
+func (db *DB) YieldLease(ctx context.Context, job storage.Job) (bool, error) {
+	r, err := db.writeExec(ctx, `UPDATE claims SET next_attempt_at = ?
+	WHERE id = ? AND state = 'processing' AND claimed_at = ? AND updated_at = ? AND leased_until = ? AND attempts = ? AND next_attempt_at = leased_until`,
+		millis(storage.NotALease(db.Now(), job.Lease)), job.ClaimID, millis(job.Generation), millis(job.Updated), millis(job.Lease), job.Attempts)
+	if err != nil {
+		return false, fmt.Errorf("yield lease of %s/%s: %w", job.Source, job.Key, err)
+	}
+	n, _ := r.RowsAffected()
+	return n == 1, nil
+}
+
 // FinishAttempt records an attempt of job and moves its key on as res says, in one
 // transaction. A key that was released, reprocessed, claimed anew or leased again
 // meanwhile is left as it is (its attempt is still recorded): it is the job's only while
