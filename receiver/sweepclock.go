@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -40,11 +41,19 @@ type ClockReference interface {
 // never ran again.
 const sweptAtSetting = "sweep_clock"
 
+// heldSetting holds, while the sweeps hold, when the hold began by the wall clock in
+// doubt and the time the monotonic clock gave then, in Unix milliseconds ("began
+// expected"); "" when they hold not. Deliveries received during a hold are stamped by
+// the clock in doubt: a restart that checked the clock against the newest of them took
+// it for right and deleted by it. And a server stopped each night, held at each start,
+// never ran the hold out.
+const heldSetting = "sweep_clock_held"
+
 // clockGuard holds the sweeps' deletes while the wall clock (the sweeps' Now) stands
 // further ahead than the monotonic clock has run since a time it trusted: the last
 // sweep's, or at a start the later of the newest delivery's receipt time and the last
 // sweep's time stored (sweptAtSetting), from which a clock stepped while the server
-// was down is seen. Deletes resume at the first sweep after
+// was down is seen; or, when a run before held, the time it trusted then (heldSetting). Deletes resume at the first sweep after
 // the clock is set right, or once the step has stood for hold by the monotonic clock.
 // Intake never waits for it: it stamps with the clock as it is.
 type clockGuard struct {
@@ -62,9 +71,23 @@ type clockGuard struct {
 func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Time, retention time.Duration, m *Metrics, log *slog.Logger) bool {
 	mono := g.mono()
 	start := g.seen.IsZero()
+	// began is when a hold stored by an earlier run began, by the clock in doubt; zero
+	// when none is under way, or the clock was set back since.
+	var began time.Time
 	if start {
 		g.base, g.slack, g.seen = now, ClockStepBound, mono
-		if retention > 0 {
+		held, err := heldSince(ctx, st)
+		if err != nil {
+			g.seen = time.Time{}
+			log.Warn("sweep held: could not read the times to check the clock against", logErr, err)
+			return false
+		}
+		switch {
+		case !held.began.IsZero() && !held.began.After(now):
+			// A hold was under way when serve stopped, and the clock has not been set
+			// back since: it goes on, against the time trusted when it began.
+			began, g.base = held.began, held.expected
+		case retention > 0:
 			trusted, err := trustedAtStart(ctx, st)
 			if err != nil {
 				g.seen = time.Time{}
@@ -83,6 +106,9 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 			log.Info("the clock is back within reach of the monotonic clock: the sweeps delete again", "now", now.UTC().Format(time.RFC3339))
 			m.SweepClockHeld.Set(0)
 		}
+		if !g.heldAt.IsZero() || start {
+			g.unhold(ctx, st, log)
+		}
 		g.base, g.slack, g.seen, g.heldAt = now, ClockStepBound, mono, time.Time{}
 		g.mark(ctx, st, now, log)
 		return true
@@ -90,8 +116,19 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 	if g.heldAt.IsZero() {
 		g.heldAt = mono
 		m.SweepClockHeld.Set(ahead.Seconds())
+		if !began.IsZero() {
+			// Counted from when it began, so that runs each shorter than the hold still
+			// see it out.
+			g.heldAt = mono.Add(-now.Sub(began))
+		} else {
+			g.keepHold(ctx, st, now, now.Add(-ahead), log)
+		}
 		what := fmt.Sprintf("the wall clock leapt forward by %s since the last sweep", ahead.Round(time.Second))
-		if start {
+		switch {
+		case !began.IsZero():
+			what = fmt.Sprintf("the sweeps were holding when hookdedup stopped, since %s by this clock, and the wall clock stands %s ahead of the time trusted then",
+				began.UTC().Format(time.RFC3339), ahead.Round(time.Second))
+		case start:
 			what = fmt.Sprintf("the newest delivery stored was received, and the last sweep ran, %s before the wall clock's time, more than retention (%s): the clock leapt forward while hookdedup was down, or it was down for that long",
 				ahead.Round(time.Second), g.slack)
 		}
@@ -102,10 +139,51 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 		log.Warn("the wall clock has stood ahead for "+g.hold.String()+": taken for right, and the sweeps delete again by it", "now", now.UTC().Format(time.RFC3339))
 		m.SweepClockHeld.Set(0)
 		g.base, g.slack, g.seen, g.heldAt = now, ClockStepBound, mono, time.Time{}
+		g.unhold(ctx, st, log)
 		g.mark(ctx, st, now, log)
 		return true
 	}
 	return false
+}
+
+// storedHold is a hold stored in heldSetting: when it began by the clock in doubt, and
+// the time trusted then.
+type storedHold struct{ began, expected time.Time }
+
+// heldSince reads the hold stored by an earlier run; zero when there is none (or what
+// is stored was not written by this code).
+func heldSince(ctx context.Context, st ClockReference) (storedHold, error) {
+	v, err := st.Setting(ctx, heldSetting)
+	if errors.Is(err, storage.ErrNotFound) {
+		return storedHold{}, nil
+	}
+	if err != nil {
+		return storedHold{}, err
+	}
+	b, e, ok := strings.Cut(v, " ")
+	began, err1 := strconv.ParseInt(b, 10, 64)
+	expected, err2 := strconv.ParseInt(e, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return storedHold{}, nil
+	}
+	return storedHold{time.UnixMilli(began), time.UnixMilli(expected)}, nil
+}
+
+// keepHold stores a hold that began at now by the wall clock, when the monotonic clock
+// gave expected, for a restart to go on with (heldSetting). A failure is logged: a
+// restart then checks the clock as if there were none.
+func (g *clockGuard) keepHold(ctx context.Context, st ClockReference, now, expected time.Time, log *slog.Logger) {
+	v := strconv.FormatInt(now.UnixMilli(), 10) + " " + strconv.FormatInt(expected.UnixMilli(), 10)
+	if err := st.SetSetting(ctx, heldSetting, v); err != nil && ctx.Err() == nil {
+		log.Warn("could not store that the sweeps hold, which a restart would go on with", logErr, err)
+	}
+}
+
+// unhold clears the hold stored, as the sweeps delete again.
+func (g *clockGuard) unhold(ctx context.Context, st ClockReference, log *slog.Logger) {
+	if err := st.SetSetting(ctx, heldSetting, ""); err != nil && ctx.Err() == nil {
+		log.Warn("could not clear the sweeps' hold stored; a restart goes on holding until the clock is back within reach of the time it trusted", logErr, err)
+	}
 }
 
 // trustedAtStart is the later of the newest delivery's receipt time and the last

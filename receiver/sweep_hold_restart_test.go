@@ -1,0 +1,85 @@
+package receiver_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// TestSweeps_HoldOutlivesARestart: the clock leaps a year ahead while serve runs, the
+// sweeps hold, and deliveries go on arriving, stamped by that clock. serve is restarted
+// (a deploy, an operator looking into the error) with the clock still ahead: the
+// newest delivery, stamped by the clock in doubt, does not make it look right, and the
+// sweeps hold on, the year-old deliveries kept. With the clock set right before the
+// restart, they delete by it at once.
+func TestSweeps_HoldOutlivesARestart(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		setRight bool
+		left     int
+	}{
+		{"ClockStillAhead", false, 11},
+		{"ClockSetRight", true, 11},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, clock := loadHourOld(t)
+			before := startSweeps(t, db, clock, time.Hour)
+			before.next()
+			clock.Add(365 * 24 * time.Hour)
+			before.next()
+			before.next()
+			if before.stepMetric(t) == 0 {
+				t.Fatal("the sweeps did not hold after the step")
+			}
+			storagetest.Record(t, db, &storage.Delivery{Source: "ota", Key: "during_hold", KeyMethod: "event_id",
+				PayloadHash: "h", ContentType: "application/json", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
+			before.stop()
+			if c.setRight {
+				clock.Add(-365 * 24 * time.Hour)
+			}
+			s := startSweeps(t, db, clock, time.Hour)
+			s.next()
+			s.next()
+			if n := s.deliveries(t); n != c.left {
+				t.Errorf("restarted: %d deliveries left, want %d; logged:\n%s", n, c.left, s.logs.String())
+			}
+			if held := s.stepMetric(t) > 0; held == c.setRight {
+				t.Errorf("restarted: held %v, want %v; logged:\n%s", held, !c.setRight, s.logs.String())
+			}
+		})
+	}
+}
+
+// TestSweeps_HoldCountsAcrossRestarts: serve was down for longer than retention (its
+// clock was right), so each start holds the sweeps; it is stopped again before the
+// hold has run out, as a server stopped each night is. The hold counts from when it
+// began, not from each start: once it has stood that long, the clock is taken for
+// right and retention deletes again, rather than never.
+func TestSweeps_HoldCountsAcrossRestarts(t *testing.T) {
+	db, clock := loadReceivedAgo(t, 48*time.Hour)
+	const hold = time.Second
+	began := time.Now()
+	for run := range 2 {
+		s := startSweeps(t, db, clock, hold)
+		s.next()
+		s.next()
+		if n := s.deliveries(t); n != 10 {
+			t.Fatalf("run %d, within the hold: %d deliveries, want 10", run, n)
+		}
+		s.stop()
+		time.Sleep(hold / 4)
+	}
+	if time.Since(began) >= hold {
+		t.Skip("the machine is too slow for this test's timing")
+	}
+	time.Sleep(hold - time.Since(began) + 50*time.Millisecond)
+	s := startSweeps(t, db, clock, hold)
+	s.next()
+	s.next()
+	if n := s.deliveries(t); n != 0 {
+		t.Errorf("started once the hold had stood %s over runs each shorter: %d deliveries left, want 0 (taken for right); logged:\n%s",
+			hold, n, s.logs.String())
+	}
+}
