@@ -74,6 +74,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 	// began is when a hold stored by an earlier run began, by the clock in doubt; zero
 	// when none is under way, or the clock was set back since.
 	var began time.Time
+	setBack := false // a hold stored, and the clock set back since
 	if start {
 		g.base, g.slack, g.seen = now, ClockStepBound, mono
 		held, err := heldSince(ctx, st)
@@ -87,6 +88,13 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 			// A hold was under way when serve stopped, and the clock has not been set
 			// back since: it goes on, against the time trusted when it began.
 			began, g.base = held.began, held.expected
+		case !held.began.IsZero():
+			// Set back since the hold began, maybe only part of the way. Deliveries
+			// received since were stamped by the clock in doubt: the clock is checked,
+			// as at any start, against the time trusted when the hold began.
+			if slack := max(retention, ClockStepBound); retention > 0 && now.Sub(held.expected) > slack {
+				g.base, g.slack, setBack = held.expected, slack, true
+			}
 		case retention > 0:
 			trusted, err := trustedAtStart(ctx, st)
 			if err != nil {
@@ -128,6 +136,9 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 		case !began.IsZero():
 			what = fmt.Sprintf("the sweeps were holding when hookdedup stopped, since %s by this clock, and the wall clock stands %s ahead of the time trusted then",
 				began.UTC().Format(time.RFC3339), ahead.Round(time.Second))
+		case setBack:
+			what = fmt.Sprintf("the sweeps were holding when hookdedup stopped, and the wall clock, set back since, still stands %s ahead of the time trusted then, more than retention (%s)",
+				ahead.Round(time.Second), g.slack)
 		case start:
 			what = fmt.Sprintf("the newest delivery stored was received, and the last sweep ran, %s before the wall clock's time, more than retention (%s): the clock leapt forward while hookdedup was down, or it was down for that long",
 				ahead.Round(time.Second), g.slack)
