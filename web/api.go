@@ -201,23 +201,20 @@ func toAPIDelivery(d storage.Delivery, full bool) apiDelivery {
 func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := storage.DeliveryFilter{
-		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")), Mismatch: q.Get("mismatch") == "true",
+		Source: q.Get("source"), Outcome: storage.Outcome(q.Get("outcome")),
 		Property: storage.Label(q.Get("property")), Booking: storage.Label(q.Get("booking")),
 		Status: storage.Label(q.Get("status")), Key: q.Get("key"),
-		MoneyMismatch: q.Get("mismatch") == "money", Currency: storage.CurrencyCode(q.Get("currency")),
-		Flag: storage.SuspectKind(q.Get("flag")), FlagState: q.Get("flag_state"),
+		Currency: storage.CurrencyCode(q.Get("currency")), Flag: storage.SuspectKind(q.Get("flag")), FlagState: q.Get("flag_state"),
 	}
 	switch f.Outcome {
 	case "", storage.Accepted, storage.Duplicate, storage.Rejected:
 	default:
 		return Errorf(http.StatusBadRequest, "outcome %q: want accepted, duplicate or rejected", f.Outcome)
 	}
-	switch m := q.Get("mismatch"); m {
-	case "", "true", "false", "money":
-	default:
-		return Errorf(http.StatusBadRequest, "mismatch %q: want true (any mismatch) or money (amount, currency or status)", m)
-	}
 	var err error
+	if f.Mismatch, f.MoneyMismatch, err = mismatchFilter(q); err != nil {
+		return err
+	}
 	if f.NoProperty, err = noneFilter(q, "property", f.Property); err != nil {
 		return err
 	}

@@ -52,18 +52,16 @@ const KeyDeliveriesShown = 100
 // for the user ("" when there is none).
 func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.DeliveryFilter, string) {
 	vf := views.DeliveryFilter{
-		Source:        typed(q.Get("source")),
-		Outcome:       q.Get("outcome"),
-		Mismatch:      !slices.Contains([]string{"", "0", "false", "money"}, q.Get("mismatch")),
-		MoneyMismatch: q.Get("mismatch") == "money",
-		Currency:      storage.CurrencyCode(q.Get("currency")),
-		Flag:          typed(q.Get("flag")),
-		FlagState:     typed(q.Get("flag_state")),
-		Property:      storage.Label(q.Get("property")),
-		Booking:       storage.Label(q.Get("booking")),
-		Status:        storage.Label(q.Get("status")),
-		Key:           typed(q.Get("key")),
-		Batch:         typed(q.Get("batch")),
+		Source:    typed(q.Get("source")),
+		Outcome:   q.Get("outcome"),
+		Currency:  storage.CurrencyCode(q.Get("currency")),
+		Flag:      typed(q.Get("flag")),
+		FlagState: typed(q.Get("flag_state")),
+		Property:  storage.Label(q.Get("property")),
+		Booking:   storage.Label(q.Get("booking")),
+		Status:    storage.Label(q.Get("status")),
+		Key:       typed(q.Get("key")),
+		Batch:     typed(q.Get("batch")),
 	}
 	f := storage.DeliveryFilter{
 		Source: vf.Source, Mismatch: vf.Mismatch, Property: vf.Property, Booking: vf.Booking,
@@ -72,6 +70,10 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		Flag: storage.SuspectKind(vf.Flag), FlagState: vf.FlagState,
 	}
 	var err error
+	if vf.Mismatch, vf.MoneyMismatch, err = mismatchFilter(q); err != nil {
+		return vf, f, err.Error()
+	}
+	f.Mismatch, f.MoneyMismatch = vf.Mismatch, vf.MoneyMismatch
 	if f.NoProperty, err = noneFilter(q, "property", vf.Property); err != nil {
 		return vf, f, err.Error()
 	}
@@ -123,6 +125,25 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		f.Before = n
 	}
 	return vf, f, ""
+}
+
+// mismatchFilter reads the events filter's mismatch parameter: 1 or true selects the
+// deliveries that differ from their key's first, money those that differ in amount,
+// currency or status; absent, empty, 0 or false selects every delivery. Any other value
+// is refused rather than read as one of these: a mistyped filter would list other
+// deliveries than asked, with nothing to say so. A problem is returned as an *Error that
+// names the parameter.
+func mismatchFilter(q url.Values) (mismatch, money bool, err error) {
+	switch v := q.Get("mismatch"); v {
+	case "", "0", "false":
+		return false, false, nil
+	case "1", "true":
+		return true, false, nil
+	case "money":
+		return false, true, nil
+	default:
+		return false, false, Errorf(http.StatusBadRequest, "mismatch=%q: want 1 or true (any mismatch), money (amount, currency or status) or 0", v)
+	}
 }
 
 // noneFilter reads name_none, the events filter's parameter that selects the
