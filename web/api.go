@@ -241,6 +241,9 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if f.To, err = apiTime(q, "to"); err != nil {
 		return err
 	}
+	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
+		return err
+	}
 	if f.Batch, err = apiInt(q, "batch", 0); err != nil {
 		return err
 	}

@@ -132,6 +132,9 @@ func (s *Server) bulkFilterForm(q url.Values) (views.BulkForm, storage.BulkFilte
 	if toErr != nil {
 		return v, f, badRequest("To must be a date and time like 2026-11-30T14:00.")
 	}
+	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
+		return v, f, badRequest("Filter: " + err.Error() + ".")
+	}
 	if err := f.Check(); err != nil {
 		return v, f, badRequest("Filter: " + err.Error() + ".")
 	}

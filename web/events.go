@@ -110,6 +110,9 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 	if toErr != nil {
 		return vf, f, "To must be a date and time like 2026-11-30T14:00."
 	}
+	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
+		return vf, f, err.Error()
+	}
 	if vf.Batch != "" {
 		n, err := strconv.ParseInt(vf.Batch, 10, 64)
 		if err != nil || n <= 0 {

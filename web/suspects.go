@@ -422,6 +422,9 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 	if f.To, err = apiTime(q, "to"); err != nil {
 		return err
 	}
+	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
+		return err
+	}
 	if f.Before, err = apiInt(q, "before", 0); err != nil {
 		return err
 	}
