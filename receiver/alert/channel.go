@@ -365,10 +365,17 @@ func postWebhook(ctx context.Context, client *http.Client, target string, signer
 	return post(ctx, client, target, h, body)
 }
 
+// slackEscaper escapes what Slack's mrkdwn (and Mattermost's) reads as markup: the text
+// comes from the configuration and from deliveries (a rule's name, a source's, a
+// summary), and a source named <!channel> would otherwise notify everyone in the channel,
+// or <https://…|text> show a link that says something else. Slack asks for these three
+// alone, and shows them back as written.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
 func postSlack(ctx context.Context, client *http.Client, target string, m Message) error {
 	body, err := json.Marshal(struct {
 		Text string `json:"text"`
-	}{m.Text()})
+	}{slackEscaper.Replace(m.Text())})
 	if err != nil {
 		return err
 	}
