@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/http"
 	"net/mail"
@@ -564,9 +565,14 @@ func (e *email) send(ctx context.Context, m Message) error {
 	msg.WriteString(foldHeader("Subject", mimeHeader(m.Title())))
 	fmt.Fprintf(&msg, "Date: %s\r\n", m.At.Format(time.RFC1123Z))
 	fmt.Fprintf(&msg, "Message-ID: <%s@%s>\r\n", msgIDPart(m.ID), msgIDPart(messageHost))
-	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
-	msg.WriteString(strings.ReplaceAll(m.Text(), "\n", "\r\n"))
-	msg.WriteString("\r\n")
+	// Quoted-printable keeps the body in ASCII lines of 76 characters at most: a relay
+	// that does not offer 8BITMIME may refuse or mangle 8bit text (a name or a summary
+	// beyond ASCII), and every server refuses a line over 998 characters (a rule named
+	// at length), at every attempt.
+	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n")
+	qp := quotedprintable.NewWriter(&msg)
+	qp.Write([]byte(strings.ReplaceAll(m.Text(), "\n", "\r\n") + "\r\n"))
+	qp.Close()
 	if _, err := w.Write(msg.Bytes()); err != nil {
 		return fmt.Errorf("smtp DATA: %w", err)
 	}
