@@ -47,6 +47,21 @@ const (
 // take longer would outlast its lease, and another replica would send it again.
 const MaxChannelTimeout = 4 * time.Minute
 
+// Bounds of a channel's other settings, so that a slip ("1ms" for "1m", a zero too many)
+// is refused at start rather than break the channel in silence.
+const (
+	// MinChannelTimeout: a shorter send cannot connect and be answered (TLS, SMTP's
+	// exchange), so that every notification would fail.
+	MinChannelTimeout = time.Second
+	// MinMaxBackoff and MaxMaxBackoff bound max_backoff: below, the retries come at
+	// once, one after the other; above, a notification waits past when it matters.
+	MinMaxBackoff = time.Second
+	MaxMaxBackoff = time.Hour
+	// MaxMaxAttempts bounds max_attempts: a channel's notifications go in order, so one
+	// retried for days holds up every later one.
+	MaxMaxAttempts = 100
+)
+
 // ChannelConfig is one [[alert_channel]] table, its secrets read.
 type ChannelConfig struct {
 	Name string
@@ -112,6 +127,16 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if cfg.Timeout >= MaxChannelTimeout {
 		return nil, fmt.Errorf("timeout: %s is not below %s, how long a notification being sent is kept "+
 			"from other senders: another replica would send it again", cfg.Timeout, MaxChannelTimeout)
+	}
+	switch {
+	case cfg.Timeout != 0 && cfg.Timeout < MinChannelTimeout:
+		return nil, fmt.Errorf("timeout: %s is shorter than %s: no send could be answered within it", cfg.Timeout, MinChannelTimeout)
+	case cfg.MaxBackoff != 0 && cfg.MaxBackoff < MinMaxBackoff:
+		return nil, fmt.Errorf("max_backoff: %s is shorter than %s", cfg.MaxBackoff, MinMaxBackoff)
+	case cfg.MaxBackoff > MaxMaxBackoff:
+		return nil, fmt.Errorf("max_backoff: %s is longer than %s", cfg.MaxBackoff, MaxMaxBackoff)
+	case cfg.MaxAttempts > MaxMaxAttempts:
+		return nil, fmt.Errorf("max_attempts: %d is more than %d", cfg.MaxAttempts, MaxMaxAttempts)
 	}
 	c := &Channel{name: cfg.Name, typ: cfg.Type, timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, maxBackoff: cfg.MaxBackoff}
 	if c.timeout == 0 {

@@ -63,6 +63,15 @@ const (
 	// MaxClearFor bounds ClearFor: beyond it an alert would outlive its cause by
 	// more than a day.
 	MaxClearFor = 24 * time.Hour
+	// MaxFor bounds For: a condition that must hold for longer before anyone is told
+	// is one no one hears of, and "10000h" for "10m" would keep the rule silent for a
+	// year with nothing to say so.
+	MaxFor = 24 * time.Hour
+	// MaxWindow bounds Window: the default retention, past which the deliveries it
+	// counts are deleted.
+	MaxWindow = 30 * 24 * time.Hour
+	// MaxMaxSkew bounds MaxSkew: a clock a day off is wrong whatever the senders'.
+	MaxMaxSkew = 24 * time.Hour
 )
 
 // Rule is one [[alert]] table: a condition, and the channels told when an alert of it
@@ -156,8 +165,12 @@ func (r Rule) Check(sources, channels []string) error {
 		return fmt.Errorf("times: %d is more than 1000", r.Times)
 	case r.Window < 0 || slices.Contains(uses["window"], r.Kind) && r.Window <= 0:
 		return fmt.Errorf("window: %s must be positive", r.Window)
+	case r.Window > MaxWindow:
+		return fmt.Errorf("window: %s is longer than %s", r.Window, MaxWindow)
 	case r.For < 0:
 		return fmt.Errorf("for: %s must not be negative", r.For)
+	case r.For > MaxFor:
+		return fmt.Errorf("for: %s is longer than %s", r.For, MaxFor)
 	case r.ClearFor <= 0:
 		return fmt.Errorf("clear_for: %s must be positive", r.ClearFor)
 	case r.ClearFor > MaxClearFor:
@@ -166,6 +179,8 @@ func (r Rule) Check(sources, channels []string) error {
 		return errors.New(`min_free: is required for kind disk_space (write it like "1GiB" or "500MB")`)
 	case r.Kind == KindClockSkew && r.MaxSkew <= 0:
 		return fmt.Errorf("max_skew: %s must be positive", r.MaxSkew)
+	case r.MaxSkew > MaxMaxSkew:
+		return fmt.Errorf("max_skew: %s is longer than %s", r.MaxSkew, MaxMaxSkew)
 	}
 	if r.Source != "" {
 		if !perSource(r.Kind) {
