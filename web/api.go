@@ -92,7 +92,7 @@ func (a *api) auth(role string, h handlerFunc) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		u, err := a.authorize(r, role)
 		if err == nil {
-			err = h(w, r.WithContext(WithUser(r.Context(), u)))
+			err = singleValued(h)(w, r.WithContext(WithUser(r.Context(), u)))
 		}
 		if err != nil {
 			a.apiError(w, r, err)

@@ -304,7 +304,7 @@ func (s *Server) signedIn(role string, choosing bool, h handlerFunc) http.Handle
 				s.log.Warn("saving session", logErr, err)
 			}
 		}
-		s.serve(h).ServeHTTP(w, r)
+		s.serve(singleValued(h)).ServeHTTP(w, r)
 	}))
 }
 

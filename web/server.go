@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -331,6 +333,22 @@ func (s *Server) Handler() http.Handler {
 
 // handlerFunc is a console handler: it returns an error instead of writing one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// singleValued refuses a request whose query gives a parameter more than once, before h
+// reads it: every parameter of the console's pages and of the API takes one value, and
+// h reads the first, so a second would be dropped without a word (source=ota&source=pms
+// would list ota's deliveries alone, as if pms had none).
+func singleValued(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		for _, name := range slices.Sorted(maps.Keys(q)) {
+			if n := len(q[name]); n > 1 {
+				return Errorf(http.StatusBadRequest, "%s: given %d times; it takes one value", name, n)
+			}
+		}
+		return h(w, r)
+	}
+}
 
 // maxFormBytes bounds the body of a console form: the largest is the key lab's, whose
 // payload is refused past 1 MiB, and which form encoding can make three times as long.
