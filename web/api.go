@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,30 +18,51 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
+// takes refuses a request whose query holds a parameter h does not read, naming it: a
+// slip in a name (sorce=ota) would otherwise be dropped without a word, and a list
+// answer every delivery, key or suspect instead of those asked for, as a body's unknown
+// field is refused (readBody).
+func takes(h handlerFunc, names ...string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		for _, name := range slices.Sorted(maps.Keys(q)) {
+			if slices.Contains(names, name) {
+				continue
+			}
+			if len(names) == 0 {
+				return Errorf(http.StatusBadRequest, "%s: no such parameter (this endpoint takes none)", name)
+			}
+			return Errorf(http.StatusBadRequest, "%s: no such parameter (this endpoint takes %s)", name, strings.Join(names, ", "))
+		}
+		return h(w, r)
+	}
+}
+
 // registerAPI adds the JSON API under /api/v1/. It authenticates by bearer token only
 // (hookdedup token add USER), never by the console's cookie, so cross-site requests
 // carry no credentials and need no CSRF token.
 func (s *Server) registerAPI(mux *http.ServeMux) {
 	api := &api{s}
-	mux.Handle("GET /api/v1/deliveries", api.auth(storage.RoleViewer, api.listDeliveries))
-	mux.Handle("GET /api/v1/deliveries/{id}", api.auth(storage.RoleViewer, api.getDelivery))
-	mux.Handle("GET /api/v1/keys", api.auth(storage.RoleViewer, api.listKeys))
-	mux.Handle("GET /api/v1/key", api.auth(storage.RoleViewer, api.getKey))
-	mux.Handle("POST /api/v1/release", api.auth(storage.RoleOperator, api.release))
-	mux.Handle("GET /api/v1/alerts", api.auth(storage.RoleViewer, api.listAlerts))
-	mux.Handle("POST /api/v1/alerts/{id}/acknowledge", api.auth(storage.RoleOperator, api.alertAction("acknowledge")))
-	mux.Handle("POST /api/v1/alerts/{id}/resolve", api.auth(storage.RoleOperator, api.alertAction("resolve")))
-	mux.Handle("POST /api/v1/bulk", api.auth(storage.RoleOperator, api.createBulk))
-	mux.Handle("GET /api/v1/bulk", api.auth(storage.RoleViewer, api.listBulk("")))
-	mux.Handle("GET /api/v1/bulk/pending", api.auth(storage.RoleViewer, api.listBulk(storage.BulkPendingApproval)))
-	mux.Handle("GET /api/v1/bulk/{id}", api.auth(storage.RoleViewer, api.getBulk))
-	mux.Handle("POST /api/v1/bulk/{id}/start", api.auth(storage.RoleOperator, api.bulkStepAPI("start")))
-	mux.Handle("POST /api/v1/bulk/{id}/cancel", api.auth(storage.RoleOperator, api.bulkStepAPI("cancel")))
-	mux.Handle("POST /api/v1/bulk/{id}/approve", api.auth(storage.RoleOperator, api.bulkStepAPI("approve")))
-	mux.Handle("POST /api/v1/bulk/{id}/refuse", api.auth(storage.RoleOperator, api.bulkStepAPI("refuse")))
-	mux.Handle("GET /api/v1/suspects", api.auth(storage.RoleViewer, api.listSuspects))
-	mux.Handle("POST /api/v1/suspects/{id}/review", api.auth(storage.RoleOperator, api.reviewSuspect))
-	mux.Handle("GET /api/v1/ledger", api.auth(storage.RoleViewer, api.ledger))
+	mux.Handle("GET /api/v1/deliveries", api.auth(storage.RoleViewer, takes(api.listDeliveries, "source", "outcome", "mismatch", "property", "property_none",
+		"booking", "status", "key", "currency", "currency_none", "amount", "flag", "flag_state", "from", "to", "batch", "before", "limit")))
+	mux.Handle("GET /api/v1/deliveries/{id}", api.auth(storage.RoleViewer, takes(api.getDelivery)))
+	mux.Handle("GET /api/v1/keys", api.auth(storage.RoleViewer, takes(api.listKeys, "source", "state", "stuck", "before", "after", "limit")))
+	mux.Handle("GET /api/v1/key", api.auth(storage.RoleViewer, takes(api.getKey, "source", "key")))
+	mux.Handle("POST /api/v1/release", api.auth(storage.RoleOperator, takes(api.release)))
+	mux.Handle("GET /api/v1/alerts", api.auth(storage.RoleViewer, takes(api.listAlerts, "state", "before", "limit")))
+	mux.Handle("POST /api/v1/alerts/{id}/acknowledge", api.auth(storage.RoleOperator, takes(api.alertAction("acknowledge"))))
+	mux.Handle("POST /api/v1/alerts/{id}/resolve", api.auth(storage.RoleOperator, takes(api.alertAction("resolve"))))
+	mux.Handle("POST /api/v1/bulk", api.auth(storage.RoleOperator, takes(api.createBulk)))
+	mux.Handle("GET /api/v1/bulk", api.auth(storage.RoleViewer, takes(api.listBulk(""), "state")))
+	mux.Handle("GET /api/v1/bulk/pending", api.auth(storage.RoleViewer, takes(api.listBulk(storage.BulkPendingApproval))))
+	mux.Handle("GET /api/v1/bulk/{id}", api.auth(storage.RoleViewer, takes(api.getBulk)))
+	mux.Handle("POST /api/v1/bulk/{id}/start", api.auth(storage.RoleOperator, takes(api.bulkStepAPI("start"))))
+	mux.Handle("POST /api/v1/bulk/{id}/cancel", api.auth(storage.RoleOperator, takes(api.bulkStepAPI("cancel"))))
+	mux.Handle("POST /api/v1/bulk/{id}/approve", api.auth(storage.RoleOperator, takes(api.bulkStepAPI("approve"))))
+	mux.Handle("POST /api/v1/bulk/{id}/refuse", api.auth(storage.RoleOperator, takes(api.bulkStepAPI("refuse"))))
+	mux.Handle("GET /api/v1/suspects", api.auth(storage.RoleViewer, takes(api.listSuspects, "delivery", "kind", "state", "source", "from", "to", "before", "limit")))
+	mux.Handle("POST /api/v1/suspects/{id}/review", api.auth(storage.RoleOperator, takes(api.reviewSuspect)))
+	mux.Handle("GET /api/v1/ledger", api.auth(storage.RoleViewer, takes(api.ledger, "source", "property", "currency", "from", "to", "limit")))
 	mux.Handle("/api/v1/", api.auth(storage.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		if allow := otherMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
