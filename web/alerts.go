@@ -232,11 +232,11 @@ func (a *api) listAlerts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := apiInt(q, "limit", 50)
+	limit, err := apiLimit(q, 50, 500)
 	if err != nil {
 		return err
 	}
-	f := storage.AlertFilter{State: state, Before: before, Limit: int(min(max(limit, 1), 500))}
+	f := storage.AlertFilter{State: state, Before: before, Limit: limit}
 	list, err := a.alerts.Alerts(r.Context(), f)
 	if err != nil {
 		return err

@@ -273,11 +273,11 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if f.Before, err = apiInt(q, "before", 0); err != nil {
 		return err
 	}
-	limit, err := apiInt(q, "limit", 50)
+	limit, err := apiLimit(q, 50, 500)
 	if err != nil {
 		return err
 	}
-	f.Limit = int(min(max(limit, 1), 500))
+	f.Limit = limit
 	page, err := a.events.Deliveries(r.Context(), f)
 	if err != nil {
 		return err
@@ -315,6 +315,17 @@ func apiTime(q map[string][]string, name string) (time.Time, error) {
 		return time.Time{}, Errorf(http.StatusBadRequest, "%s=%q: want an RFC 3339 time such as 2026-11-30T08:00:00Z", name, v)
 	}
 	return t, nil
+}
+
+// apiLimit reads a list's limit parameter: def when absent, else a number from 1 to
+// most. One out of range is refused rather than read as the nearest bound: limit=0 would
+// answer one row, and limit=10000 the most, as if that were every row asked for.
+func apiLimit(q map[string][]string, def, most int) (int, error) {
+	n, err := apiInt(q, "limit", int64(def))
+	if err != nil || n < 1 || n > int64(most) {
+		return 0, Errorf(http.StatusBadRequest, "limit=%q: want a number of rows from 1 to %d", q["limit"][0], most)
+	}
+	return int(n), nil
 }
 
 func apiInt(q map[string][]string, name string, def int64) (int64, error) {
@@ -506,11 +517,11 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.StuckBefore = f.After.StuckBefore
 	}
-	limit, err := apiInt(q, "limit", 100)
+	limit, err := apiLimit(q, 100, 1000)
 	if err != nil {
 		return err
 	}
-	f.Before, f.Limit = before, int(min(max(limit, 1), 1000))
+	f.Before, f.Limit = before, limit
 	if err := f.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err)
 	}

@@ -280,11 +280,11 @@ func (a *api) ledger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := apiInt(r.URL.Query(), "limit", ledgerRowsShown)
+	limit, err := apiLimit(r.URL.Query(), ledgerRowsShown, 100_000)
 	if err != nil {
 		return err
 	}
-	f.Limit = int(min(max(limit, 1), 100_000))
+	f.Limit = limit
 	l, err := a.suspects.Ledger(r.Context(), f)
 	if err != nil {
 		return err

@@ -428,11 +428,11 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 	if f.Before, err = apiInt(q, "before", 0); err != nil {
 		return err
 	}
-	limit, err := apiInt(q, "limit", 100)
+	limit, err := apiLimit(q, 100, 1000)
 	if err != nil {
 		return err
 	}
-	f.Limit = int(min(max(limit, 1), 1000))
+	f.Limit = limit
 	page, err := a.suspects.Suspects(r.Context(), f)
 	if err != nil {
 		return err
