@@ -68,14 +68,23 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("Unknown state: choose stuck, processing, failed, processed, released or all.")
 	}
-	if b := q.Get("before"); b != "" && !f.Stuck {
+	// A stuck listing goes on from after, the others from before: the other one, from a
+	// link made by hand or a tab changed in the address, would be dropped without a word
+	// and the page start again from the top.
+	if q.Get("before") != "" && f.Stuck {
+		return badRequest("That page address is not valid: the stuck keys go on from after, not before. Start again from the Stuck tab.")
+	}
+	if q.Get("after") != "" && !f.Stuck {
+		return badRequest("That page address is not valid: only the stuck keys go on from after; the other tabs from before.")
+	}
+	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n <= 0 {
 			return badRequest("That page address is not valid.")
 		}
 		f.Before = n
 	}
-	if a := q.Get("after"); a != "" && f.Stuck {
+	if a := q.Get("after"); a != "" {
 		c, err := storage.ParseKeyCursor(a)
 		if err != nil {
 			return badRequest("That page address is not valid: its after is not a place in the stuck keys. Start again from the Stuck tab.")
