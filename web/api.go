@@ -267,7 +267,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
 		return err
 	}
-	if f.Batch, err = apiInt(q, "batch", 0); err != nil {
+	if f.Batch, err = apiID(q, "batch"); err != nil {
 		return err
 	}
 	if f.Before, err = apiInt(q, "before", 0); err != nil {
@@ -326,6 +326,17 @@ func apiLimit(q map[string][]string, def, most int) (int, error) {
 		return 0, Errorf(http.StatusBadRequest, "limit=%q: want a number of rows from 1 to %d", q["limit"][0], most)
 	}
 	return int(n), nil
+}
+
+// apiID reads a parameter that names a delivery or a batch by its id: 0 when absent.
+// Ids start at 1, so 0 is refused rather than read as no filter, which would list every
+// delivery or suspect instead of none.
+func apiID(q map[string][]string, name string) (int64, error) {
+	n, err := apiInt(q, name, 0)
+	if vs := q[name]; err != nil || n == 0 && len(vs) > 0 && vs[0] != "" {
+		return 0, Errorf(http.StatusBadRequest, "%s=%q: want an id, a whole number from 1", name, vs[0])
+	}
+	return n, nil
 }
 
 func apiInt(q map[string][]string, name string, def int64) (int64, error) {

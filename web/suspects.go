@@ -413,7 +413,7 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "state %q: want open, confirmed or dismissed", f.State)
 	}
 	var err error
-	if f.Delivery, err = apiInt(q, "delivery", 0); err != nil {
+	if f.Delivery, err = apiID(q, "delivery"); err != nil {
 		return err
 	}
 	if f.From, err = apiTime(q, "from"); err != nil {
