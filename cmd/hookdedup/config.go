@@ -502,6 +502,12 @@ func approvalThresholds(in map[string]any) (storage.ApprovalThresholds, error) {
 	return storage.ParseApprovalThresholds(amounts)
 }
 
+// The most a source's attempt_timeout and max_backoff may be.
+const (
+	maxAttemptTimeout  = 10 * time.Minute
+	maxDispatchBackoff = 24 * time.Hour
+)
+
 // decodeSource decodes one [[source]] table. Its name is read first, so that an error in
 // any other setting can name the source.
 func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
@@ -1400,6 +1406,17 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	}
 	if *s.MaxAttempts < 1 {
 		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)
+	}
+	// A key is leased for attempt_timeout and 10 s more, and waits that long when the
+	// process handing it off dies; a slip ("10000h" for "10m") would hold such keys,
+	// and a stop that waits for an attempt under way, for months.
+	if *s.AttemptTimeout > maxAttemptTimeout {
+		return nil, fmt.Errorf("attempt_timeout: %s is longer than the most one attempt may take, %s", *s.AttemptTimeout, maxAttemptTimeout)
+	}
+	// A retry planned further out than a day would leave the downstream's outage
+	// long over while its keys still wait, out of sight of stuck_keys.
+	if *s.MaxBackoff > maxDispatchBackoff {
+		return nil, fmt.Errorf("max_backoff: %s is longer than the longest wait between attempts, %s", *s.MaxBackoff, maxDispatchBackoff)
 	}
 	if s.ForwardURL != "" {
 		if why := alert.URLProblem(s.ForwardURL, false); why != "" {

@@ -98,6 +98,20 @@ signature = "github"
 secret = "x"
 forward_url = "http://127.0.0.1:1/"
 max_attempts = 0`, nil, []string{`source "ota"`, "max_attempts", "at least 1"}},
+		{"AttemptTimeoutHours", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+forward_url = "http://127.0.0.1:1/"
+attempt_timeout = "10000h"`, nil, []string{`source "ota"`, "attempt_timeout", "10m0s"}},
+		{"MaxBackoffMonths", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+forward_url = "http://127.0.0.1:1/"
+max_backoff = "2000h"`, nil, []string{`source "ota"`, "max_backoff", "24h0m0s"}},
 		{"MissingSecret", `
 [[source]]
 name = "ota"
