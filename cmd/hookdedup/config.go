@@ -1605,5 +1605,5 @@ func (c config) openDB(ctx context.Context, log *slog.Logger, mustExist, serving
 		mmap = -1 // off: storage's zero value is its default
 	}
 	return sqlite.Open(c.Database, sqlite.Options{Synchronous: c.Sync, CacheSize: c.CacheSize, MmapSize: mmap,
-		Logger: log, MustExist: mustExist, NoReadAhead: !serving})
+		Logger: log, MustExist: mustExist, NoReadAhead: !serving, ServeLock: serving})
 }

@@ -157,6 +157,11 @@ type Options struct {
 	// database file at the path. Without it Open creates the file (and its missing
 	// directories), private to its user.
 	MustExist bool
+	// ServeLock makes this Open the database's one serve: it holds the lock file beside
+	// the database (ServeLockSuffix) until Close, and fails with an error wrapping
+	// ErrServed, before it touches the database, while another process holds it. Other
+	// opens (the commands an operator runs while serve runs) do not look at it.
+	ServeLock bool
 }
 
 // The defaults of Options.CacheSize and Options.MmapSize. Every new key lands on a leaf
@@ -234,6 +239,8 @@ type DB struct {
 	auditMark storage.AuditMark // how far AuditChain has checked the audit chain (auditchain.go)
 	bulkWake  chan struct{}     // a bulk action became ready to run (bulk.go)
 
+	served *os.File // holds the serve lock (Options.ServeLock), nil without it
+
 	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
 
@@ -297,6 +304,19 @@ func Open(path string, opt Options) (*DB, error) {
 		// database at the path.
 		params.Set("mode", "rw")
 	}
+	var served *os.File
+	if opt.ServeLock {
+		var err error
+		if served, err = lockServe(path); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+	}
+	opened := false
+	defer func() {
+		if !opened && served != nil {
+			served.Close()
+		}
+	}()
 	// Before this process connects to the file: InUse opens and closes the file's -shm,
 	// and closing any descriptor of a file drops every lock the process holds on it,
 	// SQLite's own included, after which other processes would take the database for
@@ -344,6 +364,7 @@ func Open(path string, opt Options) (*DB, error) {
 		watcherDone: make(chan struct{}),
 		warmDone:    make(chan struct{}),
 		bulkWake:    make(chan struct{}, 1),
+		served:      served,
 	}
 	if err := db.migrate(context.Background()); err != nil {
 		write.Close()
@@ -388,6 +409,7 @@ func Open(path string, opt Options) (*DB, error) {
 	} else {
 		close(db.warmDone)
 	}
+	opened = true
 	return db, nil
 }
 
@@ -451,6 +473,9 @@ func (db *DB) Close() error {
 		err := errors.Join(db.cp.Close(), db.read.Close(), db.write.Close())
 		// Only now: closing any descriptor of the file drops the locks SQLite holds on it.
 		db.closeErr = errors.Join(err, db.file.Close())
+		if db.served != nil {
+			db.served.Close() // the next serve may open it once the database is closed
+		}
 	})
 	return db.closeErr
 }
