@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -74,15 +75,69 @@ type env struct {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return flag.ErrHelp
 	}
+	if args[0] == "serve" {
+		// serve runs on after its first lines, and says itself what a lost one means
+		// (the first admin's password).
+		return runServe(ctx, args[1:], env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr})
+	}
+	out := &checkedWriter{w: stdout}
+	err := runCommand(ctx, args, env{getenv: getenv, stdin: stdin, stdout: out, stderr: stderr})
+	if werr := out.failed(); err == nil && werr != nil {
+		// What the command did is done (a backup written, a password set, a key
+		// released): the operator did not see it said, and a script must not take the
+		// exit status for a success it could not report.
+		return fmt.Errorf("%s ran, but its output could not be written to stdout (%w): whatever it changed is changed; check that before running it again",
+			commandName(args), werr)
+	}
+	return err
+}
+
+// checkedWriter keeps the first error of a write to w.
+type checkedWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *checkedWriter) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// commandName is the command args run, with its subcommand where it has one
+// ("user password").
+func commandName(args []string) string {
+	switch args[0] {
+	case "user", "token", "audit":
+		if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+			return args[0] + " " + args[1]
+		}
+	}
+	return args[0]
+}
+
+// runCommand runs every command but serve.
+func runCommand(ctx context.Context, args []string, e env) error {
+	stdout, stderr := e.stdout, e.stderr
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "serve":
-		return runServe(ctx, rest, e)
 	case "user":
 		return runUser(ctx, rest, e)
 	case "key":

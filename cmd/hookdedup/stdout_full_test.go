@@ -34,3 +34,62 @@ func TestPrintedOutput_FullDisk(t *testing.T) {
 		t.Errorf("service to a full disk: %v, want an error that says no space is left", err)
 	}
 }
+
+// TestCommands_OutputToFullDisk: a command that did its work but could not say so (stdout
+// on a full disk) exits with an error that says so, not 0: a backup written, a user added,
+// a password set or a token revoked with nothing shown to the operator, and a list that
+// came out empty, are each an error naming the command, and the change stays made.
+func TestCommands_OutputToFullDisk(t *testing.T) {
+	full := devFull(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hookdedup.db")
+	getenv := func(string) string { return "" }
+	ctx := context.Background()
+	ok := func(stdin string, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, append(args, "--database", db), getenv, strings.NewReader(stdin), &out, &errOut); err != nil {
+			t.Fatalf("%v: %v (%s)", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	ok("first-password-1234\n", "user", "add", "admin", "--role", "admin")
+	ok("", "token", "add", "admin")
+	backup := filepath.Join(dir, "copy.db")
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+	}{
+		{"user add", "second-password-1234\n", []string{"user", "add", "bob"}},
+		{"user role", "", []string{"user", "role", "bob", "operator"}},
+		{"user password", "third-password-12345\n", []string{"user", "password", "bob"}},
+		{"user list", "", []string{"user", "list"}},
+		{"token revoke", "", []string{"token", "revoke", "1"}},
+		{"token list", "", []string{"token", "list"}},
+		{"keys", "", []string{"keys"}},
+		{"backup", "", []string{"backup", backup}},
+		{"version", "", []string{"version"}},
+	} {
+		var errOut bytes.Buffer
+		err := run(ctx, append(tc.args, "--database", db), getenv, strings.NewReader(tc.stdin), full, &errOut)
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("%s to a full disk: %v, want an error that says no space is left", tc.name, err)
+		}
+	}
+	if users := ok("", "user", "list"); !strings.Contains(users, "bob") || !strings.Contains(users, "operator") {
+		t.Errorf("user list after the changes whose output was lost:\n%s\nwant bob, an operator", users)
+	}
+	tokens := strings.Split(strings.TrimSpace(ok("", "token", "list")), "\n")
+	if f := strings.Fields(tokens[len(tokens)-1]); len(tokens) != 2 || f[0] != "1" || f[len(f)-1] == "-" {
+		t.Errorf("token list after a revoke whose output was lost:\n%s\nwant token 1 revoked", strings.Join(tokens, "\n"))
+	}
+	var errOut bytes.Buffer
+	err := run(ctx, []string{"user", "password", "bob", "--database", db}, getenv, strings.NewReader("fourth-password-1234\n"), full, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "user password ran, but its output could not be written") {
+		t.Errorf("user password to a full disk: %v, want it named, and that it ran", err)
+	}
+	if _, err := os.Stat(backup); err != nil {
+		t.Errorf("backup whose output was lost: %v, want the copy written", err)
+	}
+}
