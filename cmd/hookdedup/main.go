@@ -22,6 +22,12 @@ import (
 var version = "dev"
 
 func main() {
+	// A write to a pipe whose reader is gone fails with EPIPE instead of killing the
+	// process: token add then revokes the token it could not show, a command says its
+	// output was lost, and serve, its log piped to a tee that Ctrl-C ended first, still
+	// finishes the requests in flight and closes the database. Notified rather than
+	// ignored: an ignored signal stays ignored in the programs serve starts (a browser).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
