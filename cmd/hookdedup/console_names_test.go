@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestConfig_ConsoleNames: console_names is read from the file, the environment or a
@@ -98,5 +102,33 @@ console_names = ["Console.Corp.Example.com"]
 		if code := get(path, "other.corp.example.com:8081"); code != http.StatusMisdirectedRequest {
 			t.Errorf("GET %s as a name not in console_names: %d, want 421", path, code)
 		}
+	}
+}
+
+// TestServe_ConsoleNamesToldAtStart: a console served over plain HTTP where a private
+// network reaches it says at the start which names it answers to and which setting adds
+// one, so that a LAN name's 421 is no surprise; with console_names, it lists them.
+func TestServe_ConsoleNamesToldAtStart(t *testing.T) {
+	for _, tc := range []struct{ toml, names string }{
+		{`addr = "127.0.0.1:0"` + "\n", "console_names=none"},
+		{`addr = "127.0.0.1:0"
+console_addr = "127.0.0.1:0"
+console_names = ["hookdedup.corp.example.com", "box.tail1234.ts.net"]
+`, "console_names=hookdedup.corp.example.com,box.tail1234.ts.net"},
+	} {
+		s := runServeInProcess(t, tc.toml+openSource, nil)
+		con := s.p.public
+		if s.p.console != nil {
+			con = s.p.console
+		}
+		storagetest.Eventually(t, 5*time.Second, func() error {
+			log := s.stderr.String()
+			if !strings.Contains(log, "add the name users reach it by to console_names") || !strings.Contains(log, tc.names) ||
+				!strings.Contains(log, "addr="+con.ln.Addr().String()) {
+				return fmt.Errorf("log does not name the console's names (%s) and console_names:\n%s", tc.names, log)
+			}
+			return nil
+		})
+		s.stop()
 	}
 }

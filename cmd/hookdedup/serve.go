@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -353,6 +354,7 @@ func (p *program) run(ctx context.Context) error {
 	}
 	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, displayPath(p.cfg.Database), logConfig, p.cfg.File, logSources, strings.Join(names, ","))
 	p.log.Info("serving", attrs...)
+	p.tellConsoleNames()
 	if p.console == nil && !loopback(p.public.ln.Addr()) {
 		exposed := "the console and the JSON API are"
 		if p.cfg.MetricsToken != "" {
@@ -447,6 +449,29 @@ func (p *program) run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return p.shutdown(stopBackground)
+}
+
+// tellConsoleNames logs, when the console is served over plain HTTP on an address a
+// private network reaches, the names it answers to there (web.HostServed): a LAN's
+// internal name (hookdedup.corp.example.com) gets 421 until console_names lists it, and
+// the operator learns why at the start, not from a user's first try.
+func (p *program) tellConsoleNames() {
+	e := p.console
+	if e == nil {
+		e = p.public
+	}
+	tcp, ok := e.ln.Addr().(*net.TCPAddr)
+	if e.tls != nil || !ok || (!tcp.IP.IsUnspecified() && !privateAddr(tcp)) {
+		return
+	}
+	names := "none"
+	if len(p.cfg.ConsoleNames) > 0 {
+		names = strings.Join(p.cfg.ConsoleNames, ",")
+	}
+	p.log.Info("the console answers over plain HTTP, from a private network, to its addresses, localhost, "+
+		"names without a dot or under .local, .lan, .internal or .home.arpa, and the names in console_names; "+
+		"any other name gets 421: add the name users reach it by to console_names",
+		logAddr, tcp.String(), logConsoleNames, names)
 }
 
 // warnSourcelessKeys logs each source that the database holds processing or failed keys
