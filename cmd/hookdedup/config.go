@@ -970,7 +970,7 @@ func (c config) writableFile() string {
 // named after it, password and all, shown in every log line, and each replica given
 // one would deduplicate on a database of its own. Such a value is never quoted back.
 // A path with a NUL byte is refused too, quoted, as no file can be named by it, and
-// so is a directory.
+// so are a directory and SQLite's in-memory database.
 func (c config) checkDatabase() error {
 	if isPostgres(c.Database) {
 		return nil
@@ -978,6 +978,12 @@ func (c config) checkDatabase() error {
 	if c.Database == "" {
 		// --database "$DB" with the variable unset: SQLite would answer "empty path".
 		return errors.New("database is empty (an unset variable?): give the database's file or URL, or leave it out for ./hookdedup.db")
+	}
+	if c.Database == ":memory:" {
+		// A file of that name would surprise whoever wrote it, as much as a database that
+		// no other process sees and that is gone at the exit.
+		return errors.New("database :memory: is SQLite's in-memory database, which hookdedup cannot use: what it stores must outlive the process " +
+			"and be seen by every command; name a file, such as hookdedup.db")
 	}
 	if c.Database == "~" || strings.HasPrefix(c.Database, "~/") {
 		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",

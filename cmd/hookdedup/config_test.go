@@ -1280,6 +1280,26 @@ func TestConfig_DatabaseNUL(t *testing.T) {
 	}
 }
 
+// TestConfig_DatabaseInMemory: database ":memory:" is refused by every command before
+// anything is opened or made, saying that it is SQLite's in-memory database: user add
+// said it added a user that no other command could find, and serve failed on "no such
+// table".
+func TestConfig_DatabaseInMemory(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, args := range [][]string{{"keys"}, {"user", "add", "alice", "--role", "admin"}, {"serve", "--addr", "127.0.0.1:0"}, {"backup", "copy.db"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "--database", ":memory:"), func(string) string { return "" },
+			strings.NewReader("a-long-enough-password\n"), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), "database :memory: is SQLite's in-memory database") {
+			t.Errorf("%s --database :memory:: %v, want it refused as SQLite's in-memory database", args[0], err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("%d entries in the directory, want none", len(entries))
+	}
+}
+
 // TestConfig_DatabaseDirectory: a database that names a directory (the one meant to
 // hold it) is refused by every command, saying so and naming a file in it, rather than
 // failing on SQLite's "disk I/O error" blamed on the backup, or "unable to open"; and a

@@ -104,7 +104,7 @@ func openReadOnly(path string, busyTimeout time.Duration) *sql.DB {
 	}
 	params.Set("_query_only", "1")
 	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+	dsn := fileURI(path) + "?" + params.Encode()
 	return sql.OpenDB(newConnector(dsn, nil))
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -281,7 +280,7 @@ const sqliteHeader = "SQLite format 3\x00"
 // copyTo copies every page of the database read reads into the empty file dst in one
 // backup step, which holds one read transaction on the source: a consistent snapshot.
 func copyTo(ctx context.Context, read *sql.DB, dst string) error {
-	dstDB, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: dst}).EscapedPath())
+	dstDB, err := sql.Open("sqlite3", fileURI(dst))
 	if err != nil {
 		return err
 	}
@@ -334,7 +333,7 @@ func copyTo(ctx context.Context, read *sql.DB, dst string) error {
 
 // checkCopy opens the copy at path, runs PRAGMA integrity_check and counts what it holds.
 func checkCopy(ctx context.Context, path string) (BackupInfo, error) {
-	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=5000")
+	c, err := sql.Open("sqlite3", fileURI(path)+"?_busy_timeout=5000")
 	if err != nil {
 		return BackupInfo{}, err
 	}
@@ -700,7 +699,7 @@ func diskFull(err error) bool {
 // as the migration that made the sequence counts it; and its identity ("" for a
 // database made before identities). The database is opened read-only.
 func issuedIDs(ctx context.Context, path string) (int64, string, error) {
-	c, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=5000")
+	c, err := sql.Open("sqlite3", fileURI(path)+"?mode=ro&_busy_timeout=5000")
 	if err != nil {
 		return 0, "", err
 	}

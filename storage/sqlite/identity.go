@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -92,7 +91,7 @@ func newDatabaseID() (string, error) {
 // openImmutable opens the database at path to read as a closed file that nothing writes
 // to: unlike a read-only open, it leaves no -wal and -shm beside a file in WAL mode.
 func openImmutable(path string) (*sql.DB, error) {
-	return sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
+	return sql.Open("sqlite3", fileURI(path)+"?mode=ro&immutable=1")
 }
 
 // BackupID returns the identity of the hookdedup database at path, a backup: a random

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,4 +121,15 @@ func refuseStrayLog(path string) error {
 		return err
 	}
 	return strayLogError(log, ", then try again")
+}
+
+// fileURI is the SQLite URI of the database file at path, for a connection's DSN (its
+// parameters follow after a "?"). A relative path goes as ./path: "file::memory:" is
+// SQLite's in-memory database, not the file named :memory: here, which a command would
+// have said it stored in when nothing was kept.
+func fileURI(path string) string {
+	if !filepath.IsAbs(path) {
+		path = "./" + path
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath()
 }

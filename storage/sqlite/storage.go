@@ -324,7 +324,7 @@ func Open(path string, opt Options) (*DB, error) {
 	if err := upgradeInUse(context.Background(), path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+	dsn := fileURI(path) + "?" + params.Encode()
 
 	pragmas := connPragmas(opt)
 	writerFull, bigFile := new(atomic.Bool), bigFileSize
