@@ -130,3 +130,38 @@ func TestClosedPipe_ServeStopsCleanly(t *testing.T) {
 		t.Error("serve did not stop within 20s of SIGTERM")
 	}
 }
+
+// TestClosedPipe_ListingEndsQuietly: a list whose reader stopped reading (`user list |
+// head -1`) ends without an error message, with the status a shell gives a process
+// SIGPIPE ended; a command that changed something says that its output was lost.
+func TestClosedPipe_ListingEndsQuietly(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hookdedup.db")
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"user", "add", "admin", "--role", "admin", "--database", db},
+		func(string) string { return "" }, strings.NewReader("first-password-1234\n"), &out, &errOut); err != nil {
+		t.Fatal(err, errOut.String())
+	}
+	for _, tc := range []struct {
+		args   []string
+		stdin  string
+		code   int
+		stderr string
+	}{
+		{[]string{"user", "list"}, "", 141, ""},
+		{[]string{"keys"}, "", 141, ""},
+		{[]string{"user", "password", "admin"}, "second-password-1234\n", 1, "user password ran, but its output could not be written"},
+	} {
+		cmd := exec.Command(hookdedupBinary(t), append(tc.args, "--database", db)...)
+		cmd.Stdin = strings.NewReader(tc.stdin)
+		cmd.Stdout = closedPipe(t)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != tc.code ||
+			(tc.stderr == "" && stderr.Len() != 0) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%v to a closed pipe: %v, stderr %q; want exit %d and %q", tc.args, err, stderr.String(), tc.code, tc.stderr)
+		}
+	}
+}

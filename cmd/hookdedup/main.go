@@ -31,6 +31,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	if errors.Is(err, errReaderGone) {
+		os.Exit(128 + int(syscall.SIGPIPE))
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(2)
 	}
@@ -92,7 +95,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	out := &checkedWriter{w: stdout}
 	err := runCommand(ctx, args, env{getenv: getenv, stdin: stdin, stdout: out, stderr: stderr})
-	if werr := out.failed(); err == nil && werr != nil {
+	werr := out.failed()
+	if errors.Is(werr, syscall.EPIPE) && readsOnly(args) && (err == nil || errors.Is(err, syscall.EPIPE)) {
+		return errReaderGone
+	}
+	if err == nil && werr != nil {
 		// What the command did is done (a backup written, a password set, a key
 		// released): the operator did not see it said, and a script must not take the
 		// exit status for a success it could not report.
@@ -100,6 +107,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			commandName(args), werr)
 	}
 	return err
+}
+
+// errReaderGone is the end of a command that only reads whose output's reader stopped
+// reading (`hookdedup keys | head`): that reader has what it wanted, and nothing
+// changed, so main exits without a word, with the status a shell gives a process that
+// SIGPIPE ended.
+var errReaderGone = errors.New("the reader of the output stopped reading")
+
+// readsOnly reports whether the command args run changes nothing: a list, a look.
+func readsOnly(args []string) bool {
+	switch commandName(args) {
+	case "keys", "key", "sources", "user list", "token list", "audit verify", "audit export",
+		"version", "--version", "-version", "help", "-h", "--help":
+		return true
+	}
+	return false
 }
 
 // checkedWriter keeps the first error of a write to w.
