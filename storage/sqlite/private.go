@@ -126,10 +126,14 @@ func refuseStrayLog(path string) error {
 // fileURI is the SQLite URI of the database file at path, for a connection's DSN (its
 // parameters follow after a "?"). A relative path goes as ./path: "file::memory:" is
 // SQLite's in-memory database, not the file named :memory: here, which a command would
-// have said it stored in when nothing was kept.
+// have said it stored in when nothing was kept. A path that begins with // (DIR/name
+// with DIR set to /) goes with one: file://x/… names x as the URI's authority, which
+// SQLite refuses.
 func fileURI(path string) string {
 	if !filepath.IsAbs(path) {
 		path = "./" + path
+	} else if strings.HasPrefix(path, "//") {
+		path = "/" + strings.TrimLeft(path, "/")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath()
 }

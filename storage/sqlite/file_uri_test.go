@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -38,5 +39,22 @@ func TestOpen_FileNamedMemory(t *testing.T) {
 	defer db.Close()
 	if n, err := db.CountUsers(ctx); err != nil || n != 1 {
 		t.Errorf("users after a reopen: %d, %v; want the 1 stored", n, err)
+	}
+}
+
+// TestOpen_PathWithDoubleSlash: a path that begins with // ("$DIR/hookdedup.db" with DIR
+// set to /) names the file it does for the system, not a URI authority, which SQLite
+// refused ("invalid uri authority") after an empty file was made.
+func TestOpen_PathWithDoubleSlash(t *testing.T) {
+	path := "/" + filepath.Join(t.TempDir(), "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Errorf("%s: %v, %v; want the database", path, fi, err)
 	}
 }
