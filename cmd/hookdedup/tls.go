@@ -192,18 +192,8 @@ func hostName(d string) (string, error) {
 	if err != nil || name == "" {
 		return "", errors.New("is not a valid host name")
 	}
-	if len(name) > 253 {
-		return "", errors.New("is longer than 253 characters")
-	}
-	for _, l := range strings.Split(name, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return "", errors.New("is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)")
-		}
-		for _, c := range []byte(l) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return "", errors.New("is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)")
-			}
-		}
+	if p := alert.HostNameProblem(name); p != "" {
+		return "", errors.New(p)
 	}
 	return name, nil
 }

@@ -644,7 +644,7 @@ var messageHost = func() string {
 // RFC 5321 (4.1.4) asks. A relay may refuse a bare word ("need fully-qualified
 // hostname"), and then every recipient of every attempt.
 func heloName(conn net.Conn) string {
-	if fqdn(messageHost) {
+	if strings.Contains(messageHost, ".") && HostNameProblem(messageHost) == "" {
 		return messageHost
 	}
 	a, ok := conn.LocalAddr().(*net.TCPAddr)
@@ -657,25 +657,28 @@ func heloName(conn net.Conn) string {
 	return "[IPv6:" + a.IP.String() + "]"
 }
 
-// fqdn reports whether name is a domain name of two labels or more, each of letters,
-// digits and inner hyphens.
-func fqdn(name string) bool {
-	labels := strings.Split(name, ".")
-	if len(name) > 253 || len(labels) < 2 {
-		return false
+// HostNameProblem says why name, in ASCII, is no DNS host name: it is longer than 253
+// characters, or a dot-separated part of it is not 1 to 63 letters, digits or inner
+// hyphens; "" when it is one. An email channel's EHLO and the names the server is
+// reached by (console_names, acme_domains) are held to the one rule.
+func HostNameProblem(name string) string {
+	if len(name) > 253 {
+		return "is longer than 253 characters"
 	}
-	for _, l := range labels {
+	for l := range strings.SplitSeq(name, ".") {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
+			return labelProblem
 		}
-		for _, r := range l {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-				return false
+		for _, c := range []byte(l) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return labelProblem
 			}
 		}
 	}
-	return true
+	return ""
 }
+
+const labelProblem = "is not a valid host name (each dot-separated part is 1 to 63 letters, digits or inner hyphens)"
 
 // msgIDPart is s as a part of a Message-ID can hold it (RFC 5322 dot-atom text): every
 // other character, a blank in a channel's name among them, becomes '-'.
