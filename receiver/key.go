@@ -391,12 +391,7 @@ func mayBeRounded(v string) bool {
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
 		case c == '"':
-			// Canonical JSON escapes only with a backslash: skip to the closing quote.
-			for i++; i < len(v) && v[i] != '"'; i++ {
-				if v[i] == '\\' {
-					i++
-				}
-			}
+			i = jsonStringEnd(v, i) - 1 // at the closing quote
 			run = 0
 		case '0' <= c && c <= '9':
 			if run++; run >= 16 {
@@ -720,21 +715,10 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 // with an exponent or of more than 308 characters can be one, so the others are passed
 // over without being read.
 func numbersInRange(body []byte) error {
-	inString := false
 	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch {
+		switch c := body[i]; {
 		case c == '"':
-			inString = true
+			i = jsonStringEnd(body, i) - 1 // at the closing quote
 		case c == '-' || '0' <= c && c <= '9':
 			start, exponent := i, false
 			for ; i < len(body) && numberByte[body[i]]; i++ {
@@ -776,23 +760,13 @@ func precheckBody(body []byte) error {
 	if !utf8.Valid(body) {
 		return fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
 	}
-	depth, inString, empty := 0, false, true
+	depth, empty := 0, true
 	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch body[i] {
 		case ' ', '\t', '\n', '\r':
 			continue
 		case '"':
-			inString = true
+			i = jsonStringEnd(body, i) - 1 // at the closing quote
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {
