@@ -60,7 +60,8 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 	if limit <= 0 {
 		limit = DefaultMaxBatchItems
 	}
-	if err := precheckBody(body); err != nil {
+	outOfRange, err := scanBody(body)
+	if err != nil {
 		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, err)
 	}
 	if !jsontext.Value(body).IsValid() {
@@ -73,8 +74,8 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 	// Each item's numbers are checked as it is keyed, but a number outside them (in the
 	// envelope, which goes downstream with every item, or beside an item in its element)
 	// would never be: the body is refused as a single delivery's is.
-	if err := numbersInRange(body); err != nil {
-		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, err)
+	if outOfRange != nil {
+		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, outOfRange)
 	}
 	doc := string(body)
 	start, end, ok := ptrSpan(doc, batch)

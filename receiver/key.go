@@ -711,29 +711,10 @@ func canonicalBodyReference(dst, body []byte) ([]byte, error) {
 }
 
 // numbersInRange reports the first number in body (valid JSON) that float64 cannot hold:
-// canonicalisation would have written it as the largest float64 instead. Only a number
-// with an exponent or of more than 308 characters can be one, so the others are passed
-// over without being read.
+// canonicalisation would have written it as the largest float64 instead.
 func numbersInRange(body []byte) error {
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; {
-		case c == '"':
-			i = jsonStringEnd(body, i) - 1 // at the closing quote
-		case c == '-' || '0' <= c && c <= '9':
-			start, exponent := i, false
-			for ; i < len(body) && numberByte[body[i]]; i++ {
-				exponent = exponent || body[i] == 'e' || body[i] == 'E'
-			}
-			lit := body[start:i]
-			if exponent || len(lit) > 308 {
-				if f, err := strconv.ParseFloat(string(lit), 64); err != nil && math.IsInf(f, 0) {
-					return fmt.Errorf("number outside the float64 range: %q at byte %d", lit, start)
-				}
-			}
-			i-- // the byte after the number
-		}
-	}
-	return nil
+	outOfRange, _ := scanBody(body)
+	return outOfRange
 }
 
 // numberByte marks the bytes a JSON number is written with.
@@ -749,16 +730,26 @@ var numberByte = func() (t [256]bool) {
 // byte-order mark, invalid UTF-8, and nesting past maxJSONDepth (jsontext
 // allows 10,000 levels). It only scans; jsontext does the parsing.
 func precheckBody(body []byte) error {
+	_, err := scanBody(body)
+	return err
+}
+
+// scanBody is precheckBody's scan, which also finds the first number that float64
+// cannot hold (outOfRange): a caller that needs both reads the body once. That one is
+// for a body the parser then finds valid, so it is said after what the parser says.
+// Only a number with an exponent or of more than 308 characters can be one, so the
+// others are passed over without being read.
+func scanBody(body []byte) (outOfRange, err error) {
 	if bytes.HasPrefix(body, utf8BOM) {
-		return errors.New("body starts with a UTF-8 byte-order mark")
+		return nil, errors.New("body starts with a UTF-8 byte-order mark")
 	}
 	if enc := wideEncoding(body); enc != "" {
 		// Said before its bytes are found not to be UTF-8, or a NUL not to start a value:
 		// either would leave the sender to guess that the whole body is in another encoding.
-		return fmt.Errorf("body is %s, not UTF-8: send JSON in UTF-8 (RFC 8259)", enc)
+		return nil, fmt.Errorf("body is %s, not UTF-8: send JSON in UTF-8 (RFC 8259)", enc)
 	}
 	if !utf8.Valid(body) {
-		return fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
+		return nil, fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
 	}
 	depth, empty := 0, true
 	for i := 0; i < len(body); i++ {
@@ -770,17 +761,28 @@ func precheckBody(body []byte) error {
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {
-				return fmt.Errorf("nested deeper than %d levels at byte %d", maxJSONDepth, i)
+				return nil, fmt.Errorf("nested deeper than %d levels at byte %d", maxJSONDepth, i)
 			}
 		case ']', '}':
 			depth--
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			start, exponent := i, false
+			for ; i < len(body) && numberByte[body[i]]; i++ {
+				exponent = exponent || body[i] == 'e' || body[i] == 'E'
+			}
+			if lit := body[start:i]; outOfRange == nil && (exponent || len(lit) > 308) {
+				if f, err := strconv.ParseFloat(string(lit), 64); err != nil && math.IsInf(f, 0) {
+					outOfRange = fmt.Errorf("number outside the float64 range: %q at byte %d", lit, start)
+				}
+			}
+			i-- // the byte after the number
 		}
 		empty = false
 	}
 	if empty {
-		return errors.New("empty body")
+		return nil, errors.New("empty body")
 	}
-	return nil
+	return outOfRange, nil
 }
 
 // wideEncoding names the encoding of body when it is UTF-16 or UTF-32, as RFC 4627 (3)
