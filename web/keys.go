@@ -336,23 +336,24 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusOK, views.LabView(v))
 	}
 	v.Batch = src.Batch
-	// Intake refuses a request whole for its first item that it cannot key, and claims
-	// none of its items: what the lab would foresee of the others would not happen.
+	// Each event is keyed once, before any is shown: intake refuses a request whole for
+	// its first item that it cannot key, and claims none of its items, so what the lab
+	// would foresee of the others would not happen.
+	ders := make([]labDerivation, len(events))
 	refused := false
-	if src.Batch != "" {
-		for i, event := range events {
-			if _, err := s.derive(v.Source, h, event); err != nil {
-				v.Refused = fmt.Sprintf("item %d: %s", i, err)
-				refused = true
-				break
-			}
+	for i, event := range events {
+		d := &ders[i]
+		d.Derivation, d.err = s.derive(src.Name, h, event)
+		if d.err != nil && src.Batch != "" && !refused {
+			v.Refused = fmt.Sprintf("item %d: %s", i, d.err)
+			refused = true
 		}
 	}
 	first := map[string]int{}         // the item each key was first derived in
 	firstBusiness := map[string]int{} // the first item accepted with each business key
 	probes := make([]storage.Probe, 0, len(events))
 	for i, event := range events {
-		res, p, err := s.labEvent(r.Context(), src, h, event, refused)
+		res, p, err := s.labEvent(r.Context(), src, h, event, ders[i], refused)
 		if err != nil {
 			return err
 		}
@@ -385,13 +386,19 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, http.StatusOK, views.LabView(v))
 }
 
-// labEvent derives the key of one event of a pasted delivery to src, says whether it is
-// claimed now, and foresees what a delivery of it would be flagged as; refused says that
-// intake refuses the event's request whole, so that nothing is foreseen of it.
+// labDerivation is an event's key as the lab derived it, or why it has none.
+type labDerivation struct {
+	storage.Derivation
+	err error
+}
+
+// labEvent shows the key derived of one event of a pasted delivery to src, says whether
+// it is claimed now, and foresees what a delivery of it would be flagged as; refused says
+// that intake refuses the event's request whole, so that nothing is foreseen of it.
 // It returns the probe the look-up was made for, its Source "" when there was none.
-func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte, refused bool) (views.LabResult, storage.Probe, error) {
+func (s *Server) labEvent(ctx context.Context, src Source, h http.Header, event []byte, der labDerivation, refused bool) (views.LabResult, storage.Probe, error) {
 	var probe storage.Probe
-	d, err := s.derive(src.Name, h, event)
+	d, err := der.Derivation, der.err
 	res := &views.LabResult{PayloadHash: d.PayloadHash}
 	res.Derivation = viewDerivation(d, src, true)
 	if err != nil {
