@@ -240,24 +240,41 @@ func Derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, error
 	return d, err
 }
 
+// DeriveExplained is Derive, also saying why a key derived from the key fields was
+// not taken from an event id, as the 422 of a delivery without key fields would say it
+// (`event id "/id" is 1.5, not an integer`); that is "" when spec names no event id.
+func DeriveExplained(spec KeySpec, h http.Header, body []byte) (d storage.Derivation, noEventID string, err error) {
+	d, _, noEventID, err = deriveExplained(spec, h, body)
+	if d.Method != storage.MethodDerived {
+		noEventID = ""
+	}
+	return d, noEventID, err
+}
+
 // derive is Derive, also returning the canonical body, which intake reads the
 // delivery's labels from (textAt) without canonicalising it again.
 func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, string, error) {
+	d, doc, _, err := deriveExplained(spec, h, body)
+	return d, doc, err
+}
+
+// deriveExplained is derive, also returning why no event id was usable.
+func deriveExplained(spec KeySpec, h http.Header, body []byte) (d storage.Derivation, doc, noEventID string, err error) {
 	if err := spec.Validate(); err != nil {
-		return storage.Derivation{}, "", fmt.Errorf("key spec: %w", err)
+		return storage.Derivation{}, "", "", fmt.Errorf("key spec: %w", err)
 	}
 	// One copy of the canonical body, so that field values and the event id
 	// can be slices of it instead of allocations of their own.
 	doc, hash, err := canonicalBody(body)
 	if err != nil {
-		return storage.Derivation{}, "", err
+		return storage.Derivation{}, "", "", err
 	}
-	d := storage.Derivation{PayloadHash: hash}
+	d = storage.Derivation{PayloadHash: hash}
 
 	id, from, why := eventID(spec, h, doc, body)
 	if id != "" {
 		d.Key, d.Method, d.EventIDFrom = id, storage.MethodEventID, from
-		return d, doc, nil
+		return d, doc, why, nil
 	}
 
 	d.Fields = make([]storage.Field, len(spec.KeyFields))
@@ -293,7 +310,7 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 	}
 	obj = append(obj, '}')
 	if !valued {
-		return d, doc, errNoKeyFor(why, spec.KeyFields, present)
+		return d, doc, why, errNoKeyFor(why, spec.KeyFields, present)
 	}
 
 	// The members are already canonical; canonicalising orders them and
@@ -307,13 +324,13 @@ func derive(spec KeySpec, h http.Header, body []byte) (storage.Derivation, strin
 		c, err = canonicalize(obj)
 	}
 	if err != nil {
-		return storage.Derivation{}, "", fmt.Errorf("canonicalise key fields: %w", err)
+		return storage.Derivation{}, "", "", fmt.Errorf("canonicalise key fields: %w", err)
 	}
 	d.Method = storage.MethodDerived
 	d.Canonical = string(c)
 	d.Hash = keySHA256Hex(c)
 	d.Key = derivedKeyPrefix + d.Hash
-	return d, doc, nil
+	return d, doc, why, nil
 }
 
 // eventID returns the first usable event id of the places spec names in the delivery
@@ -347,19 +364,6 @@ func eventID(spec KeySpec, h http.Header, doc string, body []byte) (id, from, wh
 		why += whyNot
 	}
 	return "", "", why
-}
-
-// NoEventID says why a delivery with headers h and body is keyed from its key fields
-// rather than by an event id, as the 422 of one without key fields would say it
-// (`event id "/id" is 1.5, not an integer`); "" when spec names no event id, the
-// delivery carries a usable one, or body is not JSON that Derive accepts.
-func NoEventID(spec KeySpec, h http.Header, body []byte) string {
-	doc, _, err := canonicalBody(body)
-	if err != nil {
-		return ""
-	}
-	_, _, why := eventID(spec, h, doc, body)
-	return why
 }
 
 // exactAt returns v, the canonical value at pointer p of the JSON event (as sent), with

@@ -118,12 +118,12 @@ func runKey(ctx context.Context, args []string, e env) error {
 			w.Flush()
 			return err
 		}
-		der, derr := receiver.Derive(src.Keys, http.Header(headers), event)
+		der, noID, derr := receiver.DeriveExplained(src.Keys, http.Header(headers), event)
 		if derr != nil {
 			w.Flush()
 			return fmt.Errorf("no key: %w", derr)
 		}
-		if err := explainKey(ctx, w, db, src, der, receiver.NoEventID(src.Keys, http.Header(headers), event), "", -1); err != nil {
+		if err := explainKey(ctx, w, db, src, der, noID, "", -1); err != nil {
 			w.Flush()
 			return err
 		}
@@ -143,7 +143,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 	// What intake would refuse the request for, found first, as intake finds it: every
 	// item's signature before any item's key. A refused request claims nothing, so no
 	// item is then said to be accepted or a duplicate.
-	sigs, ders, derrs := make([]error, len(items)), make([]storage.Derivation, len(items)), make([]error, len(items))
+	sigs, ders, noIDs, derrs := make([]error, len(items)), make([]storage.Derivation, len(items)), make([]string, len(items)), make([]error, len(items))
 	var refusedSig, refusedKey error
 	for i, item := range items {
 		if perItem {
@@ -152,7 +152,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 				refusedSig = cmp.Or(refusedSig, fmt.Errorf("item %d: signature: %w", i, sigs[i]))
 			}
 		}
-		ders[i], derrs[i] = receiver.Derive(src.Keys, http.Header(headers), item)
+		ders[i], noIDs[i], derrs[i] = receiver.DeriveExplained(src.Keys, http.Header(headers), item)
 		if derrs[i] != nil {
 			refusedKey = cmp.Or(refusedKey, fmt.Errorf("item %d: no key: %w", i, derrs[i]))
 		}
@@ -179,7 +179,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 		if refused != nil {
 			earlier = refusedRequest
 		}
-		if err := explainKey(ctx, w, db, src, ders[i], receiver.NoEventID(src.Keys, http.Header(headers), items[i]), "  ", earlier); err != nil {
+		if err := explainKey(ctx, w, db, src, ders[i], noIDs[i], "  ", earlier); err != nil {
 			w.Flush()
 			return err
 		}
