@@ -611,11 +611,9 @@ func eventIDHeaderValue(h http.Header, name string) string {
 // canonically afterwards, so this only has to be valid JSON, and pointers
 // are almost always printable ASCII that needs no escaping at all.
 func appendPointerJSON(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			b, _ := json.Marshal(s) // s is valid UTF-8: Validate checked it
-			return append(dst, b...)
-		}
+	if !plainJSONString(s) {
+		b, _ := json.Marshal(s) // s is valid UTF-8: Validate checked it
+		return append(dst, b...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, s...)

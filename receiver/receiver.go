@@ -3,7 +3,6 @@ package receiver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -281,22 +280,9 @@ func appendAnswer(b []byte, a answer) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, f.name...)
-		b = appendJSONString(b, f.value)
+		b = storage.AppendJSONString(b, f.value)
 	}
 	return append(b, '}', '\n')
-}
-
-// appendJSONString appends s as a JSON string, escaped as json.Marshal escapes it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 func (rc *Receiver) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {

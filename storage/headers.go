@@ -21,7 +21,7 @@ func AppendHeadersJSON(b []byte, h map[string][]string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		b = AppendJSONString(b, k)
 		b = append(b, ':')
 		vs := h[k]
 		if vs == nil {
@@ -33,15 +33,18 @@ func AppendHeadersJSON(b []byte, h map[string][]string) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, v)
+			b = AppendJSONString(b, v)
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string, escaped as json.Marshal escapes it.
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string, escaped as json.Marshal escapes it: a
+// string of plain ASCII is copied as it is, any other is left to encoding/json. The
+// hand-written JSON of the hot paths (stored headers, intake's answers) spells its
+// strings here.
+func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s) // a string always encodes
