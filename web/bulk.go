@@ -437,13 +437,6 @@ func (s *Server) bulkRow(a storage.BulkAction) views.BulkRow {
 	return row
 }
 
-func currencyLabel(code string) string {
-	if code == "" {
-		return noCurrency
-	}
-	return code
-}
-
 // groupDigits writes an exact decimal amount ("-12345.50") with thousands separators.
 // Anything else is returned as it is: an amount is stored as the payload sent it, and
 // separators put into "1234,50" would show money the payload never held.

@@ -127,20 +127,31 @@ const noCurrency = "—"
 // KWD three), in the order of their codes, the amounts of no known currency last, with
 // how many amounts of each were left out of its sum (unsummed).
 func moneySums(byCurrency map[string]float64, unsummed map[string]int64) []views.MoneySum {
+	codes := currencyOrder(byCurrency)
+	out := make([]views.MoneySum, 0, len(codes))
+	for _, code := range codes {
+		out = append(out, views.MoneySum{Currency: currencyLabel(code),
+			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code)), Unsummed: unsummed[code]}})
+	}
+	return out
+}
+
+// currencyOrder is the order sums by currency are shown in: by code, the amounts of no
+// known currency ("") last.
+func currencyOrder[V any](byCurrency map[string]V) []string {
 	codes := slices.Sorted(maps.Keys(byCurrency))
 	if len(codes) > 0 && codes[0] == "" {
 		codes = append(codes[1:], "")
 	}
-	out := make([]views.MoneySum, 0, len(codes))
-	for _, code := range codes {
-		label := code
-		if code == "" {
-			label = noCurrency
-		}
-		out = append(out, views.MoneySum{Currency: label,
-			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code)), Unsummed: unsummed[code]}})
+	return codes
+}
+
+// currencyLabel names the currency code of a sum, noCurrency for amounts without one.
+func currencyLabel(code string) string {
+	if code == "" {
+		return noCurrency
 	}
-	return out
+	return code
 }
 
 // amountText is a delivery's amount as lists show it: in its currency when it has one

@@ -141,7 +141,7 @@ func (l ledgerLinks) line(r storage.LedgerRow) views.LedgerLine {
 		return c
 	}
 	v := views.LedgerLine{
-		Source: r.Source, Property: r.Property, Currency: r.Currency,
+		Source: r.Source, Property: r.Property, Currency: currencyLabel(r.Currency),
 		Caught:        cell(r.Caught, "caught"),
 		MoneyMismatch: cell(r.MoneyMismatch, "money_mismatch"),
 		BusinessKey:   cell(r.BusinessKey, "business_key_open"),
@@ -152,9 +152,6 @@ func (l ledgerLinks) line(r storage.LedgerRow) views.LedgerLine {
 	}
 	if !r.Day.IsZero() {
 		v.Day = r.Day.Format(dateOnly)
-	}
-	if v.Currency == "" {
-		v.Currency = noCurrency
 	}
 	return v
 }

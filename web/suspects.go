@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -200,17 +199,10 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 // with thousands separators, in the order of their codes, no currency last, with the
 // amounts each left out of its sum and those that carried none.
 func minorSums(byCurrency map[string]storage.Money) []views.MoneySum {
-	codes := slices.Sorted(maps.Keys(byCurrency))
-	if len(codes) > 0 && codes[0] == "" {
-		codes = append(codes[1:], "")
-	}
+	codes := currencyOrder(byCurrency)
 	out := make([]views.MoneySum, 0, len(codes))
 	for _, code := range codes {
-		label := code
-		if code == "" {
-			label = noCurrency
-		}
-		out = append(out, views.MoneySum{Currency: label, Sum: viewSum(byCurrency[code], code)})
+		out = append(out, views.MoneySum{Currency: currencyLabel(code), Sum: viewSum(byCurrency[code], code)})
 	}
 	return out
 }
