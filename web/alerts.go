@@ -228,7 +228,7 @@ func (a *api) listAlerts(w http.ResponseWriter, r *http.Request) error {
 	if !validAlertState(state) {
 		return Errorf(http.StatusBadRequest, "state %q: want active, open, acknowledged, resolved or all", state)
 	}
-	before, err := apiInt(q, "before", 0)
+	before, err := apiID(q, "before")
 	if err != nil {
 		return err
 	}

@@ -270,7 +270,7 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if f.Batch, err = apiID(q, "batch"); err != nil {
 		return err
 	}
-	if f.Before, err = apiInt(q, "before", 0); err != nil {
+	if f.Before, err = apiID(q, "before"); err != nil {
 		return err
 	}
 	limit, err := apiLimit(q, 50, 500)
@@ -328,9 +328,10 @@ func apiLimit(q map[string][]string, def, most int) (int, error) {
 	return int(n), nil
 }
 
-// apiID reads a parameter that names a delivery or a batch by its id: 0 when absent.
-// Ids start at 1, so 0 is refused rather than read as no filter, which would list every
-// delivery or suspect instead of none.
+// apiID reads a parameter that names a row by its id (a delivery, a batch, the before
+// of a list's next page): 0 when absent. Ids start at 1, so 0 is refused rather than
+// read as no filter, which would list every delivery or suspect instead of none, or as
+// no cursor, which would answer the first page again to a client paging on.
 func apiID(q map[string][]string, name string) (int64, error) {
 	n, err := apiInt(q, name, 0)
 	if vs := q[name]; err != nil || n == 0 && len(vs) > 0 && vs[0] != "" {
@@ -516,7 +517,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusBadRequest, "stuck: %q is not true or false", v)
 	}
 	f := storage.KeyFilter{Source: q.Get("source"), State: q.Get("state"), Stuck: stuck, StuckBefore: a.now().Add(-a.stuck)}
-	before, err := apiInt(q, "before", 0)
+	before, err := apiID(q, "before")
 	if err != nil {
 		return err
 	}

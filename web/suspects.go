@@ -417,7 +417,7 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 	if err := checkTimeRange(q.Get("from"), q.Get("to"), f.From, f.To); err != nil {
 		return err
 	}
-	if f.Before, err = apiInt(q, "before", 0); err != nil {
+	if f.Before, err = apiID(q, "before"); err != nil {
 		return err
 	}
 	limit, err := apiLimit(q, 100, 1000)
