@@ -502,10 +502,15 @@ func approvalThresholds(in map[string]any) (storage.ApprovalThresholds, error) {
 	return storage.ParseApprovalThresholds(amounts)
 }
 
-// The most a source's attempt_timeout and max_backoff may be.
+// The most a source's attempt_timeout and max_backoff may be, and the least an
+// attempt_timeout may be.
 const (
 	maxAttemptTimeout  = 10 * time.Minute
 	maxDispatchBackoff = 24 * time.Hour
+	// A shorter attempt cannot connect and be answered (TLS, the downstream's own
+	// work), so that every hand-off would time out, the event perhaps taken all the same,
+	// and every key fail after max_attempts; "10ms" is a slip for "10m".
+	minAttemptTimeout = time.Second
 )
 
 // decodeSource decodes one [[source]] table. Its name is read first, so that an error in
@@ -1418,6 +1423,9 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	// and a stop that waits for an attempt under way, for months.
 	if *s.AttemptTimeout > maxAttemptTimeout {
 		return nil, fmt.Errorf("attempt_timeout: %s is longer than the most one attempt may take, %s", *s.AttemptTimeout, maxAttemptTimeout)
+	}
+	if *s.AttemptTimeout < minAttemptTimeout {
+		return nil, fmt.Errorf("attempt_timeout: %s is shorter than %s: no hand-off could be answered within it", *s.AttemptTimeout, minAttemptTimeout)
 	}
 	// A retry planned further out than a day would leave the downstream's outage
 	// long over while its keys still wait, out of sight of stuck_keys.

@@ -105,6 +105,13 @@ signature = "github"
 secret = "x"
 forward_url = "http://127.0.0.1:1/"
 attempt_timeout = "10000h"`, nil, []string{`source "ota"`, "attempt_timeout", "10m0s"}},
+		{"AttemptTimeoutMilliseconds", `
+[[source]]
+name = "ota"
+signature = "github"
+secret = "x"
+forward_url = "http://127.0.0.1:1/"
+attempt_timeout = "10ms"`, nil, []string{`source "ota"`, "attempt_timeout", "10ms", "shorter than 1s"}},
 		{"MaxBackoffMonths", `
 [[source]]
 name = "ota"
