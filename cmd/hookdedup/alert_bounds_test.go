@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookdedup/hookdedup/receiver/alert"
 )
 
 // TestConfig_AlertSettingsOutOfBounds: an alert rule's for, window or max_skew, or a
@@ -35,7 +37,7 @@ url = "https://chat.example/hooks/abc"
 		want       []string
 	}{
 		{"ForYears", rule("stuck_keys", `for = "10000h"`), []string{`alert "a"`, "for", "24h0m0s"}},
-		{"WindowYears", rule("money_mismatch", `window = "10000h"`), []string{`alert "a"`, "window", "720h0m0s"}},
+		{"WindowYears", rule("money_mismatch", `window = "10000h"`), []string{`alert "a"`, "window", "8760h0m0s"}},
 		{"MaxSkewYears", rule("clock_skew", `max_skew = "10000h"`), []string{`alert "a"`, "max_skew", "24h0m0s"}},
 		{"TimeoutTooShort", channel(`timeout = "1ms"`), []string{`alert_channel "mail"`, "timeout", "1s"}},
 		{"MaxBackoffTooShort", channel(`max_backoff = "1ms"`), []string{`alert_channel "mail"`, "max_backoff", "1s"}},
@@ -60,5 +62,14 @@ url = "https://chat.example/hooks/abc"
 				}
 			}
 		})
+	}
+}
+
+// TestConfig_AlertWindowBesideLongRetention: a money_mismatch window of 60 days on a
+// server that keeps deliveries 90 days counts what is kept: serve takes it.
+func TestConfig_AlertWindowBesideLongRetention(t *testing.T) {
+	r := alert.Rule{Name: "a", Kind: alert.KindMoneyMismatch, Window: 60 * 24 * time.Hour, Channels: []string{"chat"}}.WithDefaults()
+	if err := r.Check(nil, []string{"chat"}); err != nil {
+		t.Errorf("window of 60 days: %v", err)
 	}
 }

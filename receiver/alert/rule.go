@@ -67,9 +67,9 @@ const (
 	// is one no one hears of, and "10000h" for "10m" would keep the rule silent for a
 	// year with nothing to say so.
 	MaxFor = 24 * time.Hour
-	// MaxWindow bounds Window: the default retention, past which the deliveries it
-	// counts are deleted.
-	MaxWindow = 30 * 24 * time.Hour
+	// MaxWindow bounds Window: a year, as long as any retention that keeps the
+	// deliveries it counts, where "10000h" for "10m" is a slip.
+	MaxWindow = 365 * 24 * time.Hour
 	// MaxMaxSkew bounds MaxSkew: a clock a day off is wrong whatever the senders'.
 	MaxMaxSkew = 24 * time.Hour
 )
