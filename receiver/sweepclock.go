@@ -64,6 +64,7 @@ type clockGuard struct {
 	slack  time.Duration // how far ahead of base, run on by the monotonic clock, the wall clock may be
 	seen   time.Time     // monotonic reading at base; zero before the first sweep
 	heldAt time.Time     // monotonic reading when the hold began; zero when not holding
+	stored bool          // a hold is stored in heldSetting, by this run or an earlier one
 }
 
 // deletes reports whether this round of sweeps may delete, at now by the sweeps'
@@ -83,6 +84,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 			log.Warn("sweep held: could not read the times to check the clock against", logErr, err)
 			return false
 		}
+		g.stored = !held.began.IsZero()
 		switch {
 		case !held.began.IsZero() && !held.began.After(now):
 			// A hold was under way when serve stopped, and the clock has not been set
@@ -114,9 +116,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 			log.Info("the clock is back within reach of the monotonic clock: the sweeps delete again", "now", now.UTC().Format(time.RFC3339))
 			m.SweepClockHeld.Set(0)
 		}
-		if !g.heldAt.IsZero() || start {
-			g.unhold(ctx, st, log)
-		}
+		g.unhold(ctx, st, log)
 		g.base, g.slack, g.seen, g.heldAt = now, ClockStepBound, mono, time.Time{}
 		g.mark(ctx, st, now, log)
 		return true
@@ -185,16 +185,26 @@ func heldSince(ctx context.Context, st ClockReference) (storedHold, error) {
 // restart then checks the clock as if there were none.
 func (g *clockGuard) keepHold(ctx context.Context, st ClockReference, now, expected time.Time, log *slog.Logger) {
 	v := strconv.FormatInt(now.UnixMilli(), 10) + " " + strconv.FormatInt(expected.UnixMilli(), 10)
-	if err := st.SetSetting(ctx, heldSetting, v); err != nil && ctx.Err() == nil {
+	err := st.SetSetting(ctx, heldSetting, v)
+	if err != nil && ctx.Err() == nil {
 		log.Warn("could not store that the sweeps hold, which a restart would go on with", logErr, err)
 	}
+	g.stored = g.stored || err == nil
 }
 
-// unhold clears the hold stored, as the sweeps delete again.
+// unhold clears the hold stored, if there is one, as the sweeps delete again: not a
+// write at every round.
 func (g *clockGuard) unhold(ctx context.Context, st ClockReference, log *slog.Logger) {
-	if err := st.SetSetting(ctx, heldSetting, ""); err != nil && ctx.Err() == nil {
-		log.Warn("could not clear the sweeps' hold stored; a restart goes on holding until the clock is back within reach of the time it trusted", logErr, err)
+	if !g.stored {
+		return
 	}
+	if err := st.SetSetting(ctx, heldSetting, ""); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not clear the sweeps' hold stored; a restart goes on holding until the clock is back within reach of the time it trusted", logErr, err)
+		}
+		return
+	}
+	g.stored = false
 }
 
 // trustedAtStart is the later of the newest delivery's receipt time and the last
