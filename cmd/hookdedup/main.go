@@ -99,6 +99,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if errors.Is(werr, syscall.EPIPE) && readsOnly(args) && (err == nil || errors.Is(err, syscall.EPIPE)) {
 		return errReaderGone
 	}
+	if err == nil && werr != nil && readsOnly(args) {
+		return fmt.Errorf("%s: its output could not be written to stdout (%w)", commandName(args), werr)
+	}
 	if err == nil && werr != nil {
 		// What the command did is done (a backup written, a password set, a key
 		// released): the operator did not see it said, and a script must not take the

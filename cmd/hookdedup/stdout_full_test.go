@@ -92,4 +92,10 @@ func TestCommands_OutputToFullDisk(t *testing.T) {
 	if _, err := os.Stat(backup); err != nil {
 		t.Errorf("backup whose output was lost: %v, want the copy written", err)
 	}
+	// A command that only reads changed nothing: it does not tell the operator to check
+	// what it changed.
+	err = run(ctx, []string{"keys", "--database", db}, getenv, strings.NewReader(""), full, &errOut)
+	if err == nil || !strings.HasPrefix(err.Error(), "keys: its output could not be written") || strings.Contains(err.Error(), "changed") {
+		t.Errorf("keys to a full disk: %v, want it named, and nothing said of changes", err)
+	}
 }
