@@ -145,7 +145,7 @@ func batchEnvelope(doc, batch string, start, end int) string {
 		comma := -1 // the comma before the member looked at, if any
 		for i := ps + 1; i < len(doc); {
 			key := jsonSkipSpace(doc, i)
-			i = jsonSkipSpace(doc, jsonSkipSpace(doc, jsonStringEnd(doc, key))+1) // past the ':'
+			i = jsonSkipSpace(doc, jsonSkipSpace(doc, storage.JSONStringEnd(doc, key))+1) // past the ':'
 			if i == start {
 				// The member goes with one comma: the one after it, or else the one
 				// before it (the last member), or none (the only one).
@@ -180,7 +180,7 @@ func appendCompact(b *strings.Builder, s string) {
 		case ' ', '\t', '\n', '\r':
 			i++
 		case '"':
-			e := jsonStringEnd(s, i)
+			e := storage.JSONStringEnd(s, i)
 			b.WriteString(s[i:e])
 			i = e
 		default:

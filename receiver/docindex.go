@@ -52,7 +52,7 @@ func (x *docIndex) index(doc string, event []byte) {
 		if i >= len(doc) || doc[i] != '"' || x.n == len(x.members) {
 			return
 		}
-		end := jsonStringEnd(doc, i)
+		end := storage.JSONStringEnd(doc, i)
 		name := jsonStringValue(doc[i:end])
 		i = jsonSkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // RFC 6901 JSON pointers, resolved against a document that is already known
@@ -103,7 +105,7 @@ func ptrMember(doc string, i int, name string) (int, bool) {
 		if i >= len(doc) || doc[i] != '"' {
 			return 0, false // '}': no such member
 		}
-		end := jsonStringEnd(doc, i)
+		end := storage.JSONStringEnd(doc, i)
 		match := jsonStringValue(doc[i:end]) == name
 		i = jsonSkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {
@@ -195,22 +197,6 @@ func jsonSkipSpace(doc string, i int) int {
 	return i
 }
 
-// jsonStringEnd returns the offset just past the string literal that starts
-// at doc[i] (len(doc) when it is not closed): every scan of JSON text that steps over
-// strings does it here. A plain loop: strings.IndexAny costs more than it saves on the
-// short strings that fill webhook bodies.
-func jsonStringEnd[T string | []byte](doc T, i int) int {
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '"':
-			return j + 1
-		case '\\':
-			j++ // skip the escaped character
-		}
-	}
-	return len(doc)
-}
-
 // jsonSkipValue returns the offset just past the value that starts at doc[i].
 func jsonSkipValue(doc string, i int) int {
 	if i >= len(doc) {
@@ -218,13 +204,13 @@ func jsonSkipValue(doc string, i int) int {
 	}
 	switch doc[i] {
 	case '"':
-		return jsonStringEnd(doc, i)
+		return storage.JSONStringEnd(doc, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(doc); j++ {
 			switch doc[j] {
 			case '"':
-				j = jsonStringEnd(doc, j) - 1
+				j = storage.JSONStringEnd(doc, j) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':

@@ -395,7 +395,7 @@ func mayBeRounded(v string) bool {
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
 		case c == '"':
-			i = jsonStringEnd(v, i) - 1 // at the closing quote
+			i = storage.JSONStringEnd(v, i) - 1 // at the closing quote
 			run = 0
 		case '0' <= c && c <= '9':
 			if run++; run >= 16 {
@@ -759,7 +759,7 @@ func scanBody(body []byte) (outOfRange, err error) {
 		case ' ', '\t', '\n', '\r':
 			continue
 		case '"':
-			i = jsonStringEnd(body, i) - 1 // at the closing quote
+			i = storage.JSONStringEnd(body, i) - 1 // at the closing quote
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {

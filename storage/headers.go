@@ -1,9 +1,6 @@
 package storage
 
-import (
-	"encoding/json"
-	"slices"
-)
+import "slices"
 
 // AppendHeadersJSON appends h as JSON, as json.Marshal writes it (names in order), to
 // b. Written out by hand: through encoding/json's reflection it was a tenth of a
@@ -38,20 +35,4 @@ func AppendHeadersJSON(b []byte, h map[string][]string) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
-}
-
-// AppendJSONString appends s as a JSON string, escaped as json.Marshal escapes it: a
-// string of plain ASCII is copied as it is, any other is left to encoding/json. The
-// hand-written JSON of the hot paths (stored headers, intake's answers) spells its
-// strings here.
-func AppendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

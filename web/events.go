@@ -727,21 +727,11 @@ const maxIndentGrowth = 4 << 20
 // (a line break and the indentation before each member, element and closing bracket,
 // a space after each colon).
 func jsonShape(body []byte) (deepest, growth int) {
-	depth, inString := 0, false
+	depth := 0
 	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch body[i] {
 		case '"':
-			inString = true
+			i = storage.JSONStringEnd(body, i) - 1 // at the closing quote
 		case '[', '{':
 			depth++
 			deepest = max(deepest, depth)

@@ -23,3 +23,19 @@ func TestJSONShape(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONShape_DepthOutsideStrings: brackets inside strings, escaped quotes included,
+// do not count as nesting.
+func TestJSONShape_DepthOutsideStrings(t *testing.T) {
+	for body, want := range map[string]int{
+		`{}`:                         1,
+		`{"s":"[[[[{{{{"}`:           1,
+		`{"s":"\"[[[","t":[["]]"]]}`: 3,
+		`["\\",[["\\\"[["]]]`:        3,
+		`"[[["`:                      0,
+	} {
+		if got, _ := jsonShape([]byte(body)); got != want {
+			t.Errorf("%s: deepest %d, want %d", body, got, want)
+		}
+	}
+}
