@@ -84,3 +84,36 @@ func TestSweeps_HoldCountsAcrossRestarts(t *testing.T) {
 			hold, n, s.logs.String())
 	}
 }
+
+// TestSweeps_StoredHoldNotWrittenByThisCode: the stored hold holds what no run wrote
+// (a hand-edited settings row, a restore of another server's table). A restart checks
+// the clock as it does with no hold stored, and holds for the year's leap; it does not
+// take the junk for a hold begun long ago, run out, and delete by the clock in doubt.
+func TestSweeps_StoredHoldNotWrittenByThisCode(t *testing.T) {
+	for _, junk := range []string{"0 0", "-5 -9", "1 2", "1700000000000 1800000000000", "x y", " "} {
+		t.Run(junk, func(t *testing.T) {
+			db, clock := loadHourOld(t)
+			before := startSweeps(t, db, clock, time.Hour)
+			before.next()
+			clock.Add(365 * 24 * time.Hour)
+			before.next()
+			before.next()
+			if before.stepMetric(t) == 0 {
+				t.Fatal("the sweeps did not hold after the step")
+			}
+			before.stop()
+			if err := db.SetSetting(t.Context(), "sweep_clock_held", junk); err != nil {
+				t.Fatal(err)
+			}
+			s := startSweeps(t, db, clock, time.Hour)
+			s.next()
+			s.next()
+			if n := s.deliveries(t); n != 10 {
+				t.Errorf("restarted: %d deliveries left, want 10; logged:\n%s", n, s.logs.String())
+			}
+			if s.stepMetric(t) == 0 {
+				t.Errorf("restarted: not held; logged:\n%s", s.logs.String())
+			}
+		})
+	}
+}

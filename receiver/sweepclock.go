@@ -161,8 +161,8 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 // the time trusted then.
 type storedHold struct{ began, expected time.Time }
 
-// heldSince reads the hold stored by an earlier run; zero when there is none (or what
-// is stored was not written by this code).
+// heldSince reads the hold stored by an earlier run; zero when there is none, or what
+// is stored was not written by this code (a hand-edited row, another server's table).
 func heldSince(ctx context.Context, st ClockReference) (storedHold, error) {
 	v, err := st.Setting(ctx, heldSetting)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -174,11 +174,17 @@ func heldSince(ctx context.Context, st ClockReference) (storedHold, error) {
 	b, e, ok := strings.Cut(v, " ")
 	began, err1 := strconv.ParseInt(b, 10, 64)
 	expected, err2 := strconv.ParseInt(e, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
+	// A hold begins ahead of the time it trusts (keepHold), and no hold began before
+	// hookdedup was written: anything else, taken for a hold begun long ago and run
+	// out, would delete by the clock in doubt at once.
+	if !ok || err1 != nil || err2 != nil || expected < earliestHold || began <= expected {
 		return storedHold{}, nil
 	}
 	return storedHold{time.UnixMilli(began), time.UnixMilli(expected)}, nil
 }
+
+// earliestHold is 2000-01-01 in Unix milliseconds: no stored hold is older.
+const earliestHold = 946684800000
 
 // keepHold stores a hold that began at now by the wall clock, when the monotonic clock
 // gave expected, for a restart to go on with (heldSetting). A failure is logged: a
