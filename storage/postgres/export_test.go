@@ -115,3 +115,9 @@ func Setting(ctx context.Context, db *DB, name string) (string, error) {
 	err := db.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
 	return v, err
 }
+
+// SetLookupHost makes Open resolve host names with lookup until the test ends.
+func SetLookupHost(t interface{ Cleanup(func()) }, lookup func(ctx context.Context, host string) ([]string, error)) {
+	lookupHost = lookup
+	t.Cleanup(func() { lookupHost = nil })
+}

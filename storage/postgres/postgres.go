@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -117,6 +118,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 && !setsConnectTimeout(dsn) && os.Getenv("PGCONNECT_TIMEOUT") == "" {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout // 0 in either: wait as long as it takes
 	}
+	boundLookup(&cfg.ConnConfig.Config)
 	switch {
 	case opt.MaxConns > 0:
 		cfg.MaxConns = opt.MaxConns
@@ -239,6 +241,36 @@ func parseReason(err error) string {
 // secretParams are the parameters of a connection URL that hold a secret: pgx takes
 // the password from the query as well as from the user part (postgres://u@h/db?password=…).
 var secretParams = []string{"password", "sslpassword"}
+
+// lookupHost, when set, resolves the server's host names in place of pgx's resolver:
+// tests replace it with one that does not answer.
+var lookupHost pgconn.LookupFunc
+
+// boundLookup holds the look-up of the server's host name to the connect timeout, as
+// pgx holds the connection that follows it: pgx resolves the name under the caller's
+// context alone, and a DNS server that does not answer (unreachable behind a firewall
+// that drops its packets, or a resolver of the C library that retries for ever) would
+// hold a start, or every reconnect of the pool, for as long as it does.
+func boundLookup(cfg *pgconn.Config) {
+	lookup := cfg.LookupFunc
+	if lookupHost != nil {
+		lookup = lookupHost
+	}
+	timeout := cfg.ConnectTimeout
+	if timeout <= 0 {
+		cfg.LookupFunc = lookup
+		return
+	}
+	cfg.LookupFunc = func(ctx context.Context, host string) ([]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		addrs, err := lookup(ctx, host)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("look up %s: no answer within the connect timeout (%s): %w", host, timeout, err)
+		}
+		return addrs, err
+	}
+}
 
 // setsConnectTimeout reports whether dsn sets connect_timeout itself, as a URL's query
 // parameter or a keyword of the keyword/value form: 0 there is the operator's "wait as
