@@ -68,7 +68,7 @@ func TestLastAdmin_TwoReplicas(t *testing.T) {
 		}
 	}
 	conn := connect(t, url)
-	release := holdLock(t, conn, postgres.AuditLock)
+	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	errs := make(chan error, 2)
 	go func() {
 		_, err := a.SetUserRole(ctx, "ada", storage.RoleViewer, "bo")
@@ -116,7 +116,7 @@ func TestCreateSession_PasswordChangedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := connect(t, url)
-	release := holdLock(t, conn, postgres.AuditLock)
+	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	changed := make(chan error, 1)
 	go func() { changed <- a.SetUserPassword(ctx, "ana", "new", "ana") }()
 	waitUntil(t, conn, 1, never)
@@ -159,7 +159,7 @@ func TestRevokeToken_TwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := connect(t, url)
-	release := holdLock(t, conn, postgres.AuditLock)
+	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	errs := make(chan error, 2)
 	go func() { errs <- a.RevokeToken(ctx, tok.ID, "", "admin") }()
 	waitUntil(t, conn, 1, never)
@@ -325,7 +325,7 @@ func TestEndIdleSessions_Busy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := holdLock(t, connect(t, url), postgres.SweepSessionsLock)
+	release := holdLock(t, connect(t, url), postgres.LockID(db, postgres.SweepSessionsLock))
 	if n, err := db.EndIdleSessions(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("while another sweeps: %d, %v; want 0, nil", n, err)
 	}

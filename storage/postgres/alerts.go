@@ -509,7 +509,7 @@ func (db *DB) SweepAlerts(ctx context.Context, cutoff time.Time, limit int) (int
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if granted, err := tryLock(ctx, tx, sweepAlertsLock); err != nil || !granted {
+		if granted, err := db.tryLock(ctx, tx, sweepAlertsLock); err != nil || !granted {
 			return err
 		}
 		tag, err := tx.Exec(ctx, sqlSweepAlerts, millis(cutoff), limit)

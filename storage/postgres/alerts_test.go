@@ -40,13 +40,13 @@ func TestSweeps_LockHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			other := connect(t, url)
-			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, tc.lock); err != nil {
+			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := tc.sweep(); err != nil || n != 0 {
 				t.Fatalf("sweep while another replica holds its lock: %d %v, want 0 and no error", n, err)
 			}
-			if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, tc.lock); err != nil {
+			if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := tc.sweep(); err != nil || n != 1 {

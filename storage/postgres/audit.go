@@ -16,8 +16,8 @@ const auditColumns = `id, at, actor, action, source, key, reason, previous_state
 // lockAudit takes auditLock for tx, until it ends: every writer of the audit log takes
 // it first (insertAudit), and so do the releases and the four-eyes count, before the
 // rows they decide on.
-func lockAudit(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLock)
+func (db *DB) lockAudit(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, db.locks.id(auditLock))
 	return err
 }
 
@@ -39,7 +39,7 @@ func (db *DB) insertAudit(ctx context.Context, tx pgx.Tx, e storage.AuditEntry) 
 	for _, s := range []*string{&e.Actor, &e.Action, &e.Source, &e.Key, &e.Reason, &e.PreviousState} {
 		*s = storage.ReplacedText(*s)
 	}
-	if err := lockAudit(ctx, tx); err != nil {
+	if err := db.lockAudit(ctx, tx); err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)
 	}
 	prev := storage.AuditGenesis

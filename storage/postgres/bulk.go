@@ -162,7 +162,7 @@ func (db *DB) clearOldPreviews(ctx context.Context, cutoff time.Time) error {
 	var old []oldPreview
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		old = old[:0]
-		if mine, err := tryLock(ctx, tx, bulkRunnerLock); err != nil || !mine {
+		if mine, err := db.tryLock(ctx, tx, bulkRunnerLock); err != nil || !mine {
 			return err
 		}
 		rows, err := tx.Query(ctx, `UPDATE bulk_actions SET state = 'building'
@@ -352,7 +352,7 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 		var over []string
 		if a.Kind == storage.BulkReprocess && len(t) > 0 {
 			var err error
-			if over, err = fourEyes(ctx, tx, actor, now, t, a.Money, a.Unreadable); err != nil {
+			if over, err = db.fourEyes(ctx, tx, actor, now, t, a.Money, a.Unreadable); err != nil {
 				return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
 			}
 		}
@@ -546,7 +546,7 @@ func (db *DB) RunBulkBatch(ctx context.Context, id int64, runner string, stuckBe
 		// The audit lock before the claims, as every release takes them (releaseIn):
 		// the batch writes an audit row per key, and holding its claims while waiting
 		// for the lock could deadlock with a release of several keys holding it.
-		if err := lockAudit(ctx, tx); err != nil {
+		if err := db.lockAudit(ctx, tx); err != nil {
 			return err
 		}
 		claims, err := lockClaims(ctx, tx, batch)

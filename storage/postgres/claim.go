@@ -245,7 +245,7 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	b.Queue(sqlIndexPlans)
 	look := &w.look
 	defer look.release()
-	locked, all := queueClaimKeyLocks(&b, ask, look.collect(ask))
+	locked, all := queueClaimKeyLocks(&b, w.db.locks, ask, look.collect(w.db.locks, ask))
 	traced := queueTraceTakenOver(&b, ask)
 	look.queue(&b, !all)
 	// The ids last, under every lock: of two replicas' rows that share a business or
@@ -342,10 +342,10 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 const maxClaimKeyLocks = 4 * maxBatchRows
 
 // sqlClaimKeyLocks takes the locks of claimKeyLock for the lock ids $2 ($1: that
-// lock's half), one after the other in the array's order: 0 first, shared, or
-// exclusive when $3.
+// lock's half), one after the other in the array's order: 0 first, which stands for
+// intakeLock ($4), shared, or exclusive when $3.
 const sqlClaimKeyLocks = `SELECT CASE WHEN k <> 0 THEN pg_advisory_xact_lock($1::int4, k)
-	WHEN $3::boolean THEN pg_advisory_xact_lock($1::int4, 0) ELSE pg_advisory_xact_lock_shared($1::int4, 0) END
+	WHEN $3::boolean THEN pg_advisory_xact_lock($4::bigint) ELSE pg_advisory_xact_lock_shared($4::bigint) END
 FROM unnest($2::int4[]) AS k`
 
 // queueClaimKeyLocks queues on b the statement that takes the locks of the keys of ask
@@ -360,16 +360,16 @@ FROM unnest($2::int4[]) AS k`
 // and whether it took the intake-wide lock exclusively instead of the keys' locks: when
 // they and the transaction's forensic key locks (forensic of them) would be more than
 // maxClaimKeyLocks. Every intake transaction holds that lock, shared or not, so such a
-// transaction runs alone and needs no lock of a key.
-func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow, forensic int) (queued, all bool) {
+// transaction runs alone and needs no lock of a key. The locks are those of space.
+func queueClaimKeyLocks(b *pgx.Batch, space lockSpace, ask []*recordRow, forensic int) (queued, all bool) {
 	if len(ask) == 0 {
 		return false, false
 	}
 	ids := make([]int32, 0, len(ask)+1)
 	for _, r := range ask {
-		id := forensicKeyLockID("claim", r.d.Source, r.d.Key)
+		id := space.key(forensicKeyLockID("claim", r.d.Source, r.d.Key))
 		if id == 0 {
-			id = 1 // 0 is the lock of all keys
+			id = 1 // 0 stands for the lock of all keys
 		}
 		ids = append(ids, id)
 	}
@@ -380,7 +380,7 @@ func queueClaimKeyLocks(b *pgx.Batch, ask []*recordRow, forensic int) (queued, a
 		ids = ids[:0]
 	}
 	ids = slices.Insert(ids, 0, 0)
-	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all)
+	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all, space.id(intakeLock))
 	return true, all
 }
 

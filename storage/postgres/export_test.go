@@ -121,3 +121,7 @@ func SetLookupHost(t interface{ Cleanup(func()) }, lookup func(ctx context.Conte
 	lookupHost = lookup
 	t.Cleanup(func() { lookupHost = nil })
 }
+
+// LockID is the id of the advisory lock named lock (one of the locks above) of db's
+// installation, for a test that holds it as another replica would.
+func LockID(db *DB, lock int64) int64 { return db.locks.id(lock) }

@@ -213,19 +213,19 @@ CROSS JOIN LATERAL (SELECT c.delivery, c.source FROM correlation_keys AS c
 	ORDER BY c.delivery LIMIT 1) AS ck`
 
 // collect gathers the business and correlation keys of ask, the rows that claim a
-// key, and their locks' ids, and returns how many locks those are.
-func (l *forensicLookups) collect(ask []*recordRow) int {
+// key, and their locks' ids in space, and returns how many locks those are.
+func (l *forensicLookups) collect(space lockSpace, ask []*recordRow) int {
 	clear(l.business)
 	clear(l.corr)
 	l.business, l.corr, l.locks = l.business[:0], l.corr[:0], l.locks[:0]
 	for _, r := range ask {
 		if hasBusinessKey(r) {
 			l.business = append(l.business, r)
-			l.locks = append(l.locks, forensicKeyLockID("business", r.d.Source, r.d.BusinessKey))
+			l.locks = append(l.locks, space.key(forensicKeyLockID("business", r.d.Source, r.d.BusinessKey)))
 		}
 		for _, c := range r.d.Correlations {
 			l.corr = append(l.corr, correlation{r, c})
-			l.locks = append(l.locks, forensicKeyLockID("correlation", c.Rule, c.Hash))
+			l.locks = append(l.locks, space.key(forensicKeyLockID("correlation", c.Rule, c.Hash)))
 		}
 	}
 	slices.Sort(l.locks)
@@ -723,7 +723,7 @@ func (db *DB) sweepSeen(ctx context.Context, what string, lock int64, q string, 
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if mine, err := tryLock(ctx, tx, lock); err != nil || !mine {
+		if mine, err := db.tryLock(ctx, tx, lock); err != nil || !mine {
 			return err
 		}
 		tag, err := tx.Exec(ctx, q, millis(cutoff), max(limit, 1))

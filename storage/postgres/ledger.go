@@ -178,7 +178,7 @@ func (db *DB) RollupLedger(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if got, err := beginRollup(ctx, tx, rollupLedgerLock); err != nil || !got {
+		if got, err := db.beginRollup(ctx, tx, rollupLedgerLock); err != nil || !got {
 			return err
 		}
 		safe, err := rollupSafeTo(ctx, tx, fenceLedger)

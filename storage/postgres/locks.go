@@ -13,10 +13,17 @@ import (
 // audit chain) takes its lock first. Sweeps and roll-ups take theirs with
 // pg_try_advisory_xact_lock and, when another replica holds it, do nothing this round
 // (that replica is doing the work): they never run twice at once, and never wait.
+//
+// Advisory locks are the database's, not a schema's: every lock but migrateLock is
+// taken in the installation's own lockSpace, so that two installations in two schemas
+// of one database neither wait on each other's locks nor skip their sweeps and
+// roll-ups while the other's run.
 const (
 	// migrateLock is held, for the session, by the replica that migrates: replicas
 	// starting together apply each migration once; the others wait, then find
-	// nothing to do.
+	// nothing to do. It is the database's, as it was before the locks had a space
+	// of their own: a replica of this version and an older one starting together
+	// still migrate one at a time (0024_lock_space.sql).
 	migrateLock int64 = 0x686f6f6b_00000000 + iota
 	// auditLock is held, for its transaction, by every writer of the audit log.
 	auditLock
@@ -53,13 +60,32 @@ const (
 	// rollupSuspectsLock is held by the replica that folds suspects into their running
 	// totals (RollupSuspects).
 	rollupSuspectsLock
+	// intakeLock is held, shared, by every intake transaction, and exclusively by one
+	// with too many keys for a lock each (claimKeyLock).
+	intakeLock
 )
+
+// lockSpace is an installation's own part of the database's advisory locks: the oid
+// of its schema, which no other schema of the database has.
+type lockSpace uint32
+
+// id is the lock of s named lock (one of the constants above): "hook" mixed with the
+// schema's oid in the high 32 bits, which tells the spaces apart, and the lock's own
+// in the low 32.
+func (s lockSpace) id(lock int64) int64 {
+	return int64(uint64(uint32(s)^0x686f6f6b)<<32 | uint64(uint32(lock)))
+}
+
+// key is the second half of the per-key lock whose hash is h (forensicKeyLockID) in
+// s: the same key of two installations takes two locks (save a collision of the
+// hashes, which costs a moment's wait, as one within an installation does).
+func (s lockSpace) key(h int32) int32 { return h ^ int32(s) }
 
 // tryLock takes the advisory lock for the rest of tx, unless another transaction holds
 // it, and reports whether it did.
-func tryLock(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
+func (db *DB) tryLock(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
 	var ok bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lock).Scan(&ok); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, db.locks.id(lock)).Scan(&ok); err != nil {
 		return false, fmt.Errorf("take lock: %w", err)
 	}
 	return ok, nil

@@ -82,6 +82,7 @@ type DB struct {
 	log         *slog.Logger
 	busyTimeout time.Duration
 	beginQuery  string            // how writeTx begins a transaction (beginSQL)
+	locks       lockSpace         // the advisory locks of this installation (locks.go)
 	bulkWake    chan struct{}     // a bulk action became ready to run here (bulk.go)
 	auditMark   storage.AuditMark // how far AuditChain has checked the audit chain (auditlog.go)
 	intake      intake            // Record's group commit
@@ -164,12 +165,15 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	// command that looks for hookdedup's tables that it never set the database up.
 	var schema *string
 	var path string
-	if err := db.pool.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path')`, pgx.QueryExecModeExec).Scan(&schema, &path); err != nil {
+	var oid *uint32
+	if err := db.pool.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'),
+		(SELECT oid FROM pg_namespace WHERE nspname = current_schema())`, pgx.QueryExecModeExec).Scan(&schema, &path, &oid); err != nil {
 		return err
 	}
-	if schema == nil {
+	if schema == nil || oid == nil {
 		return fmt.Errorf("the search_path (%s) names no schema of this database that this role may use: create it (CREATE SCHEMA … AUTHORIZATION the role), or correct search_path in the URL", path)
 	}
+	db.locks = lockSpace(*oid)
 	if opt.MustExist || opt.NoMigrate {
 		var set bool
 		if err := db.pool.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&set); err != nil {

@@ -465,7 +465,7 @@ func TestSweep_AnotherReplicaSweeps(t *testing.T) {
 	}
 	now := time.Now()
 
-	unlock := hold(postgres.SweepExpiredLock)
+	unlock := hold(postgres.LockID(db, postgres.SweepExpiredLock))
 	if n, err := db.SweepExpired(ctx, now, 100); n != 0 || err != nil {
 		t.Errorf("claims sweep while another replica sweeps: %d, %v; want 0, nil", n, err)
 	}
@@ -475,7 +475,7 @@ func TestSweep_AnotherReplicaSweeps(t *testing.T) {
 	}
 
 	enginetest.CatchUpRollups(t, db)
-	unlock = hold(postgres.SweepDeliveriesLock)
+	unlock = hold(postgres.LockID(db, postgres.SweepDeliveriesLock))
 	n, next, err := db.SweepDeliveries(ctx, now, now.Add(-time.Hour), storage.SweepCursor{}, 100)
 	if n != 0 || err != nil || !next.Done() {
 		t.Errorf("retention sweep while another replica sweeps: %d, %+v, %v; want 0 and a walk done", n, next, err)

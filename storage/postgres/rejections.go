@@ -113,7 +113,7 @@ func (db *DB) SweepRejectionCounts(ctx context.Context, cutoff time.Time, limit 
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if granted, err := tryLock(ctx, tx, sweepRejectionsLock); err != nil || !granted {
+		if granted, err := db.tryLock(ctx, tx, sweepRejectionsLock); err != nil || !granted {
 			return err
 		}
 		// The batch is read by the primary key, which begins with the minute.

@@ -66,7 +66,7 @@ func (db *DB) checkReprocessMoney(ctx context.Context, tx pgx.Tx, r storage.Rele
 		return nil
 	}
 	sums, _, unreadable := storage.SumMoney(money)
-	over, err := fourEyes(ctx, tx, r.Actor, db.Now(), r.Thresholds, sums, unreadable)
+	over, err := db.fourEyes(ctx, tx, r.Actor, db.Now(), r.Thresholds, sums, unreadable)
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
@@ -136,7 +136,7 @@ func (db *DB) releaseIn(ctx context.Context, tx pgx.Tx, r storage.Release, check
 	// releases several keys holds the lock from its first audit row on, and one that
 	// locked its next key before waiting for it could deadlock with another holding the
 	// lock and waiting for that key. Every release takes them in this order.
-	if err := lockAudit(ctx, tx); err != nil {
+	if err := db.lockAudit(ctx, tx); err != nil {
 		return storage.Released{}, nil, fmt.Errorf("release %s/%s: %w", r.Source, r.Key, err)
 	}
 	return storage.ReleaseIn(ctx, releaseTx{db, tx}, r, checked)

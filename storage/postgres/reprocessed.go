@@ -42,9 +42,9 @@ func reprocessedBy(ctx context.Context, q querier, actor string, now time.Time) 
 // first (releaseIn), until tx ends: the check and the count are one step, so that two
 // reprocesses of one operator at once, on any replicas, cannot each pass on what the
 // other has not counted yet.
-func fourEyes(ctx context.Context, tx pgx.Tx, actor string, now time.Time, t storage.ApprovalThresholds,
+func (db *DB) fourEyes(ctx context.Context, tx pgx.Tx, actor string, now time.Time, t storage.ApprovalThresholds,
 	money []storage.MoneyTotal, unreadable int) ([]string, error) {
-	if err := lockAudit(ctx, tx); err != nil {
+	if err := db.lockAudit(ctx, tx); err != nil {
 		return nil, err
 	}
 	earlier, err := reprocessedBy(ctx, tx, actor, now)

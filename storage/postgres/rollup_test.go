@@ -173,13 +173,13 @@ func TestRollups_LockHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			other := connect(t, url)
-			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, tc.lock); err != nil {
+			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := tc.rollup(); err != nil || n != 0 {
 				t.Fatalf("roll-up while another replica holds its lock: %d %v, want 0 and no error", n, err)
 			}
-			if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, tc.lock); err != nil {
+			if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := tc.rollup(); err != nil || n != tc.want {

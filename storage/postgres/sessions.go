@@ -114,7 +114,7 @@ func (db *DB) EndIdleSessions(ctx context.Context, seenBefore time.Time) (int64,
 		var n int64
 		err := db.writeTx(ctx, func(tx pgx.Tx) error {
 			n = 0
-			if granted, err := tryLock(ctx, tx, sweepSessionsLock); err != nil || !granted {
+			if granted, err := db.tryLock(ctx, tx, sweepSessionsLock); err != nil || !granted {
 				return err
 			}
 			// seen_at is checked again on the row deleted: a session touched since the

@@ -130,11 +130,11 @@ ON CONFLICT (rollup) DO UPDATE SET safe_to = excluded.safe_to, fence_to = exclud
 // tx READ COMMITTED, whatever the database's default, so that each statement sees what
 // committed before it (rollupSafeTo relies on it), and takes the roll-up's advisory
 // lock. It reports whether the lock was granted: when not, another replica is rolling up.
-func beginRollup(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
+func (db *DB) beginRollup(ctx context.Context, tx pgx.Tx, lock int64) (bool, error) {
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
 		return false, fmt.Errorf("begin roll-up: %w", err)
 	}
-	return tryLock(ctx, tx, lock)
+	return db.tryLock(ctx, tx, lock)
 }
 
 // RollupStats folds up to limit deliveries not yet counted into the hourly totals that
@@ -163,7 +163,7 @@ func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if got, err := beginRollup(ctx, tx, rollupStatsLock); err != nil || !got {
+		if got, err := db.beginRollup(ctx, tx, rollupStatsLock); err != nil || !got {
 			return err
 		}
 		safe, err := rollupSafeTo(ctx, tx, fenceStats)

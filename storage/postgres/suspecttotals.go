@@ -202,7 +202,7 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if got, err := beginRollup(ctx, tx, rollupSuspectsLock); err != nil || !got {
+		if got, err := db.beginRollup(ctx, tx, rollupSuspectsLock); err != nil || !got {
 			return err
 		}
 		safe, err := rollupSafeTo(ctx, tx, fenceSuspects)

@@ -114,7 +114,7 @@ func TestRollupSuspects_LockHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, postgres.RollupSuspectsLock); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, postgres.LockID(db, postgres.RollupSuspectsLock)); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := db.RollupSuspects(ctx, 10); err != nil || n != 0 {

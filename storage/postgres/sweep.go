@@ -27,7 +27,7 @@ func (db *DB) SweepExpired(ctx context.Context, now time.Time, limit int) (int64
 	var n int64
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
-		if ok, err := tryLock(ctx, tx, sweepExpiredLock); err != nil || !ok {
+		if ok, err := db.tryLock(ctx, tx, sweepExpiredLock); err != nil || !ok {
 			return err
 		}
 		rows, err := tx.Query(ctx, sqlSweepExpired, millis(now), max(limit, 1))
@@ -201,7 +201,7 @@ func (db *DB) SweepDeliveries(ctx context.Context, now, cutoff time.Time, from s
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
 		var err error
-		if granted, err = tryLock(ctx, tx, sweepDeliveriesLock); err != nil || !granted {
+		if granted, err = db.tryLock(ctx, tx, sweepDeliveriesLock); err != nil || !granted {
 			return err
 		}
 		// The claims that name the deliveries about to go as their first are locked

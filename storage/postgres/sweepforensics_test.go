@@ -47,7 +47,7 @@ INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at) VALUES ('r'
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sweep.lock); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, db.locks.id(sweep.lock)); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := sweep.fn(ctx, cutoff, 10); n != 0 || err != nil {

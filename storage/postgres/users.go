@@ -175,7 +175,7 @@ func (db *DB) changeUser(ctx context.Context, name, actor string, change func(pg
 		return storage.ErrNotFound
 	}
 	return db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, usersLock); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, db.locks.id(usersLock)); err != nil {
 			return err
 		}
 		var u storage.User

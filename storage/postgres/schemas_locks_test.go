@@ -1,0 +1,53 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+)
+
+// TestTwoSchemas_LocksApart: two installations kept in two schemas of one database
+// take advisory locks of their own. While a replica of one holds its audit lock (it
+// writes its audit log) and its sweep's lock, the other writes its own audit log at
+// once and sweeps its own expired claims, rather than waiting for, or skipping its
+// round behind, work on tables it does not share.
+func TestTwoSchemas_LocksApart(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	if _, err := connect(t, url).Exec(ctx, `CREATE SCHEMA tenant_a; CREATE SCHEMA tenant_b`); err != nil {
+		t.Fatal(err)
+	}
+	a := open(t, url+"&search_path=tenant_a")
+	b := open(t, url+"&search_path=tenant_b")
+
+	other := connect(t, url+"&search_path=tenant_a") // a replica of a, mid-transaction
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	for _, lock := range []int64{postgres.AuditLock, postgres.SweepExpiredLock} {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, postgres.LockID(a, lock)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.AppendAudit(actx, storage.AuditEntry{Actor: "ana", Action: "reveal secret", Source: "ota"}); err != nil {
+		t.Errorf("audit of one installation while the other's audit lock is held: %v", err)
+	}
+
+	past := time.Now().Add(-time.Hour)
+	if err := b.Record(ctx, &storage.Delivery{Source: "ota", Key: "k", Body: []byte(`{}`), ReceivedAt: past},
+		storage.ClaimOptions{TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.SweepExpired(ctx, time.Now(), 100); n != 1 || err != nil {
+		t.Errorf("sweep of one installation while the other's sweep runs: %d, %v; want its expired claim swept", n, err)
+	}
+}
