@@ -125,3 +125,10 @@ func SetLookupHost(t interface{ Cleanup(func()) }, lookup func(ctx context.Conte
 // LockID is the id of the advisory lock named lock (one of the locks above) of db's
 // installation, for a test that holds it as another replica would.
 func LockID(db *DB, lock int64) int64 { return db.locks.id(lock) }
+
+// ShowSetting is the value of the server's setting name on a connection of db's pool.
+func ShowSetting(ctx context.Context, db *DB, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

@@ -129,9 +129,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		useFastArrays(c.TypeMap())
-		return nil
+		return probeDeadClients(ctx, c)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -274,6 +274,39 @@ func boundLookup(cfg *pgconn.Config) {
 		}
 		return addrs, err
 	}
+}
+
+// clientProbes are the server's TCP keepalive settings that every connection asks for,
+// unless the URL sets its own: the server probes a connection idle for 30 s every 10 s,
+// and ends it after 3 probes unanswered, about a minute after its replica's machine
+// went (a power cut, a network cut), which no FIN or RST tells it of. Until then the
+// session's transaction holds what it had taken: the locks of its keys, which keep
+// every other replica's intake of them waiting, and answering 503, or intake's own
+// lock, taken alone by a large request, which keeps all intake waiting; and the
+// sweeps' and roll-ups' locks, which they skip their rounds behind. The operating
+// system's defaults, which the server keeps, wait over two hours.
+var clientProbes = [...][2]string{{"tcp_keepalives_idle", "30"}, {"tcp_keepalives_interval", "10"}, {"tcp_keepalives_count", "3"}}
+
+// probeDeadClients sets clientProbes on the new connection c, each unless its
+// connection string sets it (as a parameter, or in options). Set by SET rather than
+// in the startup message, which a pooler in between (PgBouncer) refuses parameters
+// of that it does not know.
+func probeDeadClients(ctx context.Context, c *pgx.Conn) error {
+	params := c.Config().RuntimeParams
+	var set []string
+	for _, p := range clientProbes {
+		if _, given := params[p[0]]; given || strings.Contains(params["options"], p[0]) {
+			continue
+		}
+		set = append(set, "SET "+p[0]+" = "+p[1])
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	if _, err := c.Exec(ctx, strings.Join(set, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("set the server's probes of the connection: %w", err)
+	}
+	return nil
 }
 
 // setsConnectTimeout reports whether dsn sets connect_timeout itself, as a URL's query
