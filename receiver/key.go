@@ -310,7 +310,11 @@ func deriveExplained(spec KeySpec, h http.Header, body []byte) (d storage.Deriva
 	}
 	obj = append(obj, '}')
 	if !valued {
-		return d, doc, why, errNoKeyFor(why, spec.KeyFields, present)
+		err := errNoKeyFor(why, spec.KeyFields, present)
+		if doc[0] != '{' {
+			err = fmt.Errorf("%w (%s)", err, notAnObject(doc[0]))
+		}
+		return d, doc, why, err
 	}
 
 	// The members are already canonical; canonicalising orders them and
@@ -458,6 +462,18 @@ func labelText(v string, found bool) string {
 // value that tells one event from another.
 func emptyValue(v string) bool {
 	return v == "{}" || v == "[]" || v[0] == '"' && storage.Label(jsonStringValue(v)) == ""
+}
+
+// notAnObject says, of a body whose JSON starts with c and is no object, why no field of
+// an event was found in it: pointers read inside one event's object. An array is what
+// a sender that puts several events in one request sends; batch takes them only from
+// an array that the body's object holds.
+func notAnObject(c byte) string {
+	s := "the body is a JSON " + jsonKind(c) + ", not an object, and the key fields are read inside an event's object"
+	if c == '[' {
+		s += "; batch takes several events from an array inside the body's object, such as \"/events\""
+	}
+	return s
 }
 
 // errNoKeyFor builds the ErrNoKey error, saying what was looked for, so
