@@ -1449,6 +1449,11 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if *s.Item != "" && *s.Batch == "" {
 		return nil, fmt.Errorf("item: %q is set without batch (it points inside the elements of a batch)", *s.Item)
 	}
+	if s.MaxBatchItems != 0 && *s.Batch == "" {
+		// Read only where a batch is split: without one it would bound nothing, while the
+		// operator took the source's requests to be bounded by it.
+		return nil, fmt.Errorf("max_batch_items: %d is set without batch (it bounds the events of one batched request)", s.MaxBatchItems)
+	}
 	labels := []struct{ field, pointer string }{
 		{"property_field", *s.PropertyField},
 		{"booking_field", *s.BookingField},

@@ -203,6 +203,12 @@ name = "gh"
 signature = "github"
 secret = "x"
 batch = "/events"`, nil, []string{`source "gh"`, "event_id", "header:X-GitHub-Delivery", "every item"}},
+		{"MaxBatchItemsWithoutBatch", `
+[[source]]
+name = "payments"
+provider = "stripe"
+secret = "whsec_x"
+max_batch_items = 50`, nil, []string{`source "payments"`, "max_batch_items", "without batch"}},
 		{"NegativeMaxBatchItems", `
 [[source]]
 name = "mews"
