@@ -34,6 +34,10 @@ var (
 	// ErrTooManyItems means a batch holds more items than the source's limit. The
 	// intake answers 413.
 	ErrTooManyItems = errors.New("too many items")
+
+	// ErrBatchHeaderID is CheckBatch's refusal of an event id read from a header, which
+	// would give every item of a request one key.
+	ErrBatchHeaderID = errors.New("names a header, which every item of a batch shares")
 )
 
 // ItemVerifier is implemented by a Verifier whose signatures sit inside each item of a
@@ -359,8 +363,7 @@ func CheckBatch(batch, item string, spec KeySpec) error {
 	}
 	for _, from := range spec.EventID {
 		if strings.HasPrefix(storage.PlacePointer(from), eventIDHeaderPrefix) {
-			return fmt.Errorf("event_id: %q names a header, which every item of a batch shares: "+
-				"name a field inside the item instead", from)
+			return fmt.Errorf("event_id: %q %w: name a field inside the item instead", from, ErrBatchHeaderID)
 		}
 	}
 	return nil

@@ -1401,6 +1401,15 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	}
 	if *s.Batch != "" {
 		if err := receiver.CheckBatch(*s.Batch, *s.Item, s.keySpec(v)); err != nil {
+			// An event_id the table never set is named with where it came from: the
+			// operator would look for it in the table in vain.
+			switch {
+			case !errors.Is(err, receiver.ErrBatchHeaderID):
+			case s.EventID == nil:
+				err = fmt.Errorf("%w (signature %q reads the event id there unless event_id is set)", err, v.Scheme())
+			case slices.Contains(s.fromPreset, "event_id"):
+				err = fmt.Errorf("%w (event_id from provider %q)", err, s.Provider)
+			}
 			return nil, err
 		}
 	}

@@ -202,7 +202,14 @@ item = "/Event"`, nil, []string{`source "mews"`, "item", "without batch"}},
 name = "gh"
 signature = "github"
 secret = "x"
-batch = "/events"`, nil, []string{`source "gh"`, "event_id", "header:X-GitHub-Delivery", "every item"}},
+batch = "/events"`, nil, []string{`source "gh"`, "event_id", "header:X-GitHub-Delivery", "every item",
+			`signature "github" reads the event id there unless event_id is set`}},
+		{"BatchKeyedOnPresetHeader", `
+[[source]]
+name = "shop"
+provider = "shopify"
+secret = "x"
+batch = "/events"`, nil, []string{`source "shop"`, "header:X-Shopify-Webhook-Id", "every item", `event_id from provider "shopify"`}},
 		{"MaxBatchItemsWithoutBatch", `
 [[source]]
 name = "payments"
@@ -1402,5 +1409,25 @@ func TestConfig_WritableByOthers(t *testing.T) {
 		if c.warn && !strings.HasPrefix(got, want) || !c.warn && got != "" {
 			t.Errorf("mode %#o: warning %q, want one: %v", uint32(c.mode), got, c.warn)
 		}
+	}
+}
+
+// TestConfig_BatchErrorSaysWhereEventIDCameFrom: a batched source keyed on a header that
+// its scheme or preset chose is refused saying so, and an error of another setting of
+// such a source says nothing of event_id.
+func TestConfig_BatchErrorSaysWhereEventIDCameFrom(t *testing.T) {
+	const source = `
+[[source]]
+name = "gh"
+signature = "github"
+secret = "x"
+batch = `
+	_, _, err := runIn(t, source+`"/events"`, nil, "", "key", "--source", "gh")
+	if err == nil || !strings.Contains(err.Error(), `signature "github" reads the event id there unless event_id is set`) {
+		t.Errorf("keyed on the scheme's header: %v, want it to say the scheme chose it", err)
+	}
+	_, _, err = runIn(t, source+`"events"`, nil, "", "key", "--source", "gh")
+	if err == nil || !strings.Contains(err.Error(), `batch: "events"`) || strings.Contains(err.Error(), "event id") {
+		t.Errorf("a batch that is no pointer: %v, want it named, and no word of the event id", err)
 	}
 }
