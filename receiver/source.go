@@ -28,7 +28,11 @@ func (s *Source) Event(h http.Header, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || mt != formContentType {
+	if err != nil || mt != formContentType || beginsAsJSON(body) {
+		// A body that begins as JSON does is JSON under a form's Content-Type (curl -d
+		// sends one), as for a source without form_encoded: no form GitHub sends
+		// begins so, and read as a form it would be refused for a payload field it
+		// never meant to have.
 		return body, nil
 	}
 	form, err := url.ParseQuery(string(body))
@@ -62,12 +66,20 @@ func (s *Source) notJSONHint(h http.Header, body []byte, err error) string {
 	if mt == formContentType && !s.FormEncoded {
 		// A body that begins as JSON does is JSON under a form's Content-Type (curl -d
 		// sends one), refused for what is wrong in it, which the hint would hide.
-		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if beginsAsJSON(body) {
 			return ""
 		}
 		return s.formHint()
 	}
 	return charsetHint(params["charset"], body)
+}
+
+// beginsAsJSON reports whether body, after JSON's whitespace, begins as a JSON object
+// or array does: taken for JSON under a form's Content-Type, as no form a sender of
+// forms sends (GitHub's payload=) begins so.
+func beginsAsJSON(body []byte) bool {
+	t := bytes.TrimLeft(body, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
 // charsetHint names charset, the one a Content-Type declares, for a body that is not
