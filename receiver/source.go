@@ -76,9 +76,10 @@ func (s *Source) notJSONHint(h http.Header, body []byte, err error) string {
 
 // beginsAsJSON reports whether body, after JSON's whitespace, begins as a JSON object
 // or array does: taken for JSON under a form's Content-Type, as no form a sender of
-// forms sends (GitHub's payload=) begins so.
+// forms sends (GitHub's payload=) begins so. A byte-order mark before it is passed
+// over: JSON written by an encoder that adds one, which the JSON check refuses for it.
 func beginsAsJSON(body []byte) bool {
-	t := bytes.TrimLeft(body, " \t\r\n")
+	t := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\ufeff")), " \t\r\n")
 	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
