@@ -425,6 +425,12 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	dbPath = resolved(dbPath)
 	// The backup's own -wal and -journal lie beside the file a link points to.
 	from = resolved(from)
+	// Looked for first: missing, the first thing to fail would be the copy beside the
+	// database, in a directory a new machine may not have yet, and its name, not the
+	// backup's, would be the one said not to exist.
+	if _, err := os.Stat(from); err != nil {
+		return fail(err)
+	}
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)
 	} else if same {
