@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -233,5 +234,40 @@ func TestMigrate_MistypedTargetHidden(t *testing.T) {
 		if strings.Contains(fmt.Sprint(err)+out, "S3CRETPW") {
 			t.Errorf("migrate --to %q shows the password: %v\n%s", to, err, out)
 		}
+	}
+}
+
+// TestMigrate_AnotherApplicationsDatabase: migrate from a database setting that names
+// another application's SQLite file is refused, naming it, and leaves the PostgreSQL
+// database as it was, rather than copying an empty hookdedup schema into it as the
+// database moved.
+func TestMigrate_AnotherApplicationsDatabase(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app.db")
+	raw, err := sql.Open("sqlite3", "file:"+app)
+	if err == nil {
+		_, err = raw.Exec(`CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)`)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	url := postgrestest.NewDatabase(t)
+	out, code := cli(t, dir, nil, "", "migrate", "--database", app, "--to", url)
+	if code != 1 || !strings.Contains(out, "another application's") {
+		t.Errorf("migrate from another application's database: %d %s", code, out)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("%d tables made in PostgreSQL by a refused migrate, want none", tables)
 	}
 }

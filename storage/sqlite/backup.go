@@ -717,7 +717,7 @@ func issuedIDs(ctx context.Context, path string) (int64, string, error) {
 	}
 	if kind == otherApplication {
 		// Not the database the configuration meant: nothing of hookdedup's to carry on.
-		return 0, "", fmt.Errorf("%s is a SQLite database that hookdedup did not make (another application's): check database in the configuration", path)
+		return 0, "", otherApplicationError(path)
 	}
 	n, err := issuedIDsOf(ctx, c)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -77,6 +79,33 @@ func identify(ctx context.Context, c *sql.DB) (fileKind, string, error) {
 		return 0, "", err
 	}
 	return hookdedupDatabase, id, nil
+}
+
+// otherApplicationError refuses the database at path, which identify found to be
+// another application's: migrated, it would have hookdedup's schema written into it, and
+// be taken for a hookdedup database that holds nothing.
+func otherApplicationError(path string) error {
+	return fmt.Errorf("%s is a SQLite database that hookdedup did not make (another application's): check database in the configuration", path)
+}
+
+// refuseOtherApplication returns otherApplicationError when c reads another
+// application's database; what else is wrong with the file, the caller's own reads say.
+func refuseOtherApplication(ctx context.Context, c *sql.DB, path string) error {
+	if kind, _, err := identify(ctx, c); err == nil && kind == otherApplication {
+		return otherApplicationError(path)
+	}
+	return nil
+}
+
+// refuseOtherApplicationFile is refuseOtherApplication of the file at path, read
+// read-only; a new (empty) file is no application's.
+func refuseOtherApplicationFile(ctx context.Context, path string) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	c := openReadOnly(path, 5*time.Second)
+	defer c.Close()
+	return refuseOtherApplication(ctx, c, path)
 }
 
 // newDatabaseID returns a new random identity, as migration 0034 makes one.

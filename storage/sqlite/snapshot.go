@@ -42,6 +42,10 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 		return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
 	}
 	s := &Snapshot{path: path, seen: stateOf(path)}
+	// Before the upgraded copy, whose open would refuse it under the copy's name.
+	if err := refuseOtherApplicationFile(ctx, path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	read := path
 	pending, unknown, _, err := pendingMigrations(ctx, path)
 	if err != nil {

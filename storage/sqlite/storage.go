@@ -304,6 +304,12 @@ func Open(path string, opt Options) (*DB, error) {
 		// database at the path.
 		params.Set("mode", "rw")
 	}
+	// Before the serve lock, which would leave its file beside it, and the first
+	// connection that may write, which would set even another application's file to
+	// WAL mode.
+	if err := refuseOtherApplicationFile(context.Background(), path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	var served *os.File
 	if opt.ServeLock {
 		var err error
