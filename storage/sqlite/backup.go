@@ -467,6 +467,18 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		return fail(fmt.Errorf("%s%s exists: the backup is open or was not closed cleanly; once no process has it open, "+
 			"take a copy of it with hookdedup backup --database %s COPY, which reads its %s, and restore that", from, suffix, from, suffix))
 	}
+	// A directory the restore cannot write in fails the read of the ids below first
+	// (SQLite's "unable to open database file"), which would be taken for a database
+	// that cannot be read, to be moved aside at the cost of its ids.
+	if dir := filepath.Dir(dbPath); !missing(dir) {
+		if why := syscall.Access(dir, 2 /* W_OK */); why != nil {
+			advice := "run restore as a user who may write to it (the one serve runs as)"
+			if errors.Is(why, syscall.EROFS) {
+				advice = "restore onto a writable file system"
+			}
+			return fail(fmt.Errorf("its directory %s is not writable (%v): the restored database is written there; %s", dir, why, advice))
+		}
+	}
 	// The ids the database being replaced has issued: providers were answered them, and
 	// the downstream was sent them, so the restored database must not issue them again.
 	var issued int64
