@@ -41,7 +41,16 @@ func MakeDirs(dir string) error {
 	}
 	if err := os.Mkdir(dir, privateDir); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil // made meanwhile, by someone else: theirs
+			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+				return nil // made meanwhile, by someone else: theirs
+			} else if serr == nil {
+				return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+			}
+			// A link to nothing (to a disk that is not mounted): taken for a directory,
+			// the first file written there would fail naming that file.
+			if to, lerr := os.Readlink(dir); lerr == nil {
+				return fmt.Errorf("%s is a symbolic link to %s, which does not exist (a disk not mounted?)", dir, to)
+			}
 		}
 		return err
 	}
