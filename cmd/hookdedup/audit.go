@@ -315,8 +315,19 @@ func exportAuditJSON(ctx context.Context, w io.Writer, db auditLog) (auditExport
 
 // writePrivate writes a file through fill: into a temporary file beside path (mode
 // 0600 from its creation, whatever the umask), synced and then renamed over path, so
-// that path never holds a partial export and no one else can read it.
+// that path never holds a partial export and no one else can read it. A path that is a
+// symbolic link is written where it leads.
 func writePrivate(path string, fill func(io.Writer) error) error {
+	// A symbolic link (latest.csv to the auditors' share) is written through, as backup
+	// writes through one: renamed onto, it would be replaced, and the export stay here.
+	if to, err := os.Readlink(path); err == nil {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return fmt.Errorf("it is a symbolic link to %s, which does not exist (a disk not mounted?): "+
+				"give the export's own path (once its disk is there), or the name of a new file", to)
+		}
+		path = target
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return errors.New("that is a directory; give a file name")
 	}
