@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -146,7 +147,7 @@ func (db *DB) lockMigrations(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("look for the migration lock's holder: %w", err)
 	}
 	db.log.Warn(waiting, "held_by", holder)
-	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelWarn, waiting)()
+	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelWarn, waiting, nil)()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("wait for the migration lock, which another process migrating the schema holds: interrupted (%w)", context.Cause(ctx))
@@ -158,10 +159,10 @@ func (db *DB) lockMigrations(ctx context.Context, conn *pgx.Conn) error {
 
 // reportWait logs msg with attrs, as level, every waitReport until the function it
 // returns is called, with how long it has lasted and the sessions that the server
-// process pid waits for a lock of, if any. It asks the server on another connection of
-// the pool, and leaves the sessions out when none comes within a second (a pool of one
-// connection).
-func (db *DB) reportWait(ctx context.Context, pid uint32, level slog.Level, msg string, attrs ...any) (stop func()) {
+// process pid waits for a lock of, if any, or else those heldUpBy last held (nil: none
+// kept). It asks the server on another connection of the pool, and leaves the sessions
+// out when none comes within a second (a pool of one connection).
+func (db *DB) reportWait(ctx context.Context, pid uint32, level slog.Level, msg string, heldUpBy *atomic.Pointer[string], attrs ...any) (stop func()) {
 	start := time.Now()
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -175,7 +176,13 @@ func (db *DB) reportWait(ctx context.Context, pid uint32, level slog.Level, msg 
 				return
 			case <-tick.C:
 				a := append(slices.Clip(attrs), "for", time.Since(start).Round(time.Second))
-				if by := db.blockers(ctx, pid); by != "" {
+				by := db.blockers(ctx, pid)
+				if by == "" && heldUpBy != nil {
+					if last := heldUpBy.Load(); last != nil {
+						by = *last
+					}
+				}
+				if by != "" {
 					a = append(a, "blocked_by", by)
 				}
 				db.log.Log(ctx, level, msg, a...)
@@ -263,8 +270,20 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 	if err != nil {
 		return err
 	}
-	defer db.reportWait(ctx, conn.PgConn().PID(), slog.LevelInfo, "applying migration", "migration", name)()
+	pid := conn.PgConn().PID()
+	// The sessions an attempt waited for: the migration spends most of a long wait in
+	// the pauses between its attempts, when it waits for no lock, and a report that
+	// fell in one would not name what holds it up. Each attempt that still waits after
+	// blockerProbe says who it waits for, and the reports name them until an attempt
+	// finds others.
+	var heldUpBy atomic.Pointer[string]
+	defer db.reportWait(ctx, pid, slog.LevelInfo, "applying migration", &heldUpBy, "migration", name)()
 	for {
+		probe := time.AfterFunc(blockerProbe, func() {
+			if by := db.blockers(ctx, pid); by != "" {
+				heldUpBy.Store(&by)
+			}
+		})
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, migrationLockTimeoutSQL); err != nil {
 				return err
@@ -275,6 +294,7 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 			_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
 			return err
 		})
+		probe.Stop() // one that has begun stores what it finds, which no report reads once this ends
 		if !lockTimedOut(err) {
 			return err
 		}
@@ -296,6 +316,10 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 // migration gives its place up, rolled back, and asks again after migrationRetryPause,
 // leaving the replicas their turn in between.
 const migrationLockTimeout = 500 * time.Millisecond
+
+// blockerProbe is how long into each attempt a migration looks for the sessions it
+// waits for, within migrationLockTimeout.
+const blockerProbe = migrationLockTimeout / 5
 
 // migrationRetryPause is how long a migration that could not have its locks waits
 // before it runs again.
