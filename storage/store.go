@@ -572,6 +572,15 @@ type Store interface {
 	// taken off its count (an address keeps the failures it made for other names).
 	LoginSucceeded(ctx context.Context, clear string, keep ...string) error
 
+	// RememberDevice keeps id as the sign-in throttle's device cookie of a browser the
+	// named user signed in from at at, by its DeviceKey alone (the cookie keys are in
+	// the settings: a cookie is believed only for an id kept here), and forgets the
+	// devices not signed in from since forgetBefore. A user removed keeps none.
+	RememberDevice(ctx context.Context, name, id string, at, forgetBefore time.Time) error
+	// KnownDevice reports whether RememberDevice kept id for the named user at since or
+	// later.
+	KnownDevice(ctx context.Context, name, id string, since time.Time) (bool, error)
+
 	// API tokens.
 
 	// CreateToken makes a bearer token for the named user and returns it with its metadata,

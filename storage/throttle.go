@@ -42,3 +42,12 @@ func ThrottleKey(scope string) string {
 	sum := sha256.Sum256([]byte(scope))
 	return hex.EncodeToString(sum[:])
 }
+
+// DeviceKey is what the devices table keeps of a device cookie's id: its hex SHA-256.
+// The cookie keys stand in the database's settings, so anyone who reads the database
+// (a backup, a copy) can make a device cookie; it is believed only for an id the table
+// holds, and the table holds no id to put in one.
+func DeviceKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}

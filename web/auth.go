@@ -375,7 +375,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "Enter your username and password.")
 	}
 	addr := clientAddr(r)
-	dev := s.deviceOf(r, name)
+	dev, err := s.deviceOf(r, name)
+	if err != nil {
+		return err
+	}
 	var own string
 	if dev != "" {
 		own = "device:" + dev
@@ -428,7 +431,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.setDevice(w, r, u.Name, dev)
+	if err := s.setDevice(w, r, u.Name, dev); err != nil {
+		// Signed in all the same: without the device the next sign-in waits with the address.
+		s.log.Warn("remembering the device", logErr, err)
+	}
 	// Sessions whose browsers never came back: sign-ins are rare enough to sweep them.
 	if _, err := s.sessions.EndIdleSessions(r.Context(), now.Add(-s.idle)); err != nil {
 		s.log.Warn("ending idle sessions", logErr, err)

@@ -27,6 +27,11 @@ type throttleStore interface {
 	// LoginSucceeded takes that count back: clear forgets its failures, each scope in
 	// keep loses this one.
 	LoginSucceeded(ctx context.Context, clear string, keep ...string) error
+	// RememberDevice keeps a device cookie's id for the named user, who signed in with
+	// it at at, and forgets those not signed in with since forgetBefore; KnownDevice
+	// reports whether id is one kept for name, signed in with since since.
+	RememberDevice(ctx context.Context, name, id string, at, forgetBefore time.Time) error
+	KnownDevice(ctx context.Context, name, id string, since time.Time) (bool, error)
 }
 
 // Sign-in throttling slows guessing down without locking the real user out: failures
@@ -40,8 +45,9 @@ type throttleStore interface {
 // Behind an SSH tunnel, or a proxy that trusted_proxies does not name, every user comes
 // from one address, and anyone there could keep the address waiting for all of them.
 // So a browser where a name signed in before carries a device cookie (signed, for that
-// name, deviceMaxAge): a sign-in of that name from it counts against the name on that
-// device alone, with the same waits, and never against the address. A guesser without
+// name, deviceMaxAge, its id kept by storage as a digest): a sign-in of that name from
+// it counts against the name on that device alone, with the same waits, and never
+// against the address. A guesser without
 // the cookie cannot slow it, and with it is slowed as one name at one address is.
 var (
 	throttlePair = storage.Throttle{Free: 3, First: time.Second, Max: 15 * time.Minute, Forget: 24 * time.Hour}
@@ -109,18 +115,26 @@ func sessionScope(r *http.Request, sid string) string {
 }
 
 // deviceOf returns the id of the device cookie r carries if name signed in with it,
-// "" otherwise (none, not name's, expired, or not one this console signed).
-func (s *Server) deviceOf(r *http.Request, name string) string {
+// "" otherwise (none, not name's, expired, not one this console signed, or not one it
+// gave). The cookie's signature is not enough: its keys stand in the database's
+// settings, so whoever reads a backup could sign a cookie of a new id for each few
+// guesses, past the address's wait; an id counts only when storage kept it at a
+// sign-in (RememberDevice), and storage keeps no id that a cookie could be made of.
+func (s *Server) deviceOf(r *http.Request, name string) (string, error) {
 	d, err := s.devices.Get(r, cookieName(r, "__Secure-", deviceCookie))
 	if err != nil || d.IsNew {
-		return ""
+		return "", nil
 	}
 	for _, e := range deviceEntries(d.Values) {
 		if id, who, _ := strings.Cut(e, " "); who == name {
-			return id
+			known, err := s.throttles.KnownDevice(r.Context(), name, id, s.now().Add(-deviceMaxAge))
+			if err != nil || !known {
+				return "", err
+			}
+			return id, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // deviceEntries are a device cookie's names with their ids, each "id name" (an id
@@ -139,12 +153,17 @@ const deviceNames = 8
 
 // setDevice gives the browser of r the device cookie of name, who has just signed in:
 // with the device's id if it had one for name (dev), so that its count stays its own,
-// or a new one, beside the names it held for others who signed in there.
-func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev string) {
+// or a new one, beside the names it held for others who signed in there. Storage keeps
+// the id (its digest) for deviceOf, for the cookie's life from now.
+func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev string) error {
 	if dev == "" {
 		b := make([]byte, deviceIDBytes)
 		rand.Read(b) // never fails (crypto/rand)
 		dev = base64.RawURLEncoding.EncodeToString(b)
+	}
+	now := s.now()
+	if err := s.throttles.RememberDevice(r.Context(), name, dev, now, now.Add(-deviceMaxAge)); err != nil {
+		return err
 	}
 	d, _ := s.devices.New(r, cookieName(r, "__Secure-", deviceCookie))
 	entries := slices.DeleteFunc(deviceEntries(d.Values), func(e string) bool {
@@ -162,11 +181,11 @@ func (s *Server) setDevice(w http.ResponseWriter, r *http.Request, name, dev str
 		d.Values = map[any]any{"devices": entries}
 		err := d.Save(r, w)
 		if err == nil {
-			return
+			return nil
 		}
 		if len(entries) <= 1 {
 			s.log.Warn("device cookie", logErr, err)
-			return
+			return nil
 		}
 		entries = entries[1:]
 	}

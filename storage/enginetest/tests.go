@@ -113,6 +113,7 @@ var tests = []struct {
 	{"LoginThrottle", TestLoginThrottle},
 	{"LoginAttemptConcurrent", TestLoginAttemptConcurrent},
 	{"LoginThrottle_KeyedByDigest", TestLoginThrottle_KeyedByDigest},
+	{"KnownDevice", TestKnownDevice},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
 	{"LeaseDue", TestLeaseDue},

@@ -14,7 +14,7 @@ import (
 // them: every table of the schema but those of leftTables (a test checks that none is
 // missing).
 var copiedTables = []string{
-	"users", "tokens", "sessions", "settings", "login_failures", "audit_log",
+	"users", "tokens", "sessions", "devices", "settings", "login_failures", "audit_log",
 	"claims", "deliveries", "attempts", "rejection_counts",
 	"delivery_stats", "delivery_stats_mark",
 	"suspects", "business_keys", "correlation_keys", "key_traces",

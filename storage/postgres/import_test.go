@@ -68,6 +68,9 @@ func sqliteWithEverything(t *testing.T) (*sqlite.DB, string) {
 	if _, err := db.CreateSession(ctx, admin, db.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.RememberDevice(ctx, "ann", "a-browser", db.Now(), db.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.SettingOrInit(ctx, "secret.ota", func() (string, error) { return "whsec_x", nil }); err != nil {
 		t.Fatal(err)
 	}

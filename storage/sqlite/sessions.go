@@ -124,3 +124,35 @@ func plural(n int64) string {
 	}
 	return "s"
 }
+
+// RememberDevice keeps id as the device cookie of a browser the named user signed in
+// from at at (its SHA-256 alone, storage.DeviceKey), and forgets the devices not signed
+// in from since forgetBefore. A user removed meanwhile keeps nothing.
+func (db *DB) RememberDevice(ctx context.Context, name, id string, at, forgetBefore time.Time) error {
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id_hash, user_id, seen_at)
+			SELECT ?1, id, ?2 FROM users WHERE name = ?3
+			ON CONFLICT (id_hash) DO UPDATE SET seen_at = excluded.seen_at WHERE devices.user_id = excluded.user_id`,
+			storage.DeviceKey(id), millis(at), name); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM devices WHERE seen_at < ?`, millis(forgetBefore))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remember device of %q: %w", name, err)
+	}
+	return nil
+}
+
+// KnownDevice reports whether id is a device cookie's id that RememberDevice kept for
+// the named user, signed in from at since or later.
+func (db *DB) KnownDevice(ctx context.Context, name, id string, since time.Time) (bool, error) {
+	var known bool
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM devices d JOIN users u ON u.id = d.user_id
+		WHERE d.id_hash = ? AND u.name = ? AND d.seen_at >= ?)`, storage.DeviceKey(id), name, millis(since)).Scan(&known)
+	if err != nil {
+		return false, fmt.Errorf("device of %q: %w", name, err)
+	}
+	return known, nil
+}
