@@ -565,3 +565,30 @@ func TestConfig_Listen(t *testing.T) {
 		})
 	}
 }
+
+// TestServe_ExposedThroughProxyWarning: the console on a loopback addr that a reverse
+// proxy publishes (trusted_proxies set) is as exposed as on a public address, and more:
+// every request from the proxy's address passes for the proxy's, a browser's through an
+// SSH tunnel too. It is warned of once; with a console address of its own, not.
+func TestServe_ExposedThroughProxyWarning(t *testing.T) {
+	const warning = `level=WARN msg="the console and the JSON API are exposed on 127.0.0.1:0 through the reverse proxies of trusted_proxies`
+	for _, c := range []struct {
+		name, toml string
+		warn       bool
+	}{
+		{"Proxied", `addr = "127.0.0.1:0"` + "\n" + `trusted_proxies = ["127.0.0.1/32"]`, true},
+		{"ProxiedWithConsoleAddr", `addr = "127.0.0.1:0"` + "\n" + `trusted_proxies = ["127.0.0.1/32"]` + "\n" + `console_addr = "127.0.0.1:0"`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := runServeInProcess(t, c.toml+"\n", nil)
+			s.stop()
+			log := s.stderr.String()
+			if n := strings.Count(log, warning); c.warn && n != 1 {
+				t.Errorf("want the exposure warning once, got it %d times:\n%s", n, log)
+			}
+			if !c.warn && strings.Contains(log, "exposed") {
+				t.Errorf("want no exposure warning:\n%s", log)
+			}
+		})
+	}
+}

@@ -355,12 +355,21 @@ func (p *program) run(ctx context.Context) error {
 	attrs = append(attrs, logMetrics, metricsMode(p.cfg), logDatabase, displayPath(p.cfg.Database), logConfig, p.cfg.File, logSources, strings.Join(names, ","))
 	p.log.Info("serving", attrs...)
 	p.tellConsoleNames()
-	if p.console == nil && !loopback(p.public.ln.Addr()) {
+	// A loopback addr with trusted_proxies is one a reverse proxy publishes: the console
+	// is as exposed there, and every request from the proxy's address passes for the
+	// proxy's, with any name as Host and any forwarded address (a browser's through an
+	// SSH tunnel to that address too, which a page rebound to 127.0.0.1 can use).
+	proxied := len(p.cfg.TrustedProxies) > 0
+	if p.console == nil && (!loopback(p.public.ln.Addr()) || proxied) {
 		exposed := "the console and the JSON API are"
 		if p.cfg.MetricsToken != "" {
 			exposed = "the console, the JSON API and /metrics are"
 		}
-		p.log.Warn(fmt.Sprintf("%s exposed on %s; set console_addr to serve them privately", exposed, p.cfg.Addr))
+		where := p.cfg.Addr
+		if loopback(p.public.ln.Addr()) {
+			where += " through the reverse proxies of trusted_proxies, which any client on their addresses passes for (an SSH tunnel's too)"
+		}
+		p.log.Warn(fmt.Sprintf("%s exposed on %s; set console_addr to serve them privately", exposed, where))
 	}
 	if p.console != nil && !privateAddr(p.console.ln.Addr()) {
 		// With HTTPS on addr or without it: console_addr is plain HTTP either way, and
