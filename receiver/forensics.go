@@ -192,7 +192,7 @@ func plainJSONString(s string) bool {
 // correlationKeys are what the source's correlation rules read of the document x
 // indexes: for each rule whose kind filter the event passes and whose booking, amount
 // and currency it carries, the hash of those three, the amount as an exact number in
-// major units. A currency longer than any code is not read: cut as it is stored, two
+// major units without its sign. A currency longer than any code is not read: cut as it is stored, two
 // texts that differ past the cut would pass for one currency.
 func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 	var out []storage.CorrelationKey
@@ -219,6 +219,10 @@ func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
 				continue
 			}
 		}
+		// Without its sign: one source reports a refund as money going out (-182.50),
+		// another as a refund of 182.50, and the two are one refund paid twice. The
+		// kinds a rule reads keep a charge from passing for its refund.
+		amount = strings.TrimPrefix(amount, "-")
 		var buf [96]byte // on the stack: the array is hashed, never kept
 		obj := append(buf[:0], '[')
 		obj = appendPointerJSON(obj, booking)
