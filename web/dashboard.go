@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -240,7 +241,9 @@ func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) vie
 			DuplicateRate: views.Percent(tot.dup, tot.acc+tot.dup),
 			Money:         moneySums(tot.money, tot.unsummed), MoneyCount: tot.moneyN,
 			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
-			MoneyURL:      events(url.Values{"outcome": {"duplicate"}, "status": {"cancelled"}}),
+			// The duplicates the money sums, as the ledger's money caught links them:
+			// every one that carried an amount, whatever its event's status.
+			MoneyURL:      events(maps.Clone(ledgerFilters["caught"])),
 			MismatchURL:   events(url.Values{"mismatch": {"1"}}),
 			MoneyMismatch: tot.moneyMM, MoneyMismatchURL: events(url.Values{"mismatch": {"money"}}),
 			RejectedURL: events(url.Values{"outcome": {"rejected"}}),
