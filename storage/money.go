@@ -45,10 +45,19 @@ func CurrencyCodeWhole(s string) (code string, whole bool) {
 // major units ("412.50"). The decimal point moves by the currency's exponent, the
 // sender's own where exponents names it (Adyen counts Chilean pesos in hundredths,
 // which ISO 4217 has none of) and ISO 4217's otherwise, and nothing is rounded, so no
-// cent is lost to a float. ok is false, and amount is returned as it is, when amount is
-// not a plain decimal number (an optional "-", digits, optionally "." and digits).
+// cent is lost to a float. A number written with an exponent ("1.825e4") is read as
+// the plain decimal it is, within MaxNumberText and MaxNumberExp, as a correlation rule
+// reads it: kept as sent, it would read as that many major units. ok is false, and
+// amount is returned as it is, when amount is no such number nor a plain decimal (an
+// optional "-", digits, optionally "." and digits).
 func MajorUnits(amount, currency string, exponents map[string]int) (major string, ok bool) {
-	neg, whole, frac, ok := plainDecimal(amount)
+	digits := amount
+	if !PlainAmount(amount) && numberAmount(amount) {
+		if d, ok := NumberText(amount); ok {
+			digits = d
+		}
+	}
+	neg, whole, frac, ok := plainDecimal(digits)
 	if !ok {
 		return amount, false
 	}

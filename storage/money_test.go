@@ -36,7 +36,11 @@ func TestMajorUnits(t *testing.T) {
 		{"0041250", "EUR", "412.50", true},
 		{"12.5", "EUR", "0.125", true},                                       // a fraction of a cent is moved too, not dropped
 		{"100", "", "1.00", true},                                            // no currency: two places
-		{"1e+21", "EUR", "1e+21", false},                                     // not plain digits: kept as sent
+		{"1e+21", "EUR", "10000000000000000000.00", true},                    // an exponent: read as the number it is
+		{"1.825E4", "EUR", "182.50", true},                                   //
+		{"-1825e1", "EUR", "-182.50", true},                                  //
+		{"1e+41", "EUR", "1e+41", false},                                     // past MaxNumberExp: kept as sent
+		{"36500/2", "EUR", "36500/2", false},                                 // a fraction: kept as sent
 		{"12,50", "EUR", "12,50", false},                                     // likewise
 		{"", "EUR", "", false},                                               //
 		{"-", "EUR", "-", false},                                             //
