@@ -12,6 +12,10 @@ import (
 // confirmed or dismissed, or no reason.
 var ErrInvalidReview = errors.New("invalid review")
 
+// ErrReviewedMeanwhile means a review was refused because the suspect is no longer in
+// the state its reviewer saw: another review changed it since.
+var ErrReviewedMeanwhile = errors.New("reviewed meanwhile")
+
 // SuspectFilter selects suspects. Empty fields match everything.
 type SuspectFilter struct {
 	// Delivery selects the suspects that name this delivery, as the one flagged or as

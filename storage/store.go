@@ -469,6 +469,12 @@ type Store interface {
 	// Returns ErrNotFound for an unknown id and an error wrapping ErrInvalidReview for
 	// another state or an empty reason; it returns the suspect as reviewed.
 	ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (Suspect, error)
+	// ReviewSuspectFrom is ReviewSuspect of a suspect its reviewer saw in state from: one
+	// that another review moved to another state meanwhile is left as it is, and the
+	// error wraps ErrReviewedMeanwhile, with the suspect as it is returned, so that a
+	// second operator acting on a stale page does not overturn the first one's verdict
+	// unknowingly. from "" is ReviewSuspect.
+	ReviewSuspectFrom(ctx context.Context, id int64, actor, from, state, reason string) (Suspect, error)
 
 	// Console sessions.
 

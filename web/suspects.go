@@ -25,6 +25,9 @@ type suspectStore interface {
 	// ReviewSuspect returns ErrNotFound for an unknown id and ErrInvalidReview for a
 	// state other than confirmed or dismissed, or no reason.
 	ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error)
+	// ReviewSuspectFrom is ReviewSuspect of a suspect seen in state from; one that
+	// another review changed meanwhile is returned as it is, with ErrReviewedMeanwhile.
+	ReviewSuspectFrom(ctx context.Context, id int64, actor, from, state, reason string) (storage.Suspect, error)
 	Ledger(ctx context.Context, f storage.LedgerFilter) (storage.Ledger, error)
 	// WouldFlag returns the suspects a delivery p describes would be flagged as, were it
 	// accepted now. It writes nothing.
@@ -337,22 +340,34 @@ func (s *Server) handleReview(w http.ResponseWriter, r *http.Request) error {
 	case reasonProblem(reason, true) != "":
 		flash(r, w, "error", reasonProblem(reason, true))
 	default:
-		x, err := s.suspects.ReviewSuspect(ctx, id, u.Name, state, reason)
+		// The console offers a review of an open suspect only: one that another operator
+		// reviewed since the page was drawn keeps their verdict, and this one is told.
+		x, err := s.suspects.ReviewSuspectFrom(ctx, id, u.Name, storage.SuspectOpen, state, reason)
 		if errors.Is(err, storage.ErrInvalidReview) {
 			return badRequest("Choose confirmed double or not a double, and give a reason.")
+		}
+		if errors.Is(err, storage.ErrReviewedMeanwhile) {
+			flash(r, w, "error", fmt.Sprintf("Suspect %d was reviewed meanwhile by %s as %s: nothing changed.",
+				x.ID, x.ReviewedBy, reviewVerdict(x.State)))
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return nil
 		}
 		if err != nil {
 			return err
 		}
 		s.log.Info("suspect reviewed", logBy, u.Name, logSource, x.Source, logAction, state, "suspect", x.ID)
-		verdict := "a confirmed double"
-		if state == storage.SuspectDismissed {
-			verdict = "not a double"
-		}
-		flash(r, w, "ok", fmt.Sprintf("Suspect %d on delivery %d marked %s.", x.ID, x.Delivery, verdict))
+		flash(r, w, "ok", fmt.Sprintf("Suspect %d on delivery %d marked %s.", x.ID, x.Delivery, reviewVerdict(state)))
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
 	return nil
+}
+
+// reviewVerdict is a review's state in the console's words.
+func reviewVerdict(state string) string {
+	if state == storage.SuspectDismissed {
+		return "not a double"
+	}
+	return "a confirmed double"
 }
 
 // apiSuspect is a suspect as the API shows it.
@@ -447,6 +462,9 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 type reviewRequest struct {
 	State  string `json:"state"` // confirmed or dismissed
 	Reason string `json:"reason"`
+	// From, optional, is the state the reviewer saw (open, confirmed or dismissed): a
+	// suspect another review moved out of it since is left as it is (409).
+	From string `json:"from"`
 }
 
 func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
@@ -465,10 +483,16 @@ func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
+	if req.From != "" && !validSuspectState(req.From) {
+		return Errorf(http.StatusBadRequest, "from %q: want open, confirmed or dismissed", req.From)
+	}
 	u, _ := UserFrom(r.Context())
-	x, err := a.suspects.ReviewSuspect(r.Context(), id, u.Name, req.State, req.Reason)
+	x, err := a.suspects.ReviewSuspectFrom(r.Context(), id, u.Name, req.From, req.State, req.Reason)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Errorf(http.StatusNotFound, "no such suspect: %d", id)
+	}
+	if errors.Is(err, storage.ErrReviewedMeanwhile) {
+		return Errorf(http.StatusConflict, "suspect %d is %s (by %s), not %s: reviewed meanwhile; nothing changed", id, x.State, x.ReviewedBy, req.From)
 	}
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,5 +228,88 @@ func TestEvents_Forensics(t *testing.T, e Engine) {
 	got, err := db.Delivery(ctx, mm.ID)
 	if err != nil || !got.MoneyMismatch || !got.Mismatch {
 		t.Fatalf("delivery %d: money mismatch %v, mismatch %v (%v); want both", mm.ID, got.MoneyMismatch, got.Mismatch, err)
+	}
+}
+
+// TestReviewSuspect_FromState: a review of a suspect as its reviewer saw it is refused,
+// and writes nothing, once another review changed it, so that two operators reviewing
+// one open suspect at once (on one handle or two) give one verdict, not a second that
+// silently overturns the first.
+func TestReviewSuspect_FromState(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	other := e.Reopen(t, db)
+	a := recordEvent(t, db, "ota", "evt_a", "h", "P1", "B1", "cancelled", "100.00")
+	b := recordEvent(t, db, "ota", "evt_b", "h", "P1", "B1", "cancelled", "100.00")
+	s := e.AddSuspect(t, db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: b.ID, Other: a.ID,
+		Source: "ota", Amount: "100.00", Currency: "EUR"})
+
+	// Two operators at once, each on their own handle, from the open suspect.
+	type result struct {
+		x     storage.Suspect
+		err   error
+		actor string
+	}
+	results := make(chan result, 2)
+	var start sync.WaitGroup
+	start.Add(1)
+	for _, r := range []struct {
+		h            storage.Store
+		actor, state string
+	}{{db, "olga", storage.SuspectConfirmed}, {other, "piet", storage.SuspectDismissed}} {
+		go func() {
+			start.Wait()
+			x, err := r.h.ReviewSuspectFrom(ctx, s.ID, r.actor, storage.SuspectOpen, r.state, "looked at it")
+			results <- result{x, err, r.actor}
+		}()
+	}
+	start.Done()
+	var won, lost result
+	for range 2 {
+		r := <-results
+		switch {
+		case r.err == nil:
+			won = r
+		case errors.Is(r.err, storage.ErrReviewedMeanwhile):
+			lost = r
+		default:
+			t.Fatalf("%s's review: %v", r.actor, r.err)
+		}
+	}
+	if won.actor == "" || lost.actor == "" {
+		t.Fatalf("reviews from open at once: %+v and %+v; want one done and one refused as reviewed meanwhile", won, lost)
+	}
+	if lost.x.State != won.x.State || lost.x.ReviewedBy != won.actor {
+		t.Errorf("the refused review returns %+v; want the suspect as %s left it (%s)", lost.x, won.actor, won.x.State)
+	}
+	stored, err := db.Suspect(ctx, s.ID)
+	if err != nil || stored.State != won.x.State || stored.ReviewedBy != won.actor {
+		t.Fatalf("stored suspect %+v, %v; want %s's verdict %s", stored, err, won.actor, won.x.State)
+	}
+	es, err := db.AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Actor != won.actor || es[0].PreviousState != storage.SuspectOpen {
+		t.Fatalf("audit rows %+v; want one, %s's, from open", es, won.actor)
+	}
+	if _, err := db.RollupSuspects(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := db.SuspectCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 1 || counts[0].State != won.x.State || counts[0].Money.Count != 1 || counts[0].Money.Minor != 10000 {
+		t.Errorf("suspect counts %+v; want one suspect of EUR 100.00, %s", counts, won.x.State)
+	}
+
+	// Reviewed again from the state it is in: done, as ReviewSuspect would.
+	again := storage.SuspectConfirmed
+	if won.x.State == storage.SuspectConfirmed {
+		again = storage.SuspectDismissed
+	}
+	if x, err := other.ReviewSuspectFrom(ctx, s.ID, lost.actor, won.x.State, again, "second look"); err != nil || x.State != again {
+		t.Fatalf("review from %s: %+v, %v; want %s", won.x.State, x, err, again)
 	}
 }

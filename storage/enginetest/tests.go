@@ -99,6 +99,7 @@ var tests = []struct {
 	{"Suspects", TestSuspects},
 	{"ReviewSuspect", TestReviewSuspect},
 	{"ReviewSuspect_TextNotUTF8", TestReviewSuspect_TextNotUTF8},
+	{"ReviewSuspect_FromState", TestReviewSuspect_FromState},
 	{"SuspectCounts_Rollup", TestSuspectCounts_Rollup},
 	{"SuspectCounts_HugeAmounts", TestSuspectCounts_HugeAmounts},
 	{"SuspectCounts_NoAmount", TestSuspectCounts_NoAmount},

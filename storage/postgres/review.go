@@ -143,6 +143,15 @@ func (db *DB) SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.
 // as the roll-up does (suspecttotals.go), so that a suspect folded in is moved from its
 // old state's total to its new one's.
 func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error) {
+	return db.ReviewSuspectFrom(ctx, id, actor, "", state, reason)
+}
+
+// ReviewSuspectFrom is ReviewSuspect of a suspect seen in state from ("" for any): one
+// in another state is left as it is, and returned with an error wrapping
+// storage.ErrReviewedMeanwhile. The state is compared with the row read in the
+// review's own transaction, so of two reviews from one state at once, the second
+// finds the first's.
+func (db *DB) ReviewSuspectFrom(ctx context.Context, id int64, actor, from, state, reason string) (storage.Suspect, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case state != storage.SuspectConfirmed && state != storage.SuspectDismissed:
@@ -172,6 +181,10 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		if err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
 		}
+		if from != "" && x.State != from {
+			out = x
+			return fmt.Errorf("review suspect %d: %w: %s by %s, not %s", id, storage.ErrReviewedMeanwhile, x.State, x.ReviewedBy, from)
+		}
 		now := db.Now()
 		if _, err := tx.Exec(ctx, `UPDATE suspects SET state = $1, reviewed_by = $2, reviewed_at = $3, reason = $4 WHERE id = $5`,
 			state, actor, millis(now), reason, id); err != nil {
@@ -200,6 +213,9 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		out = x
 		return nil
 	})
+	if errors.Is(err, storage.ErrReviewedMeanwhile) {
+		return out, err
+	}
 	if err != nil {
 		return storage.Suspect{}, err
 	}

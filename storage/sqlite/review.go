@@ -150,6 +150,15 @@ func (db *DB) SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.
 // from its old state's total to its new one's in the same transaction
 // (reviewSuspectTotals).
 func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason string) (storage.Suspect, error) {
+	return db.ReviewSuspectFrom(ctx, id, actor, "", state, reason)
+}
+
+// ReviewSuspectFrom is ReviewSuspect of a suspect seen in state from ("" for any): one
+// in another state is left as it is, and returned with an error wrapping
+// storage.ErrReviewedMeanwhile. The state is compared with the row read in the
+// review's own transaction, so of two reviews from one state at once, the second
+// finds the first's.
+func (db *DB) ReviewSuspectFrom(ctx context.Context, id int64, actor, from, state, reason string) (storage.Suspect, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case state != storage.SuspectConfirmed && state != storage.SuspectDismissed:
@@ -168,6 +177,10 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		}
 		if err != nil {
 			return fmt.Errorf("review suspect %d: %w", id, err)
+		}
+		if from != "" && x.State != from {
+			out = x
+			return fmt.Errorf("review suspect %d: %w: %s by %s, not %s", id, storage.ErrReviewedMeanwhile, x.State, x.ReviewedBy, from)
 		}
 		now := db.Now()
 		// reviews counts this review in the same UPDATE as the state: the trigger of
@@ -200,6 +213,9 @@ func (db *DB) ReviewSuspect(ctx context.Context, id int64, actor, state, reason 
 		out = x
 		return nil
 	})
+	if errors.Is(err, storage.ErrReviewedMeanwhile) {
+		return out, err
+	}
 	if err != nil {
 		return storage.Suspect{}, err
 	}
