@@ -24,6 +24,19 @@ import (
 // DefaultMaxBatchItems is a batched source's item limit when Source.MaxBatchItems is 0.
 const DefaultMaxBatchItems = 1000
 
+// WholeBody is the batch of a sender whose body is itself the array of events
+// (`[{…},{…}]`): RFC 6901's URI fragment spelling of the pointer to the whole document,
+// whose plain spelling, "", leaves batch unset.
+const WholeBody = "#"
+
+// batchPointer is the RFC 6901 pointer that batch names.
+func batchPointer(batch string) string {
+	if batch == WholeBody {
+		return ""
+	}
+	return batch
+}
+
 var (
 	// ErrBadBatch means a batched source's body is JSON but not the shape its batch
 	// and item pointers describe: no array where the batch should be, an empty one,
@@ -82,7 +95,7 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 		return nil, "", fmt.Errorf("%w: %s", ErrNotJSON, outOfRange)
 	}
 	doc := string(body)
-	start, end, ok := ptrSpan(doc, batch)
+	start, end, ok := ptrSpan(doc, batchPointer(batch))
 	if !ok {
 		return nil, "", fmt.Errorf("%w: the batch %q is absent", ErrBadBatch, batch)
 	}
@@ -144,6 +157,9 @@ func SplitBatch(body []byte, batch, item string, limit int) (items [][]byte, env
 // round an id past 2^53, and the downstream needs what was sent. It is never longer
 // than doc, and costs nothing but a copy of what is outside the array.
 func batchEnvelope(doc, batch string, start, end int) string {
+	if batch == WholeBody {
+		return "" // nothing but the events: as a request of one event, none
+	}
 	from, to, fill := start, end, "null"
 	if ps, _, ok := ptrSpan(doc, batch[:strings.LastIndexByte(batch, '/')]); ok && doc[ps] == '{' {
 		comma := -1 // the comma before the member looked at, if any
@@ -347,15 +363,18 @@ func (rc *Receiver) writeBatchAnswer(w http.ResponseWriter, src *Source, a batch
 	w.Write(append(b, '\n'))
 }
 
-// CheckBatch reports the first thing wrong with a batched source's settings: batch and
-// item must be RFC 6901 pointers (batch not "", which would make the whole body the
-// array; item may be "", the element itself), and the key cannot come from a header,
-// which every item of a request shares. Errors name the setting.
+// CheckBatch reports the first thing wrong with a batched source's settings: batch must
+// be an RFC 6901 pointer, or WholeBody (not "", which leaves a source unbatched), item
+// one or "" (the element itself), and the key cannot come from a header, which every
+// item of a request shares. Errors name the setting.
 func CheckBatch(batch, item string, spec KeySpec) error {
 	if batch == "" {
-		return errors.New(`batch: "" is the whole body; name the array of events, such as "/events"`)
+		return fmt.Errorf(`batch: "" leaves the source unbatched; name the array of events, such as "/events", or %q for a body that is itself the array`, WholeBody)
 	}
-	if p := pointerProblem(batch); p != "" {
+	if p := pointerProblem(batch); p != "" && batch != WholeBody {
+		if strings.HasPrefix(batch, WholeBody+"/") {
+			p += fmt.Sprintf(" (%q alone names the whole body; a pointer inside it is written without the %q: %q)", WholeBody, WholeBody, batch[1:])
+		}
 		return fmt.Errorf("batch: %q %s", batch, p)
 	}
 	if p := pointerProblem(item); p != "" {

@@ -466,12 +466,12 @@ func emptyValue(v string) bool {
 
 // notAnObject says, of a body whose JSON starts with c and is no object, why no field of
 // an event was found in it: pointers read inside one event's object. An array is what
-// a sender that puts several events in one request sends; batch takes them only from
-// an array that the body's object holds.
+// a sender that puts several events in one request sends, which a source takes with
+// batch.
 func notAnObject(c byte) string {
 	s := "the body is a JSON " + jsonKind(c) + ", not an object, and the key fields are read inside an event's object"
 	if c == '[' {
-		s += "; batch takes several events from an array inside the body's object, such as \"/events\""
+		s += fmt.Sprintf("; a source takes several events in one request with batch, %q for a body that is itself the array", WholeBody)
 	}
 	return s
 }

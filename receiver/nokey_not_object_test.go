@@ -31,10 +31,9 @@ func TestHandler_NoKeyBodyNotAnObject(t *testing.T) {
 			t.Errorf("%s: %d %q, want 422 saying %q", tc.body, code, a.Error, tc.want)
 		}
 	}
-	// An array of events: the answer says that batch takes them from an array inside
-	// the body's object, which is the only place it reads one.
+	// An array of events: the answer says how batch takes them.
 	code, a, _ := e.post(t, "ota", "msg_batch", `[{"booking_id":"BK-3","status":"cancelled"}]`, nil)
-	if code != http.StatusUnprocessableEntity || !strings.Contains(a.Error, "batch") {
+	if code != http.StatusUnprocessableEntity || !strings.Contains(a.Error, `with batch, "#" for a body that is itself the array`) {
 		t.Errorf("%d %q, want 422 naming batch", code, a.Error)
 	}
 	// An object without the fields says only what it always said.

@@ -1468,8 +1468,7 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 		{"booking_field", *s.BookingField},
 		{"status_field", *s.StatusField},
 		{"currency_field", *s.CurrencyField},
-		{"batch", *s.Batch},
-		{"item", *s.Item},
+		{"item", *s.Item}, // batch is CheckBatch's, which takes the whole body too
 	}
 	for _, l := range labels {
 		if l.pointer == "" {

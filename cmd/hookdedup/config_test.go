@@ -1431,3 +1431,32 @@ batch = `
 		t.Errorf("a batch that is no pointer: %v, want it named, and no word of the event id", err)
 	}
 }
+
+// TestConfig_BatchOfTheWholeBody: batch = "#" takes a body that is itself the array of
+// events; the key command splits it as intake does.
+func TestConfig_BatchOfTheWholeBody(t *testing.T) {
+	const source = `
+[[source]]
+name = "mail"
+signature = "none"
+event_id = "/sg_event_id"
+batch = "#"
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "events.json")
+	if err := os.WriteFile(file, []byte(`[{"sg_event_id":"e1"},{"sg_event_id":"e2"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := keyWith(t, dir, source, "", "--source", "mail", file)
+	if err != nil {
+		t.Fatalf("key of a whole-body batch: %v", err)
+	}
+	for _, want := range []string{"2 items at # (the whole body)", "item 0", "item 1", "e1", "e2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("key of a whole-body batch does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "envelope") {
+		t.Errorf("key of a whole-body batch names an envelope, which it has none of:\n%s", out)
+	}
+}

@@ -137,7 +137,11 @@ func runKey(ctx context.Context, args []string, e env) error {
 		w.Flush()
 		return fmt.Errorf("batch: %w", err)
 	}
-	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), src.Batch, itemNote(src.Item))
+	at := src.Batch
+	if at == receiver.WholeBody {
+		at += " (the whole body)"
+	}
+	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), at, itemNote(src.Item))
 	explainEnvelope(w, envelope)
 	iv, perItem := src.Verifier.(receiver.ItemVerifier)
 	// What intake would refuse the request for, found first, as intake finds it: every
