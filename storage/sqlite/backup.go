@@ -428,8 +428,12 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	// Looked for first: missing, the first thing to fail would be the copy beside the
 	// database, in a directory a new machine may not have yet, and its name, not the
 	// backup's, would be the one said not to exist.
-	if _, err := os.Stat(from); err != nil {
+	if fi, err := os.Stat(from); err != nil {
 		return fail(err)
+	} else if fi.Mode().IsRegular() && fi.Size() == 0 {
+		// Read as a database, it would be one without hookdedup's tables; a pipe
+		// (<(gunzip -c …)) says no size, and is read as it comes.
+		return fail(fmt.Errorf("%s is empty (0 bytes): a backup cut short before it began, or not a backup", from))
 	}
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)

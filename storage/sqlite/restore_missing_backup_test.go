@@ -32,3 +32,30 @@ func TestRestore_BackupNotThere(t *testing.T) {
 		}
 	}
 }
+
+// TestRestore_EmptyBackup: an empty file is named as empty, not as a database without
+// hookdedup's tables, and the database restore would replace is left as it is.
+func TestRestore_EmptyBackup(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "nightly.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(live, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.Restore(context.Background(), empty, live)
+	if err == nil || !strings.Contains(err.Error(), empty+" is empty (0 bytes)") {
+		t.Errorf("restore of an empty file: %v, want it named as empty", err)
+	}
+	if after, err := os.ReadFile(live); err != nil || string(after) != string(before) {
+		t.Errorf("restore of an empty file changed the database: %v", err)
+	}
+}
