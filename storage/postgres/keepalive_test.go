@@ -32,3 +32,25 @@ func TestOpen_ServerProbesTheConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_ServerProbesKeepTheOperatorsSettings: a probe setting the operator gave
+// elsewhere than as a parameter of the URL is kept too: in its options, spelled with
+// the dashes and capitals PostgreSQL takes there, or for the database (ALTER DATABASE …
+// SET), as a role's or the server's configuration would be.
+func TestOpen_ServerProbesKeepTheOperatorsSettings(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	conn := connect(t, url)
+	if _, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET tcp_keepalives_count = 5', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := open(t, url+"&options=-c%20tcp-keepalives-idle%3D7%20-c%20TCP_KEEPALIVES_INTERVAL%3D4")
+	for name, want := range map[string]string{"tcp_keepalives_idle": "7", "tcp_keepalives_interval": "4", "tcp_keepalives_count": "5"} {
+		got, err := postgres.ShowSetting(t.Context(), db, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+}

@@ -277,7 +277,7 @@ func boundLookup(cfg *pgconn.Config) {
 }
 
 // clientProbes are the server's TCP keepalive settings that every connection asks for,
-// unless the URL sets its own: the server probes a connection idle for 30 s every 10 s,
+// unless the operator set them: the server probes a connection idle for 30 s every 10 s,
 // and ends it after 3 probes unanswered, about a minute after its replica's machine
 // went (a power cut, a network cut), which no FIN or RST tells it of. Until then the
 // session's transaction holds what it had taken: the locks of its keys, which keep
@@ -287,23 +287,27 @@ func boundLookup(cfg *pgconn.Config) {
 // system's defaults, which the server keeps, wait over two hours.
 var clientProbes = [...][2]string{{"tcp_keepalives_idle", "30"}, {"tcp_keepalives_interval", "10"}, {"tcp_keepalives_count", "3"}}
 
-// probeDeadClients sets clientProbes on the new connection c, each unless its
-// connection string sets it (as a parameter, or in options). Set by SET rather than
-// in the startup message, which a pooler in between (PgBouncer) refuses parameters
-// of that it does not know.
+// sqlProbeDeadClients sets each of clientProbes that still has its built-in default on
+// the connection. The server says where a value came from (pg_settings.source): one the
+// connection string gives, as a parameter or in options however it is spelled there
+// (-c tcp-keepalives-idle=60, PGOPTIONS), is the client's, and one of the server's
+// configuration, the database's or the role's (ALTER ROLE … SET) is theirs; each is
+// the operator's, and kept.
+var sqlProbeDeadClients = func() string {
+	values := make([]string, len(clientProbes))
+	for i, p := range clientProbes {
+		values[i] = "('" + p[0] + "', '" + p[1] + "')"
+	}
+	return `SELECT set_config(s.name, p.value, false) FROM (VALUES ` + strings.Join(values, ", ") + `) AS p(name, value)
+	JOIN pg_settings AS s ON s.name = p.name WHERE s.source = 'default'`
+}()
+
+// probeDeadClients sets clientProbes on the new connection c. Set by a statement rather
+// than in the startup message, which a pooler in between (PgBouncer) refuses parameters
+// of that it does not know; in the simple protocol, which leaves no prepared statement
+// on a pooler's server connection.
 func probeDeadClients(ctx context.Context, c *pgx.Conn) error {
-	params := c.Config().RuntimeParams
-	var set []string
-	for _, p := range clientProbes {
-		if _, given := params[p[0]]; given || strings.Contains(params["options"], p[0]) {
-			continue
-		}
-		set = append(set, "SET "+p[0]+" = "+p[1])
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	if _, err := c.Exec(ctx, strings.Join(set, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := c.Exec(ctx, sqlProbeDeadClients, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return fmt.Errorf("set the server's probes of the connection: %w", err)
 	}
 	return nil
