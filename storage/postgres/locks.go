@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -65,12 +66,26 @@ const (
 	intakeLock
 )
 
-// lockSpace is an installation's own part of the database's advisory locks: the oid
-// of its schema, which no other schema of the database has.
+// lockSpace is an installation's own part of the database's advisory locks, told by
+// its schema's name (lockSpaceOf).
 type lockSpace uint32
 
+// lockSpaceOf is the lock space of the installation in the schema named schema: a hash
+// of the name, which no other schema of the database has at the same time (save a
+// collision of the hashes, which costs the two installations only waits on each
+// other's locks). Not the schema's oid: a schema made again under its name (restored
+// from pg_dump, or on a new server by pg_upgrade or logical replication) has another,
+// and a replica that ran on across it, reconnecting, would keep the old one while those
+// started since took the new: apart in their locks, they would write the audit chain at
+// once, and sweep and roll up twice.
+func lockSpaceOf(schema string) lockSpace {
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return lockSpace(max(h.Sum32(), 1)) // 0 would be the database's own space, migrateLock's
+}
+
 // id is the lock of s named lock (one of the constants above): "hook" mixed with the
-// schema's oid in the high 32 bits, which tells the spaces apart, and the lock's own
+// space in the high 32 bits, which tells the spaces apart, and the lock's own
 // in the low 32.
 func (s lockSpace) id(lock int64) int64 {
 	return int64(uint64(uint32(s)^0x686f6f6b)<<32 | uint64(uint32(lock)))

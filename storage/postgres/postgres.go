@@ -165,15 +165,13 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	// command that looks for hookdedup's tables that it never set the database up.
 	var schema *string
 	var path string
-	var oid *uint32
-	if err := db.pool.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'),
-		(SELECT oid FROM pg_namespace WHERE nspname = current_schema())`, pgx.QueryExecModeExec).Scan(&schema, &path, &oid); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path')`, pgx.QueryExecModeExec).Scan(&schema, &path); err != nil {
 		return err
 	}
-	if schema == nil || oid == nil {
+	if schema == nil {
 		return fmt.Errorf("the search_path (%s) names no schema of this database that this role may use: create it (CREATE SCHEMA … AUTHORIZATION the role), or correct search_path in the URL", path)
 	}
-	db.locks = lockSpace(*oid)
+	db.locks = lockSpaceOf(*schema)
 	if opt.MustExist || opt.NoMigrate {
 		var set bool
 		if err := db.pool.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&set); err != nil {

@@ -51,3 +51,37 @@ func TestTwoSchemas_LocksApart(t *testing.T) {
 		t.Errorf("sweep of one installation while the other's sweep runs: %d, %v; want its expired claim swept", n, err)
 	}
 }
+
+// TestSchemaRecreated_LocksShared: the replicas of one installation share its locks
+// when its schema was made again under its name (restored from pg_dump, moved to a new
+// server by pg_upgrade or logical replication): one still running from before takes
+// the same audit lock as one started since, and their audit entries queue behind each
+// other. Told apart by the schema's oid, which the new schema does not keep, the two
+// wrote the audit chain at once, and swept and rolled up together.
+func TestSchemaRecreated_LocksShared(t *testing.T) {
+	ctx := t.Context()
+	url := postgrestest.NewDatabase(t)
+	admin := connect(t, url)
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA hookdedup`); err != nil {
+		t.Fatal(err)
+	}
+	before := open(t, url+"&search_path=hookdedup") // running while the schema is made again
+	if _, err := admin.Exec(ctx, `ALTER SCHEMA hookdedup RENAME TO hookdedup_dumped; CREATE SCHEMA hookdedup`); err != nil {
+		t.Fatal(err)
+	}
+	since := open(t, url+"&search_path=hookdedup")
+
+	tx, err := connect(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, postgres.LockID(before, postgres.AuditLock)); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := since.AppendAudit(actx, storage.AuditEntry{Actor: "ana", Action: "reveal secret", Source: "ota"}); err == nil {
+		t.Errorf("audit while another replica of the installation holds the audit lock: written at once, want it to wait")
+	}
+}
