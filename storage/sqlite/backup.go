@@ -429,6 +429,11 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	// database, in a directory a new machine may not have yet, and its name, not the
 	// backup's, would be the one said not to exist.
 	if fi, err := os.Stat(from); err != nil {
+		// A link to nothing (its disk not mounted) is there for ls: "no such file" of
+		// its name alone would send the operator looking for a typo.
+		if to, lerr := os.Readlink(from); lerr == nil && absent(err) {
+			err = fmt.Errorf("%s is a symbolic link to %s, which does not exist (a disk not mounted?): %w", from, to, os.ErrNotExist)
+		}
 		return fail(err)
 	} else if fi.Mode().IsRegular() && fi.Size() == 0 {
 		// Read as a database, it would be one without hookdedup's tables; a pipe

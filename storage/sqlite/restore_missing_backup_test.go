@@ -59,3 +59,24 @@ func TestRestore_EmptyBackup(t *testing.T) {
 		t.Errorf("restore of an empty file changed the database: %v", err)
 	}
 }
+
+// TestRestore_BackupLinkToNothing: a backup named through a symbolic link whose target
+// is not there (the backups' disk not mounted) is refused naming the link and where it
+// leads, as backup names one; "no such file" of a name that ls lists sent the operator
+// looking for a typo.
+func TestRestore_BackupLinkToNothing(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "mnt", "nightly.db")
+	link := filepath.Join(dir, "nightly.db")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, "hookdedup.db")
+	_, err := sqlite.Restore(context.Background(), link, live)
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), link+" is a symbolic link to "+target+", which does not exist") {
+		t.Errorf("restore from a link to nothing: %v, want it to name the link and its missing target", err)
+	}
+	if _, err := os.Stat(live); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("restore from a link to nothing left %s: %v", live, err)
+	}
+}
