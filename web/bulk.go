@@ -24,6 +24,7 @@ type bulkStore interface {
 	BulkAction(ctx context.Context, id int64) (storage.BulkAction, error)
 	BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error)
 	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
+	BulkKeys(ctx context.Context, id int64, limit int) ([]storage.BulkKey, error)
 	// StartBulkAction returns ErrNotRequester for anyone but the requester, and
 	// ErrBulkState unless the action is a preview.
 	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
@@ -342,6 +343,11 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 	}
 	var a storage.BulkAction
 	var err error
+	if step == "start" || step == "approve" {
+		if err := s.reprocessSourcesRun(ctx, id); err != nil {
+			return storage.BulkAction{}, err
+		}
+	}
 	switch step {
 	case "start":
 		a, err = s.bulk.StartBulkAction(ctx, id, u.Name, s.thresholds)
@@ -362,6 +368,41 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 	}
 	s.log.Info("bulk action", logBy, u.Name, logAction, step, "bulk", id, "state", a.State)
 	return a, nil
+}
+
+// reprocessSourcesRun refuses to start or approve action id, a reprocess, while a key
+// of it belongs to a source this server's configuration no longer has (it was removed
+// and the server restarted since the preview): queued, such a key would wait in
+// processing for a dispatcher that nothing here starts, as a reprocess of the key alone
+// would (checkReprocessSource). A release goes ahead: it frees keys of any source.
+func (s *Server) reprocessSourcesRun(ctx context.Context, id int64) error {
+	if len(s.sources) == 0 {
+		return nil
+	}
+	a, err := s.bulk.BulkAction(ctx, id)
+	if err != nil || a.Kind != storage.BulkReprocess {
+		return bulkError(err)
+	}
+	sources := []string{a.Filter.Source}
+	if a.Filter.Source == "" {
+		keys, err := s.bulk.BulkKeys(ctx, id, a.Total)
+		if err != nil {
+			return err
+		}
+		sources = nil
+		for _, k := range keys {
+			if !slices.Contains(sources, k.Source) {
+				sources = append(sources, k.Source)
+			}
+		}
+	}
+	for _, name := range sources {
+		if err := s.checkReprocessSource(name); err != nil {
+			return Errorf(http.StatusConflict, "Not reprocessed: %s. Refuse or cancel this action, then make a new preview.",
+				strings.Replace(err.Error(), "or release the key instead", "or release its keys instead", 1))
+		}
+	}
+	return nil
 }
 
 // requesterStands refuses the approval of action id unless its requester is still an
