@@ -704,6 +704,9 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	if err := f.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err)
 	}
+	if err := a.knownSource(r.Context(), req.Source); err != nil {
+		return err
+	}
 	outcomes, err := a.keys.ReleaseKeys(r.Context(), f, rel)
 	if over, ok := errors.AsType[*storage.NeedsApprovalError](err); ok {
 		return apiNeedsApproval(over)
@@ -734,6 +737,23 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
+}
+
+// knownSource refuses a source that is neither configured nor holds a stored key: a
+// misspelt name would match no key, and a release of every stuck key of it would read
+// as a source with nothing stuck. A source the configuration no longer has may still
+// hold keys, to be released, so only a name the database knows nothing of is refused,
+// as the command line's release refuses it.
+func (a *api) knownSource(ctx context.Context, name string) error {
+	if _, ok := a.source(name); ok || len(a.sources) == 0 {
+		return nil
+	}
+	page, err := a.keys.Keys(ctx, storage.KeyFilter{Source: name, Limit: 1})
+	if err != nil || len(page.Keys) > 0 {
+		return err
+	}
+	return Errorf(http.StatusBadRequest, "source %q: no such source: the configuration has none of that name (configured: %s) and no key of it is stored",
+		name, strings.Join(a.sourceNames(), ", "))
 }
 
 // apiNeedsApproval refuses a reprocess above the approval threshold.
