@@ -37,7 +37,15 @@ type BulkRunEngine interface {
 	RunBulkBatch(ctx context.Context, id int64, runner string, stuckBefore time.Time, n int, lease time.Duration) (BulkBatch, error)
 	// NoteBulkError keeps failure on action id, while runner holds it.
 	NoteBulkError(ctx context.Context, id int64, runner string, failure error) error
+	// ClearOldPreviews deletes the previews never started that are more than
+	// MaxPreviewAge old, with their keys.
+	ClearOldPreviews(ctx context.Context) error
 }
+
+// clearPreviewsEvery is how often the runner deletes the previews never started that
+// are more than MaxPreviewAge old: of no use by then (neither startable nor
+// approvable), they would otherwise stay listed until someone made another preview.
+const clearPreviewsEvery = time.Minute
 
 // RunBulkActions is every engine's RunBulkActions: until ctx ends it claims each ready
 // action (ClaimBulkAction) and works through its keys a batch at a time
@@ -71,7 +79,14 @@ func RunBulkActions(ctx context.Context, e BulkRunEngine, cfg BulkRunConfig, wak
 	runner := hex.EncodeToString(b)
 	t := time.NewTicker(cfg.Poll)
 	defer t.Stop()
+	var cleared time.Time
 	for {
+		if now := time.Now(); now.Sub(cleared) >= clearPreviewsEvery {
+			cleared = now
+			if err := e.ClearOldPreviews(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("deleting previews of more than a day ago", "err", err)
+			}
+		}
 		id, ok, err := e.ClaimBulkAction(ctx, runner, cfg.Lease)
 		switch {
 		case err != nil && ctx.Err() == nil:

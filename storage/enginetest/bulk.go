@@ -892,3 +892,50 @@ func TestBulkReprocess_SourcesRun(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// TestBulkStalePreviewDeleted: a preview never started is deleted, with its keys, once
+// it is more than MaxPreviewAge old, by the runner of bulk actions that serve runs, and
+// not only when someone makes another preview: a stale preview is of no use (it can be
+// neither started nor approved), and without another preview it stayed listed for good.
+// A stale action waiting for approval stays, to be refused.
+func TestBulkStalePreviewDeleted(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db, clk, req := fourEyesFixture(t, e)
+	stale, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending, err = db.StartBulkAction(ctx, pending.ID, "ann", req.Thresholds); err != nil || pending.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", pending, err)
+	}
+	clk.Add(storage.MaxPreviewAge + time.Second)
+	run, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.RunBulkActions(run, storage.BulkRunConfig{Poll: 10 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := db.BulkAction(ctx, stale.ID)
+		keys, kerr := db.BulkKeys(ctx, stale.ID, 100)
+		if kerr != nil {
+			t.Fatal(kerr)
+		}
+		if errors.Is(err, storage.ErrNotFound) && len(keys) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a preview %v old is still there with the runner running: %v, %d keys", storage.MaxPreviewAge+time.Second, err, len(keys))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a, err := db.BulkAction(ctx, pending.ID); err != nil || a.State != storage.BulkPendingApproval {
+		t.Errorf("the stale action awaiting approval: %+v, %v; want it kept, to be refused", a, err)
+	}
+}

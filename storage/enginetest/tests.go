@@ -26,6 +26,7 @@ var tests = []struct {
 	{"BulkFourEyes", TestBulkFourEyes},
 	{"BulkCancel", TestBulkCancel},
 	{"BulkStale", TestBulkStale},
+	{"BulkStalePreviewDeleted", TestBulkStalePreviewDeleted},
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
 	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},

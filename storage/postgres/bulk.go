@@ -152,6 +152,15 @@ func (db *DB) previewKeys(ctx context.Context, req storage.BulkRequest, now time
 	return keys, leftOut, expired, nil
 }
 
+// ClearOldPreviews deletes the previews never started that are more than
+// storage.MaxPreviewAge old, with their keys (storage.RunBulkActions calls it).
+func (db *DB) ClearOldPreviews(ctx context.Context) error {
+	if err := db.clearOldPreviews(ctx, db.Now().Add(-storage.MaxPreviewAge)); err != nil {
+		return fmt.Errorf("clearing previews of more than a day ago: %w", err)
+	}
+	return nil
+}
+
 // clearOldPreviews deletes the previews made before cutoff and never started, of no use
 // by then, and any left half written by a process that stopped. They are first made
 // "building", so that none is started while its keys go; the keys then go previewPart
