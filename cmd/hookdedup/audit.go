@@ -323,8 +323,7 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 	if to, err := os.Readlink(path); err == nil {
 		target, err := filepath.EvalSymlinks(path)
 		if err != nil {
-			return fmt.Errorf("it is a symbolic link to %s, which does not exist (a disk not mounted?): "+
-				"give the export's own path (once its disk is there), or the name of a new file", to)
+			return fmt.Errorf("it is %s: give the export's own path (once its disk is there), or the name of a new file", sqlite.LinkToNothing(to))
 		}
 		path = target
 	}

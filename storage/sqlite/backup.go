@@ -135,8 +135,7 @@ func replaceable(path string) error {
 		if to, lerr := os.Readlink(path); lerr == nil {
 			// Renamed onto, the link would be replaced: the backup would stay on the disk
 			// it was made to leave (the link's target on a disk not mounted), the link gone.
-			return fmt.Errorf("it is a symbolic link to %s, which does not exist (a disk not mounted?): "+
-				"give the backup's own path (once its disk is there), or the name of a new file", to)
+			return fmt.Errorf("it is %s: give the backup's own path (once its disk is there), or the name of a new file", LinkToNothing(to))
 		}
 		// No file, yet its log may be there: its database was moved or removed without it.
 		if log, err := heldLog(resolved(path)); err != nil {
@@ -432,7 +431,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		// A link to nothing (its disk not mounted) is there for ls: "no such file" of
 		// its name alone would send the operator looking for a typo.
 		if to, lerr := os.Readlink(from); lerr == nil && absent(err) {
-			err = fmt.Errorf("%s is a symbolic link to %s, which does not exist (a disk not mounted?): %w", from, to, os.ErrNotExist)
+			err = fmt.Errorf("%s is %s: %w", from, LinkToNothing(to), os.ErrNotExist)
 		}
 		return fail(err)
 	} else if fi.Mode().IsRegular() && fi.Size() == 0 {

@@ -49,7 +49,7 @@ func MakeDirs(dir string) error {
 			// A link to nothing (to a disk that is not mounted): taken for a directory,
 			// the first file written there would fail naming that file.
 			if to, lerr := os.Readlink(dir); lerr == nil {
-				return fmt.Errorf("%s is a symbolic link to %s, which does not exist (a disk not mounted?)", dir, to)
+				return fmt.Errorf("%s is %s", dir, LinkToNothing(to))
 			}
 		}
 		return err
@@ -145,4 +145,10 @@ func fileURI(path string) string {
 		path = "/" + strings.TrimLeft(path, "/")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath()
+}
+
+// LinkToNothing says what a symbolic link to to is when to is not there: most often a
+// disk not mounted, which "no such file" of the link's name, listed by ls, would hide.
+func LinkToNothing(to string) string {
+	return "a symbolic link to " + to + ", which does not exist (a disk not mounted?)"
 }
