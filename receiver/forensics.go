@@ -83,6 +83,29 @@ func CheckBusinessKey(fields []string) error {
 	return nil
 }
 
+// CheckNoMoney reports the first bad condition of a no_money setting, naming it: each
+// "POINTER = VALUE|VALUE", a JSON pointer to a field of the event and the values that
+// mark an event that moved no money.
+func CheckNoMoney(conds []string) error {
+	for i, cond := range conds {
+		at, list, ok := storage.CutCondition(cond)
+		values := strings.Split(list, "|")
+		for j := range values {
+			values[j] = strings.TrimSpace(values[j])
+		}
+		switch {
+		case !ok:
+			return fmt.Errorf("no_money[%d] %q: write it as \"POINTER = VALUE|VALUE\", such as \"/status = failed|canceled\"", i, cond)
+		case slices.Contains(values, ""):
+			return fmt.Errorf("no_money[%d] %q: names an empty value", i, cond)
+		}
+		if err := CheckPointer(at); err != nil {
+			return fmt.Errorf("no_money[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // CheckPointer returns an error naming what is wrong with p as a JSON pointer, nil when
 // it is one.
 func CheckPointer(p string) error {
@@ -195,6 +218,10 @@ func plainJSONString(s string) bool {
 // major units without its sign. A currency longer than any code is not read: cut as it is stored, two
 // texts that differ past the cut would pass for one currency.
 func (s *Source) correlationKeys(x *docIndex) []storage.CorrelationKey {
+	if len(s.Correlations) == 0 || s.movedNoMoney(x) {
+		// A failed refund is no refund paid: it doubles none.
+		return nil
+	}
 	var out []storage.CorrelationKey
 	for _, c := range s.Correlations {
 		if c.Kind != "" && !slices.Contains(c.Kinds, x.text(c.Kind)) {

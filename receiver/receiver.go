@@ -49,6 +49,11 @@ type Source struct {
 	CurrencyField     string
 	AmountMinorUnits  bool
 	CurrencyExponents map[string]int
+	// NoMoney names the events that moved no money, each a condition "POINTER =
+	// VALUE|VALUE" (a refund that failed: "/data/object/status = failed|canceled"). Such
+	// an event is stored with no amount and read by no correlation rule, so that no
+	// total counts money that never moved; its payload keeps the amount it reported.
+	NoMoney []string
 	// Answer is the body of the 200 answer for an accepted or duplicate delivery.
 	Answer Answer
 	// FormEncoded accepts application/x-www-form-urlencoded deliveries whose JSON is

@@ -144,10 +144,29 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 		return "", ""
 	}
 	currency = storage.CurrencyCode(x.text(s.CurrencyField))
+	if s.movedNoMoney(x) {
+		// The currency stays, so that the event is counted under its currency with no
+		// amount, as any delivery without one is.
+		return "", currency
+	}
 	if s.AmountMinorUnits {
 		amount, _ = storage.MajorUnits(amount, currency, s.CurrencyExponents) // not a plain number: kept as sent
 	}
 	return amount, currency
+}
+
+// movedNoMoney reports whether the event x indexes meets one of the source's no_money
+// conditions: a failed or refused refund, charge or capture, whose amount was never paid
+// out or taken. Every figure of money (the ledger, the dashboard, suspects' money at
+// stake) reads the stored amount, so this is the one place that keeps it out of them.
+func (s *Source) movedNoMoney(x *docIndex) bool {
+	for _, cond := range s.NoMoney {
+		at, list, _ := storage.CutCondition(cond)
+		if storage.PlaceListHas(list, x.text(at)) {
+			return true
+		}
+	}
+	return false
 }
 
 // amountText is the amount of the event x indexes as sent: the value at the first of

@@ -26,6 +26,14 @@ func CutPlace(place string) (from, when, list string, qualified bool) {
 	return strings.TrimSpace(from), strings.TrimSpace(when), list, true
 }
 
+// CutCondition cuts a condition of the no_money setting, "/success = false|FALSE",
+// into the pointer it reads and the values it holds for (list, "a|b"), as a place's
+// qualifier is written; ok is false when it has no " = ".
+func CutCondition(cond string) (at, list string, ok bool) {
+	at, list, ok = strings.Cut(cond, placeIs)
+	return strings.TrimSpace(at), list, ok
+}
+
 // PlacePointer returns where a place reads, its qualifier aside ("/id when /type = a|b"
 // reads /id).
 func PlacePointer(place string) string {

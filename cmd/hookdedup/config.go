@@ -137,6 +137,7 @@ type sourceConfig struct {
 	BusinessKey       []string           `toml:"business_key"`
 	BusinessWindow    *time.Duration     `toml:"business_window"`
 	BusinessKeyBlocks *bool              `toml:"business_key_blocks"`
+	NoMoney           []string           `toml:"no_money"`
 
 	// generated marks the zero-config source whose secret lives in the database.
 	generated bool
@@ -1292,6 +1293,9 @@ func (sc sourceConfig) withDefaults(def sourceConfig) sourceConfig {
 	if sc.BusinessKey == nil {
 		sc.BusinessKey = def.BusinessKey
 	}
+	if sc.NoMoney == nil {
+		sc.NoMoney = def.NoMoney
+	}
 	sc.BusinessWindow = cmp.Or(sc.BusinessWindow, def.BusinessWindow)
 	sc.BusinessKeyBlocks = cmp.Or(sc.BusinessKeyBlocks, def.BusinessKeyBlocks)
 	return sc
@@ -1486,6 +1490,9 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if err := receiver.CheckBusinessKey(s.BusinessKey); err != nil {
 		return nil, err
 	}
+	if err := receiver.CheckNoMoney(s.NoMoney); err != nil {
+		return nil, err
+	}
 	if *s.BusinessKeyBlocks && len(s.BusinessKey) == 0 {
 		return nil, errors.New("business_key_blocks: is set without business_key (it blocks deliveries whose business key was seen)")
 	}
@@ -1610,6 +1617,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		BusinessKey:       s.BusinessKey,
 		BusinessWindow:    *s.BusinessWindow,
 		BusinessKeyBlocks: *s.BusinessKeyBlocks,
+		NoMoney:           s.NoMoney,
 	}
 	if s.TokenHeader != "" {
 		src.RedactHeaders = []string{s.TokenHeader}

@@ -45,6 +45,9 @@ func (sc sourceConfig) withPreset() (sourceConfig, []string, error) {
 	if sc.BusinessKey != nil {
 		set.BusinessKey = &sc.BusinessKey
 	}
+	if sc.NoMoney != nil {
+		set.NoMoney = &sc.NoMoney
+	}
 	if sc.TTL != nil {
 		set.TTL = new(durationText(*sc.TTL))
 	}
@@ -63,6 +66,9 @@ func (sc sourceConfig) withPreset() (sourceConfig, []string, error) {
 	}
 	if set.BusinessKey != nil {
 		sc.BusinessKey = slices.Clone(*set.BusinessKey)
+	}
+	if set.NoMoney != nil {
+		sc.NoMoney = slices.Clone(*set.NoMoney)
 	}
 	sc.Batch, sc.Item = set.Batch, set.Item
 	sc.PropertyField, sc.BookingField, sc.StatusField = set.PropertyField, set.BookingField, set.StatusField

@@ -160,6 +160,9 @@ func describeSource(sc sourceConfig, src receiver.Source) ([]shownSetting, error
 		add("currency_field", sc.CurrencyField != nil, str(src.CurrencyField))
 		add("amount_minor_units", sc.AmountMinorUnits != nil, strconv.FormatBool(src.AmountMinorUnits))
 	}
+	if len(src.NoMoney) > 0 {
+		add("no_money", sc.NoMoney != nil, tomlList(src.NoMoney))
+	}
 	if len(src.BusinessKey) > 0 {
 		add("business_key", sc.BusinessKey != nil, tomlList(src.BusinessKey))
 		add("business_window", sc.BusinessWindow != nil, str(durationText(src.BusinessWindow)))

@@ -51,6 +51,7 @@ status_field        = "/eventCode"                                              
 amount_field        = "/amount/value"                                                                                               # from provider adyen
 currency_field      = "/amount/currency"                                                                                            # from provider adyen
 amount_minor_units  = true                                                                                                          # from provider adyen
+no_money            = ["/success = false", "/eventCode = REFUND_FAILED|CAPTURE_FAILED"]                                             # from provider adyen
 business_key        = ["/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency", "/success"] # from provider adyen
 business_window     = "336h"                                                                                                        # default
 business_key_blocks = false                                                                                                         # default

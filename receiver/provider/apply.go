@@ -33,6 +33,7 @@ type Settings struct {
 	AmountMinorUnits  *bool     `toml:"amount_minor_units"`
 	TTL               *string   `toml:"ttl"` // a Go duration, as the ttl setting is written
 	BusinessKey       *[]string `toml:"business_key"`
+	NoMoney           *[]string `toml:"no_money"`
 }
 
 // EventIDs is the event_id setting: where an event id is, one place or several, the first
@@ -195,6 +196,11 @@ func (p Preset) Apply(s *Settings) []string {
 		fields := slices.Clone(p.BusinessKey)
 		s.BusinessKey = &fields
 		filled = append(filled, "business_key")
+	}
+	if s.NoMoney == nil && len(p.NoMoney) > 0 {
+		conds := slices.Clone(p.NoMoney)
+		s.NoMoney = &conds
+		filled = append(filled, "no_money")
 	}
 	return filled
 }

@@ -174,7 +174,7 @@ booking_field = ""
 	if *sc.TTL != "2160h" || *sc.BookingField != "" || *sc.Signature != "adyen" || *sc.Item != "/NotificationRequestItem" {
 		t.Errorf("after Apply: ttl %q, booking_field %q, signature %q, item %q", *sc.TTL, *sc.BookingField, *sc.Signature, *sc.Item)
 	}
-	want := "signature event_id key_fields batch item property_field status_field amount_field currency_field amount_minor_units business_key"
+	want := "signature event_id key_fields batch item property_field status_field amount_field currency_field amount_minor_units business_key no_money"
 	if got := strings.Join(fromPreset, " "); got != want {
 		t.Errorf("from the preset: %s\nwant:             %s", got, want)
 	}

@@ -41,9 +41,14 @@ var presets = []Preset{
 		// attempt at a payment Adyen refused is a new pspReference for the same order
 		// and amount, and the one that takes the money.
 		BusinessKey: []string{"/merchantAccountCode", "/merchantReference", "/eventCode", "/amount/value", "/amount/currency", "/success"},
-		TTL:         35 * day,
-		Redelivery:  30 * day,
-		Answer:      AnswerAccepted,
+		// A request Adyen refused (success false: a refused payment, a refund or
+		// capture request that failed) and a refund or capture the card scheme
+		// rejected afterwards (REFUND_FAILED and CAPTURE_FAILED, success true: the
+		// notification was processed) report an amount that never moved.
+		NoMoney:    []string{"/success = false", "/eventCode = REFUND_FAILED|CAPTURE_FAILED"},
+		TTL:        35 * day,
+		Redelivery: 30 * day,
+		Answer:     AnswerAccepted,
 		Docs: []string{
 			"https://docs.adyen.com/development-resources/webhooks/secure-webhooks/verify-hmac-signatures",
 			"https://github.com/Adyen/adyen-java-api-library/blob/main/src/main/java/com/adyen/util/HMACValidator.java",
@@ -269,13 +274,22 @@ var presets = []Preset{
 		// object's status is in it: a refund or dispute is reported again, under the
 		// same type, each time its status moves (pending, succeeded; won, lost).
 		BusinessKey: []string{"/type", "/data/object/charge", "/data/object/amount", "/data/object/currency", "/data/object/status"},
-		TTL:         7 * day,
-		Redelivery:  3 * day,
-		Answer:      AnswerJSON,
+		// A Refund, Charge or Payout that failed or was canceled, whatever event
+		// reports it (refund.failed, charge.refund.updated, charge.failed), moved no
+		// money; nor did a PaymentIntent whose payment failed, which goes back to
+		// requires_payment_method.
+		NoMoney: []string{
+			"/data/object/status = failed|canceled",
+			"/type = refund.failed|charge.failed|payment_intent.payment_failed|payment_intent.canceled",
+		},
+		TTL:        7 * day,
+		Redelivery: 3 * day,
+		Answer:     AnswerJSON,
 		Docs: []string{
 			"https://docs.stripe.com/webhooks",
 			"https://docs.stripe.com/webhooks/process-undelivered-events",
 			"https://docs.stripe.com/currencies",
+			"https://docs.stripe.com/api/refunds/object",
 		},
 		Note: "Keyed on the event id (/id); Stripe-Signature is checked with its timestamp. Stripe retries for " +
 			"up to 3 days in live mode; the ttl is 7 days. Amounts are in the currency's smallest unit, read " +

@@ -86,6 +86,10 @@ type Preset struct {
 	// suspected duplicates. Empty where the sender's events carry nothing that
 	// tells a re-send from a legitimate repeat.
 	BusinessKey []string
+	// NoMoney are the conditions ("POINTER = VALUE|VALUE", the no_money setting)
+	// that mark an event that moved no money: a refund that failed, a payment
+	// refused. Its amount is counted nowhere, and no correlation rule reads it.
+	NoMoney []string
 
 	// TTL is the default dedup window: longer than the sender's
 	// redelivery window, except for Thin senders (see Thin).
@@ -156,6 +160,7 @@ func clonePreset(p Preset) Preset {
 	p.KeyFields = slices.Clone(p.KeyFields)
 	p.AmountField = slices.Clone(p.AmountField)
 	p.BusinessKey = slices.Clone(p.BusinessKey)
+	p.NoMoney = slices.Clone(p.NoMoney)
 	p.Docs = slices.Clone(p.Docs)
 	p.CurrencyExponents = maps.Clone(p.CurrencyExponents)
 	return p
