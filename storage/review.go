@@ -39,13 +39,16 @@ type SuspectPage struct {
 	Next int64
 }
 
-// SuspectCount is the suspects of one kind, state and currency: how many, and their
-// money.
+// SuspectCount is the suspects of one kind, state and currency: how many, and the money
+// of their deliveries, each delivery once however many suspects of the kind and state
+// it carries (two rules flagging one refund put one refund at stake), as the ledger
+// counts it.
 type SuspectCount struct {
 	Kind     SuspectKind
 	State    string
 	Currency string
-	Money    Money // Count is how many; Minor their amounts, in minor units of Currency
+	Suspects int64 // how many suspects
+	Money    Money // Count is how many deliveries; Minor their amounts, in minor units of Currency
 }
 
 // SuspectSums sums suspects by kind, state and currency, as SuspectCounts answers: an
@@ -75,7 +78,7 @@ func (s SuspectSums) Counts() []SuspectCount {
 		if t.Count == 0 {
 			continue
 		}
-		out = append(out, SuspectCount{Kind: SuspectKind(k.kind), State: k.state, Currency: k.currency, Money: t.Money()})
+		out = append(out, SuspectCount{Kind: SuspectKind(k.kind), State: k.state, Currency: k.currency, Suspects: t.Count, Money: t.Money()})
 	}
 	slices.SortFunc(out, func(a, b SuspectCount) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.State, b.State), CompareCurrency(a.Currency, b.Currency))
@@ -97,6 +100,9 @@ type SuspectTotal struct {
 	Low      int64 // the sum of each amount % 1e9
 	Unsummed int64 // as Money.Unsummed: amounts that are no exact number of minor units
 	NoAmount int64 // as Money.NoAmount: suspects that carried no amount
+	// Repeats counts the suspects, in Count, whose delivery an earlier suspect of the
+	// same kind and state counts already: their money is not added again.
+	Repeats int64
 }
 
 // minorSplit is where SuspectTotal splits an amount in minor units.
@@ -119,9 +125,17 @@ func (t *SuspectTotal) AddAmount(amount, currency string, sign int64) {
 	t.Low += sign * (n % minorSplit)
 }
 
+// AddRepeat counts one suspect whose delivery's money another suspect of its kind and
+// state counts, or, with sign -1, takes one away.
+func (t *SuspectTotal) AddRepeat(sign int64) {
+	t.Count += sign
+	t.Repeats += sign
+}
+
 // Add adds o to t.
 func (t *SuspectTotal) Add(o SuspectTotal) {
 	t.Count += o.Count
+	t.Repeats += o.Repeats
 	t.High += o.High
 	t.Low += o.Low
 	t.Unsummed += o.Unsummed
@@ -132,9 +146,10 @@ func (t *SuspectTotal) Add(o SuspectTotal) {
 // fits an int64; otherwise, as the ledger reads a total too large, every suspect that
 // carried an amount is counted as unsummed.
 func (t SuspectTotal) Money() Money {
+	n := t.Count - t.Repeats // the deliveries
 	sum := new(big.Int).Mul(big.NewInt(t.High), big.NewInt(minorSplit))
 	if sum.Add(sum, big.NewInt(t.Low)); !sum.IsInt64() {
-		return Money{Count: t.Count, NoAmount: t.NoAmount}.SumLost()
+		return Money{Count: n, NoAmount: t.NoAmount}.SumLost()
 	}
-	return Money{Count: t.Count, Minor: sum.Int64(), Unsummed: t.Unsummed, NoAmount: t.NoAmount}
+	return Money{Count: n, Minor: sum.Int64(), Unsummed: t.Unsummed, NoAmount: t.NoAmount}
 }

@@ -179,17 +179,17 @@ func suspectStats(counts []storage.SuspectCount) []views.SuspectKindStats {
 			}
 			switch c.State {
 			case storage.SuspectOpen:
-				st.Open += c.Money.Count
+				st.Open += c.Suspects
 				m := open[c.Currency]
 				m.Add(c.Money)
 				open[c.Currency] = m
 			case storage.SuspectConfirmed:
-				st.Confirmed += c.Money.Count
+				st.Confirmed += c.Suspects
 				m := confirmed[c.Currency]
 				m.Add(c.Money)
 				confirmed[c.Currency] = m
 			case storage.SuspectDismissed:
-				st.Dismissed += c.Money.Count
+				st.Dismissed += c.Suspects
 			}
 		}
 		st.OpenMoney, st.ConfirmedMoney = minorSums(open), minorSums(confirmed)

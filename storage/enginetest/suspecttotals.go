@@ -48,18 +48,28 @@ func (b *suspectBook) counts() string {
 		kind            storage.SuspectKind
 		state, currency string
 	}
-	sums := map[key]*storage.Money{}
+	type seen struct {
+		kind     storage.SuspectKind
+		state    string
+		delivery int64
+	}
+	sums, suspects, counted := map[key]*storage.Money{}, map[key]int64{}, map[seen]bool{}
 	for _, id := range slices.Sorted(maps.Keys(b.s)) {
 		s := b.s[id]
 		k := key{s.Kind, s.State, s.Currency}
 		if sums[k] == nil {
 			sums[k] = &storage.Money{}
 		}
-		sums[k].AddAmount(s.Amount, s.Currency)
+		suspects[k]++
+		// Each delivery's money once in its kind and state.
+		if d := (seen{s.Kind, s.State, s.Delivery}); !counted[d] {
+			counted[d] = true
+			sums[k].AddAmount(s.Amount, s.Currency)
+		}
 	}
 	var cs []storage.SuspectCount
 	for k, m := range sums {
-		cs = append(cs, storage.SuspectCount{Kind: k.kind, State: k.state, Currency: k.currency, Money: *m})
+		cs = append(cs, storage.SuspectCount{Kind: k.kind, State: k.state, Currency: k.currency, Suspects: suspects[k], Money: *m})
 	}
 	slices.SortFunc(cs, func(a, b storage.SuspectCount) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
@@ -90,6 +100,9 @@ func formatSuspectCounts(cs []storage.SuspectCount) string {
 		fmt.Fprintf(&w, "%s %s %q n=%d minor=%d unsummed=%d", c.Kind, c.State, c.Currency, c.Money.Count, c.Money.Minor, c.Money.Unsummed)
 		if c.Money.NoAmount != 0 {
 			fmt.Fprintf(&w, " no_amount=%d", c.Money.NoAmount)
+		}
+		if c.Suspects != c.Money.Count {
+			fmt.Fprintf(&w, " suspects=%d", c.Suspects)
 		}
 		w.WriteString("\n")
 	}
@@ -390,4 +403,50 @@ correlation open "EUR" n=2 minor=0 unsummed=2
 `
 	wantSuspectCounts(t, db, "reviewed", reviewed)
 	wantSuspectCounts(t, e.Reopen(t, db), "another handle", reviewed)
+}
+
+// TestSuspectCounts_DeliveryFlaggedTwice: a refund flagged by two correlation rules (or
+// twice by one, against two other deliveries) is one refund at stake: its money counts
+// once in its kind and state, folded in or not, as reviews move its suspects apart and
+// together again. A business key on it counts it in that kind too.
+func TestSuspectCounts_DeliveryFlaggedTwice(t *testing.T, e Engine) {
+	db := e.Open(t)
+	newClock(e, db)
+	b := newSuspectBook(e, db)
+	var ids []int64
+	for _, s := range []storage.Suspect{
+		{Kind: storage.SuspectCorrelation, Delivery: 1, Source: "psp", Rule: "double-refund", Amount: "182.50", Currency: "EUR"},
+		{Kind: storage.SuspectCorrelation, Delivery: 1, Source: "psp", Rule: "refund-by-guest", Amount: "182.50", Currency: "EUR"},
+		{Kind: storage.SuspectBusinessKey, Delivery: 1, Source: "psp", Amount: "182.50", Currency: "EUR"},
+		{Kind: storage.SuspectCorrelation, Delivery: 2, Source: "psp", Rule: "double-refund", Amount: "10.00", Currency: "EUR"},
+		{Kind: storage.SuspectCorrelation, Delivery: 3, Source: "psp", Rule: "double-refund", Currency: "EUR"}, // no amount
+		{Kind: storage.SuspectCorrelation, Delivery: 3, Source: "psp", Rule: "refund-by-guest", Currency: "EUR"},
+	} {
+		ids = append(ids, b.add(t, s).ID)
+	}
+	wantSuspectCounts(t, db, "none folded", `business_key open "EUR" n=1 minor=18250 unsummed=0
+correlation open "EUR" n=3 minor=19250 unsummed=0 no_amount=1 suspects=5
+`)
+	b.check(t, db, "none folded")
+	rollupSuspects(t, db, 100, 6)
+	b.check(t, db, "all folded")
+
+	b.review(t, db, ids[0], storage.SuspectConfirmed) // its twin stays open
+	b.check(t, db, "one of two folded suspects confirmed")
+	b.review(t, db, ids[1], storage.SuspectConfirmed) // together again
+	b.check(t, db, "both confirmed")
+	b.review(t, db, ids[0], storage.SuspectDismissed)
+	b.check(t, db, "apart again")
+	b.review(t, db, ids[1], storage.SuspectDismissed)
+	b.check(t, db, "both dismissed, together")
+
+	more := b.add(t, storage.Suspect{Kind: storage.SuspectCorrelation, Delivery: 2, Source: "psp", Rule: "refund-by-guest", Amount: "10.00", Currency: "EUR"})
+	b.check(t, db, "a second flag of a folded delivery, not folded")
+	b.review(t, db, ids[3], storage.SuspectDismissed) // folded; its twin after the mark now counts
+	b.check(t, db, "the folded flag dismissed, its twin after the mark")
+	rollupSuspects(t, db, 100, 1)
+	b.check(t, db, "the twin folded")
+	b.review(t, db, more.ID, storage.SuspectDismissed)
+	b.check(t, db, "the later delivery's both dismissed")
+	b.check(t, e.Reopen(t, db), "another handle")
 }

@@ -106,6 +106,7 @@ var tests = []struct {
 	{"SuspectCounts_NoAmount", TestSuspectCounts_NoAmount},
 	{"SuspectCounts_ReviewsWhileRollingUp", TestSuspectCounts_ReviewsWhileRollingUp},
 	{"SuspectCounts_CurrencyTableChanged", TestSuspectCounts_CurrencyTableChanged},
+	{"SuspectCounts_DeliveryFlaggedTwice", TestSuspectCounts_DeliveryFlaggedTwice},
 	{"Events_Forensics", TestEvents_Forensics},
 	{"Sessions", TestSessions},
 	{"DeliveryStats", TestDeliveryStats},

@@ -40,7 +40,15 @@ import (
 // primary key finds; a database from before the totals has every suspect in it until
 // the roll-up catches up, and PostgreSQL reads the table whole meanwhile, as it should.
 // A generic plan, made for no mark in particular, could read it whole every time.
-const sqlSuspectTail = `SELECT source, kind, state, currency, amount FROM suspects WHERE id > $1`
+const sqlSuspectTail = `SELECT source, kind, state, currency, amount, ` + sqlSuspectRepeat + ` FROM suspects s WHERE id > $1`
+
+// sqlSuspectRepeat says whether the suspect s is a repeat: an earlier suspect of its
+// delivery, kind and state counts the delivery's money already (migration 0026). The
+// suspects of one delivery are written with it, in one transaction, so they commit
+// together and this reads a few rows by suspects_delivery. A review that moves a
+// folded suspect keeps the totals so (reviewSuspectTotals).
+const sqlSuspectRepeat = `EXISTS (SELECT 1 FROM suspects o WHERE o.delivery = s.delivery AND o.kind = s.kind AND o.state = s.state
+	AND o.id < s.id)`
 
 // sqlOpenSuspects counts the open suspects per source: the totals' (none unless $2,
 // they were summed under this build's currency table) and those after the mark $1
@@ -53,31 +61,32 @@ GROUP BY source HAVING sum(n) > 0`
 
 // sqlSuspectFold is the roll-up's stretch: up to $3 suspects after the mark $1, up to
 // the safe id $2.
-const sqlSuspectFold = `SELECT id, source, kind, state, currency, amount FROM suspects
+const sqlSuspectFold = `SELECT id, source, kind, state, currency, amount, ` + sqlSuspectRepeat + ` FROM suspects s
 WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
 
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
-const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount
+const sqlSuspectTotals = `SELECT source, kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount, repeats
 FROM suspect_totals`
 
 // sqlSuspectTotalAdd adds one row's counts to the totals (alias t). Neither part of
 // the amounts can overflow a bigint before a billion suspects (storage.SuspectTotal).
 const sqlSuspectTotalAdd = `INSERT INTO suspect_totals AS t (source, kind, state, currency, suspects, amount_high, amount_low, unsummed,
-	no_amount)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	no_amount, repeats)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (source, kind, state, currency) DO UPDATE SET
 	suspects    = t.suspects + excluded.suspects,
 	amount_high = t.amount_high + excluded.amount_high,
 	amount_low  = t.amount_low + excluded.amount_low,
 	unsummed    = t.unsummed + excluded.unsummed,
-	no_amount   = t.no_amount + excluded.no_amount`
+	no_amount   = t.no_amount + excluded.no_amount,
+	repeats     = t.repeats + excluded.repeats`
 
 // suspectKey is a row of the totals.
 type suspectKey struct{ source, kind, state, currency string }
 
 // queueSuspectTotal queues the addition of t to the totals' row k.
 func queueSuspectTotal(b *pgx.Batch, k suspectKey, t storage.SuspectTotal) {
-	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount)
+	b.Queue(sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount, t.Repeats)
 }
 
 // readSuspects runs fn in one snapshot, a read-only REPEATABLE READ transaction, with
@@ -114,7 +123,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			if err != nil {
 				return err
 			}
-			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount},
+			_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount, &t.Repeats},
 				func() error {
 					sums.At(k.kind, k.state, k.currency).Add(t)
 					return nil
@@ -128,8 +137,13 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			return err
 		}
 		var amount string
-		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
-			sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
+		var repeat bool
+		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount, &repeat}, func() error {
+			if repeat {
+				sums.At(k.kind, k.state, k.currency).AddRepeat(1)
+			} else {
+				sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
+			}
 			return nil
 		})
 		return err
@@ -229,14 +243,19 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 		var upto int64
 		var k suspectKey
 		var amount string
-		_, err = pgx.ForEachRow(rows, []any{&upto, &k.source, &k.kind, &k.state, &k.currency, &amount}, func() error {
+		var repeat bool
+		_, err = pgx.ForEachRow(rows, []any{&upto, &k.source, &k.kind, &k.state, &k.currency, &amount, &repeat}, func() error {
 			n++
 			t := totals[k]
 			if t == nil {
 				t = &storage.SuspectTotal{}
 				totals[k] = t
 			}
-			t.AddAmount(amount, k.currency, 1)
+			if repeat {
+				t.AddRepeat(1)
+			} else {
+				t.AddAmount(amount, k.currency, 1)
+			}
 			return nil
 		})
 		if err != nil {
@@ -267,9 +286,29 @@ func reviewSuspectTotals(ctx context.Context, tx pgx.Tx, mark int64, x storage.S
 	if x.State == state || x.ID > mark {
 		return nil // the readers read it as it is
 	}
+	// The folded totals count each delivery's money once in a state: x takes it out of
+	// its old state unless another folded suspect of its delivery and kind stays there,
+	// and adds it to the new one unless one is there already. A roll-up waits for the
+	// mark tx holds, so it reads the later suspects' states as this review leaves them.
+	var stays, joins bool
+	err := tx.QueryRow(ctx, `SELECT
+	EXISTS (SELECT 1 FROM suspects WHERE delivery = $1 AND kind = $2 AND state = $3 AND id <> $5 AND id <= $6),
+	EXISTS (SELECT 1 FROM suspects WHERE delivery = $1 AND kind = $2 AND state = $4 AND id <> $5 AND id <= $6)`,
+		x.Delivery, string(x.Kind), x.State, state, x.ID, mark).Scan(&stays, &joins)
+	if err != nil {
+		return err
+	}
 	var out, in storage.SuspectTotal
-	out.AddAmount(x.Amount, x.Currency, -1)
-	in.AddAmount(x.Amount, x.Currency, 1)
+	if stays {
+		out.AddRepeat(-1)
+	} else {
+		out.AddAmount(x.Amount, x.Currency, -1)
+	}
+	if joins {
+		in.AddRepeat(1)
+	} else {
+		in.AddAmount(x.Amount, x.Currency, 1)
+	}
 	batch := &pgx.Batch{}
 	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out)
 	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), state, x.Currency}, in)

@@ -34,8 +34,9 @@ func suspectTotal(t *testing.T, db *postgres.DB) (storage.Money, int64) {
 	return m, open["ota"]
 }
 
+// sqlAddSuspect adds $1 suspects of deliveries $2+1 on, each a delivery of its own.
 const sqlAddSuspect = `INSERT INTO suspects (kind, delivery, source, amount, currency, flagged_at)
-	SELECT 'business_key', i, 'ota', '1.00', 'EUR', 0 FROM generate_series(1, $1) AS i`
+	SELECT 'business_key', $2::bigint + i, 'ota', '1.00', 'EUR', 0 FROM generate_series(1, $1) AS i`
 
 // TestRollupSuspects_OutOfOrderCommit: a suspect whose transaction took its id before
 // others were committed and rolled up is still counted, once, when it commits: the
@@ -52,10 +53,10 @@ func TestRollupSuspects_OutOfOrderCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Rollback(context.WithoutCancel(ctx))
-	if _, err := slow.Exec(ctx, sqlAddSuspect, 1); err != nil { // takes id 1, commits later
+	if _, err := slow.Exec(ctx, sqlAddSuspect, 1, 0); err != nil { // takes id 1, commits later
 		t.Fatal(err)
 	}
-	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 3); err != nil { // ids 2 to 4
+	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 3, 1); err != nil { // ids 2 to 4
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -107,7 +108,7 @@ func TestRollupSuspects_LockHeld(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	db := replica(t, url, time.Now())
-	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 2); err != nil {
+	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 2, 4); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := connect(t, url).Begin(ctx)
@@ -142,7 +143,7 @@ func TestSuspectCounts_Plans(t *testing.T) {
 	db := open(t, url)
 	conn := connect(t, url)
 	const n = 200_000
-	if _, err := conn.Exec(ctx, sqlAddSuspect, n); err != nil {
+	if _, err := conn.Exec(ctx, sqlAddSuspect, n, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `VACUUM ANALYZE suspects`); err != nil {

@@ -65,8 +65,8 @@ func checkOneDismissed(t *testing.T, db *sqlite.DB, when string) {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("%+v", []storage.SuspectCount{
-		{Kind: storage.SuspectBusinessKey, State: storage.SuspectDismissed, Currency: "EUR", Money: storage.Money{Count: 1, Minor: 1000}},
-		{Kind: storage.SuspectBusinessKey, State: storage.SuspectOpen, Currency: "EUR", Money: storage.Money{Count: 1, Minor: 1000}},
+		{Kind: storage.SuspectBusinessKey, State: storage.SuspectDismissed, Currency: "EUR", Suspects: 1, Money: storage.Money{Count: 1, Minor: 1000}},
+		{Kind: storage.SuspectBusinessKey, State: storage.SuspectOpen, Currency: "EUR", Suspects: 1, Money: storage.Money{Count: 1, Minor: 1000}},
 	}); fmt.Sprintf("%+v", cs) != want {
 		t.Errorf("%s: suspect counts:\n%+v\nwant\n%s", when, cs, want)
 	}

@@ -27,7 +27,15 @@ import (
 
 // sqlSuspectTail is the suspects not folded into the totals yet, read through the
 // table's ids from the mark on.
-const sqlSuspectTail = `SELECT kind, state, currency, amount FROM suspects WHERE id > ` + sqlSuspectMark
+const sqlSuspectTail = `SELECT kind, state, currency, amount, ` + sqlSuspectRepeat + ` FROM suspects s WHERE id > ` + sqlSuspectMark
+
+// sqlSuspectRepeat says whether the suspect s is a repeat: an earlier suspect of its
+// delivery, kind and state counts the delivery's money already (migration 0038). The
+// suspects of one delivery are written with it, so this reads a few rows by
+// suspects_delivery. A review that moves a folded suspect keeps the totals so
+// (reviewSuspectTotals).
+const sqlSuspectRepeat = `EXISTS (SELECT 1 FROM suspects o WHERE o.delivery = s.delivery AND o.kind = s.kind AND o.state = s.state
+	AND o.id < s.id)`
 
 // sqlSuspectMark is the mark as the readers take it, for the currency table ?1: 0,
 // every suspect read from the table, when the totals were summed under another one.
@@ -35,7 +43,7 @@ const sqlSuspectMark = `(SELECT CASE currency_table WHEN ?1 THEN rolled_up_to EL
 
 // sqlSuspectTotals is the running totals, a row per source, kind, state and currency.
 // None when they were summed under another currency table than ?1.
-const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount FROM suspect_totals
+const sqlSuspectTotals = `SELECT kind, state, currency, suspects, amount_high, amount_low, unsummed, no_amount, repeats FROM suspect_totals
 WHERE (SELECT currency_table FROM suspect_totals_mark) = ?1`
 
 // sqlOpenSuspects counts the open suspects per source: the totals and the suspects
@@ -51,20 +59,21 @@ GROUP BY source HAVING sum(n) > 0`
 
 // sqlSuspectTotalAdd adds one row's counts to the totals.
 const sqlSuspectTotalAdd = `INSERT INTO suspect_totals (source, kind, state, currency, suspects, amount_high, amount_low, unsummed,
-	no_amount)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	no_amount, repeats)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, kind, state, currency) DO UPDATE SET
 	suspects    = suspects + excluded.suspects,
 	amount_high = amount_high + excluded.amount_high,
 	amount_low  = amount_low + excluded.amount_low,
 	unsummed    = unsummed + excluded.unsummed,
-	no_amount   = no_amount + excluded.no_amount`
+	no_amount   = no_amount + excluded.no_amount,
+	repeats     = repeats + excluded.repeats`
 
 // suspectKey is a row of the totals.
 type suspectKey struct{ source, kind, state, currency string }
 
 func addSuspectTotal(ctx context.Context, tx *sql.Tx, k suspectKey, t storage.SuspectTotal) error {
-	_, err := tx.ExecContext(ctx, sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount)
+	_, err := tx.ExecContext(ctx, sqlSuspectTotalAdd, k.source, k.kind, k.state, k.currency, t.Count, t.High, t.Low, t.Unsummed, t.NoAmount, t.Repeats)
 	return err
 }
 
@@ -87,7 +96,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		for rows.Next() {
 			var k key
 			var t storage.SuspectTotal
-			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount); err != nil {
+			if err := rows.Scan(&k.kind, &k.state, &k.currency, &t.Count, &t.High, &t.Low, &t.Unsummed, &t.NoAmount, &t.Repeats); err != nil {
 				return err
 			}
 			sums.At(k.kind, k.state, k.currency).Add(t)
@@ -103,10 +112,15 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		for tail.Next() {
 			var k key
 			var amount string
-			if err := tail.Scan(&k.kind, &k.state, &k.currency, &amount); err != nil {
+			var repeat bool
+			if err := tail.Scan(&k.kind, &k.state, &k.currency, &amount, &repeat); err != nil {
 				return err
 			}
-			sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
+			if repeat {
+				sums.At(k.kind, k.state, k.currency).AddRepeat(1)
+			} else {
+				sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
+			}
 		}
 		return tail.Err()
 	})
@@ -150,7 +164,7 @@ func (db *DB) rollupSuspects(ctx context.Context, limit int, table string) (n in
 		if was != table {
 			return nil
 		}
-		rows, err := c.QueryContext(ctx, `SELECT id, source, kind, state, currency, amount FROM suspects
+		rows, err := c.QueryContext(ctx, `SELECT id, source, kind, state, currency, amount, `+sqlSuspectRepeat+` FROM suspects s
 WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
 		if err != nil {
 			return err
@@ -159,7 +173,8 @@ WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
 		for rows.Next() {
 			var k suspectKey
 			var amount string
-			if err := rows.Scan(&upto, &k.source, &k.kind, &k.state, &k.currency, &amount); err != nil {
+			var repeat bool
+			if err := rows.Scan(&upto, &k.source, &k.kind, &k.state, &k.currency, &amount, &repeat); err != nil {
 				return err
 			}
 			n++
@@ -168,7 +183,11 @@ WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
 				t = &storage.SuspectTotal{}
 				totals[k] = t
 			}
-			t.AddAmount(amount, k.currency, 1)
+			if repeat {
+				t.AddRepeat(1)
+			} else {
+				t.AddAmount(amount, k.currency, 1)
+			}
 		}
 		return rows.Err()
 	})
@@ -249,13 +268,49 @@ func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, sta
 		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET rolled_up_to = 0, tail_reviews = tail_reviews + 1, currency_table = ?`, now)
 		return err
 	}
+	// A later suspect of the delivery and kind after the mark is read as a repeat or
+	// not by the state x has: a roll-up that read it before this review must not write.
+	var later bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM suspects WHERE delivery = ? AND kind = ? AND id > ? AND id > ?)`,
+		x.Delivery, string(x.Kind), x.ID, mark).Scan(&later); err != nil {
+		return err
+	}
+	if x.ID > mark || later {
+		if _, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET tail_reviews = tail_reviews + 1`); err != nil {
+			return err
+		}
+	}
 	if x.ID > mark {
-		_, err := tx.ExecContext(ctx, `UPDATE suspect_totals_mark SET tail_reviews = tail_reviews + 1`)
+		return nil
+	}
+	// The folded totals count each delivery's money once in a state: x takes it out of
+	// its old state unless another folded suspect of its delivery and kind stays there,
+	// and adds it to the new one unless one is there already.
+	others := func(in string) (bool, error) {
+		var ok bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM suspects WHERE delivery = ? AND kind = ? AND state = ? AND id != ? AND id <= ?)`,
+			x.Delivery, string(x.Kind), in, x.ID, mark).Scan(&ok)
+		return ok, err
+	}
+	stays, err := others(x.State)
+	if err != nil {
+		return err
+	}
+	joins, err := others(state)
+	if err != nil {
 		return err
 	}
 	var out, in storage.SuspectTotal
-	out.AddAmount(x.Amount, x.Currency, -1)
-	in.AddAmount(x.Amount, x.Currency, 1)
+	if stays {
+		out.AddRepeat(-1)
+	} else {
+		out.AddAmount(x.Amount, x.Currency, -1)
+	}
+	if joins {
+		in.AddRepeat(1)
+	} else {
+		in.AddAmount(x.Amount, x.Currency, 1)
+	}
 	if err := addSuspectTotal(ctx, tx, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out); err != nil {
 		return err
 	}

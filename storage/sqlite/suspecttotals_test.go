@@ -20,8 +20,14 @@ func TestDB_SuspectCountsPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(plan, "SCAN suspects") || strings.Count(plan, "SEARCH suspects USING INTEGER PRIMARY KEY (rowid>?)") != 2 {
+	if strings.Contains(plan, "SCAN suspects") || strings.Contains(plan, "SCAN s\n") || strings.Contains(plan, "SCAN o\n") ||
+		strings.Count(plan, " USING INTEGER PRIMARY KEY (rowid>?)") != 2 {
 		t.Errorf("the counts do not read the suspects after the mark by id:\n%s", plan)
+	}
+	// Whether an earlier suspect of its delivery, kind and state counts a suspect's
+	// money already is looked up by delivery, a few rows.
+	if !strings.Contains(plan, "SEARCH o USING INDEX suspects_delivery") {
+		t.Errorf("a suspect's earlier ones are not found by its delivery:\n%s", plan)
 	}
 }
 
