@@ -132,6 +132,17 @@ func (t *SuspectTotal) AddRepeat(sign int64) {
 	t.Repeats += sign
 }
 
+// AddSuspect counts one suspect, or takes it away with sign -1: a repeat (its
+// delivery's money counted already by another suspect of its kind and state) by its
+// count alone (AddRepeat), any other with its amount (AddAmount).
+func (t *SuspectTotal) AddSuspect(amount, currency string, repeat bool, sign int64) {
+	if repeat {
+		t.AddRepeat(sign)
+		return
+	}
+	t.AddAmount(amount, currency, sign)
+}
+
 // Add adds o to t.
 func (t *SuspectTotal) Add(o SuspectTotal) {
 	t.Count += o.Count

@@ -139,11 +139,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 		var amount string
 		var repeat bool
 		_, err = pgx.ForEachRow(rows, []any{&k.source, &k.kind, &k.state, &k.currency, &amount, &repeat}, func() error {
-			if repeat {
-				sums.At(k.kind, k.state, k.currency).AddRepeat(1)
-			} else {
-				sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
-			}
+			sums.At(k.kind, k.state, k.currency).AddSuspect(amount, k.currency, repeat, 1)
 			return nil
 		})
 		return err
@@ -251,11 +247,7 @@ func (db *DB) RollupSuspects(ctx context.Context, limit int) (int, error) {
 				t = &storage.SuspectTotal{}
 				totals[k] = t
 			}
-			if repeat {
-				t.AddRepeat(1)
-			} else {
-				t.AddAmount(amount, k.currency, 1)
-			}
+			t.AddSuspect(amount, k.currency, repeat, 1)
 			return nil
 		})
 		if err != nil {
@@ -299,16 +291,8 @@ func reviewSuspectTotals(ctx context.Context, tx pgx.Tx, mark int64, x storage.S
 		return err
 	}
 	var out, in storage.SuspectTotal
-	if stays {
-		out.AddRepeat(-1)
-	} else {
-		out.AddAmount(x.Amount, x.Currency, -1)
-	}
-	if joins {
-		in.AddRepeat(1)
-	} else {
-		in.AddAmount(x.Amount, x.Currency, 1)
-	}
+	out.AddSuspect(x.Amount, x.Currency, stays, -1)
+	in.AddSuspect(x.Amount, x.Currency, joins, 1)
 	batch := &pgx.Batch{}
 	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out)
 	queueSuspectTotal(batch, suspectKey{x.Source, string(x.Kind), state, x.Currency}, in)

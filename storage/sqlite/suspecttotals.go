@@ -116,11 +116,7 @@ func (db *DB) SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 			if err := tail.Scan(&k.kind, &k.state, &k.currency, &amount, &repeat); err != nil {
 				return err
 			}
-			if repeat {
-				sums.At(k.kind, k.state, k.currency).AddRepeat(1)
-			} else {
-				sums.At(k.kind, k.state, k.currency).AddAmount(amount, k.currency, 1)
-			}
+			sums.At(k.kind, k.state, k.currency).AddSuspect(amount, k.currency, repeat, 1)
 		}
 		return tail.Err()
 	})
@@ -183,11 +179,7 @@ WHERE id > ? ORDER BY id LIMIT ?`, mark, limit)
 				t = &storage.SuspectTotal{}
 				totals[k] = t
 			}
-			if repeat {
-				t.AddRepeat(1)
-			} else {
-				t.AddAmount(amount, k.currency, 1)
-			}
+			t.AddSuspect(amount, k.currency, repeat, 1)
 		}
 		return rows.Err()
 	})
@@ -301,16 +293,8 @@ func reviewSuspectTotals(ctx context.Context, tx *sql.Tx, x storage.Suspect, sta
 		return err
 	}
 	var out, in storage.SuspectTotal
-	if stays {
-		out.AddRepeat(-1)
-	} else {
-		out.AddAmount(x.Amount, x.Currency, -1)
-	}
-	if joins {
-		in.AddRepeat(1)
-	} else {
-		in.AddAmount(x.Amount, x.Currency, 1)
-	}
+	out.AddSuspect(x.Amount, x.Currency, stays, -1)
+	in.AddSuspect(x.Amount, x.Currency, joins, 1)
 	if err := addSuspectTotal(ctx, tx, suspectKey{x.Source, string(x.Kind), x.State, x.Currency}, out); err != nil {
 		return err
 	}
