@@ -290,18 +290,7 @@ func TestHandler_Money(t *testing.T) {
 // amount_refunded what was refunded: a partial refund of 50.00 on a 500.00 charge, and
 // its retry caught as a duplicate, are stored as 50.00; a charge.succeeded as its amount.
 func TestPresets_StripeRefundAmount(t *testing.T) {
-	p, ok := provider.Lookup("stripe")
-	if !ok {
-		t.Fatal("no stripe preset")
-	}
-	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
-		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
-		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
-		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	src := stripeSource(t)
 	e := newEnv(t, sqlite.Options{}, src)
 	const event = `{"id":"evt_1QPartialRefund01","object":"event","type":"charge.refunded","data":{"object":` +
 		`{"id":"ch_3QHotelCharge0002","object":"charge","amount":50000,"amount_captured":50000,"amount_refunded":5000,` +
@@ -310,7 +299,7 @@ func TestPresets_StripeRefundAmount(t *testing.T) {
 	for range 2 { // the event, then Stripe's retry of it: a duplicate caught
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/stripe", bytes.NewReader([]byte(event)))
 		req.Header.Set("Content-Type", "application/json")
-		if err := v.Sign(req.Header, nil, []byte(event), time.Now()); err != nil {
+		if err := src.Verifier.Sign(req.Header, nil, []byte(event), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -342,7 +331,7 @@ func TestPresets_StripeRefundAmount(t *testing.T) {
 		`{"id":"ch_3QHotelCharge0003","object":"charge","amount":50000,"amount_captured":50000,"amount_refunded":0,` +
 		`"currency":"eur","refunded":false,"status":"succeeded"}}}`
 	h := http.Header{"Content-Type": {"application/json"}}
-	if err := v.Sign(h, nil, []byte(succeeded), time.Now()); err != nil {
+	if err := src.Verifier.Sign(h, nil, []byte(succeeded), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	code, _, got := rawPost(t, e, "stripe", h, succeeded)
@@ -360,18 +349,7 @@ func TestPresets_StripeRefundAmount(t *testing.T) {
 // The second partial refund of a charge, 30.00 after 50.00, and its retry caught as a
 // duplicate, are stored as 30.00, not 80.00.
 func TestPresets_StripeSecondPartialRefundAmount(t *testing.T) {
-	p, ok := provider.Lookup("stripe")
-	if !ok {
-		t.Fatal("no stripe preset")
-	}
-	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
-		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
-		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
-		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	src := stripeSource(t)
 	e := newEnv(t, sqlite.Options{}, src)
 	const event = `{"id":"evt_1QSecondRefund01","object":"event","api_version":"2020-08-27","type":"charge.refunded",` +
 		`"data":{"object":{"id":"ch_3QHotelCharge0004","object":"charge","amount":50000,"amount_captured":50000,` +
@@ -382,7 +360,7 @@ func TestPresets_StripeSecondPartialRefundAmount(t *testing.T) {
 	var got string
 	for range 2 { // the event, then Stripe's retry of it
 		h := http.Header{"Content-Type": {"application/json"}}
-		if err := v.Sign(h, nil, []byte(event), time.Now()); err != nil {
+		if err := src.Verifier.Sign(h, nil, []byte(event), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		var code int
@@ -402,18 +380,7 @@ func TestPresets_StripeSecondPartialRefundAmount(t *testing.T) {
 // Icelandic króna in hundredths, where ISO 4217 gives it none: a Stripe source stores the
 // money Stripe meant.
 func TestPresets_StripeZeroDecimalCurrencies(t *testing.T) {
-	p, ok := provider.Lookup("stripe")
-	if !ok {
-		t.Fatal("no stripe preset")
-	}
-	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
-		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
-		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
-		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents}
+	src := stripeSource(t)
 	e := newEnv(t, sqlite.Options{}, src)
 	for i, c := range []struct {
 		currency string
@@ -429,7 +396,7 @@ func TestPresets_StripeZeroDecimalCurrencies(t *testing.T) {
 			`{"id":"pi_3QZeroDecimal%02d","object":"payment_intent","amount":%d,"currency":%q,"status":"succeeded"}}}`,
 			i, i, c.amount, c.currency)
 		h := http.Header{"Content-Type": {"application/json"}}
-		if err := v.Sign(h, nil, []byte(event), time.Now()); err != nil {
+		if err := src.Verifier.Sign(h, nil, []byte(event), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		code, _, got := rawPost(t, e, "stripe", h, event)
@@ -440,4 +407,22 @@ func TestPresets_StripeZeroDecimalCurrencies(t *testing.T) {
 			t.Errorf("Stripe amount %d %s: stored %s %s; want %s", c.amount, c.currency, d.Amount, d.Currency, c.want)
 		}
 	}
+}
+
+// stripeSource is a source as the stripe preset configures one: its signature scheme,
+// key, labels and money, its events that moved no money included.
+func stripeSource(t *testing.T) receiver.Source {
+	t.Helper()
+	p, ok := provider.Lookup("stripe")
+	if !ok {
+		t.Fatal("no stripe preset")
+	}
+	v, err := signature.New(signature.Config{Scheme: p.Signature, Secrets: []string{"whsec_stripe0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{Name: "stripe", Verifier: v, TTL: p.TTL,
+		Keys:        receiver.KeySpec{EventID: p.EventID, KeyFields: p.KeyFields},
+		StatusField: p.StatusField, AmountField: p.AmountField, CurrencyField: p.CurrencyField,
+		AmountMinorUnits: p.AmountMinorUnits, CurrencyExponents: p.CurrencyExponents, NoMoney: p.NoMoney}
 }

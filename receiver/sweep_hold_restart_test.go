@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -27,15 +28,7 @@ func TestSweeps_HoldOutlivesARestart(t *testing.T) {
 		{"ClockSetBackPartly", 363 * 24 * time.Hour, 11, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			db, clock := loadHourOld(t)
-			before := startSweeps(t, db, clock, time.Hour)
-			before.next()
-			clock.Add(365 * 24 * time.Hour)
-			before.next()
-			before.next()
-			if before.stepMetric(t) == 0 {
-				t.Fatal("the sweeps did not hold after the step")
-			}
+			db, clock, before := heldAfterAYearsLeap(t)
 			storagetest.Record(t, db, &storage.Delivery{Source: "ota", Key: "during_hold", KeyMethod: "event_id",
 				PayloadHash: "h", ContentType: "application/json", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour})
 			before.stop()
@@ -92,15 +85,7 @@ func TestSweeps_HoldCountsAcrossRestarts(t *testing.T) {
 func TestSweeps_StoredHoldNotWrittenByThisCode(t *testing.T) {
 	for _, junk := range []string{"0 0", "-5 -9", "1 2", "1700000000000 1800000000000", "x y", " "} {
 		t.Run(junk, func(t *testing.T) {
-			db, clock := loadHourOld(t)
-			before := startSweeps(t, db, clock, time.Hour)
-			before.next()
-			clock.Add(365 * 24 * time.Hour)
-			before.next()
-			before.next()
-			if before.stepMetric(t) == 0 {
-				t.Fatal("the sweeps did not hold after the step")
-			}
+			db, clock, before := heldAfterAYearsLeap(t)
 			before.stop()
 			if err := db.SetSetting(t.Context(), "sweep_clock_held", junk); err != nil {
 				t.Fatal(err)
@@ -116,4 +101,20 @@ func TestSweeps_StoredHoldNotWrittenByThisCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldAfterAYearsLeap starts the sweeps over hour-old deliveries, leaps the clock a year
+// ahead, and returns them holding their deletes, still running.
+func heldAfterAYearsLeap(t *testing.T) (*sqlite.DB, *hostileClock, *steppedSweeps) {
+	t.Helper()
+	db, clock := loadHourOld(t)
+	s := startSweeps(t, db, clock, time.Hour)
+	s.next()
+	clock.Add(365 * 24 * time.Hour)
+	s.next()
+	s.next()
+	if s.stepMetric(t) == 0 {
+		t.Fatal("the sweeps did not hold after the step")
+	}
+	return db, clock, s
 }
