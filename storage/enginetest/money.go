@@ -93,7 +93,9 @@ func TestDeliveryStats_OnlyPlainAmountsSummed(t *testing.T, e Engine) {
 	amounts := []string{"412.50", "-3", "0", "-0", "007", "0.1", "1.234,56", "12,50", "1e1", "2E-2", "n/a", " 5", "5 ",
 		"+5", "5.", ".5", "-", "--5", "1.2.3", "1x5", "0x10", "Inf", "NaN",
 		strings.Repeat("9", storage.MaxAmountWhole), strings.Repeat("9", storage.MaxAmountWhole+1),
-		"-1." + strings.Repeat("1", storage.MaxAmountFrac), "1." + strings.Repeat("1", storage.MaxAmountFrac+1)}
+		"-" + strings.Repeat("9", storage.MaxAmountWhole), "-" + strings.Repeat("9", storage.MaxAmountWhole+1),
+		"-1." + strings.Repeat("1", storage.MaxAmountFrac), "1." + strings.Repeat("1", storage.MaxAmountFrac+1),
+		"1.2." + strings.Repeat("1", storage.MaxAmountFrac)}
 	currency := func(i int) string { return fmt.Sprintf("C%02d", i) }
 	for i, amount := range amounts {
 		for range 2 {

@@ -225,11 +225,11 @@ var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d
 // sqlAmountReal is a delivery's amount as a float, for the dashboard's sums, when it is
 // a storage.PlainAmount (sqlPlainAmount), and NULL otherwise: such an amount is counted
 // as unsummed (sqlAmountUnsummed), never read by the number its text starts with.
-const sqlAmountReal = `CASE WHEN amount ~ '` + sqlPlainAmount + `' THEN amount::float8 END`
+var sqlAmountReal = `CASE WHEN ` + sqlPlainAmount("amount") + ` THEN amount::float8 END`
 
 // sqlAmountUnsummed is 1 for a delivery whose amount the dashboard cannot sum, 0
 // otherwise (no amount included).
-const sqlAmountUnsummed = `(amount <> '' AND amount !~ '` + sqlPlainAmount + `')::int`
+var sqlAmountUnsummed = `(amount <> '' AND NOT ` + sqlPlainAmount("amount") + `)::int`
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats and Ledger count
 // as they read. The roll-up runs every few seconds, so the tail is a few seconds of
