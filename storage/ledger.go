@@ -36,6 +36,20 @@ func MinorUnits(amount, currency string) (minor int64, ok bool) {
 	return n, true
 }
 
+// MoneyMinor is amount, in major units of currency, as the ledger, the suspects' money
+// at stake and every other sum of money at risk count it: in minor units by its
+// magnitude, as MinorUnits reads it (ok false likewise). Sources write a refund as
+// "-182.50" or as "182.50", and a duplicate refund of 50.00 is 50.00 at risk whichever
+// they chose: summed with their signs, a refund and a charge of one amount would put
+// 0.00 at risk. Correlation rules compare amounts without their sign too.
+func MoneyMinor(amount, currency string) (minor int64, ok bool) {
+	n, ok := MinorUnits(amount, currency)
+	if n < 0 {
+		n = -n // MinorUnits negates what it read as digits: never math.MinInt64
+	}
+	return n, ok
+}
+
 // FormatMinor writes minor, a whole number of minor units of currency, in its major
 // units with the currency's decimals and no separators: 41250 EUR is "412.50", 1200 JPY
 // is "1200", 1500 KWD is "1.500".
@@ -94,14 +108,15 @@ func (m *Money) Add(o Money) {
 	m.Unsummed += o.Unsummed
 }
 
-// AddAmount counts one delivery or suspect of amount (major units, "" for none).
+// AddAmount counts one delivery or suspect of amount (major units, "" for none), by its
+// magnitude (MoneyMinor).
 func (m *Money) AddAmount(amount, currency string) {
 	m.Count++
 	if amount == "" {
 		m.NoAmount++
 		return
 	}
-	if n, ok := MinorUnits(amount, currency); ok && !addOverflows(m.Minor, n) {
+	if n, ok := MoneyMinor(amount, currency); ok && !addOverflows(m.Minor, n) {
 		m.Minor += n
 	} else {
 		m.Unsummed++
@@ -493,4 +508,26 @@ func (b *LedgerBuilder) Result() Ledger {
 		out.Rows, out.More = out.Rows[:b.limit], true
 	}
 	return out
+}
+
+// SignedFix is what amount, a duplicate's, lacks in a total that an earlier version
+// summed with its sign (the ledger's daily totals, the dashboard's hourly ones) to count
+// there by its magnitude, as MoneyMinor counts it: twice its magnitude for a negative
+// amount, in minor units of currency (minorOK when the ledger summed it: MinorUnits
+// reads it and twice it fits an int64) and as the dashboard's float (realOK when the
+// dashboard summed it: a PlainAmount). Both are false for an amount that is not
+// negative: it was summed as it counts.
+func SignedFix(amount, currency string) (minor int64, minorOK bool, real float64, realOK bool) {
+	if !strings.HasPrefix(amount, "-") {
+		return 0, false, 0, false
+	}
+	if n, ok := MinorUnits(amount, currency); ok && n < 0 && n >= math.MinInt64/2 {
+		minor, minorOK = -2*n, true
+	}
+	if PlainAmount(amount) {
+		if v, err := strconv.ParseFloat(amount, 64); err == nil && v < 0 {
+			real, realOK = -2*v, true
+		}
+	}
+	return minor, minorOK, real, realOK
 }

@@ -92,8 +92,8 @@ func (s SuspectSums) Counts() []SuspectCount {
 // state, so the sum must come back exactly to what it was. An int64 of minor units
 // cannot promise that (a sum that overflowed once is no longer known), so the amounts
 // are kept in two parts, neither of which can overflow before a billion suspects: High
-// sums each amount's whole billions of minor units, Low the rest (with the amount's
-// sign). Money puts them together.
+// sums each amount's whole billions of minor units, Low the rest. Money puts them
+// together.
 type SuspectTotal struct {
 	Count    int64
 	High     int64 // the sum of each amount / 1e9 (minor units, truncated)
@@ -108,15 +108,16 @@ type SuspectTotal struct {
 // minorSplit is where SuspectTotal splits an amount in minor units.
 const minorSplit = 1_000_000_000
 
-// AddAmount counts one suspect of amount (major units, "" for none) in currency, or,
-// with sign -1, takes one away: what a review moves out of a state's total.
+// AddAmount counts one suspect of amount (major units, "" for none) in currency, by its
+// magnitude (MoneyMinor), or, with sign -1, takes one away: what a review moves out of
+// a state's total.
 func (t *SuspectTotal) AddAmount(amount, currency string, sign int64) {
 	t.Count += sign
 	if amount == "" {
 		t.NoAmount += sign
 		return
 	}
-	n, ok := MinorUnits(amount, currency)
+	n, ok := MoneyMinor(amount, currency)
 	if !ok {
 		t.Unsummed += sign
 		return

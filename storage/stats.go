@@ -16,7 +16,7 @@ type StatBucket struct {
 	// MoneyMismatches are the Mismatches whose amount, currency or status differs.
 	MoneyMismatches int64
 	WithAmount      int64   // deliveries that carried an amount
-	Amount          float64 // their amounts summed, in major units of Currency
+	Amount          float64 // their amounts summed by magnitude, in major units of Currency
 	// Unsummed counts the WithAmount whose amount is no PlainAmount ("1.234,56",
 	// "n/a"), left out of Amount: a number read off the start of such text would be a
 	// sum of money that was never sent.

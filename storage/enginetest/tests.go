@@ -68,6 +68,7 @@ var tests = []struct {
 	{"Ledger_NoAmount", TestLedger_NoAmount},
 	{"Ledger_NoAmountPastTheInt64", TestLedger_NoAmountPastTheInt64},
 	{"Ledger_AtRiskPastTheInt64", TestLedger_AtRiskPastTheInt64},
+	{"Money_SumsMagnitudes", TestMoney_SumsMagnitudes},
 	{"DeliveryStats_PerCurrency", TestDeliveryStats_PerCurrency},
 	{"DeliveryStats_OnlyPlainAmountsSummed", TestDeliveryStats_OnlyPlainAmountsSummed},
 	{"FirstKeyDeliveries", TestFirstKeyDeliveries},

@@ -291,6 +291,11 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 			if _, err := tx.Exec(ctx, string(body)); err != nil {
 				return err
 			}
+			if step := migrationSteps[name]; step != nil {
+				if err := step(ctx, tx); err != nil {
+					return err
+				}
+			}
 			_, err := tx.Exec(ctx, `INSERT INTO migrations (name, applied_at) VALUES ($1, $2)`, name, db.Now().UnixMilli())
 			return err
 		})
@@ -306,6 +311,12 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 		case <-time.After(migrationRetryPause):
 		}
 	}
+}
+
+// migrationSteps are the steps of migrations that SQL cannot take, each run after its
+// migration's SQL, in its transaction.
+var migrationSteps = map[string]func(context.Context, pgx.Tx) error{
+	"migrations/0027_money_magnitude.sql": countMagnitudes,
 }
 
 // migrationLockTimeout bounds each wait of a migration for a lock. A request for a

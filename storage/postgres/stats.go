@@ -223,9 +223,11 @@ var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d
 	storage.StatusUnknownSource, storage.UnknownSources)
 
 // sqlAmountReal is a delivery's amount as a float, for the dashboard's sums, when it is
-// a storage.PlainAmount (sqlPlainAmount), and NULL otherwise: such an amount is counted
-// as unsummed (sqlAmountUnsummed), never read by the number its text starts with.
-var sqlAmountReal = `CASE WHEN ` + sqlPlainAmount("amount") + ` THEN amount::float8 END`
+// a storage.PlainAmount (sqlPlainAmount), by its magnitude as the ledger sums money
+// (storage.MoneyMinor), for the dashboard's money caught is the ledger's; NULL
+// otherwise: such an amount is counted as unsummed (sqlAmountUnsummed), never read by
+// the number its text starts with.
+var sqlAmountReal = `CASE WHEN ` + sqlPlainAmount("amount") + ` THEN abs(amount::float8) END`
 
 // sqlAmountUnsummed is 1 for a delivery whose amount the dashboard cannot sum, 0
 // otherwise (no amount included).

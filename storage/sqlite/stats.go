@@ -56,7 +56,7 @@ WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 AND id <= ?3 ORDER BY i
 SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
 	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
 	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
-	total(CASE WHEN `+sqlPlainAmount("d.amount")+` THEN CAST(d.amount AS REAL) END),
+	total(`+sqlAmountReal("d.amount")+`),
 	coalesce(sum(d.amount != '' AND NOT `+sqlPlainAmount("d.amount")+`), 0)
 FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
 GROUP BY 3, 4, 5, 6`, after, limit, upto)
@@ -169,6 +169,14 @@ func statsSource(outcome storage.Outcome, status int, source string) string {
 	return source
 }
 
+// sqlAmountReal is column, a delivery's amount, as the hourly totals sum it when it is
+// a storage.PlainAmount (sqlPlainAmount): by its magnitude, as the ledger sums money
+// (storage.MoneyMinor), for the dashboard's money caught is the ledger's; NULL
+// otherwise, counted as unsummed.
+func sqlAmountReal(column string) string {
+	return `CASE WHEN ` + sqlPlainAmount(column) + ` THEN abs(CAST(` + column + ` AS REAL)) END`
+}
+
 // sqlPlainAmount is storage.PlainAmount in SQL, for column: a plain decimal number
 // within its bounds. GLOB has no repetition, so the sign is cut off first and the rest
 // must start with a digit, hold digits and at most one point, and not end with it.
@@ -210,7 +218,7 @@ counts AS (
 	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
-		money_mismatch != 0, amount != '', CASE WHEN `+sqlPlainAmount("amount")+` THEN CAST(amount AS REAL) END,
+		money_mismatch != 0, amount != '', `+sqlAmountReal("amount")+`,
 		amount != '' AND NOT `+sqlPlainAmount("amount")+`
 	FROM tail WHERE hour >= ?1 AND hour < ?3)
 SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(money_mismatches),

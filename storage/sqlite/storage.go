@@ -653,7 +653,8 @@ func (db *DB) migrateOne(ctx context.Context, name string) error {
 // migrationSteps are the steps of migrations that SQL cannot take, each run after its
 // migration's SQL, in its transaction.
 var migrationSteps = map[string]func(context.Context, *sql.Tx) error{
-	"migrations/0016_audit_chain.sql": chainAuditLog,
+	"migrations/0016_audit_chain.sql":     chainAuditLog,
+	"migrations/0039_money_magnitude.sql": countMagnitudes,
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

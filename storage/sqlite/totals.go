@@ -167,7 +167,7 @@ func (s *span) count(row *recordRow) {
 	if d.Amount != "" {
 		st.withAmount++
 		if v, ok := castReal(d.Amount); ok && storage.PlainAmount(d.Amount) {
-			st.addAmount(v)
+			st.addAmount(math.Abs(v)) // by its magnitude, as sqlAmountReal sums it
 		} else {
 			st.unsummed++
 		}

@@ -1,0 +1,24 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// TestOpen_MagnitudeUpgrade: a database whose running totals an earlier version summed
+// with the amounts' signs, opened by this one.
+func TestOpen_MagnitudeUpgrade(t *testing.T) {
+	enginetest.MagnitudeUpgrade(t, engine, func(t *testing.T, db storage.Store) storage.Store {
+		path := db.(*sqlite.DB).Path()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		execFile(t, path, append(enginetest.MagnitudeDowngrade,
+			`DELETE FROM migrations WHERE name = 'migrations/0039_money_magnitude.sql'`)...)
+		return storagetest.OpenPath(t, path, sqlite.Options{})
+	})
+}
