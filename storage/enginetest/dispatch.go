@@ -730,6 +730,7 @@ func TestLeaseDue_Interrupted(t *testing.T, e Engine) {
 	if err != nil || c.NextAttemptAt.Equal(c.LeasedUntil) {
 		t.Fatalf("claim %+v, %v; want due apart from its lease's end", c, err)
 	}
+	clk.Set(c.NextAttemptAt) // a hand-off starts once its key is due, never with the one before
 	third := leaseOne(c.NextAttemptAt)
 	attempts(interrupted, failed)
 	// Retried long after its lease ended: not interrupted either.

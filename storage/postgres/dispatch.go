@@ -237,15 +237,18 @@ func (db *DB) FinishAttempt(ctx context.Context, job storage.Job, a storage.Atte
 		if res.Listed {
 			return nil // the attempt is in the key's history already: only the key moves
 		}
+		// Recorded already: its record committed, and the answer was lost (the
+		// dispatcher records an outcome again until it hears it was). Whether the key
+		// moved says nothing of that: a record against a lease that ran out moves no key,
+		// and when its answer is lost the dispatcher records the outcome again against
+		// the newer lease, which moves it.
+		var again bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE source = $1 AND key = $2
+		AND delivery = $3 AND started_at = $4 AND status = $5 AND error = $6)`, job.Source, job.Key, job.Delivery,
+			millis(a.StartedAt), a.Status, a.Error).Scan(&again); err != nil || again {
+			return err
+		}
 		if !moved {
-			// Recorded already: its record committed, and the answer was lost (the
-			// dispatcher records an outcome again until it hears it was).
-			var again bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE source = $1 AND key = $2
-			AND delivery = $3 AND started_at = $4 AND status = $5 AND error = $6)`, job.Source, job.Key, job.Delivery,
-				millis(a.StartedAt), a.Status, a.Error).Scan(&again); err != nil || again {
-				return err
-			}
 			// Its lease ran out, and a lease, release or reprocess since may have
 			// recorded it as interrupted: its outcome, known now, takes that one's place,
 			// in the same row, so that the key's history keeps its hand-offs in order.
