@@ -107,9 +107,11 @@ func TestAlerts(t *testing.T, e Engine) {
 			t.Fatalf("lease: %v %v", jobs, err)
 		}
 		j := jobs[0]
-		for _, e := range []string{"HTTP 502", "", "HTTP 502", "HTTP 502"} { // oldest first
-			// Each recorded as the attempt after the last, as the job leased again has it.
-			if _, err := db.FinishAttempt(ctx, j, storage.Attempt{StartedAt: now, Error: e}, storage.AttemptResult{NextAt: now}); err != nil {
+		for i, e := range []string{"HTTP 502", "", "HTTP 502", "HTTP 502"} { // oldest first
+			// Each recorded as the attempt after the last, as the job leased again has it,
+			// started after it.
+			a := storage.Attempt{StartedAt: now.Add(time.Duration(i) * time.Second), Error: e}
+			if _, err := db.FinishAttempt(ctx, j, a, storage.AttemptResult{NextAt: now}); err != nil {
 				t.Fatal(err)
 			}
 			j.Attempts++
