@@ -395,6 +395,36 @@ func securityHeaders(hd http.Header, r *http.Request, csp, referrer string) {
 	}
 }
 
+// Baseline sets, before h runs, the headers every answer of an address carries: an API
+// answer's (nosniff, no framing, a policy that loads nothing, no referrer, and over HTTPS
+// Strict-Transport-Security). A handler that sets its own keeps them; the baseline is
+// for the answers no handler of the program's writes: the redirect net/http's ServeMux
+// makes of a path not in its clean form (//events, /./login) or of a subtree's root
+// without its slash, a small HTML page quoting the path, and its 404s and 405s. It reads
+// the scheme as Scheme does, so it goes inside TrustedProxies. Its values are made once,
+// as it runs before every delivery.
+func Baseline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd["Content-Security-Policy"] = baselineCSP
+		hd["X-Content-Type-Options"] = baselineNosniff
+		hd["X-Frame-Options"] = baselineFrame
+		hd["Referrer-Policy"] = baselineReferrer
+		if Scheme(r) == "https" {
+			hd["Strict-Transport-Security"] = baselineHSTS
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var (
+	baselineCSP      = []string{apiCSP}
+	baselineNosniff  = []string{"nosniff"}
+	baselineFrame    = []string{"DENY"}
+	baselineReferrer = []string{"no-referrer"}
+	baselineHSTS     = []string{hstsMaxAge}
+)
+
 // protect refuses a request for a host name the console does not answer to
 // (HostServed), adds the console's security headers, refuses cross-origin unsafe
 // requests and bounds the body of the others.

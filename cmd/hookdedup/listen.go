@@ -58,8 +58,10 @@ func newEndpoint(setting, addr string, cfg config, log *slog.Logger) (*endpoint,
 	}}, nil
 }
 
-// handle makes h the endpoint's handler, behind the trusted-proxy rules on its address.
+// handle makes h the endpoint's handler, behind the trusted-proxy rules on its address,
+// every answer with the security headers (web.Baseline), net/http's own included.
 func (e *endpoint) handle(h http.Handler, cfg config) {
+	h = web.Baseline(h)
 	// Behind a trusted reverse proxy, the receiver and the console alike see the
 	// client's address and scheme. The proxy reaches addr; console_addr is reached
 	// directly, through an SSH tunnel or a VPN, and believes no forwarding header: a
