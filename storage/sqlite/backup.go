@@ -93,6 +93,7 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	}
 	RemoveLeftCopies(dbPath)
 	RemoveLeftCopies(path)
+	RemoveLeftCopiesIn(filepath.Dir(path))
 	tmp, release, err := tempBeside(path)
 	if err != nil {
 		return fail(err)
@@ -926,6 +927,44 @@ func RemoveLeftCopies(path string) {
 		}
 		removeLeftCopy(filepath.Join(dir, n))
 	}
+}
+
+// leftCopyName matches a name tempBeside gives, beside whatever file: .<name>.<digits>.tmp.
+var leftCopyName = regexp.MustCompile(`^\..+\.[0-9]+\.tmp$`)
+
+// RemoveLeftCopiesIn removes the copies that tempBeside made beside any file in dir and
+// that no process holds any more (RemoveLeftCopies): a backup to a dated name
+// (backups/hookdedup-$(date +%F).db) killed before its rename leaves its copy under
+// that day's name, where no later backup, to another day's, would come across it, and
+// a daily timer's directory would fill with them. As the name alone could be another
+// program's, only a file that is empty or begins as a SQLite database is taken for one,
+// or with zeros: the copy's first page may not be written yet when the copy is killed.
+func RemoveLeftCopiesIn(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if n := e.Name(); leftCopyName.MatchString(n) && e.Type().IsRegular() && emptyOrSQLite(filepath.Join(dir, n)) {
+			removeLeftCopy(filepath.Join(dir, n))
+		}
+	}
+}
+
+// emptyOrSQLite reports whether the file at path is empty or begins with SQLite's
+// header, or with as many zeros.
+func emptyOrSQLite(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	n, err := io.ReadFull(f, head)
+	if n == 0 && err == io.EOF {
+		return true
+	}
+	return err == nil && (string(head) == sqliteHeader || strings.Trim(string(head), "\x00") == "")
 }
 
 // removeLeftCopy removes the copy at name, and the files SQLite keeps beside it, if no
