@@ -154,6 +154,9 @@ type Store interface {
 	// BulkSample returns the keys a preview shows.
 	BulkSample(ctx context.Context, id int64) ([]BulkKey, error)
 
+	// BulkSources returns the sources of a bulk action's keys, each once, sorted.
+	BulkSources(ctx context.Context, id int64) ([]string, error)
+
 	// StartBulkAction starts a preview on behalf of its requester (ErrNotRequester for
 	// anyone else): a reprocess whose money is above a threshold, together with what
 	// the requester reprocessed without approval within ReprocessWindow, waits for approval

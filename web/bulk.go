@@ -25,6 +25,7 @@ type bulkStore interface {
 	BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error)
 	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
 	BulkKeys(ctx context.Context, id int64, limit int) ([]storage.BulkKey, error)
+	BulkSources(ctx context.Context, id int64) ([]string, error)
 	// StartBulkAction returns ErrNotRequester for anyone but the requester, and
 	// ErrBulkState unless the action is a preview.
 	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
@@ -385,15 +386,10 @@ func (s *Server) reprocessSourcesRun(ctx context.Context, id int64) error {
 	}
 	sources := []string{a.Filter.Source}
 	if a.Filter.Source == "" {
-		keys, err := s.bulk.BulkKeys(ctx, id, a.Total)
-		if err != nil {
+		// The sources alone: the action may hold MaxBulkKeys keys, each read only to
+		// learn its source.
+		if sources, err = s.bulk.BulkSources(ctx, id); err != nil {
 			return err
-		}
-		sources = nil
-		for _, k := range keys {
-			if !slices.Contains(sources, k.Source) {
-				sources = append(sources, k.Source)
-			}
 		}
 	}
 	for _, name := range sources {

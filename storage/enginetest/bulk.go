@@ -939,3 +939,43 @@ func TestBulkStalePreviewDeleted(t *testing.T, e Engine) {
 		t.Errorf("the stale action awaiting approval: %+v, %v; want it kept, to be refused", a, err)
 	}
 }
+
+// TestBulkSources: the sources of a bulk action's keys, each once, sorted, read
+// without its keys: starting or approving a reprocess checks each against the
+// configuration, and an action holds up to MaxBulkKeys keys. An action filtered to a
+// source has that one; an action without keys, or no action, has none.
+func TestBulkSources(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	newClock(e, db)
+	opt := storage.ClaimOptions{TTL: 24 * time.Hour}
+	for _, d := range []*storage.Delivery{bk("pms", "evt_1", ""), bk("ota", "evt_2", ""), bk("pms", "evt_3", ""),
+		bk("ota", "evt_4", ""), bk("gone", "evt_5", "")} {
+		record(t, db, d, opt)
+	}
+	for _, tt := range []struct {
+		kind, source string
+		want         []string
+	}{
+		{storage.BulkRelease, "", []string{"gone", "ota", "pms"}},
+		{storage.BulkReprocess, "", []string{"ota", "pms"}},
+		{storage.BulkReprocess, "pms", []string{"pms"}},
+		{storage.BulkRelease, "nosuch", nil},
+	} {
+		a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: tt.kind, Reason: "check", Actor: "ann",
+			Filter: storage.BulkFilter{Source: tt.source}, KeySources: []string{"ota", "pms"}, StuckBefore: time.Unix(0, 0)})
+		if err != nil {
+			t.Fatalf("%s of %q: %v", tt.kind, tt.source, err)
+		}
+		got, err := db.BulkSources(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s of %q: sources %q, want %q", tt.kind, tt.source, got, tt.want)
+		}
+	}
+	if got, err := db.BulkSources(ctx, 1<<40); err != nil || len(got) != 0 {
+		t.Errorf("sources of no action: %q, %v; want none", got, err)
+	}
+}

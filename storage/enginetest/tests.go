@@ -32,6 +32,7 @@ var tests = []struct {
 	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
+	{"BulkSources", TestBulkSources},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},

@@ -306,6 +306,21 @@ func (db *DB) BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, erro
 	return db.BulkKeys(ctx, id, bulkSample)
 }
 
+// BulkSources returns the sources of a bulk action's keys, each once, sorted: read
+// from its keys without them, of which it may hold MaxBulkKeys. COLLATE "C" sorts as
+// SQLite does, by bytes.
+func (db *DB) BulkSources(ctx context.Context, id int64) ([]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT source COLLATE "C" FROM bulk_action_keys WHERE action = $1 ORDER BY 1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("sources of bulk action %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sources of bulk action %d: %w", id, err)
+	}
+	return out, nil
+}
+
 // bulkTx locks action id's row inside a transaction, runs fn on the action and writes
 // the audit row fn returns (none when its Action is ""). The lock makes each change a
 // step from the state the action is in, whatever another replica does at once: its

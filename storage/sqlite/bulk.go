@@ -304,6 +304,28 @@ func (db *DB) BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, erro
 	return db.BulkKeys(ctx, id, bulkSample)
 }
 
+// BulkSources returns the sources of a bulk action's keys, each once, sorted: read
+// from its keys without them, of which it may hold MaxBulkKeys.
+func (db *DB) BulkSources(ctx context.Context, id int64) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT DISTINCT source FROM bulk_action_keys WHERE action = ? ORDER BY source`, id)
+	if err != nil {
+		return nil, fmt.Errorf("sources of bulk action %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("sources of bulk action %d: %w", id, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sources of bulk action %d: %w", id, err)
+	}
+	return out, nil
+}
+
 // bulkTx loads action id inside tx, runs fn on it and writes the audit row fn returns
 // (none when its Action is ""). fn's error rolls everything back.
 func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx *sql.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error)) (storage.BulkAction, error) {
