@@ -512,17 +512,18 @@ func (b *LedgerBuilder) Result() Ledger {
 
 // SignedFix is what amount, a duplicate's, lacks in a total that an earlier version
 // summed with its sign (the ledger's daily totals, the dashboard's hourly ones) to count
-// there by its magnitude, as MoneyMinor counts it: twice its magnitude for a negative
-// amount, in minor units of currency (minorOK when the ledger summed it: MinorUnits
-// reads it and twice it fits an int64) and as the dashboard's float (realOK when the
-// dashboard summed it: a PlainAmount). Both are false for an amount that is not
-// negative: it was summed as it counts.
+// there by its magnitude, as MoneyMinor counts it. For the ledger, minor is the
+// magnitude of a negative amount in minor units of currency (minorOK when the ledger
+// summed it: MinorUnits reads it), which a LedgerMend adds up; for the dashboard, real
+// is twice its magnitude as a float (realOK when the dashboard summed it: a
+// PlainAmount). Both are false for an amount that is not negative: it was summed as it
+// counts.
 func SignedFix(amount, currency string) (minor int64, minorOK bool, real float64, realOK bool) {
 	if !strings.HasPrefix(amount, "-") {
 		return 0, false, 0, false
 	}
-	if n, ok := MinorUnits(amount, currency); ok && n < 0 && n >= math.MinInt64/2 {
-		minor, minorOK = -2*n, true
+	if n, ok := MinorUnits(amount, currency); ok && n < 0 {
+		minor, minorOK = -n, true // MinorUnits negates what it read as digits: never math.MinInt64
 	}
 	if PlainAmount(amount) {
 		if v, err := strconv.ParseFloat(amount, 64); err == nil && v < 0 {
@@ -530,4 +531,36 @@ func SignedFix(amount, currency string) (minor int64, minorOK bool, real float64
 		}
 	}
 	return minor, minorOK, real, realOK
+}
+
+// LedgerMend adds up the negative amounts of one daily ledger total that an earlier
+// version summed with their signs (SignedFix's minor), to count them there by their
+// magnitude. Their sum is kept exactly: twice a few large amounts overflows an int64 though the
+// total they make fits, and a sum wrapped around would be money never sent.
+type LedgerMend struct {
+	magnitude big.Int
+	count     int64
+}
+
+// Add counts one negative amount of magnitude minor.
+func (m *LedgerMend) Add(minor int64) {
+	m.magnitude.Add(&m.magnitude, big.NewInt(minor))
+	m.count++
+}
+
+// Apply is the total (amount, unsummed: a ledger_days or ledger_totals row of deliveries
+// that carried an amount, withAmount) counted by magnitude: amount with the mended
+// amounts' signs turned. A total that no int64 holds then is treated as a roll-up treats
+// one: the mended amounts are taken out of the sum and counted as unsummed (never more
+// than the row's amounts), and should even that not fit, the sum is left as it was.
+func (m *LedgerMend) Apply(amount, unsummed, withAmount int64) (int64, int64) {
+	twice := new(big.Int).Lsh(&m.magnitude, 1)
+	if sum := twice.Add(twice, big.NewInt(amount)); sum.IsInt64() {
+		return sum.Int64(), unsummed
+	}
+	unsummed = min(unsummed+m.count, max(withAmount, unsummed))
+	if sum := new(big.Int).Add(&m.magnitude, big.NewInt(amount)); sum.IsInt64() {
+		return sum.Int64(), unsummed
+	}
+	return amount, unsummed
 }

@@ -165,3 +165,48 @@ func magnitudeCaught(t *testing.T, db storage.Store, from, now time.Time) string
 	}
 	return b.String()
 }
+
+// MagnitudeUpgradeLarge checks the upgrade of MagnitudeUpgrade on sums near the limit
+// of a 64-bit count of minor units: what the upgrade adds to a day's total (twice each
+// negative amount) may not fit an int64 though the total it makes does, and must never
+// wrap into a sum of money that was not sent.
+func MagnitudeUpgradeLarge(t *testing.T, e Engine, downgrade func(t *testing.T, db storage.Store) storage.Store) {
+	db := e.Open(t)
+	clk := newClock(e, db)
+	from := clk.Now().Truncate(time.Hour)
+	for range 4 { // one accepted, three duplicates: 3 × 3e18 cents fits an int64, 6 × 3e18 does not
+		recordAmount(t, db, "big", "h", "-30000000000000000.00", "EUR")
+	}
+	for range 2 { // 2 × 5e18 cents does not fit an int64, 5e18 does
+		recordAmount(t, db, "huge", "h", "-50000000000000000.00", "USD")
+	}
+	const (
+		wantLedger = "EUR caught=3/90000000000000000.00 mm=0/0.00 corr=0/0.00 risk=0.00\n" +
+			"USD caught=1/50000000000000000.00 mm=0/0.00 corr=0/0.00 risk=0.00\n"
+		wantCaught = "EUR n=3 amt=3/90000000000000000.00\nUSD n=1 amt=1/50000000000000000.00\n"
+	)
+	check := func(db storage.Store, when string) {
+		t.Helper()
+		if got := magnitudeLedger(t, db); got != wantLedger {
+			t.Errorf("%s: ledger:\n%swant:\n%s", when, got, wantLedger)
+		}
+		if got := magnitudeCaught(t, db, from, clk.Now()); got != wantCaught {
+			t.Errorf("%s: dashboard's money caught:\n%swant:\n%s", when, got, wantCaught)
+		}
+	}
+	CatchUpRollups(t, db)
+	check(db, "before the upgrade")
+	db = downgrade(t, db)
+	e.SetClock(db, clk.Now)
+	check(db, "upgraded")
+	CatchUpRollups(t, db)
+	check(db, "upgraded and rolled up")
+}
+
+// recordAmount records a delivery of source "pay" with amount in currency.
+func recordAmount(t *testing.T, db storage.Store, key, hash, amount, currency string) *storage.Delivery {
+	t.Helper()
+	d := delivery("pay", key, hash)
+	d.Property, d.Booking, d.EventStatus, d.Amount, d.Currency = "P1", "B-"+key, "refunded", amount, currency
+	return record(t, db, d, storage.ClaimOptions{TTL: time.Hour})
+}

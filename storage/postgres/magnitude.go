@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,7 +36,14 @@ FROM deliveries WHERE `+sqlDuplicates+` AND id <= GREATEST($1::bigint, $2::bigin
 		source, currency string
 		hour             int64
 	}
-	days, totals, hours := map[dayKey]int64{}, map[dayKey]int64{}, map[hourKey]float64{}
+	days, totals, hours := map[dayKey]*storage.LedgerMend{}, map[dayKey]*storage.LedgerMend{}, map[hourKey]float64{}
+	mend := func(m *storage.LedgerMend, minor int64) *storage.LedgerMend {
+		if m == nil {
+			m = &storage.LedgerMend{}
+		}
+		m.Add(minor)
+		return m
+	}
 	var id, at int64
 	var source, property, currency, amount string
 	var mm bool
@@ -46,8 +55,8 @@ FROM deliveries WHERE `+sqlDuplicates+` AND id <= GREATEST($1::bigint, $2::bigin
 				kinds = append(kinds, storage.LedgerMoneyMismatch)
 			}
 			for _, kind := range kinds {
-				days[dayKey{at / dayMillis, source, property, currency, kind}] += minor
-				totals[dayKey{at / dayMillis, source, "", currency, kind}] += minor
+				dk, tk := dayKey{at / dayMillis, source, property, currency, kind}, dayKey{at / dayMillis, source, "", currency, kind}
+				days[dk], totals[tk] = mend(days[dk], minor), mend(totals[tk], minor)
 			}
 		}
 		if realOK && id <= statsMark {
@@ -58,18 +67,15 @@ FROM deliveries WHERE `+sqlDuplicates+` AND id <= GREATEST($1::bigint, $2::bigin
 	if err != nil {
 		return err
 	}
-	// A sum no int64 holds is left as it was, as a roll-up leaves it (sqlLedgerAdd).
-	const fits = ` AND amount::numeric + $1 BETWEEN -9223372036854775808 AND 9223372036854775807`
-	for k, n := range days {
-		if _, err := tx.Exec(ctx, `UPDATE ledger_days SET amount = amount + $1
-WHERE day = $2 AND source = $3 AND property = $4 AND currency = $5 AND kind = $6`+fits,
-			n, k.day, k.source, k.property, k.currency, k.kind); err != nil {
+	for k, m := range days {
+		if err := applyMend(ctx, tx, m, `ledger_days`, `day = $1 AND source = $2 AND property = $3 AND currency = $4 AND kind = $5`,
+			k.day, k.source, k.property, k.currency, k.kind); err != nil {
 			return err
 		}
 	}
-	for k, n := range totals {
-		if _, err := tx.Exec(ctx, `UPDATE ledger_totals SET amount = amount + $1
-WHERE day = $2 AND source = $3 AND currency = $4 AND kind = $5`+fits, n, k.day, k.source, k.currency, k.kind); err != nil {
+	for k, m := range totals {
+		if err := applyMend(ctx, tx, m, `ledger_totals`, `day = $1 AND source = $2 AND currency = $3 AND kind = $4`,
+			k.day, k.source, k.currency, k.kind); err != nil {
 			return err
 		}
 	}
@@ -80,4 +86,24 @@ WHERE source = $2 AND hour = $3 AND outcome = '`+string(storage.Duplicate)+`' AN
 		}
 	}
 	return nil
+}
+
+// applyMend counts the negative amounts m of the daily total of table where (the
+// columns of its key, args as $1…) by their magnitude. The row is locked as it is read:
+// a roll-up of a replica not stopped yet may be adding to it.
+func applyMend(ctx context.Context, tx pgx.Tx, m *storage.LedgerMend, table, where string, args ...any) error {
+	var amount, unsummed, withAmount int64
+	err := tx.QueryRow(ctx, `SELECT amount, unsummed, deliveries - no_amount FROM `+table+` WHERE `+where+` FOR UPDATE`, args...).
+		Scan(&amount, &unsummed, &withAmount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	amount, unsummed = m.Apply(amount, unsummed, withAmount)
+	n := len(args)
+	_, err = tx.Exec(ctx, `UPDATE `+table+` SET amount = $`+strconv.Itoa(n+1)+`, unsummed = $`+strconv.Itoa(n+2)+` WHERE `+where,
+		append(args, amount, unsummed)...)
+	return err
 }

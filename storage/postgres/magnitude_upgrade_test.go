@@ -11,17 +11,26 @@ import (
 // TestOpen_MagnitudeUpgrade: a database whose running totals an earlier version summed
 // with the amounts' signs, opened by this one.
 func TestOpen_MagnitudeUpgrade(t *testing.T) {
-	enginetest.MagnitudeUpgrade(t, engine, func(t *testing.T, db storage.Store) storage.Store {
-		url, _ := urls.Load(db.(*postgres.DB))
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
+	enginetest.MagnitudeUpgrade(t, engine, signedTotals)
+}
+
+// TestOpen_MagnitudeUpgradeLarge: the same upgrade of sums near an int64's limit.
+func TestOpen_MagnitudeUpgradeLarge(t *testing.T) {
+	enginetest.MagnitudeUpgradeLarge(t, engine, signedTotals)
+}
+
+// signedTotals makes db's running totals those an earlier version kept, and opens it
+// again with this one.
+func signedTotals(t *testing.T, db storage.Store) storage.Store {
+	url, _ := urls.Load(db.(*postgres.DB))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url.(string))
+	for _, q := range append(enginetest.MagnitudeDowngrade, `DELETE FROM migrations WHERE name = 'migrations/0027_money_magnitude.sql'`) {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
-		conn := connect(t, url.(string))
-		for _, q := range append(enginetest.MagnitudeDowngrade, `DELETE FROM migrations WHERE name = 'migrations/0027_money_magnitude.sql'`) {
-			if _, err := conn.Exec(t.Context(), q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		return openEngine(t, url.(string))
-	})
+	}
+	return openEngine(t, url.(string))
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
@@ -31,7 +32,14 @@ FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id <= 
 		day                    int64
 		source, currency, kind string
 	}
-	days, totals, hours := map[ledgerKey]int64{}, map[totalKey]int64{}, map[statsKey]float64{}
+	days, totals, hours := map[ledgerKey]*storage.LedgerMend{}, map[totalKey]*storage.LedgerMend{}, map[statsKey]float64{}
+	mend := func(m *storage.LedgerMend, minor int64) *storage.LedgerMend {
+		if m == nil {
+			m = &storage.LedgerMend{}
+		}
+		m.Add(minor)
+		return m
+	}
 	for rows.Next() {
 		var id, at int64
 		var source, property, currency, amount string
@@ -46,8 +54,8 @@ FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id <= 
 				kinds = append(kinds, storage.LedgerMoneyMismatch)
 			}
 			for _, kind := range kinds {
-				days[ledgerKey{at / dayMillis, source, property, currency, kind}] += minor
-				totals[totalKey{at / dayMillis, source, currency, kind}] += minor
+				dk, tk := ledgerKey{at / dayMillis, source, property, currency, kind}, totalKey{at / dayMillis, source, currency, kind}
+				days[dk], totals[tk] = mend(days[dk], minor), mend(totals[tk], minor)
 			}
 		}
 		if realOK && id <= statsMark {
@@ -57,18 +65,15 @@ FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id <= 
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	// A sum no int64 holds is left as it was, as a roll-up leaves it (sqlLedgerAddAmount).
-	for k, n := range days {
-		if _, err := tx.ExecContext(ctx, `UPDATE ledger_days SET amount = amount + ?1
-WHERE day = ?2 AND source = ?3 AND property = ?4 AND currency = ?5 AND kind = ?6 AND typeof(amount + ?1) = 'integer'`,
-			n, k.day, k.source, k.property, k.curr, k.kind); err != nil {
+	for k, m := range days {
+		if err := applyMend(ctx, tx, m, `ledger_days`, `day = ? AND source = ? AND property = ? AND currency = ? AND kind = ?`,
+			k.day, k.source, k.property, k.curr, k.kind); err != nil {
 			return err
 		}
 	}
-	for k, n := range totals {
-		if _, err := tx.ExecContext(ctx, `UPDATE ledger_totals SET amount = amount + ?1
-WHERE day = ?2 AND source = ?3 AND currency = ?4 AND kind = ?5 AND typeof(amount + ?1) = 'integer'`,
-			n, k.day, k.source, k.currency, k.kind); err != nil {
+	for k, m := range totals {
+		if err := applyMend(ctx, tx, m, `ledger_totals`, `day = ? AND source = ? AND currency = ? AND kind = ?`,
+			k.day, k.source, k.currency, k.kind); err != nil {
 			return err
 		}
 	}
@@ -79,4 +84,22 @@ WHERE source = ? AND hour = ? AND outcome = ? AND currency = ?`, v, k.source, k.
 		}
 	}
 	return nil
+}
+
+// applyMend counts the negative amounts m of the daily total of table where (the
+// columns of its key, args) by their magnitude.
+func applyMend(ctx context.Context, tx *sql.Tx, m *storage.LedgerMend, table, where string, args ...any) error {
+	var amount, unsummed, withAmount int64
+	err := tx.QueryRowContext(ctx, `SELECT amount, unsummed, deliveries - no_amount FROM `+table+` WHERE `+where, args...).
+		Scan(&amount, &unsummed, &withAmount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	amount, unsummed = m.Apply(amount, unsummed, withAmount)
+	_, err = tx.ExecContext(ctx, `UPDATE `+table+` SET amount = ?, unsummed = ? WHERE `+where,
+		append([]any{amount, unsummed}, args...)...)
+	return err
 }
