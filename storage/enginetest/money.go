@@ -95,7 +95,7 @@ func TestDeliveryStats_OnlyPlainAmountsSummed(t *testing.T, e Engine) {
 		strings.Repeat("9", storage.MaxAmountWhole), strings.Repeat("9", storage.MaxAmountWhole+1),
 		"-" + strings.Repeat("9", storage.MaxAmountWhole), "-" + strings.Repeat("9", storage.MaxAmountWhole+1),
 		"-1." + strings.Repeat("1", storage.MaxAmountFrac), "1." + strings.Repeat("1", storage.MaxAmountFrac+1),
-		"1.2." + strings.Repeat("1", storage.MaxAmountFrac)}
+		"1.2." + strings.Repeat("1", storage.MaxAmountFrac), "5\x00", "5\x00x", "-5\x00.5"}
 	currency := func(i int) string { return fmt.Sprintf("C%02d", i) }
 	for i, amount := range amounts {
 		for range 2 {

@@ -180,8 +180,12 @@ func sqlAmountReal(column string) string {
 // sqlPlainAmount is storage.PlainAmount in SQL, for column: a plain decimal number
 // within its bounds. GLOB has no repetition, so the sign is cut off first and the rest
 // must start with a digit, hold digits and at most one point, and not end with it.
+// GLOB, length and the cast to a number stop at a NUL byte, which a JSON string sends
+// as \u0000: "5\x00x" would pass as 5, so the text must be as long in bytes as the
+// characters that GLOB saw, all of them ASCII.
 func sqlPlainAmount(column string) string {
-	return fmt.Sprintf(`((CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '[0-9]*' AND
+	return fmt.Sprintf(`(length(CAST(%[1]s AS BLOB)) = length(%[1]s) AND
+	(CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '[0-9]*' AND
 	NOT (CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '*[^0-9.]*' AND
 	NOT %[1]s GLOB '*.*.*' AND NOT %[1]s GLOB '*.' AND
 	CASE WHEN instr(%[1]s, '.') = 0 THEN length(ltrim(%[1]s, '-')) <= %[2]d
