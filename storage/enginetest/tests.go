@@ -140,7 +140,6 @@ var tests = []struct {
 	{"FinishAttempt", TestFinishAttempt},
 	{"FinishAttempt_RecordedAgain", TestFinishAttempt_RecordedAgain},
 	{"FinishAttempt_LateOutcomeThenNewerLease", TestFinishAttempt_LateOutcomeThenNewerLease},
-	{"FinishAttempt_LateOutcomeAnswerLost", TestFinishAttempt_LateOutcomeAnswerLost},
 	{"FinishAttempt_UnusualText", TestFinishAttempt_UnusualText},
 	{"FinishAttempt_LeaseOutlived", TestFinishAttempt_LeaseOutlived},
 	{"YieldLease", TestYieldLease},
