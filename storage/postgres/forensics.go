@@ -450,6 +450,10 @@ func (l *forensicLookups) block(rows []*recordRow, r *recordRow, other int64) {
 // sqlMaxNumberText is storage.MaxNumberText, in a statement.
 var sqlMaxNumberText = strconv.Itoa(storage.MaxNumberText)
 
+// sqlMaxPlainAmount is the length of the longest storage.PlainAmount: a sign, the whole
+// digits, a point and the fraction's digits.
+var sqlMaxPlainAmount = strconv.Itoa(1 + storage.MaxAmountWhole + 1 + storage.MaxAmountFrac)
+
 // sqlPlainAmount is the condition that the text col is a storage.PlainAmount: a plain
 // decimal, within its bounds (storage.MaxAmountWhole, storage.MaxAmountFrac). The
 // bounds are counted with length, not written as repetitions in the pattern: PostgreSQL
@@ -458,11 +462,14 @@ var sqlMaxNumberText = strconv.Itoa(storage.MaxNumberText)
 // roll-up of its totals test every delivery's amount. Once the pattern holds, the text
 // is ASCII, so length counts digits. The pattern holds no backslash: with
 // standard_conforming_strings off a literal's backslash is an escape, "\\." would match
-// any character, and text such as "1x5" would reach the cast.
+// any character, and text such as "1x5" would reach the cast. The length comes first,
+// so that text longer than any plain amount (an import may hold megabytes) is never
+// matched against the pattern: an AND in an expression stops at its first false.
 func sqlPlainAmount(col string) string {
-	return "(" + col + " ~ '^-?[0-9]+([.][0-9]+)?$' AND length(split_part(ltrim(" + col + ", '-'), '.', 1)) <= " +
-		strconv.Itoa(storage.MaxAmountWhole) + " AND length(split_part(" + col + ", '.', 2)) <= " +
-		strconv.Itoa(storage.MaxAmountFrac) + ")"
+	return "(length(" + col + ") <= " + sqlMaxPlainAmount +
+		" AND " + col + " ~ '^-?[0-9]+([.][0-9]+)?$'" +
+		" AND length(split_part(ltrim(" + col + ", '-'), '.', 1)) <= " + strconv.Itoa(storage.MaxAmountWhole) +
+		" AND length(split_part(" + col + ", '.', 2)) <= " + strconv.Itoa(storage.MaxAmountFrac) + ")"
 }
 
 // The statement that writes money mismatches, built with storage's bounds.

@@ -27,6 +27,7 @@ func TestPlainAmountSQL(t *testing.T) {
 		strings.Repeat("9", whole) + "." + strings.Repeat("1", frac+1),
 		strings.Repeat("9", whole-1) + "." + strings.Repeat("1", frac+2),
 		"1." + strings.Repeat("1", frac) + "." + "1",
+		strings.Repeat("9", 1<<20), "-" + strings.Repeat("9", whole) + "." + strings.Repeat("0", frac) + "0",
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	const alphabet = "0123456789.-e+ x"
