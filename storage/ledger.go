@@ -564,3 +564,63 @@ func (m *LedgerMend) Apply(amount, unsummed, withAmount int64) (int64, int64) {
 	}
 	return amount, unsummed
 }
+
+// LedgerMends gathers, from the duplicates an earlier version summed with their signs
+// (Add, one each), what each stored total lacks to count them by their magnitude: the
+// ledger's daily totals by property (Days) and by source alone (Totals, Property ""),
+// for the duplicates folded up to LedgerMark, and the dashboard's hourly totals of
+// duplicates (Hours, twice each negative amount as a float), for those folded up to
+// StatsMark. The engines read the duplicates and write the totals; what a duplicate
+// adds where is decided here, once.
+type LedgerMends struct {
+	LedgerMark, StatsMark int64
+	Days, Totals          map[LedgerMendKey]*LedgerMend
+	Hours                 map[HourMendKey]float64
+}
+
+// LedgerMendKey names a daily ledger total.
+type LedgerMendKey struct {
+	Day                              int64
+	Source, Property, Currency, Kind string
+}
+
+// HourMendKey names an hourly total of duplicates.
+type HourMendKey struct {
+	Hour             int64
+	Source, Currency string
+}
+
+// NewLedgerMends returns an empty LedgerMends for the roll-ups' marks.
+func NewLedgerMends(ledgerMark, statsMark int64) *LedgerMends {
+	return &LedgerMends{LedgerMark: ledgerMark, StatsMark: statsMark,
+		Days: map[LedgerMendKey]*LedgerMend{}, Totals: map[LedgerMendKey]*LedgerMend{}, Hours: map[HourMendKey]float64{}}
+}
+
+// Add counts one duplicate (its id, receipt time in Unix milliseconds, amount as
+// stored, and whether it was a money mismatch, which the ledger counts under that kind
+// too).
+func (m *LedgerMends) Add(id, receivedAt int64, source, property, currency, amount string, moneyMismatch bool) {
+	minor, minorOK, real, realOK := SignedFix(amount, currency)
+	if minorOK && id <= m.LedgerMark {
+		day := receivedAt / LedgerDayMillis
+		kinds := []string{LedgerCaught}
+		if moneyMismatch {
+			kinds = append(kinds, LedgerMoneyMismatch)
+		}
+		for _, kind := range kinds {
+			addMend(m.Days, LedgerMendKey{day, source, property, currency, kind}, minor)
+			addMend(m.Totals, LedgerMendKey{day, source, "", currency, kind}, minor)
+		}
+	}
+	if realOK && id <= m.StatsMark {
+		m.Hours[HourMendKey{receivedAt / 3600000, source, currency}] += real
+	}
+}
+
+// addMend counts minor in the total k of to.
+func addMend(to map[LedgerMendKey]*LedgerMend, k LedgerMendKey, minor int64) {
+	if to[k] == nil {
+		to[k] = &LedgerMend{}
+	}
+	to[k].Add(minor)
+}

@@ -28,60 +28,32 @@ FROM deliveries WHERE `+sqlDuplicates+` AND id <= GREATEST($1::bigint, $2::bigin
 	if err != nil {
 		return err
 	}
-	type dayKey struct {
-		day                              int64
-		source, property, currency, kind string
-	}
-	type hourKey struct {
-		source, currency string
-		hour             int64
-	}
-	days, totals, hours := map[dayKey]*storage.LedgerMend{}, map[dayKey]*storage.LedgerMend{}, map[hourKey]float64{}
-	mend := func(m *storage.LedgerMend, minor int64) *storage.LedgerMend {
-		if m == nil {
-			m = &storage.LedgerMend{}
-		}
-		m.Add(minor)
-		return m
-	}
+	m := storage.NewLedgerMends(ledgerMark, statsMark)
 	var id, at int64
 	var source, property, currency, amount string
 	var mm bool
 	_, err = pgx.ForEachRow(rows, []any{&id, &at, &source, &property, &currency, &amount, &mm}, func() error {
-		minor, minorOK, real, realOK := storage.SignedFix(amount, currency)
-		if minorOK && id <= ledgerMark {
-			kinds := []string{storage.LedgerCaught}
-			if mm {
-				kinds = append(kinds, storage.LedgerMoneyMismatch)
-			}
-			for _, kind := range kinds {
-				dk, tk := dayKey{at / dayMillis, source, property, currency, kind}, dayKey{at / dayMillis, source, "", currency, kind}
-				days[dk], totals[tk] = mend(days[dk], minor), mend(totals[tk], minor)
-			}
-		}
-		if realOK && id <= statsMark {
-			hours[hourKey{source, currency, at / 3600000}] += real
-		}
+		m.Add(id, at, source, property, currency, amount, mm)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for k, m := range days {
-		if err := applyMend(ctx, tx, m, `ledger_days`, `day = $1 AND source = $2 AND property = $3 AND currency = $4 AND kind = $5`,
-			k.day, k.source, k.property, k.currency, k.kind); err != nil {
+	for k, mend := range m.Days {
+		if err := applyMend(ctx, tx, mend, `ledger_days`, `day = $1 AND source = $2 AND property = $3 AND currency = $4 AND kind = $5`,
+			k.Day, k.Source, k.Property, k.Currency, k.Kind); err != nil {
 			return err
 		}
 	}
-	for k, m := range totals {
-		if err := applyMend(ctx, tx, m, `ledger_totals`, `day = $1 AND source = $2 AND currency = $3 AND kind = $4`,
-			k.day, k.source, k.currency, k.kind); err != nil {
+	for k, mend := range m.Totals {
+		if err := applyMend(ctx, tx, mend, `ledger_totals`, `day = $1 AND source = $2 AND currency = $3 AND kind = $4`,
+			k.Day, k.Source, k.Currency, k.Kind); err != nil {
 			return err
 		}
 	}
-	for k, v := range hours {
+	for k, v := range m.Hours {
 		if _, err := tx.Exec(ctx, `UPDATE delivery_stats SET amount = amount + $1
-WHERE source = $2 AND hour = $3 AND outcome = '`+string(storage.Duplicate)+`' AND currency = $4`, v, k.source, k.hour, k.currency); err != nil {
+WHERE source = $2 AND hour = $3 AND outcome = '`+string(storage.Duplicate)+`' AND currency = $4`, v, k.Source, k.Hour, k.Currency); err != nil {
 			return err
 		}
 	}

@@ -28,18 +28,7 @@ FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id <= 
 		return err
 	}
 	defer rows.Close()
-	type totalKey struct {
-		day                    int64
-		source, currency, kind string
-	}
-	days, totals, hours := map[ledgerKey]*storage.LedgerMend{}, map[totalKey]*storage.LedgerMend{}, map[statsKey]float64{}
-	mend := func(m *storage.LedgerMend, minor int64) *storage.LedgerMend {
-		if m == nil {
-			m = &storage.LedgerMend{}
-		}
-		m.Add(minor)
-		return m
-	}
+	m := storage.NewLedgerMends(ledgerMark, statsMark)
 	for rows.Next() {
 		var id, at int64
 		var source, property, currency, amount string
@@ -47,39 +36,26 @@ FROM deliveries WHERE outcome = 'duplicate' AND outcome != 'accepted' AND id <= 
 		if err := rows.Scan(&id, &at, &source, &property, &currency, &amount, &mm); err != nil {
 			return err
 		}
-		minor, minorOK, real, realOK := storage.SignedFix(amount, currency)
-		if minorOK && id <= ledgerMark {
-			kinds := []string{storage.LedgerCaught}
-			if mm {
-				kinds = append(kinds, storage.LedgerMoneyMismatch)
-			}
-			for _, kind := range kinds {
-				dk, tk := ledgerKey{at / dayMillis, source, property, currency, kind}, totalKey{at / dayMillis, source, currency, kind}
-				days[dk], totals[tk] = mend(days[dk], minor), mend(totals[tk], minor)
-			}
-		}
-		if realOK && id <= statsMark {
-			hours[statsKey{source: source, outcome: string(storage.Duplicate), currency: currency, hour: at / 3600000}] += real
-		}
+		m.Add(id, at, source, property, currency, amount, mm)
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for k, m := range days {
-		if err := applyMend(ctx, tx, m, `ledger_days`, `day = ? AND source = ? AND property = ? AND currency = ? AND kind = ?`,
-			k.day, k.source, k.property, k.curr, k.kind); err != nil {
+	for k, mend := range m.Days {
+		if err := applyMend(ctx, tx, mend, `ledger_days`, `day = ? AND source = ? AND property = ? AND currency = ? AND kind = ?`,
+			k.Day, k.Source, k.Property, k.Currency, k.Kind); err != nil {
 			return err
 		}
 	}
-	for k, m := range totals {
-		if err := applyMend(ctx, tx, m, `ledger_totals`, `day = ? AND source = ? AND currency = ? AND kind = ?`,
-			k.day, k.source, k.currency, k.kind); err != nil {
+	for k, mend := range m.Totals {
+		if err := applyMend(ctx, tx, mend, `ledger_totals`, `day = ? AND source = ? AND currency = ? AND kind = ?`,
+			k.Day, k.Source, k.Currency, k.Kind); err != nil {
 			return err
 		}
 	}
-	for k, v := range hours {
+	for k, v := range m.Hours {
 		if _, err := tx.ExecContext(ctx, `UPDATE delivery_stats SET amount = amount + ?
-WHERE source = ? AND hour = ? AND outcome = ? AND currency = ?`, v, k.source, k.hour, k.outcome, k.currency); err != nil {
+WHERE source = ? AND hour = ? AND outcome = ? AND currency = ?`, v, k.Source, k.Hour, storage.Duplicate, k.Currency); err != nil {
 			return err
 		}
 	}
