@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,6 +55,19 @@ func TestBackup_DatedFileRemovesKilledCopies(t *testing.T) {
 	journal := write(".hookdedup-2026-12-06.db.4242.tmp-journal", whole[:512], 24*time.Hour)
 	running := write(".hookdedup-2026-12-07.db.5151.tmp", whole[:len(whole)/2], 0)
 	notes := write(".notes.txt.99.tmp", []byte("keep me"), 24*time.Hour)
+	// Another program's database under a name of the same shape, whole: not hookdedup's.
+	photos := filepath.Join(backups, ".photos.db.17.tmp")
+	other, err := sql.Open("sqlite3", photos)
+	if err == nil {
+		_, err = other.Exec(`CREATE TABLE albums (name TEXT)`)
+		err = errors.Join(err, other.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(photos, time.Now().Add(-24*time.Hour), time.Now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 
 	next := filepath.Join(backups, "hookdedup-2026-12-07.db")
 	if out, code := cli(t, dir, nil, "", "backup", next); code != 0 {
@@ -63,7 +78,7 @@ func TestBackup_DatedFileRemovesKilledCopies(t *testing.T) {
 			t.Errorf("%s, left by a killed backup a day ago, is still there", filepath.Base(p))
 		}
 	}
-	for _, p := range []string{running, notes, first} {
+	for _, p := range []string{running, notes, photos, first} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s was removed: %v", filepath.Base(p), err)
 		}

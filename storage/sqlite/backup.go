@@ -945,10 +945,25 @@ func RemoveLeftCopiesIn(dir string) {
 		return
 	}
 	for _, e := range entries {
-		if n := e.Name(); leftCopyName.MatchString(n) && e.Type().IsRegular() && emptyOrSQLite(filepath.Join(dir, n)) {
+		if n := e.Name(); leftCopyName.MatchString(n) && e.Type().IsRegular() && emptyOrSQLite(filepath.Join(dir, n)) &&
+			!otherApplicationsFile(filepath.Join(dir, n)) {
 			removeLeftCopy(filepath.Join(dir, n))
 		}
 	}
+}
+
+// otherApplicationsFile reports whether the file at path reads as a whole SQLite
+// database that hookdedup did not make (identify): another program's copy under a name
+// of the same shape, which is not hookdedup's to remove. A copy killed part way reads as
+// nothing whole, and goes.
+func otherApplicationsFile(path string) bool {
+	c, err := openImmutable(path)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	kind, _, err := identify(context.Background(), c)
+	return err == nil && kind == otherApplication
 }
 
 // emptyOrSQLite reports whether the file at path is empty or begins with SQLite's
