@@ -911,26 +911,34 @@ const leftCopyAge = time.Minute
 // for a minute after it was last written: it may be one another process has only just
 // made.
 func RemoveLeftCopies(path string) {
-	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		n := e.Name()
-		middle, ok := strings.CutPrefix(n, prefix)
-		if !ok || !e.Type().IsRegular() {
-			continue
+		if of, ok := leftCopyOf(e.Name()); ok && of == base && e.Type().IsRegular() {
+			removeLeftCopy(filepath.Join(dir, e.Name()))
 		}
-		if middle, ok = strings.CutSuffix(middle, tempSuffix); !ok || middle == "" || strings.Trim(middle, "0123456789") != "" {
-			continue
-		}
-		removeLeftCopy(filepath.Join(dir, n))
 	}
 }
 
-// leftCopyName matches a name tempBeside gives, beside whatever file: .<name>.<digits>.tmp.
-var leftCopyName = regexp.MustCompile(`^\..+\.[0-9]+\.tmp$`)
+// leftCopyOf returns the name of the file that name, a name tempBeside gives
+// (.<file>.<digits>.tmp), is a copy beside; ok false for any other name.
+func leftCopyOf(name string) (of string, ok bool) {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return "", false
+	}
+	if rest, ok = strings.CutSuffix(rest, tempSuffix); !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 || i == len(rest)-1 || strings.Trim(rest[i+1:], "0123456789") != "" {
+		return "", false
+	}
+	return rest[:i], true
+}
 
 // RemoveLeftCopiesIn removes the copies that tempBeside made beside any file in dir and
 // that no process holds any more (RemoveLeftCopies): a backup to a dated name
@@ -938,16 +946,19 @@ var leftCopyName = regexp.MustCompile(`^\..+\.[0-9]+\.tmp$`)
 // that day's name, where no later backup, to another day's, would come across it, and
 // a daily timer's directory would fill with them. As the name alone could be another
 // program's, only a file that is empty or begins as a SQLite database is taken for one,
-// or with zeros: the copy's first page may not be written yet when the copy is killed.
+// or with zeros (the copy's first page may not be written yet when the copy is
+// killed), and not one that reads as another program's whole database.
 func RemoveLeftCopiesIn(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if n := e.Name(); leftCopyName.MatchString(n) && e.Type().IsRegular() && emptyOrSQLite(filepath.Join(dir, n)) &&
-			!otherApplicationsFile(filepath.Join(dir, n)) {
-			removeLeftCopy(filepath.Join(dir, n))
+		if _, ok := leftCopyOf(e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if p := filepath.Join(dir, e.Name()); emptyOrSQLite(p) && !otherApplicationsFile(p) {
+			removeLeftCopy(p)
 		}
 	}
 }
