@@ -207,7 +207,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	signal.Notify(p.reload, syscall.SIGHUP)
 	defer func() {
 		if err != nil {
-			signal.Stop(p.reload)
+			stopReload(p.reload)
 		}
 	}()
 	if p.log, err = newLogger(cfg.LogLevel, e); err != nil {
@@ -648,7 +648,7 @@ const flushTimeout = 10 * time.Second
 // close releases what openProgram took: the listeners, if they never served, and the
 // database, if it was opened. Call it once run has returned.
 func (p *program) close() {
-	signal.Stop(p.reload)
+	stopReload(p.reload)
 	for _, e := range []*endpoint{p.public, p.console, p.plain} {
 		if e != nil {
 			e.ln.Close() // already closed once served: the error says only that
@@ -660,6 +660,15 @@ func (p *program) close() {
 	if err := p.db.Close(); err != nil {
 		p.log.Error("closing database", logErr, err)
 	}
+}
+
+// stopReload stops SIGHUP reaching reload and ignores it from then on: once serve no
+// longer reloads, SIGHUP's default action would end the process with status 129 between
+// "stopped" and its exit, and README promises that SIGHUP never stops serve (systemctl
+// reload during a stop, or a terminal closed while it shuts down).
+func stopReload(reload chan os.Signal) {
+	signal.Stop(reload)
+	signal.Ignore(syscall.SIGHUP)
 }
 
 // openBrowser asks the desktop to open url, without waiting for the browser.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,4 +136,52 @@ func TestServe_StopsOnNewerSchema(t *testing.T) {
 	if _, err := openProgram(ctx, cfg, e); err == nil || !strings.Contains(err.Error(), "9999_later.sql") {
 		t.Fatalf("serve started again on the newer schema: %v", err)
 	}
+}
+
+// TestServe_SIGHUPAfterStopIgnored: a SIGHUP that arrives once serve has stopped, between
+// its "stopped" and its exit, leaves it to exit 0. The signal's default action ends a
+// process, so the test runs itself again in a child that stops a serve, then signals
+// itself, and the parent reads how the child ended.
+func TestServe_SIGHUPAfterStopIgnored(t *testing.T) {
+	if os.Getenv("HOOKDEDUP_TEST_HUP_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestServe_SIGHUPAfterStopIgnored$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "HOOKDEDUP_TEST_HUP_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("serve stopped, then SIGHUP: the process ended with %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "still running after SIGHUP") {
+			t.Fatalf("the child did not reach its SIGHUP:\n%s", out)
+		}
+		return
+	}
+
+	dir := t.TempDir()
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Database = filepath.Join(dir, "hookdedup.db")
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := openProgram(ctx, cfg, env{getenv: getenv, stdout: &stdout, stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	p.close()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The signal is delivered to this process before Kill returns unless it is blocked;
+	// the wait lets the runtime act on it either way.
+	time.Sleep(200 * time.Millisecond)
+	t.Log("still running after SIGHUP")
 }
