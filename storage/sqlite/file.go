@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -187,4 +188,25 @@ func holdsRemoved(name string) bool {
 		}
 	}
 	return false
+}
+
+// refuseSecondNames refuses the database file at path when it has other names (hard
+// links). SQLite keeps a database's write-ahead log and its index beside the name it
+// was opened by: a program that opened another name would read and write a log of its
+// own beside this one's, and its commits and checkpoints would overwrite pages that
+// the other log still holds newer versions of, corrupting the database. The serve
+// lock, beside the name too, would not keep a second serve off either. A name that a
+// killed restore left (dropAliasedKeptAside) is gone before this runs.
+func refuseSecondNames(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // absent: it is made with one name; another failure shows at the open
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink <= 1 {
+		return nil
+	}
+	return fmt.Errorf("the database file has %d names (hard links): SQLite keeps its log beside the name a program opens, "+
+		"so programs opening different names would each write their own and corrupt it; remove every other name "+
+		"(find / -xdev -samefile %s) and keep copies with hookdedup backup", st.Nlink, path)
 }

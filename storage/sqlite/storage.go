@@ -287,6 +287,10 @@ func Open(path string, opt Options) (*DB, error) {
 	params.Set("_synchronous", opt.Synchronous)
 	params.Set("_txlock", "immediate")
 	dropAliasedKeptAside(path)
+	// Before anything opens it, which would make a log beside this name.
+	if err := refuseSecondNames(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	if opt.MustExist {
 		// SQLite itself refuses to create the file, so that a file missing now or
 		// removed in the next instant is never replaced by an empty database.
