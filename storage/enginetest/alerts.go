@@ -650,3 +650,78 @@ func TestAlerts_LeaseNoChannel(t *testing.T, e Engine) {
 		t.Fatalf("give up later: %d %v, want both", n, err)
 	}
 }
+
+// TestAlerts_NextAlertToldAfterThePrevious: an alert is resolved by hand while its
+// condition holds, and a new alert of the same rule and subject opens at once; the
+// first's "resolved" is refused once and waits for its retry. The new alert's "opened"
+// waits behind it, on either handle, so that a channel hears "resolved" and then
+// "opened", and is not left reading the outage as over while the new alert is open.
+// An alert of another subject is not held back.
+func TestAlerts_NextAlertToldAfterThePrevious(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	cond := storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Channels: []string{"ops"}}
+	first, opened, err := a.OpenAlert(ctx, cond, t0)
+	if err != nil || !opened {
+		t.Fatalf("open alert: %v %v", opened, err)
+	}
+	got, err := a.LeaseNotifications(ctx, t0, time.Minute, 10, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("lease the opening: %+v %v", got, err)
+	}
+	if err := a.FinishNotification(ctx, got[0], storage.NotificationResult{Sent: true}, t0); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	if _, err := a.ResolveAlert(ctx, first.ID, "rita", t1); err != nil {
+		t.Fatal(err)
+	}
+	second, opened, err := a.OpenAlert(ctx, cond, t1)
+	if err != nil || !opened || second.ID == first.ID {
+		t.Fatalf("open the next alert: %+v %v %v", second, opened, err)
+	}
+	other, opened, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "cm",
+		Channels: []string{"ops"}}, t1)
+	if err != nil || !opened {
+		t.Fatalf("open another subject's alert: %v %v", opened, err)
+	}
+	got, err = a.LeaseNotifications(ctx, t1, time.Minute, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leased []string
+	for _, n := range got {
+		leased = append(leased, fmt.Sprintf("%d %s", n.Alert.ID, n.Event))
+	}
+	want := []string{fmt.Sprintf("%d resolved", first.ID), fmt.Sprintf("%d opened", other.ID)}
+	if !slices.Equal(leased, want) {
+		t.Fatalf("leased %q; want %q (the next alert's opened waits for the previous one's resolved)", leased, want)
+	}
+	for _, n := range got {
+		res := storage.NotificationResult{Sent: true}
+		if n.Alert.ID == first.ID {
+			res = storage.NotificationResult{Error: "HTTP 500", NextAt: t0.Add(10 * time.Second)}
+		}
+		if err := a.FinishNotification(ctx, n, res, t1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, db := range []storage.Store{a, b} {
+		if early, err := db.LeaseNotifications(ctx, t0.Add(2*time.Second), time.Minute, 10, nil); err != nil || len(early) != 0 {
+			t.Fatalf("lease while the resolved waits for its retry: %+v %v; want nothing", early, err)
+		}
+	}
+	resolved, err := b.LeaseNotifications(ctx, t0.Add(10*time.Second), time.Minute, 10, nil)
+	if err != nil || len(resolved) != 1 || resolved[0].Alert.ID != first.ID || resolved[0].Event != storage.AlertResolvedEvent {
+		t.Fatalf("lease at the retry: %+v %v; want the previous alert's resolved alone", resolved, err)
+	}
+	if err := b.FinishNotification(ctx, resolved[0], storage.NotificationResult{Sent: true}, t0.Add(11*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	next, err := a.LeaseNotifications(ctx, t0.Add(12*time.Second), time.Minute, 10, nil)
+	if err != nil || len(next) != 1 || next[0].Alert.ID != second.ID || next[0].Event != storage.AlertOpened {
+		t.Fatalf("lease once the resolved was sent: %+v %v; want the next alert's opened", next, err)
+	}
+}

@@ -156,6 +156,7 @@ var tests = []struct {
 	{"Alerts_LeaseNoChannel", TestAlerts_LeaseNoChannel},
 	{"Alerts_ReturnedCountsNoAttempt", TestAlerts_ReturnedCountsNoAttempt},
 	{"Alerts_ToldInTheOrderOfTransitions", TestAlerts_ToldInTheOrderOfTransitions},
+	{"Alerts_NextAlertToldAfterThePrevious", TestAlerts_NextAlertToldAfterThePrevious},
 	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},
 	{"SweepDeliveries_ClockBehindNotEarly", TestSweepDeliveries_ClockBehindNotEarly},
 }

@@ -396,12 +396,16 @@ WHERE state = 'pending' AND next_attempt_at < $1 AND NOT channel = ANY($2::text[
 	return n, nil
 }
 
-// sqlToldEarlierFirst is true for a notification n whose alert has an earlier
-// notification to the same channel still pending (being sent, or waiting for its
-// retry): a channel hears of an alert's transitions in their order, never "resolved"
-// before the "opened" that a failed attempt held back.
+// sqlToldEarlierFirst is true for a notification n that has an earlier notification to
+// the same channel still pending (being sent, or waiting for its retry) of its alert or
+// of an earlier alert of the same rule and subject: a channel hears of the transitions
+// in their order, never "resolved" before the "opened" that a failed attempt held back,
+// nor the "opened" of an alert that reopened (resolved by hand while its condition
+// held) before the previous alert's "resolved", which would leave it reading the
+// outage as over.
 const sqlToldEarlierFirst = `EXISTS (SELECT 1 FROM alert_notifications AS e
-	WHERE e.alert = n.alert AND e.channel = n.channel AND e.id < n.id AND e.state = 'pending')`
+	JOIN alerts AS ea ON ea.id = e.alert JOIN alerts AS na ON na.id = n.alert
+	WHERE e.channel = n.channel AND e.id < n.id AND e.state = 'pending' AND ea.rule = na.rule AND ea.subject = na.subject)`
 
 // LeaseNotifications returns up to limit notifications due at now, oldest first, and
 // leases them until now+lease: another sender, on this replica or another, skips them
