@@ -626,6 +626,11 @@ func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a st
 			break
 		}
 		if try < 2 {
+			if ctx.Err() == nil {
+				// Counted as the outbox counts a refused attempt it tries again: the
+				// metric shows a failing channel however the notification goes.
+				e.cfg.Notified(name, NotifiedRetry)
+			}
 			select {
 			case <-ctx.Done():
 				return false
