@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"mime/quotedprintable"
 	"net"
 	"net/http"
@@ -702,7 +701,7 @@ func msgIDPart(s string) string {
 // Line too long"), which a Subject encoded beyond ASCII or a To of a whole team passes.
 // Unfolded, the value reads as written; no line is left blank.
 func foldHeader(name, value string) string {
-	const width = 78
+	const width = foldWidth
 	var b strings.Builder
 	b.WriteString(name + ":")
 	n := len(name) + 1
@@ -718,8 +717,14 @@ func foldHeader(name, value string) string {
 	return b.String()
 }
 
+// foldWidth is the length foldHeader keeps a header's lines within, where a blank
+// allows (RFC 5322 2.1.1 recommends 78).
+const foldWidth = 78
+
 // mimeHeader keeps a header value on one line, encoding it (RFC 2047) when it is not
-// plain ASCII.
+// plain ASCII, or when it holds a word longer than a folded line (foldHeader): a name
+// without a blank, at length, would make a line past the 998 characters a server takes,
+// and encoded it goes in words of 75 characters at most, which fold.
 func mimeHeader(s string) string {
 	s = strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {
@@ -727,10 +732,43 @@ func mimeHeader(s string) string {
 		}
 		return r
 	}, s)
-	for _, r := range s {
-		if r > '~' {
-			return mime.QEncoding.Encode("utf-8", s)
-		}
+	encode := strings.ContainsFunc(s, func(r rune) bool { return r > '~' })
+	for w := range strings.FieldsSeq(s) {
+		encode = encode || len(w) > foldWidth-1
 	}
-	return s
+	if !encode {
+		return s
+	}
+	return encodedWords(s)
+}
+
+// encodedWords writes s as RFC 2047 encoded-words ("Q" encoding of UTF-8), each of 75
+// characters at most and apart from the next by a blank, where a header may be folded.
+// mime.QEncoding leaves plain ASCII as it is, however long its words.
+func encodedWords(s string) string {
+	const prefix, suffix, most = "=?utf-8?q?", "?=", 75
+	var words []string
+	var w strings.Builder
+	for _, r := range s {
+		var enc string
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("!*+-/", r):
+			enc = string(r)
+		case r == ' ':
+			enc = "_"
+		default:
+			for _, b := range []byte(string(r)) {
+				enc += fmt.Sprintf("=%02X", b)
+			}
+		}
+		if w.Len() > 0 && len(prefix)+w.Len()+len(enc)+len(suffix) > most {
+			words = append(words, prefix+w.String()+suffix)
+			w.Reset()
+		}
+		w.WriteString(enc)
+	}
+	if w.Len() > 0 {
+		words = append(words, prefix+w.String()+suffix)
+	}
+	return strings.Join(words, " ")
 }
