@@ -83,6 +83,20 @@ func (a Alert) UntoldOfOpening() []string {
 	return out
 }
 
+// ClockSetBackSlack is how far after the time it is read at a hold (Alert.HeldAt) may be
+// and still count: replicas read one clock, the database server's, and differ by
+// moments. One further ahead was recorded before the clock was set back (a step of
+// NTP, a machine resumed): counted, it would keep the alert from resolving until the
+// clock caught up with it, an hour for a clock set back an hour.
+const ClockSetBackSlack = time.Minute
+
+// HeldWithin reports whether an evaluation found a's condition holding within d before
+// now: its last hold (HeldAt) is less than d before now, and not past now by more than
+// ClockSetBackSlack.
+func (a Alert) HeldWithin(d time.Duration, now time.Time) bool {
+	return now.Sub(a.HeldAt) < d && a.HeldAt.Sub(now) <= ClockSetBackSlack
+}
+
 // Active reports whether the alert is open or acknowledged.
 func (a Alert) Active() bool { return a.State == AlertOpen || a.State == AlertAcknowledged }
 

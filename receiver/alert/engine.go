@@ -355,7 +355,7 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		e.mu.Unlock()
 		for k, a := range byKey {
 			if k.rule != r.Name || holding[k.subject] || !e.ownCondition(r, k.subject) || !e.clearedFor(k, r.ClearFor, now) ||
-				now.Sub(a.HeldAt) < r.ClearFor { // another replica saw it hold
+				a.HeldWithin(r.ClearFor, now) { // another replica saw it hold
 				continue
 			}
 			_, err := e.cfg.Store.ClearAlert(ctx, a.ID, r.ClearFor, now)
@@ -395,7 +395,7 @@ func (e *Engine) Evaluate(ctx context.Context) error {
 		}
 		// With no alerting configured at all, this evaluation is the last (Run makes one
 		// pass): nothing would resolve it later.
-		if now.Sub(a.HeldAt) < DefaultClearFor && (len(e.cfg.Rules) > 0 || len(e.channels) > 0) {
+		if a.HeldWithin(DefaultClearFor, now) && (len(e.cfg.Rules) > 0 || len(e.channels) > 0) {
 			continue
 		}
 		if _, err := e.cfg.Store.ResolveAlert(ctx, a.ID, storage.ResolvedRuleRemoved, now); err != nil && !errors.Is(err, storage.ErrAlertState) {
@@ -413,7 +413,7 @@ func (e *Engine) hold(ctx context.Context, r Rule, f finding, active map[condKey
 	e.mu.Lock()
 	delete(e.clear, k) // held again within the hold: the same alert goes on
 	first, seen := e.since[k]
-	if !seen {
+	if !seen || first.After(now) { // or seen before the clock was set back
 		first = now
 		e.since[k] = now
 	}
@@ -572,7 +572,7 @@ func (e *Engine) clearedFor(k condKey, hold time.Duration, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	first, seen := e.clear[k]
-	if !seen {
+	if !seen || first.After(now) { // or seen before the clock was set back
 		first = now
 		e.clear[k] = now
 	}

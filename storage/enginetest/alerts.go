@@ -725,3 +725,53 @@ func TestAlerts_NextAlertToldAfterThePrevious(t *testing.T, e Engine) {
 		t.Fatalf("lease once the resolved was sent: %+v %v; want the next alert's opened", next, err)
 	}
 }
+
+// TestAlerts_HoldBeforeClockSetBack: an alert held at t0+1m, then the clock set back by
+// an hour. Its hold, an hour ahead of the clock, keeps it from resolving by itself no
+// longer than clear_for, on either handle; and a hold after the step is recorded at its
+// own time, not left an hour ahead. A hold a few seconds ahead (another replica's
+// moment) still counts.
+func TestAlerts_HoldBeforeClockSetBack(t *testing.T, e Engine) {
+	ctx := context.Background()
+	a := e.Open(t)
+	b := e.Reopen(t, a)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clearFor := 2 * time.Minute
+	cond := storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "ota", Channels: []string{"ops"}}
+	al, _, err := a.OpenAlert(ctx, cond, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldAlert(ctx, al.ID, "3 failed", "3", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	back := t0.Add(time.Minute - time.Hour)
+	if err := b.HoldAlert(ctx, al.ID, "3 failed", "3", back); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.GetAlert(ctx, al.ID)
+	if err != nil || !got.HeldAt.Equal(back) {
+		t.Fatalf("held at %v (%v) after a hold at %v; want that hold's time", got.HeldAt, err, back)
+	}
+	if err := a.HoldAlert(ctx, al.ID, "3 failed", "3", back.Add(-5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClearAlert(ctx, al.ID, clearFor, back.Add(-5*time.Second)); !errors.Is(err, storage.ErrAlertHeld) {
+		t.Fatalf("clear 5 s before the latest hold (another replica's): %v, want ErrAlertHeld", err)
+	}
+
+	other, _, err := a.OpenAlert(ctx, storage.Alert{Rule: "down", Kind: "downstream_failing", Subject: "cm", Channels: []string{"ops"}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldAlert(ctx, other.ID, "3 failed", "3", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClearAlert(ctx, other.ID, clearFor, t0.Add(time.Minute-time.Hour).Add(clearFor)); err != nil {
+		t.Fatalf("clear, clear_for after the clock was set back an hour: %v; want it resolved", err)
+	}
+	got, err = a.GetAlert(ctx, other.ID)
+	if err != nil || got.State != storage.AlertResolved {
+		t.Fatalf("alert %+v (%v); want it resolved", got, err)
+	}
+}

@@ -157,6 +157,7 @@ var tests = []struct {
 	{"Alerts_ReturnedCountsNoAttempt", TestAlerts_ReturnedCountsNoAttempt},
 	{"Alerts_ToldInTheOrderOfTransitions", TestAlerts_ToldInTheOrderOfTransitions},
 	{"Alerts_NextAlertToldAfterThePrevious", TestAlerts_NextAlertToldAfterThePrevious},
+	{"Alerts_HoldBeforeClockSetBack", TestAlerts_HoldBeforeClockSetBack},
 	{"SweepDeliveries_KeepsWhatRollupsHaveNotCounted", TestSweepDeliveries_KeepsWhatRollupsHaveNotCounted},
 	{"SweepDeliveries_ClockBehindNotEarly", TestSweepDeliveries_ClockBehindNotEarly},
 }

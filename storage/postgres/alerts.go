@@ -220,13 +220,15 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 
 // HoldAlert records that an evaluation found the condition of an active alert holding at
 // time at, and what the rule measured then. It sends nothing: notifications are for
-// transitions only. Of replicas holding it at once, the latest time stays.
+// transitions only. Of replicas holding it at once, the latest time stays; a hold
+// recorded before the clock was set back (further ahead of at than
+// storage.ClockSetBackSlack) gives way to at.
 func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error {
 	summary, value = storage.ReplacedText(summary), storage.ReplacedText(value)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE alerts SET held_at = greatest(held_at, $3), summary = $1, value = $2,
-			updated_at = CASE WHEN summary <> $1 OR value <> $2 THEN $3 ELSE updated_at END
-			WHERE id = $4 AND state <> 'resolved'`, summary, value, millis(at), id)
+		_, err := tx.Exec(ctx, `UPDATE alerts SET held_at = CASE WHEN held_at > $3::bigint + $5::bigint THEN $3 ELSE greatest(held_at, $3) END,
+			summary = $1, value = $2, updated_at = CASE WHEN summary <> $1 OR value <> $2 THEN $3 ELSE updated_at END
+			WHERE id = $4 AND state <> 'resolved'`, summary, value, millis(at), id, storage.ClockSetBackSlack.Milliseconds())
 		return err
 	})
 	if err != nil {
@@ -280,12 +282,12 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 // otherwise. A replica's HoldAlert committed before this locked the row is seen here;
 // one after it finds the alert resolved, and the condition opens a new one.
 func (db *DB) ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error) {
-	return db.resolveAlert(ctx, id, "", at, millis(at.Add(-clearFor)))
+	return db.resolveAlert(ctx, id, "", at, clearFor)
 }
 
-// resolveAlert is ResolveAlert, and ClearAlert when heldBefore is not negative: then the
-// alert must not have been held after it.
-func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, heldBefore int64) (storage.Alert, error) {
+// resolveAlert is ResolveAlert, and ClearAlert when clearFor is not negative: then the
+// alert must not have been held within it (storage.Alert.HeldWithin).
+func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, clearFor time.Duration) (storage.Alert, error) {
 	actor = storage.ReplacedText(actor)
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
@@ -296,7 +298,7 @@ func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.
 		if !a.Active() {
 			return storage.ErrAlertState
 		}
-		if heldBefore >= 0 && millis(a.HeldAt) > heldBefore {
+		if clearFor >= 0 && a.HeldWithin(clearFor, at) {
 			return storage.ErrAlertHeld
 		}
 		out, err = scanAlert(tx.QueryRow(ctx, `UPDATE alerts a SET state = 'resolved', resolved_by = $1, resolved_at = $2,

@@ -190,11 +190,12 @@ func (db *DB) OpenAlert(ctx context.Context, a storage.Alert, at time.Time) (_ s
 
 // HoldAlert records that an evaluation found the condition of an active alert holding at
 // time at, and what the rule measured then. It sends nothing: notifications are for
-// transitions only.
+// transitions only. A hold recorded before the clock was set back (further ahead of at
+// than storage.ClockSetBackSlack) gives way to at.
 func (db *DB) HoldAlert(ctx context.Context, id int64, summary, value string, at time.Time) error {
-	_, err := db.writeExec(ctx, `UPDATE alerts SET held_at = max(held_at, ?1), summary = ?2, value = ?3,
-		updated_at = CASE WHEN summary != ?2 OR value != ?3 THEN ?1 ELSE updated_at END
-		WHERE id = ?4 AND state != 'resolved'`, millis(at), summary, value, id)
+	_, err := db.writeExec(ctx, `UPDATE alerts SET held_at = CASE WHEN held_at > ?1 + ?5 THEN ?1 ELSE max(held_at, ?1) END,
+		summary = ?2, value = ?3, updated_at = CASE WHEN summary != ?2 OR value != ?3 THEN ?1 ELSE updated_at END
+		WHERE id = ?4 AND state != 'resolved'`, millis(at), summary, value, id, storage.ClockSetBackSlack.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("hold alert %d: %w", id, err)
 	}
@@ -243,12 +244,12 @@ func (db *DB) ResolveAlert(ctx context.Context, id int64, actor string, at time.
 // ClearAlert resolves an active alert by itself, its condition clear, when no
 // evaluation found it holding within clearFor before at; ErrAlertHeld otherwise.
 func (db *DB) ClearAlert(ctx context.Context, id int64, clearFor time.Duration, at time.Time) (storage.Alert, error) {
-	return db.resolveAlert(ctx, id, "", at, millis(at.Add(-clearFor)))
+	return db.resolveAlert(ctx, id, "", at, clearFor)
 }
 
-// resolveAlert is ResolveAlert, and ClearAlert when heldBefore is not negative: then the
-// alert must not have been held after it.
-func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, heldBefore int64) (storage.Alert, error) {
+// resolveAlert is ResolveAlert, and ClearAlert when clearFor is not negative: then the
+// alert must not have been held within it (storage.Alert.HeldWithin).
+func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.Time, clearFor time.Duration) (storage.Alert, error) {
 	var out storage.Alert
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		a, err := alertIn(ctx, tx, id)
@@ -258,7 +259,7 @@ func (db *DB) resolveAlert(ctx context.Context, id int64, actor string, at time.
 		if !a.Active() {
 			return storage.ErrAlertState
 		}
-		if heldBefore >= 0 && millis(a.HeldAt) > heldBefore {
+		if clearFor >= 0 && a.HeldWithin(clearFor, at) {
 			return storage.ErrAlertHeld
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alerts SET state = 'resolved', resolved_by = ?, resolved_at = ?, updated_at = ?
