@@ -235,6 +235,7 @@ type DB struct {
 	sides       [len(sideSuffixes)]os.FileInfo // the -wal and -shm in use, nil if none (file.go)
 	watcherDone chan struct{}
 	warmDone    chan struct{} // warmKeys has ended, or was never started (warm.go)
+	warmReads   atomic.Int64  // the reads warmKeys made
 
 	auditMark storage.AuditMark // how far AuditChain has checked the audit chain (auditchain.go)
 	bulkWake  chan struct{}     // a bulk action became ready to run (bulk.go)
