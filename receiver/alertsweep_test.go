@@ -45,12 +45,19 @@ func TestSweeps_ResolvedAlerts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Each alert's opened, then its resolved, which waits for it.
-	for round := range 2 {
+	// Each alert's opened, then its resolved, which waits for it, and the next alert's
+	// opened waits for that: one at a time, ten in all.
+	for round := 0; ; round++ {
 		at := now.Add(time.Hour + time.Duration(round)*time.Second)
 		ns, err := db.LeaseNotifications(ctx, at, time.Minute, 100, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(ns) == 0 {
+			break
+		}
+		if round == 10 {
+			t.Fatalf("notifications still due after ten rounds: %+v", ns)
 		}
 		for _, n := range ns {
 			if err := db.FinishNotification(ctx, n, storage.NotificationResult{Sent: true}, at); err != nil {
