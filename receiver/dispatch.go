@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -796,8 +797,9 @@ const minSecret = 6
 
 // forwardSecrets returns what of forward_url raw the console masks (web's RedactURL,
 // storage.RedactPath), as written and as decoded, longest first: the password, or the
-// user name standing for a token; each query value, or a parameter without one whole;
-// each path segment that may be a token.
+// user name standing for a token, and the Basic credentials net/http sends of them;
+// each query value, or a parameter without one whole; each path segment that may be a
+// token.
 func forwardSecrets(raw string) []string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -817,11 +819,18 @@ func forwardSecrets(raw string) []string {
 	}
 	plain := func(s string) (string, error) { return s, nil }
 	if u.User != nil {
-		if pw, ok := u.User.Password(); ok {
+		pw, ok := u.User.Password()
+		if ok {
 			add(pw, plain)
 		} else {
 			add(u.User.Username(), plain)
 		}
+		// net/http sends them as "Authorization: Basic " and the base64 of
+		// "user:password": a downstream that echoes the request's headers (an error page
+		// that dumps them) quotes the credential so, one decoding away.
+		basic := []byte(u.User.Username() + ":" + pw)
+		add(base64.StdEncoding.EncodeToString(basic), plain)
+		add(base64.RawStdEncoding.EncodeToString(basic), plain)
 	}
 	for _, p := range strings.Split(u.RawQuery, "&") {
 		k, v, _ := strings.Cut(p, "=")
