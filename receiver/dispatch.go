@@ -734,9 +734,10 @@ func payloadProblem(job storage.Job) string {
 func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (int, string, string, time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, src.AttemptTimeout)
 	defer cancel()
+	secrets := d.secrets[job.Source]
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, src.ForwardURL, bytes.NewReader(job.Body))
 	if err != nil {
-		return 0, "", attemptError(err), 0
+		return 0, "", attemptError(err, secrets), 0
 	}
 	// net/http silently resends a request that carries an Idempotency-Key when its
 	// connection breaks before the answer; without GetBody it cannot. Every hand-off is
@@ -763,7 +764,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, "", fmt.Sprintf("no answer within %s", src.AttemptTimeout), 0
 		}
-		return 0, "", attemptError(err), 0
+		return 0, "", attemptError(err, secrets), 0
 	}
 	defer resp.Body.Close()
 	// A 101 answer hands over the raw connection, which net/http no longer watches the
@@ -771,12 +772,13 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	// and the attempt, for good. Every read of the answer ends with the attempt's time.
 	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
 	defer stop()
+	// The status line is the downstream's text, as its answer is: it may quote the URL.
+	answered := "downstream answered " + maskSecrets(resp.Status, secrets)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return resp.StatusCode, "", "downstream answered " + resp.Status + ": a hand-off is a plain POST", 0
+		return resp.StatusCode, "", answered + ": a hand-off is a plain POST", 0
 	}
 	// Read past the excerpt by the longest secret, each of its characters escaped at
 	// the longest, so that one begun within it is masked whole before the cut.
-	secrets := d.secrets[job.Source]
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, int64(responseExcerpt+maxEscaped*longest(secrets))))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	text := strings.ToValidUTF8(maskedPrefix(string(excerpt), secrets, responseExcerpt), "\uFFFD")
@@ -785,7 +787,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			wait = retryAfter(resp.Header.Get("Retry-After"), d.cfg.Now())
 		}
-		return resp.StatusCode, text, "downstream answered " + maskSecrets(resp.Status, secrets), wait
+		return resp.StatusCode, text, answered, wait
 	}
 	return resp.StatusCode, text, "", 0
 }
@@ -1081,12 +1083,14 @@ func setEnvelope(h http.Header, envelope string) {
 
 // attemptError is the text of a hand-off's error as it is stored and shown to every
 // viewer. A *url.Error quotes forward_url, whose query may hold the downstream's token
-// (net/http hides only a password): it is named, not quoted.
-func attemptError(err error) string {
+// (net/http hides only a password): it is named, not quoted. What it wraps may quote
+// the downstream's answer ("malformed HTTP status code …"), which may quote the URL:
+// secrets are masked there as in the answer's excerpt.
+func attemptError(err error, secrets []string) string {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Op + " forward_url: " + ue.Err.Error()
+		return ue.Op + " forward_url: " + maskSecrets(ue.Err.Error(), secrets)
 	}
-	return err.Error()
+	return maskSecrets(err.Error(), secrets)
 }
 
 // reportStuck keeps the hookdedup_stuck_keys gauge current: for every configured

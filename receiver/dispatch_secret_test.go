@@ -103,3 +103,63 @@ func TestDispatch_AnswerHidesCredentialAtTheCut(t *testing.T) {
 		t.Errorf("the recorded answer ends %q: the start of the forward_url credential", last.Response[len(last.Response)-20:])
 	}
 }
+
+// The status line of a 101 answer is the downstream's text like any other: it is
+// stored with the attempt's error and masked the same way.
+func TestDispatch_SwitchingProtocolsStatusHidesCredentials(t *testing.T) {
+	const token = "qT0kenInTheStatusLine-never-stored"
+	db := storagetest.Open(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(buf, "HTTP/1.1 101 Switching %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", r.URL.RequestURI())
+		buf.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	startDispatcher(t, db, forwardSource(t, srv.URL+"/events?token="+token, 1))
+	accept(t, db, "evt_1", `{}`)
+	c := waitState(t, db, "evt_1", storage.StateFailed)
+	last, err := db.LastAttempt(context.Background(), "ota", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(last.Error, "101 Switching /events?token=") {
+		t.Fatalf("recorded error %q; want the downstream's status line", last.Error)
+	}
+	for _, text := range []string{last.Error, c.LastError} {
+		if strings.Contains(text, token) {
+			t.Errorf("the recorded error %q holds the forward_url credential %q", text, token)
+		}
+	}
+}
+
+// An answer net/http cannot read is quoted in its error ("malformed HTTP status code
+// …"), which is stored with the attempt: the downstream's text there is masked too.
+func TestDispatch_MalformedAnswerErrorHidesCredentials(t *testing.T) {
+	const token = "qT0kenInAMalformedAnswer-never-stored"
+	db := storagetest.Open(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(buf, "NOT-HTTP %s\r\n\r\n", r.URL.RequestURI())
+		buf.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	startDispatcher(t, db, forwardSource(t, srv.URL+"/events?token="+token, 1))
+	accept(t, db, "evt_1", `{}`)
+	c := waitState(t, db, "evt_1", storage.StateFailed)
+	if !strings.Contains(c.LastError, "malformed HTTP") {
+		t.Fatalf("recorded error %q; want net/http's", c.LastError)
+	}
+	if strings.Contains(c.LastError, token) {
+		t.Errorf("the recorded error %q holds the forward_url credential %q", c.LastError, token)
+	}
+}
