@@ -107,6 +107,14 @@ type Dispatcher struct {
 	// leaseFailures decides which failed leases get a log line: while the disk is full
 	// every turn of the loop fails alike.
 	leaseFailures storeFailures
+
+	// busy counts, by forwarding source, its attempts under way. While more than one
+	// source forwards, none may hold more than perSource of the workers: a downstream
+	// that hangs holds each of its attempts for attempt_timeout, and with every worker
+	// its own, the other sources' events would wait behind its whole queue.
+	busyMu    sync.Mutex
+	busy      map[string]int
+	perSource int
 }
 
 // keptKey names the job whose attempt's outcome is kept: its key, claim, generation,
@@ -205,7 +213,49 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 	if d.recordOnly == nil {
 		d.recordOnly = []string{}
 	}
+	d.busy = make(map[string]int, len(d.forwarding))
+	d.perSource = cfg.Workers
+	if len(d.forwarding) > 1 && cfg.Workers > 1 {
+		d.perSource = cfg.Workers - 1
+	}
 	return d
+}
+
+// open returns the forwarding sources with room for another attempt (never nil: nil
+// would lease every source's keys), and how many more attempts the fullest of them
+// may start.
+func (d *Dispatcher) open() ([]string, int) {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
+	open, room := make([]string, 0, len(d.forwarding)), d.perSource
+	for _, s := range d.forwarding {
+		if n := d.busy[s]; n < d.perSource {
+			open = append(open, s)
+			room = min(room, d.perSource-n)
+		}
+	}
+	return open, room
+}
+
+// start counts an attempt of source as under way; its end (the function returned)
+// wakes the loop when it gives the source back the room it had run out of, so that
+// its due keys, left unleased meanwhile, are leased at once.
+func (d *Dispatcher) start(source string) (end func()) {
+	if !slices.Contains(d.forwarding, source) {
+		return func() {} // a record-only settlement: nothing is sent
+	}
+	d.busyMu.Lock()
+	d.busy[source]++
+	d.busyMu.Unlock()
+	return func() {
+		d.busyMu.Lock()
+		full := d.busy[source] == d.perSource
+		d.busy[source]--
+		d.busyMu.Unlock()
+		if full {
+			d.Wake()
+		}
+	}
 }
 
 // Wake tells the dispatcher that work may be due. It never blocks.
@@ -293,8 +343,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				<-slots
 				continue
 			}
+			end := d.start(job.Source)
 			wg.Go(func() {
 				defer func() { <-slots }()
+				defer end()
 				if !d.fly(job) {
 					return // being handed off or recorded already: that records against this lease
 				}
@@ -486,7 +538,8 @@ var errKept = errors.New("attempt not recorded yet: its outcome is kept")
 // and that have been due for RecordOnlyAfter.
 func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
 	now := d.cfg.Now()
-	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, limit, d.forwarding)
+	open, room := d.open()
+	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, min(limit, room), open)
 	if err != nil || len(jobs) == limit {
 		return jobs, err
 	}
@@ -571,7 +624,10 @@ func (d *Dispatcher) lookAround(ctx context.Context) {
 
 // nextDue is when the earliest job leaseDue would take falls due, or the zero time.
 func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
-	next, err := d.cfg.Store.NextDue(ctx, d.forwarding)
+	// A source whose attempts fill its share of the workers is left out: its keys are
+	// leased once one of them ends, which wakes the loop (start).
+	open, _ := d.open()
+	next, err := d.cfg.Store.NextDue(ctx, open)
 	if err != nil {
 		return time.Time{}, err
 	}
