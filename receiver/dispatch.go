@@ -829,7 +829,7 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
 	defer stop()
 	// The status line is the downstream's text, as its answer is: it may quote the URL.
-	answered := "downstream answered " + statusText(maskSecrets(resp.Status, secrets))
+	answered := "downstream answered " + statusText(resp.Status, secrets)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp.StatusCode, "", answered + ": a hand-off is a plain POST", 0
 	}
@@ -848,18 +848,35 @@ func (d *Dispatcher) post(ctx context.Context, src *Source, job storage.Job) (in
 	return resp.StatusCode, text, "", 0
 }
 
-// statusText is a downstream's status line as an attempt's error stores it: each
-// control character (C0, DEL, C1) and each byte that is not UTF-8 as U+FFFD. net/http
-// keeps the reason phrase as the downstream wrote it, and the error is printed by
-// `hookdedup keys` on an operator's terminal, in tab-separated columns, where an escape
-// sequence would act and a tab shift the columns.
-func statusText(s string) string {
-	return strings.Map(func(r rune) rune {
+// statusMax bounds how much of a downstream's status line an attempt's error quotes:
+// net/http takes one as long as the answer's headers may be (answerHeaderMax), and
+// the error is stored with every attempt and listed with the key's.
+const statusMax = 256
+
+// statusText is a downstream's status line as an attempt's error stores it: its first
+// statusMax bytes, cut on a character and followed by "…" when there is more, with
+// secrets masked (maskedPrefix), and each control character (C0, DEL, C1) and each
+// byte that is not UTF-8 as U+FFFD. net/http keeps the reason phrase as the downstream
+// wrote it, and the error is printed by `hookdedup keys` on an operator's terminal, in
+// tab-separated columns, where an escape sequence would act and a tab shift the columns.
+func statusText(status string, secrets []string) string {
+	n := len(status)
+	if n > statusMax {
+		n = statusMax
+		for n > 0 && !utf8.RuneStart(status[n]) {
+			n--
+		}
+	}
+	text := strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || 0x80 <= r && r <= 0x9f {
 			return utf8.RuneError
 		}
 		return r
-	}, s)
+	}, maskedPrefix(status, secrets, n))
+	if n < len(status) {
+		text += "…"
+	}
+	return text
 }
 
 // minSecret is the shortest part of a forward_url that maskSecrets masks in an answer:
