@@ -156,20 +156,8 @@ func TestServe_SIGHUPAfterStopIgnored(t *testing.T) {
 		return
 	}
 
-	dir := t.TempDir()
-	getenv := func(string) string { return "" }
-	cfg, err := loadConfig(filepath.Join(dir, "none.toml"), false, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Database = filepath.Join(dir, "hookdedup.db")
-	var stdout, stderr lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := openProgram(ctx, cfg, env{getenv: getenv, stdout: &stdout, stderr: &stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _, _, _ := defaultProgram(t, ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
 	cancel()

@@ -18,26 +18,8 @@ import (
 // nor one opened with NoReadAhead (by a command, for a moment).
 func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const keys = 100_000
-	err = storagetest.BulkLoad(context.Background(), db, storagetest.Fill{
-		Source:    "ota",
-		Keys:      keys,
-		ClaimedAt: time.Now().Add(-time.Hour),
-		TTL:       24 * time.Hour,
-		Key:       func(i int) string { return fmt.Sprintf("msg_%032x", uint64(i)*0x9e3779b97f4a7c15) },
-		Headers:   `{}`,
-		Body:      func(i int) []byte { return []byte(`{}`) },
-	}, nil)
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	fillKeys(t, path, keys)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -74,29 +56,11 @@ func TestOpen_ReadsTheKeyIndexOfALargeFileAhead(t *testing.T) {
 // while the writer is held, it makes no progress, and it ends once the writer is free.
 func TestOpen_ReadsTheKeyIndexAheadOnTheWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const keys = 20_000
-	err = storagetest.BulkLoad(context.Background(), db, storagetest.Fill{
-		Source:    "ota",
-		Keys:      keys,
-		ClaimedAt: time.Now().Add(-time.Hour),
-		TTL:       24 * time.Hour,
-		Key:       func(i int) string { return fmt.Sprintf("msg_%032x", uint64(i)*0x9e3779b97f4a7c15) },
-		Headers:   `{}`,
-		Body:      func(i int) []byte { return []byte(`{}`) },
-	}, nil)
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	fillKeys(t, path, keys)
 	sqlite.SetBigFile(t, 1, 1024)
 	sqlite.SetWarmChunk(t, 2) // a read of two entries: thousands of reads, still going when held
-	db = storagetest.OpenPath(t, path, sqlite.Options{})
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
 	release, err := db.HoldWriter(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +84,30 @@ func TestOpen_ReadsTheKeyIndexAheadOnTheWriter(t *testing.T) {
 	}
 	if got := db.WarmReads(); got < keys/2 {
 		t.Errorf("the read ahead made %d reads, want the %d of the whole index two entries at a time", got, keys/2)
+	}
+}
+
+// fillKeys makes a database at path holding keys claimed keys, each with its delivery,
+// spread over the key space as providers' ids are.
+func fillKeys(t *testing.T, path string, keys int) {
+	t.Helper()
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = storagetest.BulkLoad(context.Background(), db, storagetest.Fill{
+		Source:    "ota",
+		Keys:      keys,
+		ClaimedAt: time.Now().Add(-time.Hour),
+		TTL:       24 * time.Hour,
+		Key:       func(i int) string { return fmt.Sprintf("msg_%032x", uint64(i)*0x9e3779b97f4a7c15) },
+		Headers:   `{}`,
+		Body:      func(i int) []byte { return []byte(`{}`) },
+	}, nil)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
