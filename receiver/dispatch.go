@@ -879,7 +879,7 @@ func statusText(status string, secrets []string) string {
 	return text
 }
 
-// minSecret is the shortest part of a forward_url that maskSecrets masks in an answer:
+// minSecret is the shortest part of a forward_url that maskedPrefix masks in an answer:
 // a shorter query value ("?v=2") is no credential, and masking it would blot out the
 // answer's text wherever it occurs.
 const minSecret = 6
@@ -967,12 +967,6 @@ func maskedPrefix(text string, secrets []string, n int) string {
 		}
 	}
 	return b.String()
-}
-
-// maskSecrets writes each of secrets in text, as it is or escaped, as
-// storage.RedactedSegment.
-func maskSecrets(text string, secrets []string) string {
-	return maskedPrefix(text, secrets, len(text))
 }
 
 // maxEscaped is the most bytes matchEscaped takes for one character of a secret:
@@ -1172,12 +1166,14 @@ func setEnvelope(h http.Header, envelope string) {
 // viewer. A *url.Error quotes forward_url, whose query may hold the downstream's token
 // (net/http hides only a password): it is named, not quoted. What it wraps may quote
 // the downstream's answer ("malformed HTTP status code …"), which may quote the URL:
-// secrets are masked there as in the answer's excerpt.
+// secrets are masked there as in the answer's excerpt. It is kept to the status line's
+// bound (statusText): a status line net/http refuses comes back quoted whole, up to the
+// answer's header bound.
 func attemptError(err error, secrets []string) string {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Op + " forward_url: " + maskSecrets(ue.Err.Error(), secrets)
+		return ue.Op + " forward_url: " + statusText(ue.Err.Error(), secrets)
 	}
-	return maskSecrets(err.Error(), secrets)
+	return statusText(err.Error(), secrets)
 }
 
 // reportStuck keeps the hookdedup_stuck_keys gauge current: for every configured
