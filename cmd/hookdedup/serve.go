@@ -666,9 +666,12 @@ func (p *program) close() {
 // longer reloads, SIGHUP's default action would end the process with status 129 between
 // "stopped" and its exit, and README promises that SIGHUP never stops serve (systemctl
 // reload during a stop, or a terminal closed while it shuts down).
+//
+// Ignored first: stopped first, a SIGHUP arriving before the Ignore took the default
+// action. Ignore takes SIGHUP off reload too, and Stop then leaves it ignored.
 func stopReload(reload chan os.Signal) {
-	signal.Stop(reload)
 	signal.Ignore(syscall.SIGHUP)
+	signal.Stop(reload)
 }
 
 // openBrowser asks the desktop to open url, without waiting for the browser.
