@@ -37,6 +37,11 @@ func OpenAuditFile(ctx context.Context, path string, busyTimeout time.Duration) 
 	if missing(path) {
 		return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
 	}
+	// Read under a second name, the file is read without the log serve keeps beside the
+	// first, and the chain checked is not the one serve writes.
+	if err := refuseSecondNames(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	if busyTimeout <= 0 {
 		busyTimeout = 5 * time.Second
 	}

@@ -53,6 +53,11 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 	if missing(src) {
 		return BackupInfo{}, fmt.Errorf("backup %s: %w", src, storage.ErrNoDatabase)
 	}
+	// Read under a second name, the file is read without the log serve keeps beside the
+	// first: the copy would lack every commit still in it.
+	if err := refuseSecondNames(src); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup %s: %w", src, err)
+	}
 	read := openReadOnly(src, 5*time.Second)
 	defer read.Close()
 	return backup(ctx, read, src, path)

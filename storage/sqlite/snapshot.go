@@ -41,6 +41,11 @@ func OpenSnapshot(ctx context.Context, path string) (_ *Snapshot, err error) {
 	if missing(path) {
 		return nil, fmt.Errorf("open database %s: %w", path, storage.ErrNoDatabase)
 	}
+	// Read under a second name, the file is read without the log serve keeps beside the
+	// first: a migration would copy it without every commit still in that log.
+	if err := refuseSecondNames(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	s := &Snapshot{path: path, seen: stateOf(path)}
 	// Before the upgraded copy, whose open would refuse it under the copy's name.
 	if err := refuseOtherApplicationFile(ctx, path); err != nil {
