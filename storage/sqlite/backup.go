@@ -580,6 +580,16 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		}
 	}()
 	if _, err := os.Stat(dbPath); err == nil {
+		// The serve lock, from before the database takes a second name until the
+		// restored file has its path: another command's open (dropAliasedKeptAside)
+		// would take that name for one a killed restore left, and remove it, and the
+		// database it replaces would be lost with the rename. A serve started meanwhile
+		// is refused by it.
+		unlock, err := lockForRestore(dbPath)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
 		// The check again, as late as possible: a serve may have started meanwhile.
 		if busy, err := InUse(dbPath); err != nil {
 			return fail(err)
@@ -640,10 +650,21 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 // live database under that name too, which every later write would change while it
 // passed for the copy the restore replaced. Removing a second name of a file loses
 // nothing.
+//
+// It removes none while another process holds the serve lock: a restore holds it while
+// the database has that second name on purpose (lockForRestore), and a serve started
+// with its database's aliases already gone.
 func dropAliasedKeptAside(path string) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return
+	}
+	lock, err := os.OpenFile(resolved(path)+ServeLockSuffix, os.O_RDWR, 0)
+	if err == nil {
+		defer lock.Close() // which lets the lock go
+		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			return
+		}
 	}
 	entries, err := os.ReadDir(filepath.Dir(path))
 	if err != nil {
@@ -658,6 +679,29 @@ func dropAliasedKeptAside(path string) {
 		if ai, err := os.Lstat(name); err == nil && os.SameFile(fi, ai) {
 			os.Remove(name)
 		}
+	}
+}
+
+// lockForRestore takes the serve lock of the database at path (lockServe) for a restore,
+// waiting a moment for a command that holds it while it drops a restore's leftover
+// name (dropAliasedKeptAside); a serve holding it is ErrInUse. It returns the function
+// that lets it go. Where no lock can be had (no flock, a directory not there yet), it
+// goes on without.
+func lockForRestore(path string) (unlock func(), err error) {
+	for try := 0; ; try++ {
+		f, err := lockServe(path)
+		switch {
+		case errors.Is(err, ErrServed) && try < 50:
+			time.Sleep(20 * time.Millisecond)
+			continue
+		case errors.Is(err, ErrServed):
+			return nil, storage.ErrInUse
+		case err != nil:
+			return nil, err
+		case f == nil:
+			return func() {}, nil
+		}
+		return func() { f.Close() }, nil
 	}
 }
 

@@ -208,5 +208,6 @@ func refuseSecondNames(path string) error {
 	}
 	return fmt.Errorf("the database file has %d names (hard links): SQLite keeps its log beside the name a program opens, "+
 		"so programs opening different names would each write their own and corrupt it; remove every other name "+
-		"(find / -xdev -samefile %s) and keep copies with hookdedup backup", st.Nlink, path)
+		"(find / -xdev -samefile %s) and keep copies with hookdedup backup (a restore under way keeps the database "+
+		"it replaces under a second name for a moment: then try again once it is done)", st.Nlink, path)
 }
