@@ -108,29 +108,13 @@ func TestDispatch_AnswerHidesCredentialAtTheCut(t *testing.T) {
 // stored with the attempt's error and masked the same way.
 func TestDispatch_SwitchingProtocolsStatusHidesCredentials(t *testing.T) {
 	const token = "qT0kenInTheStatusLine-never-stored"
-	db := storagetest.Open(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprintf(buf, "HTTP/1.1 101 Switching %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", r.URL.RequestURI())
-		buf.Flush()
-	}))
-	t.Cleanup(srv.Close)
-	startDispatcher(t, db, forwardSource(t, srv.URL+"/events?token="+token, 1))
-	accept(t, db, "evt_1", `{}`)
-	c := waitState(t, db, "evt_1", storage.StateFailed)
-	last, err := db.LastAttempt(context.Background(), "ota", "evt_1")
-	if err != nil {
-		t.Fatal(err)
+	keyErr, attemptErr := rawAnswerErrors(t, "/events?token="+token, func(r *http.Request) string {
+		return "HTTP/1.1 101 Switching " + r.URL.RequestURI() + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+	})
+	if !strings.Contains(attemptErr, "101 Switching /events?token=") {
+		t.Fatalf("recorded error %q; want the downstream's status line", attemptErr)
 	}
-	if !strings.Contains(last.Error, "101 Switching /events?token=") {
-		t.Fatalf("recorded error %q; want the downstream's status line", last.Error)
-	}
-	for _, text := range []string{last.Error, c.LastError} {
+	for _, text := range []string{attemptErr, keyErr} {
 		if strings.Contains(text, token) {
 			t.Errorf("the recorded error %q holds the forward_url credential %q", text, token)
 		}
@@ -141,25 +125,13 @@ func TestDispatch_SwitchingProtocolsStatusHidesCredentials(t *testing.T) {
 // …"), which is stored with the attempt: the downstream's text there is masked too.
 func TestDispatch_MalformedAnswerErrorHidesCredentials(t *testing.T) {
 	const token = "qT0kenInAMalformedAnswer-never-stored"
-	db := storagetest.Open(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprintf(buf, "NOT-HTTP %s\r\n\r\n", r.URL.RequestURI())
-		buf.Flush()
-	}))
-	t.Cleanup(srv.Close)
-	startDispatcher(t, db, forwardSource(t, srv.URL+"/events?token="+token, 1))
-	accept(t, db, "evt_1", `{}`)
-	c := waitState(t, db, "evt_1", storage.StateFailed)
-	if !strings.Contains(c.LastError, "malformed HTTP") {
-		t.Fatalf("recorded error %q; want net/http's", c.LastError)
+	keyErr, _ := rawAnswerErrors(t, "/events?token="+token, func(r *http.Request) string {
+		return "NOT-HTTP " + r.URL.RequestURI() + "\r\n\r\n"
+	})
+	if !strings.Contains(keyErr, "malformed HTTP") {
+		t.Fatalf("recorded error %q; want net/http's", keyErr)
 	}
-	if strings.Contains(c.LastError, token) {
-		t.Errorf("the recorded error %q holds the forward_url credential %q", c.LastError, token)
+	if strings.Contains(keyErr, token) {
+		t.Errorf("the recorded error %q holds the forward_url credential %q", keyErr, token)
 	}
 }
