@@ -645,6 +645,9 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
+	if err := checkTimeRange(boundText(f.From), boundText(f.To), f.From, f.To); err != nil {
+		return Errorf(http.StatusBadRequest, "filter: %s", err)
+	}
 	if err := req.Filter.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "filter: %v", err)
 	}
@@ -658,6 +661,15 @@ func (a *api) createBulk(w http.ResponseWriter, r *http.Request) error {
 		return apiBulkError(err)
 	}
 	return a.writeBulk(w, r, http.StatusCreated, act)
+}
+
+// boundText is a bulk filter's bound as checkTimeRange takes its text: "" for none. The
+// zero time, which a client's own unset time may be sent as, stays no bound.
+func boundText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // apiBulkError words bulkError's refusals for the API.
