@@ -720,6 +720,10 @@ func (a *api) getBulk(w http.ResponseWriter, r *http.Request) error {
 	return a.writeBulk(w, r, http.StatusOK, act)
 }
 
+// bulkAPIListed bounds the actions GET /api/v1/bulk and /api/v1/bulk/pending answer,
+// the newest.
+const bulkAPIListed = 200
+
 func (a *api) listBulk(state string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		st := state
@@ -729,14 +733,18 @@ func (a *api) listBulk(state string) handlerFunc {
 				return Errorf(http.StatusBadRequest, "state %q: want preview, pending_approval, queued, running, done, cancelled or refused", st)
 			}
 		}
-		acts, err := a.bulk.BulkActions(r.Context(), st, 200)
+		// One more than listed tells whether there are older ones: a list cut without a
+		// word reads as every action there is.
+		acts, err := a.bulk.BulkActions(r.Context(), st, bulkAPIListed+1)
 		if err != nil {
 			return err
 		}
 		out := struct {
 			Actions []apiBulkAction `json:"actions"`
-		}{Actions: []apiBulkAction{}}
-		for _, act := range acts {
+			// More: older actions were left out; each stays readable by its id.
+			More bool `json:"more,omitempty"`
+		}{Actions: []apiBulkAction{}, More: len(acts) > bulkAPIListed}
+		for _, act := range acts[:min(len(acts), bulkAPIListed)] {
 			out.Actions = append(out.Actions, toAPIBulk(act))
 		}
 		writeAPI(w, http.StatusOK, out)
