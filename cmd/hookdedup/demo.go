@@ -145,6 +145,9 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	if err := noArguments("demo", pos, meant); err != nil {
 		return err
 	}
+	if err := demoUnusedFlag(flags.fs, *printConfig, *forensic); err != nil {
+		return err
+	}
 	if *printConfig {
 		_, err := io.WriteString(e.stdout, demoForensicsConfig())
 		return err
@@ -246,6 +249,33 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	fmt.Fprintf(e.stdout, "\nsent %d deliveries to %s: %d accepted, %d duplicate, %d rejected\n",
 		n, endpoint, counts["accepted"], counts["duplicate"], counts["rejected"])
 	return demoRejected(counts["rejected"], src.Name)
+}
+
+// demoUnusedFlag refuses a flag of demo that the mode --print-config or --forensics
+// leaves unused: run anyway, the demo would not be the one asked for (--print-config
+// --forensics sends nothing, --forensics --provider stripe sends no Stripe traffic, and
+// --events is not the count sent), and a script would take its exit status 0 for it.
+func demoUnusedFlag(fs *flag.FlagSet, printConfig, forensic bool) error {
+	var mode, does string
+	var unused []string
+	switch {
+	case printConfig:
+		mode, does = "--print-config", "it prints the forensic demo's configuration and sends nothing"
+		unused = []string{"forensics", "provider", "source", "url", "events", "duplicates"}
+	case forensic:
+		mode, does = "--forensics", "it sends one delivery of each forensic flag to the sources of --print-config"
+		unused = []string{"provider", "source", "events", "duplicates"}
+	default:
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range unused {
+		if set[name] {
+			return fmt.Errorf("demo %s takes no --%s (%s): leave --%s out, or run the demo it belongs to on its own", mode, name, does, name)
+		}
+	}
+	return nil
 }
 
 // demoRejected is the error of a demo whose deliveries to source were rejected, nil
