@@ -20,7 +20,12 @@ func runToken(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	flags := newFlags("token "+sub, e)
-	name := flags.fs.String("name", "", "what the token is for (token add)")
+	// Only add names a token: list and revoke given --name would ignore it, and token
+	// revoke 3 --name ci revoked token 3 whatever it was for.
+	name := new(string)
+	if sub == "add" {
+		name = flags.fs.String("name", "", "what the token is for")
+	}
 	pos, err := flags.parse(args)
 	if err != nil {
 		return err
