@@ -2,8 +2,11 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -23,13 +26,22 @@ func ValidRole(role string) bool {
 // and the command line. Its error is worded for the person choosing the password. The
 // least is counted in characters, as it is worded: counted in bytes, four Japanese
 // characters or six accented letters would pass for twelve. The most is bcrypt's, in
-// bytes.
+// bytes. The sign-in page sends UTF-8 text without control characters, so a password
+// that is not such text (one piped to user password from a file in Latin-1, or with a
+// NUL in it) could be set but never typed there: its user, the only admin perhaps,
+// would be locked out.
 func CheckPassword(password string) error {
 	switch {
+	case !utf8.ValidString(password):
+		return errors.New("password is not UTF-8 text (from a file in another encoding?): the sign-in page sends UTF-8, so it could never be typed there")
 	case utf8.RuneCountInString(password) < 12:
 		return errors.New("password needs at least 12 characters")
 	case len(password) > 72:
 		return errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	}
+	if i := strings.IndexFunc(password, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(password[i:])
+		return fmt.Errorf("password holds a control character (U+%04X), which the sign-in page cannot take: choose one of printable characters", r)
 	}
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 
 // TestCheckPassword pins the one password rule at its bounds: 12 characters at least
 // (characters, not bytes: four Japanese ones are twelve bytes),
-// and no more than the 72 bytes bcrypt reads (a longer one would be cut without a word).
+// and no more than the 72 bytes bcrypt reads (a longer one would be cut without a word),
+// and only UTF-8 text without control characters, as the sign-in page sends.
 func TestCheckPassword(t *testing.T) {
 	tests := []struct {
 		name, password string
@@ -23,6 +24,10 @@ func TestCheckPassword(t *testing.T) {
 		{"TwelveJapanese", strings.Repeat("パ", 12), ""},
 		{"SeventyTwoBytes", strings.Repeat("é", 36), ""},
 		{"SeventyThreeBytes", strings.Repeat("é", 36) + "a", "at most 72 bytes"},
+		{"Latin1", "Passw\xf6rter-des-Jahres", "not UTF-8"},
+		{"NUL", "correct horse\x00battery", "control character (U+0000)"},
+		{"Tab", "correct horse\tbattery", "control character (U+0009)"},
+		{"Spaces", "correct horse battery ", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
