@@ -28,7 +28,7 @@ func ValidRole(role string) bool {
 // characters or six accented letters would pass for twelve. The most is bcrypt's, in
 // bytes. The sign-in page sends UTF-8 text without control characters, so a password
 // that is not such text (one piped to user password from a file in Latin-1, or with a
-// NUL in it) could be set but never typed there: its user, the only admin perhaps,
+// NUL or a byte order mark in it) could be set but never typed there: its user, the only admin perhaps,
 // would be locked out.
 func CheckPassword(password string) error {
 	switch {
@@ -38,6 +38,10 @@ func CheckPassword(password string) error {
 		return errors.New("password needs at least 12 characters")
 	case len(password) > 72:
 		return errors.New("password can have at most 72 bytes (bcrypt's limit)")
+	}
+	if strings.ContainsRune(password, '\uFEFF') {
+		// Notepad begins a UTF-8 file with one; no keyboard types it.
+		return errors.New("password holds a byte order mark (U+FEFF, from a file saved with one?), which the sign-in page cannot take: save the file without it")
 	}
 	if i := strings.IndexFunc(password, unicode.IsControl); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(password[i:])

@@ -16,7 +16,7 @@ import (
 // TestCLI_PasswordRule: the command line refuses a password by the console's rule, in
 // its words, for a new user and a new password alike.
 func TestCLI_PasswordRule(t *testing.T) {
-	for _, pw := range []string{"short", strings.Repeat("x", 73), "Passw\xf6rter-des-Jahres", "correct horse\x00battery"} {
+	for _, pw := range []string{"short", strings.Repeat("x", 73), "Passw\xf6rter-des-Jahres", "correct horse\x00battery", "\uFEFFcorrect horse battery"} {
 		want := storage.CheckPassword(pw)
 		if want == nil {
 			t.Fatalf("%q: the rule accepts it", pw)

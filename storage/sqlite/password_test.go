@@ -26,6 +26,7 @@ func TestCheckPassword(t *testing.T) {
 		{"SeventyThreeBytes", strings.Repeat("é", 36) + "a", "at most 72 bytes"},
 		{"Latin1", "Passw\xf6rter-des-Jahres", "not UTF-8"},
 		{"NUL", "correct horse\x00battery", "control character (U+0000)"},
+		{"ByteOrderMark", "\uFEFFcorrect horse battery", "byte order mark"},
 		{"Tab", "correct horse\tbattery", "control character (U+0009)"},
 		{"Spaces", "correct horse battery ", ""},
 	}
