@@ -13,19 +13,15 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/alert"
 )
 
-// TestEmail_LongHeadersFolded: a rule named at length beyond ASCII (its Subject
-// RFC 2047-encoded, three times as long) and a team of recipients with display names
-// make Subject and To lines past the 998 characters a line of a message may hold
-// (RFC 5322 2.1.1): a server refuses such a message (aiosmtpd: "500 Line too long"),
-// every attempt alike. The headers are folded, and read back unfolded as written.
-func TestEmail_LongHeadersFolded(t *testing.T) {
+// sentOpened has rule (database_not_ready, its condition holding) open an alert that a
+// real SMTP server takes for to, checks that every header line of the message holds 1
+// to 998 characters, as RFC 5322 2.1.1 wants (a server refuses a longer one, aiosmtpd
+// with "500 Line too long", every attempt alike), and that its Subject reads back
+// unfolded and decoded as written, and returns the message.
+func sentOpened(t *testing.T, rule string, to []string) *mail.Message {
+	t.Helper()
 	s := startSMTP(t)
 	f := newFixture(t)
-	rule := strings.TrimSpace(strings.Repeat("Réservations de l'hôtel non transmises ", 8))
-	var to []string
-	for i := range 30 {
-		to = append(to, fmt.Sprintf("Équipe de nuit %d <night%d@hotel.example>", i, i))
-	}
 	c, err := alert.NewChannel(alert.ChannelConfig{Name: "mail", Type: alert.TypeEmail, SMTPAddr: s.addr, Username: "alerts",
 		Secrets: []string{smtpPassword}, From: "hookdedup <alerts@hotel.example>", To: to,
 		CAFile: s.caFile, Timeout: 30 * time.Second, MaxAttempts: 1}, nil)
@@ -57,6 +53,19 @@ func TestEmail_LongHeadersFolded(t *testing.T) {
 	if want := "hookdedup alert opened: " + rule; err != nil || subject != want {
 		t.Errorf("Subject read back %q (%v), want %q", subject, err, want)
 	}
+	return m
+}
+
+// TestEmail_LongHeadersFolded: a rule named at length beyond ASCII (its Subject
+// RFC 2047-encoded, three times as long) and a team of recipients with display names
+// make Subject and To lines past the 998 characters a line of a message may hold. The
+// headers are folded, and read back unfolded as written.
+func TestEmail_LongHeadersFolded(t *testing.T) {
+	var to []string
+	for i := range 30 {
+		to = append(to, fmt.Sprintf("Équipe de nuit %d <night%d@hotel.example>", i, i))
+	}
+	m := sentOpened(t, strings.TrimSpace(strings.Repeat("Réservations de l'hôtel non transmises ", 8)), to)
 	got, err := m.Header.AddressList("To")
 	if err != nil || len(got) != len(to) {
 		t.Fatalf("To read back as %d addresses (%v), want %d", len(got), err, len(to))
@@ -66,4 +75,11 @@ func TestEmail_LongHeadersFolded(t *testing.T) {
 			t.Errorf("To #%d read back %q <%s>, want %q <night%d@hotel.example>", i, a.Name, a.Address, want, i)
 		}
 	}
+}
+
+// TestEmail_LongWordInSubjectFolded: a rule named in plain ASCII without a blank, at
+// length (a name made of words joined by dashes), gives a Subject that no blank can
+// fold. It goes encoded (RFC 2047), in words that fold, and reads back as written.
+func TestEmail_LongWordInSubjectFolded(t *testing.T) {
+	sentOpened(t, strings.TrimSuffix(strings.Repeat("reservations-not-forwarded-to-the-pms-", 30), "-"), []string{"ops@hotel.example"})
 }
