@@ -621,13 +621,17 @@ func TestRestore_TwiceInOneSecond(t *testing.T) {
 }
 
 // writtenAfterBackup makes a closed database, live, that holds the key ota/after
-// claimed after its backup, backup, was taken (which holds ota/before).
-func writtenAfterBackup(t *testing.T) (live, backup string) {
+// claimed after its backup, backup, was taken (which holds the keys given, or
+// ota/before).
+func writtenAfterBackup(t *testing.T, keys ...string) (live, backup string) {
 	t.Helper()
+	if len(keys) == 0 {
+		keys = []string{"before"}
+	}
 	dir := t.TempDir()
 	live = filepath.Join(dir, "hookdedup.db")
 	backup = filepath.Join(dir, "backup.db")
-	db := backedUp(t, live, backup, "before")
+	db := backedUp(t, live, backup, keys...)
 	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

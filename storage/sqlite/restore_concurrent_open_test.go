@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -16,14 +15,7 @@ import (
 // database the restore replaces would then have no name left once the rename is done.
 func TestRestore_CommandOpenDuringTheSwapKeepsTheReplaced(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	live := filepath.Join(dir, "hookdedup.db")
-	backup := filepath.Join(dir, "backup.db")
-	db := backedUp(t, live, backup, numberedKeys(5)...)
-	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	live, backup := writtenAfterBackup(t, numberedKeys(5)...)
 	opened := false
 	sqlite.SetBeforeRestoreSwap(t, func() {
 		if other, err := sqlite.Open(live, sqlite.Options{MustExist: true, NoReadAhead: true}); err == nil {

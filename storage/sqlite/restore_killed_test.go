@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -21,14 +20,7 @@ import (
 // 1 once more.
 func TestRestore_KilledBeforeItsRenameLeavesTheDatabase(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	live := filepath.Join(dir, "hookdedup.db")
-	backup := filepath.Join(dir, "backup.db")
-	db := backedUp(t, live, backup, numberedKeys(5)...)
-	storagetest.Record(t, db, delivery("ota", "after", "h"), day)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	live, backup := writtenAfterBackup(t, numberedKeys(5)...)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRestoreStopped$")
 	cmd.Env = append(os.Environ(), "HOOKDEDUP_RESTORE_FROM="+backup, "HOOKDEDUP_RESTORE_INTO="+live)
