@@ -143,9 +143,14 @@ type Store interface {
 	// BulkAction returns the bulk action with id. Returns ErrNotFound if there is none.
 	BulkAction(ctx context.Context, id int64) (BulkAction, error)
 
-	// BulkActions returns up to limit bulk actions, newest first: those in state, or all
-	// of them when state is "".
-	BulkActions(ctx context.Context, state string, limit int) ([]BulkAction, error)
+	// BulkActions returns up to limit bulk actions with an id below before (0: from the
+	// newest), newest first: those in state, or all of them when state is "". The last
+	// one's id is the before of the next page.
+	BulkActions(ctx context.Context, state string, before int64, limit int) ([]BulkAction, error)
+
+	// CountBulkActions returns how many bulk actions are in state, or how many there are
+	// when state is "".
+	CountBulkActions(ctx context.Context, state string) (int, error)
 
 	// BulkKeys returns the first limit keys of a bulk action, in the preview's order, with
 	// their outcomes so far.

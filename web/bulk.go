@@ -22,7 +22,7 @@ type bulkStore interface {
 	CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (storage.BulkAction, error)
 	// BulkAction returns ErrNotFound if there is no such action.
 	BulkAction(ctx context.Context, id int64) (storage.BulkAction, error)
-	BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error)
+	BulkActions(ctx context.Context, state string, before int64, limit int) ([]storage.BulkAction, error)
 	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
 	BulkKeys(ctx context.Context, id int64, limit int) ([]storage.BulkKey, error)
 	BulkSources(ctx context.Context, id int64) ([]string, error)
@@ -191,7 +191,7 @@ func (s *Server) handleBulk(w http.ResponseWriter, r *http.Request) error {
 	u, _ := UserFrom(r.Context())
 	v.CanAct = Allowed(u.Role, storage.RoleOperator)
 	v.Thresholds = thresholdText(s.thresholds)
-	actions, err := s.bulk.BulkActions(r.Context(), "", bulkListed)
+	actions, err := s.bulk.BulkActions(r.Context(), "", 0, bulkListed)
 	if err != nil {
 		return err
 	}
@@ -439,7 +439,7 @@ func stepWords(step string, a storage.BulkAction) string {
 }
 
 func (s *Server) handleBulkPending(w http.ResponseWriter, r *http.Request) error {
-	actions, err := s.bulk.BulkActions(r.Context(), storage.BulkPendingApproval, 200)
+	actions, err := s.bulk.BulkActions(r.Context(), storage.BulkPendingApproval, 0, 200)
 	if err != nil {
 		return err
 	}
@@ -735,7 +735,7 @@ func (a *api) listBulk(state string) handlerFunc {
 		}
 		// One more than listed tells whether there are older ones: a list cut without a
 		// word reads as every action there is.
-		acts, err := a.bulk.BulkActions(r.Context(), st, bulkAPIListed+1)
+		acts, err := a.bulk.BulkActions(r.Context(), st, 0, bulkAPIListed+1)
 		if err != nil {
 			return err
 		}

@@ -408,7 +408,7 @@ func TestConsole_BulkJunkFilter(t *testing.T) {
 			t.Errorf("%s=%q: %d; want 400 naming %q", tt.field, tt.value, code, tt.want)
 		}
 	}
-	if acts, err := e.db.BulkActions(context.Background(), "", 10); err != nil || len(acts) != 0 {
+	if acts, err := e.db.BulkActions(context.Background(), "", 0, 10); err != nil || len(acts) != 0 {
 		t.Errorf("previews made of junk: %d, %v", len(acts), err)
 	}
 }
@@ -714,7 +714,7 @@ func TestBulk_ConsoleBlankFilterRefused(t *testing.T) {
 			t.Errorf("bulk form with a %s of blanks: %d (Location %q), want 400 naming it", field, code, h.Get("Location"))
 		}
 	}
-	acts, err := e.db.BulkActions(context.Background(), "", 10)
+	acts, err := e.db.BulkActions(context.Background(), "", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ var tests = []struct {
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
 	{"BulkSources", TestBulkSources},
+	{"BulkActions_Pages", TestBulkActions_Pages},
 	{"BulkRelease_ExpiredKey", TestBulkRelease_ExpiredKey},
 	{"BulkReprocess_ExpiredKey", TestBulkReprocess_ExpiredKey},
 	{"BulkRelease_ExpiredSwept", TestBulkRelease_ExpiredSwept},

@@ -263,13 +263,17 @@ func (db *DB) BulkAction(ctx context.Context, id int64) (storage.BulkAction, err
 	return a, nil
 }
 
-// BulkActions returns up to limit bulk actions, newest first: those in state, or all
-// of them when state is "".
-func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error) {
-	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = $1 ORDER BY id DESC LIMIT $2`
-	args := []any{storage.ReplacedText(state), limitArg(limit)}
+// BulkActions returns up to limit bulk actions with an id below before (0: from the
+// newest), newest first: those in state, or all of them when state is "".
+func (db *DB) BulkActions(ctx context.Context, state string, before int64, limit int) ([]storage.BulkAction, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = $1 AND id < $2 ORDER BY id DESC LIMIT $3`
+	args := []any{storage.ReplacedText(state), before, limitArg(limit)}
 	if state == "" {
-		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state <> 'building' ORDER BY id DESC LIMIT $1`, []any{limitArg(limit)}
+		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state <> 'building' AND id < $1 ORDER BY id DESC LIMIT $2`,
+			[]any{before, limitArg(limit)}
 	}
 	rows, err := db.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -280,6 +284,20 @@ func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]stora
 		return nil, fmt.Errorf("bulk actions: %w", err)
 	}
 	return out, nil
+}
+
+// CountBulkActions returns how many bulk actions are in state, or how many there are
+// when state is "" (a preview still being written is none yet).
+func (db *DB) CountBulkActions(ctx context.Context, state string) (int, error) {
+	q, args := `SELECT count(*) FROM bulk_actions WHERE state = $1`, []any{storage.ReplacedText(state)}
+	if state == "" {
+		q, args = `SELECT count(*) FROM bulk_actions WHERE state <> 'building'`, nil
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count bulk actions: %w", err)
+	}
+	return n, nil
 }
 
 // BulkKeys returns the first limit keys of a bulk action, in the preview's order, with

@@ -255,13 +255,16 @@ func (db *DB) BulkAction(ctx context.Context, id int64) (storage.BulkAction, err
 	return a, nil
 }
 
-// BulkActions returns up to limit bulk actions, newest first: those in state, or all
-// of them when state is "".
-func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]storage.BulkAction, error) {
-	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = ? ORDER BY id DESC LIMIT ?`
-	args := []any{state, limit}
+// BulkActions returns up to limit bulk actions with an id below before (0: from the
+// newest), newest first: those in state, or all of them when state is "".
+func (db *DB) BulkActions(ctx context.Context, state string, before int64, limit int) ([]storage.BulkAction, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	q := `SELECT ` + bulkColumns + ` FROM bulk_actions WHERE state = ? AND id < ? ORDER BY id DESC LIMIT ?`
+	args := []any{state, before, limit}
 	if state == "" {
-		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state != 'building' ORDER BY id DESC LIMIT ?`, []any{limit}
+		q, args = `SELECT `+bulkColumns+` FROM bulk_actions WHERE state != 'building' AND id < ? ORDER BY id DESC LIMIT ?`, []any{before, limit}
 	}
 	rows, err := db.read.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -277,6 +280,20 @@ func (db *DB) BulkActions(ctx context.Context, state string, limit int) ([]stora
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// CountBulkActions returns how many bulk actions are in state, or how many there are
+// when state is "" (a preview still being written is none yet).
+func (db *DB) CountBulkActions(ctx context.Context, state string) (int, error) {
+	q, args := `SELECT count(*) FROM bulk_actions WHERE state = ?`, []any{state}
+	if state == "" {
+		q, args = `SELECT count(*) FROM bulk_actions WHERE state != 'building'`, nil
+	}
+	var n int
+	if err := db.read.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count bulk actions: %w", err)
+	}
+	return n, nil
 }
 
 // BulkKeys returns the first limit keys of a bulk action, in the preview's order, with

@@ -85,7 +85,7 @@ func TestDB_BulkPreviewLetsIntakeIn(t *testing.T) {
 			return false
 		}
 		// The writer is ours: the preview is being written, so no reader may see it.
-		if acts, _ := db.BulkActions(ctx, "", 10); len(acts) != 0 {
+		if acts, _ := db.BulkActions(ctx, "", 0, 10); len(acts) != 0 {
 			t.Errorf("a preview being written is listed: %+v", acts[0])
 		}
 		if _, err := db.BulkAction(ctx, 1); !errors.Is(err, storage.ErrNotFound) {
@@ -129,7 +129,7 @@ func TestDB_BulkOldPreviewsClearedInParts(t *testing.T) {
 	if keys, err := db.BulkKeys(ctx, old.ID, total); err != nil || len(keys) != 0 || !between {
 		t.Errorf("the day-old preview: %d keys left, %v; a write between two parts of its deletion: %v", len(keys), err, between)
 	}
-	if acts, err := db.BulkActions(ctx, "", 10); err != nil || len(acts) != 1 || acts[0].Filter.Source != "none" {
+	if acts, err := db.BulkActions(ctx, "", 0, 10); err != nil || len(acts) != 1 || acts[0].Filter.Source != "none" {
 		t.Errorf("actions: %+v, %v; want the new preview alone", acts, err)
 	}
 }
