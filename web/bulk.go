@@ -720,31 +720,41 @@ func (a *api) getBulk(w http.ResponseWriter, r *http.Request) error {
 	return a.writeBulk(w, r, http.StatusOK, act)
 }
 
-// bulkAPIListed bounds the actions GET /api/v1/bulk and /api/v1/bulk/pending answer,
-// the newest.
+// bulkAPIListed bounds the actions a page of GET /api/v1/bulk and /api/v1/bulk/pending
+// answers, the newest below its before.
 const bulkAPIListed = 200
 
 func (a *api) listBulk(state string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
 		st := state
 		if st == "" {
-			st = r.URL.Query().Get("state")
+			st = q.Get("state")
 			if _, ok := bulkStates[st]; st != "" && !ok {
 				return Errorf(http.StatusBadRequest, "state %q: want preview, pending_approval, queued, running, done, cancelled or refused", st)
 			}
 		}
+		before, err := apiID(q, "before")
+		if err != nil {
+			return err
+		}
 		// One more than listed tells whether there are older ones: a list cut without a
 		// word reads as every action there is.
-		acts, err := a.bulk.BulkActions(r.Context(), st, 0, bulkAPIListed+1)
+		acts, err := a.bulk.BulkActions(r.Context(), st, before, bulkAPIListed+1)
 		if err != nil {
 			return err
 		}
 		out := struct {
 			Actions []apiBulkAction `json:"actions"`
-			// More: older actions were left out; each stays readable by its id.
-			More bool `json:"more,omitempty"`
-		}{Actions: []apiBulkAction{}, More: len(acts) > bulkAPIListed}
-		for _, act := range acts[:min(len(acts), bulkAPIListed)] {
+			// More: older actions were left out; Next reads them.
+			More bool   `json:"more,omitempty"`
+			Next string `json:"next,omitempty"` // pass as before= for the next page
+		}{Actions: []apiBulkAction{}}
+		if len(acts) > bulkAPIListed {
+			acts = acts[:bulkAPIListed]
+			out.More, out.Next = true, strconv.FormatInt(acts[len(acts)-1].ID, 10)
+		}
+		for _, act := range acts {
 			out.Actions = append(out.Actions, toAPIBulk(act))
 		}
 		writeAPI(w, http.StatusOK, out)
