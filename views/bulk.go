@@ -19,7 +19,9 @@ type Bulk struct {
 	CanAct     bool     // operator: may make previews
 	Thresholds []string // the approval thresholds in words ("EUR 1,000.00")
 	Actions    []BulkRow
-	Pending    int // actions waiting for approval among those listed
+	Pending    int    // actions waiting for approval, all of them, listed or not
+	NextURL    string // the page of older actions; "" on the last
+	NewestURL  string // the first page, from a later one
 }
 
 // BulkRow is one bulk action in a list.
@@ -82,6 +84,9 @@ type BulkDetail struct {
 
 // BulkPending lists the actions waiting for a second operator's approval.
 type BulkPending struct {
-	Page Page
-	Rows []BulkRow
+	Page      Page
+	Rows      []BulkRow
+	Total     int    // actions waiting for approval, all of them, listed or not
+	NextURL   string // the page of older actions; "" on the last
+	NewestURL string // the first page, from a later one
 }

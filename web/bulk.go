@@ -23,6 +23,7 @@ type bulkStore interface {
 	// BulkAction returns ErrNotFound if there is no such action.
 	BulkAction(ctx context.Context, id int64) (storage.BulkAction, error)
 	BulkActions(ctx context.Context, state string, before int64, limit int) ([]storage.BulkAction, error)
+	CountBulkActions(ctx context.Context, state string) (int, error)
 	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
 	BulkKeys(ctx context.Context, id int64, limit int) ([]storage.BulkKey, error)
 	BulkSources(ctx context.Context, id int64) ([]string, error)
@@ -57,8 +58,47 @@ func (s *Server) overThresholds(ctx context.Context, a storage.BulkAction) ([]st
 	return over, nil
 }
 
-// bulkListed is how many actions the bulk page lists.
-const bulkListed = 30
+// bulkListed is how many actions a page of the bulk page lists, and bulkPendingListed
+// how many a page of Pending approvals does.
+const (
+	bulkListed        = 30
+	bulkPendingListed = 200
+)
+
+// bulkPage reads a page of the console's actions in state ("" for all), limit at most,
+// below the before of the query q of path, and the addresses of the next page (older
+// actions; "" on the last) and of the first (on a later page). The next page keeps the
+// rest of q: the bulk page's query is also its form's. A before that is no id is
+// refused rather than read as the first page, which would show the newest actions
+// under an address that asked for others.
+func (s *Server) bulkPage(ctx context.Context, state string, limit int, path string, q url.Values) (acts []storage.BulkAction, next, newest string, err error) {
+	var before int64
+	if b := q.Get("before"); b != "" {
+		before, err = strconv.ParseInt(b, 10, 64)
+		if err != nil || before <= 0 {
+			return nil, "", "", badRequest(fmt.Sprintf("That page address is not valid: before=%q is not the number of a bulk action.", b))
+		}
+	}
+	// One more than listed tells whether there is a next page.
+	acts, err = s.bulk.BulkActions(ctx, state, before, limit+1)
+	if err != nil {
+		return nil, "", "", err
+	}
+	q = maps.Clone(q)
+	if len(acts) > limit {
+		acts = acts[:limit]
+		q.Set("before", strconv.FormatInt(acts[len(acts)-1].ID, 10))
+		next = path + "?" + q.Encode()
+	}
+	if before != 0 {
+		q.Del("before")
+		newest = path
+		if len(q) > 0 {
+			newest += "?" + q.Encode()
+		}
+	}
+	return acts, next, newest, nil
+}
 
 // bulkError turns the refusals of bulk actions into errors the user may read.
 func bulkError(err error) error {
@@ -191,15 +231,18 @@ func (s *Server) handleBulk(w http.ResponseWriter, r *http.Request) error {
 	u, _ := UserFrom(r.Context())
 	v.CanAct = Allowed(u.Role, storage.RoleOperator)
 	v.Thresholds = thresholdText(s.thresholds)
-	actions, err := s.bulk.BulkActions(r.Context(), "", 0, bulkListed)
+	actions, next, newest, err := s.bulkPage(r.Context(), "", bulkListed, "/bulk", r.URL.Query())
 	if err != nil {
 		return err
 	}
+	v.NextURL, v.NewestURL = next, newest
 	for _, a := range actions {
 		v.Actions = append(v.Actions, s.bulkRow(a))
-		if a.State == storage.BulkPendingApproval {
-			v.Pending++
-		}
+	}
+	// Counted apart from the page: those among the actions listed would leave out any
+	// waiting behind them, and an approver would not look for them.
+	if v.Pending, err = s.bulk.CountBulkActions(r.Context(), storage.BulkPendingApproval); err != nil {
+		return err
 	}
 	code := http.StatusOK
 	if v.Error != "" {
@@ -439,11 +482,14 @@ func stepWords(step string, a storage.BulkAction) string {
 }
 
 func (s *Server) handleBulkPending(w http.ResponseWriter, r *http.Request) error {
-	actions, err := s.bulk.BulkActions(r.Context(), storage.BulkPendingApproval, 0, 200)
+	actions, next, newest, err := s.bulkPage(r.Context(), storage.BulkPendingApproval, bulkPendingListed, "/bulk/pending", r.URL.Query())
 	if err != nil {
 		return err
 	}
-	v := views.BulkPending{Page: s.page(r, "Pending approvals", "bulk")}
+	v := views.BulkPending{Page: s.page(r, "Pending approvals", "bulk"), NextURL: next, NewestURL: newest}
+	if v.Total, err = s.bulk.CountBulkActions(r.Context(), storage.BulkPendingApproval); err != nil {
+		return err
+	}
 	for _, a := range actions {
 		v.Rows = append(v.Rows, s.bulkRow(a))
 	}

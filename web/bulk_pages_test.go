@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/html"
+
 	"github.com/hookdedup/hookdedup/storage"
 )
 
@@ -131,6 +133,101 @@ func TestAPI_BulkPages(t *testing.T) {
 		"/api/v1/bulk?before=1.5", "/api/v1/bulk/pending?before=x", "/api/v1/bulk?state=done&before=%20"} {
 		if code, out := apiGet(t, e, tok, path); code != http.StatusBadRequest || !strings.Contains(out["error"].(string), "before") {
 			t.Errorf("GET %s: %d %v; want 400 naming before", path, code, out)
+		}
+	}
+}
+
+// rowIDs are the ids of the bulk actions a page lists, in its order.
+func rowIDs(t *testing.T, page nodes) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, x := range page.testid("bulk-link").list {
+		id, err := strconv.ParseInt(nodes{t: t, list: []*html.Node{x}}.text(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestConsole_BulkPages: the bulk page counts every action waiting for approval, not
+// only those among the 30 it lists, and both it and Pending approvals reach the older
+// actions through their Older links, each action once, newest first; Pending approvals
+// says how many wait in all. A page address whose before is no id is refused.
+func TestConsole_BulkPages(t *testing.T) {
+	e := newConsoleEnv(t, withThreshold)
+	refundKeys(t, e)
+	// 224 wait, more than Pending approvals lists at once; the newest 30 hold only 4 of
+	// them, which a count among those listed would say.
+	all, waiting := manyBulkActions(t, e, 250, func(i int) bool { return i < 222 || i == 240 || i == 248 })
+	viewer := e.as(t, storage.RoleViewer)
+
+	// read follows the Older links from first and returns the ids read, the rows of
+	// each page, and the first page.
+	read := func(first string) (ids []int64, sizes []int, head nodes) {
+		t.Helper()
+		path := first
+		for range 20 {
+			code, page := viewer.page(path)
+			if code != http.StatusOK {
+				t.Fatalf("%s: %d", path, code)
+			}
+			if path == first {
+				head = page
+			}
+			got := rowIDs(t, page)
+			ids, sizes = append(ids, got...), append(sizes, len(got))
+			next := page.testid("next")
+			if next.len() == 0 {
+				return ids, sizes, head
+			}
+			path = attr(next.list[0], "href")
+			if want := "before=" + strconv.FormatInt(got[len(got)-1], 10); !strings.Contains(path, want) {
+				t.Errorf("%s: Older links to %q; want %s", first, path, want)
+			}
+		}
+		t.Fatalf("%s: the pages never ended", first)
+		return nil, nil, nodes{}
+	}
+
+	ids, sizes, head := read("/bulk")
+	if got := head.testid("pending-count").text(); got != strconv.Itoa(len(waiting)) {
+		t.Errorf("bulk page: %q waiting for approval; want %d, all of them", got, len(waiting))
+	}
+	if got, want := head.testid("bulk-pending-note").text(), "224 actions waiting for a second operator's approval"; !strings.Contains(got, want) {
+		t.Errorf("bulk page says %q; want %q", got, want)
+	}
+	if !slices.Equal(ids, all) {
+		t.Errorf("bulk page: read %d actions through Older; want the %d there are, newest first", len(ids), len(all))
+	}
+	if sizes[0] != 30 || len(sizes) != (len(all)+29)/30 {
+		t.Errorf("bulk pages of %v actions; want 30 a page", sizes)
+	}
+
+	ids, sizes, head = read("/bulk/pending")
+	if got := head.testid("pending-count").text(); got != strconv.Itoa(len(waiting)) {
+		t.Errorf("pending approvals: %q waiting; want %d", got, len(waiting))
+	}
+	if !slices.Equal(ids, waiting) || !slices.Equal(sizes, []int{200, len(waiting) - 200}) {
+		t.Errorf("pending approvals: read %d actions in pages of %v; want the %d waiting, newest first", len(ids), sizes, len(waiting))
+	}
+
+	// The bulk page's query is also its form's: Older keeps it.
+	_, page := viewer.page("/bulk?kind=reprocess&source=ota")
+	if next := page.testid("next"); next.len() != 1 {
+		t.Errorf("a filled form's page has %d Older links", next.len())
+	} else if href := attr(next.list[0], "href"); !strings.Contains(href, "source=ota") || !strings.Contains(href, "kind=reprocess") {
+		t.Errorf("Older of a filled form links to %q; want the form kept", href)
+	}
+	_, page = viewer.page("/bulk?before=" + strconv.FormatInt(all[len(all)-1], 10))
+	if strings.Contains(page.text(), "No bulk action yet") || page.testid("bulk-row").len() != 0 {
+		t.Errorf("past the oldest action the page says %q", page.testid("bulk-actions").text())
+	}
+
+	for _, path := range []string{"/bulk?before=x", "/bulk?before=0", "/bulk?before=-3", "/bulk/pending?before=1.5", "/bulk/pending?before=0"} {
+		if code, body := viewer.get(path); code != http.StatusBadRequest || !strings.Contains(body, "before") {
+			t.Errorf("%s: %d; want 400 naming before", path, code)
 		}
 	}
 }
