@@ -108,13 +108,18 @@ type Dispatcher struct {
 	// every turn of the loop fails alike.
 	leaseFailures storeFailures
 
-	// busy counts, by forwarding source, its attempts under way. While more than one
-	// source forwards, none may hold more than perSource of the workers: a downstream
-	// that hangs holds each of its attempts for attempt_timeout, and with every worker
-	// its own, the other sources' events would wait behind its whole queue.
-	busyMu    sync.Mutex
-	busy      map[string]int
-	perSource int
+	// busy counts, by forwarding source, its attempts under way. A downstream that hangs
+	// holds each of its attempts for attempt_timeout, and the workers it holds are no
+	// one else's: so every forwarding source is owed one worker, and a source with
+	// attempts under way starts another only on a spare worker, free and not owed to a
+	// source with nothing under way (share). However many downstreams hang, as long as
+	// there are more workers than hung downstreams, any other source's event finds a
+	// worker at once rather than waiting for an attempt to time out and then behind
+	// their whole queues. A cap per source would not do: two hung sources, each below
+	// it, could still take every worker between them. The price: with as many
+	// forwarding sources as workers or more, each has one attempt under way at a time.
+	busyMu sync.Mutex
+	busy   map[string]int
 }
 
 // keptKey names the job whose attempt's outcome is kept: its key, claim, generation,
@@ -214,32 +219,54 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		d.recordOnly = []string{}
 	}
 	d.busy = make(map[string]int, len(d.forwarding))
-	d.perSource = cfg.Workers
-	if len(d.forwarding) > 1 && cfg.Workers > 1 {
-		d.perSource = cfg.Workers - 1
-	}
 	return d
 }
 
-// open returns the forwarding sources with room for another attempt (never nil: nil
-// would lease every source's keys), and how many more attempts the fullest of them
-// may start.
-func (d *Dispatcher) open() ([]string, int) {
-	d.busyMu.Lock()
-	defer d.busyMu.Unlock()
-	open, room := make([]string, 0, len(d.forwarding)), d.perSource
+// share splits the forwarding sources into those with nothing under way (idle, never
+// nil) and the others (busy), and returns how many of free workers are spare: not owed
+// to an idle source. It is negative when more sources are idle than workers are free.
+// The caller holds busyMu.
+func (d *Dispatcher) share(free int) (idle, busy []string, spare int) {
+	idle = make([]string, 0, len(d.forwarding))
 	for _, s := range d.forwarding {
-		if n := d.busy[s]; n < d.perSource {
-			open = append(open, s)
-			room = min(room, d.perSource-n)
+		if d.busy[s] == 0 {
+			idle = append(idle, s)
+		} else {
+			busy = append(busy, s)
 		}
 	}
-	return open, room
+	return idle, busy, free - len(idle)
+}
+
+// unheld is how many workers no forwarding attempt holds. The caller holds busyMu.
+func (d *Dispatcher) unheld() int {
+	n := d.cfg.Workers
+	for _, b := range d.busy {
+		n -= b
+	}
+	return n
+}
+
+// open returns the forwarding sources that may start an attempt on one of free
+// workers (never nil: nil would lease every source's keys), and how many they may
+// start between them: an idle source its owed worker, a busy one only a spare worker.
+// A source's first attempt taken from the spare ones is counted as spare too.
+func (d *Dispatcher) open(free int) ([]string, int) {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
+	idle, busy, spare := d.share(free)
+	switch {
+	case spare <= 0:
+		return idle, 1 // one owed worker: no spare one goes with it
+	case len(busy) == 0:
+		return idle, spare + 1 // at least one of them is an idle source's owed worker
+	}
+	return append(idle, busy...), spare
 }
 
 // start counts an attempt of source as under way; its end (the function returned)
-// wakes the loop when it gives the source back the room it had run out of, so that
-// its due keys, left unleased meanwhile, are leased at once.
+// wakes the loop when no worker was spare, so that the keys of the busy sources, left
+// unleased meanwhile, are leased at once (or this source's, owed a worker again).
 func (d *Dispatcher) start(source string) (end func()) {
 	if !slices.Contains(d.forwarding, source) {
 		return func() {} // a record-only settlement: nothing is sent
@@ -249,10 +276,10 @@ func (d *Dispatcher) start(source string) (end func()) {
 	d.busyMu.Unlock()
 	return func() {
 		d.busyMu.Lock()
-		full := d.busy[source] == d.perSource
+		_, _, spare := d.share(d.unheld())
 		d.busy[source]--
 		d.busyMu.Unlock()
-		if full {
+		if spare <= 0 {
 			d.Wake()
 		}
 	}
@@ -538,7 +565,7 @@ var errKept = errors.New("attempt not recorded yet: its outcome is kept")
 // and that have been due for RecordOnlyAfter.
 func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
 	now := d.cfg.Now()
-	open, room := d.open()
+	open, room := d.open(limit)
 	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, min(limit, room), open)
 	if err != nil || len(jobs) == limit {
 		return jobs, err
@@ -624,9 +651,12 @@ func (d *Dispatcher) lookAround(ctx context.Context) {
 
 // nextDue is when the earliest job leaseDue would take falls due, or the zero time.
 func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
-	// A source whose attempts fill its share of the workers is left out: its keys are
-	// leased once one of them ends, which wakes the loop (start).
-	open, _ := d.open()
+	// A busy source, while no worker is spare, is left out: its keys are leased once an
+	// attempt ends, which wakes the loop (start).
+	d.busyMu.Lock()
+	free := d.unheld()
+	d.busyMu.Unlock()
+	open, _ := d.open(free)
 	next, err := d.cfg.Store.NextDue(ctx, open)
 	if err != nil {
 		return time.Time{}, err

@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -82,4 +85,165 @@ func TestDispatch_HungDownstreamLeavesOtherSourcesAWorker(t *testing.T) {
 	if most != 7 {
 		t.Errorf("at most %d hand-offs to the hung downstream at once; want 7 of the 8 workers", most)
 	}
+}
+
+// TestDispatch_HungDownstreamsLeaveAHealthySourceAWorker: with 4 workers, each of up to
+// 3 sources whose downstreams hang (each holding its attempts for attempt_timeout)
+// began its queue before the healthy source had anything to send. Each hung source was
+// held to all workers but one, so two of them took all 4 between them, and the healthy
+// source's events waited for an attempt to time out, then behind their whole queues.
+// The healthy source's events must go downstream while every hung attempt is still
+// open, however many hung sources there are below the number of workers.
+func TestDispatch_HungDownstreamsLeaveAHealthySourceAWorker(t *testing.T) {
+	const workers = 4
+	for hung := 1; hung < workers; hung++ {
+		t.Run(fmt.Sprintf("%d hung", hung), func(t *testing.T) {
+			db := storagetest.Open(t)
+			healthy := newCountingDownstream(t)
+			var sources []receiver.Source
+			downstreams := make([]*hungDownstream, hung)
+			for i := range downstreams {
+				downstreams[i] = newHungDownstream(t)
+				defer downstreams[i].release()
+				src := forwardSource(t, downstreams[i].srv.URL, 10)
+				src.Name, src.AttemptTimeout = fmt.Sprintf("hung%d", i), time.Minute
+				sources = append(sources, src)
+			}
+			src := forwardSource(t, healthy.srv.URL, 10)
+			src.Name, src.AttemptTimeout = "healthy", 5*time.Second
+			d := runSharedDispatcher(t, db, workers, nil, append(sources, src)...)
+
+			// Each hung source's queue begins while the healthy source has nothing due,
+			// and its attempts are under way before the next one's begins.
+			for i, ds := range downstreams {
+				for n := range 6 {
+					queue(t, db, sources[i].Name, fmt.Sprintf("evt_%d", n))
+				}
+				d.Wake()
+				storagetest.Eventually(t, 10*time.Second, func() error {
+					if ds.open() == 0 {
+						return fmt.Errorf("no hand-off of %s under way", sources[i].Name)
+					}
+					return nil
+				})
+			}
+			for n := range 3 {
+				queue(t, db, "healthy", fmt.Sprintf("evt_%d", n))
+			}
+			d.Wake()
+			storagetest.Eventually(t, 15*time.Second, func() error {
+				if got := healthy.count(); got < 3 {
+					held := 0
+					for _, ds := range downstreams {
+						held += ds.open()
+					}
+					return fmt.Errorf("the healthy downstream got %d of its 3 events while the %d hung ones hold %d of the %d workers",
+						got, hung, held, workers)
+				}
+				return nil
+			})
+			for i, ds := range downstreams {
+				if ds.ended() != 0 {
+					t.Errorf("%d hand-offs to %s ended; want every one still open while the healthy source's events went", ds.ended(), sources[i].Name)
+				}
+			}
+		})
+	}
+}
+
+// hungDownstream accepts each hand-off and answers none until released (or the attempt
+// is given up).
+type hungDownstream struct {
+	srv         *httptest.Server
+	mu          sync.Mutex
+	opened, end int
+	hold        chan struct{}
+	release     func()
+}
+
+func newHungDownstream(t *testing.T) *hungDownstream {
+	h := &hungDownstream{hold: make(chan struct{})}
+	h.release = sync.OnceFunc(func() { close(h.hold) })
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.opened++
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			h.end++
+			h.mu.Unlock()
+		}()
+		select {
+		case <-r.Context().Done():
+		case <-h.hold:
+		}
+	}))
+	t.Cleanup(h.srv.Close)
+	t.Cleanup(h.release) // before the server closes, which waits for its handlers
+	return h
+}
+
+// open is how many hand-offs it holds.
+func (h *hungDownstream) open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opened - h.end
+}
+
+// ended is how many hand-offs it held have ended.
+func (h *hungDownstream) ended() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.end
+}
+
+// countingDownstream answers every hand-off 200 at once and counts the distinct
+// Idempotency-Keys it got.
+type countingDownstream struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func newCountingDownstream(t *testing.T) *countingDownstream {
+	c := &countingDownstream{keys: map[string]bool{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		c.mu.Lock()
+		c.keys[r.Header.Get("Idempotency-Key")] = true
+		c.mu.Unlock()
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *countingDownstream) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.keys)
+}
+
+// queue records an accepted delivery of key to source, queued for dispatch.
+func queue(t *testing.T, db storage.Store, source, key string) {
+	t.Helper()
+	storagetest.Record(t, db, &storage.Delivery{Source: source, Key: key, KeyMethod: "event_id", PayloadHash: "h",
+		Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour, Dispatch: true})
+}
+
+// runSharedDispatcher runs a dispatcher of sources with workers workers on store (db
+// when nil), until the test ends. It looks for work again only when woken, or once a
+// minute: a test then knows which leases see which keys due.
+func runSharedDispatcher(t *testing.T, db *sqlite.DB, workers int, store receiver.DispatchStore, sources ...receiver.Source) *receiver.Dispatcher {
+	t.Helper()
+	if store == nil {
+		store = db
+	}
+	d := receiver.NewDispatcher(receiver.DispatchConfig{Store: store, Sources: sources, Workers: workers,
+		Poll: time.Minute, FirstBackoff: 40 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
 }
