@@ -223,7 +223,7 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 }
 
 // share splits the forwarding sources into those with nothing under way (idle, never
-// nil) and the others (busy), and returns how many of free workers are spare: not owed
+// nil: a lease of nil sources takes every source's keys) and the others (busy), and returns how many of free workers are spare: not owed
 // to an idle source. It is negative when more sources are idle than workers are free.
 // The caller holds busyMu.
 func (d *Dispatcher) share(free int) (idle, busy []string, spare int) {
@@ -245,23 +245,6 @@ func (d *Dispatcher) unheld() int {
 		n -= b
 	}
 	return n
-}
-
-// open returns the forwarding sources that may start an attempt on one of free
-// workers (never nil: nil would lease every source's keys), and how many they may
-// start between them: an idle source its owed worker, a busy one only a spare worker.
-// A source's first attempt taken from the spare ones is counted as spare too.
-func (d *Dispatcher) open(free int) ([]string, int) {
-	d.busyMu.Lock()
-	defer d.busyMu.Unlock()
-	idle, busy, spare := d.share(free)
-	switch {
-	case spare <= 0:
-		return idle, 1 // one owed worker: no spare one goes with it
-	case len(busy) == 0:
-		return idle, spare + 1 // at least one of them is an idle source's owed worker
-	}
-	return append(idle, busy...), spare
 }
 
 // start counts an attempt of source as under way; its end (the function returned)
@@ -565,8 +548,7 @@ var errKept = errors.New("attempt not recorded yet: its outcome is kept")
 // and that have been due for RecordOnlyAfter.
 func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
 	now := d.cfg.Now()
-	open, room := d.open(limit)
-	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, min(limit, room), open)
+	jobs, err := d.leaseForwarded(ctx, now, limit)
 	if err != nil || len(jobs) == limit {
 		return jobs, err
 	}
@@ -577,6 +559,35 @@ func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, er
 	// Due at now-RecordOnlyAfter, leased until now+lease as every other job.
 	more, err := d.cfg.Store.LeaseDue(ctx, now.Add(-d.cfg.RecordOnlyAfter), d.lease+d.cfg.RecordOnlyAfter,
 		limit-len(jobs), settle)
+	return append(jobs, more...), err
+}
+
+// leaseForwarded leases up to free due jobs of the forwarding sources, none past its
+// share (share). The sources with nothing under way go first, up to one job more than
+// the spare workers: each source's first job takes its owed worker, and at least one of
+// them is a first, so that no more than the spare ones go to second jobs. Then, on the
+// workers still spare, any source's jobs, oldest first. Each source thus takes what its
+// share leaves it room for, not what the fullest source has room for.
+func (d *Dispatcher) leaseForwarded(ctx context.Context, now time.Time, free int) ([]storage.Job, error) {
+	d.busyMu.Lock()
+	idle, busy, spare := d.share(free)
+	d.busyMu.Unlock()
+	limit := min(free, max(spare, 0)+1)
+	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, limit, idle)
+	if err != nil {
+		return jobs, err
+	}
+	firsts := map[string]bool{}
+	for _, j := range jobs {
+		firsts[j.Source] = true
+	}
+	spare -= len(jobs) - len(firsts)
+	// With no source busy and the idle ones short of the limit, nothing else is due:
+	// a quiet turn (one event accepted) costs one lease, as it did.
+	if spare <= 0 || len(busy) == 0 && len(jobs) < limit {
+		return jobs, nil
+	}
+	more, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, spare, d.forwarding)
 	return append(jobs, more...), err
 }
 
@@ -654,9 +665,11 @@ func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
 	// A busy source, while no worker is spare, is left out: its keys are leased once an
 	// attempt ends, which wakes the loop (start).
 	d.busyMu.Lock()
-	free := d.unheld()
+	open, busy, spare := d.share(d.unheld())
 	d.busyMu.Unlock()
-	open, _ := d.open(free)
+	if spare > 0 {
+		open = append(open, busy...)
+	}
 	next, err := d.cfg.Store.NextDue(ctx, open)
 	if err != nil {
 		return time.Time{}, err
