@@ -41,7 +41,8 @@ type DispatchStore interface {
 type DispatchConfig struct {
 	Store   DispatchStore
 	Sources []Source
-	// Workers is how many attempts run at once; default 8.
+	// Workers is how many attempts run at once; default 8, and one more for each
+	// source that forwards past the second (sharedWorkers).
 	Workers int
 	// StuckAfter is how long a key may stay processing before it counts as stuck.
 	StuckAfter time.Duration
@@ -150,9 +151,6 @@ const answerHeaderMax = 64 << 10
 
 // NewDispatcher returns a Dispatcher for cfg.
 func NewDispatcher(cfg DispatchConfig) *Dispatcher {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = 10 * time.Minute
 	}
@@ -204,6 +202,9 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 			d.lease = l
 		}
 	}
+	if d.cfg.Workers <= 0 {
+		d.cfg.Workers = sharedWorkers(len(d.forwarding))
+	}
 	if d.cfg.RecordOnlyAfter <= 0 {
 		d.cfg.RecordOnlyAfter = 2 * time.Second
 	}
@@ -222,10 +223,21 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 	return d
 }
 
+// sharedWorkers is the default number of workers for forwarding sources: 8, and one
+// more for each past the second. Each is owed a worker (share), so with a fixed 8 a
+// source beside seven others would have one attempt under way at a time, and a burst
+// of one channel manager (months of reservations re-sent at once) would go downstream
+// one hand-off after another. With these, a source holds up to seven attempts beside
+// any number of others, as it does beside one, and each of the others still finds a
+// worker at once.
+func sharedWorkers(forwarding int) int {
+	return max(8, forwarding+6)
+}
+
 // share splits the forwarding sources into those with nothing under way (idle, never
-// nil: a lease of nil sources takes every source's keys) and the others (busy), and returns how many of free workers are spare: not owed
-// to an idle source. It is negative when more sources are idle than workers are free.
-// The caller holds busyMu.
+// nil: a lease of nil sources takes every source's keys) and the others (busy), and
+// returns how many of free workers are spare: not owed to an idle source. It is
+// negative when more sources are idle than workers are free. The caller holds busyMu.
 func (d *Dispatcher) share(free int) (idle, busy []string, spare int) {
 	idle = make([]string, 0, len(d.forwarding))
 	for _, s := range d.forwarding {

@@ -247,3 +247,39 @@ func runSharedDispatcher(t *testing.T, db *sqlite.DB, workers int, store receive
 	t.Cleanup(func() { cancel(); <-done })
 	return d
 }
+
+// TestDispatch_ManySourcesLeaveABusyOneItsAttempts: each forwarding source is owed a
+// worker, so with a fixed 8 workers a source beside nine others that forward had one
+// attempt under way at a time, and its burst went downstream one hand-off after
+// another. By default there is a worker for each, and a busy source holds seven
+// attempts at once beside any number of others, as beside one; never more.
+func TestDispatch_ManySourcesLeaveABusyOneItsAttempts(t *testing.T) {
+	db := storagetest.Open(t)
+	busy := newHungDownstream(t)
+	defer busy.release()
+	src := forwardSource(t, busy.srv.URL, 10)
+	src.Name, src.AttemptTimeout = "busy", time.Minute
+	sources := []receiver.Source{src}
+	for i := range 9 {
+		quiet := forwardSource(t, newCountingDownstream(t).srv.URL, 10)
+		quiet.Name = fmt.Sprintf("quiet%d", i)
+		sources = append(sources, quiet)
+	}
+	d := runSharedDispatcher(t, db, 0, nil, sources...) // the default number of workers
+	for n := range 12 {
+		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
+	}
+	most := 0
+	storagetest.Eventually(t, 15*time.Second, func() error {
+		d.Wake()
+		most = max(most, busy.open())
+		if busy.open() < 7 {
+			return fmt.Errorf("%d hand-offs of the busy source under way beside 9 quiet sources; want 7", busy.open())
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // a lease past the share would have started by now
+	if most = max(most, busy.open()); most != 7 {
+		t.Errorf("%d hand-offs of the busy source under way at once; want 7, a worker left for each of the 9 others", most)
+	}
+}
