@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +202,60 @@ func TestCLI_HelpMentionsRestoreCopy(t *testing.T) {
 		}
 	}
 	t.Errorf("hookdedup help lists no restore:\n%s", out)
+}
+
+// TestCLI_HelpForACommand: `hookdedup help keys` answers what `keys --help` does, on
+// stdout and with success, since help was asked for; it printed the general usage,
+// which lists no command's flags. An unknown name is refused, naming it, and nothing
+// is run or made.
+func TestCLI_HelpForACommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	help := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+	for _, c := range []struct {
+		name, want string
+	}{
+		{"keys", "-stuck"},
+		{"serve", "-addr"},
+		{"demo", "-events"},
+		{"user", "hookdedup user add NAME"},
+		{"audit", "hookdedup audit verify"},
+	} {
+		out, errOut, err := help("help", c.name)
+		if err != nil || !strings.Contains(out, c.want) || errOut != "" {
+			t.Errorf("help %s: %v\nstdout:\n%s\nstderr:\n%s\nwant its usage, naming %s, on stdout", c.name, err, out, errOut, c.want)
+		}
+	}
+	if out, _, err := help("help", "nosuch"); err == nil || !strings.Contains(err.Error(), `"nosuch"`) || out != "" {
+		t.Errorf("help nosuch: %v, stdout %q; want it refused, naming it", err, out)
+	}
+	if _, _, err := help("help", "keys", "serve"); err == nil || !strings.Contains(err.Error(), "one command") {
+		t.Errorf("help keys serve: %v; want it refused: help takes one command", err)
+	}
+	if out, _, err := help("help"); err != nil || !strings.Contains(out, "commands:") {
+		t.Errorf("help: %v\n%s\nwant the general usage", err, out)
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("%d files made, want none", len(entries))
+	}
+}
+
+// TestCLI_VersionTakesNoArgument: `hookdedup version extra` printed the version and
+// succeeded, as if the word were not there; a script that meant another command learnt
+// nothing. It is refused, naming the argument.
+func TestCLI_VersionTakesNoArgument(t *testing.T) {
+	for _, args := range [][]string{{"version", "extra"}, {"--version", "--json"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(args[1])) {
+			t.Errorf("%q: %v\n%s\nwant it refused, naming %q", args, err, out.String(), args[1])
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, func(string) string { return "" }, strings.NewReader(""), &out, &out); err != nil || !strings.HasPrefix(out.String(), "hookdedup ") {
+		t.Errorf("version: %v, %q", err, out.String())
+	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -72,7 +73,7 @@ commands:
   service   print the hardened systemd unit that runs serve (--backup-timer, --write DIR)
   version   print the version
 
-Every command takes --config and --database; run "hookdedup <command> -h" for its flags.
+Every command takes --config and --database; "hookdedup help <command>" prints its flags.
 `
 
 // env is what every command gets from main.
@@ -195,15 +196,46 @@ func runCommand(ctx context.Context, args []string, e env) error {
 	case "migrate":
 		return runMigrate(ctx, rest, e)
 	case "version", "--version", "-version":
+		if len(rest) > 0 {
+			return fmt.Errorf("%s takes no argument; %q is one", cmd, rest[0])
+		}
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return runHelp(ctx, rest, e)
 	default:
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+		return fmt.Errorf("%w %q", errUnknownCommand, cmd)
 	}
+}
+
+// errUnknownCommand is the refusal of a command hookdedup does not have.
+var errUnknownCommand = errors.New("unknown command")
+
+// runHelp prints the general usage, or with a command's name (help keys) what that
+// command's -h prints: its flags, or its subcommands. Help was asked for, so it goes to
+// stdout, and it succeeds.
+func runHelp(ctx context.Context, args []string, e env) error {
+	switch {
+	case len(args) == 0, args[0] == "help", args[0] == "version":
+		// Their lines in the general usage are all there is to say of them.
+		fmt.Fprint(e.stdout, usage)
+		return nil
+	case len(args) > 1:
+		return fmt.Errorf("help takes one command, as in \"hookdedup help keys\"; %q is a second", args[1])
+	case strings.HasPrefix(args[0], "-"):
+		return fmt.Errorf("help takes a command's name, as in \"hookdedup help keys\"; %q is not one", args[0])
+	}
+	var out bytes.Buffer
+	err := run(ctx, []string{args[0], "-h"}, e.getenv, strings.NewReader(""), &out, &out)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, errUnknownCommand) {
+			return fmt.Errorf("help: unknown command %q; \"hookdedup help\" lists them", args[0])
+		}
+		return err
+	}
+	_, err = e.stdout.Write(out.Bytes())
+	return err
 }
 
 // commonFlags are the flags every command takes: where the config and database are.
