@@ -39,7 +39,7 @@ func ReasonProblem(reason string) string { return textProblem("reason", reason, 
 // is text PostgreSQL cannot hold.
 func textProblem(what, s string, max int, lines bool) string {
 	if n := utf8.RuneCountInString(s); n > max {
-		return fmt.Sprintf("Keep the %s under %d characters (it has %d).", what, max, n)
+		return fmt.Sprintf("Keep the %s to %d characters at most (it has %d).", what, max, n)
 	}
 	if i := strings.IndexFunc(s, func(r rune) bool {
 		return unicode.IsControl(r) && !(lines && (r == '\n' || r == '\r' || r == '\t'))

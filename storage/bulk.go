@@ -256,7 +256,7 @@ func (r *BulkRequest) Check() error {
 // whatever it is given, escaped where its text cannot hold it.
 func BulkReasonTooLong(reason string) error {
 	if n := utf8.RuneCountInString(reason); n > MaxReason {
-		return fmt.Errorf("keep the reason under %d characters (it has %d)", MaxReason, n)
+		return fmt.Errorf("keep the reason to %d characters at most (it has %d)", MaxReason, n)
 	}
 	return nil
 }

@@ -286,7 +286,7 @@ func TestAPI_Release(t *testing.T) {
 	}
 	// The reason goes to the audit log, bounded as the console's forms bound it.
 	long := `{"source":"ota","key":"k1","reason":"` + strings.Repeat("x", 501) + `"}`
-	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", long); code != 400 || !strings.Contains(out["error"].(string), "under 500") {
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", long); code != 400 || !strings.Contains(out["error"].(string), "to 500 characters at most") {
 		t.Fatalf("a 501-character reason: %d %v", code, out)
 	}
 	// A control character is refused, named: the reason is kept in the audit log for

@@ -1124,7 +1124,7 @@ func TestConsole_TokenNameCountsCharacters(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		strings.Repeat("é", 65): "Keep the name under 64 characters (it has 65).",
+		strings.Repeat("é", 65): "Keep the name to 64 characters at most (it has 65).",
 		"ci\x1b[2J":             "control character (U+001B)",
 	} {
 		code, body, _ := v.post("/account/tokens", url.Values{"name": {name}})

@@ -30,9 +30,14 @@ func TestReason_MultibyteUnderFiveHundredCharacters(t *testing.T) {
 	if code != 200 {
 		t.Errorf("a reason of 200 characters: %d %v, want it taken", code, out)
 	}
+	// The bound itself is allowed: the refusal says "at most".
+	e.record(t, "k2", `{}`, false)
+	if code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"k2","reason":"`+strings.Repeat("返", 500)+`"}`); code != 200 {
+		t.Errorf("a reason of 500 characters: %d %v, want it taken", code, out)
+	}
 	long := strings.Repeat("返", 501)
 	code, out = e.call(t, storage.RoleOperator, "POST", "/api/v1/release", `{"source":"ota","key":"k1","reason":"`+long+`"}`)
-	if msg, _ := out["error"].(string); code != 400 || !strings.Contains(msg, "under 500 characters (it has 501)") {
+	if msg, _ := out["error"].(string); code != 400 || !strings.Contains(msg, "to 500 characters at most (it has 501)") {
 		t.Errorf("a reason of 501 characters: %d %v, want 400 saying how long it is", code, out)
 	}
 }

@@ -28,7 +28,7 @@ func TestCLI_TokenUsageBeforeDatabase(t *testing.T) {
 		{[]string{"token", "add", "--database", none}, "usage: hookdedup token"},
 		{[]string{"token", "revoke", "one", "--database", none}, `token revoke: "one" is not a token id`},
 		{[]string{"token", "add", "admin", "--name", "ci\x1b[2J", "--database", none}, "token add --name: The name holds a control character (U+001B)"},
-		{[]string{"token", "add", "admin", "--name", strings.Repeat("é", 65), "--database", none}, "token add --name: Keep the name under 64 characters (it has 65)"},
+		{[]string{"token", "add", "admin", "--name", strings.Repeat("é", 65), "--database", none}, "token add --name: Keep the name to 64 characters at most (it has 65)"},
 		// Only add names a token: revoke 3 --name ci revoked token 3 whatever it was for.
 		{[]string{"token", "revoke", "3", "--name", "ci", "--database", none}, "flag provided but not defined: -name"},
 		{[]string{"token", "list", "--name", "ci", "--database", none}, "flag provided but not defined: -name"},

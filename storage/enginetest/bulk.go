@@ -403,7 +403,7 @@ func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
 	db, _, req := fourEyesFixture(t, e)
 	long, tooLong := strings.Repeat("é", storage.MaxReason), strings.Repeat("払", storage.MaxReason+1)
 	req.Reason = tooLong
-	if _, err := db.CreateBulkPreview(ctx, req); err == nil || !strings.Contains(err.Error(), "under 500 characters (it has 501)") {
+	if _, err := db.CreateBulkPreview(ctx, req); err == nil || !strings.Contains(err.Error(), "to 500 characters at most (it has 501)") {
 		t.Errorf("preview with a reason of 501 characters: %v; want it refused, saying so", err)
 	}
 	req.Reason = long
@@ -415,7 +415,7 @@ func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
 		t.Fatalf("start: %+v, %v", a, err)
 	}
 	for _, decide := range []func(context.Context, int64, string, string) (storage.BulkAction, error){db.ApproveBulkAction, db.RefuseBulkAction} {
-		if _, err := decide(ctx, a.ID, "bob", tooLong); err == nil || !strings.Contains(err.Error(), "under 500 characters") {
+		if _, err := decide(ctx, a.ID, "bob", tooLong); err == nil || !strings.Contains(err.Error(), "to 500 characters at most") {
 			t.Errorf("decided with a reason of 501 characters: %v; want it refused, saying so", err)
 		}
 	}
@@ -423,7 +423,7 @@ func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
 	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob", decision); err != nil || a.DecisionReason != decision {
 		t.Fatalf("approved with a reason of 500 characters (1,500 bytes): %q, %v; want it stored whole", a.DecisionReason, err)
 	}
-	if _, err := db.CancelBulkAction(ctx, a.ID, "cat", tooLong); err == nil || !strings.Contains(err.Error(), "under 500 characters") {
+	if _, err := db.CancelBulkAction(ctx, a.ID, "cat", tooLong); err == nil || !strings.Contains(err.Error(), "to 500 characters at most") {
 		t.Errorf("cancelled with a reason of 501 characters: %v; want it refused, saying so", err)
 	}
 	if a, err = db.CancelBulkAction(ctx, a.ID, "cat", long); err != nil || a.State != storage.BulkCancelled {
