@@ -72,13 +72,14 @@ type ChannelConfig struct {
 	// slack, its URL when URL is unset; email, the SMTP password.
 	Secrets []string
 	// Email: the SMTP server (host:port, STARTTLS required), the user for AUTH PLAIN
-	// (none: no AUTH), the sender and recipients, and a PEM file of CA certificates to
-	// trust besides the system's (a server with a private CA).
+	// (none: no AUTH), the sender and recipients.
 	SMTPAddr string
 	Username string
 	From     string
 	To       []string
-	CAFile   string
+	// CAFile is a PEM file of the CA certificates the channel trusts instead of the
+	// system's (a server under a private CA).
+	CAFile string
 	// Timeout bounds one attempt; MaxAttempts and MaxBackoff bound the retries, which
 	// wait 1 s, 2 s, 4 s … (±20 % jitter) up to MaxBackoff.
 	Timeout     time.Duration
@@ -512,16 +513,25 @@ func newEmail(cfg ChannelConfig) (*email, error) {
 	}
 	e.toHeader = strings.Join(to, ", ")
 	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		e.roots = x509.NewCertPool()
-		if !e.roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", cfg.CAFile)
+		if e.roots, err = readCAFile(cfg.CAFile); err != nil {
+			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// readCAFile reads path, a ca_file setting, into the pool of CAs a channel trusts instead
+// of the system's. Its errors name the setting and the file: os.ReadFile's hold the path.
+func readCAFile(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ca_file: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", path)
+	}
+	return roots, nil
 }
 
 func (e *email) send(ctx context.Context, m Message) error {
