@@ -116,7 +116,9 @@ func (c *Channel) Send(ctx context.Context, m Message) error {
 }
 
 // NewChannel checks cfg and builds its channel, which posts through client (nil: one
-// that follows no redirect). Errors name the setting at fault and never quote a secret.
+// that follows no redirect and trusts the CAs of cfg.CAFile, or the system's; a client
+// given cannot be told cfg.CAFile, which is then refused). Errors name the setting at
+// fault and never quote a secret.
 func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if err := checkName(cfg.Name); err != nil {
 		return nil, err
@@ -148,19 +150,17 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	if c.maxBackoff == 0 {
 		c.maxBackoff = DefaultMaxBackoff
 	}
-	if client == nil {
-		// A redirect is an answer that is not 2xx, so a failure: followed, a POST
-		// would turn into a GET of another address.
-		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	emailOnly := cfg.SMTPAddr != "" || cfg.Username != "" || cfg.From != "" || len(cfg.To) > 0 || cfg.CAFile != ""
+	emailOnly := cfg.SMTPAddr != "" || cfg.Username != "" || cfg.From != "" || len(cfg.To) > 0
 	switch cfg.Type {
 	case TypeWebhook:
 		if emailOnly {
-			return nil, errors.New("smtp_addr, username, from, to and ca_file are for type email only")
+			return nil, errors.New("smtp_addr, username, from and to are for type email only")
 		}
 		u, err := httpURL("url", cfg.URL)
 		if err != nil {
+			return nil, err
+		}
+		if client, err = httpClient(client, cfg.CAFile, u); err != nil {
 			return nil, err
 		}
 		if len(cfg.Secrets) == 0 {
@@ -174,7 +174,7 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 		c.send = func(ctx context.Context, m Message) error { return postWebhook(ctx, client, cfg.URL, signer, m) }
 	case TypeSlack:
 		if emailOnly {
-			return nil, errors.New("smtp_addr, username, from, to and ca_file are for type email only")
+			return nil, errors.New("smtp_addr, username, from and to are for type email only")
 		}
 		raw := cfg.URL
 		switch {
@@ -189,6 +189,9 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 		if err != nil {
 			// Never quote it: it holds the credential.
 			return nil, errors.New("url: the incoming webhook's URL is not an http(s) URL")
+		}
+		if client, err = httpClient(client, cfg.CAFile, u); err != nil {
+			return nil, err
 		}
 		c.target = maskURL(u, true)
 		c.send = func(ctx context.Context, m Message) error { return postSlack(ctx, client, raw, m) }
@@ -208,6 +211,37 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 		return nil, fmt.Errorf("type: %q is not a type of channel (want one of %s)", cfg.Type, strings.Join(Types, ", "))
 	}
 	return c, nil
+}
+
+// httpClient is the client a webhook or slack channel posts to u through: given, or
+// one of its own that trusts the CAs of caFile alone ("": the system's).
+func httpClient(given *http.Client, caFile string, u *url.URL) (*http.Client, error) {
+	switch {
+	case caFile == "" && given != nil:
+		return given, nil
+	case caFile != "" && u.Scheme != "https":
+		// The url is not quoted: a slack URL holds its credential.
+		return nil, errors.New("ca_file: the url is http://, where no TLS is spoken, so ca_file would have no effect: " +
+			"give the https:// url of the server, or remove ca_file")
+	case caFile != "" && given != nil:
+		return nil, errors.New("ca_file: is for a channel that makes its own client")
+	}
+	// A redirect is an answer that is not 2xx, so a failure: followed, a POST would
+	// turn into a GET of another address.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if caFile == "" {
+		return client, nil
+	}
+	roots, err := readCAFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	// A clone of the default transport keeps all that the system's CAs are used with:
+	// the proxy from the environment, the dial and handshake timeouts, HTTP/2.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: roots}
+	client.Transport = t
+	return client, nil
 }
 
 // httpURL parses raw, the http(s) URL that setting holds. Its errors quote none of raw,
