@@ -94,6 +94,7 @@ type Channel struct {
 	timeout     time.Duration
 	maxAttempts int
 	maxBackoff  time.Duration
+	caFile      string // for the error of a certificate none of its CAs issued
 	send        func(ctx context.Context, m Message) error
 }
 
@@ -112,7 +113,18 @@ func (c *Channel) Target() string { return c.target }
 func (c *Channel) Send(ctx context.Context, m Message) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	return c.send(ctx, m)
+	err := c.send(ctx, m)
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		// x509's own words ("certificate signed by unknown authority") name neither the
+		// channel nor the setting that would make it trusted.
+		if c.caFile == "" {
+			return fmt.Errorf("%w: the server's certificate is not trusted by this system's CAs: "+
+				"if a private CA issued it, give channel %q that CA's PEM as ca_file", err, c.name)
+		}
+		return fmt.Errorf("%w: the server's certificate is not trusted: no CA in channel %q's ca_file %s issued it",
+			err, c.name, c.caFile)
+	}
+	return err
 }
 
 // NewChannel checks cfg and builds its channel, which posts through client (nil: one
@@ -140,7 +152,8 @@ func NewChannel(cfg ChannelConfig, client *http.Client) (*Channel, error) {
 	case cfg.MaxAttempts > MaxMaxAttempts:
 		return nil, fmt.Errorf("max_attempts: %d is more than %d", cfg.MaxAttempts, MaxMaxAttempts)
 	}
-	c := &Channel{name: cfg.Name, typ: cfg.Type, timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, maxBackoff: cfg.MaxBackoff}
+	c := &Channel{name: cfg.Name, typ: cfg.Type, timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, maxBackoff: cfg.MaxBackoff,
+		caFile: cfg.CAFile}
 	if c.timeout == 0 {
 		c.timeout = DefaultChannelTimeout
 	}

@@ -143,6 +143,50 @@ func TestChannel_CAFileTrustsPrivateCA(t *testing.T) {
 	}
 }
 
+// TestChannel_UntrustedCertificateNotSent: a webhook or slack channel whose endpoint's
+// certificate is not trusted (no ca_file, or one of another CA) sends nothing, in clear
+// or otherwise, and its error says the certificate is not trusted, naming the channel and
+// what to set: the bare x509 error names neither.
+func TestChannel_UntrustedCertificateNotSent(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "other-ca.pem")
+	writeSelfSigned(t, other, filepath.Join(filepath.Dir(other), "other-key.pem"))
+	for _, typ := range []string{alert.TypeWebhook, alert.TypeSlack} {
+		for _, tc := range []struct {
+			name, caFile string
+			want         []string
+		}{
+			{"NoCAFile", "", []string{"not trusted", `channel "ops"`, "ca_file"}},
+			{"OtherCA", other, []string{"not trusted", `channel "ops"`, "ca_file", other}},
+		} {
+			t.Run(typ+"/"+tc.name, func(t *testing.T) {
+				r := newPrivateReceiver(t)
+				c, err := caChannel(t, typ, r.srv.URL+caPaths[typ], tc.caFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = c.Send(context.Background(), caTestMessage)
+				if err == nil {
+					t.Fatal("Send = nil; want the untrusted certificate refused")
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("Send = %q; want it to say %q", err, w)
+					}
+				}
+				if strings.Contains(err.Error(), "XXXXsecretXXXX") {
+					t.Errorf("Send = %q quotes the slack URL's credential", err)
+				}
+				if got := r.received(); len(got) != 0 {
+					t.Errorf("receiver got %q; want nothing", got)
+				}
+				if wire := r.wireBytes(); strings.Contains(wire, "POST") || strings.Contains(wire, "pms-down-canary") {
+					t.Errorf("the request crossed the network in clear: %q", wire)
+				}
+			})
+		}
+	}
+}
+
 // TestChannel_CAFileRefused: a webhook or slack channel's ca_file that cannot be read,
 // or holds no PEM certificate, is refused when the channel is built, naming the setting
 // and the file, rather than fail every send; and one on an http:// url, which has no TLS
@@ -182,5 +226,26 @@ func TestChannel_CAFileRefused(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestEmail_UntrustedCertificateNamesChannel: an email channel whose server's
+// certificate is not trusted says so as the others do, naming the channel and ca_file,
+// and sends nothing.
+func TestEmail_UntrustedCertificateNamesChannel(t *testing.T) {
+	s := startSMTP(t)
+	c, err := alert.NewChannel(alert.ChannelConfig{Name: "ops", Type: alert.TypeEmail, SMTPAddr: s.addr, Username: "alerts",
+		Secrets: []string{smtpPassword}, From: "alerts@hotel.example", To: []string{"ops@hotel.example"}, Timeout: 30 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Send(context.Background(), caTestMessage)
+	for _, w := range []string{"STARTTLS", "not trusted", `channel "ops"`, "ca_file"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Send = %v; want it to say %q", err, w)
+		}
+	}
+	if msgs := s.messages(t); len(msgs) != 0 {
+		t.Errorf("server took %d messages, want none", len(msgs))
 	}
 }
