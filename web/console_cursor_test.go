@@ -1,0 +1,140 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
+)
+
+// olderLink is the address of p's link to its next page, "" on the last page.
+func olderLink(p nodes) string {
+	if hrefs := p.testid("next").attrs("href"); len(hrefs) > 0 {
+		return hrefs[0]
+	}
+	for _, a := range p.class("pager").tag("a").list {
+		if t := (nodes{t: p.t, list: []*html.Node{a}}).text(); strings.HasPrefix(t, "Older") || strings.HasPrefix(t, "Next") {
+			return attr(a, "href")
+		}
+	}
+	return ""
+}
+
+// TestConsole_OlderReachesEveryRow: following a list's Older (the stuck keys' Next)
+// from its first page lists every row once, a page of the list's own size at a time,
+// and every page's link keeps the filter or tab of the first.
+func TestConsole_OlderReachesEveryRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores many rows")
+	}
+	ctx := context.Background()
+	e := newConsoleEnv(t, alertsConfig)
+	const processed, failed, alerts, audits, suspects = 120, 510, 61, 73, 130
+	bulkKeys(t, e.db, "ota", processed)
+	if err := storagetest.BulkLoad(ctx, e.db, storagetest.Fill{Source: "ota", Keys: failed, State: storage.StateFailed,
+		ClaimedAt: e.db.Now(), TTL: 24 * time.Hour, Headers: "{}",
+		Key:  func(i int) string { return fmt.Sprintf("failed-%06d", i) },
+		Body: func(int) []byte { return []byte("{}") }}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range alerts {
+		openAlert(t, e.db, "downstream", fmt.Sprintf("subject-%03d", i))
+	}
+	for i := range audits {
+		if err := e.db.AppendAudit(ctx, storage.AuditEntry{Actor: "admin", Action: "reveal secret", Source: "ota",
+			Reason: fmt.Sprintf("entry-%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range suspects {
+		storagetest.AddSuspect(t, e.db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: e.dup.ID,
+			Other: e.first.ID, Source: "ota", Booking: fmt.Sprintf("BK-%03d", i)})
+	}
+	op := e.as(t, storage.RoleOperator)
+	audited, err := e.db.AuditLog(ctx, 0, 100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	texts := func(sel nodes) []string {
+		var out []string
+		for _, x := range sel.list {
+			out = append(out, nodes{t: t, list: []*html.Node{x}}.text())
+		}
+		return out
+	}
+	rowsOf := map[string]func(nodes) []string{
+		"events":   func(p nodes) []string { return texts(p.testid("event-link")) },
+		"keys":     func(p nodes) []string { return p.testid("key-check").attrs("value") },
+		"alerts":   func(p nodes) []string { return p.testid("alert-row").attrs("data-alert") },
+		"audit":    func(p nodes) []string { return texts(p.testid("audit-row")) },
+		"suspects": func(p nodes) []string { return p.testid("suspect-row").attrs("data-suspect") },
+	}
+	for _, tt := range []struct {
+		first string
+		rows  string
+		total int
+		size  int // rows on a full page
+	}{
+		{"/events", "events", 4 + processed + failed, 50},
+		{"/events?source=ota&outcome=accepted", "events", 1 + processed + failed, 50},
+		{"/keys?state=all", "keys", 2 + processed + failed, 100},
+		{"/keys?state=failed&source=ota", "keys", failed, 100},
+		{"/keys?state=stuck", "keys", 1 + failed, 500},
+		{"/alerts", "alerts", alerts, 50},
+		{"/alerts?state=all", "alerts", alerts, 50},
+		{"/audit", "audit", len(audited), 50},
+		{"/suspects", "suspects", suspects, 100},
+		{"/suspects?state=open&source=ota&kind=business_key", "suspects", suspects, 100},
+	} {
+		first, _ := url.Parse(tt.first)
+		var rows []string
+		path := tt.first
+		for pages := 0; path != ""; pages++ {
+			if pages > 20 {
+				t.Fatalf("%s: the pages never end", tt.first)
+			}
+			code, p := op.page(path)
+			if code != http.StatusOK {
+				t.Fatalf("%s = %d", path, code)
+			}
+			got := rowsOf[tt.rows](p)
+			if pages == 0 && len(got) != min(tt.size, tt.total) {
+				t.Errorf("%s lists %d rows; want %d", path, len(got), min(tt.size, tt.total))
+			}
+			rows = append(rows, got...)
+			path = olderLink(p)
+			if path == "" {
+				break
+			}
+			next, err := url.Parse(path)
+			if err != nil || next.Path != first.Path {
+				t.Fatalf("%s: Older links to %q", tt.first, path)
+			}
+			for k, v := range first.Query() {
+				if !slices.Equal(next.Query()[k], v) {
+					t.Errorf("%s: Older links to %q, without %s=%s", tt.first, path, k, v[0])
+				}
+			}
+		}
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if seen[r] {
+				t.Errorf("%s: %q listed twice", tt.first, r)
+			}
+			seen[r] = true
+		}
+		if len(seen) != tt.total {
+			t.Errorf("%s: %d rows through Older; want the %d there are", tt.first, len(seen), tt.total)
+		}
+	}
+}
