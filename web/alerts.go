@@ -56,12 +56,9 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Unknown state: choose active, open, acknowledged, resolved or all.")
 	}
 	f := storage.AlertFilter{State: tab, Limit: 50}
-	if b := q.Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		f.Before = n
+	var err error
+	if f.Before, err = pageBefore(q); err != nil {
+		return err
 	}
 	list, err := s.alerts.Alerts(r.Context(), f)
 	if err != nil {

@@ -21,13 +21,9 @@ type auditStore interface {
 }
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
-	var before int64
-	if b := r.URL.Query().Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		before = n
+	before, err := pageBefore(r.URL.Query())
+	if err != nil {
+		return err
 	}
 	const limit = 50
 	entries, err := s.audit.AuditLog(r.Context(), before, limit)

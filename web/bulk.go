@@ -68,16 +68,11 @@ const (
 // bulkPage reads a page of the console's actions in state ("" for all), limit at most,
 // below the before of the query q of path, and the addresses of the next page (older
 // actions; "" on the last) and of the first (on a later page). The next page keeps the
-// rest of q: the bulk page's query is also its form's. A before that is no id is
-// refused rather than read as the first page, which would show the newest actions
-// under an address that asked for others.
+// rest of q: the bulk page's query is also its form's.
 func (s *Server) bulkPage(ctx context.Context, state string, limit int, path string, q url.Values) (acts []storage.BulkAction, next, newest string, err error) {
-	var before int64
-	if b := q.Get("before"); b != "" {
-		before, err = strconv.ParseInt(b, 10, 64)
-		if err != nil || before <= 0 {
-			return nil, "", "", badRequest(fmt.Sprintf("That page address is not valid: before=%q is not the number of a bulk action.", b))
-		}
+	before, err := pageBefore(q)
+	if err != nil {
+		return nil, "", "", err
 	}
 	// One more than listed tells whether there is a next page.
 	acts, err = s.bulk.BulkActions(ctx, state, before, limit+1)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,12 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
+
+// refusal is what a page that refused its request says: an error page's message, or
+// the alert above a list that keeps its filter form.
+func refusal(p nodes) string {
+	return strings.TrimSpace(p.class("error-page").text() + " " + p.withAttr("role", "alert").text())
+}
 
 // olderLink is the address of p's link to its next page, "" on the last page.
 func olderLink(p nodes) string {
@@ -27,6 +34,55 @@ func olderLink(p nodes) string {
 		}
 	}
 	return ""
+}
+
+// TestConsole_BadPageCursorRefused: every console list refuses a page address whose
+// before is not the id a page's Older link gives, with a 400 that names before and
+// quotes what the address held, so that whoever edited or cut the link sees which part
+// of it is wrong. An empty before names no page and is the first, as it is to the API.
+// The stuck keys' after, and a cursor given to the tab that does not take it, are
+// refused in the same words.
+func TestConsole_BadPageCursorRefused(t *testing.T) {
+	e := newConsoleEnv(t)
+	op := e.as(t, storage.RoleOperator)
+	lists := []string{"/events", "/events?source=ota", "/keys?state=all", "/keys?state=failed&source=pms",
+		"/alerts", "/alerts?state=all", "/audit", "/bulk", "/bulk/pending", "/suspects", "/suspects?state=all"}
+	bad := []string{"abc", "0", "-5", "1.5", " ", "9223372036854775808", "5 ", "0x10"}
+	with := func(list, name, value string) string {
+		sep := "?"
+		if strings.Contains(list, "?") {
+			sep = "&"
+		}
+		return list + sep + name + "=" + url.QueryEscape(value)
+	}
+	for _, list := range lists {
+		for _, v := range bad {
+			path := with(list, "before", v)
+			code, p := op.page(path)
+			msg := refusal(p)
+			if code != http.StatusBadRequest || !strings.Contains(msg, "before") || !strings.Contains(msg, strconv.Quote(v)) {
+				t.Errorf("%s = %d %q; want 400 naming before and quoting %q", path, code, msg, v)
+			}
+		}
+		path := with(list, "before", "")
+		if code, p := op.page(path); code != http.StatusOK {
+			t.Errorf("%s = %d %q; want 200, the first page", path, code, refusal(p))
+		}
+	}
+	for _, tt := range []struct{ path, name, value string }{
+		{"/keys?state=stuck&before=5", "before", "5"},
+		{"/keys?before=abc", "before", "abc"},
+		{"/keys?state=stuck&after=x", "after", "x"},
+		{"/keys?state=all&after=x", "after", "x"},
+		{"/keys?state=failed&after=" + url.QueryEscape("2026-01-01"), "after", "2026-01-01"},
+	} {
+		code, p := op.page(tt.path)
+		msg := refusal(p)
+		if code != http.StatusBadRequest || !strings.Contains(msg, "page address is not valid") ||
+			!strings.Contains(msg, tt.name) || !strings.Contains(msg, strconv.Quote(tt.value)) {
+			t.Errorf("%s = %d %q; want 400 naming %s and quoting %q", tt.path, code, msg, tt.name, tt.value)
+		}
+	}
 }
 
 // TestConsole_OlderReachesEveryRow: following a list's Older (the stuck keys' Next)
@@ -105,7 +161,7 @@ func TestConsole_OlderReachesEveryRow(t *testing.T) {
 			}
 			code, p := op.page(path)
 			if code != http.StatusOK {
-				t.Fatalf("%s = %d", path, code)
+				t.Fatalf("%s = %d %q", path, code, refusal(p))
 			}
 			got := rowsOf[tt.rows](p)
 			if pages == 0 && len(got) != min(tt.size, tt.total) {

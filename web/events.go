@@ -120,12 +120,8 @@ func (s *Server) eventFilter(q url.Values) (views.DeliveryFilter, storage.Delive
 		}
 		f.Batch = n
 	}
-	if b := q.Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return vf, f, "That page address is not valid."
-		}
-		f.Before = n
+	if f.Before, err = pageBefore(q); err != nil {
+		return vf, f, err.Error()
 	}
 	return vf, f, ""
 }

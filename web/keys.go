@@ -71,23 +71,20 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	// A stuck listing goes on from after, the others from before: the other one, from a
 	// link made by hand or a tab changed in the address, would be dropped without a word
 	// and the page start again from the top.
-	if q.Get("before") != "" && f.Stuck {
-		return badRequest("That page address is not valid: the stuck keys go on from after, not before. Start again from the Stuck tab.")
+	if b := q.Get("before"); b != "" && f.Stuck {
+		return cursorError("before", b, "does not go with the stuck keys, which go on from after")
 	}
-	if q.Get("after") != "" && !f.Stuck {
-		return badRequest("That page address is not valid: only the stuck keys go on from after; the other tabs from before.")
+	if a := q.Get("after"); a != "" && !f.Stuck {
+		return cursorError("after", a, "goes with the stuck keys only; the other tabs go on from before")
 	}
-	if b := q.Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		f.Before = n
+	var err error
+	if f.Before, err = pageBefore(q); err != nil {
+		return err
 	}
 	if a := q.Get("after"); a != "" {
 		c, err := storage.ParseKeyCursor(a)
 		if err != nil {
-			return badRequest("That page address is not valid: its after is not a place in the stuck keys. Start again from the Stuck tab.")
+			return cursorError("after", a, "is not a place in the stuck keys")
 		}
 		f.After, f.StuckBefore = c, c.StuckBefore
 	}

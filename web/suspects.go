@@ -257,12 +257,9 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 	if kind != "" && !validKind(kind) {
 		return badRequest("Unknown kind: choose business_key, correlation or late_duplicate.")
 	}
-	if b := q.Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return badRequest("That page address is not valid.")
-		}
-		f.Before = n
+	var err error
+	if f.Before, err = pageBefore(q); err != nil {
+		return err
 	}
 	page, err := s.suspects.Suspects(ctx, f)
 	if err != nil {

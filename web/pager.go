@@ -1,0 +1,34 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// A console list shows its rows newest first, a page at a time. A page after the first
+// is named in its address by a cursor, before (the rows below that id) or, on the
+// stuck keys, after. The JSON API reads its cursors with apiID, in its own words.
+
+// pageBefore reads the before of a list's query q: 0 for the first page, which an
+// empty before names too (no page links there, and no row is named), else the id a
+// page's Older link gives. Anything else is refused rather than read as the first
+// page, which would show the newest rows under an address that asked for others.
+func pageBefore(q url.Values) (int64, error) {
+	b := q.Get("before")
+	if b == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(b, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, cursorError("before", b, "is not a whole number from 1")
+	}
+	return n, nil
+}
+
+// cursorError refuses a page address whose cursor name holds value, which no page of
+// the list links to; why says what is wrong with it. The user who edited or cut the
+// link is told which part of the address is wrong, and what it held.
+func cursorError(name, value, why string) error {
+	return Errorf(http.StatusBadRequest, "That page address is not valid: %s=%q %s. Start again from the list's first page.", name, value, why)
+}
