@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +94,7 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 		v.Rows = append(v.Rows, row)
 	}
 	if len(list) == f.Limit {
-		v.NextURL = "/alerts?state=" + tab + "&before=" + strconv.FormatInt(list[len(list)-1].ID, 10)
+		v.NextURL = newPager("/alerts", url.Values{"state": {tab}}).before(list[len(list)-1].ID)
 	}
 	for _, rule := range s.alertRules {
 		v.Rules = append(v.Rules, views.AlertRuleRow{Name: rule.Name, Kind: rule.Kind, Description: rule.Description,

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/views"
@@ -46,7 +45,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		v.Rows = append(v.Rows, row)
 	}
 	if len(entries) == limit {
-		v.NextURL = "/audit?before=" + strconv.FormatInt(entries[len(entries)-1].ID, 10)
+		v.NextURL = newPager("/audit", nil).before(entries[len(entries)-1].ID)
 	}
 	return s.render(w, r, http.StatusOK, views.AuditView(v))
 }

@@ -79,18 +79,13 @@ func (s *Server) bulkPage(ctx context.Context, state string, limit int, path str
 	if err != nil {
 		return nil, "", "", err
 	}
-	q = maps.Clone(q)
+	pages := newPager(path, q)
 	if len(acts) > limit {
 		acts = acts[:limit]
-		q.Set("before", strconv.FormatInt(acts[len(acts)-1].ID, 10))
-		next = path + "?" + q.Encode()
+		next = pages.before(acts[len(acts)-1].ID)
 	}
 	if before != 0 {
-		q.Del("before")
-		newest = path
-		if len(q) > 0 {
-			newest += "?" + q.Encode()
-		}
+		newest = pages.newest()
 	}
 	return acts, next, newest, nil
 }

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -87,7 +88,8 @@ func TestConsole_BadPageCursorRefused(t *testing.T) {
 
 // TestConsole_OlderReachesEveryRow: following a list's Older (the stuck keys' Next)
 // from its first page lists every row once, a page of the list's own size at a time,
-// and every page's link keeps the filter or tab of the first.
+// and every page's links, older and back to the newest, keep the filter or tab of the
+// first.
 func TestConsole_OlderReachesEveryRow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stores many rows")
@@ -168,6 +170,15 @@ func TestConsole_OlderReachesEveryRow(t *testing.T) {
 				t.Errorf("%s lists %d rows; want %d", path, len(got), min(tt.size, tt.total))
 			}
 			rows = append(rows, got...)
+			for _, a := range p.class("pager").tag("a").list {
+				if !strings.HasPrefix(nodes{t: t, list: []*html.Node{a}}.text(), "←") {
+					continue
+				}
+				back, err := url.Parse(attr(a, "href"))
+				if pages == 0 || err != nil || back.Path != first.Path || !maps.EqualFunc(back.Query(), first.Query(), slices.Equal) {
+					t.Errorf("%s: page %d links back to %q; want the first page", tt.first, pages+1, attr(a, "href"))
+				}
+			}
 			path = olderLink(p)
 			if path == "" {
 				break

@@ -253,13 +253,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		row.Flags = flags[d.ID]
 		v.Rows = append(v.Rows, row)
 	}
+	pages := newPager("/events", q)
 	if page.Next != 0 {
-		nq := filterQuery(vf)
-		nq.Set("before", strconv.FormatInt(page.Next, 10))
-		v.NextURL = "/events?" + nq.Encode()
+		v.NextURL = pages.before(page.Next)
 	}
 	if f.Before != 0 {
-		v.FirstURL = "/events?" + q.Encode()
+		v.FirstURL = pages.newest()
 	}
 	v.Partial = page.Partial
 	if f.Before == 0 {

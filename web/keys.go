@@ -164,26 +164,21 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if page.Next != 0 || !page.After.IsZero() {
-		nq := url.Values{"state": {tab}}
-		if page.Next != 0 {
-			nq.Set("before", strconv.FormatInt(page.Next, 10))
-		} else {
-			nq.Set("after", page.After.String())
-		}
-		if source != "" {
-			nq.Set("source", source)
-		}
-		v.NextURL = "/keys?" + nq.Encode()
+	pq := url.Values{"state": {tab}}
+	if source != "" {
+		pq.Set("source", source)
+	}
+	pages := newPager("/keys", pq)
+	switch {
+	case page.Next != 0:
+		v.NextURL = pages.before(page.Next)
+	case !page.After.IsZero():
+		v.NextURL = pages.after(page.After.String())
 	}
 	// Shown on an empty page too: the keys after a stuck page's cursor may all have
 	// been released since.
 	if f.Before != 0 || !f.After.IsZero() {
-		fq := url.Values{"state": {tab}}
-		if source != "" {
-			fq.Set("source", source)
-		}
-		v.FirstURL = "/keys?" + fq.Encode()
+		v.FirstURL = pages.newest()
 	}
 	if v.CanRelease {
 		bq := url.Values{"state": {tab}}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,7 +9,48 @@ import (
 
 // A console list shows its rows newest first, a page at a time. A page after the first
 // is named in its address by a cursor, before (the rows below that id) or, on the
-// stuck keys, after. The JSON API reads its cursors with apiID, in its own words.
+// stuck keys, after; the rest of the address is the list's filter or tab, which every
+// page keeps. The JSON API reads its cursors with apiID, in its own words.
+
+// pager makes the addresses of the pages of the list at path, each with the query
+// kept.
+type pager struct {
+	path string
+	kept url.Values
+}
+
+// newPager is the pager of the list at path with the query q, less its cursors.
+func newPager(path string, q url.Values) pager {
+	kept := maps.Clone(q)
+	delete(kept, "before")
+	delete(kept, "after")
+	return pager{path, kept}
+}
+
+// before is the address of the page of the rows below the id before.
+func (p pager) before(id int64) string { return p.with("before", strconv.FormatInt(id, 10)) }
+
+// after is the address of the page that goes on after cursor, as the stuck keys do.
+func (p pager) after(cursor string) string { return p.with("after", cursor) }
+
+// newest is the address of the list's first page.
+func (p pager) newest() string { return p.url(p.kept) }
+
+func (p pager) with(cursor, value string) string {
+	q := maps.Clone(p.kept)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set(cursor, value)
+	return p.url(q)
+}
+
+func (p pager) url(q url.Values) string {
+	if len(q) == 0 {
+		return p.path
+	}
+	return p.path + "?" + q.Encode()
+}
 
 // pageBefore reads the before of a list's query q: 0 for the first page, which an
 // empty before names too (no page links there, and no row is named), else the id a

@@ -276,7 +276,8 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 	for _, k := range suspectKinds {
 		v.Kinds = append(v.Kinds, views.Option{Value: string(k.kind), Label: k.label})
 	}
-	link := func(st string) string {
+	// Each tab's pages keep the kind and source.
+	pages := func(st string) pager {
 		lq := url.Values{"state": {st}}
 		if kind != "" {
 			lq.Set("kind", kind)
@@ -284,13 +285,13 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 		if source != "" {
 			lq.Set("source", source)
 		}
-		return "/suspects?" + lq.Encode()
+		return newPager("/suspects", lq)
 	}
 	for _, t := range []struct{ state, label string }{
 		{storage.SuspectOpen, "Open"}, {storage.SuspectConfirmed, "Confirmed doubles"},
 		{storage.SuspectDismissed, "Not doubles"}, {"all", "All"},
 	} {
-		v.Tabs = append(v.Tabs, views.Link{Label: t.label, URL: link(t.state), Active: t.state == state})
+		v.Tabs = append(v.Tabs, views.Link{Label: t.label, URL: pages(t.state).newest(), Active: t.state == state})
 	}
 	for _, x := range page.Suspects {
 		row := views.SuspectRow{
@@ -306,9 +307,7 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 		v.Rows = append(v.Rows, row)
 	}
 	if page.Next != 0 {
-		nq, _ := url.ParseQuery(strings.TrimPrefix(link(state), "/suspects?"))
-		nq.Set("before", strconv.FormatInt(page.Next, 10))
-		v.NextURL = "/suspects?" + nq.Encode()
+		v.NextURL = pages(state).before(page.Next)
 	}
 	v.Empty = "No suspects"
 	if state != "all" {
