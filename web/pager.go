@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"maps"
 	"net/http"
 	"net/url"
@@ -62,8 +63,11 @@ func pageBefore(q url.Values) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(b, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, cursorError("before", b, "is not a whole number from 1")
+	switch {
+	case errors.Is(err, strconv.ErrRange) && n > 0:
+		return 0, cursorError("before", b, "is too large to be an id")
+	case err != nil || n <= 0:
+		return 0, cursorError("before", b, "is not an id, a whole number from 1")
 	}
 	return n, nil
 }
