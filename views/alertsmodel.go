@@ -3,12 +3,13 @@ package views
 // Alerts is the alerts page: the alerts of one tab, what each rule watches and where
 // the channels send.
 type Alerts struct {
-	Page    Page
-	Tab     string // active, open, acknowledged, resolved or all
-	Tabs    []Link
-	Rows    []AlertRow
-	NextURL string
-	Empty   string // the empty state's title
+	Page     Page
+	Tab      string // active, open, acknowledged, resolved or all
+	Tabs     []Link
+	Rows     []AlertRow
+	NextURL  string
+	FirstURL string // when not on the first page
+	Empty    string // the empty state's title
 	// CanAct: the user may acknowledge and resolve (operator).
 	CanAct   bool
 	Return   string // where the forms come back to

@@ -41,17 +41,18 @@ type SuspectKindStats struct {
 
 // Suspects is the suspects page: tabs by state, filters by kind and source.
 type Suspects struct {
-	Page    Page
-	Tabs    []Link
-	Kinds   []Option
-	State   string // the tab: open, confirmed, dismissed or all
-	Kind    string
-	Source  string
-	Sources []string
-	Stats   []SuspectKindStats
-	Rows    []SuspectRow
-	NextURL string
-	Empty   string
+	Page     Page
+	Tabs     []Link
+	Kinds    []Option
+	State    string // the tab: open, confirmed, dismissed or all
+	Kind     string
+	Source   string
+	Sources  []string
+	Stats    []SuspectKindStats
+	Rows     []SuspectRow
+	NextURL  string
+	FirstURL string // when not on the first page
+	Empty    string
 }
 
 // SuspectRow is one suspect in the list.

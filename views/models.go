@@ -473,10 +473,11 @@ type LabFlag struct {
 
 // Audit is the audit log.
 type Audit struct {
-	Page    Page
-	Chain   AuditChain
-	Rows    []AuditRow
-	NextURL string
+	Page     Page
+	Chain    AuditChain
+	Rows     []AuditRow
+	NextURL  string
+	FirstURL string // when not on the first page
 }
 
 // AuditChain is the state of the audit log's hash chain, as far as it was checked.

@@ -56,7 +56,10 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 	if !validAlertState(tab) {
 		return badRequest("Unknown state: choose active, open, acknowledged, resolved or all.")
 	}
-	f := storage.AlertFilter{State: tab, Limit: 50}
+	const limit = 50
+	// One more than listed tells whether there is an older page: a full page alone
+	// would link, at the end, to an empty one.
+	f := storage.AlertFilter{State: tab, Limit: limit + 1}
 	var err error
 	if f.Before, err = pageBefore(q); err != nil {
 		return err
@@ -65,6 +68,8 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	more := len(list) > limit
+	list = list[:min(len(list), limit)]
 	u, _ := UserFrom(r.Context())
 	v := views.Alerts{Page: s.page(r, "Alerts", "alerts"), Tab: tab, CanAct: Allowed(u.Role, storage.RoleOperator),
 		Return: r.URL.RequestURI()}
@@ -93,8 +98,12 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if len(list) == f.Limit {
-		v.NextURL = newPager("/alerts", url.Values{"state": {tab}}).before(list[len(list)-1].ID)
+	pages := newPager("/alerts", url.Values{"state": {tab}})
+	if more {
+		v.NextURL = pages.before(list[len(list)-1].ID)
+	}
+	if f.Before != 0 {
+		v.FirstURL = pages.newest()
 	}
 	for _, rule := range s.alertRules {
 		v.Rules = append(v.Rules, views.AlertRuleRow{Name: rule.Name, Kind: rule.Kind, Description: rule.Description,

@@ -25,10 +25,14 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	const limit = 50
-	entries, err := s.audit.AuditLog(r.Context(), before, limit)
+	// One more than listed tells whether there is an older page: a full page alone
+	// would link, at the end, to an empty one.
+	entries, err := s.audit.AuditLog(r.Context(), before, limit+1)
 	if err != nil {
 		return err
 	}
+	more := len(entries) > limit
+	entries = entries[:min(len(entries), limit)]
 	chain, err := s.audit.AuditChain(r.Context())
 	if err != nil {
 		return err
@@ -44,8 +48,12 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if len(entries) == limit {
-		v.NextURL = newPager("/audit", nil).before(entries[len(entries)-1].ID)
+	pages := newPager("/audit", nil)
+	if more {
+		v.NextURL = pages.before(entries[len(entries)-1].ID)
+	}
+	if before != 0 {
+		v.FirstURL = pages.newest()
 	}
 	return s.render(w, r, http.StatusOK, views.AuditView(v))
 }

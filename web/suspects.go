@@ -309,6 +309,9 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 	if page.Next != 0 {
 		v.NextURL = pages(state).before(page.Next)
 	}
+	if f.Before != 0 {
+		v.FirstURL = pages(state).newest()
+	}
 	v.Empty = "No suspects"
 	if state != "all" {
 		v.Empty = "No " + map[string]string{storage.SuspectOpen: "open suspects", storage.SuspectConfirmed: "confirmed doubles",
