@@ -25,10 +25,12 @@ import (
 )
 
 // DispatchStore is what the dispatcher needs of storage: a durable queue of accepted
-// events, so that nothing waits in memory alone. LeaseDue and FinishAttempt return an
-// error wrapping storage.ErrFileGone once the database file has left its path.
+// events, so that nothing waits in memory alone. LeaseDue, LeaseFirstDue and
+// FinishAttempt return an error wrapping storage.ErrFileGone once the database file has
+// left its path.
 type DispatchStore interface {
 	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error)
+	LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error)
 	FinishAttempt(ctx context.Context, job storage.Job, a storage.Attempt, res storage.AttemptResult) (bool, error)
 	YieldLease(ctx context.Context, job storage.Job) (bool, error)
 	NextDue(ctx context.Context, sources []string) (time.Time, error)
@@ -580,11 +582,20 @@ func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, er
 // them is a first, so that no more than the spare ones go to second jobs. Then, on the
 // workers still spare, any source's jobs, oldest first. Each source thus takes what its
 // share leaves it room for, not what the fullest source has room for.
+//
+// With no worker spare, every free worker is owed to a source with nothing under way:
+// those sources are leased a job each, in one lease (LeaseFirstDue), and so are those
+// that the first two steps left out when the first took its fill. Bounded by the spare
+// workers alone, the first step would lease them one job a lease: a hundred quiet
+// sources beside a busy one waited for a hundred lease round trips.
 func (d *Dispatcher) leaseForwarded(ctx context.Context, now time.Time, free int) ([]storage.Job, error) {
 	d.busyMu.Lock()
 	idle, busy, spare := d.share(free)
 	d.busyMu.Unlock()
-	limit := min(free, max(spare, 0)+1)
+	if spare <= 0 {
+		return d.cfg.Store.LeaseFirstDue(ctx, now, d.lease, free, idle)
+	}
+	limit := min(free, spare+1)
 	jobs, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, limit, idle)
 	if err != nil {
 		return jobs, err
@@ -594,13 +605,39 @@ func (d *Dispatcher) leaseForwarded(ctx context.Context, now time.Time, free int
 		firsts[j.Source] = true
 	}
 	spare -= len(jobs) - len(firsts)
-	// With no source busy and the idle ones short of the limit, nothing else is due:
-	// a quiet turn (one event accepted) costs one lease, as it did.
-	if spare <= 0 || len(busy) == 0 && len(jobs) < limit {
+	// Short of the limit, the first lease took every job due of the idle sources.
+	full := len(jobs) == limit
+	// With no source busy, nothing else is due: a quiet turn (one event accepted) costs
+	// one lease, as it did.
+	if !full && len(busy) == 0 {
 		return jobs, nil
 	}
-	more, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, spare, d.forwarding)
-	return append(jobs, more...), err
+	if spare > 0 {
+		more, err := d.cfg.Store.LeaseDue(ctx, now, d.lease, spare, d.forwarding)
+		if jobs = append(jobs, more...); err != nil {
+			return jobs, err
+		}
+		for _, j := range more {
+			firsts[j.Source] = true
+		}
+	}
+	if !full {
+		return jobs, nil
+	}
+	// The idle sources the leases left out may have jobs due, each on the worker it is
+	// owed, which the share has left free.
+	var rest []string
+	for _, s := range idle {
+		if !firsts[s] {
+			rest = append(rest, s)
+		}
+	}
+	if room := min(free-len(jobs), len(rest)); room > 0 {
+		more, err := d.cfg.Store.LeaseFirstDue(ctx, now, d.lease, room, rest)
+		jobs = append(jobs, more...)
+		return jobs, err
+	}
+	return jobs, nil
 }
 
 // settleable returns the record-only sources whose keys this dispatcher may settle

@@ -68,6 +68,11 @@ type reprocessStore struct {
 	j1, j2   storage.Job
 }
 
+// LeaseFirstDue is LeaseDue: it leases one job at most, the first due of its source.
+func (s *reprocessStore) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	return s.LeaseDue(ctx, now, lease, limit, sources)
+}
+
 func (s *reprocessStore) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -159,6 +164,11 @@ type goneStore struct {
 	reprocessStore
 }
 
+// LeaseFirstDue is LeaseDue: it leases one job at most, the first due of its source.
+func (s *goneStore) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	return s.LeaseDue(ctx, now, lease, limit, sources)
+}
+
 func (s *goneStore) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,6 +214,11 @@ func TestDispatch_KeptOutcomeFileGone(t *testing.T) {
 type flakyLeaseStore struct {
 	reprocessStore
 	at []time.Time
+}
+
+// LeaseFirstDue is LeaseDue: it leases one job at most, the first due of its source.
+func (s *flakyLeaseStore) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	return s.LeaseDue(ctx, now, lease, limit, sources)
 }
 
 func (s *flakyLeaseStore) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
@@ -67,6 +68,18 @@ type leaseLog struct {
 
 func (l *leaseLog) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
 	jobs, err := l.DB.LeaseDue(ctx, now, lease, limit, sources)
+	l.note(jobs)
+	return jobs, err
+}
+
+func (l *leaseLog) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	jobs, err := l.DB.LeaseFirstDue(ctx, now, lease, limit, sources)
+	l.note(jobs)
+	return jobs, err
+}
+
+// note notes how many jobs of each source a lease took.
+func (l *leaseLog) note(jobs []storage.Job) {
 	by := map[string]int{}
 	for _, j := range jobs {
 		by[j.Source]++
@@ -74,7 +87,6 @@ func (l *leaseLog) LeaseDue(ctx context.Context, now time.Time, lease time.Durat
 	l.mu.Lock()
 	l.taken = append(l.taken, by)
 	l.mu.Unlock()
-	return jobs, err
 }
 
 func (l *leaseLog) NextDue(ctx context.Context, sources []string) (time.Time, error) {
@@ -103,4 +115,120 @@ func (l *leaseLog) batches(source string) []int {
 		}
 	}
 	return out
+}
+
+// TestDispatch_IdleSourcesLeasedTogetherWhenNoWorkerIsSpare: with one source's burst
+// holding every worker that no other source is owed, each of the others with an event
+// due was leased a turn of its own, one lease round trip after another: beside a
+// hundred quiet sources, the last event waited for a hundred leases. Every free worker
+// is owed to one of them, so each may take one job: they are leased at once.
+func TestDispatch_IdleSourcesLeasedTogetherWhenNoWorkerIsSpare(t *testing.T) {
+	const quietSources = 20
+	db := storagetest.Open(t)
+	busy, quiet := newHungDownstream(t), newHungDownstream(t)
+	defer busy.release()
+	defer quiet.release()
+	src := forwardSource(t, busy.srv.URL, 10)
+	src.Name, src.AttemptTimeout = "busy", time.Minute
+	sources := []receiver.Source{src}
+	isQuiet := map[string]bool{}
+	for i := range quietSources {
+		q := forwardSource(t, quiet.srv.URL, 10)
+		q.Name, q.AttemptTimeout = fmt.Sprintf("quiet%d", i), time.Minute
+		sources = append(sources, q)
+		isQuiet[q.Name] = true
+	}
+	for n := range 12 {
+		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
+	}
+	st := &leaseLog{DB: db}
+	d := runSharedDispatcher(t, db, 0, st, sources...) // the default workers: 8 + 19
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if n := busy.open(); n != 7 {
+			return fmt.Errorf("%d hand-offs of the busy source under way; want 7", n)
+		}
+		if st.looks() == 0 {
+			return fmt.Errorf("the dispatcher has not gone to sleep")
+		}
+		return nil
+	})
+	for i := range quietSources {
+		queue(t, db, fmt.Sprintf("quiet%d", i), "evt")
+	}
+	d.Wake()
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if n := quiet.open(); n != quietSources {
+			return fmt.Errorf("%d hand-offs of the quiet sources under way; want %d, one each", n, quietSources)
+		}
+		return nil
+	})
+	leases := 0
+	st.mu.Lock()
+	for _, by := range st.taken {
+		for s := range by {
+			if isQuiet[s] {
+				leases++
+				break
+			}
+		}
+	}
+	st.mu.Unlock()
+	if leases != 1 {
+		t.Errorf("the %d quiet sources' events were leased in %d leases; want one, a worker owed to each", quietSources, leases)
+	}
+	if n := busy.open(); n != 7 {
+		t.Errorf("%d hand-offs of the busy source under way; want still 7", n)
+	}
+}
+
+// TestDispatch_BurstLeavesTheOtherIdleSourcesTheirWorkers: all sources idle, one with a
+// burst older than the others' events: the first lease takes the burst up to the spare
+// workers and one more, and the other sources, each owed one of the workers left, are
+// leased a job each together in the same turn, not one a lease.
+func TestDispatch_BurstLeavesTheOtherIdleSourcesTheirWorkers(t *testing.T) {
+	db := storagetest.Open(t)
+	busy, quiet := newHungDownstream(t), newHungDownstream(t)
+	defer busy.release()
+	defer quiet.release()
+	src := forwardSource(t, busy.srv.URL, 10)
+	src.Name, src.AttemptTimeout = "busy", time.Minute
+	sources := []receiver.Source{src}
+	for i := range 4 {
+		q := forwardSource(t, quiet.srv.URL, 10)
+		q.Name, q.AttemptTimeout = fmt.Sprintf("quiet%d", i), time.Minute
+		sources = append(sources, q)
+	}
+	for n := range 12 {
+		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
+	}
+	for i := range 4 {
+		queue(t, db, fmt.Sprintf("quiet%d", i), "evt")
+	}
+	st := &leaseLog{DB: db}
+	runSharedDispatcher(t, db, 0, st, sources...) // the default workers: 8 + 3
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if n := quiet.open(); n != 4 {
+			return fmt.Errorf("%d hand-offs of the quiet sources under way; want 4, one each", n)
+		}
+		if n := busy.open(); n != 7 {
+			return fmt.Errorf("%d hand-offs of the busy source under way; want 7", n)
+		}
+		return nil
+	})
+	for i := range 4 {
+		if got := st.batches(fmt.Sprintf("quiet%d", i)); !slices.Equal(got, []int{1}) {
+			t.Errorf("quiet%d's event leased in batches of %v; want one", i, got)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var leases []map[string]int
+	for _, by := range st.taken {
+		if len(by) > 0 {
+			leases = append(leases, by)
+		}
+	}
+	if len(leases) != 2 {
+		t.Errorf("the jobs were leased in %d leases, %v; want 2: the burst's 7, then one of each quiet source", len(leases), leases)
+	}
 }

@@ -222,6 +222,11 @@ type Store interface {
 	// nothing: its jobs fall due again when the lease ends.
 	LeaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]Job, error)
 
+	// LeaseFirstDue is LeaseDue of sources (none when nil or empty) that takes at most
+	// one job of each source, its oldest due: a dispatcher owes each source a worker,
+	// and leases the sources owed one together without handing one of them another's.
+	LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]Job, error)
+
 	// NextDue returns when the earliest processing key of sources (nil: of every source;
 	// empty: none) falls due, or the zero time if none.
 	NextDue(ctx context.Context, sources []string) (time.Time, error)

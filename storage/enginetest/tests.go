@@ -125,6 +125,7 @@ var tests = []struct {
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},
+	{"LeaseFirstDue", TestLeaseFirstDue},
 	{"LeaseDue_Interrupted", TestLeaseDue_Interrupted},
 	{"LeaseDue_TakeoverAtLeaseEnd", TestLeaseDue_TakeoverAtLeaseEnd},
 	{"LeaseDue_SourceTwice", TestLeaseDue_SourceTwice},

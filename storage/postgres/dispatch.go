@@ -54,14 +54,22 @@ var (
 	// most $3, so that neither another source's due keys nor a long queue of one's own
 	// are walked: a source removed from every configuration with a backlog left behind
 	// costs nothing.
-	sqlLeaseDueOf = leaseSQL(`
+	sqlLeaseDueOf = leaseSQL(dueOf("$3"))
+	// sqlLeaseFirstDueOf is sqlLeaseDueOf taking the oldest due key of each source alone.
+	sqlLeaseFirstDueOf = leaseSQL(dueOf("1"))
+)
+
+// dueOf selects the due keys of the sources $5, oldest first, at most each of every
+// source and $3 in all.
+func dueOf(each string) string {
+	return `
 	SELECT c.* FROM unnest($5::text[]) AS s (source) CROSS JOIN LATERAL (
 		SELECT ` + dueColumns + ` FROM claims
 		WHERE state = 'processing' AND source = s.source AND next_attempt_at <= $2
-		ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+		ORDER BY next_attempt_at, id LIMIT ` + each + ` FOR UPDATE SKIP LOCKED
 	) AS c
-	ORDER BY c.next_attempt_at, c.id LIMIT $3`)
-)
+	ORDER BY c.next_attempt_at, c.id LIMIT $3`
+}
 
 // dueColumns are the columns of a due key that leaseSQL reads.
 const dueColumns = `id, source, key, first_delivery, next_attempt_at, leased_until`
@@ -74,6 +82,20 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	if sources != nil && len(sources) == 0 {
 		return nil, nil
 	}
+	return db.leaseDue(ctx, now, lease, limit, sources, false)
+}
+
+// LeaseFirstDue is LeaseDue of sources (none when empty), taking at most one job of
+// each: its oldest due.
+func (db *DB) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	if len(sources) == 0 {
+		return nil, nil
+	}
+	return db.leaseDue(ctx, now, lease, limit, sources, true)
+}
+
+// leaseDue is LeaseDue, taking at most one job of each source when first is set.
+func (db *DB) leaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string, first bool) ([]storage.Job, error) {
 	var upTo *int // NULL: no limit, as a negative one is on SQLite; PostgreSQL refuses it
 	if limit >= 0 {
 		upTo = &limit
@@ -84,6 +106,9 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		q, args := sqlLeaseDue, []any{millis(now.Add(lease)), millis(now), upTo, storage.AttemptInterrupted}
 		if sources != nil {
 			q, args = sqlLeaseDueOf, append(args, storage.DistinctSources(sources))
+			if first {
+				q = sqlLeaseFirstDueOf
+			}
 		}
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {

@@ -22,6 +22,20 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 	if sources != nil && len(sources) == 0 {
 		return nil, nil
 	}
+	return db.leaseDue(ctx, now, lease, limit, sources, false)
+}
+
+// LeaseFirstDue is LeaseDue of sources (none when empty), taking at most one job of
+// each: its oldest due.
+func (db *DB) LeaseFirstDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string) ([]storage.Job, error) {
+	if len(sources) == 0 {
+		return nil, nil
+	}
+	return db.leaseDue(ctx, now, lease, limit, sources, true)
+}
+
+// leaseDue is LeaseDue, taking at most one job of each source when first is set.
+func (db *DB) leaseDue(ctx context.Context, now time.Time, lease time.Duration, limit int, sources []string, first bool) ([]storage.Job, error) {
 	sources = storage.DistinctSources(sources)
 	args := []any{millis(now.Add(lease)), millis(now), limit}
 	for _, s := range sources {
@@ -35,13 +49,13 @@ func (db *DB) LeaseDue(ctx context.Context, now time.Time, lease time.Duration, 
 		// keys are selected again below: this transaction holds the writer.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (source, key, delivery, started_at, duration_ms, status, error, response)
 SELECT source, key, first_delivery, leased_until, 0, 0, ?1, '' FROM claims
-WHERE id IN (`+sqlDue(len(sources))+`) AND next_attempt_at = leased_until ORDER BY id`,
+WHERE id IN (`+sqlDue(len(sources), first)+`) AND next_attempt_at = leased_until ORDER BY id`,
 			append([]any{storage.AttemptInterrupted}, args[1:]...)...); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `
 UPDATE claims SET next_attempt_at = max(?1, coalesce(leased_until, 0) + 1), leased_until = max(?1, coalesce(leased_until, 0) + 1)
-WHERE id IN (`+sqlDue(len(sources))+`)
+WHERE id IN (`+sqlDue(len(sources), first)+`)
 RETURNING id, source, key, first_delivery, attempts, claimed_at, updated_at, leased_until`, args...)
 		if err != nil {
 			return err
@@ -84,17 +98,22 @@ FROM deliveries WHERE id = ?`, j.Delivery).Scan(&j.DeliverySource, &j.DeliveryKe
 
 // sqlDue selects the ids of up to ?3 keys due at ?2, oldest first: of every source when
 // sources is 0, else of the sources ?4 … ?(3+sources). Each source's keys are read on
-// their own from claims_due (source, next_attempt_at), oldest first and at most ?3, so
-// that neither another source's due keys nor a long queue of one's own are walked:
-// a source removed from every configuration with a backlog left behind costs nothing.
-func sqlDue(sources int) string {
+// their own from claims_due (source, next_attempt_at), oldest first and at most ?3 (1
+// when first is set), so that neither another source's due keys nor a long queue of
+// one's own are walked: a source removed from every configuration with a backlog left
+// behind costs nothing.
+func sqlDue(sources int, first bool) string {
 	if sources == 0 {
 		return `SELECT id FROM claims WHERE state = 'processing' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3`
+	}
+	each := "?3"
+	if first {
+		each = "1"
 	}
 	arms := make([]string, sources)
 	for i := range arms {
 		arms[i] = fmt.Sprintf(`SELECT * FROM (SELECT id, next_attempt_at FROM claims INDEXED BY claims_due
-	WHERE state = 'processing' AND source = ?%d AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)`, 4+i)
+	WHERE state = 'processing' AND source = ?%d AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT %s)`, 4+i, each)
 	}
 	return `SELECT id FROM (` + unionAll(arms, func(u string) string { return `SELECT * FROM (` + u + `)` }) +
 		`) ORDER BY next_attempt_at, id LIMIT ?3`
