@@ -164,6 +164,8 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
+	// The listing's tab and source: its pages keep them, and a bulk action starts from
+	// them.
 	pq := url.Values{"state": {tab}}
 	if source != "" {
 		pq.Set("source", source)
@@ -181,11 +183,7 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 		v.FirstURL = pages.newest()
 	}
 	if v.CanRelease {
-		bq := url.Values{"state": {tab}}
-		if source != "" {
-			bq.Set("source", source)
-		}
-		v.BulkURL = "/bulk?" + bq.Encode()
+		v.BulkURL = "/bulk?" + pq.Encode()
 	}
 	switch {
 	case !f.After.IsZero():
