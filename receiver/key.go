@@ -215,7 +215,7 @@ func validEventIDHeader(name string) bool {
 // one (9007199254740993 and 9007199254740992 both read as ...992). Any
 // other id is treated as absent and the key falls back to the key fields:
 // null, an object, array or boolean, a fraction or an exponent-spelled big
-// number, an empty string, one longer than 512 bytes, one with control
+// number, an empty string or one of spaces alone, one longer than 512 bytes, one with control
 // characters (it travels downstream in the Idempotency-Key header), one
 // that starts with "derived:" or one with an escaped lone surrogate (text
 // cut in the middle of a character, which no text column holds as it is).
@@ -594,6 +594,10 @@ func eventIDProblem(id string) string {
 	switch {
 	case id == "":
 		return "is an empty string"
+	case strings.Trim(id, " ") == "":
+		// Identifies no event, as "" does not: every event of a sender that fills the
+		// field so would share one key, each after the first a silent duplicate.
+		return "is spaces alone"
 	case len(id) > maxEventIDLen:
 		return fmt.Sprintf("is %d bytes long (limit %d)", len(id), maxEventIDLen)
 	case strings.HasPrefix(id, derivedKeyPrefix):

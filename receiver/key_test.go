@@ -363,6 +363,7 @@ func TestDerive_EventID(t *testing.T) {
 		{"absent", byPointer, nil, `{"booking_id":"B"}`, ""},
 		{"null", byPointer, nil, `{"event_id":null,"booking_id":"B"}`, ""},
 		{"empty string", byPointer, nil, `{"event_id":"","booking_id":"B"}`, ""},
+		{"spaces alone", byPointer, nil, `{"event_id":"   ","booking_id":"B"}`, ""},
 		{"object", byPointer, nil, `{"event_id":{"id":1},"booking_id":"B"}`, ""},
 		{"array", byPointer, nil, `{"event_id":["e"],"booking_id":"B"}`, ""},
 		{"boolean", byPointer, nil, `{"event_id":true,"booking_id":"B"}`, ""},
