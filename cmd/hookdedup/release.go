@@ -6,12 +6,39 @@ import (
 	"fmt"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 )
+
+// releaseLineProblem says what a release command line lacks, or holds beside what it
+// asks for, or "" when it has what a release needs: the usage alone leaves the operator
+// to find the difference (a reason of blanks, which counts as none, looks given).
+func releaseLineProblem(source, reason string, bulk bool, keys []string) string {
+	quoted := func() string {
+		q := make([]string, len(keys))
+		for i, k := range keys {
+			q[i] = strconv.Quote(k)
+		}
+		return strings.Join(q, ", ")
+	}
+	switch {
+	case source == "":
+		return "--source is required"
+	case reason == "":
+		return "--reason is required (not blank): why, for the audit log"
+	case bulk && len(keys) != 0:
+		return fmt.Sprintf("a KEY (%s) with --stuck or --state: give the one or the other", quoted())
+	case len(keys) == 0 && !bulk:
+		return "name the KEY to release, or --stuck or --state for several"
+	case len(keys) > 1:
+		return fmt.Sprintf("one KEY at a time, not %d (%s); --stuck or --state release several", len(keys), quoted())
+	}
+	return ""
+}
 
 func runRelease(ctx context.Context, args []string, e env) error {
 	flags := newFlags("release", e)
@@ -29,8 +56,8 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	// TrimSpace takes include control characters (a form feed, U+0085) that the check
 	// refuses anywhere else.
 	*reason = strings.TrimSpace(*reason)
-	if *source == "" || *reason == "" || (bulk && len(pos) != 0) || (!bulk && len(pos) != 1) {
-		return errors.New("usage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
+	if problem := releaseLineProblem(*source, *reason, bulk, pos); problem != "" {
+		return errors.New(problem + "\nusage: hookdedup release --source S KEY --reason R [--reprocess]\n" +
 			"       hookdedup release --source S --stuck|--state STATE --reason R [--reprocess]")
 	}
 	if p := storage.ReasonProblem(*reason); p != "" {
