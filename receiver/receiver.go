@@ -538,6 +538,10 @@ func (rc *Receiver) reject(w http.ResponseWriter, r *http.Request, src *Source, 
 // rejectAs is reject with the reason label of hookdedup_rejections_total given, for a
 // rejection whose status alone does not tell it.
 func (rc *Receiver) rejectAs(w http.ResponseWriter, r *http.Request, src *Source, body []byte, code int, reason, why string) {
+	if c, ok := src.Verifier.(signature.Challenger); ok && code == http.StatusUnauthorized {
+		// What a client that sends credentials only when asked waits for.
+		w.Header().Set("WWW-Authenticate", c.Challenge())
+	}
 	label := src.Name
 	if code == http.StatusNotFound {
 		label = "" // unknown names must not grow the metric's label set

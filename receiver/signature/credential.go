@@ -72,6 +72,13 @@ func (v *basicAuthVerifier) Timestamped() bool      { return false }
 func (v *basicAuthVerifier) Integrity() bool        { return false }
 func (v *basicAuthVerifier) DefaultEventID() string { return "" }
 
+// basicChallenge asks for Basic credentials in UTF-8 (RFC 7617), the encoding Verify
+// compares a password in.
+const basicChallenge = `Basic realm="hookdedup", charset="UTF-8"`
+
+// Challenge makes basicAuthVerifier a Challenger.
+func (v *basicAuthVerifier) Challenge() string { return basicChallenge }
+
 func (v *basicAuthVerifier) Verify(h http.Header, _ url.Values, _ []byte, _ time.Time) error {
 	a := headerValue(h, authorizationHeader)
 	if a == "" {

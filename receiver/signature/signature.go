@@ -181,6 +181,16 @@ type TimestampVerifier interface {
 	VerifyTimestamp(h http.Header, q url.Values, body []byte, now time.Time) (signed time.Time, err error)
 }
 
+// Challenger is a Verifier of a scheme that HTTP asks for with a challenge (basic-auth).
+// A refusal of its source carries the challenge in WWW-Authenticate, as RFC 9110 requires
+// of a 401: a sender whose client sends its credentials only when challenged (.NET's
+// HttpClient given Credentials, Java's Authenticator) then sends them.
+type Challenger interface {
+	Verifier
+	// Challenge is the WWW-Authenticate value: no secret, and the same for every delivery.
+	Challenge() string
+}
+
 // New validates cfg and returns its Verifier. Errors name the config
 // field that is wrong and identify a bad secret by its position (#1, #2, …),
 // never by its value, because they end up in logs.
