@@ -127,6 +127,9 @@ func (v *basicAuthVerifier) Sign(h http.Header, _ url.Values, _ []byte, _ time.T
 	return nil
 }
 
+// bearerPrefix starts an Authorization header's bearer token.
+const bearerPrefix = "Bearer "
+
 type tokenVerifier struct {
 	header    string // as configured, for messages; "" when query is set
 	canonical string
@@ -199,6 +202,13 @@ func (v *tokenVerifier) Verify(h http.Header, q url.Values, _ []byte, _ time.Tim
 			}
 		}
 		written = sha256.Sum256(b)
+	}
+	// A token sent in Authorization comes as "Bearer <token>" (RFC 6750), the scheme's
+	// name in any case: the token after it is compared too, so that the secret is the
+	// token the provider shows, not a value to be spelled with the prefix (which, as
+	// the whole value, still verifies).
+	if v.canonical == authorizationHeader && len(tok) > len(bearerPrefix) && strings.EqualFold(tok[:len(bearerPrefix)], bearerPrefix) {
+		written = sha256.Sum256(append(buf[:0], tok[len(bearerPrefix):]...))
 	}
 	match := 0
 	for i := range v.tokens {

@@ -571,6 +571,26 @@ func TestVerify_Token(t *testing.T) {
 	}, "tok-new", "tok-old")
 }
 
+// TestVerify_TokenBearer: a provider that sends its token in Authorization sends it as
+// "Bearer <token>" (RFC 6750). Its token alone as the secret verifies, as the whole value
+// does; any other scheme, a wrong token, or the prefix in another header does not.
+func TestVerify_TokenBearer(t *testing.T) {
+	v := mustVerifier(t, signature.Config{Scheme: "token", TokenHeader: "Authorization", Secrets: []string{"tok-new", "Bearer tok-old"}})
+	other := mustVerifier(t, signature.Config{Scheme: "token", TokenHeader: "X-Webhook-Token", Secrets: []string{"tok-new"}})
+	now := time.Now()
+	runCases(t, v, []verifyCase{
+		{name: "Bearer", header: headers("Authorization", "Bearer tok-new"), now: now},
+		{name: "LowerCaseScheme", header: headers("Authorization", "bearer tok-new"), now: now},
+		{name: "WholeValueAsSecret", header: headers("Authorization", "Bearer tok-old"), now: now},
+		{name: "TokenAlone", header: headers("Authorization", "tok-new"), now: now},
+		{name: "BearerWrong", header: headers("Authorization", "Bearer tok-ne"), now: now, want: "token does not match any secret"},
+		{name: "BearerEmpty", header: headers("Authorization", "Bearer "), now: now, want: "token does not match any secret"},
+		{name: "OtherScheme", header: headers("Authorization", "Basic tok-new"), now: now, want: "token does not match any secret"},
+		{name: "TwoSpaces", header: headers("Authorization", "Bearer  tok-new"), now: now, want: "token does not match any secret"},
+		{name: "OtherHeader", v: other, header: headers("X-Webhook-Token", "Bearer tok-new"), now: now, want: "token does not match any secret"},
+	}, "tok-new", "Bearer tok-old")
+}
+
 func TestVerify_None(t *testing.T) {
 	v := mustVerifier(t, signature.Config{Scheme: "none"})
 	if err := v.Verify(nil, nil, nil, time.Time{}); err != nil {
