@@ -156,23 +156,28 @@ url = "https://chat.example/hooks/abc"
 timeout = "10m"`, nil, []string{`alert_channel "chat"`, "timeout", "4m0s", "send it again"}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, _, err := runInContext(t, ctx, src+tc.toml, tc.env, "", "serve", "--addr", "127.0.0.1:0")
-			if err == nil || ctx.Err() != nil {
-				t.Fatalf("serve started (%v)", err)
-			}
-			msg := err.Error()
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error spans lines: %q", msg)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not name %q", msg, w)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { serveRefuses(t, src+tc.toml, tc.env, tc.want) })
+	}
+}
+
+// serveRefuses runs serve on config and wants it refused before it starts, in one line
+// that names each of want.
+func serveRefuses(t *testing.T, config string, env map[string]string, want []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _, err := runInContext(t, ctx, config, env, "", "serve", "--addr", "127.0.0.1:0")
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("serve started (%v)", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error spans lines: %q", msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not name %q", msg, w)
+		}
 	}
 }
 
