@@ -152,9 +152,12 @@ func runDemo(ctx context.Context, args []string, e env) error {
 		_, err := io.WriteString(e.stdout, demoForensicsConfig())
 		return err
 	}
+	if *events < 1 {
+		return fmt.Errorf("--events %d: want 1 or more", *events)
+	}
 	// Written so that NaN, which no comparison holds for, is refused too.
-	if *events < 1 || !(*dupRate >= 0 && *dupRate <= 1) {
-		return errors.New("--events must be at least 1 and --duplicates between 0 and 1")
+	if !(*dupRate >= 0 && *dupRate <= 1) {
+		return fmt.Errorf("--duplicates %v: want a fraction from 0 to 1 (0.3: three events in ten delivered again)", *dupRate)
 	}
 	cfg, err := flags.load(e)
 	if err != nil {

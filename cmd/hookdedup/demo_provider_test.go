@@ -240,7 +240,7 @@ func TestDemo_DuplicatesOutOfRange(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"demo", "--duplicates", v, "--url", "http://127.0.0.1:1", "--database", filepath.Join(t.TempDir(), "x.db")},
 			func(string) string { return "" }, strings.NewReader(""), &out, &out)
-		if err == nil || !strings.Contains(err.Error(), "--duplicates between 0 and 1") {
+		if err == nil || !strings.Contains(err.Error(), "--duplicates "+v+": want a fraction from 0 to 1") {
 			t.Errorf("demo --duplicates %s: %v, want it refused", v, err)
 		}
 	}
