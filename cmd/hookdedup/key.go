@@ -50,8 +50,12 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if *source == "" || len(pos) > 1 {
-		return errors.New("usage: hookdedup key --source S [FILE] (the payload from FILE or stdin)")
+	const keyUsage = "usage: hookdedup key --source S [FILE] (the payload from FILE or stdin)"
+	switch {
+	case *source == "":
+		return errors.New("--source is required: the source whose rules derive the key\n" + keyUsage)
+	case len(pos) > 1:
+		return fmt.Errorf("key takes one FILE at most; %q is one too many\n%s", pos[1], keyUsage)
 	}
 	cfg, err := flags.load(e)
 	if err != nil {

@@ -32,13 +32,13 @@ func runToken(ctx context.Context, args []string, e env) error {
 	}
 	// The command line is checked whole before the database is opened (which migrates
 	// it): a mistaken one changes nothing and names no database.
-	want := map[string]int{"add": 1, "list": 0, "revoke": 1}
-	n, ok := want[sub]
+	want := map[string][]string{"add": {"USER"}, "list": nil, "revoke": {"ID"}}
+	names, ok := want[sub]
 	if !ok {
 		return unknownSubcommand(sub, tokenUsage)
 	}
-	if len(pos) != n {
-		return errors.New(tokenUsage)
+	if p := argsProblem("token "+sub, names, pos, false); p != "" {
+		return errors.New(p + "\n" + tokenUsage)
 	}
 	if sub == "add" && *name != "" {
 		if p := storage.TokenNameProblem(*name); p != "" {

@@ -37,13 +37,13 @@ func runUser(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"list": 0, "role": 2, "password": 1, "remove": 1}
-	n, ok := want[sub]
+	want := map[string][]string{"list": nil, "role": {"NAME", "ROLE"}, "password": {"NAME"}, "remove": {"NAME"}}
+	names, ok := want[sub]
 	if !ok {
 		return unknownSubcommand(sub, userUsage)
 	}
-	if len(pos) != n {
-		return errors.New(userUsage)
+	if p := argsProblem("user "+sub, names, pos, sub == "password"); p != "" {
+		return errors.New(p + "\n" + userUsage)
 	}
 	if sub == "role" && !storage.ValidRole(pos[1]) {
 		return fmt.Errorf("role %q: want viewer, operator or admin", pos[1])
@@ -134,6 +134,29 @@ func unknownSubcommand(sub, usage string) error {
 	return fmt.Errorf("unknown subcommand %s\n%s", shown, usage)
 }
 
+// argsProblem says what cmd's arguments pos lack or have too many of, given the names
+// of those it takes ("NAME", "ROLE"), or "" when their count is right. hidden: an
+// extra argument is not quoted, as it may be a password typed where stdin was meant.
+func argsProblem(cmd string, names, pos []string, hidden bool) string {
+	switch {
+	case len(pos) < len(names):
+		missing := names[len(pos):]
+		verb := "is"
+		if len(missing) > 1 {
+			verb = "are"
+		}
+		return fmt.Sprintf("%s: %s %s missing", cmd, strings.Join(missing, " and "), verb)
+	case len(pos) > len(names) && hidden:
+		return fmt.Sprintf("%s takes %s only; %d more argument(s) given, not shown: a password is read from stdin, never from the command line",
+			cmd, strings.Join(names, " and "), len(pos)-len(names))
+	case len(pos) > len(names) && len(names) == 0:
+		return fmt.Sprintf("%s takes no argument; %q is one", cmd, pos[0])
+	case len(pos) > len(names):
+		return fmt.Sprintf("%s takes %s; %q is one too many", cmd, strings.Join(names, " and "), pos[len(names)])
+	}
+	return ""
+}
+
 // userError words the refusals of a change to a user for the command line.
 func userError(name string, err error) error {
 	switch {
@@ -166,8 +189,11 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || pos[0] == "" {
-		return errors.New("usage: hookdedup user add NAME --role viewer|operator|admin (password on stdin)")
+	if p := argsProblem("user add", []string{"NAME"}, pos, true); p != "" {
+		if len(pos) > 1 {
+			p += " (a role goes with --role)"
+		}
+		return errors.New(p + "\nusage: hookdedup user add NAME --role viewer|operator|admin (password on stdin)")
 	}
 	if err := storage.CheckUserName(pos[0]); err != nil {
 		return fmt.Errorf("user name %q: %w", pos[0], err)

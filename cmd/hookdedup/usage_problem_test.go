@@ -1,0 +1,39 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLI_UsageNamesWhatIsWrong: key, user and token refuse a command line with a
+// missing flag, a missing argument or one too many by naming it, then give the usage,
+// as audit does: the usage alone leaves the operator to compare it with what they typed.
+func TestCLI_UsageNamesWhatIsWrong(t *testing.T) {
+	cli := cliOn(filepath.Join(t.TempDir(), "t.db"))
+	for _, tc := range []struct {
+		args        []string
+		want, usage string
+	}{
+		{[]string{"key", "payload.json"}, "--source is required", "usage: hookdedup key"},
+		{[]string{"key", "--source", "ota", "a.json", "b.json"}, `key takes one FILE at most; "b.json" is one too many`, "usage: hookdedup key"},
+		{[]string{"user", "add", "--role", "admin"}, "user add: NAME is missing", "usage: hookdedup user add"},
+		{[]string{"user", "add", "rita", "hunter2"}, "user add takes NAME only; 1 more argument(s) given, not shown", "usage: hookdedup user add"},
+		{[]string{"user", "role", "rita"}, "user role: ROLE is missing", "usage: hookdedup user add"},
+		{[]string{"user", "role"}, "user role: NAME and ROLE are missing", "usage: hookdedup user add"},
+		{[]string{"user", "remove"}, "user remove: NAME is missing", "usage: hookdedup user add"},
+		{[]string{"user", "list", "rita"}, `user list takes no argument; "rita" is one`, "usage: hookdedup user add"},
+		{[]string{"user", "password", "rita", "hunter2"}, "user password takes NAME only; 1 more argument(s) given, not shown", "usage: hookdedup user add"},
+		{[]string{"token", "add"}, "token add: USER is missing", "usage: hookdedup token add"},
+		{[]string{"token", "revoke"}, "token revoke: ID is missing", "usage: hookdedup token add"},
+		{[]string{"token", "list", "3"}, `token list takes no argument; "3" is one`, "usage: hookdedup token add"},
+	} {
+		_, err := cli(tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.usage) {
+			t.Errorf("%s: %v; want it to say %q, then the usage", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v; the stray argument may be a password, and is shown", strings.Join(tc.args, " "), err)
+		}
+	}
+}
