@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,8 +197,8 @@ func runCommand(ctx context.Context, args []string, e env) error {
 	case "migrate":
 		return runMigrate(ctx, rest, e)
 	case "version", "--version", "-version":
-		if len(rest) > 0 {
-			return fmt.Errorf("%s takes no argument; %q is one", cmd, rest[0])
+		if err := versionArgs(cmd, rest, e); err != nil {
+			return err
 		}
 		fmt.Fprintln(stdout, "hookdedup", version)
 		return nil
@@ -207,6 +208,43 @@ func runCommand(ctx context.Context, args []string, e env) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w %q", errUnknownCommand, cmd)
 	}
+}
+
+// versionArgs checks version's command line: the flags every command takes (--config,
+// --database, the top-level settings), so that a wrapper that adds them to whatever it
+// runs can ask for the version too, and nothing else. The version needs none of them:
+// neither the file nor the database is read.
+func versionArgs(cmd string, args []string, e env) error {
+	flags := newFlags("version", e)
+	// A flag no command takes is named as given (the flag package would name it
+	// "-json" for --json); every flag newFlags makes takes a value, which follows it
+	// unless written with "=".
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			continue // an argument: parse finds it
+		}
+		name, _, withValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case name == "h" || name == "help":
+		case flags.fs.Lookup(name) == nil:
+			return fmt.Errorf("%s takes no argument; %q is one (it takes only the flags every command takes, such as --config and --database)", cmd, a)
+		case !withValue:
+			i++ // its value
+		}
+	}
+	pos, err := flags.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		shown := strconv.Quote(pos[0])
+		if isPostgres(pos[0]) || serverForm(pos[0]) != "" {
+			shown = "(a database connection string, not shown)"
+		}
+		return fmt.Errorf("%s takes no argument; %s is one", cmd, shown)
+	}
+	return nil
 }
 
 // errUnknownCommand is the refusal of a command hookdedup does not have.
