@@ -28,8 +28,8 @@ func runBackup(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: hookdedup backup FILE | hookdedup backup [--keep N] DIR/")
+	if p := argsProblem("backup", []string{"FILE (or DIR/)"}, pos, false); p != "" {
+		return errors.New(p + "\nusage: hookdedup backup FILE | hookdedup backup [--keep N] DIR/")
 	}
 	dest := pos[0]
 	if dest == "" {
@@ -328,8 +328,8 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: hookdedup restore [--copy] FILE")
+	if p := argsProblem("restore", []string{"FILE"}, pos, false); p != "" {
+		return errors.New(p + "\nusage: hookdedup restore [--copy] FILE")
 	}
 	if pos[0] == "" {
 		// "$BACKUP" with the variable unset, which restore would read as ".".

@@ -22,8 +22,12 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 || *to == "" {
-		return errors.New("usage: hookdedup migrate --to postgres://USER:PASSWORD@HOST:5432/DB [--config FILE | --database FILE]")
+	const migrateUsage = "usage: hookdedup migrate --to postgres://USER:PASSWORD@HOST:5432/DB [--config FILE | --database FILE]"
+	if p := argsProblem("migrate", nil, pos, false); p != "" {
+		return errors.New(p + " (the PostgreSQL database goes with --to)\n" + migrateUsage)
+	}
+	if *to == "" {
+		return errors.New("--to is required: the postgres:// URL of the empty PostgreSQL database to copy into\n" + migrateUsage)
 	}
 	if !isPostgres(*to) {
 		// A connection string in another form (host=… password=…, postgres:/…) holds

@@ -55,8 +55,8 @@ func serviceUnits(args []string, e env, exe string, hidden []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return errors.New("usage: hookdedup service [--backup-timer] [--keep N] [--config F] [--database D] [--user U] [--write DIR]")
+	if p := argsProblem("service", nil, pos, false); p != "" {
+		return errors.New(p + "\nusage: hookdedup service [--backup-timer] [--keep N] [--config F] [--database D] [--user U] [--write DIR]")
 	}
 	keepSet := false
 	flags.fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep" })

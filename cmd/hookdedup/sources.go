@@ -204,8 +204,8 @@ func runSources(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return errors.New("usage: hookdedup sources [--config F] (takes no arguments)")
+	if p := argsProblem("sources", nil, pos, false); p != "" {
+		return errors.New(p + "\nusage: hookdedup sources [--config F]")
 	}
 	cfg, err := flags.load(e)
 	if err != nil {

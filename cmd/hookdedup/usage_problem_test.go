@@ -37,3 +37,32 @@ func TestCLI_UsageNamesWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_UsageNamesStrayArguments: backup, restore, migrate, service and sources
+// refuse a missing or stray argument, or migrate's missing --to, naming it before the
+// usage; a stray database connection string is named for what it is, never shown, as
+// it may hold a password.
+func TestCLI_UsageNamesStrayArguments(t *testing.T) {
+	cli := cliOn(filepath.Join(t.TempDir(), "t.db"))
+	for _, tc := range []struct {
+		args        []string
+		want, usage string
+	}{
+		{[]string{"backup"}, "backup: FILE (or DIR/) is missing", "usage: hookdedup backup"},
+		{[]string{"backup", "a.db", "b.db"}, `backup takes FILE (or DIR/); "b.db" is one too many`, "usage: hookdedup backup"},
+		{[]string{"restore"}, "restore: FILE is missing", "usage: hookdedup restore"},
+		{[]string{"restore", "a.db", "b.db"}, `restore takes FILE; "b.db" is one too many`, "usage: hookdedup restore"},
+		{[]string{"migrate"}, "--to is required", "usage: hookdedup migrate"},
+		{[]string{"migrate", "postgres://hook:hunter2@db/hook"}, "migrate takes no argument; (a database connection string, not shown) is one (the PostgreSQL database goes with --to)", "usage: hookdedup migrate"},
+		{[]string{"service", "hookdedup"}, `service takes no argument; "hookdedup" is one`, "usage: hookdedup service"},
+		{[]string{"sources", "ota"}, `sources takes no argument; "ota" is one`, "usage: hookdedup sources"},
+	} {
+		_, err := cli(tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.usage) {
+			t.Errorf("%s: %v; want it to say %q, then the usage", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v; the connection string's password is shown", strings.Join(tc.args, " "), err)
+		}
+	}
+}

@@ -150,11 +150,20 @@ func argsProblem(cmd string, names, pos []string, hidden bool) string {
 		return fmt.Sprintf("%s takes %s only; %d more argument(s) given, not shown: a password is read from stdin, never from the command line",
 			cmd, strings.Join(names, " and "), len(pos)-len(names))
 	case len(pos) > len(names) && len(names) == 0:
-		return fmt.Sprintf("%s takes no argument; %q is one", cmd, pos[0])
+		return fmt.Sprintf("%s takes no argument; %s is one", cmd, shownArg(pos[0]))
 	case len(pos) > len(names):
-		return fmt.Sprintf("%s takes %s; %q is one too many", cmd, strings.Join(names, " and "), pos[len(names)])
+		return fmt.Sprintf("%s takes %s; %s is one too many", cmd, strings.Join(names, " and "), shownArg(pos[len(names)]))
 	}
 	return ""
+}
+
+// shownArg is an argument as an error quotes it; a database connection string, which
+// may hold a password anywhere, is named for what it is, not shown.
+func shownArg(a string) string {
+	if isPostgres(a) || serverForm(a) != "" {
+		return "(a database connection string, not shown)"
+	}
+	return strconv.Quote(a)
 }
 
 // userError words the refusals of a change to a user for the command line.
