@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +65,19 @@ func TestCLI_UsageNamesStrayArguments(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%s: %v; the connection string's password is shown", strings.Join(tc.args, " "), err)
+		}
+	}
+}
+
+// TestCLI_SubcommandMissing: user and token without a subcommand say that one is
+// missing and which there are, as audit does ("verify or export?"), before the usage.
+func TestCLI_SubcommandMissing(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for cmd, subs := range map[string]string{"user": "add, list, role, password or remove", "token": "add, list or revoke"} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{cmd}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		if err == nil || !strings.Contains(err.Error(), cmd+": which subcommand? "+subs) || !strings.Contains(err.Error(), "usage: hookdedup "+cmd) {
+			t.Errorf("%s: %v; want it to name the subcommands, then the usage", cmd, err)
 		}
 	}
 }

@@ -107,7 +107,7 @@ func runUser(ctx context.Context, args []string, e env) error {
 // token add --name). The refusal is a usage error, exit 2: nothing was run.
 func subcommand(cmd, subs, usage string, args []string, e env) (sub string, rest []string, err error) {
 	if len(args) == 0 {
-		return "", nil, errors.New(usage)
+		return "", nil, fmt.Errorf("%s: which subcommand? %s\n%s", cmd, subs, usage)
 	}
 	switch sub = args[0]; {
 	case sub == "help" || sub == "-h" || sub == "-help" || sub == "--help":
