@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -215,34 +214,12 @@ func runCommand(ctx context.Context, args []string, e env) error {
 // runs can ask for the version too, and nothing else. The version needs none of them:
 // neither the file nor the database is read.
 func versionArgs(cmd string, args []string, e env) error {
-	flags := newFlags("version", e)
-	// A flag no command takes is named as given (the flag package would name it
-	// "-json" for --json); every flag newFlags makes takes a value, which follows it
-	// unless written with "=".
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
-			continue // an argument: parse finds it
-		}
-		name, _, withValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		switch {
-		case name == "h" || name == "help":
-		case flags.fs.Lookup(name) == nil:
-			return fmt.Errorf("%s takes no argument; %q is one (it takes only the flags every command takes, such as --config and --database)", cmd, a)
-		case !withValue:
-			i++ // its value
-		}
-	}
-	pos, err := flags.parse(args)
+	pos, err := newFlags("version", e).parse(args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		shown := strconv.Quote(pos[0])
-		if isPostgres(pos[0]) || serverForm(pos[0]) != "" {
-			shown = "(a database connection string, not shown)"
-		}
-		return fmt.Errorf("%s takes no argument; %s is one", cmd, shown)
+	if p := argsProblem(cmd, nil, pos, false); p != "" {
+		return errors.New(p)
 	}
 	return nil
 }
