@@ -371,8 +371,15 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		v := views.Login{Page: s.page(r, "Sign in", ""), Username: name, Next: next, Error: msg}
 		return s.render(w, r, code, views.LoginView(v))
 	}
-	if name == "" || password == "" || len(name) > 128 || len(password) > 512 {
+	// Neither can belong to an account past these bounds; they are said, so that whoever
+	// pasted a long one looks at what was pasted rather than typing it again.
+	switch {
+	case name == "" || password == "":
 		return fail(http.StatusBadRequest, "Enter your username and password.")
+	case len(name) > 128:
+		return fail(http.StatusBadRequest, "That username is longer than any can be: a username is 64 characters at most.")
+	case len(password) > 512:
+		return fail(http.StatusBadRequest, "That password is longer than any can be: a password is 72 bytes at most. Check what was pasted.")
 	}
 	addr := clientAddr(r)
 	dev, err := s.deviceOf(r, name)
