@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/receiver"
+	"github.com/hookdedup/hookdedup/receiver/signature"
+)
+
+// referenceSection returns the rows of the README's tables under "Configuration
+// reference", each split into its cells, and its TOML block of every top-level setting
+// at its default.
+func referenceSection(t *testing.T) (rows [][]string, defaults string) {
+	t.Helper()
+	blocks, prose := parseReadme(t)
+	in := false
+	for _, line := range prose {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			in = line == "## Configuration reference"
+		case in && strings.HasPrefix(line, "| `"):
+			cells := strings.Split(strings.Trim(line, "| "), " | ")
+			rows = append(rows, cells)
+		}
+	}
+	for _, b := range blocks {
+		if b.lang == "toml" && strings.HasPrefix(b.text, "# hookdedup.toml: every top-level setting at its default") {
+			defaults = b.text
+		}
+	}
+	if len(rows) == 0 || defaults == "" {
+		t.Fatal("README.md: no configuration reference, or no block of the defaults in it")
+	}
+	return rows, defaults
+}
+
+// code returns what cell holds when it is one `code` span, and false otherwise ("none",
+// "`:80` with HTTPS").
+func code(cell string) (string, bool) {
+	s, ok := strings.CutPrefix(cell, "`")
+	if !ok {
+		return "", false
+	}
+	s, ok = strings.CutSuffix(s, "`")
+	return s, ok && !strings.Contains(s, "`")
+}
+
+// TestConfig_ReferenceTopLevel: each row of the README's table of top-level settings
+// names a setting that its HOOKDEDUP_ variable and its flag (--name, - for _) set, every
+// such setting has a row, the default the row gives is what the block "every top-level
+// setting at its default" writes, and that block loads to the configuration of no file
+// at all.
+func TestConfig_ReferenceTopLevel(t *testing.T) {
+	rows, block := referenceSection(t)
+	flags := newFlags("serve", env{getenv: func(string) string { return "" }, stderr: &bytes.Buffer{}})
+	var c config
+	settings := map[string]bool{}
+	for _, s := range c.settings() {
+		settings[s.name] = true
+	}
+	written := map[string]string{} // the block's top-level lines, name = value
+	for _, line := range strings.Split(block, "\n") {
+		if strings.HasPrefix(line, "[") {
+			break
+		}
+		if name, value, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			written[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		}
+	}
+	rowed := map[string]bool{}
+	for _, cells := range rows {
+		if len(cells) < 4 {
+			continue
+		}
+		variable, ok := code(cells[2])
+		if !ok || !strings.HasPrefix(variable, "HOOKDEDUP_") {
+			continue // a source's field, or a scheme
+		}
+		name, _ := code(cells[0])
+		rowed[name] = true
+		if !settings[name] {
+			t.Errorf("README: %s is in the table but is no setting the environment or a flag sets", name)
+			continue
+		}
+		if want := "HOOKDEDUP_" + strings.ToUpper(name); variable != want {
+			t.Errorf("README: %s is set by %s, says the table; it is %s", name, variable, want)
+		}
+		if flags.fs.Lookup(strings.ReplaceAll(name, "_", "-")) == nil {
+			t.Errorf("%s has no flag --%s", name, strings.ReplaceAll(name, "_", "-"))
+		}
+		if def, ok := code(cells[1]); ok {
+			value, inBlock := written[name]
+			if unquoted, err := strconv.Unquote(value); err == nil {
+				value = unquoted
+			}
+			if !inBlock || value != def {
+				t.Errorf("README: the table's default of %s is %q; the block of defaults writes %q", name, def, written[name])
+			}
+		}
+	}
+	for name := range settings {
+		if !rowed[name] {
+			t.Errorf("README: setting %s has no row in the configuration reference", name)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	writeFile(t, path, []byte(block))
+	getenv := func(string) string { return "" }
+	got, err := loadConfig(path, true, getenv)
+	if err != nil {
+		t.Fatalf("the block of defaults: %v", err)
+	}
+	want, err := loadConfig(filepath.Join(t.TempDir(), "none.toml"), false, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*config{&got, &want} {
+		c.File, c.origin, c.Sources = "", nil, nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the block of defaults loads to\n%+v\nno file to\n%+v", got, want)
+	}
+}
+
+// TestConfig_ReferenceSourceDefaults: each default the README's table of a source's
+// fields gives in code is the one a source that leaves the field unset runs with.
+func TestConfig_ReferenceSourceDefaults(t *testing.T) {
+	rows, _ := referenceSection(t)
+	s, err := sourceConfig{Name: "s", Signature: "stripe"}.settle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]string{
+		"tolerance":           signature.DefaultTolerance.String(),
+		"ttl":                 s.TTL.String(),
+		"max_attempts":        strconv.Itoa(*s.MaxAttempts),
+		"attempt_timeout":     s.AttemptTimeout.String(),
+		"max_backoff":         s.MaxBackoff.String(),
+		"max_batch_items":     strconv.Itoa(cmp.Or(s.MaxBatchItems, receiver.DefaultMaxBatchItems)),
+		"answer":              s.Answer,
+		"amount_minor_units":  strconv.FormatBool(*s.AmountMinorUnits),
+		"form_encoded":        strconv.FormatBool(*s.FormEncoded),
+		"business_window":     s.BusinessWindow.String(),
+		"business_key_blocks": strconv.FormatBool(*s.BusinessKeyBlocks),
+		"property_field":      *s.PropertyField,
+		"booking_field":       *s.BookingField,
+		"status_field":        *s.StatusField,
+		// The hmac-sha256 verifier's own default, where SignatureEncoding is "".
+		"signature_encoding": "hex",
+	}
+	checked := 0
+	for _, cells := range rows {
+		if len(cells) != 3 || strings.HasPrefix(cells[1], "`HOOKDEDUP_") {
+			continue
+		}
+		names, defaults := strings.Split(cells[0], ", "), strings.Split(cells[1], ", ")
+		if len(names) != len(defaults) {
+			continue
+		}
+		for i, n := range names {
+			name, ok := code(n)
+			def, hasDefault := code(defaults[i])
+			if !ok || !hasDefault {
+				continue
+			}
+			got, known := read[name]
+			if !known {
+				t.Errorf("README: %s's default %q: this test does not read it; add it", name, def)
+				continue
+			}
+			if d, err := time.ParseDuration(def); err == nil {
+				def = d.String()
+			}
+			if got != def {
+				t.Errorf("README: a source's %s is %q by default, says the table; it is %q", name, def, got)
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Errorf("%d defaults checked: the table is not read as it is written", checked)
+	}
+}
+
+// TestConfig_FileFromEnvironment: the configuration file is --config's, else
+// $HOOKDEDUP_CONFIG's, else hookdedup.toml in the working directory if it is there, else
+// none; a file the variable names that is missing is an error, not the defaults.
+func TestConfig_FileFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, "hookdedup.toml", []byte("retention = \"1h\"\n"))
+	writeFile(t, "env.toml", []byte("retention = \"2h\"\n"))
+	writeFile(t, "flag.toml", []byte("retention = \"3h\"\n"))
+	load := func(vars map[string]string, args ...string) (config, error) {
+		t.Helper()
+		e := env{getenv: func(k string) string { return vars[k] }, stderr: &bytes.Buffer{}}
+		f := newFlags("keys", e)
+		if _, err := f.parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f.load(e)
+	}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		args []string
+		file string
+		want time.Duration
+	}{
+		{"WorkingDirectory", nil, nil, "hookdedup.toml", time.Hour},
+		{"Variable", map[string]string{"HOOKDEDUP_CONFIG": "env.toml"}, nil, "env.toml", 2 * time.Hour},
+		{"FlagOverVariable", map[string]string{"HOOKDEDUP_CONFIG": "env.toml"}, []string{"--config", "flag.toml"}, "flag.toml", 3 * time.Hour},
+	} {
+		cfg, err := load(tc.vars, tc.args...)
+		if err != nil || cfg.File != tc.file || cfg.Retention != tc.want {
+			t.Errorf("%s: file %q, retention %s, %v; want %s's %s", tc.name, cfg.File, cfg.Retention, err, tc.file, tc.want)
+		}
+	}
+	if _, err := load(map[string]string{"HOOKDEDUP_CONFIG": "missing.toml"}); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Errorf("HOOKDEDUP_CONFIG naming a missing file: %v; want it refused, naming the file", err)
+	}
+	if err := os.Remove("hookdedup.toml"); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := load(nil); err != nil || cfg.File != "" || cfg.Retention != 720*time.Hour {
+		t.Errorf("no file: file %q, retention %s, %v; want the defaults", cfg.File, cfg.Retention, err)
+	}
+}
