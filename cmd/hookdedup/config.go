@@ -1073,6 +1073,12 @@ func schemeName(s string) bool {
 // and the flags have all applied.
 func (c config) checkListen() error {
 	// Checked before serve makes or migrates the database, not when it listens.
+	if c.Addr == "" {
+		// Only a flag empties it (--addr "$ADDR", the variable unset): the file's "" and
+		// an empty variable leave the default. Listening on "" is every interface, on a
+		// port the system picks.
+		return c.placed(errors.New("addr is empty (an unset variable?): give the listen address as host:port, such as 0.0.0.0:8080, or leave it out for 127.0.0.1:8080"), "addr")
+	}
 	for _, a := range []struct{ name, addr, example string }{
 		{"addr", c.Addr, "0.0.0.0:8080"}, {"http_addr", c.HTTPAddr, "0.0.0.0:80"},
 	} {
@@ -1090,7 +1096,12 @@ func (c config) checkListen() error {
 	if c.ConsoleAddr == "" {
 		return nil
 	}
+	// Without its port, as addr's: the system would pick one, and nobody could find the
+	// console.
 	_, port, err := net.SplitHostPort(c.ConsoleAddr)
+	if err == nil && port == "" {
+		err = errors.New("it has no port")
+	}
 	if err != nil {
 		return c.placed(fmt.Errorf("console_addr %q is not host:port (e.g. 127.0.0.1:8081): %w", c.ConsoleAddr, err), "console_addr")
 	}

@@ -235,3 +235,33 @@ func TestConfig_FileFromEnvironment(t *testing.T) {
 		t.Errorf("no file: file %q, retention %s, %v; want the defaults", cfg.File, cfg.Retention, err)
 	}
 }
+
+// TestConfig_EmptyOrPortlessListenAddress: --addr "$ADDR" with the variable unset is
+// refused, naming the flag, as --database "" is: listening on "" is every interface, on
+// a port the system picks, where no sender would find the webhooks and the console
+// would be open to the network. A console_addr without its port is refused as addr's
+// is, for the port the system would pick.
+func TestConfig_EmptyOrPortlessListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{"AddrFlag", "", nil, []string{"--addr", ""}, "--addr: addr is empty (an unset variable?)"},
+		{"AddrFlagOverFile", "addr = \"127.0.0.1:9000\"\n", nil, []string{"--addr", ""}, "--addr: addr is empty (an unset variable?)"},
+		{"ConsoleAddrFile", "console_addr = \"127.0.0.1:\"\n", nil, nil, `hookdedup.toml: console_addr "127.0.0.1:" is not host:port`},
+		{"ConsoleAddrVariable", "", map[string]string{"HOOKDEDUP_CONSOLE_ADDR": "10.8.0.1:"}, nil, `HOOKDEDUP_CONSOLE_ADDR: console_addr "10.8.0.1:" is not host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadWith(t, tc.toml, tc.env, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("addr %q, console_addr %q, %v; want an error containing %q", cfg.Addr, cfg.ConsoleAddr, err, tc.want)
+			}
+		})
+	}
+	// What they took is unchanged: an empty console_addr is none, port 0 a free port.
+	if _, err := loadWith(t, "console_addr = \"127.0.0.1:0\"\n", nil, "--console-addr", "", "--addr", "127.0.0.1:0"); err != nil {
+		t.Errorf("an empty --console-addr, addr on port 0: %v", err)
+	}
+}
