@@ -978,6 +978,12 @@ func (c config) writableFile() string {
 // A path with a NUL byte is refused too, quoted, as no file can be named by it, and
 // so are a directory and SQLite's in-memory database.
 func (c config) checkDatabase() error {
+	if strings.TrimSpace(c.Database) != c.Database {
+		// " postgres://…" is no URL, and would be a file named after it; in
+		// "postgres://…/hook\r" the blank would be part of the database's name.
+		return fmt.Errorf("database: begins or ends with a blank (not shown, as it may hold a password); write it without: a file's path, or a URL such as %s",
+			postgresForm)
+	}
 	if isPostgres(c.Database) {
 		return nil
 	}
@@ -994,11 +1000,6 @@ func (c config) checkDatabase() error {
 	if c.Database == "~" || strings.HasPrefix(c.Database, "~/") {
 		return fmt.Errorf("database %q: ~ is not expanded here (no shell reads the setting); write the whole path, such as %s",
 			c.Database, filepath.Join("/home/you", strings.TrimPrefix(c.Database, "~")))
-	}
-	if strings.TrimSpace(c.Database) != c.Database {
-		// " postgres://…" is no URL, and would be a file named after it.
-		return fmt.Errorf("database: begins or ends with a blank (not shown, as it may hold a password); write it without: a file's path, or a URL such as %s",
-			postgresForm)
 	}
 	if what := serverForm(c.Database); what != "" {
 		return fmt.Errorf("database: %s (not shown, as it may hold a password): hookdedup stores in a SQLite file, named by its path, or in PostgreSQL, named by a URL: %s",

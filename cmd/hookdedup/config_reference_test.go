@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -263,5 +264,32 @@ func TestConfig_EmptyOrPortlessListenAddress(t *testing.T) {
 	// What they took is unchanged: an empty console_addr is none, port 0 a free port.
 	if _, err := loadWith(t, "console_addr = \"127.0.0.1:0\"\n", nil, "--console-addr", "", "--addr", "127.0.0.1:0"); err != nil {
 		t.Errorf("an empty --console-addr, addr on port 0: %v", err)
+	}
+}
+
+// TestConfig_DatabaseURLWithBlankAfter: a postgres:// URL with a blank after it (the \r
+// of an environment file written on Windows, a space pasted with it) is refused as one
+// with a blank before it is, naming where it was set and not showing the password:
+// taken as it is, the blank became part of the database's name, or no URL at all.
+func TestConfig_DatabaseURLWithBlankAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{"File", "database = \"postgres://hook:S3CRETPW@127.0.0.1:1/hook \"\n", nil, nil, "hookdedup.toml: database: begins or ends with a blank"},
+		{"Variable", "", map[string]string{"HOOKDEDUP_DATABASE": "postgresql://hook:S3CRETPW@127.0.0.1:1/hook\r"}, nil, "HOOKDEDUP_DATABASE: database: begins or ends with a blank"},
+		{"Flag", "", nil, []string{"--database", "postgres://hook:S3CRETPW@127.0.0.1:1/hook\n"}, "--database: database: begins or ends with a blank"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadWith(t, tc.toml, tc.env, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v; want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(fmt.Sprint(err), "S3CRETPW") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
 	}
 }
