@@ -525,6 +525,7 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 		AttemptTimeout any `toml:"attempt_timeout"`
 		MaxBackoff     any `toml:"max_backoff"`
 		BusinessWindow any `toml:"business_window"`
+		MaxBatchItems  any `toml:"max_batch_items"`
 	}
 	var sc sourceConfig
 	if err := md.PrimitiveDecode(p, &written); err != nil {
@@ -533,6 +534,12 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 	sc.Name, _ = written.Name.(string)
 	if err := md.PrimitiveDecode(p, &sc); err != nil {
 		return sc, durationError(err)
+	}
+	// Unset is 0 in sourceConfig: written out, 0 would be read as the default without a
+	// word, as max_attempts = 0 would, which is refused too.
+	if n, ok := written.MaxBatchItems.(int64); ok && n < 1 {
+		return sc, fmt.Errorf("max_batch_items: %d is not a number of items a batched request may carry: at least 1 (leave it out for %d)",
+			n, receiver.DefaultMaxBatchItems)
 	}
 	durations := []struct {
 		key     string
@@ -1438,7 +1445,7 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			v.Scheme(), v.Scheme(), p.Batch, p.Item)
 	}
 	if s.MaxBatchItems < 0 {
-		return nil, errors.New("max_batch_items: must not be negative")
+		return nil, fmt.Errorf("max_batch_items: %d must not be negative", s.MaxBatchItems)
 	}
 	if *s.MaxAttempts < 1 {
 		return nil, fmt.Errorf("max_attempts: must be at least 1, not %d", *s.MaxAttempts)

@@ -293,3 +293,40 @@ func TestConfig_DatabaseURLWithBlankAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestConfig_MaxBatchItemsBelowOne: max_batch_items written as 0 or a negative number is
+// refused, naming the source, the setting and the value: 0 was read as the default
+// without a word (where max_attempts = 0 is refused), also on a source without batch,
+// whose max_batch_items the README says is refused whatever it is.
+func TestConfig_MaxBatchItemsBelowOne(t *testing.T) {
+	const batched = "[[source]]\nname = \"mews\"\nsignature = \"none\"\nkey_fields = [\"/Value\"]\nbatch = \"/Events\"\n"
+	const single = "[[source]]\nname = \"cm\"\nsignature = \"none\"\nevent_id = \"/id\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"Zero", batched + "max_batch_items = 0\n", `source "mews": max_batch_items: 0 `},
+		{"Negative", batched + "max_batch_items = -5\n", `source "mews": max_batch_items: -5 `},
+		{"ZeroWithoutBatch", single + "max_batch_items = 0\n", `source "cm": max_batch_items: 0 `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte(tc.toml))
+			getenv := func(string) string { return "" }
+			cfg, err := loadConfig(path, true, getenv)
+			if err == nil {
+				_, err = cfg.sources(getenv, func(string) (string, error) { return "", nil })
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "hookdedup.toml") {
+				t.Errorf("%v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	writeFile(t, path, []byte(batched+"max_batch_items = 1\n"))
+	getenv := func(string) string { return "" }
+	cfg, err := loadConfig(path, true, getenv)
+	if err == nil {
+		_, err = cfg.sources(getenv, func(string) (string, error) { return "", nil })
+	}
+	if err != nil {
+		t.Errorf("max_batch_items = 1: %v", err)
+	}
+}
