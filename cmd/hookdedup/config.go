@@ -369,15 +369,23 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 	if cfg.Alerts, cfg.AlertChannels, err = decodeAlerts(md, fc.Alerts, fc.AlertChannels); err != nil {
 		return config{}, fmt.Errorf("%s: %w", path, err)
 	}
-	// Only now: the keys of a source's table count as unknown until it is decoded.
-	if undecoded := md.Undecoded(); len(undecoded) > 0 {
-		key := undecoded[0]
+	// Only now: the keys of a source's table count as unknown until it is decoded. So
+	// is a key written in another case than its setting's (ADDR, Max_Body): TOML's keys
+	// are case-sensitive, yet the decoder fills a setting from it, past the checks
+	// that look the setting up by its name, so that MAX_BODY = 0 kept the default and
+	// Retention = 86400 was 86 µs, and the last of addr and ADDR won.
+	if unknown := append(md.Undecoded(), otherCase(md)...); len(unknown) > 0 {
+		key := unknown[0]
+		var lower string
+		if k := strings.ToLower(key[len(key)-1]); k != key[len(key)-1] {
+			lower = fmt.Sprintf(" (settings are written in lower case: %s)", k)
+		}
 		for section, tables := range map[string][]toml.Primitive{"source": fc.Sources, "alert": fc.Alerts, "alert_channel": fc.AlertChannels} {
 			if i, name, ok := tableWriting(md, section, tables, key); ok {
-				return config{}, fmt.Errorf("%s: %s %q: unknown setting %q", path, section, sourceLabel(i, name), key[1:].String())
+				return config{}, fmt.Errorf("%s: %s %q: unknown setting %q%s", path, section, sourceLabel(i, name), key[1:].String(), lower)
 			}
 		}
-		return config{}, fmt.Errorf("%s: unknown setting %q", path, key.String())
+		return config{}, fmt.Errorf("%s: unknown setting %q%s", path, key.String(), lower)
 	}
 	if err := cfg.applyEnv(getenv); err != nil {
 		return config{}, err
@@ -594,6 +602,24 @@ func tableWriting(md toml.MetaData, section string, tables []toml.Primitive, key
 		}
 	}
 	return 0, "", false
+}
+
+// otherCase returns the keys of md that are not written in lower case, as every
+// setting is named, but for the currencies of [approval_threshold], which are data.
+func otherCase(md toml.MetaData) []toml.Key {
+	var out []toml.Key
+	for _, k := range md.Keys() {
+		for i, part := range k {
+			if i > 0 && k[0] == "approval_threshold" {
+				break
+			}
+			if part != strings.ToLower(part) {
+				out = append(out, k[:i+1])
+				break
+			}
+		}
+	}
+	return out
 }
 
 // sourceLabel names the i-th source in errors: by its name, or by its place when it has

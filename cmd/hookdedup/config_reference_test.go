@@ -330,3 +330,34 @@ func TestConfig_MaxBatchItemsBelowOne(t *testing.T) {
 		t.Errorf("max_batch_items = 1: %v", err)
 	}
 }
+
+// TestConfig_SettingInAnotherCase: a key written in another case than its setting's
+// (TOML's keys are case-sensitive) is refused as the unknown setting it is, saying how
+// the setting is written. The decoder filled the setting from it past the checks that
+// look a setting up by its name: MAX_BODY = 0 kept the default without a word,
+// Retention = 86400 was 86 µs. The currencies of [approval_threshold] are data, and
+// upper case.
+func TestConfig_SettingInAnotherCase(t *testing.T) {
+	const source = "[[source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"MaxBodyZero", "MAX_BODY = 0\n", `hookdedup.toml: unknown setting "MAX_BODY" (settings are written in lower case: max_body)`},
+		{"BareRetention", "Retention = 86400\n", `hookdedup.toml: unknown setting "Retention" (settings are written in lower case: retention)`},
+		{"Addr", "ADDR = \"0.0.0.0:8080\"\n", `unknown setting "ADDR"`},
+		{"SourceSetting", source + "TTL = \"1h\"\n", `hookdedup.toml: source "ota": unknown setting "TTL" (settings are written in lower case: ttl)`},
+		{"Table", "[[Source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n", `unknown setting "Source"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte(tc.toml))
+			cfg, err := loadConfig(path, true, func(string) string { return "" })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("max_body %d, retention %s, addr %q, %v; want an error containing %q", cfg.MaxBody, cfg.Retention, cfg.Addr, err, tc.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "hookdedup.toml")
+	writeFile(t, path, []byte("[approval_threshold]\nEUR = \"1000.00\"\n"))
+	if _, err := loadConfig(path, true, func(string) string { return "" }); err != nil {
+		t.Errorf("[approval_threshold] EUR: %v", err)
+	}
+}
