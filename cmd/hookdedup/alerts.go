@@ -86,6 +86,9 @@ func decodeAlerts(md toml.MetaData, rules, channels []toml.Primitive) ([]alertCo
 		if err == nil {
 			err = decodeTable(md, p, &cc, map[string]any{"timeout": written.Timeout, "max_backoff": written.MaxBackoff})
 		}
+		if err == nil {
+			err = checkSecretEnv(cc.SecretEnv)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("alert_channel %q: %w", sourceLabel(i, cc.Name), err)
 		}

@@ -543,6 +543,9 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 	if err := md.PrimitiveDecode(p, &sc); err != nil {
 		return sc, durationError(err)
 	}
+	if err := checkSecretEnv(sc.SecretEnv); err != nil {
+		return sc, err
+	}
 	// Unset is 0 in sourceConfig: written out, 0 would be read as the default without a
 	// word, as max_attempts = 0 would, which is refused too.
 	if n, ok := written.MaxBatchItems.(int64); ok && n < 1 {
@@ -570,6 +573,23 @@ func decodeSource(md toml.MetaData, p toml.Primitive) (sourceConfig, error) {
 		}
 	}
 	return sc, nil
+}
+
+// envName is what an environment variable's name is written as: letters, digits and _,
+// not beginning with a digit (POSIX; systemd's environment files take no other).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkSecretEnv refuses a secret_env that is no environment variable's name, such as
+// a secret written there for secret's: it would be quoted as a variable's name in the
+// error that it is unset, in hookdedup sources and in the unit hookdedup service
+// writes. A standard-webhooks secret (whsec_…) reads as a name, and is refused too. The
+// value is never quoted.
+func checkSecretEnv(name string) error {
+	if name == "" || envName.MatchString(name) && !strings.HasPrefix(name, "whsec_") {
+		return nil
+	}
+	return errors.New("secret_env: is not the name of an environment variable (letters, digits and _, not beginning with a digit), " +
+		"and is not shown, as it may be the secret itself: secret_env names the variable that holds the secret; a secret written in the file goes in secret")
 }
 
 // tableWriting finds the first of the [[section]] tables that writes key, an unknown

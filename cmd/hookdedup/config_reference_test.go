@@ -361,3 +361,43 @@ func TestConfig_SettingInAnotherCase(t *testing.T) {
 		t.Errorf("[approval_threshold] EUR: %v", err)
 	}
 }
+
+// TestConfig_SecretInSecretEnvNotShown: a secret written in secret_env, where the name
+// of the variable that holds it goes, is refused without being shown, by every command:
+// it was quoted as the name of an unset variable, and printed by hookdedup sources. A
+// variable's name, in any case, is still one.
+func TestConfig_SecretInSecretEnvNotShown(t *testing.T) {
+	for _, secret := range []string{
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"S3CRET+b64/TOKEN==",
+		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		"tok-S3CRET-value",
+	} {
+		for _, conf := range []string{
+			"[[source]]\nname = \"ota\"\nsignature = \"github\"\nsecret_env = " + strconv.Quote(secret) + "\n",
+			"[[alert_channel]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"https://ops.example/hook\"\nsecret_env = " + strconv.Quote(secret) + "\n",
+		} {
+			for _, args := range [][]string{{"sources"}, {"key", "--source", "ota"}, {"demo", "--url", "http://127.0.0.1:9"}} {
+				stdout, stderr, err := runIn(t, conf, nil, "", args...)
+				if err == nil || !strings.Contains(err.Error(), "secret_env: is not the name of an environment variable") {
+					t.Errorf("%s with secret_env %q: %v; want it refused as no variable's name", args[0], secret, err)
+				}
+				if strings.Contains(fmt.Sprint(err)+stdout+stderr, secret) {
+					t.Errorf("%s shows the secret written in secret_env: %v\n%s%s", args[0], err, stdout, stderr)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"OTA_WEBHOOK_SECRET", "ota_secret", "_S1"} {
+		path := filepath.Join(t.TempDir(), "hookdedup.toml")
+		writeFile(t, path, []byte("[[source]]\nname = \"ota\"\nsignature = \"github\"\nsecret_env = "+strconv.Quote(name)+"\n"))
+		getenv := func(k string) string { return map[string]string{name: "s3cr3t"}[k] }
+		cfg, err := loadConfig(path, true, getenv)
+		if err == nil {
+			_, err = cfg.sources(getenv, func(string) (string, error) { return "", nil })
+		}
+		if err != nil {
+			t.Errorf("secret_env %q: %v", name, err)
+		}
+	}
+}
