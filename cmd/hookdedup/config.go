@@ -774,10 +774,14 @@ func (c *config) settings() []setting {
 		{"addr", "listen address (host:port) of the webhooks, and of everything else unless console_addr is set", str(&c.Addr)},
 		{"console_addr", "private listen address (host:port) of the console, the JSON API and /metrics; addr then serves only webhooks, /healthz and /readyz", str(&c.ConsoleAddr)},
 		{"metrics_token", "bearer token that /metrics requires (a secret: prefer the environment to this flag)", func(v string) error {
-			if v != "" {
-				if err := checkMetricsToken(v); err != nil {
-					return err
-				}
+			if v == "" {
+				// Only a flag gives "" (an empty variable is unset): --metrics-token
+				// "$TOKEN" with the variable unset would drop the file's token, and
+				// /metrics would be open on console_addr without a word.
+				return errors.New("is empty (an unset variable?): to keep the file's token, leave it out; to serve /metrics without one, remove metrics_token from the file")
+			}
+			if err := checkMetricsToken(v); err != nil {
+				return err
 			}
 			c.MetricsToken = v
 			return nil

@@ -401,3 +401,19 @@ func TestConfig_SecretInSecretEnvNotShown(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_EmptyMetricsTokenFlag: --metrics-token "$TOKEN" with the variable unset is
+// refused, naming the flag, rather than dropping the file's token, which opened
+// /metrics to anyone who reaches console_addr; as a blank --acme-domains is refused
+// rather than turning HTTPS off.
+func TestConfig_EmptyMetricsTokenFlag(t *testing.T) {
+	const file = "console_addr = \"127.0.0.1:8081\"\nmetrics_token = \"0123456789abcdef0123\"\n"
+	cfg, err := loadWith(t, file, nil, "--metrics-token", "")
+	if err == nil || !strings.Contains(err.Error(), "--metrics-token: is empty (an unset variable?)") {
+		t.Errorf("metrics %s, %v; want --metrics-token \"\" refused", metricsMode(cfg), err)
+	}
+	// An empty variable is unset, and leaves the file's token.
+	if cfg, err := loadWith(t, file, map[string]string{"HOOKDEDUP_METRICS_TOKEN": ""}); err != nil || cfg.MetricsToken != "0123456789abcdef0123" {
+		t.Errorf("an empty HOOKDEDUP_METRICS_TOKEN: token %q, %v; want the file's", cfg.MetricsToken, err)
+	}
+}
