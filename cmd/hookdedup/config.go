@@ -760,6 +760,19 @@ type setting struct {
 
 func (c *config) settings() []setting {
 	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+	// kept reads a setting whose "" would turn off what the file sets. Only a flag gives
+	// "" (an empty variable is unset): "$VAR" with the variable unset would do it without
+	// a word, as a blank acme_domains would turn HTTPS off.
+	kept := func(p *string, off string) func(string) error {
+		return func(v string) error {
+			if v == "" {
+				return fmt.Errorf("is empty (an unset variable?): to keep the file's, leave it out; %s", off)
+			}
+			*p = v
+			return nil
+		}
+	}
+	const plain = "to serve plain HTTP, remove tls_cert_file and tls_key_file from the file"
 	dur := func(p *time.Duration) func(string) error {
 		return func(v string) error {
 			d, err := parseDuration(v)
@@ -772,7 +785,7 @@ func (c *config) settings() []setting {
 	}
 	return []setting{
 		{"addr", "listen address (host:port) of the webhooks, and of everything else unless console_addr is set", str(&c.Addr)},
-		{"console_addr", "private listen address (host:port) of the console, the JSON API and /metrics; addr then serves only webhooks, /healthz and /readyz", str(&c.ConsoleAddr)},
+		{"console_addr", "private listen address (host:port) of the console, the JSON API and /metrics; addr then serves only webhooks, /healthz and /readyz", kept(&c.ConsoleAddr, "to serve the console on addr, remove console_addr from the file")},
 		{"metrics_token", "bearer token that /metrics requires (a secret: prefer the environment to this flag)", func(v string) error {
 			if v == "" {
 				// Only a flag gives "" (an empty variable is unset): --metrics-token
@@ -849,8 +862,8 @@ func (c *config) settings() []setting {
 				c.ConsoleNames = names
 				return err
 			}},
-		{"tls_cert_file", "PEM certificate chain for HTTPS on addr, leaf first (with tls_key_file; reloaded when it changes or on SIGHUP)", str(&c.TLSCertFile)},
-		{"tls_key_file", "PEM private key of tls_cert_file's certificate", str(&c.TLSKeyFile)},
+		{"tls_cert_file", "PEM certificate chain for HTTPS on addr, leaf first (with tls_key_file; reloaded when it changes or on SIGHUP)", kept(&c.TLSCertFile, plain)},
+		{"tls_key_file", "PEM private key of tls_cert_file's certificate", kept(&c.TLSKeyFile, plain)},
 		{"acme_domains", "comma-separated host names to obtain HTTPS certificates for from an ACME CA (Let's Encrypt by default)", func(v string) error {
 			c.ACMEDomains = nil
 			for _, d := range strings.Split(v, ",") {

@@ -261,9 +261,9 @@ func TestConfig_EmptyOrPortlessListenAddress(t *testing.T) {
 			}
 		})
 	}
-	// What they took is unchanged: an empty console_addr is none, port 0 a free port.
-	if _, err := loadWith(t, "console_addr = \"127.0.0.1:0\"\n", nil, "--console-addr", "", "--addr", "127.0.0.1:0"); err != nil {
-		t.Errorf("an empty --console-addr, addr on port 0: %v", err)
+	// Port 0 is still a free port.
+	if _, err := loadWith(t, "console_addr = \"127.0.0.1:0\"\n", nil, "--addr", "127.0.0.1:0"); err != nil {
+		t.Errorf("addr and console_addr on port 0: %v", err)
 	}
 }
 
@@ -415,5 +415,30 @@ func TestConfig_EmptyMetricsTokenFlag(t *testing.T) {
 	// An empty variable is unset, and leaves the file's token.
 	if cfg, err := loadWith(t, file, map[string]string{"HOOKDEDUP_METRICS_TOKEN": ""}); err != nil || cfg.MetricsToken != "0123456789abcdef0123" {
 		t.Errorf("an empty HOOKDEDUP_METRICS_TOKEN: token %q, %v; want the file's", cfg.MetricsToken, err)
+	}
+}
+
+// TestConfig_EmptyFlagKeepsWhatTheFileSets: --console-addr, --tls-cert-file or
+// --tls-key-file given "$VAR" with the variable unset is refused, naming the flag,
+// rather than turning off what the file sets: the console moved onto addr, or serve
+// answered in plain HTTP where the file asks for HTTPS, each without a word, where an
+// empty --acme-domains is refused for that reason. An empty variable is unset.
+func TestConfig_EmptyFlagKeepsWhatTheFileSets(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	file := fmt.Sprintf("console_addr = \"127.0.0.1:8081\"\ntls_cert_file = %q\ntls_key_file = %q\n", cert, key)
+	for _, args := range [][]string{
+		{"--console-addr", ""},
+		{"--tls-cert-file", "", "--tls-key-file", ""},
+		{"--tls-key-file", ""},
+	} {
+		cfg, err := loadWith(t, file, nil, args...)
+		if want := args[0] + ": is empty (an unset variable?)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: console_addr %q, HTTPS %v, %v; want an error beginning %q", args, cfg.ConsoleAddr, cfg.tls().enabled(), err, want)
+		}
+	}
+	vars := map[string]string{"HOOKDEDUP_CONSOLE_ADDR": "", "HOOKDEDUP_TLS_CERT_FILE": "", "HOOKDEDUP_TLS_KEY_FILE": ""}
+	if cfg, err := loadWith(t, file, vars); err != nil || cfg.ConsoleAddr != "127.0.0.1:8081" || cfg.TLSCertFile != cert || cfg.TLSKeyFile != key {
+		t.Errorf("empty variables: %+v, %v; want the file's settings", cfg.tls(), err)
 	}
 }
