@@ -43,8 +43,9 @@ type DispatchStore interface {
 type DispatchConfig struct {
 	Store   DispatchStore
 	Sources []Source
-	// Workers is how many attempts run at once; default 8, and one more for each
-	// source that forwards past the second (sharedWorkers).
+	// Workers is how many attempts run at once; default 8, one more for each source
+	// that forwards past the second, and one more when there are sources without a
+	// forward_url, whose settlements are owed one (sharedWorkers).
 	Workers int
 	// StuckAfter is how long a key may stay processing before it counts as stuck.
 	StuckAfter time.Duration
@@ -123,6 +124,13 @@ type Dispatcher struct {
 	// forwarding sources as workers or more, each has one attempt under way at a time.
 	busyMu sync.Mutex
 	busy   map[string]int
+	// settling counts the settlements of record-only keys under way. They need a
+	// worker too, and share as one more source does: while there are record-only
+	// sources they are owed a worker, so that reprocessing such a key (the console, or
+	// `hookdedup release --reprocess`) is settled at once beside a hung downstream
+	// rather than after its attempt_timeout, and with settlements under way they start
+	// more only on spare workers.
+	settling int
 }
 
 // keptKey names the job whose attempt's outcome is kept: its key, claim, generation,
@@ -205,7 +213,7 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		}
 	}
 	if d.cfg.Workers <= 0 {
-		d.cfg.Workers = sharedWorkers(len(d.forwarding))
+		d.cfg.Workers = sharedWorkers(len(d.forwarding), len(d.recordOnly) > 0)
 	}
 	if d.cfg.RecordOnlyAfter <= 0 {
 		d.cfg.RecordOnlyAfter = 2 * time.Second
@@ -231,15 +239,23 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 // of one channel manager (months of reservations re-sent at once) would go downstream
 // one hand-off after another. With these, a source holds up to seven attempts beside
 // any number of others, as it does beside one, and each of the others still finds a
-// worker at once.
-func sharedWorkers(forwarding int) int {
-	return max(8, forwarding+6)
+// worker at once. The settlements of record-only sources, when there are any, are owed
+// a worker as well, and have one more of their own: a forwarding source holds as many
+// attempts beside them as without them.
+func sharedWorkers(forwarding int, recordOnly bool) int {
+	n := max(8, forwarding+6)
+	if recordOnly {
+		n++
+	}
+	return n
 }
 
 // share splits the forwarding sources into those with nothing under way (idle, never
 // nil: a lease of nil sources takes every source's keys) and the others (busy), and
-// returns how many of free workers are spare: not owed to an idle source. It is
-// negative when more sources are idle than workers are free. The caller holds busyMu.
+// returns how many of free workers are spare: not owed to an idle source, nor to the
+// record-only settlements while there are record-only sources and none of their
+// settlements is under way (settleOwed). It is negative when more are owed a worker
+// than workers are free. The caller holds busyMu.
 func (d *Dispatcher) share(free int) (idle, busy []string, spare int) {
 	idle = make([]string, 0, len(d.forwarding))
 	for _, s := range d.forwarding {
@@ -249,32 +265,74 @@ func (d *Dispatcher) share(free int) (idle, busy []string, spare int) {
 			busy = append(busy, s)
 		}
 	}
-	return idle, busy, free - len(idle)
+	spare = free - len(idle)
+	if d.settleOwed() {
+		spare--
+	}
+	return idle, busy, spare
 }
 
-// unheld is how many workers no forwarding attempt holds. The caller holds busyMu.
+// settleOwed reports whether the record-only settlements are owed a worker: there are
+// record-only sources, and none of their settlements is under way. The caller holds
+// busyMu.
+func (d *Dispatcher) settleOwed() bool {
+	return len(d.recordOnly) > 0 && d.settling == 0
+}
+
+// settleRoom is how many of free workers the record-only settlements may take, once
+// the forwarding sources' jobs leased for them (leased) start: the worker they are owed
+// while none is under way, even when no worker is spare (as a source with nothing under
+// way takes its first job), and the workers spare.
+func (d *Dispatcher) settleRoom(free int, leased []storage.Job) int {
+	d.busyMu.Lock()
+	idle, _, spare := d.share(free)
+	owed := d.settleOwed()
+	d.busyMu.Unlock()
+	// A leased job of a source with nothing under way takes the worker that source is
+	// owed; every other takes a spare one.
+	firsts := map[string]bool{}
+	for _, j := range leased {
+		if slices.Contains(idle, j.Source) {
+			firsts[j.Source] = true
+		}
+	}
+	spare -= len(leased) - len(firsts)
+	if owed {
+		spare = max(spare+1, 1)
+	}
+	return max(0, min(spare, free-len(leased)))
+}
+
+// unheld is how many workers no attempt or settlement holds. The caller holds busyMu.
 func (d *Dispatcher) unheld() int {
-	n := d.cfg.Workers
+	n := d.cfg.Workers - d.settling
 	for _, b := range d.busy {
 		n -= b
 	}
 	return n
 }
 
-// start counts an attempt of source as under way; its end (the function returned)
-// wakes the loop when no worker was spare, so that the keys of the busy sources, left
-// unleased meanwhile, are leased at once (or this source's, owed a worker again).
+// start counts an attempt of source (or a settlement, for a record-only source) as
+// under way; its end (the function returned) wakes the loop when no worker was spare,
+// so that the keys of the busy sources, left unleased meanwhile, are leased at once (or
+// this source's, owed a worker again).
 func (d *Dispatcher) start(source string) (end func()) {
-	if !slices.Contains(d.forwarding, source) {
-		return func() {} // a record-only settlement: nothing is sent
-	}
+	forwarding := slices.Contains(d.forwarding, source)
 	d.busyMu.Lock()
-	d.busy[source]++
+	if forwarding {
+		d.busy[source]++
+	} else {
+		d.settling++ // a record-only settlement: nothing is sent
+	}
 	d.busyMu.Unlock()
 	return func() {
 		d.busyMu.Lock()
 		_, _, spare := d.share(d.unheld())
-		d.busy[source]--
+		if forwarding {
+			d.busy[source]--
+		} else {
+			d.settling--
+		}
 		d.busyMu.Unlock()
 		if spare <= 0 {
 			d.Wake()
@@ -558,13 +616,18 @@ func (d *Dispatcher) reportKept() {
 var errKept = errors.New("attempt not recorded yet: its outcome is kept")
 
 // leaseDue leases up to limit due jobs of the configured sources: the forwarding
-// sources' first, then the keys of record-only sources that no other dispatcher forwards
-// and that have been due for RecordOnlyAfter.
+// sources' first, then, on the workers their share leaves them (settleRoom), the keys
+// of record-only sources that no other dispatcher forwards and that have been due for
+// RecordOnlyAfter.
 func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, error) {
 	now := d.cfg.Now()
 	jobs, err := d.leaseForwarded(ctx, now, limit)
 	if err != nil || len(jobs) == limit {
 		return jobs, err
+	}
+	room := d.settleRoom(limit, jobs)
+	if room == 0 {
+		return jobs, nil
 	}
 	settle, err := d.settleable(ctx, now)
 	if err != nil {
@@ -572,7 +635,7 @@ func (d *Dispatcher) leaseDue(ctx context.Context, limit int) ([]storage.Job, er
 	}
 	// Due at now-RecordOnlyAfter, leased until now+lease as every other job.
 	more, err := d.cfg.Store.LeaseDue(ctx, now.Add(-d.cfg.RecordOnlyAfter), d.lease+d.cfg.RecordOnlyAfter,
-		limit-len(jobs), settle)
+		room, settle)
 	return append(jobs, more...), err
 }
 
@@ -712,9 +775,11 @@ func (d *Dispatcher) lookAround(ctx context.Context) {
 // nextDue is when the earliest job leaseDue would take falls due, or the zero time.
 func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
 	// A busy source, while no worker is spare, is left out: its keys are leased once an
-	// attempt ends, which wakes the loop (start).
+	// attempt ends, which wakes the loop (start). So are the record-only keys while
+	// settlements are under way and no worker is spare.
 	d.busyMu.Lock()
 	open, busy, spare := d.share(d.unheld())
+	settling := d.settling > 0 && spare <= 0
 	d.busyMu.Unlock()
 	if spare > 0 {
 		open = append(open, busy...)
@@ -722,6 +787,9 @@ func (d *Dispatcher) nextDue(ctx context.Context) (time.Time, error) {
 	next, err := d.cfg.Store.NextDue(ctx, open)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if settling {
+		return next, nil
 	}
 	// Who forwards as last read: this only times the next look, and leaseDue reads
 	// afresh before it settles anything (and keeps what it read for the next sleep).
