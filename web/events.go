@@ -233,6 +233,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		Sources:  s.sourceNames(),
 		CSVURL:   "/events.csv?" + q.Encode(),
 	}
+	if problem == "" {
+		var err error
+		if problem, err = s.unknownSource(r.Context(), vf.Source); err != nil {
+			return err
+		}
+	}
 	if problem != "" {
 		v.Error = problem
 		return s.render(w, r, http.StatusBadRequest, views.EventsView(v))
@@ -300,6 +306,12 @@ func csvEnvelope(e storage.EnvelopeText) string {
 
 func (s *Server) handleEventsCSV(w http.ResponseWriter, r *http.Request) error {
 	_, f, problem := s.eventFilter(r.URL.Query())
+	if problem == "" {
+		var err error
+		if problem, err = s.unknownSource(r.Context(), f.Source); err != nil {
+			return err
+		}
+	}
 	if problem != "" {
 		return badRequest(problem)
 	}

@@ -68,6 +68,12 @@ func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("Unknown state: choose stuck, processing, failed, processed, released or all.")
 	}
+	switch problem, err := s.unknownSource(ctx, source); {
+	case err != nil:
+		return err
+	case problem != "":
+		return badRequest(problem)
+	}
 	// A stuck listing goes on from after, the others from before: the other one, from a
 	// link made by hand or a tab changed in the address, would be dropped without a word
 	// and the page start again from the top.

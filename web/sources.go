@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -67,6 +69,34 @@ func (s *Server) source(name string) (Source, bool) {
 		return Source{}, false
 	}
 	return s.sources[i], true
+}
+
+// unknownSource says, in words for the user, why a listing's source filter (the events
+// list, its export, the keys page) names nothing the console knows: no source of that
+// name is configured, and the database holds no delivery, key or counted rejection of
+// it. It returns "" for any other name: a source removed from the configuration is
+// listed while anything of it is stored, and so are rejections of a name no source has
+// (kept, or only counted, for retention). A
+// mistyped source in a bookmarked address would otherwise list nothing, as if nothing
+// had happened, where the command line's keys refuses it.
+func (s *Server) unknownSource(ctx context.Context, name string) (string, error) {
+	if _, ok := s.source(name); name == "" || ok || len(s.sources) == 0 {
+		return "", nil
+	}
+	keys, err := s.keys.Keys(ctx, storage.KeyFilter{Source: name, Limit: 1})
+	if err != nil || len(keys.Keys) > 0 {
+		return "", err
+	}
+	f := storage.DeliveryFilter{Source: name, Limit: 1}
+	page, err := s.events.Deliveries(ctx, f)
+	if err != nil || len(page.Deliveries) > 0 {
+		return "", err
+	}
+	if n, err := s.events.RejectionsNotStored(ctx, f); err != nil || n > 0 {
+		return "", err
+	}
+	return fmt.Sprintf("No source %q: none of that name is configured (%s), and no delivery or key of it is stored.",
+		name, strings.Join(s.sourceNames(), ", ")), nil
 }
 
 func (s *Server) sourceNames() []string {
