@@ -45,7 +45,7 @@ func TestConsole_AuditChain(t *testing.T) {
 		if got := chain.attrs("data-state"); len(got) != 1 || got[0] != "broken" {
 			t.Fatalf("chain state = %q, want broken", got)
 		}
-		chain.shows("Hash chain broken at row 2 (edited).", "row 2 was edited", "Rows up to row 1 chain from the first.")
+		chain.shows("Hash chain broken at row 2 (edited).", "row 2 was edited", "Row 1, the first, chains.")
 		if role := chain.attrs("role"); len(role) != 1 || role[0] != "alert" {
 			t.Errorf("role = %q, want alert", role)
 		}

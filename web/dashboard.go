@@ -297,12 +297,16 @@ func (s *Server) clockWarning() string {
 		return ""
 	}
 	// The skew is the senders' time minus ours: senders ahead means this clock is behind.
+	deliveries := "deliveries"
+	if n == 1 {
+		deliveries = "delivery"
+	}
 	way, by := "behind", median
 	if median < 0 {
 		way, by = "ahead of", -median
 	}
 	return fmt.Sprintf("This machine's clock seems %s %s the senders': signed deliveries more than the tolerance "+
-		"(5 min unless configured) off are refused. Median of %d signed deliveries in the last hour.", skewText(by), way, n)
+		"(5 min unless configured) off are refused. Median of %d signed %s in the last hour.", skewText(by), way, n, deliveries)
 }
 
 // skewText writes a positive skew to the second: "2 min 5 s", "1 h 3 min".

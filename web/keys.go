@@ -272,7 +272,11 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 			msg += fmt.Sprintf(" %d still being handed downstream (not stuck yet, or an attempt under way): left alone; try again later.", n)
 		}
 		if n := sum.Refusals[storage.RefusedNotFound]; n > 0 {
-			msg += fmt.Sprintf(" %d no longer exist (expired and swept).", n)
+			gone := "no longer exist"
+			if n == 1 {
+				gone = "no longer exists"
+			}
+			msg += fmt.Sprintf(" %d %s (expired and swept).", n, gone)
 		}
 		if n := sum.Refusals[storage.RefusedPayloadGone]; n > 0 {
 			msg += fmt.Sprintf(" %d cannot be reprocessed: the payload is no longer stored (past the retention period); release instead, so that the next delivery is accepted.", n)

@@ -107,7 +107,7 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 	w := bufio.NewWriter(e.stdout)
 	if c.Break != nil {
 		if c.Rows > 0 {
-			fmt.Fprintf(w, "%d rows chain, from the genesis to row %d (hash %s)\n", c.Rows, c.LastID, c.LastHash)
+			fmt.Fprintf(w, "%s, from the genesis to row %d (hash %s)\n", count(c.Rows, "row chains", "rows chain"), c.LastID, c.LastHash)
 			w.Flush() // the break is the news, and its error says it whatever became of this
 		}
 		return fmt.Errorf("audit log broken at row %d (%s): %s", c.Break.ID, c.Break.Kind, c.Break.Detail)
@@ -115,7 +115,7 @@ func runAuditVerify(ctx context.Context, args []string, e env) error {
 	if c.Rows == 0 {
 		fmt.Fprintln(w, "audit log empty: nothing to check")
 	} else {
-		fmt.Fprintf(w, "audit log intact: %d rows checked, from the genesis to row %d\nlast hash: %s\n", c.Rows, c.LastID, c.LastHash)
+		fmt.Fprintf(w, "audit log intact: %s checked, from the genesis to row %d\nlast hash: %s\n", count(c.Rows, "row", "rows"), c.LastID, c.LastHash)
 		if anchor.Hash != "" {
 			fmt.Fprintf(w, "passes through the anchor, row %d\n", anchor.ID)
 		}
@@ -227,7 +227,7 @@ func (x auditExported) String() string {
 	if x.rows == 0 {
 		return "0 rows (the audit log is empty)"
 	}
-	return fmt.Sprintf("%d rows, up to row %d (hash %s)", x.rows, x.lastID, x.lastHash)
+	return fmt.Sprintf("%s, up to row %d (hash %s)", count(x.rows, "row", "rows"), x.lastID, x.lastHash)
 }
 
 func (x *auditExported) add(r storage.AuditEntry) {

@@ -86,8 +86,8 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		}
 		return err
 	}
-	fmt.Fprintf(e.stdout, "backed up %s to %s: %d deliveries, %d keys, %d bytes\n",
-		cfg.Database, info.Path, info.Deliveries, info.Claims, info.Bytes)
+	fmt.Fprintf(e.stdout, "backed up %s to %s: %s, %s, %s\n", cfg.Database, info.Path,
+		count(info.Deliveries, "delivery", "deliveries"), count(info.Claims, "key", "keys"), count(info.Bytes, "byte", "bytes"))
 	if len(info.Newer) > 0 {
 		// The copy is sound, and the newer version restores it; this one cannot.
 		fmt.Fprintf(e.stderr, "warning: a newer hookdedup migrated %s (migrations %s): only that version or a later one can restore %s, not this one\n",
@@ -367,7 +367,8 @@ func runRestore(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "restored %s from %s: %d deliveries, %d keys\n", info.Path, pos[0], info.Deliveries, info.Claims)
+	fmt.Fprintf(e.stdout, "restored %s from %s: %s, %s\n", info.Path, pos[0],
+		count(info.Deliveries, "delivery", "deliveries"), count(info.Claims, "key", "keys"))
 	if info.Previous != "" {
 		fmt.Fprintf(e.stdout, "the database it replaced is kept as %s\n", info.Previous)
 	}

@@ -973,7 +973,7 @@ const minMetricsToken = 16
 // word after "Bearer" in an Authorization header. Its errors never quote the token.
 func checkMetricsToken(tok string) error {
 	if len(tok) < minMetricsToken {
-		return fmt.Errorf("is %d characters long, fewer than %d: use a long random one (openssl rand -hex 32)", len(tok), minMetricsToken)
+		return fmt.Errorf("is %s long, fewer than %d: use a long random one (openssl rand -hex 32)", count(len(tok), "character", "characters"), minMetricsToken)
 	}
 	for _, r := range tok {
 		if r <= ' ' || r > '~' {

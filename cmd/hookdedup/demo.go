@@ -249,8 +249,8 @@ func runDemo(ctx context.Context, args []string, e env) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "\nsent %d deliveries to %s: %d accepted, %d duplicate, %d rejected\n",
-		n, endpoint, counts["accepted"], counts["duplicate"], counts["rejected"])
+	fmt.Fprintf(e.stdout, "\nsent %s to %s: %d accepted, %d duplicate, %d rejected\n",
+		count(n, "delivery", "deliveries"), endpoint, counts["accepted"], counts["duplicate"], counts["rejected"])
 	return demoRejected(counts["rejected"], src.Name)
 }
 
@@ -289,8 +289,9 @@ func demoRejected(rejected int, source string) error {
 	if rejected == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d deliveries were rejected (the answers above say why): a rejected signature means that the server does not run "+
-		"with the secret of source %q that demo signed with; give demo the server's --config and --database", rejected, source)
+	return fmt.Errorf("%s rejected (the answers above say why): a rejected signature means that the server does not run "+
+		"with the secret of source %q that demo signed with; give demo the server's --config and --database",
+		count(rejected, "delivery was", "deliveries were"), source)
 }
 
 func mustFloat(n json.Number) float64 {

@@ -437,12 +437,12 @@ func runProviderDemo(ctx context.Context, e env, cfg config, name, source, base 
 	if err != nil {
 		return err
 	}
-	unit := "deliveries"
+	sent := count(d.n, "delivery", "deliveries")
 	if sender.wrap != nil {
-		unit = "batched requests"
+		sent = count(d.n, "batched request", "batched requests")
 	}
-	fmt.Fprintf(e.stdout, "\nsent %d %s as %s to %s: %d accepted, %d duplicate, %d rejected\n",
-		d.n, unit, name, d.endpoint, d.counts["accepted"], d.counts["duplicate"], d.counts["rejected"])
+	fmt.Fprintf(e.stdout, "\nsent %s as %s to %s: %d accepted, %d duplicate, %d rejected\n",
+		sent, name, d.endpoint, d.counts["accepted"], d.counts["duplicate"], d.counts["rejected"])
 	return demoRejected(d.counts["rejected"], d.src.Name)
 }
 

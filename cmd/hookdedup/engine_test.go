@@ -77,7 +77,7 @@ func TestMigrate(t *testing.T) {
 	}
 	s.stop(t)
 	out, code := cli(t, dir, nil, "", "migrate", "--to", url)
-	if code != 0 || !strings.Contains(out, "copied ./hookdedup.db into postgres://postgres:xxxxx@") || !strings.Contains(out, "1 users") {
+	if code != 0 || !strings.Contains(out, "copied ./hookdedup.db into postgres://postgres:xxxxx@") || !strings.Contains(out, "1 user,") {
 		t.Fatalf("migrate: %d\n%s", code, out)
 	}
 	if strings.Contains(out, passwordOf(t, url)) {
@@ -123,7 +123,7 @@ func TestDatabase_PasswordInQueryHidden(t *testing.T) {
 		t.Fatalf("user add: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "", "migrate", "--database", file, "--to", u.String())
-	if err != nil || !strings.Contains(out, "1 users") {
+	if err != nil || !strings.Contains(out, "1 user,") {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	if strings.Contains(out, "password="+pw) {

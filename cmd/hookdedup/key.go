@@ -145,7 +145,7 @@ func runKey(ctx context.Context, args []string, e env) error {
 	if at == receiver.WholeBody {
 		at += " (the whole body)"
 	}
-	fmt.Fprintf(w, "batch\t%d items at %s%s\n", len(items), at, itemNote(src.Item))
+	fmt.Fprintf(w, "batch\t%s at %s%s\n", count(len(items), "item", "items"), at, itemNote(src.Item))
 	explainEnvelope(w, envelope)
 	iv, perItem := src.Verifier.(receiver.ItemVerifier)
 	// What intake would refuse the request for, found first, as intake finds it: every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
@@ -67,7 +68,7 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 	}
 	defer dst.Close()
 	copied, err := dst.Import(ctx, src, func(table string, rows int64) {
-		fmt.Fprintf(e.stdout, "  %-20s %d rows\n", table, rows)
+		fmt.Fprintf(e.stdout, "  %-20s %s\n", table, count(rows, "row", "rows"))
 	})
 	if err != nil {
 		return fmt.Errorf("migrate %s to %s: %w (nothing was committed)", displayPath(cfg.Database), displayPath(*to), err)
@@ -85,6 +86,7 @@ func copySummary(copied []storage.TableCopy) string {
 	for _, c := range copied {
 		n[c.Table] = c.Copied
 	}
-	return fmt.Sprintf("%d deliveries, %d keys, %d attempts, %d users, %d tokens, %d audit rows, %d settings",
-		n["deliveries"], n["claims"], n["attempts"], n["users"], n["tokens"], n["audit_log"], n["settings"])
+	return strings.Join([]string{count(n["deliveries"], "delivery", "deliveries"), count(n["claims"], "key", "keys"),
+		count(n["attempts"], "attempt", "attempts"), count(n["users"], "user", "users"), count(n["tokens"], "token", "tokens"),
+		count(n["audit_log"], "audit row", "audit rows"), count(n["settings"], "setting", "settings")}, ", ")
 }

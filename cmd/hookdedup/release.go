@@ -95,12 +95,12 @@ func runRelease(ctx context.Context, args []string, e env) error {
 			}
 		}
 		sum := storage.Summarize(outcomes)
-		fmt.Fprintf(e.stdout, "%d keys matched, %d changed, %d refused\n", sum.Matched, sum.Changed, sum.Refused)
+		fmt.Fprintf(e.stdout, "%s matched, %d changed, %d refused\n", count(sum.Matched, "key", "keys"), sum.Changed, sum.Refused)
 		if storage.ReachedLimit(sum.Matched) {
 			fmt.Fprintf(e.stdout, "stopped at %d keys, the most one call takes: more may match; run it again for the rest\n", storage.MaxKeysPerRelease)
 		}
 		if sum.Refused > 0 {
-			return fmt.Errorf("%d keys could not be released", sum.Refused)
+			return fmt.Errorf("%s could not be released", count(sum.Refused, "key", "keys"))
 		}
 		return nil
 	}
@@ -229,7 +229,8 @@ func runKeys(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		if n := storage.BecameStuck(current, then, f.Source); n > 0 {
-			defer fmt.Fprintf(e.stderr, "%d keys became stuck after this pass's first page: run again without --after to list them\n", n)
+			defer fmt.Fprintf(e.stderr, "%s stuck after this pass's first page: run again without --after to list them\n",
+				count(n, "key became", "keys became"))
 		}
 	}
 	if len(keys) == 0 && f.Source != "" {
@@ -262,7 +263,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 		if f.Stuck {
 			next = "--after " + storage.KeyCursor{UpdatedAt: last.UpdatedAt, ID: last.ID, StuckBefore: f.StuckBefore}.String()
 		}
-		fmt.Fprintf(e.stderr, "%d keys listed; there may be more: run again with %s\n", len(keys), next)
+		fmt.Fprintf(e.stderr, "%s listed; there may be more: run again with %s\n", count(len(keys), "key", "keys"), next)
 	}
 	return nil
 }

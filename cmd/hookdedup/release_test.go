@@ -38,8 +38,8 @@ func TestCLI_ReleaseRefused(t *testing.T) {
 		t.Errorf("release of a key in flight: %v; want %q", err, why)
 	}
 	out, err := cli("release", "--source", "ota", "--state", "processing", "--reason", "r")
-	if err == nil || err.Error() != "1 keys could not be released" ||
-		out != why+"\n1 keys matched, 0 changed, 1 refused\n" {
+	if err == nil || err.Error() != "1 key could not be released" ||
+		out != why+"\n1 key matched, 0 changed, 1 refused\n" {
 		t.Errorf("bulk release of a key in flight: %v\n%s", err, out)
 	}
 }
@@ -220,7 +220,7 @@ func TestCLI_KeysLastPage(t *testing.T) {
 	c := after(hint)
 	c.StuckBefore = time.Now().Add(-time.Hour)
 	out, msg := keys("--stuck", "--limit", "1", "--after", c.String())
-	if strings.Contains(out, "evt_new") || !strings.Contains(msg, "1 keys became stuck after this pass's first page") {
+	if strings.Contains(out, "evt_new") || !strings.Contains(msg, "1 key became stuck after this pass's first page") {
 		t.Errorf("the pass's last page: %q, stderr %q; want it to say 1 key became stuck meanwhile", out, msg)
 	}
 }
@@ -408,7 +408,7 @@ func TestCLI_BulkReleaseSaysWhenItStoppedShort(t *testing.T) {
 	for _, want := range []struct {
 		matched string
 		more    bool
-	}{{"10000 keys matched, 10000 changed", true}, {"1 keys matched, 1 changed", false}} {
+	}{{"10000 keys matched, 10000 changed", true}, {"1 key matched, 1 changed", false}} {
 		out, err := cli("release", "--source", "ota", "--state", "failed", "--reason", "downstream back")
 		if err != nil || !strings.Contains(out, want.matched) || strings.Contains(out, more) != want.more {
 			t.Fatalf("bulk release: %v; want %q, the line that more may match %t\n…%s", err, want.matched, want.more, out[max(0, len(out)-300):])
@@ -455,6 +455,33 @@ forward_url = "http://127.0.0.1:9/events"
 		out, err := cli("release", "--config", cfg, "--source", c.source, "k1", "--reason", "r", "--reprocess")
 		if err != nil || strings.TrimSpace(out) != c.want {
 			t.Errorf("reprocess of a %s key: %q, %v; want %q", c.source, out, err, c.want)
+		}
+	}
+}
+
+// TestCLI_KeysListedCountsOne: a full page of one key says "1 key listed", not "1 keys
+// listed", and a full page of two says "2 keys listed".
+func TestCLI_KeysListedCountsOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"evt_a", "evt_b", "evt_c"} {
+		if err := db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: key, KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for limit, want := range map[string]string{"1": "1 key listed; there may be more", "2": "2 keys listed; there may be more"} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), []string{"keys", "--limit", limit, "--database", path},
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("keys --limit %s: %v", limit, err)
+		}
+		if !strings.HasPrefix(errb.String(), want) {
+			t.Errorf("keys --limit %s: stderr %q; want it to begin %q", limit, errb.String(), want)
 		}
 	}
 }

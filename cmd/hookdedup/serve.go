@@ -498,9 +498,9 @@ func (p *program) warnSourcelessKeys(ctx context.Context) {
 		if slices.ContainsFunc(p.sources, func(s receiver.Source) bool { return s.Name == name }) {
 			continue
 		}
-		p.log.Warn(fmt.Sprintf("source %q is not in the configuration, and %d of its keys are processing or failed: "+
+		p.log.Warn(fmt.Sprintf("source %q is not in the configuration, and %s processing or failed: "+
 			"none of them is sent downstream until a replica that has the source runs; put the source back, "+
-			"or release them (hookdedup keys --source %s)", name, counts[name], name))
+			"or release them (hookdedup keys --source %s)", name, count(counts[name], "of its keys is", "of its keys are"), name))
 	}
 }
 
