@@ -190,7 +190,7 @@ func loadConsole(t *testing.T, s *loadServer, token string, fillRound, fillKeys 
 	add("keys, stuck", "/keys")
 	add("keys, processed", "/keys?state=processed")
 	add("keys, all of a source", "/keys?state=all&source=ota")
-	add("keys of a source with none", "/keys?state=all&source=elsewhere")
+	add("keys, none in their state (failed, of a source)", "/keys?state=failed&source=ota")
 	add("API deliveries, 500", "/api/v1/deliveries?limit=500")
 	add("API deliveries, an hour's", "/api/v1/deliveries?from="+url.QueryEscape(since)+"&to="+url.QueryEscape(until))
 	add("API delivery", "/api/v1/deliveries/"+dup)
