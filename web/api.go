@@ -93,6 +93,19 @@ func otherMethods(mux *http.ServeMux, r *http.Request) []string {
 
 type api struct{ *Server }
 
+// knownSource refuses, with 400, a source that names nothing the console knows
+// (unknownSource), as the console's lists do: a list of a misspelt source would be
+// empty, and a release of every stuck key of it would read as a source with nothing
+// stuck. A source the configuration no longer has, with anything of it still stored,
+// is known.
+func (a *api) knownSource(ctx context.Context, name string) error {
+	problem, err := a.unknownSource(ctx, name)
+	if err == nil && problem != "" {
+		err = Errorf(http.StatusBadRequest, "%s", problem)
+	}
+	return err
+}
+
 func writeAPI(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -278,6 +291,9 @@ func (a *api) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = limit
+	if err := a.knownSource(r.Context(), f.Source); err != nil {
+		return err
+	}
 	page, err := a.events.Deliveries(r.Context(), f)
 	if err != nil {
 		return err
@@ -537,6 +553,9 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err := f.Check(); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err)
 	}
+	if err := a.knownSource(r.Context(), f.Source); err != nil {
+		return err
+	}
 	page, err := a.keys.Keys(r.Context(), f)
 	if err != nil {
 		return err
@@ -737,23 +756,6 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeAPI(w, http.StatusOK, out)
 	return nil
-}
-
-// knownSource refuses a source that is neither configured nor holds a stored key: a
-// misspelt name would match no key, and a release of every stuck key of it would read
-// as a source with nothing stuck. A source the configuration no longer has may still
-// hold keys, to be released, so only a name the database knows nothing of is refused,
-// as the command line's release refuses it.
-func (a *api) knownSource(ctx context.Context, name string) error {
-	if _, ok := a.source(name); ok || len(a.sources) == 0 {
-		return nil
-	}
-	page, err := a.keys.Keys(ctx, storage.KeyFilter{Source: name, Limit: 1})
-	if err != nil || len(page.Keys) > 0 {
-		return err
-	}
-	return Errorf(http.StatusBadRequest, "source %q: no such source: the configuration has none of that name (configured: %s) and no key of it is stored",
-		name, strings.Join(a.sourceNames(), ", "))
 }
 
 // apiNeedsApproval refuses a reprocess above the approval threshold.

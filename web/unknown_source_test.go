@@ -56,3 +56,22 @@ func TestListings_UnknownSourceRefused(t *testing.T) {
 		t.Errorf("/events.csv?source=gone = %d %q; want 200 with its delivery", code, body)
 	}
 }
+
+// TestAPI_UnknownSourceRefused: the JSON API's lists refuse a source nothing is known
+// of as the console's do, with 400 naming it, so that a script with a mistyped name is
+// told rather than handed an empty list; the configured source is listed as before.
+func TestAPI_UnknownSourceRefused(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "evt_1", `{}`, false)
+	for _, path := range []string{"/api/v1/deliveries?source=otaa", "/api/v1/keys?source=otaa", "/api/v1/keys?source=otaa&stuck=true"} {
+		code, out := e.call(t, storage.RoleViewer, "GET", path, "")
+		if msg, _ := out["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, `No source "otaa"`) {
+			t.Errorf("%s = %d %v; want 400 naming the source", path, code, out)
+		}
+	}
+	for _, path := range []string{"/api/v1/deliveries?source=ota", "/api/v1/keys?source=ota"} {
+		if code, out := e.call(t, storage.RoleViewer, "GET", path, ""); code != http.StatusOK {
+			t.Errorf("%s = %d %v; want 200", path, code, out)
+		}
+	}
+}
