@@ -879,7 +879,10 @@ func (c *config) settings() []setting {
 			return nil
 		}},
 		{"acme_email", "contact address the ACME CA may write to about the certificates (optional)", str(&c.ACMEEmail)},
-		{"acme_directory", "ACME directory URL (default: Let's Encrypt's production directory)", str(&c.ACMEDirectory)},
+		// Emptied, a staging or private CA in the file would quietly become Let's
+		// Encrypt's production one, whose rate limits a test setup soon meets.
+		{"acme_directory", "ACME directory URL (default: Let's Encrypt's production directory)",
+			kept(&c.ACMEDirectory, "to use Let's Encrypt's production directory, remove acme_directory from the file")},
 		{"http_addr", "with HTTPS on: plain-HTTP listen address (host:port) for ACME's HTTP-01 challenges and redirects to https (default :80)", str(&c.HTTPAddr)},
 	}
 }

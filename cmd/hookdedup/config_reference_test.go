@@ -431,6 +431,8 @@ func TestConfig_EmptyFlagKeepsWhatTheFileSets(t *testing.T) {
 		{"--console-addr", ""},
 		{"--tls-cert-file", "", "--tls-key-file", ""},
 		{"--tls-key-file", ""},
+		// A staging or private CA would quietly become Let's Encrypt's production one.
+		{"--acme-directory", ""},
 	} {
 		cfg, err := loadWith(t, file, nil, args...)
 		if want := args[0] + ": is empty (an unset variable?)"; err == nil || !strings.HasPrefix(err.Error(), want) {
