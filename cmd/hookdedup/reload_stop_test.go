@@ -28,6 +28,10 @@ func TestStopReload_NoDefaultActionBetween(t *testing.T) {
 		return
 	}
 
+	// Taken before the first SIGHUP is sent: until then SIGHUP's default action is the
+	// process's, whatever stopReload does.
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -41,10 +45,11 @@ func TestStopReload_NoDefaultActionBetween(t *testing.T) {
 		}
 	})
 	for range 20_000 {
-		reload := make(chan os.Signal, 1)
-		signal.Notify(reload, syscall.SIGHUP)
 		stopReload(reload)
+		reload = make(chan os.Signal, 1)
+		signal.Notify(reload, syscall.SIGHUP)
 	}
+	stopReload(reload)
 	close(stop)
 	wg.Wait()
 	t.Log("still running after every SIGHUP")
