@@ -33,15 +33,7 @@ func TestDispatch_LeaseBatchNotBoundByAFullerSource(t *testing.T) {
 	}
 	st := &leaseLog{DB: db}
 	d := runSharedDispatcher(t, db, 8, st, src, other)
-	storagetest.Eventually(t, 10*time.Second, func() error {
-		if n := ota.open(); n != 6 {
-			return fmt.Errorf("%d hand-offs to ota under way; want its 6", n)
-		}
-		if st.looks() == 0 {
-			return fmt.Errorf("the dispatcher has not gone to sleep")
-		}
-		return nil
-	})
+	holdingAsleep(t, st, ota, "ota", 6)
 	// Asleep until woken (Poll is a minute): its next lease sees both events due.
 	queue(t, db, "pms", "evt_a")
 	queue(t, db, "pms", "evt_b")
@@ -125,33 +117,16 @@ func (l *leaseLog) batches(source string) []int {
 func TestDispatch_IdleSourcesLeasedTogetherWhenNoWorkerIsSpare(t *testing.T) {
 	const quietSources = 20
 	db := storagetest.Open(t)
-	busy, quiet := newHungDownstream(t), newHungDownstream(t)
-	defer busy.release()
+	busy, quiet, sources := busyBeside(t, db, quietSources)
+	defer busy.release() // before the dispatcher stops: it waits for the hand-offs under way
 	defer quiet.release()
-	src := forwardSource(t, busy.srv.URL, 10)
-	src.Name, src.AttemptTimeout = "busy", time.Minute
-	sources := []receiver.Source{src}
 	isQuiet := map[string]bool{}
-	for i := range quietSources {
-		q := forwardSource(t, quiet.srv.URL, 10)
-		q.Name, q.AttemptTimeout = fmt.Sprintf("quiet%d", i), time.Minute
-		sources = append(sources, q)
+	for _, q := range sources[1:] {
 		isQuiet[q.Name] = true
-	}
-	for n := range 12 {
-		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
 	}
 	st := &leaseLog{DB: db}
 	d := runSharedDispatcher(t, db, 0, st, sources...) // the default workers: 8 + 19
-	storagetest.Eventually(t, 10*time.Second, func() error {
-		if n := busy.open(); n != 7 {
-			return fmt.Errorf("%d hand-offs of the busy source under way; want 7", n)
-		}
-		if st.looks() == 0 {
-			return fmt.Errorf("the dispatcher has not gone to sleep")
-		}
-		return nil
-	})
+	holdingAsleep(t, st, busy, "busy", 7)
 	for i := range quietSources {
 		queue(t, db, fmt.Sprintf("quiet%d", i), "evt")
 	}
@@ -187,20 +162,9 @@ func TestDispatch_IdleSourcesLeasedTogetherWhenNoWorkerIsSpare(t *testing.T) {
 // leased a job each together in the same turn, not one a lease.
 func TestDispatch_BurstLeavesTheOtherIdleSourcesTheirWorkers(t *testing.T) {
 	db := storagetest.Open(t)
-	busy, quiet := newHungDownstream(t), newHungDownstream(t)
-	defer busy.release()
+	busy, quiet, sources := busyBeside(t, db, 4)
+	defer busy.release() // before the dispatcher stops: it waits for the hand-offs under way
 	defer quiet.release()
-	src := forwardSource(t, busy.srv.URL, 10)
-	src.Name, src.AttemptTimeout = "busy", time.Minute
-	sources := []receiver.Source{src}
-	for i := range 4 {
-		q := forwardSource(t, quiet.srv.URL, 10)
-		q.Name, q.AttemptTimeout = fmt.Sprintf("quiet%d", i), time.Minute
-		sources = append(sources, q)
-	}
-	for n := range 12 {
-		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
-	}
 	for i := range 4 {
 		queue(t, db, fmt.Sprintf("quiet%d", i), "evt")
 	}
@@ -231,4 +195,39 @@ func TestDispatch_BurstLeavesTheOtherIdleSourcesTheirWorkers(t *testing.T) {
 	if len(leases) != 2 {
 		t.Errorf("the jobs were leased in %d leases, %v; want 2: the burst's 7, then one of each quiet source", len(leases), leases)
 	}
+}
+
+// busyBeside makes a source "busy", with 12 events queued, and quiet ones quiet0 …
+// (none queued), each with a downstream that hangs: busy's, and one the quiet ones
+// share. sources holds busy first.
+func busyBeside(t *testing.T, db *sqlite.DB, quiet int) (busyDS, quietDS *hungDownstream, sources []receiver.Source) {
+	t.Helper()
+	busyDS, quietDS = newHungDownstream(t), newHungDownstream(t)
+	src := forwardSource(t, busyDS.srv.URL, 10)
+	src.Name, src.AttemptTimeout = "busy", time.Minute
+	sources = []receiver.Source{src}
+	for i := range quiet {
+		q := forwardSource(t, quietDS.srv.URL, 10)
+		q.Name, q.AttemptTimeout = fmt.Sprintf("quiet%d", i), time.Minute
+		sources = append(sources, q)
+	}
+	for n := range 12 {
+		queue(t, db, "busy", fmt.Sprintf("evt_%d", n))
+	}
+	return busyDS, quietDS, sources
+}
+
+// holdingAsleep waits until ds holds n hand-offs of source and the dispatcher, having
+// leased, has gone to sleep: its next lease is the one the test wakes it for.
+func holdingAsleep(t *testing.T, st *leaseLog, ds *hungDownstream, source string, n int) {
+	t.Helper()
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if got := ds.open(); got != n {
+			return fmt.Errorf("%d hand-offs of %s under way; want %d", got, source, n)
+		}
+		if st.looks() == 0 {
+			return fmt.Errorf("the dispatcher has not gone to sleep")
+		}
+		return nil
+	})
 }
