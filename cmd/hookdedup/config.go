@@ -380,10 +380,8 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (config,
 		if k := strings.ToLower(key[len(key)-1]); k != key[len(key)-1] {
 			lower = fmt.Sprintf(" (settings are written in lower case: %s)", k)
 		}
-		for section, tables := range map[string][]toml.Primitive{"source": fc.Sources, "alert": fc.Alerts, "alert_channel": fc.AlertChannels} {
-			if i, name, ok := tableWriting(md, section, tables, key); ok {
-				return config{}, fmt.Errorf("%s: %s %q: unknown setting %q%s", path, section, sourceLabel(i, name), key[1:].String(), lower)
-			}
+		if where, setting := placeOf(path, key); len(where) > 0 {
+			return config{}, fmt.Errorf("%s: %s: unknown setting %q%s", path, strings.Join(where, ": "), setting.String(), lower)
 		}
 		return config{}, fmt.Errorf("%s: unknown setting %q%s", path, key.String(), lower)
 	}
@@ -592,36 +590,47 @@ func checkSecretEnv(name string) error {
 		"and is not shown, as it may be the secret itself: secret_env names the variable that holds the secret; a secret written in the file goes in secret")
 }
 
-// tableWriting finds the first of the [[section]] tables that writes key, an unknown
-// setting: TOML names it section.<setting> whichever table it is in, and a file of many
-// sources or alerts needs to say which one to fix. ok is false when key is no such
-// table's.
-func tableWriting(md toml.MetaData, section string, tables []toml.Primitive, key toml.Key) (i int, name string, ok bool) {
-	if len(key) < 2 || key[0] != section {
-		return 0, "", false
+// placeOf finds the tables of the file at path that write key, an unknown setting:
+// TOML names it by its tables' names alone (correlation.source.bogus), whichever rule,
+// source or alert it is in, and a file of many needs to say which one to fix. where
+// names each table of an array of tables on the way by its name (#2 when it has none);
+// setting is the rest of key. where is empty when key is in no array of tables.
+func placeOf(path string, key toml.Key) (where []string, setting toml.Key) {
+	var raw map[string]any
+	if _, err := toml.DecodeFile(path, &raw); err != nil {
+		return nil, key
 	}
-	for i, p := range tables {
-		var table map[string]any
-		if md.PrimitiveDecode(p, &table) != nil {
-			continue
-		}
-		var v any = table
-		for _, part := range key[1:] {
-			t, isTable := v.(map[string]any)
-			if !isTable {
-				ok = false
-				break
-			}
-			if v, ok = t[part]; !ok {
-				break
-			}
+	if where, setting, ok := placeIn(raw, key); ok {
+		return where, setting
+	}
+	return nil, key
+}
+
+func placeIn(t map[string]any, key toml.Key) (where []string, setting toml.Key, ok bool) {
+	if len(key) == 1 {
+		_, ok = t[key[0]]
+		return nil, key, ok
+	}
+	switch next := t[key[0]].(type) {
+	case map[string]any:
+		where, setting, ok = placeIn(next, key[1:])
+		if ok && len(where) == 0 {
+			return nil, key, true
 		}
 		if ok {
-			name, _ = table["name"].(string)
-			return i, name, true
+			where[0] = key[0] + "." + where[0]
+		}
+		return where, setting, ok
+	case []map[string]any:
+		// The first of the tables that writes the rest of key: the decoder stops at it.
+		for i, e := range next {
+			if w, s, ok := placeIn(e, key[1:]); ok {
+				name, _ := e["name"].(string)
+				return append([]string{fmt.Sprintf("%s %q", key[0], sourceLabel(i, name))}, w...), s, true
+			}
 		}
 	}
-	return 0, "", false
+	return nil, nil, false
 }
 
 // otherCase returns the keys of md that are not written in lower case, as every

@@ -331,6 +331,38 @@ func TestConfig_MaxBatchItemsBelowOne(t *testing.T) {
 	}
 }
 
+// TestConfig_UnknownSettingNamesItsTable: an unknown setting in a table of an array of
+// tables is refused naming the table it is in, by its name, down to the innermost: with
+// several correlation rules, "correlation.source.bogus" alone left the operator to search
+// every rule's every source for it.
+func TestConfig_UnknownSettingNamesItsTable(t *testing.T) {
+	const sources = "[[source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n" +
+		"[[source]]\nname = \"psp\"\nsignature = \"none\"\nevent_id = \"/id\"\n"
+	const rule = "[[correlation]]\nname = \"%s\"\nwindow = \"72h\"\n%s" +
+		"[[correlation.source]]\nname = \"ota\"\nbooking = \"/b\"\namount = \"/a\"\n%s" +
+		"[[correlation.source]]\nname = \"psp\"\nbooking = \"/b\"\namount = \"/a\"\ncurrency = \"/c\"\n%s"
+	const cur = "currency = \"/c\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"RuleSource", sources + fmt.Sprintf(rule, "first", "", cur, "") + fmt.Sprintf(rule, "second", "", cur, "bogus = 1\n"),
+			`hookdedup.toml: correlation "second": source "psp": unknown setting "bogus"`},
+		{"Rule", sources + fmt.Sprintf(rule, "first", "", cur, "") + fmt.Sprintf(rule, "second", "windw = \"1h\"\n", cur, ""),
+			`hookdedup.toml: correlation "second": unknown setting "windw"`},
+		{"OtherCase", sources + fmt.Sprintf(rule, "first", "", "Currency = \"/c\"\n", ""),
+			`hookdedup.toml: correlation "first": source "ota": unknown setting "Currency" (settings are written in lower case: currency)`},
+		{"Source", sources + "[[source]]\nname = \"pms\"\nsignature = \"none\"\nevent_id = \"/id\"\nttll = \"1h\"\n",
+			`hookdedup.toml: source "pms": unknown setting "ttll"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte(tc.toml))
+			_, err := loadConfig(path, true, func(string) string { return "" })
+			if err == nil || !strings.HasSuffix(err.Error(), "/"+tc.want) {
+				t.Errorf("%v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestConfig_SettingInAnotherCase: a key written in another case than its setting's
 // (TOML's keys are case-sensitive) is refused as the unknown setting it is, saying how
 // the setting is written. The decoder filled the setting from it past the checks that
