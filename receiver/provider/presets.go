@@ -126,7 +126,9 @@ var presets = []Preset{
 		BookingField:  "/payload/booking_id",
 		StatusField:   "",
 		TTL:           7 * day,
-		Answer:        AnswerJSON,
+		// Eleven attempts after a 5xx, the last close to 24 hours after the event.
+		Redelivery: 24 * time.Hour,
+		Answer:     AnswerJSON,
 		Docs: []string{
 			"https://docs.channex.io/api-v.1-documentation/webhook-collection",
 		},
@@ -136,7 +138,8 @@ var presets = []Preset{
 			"revision count once; other events (the unmapped room and rate events, non_acked_booking, ari, " +
 			"message, …) on event, property, timestamp and payload, so an alert about a revision is never taken " +
 			"for its booking webhook. The token goes in a header set in the webhook's headers field. " +
-			"Channex retries failed webhooks but does not say for how long; the ttl is 7 days.",
+			"Channex retries a webhook answered with a 5xx status, eleven times over about 24 hours, and no " +
+			"other answer (a refusal with 401 or 422 is not retried); the ttl is 7 days.",
 	},
 	{
 		Name:          "cloudbeds",

@@ -152,6 +152,28 @@ func TestPresets_TTL(t *testing.T) {
 	}
 }
 
+// Redelivery is what each sender's documentation says of its retries, where it says
+// anything: Channex's webhook page gives its schedule, eleven attempts of which the
+// last comes close to 24 hours after the event.
+func TestPresets_DocumentedRedelivery(t *testing.T) {
+	for name, want := range map[string]time.Duration{
+		"adyen":   30 * 24 * time.Hour,
+		"beds24":  30 * time.Minute,
+		"channex": 24 * time.Hour,
+		"github":  3 * 24 * time.Hour,
+		"shopify": 4 * time.Hour,
+		"stripe":  3 * 24 * time.Hour,
+	} {
+		p, _ := provider.Lookup(name)
+		if p.Redelivery != want {
+			t.Errorf("%s: redelivery %v, want the documented %v", name, p.Redelivery, want)
+		}
+		if strings.Contains(p.Note, "does not say for how long") {
+			t.Errorf("%s: the note says the retries are undocumented: %q", name, p.Note)
+		}
+	}
+}
+
 func TestLookup_ReturnsACopy(t *testing.T) {
 	p, _ := provider.Lookup("adyen")
 	p.KeyFields[0] = "/changed"
