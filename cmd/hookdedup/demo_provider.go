@@ -209,13 +209,19 @@ func stripeEvent(g *senderGen) demoEvent {
 }
 
 func channexEvent(g *senderGen) demoEvent {
-	event := g.pick([]string{"booking_new", "booking_modification", "booking_cancellation"})
+	event := g.pick([]string{"booking", "booking_new", "booking_modification", "booking_cancellation"})
 	property, booking, revision := g.uuid(), g.uuid(), g.uuid()
+	// The booking event names the revision in revision_id, the events of one status in
+	// booking_revision_id: the preset reads either.
+	field := "booking_revision_id"
+	if event == "booking" {
+		field = "revision_id"
+	}
 	return demoEvent{
 		label: event + " revision " + revision[:8],
 		body: mustJSON(map[string]any{
 			"event":       event,
-			"payload":     map[string]string{"booking_id": booking, "property_id": property, "revision_id": revision},
+			"payload":     map[string]string{"booking_id": booking, "property_id": property, field: revision},
 			"property_id": property, "user_id": nil,
 			"timestamp": g.at().Format("2006-01-02T15:04:05.000000Z"),
 		}),

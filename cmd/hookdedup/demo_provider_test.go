@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -242,6 +244,38 @@ func TestDemo_DuplicatesOutOfRange(t *testing.T) {
 			func(string) string { return "" }, strings.NewReader(""), &out, &out)
 		if err == nil || !strings.Contains(err.Error(), "--duplicates "+v+": want a fraction from 0 to 1") {
 			t.Errorf("demo --duplicates %s: %v, want it refused", v, err)
+		}
+	}
+}
+
+// Channex's webhook page shows the booking event naming its revision in
+// payload.revision_id; the events of one status (booking_new, booking_modification,
+// booking_cancellation) name it in payload.booking_revision_id, as the unmapped room
+// and rate events and non_acked_booking do. The demo sends them so, so that it goes
+// through both places the preset reads the revision from.
+func TestDemo_ChannexRevisionField(t *testing.T) {
+	g := &senderGen{rnd: mrand.New(mrand.NewPCG(1, 2)), now: time.Unix(1767225600, 0)}
+	seen := map[string]bool{}
+	for range 200 {
+		var ev struct {
+			Event   string            `json:"event"`
+			Payload map[string]string `json:"payload"`
+		}
+		if err := json.Unmarshal(channexEvent(g).body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		seen[ev.Event] = true
+		want, not := "booking_revision_id", "revision_id"
+		if ev.Event == "booking" {
+			want, not = not, want
+		}
+		if ev.Payload[want] == "" || ev.Payload[not] != "" {
+			t.Fatalf("%s event's payload %v: want the revision in %s, as Channex sends it", ev.Event, ev.Payload, want)
+		}
+	}
+	for _, e := range []string{"booking", "booking_new", "booking_modification", "booking_cancellation"} {
+		if !seen[e] {
+			t.Errorf("no %s event in 200", e)
 		}
 	}
 }
