@@ -25,6 +25,19 @@ type adyenTestVector struct {
 
 var adyenVectors = []adyenTestVector{
 	{
+		// Adyen's worked example: the key, signing string and signature its Ruby
+		// library's tests check, the item as its webhook examples write it.
+		name: "WorkedExample",
+		from: "Adyen/adyen-ruby-api-library spec/utils/hmac_validator_spec.rb",
+		key:  "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+		item: `{"amount": {"value": 1130, "currency": "EUR"}, "pspReference": "7914073381342284",
+			"eventCode": "AUTHORISATION", "eventDate": "2019-05-06T17:15:34.121+02:00",
+			"merchantAccountCode": "TestMerchant", "operations": ["CANCEL", "CAPTURE", "REFUND"],
+			"merchantReference": "TestPayment-1407325143704", "paymentMethod": "visa", "success": "true"}`,
+		signed:    "7914073381342284::TestMerchant:TestPayment-1407325143704:1130:EUR:AUTHORISATION:true",
+		signature: "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0=",
+	},
+	{
 		name: "Authorisation",
 		from: "Adyen/adyen-php-api-library tests/Adyen/Util/HmacSignatureTest.php, testNotificationRequestItemHmac",
 		key:  "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00",
