@@ -1,7 +1,9 @@
 package receiver
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -232,4 +234,37 @@ func jsonSkipValue(doc string, i int) int {
 		}
 		return j
 	}
+}
+
+// redactFields returns body with the value at each of pointers, where body holds one,
+// written as "[redacted]", as a credential header is; body itself when it holds none,
+// or is not JSON (where no pointer can be followed). The rest stays as sent.
+func redactFields(body []byte, pointers []string) []byte {
+	if len(pointers) == 0 || !json.Valid(body) {
+		return body
+	}
+	doc := string(body)
+	var spans [][2]int
+	for _, p := range pointers {
+		if s, e, ok := ptrSpan(doc, p); ok {
+			spans = append(spans, [2]int{s, e})
+		}
+	}
+	if len(spans) == 0 {
+		return body
+	}
+	// A value inside another one masked goes with it; the others are written from the
+	// last to the first, so that each is still where it was found.
+	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Or(a[0]-b[0], b[1]-a[1]) })
+	kept := spans[:1]
+	for _, sp := range spans[1:] {
+		if sp[0] >= kept[len(kept)-1][1] {
+			kept = append(kept, sp)
+		}
+	}
+	out := []byte(doc)
+	for _, sp := range slices.Backward(kept) {
+		out = slices.Concat(out[:sp[0]], []byte(`"[redacted]"`), out[sp[1]:])
+	}
+	return out
 }

@@ -64,6 +64,10 @@ type Source struct {
 	// RedactHeaders names request headers that carry credentials for this source; they
 	// are stored as "[redacted]".
 	RedactHeaders []string
+	// RedactFields are JSON pointers to credentials that some of the sender's bodies
+	// carry (Mews' Integration Webhooks, its Connector API access token): masked in
+	// the body kept of a refused delivery. An accepted one is the event's own, whole.
+	RedactFields []string
 	// Batch, when set, is a JSON pointer to the array of events in one request: each
 	// element is an item, keyed, claimed, stored and handed downstream on its own.
 	// Item is a pointer inside each element to the event ("" for the element itself).
@@ -552,6 +556,7 @@ func (rc *Receiver) rejectAs(w http.ResponseWriter, r *http.Request, src *Source
 		reason = cutReason(reason, maxSampleReason)
 	} else {
 		reason = cutReason(reason, maxReason)
+		body = redactFields(body, src.RedactFields)
 	}
 	rc.metrics.Deliveries.WithLabelValues(label, string(storage.Rejected)).Inc()
 	rc.metrics.Rejections.WithLabelValues(label, why).Inc()

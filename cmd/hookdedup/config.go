@@ -1647,6 +1647,15 @@ func (s sourceSettings) currencyExponents() map[string]int {
 	return p.CurrencyExponents
 }
 
+// redactFields are the credentials the source's provider says its bodies may carry.
+func (s sourceSettings) redactFields() []string {
+	p, ok := provider.Lookup(s.Provider)
+	if !ok {
+		return nil
+	}
+	return p.RedactFields
+}
+
 // tolerance is the tolerance the settings give, 0 for the scheme's default.
 func (s sourceSettings) tolerance() time.Duration {
 	if s.Tolerance == nil {
@@ -1702,6 +1711,7 @@ func (s sourceSettings) source(v signature.Verifier) receiver.Source {
 		CurrencyField:     *s.CurrencyField,
 		AmountMinorUnits:  *s.AmountMinorUnits,
 		CurrencyExponents: s.currencyExponents(),
+		RedactFields:      s.redactFields(),
 		Batch:             *s.Batch,
 		Item:              *s.Item,
 		Answer:            receiver.Answer(s.Answer),

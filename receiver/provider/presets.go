@@ -214,8 +214,12 @@ var presets = []Preset{
 		TTL:         5 * time.Minute,
 		Thin:        true,
 		Answer:      AnswerJSON,
+		// An Integration Webhook (Action and Data, no Events), which Mews may send to
+		// the same URL, is refused, and carries the property's Connector API token.
+		RedactFields: []string{"/Data/AccessToken"},
 		Docs: []string{
 			"https://docs.mews.com/connector-api/events/wh-general",
+			"https://docs.mews.com/connector-api/events/wh-integration",
 			"https://docs.mews.com/connector-api/events/wh-faq",
 		},
 		Note: "Mews' General Webhooks batch events in Events, each only a type and an entity id: a redelivery " +

@@ -65,6 +65,10 @@ type Preset struct {
 	Batch string
 	Item  string
 
+	// RedactFields are JSON pointers to credentials that some of the sender's
+	// bodies carry: masked in what is kept of a delivery the source refuses.
+	RedactFields []string
+
 	// The console's labels for a delivery; "" where the sender has no such
 	// field.
 	PropertyField string
@@ -162,6 +166,7 @@ func clonePreset(p Preset) Preset {
 	p.BusinessKey = slices.Clone(p.BusinessKey)
 	p.NoMoney = slices.Clone(p.NoMoney)
 	p.Docs = slices.Clone(p.Docs)
+	p.RedactFields = slices.Clone(p.RedactFields)
 	p.CurrencyExponents = maps.Clone(p.CurrencyExponents)
 	return p
 }
