@@ -695,6 +695,9 @@ func (f *certFiles) load(logFailure bool) error {
 	f.seen = fileStamps{cert: stampOf(f.certPath), key: stampOf(f.keyPath)}
 	cert, err := loadKeyPair(f.certPath, f.keyPath)
 	old := f.cur.Load()
+	if err == nil && old != nil {
+		err = notWorse(f.certPath, cert.Leaf, old.Leaf, time.Now())
+	}
 	f.failed = err != nil
 	if err != nil {
 		if old != nil && logFailure {
@@ -717,6 +720,28 @@ func (f *certFiles) load(logFailure bool) error {
 		f.log.Warn("tls_cert_file holds the certificate alone, without the chain that issued it, and it does not verify against this system's roots: "+
 			"senders refuse it (they do not fetch a missing intermediate); use the full chain (certbot's fullchain.pem), or, for your own CA, have the senders trust it",
 			append(attrs, logErr, err)...)
+	}
+	return nil
+}
+
+// notWorse returns why leaf, read from certPath, is not to replace cur, the certificate
+// in use: leaf has expired or is not valid yet while cur is valid. A deploy hook that
+// copies an old pair, or a clock that is behind the CA's, would otherwise swap a
+// certificate every sender accepts for one every sender refuses. Kept as failed, the
+// files are read again at each check, so that a pair put right, or one that comes into
+// its validity, is loaded then. Over a certificate that is itself out of its validity,
+// any pair that loads is taken: nothing better is in hand.
+func notWorse(certPath string, leaf, cur *x509.Certificate, now time.Time) error {
+	if now.Before(cur.NotBefore) || now.After(cur.NotAfter) {
+		return nil
+	}
+	switch {
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("tls_cert_file %s: the certificate expired at %s, and the one in use is valid until %s",
+			certPath, leaf.NotAfter.UTC().Format(time.RFC3339), cur.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("tls_cert_file %s: the certificate is not valid before %s (is this machine's clock right?), and the one in use is valid until %s",
+			certPath, leaf.NotBefore.UTC().Format(time.RFC3339), cur.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
