@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -201,7 +202,43 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 	health(priv)
 	consoleSrv.Register(priv)
 	priv.Handle("GET /metrics", metricsRoute(metrics, cfg.MetricsToken, true, cfg.ConsoleNames))
-	return pub, priv
+	return asWritten(pub), priv
+}
+
+// asWritten serves mux's routes to the paths they name as written, and the JSON 404 to
+// anything else. An http.ServeMux answers a path that is not in its clean form
+// (//login, /./healthz, /static/../login) with a redirect to the clean one, in HTML, and
+// a CONNECT with a 404 in plain text, past every route: on the public address, which
+// promises its JSON 404 for whatever it does not serve, a client would be sent on to
+// another path instead. Paths under /webhooks are the receiver's to answer first
+// (CleanPaths).
+func asWritten(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.EscapedPath(); r.Method == http.MethodConnect || muxCleanPath(p) != p {
+			jsonNotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// muxCleanPath is p as an http.ServeMux cleans it before it routes: "." and ".."
+// elements and repeated slashes removed, a trailing slash kept.
+func muxCleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		np += "/"
+	}
+	return np
 }
 
 // metricsRoute is /metrics as served: behind token when one is set; otherwise open on a
