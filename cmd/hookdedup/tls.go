@@ -716,6 +716,12 @@ func (f *certFiles) load(logFailure bool) error {
 	if time.Now().After(leaf.NotAfter) {
 		f.log.Warn("the certificate has expired: clients will refuse it", attrs...)
 	}
+	// Others' read bit alone: a group's (0640, root:hookdedup) is how a deploy hook lets
+	// the service's user read a key that root owns.
+	if fi, err := os.Stat(f.keyPath); err == nil && fi.Mode().Perm()&0o004 != 0 {
+		f.log.Warn(fmt.Sprintf("tls_key_file %s (%#o) can be read by every user of this machine, and any of them could pass for this server to the senders: make it private with chmod 600, or chmod 640 and a group the service's user is in",
+			f.keyPath, uint32(fi.Mode().Perm())))
+	}
 	if err := unchained(cert); err != nil {
 		f.log.Warn("tls_cert_file holds the certificate alone, without the chain that issued it, and it does not verify against this system's roots: "+
 			"senders refuse it (they do not fetch a missing intermediate); use the full chain (certbot's fullchain.pem), or, for your own CA, have the senders trust it",
