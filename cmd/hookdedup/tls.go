@@ -785,6 +785,9 @@ func loadKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 	if !hasPEM(keyPEM, func(typ string) bool { return strings.HasSuffix(typ, "PRIVATE KEY") }) {
 		return nil, fmt.Errorf("tls_key_file %s: no PEM private key in it", keyPath)
 	}
+	if err := keyProblem(keyPEM); err != nil {
+		return nil, fmt.Errorf("tls_key_file %s: %w", keyPath, err)
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("tls_key_file %s does not go with the certificate in tls_cert_file %s: %w", keyPath, certPath, err)
@@ -795,6 +798,35 @@ func loadKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 		}
 	}
 	return &cert, nil
+}
+
+// keyProblem says why the private key that tls.X509KeyPair would take from keyPEM (the
+// first PEM block of a private key) cannot be read, or nil when it can: an X509KeyPair
+// error does not tell such a key from one that belongs to another certificate, and
+// an encrypted key is the usual cause, for which the fix is another form of the same key.
+func keyProblem(keyPEM []byte) error {
+	for {
+		var b *pem.Block
+		if b, keyPEM = pem.Decode(keyPEM); b == nil {
+			return nil // hasPEM has said there is none
+		}
+		if b.Type != "PRIVATE KEY" && !strings.HasSuffix(b.Type, " PRIVATE KEY") {
+			continue
+		}
+		if b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED") {
+			return errors.New("the private key is encrypted, and serve has no passphrase to open it: write it without one (openssl pkey -in KEY -out KEY.plain, then chmod 600 KEY.plain)")
+		}
+		if _, err := x509.ParsePKCS8PrivateKey(b.Bytes); err == nil {
+			return nil
+		}
+		if _, err := x509.ParsePKCS1PrivateKey(b.Bytes); err == nil {
+			return nil
+		}
+		if _, err := x509.ParseECPrivateKey(b.Bytes); err == nil {
+			return nil
+		}
+		return fmt.Errorf("the private key (PEM %q) cannot be read: it is damaged, or of a form other than PKCS #8, PKCS #1 or SEC 1", b.Type)
+	}
 }
 
 func hasPEM(data []byte, want func(typ string) bool) bool {
