@@ -790,6 +790,10 @@ func loadKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
+		if n := keysCertificate(certPEM, keyPEM); n > 1 {
+			return nil, fmt.Errorf("tls_cert_file %s: the certificate of the key in tls_key_file %s is the %s in the file, not the first: put it first, then the chain that issued it (certbot's fullchain.pem is in that order)",
+				certPath, keyPath, ordinal(n))
+		}
 		return nil, fmt.Errorf("tls_key_file %s does not go with the certificate in tls_cert_file %s: %w", keyPath, certPath, err)
 	}
 	if cert.Leaf == nil { // X509KeyPair fills it unless GODEBUG says otherwise
@@ -827,6 +831,36 @@ func keyProblem(keyPEM []byte) error {
 		}
 		return fmt.Errorf("the private key (PEM %q) cannot be read: it is damaged, or of a form other than PKCS #8, PKCS #1 or SEC 1", b.Type)
 	}
+}
+
+// keysCertificate returns the place (1 for the first) of the certificate in certPEM
+// that keyPEM's key belongs to, or 0 when none is. tls.X509KeyPair matches the key
+// with the first certificate alone: a chain written before its leaf fails there as a
+// key of another certificate would.
+func keysCertificate(certPEM, keyPEM []byte) int {
+	n := 0
+	for {
+		var b *pem.Block
+		if b, certPEM = pem.Decode(certPEM); b == nil {
+			return 0
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		n++
+		if _, err := tls.X509KeyPair(pem.EncodeToMemory(b), keyPEM); err == nil {
+			return n
+		}
+	}
+}
+
+// ordinal is n in words up to the tenth, which no chain exceeds, else as "n-th".
+func ordinal(n int) string {
+	words := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"}
+	if n >= 1 && n <= len(words) {
+		return words[n-1]
+	}
+	return fmt.Sprintf("%d-th", n)
 }
 
 func hasPEM(data []byte, want func(typ string) bool) bool {
