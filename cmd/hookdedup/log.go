@@ -16,6 +16,8 @@ const (
 	logDomains      = "domains"       // every host name configured for ACME, comma-separated
 	logDirectory    = "directory"     // an ACME CA's directory URL
 	logCache        = "cache"         // the directory the ACME state is kept in
+	logPrevious     = "previous"      // the ACME directory a cache set aside came from
+	logSetAside     = "set_aside"     // where the ACME state of a previous directory was moved
 	logCert         = "cert"          // a certificate file's path
 	logNames        = "names"         // the names a certificate is good for, comma-separated
 	logConsoleNames = "console_names" // the console_names setting, comma-separated

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -303,6 +304,9 @@ func newTLS(s tlsSettings, log *slog.Logger) (*tlsSetup, error) {
 	if directory == "" {
 		directory = defaultACMEDirectory
 	}
+	if err := cacheOf(dir, directory, log); err != nil {
+		return nil, err
+	}
 	client := &http.Client{}
 	if s.acmeHTTPClient != nil {
 		*client = *s.acmeHTTPClient
@@ -376,6 +380,122 @@ func privateDir(dir string) error {
 		}
 	}
 	return nil
+}
+
+// acmeDirectoryFile is the file of the ACME cache that names the directory its account
+// and certificates come from. No domain has this name: acme_domains are fully qualified.
+const acmeDirectoryFile = "directory"
+
+// cacheOf makes dir the cache of the ACME directory directory. autocert keys its cache
+// by domain alone: once acme_directory changes (from Let's Encrypt's staging directory,
+// after a trial, to production) it would go on serving the previous CA's certificate,
+// which senders refuse, until its renewal months later. So the cache records its
+// directory, and a cache of another one is set aside (moved, not deleted: a change back
+// can have it restored by hand) before anything is asked of the new one. A cache that
+// records none comes from a version that did not record it: it is taken as the
+// configured directory's, unless that is Let's Encrypt's production directory and a
+// certificate in it does not verify against the system's roots, as a staging one does
+// not.
+func cacheOf(dir, directory string, log *slog.Logger) error {
+	marker := filepath.Join(dir, acmeDirectoryFile)
+	b, err := os.ReadFile(marker)
+	var previous string
+	switch {
+	case err == nil:
+		if previous = strings.TrimSpace(string(b)); previous == directory {
+			return nil
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if directory == defaultACMEDirectory {
+			if name := untrustedCertificate(dir); name != "" {
+				previous = "not recorded: the certificate of " + name + " does not verify against this system's roots"
+			}
+		}
+	default:
+		return fmt.Errorf("acme cache %s: %w", marker, err)
+	}
+	if previous != "" {
+		aside, err := setAside(dir)
+		if err != nil {
+			return err
+		}
+		log.Warn("acme_directory is not the directory the acme cache's account and certificates come from: they are set aside, and certificates are asked of acme_directory",
+			logDirectory, directory, logPrevious, previous, logSetAside, aside)
+	}
+	if err := os.WriteFile(marker, []byte(directory+"\n"), 0o600); err != nil {
+		// Logged, not fatal, as a certificate that cannot be cached is (loggedCache): a
+		// full disk must not stop HTTPS. The next start looks at the cache again.
+		log.Error("could not record acme_directory in the acme cache: a later change of acme_directory may serve this CA's certificates until they are renewed",
+			logCache, dir, logErr, fmt.Errorf("acme cache %s: %w", marker, err))
+	}
+	return nil
+}
+
+// setAside moves the files of the ACME cache dir into a new directory within it, of
+// mode 0700, and returns its path.
+func setAside(dir string) (string, error) {
+	aside, err := os.MkdirTemp(dir, "previous-"+time.Now().UTC().Format("20060102T150405Z")+"-")
+	if err != nil {
+		return "", fmt.Errorf("acme cache %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("acme cache %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+			return "", fmt.Errorf("acme cache %s: %w", dir, err)
+		}
+	}
+	return aside, nil
+}
+
+// untrustedCertificate returns the name of a file of the ACME cache dir whose
+// certificate chain does not verify against the system's roots, or "".
+func untrustedCertificate(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var chain []*x509.Certificate
+		for {
+			var b *pem.Block
+			if b, data = pem.Decode(data); b == nil {
+				break
+			}
+			if b.Type != "CERTIFICATE" {
+				continue
+			}
+			if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+				chain = append(chain, c)
+			}
+		}
+		if len(chain) == 0 {
+			continue // the account key, a challenge's token
+		}
+		inter := x509.NewCertPool()
+		for _, c := range chain[1:] {
+			inter.AddCert(c)
+		}
+		// At a time of its validity: an expired certificate of the right CA is renewed,
+		// not set aside.
+		at := chain[0].NotBefore.Add(chain[0].NotAfter.Sub(chain[0].NotBefore) / 2)
+		if _, err := chain[0].Verify(x509.VerifyOptions{Intermediates: inter, CurrentTime: at}); err != nil {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 // hostPolicy allows exactly domains. Unlike autocert.HostWhitelist it ignores a port in
