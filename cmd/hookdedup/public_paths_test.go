@@ -35,8 +35,9 @@ func rawRequest(t *testing.T, addr, method, target string) (*http.Response, stri
 // TestServe_PublicAddrPathTricks: with console_addr set, a path the public address does
 // not serve as written gets its JSON 404 whatever its form: one not in its clean form
 // (//login, /./healthz, /static/../login), which an http.ServeMux would redirect to the
-// clean one in HTML, and a CONNECT, which it would answer in plain text. The webhooks,
-// health and readiness as written are served.
+// clean one in HTML, a CONNECT, which it would answer in plain text, and "OPTIONS *",
+// which net/http answers itself with an empty 200. The webhooks, health and readiness
+// as written are served.
 func TestServe_PublicAddrPathTricks(t *testing.T) {
 	s := runServeInProcess(t, `addr = "127.0.0.1:0"
 console_addr = "127.0.0.1:0"
@@ -54,6 +55,7 @@ console_addr = "127.0.0.1:0"
 		{"GET", "/api/v1/../v1/keys"},
 		{"CONNECT", addr},
 		{"CONNECT", "127.0.0.1:22"},
+		{"OPTIONS", "*"},
 	} {
 		resp, body := rawRequest(t, addr, c.method, c.target)
 		want := `{"error":"not found"}` + "\n"

@@ -276,6 +276,11 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	public, console := routes(intake, consoleSrv, p.metrics.Handler(), cfg)
 	p.public.handle(p.intake.CleanPaths(public), cfg)
 	if p.console != nil {
+		// net/http answers "OPTIONS *" itself, 200 and nothing else, ahead of the
+		// handler: the public address answers it as whatever else it does not serve.
+		p.public.srv.DisableGeneralOptionsHandler = true
+	}
+	if p.console != nil {
 		p.console.handle(console, cfg)
 	}
 	// Last, once every address is bound: a start that fails (a port taken, a typo in
