@@ -320,7 +320,7 @@ func (rc *Receiver) handleNoSource(w http.ResponseWriter, r *http.Request) {
 func (rc *Receiver) CleanPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		if clean := cleanPath(p); clean != p && (underWebhooks(p) || underWebhooks(clean)) {
+		if clean := CleanPath(p); clean != p && (underWebhooks(p) || underWebhooks(clean)) {
 			rc.handleNoSource(w, r)
 			return
 		}
@@ -331,9 +331,10 @@ func (rc *Receiver) CleanPaths(next http.Handler) http.Handler {
 // underWebhooks says whether path p is /webhooks or under it.
 func underWebhooks(p string) bool { return p == "/webhooks" || strings.HasPrefix(p, "/webhooks/") }
 
-// cleanPath is p as an http.ServeMux cleans it before it routes: "." and ".." elements
-// and repeated slashes removed, a trailing slash kept.
-func cleanPath(p string) string {
+// CleanPath is p as an http.ServeMux cleans it before it routes: "." and ".." elements
+// and repeated slashes removed, a trailing slash kept. A mux redirects a path that is
+// not its clean form, past every route.
+func CleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}

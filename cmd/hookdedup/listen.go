@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -214,31 +213,12 @@ func routes(intake http.Handler, consoleSrv *web.Server, metrics http.Handler, c
 // (CleanPaths).
 func asWritten(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.EscapedPath(); r.Method == http.MethodConnect || muxCleanPath(p) != p {
+		if p := r.URL.EscapedPath(); r.Method == http.MethodConnect || receiver.CleanPath(p) != p {
 			jsonNotFound(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// muxCleanPath is p as an http.ServeMux cleans it before it routes: "." and ".."
-// elements and repeated slashes removed, a trailing slash kept.
-func muxCleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
-			return p
-		}
-		np += "/"
-	}
-	return np
 }
 
 // metricsRoute is /metrics as served: behind token when one is set; otherwise open on a
