@@ -393,6 +393,34 @@ func TestConsole_DeviceCookieLongNames(t *testing.T) {
 	}
 }
 
+// TestConsole_ThrottleIPv6Prefix: an IPv6 client holds a /64 (2^64 addresses), so the
+// sign-in throttle counts its failures against the /64, as intake's bounds on
+// rejections do: counted by the whole address, a guesser that changed address at each
+// try would never be slowed, the name's three free tries given again at each one.
+func TestConsole_ThrottleIPv6Prefix(t *testing.T) {
+	e := newConsoleEnv(t)
+	proxy := e.behind(t, "127.0.0.1/32")
+	signIn := func(addr, name, password string) int {
+		t.Helper()
+		code, _, _ := e.clientAt(t, proxy, "X-Forwarded-For", addr).do(http.MethodPost, "/login",
+			url.Values{"username": {name}, "password": {password}})
+		return code
+	}
+	throttled := false
+	for i := range 10 {
+		if throttled = signIn(fmt.Sprintf("2001:db8:0:1::%x", i+1), "operator", "guess") == http.StatusTooManyRequests; throttled {
+			break
+		}
+	}
+	if !throttled {
+		t.Fatal("10 wrong passwords for operator from 10 addresses of one /64, and none is slowed down")
+	}
+	// Another /64 is another client, the right password from it goes through.
+	if code := signIn("2001:db8:0:2::1", "operator", consolePassword); code != http.StatusSeeOther {
+		t.Fatalf("operator from another /64: %d, want 303", code)
+	}
+}
+
 // TestConsole_Throttle checks that failed sign-ins slow the guesser down without
 // locking the user out: the waits grow at the guessing address only, the right password
 // from another address goes through meanwhile, and an address guessing many names is
