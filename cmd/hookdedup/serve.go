@@ -571,7 +571,12 @@ func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 				continue
 			}
 			if p.tls.files == nil {
-				p.log.Info("SIGHUP: nothing to reload, ACME renews the certificates by itself")
+				ordering := p.tls.OrderAgain()
+				if len(ordering) == 0 {
+					p.log.Info("SIGHUP: nothing to reload, ACME renews the certificates by itself")
+				} else {
+					p.log.Info("SIGHUP: ordering the certificates not obtained yet at once", logDomains, strings.Join(ordering, ","))
+				}
 				continue
 			}
 			p.log.Info("SIGHUP: reloading the certificate files")

@@ -232,6 +232,9 @@ type tlsSetup struct {
 	// its time: autocert keeps a failed renewal's error to itself, and this is the
 	// nearest to it that a warning of an overdue renewal can name.
 	lastFailure atomic.Pointer[timedError]
+
+	// gate puts off the orders of a domain whose last order failed.
+	gate orderGate
 }
 
 // timedError is an error and when it happened.
@@ -519,11 +522,12 @@ func hostPolicy(domains []string) autocert.HostPolicy {
 // handshakes for other names (scanners, IP addresses) fail quietly. A domain it gets an
 // ECDSA certificate for is watched for renewal (hold).
 func (t *tlsSetup) acmeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	cert, err := t.acme.GetCertificate(hello)
 	domain := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
 	if !slices.Contains(t.domains, domain) || slices.Equal(hello.SupportedProtos, []string{acme.ALPNProto}) {
-		return cert, err // another name, or the CA's validation, answered with its challenge
+		// Another name, or the CA's validation, answered with its challenge.
+		return t.acme.GetCertificate(hello)
 	}
+	cert, err := t.ordered(hello, domain)
 	if err != nil && t.logFailureNow(domain, time.Now()) {
 		t.log.Error("no certificate from the ACME CA", logDomain, hello.ServerName, logErr, err)
 	}
@@ -607,6 +611,34 @@ func (t *tlsSetup) Reload() error {
 		return nil
 	}
 	return t.files.reload()
+}
+
+// OrderAgain, under ACME (serve calls it on SIGHUP), orders again the certificates of
+// the domains that have none, whose orders failed and were put off (gate): the operator
+// has put right what failed them. Each is ordered at once, or a minute after its last
+// failure, which autocert answers from memory until then. It returns those domains.
+func (t *tlsSetup) OrderAgain() []string {
+	if t.files != nil {
+		return nil
+	}
+	after := t.gate.reset()
+	var ordering []string
+	t.heldMu.Lock()
+	for _, d := range t.domains {
+		if !t.held[d] {
+			ordering = append(ordering, d)
+		}
+	}
+	t.heldMu.Unlock()
+	for _, d := range ordering {
+		go func() {
+			if wait := time.Until(after[d]); wait > 0 {
+				time.Sleep(wait)
+			}
+			t.obtain(d)
+		}()
+	}
+	return ordering
 }
 
 // Run keeps HTTPS current until ctx ends. With files it reloads them when they change,
@@ -732,9 +764,27 @@ func (t *tlsSetup) hold(domain string) {
 	t.held[domain] = true
 }
 
+// ordered is autocert's certificate for hello, a handshake for domain, one of
+// acme_domains. A domain without one in autocert's memory is ordered one, unless its
+// orders are put off (gate): then the handshake fails with the gate's error, and the
+// CA is not asked.
+func (t *tlsSetup) ordered(hello *tls.ClientHelloInfo, domain string) (*tls.Certificate, error) {
+	t.heldMu.Lock()
+	held := t.held[domain]
+	t.heldMu.Unlock()
+	if !held {
+		if err := t.gate.wait(domain, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	cert, err := t.acme.GetCertificate(hello)
+	t.gate.done(domain, time.Now(), err)
+	return cert, err
+}
+
 // obtain gets domain's certificate as an ECDSA-capable client would, and logs the outcome.
 func (t *tlsSetup) obtain(domain string) {
-	cert, err := t.acme.GetCertificate(ecdsaHello(domain))
+	cert, err := t.ordered(ecdsaHello(domain), domain)
 	if err != nil {
 		t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
 		return
