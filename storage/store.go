@@ -452,6 +452,10 @@ type Store interface {
 	// Suspect returns the suspect with the given id. Returns ErrNotFound if there is none.
 	Suspect(ctx context.Context, id int64) (Suspect, error)
 
+	// DeliveriesKept reports which of the deliveries ids are still stored (retention
+	// sweeps deliveries; the suspects naming them stay), each one kept as true.
+	DeliveriesKept(ctx context.Context, ids []int64) (map[int64]bool, error)
+
 	// SuspectsOf returns the suspects that name any of the deliveries ids, flagged or as
 	// the other one, by delivery id (a suspect naming two of them is under both): the
 	// flags of a page of the events list, in one query.

@@ -61,12 +61,16 @@ type SuspectRow struct {
 	Kind, Label, State        string
 	Flagged, FlaggedTitle     string
 	DeliveryID                int64
-	DeliveryURL               string
+	DeliveryURL               string // "" once retention swept the delivery
 	OtherID                   int64
-	OtherURL                  string
+	OtherURL                  string // "" when unknown or swept
+	OtherSwept                bool   // OtherID is known, but retention swept it
 	Source, OtherSource, Rule string
 	Property, Booking, Amount string
 	ReviewedBy, Reason        string
+	// ReviewAction is the action of a review form in the row, "" for none: an open
+	// suspect whose delivery was swept has no page of its own to be reviewed on.
+	ReviewAction, Return string
 }
 
 // Ledger is the ledger page: money caught and at risk per day, source, property and

@@ -21,6 +21,8 @@ type suspectStore interface {
 	Suspects(ctx context.Context, f storage.SuspectFilter) (storage.SuspectPage, error)
 	// SuspectsOf returns the suspects naming each of the deliveries, flagged or other.
 	SuspectsOf(ctx context.Context, ids []int64) (map[int64][]storage.Suspect, error)
+	// DeliveriesKept reports which of the deliveries ids retention has not swept.
+	DeliveriesKept(ctx context.Context, ids []int64) (map[int64]bool, error)
 	SuspectCounts(ctx context.Context) ([]storage.SuspectCount, error)
 	// ReviewSuspect returns ErrNotFound for an unknown id and ErrInvalidReview for a
 	// state other than confirmed or dismissed, or no reason.
@@ -293,6 +295,21 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 	} {
 		v.Tabs = append(v.Tabs, views.Link{Label: t.label, URL: pages(t.state).newest(), Active: t.state == state})
 	}
+	// Suspects outlive the deliveries retention sweeps: a row links to no page that is
+	// gone, and an open suspect whose delivery is gone, having no page to be reviewed on,
+	// is reviewed in its row.
+	var ids []int64
+	for _, x := range page.Suspects {
+		ids = append(ids, x.Delivery)
+		if x.Other != 0 {
+			ids = append(ids, x.Other)
+		}
+	}
+	kept, err := s.suspects.DeliveriesKept(ctx, ids)
+	if err != nil {
+		return err
+	}
+	u, _ := UserFrom(ctx)
 	for _, x := range page.Suspects {
 		row := views.SuspectRow{
 			ID: x.ID, Kind: string(x.Kind), Label: kindLabel(x.Kind), State: x.State,
@@ -301,8 +318,17 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 			Source: x.Source, OtherSource: x.OtherSource, Rule: x.Rule, Property: x.Property, Booking: x.Booking,
 			Amount: suspectAmount(x), ReviewedBy: x.ReviewedBy, Reason: x.Reason,
 		}
-		if x.Other != 0 {
+		switch {
+		case x.Other != 0 && kept[x.Other]:
 			row.OtherURL = eventURL(x.Other)
+		case x.Other != 0:
+			row.OtherSwept = true
+		}
+		if !kept[x.Delivery] {
+			row.DeliveryURL = ""
+			if x.State == storage.SuspectOpen && Allowed(u.Role, storage.RoleOperator) {
+				row.ReviewAction, row.Return = "/suspects/"+strconv.FormatInt(x.ID, 10)+"/review", r.URL.RequestURI()
+			}
 		}
 		v.Rows = append(v.Rows, row)
 	}

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,34 @@ func TestReleaseKey_PayloadGone(t *testing.T, e Engine) {
 	r.Key, r.Reprocess = "record-only", false
 	if res, err := f.db.ReleaseKey(ctx, r); err != nil || !res.Changed {
 		t.Fatalf("release of a key without its payload: %+v, %v", res, err)
+	}
+}
+
+// TestDeliveriesKept: of a list of deliveries, those retention swept (and ids that
+// never were) are not kept; the rest are, however many the list names and whatever
+// their order or repeats.
+func TestDeliveriesKept(t *testing.T, e Engine) {
+	ctx := context.Background()
+	f := newRetentionFixture(t, e)
+	f.sweep(t)
+	var ids []int64
+	want := map[int64]bool{}
+	for _, d := range f.kept {
+		ids = append(ids, d.ID, d.ID)
+		want[d.ID] = true
+	}
+	for _, d := range f.swept {
+		ids = append(ids, d.ID)
+	}
+	ids = append(ids, 1<<40, 0, -1)
+	got, err := f.db.DeliveriesKept(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("kept = %v, want %v", got, want)
+	}
+	if got, err := f.db.DeliveriesKept(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("kept of none = %v, %v; want none", got, err)
 	}
 }

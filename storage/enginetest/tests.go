@@ -101,6 +101,7 @@ var tests = []struct {
 	{"SweepDeliveries_EnvelopeHolderKeepsItsBody", TestSweepDeliveries_EnvelopeHolderKeepsItsBody},
 	{"ReleaseKey_PayloadGone", TestReleaseKey_PayloadGone},
 	{"Suspects", TestSuspects},
+	{"DeliveriesKept", TestDeliveriesKept},
 	{"ReviewSuspect", TestReviewSuspect},
 	{"ReviewSuspect_TextNotUTF8", TestReviewSuspect_TextNotUTF8},
 	{"ReviewSuspect_FromState", TestReviewSuspect_FromState},

@@ -102,6 +102,31 @@ func scanClaim(s scanner) (storage.Claim, error) {
 	return c, nil
 }
 
+// DeliveriesKept reports which of the deliveries ids are still stored: retention
+// sweeps deliveries, and what names them (a suspect) outlives them.
+func (db *DB) DeliveriesKept(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	kept := map[int64]bool{}
+	if len(ids) == 0 {
+		return kept, nil
+	}
+	rows, err := db.pool.Query(ctx, `SELECT id FROM deliveries WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries kept: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("deliveries kept: %w", err)
+		}
+		kept[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("deliveries kept: %w", err)
+	}
+	return kept, nil
+}
+
 // Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
 func (db *DB) Delivery(ctx context.Context, id int64) (storage.Delivery, error) {
 	d, err := scanDelivery(db.pool.QueryRow(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = $1`, id))

@@ -65,6 +65,36 @@ func scanDelivery(s scanner) (storage.Delivery, error) {
 	return d, nil
 }
 
+// DeliveriesKept reports which of the deliveries ids are still stored: retention
+// sweeps deliveries, and what names them (a suspect) outlives them. The ids go in as
+// one JSON array, so that their number meets no limit of bound parameters.
+func (db *DB) DeliveriesKept(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	kept := map[int64]bool{}
+	if len(ids) == 0 {
+		return kept, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries kept: %w", err)
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id FROM deliveries WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("deliveries kept: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("deliveries kept: %w", err)
+		}
+		kept[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("deliveries kept: %w", err)
+	}
+	return kept, nil
+}
+
 // Delivery returns the delivery with the given id. Returns ErrNotFound if there is none.
 func (db *DB) Delivery(ctx context.Context, id int64) (storage.Delivery, error) {
 	row := db.read.QueryRowContext(ctx, `SELECT `+deliveryReadColumns+` FROM deliveries WHERE id = ?`, id)
