@@ -18,6 +18,7 @@ type FlagItem struct {
 	Explain      string // what the flag says, in a sentence
 	OtherID      int64  // the other delivery (0: unknown, a late duplicate whose first is gone)
 	OtherURL     string
+	OtherSwept   bool // OtherID is known, but retention swept it: no page to link to
 	OtherSource  string
 	Rule         string
 	Amount       string // with its currency

@@ -425,6 +425,9 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) error {
 		v.Batch.Forwarded = v.ForwardURL != ""
 	}
 	v.Flags, v.CanReview = s.flagItems(d, flagged.Suspects), Allowed(u.Role, storage.RoleOperator)
+	if err := s.unlinkSwept(r.Context(), v.Flags); err != nil {
+		return err
+	}
 	v.Row.Flags = flagBadges(d.ID, flagged.Suspects)
 	v.Page = s.page(r, fmt.Sprintf("Delivery %d", d.ID), "events")
 	return s.render(w, r, http.StatusOK, views.EventView(v))

@@ -7,8 +7,11 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/enginetest"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
@@ -70,4 +73,58 @@ func TestConsole_ReviewSuspectOfSweptDelivery(t *testing.T) {
 	if done.testid("review-form").len() != 0 {
 		t.Error("a reviewed suspect is still offered a review")
 	}
+}
+
+// TestConsole_FlagOfSweptOtherDelivery: a delivery's page names, for each of its flags,
+// the delivery it may double; once retention swept that one, the page says so rather
+// than link to a page that is gone.
+func TestConsole_FlagOfSweptOtherDelivery(t *testing.T) {
+	ctx := context.Background()
+	e := newConsoleEnv(t)
+	e.clock.Add(48 * time.Hour)
+	later := &storage.Delivery{Source: "ota", Key: "evt_later", KeyMethod: "event_id", PayloadHash: "h9", Property: "HTL-1",
+		Booking: "BK-42", EventStatus: "cancelled", Amount: "190.00", Body: []byte(`{}`)}
+	if err := e.db.Record(ctx, later, storage.ClaimOptions{TTL: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.AddSuspect(t, e.db, storage.Suspect{Kind: storage.SuspectBusinessKey, Delivery: later.ID,
+		Other: e.first.ID, Source: "ota", Property: "HTL-1", Booking: "BK-42", Amount: "190.00"})
+	sweepPayloadsBefore(t, e.db, e.clock.Now().Add(-time.Hour))
+	if _, err := e.db.Delivery(ctx, e.first.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("delivery %d after the sweep: %v, want it swept", e.first.ID, err)
+	}
+	c := e.as(t, "operator")
+	code, p := c.page("/events/" + strconv.FormatInt(later.ID, 10))
+	if code != http.StatusOK {
+		t.Fatalf("the later delivery's page = %d", code)
+	}
+	flags := p.testid("flags")
+	flags.shows("suspected duplicate", "swept")
+	for _, href := range flags.hrefs() {
+		if code, _ := c.get(href); code != http.StatusOK {
+			t.Errorf("the flags link to %s, which answers %d", href, code)
+		}
+	}
+	if flags.testid("review-form").len() != 1 {
+		t.Error("the open suspect is not offered a review")
+	}
+}
+
+// sweepPayloadsBefore runs the retention sweep with cutoff: the deliveries received
+// before it that are no longer owed downstream are deleted.
+func sweepPayloadsBefore(t *testing.T, db *sqlite.DB, cutoff time.Time) {
+	t.Helper()
+	enginetest.CatchUpRollups(t, db)
+	var from storage.SweepCursor
+	for range 100 {
+		_, next, err := db.SweepDeliveries(context.Background(), db.Now(), cutoff, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Done() {
+			return
+		}
+		from = next
+	}
+	t.Fatal("the retention sweep did not reach its end")
 }

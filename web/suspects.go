@@ -94,6 +94,31 @@ func flagBadges(id int64, suspects []storage.Suspect) []views.FlagBadge {
 	return out
 }
 
+// unlinkSwept takes the link off each of flags whose other delivery retention has
+// swept since it was flagged (the suspect outlives it), so that the page says so rather
+// than link to a page that is gone.
+func (s *Server) unlinkSwept(ctx context.Context, flags []views.FlagItem) error {
+	var ids []int64
+	for _, f := range flags {
+		if f.OtherID != 0 {
+			ids = append(ids, f.OtherID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	kept, err := s.suspects.DeliveriesKept(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range flags {
+		if f := &flags[i]; f.OtherID != 0 && !kept[f.OtherID] {
+			f.OtherURL, f.OtherSwept = "", true
+		}
+	}
+	return nil
+}
+
 // flagItems are the suspects that name d, as its page shows them.
 func (s *Server) flagItems(d storage.Delivery, suspects []storage.Suspect) []views.FlagItem {
 	var out []views.FlagItem
