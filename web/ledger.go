@@ -175,6 +175,14 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	problem, err := s.unknownForensicSource(r.Context(), f.Source, len(l.Rows)+len(l.Totals) > 0)
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		v.Error = problem
+		return s.render(w, r, http.StatusBadRequest, views.LedgerView(v))
+	}
 	v.More = l.More
 	for _, t := range l.Totals {
 		v.Totals = append(v.Totals, ledgerLinks{s: s, from: f.From, to: f.To, source: f.Source, property: f.Property,
@@ -205,6 +213,11 @@ func (s *Server) handleLedgerCSV(w http.ResponseWriter, r *http.Request) error {
 	l, err := s.suspects.Ledger(r.Context(), f)
 	if err != nil {
 		return err
+	}
+	if problem, err := s.unknownForensicSource(r.Context(), f.Source, len(l.Rows)+len(l.Totals) > 0); err != nil {
+		return err
+	} else if problem != "" {
+		return badRequest(problem)
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="hookdedup-ledger-%s.csv"`, s.now().In(s.loc).Format("20060102-150405")))
@@ -285,6 +298,11 @@ func (a *api) ledger(w http.ResponseWriter, r *http.Request) error {
 	l, err := a.suspects.Ledger(r.Context(), f)
 	if err != nil {
 		return err
+	}
+	if problem, err := a.unknownForensicSource(r.Context(), f.Source, len(l.Rows)+len(l.Totals) > 0); err != nil {
+		return err
+	} else if problem != "" {
+		return Errorf(http.StatusBadRequest, "%s", problem)
 	}
 	out := struct {
 		From   string         `json:"from,omitempty"`

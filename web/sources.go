@@ -99,6 +99,28 @@ func (s *Server) unknownSource(ctx context.Context, name string) (string, error)
 		name, strings.Join(s.sourceNames(), ", ")), nil
 }
 
+// unknownForensicSource is unknownSource for the ledger and the suspects, asked when
+// what they found of source is nothing (found false): a removed source's suspects and
+// ledger days outlive its deliveries and keys, so any of them, on any day and in any
+// state, makes it known. "" when source is known, or none was named.
+func (s *Server) unknownForensicSource(ctx context.Context, source string, found bool) (string, error) {
+	if source == "" || found {
+		return "", nil
+	}
+	if _, ok := s.source(source); ok {
+		return "", nil
+	}
+	page, err := s.suspects.Suspects(ctx, storage.SuspectFilter{Source: source, Limit: 1})
+	if err != nil || len(page.Suspects) > 0 {
+		return "", err
+	}
+	l, err := s.suspects.Ledger(ctx, storage.LedgerFilter{Source: source, Limit: 1})
+	if err != nil || len(l.Rows) > 0 || len(l.Totals) > 0 {
+		return "", err
+	}
+	return s.unknownSource(ctx, source)
+}
+
 func (s *Server) sourceNames() []string {
 	out := make([]string, len(s.sources))
 	for i, src := range s.sources {

@@ -292,6 +292,11 @@ func (s *Server) handleSuspects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if problem, err := s.unknownForensicSource(ctx, source, len(page.Suspects) > 0 || f.Before != 0); err != nil {
+		return err
+	} else if problem != "" {
+		return badRequest(problem)
+	}
 	counts, err := s.suspects.SuspectCounts(ctx)
 	if err != nil {
 		return err
@@ -493,6 +498,11 @@ func (a *api) listSuspects(w http.ResponseWriter, r *http.Request) error {
 	page, err := a.suspects.Suspects(r.Context(), f)
 	if err != nil {
 		return err
+	}
+	if problem, err := a.unknownForensicSource(r.Context(), f.Source, len(page.Suspects) > 0 || f.Before != 0); err != nil {
+		return err
+	} else if problem != "" {
+		return Errorf(http.StatusBadRequest, "%s", problem)
 	}
 	out := struct {
 		Suspects []apiSuspect `json:"suspects"`
