@@ -528,3 +528,36 @@ func TestRecord_BusinessKeyOfReleasedLateKey(t *testing.T, e Engine) {
 		})
 	}
 }
+
+// TestWouldFlag_LateDuplicateOfSweptDelivery: a claim past its ttl that the claims
+// sweep has not deleted yet, whose first delivery retention has already swept (a ttl
+// longer than retention, as a source whose scheme signs no timestamp should have).
+// Intake flags its next delivery a late duplicate linked to nothing, the first being
+// gone; the key lab's read-only look-up must say the same, not link to a delivery
+// that is gone.
+func TestWouldFlag_LateDuplicateOfSweptDelivery(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	clock := newClock(e, db)
+	first := record(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour})
+	clock.Add(2 * time.Hour)
+	sweepAll(t, db, clock.Now().Add(-time.Minute), 100)
+	if _, err := db.Delivery(ctx, first.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("first delivery after the retention sweep: %v, want it swept", err)
+	}
+	if _, err := db.Claim(ctx, "ota", "evt_1"); err != nil {
+		t.Fatalf("the expired claim: %v, want it still there (the claims sweep has not run)", err)
+	}
+	got, err := db.WouldFlag(ctx, storage.Probe{Source: "ota", Key: "evt_1", Now: clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Kind != storage.SuspectLateDuplicate || got[0].Other != 0 {
+		t.Errorf("would flag = %+v, want a late duplicate linked to nothing", got)
+	}
+	again := record(t, db, delivery("ota", "evt_1", "h1"), storage.ClaimOptions{TTL: time.Hour})
+	_, sus := flagsOf(t, db, again.ID)
+	if len(sus) != 1 || sus[0].Kind != storage.SuspectLateDuplicate || sus[0].Other != 0 {
+		t.Errorf("intake flagged %+v, want a late duplicate linked to nothing", sus)
+	}
+}

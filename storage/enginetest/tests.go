@@ -61,6 +61,7 @@ var tests = []struct {
 	{"Forensics_OddBusinessKey", TestForensics_OddBusinessKey},
 	{"SweepForensicKeys", TestSweepForensicKeys},
 	{"WouldFlagWritesNothing", TestWouldFlagWritesNothing},
+	{"WouldFlag_LateDuplicateOfSweptDelivery", TestWouldFlag_LateDuplicateOfSweptDelivery},
 	{"Forensics_OddText", TestForensics_OddText},
 	{"Ledger", TestLedger},
 	{"RollupLedger_Concurrent", TestRollupLedger_Concurrent},

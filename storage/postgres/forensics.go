@@ -782,8 +782,11 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	}
 	if p.Key != "" && storable {
 		var first, claimedAt, expiresAt int64
-		err := db.pool.QueryRow(ctx, `SELECT first_delivery, claimed_at, expires_at FROM claims
-WHERE source = $1 AND key = $2 AND state = 'processed'`, source, key).Scan(&first, &claimedAt, &expiresAt)
+		// A first delivery that retention swept is linked to nothing, as intake links it
+		// when it takes the claim over.
+		err := db.pool.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries AS d WHERE d.id = c.first_delivery)
+	THEN c.first_delivery ELSE 0 END, c.claimed_at, c.expires_at FROM claims AS c
+WHERE c.source = $1 AND c.key = $2 AND c.state = 'processed'`, source, key).Scan(&first, &claimedAt, &expiresAt)
 		switch {
 		case err == nil && expiresAt <= at:
 			out = append(out, storage.Suspect{Kind: storage.SuspectLateDuplicate, Other: first, Source: p.Source, FirstSeen: fromMillis(claimedAt)})

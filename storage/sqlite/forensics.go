@@ -1033,8 +1033,11 @@ func (db *DB) WouldFlag(ctx context.Context, p storage.Probe) ([]storage.Suspect
 	}
 	if p.Key != "" {
 		var first, claimedAt, expiresAt int64
-		err := db.read.QueryRowContext(ctx, `SELECT first_delivery, claimed_at, expires_at FROM claims
-			WHERE source = ? AND key = ? AND state = 'processed'`, p.Source, p.Key).Scan(&first, &claimedAt, &expiresAt)
+		// A first delivery that retention swept is linked to nothing, as intake links it
+		// when it takes the claim over.
+		err := db.read.QueryRowContext(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = c.first_delivery)
+			THEN c.first_delivery ELSE 0 END, c.claimed_at, c.expires_at FROM claims c
+			WHERE c.source = ? AND c.key = ? AND c.state = 'processed'`, p.Source, p.Key).Scan(&first, &claimedAt, &expiresAt)
 		switch {
 		case err == nil && expiresAt <= at:
 			out = append(out, storage.Suspect{Kind: storage.SuspectLateDuplicate, Other: first, Source: p.Source, FirstSeen: fromMillis(claimedAt)})
