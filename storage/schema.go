@@ -15,6 +15,14 @@ func NewerSchemaError(unknown []string) error {
 		migrationNames(unknown))
 }
 
+// NewerBackupError is the error of a restore of a backup that a newer version migrated
+// (unknown names the migrations this build lacks): restored, this version would refuse
+// to open it, and so the newer one is the one to restore it with.
+func NewerBackupError(unknown []string) error {
+	return fmt.Errorf("the backup is of a newer schema than this hookdedup knows (migrations %s): restore it with the version that took it, or a later one",
+		migrationNames(unknown))
+}
+
 // UpgradeInUseError is the error of an engine asked to open a database that another
 // process has open and that lacks migrations this version has (pending): migrating it
 // under that process (an earlier version's serve, most often) would leave it running on

@@ -460,7 +460,7 @@ func TestBackup_NewerSchema(t *testing.T) {
 	if !strings.Contains(out, warning) || !strings.Contains(out, "(migrations 9999_future.sql): only that version or a later one can restore "+copyPath+", not this one") {
 		t.Errorf("backup of a newer database says nothing of who can restore it:\n%s", out)
 	}
-	if out, err := runCmd(t, "", "restore", "--copy", "--database", filepath.Join(dir, "r.db"), copyPath); err == nil || !strings.Contains(err.Error(), "schema is newer") {
+	if out, err := runCmd(t, "", "restore", "--copy", "--database", filepath.Join(dir, "r.db"), copyPath); err == nil || !strings.Contains(err.Error(), "the backup is of a newer schema") {
 		t.Errorf("restore of the newer copy: %v\n%s; want it refused", err, out)
 	}
 	if out, err := runCmd(t, "", "audit", "verify", "--database", dbPath); err != nil {

@@ -544,6 +544,13 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	if err != nil {
 		return fail(fmt.Errorf("the backup does not check: %w", err))
 	}
+	// Told here, of the backup: the open that continues the ids would refuse it as "the
+	// database", naming the interim copy, which is gone by the time anyone looks.
+	if _, newer, _, err := pendingMigrations(ctx, tmp); err != nil {
+		return fail(err)
+	} else if len(newer) > 0 {
+		return fail(storage.NewerBackupError(newer))
+	}
 	// A backup of another database than the one it replaces would give two databases
 	// one identity (the other still running elsewhere, or its backups in a shared
 	// directory), and each one's backups would be taken for the other's.
