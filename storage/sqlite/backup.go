@@ -572,6 +572,9 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	if info.ID, err = continueIDs(ctx, tmp, issued, keepID); err != nil {
 		return fail(err)
 	}
+	if err := ownAsReplaced(tmp, dbPath); err != nil {
+		return fail(err)
+	}
 	if err := syncFile(tmp); err != nil {
 		return fail(err)
 	}
@@ -710,6 +713,33 @@ func lockForRestore(path string) (unlock func(), err error) {
 		}
 		return func() { f.Close() }, nil
 	}
+}
+
+// ownAsReplaced gives the restored copy at tmp, when this process runs as root, to the
+// owner of the database at dbPath it is to replace, or, with none there, to the owner of
+// the directory it goes in. A restore run with sudo on the service's database would
+// otherwise leave it root's, 0600, which the service's serve, running as its own user,
+// could not open: it would not start again. SQLite gives the -wal and -shm it makes as
+// root the database's owner, and lockServe the serve lock, for the same reason.
+func ownAsReplaced(tmp, dbPath string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dbPath)
+	if errors.Is(err, os.ErrNotExist) {
+		fi, err = os.Stat(filepath.Dir(dbPath))
+	}
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := os.Chown(tmp, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("give the restored database to its owner: %w", err)
+	}
+	return nil
 }
 
 // beforeRestoreSwap runs just before a restore renames the restored file onto the
