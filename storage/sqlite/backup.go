@@ -116,6 +116,9 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if _, info.Newer, _, err = pendingMigrations(ctx, tmp); err != nil {
 		return fail(err)
 	}
+	if err := ownAsDatabaseFile(tmp, dbPath); err != nil {
+		return fail(err)
+	}
 	if err := syncFile(tmp); err != nil {
 		return fail(err)
 	}
@@ -713,6 +716,30 @@ func lockForRestore(path string) (unlock func(), err error) {
 		}
 		return func() { f.Close() }, nil
 	}
+}
+
+// ownAsDatabaseFile gives the backup's copy at tmp, when this process runs as root, to
+// the owner of the database at dbPath it is a copy of. A backup run with sudo into the
+// directory the service's backup timer uses would otherwise be root's, 0600: the timer,
+// running as the service's user, could neither read it, to prune it, nor write over it.
+// The database's owner holds everything the copy holds already; the owner of the
+// directory it goes in (a user's home) may not.
+func ownAsDatabaseFile(tmp, dbPath string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dbPath)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := os.Chown(tmp, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("give the backup to the database's owner: %w", err)
+	}
+	return nil
 }
 
 // ownAsReplaced gives the restored copy at tmp, when this process runs as root, to the

@@ -56,7 +56,30 @@ func MakeDirs(dir string) error {
 	}
 	// Mkdir's mode passes through the umask, which may take bits away (0277 would leave
 	// a directory its owner cannot write); Chmod does not.
-	return os.Chmod(dir, privateDir)
+	if err := os.Chmod(dir, privateDir); err != nil {
+		return err
+	}
+	return ownAsDir(dir)
+}
+
+// ownAsDir gives the directory at path, when this process runs as root, to the owner of
+// the directory it is in. A command run with sudo in the service's directory (a backup
+// before an upgrade, into the directory the backup timer uses, not made yet) would
+// otherwise leave there a directory of root's, 0700, which the service's user could not
+// write in: its timer would fail from then on.
+func ownAsDir(path string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return os.Chown(path, int(st.Uid), int(st.Gid))
 }
 
 // createPrivate creates the database file at path, and its directory, before SQLite
