@@ -62,11 +62,12 @@ func MakeDirs(dir string) error {
 	return ownAsDir(dir)
 }
 
-// ownAsDir gives the directory at path, when this process runs as root, to the owner of
-// the directory it is in. A command run with sudo in the service's directory (a backup
-// before an upgrade, into the directory the backup timer uses, not made yet) would
-// otherwise leave there a directory of root's, 0700, which the service's user could not
-// write in: its timer would fail from then on.
+// ownAsDir gives the file or directory at path, when this process runs as root, to the
+// owner of the directory it is in. A command run with sudo in the service's directory
+// (a backup before an upgrade, into the directory the backup timer uses, not made yet;
+// the first admin added before the service's first start) would otherwise leave there a
+// directory or a database of root's, 0700 or 0600, which the service's user could
+// neither write in nor open: the service, or its timer, would fail from then on.
 func ownAsDir(path string) error {
 	if os.Geteuid() != 0 {
 		return nil
@@ -102,7 +103,13 @@ func createPrivate(path string) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// Made as root (sudo) in the service's directory, before its first start, the file
+	// would be root's, and the service's user could not open it; SQLite then gives its
+	// -wal and -shm the same owner.
+	return ownAsDir(path)
 }
 
 // missing reports whether nothing is at path: no file, no directory on the way to it, or
