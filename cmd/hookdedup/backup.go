@@ -86,6 +86,7 @@ func runBackup(ctx context.Context, args []string, e env) error {
 		}
 		return err
 	}
+	sqlite.WarnShared(cliLogger(e), cfg.Database)
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %s, %s, %s\n", cfg.Database, info.Path,
 		count(info.Deliveries, "delivery", "deliveries"), count(info.Claims, "key", "keys"), count(info.Bytes, "byte", "bytes"))
 	if len(info.Newer) > 0 {

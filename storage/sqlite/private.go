@@ -146,6 +146,13 @@ func warnShared(log *slog.Logger, path string) {
 		"files", strings.Join(shared, ", "))
 }
 
+// WarnShared logs, as every open of the database at path does, one warning when its
+// files can be read or written by users other than their owner: for the commands that
+// read the file without opening it as a DB (backup).
+func WarnShared(log *slog.Logger, path string) {
+	warnShared(log.With("component", "storage"), path)
+}
+
 // refuseStrayLog refuses to create a database at path beside a -wal or -journal that
 // holds transactions (heldLog): its database was moved or removed without it, or a
 // crash cut a restore short between its renames. SQLite deletes the -wal of a database
