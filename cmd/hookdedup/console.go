@@ -18,17 +18,24 @@ import (
 // to date off the intake path: every few seconds it folds in the deliveries and the
 // suspects that arrived, in bounded batches, until ctx ends.
 func rollupStats(ctx context.Context, db storage.Store, log *slog.Logger) {
+	rollupStatsEvery(ctx, db, log, 5*time.Second)
+}
+
+// rollupStatsEvery is rollupStats with a round every every.
+func rollupStatsEvery(ctx context.Context, db storage.Store, log *slog.Logger, every time.Duration) {
 	const batch = 5000
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(every)
 	defer t.Stop()
+	stats := rollupFailures{what: "delivery stats"}
+	suspects := rollupFailures{what: "suspect totals"}
 	for {
 		n, err := db.RollupStats(ctx, batch)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("rolling up delivery stats", logErr, err)
+		if ctx.Err() == nil {
+			stats.note(log, err, time.Now())
 		}
 		ns, err := db.RollupSuspects(ctx, batch)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("rolling up suspect totals", logErr, err)
+		if ctx.Err() == nil {
+			suspects.note(log, err, time.Now())
 		}
 		if n == batch || ns == batch {
 			continue // a backlog (first start on a large database): keep going
@@ -39,6 +46,37 @@ func rollupStats(ctx context.Context, db storage.Store, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// rollupFailEvery bounds how often a roll-up that keeps failing is logged. A database
+// that cannot store (a full disk) fails every round, every 5 s for as long as the
+// outage lasts, and its cause is in the log once already, as the deliveries' is.
+const rollupFailEvery = time.Minute
+
+// rollupFailures logs the failures of one roll-up: the first one, then at most one
+// every rollupFailEvery with how many went unlogged, and the first round that stores
+// again, so that the log shows when the totals caught up.
+type rollupFailures struct {
+	what     string
+	failing  bool
+	logged   time.Time
+	unlogged int
+}
+
+func (f *rollupFailures) note(log *slog.Logger, err error, now time.Time) {
+	if err == nil {
+		if f.failing {
+			log.Info(f.what+" rolled up again", logUnlogged, f.unlogged)
+			f.failing, f.unlogged = false, 0
+		}
+		return
+	}
+	if f.failing && now.Sub(f.logged) < rollupFailEvery {
+		f.unlogged++
+		return
+	}
+	log.Warn("rolling up "+f.what, logErr, err, logUnlogged, f.unlogged)
+	f.failing, f.logged, f.unlogged = true, now, 0
 }
 
 // newConsole builds the console's server, adapting the receiver's sources to what

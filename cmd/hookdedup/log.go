@@ -24,4 +24,5 @@ const (
 	logNotAfter     = "not_after"     // when a certificate expires (RFC 3339, UTC)
 	logErrAt        = "err_at"        // when the error beside it happened (RFC 3339, UTC)
 	logWithin       = "within"        // the longest a shutdown waits for requests in flight
+	logUnlogged     = "unlogged"      // how many like it since the last line went without one
 )
