@@ -116,8 +116,12 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if _, info.Newer, _, err = pendingMigrations(ctx, tmp); err != nil {
 		return fail(err)
 	}
-	if err := ownAsDatabaseFile(tmp, dbPath); err != nil {
-		return fail(err)
+	// Run with sudo into the directory the service's backup timer uses, a backup of
+	// root's, 0600, could be neither read (to prune it) nor written over by the timer.
+	// The database's owner holds all that the copy holds; the directory's (a user's
+	// home) may not.
+	if err := ownLike(tmp, dbPath); err != nil {
+		return fail(fmt.Errorf("give the backup to the database's owner: %w", err))
 	}
 	if err := syncFile(tmp); err != nil {
 		return fail(err)
@@ -575,8 +579,15 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	if info.ID, err = continueIDs(ctx, tmp, issued, keepID); err != nil {
 		return fail(err)
 	}
-	if err := ownAsReplaced(tmp, dbPath); err != nil {
-		return fail(err)
+	// Run with sudo on the service's database, a restored file of root's, 0600, could
+	// not be opened by the service's serve: it would not start again. With no database
+	// there, the directory's owner is the service's.
+	owner := dbPath
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		owner = filepath.Dir(dbPath)
+	}
+	if err := ownLike(tmp, owner); err != nil {
+		return fail(fmt.Errorf("give the restored database to its owner: %w", err))
 	}
 	if err := syncFile(tmp); err != nil {
 		return fail(err)
@@ -716,57 +727,6 @@ func lockForRestore(path string) (unlock func(), err error) {
 		}
 		return func() { f.Close() }, nil
 	}
-}
-
-// ownAsDatabaseFile gives the backup's copy at tmp, when this process runs as root, to
-// the owner of the database at dbPath it is a copy of. A backup run with sudo into the
-// directory the service's backup timer uses would otherwise be root's, 0600: the timer,
-// running as the service's user, could neither read it, to prune it, nor write over it.
-// The database's owner holds everything the copy holds already; the owner of the
-// directory it goes in (a user's home) may not.
-func ownAsDatabaseFile(tmp, dbPath string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	fi, err := os.Stat(dbPath)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if err := os.Chown(tmp, int(st.Uid), int(st.Gid)); err != nil {
-		return fmt.Errorf("give the backup to the database's owner: %w", err)
-	}
-	return nil
-}
-
-// ownAsReplaced gives the restored copy at tmp, when this process runs as root, to the
-// owner of the database at dbPath it is to replace, or, with none there, to the owner of
-// the directory it goes in. A restore run with sudo on the service's database would
-// otherwise leave it root's, 0600, which the service's serve, running as its own user,
-// could not open: it would not start again. SQLite gives the -wal and -shm it makes as
-// root the database's owner, and lockServe the serve lock, for the same reason.
-func ownAsReplaced(tmp, dbPath string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	fi, err := os.Stat(dbPath)
-	if errors.Is(err, os.ErrNotExist) {
-		fi, err = os.Stat(filepath.Dir(dbPath))
-	}
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if err := os.Chown(tmp, int(st.Uid), int(st.Gid)); err != nil {
-		return fmt.Errorf("give the restored database to its owner: %w", err)
-	}
-	return nil
 }
 
 // beforeRestoreSwap runs just before a restore renames the restored file onto the

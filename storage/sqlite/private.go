@@ -59,20 +59,22 @@ func MakeDirs(dir string) error {
 	if err := os.Chmod(dir, privateDir); err != nil {
 		return err
 	}
-	return ownAsDir(dir)
+	// Made as root (a backup with sudo into the directory the backup timer uses, not
+	// made yet), it is the directory's it is in, as the service's user's.
+	return ownLike(dir, filepath.Dir(dir))
 }
 
-// ownAsDir gives the file or directory at path, when this process runs as root, to the
-// owner of the directory it is in. A command run with sudo in the service's directory
-// (a backup before an upgrade, into the directory the backup timer uses, not made yet;
-// the first admin added before the service's first start) would otherwise leave there a
-// directory or a database of root's, 0700 or 0600, which the service's user could
-// neither write in nor open: the service, or its timer, would fail from then on.
-func ownAsDir(path string) error {
+// ownLike gives the file or directory at path, when this process runs as root, the
+// owner and group of the one at like. A command run with sudo on the service's files
+// would otherwise leave there a file or directory of root's, 0600 or 0700, that the
+// service's user could neither open nor write in, and serve or the backup timer would
+// fail from then on. SQLite gives the -wal and -shm it makes as root the database's
+// owner for the same reason.
+func ownLike(path, like string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	fi, err := os.Stat(filepath.Dir(path))
+	fi, err := os.Stat(like)
 	if err != nil {
 		return err
 	}
@@ -106,10 +108,10 @@ func createPrivate(path string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	// Made as root (sudo) in the service's directory, before its first start, the file
-	// would be root's, and the service's user could not open it; SQLite then gives its
+	// Made as root (sudo hookdedup user add, before the service's first start), the
+	// file is its directory's owner's, as the service's user's; SQLite then gives its
 	// -wal and -shm the same owner.
-	return ownAsDir(path)
+	return ownLike(path, filepath.Dir(path))
 }
 
 // missing reports whether nothing is at path: no file, no directory on the way to it, or

@@ -77,7 +77,7 @@ func lockServe(path string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
 	}
-	if err := ownAsDatabase(f, path); err != nil {
+	if err := ownLike(f.Name(), path); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
 	}
@@ -87,23 +87,4 @@ func lockServe(path string) (*os.File, error) {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
-}
-
-// ownAsDatabase gives the lock file f, when this process runs as root, to the owner of
-// the database at path, as SQLite gives it the -wal and -shm it makes as root: a serve
-// tried with sudo on the service's database would otherwise leave a lock file of root's,
-// 0600, that the service's own serve could not open, and it would not start again.
-func ownAsDatabase(f *os.File, path string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	return f.Chown(int(st.Uid), int(st.Gid))
 }
