@@ -62,7 +62,10 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer src.Close()
-	dst, err := postgres.Open(ctx, *to, postgres.Options{Logger: cliLogger(e)})
+	// A database an earlier version set up is refused, not upgraded: its replicas may
+	// still run on it, and the copy, which needs it empty, would then refuse it anyway,
+	// having changed its schema under them.
+	dst, err := postgres.Open(ctx, *to, postgres.Options{Logger: cliLogger(e), NoUpgrade: true})
 	if err != nil {
 		return err
 	}
