@@ -173,8 +173,11 @@ func (db *DB) open(ctx context.Context, opt Options) error {
 	}
 	db.locks = lockSpaceOf(*schema)
 	if opt.MustExist || opt.NoMigrate {
+		// Looked for in that schema alone: by the search_path, a migrations table of a
+		// later schema's installation would be found, and the empty first schema, where
+		// every table is made, then set up as new.
 		var set bool
-		if err := db.pool.QueryRow(ctx, `SELECT to_regclass('migrations') IS NOT NULL`).Scan(&set); err != nil {
+		if err := db.pool.QueryRow(ctx, `SELECT to_regclass(format('%I.migrations', current_schema())) IS NOT NULL`).Scan(&set); err != nil {
 			return err
 		}
 		if !set {

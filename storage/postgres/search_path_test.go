@@ -26,3 +26,35 @@ func TestOpen_SearchPathNamesNoSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_SearchPathFirstSchemaNotSetUp: a search_path whose first schema is empty and
+// whose later one holds an installation (search_path=hookdedup,public, written before
+// moving out of public) names the empty one as hookdedup's. A command's open, which
+// creates nothing, says that schema was never set up, and makes nothing in it, rather
+// than taking public's migrations table for the schema's and then setting a second
+// installation up in the empty one; the audit verifier checks no chain of public's.
+func TestOpen_SearchPathFirstSchemaNotSetUp(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	open(t, url).Close() // hookdedup in public
+	admin := connect(t, url)
+	if _, err := admin.Exec(t.Context(), `CREATE SCHEMA tenant_a`); err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []postgres.Options{{MustExist: true}, {NoMigrate: true}} {
+		db, err := postgres.Open(t.Context(), url+"&search_path=tenant_a,public", opt)
+		if err == nil {
+			db.Close()
+		}
+		if !errors.Is(err, storage.ErrNoDatabase) {
+			t.Errorf("open with %+v, the first schema of the search_path empty: %v, want ErrNoDatabase", opt, err)
+		}
+		var tables int
+		if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+			WHERE n.nspname = 'tenant_a'`).Scan(&tables); err != nil {
+			t.Fatal(err)
+		}
+		if tables != 0 {
+			t.Fatalf("open with %+v made %d relations in tenant_a, want none", opt, tables)
+		}
+	}
+}
