@@ -128,6 +128,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			}
 			conn.Release()
 		}
+		if err != nil && !sent && readOnlyServer(err) {
+			w.db.leaveReadOnly()
+		}
 		switch {
 		case err == nil:
 			return live, nil

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,6 +87,10 @@ type DB struct {
 	bulkWake    chan struct{}     // a bulk action became ready to run here (bulk.go)
 	auditMark   storage.AuditMark // how far AuditChain has checked the audit chain (auditlog.go)
 	intake      intake            // Record's group commit
+	// reconnected is when the pool's connections were last dropped for a server that
+	// takes no writes (leaveReadOnly), as sinceBoot, which a step of the wall clock does
+	// not move; 0 for never.
+	reconnected atomic.Int64
 
 	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
@@ -215,6 +220,7 @@ func (db *DB) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping database: %w", err)
 	}
 	if standby {
+		db.leaveReadOnly()
 		return errors.New("ping database: the server is a standby (read-only)")
 	}
 	// A primary may refuse writes too (default_transaction_read_only set by a
@@ -222,9 +228,33 @@ func (db *DB) Ping(ctx context.Context) error {
 	// shows that deliveries can be stored. The row is SQLite's readiness row.
 	if _, err := db.pool.Exec(ctx, `INSERT INTO settings (name, value) VALUES ('readyz', $1)
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(db.Now().UnixMilli(), 10)); err != nil {
+		if readOnlyServer(err) {
+			db.leaveReadOnly()
+		}
 		return fmt.Errorf("ping database: %w", err)
 	}
 	return nil
+}
+
+// reconnectEvery bounds how often leaveReadOnly drops the pool's connections: a server
+// that stays read-only, with no writable one to go to, is connected to anew at most so
+// often, not once per refused write.
+const reconnectEvery = time.Second
+
+// leaveReadOnly drops the pool's connections (those in use once they come back) after
+// the server refused a write as one that takes none: a standby, or a primary fenced
+// read-only by a switchover, whose connections stay up. The pool would otherwise go on
+// using them, every write refused, until their lifetime ran out, an hour; connected
+// anew, it reaches the server that takes writes now, which the URL finds by a name
+// that follows the primary or by target_session_attrs=read-write.
+func (db *DB) leaveReadOnly() {
+	now := int64(sinceBoot())
+	last := db.reconnected.Load()
+	if (last != 0 && now-last < int64(reconnectEvery)) || !db.reconnected.CompareAndSwap(last, now) {
+		return
+	}
+	db.log.Warn("the database server takes no writes: connecting anew, to the server that does if the URL names one")
+	db.pool.Reset()
 }
 
 // parseReason is what pgx says is wrong with a connection string, after ": ", or "" when

@@ -38,6 +38,9 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if errors.Is(context.Cause(ctx), storage.ErrWriteTimeout) {
 			return fmt.Errorf("%w: %w", storage.ErrWriteTimeout, err)
 		}
+		if !stored && readOnlyServer(err) {
+			db.leaveReadOnly()
+		}
 		// A lost connection is tried again until the busy timeout, so that a write
 		// outlives a restart of the server shorter than that (a dispatcher's record of
 		// an attempt made, say, which would otherwise be made again); an abort, a few
@@ -156,6 +159,13 @@ func readOnly(err error) bool {
 	var pe *pgconn.PgError
 	// 25006: a standby, or default_transaction_read_only; 53100: the disk is full.
 	return errors.As(err, &pe) && (pe.Code == "25006" || pe.Code == "53100")
+}
+
+// readOnlyServer reports whether err is a server refusing a write because none may
+// be written there at all (25006): a standby, or a primary fenced read-only.
+func readOnlyServer(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
 }
 
 // isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint refusing
