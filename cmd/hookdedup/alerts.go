@@ -243,10 +243,9 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	for i, s := range p.sources {
 		names[i] = s.Name
 	}
-	where := cmp.Or(p.cfg.File, "defaults")
-	rules, channels, err := p.cfg.alerting(e.getenv, names)
+	rules, channels, err := p.cfg.checkedAlerting(e.getenv, names)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, err
 	}
 	p.alerts, err = alert.New(alert.Config{
 		Store: p.db, Rules: rules, Channels: channels, Sources: names, StuckAfter: p.cfg.StuckAfter,
@@ -260,6 +259,15 @@ func (p *program) openAlerts(e env) (func(*web.Config), error) {
 	return func(c *web.Config) {
 		c.AlertRules, c.AlertChannels, c.AlertsChanged = shownRules, shownChannels, p.alerts.Wake
 	}, nil
+}
+
+// checkedAlerting is alerting, its error naming the configuration file.
+func (c config) checkedAlerting(getenv func(string) string, sources []string) ([]alert.Rule, []*alert.Channel, error) {
+	rules, channels, err := c.alerting(getenv, sources)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", cmp.Or(c.File, "defaults"), err)
+	}
+	return rules, channels, nil
 }
 
 // machineName is this machine's host name, which a clock_skew alert names; "" when the

@@ -48,6 +48,23 @@ func checkSources(cfg config, e env) error {
 	return err
 }
 
+// checkServe is checkSources, then the alert rules and channels, which name the
+// sources: serve refuses a start that cannot serve before it opens the database, which
+// it may make or upgrade. On PostgreSQL an upgrade that a mistake in the alerting then
+// left without a replica stopped the earlier version's replicas too.
+func checkServe(cfg config, e env) error {
+	sources, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = s.Name
+	}
+	_, _, err = cfg.checkedAlerting(e.getenv, names)
+	return err
+}
+
 // openStore opens the configured database and builds the sources, whose generated
 // secrets live in it. log is storage's, as for openDB. The sources are checked first
 // (checkSources).
@@ -231,7 +248,7 @@ func openProgram(ctx context.Context, cfg config, e env) (_ *program, err error)
 	// address that clashes with another, or certificate files that cannot serve must
 	// not leave a database made or migrated behind them. The sources first, as the
 	// ACME cache is made beside the database.
-	if err := checkSources(cfg, e); err != nil {
+	if err := checkServe(cfg, e); err != nil {
 		return nil, err
 	}
 	if err := p.listen(); err != nil {
