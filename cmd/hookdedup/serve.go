@@ -43,9 +43,8 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 // checkSources builds the sources with a stand-in for each secret kept in the
 // database, so that a start that cannot serve (a misspelt scheme, two sources of one
 // name) is refused before anything is made for it: the database, or the ACME cache.
-func checkSources(cfg config, e env) error {
-	_, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
-	return err
+func checkSources(cfg config, e env) ([]receiver.Source, error) {
+	return cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
 }
 
 // checkServe is checkSources, then the alert rules and channels, which name the
@@ -53,7 +52,7 @@ func checkSources(cfg config, e env) error {
 // it may make or upgrade. On PostgreSQL an upgrade that a mistake in the alerting then
 // left without a replica stopped the earlier version's replicas too.
 func checkServe(cfg config, e env) error {
-	sources, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
+	sources, err := checkSources(cfg, e)
 	if err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func checkServe(cfg config, e env) error {
 // secrets live in it. log is storage's, as for openDB. The sources are checked first
 // (checkSources).
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
-	if err := checkSources(cfg, e); err != nil {
+	if _, err := checkSources(cfg, e); err != nil {
 		return nil, nil, err
 	}
 	db, err := cfg.openDB(ctx, log, false, true)
