@@ -235,6 +235,10 @@ func tomlError(err error) error {
 	if i := strings.LastIndex(key, "."); i >= 0 {
 		key = key[i+1:]
 	}
+	if strings.HasSuffix(pe.Message, "has already been defined.") && pe.LastKey != "" {
+		return fmt.Errorf("line %d: %s is written twice; TOML takes each setting once in a table: keep one",
+			pe.Position.Line, pe.LastKey)
+	}
 	if secretSettings[key] {
 		return fmt.Errorf("line %d: %s: not a value TOML reads; write it as a quoted string, %s = \"…\" (the text is not shown: it may be a secret)",
 			pe.Position.Line, pe.LastKey, key)

@@ -331,6 +331,29 @@ func TestConfig_MaxBatchItemsBelowOne(t *testing.T) {
 	}
 }
 
+// TestConfig_SettingWrittenTwice: a setting written twice in one table (a pasted line,
+// an old secret left above the new) is refused saying so, naming the setting and its
+// table: a secret's was called "not a value TOML reads; write it as a quoted string",
+// quoted though both were, and another's was the decoder's own message.
+func TestConfig_SettingWrittenTwice(t *testing.T) {
+	const source = "[[source]]\nname = \"ota\"\nsignature = \"hmac-sha256\"\nkey_fields = [\"/id\"]\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"Secret", source + "secret = \"old-secret-1\"\nsecret = \"new-secret-2\"\n",
+			`hookdedup.toml: line 6: source.secret is written twice; TOML takes each setting once in a table: keep one`},
+		{"Addr", "addr = \":1\"\naddr = \":2\"\n",
+			`hookdedup.toml: line 2: addr is written twice; TOML takes each setting once in a table: keep one`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte(tc.toml))
+			_, err := loadConfig(path, true, func(string) string { return "" })
+			if err == nil || !strings.HasSuffix(err.Error(), "/"+tc.want) || strings.Contains(err.Error(), "secret-") {
+				t.Errorf("%v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestConfig_UnknownSettingNamesItsTable: an unknown setting in a table of an array of
 // tables is refused naming the table it is in, by its name, down to the innermost: with
 // several correlation rules, "correlation.source.bogus" alone left the operator to search
