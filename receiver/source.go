@@ -146,7 +146,8 @@ func (s *Source) money(x *docIndex) (amount, currency string) {
 	currency = storage.CurrencyCode(x.text(s.CurrencyField))
 	if s.movedNoMoney(x) {
 		// The currency stays, so that the event is counted under its currency with no
-		// amount, as any delivery without one is.
+		// amount. (One that names no amount at all is stored with neither: the
+		// currency alone says nothing of money.)
 		return "", currency
 	}
 	if s.AmountMinorUnits {
