@@ -638,3 +638,18 @@ func TestConsole_BlockedDeliveryNamesWhatItDuplicates(t *testing.T) {
 		t.Error("an ordinary duplicate's page says it was blocked by a business key")
 	}
 }
+
+// TestConsole_SuspectCountsSayTheyAreEverySources: the counts and money at stake above
+// the suspects list are of every source (the running totals are kept by kind, state and
+// currency); filtered to one source, the page says so, rather than let a source's
+// money at stake be read from every source's.
+func TestConsole_SuspectCountsSayTheyAreEverySources(t *testing.T) {
+	e := newConsoleEnv(t)
+	e.businessKeyPair(t, 1, "B1", "80.00")
+	c := e.as(t, "viewer")
+	_, p := c.page("/suspects?source=ota")
+	p.testid("stats-scope").shows("every source", "ota")
+	if _, p := c.page("/suspects"); p.testid("stats-scope").len() != 0 {
+		t.Error("the unfiltered page says its counts are of every source: nothing to tell apart")
+	}
+}
