@@ -203,6 +203,9 @@ func runAuditExport(ctx context.Context, args []string, e env) error {
 	} else if what != "" {
 		return fmt.Errorf("audit export to %s: that is %s", *output, what)
 	}
+	if what := notAnExport(*output, cfg.File); what != "" {
+		return fmt.Errorf("audit export to %s: that is %s, which an export would replace: give the name of a new file, or of an earlier export", *output, what)
+	}
 	var x auditExported
 	err = writePrivate(*output, func(w io.Writer) error {
 		var err error
@@ -313,6 +316,35 @@ func exportAuditJSON(ctx context.Context, w io.Writer, db auditLog) (auditExport
 	return x, err
 }
 
+// notAnExport names what the existing file at path is when an export must not replace
+// it: the configuration file (config), or a SQLite database (a backup, a copy that a
+// restore kept aside); "" otherwise. A slip in a path (backups/ for exports/) would
+// replace a backup with an export.
+func notAnExport(path, config string) string {
+	if config != "" {
+		if same, err := sameFile(path, config); err == nil && same {
+			return "the configuration file"
+		}
+	}
+	if sqlite.IsDatabaseFile(path) {
+		return "a SQLite database (a backup?)"
+	}
+	return ""
+}
+
+// sameFile reports whether a and b name one existing file.
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
 // writePrivate writes a file through fill: into a temporary file beside path (mode
 // 0600 from its creation, whatever the umask), synced and then renamed over path, so
 // that path never holds a partial export and no one else can read it. A path that is a
@@ -363,7 +395,10 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return sqlite.SyncDir(dir)
 }
 
 // auditSchemaError is a database that audit verify and export cannot read as it is:

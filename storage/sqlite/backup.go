@@ -132,7 +132,7 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := SyncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
 	info.Path = path
@@ -662,7 +662,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		return fail(err)
 	}
 	linked = ""
-	if err := syncDir(filepath.Dir(dbPath)); err != nil {
+	if err := SyncDir(filepath.Dir(dbPath)); err != nil {
 		return fail(err)
 	}
 	return out, nil
@@ -1050,6 +1050,18 @@ func otherApplicationsFile(path string) bool {
 	return err == nil && kind == otherApplication
 }
 
+// IsDatabaseFile reports whether the file at path begins as a SQLite database does.
+func IsDatabaseFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == sqliteHeader
+}
+
 // emptyOrSQLite reports whether the file at path is empty or begins with SQLite's
 // header, or with as many zeros.
 func emptyOrSQLite(path string) bool {
@@ -1182,7 +1194,9 @@ func syncFile(path string) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
+// SyncDir makes the names in the directory dir durable: a file renamed into it is
+// there after a power cut only once its directory is synced.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAudit_ExportNotOverADatabaseOrTheConfig: --output over a SQLite database other
+// than the one read (a backup, a copy kept aside by a restore) or over the
+// configuration file is refused, naming what the file is, and the file is left as it
+// was: a slip in a path (backups/ where exports/ was meant) would replace a backup
+// with an export. A previous export, or any other file, is written over as before.
+func TestAudit_ExportNotOverADatabaseOrTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := auditDB(t, dir)
+	backup := filepath.Join(dir, "hookdedup-2026-12-07.db")
+	if out, code := cli(t, dir, nil, "", "backup", "--database="+path, backup); code != 0 {
+		t.Fatalf("backup: exit %d\n%s", code, out)
+	}
+	config := filepath.Join(dir, "hookdedup.toml")
+	writeFile(t, config, []byte("database = \""+path+"\"\n"))
+	for _, c := range []struct{ file, want string }{{backup, "a SQLite database"}, {config, "the configuration file"}} {
+		file, want := c.file, c.want
+		before, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, code := cli(t, dir, nil, "", "audit", "export", "--config", config, "--format", "csv", "--output", file)
+		if code == 0 || !strings.Contains(out, want) {
+			t.Errorf("export over %s: exit %d, want a refusal saying it is %s\n%s", filepath.Base(file), code, want, out)
+		}
+		if after, _ := os.ReadFile(file); string(after) != string(before) {
+			t.Errorf("export over %s changed it", filepath.Base(file))
+		}
+	}
+	previous := filepath.Join(dir, "audit.csv")
+	writeFile(t, previous, []byte("an earlier export\n"))
+	if out, code := cli(t, dir, nil, "", "audit", "export", "--config", config, "--format", "csv", "--output", previous); code != 0 {
+		t.Fatalf("export over a previous export: exit %d\n%s", code, out)
+	}
+	if after, _ := os.ReadFile(previous); !strings.Contains(string(after), "previous_state") {
+		t.Errorf("the previous export was not written over: %q", after)
+	}
+}
