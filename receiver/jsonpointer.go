@@ -237,34 +237,91 @@ func jsonSkipValue(doc string, i int) int {
 }
 
 // redactFields returns body with the value at each of pointers, where body holds one,
-// written as "[redacted]", as a credential header is; body itself when it holds none,
-// or is not JSON (where no pointer can be followed). The rest stays as sent.
+// written as "[redacted]", as a credential header is; body itself when it holds none.
+// The rest stays as sent.
+//
+// The body is one that was refused, often for being odd JSON, so the walk takes it as
+// it comes rather than first asking whether it is valid: a member name that repeats
+// (jsontext refuses it, encoding/json keeps the last) has every one of its values
+// masked, a leading byte-order mark is stepped over, and nesting deeper than
+// encoding/json reads does not leave the credential beside it unmasked.
 func redactFields(body []byte, pointers []string) []byte {
-	if len(pointers) == 0 || !json.Valid(body) {
+	if len(pointers) == 0 {
 		return body
 	}
 	doc := string(body)
+	start := 0
+	if strings.HasPrefix(doc, "\uFEFF") {
+		start = len("\uFEFF")
+	}
 	var spans [][2]int
 	for _, p := range pointers {
-		if s, e, ok := ptrSpan(doc, p); ok {
-			spans = append(spans, [2]int{s, e})
+		if pointerProblem(p) != "" {
+			continue
 		}
+		spans = redactSpans(doc, jsonSkipSpace(doc, start), p, spans)
 	}
 	if len(spans) == 0 {
 		return body
 	}
-	// A value inside another one masked goes with it; the others are written from the
-	// last to the first, so that each is still where it was found.
+	// A value inside another one masked goes with it. The body is written once, from the
+	// first value to the last: a name repeated many times is as many values, and
+	// rewriting the whole body for each would take time in their number times its size.
 	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Or(a[0]-b[0], b[1]-a[1]) })
-	kept := spans[:1]
-	for _, sp := range spans[1:] {
-		if sp[0] >= kept[len(kept)-1][1] {
-			kept = append(kept, sp)
+	out := make([]byte, 0, len(body))
+	at := 0
+	for _, sp := range spans {
+		if sp[0] < at {
+			continue
+		}
+		out = append(out, body[at:sp[0]]...)
+		out = append(out, `"[redacted]"`...)
+		at = sp[1]
+	}
+	return append(out, body[at:]...)
+}
+
+// redactSpans appends to spans the span of every value that the rest p of a pointer
+// names from the value at doc[i]: ptrSpan's walk, but into each member of the name
+// where an object repeats it, each of which a reader of the body may take as the one.
+func redactSpans(doc string, i int, p string, spans [][2]int) [][2]int {
+	if i >= len(doc) {
+		return spans
+	}
+	if p == "" {
+		return append(spans, [2]int{i, jsonSkipValue(doc, i)})
+	}
+	tok, rest := p[1:], ""
+	if j := strings.IndexByte(tok, '/'); j >= 0 {
+		tok, rest = tok[:j], tok[j:]
+	}
+	switch doc[i] {
+	case '{':
+		name := ptrUnescape(tok)
+		for i++; ; i++ { // past '{', then past each ','
+			i = jsonSkipSpace(doc, i)
+			if i >= len(doc) || doc[i] != '"' {
+				return spans
+			}
+			end := storage.JSONStringEnd(doc, i)
+			match := jsonStringValue(doc[i:end]) == name
+			i = jsonSkipSpace(doc, end)
+			if i >= len(doc) || doc[i] != ':' {
+				return spans
+			}
+			i = jsonSkipSpace(doc, i+1)
+			if match {
+				spans = redactSpans(doc, i, rest, spans)
+			}
+			i = jsonSkipSpace(doc, jsonSkipValue(doc, i))
+			if i >= len(doc) || doc[i] != ',' {
+				return spans
+			}
+		}
+	case '[':
+		if j, ok := ptrElement(doc, i, tok); ok {
+			spans = redactSpans(doc, j, rest, spans)
 		}
 	}
-	out := []byte(doc)
-	for _, sp := range slices.Backward(kept) {
-		out = slices.Concat(out[:sp[0]], []byte(`"[redacted]"`), out[sp[1]:])
-	}
-	return out
+	return spans
 }
