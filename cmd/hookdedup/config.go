@@ -626,12 +626,29 @@ func placeIn(t map[string]any, key toml.Key) (where []string, setting toml.Key, 
 		}
 		return where, setting, ok
 	case []map[string]any:
-		// The first of the tables that writes the rest of key: the decoder stops at it.
-		for i, e := range next {
-			if w, s, ok := placeIn(e, key[1:]); ok {
-				name, _ := e["name"].(string)
-				return append([]string{fmt.Sprintf("%s %q", key[0], sourceLabel(i, name))}, w...), s, true
+		return placeInArray(next, key)
+	case []any:
+		// An inline array of tables (source = [{…}, {…}]) decodes as a plain array.
+		tables := make([]map[string]any, 0, len(next))
+		for _, e := range next {
+			t, isTable := e.(map[string]any)
+			if !isTable {
+				return nil, nil, false
 			}
+			tables = append(tables, t)
+		}
+		return placeInArray(tables, key)
+	}
+	return nil, nil, false
+}
+
+// placeInArray is placeIn for the array of tables tables, called key[0].
+func placeInArray(tables []map[string]any, key toml.Key) (where []string, setting toml.Key, ok bool) {
+	// The first of the tables that writes the rest of key: the decoder stops at it.
+	for i, e := range tables {
+		if w, s, ok := placeIn(e, key[1:]); ok {
+			name, _ := e["name"].(string)
+			return append([]string{fmt.Sprintf("%s %q", key[0], sourceLabel(i, name))}, w...), s, true
 		}
 	}
 	return nil, nil, false

@@ -499,3 +499,27 @@ func TestConfig_EmptyFlagKeepsWhatTheFileSets(t *testing.T) {
 		t.Errorf("empty variables: %+v, %v; want the file's settings", cfg.tls(), err)
 	}
 }
+
+// TestConfig_UnknownSettingInInlineTables: sources and a rule's sources written as an
+// inline array of tables (source = [{…}, {…}]), which TOML allows as well as [[source]],
+// are named as their tables are when one holds an unknown setting.
+func TestConfig_UnknownSettingInInlineTables(t *testing.T) {
+	const sources = `source = [{name = "ota", signature = "none", event_id = "/id"}, {name = "psp", signature = "none", event_id = "/id", ttll = "1h"}]` + "\n"
+	const rule = "[[correlation]]\nname = \"r\"\nwindow = \"72h\"\n" +
+		`source = [{name = "ota", booking = "/b", amount = "/a", currency = "/c"}, {name = "psp", booking = "/b", amount = "/a", currency = "/c", bogus = 1}]` + "\n"
+	const okSources = "[[source]]\nname = \"ota\"\nsignature = \"none\"\nevent_id = \"/id\"\n" +
+		"[[source]]\nname = \"psp\"\nsignature = \"none\"\nevent_id = \"/id\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"Source", sources, `hookdedup.toml: source "psp": unknown setting "ttll"`},
+		{"RuleSource", okSources + rule, `hookdedup.toml: correlation "r": source "psp": unknown setting "bogus"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookdedup.toml")
+			writeFile(t, path, []byte(tc.toml))
+			_, err := loadConfig(path, true, func(string) string { return "" })
+			if err == nil || !strings.HasSuffix(err.Error(), "/"+tc.want) {
+				t.Errorf("%v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
