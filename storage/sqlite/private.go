@@ -70,19 +70,32 @@ func MakeDirs(dir string) error {
 // service's user could neither open nor write in, and serve or the backup timer would
 // fail from then on. SQLite gives the -wal and -shm it makes as root the database's
 // owner for the same reason.
+//
+// A link at path is not followed: path is in a directory that user may write, who
+// could have put there a link to a file of root's, which would then become theirs.
 func ownLike(path, like string) error {
+	uid, gid, ok, err := ownerOf(like)
+	if !ok || err != nil {
+		return err
+	}
+	return os.Lchown(path, uid, gid)
+}
+
+// ownerOf returns the owner and group of the file at like, with ok set, when this
+// process runs as root; ok is false otherwise, and where the system has no owners.
+func ownerOf(like string) (uid, gid int, ok bool, err error) {
 	if os.Geteuid() != 0 {
-		return nil
+		return 0, 0, false, nil
 	}
 	fi, err := os.Stat(like)
 	if err != nil {
-		return err
+		return 0, 0, false, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return nil
+		return 0, 0, false, nil
 	}
-	return os.Chown(path, int(st.Uid), int(st.Gid))
+	return int(st.Uid), int(st.Gid), true, nil
 }
 
 // createPrivate creates the database file at path, and its directory, before SQLite

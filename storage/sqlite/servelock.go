@@ -49,10 +49,24 @@ func (e servedError) Unwrap() error { return ErrServed }
 // error, and the database goes unlocked.
 func lockServe(path string) (*os.File, error) {
 	name := resolved(path) + ServeLockSuffix
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, privateFile)
+	// Not through a link: the lock is in the database's directory, whose owner could
+	// have put there a link to any file, which a serve run as root would otherwise open,
+	// chmod, give to that owner and truncate.
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, privateFile)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("make the serve lock %s: it is a symbolic link, which serve does not follow: remove it", name)
+	}
 	if err != nil {
 		if syscall.Access(filepath.Dir(name), 2 /* W_OK */) != nil {
 			return nil, nil
+		}
+		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
+	}
+	// A hard link to another file is as dangerous, and a FIFO or device worse.
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Sys().(*syscall.Stat_t).Nlink != 1 {
+		f.Close()
+		if err == nil {
+			err = errors.New("it is not a file of its own (a hard link to another file, or not a regular file): remove it")
 		}
 		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
 	}
@@ -77,7 +91,12 @@ func lockServe(path string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
 	}
-	if err := ownLike(f.Name(), path); err != nil {
+	// Through the descriptor, not the name, which could be swapped for a link meanwhile.
+	uid, gid, ok, err := ownerOf(path)
+	if err == nil && ok {
+		err = f.Chown(uid, gid)
+	}
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("make the serve lock %s: %w", name, err)
 	}
