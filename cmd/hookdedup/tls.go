@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
@@ -401,7 +403,7 @@ const acmeDirectoryFile = "directory"
 // not.
 func cacheOf(dir, directory string, log *slog.Logger) error {
 	marker := filepath.Join(dir, acmeDirectoryFile)
-	b, err := os.ReadFile(marker)
+	b, err := readRecord(marker)
 	var previous string
 	switch {
 	case err == nil:
@@ -425,13 +427,72 @@ func cacheOf(dir, directory string, log *slog.Logger) error {
 		log.Warn("acme_directory is not the directory the acme cache's account and certificates come from: they are set aside, and certificates are asked of acme_directory",
 			logDirectory, directory, logPrevious, previous, logSetAside, aside)
 	}
-	if err := os.WriteFile(marker, []byte(directory+"\n"), 0o600); err != nil {
+	if err := writeRecord(dir, marker, directory+"\n"); err != nil {
 		// Logged, not fatal, as a certificate that cannot be cached is (loggedCache): a
 		// full disk must not stop HTTPS. The next start looks at the cache again.
 		log.Error("could not record acme_directory in the acme cache: a later change of acme_directory may serve this CA's certificates until they are renewed",
 			logCache, dir, logErr, fmt.Errorf("acme cache %s: %w", marker, err))
 	}
 	return nil
+}
+
+// maxRecord bounds what is read of the ACME cache's record of its directory: a
+// directory's URL, which the log quotes when it is not acme_directory.
+const maxRecord = 1024
+
+// readRecord reads the ACME cache's record of its directory at path, which must be a
+// file of its own. The cache is the service user's to write in: a link put there would
+// have serve, run as root too, quote the file it names in the log and write over it.
+func readRecord(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errors.New("not a file but a symbolic link, which serve does not follow: remove it")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a file but %s: remove it", fileKind(fi.Mode()))
+	}
+	return io.ReadAll(io.LimitReader(f, maxRecord))
+}
+
+// fileKind names the kind of file mode says, for an error.
+func fileKind(mode fs.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a directory"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
+// writeRecord writes the record at path, in dir, through a new file renamed over it:
+// a rename replaces a link put there meanwhile instead of writing through it.
+func writeRecord(dir, path, content string) error {
+	f, err := os.CreateTemp(dir, ".directory-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // setAside moves the files of the ACME cache dir into a new directory within it, of

@@ -118,3 +118,45 @@ func TestTLS_ACMECacheUnrecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestTLS_ACMEDirectoryRecordNotAFile: the cache's record of its directory is read and
+// written as a file of its own. A link put there in its place (the cache is beside the
+// database, in the service user's directory) had the file it names read into the log
+// as the previous directory and written over with the new one, by a serve run as root
+// as well; a directory there was read as one. Each is refused, naming the record, and
+// the file a link names is left as it was.
+func TestTLS_ACMEDirectoryRecordNotAFile(t *testing.T) {
+	const secret = "root:$6$not-for-the-log\n"
+	for _, kind := range []string{"Symlink", "Directory"} {
+		t.Run(kind, func(t *testing.T) {
+			cacheDir := filepath.Join(t.TempDir(), "acme")
+			if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			victim := filepath.Join(t.TempDir(), "shadow")
+			if err := os.WriteFile(victim, []byte(secret), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			record := filepath.Join(cacheDir, acmeDirectoryFile)
+			if kind == "Symlink" {
+				if err := os.Symlink(victim, record); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Mkdir(record, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			logger, logs := testLog(t)
+			_, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: "https://ca.example.test/directory",
+				CacheDir: cacheDir, Addr: "127.0.0.1:0"}, logger)
+			if err == nil || !strings.Contains(err.Error(), record) || !strings.Contains(err.Error(), "not a file") {
+				t.Errorf("newTLS: %v; want a refusal naming %s as not a file", err, record)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != secret {
+				t.Errorf("the file the record links to now holds %q", b)
+			}
+			if strings.Contains(logs.String(), "not-for-the-log") {
+				t.Errorf("the file the record links to is in the log:\n%s", logs.String())
+			}
+		})
+	}
+}
