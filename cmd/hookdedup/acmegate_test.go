@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -130,7 +131,7 @@ func TestTLS_ACMEOrdersPutOff(t *testing.T) {
 	if _, err := setup.acmeCertificate(ecdsaHello("hooks.example.com")); err == nil {
 		t.Fatal("a certificate from a CA that refuses every request")
 	}
-	if got := setup.OrderAgain(); len(got) != 1 || got[0] != "hooks.example.com" {
+	if got := setup.OrderAgain(context.Background()); len(got) != 1 || got[0] != "hooks.example.com" {
 		t.Errorf("OrderAgain: %v, want the domain without a certificate", got)
 	}
 	if err := setup.gate.wait("hooks.example.com", time.Now()); err != nil {
@@ -148,5 +149,37 @@ func TestTLS_ACMEOrdersPutOff(t *testing.T) {
 	setup.gate.mu.Unlock()
 	if wait := time.Until(at); wait < 50*time.Second || wait > autocertMemory+time.Second {
 		t.Errorf("the order after OrderAgain comes in %s, want once autocert has forgotten the failure, about a minute", wait)
+	}
+}
+
+// TestTLS_OrderAgainStopsWithServe: the order that a SIGHUP puts off until autocert has
+// forgotten the last failure is not made once serve has stopped meanwhile (a restart
+// after the SIGHUP): its listeners closed, the CA could not validate it, and the failed
+// validation would count against the name's five an hour.
+func TestTLS_OrderAgainStopsWithServe(t *testing.T) {
+	var asked atomic.Int64
+	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"type":"urn:ietf:params:acme:error:malformed","detail":"the CA refuses"}`))
+	}))
+	t.Cleanup(ca.Close)
+	logger, _ := testLog(t)
+	setup, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: ca.URL + "/directory",
+		CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: "127.0.0.1:0", acmeHTTPClient: ca.Client()}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last order failed almost a minute ago: the next is made in a second or two.
+	setup.gate.done("hooks.example.com", time.Now().Add(-autocertMemory+time.Second), errors.New("DNS points elsewhere"))
+	ctx, stop := context.WithCancel(context.Background())
+	if got := setup.OrderAgain(ctx); len(got) != 1 {
+		t.Fatalf("OrderAgain: %v, want the domain without a certificate", got)
+	}
+	stop() // serve stops
+	time.Sleep(4 * time.Second)
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the CA was asked %d times after serve stopped", n)
 	}
 }

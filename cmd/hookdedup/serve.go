@@ -448,12 +448,20 @@ func (p *program) run(ctx context.Context) error {
 	wg.Go(func() {
 		p.db.RunBulkActions(bg, storage.BulkRunConfig{StuckAfter: p.cfg.StuckAfter, Wake: p.dispatcher.Wake, Logger: p.log})
 	})
-	wg.Go(func() { p.reloadOnSignal(bg, p.reload) })
+	// Ended as soon as serve stops serving, before the drain: a certificate that a SIGHUP
+	// has ordered again (OrderAgain) is not ordered once the listeners the CA validates
+	// through have closed.
+	serving, stopServing := context.WithCancel(bg)
+	wg.Go(func() { p.reloadOnSignal(serving, p.reload) })
 	newerSchema := make(chan error, 1)
 	wg.Go(func() { watchSchema(bg, p.db, p.log, newerSchema) })
 	stopBackground := func() {
 		stopBG()
 		wg.Wait()
+	}
+	shutdown := func() error {
+		stopServing()
+		return p.shutdown(stopBackground)
 	}
 
 	endpoints := p.endpoints()
@@ -472,13 +480,13 @@ func (p *program) run(ctx context.Context) error {
 	select {
 	case err := <-serveErr:
 		// One address failed: stop the other too, as for a signal, and say why.
-		return errors.Join(err, p.shutdown(stopBackground))
+		return errors.Join(err, shutdown())
 	case err := <-newerSchema:
 		p.log.Error("a newer version migrated the database: stopping", logErr, err)
-		return errors.Join(err, p.shutdown(stopBackground))
+		return errors.Join(err, shutdown())
 	case <-ctx.Done():
 	}
-	return p.shutdown(stopBackground)
+	return shutdown()
 }
 
 // tellConsoleNames logs, when the console is served over plain HTTP on an address a
@@ -587,7 +595,7 @@ func (p *program) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
 				continue
 			}
 			if p.tls.files == nil {
-				ordering := p.tls.OrderAgain()
+				ordering := p.tls.OrderAgain(ctx)
 				if len(ordering) == 0 {
 					p.log.Info("SIGHUP: nothing to reload, ACME renews the certificates by itself")
 				} else {

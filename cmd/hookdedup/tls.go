@@ -677,8 +677,10 @@ func (t *tlsSetup) Reload() error {
 // OrderAgain, under ACME (serve calls it on SIGHUP), orders again the certificates of
 // the domains that have none, whose orders failed and were put off (gate): the operator
 // has put right what failed them. Each is ordered at once, or a minute after its last
-// failure, which autocert answers from memory until then. It returns those domains.
-func (t *tlsSetup) OrderAgain() []string {
+// failure, which autocert answers from memory until then, unless ctx has ended by then:
+// serve has stopped, and with its listeners closed the CA could not validate the order,
+// which would count as one more failure against the name. It returns those domains.
+func (t *tlsSetup) OrderAgain(ctx context.Context) []string {
 	if t.files != nil {
 		return nil
 	}
@@ -694,9 +696,17 @@ func (t *tlsSetup) OrderAgain() []string {
 	for _, d := range ordering {
 		go func() {
 			if wait := time.Until(after[d]); wait > 0 {
-				time.Sleep(wait)
+				timer := time.NewTimer(wait)
+				defer timer.Stop()
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
 			}
-			t.obtain(d)
+			if ctx.Err() == nil {
+				t.obtain(d)
+			}
 		}()
 	}
 	return ordering
