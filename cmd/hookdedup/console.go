@@ -11,6 +11,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/provider"
 	"github.com/hookdedup/hookdedup/static"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -26,16 +27,16 @@ func rollupStatsEvery(ctx context.Context, db storage.Store, log *slog.Logger, e
 	const batch = 5000
 	t := time.NewTicker(every)
 	defer t.Stop()
-	stats := rollupFailures{what: "delivery stats"}
-	suspects := rollupFailures{what: "suspect totals"}
+	stats := outage.New(log, slog.LevelWarn, "rolling up delivery stats", "delivery stats rolled up again")
+	suspects := outage.New(log, slog.LevelWarn, "rolling up suspect totals", "suspect totals rolled up again")
 	for {
 		n, err := db.RollupStats(ctx, batch)
 		if ctx.Err() == nil {
-			stats.note(log, err, time.Now())
+			stats.Note(time.Now(), err)
 		}
 		ns, err := db.RollupSuspects(ctx, batch)
 		if ctx.Err() == nil {
-			suspects.note(log, err, time.Now())
+			suspects.Note(time.Now(), err)
 		}
 		if n == batch || ns == batch {
 			continue // a backlog (first start on a large database): keep going
@@ -46,37 +47,6 @@ func rollupStatsEvery(ctx context.Context, db storage.Store, log *slog.Logger, e
 		case <-t.C:
 		}
 	}
-}
-
-// rollupFailEvery bounds how often a roll-up that keeps failing is logged. A database
-// that cannot store (a full disk) fails every round, every 5 s for as long as the
-// outage lasts, and its cause is in the log once already, as the deliveries' is.
-const rollupFailEvery = time.Minute
-
-// rollupFailures logs the failures of one roll-up: the first one, then at most one
-// every rollupFailEvery with how many went unlogged, and the first round that stores
-// again, so that the log shows when the totals caught up.
-type rollupFailures struct {
-	what     string
-	failing  bool
-	logged   time.Time
-	unlogged int
-}
-
-func (f *rollupFailures) note(log *slog.Logger, err error, now time.Time) {
-	if err == nil {
-		if f.failing {
-			log.Info(f.what+" rolled up again", logUnlogged, f.unlogged)
-			f.failing, f.unlogged = false, 0
-		}
-		return
-	}
-	if f.failing && now.Sub(f.logged) < rollupFailEvery {
-		f.unlogged++
-		return
-	}
-	log.Warn("rolling up "+f.what, logErr, err, logUnlogged, f.unlogged)
-	f.failing, f.logged, f.unlogged = true, now, 0
 }
 
 // newConsole builds the console's server, adapting the receiver's sources to what

@@ -20,18 +20,18 @@ const module = "github.com/hookdedup/hookdedup"
 // A pattern ending in "/..." also allows every package below it. A package of the module
 // that is missing here fails the test: a new package says what it may import.
 var allowedImports = map[string][]string{
-	"cmd/hookdedup": {"std", "receiver", "receiver/provider", "receiver/signature", "static", "storage", "web",
+	"cmd/hookdedup": {"std", "receiver", "storage/outage", "receiver/provider", "receiver/signature", "static", "storage", "web",
 		"receiver/alert",
 		// The wiring picks the storage engine.
 		"storage/sqlite", "storage/postgres",
 		"github.com/BurntSushi/toml", "golang.org/x/crypto/bcrypt",
 		// HTTPS: certificates over ACME, and host names checked as IDNA.
 		"golang.org/x/crypto/acme/...", "golang.org/x/net/idna"},
-	"receiver": {"std", "receiver/signature", "storage",
+	"receiver": {"std", "receiver/signature", "storage", "storage/outage",
 		"github.com/go-json-experiment/json/...", "github.com/prometheus/client_golang/..."},
 	// Alerts: rules over storage, notifications sent over HTTP (signed as Standard
 	// Webhooks) and SMTP.
-	"receiver/alert": {"std", "receiver/signature", "storage"},
+	"receiver/alert": {"std", "receiver/signature", "storage", "storage/outage"},
 	// Provider presets are plain data: settings a sender needs, nothing that runs.
 	"receiver/provider": {"std"},
 	// The signature schemes are plain cryptography over a request: they need nothing of
@@ -40,13 +40,15 @@ var allowedImports = map[string][]string{
 	"receiver/signature": {"std", "github.com/go-json-experiment/json/..."},
 	"static":             {"std"},
 	// The domain: types, errors and rules; each engine is a package beneath it.
-	"storage": {"std"},
+	"storage": {"std", "storage/outage"},
+	// How a background loop logs an outage, for loops of every layer (engines included).
+	"storage/outage": {"std"},
 	// "C": the log's write-combining VFS (walbuf.c) calls the SQLite that go-sqlite3
 	// compiles in.
-	"storage/sqlite": {"std", "storage", "github.com/mattn/go-sqlite3", "C"},
+	"storage/sqlite": {"std", "storage", "storage/outage", "github.com/mattn/go-sqlite3", "C"},
 	// golang.org/x/sys/unix: CLOCK_BOOTTIME, the replicas' time between readings of the
 	// server's clock (clock.go), which the standard library does not read.
-	"storage/postgres": {"std", "storage", "github.com/jackc/pgx/v5/...", "golang.org/x/sys/unix"},
+	"storage/postgres": {"std", "storage", "storage/outage", "github.com/jackc/pgx/v5/...", "golang.org/x/sys/unix"},
 	// Helpers for tests of several packages: a database in a temp dir, bulk fills.
 	"storage/storagetest": {"std", "storage", "storage/sqlite", "github.com/mattn/go-sqlite3", "golang.org/x/crypto/bcrypt"},
 	// The engine-neutral storage suite: it may import no engine.

@@ -3,8 +3,11 @@ package sqlite
 import (
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"syscall"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // Checkpoints: under WAL, committed pages are appended to the -wal file and later copied
@@ -100,7 +103,11 @@ func (db *DB) checkpointer() {
 	tick := time.NewTicker(checkpointEvery)
 	defer tick.Stop()
 	lastPass, rowsAtPass := time.Now(), db.batchRows.Load()
-	var failures checkpointFailures
+	// A failure is the database file's (the disk, its size limit): an operator who
+	// sees the -wal file grow learns why from the log, and when it ends.
+	failures := outage.New(db.log.With("path", db.path), slog.LevelError,
+		"a checkpoint failed: the write-ahead log grows until one copies it into the database file",
+		"checkpoints copy the write-ahead log into the database file again")
 	for {
 		select {
 		case <-db.closing:
@@ -121,14 +128,14 @@ func (db *DB) checkpointer() {
 		// A failure here is the database file's (the disk, its size limit): the WAL
 		// grows until a checkpoint succeeds, and deliveries go on while it has room.
 		logPages, caughtUp, err := db.checkpointPass()
-		failures.note(db, err)
+		failures.Note(time.Now(), err)
 		if err != nil || !caughtUp || logPages < restartPages {
 			continue
 		}
 		for range catchUpPasses {
 			before := logPages
 			logPages, caughtUp, err = db.checkpointPass()
-			failures.note(db, err)
+			failures.Note(time.Now(), err)
 			if err != nil || !caughtUp {
 				break
 			}
@@ -138,43 +145,13 @@ func (db *DB) checkpointer() {
 				// pass its own few pages to flush.
 				db.cpFsyncs.Add(1)
 				err := db.syncFile()
-				failures.note(db, err)
+				failures.Note(time.Now(), err)
 				if err == nil {
 					db.walRestart.Store(true)
 				}
 				break
 			}
 		}
-	}
-}
-
-// checkpointFailuresEvery is how often at most the checkpointer logs that its passes
-// fail: each pass fails alike while the cause lasts, twenty times a second.
-const checkpointFailuresEvery = time.Minute
-
-// checkpointFailures is what the checkpointer has told of its failures: an operator who
-// sees the -wal file grow learns why from the log, once a minute, and when it ends.
-type checkpointFailures struct {
-	failing  bool
-	loggedAt time.Time
-	unlogged int // failures since the last line
-}
-
-// note logs err, a pass's or its fsync's, within checkpointFailuresEvery, and the first
-// success after failures.
-func (f *checkpointFailures) note(db *DB, err error) {
-	switch {
-	case err == nil && f.failing:
-		db.log.Info("checkpoints copy the write-ahead log into the database file again", "path", db.path,
-			"unlogged", f.unlogged)
-		*f = checkpointFailures{}
-	case err == nil:
-	case !f.failing || time.Since(f.loggedAt) >= checkpointFailuresEvery:
-		db.log.Error("a checkpoint failed: the write-ahead log grows until one copies it into the database file",
-			"path", db.path, "err", err, "unlogged", f.unlogged)
-		f.failing, f.loggedAt, f.unlogged = true, time.Now(), 0
-	default:
-		f.unlogged++
 	}
 }
 
