@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // Sweeper is what the background sweeps need of storage.
@@ -64,11 +65,18 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 	}
 	log = log.With(logComponent, "sweep")
 	guard := clockGuard{hold: cfg.ClockStepHold, mono: time.Now}
+	// While the database cannot store or be reached, every sweep of every round fails
+	// alike, at every round for as long as that lasts.
+	fails := outage.New(log, slog.LevelWarn, "sweep failed", "sweeps work again")
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	for {
 		now := cfg.Now()
-		if !guard.deletes(ctx, st, now, cfg.Retention, m, log) {
+		deletes, err := guard.deletes(ctx, st, now, cfg.Retention, m, log)
+		if !deletes {
+			if ctx.Err() == nil {
+				fails.Note(time.Now(), err)
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -76,32 +84,42 @@ func RunSweeps(ctx context.Context, st Sweeper, cfg SweepConfig, m *Metrics, log
 				continue
 			}
 		}
-		sweep(ctx, "claims", func(limit int) (int64, bool, error) {
+		// The round's first failure stands for the others: they have its cause.
+		failed, at := err, []any{} // the clock's mark failed (clockGuard.deletes), or a sweep
+		sweep := func(table string, batch func(limit int) (int64, bool, error)) {
+			if err := sweepTable(ctx, table, batch, cfg, m, log); err != nil && failed == nil {
+				failed, at = err, []any{logTable, table}
+			}
+		}
+		sweep("claims", func(limit int) (int64, bool, error) {
 			n, err := st.SweepExpired(ctx, now, limit)
 			return n, n >= int64(limit), err
-		}, cfg, m, log)
+		})
 		if cfg.Retention > 0 {
 			var from storage.SweepCursor
-			sweep(ctx, "deliveries", func(limit int) (int64, bool, error) {
+			sweep("deliveries", func(limit int) (int64, bool, error) {
 				n, next, err := st.SweepDeliveries(ctx, now, now.Add(-cfg.Retention), from, limit)
 				from = next
 				return n, !next.Done(), err
-			}, cfg, m, log)
-			sweep(ctx, "rejection_counts", func(limit int) (int64, bool, error) {
+			})
+			sweep("rejection_counts", func(limit int) (int64, bool, error) {
 				n, err := st.SweepRejectionCounts(ctx, now.Add(-cfg.Retention), limit)
 				return n, n >= int64(limit), err
-			}, cfg, m, log)
+			})
 			if as, ok := st.(AlertSweeper); ok {
 				// Resolved alerts are history, as deliveries are: kept as long, and
 				// about deliveries that are gone after that anyway.
-				sweep(ctx, "alerts", func(limit int) (int64, bool, error) {
+				sweep("alerts", func(limit int) (int64, bool, error) {
 					n, err := as.SweepAlerts(ctx, now.Add(-cfg.Retention), limit)
 					return n, n >= int64(limit), err
-				}, cfg, m, log)
+				})
 			}
 		}
 		if fs, ok := st.(ForensicSweeper); ok {
-			sweepForensics(ctx, fs, now, cfg, m, log)
+			sweepForensics(ctx, fs, now, cfg, sweep)
+		}
+		if ctx.Err() == nil {
+			fails.Note(time.Now(), failed, at...)
 		}
 		select {
 		case <-ctx.Done():
@@ -128,7 +146,7 @@ type ForensicSweeper interface {
 // sweepForensics deletes traces past Remember and business and correlation keys past
 // the longest windows, in bounded batches. Traces are kept for ever when Remember is 0;
 // keys at least a day, so that those of a window since removed still go.
-func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg SweepConfig, m *Metrics, log *slog.Logger) {
+func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg SweepConfig, sweep func(table string, batch func(limit int) (int64, bool, error))) {
 	for _, s := range []struct {
 		table string
 		keep  time.Duration
@@ -141,10 +159,10 @@ func sweepForensics(ctx context.Context, st ForensicSweeper, now time.Time, cfg 
 		if s.keep <= 0 {
 			continue
 		}
-		sweep(ctx, s.table, func(limit int) (int64, bool, error) {
+		sweep(s.table, func(limit int) (int64, bool, error) {
 			n, err := s.fn(ctx, now.Add(-s.keep), limit)
 			return n, n >= int64(limit), err
-		}, cfg, m, log)
+		})
 	}
 }
 
@@ -167,9 +185,10 @@ func batchSize(size int, took, target time.Duration, lo, hi int) int {
 	return max(min(next, 2*size, hi), lo)
 }
 
-// sweep runs batch until it says there is no more to do; batch deletes at most limit
-// rows and returns how many it deleted and whether another batch may find more.
-func sweep(ctx context.Context, table string, batch func(limit int) (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) {
+// sweepTable runs batch until it says there is no more to do, or fails; batch deletes
+// at most limit rows and returns how many it deleted and whether another batch may
+// find more. A failure is returned for RunSweeps to log, once for the round.
+func sweepTable(ctx context.Context, table string, batch func(limit int) (int64, bool, error), cfg SweepConfig, m *Metrics, log *slog.Logger) error {
 	var total int64
 	lo := min(MinBatch, cfg.Batch)
 	size := lo
@@ -178,8 +197,10 @@ func sweep(ctx context.Context, table string, batch func(limit int) (int64, bool
 		n, more, err := batch(size)
 		took := time.Since(start)
 		if err != nil {
-			log.Warn("sweep failed", logTable, table, logErr, err)
-			return
+			if total > 0 {
+				log.Info("swept", logTable, table, logDeleted, total)
+			}
+			return err
 		}
 		total += n
 		m.SweepDeleted.WithLabelValues(table).Add(float64(n))
@@ -198,4 +219,5 @@ func sweep(ctx context.Context, table string, batch func(limit int) (int64, bool
 	if total > 0 {
 		log.Info("swept", logTable, table, logDeleted, total)
 	}
+	return nil
 }

@@ -68,8 +68,10 @@ type clockGuard struct {
 }
 
 // deletes reports whether this round of sweeps may delete, at now by the sweeps'
-// clock, logging and setting the metric when a hold begins or ends.
-func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Time, retention time.Duration, m *Metrics, log *slog.Logger) bool {
+// clock, logging and setting the metric when a hold begins or ends. It returns the
+// failure to read the times to check the clock against (the round then holds), or to
+// store the sweep's time (mark), for RunSweeps to log with the round's.
+func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Time, retention time.Duration, m *Metrics, log *slog.Logger) (bool, error) {
 	mono := g.mono()
 	start := g.seen.IsZero()
 	// began is when a hold stored by an earlier run began, by the clock in doubt; zero
@@ -81,8 +83,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 		held, err := heldSince(ctx, st)
 		if err != nil {
 			g.seen = time.Time{}
-			log.Warn("sweep held: could not read the times to check the clock against", logErr, err)
-			return false
+			return false, fmt.Errorf("sweep held: could not read the times to check the clock against: %w", err)
 		}
 		g.stored = !held.began.IsZero()
 		switch {
@@ -101,8 +102,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 			trusted, err := trustedAtStart(ctx, st)
 			if err != nil {
 				g.seen = time.Time{}
-				log.Warn("sweep held: could not read the times to check the clock against", logErr, err)
-				return false
+				return false, fmt.Errorf("sweep held: could not read the times to check the clock against: %w", err)
 			}
 			// Past retention: this sweep would delete every delivery not owed downstream.
 			if slack := max(retention, ClockStepBound); !trusted.IsZero() && now.Sub(trusted) > slack {
@@ -118,8 +118,7 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 		}
 		g.unhold(ctx, st, log)
 		g.base, g.slack, g.seen, g.heldAt = now, ClockStepBound, mono, time.Time{}
-		g.mark(ctx, st, now, log)
-		return true
+		return true, g.mark(ctx, st, now)
 	}
 	if g.heldAt.IsZero() {
 		g.heldAt = mono
@@ -151,10 +150,9 @@ func (g *clockGuard) deletes(ctx context.Context, st ClockReference, now time.Ti
 		m.SweepClockHeld.Set(0)
 		g.base, g.slack, g.seen, g.heldAt = now, ClockStepBound, mono, time.Time{}
 		g.unhold(ctx, st, log)
-		g.mark(ctx, st, now, log)
-		return true
+		return true, g.mark(ctx, st, now)
 	}
-	return false
+	return false, nil
 }
 
 // storedHold is a hold stored in heldSetting: when it began by the clock in doubt, and
@@ -240,10 +238,11 @@ func trustedAtStart(ctx context.Context, st ClockReference) (time.Time, error) {
 }
 
 // mark leaves now as the last deleting sweep's time, for the next start to check the
-// clock against. A failure is logged and the sweeps go on: the next round writes it
+// clock against. A failure is returned and the sweeps go on: the next round writes it
 // again, and a start without it checks against the newest delivery, as before.
-func (g *clockGuard) mark(ctx context.Context, st ClockReference, now time.Time, log *slog.Logger) {
-	if err := st.SetSetting(ctx, sweptAtSetting, strconv.FormatInt(now.UnixMilli(), 10)); err != nil && ctx.Err() == nil {
-		log.Warn("could not store the sweep's time, which the next start checks the clock against", logErr, err)
+func (g *clockGuard) mark(ctx context.Context, st ClockReference, now time.Time) error {
+	if err := st.SetSetting(ctx, sweptAtSetting, strconv.FormatInt(now.UnixMilli(), 10)); err != nil {
+		return fmt.Errorf("could not store the sweep's time, which the next start checks the clock against: %w", err)
 	}
+	return nil
 }
