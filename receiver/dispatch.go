@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // DispatchStore is what the dispatcher needs of storage: a durable queue of accepted
@@ -108,9 +109,10 @@ type Dispatcher struct {
 	// under way records its outcome against the newer lease (fly, land).
 	flyingMu sync.Mutex
 	flying   map[keptKey]*storage.Job
-	// leaseFailures decides which failed leases get a log line: while the disk is full
-	// every turn of the loop fails alike.
-	leaseFailures storeFailures
+	// seenFailures logs the failures of lookAround, which fail alike every
+	// ForwarderGone/6 while the database cannot store. lookAround runs in one goroutine
+	// at a time: Look's, then Run's.
+	seenFailures *outage.Log
 
 	// busy counts, by forwarding source, its attempts under way. A downstream that hangs
 	// holds each of its attempts for attempt_timeout, and the workers it holds are no
@@ -194,6 +196,8 @@ func NewDispatcher(cfg DispatchConfig) *Dispatcher {
 		wake:    make(chan struct{}, 1),
 		log:     cfg.Logger.With(logComponent, "dispatch"),
 	}
+	d.seenFailures = outage.New(d.log, slog.LevelWarn, "recording what this dispatcher forwards failed",
+		"recording what this dispatcher forwards works again")
 	// A lease outlasts the longest attempt and the write that records it, so no two
 	// dispatchers hold one job at once; it is also how long a job leased by a process
 	// that died waits before another takes it.
@@ -377,6 +381,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 	})
 	failures := 0 // leases failed in a row
+	// While the disk is full every turn of the loop fails alike.
+	leaseLog := outage.New(d.log, slog.LevelWarn, "lease failed", "leases work again")
 	for ctx.Err() == nil {
 		// Lease only as many jobs as there are free workers: a leased job waiting for a
 		// worker would burn its lease.
@@ -400,7 +406,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		d.recordKept(context.WithoutCancel(ctx))
 		jobs, err := d.leaseDue(ctx, free)
 		switch {
-		case err == nil, ctx.Err() != nil:
+		case ctx.Err() != nil:
+		case err == nil:
+			leaseLog.Note(time.Now(), nil)
 		case errors.Is(err, storage.ErrFileGone):
 			// Nothing is leased, so nothing is sent and no attempt is counted: the
 			// keys wait, in the file that left, for a restart with it back in place.
@@ -410,9 +418,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				paused = true
 			}
 		default:
-			if log, unlogged := d.leaseFailures.take(time.Now()); log {
-				d.log.Warn("lease failed", logErr, err, "unlogged_since", unlogged)
-			}
+			leaseLog.Note(time.Now(), err)
 		}
 		for _, job := range jobs {
 			free--
@@ -763,8 +769,8 @@ func (d *Dispatcher) Look(ctx context.Context) {
 func (d *Dispatcher) lookAround(ctx context.Context) {
 	if len(d.forwarding) > 0 {
 		err := d.cfg.Store.DispatcherSeen(ctx, d.id, d.forwarding, d.cfg.Now())
-		if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrFileGone) {
-			d.log.Warn("recording what this dispatcher forwards failed", logErr, err)
+		if ctx.Err() == nil && !errors.Is(err, storage.ErrFileGone) {
+			d.seenFailures.Note(time.Now(), err)
 		}
 	}
 	if len(d.recordOnly) > 0 {

@@ -197,8 +197,8 @@ func waitFailures(t *testing.T, st *fullDisk, n int64) {
 }
 
 // TestDispatch_LeaseFailuresLoggedSeldom: while every lease fails alike (a full disk)
-// and a key is due, the dispatcher backs off and logs the failure at most once in
-// storeFailureEvery, not on every turn of its loop.
+// and a key is due, the dispatcher backs off and logs the failure at most once a
+// minute (outage.Every), not on every turn of its loop.
 func TestDispatch_LeaseFailuresLoggedSeldom(t *testing.T) {
 	ds, st := newFullDisk(t)
 	st.leaseFull.Store(true)
