@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // Store is what the engine asks of storage; each storage engine satisfies it.
@@ -244,9 +245,12 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.sendLoop(ctx, sendWake, poke) })
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()
+	// While the database cannot store or be reached, every evaluation fails alike;
+	// database_not_ready, if configured, tells the channels.
+	fails := outage.New(e.log, slog.LevelWarn, "evaluating alert rules", "alert rules evaluated again")
 	for {
-		if err := e.Evaluate(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("evaluating alert rules", "err", err)
+		if err := e.Evaluate(ctx); ctx.Err() == nil {
+			fails.Note(time.Now(), err)
 		}
 		poke() // what the evaluation opened or resolved is due at once
 		select {
@@ -268,10 +272,11 @@ func (e *Engine) sendLoop(ctx context.Context, wake <-chan struct{}, poke func()
 	defer t.Stop()
 	var sends sync.WaitGroup
 	defer sends.Wait()
+	fails := outage.New(e.log, slog.LevelWarn, "leasing alert notifications", "alert notifications leased again")
 	for {
 		due, err := e.lease(ctx, e.cfg.Now())
-		if err != nil && ctx.Err() == nil {
-			e.log.Warn("sending alert notifications", "err", err)
+		if ctx.Err() == nil {
+			fails.Note(time.Now(), err)
 		}
 		for _, n := range due {
 			sends.Go(func() {
