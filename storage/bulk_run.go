@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // BulkRunConfig tunes RunBulkActions. The zero value of each field has a default.
@@ -79,20 +82,27 @@ func RunBulkActions(ctx context.Context, e BulkRunEngine, cfg BulkRunConfig, wak
 	runner := hex.EncodeToString(b)
 	t := time.NewTicker(cfg.Poll)
 	defer t.Stop()
+	// While the database cannot store or be reached, each of these fails alike at every
+	// round (a claim every Poll, a batch every Lease/4) for as long as that lasts.
+	fails := bulkFailures{
+		previews: outage.New(log, slog.LevelWarn, "deleting previews of more than a day ago", "previews of more than a day ago deleted again"),
+		claims:   outage.New(log, slog.LevelWarn, "claiming a bulk action", "bulk actions claimed again"),
+		batches:  outage.New(log, slog.LevelWarn, "bulk action batch failed; trying again", "bulk action batches run again"),
+	}
 	var cleared time.Time
 	for {
 		if now := time.Now(); now.Sub(cleared) >= clearPreviewsEvery {
 			cleared = now
-			if err := e.ClearOldPreviews(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("deleting previews of more than a day ago", "err", err)
+			if err := e.ClearOldPreviews(ctx); ctx.Err() == nil {
+				fails.previews.Note(time.Now(), err)
 			}
 		}
 		id, ok, err := e.ClaimBulkAction(ctx, runner, cfg.Lease)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Warn("claiming a bulk action", "err", err)
-		case ok:
-			runBulk(ctx, e, id, runner, cfg, log)
+		if ctx.Err() == nil {
+			fails.claims.Note(time.Now(), err)
+		}
+		if err == nil && ok {
+			runBulk(ctx, e, id, runner, cfg, log, fails.batches)
 			continue // another may be ready
 		}
 		select {
@@ -104,11 +114,14 @@ func RunBulkActions(ctx context.Context, e BulkRunEngine, cfg BulkRunConfig, wak
 	}
 }
 
+// bulkFailures are RunBulkActions' logs of its failing rounds.
+type bulkFailures struct{ previews, claims, batches *outage.Log }
+
 // runBulk works through one claimed action until it is over, no longer this runner's,
 // or ctx ends. A failed batch is kept on the action and tried again after a pause; the
 // lease runs out if failures last, and the action waits for the next claim, by this
-// runner or another.
-func runBulk(ctx context.Context, e BulkRunEngine, id int64, runner string, cfg BulkRunConfig, log *slog.Logger) {
+// runner or another. fails logs the failed batches, of this action and the next.
+func runBulk(ctx context.Context, e BulkRunEngine, id int64, runner string, cfg BulkRunConfig, log *slog.Logger, fails *outage.Log) {
 	log.Info("bulk action running", "action", id)
 	for ctx.Err() == nil {
 		b, err := e.RunBulkBatch(ctx, id, runner, e.Clock().Add(-cfg.StuckAfter), cfg.Batch, cfg.Lease)
@@ -116,16 +129,17 @@ func runBulk(ctx context.Context, e BulkRunEngine, id int64, runner string, cfg 
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("bulk action batch failed; trying again", "action", id, "err", err)
 			if nerr := e.NoteBulkError(ctx, id, runner, err); nerr != nil {
-				log.Warn("noting a bulk action's failure", "action", id, "err", nerr)
+				err = fmt.Errorf("%w (and noting it on the action: %v)", err, nerr)
 			}
+			fails.Note(time.Now(), err, "action", id)
 			select {
 			case <-ctx.Done():
 			case <-time.After(cfg.Lease / 4):
 			}
 			continue
 		}
+		fails.Note(time.Now(), nil)
 		if b.Changed > 0 {
 			cfg.Wake()
 		}
