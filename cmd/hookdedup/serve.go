@@ -29,6 +29,7 @@ import (
 	"github.com/hookdedup/hookdedup/receiver/alert"
 	"github.com/hookdedup/hookdedup/receiver/signature"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 	"github.com/hookdedup/hookdedup/web"
 )
 
@@ -548,6 +549,9 @@ var schemaCheckEvery = 5 * time.Second
 func watchSchema(ctx context.Context, db storage.Store, log *slog.Logger, newer chan<- error) {
 	t := time.NewTicker(schemaCheckEvery)
 	defer t.Stop()
+	// While the database cannot be reached each look fails alike, every
+	// schemaCheckEvery for as long as that lasts.
+	fails := outage.New(log, slog.LevelWarn, "could not check the database's schema", "the database's schema checked again")
 	for {
 		select {
 		case <-ctx.Done():
@@ -555,10 +559,10 @@ func watchSchema(ctx context.Context, db storage.Store, log *slog.Logger, newer 
 		case <-t.C:
 		}
 		unknown, err := db.UnknownMigrations(ctx)
+		if ctx.Err() == nil {
+			fails.Note(time.Now(), err)
+		}
 		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("could not check the database's schema", logErr, err)
-			}
 			continue
 		}
 		if len(unknown) > 0 {

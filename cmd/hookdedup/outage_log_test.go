@@ -72,3 +72,54 @@ func TestRollupStats_LogsAFailureOnce(t *testing.T) {
 		t.Errorf("the line that says the roll-up stores again does not say how many failures went unlogged:\n%s", buf.String())
 	}
 }
+
+// TestWatchSchema_LogsAFailureOnce: while the database cannot be read, serve's look for
+// migrations it does not know fails at every round (every 5 s, for the whole outage).
+// It is logged once, then at most once a minute, and once when a look works again.
+func TestWatchSchema_LogsAFailureOnce(t *testing.T) {
+	old := schemaCheckEvery
+	schemaCheckEvery = 10 * time.Millisecond
+	t.Cleanup(func() { schemaCheckEvery = old })
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`ALTER TABLE migrations RENAME TO migrations_away`); err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	newer := make(chan error, 1)
+	go func() {
+		defer close(done)
+		watchSchema(ctx, db, slog.New(slog.NewTextHandler(&buf, nil)), newer)
+	}()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(500 * time.Millisecond) // about 50 looks, all failing
+	if n := strings.Count(buf.String(), `msg="could not check the database's schema"`); n != 1 {
+		t.Fatalf("%d lines for a schema check failing at every round for half a second, want 1:\n%s", n, buf.String())
+	}
+	if _, err := raw.Exec(`ALTER TABLE migrations_away RENAME TO migrations`); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(buf.String(), `msg="the database's schema checked again"`) {
+			return fmt.Errorf("no line says the schema is checked again:\n%s", buf.String())
+		}
+		return nil
+	})
+	select {
+	case err := <-newer:
+		t.Errorf("the schema this build migrated taken for a newer one: %v", err)
+	default:
+	}
+}
