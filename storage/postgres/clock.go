@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // clock is the database server's time, as read by this machine. Replicas on several
@@ -25,6 +27,10 @@ type clock struct {
 	at      atomic.Pointer[mark] // the reading in use; nil before the first
 	stop    chan struct{}
 	done    chan struct{}
+	// fails logs the readings that fail: while the server cannot be reached each one
+	// does, every clockEvery for as long as that lasts. Open's reading, then
+	// keepClock's, one at a time.
+	fails *outage.Log
 }
 
 // mark is one reading: the server's time when the machine had been up for at.
@@ -33,10 +39,11 @@ type mark struct {
 	at     time.Duration // sinceBoot
 }
 
+// clockEvery is how often the server's clock is read again: the machine's monotonic
+// clock drifts slowly, and a minute of drift is far under clockSlack. Tests lower it.
+var clockEvery = time.Minute
+
 const (
-	// clockEvery is how often the server's clock is read again: the machine's
-	// monotonic clock drifts slowly, and a minute of drift is far under clockSlack.
-	clockEvery = time.Minute
 	// clockSlack is how far a reading may be from the time in use before it replaces
 	// it: readings vary by a few milliseconds with the round trip, and taking each
 	// would move the time back and forth.
@@ -88,11 +95,10 @@ func replaces(cur *mark, next mark, uncertain time.Duration) bool {
 // so far away that its time is known only to a second or worse.
 func (db *DB) setClock(ctx context.Context) {
 	m, uncertain, err := db.clock.read(ctx, db.pool)
+	if ctx.Err() == nil {
+		db.clock.fails.Note(time.Now(), err)
+	}
 	if err != nil {
-		if ctx.Err() == nil {
-			db.log.Warn("could not read the database server's clock; keeping the time of the last reading, or this machine's before the first",
-				"err", err)
-		}
 		return
 	}
 	if !replaces(db.clock.at.Load(), m, uncertain) {
@@ -126,7 +132,7 @@ func (db *DB) keepClock() {
 	for {
 		wait := clockEvery
 		if db.clock.at.Load() == nil {
-			wait = time.Second
+			wait = min(wait, time.Second)
 		}
 		select {
 		case <-ctx.Done():

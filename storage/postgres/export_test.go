@@ -132,3 +132,11 @@ func ShowSetting(ctx context.Context, db *DB, name string) (string, error) {
 	err := db.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
 	return v, err
 }
+
+// SetClockEvery sets how often the databases opened from now on read the server's
+// clock, until tb ends; the databases must be closed by then.
+func SetClockEvery(tb interface{ Cleanup(func()) }, d time.Duration) {
+	old := clockEvery
+	clockEvery = d
+	tb.Cleanup(func() { clockEvery = old })
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // Options tunes Open. The zero value is the production default.
@@ -150,7 +151,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	}
 	db := &DB{pool: pool, log: opt.Logger.With("component", "storage"), busyTimeout: opt.BusyTimeout,
 		beginQuery: beginSQL(opt.BusyTimeout)}
-	db.clock = clock{machine: opt.Clock, stop: make(chan struct{}), done: make(chan struct{})}
+	db.clock = clock{machine: opt.Clock, stop: make(chan struct{}), done: make(chan struct{}),
+		fails: outage.New(db.log, slog.LevelWarn,
+			"could not read the database server's clock; keeping the time of the last reading, or this machine's before the first",
+			"the database server's clock read again")}
 	db.Now = db.clock.now
 	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
