@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
 // Unauthenticated rejections (an unknown source, a bad signature, a body over the limit
@@ -97,6 +98,11 @@ type rejections struct {
 	pending  map[countKey]int64
 	timer    *time.Timer // a flush is scheduled
 	failures int         // flushes failed in a row
+	// fails logs the flushes that fail: while the database cannot store, each flush
+	// does, every countsFlushDelay while rejections keep coming. dropped counts the
+	// rejections dropped since the last line that told of them.
+	fails   *outage.Log
+	dropped int64
 }
 
 func newRejections(limits RejectionLimits, store RejectionCounter, log *slog.Logger) *rejections {
@@ -109,6 +115,7 @@ func newRejections(limits RejectionLimits, store RejectionCounter, log *slog.Log
 	return &rejections{
 		limits: limits, store: store, log: log,
 		byAddr: map[string]int{}, named: map[string]bool{}, pending: map[countKey]int64{},
+		fails: outage.New(log, slog.LevelWarn, "rejection counts not stored; kept for the next try", "rejection counts stored again"),
 	}
 }
 
@@ -203,8 +210,13 @@ func (rj *rejections) flush(ctx context.Context) error {
 	defer rj.mu.Unlock()
 	if err == nil {
 		rj.failures = 0
+		rj.fails.Note(time.Now(), nil)
 		// One line per flush, not one per rejection: the log is on a disk too.
-		rj.log.Warn("unauthenticated rejections counted, not stored individually", logRejections, n)
+		attrs := []any{logRejections, n}
+		if rj.dropped > 0 { // dropped during failures whose lines did not tell of them
+			attrs, rj.dropped = append(attrs, logDropped, rj.dropped), 0
+		}
+		rj.log.Warn("unauthenticated rejections counted, not stored individually", attrs...)
 		return nil
 	}
 	var dropped int64
@@ -220,7 +232,10 @@ func (rj *rejections) flush(ctx context.Context) error {
 	if rj.failures++; rj.failures < maxFlushRetries {
 		rj.schedule()
 	}
-	rj.log.Warn("rejection counts not stored; kept for the next try", logRejections, n, logDropped, dropped, logErr, err)
+	rj.dropped += dropped
+	if rj.fails.Note(time.Now(), err, logRejections, n, logDropped, rj.dropped) {
+		rj.dropped = 0
+	}
 	return err
 }
 

@@ -40,20 +40,22 @@ func New(log *slog.Logger, level slog.Level, failed, again string) *Log {
 }
 
 // Note notes the outcome of a round that ended at now with err (nil when it worked),
-// logging it as Log says. attrs are added to a failure's line (which table, which
-// action).
-func (l *Log) Note(now time.Time, err error, attrs ...any) {
+// logging it as Log says, and reports whether it wrote a line. attrs are added to a
+// failure's line (which table, which action).
+func (l *Log) Note(now time.Time, err error, attrs ...any) bool {
 	if err == nil {
-		if l.failing {
-			l.log.Info(l.again, "unlogged", l.unlogged)
-			l.failing, l.unlogged = false, 0
+		if !l.failing {
+			return false
 		}
-		return
+		l.log.Info(l.again, "unlogged", l.unlogged)
+		l.failing, l.unlogged = false, 0
+		return true
 	}
 	if l.failing && now.Sub(l.logged) < Every {
 		l.unlogged++
-		return
+		return false
 	}
 	l.log.Log(context.Background(), l.level, l.failed, append(append([]any{}, attrs...), "err", err, "unlogged", l.unlogged)...)
 	l.failing, l.logged, l.unlogged = true, now, 0
+	return true
 }
