@@ -33,8 +33,9 @@ type Log struct {
 	unlogged      int
 }
 
-// New returns a Log that writes to log: failed, at level, with each failure logged,
-// and again, at level INFO, at the first round that works after failures.
+// New returns a Log that writes to log: failed, at level, for the failures Note logs
+// (with their error), and again, at level INFO, at the first round that works after
+// failures.
 func New(log *slog.Logger, level slog.Level, failed, again string) *Log {
 	return &Log{log: log, level: level, failed: failed, again: again}
 }
