@@ -142,10 +142,11 @@ func (s *Server) dashboardData(ctx context.Context, rg dashRange, bounds []time.
 // dashCounts are one source's deliveries over the range (or all sources' together).
 type dashCounts struct {
 	acc, dup, rej, mm, moneyN int64
-	moneyMM                   int64               // money mismatches
-	money                     map[string]float64  // by currency: never summed across them
-	unsummed                  map[string]int64    // by currency: amounts left out of money
-	buckets                   []views.ChartBucket // one per step; not kept for the totals
+	moneyMM                   int64 // money mismatches
+	// money is summed by currency, never across them, exactly in its minor units as the
+	// ledger sums money caught, amounts it cannot sum counted as unsummed.
+	money   map[string]storage.Money
+	buckets []views.ChartBucket // one per step; not kept for the totals
 }
 
 // add counts b into c.
@@ -157,10 +158,11 @@ func (c *dashCounts) add(b storage.StatBucket) {
 		c.dup += b.Deliveries
 		if b.WithAmount > 0 {
 			if c.money == nil {
-				c.money, c.unsummed = map[string]float64{}, map[string]int64{}
+				c.money = map[string]storage.Money{}
 			}
-			c.money[b.Currency] += b.Amount
-			c.unsummed[b.Currency] += b.Unsummed
+			m := c.money[b.Currency]
+			m.Add(b.Money())
+			c.money[b.Currency] = m
 			c.moneyN += b.WithAmount
 		}
 	case storage.Rejected:
@@ -239,7 +241,7 @@ func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) vie
 		Totals: views.Totals{
 			Accepted: tot.acc, Duplicate: tot.dup, Rejected: tot.rej, Mismatch: tot.mm,
 			DuplicateRate: views.Percent(tot.dup, tot.acc+tot.dup),
-			Money:         moneySums(tot.money, tot.unsummed), MoneyCount: tot.moneyN,
+			Money:         minorSums(tot.money), MoneyCount: tot.moneyN,
 			DuplicatesURL: events(url.Values{"outcome": {"duplicate"}}),
 			// The duplicates the money sums, as the ledger's money caught links them:
 			// every one that carried an amount, whatever its event's status.
@@ -261,7 +263,7 @@ func (s *Server) dashboardView(rg dashRange, bounds []time.Time, d dashData) vie
 		st := views.SourceStats{
 			Name: name, Accepted: c.acc, Duplicate: c.dup, Rejected: c.rej, Mismatch: c.mm,
 			DuplicateRate: views.Percent(c.dup, c.acc+c.dup),
-			Money:         moneySums(c.money, c.unsummed), MoneyCount: c.moneyN,
+			Money:         minorSums(c.money), MoneyCount: c.moneyN,
 			Stuck:         d.stuck[name],
 			EventsURL:     events(url.Values{"source": {name}}),
 			DuplicatesURL: events(url.Values{"source": {name}, "outcome": {"duplicate"}}),

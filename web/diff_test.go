@@ -77,11 +77,3 @@ func TestCSVCell(t *testing.T) {
 		}
 	}
 }
-
-func TestMoney(t *testing.T) {
-	for in, want := range map[float64]string{0: "0.00", 1234567.891: "1,234,567.89", 999.5: "999.50", -1500: "-1,500.00"} {
-		if got := money(in); got != want {
-			t.Errorf("money(%v) = %q, want %q", in, got, want)
-		}
-	}
-}

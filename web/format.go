@@ -91,50 +91,9 @@ func sizeText(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// money writes an amount with two decimals and thousands separators.
-func money(v float64) string { return moneyPlaces(v, 2) }
-
-// moneyPlaces writes an amount with places decimals and thousands separators.
-func moneyPlaces(v float64, places int) string {
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	s := strconv.FormatFloat(v, 'f', places, 64)
-	whole, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, c := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	out := b.String()
-	if frac != "" {
-		out += "." + frac
-	}
-	if neg && strings.Trim(out, "0.,") != "" {
-		out = "-" + out
-	}
-	return out
-}
-
 // noCurrency stands for the currency of amounts whose source reads none (and of those
 // stored before currencies were).
 const noCurrency = "—"
-
-// moneySums writes sums by currency, each in its own currency's decimals (JPY none,
-// KWD three), in the order of their codes, the amounts of no known currency last, with
-// how many amounts of each were left out of its sum (unsummed).
-func moneySums(byCurrency map[string]float64, unsummed map[string]int64) []views.MoneySum {
-	codes := currencyOrder(byCurrency)
-	out := make([]views.MoneySum, 0, len(codes))
-	for _, code := range codes {
-		out = append(out, views.MoneySum{Currency: currencyLabel(code),
-			Sum: views.Sum{Amount: moneyPlaces(byCurrency[code], storage.CurrencyExponent(code)), Unsummed: unsummed[code]}})
-	}
-	return out
-}
 
 // currencyOrder is the order sums by currency are shown in: by code, the amounts of no
 // known currency ("") last.

@@ -120,3 +120,53 @@ func TestConsole_MoneyCardUnsummed(t *testing.T) {
 		t.Errorf("money card %q: want the refund of \"1.234,56\" CHF counted as unsummed, not summed", money)
 	}
 }
+
+// The dashboard's money caught is the ledger's to the minor unit: an over-precise
+// amount (JPY 100.5) is counted as unsummed on both pages, never rounded into one, and
+// a sum past 2^53 minor units keeps its cents.
+func TestConsole_MoneyIsTheLedgers(t *testing.T) {
+	e := newConsoleEnv(t, payments)
+	ctx := context.Background()
+	for _, ev := range []struct{ key, amount, currency string }{
+		{"evt_jpy_over", "100.5", "JPY"}, {"evt_jpy", "1200", "JPY"},
+		{"evt_big_1", "30000000000000000.01", "USD"}, {"evt_big_2", "30000000000000000.01", "USD"},
+		{"evt_big_3", "30000000000000000.01", "USD"},
+	} {
+		for range 2 {
+			d := &storage.Delivery{Source: "pay", Status: 200, Key: ev.key, KeyMethod: "event_id", PayloadHash: ev.key,
+				EventStatus: "charge.refunded", Amount: ev.amount, Currency: ev.currency, ContentType: "application/json",
+				Body: []byte(`{"id":"` + ev.key + `"}`)}
+			if err := e.db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, rolled := range []bool{false, true} {
+		if rolled {
+			if _, err := e.db.RollupStats(ctx, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, body := e.as(t, "viewer").get("/")
+		if code != http.StatusOK {
+			t.Fatalf("GET / = %d", code)
+		}
+		card := parsePage(t, body).testid("card-money").text()
+		for _, want := range []string{"JPY 1,200 +1 unsummed", "USD 90,000,000,000,000,000.03"} {
+			if !strings.Contains(card, want) {
+				t.Errorf("rolled up %v: money card %q, want %q", rolled, card, want)
+			}
+		}
+		l, err := e.db.Ledger(ctx, storage.LedgerFilter{Source: "pay"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.Totals {
+			want := map[string]storage.Money{"JPY": {Count: 2, Minor: 1200, Unsummed: 1},
+				"USD": {Count: 3, Minor: 9000000000000000003}}[r.Currency]
+			if r.Caught != want {
+				t.Errorf("ledger's money caught in %s: %+v, want %+v, as the dashboard shows", r.Currency, r.Caught, want)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,16 +51,27 @@ func TestMoney_SumsMagnitudes(t *testing.T, e Engine) {
 	check("after the roll-ups")
 }
 
+// StatsRealDowngrade makes the hourly totals' sums floats in major units again, as an
+// earlier version kept them (minor units divided by the currency's exponent, for the
+// currencies these tests use). The engines' upgrade tests run it, then remove the
+// migration that made them exact, before they open the database again.
+var StatsRealDowngrade = []string{
+	`ALTER TABLE delivery_stats ADD COLUMN amount DOUBLE PRECISION NOT NULL DEFAULT 0`,
+	`UPDATE delivery_stats SET amount = amount_minor / CASE currency WHEN 'JPY' THEN 1.0 WHEN 'KWD' THEN 1000.0 ELSE 100.0 END`,
+	`ALTER TABLE delivery_stats DROP COLUMN amount_minor`,
+}
+
 // MagnitudeDowngrade turns the running totals of a database whose every amount is
 // negative into those an earlier version, which summed amounts with their signs, kept:
-// each sum negated. The engines' upgrade tests run it, then remove the migration that
-// counts magnitudes, before they open the database again.
-var MagnitudeDowngrade = []string{
+// the hourly ones floats again (StatsRealDowngrade), and each sum negated. The engines'
+// upgrade tests run it, then remove the migrations that count magnitudes and make the
+// hourly sums exact, before they open the database again.
+var MagnitudeDowngrade = append(slices.Clone(StatsRealDowngrade),
 	`UPDATE ledger_days SET amount = -amount`,
 	`UPDATE ledger_totals SET amount = -amount`,
 	`UPDATE delivery_stats SET amount = -amount`,
 	`UPDATE suspect_totals SET amount_high = -amount_high, amount_low = -amount_low`,
-}
+)
 
 // MagnitudeUpgrade checks a database whose running totals an earlier version summed
 // with the amounts' signs, as downgrade makes it (MagnitudeDowngrade), opened by this
@@ -160,7 +172,7 @@ func magnitudeCaught(t *testing.T, db storage.Store, from, now time.Time) string
 	var b strings.Builder
 	for _, s := range got {
 		if s.Outcome == storage.Duplicate {
-			fmt.Fprintf(&b, "%s n=%d amt=%d/%.2f\n", s.Currency, s.Deliveries, s.WithAmount, s.Amount)
+			fmt.Fprintf(&b, "%s n=%d amt=%d/%s\n", s.Currency, s.Deliveries, s.WithAmount, storage.FormatMinor(s.Minor, s.Currency))
 		}
 	}
 	return b.String()

@@ -39,7 +39,7 @@ func TestDeliveryStats(t *testing.T, e Engine) {
 	}
 	var b strings.Builder
 	for _, s := range got {
-		fmt.Fprintf(&b, "%s %s %s n=%d mm=%d amt=%d/%.2f\n", s.Start.Sub(from), s.Source, s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, s.Amount)
+		fmt.Fprintf(&b, "%s %s %s n=%d mm=%d amt=%d/%s\n", s.Start.Sub(from), s.Source, s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, storage.FormatMinor(s.Minor, s.Currency))
 	}
 	want := `0s ota accepted n=1 mm=0 amt=1/100.25
 0s ota duplicate n=1 mm=1 amt=1/110.25
@@ -118,7 +118,7 @@ func TestDeliveryStats_NotRolledUp(t *testing.T, e Engine) {
 		}
 		var b strings.Builder
 		for _, s := range got {
-			fmt.Fprintf(&b, "%s n=%d mm=%d amt=%d/%.2f\n", s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, s.Amount)
+			fmt.Fprintf(&b, "%s n=%d mm=%d amt=%d/%s\n", s.Outcome, s.Deliveries, s.Mismatches, s.WithAmount, storage.FormatMinor(s.Minor, s.Currency))
 		}
 		return b.String()
 	}

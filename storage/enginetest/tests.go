@@ -74,6 +74,7 @@ var tests = []struct {
 	{"Money_SumsMagnitudes", TestMoney_SumsMagnitudes},
 	{"DeliveryStats_PerCurrency", TestDeliveryStats_PerCurrency},
 	{"DeliveryStats_OnlyPlainAmountsSummed", TestDeliveryStats_OnlyPlainAmountsSummed},
+	{"DeliveryStats_MoneyIsTheLedgers", TestDeliveryStats_MoneyIsTheLedgers},
 	{"FirstKeyDeliveries", TestFirstKeyDeliveries},
 	{"Record", TestRecord},
 	{"Record_Expired", TestRecord_Expired},

@@ -27,7 +27,9 @@ func signedTotals(t *testing.T, db storage.Store) storage.Store {
 		t.Fatal(err)
 	}
 	conn := connect(t, url.(string))
-	for _, q := range append(enginetest.MagnitudeDowngrade, `DELETE FROM migrations WHERE name = 'migrations/0027_money_magnitude.sql'`) {
+	for _, q := range append(enginetest.MagnitudeDowngrade,
+		`DELETE FROM migrations WHERE name = 'migrations/0027_money_magnitude.sql'`,
+		`DELETE FROM migrations WHERE name = 'migrations/0028_stats_minor.sql'`) {
 		if _, err := conn.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

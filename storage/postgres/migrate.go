@@ -317,6 +317,7 @@ func (db *DB) migrateOne(ctx context.Context, conn *pgx.Conn, name string) error
 // migration's SQL, in its transaction.
 var migrationSteps = map[string]func(context.Context, pgx.Tx) error{
 	"migrations/0027_money_magnitude.sql": countMagnitudes,
+	"migrations/0028_stats_minor.sql":     countStatsMinor,
 }
 
 // migrationLockTimeout bounds each wait of a migration for a lock. A request for a

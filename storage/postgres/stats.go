@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -156,10 +158,19 @@ func (db *DB) RollupStats(ctx context.Context, limit int) (int, error) {
 
 // rollupStats folds, in one transaction under rollupStatsLock, up to limit deliveries
 // after the mark and up to the safe id into the hourly totals, and moves the mark to
-// the last of them. The deliveries are read, counted and added in one statement: only
-// the totals travel, and the totals and the mark commit together, which is what the
-// readers' snapshot relies on.
+// the last of them. The deliveries are read and counted here, their amounts summed
+// exactly in minor units as the ledger sums them, which SQL's sum of text cast to
+// numbers cannot; the totals and the mark commit together, which is what the readers'
+// snapshot relies on.
 func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
+	type key struct {
+		source, outcome, currency string
+		hour                      int64
+	}
+	type sum struct {
+		deliveries, mismatches, moneyMismatches int64
+		money                                   storage.Money
+	}
 	var n int
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
 		n = 0
@@ -178,37 +189,63 @@ func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
 		if safe <= mark {
 			return nil
 		}
-		var upto int64
-		err = tx.QueryRow(ctx, `
-WITH stretch AS (
-	SELECT id, `+sqlStatsSource+` AS source, received_at / 3600000 AS hour, outcome,
-		CASE WHEN amount <> '' THEN currency ELSE '' END AS currency, mismatch, money_mismatch, amount
-	FROM deliveries WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3),
-added AS (
-	INSERT INTO delivery_stats AS s (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount,
-		unsummed)
-	SELECT source, hour, outcome, currency, count(*), count(*) FILTER (WHERE mismatch),
-		count(*) FILTER (WHERE money_mismatch), count(*) FILTER (WHERE amount <> ''),
-		coalesce(sum(`+sqlAmountReal+`), 0), sum(`+sqlAmountUnsummed+`)
-	FROM stretch GROUP BY source, hour, outcome, currency
-	ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
-		deliveries       = s.deliveries + excluded.deliveries,
-		mismatches       = s.mismatches + excluded.mismatches,
-		money_mismatches = s.money_mismatches + excluded.money_mismatches,
-		with_amount      = s.with_amount + excluded.with_amount,
-		amount           = s.amount + excluded.amount,
-		unsummed         = s.unsummed + excluded.unsummed)
-SELECT count(*), coalesce(max(id), 0) FROM stretch`, mark, safe, limit).Scan(&n, &upto)
+		rows, err := tx.Query(ctx, `
+SELECT id, `+sqlStatsSource+`, received_at / 3600000, outcome, currency, mismatch, money_mismatch, amount
+FROM deliveries WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`, mark, safe, limit)
 		if err != nil {
-			return fmt.Errorf("fold: %w", err)
+			return fmt.Errorf("read deliveries: %w", err)
+		}
+		totals := map[key]*sum{}
+		var upto int64
+		var k key
+		var currency, amount string
+		var mm, moneyMM bool
+		_, err = pgx.ForEachRow(rows, []any{&upto, &k.source, &k.hour, &k.outcome, &currency, &mm, &moneyMM, &amount}, func() error {
+			n++
+			k.currency = ""
+			if amount != "" {
+				k.currency = currency
+			}
+			st := totals[k]
+			if st == nil {
+				st = &sum{}
+				totals[k] = st
+			}
+			st.deliveries++
+			if mm {
+				st.mismatches++
+			}
+			if moneyMM {
+				st.moneyMismatches++
+			}
+			if amount != "" {
+				st.money.AddAmount(amount, currency)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read deliveries: %w", err)
 		}
 		if n == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO delivery_stats_mark (id, rolled_up_to) VALUES (1, $1)
+		batch := &pgx.Batch{}
+		for k, st := range totals {
+			batch.Queue(`INSERT INTO delivery_stats AS s (source, hour, outcome, currency, deliveries, mismatches, money_mismatches,
+	with_amount, amount_minor, unsummed)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
+	deliveries       = s.deliveries + excluded.deliveries,
+	mismatches       = s.mismatches + excluded.mismatches,
+	money_mismatches = s.money_mismatches + excluded.money_mismatches,
+	with_amount      = s.with_amount + excluded.with_amount,`+sqlStatsAddAmount,
+				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches,
+				st.money.Count, st.money.Minor, st.money.Unsummed)
+		}
+		batch.Queue(`INSERT INTO delivery_stats_mark (id, rolled_up_to) VALUES (1, $1)
 ON CONFLICT (id) DO UPDATE SET rolled_up_to = excluded.rolled_up_to`, upto)
-		if err != nil {
-			return fmt.Errorf("move mark: %w", err)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("add totals: %w", err)
 		}
 		return nil
 	})
@@ -218,20 +255,19 @@ ON CONFLICT (id) DO UPDATE SET rolled_up_to = excluded.rolled_up_to`, upto)
 	return n, nil
 }
 
+// sqlStatsAddAmount adds a roll-up's amounts to an hourly total (alias s), as
+// sqlLedgerAdd adds them to a daily one: bigint arithmetic fails on overflow, so a sum
+// that no int64 holds keeps the total's amount and counts the roll-up's amounts as
+// unsummed instead, as Money.Add does.
+const sqlStatsAddAmount = `
+	amount_minor = CASE WHEN s.amount_minor::numeric + excluded.amount_minor BETWEEN -9223372036854775808 AND 9223372036854775807
+		THEN s.amount_minor + excluded.amount_minor ELSE s.amount_minor END,
+	unsummed     = s.unsummed + CASE WHEN s.amount_minor::numeric + excluded.amount_minor BETWEEN -9223372036854775808 AND 9223372036854775807
+		THEN excluded.unsummed ELSE excluded.with_amount END`
+
 // sqlStatsSource is the source that the hourly totals count a delivery under.
 var sqlStatsSource = fmt.Sprintf(`CASE WHEN outcome = 'rejected' AND status = %d THEN '%s' ELSE source END`,
 	storage.StatusUnknownSource, storage.UnknownSources)
-
-// sqlAmountReal is a delivery's amount as a float, for the dashboard's sums, when it is
-// a storage.PlainAmount (sqlPlainAmount), by its magnitude as the ledger sums money
-// (storage.MoneyMinor), for the dashboard's money caught is the ledger's; NULL
-// otherwise: such an amount is counted as unsummed (sqlAmountUnsummed), never read by
-// the number its text starts with.
-var sqlAmountReal = `CASE WHEN ` + sqlPlainAmount("amount") + ` THEN abs(amount::float8) END`
-
-// sqlAmountUnsummed is 1 for a delivery whose amount the dashboard cannot sum, 0
-// otherwise (no amount included).
-var sqlAmountUnsummed = `(amount <> '' AND NOT ` + sqlPlainAmount("amount") + `)::int`
 
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats and Ledger count
 // as they read. The roll-up runs every few seconds, so the tail is a few seconds of
@@ -243,52 +279,100 @@ const statsTail = 20000
 // currency and period of step (a whole number of hours), oldest first. Periods start at
 // from. It reads the hourly totals that RollupStats keeps, and counts the deliveries
 // after the roll-up's mark (up to statsTail of them) as it reads, in the same snapshot
-// (one statement): its figures are current, it writes nothing, and its cost does not
-// grow with the deliveries. The rejections of names that no source has come under
-// UnknownSources.
+// (a read-only REPEATABLE READ transaction): its figures are current, it writes
+// nothing, and its cost does not grow with the deliveries. The rejections of names that
+// no source has come under UnknownSources. Amounts are summed exactly in minor units,
+// as the ledger sums them.
 func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error) {
 	hours := int64(step / time.Hour)
 	if hours < 1 {
 		hours = 1
 	}
 	first := from.UnixMilli() / 3600000
-	// Text is ordered byte by byte (COLLATE "C"), as SQLite orders it, whatever the
-	// database's collation.
-	rows, err := db.pool.Query(ctx, `
-WITH tail AS (
-	SELECT `+sqlStatsSource+` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency
+	args := []any{first, hours, (to.UnixMilli() + 3599999) / 3600000, statsTail}
+	tail := `tail AS (
+	SELECT ` + sqlStatsSource + ` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency
 	FROM deliveries
-	WHERE id > coalesce((SELECT rolled_up_to FROM delivery_stats_mark WHERE id = 1), 0) ORDER BY id LIMIT $4),
+	WHERE id > coalesce((SELECT rolled_up_to FROM delivery_stats_mark WHERE id = 1), 0) ORDER BY id LIMIT $4)`
+	type place struct {
+		source, outcome, currency string
+		period                    int64
+	}
+	var out []storage.StatBucket
+	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out = nil
+		// Text is ordered byte by byte (COLLATE "C"), as SQLite orders it, whatever the
+		// database's collation. sum() of bigint is numeric, exact at any size: a sum that
+		// no int64 holds comes back NULL. The tail's amounts are summed below, one by one.
+		rows, err := tx.Query(ctx, `
+WITH `+tail+`,
 counts AS (
-	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount, unsummed
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount_minor, unsummed
 	FROM delivery_stats WHERE hour >= $1 AND hour < $3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount <> '' THEN currency ELSE '' END, 1, mismatch::int,
-		money_mismatch::int, (amount <> '')::int, coalesce(`+sqlAmountReal+`, 0), `+sqlAmountUnsummed+`
+		money_mismatch::int, 0, 0, 0
 	FROM tail WHERE hour >= $1 AND hour < $3)
 SELECT source, (hour - $1) / $2 AS period, outcome, currency, sum(deliveries)::bigint, sum(mismatches)::bigint,
-	sum(money_mismatches)::bigint, sum(with_amount)::bigint, sum(amount), sum(unsummed)::bigint
+	sum(money_mismatches)::bigint, sum(with_amount)::bigint,
+	CASE WHEN sum(amount_minor) BETWEEN `+strconv.FormatInt(math.MinInt64, 10)+` AND `+strconv.FormatInt(math.MaxInt64, 10)+`
+		THEN sum(amount_minor)::bigint END,
+	sum(unsummed)::bigint
 FROM counts GROUP BY source, period, outcome, currency
-ORDER BY period, source COLLATE "C", outcome COLLATE "C", currency COLLATE "C"`,
-		first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
-	if err != nil {
-		return nil, fmt.Errorf("delivery stats: %w", err)
-	}
-	defer rows.Close()
-	var out []storage.StatBucket
-	for rows.Next() {
+ORDER BY period, source COLLATE "C", outcome COLLATE "C", currency COLLATE "C"`, args...)
+		if err != nil {
+			return err
+		}
+		at := map[place]int{}
+		var money []storage.Money
 		var b storage.StatBucket
 		var n int64
 		var outcome string
-		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches,
-			&b.WithAmount, &b.Amount, &b.Unsummed); err != nil {
-			return nil, fmt.Errorf("delivery stats: %w", err)
+		var m storage.Money
+		var minor *int64
+		_, err = pgx.ForEachRow(rows, []any{&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches,
+			&b.MoneyMismatches, &m.Count, &minor, &m.Unsummed}, func() error {
+			if minor == nil {
+				m = m.SumLost() // no int64 holds the sum
+			} else {
+				m.Minor = *minor
+			}
+			b.Outcome = storage.Outcome(outcome)
+			b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
+			at[place{b.Source, outcome, b.Currency, n}] = len(out)
+			out = append(out, b)
+			money = append(money, m)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		b.Outcome = storage.Outcome(outcome)
-		b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
+		amounts, err := tx.Query(ctx, `WITH `+tail+`
+SELECT source, (hour - $1) / $2, outcome, currency, amount FROM tail WHERE hour >= $1 AND hour < $3 AND amount <> ''`, args...)
+		if err != nil {
+			return err
+		}
+		var p place
+		var amount string
+		_, err = pgx.ForEachRow(amounts, []any{&p.source, &p.period, &p.outcome, &p.currency, &amount}, func() error {
+			i, ok := at[p]
+			if !ok {
+				return fmt.Errorf("the tail's amount of %s %s %q has no count", p.source, p.outcome, p.currency)
+			}
+			var one storage.Money
+			one.AddAmount(amount, p.currency)
+			money[i].Add(one)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, m := range money {
+			out[i].WithAmount, out[i].Minor, out[i].Unsummed = m.Count, m.Minor, m.Unsummed
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("delivery stats: %w", err)
 	}
 	return out, nil

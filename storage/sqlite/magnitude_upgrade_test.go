@@ -28,6 +28,7 @@ func signedTotals(t *testing.T, db storage.Store) storage.Store {
 		t.Fatal(err)
 	}
 	execFile(t, path, append(enginetest.MagnitudeDowngrade,
-		`DELETE FROM migrations WHERE name = 'migrations/0039_money_magnitude.sql'`)...)
+		`DELETE FROM migrations WHERE name = 'migrations/0039_money_magnitude.sql'`,
+		`DELETE FROM migrations WHERE name = 'migrations/0040_stats_minor.sql'`)...)
 	return storagetest.OpenPath(t, path, sqlite.Options{})
 }

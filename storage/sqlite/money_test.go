@@ -39,7 +39,7 @@ func TestMigration_Currency(t *testing.T) {
 			deliveries INTEGER NOT NULL DEFAULT 0, mismatches INTEGER NOT NULL DEFAULT 0,
 			with_amount INTEGER NOT NULL DEFAULT 0, amount REAL NOT NULL DEFAULT 0,
 			PRIMARY KEY (source, hour, outcome)) WITHOUT ROWID`,
-		`INSERT INTO old_stats SELECT source, hour, outcome, deliveries, mismatches, with_amount, amount FROM delivery_stats`,
+		`INSERT INTO old_stats SELECT source, hour, outcome, deliveries, mismatches, with_amount, amount_minor / 100.0 FROM delivery_stats`,
 		`DROP TABLE delivery_stats`,
 		`ALTER TABLE old_stats RENAME TO delivery_stats`,
 		`DELETE FROM migrations WHERE name LIKE '%0010_%'`,
@@ -47,6 +47,8 @@ func TestMigration_Currency(t *testing.T) {
 		// them again.
 		`DELETE FROM migrations WHERE name LIKE '%0015_%'`,
 		`DELETE FROM migrations WHERE name LIKE '%0035_%'`,
+		// And its amounts are floats again, as they were then.
+		`DELETE FROM migrations WHERE name LIKE '%0040_%'`,
 	)
 
 	db = storagetest.OpenPath(t, path, sqlite.Options{})
@@ -62,7 +64,7 @@ func TestMigration_Currency(t *testing.T) {
 	}
 	var b strings.Builder
 	for _, s := range stats {
-		fmt.Fprintf(&b, "%s %q n=%d amt=%.2f\n", s.Outcome, s.Currency, s.Deliveries, s.Amount)
+		fmt.Fprintf(&b, "%s %q n=%d amt=%s\n", s.Outcome, s.Currency, s.Deliveries, storage.FormatMinor(s.Minor, s.Currency))
 	}
 	want := `accepted "" n=1 amt=100.25
 accepted "EUR" n=1 amt=5.00

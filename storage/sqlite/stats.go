@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"math/big"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -49,35 +50,27 @@ func (db *DB) rollupStats(ctx context.Context, limit int) (int, error) {
 		if upto == noBound {
 			upto = math.MaxInt64
 		}
-		// One statement, so one snapshot: the stretch and its counts.
+		// Row by row: the amounts are summed here, exactly in minor units, as the
+		// ledger sums them, which SQL's sum of text cast to numbers cannot.
 		rows, err := db.read.QueryContext(ctx, `
-WITH stretch AS (SELECT id FROM deliveries WHERE id > ?1 AND id <= ?3 ORDER BY id LIMIT ?2),
-     bounds AS (SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM stretch)
-SELECT bounds.upto, bounds.n, `+sqlStatsSource("d")+`, d.received_at / 3600000, d.outcome,
-	CASE WHEN d.amount != '' THEN d.currency ELSE '' END, count(d.id),
-	coalesce(sum(d.mismatch != 0), 0), coalesce(sum(d.money_mismatch != 0), 0), coalesce(sum(d.amount != ''), 0),
-	total(`+sqlAmountReal("d.amount")+`),
-	coalesce(sum(d.amount != '' AND NOT `+sqlPlainAmount("d.amount")+`), 0)
-FROM bounds LEFT JOIN deliveries d ON d.id > ?1 AND d.id <= bounds.upto
-GROUP BY 3, 4, 5, 6`, after, limit, upto)
+SELECT id, `+sqlStatsSource("deliveries")+`, received_at / 3600000, outcome, currency, mismatch != 0, money_mismatch != 0, amount
+FROM deliveries WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`, after, upto, limit)
 		if err != nil {
 			return 0, 0, err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var st statsSum
-			var source, outcome, currency sql.NullString
-			var hour sql.NullInt64
-			var count int64
-			if err := rows.Scan(&last, &count, &source, &hour, &outcome, &currency, &st.deliveries, &st.mismatches,
-				&st.moneyMismatches, &st.withAmount, &st.amount, &st.unsummed); err != nil {
+			var k statsKey
+			var currency, amount string
+			var mm, moneyMM bool
+			if err := rows.Scan(&last, &k.source, &k.hour, &k.outcome, &currency, &mm, &moneyMM, &amount); err != nil {
 				return 0, 0, err
 			}
-			n = int(count)
-			if st.deliveries > 0 {
-				t := sum(statsKey{source: source.String, outcome: outcome.String, currency: currency.String, hour: hour.Int64})
-				t.add(st)
+			n++
+			if amount != "" {
+				k.currency = currency
 			}
+			sum(k).count(mm, moneyMM, amount, currency)
 		}
 		return n, last, rows.Err()
 	}
@@ -115,18 +108,16 @@ GROUP BY 3, 4, 5, 6`, after, limit, upto)
 		moved = true
 		for k, st := range totals {
 			if _, err := tx.ExecContext(ctx, `
-INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount,
+INSERT INTO delivery_stats (source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount_minor,
 	unsummed)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, hour, outcome, currency) DO UPDATE SET
 	deliveries  = deliveries + excluded.deliveries,
 	mismatches  = mismatches + excluded.mismatches,
 	money_mismatches = money_mismatches + excluded.money_mismatches,
-	with_amount = with_amount + excluded.with_amount,
-	amount      = amount + excluded.amount,
-	unsummed    = unsummed + excluded.unsummed`,
-				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.withAmount, st.amount+st.amountErr,
-				st.unsummed); err != nil {
+	with_amount = with_amount + excluded.with_amount,`+sqlStatsAddAmount,
+				k.source, k.hour, k.outcome, k.currency, st.deliveries, st.mismatches, st.moneyMismatches, st.money.Count,
+				st.money.Minor, st.money.Unsummed); err != nil {
 				return err
 			}
 		}
@@ -147,11 +138,18 @@ func (st *statsSum) add(o statsSum) {
 	st.deliveries += o.deliveries
 	st.mismatches += o.mismatches
 	st.moneyMismatches += o.moneyMismatches
-	st.withAmount += o.withAmount
-	st.unsummed += o.unsummed
-	st.addAmount(o.amount)
-	st.amountErr += o.amountErr
+	st.money.Add(o.money)
 }
+
+// sqlStatsAddAmount adds a roll-up's amounts to an hourly total's, as sqlLedgerAddAmount
+// adds them to a daily one: a sum that no int64 holds (SQLite would make it a float)
+// keeps the total's amount and counts the roll-up's amounts as unsummed, as Money.Add
+// does.
+const sqlStatsAddAmount = `
+	amount_minor = CASE WHEN typeof(amount_minor + excluded.amount_minor) = 'integer' THEN amount_minor + excluded.amount_minor
+		ELSE amount_minor END,
+	unsummed     = unsummed + CASE WHEN typeof(amount_minor + excluded.amount_minor) = 'integer' THEN excluded.unsummed
+		ELSE excluded.with_amount END`
 
 // sqlStatsSource is the source that the hourly totals count a row of table (an alias of
 // deliveries) under: statsSource, in SQL. The two change together.
@@ -169,30 +167,6 @@ func statsSource(outcome storage.Outcome, status int, source string) string {
 	return source
 }
 
-// sqlAmountReal is column, a delivery's amount, as the hourly totals sum it when it is
-// a storage.PlainAmount (sqlPlainAmount): by its magnitude, as the ledger sums money
-// (storage.MoneyMinor), for the dashboard's money caught is the ledger's; NULL
-// otherwise, counted as unsummed.
-func sqlAmountReal(column string) string {
-	return `CASE WHEN ` + sqlPlainAmount(column) + ` THEN abs(CAST(` + column + ` AS REAL)) END`
-}
-
-// sqlPlainAmount is storage.PlainAmount in SQL, for column: a plain decimal number
-// within its bounds. GLOB has no repetition, so the sign is cut off first and the rest
-// must start with a digit, hold digits and at most one point, and not end with it.
-// GLOB, length and the cast to a number stop at a NUL byte, which a JSON string sends
-// as \u0000: "5\x00x" would pass as 5, so the text must be as long in bytes as the
-// characters that GLOB saw, all of them ASCII.
-func sqlPlainAmount(column string) string {
-	return fmt.Sprintf(`(length(CAST(%[1]s AS BLOB)) = length(%[1]s) AND
-	(CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '[0-9]*' AND
-	NOT (CASE WHEN %[1]s GLOB '-*' THEN substr(%[1]s, 2) ELSE %[1]s END) GLOB '*[^0-9.]*' AND
-	NOT %[1]s GLOB '*.*.*' AND NOT %[1]s GLOB '*.' AND
-	CASE WHEN instr(%[1]s, '.') = 0 THEN length(ltrim(%[1]s, '-')) <= %[2]d
-		ELSE instr(ltrim(%[1]s, '-'), '.') - 1 <= %[2]d AND length(%[1]s) - instr(%[1]s, '.') <= %[3]d END)`,
-		column, storage.MaxAmountWhole, storage.MaxAmountFrac)
-}
-
 // statsTail bounds how many deliveries not rolled up yet DeliveryStats counts as it
 // reads. The roll-up runs every few seconds, so the tail is a few seconds of intake;
 // a longer one (a first start on a large database) is left to the roll-up, and the
@@ -205,45 +179,98 @@ const statsTail = 20000
 // since it last ran (up to statsTail of them) as it reads, in the same snapshot: its
 // figures are current, it writes nothing, and its cost does not grow with the
 // deliveries. The rejections of names that no source has come under UnknownSources.
+// Amounts are summed exactly in minor units, as the ledger sums them.
 func (db *DB) DeliveryStats(ctx context.Context, from, to time.Time, step time.Duration) ([]storage.StatBucket, error) {
 	hours := int64(step / time.Hour)
 	if hours < 1 {
 		hours = 1
 	}
 	first := from.UnixMilli() / 3600000
-	// One statement, so one snapshot: a roll-up that commits meanwhile moves its mark
-	// and its totals together, and the tail read here starts from the mark read here.
-	rows, err := db.read.QueryContext(ctx, `
-WITH tail AS (
-	SELECT `+sqlStatsSource("deliveries")+` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency FROM deliveries
-	WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4),
+	args := []any{first, hours, (to.UnixMilli() + 3599999) / 3600000, statsTail}
+	// The tail: the deliveries after the roll-up's mark, read in the snapshot of the
+	// totals, so that a roll-up that commits meanwhile is counted once.
+	tail := `tail AS (
+	SELECT ` + sqlStatsSource("deliveries") + ` AS source, received_at / 3600000 AS hour, outcome, mismatch, money_mismatch, amount, currency
+	FROM deliveries WHERE id > (SELECT rolled_up_to FROM delivery_stats_mark) ORDER BY id LIMIT ?4)`
+	var out []storage.StatBucket
+	err := db.readSnapshot(ctx, func(c *sql.Conn) error {
+		// The counts, and the totals' amounts in two parts that SQLite's sum() cannot
+		// overflow, put together here. The tail's amounts are summed below, one by one.
+		rows, err := c.QueryContext(ctx, `
+WITH `+tail+`,
 counts AS (
-	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount, unsummed
+	SELECT source, hour, outcome, currency, deliveries, mismatches, money_mismatches, with_amount, amount_minor, unsummed
 	FROM delivery_stats WHERE hour >= ?1 AND hour < ?3
 	UNION ALL
 	SELECT source, hour, outcome, CASE WHEN amount != '' THEN currency ELSE '' END, 1, mismatch != 0,
-		money_mismatch != 0, amount != '', `+sqlAmountReal("amount")+`,
-		amount != '' AND NOT `+sqlPlainAmount("amount")+`
+		money_mismatch != 0, 0, 0, 0
 	FROM tail WHERE hour >= ?1 AND hour < ?3)
 SELECT source, (hour - ?1) / ?2, outcome, currency, sum(deliveries), sum(mismatches), sum(money_mismatches),
-	sum(with_amount), total(amount), sum(unsummed)
-FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, first, hours, (to.UnixMilli()+3599999)/3600000, statsTail)
+	sum(with_amount), sum(amount_minor / `+minorSplit+`), sum(amount_minor % `+minorSplit+`), sum(unsummed)
+FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		type place struct {
+			source, outcome, currency string
+			period                    int64
+		}
+		at := map[place]int{}
+		var money []storage.Money
+		for rows.Next() {
+			var b storage.StatBucket
+			var n, high, low int64
+			var outcome string
+			var m storage.Money
+			if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches,
+				&m.Count, &high, &low, &m.Unsummed); err != nil {
+				return err
+			}
+			if sum := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000)); sum.Add(sum, big.NewInt(low)).IsInt64() {
+				m.Minor = sum.Int64()
+			} else {
+				m = m.SumLost()
+			}
+			b.Outcome = storage.Outcome(outcome)
+			b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
+			at[place{b.Source, outcome, b.Currency, n}] = len(out)
+			out = append(out, b)
+			money = append(money, m)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		amounts, err := c.QueryContext(ctx, `WITH `+tail+`
+SELECT source, (hour - ?1) / ?2, outcome, currency, amount FROM tail WHERE hour >= ?1 AND hour < ?3 AND amount != ''`, args...)
+		if err != nil {
+			return err
+		}
+		defer amounts.Close()
+		for amounts.Next() {
+			var p place
+			var amount string
+			if err := amounts.Scan(&p.source, &p.period, &p.outcome, &p.currency, &amount); err != nil {
+				return err
+			}
+			i, ok := at[p]
+			if !ok {
+				return fmt.Errorf("the tail's amount of %s %s %q has no count", p.source, p.outcome, p.currency)
+			}
+			var one storage.Money
+			one.AddAmount(amount, p.currency)
+			money[i].Add(one)
+		}
+		if err := amounts.Err(); err != nil {
+			return err
+		}
+		for i, m := range money {
+			out[i].WithAmount, out[i].Minor, out[i].Unsummed = m.Count, m.Minor, m.Unsummed
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery stats: %w", err)
 	}
-	defer rows.Close()
-	var out []storage.StatBucket
-	for rows.Next() {
-		var b storage.StatBucket
-		var n int64
-		var outcome string
-		if err := rows.Scan(&b.Source, &n, &outcome, &b.Currency, &b.Deliveries, &b.Mismatches, &b.MoneyMismatches, &b.WithAmount, &b.Amount,
-			&b.Unsummed); err != nil {
-			return nil, fmt.Errorf("delivery stats: %w", err)
-		}
-		b.Outcome = storage.Outcome(outcome)
-		b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -660,6 +660,7 @@ func (db *DB) migrateOne(ctx context.Context, name string) error {
 var migrationSteps = map[string]func(context.Context, *sql.Tx) error{
 	"migrations/0016_audit_chain.sql":     chainAuditLog,
 	"migrations/0039_money_magnitude.sql": countMagnitudes,
+	"migrations/0040_stats_minor.sql":     countStatsMinor,
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,10 +19,8 @@ import (
 // process started or while the spans were full), so a crash, a restart or a span
 // dropped costs reading, never a count.
 //
-// A span is counted as the SQL of the roll-ups counts its rows, from the values the
-// writer stored (forensics' changes in the same transaction included). A row whose
-// amount the stats cannot total the way SQLite's CAST would is not added: its batch is
-// left to be read.
+// A span is counted as the roll-ups count the rows they read (statsSum.count), from
+// the values the writer stored (forensics' changes in the same transaction included).
 
 const (
 	// spanRows is how many rows a span takes before the writer starts another: a
@@ -46,25 +43,26 @@ type statsEntry struct {
 	sum statsSum
 }
 
-// statsSum is what a span adds to a row of delivery_stats.
+// statsSum is what a span, or a stretch read, adds to a row of delivery_stats.
 type statsSum struct {
-	deliveries, mismatches, moneyMismatches, withAmount, unsummed int64
-	// amount is summed as SQLite's total() sums, with amountErr the rounding errors it
-	// compensates (Kahan-Babuska-Neumaier): summed naively, a charge and its refund of
-	// a large amount wipe out the small amounts between them. The total is their sum.
-	amount, amountErr float64
+	deliveries, mismatches, moneyMismatches int64
+	// money is the amounts, summed as the ledger sums them (storage.Money.AddAmount):
+	// its Count is the row's with_amount, its Unsummed the row's unsummed.
+	money storage.Money
 }
 
-// addAmount adds v to st's amount as SQLite's total() adds a value.
-func (st *statsSum) addAmount(v float64) {
-	s := st.amount
-	t := s + v
-	if math.Abs(s) > math.Abs(v) {
-		st.amountErr += (s - t) + v
-	} else {
-		st.amountErr += (v - t) + s
+// count adds one delivery to st, as the hourly totals count it.
+func (st *statsSum) count(mismatch, moneyMismatch bool, amount, currency string) {
+	st.deliveries++
+	if mismatch {
+		st.mismatches++
 	}
-	st.amount = t
+	if moneyMismatch {
+		st.moneyMismatches++
+	}
+	if amount != "" {
+		st.money.AddAmount(amount, currency)
+	}
 }
 
 // ledgerKey is a row of ledger_days.
@@ -101,9 +99,6 @@ func (p *pendingTotals) add(batch []*recordReq) {
 	for _, r := range batch {
 		for i := range r.rows {
 			row := &r.rows[i]
-			if _, ok := castReal(row.d.Amount); !ok {
-				return // left to be read
-			}
 			if n == 0 {
 				first = row.id
 			}
@@ -157,21 +152,7 @@ func (s *span) count(row *recordRow) {
 		s.stats = append(s.stats, statsEntry{key: k})
 		st = &s.stats[len(s.stats)-1].sum
 	}
-	st.deliveries++
-	if row.mismatch {
-		st.mismatches++
-	}
-	if row.moneyMismatch {
-		st.moneyMismatches++
-	}
-	if d.Amount != "" {
-		st.withAmount++
-		if v, ok := castReal(d.Amount); ok && storage.PlainAmount(d.Amount) {
-			st.addAmount(math.Abs(v)) // by its magnitude, as sqlAmountReal sums it
-		} else {
-			st.unsummed++
-		}
-	}
+	st.count(row.mismatch, row.moneyMismatch, d.Amount, d.Currency)
 	if row.outcome != storage.Duplicate {
 		return
 	}
@@ -192,62 +173,6 @@ func (s *span) count(row *recordRow) {
 		add(storage.LedgerMoneyMismatch)
 	}
 }
-
-// castReal is amount as SQLite's CAST(amount AS REAL) makes it, for the amounts whose
-// value is not in doubt: a plain decimal of at most 15 significant digits, which both
-// convert to the nearest double. ok is false for any other text ("" gives 0, true).
-func castReal(amount string) (v float64, ok bool) {
-	if amount == "" {
-		return 0, true
-	}
-	s := amount
-	neg := false
-	if s[0] == '-' {
-		neg, s = true, s[1:]
-	}
-	var mant int64
-	digits, frac, dot := 0, 0, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '.' && !dot && i > 0 && i < len(s)-1:
-			dot = true
-		case c >= '0' && c <= '9':
-			if digits > 0 || c != '0' {
-				digits++
-			}
-			if digits > 15 {
-				return 0, false
-			}
-			mant = mant*10 + int64(c-'0')
-			if dot {
-				frac++
-			}
-		default:
-			return 0, false
-		}
-	}
-	if len(s) == 0 || frac >= len(pow10) {
-		// A long run of zeros after the point leaves few significant digits but more
-		// decimals than an exact power of ten divides by: SQLite's to convert.
-		return 0, false
-	}
-	// mant < 10^15 and 10^frac are exact doubles: one division rounds once.
-	v = float64(mant) / pow10[frac]
-	if neg {
-		v = -v
-	}
-	return v, true
-}
-
-// pow10 are the powers of ten castReal divides by (exact as doubles up to 10^22).
-var pow10 = func() (p [23]float64) {
-	p[0] = 1
-	for i := 1; i < len(p); i++ {
-		p[i] = p[i-1] * 10
-	}
-	return p
-}()
 
 // noBound is the upto of a read with no upper bound.
 const noBound = -1
