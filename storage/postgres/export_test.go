@@ -140,3 +140,7 @@ func SetClockEvery(tb interface{ Cleanup(func()) }, d time.Duration) {
 	clockEvery = d
 	tb.Cleanup(func() { clockEvery = old })
 }
+
+// ResetPool closes db's idle connections and those in use once they come back: the
+// next are made anew, under the settings the server gives new sessions.
+func ResetPool(db *DB) { db.pool.Reset() }

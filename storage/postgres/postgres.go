@@ -92,6 +92,10 @@ type DB struct {
 	// takes no writes (leaveReadOnly), as sinceBoot, which a step of the wall clock does
 	// not move; 0 for never.
 	reconnected atomic.Int64
+	// readOnly logs leaveReadOnly's reconnects as every outage is logged (outage.Log,
+	// which one caller at a time may use: readOnlyMu).
+	readOnlyMu sync.Mutex
+	readOnly   *outage.Log
 
 	moneyRead func() // tests: runs once a reprocess has read its keys' money (release.go)
 }
@@ -156,6 +160,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 			"could not read the database server's clock; keeping the time of the last reading, or this machine's before the first",
 			"the database server's clock read again")}
 	db.Now = db.clock.now
+	db.readOnly = outage.New(db.log, slog.LevelWarn,
+		"the database server takes no writes: connecting anew, to the server that does if the URL names one",
+		"the database server takes writes again")
 	db.bulkWake = make(chan struct{}, 1)
 	if err := db.open(ctx, opt); err != nil {
 		pool.Close()
@@ -237,8 +244,14 @@ func (db *DB) Ping(ctx context.Context) error {
 		}
 		return fmt.Errorf("ping database: %w", err)
 	}
+	db.readOnlyMu.Lock()
+	db.readOnly.Note(time.Now(), nil)
+	db.readOnlyMu.Unlock()
 	return nil
 }
+
+// errReadOnly is why leaveReadOnly reconnects, for its log.
+var errReadOnly = errors.New("a write was refused as the server takes none (a standby, or a primary set read-only)")
 
 // reconnectEvery bounds how often leaveReadOnly drops the pool's connections: a server
 // that stays read-only, with no writable one to go to, is connected to anew at most so
@@ -257,7 +270,9 @@ func (db *DB) leaveReadOnly() {
 	if (last != 0 && now-last < int64(reconnectEvery)) || !db.reconnected.CompareAndSwap(last, now) {
 		return
 	}
-	db.log.Warn("the database server takes no writes: connecting anew, to the server that does if the URL names one")
+	db.readOnlyMu.Lock()
+	db.readOnly.Note(time.Now(), errReadOnly)
+	db.readOnlyMu.Unlock()
 	db.pool.Reset()
 }
 
