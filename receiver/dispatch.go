@@ -1350,8 +1350,15 @@ func (d *Dispatcher) reportStuck(ctx context.Context) {
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
 	others := map[string]bool{} // unconfigured sources on the gauge
+	// The gauge keeps its last values while the keys cannot be counted: monitoring
+	// would take them for current, so the log says they are not.
+	fails := outage.New(d.log, slog.LevelWarn, "counting stuck keys failed; hookdedup_stuck_keys keeps its last values",
+		"stuck keys counted again")
 	for {
 		counts, err := d.cfg.Store.StuckCounts(ctx, d.cfg.Now().Add(-d.cfg.StuckAfter))
+		if ctx.Err() == nil {
+			fails.Note(time.Now(), err)
+		}
 		if err == nil {
 			for name := range d.sources {
 				d.cfg.Metrics.StuckKeys.WithLabelValues(name).Set(float64(counts[name]))
