@@ -1,7 +1,6 @@
 package receiver_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -52,23 +51,8 @@ func holdWriteLock(t *testing.T, path, begin string) (release func()) {
 	return release
 }
 
-// syncBuffer is a log destination that several goroutines write at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a log that a test reads while others write it.
+type syncBuffer = storagetest.LogBuffer
 
 // newEnvAt is newEnv with the database at path and one logger for storage and receiver.
 func newEnvAt(t *testing.T, path string, log *slog.Logger) *testEnv {

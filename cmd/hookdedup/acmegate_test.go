@@ -84,21 +84,7 @@ func TestOrderGate_FiveFailuresAnHourAtMost(t *testing.T) {
 // counted from the handshake that made it; OrderAgain (SIGHUP) lets the next handshake
 // order at once.
 func TestTLS_ACMEOrdersPutOff(t *testing.T) {
-	var asked atomic.Int64
-	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		w.Header().Set("Content-Type", "application/problem+json")
-		// A refusal the ACME client does not retry (it retries a 5xx for minutes).
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write([]byte(`{"type":"urn:ietf:params:acme:error:malformed","detail":"the CA refuses"}`))
-	}))
-	t.Cleanup(ca.Close)
-	logger, _ := testLog(t)
-	setup, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: ca.URL + "/directory",
-		CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: "127.0.0.1:0", acmeHTTPClient: ca.Client()}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	setup, asked := refusingCA(t)
 	if _, err := setup.acmeCertificate(ecdsaHello("hooks.example.com")); err == nil {
 		t.Fatal("a certificate from a CA that refuses every request")
 	}
@@ -117,7 +103,7 @@ func TestTLS_ACMEOrdersPutOff(t *testing.T) {
 	setup.gate.failed["hooks.example.com"] = f
 	setup.gate.mu.Unlock()
 	before := asked.Load()
-	_, err = setup.acmeCertificate(ecdsaHello("hooks.example.com"))
+	_, err := setup.acmeCertificate(ecdsaHello("hooks.example.com"))
 	if err == nil || !strings.Contains(err.Error(), "the next is made at") {
 		t.Errorf("a handshake while orders are put off: %v; want the gate's error", err)
 	}
@@ -157,20 +143,7 @@ func TestTLS_ACMEOrdersPutOff(t *testing.T) {
 // after the SIGHUP): its listeners closed, the CA could not validate it, and the failed
 // validation would count against the name's five an hour.
 func TestTLS_OrderAgainStopsWithServe(t *testing.T) {
-	var asked atomic.Int64
-	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write([]byte(`{"type":"urn:ietf:params:acme:error:malformed","detail":"the CA refuses"}`))
-	}))
-	t.Cleanup(ca.Close)
-	logger, _ := testLog(t)
-	setup, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: ca.URL + "/directory",
-		CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: "127.0.0.1:0", acmeHTTPClient: ca.Client()}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	setup, asked := refusingCA(t)
 	// The last order failed almost a minute ago: the next is made in a second or two.
 	setup.gate.done("hooks.example.com", time.Now().Add(-autocertMemory+time.Second), errors.New("DNS points elsewhere"))
 	ctx, stop := context.WithCancel(context.Background())
@@ -182,4 +155,26 @@ func TestTLS_OrderAgainStopsWithServe(t *testing.T) {
 	if n := asked.Load(); n != 0 {
 		t.Errorf("the CA was asked %d times after serve stopped", n)
 	}
+}
+
+// refusingCA is ACME under a CA server of the test's own that refuses every request,
+// for hooks.example.com, and the count of the requests that reached the CA.
+func refusingCA(t *testing.T) (*tlsSetup, *atomic.Int64) {
+	t.Helper()
+	asked := new(atomic.Int64)
+	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		// A refusal the ACME client does not retry (it retries a 5xx for minutes).
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"type":"urn:ietf:params:acme:error:malformed","detail":"the CA refuses"}`))
+	}))
+	t.Cleanup(ca.Close)
+	logger, _ := testLog(t)
+	setup, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: ca.URL + "/directory",
+		CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: "127.0.0.1:0", acmeHTTPClient: ca.Client()}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setup, asked
 }

@@ -43,7 +43,7 @@ func TestRollupStats_LogsAFailureOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var buf syncBuffer
+	var buf lockedBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -94,7 +94,7 @@ func TestWatchSchema_LogsAFailureOnce(t *testing.T) {
 	if _, err := raw.Exec(`ALTER TABLE migrations RENAME TO migrations_away`); err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	newer := make(chan error, 1)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,24 +16,8 @@ import (
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
-// lockedBuffer is a bytes.Buffer that the server's goroutines may write while a test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a log that a test reads while others write it.
+type lockedBuffer = storagetest.LogBuffer
 
 // TestServe_Program builds serve in-process with its timeouts set, checks that they
 // reach the HTTP server, serves a request, and stops: the log says serving, shutting

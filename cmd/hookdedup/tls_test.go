@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -27,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -126,27 +124,9 @@ func replaceFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// syncBuffer is a log destination read while the code under test writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testLog returns a logger whose output the test can read, shown when the test fails.
-func testLog(t *testing.T) (*slog.Logger, *syncBuffer) {
-	var buf syncBuffer
+func testLog(t *testing.T) (*slog.Logger, *lockedBuffer) {
+	var buf lockedBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("hookdedup log:\n%s", buf.String())
@@ -513,7 +493,7 @@ type pebble struct {
 	caFile string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *syncBuffer
+	out    *lockedBuffer
 }
 
 // pebbleBinary finds Debian's pebble; without it the ACME tests fail, except under
@@ -652,7 +632,7 @@ func startPebbleValidity(t *testing.T, httpPort, tlsPort int, dns string, validi
 			client:  client,
 			caFile:  caFile,
 			exited:  make(chan struct{}),
-			out:     &syncBuffer{},
+			out:     &lockedBuffer{},
 		}
 		p.cmd = exec.Command(bin, "-config", cfgPath, "-dnsserver", dns)
 		// No sleeping before validation, and no nonces refused at random: the tests are
@@ -1018,7 +998,7 @@ func TestTLS_FilesUnverifiableChainWarned(t *testing.T) {
 
 // waitLog waits (a minute at most) until logs holds want, and fails at once when they
 // say a certificate could not be obtained.
-func waitLog(t *testing.T, logs *syncBuffer, want string) {
+func waitLog(t *testing.T, logs *lockedBuffer, want string) {
 	t.Helper()
 	const failed = "no certificate from the ACME CA"
 	for i := 0; i < 600 && !strings.Contains(logs.String(), want) && !strings.Contains(logs.String(), failed); i++ {

@@ -1,7 +1,6 @@
 package alert_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -261,23 +260,8 @@ func (s *slack) channel(t *testing.T, name string) *alert.Channel {
 	return c
 }
 
-// syncBuffer is a log destination safe for the engine's concurrent senders.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log that a test reads while others write it.
+type syncBuffer = storagetest.LogBuffer
 
 // count is how many requests the receiver got, refused ones included.
 func (h *hook) count() int {

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +11,8 @@ import (
 
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
-
-// lockedBuffer is a log's output, read while the log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestReadOnly_LoggedOnce: against a server that stays read-only (a URL that names a
 // standby alone, say), each readiness probe remakes the pool, at most once a second;
@@ -46,7 +28,7 @@ func TestReadOnly_LoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
-	var logs lockedBuffer
+	var logs storagetest.LogBuffer
 	db, err := postgres.Open(ctx, dbURL, postgres.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
