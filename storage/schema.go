@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,11 +41,19 @@ func UpgradeInUseError(pending []string) error {
 // be told from here, and migrated under them they would run on a schema they do not
 // know: only serve, started once they are stopped, upgrades it.
 func UpgradeByServeError(pending []string) error {
-	return fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and only serve "+
+	return upgradeByServeError{fmt.Errorf("the database's schema is older than this hookdedup's (it lacks migrations %s), and only serve "+
 		"upgrades it, since replicas of an earlier version may have it open: stop them, then start this version's "+
 		"serve first; nothing was changed",
-		migrationNames(pending))
+		migrationNames(pending))}
 }
+
+// ErrUpgradeByServe is what every UpgradeByServeError is (errors.Is), for a command
+// that has more to say of it.
+var ErrUpgradeByServe = errors.New("the schema is upgraded by serve only")
+
+type upgradeByServeError struct{ error }
+
+func (upgradeByServeError) Is(target error) bool { return target == ErrUpgradeByServe }
 
 // migrationNames lists migrations as the errors name them: by file name, in order.
 func migrationNames(migrations []string) string {

@@ -66,6 +66,11 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 	// still run on it, and the copy, which needs it empty, would then refuse it anyway,
 	// having changed its schema under them.
 	dst, err := postgres.Open(ctx, *to, postgres.Options{Logger: cliLogger(e), NoUpgrade: true})
+	if errors.Is(err, storage.ErrUpgradeByServe) {
+		// Upgraded by serve, it would still hold what the earlier version stored, and the
+		// copy needs an empty database.
+		return fmt.Errorf("%w; migrate copies into an empty database only: give --to a new one (createdb), unless this one holds nothing yet", err)
+	}
 	if err != nil {
 		return err
 	}

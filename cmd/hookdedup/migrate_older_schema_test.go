@@ -37,8 +37,9 @@ func TestMigrate_OlderSchemaLeftAsItIs(t *testing.T) {
 	}
 
 	out, err := runCmd(t, "", "migrate", "--database", file, "--to", url)
-	if err == nil || !strings.Contains(err.Error(), "lacks migrations 0022_stats_unsummed.sql") || !strings.Contains(err.Error(), "serve") {
-		t.Errorf("migrate into an earlier version's database: %v, want a refusal naming the migration it lacks and serve\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "lacks migrations 0022_stats_unsummed.sql") || !strings.Contains(err.Error(), "serve") ||
+		!strings.Contains(err.Error(), "give --to a new one") {
+		t.Errorf("migrate into an earlier version's database: %v, want a refusal naming the migration it lacks, serve, and a new database\n%s", err, out)
 	}
 	var applied bool
 	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM migrations WHERE name = '`+last+`')`).Scan(&applied); err != nil || applied {
