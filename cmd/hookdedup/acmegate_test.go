@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // TestOrderGate_FiveFailuresAnHourAtMost: a domain whose orders fail, asked for at every
@@ -84,7 +86,7 @@ func TestOrderGate_FiveFailuresAnHourAtMost(t *testing.T) {
 // counted from the handshake that made it; OrderAgain (SIGHUP) lets the next handshake
 // order at once.
 func TestTLS_ACMEOrdersPutOff(t *testing.T) {
-	setup, asked := refusingCA(t)
+	setup, asked, _ := refusingCA(t)
 	if _, err := setup.acmeCertificate(ecdsaHello("hooks.example.com")); err == nil {
 		t.Fatal("a certificate from a CA that refuses every request")
 	}
@@ -143,7 +145,7 @@ func TestTLS_ACMEOrdersPutOff(t *testing.T) {
 // after the SIGHUP): its listeners closed, the CA could not validate it, and the failed
 // validation would count against the name's five an hour.
 func TestTLS_OrderAgainStopsWithServe(t *testing.T) {
-	setup, asked := refusingCA(t)
+	setup, asked, _ := refusingCA(t)
 	// The last order failed almost a minute ago: the next is made in a second or two.
 	setup.gate.done("hooks.example.com", time.Now().Add(-autocertMemory+time.Second), errors.New("DNS points elsewhere"))
 	ctx, stop := context.WithCancel(context.Background())
@@ -158,8 +160,8 @@ func TestTLS_OrderAgainStopsWithServe(t *testing.T) {
 }
 
 // refusingCA is ACME under a CA server of the test's own that refuses every request,
-// for hooks.example.com, and the count of the requests that reached the CA.
-func refusingCA(t *testing.T) (*tlsSetup, *atomic.Int64) {
+// for hooks.example.com, the count of the requests that reached the CA, and the log.
+func refusingCA(t *testing.T) (*tlsSetup, *atomic.Int64, *lockedBuffer) {
 	t.Helper()
 	asked := new(atomic.Int64)
 	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -170,11 +172,33 @@ func refusingCA(t *testing.T) (*tlsSetup, *atomic.Int64) {
 		w.Write([]byte(`{"type":"urn:ietf:params:acme:error:malformed","detail":"the CA refuses"}`))
 	}))
 	t.Cleanup(ca.Close)
-	logger, _ := testLog(t)
+	logger, logs := testLog(t)
 	setup, err := newTLS(tlsSettings{ACMEDomains: []string{"hooks.example.com"}, ACMEDirectory: ca.URL + "/directory",
 		CacheDir: filepath.Join(t.TempDir(), "acme"), Addr: "127.0.0.1:0", acmeHTTPClient: ca.Client()}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setup, asked
+	return setup, asked, logs
+}
+
+// TestTLS_OrderAgainStormLoggedOnce: SIGHUPs in a row each order again, all at the
+// moment autocert forgets the last failure; their failures are logged as a
+// handshake's are, once a minute, not a line each.
+func TestTLS_OrderAgainStormLoggedOnce(t *testing.T) {
+	setup, asked, logs := refusingCA(t)
+	// The last order failed a minute ago, less half a second.
+	setup.gate.done("hooks.example.com", time.Now().Add(-autocertMemory+500*time.Millisecond), errors.New("DNS points elsewhere"))
+	for range 5 {
+		setup.OrderAgain(t.Context())
+	}
+	storagetest.Eventually(t, 30*time.Second, func() error {
+		if asked.Load() == 0 {
+			return errors.New("no order reached the CA")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // the other orders, each failing as the first
+	if n := strings.Count(logs.String(), "no certificate from the ACME CA"); n != 1 {
+		t.Errorf("%d lines for five SIGHUPs' orders, want 1:\n%s", n, logs.String())
+	}
 }

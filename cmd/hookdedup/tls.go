@@ -857,7 +857,10 @@ func (t *tlsSetup) ordered(hello *tls.ClientHelloInfo, domain string) (*tls.Cert
 func (t *tlsSetup) obtain(domain string) {
 	cert, err := t.ordered(ecdsaHello(domain), domain)
 	if err != nil {
-		t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
+		// As a handshake's failure is: SIGHUPs in a row each obtain again.
+		if t.logFailureNow(domain, time.Now()) {
+			t.log.Error("no certificate from the ACME CA", logDomain, domain, logErr, err)
+		}
 		return
 	}
 	t.hold(domain)
