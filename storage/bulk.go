@@ -88,6 +88,32 @@ var (
 	ErrTooManyKeys = fmt.Errorf("the filter matches more than %d keys; narrow it", MaxBulkKeys)
 )
 
+// RequesterGoneError refuses the approval of an action whose requester is no longer an
+// operator (or an admin): approved, it would run under the name of someone who may no
+// longer reprocess. Refusing it stays possible, which closes it.
+type RequesterGoneError struct {
+	Name string
+	Role string // their role now; "" when they were removed
+}
+
+// CheckRequester returns a RequesterGoneError unless role, the role the requester name
+// of an action has now ("" when no user has that name), may reprocess. The engines call
+// it in the approval's own transaction, which holds the requester's row: checked apart,
+// a demotion or removal committed between the check and the approval would pass.
+func CheckRequester(name, role string) error {
+	if role == RoleOperator || role == RoleAdmin {
+		return nil
+	}
+	return &RequesterGoneError{Name: name, Role: role}
+}
+
+func (e *RequesterGoneError) Error() string {
+	if e.Role == "" {
+		return fmt.Sprintf("its requester is no longer an operator (%s was removed)", e.Name)
+	}
+	return fmt.Sprintf("its requester is no longer an operator (%s is a %s now)", e.Name, e.Role)
+}
+
 // BulkFilter selects the keys of a bulk action: the filters of the keys page (source,
 // state, stuck) and those of the events page that describe a key, read from its first
 // delivery, the one a reprocess sends again (key, property, booking, status, amount,

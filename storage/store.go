@@ -179,7 +179,9 @@ type Store interface {
 
 	// ApproveBulkAction approves an action waiting for approval, which is then queued;
 	// RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-	// and returns ErrSelfApproval when actor requested the action.
+	// and returns ErrSelfApproval when actor requested the action. ApproveBulkAction
+	// returns a *RequesterGoneError when the requester is no longer an operator (made a
+	// viewer, or removed), read in the approval's own transaction.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (BulkAction, error)
 
 	// RefuseBulkAction refuses an action waiting for approval: see ApproveBulkAction.

@@ -31,7 +31,8 @@ type bulkStore interface {
 	// ErrBulkState unless the action is a preview.
 	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
 	// ApproveBulkAction and RefuseBulkAction return ErrSelfApproval for the requester
-	// and ErrBulkState unless the action waits for approval.
+	// and ErrBulkState unless the action waits for approval; ApproveBulkAction returns
+	// a *RequesterGoneError when the requester is no longer an operator.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	RefuseBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	// CancelBulkAction returns ErrBulkState for an action that is over.
@@ -103,6 +104,15 @@ func bulkError(err error) error {
 		return Errorf(http.StatusConflict, "This preview was made more than a day ago: its keys may have moved on since. Make a new preview of the same filter.")
 	case errors.Is(err, storage.ErrTooManyKeys):
 		return Errorf(http.StatusUnprocessableEntity, "The filter matches more than %d keys: narrow it (a source, a time range) or act in parts.", storage.MaxBulkKeys)
+	}
+	if gone, ok := errors.AsType[*storage.RequesterGoneError](err); ok {
+		// Made a viewer or removed since the request: approved, the action would run
+		// under the name of someone who may no longer reprocess. Refusing closes it.
+		what := gone.Name + " is a " + gone.Role + " now"
+		if gone.Role == "" {
+			what = gone.Name + " was removed"
+		}
+		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s): refuse it, and ask again under a current operator's name.", what)
 	}
 	return err
 }
@@ -388,9 +398,6 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 	case "cancel":
 		a, err = s.bulk.CancelBulkAction(ctx, id, u.Name, reason)
 	case "approve":
-		if err := s.requesterStands(ctx, id); err != nil {
-			return storage.BulkAction{}, err
-		}
 		a, err = s.bulk.ApproveBulkAction(ctx, id, u.Name, reason)
 	case "refuse":
 		a, err = s.bulk.RefuseBulkAction(ctx, id, u.Name, reason)
@@ -430,27 +437,6 @@ func (s *Server) reprocessSourcesRun(ctx context.Context, id int64) error {
 			return Errorf(http.StatusConflict, "Not reprocessed: %s. Refuse or cancel this action, then make a new preview.",
 				strings.Replace(err.Error(), "or release the key instead", "or release its keys instead", 1))
 		}
-	}
-	return nil
-}
-
-// requesterStands refuses the approval of action id unless its requester is still an
-// operator (or an admin): made a viewer or removed since the request, they may no longer
-// reprocess, and the action would run under their name, a second operator approving a
-// request no current operator stands behind. Refusing it stays possible, which closes it.
-func (s *Server) requesterStands(ctx context.Context, id int64) error {
-	a, err := s.bulk.BulkAction(ctx, id)
-	if err != nil {
-		return bulkError(err)
-	}
-	requester, err := s.users.UserByName(ctx, a.RequestedBy)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s was removed): refuse it, and ask again under a current operator's name.", a.RequestedBy)
-	case err != nil:
-		return err
-	case !Allowed(requester.Role, storage.RoleOperator):
-		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s is a %s now): refuse it, and ask again under a current operator's name.", a.RequestedBy, requester.Role)
 	}
 	return nil
 }

@@ -201,6 +201,9 @@ func TestBulkFourEyes(t *testing.T, e Engine) {
 	perKey := 0
 	var actions []string
 	for _, e := range log {
+		if e.Action == "add user" {
+			continue // the fixture's requester
+		}
 		actions = append(actions, e.Action)
 		if e.Action == "reprocess" {
 			perKey++
@@ -233,6 +236,43 @@ func TestBulkFourEyes(t *testing.T, e Engine) {
 		}
 		if _, ok, _ := db.ClaimBulkAction(ctx, "r1", time.Minute); ok {
 			t.Error("a runner took a refused action")
+		}
+	})
+	t.Run("RequesterNoLongerOperator", func(t *testing.T) {
+		// Checked in the approval's own transaction: a check of the requester read
+		// before it lets a demotion or removal that commits in between through, and
+		// the action then runs under the name of someone who may no longer reprocess.
+		for _, change := range []string{"demoted", "removed"} {
+			clk.Add(time.Hour)
+			name := "dan-" + change
+			createUser(t, db, name, storage.RoleOperator, "a password of some length")
+			r := req
+			r.Actor, r.StuckBefore = name, clk.Now().Add(-10*time.Minute)
+			a, err := db.CreateBulkPreview(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, err = db.StartBulkAction(ctx, a.ID, name, th); err != nil || a.State != storage.BulkPendingApproval {
+				t.Fatalf("start: %+v, %v", a, err)
+			}
+			if change == "demoted" {
+				_, err = db.SetUserRole(ctx, name, storage.RoleViewer, "admin")
+			} else {
+				err = db.DeleteUser(ctx, name, "admin")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gone *storage.RequesterGoneError
+			if _, err := db.ApproveBulkAction(ctx, a.ID, "bob", "checked"); !errors.As(err, &gone) || gone.Name != name {
+				t.Errorf("%s: approved: %v; want a RequesterGoneError naming %s", change, err, name)
+			}
+			if got, _ := db.BulkAction(ctx, a.ID); got.State != storage.BulkPendingApproval || got.DecidedBy != "" {
+				t.Errorf("%s: %+v; want it still waiting, undecided", change, got)
+			}
+			if a, err = db.RefuseBulkAction(ctx, a.ID, "bob", "asked again by a current operator"); err != nil || a.State != storage.BulkRefused {
+				t.Errorf("%s: refuse: %+v, %v", change, a, err)
+			}
 		}
 	})
 	t.Run("ReleaseNeedsNoApproval", func(t *testing.T) {
@@ -375,8 +415,10 @@ func TestBulkOddText(t *testing.T, e Engine) {
 		}
 	}
 	th := storage.ApprovalThresholds{"EUR": "1.00"}
+	// The requester is a user, as an approval needs; the others' names are odd.
+	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Stuck: true},
-		Reason: "out\x00age \xff", Actor: "ann\x00", StuckBefore: stuckBefore, Thresholds: th})
+		Reason: "out\x00age \xff", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th})
 	if err != nil || a.Total != 1 {
 		t.Fatalf("preview with a NUL in its reason: %+v, %v", a, err)
 	}
@@ -438,6 +480,8 @@ func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.Bul
 	db := e.Open(t)
 	clk := newClock(e, db)
 	stuckBefore := bulkFixture(t, db, clk)
+	// An approval needs a requester who may still reprocess.
+	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	return db, clk, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
 		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: storage.ApprovalThresholds{"EUR": "300.00"}}
 }
@@ -715,6 +759,7 @@ func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
+	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	clk.Add(2 * time.Hour)
 	limits := storage.ApprovalThresholds{"EUR": "10.00"}
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},

@@ -418,7 +418,8 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 
 // ApproveBulkAction approves an action waiting for approval, which is then queued;
 // RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-// and returns ErrSelfApproval when actor requested the action.
+// and returns ErrSelfApproval when actor requested the action; an approval returns a
+// *RequesterGoneError when the requester is no longer an operator.
 func (db *DB) ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	return db.decideBulk(ctx, id, actor, reason, true)
 }
@@ -448,6 +449,18 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 		case approve && a.Stale(now):
 			// Refusing stays possible: it closes the action.
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, storage.ErrPreviewStale)
+		}
+		if approve {
+			// FOR SHARE: a role change or removal of the requester on any replica commits
+			// either before this read, and is seen, or waits for the approval's commit.
+			var role string
+			err := tx.QueryRow(ctx, `SELECT role FROM users WHERE name = $1 FOR SHARE`, a.RequestedBy).Scan(&role)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return storage.AuditEntry{}, err
+			}
+			if err := storage.CheckRequester(a.RequestedBy, role); err != nil {
+				return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, err)
+			}
 		}
 		a.State = storage.BulkQueued
 		if !approve {

@@ -418,7 +418,8 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 
 // ApproveBulkAction approves an action waiting for approval, which is then queued;
 // RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-// and returns ErrSelfApproval when actor requested the action.
+// and returns ErrSelfApproval when actor requested the action; an approval returns a
+// *RequesterGoneError when the requester is no longer an operator.
 func (db *DB) ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	return db.decideBulk(ctx, id, actor, reason, true)
 }
@@ -447,6 +448,18 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 		case approve && a.Stale(now):
 			// Refusing stays possible: it closes the action.
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, storage.ErrPreviewStale)
+		}
+		if approve {
+			// Read under the transaction's write lock: a role change or removal of the
+			// requester commits either before it, and is seen, or after the approval.
+			var role string
+			err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE name = ?`, a.RequestedBy).Scan(&role)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return storage.AuditEntry{}, err
+			}
+			if err := storage.CheckRequester(a.RequestedBy, role); err != nil {
+				return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, err)
+			}
 		}
 		a.State = storage.BulkQueued
 		if !approve {
