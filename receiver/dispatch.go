@@ -887,7 +887,11 @@ func (d *Dispatcher) attempt(ctx context.Context, job storage.Job) {
 	case !res.Done:
 		result = "retry"
 	}
-	d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
+	// A settlement with nothing sent (record only) is no hand-off, as the key's count
+	// of attempts says: counted, it would show a downstream taking events it never had.
+	if !res.Unsent {
+		d.cfg.Metrics.DispatchAttempts.WithLabelValues(job.Source, result).Inc()
+	}
 	job, moved, err := d.finish(ctx, job, a, res)
 	switch {
 	case errors.Is(err, storage.ErrFileGone):

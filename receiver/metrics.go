@@ -58,7 +58,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}),
 		DispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookdedup_dispatch_attempts_total",
-			Help: "Downstream hand-off attempts by source and result.",
+			Help: "Downstream hand-off attempts by source and result (success, retry, failed: the key fails with it); a record-only settlement sends nothing and is not counted.",
 		}, []string{"source", "result"}),
 		StuckKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookdedup_stuck_keys",
