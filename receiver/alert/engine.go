@@ -645,7 +645,11 @@ func (e *Engine) sendDirectTo(ctx context.Context, c *Channel, name string, a st
 	}
 	if err != nil {
 		e.log.Warn("alert notification not sent", "channel", name, "rule", a.Rule, "event", event, "err", err)
-		e.cfg.Notified(name, NotifiedFailed)
+		if ctx.Err() == nil {
+			// A try a stop cut short is no give-up: the outbox tells the channel once
+			// the database takes the alert, and does not count a cut attempt either.
+			e.cfg.Notified(name, NotifiedFailed)
+		}
 		return false
 	}
 	e.cfg.Notified(name, NotifiedSent)
