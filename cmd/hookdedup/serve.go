@@ -41,19 +41,14 @@ func newLogger(level string, e env) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// checkSources builds the sources with a stand-in for each secret kept in the
-// database, so that a start that cannot serve (a misspelt scheme, two sources of one
-// name) is refused before anything is made for it: the database, or the ACME cache.
-func checkSources(cfg config, e env) ([]receiver.Source, error) {
-	return cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
-}
-
-// checkServe is checkSources, then the alert rules and channels, which name the
-// sources: serve refuses a start that cannot serve before it opens the database, which
-// it may make or upgrade. On PostgreSQL an upgrade that a mistake in the alerting then
-// left without a replica stopped the earlier version's replicas too.
+// checkServe builds the sources with a stand-in for each secret kept in the database,
+// then the alert rules and channels, which name the sources, so that a start that
+// cannot serve (a misspelt scheme, two sources of one name, a mistake in the alerting)
+// is refused before anything is made for it: the database, which it may make or
+// upgrade, or the ACME cache. On PostgreSQL an upgrade that a mistake in the alerting
+// then left without a replica stopped the earlier version's replicas too.
 func checkServe(cfg config, e env) error {
-	sources, err := checkSources(cfg, e)
+	sources, err := cfg.sources(e.getenv, func(name string) (string, error) { return standInSecret(cfg, name), nil })
 	if err != nil {
 		return err
 	}
@@ -66,12 +61,9 @@ func checkServe(cfg config, e env) error {
 }
 
 // openStore opens the configured database and builds the sources, whose generated
-// secrets live in it. log is storage's, as for openDB. The sources are checked first
-// (checkSources).
+// secrets live in it. log is storage's, as for openDB. serve has checked them first
+// (checkServe).
 func openStore(ctx context.Context, cfg config, e env, log *slog.Logger) (storage.Store, []receiver.Source, error) {
-	if _, err := checkSources(cfg, e); err != nil {
-		return nil, nil, err
-	}
 	db, err := cfg.openDB(ctx, log, false, true)
 	if err != nil {
 		return nil, nil, err
