@@ -36,10 +36,10 @@ const orderWaitMax = time.Hour
 
 // orderWait is the wait after n failed orders in a row.
 func orderWait(n int) time.Duration {
-	if n >= 6 {
+	if n >= 6 { // 2^6 minutes is past the hour
 		return orderWaitMax
 	}
-	return min(time.Minute<<n, orderWaitMax)
+	return time.Minute << n
 }
 
 // wait returns why no order for domain may be made at now, or nil when one may.

@@ -322,7 +322,9 @@ func exportAuditJSON(ctx context.Context, w io.Writer, db auditLog) (auditExport
 // replace a backup with an export.
 func notAnExport(path, config string) string {
 	if config != "" {
-		if same, err := sameFile(path, config); err == nil && same {
+		a, errA := os.Stat(path)
+		b, errB := os.Stat(config)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
 			return "the configuration file"
 		}
 	}
@@ -330,19 +332,6 @@ func notAnExport(path, config string) string {
 		return "a SQLite database (a backup?)"
 	}
 	return ""
-}
-
-// sameFile reports whether a and b name one existing file.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 // writePrivate writes a file through fill: into a temporary file beside path (mode
