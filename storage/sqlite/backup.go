@@ -1052,30 +1052,32 @@ func otherApplicationsFile(path string) bool {
 
 // IsDatabaseFile reports whether the file at path begins as a SQLite database does.
 func IsDatabaseFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, len(sqliteHeader))
-	_, err = io.ReadFull(f, head)
+	head, err := fileHead(path)
 	return err == nil && string(head) == sqliteHeader
 }
 
 // emptyOrSQLite reports whether the file at path is empty or begins with SQLite's
 // header, or with as many zeros.
 func emptyOrSQLite(path string) bool {
+	head, err := fileHead(path)
+	return err == nil && (len(head) == 0 || string(head) == sqliteHeader ||
+		len(head) == len(sqliteHeader) && strings.Trim(string(head), "\x00") == "")
+}
+
+// fileHead returns the first len(sqliteHeader) bytes of the file at path, fewer when
+// the file is shorter.
+func fileHead(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer f.Close()
 	head := make([]byte, len(sqliteHeader))
 	n, err := io.ReadFull(f, head)
-	if n == 0 && err == io.EOF {
-		return true
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil
 	}
-	return err == nil && (string(head) == sqliteHeader || strings.Trim(string(head), "\x00") == "")
+	return head[:n], err
 }
 
 // removeLeftCopy removes the copy at name, and the files SQLite keeps beside it, if no
