@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,6 +116,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			return nil, nil
 		}
 		sent := false
+		w.alone = false
 		if err != nil {
 			err = fmt.Errorf("begin: %w", err)
 		} else {
@@ -138,6 +140,10 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			return live, timedOut(ctx, err)
 		case !sent && connectionLost(err):
 			// Nothing of it was stored: tried again until the deadline.
+		case !sent && w.alone && lockTimedOut(err):
+			// It ran alone, and waited for a lock past aloneLockWait while every
+			// other replica's intake waited for it: again, under the keys' locks.
+			w.contendedUntil = time.Now().Add(aloneRetry)
 		case !retryable(err):
 			return live, err
 		default:
@@ -248,7 +254,7 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	b.Queue(sqlIndexPlans)
 	look := &w.look
 	defer look.release()
-	locked, all := queueClaimKeyLocks(&b, w.db.locks, ask, look.collect(w.db.locks, ask))
+	locked, all := queueClaimKeyLocks(&b, w.db.locks, ask, look.collect(w.db.locks, ask), time.Now().After(w.contendedUntil))
 	traced := queueTraceTakenOver(&b, ask)
 	look.queue(&b, !all)
 	// The ids last, under every lock: of two replicas' rows that share a business or
@@ -262,8 +268,13 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		}
 	}
 	if locked {
-		if _, err := br.Exec(); err != nil {
+		var keyLocks int64
+		var lockTimeout *string
+		if err := br.QueryRow().Scan(&w.alone, &keyLocks, &lockTimeout); err != nil {
 			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
+		}
+		if !w.alone && !all {
+			w.contendedUntil = time.Now().Add(aloneRetry)
 		}
 	}
 	if traced {
@@ -345,11 +356,40 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 const maxClaimKeyLocks = 4 * maxBatchRows
 
 // sqlClaimKeyLocks takes the locks of claimKeyLock for the lock ids $2 ($1: that
-// lock's half), one after the other in the array's order: 0 first, which stands for
-// intakeLock ($4), shared, or exclusive when $3.
-const sqlClaimKeyLocks = `SELECT CASE WHEN k <> 0 THEN pg_advisory_xact_lock($1::int4, k)
-	WHEN $3::boolean THEN pg_advisory_xact_lock($4::bigint) ELSE pg_advisory_xact_lock_shared($4::bigint) END
-FROM unnest($2::int4[]) AS k`
+// lock's half), one after the other in the array's order, after intakeLock ($4):
+// exclusive when $3; else, when $5, exclusive if no other intake transaction holds it
+// (pg_try_advisory_xact_lock), and then none of the keys' locks; else shared. It
+// answers whether the transaction holds intakeLock exclusively, and says so to the
+// transaction's later statements in the setting sqlAloneSetting (sqlForensicKeyLocks).
+// The subquery that takes intakeLock is kept apart by its OFFSET, so that it runs once,
+// before the keys' locks.
+//
+// A transaction that ran alone by choice ($5) waits for a lock (a claim's row, which a
+// replica's dispatch, release or bulk action may hold a moment) aloneLockWait at most
+// (lock_timeout): meanwhile every other replica's intake waits for it. Past that it
+// fails, and runs again under the keys' locks (recordTx).
+const sqlClaimKeyLocks = `SELECT set_config('` + sqlAloneSetting + `', a.alone::text, true)::boolean,
+	(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k WHERE NOT a.alone) AS l),
+	CASE WHEN a.alone AND NOT $3::boolean THEN set_config('lock_timeout', $6::text, true) END
+FROM (SELECT CASE WHEN $3::boolean THEN (SELECT true FROM (SELECT pg_advisory_xact_lock($4::bigint)) AS x)
+	WHEN $5::boolean AND pg_try_advisory_xact_lock($4::bigint) THEN true
+	ELSE (SELECT false FROM (SELECT pg_advisory_xact_lock_shared($4::bigint)) AS x) END AS alone OFFSET 0) AS a`
+
+// sqlAloneSetting is the setting, local to its transaction, by which sqlClaimKeyLocks
+// tells the statements after it that the transaction holds intakeLock exclusively.
+const sqlAloneSetting = "hookdedup.intake_alone"
+
+const (
+	// aloneRetry is how long a writer whose transaction found another intake
+	// transaction in flight (another replica's), or waited past aloneLockWait, takes
+	// the keys' locks before it tries again to run alone: while replicas take
+	// deliveries at once, trying would only make one of them wait for the other's
+	// whole transaction now and then.
+	aloneRetry = time.Minute
+	// aloneLockWait bounds each lock wait of a transaction that runs alone by choice
+	// (sqlClaimKeyLocks).
+	aloneLockWait = 100 * time.Millisecond
+)
 
 // queueClaimKeyLocks queues on b the statement that takes the locks of the keys of ask
 // (claimKeyLock), ahead of every statement that locks a claim. A transaction's row
@@ -364,11 +404,16 @@ FROM unnest($2::int4[]) AS k`
 // they and the transaction's forensic key locks (forensic of them) would be more than
 // maxClaimKeyLocks. Every intake transaction holds that lock, shared or not, so such a
 // transaction runs alone and needs no lock of a key. The locks are those of space.
-func queueClaimKeyLocks(b *pgx.Batch, space lockSpace, ask []*recordRow, forensic int) (queued, all bool) {
+//
+// With try, a transaction that need not run alone runs alone all the same when no
+// other intake transaction is in flight, as with one replica (intakeWriters is one a
+// process): one lock instead of one a key, and for forensics two or three a delivery
+// (sqlClaimKeyLocks answers which it took).
+func queueClaimKeyLocks(b *pgx.Batch, space lockSpace, ask []*recordRow, forensic int, try bool) (queued, all bool) {
 	if len(ask) == 0 {
 		return false, false
 	}
-	ids := make([]int32, 0, len(ask)+1)
+	ids := make([]int32, 0, len(ask))
 	for _, r := range ask {
 		id := space.key(forensicKeyLockID("claim", r.d.Source, r.d.Key))
 		if id == 0 {
@@ -382,8 +427,8 @@ func queueClaimKeyLocks(b *pgx.Batch, space lockSpace, ask []*recordRow, forensi
 	if all {
 		ids = ids[:0]
 	}
-	ids = slices.Insert(ids, 0, 0)
-	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all, space.id(intakeLock))
+	b.Queue(sqlClaimKeyLocks, int32(claimKeyLock&0xffffffff), ids, all, space.id(intakeLock), try && !all,
+		strconv.FormatInt(aloneLockWait.Milliseconds(), 10))
 	return true, all
 }
 
@@ -423,8 +468,13 @@ func closeBatch(br pgx.BatchResults, err error) error {
 // batch after batch.
 type claimBuffers struct {
 	// lastStamp is the latest receipt time the writer stored (stampRead: known).
-	lastStamp    time.Time
-	stampRead    bool
+	lastStamp time.Time
+	stampRead bool
+	// contendedUntil is when the writer next tries to run a transaction alone
+	// (queueClaimKeyLocks): until then another replica's intake runs beside it.
+	contendedUntil time.Time
+	// alone is whether the writer's transaction runs alone (sqlClaimKeyLocks).
+	alone        bool
 	ids          []int64
 	ask          []*recordRow
 	holders      map[claimKey]*holder

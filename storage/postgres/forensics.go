@@ -43,6 +43,7 @@ import (
 // would each find nothing and both stand as the original. So the recording that looks
 // a business or correlation key up holds that key's lock (forensicLookups.queue) from
 // before the look-up until its commit: the other waits, then looks, and finds the first.
+// One that runs alone (sqlClaimKeyLocks) holds every other recording off instead.
 //
 // The rows' deliveries are as they are stored (storable): what the checks compare and
 // write of them needs no escaping here.
@@ -135,7 +136,8 @@ type forensicLookups struct {
 	corrFound []corrMatch
 	// locks are the ids of the forensic key locks of the rows, sorted and unique, and
 	// locked whether queue queued them: not when the transaction holds every intake
-	// transaction off (queueClaimKeyLocks).
+	// transaction off because it must (queueClaimKeyLocks). One that does so by choice
+	// queues them, and the statement takes none (sqlForensicKeyLocks).
 	locks  []int32
 	locked bool
 
@@ -177,8 +179,10 @@ func hasBusinessKey(r *recordRow) bool {
 
 // sqlForensicKeyLocks takes the forensic key locks $2 ($1: that lock's half), in the
 // array's order: unnest yields its elements in order, and each row's lock is taken as
-// it comes.
-const sqlForensicKeyLocks = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k`
+// it comes. None when the transaction runs alone (sqlClaimKeyLocks): the condition,
+// of no row, is checked once, before the first.
+const sqlForensicKeyLocks = `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k
+WHERE current_setting('` + sqlAloneSetting + `', true) IS DISTINCT FROM 'true'`
 
 // sqlBusinessLookup finds, for each business key ($3, of source $1, received by the
 // row of key $2 at $4 less the window), the earliest delivery of the source with that

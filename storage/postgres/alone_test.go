@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
+)
+
+// TestRecord_AloneTakesNoKeyLocks: a writer with no other intake transaction in flight
+// runs its transactions alone, under the intake-wide lock, and takes no lock of a key:
+// a connection holding a key's lock does not hold up the recording of that key. Once
+// another intake transaction is found in flight (another replica's, here a connection
+// holding the intake-wide lock shared), the writer takes the keys' locks again, and
+// waits for that key's holder.
+func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	ctx := t.Context()
+	db, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+	delivery := func(key string) *storage.Delivery {
+		return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: "h",
+			Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
+	}
+	// holdKey holds key's claim lock in a transaction of conn until the returned
+	// function ends it.
+	holdKey := func(key string) func() {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := db.locks.key(forensicKeyLockID("claim", "ota", key))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(claimKeyLock&0xffffffff), id); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	record := func(key string) <-chan error {
+		errc := make(chan error, 1)
+		go func() { errc <- db.Record(context.Background(), delivery(key), day) }()
+		return errc
+	}
+
+	release := holdKey("k1")
+	select {
+	case err := <-record("k1"):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a lone writer waited for a key's lock")
+	}
+	release()
+
+	// Another intake transaction in flight: the writer's next transaction finds it and
+	// runs beside it, under the keys' locks.
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.WithoutCancel(ctx))
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-record("k2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release = holdKey("k3")
+	errc := record("k3")
+	select {
+	case err := <-errc:
+		t.Fatalf("recorded (%v) while another transaction held its key's lock", err)
+	case <-time.After(time.Second):
+	}
+	release()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM claims WHERE key IN ('k1', 'k2', 'k3')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d claims stored, want 3", n)
+	}
+}
+
+// TestRecord_AloneLetsOthersThrough: a replica's transaction that runs alone and meets
+// a claim's row held by another transaction (an operator's, here) gives way after
+// aloneLockWait and runs again under the keys' locks: another replica's intake, which
+// waited for it, goes on while the row is still held, and the first delivery is stored
+// once the row is let go.
+func TestRecord_AloneLetsOthersThrough(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	ctx := t.Context()
+	open := func() *DB {
+		db, err := Open(ctx, url, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+VALUES ('ota', 'held', 'processed', 0, 'h', 0, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+	delivery := func(key string) *storage.Delivery {
+		return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: "h",
+			Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
+	}
+	held := make(chan error, 1)
+	go func() { held <- a.Record(context.Background(), delivery("held"), day) }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery of the held claim never waited for its row")
+		}
+	}
+	// b records while a's transaction waits for the row or runs again: whichever,
+	// within the busy timeout, not once the row is let go.
+	for i := range 5 {
+		if err := b.Record(ctx, delivery(fmt.Sprint("other-", i)), day); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("recorded (%v) while its claim's row was held", err)
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
