@@ -12,6 +12,12 @@ import (
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
+// aloneDelivery is a delivery of key as the receiver records it.
+func aloneDelivery(key string) *storage.Delivery {
+	return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: "h",
+		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
+}
+
 // TestRecord_AloneTakesNoKeyLocks: a writer with no other intake transaction in flight
 // runs its transactions alone, under the intake-wide lock, and takes no lock of a key:
 // a connection holding a key's lock does not hold up the recording of that key. Once
@@ -32,10 +38,6 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	day := storage.ClaimOptions{TTL: 24 * time.Hour}
-	delivery := func(key string) *storage.Delivery {
-		return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: "h",
-			Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
-	}
 	// holdKey holds key's claim lock in a transaction of conn until the returned
 	// function ends it.
 	holdKey := func(key string) func() {
@@ -55,7 +57,7 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 	}
 	record := func(key string) <-chan error {
 		errc := make(chan error, 1)
-		go func() { errc <- db.Record(context.Background(), delivery(key), day) }()
+		go func() { errc <- db.Record(context.Background(), aloneDelivery(key), day) }()
 		return errc
 	}
 
@@ -145,12 +147,8 @@ VALUES ('ota', 'held', 'processed', 0, 'h', 0, 0, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	day := storage.ClaimOptions{TTL: 24 * time.Hour}
-	delivery := func(key string) *storage.Delivery {
-		return &storage.Delivery{Source: "ota", Status: 200, Key: key, KeyMethod: "event_id", PayloadHash: "h",
-			Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
-	}
 	held := make(chan error, 1)
-	go func() { held <- a.Record(context.Background(), delivery("held"), day) }()
+	go func() { held <- a.Record(context.Background(), aloneDelivery("held"), day) }()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		var waiting int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -167,7 +165,7 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 	// b records while a's transaction waits for the row or runs again: whichever,
 	// within the busy timeout, not once the row is let go.
 	for i := range 5 {
-		if err := b.Record(ctx, delivery(fmt.Sprint("other-", i)), day); err != nil {
+		if err := b.Record(ctx, aloneDelivery(fmt.Sprint("other-", i)), day); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
