@@ -182,3 +182,67 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 		t.Fatal(err)
 	}
 }
+
+// TestRecord_AloneTriesAgainWhileBusy: a writer that found another intake transaction in
+// flight tries to run alone again aloneRetry later, however many deliveries it records
+// under the keys' locks meanwhile: once the other replica is gone, a replica that takes
+// a delivery more often than aloneRetry runs alone again all the same.
+func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
+	defer func(d time.Duration) { aloneRetry = d }(aloneRetry)
+	aloneRetry = 500 * time.Millisecond
+	url := postgrestest.NewDatabase(t)
+	ctx := t.Context()
+	db, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+
+	// Another replica's intake transaction in flight: the next transaction finds it.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Record(ctx, aloneDelivery("found"), day); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Gone: the writer records a delivery every 100 ms, for three times aloneRetry.
+	for i, end := 0, time.Now().Add(3*aloneRetry); time.Now().Before(end); i++ {
+		if err := db.Record(ctx, aloneDelivery(fmt.Sprint("busy-", i)), day); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// By now it runs alone: a key's lock held elsewhere does not hold it up.
+	tx, err = conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	id := db.locks.key(forensicKeyLockID("claim", "ota", "last"))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(claimKeyLock&0xffffffff), id); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- db.Record(context.Background(), aloneDelivery("last"), day) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer still takes the keys' locks, long after the other intake transaction ended")
+	}
+}

@@ -379,17 +379,16 @@ FROM (SELECT CASE WHEN $3::boolean THEN (SELECT true FROM (SELECT pg_advisory_xa
 // tells the statements after it that the transaction holds intakeLock exclusively.
 const sqlAloneSetting = "hookdedup.intake_alone"
 
-const (
-	// aloneRetry is how long a writer whose transaction found another intake
-	// transaction in flight (another replica's), or waited past aloneLockWait, takes
-	// the keys' locks before it tries again to run alone: while replicas take
-	// deliveries at once, trying would only make one of them wait for the other's
-	// whole transaction now and then.
-	aloneRetry = time.Minute
-	// aloneLockWait bounds each lock wait of a transaction that runs alone by choice
-	// (sqlClaimKeyLocks).
-	aloneLockWait = 100 * time.Millisecond
-)
+// aloneRetry is how long a writer whose transaction found another intake
+// transaction in flight (another replica's), or waited past aloneLockWait, takes
+// the keys' locks before it tries again to run alone: while replicas take
+// deliveries at once, trying would only make one of them wait for the other's
+// whole transaction now and then. A variable, which tests shorten.
+var aloneRetry = time.Minute
+
+// aloneLockWait bounds each lock wait of a transaction that runs alone by choice
+// (sqlClaimKeyLocks).
+const aloneLockWait = 100 * time.Millisecond
 
 // queueClaimKeyLocks queues on b the statement that takes the locks of the keys of ask
 // (claimKeyLock), ahead of every statement that locks a claim. A transaction's row
