@@ -254,7 +254,8 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 	b.Queue(sqlIndexPlans)
 	look := &w.look
 	defer look.release()
-	locked, all := queueClaimKeyLocks(&b, w.db.locks, ask, look.collect(w.db.locks, ask), time.Now().After(w.contendedUntil))
+	try := time.Now().After(w.contendedUntil)
+	locked, all := queueClaimKeyLocks(&b, w.db.locks, ask, look.collect(w.db.locks, ask), try)
 	traced := queueTraceTakenOver(&b, ask)
 	look.queue(&b, !all)
 	// The ids last, under every lock: of two replicas' rows that share a business or
@@ -273,7 +274,9 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		if err := br.QueryRow().Scan(&w.alone, &keyLocks, &lockTimeout); err != nil {
 			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
-		if !w.alone && !all {
+		if try && !w.alone && !all {
+			// The try failed: another intake transaction is in flight. Only a try
+			// pushes the next one on; a transaction that did not try found nothing.
 			w.contendedUntil = time.Now().Add(aloneRetry)
 		}
 	}
