@@ -246,3 +246,69 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 		t.Fatal("the writer still takes the keys' locks, long after the other intake transaction ended")
 	}
 }
+
+// TestRecord_AloneUnderLockTimeout: with a lock_timeout of the database's (or the
+// role's) shorter than the time a replica's transaction runs alone, another replica's
+// intake, which waits for that transaction to end, is not failed by it: it waits for
+// another replica's intake, not for a lock an operator may hold for ever.
+func TestRecord_AloneUnderLockTimeout(t *testing.T) {
+	url := postgrestest.NewDatabase(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var name string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *DB {
+		db, err := Open(ctx, url, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a := open()
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET lock_timeout = '20ms'`); err != nil {
+		t.Fatal(err)
+	}
+	b := open()
+	// b's connections are opened under the database's lock_timeout.
+	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+	if err := b.Record(ctx, aloneDelivery("b-first"), day); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+VALUES ('ota', 'held', 'processed', 0, 'h', 0, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	// a runs alone, and waits aloneLockWait for a row an operator holds.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	go a.Record(context.Background(), aloneDelivery("held"), day)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		var waiting int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery of the held claim never waited for its row")
+		}
+	}
+	if err := b.Record(ctx, aloneDelivery("b-second"), day); err != nil {
+		t.Fatalf("another replica's transaction running alone failed this one's: %v", err)
+	}
+}
