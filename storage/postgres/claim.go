@@ -367,6 +367,13 @@ const maxClaimKeyLocks = 4 * maxBatchRows
 // The subquery that takes intakeLock is kept apart by its OFFSET, so that it runs once,
 // before the keys' locks.
 //
+// The shared lock is waited for with lock_timeout lifted, and the server's, the
+// database's or the role's put back right after (set_config of NULL: the connection's
+// default, which the engine never changes on its connections): a transaction
+// running alone holds it for as long as it runs, and the wait is for another replica's
+// intake, bounded by the deliveries' deadlines, not for a lock an operator may hold.
+// Under such a bound the waiting replica's deliveries would fail with 55P03.
+//
 // A transaction that ran alone by choice ($5) waits for a lock (a claim's row, which a
 // replica's dispatch, release or bulk action may hold a moment) aloneLockWait at most
 // (lock_timeout): meanwhile every other replica's intake waits for it. Past that it
@@ -376,7 +383,8 @@ const sqlClaimKeyLocks = `SELECT set_config('` + sqlAloneSetting + `', a.alone::
 	CASE WHEN a.alone AND NOT $3::boolean THEN set_config('lock_timeout', $6::text, true) END
 FROM (SELECT CASE WHEN $3::boolean THEN (SELECT true FROM (SELECT pg_advisory_xact_lock($4::bigint)) AS x)
 	WHEN $5::boolean AND pg_try_advisory_xact_lock($4::bigint) THEN true
-	ELSE (SELECT false FROM (SELECT pg_advisory_xact_lock_shared($4::bigint)) AS x) END AS alone OFFSET 0) AS a`
+	ELSE (SELECT false FROM (SELECT set_config('lock_timeout', '0', true), pg_advisory_xact_lock_shared($4::bigint),
+		set_config('lock_timeout', NULL, true)) AS x) END AS alone OFFSET 0) AS a`
 
 // sqlAloneSetting is the setting, local to its transaction, by which sqlClaimKeyLocks
 // tells the statements after it that the transaction holds intakeLock exclusively.
