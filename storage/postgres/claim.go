@@ -274,6 +274,9 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		if err := br.QueryRow().Scan(&w.alone, &keyLocks, &lockTimeout); err != nil {
 			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
+		// One that runs alone because it must (all) is no lone writer's: a lock
+		// timeout there is the server's, database's or role's, and fails it.
+		w.alone = w.alone && !all
 		if try && !w.alone && !all {
 			// The try failed: another intake transaction is in flight. Only a try
 			// pushes the next one on; a transaction that did not try found nothing.
@@ -483,7 +486,8 @@ type claimBuffers struct {
 	// contendedUntil is when the writer next tries to run a transaction alone
 	// (queueClaimKeyLocks): until then another replica's intake runs beside it.
 	contendedUntil time.Time
-	// alone is whether the writer's transaction runs alone (sqlClaimKeyLocks).
+	// alone is whether the writer's transaction runs alone by choice
+	// (sqlClaimKeyLocks), under aloneLockWait.
 	alone        bool
 	ids          []int64
 	ask          []*recordRow
