@@ -18,6 +18,83 @@ func aloneDelivery(key string) *storage.Delivery {
 		Body: []byte(`{"id":"` + key + `"}`), ContentType: "application/json"}
 }
 
+// aloneDay is the claim options of the deliveries of these tests.
+var aloneDay = storage.ClaimOptions{TTL: 24 * time.Hour}
+
+// aloneOpen opens a replica on the database at url, closed when the test ends.
+func aloneOpen(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// aloneConn is a connection of the test's own to the database at url.
+func aloneConn(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	return conn
+}
+
+// aloneBegin begins a transaction on conn, rolled back when the test ends if it is
+// still open, and runs q in it.
+func aloneBegin(t *testing.T, conn *pgx.Conn, q string, args ...any) pgx.Tx {
+	t.Helper()
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.WithoutCancel(t.Context())) })
+	if _, err := tx.Exec(t.Context(), q, args...); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// holdKeyLock holds the claim key lock of key, as db computes it, in a transaction of
+// conn.
+func holdKeyLock(t *testing.T, conn *pgx.Conn, db *DB, key string) pgx.Tx {
+	t.Helper()
+	return aloneBegin(t, conn, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`,
+		int32(claimKeyLock&0xffffffff), db.locks.key(forensicKeyLockID("claim", "ota", key)))
+}
+
+// holdExpiredClaim stores an expired processed claim of key and holds its row in a
+// transaction of conn: a delivery of key waits for it, to trace and take it over.
+func holdExpiredClaim(t *testing.T, conn *pgx.Conn, key string) pgx.Tx {
+	t.Helper()
+	if _, err := conn.Exec(t.Context(), `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
+VALUES ('ota', $1, 'processed', 0, 'h', 0, 0, 0)`, key); err != nil {
+		t.Fatal(err)
+	}
+	return aloneBegin(t, conn, `SELECT 1 FROM claims WHERE key = $1 FOR UPDATE`, key)
+}
+
+// waitForLockWait returns once a session of the database waits for a lock.
+func waitForLockWait(t *testing.T, conn *pgx.Conn, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		var waiting int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+	}
+}
+
 // TestRecord_AloneTakesNoKeyLocks: a writer with no other intake transaction in flight
 // runs its transactions alone, under the intake-wide lock, and takes no lock of a key:
 // a connection holding a key's lock does not hold up the recording of that key. Once
@@ -27,41 +104,14 @@ func aloneDelivery(key string) *storage.Delivery {
 func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	db, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	day := storage.ClaimOptions{TTL: 24 * time.Hour}
-	// holdKey holds key's claim lock in a transaction of conn until the returned
-	// function ends it.
-	holdKey := func(key string) func() {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := db.locks.key(forensicKeyLockID("claim", "ota", key))
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(claimKeyLock&0xffffffff), id); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := tx.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	db, conn := aloneOpen(t, url), aloneConn(t, url)
 	record := func(key string) <-chan error {
 		errc := make(chan error, 1)
-		go func() { errc <- db.Record(context.Background(), aloneDelivery(key), day) }()
+		go func() { errc <- db.Record(context.Background(), aloneDelivery(key), aloneDay) }()
 		return errc
 	}
 
-	release := holdKey("k1")
+	tx := holdKeyLock(t, conn, db, "k1")
 	select {
 	case err := <-record("k1"):
 		if err != nil {
@@ -70,36 +120,29 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a lone writer waited for a key's lock")
 	}
-	release()
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// Another intake transaction in flight: the writer's next transaction finds it and
 	// runs beside it, under the keys' locks.
-	other, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.WithoutCancel(ctx))
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock)); err != nil {
-		t.Fatal(err)
-	}
+	tx = aloneBegin(t, aloneConn(t, url), `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock))
 	if err := <-record("k2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	release = holdKey("k3")
+	tx = holdKeyLock(t, conn, db, "k3")
 	errc := record("k3")
 	select {
 	case err := <-errc:
 		t.Fatalf("recorded (%v) while another transaction held its key's lock", err)
 	case <-time.After(time.Second):
 	}
-	release()
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -120,52 +163,15 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 func TestRecord_AloneLetsOthersThrough(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	open := func() *DB {
-		db, err := Open(ctx, url, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
-VALUES ('ota', 'held', 'processed', 0, 'h', 0, 0, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'held' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+	a, b, conn := aloneOpen(t, url), aloneOpen(t, url), aloneConn(t, url)
+	tx := holdExpiredClaim(t, conn, "held")
 	held := make(chan error, 1)
-	go func() { held <- a.Record(context.Background(), aloneDelivery("held"), day) }()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		var waiting int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery of the held claim never waited for its row")
-		}
-	}
+	go func() { held <- a.Record(context.Background(), aloneDelivery("held"), aloneDay) }()
+	waitForLockWait(t, conn, "the delivery of the held claim never waited for its row")
 	// b records while a's transaction waits for the row or runs again: whichever,
 	// within the busy timeout, not once the row is let go.
 	for i := range 5 {
-		if err := b.Record(ctx, aloneDelivery(fmt.Sprint("other-", i)), day); err != nil {
+		if err := b.Record(ctx, aloneDelivery(fmt.Sprint("other-", i)), aloneDay); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -192,27 +198,11 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 	aloneRetry = 500 * time.Millisecond
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	db, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	day := storage.ClaimOptions{TTL: 24 * time.Hour}
+	db, conn := aloneOpen(t, url), aloneConn(t, url)
 
 	// Another replica's intake transaction in flight: the next transaction finds it.
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock)); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Record(ctx, aloneDelivery("found"), day); err != nil {
+	tx := aloneBegin(t, conn, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock))
+	if err := db.Record(ctx, aloneDelivery("found"), aloneDay); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -220,23 +210,15 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 	}
 	// Gone: the writer records a delivery every 100 ms, for three times aloneRetry.
 	for i, end := 0, time.Now().Add(3*aloneRetry); time.Now().Before(end); i++ {
-		if err := db.Record(ctx, aloneDelivery(fmt.Sprint("busy-", i)), day); err != nil {
+		if err := db.Record(ctx, aloneDelivery(fmt.Sprint("busy-", i)), aloneDay); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	// By now it runs alone: a key's lock held elsewhere does not hold it up.
-	tx, err = conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	id := db.locks.key(forensicKeyLockID("claim", "ota", "last"))
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, int32(claimKeyLock&0xffffffff), id); err != nil {
-		t.Fatal(err)
-	}
+	holdKeyLock(t, conn, db, "last")
 	errc := make(chan error, 1)
-	go func() { errc <- db.Record(context.Background(), aloneDelivery("last"), day) }()
+	go func() { errc <- db.Record(context.Background(), aloneDelivery("last"), aloneDay) }()
 	select {
 	case err := <-errc:
 		if err != nil {
@@ -254,61 +236,25 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 func TestRecord_AloneUnderLockTimeout(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := aloneConn(t, url)
 	var name string
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
-	open := func() *DB {
-		db, err := Open(ctx, url, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a := open()
+	a := aloneOpen(t, url)
 	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET lock_timeout = '20ms'`); err != nil {
 		t.Fatal(err)
 	}
-	b := open()
+	b := aloneOpen(t, url)
 	// b's connections are opened under the database's lock_timeout.
-	day := storage.ClaimOptions{TTL: 24 * time.Hour}
-	if err := b.Record(ctx, aloneDelivery("b-first"), day); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
-VALUES ('ota', 'held', 'processed', 0, 'h', 0, 0, 0)`); err != nil {
+	if err := b.Record(ctx, aloneDelivery("b-first"), aloneDay); err != nil {
 		t.Fatal(err)
 	}
 	// a runs alone, and waits aloneLockWait for a row an operator holds.
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM claims WHERE key = 'held' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	go a.Record(context.Background(), aloneDelivery("held"), day)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		var waiting int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery of the held claim never waited for its row")
-		}
-	}
-	if err := b.Record(ctx, aloneDelivery("b-second"), day); err != nil {
+	holdExpiredClaim(t, conn, "held")
+	go a.Record(context.Background(), aloneDelivery("held"), aloneDay)
+	waitForLockWait(t, conn, "the delivery of the held claim never waited for its row")
+	if err := b.Record(ctx, aloneDelivery("b-second"), aloneDay); err != nil {
 		t.Fatalf("another replica's transaction running alone failed this one's: %v", err)
 	}
 }

@@ -269,9 +269,9 @@ func (w *batchWriter) recordTx(ctx context.Context, conn *pgx.Conn, reqs []*reco
 		}
 	}
 	if locked {
-		var keyLocks int64
-		var lockTimeout *string
-		if err := br.QueryRow().Scan(&w.alone, &keyLocks, &lockTimeout); err != nil {
+		// The other two columns are there to take the keys' locks and set the
+		// lock_timeout: nothing of them is read.
+		if err := br.QueryRow().Scan(&w.alone, nil, nil); err != nil {
 			return false, closeBatch(br, fmt.Errorf("lock keys: %w", err))
 		}
 		// One that runs alone because it must (all) is no lone writer's: a lock
