@@ -95,6 +95,18 @@ func (m Money) SumLost() Money {
 	return Money{Count: m.Count, Unsummed: m.Count - m.NoAmount, NoAmount: m.NoAmount}
 }
 
+// SplitSum is m with the sum of its amounts in minor units, high × 1,000,000,000 + low,
+// as the engines sum the two parts apart so that no part overflows (SuspectTotal.Add):
+// SumLost when no int64 holds it.
+func (m Money) SplitSum(high, low int64) Money {
+	sum := new(big.Int).Mul(big.NewInt(high), big.NewInt(minorSplit))
+	if sum.Add(sum, big.NewInt(low)); !sum.IsInt64() {
+		return m.SumLost()
+	}
+	m.Minor = sum.Int64()
+	return m
+}
+
 // Add adds o to m.
 func (m *Money) Add(o Money) {
 	m.Count += o.Count

@@ -3,7 +3,6 @@ package storage
 import (
 	"cmp"
 	"errors"
-	"math/big"
 	"slices"
 	"time"
 )
@@ -159,9 +158,5 @@ func (t *SuspectTotal) Add(o SuspectTotal) {
 // carried an amount is counted as unsummed.
 func (t SuspectTotal) Money() Money {
 	n := t.Count - t.Repeats // the deliveries
-	sum := new(big.Int).Mul(big.NewInt(t.High), big.NewInt(minorSplit))
-	if sum.Add(sum, big.NewInt(t.Low)); !sum.IsInt64() {
-		return Money{Count: n, NoAmount: t.NoAmount}.SumLost()
-	}
-	return Money{Count: n, Minor: sum.Int64(), Unsummed: t.Unsummed, NoAmount: t.NoAmount}
+	return Money{Count: n, Unsummed: t.Unsummed, NoAmount: t.NoAmount}.SplitSum(t.High, t.Low)
 }

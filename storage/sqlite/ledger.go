@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
 
@@ -97,13 +96,7 @@ WHERE day >= ?1 AND day < ?2`+where+` GROUP BY currency, kind`, args...)
 			if err := tr.Scan(&currency, &kind, &m.Count, &high, &low, &m.Unsummed, &m.NoAmount); err != nil {
 				return err
 			}
-			n := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000))
-			if n.Add(n, big.NewInt(low)); n.IsInt64() {
-				m.Minor = n.Int64()
-			} else {
-				m = m.SumLost()
-			}
-			b.Total(currency, kind, m)
+			b.Total(currency, kind, m.SplitSum(high, low))
 		}
 		if err := tr.Err(); err != nil {
 			return err

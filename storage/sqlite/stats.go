@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"math/big"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
@@ -227,11 +226,7 @@ FROM counts GROUP BY 1, 2, 3, 4 ORDER BY 2, 1, 3, 4`, args...)
 				&m.Count, &high, &low, &m.Unsummed); err != nil {
 				return err
 			}
-			if sum := new(big.Int).Mul(big.NewInt(high), big.NewInt(1_000_000_000)); sum.Add(sum, big.NewInt(low)).IsInt64() {
-				m.Minor = sum.Int64()
-			} else {
-				m = m.SumLost()
-			}
+			m = m.SplitSum(high, low)
 			b.Outcome = storage.Outcome(outcome)
 			b.Start = time.UnixMilli((first + n*hours) * 3600000).UTC()
 			at[place{b.Source, outcome, b.Currency, n}] = len(out)
