@@ -1065,13 +1065,19 @@ func emptyOrSQLite(path string) bool {
 }
 
 // fileHead returns the first len(sqliteHeader) bytes of the file at path, fewer when
-// the file is shorter.
+// the file is shorter. A path that is no regular file (a FIFO, a device) has none: it
+// is opened without waiting, as opening a FIFO to read waits for a writer, and not read.
 func fileHead(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	head := make([]byte, len(sqliteHeader))
 	n, err := io.ReadFull(f, head)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
