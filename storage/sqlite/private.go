@@ -118,13 +118,19 @@ func createPrivate(path string) error {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
 	// Made as root (sudo hookdedup user add, before the service's first start), the
 	// file is its directory's owner's, as the service's user's; SQLite then gives its
-	// -wal and -shm the same owner.
-	return ownLike(path, filepath.Dir(path))
+	// -wal and -shm the same owner. Through the descriptor, as the serve lock is given
+	// its owner: the file made here, whatever is put at path meanwhile.
+	uid, gid, ok, err := ownerOf(filepath.Dir(path))
+	if err == nil && ok {
+		err = f.Chown(uid, gid)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // missing reports whether nothing is at path: no file, no directory on the way to it, or
