@@ -101,7 +101,7 @@ type RequesterGoneError struct {
 // it in the approval's own transaction, which holds the requester's row: checked apart,
 // a demotion or removal committed between the check and the approval would pass.
 func CheckRequester(name, role string) error {
-	if role == RoleOperator || role == RoleAdmin {
+	if RoleAtLeast(role, RoleOperator) {
 		return nil
 	}
 	return &RequesterGoneError{Name: name, Role: role}

@@ -17,6 +17,13 @@ const (
 	RoleAdmin    = "admin"    // + users, sources
 )
 
+// RoleAtLeast reports whether role may do what needs at least role need: viewer <
+// operator < admin.
+func RoleAtLeast(role, need string) bool {
+	rank := map[string]int{RoleViewer: 1, RoleOperator: 2, RoleAdmin: 3}
+	return rank[role] > 0 && rank[role] >= rank[need]
+}
+
 // ValidRole reports whether role is one of the roles.
 func ValidRole(role string) bool {
 	return role == RoleViewer || role == RoleOperator || role == RoleAdmin

@@ -97,10 +97,7 @@ func WithUser(ctx context.Context, u User) context.Context {
 
 // Allowed reports whether role may do what needs at least role need: viewer <
 // operator < admin.
-func Allowed(role, need string) bool {
-	rank := map[string]int{storage.RoleViewer: 1, storage.RoleOperator: 2, storage.RoleAdmin: 3}
-	return rank[role] > 0 && rank[role] >= rank[need]
-}
+func Allowed(role, need string) bool { return storage.RoleAtLeast(role, need) }
 
 // cookieStore reads the cookie keys from the settings, creating them on first start:
 // a 64-byte authentication key and a 32-byte encryption key.

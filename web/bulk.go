@@ -108,11 +108,7 @@ func bulkError(err error) error {
 	if gone, ok := errors.AsType[*storage.RequesterGoneError](err); ok {
 		// Made a viewer or removed since the request: approved, the action would run
 		// under the name of someone who may no longer reprocess. Refusing closes it.
-		what := gone.Name + " is a " + gone.Role + " now"
-		if gone.Role == "" {
-			what = gone.Name + " was removed"
-		}
-		return Errorf(http.StatusConflict, "Its requester is no longer an operator (%s): refuse it, and ask again under a current operator's name.", what)
+		return Errorf(http.StatusConflict, "This action cannot be approved: %s. Refuse it, and ask again under a current operator's name.", gone)
 	}
 	return err
 }
