@@ -97,31 +97,41 @@ func ptrUnescape(tok string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 }
 
-// member returns the offset of the value of the member called name in the
-// object that starts at doc[i]. Duplicate names cannot occur (jsontext rejects
-// them), so the first match is the only one.
-func ptrMember(doc string, i int, name string) (int, bool) {
-	i++ // '{'
-	for {
+// ptrMember returns the offset of the value of the first member called name in the
+// object that starts at doc[i]. Where a body repeats a name (a refused body, never
+// checked whole) the first is the one: as jsontext, which rejects repeated names,
+// reads an accepted body.
+func ptrMember(doc string, i int, name string) (at int, ok bool) {
+	ptrMembers(doc, i, name, func(j int) bool {
+		at, ok = j, true
+		return false
+	})
+	return at, ok
+}
+
+// ptrMembers calls yield with the offset of the value of each member called name in
+// the object that starts at doc[i], in order, until yield returns false. A body cut
+// short ends the walk where it ends.
+func ptrMembers(doc string, i int, name string, yield func(int) bool) {
+	for i++; ; i++ { // past '{', then past each ','
 		i = jsonSkipSpace(doc, i)
 		if i >= len(doc) || doc[i] != '"' {
-			return 0, false // '}': no such member
+			return // '}': no more members
 		}
 		end := storage.JSONStringEnd(doc, i)
 		match := jsonStringValue(doc[i:end]) == name
 		i = jsonSkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {
-			return 0, false
+			return
 		}
 		i = jsonSkipSpace(doc, i+1)
-		if match {
-			return i, true
+		if match && !yield(i) {
+			return
 		}
 		i = jsonSkipSpace(doc, jsonSkipValue(doc, i))
 		if i >= len(doc) || doc[i] != ',' {
-			return 0, false
+			return
 		}
-		i++
 	}
 }
 
@@ -297,27 +307,10 @@ func redactSpans(doc string, i int, p string, spans [][2]int) [][2]int {
 	}
 	switch doc[i] {
 	case '{':
-		name := ptrUnescape(tok)
-		for i++; ; i++ { // past '{', then past each ','
-			i = jsonSkipSpace(doc, i)
-			if i >= len(doc) || doc[i] != '"' {
-				return spans
-			}
-			end := storage.JSONStringEnd(doc, i)
-			match := jsonStringValue(doc[i:end]) == name
-			i = jsonSkipSpace(doc, end)
-			if i >= len(doc) || doc[i] != ':' {
-				return spans
-			}
-			i = jsonSkipSpace(doc, i+1)
-			if match {
-				spans = redactSpans(doc, i, rest, spans)
-			}
-			i = jsonSkipSpace(doc, jsonSkipValue(doc, i))
-			if i >= len(doc) || doc[i] != ',' {
-				return spans
-			}
-		}
+		ptrMembers(doc, i, ptrUnescape(tok), func(j int) bool {
+			spans = redactSpans(doc, j, rest, spans)
+			return true
+		})
 	case '[':
 		if j, ok := ptrElement(doc, i, tok); ok {
 			spans = redactSpans(doc, j, rest, spans)
