@@ -42,8 +42,9 @@ import (
 // keys are pending they are moved into business_keys and correlation_keys in one
 // statement each: inserted one batch at a time, each key dirtied a leaf page of its
 // table's hash index, a page of the write-ahead log written and checkpointed for a few
-// bytes. Those tables are found by the first 8 bytes of a key's hash (storedHash): an
-// entry of their hash indexes is that prefix and the row's id, some 15 bytes, and the
+// bytes. Those tables are found by the day a key was seen and the first 8 bytes of its
+// hash (storedHash, keyDays): an entry of their hash indexes is the day, that prefix
+// and the row's id, some 18 bytes; a move's entries land among their day's, and the
 // rows and their seen times are appended.
 
 // holderKey names a claim: its source and key.
@@ -338,29 +339,32 @@ func (f *forensics) queryRow(ctx context.Context, q string, args []any, dest ...
 
 func (f *forensics) done() { f.tx = nil }
 
+// The business and correlation keys' tables are indexed by the day each key was seen
+// (sqlKeyDay), then by its hash's first 8 bytes (migrations/0041_forensic_key_days.sql):
+// a key moved in lands among its day's, not anywhere in the window's. A look-up seeks
+// in each day that the table holds keys of, from its window's first on: days(day), a
+// recursive table that finds each next day by one seek, and ends with a NULL. A key
+// seen on a day ahead of the clock (a clock set back since) is found as any other.
+//
+// sqlKeyDay is written here as in the indexes: SQLite uses an index on an expression
+// only where a query writes that expression alike.
+const sqlKeyDay = `seen_at / 86400000`
+
+// keyDays is the days table of the keys of table, from the day of since (an SQL
+// expression) on.
+func keyDays(table, since string) string {
+	next := func(cmp, from string) string {
+		return `(SELECT ` + sqlKeyDay + ` FROM ` + table + ` WHERE ` + sqlKeyDay + ` ` + cmp + ` ` + from +
+			` ORDER BY ` + sqlKeyDay + ` LIMIT 1)`
+	}
+	return `days(day) AS (SELECT ` + next(">=", since+` / 86400000`) + `
+	UNION ALL SELECT ` + next(">", "days.day") + ` FROM days WHERE days.day IS NOT NULL)`
+}
+
 const (
 	sqlFirstMoney = `SELECT amount, currency, event_status FROM deliveries WHERE id = ?`
 	sqlSetMoney   = `UPDATE deliveries SET money_mismatch = 1 WHERE id = ?`
 
-	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
-	// The key lab's: the pending keys (p), a few thousand at most and without an index,
-	// are read through. The earliest of both tables is the match (min's row gives the
-	// source); none, no row.
-	sqlBusinessMatch = `SELECT delivery FROM (SELECT min(delivery) AS delivery FROM (
-SELECT (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-	WHERE substr(bk.hash, 1, 8) = substr(?2, 1, 8) AND bk.hash = ?2 AND bk.source = ?1 AND +bk.seen_at >= ?3
-		AND coalesce(d.key, '') != ?4
-	ORDER BY bk.delivery LIMIT 1) AS delivery
-UNION ALL
-SELECT p.delivery FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
-	WHERE p.rule = '' AND p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
-WHERE delivery IS NOT NULL`
-	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
-SELECT delivery, source FROM correlation_keys WHERE substr(hash, 1, 8) = substr(?2, 1, 8) AND hash = ?2 AND rule = ?1
-	AND +seen_at >= ?3 AND source != ?4
-UNION ALL
-SELECT p.delivery, p.source FROM forensic_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
-WHERE delivery IS NOT NULL`
 	sqlTraceFind = `SELECT t.first_seen, CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.first_delivery)
 	THEN t.first_delivery ELSE 0 END FROM key_traces t WHERE t.source = ? AND t.key_hash = ?`
 
@@ -375,6 +379,31 @@ WHERE delivery IS NOT NULL`
 
 	sqlSuspectAdd = `INSERT INTO suspects (kind, delivery, other, source, other_source, rule, property, booking,
 	amount, currency, first_seen, flagged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+var (
+	// One delivery's lookups, as the multi-row statements make them (WouldFlag).
+	// The key lab's: the pending keys (p), a few thousand at most and without an index,
+	// are read through. The earliest of both tables is the match (min's row gives the
+	// source); none, no row.
+	sqlBusinessMatch = `SELECT delivery FROM (SELECT min(delivery) AS delivery FROM (
+SELECT (WITH RECURSIVE ` + keyDays("business_keys", "?3") + `
+SELECT min(bk.delivery) FROM days CROSS JOIN business_keys bk
+	ON bk.` + sqlKeyDay + ` = days.day AND substr(bk.hash, 1, 8) = substr(?2, 1, 8)
+	LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.hash = ?2 AND bk.source = ?1 AND +bk.seen_at >= ?3 AND coalesce(d.key, '') != ?4) AS delivery
+UNION ALL
+SELECT p.delivery FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
+	WHERE p.rule = '' AND p.source = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND coalesce(d.key, '') != ?4))
+WHERE delivery IS NOT NULL`
+	sqlCorrelationMatch = `SELECT delivery, source FROM (SELECT min(delivery) AS delivery, source FROM (
+SELECT delivery, source FROM (WITH RECURSIVE ` + keyDays("correlation_keys", "?3") + `
+SELECT ck.delivery, ck.source FROM days CROSS JOIN correlation_keys ck
+	ON ck.` + sqlKeyDay + ` = days.day AND substr(ck.hash, 1, 8) = substr(?2, 1, 8)
+	WHERE ck.hash = ?2 AND ck.rule = ?1 AND +ck.seen_at >= ?3 AND ck.source != ?4)
+UNION ALL
+SELECT p.delivery, p.source FROM forensic_keys_pending p WHERE p.rule = ?1 AND p.hash = ?2 AND p.seen_at >= ?3 AND p.source != ?4))
+WHERE delivery IS NOT NULL`
 )
 
 // The multi-row statements of the checks: each takes a chunk of rows at once, as the
@@ -404,10 +433,11 @@ FROM v JOIN key_traces t ON t.source = v.source AND t.key_hash = v.hash`},
 	// The pending keys are read at the rowids the writer has for the key (pending, a
 	// JSON array; "[]" for none), each row checked against the key.
 	multiKeyFind: {`WITH v(i, rule, hash, since, source, key, pending) AS (VALUES `, `(?, ?, ?, ?, ?, ?, ?)`, `)
-SELECT v.i, (SELECT bk.delivery FROM business_keys bk LEFT JOIN deliveries d ON d.id = bk.delivery
-	WHERE substr(bk.hash, 1, 8) = substr(v.hash, 1, 8) AND bk.hash = v.hash AND bk.source = v.source
-		AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key
-	ORDER BY bk.delivery LIMIT 1), v.source
+SELECT v.i, (WITH RECURSIVE ` + keyDays("business_keys", "v.since") + `
+	SELECT min(bk.delivery) FROM days CROSS JOIN business_keys bk
+		ON bk.` + sqlKeyDay + ` = days.day AND substr(bk.hash, 1, 8) = substr(v.hash, 1, 8)
+		LEFT JOIN deliveries d ON d.id = bk.delivery
+	WHERE bk.hash = v.hash AND bk.source = v.source AND +bk.seen_at >= v.since AND coalesce(d.key, '') != v.key), v.source
 FROM v WHERE v.rule = '' AND v.i >= 0
 UNION ALL
 SELECT v.i, (SELECT min(p.delivery) FROM forensic_keys_pending p LEFT JOIN deliveries d ON d.id = p.delivery
@@ -416,9 +446,10 @@ SELECT v.i, (SELECT min(p.delivery) FROM forensic_keys_pending p LEFT JOIN deliv
 FROM v WHERE v.rule = '' AND v.i >= 0 AND v.pending != '[]'
 UNION ALL
 SELECT v.i, ck.delivery, ck.source FROM v JOIN correlation_keys ck
-	ON ck.rowid = (SELECT rowid FROM (SELECT c2.rowid AS rowid, min(c2.delivery) FROM correlation_keys c2
-		WHERE substr(c2.hash, 1, 8) = substr(v.hash, 1, 8) AND c2.hash = v.hash AND c2.rule = v.rule
-		AND +c2.seen_at >= v.since AND c2.source != v.source))
+	ON ck.rowid = (WITH RECURSIVE ` + keyDays("correlation_keys", "v.since") + `
+		SELECT rowid FROM (SELECT c2.rowid AS rowid, min(c2.delivery) FROM days CROSS JOIN correlation_keys c2
+			ON c2.` + sqlKeyDay + ` = days.day AND substr(c2.hash, 1, 8) = substr(v.hash, 1, 8)
+		WHERE c2.hash = v.hash AND c2.rule = v.rule AND +c2.seen_at >= v.since AND c2.source != v.source))
 WHERE v.rule != ''
 UNION ALL
 SELECT v.i, p.delivery, p.source FROM v JOIN forensic_keys_pending p
