@@ -22,30 +22,16 @@ import (
 // deliveries' keys is traced. Each run works on a copy of one filled file, and
 // measures once the writer's filter of keys is in use.
 func BenchmarkRecord_ForensicsTraced(b *testing.B) {
-	traces := 1_000_000
-	if s := os.Getenv("BENCH_TRACES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			b.Fatalf("BENCH_TRACES=%q: want a number of traces", s)
-		}
-		traces = n
-	}
+	traces := benchEnvCount(b, "BENCH_TRACES", 1_000_000)
 	seed := filepath.Join(b.TempDir(), "traced.db")
 	benchFillTraces(b, seed, traces)
 	for _, mode := range []string{"Plain", "Forensics"} {
 		b.Run(mode+"/Unique", func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "bench.db")
-			if out, err := exec.Command("cp", seed, path).CombinedOutput(); err != nil {
-				b.Fatalf("copy %s: %v: %s", seed, err, out)
-			}
-			db := storagetest.OpenPath(b, path, sqlite.Options{Synchronous: "FULL"})
-			var n atomic.Int64
 			claim := storage.ClaimOptions{TTL: 24 * time.Hour}
 			if mode == "Forensics" {
 				claim.BusinessWindow = 14 * 24 * time.Hour
 			}
-			record := func() error {
-				i := n.Add(1)
+			benchOnCopy(b, seed, func(db *sqlite.DB, i int64) error {
 				d := benchDelivery(benchKey(i))
 				if mode == "Forensics" {
 					business := i
@@ -56,38 +42,66 @@ func BenchmarkRecord_ForensicsTraced(b *testing.B) {
 					d.Correlations = []storage.CorrelationKey{{Rule: "double-refund", Hash: benchKey(-i), Window: 72 * time.Hour}}
 				}
 				return db.Record(context.Background(), d, claim)
-			}
-			// Not measured: the writer builds its filter from the file in the background,
-			// and looks every key up until it has.
-			for i := 0; db.KeyFilters() < 1; i++ {
-				if i == 100_000 {
-					b.Fatal("the writer never took a filter of keys into use")
-				}
-				if err := record(); err != nil {
-					b.Fatal(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			cpu := benchCPU()
-			batches0, rows0 := db.BatchStats()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := record(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
 			})
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-			batches, rows := db.BatchStats()
-			b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 		})
 	}
+}
+
+// benchEnvCount is the count that the environment variable name gives, def if unset.
+func benchEnvCount(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		b.Fatalf("%s=%q: want a count", name, s)
+	}
+	return n
+}
+
+// benchOnCopy measures record, which records the delivery numbered i, from 32 callers a
+// core on a copy of the database file seed: claims a second, the CPU and the bytes
+// written a delivery, and rows a batch. It measures once the writer's filter of keys is
+// in use: the writer builds it from the file in the background, and looks every key up
+// until it has.
+func benchOnCopy(b *testing.B, seed string, record func(db *sqlite.DB, i int64) error) {
+	path := filepath.Join(b.TempDir(), "bench.db")
+	if out, err := exec.Command("cp", seed, path).CombinedOutput(); err != nil {
+		b.Fatalf("copy %s: %v: %s", seed, err, out)
+	}
+	db := storagetest.OpenPath(b, path, sqlite.Options{Synchronous: "FULL"})
+	var n atomic.Int64
+	for i := 0; db.KeyFilters() < 1; i++ {
+		if i == 100_000 {
+			b.Fatal("the writer never took a filter of keys into use")
+		}
+		if err := record(db, n.Add(1)); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	cpu := benchCPU()
+	io := storagetest.ProcessIO("self")
+	batches0, rows0 := db.BatchStats()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := record(db, n.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	after := storagetest.ProcessIO("self")
+	batches, rows := db.BatchStats()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(after.Written-io.Written)/float64(b.N), "written-B/op")
+	b.ReportMetric(float64(rows-rows0)/float64(max(batches-batches0, 1)), "rows/batch")
 }
 
 // benchFillTraces makes a database at path whose key_traces holds traces traces of

@@ -3,17 +3,12 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
-	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // BenchmarkRecord_ForensicsWindow is BenchmarkRecord_Forensics's Forensics/Unique run
@@ -23,63 +18,21 @@ import (
 // database holds them: what intake's forensics cost as the windows fill. Each run works
 // on a copy of one filled file, and measures once the writer's filter of keys is in use.
 func BenchmarkRecord_ForensicsWindow(b *testing.B) {
-	keys := 1_000_000
-	if s := os.Getenv("BENCH_WINDOW_KEYS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("BENCH_WINDOW_KEYS=%q: want a number of keys", s)
-		}
-		keys = n
-	}
+	keys := benchEnvCount(b, "BENCH_WINDOW_KEYS", 1_000_000)
 	const window, refundWindow = 14 * 24 * time.Hour, 72 * time.Hour
 	empty := filepath.Join(b.TempDir(), "empty.db")
 	full := filepath.Join(b.TempDir(), "full.db")
 	benchFillWindows(b, empty, 0, window, refundWindow)
 	benchFillWindows(b, full, keys, window, refundWindow)
+	claim := storage.ClaimOptions{TTL: 24 * time.Hour, BusinessWindow: window}
 	for _, run := range []struct{ name, seed string }{{"Empty", empty}, {"Full", full}} {
 		b.Run(run.name, func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "bench.db")
-			if out, err := exec.Command("cp", run.seed, path).CombinedOutput(); err != nil {
-				b.Fatalf("copy %s: %v: %s", run.seed, err, out)
-			}
-			db := storagetest.OpenPath(b, path, sqlite.Options{Synchronous: "FULL"})
-			var n atomic.Int64
-			claim := storage.ClaimOptions{TTL: 24 * time.Hour, BusinessWindow: window}
-			record := func() error {
-				i := n.Add(1)
+			benchOnCopy(b, run.seed, func(db *sqlite.DB, i int64) error {
 				d := benchDelivery(benchKey(i))
 				d.BusinessKey = benchHash(i)
 				d.Correlations = []storage.CorrelationKey{{Rule: "double-refund", Hash: benchHash(-i), Window: refundWindow}}
 				return db.Record(context.Background(), d, claim)
-			}
-			// Not measured: the writer builds its filter from the file in the background.
-			for i := 0; db.KeyFilters() < 1; i++ {
-				if i == 100_000 {
-					b.Fatal("the writer never took a filter of keys into use")
-				}
-				if err := record(); err != nil {
-					b.Fatal(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			cpu := benchCPU()
-			io := storagetest.ProcessIO("self")
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := record(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
 			})
-			b.StopTimer()
-			after := storagetest.ProcessIO("self")
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-			b.ReportMetric(float64(after.Written-io.Written)/float64(b.N), "written-B/op")
 		})
 	}
 }
