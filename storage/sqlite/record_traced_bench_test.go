@@ -108,6 +108,15 @@ func benchOnCopy(b *testing.B, seed string, record func(db *sqlite.DB, i int64) 
 // random keys of source ota, expired an hour ago.
 func benchFillTraces(b *testing.B, path string, traces int) {
 	b.Helper()
+	expired := time.Now().Add(-time.Hour).UnixMilli()
+	benchFillRows(b, path, `INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
+SELECT 'ota', randomblob(32), ?2 - 86400000, i, ?2 FROM n`, traces, expired)
+}
+
+// benchFillRows makes (or opens) a database at path and runs insert there for each i of n(i), the
+// numbers 1 to ?1 (rows), with args as ?2 on.
+func benchFillRows(b *testing.B, path, insert string, rows int, args ...any) {
+	b.Helper()
 	db, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -115,14 +124,15 @@ func benchFillTraces(b *testing.B, path string, traces int) {
 	if err := db.Close(); err != nil {
 		b.Fatal(err)
 	}
+	if rows == 0 {
+		return
+	}
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 	if err != nil {
 		b.Fatal(err)
 	}
-	expired := time.Now().Add(-time.Hour).UnixMilli()
-	_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-INSERT INTO key_traces (source, key_hash, first_seen, first_delivery, expired_at)
-SELECT 'ota', randomblob(32), ?2 - 86400000, i, ?2 FROM n`, traces, expired)
+	_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) `+insert,
+		append([]any{rows}, args...)...)
 	if cerr := raw.Close(); err == nil {
 		err = cerr
 	}

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,32 +42,9 @@ func BenchmarkRecord_ForensicsWindow(b *testing.B) {
 // numbered below any that intake gives.
 func benchFillWindows(b *testing.B, path string, keys int, window, refundWindow time.Duration) {
 	b.Helper()
-	db, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if keys == 0 {
-		return
-	}
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
 	now := time.Now().UnixMilli()
-	for _, q := range []struct {
-		sql  string
-		over time.Duration
-	}{
-		{`INSERT INTO business_keys (delivery, source, hash, seen_at) SELECT -i, 'ota', randomblob(32), ?2 - i * ?3 / ?1 FROM n`, window},
-		{`INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at) SELECT 'double-refund', randomblob(32), 'ota', -i, ?2 - i * ?3 / ?1 FROM n`, refundWindow},
-	} {
-		if _, err := raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) `+q.sql,
-			keys, now, q.over.Milliseconds()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchFillRows(b, path, `INSERT INTO business_keys (delivery, source, hash, seen_at)
+SELECT -i, 'ota', randomblob(32), ?2 - i * ?3 / ?1 FROM n`, keys, now, window.Milliseconds())
+	benchFillRows(b, path, `INSERT INTO correlation_keys (rule, hash, source, delivery, seen_at)
+SELECT 'double-refund', randomblob(32), 'ota', -i, ?2 - i * ?3 / ?1 FROM n`, keys, now, refundWindow.Milliseconds())
 }
