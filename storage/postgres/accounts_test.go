@@ -67,7 +67,7 @@ func TestLastAdmin_TwoReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	errs := make(chan error, 2)
 	go func() {
@@ -115,7 +115,7 @@ func TestCreateSession_PasswordChangedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	changed := make(chan error, 1)
 	go func() { changed <- a.SetUserPassword(ctx, "ana", "new", "ana") }()
@@ -158,7 +158,7 @@ func TestRevokeToken_TwoReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	release := holdLock(t, conn, postgres.LockID(a, postgres.AuditLock))
 	errs := make(chan error, 2)
 	go func() { errs <- a.RevokeToken(ctx, tok.ID, "", "admin") }()
@@ -295,7 +295,7 @@ func TestVerifyAudit_Edited(t *testing.T) {
 	if c, err := b.AuditChain(ctx); err != nil || c.Break != nil || c.Rows != 5 {
 		t.Fatalf("before the edit: %+v, %v", c, err)
 	}
-	if _, err := connect(t, url).Exec(ctx, `UPDATE audit_log SET reason = 'nothing happened' WHERE id = 3`); err != nil {
+	if _, err := postgrestest.Connect(t, url).Exec(ctx, `UPDATE audit_log SET reason = 'nothing happened' WHERE id = 3`); err != nil {
 		t.Fatal(err)
 	}
 	c, err := a.VerifyAudit(ctx, storage.AuditAnchor{})
@@ -325,7 +325,7 @@ func TestEndIdleSessions_Busy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := holdLock(t, connect(t, url), postgres.LockID(db, postgres.SweepSessionsLock))
+	release := holdLock(t, postgrestest.Connect(t, url), postgres.LockID(db, postgres.SweepSessionsLock))
 	if n, err := db.EndIdleSessions(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("while another sweeps: %d, %v; want 0, nil", n, err)
 	}
@@ -382,7 +382,7 @@ func TestLoginThrottle_NoDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 	var deadlocks int64
-	if err := connect(t, url).QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks); err != nil {
+	if err := postgrestest.Connect(t, url).QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks); err != nil {
 		t.Fatal(err)
 	}
 	if deadlocks != 0 {

@@ -22,7 +22,7 @@ func TestAlerts_ChannelAddedDuringRollingRestart(t *testing.T) {
 	ctx := context.Background()
 	url := postgrestest.NewDatabase(t)
 	dbA, dbB := openEngine(t, url), openEngine(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 
 	clk := storagetest.NewClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 

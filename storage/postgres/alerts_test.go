@@ -39,7 +39,7 @@ func TestSweeps_LockHeld(t *testing.T) {
 		{"RejectionCounts", postgres.SweepRejectionsLock, func() (int64, error) { return db.SweepRejectionCounts(ctx, cutoff, 10) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			other := connect(t, url)
+			other := postgrestest.Connect(t, url)
 			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}

@@ -32,17 +32,6 @@ func aloneOpen(t *testing.T, url string) *DB {
 	return db
 }
 
-// aloneConn is a connection of the test's own to the database at url.
-func aloneConn(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
-	return conn
-}
-
 // aloneBegin begins a transaction on conn, rolled back when the test ends if it is
 // still open, and runs q in it.
 func aloneBegin(t *testing.T, conn *pgx.Conn, q string, args ...any) pgx.Tx {
@@ -104,7 +93,7 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	db, conn := aloneOpen(t, url), aloneConn(t, url)
+	db, conn := aloneOpen(t, url), postgrestest.Connect(t, url)
 	record := func(key string) <-chan error {
 		errc := make(chan error, 1)
 		go func() { errc <- db.Record(context.Background(), aloneDelivery(key), aloneDay) }()
@@ -126,7 +115,7 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 
 	// Another intake transaction in flight: the writer's next transaction finds it and
 	// runs beside it, under the keys' locks.
-	tx = aloneBegin(t, aloneConn(t, url), `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock))
+	tx = aloneBegin(t, postgrestest.Connect(t, url), `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock))
 	if err := <-record("k2"); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +152,7 @@ func TestRecord_AloneTakesNoKeyLocks(t *testing.T) {
 func TestRecord_AloneLetsOthersThrough(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	a, b, conn := aloneOpen(t, url), aloneOpen(t, url), aloneConn(t, url)
+	a, b, conn := aloneOpen(t, url), aloneOpen(t, url), postgrestest.Connect(t, url)
 	tx := holdExpiredClaim(t, conn, "held")
 	held := make(chan error, 1)
 	go func() { held <- a.Record(context.Background(), aloneDelivery("held"), aloneDay) }()
@@ -198,7 +187,7 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 	aloneRetry = 500 * time.Millisecond
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	db, conn := aloneOpen(t, url), aloneConn(t, url)
+	db, conn := aloneOpen(t, url), postgrestest.Connect(t, url)
 
 	// Another replica's intake transaction in flight: the next transaction finds it.
 	tx := aloneBegin(t, conn, `SELECT pg_advisory_xact_lock_shared($1::bigint)`, db.locks.id(intakeLock))
@@ -236,7 +225,7 @@ func TestRecord_AloneTriesAgainWhileBusy(t *testing.T) {
 func TestRecord_AloneUnderLockTimeout(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	ctx := t.Context()
-	conn := aloneConn(t, url)
+	conn := postgrestest.Connect(t, url)
 	var name string
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestAuditChain_MarkCutShows(t *testing.T) {
 	if err != nil || c.Break != nil || c.LastID != 5 {
 		t.Fatalf("first look: %+v, %v", c, err)
 	}
-	if _, err := connect(t, url).Exec(ctx, `DELETE FROM audit_log WHERE id >= 4`); err != nil {
+	if _, err := postgrestest.Connect(t, url).Exec(ctx, `DELETE FROM audit_log WHERE id >= 4`); err != nil {
 		t.Fatal(err)
 	}
 	c, err = db.AuditChain(ctx)

@@ -43,7 +43,7 @@ func TestOpen_BulkKeysUpgrade(t *testing.T) {
 		t.Fatalf("sweep: %d, %v; want evt_1 swept", n, err)
 	}
 	db.Close()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, q := range []string{`ALTER TABLE bulk_action_keys DROP COLUMN first_delivery`,
 		`DELETE FROM migrations WHERE name = 'migrations/0017_bulk_key_first_delivery.sql'`} {
 		if _, err := conn.Exec(ctx, q); err != nil {

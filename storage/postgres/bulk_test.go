@@ -126,7 +126,7 @@ func TestBulkPreview_Plans(t *testing.T) {
 	fillDeliveries(t, url, planRows, start)
 	// A claim for each key of the accepted deliveries, won by the first of them, and
 	// as many again of a source with no delivery stored any more.
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(ctx, `
 INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
 SELECT DISTINCT ON (source, key) source, key, 'processed', id, 'h', received_at, received_at + 86400000, received_at

@@ -23,7 +23,7 @@ const planRows = 200_000
 // a page of the newest deliveries has to look far for.
 func fillDeliveries(t *testing.T, url string, n int, start time.Time) {
 	t.Helper()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	ctx := t.Context()
 	_, err := conn.Exec(ctx, `
 INSERT INTO deliveries (id, source, received_at, outcome, status, key, key_method, payload_hash, mismatch,

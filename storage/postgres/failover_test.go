@@ -39,7 +39,7 @@ func TestFailover_ReadOnlyServerLeftForTheWritable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := connect(t, fencedURL)
+	admin := postgrestest.Connect(t, fencedURL)
 	// One password for both servers, as one role replicated to a standby has.
 	if _, err := admin.Exec(ctx, `ALTER ROLE postgres PASSWORD `+quoteLiteral(password)); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestFailover_ReadOnlyServerLeftForTheWritable(t *testing.T) {
 	})
 	check("a setting's write", func(ctx context.Context) error { return db.SetSetting(ctx, "failover", "done") })
 	var moved bool
-	if err := connect(t, promoted).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'failover')`).Scan(&moved); err != nil || !moved {
+	if err := postgrestest.Connect(t, promoted).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'failover')`).Scan(&moved); err != nil || !moved {
 		t.Errorf("the write is not on the promoted server (%v)", err)
 	}
 }

@@ -23,7 +23,7 @@ func TestForensicKeys_DeletedUnderPublication(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	db := open(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(ctx, `CREATE PUBLICATION everything FOR ALL TABLES`); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestForensicKeys_LookupSeeksItsSourceAndRule(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	open(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, q := range []string{
 		`INSERT INTO business_keys (source, hash, delivery, seen_at)
 SELECT 'other', 'H', i, i FROM generate_series(1, 2000) AS i`,

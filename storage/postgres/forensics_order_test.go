@@ -18,14 +18,14 @@ func TestRecord_BusinessKeyNamesTheFirst(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	slow, fast := openEngine(t, url), openEngine(t, url)
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	now := time.Now().UnixMilli()
 	// An expired processed claim of the slow replica's key: its trace locks it.
 	if _, err := admin.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
 VALUES ('ota', 'evt_slow', 'processed', 0, 'h', $1::bigint - 7200000, $1::bigint - 3600000, $1::bigint - 7200000)`, now); err != nil {
 		t.Fatal(err)
 	}
-	holder := connect(t, url)
+	holder := postgrestest.Connect(t, url)
 	hold, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestRecord_ForensicsRetried(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			admin := connect(t, url)
+			admin := postgrestest.Connect(t, url)
 			if _, err := admin.Exec(ctx, `CREATE SEQUENCE abort_once;
 CREATE FUNCTION abort_once() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -26,7 +26,7 @@ func recordAcrossReplicas(t *testing.T, url, table string, opt storage.ClaimOpti
 	for i := range ds {
 		replicas[i] = open(t, url) // the first migrates the database
 	}
-	hold, err := connect(t, url).Begin(ctx)
+	hold, err := postgrestest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func recordAcrossReplicas(t *testing.T, url, table string, opt storage.ClaimOpti
 	for i, d := range ds {
 		go func() { errs <- replicas[i].Record(ctx, d, opt) }()
 	}
-	watch := connect(t, url)
+	watch := postgrestest.Connect(t, url)
 	waiting := 0
 	for attempt := 0; waiting < len(ds); attempt++ {
 		if attempt == 3000 {

@@ -92,7 +92,7 @@ func TestImport_EveryColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, c := range copied {
 		cols := pgColumns(t, conn, c.Table)
 		srcCols := slices.Clone(cols)
@@ -161,7 +161,7 @@ func TestImport_NewRowsAfterCopied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	maxID := func(table string) int64 {
 		var n int64
 		if err := conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
@@ -306,7 +306,7 @@ func TestImport_FailureCommitsNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "alert_notifications") {
 		t.Fatalf("copy with an orphan notification: %v", err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, tb := range []string{"users", "deliveries", "claims", "audit_log", "alerts", "alert_notifications"} {
 		var n int64
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+tb).Scan(&n); err != nil || n != 0 {
@@ -350,7 +350,7 @@ func TestImport_AuditTextRefused(t *testing.T) {
 		t.Fatalf("copy of an audit row with a NUL byte: %v", err)
 	}
 	var n int64
-	if err := connect(t, url).QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil || n != 0 {
+	if err := postgrestest.Connect(t, url).QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("users after the refused copy: %d, %v", n, err)
 	}
 }
@@ -418,7 +418,7 @@ func TestImport_MemoryBounded(t *testing.T) {
 		t.Errorf("the copy held %d MiB at once of %d MiB of bodies", grew>>20, n*size>>20)
 	}
 	var stored int64
-	if err := connect(t, url).QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE length(body) = $1`, size).Scan(&stored); err != nil || stored != n {
+	if err := postgrestest.Connect(t, url).QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE length(body) = $1`, size).Scan(&stored); err != nil || stored != n {
 		t.Errorf("%d deliveries with their whole body copied, want %d (%v)", stored, n, err)
 	}
 }

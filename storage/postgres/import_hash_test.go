@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
@@ -41,7 +42,7 @@ func TestImport_ForensicHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	var got [2]string
 	if err := conn.QueryRow(ctx, `SELECT (SELECT hash FROM business_keys), (SELECT hash FROM correlation_keys)`).Scan(&got[0], &got[1]); err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func TestImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, c := range copied {
 		if c.Copied != c.Source {
 			t.Errorf("%s: %d copied of %d", c.Table, c.Copied, c.Source)

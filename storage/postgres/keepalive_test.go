@@ -39,7 +39,7 @@ func TestOpen_ServerProbesTheConnections(t *testing.T) {
 // SET), as a role's or the server's configuration would be.
 func TestOpen_ServerProbesKeepTheOperatorsSettings(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(t.Context(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET tcp_keepalives_count = 5', current_database()); END $$`); err != nil {
 		t.Fatal(err)
 	}

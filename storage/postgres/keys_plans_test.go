@@ -22,7 +22,7 @@ func TestKeys_StuckPlans(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	db := openEngine(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	const n, unsettled = 200_000, 5000
 	_, err := conn.Exec(ctx, `

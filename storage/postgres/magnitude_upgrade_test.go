@@ -6,6 +6,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
 // TestOpen_MagnitudeUpgrade: a database whose running totals an earlier version summed
@@ -26,7 +27,7 @@ func signedTotals(t *testing.T, db storage.Store) storage.Store {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url.(string))
+	conn := postgrestest.Connect(t, url.(string))
 	for _, q := range append(enginetest.MagnitudeDowngrade,
 		`DELETE FROM migrations WHERE name = 'migrations/0027_money_magnitude.sql'`,
 		`DELETE FROM migrations WHERE name = 'migrations/0028_stats_minor.sql'`) {

@@ -25,7 +25,7 @@ func TestOpen_MigrationsOutlastTheServersTimeouts(t *testing.T) {
 	const last = "migrations/0022_stats_unsummed.sql"
 	url := postgrestest.NewDatabase(t)
 	open(t, url).Close()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	var name string
 	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestOpen_MigrationsOutlastTheServersTimeouts(t *testing.T) {
 	}
 	holdLock := func(t *testing.T, lock string, d time.Duration) {
 		t.Helper()
-		c := connect(t, url)
+		c := postgrestest.Connect(t, url)
 		if _, err := c.Exec(t.Context(), `SET statement_timeout = 0; BEGIN; `+lock); err != nil {
 			t.Fatal(err)
 		}

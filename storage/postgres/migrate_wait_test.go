@@ -27,12 +27,12 @@ func TestOpen_WaitingMigrationLeavesRunningReplicasTheirWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(t.Context(), `ALTER TABLE delivery_stats DROP COLUMN IF EXISTS unsummed;
 		DELETE FROM migrations WHERE name = '`+last+`'`); err != nil {
 		t.Fatal(err)
 	}
-	reader := connect(t, url)
+	reader := postgrestest.Connect(t, url)
 	if _, err := reader.Exec(t.Context(), `BEGIN; SELECT count(*) FROM delivery_stats`); err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +88,14 @@ func TestOpen_WaitLogKeepsOtherSessionsStatements(t *testing.T) {
 	const secret = "hunter2-topsecret"
 	url := postgrestest.NewDatabase(t)
 	open(t, url).Close()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(t.Context(), `ALTER TABLE delivery_stats DROP COLUMN IF EXISTS unsummed;
 		DELETE FROM migrations WHERE name = '`+last+`'`); err != nil {
 		t.Fatal(err)
 	}
 	// An operator's session, idle in transaction: it read the table, then changed a
 	// password (rolled back below, so nothing changes).
-	op := connect(t, url)
+	op := postgrestest.Connect(t, url)
 	for _, q := range []string{`BEGIN`, `SELECT count(*) FROM delivery_stats`, `ALTER ROLE CURRENT_USER PASSWORD '` + secret + `'`} {
 		if _, err := op.Exec(t.Context(), q); err != nil {
 			t.Fatal(q, err)

@@ -18,7 +18,7 @@ import (
 func TestRecord_MoneyMismatchLegacyStrings(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url) // migrated
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	var name string
 	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
 // TestOpen_NoAmountUpgrade: a database whose ledger and suspects' totals an earlier
@@ -16,7 +17,7 @@ func TestOpen_NoAmountUpgrade(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		conn := connect(t, url.(string))
+		conn := postgrestest.Connect(t, url.(string))
 		for _, q := range []string{`ALTER TABLE ledger_days DROP COLUMN no_amount`, `ALTER TABLE ledger_totals DROP COLUMN no_amount`,
 			`ALTER TABLE suspect_totals DROP COLUMN no_amount`,
 			`DELETE FROM migrations WHERE name = 'migrations/0018_no_amount.sql'`} {

@@ -136,7 +136,7 @@ func TestRecord_PlansProbeIndexes(t *testing.T) {
 	check("tables empty")
 	// Fill the tables that intake joins, and have PostgreSQL learn their size: its
 	// statistics replace every cached plan of them.
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, q := range []string{
 		`INSERT INTO deliveries (source, received_at, outcome, status, key, payload_hash, body)
 SELECT 'ota', i, 'accepted', 200, 'filled_' || i, 'h', '\x00' FROM generate_series(1, 20000) AS i`,
@@ -177,13 +177,13 @@ func TestRecord_ReplicasCrossingKeysNeverDeadlock(t *testing.T) {
 		defer db.Close()
 		dbs[i] = db
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	now := time.Now().UnixMilli()
 	if _, err := conn.Exec(ctx, `INSERT INTO claims (source, key, state, first_delivery, payload_hash, claimed_at, expires_at, updated_at)
 SELECT 'ota', k, 'processing', 0, 'h', $1::bigint, $1::bigint + 86400000, $1::bigint FROM unnest(ARRAY['k2', 'k3']) AS k`, now); err != nil {
 		t.Fatal(err)
 	}
-	holder := connect(t, url)
+	holder := postgrestest.Connect(t, url)
 	hold, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -31,17 +31,6 @@ func open(t *testing.T, url string) *postgres.DB {
 	return db
 }
 
-// connect is a connection of the test's own to the database at url.
-func connect(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
-	return conn
-}
-
 func migrationsApplied(t *testing.T, conn *pgx.Conn) []string {
 	t.Helper()
 	rows, err := conn.Query(t.Context(), `SELECT name FROM migrations ORDER BY name`)
@@ -63,7 +52,7 @@ func TestOpen_Migrates(t *testing.T) {
 	if err := db.Ping(t.Context()); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, table := range []string{"claims", "deliveries"} {
 		var n int
 		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
@@ -85,7 +74,7 @@ func TestOpen_Migrates(t *testing.T) {
 // half of hookdedup's schema beside them when a name clashes.
 func TestOpen_RefusesAnotherApplicationsTables(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	// Another tool's migrations table, too, is not hookdedup's.
 	if _, err := conn.Exec(t.Context(), `CREATE TABLE users (id int); CREATE TABLE migrations (id int, migration text)`); err != nil {
 		t.Fatal(err)
@@ -125,7 +114,7 @@ func TestOpen_Concurrent(t *testing.T) {
 		}
 		dbs[i].Close()
 	}
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	names := migrationsApplied(t, conn)
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -141,7 +130,7 @@ func TestOpen_Concurrent(t *testing.T) {
 func TestOpen_RefusesNewerSchema(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	if _, err := conn.Exec(t.Context(), `INSERT INTO migrations (name, applied_at) VALUES ('migrations/9999_future.sql', 0)`); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +151,7 @@ func TestOpen_NoMigrate(t *testing.T) {
 		t.Errorf("an empty database: %v, want ErrNoDatabase", err)
 	}
 	open(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, change := range []struct{ name, sql string }{
 		{"OlderSchema", `DELETE FROM migrations WHERE name = (SELECT max(name) FROM migrations)`},
 		{"NewerSchema", `INSERT INTO migrations (name, applied_at) VALUES ('migrations/9999_future.sql', 0)`},
@@ -198,7 +187,7 @@ func TestOpen_NoMigrate(t *testing.T) {
 func TestOpen_MustExistDoesNotUpgrade(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url) // stays open, as an earlier version's replica would
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for _, q := range []string{`ALTER TABLE bulk_action_keys DROP COLUMN first_delivery`,
 		`DELETE FROM migrations WHERE name = 'migrations/0017_bulk_key_first_delivery.sql'`} {
 		if _, err := conn.Exec(t.Context(), q); err != nil {
@@ -269,7 +258,7 @@ func TestOpen_MigrationsOutlastTheConnectTimeout(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url).Close()
 	limited := url + "&connect_timeout=1"
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	// The database as the previous release left it: without the last migration.
 	behind := func(t *testing.T) {
 		t.Helper()
@@ -282,7 +271,7 @@ func TestOpen_MigrationsOutlastTheConnectTimeout(t *testing.T) {
 	// d, and returns that connection's server process.
 	holdLock := func(t *testing.T, lock string, d time.Duration) uint32 {
 		t.Helper()
-		c := connect(t, url)
+		c := postgrestest.Connect(t, url)
 		if _, err := c.Exec(t.Context(), `BEGIN; `+lock); err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func TestReadOnly_LoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	admin := connect(t, dbURL)
+	admin := postgrestest.Connect(t, dbURL)
 	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` SET default_transaction_read_only = on`); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 func TestPing_ReadOnlyDatabase(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url) // migrated while writable
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	var name string
 	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)

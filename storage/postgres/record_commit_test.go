@@ -48,7 +48,7 @@ func openSlowCommits(t *testing.T) (*postgres.DB, *pgx.Conn) {
 	t.Helper()
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	var name string
 	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 // the channel where the blocked Record's error arrives.
 func blockIntake(t *testing.T, db *postgres.DB, url string) (release func(), blocked <-chan error) {
 	t.Helper()
-	holder := connect(t, url)
+	holder := postgrestest.Connect(t, url)
 	tx, err := holder.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ VALUES ('ota', 'blocker', 'processed', 0, 'h', 0, 0, 0)`)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- db.Record(context.Background(), testDelivery("blocker"), day) }()
-	watch := connect(t, url)
+	watch := postgrestest.Connect(t, url)
 	waitFor(t, "the writer to wait for the blocker's row", func() (bool, error) {
 		var n int
 		err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
@@ -292,7 +292,7 @@ func TestRecord_ConnectionLost(t *testing.T) {
 			}
 			// The server ends the connection of the first insert only: a sequence is
 			// not rolled back with the transaction it ends.
-			admin := connect(t, url)
+			admin := postgrestest.Connect(t, url)
 			trigger := `CREATE TRIGGER lose_once ` + tc.timing + ` ON ` + tc.table
 			if tc.timing == "AFTER INSERT" {
 				trigger = `CREATE CONSTRAINT TRIGGER lose_once AFTER INSERT ON ` + tc.table + ` DEFERRABLE INITIALLY DEFERRED`
@@ -452,7 +452,7 @@ func TestSweep_AnotherReplicaSweeps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other := connect(t, url)
+	other := postgrestest.Connect(t, url)
 	hold := func(lock int64) func() {
 		if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
 			t.Fatal(err)

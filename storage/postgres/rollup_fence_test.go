@@ -37,7 +37,7 @@ func TestRollup_FenceReadIsNoHolder(t *testing.T) {
 	for i := range 3 {
 		record(fmt.Sprint("k", i))
 	}
-	hold, err := connect(t, url).Begin(ctx)
+	hold, err := postgrestest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestRollup_OutOfOrderCommit(t *testing.T) {
 
 	// Hold the claim of "slow" from a connection of the test's own: A's duplicate of
 	// it takes its id, then waits on the claim's row.
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	hold, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func check(t *testing.T, db *postgres.DB, now time.Time, deliveries, dups int64)
 // another holds.
 func waitForLockWait(t *testing.T, url string) {
 	t.Helper()
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	for range 6000 {
 		var waiting bool
 		err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)`).Scan(&waiting)
@@ -172,7 +172,7 @@ func TestRollups_LockHeld(t *testing.T) {
 		{"Stats", postgres.RollupStatsLock, func() (int, error) { return db.RollupStats(ctx, 10) }, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			other := connect(t, url)
+			other := postgrestest.Connect(t, url)
 			if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.LockID(db, tc.lock)); err != nil {
 				t.Fatal(err)
 			}

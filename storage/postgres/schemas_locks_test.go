@@ -18,13 +18,13 @@ import (
 func TestTwoSchemas_LocksApart(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
-	if _, err := connect(t, url).Exec(ctx, `CREATE SCHEMA tenant_a; CREATE SCHEMA tenant_b`); err != nil {
+	if _, err := postgrestest.Connect(t, url).Exec(ctx, `CREATE SCHEMA tenant_a; CREATE SCHEMA tenant_b`); err != nil {
 		t.Fatal(err)
 	}
 	a := open(t, url+"&search_path=tenant_a")
 	b := open(t, url+"&search_path=tenant_b")
 
-	other := connect(t, url+"&search_path=tenant_a") // a replica of a, mid-transaction
+	other := postgrestest.Connect(t, url+"&search_path=tenant_a") // a replica of a, mid-transaction
 	tx, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestTwoSchemas_LocksApart(t *testing.T) {
 func TestSchemaRecreated_LocksShared(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	if _, err := admin.Exec(ctx, `CREATE SCHEMA hookdedup`); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSchemaRecreated_LocksShared(t *testing.T) {
 	}
 	since := open(t, url+"&search_path=hookdedup")
 
-	tx, err := connect(t, url).Begin(ctx)
+	tx, err := postgrestest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestOpen_SearchPathNamesNoSchema(t *testing.T) {
 func TestOpen_SearchPathFirstSchemaNotSetUp(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	open(t, url).Close() // hookdedup in public
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	if _, err := admin.Exec(t.Context(), `CREATE SCHEMA tenant_a`); err != nil {
 		t.Fatal(err)
 	}

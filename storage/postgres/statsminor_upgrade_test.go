@@ -6,6 +6,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
 // TestOpen_StatsMinorUpgrade: a database whose hourly totals an earlier version kept as
@@ -16,7 +17,7 @@ func TestOpen_StatsMinorUpgrade(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		conn := connect(t, url.(string))
+		conn := postgrestest.Connect(t, url.(string))
 		for _, q := range append(enginetest.StatsMinorDowngrade, `DELETE FROM migrations WHERE name = 'migrations/0028_stats_minor.sql'`) {
 			if _, err := conn.Exec(t.Context(), q); err != nil {
 				t.Fatalf("%s: %v", q, err)

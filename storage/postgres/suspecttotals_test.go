@@ -48,7 +48,7 @@ func TestRollupSuspects_OutOfOrderCommit(t *testing.T) {
 	url := postgrestest.NewDatabase(t)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	a, b := replica(t, url, now), replica(t, url, now)
-	slow, err := connect(t, url).Begin(ctx)
+	slow, err := postgrestest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestRollupSuspects_OutOfOrderCommit(t *testing.T) {
 	if _, err := slow.Exec(ctx, sqlAddSuspect, 1, 0); err != nil { // takes id 1, commits later
 		t.Fatal(err)
 	}
-	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 3, 1); err != nil { // ids 2 to 4
+	if _, err := postgrestest.Connect(t, url).Exec(ctx, sqlAddSuspect, 3, 1); err != nil { // ids 2 to 4
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -108,10 +108,10 @@ func TestRollupSuspects_LockHeld(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	db := replica(t, url, time.Now())
-	if _, err := connect(t, url).Exec(ctx, sqlAddSuspect, 2, 4); err != nil {
+	if _, err := postgrestest.Connect(t, url).Exec(ctx, sqlAddSuspect, 2, 4); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := connect(t, url).Begin(ctx)
+	tx, err := postgrestest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestSuspectCounts_Plans(t *testing.T) {
 	ctx := t.Context()
 	url := postgrestest.NewDatabase(t)
 	db := open(t, url)
-	conn := connect(t, url)
+	conn := postgrestest.Connect(t, url)
 	const n = 200_000
 	if _, err := conn.Exec(ctx, sqlAddSuspect, n, 0); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/enginetest"
 	"github.com/hookdedup/hookdedup/storage/postgres"
+	"github.com/hookdedup/hookdedup/storage/postgrestest"
 )
 
 // TestOpen_ThrottleKeysUpgrade: a database where an earlier version counted sign-in
@@ -17,7 +18,7 @@ func TestOpen_ThrottleKeysUpgrade(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		conn := connect(t, url.(string))
+		conn := postgrestest.Connect(t, url.(string))
 		if _, err := conn.Exec(t.Context(), `INSERT INTO login_failures (scope, failures, first_at, last_at) VALUES ($1, $2, $3, $3)`,
 			scope, failures, at.UnixMilli()); err != nil {
 			t.Fatal(err)

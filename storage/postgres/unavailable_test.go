@@ -34,7 +34,7 @@ func TestWrites_DatabaseCannotTakeThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	user := func(name string) error {
 		_, err := db.CreateUser(ctx, storage.User{Name: name, Role: storage.RoleViewer, PasswordHash: "x"}, "test")
 		return err
@@ -87,7 +87,7 @@ func TestWrites_DatabaseCannotTakeThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.Path = "/postgres"
-	server := connect(t, other.String())
+	server := postgrestest.Connect(t, other.String())
 	if _, err := server.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS false`); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestWrites_BusyTimeout(t *testing.T) {
 	if err := db.Record(ctx, d, storage.ClaimOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	other := connect(t, url)
+	other := postgrestest.Connect(t, url)
 	tx, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestRecord_RollbackUnanswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	admin := connect(t, url)
+	admin := postgrestest.Connect(t, url)
 	if _, err := admin.Exec(ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF NEW.key = 'refused' THEN

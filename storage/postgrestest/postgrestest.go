@@ -135,6 +135,18 @@ func average(d time.Duration, n int) time.Duration {
 	return (d / time.Duration(n)).Round(100 * time.Microsecond)
 }
 
+// Connect is a connection of tb's own to the database at url (from NewDatabase),
+// closed when tb ends.
+func Connect(tb testing.TB, url string) *pgx.Conn {
+	tb.Helper()
+	conn, err := pgx.Connect(tb.Context(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.WithoutCancel(tb.Context())) })
+	return conn
+}
+
 // NewDatabase creates a database for tb, a clone of the template (empty, or as Main's
 // setupTemplate left it), and returns a URL that connects to it as the superuser over TCP
 // (postgres://postgres:…@127.0.0.1:port/name?sslmode=disable). The database is dropped
