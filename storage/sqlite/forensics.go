@@ -348,7 +348,10 @@ func (f *forensics) done() { f.tx = nil }
 //
 // sqlKeyDay is written here as in the indexes: SQLite uses an index on an expression
 // only where a query writes that expression alike.
-const sqlKeyDay = `seen_at / 86400000`
+const (
+	sqlDayMillis = `86400000`
+	sqlKeyDay    = `seen_at / ` + sqlDayMillis
+)
 
 // keyDays is the days table of the keys of table, from the day of since (an SQL
 // expression) on.
@@ -357,7 +360,7 @@ func keyDays(table, since string) string {
 		return `(SELECT ` + sqlKeyDay + ` FROM ` + table + ` WHERE ` + sqlKeyDay + ` ` + cmp + ` ` + from +
 			` ORDER BY ` + sqlKeyDay + ` LIMIT 1)`
 	}
-	return `days(day) AS (SELECT ` + next(">=", since+` / 86400000`) + `
+	return `days(day) AS (SELECT ` + next(">=", since+` / `+sqlDayMillis) + `
 	UNION ALL SELECT ` + next(">", "days.day") + ` FROM days WHERE days.day IS NOT NULL)`
 }
 
