@@ -309,7 +309,6 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 	ds[0].BatchEnvelope = envelope
 
 	err = rc.store.RecordBatch(r.Context(), ptrs, rc.claimOptions(src))
-	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		rc.storeFails.seen()
 		if !errors.Is(err, storage.ErrFileGone) {
@@ -323,6 +322,7 @@ func (rc *Receiver) handleBatch(w http.ResponseWriter, r *http.Request, src *Sou
 		return
 	}
 
+	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	rc.noteStored()
 	a := batchAnswer{Status: "batch", Batch: strconv.FormatInt(ds[0].Batch, 10), Items: make([]itemAnswer, len(ds))}
 	accepted := false

@@ -496,7 +496,6 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	d := &dv
 	d.Headers = src.storedHeaders(r.Header)
 	err = rc.store.Record(r.Context(), d, rc.claimOptions(src))
-	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		rc.storeFails.seen()
 		// Storage says once that its file is gone; any other failure is logged at most
@@ -511,6 +510,8 @@ func (rc *Receiver) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "the delivery could not be stored; retry later"})
 		return
 	}
+	// Only a committed claim is timed: a 503 took no claim, however long it waited.
+	rc.metrics.ClaimDuration.Observe(time.Since(start).Seconds())
 	rc.noteStored()
 	rc.metrics.Deliveries.WithLabelValues(src.Name, string(d.Outcome)).Inc()
 	rc.metrics.flags(src.Name, d)
