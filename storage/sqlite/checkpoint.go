@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"syscall"
 	"time"
 
+	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/outage"
 )
 
@@ -128,6 +130,9 @@ func (db *DB) checkpointer() {
 		// A failure here is the database file's (the disk, its size limit): the WAL
 		// grows until a checkpoint succeeds, and deliveries go on while it has room.
 		logPages, caughtUp, err := db.checkpointPass()
+		if db.leftPath(err) {
+			return
+		}
 		failures.Note(time.Now(), err)
 		if err != nil || !caughtUp || logPages < restartPages {
 			continue
@@ -135,6 +140,9 @@ func (db *DB) checkpointer() {
 		for range catchUpPasses {
 			before := logPages
 			logPages, caughtUp, err = db.checkpointPass()
+			if db.leftPath(err) {
+				return
+			}
 			failures.Note(time.Now(), err)
 			if err != nil || !caughtUp {
 				break
@@ -153,6 +161,14 @@ func (db *DB) checkpointer() {
 			}
 		}
 	}
+}
+
+// leftPath reports whether err, a checkpoint's failure, is the database file's leaving
+// its path (checkFile), which the log has said once, with the restart that mends it: a
+// checkpoint failure beside it would point the operator at the disk, and nothing more
+// can be copied into a file that has left. The checkpointer then stops.
+func (db *DB) leftPath(err error) bool {
+	return err != nil && errors.Is(db.checkFile(), storage.ErrFileGone)
 }
 
 // checkpointPass runs one PASSIVE checkpoint on the checkpointer's connection and starts
