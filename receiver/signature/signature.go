@@ -337,10 +337,24 @@ func checkTime(unix int64, now time.Time, tol time.Duration) error {
 		if ahead < 0 { // -math.MinInt64 overflows
 			ahead = math.MaxInt64
 		}
-		return fmt.Errorf("timestamp %s in the future, outside tolerance %s", ahead.Truncate(time.Second), tol)
+		far := ahead.Truncate(time.Second).String()
+		if ahead >= maxSub {
+			// The figure Sub saturated at would be a false one.
+			far = "more than 292 years"
+		}
+		if unix >= 1e12 && unix < 1e13 {
+			// Thirteen digits are a time in milliseconds from 2001 to 2286, a slip senders
+			// make; as seconds it is tens of thousands of years ahead.
+			return fmt.Errorf("timestamp %d is in milliseconds (%s), not the unix seconds it is read as: %s in the future, outside tolerance %s",
+				unix, time.UnixMilli(unix).UTC().Format(time.RFC3339), far, tol)
+		}
+		return fmt.Errorf("timestamp %s in the future, outside tolerance %s", far, tol)
 	}
 	return nil
 }
+
+// maxSub is the longest time.Time.Sub returns: a longer span saturates at it.
+const maxSub = time.Duration(math.MaxInt64) - time.Second
 
 // parseUnix parses decimal unix seconds. It is stricter than
 // strconv.ParseInt (no sign, no underscores) because providers send plain

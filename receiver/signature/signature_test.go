@@ -231,7 +231,7 @@ func TestVerify_StandardWebhooks(t *testing.T) {
 		{name: "StaleAndForged", header: hdr(swID, swTimestamp, bogus), body: swBody, now: signedAt.Add(time.Hour),
 			want: "in the past"},
 		{name: "HugeTimestamp", header: hdr(swID, "999999999999999999", swSignature), body: swBody, now: now,
-			want: "in the future, outside tolerance 5m0s"},
+			want: "timestamp more than 292 years in the future, outside tolerance 5m0s"},
 
 		{name: "MissingAll", header: http.Header{}, body: swBody, now: now, want: "missing header webhook-id"},
 		{name: "NilHeader", header: nil, body: swBody, now: now, want: "missing header webhook-id"},
@@ -247,7 +247,7 @@ func TestVerify_StandardWebhooks(t *testing.T) {
 		{name: "TimestampFraction", header: hdr(swID, "1614265330.5", swSignature), body: swBody, now: now,
 			want: "malformed header webhook-timestamp"},
 		{name: "TimestampMilliseconds", header: hdr(swID, "1614265330000", swSignature), body: swBody, now: now,
-			want: "in the future"},
+			want: "timestamp 1614265330000 is in milliseconds (2021-02-25T15:02:10Z), not the unix seconds it is read as: more than 292 years in the future, outside tolerance 5m0s"},
 		{name: "SignatureGarbage", header: hdr(swID, swTimestamp, "garbage"), body: swBody, now: now,
 			want: "malformed header webhook-signature: want v1,<base64 signature>"},
 		{name: "SignatureWithoutVersion", header: hdr(swID, swTimestamp, swSignature[3:]), body: swBody, now: now,
@@ -344,6 +344,8 @@ func TestVerify_Stripe(t *testing.T) {
 		{name: "Future", header: hdr(valid), body: stripeBody, now: signedAt.Add(-6 * time.Minute),
 			want: "timestamp 6m0s in the future, outside tolerance 5m0s"},
 		{name: "EdgeOfTolerance", header: hdr(valid), body: stripeBody, now: signedAt.Add(5 * time.Minute)},
+		{name: "TimestampMilliseconds", header: hdr("t=1492774577000,v1=" + stripeV1), body: stripeBody, now: now,
+			want: "timestamp 1492774577000 is in milliseconds (2017-04-21T11:36:17Z), not the unix seconds it is read as"},
 
 		{name: "Missing", header: http.Header{}, body: stripeBody, now: now, want: "missing header Stripe-Signature"},
 		{name: "Empty", header: hdr(""), body: stripeBody, now: now, want: "missing header Stripe-Signature"},
