@@ -127,7 +127,12 @@ func runKey(ctx context.Context, args []string, e env) error {
 			w.Flush()
 			return fmt.Errorf("no key: %w", derr)
 		}
-		if err := explainKey(ctx, w, db, src, der, noID, "", -1); err != nil {
+		blocked, _, err := blockedBy(ctx, db, &src, http.Header(headers), event)
+		if err != nil {
+			w.Flush()
+			return err
+		}
+		if err := explainKey(ctx, w, db, src, der, noID, "", -1, blocked); err != nil {
 			w.Flush()
 			return err
 		}
@@ -166,7 +171,8 @@ func runKey(ctx context.Context, args []string, e env) error {
 		}
 	}
 	refused := cmp.Or(refusedSig, refusedKey)
-	firstWith := map[string]int{} // the item each key was first derived in
+	firstWith := map[string]int{}     // the item each key was first derived in
+	firstBusiness := map[string]int{} // the first item accepted with each business key
 	for i := range items {
 		fmt.Fprintf(w, "\nitem %d\n", i)
 		if perItem {
@@ -187,7 +193,29 @@ func runKey(ctx context.Context, args []string, e env) error {
 		if refused != nil {
 			earlier = refusedRequest
 		}
-		if err := explainKey(ctx, w, db, src, ders[i], noIDs[i], "  ", earlier); err != nil {
+		blocked := ""
+		if earlier == -1 {
+			held, err := heldNow(ctx, db, src.Name, ders[i].Key)
+			if err != nil {
+				w.Flush()
+				return err
+			}
+			var businessKey string
+			if !held {
+				if blocked, businessKey, err = blockedBy(ctx, db, &src, http.Header(headers), items[i]); err != nil {
+					w.Flush()
+					return err
+				}
+			}
+			// Intake claims the items in order, in one transaction: an item accepted under
+			// its own key leaves its business key for the items after it.
+			if j, ok := firstBusiness[businessKey]; ok && blocked == "" && src.BusinessKeyBlocks {
+				blocked = fmt.Sprintf("item %d's of this request", j)
+			} else if !held && blocked == "" && businessKey != "" && !ok {
+				firstBusiness[businessKey] = i
+			}
+		}
+		if err := explainKey(ctx, w, db, src, ders[i], noIDs[i], "  ", earlier, blocked); err != nil {
 			w.Flush()
 			return err
 		}
@@ -221,12 +249,50 @@ func itemNote(item string) string {
 // whole: nothing of it is claimed or stored as a duplicate.
 const refusedRequest = -2
 
+// heldNow reports whether a claim holds source's key now.
+func heldNow(ctx context.Context, db storage.Store, source, key string) (bool, error) {
+	c, err := db.Claim(ctx, source, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && c.Held(db.Clock()), err
+}
+
+// blockedBy says whose duplicate business_key_blocks makes a delivery of event to src
+// ("delivery 41's"), were its key free: the accepted delivery of another key that carries
+// its business key within the window, as intake's claim finds it; "" when src does not
+// block or none does. It also returns the event's business key, "" for none.
+func blockedBy(ctx context.Context, db storage.Store, src *receiver.Source, h http.Header, event []byte) (by, businessKey string, err error) {
+	if len(src.BusinessKey) == 0 {
+		return "", "", nil
+	}
+	p, err := receiver.ProbeFor(src, h, event, db.Clock())
+	if err != nil || p.BusinessKey == "" {
+		return "", "", nil // no key (said where the key is explained), or no business key
+	}
+	if !src.BusinessKeyBlocks {
+		return "", p.BusinessKey, nil
+	}
+	flags, err := db.WouldFlag(ctx, p)
+	if err != nil {
+		return "", "", err
+	}
+	for _, f := range flags {
+		if f.Kind == storage.SuspectBusinessKey {
+			return fmt.Sprintf("delivery %d's", f.Other), p.BusinessKey, nil
+		}
+	}
+	return "", p.BusinessKey, nil
+}
+
 // explainKey writes how der was derived (noID: why no event id was used, for a derived
 // key) and whether its key is claimed, each line starting with indent. earlier is the item of the same request that has the same key
 // before this one, -1 for none: intake claims the key with that item, in the same
 // transaction, so this one is its duplicate whatever the database holds now;
-// refusedRequest for an item of a request that intake refuses whole.
-func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, noID, indent string, earlier int) error {
+// refusedRequest for an item of a request that intake refuses whole. blocked, when the
+// key is free, names what business_key_blocks makes a delivery of it a duplicate of
+// (blockedBy).
+func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, noID, indent string, earlier int, blocked string) error {
 	switch der.Method {
 	case storage.MethodEventID:
 		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
@@ -265,6 +331,9 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 		fmt.Fprintf(w, "%sclaimed\tyes: %s, first delivery %d, %s\n", indent, c.State, c.FirstDelivery, until)
 	case earlier >= 0:
 		fmt.Fprintf(w, "%sclaimed\tno, but item %d of this request has the same key and claims it first: this item would be its duplicate\n", indent, earlier)
+	case blocked != "":
+		fmt.Fprintf(w, "%sclaimed\tno, but its business key repeats %s under another key, and this source blocks such re-sends (business_key_blocks): "+
+			"a delivery now would be its duplicate, not handed downstream\n", indent, blocked)
 	case err != nil: // storage.ErrNotFound
 		fmt.Fprintf(w, "%sclaimed\tno: a delivery now would be accepted\n", indent)
 	default:
