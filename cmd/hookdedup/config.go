@@ -1426,6 +1426,9 @@ type sourceSettings struct {
 	// file names them.
 	fromPreset []string
 	secrets    []string
+	// windowWritten says the table itself sets business_window, which the defaults
+	// fill in otherwise and no preset sets.
+	windowWritten bool
 }
 
 // settle returns a source's settings without its secrets: its table's, then its
@@ -1439,7 +1442,8 @@ func (sc sourceConfig) settle() (sourceSettings, error) {
 	if err != nil {
 		return sourceSettings{}, err
 	}
-	return sourceSettings{sourceConfig: withPreset.withDefaults(sourceDefaults()), fromPreset: fromPreset}, nil
+	return sourceSettings{sourceConfig: withPreset.withDefaults(sourceDefaults()), fromPreset: fromPreset,
+		windowWritten: sc.BusinessWindow != nil}, nil
 }
 
 // readSource reads one source's settings (settle), then its secrets from the table,
@@ -1610,6 +1614,11 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	}
 	if *s.BusinessKeyBlocks && len(s.BusinessKey) == 0 {
 		return nil, errors.New("business_key_blocks: is set without business_key (it blocks deliveries whose business key was seen)")
+	}
+	if s.windowWritten && len(s.BusinessKey) == 0 {
+		// It would bound a look-up that is never made, while the operator took re-sends
+		// under a new id to be flagged within it.
+		return nil, fmt.Errorf("business_window: %s is set without business_key (it bounds how far back a business key is looked for)", *s.BusinessWindow)
 	}
 	return v, nil
 }

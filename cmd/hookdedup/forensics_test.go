@@ -121,6 +121,7 @@ func TestConfig_ForensicsErrors(t *testing.T) {
 		{"UnknownSetting", rule(part("ota", `amount_field = "/x"`) + part("psp", "")), []string{"amount_field"}},
 		{"BadBusinessKey", twoSources + `business_key = ["booking"]`, []string{`source "psp"`, `business_key[0]: "booking" is not a JSON pointer`}},
 		{"BlocksWithoutKey", twoSources + `business_key_blocks = true`, []string{`source "psp"`, "business_key_blocks", "without business_key"}},
+		{"WindowWithoutKey", twoSources + `business_window = "72h"`, []string{`source "psp"`, "business_window", "72h0m0s", "without business_key"}},
 		{"BareBusinessWindow", twoSources + `business_window = 60`, []string{`source "psp"`, "business_window", "nanoseconds"}},
 		{"BareRemember", "remember = 60\n" + twoSources, []string{"remember", "nanoseconds"}},
 	} {
