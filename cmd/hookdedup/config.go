@@ -1606,6 +1606,17 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 	if err := receiver.CheckAmountField(*s.AmountField); err != nil {
 		return nil, err
 	}
+	if len(*s.AmountField) == 0 {
+		// Each qualifies the amount and is read only with one: the operator took the
+		// source's money to be kept, and no delivery of it would carry any. A preset's
+		// whose amount the table turned off goes unread with it.
+		switch {
+		case *s.CurrencyField != "" && !slices.Contains(s.fromPreset, "currency_field"):
+			return nil, fmt.Errorf("currency_field: %q is set without amount_field (it is the currency of that amount, kept only with one)", *s.CurrencyField)
+		case *s.AmountMinorUnits && !slices.Contains(s.fromPreset, "amount_minor_units"):
+			return nil, errors.New("amount_minor_units: is set without amount_field (it says how that amount is counted)")
+		}
+	}
 	if err := receiver.CheckBusinessKey(s.BusinessKey); err != nil {
 		return nil, err
 	}

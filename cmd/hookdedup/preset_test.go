@@ -111,6 +111,11 @@ func TestConfig_ProviderErrors(t *testing.T) {
 		{"BatchNotAPointer", `signature = "github"` + "\n" + `batch = "events"`, `batch: "events" is not a JSON pointer`},
 		{"CurrencyNotAPointer", `signature = "github"` + "\n" + `currency_field = "currency"`, `currency_field: "currency" is not a JSON pointer`},
 		{"AmountNotAPointer", `signature = "github"` + "\n" + `amount_field = ["/refund/amount", "amount"]`, `amount_field[1]: "amount" is not a JSON pointer`},
+		// Read only beside an amount: without one they would qualify nothing.
+		{"CurrencyWithoutAmount", `signature = "github"` + "\n" + `currency_field = "/currency"`, `currency_field: "/currency" is set without amount_field`},
+		{"MinorUnitsWithoutAmount", `signature = "github"` + "\n" + `amount_minor_units = true`, `amount_minor_units: is set without amount_field`},
+		// A preset's amount, turned off by the source: its currency goes unread with it.
+		{"PresetAmountOff", `provider = "stripe"` + "\n" + `amount_field = []`, ``},
 		{"AmountQualifier", `signature = "github"` + "\n" + `amount_field = "/amount_refunded when /type"`, `amount_field "/amount_refunded when /type": write the qualifier as`},
 		{"AmountNumber", `signature = "github"` + "\n" + `amount_field = 5`, `amount_field is a number: write a string, or an array of strings`},
 		{"Answer", `signature = "github"` + "\n" + `answer = "ok"`, `answer: "ok" is not an answer hookdedup gives (want "json" or "[accepted]")`},
