@@ -38,3 +38,34 @@ func TestHandler_EventIDOfSpacesAlone(t *testing.T) {
 		t.Fatalf("blank id and no key fields: %d %+v, want 422 saying the id is spaces alone", code, a)
 	}
 }
+
+// TestHandler_EventIDOfUnicodeBlanksAlone: an id of no-break, ideographic or zero-width
+// spaces alone identifies no event either (a sender padding an empty field with them
+// would have every event after the first answered duplicate): the key comes from the
+// key fields, as for ordinary spaces. An id with such a space among other characters is
+// an id.
+func TestHandler_EventIDOfUnicodeBlanksAlone(t *testing.T) {
+	v, err := signature.New(signature.Config{Scheme: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := receiver.Source{Name: "pms", Verifier: v, TTL: time.Hour,
+		Keys: receiver.KeySpec{EventID: []string{"/event_id"}, KeyFields: []string{"/booking_id", "/status"}}}
+	e := newEnv(t, sqlite.Options{}, src)
+
+	for i, blank := range []string{`\u00a0`, `\u3000`, `\u200b`, `\u2060\ufeff`, ` \u00a0 `} {
+		booking := "BK-" + string(rune('1'+i))
+		code, a, _ := e.post(t, "pms", "", `{"event_id":"`+blank+`","booking_id":"`+booking+`","status":"cancelled"}`, nil)
+		if code != http.StatusOK || a.Status != "accepted" || !strings.HasPrefix(a.Key, "derived:") {
+			t.Errorf("event id %q: %d %+v, want accepted under a key derived from its fields", blank, code, a)
+		}
+	}
+	code, a, _ := e.post(t, "pms", "", `{"event_id":"\u200b","note":"nothing else"}`, nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(a.Error, `event id "/event_id" is spaces alone`) {
+		t.Errorf("zero-width id and no key fields: %d %+v, want 422 saying the id is spaces alone", code, a)
+	}
+	code, a, _ = e.post(t, "pms", "", `{"event_id":"evt\u00a01","booking_id":"BK-9","status":"cancelled"}`, nil)
+	if code != http.StatusOK || a.Key != "evt\u00a01" {
+		t.Errorf("an id with a no-break space inside: %d %+v, want its key to be the id", code, a)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -594,7 +595,7 @@ func eventIDProblem(id string) string {
 	switch {
 	case id == "":
 		return "is an empty string"
-	case strings.Trim(id, " ") == "":
+	case blankID(id):
 		// Identifies no event, as "" does not: every event of a sender that fills the
 		// field so would share one key, each after the first a silent duplicate.
 		return "is spaces alone"
@@ -611,6 +612,18 @@ func eventIDProblem(id string) string {
 		}
 	}
 	return ""
+}
+
+// blankID reports whether id holds spaces alone: white space as Unicode has it (the
+// no-break and ideographic spaces among it) and invisible format characters (the
+// zero-width spaces, the byte-order mark), which spell no id either.
+func blankID(id string) bool {
+	for _, r := range id {
+		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // eventIDHeaderValue is h.Get(name), and also finds a name stored without
