@@ -22,7 +22,8 @@ import (
 type recordReq struct {
 	rows  []recordRow
 	claim storage.ClaimOptions
-	batch bool // RecordBatch: the rows are the items of one request
+	batch bool          // RecordBatch: the rows are the items of one request
+	keys  []preparedKey // the rows' forensic keys (forensicPrep.keys)
 	done  chan error
 	// state says who has r: reqQueued until the writer takes it (to write it inside a
 	// transaction that holds the lock, or to answer it an error) or Record gives up
@@ -50,6 +51,9 @@ type recordRow struct {
 	byClaim       bool
 	moneyMismatch bool
 	suspects      []storage.SuspectKind
+	// prep is what the forensic checks need of the delivery alone: none for a
+	// rejection.
+	prep forensicPrep
 	// arrived is the delivery's receipt time as the clock gave it, before it was
 	// stamped no earlier than the one stored before it (storage.ReceivedAfter): its
 	// key is due downstream from then, not once the clock catches up with the stamp.
@@ -128,6 +132,9 @@ func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool
 			headers = string(storage.AppendHeadersJSON(make([]byte, 0, 512), d.Headers))
 		}
 		r.rows = append(r.rows, recordRow{d: d, headers: headers, claim: claim})
+		if d.Outcome != storage.Rejected {
+			r.keys = r.rows[len(r.rows)-1].prep.prepare(d, claim, r.keys)
+		}
 	}
 	wait := time.NewTimer(db.busyTimeout)
 	defer wait.Stop()
@@ -173,8 +180,10 @@ func (db *DB) record(ctx context.Context, claim storage.ClaimOptions, batch bool
 func (r *recordReq) reset() *recordReq {
 	clear(r.rows)
 	r.rows = r.rows[:0]
+	clear(r.keys)
+	r.keys = r.keys[:0]
 	if cap(r.rows) > maxPooledRows {
-		r.rows = nil
+		r.rows, r.keys = nil, nil
 	}
 	r.claim, r.batch = storage.ClaimOptions{}, false
 	r.state.Store(reqQueued)
