@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -611,7 +612,8 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any, want stri
 }
 
 func readBody(w http.ResponseWriter, r *http.Request, v any, want string, optional bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	var raw bytes.Buffer
+	dec := json.NewDecoder(io.TeeReader(http.MaxBytesReader(w, r.Body, 64<<10), &raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if optional && errors.Is(err, io.EOF) {
@@ -625,12 +627,83 @@ func readBody(w http.ResponseWriter, r *http.Request, v any, want string, option
 	// reprocess the second, and the caller would never hear of it.
 	switch _, err := dec.Token(); {
 	case errors.Is(err, io.EOF):
-		return nil
 	case err == nil, errors.As(err, new(*json.SyntaxError)):
 		return Errorf(http.StatusBadRequest, "body: more data after the JSON value (want %s)", want)
 	default:
 		return Errorf(http.StatusBadRequest, "body: %s (want %s)", bodyProblem(err), want)
 	}
+	// So would a field given twice, as a query parameter given twice would: the decoder
+	// keeps the last value, and {"key":"a",…,"key":"b"} would act on b alone.
+	if name, n := repeatedField(raw.Bytes()); n > 1 {
+		return Errorf(http.StatusBadRequest, "body: field %s given %d times; it takes one value (want %s)", name, n, want)
+	}
+	return nil
+}
+
+// repeatedField returns the first field that an object of the JSON value data names more
+// than once, dotted from the top as decoding errors name fields (filter.source), and how
+// many times; names are compared without case, as encoding/json matches them to a
+// struct's fields. data is a value the decoder read whole, so it is well formed.
+func repeatedField(data []byte) (string, int) {
+	name, n, _ := repeatedIn(json.NewDecoder(bytes.NewReader(data)), "")
+	return name, n
+}
+
+func repeatedIn(dec *json.Decoder, path string) (string, int, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", 0, err
+	}
+	var inner string
+	var innerN int
+	switch tok {
+	case json.Delim('{'):
+		var order []string
+		count, given := map[string]int{}, map[string]string{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return "", 0, err
+			}
+			field, _ := k.(string)
+			if path != "" {
+				field = path + "." + field
+			}
+			fold := strings.ToLower(strings.ToUpper(field))
+			if count[fold] == 0 {
+				order, given[fold] = append(order, fold), field
+			}
+			count[fold]++
+			name, n, err := repeatedIn(dec, field)
+			if err != nil {
+				return "", 0, err
+			}
+			if innerN == 0 && n > 1 {
+				inner, innerN = name, n
+			}
+		}
+		for _, fold := range order {
+			if count[fold] > 1 {
+				return given[fold], count[fold], nil
+			}
+		}
+	case json.Delim('['):
+		for dec.More() {
+			name, n, err := repeatedIn(dec, path)
+			if err != nil {
+				return "", 0, err
+			}
+			if innerN == 0 && n > 1 {
+				inner, innerN = name, n
+			}
+		}
+	default:
+		return "", 0, nil
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return "", 0, err
+	}
+	return inner, innerN, nil
 }
 
 // bodyProblem words a JSON decoding error for the API's caller: the field and the type

@@ -440,6 +440,41 @@ func TestAPI_BodyTrailingDataRefused(t *testing.T) {
 	}
 }
 
+// TestAPI_BodyRepeatedFieldRefused: a field given twice in a body is refused with 400
+// naming it, and nothing of the body is done, as a query parameter given twice is: the
+// decoder keeps the last value, so a key named twice (a script that sets a field where
+// it meant to replace one) would act on the second key without a word. Field names
+// match without case, so "key" and "Key" are one field given twice.
+func TestAPI_BodyRepeatedFieldRefused(t *testing.T) {
+	e := newAPIEnv(t)
+	e.record(t, "k1", `{}`, false)
+	e.record(t, "k2", `{}`, false)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/v1/release", `{"source":"ota","key":"k1","reason":"PMS restored","key":"k2"}`, "field key given 2 times"},
+		{"/api/v1/release", `{"source":"ota","key":"k1","reason":"r","Key":"k2","KEY":"k1","reprocess":true}`, "field key given 3 times"},
+		{"/api/v1/bulk", `{"kind":"release","reason":"r","filter":{"source":"ota","key":"k1","source":"pms"}}`, "field filter.source given 2 times"},
+		{"/api/v1/suspects/1/review", `{"state":"confirmed","reason":"r","state":"dismissed"}`, "field state given 2 times"},
+	} {
+		code, out := e.call(t, storage.RoleOperator, "POST", tc.path, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), tc.want) {
+			t.Errorf("POST %s %s: %d %v; want 400, %s", tc.path, tc.body, code, out, tc.want)
+		}
+	}
+	for _, key := range []string{"k1", "k2"} {
+		if cl, err := e.db.Claim(context.Background(), "ota", key); err != nil || cl.State != storage.StateProcessed {
+			t.Errorf("%s after bodies refused: %+v, %v; want it processed still", key, cl, err)
+		}
+	}
+	if code, out := e.call(t, storage.RoleOperator, "GET", "/api/v1/bulk", ""); code != 200 || fmt.Sprint(out["actions"]) != "[]" {
+		t.Errorf("bulk actions after a body refused: %d %v; want none", code, out)
+	}
+	// The same name in two objects is no repetition.
+	code, out := e.call(t, storage.RoleOperator, "POST", "/api/v1/bulk", `{"kind":"release","reason":"r","filter":{"source":"ota","key":"k1"}}`)
+	if code != http.StatusCreated && code != http.StatusOK {
+		t.Errorf("a bulk preview: %d %v; want it made", code, out)
+	}
+}
+
 // TestAPI_BadValuesNamed: a value of the wrong kind is refused, naming the parameter or
 // the field in JSON's terms, never a Go type; stuck takes true or false only.
 func TestAPI_BadValuesNamed(t *testing.T) {
