@@ -389,7 +389,10 @@ func (t ApprovalThresholds) OverWith(money, earlier []MoneyTotal, unreadable int
 			out = append(out, line)
 		}
 	}
-	if unreadable > 0 {
+	switch {
+	case unreadable == 1:
+		out = append(out, "1 amount is not a number")
+	case unreadable > 1:
 		out = append(out, fmt.Sprintf("%d amounts are not numbers", unreadable))
 	}
 	return out

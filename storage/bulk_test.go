@@ -35,4 +35,9 @@ func TestParseApprovalThresholds(t *testing.T) {
 	if over := th.Over([]storage.MoneyTotal{{Currency: "EUR", Gross: "350.41"}, {Currency: "JPY", Gross: "99999999"}}, 0); len(over) != 1 {
 		t.Errorf("a cent above: %v; want EUR alone", over)
 	}
+	for n, want := range map[int]string{1: "1 amount is not a number", 2: "2 amounts are not numbers"} {
+		if over := th.Over(nil, n); !reflect.DeepEqual(over, []string{want}) {
+			t.Errorf("%d amounts unreadable: %q; want %q", n, over, want)
+		}
+	}
 }
