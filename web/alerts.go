@@ -270,9 +270,9 @@ func (a *api) alertAction(action string) handlerFunc {
 }
 
 func (a *api) alertChange(w http.ResponseWriter, r *http.Request, action string) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return Errorf(http.StatusNotFound, "no such alert: %s", r.PathValue("id"))
+	id, err := apiPathID(r, "alert")
+	if err != nil {
+		return err
 	}
 	// It takes no field: a body that names one (a reason the caller would believe
 	// recorded) is refused as any endpoint refuses a field it does not know.

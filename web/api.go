@@ -429,12 +429,27 @@ func (a *api) toAPIClaim(c storage.Claim) apiClaim {
 		Attempts: c.Attempts, LastError: c.LastError}
 }
 
+// apiPathID reads the id in r's path, of a what ("delivery"): a whole number from 1, as
+// the lists' before= and delivery= are, or a 400 that says so. 0 or a negative number is
+// no id, not an id of nothing stored.
+func apiPathID(r *http.Request, what string) (int64, error) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, Errorf(http.StatusBadRequest, "%s id %q: want an id, a whole number from 1", what, v)
+	}
+	return id, nil
+}
+
 func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := apiPathID(r, "delivery")
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "delivery id %q is not a number", r.PathValue("id"))
+		return err
 	}
 	d, err := a.events.Delivery(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Errorf(http.StatusNotFound, "no such delivery: %d", id)
+	}
 	if err != nil {
 		return err
 	}

@@ -475,6 +475,40 @@ func TestAPI_BodyRepeatedFieldRefused(t *testing.T) {
 	}
 }
 
+// TestAPI_PathIDsNamed: an id in an endpoint's path that is no id (a word, 0, a negative
+// number) is refused with 400 naming what it should be, on every endpoint alike, and an
+// id of nothing stored is a 404 that names the thing and the id, as an unknown key's
+// and suspect's are, not a bare "not found".
+func TestAPI_PathIDsNamed(t *testing.T) {
+	e := newAPIEnv(t)
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"GET", "/api/v1/deliveries/abc", "", `delivery id "abc": want an id, a whole number from 1`},
+		{"GET", "/api/v1/deliveries/0", "", `delivery id "0": want an id, a whole number from 1`},
+		{"GET", "/api/v1/deliveries/-1", "", `delivery id "-1": want an id, a whole number from 1`},
+		{"GET", "/api/v1/bulk/0", "", `bulk action id "0": want an id, a whole number from 1`},
+		{"POST", "/api/v1/bulk/-3/cancel", "", `bulk action id "-3": want an id, a whole number from 1`},
+		{"POST", "/api/v1/suspects/0/review", `{"state":"confirmed","reason":"r"}`, `suspect id "0": want an id, a whole number from 1`},
+		{"POST", "/api/v1/alerts/abc/acknowledge", "", `alert id "abc": want an id, a whole number from 1`},
+	} {
+		code, out := e.call(t, storage.RoleOperator, tc.method, tc.path, tc.body)
+		if code != http.StatusBadRequest || fmt.Sprint(out["error"]) != tc.want {
+			t.Errorf("%s %s: %d %v; want 400, %s", tc.method, tc.path, code, out, tc.want)
+		}
+	}
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"GET", "/api/v1/deliveries/99999", "", "no such delivery: 99999"},
+		{"GET", "/api/v1/bulk/99999", "", "no such bulk action: 99999"},
+		{"POST", "/api/v1/bulk/99999/cancel", "", "no such bulk action: 99999"},
+		{"POST", "/api/v1/suspects/99999/review", `{"state":"confirmed","reason":"r"}`, "no such suspect: 99999"},
+		{"POST", "/api/v1/alerts/99999/resolve", "", "no such alert: 99999"},
+	} {
+		code, out := e.call(t, storage.RoleOperator, tc.method, tc.path, tc.body)
+		if code != http.StatusNotFound || fmt.Sprint(out["error"]) != tc.want {
+			t.Errorf("%s %s: %d %v; want 404, %s", tc.method, tc.path, code, out, tc.want)
+		}
+	}
+}
+
 // TestAPI_BadValuesNamed: a value of the wrong kind is refused, naming the parameter or
 // the field in JSON's terms, never a Go type; stuck takes true or false only.
 func TestAPI_BadValuesNamed(t *testing.T) {

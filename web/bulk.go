@@ -727,11 +727,14 @@ func (a *api) writeBulk(w http.ResponseWriter, r *http.Request, code int, act st
 }
 
 func (a *api) getBulk(w http.ResponseWriter, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := apiPathID(r, "bulk action")
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "bulk action id %q is not a number", r.PathValue("id"))
+		return err
 	}
 	act, err := a.bulk.BulkAction(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Errorf(http.StatusNotFound, "no such bulk action: %d", id)
+	}
 	if err != nil {
 		return err
 	}
@@ -782,9 +785,9 @@ func (a *api) listBulk(state string) handlerFunc {
 
 func (a *api) bulkStepAPI(step string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		id, err := apiPathID(r, "bulk action")
 		if err != nil {
-			return Errorf(http.StatusBadRequest, "bulk action id %q is not a number", r.PathValue("id"))
+			return err
 		}
 		var body struct {
 			Reason string `json:"reason"`
@@ -794,6 +797,9 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 		}
 		u, _ := UserFrom(r.Context())
 		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
+		if errors.Is(err, storage.ErrNotFound) {
+			return Errorf(http.StatusNotFound, "no such bulk action: %d", id)
+		}
 		if err != nil {
 			return apiBulkError(err)
 		}

@@ -528,9 +528,9 @@ type reviewRequest struct {
 }
 
 func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return Errorf(http.StatusBadRequest, "suspect id %q is not a number", r.PathValue("id"))
+	id, err := apiPathID(r, "suspect")
+	if err != nil {
+		return err
 	}
 	var req reviewRequest
 	if err := decodeBody(w, r, &req, `{"state":"confirmed" or "dismissed","reason":…}`); err != nil {
