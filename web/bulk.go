@@ -795,6 +795,11 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 		if err := decodeOptionalBody(w, r, &body, `{"reason":…} or nothing`); err != nil {
 			return err
 		}
+		if step == "start" && body.Reason != "" {
+			// A start records no reason (the preview's is the action's): one sent along
+			// would be dropped without a word, and the caller believe it recorded.
+			return Errorf(http.StatusBadRequest, "reason: a start takes none (an action's reason is its preview's, given to POST /api/v1/bulk); send {} or nothing")
+		}
 		u, _ := UserFrom(r.Context())
 		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
 		if errors.Is(err, storage.ErrNotFound) {

@@ -285,6 +285,15 @@ func TestAPI_Bulk(t *testing.T) {
 	if code, out := call("admin", "POST", "/api/v1/bulk/"+id+"/start", ""); code != 403 {
 		t.Errorf("started by another: %d %v", code, out)
 	}
+	// A start records no reason, the preview's being the action's: one sent along would
+	// be dropped without a word, so it is refused and the action left as it was.
+	if code, out := call("operator", "POST", "/api/v1/bulk/"+id+"/start", `{"reason":"go ahead"}`); code != 400 ||
+		!strings.Contains(fmt.Sprint(out["error"]), "reason") {
+		t.Errorf("start with a reason: %d %v; want 400 naming reason", code, out)
+	}
+	if _, out := call("viewer", "GET", "/api/v1/bulk/"+id, ""); out["state"] != storage.BulkPreview {
+		t.Errorf("after a start with a reason: %v; want it a preview still", out["state"])
+	}
 	if code, out := call("operator", "POST", "/api/v1/bulk/"+id+"/start", ""); code != 200 || out["state"] != storage.BulkPendingApproval {
 		t.Fatalf("start: %d %v", code, out)
 	}
