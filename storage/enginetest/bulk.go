@@ -1024,3 +1024,63 @@ func TestBulkSources(t *testing.T, e Engine) {
 		t.Errorf("sources of no action: %q, %v; want none", got, err)
 	}
 }
+
+// TestBulkTimesAsStored: an action as a preview, a start, a decision or a cancel returns
+// it carries its times as they are stored, and as BulkAction reads them back: in UTC, to
+// the millisecond. Returned with the clock's own reading, the answer to
+// POST /api/v1/bulk gave its created_at in the server's time zone, to the nanosecond,
+// and GET /api/v1/bulk/{id} another spelling of it.
+func TestBulkTimesAsStored(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db, clk, req := fourEyesFixture(t, e)
+	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
+	clk.Set(time.Date(2026, 11, 30, 8, 0, 0, 123456789, time.FixedZone("EST", -5*3600)))
+	same := func(step string, got storage.BulkAction) {
+		t.Helper()
+		stored, err := db.BulkAction(ctx, got.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			name      string
+			got, read time.Time
+		}{
+			{"created", got.CreatedAt, stored.CreatedAt}, {"started", got.StartedAt, stored.StartedAt},
+			{"decided", got.DecidedAt, stored.DecidedAt}, {"finished", got.FinishedAt, stored.FinishedAt},
+			{"updated", got.UpdatedAt, stored.UpdatedAt},
+		} {
+			if g, r := tt.got.Format(time.RFC3339Nano), tt.read.Format(time.RFC3339Nano); g != r {
+				t.Errorf("%s: %s at %s; read back %s", step, tt.name, g, r)
+			}
+		}
+	}
+	a, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("preview", a)
+	clk.Add(time.Second + 654321)
+	if a, err = db.StartBulkAction(ctx, a.ID, "ann", req.Thresholds); err != nil || a.State != storage.BulkPendingApproval {
+		t.Fatalf("start: %+v, %v", a, err)
+	}
+	same("start", a)
+	clk.Add(time.Second + 987654)
+	if a, err = db.RefuseBulkAction(ctx, a.ID, "bob", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	same("refusal", a)
+	release := req
+	release.Kind = storage.BulkRelease
+	if a, err = db.CreateBulkPreview(ctx, release); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second + 111)
+	if a, err = db.StartBulkAction(ctx, a.ID, "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	same("start of a release", a)
+	if a, err = db.CancelBulkAction(ctx, a.ID, "bob", "wrong filter"); err != nil {
+		t.Fatal(err)
+	}
+	same("cancel", a)
+}

@@ -30,6 +30,7 @@ var tests = []struct {
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
 	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},
+	{"BulkTimesAsStored", TestBulkTimesAsStored},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
 	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
 	{"BulkSources", TestBulkSources},

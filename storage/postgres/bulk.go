@@ -44,7 +44,8 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 	}
 	req.Reason, req.Actor = storage.ReplacedText(req.Reason), storage.ReplacedText(req.Actor)
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
-	now := db.Now()
+	// As stored, to the millisecond: the action returned is the one read back.
+	now := fromMillis(millis(db.Now()))
 	keys, leftOut, expired, err := db.previewKeys(ctx, req, now)
 	if err != nil {
 		return storage.BulkAction{}, err
@@ -354,7 +355,8 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx pgx.Tx, a *storag
 		if err != nil {
 			return err
 		}
-		now := db.Now()
+		// As stored, to the millisecond: the action returned is the one read back.
+		now := fromMillis(millis(db.Now()))
 		e, err := fn(tx, &a, now)
 		if err != nil {
 			return err

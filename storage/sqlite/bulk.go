@@ -41,7 +41,8 @@ func (db *DB) CreateBulkPreview(ctx context.Context, req storage.BulkRequest) (s
 		return storage.BulkAction{}, err
 	}
 	req.Filter.Currency = storage.CurrencyCode(req.Filter.Currency)
-	now := db.Now()
+	// As stored, to the millisecond: the action returned is the one read back.
+	now := fromMillis(millis(db.Now()))
 	query, args := bulkQuery(req)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -355,7 +356,8 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx *sql.Tx, a *stora
 		if err != nil {
 			return err
 		}
-		now := db.Now()
+		// As stored, to the millisecond: the action returned is the one read back.
+		now := fromMillis(millis(db.Now()))
 		e, err := fn(tx, &a, now)
 		if err != nil {
 			return err
