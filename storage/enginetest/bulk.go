@@ -1084,3 +1084,34 @@ func TestBulkTimesAsStored(t *testing.T, e Engine) {
 	}
 	same("cancel", a)
 }
+
+// TestBulkStalePreviewIDNotReused: the id of a preview deleted for its age is never
+// another action's. A page of the old preview left open (its Start button, or a
+// script's id) would otherwise start the new one, of another filter, keys and money,
+// when the new preview takes the id the old one left: SQLite gives a new row the
+// highest id plus one, and the preview that is deleted as the next is made is often the
+// newest.
+func TestBulkStalePreviewIDNotReused(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db, clk, req := fourEyesFixture(t, e)
+	old, err := db.CreateBulkPreview(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(storage.MaxPreviewAge + time.Second)
+	other := req
+	other.Kind, other.Filter = storage.BulkRelease, storage.BulkFilter{Source: "pms"}
+	fresh, err := db.CreateBulkPreview(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.ID == old.ID {
+		t.Fatalf("the new preview took the id %d of the one deleted for its age", old.ID)
+	}
+	if a, err := db.StartBulkAction(ctx, old.ID, "ann", req.Thresholds); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("start of the old preview's id %d: %+v, %v; want ErrNotFound", old.ID, a, err)
+	}
+	if a, err := db.BulkAction(ctx, fresh.ID); err != nil || a.State != storage.BulkPreview {
+		t.Errorf("the new preview: %+v, %v; want it a preview still", a, err)
+	}
+}

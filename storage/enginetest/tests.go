@@ -27,6 +27,7 @@ var tests = []struct {
 	{"BulkCancel", TestBulkCancel},
 	{"BulkStale", TestBulkStale},
 	{"BulkStalePreviewDeleted", TestBulkStalePreviewDeleted},
+	{"BulkStalePreviewIDNotReused", TestBulkStalePreviewIDNotReused},
 	{"BulkResume", TestBulkResume},
 	{"BulkOddText", TestBulkOddText},
 	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},

@@ -348,7 +348,7 @@ func (db *DB) BulkSources(ctx context.Context, id int64) ([]string, error) {
 func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error)) (storage.BulkAction, error) {
 	var out storage.BulkAction
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		a, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_actions WHERE id = $1 FOR UPDATE`, id))
+		a, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_actions WHERE id = $1 AND state <> 'building' FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrNotFound
 		}

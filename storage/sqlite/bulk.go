@@ -196,7 +196,14 @@ func (db *DB) clearOldPreviews(ctx context.Context, cutoff time.Time) error {
 		}
 		if err == nil {
 			err = db.writeTx(ctx, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, `DELETE FROM bulk_actions WHERE id = ? AND state = 'building'`, o.id)
+				// The newest row stays, without its keys and "building", which no look-up
+				// reads: SQLite gives a new row the highest id plus one, so the next action
+				// would take this one's id, and a page of it left open would start that one.
+				if _, err := tx.ExecContext(ctx, `DELETE FROM bulk_actions WHERE id = ?1 AND state = 'building'
+					AND id != (SELECT max(id) FROM bulk_actions)`, o.id); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET total = 0 WHERE id = ? AND state = 'building'`, o.id)
 				return err
 			})
 		}
@@ -349,7 +356,7 @@ func (db *DB) BulkSources(ctx context.Context, id int64) ([]string, error) {
 func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx *sql.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error)) (storage.BulkAction, error) {
 	var out storage.BulkAction
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		a, err := scanBulk(tx.QueryRowContext(ctx, `SELECT `+bulkColumns+` FROM bulk_actions WHERE id = ?`, id))
+		a, err := scanBulk(tx.QueryRowContext(ctx, `SELECT `+bulkColumns+` FROM bulk_actions WHERE id = ? AND state != 'building'`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return storage.ErrNotFound
 		}
