@@ -18,7 +18,7 @@ import (
 // verify checks src's signature on a delivery. For a timestamped scheme it also records
 // how far the signed time is from the time of receipt, whenever the signature matched:
 // also for a delivery refused for being outside the tolerance, which is what a machine
-// whose clock drifts sees of every delivery.
+// whose clock drifts sees of every delivery, but not for one signed in milliseconds.
 func (rc *Receiver) verify(src *Source, r *http.Request, body []byte) error {
 	now := rc.now()
 	tv, ok := src.Verifier.(signature.TimestampVerifier)
@@ -26,7 +26,9 @@ func (rc *Receiver) verify(src *Source, r *http.Request, body []byte) error {
 		return queryUnread(r, src.Verifier.Verify(r.Header, requestQuery(r), body, now))
 	}
 	signed, err := tv.VerifyTimestamp(r.Header, requestQuery(r), body, now)
-	if !signed.IsZero() {
+	// A time in milliseconds is the sender's slip, which its refusal names, not a
+	// clock's drift: counted, it would have this machine's clock blamed.
+	if !signed.IsZero() && !signature.InMilliseconds(signed.Unix()) {
 		skew := signed.Sub(now)
 		rc.metrics.SignatureSkew.WithLabelValues(src.Name).Observe(skew.Seconds())
 		rc.skew.observe(src.Name, signed, body, skew, now)

@@ -342,9 +342,7 @@ func checkTime(unix int64, now time.Time, tol time.Duration) error {
 			// The figure Sub saturated at would be a false one.
 			far = "more than 292 years"
 		}
-		if unix >= 1e12 && unix < 1e13 {
-			// Thirteen digits are a time in milliseconds from 2001 to 2286, a slip senders
-			// make; as seconds it is tens of thousands of years ahead.
+		if InMilliseconds(unix) {
 			return fmt.Errorf("timestamp %d is in milliseconds (%s), not the unix seconds it is read as: %s in the future, outside tolerance %s",
 				unix, time.UnixMilli(unix).UTC().Format(time.RFC3339), far, tol)
 		}
@@ -352,6 +350,11 @@ func checkTime(unix int64, now time.Time, tol time.Duration) error {
 	}
 	return nil
 }
+
+// InMilliseconds reports whether a signed timestamp read as unix seconds is one in
+// milliseconds: thirteen digits, a time from 2001 to 2286 in milliseconds, a slip
+// senders make; as seconds it is tens of thousands of years ahead.
+func InMilliseconds(unix int64) bool { return unix >= 1e12 && unix < 1e13 }
 
 // maxSub is the longest time.Time.Sub returns: a longer span saturates at it.
 const maxSub = time.Duration(math.MaxInt64) - time.Second
