@@ -136,8 +136,10 @@ type BulkFilter struct {
 	// state. Flags are only ever on accepted deliveries, which claim their keys.
 	Flag      SuspectKind `json:"flag,omitempty"`
 	FlagState string      `json:"flag_state,omitempty"`
-	// AmountMin and AmountMax bound the amount in major units ("100.00"), both
-	// included. A key whose delivery carries no amount matches neither.
+	// AmountMin and AmountMax bound the amount's magnitude in major units ("100.00"),
+	// both included: a refund of -5000.00 is above an AmountMax of 100, as the approval
+	// thresholds and the ledger count it. A key whose delivery carries no amount, or
+	// one that is not a plain decimal, matches neither.
 	AmountMin string `json:"amount_min,omitempty"`
 	AmountMax string `json:"amount_max,omitempty"`
 }
@@ -170,6 +172,11 @@ func (f BulkFilter) Check() error {
 		r, _, ok := ParseDecimal(b.v)
 		if !ok {
 			return fmt.Errorf("%s %q: want a plain amount in major units, such as 100.00", b.name, b.v)
+		}
+		if r.Sign() < 0 {
+			// A signed bound would read as a range of signed amounts: "-100" as an
+			// upper bound would match nothing, as a lower one everything.
+			return fmt.Errorf("%s %q: amounts are compared without their sign, refunds and charges alike; give it without one", b.name, b.v)
 		}
 		*b.out = r
 	}
@@ -401,7 +408,9 @@ func (t ApprovalThresholds) OverWith(money, earlier []MoneyTotal, unreadable int
 // ReprocessWindowWords says ReprocessWindow in words.
 var ReprocessWindowWords = fmt.Sprintf("%d hours", int(ReprocessWindow/time.Hour))
 
-// MatchAmount reports whether amount is within f's amount range.
+// MatchAmount reports whether amount's magnitude is within f's amount range. Sources
+// write a refund as "-182.50" or as "182.50": compared with its sign, "refunds up to
+// 100" would take in every negative refund, however large.
 func (f BulkFilter) MatchAmount(amount string) bool {
 	if f.AmountMin == "" && f.AmountMax == "" {
 		return true
@@ -410,6 +419,7 @@ func (f BulkFilter) MatchAmount(amount string) bool {
 	if !ok {
 		return false
 	}
+	r.Abs(r)
 	if lo, _, ok := ParseDecimal(f.AmountMin); ok && r.Cmp(lo) < 0 {
 		return false
 	}

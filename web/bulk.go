@@ -561,8 +561,8 @@ func (s *Server) describeFilter(f storage.BulkFilter) []string {
 		out = append(out, "first delivery flagged: "+string(f.Flag))
 	}
 	add("flag's review state", f.FlagState)
-	add("amount at least", f.AmountMin)
-	add("amount at most", f.AmountMax)
+	add("amount, either sign, at least", f.AmountMin)
+	add("amount, either sign, at most", f.AmountMax)
 	if len(out) == 0 {
 		out = append(out, "every key")
 	}

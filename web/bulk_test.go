@@ -831,3 +831,29 @@ func TestConsole_BulkSampleAmountsAsStored(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_BulkAmountWithoutSign: the form and the action's page say that the amount
+// range bounds amounts without their sign, as it selects them: the refund of -20.25 is
+// at least 20, so the range takes four keys of refundKeys, not three.
+func TestConsole_BulkAmountWithoutSign(t *testing.T) {
+	e := newConsoleEnv(t)
+	refundKeys(t, e)
+	op := e.as(t, storage.RoleOperator)
+	_, form := op.page("/bulk")
+	if hint := form.testid("bulk-amount-hint").text(); !strings.Contains(hint, "without its sign") {
+		t.Errorf("form hint: %q; want it to say the range ignores the sign", hint)
+	}
+	_, _, h := op.post("/bulk", url.Values{"kind": {"release"}, "state": {"stuck"}, "amount_min": {"20"}, "reason": {"free them"}})
+	code, body := op.get(h.Get("Location"))
+	page := parsePage(t, body)
+	if code != http.StatusOK || page.testid("bulk-total").text() != "4" {
+		t.Errorf("amount from 20: %d, %q keys; want 4", code, page.testid("bulk-total").text())
+	}
+	if !strings.Contains(body, "amount, either sign, at least: 20") {
+		t.Errorf("the action's filter does not say the range is without sign")
+	}
+	code, body, _ = op.post("/bulk", url.Values{"kind": {"release"}, "amount_max": {"-100"}, "reason": {"x"}})
+	if code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(body), "without their sign") {
+		t.Errorf("a signed bound: %d; want 400 saying amounts compare without their sign", code)
+	}
+}

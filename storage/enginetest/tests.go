@@ -33,6 +33,7 @@ var tests = []struct {
 	{"BulkReasonCountsCharacters", TestBulkReasonCountsCharacters},
 	{"BulkTimesAsStored", TestBulkTimesAsStored},
 	{"BulkFilter_KeyAndFlags", TestBulkFilter_KeyAndFlags},
+	{"BulkFilter_AmountMagnitude", TestBulkFilter_AmountMagnitude},
 	{"BulkReprocess_SourcesRun", TestBulkReprocess_SourcesRun},
 	{"BulkSources", TestBulkSources},
 	{"BulkActions_Pages", TestBulkActions_Pages},
