@@ -1350,6 +1350,33 @@ func buildSource(sc sourceConfig, taken map[string]bool, getenv func(string) str
 	return s.source(v), nil
 }
 
+// checkBatchOff refuses a source that turns its preset's batch off (batch = "") while
+// keeping the preset's key: the preset's key_fields point inside each event of a batch
+// (Adyen's NotificationRequestItem, a Mews event), and its event_id is none, so on the
+// whole request they find nothing and every genuine delivery would be refused 422. A key
+// of the source's own, key_fields or an event_id, says where the request holds it.
+func (s sourceSettings) checkBatchOff() error {
+	if s.Provider == "" || *s.Batch != "" {
+		return nil
+	}
+	p, err := provider.Resolve(s.Provider)
+	if err != nil || p.Batch == "" {
+		return nil // settle has refused an unknown provider already
+	}
+	ownFields := !slices.Contains(s.fromPreset, "key_fields")
+	ownID := !slices.Contains(s.fromPreset, "event_id") && s.EventID != nil && len(*s.EventID) > 0
+	if ownFields || ownID {
+		return nil
+	}
+	quoted := make([]string, len(s.KeyFields))
+	for i, f := range s.KeyFields {
+		quoted[i] = strconv.Quote(f)
+	}
+	return fmt.Errorf("batch: \"\" turns off provider %q's batch (%q), yet the key is still the preset's, read inside each event (key_fields %s): "+
+		"on the whole request it finds nothing, and every delivery would be refused 422; set key_fields or event_id to where the request holds its key, or leave batch out",
+		s.Provider, p.Batch, strings.Join(quoted, ", "))
+}
+
 // sourceDefaults are the settings a source gets where its table leaves them unset. The
 // scheme supplies the rest: the event id (Verifier.DefaultEventID) and the tolerance.
 func sourceDefaults() sourceConfig {
@@ -1521,6 +1548,9 @@ func (s sourceSettings) check(taken map[string]bool) (signature.Verifier, error)
 			return nil, fmt.Errorf("ttl %s is too short for tolerance %s: a captured delivery could be replayed after its key expires; raise ttl to at least %s (twice the tolerance plus %s) or lower tolerance",
 				*s.TTL, tol, least, replayMargin)
 		}
+	}
+	if err := s.checkBatchOff(); err != nil {
+		return nil, err
 	}
 	if *s.Batch != "" {
 		if err := receiver.CheckBatch(*s.Batch, *s.Item, s.keySpec(v)); err != nil {

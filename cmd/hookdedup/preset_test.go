@@ -166,3 +166,35 @@ forward_url = "http://127.0.0.1:9/events"
 		t.Errorf("defaults: max_attempts %d, answer %q, form_encoded %v", src.MaxAttempts, src.Answer, src.FormEncoded)
 	}
 }
+
+// A source that turns its preset's batch off keeps the preset's key, read inside each
+// event of a batch: on the whole request it finds nothing, and every genuine delivery
+// would be refused 422. It starts only with a key of its own for the whole request.
+func TestConfig_ProviderBatchOffNeedsOwnKey(t *testing.T) {
+	for _, c := range []struct{ name, table, want string }{
+		{"Adyen", `provider = "adyen"` + "\n" + `batch = ""`,
+			`batch: "" turns off provider "adyen"'s batch ("/notificationItems"), yet the key is still the preset's, read inside each event (key_fields "/merchantAccountCode", "/pspReference", "/eventCode", "/success"): on the whole request it finds nothing, and every delivery would be refused 422; set key_fields or event_id to where the request holds its key, or leave batch out`},
+		{"Mews", `provider = "mews"` + "\n" + `batch = ""`,
+			`batch: "" turns off provider "mews"'s batch ("/Events"), yet the key is still the preset's, read inside each event (key_fields "/Discriminator", "/Value")`},
+		{"EventIDNone", `provider = "mews"` + "\n" + `batch = ""` + "\n" + `event_id = ""`, `batch: "" turns off provider "mews"'s batch`},
+		{"OwnKeyFields", `provider = "adyen"` + "\n" + `batch = ""` + "\n" + `key_fields = ["/notificationItems/0/NotificationRequestItem/pspReference"]`, ``},
+		{"OwnEventID", `provider = "mews"` + "\n" + `batch = ""` + "\n" + `event_id = "/Events/0/Value"`, ``},
+		{"PresetsOwnBatch", `provider = "mews"` + "\n" + `batch = "/Events"`, ``},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			secret := "x"
+			if strings.Contains(c.table, "adyen") {
+				secret = adyenKey
+			}
+			_, sources, err := loadSources(t, "[[source]]\nname = \"s\"\nsecret = \""+secret+"\"\n"+c.table+"\n", nil)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want == "" && c.name != "PresetsOwnBatch" && sources[0].Batch != "":
+				t.Errorf("batch %q, want none", sources[0].Batch)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want it to say %s", err, c.want)
+			}
+		})
+	}
+}
