@@ -354,9 +354,10 @@ func eventID(spec KeySpec, h http.Header, doc string, body []byte) (id, from, wh
 			continue
 		}
 		if name, ok := strings.CutPrefix(from, eventIDHeaderPrefix); ok {
-			// Said as configured, unless the id is read from the other family's header.
+			// Said as configured, unless the id is read from the other family's header,
+			// which is said as its sender spells it (Shopify-Webhook-Id, svix-id).
 			if read := signature.IDHeaderOf(spec.Scheme, name, h); !strings.EqualFold(read, name) {
-				from = eventIDHeaderPrefix + strings.ToLower(read)
+				from = eventIDHeaderPrefix + read
 			}
 		}
 		id, whyNot := findEventID(from, h, doc, body)

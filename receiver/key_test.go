@@ -293,6 +293,12 @@ func TestDerive_NoKey(t *testing.T) {
 			`event id "/id" is a boolean, and none of the key fields "/a" is present`},
 		{"header absent, no fields", KeySpec{EventID: []string{"header:Webhook-Id"}}, http.Header{}, `{}`,
 			`header Webhook-Id is absent`},
+		// Read from the other family's header, which is named as its sender documents it:
+		// Shopify's Events spell Shopify-Webhook-Id so, Svix svix-id in lower case.
+		{"Shopify Events id absent", KeySpec{EventID: []string{"header:X-Shopify-Webhook-Id"}, Scheme: "shopify"},
+			http.Header{"Shopify-Hmac-Sha256": {"x"}}, `{}`, `header Shopify-Webhook-Id is absent`},
+		{"Svix id absent", KeySpec{EventID: []string{"header:webhook-id"}, Scheme: "standard-webhooks"},
+			http.Header{"Svix-Timestamp": {"1"}, "Svix-Signature": {"v1,x"}}, `{}`, `header svix-id is absent`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -240,7 +240,7 @@ func checkPresetDelivery(t *testing.T, name string, d storage.Delivery, body []b
 			t.Errorf("%s: amount %q currency %q; want 412.50 EUR", name, d.Amount, d.Currency)
 		}
 		// Keyed on the delivery id, read from Shopify-Webhook-Id in Events.
-		keyFrom := map[string]string{"shopify": "header:X-Shopify-Webhook-Id", "shopify/events": "header:shopify-webhook-id"}[name]
+		keyFrom := map[string]string{"shopify": "header:X-Shopify-Webhook-Id", "shopify/events": "header:Shopify-Webhook-Id"}[name]
 		if d.Key != "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043" || d.KeyFrom != keyFrom {
 			t.Errorf("%s: key %q from %q; want the delivery id from %s", name, d.Key, d.KeyFrom, keyFrom)
 		}

@@ -112,12 +112,13 @@ type Verifier interface {
 }
 
 // IDHeaderOf returns the header an event id configured as read from header name is read
-// from in h, for a source signed with scheme, in the spelling of the family of headers
-// that h carries, as Verify reads them:
+// from in h, for a source signed with scheme, in the family of headers that h carries,
+// as Verify reads them, and spelt as that family's sender documents it, as Verify's
+// messages spell it, since messages and the console say the name:
 //
 //   - under standard-webhooks, for either spelling of the message id (webhook-id,
-//     svix-id), the one of the family h carries (swHeadersOf), so that the id is the
-//     one the signature covers. Read by its configured name, a delivery carrying both
+//     svix-id), the one of the family h carries (swHeadersOf), in lower case, so that
+//     the id is the one the signature covers. Read by its configured name, a delivery carrying both
 //     families could sign one id and be keyed on another, unsigned: a captured
 //     delivery could then be replayed under any id.
 //   - under shopify, a header of Shopify's webhooks (X-Shopify-…) is read without its
@@ -132,7 +133,7 @@ func IDHeaderOf(scheme, name string, h http.Header) string {
 		// EqualFold rather than the canonical form: this runs for every delivery, and the
 		// configured name is usually lower case, which canonicalising would allocate for.
 		if strings.EqualFold(name, standardHeaders.id) || strings.EqualFold(name, svixHeaders.id) {
-			return swHeadersOf(h).id
+			return swHeadersOf(h).idName
 		}
 	case schemeShopify:
 		if len(name) > len("X-Shopify-") && strings.EqualFold(name[:len("X-Shopify-")], "X-Shopify-") &&

@@ -63,10 +63,10 @@ func TestIDHeaderOf(t *testing.T) {
 		h            http.Header
 		want         string
 	}{
-		{"standard-webhooks", "svix-id", both, "Webhook-Id"},
-		{"standard-webhooks", "webhook-id", both, "Webhook-Id"},
-		{"standard-webhooks", "SVIX-ID", svixOnly, "Svix-Id"},
-		{"standard-webhooks", "webhook-id", svixOnly, "Svix-Id"},
+		{"standard-webhooks", "svix-id", both, "webhook-id"},
+		{"standard-webhooks", "webhook-id", both, "webhook-id"},
+		{"standard-webhooks", "SVIX-ID", svixOnly, "svix-id"},
+		{"standard-webhooks", "webhook-id", svixOnly, "svix-id"},
 		{"standard-webhooks", "X-GitHub-Delivery", both, "X-GitHub-Delivery"},
 		{"standard-webhooks", "webhook-timestamp", svixOnly, "webhook-timestamp"},
 		{"shopify", "X-Shopify-Webhook-Id", events, "Shopify-Webhook-Id"},
