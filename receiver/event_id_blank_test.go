@@ -17,13 +17,7 @@ import (
 // comes from the key fields instead, and with none present the delivery is refused 422
 // with the reason, as one whose event id is empty.
 func TestHandler_EventIDOfSpacesAlone(t *testing.T) {
-	v, err := signature.New(signature.Config{Scheme: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "pms", Verifier: v, TTL: time.Hour,
-		Keys: receiver.KeySpec{EventID: []string{"/event_id"}, KeyFields: []string{"/booking_id", "/status"}}}
-	e := newEnv(t, sqlite.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, pmsSource(t))
 
 	code, first, _ := e.post(t, "pms", "", `{"event_id":"  ","booking_id":"BK-1","status":"cancelled"}`, nil)
 	if code != http.StatusOK || first.Status != "accepted" || !strings.HasPrefix(first.Key, "derived:") {
@@ -45,13 +39,7 @@ func TestHandler_EventIDOfSpacesAlone(t *testing.T) {
 // key fields, as for ordinary spaces. An id with such a space among other characters is
 // an id.
 func TestHandler_EventIDOfUnicodeBlanksAlone(t *testing.T) {
-	v, err := signature.New(signature.Config{Scheme: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := receiver.Source{Name: "pms", Verifier: v, TTL: time.Hour,
-		Keys: receiver.KeySpec{EventID: []string{"/event_id"}, KeyFields: []string{"/booking_id", "/status"}}}
-	e := newEnv(t, sqlite.Options{}, src)
+	e := newEnv(t, sqlite.Options{}, pmsSource(t))
 
 	for i, blank := range []string{`\u00a0`, `\u3000`, `\u200b`, `\u2060\ufeff`, ` \u00a0 `} {
 		booking := "BK-" + string(rune('1'+i))
@@ -68,4 +56,16 @@ func TestHandler_EventIDOfUnicodeBlanksAlone(t *testing.T) {
 	if code != http.StatusOK || a.Key != "evt\u00a01" {
 		t.Errorf("an id with a no-break space inside: %d %+v, want its key to be the id", code, a)
 	}
+}
+
+// pmsSource is an unsigned source keyed by /event_id, or failing that by the booking
+// and its status.
+func pmsSource(t *testing.T) receiver.Source {
+	t.Helper()
+	v, err := signature.New(signature.Config{Scheme: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiver.Source{Name: "pms", Verifier: v, TTL: time.Hour,
+		Keys: receiver.KeySpec{EventID: []string{"/event_id"}, KeyFields: []string{"/booking_id", "/status"}}}
 }

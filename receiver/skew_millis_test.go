@@ -1,17 +1,10 @@
 package receiver_test
 
 import (
-	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hookdedup/hookdedup/receiver"
-	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestReceiver_ClockSkewMillisecondsLeftOut: a sender that signs its time in
@@ -21,26 +14,7 @@ import (
 // clock_skew alert blame this machine's clock for a sender's slip.
 func TestReceiver_ClockSkewMillisecondsLeftOut(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ota := otaSource(t)
-	rc := receiver.New(receiver.Config{Sources: []receiver.Source{ota}, Store: db, Now: func() time.Time { return now }})
-	h := http.NewServeMux()
-	rc.Register(h)
-	send := func(i int, signed time.Time) *httptest.ResponseRecorder {
-		body := fmt.Sprintf(`{"property_id":"P-1","booking_id":"B-%d","status":"confirmed"}`, i)
-		req := httptest.NewRequest(http.MethodPost, "/webhooks/ota", strings.NewReader(body))
-		req.Header.Set("webhook-id", fmt.Sprintf("msg_%d", i))
-		if err := ota.Verifier.Sign(req.Header, url.Values{}, []byte(body), signed); err != nil {
-			t.Fatal(err)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
-	}
+	rc, send := otaAt(t, now)
 	for i := range 5 {
 		w := send(i, time.Unix(now.UnixMilli(), 0)) // the header then holds milliseconds
 		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "in milliseconds") {

@@ -160,34 +160,45 @@ func TestReceiver_ClockSkew(t *testing.T) {
 // and the median over it still tells the skew most deliveries had.
 func TestReceiver_ClockSkewBounded(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ota := otaSource(t)
-	rc := receiver.New(receiver.Config{Sources: []receiver.Source{ota}, Store: db, Now: func() time.Time { return now }})
-	h := http.NewServeMux()
-	rc.Register(h)
+	rc, send := otaAt(t, now)
 	for i := range 400 {
-		body := fmt.Sprintf(`{"property_id":"P-1","booking_id":"B-%d","status":"confirmed"}`, i)
-		req := httptest.NewRequest(http.MethodPost, "/webhooks/ota", strings.NewReader(body))
-		req.Header.Set("webhook-id", fmt.Sprintf("msg_%d", i))
 		signed := now.Add(3 * time.Minute)
 		if i%10 == 0 {
 			signed = now // a tenth of the senders are right
 		}
-		if err := ota.Verifier.Sign(req.Header, url.Values{}, []byte(body), signed); err != nil {
-			t.Fatal(err)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != http.StatusOK {
+		if w := send(i, signed); w.Code != http.StatusOK {
 			t.Fatalf("delivery %d: %d %s", i, w.Code, w.Body)
 		}
 	}
 	if median, n := rc.ClockSkew(); median != 3*time.Minute || n != 400 {
 		t.Fatalf("ClockSkew = %v, %d; want 3m0s over 400", median, n)
+	}
+}
+
+// otaAt serves otaSource on a database of its own, its clock stopped at now, and
+// returns the receiver and what sends it the i-th booking's delivery signed at signed.
+func otaAt(t *testing.T, now time.Time) (*receiver.Receiver, func(i int, signed time.Time) *httptest.ResponseRecorder) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hookdedup.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ota := otaSource(t)
+	rc := receiver.New(receiver.Config{Sources: []receiver.Source{ota}, Store: db, Now: func() time.Time { return now }})
+	h := http.NewServeMux()
+	rc.Register(h)
+	return rc, func(i int, signed time.Time) *httptest.ResponseRecorder {
+		t.Helper()
+		body := fmt.Sprintf(`{"property_id":"P-1","booking_id":"B-%d","status":"confirmed"}`, i)
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/ota", strings.NewReader(body))
+		req.Header.Set("webhook-id", fmt.Sprintf("msg_%d", i))
+		if err := ota.Verifier.Sign(req.Header, url.Values{}, []byte(body), signed); err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
 	}
 }
 
