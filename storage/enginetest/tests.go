@@ -128,6 +128,7 @@ var tests = []struct {
 	{"KnownDevice", TestKnownDevice},
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
+	{"IDsNotReused", TestIDsNotReused},
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},

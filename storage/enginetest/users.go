@@ -177,3 +177,38 @@ func TestOneTimePassword(t *testing.T, e Engine) {
 		t.Fatalf("audit of a one-time password: %+v, %v", log, err)
 	}
 }
+
+// TestIDsNotReused: the id of a token or a user that is gone is never given to another,
+// even when it was the highest: the audit log names tokens by id ("(id 5)"), and
+// `hookdedup token revoke 5` typed from an old note must not revoke someone else's.
+func TestIDsNotReused(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	createUser(t, db, "ada", storage.RoleAdmin, "pw-ada-123456")
+	bo := createUser(t, db, "bo", storage.RoleOperator, "pw-bo-1234567")
+	if _, _, err := db.CreateToken(ctx, "ada", "ci", "ada"); err != nil {
+		t.Fatal(err)
+	}
+	_, gone, err := db.CreateToken(ctx, "bo", "scripts", "bo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Removing bo, the newest user, takes the newest token with him.
+	if err := db.DeleteUser(ctx, "bo", "ada"); err != nil {
+		t.Fatal(err)
+	}
+	_, fresh, err := db.CreateToken(ctx, "ada", "report", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.ID <= gone.ID {
+		t.Errorf("the new token took the id %d; the removed one's was %d", fresh.ID, gone.ID)
+	}
+	cy := createUser(t, db, "cy", storage.RoleViewer, "pw-cy-1234567")
+	if cy.ID <= bo.ID {
+		t.Errorf("the new user took the id %d; the removed one's was %d", cy.ID, bo.ID)
+	}
+	if err := db.RevokeToken(ctx, gone.ID, "", "ada"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("revoke of the removed token's id %d: %v; want ErrNotFound", gone.ID, err)
+	}
+}

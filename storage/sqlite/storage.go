@@ -661,6 +661,7 @@ var migrationSteps = map[string]func(context.Context, *sql.Tx) error{
 	"migrations/0016_audit_chain.sql":     chainAuditLog,
 	"migrations/0039_money_magnitude.sql": countMagnitudes,
 	"migrations/0040_stats_minor.sql":     countStatsMinor,
+	"migrations/0042_ids_not_reused.sql":  seedIDs,
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
