@@ -628,7 +628,9 @@ type Store interface {
 	// Users and settings.
 
 	// CreateUser adds a user and writes the audit row, by actor, in the same transaction.
-	// Returns ErrExists if the name is taken.
+	// Returns a *UserNameTakenError, which is ErrExists, if an existing user has the
+	// name, letter case (of A to Z) aside; users made before that rule who share a
+	// name so are left as they are.
 	CreateUser(ctx context.Context, u User, actor string) (User, error)
 
 	// UserByName returns the user with the given name. Returns ErrNotFound if there is none.

@@ -69,6 +69,25 @@ func CheckUserName(name string) error {
 // ErrExists means a row with the same unique name already exists.
 var ErrExists = errors.New("already exists")
 
+// UserNameTakenError is CreateUser's refusal of a name that an existing user has,
+// letter case aside: op1 and OP1 would read as one person in the audit log and in the
+// four-eyes approval of a bulk action, whose approver must be another user than its
+// requester. It is ErrExists (errors.Is).
+type UserNameTakenError struct {
+	Name     string // the name asked for
+	Existing string // the existing user's, as stored
+}
+
+func (e *UserNameTakenError) Error() string {
+	if e.Name == e.Existing {
+		return fmt.Sprintf("user %q already exists", e.Existing)
+	}
+	return fmt.Sprintf("user %q already exists, and %q differs from it only in letter case", e.Existing, e.Name)
+}
+
+// Unwrap makes the error ErrExists.
+func (e *UserNameTakenError) Unwrap() error { return ErrExists }
+
 // User is a console user. PasswordHash is a bcrypt hash.
 type User struct {
 	ID           int64

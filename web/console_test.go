@@ -829,6 +829,13 @@ func TestConsole_AddUser(t *testing.T) {
 	if said := refusal(body); code != http.StatusUnprocessableEntity || said != `There is already a user called "ana".` {
 		t.Fatalf("duplicate user: %d %q", code, said)
 	}
+	// Another letter case is the same name: the audit log and four-eyes approvals
+	// could not tell the two apart.
+	code, body, _ = c.post("/users", url.Values{"name": {"ANA"}, "role": {"viewer"}, "password": {"a long enough password"}})
+	if said := refusal(body); code != http.StatusUnprocessableEntity ||
+		said != `There is already a user called "ana": "ANA" differs from it only in letter case, and would be taken for them.` {
+		t.Fatalf("user of another letter case: %d %q", code, said)
+	}
 	ana := e.client(t)
 	if code, _, _ := ana.do(http.MethodPost, "/login", url.Values{"username": {"ana"}, "password": {"a long enough password"}}); code != http.StatusSeeOther {
 		t.Fatalf("the new user cannot sign in: %d", code)

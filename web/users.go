@@ -19,7 +19,8 @@ type userStore interface {
 	// UserByName returns ErrNotFound if there is no such user.
 	UserByName(ctx context.Context, name string) (storage.User, error)
 	Users(ctx context.Context) ([]storage.User, error)
-	// CreateUser returns ErrExists if the name is taken.
+	// CreateUser returns a *storage.UserNameTakenError, which is ErrExists, if a
+	// user has the name, letter case aside.
 	CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error)
 	// SetUserRole, SetUserPassword, DeleteUser and EndUserSessions return ErrNotFound
 	// for an unknown user; SetUserRole and DeleteUser return ErrLastAdmin rather than
@@ -88,7 +89,11 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) error {
 		// The admin knows the password: it is one-time, the new user chooses their own.
 		_, err = s.users.CreateUser(ctx, storage.User{Name: form.Name, Role: form.Role, PasswordHash: string(hash),
 			MustChangePassword: true}, me.Name)
+		var taken *storage.UserNameTakenError
 		switch {
+		case errors.As(err, &taken) && taken.Existing != form.Name:
+			form.Error = fmt.Sprintf("There is already a user called %q: %q differs from it only in letter case, and would be taken for them.",
+				taken.Existing, form.Name)
 		case errors.Is(err, storage.ErrExists):
 			form.Error = fmt.Sprintf("There is already a user called %q.", form.Name)
 		case err != nil:

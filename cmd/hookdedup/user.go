@@ -243,6 +243,10 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 		}
 	}
 	if _, err := db.CreateUser(ctx, storage.User{Name: pos[0], Role: *role, PasswordHash: string(hash)}, cliActor()); err != nil {
+		var taken *storage.UserNameTakenError
+		if errors.As(err, &taken) {
+			return taken // names the existing user, whose letter case may differ
+		}
 		if errors.Is(err, storage.ErrExists) {
 			return fmt.Errorf("user %q already exists", pos[0])
 		}

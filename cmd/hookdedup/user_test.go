@@ -182,3 +182,26 @@ func TestCLI_UnknownSubcommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_UserNameCase: user add refuses a name an existing user has in another letter
+// case, naming that user, as it refuses the very name.
+func TestCLI_UserNameCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	add := func(name, role string) error {
+		t.Helper()
+		var out, errb bytes.Buffer
+		return run(context.Background(), []string{"user", "add", name, "--role", role, "--database", path},
+			func(string) string { return "" }, strings.NewReader("correct horse battery staple\n"), &out, &errb)
+	}
+	if err := add("op1", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"op1": `user "op1" already exists`,
+		"OP1": `user "op1" already exists, and "OP1" differs from it only in letter case`,
+	} {
+		if err := add(name, "operator"); err == nil || err.Error() != want {
+			t.Errorf("user add %s: %v, want %q", name, err, want)
+		}
+	}
+}

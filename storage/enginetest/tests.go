@@ -129,6 +129,7 @@ var tests = []struct {
 	{"ChangeUsers", TestChangeUsers},
 	{"OneTimePassword", TestOneTimePassword},
 	{"IDsNotReused", TestIDsNotReused},
+	{"UserNameCase", TestUserNameCase},
 	{"LeaseDue", TestLeaseDue},
 	{"LeaseDue_Replicas", TestLeaseDue_Replicas},
 	{"LeaseDue_Sources", TestLeaseDue_Sources},

@@ -212,3 +212,35 @@ func TestIDsNotReused(t *testing.T, e Engine) {
 		t.Errorf("revoke of the removed token's id %d: %v; want ErrNotFound", gone.ID, err)
 	}
 }
+
+// TestUserNameCase: a name that an existing user has in another letter case is refused,
+// with the existing user named: op1 and OP1 would read as one person in the audit log
+// and to the four-eyes approval of a bulk action.
+func TestUserNameCase(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db := e.Open(t)
+	createUser(t, db, "op1", storage.RoleOperator, "pw-op1-1234567")
+	for _, name := range []string{"op1", "OP1", "Op1"} {
+		_, err := db.CreateUser(ctx, storage.User{Name: name, Role: storage.RoleViewer, PasswordHash: "x"}, "test")
+		var taken *storage.UserNameTakenError
+		if !errors.Is(err, storage.ErrExists) || !errors.As(err, &taken) || taken.Existing != "op1" || taken.Name != name {
+			t.Errorf("create %q beside op1: %v; want the name taken by op1", name, err)
+		}
+	}
+	if _, err := db.UserByName(ctx, "OP1"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("user OP1 after the refusals: %v; want ErrNotFound", err)
+	}
+	// Names that differ otherwise are names of their own. Both engines fold A to Z
+	// alone (the name rule allows no other letter), so they agree on any name.
+	for _, name := range []string{"op10", "émile", "Émile"} {
+		createUser(t, db, name, storage.RoleViewer, "pw-"+name+"-123456")
+	}
+	users, err := db.Users(ctx)
+	if err != nil || len(users) != 4 {
+		t.Fatalf("users: %+v, %v; want op1, op10, émile and Émile", users, err)
+	}
+	log, err := db.AuditLog(ctx, 0, 100)
+	if err != nil || len(log) != 4 {
+		t.Errorf("audit log: %+v, %v; want the four users added alone", log, err)
+	}
+}

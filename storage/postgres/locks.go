@@ -40,9 +40,10 @@ const (
 	sweepSessionsLock
 	bulkRunnerLock
 	// usersLock is held, for its transaction, by every change to an existing user (a
-	// role, a password, a removal, a token made, sessions ended): replicas change users
-	// one at a time, as SQLite's single writer does, so that two of them cannot each
-	// take one of the last two admins away.
+	// role, a password, a removal, a token made, sessions ended) and by the addition
+	// of one: replicas change users one at a time, as SQLite's single writer does, so
+	// that two of them cannot each take one of the last two admins away, nor each add
+	// one of two names that differ only in letter case.
 	usersLock
 	// forensicKeyLock names, by its low half, a space of per-key locks in PostgreSQL's
 	// two-int4 key space (apart from the bigint one of the locks above): (that half, a

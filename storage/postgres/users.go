@@ -12,7 +12,8 @@ import (
 )
 
 // CreateUser adds a user and writes the audit row, by actor, in the same transaction.
-// Returns ErrExists if the name is taken.
+// Returns a *storage.UserNameTakenError (ErrExists) if a user has the name, letter case
+// aside.
 func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error) {
 	if !storage.ValidRole(u.Role) {
 		return storage.User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
@@ -22,7 +23,24 @@ func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (sto
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
 	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx,
+		// Under usersLock, as every change of users: two replicas adding op1 and OP1
+		// at once would each find the other's name free.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, db.locks.id(usersLock)); err != nil {
+			return err
+		}
+		// lower() under the C collation folds A to Z alone, as SQLite's does: the
+		// engines take the same names for one. Of users made before the rule who
+		// share a name so, the one of the very name is told.
+		var existing string
+		err := tx.QueryRow(ctx, `SELECT name FROM users WHERE lower(name COLLATE "C") = lower($1 COLLATE "C")
+			ORDER BY name = $1 DESC, name COLLATE "C" LIMIT 1`, u.Name).Scan(&existing)
+		if err == nil {
+			return &storage.UserNameTakenError{Name: u.Name, Existing: existing}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		err = tx.QueryRow(ctx,
 			`INSERT INTO users (name, role, password_hash, created_at, must_change_password) VALUES ($1, $2, $3, $4, $5)
 			RETURNING id`,
 			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword).Scan(&u.ID)

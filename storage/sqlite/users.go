@@ -12,13 +12,26 @@ import (
 )
 
 // CreateUser adds a user and writes the audit row, by actor, in the same transaction.
-// Returns ErrExists if the name is taken.
+// Returns a *storage.UserNameTakenError (ErrExists) if a user has the name, letter case
+// aside.
 func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (storage.User, error) {
 	if !storage.ValidRole(u.Role) {
 		return storage.User{}, fmt.Errorf("create user %q: unknown role %q", u.Name, u.Role)
 	}
 	u.CreatedAt = db.Now().UTC().Truncate(time.Millisecond)
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		// SQLite's lower() folds A to Z alone, as the PostgreSQL engine's does under
+		// the C collation: the engines take the same names for one. Of users made
+		// before the rule who share a name so, the one of the very name is told.
+		var existing string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM users WHERE lower(name) = lower(?)
+			ORDER BY name = ? DESC, name LIMIT 1`, u.Name, u.Name).Scan(&existing)
+		if err == nil {
+			return &storage.UserNameTakenError{Name: u.Name, Existing: existing}
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO users (name, role, password_hash, created_at, must_change_password) VALUES (?, ?, ?, ?, ?)`,
 			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword)
