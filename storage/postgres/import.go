@@ -245,9 +245,23 @@ func convert(v any, typ string, escape bool) (any, error) {
 }
 
 // resetSequences moves each id sequence past the highest id copied: the identities of
-// the tables, and delivery_ids past both the highest delivery and the highest id the
-// source ever issued (a claim may name a delivery swept since).
+// the tables, past the highest id the source ever gave too where it keeps one (the
+// ids of its AUTOINCREMENT tables, users and tokens: a token removed with its user
+// while it had the highest id is named by its id in the audit log copied with it),
+// and delivery_ids past both the highest delivery and the highest id the source ever
+// issued (a claim may name a delivery swept since).
 func resetSequences(ctx context.Context, tx pgx.Tx, src storage.TableSource) error {
+	given := map[string]int64{}
+	err := src.ReadTable(ctx, "sqlite_sequence", []string{"name", "seq"}, func(row []any) error {
+		name, _ := row[0].(string)
+		if seq, ok := row[1].(int64); ok && name != "" {
+			given[name] = max(given[name], seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, `SELECT table_name FROM information_schema.columns
 WHERE table_schema = current_schema() AND column_name = 'id' AND is_identity = 'YES'`)
 	if err != nil {
@@ -259,8 +273,8 @@ WHERE table_schema = current_schema() AND column_name = 'id' AND is_identity = '
 	}
 	for _, t := range tables {
 		name := pgx.Identifier{t}.Sanitize()
-		if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), max(id)) FROM `+name+` HAVING max(id) IS NOT NULL`,
-			name); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), GREATEST(max(id), $2)) FROM `+name+`
+			HAVING max(id) IS NOT NULL OR $2 > 0`, name, given[t]); err != nil {
 			return fmt.Errorf("move the ids of %s past the copied ones: %w", t, err)
 		}
 	}
