@@ -97,6 +97,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	out := &checkedWriter{w: stdout}
 	err := runCommand(ctx, args, env{getenv: getenv, stdin: stdin, stdout: out, stderr: stderr})
 	werr := out.failed()
+	if werr != nil && isOutputError(err) {
+		// The command gave back the write that failed as it is (a table's Flush): that
+		// is the failure werr names, said below with the command's name, not a bare
+		// "write /dev/stdout: …" that leaves the operator guessing which command it was
+		// and whether it did its work.
+		err = nil
+	}
 	if errors.Is(werr, syscall.EPIPE) && readsOnly(args) && (err == nil || errors.Is(err, syscall.EPIPE)) {
 		return errReaderGone
 	}
@@ -144,8 +151,23 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 			c.err = err
 		}
 		c.mu.Unlock()
+		return n, outputError{err}
 	}
 	return n, err
+}
+
+// outputError is an error of a write to stdout, marked so that run can tell a command
+// that returned it unwrapped from one that failed otherwise, or that said itself what
+// the lost output means (token add revokes the token it could not show).
+type outputError struct{ err error }
+
+func (o outputError) Error() string { return o.err.Error() }
+func (o outputError) Unwrap() error { return o.err }
+
+// isOutputError reports whether err is a write to stdout that failed, returned as it is.
+func isOutputError(err error) bool {
+	_, ok := err.(outputError)
+	return ok
 }
 
 func (c *checkedWriter) failed() error {

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestPrintedOutput_FullDisk: sources and service print what an operator saves to a
@@ -97,5 +101,52 @@ func TestCommands_OutputToFullDisk(t *testing.T) {
 	err = run(ctx, []string{"keys", "--database", db}, getenv, strings.NewReader(""), full, &errOut)
 	if err == nil || !strings.HasPrefix(err.Error(), "keys: its output could not be written") || strings.Contains(err.Error(), "changed") {
 		t.Errorf("keys to a full disk: %v, want it named, and nothing said of changes", err)
+	}
+}
+
+// TestCommands_ListsToFullDisk: a list that has rows to show, and fails to write them
+// (stdout on a full disk), is named as an empty one is, "keys: its output could not be
+// written to stdout (…)", not as a bare write error that names no command; a bulk
+// release that released keys says that it ran.
+func TestCommands_ListsToFullDisk(t *testing.T) {
+	full := devFull(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"evt_a", "evt_b"} {
+		if err := db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: key, KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	ctx := context.Background()
+	getenv := func(string) string { return "" }
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"user", "add", "admin", "--role", "admin", "--database", path}, getenv,
+		strings.NewReader("first-password-1234\n"), &out, &errOut); err != nil {
+		t.Fatalf("user add: %v (%s)", err, errOut.String())
+	}
+	if err := run(ctx, []string{"token", "add", "admin", "--database", path}, getenv, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("token add: %v (%s)", err, errOut.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys"}, "keys: its output could not be written to stdout ("},
+		{[]string{"user", "list"}, "user list: its output could not be written to stdout ("},
+		{[]string{"token", "list"}, "token list: its output could not be written to stdout ("},
+		{[]string{"release", "--source", "ota", "--state", "processed", "--reason", "full disk"},
+			"release ran, but its output could not be written to stdout ("},
+	} {
+		err := run(ctx, append(tc.args, "--database", path), getenv, strings.NewReader(""), full, &errOut)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("%s to a full disk: %v, want an error that begins %q and says no space is left",
+				strings.Join(tc.args, " "), err, tc.want)
+		}
 	}
 }
