@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
 // TestAudit_ExportNotOverADatabaseOrTheConfig: --output over a SQLite database other
@@ -42,5 +47,45 @@ func TestAudit_ExportNotOverADatabaseOrTheConfig(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(previous); !strings.Contains(string(after), "previous_state") {
 		t.Errorf("the previous export was not written over: %q", after)
+	}
+}
+
+// TestAudit_ExportNotOverTheServeLock: --output (and a backup's FILE) naming the serve
+// lock beside the database is refused, and the lock stays the file serve holds: an
+// export renamed over it would leave serve holding a file no longer there, and a
+// second serve would lock the new one and run on the same database.
+func TestAudit_ExportNotOverTheServeLock(t *testing.T) {
+	dir := t.TempDir()
+	path := auditDB(t, dir)
+	serving, err := sqlite.Open(path, sqlite.Options{ServeLock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serving.Close()
+	lock := path + sqlite.ServeLockSuffix
+	held, err := os.Stat(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"audit", "export", "--format", "csv", "--output", lock},
+		{"backup", lock},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append(args, "--database", path), func(string) string { return "" },
+			strings.NewReader(""), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "serve lock") {
+			t.Errorf("%s over the serve lock: %v, want a refusal naming it", args[0], err)
+		}
+		if now, err := os.Stat(lock); err != nil || !os.SameFile(held, now) {
+			t.Fatalf("%s over the serve lock replaced it (%v)", args[0], err)
+		}
+	}
+	second, err := sqlite.Open(path, sqlite.Options{ServeLock: true})
+	if err == nil {
+		second.Close()
+	}
+	if !errors.Is(err, sqlite.ErrServed) {
+		t.Errorf("a second serve after the refused export: %v, want it refused as served", err)
 	}
 }

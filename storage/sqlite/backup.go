@@ -1116,16 +1116,19 @@ func removeDB(path string) {
 }
 
 // DatabaseFile says which file of the database at db the path names, if any: the
-// database itself, or its -wal, -shm or -journal, existing or not, through symbolic
-// links (SQLite keeps the side files beside the link's target); "" when it is none of
-// them. A file written there would destroy the database: renamed over, the -wal would
-// take the commits not yet checkpointed out of every path, and SQLite would read the
-// file as its log.
+// database itself, or its -wal, -shm, -journal or serve lock, existing or not, through
+// symbolic links (SQLite keeps the side files beside the link's target, and serve its
+// lock); "" when it is none of them. A file written there would destroy the database:
+// renamed over, the -wal would take the commits not yet checkpointed out of every path,
+// and SQLite would read the file as its log; and the running serve would hold a lock
+// on a file no longer there, so that a second serve could lock the new one and run on
+// the same database.
 func DatabaseFile(path, db string) (string, error) {
 	target := resolved(db)
 	for _, side := range []struct{ suffix, what string }{
 		{"", "the database itself"}, {"-wal", "the database's write-ahead log (-wal)"},
 		{"-shm", "the database's shared-memory index (-shm)"}, {"-journal", "the database's rollback journal (-journal)"},
+		{ServeLockSuffix, "the database's serve lock (" + ServeLockSuffix + "), which keeps a second serve off it"},
 	} {
 		same, err := sameFile(path, target+side.suffix)
 		if err != nil {
