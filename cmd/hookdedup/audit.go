@@ -350,6 +350,11 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return errors.New("that is a directory; give a file name")
+	} else if err == nil && !st.Mode().IsRegular() {
+		// Renamed over, a device (/dev/null, to try an export without keeping it) or a
+		// FIFO would become a regular file holding the audit log: as root, /dev/null
+		// would be one for every program until the machine restarts.
+		return errors.New("that is not a regular file (a device such as /dev/null, a FIFO or a socket), which the export would replace: give a file's name, or leave --output out to write to stdout")
 	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hookdedup/hookdedup/storage/sqlite"
@@ -87,5 +88,27 @@ func TestAudit_ExportNotOverTheServeLock(t *testing.T) {
 	}
 	if !errors.Is(err, sqlite.ErrServed) {
 		t.Errorf("a second serve after the refused export: %v, want it refused as served", err)
+	}
+}
+
+// TestAudit_ExportNotOverASpecialFile: --output naming a FIFO or a device (/dev/null,
+// to try an export without keeping it) is refused, and the file stays what it was: the
+// export is renamed into place, which would put a regular file of the audit log where
+// the device was, and, run as root, break every program that writes to /dev/null.
+func TestAudit_ExportNotOverASpecialFile(t *testing.T) {
+	dir := t.TempDir()
+	path := auditDB(t, dir)
+	fifo := filepath.Join(dir, "audit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"audit", "export", "--format", "csv", "--output", fifo, "--database", path},
+		func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("export over a FIFO: %v, want a refusal saying it is not a regular file", err)
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("export over a FIFO replaced it (%v)", err)
 	}
 }
