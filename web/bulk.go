@@ -362,6 +362,7 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 		reason := strings.TrimSpace(r.PostFormValue("reason"))
 		a, err := s.bulkStep(r.Context(), step, id, u, reason)
 		if err != nil {
+			err = bulkError(err)
 			var e *Error
 			if errors.As(err, &e) && e.Code < 500 {
 				flash(r, w, "error", e.Message)
@@ -376,7 +377,8 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 	}
 }
 
-// bulkStep does one step of an action for u, for the console and the API alike.
+// bulkStep does one step of an action for u, for the console and the API alike; each
+// words storage's refusals in its own way (bulkError, apiBulkError).
 func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, reason string) (storage.BulkAction, error) {
 	if p := reasonProblem(reason, step == "approve" || step == "refuse"); p != "" {
 		return storage.BulkAction{}, badRequest(p)
@@ -401,7 +403,7 @@ func (s *Server) bulkStep(ctx context.Context, step string, id int64, u User, re
 		return storage.BulkAction{}, errNotFound
 	}
 	if err != nil {
-		return storage.BulkAction{}, bulkError(err)
+		return storage.BulkAction{}, err // worded by the caller: bulkError, apiBulkError
 	}
 	s.log.Info("bulk action", logBy, u.Name, logAction, step, "bulk", id, "state", a.State)
 	return a, nil
@@ -703,6 +705,9 @@ func apiBulkError(err error) error {
 		return Errorf(http.StatusConflict, "the preview was made more than a day ago; make a new preview")
 	case errors.Is(err, storage.ErrTooManyKeys):
 		return Errorf(http.StatusUnprocessableEntity, "the filter matches more than %d keys; narrow it", storage.MaxBulkKeys)
+	}
+	if gone, ok := errors.AsType[*storage.RequesterGoneError](err); ok {
+		return Errorf(http.StatusConflict, "the action cannot be approved: %s; refuse it, and ask again under a current operator's name", gone)
 	}
 	var e *Error
 	if errors.As(err, &e) {
