@@ -150,3 +150,51 @@ func TestOpen_IDsUpgrade(t *testing.T) {
 		t.Errorf("foreign key check after the upgrade: %d rows, %v", n, err)
 	}
 }
+
+// TestOpen_IDsUpgradeOrphans: a database of an earlier version that holds a token,
+// session or device of a user no longer there (removed by a connection without foreign
+// keys, as the sqlite3 shell's default is) still opens: the rebuilt tables refer to
+// users with their constraint on, and copying such a row failed the migration, so
+// the upgraded binary refused to start on a database the earlier one ran on. The rows
+// of a user that is gone give no access (each is read through its user) and go, as
+// the user's removal would have taken them; every other row stays.
+func TestOpen_IDsUpgradeOrphans(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	ada := storagetest.CreateUser(t, db, "ada", storage.RoleAdmin, "pw-ada-1-1234567")
+	tok, _, err := db.CreateToken(ctx, "ada", "scripts", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, path, idsDowngrade...)
+	execFile(t, path,
+		`INSERT INTO tokens (id, user_id, name, hash, created_at) VALUES (7, 999, 'gone', 'hash-of-gone', 1)`,
+		`INSERT INTO sessions (id_hash, user_id, created_at, seen_at) VALUES ('session-of-gone', 999, 1, 1)`,
+		`INSERT INTO devices (id_hash, user_id, seen_at) VALUES ('device-of-gone', 999, 1)`)
+
+	up, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open of a database holding rows of a removed user: %v", err)
+	}
+	defer up.Close()
+	if u, err := up.TokenUser(ctx, tok); err != nil || u.ID != ada.ID {
+		t.Errorf("ada's token after the upgrade: %+v, %v", u, err)
+	}
+	raw := rawDB(t, path)
+	var n int
+	if err := raw.QueryRow(`SELECT count(*) FROM pragma_foreign_key_check`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("foreign key check after the upgrade: %d rows, %v", n, err)
+	}
+	if err := raw.QueryRow(`SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM sessions) +
+		(SELECT count(*) FROM devices)`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("after the upgrade: %d tokens, sessions and devices (%v), want ada's token alone", n, err)
+	}
+	// The removed token's id, named by no audit row, is still not given again.
+	if _, next, err := up.CreateToken(ctx, "ada", "report", "ada"); err != nil || next.ID <= 7 {
+		t.Errorf("a new token after the upgrade: id %d, %v; want past 7", next.ID, err)
+	}
+}

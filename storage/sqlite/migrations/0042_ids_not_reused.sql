@@ -9,6 +9,12 @@
 -- the migration's transaction. Renaming users_new to users makes their references name
 -- users again. Every row keeps its id; the step after this SQL (seedIDs) moves the
 -- counters past the ids the audit log shows were given.
+--
+-- A token, session or device of a user no longer there (removed by a connection without
+-- foreign keys, such as the sqlite3 shell's by default) is not copied: the new tables check
+-- their references as rows go in, and one such row would fail the migration, so that
+-- hookdedup would no longer start on a database it ran on. Such a row gives no access
+-- (each is read through its user), and the user's removal would have taken it along.
 
 CREATE TABLE users_new (
     id                   INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -31,7 +37,11 @@ CREATE TABLE tokens_new (
     revoked_at INTEGER
 );
 INSERT INTO tokens_new (id, user_id, name, hash, created_at, revoked_at)
-SELECT id, user_id, name, hash, created_at, revoked_at FROM tokens;
+SELECT id, user_id, name, hash, created_at, revoked_at FROM tokens WHERE user_id IN (SELECT id FROM users_new);
+-- Nor is the id of a token left out given again.
+INSERT INTO sqlite_sequence (name, seq) SELECT 'tokens_new', 0
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tokens_new');
+UPDATE sqlite_sequence SET seq = max(seq, (SELECT coalesce(max(id), 0) FROM tokens)) WHERE name = 'tokens_new';
 
 -- Console sessions (0007_sessions.sql).
 CREATE TABLE sessions_new (
@@ -41,7 +51,7 @@ CREATE TABLE sessions_new (
     seen_at    INTEGER NOT NULL   -- last request, to the minute: bounds its idle time
 ) WITHOUT ROWID;
 INSERT INTO sessions_new (id_hash, user_id, created_at, seen_at)
-SELECT id_hash, user_id, created_at, seen_at FROM sessions;
+SELECT id_hash, user_id, created_at, seen_at FROM sessions WHERE user_id IN (SELECT id FROM users_new);
 
 -- The browsers each user signed in from (0037_devices.sql).
 CREATE TABLE devices_new (
@@ -50,7 +60,7 @@ CREATE TABLE devices_new (
     seen_at INTEGER NOT NULL  -- last sign-in from the browser (unix ms): kept for the cookie's life
 ) WITHOUT ROWID;
 INSERT INTO devices_new (id_hash, user_id, seen_at)
-SELECT id_hash, user_id, seen_at FROM devices;
+SELECT id_hash, user_id, seen_at FROM devices WHERE user_id IN (SELECT id FROM users_new);
 
 -- The referring tables first: users then has no row anything refers to.
 DROP TABLE devices;
