@@ -71,6 +71,10 @@ const (
 // must not pin its slice in every pooled request.
 const maxPooledRows = 64
 
+// maxPooledKeys bounds the forensic keys a pooled request keeps room for, as
+// maxPooledRows its rows: a business key and a few correlation rules a row.
+const maxPooledKeys = 4 * maxPooledRows
+
 // recordReqs recycles requests and their channels: intake makes one per request.
 var recordReqs = sync.Pool{New: func() any { return &recordReq{done: make(chan error, 1)} }}
 
@@ -183,7 +187,10 @@ func (r *recordReq) reset() *recordReq {
 	clear(r.keys)
 	r.keys = r.keys[:0]
 	if cap(r.rows) > maxPooledRows {
-		r.rows, r.keys = nil, nil
+		r.rows = nil
+	}
+	if cap(r.keys) > maxPooledKeys {
+		r.keys = nil
 	}
 	r.claim, r.batch = storage.ClaimOptions{}, false
 	r.state.Store(reqQueued)
