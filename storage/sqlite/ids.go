@@ -31,7 +31,7 @@ func seedIDs(ctx context.Context, tx *sql.Tx) error {
 		if err := rows.Scan(&reason); err != nil {
 			return fmt.Errorf("read the token ids given: %w", err)
 		}
-		if id, ok := auditTokenID(reason); ok {
+		if id, ok := auditTokenID(reason); ok && id <= maxSeededID {
 			tokens = max(tokens, id)
 		}
 	}
@@ -53,6 +53,11 @@ func seedIDs(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// maxSeededID bounds an id read from the audit log that seedIDs moves a counter past: no
+// deployment makes a trillion tokens, and a counter moved near the largest id would leave
+// no id for the next token ("database or disk is full" at every one).
+const maxSeededID = 1 << 40
 
 // auditTokenID reads the token id from the reason of a "create token" or "revoke
 // token" audit row: the token's name quoted as Go quotes it, then " (id N)". The name

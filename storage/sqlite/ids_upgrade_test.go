@@ -198,3 +198,29 @@ func TestOpen_IDsUpgradeOrphans(t *testing.T) {
 		t.Errorf("a new token after the upgrade: id %d, %v; want past 7", next.ID, err)
 	}
 }
+
+// TestOpen_IDsUpgradeHugeAuditedID: an audit row naming a token id near the largest
+// (not one this program writes: a row put there by hand) does not move the tokens'
+// counter there, where no id would be left for the next token.
+func TestOpen_IDsUpgradeHugeAuditedID(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db := storagetest.OpenPath(t, path, sqlite.Options{})
+	storagetest.CreateUser(t, db, "ada", storage.RoleAdmin, "pw-ada-1-1234567")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, path, idsDowngrade...)
+	execFile(t, path, `INSERT INTO audit_log (at, actor, action, reason) VALUES (1, 'ada', 'create token', '"x" (id 9223372036854775000) for ada')`)
+
+	up, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	for _, name := range []string{"one", "two"} {
+		if _, tok, err := up.CreateToken(ctx, "ada", name, "ada"); err != nil || tok.ID > 1<<40 {
+			t.Errorf("token %s after the upgrade: id %d, %v; want a small id", name, tok.ID, err)
+		}
+	}
+}
