@@ -18,7 +18,10 @@ func TestDispatch_SixHundredSources(t *testing.T) {
 	var sources []receiver.Source
 	for i := range 600 {
 		src := forwardSource(t, ds.srv.URL, 3)
-		src.Name = fmt.Sprintf("s%03d", i)
+		// Leases are what is tested, not timeouts: on a loaded machine (the race
+		// detector, the other packages' tests) three hand-offs of 300 ms each could
+		// all run out, and the key fail with its event never sent.
+		src.Name, src.AttemptTimeout = fmt.Sprintf("s%03d", i), 10*time.Second
 		sources = append(sources, src)
 	}
 	for _, s := range sources {
