@@ -10,6 +10,17 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 )
 
+// CheckpointerStopped reports whether the checkpointer has returned while the database
+// is still open (checkpoint.go: once the file has left its path).
+func (db *DB) CheckpointerStopped() bool {
+	select {
+	case <-db.checkpointerDone:
+		return true
+	default:
+		return false
+	}
+}
+
 // WALRestarts is how many times the writer finished a checkpoint that the checkpointer
 // had caught up, so that the WAL could start over (checkpoint.go).
 func (db *DB) WALRestarts() int64 { return db.walRestarts.Load() }

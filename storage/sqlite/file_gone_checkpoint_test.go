@@ -41,9 +41,14 @@ func TestDB_DirectoryRemovedLogsOnce(t *testing.T) {
 			t.Fatalf("delivery %d after the directory was removed: %v, want ErrFileGone", i, err)
 		}
 	}
-	// Past the checkpointer's wait for a small file (smallFileCheckpointEvery) and its
-	// tick, a few times over.
-	time.Sleep(1500 * time.Millisecond)
+	// The checkpointer, woken by that commit, makes its pass, finds the file gone and
+	// stops: only then has it had its chance to log.
+	storagetest.Eventually(t, 10*time.Second, func() error {
+		if !db.CheckpointerStopped() {
+			return errors.New("the checkpointer has not stopped")
+		}
+		return nil
+	})
 
 	var named []string
 	for line := range strings.Lines(log.String()) {
