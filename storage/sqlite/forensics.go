@@ -58,9 +58,9 @@ type priorClaim struct {
 	expiresAt int64
 }
 
-// forensics is the writer's state for the checks of one batch. Its statements are
-// prepared once on the write connection, as the writer's own are (prepare), and bound
-// to each batch's transaction.
+// forensics is the writer's state for the checks of one batch. Its statements run on
+// the write connection, in the batch's transaction, as the writer's own do
+// (batchWriter).
 type forensics struct {
 	prior map[holderKey]priorClaim
 	acc   []*recordRow
@@ -68,8 +68,8 @@ type forensics struct {
 	look  []*forensicKey
 	corr  []*forensicKey
 	add   []*forensicKey
-	stmts map[string]*sql.Stmt // by query
-	tx    *sql.Tx
+	ready bool      // prepare has run
+	conn  *sql.Conn // the batch's, while after runs
 
 	// pendingRows, the rowids of the pending keys by their filterHash, was loaded when
 	// the write connection's data_version was version: another connection that commits
@@ -135,18 +135,13 @@ var sqlFlush = []string{
 	`DELETE FROM forensic_keys_pending`,
 }
 
-// forensicQueries are the statements the checks run, prepared once.
-var forensicQueries = append([]string{sqlFirstMoney, sqlSetMoney, sqlBlockDelivery, sqlBlockClaim, sqlRepoint, sqlOwnBody,
-	sqlTraceAdd, sqlSuspectAdd, sqlDeliveryExists, sqlRecentCheck, sqlAnyExpired}, sqlFlush...)
-
-// prepare prepares the statements on the write pool of db, once. It must run outside a
-// transaction: the pool's one connection would be busy.
-func (f *forensics) prepare(ctx context.Context, owner *DB) error {
-	if f.stmts != nil {
-		return nil
+// prepare takes what the checks need of owner, once.
+func (f *forensics) prepare(owner *DB) {
+	if f.ready {
+		return
 	}
 	f.read, f.closing, f.adopted, f.traced = owner.read, owner.closing, &owner.keyFilters, &owner.traced
-	return f.prepareStmts(ctx, owner.write)
+	f.ready = true
 }
 
 // current makes the writer's memory of the pending keys hold every one that tx, the
@@ -156,10 +151,10 @@ func (f *forensics) prepare(ctx context.Context, owner *DB) error {
 // commits in between, such as the release command's transaction that the begin waited
 // for. If tx rolls back, it is loaded again (rolledBack): a flush rolled back puts
 // back keys the writer forgot.
-func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
+func (f *forensics) current(ctx context.Context, conn *sql.Conn) error {
 	var version int64
 	var exists bool
-	if err := tx.StmtContext(ctx, f.stmts[sqlRecentCheck]).QueryRowContext(ctx).Scan(&version, &exists); err != nil {
+	if err := conn.QueryRowContext(ctx, sqlRecentCheck).Scan(&version, &exists); err != nil {
 		return fmt.Errorf("check pending keys: %w", err)
 	}
 	f.checkFilter(exists, version)
@@ -168,13 +163,13 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 	}
 	f.loaded = false
 	if !exists {
-		if _, err := tx.ExecContext(ctx, sqlWriterMark); err != nil {
+		if _, err := conn.ExecContext(ctx, sqlWriterMark); err != nil {
 			return fmt.Errorf("load pending keys: %w", err)
 		}
 	}
 	f.pendingRows.reset()
 	f.pending, f.nextRowid = 0, 1
-	rows, err := tx.QueryContext(ctx, sqlPendingLoad)
+	rows, err := conn.QueryContext(ctx, sqlPendingLoad)
 	if err != nil {
 		return fmt.Errorf("load pending keys: %w", err)
 	}
@@ -201,31 +196,7 @@ func (f *forensics) current(ctx context.Context, tx *sql.Tx) error {
 // again.
 func (f *forensics) rolledBack() { f.loaded = false }
 
-// prepareStmts prepares the checks' statements on db.
-func (f *forensics) prepareStmts(ctx context.Context, db *sql.DB) error {
-	stmts := make(map[string]*sql.Stmt)
-	queries := append([]string(nil), forensicQueries...)
-	for _, q := range sqlPriorBySize {
-		queries = append(queries, q)
-	}
-	for _, q := range multiQueries {
-		queries = append(queries, q)
-	}
-	for _, q := range queries {
-		st, err := db.PrepareContext(ctx, q)
-		if err != nil {
-			for _, st := range stmts {
-				st.Close()
-			}
-			return fmt.Errorf("prepare: %w", err)
-		}
-		stmts[q] = st
-	}
-	f.stmts = stmts
-	return nil
-}
-
-// close closes the prepared statements.
+// close waits for a filter build still reading.
 func (f *forensics) close() {
 	// A build still reading gave up when closing was closed; it must have ended its
 	// read transaction before Close closes the connections: while it lasts, the last
@@ -236,10 +207,6 @@ func (f *forensics) close() {
 		<-f.build.done
 		f.build = nil
 	}
-	for _, st := range f.stmts {
-		st.Close()
-	}
-	f.stmts = nil
 }
 
 // sqlPriorBySize holds sqlPrior for each chunk size.
@@ -266,7 +233,7 @@ const sqlAnyExpired = `SELECT EXISTS (SELECT 1 FROM claims WHERE state IN ('proc
 // claim statement overwrites such a row, and its trace is written from what is read here.
 // Only an expired claim can be taken over: while none has expired by the latest time of
 // ask (a database the claims sweep keeps up with), there is nothing to read.
-func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) error {
+func (f *forensics) before(ctx context.Context, conn *sql.Conn, ask []*recordRow) error {
 	if f.prior == nil {
 		f.prior = make(map[holderKey]priorClaim)
 	}
@@ -279,7 +246,7 @@ func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) er
 		latest = max(latest, millis(r.d.ReceivedAt))
 	}
 	var expired bool
-	if err := tx.StmtContext(ctx, f.stmts[sqlAnyExpired]).QueryRowContext(ctx, latest).Scan(&expired); err != nil {
+	if err := conn.QueryRowContext(ctx, sqlAnyExpired, latest).Scan(&expired); err != nil {
 		return fmt.Errorf("read prior claims: %w", err)
 	}
 	if !expired {
@@ -291,7 +258,7 @@ func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) er
 		for _, r := range chunk {
 			args = append(args, r.d.Source, r.d.Key)
 		}
-		rows, err := tx.StmtContext(ctx, f.stmts[sqlPriorBySize[len(chunk)]]).QueryContext(ctx, args...)
+		rows, err := conn.QueryContext(ctx, sqlPriorBySize[len(chunk)], args...)
 		if err != nil {
 			return fmt.Errorf("read prior claims: %w", err)
 		}
@@ -308,36 +275,20 @@ func (f *forensics) before(ctx context.Context, tx *sql.Tx, ask []*recordRow) er
 	})
 }
 
-// stmt is the prepared q bound to the batch's transaction.
-func (f *forensics) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	st, ok := f.stmts[q]
-	if !ok {
-		return nil, fmt.Errorf("statement not prepared: %s", q)
-	}
-	return f.tx.StmtContext(ctx, st), nil
-}
-
 func (f *forensics) exec(ctx context.Context, q string, args ...any) error {
-	st, err := f.stmt(ctx, q)
-	if err == nil {
-		_, err = st.ExecContext(ctx, args...)
-	}
+	_, err := f.conn.ExecContext(ctx, q, args...)
 	return err
 }
 
 func (f *forensics) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
-	st, err := f.stmt(ctx, q)
-	if err != nil {
-		return false, err
-	}
-	err = st.QueryRowContext(ctx, args...).Scan(dest...)
+	err := f.conn.QueryRowContext(ctx, q, args...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-func (f *forensics) done() { f.tx = nil }
+func (f *forensics) done() { f.conn = nil }
 
 // The business and correlation keys' tables are indexed by the day each key was seen
 // (sqlKeyDay), then by its hash's first 8 bytes (migrations/0041_forensic_key_days.sql):
@@ -482,11 +433,8 @@ var multiQueries = func() map[[2]int]string {
 	return m
 }()
 
-// multi is the prepared statement of kind k for n rows, bound to the batch's
-// transaction.
-func (f *forensics) multi(ctx context.Context, k multiKind, n int) (*sql.Stmt, error) {
-	return f.stmt(ctx, multiQueries[[2]int{int(k), n}])
-}
+// multi is the statement of kind k for n rows.
+func multi(k multiKind, n int) string { return multiQueries[[2]int{int(k), n}] }
 
 // chunked calls f with consecutive chunks of xs, each of a size in chunkSizes, and the
 // place of the chunk's first element in xs.
@@ -503,8 +451,8 @@ func chunked[T any](xs []T, f func(off int, chunk []T) error) error {
 // deliveries inserted, in the same transaction, and sets each row's flags. A row that
 // business_key_blocks turns into a duplicate is rewritten as one here: outcome
 // duplicate, its first delivery the one it doubles, and its claim undone (see block).
-func (f *forensics) after(ctx context.Context, tx *sql.Tx, rows []*recordRow) error {
-	f.tx = tx
+func (f *forensics) after(ctx context.Context, conn *sql.Conn, rows []*recordRow) error {
+	f.conn = conn
 	defer f.done()
 	// Money mismatches are rare (the payload differs): a statement or two each.
 	for i, r := range rows {
@@ -707,10 +655,7 @@ func padded[T any](xs []T, f func(chunk []T, size int) error) error {
 // lookUp finds the earliest match the database holds for each of keys.
 func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 	return padded(keys, func(chunk []*forensicKey, size int) error {
-		st, err := f.multi(ctx, multiKeyFind, size)
-		if err != nil {
-			return err
-		}
+		st := multi(multiKeyFind, size)
 		args := make([]any, 0, 7*size)
 		for i, k := range chunk {
 			args = append(args, i, k.rule, k.stored, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
@@ -719,7 +664,7 @@ func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 		for range size - len(chunk) {
 			args = append(args, -1, "", "", 0, "", "", "[]")
 		}
-		res, err := st.QueryContext(ctx, args...)
+		res, err := f.conn.QueryContext(ctx, st, args...)
 		if err != nil {
 			return err
 		}
@@ -752,10 +697,7 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 	defer clear(f.add)
 	next := f.nextRowid
 	err := padded(add, func(chunk []*forensicKey, size int) error {
-		st, err := f.multi(ctx, multiKeyAdd, size)
-		if err != nil {
-			return err
-		}
+		st := multi(multiKeyAdd, size)
 		args := f.args[:0]
 		for _, k := range chunk {
 			args = append(args, next, k.rule, k.stored, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
@@ -768,7 +710,7 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 		defer clear(f.args)
 		// Query, not Exec, as the writer's own inserts (record.go): one crossing into
 		// SQLite for the arguments and the step.
-		rows, err := st.QueryContext(ctx, args...)
+		rows, err := f.conn.QueryContext(ctx, st, args...)
 		if err != nil {
 			return err
 		}
@@ -868,15 +810,12 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 		}
 	}
 	return chunked(look, func(off int, chunk []lateLook) error {
-		st, err := f.multi(ctx, multiTraceFind, len(chunk))
-		if err != nil {
-			return err
-		}
+		st := multi(multiTraceFind, len(chunk))
 		args := make([]any, 0, 3*len(chunk))
 		for i, l := range chunk {
 			args = append(args, i, l.r.d.Source, l.hash)
 		}
-		res, err := st.QueryContext(ctx, args...)
+		res, err := f.conn.QueryContext(ctx, st, args...)
 		if err != nil {
 			return err
 		}

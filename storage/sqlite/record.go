@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime"
@@ -358,18 +359,32 @@ func rowsSQL(head, row, tail string, rows int) string {
 	return b.String()
 }
 
-// batchWriter is the writer goroutine's state. Its statements are prepared once on the
-// write connection and bound to each batch's transaction, and each takes many rows: a
-// batch costs a few statements, not two or three per delivery. That matters beyond
+// writerSQL holds the writer's multi-row statements, by kind and chunk size.
+var writerSQL = func() (q [nKinds][len(chunkSizes)]string) {
+	for k := range nKinds {
+		for i, size := range chunkSizes {
+			q[k][i] = k.sql(size)
+		}
+	}
+	return q
+}()
+
+// batchWriter is the writer goroutine's state. Each of its statements takes many rows:
+// a batch costs a few statements, not two or three per delivery. That matters beyond
 // SQLite's own work: a goroutine that spends long in a cgo call gives up its P, and
 // getting one back queues it behind every runnable handler; the writer must not queue
 // once per delivery.
+//
+// A batch's transaction runs on the write connection itself (a sql.Conn, BEGIN and
+// COMMIT its own statements), not in a sql.Tx: database/sql starts a goroutine and a
+// cancelable context for every query in a Tx, to close its rows if the Tx ends first,
+// which cost each of the batch's dozen statements as much again as SQLite's own work.
+// The statements stay prepared in the connection's statement cache (the write DSN's
+// _stmt_cache_size), found by their text.
 type batchWriter struct {
-	db    *DB
-	take  *sql.Stmt // sqlTakeDeliveryIDs
-	stmts [nKinds][len(chunkSizes)]*sql.Stmt
-	args  []any
-	won   map[int64]bool
+	db   *DB
+	args []any
+	won  map[int64]bool
 	// winner is the row of the transaction that last won each key's claim.
 	winner map[claimKey]*recordRow
 	rows   []*recordRow // the rows of the transaction's requests, in order (ids from rows[0].id up)
@@ -380,54 +395,16 @@ type batchWriter struct {
 	stampRead bool
 }
 
-// prepare prepares the writer's statements, once. It must run outside a transaction:
-// the write pool's one connection would be busy.
-func (w *batchWriter) prepare(ctx context.Context) error {
-	if w.take != nil {
-		return nil
-	}
-	for k := range nKinds {
-		for i, size := range chunkSizes {
-			st, err := w.db.write.PrepareContext(ctx, k.sql(size))
-			if err != nil {
-				w.close()
-				return fmt.Errorf("prepare: %w", err)
-			}
-			w.stmts[k][i] = st
-		}
-	}
-	st, err := w.db.write.PrepareContext(ctx, sqlTakeDeliveryIDs)
-	if err != nil {
-		w.close()
-		return fmt.Errorf("prepare: %w", err)
-	}
-	w.take = st
-	return nil
-}
-
-func (w *batchWriter) stmt(k stmtKind, size int) *sql.Stmt {
+// stmt is the statement of kind k for size rows.
+func (w *batchWriter) stmt(k stmtKind, size int) string {
 	i := 0
 	for chunkSizes[i] != size {
 		i++
 	}
-	return w.stmts[k][i]
+	return writerSQL[k][i]
 }
 
-func (w *batchWriter) close() {
-	w.fx.close()
-	if w.take != nil {
-		w.take.Close()
-		w.take = nil
-	}
-	for k := range w.stmts {
-		for i, st := range w.stmts[k] {
-			if st != nil {
-				st.Close()
-				w.stmts[k][i] = nil
-			}
-		}
-	}
-}
+func (w *batchWriter) close() { w.fx.close() }
 
 // commit writes batch in one transaction and answers each request it took (see take). If
 // that fails for a reason of one request's, each request is retried in a transaction of
@@ -511,30 +488,29 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err := w.db.fileGone(); err != nil {
 		return take(batch), err
 	}
-	if err := w.prepare(ctx); err != nil {
-		return take(batch), err
+	w.fx.prepare(w.db)
+	conn, err := w.db.write.Conn(ctx)
+	if err != nil {
+		return take(batch), fmt.Errorf("begin: %w", err)
 	}
-	if err := w.fx.prepare(ctx, w.db); err != nil {
-		return take(batch), err
-	}
+	defer conn.Close()
 	if beforeBegin != nil {
 		beforeBegin()
 	}
-	tx, err := w.db.write.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return take(batch), fmt.Errorf("begin: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			tx.Rollback()
+			rollback(conn)
 			w.fx.rolledBack()
 		}
 	}()
 	if batch = take(batch); len(batch) == 0 {
 		return nil, nil
 	}
-	if err := w.fx.current(ctx, tx); err != nil {
+	if err := w.fx.current(ctx, conn); err != nil {
 		return batch, err
 	}
 	// Number the deliveries, request by request, and gather the rows that claim a key,
@@ -546,7 +522,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		}
 	}
 	var last int64
-	if err := tx.StmtContext(ctx, w.take).QueryRowContext(ctx, len(w.rows)).Scan(&last); err != nil {
+	if err := conn.QueryRowContext(ctx, sqlTakeDeliveryIDs, len(w.rows)).Scan(&last); err != nil {
 		return batch, fmt.Errorf("take delivery ids: %w", err)
 	}
 	// Receipt times follow ids (storage.ReceivedAfter), from the last one this writer
@@ -554,7 +530,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	// every commit.
 	if !w.stampRead {
 		var stamped int64
-		if err := tx.QueryRowContext(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&stamped); err != nil &&
+		if err := conn.QueryRowContext(ctx, `SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1`).Scan(&stamped); err != nil &&
 			!errors.Is(err, sql.ErrNoRows) {
 			return batch, fmt.Errorf("last receipt time: %w", err)
 		}
@@ -584,9 +560,9 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			}
 		}
 	}
-	err = w.fx.before(ctx, tx, w.ask)
+	err = w.fx.before(ctx, conn, w.ask)
 	if err == nil {
-		err = w.claimRows(ctx, tx)
+		err = w.claimRows(ctx, conn)
 	}
 	if err == nil {
 		err = chunks(w.rows, func(chunk []*recordRow) error {
@@ -610,7 +586,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 			w.args = args
 			// Query, not Exec: go-sqlite3 binds a query's arguments and runs its first
 			// step in one cgo call, where Exec crosses once per argument (27 a row).
-			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			rows, err := conn.QueryContext(ctx, st, args...)
 			if err != nil {
 				return fmt.Errorf("insert deliveries: %w", err)
 			}
@@ -621,7 +597,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 		})
 	}
 	if err == nil {
-		err = w.fx.after(ctx, tx, w.rows)
+		err = w.fx.after(ctx, conn, w.rows)
 	}
 	clear(w.args)
 	clear(w.rows)
@@ -630,8 +606,8 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	if err != nil {
 		return batch, err
 	}
-	if err := tx.Commit(); err != nil {
-		return batch, fmt.Errorf("commit: %w", err)
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return batch, fmt.Errorf("commit: %w", err) // rolled back: SQLite may leave it open
 	}
 	committed = true
 	w.db.totals.add(batch)
@@ -643,7 +619,7 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 // delivery and mismatch. Rows of one key in one transaction (concurrent deliveries, or
 // two items of one request) are claimed in order: the first wins, the rest are its
 // duplicates.
-func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
+func (w *batchWriter) claimRows(ctx context.Context, conn *sql.Conn) error {
 	if len(w.ask) == 0 {
 		return nil
 	}
@@ -667,7 +643,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 			args = append(args, d.Source, d.Key, state, r.id, d.PayloadHash, at, at+r.claim.TTL.Milliseconds(), at, next)
 		}
 		w.args = args
-		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		rows, err := conn.QueryContext(ctx, st, args...)
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
@@ -714,7 +690,7 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 			args = append(args, r.id, r.d.Source, r.d.Key, r.d.Body, r.d.Booking)
 		}
 		w.args = args
-		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		rows, err := conn.QueryContext(ctx, st, args...)
 		if err != nil {
 			return fmt.Errorf("read holders: %w", err)
 		}
@@ -752,6 +728,22 @@ func (w *batchWriter) claimRows(ctx context.Context, tx *sql.Tx) error {
 	}
 	w.ask = w.ask[:0]
 	return nil
+}
+
+// rollback ends the transaction open on conn, if one is. A connection whose
+// transaction stays open is closed rather than given back to the pool, where the next
+// write would run inside it.
+func rollback(conn *sql.Conn) {
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err == nil {
+		return
+	}
+	// SQLite ends the transaction itself on some errors, and ROLLBACK then fails.
+	conn.Raw(func(dc any) error {
+		if c, ok := dc.(*sqlite3.SQLiteConn); ok && c.AutoCommit() {
+			return nil
+		}
+		return driver.ErrBadConn
+	})
 }
 
 // claimKey is a claim's source and key.

@@ -84,6 +84,12 @@ var bigFileSize int64 = 1 << 30
 // file's size (growWriterCache).
 var writerCheckEvery = 1024
 
+// writeStmtCache is how many prepared statements the write connection keeps, found by
+// their text: the writer's and the forensic checks' (some seventy, most of them for
+// each chunk size) and the other writes', with room to spare so that a sweep's or the
+// console's statements do not push the writer's out.
+const writeStmtCache = 256
+
 // writeConnector is the write pool's connector: every connection's settings, with the
 // page cache bounded by writerCacheSize until full says the file has outgrown the bound.
 func writeConnector(dsn string, opt Options, full *atomic.Bool) *connector {
@@ -346,7 +352,7 @@ func Open(path string, opt Options) (*DB, error) {
 	if err := registerWalbuf(); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	write := sql.OpenDB(writeConnector(dsn+"&vfs="+walbufVFS, opt, writerFull))
+	write := sql.OpenDB(writeConnector(dsn+"&vfs="+walbufVFS+"&_stmt_cache_size="+fmt.Sprint(writeStmtCache), opt, writerFull))
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
