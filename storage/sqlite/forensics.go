@@ -258,7 +258,11 @@ func (f *forensics) before(ctx context.Context, conn *sql.Conn, ask []*recordRow
 		for _, r := range chunk {
 			args = append(args, r.d.Source, r.d.Key)
 		}
-		rows, err := conn.QueryContext(ctx, sqlPriorBySize[len(chunk)], args...)
+		q, err := sized(sqlPriorBySize, len(chunk), len(chunk))
+		if err != nil {
+			return fmt.Errorf("read prior claims: %w", err)
+		}
+		rows, err := conn.QueryContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("read prior claims: %w", err)
 		}
@@ -434,7 +438,17 @@ var multiQueries = func() map[[2]int]string {
 }()
 
 // multi is the statement of kind k for n rows.
-func multi(k multiKind, n int) string { return multiQueries[[2]int{int(k), n}] }
+func multi(k multiKind, n int) (string, error) { return sized(multiQueries, [2]int{int(k), n}, n) }
+
+// sized is the statement of m under key, for n rows. A size that has none is an error:
+// run as a statement, the empty text would do nothing and say nothing.
+func sized[K comparable](m map[K]string, key K, n int) (string, error) {
+	q, ok := m[key]
+	if !ok {
+		return "", fmt.Errorf("no statement for %d rows", n)
+	}
+	return q, nil
+}
 
 // chunked calls f with consecutive chunks of xs, each of a size in chunkSizes, and the
 // place of the chunk's first element in xs.
@@ -655,7 +669,10 @@ func padded[T any](xs []T, f func(chunk []T, size int) error) error {
 // lookUp finds the earliest match the database holds for each of keys.
 func (f *forensics) lookUp(ctx context.Context, keys []*forensicKey) error {
 	return padded(keys, func(chunk []*forensicKey, size int) error {
-		st := multi(multiKeyFind, size)
+		st, err := multi(multiKeyFind, size)
+		if err != nil {
+			return err
+		}
 		args := make([]any, 0, 7*size)
 		for i, k := range chunk {
 			args = append(args, i, k.rule, k.stored, millis(k.r.d.ReceivedAt)-k.window.Milliseconds(), k.r.d.Source, k.r.d.Key,
@@ -697,7 +714,10 @@ func (f *forensics) store(ctx context.Context, keys []forensicKey) error {
 	defer clear(f.add)
 	next := f.nextRowid
 	err := padded(add, func(chunk []*forensicKey, size int) error {
-		st := multi(multiKeyAdd, size)
+		st, err := multi(multiKeyAdd, size)
+		if err != nil {
+			return err
+		}
 		args := f.args[:0]
 		for _, k := range chunk {
 			args = append(args, next, k.rule, k.stored, k.r.d.Source, k.r.id, millis(k.r.d.ReceivedAt))
@@ -810,7 +830,10 @@ func (f *forensics) lateDuplicates(ctx context.Context, acc []*recordRow) error 
 		}
 	}
 	return chunked(look, func(off int, chunk []lateLook) error {
-		st := multi(multiTraceFind, len(chunk))
+		st, err := multi(multiTraceFind, len(chunk))
+		if err != nil {
+			return err
+		}
 		args := make([]any, 0, 3*len(chunk))
 		for i, l := range chunk {
 			args = append(args, i, l.r.d.Source, l.hash)
