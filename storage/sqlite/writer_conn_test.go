@@ -42,6 +42,25 @@ func writeConnIdle(t *testing.T, db *DB) {
 	})
 }
 
+// openBeside opens a database in a temporary directory with opt, and a pool of plain
+// connections to its file beside it, as another process would have; both are closed
+// when t ends.
+func openBeside(t *testing.T, opt Options) (*DB, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hookdedup.db")
+	db, err := Open(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return db, raw
+}
+
 // storedKeys counts the deliveries of key on a read connection.
 func storedKeys(t *testing.T, db *DB, key string) int {
 	var n int
@@ -133,12 +152,7 @@ func fullDisk(t *testing.T, size int) {
 // whole log and starts it over.
 func TestWriter_NoSnapshotBetweenBatches(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := Open(path, Options{NoReadAhead: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, raw := openBeside(t, Options{NoReadAhead: true})
 	for i := range 40 {
 		d := writerDelivery(fmt.Sprintf("k%d", i), fmt.Sprintf("B%d", i%7), []byte(`{"a":1}`))
 		if err := db.Record(ctx, d, writerClaim); err != nil {
@@ -149,11 +163,6 @@ func TestWriter_NoSnapshotBetweenBatches(t *testing.T) {
 		}
 	}
 	writeConnIdle(t, db)
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var busy, log, done int
@@ -179,17 +188,7 @@ func TestWriter_NoSnapshotBetweenBatches(t *testing.T) {
 // and when the write connection is replaced.
 func TestWriter_StatementsEvictedReplacedAndSchemaChanged(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := Open(path, Options{NoReadAhead: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	db, raw := openBeside(t, Options{NoReadAhead: true})
 	seq := 0
 	check := func(what string) {
 		seq++
@@ -257,17 +256,7 @@ BEGIN INSERT INTO commit_child VALUES (42); END`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "hookdedup.db")
-			db, err := Open(path, Options{NoReadAhead: true, MaxBatch: 64})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
+			db, raw := openBeside(t, Options{NoReadAhead: true, MaxBatch: 64})
 			if _, err := raw.Exec(c.schema); err != nil {
 				t.Fatal(err)
 			}
@@ -309,20 +298,10 @@ BEGIN INSERT INTO commit_child VALUES (42); END`},
 // transaction left open.
 func TestWriter_LockHeldElsewhere(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "hookdedup.db")
-	db, err := Open(path, Options{NoReadAhead: true, BusyTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, raw := openBeside(t, Options{NoReadAhead: true, BusyTimeout: 200 * time.Millisecond})
 	if err := db.Record(ctx, writerDelivery("before", "B0", []byte(`{}`)), writerClaim); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
 	other, err := raw.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
