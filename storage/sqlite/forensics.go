@@ -210,13 +210,7 @@ func (f *forensics) close() {
 }
 
 // sqlPriorBySize holds sqlPrior for each chunk size.
-var sqlPriorBySize = func() map[int]string {
-	m := make(map[int]string, len(chunkSizes))
-	for _, size := range chunkSizes {
-		m[size] = sqlPrior(size)
-	}
-	return m
-}()
+var sqlPriorBySize = sizedSQL(sqlPrior)
 
 // sqlPrior reads the processed claims held on a chunk's keys: the ones a row of it can
 // take over only because they have expired.
@@ -258,7 +252,7 @@ func (f *forensics) before(ctx context.Context, conn *sql.Conn, ask []*recordRow
 		for _, r := range chunk {
 			args = append(args, r.d.Source, r.d.Key)
 		}
-		q, err := sized(sqlPriorBySize, len(chunk), len(chunk))
+		q, err := sqlPriorBySize.of(len(chunk))
 		if err != nil {
 			return fmt.Errorf("read prior claims: %w", err)
 		}
@@ -426,29 +420,16 @@ func multiSQL(k multiKind, rows int) string {
 	return rowsSQL(p.head, p.row, p.tail, rows)
 }
 
-// multiQueries are all the multi-row statements, by kind and chunk size.
-var multiQueries = func() map[[2]int]string {
-	m := map[[2]int]string{}
+// multiQueries are all the multi-row statements, by kind.
+var multiQueries = func() (q [nMulti]bySize) {
 	for k := range nMulti {
-		for _, size := range chunkSizes {
-			m[[2]int{int(k), size}] = multiSQL(k, size)
-		}
+		q[k] = sizedSQL(func(rows int) string { return multiSQL(k, rows) })
 	}
-	return m
+	return q
 }()
 
 // multi is the statement of kind k for n rows.
-func multi(k multiKind, n int) (string, error) { return sized(multiQueries, [2]int{int(k), n}, n) }
-
-// sized is the statement of m under key, for n rows. A size that has none is an error:
-// run as a statement, the empty text would do nothing and say nothing.
-func sized[K comparable](m map[K]string, key K, n int) (string, error) {
-	q, ok := m[key]
-	if !ok {
-		return "", fmt.Errorf("no statement for %d rows", n)
-	}
-	return q, nil
-}
+func multi(k multiKind, n int) (string, error) { return multiQueries[k].of(n) }
 
 // chunked calls f with consecutive chunks of xs, each of a size in chunkSizes, and the
 // place of the chunk's first element in xs.

@@ -359,12 +359,32 @@ func rowsSQL(head, row, tail string, rows int) string {
 	return b.String()
 }
 
-// writerSQL holds the writer's multi-row statements, by kind and chunk size.
-var writerSQL = func() (q [nKinds][len(chunkSizes)]string) {
-	for k := range nKinds {
-		for i, size := range chunkSizes {
-			q[k][i] = k.sql(size)
+// bySize is a multi-row statement for each chunk size, in chunkSizes' order.
+type bySize [len(chunkSizes)]string
+
+// sizedSQL is the statement that sql makes for each chunk size.
+func sizedSQL(sql func(rows int) string) (s bySize) {
+	for i, size := range chunkSizes {
+		s[i] = sql(size)
+	}
+	return s
+}
+
+// of is the statement for n rows. A size that has none is an error: run by its text,
+// an empty statement would do nothing and say nothing.
+func (s *bySize) of(n int) (string, error) {
+	for i, size := range chunkSizes {
+		if size == n {
+			return s[i], nil
 		}
+	}
+	return "", fmt.Errorf("no statement for %d rows", n)
+}
+
+// writerSQL holds the writer's multi-row statements, by kind.
+var writerSQL = func() (q [nKinds]bySize) {
+	for k := range nKinds {
+		q[k] = sizedSQL(k.sql)
 	}
 	return q
 }()
@@ -393,15 +413,6 @@ type batchWriter struct {
 	// lastStamp is the latest receipt time the writer stamped (stampRead: known).
 	lastStamp time.Time
 	stampRead bool
-}
-
-// stmt is the statement of kind k for size rows.
-func (w *batchWriter) stmt(k stmtKind, size int) string {
-	i := 0
-	for chunkSizes[i] != size {
-		i++
-	}
-	return writerSQL[k][i]
 }
 
 func (w *batchWriter) close() { w.fx.close() }
@@ -566,7 +577,10 @@ func (w *batchWriter) commitTx(batch []*recordReq) ([]*recordReq, error) {
 	}
 	if err == nil {
 		err = chunks(w.rows, func(chunk []*recordRow) error {
-			st := w.stmt(kindDelivery, len(chunk))
+			st, err := writerSQL[kindDelivery].of(len(chunk))
+			if err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
 			args := w.args[:0]
 			for _, r := range chunk {
 				d := r.d
@@ -631,7 +645,10 @@ func (w *batchWriter) claimRows(ctx context.Context, conn *sql.Conn) error {
 	clear(w.winner)
 	defer clear(w.winner)
 	err := chunks(w.ask, func(chunk []*recordRow) error {
-		st := w.stmt(kindClaim, len(chunk))
+		st, err := writerSQL[kindClaim].of(len(chunk))
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
 		args := w.args[:0]
 		for _, r := range chunk {
 			d := r.d
@@ -684,7 +701,10 @@ func (w *batchWriter) claimRows(ctx context.Context, conn *sql.Conn) error {
 	}
 	base := w.rows[0].id // the transaction's rows have consecutive ids from here
 	err = chunks(lost, func(chunk []*recordRow) error {
-		st := w.stmt(kindHolder, len(chunk))
+		st, err := writerSQL[kindHolder].of(len(chunk))
+		if err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
 		args := w.args[:0]
 		for _, r := range chunk {
 			args = append(args, r.id, r.d.Source, r.d.Key, r.d.Body, r.d.Booking)
