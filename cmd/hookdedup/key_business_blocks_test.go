@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,20 +36,13 @@ key_fields = ["/id"]
 business_key = ["/booking", "/status"]
 business_key_blocks = true
 `
+	_, sources, err := loadSources(t, config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The database `hookdedup key` reads (keyWith) is the one intake writes here.
 	dir := t.TempDir()
-	cfgPath, dbPath := filepath.Join(dir, "hookdedup.toml"), filepath.Join(dir, "test.db")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := loadConfig(cfgPath, true, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	sources, err := cfg.sources(func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqlite.Open(dbPath, sqlite.Options{})
+	db, err := sqlite.Open(filepath.Join(dir, "test.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
