@@ -38,6 +38,21 @@ type Probe struct {
 	Amount, Currency, EventStatus string
 }
 
+// BlockedBy returns the business key suspect among flags (WouldFlag's for p) that makes
+// a delivery p describes a duplicate of its delivery, as intake's claim would: when p's
+// source blocks (BusinessBlocks) and one was found.
+func (p Probe) BlockedBy(flags []Suspect) (Suspect, bool) {
+	if !p.BusinessBlocks {
+		return Suspect{}, false
+	}
+	for _, f := range flags {
+		if f.Kind == SuspectBusinessKey {
+			return f, true
+		}
+	}
+	return Suspect{}, false
+}
+
 // DeliveryFlags are the forensic flags of one delivery.
 type DeliveryFlags struct {
 	MoneyMismatch bool

@@ -26,7 +26,7 @@ func (s *Server) foresee(ctx context.Context, res *views.LabResult, claim storag
 		return err
 	}
 	res.Flags, res.Foreseen = s.labFlags(flags), true
-	if b, ok := labBlockedBy(p, flags); ok {
+	if b, ok := p.BlockedBy(flags); ok {
 		res.Blocked = true
 		res.Claim = fmt.Sprintf("No claim holds this key, but its business key repeats delivery %d's within the window, "+
 			"and this source blocks such re-sends: a delivery of this payload now would be a duplicate of it.", b.Other)
@@ -78,20 +78,6 @@ func labDuplicateOfItem(j int, first, p storage.Probe) []views.LabFlag {
 				labMoney(p.Amount, p.Currency, p.EventStatus), j, labMoney(first.Amount, first.Currency, first.EventStatus))})
 	}
 	return flags
-}
-
-// labBlockedBy returns the business key suspect that business_key_blocks turns a delivery
-// p describes into a duplicate of, if p's source blocks and one was found.
-func labBlockedBy(p storage.Probe, flags []storage.Suspect) (storage.Suspect, bool) {
-	if !p.BusinessBlocks {
-		return storage.Suspect{}, false
-	}
-	for _, f := range flags {
-		if f.Kind == storage.SuspectBusinessKey {
-			return f, true
-		}
-	}
-	return storage.Suspect{}, false
 }
 
 // labMoney words an amount, its currency and an event status for the key lab.

@@ -270,17 +270,15 @@ func blockedBy(ctx context.Context, db storage.Store, src *receiver.Source, h ht
 	if err != nil || p.BusinessKey == "" {
 		return "", "", nil // no key (said where the key is explained), or no business key
 	}
-	if !src.BusinessKeyBlocks {
+	if !p.BusinessBlocks {
 		return "", p.BusinessKey, nil
 	}
 	flags, err := db.WouldFlag(ctx, p)
 	if err != nil {
 		return "", "", err
 	}
-	for _, f := range flags {
-		if f.Kind == storage.SuspectBusinessKey {
-			return fmt.Sprintf("delivery %d's", f.Other), p.BusinessKey, nil
-		}
+	if f, ok := p.BlockedBy(flags); ok {
+		return fmt.Sprintf("delivery %d's", f.Other), p.BusinessKey, nil
 	}
 	return "", p.BusinessKey, nil
 }
