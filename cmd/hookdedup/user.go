@@ -247,9 +247,6 @@ func runUserAdd(ctx context.Context, args []string, e env) error {
 		if errors.As(err, &taken) {
 			return taken // names the existing user, whose letter case may differ
 		}
-		if errors.Is(err, storage.ErrExists) {
-			return fmt.Errorf("user %q already exists", pos[0])
-		}
 		return err
 	}
 	fmt.Fprintf(e.stdout, "added user %s (%s)\n", pos[0], *role)

@@ -45,7 +45,7 @@ func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (sto
 			RETURNING id`,
 			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword).Scan(&u.ID)
 		if isUniqueViolation(err) {
-			return storage.ErrExists
+			return &storage.UserNameTakenError{Name: u.Name, Existing: u.Name}
 		}
 		if err != nil {
 			return err

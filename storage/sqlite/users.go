@@ -37,7 +37,7 @@ func (db *DB) CreateUser(ctx context.Context, u storage.User, actor string) (sto
 			u.Name, u.Role, u.PasswordHash, millis(u.CreatedAt), u.MustChangePassword)
 		if err != nil {
 			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-				return storage.ErrExists
+				return &storage.UserNameTakenError{Name: u.Name, Existing: u.Name}
 			}
 			return err
 		}
