@@ -283,7 +283,7 @@ func (a *api) alertChange(w http.ResponseWriter, r *http.Request, action string)
 	al, err := a.Server.alertAction(r.Context(), id, action, u.Name)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return Errorf(http.StatusNotFound, "no such alert: %d", id)
+		return noSuchID("alert", id)
 	case errors.Is(err, storage.ErrAlertState):
 		return Errorf(http.StatusConflict, "alert %d is %s: it cannot be %sd", id, al.State, action)
 	case err != nil:

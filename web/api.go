@@ -429,6 +429,12 @@ func (a *api) toAPIClaim(c storage.Claim) apiClaim {
 		Attempts: c.Attempts, LastError: c.LastError}
 }
 
+// noSuchID is the API's answer for an id that names no what ("bulk action"): a 404
+// naming it.
+func noSuchID(what string, id int64) error {
+	return Errorf(http.StatusNotFound, "no such %s: %d", what, id)
+}
+
 // apiPathID reads the id in r's path, of a what ("delivery"): a whole number from 1, as
 // the lists' before= and delivery= are, or a 400 that says so. 0 or a negative number is
 // no id, not an id of nothing stored.
@@ -448,7 +454,7 @@ func (a *api) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	}
 	d, err := a.events.Delivery(r.Context(), id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return Errorf(http.StatusNotFound, "no such delivery: %d", id)
+		return noSuchID("delivery", id)
 	}
 	if err != nil {
 		return err

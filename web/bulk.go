@@ -738,7 +738,7 @@ func (a *api) getBulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	act, err := a.bulk.BulkAction(r.Context(), id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return Errorf(http.StatusNotFound, "no such bulk action: %d", id)
+		return noSuchID("bulk action", id)
 	}
 	if err != nil {
 		return err
@@ -808,7 +808,7 @@ func (a *api) bulkStepAPI(step string) handlerFunc {
 		u, _ := UserFrom(r.Context())
 		act, err := a.bulkStep(r.Context(), step, id, u, strings.TrimSpace(body.Reason))
 		if errors.Is(err, storage.ErrNotFound) {
-			return Errorf(http.StatusNotFound, "no such bulk action: %d", id)
+			return noSuchID("bulk action", id)
 		}
 		if err != nil {
 			return apiBulkError(err)

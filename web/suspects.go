@@ -549,7 +549,7 @@ func (a *api) reviewSuspect(w http.ResponseWriter, r *http.Request) error {
 	u, _ := UserFrom(r.Context())
 	x, err := a.suspects.ReviewSuspectFrom(r.Context(), id, u.Name, req.From, req.State, req.Reason)
 	if errors.Is(err, storage.ErrNotFound) {
-		return Errorf(http.StatusNotFound, "no such suspect: %d", id)
+		return noSuchID("suspect", id)
 	}
 	if errors.Is(err, storage.ErrReviewedMeanwhile) {
 		return Errorf(http.StatusConflict, "suspect %d is %s (by %s), not %s: reviewed meanwhile; nothing changed", id, x.State, x.ReviewedBy, req.From)
