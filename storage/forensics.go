@@ -53,6 +53,23 @@ func (p Probe) BlockedBy(flags []Suspect) (Suspect, bool) {
 	return Suspect{}, false
 }
 
+// FirstAccepted is, for the items of one request in the order intake claims them, the
+// first item accepted under its own key with each business key: intake judges a later
+// item of the same request and business key against that one, in the same transaction
+// (a suspected duplicate of it, or its duplicate where business_key_blocks). The key lab
+// and `hookdedup key` foresee a request's items with it.
+type FirstAccepted map[string]int
+
+// Earlier returns the earlier item of the request accepted with businessKey, for item i,
+// accepted under its own key; with none, item i becomes the first of businessKey.
+func (f FirstAccepted) Earlier(i int, businessKey string) (int, bool) {
+	j, ok := f[businessKey]
+	if !ok {
+		f[businessKey] = i
+	}
+	return j, ok
+}
+
 // DeliveryFlags are the forensic flags of one delivery.
 type DeliveryFlags struct {
 	MoneyMismatch bool

@@ -120,16 +120,12 @@ func (s *Server) labFlags(flags []storage.Suspect) []views.LabFlag {
 // the request's earlier items, as intake judges them in the one transaction: an item
 // accepted whose business key an earlier accepted item of another key carries, and
 // that the database matches with nothing, is a suspected duplicate of that item, or,
-// where business_key_blocks, its duplicate. first holds the first accepted item of
-// each business key, and takes item i's if it is the first.
-func labBusinessInBatch(res *views.LabResult, p storage.Probe, i int, first map[string]int) {
+// where business_key_blocks, its duplicate.
+func labBusinessInBatch(res *views.LabResult, p storage.Probe, i int, first storage.FirstAccepted) {
 	if p.Source == "" || p.BusinessKey == "" || p.BusinessWindow <= 0 || res.Held || res.Blocked || !res.Foreseen {
 		return
 	}
-	j, ok := first[p.BusinessKey]
-	if !ok {
-		first[p.BusinessKey] = i
-	}
+	j, ok := first.Earlier(i, p.BusinessKey)
 	switch {
 	case !ok:
 	case slices.ContainsFunc(res.Flags, func(f views.LabFlag) bool { return f.Kind == "suspected duplicate" }):

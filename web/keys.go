@@ -349,8 +349,8 @@ func (s *Server) handleLab(w http.ResponseWriter, r *http.Request) error {
 			refused = true
 		}
 	}
-	first := map[string]int{}         // the item each key was first derived in
-	firstBusiness := map[string]int{} // the first item accepted with each business key
+	first := map[string]int{} // the item each key was first derived in
+	firstBusiness := storage.FirstAccepted{}
 	probes := make([]storage.Probe, 0, len(events))
 	for i, event := range events {
 		res, p, err := s.labEvent(r.Context(), src, h, event, ders[i], refused)

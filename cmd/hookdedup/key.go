@@ -171,8 +171,8 @@ func runKey(ctx context.Context, args []string, e env) error {
 		}
 	}
 	refused := cmp.Or(refusedSig, refusedKey)
-	firstWith := map[string]int{}     // the item each key was first derived in
-	firstBusiness := map[string]int{} // the first item accepted with each business key
+	firstWith := map[string]int{} // the item each key was first derived in
+	firstBusiness := storage.FirstAccepted{}
 	for i := range items {
 		fmt.Fprintf(w, "\nitem %d\n", i)
 		if perItem {
@@ -209,10 +209,10 @@ func runKey(ctx context.Context, args []string, e env) error {
 			}
 			// Intake claims the items in order, in one transaction: an item accepted under
 			// its own key leaves its business key for the items after it.
-			if j, ok := firstBusiness[businessKey]; ok && blocked == "" && src.BusinessKeyBlocks {
-				blocked = fmt.Sprintf("item %d's of this request", j)
-			} else if !held && blocked == "" && businessKey != "" && !ok {
-				firstBusiness[businessKey] = i
+			if !held && blocked == "" && businessKey != "" {
+				if j, ok := firstBusiness.Earlier(i, businessKey); ok && src.BusinessKeyBlocks {
+					blocked = fmt.Sprintf("item %d's of this request", j)
+				}
 			}
 		}
 		if err := explainKey(ctx, w, db, src, ders[i], noIDs[i], "  ", earlier, blocked); err != nil {
