@@ -179,9 +179,10 @@ type Store interface {
 
 	// ApproveBulkAction approves an action waiting for approval, which is then queued;
 	// RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-	// and returns ErrSelfApproval when actor requested the action. ApproveBulkAction
-	// returns a *RequesterGoneError when the requester is no longer an operator (made a
-	// viewer, or removed), read in the approval's own transaction.
+	// and returns ErrSelfApproval when actor requested the action, and an
+	// *ApproverGoneError when actor is no longer an operator (made a viewer, or removed).
+	// ApproveBulkAction returns a *RequesterGoneError when the requester is no longer an
+	// operator. Both roles are read in the decision's own transaction.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (BulkAction, error)
 
 	// RefuseBulkAction refuses an action waiting for approval: see ApproveBulkAction.

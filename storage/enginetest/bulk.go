@@ -415,8 +415,10 @@ func TestBulkOddText(t *testing.T, e Engine) {
 		}
 	}
 	th := storage.ApprovalThresholds{"EUR": "1.00"}
-	// The requester is a user, as an approval needs; the others' names are odd.
+	// The requester and the approver are users, as an approval needs; the others'
+	// names are odd.
 	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
+	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Stuck: true},
 		Reason: "out\x00age \xff", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th})
 	if err != nil || a.Total != 1 {
@@ -425,7 +427,12 @@ func TestBulkOddText(t *testing.T, e Engine) {
 	if a, err = db.StartBulkAction(ctx, a.ID, a.RequestedBy, th); err != nil || a.State != storage.BulkPendingApproval {
 		t.Fatalf("start: %+v, %v", a, err)
 	}
-	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob\x00", "fine\x00 \xff"); err != nil || a.State != storage.BulkQueued {
+	// No user has such a name: refused as one, never a failed query.
+	var gone *storage.ApproverGoneError
+	if _, err := db.ApproveBulkAction(ctx, a.ID, "bob\x00", "fine"); !errors.As(err, &gone) || gone.Role != "" {
+		t.Errorf("approve as an odd name: %v; want an ApproverGoneError", err)
+	}
+	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob", "fine\x00 \xff"); err != nil || a.State != storage.BulkQueued {
 		t.Fatalf("approve: %+v, %v", a, err)
 	}
 	if a, err = db.CancelBulkAction(ctx, a.ID, "cat\xff", "not\x00 now"); err != nil || a.State != storage.BulkCancelled {
@@ -473,6 +480,62 @@ func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
 	}
 }
 
+// TestBulkApproverGone: an approval or a refusal by someone made a viewer or removed
+// since the console or the API let them in is refused in the decision's own
+// transaction: checked only before it, a demotion or removal committed in between
+// would let someone who may no longer approve decide, under their name. Nothing of
+// the decision is written, audit row included; an operator or an admin still decides.
+func TestBulkApproverGone(t *testing.T, e Engine) {
+	ctx := context.Background()
+	db, clk, req := fourEyesFixture(t, e)
+	createUser(t, db, "ada", storage.RoleAdmin, "a password of some length")
+	decisions := []struct {
+		verb   string
+		decide func(context.Context, int64, string, string) (storage.BulkAction, error)
+		state  string
+	}{{"approve", db.ApproveBulkAction, storage.BulkQueued}, {"refuse", db.RefuseBulkAction, storage.BulkRefused}}
+	for _, d := range decisions {
+		for _, change := range []string{"demoted", "removed"} {
+			clk.Add(time.Minute)
+			name := "dee-" + d.verb + "-" + change
+			createUser(t, db, name, storage.RoleOperator, "a password of some length")
+			a, err := db.CreateBulkPreview(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, err = db.StartBulkAction(ctx, a.ID, "ann", req.Thresholds); err != nil || a.State != storage.BulkPendingApproval {
+				t.Fatalf("start: %+v, %v", a, err)
+			}
+			role := storage.RoleViewer
+			if change == "demoted" {
+				_, err = db.SetUserRole(ctx, name, role, "ada")
+			} else {
+				role, err = "", db.DeleteUser(ctx, name, "ada")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			audit, err := db.AuditLog(ctx, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gone *storage.ApproverGoneError
+			if _, err := d.decide(ctx, a.ID, name, "checked"); !errors.As(err, &gone) || gone.Name != name || gone.Role != role {
+				t.Errorf("%s by one %s: %v; want an ApproverGoneError naming %s, role %q", d.verb, change, err, name, role)
+			}
+			if got, _ := db.BulkAction(ctx, a.ID); got.State != storage.BulkPendingApproval || got.DecidedBy != "" || !got.DecidedAt.IsZero() {
+				t.Errorf("%s by one %s: %+v; want it still waiting, undecided", d.verb, change, got)
+			}
+			if after, err := db.AuditLog(ctx, 0, 1000); err != nil || len(after) != len(audit) {
+				t.Errorf("%s by one %s: %d audit rows, %v; want %d, none added", d.verb, change, len(after), err, len(audit))
+			}
+			if got, err := d.decide(ctx, a.ID, "ada", "checked by an admin"); err != nil || got.State != d.state || got.DecidedBy != "ada" {
+				t.Errorf("%s by an admin: %+v, %v; want %s", d.verb, got, err, d.state)
+			}
+		}
+	}
+}
+
 // fourEyesFixture opens a database holding bulkFixture's keys and returns the request
 // of a reprocess of its stuck keys whose money is above its EUR threshold.
 func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.BulkRequest) {
@@ -480,8 +543,11 @@ func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.Bul
 	db := e.Open(t)
 	clk := newClock(e, db)
 	stuckBefore := bulkFixture(t, db, clk)
-	// An approval needs a requester who may still reprocess.
-	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
+	// An approval needs a requester who may still reprocess, and a decision a decider
+	// who may still approve.
+	for _, name := range []string{"ann", "bob", "cat"} {
+		createUser(t, db, name, storage.RoleOperator, "a password of some length")
+	}
 	return db, clk, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
 		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: storage.ApprovalThresholds{"EUR": "300.00"}}
 }
@@ -760,6 +826,7 @@ func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
 	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
+	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
 	clk.Add(2 * time.Hour)
 	limits := storage.ApprovalThresholds{"EUR": "10.00"}
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},
@@ -1033,7 +1100,6 @@ func TestBulkSources(t *testing.T, e Engine) {
 func TestBulkTimesAsStored(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db, clk, req := fourEyesFixture(t, e)
-	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
 	clk.Set(time.Date(2026, 11, 30, 8, 0, 0, 123456789, time.FixedZone("EST", -5*3600)))
 	same := func(step string, got storage.BulkAction) {
 		t.Helper()

@@ -24,6 +24,7 @@ var tests = []struct {
 	{"RecordBatch_EnvelopeKeptOnce", TestRecordBatch_EnvelopeKeptOnce},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
+	{"BulkApproverGone", TestBulkApproverGone},
 	{"BulkCancel", TestBulkCancel},
 	{"BulkStale", TestBulkStale},
 	{"BulkStalePreviewDeleted", TestBulkStalePreviewDeleted},

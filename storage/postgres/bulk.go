@@ -420,7 +420,8 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 
 // ApproveBulkAction approves an action waiting for approval, which is then queued;
 // RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-// and returns ErrSelfApproval when actor requested the action; an approval returns a
+// and returns ErrSelfApproval when actor requested the action, and an
+// *ApproverGoneError when actor is no longer an operator; an approval returns a
 // *RequesterGoneError when the requester is no longer an operator.
 func (db *DB) ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	return db.decideBulk(ctx, id, actor, reason, true)
@@ -452,12 +453,19 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			// Refusing stays possible: it closes the action.
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, storage.ErrPreviewStale)
 		}
+		// FOR SHARE: a role change or removal of the decider or of the requester on any
+		// replica commits either before this read, and is seen, or waits for the
+		// decision's commit. The decider first: one who may no longer decide is told
+		// so, rather than asked to refuse.
+		role, err := userRole(ctx, tx, actor)
+		if err != nil {
+			return storage.AuditEntry{}, err
+		}
+		if err := storage.CheckApprover(actor, role); err != nil {
+			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, err)
+		}
 		if approve {
-			// FOR SHARE: a role change or removal of the requester on any replica commits
-			// either before this read, and is seen, or waits for the approval's commit.
-			var role string
-			err := tx.QueryRow(ctx, `SELECT role FROM users WHERE name = $1 FOR SHARE`, a.RequestedBy).Scan(&role)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if role, err = userRole(ctx, tx, a.RequestedBy); err != nil {
 				return storage.AuditEntry{}, err
 			}
 			if err := storage.CheckRequester(a.RequestedBy, role); err != nil {
@@ -470,7 +478,7 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			a.FinishedAt = now
 		}
 		a.DecidedBy, a.DecisionReason, a.DecidedAt = actor, reason, now
-		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, decided_by = $2, decision_reason = $3, decided_at = $4,
+		_, err = tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, decided_by = $2, decision_reason = $3, decided_at = $4,
 	finished_at = $5, updated_at = $4 WHERE id = $6`, a.State, actor, reason, millis(now), millisOrZero(a.FinishedAt), a.ID)
 		return storage.AuditEntry{Actor: actor, Action: "bulk " + verb, Reason: a.Describe(reason)}, err
 	})
@@ -478,6 +486,17 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 		db.wakeBulk()
 	}
 	return a, err
+}
+
+// userRole returns the role of the user name in tx, or "" when no user has that name,
+// and holds their row until tx ends (FOR SHARE): a change of it waits for tx.
+func userRole(ctx context.Context, tx pgx.Tx, name string) (string, error) {
+	var role string
+	err := tx.QueryRow(ctx, `SELECT role FROM users WHERE name = $1 FOR SHARE`, name).Scan(&role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return role, err
 }
 
 // CancelBulkAction cancels an action: at once when it has not begun to run, else the

@@ -427,7 +427,8 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 
 // ApproveBulkAction approves an action waiting for approval, which is then queued;
 // RefuseBulkAction refuses it for good. Either is audited with its reason (required),
-// and returns ErrSelfApproval when actor requested the action; an approval returns a
+// and returns ErrSelfApproval when actor requested the action, and an
+// *ApproverGoneError when actor is no longer an operator; an approval returns a
 // *RequesterGoneError when the requester is no longer an operator.
 func (db *DB) ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	return db.decideBulk(ctx, id, actor, reason, true)
@@ -458,12 +459,19 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			// Refusing stays possible: it closes the action.
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, storage.ErrPreviewStale)
 		}
+		// Read under the transaction's write lock: a role change or removal of the
+		// decider or of the requester commits either before it, and is seen, or after
+		// the decision. The decider first: one who may no longer decide is told so,
+		// rather than asked to refuse.
+		role, err := userRole(ctx, tx, actor)
+		if err != nil {
+			return storage.AuditEntry{}, err
+		}
+		if err := storage.CheckApprover(actor, role); err != nil {
+			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, err)
+		}
 		if approve {
-			// Read under the transaction's write lock: a role change or removal of the
-			// requester commits either before it, and is seen, or after the approval.
-			var role string
-			err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE name = ?`, a.RequestedBy).Scan(&role)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if role, err = userRole(ctx, tx, a.RequestedBy); err != nil {
 				return storage.AuditEntry{}, err
 			}
 			if err := storage.CheckRequester(a.RequestedBy, role); err != nil {
@@ -476,7 +484,7 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			a.FinishedAt = now
 		}
 		a.DecidedBy, a.DecisionReason, a.DecidedAt = actor, reason, now
-		_, err := tx.ExecContext(ctx, `UPDATE bulk_actions SET state = ?, decided_by = ?, decision_reason = ?, decided_at = ?,
+		_, err = tx.ExecContext(ctx, `UPDATE bulk_actions SET state = ?, decided_by = ?, decision_reason = ?, decided_at = ?,
 			finished_at = ?, updated_at = ? WHERE id = ?`, a.State, actor, reason, millis(now), millis(a.FinishedAt)*boolInt(!approve),
 			millis(now), a.ID)
 		return storage.AuditEntry{Actor: actor, Action: "bulk " + verb, Reason: a.Describe(reason)}, err
@@ -485,6 +493,16 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 		db.wakeBulk()
 	}
 	return a, err
+}
+
+// userRole returns the role of the user name in tx, or "" when no user has that name.
+func userRole(ctx context.Context, tx *sql.Tx, name string) (string, error) {
+	var role string
+	err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE name = ?`, name).Scan(&role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return role, err
 }
 
 func boolInt(b bool) int64 {
