@@ -31,8 +31,9 @@ type bulkStore interface {
 	// ErrBulkState unless the action is a preview.
 	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
 	// ApproveBulkAction and RefuseBulkAction return ErrSelfApproval for the requester
-	// and ErrBulkState unless the action waits for approval; ApproveBulkAction returns
-	// a *RequesterGoneError when the requester is no longer an operator.
+	// and ErrBulkState unless the action waits for approval, and a *ApproverGoneError
+	// when actor is no longer an operator; ApproveBulkAction returns a
+	// *RequesterGoneError when the requester is no longer an operator.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	RefuseBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	// CancelBulkAction returns ErrBulkState for an action that is over.
@@ -109,6 +110,14 @@ func bulkError(err error) error {
 		// Made a viewer or removed since the request: approved, the action would run
 		// under the name of someone who may no longer reprocess. Refusing closes it.
 		return Errorf(http.StatusConflict, "This action cannot be approved: %s. Refuse it, and ask again under a current operator's name.", gone)
+	}
+	if gone, ok := errors.AsType[*storage.ApproverGoneError](err); ok {
+		// 403, as the same request a moment later would get: the role it was let in
+		// with no longer holds.
+		if gone.Role == "" {
+			return Errorf(http.StatusForbidden, "You can no longer approve or refuse actions: your user %s was removed. Nothing was changed.", gone.Name)
+		}
+		return Errorf(http.StatusForbidden, "You can no longer approve or refuse actions: you are a %s now, and only operators and admins can. Nothing was changed.", gone.Role)
 	}
 	return err
 }
@@ -361,6 +370,12 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 		u, _ := UserFrom(r.Context())
 		reason := strings.TrimSpace(r.PostFormValue("reason"))
 		a, err := s.bulkStep(r.Context(), step, id, u, reason)
+		if _, gone := errors.AsType[*storage.ApproverGoneError](err); gone {
+			// The role change or removal that refused the decision ended the user's
+			// sessions too: a flash would be lost with this one, and the next page
+			// would only say it ended. So the answer itself says why.
+			return bulkError(err)
+		}
 		if err != nil {
 			err = bulkError(err)
 			var e *Error
@@ -708,6 +723,12 @@ func apiBulkError(err error) error {
 	}
 	if gone, ok := errors.AsType[*storage.RequesterGoneError](err); ok {
 		return Errorf(http.StatusConflict, "the action cannot be approved: %s; refuse it, and ask again under a current operator's name", gone)
+	}
+	if gone, ok := errors.AsType[*storage.ApproverGoneError](err); ok {
+		if gone.Role == "" {
+			return Errorf(http.StatusForbidden, "the token's user can no longer approve or refuse actions: %s was removed; nothing was changed", gone.Name)
+		}
+		return Errorf(http.StatusForbidden, "the token's user can no longer approve or refuse actions: %s is a %s now, and only operators and admins can; nothing was changed", gone.Name, gone.Role)
 	}
 	var e *Error
 	if errors.As(err, &e) {
