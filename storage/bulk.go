@@ -114,30 +114,33 @@ func (e *RequesterGoneError) Error() string {
 	return fmt.Sprintf("its requester is no longer an operator (%s is a %s now)", e.Name, e.Role)
 }
 
-// ApproverGoneError refuses the approval or refusal of an action by someone who is no
-// longer an operator (or an admin), the roles the console and the API let decide one: a
-// role checked before the decision's transaction may be a demotion or a removal behind.
-type ApproverGoneError struct {
+// ActorGoneError refuses a step of an action (its start, approval, refusal or
+// cancellation) by someone who is no longer an operator (or an admin), the roles the
+// console and the API let take it: a role checked before the step's transaction may be
+// a demotion or a removal behind. Verb says what they may no longer do: "start",
+// "approve or refuse" (one right, so either decision is worded alike) or "cancel".
+type ActorGoneError struct {
+	Verb string
 	Name string
 	Role string // their role now; "" when they were removed
 }
 
-// CheckApprover returns an ApproverGoneError unless role, the role the name deciding on
-// an action has now ("" when no user has that name), may approve or refuse it. As with
-// CheckRequester, the engines call it in the decision's own transaction, which holds the
-// decider's row.
-func CheckApprover(name, role string) error {
+// CheckActor returns an ActorGoneError for verb unless role, the role the name taking a
+// step of an action has now ("" when no user has that name), may take it. As with
+// CheckRequester, the engines call it in the step's own transaction, which holds the
+// actor's row.
+func CheckActor(verb, name, role string) error {
 	if RoleAtLeast(role, RoleOperator) {
 		return nil
 	}
-	return &ApproverGoneError{Name: name, Role: role}
+	return &ActorGoneError{Verb: verb, Name: name, Role: role}
 }
 
-func (e *ApproverGoneError) Error() string {
+func (e *ActorGoneError) Error() string {
 	if e.Role == "" {
-		return fmt.Sprintf("only an operator may approve or refuse an action, and %s was removed", e.Name)
+		return fmt.Sprintf("only an operator may %s an action, and %s was removed", e.Verb, e.Name)
 	}
-	return fmt.Sprintf("only an operator may approve or refuse an action, and %s is a %s now", e.Name, e.Role)
+	return fmt.Sprintf("only an operator may %s an action, and %s is a %s now", e.Verb, e.Name, e.Role)
 }
 
 // BulkFilter selects the keys of a bulk action: the filters of the keys page (source,

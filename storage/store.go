@@ -166,7 +166,9 @@ type Store interface {
 	// anyone else): a reprocess whose money is above a threshold, together with what
 	// the requester reprocessed without approval within ReprocessWindow, waits for approval
 	// (pending_approval), anything else is queued for the runner (and, a reprocess
-	// under t, counts as reprocessed). Audited.
+	// under t, counts as reprocessed). Audited. Returns an *ActorGoneError when actor is
+	// no longer an operator (made a viewer, or removed), read in the start's own
+	// transaction.
 	StartBulkAction(ctx context.Context, id int64, actor string, t ApprovalThresholds) (BulkAction, error)
 
 	// ReprocessedBy is the money actor reprocessed without a second operator's approval
@@ -180,7 +182,7 @@ type Store interface {
 	// ApproveBulkAction approves an action waiting for approval, which is then queued;
 	// RefuseBulkAction refuses it for good. Either is audited with its reason (required),
 	// and returns ErrSelfApproval when actor requested the action, and an
-	// *ApproverGoneError when actor is no longer an operator (made a viewer, or removed).
+	// *ActorGoneError when actor is no longer an operator (made a viewer, or removed).
 	// ApproveBulkAction returns a *RequesterGoneError when the requester is no longer an
 	// operator. Both roles are read in the decision's own transaction.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (BulkAction, error)
@@ -190,7 +192,9 @@ type Store interface {
 
 	// CancelBulkAction cancels an action: at once when it has not begun to run, else the
 	// runner stops before its next batch (the keys done by then stay done). Any operator
-	// may cancel; it is audited. ErrBulkState for an action that is over.
+	// may cancel; it is audited. ErrBulkState for an action that is over, and an
+	// *ActorGoneError when actor is no longer an operator, read in the cancel's own
+	// transaction.
 	CancelBulkAction(ctx context.Context, id int64, actor, reason string) (BulkAction, error)
 
 	// ClaimBulkAction takes the oldest action ready to run for runner, until now+lease:

@@ -27,16 +27,18 @@ type bulkStore interface {
 	BulkSample(ctx context.Context, id int64) ([]storage.BulkKey, error)
 	BulkKeys(ctx context.Context, id int64, limit int) ([]storage.BulkKey, error)
 	BulkSources(ctx context.Context, id int64) ([]string, error)
-	// StartBulkAction returns ErrNotRequester for anyone but the requester, and
-	// ErrBulkState unless the action is a preview.
+	// StartBulkAction returns ErrNotRequester for anyone but the requester,
+	// ErrBulkState unless the action is a preview, and an *ActorGoneError when actor is
+	// no longer an operator.
 	StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error)
 	// ApproveBulkAction and RefuseBulkAction return ErrSelfApproval for the requester
-	// and ErrBulkState unless the action waits for approval, and a *ApproverGoneError
+	// and ErrBulkState unless the action waits for approval, and an *ActorGoneError
 	// when actor is no longer an operator; ApproveBulkAction returns a
 	// *RequesterGoneError when the requester is no longer an operator.
 	ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	RefuseBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
-	// CancelBulkAction returns ErrBulkState for an action that is over.
+	// CancelBulkAction returns ErrBulkState for an action that is over, and an
+	// *ActorGoneError when actor is no longer an operator.
 	CancelBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error)
 	ReprocessedBy(ctx context.Context, actor string) ([]storage.MoneyTotal, error)
 }
@@ -111,7 +113,7 @@ func bulkError(err error) error {
 		// under the name of someone who may no longer reprocess. Refusing closes it.
 		return Errorf(http.StatusConflict, "This action cannot be approved: %s. Refuse it, and ask again under a current operator's name.", gone)
 	}
-	if gone, ok := errors.AsType[*storage.ApproverGoneError](err); ok {
+	if gone, ok := errors.AsType[*storage.ActorGoneError](err); ok {
 		// 403, as the same request a moment later would get: the role it was let in
 		// with no longer holds.
 		if gone.Role == "" {
@@ -370,7 +372,7 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 		u, _ := UserFrom(r.Context())
 		reason := strings.TrimSpace(r.PostFormValue("reason"))
 		a, err := s.bulkStep(r.Context(), step, id, u, reason)
-		if _, gone := errors.AsType[*storage.ApproverGoneError](err); gone {
+		if _, gone := errors.AsType[*storage.ActorGoneError](err); gone {
 			// The role change or removal that refused the decision ended the user's
 			// sessions too: a flash would be lost with this one, and the next page
 			// would only say it ended. So the answer itself says why.
@@ -724,7 +726,7 @@ func apiBulkError(err error) error {
 	if gone, ok := errors.AsType[*storage.RequesterGoneError](err); ok {
 		return Errorf(http.StatusConflict, "the action cannot be approved: %s; refuse it, and ask again under a current operator's name", gone)
 	}
-	if gone, ok := errors.AsType[*storage.ApproverGoneError](err); ok {
+	if gone, ok := errors.AsType[*storage.ActorGoneError](err); ok {
 		if gone.Role == "" {
 			return Errorf(http.StatusForbidden, "the token's user can no longer approve or refuse actions: %s was removed; nothing was changed", gone.Name)
 		}

@@ -293,6 +293,7 @@ func TestBulkFourEyes(t *testing.T, e Engine) {
 func TestBulkCancel(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	for i := range 10 {
 		record(t, db, delivery("ota", fmt.Sprintf("k%02d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
@@ -350,6 +351,7 @@ func TestBulkCancel(t *testing.T, e Engine) {
 func TestBulkResume(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	for i := range 7 {
 		record(t, db, delivery("ota", fmt.Sprintf("k%d", i), "h"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
@@ -388,12 +390,13 @@ func TestBulkResume(t *testing.T, e Engine) {
 }
 
 // TestBulkOddText: a filter's text that no stored key can hold (a NUL byte, invalid
-// UTF-8) matches nothing, and a reason or an actor holding it is stored, on every
-// engine, even one whose text refuses such bytes: the console gets an answer, never a
-// failed query.
+// UTF-8) matches nothing, a reason holding it is stored, and an actor's name holding
+// it, no user's, is refused as such, on every engine, even one whose text refuses such
+// bytes: the console gets an answer, never a failed query.
 func TestBulkOddText(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	record(t, db, moneyDelivery("ota", "e1", "10.00", "EUR", "p1"), storage.ClaimOptions{TTL: 24 * time.Hour, Dispatch: true})
 	clk.Add(time.Hour)
@@ -415,10 +418,6 @@ func TestBulkOddText(t *testing.T, e Engine) {
 		}
 	}
 	th := storage.ApprovalThresholds{"EUR": "1.00"}
-	// The requester and the approver are users, as an approval needs; the others'
-	// names are odd.
-	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
-	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Stuck: true},
 		Reason: "out\x00age \xff", Actor: "ann", StuckBefore: stuckBefore, Thresholds: th})
 	if err != nil || a.Total != 1 {
@@ -428,14 +427,17 @@ func TestBulkOddText(t *testing.T, e Engine) {
 		t.Fatalf("start: %+v, %v", a, err)
 	}
 	// No user has such a name: refused as one, never a failed query.
-	var gone *storage.ApproverGoneError
+	var gone *storage.ActorGoneError
 	if _, err := db.ApproveBulkAction(ctx, a.ID, "bob\x00", "fine"); !errors.As(err, &gone) || gone.Role != "" {
-		t.Errorf("approve as an odd name: %v; want an ApproverGoneError", err)
+		t.Errorf("approve as an odd name: %v; want an ActorGoneError", err)
 	}
 	if a, err = db.ApproveBulkAction(ctx, a.ID, "bob", "fine\x00 \xff"); err != nil || a.State != storage.BulkQueued {
 		t.Fatalf("approve: %+v, %v", a, err)
 	}
-	if a, err = db.CancelBulkAction(ctx, a.ID, "cat\xff", "not\x00 now"); err != nil || a.State != storage.BulkCancelled {
+	if _, err := db.CancelBulkAction(ctx, a.ID, "cat\xff", "not now"); !errors.As(err, &gone) || gone.Role != "" {
+		t.Errorf("cancel as an odd name: %v; want an ActorGoneError", err)
+	}
+	if a, err = db.CancelBulkAction(ctx, a.ID, "cat", "not\x00 now"); err != nil || a.State != storage.BulkCancelled {
 		t.Fatalf("cancel: %+v, %v", a, err)
 	}
 	if got, err := db.BulkAction(ctx, a.ID); err != nil || got.State != storage.BulkCancelled || got.DecisionReason == "" {
@@ -480,33 +482,93 @@ func TestBulkReasonCountsCharacters(t *testing.T, e Engine) {
 	}
 }
 
-// TestBulkApproverGone: an approval or a refusal by someone made a viewer or removed
-// since the console or the API let them in is refused in the decision's own
-// transaction: checked only before it, a demotion or removal committed in between
-// would let someone who may no longer approve decide, under their name. Nothing of
-// the decision is written, audit row included; an operator or an admin still decides.
-func TestBulkApproverGone(t *testing.T, e Engine) {
+// TestBulkActorGone: a step of an action (its start, approval, refusal or
+// cancellation) taken by someone made a viewer or removed since the console or the API
+// let them in is refused in the step's own transaction: checked only before it, a
+// demotion or removal committed in between would let someone who may no longer act
+// start a release that runs at once, decide, or cancel, under their name. Nothing of
+// the step is written, audit row included; an operator or an admin still takes it.
+func TestBulkActorGone(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db, clk, req := fourEyesFixture(t, e)
 	createUser(t, db, "ada", storage.RoleAdmin, "a password of some length")
-	decisions := []struct {
-		verb   string
-		decide func(context.Context, int64, string, string) (storage.BulkAction, error)
-		state  string
-	}{{"approve", db.ApproveBulkAction, storage.BulkQueued}, {"refuse", db.RefuseBulkAction, storage.BulkRefused}}
-	for _, d := range decisions {
-		for _, change := range []string{"demoted", "removed"} {
-			clk.Add(time.Minute)
-			name := "dee-" + d.verb + "-" + change
-			createUser(t, db, name, storage.RoleOperator, "a password of some length")
-			a, err := db.CreateBulkPreview(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a, err = db.StartBulkAction(ctx, a.ID, "ann", req.Thresholds); err != nil || a.State != storage.BulkPendingApproval {
+	preview := func(by string) storage.BulkAction {
+		t.Helper()
+		r := req
+		r.Actor = by
+		a, err := db.CreateBulkPreview(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	pending := func(string) storage.BulkAction {
+		t.Helper()
+		a, err := db.StartBulkAction(ctx, preview("ann").ID, "ann", req.Thresholds)
+		if err != nil || a.State != storage.BulkPendingApproval {
+			t.Fatalf("start: %+v, %v", a, err)
+		}
+		return a
+	}
+	// running is an action a runner holds, asked by its requester to stop already or
+	// not; a long lease keeps the runner's hold on the actions before it.
+	running := func(asked bool) func(string) storage.BulkAction {
+		return func(string) storage.BulkAction {
+			t.Helper()
+			a, err := db.StartBulkAction(ctx, preview("ann").ID, "ann", nil)
+			if err != nil || a.State != storage.BulkQueued {
 				t.Fatalf("start: %+v, %v", a, err)
 			}
+			if id, ok, err := db.ClaimBulkAction(ctx, "r1", time.Hour); !ok || err != nil || id != a.ID {
+				t.Fatalf("claim: %d, %v, %v; want %d", id, ok, err, a.ID)
+			}
+			if asked {
+				if a, err = db.CancelBulkAction(ctx, a.ID, "ann", "asked first"); err != nil || !a.CancelRequested {
+					t.Fatalf("cancel: %+v, %v", a, err)
+				}
+			}
+			return a
+		}
+	}
+	start := func(id int64, actor string) (storage.BulkAction, error) {
+		return db.StartBulkAction(ctx, id, actor, req.Thresholds)
+	}
+	decide := func(decide func(context.Context, int64, string, string) (storage.BulkAction, error)) func(int64, string) (storage.BulkAction, error) {
+		return func(id int64, actor string) (storage.BulkAction, error) { return decide(ctx, id, actor, "checked") }
+	}
+	cancel := func(id int64, actor string) (storage.BulkAction, error) {
+		return db.CancelBulkAction(ctx, id, actor, "checked")
+	}
+	cancelled := func(a storage.BulkAction) bool { return a.State == storage.BulkCancelled && a.CancelledBy == "ada" }
+	stopping := func(a storage.BulkAction) bool { return a.State == storage.BulkRunning && a.CancelRequested }
+	// The running ones first: a runner claims the oldest queued action, and an approval
+	// queues one.
+	for _, s := range []struct {
+		name   string
+		verb   string                                          // the ActorGoneError's
+		action func(actor string) storage.BulkAction           // before the step
+		take   func(int64, string) (storage.BulkAction, error) // the step, as actor
+		// taken reports whether the step, taken by an admin, went through; nil when
+		// only the actor may take it (a start is its requester's).
+		taken func(storage.BulkAction) bool
+	}{
+		{"cancel running", "cancel", running(false), cancel, stopping},
+		{"cancel stopping", "cancel", running(true), cancel, stopping},
+		{"start", "start", preview, start, nil},
+		{"approve", "approve or refuse", pending, decide(db.ApproveBulkAction),
+			func(a storage.BulkAction) bool { return a.State == storage.BulkQueued && a.DecidedBy == "ada" }},
+		{"refuse", "approve or refuse", pending, decide(db.RefuseBulkAction),
+			func(a storage.BulkAction) bool { return a.State == storage.BulkRefused && a.DecidedBy == "ada" }},
+		{"cancel preview", "cancel", preview, cancel, cancelled},
+		{"cancel pending", "cancel", pending, cancel, cancelled},
+	} {
+		for _, change := range []string{"demoted", "removed"} {
+			clk.Add(time.Minute)
+			name := "dee-" + strings.ReplaceAll(s.name, " ", "-") + "-" + change
+			createUser(t, db, name, storage.RoleOperator, "a password of some length")
+			a := s.action(name)
 			role := storage.RoleViewer
+			var err error
 			if change == "demoted" {
 				_, err = db.SetUserRole(ctx, name, role, "ada")
 			} else {
@@ -515,24 +577,40 @@ func TestBulkApproverGone(t *testing.T, e Engine) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before, err := db.BulkAction(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			audit, err := db.AuditLog(ctx, 0, 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var gone *storage.ApproverGoneError
-			if _, err := d.decide(ctx, a.ID, name, "checked"); !errors.As(err, &gone) || gone.Name != name || gone.Role != role {
-				t.Errorf("%s by one %s: %v; want an ApproverGoneError naming %s, role %q", d.verb, change, err, name, role)
+			var gone *storage.ActorGoneError
+			if _, err := s.take(a.ID, name); !errors.As(err, &gone) || gone.Verb != s.verb || gone.Name != name || gone.Role != role {
+				t.Errorf("%s by one %s: %v; want an ActorGoneError for %q naming %s, role %q", s.name, change, err, s.verb, name, role)
 			}
-			if got, _ := db.BulkAction(ctx, a.ID); got.State != storage.BulkPendingApproval || got.DecidedBy != "" || !got.DecidedAt.IsZero() {
-				t.Errorf("%s by one %s: %+v; want it still waiting, undecided", d.verb, change, got)
+			if got, err := db.BulkAction(ctx, a.ID); err != nil || !reflect.DeepEqual(got, before) {
+				t.Errorf("%s by one %s: %+v, %v; want it unchanged: %+v", s.name, change, got, err, before)
 			}
 			if after, err := db.AuditLog(ctx, 0, 1000); err != nil || len(after) != len(audit) {
-				t.Errorf("%s by one %s: %d audit rows, %v; want %d, none added", d.verb, change, len(after), err, len(audit))
+				t.Errorf("%s by one %s: %d audit rows, %v; want %d, none added", s.name, change, len(after), err, len(audit))
 			}
-			if got, err := d.decide(ctx, a.ID, "ada", "checked by an admin"); err != nil || got.State != d.state || got.DecidedBy != "ada" {
-				t.Errorf("%s by an admin: %+v, %v; want %s", d.verb, got, err, d.state)
+			if s.taken == nil {
+				continue
+			}
+			if got, err := s.take(a.ID, "ada"); err != nil || !s.taken(got) {
+				t.Errorf("%s by an admin: %+v, %v", s.name, got, err)
 			}
 		}
+	}
+}
+
+// bulkActors creates the operators the tests take the steps of actions as (ann, bob and
+// cat): each step is refused to a name that is no operator's now.
+func bulkActors(t *testing.T, db storage.Store) {
+	t.Helper()
+	for _, name := range []string{"ann", "bob", "cat"} {
+		createUser(t, db, name, storage.RoleOperator, "a password of some length")
 	}
 }
 
@@ -543,11 +621,7 @@ func fourEyesFixture(t *testing.T, e Engine) (storage.Store, *Clock, storage.Bul
 	db := e.Open(t)
 	clk := newClock(e, db)
 	stuckBefore := bulkFixture(t, db, clk)
-	// An approval needs a requester who may still reprocess, and a decision a decider
-	// who may still approve.
-	for _, name := range []string{"ann", "bob", "cat"} {
-		createUser(t, db, name, storage.RoleOperator, "a password of some length")
-	}
+	bulkActors(t, db)
 	return db, clk, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota", Stuck: true},
 		Reason: "downstream back", Actor: "ann", StuckBefore: stuckBefore, Thresholds: storage.ApprovalThresholds{"EUR": "300.00"}}
 }
@@ -690,6 +764,7 @@ func TestBulkFilter_KeyAndFlags(t *testing.T, e Engine) {
 func TestBulkRelease_ExpiredKey(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
@@ -747,6 +822,7 @@ func TestBulkRelease_ExpiredKey(t *testing.T, e Engine) {
 func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	record(t, db, bk("ota", "evt_1", "B"), storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour})
 	clk.Add(2 * time.Hour)
@@ -772,6 +848,7 @@ func TestBulkReprocess_ExpiredKey(t *testing.T, e Engine) {
 func TestBulkRelease_ExpiredSwept(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour, BusinessBlocks: true}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
@@ -822,11 +899,10 @@ func TestBulkRelease_ExpiredSwept(t *testing.T, e Engine) {
 func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
-	createUser(t, db, "ann", storage.RoleOperator, "a password of some length")
-	createUser(t, db, "bob", storage.RoleOperator, "a password of some length")
 	clk.Add(2 * time.Hour)
 	limits := storage.ApprovalThresholds{"EUR": "10.00"}
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkReprocess, Filter: storage.BulkFilter{Source: "ota"},
@@ -870,6 +946,7 @@ func TestBulkReprocess_ExpiredSwept(t *testing.T, e Engine) {
 func TestBulkRelease_ClaimedAnewAndSwept(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
@@ -906,6 +983,7 @@ func TestBulkRelease_ClaimedAnewAndSwept(t *testing.T, e Engine) {
 func TestBulkRelease_ClaimedAnewStampedBeforePreview(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	record(t, db, bk("ota", "evt_1", "B"), opt)
@@ -941,6 +1019,7 @@ func TestBulkRelease_ClaimedAnewStampedBeforePreview(t *testing.T, e Engine) {
 func TestBulkRelease_PreviewedClaimStampedAhead(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	clk := newClock(e, db)
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	x := bk("ota", "evt_1", "B")
@@ -971,6 +1050,7 @@ func TestBulkRelease_PreviewedClaimStampedAhead(t *testing.T, e Engine) {
 func TestBulkReprocess_SourcesRun(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
+	bulkActors(t, db)
 	newClock(e, db)
 	opt := storage.ClaimOptions{TTL: 24 * time.Hour}
 	for _, d := range []*storage.Delivery{bk("ota", "evt_1", ""), bk("gone", "evt_2", "")} {

@@ -207,6 +207,10 @@ func TestFourEyes_AddsUp(t *testing.T, e Engine) {
 	ctx := context.Background()
 	db := e.Open(t)
 	clk := newClock(e, db)
+	// A bulk reprocess is started by its requester, who must be an operator then.
+	for _, name := range []string{"ann", "sam"} {
+		createUser(t, db, name, storage.RoleOperator, "a password of some length")
+	}
 	for _, d := range []*storage.Delivery{
 		moneyDelivery("ota", "a1", "400.00", "EUR", "p1"), moneyDelivery("ota", "a2", "-400.00", "EUR", "p1"),
 		moneyDelivery("ota", "a3", "400.00", "EUR", "p1"), moneyDelivery("ota", "a4", "300.00", "EUR", "p1"),

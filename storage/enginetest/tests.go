@@ -24,7 +24,7 @@ var tests = []struct {
 	{"RecordBatch_EnvelopeKeptOnce", TestRecordBatch_EnvelopeKeptOnce},
 	{"BulkPreview", TestBulkPreview},
 	{"BulkFourEyes", TestBulkFourEyes},
-	{"BulkApproverGone", TestBulkApproverGone},
+	{"BulkActorGone", TestBulkActorGone},
 	{"BulkCancel", TestBulkCancel},
 	{"BulkStale", TestBulkStale},
 	{"BulkStalePreviewDeleted", TestBulkStalePreviewDeleted},

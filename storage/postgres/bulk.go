@@ -381,7 +381,8 @@ func (db *DB) bulkTx(ctx context.Context, id int64, fn func(tx pgx.Tx, a *storag
 // anyone else): a reprocess whose money is above a threshold, together with what the
 // requester reprocessed without approval lately, waits for approval
 // (pending_approval), anything else is queued for the runner (a reprocess under t
-// counting as reprocessed by the requester). Audited.
+// counting as reprocessed by the requester). Audited. An *ActorGoneError when actor
+// is no longer an operator.
 func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t storage.ApprovalThresholds) (storage.BulkAction, error) {
 	actor = storage.ReplacedText(actor)
 	a, err := db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
@@ -392,6 +393,11 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 			return storage.AuditEntry{}, storage.ErrNotRequester
 		case a.Stale(now):
 			return storage.AuditEntry{}, fmt.Errorf("start: %w", storage.ErrPreviewStale)
+		}
+		// As in decideBulk: a release started is queued at once, and runs under actor's
+		// name with no one else's say.
+		if err := checkActor(ctx, tx, "start", actor); err != nil {
+			return storage.AuditEntry{}, fmt.Errorf("start: %w", err)
 		}
 		var over []string
 		if a.Kind == storage.BulkReprocess && len(t) > 0 {
@@ -421,7 +427,7 @@ func (db *DB) StartBulkAction(ctx context.Context, id int64, actor string, t sto
 // ApproveBulkAction approves an action waiting for approval, which is then queued;
 // RefuseBulkAction refuses it for good. Either is audited with its reason (required),
 // and returns ErrSelfApproval when actor requested the action, and an
-// *ApproverGoneError when actor is no longer an operator; an approval returns a
+// *ActorGoneError when actor is no longer an operator; an approval returns a
 // *RequesterGoneError when the requester is no longer an operator.
 func (db *DB) ApproveBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	return db.decideBulk(ctx, id, actor, reason, true)
@@ -457,15 +463,12 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 		// replica commits either before this read, and is seen, or waits for the
 		// decision's commit. The decider first: one who may no longer decide is told
 		// so, rather than asked to refuse.
-		role, err := userRole(ctx, tx, actor)
-		if err != nil {
-			return storage.AuditEntry{}, err
-		}
-		if err := storage.CheckApprover(actor, role); err != nil {
+		if err := checkActor(ctx, tx, "approve or refuse", actor); err != nil {
 			return storage.AuditEntry{}, fmt.Errorf("%s: %w", verb, err)
 		}
 		if approve {
-			if role, err = userRole(ctx, tx, a.RequestedBy); err != nil {
+			role, err := userRole(ctx, tx, a.RequestedBy)
+			if err != nil {
 				return storage.AuditEntry{}, err
 			}
 			if err := storage.CheckRequester(a.RequestedBy, role); err != nil {
@@ -478,7 +481,7 @@ func (db *DB) decideBulk(ctx context.Context, id int64, actor, reason string, ap
 			a.FinishedAt = now
 		}
 		a.DecidedBy, a.DecisionReason, a.DecidedAt = actor, reason, now
-		_, err = tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, decided_by = $2, decision_reason = $3, decided_at = $4,
+		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, decided_by = $2, decision_reason = $3, decided_at = $4,
 	finished_at = $5, updated_at = $4 WHERE id = $6`, a.State, actor, reason, millis(now), millisOrZero(a.FinishedAt), a.ID)
 		return storage.AuditEntry{Actor: actor, Action: "bulk " + verb, Reason: a.Describe(reason)}, err
 	})
@@ -499,9 +502,22 @@ func userRole(ctx context.Context, tx pgx.Tx, name string) (string, error) {
 	return role, err
 }
 
+// checkActor returns a *storage.ActorGoneError unless name may still take verb, a step
+// of an action (storage.CheckActor), read in tx and held until it ends (FOR SHARE): a
+// role change or removal on any replica commits either before the read, and is seen,
+// or waits for the step's commit.
+func checkActor(ctx context.Context, tx pgx.Tx, verb, name string) error {
+	role, err := userRole(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	return storage.CheckActor(verb, name, role)
+}
+
 // CancelBulkAction cancels an action: at once when it has not begun to run, else the
 // runner stops before its next batch (the keys done by then stay done). Any operator
-// may cancel; it is audited. ErrBulkState for an action that is over.
+// may cancel; it is audited. ErrBulkState for an action that is over, an
+// *ActorGoneError when actor is no longer an operator.
 func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason string) (storage.BulkAction, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
@@ -512,16 +528,22 @@ func (db *DB) CancelBulkAction(ctx context.Context, id int64, actor, reason stri
 	}
 	actor, reason = storage.ReplacedText(actor), storage.ReplacedText(reason)
 	return db.bulkTx(ctx, id, func(tx pgx.Tx, a *storage.BulkAction, now time.Time) (storage.AuditEntry, error) {
+		var asked bool
 		switch a.State {
 		case storage.BulkPreview, storage.BulkPendingApproval, storage.BulkQueued:
 			a.State, a.FinishedAt = storage.BulkCancelled, now
 		case storage.BulkRunning:
-			if a.CancelRequested {
-				return storage.AuditEntry{}, nil // asked already
-			}
-			a.CancelRequested = true
+			asked, a.CancelRequested = a.CancelRequested, true
 		default:
 			return storage.AuditEntry{}, fmt.Errorf("cancel: %w (%s)", storage.ErrBulkState, a.State)
+		}
+		// As in decideBulk, and before a cancel asked already is answered: that answer
+		// would tell someone who may no longer cancel that their cancel holds.
+		if err := checkActor(ctx, tx, "cancel", actor); err != nil {
+			return storage.AuditEntry{}, fmt.Errorf("cancel: %w", err)
+		}
+		if asked {
+			return storage.AuditEntry{}, nil
 		}
 		a.CancelledBy = actor
 		_, err := tx.Exec(ctx, `UPDATE bulk_actions SET state = $1, cancel_requested = $2, cancelled_by = $3,

@@ -28,6 +28,8 @@ func TestOpen_BulkKeysUpgrade(t *testing.T) {
 	ctx := context.Background()
 	url := postgrestest.NewDatabase(t)
 	db := openEngine(t, url)
+	// Only an operator may start an action.
+	storagetest.CreateUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	clk := storagetest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	db.Now = clk.Now
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}

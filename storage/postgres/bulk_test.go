@@ -13,6 +13,7 @@ import (
 	"github.com/hookdedup/hookdedup/storage"
 	"github.com/hookdedup/hookdedup/storage/postgres"
 	"github.com/hookdedup/hookdedup/storage/postgrestest"
+	"github.com/hookdedup/hookdedup/storage/storagetest"
 )
 
 // takeovers counts the times a runner took a bulk action ("bulk action running").
@@ -38,6 +39,8 @@ func TestBulkReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := postgrestest.NewDatabase(t)
 	replicas := []*postgres.DB{openEngine(t, url), openEngine(t, url)}
+	// Only an operator may start an action.
+	storagetest.CreateUser(t, replicas[0], "ann", storage.RoleOperator, "a password of some length")
 	const keys = 300
 	for i := range keys {
 		key := fmt.Sprintf("k%04d", i)

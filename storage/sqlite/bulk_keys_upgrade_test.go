@@ -23,6 +23,8 @@ func TestOpen_BulkKeysUpgrade(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hookdedup.db")
 	db := storagetest.OpenPath(t, path, sqlite.Options{})
 	clk := newClock(db)
+	// Only an operator may start an action.
+	storagetest.CreateUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	opt := storage.ClaimOptions{TTL: time.Hour, BusinessWindow: 24 * time.Hour}
 	storagetest.Record(t, db, bk("ota", "evt_1", "B1"), opt)
 	storagetest.Record(t, db, bk("ota", "evt_2", "B2"), storage.ClaimOptions{TTL: 3 * time.Hour, BusinessWindow: 24 * time.Hour})

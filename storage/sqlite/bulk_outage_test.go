@@ -21,6 +21,8 @@ import (
 func TestDB_BulkRunnerOutageLoggedOnce(t *testing.T) {
 	ctx := context.Background()
 	db := storagetest.Open(t)
+	// Only an operator may start an action.
+	storagetest.CreateUser(t, db, "ann", storage.RoleOperator, "a password of some length")
 	failedKeys(t, db, 3, time.Now().Add(-time.Hour))
 	a, err := db.CreateBulkPreview(ctx, storage.BulkRequest{Kind: storage.BulkRelease, Filter: storage.BulkFilter{State: storage.StateFailed},
 		Reason: "outage", Actor: "ann", StuckBefore: time.Now()})
