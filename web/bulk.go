@@ -117,9 +117,9 @@ func bulkError(err error) error {
 		// 403, as the same request a moment later would get: the role it was let in
 		// with no longer holds.
 		if gone.Role == "" {
-			return Errorf(http.StatusForbidden, "You can no longer approve or refuse actions: your user %s was removed. Nothing was changed.", gone.Name)
+			return Errorf(http.StatusForbidden, "You can no longer %s actions: your user %s was removed. Nothing was changed.", gone.Verb, gone.Name)
 		}
-		return Errorf(http.StatusForbidden, "You can no longer approve or refuse actions: you are a %s now, and only operators and admins can. Nothing was changed.", gone.Role)
+		return Errorf(http.StatusForbidden, "You can no longer %s actions: you are a %s now, and only operators and admins can. Nothing was changed.", gone.Verb, gone.Role)
 	}
 	return err
 }
@@ -373,7 +373,7 @@ func (s *Server) handleBulkStep(step string) handlerFunc {
 		reason := strings.TrimSpace(r.PostFormValue("reason"))
 		a, err := s.bulkStep(r.Context(), step, id, u, reason)
 		if _, gone := errors.AsType[*storage.ActorGoneError](err); gone {
-			// The role change or removal that refused the decision ended the user's
+			// The role change or removal that refused the step ended the user's
 			// sessions too: a flash would be lost with this one, and the next page
 			// would only say it ended. So the answer itself says why.
 			return bulkError(err)
@@ -728,9 +728,9 @@ func apiBulkError(err error) error {
 	}
 	if gone, ok := errors.AsType[*storage.ActorGoneError](err); ok {
 		if gone.Role == "" {
-			return Errorf(http.StatusForbidden, "the token's user can no longer approve or refuse actions: %s was removed; nothing was changed", gone.Name)
+			return Errorf(http.StatusForbidden, "the token's user can no longer %s actions: %s was removed; nothing was changed", gone.Verb, gone.Name)
 		}
-		return Errorf(http.StatusForbidden, "the token's user can no longer approve or refuse actions: %s is a %s now, and only operators and admins can; nothing was changed", gone.Name, gone.Role)
+		return Errorf(http.StatusForbidden, "the token's user can no longer %s actions: %s is a %s now, and only operators and admins can; nothing was changed", gone.Verb, gone.Name, gone.Role)
 	}
 	var e *Error
 	if errors.As(err, &e) {
