@@ -204,6 +204,11 @@ func plural(n int) string {
 // stored (storage.Label, storage.CurrencyCode).
 func typed(s string) string { return strings.Trim(s, " \t") }
 
+// Visible is s as the console shows a sender's text (views.Visible), for the command
+// line, which lists the same keys, sources and errors on a terminal: there too a key
+// holding U+202E must not pass for another, and an escape sequence must not act.
+func Visible(s string) string { return views.Visible(s) }
+
 // earliestYear bounds from below the times and days the filters take: no webhook is
 // older, so an earlier year is a slip (0026 for 2026). Year 1 is also Go's zero time, which
 // every filter reads as no bound: to=0001-01-01 would select every delivery rather than

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookdedup/hookdedup/receiver"
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // headerFlags collects repeated --header "Name: value" flags.
@@ -284,7 +285,9 @@ func blockedBy(ctx context.Context, db storage.Store, src *receiver.Source, h ht
 }
 
 // explainKey writes how der was derived (noID: why no event id was used, for a derived
-// key) and whether its key is claimed, each line starting with indent. earlier is the item of the same request that has the same key
+// key) and whether its key is claimed, each line starting with indent. The payload's
+// text in it (the event id, the fields' values, the canonical JSON) is a sender's, shown
+// as the console's key lab shows it. earlier is the item of the same request that has the same key
 // before this one, -1 for none: intake claims the key with that item, in the same
 // transaction, so this one is its duplicate whatever the database holds now;
 // refusedRequest for an item of a request that intake refuses whole. blocked, when the
@@ -293,7 +296,7 @@ func blockedBy(ctx context.Context, db storage.Store, src *receiver.Source, h ht
 func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver.Source, der storage.Derivation, noID, indent string, earlier int, blocked string) error {
 	switch der.Method {
 	case storage.MethodEventID:
-		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, der.EventIDFrom)
+		fmt.Fprintf(w, "%smethod\tevent id (from %s)\n", indent, web.Visible(der.EventIDFrom))
 	default:
 		if noID != "" {
 			fmt.Fprintf(w, "%smethod\tderived from key fields (%s)\n", indent, noID)
@@ -305,12 +308,12 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 			if !f.Present {
 				note = "  (absent)"
 			}
-			fmt.Fprintf(w, "%s  %s\t%s%s\n", indent, f.Pointer, f.Value, note)
+			fmt.Fprintf(w, "%s  %s\t%s%s\n", indent, web.Visible(f.Pointer), web.Visible(f.Value), note)
 		}
-		fmt.Fprintf(w, "%scanonical JSON\t%s\n", indent, der.Canonical)
+		fmt.Fprintf(w, "%scanonical JSON\t%s\n", indent, web.Visible(der.Canonical))
 		fmt.Fprintf(w, "%ssha256\t%s\n", indent, der.Hash)
 	}
-	fmt.Fprintf(w, "%skey\t%s\n", indent, der.Key)
+	fmt.Fprintf(w, "%skey\t%s\n", indent, web.Visible(der.Key))
 	fmt.Fprintf(w, "%spayload hash\t%s\n", indent, der.PayloadHash)
 	c, err := db.Claim(ctx, src.Name, der.Key)
 	now := db.Clock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 // releaseLineProblem says what a release command line lacks, or holds beside what it
@@ -89,9 +90,9 @@ func runRelease(ctx context.Context, args []string, e env) error {
 		for _, o := range outcomes {
 			switch {
 			case o.Refused != "":
-				fmt.Fprintf(e.stdout, "%s/%s: %s\n", o.Source, o.Key, o.Refused.Message())
+				fmt.Fprintf(e.stdout, "%s: %s\n", shownKey(o.Source, o.Key), o.Refused.Message())
 			case o.Changed:
-				fmt.Fprintf(e.stdout, "%s/%s: %s -> %s\n", o.Source, o.Key, o.Previous, releasedTo(*reprocess))
+				fmt.Fprintf(e.stdout, "%s: %s -> %s\n", shownKey(o.Source, o.Key), o.Previous, releasedTo(*reprocess))
 			}
 		}
 		sum := storage.Summarize(outcomes)
@@ -106,25 +107,31 @@ func runRelease(ctx context.Context, args []string, e env) error {
 	}
 	r.Source, r.Key = *source, pos[0]
 	res, err := db.ReleaseKey(ctx, r)
+	key := shownKey(*source, pos[0])
 	if why, ok := storage.RefusalOf(err); ok {
-		return fmt.Errorf("%s/%s: %s", *source, pos[0], why.Message())
+		return fmt.Errorf("%s: %s", key, why.Message())
 	}
 	switch {
 	case err != nil:
 		return err
 	case !res.Changed:
-		fmt.Fprintf(e.stdout, "%s/%s is already free (%s): nothing changed\n", *source, pos[0], res.Previous)
+		fmt.Fprintf(e.stdout, "%s is already free (%s): nothing changed\n", key, res.Previous)
 	case *reprocess && recordOnly(cfg, *source):
 		// Nothing is sent: serve's dispatcher settles the key, a few seconds on, unless
 		// another replica forwards the source by then. Until then it is in flight.
-		fmt.Fprintf(e.stdout, "%s/%s: %s -> processing; the source has no forward_url, so serve records it processed again within seconds, sending nothing\n", *source, pos[0], res.Previous)
+		fmt.Fprintf(e.stdout, "%s: %s -> processing; the source has no forward_url, so serve records it processed again within seconds, sending nothing\n", key, res.Previous)
 	case *reprocess:
-		fmt.Fprintf(e.stdout, "%s/%s: %s -> processing; its stored payload will be dispatched again\n", *source, pos[0], res.Previous)
+		fmt.Fprintf(e.stdout, "%s: %s -> processing; its stored payload will be dispatched again\n", key, res.Previous)
 	default:
-		fmt.Fprintf(e.stdout, "%s/%s: %s -> released; its next delivery will be accepted\n", *source, pos[0], res.Previous)
+		fmt.Fprintf(e.stdout, "%s: %s -> released; its next delivery will be accepted\n", key, res.Previous)
 	}
 	return nil
 }
+
+// shownKey names a key as source/key for a terminal, each shown as the console shows
+// it: a sender chooses both (a source by posting to it, a key as its event id), and a
+// U+202E in either would make the line read as another key's.
+func shownKey(source, key string) string { return web.Visible(source) + "/" + web.Visible(key) }
 
 // recordOnly reports whether the configuration has source without a forward_url.
 func recordOnly(cfg config, source string) bool {
@@ -249,8 +256,10 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "SOURCE\tKEY\tSTATE\tSINCE\tATTEMPTS\tLAST ERROR\n")
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", k.Source, k.Key, k.State,
-			now.Sub(k.UpdatedAt).Round(time.Second), k.Attempts, k.LastError)
+		// The key and its source are a sender's, the last error a downstream's: shown as
+		// the console shows them, where a tab would also shift the columns.
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", web.Visible(k.Source), web.Visible(k.Key), k.State,
+			now.Sub(k.UpdatedAt).Round(time.Second), k.Attempts, web.Visible(k.LastError))
 	}
 	if err := w.Flush(); err != nil {
 		return err
