@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
+	"github.com/hookdedup/hookdedup/storage/sqlite"
 
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
@@ -455,24 +456,9 @@ func readRecord(path string) ([]byte, error) {
 	if fi, err := f.Stat(); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a file but %s: remove it", fileKind(fi.Mode()))
+		return nil, fmt.Errorf("not a file but %s: remove it", sqlite.FileKind(fi.Mode()))
 	}
 	return io.ReadAll(io.LimitReader(f, maxRecord))
-}
-
-// fileKind names the kind of file mode says, for an error.
-func fileKind(mode fs.FileMode) string {
-	switch {
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
 }
 
 // writeRecord writes the record at path, in dir, through a new file renamed over it:

@@ -452,6 +452,12 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		// (<(gunzip -c …)) says no size, and is read as it comes.
 		return fail(fmt.Errorf("%s is empty (0 bytes): a backup cut short before it began, or not a backup", from))
 	}
+	// A FIFO or a device at the database's path is no database to replace: read for the
+	// ids it issued, a FIFO would hold the restore in its open, waiting for a writer,
+	// past Ctrl-C.
+	if fi, err := os.Stat(dbPath); err == nil && !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("the path restored onto is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode())))
+	}
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)
 	} else if same {

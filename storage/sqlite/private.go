@@ -205,6 +205,22 @@ func fileURI(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath()
 }
 
+// FileKind names the kind of file mode says, for an error about a path that is not the
+// regular file it should be.
+func FileKind(mode fs.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a directory"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
 // LinkToNothing says what a symbolic link to to is when to is not there: most often a
 // disk not mounted, which "no such file" of the link's name, listed by ls, would hide.
 func LinkToNothing(to string) string {
