@@ -58,3 +58,39 @@ func TestRestore_OntoANamedPipe(t *testing.T) {
 		}
 	}
 }
+
+// TestBackup_OntoANamedPipe: a backup whose target is a FIFO is refused at once, naming
+// it, as any target that is not a regular file is; opening it to look would wait for a
+// writer for ever.
+func TestBackup_OntoANamedPipe(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "hookdedup.db")
+	db, err := sqlite.Open(src, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	target := filepath.Join(dir, "backup.db")
+	if err := syscall.Mkfifo(target, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runCmd(t, "", "backup", "--database", src, target)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), "a named pipe") {
+			t.Errorf("backup onto a FIFO: %v; want a refusal naming %s as a named pipe", err, target)
+		}
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(target, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("backup onto a FIFO: still running after 10s: it waits on the FIFO")
+	}
+	if fi, err := os.Lstat(target); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO is no longer there as it was (%v)", err)
+	}
+}

@@ -143,7 +143,9 @@ func backup(ctx context.Context, read *sql.DB, dbPath, path string) (BackupInfo,
 // that is no SQLite database (a mistyped name: the configuration, a report), or one a
 // process has open (another instance's live database).
 func replaceable(path string) error {
-	f, err := os.Open(path)
+	// Without blocking: a FIFO there, opened to be looked at, would wait for a writer for
+	// ever, past Ctrl-C.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if absent(err) {
 		if to, lerr := os.Readlink(path); lerr == nil {
 			// Renamed onto, the link would be replaced: the backup would stay on the disk
@@ -165,7 +167,7 @@ func replaceable(path string) error {
 	if st, err := f.Stat(); err != nil {
 		return err
 	} else if !st.Mode().IsRegular() {
-		return errors.New("it exists and is not a regular file: give the name of a new file, or of an earlier backup")
+		return fmt.Errorf("it is %s, not a file: give the name of a new file, or of an earlier backup", FileKind(st.Mode()))
 	} else if st.Size() > 0 {
 		head := make([]byte, len(sqliteHeader))
 		if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {

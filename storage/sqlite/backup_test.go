@@ -479,7 +479,7 @@ func TestBackup_OnlyOverAnEarlierCopy(t *testing.T) {
 	rawExec(t, raw, `PRAGMA journal_mode=WAL`, `PRAGMA wal_autocheckpoint=0`, `CREATE TABLE t (x)`, `INSERT INTO t VALUES (1)`)
 	for _, tt := range []struct{ path, want string }{
 		{conf, "not a SQLite database"},
-		{dir, "not a regular file"},
+		{dir, "is a directory, not a file"},
 		{other, "another process has open"},
 		{logged, "logged.db-wal holds transactions"},
 	} {
