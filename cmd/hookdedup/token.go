@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/storage"
+	"github.com/hookdedup/hookdedup/web"
 )
 
 const tokenUsage = `usage: hookdedup token add USER --name NAME | token list | token revoke ID`
@@ -90,7 +91,9 @@ func runToken(ctx context.Context, args []string, e env) error {
 			if !t.RevokedAt.IsZero() {
 				revoked = t.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.UserName, t.Role, t.Name, t.CreatedAt.Format(time.RFC3339), revoked)
+			// The name is an admin's free text, which may hold bidi controls: shown as the
+			// console shows it.
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.UserName, t.Role, web.Visible(t.Name), t.CreatedAt.Format(time.RFC3339), revoked)
 		}
 		return w.Flush()
 	default: // revoke

@@ -75,3 +75,23 @@ func TestCLI_TokenAddUnprintedIsRevoked(t *testing.T) {
 		t.Errorf("token list shows no token ci:\n%s", list)
 	}
 }
+
+// TestCLI_TokenListShowsHiddenCharacters: a token's name is an admin's free text, which
+// may hold bidi controls (a control character is refused, a U+202E is not): token list
+// shows them as the console does, so that a name cannot read as another on a terminal.
+func TestCLI_TokenListShowsHiddenCharacters(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, dir, nil, "correct horse battery\n", "user", "add", "alice", "--role", "admin"); code != 0 {
+		t.Fatalf("user add: %d\n%s", code, out)
+	}
+	if out, code := cli(t, dir, nil, "", "token", "add", "alice", "--name", "ci\u202egnp.exe"); code != 0 {
+		t.Fatalf("token add: %d\n%s", code, out)
+	}
+	list, code := cli(t, dir, nil, "", "token", "list")
+	if code != 0 {
+		t.Fatalf("token list: %d\n%s", code, list)
+	}
+	if strings.ContainsRune(list, '\u202e') || !strings.Contains(list, `ci\u202egnp.exe`) {
+		t.Errorf("token list:\n%s\nwant the name shown as ci\\u202egnp.exe, without the raw U+202E", list)
+	}
+}
