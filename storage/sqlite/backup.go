@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -453,6 +454,9 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		// Read as a database, it would be one without hookdedup's tables; a pipe
 		// (<(gunzip -c …)) says no size, and is read as it comes.
 		return fail(fmt.Errorf("%s is empty (0 bytes): a backup cut short before it began, or not a backup", from))
+	} else if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeNamedPipe == 0 {
+		// A device would be copied as it reads: /dev/zero until the disk is full.
+		return fail(fmt.Errorf("%s is %s, not a backup: give a backup's file, or a pipe that gives one (<(gunzip -c FILE.gz))", from, FileKind(fi.Mode())))
 	}
 	// A FIFO or a device at the database's path is no database to replace: read for the
 	// ids it issued, a FIFO would hold the restore in its open, waiting for a writer,
