@@ -11,12 +11,12 @@ import (
 	"github.com/hookdedup/hookdedup/storage/sqlite"
 )
 
-// TestFIFOTargetsRefused: backup and restore whose file to write is a FIFO (a name an
-// operator mistyped, or a pipe left where a database was) are refused at once, naming
-// the path and what it is, and the FIFO stays as it was: opened to be looked at, it
-// would wait for the other end for ever, and Ctrl-C cannot end a process blocked in
-// that open.
-func TestFIFOTargetsRefused(t *testing.T) {
+// TestFIFOsRefused: a database, or a file backup and restore are to write, that is a
+// FIFO (a name an operator mistyped, or a pipe left where a database was) is refused at
+// once, naming the path and what it is, and the FIFO stays as it was: opened to be
+// looked at, it would wait for the other end for ever, and Ctrl-C cannot end a process
+// blocked in that open; SQLite, opening it for writing, fails on its first seek.
+func TestFIFOsRefused(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "old.db")
 	db, err := sqlite.Open(src, sqlite.Options{})
@@ -36,6 +36,9 @@ func TestFIFOTargetsRefused(t *testing.T) {
 		{"restore", "--database", fifo, backup},
 		{"restore", "--copy", "--database", fifo, backup},
 		{"backup", "--database", src, fifo},
+		{"backup", "--database", fifo, filepath.Join(dir, "copy.db")},
+		{"keys", "--database", fifo},
+		{"release", "--database", fifo, "--source", "ota", "--reason", "a test", "evt_1"},
 	} {
 		done := make(chan error, 1)
 		go func() {

@@ -54,6 +54,9 @@ func BackupFile(ctx context.Context, src, path string) (BackupInfo, error) {
 	if missing(src) {
 		return BackupInfo{}, fmt.Errorf("backup %s: %w", src, storage.ErrNoDatabase)
 	}
+	if err := refuseNotAFile(src); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup %s: %w", src, err)
+	}
 	// Read under a second name, the file is read without the log serve keeps beside the
 	// first: the copy would lack every commit still in it.
 	if err := refuseSecondNames(src); err != nil {
@@ -459,10 +462,9 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		return fail(fmt.Errorf("%s is %s, not a backup: give a backup's file, or a pipe that gives one (<(gunzip -c FILE.gz))", from, FileKind(fi.Mode())))
 	}
 	// A FIFO or a device at the database's path is no database to replace: read for the
-	// ids it issued, a FIFO would hold the restore in its open, waiting for a writer,
-	// past Ctrl-C.
-	if fi, err := os.Stat(dbPath); err == nil && !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("the path restored onto is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode())))
+	// ids it issued, a FIFO would hold the restore in its open.
+	if err := refuseNotAFile(dbPath); err != nil {
+		return fail(err)
 	}
 	if same, err := sameFile(from, dbPath); err != nil {
 		return fail(err)

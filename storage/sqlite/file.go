@@ -190,6 +190,17 @@ func holdsRemoved(name string) bool {
 	return false
 }
 
+// refuseNotAFile refuses a database path where something other than a file is: SQLite
+// opens a named pipe for writing and fails at its first seek ("disk I/O error: illegal
+// seek"), and a read-only open of one waits for a writer, past Ctrl-C.
+func refuseNotAFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil // absent: it is made as a file; another failure shows at the open
+	}
+	return fmt.Errorf("it is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode()))
+}
+
 // refuseSecondNames refuses the database file at path when it has other names (hard
 // links). SQLite keeps a database's write-ahead log and its index beside the name it
 // was opened by: a program that opened another name would read and write a log of its

@@ -295,6 +295,9 @@ func Open(path string, opt Options) (*DB, error) {
 	params.Set("_txlock", "immediate")
 	dropAliasedKeptAside(path)
 	// Before anything opens it, which would make a log beside this name.
+	if err := refuseNotAFile(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	if err := refuseSecondNames(path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
