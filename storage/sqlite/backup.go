@@ -545,7 +545,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 	}
 	defer release()
 	defer removeDB(tmp)
-	if err := copyFile(from, tmp); err != nil {
+	if err := copyFile(ctx, from, tmp); err != nil {
 		return fail(err)
 	}
 	if wal {
@@ -555,7 +555,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 			err = f.Close()
 		}
 		if err == nil {
-			err = copyFile(from+"-wal", tmp+"-wal")
+			err = copyFile(ctx, from+"-wal", tmp+"-wal")
 		}
 		if err != nil {
 			return fail(err)
@@ -1190,18 +1190,26 @@ func samePath(a, b string) bool {
 	return resolve(a) == resolve(b)
 }
 
-func copyFile(from, to string) error {
+// copyFile copies the file from into to, until ctx ends: closing from then ends a read
+// that waits on a pipe whose writer stalled (<(gunzip -c …)), and a file's copy at its
+// next round, where the copy would otherwise go on past Ctrl-C.
+func copyFile(ctx context.Context, from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
+	stop := context.AfterFunc(ctx, func() { src.Close() })
+	defer stop()
 	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(dst, src); err != nil {
 		dst.Close()
+		if ctx.Err() != nil {
+			return ctx.Err() // the close's "file already closed" would hide why
+		}
 		return err
 	}
 	return dst.Close()
