@@ -193,12 +193,26 @@ func holdsRemoved(name string) bool {
 // refuseNotAFile refuses a database path where something other than a file is: SQLite
 // opens a named pipe for writing and fails at its first seek ("disk I/O error: illegal
 // seek"), and a read-only open of one waits for a writer, past Ctrl-C.
+//
+// The same goes for the files SQLite keeps beside it, beside the file a link names: a
+// rollback journal there is opened read-only to see whether it is hot, and that open of
+// a named pipe waits for a writer as well; a named pipe as the log or its index fails
+// with "disk I/O error: invalid argument".
 func refuseNotAFile(path string) error {
 	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().IsRegular() {
-		return nil // absent: it is made as a file; another failure shows at the open
+	if err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("it is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode()))
 	}
-	return fmt.Errorf("it is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode()))
+	// Absent, it is made as a file; another failure shows at the open.
+	for _, f := range []struct{ suffix, what string }{
+		{"-journal", "rollback journal"}, {"-wal", "write-ahead log"}, {"-shm", "log index"},
+	} {
+		log := resolved(path) + f.suffix
+		if fi, err := os.Stat(log); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is %s, where SQLite keeps the database's %s: remove it, then run this again", log, FileKind(fi.Mode()), f.what)
+		}
+	}
+	return nil
 }
 
 // refuseSecondNames refuses the database file at path when it has other names (hard
