@@ -313,7 +313,7 @@ func explainKey(ctx context.Context, w io.Writer, db storage.Store, src receiver
 		fmt.Fprintf(w, "%scanonical JSON\t%s\n", indent, web.Visible(der.Canonical))
 		fmt.Fprintf(w, "%ssha256\t%s\n", indent, der.Hash)
 	}
-	fmt.Fprintf(w, "%skey\t%s\n", indent, web.Visible(der.Key))
+	fmt.Fprintf(w, "%skey\t%s\n", indent, shownName(der.Key))
 	fmt.Fprintf(w, "%spayload hash\t%s\n", indent, der.PayloadHash)
 	c, err := db.Claim(ctx, src.Name, der.Key)
 	now := db.Clock()

@@ -131,7 +131,13 @@ func runRelease(ctx context.Context, args []string, e env) error {
 // shownKey names a key as source/key for a terminal, each shown as the console shows
 // it: a sender chooses both (a source by posting to it, a key as its event id), and a
 // U+202E in either would make the line read as another key's.
-func shownKey(source, key string) string { return web.Visible(source) + "/" + web.Visible(key) }
+func shownKey(source, key string) string { return shownName(source) + "/" + shownName(key) }
+
+// shownName is a sender's key or source as the command line shows it: as the console
+// does, with its backslashes doubled too. The console marks its escapes apart from the
+// text; here a key sent as the six characters \u202e would read as the one holding
+// U+202E, and a bash $'…' of what is shown would name the other one.
+func shownName(s string) string { return web.Visible(strings.ReplaceAll(s, `\`, `\\`)) }
 
 // recordOnly reports whether the configuration has source without a forward_url.
 func recordOnly(cfg config, source string) bool {
@@ -258,7 +264,7 @@ func runKeys(ctx context.Context, args []string, e env) error {
 	for _, k := range keys {
 		// The key and its source are a sender's, the last error a downstream's: shown as
 		// the console shows them, where a tab would also shift the columns.
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", web.Visible(k.Source), web.Visible(k.Key), k.State,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\t%d\t%s\n", shownName(k.Source), shownName(k.Key), k.State,
 			now.Sub(k.UpdatedAt).Round(time.Second), k.Attempts, web.Visible(k.LastError))
 	}
 	if err := w.Flush(); err != nil {
