@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,92 @@ key_fields = ["/booking_id"]
 		if r := hiddenIn(out); r != "" {
 			t.Errorf("%s: the explanation holds %q as it is:\n%s", body, r, out)
 		}
+	}
+}
+
+// keysOn stores a claim of each of keys, of source ota, in a new database, and returns
+// the database's path.
+func keysOn(t *testing.T, keys ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, k := range keys {
+		if err := db.Record(context.Background(), &storage.Delivery{Source: "ota", Key: k, KeyMethod: storage.MethodEventID,
+			PayloadHash: "h", Body: []byte(`{}`)}, storage.ClaimOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// listedKeys is the KEY column of a keys listing.
+func listedKeys(out string) []string {
+	var keys []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		keys = append(keys, strings.Fields(line)[1])
+	}
+	return keys
+}
+
+// TestCLI_KeysBackslashNotAnEscape: a key a sender writes with a backslash, the six
+// characters \u202e, is listed apart from the key that holds U+202E, whose listing
+// shows that escape: else either passes for the other, and an operator who gives
+// release what keys showed, as a bash $'…', releases the other one.
+func TestCLI_KeysBackslashNotAnEscape(t *testing.T) {
+	const literal = `evt_\u202egnp.exe` // as sent: a backslash, then u202e
+	cli := cliOn(keysOn(t, hiddenKey, literal))
+	out, err := cli("keys")
+	if err != nil {
+		t.Fatalf("keys: %v\n%s", err, out)
+	}
+	shown := listedKeys(out)
+	if len(shown) != 2 || shown[0] == shown[1] {
+		t.Fatalf("keys: %q; want the two keys shown apart:\n%s", shown, out)
+	}
+	for _, s := range shown {
+		if s != hiddenKeyShown && s != `evt_\\u202egnp.exe` {
+			t.Errorf("keys: %q shown; want %q for the key with U+202E and %q for the one with a backslash", s, hiddenKeyShown, `evt_\\u202egnp.exe`)
+		}
+	}
+
+	out, err = cli("release", "--source", "ota", literal, "--reason", "a test")
+	if err != nil {
+		t.Fatalf("release: %v\n%s", err, out)
+	}
+	if want := `ota/evt_\\u202egnp.exe: `; !strings.HasPrefix(out, want) {
+		t.Errorf("release: %q; want it to start with %q", out, want)
+	}
+}
+
+// TestCLI_KeysShownReadBack: what keys shows of a key, escapes and all, is read back
+// into the key as stored by bash's printf %b, as the README's script gives release a
+// key it picked from the listing: given the escapes themselves, release would look for
+// another key.
+func TestCLI_KeysShownReadBack(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	keys := []string{"evt_1", hiddenKey, fillerKey, csiKey, `evt_\u202egnp.exe`, `evt_\c\0`, "evt_\xff"}
+	out, err := cliOn(keysOn(t, keys...))("keys")
+	if err != nil {
+		t.Fatalf("keys: %v\n%s", err, out)
+	}
+	var got []string
+	for _, shown := range listedKeys(out) {
+		key, err := exec.Command(bash, "-c", `printf %b "$1"`, "-", shown).Output()
+		if err != nil {
+			t.Fatalf("printf %%b %s: %v", shown, err)
+		}
+		got = append(got, string(key))
+	}
+	slices.Sort(got)
+	slices.Sort(keys)
+	if !slices.Equal(got, keys) {
+		t.Errorf("keys read back: %q; want %q\n%s", got, keys, out)
 	}
 }
