@@ -344,7 +344,7 @@ func writePrivate(path string, fill func(io.Writer) error) error {
 	if to, err := os.Readlink(path); err == nil {
 		target, err := filepath.EvalSymlinks(path)
 		if err != nil {
-			return fmt.Errorf("it is %s: give the export's own path (once its disk is there), or the name of a new file", sqlite.LinkToNothing(to))
+			return fmt.Errorf("it is %s: give the export's own path (once its disk is there), or the name of a new file", storage.LinkToNothing(to))
 		}
 		path = target
 	}

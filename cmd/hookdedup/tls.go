@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/hookdedup/hookdedup/receiver/alert"
-	"github.com/hookdedup/hookdedup/storage/sqlite"
+	"github.com/hookdedup/hookdedup/storage"
 
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
@@ -456,7 +456,7 @@ func readRecord(path string) ([]byte, error) {
 	if fi, err := f.Stat(); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a file but %s: remove it", sqlite.FileKind(fi.Mode()))
+		return nil, fmt.Errorf("not a file but %s: remove it", storage.FileKind(fi.Mode()))
 	}
 	return io.ReadAll(io.LimitReader(f, maxRecord))
 }

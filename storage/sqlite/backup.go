@@ -154,7 +154,7 @@ func replaceable(path string) error {
 		if to, lerr := os.Readlink(path); lerr == nil {
 			// Renamed onto, the link would be replaced: the backup would stay on the disk
 			// it was made to leave (the link's target on a disk not mounted), the link gone.
-			return fmt.Errorf("it is %s: give the backup's own path (once its disk is there), or the name of a new file", LinkToNothing(to))
+			return fmt.Errorf("it is %s: give the backup's own path (once its disk is there), or the name of a new file", storage.LinkToNothing(to))
 		}
 		// No file, yet its log may be there: its database was moved or removed without it.
 		if log, err := heldLog(resolved(path)); err != nil {
@@ -171,7 +171,7 @@ func replaceable(path string) error {
 	if st, err := f.Stat(); err != nil {
 		return err
 	} else if !st.Mode().IsRegular() {
-		return fmt.Errorf("it is %s, not a file: give the name of a new file, or of an earlier backup", FileKind(st.Mode()))
+		return fmt.Errorf("it is %s, not a file: give the name of a new file, or of an earlier backup", storage.FileKind(st.Mode()))
 	} else if st.Size() > 0 {
 		head := make([]byte, len(sqliteHeader))
 		if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
@@ -450,7 +450,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		// A link to nothing (its disk not mounted) is there for ls: "no such file" of
 		// its name alone would send the operator looking for a typo.
 		if to, lerr := os.Readlink(from); lerr == nil && absent(err) {
-			err = fmt.Errorf("%s is %s: %w", from, LinkToNothing(to), os.ErrNotExist)
+			err = fmt.Errorf("%s is %s: %w", from, storage.LinkToNothing(to), os.ErrNotExist)
 		}
 		return fail(err)
 	} else if fi.Mode().IsRegular() && fi.Size() == 0 {
@@ -459,7 +459,7 @@ func restore(ctx context.Context, from, dbPath string, copyOf bool) (RestoreInfo
 		return fail(fmt.Errorf("%s is empty (0 bytes): a backup cut short before it began, or not a backup", from))
 	} else if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeNamedPipe == 0 {
 		// A device would be copied as it reads: /dev/zero until the disk is full.
-		return fail(fmt.Errorf("%s is %s, not a backup: give a backup's file, or a pipe that gives one (<(gunzip -c FILE.gz))", from, FileKind(fi.Mode())))
+		return fail(fmt.Errorf("%s is %s, not a backup: give a backup's file, or a pipe that gives one (<(gunzip -c FILE.gz))", from, storage.FileKind(fi.Mode())))
 	}
 	// A FIFO or a device at the database's path is no database to replace: read for the
 	// ids it issued, a FIFO would hold the restore in its open.

@@ -201,7 +201,7 @@ func holdsRemoved(name string) bool {
 func refuseNotAFile(path string) error {
 	fi, err := os.Stat(path)
 	if err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("it is %s, not a database file: name the database's file, or a path with nothing there", FileKind(fi.Mode()))
+		return fmt.Errorf("it is %s, not a database file: name the database's file, or a path with nothing there", storage.FileKind(fi.Mode()))
 	}
 	// Absent, it is made as a file; another failure shows at the open.
 	for _, f := range []struct{ suffix, what string }{
@@ -209,7 +209,7 @@ func refuseNotAFile(path string) error {
 	} {
 		log := resolved(path) + f.suffix
 		if fi, err := os.Stat(log); err == nil && !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is %s, where SQLite keeps the database's %s: remove it, then run this again", log, FileKind(fi.Mode()), f.what)
+			return fmt.Errorf("%s is %s, where SQLite keeps the database's %s: remove it, then run this again", log, storage.FileKind(fi.Mode()), f.what)
 		}
 	}
 	return nil

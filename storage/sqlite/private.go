@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/hookdedup/hookdedup/storage"
 )
 
 // The database holds webhook secrets, session keys and password hashes: its files are
@@ -49,7 +51,7 @@ func MakeDirs(dir string) error {
 			// A link to nothing (to a disk that is not mounted): taken for a directory,
 			// the first file written there would fail naming that file.
 			if to, lerr := os.Readlink(dir); lerr == nil {
-				return fmt.Errorf("%s is %s", dir, LinkToNothing(to))
+				return fmt.Errorf("%s is %s", dir, storage.LinkToNothing(to))
 			}
 		}
 		return err
@@ -203,26 +205,4 @@ func fileURI(path string) string {
 		path = "/" + strings.TrimLeft(path, "/")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath()
-}
-
-// FileKind names the kind of file mode says, for an error about a path that is not the
-// regular file it should be.
-func FileKind(mode fs.FileMode) string {
-	switch {
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
-}
-
-// LinkToNothing says what a symbolic link to to is when to is not there: most often a
-// disk not mounted, which "no such file" of the link's name, listed by ls, would hide.
-func LinkToNothing(to string) string {
-	return "a symbolic link to " + to + ", which does not exist (a disk not mounted?)"
 }
